@@ -1,0 +1,1 @@
+"""Adapters to real engines behind one small protocol (see engines/protocol.py)."""

@@ -1,0 +1,68 @@
+"""The engine boundary: what the runtime asks of every engine adapter.
+
+Requests and results are plain serializable data (dicts, lists, str, float, numpy arrays), so an
+adapter runs the same in-process or as a Ray actor. Ops are the string values of `teola.ops.PrimOp`.
+
+Request / result shapes per op (one request per item; the runtime batches requests across queries):
+
+- "embedding":   {"text": str}                                  -> list[float] (L2-normalized)
+- "ingestion":   {"namespace": str, "text": str, "embedding": list[float], "meta": dict}
+                                                                -> None
+- "searching":   vector store: {"namespace": str, "embedding": list[float], "top_k": int}
+                 text search engine: {"query": str, "top_k": int}
+                                                                -> list[{"text": str, "score": float}]
+- "reranking":   {"query": str, "text": str}                    -> float (higher = more relevant)
+- LLM ops ("prefilling", "partial_prefilling", "full_prefilling", "decoding", "partial_decoding"):
+                 {"parts": [[name, text], ...],   # prompt parts in prompt order
+                  "complete": bool,               # False: a prefix only (partial prefilling)
+                  "max_tokens": int, "temperature": float, "stop": list[str] | None,
+                  "priority": int,                # lower runs first
+                  "split": "list" | "jsonl" | None}  # how to cut a streamed output into items
+   prefills -> {"num_prompt_tokens": int, "num_cached_tokens": int}
+   decodes  -> {"text": str, "items": list[str], "num_prompt_tokens": int,
+                "num_cached_tokens": int, "num_output_tokens": int}
+- "tool":        {"tool": str, "args": dict}                     -> Any JSON-serializable
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Protocol, runtime_checkable
+
+
+@dataclass(slots=True)
+class EngineProfile:
+    """What schedulers need to know about an engine.
+
+    max_batch: the most requests one `execute` call takes.
+    max_efficient_batch: beyond this, bigger batches stop paying off (stage decomposition splits here).
+    token_budget: for LLM engines, the prompt+output tokens one batch may hold (0 = unlimited).
+    latency: seconds for a batch of n, as {n: seconds} samples (optional; used by simulation/bounds).
+    """
+
+    max_batch: int = 64
+    max_efficient_batch: int = 16
+    token_budget: int = 0
+    latency: dict[int, float] = field(default_factory=dict)
+
+
+@runtime_checkable
+class EngineBackend(Protocol):
+    """One engine instance. `execute` runs one batch of same-op requests and returns one result
+    per request, in order; a failure raises and fails the whole batch."""
+
+    name: str
+    ops: frozenset[str]
+    profile: EngineProfile
+
+    async def start(self) -> None: ...
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]: ...
+
+    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        """Streaming decode: yields (request index, "item", text) for each complete item of a
+        splittable output as soon as it is parsed, then (request index, "final", result)."""
+        ...
+
+    async def health(self) -> bool: ...
+
+    async def stop(self) -> None: ...

@@ -1,0 +1,42 @@
+"""Engine kinds by name: `Engine("llm", kind="vllm", ...)` -> an adapter instance.
+
+Adapters import heavy libraries (vllm, torch, psycopg) lazily, so the table holds import paths.
+Users add kinds with `register_engine_kind("mykind", factory)`.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+from engines.protocol import EngineBackend
+
+_KINDS: dict[str, str | Callable[..., EngineBackend]] = {
+    "vllm": "engines.vllm_engine:VLLMEngine",
+    "sentence_transformers": "engines.embedding:EmbeddingEngine",
+    "reranker": "engines.reranker:RerankerEngine",
+    "pgvector": "engines.pgvector_store:PgVectorEngine",
+    "search": "engines.text_search:TextSearchEngine",
+    "tool": "engines.tools:ToolEngine",
+}
+
+
+def register_engine_kind(kind: str, factory: Callable[..., EngineBackend]) -> None:
+    """Make `Engine(name, kind=kind, **options)` build `factory(name, **options)`."""
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("engine kind must be a non-empty string")
+    _KINDS[kind] = factory
+
+
+def engine_kinds() -> list[str]:
+    return sorted(_KINDS)
+
+
+def create_engine(name: str, kind: str, options: dict[str, Any]) -> EngineBackend:
+    """Build (not start) the adapter for one engine instance."""
+    if kind not in _KINDS:
+        raise ValueError(f"engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}")
+    target = _KINDS[kind]
+    if isinstance(target, str):
+        module, attr = target.split(":")
+        target = getattr(importlib.import_module(module), attr)
+    return target(name, **options)

