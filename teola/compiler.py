@@ -1,0 +1,101 @@
+"""Compilation of one query: p-graph (decomposition) -> e-graph (passes), with a cache of
+optimized graphs keyed by template version and config shape."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from teola.decompose import build_pgraph, prepare_inputs
+from teola.engine_spec import Engine
+from teola.graph import Graph
+from teola.node import Node
+from teola.passes import run_pipeline
+
+# Config keys that change the graph; the rest (policy, timeouts, priority) only steer the runtime.
+GRAPH_KEYS = ("nodes", "passes")
+
+
+@dataclass(slots=True)
+class Compiled:
+    """A compiled query. `inputs` are the values the query starts with (its fields, chunks, its
+    namespace); `pgraph` and `egraph` are shared with the cache: treat them as read-only."""
+
+    pgraph: Graph
+    egraph: Graph
+    inputs: dict[str, Any]
+    cache_hit: bool
+    passes_applied: list[str]
+    seconds: float
+    query_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+@dataclass(slots=True)
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+
+
+class GraphCache:
+    """Optimized graphs by (template version, config shape, data shape), LRU-bounded."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.capacity = capacity
+        self.stats = CacheStats()
+        self._items: dict[tuple, tuple[Graph, Graph, list[str]]] = {}
+
+    def get(self, key: tuple) -> tuple[Graph, Graph, list[str]] | None:
+        item = self._items.pop(key, None)
+        if item is None:
+            self.stats.misses += 1
+            return None
+        self._items[key] = item
+        self.stats.hits += 1
+        return item
+
+    def put(self, key: tuple, item: tuple[Graph, Graph, list[str]]) -> None:
+        self._items[key] = item
+        while len(self._items) > self.capacity:
+            self._items.pop(next(iter(self._items)))
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+def shape_key(version: int, config: dict[str, Any], inputs: dict[str, Any]) -> tuple:
+    """What the graph depends on: the template version, the graph-shaping config and the sizes of
+    list-valued inputs (documents -> chunk count), never the query's text itself."""
+    cfg = json.dumps({k: config.get(k) for k in GRAPH_KEYS}, sort_keys=True, default=str)
+    data = tuple(sorted((k, len(v) if isinstance(v, (list, tuple)) else -1) for k, v in inputs.items()
+                        if k != "sys.namespace"))
+    return (version, cfg, data)
+
+
+def compile_query(order: list[Node], engines: dict[str, Engine], version: int, query: dict[str, Any],
+                  config: dict[str, Any], cache: GraphCache | None, lint: bool = False) -> Compiled:
+    t0 = time.perf_counter()
+    if not isinstance(config, dict):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    inputs = prepare_inputs(order, query, config)
+    namespace = config.get("namespace") or uuid.uuid4().hex
+    if not isinstance(namespace, str):
+        raise TypeError("config['namespace'] must be a string")
+    inputs["sys.namespace"] = namespace
+    key = shape_key(version, config, inputs)
+    hit = cache.get(key) if cache is not None else None
+    if hit is None:
+        pgraph = build_pgraph(order, engines, query, config, dict(inputs))
+        if lint:
+            pgraph.lint()
+        egraph, applied = run_pipeline(pgraph, config.get("passes"), lint=lint)
+        egraph.assign_depths()
+        pgraph.assign_depths()
+        if lint:
+            egraph.lint()
+        if cache is not None:
+            cache.put(key, (pgraph, egraph, applied))
+    else:
+        pgraph, egraph, applied = hit
+    return Compiled(pgraph, egraph, inputs, hit is not None, applied, time.perf_counter() - t0)

@@ -1,0 +1,17 @@
+"""Query expansion: one LLM call that writes N search queries (splittable: one item per query)."""
+from __future__ import annotations
+
+from teola.components import prompts
+from teola.components.context import BuildContext
+from teola.components.llm_call import gen_args, llm_call
+from teola.refs import Ref
+
+
+def decompose_query_expansion(ctx: BuildContext) -> None:
+    n = ctx.int_config("num_queries", 3)
+    instruction = ctx.config.get("instruction", prompts.EXPANSION).format(n=n)
+    parts = [("instruction", instruction), ("question", Ref(ctx.question()))]
+    _, decode, port = llm_call(ctx, "expand", parts, "queries", gen_args(ctx.config, max_tokens=24 * n),
+                               split="list", n_items=n)
+    decode.args["splittable"] = ctx.node.anno == "splittable"
+    ctx.sub.exports["queries"] = port

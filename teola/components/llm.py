@@ -1,0 +1,49 @@
+"""A generic LLM call over named prompt parts.
+
+config["parts"]: [[name, source], ...] in prompt order; a source is literal text, "$query.<field>"
+for a query field, or "$<port>" for an upstream port ("$text", "$context", "$results").
+"""
+from __future__ import annotations
+
+from teola.components.context import BuildContext
+from teola.components.llm_call import gen_args, llm_call
+from teola.refs import Ref
+
+
+def decompose_llm(ctx: BuildContext) -> None:
+    raw = ctx.config.get("parts")
+    if not raw:
+        raw = [["question", "$query.question"]]
+    parts = []
+    for item in raw:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
+            raise ValueError(f"node {ctx.node.name!r}: each config 'parts' entry must be [name, source], got {item!r}")
+        name, src = item
+        parts.append((name, _source(ctx, src)))
+    split = ctx.config.get("split")
+    if split not in (None, "list", "jsonl"):
+        raise ValueError(f"node {ctx.node.name!r}: config 'split' must be 'list' or 'jsonl', got {split!r}")
+    n_items = ctx.int_config("num_items", 4) if split else 0
+    _, decode, port = llm_call(ctx, "call", parts, "items" if split else "text", gen_args(ctx.config),
+                               split=split, n_items=n_items)
+    if split:
+        decode.args["splittable"] = ctx.node.anno == "splittable"
+        ctx.sub.exports["items"] = port
+        ctx.sub.exports["queries"] = port
+    else:
+        ctx.sub.exports["text"] = port
+
+
+def _source(ctx: BuildContext, src: str) -> str | Ref:
+    if not src.startswith("$"):
+        return src
+    name = src[1:]
+    if name.startswith("query."):
+        field = name.split(".", 1)[1]
+        if field not in ctx.query:
+            raise ValueError(f"node {ctx.node.name!r}: prompt part refers to query[{field!r}], which the query lacks")
+        return Ref(name)
+    port = ctx.find(name)
+    if name in ("context", "results"):
+        return Ref(port.key, join="\n\n")
+    return Ref(port.key)

@@ -1,0 +1,38 @@
+"""The shared shape of every LLM call: Prefilling over named prompt parts, then Decoding."""
+from __future__ import annotations
+
+from typing import Any
+
+from teola.components.context import BuildContext, Port
+from teola.ops import PrimOp
+from teola.primitive import Primitive
+from teola.refs import Ref
+
+GEN_KEYS = ("max_tokens", "temperature", "stop")
+DEFAULT_GEN = {"max_tokens": 128, "temperature": 0.0, "stop": None}
+
+
+def gen_args(config: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+    out = {**DEFAULT_GEN, **defaults}
+    out.update({k: config[k] for k in GEN_KEYS if k in config})
+    if not isinstance(out["max_tokens"], int) or out["max_tokens"] < 1:
+        raise ValueError(f"max_tokens must be an int >= 1, got {out['max_tokens']!r}")
+    return out
+
+
+def llm_call(ctx: BuildContext, label: str, parts: list[tuple[str, str | Ref]], out_name: str,
+             gen: dict[str, Any], split: str | None = None, n_items: int = 0) -> tuple[Primitive, Primitive, Port]:
+    """Add Prefilling -> Decoding for one call. Prompt parts are (name, literal text or Ref) in
+    prompt order. A `split` call ("list" or "jsonl") writes a list of up to `n_items` items."""
+    engine = ctx.engine()
+    reads = tuple(dict.fromkeys(r.key for _, r in parts if isinstance(r, Ref)))
+    kv = ctx.key(f"{label}.kv")
+    prefill = ctx.add(Primitive(PrimOp.PREFILLING, engine, ctx.node.name, inputs=reads, outputs=(kv,),
+                                args={"parts": list(parts)}, label=f"{label}.prefill"))
+    out = ctx.key(out_name)
+    args: dict[str, Any] = dict(gen)
+    if split:
+        args.update(split=split, n_items=n_items)
+    decode = ctx.add(Primitive(PrimOp.DECODING, engine, ctx.node.name, inputs=(kv,), outputs=(out,),
+                               args=args, label=f"{label}.decode"))
+    return prefill, decode, Port(out, n_items if split else 0)

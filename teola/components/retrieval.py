@@ -1,0 +1,59 @@
+"""Query embedding, vector search, reranking and search-engine components."""
+from __future__ import annotations
+
+from teola.components.context import BuildContext, Port
+from teola.ops import PrimOp
+from teola.primitive import Primitive
+
+
+def decompose_query_embedding(ctx: BuildContext) -> None:
+    """Embed the upstream queries (e.g. expanded ones), or the question itself if none."""
+    src = ctx.find_optional("queries")
+    key, n = (src.key, src.n) if src else (ctx.question(), 1)
+    p = ctx.add(Primitive(PrimOp.EMBEDDING, ctx.engine(), ctx.node.name, inputs=(key,),
+                          outputs=(ctx.key("embeddings"),), args={"map": (key,)}, num_requests=n, label="embed"))
+    if ctx.node.anno == "batchable":
+        p.args["batchable"] = True
+    ctx.sub.exports["query_embeddings"] = Port(p.outputs[0], n)
+
+
+def decompose_vector_search(ctx: BuildContext) -> None:
+    """Top-k search for each query embedding, after the documents are ingested."""
+    q = ctx.find("query_embeddings")
+    index = ctx.find("index")
+    top_k = ctx.int_config("top_k", 16)
+    p = ctx.add(Primitive(PrimOp.SEARCHING, ctx.engine(), ctx.node.name,
+                          inputs=(q.key, index.key, "sys.namespace"), outputs=(ctx.key("results"),),
+                          args={"map": (q.key,), "top_k": top_k}, num_requests=q.n, label="search"))
+    ctx.sub.exports.update(results=Port(p.outputs[0], q.n))
+
+
+def decompose_rerank(ctx: BuildContext) -> None:
+    """Score every retrieved chunk against the question and keep the best `top_n`."""
+    results = ctx.find("results")
+    top_n = ctx.int_config("top_n", 3)
+    per_query = _results_per_query(ctx)
+    p = ctx.add(Primitive(PrimOp.RERANKING, ctx.engine(), ctx.node.name, inputs=(ctx.question(), results.key),
+                          outputs=(ctx.key("context"),), args={"top_n": top_n},
+                          num_requests=max(1, results.n * per_query), label="rerank"))
+    ctx.sub.exports["context"] = Port(p.outputs[0], top_n)
+
+
+def _results_per_query(ctx: BuildContext) -> int:
+    for node, exports in ctx.ancestors:
+        if "results" in exports:
+            return int(node.config.get("top_k", 16))
+    return 16
+
+
+def decompose_web_search(ctx: BuildContext) -> None:
+    """Search-engine lookup of the question (or upstream queries); results become context."""
+    src = ctx.find_optional("queries")
+    key, n = (src.key, src.n) if src else (ctx.question(), 1)
+    top_k = ctx.int_config("top_k", 4)
+    p = ctx.add(Primitive(PrimOp.SEARCHING, ctx.engine(), ctx.node.name, inputs=(key,),
+                          outputs=(ctx.key("results"),), args={"map": (key,), "top_k": top_k, "text_query": True},
+                          num_requests=n, label="search"))
+    ctx.sub.exports.update(results=Port(p.outputs[0], n))
+    # A flat context list: the runtime flattens search results into texts for prompts.
+    ctx.sub.exports["context"] = Port(p.outputs[0], n * top_k)

@@ -1,0 +1,63 @@
+"""`Engine`: how an app declares an engine it uses (the adapter is built at start-up)."""
+from __future__ import annotations
+
+from typing import Any
+
+from teola.graph import EngineInfo
+from teola.ops import LLM_OPS, PrimOp
+
+# Ops each built-in engine kind runs; a custom kind passes `ops=[...]`.
+KIND_OPS: dict[str, frozenset[PrimOp]] = {
+    "vllm": frozenset(LLM_OPS),
+    "sentence_transformers": frozenset({PrimOp.EMBEDDING}),
+    "reranker": frozenset({PrimOp.RERANKING}),
+    "pgvector": frozenset({PrimOp.INGESTION, PrimOp.SEARCHING}),
+    "search": frozenset({PrimOp.SEARCHING}),
+    "tool": frozenset({PrimOp.TOOL}),
+}
+
+DEFAULT_MAX_EFFICIENT_BATCH = {"vllm": 8, "sentence_transformers": 32, "reranker": 32,
+                               "pgvector": 256, "search": 16, "tool": 8}
+
+
+class Engine:
+    """An engine registration: `Engine("llm", kind="vllm", model="smollm2-135m-instruct")`.
+
+    name: how nodes refer to it. kind: the adapter ("vllm", "sentence_transformers", "reranker",
+    "pgvector", "search", "tool", or one added with `engines.registry.register_engine_kind`).
+    instances: how many engine instances to start. max_efficient_batch: the batch size beyond which
+    throughput stops growing (stage decomposition splits there). ops: required for custom kinds.
+    policy: the engine scheduler's batching policy (default: the app's). Every other keyword is
+    passed to the adapter (model, device, dtype, dsn, ...).
+    """
+
+    def __init__(self, name: str, kind: str, *, instances: int = 1, max_efficient_batch: int | None = None,
+                 max_batch: int | None = None, token_budget: int = 0, ops: list[str] | None = None,
+                 policy: str | None = None, **options: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
+        if ops is None and kind not in KIND_OPS:
+            raise ValueError(f"Engine {name!r}: unknown kind {kind!r}; known kinds: {sorted(KIND_OPS)}"
+                             " (a custom kind must also pass ops=[...])")
+        if not isinstance(instances, int) or instances < 1:
+            raise ValueError(f"Engine {name!r}: instances must be an int >= 1, got {instances!r}")
+        self.name = name
+        self.kind = kind
+        self.instances = instances
+        try:
+            self.ops = frozenset(PrimOp(o) for o in ops) if ops is not None else KIND_OPS[kind]
+        except ValueError as e:
+            raise ValueError(f"Engine {name!r}: {e}; ops are {[o.value for o in PrimOp]}") from None
+        self.max_efficient_batch = max_efficient_batch or DEFAULT_MAX_EFFICIENT_BATCH.get(kind, 16)
+        if self.max_efficient_batch < 1:
+            raise ValueError(f"Engine {name!r}: max_efficient_batch must be >= 1")
+        self.max_batch = max_batch or max(self.max_efficient_batch, 64 if kind != "vllm" else 32)
+        self.token_budget = token_budget
+        self.policy = policy
+        self.options = options
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget)
+
+    def __repr__(self) -> str:
+        return f"Engine({self.name!r}, kind={self.kind!r})"

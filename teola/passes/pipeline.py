@@ -1,0 +1,59 @@
+"""Runs the enabled passes in order until none changes the graph (bounded fixed point)."""
+from __future__ import annotations
+
+from typing import Any
+
+from teola.graph import Graph
+from teola.passes.registry import get_pass, pass_names
+
+MAX_ROUNDS = 4
+
+
+class PassError(RuntimeError):
+    """A pass raised or broke the graph; the message names it and the passes that ran before."""
+
+
+def plan(passes_config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """Which passes run, with their options, from a query's `config["passes"]`:
+    {name: bool | {option: value}}. Unknown names raise ValueError."""
+    cfg = passes_config or {}
+    if not isinstance(cfg, dict):
+        raise TypeError(f"config['passes'] must be a dict of pass name -> bool or options, got {cfg!r}")
+    names = pass_names()
+    for k in cfg:
+        if k not in names:
+            raise ValueError(f"unknown pass {k!r} in config['passes']; passes: {', '.join(names)}")
+    out = []
+    for name in names:
+        v = cfg.get(name, True)
+        if v is False:
+            continue
+        if v is not True and not isinstance(v, dict):
+            raise TypeError(f"config['passes'][{name!r}] must be true, false or a dict of options, got {v!r}")
+        out.append((name, v if isinstance(v, dict) else {}))
+    return out
+
+
+def run_pipeline(graph: Graph, passes_config: dict[str, Any] | None = None, lint: bool = False) -> tuple[Graph, list[str]]:
+    """Apply the passes; returns the optimized graph and the names of the passes that changed it.
+    With lint=True the graph is checked after every pass."""
+    steps = plan(passes_config)
+    ran: list[str] = []
+    applied: list[str] = []
+    for _ in range(MAX_ROUNDS):
+        changed = False
+        for name, options in steps:
+            try:
+                result = get_pass(name)(graph, **options)
+                if lint:
+                    result.graph.lint()
+            except Exception as e:
+                raise PassError(f"pass {name!r} failed (after {', '.join(ran) or 'no passes'}): {e}") from e
+            ran.append(name)
+            graph = result.graph
+            if result.modified:
+                changed = True
+                applied.append(name)
+        if not changed:
+            return graph, applied
+    raise PassError(f"passes did not reach a fixed point in {MAX_ROUNDS} rounds (ran {', '.join(ran)})")

@@ -1,0 +1,58 @@
+"""Pass 3, prefill split: the prompt parts that are ready early (instruction, question) are
+prefilled as soon as they are, as a Partial Prefilling; a Full Prefilling completes the prompt.
+Attention is causal, so only a prefix can be pre-computed, in prompt order."""
+from __future__ import annotations
+
+from teola.graph import Graph
+from teola.ops import PrimOp
+from teola.passes.result import PassResult
+from teola.refs import Ref
+
+
+def prefill_split(graph: Graph, max_partials: int = 1) -> PassResult:
+    """max_partials: how many growing prefixes may be prefilled ahead (1 = the parts ready first,
+    as in Teola Fig. 6; more also prefills e.g. retrieved context while a previous call decodes)."""
+    g = graph.copy()
+    writers = g.producers()
+    modified = False
+    for p in g.find(PrimOp.PREFILLING):
+        parts = p.args["parts"]
+        cuts = _cuts(parts, writers)[:max_partials]
+        if not cuts:
+            continue
+        prev = None
+        for j, k in enumerate(cuts):
+            reads = tuple(dict.fromkeys(r.key for _, r in parts[:k] if isinstance(r, Ref)))
+            pp = g.add(p.clone(op=PrimOp.PARTIAL_PREFILLING, outputs=(f"{p.outputs[0]}.prefix{j}",),
+                               inputs=reads + ((prev.outputs[0],) if prev else ()), label=f"{p.label}.partial{j}"))
+            pp.args = {"parts": parts[:k]}
+            _connect(g, pp, writers, prev)
+            prev = pp
+        full = g.add(p.clone(op=PrimOp.FULL_PREFILLING, inputs=p.inputs + (prev.outputs[0],), label=f"{p.label}.full"))
+        full.args["prefix_parts"] = cuts[-1]
+        _connect(g, full, writers, prev)
+        for c in g.children(p):
+            g.connect(full, c)
+        g.remove(p)
+        writers[p.outputs[0]] = full.id
+        modified = True
+    return PassResult(g, modified)
+
+
+def _cuts(parts: list, writers: dict[str, int]) -> list[int]:
+    """Prefix lengths k (< len(parts)) after which the next part needs a new producer."""
+    cuts, seen = [], frozenset()
+    for k, (_, src) in enumerate(parts):
+        need = frozenset([writers[src.key]]) if isinstance(src, Ref) and src.key in writers else frozenset()
+        if k > 0 and not need <= seen:
+            cuts.append(k)
+        seen |= need
+    return cuts
+
+
+def _connect(g: Graph, prim, writers: dict[str, int], prev) -> None:
+    for key in prim.inputs:
+        if key in writers:
+            g.connect(writers[key], prim)
+    if prev is not None:
+        g.connect(prev, prim)

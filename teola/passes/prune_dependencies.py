@@ -1,0 +1,12 @@
+"""Pass 1, dependency pruning: keep an edge only where the child reads an output of the parent."""
+from __future__ import annotations
+
+from teola.graph import Graph
+from teola.passes.result import PassResult
+
+
+def prune_dependencies(graph: Graph) -> PassResult:
+    g = graph.copy()
+    dead = [(u, v) for u, v in g.nx.edges if not set(g[u].outputs) & set(g[v].inputs)]
+    g.nx.remove_edges_from(dead)
+    return PassResult(g, bool(dead))

@@ -1,0 +1,51 @@
+"""Passes by name, in pipeline order. Custom passes register with `register_pass`."""
+from __future__ import annotations
+
+from typing import Callable
+
+from teola.graph import Graph
+from teola.passes.decode_pipelining import decode_pipelining
+from teola.passes.prefill_split import prefill_split
+from teola.passes.prune_dependencies import prune_dependencies
+from teola.passes.result import PassResult
+from teola.passes.stage_decomposition import stage_decomposition
+
+PassFn = Callable[..., PassResult]
+
+# Order matters: pruning frees branches before stages and prefixes are computed from the edges
+# that remain; decode pipelining runs last so it splits the readers that stage decomposition made.
+_PASSES: dict[str, PassFn] = {
+    "prune_dependencies": prune_dependencies,
+    "stage_decomposition": stage_decomposition,
+    "prefill_split": prefill_split,
+    "decode_pipelining": decode_pipelining,
+}
+
+
+def register_pass(name: str, fn: PassFn, *, before: str | None = None) -> None:
+    """Add a pass `fn(graph, **options) -> PassResult` under `name`, at the end of the pipeline or
+    before the named pass. It runs by default; a query turns it off with
+    `{"passes": {name: false}}` or gives it options with `{"passes": {name: {...}}}`."""
+    if not isinstance(name, str) or not name or not callable(fn):
+        raise ValueError("register_pass(name, fn): name must be a non-empty string and fn callable")
+    if before is not None and before not in _PASSES:
+        raise ValueError(f"register_pass: no pass named {before!r} to insert before; passes: {pass_names()}")
+    items = [(k, v) for k, v in _PASSES.items() if k != name]
+    idx = len(items) if before is None else [k for k, _ in items].index(before)
+    items.insert(idx, (name, fn))
+    _PASSES.clear()
+    _PASSES.update(items)
+
+
+def unregister_pass(name: str) -> None:
+    _PASSES.pop(name, None)
+
+
+def pass_names() -> list[str]:
+    return list(_PASSES)
+
+
+def get_pass(name: str) -> PassFn:
+    if name not in _PASSES:
+        raise ValueError(f"unknown pass {name!r}; passes: {', '.join(pass_names())}")
+    return _PASSES[name]
