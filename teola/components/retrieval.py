@@ -25,7 +25,8 @@ def decompose_vector_search(ctx: BuildContext) -> None:
     p = ctx.add(Primitive(PrimOp.SEARCHING, ctx.engine(), ctx.node.name,
                           inputs=(q.key, index.key, "sys.namespace"), outputs=(ctx.key("results"),),
                           args={"map": (q.key,), "top_k": top_k}, num_requests=q.n, label="search"))
-    ctx.sub.exports.update(results=Port(p.outputs[0], q.n))
+    # Without a reranker, the retrieved texts (flattened in query order) are the context.
+    ctx.sub.exports.update(results=Port(p.outputs[0], q.n), context=Port(p.outputs[0], q.n * top_k))
 
 
 def decompose_rerank(ctx: BuildContext) -> None:

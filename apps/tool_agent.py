@@ -1,0 +1,32 @@
+"""Tool agent (Teola Fig. 2b): the LLM plans tool calls (one JSON object per line, splittable so
+each call starts as soon as it is written), the tools run, the LLM completes the answer."""
+from __future__ import annotations
+
+from typing import Any
+
+from teola import App, Engine, Node
+from teola.components import prompts
+
+DEFAULT_TOOLS = ("calculator", "wiki_lookup")
+
+
+def build(llm: dict[str, Any] | None = None, tools: dict[str, Any] | None = None,
+          tool_names: tuple[str, ...] = DEFAULT_TOOLS, max_calls: int = 2) -> App:
+    app = App("tool_agent")
+    app.register_engine(Engine("llm", kind="vllm", **({"model": "smollm2-135m-instruct"} | (llm or {}))))
+    app.register_engine(Engine("tools", kind="tool", **(tools or {})))
+
+    plan = Node("llm", name="plan", engine="llm", anno="splittable", config={
+        "parts": [["instruction", prompts.TOOL_PLAN.format(tools=", ".join(tool_names))],
+                  ["question", "$query.question"]],
+        "split": "jsonl", "num_items": max_calls, "max_tokens": 96})
+    call = Node("tool", name="tools", engine="tools", config={"tools": list(tool_names)})
+    answer = Node("llm", name="answer", engine="llm", config={
+        "parts": [["instruction", prompts.TOOL_ANSWER], ["question", "$query.question"], ["results", "$results"]],
+        "max_tokens": 96})
+    plan >> call >> answer
+    app.update_template([plan, call, answer])
+    return app
+
+
+app = build
