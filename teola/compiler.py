@@ -29,6 +29,7 @@ class Compiled:
     cache_hit: bool
     passes_applied: list[str]
     seconds: float
+    prepare_seconds: float = 0.0  # of `seconds`: chunking and other per-query data preparation
     query_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -83,6 +84,7 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
     if not isinstance(namespace, str):
         raise TypeError("config['namespace'] must be a string")
     inputs["sys.namespace"] = namespace
+    t_prepared = time.perf_counter()
     key = shape_key(version, config, inputs)
     hit = cache.get(key) if cache is not None else None
     if hit is None:
@@ -98,4 +100,4 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
             cache.put(key, (pgraph, egraph, applied))
     else:
         pgraph, egraph, applied = hit
-    return Compiled(pgraph, egraph, inputs, hit is not None, applied, time.perf_counter() - t0)
+    return Compiled(pgraph, egraph, inputs, hit is not None, applied, time.perf_counter() - t0, t_prepared - t0)

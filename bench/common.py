@@ -1,0 +1,32 @@
+"""Helpers shared by the benchmark scripts: machine facts and result files."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def machine() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         cwd=Path(__file__).parent).stdout.strip()
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": sys.version.split()[0], "commit": rev}
+
+
+def write_results(name: str, data: dict, markdown: str) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps({"machine": machine(), **data}, indent=2, default=str))
+    (RESULTS / f"{name}.md").write_text(markdown.rstrip() + "\n")
+    print(markdown)
