@@ -67,7 +67,7 @@ class Graph:
             p.id = pid
             p.depth = data["prim"].depth
             g.nx.add_node(pid, prim=p)
-        g.nx.add_edges_from(self.nx.edges)
+        g.nx.add_edges_from(self.nx.edges(data=True))
         return g
 
     # ---- queries ------------------------------------------------------------------------

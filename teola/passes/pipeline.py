@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from teola.graph import Graph
-from teola.passes.registry import get_pass, pass_names
+from teola.passes.registry import enabled_by_default, get_pass, pass_names
 
 MAX_ROUNDS = 4
 
@@ -25,7 +25,7 @@ def plan(passes_config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]
             raise ValueError(f"unknown pass {k!r} in config['passes']; passes: {', '.join(names)}")
     out = []
     for name in names:
-        v = cfg.get(name, True)
+        v = cfg.get(name, enabled_by_default(name))
         if v is False:
             continue
         if v is not True and not isinstance(v, dict):

@@ -5,6 +5,7 @@ from typing import Callable
 
 from teola.graph import Graph
 from teola.passes.decode_pipelining import decode_pipelining
+from teola.passes.module_chain import module_chain
 from teola.passes.prefill_split import prefill_split
 from teola.passes.prune_dependencies import prune_dependencies
 from teola.passes.result import PassResult
@@ -19,13 +20,16 @@ _PASSES: dict[str, PassFn] = {
     "stage_decomposition": stage_decomposition,
     "prefill_split": prefill_split,
     "decode_pipelining": decode_pipelining,
+    "module_chain": module_chain,
 }
+# Passes that run only when a query asks for them (baselines, experiments).
+_OFF_BY_DEFAULT: set[str] = {"module_chain"}
 
 
-def register_pass(name: str, fn: PassFn, *, before: str | None = None) -> None:
+def register_pass(name: str, fn: PassFn, *, before: str | None = None, default: bool = True) -> None:
     """Add a pass `fn(graph, **options) -> PassResult` under `name`, at the end of the pipeline or
-    before the named pass. It runs by default; a query turns it off with
-    `{"passes": {name: false}}` or gives it options with `{"passes": {name: {...}}}`."""
+    before the named pass. It runs by default (unless default=False); a query turns it on or off
+    with `{"passes": {name: true/false}}` or gives it options with `{"passes": {name: {...}}}`."""
     if not isinstance(name, str) or not name or not callable(fn):
         raise ValueError("register_pass(name, fn): name must be a non-empty string and fn callable")
     if before is not None and before not in _PASSES:
@@ -35,10 +39,19 @@ def register_pass(name: str, fn: PassFn, *, before: str | None = None) -> None:
     items.insert(idx, (name, fn))
     _PASSES.clear()
     _PASSES.update(items)
+    if default:
+        _OFF_BY_DEFAULT.discard(name)
+    else:
+        _OFF_BY_DEFAULT.add(name)
 
 
 def unregister_pass(name: str) -> None:
     _PASSES.pop(name, None)
+    _OFF_BY_DEFAULT.discard(name)
+
+
+def enabled_by_default(name: str) -> bool:
+    return name not in _OFF_BY_DEFAULT
 
 
 def pass_names() -> list[str]:

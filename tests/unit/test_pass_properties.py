@@ -8,6 +8,7 @@ from teola.passes import pass_names, run_pipeline
 from tests.factories import make_engines
 
 ANNO = st.sampled_from([None, "batchable"])
+OPTIMIZATIONS = ["prune_dependencies", "stage_decomposition", "prefill_split", "decode_pipelining"]
 
 
 @st.composite
@@ -59,7 +60,7 @@ def apps_and_queries(draw):
     app.update_template(nodes)
     words = draw(st.integers(0, 300))
     query = {"question": "What is the answer?", "documents": ["word " * words] if words else []}
-    passes = {name: draw(st.booleans()) for name in pass_names()}
+    passes = {name: draw(st.booleans()) for name in OPTIMIZATIONS}
     return app, query, {"passes": passes}
 
 
@@ -111,3 +112,20 @@ def test_each_pass_alone_keeps_every_data_dependency(case):
         only = {n: n == name for n in pass_names()}
         g, _ = run_pipeline(base, only, lint=True)
         g.lint()
+
+
+@settings(max_examples=40, deadline=None)
+@given(apps_and_queries())
+def test_module_chain_baseline_orders_components_totally(case):
+    app, query, _ = case
+    g = app.compile(query, {"passes": {n: n == "module_chain" for n in pass_names()}}).egraph
+    g.lint()
+    comps = []
+    for p in g.primitives:
+        if p.component not in comps:
+            comps.append(p.component)
+    import networkx as nx
+    for a, b in zip(comps, comps[1:]):
+        for u in g.find(component=a):
+            for v in g.find(component=b):
+                assert nx.has_path(g.nx, u.id, v.id)

@@ -150,3 +150,12 @@ def test_a_pass_that_breaks_the_graph_is_caught_by_lint():
             run_pipeline(g, lint=True)
     finally:
         unregister_pass("cut")
+
+
+def test_module_chain_edges_survive_pruning_and_copy():
+    g = make_graph((P, ("query.question",), ("a.kv",)), (E, ("query.question",), ("b.emb",)),
+                   p0={"parts": [("q", Ref("query.question"))]}, p1={"map": ("query.question",)})
+    chained = get_pass("module_chain")(g)
+    assert chained.modified and chained.graph.nx.has_edge(0, 1)
+    pruned = get_pass("prune_dependencies")(chained.graph.copy())
+    assert not pruned.modified and pruned.graph.nx.has_edge(0, 1)

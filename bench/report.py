@@ -1,0 +1,35 @@
+"""Assemble BENCHMARKS.md from the sections the benchmark scripts write to bench/results/*.md.
+Usage: python -m bench.report"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.common import RESULTS, machine
+
+ROOT = Path(__file__).parent.parent
+ORDER = ["compile", "runtime", "prefix_ttft", "kv_swap"]
+HEADER = """# Benchmarks
+
+Every number here is measured side by side in one run on the machine named in each section, with the
+command that reproduces it. Ratios compare teola with a baseline on the same engines in the same run.
+Tests never assert timings; these scripts report them. Regenerate this file with `python -m bench.report`
+after running the suites (each writes its section to `bench/results/<suite>.md`).
+"""
+
+
+def main() -> None:
+    sections = []
+    names = ORDER + sorted(p.stem for p in RESULTS.glob("*.md") if p.stem not in ORDER)
+    for name in names:
+        path = RESULTS / f"{name}.md"
+        if path.exists():
+            sections.append(path.read_text().strip())
+    m = machine()
+    text = HEADER + f"\nLast assembled at commit {m['commit']} on {m['cpu']} ({m['cores']} cores).\n\n"
+    text += "\n\n".join(sections) + "\n"
+    (ROOT / "BENCHMARKS.md").write_text(text)
+    print(f"wrote BENCHMARKS.md with {len(sections)} sections")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+"""Batching policies by name: `make_policy("topology")`. Add one with `register_policy`."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from teola.runtime.policies.base import Decision, Filler, Limits, Pending, Pick, Policy
+from teola.runtime.policies.fifo import FifoPolicy
+from teola.runtime.policies.po import PerInvocationPolicy
+from teola.runtime.policies.to import ThroughputPolicy
+from teola.runtime.policies.topology import TopologyPolicy
+
+_POLICIES: dict[str, Callable[..., Policy]] = {
+    "fifo": FifoPolicy,
+    "po": PerInvocationPolicy,
+    "to": ThroughputPolicy,
+    "topology": TopologyPolicy,
+}
+
+DEFAULT_POLICY = "topology"
+
+
+def register_policy(name: str, factory: Callable[..., Policy]) -> None:
+    """Make `{"policy": name}` build `factory(**options)`."""
+    if not isinstance(name, str) or not name or not callable(factory):
+        raise ValueError("register_policy(name, factory): name must be a non-empty string and factory callable")
+    _POLICIES[name] = factory
+
+
+def policy_names() -> list[str]:
+    return sorted(_POLICIES)
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """Build the policy registered as `name` with its options. Unknown names raise ValueError."""
+    if name not in _POLICIES:
+        raise ValueError(f"unknown batching policy {name!r}; known policies: {', '.join(policy_names())}")
+    return _POLICIES[name](**options)
+
+
+__all__ = ["DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "Limits", "Pending", "PerInvocationPolicy", "Pick",
+           "Policy", "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_names", "register_policy"]

@@ -1,0 +1,135 @@
+"""What a batching policy sees and returns. A policy is one class per file behind `Policy`.
+
+An engine scheduler keeps one queue of `Pending` entries (one per primitive node dispatched by the
+graph scheduler, in arrival order). Whenever an engine instance can take work, it calls
+`policy.schedule(queue, now, limits)` and applies the returned `Decision`: each `Pick` takes the
+next `count` not-yet-dispatched requests of one entry. `schedule` is pure CPU logic: it must not
+mutate the queue or its entries and must not do I/O, so every policy is unit-testable by hand.
+
+Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLAS):
+  1. a class with a `name` and `schedule(queue, now, limits) -> Decision`;
+  2. optionally a per-request engine priority in `Pick.priority` (lower runs first; vLLM's rule);
+  3. optionally `observe(picks, started, finished)`, called after each batch ran, to keep
+     per-program state such as attained service (`Pending.query_id` identifies the program);
+  4. `register_policy("name", factory)` in `teola.runtime.policies`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+
+@dataclass(slots=True, eq=False)
+class Pending:
+    """One primitive node waiting in an engine queue.
+
+    requests: its engine requests (all of the same op); `taken` of them are already dispatched.
+    tokens: estimated tokens per request (prompt + output) for LLM engines, else None.
+    depth: the node's distance to the query's output (Algorithm 2: deeper = more contributive).
+    arrival: when the node entered this queue; query_arrival: when its query started.
+    work: the runtime's own bookkeeping object (policies ignore it).
+    """
+
+    query_id: str
+    name: str
+    op: str
+    depth: int
+    arrival: float
+    requests: list[dict[str, Any]]
+    tokens: list[int] | None = None
+    query_arrival: float = 0.0
+    taken: int = 0
+    work: Any = None
+
+    @property
+    def remaining(self) -> int:
+        return len(self.requests) - self.taken
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the target engine instance can take now.
+
+    max_batch: the most requests one batch may hold. max_efficient_batch: the pre-tuned size past
+    which throughput stops growing. token_budget: tokens still free on the instance for LLM
+    engines (0 = no token limit)."""
+
+    max_batch: int
+    max_efficient_batch: int
+    token_budget: int = 0
+
+
+@dataclass(slots=True)
+class Pick:
+    """Take the next `count` requests of `entry`; `priority` (optional) goes to the engine."""
+
+    entry: Pending
+    count: int
+    priority: int | None = None
+
+
+@dataclass(slots=True)
+class Decision:
+    """A batch (`picks`, all of one op) or nothing. With no picks, `wait_until` asks the scheduler
+    to call again at that time even if nothing new arrives (a batching timeout)."""
+
+    picks: list[Pick] = field(default_factory=list)
+    wait_until: float | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(p.count for p in self.picks)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A batching policy. `queue` is in arrival order and holds only entries with requests left."""
+
+    name: str
+
+    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision: ...
+
+
+class Filler:
+    """Fills one batch under a request-count cap and an optional token budget. The first request
+    always fits (a request larger than the budget still runs, alone)."""
+
+    __slots__ = ("slots", "tokens", "picks", "saturated")
+
+    def __init__(self, slots: int, token_budget: int = 0) -> None:
+        self.slots = slots
+        self.tokens = token_budget if token_budget > 0 else None
+        self.picks: list[Pick] = []
+        self.saturated = False  # stopped because the batch is full (not because entries ran out)
+
+    @property
+    def full(self) -> bool:
+        return self.saturated or self.slots <= 0
+
+    def take(self, entry: Pending, limit: int | None = None) -> int:
+        """Take as many of `entry`'s remaining requests as fit (at most `limit`); returns how many."""
+        n = 0
+        want = entry.remaining if limit is None else min(limit, entry.remaining)
+        toks = entry.tokens
+        i = entry.taken
+        while n < want:
+            if self.slots <= 0:
+                self.saturated = True
+                break
+            if self.tokens is not None and toks is not None:
+                t = toks[i + n]
+                if t > self.tokens and (self.picks or n):
+                    self.saturated = True
+                    break
+                self.tokens -= t
+            self.slots -= 1
+            n += 1
+        if n:
+            self.picks.append(Pick(entry, n))
+        if self.slots <= 0 and n == want and want < entry.remaining:
+            self.saturated = True
+        return n
+
+    @property
+    def size(self) -> int:
+        return sum(p.count for p in self.picks)

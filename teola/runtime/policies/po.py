@@ -1,0 +1,18 @@
+"""Per-invocation batching (PO): one primitive's requests at a time, oldest first, with no waiting:
+the requests of one invocation are batched together and never with another's."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from teola.runtime.policies.base import Decision, Filler, Limits, Pending
+
+
+class PerInvocationPolicy:
+    name = "po"
+
+    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
+        if not queue:
+            return Decision()
+        fill = Filler(limits.max_batch, limits.token_budget)
+        fill.take(queue[0])
+        return Decision(fill.picks)

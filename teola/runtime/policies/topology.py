@@ -1,0 +1,45 @@
+"""Topology-aware batching (Teola Algorithm 2, Event 2).
+
+Entries are grouped into one bucket per query; buckets are visited by the earliest arrival among
+their entries; from each bucket only the entries of the highest depth (the most contributive to
+the query's progress) give requests, until the slots are used up. Slots are the engine's maximum
+efficient batch, or for LLM engines with a token budget, tokens (and at most max_batch requests).
+A batch holds one op: the op of the first bucket's deepest entry."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from teola.runtime.policies.base import Decision, Filler, Limits, Pending
+
+
+class TopologyPolicy:
+    name = "topology"
+
+    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
+        if not queue:
+            return Decision()
+        buckets: dict[str, list[Pending]] = {}
+        for e in queue:  # arrival order, so buckets come out sorted by earliest arrival
+            b = buckets.get(e.query_id)
+            if b is None:
+                buckets[e.query_id] = [e]
+            else:
+                b.append(e)
+        slots = limits.max_batch if limits.token_budget > 0 else min(limits.max_efficient_batch, limits.max_batch)
+        fill = Filler(slots, limits.token_budget)
+        op = None
+        for bucket in buckets.values():
+            if op is None:
+                op = max(bucket, key=lambda e: e.depth).op
+            cands = [e for e in bucket if e.op == op]
+            if not cands:
+                continue
+            top = max(e.depth for e in cands)
+            for e in cands:
+                if e.depth == top:
+                    fill.take(e)
+                    if fill.full:
+                        break
+            if fill.full:
+                break
+        return Decision(fill.picks)
