@@ -332,6 +332,8 @@ def calculator(expression: str) -> float | int:
         raise ValueError("division by zero") from exc
     except OverflowError as exc:
         raise ValueError("result too large") from exc
+    except RecursionError as exc:
+        raise ValueError("expression nested too deeply") from exc
     if isinstance(result, complex) or (isinstance(result, float) and not math.isfinite(result)):
         raise ValueError(f"result {result!r} is not a finite real number")
     if isinstance(result, float) and result.is_integer() and abs(result) < 2**53:
