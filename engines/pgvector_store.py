@@ -11,7 +11,8 @@ embedding vector(dim)), a btree index on namespace and an HNSW cosine index on e
 - `persistent=True` (default): the table and its rows outlive the engine. `persistent=False`
   (ephemeral): the table is UNLOGGED, named `<collection>_<unique suffix>` so concurrent processes
   never share it, `drop_namespace(ns)` (called by the runtime at query end) deletes that namespace's
-  rows, and `stop()` drops the table.
+  rows, and `stop()` drops the table (on the embedded server, tables left by killed processes are
+  dropped by the next start).
 
 Text handling: any str is stored byte-for-byte (quotes and SQL are data: all values are bound
 parameters or COPY rows, identifiers go through `psycopg.sql.Identifier` after validation), except
@@ -128,6 +129,8 @@ class PgVectorEngine:
         try:
             async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as conn:
                 await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                if not (self._dsn_option or os.environ.get("TEOLA_PG_DSN")):
+                    await self._drop_orphans(conn, sql)
                 await conn.execute(self._ddl(sql))
                 cur = await conn.execute(
                     "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
@@ -162,6 +165,21 @@ class PgVectorEngine:
             self._dsn, min_size=self._pool_min, max_size=self._pool_max, open=False, configure=configure
         )
         await self._pool.open(wait=True)
+
+    async def _drop_orphans(self, conn: Any, sql: Any) -> None:
+        """Drop ephemeral tables of this collection left by killed processes (embedded server only:
+        pids of other machines sharing an external server cannot be checked)."""
+        import psutil
+
+        pattern = re.compile(rf"^{re.escape(self.collection)}_(\d+)_[0-9a-f]{{8}}$")
+        cur = await conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE %s",
+            (self.collection.replace("_", "\\_") + "\\_%",),
+        )
+        for (table,) in await cur.fetchall():
+            found = pattern.match(table)
+            if found and not psutil.pid_exists(int(found.group(1))):
+                await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
 
     def _ddl(self, sql: Any) -> Any:
         t = sql.Identifier(self.table)

@@ -180,3 +180,23 @@ async def test_persistent_collection_survives_restart(pg_dsn):
     finally:
         async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
             await conn.execute(f'DROP TABLE IF EXISTS "{collection}"')
+
+
+async def test_ephemeral_tables_of_killed_processes_are_dropped(pg_dsn):
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan, live = f"test_orph_{int(dead.stdout)}_0123abcd", f"test_orph_{os.getpid()}_0123abcd"
+    async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+        for table in (orphan, live):
+            await conn.execute(f'CREATE TABLE IF NOT EXISTS "{table}" (x int)')
+    engine = PgVectorEngine("eph2", collection="test_orph", persistent=False)
+    await engine.start()
+    try:
+        assert not await table_exists(pg_dsn, orphan)
+        assert await table_exists(pg_dsn, live)
+    finally:
+        await engine.stop()
+        async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
+            await conn.execute(f'DROP TABLE IF EXISTS "{live}"')
