@@ -374,7 +374,8 @@ class PgVectorEngine:
             if namespace is None:
                 cur = await conn.execute(sql.SQL("SELECT count(*) FROM {}").format(t))
             else:
-                cur = await conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE namespace = %s").format(t), (namespace,))
+                query = sql.SQL("SELECT count(*) FROM {} WHERE namespace = %s").format(t)
+                cur = await conn.execute(query, (namespace,))
             row = await cur.fetchone()
         return int(row[0])
 

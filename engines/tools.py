@@ -145,7 +145,7 @@ class ToolEngine:
 
     def tools(self) -> list[dict[str, str]]:
         """[{"name", "description"}] of every registered tool, sorted by name (for agent prompts)."""
-        return [{"name": t.name, "description": t.description} for t in sorted(self._tools.values(), key=lambda t: t.name)]
+        return [{"name": t.name, "description": t.description} for _, t in sorted(self._tools.items())]
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -1,7 +1,6 @@
 """The embedded server manager: reference counting, stale-server recovery, SIGTERM, external DSNs."""
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

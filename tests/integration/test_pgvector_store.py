@@ -171,7 +171,8 @@ async def test_persistent_collection_survives_restart(pg_dsn):
         second = PgVectorEngine("p2", collection=collection, persistent=True)
         await second.start()
         assert await second.count("tenant") == 10
-        [hits] = await second.execute("searching", [{"namespace": "tenant", "embedding": vectors[4].tolist(), "top_k": 1}])
+        req = {"namespace": "tenant", "embedding": vectors[4].tolist(), "top_k": 1}
+        [hits] = await second.execute("searching", [req])
         assert hits[0]["text"] == "chunk 4"
         with pytest.raises(ValueError, match="dim=8"):
             await PgVectorEngine("p3", collection=collection, dim=8).start()

@@ -27,7 +27,8 @@ async def test_obvious_queries_find_their_article(text_search):
 
 
 async def test_natural_question_ranks_the_article_high(text_search):
-    [hits] = await text_search.execute("searching", [{"query": "Who developed the theory of relativity? Einstein", "top_k": 5}])
+    req = {"query": "Who developed the theory of relativity? Einstein", "top_k": 5}
+    [hits] = await text_search.execute("searching", [req])
     titles = [h["title"] for h in hits]
     assert "Albert Einstein" in titles[:3], titles
 
