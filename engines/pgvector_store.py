@@ -348,17 +348,14 @@ class PgVectorEngine:
 
     # ---- namespaces ------------------------------------------------------------------------------
 
-    async def drop_namespace(self, namespace: str, *, force: bool = False) -> int:
-        """Delete a namespace's rows (the runtime calls this at query end); returns rows deleted.
-
-        Persistent collections keep their rows (returns 0) unless `force=True`.
-        """
+    async def drop_namespace(self, namespace: str) -> int:
+        """Delete a namespace's rows; returns rows deleted. The runtime calls this at the end of a
+        query for the namespace it generated for that query; a namespace a client names in its
+        config (a tenant's persistent documents) is never dropped by the runtime."""
         from psycopg import sql
 
         if self._pool is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
-        if self.persistent and not force:
-            return 0
         async with self._pool.connection() as conn:
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE namespace = %s").format(sql.Identifier(self.table)), (namespace,)
