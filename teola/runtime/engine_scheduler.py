@@ -1,0 +1,231 @@
+"""Lower tier: one engine scheduler per engine. It keeps the queue of primitive nodes dispatched by
+the graph scheduler, asks its policy for a batch whenever an instance can take one, and runs the
+batch on the instance the load balancer picks, through the executor."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from teola.engine_spec import Engine
+from teola.ops import PrimOp
+from teola.runtime.balancer import LeastLoaded
+from teola.runtime.executor import Executor, Instance
+from teola.runtime.metrics import Metrics
+from teola.runtime.policies import Limits, Pending, Pick, Policy
+
+STREAM_OP = PrimOp.PARTIAL_DECODING.value
+
+
+class EngineScheduler:
+    """Batches the queued requests of one engine onto its instances.
+
+    Work enters with `submit(entry)`; scheduling runs on the next loop iteration (so everything
+    submitted in one tick can share a batch), again when a batch finishes, and when a policy asks
+    to be called back (batching timeouts). Each entry's `work` gets callbacks:
+    `started(instance, batch_id, batch_size, t)`, `results(start, results, t)`,
+    `failed(exc, instance)`, and for streams `item(text, t)` / `final(result, t)`."""
+
+    def __init__(self, spec: Engine, instances: list[Instance], executor: Executor, policy: Policy,
+                 metrics: Metrics, llm: bool) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.instances = instances
+        self.executor = executor
+        self.policy = policy
+        self.metrics = metrics
+        self.llm = llm
+        budget = spec.token_budget or (instances[0].profile.token_budget if instances else 0)
+        self.token_budget = budget if llm else 0
+        self.max_batch = max(1, min(spec.max_batch, *(i.profile.max_batch or spec.max_batch for i in instances)))
+        self.max_efficient_batch = max(1, min(spec.max_efficient_batch, self.max_batch))
+        self.balancer = LeastLoaded(by_tokens=llm, token_budget=self.token_budget)
+        self.queue: list[Pending] = []
+        self.batches = 0
+        self._kicked = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._loop = asyncio.get_running_loop()
+        self._closed = False
+
+    # ---- queue ----------------------------------------------------------------------------------
+    def submit(self, entry: Pending) -> None:
+        self.queue.append(entry)
+        self.kick()
+
+    def remove(self, entry: Pending) -> bool:
+        """Drop a queued entry (its query ended); False if it was no longer queued."""
+        try:
+            self.queue.remove(entry)
+        except ValueError:
+            return False
+        return True
+
+    def kick(self) -> None:
+        if not self._kicked and not self._closed:
+            self._kicked = True
+            self._loop.call_soon(self._schedule)
+
+    # ---- scheduling -----------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        self._kicked = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self.queue and not self._closed:
+            inst = self.balancer.pick(self.instances)
+            if inst is None:
+                return  # a finishing batch kicks again
+            free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
+            limits = Limits(self.max_batch, self.max_efficient_batch, free_tokens)
+            now = time.perf_counter()
+            decision = self.policy.schedule(self.queue, now, limits)
+            if not decision.picks:
+                if decision.wait_until is not None:
+                    self._timer = self._loop.call_later(max(0.0, decision.wait_until - now), self.kick)
+                return
+            self._dispatch(inst, decision.picks)
+
+    def _dispatch(self, inst: Instance, picks: list[Pick]) -> None:
+        op = picks[0].entry.op
+        requests: list[dict[str, Any]] = []
+        spans: list[tuple[Pending, int, int]] = []
+        tokens = 0
+        emptied = False
+        for p in picks:
+            e = p.entry
+            if e.op != op:
+                raise AssertionError(f"policy {self.policy.name!r} mixed ops {op} and {e.op} in one batch")
+            if p.count < 1 or p.count > e.remaining:
+                raise AssertionError(f"policy {self.policy.name!r} picked {p.count} of {e.remaining} requests")
+            a = e.taken
+            b = a + p.count
+            e.taken = b
+            reqs = e.requests[a:b]
+            if p.priority is not None:
+                for r in reqs:
+                    r["priority"] = p.priority
+            if e.tokens is not None:
+                tokens += sum(e.tokens[a:b])
+            requests.extend(reqs)
+            spans.append((e, a, b))
+            emptied |= b == len(e.requests)
+        if emptied:
+            self.queue = [e for e in self.queue if e.taken < len(e.requests)]
+        self.batches += 1
+        batch_id = f"{self.name}:{self.batches}"
+        inst.inflight += 1
+        inst.outstanding += len(requests)
+        inst.tokens += tokens
+        self.metrics.observe_batch(self.name, len(requests))
+        t = time.perf_counter()
+        for e, a, b in spans:
+            e.work.started(inst, batch_id, len(requests), t)
+        run = self._run_stream if op == STREAM_OP else self._run
+        task = self._loop.create_task(run(inst, op, requests, spans, tokens, picks))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, inst: Instance, op: str, requests: list[dict[str, Any]],
+                   spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
+        t0 = time.perf_counter()
+        try:
+            try:
+                results = await self.executor.execute(inst, op, requests)
+                if not isinstance(results, list) or len(results) != len(requests):
+                    raise RuntimeError(f"engine {self.name!r} returned "
+                                       f"{len(results) if isinstance(results, list) else type(results).__name__}"
+                                       f" results for {len(requests)} requests")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await self._isolate(inst, op, spans, exc)
+                return
+            t = time.perf_counter()
+            off = 0
+            for e, a, b in spans:
+                n = b - a
+                e.work.results(a, results[off:off + n], t)
+                off += n
+            observe = getattr(self.policy, "observe", None)
+            if observe is not None:
+                observe(picks, t0, t)
+        finally:
+            inst.inflight -= 1
+            inst.outstanding -= len(requests)
+            inst.tokens -= tokens
+            self.kick()
+
+    async def _isolate(self, inst: Instance, op: str, spans: list[tuple[Pending, int, int]], exc: Exception) -> None:
+        """A batch failed. With requests of one query, that query's primitives fail. With several
+        queries, each query's requests are retried alone so only the culprit's query fails."""
+        queries = {e.query_id for e, _, _ in spans}
+        if len(queries) == 1:
+            for e, _, _ in spans:
+                e.work.failed(exc, inst)
+            return
+        for qid in queries:
+            mine = [s for s in spans if s[0].query_id == qid]
+            reqs = [r for e, a, b in mine for r in e.requests[a:b]]
+            try:
+                results = await self.executor.execute(inst, op, reqs)
+                if not isinstance(results, list) or len(results) != len(reqs):
+                    raise RuntimeError(f"engine {self.name!r} returned a wrong number of results")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc2:
+                for e, _, _ in mine:
+                    e.work.failed(exc2, inst)
+                continue
+            t = time.perf_counter()
+            off = 0
+            for e, a, b in mine:
+                e.work.results(a, results[off:off + b - a], t)
+                off += b - a
+
+    async def _run_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
+                          spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
+        owners = [e for e, a, b in spans for _ in range(a, b)]
+        open_ = set(range(len(owners)))
+        try:
+            try:
+                async for idx, kind, payload in self.executor.stream(inst, op, requests):
+                    if not 0 <= idx < len(owners):
+                        raise RuntimeError(f"engine {self.name!r} streamed request index {idx} "
+                                           f"of a {len(owners)}-request batch")
+                    t = time.perf_counter()
+                    if kind == "item":
+                        owners[idx].work.item(payload, t)
+                    elif kind == "final":
+                        open_.discard(idx)
+                        owners[idx].work.final(payload, t)
+                    else:
+                        raise RuntimeError(f"engine {self.name!r} streamed an event of kind {kind!r} "
+                                           "(expected 'item' or 'final')")
+                if open_:
+                    raise RuntimeError(f"engine {self.name!r} ended a stream without a final result "
+                                       f"for {len(open_)} request(s)")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                for i in sorted(open_):
+                    owners[i].work.failed(exc, inst)
+        finally:
+            inst.inflight -= 1
+            inst.outstanding -= len(requests)
+            inst.tokens -= tokens
+            self.kick()
+
+    # ---- shutdown ------------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Stop scheduling and cancel batches in flight."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.queue.clear()

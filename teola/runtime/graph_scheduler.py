@@ -1,0 +1,421 @@
+"""Upper tier: the graph scheduler state of one query (Teola §5.1). It tracks in-degrees, keeps the
+per-query object store, runs control primitives itself, dispatches every other primitive node
+(with its query id, depth, arrival time and requests) to its engine's scheduler, and collects the
+per-primitive trace. Everything here runs on the event loop through callbacks: no task per primitive."""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from teola.compiler import Compiled
+from teola.ops import PrimOp
+from teola.primitive import Primitive
+from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout, Result
+from teola.runtime.executor import Instance
+from teola.runtime.plan import Plan
+from teola.runtime.policies import Pending
+from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
+                                    fused_request, is_skipped, run_control)
+
+if TYPE_CHECKING:
+    from teola.runtime.runtime import Runtime
+
+WAITING, DISPATCHED, DONE = 0, 1, 2
+LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens")
+
+
+class Work:
+    """One dispatch to an engine scheduler: a primitive ("prim"), a prefill fused with its decode
+    ("fused"), or a Partial Decoding group served by one streaming request ("stream", optionally
+    fused with the prefill before it: `prefill` is then its index)."""
+
+    __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
+                 "items", "extra_items", "started_at")
+
+    def __init__(self, run: "QueryRun", kind: str, idx: int, requests: list[dict[str, Any]],
+                 members: tuple[int, ...] = (), prefill: int | None = None) -> None:
+        self.run = run
+        self.kind = kind
+        self.idx = idx
+        self.members = members
+        self.prefill = prefill
+        self.requests = requests
+        self.res: list[Any] = [None] * len(requests)
+        self.done = 0
+        self.entry: Pending | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.items = 0
+        self.extra_items = 0
+        self.started_at: float | None = None
+
+    # ---- callbacks from the engine scheduler ---------------------------------------------------
+    def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None:
+        run = self.run
+        run.inflight += 1
+        if run.dead:
+            return
+        rel = t - run.t0
+        for i in self.traced():
+            tr = run.trace[i]
+            if tr["started"] is None:
+                tr.update(started=rel, instance=inst.name, batch_id=batch_id, batch_size=batch_size)
+            tr["batches"] += 1
+
+    def results(self, start: int, results: list[Any], t: float) -> None:
+        run = self.run
+        run.inflight -= 1
+        if run.dead:
+            run.maybe_cleanup()
+            return
+        self.res[start:start + len(results)] = results
+        self.done += len(results)
+        if self.done == len(self.requests):
+            run.guard(run.work_done, self, t)
+
+    def failed(self, exc: BaseException, inst: Instance) -> None:
+        run = self.run
+        run.inflight -= 1
+        if run.dead:
+            run.maybe_cleanup()
+            return
+        p = run.plan.prims[self.idx]
+        run.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
+                            f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine), exc)
+
+    def item(self, text: Any, t: float) -> None:
+        if not self.run.dead:
+            self.run.guard(self.run.stream_item, self, text, t)
+
+    def final(self, result: Any, t: float) -> None:
+        run = self.run
+        run.inflight -= 1
+        if run.dead:
+            run.maybe_cleanup()
+            return
+        run.guard(run.stream_final, self, result, t)
+
+    def traced(self) -> tuple[int, ...]:
+        if self.kind == "prim":
+            return (self.idx,)
+        return ((self.prefill,) if self.prefill is not None else ()) + self.members
+
+
+class QueryRun:
+    """One query in flight."""
+
+    def __init__(self, rt: "Runtime", compiled: Compiled, config: dict[str, Any], plan: Plan) -> None:
+        self.rt = rt
+        self.qid = compiled.query_id
+        self.plan = plan
+        self.values: dict[str, Any] = dict(compiled.inputs)
+        self.skipped: set[str] = set()
+        n = len(plan.prims)
+        self.indeg = list(plan.indeg)
+        self.state = bytearray(n)
+        self.trace: list[dict[str, Any] | None] = [None] * n
+        self.remaining = n
+        self.priority = config.get("priority", 0)
+        self.fuse = bool(config.get("prescheduling", rt.prescheduling))
+        self.prim_timeout = config.get("primitive_timeout")
+        self.needs_cleanup = config.get("namespace") is None and bool(plan.ingest_engines)
+        self.ok = False
+        self.works: set[Work] = set()
+        self.inflight = 0
+        self.dead = False
+        self.cleaned = False
+        self.group_ready: dict[tuple[int, ...], int] = {}
+        self._stack: deque[int] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self.loop = asyncio.get_running_loop()
+        self.future: asyncio.Future = self.loop.create_future()
+        self.t0 = time.perf_counter()
+
+    # ---- driving ---------------------------------------------------------------------------------
+    def start(self, timeout: float | None) -> None:
+        if timeout is not None:
+            self._timer = self.loop.call_later(timeout, self._query_timeout, timeout)
+        if not self.plan.prims:
+            self._finish()
+            return
+        self._stack.extend(self.plan.roots)
+        self._drain()
+
+    def guard(self, fn: Any, *args: Any) -> None:
+        """Run a state transition; an exception in it fails this query (never the runtime)."""
+        try:
+            fn(*args)
+            self._drain()
+        except Exception as exc:  # turned into this query's failure, with the cause chained
+            self.fail(QueryError(f"query {self.qid}: internal error in the graph scheduler: "
+                                 f"{type(exc).__name__}: {exc}", self.qid), exc)
+
+    def _drain(self) -> None:
+        stack = self._stack
+        while stack and not self.dead:
+            i = stack.popleft()
+            try:
+                self._ready(i)
+            except Exception as exc:
+                p = self.plan.prims[i]
+                self.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} could not "
+                                     f"run: {type(exc).__name__}: {exc}", self.qid, p.name, p.engine), exc)
+
+    def _release(self, i: int) -> None:
+        self.state[i] = DONE
+        self.remaining -= 1
+        indeg = self.indeg
+        for c in self.plan.children[i]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                self._stack.append(c)
+        if self.remaining == 0:
+            self._finish()
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def _new_trace(self, p: Primitive, status: str, t: float, n: int = 0) -> dict[str, Any]:
+        return {"primitive": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth, "status": status,
+                "queued": t, "started": None, "finished": None, "instance": None, "batch_id": None,
+                "batch_size": None, "batches": 0, "requests": n}
+
+    def _ready(self, i: int) -> None:
+        st = self.state[i]
+        if st == DONE:
+            self._release(i)
+            return
+        if st == DISPATCHED:
+            return  # a member of a fused/stream dispatch; its work releases it
+        plan = self.plan
+        p = plan.prims[i]
+        values = self.values
+        if is_skipped(p, values, self.skipped):
+            self.skipped.update(p.outputs)
+            t = self._now()
+            tr = self.trace[i] = self._new_trace(p, "skipped", t)
+            tr["started"] = tr["finished"] = t
+            self.rt.metrics.skipped += 1
+            self._release(i)
+            return
+        if plan.control[i]:
+            t = self._now()
+            values.update(run_control(p, values, self.skipped))
+            tr = self.trace[i] = self._new_trace(p, "ok", t)
+            tr["started"] = tr["finished"] = self._now()
+            self._count(p, tr)
+            self._release(i)
+            return
+        if self.fuse and i in plan.fuse:
+            kids = plan.fuse[i]
+            first = plan.prims[kids[0]]
+            req = fused_request(p, first, values, self.priority)
+            if first.op is PrimOp.PARTIAL_DECODING:
+                self._dispatch(Work(self, "stream", kids[0], [req], kids, prefill=i), first, p.depth)
+            else:
+                self._dispatch(Work(self, "fused", kids[0], [req], kids, prefill=i), first, p.depth)
+            self.rt.metrics.fused += 1
+            return
+        group = plan.groups.get(i)
+        if group is not None:
+            n = self.group_ready.get(group, 0) + 1
+            self.group_ready[group] = n
+            self.state[i] = DISPATCHED
+            live = [m for m in group if self.state[m] != DONE]
+            if n < len(live):
+                return
+            reqs = build_requests(p, values, self.priority)
+            self._dispatch(Work(self, "stream", group[0], reqs, tuple(live)), p, max(plan.prims[m].depth for m in live))
+            return
+        requests = build_requests(p, values, self.priority)
+        if not requests:
+            values.update(empty_outputs(p))
+            t = self._now()
+            tr = self.trace[i] = self._new_trace(p, "ok", t)
+            tr["started"] = tr["finished"] = t
+            self._count(p, tr)
+            self._release(i)
+            return
+        self._dispatch(Work(self, "prim", i, requests), p, p.depth)
+
+    def _dispatch(self, work: Work, p: Primitive, depth: int) -> None:
+        sched = self.rt.schedulers[p.engine]
+        reqs = work.requests
+        tokens = [estimate_tokens(r) for r in reqs] if sched.llm else None
+        now = time.perf_counter()
+        entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, tokens, self.t0, 0, work)
+        work.entry = entry
+        rel = now - self.t0
+        for i in work.traced():
+            q = self.plan.prims[i]
+            self.state[i] = DISPATCHED
+            self.trace[i] = self._new_trace(q, "queued", rel, len(reqs))
+        self.works.add(work)
+        if self.prim_timeout is not None:
+            work.timer = self.loop.call_later(self.prim_timeout, self._prim_timeout, work)
+        sched.submit(entry)
+
+    # ---- completions -------------------------------------------------------------------------------
+    def _close_work(self, work: Work) -> None:
+        self.works.discard(work)
+        if work.timer is not None:
+            work.timer.cancel()
+            work.timer = None
+
+    def _finish_trace(self, i: int, t: float, extras: Any = None) -> dict[str, Any]:
+        tr = self.trace[i]
+        tr["finished"] = t - self.t0
+        tr["status"] = "ok"
+        if isinstance(extras, dict):
+            for k in LLM_EXTRAS:
+                if k in extras:
+                    tr[k] = extras[k]
+        self._count(self.plan.prims[i], tr)
+        return tr
+
+    def _count(self, p: Primitive, tr: dict[str, Any]) -> None:
+        m = self.rt.metrics
+        m.primitives += 1
+        m.observe_op(p.op.value, tr["finished"] - tr["queued"])
+
+    def work_done(self, work: Work, t: float) -> None:
+        self._close_work(work)
+        plan, values = self.plan, self.values
+        if work.kind == "prim":
+            p = plan.prims[work.idx]
+            values.update(collect_outputs(p, work.requests, work.res))
+            extras = work.res[0] if p.op.value in _LLM_OP_VALUES else None
+            if extras is not None:
+                self.rt.metrics.observe_llm(extras)
+            self._finish_trace(work.idx, t, extras)
+            self._release(work.idx)
+            return
+        # fused prefill + decoding
+        pre, d = plan.prims[work.prefill], plan.prims[work.idx]
+        result = work.res[0]
+        self.rt.metrics.observe_llm(result)
+        values[pre.outputs[0]] = _fused_state(work.requests[0], result)
+        values.update({d.outputs[0]: decode_value(d, result)})
+        self._finish_trace(work.prefill, t, result)["fused_into"] = d.name
+        self._finish_trace(work.idx, t, result)["fused_with"] = pre.name
+        self.state[work.idx] = DONE
+        self._release(work.prefill)
+
+    def _stream_prefill_done(self, work: Work, t: float, result: Any = None) -> None:
+        if work.prefill is not None and self.state[work.prefill] != DONE:
+            pre = self.plan.prims[work.prefill]
+            self.values[pre.outputs[0]] = _fused_state(work.requests[0], result if isinstance(result, dict) else {})
+            self._finish_trace(work.prefill, t)["fused_into"] = self.plan.prims[work.members[0]].name
+            self._release(work.prefill)
+
+    def stream_item(self, work: Work, text: Any, t: float) -> None:
+        self._stream_prefill_done(work, t)
+        k = work.items
+        work.items += 1
+        if k >= len(work.members):
+            work.extra_items += 1
+            return
+        self._member_done(work.members[k], [text], t)
+
+    def stream_final(self, work: Work, result: Any, t: float) -> None:
+        self._close_work(work)
+        self.rt.metrics.observe_llm(result)
+        self._stream_prefill_done(work, t, result)
+        for m in work.members[work.items:]:
+            self._member_done(m, [], t)
+        for m in work.members:
+            tr = self.trace[m]
+            if isinstance(result, dict):
+                for k in LLM_EXTRAS:
+                    if k in result:
+                        tr[k] = result[k]
+        if work.extra_items:
+            self.trace[work.members[-1]]["dropped_items"] = work.extra_items
+
+    def _member_done(self, m: int, value: list[Any], t: float) -> None:
+        p = self.plan.prims[m]
+        self.values[p.outputs[0]] = value
+        self._finish_trace(m, t)
+        self.state[m] = DONE
+        if self.indeg[m] == 0:
+            self._release(m)
+
+    # ---- endings -----------------------------------------------------------------------------------
+    def trace_list(self) -> list[dict[str, Any]]:
+        return [t for t in self.trace if t is not None]
+
+    def _finish(self) -> None:
+        if self.dead:
+            return
+        self.dead = True
+        self.ok = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for w in list(self.works):
+            self._close_work(w)
+        outs = self.plan.outputs
+        skipped = bool(outs) and all(k in self.skipped for k in outs)
+        if len(outs) == 1:
+            output = self.values.get(outs[0])
+        else:
+            output = {k: self.values.get(k) for k in outs}
+        latency = time.perf_counter() - self.t0
+        self.rt.query_ended(self, None, latency)
+        if not self.future.done():
+            self.future.set_result(Result(output, self.trace_list(), self.qid, latency, skipped))
+
+    def fail(self, err: QueryError, cause: BaseException | None = None) -> None:
+        """End the query with `err`: queued primitives are dropped from the engine queues; batches
+        already running finish on their engines and their results are ignored."""
+        if self.dead:
+            return
+        self.dead = True
+        if cause is not None:
+            err.__cause__ = cause
+        if self._timer is not None:
+            self._timer.cancel()
+        for w in list(self.works):
+            self._close_work(w)
+            if w.entry is not None:
+                self.rt.schedulers[self.plan.prims[w.idx].engine].remove(w.entry)
+        for tr in self.trace:
+            if tr is not None and tr["status"] == "queued":
+                tr["status"] = "dropped" if tr["started"] is None else "abandoned"
+        err.trace = self.trace_list()
+        self.rt.query_ended(self, err, time.perf_counter() - self.t0)
+        if not self.future.done():
+            self.future.set_exception(err)
+        self.maybe_cleanup()
+
+    def abort(self) -> None:
+        """The awaiting task was cancelled: drop the query's queued work."""
+        self.fail(QueryCancelled(f"query {self.qid} was cancelled (its task was cancelled)", self.qid))
+
+    def maybe_cleanup(self) -> None:
+        """After a failure, once no batch of this query is still on an engine, drop its namespace."""
+        if self.ok or self.cleaned or self.inflight or not self.dead:
+            return
+        self.cleaned = True
+        if self.needs_cleanup:
+            self.rt.spawn_cleanup(self)
+
+    def _query_timeout(self, seconds: float) -> None:
+        self.fail(QueryTimeout(f"query {self.qid} timed out after {seconds} s (config 'timeout')", self.qid))
+
+    def _prim_timeout(self, work: Work) -> None:
+        p = self.plan.prims[work.idx if work.prefill is None else work.prefill]
+        self.fail(QueryTimeout(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} exceeded "
+                               f"{self.prim_timeout} s (config 'primitive_timeout')", self.qid, p.name, p.engine))
+
+
+_LLM_OP_VALUES = frozenset({PrimOp.PREFILLING.value, PrimOp.PARTIAL_PREFILLING.value, PrimOp.FULL_PREFILLING.value,
+                            PrimOp.DECODING.value})
+
+
+def _fused_state(request: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    state: dict[str, Any] = {"parts": request["parts"], "fused": True}
+    for k in ("num_prompt_tokens", "num_cached_tokens"):
+        if k in result:
+            state[k] = result[k]
+    return state

@@ -1,0 +1,59 @@
+"""The default executor: engine adapters in this process, called on the runtime's event loop."""
+from __future__ import annotations
+
+from typing import Any, AsyncIterator
+
+from engines.protocol import EngineProfile
+from engines.registry import create_engine
+from teola.engine_spec import Engine
+from teola.runtime.executor import Instance
+
+
+class LocalExecutor:
+    """Instances are adapter objects (engines.protocol.EngineBackend) in this process. A backend
+    passed in is used as given (it may be shared by several instances); otherwise the adapter is
+    built with `engines.registry.create_engine(spec.name, spec.kind, spec.options)`."""
+
+    def __init__(self) -> None:
+        self._started: list[Any] = []
+
+    async def launch(self, spec: Engine, index: int, backend: Any | None) -> Instance:
+        if backend is None:
+            backend = create_engine(spec.name, spec.kind, dict(spec.options))
+        missing = [m for m in ("execute", "start", "stop") if not callable(getattr(backend, m, None))]
+        if missing:
+            raise TypeError(f"engine {spec.name!r}: backend {backend!r} lacks {missing} "
+                            "(it must implement engines.protocol.EngineBackend)")
+        if not any(b is backend for b in self._started):
+            await backend.start()
+            self._started.append(backend)
+        profile = getattr(backend, "profile", None)
+        if not isinstance(profile, EngineProfile):
+            profile = EngineProfile(max_batch=spec.max_batch, max_efficient_batch=spec.max_efficient_batch,
+                                    token_budget=spec.token_budget)
+        return Instance(spec.name, index, backend, profile)
+
+    async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        return await instance.handle.execute(op, requests)
+
+    def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        fn = getattr(instance.handle, "stream", None)
+        if fn is None:
+            raise TypeError(f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
+                            "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}")
+        return fn(op, requests)
+
+    def supports(self, instance: Instance, method: str) -> bool:
+        return callable(getattr(instance.handle, method, None))
+
+    async def call(self, instance: Instance, method: str, *args: Any) -> Any:
+        result = getattr(instance.handle, method)(*args)
+        if hasattr(result, "__await__"):
+            result = await result
+        return result
+
+    async def shutdown(self, instance: Instance) -> None:
+        backend = instance.handle
+        if any(b is backend for b in self._started):
+            self._started = [b for b in self._started if b is not backend]
+            await backend.stop()

@@ -1,0 +1,101 @@
+"""What the graph scheduler precomputes once per e-graph (e-graphs are cached and shared by
+queries of the same shape): index order, in-degrees, children, Partial Decoding stream groups and
+dependent pre-scheduling (fusion) opportunities."""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from teola.graph import Graph
+from teola.ops import CONTROL_OPS, PrimOp
+from teola.primitive import Primitive
+
+FUSABLE_PREFILLS = frozenset({PrimOp.PREFILLING, PrimOp.FULL_PREFILLING})
+
+
+@dataclass(slots=True)
+class Plan:
+    """prims in topological order (position = index used by the scheduler)."""
+
+    prims: list[Primitive]
+    indeg: list[int]
+    children: list[tuple[int, ...]]
+    roots: list[int]
+    control: list[bool]
+    groups: dict[int, tuple[int, ...]] = field(default_factory=dict)   # PD index -> its group, by item
+    fuse: dict[int, tuple[int, ...]] = field(default_factory=dict)     # prefill index -> fused children
+    outputs: tuple[str, ...] = ()
+    ingest_engines: frozenset[str] = frozenset()
+
+
+def build_plan(graph: Graph) -> Plan:
+    prims = graph.primitives
+    index = {p.id: i for i, p in enumerate(prims)}
+    g = graph.nx
+    indeg = [g.in_degree(p.id) for p in prims]
+    children = [tuple(sorted(index[c] for c in g.successors(p.id))) for p in prims]
+    plan = Plan(prims, indeg, children, [i for i, d in enumerate(indeg) if d == 0],
+                [p.op in CONTROL_OPS for p in prims], outputs=tuple(graph.outputs),
+                ingest_engines=frozenset(p.engine for p in prims if p.op is PrimOp.INGESTION and p.engine))
+    streams: dict[str, list[int]] = {}
+    for i, p in enumerate(prims):
+        if p.op is PrimOp.PARTIAL_DECODING:
+            streams.setdefault(p.args.get("stream", p.inputs[0] if p.inputs else p.name), []).append(i)
+    for members in streams.values():
+        group = tuple(sorted(members, key=lambda i: prims[i].args.get("item", 0)))
+        for i in group:
+            plan.groups[i] = group
+    for i, p in enumerate(prims):
+        if p.op in FUSABLE_PREFILLS and p.engine is not None:
+            kids = _fusable_children(graph, plan, i, index)
+            if kids:
+                plan.fuse[i] = kids
+    return plan
+
+
+def _fusable_children(graph: Graph, plan: Plan, i: int, index: dict[int, int]) -> tuple[int, ...] | None:
+    """A prefill fuses into its decode(s) when they are its only children, on its engine, read
+    nothing but its state (and keys its own ancestors produce), and its state is not an output."""
+    p = plan.prims[i]
+    kids = plan.children[i]
+    if not kids or len(p.outputs) != 1 or p.outputs[0] in plan.outputs:
+        return None
+    ops = {plan.prims[c].op for c in kids}
+    if ops == {PrimOp.DECODING}:
+        if len(kids) != 1:
+            return None
+    elif ops == {PrimOp.PARTIAL_DECODING}:
+        if set(plan.groups.get(kids[0], ())) != set(kids):
+            return None
+    else:
+        return None
+    anc = nx.ancestors(graph.nx, p.id)
+    for c in kids:
+        d = plan.prims[c]
+        if d.engine != p.engine or p.outputs[0] not in d.inputs:
+            return None
+        if any(q != p.id and q not in anc for q in graph.nx.predecessors(d.id)):
+            return None
+    return tuple(sorted(kids, key=lambda c: plan.prims[c].args.get("item", 0)))
+
+
+class PlanCache:
+    """Plans by graph identity (compiled graphs are shared and read-only), LRU-bounded."""
+
+    def __init__(self, capacity: int = 256) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[int, tuple[Graph, Plan]] = OrderedDict()
+
+    def get(self, graph: Graph) -> Plan:
+        key = id(graph)
+        hit = self._items.get(key)
+        if hit is not None and hit[0] is graph:
+            self._items.move_to_end(key)
+            return hit[1]
+        plan = build_plan(graph)
+        self._items[key] = (graph, plan)
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+        return plan

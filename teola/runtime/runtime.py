@@ -1,0 +1,248 @@
+"""The two-tier runtime: a graph scheduler per query (upper tier) over one engine scheduler per
+engine (lower tier), engine instances behind an executor, and runtime-wide metrics."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import numbers
+from typing import Any
+
+from teola.compiler import Compiled
+from teola.engine_spec import Engine
+from teola.ops import LLM_OPS
+from teola.runtime.engine_scheduler import EngineScheduler
+from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout, Result
+from teola.runtime.executor import Executor, Instance
+from teola.runtime.graph_scheduler import QueryRun
+from teola.runtime.local_executor import LocalExecutor
+from teola.runtime.metrics import Metrics
+from teola.runtime.plan import PlanCache
+from teola.runtime.policies import DEFAULT_POLICY, make_policy, policy_names
+
+log = logging.getLogger("teola.runtime")
+
+OPTIONS = ("executor", "policy", "policy_options", "max_inflight", "prescheduling")
+DEFAULT_MAX_INFLIGHT = {"vllm": 4}
+
+
+class Runtime:
+    """Runs compiled queries on engines.
+
+    engines: the app's engine specs by name. backends: already-built adapters by engine name (one
+    object for all instances, or a list with one per instance); engines without one are built with
+    `engines.registry.create_engine`. Options:
+      executor: where instances run (default `LocalExecutor`, in process);
+      policy: batching policy for engines whose spec sets none ("topology", "fifo", "po", "to", ...);
+      policy_options: {policy name: {option: value}} (e.g. {"fifo": {"timeout": 0.01}});
+      max_inflight: batches an instance may run at once, an int or {engine: int}
+        (default 1, 4 for kind "vllm", whose engine batches continuously);
+      prescheduling: fuse a prefill into its only decode on the same engine (default True; a query
+        may override it with config {"prescheduling": false}).
+
+    Per-query config read by `run`: "timeout" (seconds for the whole query), "primitive_timeout"
+    (seconds for any one primitive from dispatch to finish), "priority" (int passed to LLM engines,
+    lower first), "prescheduling", "namespace" (a given namespace is kept after the query), and
+    "policy" (switches the runtime-wide policy of engines without their own).
+    """
+
+    def __init__(self, engines: dict[str, Engine], backends: dict[str, Any] | None = None, **options: Any) -> None:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"Runtime: unknown option(s) {unknown}; options are {list(OPTIONS)}")
+        for name, spec in engines.items():
+            if not isinstance(spec, Engine):
+                raise TypeError(f"Runtime: engines[{name!r}] must be an Engine, got {spec!r}")
+        self.specs = dict(engines)
+        self.backends = dict(backends or {})
+        for name in self.backends:
+            if name not in self.specs:
+                raise ValueError(f"Runtime: a backend is given for {name!r}, which is not a registered engine; "
+                                 f"engines: {sorted(self.specs)}")
+        self.executor: Executor = options.get("executor") or LocalExecutor()
+        self.policy_options: dict[str, dict[str, Any]] = dict(options.get("policy_options") or {})
+        self.policy_name = options.get("policy") or DEFAULT_POLICY
+        make_policy(self.policy_name, **self.policy_options.get(self.policy_name, {}))  # validate now
+        for name, spec in self.specs.items():
+            if spec.policy is not None:
+                make_policy(spec.policy, **self.policy_options.get(spec.policy, {}))
+        mi = options.get("max_inflight")
+        if mi is not None and not isinstance(mi, (int, dict)):
+            raise TypeError(f"Runtime: max_inflight must be an int or a dict engine -> int, got {mi!r}")
+        self.max_inflight = mi
+        self.prescheduling = bool(options.get("prescheduling", True))
+        self.metrics = Metrics()
+        self.metrics.queue_lengths = self.queue_lengths
+        self.schedulers: dict[str, EngineScheduler] = {}
+        self.instances: dict[str, list[Instance]] = {}
+        self.plans = PlanCache()
+        self._runs: dict[str, QueryRun] = {}
+        self._cleanups: set[asyncio.Task] = set()
+        self._started = False
+
+    # ---- life cycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start every engine instance and its scheduler."""
+        if self._started:
+            return
+        try:
+            for name, spec in self.specs.items():
+                given = self.backends.get(name)
+                if isinstance(given, (list, tuple)) and len(given) != spec.instances:
+                    raise ValueError(f"engine {name!r}: {len(given)} backends given for {spec.instances} instances")
+                insts = []
+                for i in range(spec.instances):
+                    b = given[i] if isinstance(given, (list, tuple)) else given
+                    inst = await self.executor.launch(spec, i, b)
+                    inst.max_inflight = self._inflight_for(spec)
+                    insts.append(inst)
+                self.instances[name] = insts
+                policy_name = spec.policy or self.policy_name
+                policy = make_policy(policy_name, **self.policy_options.get(policy_name, {}))
+                llm = bool(spec.ops) and spec.ops <= LLM_OPS
+                self.schedulers[name] = EngineScheduler(spec, insts, self.executor, policy, self.metrics, llm)
+        except BaseException:
+            await self._shutdown_instances()
+            raise
+        self._started = True
+
+    async def stop(self) -> None:
+        """Fail the queries still running, stop the schedulers and the engine instances."""
+        for run in list(self._runs.values()):
+            run.fail(QueryError(f"query {run.qid}: the runtime stopped", run.qid))
+        for s in self.schedulers.values():
+            await s.close()
+        if self._cleanups:
+            await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+        await self._shutdown_instances()
+        self.schedulers.clear()
+        self._started = False
+
+    async def _shutdown_instances(self) -> None:
+        errors = []
+        for insts in self.instances.values():
+            for inst in insts:
+                try:
+                    await self.executor.shutdown(inst)
+                except Exception as e:  # keep stopping the others, then report
+                    errors.append(f"{inst.name}: {type(e).__name__}: {e}")
+        self.instances.clear()
+        if errors:
+            raise RuntimeError("some engine instances failed to stop: " + "; ".join(errors))
+
+    def _inflight_for(self, spec: Engine) -> int:
+        mi = self.max_inflight
+        if isinstance(mi, int):
+            return max(1, mi)
+        if isinstance(mi, dict) and spec.name in mi:
+            return max(1, int(mi[spec.name]))
+        return DEFAULT_MAX_INFLIGHT.get(spec.kind, 1)
+
+    # ---- policies -------------------------------------------------------------------------------
+    def set_policy(self, name: str) -> None:
+        """Switch the batching policy of every engine that has no policy of its own."""
+        if name == self.policy_name:
+            return
+        if not isinstance(name, str):
+            raise TypeError(f"config['policy'] must be a policy name, one of {policy_names()}")
+        for eng, sched in self.schedulers.items():
+            if self.specs[eng].policy is None:
+                sched.policy = make_policy(name, **self.policy_options.get(name, {}))
+                sched.kick()
+        make_policy(name, **self.policy_options.get(name, {}))
+        self.policy_name = name
+
+    # ---- queries --------------------------------------------------------------------------------
+    async def run(self, compiled: Compiled, config: dict[str, Any] | None = None) -> Result:
+        """Execute one compiled query; returns its `Result` or raises `QueryError` (or a subclass:
+        `QueryCancelled`, `QueryTimeout`). Many queries may run at once."""
+        if not self._started:
+            raise RuntimeError("Runtime.run before Runtime.start(); await runtime.start() first")
+        config = dict(config or {})
+        timeout = _seconds(config, "timeout")
+        _seconds(config, "primitive_timeout")
+        prio = config.get("priority", 0)
+        if not isinstance(prio, int) or isinstance(prio, bool):
+            raise TypeError(f"config['priority'] must be an int (lower runs first), got {prio!r}")
+        if config.get("policy") is not None:
+            self.set_policy(config["policy"])
+        plan = self.plans.get(compiled.egraph)
+        for p in plan.prims:
+            if p.engine is not None and p.engine not in self.schedulers:
+                raise ValueError(f"primitive {p.name!r} needs engine {p.engine!r}, which this runtime does not run; "
+                                 f"engines: {sorted(self.schedulers)}")
+        qid = compiled.query_id
+        if qid in self._runs:
+            raise ValueError(f"query {qid} is already running; compile the query again for a new id")
+        run = QueryRun(self, compiled, config, plan)
+        self._runs[qid] = run
+        self.metrics.queries += 1
+        try:
+            run.start(timeout)
+            try:
+                result = await run.future
+            except asyncio.CancelledError:
+                run.abort()
+                raise
+            if run.needs_cleanup:
+                await self._drop_namespace(run)
+            return result
+        finally:
+            del self._runs[qid]
+
+    def cancel(self, query_id: str) -> bool:
+        """Cancel a running query: its queued primitives are dropped and `run` raises
+        `QueryCancelled`. Returns False if no such query is running."""
+        run = self._runs.get(query_id)
+        if run is None or run.dead:
+            return False
+        run.fail(QueryCancelled(f"query {query_id} was cancelled", query_id))
+        return True
+
+    def running(self) -> list[str]:
+        """Ids of the queries in flight."""
+        return list(self._runs)
+
+    def query_ended(self, run: QueryRun, err: QueryError | None, latency: float) -> None:
+        m = self.metrics
+        if err is None:
+            m.completed += 1
+            m.query_latency.add(latency)
+        elif isinstance(err, QueryCancelled):
+            m.cancelled += 1
+        elif isinstance(err, QueryTimeout):
+            m.timed_out += 1
+        else:
+            m.failed += 1
+
+    def queue_lengths(self) -> dict[str, int]:
+        return {name: len(s.queue) for name, s in self.schedulers.items()}
+
+    # ---- namespace clean-up ---------------------------------------------------------------------
+    def spawn_cleanup(self, run: QueryRun) -> None:
+        task = asyncio.get_running_loop().create_task(self._drop_namespace(run))
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+
+    async def _drop_namespace(self, run: QueryRun) -> None:
+        """Drop a generated namespace from the vector stores the query ingested into. A failure is
+        logged and counted (`metrics.cleanup_failures`): the query's answer stands."""
+        ns = run.values.get("sys.namespace")
+        for eng in sorted(run.plan.ingest_engines):
+            for inst in self.instances.get(eng, ()):
+                if not self.executor.supports(inst, "drop_namespace"):
+                    continue
+                try:
+                    await self.executor.call(inst, "drop_namespace", ns)
+                except Exception as e:
+                    self.metrics.cleanup_failures += 1
+                    log.warning("query %s: dropping namespace %r on %s failed: %s: %s",
+                                run.qid, ns, inst.name, type(e).__name__, e)
+
+
+def _seconds(config: dict[str, Any], key: str) -> float | None:
+    v = config.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, numbers.Real) or isinstance(v, bool) or v <= 0:
+        raise ValueError(f"config[{key!r}] must be a number of seconds > 0, got {v!r}")
+    return float(v)

@@ -1,0 +1,212 @@
+"""Deterministic test engines (test-only): every op of engines/protocol.py with results that are a
+pure function of the requests, and latency from a batch-size profile. Batches on one SimEngine run
+one at a time (like one GPU) unless `serial=False`."""
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+import zlib
+from typing import Any, AsyncIterator
+
+from engines.protocol import EngineProfile
+
+DIM = 32
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def crc(text: str) -> int:
+    return zlib.crc32(text.encode())
+
+
+def embed(text: str) -> list[float]:
+    v = [0.0] * DIM
+    for w in words(text):
+        h = crc(w)
+        v[h % DIM] += 1.0 if (h >> 8) & 1 else -1.0
+    n = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / n for x in v]
+
+
+def interpolate(profile: dict[int, float], n: int) -> float:
+    """Seconds for a batch of n from {batch size: seconds} samples (linear between samples,
+    proportional beyond the largest)."""
+    if not profile or n <= 0:
+        return 0.0
+    pts = sorted(profile.items())
+    if n <= pts[0][0]:
+        return pts[0][1]
+    for (a, la), (b, lb) in zip(pts, pts[1:]):
+        if n <= b:
+            return la + (lb - la) * (n - a) / (b - a)
+    b, lb = pts[-1]
+    return lb * n / b
+
+
+class SimEngine:
+    """A deterministic engine for tests and benchmarks.
+
+    latency: {batch size: seconds} for `execute`; op_latency: per-op profiles overriding it;
+    token_latency: extra seconds per output token of a decode (the whole batch decodes together);
+    n_items: items a `split` decode produces; fail_on: a marker: any request containing it fails
+    its batch; corpus: documents for text search ({"query"} requests)."""
+
+    def __init__(self, name: str, ops: frozenset[str] | list[str] | None = None, *,
+                 latency: dict[int, float] | None = None, op_latency: dict[str, dict[int, float]] | None = None,
+                 token_latency: float = 0.0, n_items: int = 3, fail_on: str | None = None,
+                 corpus: list[str] | None = None, serial: bool = True, max_batch: int = 64,
+                 max_efficient_batch: int = 16, token_budget: int = 0) -> None:
+        self.name = name
+        self.ops = frozenset(ops or ())
+        self.latency = dict(latency or {})
+        self.op_latency = dict(op_latency or {})
+        self.token_latency = token_latency
+        self.n_items = n_items
+        self.fail_on = fail_on
+        self.corpus = list(corpus or [])
+        self.profile = EngineProfile(max_batch, max_efficient_batch, token_budget, self.latency)
+        self.store: dict[str, list[tuple[str, list[float], dict]]] = {}
+        self.dropped: list[str] = []
+        self.batches: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self._prefixes: set[int] = set()
+        self._lock = asyncio.Lock() if serial else None
+        self.started = False
+
+    # ---- EngineBackend ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.started = False
+
+    async def health(self) -> bool:
+        return self.started
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        if self._lock is None:
+            return await self._execute(op, requests)
+        async with self._lock:
+            return await self._execute(op, requests)
+
+    async def _execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        t0 = time.perf_counter()
+        self._check(op, requests)
+        delay = self._delay(op, requests)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        out = [self._one(op, r) for r in requests]
+        self.batches.append({"op": op, "size": len(requests), "start": t0, "end": time.perf_counter()})
+        return out
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        if self._lock is not None:
+            await self._lock.acquire()
+        try:
+            t0 = time.perf_counter()
+            self._check(op, requests)
+            finals = [self._decode(r) for r in requests]
+            total = self._delay(op, requests)
+            steps = max((len(f["items"]) for f in finals), default=0)
+            step = total / (steps + 1) if steps else total
+            for k in range(steps):
+                if step > 0:
+                    await asyncio.sleep(step)
+                for i, f in enumerate(finals):
+                    if k < len(f["items"]):
+                        yield i, "item", f["items"][k]
+            if step > 0:
+                await asyncio.sleep(step)
+            self.batches.append({"op": op, "size": len(requests), "start": t0, "end": time.perf_counter(),
+                                 "stream": True})
+            for i, f in enumerate(finals):
+                yield i, "final", f
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+    def drop_namespace(self, namespace: str) -> None:
+        self.store.pop(namespace, None)
+        self.dropped.append(namespace)
+
+    # ---- semantics ----------------------------------------------------------------------------------
+    def _check(self, op: str, requests: list[dict[str, Any]]) -> None:
+        if self.ops and op not in self.ops:
+            raise ValueError(f"sim engine {self.name!r} does not run {op!r}")
+        self.requests.extend(requests)
+        if self.fail_on is not None:
+            for r in requests:
+                if self.fail_on in repr(r):
+                    raise RuntimeError(f"sim engine {self.name!r}: injected failure ({self.fail_on!r} in a request)")
+
+    def _delay(self, op: str, requests: list[dict[str, Any]]) -> float:
+        d = interpolate(self.op_latency.get(op, self.latency), len(requests))
+        if op in ("decoding", "partial_decoding") and self.token_latency:
+            d += self.token_latency * max(int(r.get("max_tokens") or 0) for r in requests)
+        return d
+
+    def _one(self, op: str, r: dict[str, Any]) -> Any:
+        if op == "embedding":
+            return embed(r["text"])
+        if op == "ingestion":
+            self.store.setdefault(r["namespace"], []).append((r["text"], r["embedding"], r["meta"]))
+            return None
+        if op == "searching":
+            if "query" in r:
+                q = set(words(r["query"]))
+                scored = [(len(q & set(words(d))), d) for d in self.corpus]
+            else:
+                e = r["embedding"]
+                scored = [(sum(a * b for a, b in zip(e, v)), t) for t, v, _ in self.store.get(r["namespace"], [])]
+            scored.sort(key=lambda x: (-x[0], x[1]))
+            return [{"text": t, "score": float(s)} for s, t in scored[: r["top_k"]]]
+        if op == "reranking":
+            q = set(words(r["query"]))
+            return len(q & set(words(r["text"]))) + (crc(r["text"]) % 1000) / 1e4
+        if op in ("prefilling", "partial_prefilling", "full_prefilling"):
+            return self._prefill(r)
+        if op in ("decoding", "partial_decoding"):
+            return self._decode(r)
+        if op == "tool":
+            return {"tool": r["tool"], "result": f"{r['tool']}({sorted(r['args'].items())})"}
+        raise ValueError(f"sim engine {self.name!r}: unknown op {op!r}")
+
+    def _prefill(self, r: dict[str, Any]) -> dict[str, Any]:
+        toks = words(" ".join(t for _, t in r["parts"]))
+        cached = 0
+        h = 0
+        for i in range(16, len(toks) + 1, 16):  # full 16-token blocks, like vLLM's prefix cache
+            h = crc(f"{h}:{' '.join(toks[i - 16:i])}")
+            if h in self._prefixes:
+                cached = i
+            self._prefixes.add(h)
+        return {"num_prompt_tokens": len(toks), "num_cached_tokens": cached}
+
+    def _decode(self, r: dict[str, Any]) -> dict[str, Any]:
+        info = self._prefill(r)
+        prompt = "\n".join(f"{n}: {t}" for n, t in r["parts"])
+        tag = f"{crc(prompt):08x}"
+        if r.get("split"):
+            q = " ".join(words(dict(r["parts"]).get("question", ""))[:6])
+            items = [f"{q} aspect {i} {tag[:4]}" for i in range(self.n_items)]
+            text = "\n".join(f"{i + 1}. {it}" for i, it in enumerate(items))
+        else:
+            items = []
+            text = f"answer {tag}"
+        return {"text": text, "items": items, "num_output_tokens": len(words(text)), **info}
+
+
+def sim_engines(latency: float = 0.0, **llm_kw: Any) -> dict[str, SimEngine]:
+    """The four engines of the RAG apps with a flat latency (seconds per batch)."""
+    flat = {1: latency} if latency else {}
+    return {
+        "llm": SimEngine("llm", latency=flat, **llm_kw),
+        "embedding": SimEngine("embedding", latency=flat),
+        "vectordb": SimEngine("vectordb", latency=flat),
+        "reranker": SimEngine("reranker", latency=flat),
+    }
