@@ -1,7 +1,7 @@
 """The process table (Autellix §4.2.1): what the scheduler and the load balancer know about each
 running program (an agentic session, or one teola query).
 
-Per program: attained service, queueing (waiting) time, the engine instance it is pinned to, its
+Per program: attained service and queueing (waiting) time of its completed calls, the engine instance it is pinned to, its
 active LLM calls (arrival, parents, wait, service, the critical-path priority each inherited), the
 critical-path end of its completed calls (ATLAS looks up a call's declared parents there), and the
 times of its last call arrival and last call completion. `end_program(pid)` removes the entry.
@@ -114,22 +114,20 @@ class ProcessTable:
         return None if entry is None else entry.calls.get(call_id)
 
     def call_started(self, pid: str, call_id: str, now: float) -> None:
-        """The call left the queue for an engine: its queueing time is added to its and the
-        program's waiting time (once, on its first start)."""
+        """The call left the queue for an engine: its queueing time since arrival is added to its
+        waiting time (once, on its first start). Policies that charge waiting time step by step
+        use `add_wait` instead."""
         rec = self._require(pid, call_id)
         if rec.started is None:
-            w = max(0.0, now - rec.arrival)
             rec.started = now
-            rec.wait += w
-            self._programs[pid].wait += w
+            rec.wait += max(0.0, now - rec.arrival)
 
     def add_wait(self, pid: str, call_id: str, amount: float) -> None:
-        """Charge queueing time to a call and its program directly (for step-level engines)."""
+        """Charge queueing time to an active call; like service, it reaches the program's total
+        when the call completes."""
         if amount < 0:
             raise ValueError(f"waiting time must be >= 0, got {amount!r}")
-        rec = self._require(pid, call_id)
-        rec.wait += amount
-        self._programs[pid].wait += amount
+        self._require(pid, call_id).wait += amount
 
     def add_service(self, pid: str, call_id: str, amount: float) -> None:
         """Charge service (tokens or seconds) to an active call; the program's aggregates change
@@ -139,7 +137,7 @@ class ProcessTable:
         self._require(pid, call_id).service += amount
 
     def call_finished(self, pid: str, call_id: str, now: float, service: float | None = None) -> CallRecord | None:
-        """The call completed: update the program's service sum, its critical path (max with the
+        """The call completed: update the program's service and waiting sums, its critical path (max with the
         call's priority + service) and last completion; the call leaves the active set. `service`,
         if given, is added to what was charged with `add_service`. Unknown calls return None
         (the program may already have ended)."""
@@ -154,6 +152,7 @@ class ProcessTable:
                 raise ValueError(f"service must be >= 0, got {service!r}")
             rec.service += service
         entry.service += rec.service
+        entry.wait += rec.wait
         end = rec.priority + rec.service
         entry.paths[call_id] = end
         entry.critical_path = max(entry.critical_path, end)

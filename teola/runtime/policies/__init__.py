@@ -26,6 +26,10 @@ def register_policy(name: str, factory: Callable[..., Policy]) -> None:
     _POLICIES[name] = factory
 
 
+def unregister_policy(name: str) -> None:
+    _POLICIES.pop(name, None)
+
+
 def policy_names() -> list[str]:
     return sorted(_POLICIES)
 
@@ -38,4 +42,4 @@ def make_policy(name: str, **options: Any) -> Policy:
 
 
 __all__ = ["DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "Limits", "Pending", "PerInvocationPolicy", "Pick",
-           "Policy", "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_names", "register_policy"]
+           "Policy", "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_names", "register_policy", "unregister_policy"]
