@@ -1,0 +1,365 @@
+"""Program-aware LLM scheduling with multi-level feedback queues (Autellix §4.2, Algorithm 1).
+
+`ProgramQueues` is the shared core of the "mlfq", "plas" and "atlas" policies. It keeps K queues
+Q_0..Q_{K-1} (Q_0 runs first). Queue i has the time quantum `base_quantum * growth**i` and covers
+the priority range [lo_i, lo_i + quantum_i) with lo_0 = 0 and the last queue open-ended, so a
+call that exhausts its quantum lands exactly where its attained service would place it.
+
+  - A call arrives: its program priority p(c) is read from the process table and discretized
+    into the queue whose range holds it (Algorithm 1 lines 11-13). The priority is
+      mlfq:  0 (classic MLFQ: every new call enters the top queue, program-blind);
+      plas:  the program's summed service of completed calls (eq. 1);
+      atlas: the call's inherited critical path (eq. 2; see ProcessTable.call_arrived).
+  - A running call is charged service; when it exhausts its queue's quantum it is demoted one
+    queue (lines 20-23), possibly several times for a large charge.
+  - Anti-starvation (lines 24-30): a waiting call of program P is promoted to Q_0 when
+    (W_P + W_c) / (T_P + T_c) >= beta, where W_P, T_P are the program's wait and service over its
+    completed calls (process table) and W_c, T_c the call's own counters since its last
+    promotion; promotion resets only W_c and T_c.
+  - Within a queue calls run first-come first-served.
+  - Multi-step scheduling: the ranking is recomputed only when the set of queued calls changes
+    or every `rerank_every` scheduling steps, so priorities do not churn (and preempt) each step.
+
+Service: a number charged per call, in the unit chosen by `service`:
+  "tokens"  (default) decoded tokens. Through the runtime's `observe(picks, started, finished)`
+            hook the policy does not see results, so it charges each finished request its
+            `max_tokens` (an upper bound on what it decoded; 0 for prefill-only requests);
+  "seconds" engine time: every call in a batch is charged the batch's wall time on the engine
+            (Autellix's "model execution time").
+Waiting time is charged in seconds of queueing in both cases; `beta` compares the two, so with
+"tokens" beta is "seconds of waiting per decoded token".
+
+Engine priorities: `Pick.priority` is the call's queue index (lower runs first, vLLM's rule), so
+a vLLM engine with priority scheduling preempts in favor of higher queues.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Hashable, Iterable, Sequence
+
+from teola.runtime.policies.base import Decision, Filler, Limits, Pending, Pick
+from teola.runtime.process_table import ProcessTable
+
+MODES = ("mlfq", "plas", "atlas")
+SERVICE_UNITS = ("tokens", "seconds")
+DEFAULT_QUANTUM = {"tokens": 32.0, "seconds": 0.05}
+
+
+class Levels:
+    """The K queues' quanta and priority ranges (see the module docstring)."""
+
+    __slots__ = ("quanta", "lows")
+
+    def __init__(self, num_queues: int = 8, base_quantum: float = 32.0, growth: float = 2.0) -> None:
+        if not isinstance(num_queues, int) or num_queues < 1:
+            raise ValueError(f"mlfq: num_queues must be an int >= 1, got {num_queues!r}")
+        if not base_quantum > 0:
+            raise ValueError(f"mlfq: base_quantum must be > 0, got {base_quantum!r}")
+        if not growth >= 1:
+            raise ValueError(f"mlfq: growth must be >= 1 (quanta grow from queue to queue), got {growth!r}")
+        self.quanta = [base_quantum * growth ** i for i in range(num_queues)]
+        self.quanta[-1] = math.inf
+        lows, lo = [], 0.0
+        for q in self.quanta:
+            lows.append(lo)
+            lo += q
+        self.lows = lows
+
+    def __len__(self) -> int:
+        return len(self.quanta)
+
+    def level_of(self, priority: float) -> int:
+        """The queue whose range [lo_i, hi_i) holds `priority`."""
+        if priority < 0:
+            raise ValueError(f"priority must be >= 0, got {priority!r}")
+        lvl = 0
+        for i, lo in enumerate(self.lows):
+            if priority >= lo:
+                lvl = i
+            else:
+                break
+        return lvl
+
+
+@dataclass(slots=True, eq=False)
+class CallState:
+    """One call in the queues. `used`: service charged in the current queue; `wait` / `service`:
+    the call's own counters since arrival or its last anti-starvation promotion (W_c, T_c)."""
+
+    pid: str
+    call_id: str
+    level: int
+    seq: int
+    used: float = 0.0
+    wait: float = 0.0
+    service: float = 0.0
+    promotions: int = 0
+    demotions: int = 0
+
+
+class ProgramQueues:
+    """The MLFQ state machine over calls identified by any hashable key (the runtime uses the
+    Pending entry itself; simulators use their own ids). Pure bookkeeping, no I/O, no clock."""
+
+    def __init__(self, mode: str = "plas", table: ProcessTable | None = None, num_queues: int = 8,
+                 base_quantum: float = 32.0, growth: float = 2.0, beta: float = 8.0,
+                 rerank_every: int = 4) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mlfq: mode must be one of {MODES}, got {mode!r}")
+        if beta is not None and not beta > 0:
+            raise ValueError(f"mlfq: beta (anti-starvation wait/service ratio) must be > 0 or None, got {beta!r}")
+        if not isinstance(rerank_every, int) or rerank_every < 1:
+            raise ValueError(f"mlfq: rerank_every must be an int >= 1, got {rerank_every!r}")
+        self.mode = mode
+        self.table = table if table is not None else ProcessTable()
+        self.levels = Levels(num_queues, base_quantum, growth)
+        self.beta = beta
+        self.rerank_every = rerank_every
+        self.calls: dict[Hashable, CallState] = {}
+        self._seq = itertools.count()
+        self._order: list[Hashable] = []
+        self._members: frozenset = frozenset()
+        self._since = 0
+        self.reranks = 0
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def admit(self, key: Hashable, pid: str, call_id: str, now: float,
+              parents: Iterable[str] | None = None) -> CallState:
+        """A call arrives (idempotent per key): record it in the process table and place it in the
+        queue its program priority falls into."""
+        st = self.calls.get(key)
+        if st is not None:
+            return st
+        rec = self.table.call_arrived(pid, call_id, now, parents)
+        st = self.calls[key] = CallState(pid, call_id, self.levels.level_of(self.program_priority(pid, rec.priority)),
+                                         next(self._seq))
+        return st
+
+    def program_priority(self, pid: str, inherited: float = 0.0) -> float:
+        """p(c) for a new call of `pid` under this mode (0 for plain MLFQ)."""
+        if self.mode == "mlfq":
+            return 0.0
+        if self.mode == "atlas":
+            return inherited
+        entry = self.table.get(pid)
+        return 0.0 if entry is None else entry.service
+
+    def charge(self, key: Hashable, service: float) -> int:
+        """A running call received `service`; demote it for each exhausted quantum. Returns its level."""
+        if service < 0:
+            raise ValueError(f"service must be >= 0, got {service!r}")
+        st = self._state(key)
+        st.service += service
+        st.used += service
+        self.table.add_service(st.pid, st.call_id, service)
+        while st.level < len(self.levels) - 1 and st.used >= self.levels.quanta[st.level]:
+            st.used -= self.levels.quanta[st.level]
+            st.level += 1
+            st.demotions += 1
+        return st.level
+
+    def wait(self, key: Hashable, amount: float) -> None:
+        """A call spent `amount` seconds queued (not running)."""
+        st = self._state(key)
+        st.wait += amount
+        self.table.add_wait(st.pid, st.call_id, amount)
+
+    def starving(self, key: Hashable) -> bool:
+        """Promote `key` to Q_0 if (W_P + W_c) / (T_P + T_c) >= beta; True if it was promoted.
+        A ratio with no service at all yet counts as starving once any time was waited."""
+        if self.beta is None:
+            return False
+        st = self._state(key)
+        if st.level == 0:
+            return False
+        entry = self.table.get(st.pid)
+        w = st.wait + (entry.wait if entry is not None else 0.0)
+        t = st.service + (entry.service if entry is not None else 0.0)
+        if w <= 0 or (t > 0 and w / t < self.beta):
+            return False
+        st.level = 0
+        st.used = 0.0
+        st.wait = 0.0
+        st.service = 0.0
+        st.promotions += 1
+        return True
+
+    def finish(self, key: Hashable, now: float, service: float | None = None) -> None:
+        """The call completed: its program's aggregates are updated in the process table."""
+        st = self.calls.pop(key, None)
+        if st is None:
+            return
+        self.table.call_finished(st.pid, st.call_id, now, service)
+
+    def drop(self, key: Hashable) -> None:
+        """Forget a call that will not complete (its query failed or was cancelled)."""
+        st = self.calls.pop(key, None)
+        if st is not None:
+            self.table.call_dropped(st.pid, st.call_id)
+
+    def end_program(self, pid: str) -> None:
+        """The program ended: drop its calls and its process-table entry."""
+        for key in [k for k, st in self.calls.items() if st.pid == pid]:
+            del self.calls[key]
+        self.table.end_program(pid)
+
+    # ---- ranking ------------------------------------------------------------------------------
+    def rank(self, keys: Sequence[Hashable]) -> list[Hashable]:
+        """`keys` best first: by queue, then arrival. Re-sorted only when the set of keys changed
+        or every `rerank_every` calls (multi-step scheduling); otherwise the last order is reused."""
+        members = frozenset(keys)
+        self._since += 1
+        if members != self._members or self._since >= self.rerank_every:
+            calls = self.calls
+            self._order = sorted(keys, key=lambda k: (calls[k].level, calls[k].seq))
+            self._members = members
+            self._since = 0
+            self.reranks += 1
+        return list(self._order)
+
+    def level(self, key: Hashable) -> int:
+        return self._state(key).level
+
+    def _state(self, key: Hashable) -> CallState:
+        st = self.calls.get(key)
+        if st is None:
+            raise KeyError(f"call {key!r} is not in the queues; admit() it first")
+        return st
+
+
+class ProgramPolicy:
+    """The engine-scheduler policy over `ProgramQueues` (teola.runtime.policies.base protocol).
+
+    Each Pending entry is one LLM call: call id = entry.name, program id = entry.query_id (a teola
+    query, or a client `Program`). `schedule` admits new entries, charges waiting time since the
+    last call, applies anti-starvation, and fills one batch (one op, the best-ranked entry's) in
+    rank order under the instance's request and token limits; each Pick carries the call's queue
+    index as the engine priority. It never holds work back (LLM engines batch continuously).
+    `observe` charges service (see module docstring) and completes calls whose requests all ran.
+    """
+
+    name = "mlfq"
+    mode = "mlfq"
+
+    def __init__(self, num_queues: int = 8, base_quantum: float | None = None, growth: float = 2.0,
+                 beta: float | None = 8.0, rerank_every: int = 4, service: str = "tokens",
+                 table: ProcessTable | None = None) -> None:
+        """num_queues, base_quantum, growth: the K queues (quantum_i = base_quantum * growth**i,
+        in the service unit; default base 32 tokens or 0.05 s). beta: anti-starvation ratio (None
+        turns it off). rerank_every: re-rank at most every N scheduling steps while the queue's
+        membership is unchanged. service: "tokens" or "seconds". table: a shared ProcessTable
+        (e.g. the one the load balancer and `teola.programs.Program` use)."""
+        if service not in SERVICE_UNITS:
+            raise ValueError(f"{self.name}: service must be one of {SERVICE_UNITS}, got {service!r}")
+        self.service = service
+        self.core = ProgramQueues(self.mode, table, num_queues,
+                                  DEFAULT_QUANTUM[service] if base_quantum is None else base_quantum,
+                                  growth, beta, rerank_every)
+        self._outstanding: dict[Pending, int] = {}
+        self._starts: dict[int, int] = {}
+        self._last: float | None = None
+
+    @property
+    def table(self) -> ProcessTable:
+        return self.core.table
+
+    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
+        core = self.core
+        waited = 0.0 if self._last is None else max(0.0, now - self._last)
+        self._last = now
+        for e in queue:
+            if e not in core.calls:
+                core.admit(e, e.query_id, e.name, e.arrival, _parents(e))
+                core.wait(e, max(0.0, now - e.arrival))
+            elif waited:
+                core.wait(e, waited)
+            core.starving(e)
+        if not queue:
+            return Decision()
+        order = core.rank(list(queue))
+        fill = Filler(limits.max_batch, limits.token_budget)
+        op = order[0].op
+        for e in order:
+            if e.op != op:
+                continue
+            if fill.take(e):
+                fill.picks[-1].priority = core.level(e)
+            if fill.full:
+                break
+        for p in fill.picks:
+            self._outstanding[p.entry] = self._outstanding.get(p.entry, 0) + p.count
+            self._starts[id(p)] = p.entry.taken
+        return Decision(fill.picks)
+
+    def observe(self, picks: Sequence[Pick], started: float, finished: float,
+                results: Sequence[Any] | None = None) -> None:
+        """Charge the batch's service to its calls and complete the calls whose requests all ran.
+        `results` (optional, one per picked request in order) lets a runtime report exact decoded
+        tokens ("num_output_tokens") instead of the max_tokens upper bound."""
+        core = self.core
+        off = 0
+        for p in picks:
+            e = p.entry
+            a = self._starts.pop(id(p), None)
+            if e not in core.calls:
+                off += p.count
+                continue
+            if self.service == "seconds":
+                amount = max(0.0, finished - started)
+            else:
+                if a is None:
+                    raise ValueError(f"{self.name}: observe() got a pick of {e.name!r} that this policy did not make")
+                amount = 0.0
+                for i in range(p.count):
+                    r = results[off + i] if results is not None and off + i < len(results) else None
+                    amount += _decoded(e.requests[a + i], r)
+            off += p.count
+            core.charge(e, amount)
+            left = self._outstanding.get(e, p.count) - p.count
+            if left > 0:
+                self._outstanding[e] = left
+            else:
+                self._outstanding.pop(e, None)
+                if e.taken >= len(e.requests):
+                    core.finish(e, finished)
+
+    def end_program(self, pid: str) -> None:
+        """Forget program `pid` (call when its query or session ends)."""
+        for e in [e for e in self._outstanding if e.query_id == pid]:
+            del self._outstanding[e]
+        self.core.end_program(pid)
+
+
+def _parents(entry: Pending) -> tuple[str, ...] | None:
+    """Declared parent call ids of a client program's call (requests carry "parent_ids"), else None."""
+    if entry.requests:
+        ids = entry.requests[0].get("parent_ids")
+        if ids is not None:
+            return tuple(ids)
+    return None
+
+
+def _decoded(request: dict[str, Any], result: Any) -> float:
+    if isinstance(result, dict) and isinstance(result.get("num_output_tokens"), (int, float)):
+        return float(result["num_output_tokens"])
+    if not request.get("complete", True):
+        return 0.0
+    n = request.get("max_tokens")
+    return float(n) if isinstance(n, (int, float)) and n > 0 else 0.0
+
+
+class MLFQPolicy(ProgramPolicy):
+    """Classic program-blind MLFQ: every new call enters the top queue (the Autellix baseline)."""
+
+    name = "mlfq"
+    mode = "mlfq"
+
+
+def _register() -> None:
+    from teola.runtime.policies import register_policy
+    register_policy("mlfq", MLFQPolicy)
+
+
+_register()
