@@ -186,35 +186,50 @@ class EngineScheduler:
     async def _run_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
                           spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
         owners = [e for e, a, b in spans for _ in range(a, b)]
-        open_ = set(range(len(owners)))
         try:
-            try:
-                async for idx, kind, payload in self.executor.stream(inst, op, requests):
-                    if not 0 <= idx < len(owners):
-                        raise RuntimeError(f"engine {self.name!r} streamed request index {idx} "
-                                           f"of a {len(owners)}-request batch")
-                    t = time.perf_counter()
-                    if kind == "item":
-                        owners[idx].work.item(payload, t)
-                    elif kind == "final":
-                        open_.discard(idx)
-                        owners[idx].work.final(payload, t)
-                    else:
-                        raise RuntimeError(f"engine {self.name!r} streamed an event of kind {kind!r} "
-                                           "(expected 'item' or 'final')")
-                if open_:
-                    raise RuntimeError(f"engine {self.name!r} ended a stream without a final result "
-                                       f"for {len(open_)} request(s)")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                for i in sorted(open_):
-                    owners[i].work.failed(exc, inst)
+            await self._stream(inst, op, requests, owners, isolate=True)
         finally:
             inst.inflight -= 1
             inst.outstanding -= len(requests)
             inst.tokens -= tokens
             self.kick()
+
+    async def _stream(self, inst: Instance, op: str, requests: list[dict[str, Any]], owners: list[Pending],
+                      isolate: bool) -> None:
+        """Run one streaming batch. If it fails, requests that already streamed something fail; the
+        others are retried one query at a time (when the batch mixed queries) so only the culprit fails."""
+        open_ = set(range(len(owners)))
+        heard: set[int] = set()
+        try:
+            async for idx, kind, payload in self.executor.stream(inst, op, requests):
+                if not 0 <= idx < len(owners):
+                    raise RuntimeError(f"engine {self.name!r} streamed request index {idx} "
+                                       f"of a {len(owners)}-request batch")
+                t = time.perf_counter()
+                heard.add(idx)
+                if kind == "item":
+                    owners[idx].work.item(payload, t)
+                elif kind == "final":
+                    open_.discard(idx)
+                    owners[idx].work.final(payload, t)
+                else:
+                    raise RuntimeError(f"engine {self.name!r} streamed an event of kind {kind!r} "
+                                       "(expected 'item' or 'final')")
+            if open_:
+                raise RuntimeError(f"engine {self.name!r} ended a stream without a final result "
+                                   f"for {len(open_)} request(s)")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            retry = [i for i in sorted(open_) if i not in heard]
+            queries = {owners[i].query_id for i in retry}
+            for i in sorted(open_):
+                if i in heard or not isolate or len({o.query_id for o in owners}) == 1:
+                    owners[i].work.failed(exc, inst)
+            if isolate and len({o.query_id for o in owners}) > 1:
+                for qid in queries:
+                    mine = [i for i in retry if owners[i].query_id == qid]
+                    await self._stream(inst, op, [requests[i] for i in mine], [owners[i] for i in mine], False)
 
     # ---- shutdown ------------------------------------------------------------------------------
     async def close(self) -> None:

@@ -1,0 +1,276 @@
+"""The two-tier runtime through App, on deterministic simulated engines (tests/support/sim_engine.py)."""
+import asyncio
+
+import pytest
+
+from teola import App, Engine, Node
+from teola.runtime import QueryCancelled, QueryError, QueryTimeout
+from tests.support.sim_engine import SimEngine, sim_engines
+
+ALL_PASSES_OFF = {"passes": {"prune_dependencies": False, "stage_decomposition": False, "prefill_split": False,
+                             "decode_pipelining": False}}
+DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(40))
+QUERY = {"question": "what is the capital of france", "documents": [DOC]}
+
+
+def make_rag(sims, top_k=4, runtime=None, **engine_kw):
+    """Advanced RAG (Teola Fig. 2d) built from the real components, on the given backends."""
+    app = App("rag", config={"runtime": runtime or {}})
+    app.register_engine(Engine("llm", kind="vllm", **engine_kw.get("llm", {})), backend=sims["llm"])
+    app.register_engine(Engine("embedding", kind="sentence_transformers", max_efficient_batch=4,
+                               **engine_kw.get("embedding", {})), backend=sims["embedding"])
+    app.register_engine(Engine("vectordb", kind="pgvector"), backend=sims["vectordb"])
+    app.register_engine(Engine("reranker", kind="reranker"), backend=sims["reranker"])
+    expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": 3})
+    index = Node("indexing", engine="embedding", anno="batchable", config={"chunk_size": 64, "chunk_overlap": 8})
+    ingest = Node("ingestion", engine="vectordb", anno="batchable")
+    embed_q = Node("query_embedding", engine="embedding")
+    search = Node("search", engine="vectordb", config={"top_k": top_k})
+    rerank = Node("rerank", engine="reranker", config={"top_n": 3})
+    synth = Node("synthesis", engine="llm", config={"mode": "refine", "max_tokens": 32})
+    index >> ingest >> search
+    expand >> embed_q >> search >> rerank >> synth
+    app.update_template([expand, index, ingest, embed_q, search, rerank, synth])
+    return app
+
+
+def by_name(trace):
+    return {t["primitive"]: t for t in trace}
+
+
+async def test_result_shape_trace_and_metrics():
+    sims = sim_engines()
+    app = make_rag(sims)
+    try:
+        r = await app.run(QUERY)
+        assert isinstance(r.output, str) and r.output.startswith("answer ")
+        assert r.latency > 0 and r.query_id
+        assert {t["status"] for t in r.trace} == {"ok"}
+        for t in r.trace:
+            assert {"primitive", "op", "engine", "queued", "started", "finished", "instance", "batch_id",
+                    "batch_size"} <= set(t)
+            assert t["queued"] <= t["started"] <= t["finished"]
+        llm = [t for t in r.trace if t["op"] == "full_prefilling"]
+        assert llm and all("num_cached_tokens" in t for t in llm)
+        snap = app.runtime.metrics.snapshot()
+        assert snap["completed"] == 1 and snap["primitives"] == len(r.trace)
+        assert snap["prefix_cache"]["cached_tokens"] > 0  # the partial prefills warmed the prefix
+        assert "teola_queries_total 1" in app.runtime.metrics.prometheus()
+        assert all(n == 0 for n in snap["queue_lengths"].values())
+    finally:
+        await app.stop()
+
+
+async def test_independent_branches_overlap_in_time():
+    sims = sim_engines(0.01)
+    app = make_rag(sims)
+    try:
+        t = by_name((await app.run(QUERY)).trace)
+        index, expand = t["indexing.embed[0:4]"], t["query_expansion.expand.decode[0]"]
+        assert max(index["started"], expand["started"]) < min(index["finished"], expand["finished"])
+    finally:
+        await app.stop()
+
+
+async def test_partial_decoding_releases_its_consumer_before_the_decode_ends():
+    sims = sim_engines(0.002)
+    sims["llm"] = SimEngine("llm", latency={1: 0.002}, token_latency=0.001)  # a long streaming decode
+    app = make_rag(sims)
+    try:
+        t = by_name((await app.run(QUERY)).trace)
+        last_item = t["query_expansion.expand.decode[2]"]
+        first_consumer = t["query_embedding.embed[0:1]"]
+        assert first_consumer["queued"] < last_item["finished"]
+        assert t["query_expansion.expand.decode[0]"]["finished"] < last_item["finished"]
+        assert t["query_expansion.expand.decode[0]"]["batch_id"] == last_item["batch_id"]  # one stream
+    finally:
+        await app.stop()
+
+
+async def test_prefill_is_fused_into_its_decode_and_both_are_traced():
+    sims = sim_engines()
+    app = make_rag(sims)
+    try:
+        t = by_name((await app.run(QUERY)).trace)
+        assert t["synthesis.call0.prefill.full"]["fused_into"] == "synthesis.call0.decode"
+        assert t["synthesis.call0.decode"]["batch_id"] == t["synthesis.call0.prefill.full"]["batch_id"]
+        r = await app.run(QUERY, {"prescheduling": False})
+        t2 = by_name(r.trace)
+        assert "fused_into" not in t2["synthesis.call0.prefill.full"]
+        assert t2["synthesis.call0.decode"]["batch_id"] != t2["synthesis.call0.prefill.full"]["batch_id"]
+    finally:
+        await app.stop()
+
+
+@pytest.mark.parametrize("policy", ["topology", "fifo", "po", "to"])
+async def test_differential_optimized_vs_unoptimized(policy):
+    outs = []
+    for config in ({}, ALL_PASSES_OFF, {"prescheduling": False}):
+        app = make_rag(sim_engines(), runtime={"policy": policy})
+        try:
+            results = await asyncio.gather(*(app.run({**QUERY, "question": q}, config)
+                                             for q in ("what is the capital of france", "which river", "louvre?")))
+            outs.append([r.output for r in results])
+        finally:
+            await app.stop()
+    assert outs[0] == outs[1] == outs[2]
+    assert len(set(outs[0])) == 3
+
+
+async def test_a_failing_primitive_fails_only_its_query():
+    sims = sim_engines(0.002)
+    sims["llm"] = SimEngine("llm", latency={1: 0.002}, fail_on="EXPLODE")
+    app = make_rag(sims)
+    try:
+        good, bad = await asyncio.gather(app.run(QUERY), app.run({**QUERY, "question": "EXPLODE please"}),
+                                         return_exceptions=True)
+        assert isinstance(good.output, str)
+        assert isinstance(bad, QueryError) and not isinstance(bad, (QueryCancelled, QueryTimeout))
+        assert bad.engine == "llm" and bad.primitive and bad.primitive in str(bad) and "'llm'" in str(bad)
+        assert "injected failure" in str(bad)
+        await asyncio.sleep(0.05)
+        snap = app.runtime.metrics.snapshot()
+        assert snap["failed"] == 1 and snap["completed"] == 1
+        assert all(n == 0 for n in snap["queue_lengths"].values())
+    finally:
+        await app.stop()
+
+
+async def test_cancel_drops_the_queued_primitives():
+    sims = sim_engines()
+    sims["llm"] = SimEngine("llm", latency={1: 0.05})
+    app = make_rag(sims, runtime={"max_inflight": 1})
+    await app.start()
+    try:
+        compiled = app.compile(QUERY)
+        task = asyncio.ensure_future(app.runtime.run(compiled, {}))
+        await asyncio.sleep(0.01)  # the expansion is on the LLM; the partial prefills wait behind it
+        assert app.runtime.queue_lengths()["llm"] > 0
+        seen = len(sims["llm"].requests)
+        assert app.runtime.cancel(compiled.query_id)
+        with pytest.raises(QueryCancelled) as info:
+            await task
+        assert app.runtime.queue_lengths() == {"llm": 0, "embedding": 0, "vectordb": 0, "reranker": 0}
+        assert any(t["status"] == "dropped" for t in info.value.trace)
+        await asyncio.sleep(0.12)
+        assert len(sims["llm"].requests) == seen  # nothing of the cancelled query ran afterwards
+        assert not app.runtime.cancel(compiled.query_id)
+        assert app.runtime.metrics.cancelled == 1
+    finally:
+        await app.stop()
+
+
+async def test_task_cancellation_drops_queued_work():
+    sims = sim_engines()
+    sims["llm"] = SimEngine("llm", latency={1: 0.05})
+    app = make_rag(sims, runtime={"max_inflight": 1})
+    try:
+        task = asyncio.ensure_future(app.run(QUERY))
+        await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert all(n == 0 for n in app.runtime.queue_lengths().values())
+        assert app.runtime.running() == []
+    finally:
+        await app.stop()
+
+
+async def test_query_and_primitive_timeouts():
+    sims = sim_engines()
+    sims["llm"] = SimEngine("llm", latency={1: 0.2})
+    app = make_rag(sims)
+    try:
+        with pytest.raises(QueryTimeout, match="config 'timeout'"):
+            await app.run(QUERY, {"timeout": 0.05})
+        with pytest.raises(QueryTimeout, match="primitive_timeout") as info:
+            await app.run(QUERY, {"primitive_timeout": 0.05})
+        assert info.value.engine == "llm"
+        with pytest.raises(ValueError, match="timeout"):
+            await app.run(QUERY, {"timeout": -1})
+    finally:
+        await app.stop()
+
+
+async def test_generated_namespace_is_dropped_and_a_given_one_kept():
+    sims = sim_engines()
+    app = make_rag(sims)
+    try:
+        await app.run(QUERY)
+        assert len(sims["vectordb"].dropped) == 1 and sims["vectordb"].store == {}
+        await app.run(QUERY, {"namespace": "mine"})
+        assert "mine" in sims["vectordb"].store and "mine" not in sims["vectordb"].dropped
+    finally:
+        await app.stop()
+
+
+def make_judge_app(contains):
+    app = App("cond")
+    sim = SimEngine("llm")
+    app.register_engine(Engine("llm", kind="vllm"), backend=sim)
+    judge = Node("llm", engine="llm", name="judge", config={"parts": [["q", "$query.question"]]})
+    cond = Node("condition", name="check", config={"contains": contains})
+    follow = Node("llm", engine="llm", name="follow", config={"parts": [["prev", "$text"]]})
+    merge = Node("aggregate", name="merge", config={"mode": "first"})
+    judge >> cond >> follow >> merge
+    judge >> merge
+    app.update_template([judge, cond, follow, merge])
+    return app, sim
+
+
+async def test_condition_skips_the_branch():
+    taken, sim_t = make_judge_app("answer")   # the sim's answers contain "answer"
+    skipped, sim_s = make_judge_app("no such text")
+    try:
+        rt, rs = await taken.run({"question": "hi"}), await skipped.run({"question": "hi"})
+        st = {t["primitive"]: t["status"] for t in rs.trace}
+        assert st["follow.call.decode"] == "skipped" and st["follow.call.prefill"] == "skipped"
+        assert st["merge.merge"] == "ok"
+        assert len(sim_s.requests) == 1 and len(sim_t.requests) == 2  # (judge, follow) fused calls
+        judge = by_name(rs.trace)["judge.call.decode"]
+        assert rs.output.startswith("answer") and rt.output != rs.output and judge["status"] == "ok"
+        assert skipped.runtime.metrics.skipped == 2
+    finally:
+        await taken.stop()
+        await skipped.stop()
+
+
+async def test_tool_not_allowed_fails_with_a_clear_error():
+    app = App("tools")
+    llm = SimEngine("llm")
+    tools = SimEngine("tools")
+    app.register_engine(Engine("llm", kind="vllm"), backend=llm)
+    app.register_engine(Engine("tools", kind="tool"), backend=tools)
+    plan = Node("llm", engine="llm", name="plan", config={"parts": [["q", "$query.question"]], "split": "list"})
+    call = Node("tool", engine="tools", name="call", config={"tools": ["calc"]})
+    plan >> call
+    app.update_template([plan, call])
+    try:
+        with pytest.raises(QueryError, match=r"call\.call.*tools.*not valid JSON") as info:
+            await app.run({"question": "compute"})
+        assert info.value.primitive == "call.call" and info.value.engine == "tools"
+    finally:
+        await app.stop()
+
+
+async def test_unknown_policy_is_rejected():
+    app = make_rag(sim_engines())
+    try:
+        with pytest.raises(ValueError, match="known policies: fifo, po, to, topology"):
+            await app.run(QUERY, {"policy": "lifo"})
+    finally:
+        await app.stop()
+
+
+async def test_instances_share_the_load_and_engines_keep_their_own_policy():
+    sims = sim_engines()
+    emb = [SimEngine("embedding", latency={1: 0.005}), SimEngine("embedding", latency={1: 0.005})]
+    sims["embedding"] = emb
+    app = make_rag(sims, embedding={"instances": 2, "policy": "po"})
+    try:
+        await asyncio.gather(*(app.run(QUERY) for _ in range(3)))
+        assert all(e.batches for e in emb)
+        assert app.runtime.schedulers["embedding"].policy.name == "po"
+        assert app.runtime.schedulers["llm"].policy.name == "topology"
+    finally:
+        await app.stop()
