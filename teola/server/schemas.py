@@ -1,0 +1,84 @@
+"""Request and response bodies of the HTTP API (pydantic models; they also shape the OpenAPI schema)."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+CONFIG_KEYS = ("passes", "policy", "nodes", "timeout", "primitive_timeout", "priority", "prescheduling")
+
+
+class QueryBody(BaseModel):
+    """The query an app runs: a question, documents for the RAG apps (inline, or ids returned by the
+    documents endpoint), and any other fields the app's template reads as ``$query.<field>``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    question: str = Field(min_length=1, description="The user's question.")
+    documents: list[str] | None = Field(default=None, description="Document texts (RAG apps).")
+    document_ids: list[str] | None = Field(
+        default=None, description="Ids from POST /v1/apps/{app}/documents; their texts are appended to documents.")
+
+
+class QueryConfig(BaseModel):
+    """Per-query configuration. Unknown keys are rejected (422) so typos do not pass silently."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passes: dict[str, bool | dict[str, Any]] | None = Field(
+        default=None, description='Turn passes on/off or give them options: {"prefill_split": false}.')
+    policy: str | None = Field(default=None, description='Engine batching policy by name, e.g. "topology".')
+    nodes: dict[str, dict[str, Any]] | None = Field(
+        default=None, description="Per-component config overrides: {component name: {key: value}}.")
+    timeout: float | None = Field(default=None, gt=0, description="Seconds this query may run (capped by the server).")
+    primitive_timeout: float | None = Field(default=None, gt=0, description="Seconds one primitive may run.")
+    priority: int | None = Field(default=None, description="Scheduling priority; lower runs first.")
+    prescheduling: bool | None = Field(default=None, description="Fuse a prefill into its only decode (default on).")
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        from teola.runtime.policies import policy_names
+
+        names = policy_names()
+        if value not in names:
+            raise ValueError(f"unknown policy {value!r}; known policies: {', '.join(names)}")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The keys that were set, as the plain dict `App.run` takes."""
+        return self.model_dump(exclude_none=True)
+
+
+class QueryRequest(BaseModel):
+    """Body of POST /v1/apps/{app}/query."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: QueryBody
+    config: QueryConfig = Field(default_factory=QueryConfig)
+    stream: bool = Field(default=False, description="Answer as text/event-stream (answer event, then trace).")
+
+
+class QueryResponse(BaseModel):
+    """A finished query: its output, one trace entry per primitive, its id and its latency in seconds."""
+
+    output: Any
+    trace: list[dict[str, Any]]
+    query_id: str
+    latency: float
+
+
+class ErrorResponse(BaseModel):
+    """Every error: a short machine-readable code and a message naming the problem."""
+
+    error: str
+    detail: str
+
+
+class DocumentsResponse(BaseModel):
+    """Ids of uploaded documents, to pass as ``query.document_ids``."""
+
+    document_ids: list[str]

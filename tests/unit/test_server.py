@@ -1,0 +1,305 @@
+"""HTTP server tests on deterministic in-process engines (tests/support/sim_engine.py): every endpoint,
+the 4xx answers naming the problem, engine failures and timeouts that leave the server serving, 50
+concurrent queries counted in /metrics, and the API key."""
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import httpx
+import pytest
+
+from apps.advanced_rag import build as build_advanced_rag
+from teola import App, Engine, Node
+from teola.server import ServerSettings, create_server
+from tests.support.sim_engine import SimEngine
+
+DOCS = ["The Eiffel Tower is a lattice tower in Paris. It was designed by the company of Gustave Eiffel.",
+        "Gustave Eiffel was a French civil engineer. His company built the tower from 1887 to 1889."]
+QUERY = {"question": "Who designed the Eiffel Tower?", "documents": DOCS}
+FAIL = "EXPLODE"
+HANG = "HANG"
+
+
+class HangingEngine(SimEngine):
+    """A sim LLM whose requests containing HANG wait until `release` is set (a query past any limit)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name, serial=False)
+        self.release = asyncio.Event()
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        if HANG in repr(requests):
+            await self.release.wait()
+        return await super().execute(op, requests)
+
+
+def make_rag_app() -> tuple[App, dict[str, SimEngine]]:
+    """The real advanced-RAG template with sim engines; LLM requests containing FAIL raise."""
+    app = build_advanced_rag()
+    sims = {"llm": SimEngine("llm", fail_on=FAIL), "embedding": SimEngine("embedding"),
+            "vectordb": SimEngine("vectordb"), "reranker": SimEngine("reranker")}
+    for name, spec in list(app.engines.items()):
+        app.register_engine(Engine(name, kind=spec.kind, **spec.options), backend=sims[name])
+    return app, sims
+
+
+def make_echo_app() -> tuple[App, HangingEngine]:
+    app = App("echo")
+    llm = HangingEngine("llm")
+    app.register_engine(Engine("llm", kind="vllm"), backend=llm)
+    app.update_template([Node("llm", name="answer", engine="llm", config={
+        "parts": [["instruction", "Answer briefly."], ["question", "$query.question"]], "max_tokens": 8})])
+    return app, llm
+
+
+@asynccontextmanager
+async def serve(apps: dict[str, App], settings: ServerSettings) -> AsyncIterator[httpx.AsyncClient]:
+    server = create_server(apps, settings)
+    async with server.router.lifespan_context(server):
+        transport = httpx.ASGITransport(app=server)
+        async with httpx.AsyncClient(transport=transport, base_url="http://teola.test", timeout=60) as client:
+            yield client
+
+
+@pytest.fixture(scope="module")
+async def env() -> AsyncIterator[dict[str, Any]]:
+    rag, sims = make_rag_app()
+    echo, hanging = make_echo_app()
+    settings = ServerSettings(max_body_bytes=64 * 1024, max_documents=8, max_document_chars=4000, query_timeout=30)
+    async with serve({"advanced_rag": rag, "echo": echo}, settings) as client:
+        yield {"client": client, "sims": sims, "hanging": hanging, "rag": rag}
+    hanging.release.set()
+    assert not any(s.started for s in sims.values()), "engines must stop at server shutdown"
+
+
+def detail(response: httpx.Response) -> str:
+    body = response.json()
+    assert set(body) == {"error", "detail"}, body
+    return body["detail"]
+
+
+# ---- endpoints -------------------------------------------------------------------------------------
+async def test_engines_started_at_startup_and_ready(env):
+    assert all(s.started for s in env["sims"].values())
+    c = env["client"]
+    assert (await c.get("/healthz")).json() == {"status": "ok"}
+    r = await c.get("/readyz")
+    assert r.status_code == 200 and r.json()["apps"] == {"advanced_rag": True, "echo": True}
+
+
+async def test_list_apps(env):
+    r = await env["client"].get("/v1/apps")
+    assert r.status_code == 200
+    apps = {a["name"]: a for a in r.json()["apps"]}
+    assert set(apps) == {"advanced_rag", "echo"}
+    assert {e["name"] for e in apps["advanced_rag"]["engines"]} == {"llm", "embedding", "vectordb", "reranker"}
+    assert "synthesis" in apps["advanced_rag"]["components"] and apps["advanced_rag"]["ready"]
+
+
+@pytest.mark.parametrize("fmt, marker", [("text", "partial_prefilling"), ("dot", "digraph"), ("mermaid", "flowchart")])
+async def test_graph_formats(env, fmt, marker):
+    r = await env["client"].get("/v1/apps/advanced_rag/graph", params={"format": fmt})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    assert marker in r.text
+
+
+async def test_graph_unknown_format(env):
+    r = await env["client"].get("/v1/apps/advanced_rag/graph", params={"format": "svg"})
+    assert r.status_code == 422 and "svg" in detail(r)
+
+
+async def test_query_answers_with_trace(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"output", "trace", "query_id", "latency"}
+    assert isinstance(body["output"], str) and body["output"]
+    ops = {t["op"] for t in body["trace"]}
+    assert {"embedding", "searching", "reranking", "partial_prefilling"} <= ops
+    assert body["query_id"] and body["latency"] >= 0
+
+
+async def test_query_with_config_overrides(env):
+    config = {"passes": {"prefill_split": False}, "policy": "fifo", "priority": 1, "timeout": 20}
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "config": config})
+    assert r.status_code == 200, r.text
+    assert "partial_prefilling" not in {t["op"] for t in r.json()["trace"]}
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "config": {"policy": "topology"}})
+    assert r.status_code == 200, r.text
+
+
+async def test_query_stream(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "stream": True})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: ")))
+              for block in r.text.strip().split("\n\n")]
+    assert [e for e, _ in events] == ["answer", "trace", "done"]
+    assert events[0][1]["text"] and events[1][1]["trace"]
+
+
+async def test_stream_reports_engine_failure_as_event(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query",
+                                 json={"query": {**QUERY, "question": f"{FAIL} now?"}, "stream": True})
+    assert r.status_code == 200
+    kind, data = r.text.strip().split("\n")[:2]
+    assert kind == "event: error" and "llm" in json.loads(data.removeprefix("data: "))["detail"]
+
+
+async def test_upload_documents_then_query(env):
+    c = env["client"]
+    r = await c.post("/v1/apps/advanced_rag/documents", json={"documents": DOCS[:1]})
+    assert r.status_code == 201, r.text
+    ids = r.json()["document_ids"]
+    files = [("files", ("eiffel.txt", DOCS[1].encode(), "text/plain"))]
+    r = await c.post("/v1/apps/advanced_rag/documents", files=files)
+    assert r.status_code == 201, r.text
+    ids += r.json()["document_ids"]
+    r = await c.post("/v1/apps/advanced_rag/documents", content=DOCS[0], headers={"content-type": "text/plain"})
+    assert r.status_code == 201
+    r = await c.post("/v1/apps/advanced_rag/query", json={"query": {"question": QUERY["question"], "document_ids": ids}})
+    assert r.status_code == 200, r.text
+    assert (await c.delete(f"/v1/apps/advanced_rag/documents/{ids[0]}")).status_code == 204
+    r = await c.post("/v1/apps/advanced_rag/query", json={"query": {"question": "Who?", "document_ids": ids}})
+    assert r.status_code == 404 and ids[0] in detail(r)
+
+
+# ---- bad requests ----------------------------------------------------------------------------------
+async def test_malformed_json(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", content=b'{"query": {"question": ',
+                                 headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "malformed JSON" in detail(r)
+
+
+@pytest.mark.parametrize("body, field", [({}, "query"), ({"query": {"documents": DOCS}}, "query.question"),
+                                         ({"query": {"question": ""}}, "query.question"),
+                                         ({"query": QUERY, "config": {"timeout": -1}}, "config.timeout")])
+async def test_missing_or_invalid_fields(env, body, field):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json=body)
+    assert r.status_code == 422 and field in detail(r)
+
+
+async def test_unknown_app(env):
+    r = await env["client"].post("/v1/apps/nope/query", json={"query": QUERY})
+    assert r.status_code == 404 and "'nope'" in detail(r) and "advanced_rag" in detail(r)
+    assert (await env["client"].get("/v1/apps/nope/graph")).status_code == 404
+
+
+async def test_oversized_body(env):
+    big = {"query": {"question": "q", "documents": ["x" * (70 * 1024)]}}
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json=big)
+    assert r.status_code == 413 and "limit" in detail(r)
+
+
+async def test_too_many_and_too_large_documents(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": {"question": "q", "documents": ["d"] * 9}})
+    assert r.status_code == 413 and "at most 8" in detail(r)
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": {"question": "q", "documents": ["y" * 5000]}})
+    assert r.status_code == 413 and "5000 characters" in detail(r)
+
+
+async def test_unknown_config_key(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "config": {"pases": {}}})
+    assert r.status_code == 422 and "'pases'" in detail(r) and "passes" in detail(r)
+
+
+async def test_unknown_pass(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query",
+                                 json={"query": QUERY, "config": {"passes": {"no_such_pass": True}}})
+    assert r.status_code == 422 and "no_such_pass" in detail(r)
+
+
+async def test_unknown_policy(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "config": {"policy": "lifo"}})
+    assert r.status_code == 422 and "'lifo'" in detail(r) and "topology" in detail(r)
+
+
+async def test_unknown_node_in_config(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query",
+                                 json={"query": QUERY, "config": {"nodes": {"no_such_node": {"top_k": 2}}}})
+    assert r.status_code == 422 and "no_such_node" in detail(r)
+
+
+# ---- failures leave the server serving -------------------------------------------------------------
+async def test_engine_failure_then_next_query_succeeds(env):
+    c = env["client"]
+    r = await c.post("/v1/apps/advanced_rag/query", json={"query": {**QUERY, "question": f"{FAIL}: who?"}})
+    assert r.status_code == 502, r.text
+    text = detail(r)
+    assert "llm" in text and "injected failure" in text
+    r = await c.post("/v1/apps/advanced_rag/query", json={"query": QUERY})
+    assert r.status_code == 200 and r.json()["output"]
+
+
+async def test_query_time_limit(env):
+    c = env["client"]
+    r = await c.post("/v1/apps/echo/query", json={"query": {"question": f"{HANG} forever?"}, "config": {"timeout": 0.2}})
+    assert r.status_code == 504 and detail(r)
+    r = await c.post("/v1/apps/echo/query", json={"query": {"question": "quick?"}})
+    assert r.status_code == 200 and r.json()["output"]
+
+
+async def test_concurrent_queries_counted_in_metrics(env):
+    c = env["client"]
+
+    async def one(i: int) -> httpx.Response:
+        return await c.post("/v1/apps/advanced_rag/query", json={"query": {**QUERY, "question": f"Question {i}?"}})
+
+    before = _metric(await c.get("/metrics"), 'teola_server_queries_total{app="advanced_rag"}')
+    responses = await asyncio.gather(*(one(i) for i in range(50)))
+    assert [r.status_code for r in responses] == [200] * 50
+    assert len({r.json()["query_id"] for r in responses}) == 50
+    text = (await c.get("/metrics")).text
+    assert _metric(text, 'teola_server_queries_total{app="advanced_rag"}') == before + 50
+    for name in ("teola_primitive_latency_seconds_count", "teola_primitive_batch_size_count",
+                 "teola_engine_queue_length", "teola_runtime_completed_total", "teola_server_queries_failed_total",
+                 "teola_prefix_cache_hit_tokens_total"):
+        assert name in text, name
+    assert _metric(text, 'teola_server_queries_failed_total{app="advanced_rag",reason="engine"}') >= 1
+
+
+def _metric(response_or_text: httpx.Response | str, series: str) -> float:
+    text = response_or_text if isinstance(response_or_text, str) else response_or_text.text
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_openapi_served(env):
+    r = await env["client"].get("/openapi.json")
+    assert r.status_code == 200 and "/v1/apps/{app}/query" in r.json()["paths"]
+
+
+# ---- API key, settings ------------------------------------------------------------------------------
+async def test_api_key():
+    app, _ = make_echo_app()
+    async with serve({"echo": app}, ServerSettings(api_key="s3cret")) as c:
+        assert (await c.get("/healthz")).status_code == 200
+        r = await c.post("/v1/apps/echo/query", json={"query": {"question": "hi?"}})
+        assert r.status_code == 401 and "Bearer" in detail(r) and r.headers["www-authenticate"] == "Bearer"
+        r = await c.get("/v1/apps", headers={"Authorization": "Bearer wrong"})
+        assert r.status_code == 401
+        r = await c.post("/v1/apps/echo/query", json={"query": {"question": "hi?"}},
+                         headers={"Authorization": "Bearer s3cret"})
+        assert r.status_code == 200 and r.json()["output"]
+
+
+def test_settings_from_env():
+    s = ServerSettings.from_env({"TEOLA_MAX_BODY_BYTES": "1000", "TEOLA_QUERY_TIMEOUT": "2.5",
+                                 "TEOLA_API_KEY": "k", "TEOLA_START_ENGINES": "false"})
+    assert (s.max_body_bytes, s.query_timeout, s.api_key, s.start_engines) == (1000, 2.5, "k", False)
+    assert ServerSettings.from_env({"TEOLA_MAX_DOCUMENTS": "3"}, max_documents=5).max_documents == 5
+    with pytest.raises(ValueError, match="TEOLA_MAX_DOCUMENTS"):
+        ServerSettings.from_env({"TEOLA_MAX_DOCUMENTS": "many"})
+    with pytest.raises(ValueError, match="max_documents"):
+        ServerSettings(max_documents=0)
+
+
+def test_create_server_rejects_non_apps():
+    with pytest.raises(TypeError, match="not a teola App"):
+        create_server({"x": object()})
+    with pytest.raises(ValueError, match="non-empty"):
+        create_server({})
