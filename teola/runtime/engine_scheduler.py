@@ -231,6 +231,10 @@ class EngineScheduler:
                     mine = [i for i in retry if owners[i].query_id == qid]
                     await self._stream(inst, op, [requests[i] for i in mine], [owners[i] for i in mine], False)
 
+    def tasks(self) -> list[asyncio.Task]:
+        """The batches running now."""
+        return list(self._tasks)
+
     # ---- shutdown ------------------------------------------------------------------------------
     async def close(self) -> None:
         """Stop scheduling and cancel batches in flight."""

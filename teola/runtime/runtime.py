@@ -198,6 +198,15 @@ class Runtime:
         run.fail(QueryCancelled(f"query {query_id} was cancelled", query_id))
         return True
 
+    async def wait_idle(self) -> None:
+        """Wait for background work (namespace clean-ups of failed queries) and for every batch
+        still on an engine to finish."""
+        while True:
+            pending = list(self._cleanups) + [t for s in self.schedulers.values() for t in s.tasks()]
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)
+
     def running(self) -> list[str]:
         """Ids of the queries in flight."""
         return list(self._runs)

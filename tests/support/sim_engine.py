@@ -54,13 +54,14 @@ class SimEngine:
     latency: {batch size: seconds} for `execute`; op_latency: per-op profiles overriding it;
     token_latency: extra seconds per output token of a decode (the whole batch decodes together);
     n_items: items a `split` decode produces; fail_on: a marker: any request containing it fails
-    its batch; corpus: documents for text search ({"query"} requests)."""
+    its batch; corpus: documents for text search ({"query"} requests); record: keep every request
+    and batch (in `requests` / `batches`) and a prefix cache; off for long runs."""
 
     def __init__(self, name: str, ops: frozenset[str] | list[str] | None = None, *,
                  latency: dict[int, float] | None = None, op_latency: dict[str, dict[int, float]] | None = None,
                  token_latency: float = 0.0, n_items: int = 3, fail_on: str | None = None,
                  corpus: list[str] | None = None, serial: bool = True, max_batch: int = 64,
-                 max_efficient_batch: int = 16, token_budget: int = 0) -> None:
+                 max_efficient_batch: int = 16, token_budget: int = 0, record: bool = True) -> None:
         self.name = name
         self.ops = frozenset(ops or ())
         self.latency = dict(latency or {})
@@ -76,6 +77,7 @@ class SimEngine:
         self.requests: list[dict[str, Any]] = []
         self._prefixes: set[int] = set()
         self._lock = asyncio.Lock() if serial else None
+        self.record = record
         self.started = False
 
     # ---- EngineBackend ----------------------------------------------------------------------------
@@ -101,7 +103,8 @@ class SimEngine:
         if delay > 0:
             await asyncio.sleep(delay)
         out = [self._one(op, r) for r in requests]
-        self.batches.append({"op": op, "size": len(requests), "start": t0, "end": time.perf_counter()})
+        if self.record:
+            self.batches.append({"op": op, "size": len(requests), "start": t0, "end": time.perf_counter()})
         return out
 
     async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
@@ -122,8 +125,9 @@ class SimEngine:
                         yield i, "item", f["items"][k]
             if step > 0:
                 await asyncio.sleep(step)
-            self.batches.append({"op": op, "size": len(requests), "start": t0, "end": time.perf_counter(),
-                                 "stream": True})
+            if self.record:
+                self.batches.append({"op": op, "size": len(requests), "start": t0, "end": time.perf_counter(),
+                                     "stream": True})
             for i, f in enumerate(finals):
                 yield i, "final", f
         finally:
@@ -138,7 +142,8 @@ class SimEngine:
     def _check(self, op: str, requests: list[dict[str, Any]]) -> None:
         if self.ops and op not in self.ops:
             raise ValueError(f"sim engine {self.name!r} does not run {op!r}")
-        self.requests.extend(requests)
+        if self.record:
+            self.requests.extend(requests)
         if self.fail_on is not None:
             for r in requests:
                 if self.fail_on in repr(r):
@@ -184,7 +189,8 @@ class SimEngine:
             h = crc(f"{h}:{' '.join(toks[i - 16:i])}")
             if h in self._prefixes:
                 cached = i
-            self._prefixes.add(h)
+            if self.record:
+                self._prefixes.add(h)
         return {"num_prompt_tokens": len(toks), "num_cached_tokens": cached}
 
     def _decode(self, r: dict[str, Any]) -> dict[str, Any]:
@@ -201,12 +207,12 @@ class SimEngine:
         return {"text": text, "items": items, "num_output_tokens": len(words(text)), **info}
 
 
-def sim_engines(latency: float = 0.0, **llm_kw: Any) -> dict[str, SimEngine]:
+def sim_engines(latency: float = 0.0, record: bool = True, **llm_kw: Any) -> dict[str, SimEngine]:
     """The four engines of the RAG apps with a flat latency (seconds per batch)."""
     flat = {1: latency} if latency else {}
     return {
-        "llm": SimEngine("llm", latency=flat, **llm_kw),
-        "embedding": SimEngine("embedding", latency=flat),
-        "vectordb": SimEngine("vectordb", latency=flat),
-        "reranker": SimEngine("reranker", latency=flat),
+        "llm": SimEngine("llm", latency=flat, record=record, **llm_kw),
+        "embedding": SimEngine("embedding", latency=flat, record=record),
+        "vectordb": SimEngine("vectordb", latency=flat, record=record),
+        "reranker": SimEngine("reranker", latency=flat, record=record),
     }

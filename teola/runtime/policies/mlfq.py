@@ -16,7 +16,8 @@ call that exhausts its quantum lands exactly where its attained service would pl
     (W_P + W_c) / (T_P + T_c) >= beta, where W_P, T_P are the program's wait and service over its
     completed calls (process table) and W_c, T_c the call's own counters since its last
     promotion; promotion resets only W_c and T_c.
-  - Within a queue calls run first-come first-served.
+  - Within a queue calls run first-come first-served; a demoted or promoted call joins the tail
+    of its new queue (Algorithm 1's `append`).
   - Multi-step scheduling: the ranking is recomputed only when the set of queued calls changes
     or every `rerank_every` scheduling steps, so priorities do not churn (and preempt) each step.
 
@@ -158,6 +159,7 @@ class ProgramQueues:
             st.used -= self.levels.quanta[st.level]
             st.level += 1
             st.demotions += 1
+            st.seq = next(self._seq)
         return st.level
 
     def wait(self, key: Hashable, amount: float) -> None:
@@ -180,6 +182,7 @@ class ProgramQueues:
         if w <= 0 or (t > 0 and w / t < self.beta):
             return False
         st.level = 0
+        st.seq = next(self._seq)
         st.used = 0.0
         st.wait = 0.0
         st.service = 0.0
