@@ -1,0 +1,411 @@
+"""The `teola` command line.
+
+    teola run advanced_rag            # start the app on the embedded engines, ask one sample question,
+                                      # print the answer and a per-primitive timing table, exit
+    teola serve advanced_rag --port 8000
+    teola query advanced_rag --question "..." --document notes.txt [--url http://127.0.0.1:8000 | --in-process]
+    teola compile advanced_rag --format mermaid
+    teola setup | teola doctor | teola bench compile
+
+An app is a built-in name (`apps.<name>.build()`) or `module:attr` (an App, or a zero-argument callable
+returning one). Every command returns a process exit code: 0 ok, 1 failed, 2 bad usage.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from teola.server.loading import AppNotFound, builtin_apps, resolve_app
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+class CliError(Exception):
+    """A user-facing failure: printed as `teola: error: <message>` with exit code `code`."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `teola` console script; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.handler(args) or 0)
+    except AppNotFound as exc:
+        print(f"teola: error: {exc}", file=sys.stderr)
+        return 2
+    except CliError as exc:
+        print(f"teola: error: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("teola: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # output piped into e.g. `head`, which exited early
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+# ---- commands -------------------------------------------------------------------------------------
+def cmd_compile(args: argparse.Namespace) -> int:
+    """Print an app's optimized graph (or p-graph) for a sample or given query; no engine starts."""
+    from teola.server.samples import graph_sample_query
+
+    app = resolve_app(args.app)
+    query = _query_from_args(args) if args.question else graph_sample_query(app.nodes)
+    try:
+        compiled = app.compile(query, _config_from_args(args))
+    except (ValueError, TypeError) as exc:
+        raise CliError(f"cannot compile app {app.name!r}: {exc}", 2) from None
+    graph = compiled.egraph if args.graph == "egraph" else compiled.pgraph
+    print({"text": graph.to_text, "dot": graph.to_dot, "mermaid": graph.to_mermaid}[args.format]())
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve one or more apps over HTTP until interrupted (Ctrl-C / SIGTERM stop the engines cleanly)."""
+    import uvicorn
+
+    from teola.server import ServerSettings, create_server
+
+    _engine_env()
+    apps = _load_apps(args.apps, args.executor)
+    settings = ServerSettings.from_env(api_key=args.api_key)
+    server = create_server(apps, settings, progress=_progress)
+    _progress(f"serving {', '.join(apps)} on http://{args.host}:{args.port} (docs at /docs)")
+    uvicorn.run(server, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Quick start: serve the app on 127.0.0.1 (a free port), send one sample query over HTTP, print the
+    answer and the per-primitive timing breakdown; stop (or keep serving with --keep-serving)."""
+    _engine_env()
+    apps = _load_apps([args.app], args.executor)
+    name = next(iter(apps))
+    if args.question:
+        query, source = _query_from_args(args), "command line"
+    else:
+        from teola.server.samples import run_sample_query
+        query, source = run_sample_query(name, apps[name].nodes)
+    return asyncio.run(_run_quickstart(apps, name, query, source, args))
+
+
+async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any], source: str,
+                          args: argparse.Namespace) -> int:
+    import httpx
+    import uvicorn
+
+    from teola.server import ServerSettings, create_server
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((args.host, args.port))
+    port = sock.getsockname()[1]
+    server_app = create_server(apps, ServerSettings.from_env(), progress=_progress)
+    config = uvicorn.Config(server_app, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    _progress(f"starting app {name!r} (real engines take a while to start: importing vLLM, loading models) ...")
+    t0 = time.perf_counter()
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()  # start-up failed: re-raise its error
+                raise CliError(f"the server for {name!r} exited during start-up")
+            await asyncio.sleep(0.05)
+        url = f"http://{args.host}:{port}"
+        _progress(f"server ready at {url} after {time.perf_counter() - t0:.1f}s")
+        docs = query.get("documents") or []
+        _progress(f"query: {query['question']!r} with {len(docs)} document(s) ({source})")
+        async with httpx.AsyncClient(base_url=url, timeout=None) as client:
+            response = await client.post(f"/v1/apps/{name}/query", json={"query": query, "config": _config_from_args(args)})
+        code = _print_response(response, as_json=args.json)
+        if args.keep_serving:
+            _progress(f"still serving at {url} (Ctrl-C to stop)")
+            await serving
+        return code
+    finally:
+        server.should_exit = True
+        if not serving.done():
+            await serving
+        elif not serving.cancelled() and serving.exception() is not None and not isinstance(serving.exception(), SystemExit):
+            raise serving.exception()  # type: ignore[misc]
+        sock.close()
+        _progress("stopped")
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Send one query to a running server (--url) or run it in this process (--in-process)."""
+    query = _query_from_args(args)
+    config = _config_from_args(args)
+    if args.in_process:
+        _engine_env()
+        app = next(iter(_load_apps([args.app], "local").values()))
+        return asyncio.run(_query_in_process(app, query, config, args.json))
+    import httpx
+
+    headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
+    url = args.url.rstrip("/")
+    try:
+        response = httpx.post(f"{url}/v1/apps/{args.app}/query", json={"query": query, "config": config},
+                              headers=headers, timeout=None)
+    except httpx.TransportError as exc:
+        raise CliError(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}); start one with "
+                       f"`teola serve {args.app}` or use --in-process") from None
+    return _print_response(response, as_json=args.json)
+
+
+async def _query_in_process(app: Any, query: dict[str, Any], config: dict[str, Any], as_json: bool) -> int:
+    from teola.runtime.errors import QueryError
+
+    _progress(f"starting engines of app {app.name!r} ...")
+    try:
+        await app.start()
+        result = await app.run(query, config)
+    except (ValueError, TypeError) as exc:
+        raise CliError(f"invalid query: {exc}", 2) from None
+    except QueryError as exc:
+        raise CliError(f"query failed: {exc}") from None
+    finally:
+        await app.stop()
+    body = {"output": result.output, "trace": result.trace, "query_id": result.query_id, "latency": result.latency}
+    _print_result(body, as_json)
+    return 0
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    """Prepare the offline models (engines.setup_cli.run_setup)."""
+    return _setup_cli("run_setup")()
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check the engine stack (engines.setup_cli.run_doctor)."""
+    return _setup_cli("run_doctor")()
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run bench/<suite>.py's main() with the remaining arguments."""
+    suites = _bench_suites()
+    if args.suite not in suites:
+        raise CliError(f"unknown benchmark suite {args.suite!r}; suites: {', '.join(suites) or 'none'}", 2)
+    module = importlib.import_module(f"bench.{args.suite}")
+    entry = getattr(module, "main", None)
+    if not callable(entry):
+        raise CliError(f"bench/{args.suite}.py has no main()", 2)
+    takes_argv = bool(inspect.signature(entry).parameters)
+    if args.args and not takes_argv:
+        raise CliError(f"bench/{args.suite}.py main() takes no arguments; got {args.args}", 2)
+    result = entry(list(args.args)) if takes_argv else entry()
+    return result if isinstance(result, int) else 0
+
+
+# ---- helpers --------------------------------------------------------------------------------------
+def _load_apps(specs: Sequence[str], executor: str) -> dict[str, Any]:
+    apps: dict[str, Any] = {}
+    for spec in specs:
+        app = resolve_app(spec)
+        if app.name in apps:
+            raise CliError(f"two apps are named {app.name!r}; each served app needs its own name", 2)
+        if executor == "ray":
+            app.config.setdefault("runtime", {})["executor"] = _ray_executor()
+        apps[app.name] = app
+    return apps
+
+
+def _ray_executor() -> Any:
+    try:
+        module = importlib.import_module("teola.runtime.ray_executor")
+    except ModuleNotFoundError as exc:
+        if exc.name and "ray" in exc.name.split(".")[-1] and exc.name != "teola.runtime.ray_executor":
+            raise CliError("--executor ray needs Ray: pip install 'teola[ray]'", 2) from None
+        raise CliError("--executor ray: this build has no Ray executor (teola/runtime/ray_executor.py); "
+                       "use --executor local", 2) from None
+    return module.RayExecutor()
+
+
+def _setup_cli(name: str) -> Any:
+    try:
+        module = importlib.import_module("engines.setup_cli")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("engines", "engines.setup_cli"):
+            raise CliError(f"`teola {name.removeprefix('run_')}` needs engines/setup_cli.py, which this "
+                           "installation does not have", 2) from None
+        raise
+    return getattr(module, name)
+
+
+def _bench_suites() -> list[str]:
+    try:
+        import bench
+    except ImportError:
+        return []
+    folder = Path(next(iter(bench.__path__)))
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem != "common")
+
+
+def _engine_env() -> None:
+    try:
+        from engines.paths import configure_engine_env
+    except ImportError:
+        return
+    configure_engine_env()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+def _query_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    if not args.question:
+        raise CliError("--question is required", 2)
+    query: dict[str, Any] = {"question": args.question}
+    docs = []
+    for path in args.document or []:
+        try:
+            docs.append(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise CliError(f"cannot read document {path!r}: {exc.strerror}", 2) from None
+    if docs:
+        query["documents"] = docs
+    return query
+
+
+def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    raw = getattr(args, "config", None)
+    if not raw:
+        return {}
+    try:
+        config = json.loads(Path(raw[1:]).read_text() if raw.startswith("@") else raw)
+    except (json.JSONDecodeError, OSError) as exc:
+        raise CliError(f"--config must be a JSON object or @file.json: {exc}", 2) from None
+    if not isinstance(config, dict):
+        raise CliError("--config must be a JSON object", 2)
+    return config
+
+
+def _print_response(response: Any, as_json: bool) -> int:
+    try:
+        body = response.json()
+    except ValueError:
+        raise CliError(f"server answered {response.status_code} with a non-JSON body: {response.text[:500]}") from None
+    if response.status_code != 200:
+        raise CliError(f"query failed with HTTP {response.status_code}: {body.get('detail', body)}")
+    _print_result(body, as_json)
+    return 0
+
+
+def _print_result(body: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(body, indent=2, default=str))
+        return
+    output = body.get("output")
+    print("\nAnswer:\n" + (output.strip() if isinstance(output, str) else json.dumps(output, indent=2, default=str)))
+    print(f"\nquery {body.get('query_id')}  latency {1000 * float(body.get('latency') or 0):.0f} ms\n")
+    print(timing_table(body.get("trace") or []))
+
+
+def timing_table(trace: list[dict[str, Any]]) -> str:
+    """A per-primitive timing table (ms since the query started) from a query's trace."""
+    headers = ["op", "component", "engine", "queued", "started", "finished", "run ms", "batch", "cached tok"]
+    rows = []
+
+    def ms(v: Any) -> str:
+        return f"{1000 * v:.1f}" if isinstance(v, (int, float)) else "-"
+
+    for t in sorted(trace, key=lambda t: (t.get("queued") or 0, t.get("started") or 0)):
+        started, finished = t.get("started"), t.get("finished")
+        run = finished - started if isinstance(started, (int, float)) and isinstance(finished, (int, float)) else None
+        note = " (fused)" if t.get("fused_into") else ""
+        rows.append([str(t.get("op", "?")) + note, str(t.get("primitive", "?")).split(".")[0], str(t.get("engine") or "-"),
+                     ms(t.get("queued")), ms(started), ms(finished), ms(run),
+                     str(t.get("batch_size") if t.get("batch_size") is not None else "-"),
+                     str(t.get("num_cached_tokens") if t.get("num_cached_tokens") is not None else "-")])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    right = {3, 4, 5, 6, 7, 8}
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def _progress(message: str) -> None:
+    print(f"[teola] {message}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    apps_help = f"built-in app ({', '.join(builtin_apps())}) or module:attr"
+    p = argparse.ArgumentParser(prog="teola", description="Serve LLM apps as optimized primitive-level dataflow graphs.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def query_options(sp: argparse.ArgumentParser, required: bool) -> None:
+        sp.add_argument("--question", "-q", required=required, help="the question")
+        sp.add_argument("--document", "-d", action="append", metavar="FILE", help="a UTF-8 document (repeatable)")
+        sp.add_argument("--config", help='query config as JSON (e.g. \'{"passes": {"prefill_split": false}}\') or @file')
+
+    def executor_option(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="where engine instances run (default: in this process)")
+
+    sp = sub.add_parser("run", help="quick start: serve an app, send one sample query, print answer and timings")
+    sp.add_argument("app", help=apps_help)
+    sp.add_argument("--host", default=DEFAULT_HOST)
+    sp.add_argument("--port", type=int, default=0, help="0 = a free port (default)")
+    sp.add_argument("--keep-serving", action="store_true", help="keep serving after the sample query")
+    sp.add_argument("--json", action="store_true", help="print the raw JSON response")
+    query_options(sp, required=False)
+    executor_option(sp)
+    sp.set_defaults(handler=cmd_run)
+
+    sp = sub.add_parser("serve", help="serve apps over HTTP")
+    sp.add_argument("apps", nargs="+", metavar="app", help=apps_help)
+    sp.add_argument("--host", default=DEFAULT_HOST)
+    sp.add_argument("--port", type=int, default=DEFAULT_PORT)
+    sp.add_argument("--api-key", default=None, help="require this bearer key (default: env TEOLA_API_KEY)")
+    sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    executor_option(sp)
+    sp.set_defaults(handler=cmd_serve)
+
+    sp = sub.add_parser("query", help="send one query to a server (or run it in-process)")
+    sp.add_argument("app", help="app name on the server (or, with --in-process, " + apps_help + ")")
+    query_options(sp, required=True)
+    sp.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
+    sp.add_argument("--api-key", default=os.environ.get("TEOLA_API_KEY"))
+    sp.add_argument("--in-process", action="store_true", help="start the engines here instead of using a server")
+    sp.add_argument("--json", action="store_true", help="print the raw JSON response")
+    sp.set_defaults(handler=cmd_query)
+
+    sp = sub.add_parser("compile", help="print an app's optimized graph (no engines start)")
+    sp.add_argument("app", help=apps_help)
+    sp.add_argument("--format", choices=("text", "dot", "mermaid"), default="text")
+    sp.add_argument("--graph", choices=("egraph", "pgraph"), default="egraph")
+    query_options(sp, required=False)
+    sp.set_defaults(handler=cmd_compile)
+
+    sub.add_parser("setup", help="prepare the offline models").set_defaults(handler=cmd_setup)
+    sub.add_parser("doctor", help="check the engine stack").set_defaults(handler=cmd_doctor)
+
+    sp = sub.add_parser("bench", help="run a benchmark suite (bench/<suite>.py)")
+    sp.add_argument("suite")
+    sp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the suite")
+    sp.set_defaults(handler=cmd_bench)
+    return p
+
+
+if __name__ == "__main__":
+    sys.exit(main())
