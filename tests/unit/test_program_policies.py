@@ -1,0 +1,271 @@
+"""Program-aware LLM scheduling (Autellix): process table, MLFQ core, PLAS / ATLAS policies and the
+locality-aware load balancer, against hand-computed cases."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import teola.runtime.policies.atlas  # noqa: F401  (registers "atlas")
+import teola.runtime.policies.plas  # noqa: F401  (registers "plas")
+from bench.program_sim import CallSpec, ProgramSpec, simulate
+from teola.runtime.balancers import LeastUsed, LocalityAware, RoundRobin, make_balancer
+from teola.runtime.policies import Limits, Pending, make_policy
+from teola.runtime.policies.atlas import ATLASPolicy
+from teola.runtime.policies.mlfq import Levels, MLFQPolicy, ProgramQueues
+from teola.runtime.policies.plas import PLASPolicy
+from teola.runtime.process_table import ProcessTable
+
+UNIT = dict(max_batch=2, t_step=1.0, t_seq=0.0, t_prefill=0.0)
+UNIT_QUEUES = dict(num_queues=64, base_quantum=1.0, growth=1.0, beta=None, rerank_every=1)
+
+
+def figure2_programs() -> list[ProgramSpec]:
+    decode_steps = {"A": [4, 3, 1, 1], "B": [3, 3, 4], "C": [1, 2], "D": [4]}
+    return [ProgramSpec(pid, 0.0, [CallSpec(1, n, (i - 1,) if i else ()) for i, n in enumerate(steps)])
+            for pid, steps in decode_steps.items()]
+
+
+def test_figure2_fcfs_waits_18_units_and_plas_12():
+    """Autellix Figure 2: four programs arrive at t=0 on an engine with max batch 2; each call of a
+    program is issued when the previous one finishes. Decode steps per call:
+    A {4,3,1,1}, B {3,3,4}, C {1,2}, D {4}. Waiting = unit steps a released call spends queued.
+
+    FCFS (arrival order, no preemption):
+        t=0-3  A1 B1      wait C1, D1 (3 each)              -> 6
+        t=3    A1 C1      B1 done at 3, C1 starts (the text's "C until t=3"); wait D1, B2 -> 2
+        t=4-7  D1 B2      (D starts at 4) wait A2, C2 (3 each) -> 6
+        t=7    D1 A2      B2 done; wait C2, B3              -> 2
+        t=8-10 A2 C2      wait B3 (2)                        -> 2
+        t=10-  B3 A3, B3 A4, B3, B3: nobody waits            -> 0     total 18.
+    PLAS (priority = program's attained service: completed calls plus the call's own progress,
+    i.e. unit-quantum MLFQ discretization; a queued call preempts only a strictly worse one):
+        t=0  A1 B1 (p 0,0)          wait C1 D1               -> 2
+        t=1  C1 D1 (p 0,0)          A1 B1 now have p=1       -> 2
+        t=2  D1 A1 (C1 done; p 1,1) wait B1 (p1), C2 (p1)   -> 2
+        t=3  B1 C2 (p 1,1 preempt D1, A1 at p 2)            -> 2
+        t=4  B1 C2 (p 2,2)          wait A1, D1 (p 2)        -> 2   (C done at 5)
+        t=5  A1 D1 (p 2,2)          wait B2 (p 3)            -> 1
+        t=6  A1 D1 (p 3,3)          wait B2 (p 3)            -> 1   (D done at 7)
+        t=7- B2 A2, then B3, A3, A4: nobody waits            -> 0     total 12.
+    """
+    fcfs = simulate(figure2_programs(), "fcfs", **UNIT)
+    plas = simulate(figure2_programs(), "plas", policy_options=UNIT_QUEUES, **UNIT)
+    assert fcfs.total_wait == 18
+    assert plas.total_wait == 12
+    assert fcfs.completion == {"D": 8, "C": 10, "A": 12, "B": 14}
+    assert plas.completion == {"C": 5, "D": 7, "A": 12, "B": 14}
+
+
+def test_levels_ranges_follow_quanta():
+    lv = Levels(num_queues=4, base_quantum=2.0, growth=2.0)
+    assert lv.quanta[:3] == [2.0, 4.0, 8.0] and lv.quanta[3] == float("inf")
+    assert lv.lows == [0.0, 2.0, 6.0, 14.0]
+    assert [lv.level_of(x) for x in (0, 1.9, 2, 5.9, 6, 13.9, 14, 1e9)] == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_mlfq_demotes_at_quantum_exhaustion():
+    q = ProgramQueues("mlfq", num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
+    q.admit("c", "P", "c1", 0.0)
+    assert q.level("c") == 0
+    assert q.charge("c", 1.0) == 0          # 1 of Q0's 2
+    assert q.charge("c", 1.0) == 1          # quantum 2 exhausted -> Q1, fresh quantum 4
+    assert q.charge("c", 3.0) == 1
+    assert q.charge("c", 1.0) == 2          # 4 used in Q1 -> Q2
+    assert q.charge("c", 100.0) == 3        # past Q2's 8 -> last queue, never further
+    assert q.calls["c"].demotions == 3
+
+
+def test_plas_places_new_calls_by_completed_program_service():
+    q = ProgramQueues("plas", num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
+    q.admit("a1", "A", "a1", 0.0)
+    q.charge("a1", 7.0)
+    q.finish("a1", 7.0)
+    assert q.table.get("A").service == 7.0
+    q.admit("a2", "A", "a2", 7.0)           # p = 7 in [6, 14) -> Q2
+    q.admit("b1", "B", "b1", 7.5)           # new program: p = 0 -> Q0
+    assert (q.level("a2"), q.level("b1")) == (2, 0)
+    assert q.rank(["a2", "b1"]) == ["b1", "a2"]
+    m = ProgramQueues("mlfq", table=q.table, num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
+    m.admit("a3", "A", "a3", 8.0)           # program-blind MLFQ: top queue regardless
+    assert m.level("a3") == 0
+
+
+def test_anti_starvation_promotes_starving_program_and_resets_only_call_counters():
+    """Program L: one completed call with service 8 (wait 0), so its next call enters Q2 of
+    (2, 4, 8, inf). With beta = 1 it is promoted once (W_L + W_c) / (T_L + T_c) = W_c / 8 >= 1."""
+    q = ProgramQueues("plas", num_queues=4, base_quantum=2.0, growth=2.0, beta=1.0)
+    q.admit("l1", "L", "l1", 0.0)
+    q.charge("l1", 8.0)
+    q.finish("l1", 8.0)
+    q.admit("l2", "L", "l2", 8.0)
+    q.admit("s1", "S", "s1", 8.0)
+    assert q.level("l2") == 2
+    q.wait("l2", 7.0)
+    assert not q.starving("l2") and q.level("l2") == 2      # 7 / 8 < 1
+    q.wait("l2", 1.0)
+    assert q.starving("l2") and q.level("l2") == 0          # 8 / 8 >= 1: promoted to Q0
+    st = q.calls["l2"]
+    assert (st.wait, st.service, st.promotions) == (0.0, 0.0, 1)
+    assert q.table.call("L", "l2").wait == 8.0              # the table keeps the real totals
+    assert q.rank(["l2", "s1"]) == ["s1", "l2"]             # promoted to Q0's tail, behind s1
+    assert not q.starving("s1")                              # already in Q0
+
+
+def test_anti_starvation_in_simulation_lets_a_long_program_through():
+    """One long program L (3 calls of 6 steps) against 300 one-step programs arriving one per step
+    on a 1-slot engine: the shorts alone saturate it. Without anti-starvation L's demoted calls
+    never run until the stream ends (L completes at 300 + 18 = 318); with beta = 1 L's waiting calls
+    are promoted to Q0 again and again, so L completes while shorts are still arriving."""
+    progs = [ProgramSpec("L", 0.0, [CallSpec(1, 6), CallSpec(1, 6, (0,)), CallSpec(1, 6, (1,))])]
+    progs += [ProgramSpec(f"s{i}", float(i), [CallSpec(1, 1)]) for i in range(300)]
+    opts = dict(num_queues=4, base_quantum=1.0, growth=2.0, rerank_every=1)
+    unit = dict(max_batch=1, t_step=1.0, t_seq=0.0, t_prefill=0.0)
+    starved = simulate(progs, "plas", policy_options={**opts, "beta": None}, **unit)
+    rescued = simulate(progs, "plas", policy_options={**opts, "beta": 1.0}, **unit)
+    assert starved.latencies["L"] == 318
+    assert rescued.latencies["L"] < 300
+
+
+def test_atlas_critical_path_priority_on_a_small_dag():
+    """a (root, 2 units) -> b (5), c (1) -> d. p(a)=0, p(b)=p(c)=0+2=2, p(d)=max(2+5, 2+1)=7;
+    after d runs 3 units the program's critical path is 7+3=10. A call with undeclared parents
+    inherits the program's longest critical path so far (the per-program scalar)."""
+    t = ProcessTable()
+    q = ProgramQueues("atlas", table=t, num_queues=8, base_quantum=1.0, growth=1.0, beta=None)
+    q.admit("a", "P", "a", 0.0, parents=())
+    assert t.call("P", "a").priority == 0
+    q.charge("a", 2.0)
+    q.finish("a", 2.0)
+    q.admit("b", "P", "b", 2.0, parents=["a"])
+    q.admit("c", "P", "c", 2.0, parents=["a"])
+    assert t.call("P", "b").priority == 2 == t.call("P", "c").priority
+    q.charge("c", 1.0)
+    q.finish("c", 3.0)
+    assert t.get("P").critical_path == 3
+    q.charge("b", 5.0)
+    q.finish("b", 7.0)
+    assert t.get("P").critical_path == 7
+    q.admit("d", "P", "d", 7.0, parents=["b", "c"])
+    assert t.call("P", "d").priority == 7
+    assert q.level("d") == 7
+    q.charge("d", 3.0)
+    q.finish("d", 10.0)
+    assert t.get("P").critical_path == 10
+    assert t.get("P").service == 11                 # PLAS's sum, for comparison
+    q.admit("e", "P", "e", 10.0)                    # parents unknown -> program scalar
+    assert t.call("P", "e").priority == 10
+
+
+def pending(qid: str, name: str, arrival: float, max_tokens: int = 16, n: int = 1, op: str = "decoding") -> Pending:
+    reqs = [{"parts": [["user", "hi"]], "complete": True, "max_tokens": max_tokens, "priority": 0} for _ in range(n)]
+    return Pending(qid, name, op, 0, arrival, reqs, [max_tokens + 2] * n)
+
+
+def test_plas_policy_schedules_new_programs_first_and_sets_engine_priority():
+    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=None)
+    lim = Limits(max_batch=8, max_efficient_batch=8)
+    x1 = pending("X", "x1", 0.0, max_tokens=100)
+    d = pol.schedule([x1], 0.0, lim)
+    assert [(p.entry, p.count, p.priority) for p in d.picks] == [(x1, 1, 0)]
+    x1.taken = 1                                    # the engine scheduler applied the pick
+    pol.observe(d.picks, 0.0, 1.0)                  # x1 decoded (at most) 100 tokens -> X's service 100
+    assert pol.table.get("X").service == 100
+    x2, y1 = pending("X", "x2", 2.0), pending("Y", "y1", 3.0)
+    d = pol.schedule([x2, y1], 3.0, lim)
+    assert [(p.entry.name, p.priority) for p in d.picks] == [("y1", 0), ("x2", 2)]   # 100 in [96, 224)
+    small = Limits(max_batch=1, max_efficient_batch=1)
+    assert [p.entry.name for p in PLASPolicy(num_queues=4, base_quantum=32, beta=None, table=pol.table)
+            .schedule([x2, y1], 3.0, small).picks] == ["y1"]
+
+
+def test_policy_completes_calls_only_after_all_requests_ran_and_end_program_forgets():
+    pol = ATLASPolicy(service="seconds", beta=None)
+    lim = Limits(max_batch=2, max_efficient_batch=2)
+    e = pending("Q", "map", 0.0, n=3)
+    d = pol.schedule([e], 0.0, lim)
+    assert d.size == 2
+    e.taken = 2
+    pol.observe(d.picks, 0.0, 0.5)
+    assert pol.table.call("Q", "map").service == 0.5 and pol.table.get("Q").completed == 0
+    d = pol.schedule([e], 0.5, lim)
+    e.taken = 3
+    pol.observe(d.picks, 0.5, 1.0)
+    assert pol.table.get("Q").completed == 1 and pol.table.get("Q").critical_path == 1.0
+    pol.end_program("Q")
+    assert "Q" not in pol.table and not pol.core.calls
+
+
+def test_multi_step_reranks_only_on_membership_change_or_every_n_steps():
+    q = ProgramQueues("mlfq", num_queues=4, base_quantum=1.0, growth=2.0, beta=None, rerank_every=3)
+    q.admit("a", "A", "a", 0.0)
+    q.admit("b", "B", "b", 0.0)
+    assert q.rank(["a", "b"]) == ["a", "b"] and q.reranks == 1
+    q.charge("a", 1.0)                              # a demoted to Q1, but ...
+    assert q.rank(["a", "b"]) == ["a", "b"]         # ... the order is kept (step 1 of 3)
+    assert q.rank(["a", "b"]) == ["a", "b"]         # step 2 of 3
+    assert q.rank(["a", "b"]) == ["b", "a"]         # step 3: re-ranked
+    q.admit("c", "C", "c", 1.0)
+    assert q.rank(["a", "b", "c"]) == ["b", "c", "a"] and q.reranks == 3   # membership changed
+
+
+def test_policies_registered_by_name_and_validate_options():
+    assert isinstance(make_policy("plas"), PLASPolicy)
+    assert isinstance(make_policy("atlas", service="seconds"), ATLASPolicy)
+    assert isinstance(make_policy("mlfq", num_queues=3), MLFQPolicy)
+    with pytest.raises(ValueError, match="service"):
+        make_policy("plas", service="joules")
+    with pytest.raises(ValueError, match="num_queues"):
+        make_policy("atlas", num_queues=0)
+    with pytest.raises(ValueError, match="beta"):
+        make_policy("mlfq", beta=0)
+    with pytest.raises(KeyError, match="admit"):
+        ProgramQueues().charge("nope", 1.0)
+
+
+def test_process_table_tracks_and_ends_programs():
+    t = ProcessTable()
+    t.call_arrived("P", "c1", 1.0)
+    t.call_started("P", "c1", 3.0)
+    t.add_service("P", "c1", 4.0)
+    t.call_finished("P", "c1", 7.0)
+    e = t.get("P")
+    assert (e.service, e.wait, e.completed, e.last_arrival, e.last_completion) == (4.0, 2.0, 1, 1.0, 7.0)
+    assert not e.calls
+    t.assign_engine("P", "inst0")
+    assert t.engine_of("P") == "inst0"
+    assert t.end_program("P") is e and "P" not in t and t.engine_of("P") is None
+    assert t.call_finished("P", "c1", 8.0) is None
+    with pytest.raises(ValueError, match="program id"):
+        t.call_arrived("", "c", 0.0)
+
+
+def insts(*loads: int) -> list[SimpleNamespace]:
+    return [SimpleNamespace(name=f"i{k}", outstanding=n) for k, n in enumerate(loads)]
+
+
+def test_locality_balancer_pins_long_calls_and_spreads_short_ones():
+    i0, i1 = insts(0, 0)
+    lb = LocalityAware(threshold=2048)
+    assert lb.route([i0, i1], "P", 4000) is i0          # first long call: least used, then pinned
+    assert lb.table.engine_of("P") is i0
+    i0.outstanding = 5
+    assert lb.route([i0, i1], "P", 5000) is i0          # long calls stay although i0 is busier
+    assert lb.route([i0, i1], "P", 2048) is i1          # short calls go to the least used
+    i1.outstanding = 9
+    assert lb.route([i0, i1], "P", 100) is i0
+    assert lb.route([i0, i1], "Q", 3000) is i0 and lb.table.engine_of("Q") is i0
+    lb.table.end_program("P")
+    assert lb.route([i0, i1], "P", 4000) is i0 and lb.route([i1], "P", 4000) is i1   # re-pinned when gone
+    with pytest.raises(ValueError, match="threshold"):
+        LocalityAware(threshold=-1)
+
+
+def test_round_robin_and_least_used():
+    i0, i1, i2 = insts(3, 1, 1)
+    rr = RoundRobin()
+    assert [rr.route([i0, i1, i2], "P", 10) for _ in range(4)] == [i0, i1, i2, i0]
+    assert LeastUsed().route([i0, i1, i2], "P", 10) is i1
+    assert isinstance(make_balancer("round_robin"), RoundRobin)
+    with pytest.raises(ValueError, match="unknown load balancer"):
+        make_balancer("random")
