@@ -2,6 +2,7 @@
 locality-aware load balancer, against hand-computed cases."""
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -269,3 +270,54 @@ def test_round_robin_and_least_used():
     assert isinstance(make_balancer("round_robin"), RoundRobin)
     with pytest.raises(ValueError, match="unknown load balancer"):
         make_balancer("random")
+
+
+class EchoLLM:
+    """A fake LLM backend: echoes the prompt, records each batch's (program, priority) order."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[str, int]]] = []
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def execute(self, op: str, requests: list[dict]) -> list[dict]:
+        self.batches.append([(r["parts"][-1][1], r["priority"]) for r in requests])
+        return [{"text": "echo " + r["parts"][-1][1], "num_output_tokens": 1} for r in requests]
+
+
+def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_priorities():
+    from teola.engine_spec import Engine
+    from teola.programs import Program
+    from teola.runtime.runtime import Runtime
+
+    async def main():
+        backend = EchoLLM()
+        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": backend}, policy="atlas",
+                     policy_options={"atlas": {"base_quantum": 8, "beta": None}})
+        await rt.start()
+        try:
+            async with Program(rt, "P") as prog:
+                root = await prog.call("root", parent_ids=[], max_tokens=20)
+                kids = [await prog.call(f"kid{i}", parent_ids=[root.call_id], max_tokens=4) for i in range(2)]
+                table = rt.schedulers["llm"].policy.table
+                assert table.get("P").critical_path == 24        # 20 (root) + 4 (a kid)
+                assert str(root) == "echo root" and kids[1].call_id == "call-3"
+            assert "P" not in table
+            return backend.batches
+        finally:
+            await rt.stop()
+
+    batches = asyncio.run(main())
+    assert batches == [[("root", 0)], [("kid0", 1)], [("kid1", 1)]]   # p=20 -> Q1 of (8, 16, ...)
+
+
+def test_program_rejects_bad_input():
+    from teola.programs import Program
+    with pytest.raises(ValueError, match="program_id"):
+        Program(object(), "")
+    with pytest.raises(RuntimeError, match="not started"):
+        asyncio.run(Program(SimpleNamespace(schedulers={}), "P").call("hi"))
