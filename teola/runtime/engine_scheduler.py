@@ -12,7 +12,7 @@ from teola.ops import PrimOp
 from teola.runtime.balancer import LeastLoaded
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
-from teola.runtime.policies import Limits, Pending, Pick, Policy
+from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
 
@@ -40,7 +40,7 @@ class EngineScheduler:
         self.max_batch = max(1, min(spec.max_batch, *(i.profile.max_batch or spec.max_batch for i in instances)))
         self.max_efficient_batch = max(1, min(spec.max_efficient_batch, self.max_batch))
         self.balancer = LeastLoaded(by_tokens=llm, token_budget=self.token_budget)
-        self.queue: list[Pending] = []
+        self.queue = RequestQueue()
         self.batches = 0
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
@@ -50,16 +50,12 @@ class EngineScheduler:
 
     # ---- queue ----------------------------------------------------------------------------------
     def submit(self, entry: Pending) -> None:
-        self.queue.append(entry)
+        self.queue.push(entry)
         self.kick()
 
     def remove(self, entry: Pending) -> bool:
         """Drop a queued entry (its query ended); False if it was no longer queued."""
-        try:
-            self.queue.remove(entry)
-        except ValueError:
-            return False
-        return True
+        return self.queue.discard(entry)
 
     def kick(self) -> None:
         if not self._kicked and not self._closed:
@@ -91,7 +87,6 @@ class EngineScheduler:
         requests: list[dict[str, Any]] = []
         spans: list[tuple[Pending, int, int]] = []
         tokens = 0
-        emptied = False
         for p in picks:
             e = p.entry
             if e.op != op:
@@ -109,9 +104,8 @@ class EngineScheduler:
                 tokens += sum(e.tokens[a:b])
             requests.extend(reqs)
             spans.append((e, a, b))
-            emptied |= b == len(e.requests)
-        if emptied:
-            self.queue = [e for e in self.queue if e.taken < len(e.requests)]
+            if b == len(e.requests):
+                self.queue.discard(e)
         self.batches += 1
         batch_id = f"{self.name}:{self.batches}"
         inst.inflight += 1
@@ -247,4 +241,4 @@ class EngineScheduler:
             t.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
-        self.queue.clear()
+        self.queue = RequestQueue()

@@ -1,8 +1,8 @@
 """Every batching policy's schedule() on hand-built queues (pure logic, no engines)."""
 import pytest
 
-from teola.runtime.policies import (Decision, Filler, Limits, Pending, Pick, make_policy, policy_names,
-                                    register_policy, unregister_policy)
+from teola.runtime.policies import (Decision, Filler, Limits, Pending, Pick, RequestQueue, make_policy,
+                                    policy_names, register_policy, unregister_policy)
 
 
 def entry(qid, name, depth, arrival, n=1, op="prefilling", tokens=None):
@@ -21,8 +21,8 @@ def figure7_queue():
     """Teola Fig. 7: query 1 has A (deep: its children lead on) and B (shallow: B's child E also
     waits for an untriggered D); query 2 has G (shallow) and H (deep). Each prefill is 512 tokens
     and the instance holds 1024."""
-    return [entry("q1", "A", 3, 0.0, tokens=512), entry("q1", "B", 1, 0.1, tokens=512),
-            entry("q2", "G", 1, 0.2, tokens=512), entry("q2", "H", 2, 0.3, tokens=512)]
+    return RequestQueue([entry("q1", "A", 3, 0.0, tokens=512), entry("q1", "B", 1, 0.1, tokens=512),
+                         entry("q2", "G", 1, 0.2, tokens=512), entry("q2", "H", 2, 0.3, tokens=512)])
 
 
 def test_figure7_topology_batches_A_with_H():
@@ -39,18 +39,19 @@ def test_schedule_does_not_mutate_the_queue():
     q = figure7_queue()
     for name in policy_names():
         make_policy(name).schedule(q, 10.0, LLM)
+    assert len(q) == 4
     assert [e.taken for e in q] == [0, 0, 0, 0]
 
 
 # ---- fifo ---------------------------------------------------------------------------------------
 def test_fifo_dispatches_a_full_batch_at_once():
-    q = [entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 5, 0.001, n=3, op="embedding")]
+    q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 5, 0.001, n=3, op="embedding")])
     d = make_policy("fifo", timeout=1.0).schedule(q, 0.002, Limits(4, 2))
     assert picked(d) == [("a", 3), ("b", 1)]
 
 
 def test_fifo_waits_for_more_until_the_timeout():
-    q = [entry("q1", "a", 0, 0.0, n=2, op="embedding")]
+    q = RequestQueue([entry("q1", "a", 0, 0.0, n=2, op="embedding")])
     pol = make_policy("fifo", timeout=0.5)
     d = pol.schedule(q, 0.1, Limits(4, 2))
     assert d.picks == [] and d.wait_until == pytest.approx(0.5)
@@ -58,8 +59,8 @@ def test_fifo_waits_for_more_until_the_timeout():
 
 
 def test_fifo_batches_one_op_the_oldest():
-    q = [entry("q1", "pre", 0, 0.0, op="prefilling"), entry("q1", "dec", 0, 0.1, op="decoding"),
-         entry("q2", "pre2", 0, 0.2, op="prefilling")]
+    q = RequestQueue([entry("q1", "pre", 0, 0.0, op="prefilling"), entry("q1", "dec", 0, 0.1, op="decoding"),
+         entry("q2", "pre2", 0, 0.2, op="prefilling")])
     d = make_policy("fifo", timeout=0.0).schedule(q, 1.0, Limits(8, 8))
     assert picked(d) == [("pre", 1), ("pre2", 1)]
 
@@ -67,12 +68,12 @@ def test_fifo_batches_one_op_the_oldest():
 def test_fifo_continues_a_partly_taken_entry():
     e = entry("q1", "a", 0, 0.0, n=5, op="embedding")
     e.taken = 3
-    d = make_policy("fifo", timeout=0.0).schedule([e], 1.0, Limits(8, 8))
+    d = make_policy("fifo", timeout=0.0).schedule(RequestQueue([e]), 1.0, Limits(8, 8))
     assert picked(d) == [("a", 2)]
 
 
 def test_fifo_respects_the_token_budget():
-    q = [entry("q1", "a", 0, 0.0, tokens=600), entry("q2", "b", 0, 0.1, tokens=600)]
+    q = RequestQueue([entry("q1", "a", 0, 0.0, tokens=600), entry("q2", "b", 0, 0.1, tokens=600)])
     d = make_policy("fifo", timeout=10.0).schedule(q, 0.2, LLM)
     assert picked(d) == [("a", 1)]  # full by tokens: dispatched without waiting
 
@@ -85,25 +86,25 @@ def test_a_request_larger_than_the_budget_still_runs_alone():
 
 # ---- po -----------------------------------------------------------------------------------------
 def test_po_takes_one_primitive_at_a_time():
-    q = [entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 9, 0.1, n=3, op="embedding")]
+    q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 9, 0.1, n=3, op="embedding")])
     d = make_policy("po").schedule(q, 0.0, Limits(16, 8))
     assert picked(d) == [("a", 3)] and d.wait_until is None
 
 
 def test_po_splits_a_primitive_larger_than_max_batch():
-    q = [entry("q1", "a", 0, 0.0, n=40, op="embedding")]
+    q = RequestQueue([entry("q1", "a", 0, 0.0, n=40, op="embedding")])
     assert picked(make_policy("po").schedule(q, 0.0, Limits(16, 8))) == [("a", 16)]
 
 
 # ---- to -----------------------------------------------------------------------------------------
 def test_to_fills_the_max_efficient_batch_not_more():
-    q = [entry("q1", "a", 0, 0.0, n=5, op="embedding"), entry("q2", "b", 0, 0.0, n=5, op="embedding")]
+    q = RequestQueue([entry("q1", "a", 0, 0.0, n=5, op="embedding"), entry("q2", "b", 0, 0.0, n=5, op="embedding")])
     d = make_policy("to").schedule(q, 0.0, Limits(32, 8))
     assert picked(d) == [("a", 5), ("b", 3)]
 
 
 def test_to_waits_for_the_efficient_batch_or_timeout():
-    q = [entry("q1", "a", 0, 0.0, n=3, op="embedding")]
+    q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding")])
     pol = make_policy("to", timeout=0.05)
     d = pol.schedule(q, 0.01, Limits(32, 8))
     assert d.picks == [] and d.wait_until == pytest.approx(0.05)
@@ -112,34 +113,34 @@ def test_to_waits_for_the_efficient_batch_or_timeout():
 
 # ---- topology -----------------------------------------------------------------------------------
 def test_topology_buckets_by_earliest_arrival_and_takes_the_deepest():
-    q = [entry("q2", "x", 1, 0.5, op="embedding"), entry("q1", "y", 4, 0.6, op="embedding"),
-         entry("q2", "z", 3, 0.7, op="embedding"), entry("q1", "w", 4, 0.8, op="embedding")]
+    q = RequestQueue([entry("q2", "x", 1, 0.5, op="embedding"), entry("q1", "y", 4, 0.6, op="embedding"),
+         entry("q2", "z", 3, 0.7, op="embedding"), entry("q1", "w", 4, 0.8, op="embedding")])
     d = make_policy("topology").schedule(q, 1.0, Limits(32, 8))
     # bucket q2 arrived first (0.5): its deepest is z; bucket q1: both y and w have depth 4
     assert picked(d) == [("z", 1), ("y", 1), ("w", 1)]
 
 
 def test_topology_fills_max_efficient_batch_slots():
-    q = [entry("q1", "a", 2, 0.0, n=6, op="embedding"), entry("q2", "b", 2, 0.1, n=6, op="embedding")]
+    q = RequestQueue([entry("q1", "a", 2, 0.0, n=6, op="embedding"), entry("q2", "b", 2, 0.1, n=6, op="embedding")])
     d = make_policy("topology").schedule(q, 1.0, Limits(32, 8))
     assert picked(d) == [("a", 6), ("b", 2)]
 
 
 def test_topology_never_waits():
-    d = make_policy("topology").schedule([entry("q1", "a", 0, 0.0)], 0.0, LLM)
+    d = make_policy("topology").schedule(RequestQueue([entry("q1", "a", 0, 0.0)]), 0.0, LLM)
     assert picked(d) == [("a", 1)] and d.wait_until is None
 
 
 def test_topology_keeps_one_op_per_batch():
-    q = [entry("q1", "dec", 5, 0.0, op="decoding"), entry("q2", "pre", 7, 0.1, op="prefilling"),
-         entry("q2", "dec2", 1, 0.2, op="decoding")]
+    q = RequestQueue([entry("q1", "dec", 5, 0.0, op="decoding"), entry("q2", "pre", 7, 0.1, op="prefilling"),
+         entry("q2", "dec2", 1, 0.2, op="decoding")])
     d = make_policy("topology").schedule(q, 1.0, LLM)
     assert picked(d) == [("dec", 1), ("dec2", 1)]
 
 
 def test_empty_queue_gives_an_empty_decision():
     for name in policy_names():
-        d = make_policy(name).schedule([], 0.0, LLM)
+        d = make_policy(name).schedule(RequestQueue(), 0.0, LLM)
         assert d.picks == [] and d.wait_until is None
 
 
@@ -159,7 +160,7 @@ def test_register_a_policy():
         name = "newest"
 
         def schedule(self, queue, now, limits):
-            return Decision([Pick(queue[-1], 1, priority=0)]) if queue else Decision()
+            return Decision([Pick(list(queue)[-1], 1, priority=0)]) if queue else Decision()
 
     register_policy("newest", Newest)
     try:
@@ -168,3 +169,12 @@ def test_register_a_policy():
     finally:
         unregister_policy("newest")
     assert "newest" not in policy_names()
+
+
+def test_queue_buckets_follow_arrival_and_requeue_when_the_oldest_leaves():
+    a, b, c = entry("q1", "a", 2, 0.0), entry("q2", "b", 1, 0.1), entry("q1", "c", 1, 0.2)
+    q = RequestQueue([a, b, c])
+    assert [[e.name for e in bk] for bk in q.buckets()] == [["a", "c"], ["b"]]
+    assert q.discard(a) and not q.discard(a)
+    assert [[e.name for e in bk] for bk in q.buckets()] == [["b"], ["c"]]
+    assert [e.name for e in q] == ["b", "c"] and q.first() is b and len(q) == 2

@@ -6,15 +6,16 @@ import tracemalloc
 
 from teola.runtime import QueryCancelled, QueryError
 from tests.support.sim_engine import SimEngine, sim_engines
-from tests.unit.test_runtime import QUERY, make_rag
+from tests.unit.test_runtime import make_rag
 
 N = 500
+SHORT_DOC = "paris is the capital of france and the seine runs through it"
 
 
 async def run_batch(app, n, cancel_every=0):
     async def one(i):
         question = f"question {i} about paris" + (" EXPLODE" if i % 10 == 3 else "")
-        compiled = app.compile({**QUERY, "question": question})
+        compiled = app.compile({"question": question, "documents": [SHORT_DOC]})
         task = asyncio.ensure_future(app.runtime.run(compiled, {}))
         if cancel_every and i % cancel_every == 0:
             await asyncio.sleep(0)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from teola.runtime.policies.base import Decision, Filler, Limits, Pending, Pick, Policy
+from teola.runtime.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue
 from teola.runtime.policies.fifo import FifoPolicy
 from teola.runtime.policies.po import PerInvocationPolicy
 from teola.runtime.policies.to import ThroughputPolicy
@@ -42,4 +42,4 @@ def make_policy(name: str, **options: Any) -> Policy:
 
 
 __all__ = ["DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "Limits", "Pending", "PerInvocationPolicy", "Pick",
-           "Policy", "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_names", "register_policy", "unregister_policy"]
+           "Policy", "RequestQueue", "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_names", "register_policy", "unregister_policy"]

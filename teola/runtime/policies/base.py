@@ -1,10 +1,11 @@
 """What a batching policy sees and returns. A policy is one class per file behind `Policy`.
 
-An engine scheduler keeps one queue of `Pending` entries (one per primitive node dispatched by the
-graph scheduler, in arrival order). Whenever an engine instance can take work, it calls
-`policy.schedule(queue, now, limits)` and applies the returned `Decision`: each `Pick` takes the
-next `count` not-yet-dispatched requests of one entry. `schedule` is pure CPU logic: it must not
-mutate the queue or its entries and must not do I/O, so every policy is unit-testable by hand.
+An engine scheduler keeps one `RequestQueue` of `Pending` entries (one per primitive node dispatched
+by the graph scheduler, in arrival order, also bucketed by query). Whenever an engine instance can
+take work, it calls `policy.schedule(queue, now, limits)` and applies the returned `Decision`: each
+`Pick` takes the next `count` not-yet-dispatched requests of one entry. `schedule` is pure CPU
+logic: it must not mutate the queue or its entries and must not do I/O, so every policy is
+unit-testable on a hand-built `RequestQueue([...])`.
 
 Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLAS):
   1. a class with a `name` and `schedule(queue, now, limits) -> Decision`;
@@ -16,7 +17,7 @@ Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLA
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Iterator, Protocol, ValuesView, runtime_checkable
 
 
 @dataclass(slots=True, eq=False)
@@ -44,6 +45,61 @@ class Pending:
     @property
     def remaining(self) -> int:
         return len(self.requests) - self.taken
+
+
+class RequestQueue:
+    """Queued entries in arrival order (iteration, `first()`), and the same entries bucketed by
+    query (`buckets()`: each a list in arrival order; buckets in the order their first entry
+    arrived, and a bucket whose oldest entry leaves moves behind the others). Holds only entries
+    with requests left. Insert and remove are O(1) / O(bucket), so policies can stop scanning as
+    soon as their batch is full."""
+
+    __slots__ = ("_entries", "_buckets")
+
+    def __init__(self, entries: Iterable[Pending] = ()) -> None:
+        self._entries: dict[Pending, None] = {}
+        self._buckets: dict[str, list[Pending]] = {}
+        for e in entries:
+            self.push(e)
+
+    def push(self, e: Pending) -> None:
+        self._entries[e] = None
+        b = self._buckets.get(e.query_id)
+        if b is None:
+            self._buckets[e.query_id] = [e]
+        else:
+            b.append(e)
+
+    def discard(self, e: Pending) -> bool:
+        if e not in self._entries:
+            return False
+        del self._entries[e]
+        b = self._buckets[e.query_id]
+        b.remove(e)
+        if not b:
+            del self._buckets[e.query_id]
+        elif b[0].arrival > e.arrival:  # the oldest left: the bucket now queues behind older ones
+            del self._buckets[e.query_id]
+            self._buckets[e.query_id] = b
+        return True
+
+    def first(self) -> Pending:
+        return next(iter(self._entries))
+
+    def buckets(self) -> ValuesView[list[Pending]]:
+        return self._buckets.values()
+
+    def __iter__(self) -> Iterator[Pending]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def __contains__(self, e: object) -> bool:
+        return e in self._entries
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +139,11 @@ class Decision:
 
 @runtime_checkable
 class Policy(Protocol):
-    """A batching policy. `queue` is in arrival order and holds only entries with requests left."""
+    """A batching policy: `schedule` reads the queue (never changes it) and returns a Decision."""
 
     name: str
 
-    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision: ...
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision: ...
 
 
 class Filler:

@@ -2,9 +2,7 @@
 primitive or query, until the batch is full or the oldest has waited `timeout` seconds."""
 from __future__ import annotations
 
-from typing import Sequence
-
-from teola.runtime.policies.base import Decision, Filler, Limits, Pending
+from teola.runtime.policies.base import Decision, Filler, Limits, RequestQueue
 
 
 class FifoPolicy:
@@ -23,10 +21,10 @@ class FifoPolicy:
     def target(self, limits: Limits) -> int:
         return min(self.batch_size or limits.max_batch, limits.max_batch)
 
-    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
             return Decision()
-        oldest = queue[0]
+        oldest = queue.first()
         fill = Filler(self.target(limits), limits.token_budget)
         for e in queue:
             if e.op != oldest.op:

@@ -2,17 +2,15 @@
 the requests of one invocation are batched together and never with another's."""
 from __future__ import annotations
 
-from typing import Sequence
-
-from teola.runtime.policies.base import Decision, Filler, Limits, Pending
+from teola.runtime.policies.base import Decision, Filler, Limits, RequestQueue
 
 
 class PerInvocationPolicy:
     name = "po"
 
-    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
             return Decision()
         fill = Filler(limits.max_batch, limits.token_budget)
-        fill.take(queue[0])
+        fill.take(queue.first())
         return Decision(fill.picks)

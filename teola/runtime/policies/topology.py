@@ -7,28 +7,19 @@ efficient batch, or for LLM engines with a token budget, tokens (and at most max
 A batch holds one op: the op of the first bucket's deepest entry."""
 from __future__ import annotations
 
-from typing import Sequence
-
-from teola.runtime.policies.base import Decision, Filler, Limits, Pending
+from teola.runtime.policies.base import Decision, Filler, Limits, RequestQueue
 
 
 class TopologyPolicy:
     name = "topology"
 
-    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
             return Decision()
-        buckets: dict[str, list[Pending]] = {}
-        for e in queue:  # arrival order, so buckets come out sorted by earliest arrival
-            b = buckets.get(e.query_id)
-            if b is None:
-                buckets[e.query_id] = [e]
-            else:
-                b.append(e)
         slots = limits.max_batch if limits.token_budget > 0 else min(limits.max_efficient_batch, limits.max_batch)
         fill = Filler(slots, limits.token_budget)
         op = None
-        for bucket in buckets.values():
+        for bucket in queue.buckets():  # by earliest arrival
             if op is None:
                 op = max(bucket, key=lambda e: e.depth).op
             cands = [e for e in bucket if e.op == op]
