@@ -139,7 +139,9 @@ class Decision:
 
 @runtime_checkable
 class Policy(Protocol):
-    """A batching policy: `schedule` reads the queue (never changes it) and returns a Decision."""
+    """A batching policy: `schedule` reads the queue (never changes it) and returns a Decision.
+    The runtime passes a `RequestQueue`; policies should also accept a plain list of entries in
+    arrival order (handy in tests): iterate it, or wrap it with `RequestQueue(entries)`."""
 
     name: str
 

@@ -24,7 +24,7 @@ class FifoPolicy:
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
             return Decision()
-        oldest = queue.first()
+        oldest = next(iter(queue))
         fill = Filler(self.target(limits), limits.token_budget)
         for e in queue:
             if e.op != oldest.op:

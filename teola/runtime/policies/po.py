@@ -12,5 +12,5 @@ class PerInvocationPolicy:
         if not queue:
             return Decision()
         fill = Filler(limits.max_batch, limits.token_budget)
-        fill.take(queue.first())
+        fill.take(next(iter(queue)))
         return Decision(fill.picks)

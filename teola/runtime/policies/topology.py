@@ -16,6 +16,8 @@ class TopologyPolicy:
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
             return Decision()
+        if not isinstance(queue, RequestQueue):  # a plain list of entries in arrival order
+            queue = RequestQueue(queue)
         slots = limits.max_batch if limits.token_budget > 0 else min(limits.max_efficient_batch, limits.max_batch)
         fill = Filler(slots, limits.token_budget)
         op = None
