@@ -21,7 +21,8 @@ at::Tensor plan_on_device(const Plan& p, const at::Device& dev) {
 }
 
 void gather_cuda(at::TensorList caches, const at::Tensor& block_ids, const at::Tensor& out,
-                 int64_t block_dim, int64_t /*mode*/) {
+                 int64_t block_dim, int64_t /*mode*/,
+                 int64_t /*threads*/) {
   Plan p = make_plan(caches, block_ids, block_dim, out, /*scatter=*/false, "teola_kvswap.gather");
   if (p.n == 0) return;
   const at::Device dev = caches[0].device();
@@ -40,7 +41,8 @@ void gather_cuda(at::TensorList caches, const at::Tensor& block_ids, const at::T
 }
 
 void scatter_cuda(const at::Tensor& src, at::TensorList caches, const at::Tensor& block_ids,
-                  int64_t block_dim, int64_t /*mode*/) {
+                  int64_t block_dim, int64_t /*mode*/,
+                 int64_t /*threads*/) {
   Plan p = make_plan(caches, block_ids, block_dim, src, /*scatter=*/true, "teola_kvswap.scatter");
   if (p.n == 0) return;
   const at::Device dev = caches[0].device();

@@ -16,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engines._native import load_kvswap
+from engines._native.kv_fallback import gather_blocks
+from engines._native.kv_layout import describe_layers
 from engines.kv_swap import KVSwapManager
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +154,33 @@ def test_native_and_fallback_write_the_same_host_bytes(layout, dtype, seed, ids)
         mgr.swap_out({"r": ids})  # repeated ids are allowed on the way out
         bufs.append(mgr._swapped["r"].extent)
     assert torch.equal(bufs[0], bufs[1])
+
+
+@settings(max_examples=30, deadline=None)
+@given(layout=layouts, dtype=dtypes, seed=st.integers(0, 2**31 - 1), mode=st.sampled_from([-1, 0, 1]),
+       threads=st.sampled_from([0, 1, 2, 3]), head_dim=st.sampled_from([3, 8, 64]),
+       n=st.integers(1, 40))
+def test_native_copy_modes_and_threads_roundtrip(layout, dtype, seed, mode, threads, head_dim, n):
+    """Streaming stores (odd, unaligned chunk sizes included) and the OpenMP path, forced on."""
+    ops = torch.ops.teola_kvswap
+    caches = make_caches(layout, dtype, layers=3, num_blocks=48, heads=2, block_size=16,
+                         head_dim=head_dim, seed=seed)
+    views, bd = [c.view for c in caches], block_dim(layout)
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randperm(48, generator=g)[:n]
+    rec = ops.record_bytes(views, bd)
+    want = torch.empty(n * rec, dtype=torch.uint8)
+    gather_blocks(describe_layers(views, bd)[0], ids.tolist(), want, rec)
+    got = torch.empty(n * rec + 1, dtype=torch.uint8)[1:]  # odd address: unaligned destination
+    ops.gather(views, ids, got, bd, mode, threads)
+    assert torch.equal(got, want)
+    before = [c.bits() for c in caches]
+    dst = torch.randperm(48, generator=g)[:n]
+    ops.scatter(got, views, dst, bd, mode, threads)
+    for c, b0 in zip(caches, before):
+        for s_, d_ in zip(ids.tolist(), dst.tolist()):
+            want_b = b0[:, s_] if layout == "legacy" else b0[s_]
+            assert torch.equal(block_bits(c, layout, d_), want_b)
 
 
 # ---- bad input raises before any write ----------------------------------------------------------
