@@ -6,6 +6,7 @@ worker thread so the event loop keeps serving other engines while the model comp
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any, AsyncIterator
 
 from engines.models import resolve_model
@@ -57,7 +58,7 @@ class EmbeddingEngine:
 
     def _count_forward(self, module, args) -> None:
         features = args[0] if args else None
-        if isinstance(features, dict) and "input_ids" in features:
+        if isinstance(features, Mapping) and "input_ids" in features:  # a dict or BatchEncoding
             self.forward_batches.append(int(features["input_ids"].shape[0]))
 
     def encode(self, texts: list[str]) -> list[list[float]]:

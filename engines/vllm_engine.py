@@ -125,10 +125,12 @@ class VLLMEngine:
     Options (all optional): model (short name or HF folder; default "smollm2-135m-instruct"),
     dtype ("auto"), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
     max_model_len (2048), max_num_seqs (16), max_num_batched_tokens (vLLM default), block_size (vLLM default:
-    128 on CPU, 16 on GPU), kv_cache_space_gib (CPU KV cache, default $VLLM_CPU_KVCACHE_SPACE or 1),
+    128 on CPU, 16 on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE or 1; sets that
+    process-wide variable),
     gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
     max_tokens (default per request, 256), max_efficient_batch (min(max_num_seqs, 16)),
-    engine_args (dict of extra `AsyncEngineArgs` fields, passed through).
+    engine_args (dict of extra `AsyncEngineArgs` fields, passed through), shutdown_timeout (seconds the
+    engine core gets to exit cleanly before it is killed; 30).
     """
 
     ops = PREFILL_OPS | DECODE_OPS
@@ -136,10 +138,10 @@ class VLLMEngine:
     def __init__(self, name: str, model: str = "smollm2-135m-instruct", dtype: str = "auto",
                  device: str | None = None, max_model_len: int = 2048, max_num_seqs: int = 16,
                  max_num_batched_tokens: int | None = None, block_size: int | None = None,
-                 kv_cache_space_gib: float | None = None, gpu_memory_utilization: float | None = None,
+                 kv_cache_space_gib: int | None = None, gpu_memory_utilization: float | None = None,
                  enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
                  max_tokens: int = 256, max_efficient_batch: int | None = None,
-                 engine_args: dict[str, Any] | None = None):
+                 engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0):
         for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
                              ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
             if not isinstance(value, int) or value < 1:
@@ -151,6 +153,9 @@ class VLLMEngine:
         if device not in (None, "cpu", "cuda", "xpu", "tpu", "rocm"):
             raise ValueError(f"engine {name!r}: option device must be one of cpu, cuda, xpu, tpu, rocm "
                              f"(or omitted to use the platform vLLM was built for), got {device!r}")
+        if kv_cache_space_gib is not None and (not isinstance(kv_cache_space_gib, int) or kv_cache_space_gib < 1):
+            raise ValueError(f"engine {name!r}: option kv_cache_space_gib must be a whole number of GiB >= 1 "
+                             f"(vLLM's VLLM_CPU_KVCACHE_SPACE), got {kv_cache_space_gib!r}")
         if engine_args is not None and not isinstance(engine_args, dict):
             raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
         self.name = name
@@ -163,6 +168,7 @@ class VLLMEngine:
         self.kv_cache_space_gib = kv_cache_space_gib
         self.engine_args = dict(engine_args or {})
         self.max_tokens = max_tokens
+        self.shutdown_timeout = shutdown_timeout
         self.profile = EngineProfile(max_batch=max_num_seqs,
                                      max_efficient_batch=max_efficient_batch or min(max_num_seqs, 16),
                                      token_budget=max_num_batched_tokens or 0)
@@ -200,12 +206,12 @@ class VLLMEngine:
         args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
                     scheduling_policy="priority", disable_log_stats=True)
         args.update(self.engine_args)
-        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        config = engine.vllm_config
+        # no local name for the engine: a lingering reference to this frame must not keep it alive
+        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        config = self._engine.vllm_config
         self.block_size = config.cache_config.block_size
         self.profile.token_budget = config.scheduler_config.max_num_batched_tokens
         self.max_model_len = config.model_config.max_model_len
-        self._engine = engine
 
     async def health(self) -> bool:
         """True while the engine core is alive and has not errored."""
@@ -217,10 +223,14 @@ class VLLMEngine:
         return True
 
     async def stop(self) -> None:
-        """Shut the engine core down and wait for its process to exit."""
+        """Shut the engine core down and wait for its processes to exit (about 5-8 s on CPU)."""
         engine, self._engine = self._engine, None
         if engine is not None:
-            await asyncio.to_thread(engine.shutdown)
+            handler = getattr(engine, "output_handler", None)
+            if handler is not None:  # stop reading outputs first, so the exiting core is not reported as dead
+                handler.cancel()
+                await asyncio.gather(handler, return_exceptions=True)
+            await asyncio.to_thread(engine.shutdown, self.shutdown_timeout)
             del engine
             gc.collect()  # run AsyncLLM.__del__ now, not at interpreter exit when its module is torn down
 

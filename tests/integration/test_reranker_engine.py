@@ -1,0 +1,50 @@
+"""RerankerEngine: the offline MiniLM-cosine default ranks relevant text first; CrossEncoder paths load."""
+import pytest
+
+from engines.models import resolve_model
+from engines.reranker import RerankerEngine
+
+pytestmark = pytest.mark.engines
+
+QUERY = "What is the boiling point of water at sea level?"
+TEXTS = ["Water boils at 100 degrees Celsius at sea level.",
+         "The Eiffel Tower is located in Paris.",
+         "Bananas are rich in potassium.",
+         "The stock market closed higher today."]
+
+
+async def test_relevant_text_ranks_first(reranker_engine):
+    assert reranker_engine.mode == "bi_encoder_cosine"
+    scores = await reranker_engine.execute("reranking", [{"query": QUERY, "text": t} for t in TEXTS])
+    assert len(scores) == 4 and all(isinstance(s, float) for s in scores)
+    assert max(range(4), key=scores.__getitem__) == 0
+    assert scores[0] > max(scores[1:]) + 0.2
+
+
+async def test_mixed_queries_in_one_batch_are_one_call(reranker_engine):
+    n = len(reranker_engine.calls)
+    scores = await reranker_engine.execute("reranking", [
+        {"query": QUERY, "text": TEXTS[1]}, {"query": "Where is the Eiffel Tower?", "text": TEXTS[1]}])
+    assert reranker_engine.calls[n:] == [2]
+    assert scores[1] > scores[0]
+
+
+async def test_bad_requests_fail_clearly(reranker_engine):
+    with pytest.raises(ValueError, match="query"):
+        await reranker_engine.execute("reranking", [{"text": "no query"}])
+    with pytest.raises(ValueError, match="reranking"):
+        await reranker_engine.execute("embedding", [{"query": "q", "text": "t"}])
+
+
+async def test_cross_encoder_path_is_used_when_configured():
+    """Any sentence-transformers CrossEncoder folder loads (here MiniLM with an untrained head: only the
+    plumbing is checked, not the scores)."""
+    engine = RerankerEngine("ce", model=str(resolve_model("all-minilm-l6-v2")))
+    await engine.start()
+    try:
+        assert engine.mode == "cross_encoder"
+        scores = await engine.execute("reranking", [{"query": QUERY, "text": t} for t in TEXTS[:2]])
+        assert len(scores) == 2 and all(isinstance(s, float) for s in scores)
+        assert engine.calls == [2]
+    finally:
+        await engine.stop()

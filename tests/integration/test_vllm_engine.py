@@ -1,0 +1,149 @@
+"""VLLMEngine on the real vLLM (SmolLM2-135M on CPU): generation, prefix reuse, streaming items, priorities."""
+import random
+
+import psutil
+import pytest
+
+from engines.vllm_engine import VLLMEngine
+
+pytestmark = pytest.mark.engines
+
+QUESTION = ["question", "What is the capital of France?"]
+
+
+def fresh_context(n_facts: int = 60) -> str:
+    """A context nobody sent before, so the prefix cache cannot already hold it."""
+    rng = random.Random()
+    return " ".join(f"Record {rng.randrange(10**9)}: item {i} weighs {rng.randrange(1000)} grams."
+                    for i in range(n_facts))
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+async def test_decoding_generates_text(llm_engine):
+    [out] = await llm_engine.execute("decoding", [{"parts": [QUESTION], "max_tokens": 24}])
+    assert out["text"].strip()
+    assert 0 < out["num_output_tokens"] <= 24
+    assert out["num_prompt_tokens"] == len(llm_engine.prompt_token_ids([QUESTION]))
+    assert out["items"] == []
+
+
+async def test_batch_returns_one_result_per_request_in_order(llm_engine):
+    reqs = [{"parts": [["question", f"Say the number {n}."]], "max_tokens": 8} for n in range(5)]
+    outs = await llm_engine.execute("decoding", reqs)
+    assert len(outs) == 5
+    assert all(o["text"] for o in outs)
+    assert [o["num_prompt_tokens"] for o in outs] == [len(llm_engine.prompt_token_ids(r["parts"])) for r in reqs]
+
+
+async def test_partial_prefill_is_reused_by_full_prefill_and_decoding(llm_engine):
+    bs = llm_engine.block_size
+    parts = [["instruction", "Answer using the records."], ["context", fresh_context()], QUESTION]
+    prefix_ids = llm_engine.prompt_token_ids(parts[:2], complete=False)
+    full_ids = llm_engine.prompt_token_ids(parts, complete=True)
+    shared = common_prefix(prefix_ids, full_ids) // bs * bs
+    assert shared >= 512, "the test prompt must share several full KV blocks with its prefix"
+
+    [pre] = await llm_engine.execute("partial_prefilling", [{"parts": parts[:2], "complete": False}])
+    assert pre["num_prompt_tokens"] == len(prefix_ids)
+    assert pre["num_cached_tokens"] < shared  # the context is new: its blocks were not cached before
+
+    [full] = await llm_engine.execute("full_prefilling", [{"parts": parts, "complete": True}])
+    assert full["num_prompt_tokens"] == len(full_ids)
+    assert full["num_cached_tokens"] >= shared
+
+    [dec] = await llm_engine.execute("decoding", [{"parts": parts, "max_tokens": 16}])
+    assert dec["num_cached_tokens"] >= (len(full_ids) - 1) // bs * bs
+    assert dec["text"].strip()
+
+
+async def test_without_partial_prefill_nothing_is_reused(llm_engine):
+    bs = llm_engine.block_size
+    parts = [["instruction", "Answer using the records."], ["context", fresh_context()], QUESTION]
+    [full] = await llm_engine.execute("full_prefilling", [{"parts": parts}])
+    assert full["num_cached_tokens"] < common_prefix(
+        llm_engine.prompt_token_ids(parts[:2], complete=False), llm_engine.prompt_token_ids(parts)) // bs * bs
+
+
+async def test_stream_yields_items_before_the_request_finishes(llm_engine):
+    req = {"parts": [["question", "List three fruits as a numbered list."]], "max_tokens": 64, "split": "list"}
+    events = [e async for e in llm_engine.stream("decoding", [req])]
+    kinds = [k for _, k, _ in events]
+    assert kinds[-1] == "final" and kinds.count("final") == 1
+    items = [v for _, k, v in events if k == "item"]
+    final = events[-1][2]
+    assert len(items) >= 2 and items == final["items"]
+    # every item but the last was complete (its line ended) while tokens were still being generated
+    first_line_end = final["text"].index(items[0]) + len(items[0])
+    assert "\n" in final["text"][first_line_end:]
+    assert kinds.index("item") < kinds.index("final")
+
+
+async def test_stream_batch_reports_each_request(llm_engine):
+    reqs = [{"parts": [["question", f"List {n} colors as a numbered list."]], "max_tokens": 48, "split": "list"}
+            for n in (2, 3)]
+    finals = {i: v for i, k, v in [e async for e in llm_engine.stream("decoding", reqs)] if k == "final"}
+    assert set(finals) == {0, 1}
+    assert all(f["text"] for f in finals.values())
+
+
+async def test_invalid_requests_fail_the_batch_with_clear_errors(llm_engine):
+    good = {"parts": [QUESTION], "max_tokens": 4}
+    with pytest.raises(ValueError, match="complete"):
+        await llm_engine.execute("decoding", [good, {"parts": [QUESTION], "complete": False}])
+    with pytest.raises(ValueError, match="does not run op"):
+        await llm_engine.execute("embedding", [good])
+    with pytest.raises(ValueError, match="max_model_len"):
+        await llm_engine.execute("decoding", [good, {"parts": [["context", "word " * 3000]], "max_tokens": 4}])
+    with pytest.raises(ValueError, match="parts"):
+        await llm_engine.execute("prefilling", [{"parts": [["only-a-name"]]}])
+    assert await llm_engine.health()
+
+
+async def test_prefix_render_is_a_text_prefix(llm_engine):
+    r = llm_engine.renderer
+    parts = [("instruction", "Be brief."), ("context", "Some context."), ("question", "Why?")]
+    for k in range(1, 3):
+        assert r.text(parts, complete=True).startswith(r.text(parts[:k], complete=False))
+    # an instruction that is not the first part stays in the user message
+    assert r.text([("context", "c"), ("instruction", "i")], True).count("i<|im_end|>") == 1
+
+
+def test_bad_options_name_the_option():
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        VLLMEngine("x", max_num_seqs=0)
+    with pytest.raises(ValueError, match="kv_cache_space_gib"):
+        VLLMEngine("x", kv_cache_space_gib=0.5)
+    with pytest.raises(ValueError, match="device"):
+        VLLMEngine("x", device="gpu0")
+
+
+async def test_priorities_reorder_the_waiting_queue_and_stop_leaves_no_process():
+    """With one sequence slot, a blocker runs while two requests wait; the lower priority value goes first,
+    whatever the submission order."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    engine = VLLMEngine("llm-prio", max_num_seqs=1, max_model_len=512, kv_cache_space_gib=1)
+    await engine.start()
+    try:
+        assert engine.profile.max_batch == 1
+        blocker = {"parts": [["question", "Tell a story."]], "max_tokens": 48, "ignore_eos": True, "priority": 0}
+        for prio_a, prio_b, expected in ((10, 1, [0, 2, 1]), (1, 10, [0, 1, 2])):
+            reqs = [blocker,
+                    {"parts": [["question", "Name a color."]], "max_tokens": 4, "priority": prio_a},
+                    {"parts": [["question", "Name an animal."]], "max_tokens": 4, "priority": prio_b}]
+            order = [i async for i, kind, _ in engine.stream("decoding", reqs) if kind == "final"]
+            assert order == expected
+    finally:
+        await engine.stop()
+    leaked = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
+              and p.status() != psutil.STATUS_ZOMBIE
+              and "resource_tracker" not in " ".join(p.cmdline())]  # Python's per-process helper, not vLLM's
+    assert [p.cmdline() for p in leaked] == []
+    assert not await engine.health()
