@@ -14,10 +14,12 @@
 namespace teola_kvswap {
 namespace {
 
-// Below this many bytes in total the copy runs on one thread. One core nearly saturates memory
-// bandwidth for streaming copies, and on a loaded machine an OpenMP barrier waiting for a descheduled
-// thread costs milliseconds (measured on the 2-core dev box: 2 threads were slower up to 384 MiB).
+// Copies go multi-threaded only above this many bytes and with more than kMinParallelThreads torch
+// threads. One core nearly saturates memory bandwidth with streaming copies, and on a loaded machine
+// an OpenMP barrier waiting for a descheduled thread costs milliseconds: on the 2-core dev box, 2
+// threads were slower than 1 at every size from 1.5 to 384 MiB (the engine needs the other core).
 constexpr int64_t kParallelBytes = 64 << 20;
+constexpr int kMinParallelThreads = 3;
 // Above this many bytes in total, chunks are written with non-temporal stores: the data will not be
 // read again soon, and streaming stores skip the read-for-ownership of every destination line
 // (measured: scatter ~1.8x, gather ~1.1x faster than memcpy at 6-384 MiB).
@@ -54,8 +56,9 @@ void copy_chunks(const Plan& p, char* buf, bool to_buffer, int64_t mode, int64_t
   const bool streaming = have_avx2() && (mode == 1 || (mode < 0 && total >= kStreamingBytes));
   const int64_t* ids = p.ids.data_ptr<int64_t>();
   const LayerDesc* layers = p.layers.data();
-  const int threads = threads_req > 0 ? static_cast<int>(threads_req)
-                      : total >= kParallelBytes ? at::get_num_threads() : 1;
+  const int auto_threads = at::get_num_threads() >= kMinParallelThreads && total >= kParallelBytes
+                               ? at::get_num_threads() : 1;
+  const int threads = threads_req > 0 ? static_cast<int>(threads_req) : auto_threads;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int64_t u = 0; u < units; ++u) {
     const int64_t o = u % O;
@@ -91,7 +94,7 @@ void scatter_cpu(const at::Tensor& src, at::TensorList caches, const at::Tensor&
 
 TORCH_LIBRARY(teola_kvswap, m) {
   // CPU tuning knobs (ignored on CUDA): mode -1 picks the copy routine by size, 0 forces memcpy,
-  // 1 forces streaming stores; threads 0 picks by size (torch's thread count above 64 MiB), n > 0
+  // 1 forces streaming stores; threads 0 picks by size (torch's thread count above 64 MiB on 3+ threads), n > 0
   // forces n OpenMP threads.
   m.def("gather(Tensor[] caches, Tensor block_ids, Tensor(a!) out, int block_dim, int mode=-1, "
         "int threads=0) -> ()");
