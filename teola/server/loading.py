@@ -3,7 +3,9 @@ or ``module:attr`` naming an App instance or a zero-argument callable returning 
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import sys
 from typing import Any
 
 
@@ -22,13 +24,16 @@ def builtin_apps() -> list[str]:
 
 def resolve_app(spec: str, **build_options: Any) -> Any:
     """The App `spec` names. A bare name imports ``apps.<name>`` and calls its ``build(**build_options)``;
-    ``module:attr`` imports the module and takes the attribute (an App, or a callable returning one)."""
+    ``module:attr`` imports the module (the working directory is searched too) and takes the attribute
+    (an App, or a callable returning one)."""
     from teola.app import App
 
     if not isinstance(spec, str) or not spec:
         raise AppNotFound(f"no app given; built-in apps: {', '.join(builtin_apps())}")
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())  # like `python -m` and uvicorn: modules in the working directory
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
