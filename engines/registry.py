@@ -32,7 +32,11 @@ def engine_kinds() -> list[str]:
 
 
 def create_engine(name: str, kind: str, options: dict[str, Any]) -> EngineBackend:
-    """Build (not start) the adapter for one engine instance."""
+    """Build (not start) the adapter for one engine instance. A kind of the form
+    "package.module:Class" imports that class (this works in other processes too, e.g. Ray actors)."""
+    if kind not in _KINDS and ":" in kind:
+        module, attr = kind.split(":", 1)
+        return getattr(importlib.import_module(module), attr)(name, **options)
     if kind not in _KINDS:
         raise ValueError(f"engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}")
     target = _KINDS[kind]

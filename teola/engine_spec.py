@@ -27,13 +27,16 @@ class Engine:
     "pgvector", "search", "tool", or one added with `engines.registry.register_engine_kind`).
     instances: how many engine instances to start. max_efficient_batch: the batch size beyond which
     throughput stops growing (stage decomposition splits there). ops: required for custom kinds.
-    policy: the engine scheduler's batching policy (default: the app's). Every other keyword is
-    passed to the adapter (model, device, dtype, dsn, ...).
+    policy: the engine scheduler's batching policy (default: the app's). resources: where and with
+    what an instance runs under the Ray executor: Ray actor options such as
+    {"num_cpus": 1, "num_gpus": 1, "memory": 4e9, "resources": {"node_b": 0.1}, "max_restarts": 1}
+    (ignored by the local executor). Every other keyword is passed to the adapter (model, device,
+    dtype, dsn, ...).
     """
 
     def __init__(self, name: str, kind: str, *, instances: int = 1, max_efficient_batch: int | None = None,
                  max_batch: int | None = None, token_budget: int = 0, ops: list[str] | None = None,
-                 policy: str | None = None, **options: Any) -> None:
+                 policy: str | None = None, resources: dict[str, Any] | None = None, **options: Any) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
         if ops is None and kind not in KIND_OPS:
@@ -53,7 +56,10 @@ class Engine:
             raise ValueError(f"Engine {name!r}: max_efficient_batch must be >= 1")
         self.max_batch = max_batch or max(self.max_efficient_batch, 64 if kind != "vllm" else 32)
         self.token_budget = token_budget
+        if resources is not None and not isinstance(resources, dict):
+            raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")
         self.policy = policy
+        self.resources = dict(resources or {})
         self.options = options
 
     def info(self) -> EngineInfo:

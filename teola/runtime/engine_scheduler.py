@@ -141,9 +141,7 @@ class EngineScheduler:
                 n = b - a
                 e.work.results(a, results[off:off + n], t)
                 off += n
-            observe = getattr(self.policy, "observe", None)
-            if observe is not None:
-                observe(picks, t0, t)
+            self._observe(picks, t0, t, results)
         finally:
             inst.inflight -= 1
             inst.outstanding -= len(requests)
@@ -180,8 +178,10 @@ class EngineScheduler:
     async def _run_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
                           spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
         owners = [e for e, a, b in spans for _ in range(a, b)]
+        t0 = time.perf_counter()
         try:
-            await self._stream(inst, op, requests, owners, isolate=True)
+            finals = await self._stream(inst, op, requests, owners, isolate=True)
+            self._observe(picks, t0, time.perf_counter(), finals)
         finally:
             inst.inflight -= 1
             inst.outstanding -= len(requests)
@@ -189,11 +189,12 @@ class EngineScheduler:
             self.kick()
 
     async def _stream(self, inst: Instance, op: str, requests: list[dict[str, Any]], owners: list[Pending],
-                      isolate: bool) -> None:
+                      isolate: bool) -> list[Any] | None:
         """Run one streaming batch. If it fails, requests that already streamed something fail; the
         others are retried one query at a time (when the batch mixed queries) so only the culprit fails."""
         open_ = set(range(len(owners)))
         heard: set[int] = set()
+        finals: list[Any] = [None] * len(owners)
         try:
             async for idx, kind, payload in self.executor.stream(inst, op, requests):
                 if not 0 <= idx < len(owners):
@@ -205,6 +206,7 @@ class EngineScheduler:
                     owners[idx].work.item(payload, t)
                 elif kind == "final":
                     open_.discard(idx)
+                    finals[idx] = payload
                     owners[idx].work.final(payload, t)
                 else:
                     raise RuntimeError(f"engine {self.name!r} streamed an event of kind {kind!r} "
@@ -212,6 +214,7 @@ class EngineScheduler:
             if open_:
                 raise RuntimeError(f"engine {self.name!r} ended a stream without a final result "
                                    f"for {len(open_)} request(s)")
+            return finals
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -224,6 +227,13 @@ class EngineScheduler:
                 for qid in queries:
                     mine = [i for i in retry if owners[i].query_id == qid]
                     await self._stream(inst, op, [requests[i] for i in mine], [owners[i] for i in mine], False)
+            return None
+
+    def _observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
+        """Tell a stateful (program-aware) policy what ran: its picks, when, and the engine results."""
+        observe = getattr(self.policy, "observe", None)
+        if observe is not None:
+            observe(picks, started, finished, results)
 
     def tasks(self) -> list[asyncio.Task]:
         """The batches running now."""

@@ -21,7 +21,7 @@ from teola.runtime.policies import DEFAULT_POLICY, make_policy, policy_names
 
 log = logging.getLogger("teola.runtime")
 
-OPTIONS = ("executor", "policy", "policy_options", "max_inflight", "prescheduling")
+OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling")
 DEFAULT_MAX_INFLIGHT = {"vllm": 4}
 
 
@@ -31,7 +31,8 @@ class Runtime:
     engines: the app's engine specs by name. backends: already-built adapters by engine name (one
     object for all instances, or a list with one per instance); engines without one are built with
     `engines.registry.create_engine`. Options:
-      executor: where instances run (default `LocalExecutor`, in process);
+      executor: where instances run: "local" (default, in process), "ray" (each instance a Ray
+        actor; `ray` holds RayExecutor options such as {"address": "auto"}), or an Executor object;
       policy: batching policy for engines whose spec sets none ("topology", "fifo", "po", "to", ...);
       policy_options: {policy name: {option: value}} (e.g. {"fifo": {"timeout": 0.01}});
       max_inflight: batches an instance may run at once, an int or {engine: int}
@@ -58,7 +59,7 @@ class Runtime:
             if name not in self.specs:
                 raise ValueError(f"Runtime: a backend is given for {name!r}, which is not a registered engine; "
                                  f"engines: {sorted(self.specs)}")
-        self.executor: Executor = options.get("executor") or LocalExecutor()
+        self.executor: Executor = _make_executor(options.get("executor"), options.get("ray"))
         self.policy_options: dict[str, dict[str, Any]] = dict(options.get("policy_options") or {})
         self.policy_name = options.get("policy") or DEFAULT_POLICY
         make_policy(self.policy_name, **self.policy_options.get(self.policy_name, {}))  # validate now
@@ -116,6 +117,9 @@ class Runtime:
         await self._shutdown_instances()
         self.schedulers.clear()
         self._started = False
+        close = getattr(self.executor, "close", None)
+        if close is not None:
+            close()
 
     async def _shutdown_instances(self) -> None:
         errors = []
@@ -222,6 +226,10 @@ class Runtime:
             m.timed_out += 1
         else:
             m.failed += 1
+        for sched in self.schedulers.values():  # program-aware policies forget the finished program
+            end = getattr(sched.policy, "end_program", None)
+            if end is not None:
+                end(run.qid)
 
     def queue_lengths(self) -> dict[str, int]:
         return {name: len(s.queue) for name, s in self.schedulers.items()}
@@ -246,6 +254,19 @@ class Runtime:
                     self.metrics.cleanup_failures += 1
                     log.warning("query %s: dropping namespace %r on %s failed: %s: %s",
                                 run.qid, ns, inst.name, type(e).__name__, e)
+
+
+def _make_executor(executor: Any, ray_options: dict[str, Any] | None) -> Executor:
+    if executor is None or executor == "local":
+        return LocalExecutor()
+    if executor == "ray":
+        from teola.runtime.ray_executor import RayExecutor
+        if ray_options is not None and not isinstance(ray_options, dict):
+            raise TypeError(f"Runtime: ray options must be a dict (e.g. {{'address': 'auto'}}), got {ray_options!r}")
+        return RayExecutor(**(ray_options or {}))
+    if isinstance(executor, str):
+        raise ValueError(f"Runtime: unknown executor {executor!r}; use 'local' or 'ray'")
+    return executor
 
 
 def _seconds(config: dict[str, Any], key: str) -> float | None:

@@ -286,7 +286,7 @@ class EchoLLM:
 
     async def execute(self, op: str, requests: list[dict]) -> list[dict]:
         self.batches.append([(r["parts"][-1][1], r["priority"]) for r in requests])
-        return [{"text": "echo " + r["parts"][-1][1], "num_output_tokens": 1} for r in requests]
+        return [{"text": "echo " + r["parts"][-1][1], "num_output_tokens": r["max_tokens"]} for r in requests]
 
 
 def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_priorities():
@@ -304,7 +304,7 @@ def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_pri
                 root = await prog.call("root", parent_ids=[], max_tokens=20)
                 kids = [await prog.call(f"kid{i}", parent_ids=[root.call_id], max_tokens=4) for i in range(2)]
                 table = rt.schedulers["llm"].policy.table
-                assert table.get("P").critical_path == 24        # 20 (root) + 4 (a kid)
+                assert table.get("P").critical_path == 24        # 20 (root) + 4 (a kid), as decoded
                 assert str(root) == "echo root" and kids[1].call_id == "call-3"
             assert "P" not in table
             return backend.batches

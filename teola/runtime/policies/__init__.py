@@ -41,5 +41,11 @@ def make_policy(name: str, **options: Any) -> Policy:
     return _POLICIES[name](**options)
 
 
-__all__ = ["DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "Limits", "Pending", "PerInvocationPolicy", "Pick",
+# Program-aware LLM policies (Autellix MLFQ, PLAS, ATLAS) register themselves; imported last because
+# they build on the base classes and `register_policy` above.
+from teola.runtime.policies.atlas import ATLASPolicy  # noqa: E402
+from teola.runtime.policies.mlfq import MLFQPolicy  # noqa: E402
+from teola.runtime.policies.plas import PLASPolicy  # noqa: E402
+
+__all__ = ["ATLASPolicy", "MLFQPolicy", "PLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "Limits", "Pending", "PerInvocationPolicy", "Pick",
            "Policy", "RequestQueue", "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_names", "register_policy", "unregister_policy"]

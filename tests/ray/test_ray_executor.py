@@ -1,0 +1,135 @@
+"""The Ray executor on a real local Ray cluster, with deterministic engines loaded by import path
+inside the actors (the same code path as real engines)."""
+import asyncio
+import os
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+import ray  # noqa: E402
+
+from teola import App, Engine, Node  # noqa: E402
+from teola.runtime.ray_executor import RayExecutor  # noqa: E402
+
+SIM = "tests.support.sim_engine:SimEngine"
+DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(30))
+QUERY = {"question": "what is the capital of france", "documents": [DOC]}
+
+
+def make_rag(runtime: dict, llm_latency: float = 0.0, placement: dict | None = None) -> App:
+    placement = placement or {}
+    app = App("rag", config={"runtime": runtime})
+    lat = {"latency": {1: llm_latency}} if llm_latency else {}
+    app.register_engine(Engine("llm", kind=SIM, ops=["prefilling", "partial_prefilling", "full_prefilling",
+                                                     "decoding", "partial_decoding"],
+                               resources=placement.get("llm"), **lat))
+    app.register_engine(Engine("embedding", kind=SIM, ops=["embedding"], max_efficient_batch=4,
+                               resources=placement.get("embedding")))
+    app.register_engine(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"], resources=placement.get("vectordb")))
+    app.register_engine(Engine("reranker", kind=SIM, ops=["reranking"], resources=placement.get("reranker")))
+    expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": 3})
+    index = Node("indexing", engine="embedding", anno="batchable", config={"chunk_size": 64, "chunk_overlap": 8})
+    ingest = Node("ingestion", engine="vectordb", anno="batchable")
+    embed_q = Node("query_embedding", engine="embedding")
+    search = Node("search", engine="vectordb", config={"top_k": 4})
+    rerank = Node("rerank", engine="reranker", config={"top_n": 3})
+    synth = Node("synthesis", engine="llm", config={"mode": "refine", "max_tokens": 32})
+    index >> ingest >> search
+    expand >> embed_q >> search >> rerank >> synth
+    app.update_template([expand, index, ingest, embed_q, search, rerank, synth])
+    return app
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, namespace="teola-test",
+             runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
+    yield
+    ray.shutdown()
+
+
+async def test_ray_and_local_executors_give_the_same_answers(local_ray):
+    local = make_rag({})
+    remote = make_rag({"executor": "ray"})
+    try:
+        a = await local.run(QUERY)
+        b = await remote.run(QUERY)
+        assert a.output == b.output and a.output.startswith("answer ")
+        assert sorted(t["primitive"] for t in a.trace) == sorted(t["primitive"] for t in b.trace)
+        # the instances really are actors in other processes
+        executor = remote.runtime.executor
+        assert isinstance(executor, RayExecutor)
+        pids = {p["pid"] for p in executor.placements.values()}
+        assert os.getpid() not in pids and len(pids) == 4
+    finally:
+        await local.stop()
+        await remote.stop()
+
+
+async def test_killed_engine_actor_fails_only_its_queries_and_recovers(local_ray):
+    app = make_rag({"executor": "ray"}, llm_latency=0.3)
+    try:
+        await app.run(QUERY)  # engines up
+        llm = app.runtime.instances["llm"][0]
+        before = await app.runtime.executor.where(llm)
+        runs = [asyncio.create_task(app.run(QUERY)) for _ in range(4)]
+        await asyncio.sleep(0.4)
+        ray.kill(llm.handle, no_restart=False)  # crash the LLM actor mid-load; Ray restarts it
+        results = await asyncio.wait_for(asyncio.gather(*runs, return_exceptions=True), 60)
+        failed = [r for r in results if isinstance(r, Exception)]
+        assert failed, "killing the LLM actor mid-load should fail the queries running on it"
+        for e in failed:
+            assert "llm/0" in str(e) or "llm" == getattr(e, "engine", None), str(e)
+        after = None
+        for _ in range(3):  # the restarted actor answers the next queries
+            r = await asyncio.wait_for(app.run(QUERY), 60)
+            assert r.output.startswith("answer ")
+        after = await app.runtime.executor.where(llm)
+        assert after["pid"] != before["pid"]
+    finally:
+        await app.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def two_node_cluster(tmp_path):
+    ray_bin = shutil.which("ray", path=os.path.dirname(os.sys.executable))
+    assert ray_bin, "the ray CLI is installed with the project"
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "RAY_USAGE_STATS_ENABLED": "0"}
+    common = ["--num-cpus", "1", "--disable-usage-stats"]
+    if ray.is_initialized():
+        ray.shutdown()
+    subprocess.run([ray_bin, "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1",
+                    "--include-dashboard", "false", "--resources", '{"node_a": 1}', *common],
+                   check=True, env=env, capture_output=True, timeout=120)
+    try:
+        subprocess.run([ray_bin, "start", "--address", f"127.0.0.1:{port}", "--node-ip-address", "127.0.0.1",
+                        "--resources", '{"node_b": 1}', *common], check=True, env=env, capture_output=True, timeout=120)
+        yield f"127.0.0.1:{port}"
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+async def test_engines_placed_on_two_ray_nodes_answer_queries(two_node_cluster):
+    place = {"llm": {"resources": {"node_a": 0.1}}, "embedding": {"resources": {"node_b": 0.1}},
+             "vectordb": {"resources": {"node_a": 0.1}}, "reranker": {"resources": {"node_b": 0.1}}}
+    app = make_rag({"executor": "ray", "ray": {"address": two_node_cluster}}, placement=place)
+    try:
+        r = await app.run(QUERY)
+        assert r.output.startswith("answer ")
+        where = app.runtime.executor.placements
+        assert where["llm/0"]["node_id"] == where["vectordb/0"]["node_id"]
+        assert where["embedding/0"]["node_id"] == where["reranker/0"]["node_id"]
+        assert where["llm/0"]["node_id"] != where["embedding/0"]["node_id"]
+    finally:
+        await app.stop()
