@@ -95,6 +95,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     """Quick start: serve the app on 127.0.0.1 (a free port), send one sample query over HTTP, print the
     answer and the per-primitive timing breakdown; stop (or keep serving with --keep-serving)."""
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep the quick start's output readable
     _engine_env()
     apps = _load_apps([args.app], args.executor)
     name = next(iter(apps))
