@@ -6,8 +6,8 @@ worker thread so the event loop keeps serving other engines while the model comp
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from engines.models import resolve_model
 from engines.paths import configure_engine_env

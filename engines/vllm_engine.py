@@ -15,7 +15,8 @@ import asyncio
 import gc
 import itertools
 import os
-from typing import Any, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
 
 from engines.models import resolve_model
 from engines.paths import configure_engine_env
@@ -125,12 +126,14 @@ class VLLMEngine:
     Options (all optional): model (short name or HF folder; default "smollm2-135m-instruct"),
     dtype ("auto"), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
     max_model_len (2048), max_num_seqs (16), max_num_batched_tokens (vLLM default), block_size (vLLM default:
-    128 on CPU, 16 on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE or 1; sets that
-    process-wide variable),
-    gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
+    128 on CPU, 16 on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE
+    or 1; sets that process-wide variable), gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
     max_tokens (default per request, 256), max_efficient_batch (min(max_num_seqs, 16)),
     engine_args (dict of extra `AsyncEngineArgs` fields, passed through), shutdown_timeout (seconds the
     engine core gets to exit cleanly before it is killed; 30).
+
+    `profile`: max_batch = max_num_seqs; token_budget = vLLM's effective max_num_batched_tokens once
+    started (the option's value, or 0, before). `block_size` is the effective KV block size once started.
     """
 
     ops = PREFILL_OPS | DECODE_OPS

@@ -116,6 +116,15 @@ async def test_prefix_render_is_a_text_prefix(llm_engine):
     assert r.text([("context", "c"), ("instruction", "i")], True).count("i<|im_end|>") == 1
 
 
+def test_registry_builds_the_adapter():
+    from engines.protocol import EngineBackend
+    from engines.registry import create_engine
+
+    engine = create_engine("llm", "vllm", {"max_num_seqs": 4, "max_efficient_batch": 2})
+    assert isinstance(engine, VLLMEngine) and isinstance(engine, EngineBackend)
+    assert (engine.profile.max_batch, engine.profile.max_efficient_batch) == (4, 2)
+
+
 def test_bad_options_name_the_option():
     with pytest.raises(ValueError, match="max_num_seqs"):
         VLLMEngine("x", max_num_seqs=0)

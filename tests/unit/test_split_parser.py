@@ -2,7 +2,8 @@
 import json
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from engines.split_parser import SplitParser, split_text
 
