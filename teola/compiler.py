@@ -79,6 +79,12 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
     t0 = time.perf_counter()
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    nodes_cfg = config.get("nodes") or {}
+    if not isinstance(nodes_cfg, dict):
+        raise TypeError("config['nodes'] must be a dict of node name -> config overrides")
+    unknown = sorted(set(nodes_cfg) - {n.name for n in order})
+    if unknown:
+        raise ValueError(f"config['nodes'] names unknown node(s) {unknown}; nodes: {[n.name for n in order]}")
     inputs = prepare_inputs(order, query, config)
     namespace = config.get("namespace") or uuid.uuid4().hex
     if not isinstance(namespace, str):

@@ -22,7 +22,8 @@ from teola.runtime.requests import (build_requests, collect_outputs, decode_valu
 if TYPE_CHECKING:
     from teola.runtime.runtime import Runtime
 
-WAITING, DISPATCHED, DONE = 0, 1, 2
+# DONE: finished (its children may still wait for it); RELEASED: its children were told, exactly once
+WAITING, DISPATCHED, DONE, RELEASED = 0, 1, 2, 3
 LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens")
 
 
@@ -163,7 +164,9 @@ class QueryRun:
                                      f"run: {type(exc).__name__}: {exc}", self.qid, p.name, p.engine), exc)
 
     def _release(self, i: int) -> None:
-        self.state[i] = DONE
+        if self.state[i] == RELEASED:
+            return  # a stream member finished and was also queued by its parent's release
+        self.state[i] = RELEASED
         self.remaining -= 1
         indeg = self.indeg
         for c in self.plan.children[i]:
@@ -183,6 +186,8 @@ class QueryRun:
 
     def _ready(self, i: int) -> None:
         st = self.state[i]
+        if st == RELEASED:
+            return
         if st == DONE:
             self._release(i)
             return
@@ -222,7 +227,7 @@ class QueryRun:
             n = self.group_ready.get(group, 0) + 1
             self.group_ready[group] = n
             self.state[i] = DISPATCHED
-            live = [m for m in group if self.state[m] != DONE]
+            live = [m for m in group if self.state[m] < DONE]
             if n < len(live):
                 return
             reqs = build_requests(p, values, self.priority)
@@ -303,7 +308,7 @@ class QueryRun:
         self._release(work.prefill)
 
     def _stream_prefill_done(self, work: Work, t: float, result: Any = None) -> None:
-        if work.prefill is not None and self.state[work.prefill] != DONE:
+        if work.prefill is not None and self.state[work.prefill] < DONE:
             pre = self.plan.prims[work.prefill]
             self.values[pre.outputs[0]] = _fused_state(work.requests[0], result if isinstance(result, dict) else {})
             self._finish_trace(work.prefill, t)["fused_into"] = self.plan.prims[work.members[0]].name

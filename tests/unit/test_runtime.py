@@ -274,3 +274,21 @@ async def test_instances_share_the_load_and_engines_keep_their_own_policy():
         assert app.runtime.schedulers["llm"].policy.name == "topology"
     finally:
         await app.stop()
+
+
+async def test_stream_with_no_items_still_runs_the_rest_of_the_graph():
+    """A splittable plan that yields no item: its Partial Decodings finish empty, the tool stages
+    have nothing to do, and the fused answer prefill + decode still run (regression: a stream
+    member released twice ended the query early with no output)."""
+    from apps import tool_agent
+    for cfg in ({}, {"prescheduling": False}):
+        app = tool_agent.build()
+        app.backends["llm"] = SimEngine("llm", n_items=0)
+        app.backends["tools"] = SimEngine("tools")
+        try:
+            r = await app.run({"question": "what is 2+2"}, cfg)
+            assert isinstance(r.output, str) and r.output.startswith("answer ")
+            assert {t["primitive"] for t in r.trace} >= {"answer.call.decode", "plan.call.decode[0]"}
+            assert app.runtime.metrics.snapshot()["completed"] == 1
+        finally:
+            await app.stop()

@@ -97,3 +97,10 @@ def test_huge_document_is_rejected_with_the_limit():
     a = build()
     with pytest.raises(ValueError, match=r"more than 20 chunks.*max_chunks"):
         a.compile({"question": "q", "documents": ["word " * 10_000]}, {"nodes": {"indexing": {"max_chunks": 20}}})
+
+
+def test_config_for_an_unknown_node_is_rejected():
+    a = app()
+    a.update_template([Node("llm", engine="llm")])
+    with pytest.raises(ValueError, match=r"unknown node\(s\) \['synth'\]"):
+        a.compile({"question": "x"}, {"nodes": {"synth": {"mode": "tree"}}})
