@@ -32,6 +32,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from teola.engine_pool import share_engines
 from teola.server.documents import DocumentStore
 from teola.server.metrics import ServerMetrics
 from teola.server.samples import graph_sample_query
@@ -95,6 +96,9 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         try:
+            n_shared = share_engines(state.apps.values())
+            if n_shared:
+                say(f"{n_shared} engine(s) shared by several apps (same kind and options): loaded once")
             if settings.start_engines:
                 for name, app in state.apps.items():
                     engines = ", ".join(getattr(app, "engines", {}) or []) or "none"
