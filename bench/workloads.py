@@ -1,0 +1,93 @@
+"""Fixed-seed workloads for the end-to-end benchmarks (Teola §7), built only from data shipped in pip
+packages (engines/corpora.py):
+
+- document QA: questions from NQ-open or TruthfulQA, each asked over `passages` BoolQ passages
+  (Wikipedia paragraphs of ~100 words, one 256-token chunk each) drawn at random, so every query
+  indexes its own small document set (the Teola paper pairs TruthfulQA / FinQABench questions with
+  documents the same way);
+- search-augmented generation: NQ-open questions alone (the search_generation app searches the local
+  Wikipedia corpus itself);
+- Poisson arrivals: exponential inter-arrival gaps at a given rate; the first query arrives at 0.
+
+Everything is a pure function of (name, n, seed): two runs, or two systems in one run, see the same
+queries arriving at the same offsets.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+QUESTION_SOURCES = ("truthfulqa", "nq_open")
+
+
+@dataclass(slots=True)
+class Workload:
+    """Queries and their arrival offsets (seconds from the start of the trace)."""
+
+    name: str
+    queries: list[dict[str, Any]]
+    arrivals: list[float]
+    rate: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    @property
+    def span(self) -> float:
+        return self.arrivals[-1] if self.arrivals else 0.0
+
+
+def poisson_arrivals(n: int, rate: float, seed: int = 0) -> list[float]:
+    """n arrival offsets of a Poisson process with `rate` queries per second; the first is 0."""
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n!r}")
+    if not rate > 0:
+        raise ValueError(f"rate must be > 0 queries/s, got {rate!r}")
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(n):
+        if i:
+            t += rng.expovariate(rate)
+        out.append(round(t, 4))
+    return out
+
+
+def doc_qa_queries(n: int, passages: int = 10, source: str = "truthfulqa", seed: int = 0) -> list[dict[str, Any]]:
+    """n document-QA queries {"question", "documents", "answers"}: the first n questions of `source`
+    after a seeded shuffle, each with `passages` distinct BoolQ passages drawn with the same seed."""
+    from engines.corpora import load_boolq, load_questions
+
+    if source not in QUESTION_SOURCES:
+        raise ValueError(f"source must be one of {QUESTION_SOURCES}, got {source!r}")
+    if passages < 1:
+        raise ValueError(f"passages must be >= 1, got {passages!r}")
+    rng = random.Random(f"{source}:{seed}")
+    questions = load_questions(source)
+    rng.shuffle(questions)
+    pool = [b["passage"] for b in load_boolq(600)]
+    return [{"question": q["question"], "documents": rng.sample(pool, passages), "answers": q["answers"]}
+            for q in questions[:n]]
+
+
+def search_queries(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """n NQ-open questions {"question", "answers"} for search-augmented generation."""
+    from engines.corpora import load_questions
+
+    rng = random.Random(f"search:{seed}")
+    questions = load_questions("nq_open")
+    rng.shuffle(questions)
+    return [{"question": q["question"], "answers": q["answers"]} for q in questions[:n]]
+
+
+def doc_qa(n: int, rate: float, passages: int = 10, source: str = "truthfulqa", seed: int = 0) -> Workload:
+    """Document QA under Poisson load: the same n queries for any rate (only the arrivals change)."""
+    queries = doc_qa_queries(n, passages, source, seed)
+    return Workload(f"doc_qa/{source}", queries, poisson_arrivals(n, rate, seed), rate,
+                    {"passages": passages, "source": source, "seed": seed})
+
+
+def app_query(q: dict[str, Any]) -> dict[str, Any]:
+    """The part of a workload query an app takes (reference answers stay out of the prompt)."""
+    return {k: v for k, v in q.items() if k != "answers"}
