@@ -9,8 +9,9 @@ from teola.refs import Ref
 
 def decompose_query_expansion(ctx: BuildContext) -> None:
     n = ctx.int_config("num_queries", 3)
-    instruction = ctx.config.get("instruction", prompts.EXPANSION).format(n=n)
-    parts = [("instruction", instruction), ("question", Ref(ctx.question()))]
+    system = ctx.config.get("instruction", prompts.EXPANSION_SYSTEM)
+    task = ctx.config.get("task", prompts.EXPANSION).format(n=n)
+    parts = [("instruction", system), ("label", "Question:"), ("question", Ref(ctx.question())), ("task", task)]
     _, decode, port = llm_call(ctx, "expand", parts, "queries", gen_args(ctx.config, max_tokens=24 * n),
                                split="list", n_items=n)
     decode.args["splittable"] = ctx.node.anno == "splittable"

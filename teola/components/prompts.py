@@ -1,7 +1,10 @@
 """Default prompt texts of the built-in components (each overridable in node config)."""
 
-EXPANSION = ("Rewrite the user's question into {n} different search queries that together cover it. "
-             "Answer with a numbered list, one query per line, and nothing else.")
+# Small instruction-tuned models answer whatever question ends the user turn, so the expansion task
+# comes after the question (measured with SmolLM2-135M: asked first, it answered the question).
+EXPANSION_SYSTEM = "You write web search queries. You never answer questions."
+EXPANSION = ("Write {n} short web search queries that would find the answer to this question. "
+             "Reply only with a numbered list of {n} queries.")
 QA = ("Answer the question using the context. Be concise and factual. "
       "If the context does not contain the answer, say so.")
 REFINE = ("Refine the existing answer to the question using the new context. "
