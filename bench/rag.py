@@ -33,7 +33,6 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +79,7 @@ class Settings:
     ablation_load: bool = True        # ablations also under the high rate
     warmup: bool = True
     warmup_configs: int = 2            # warm-up queries per app: teola's config, then LlamaDist's
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-node overrides, every system
     budget_s: float = 23 * 60          # later ablation-under-load runs are skipped past this (noted)
 
     @classmethod
@@ -128,10 +128,11 @@ def parents_of(graph: Any) -> dict[str, list[str]]:
 
 
 async def run_query(app: Any, query: dict[str, Any], config: dict[str, Any], policy: str,
-                    arrival: float = 0.0, index: int = 0) -> dict[str, Any]:
-    """Compile and run one query now; latency is measured from the call (its arrival)."""
+                    arrival: float = 0.0, index: int = 0, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Compile and run one query now; latency is measured from the call (its arrival). `extra` is
+    merged into the config of every system alike (e.g. {"nodes": {"synthesis": {"max_tokens": 16}}})."""
     t0 = time.perf_counter()
-    cfg = {**config, "policy": policy, "timeout": QUERY_TIMEOUT}
+    cfg = {**config, **(extra or {}), "policy": policy, "timeout": QUERY_TIMEOUT}
     compiled = app.compile(query, cfg)
     rec: dict[str, Any] = {"i": index, "arrival": arrival, "compile_s": compiled.seconds,
                            "cache_hit": compiled.cache_hit, "parents": parents_of(compiled.egraph)}
@@ -148,7 +149,7 @@ async def run_query(app: Any, query: dict[str, Any], config: dict[str, Any], pol
 
 
 async def run_trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], config: dict[str, Any],
-                    policy: str, tick: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+                    policy: str, extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Submit each query at its arrival offset (open loop); all systems see the same offsets."""
     app.runtime.set_policy(policy)
     await reset_prefix_cache(app)
@@ -156,24 +157,19 @@ async def run_trace(app: Any, queries: list[dict[str, Any]], arrivals: list[floa
 
     async def one(i: int) -> dict[str, Any]:
         await asyncio.sleep(max(0.0, start + arrivals[i] - time.perf_counter()))
-        rec = await run_query(app, app_query(queries[i]), config, policy, arrivals[i], i)
-        if tick:
-            tick()
-        return rec
+        return await run_query(app, app_query(queries[i]), config, policy, arrivals[i], i, extra)
 
     return list(await asyncio.gather(*(one(i) for i in range(len(queries)))))
 
 
 async def run_alone(app: Any, queries: list[dict[str, Any]], config: dict[str, Any], policy: str,
-                    tick: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+                    extra: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Each query alone, one after another (the isolated times of the critical-path bound)."""
     app.runtime.set_policy(policy)
     await reset_prefix_cache(app)
     out = []
     for i, q in enumerate(queries):
-        out.append(await run_query(app, app_query(q), config, policy, 0.0, i))
-        if tick:
-            tick()
+        out.append(await run_query(app, app_query(q), config, policy, 0.0, i, extra))
     return out
 
 
@@ -335,6 +331,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
     out: dict[str, Any] = {"settings": asdict(s), "rates": {a: RATES[a] for a in s.apps},
                            "engine_overrides": ENGINE_OVERRIDES, "apps": {}}
     t_start = time.perf_counter()
+    extra = {"nodes": s.nodes} if s.nodes else {}
     for name in s.apps:
         app = apps[name]
         res: dict[str, Any] = {"isolated": None, "runs": {}, "ablations": {}}
@@ -342,9 +339,9 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
             bar.set_postfix_str(f"{name} warm-up")
             warm = doc_qa_queries(1, s.passages, s.source, s.seed + 1000)
             for cfg, pol in (SYSTEMS["teola"], SYSTEMS["LlamaDist-PO"])[: s.warmup_configs]:
-                await run_query(app, app_query(warm[0]), cfg, pol)
+                await run_query(app, app_query(warm[0]), cfg, pol, extra=extra)
         bar.set_postfix_str(f"{name} isolated")
-        iso = await run_alone(app, queries, *SYSTEMS["teola"])
+        iso = await run_alone(app, queries, *SYSTEMS["teola"], extra)
         bounds = [critical_path_bound(r["parents"], r["trace"]) if r.get("ok") else 0.0 for r in iso]
         res["isolated"] = {"records": iso, "bounds": bounds, "summary": summarize(iso, bounds)}
         bar.update()
@@ -353,7 +350,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
             arrivals = poisson_arrivals(n, lam, s.seed)
             for system in s.systems:
                 bar.set_postfix_str(f"{name} {rate} {system}")
-                recs = await run_trace(app, queries[:n], arrivals, *SYSTEMS[system])
+                recs = await run_trace(app, queries[:n], arrivals, *SYSTEMS[system], extra)
                 entry = {"rate": lam, "arrivals": arrivals, "records": recs,
                          "summary": summarize(recs, bounds)}
                 if system == "teola":
@@ -368,7 +365,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
             abl["single"] = {"teola": summarize(iso[: s.ablation_single], bounds)}
             for variant in s.ablations:
                 bar.set_postfix_str(f"{name} ablation {variant} alone")
-                recs = await run_alone(app, queries[: s.ablation_single], *ABLATIONS[variant])
+                recs = await run_alone(app, queries[: s.ablation_single], *ABLATIONS[variant], extra)
                 abl["single"][variant] = {**summarize(recs, bounds), "records": recs}
                 bar.update()
             over = time.perf_counter() - t_start > s.budget_s
@@ -381,7 +378,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
                 abl["load"] = {"rate": lam, "teola": res["runs"]["high"]["teola"]["summary"]}
                 for variant in s.ablations:
                     bar.set_postfix_str(f"{name} ablation {variant} high")
-                    recs = await run_trace(app, queries[:n], arrivals, *ABLATIONS[variant])
+                    recs = await run_trace(app, queries[:n], arrivals, *ABLATIONS[variant], extra)
                     abl["load"][variant] = {**summarize(recs, bounds), "records": recs}
                     bar.update()
         out["apps"][name] = res
@@ -428,7 +425,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
         f"(~1 chunk each) as its documents, seed {s['seed']}; Poisson arrivals; queries per trace "
         f"{s['n_queries']}; rates (queries/s): "
         + ", ".join(f"{a} {r}" for a, r in data["rates"].items())
-        + f". Engine settings for every system: {data['engine_overrides']}.",
+        + f". Engine settings for every system: {data['engine_overrides']}"
+        + (f"; node overrides for every system: {s['nodes']}." if s.get("nodes") else "."),
         "",
         ("Systems: **teola** (all passes, topology-aware batching); **LlamaDist** (module chain run to "
         "completion: `module_chain` pass, no optimization passes); **LlamaDistPC** (the template's "

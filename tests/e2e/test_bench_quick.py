@@ -17,7 +17,8 @@ async def smoke():
 
     configure_engine_env()
     settings = Settings(apps=("naive_rag",), systems=("teola", "LlamaDist-PO"), rates=("high",),
-                        n_queries={"high": 2}, passages=3, ablations=(), warmup=False)
+                        n_queries={"high": 2}, passages=2, ablations=(), warmup=False,
+                        nodes={"synthesis": {"max_tokens": 16}})
     apps = make_apps(settings.apps)
     for app in apps.values():
         await app.start()
