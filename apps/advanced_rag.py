@@ -17,13 +17,21 @@ def build(llm: dict[str, Any] | None = None, embedding: dict[str, Any] | None = 
     app.register_engine(Engine("vectordb", kind="pgvector", **(vectordb or {})))
     app.register_engine(Engine("reranker", kind="reranker", **(reranker or {})))
 
-    expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": 3})
-    index = Node("indexing", engine="embedding", anno="batchable", config={"chunk_size": 256, "chunk_overlap": 30})
+    set_template(app)
+    return app
+
+
+def set_template(app: App, num_queries: int = 3, chunk_size: int = 256, chunk_overlap: int = 30,
+                 top_k: int = 16, top_n: int = 3, max_tokens: int = 96) -> App:
+    """Give `app` (with engines named llm, embedding, vectordb, reranker) the advanced-RAG template."""
+    expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": num_queries})
+    index = Node("indexing", engine="embedding", anno="batchable",
+                 config={"chunk_size": chunk_size, "chunk_overlap": chunk_overlap})
     ingest = Node("ingestion", engine="vectordb", anno="batchable")
     embed_q = Node("query_embedding", engine="embedding")
-    search = Node("search", engine="vectordb", config={"top_k": 16})
-    rerank = Node("rerank", engine="reranker", config={"top_n": 3})
-    synth = Node("synthesis", engine="llm", config={"mode": "refine", "max_tokens": 96})
+    search = Node("search", engine="vectordb", config={"top_k": top_k})
+    rerank = Node("rerank", engine="reranker", config={"top_n": top_n})
+    synth = Node("synthesis", engine="llm", config={"mode": "refine", "max_tokens": max_tokens})
     index >> ingest >> search
     expand >> embed_q >> search >> rerank >> synth
     app.update_template([expand, index, ingest, embed_q, search, rerank, synth])

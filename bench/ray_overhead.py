@@ -17,22 +17,14 @@ LLM_OPS = ["prefilling", "partial_prefilling", "full_prefilling", "decoding", "p
 
 
 def build(runtime: dict):
-    from teola import App, Engine, Node
+    from apps.advanced_rag import set_template
+    from teola import App, Engine
     app = App("rag", config={"runtime": runtime})
     app.register_engine(Engine("llm", kind=SIM, ops=LLM_OPS, record=False))
     app.register_engine(Engine("embedding", kind=SIM, ops=["embedding"], record=False))
     app.register_engine(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"], record=False))
     app.register_engine(Engine("reranker", kind=SIM, ops=["reranking"], record=False))
-    expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": 3})
-    index = Node("indexing", engine="embedding", anno="batchable", config={"chunk_size": 64, "chunk_overlap": 8})
-    ingest = Node("ingestion", engine="vectordb", anno="batchable")
-    embed_q = Node("query_embedding", engine="embedding")
-    search = Node("search", engine="vectordb", config={"top_k": 4})
-    rerank = Node("rerank", engine="reranker", config={"top_n": 3})
-    synth = Node("synthesis", engine="llm", config={"mode": "refine", "max_tokens": 16})
-    index >> ingest >> search
-    expand >> embed_q >> search >> rerank >> synth
-    app.update_template([expand, index, ingest, embed_q, search, rerank, synth])
+    set_template(app, chunk_size=64, chunk_overlap=8, top_k=4, max_tokens=16)
     return app
 
 

@@ -1,7 +1,7 @@
 """Test factories: apps and graphs built from the public API, no engines started."""
 from __future__ import annotations
 
-from teola import App, Engine, Graph, Node, Primitive, PrimOp
+from teola import App, Engine, Graph, Primitive, PrimOp
 from teola.engine_spec import KIND_OPS
 from teola.graph import EngineInfo
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from teola.graph import Graph
 from teola.passes.decode_pipelining import decode_pipelining
 from teola.passes.module_chain import module_chain
 from teola.passes.prefill_split import prefill_split

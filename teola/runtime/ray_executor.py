@@ -9,6 +9,7 @@ succeed. Batches are not retried (`max_task_retries=0`): engine calls are not id
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, AsyncIterator
 
 from engines.protocol import EngineProfile
@@ -87,6 +88,8 @@ class RayExecutor:
         self.init_options = dict(init_options or {})
         self._owns_ray = False
         self._methods: dict[int, set[str]] = {}
+        self._down: set[int] = set()  # instances whose actor died: wait for Ray's restart before use
+        self.restart_timeout = 300.0
         self.placements: dict[str, dict[str, Any]] = {}
 
     def _init(self) -> Any:
@@ -128,12 +131,14 @@ class RayExecutor:
         return inst
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        await self._wait_up(instance)
         return await self._guard(instance, instance.handle.execute.remote(op, requests))
 
     async def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
         if "stream" not in self._methods.get(id(instance), ()):
             raise TypeError(f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
                             "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}")
+        await self._wait_up(instance)
         gen = instance.handle.stream.remote(op, requests)
         async for ref in gen:
             yield await self._guard(instance, ref)
@@ -142,6 +147,7 @@ class RayExecutor:
         return method in self._methods.get(id(instance), ())
 
     async def call(self, instance: Instance, method: str, *args: Any) -> Any:
+        await self._wait_up(instance)
         return await self._guard(instance, instance.handle.call.remote(method, *args))
 
     async def where(self, instance: Instance) -> dict[str, Any]:
@@ -162,10 +168,34 @@ class RayExecutor:
         try:
             return await ref
         except ray.exceptions.RayActorError as e:
+            self._down.add(id(instance))
             raise RuntimeError(f"engine instance {instance.name} (Ray actor) died: {type(e).__name__}; "
                                "Ray restarts it for later queries") from e
         except ray.exceptions.RayTaskError as e:
             raise e.as_instanceof_cause() from None
+
+    async def _wait_up(self, instance: Instance) -> None:
+        """After a crash, hold new batches until Ray has restarted the actor (a ping answers), so
+        the queries that come after a failure succeed instead of hitting the restarting actor."""
+        if id(instance) not in self._down:
+            return
+        import asyncio
+
+        import ray
+        deadline = time.monotonic() + self.restart_timeout
+        while True:
+            try:
+                await instance.handle.where.remote()
+                self._down.discard(id(instance))
+                return
+            except ray.exceptions.ActorDiedError as e:
+                raise RuntimeError(f"engine instance {instance.name} (Ray actor) is dead and will not be "
+                                   "restarted (max_restarts used up); restart the server") from e
+            except ray.exceptions.RayActorError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"engine instance {instance.name} (Ray actor) did not come back within "
+                                       f"{self.restart_timeout:.0f} s after a crash") from None
+                await asyncio.sleep(0.2)
 
     def close(self) -> None:
         """Disconnect from Ray if this executor started the connection."""

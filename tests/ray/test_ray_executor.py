@@ -8,10 +8,11 @@ import subprocess
 
 import pytest
 
-import ray  # noqa: E402
+import ray
 
-from teola import App, Engine, Node  # noqa: E402
-from teola.runtime.ray_executor import RayExecutor  # noqa: E402
+from apps.advanced_rag import set_template
+from teola import App, Engine
+from teola.runtime.ray_executor import RayExecutor
 
 SIM = "tests.support.sim_engine:SimEngine"
 DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(30))
@@ -29,16 +30,7 @@ def make_rag(runtime: dict, llm_latency: float = 0.0, placement: dict | None = N
                                resources=placement.get("embedding")))
     app.register_engine(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"], resources=placement.get("vectordb")))
     app.register_engine(Engine("reranker", kind=SIM, ops=["reranking"], resources=placement.get("reranker")))
-    expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": 3})
-    index = Node("indexing", engine="embedding", anno="batchable", config={"chunk_size": 64, "chunk_overlap": 8})
-    ingest = Node("ingestion", engine="vectordb", anno="batchable")
-    embed_q = Node("query_embedding", engine="embedding")
-    search = Node("search", engine="vectordb", config={"top_k": 4})
-    rerank = Node("rerank", engine="reranker", config={"top_n": 3})
-    synth = Node("synthesis", engine="llm", config={"mode": "refine", "max_tokens": 32})
-    index >> ingest >> search
-    expand >> embed_q >> search >> rerank >> synth
-    app.update_template([expand, index, ingest, embed_q, search, rerank, synth])
+    set_template(app, chunk_size=64, chunk_overlap=8, top_k=4, max_tokens=32)
     return app
 
 

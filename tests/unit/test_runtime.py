@@ -3,6 +3,7 @@ import asyncio
 
 import pytest
 
+from apps.advanced_rag import set_template
 from teola import App, Engine, Node
 from teola.runtime import QueryCancelled, QueryError, QueryTimeout
 from tests.support.sim_engine import SimEngine, sim_engines
@@ -21,16 +22,7 @@ def make_rag(sims, top_k=4, runtime=None, **engine_kw):
                                **engine_kw.get("embedding", {})), backend=sims["embedding"])
     app.register_engine(Engine("vectordb", kind="pgvector"), backend=sims["vectordb"])
     app.register_engine(Engine("reranker", kind="reranker"), backend=sims["reranker"])
-    expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": 3})
-    index = Node("indexing", engine="embedding", anno="batchable", config={"chunk_size": 64, "chunk_overlap": 8})
-    ingest = Node("ingestion", engine="vectordb", anno="batchable")
-    embed_q = Node("query_embedding", engine="embedding")
-    search = Node("search", engine="vectordb", config={"top_k": top_k})
-    rerank = Node("rerank", engine="reranker", config={"top_n": 3})
-    synth = Node("synthesis", engine="llm", config={"mode": "refine", "max_tokens": 32})
-    index >> ingest >> search
-    expand >> embed_q >> search >> rerank >> synth
-    app.update_template([expand, index, ingest, embed_q, search, rerank, synth])
+    set_template(app, chunk_size=64, chunk_overlap=8, top_k=top_k, max_tokens=32)
     return app
 
 
