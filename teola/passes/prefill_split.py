@@ -1,6 +1,8 @@
 """Pass 3, prefill split: the prompt parts that are ready early (instruction, question) are
 prefilled as soon as they are, as a Partial Prefilling; a Full Prefilling completes the prompt.
-Attention is causal, so only a prefix can be pre-computed, in prompt order."""
+Attention is causal, so only a prefix can be pre-computed, in prompt order. Calls whose prompts
+start with the same parts (the refine steps' instruction + question, the leaves of tree synthesis)
+share one Partial Prefilling: the engine's prefix cache holds that prefix once."""
 from __future__ import annotations
 
 from teola.graph import Graph
@@ -15,6 +17,7 @@ def prefill_split(graph: Graph, max_partials: int = 1) -> PassResult:
     g = graph.copy()
     writers = g.producers()
     modified = False
+    shared: dict[tuple, object] = {}
     for p in g.find(PrimOp.PREFILLING):
         parts = p.args["parts"]
         cuts = _cuts(parts, writers)[:max_partials]
@@ -22,11 +25,16 @@ def prefill_split(graph: Graph, max_partials: int = 1) -> PassResult:
             continue
         prev = None
         for j, k in enumerate(cuts):
+            sig = (p.engine, _signature(parts[:k]), prev.id if prev else None)
+            if sig in shared:
+                prev = shared[sig]
+                continue
             reads = tuple(dict.fromkeys(r.key for _, r in parts[:k] if isinstance(r, Ref)))
             pp = g.add(p.clone(op=PrimOp.PARTIAL_PREFILLING, outputs=(f"{p.outputs[0]}.prefix{j}",),
                                inputs=reads + ((prev.outputs[0],) if prev else ()), label=f"{p.label}.partial{j}"))
             pp.args = {"parts": parts[:k]}
             _connect(g, pp, writers, prev)
+            shared[sig] = pp
             prev = pp
         full = g.add(p.clone(op=PrimOp.FULL_PREFILLING, inputs=p.inputs + (prev.outputs[0],), label=f"{p.label}.full"))
         full.args["prefix_parts"] = cuts[-1]
@@ -37,6 +45,11 @@ def prefill_split(graph: Graph, max_partials: int = 1) -> PassResult:
         writers[p.outputs[0]] = full.id
         modified = True
     return PassResult(g, modified)
+
+
+def _signature(parts: list) -> tuple:
+    """What a prompt prefix is made of: each part's name and its text or the reference it reads."""
+    return tuple((name, src if isinstance(src, (str, Ref)) else repr(src)) for name, src in parts)
 
 
 def _cuts(parts: list, writers: dict[str, int]) -> list[int]:

@@ -159,3 +159,19 @@ def test_module_chain_edges_survive_pruning_and_copy():
     assert chained.modified and chained.graph.nx.has_edge(0, 1)
     pruned = get_pass("prune_dependencies")(chained.graph.copy())
     assert not pruned.modified and pruned.graph.nx.has_edge(0, 1)
+
+
+def test_prefill_split_shares_one_partial_between_calls_with_the_same_prefix():
+    same = [("instruction", "Answer."), ("question", Ref("query.question")), ("context", Ref("r.ctx"))]
+    other = [("instruction", "Refine."), ("question", Ref("query.question")), ("context", Ref("r.ctx"))]
+    g = make_graph((E, ("query.question",), ("r.ctx",)), (P, ("query.question", "r.ctx"), ("a.kv",)),
+                   (P, ("query.question", "r.ctx"), ("b.kv",)), (P, ("query.question", "r.ctx"), ("c.kv",)),
+                   p0={"map": ("query.question",)}, p1={"parts": same}, p2={"parts": list(same)},
+                   p3={"parts": other})
+    r = get_pass("prefill_split")(g)
+    r.graph.lint()
+    partials = r.graph.find(PrimOp.PARTIAL_PREFILLING)
+    assert sorted(p.args["parts"][0][1] for p in partials) == ["Answer.", "Refine."]
+    fulls = {f.outputs[0]: [q.id for q in r.graph.parents(f) if q.op is PrimOp.PARTIAL_PREFILLING]
+             for f in r.graph.find(PrimOp.FULL_PREFILLING)}
+    assert fulls["a.kv"] == fulls["b.kv"] != fulls["c.kv"]
