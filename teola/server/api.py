@@ -13,7 +13,7 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
 
 Status codes: 400 malformed JSON; 401 missing/wrong API key; 404 unknown app or document id;
 413 body, document count or document size over the limits; 422 invalid fields, unknown config keys,
-unknown pass or policy; 502 an engine failed (the message names the primitive and engine);
+unknown pass or policy, a policy other than the running one (unless allow_policy_switch); 502 an engine failed (the message names the primitive and engine);
 500 any other failure; 504 the query ran past its time limit.
 """
 from __future__ import annotations
@@ -175,6 +175,7 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
             q = _build_query(state, app, body.query)
             config = body.config.to_dict()
             _check_node_names(target, config)
+            _check_policy(settings, target, config)
             try:
                 target.compile(q, config)
             except (ValueError, TypeError) as exc:
@@ -241,6 +242,20 @@ def _check_node_names(app: Any, config: dict[str, Any]) -> None:
     if unknown:
         raise ApiError(422, "invalid_query", f"config.nodes: unknown component(s) {', '.join(map(repr, unknown))}; "
                        f"this app's components: {', '.join(known)}")
+
+
+def _check_policy(settings: ServerSettings, app: Any, config: dict[str, Any]) -> None:
+    wanted = config.get("policy")
+    running = getattr(getattr(app, "runtime", None), "policy_name", None)
+    if running is None:  # engines not started yet: the policy they will start with
+        from teola.runtime.policies import DEFAULT_POLICY
+        running = (getattr(app, "config", None) or {}).get("runtime", {}).get("policy") or DEFAULT_POLICY
+    if wanted is None or settings.allow_policy_switch or wanted == running:
+        return
+    raise ApiError(422, "policy_switch_not_allowed",
+                   f"config.policy {wanted!r}: this server runs the {running!r} batching policy for every "
+                   "query on these engines, and a query may not switch it for everyone (server setting "
+                   "allow_policy_switch, env TEOLA_ALLOW_POLICY_SWITCH=1)")
 
 
 def _check_documents(settings: ServerSettings, docs: list[str]) -> None:

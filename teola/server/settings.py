@@ -26,6 +26,10 @@ class ServerSettings:
     max_stored_documents: uploaded documents kept in memory (oldest dropped first).
     start_engines: start every app's engines when the server starts (lifespan); when False they
         start on the first query.
+    allow_policy_switch: whether a query's ``config.policy`` may name another batching policy than
+        the one the app's engines run. A policy is engine-wide: switching it changes how every
+        other user's queries are scheduled, so by default such a query gets 422 (naming the
+        running policy); turn it on for single-tenant experiments.
     """
 
     max_body_bytes: int = 16 * 1024 * 1024
@@ -35,6 +39,7 @@ class ServerSettings:
     api_key: str | None = None
     max_stored_documents: int = 1024
     start_engines: bool = True
+    allow_policy_switch: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -123,12 +123,29 @@ async def test_query_answers_with_trace(env):
 
 
 async def test_query_with_config_overrides(env):
-    config = {"passes": {"prefill_split": False}, "policy": "fifo", "priority": 1, "timeout": 20}
+    config = {"passes": {"prefill_split": False}, "policy": "topology", "priority": 1, "timeout": 20}
     r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "config": config})
     assert r.status_code == 200, r.text
     assert "partial_prefilling" not in {t["op"] for t in r.json()["trace"]}
-    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "config": {"policy": "topology"}})
+
+
+async def test_query_may_not_switch_the_engine_wide_policy(env):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "config": {"policy": "fifo"}})
+    assert r.status_code == 422 and r.json()["error"] == "policy_switch_not_allowed"
+    assert "'topology'" in detail(r) and "allow_policy_switch" in detail(r)
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY})
     assert r.status_code == 200, r.text
+    assert env["rag"].runtime.policy_name == "topology"
+
+
+async def test_policy_switch_when_the_server_allows_it():
+    echo, hanging = make_echo_app()
+    async with serve({"echo": echo}, ServerSettings(allow_policy_switch=True)) as c:
+        r = await c.post("/v1/apps/echo/query", json={"query": {"question": "hi"}, "config": {"policy": "fifo"}})
+        assert r.status_code == 200, r.text
+        assert echo.runtime.policy_name == "fifo"
+    hanging.release.set()
+    assert ServerSettings.from_env({"TEOLA_ALLOW_POLICY_SWITCH": "1"}).allow_policy_switch is True
 
 
 async def test_query_stream(env):
