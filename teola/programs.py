@@ -31,17 +31,22 @@ import teola.runtime.policies.atlas  # noqa: E402,F401
 import teola.runtime.policies.mlfq  # noqa: E402,F401
 import teola.runtime.policies.plas  # noqa: E402,F401
 
+GEN_OPTIONS = ("max_tokens", "temperature", "stop", "ignore_eos")
+
 
 class CallResult(str):
-    """The text of one call (a `str`), with `call_id` and the engine's raw `result` dict."""
+    """The text of one call (a `str`), with `call_id`, the engine's raw `result` dict and the name
+    of the engine `instance` that ran it (e.g. "llm/1")."""
 
     call_id: str
     result: dict[str, Any]
+    instance: str | None
 
-    def __new__(cls, text: str, call_id: str, result: dict[str, Any]) -> "CallResult":
+    def __new__(cls, text: str, call_id: str, result: dict[str, Any], instance: str | None = None) -> "CallResult":
         obj = super().__new__(cls, text)
         obj.call_id = call_id
         obj.result = result
+        obj.instance = instance
         return obj
 
 
@@ -52,15 +57,17 @@ class CallFailed(RuntimeError):
 class _CallWork:
     """The engine scheduler's per-entry callbacks, resolving one future."""
 
-    __slots__ = ("future", "call_id", "started_at")
+    __slots__ = ("future", "call_id", "started_at", "instance")
 
     def __init__(self, future: asyncio.Future, call_id: str) -> None:
         self.future = future
         self.call_id = call_id
         self.started_at: float | None = None
+        self.instance: str | None = None
 
     def started(self, inst: Any, batch_id: str, batch_size: int, t: float) -> None:
         self.started_at = t
+        self.instance = getattr(inst, "name", str(inst))
 
     def results(self, start: int, results: list[Any], t: float) -> None:
         if not self.future.done():
@@ -124,12 +131,13 @@ class Program:
 
         parent_ids: ids of earlier calls of this program whose output this call depends on (ATLAS
         critical paths); None = unknown (the call inherits the program's critical path), [] = a
-        root call. call_id: defaults to "call-<n>". gen: max_tokens, temperature, stop."""
+        root call. call_id: defaults to "call-<n>". gen: max_tokens, temperature, stop, ignore_eos
+        (True: decode exactly max_tokens tokens, e.g. to fix output lengths in benchmarks)."""
         if not isinstance(prompt, str) or not prompt:
             raise ValueError("Program.call: prompt must be a non-empty string")
-        unknown = sorted(set(gen) - {"max_tokens", "temperature", "stop"})
+        unknown = sorted(set(gen) - set(GEN_OPTIONS))
         if unknown:
-            raise TypeError(f"Program.call: unknown generation option(s) {unknown}; use max_tokens, temperature, stop")
+            raise TypeError(f"Program.call: unknown generation option(s) {unknown}; use {', '.join(GEN_OPTIONS)}")
         sched = await self._scheduler()
         cid = call_id or f"call-{next(self._ids)}"
         parts = ([["system", self.system]] if self.system else []) + [["user", prompt]]
@@ -150,13 +158,16 @@ class Program:
             sched.remove(entry)
             raise
         text = result.get("text", "") if isinstance(result, dict) else str(result)
-        return CallResult(text, cid, result if isinstance(result, dict) else {"text": text})
+        return CallResult(text, cid, result if isinstance(result, dict) else {"text": text}, work.instance)
 
     async def end(self) -> None:
-        """The program ended: drop it from the engine policy's process table."""
+        """The program ended: drop it from the engine policy's process table (and its instance pin)."""
         rt = self.target if hasattr(self.target, "schedulers") else getattr(self.target, "runtime", None)
         sched = getattr(rt, "schedulers", {}).get(self.engine) if rt is not None else None
         if sched is None:
+            return
+        if hasattr(sched, "end_program"):
+            sched.end_program(self.program_id)
             return
         end = getattr(sched.policy, "end_program", None)
         if end is not None:

@@ -1,18 +1,29 @@
 """Lower tier: one engine scheduler per engine. It keeps the queue of primitive nodes dispatched by
 the graph scheduler, asks its policy for a batch whenever an instance can take one, and runs the
-batch on the instance the load balancer picks, through the executor."""
+batch on that instance through the executor.
+
+Two ways to spread work over instances (the engine spec's `balancer`):
+  - "least_loaded" (default): one shared queue; the least loaded free instance takes the next batch.
+  - a per-call router ("locality", "least_used", "round_robin"; teola.runtime.balancers): each
+    entry is routed when it arrives (as Autellix routes each call on arrival) to one instance's own
+    queue, from its program (query id) and prompt tokens; every free instance then gets a batch
+    from its own queue. The locality router keeps its program pins in the policy's process table
+    when the policy has one, so a pin disappears when the program ends."""
 from __future__ import annotations
 
 import asyncio
 import time
 from typing import Any
 
-from teola.engine_spec import Engine
+from teola.engine_spec import DEFAULT_BALANCER, Engine
 from teola.ops import PrimOp
 from teola.runtime.balancer import LeastLoaded
+from teola.runtime.balancers import make_balancer
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
 from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
+from teola.runtime.process_table import ProcessTable
+from teola.runtime.requests import estimate_prompt_tokens
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
 
@@ -32,7 +43,6 @@ class EngineScheduler:
         self.name = spec.name
         self.instances = instances
         self.executor = executor
-        self.policy = policy
         self.metrics = metrics
         self.llm = llm
         budget = spec.token_budget or (instances[0].profile.token_budget if instances else 0)
@@ -41,6 +51,13 @@ class EngineScheduler:
         self.max_efficient_batch = max(1, min(spec.max_efficient_batch, self.max_batch))
         self.balancer = LeastLoaded(by_tokens=llm, token_budget=self.token_budget)
         self.queue = RequestQueue()
+        self.router: Any = None
+        self.queues: dict[Instance, RequestQueue] = {}
+        if spec.balancer != DEFAULT_BALANCER:
+            self.router = make_balancer(spec.balancer, load=self.load, table=ProcessTable(), **spec.balancer_options)
+            self.queues = {inst: RequestQueue() for inst in instances}
+        self._own_table = getattr(self.router, "table", None)
+        self.policy = policy
         self.batches = 0
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
@@ -48,14 +65,55 @@ class EngineScheduler:
         self._loop = asyncio.get_running_loop()
         self._closed = False
 
+    # ---- policy and programs --------------------------------------------------------------------
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Policy) -> None:
+        """Switch the policy; a locality router keeps its pins in the new policy's process table."""
+        self._policy = policy
+        if self._own_table is not None:
+            table = getattr(policy, "table", None)
+            self.router.table = table if isinstance(table, ProcessTable) else self._own_table
+
+    def end_program(self, pid: str) -> None:
+        """Program (query or client session) `pid` ended: the policy and the router forget it."""
+        end = getattr(self._policy, "end_program", None)
+        if end is not None:
+            end(pid)
+        else:
+            table = getattr(self._policy, "table", None)
+            if isinstance(table, ProcessTable):
+                table.end_program(pid)
+        if self._own_table is not None:
+            self._own_table.end_program(pid)
+
     # ---- queue ----------------------------------------------------------------------------------
     def submit(self, entry: Pending) -> None:
-        self.queue.push(entry)
+        """Queue one entry (with a router: on the instance it routes to) and schedule soon."""
+        if self.router is None:
+            self.queue.push(entry)
+        else:
+            tokens = max((estimate_prompt_tokens(r) for r in entry.requests), default=0) if self.llm else 0
+            self.queues[self.router.route(self.instances, entry.query_id, tokens)].push(entry)
         self.kick()
 
     def remove(self, entry: Pending) -> bool:
         """Drop a queued entry (its query ended); False if it was no longer queued."""
-        return self.queue.discard(entry)
+        if self.queue.discard(entry):
+            return True
+        return any(q.discard(entry) for q in self.queues.values())
+
+    def queued(self) -> int:
+        """Entries waiting (with requests not yet dispatched), over all queues."""
+        return len(self.queue) + sum(len(q) for q in self.queues.values())
+
+    def load(self, inst: Instance) -> int:
+        """How used an instance is, for routers: requests in flight plus requests queued on it."""
+        q = self.queues.get(inst)
+        return inst.outstanding + (sum(e.remaining for e in q) if q else 0)
 
     def kick(self) -> None:
         if not self._kicked and not self._closed:
@@ -68,21 +126,46 @@ class EngineScheduler:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self.router is not None:
+            self._schedule_routed()
+            return
         while self.queue and not self._closed:
             inst = self.balancer.pick(self.instances)
             if inst is None:
                 return  # a finishing batch kicks again
-            free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
-            limits = Limits(self.max_batch, self.max_efficient_batch, free_tokens)
             now = time.perf_counter()
-            decision = self.policy.schedule(self.queue, now, limits)
+            decision = self._policy.schedule(self.queue, now, self._limits(inst))
             if not decision.picks:
                 if decision.wait_until is not None:
                     self._timer = self._loop.call_later(max(0.0, decision.wait_until - now), self.kick)
                 return
-            self._dispatch(inst, decision.picks)
+            self._dispatch(inst, decision.picks, self.queue)
 
-    def _dispatch(self, inst: Instance, picks: list[Pick]) -> None:
+    def _schedule_routed(self) -> None:
+        """Per-instance queues: each free instance gets batches from its own queue."""
+        wait_until: float | None = None
+        progress = True
+        while progress and not self._closed:
+            progress = False
+            for inst in self.instances:
+                queue = self.queues[inst]
+                if not queue or not self.balancer.free(inst):
+                    continue
+                now = time.perf_counter()
+                decision = self._policy.schedule(queue, now, self._limits(inst))
+                if decision.picks:
+                    self._dispatch(inst, decision.picks, queue)
+                    progress = True
+                elif decision.wait_until is not None:
+                    wait_until = decision.wait_until if wait_until is None else min(wait_until, decision.wait_until)
+        if wait_until is not None and not self._closed:
+            self._timer = self._loop.call_later(max(0.0, wait_until - time.perf_counter()), self.kick)
+
+    def _limits(self, inst: Instance) -> Limits:
+        free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
+        return Limits(self.max_batch, self.max_efficient_batch, free_tokens)
+
+    def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
         op = picks[0].entry.op
         requests: list[dict[str, Any]] = []
         spans: list[tuple[Pending, int, int]] = []
@@ -90,9 +173,9 @@ class EngineScheduler:
         for p in picks:
             e = p.entry
             if e.op != op:
-                raise AssertionError(f"policy {self.policy.name!r} mixed ops {op} and {e.op} in one batch")
+                raise AssertionError(f"policy {self._policy.name!r} mixed ops {op} and {e.op} in one batch")
             if p.count < 1 or p.count > e.remaining:
-                raise AssertionError(f"policy {self.policy.name!r} picked {p.count} of {e.remaining} requests")
+                raise AssertionError(f"policy {self._policy.name!r} picked {p.count} of {e.remaining} requests")
             a = e.taken
             b = a + p.count
             e.taken = b
@@ -105,7 +188,7 @@ class EngineScheduler:
             requests.extend(reqs)
             spans.append((e, a, b))
             if b == len(e.requests):
-                self.queue.discard(e)
+                queue.discard(e)
         self.batches += 1
         batch_id = f"{self.name}:{self.batches}"
         inst.inflight += 1
@@ -231,7 +314,7 @@ class EngineScheduler:
 
     def _observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
         """Tell a stateful (program-aware) policy what ran: its picks, when, and the engine results."""
-        observe = getattr(self.policy, "observe", None)
+        observe = getattr(self._policy, "observe", None)
         if observe is not None:
             observe(picks, started, finished, results)
 
@@ -252,3 +335,4 @@ class EngineScheduler:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
         self.queue = RequestQueue()
+        self.queues = {inst: RequestQueue() for inst in self.queues}

@@ -112,10 +112,14 @@ def map_items(prim: Primitive, values: dict[str, Any]) -> tuple[int, list[tuple[
 
 # ---- requests -----------------------------------------------------------------------------------
 def llm_request(parts: list[list[str]], complete: bool, gen: dict[str, Any], priority: int = 0) -> dict[str, Any]:
-    return {"parts": parts, "complete": complete,
-            "max_tokens": gen.get("max_tokens", _LLM_GEN_DEFAULTS["max_tokens"]),
-            "temperature": gen.get("temperature", _LLM_GEN_DEFAULTS["temperature"]),
-            "stop": gen.get("stop"), "priority": priority, "split": gen.get("split")}
+    """One LLM request (engines/protocol.py); "ignore_eos" is added only when `gen` turns it on."""
+    req = {"parts": parts, "complete": complete,
+           "max_tokens": gen.get("max_tokens", _LLM_GEN_DEFAULTS["max_tokens"]),
+           "temperature": gen.get("temperature", _LLM_GEN_DEFAULTS["temperature"]),
+           "stop": gen.get("stop"), "priority": priority, "split": gen.get("split")}
+    if gen.get("ignore_eos"):
+        req["ignore_eos"] = True
+    return req
 
 
 def kv_value(values: dict[str, Any], prim: Primitive) -> dict[str, Any]:
@@ -168,11 +172,15 @@ def fused_request(prefill: Primitive, decode: Primitive, values: dict[str, Any],
     return llm_request(resolve_parts(prefill.args["parts"], values), True, decode.args, priority)
 
 
+def estimate_prompt_tokens(request: dict[str, Any]) -> int:
+    """Rough prompt token count of an LLM request (4 characters a token)."""
+    return sum(len(t) for _, t in request["parts"]) // 4 + 1
+
+
 def estimate_tokens(request: dict[str, Any]) -> int:
     """Rough token count of an LLM request (4 characters a token) plus its output budget."""
-    chars = sum(len(t) for _, t in request["parts"])
     out = request.get("max_tokens") or 0
-    return chars // 4 + 1 + (out if request.get("complete") and out > 1 else 0)
+    return estimate_prompt_tokens(request) + (out if request.get("complete") and out > 1 else 0)
 
 
 # ---- outputs ------------------------------------------------------------------------------------

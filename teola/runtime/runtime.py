@@ -226,13 +226,11 @@ class Runtime:
             m.timed_out += 1
         else:
             m.failed += 1
-        for sched in self.schedulers.values():  # program-aware policies forget the finished program
-            end = getattr(sched.policy, "end_program", None)
-            if end is not None:
-                end(run.qid)
+        for sched in self.schedulers.values():  # program-aware policies and routers forget the program
+            sched.end_program(run.qid)
 
     def queue_lengths(self) -> dict[str, int]:
-        return {name: len(s.queue) for name, s in self.schedulers.items()}
+        return {name: s.queued() for name, s in self.schedulers.items()}
 
     # ---- namespace clean-up ---------------------------------------------------------------------
     def spawn_cleanup(self, run: QueryRun) -> None:

@@ -111,10 +111,31 @@ class LocalityAware:
 
 _BALANCERS: dict[str, Callable[..., Any]] = {"locality": LocalityAware, "least_used": LeastUsed,
                                              "round_robin": RoundRobin}
+_OPTIONS: dict[str, frozenset[str]] = {"locality": frozenset({"threshold"}), "least_used": frozenset(),
+                                       "round_robin": frozenset()}
 
 
-def make_balancer(name: str, **options: Any) -> Any:
-    """Build a balancer by name: "locality", "least_used" or "round_robin"."""
+def balancer_names() -> list[str]:
+    """The per-call balancers `make_balancer` builds."""
+    return sorted(_BALANCERS)
+
+
+def make_balancer(name: str, *, load: Callable[[Any], float] | None = None, table: ProcessTable | None = None,
+                  **options: Any) -> Any:
+    """Build a balancer by name: "locality", "least_used" or "round_robin". `load` (how used an
+    instance is) goes to the balancers that compare loads, `table` (the process table to keep pins
+    in) to the locality balancer; the others ignore them. Other options go to the constructor
+    (e.g. threshold=2048 for "locality"); an unknown option raises ValueError naming it."""
     if name not in _BALANCERS:
-        raise ValueError(f"unknown load balancer {name!r}; known: {', '.join(sorted(_BALANCERS))}")
-    return _BALANCERS[name](**options)
+        raise ValueError(f"unknown load balancer {name!r}; known: {', '.join(balancer_names())}")
+    cls = _BALANCERS[name]
+    allowed = _OPTIONS[name]
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise ValueError(f"load balancer {name!r}: unknown option(s) {unknown}; "
+                         f"options are {sorted(allowed) or 'none'}")
+    if name == "locality":
+        return cls(table=table, load=load, **options)
+    if name == "least_used":
+        return cls(load=load)
+    return cls()

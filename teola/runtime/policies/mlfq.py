@@ -262,7 +262,7 @@ class ProgramPolicy:
                                   growth, beta, rerank_every)
         self._outstanding: dict[Pending, int] = {}
         self._starts: dict[int, int] = {}
-        self._last: float | None = None
+        self._charged: dict[Pending, float] = {}  # when each queued call's waiting was last charged
 
     @property
     def table(self) -> ProcessTable:
@@ -270,14 +270,18 @@ class ProgramPolicy:
 
     def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
         core = self.core
-        waited = 0.0 if self._last is None else max(0.0, now - self._last)
-        self._last = now
+        charged = self._charged
+        # waiting is charged per call since it was last seen queued: with per-instance queues
+        # (a routing balancer) each call of `queue` may have been seen at a different time
         for e in queue:
             if e not in core.calls:
                 core.admit(e, e.query_id, e.name, e.arrival, _parents(e))
                 core.wait(e, max(0.0, now - e.arrival))
-            elif waited:
-                core.wait(e, waited)
+            else:
+                last = charged.get(e)
+                if last is not None and now > last:
+                    core.wait(e, now - last)
+            charged[e] = now
             core.starving(e)
         if not queue:
             return Decision()
@@ -326,12 +330,15 @@ class ProgramPolicy:
             else:
                 self._outstanding.pop(e, None)
                 if e.taken >= len(e.requests):
+                    self._charged.pop(e, None)
                     core.finish(e, finished)
 
     def end_program(self, pid: str) -> None:
         """Forget program `pid` (call when its query or session ends)."""
         for e in [e for e in self._outstanding if e.query_id == pid]:
             del self._outstanding[e]
+        for e in [e for e in self._charged if e.query_id == pid]:
+            del self._charged[e]
         self.core.end_program(pid)
 
 
