@@ -35,7 +35,9 @@ if "$PY" -c 'import torch, os, sys; sys.exit(not os.path.exists(os.path.join(os.
   mkdir -p $OUT/include/c10/cuda/impl
   [ -n "$("$PY" -c 'import torch, os; p = os.path.join(os.path.dirname(torch.__file__), "include/c10/cuda/impl/cuda_cmake_macros.h"); print(p if os.path.exists(p) else "")')" ] ||
     echo '#define C10_CUDA_BUILD_SHARED_LIBS' > $OUT/include/c10/cuda/impl/cuda_cmake_macros.h
-  "$NVCC" -std=c++20 -O2 $ARCH -DTEOLA_WITH_CUDA=1 $TORCH_INC -I$OUT/include -I"$PY_INC" \
+  # 20013/20015: torch's own BFloat16.h calls a constexpr host function from host-device code;
+  # harmless for this check and not ours to fix.
+  "$NVCC" -std=c++20 -O2 $ARCH -diag-suppress 20013,20015 -DTEOLA_WITH_CUDA=1 $TORCH_INC -I$OUT/include -I"$PY_INC" \
       -c csrc/kvswap_cuda_ops.cu -o $OUT/kvswap_cuda_ops.o
 else
   echo "[kvswap] torch ships no c10/cuda headers: binding not compile-checked"
