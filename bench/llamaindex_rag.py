@@ -1,0 +1,493 @@
+"""The LlamaIndex baseline: naive and advanced RAG written with the real LlamaIndex library
+(`llama-index-core`, the optional `llamaindex` dependency group), driving the SAME engine adapter
+instances as teola and the LlamaDist baselines.
+
+What is LlamaIndex (its own code, unchanged): `SentenceSplitter` chunking, `IngestionPipeline.arun`
+(chunk -> embed in `embed_batch_size` batches -> vector store add), `VectorStoreIndex` and its
+`VectorIndexRetriever`, `QueryFusionRetriever`'s concurrent multi-query retrieval and "simple" fusion
+(dedupe, keep the best score), `RetrieverQueryEngine.aquery` applying node postprocessors then a
+response synthesizer from `get_response_synthesizer` (`refine`, `compact` or `tree_summarize`, its
+`PromptHelper` repacking chunks to the context window), its prompt templates, `Settings`, callbacks and
+instrumentation. Everything runs on LlamaIndex's async path, so concurrent queries overlap.
+
+What is ours (thin adapters, one engine call each): `EngineLLM` (a `CustomLLM`; one chat or completion
+= one "decoding" request to the vLLM adapter, system message -> the "system" prompt part, user
+messages -> "user" parts, rendered with the model's chat template by the adapter), `EngineEmbedding`
+(a `BaseEmbedding` over the embedding adapter), `EngineVectorStore` (a `BasePydanticVectorStore` over
+the pgvector adapter's "ingestion"/"searching" ops, one namespace per query, `aclear()` drops it) and
+`EngineReranker` (a `BaseNodePostprocessor` over the reranker adapter). The prompt texts are teola's
+templates' (`teola.components.prompts`) in the same order (instruction as the system message, then
+question, context, existing answer), so both sides send the same prompts. Query expansion is one
+explicit LLM call with the teola expansion prompt: llama-index-core 0.12's `QueryFusionRetriever`
+generates its queries with the blocking `llm.complete` even on its async path, which cannot share an
+event loop with async engines, so `ExpandedQueryRetriever` overrides only that step (awaiting the LLM)
+and searches the expanded queries (not the original one, as teola does) with the library's fusion.
+
+Mapping of the teola templates: chunk_size / chunk_overlap -> SentenceSplitter (sizes counted as
+teola's chunker counts them, so both split documents alike); search top_k -> similarity_top_k per query; rerank top_n -> the postprocessor;
+synthesis mode compact / refine / tree -> response_mode compact / refine / tree_summarize (LlamaIndex
+packs chunks to fill the context window, so 3 short chunks take one call where teola's tree makes a
+leaf call per chunk plus a merge); max_tokens per call as the templates set. Nothing here opens a
+network connection: the tokenizer is the model's local one and the NLTK data LlamaIndex needs is in
+its package (`llama_index/core/_static`); `Settings.llm`/`embed_model`/`tokenizer` are set to the
+objects here so no default (OpenAI) is ever resolved.
+
+Only the async API is supported (`aquery`, `achat`, ...): the adapters live on the caller's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+with warnings.catch_warnings():  # llama-index-core 0.12 trips a pydantic field warning on import
+    warnings.simplefilter("ignore")
+    from llama_index.core import Settings, VectorStoreIndex, get_response_synthesizer
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.base.llms.types import (
+        ChatMessage,
+        ChatResponse,
+        CompletionResponse,
+        LLMMetadata,
+        MessageRole,
+    )
+    from llama_index.core.ingestion import IngestionPipeline
+    from llama_index.core.llms import CustomLLM
+    from llama_index.core.llms.callbacks import (
+        llm_chat_callback,
+        llm_completion_callback,
+    )
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.prompts import ChatPromptTemplate
+    from llama_index.core.query_engine import RetrieverQueryEngine
+    from llama_index.core.retrievers import QueryFusionRetriever
+    from llama_index.core.schema import (
+        BaseNode,
+        Document,
+        MetadataMode,
+        NodeWithScore,
+        QueryBundle,
+    )
+    from llama_index.core.vector_stores.types import (
+        BasePydanticVectorStore,
+        VectorStoreQuery,
+        VectorStoreQueryResult,
+    )
+    from llama_index.core.vector_stores.utils import (
+        metadata_dict_to_node,
+        node_to_metadata_dict,
+    )
+    from pydantic import PrivateAttr
+
+from teola.chunking import count_tokens
+from teola.components import prompts
+
+RESPONSE_MODES = {"compact": "compact", "refine": "refine", "tree": "tree_summarize"}
+_SYNC = ("{cls}: the synchronous API is not supported (the engine adapters run on the caller's event "
+         "loop); use the async one (aquery, aretrieve, achat, acomplete)")
+_LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*\u2022+])\s+")
+
+
+# ---- engine calls, recorded per query -----------------------------------------------------------
+class CallLog:
+    """The engine calls of one query, as trace entries shaped like teola's per-primitive trace
+    (seconds from the query's start; LlamaIndex calls an engine directly, so queued == started)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.entries: list[dict[str, Any]] = []
+
+    def add(self, engine: str, op: str, n: int, started: float, result: list[Any]) -> None:
+        entry: dict[str, Any] = {
+            "primitive": f"llamaindex.{op}{len(self.entries)}", "op": op, "engine": engine, "status": "ok",
+            "queued": started - self.t0, "started": started - self.t0,
+            "finished": time.perf_counter() - self.t0, "batch_size": n}
+        if op == "decoding" and result and isinstance(result[0], dict):
+            for key in ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens"):
+                entry[key] = result[0].get(key, 0)
+        self.entries.append(entry)
+
+
+@dataclass(slots=True)
+class EngineClient:
+    """One engine adapter (anything with `async execute(op, requests)`), its name and a call log."""
+
+    name: str
+    backend: Any
+    log: CallLog | None = None
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        started = time.perf_counter()
+        result = await self.backend.execute(op, requests)
+        self.record(op, len(requests), started, result)
+        return result
+
+    def record(self, op: str, n: int, started: float, result: list[Any]) -> None:
+        if self.log is not None:
+            self.log.add(self.name, op, n, started, result)
+
+    def with_log(self, log: CallLog) -> EngineClient:
+        return EngineClient(self.name, self.backend, log)
+
+
+# ---- LlamaIndex components over the adapters -----------------------------------------------------
+class EngineLLM(CustomLLM):
+    """A LlamaIndex LLM whose every chat / completion is one "decoding" request to teola's vLLM
+    adapter (greedy unless `temperature` is set)."""
+
+    max_tokens: int = 128
+    temperature: float = 0.0
+    context_window: int = 2048
+    model_name: str = "smollm2-135m-instruct"
+    _client: EngineClient = PrivateAttr()
+
+    def __init__(self, client: EngineClient, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._client = client
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "teola_engine_llm"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(context_window=self.context_window, num_output=self.max_tokens,
+                           is_chat_model=True, model_name=self.model_name)
+
+    async def _decode(self, parts: list[list[str]], **kwargs: Any) -> str:
+        request = {"parts": parts, "complete": True, "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+                   "temperature": kwargs.get("temperature", self.temperature), "stop": kwargs.get("stop"),
+                   "priority": 0, "split": None}
+        (result,) = await self._client.execute("decoding", [request])
+        return result["text"]
+
+    @llm_chat_callback()
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        text = await self._decode(messages_to_parts(messages), **kwargs)
+        return ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text))
+
+    @llm_completion_callback()
+    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return CompletionResponse(text=await self._decode([["user", prompt]], **kwargs))
+
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        raise RuntimeError(_SYNC.format(cls=type(self).__name__))
+
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        raise RuntimeError(_SYNC.format(cls=type(self).__name__))
+
+    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+        raise RuntimeError(_SYNC.format(cls=type(self).__name__))
+
+
+def messages_to_parts(messages: Sequence[ChatMessage]) -> list[list[str]]:
+    """A leading system message becomes the "system" part (the adapter renders it as the system
+    turn); user messages become "user" parts, joined into one user turn. Other roles (a multi-turn
+    history) are not representable as one request and raise ValueError."""
+    parts = []
+    for i, m in enumerate(messages):
+        if m.role == MessageRole.SYSTEM and i == 0:
+            parts.append(["system", m.content or ""])
+        elif m.role == MessageRole.USER:
+            parts.append(["user", m.content or ""])
+        else:
+            raise ValueError(f"EngineLLM takes a system message then user messages, got a {m.role.value!r} "
+                             f"message at position {i}")
+    return parts
+
+
+class EngineEmbedding(BaseEmbedding):
+    """A LlamaIndex embedding model over teola's embedding adapter (one request per text, each
+    `embed_batch_size` batch in one engine call)."""
+
+    _client: EngineClient = PrivateAttr()
+
+    def __init__(self, client: EngineClient, **kwargs: Any) -> None:
+        super().__init__(**{"model_name": "all-minilm-l6-v2", **kwargs})
+        self._client = client
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "teola_engine_embedding"
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return await self._client.execute("embedding", [{"text": t} for t in texts])
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return (await self._aget_text_embeddings([text]))[0]
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return (await self._aget_text_embeddings([query]))[0]
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        raise RuntimeError(_SYNC.format(cls=type(self).__name__))
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        raise RuntimeError(_SYNC.format(cls=type(self).__name__))
+
+
+class EngineVectorStore(BasePydanticVectorStore):
+    """A LlamaIndex vector store over teola's pgvector adapter, confined to one namespace. Nodes are
+    stored as text + embedding + LlamaIndex's node metadata dict; `aclear()` drops the namespace."""
+
+    stores_text: bool = True
+    namespace: str
+    _client: EngineClient = PrivateAttr()
+
+    def __init__(self, client: EngineClient, namespace: str, **kwargs: Any) -> None:
+        super().__init__(namespace=namespace, **kwargs)
+        self._client = client
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "teola_engine_vector_store"
+
+    @property
+    def client(self) -> Any:
+        return self._client.backend
+
+    async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        requests = [{"namespace": self.namespace, "text": n.get_content(metadata_mode=MetadataMode.NONE),
+                     "embedding": n.get_embedding(), "meta": node_to_metadata_dict(n, remove_text=True)}
+                    for n in nodes]
+        if requests:
+            await self._client.execute("ingestion", requests)
+        return [n.node_id for n in nodes]
+
+    async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        if query.query_embedding is None:
+            raise ValueError("EngineVectorStore: the query has no embedding (only dense search is supported)")
+        (hits,) = await self._client.execute("searching", [
+            {"namespace": self.namespace, "embedding": list(query.query_embedding),
+             "top_k": query.similarity_top_k}])
+        nodes = [metadata_dict_to_node(h["meta"], text=h["text"]) for h in hits]
+        return VectorStoreQueryResult(nodes=nodes, similarities=[h["score"] for h in hits],
+                                      ids=[n.node_id for n in nodes])
+
+    async def aclear(self) -> None:
+        await self._client.backend.drop_namespace(self.namespace)
+
+    def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        raise RuntimeError(_SYNC.format(cls=type(self).__name__))
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        raise RuntimeError(_SYNC.format(cls=type(self).__name__))
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        raise NotImplementedError("EngineVectorStore deletes whole namespaces only: use aclear()")
+
+
+class EngineReranker(BaseNodePostprocessor):
+    """A LlamaIndex node postprocessor scoring (query, node text) pairs with teola's reranker
+    adapter in one call and keeping the `top_n` best.
+
+    llama-index-core 0.12's `RetrieverQueryEngine.aquery` applies postprocessors synchronously, so
+    that path calls the adapter's blocking `score` on the event loop thread, as LlamaIndex's own
+    in-process rerankers (e.g. `SentenceTransformerRerank`) do; `apostprocess_nodes` awaits
+    `execute("reranking", ...)`."""
+
+    top_n: int = 3
+    _client: EngineClient = PrivateAttr()
+
+    def __init__(self, client: EngineClient, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._client = client
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "teola_engine_reranker"
+
+    def _pairs(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None) -> list[tuple[str, str]]:
+        if query_bundle is None:
+            raise ValueError("EngineReranker needs the query")
+        return [(query_bundle.query_str, n.node.get_content()) for n in nodes]
+
+    def _best(self, nodes: list[NodeWithScore], scores: list[float]) -> list[NodeWithScore]:
+        ranked = sorted(zip(scores, nodes), key=lambda p: -float(p[0]))[: self.top_n]
+        return [NodeWithScore(node=n.node, score=float(s)) for s, n in ranked]
+
+    async def _apostprocess_nodes(self, nodes: list[NodeWithScore],
+                                  query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        pairs = self._pairs(nodes, query_bundle)
+        if not pairs:
+            return []
+        scores = await self._client.execute("reranking", [{"query": q, "text": t} for q, t in pairs])
+        return self._best(nodes, scores)
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore],
+                           query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        pairs = self._pairs(nodes, query_bundle)
+        if not pairs:
+            return []
+        started = time.perf_counter()
+        scores = self._client.backend.score(pairs)
+        self._client.record("reranking", len(pairs), started, scores)
+        return self._best(nodes, scores)
+
+
+class ExpandedQueryRetriever(QueryFusionRetriever):
+    """LlamaIndex's fusion retriever with the query generation awaited: one LLM call writes
+    `num_queries` search queries with the teola expansion prompt; each is retrieved concurrently by
+    the wrapped retrievers and the results are fused (LlamaIndex's own code for both)."""
+
+    def __init__(self, retriever: Any, expander: EngineLLM, num_queries: int, top_k: int,
+                 system: str, task: str) -> None:
+        super().__init__([retriever], llm=expander, mode="simple", similarity_top_k=top_k,
+                         num_queries=num_queries, use_async=True)
+        self._expand = ChatPromptTemplate([ChatMessage(role=MessageRole.SYSTEM, content=system),
+                                           ChatMessage(role=MessageRole.USER, content="Question:\n\n{query}\n\n" + task)])
+
+    async def aexpand(self, question: str) -> list[QueryBundle]:
+        text = await self._llm.apredict(self._expand, query=question)
+        lines = [_LIST_MARK.sub("", line).strip() for line in text.strip("`").split("\n")]
+        queries = [q for q in lines if q][: self.num_queries]
+        return [QueryBundle(q) for q in queries] or [QueryBundle(question)]
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        results = await self._run_async_queries(await self.aexpand(query_bundle.query_str))
+        return self._simple_fusion(results)[: self.similarity_top_k]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        raise RuntimeError(_SYNC.format(cls=type(self).__name__))
+
+
+# ---- the pipelines ------------------------------------------------------------------------------
+@dataclass(slots=True)
+class RAGSpec:
+    """What one app's LlamaIndex pipeline does, read off the teola template (see `from_template`)."""
+
+    chunk_size: int = 256
+    chunk_overlap: int = 30
+    top_k: int = 3
+    mode: str = "tree"
+    max_tokens: int = 128
+    num_queries: int = 0                 # 0: no query expansion
+    expansion_max_tokens: int = 72
+    top_n: int = 0                       # 0: no reranking
+    instructions: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_template(cls, nodes: Sequence[Any], overrides: dict[str, dict[str, Any]] | None = None) -> RAGSpec:
+        """From a teola app's template nodes (`app.nodes`), with per-node-name config overrides as in
+        a query config's "nodes" (e.g. {"synthesis": {"max_tokens": 16}})."""
+        cfg = {n.kind: {**n.config, **(overrides or {}).get(n.name, {})} for n in nodes}
+        unknown = set(cfg) - {"indexing", "ingestion", "query_embedding", "search", "rerank", "synthesis",
+                              "query_expansion"}
+        if unknown:
+            raise ValueError(f"the LlamaIndex baseline covers document-QA RAG templates; unsupported components "
+                             f"{sorted(unknown)}")
+        idx, synth, exp = cfg.get("indexing", {}), cfg.get("synthesis", {}), cfg.get("query_expansion")
+        mode = synth.get("mode", "refine")
+        if mode not in RESPONSE_MODES:
+            raise ValueError(f"synthesis mode {mode!r} has no LlamaIndex counterpart; use one of {sorted(RESPONSE_MODES)}")
+        n_q = int(exp.get("num_queries", 3)) if exp is not None else 0
+        return cls(chunk_size=int(idx.get("chunk_size", 256)), chunk_overlap=int(idx.get("chunk_overlap", 30)),
+                   top_k=int(cfg.get("search", {}).get("top_k", 16)), mode=mode,
+                   max_tokens=int(synth.get("max_tokens", 128)), num_queries=n_q,
+                   expansion_max_tokens=int((exp or {}).get("max_tokens", 24 * n_q)),
+                   top_n=int(cfg["rerank"].get("top_n", 3)) if "rerank" in cfg else 0,
+                   instructions={"qa": synth.get("instruction", prompts.QA),
+                                 "refine": synth.get("refine_instruction", prompts.REFINE),
+                                 "expansion_system": (exp or {}).get("instruction", prompts.EXPANSION_SYSTEM),
+                                 "expansion_task": (exp or {}).get("task", prompts.EXPANSION).format(n=n_q)})
+
+
+@dataclass(slots=True)
+class Answer:
+    """One query's answer, the chunks it was synthesized from, its engine calls and the seconds from
+    the call to the answer (the namespace is dropped after that, as teola does after a query)."""
+
+    text: str
+    sources: list[str]
+    trace: list[dict[str, Any]]
+    seconds: float
+
+
+def chunk_tokens(text: str) -> list[None]:
+    """As many items as teola's chunker counts tokens in `text` (SentenceSplitter only takes len())."""
+    return [None] * count_tokens(text)
+
+
+def _chat_template(system: str, user: str) -> ChatPromptTemplate:
+    return ChatPromptTemplate([ChatMessage(role=MessageRole.SYSTEM, content=system),
+                               ChatMessage(role=MessageRole.USER, content=user)])
+
+
+class LlamaIndexRAG:
+    """Runs a RAG app with LlamaIndex over teola's engine adapters. `backends` maps the engine names
+    "llm", "embedding", "vectordb" and (for reranking) "reranker" to started adapters."""
+
+    def __init__(self, backends: dict[str, Any], spec: RAGSpec) -> None:
+        need = {"llm", "embedding", "vectordb"} | ({"reranker"} if spec.top_n else set())
+        missing = need - set(backends)
+        if missing:
+            raise ValueError(f"LlamaIndexRAG needs engine adapters for {sorted(missing)}")
+        self.spec = spec
+        self.clients = {name: EngineClient(name, b) for name, b in backends.items()}
+        llm_backend = backends["llm"]
+        renderer = getattr(llm_backend, "renderer", None)
+        if renderer is None:
+            raise ValueError("the llm adapter is not started (no tokenizer yet): start the engines first")
+        tokenizer = renderer.tokenizer
+        self.context_window = int(getattr(llm_backend, "max_model_len", 2048))
+        self.tokenize = lambda text: tokenizer.encode(text, add_special_tokens=False)
+        # Chunk sizes count tokens the way teola's chunker does, so both index the same chunks;
+        # prompts are fitted to the context window with the model's own tokenizer.
+        self.splitter = SentenceSplitter(chunk_size=spec.chunk_size, chunk_overlap=spec.chunk_overlap,
+                                         tokenizer=chunk_tokens)
+        # Every LlamaIndex default points at our objects, so nothing falls back to OpenAI / tiktoken.
+        Settings.tokenizer = self.tokenize
+        Settings.llm = self._llm(self.clients["llm"], spec.max_tokens)
+        Settings.embed_model = EngineEmbedding(self.clients["embedding"])
+        Settings.node_parser = self.splitter
+        Settings.context_window = self.context_window
+
+    @classmethod
+    def from_app(cls, app: Any, nodes: dict[str, dict[str, Any]] | None = None) -> LlamaIndexRAG:
+        """The pipeline for a started teola app, on that app's engine adapters (instance 0 of each)."""
+        if app.runtime is None:
+            raise ValueError(f"app {app.name!r} is not started: await app.start() first")
+        backends = {name: insts[0].handle for name, insts in app.runtime.instances.items() if insts}
+        return cls(backends, RAGSpec.from_template(app.nodes, nodes))
+
+    def _llm(self, client: EngineClient, max_tokens: int) -> EngineLLM:
+        return EngineLLM(client, max_tokens=max_tokens, context_window=self.context_window)
+
+    async def aquery(self, question: str, documents: Sequence[str | dict[str, Any]]) -> Answer:
+        """Ingest `documents` into a fresh namespace, answer `question` from them, drop the namespace."""
+        log = CallLog()
+        c = {name: client.with_log(log) for name, client in self.clients.items()}
+        spec = self.spec
+        embed = EngineEmbedding(c["embedding"])
+        store = EngineVectorStore(c["vectordb"], namespace=f"llamaindex-{uuid.uuid4().hex[:12]}")
+        try:
+            docs = [Document(text=d if isinstance(d, str) else d["text"]) for d in documents]
+            await IngestionPipeline(transformations=[self.splitter, embed], vector_store=store,
+                                    disable_cache=True).arun(documents=docs)
+            index = VectorStoreIndex.from_vector_store(store, embed_model=embed)
+            retriever = index.as_retriever(similarity_top_k=spec.top_k)
+            if spec.num_queries:
+                retriever = ExpandedQueryRetriever(
+                    retriever, self._llm(c["llm"], spec.expansion_max_tokens), spec.num_queries,
+                    spec.top_k * spec.num_queries, spec.instructions["expansion_system"],
+                    spec.instructions["expansion_task"])
+            post = [EngineReranker(c["reranker"], top_n=spec.top_n)] if spec.top_n else []
+            qa = _chat_template(spec.instructions["qa"], "{query_str}\n\n{context_str}")
+            synth = get_response_synthesizer(
+                llm=self._llm(c["llm"], spec.max_tokens), response_mode=RESPONSE_MODES[spec.mode],
+                text_qa_template=qa, summary_template=qa,
+                refine_template=_chat_template(spec.instructions["refine"],
+                                               "{query_str}\n\n{context_msg}\n\n{existing_answer}"),
+                use_async=True)
+            engine = RetrieverQueryEngine(retriever, response_synthesizer=synth, node_postprocessors=post)
+            response = await engine.aquery(question)
+            return Answer(str(response.response or ""), [n.node.get_content() for n in response.source_nodes],
+                          log.entries, time.perf_counter() - log.t0)
+        finally:
+            await asyncio.shield(store.aclear())
