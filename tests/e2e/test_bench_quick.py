@@ -1,5 +1,6 @@
 """Smoke test of the end-to-end RAG benchmark harness (bench/rag.py) on the real engines: naive RAG,
-two queries, one rate, teola and one baseline; checks the structure of the results, never timings.
+two queries, one rate, one trial, teola, one LlamaDist baseline and the real LlamaIndex library;
+checks the structure of the results and that LlamaIndex ran on our engines, never timings.
 The apps start once for this module."""
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 
 pytestmark = pytest.mark.engines
 
+SYSTEMS = ("teola", "LlamaDist-PO", "LlamaIndex")
+
 
 @pytest.fixture(scope="module")
 async def smoke():
@@ -16,37 +19,53 @@ async def smoke():
     from engines.paths import configure_engine_env
 
     configure_engine_env()
-    settings = Settings(apps=("naive_rag",), systems=("teola", "LlamaDist-PO"), rates=("high",),
+    settings = Settings(apps=("naive_rag",), systems=SYSTEMS, rates=("high",), trials=1,
                         n_queries={"high": 2}, passages=2, ablations=(), warmup=False,
                         nodes={"synthesis": {"max_tokens": 16}})
     apps = make_apps(settings.apps)
     for app in apps.values():
         await app.start()
+    # Every request the vLLM adapter receives, by op and prompt-part names (LlamaIndex's calls
+    # arrive as system/user parts, teola's as instruction/question/context/...).
+    handle = apps["naive_rag"].runtime.instances["llm"][0].handle
+    llm = getattr(handle, "backend", handle)
+    seen: list[tuple[str, tuple[str, ...]]] = []
+    execute = llm.execute
+
+    async def spy(op, requests):
+        seen.extend((op, tuple(p[0] for p in r.get("parts", []))) for r in requests)
+        return await execute(op, requests)
+
+    llm.execute = spy
     try:
         data = await bench(apps, settings, progress=False)
     finally:
+        del llm.execute
         for app in apps.values():
             await app.stop()
     data["machine"] = {"cpu": "test", "cores": 0, "commit": "test"}
-    return data, markdown(data, "pytest"), speedups(data)
+    return data, markdown(data, "pytest"), speedups(data), seen
 
 
 async def test_results_structure(smoke):
-    data, _, _ = smoke
+    data, _, _, _ = smoke
+    assert data["skipped"] == {}, data["skipped"]
     res = data["apps"]["naive_rag"]
     iso = res["isolated"]
     assert len(iso["records"]) == 2 and len(iso["bounds"]) == 2
     assert all(r["ok"] for r in iso["records"]), [r.get("error") for r in iso["records"]]
     assert all(b > 0 for b in iso["bounds"])
     runs = res["runs"]["high"]
-    assert set(runs) == {"teola", "LlamaDist-PO"}
+    assert set(runs) == set(SYSTEMS)
     for system, entry in runs.items():
         s = entry["summary"]
         assert s["n"] == 2 and s["failed"] == 0, (system, s["errors"])
         for key in ("mean", "p50", "p99", "bound_ratio_mean"):
             assert math.isfinite(s[key]) and s[key] > 0, (system, key)
         assert {"embedding", "searching"} <= set(s["by_op"])
+        assert len(entry["trials"]) == 1 and math.isfinite(entry["trials"][0]["summary"]["mean"])
         for rec in entry["records"]:
+            assert rec["trial"] == 0
             assert rec["trace"] and {"primitive", "op", "queued", "started", "finished"} <= set(rec["trace"][0])
     cp = runs["teola"]["critical_path"]
     assert set(cp) >= {"compile", "queueing", "execution", "scheduling_comm"}
@@ -54,7 +73,7 @@ async def test_results_structure(smoke):
 
 
 async def test_baseline_graphs_differ(smoke):
-    data, _, _ = smoke
+    data, _, _, _ = smoke
     runs = data["apps"]["naive_rag"]["runs"]["high"]
     teola_ops = {t["op"] for r in runs["teola"]["records"] for t in r["trace"]}
     chain_ops = {t["op"] for r in runs["LlamaDist-PO"]["records"] for t in r["trace"]}
@@ -62,9 +81,27 @@ async def test_baseline_graphs_differ(smoke):
     assert "partial_prefilling" not in chain_ops
 
 
+async def test_llamaindex_answers_on_our_engines(smoke):
+    data, _, _, seen = smoke
+    records = data["apps"]["naive_rag"]["runs"]["high"]["LlamaIndex"]["records"]
+    assert all(r["ok"] and r["answer"].strip() for r in records), [(r.get("error"), r.get("answer")) for r in records]
+    for rec in records:
+        ops = {(t["engine"], t["op"]) for t in rec["trace"]}
+        assert {("embedding", "embedding"), ("vectordb", "ingestion"), ("vectordb", "searching"),
+                ("llm", "decoding")} <= ops, ops
+        decodes = [t for t in rec["trace"] if t["op"] == "decoding"]
+        assert all(t["num_output_tokens"] >= 1 for t in decodes)
+    # The vLLM adapter itself saw LlamaIndex's chat calls (a system turn, then the user turn).
+    li_calls = [parts for op, parts in seen if op == "decoding" and parts == ("system", "user")]
+    assert len(li_calls) >= len(records)
+
+
 async def test_report(smoke):
-    _, md, rows = smoke
-    assert [r["baseline"] for r in rows] == ["LlamaDist-PO"]
-    assert math.isfinite(rows[0]["mean"])
+    _, md, rows, _ = smoke
+    assert [r["baseline"] for r in rows] == ["LlamaDist-PO", "LlamaIndex"]
+    for row in rows:
+        assert math.isfinite(row["mean"]) and row["min"] <= row["mean"] <= row["max"] and row["std"] == 0.0
     assert "| naive_rag | high | LlamaDist-PO |" in md
+    assert "| naive_rag | high | LlamaIndex |" in md
     assert "Critical path" in md
+    assert "not used" not in md
