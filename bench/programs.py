@@ -53,40 +53,51 @@ def _out(rng: random.Random, mean: float, lo: int, hi: int) -> int:
     return int(min(hi, max(lo, rng.expovariate(1.0 / mean))))
 
 
-def chat_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM) -> ProgramSpec:
-    n = min(24, 1 + int(rng.paretovariate(1.6)) - 1 + int(rng.expovariate(1 / 2.0)))
+def chat_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM,
+                 max_calls: int = 24, out_mean: float = 60, out_max: int = 400) -> ProgramSpec:
+    """A single-threaded program: a long-tailed number of sequential calls (at most `max_calls`)
+    with exponential output lengths (mean `out_mean`, clipped to [4, out_max])."""
+    n = min(max_calls, 1 + int(rng.paretovariate(1.6)) - 1 + int(rng.expovariate(1 / 2.0)))
     calls, ctx = [], system
     for i in range(max(1, n)):
         user = rng.choice(qtok) * rng.randint(1, 4)
-        out = _out(rng, 60, 4, 400)
+        out = _out(rng, out_mean, 4, out_max)
         calls.append(CallSpec(ctx + user, out, (i - 1,) if i else ()))
         ctx += user + out
     return ProgramSpec(pid, t, calls, "chat")
 
 
-def tree_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM) -> ProgramSpec:
+def tree_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM,
+                 steps: tuple[int, int] = (2, 4), width: tuple[int, int] = (2, 8), out_mean: float = 25,
+                 out_max: int = 120) -> ProgramSpec:
+    """A multi-threaded program: `steps` expansion steps of `width` parallel calls each (ranges,
+    inclusive); every call of a step depends on all calls of the previous step."""
     q = rng.choice(qtok) * 3
     calls: list[CallSpec] = []
     prev: tuple[int, ...] = ()
     path = 0
-    for _ in range(rng.randint(2, 4)):
-        width = rng.randint(2, 8)
+    for _ in range(rng.randint(*steps)):
+        n = rng.randint(*width)
         step = []
-        for _ in range(width):
+        for _ in range(n):
             step.append(len(calls))
-            calls.append(CallSpec(system + q + path, _out(rng, 25, 4, 120), prev))
+            calls.append(CallSpec(system + q + path, _out(rng, out_mean, 4, out_max), prev))
         path += 40
         prev = tuple(step)
     return ProgramSpec(pid, t, calls, "tree")
 
 
-def workload(kind: str, rate: float, n: int, seed: int, qtok: list[int], system: int = SYSTEM) -> list[ProgramSpec]:
+def workload(kind: str, rate: float, n: int, seed: int, qtok: list[int], system: int = SYSTEM,
+             **shape: Any) -> list[ProgramSpec]:
+    """`n` programs of `kind` ("chat" or "tree") with Poisson arrivals at `rate` programs/s (rate
+    0: all at t=0); `shape` goes to the generator (e.g. max_calls, out_mean for chat)."""
     rng = random.Random(seed)
     make = chat_program if kind == "chat" else tree_program
     t, out = 0.0, []
     for i in range(n):
-        t += rng.expovariate(rate)
-        out.append(make(f"{kind}{i}", t, rng, qtok, system))
+        gap = rng.expovariate(rate if rate > 0 else 1.0)  # drawn either way: same program shapes at every rate
+        t += gap if rate > 0 else 0.0
+        out.append(make(f"{kind}{i}", t, rng, qtok, system, **shape))
     return out
 
 
