@@ -247,7 +247,8 @@ def markdown(res: dict[str, Any]) -> str:
            f"bench/programs.py shrunk to {SHAPES}; text: {res['text_source']}. Poisson program arrivals, seed "
            f"{res['seed']}; latency = program completion - arrival. Policies: FCFS = teola's `fifo`; MLFQ / PLAS / "
            f"ATLAS with queues {QUEUES} (service = decoded tokens). Command: `{res['command']}` "
-           f"({res['wall_seconds']:.0f} s wall, engine start-up included).", "",
+           f"({res['wall_seconds']:.0f} s wall, engine start-up included; 1-minute load average "
+           f"{res['loadavg']['before']:.1f} before, {res['loadavg']['after']:.1f} after).", "",
            "How the policies act here: teola ranks the queued calls and passes each call's queue index to vLLM "
            "as its request priority. vLLM's priority scheduler orders its waiting queue by it but preempts a "
            "running sequence only when KV memory runs out, so a call's priority is fixed once it reaches the "
@@ -341,7 +342,7 @@ def _fmt(x: float | None) -> str:
 
 SIZES = {
     "full": {"kinds": ("chat", "tree"), "programs": {"chat": 20, "tree": 18},
-             "loads": {"chat": [0.5, 0.9], "tree": [0.5, 0.8, 1.1]}, "repeat_fifo": True,
+             "loads": {"chat": [0.6, 1.2], "tree": [0.5, 1.0, 1.5]}, "repeat_fifo": True,
              "balancer_programs": 14, "balancer_rates": [0.8, 1.6]},
     "quick": {"kinds": ("tree",), "programs": {"tree": 6}, "loads": {"tree": [0.8]},
               "balancer_programs": 6, "balancer_rates": [0.8]},
@@ -353,6 +354,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
 
     sizes = SIZES["quick" if args.quick else "full"]
     t0 = time.perf_counter()
+    load_before = os.getloadavg()[0]  # other work on the machine skews every number below
     questions, docs, source = load_texts()
     res: dict[str, Any] = {"command": "python -m bench.programs_vllm" + (" --quick" if args.quick else ""),
                            "vllm": vllm.__version__, "seed": args.seed, "text_source": source, "sizes": sizes,
@@ -362,6 +364,7 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         res["throughput_ratio"] = throughput_ratio(res["policies"]["tree"]["rows"])
     res["balancers"] = await balancers(sizes, questions, docs, args.seed)
     res["wall_seconds"] = time.perf_counter() - t0
+    res["loadavg"] = {"before": load_before, "after": os.getloadavg()[0]}
     return res
 
 
