@@ -28,8 +28,8 @@ alone (single query) and under the high rate.
 
 Run: .venv/bin/python -m bench.rag [--quick] [--trials N] [--apps A,B] [--systems S,T]
 (or `teola bench rag [--quick]`). The full suite (2 trials, 6 systems, ablations) is sized to finish
-in under 30 minutes on the 2-core machine; --quick (one rate, 2 queries, 1 trial, no ablations) in
-under 5 minutes including engine start-up. Writes bench/results/rag.{json,md} and rag_*.png
+in under 30 minutes on the 2-core machine; --quick (one rate, 2 queries, 1 trial, no ablations,
+teola + LlamaDist-PO + LlamaDistPC-TO + LlamaIndex) in under 5 minutes including engine start-up. Writes bench/results/rag.{json,md} and rag_*.png
 (--quick: bench/results/quick/).
 """
 from __future__ import annotations
@@ -98,8 +98,10 @@ class Settings:
 
     @classmethod
     def quick(cls) -> Settings:
-        return cls(rates=("high",), n_queries={"high": 2}, trials=1, ablations=(), ablation_load=False,
-                   warmup_configs=1)
+        """Under 5 minutes with engine start-up: one rate, 2 queries, 1 trial, no ablations, and one
+        baseline of each kind (chain with PO, parallel modules with TO, LlamaIndex)."""
+        return cls(systems=("teola", "LlamaDist-PO", "LlamaDistPC-TO", LLAMAINDEX), rates=("high",),
+                   n_queries={"high": 2}, trials=1, ablations=(), ablation_load=False, warmup_configs=1)
 
 
 # ---- apps and engines ---------------------------------------------------------------------------
@@ -531,10 +533,12 @@ def speedups(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def verdict(row: dict[str, Any]) -> str:
-    """teola faster / slower in every trial, or a tie (the trials disagree, or one trial within 5%)."""
-    if row["min"] > 1.0 and (len(row["trials"]) > 1 or row["min"] > 1.05):
+    """teola faster / slower in every trial, or a tie: the trials disagree, or a single trial is
+    within 10% of 1.0 (run-to-run noise on the shared machine is about that large)."""
+    margin = 0.0 if len(row["trials"]) > 1 else 0.10
+    if row["min"] > 1.0 + margin:
         return "teola faster"
-    if row["max"] < 1.0 and (len(row["trials"]) > 1 or row["max"] < 0.95):
+    if row["max"] < 1.0 - margin:
         return "teola slower"
     return "tie"
 
@@ -584,7 +588,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)",
         "",
         ("mean: the mean over trials of each trial's mean-latency ratio, with its min-max and standard "
-         "deviation over trials; verdict: faster or slower only if every trial agrees, else a tie. "
+         "deviation over trials; verdict: faster or slower only if every trial agrees (a single trial: by "
+         "more than 10%), else a tie. "
          "p50 / p99: ratios over all trials' queries pooled."),
         "",
         "| app | rate | baseline | mean (min-max) | std | verdict | p50 | p99 |",
@@ -869,7 +874,8 @@ def render(path: Path, note: str | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.rag", description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="one rate, 2 queries per app, 1 trial, no ablations (<5 min with engine start-up)")
+    p.add_argument("--quick", action="store_true", help="one rate, 2 queries per app, 1 trial, no ablations, one baseline of each kind "
+                   "(<5 min with engine start-up)")
     p.add_argument("--apps", default=None, help="comma-separated subset of naive_rag,advanced_rag")
     p.add_argument("--systems", default=None, help=f"comma-separated subset of {','.join(ALL_SYSTEMS)} (teola is "
                    "always run: speedups are relative to it)")
