@@ -8,7 +8,9 @@ What is LlamaIndex (its own code, unchanged): `SentenceSplitter` chunking, `Inge
 (dedupe, keep the best score), `RetrieverQueryEngine.aquery` applying node postprocessors then a
 response synthesizer from `get_response_synthesizer` (`refine`, `compact` or `tree_summarize`, its
 `PromptHelper` repacking chunks to the context window), its prompt templates, `Settings`, callbacks and
-instrumentation. Everything runs on LlamaIndex's async path, so concurrent queries overlap.
+instrumentation. Everything runs on LlamaIndex's async path (`aquery`), so concurrent queries
+overlap; the one blocking step is reranking, which llama-index-core 0.12's query engine runs
+synchronously (see `EngineReranker`).
 
 What is ours (thin adapters, one engine call each): `EngineLLM` (a `CustomLLM`; one chat or completion
 = one "decoding" request to the vLLM adapter, system message -> the "system" prompt part, user
@@ -21,18 +23,20 @@ question, context, existing answer), so both sides send the same prompts. Query 
 explicit LLM call with the teola expansion prompt: llama-index-core 0.12's `QueryFusionRetriever`
 generates its queries with the blocking `llm.complete` even on its async path, which cannot share an
 event loop with async engines, so `ExpandedQueryRetriever` overrides only that step (awaiting the LLM)
-and searches the expanded queries (not the original one, as teola does) with the library's fusion.
+and searches only the expanded queries, as teola does (the library would add the original query),
+with the library's fusion.
 
 Mapping of the teola templates: chunk_size / chunk_overlap -> SentenceSplitter (sizes counted as
-teola's chunker counts them, so both split documents alike); search top_k -> similarity_top_k per query; rerank top_n -> the postprocessor;
-synthesis mode compact / refine / tree -> response_mode compact / refine / tree_summarize (LlamaIndex
+teola's chunker counts them, so both split documents alike); search top_k -> similarity_top_k per
+query; rerank top_n -> the postprocessor; synthesis mode compact / refine / tree -> response_mode compact / refine / tree_summarize (LlamaIndex
 packs chunks to fill the context window, so 3 short chunks take one call where teola's tree makes a
 leaf call per chunk plus a merge); max_tokens per call as the templates set. Nothing here opens a
 network connection: the tokenizer is the model's local one and the NLTK data LlamaIndex needs is in
 its package (`llama_index/core/_static`); `Settings.llm`/`embed_model`/`tokenizer` are set to the
 objects here so no default (OpenAI) is ever resolved.
 
-Only the async API is supported (`aquery`, `achat`, ...): the adapters live on the caller's event loop.
+Only the async API is supported (`aquery`, `achat`, ...): the adapters live on the caller's event loop
+(the synchronous methods raise, except the reranker's, which calls the adapter's blocking `score`).
 """
 from __future__ import annotations
 
