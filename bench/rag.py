@@ -82,7 +82,9 @@ class Settings:
     apps: tuple[str, ...] = ("naive_rag", "advanced_rag")
     systems: tuple[str, ...] = ALL_SYSTEMS
     rates: tuple[str, ...] = ("low", "high")
-    n_queries: dict[str, int] = field(default_factory=lambda: {"low": 2, "high": 4})
+    # 2 trials x (2 low + 3 high) queries x 6 systems: ~23-25 min of runs on the 2-core machine
+    # (estimated from the per-trace times of earlier runs), leaving room under 30 min.
+    n_queries: dict[str, int] = field(default_factory=lambda: {"low": 2, "high": 3})
     trials: int = 2                    # each (app, rate, system) trace, with seeds seed, seed+1, ...
     passages: int = 10
     source: str = "truthfulqa"
