@@ -29,8 +29,8 @@ alone (single query) and under the high rate.
 Run: .venv/bin/python -m bench.rag [--quick] [--trials N] [--apps A,B] [--systems S,T]
 (or `teola bench rag [--quick]`). The full suite (2 trials, 6 systems, ablations) is sized to finish
 in under 30 minutes on the 2-core machine; --quick (one rate, 2 queries, 1 trial, no ablations,
-teola + LlamaDist-PO + LlamaDistPC-TO + LlamaIndex) in under 5 minutes including engine start-up. Writes bench/results/rag.{json,md} and rag_*.png
-(--quick: bench/results/quick/).
+teola + LlamaDist-PO + LlamaDistPC-TO + LlamaIndex) in under 5 minutes including engine start-up.
+Writes bench/results/rag.{json,md} and rag_*.png (--quick: bench/results/quick/).
 """
 from __future__ import annotations
 
