@@ -246,13 +246,16 @@ def markdown(res: dict[str, Any]) -> str:
            f"decoding exactly its drawn output length (`ignore_eos`). Workloads: the chat / tree generators of "
            f"bench/programs.py shrunk to {SHAPES}; text: {res['text_source']}. Poisson program arrivals, seed "
            f"{res['seed']}; latency = program completion - arrival. Policies: FCFS = teola's `fifo`; MLFQ / PLAS / "
-           f"ATLAS with queues {QUEUES} (service = decoded tokens). Command: `{res['command']}` "
-           f"({res['wall_seconds']:.0f} s wall, engine start-up included; 1-minute load average "
-           f"{res['loadavg']['before']:.1f} before, {res['loadavg']['after']:.1f} after).", "",
+           f"ATLAS with queues {QUEUES} (service = decoded tokens). "
+           + "; then ".join(f"`{r['command']}` ({r['wall_seconds']:.0f} s wall)" for r in res["runs"])
+           + " (engine start-ups included). The machine is shared: each section "
+           "gives the 1-minute load average before and after it (2 cores; above ~2 something else was "
+           "running and competed for them).", "",
            "How the policies act here: teola ranks the queued calls and passes each call's queue index to vLLM "
            "as its request priority. vLLM's priority scheduler orders its waiting queue by it but preempts a "
            "running sequence only when KV memory runs out, so a call's priority is fixed once it reaches the "
            "engine (no demotion mid-call, no quantum preemption as in Autellix's modified vLLM).", ""]
+    out += [f"Policy runs: {_load(p)}.", ""]
     for kind in [k for k in ("chat", "tree") if k in p]:
         s = p[kind]
         b = s["burst"]
@@ -273,12 +276,12 @@ def markdown(res: dict[str, Any]) -> str:
                 f"(1.5x FCFS's mean at the lowest load), FCFS sustains {_fmt(t['fcfs_rate'])} programs/s and ATLAS "
                 f"{_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} (linear interpolation between the "
                 "measured rates, no extrapolation: a policy that still meets the target at the highest measured "
-                "rate is credited with that rate).", ""]
+                "rate is credited with that rate)." + _spread(p.get("tree", {}).get("fifo_repeat")), ""]
     b = res["balancers"]
     out += [f"### 2 instances (each vLLM worker bound to its own core), chat over a ~500-token per-program "
             f"document, PLAS, {b['programs']} programs ({b['calls_per_program']:.1f} calls each); locality "
             f"threshold {b['threshold']} prompt tokens (every call here is longer, so locality pins every "
-            "program)", "",
+            f"program); {_load(b)}", "",
             "| balancer | rate (prog/s) | mean (s) | P50 (s) | P95 (s) | P99 (s) | prompt tokens | cached tokens "
             "| programs split over 2 instances | calls per instance |",
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -315,6 +318,12 @@ def reading(res: dict[str, Any]) -> list[str]:
             lines.append(f"{kind}: FCFS run twice at load {n['load']:.2f} gave means {n['mean'][0]:.2f} and "
                          f"{n['mean'][1]:.2f} s (P95 {n['p95'][0]:.2f} / {n['p95'][1]:.2f} s): differences of that "
                          "size between policies are run-to-run noise, not policy effects.")
+    tree = SHAPES["tree"]
+    lines.append(f"Why ATLAS is close to FCFS on this tree workload: a call's ATLAS priority is its critical path so "
+                 f"far, about {tree['out_mean']} decoded tokens per earlier step, and the first queue spans "
+                 f"{QUEUES['base_quantum']:.0f} tokens, so the calls of the first two steps of every program share "
+                 "queue 0 and keep their arrival order; only third steps drop a queue. PLAS sums all calls of a "
+                 "program and separates programs earlier. The quanta were chosen before the run and not tuned.")
     lines.append("Each point is one run of the programs listed (P99 of under 20 programs is their maximum), so the "
                  "tails are noisy. Priorities only reorder vLLM's waiting queue (max 8 running sequences) and "
                  "are fixed once a call reaches the engine, so PLAS/ATLAS can act only when more calls wait than "
@@ -336,6 +345,22 @@ def reading(res: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _spread(repeat: dict[str, Any] | None) -> str:
+    if not repeat:
+        return ""
+    a, b = repeat["mean"]
+    return (f" For scale, FCFS's mean at load {repeat['load']:.2f} moved by {100 * abs(a - b) / a:.0f}% between "
+            "two runs of the same programs.")
+
+
+def _load(part: dict[str, Any]) -> str:
+    la = part.get("loadavg")
+    if not la:
+        return "load average not recorded"
+    wall = f" ({part['wall_seconds']:.0f} s)" if "wall_seconds" in part else ""
+    return f"load average {la[0]:.1f} before, {la[1]:.1f} after{wall}"
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
@@ -349,22 +374,30 @@ SIZES = {
 }
 
 
-async def amain(args: argparse.Namespace) -> dict[str, Any]:
+async def amain(args: argparse.Namespace, previous: dict[str, Any] | None) -> dict[str, Any]:
     import vllm
 
     sizes = SIZES["quick" if args.quick else "full"]
     t0 = time.perf_counter()
-    load_before = os.getloadavg()[0]  # other work on the machine skews every number below
     questions, docs, source = load_texts()
-    res: dict[str, Any] = {"command": "python -m bench.programs_vllm" + (" --quick" if args.quick else ""),
-                           "vllm": vllm.__version__, "seed": args.seed, "text_source": source, "sizes": sizes,
-                           "engine": ENGINE, "queues": QUEUES, "shapes": SHAPES}
-    res["policies"] = await policies(sizes, questions, args.seed)
+    res: dict[str, Any] = dict(previous or {})
+    res.update({"vllm": vllm.__version__, "seed": args.seed, "text_source": source, "sizes": sizes,
+                "engine": ENGINE, "queues": QUEUES, "shapes": SHAPES})
+    command = "python -m bench.programs_vllm" + (" --quick" if args.quick else "")
+    if args.part != "all":
+        command += f" --part {args.part}"
+    for part in ("policies", "balancers"):
+        if args.part not in ("all", part):
+            continue
+        t = time.perf_counter()
+        before = os.getloadavg()[0]  # other work on the machine skews the numbers: record it
+        res[part] = await (policies(sizes, questions, args.seed) if part == "policies"
+                           else balancers(sizes, questions, docs, args.seed))
+        res[part].update(wall_seconds=time.perf_counter() - t, loadavg=[before, os.getloadavg()[0]])
     if "tree" in res["policies"]:
         res["throughput_ratio"] = throughput_ratio(res["policies"]["tree"]["rows"])
-    res["balancers"] = await balancers(sizes, questions, docs, args.seed)
-    res["wall_seconds"] = time.perf_counter() - t0
-    res["loadavg"] = {"before": load_before, "after": os.getloadavg()[0]}
+    runs = list(res.get("runs", [])) if args.part != "all" else []
+    res["runs"] = runs + [{"command": command, "wall_seconds": time.perf_counter() - t0}]
     return res
 
 
@@ -372,10 +405,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one workload, one rate, few programs (smoke run)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--part", choices=("all", "policies", "balancers"), default="all",
+                    help="re-measure one experiment and keep the other from the last results file")
     args = ap.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    res = asyncio.run(amain(args))
     folder = RESULTS / "quick" if args.quick else RESULTS  # quick runs stay out of BENCHMARKS.md
+    previous = None
+    if args.part != "all":
+        path = folder / "programs_vllm.json"
+        if not path.exists():
+            raise SystemExit(f"--part {args.part} re-measures one experiment of an earlier run; {path} is missing")
+        previous = json.loads(path.read_text())
+        previous.pop("machine", None)
+    res = asyncio.run(amain(args, previous))
     folder.mkdir(parents=True, exist_ok=True)
     text = markdown(res)
     (folder / "programs_vllm.json").write_text(json.dumps({"machine": machine(), **res}, indent=2, default=str))
