@@ -87,7 +87,8 @@ def _check_balancer(name: str, balancer: Any, options: Any) -> tuple[str, dict[s
     if balancer not in known:
         raise ValueError(f"Engine {name!r}: unknown balancer {balancer!r}; known balancers: {', '.join(known)}")
     if options is not None and not isinstance(options, dict):
-        raise TypeError(f"Engine {name!r}: balancer_options must be a dict (e.g. {{'threshold': 2048}}), got {options!r}")
+        raise TypeError(f"Engine {name!r}: balancer_options must be a dict (e.g. {{'threshold': 2048}}), "
+                        f"got {options!r}")
     options = dict(options or {})
     if balancer == DEFAULT_BALANCER:
         if options:
