@@ -680,11 +680,10 @@ WHY = """### Why teola falls short of the paper's speedups on this machine
   to query expansion, partial prefills next to retrieval) mostly take turns instead of overlapping, and
   each extra concurrent request slows the one it overlaps. In the per-op tables teola spends more
   time per query in embedding (execution + queueing) than the chained baselines.
-- Partial prefilling of the instruction + question is ~40-50 tokens, less than one vLLM KV block, and
-  vLLM reuses only full blocks, so a full prefill cannot reuse its own partial prefill. teola still
-  gets about twice the prefix-cache hits of the baselines (cached prompt tokens column), but prefill
-  is a small part of a query here, while the extra requests queue on the one LLM core
-  (`partial_prefilling` rows).
+- Partial prefilling of the instruction + question (~40-50 tokens) fills one 32-token vLLM KV block,
+  and vLLM reuses only full blocks, so a full prefill reuses at most that block of its partial
+  prefill: teola gets about twice the prefix-cache hits of the chained baselines (cached prompt
+  tokens column), but prefill is a small part of a query here (`partial_prefilling` rows).
 - Stage decomposition splits each query's ~10-chunk indexing into embedding batches of 4 (the
   pre-tuned efficient batch): more engine calls, and the query embedding queues behind them.
 - LLM decoding is ~70-90% of every query and is the same work in every system; no pass shortens it.
