@@ -18,6 +18,7 @@ Request / result shapes per op (one request per item; the runtime batches reques
                   "max_tokens": int, "temperature": float, "stop": list[str] | None,
                   "priority": int,                # lower runs first
                   "split": "list" | "jsonl" | None,  # how to cut a streamed output into items
+                  "max_items": int,               # optional, with a split: stop once this many items are out
                   "ignore_eos": bool,             # optional (default False): decode exactly max_tokens
                                                   # tokens (fixed output lengths for benchmarks)
                   "seed": int | None}             # optional: sampling seed

@@ -115,9 +115,14 @@ def _check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]
     split = req.get("split")
     if split is not None and split not in SPLITS:
         raise ValueError(f"request 'split' must be one of {', '.join(SPLITS)} or None, got {split!r}")
+    max_items = req.get("max_items")
+    if max_items is not None and (not isinstance(max_items, int) or isinstance(max_items, bool) or max_items < 1
+                                  or split is None):
+        raise ValueError(f"request 'max_items' must be an int >= 1 on a request with a 'split', got {max_items!r}"
+                         f" (split {split!r})")
     return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
             "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(req.get("ignore_eos", False)),
-            "seed": req.get("seed")}
+            "seed": req.get("seed"), "max_items": max_items}
 
 
 CPU_BLOCK_SIZE = 32
@@ -331,27 +336,38 @@ class VLLMEngine:
         text: list[str] = []
         num_output = 0
         last = None
-        async for out in self._engine.generate(_tokens_prompt(ids), params, request_id=request_id,
-                                               priority=req["priority"]):
-            last = out
-            if prefill:
-                continue
-            delta = out.outputs[0]
-            text.append(delta.text)
-            num_output += len(delta.token_ids)
-            if parser is not None:
-                for item in parser.feed(delta.text):
-                    if emit is not None:
-                        await emit(i, "item", item)
+        max_items = req["max_items"] if parser is not None else None
+        stopped = False
+        outputs = self._engine.generate(_tokens_prompt(ids), params, request_id=request_id, priority=req["priority"])
+        try:
+            async for out in outputs:
+                last = out
+                if prefill:
+                    continue
+                delta = out.outputs[0]
+                text.append(delta.text)
+                num_output += len(delta.token_ids)
+                if parser is not None:
+                    new = parser.feed(delta.text)
+                    if max_items is not None:  # items before this delta + new ones, capped at max_items
+                        new = new[:max(0, max_items - (len(parser.items) - len(new)))]
+                    for item in new:
+                        if emit is not None:
+                            await emit(i, "item", item)
+                    if max_items is not None and len(parser.items) >= max_items:
+                        stopped = True  # every item asked for is out: stop decoding the rest
+                        break
+        finally:
+            await outputs.aclose()  # on an early stop this aborts the request inside vLLM
         if last is None:
             raise RuntimeError(f"engine {self.name!r}: request {request_id} ended without output")
         counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
         if prefill:
             result: dict[str, Any] = counts
         else:
-            items = parser.items[:] if parser is not None else []
-            if parser is not None:
-                for item in parser.finish():
+            items = parser.items[:max_items] if parser is not None else []
+            if parser is not None and not stopped:
+                for item in parser.finish()[:None if max_items is None else max(0, max_items - len(items))]:
                     items.append(item)
                     if emit is not None:
                         await emit(i, "item", item)

@@ -112,13 +112,17 @@ def map_items(prim: Primitive, values: dict[str, Any]) -> tuple[int, list[tuple[
 
 # ---- requests -----------------------------------------------------------------------------------
 def llm_request(parts: list[list[str]], complete: bool, gen: dict[str, Any], priority: int = 0) -> dict[str, Any]:
-    """One LLM request (engines/protocol.py); "ignore_eos" is added only when `gen` turns it on."""
+    """One LLM request (engines/protocol.py); "ignore_eos" is added only when `gen` turns it on, and
+    "max_items" when a split output asks for a fixed number of items (`n_items`): the engine stops
+    decoding once that many items are out instead of running on to max_tokens."""
     req = {"parts": parts, "complete": complete,
            "max_tokens": gen.get("max_tokens", _LLM_GEN_DEFAULTS["max_tokens"]),
            "temperature": gen.get("temperature", _LLM_GEN_DEFAULTS["temperature"]),
            "stop": gen.get("stop"), "priority": priority, "split": gen.get("split")}
     if gen.get("ignore_eos"):
         req["ignore_eos"] = True
+    if gen.get("split") and gen.get("n_items"):
+        req["max_items"] = int(gen["n_items"])
     return req
 
 
@@ -205,7 +209,9 @@ def decode_value(prim: Primitive, result: Any) -> Any:
     if not isinstance(result, dict):
         raise PrimitiveInputError(f"{prim.name}: a decode result must be a dict with 'text', got {type(result).__name__}")
     if prim.args.get("split"):
-        return list(result.get("items", []))
+        items = list(result.get("items", []))
+        n = prim.args.get("n_items")
+        return items[:n] if n else items
     return result.get("text", "")
 
 

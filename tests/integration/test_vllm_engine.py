@@ -86,6 +86,20 @@ async def test_stream_yields_items_before_the_request_finishes(llm_engine):
     assert kinds.index("item") < kinds.index("final")
 
 
+async def test_max_items_stops_decoding_once_the_items_are_out(llm_engine):
+    parts = [["question", "List ten animals as a numbered list, one per line."]]
+    full = await llm_engine.execute("decoding", [{"parts": parts, "max_tokens": 96, "split": "list"}])
+    assert len(full[0]["items"]) >= 3, full[0]["text"]  # the model writes more than 2 items
+    events = [e async for e in llm_engine.stream(
+        "decoding", [{"parts": parts, "max_tokens": 96, "split": "list", "max_items": 2}])]
+    items = [v for _, k, v in events if k == "item"]
+    final = events[-1][2]
+    assert items == final["items"] == full[0]["items"][:2]
+    assert final["num_output_tokens"] < full[0]["num_output_tokens"]  # the rest was never decoded
+    with pytest.raises(ValueError, match="max_items"):
+        await llm_engine.execute("decoding", [{"parts": parts, "max_tokens": 8, "max_items": 2}])
+
+
 async def test_stream_batch_reports_each_request(llm_engine):
     reqs = [{"parts": [["question", f"List {n} colors as a numbered list."]], "max_tokens": 48, "split": "list"}
             for n in (2, 3)]

@@ -120,3 +120,13 @@ def test_skipping():
     assert is_skipped(first, {}, {"x", "y"})
     concat = prim(PrimOp.AGGREGATE, ["x", "y"], mode="concat")
     assert is_skipped(concat, {}, {"x"})
+
+
+def test_split_decode_asks_for_its_items_and_keeps_no_more():
+    d = prim(PrimOp.DECODING, ["x.kv"], outputs=("x.items",), split="list", n_items=3, max_tokens=64)
+    [req] = build_requests(d, {"x.kv": {"parts": [["q", "list"]]}})
+    assert req["split"] == "list" and req["max_items"] == 3
+    out = collect_outputs(d, [req], [{"text": "a\nb\nc\nd", "items": ["a", "b", "c", "d"]}])
+    assert out == {"x.items": ["a", "b", "c"]}
+    plain = prim(PrimOp.DECODING, ["x.kv"], outputs=("x.text",), max_tokens=8)
+    assert "max_items" not in build_requests(plain, {"x.kv": {"parts": [["q", "hi"]]}})[0]
