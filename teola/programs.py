@@ -164,15 +164,5 @@ class Program:
         """The program ended: drop it from the engine policy's process table (and its instance pin)."""
         rt = self.target if hasattr(self.target, "schedulers") else getattr(self.target, "runtime", None)
         sched = getattr(rt, "schedulers", {}).get(self.engine) if rt is not None else None
-        if sched is None:
-            return
-        if hasattr(sched, "end_program"):
+        if sched is not None:
             sched.end_program(self.program_id)
-            return
-        end = getattr(sched.policy, "end_program", None)
-        if end is not None:
-            end(self.program_id)
-        else:
-            table = getattr(sched.policy, "table", None)
-            if table is not None:
-                table.end_program(self.program_id)
