@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps._samples import EIFFEL_QUESTION, rag_sample
 from teola import App, Engine, Node
 
 
@@ -18,6 +19,7 @@ def build(llm: dict[str, Any] | None = None, embedding: dict[str, Any] | None = 
     app.register_engine(Engine("reranker", kind="reranker", **(reranker or {})))
 
     set_template(app)
+    app.set_sample(rag_sample(EIFFEL_QUESTION, ("Eiffel Tower", "Gustave Eiffel", "Paris")))
     return app
 
 

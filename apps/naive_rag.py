@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps._samples import EIFFEL_QUESTION, rag_sample
 from teola import App, Engine, Node
 
 
@@ -23,6 +24,7 @@ def build(llm: dict[str, Any] | None = None, embedding: dict[str, Any] | None = 
     index >> ingest >> search
     embed_q >> search >> synth
     app.update_template([index, ingest, embed_q, search, synth])
+    app.set_sample(rag_sample(EIFFEL_QUESTION, ("Eiffel Tower", "Gustave Eiffel")))
     return app
 
 

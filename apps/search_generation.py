@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps._samples import question_sample
 from teola import App, Engine, Node
 from teola.components import prompts
 
@@ -31,6 +32,7 @@ def build(llm: dict[str, Any] | None = None, judge_llm: dict[str, Any] | None = 
     judge >> need_search >> web >> core
     [core, judge] >> answer
     app.update_template([judge, need_search, web, core, answer])
+    app.set_sample(question_sample("What is the capital of France?"))
     return app
 
 

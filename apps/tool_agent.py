@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps._samples import question_sample
 from teola import App, Engine, Node
 from teola.components import prompts
 
@@ -26,6 +27,7 @@ def build(llm: dict[str, Any] | None = None, tools: dict[str, Any] | None = None
         "max_tokens": 96})
     plan >> call >> answer
     app.update_template([plan, call, answer])
+    app.set_sample(question_sample("What is 17 multiplied by 23?"))
     return app
 
 

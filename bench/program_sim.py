@@ -9,7 +9,7 @@ decodes one token for every running call and lasts
 where a call's prefill tokens are its prompt tokens not already in the instance's prefix cache
 (an LRU of per-program contexts plus a system prompt shared by all programs). Scheduling:
   - "fcfs": calls start in arrival order and are never preempted (vLLM's default);
-  - "mlfq" / "plas" / "atlas": `teola.runtime.policies.mlfq.ProgramQueues` ranks calls; free slots
+  - "mlfq" / "plas" / "atlas": `ProgramQueues` (with the policy's priority function) ranks calls; free slots
     are filled in rank order and, when the policy re-ranks (multi-step), a queued call preempts the
     worst running call if its queue is strictly higher (vLLM priority scheduling). Preemption
     itself is free here (KV is assumed swapped, not recomputed): optimistic for preemptive policies.
@@ -23,8 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from teola.runtime.policies.mlfq import ProgramQueues
-from teola.runtime.process_table import ProcessTable
+from teola.runtime import ProgramQueues, policy_factory
+from teola.process_table import ProcessTable
 
 
 @dataclass(slots=True)
@@ -100,12 +100,12 @@ class Simulator:
         self.programs = sorted(programs, key=lambda p: p.arrival)
         self.policy = policy
         self.table = ProcessTable()
-        self.core = None if policy == "fcfs" else ProgramQueues(policy, self.table, **(policy_options or {}))
+        self.core = None if policy == "fcfs" else ProgramQueues(policy_factory(policy).priority, self.table, **(policy_options or {}))
         self.instances = [SimInstance(i, max_batch, cache_capacity) for i in range(instances)]
         self.t_step, self.t_seq, self.t_prefill = t_step, t_seq, t_prefill
         self.system_prompt = system_prompt
         if balancer is None:
-            from teola.runtime.balancers import LeastUsed
+            from teola.balancers import LeastUsed
             balancer = LeastUsed()
         if getattr(balancer, "table", None) is not None:
             balancer.table = self.table

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from bench.program_sim import CallSpec, ProgramSpec, percentile, simulate
-from teola.runtime.balancers import make_balancer
+from teola.balancers import make_balancer
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 POLICIES = ("fcfs", "mlfq", "plas", "atlas")

@@ -148,7 +148,7 @@ class Borrowed:
 async def policies(sizes: dict[str, Any], questions: list[str], seed: int) -> dict[str, Any]:
     from engines.vllm_engine import VLLMEngine
     from teola import Engine
-    from teola.runtime.runtime import Runtime
+    from teola.runtime import Runtime
 
     t_start = time.perf_counter()
     rt = Runtime({"llm": Engine("llm", kind="vllm", **ENGINE)}, {"llm": VLLMEngine("llm", **ENGINE)})
@@ -194,7 +194,7 @@ async def policies(sizes: dict[str, Any], questions: list[str], seed: int) -> di
 async def balancers(sizes: dict[str, Any], questions: list[str], docs: list[str], seed: int) -> dict[str, Any]:
     from engines.vllm_engine import VLLMEngine
     from teola import Engine
-    from teola.runtime.runtime import Runtime
+    from teola.runtime import Runtime
 
     n = sizes["balancer_programs"]
     shape = {"max_calls": 4, "out_mean": 12, "out_max": 20}

@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from teola.compiler import Compiled, GraphCache, compile_query
 from teola.engine_spec import Engine
 from teola.node import Node
-from teola.template import validate_template
-
-SAMPLE_QUERY = {"question": "What is this about?", "documents": ["A short sample document."]}
-
+from teola.runtime import Result, Runtime
+from teola.template import placeholder_query, validate_template
 
 class App:
     """An LLM application served by teola.
@@ -20,6 +18,8 @@ class App:
     >>> app.register_engine(Engine("llm", kind="vllm", model="smollm2-135m-instruct"))
     >>> app.update_template([Node("llm", engine="llm")])
     >>> compiled = app.compile({"question": "Hi?"})
+
+    `set_sample(fn)` gives the app a realistic sample query (what `teola run` sends).
     """
 
     def __init__(self, name: str, config: dict[str, Any] | None = None) -> None:
@@ -33,7 +33,8 @@ class App:
         self.version = 0
         self.cache = GraphCache()
         self.lint = os.environ.get("TEOLA_LINT", "") == "1"
-        self._runtime: Any = None
+        self._sample: Callable[[], tuple[dict[str, Any], str]] | None = None
+        self._runtime: Runtime | None = None
 
     # ---- declaration ----------------------------------------------------------------------
     def register_engine(self, engine: Engine, backend: Any = None) -> Engine:
@@ -54,32 +55,57 @@ class App:
         """Set the workflow template. Validates it now (structure, engines, annotations, and that
         every node's inputs are produced upstream) so mistakes surface at declaration time."""
         order = validate_template(nodes, self.engines)
-        compile_query(order, self.engines, -1, _sample_query(order), {}, cache=None, lint=True)
+        compile_query(order, self.engines, -1, placeholder_query(order), {}, cache=None, lint=True)
         self.nodes = order
         self.version += 1
         self.cache.clear()
 
     # ---- per query ------------------------------------------------------------------------
+    def placeholder_query(self) -> dict[str, Any]:
+        """A small query that compiles for this app's template (teola.template.placeholder_query)."""
+        return placeholder_query(self.nodes)
+
+    def set_sample(self, make: Callable[[], tuple[dict[str, Any], str]]) -> None:
+        """`make()` returns (query, where its documents come from); called only when needed."""
+        if not callable(make):
+            raise TypeError(f"set_sample takes a function returning (query, source), got {make!r}")
+        self._sample = make
+
+    def sample(self) -> tuple[dict[str, Any], str]:
+        """The app's sample query and its source (the placeholder query when none was set)."""
+        if self._sample is None:
+            return self.placeholder_query(), "placeholder query"
+        return self._sample()
+
     def compile(self, query: dict[str, Any], config: dict[str, Any] | None = None) -> Compiled:
         """Compile a query into its p-graph and optimized e-graph (cached by config shape)."""
         if not self.nodes:
             raise ValueError(f"app {self.name!r} has no template; call app.update_template([...]) first")
-        cfg = {**self.config, **(config or {})}
-        return compile_query(self.nodes, self.engines, self.version, query, cfg, self.cache, self.lint)
+        return compile_query(self.nodes, self.engines, self.version, query, self._config(config), self.cache,
+                             self.lint)
+
+    def _config(self, config: dict[str, Any] | None) -> dict[str, Any]:
+        if config is not None and not isinstance(config, dict):
+            raise TypeError(f"config must be a dict, got {type(config).__name__}")
+        return {**self.config, **(config or {})}
 
     async def start(self, **runtime_options: Any) -> None:
         """Start the engines (idempotent). Called by the first `run` if not called before."""
         if self._runtime is None:
-            from teola.runtime.runtime import Runtime
             runtime = Runtime(self.engines, self.backends, **{**self.config.get("runtime", {}), **runtime_options})
             await runtime.start()
             self._runtime = runtime
 
-    async def run(self, query: dict[str, Any], config: dict[str, Any] | None = None) -> Any:
+    async def run(self, query: dict[str, Any], config: dict[str, Any] | None = None) -> Result:
         """Compile and execute one query; returns a Result with `.output` and `.trace`."""
         compiled = self.compile(query, config)
+        return await self.execute(compiled, config)
+
+    async def execute(self, compiled: Compiled, config: dict[str, Any] | None = None) -> Result:
+        """Execute a query compiled with `compile(query, config)` (pass the same config: its
+        runtime keys such as timeout and priority apply here). Starts the engines if needed."""
         await self.start()
-        return await self._runtime.run(compiled, {**self.config, **(config or {})})
+        return await self._runtime.submit(compiled, self._config(config))
 
     def run_sync(self, query: dict[str, Any], config: dict[str, Any] | None = None) -> Any:
         """`run` for callers without an event loop (starts and stops the engines around it)."""
@@ -96,17 +122,8 @@ class App:
             await runtime.stop()
 
     @property
-    def runtime(self) -> Any:
+    def runtime(self) -> Runtime | None:
         return self._runtime
 
     def __repr__(self) -> str:
         return f"App({self.name!r}, nodes={[n.name for n in self.nodes]}, engines={list(self.engines)})"
-
-
-def _sample_query(order: list[Node]) -> dict[str, Any]:
-    q = dict(SAMPLE_QUERY)
-    for n in order:
-        for _, src in n.config.get("parts", []) if isinstance(n.config.get("parts"), list) else []:
-            if isinstance(src, str) and src.startswith("$query."):
-                q.setdefault(src[len("$query."):], "sample")
-    return q

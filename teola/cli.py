@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import inspect
+import importlib.util
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,10 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 # ---- commands -------------------------------------------------------------------------------------
 def cmd_compile(args: argparse.Namespace) -> int:
     """Print an app's optimized graph (or p-graph) for a sample or given query; no engine starts."""
-    from teola.server.samples import graph_sample_query
-
     app = resolve_app(args.app)
-    query = _query_from_args(args) if args.question else graph_sample_query(app.nodes)
+    query = _query_from_args(args) if args.question else app.placeholder_query()
     try:
         compiled = app.compile(query, _config_from_args(args))
     except (ValueError, TypeError) as exc:
@@ -102,8 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.question:
         query, source = _query_from_args(args), "command line"
     else:
-        from teola.server.samples import run_sample_query
-        query, source = run_sample_query(name, apps[name].nodes)
+        query, source = apps[name].sample()
     return asyncio.run(_run_quickstart(apps, name, query, source, args))
 
 
@@ -173,7 +171,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 async def _query_in_process(app: Any, query: dict[str, Any], config: dict[str, Any], as_json: bool) -> int:
-    from teola.runtime.errors import QueryError
+    from teola.runtime import QueryError
 
     _progress(f"starting engines of app {app.name!r} ...")
     try:
@@ -201,19 +199,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Run bench/<suite>.py's main() with the remaining arguments."""
-    suites = _bench_suites()
+    """Run `python -m bench.<suite>` with the remaining arguments, from the source checkout (the
+    benchmarks are not part of the installed package)."""
+    root = _checkout_root()
+    suites = _bench_suites(root)
     if args.suite not in suites:
-        raise CliError(f"unknown benchmark suite {args.suite!r}; suites: {', '.join(suites) or 'none'}", 2)
-    module = importlib.import_module(f"bench.{args.suite}")
-    entry = getattr(module, "main", None)
-    if not callable(entry):
-        raise CliError(f"bench/{args.suite}.py has no main()", 2)
-    takes_argv = bool(inspect.signature(entry).parameters)
-    if args.args and not takes_argv:
-        raise CliError(f"bench/{args.suite}.py main() takes no arguments; got {args.args}", 2)
-    result = entry(list(args.args)) if takes_argv else entry()
-    return result if isinstance(result, int) else 0
+        raise CliError(f"unknown benchmark suite {args.suite!r}; suites: {', '.join(suites) or 'none'}"
+                       + ("" if suites else " (benchmarks live in bench/ of a source checkout)"), 2)
+    return subprocess.run([sys.executable, "-m", f"bench.{args.suite}", *args.args], cwd=root).returncode
 
 
 # ---- helpers --------------------------------------------------------------------------------------
@@ -229,15 +222,10 @@ def _load_apps(specs: Sequence[str], executor: str) -> dict[str, Any]:
     return apps
 
 
-def _ray_executor() -> Any:
-    try:
-        module = importlib.import_module("teola.runtime.ray_executor")
-    except ModuleNotFoundError as exc:
-        if exc.name and "ray" in exc.name.split(".")[-1] and exc.name != "teola.runtime.ray_executor":
-            raise CliError("--executor ray needs Ray: pip install 'teola[ray]'", 2) from None
-        raise CliError("--executor ray: this build has no Ray executor (teola/runtime/ray_executor.py); "
-                       "use --executor local", 2) from None
-    return module.RayExecutor()
+def _ray_executor() -> str:
+    if importlib.util.find_spec("ray") is None:
+        raise CliError("--executor ray needs Ray: pip install 'teola[ray]'", 2)
+    return "ray"
 
 
 def _setup_cli(name: str) -> Any:
@@ -251,12 +239,15 @@ def _setup_cli(name: str) -> Any:
     return getattr(module, name)
 
 
-def _bench_suites() -> list[str]:
-    try:
-        import bench
-    except ImportError:
+def _checkout_root() -> Path:
+    """The source checkout teola runs from (where bench/ lives)."""
+    return Path(__file__).resolve().parents[1]
+
+
+def _bench_suites(root: Path) -> list[str]:
+    folder = root / "bench"
+    if not (folder / "__init__.py").is_file():
         return []
-    folder = Path(next(iter(bench.__path__)))
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem != "common")
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
 from teola.graph import EngineInfo
 from teola.ops import LLM_OPS, PrimOp
 
@@ -15,8 +16,6 @@ KIND_OPS: dict[str, frozenset[PrimOp]] = {
     "search": frozenset({PrimOp.SEARCHING}),
     "tool": frozenset({PrimOp.TOOL}),
 }
-
-DEFAULT_BALANCER = "least_loaded"
 
 DEFAULT_MAX_EFFICIENT_BATCH = {"vllm": 8, "sentence_transformers": 32, "reranker": 32,
                                "pgvector": 256, "search": 16, "tool": 8}
@@ -81,8 +80,6 @@ class Engine:
 
 def _check_balancer(name: str, balancer: Any, options: Any) -> tuple[str, dict[str, Any]]:
     """Validate an engine's balancer choice eagerly (unknown names and options raise ValueError)."""
-    from teola.runtime.balancers import balancer_names, make_balancer  # teola.runtime imports this module
-
     known = [DEFAULT_BALANCER, *balancer_names()]
     if balancer not in known:
         raise ValueError(f"Engine {name!r}: unknown balancer {balancer!r}; known balancers: {', '.join(known)}")

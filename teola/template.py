@@ -1,7 +1,7 @@
 """Validation of a workflow template (the nodes an app passes to `update_template`)."""
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import networkx as nx
 
@@ -59,3 +59,16 @@ def validate_template(nodes: Iterable[object], engines: dict[str, Engine]) -> li
                                  "output is a list (query_expansion, llm with split=...); remove it")
     order = nx.lexicographical_topological_sort(g, key=lambda name: g.nodes[name]["order"])
     return [names[name] for name in order]
+
+
+def placeholder_query(nodes: Iterable[Node]) -> dict[str, Any]:
+    """The small query that compiles for any template (to validate it and to show its graph): a
+    question, one document, and "sample" for every other `$query.<field>` a node's prompt reads."""
+    query: dict[str, Any] = {"question": "What is this about?", "documents": ["A short sample document."]}
+    for node in nodes:
+        parts = node.config.get("parts")
+        for part in parts if isinstance(parts, list) else []:
+            src = part[1] if isinstance(part, (list, tuple)) and len(part) == 2 else None
+            if isinstance(src, str) and src.startswith("$query."):
+                query.setdefault(src[len("$query."):], "sample")
+    return query

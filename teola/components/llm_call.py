@@ -4,12 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 from teola.components.context import BuildContext, Port
+from teola.generation import DEFAULT_GEN, GEN_KEYS
 from teola.ops import PrimOp
 from teola.primitive import Primitive
 from teola.refs import Ref
 
-GEN_KEYS = ("max_tokens", "temperature", "stop")
-DEFAULT_GEN = {"max_tokens": 128, "temperature": 0.0, "stop": None}
 
 
 def gen_args(config: dict[str, Any], **defaults: Any) -> dict[str, Any]:

@@ -1,10 +1,30 @@
-"""The two-tier runtime (Teola §5): graph scheduler per query, engine schedulers per engine."""
-from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout, Result
+"""The two-tier runtime (Teola §5): graph scheduler per query, engine schedulers per engine.
+
+Everything outside this package uses these names only (a test walks the imports to keep it so):
+`Runtime` (submit / submit_call / cancel / end_program / policy / engines() / health() / stats()),
+its results and errors, the executor protocol, the batching-policy registry, and `llm_request` to
+build a program call's request. `RayExecutor` loads on first use (it needs the `ray` extra)."""
+from typing import Any
+
+from teola.runtime.call_work import CallOutcome
+from teola.runtime.errors import CallFailed, QueryCancelled, QueryError, QueryTimeout
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.local_executor import LocalExecutor
 from teola.runtime.metrics import Metrics
-from teola.runtime.policies import make_policy, policy_names, register_policy
+from teola.runtime.policies import (DEFAULT_POLICY, ProgramQueues, make_policy, policy_factory, policy_names,
+                                    register_policy)
+from teola.runtime.requests import llm_request
+from teola.runtime.result import Result
 from teola.runtime.runtime import Runtime
+from teola.runtime.work import Work
 
-__all__ = ["Executor", "Instance", "LocalExecutor", "Metrics", "QueryCancelled", "QueryError", "QueryTimeout",
-           "Result", "Runtime", "make_policy", "policy_names", "register_policy"]
+__all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "Executor", "Instance", "LocalExecutor", "Metrics",
+           "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "RayExecutor", "Result", "Runtime", "Work",
+           "llm_request", "make_policy", "policy_factory", "policy_names", "register_policy"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RayExecutor":
+        from teola.runtime.ray_executor import RayExecutor
+        return RayExecutor
+    raise AttributeError(f"module 'teola.runtime' has no attribute {name!r}")

@@ -2,27 +2,26 @@
 the graph scheduler, asks its policy for a batch whenever an instance can take one, and runs the
 batch on that instance through the executor.
 
-Two ways to spread work over instances (the engine spec's `balancer`):
+Two ways to spread work over instances (the engine spec's `balancer`, teola.balancers):
   - "least_loaded" (default): one shared queue; the least loaded free instance takes the next batch.
-  - a per-call router ("locality", "least_used", "round_robin"; teola.runtime.balancers): each
-    entry is routed when it arrives (as Autellix routes each call on arrival) to one instance's own
-    queue, from its program (query id) and prompt tokens; every free instance then gets a batch
-    from its own queue. The locality router keeps its program pins in the policy's process table
-    when the policy has one, so a pin disappears when the program ends."""
+  - a per-call router ("locality", "least_used", "round_robin"): each entry is routed when it
+    arrives (as Autellix routes each call on arrival) to one instance's own queue, from its program
+    (query id) and prompt tokens; every free instance then gets a batch from its own queue. The
+    locality router keeps its program pins in the policy's process table when the policy has one,
+    so a pin disappears when the program ends.
+Time is the event loop's (`loop.time()`), so a virtual-time loop drives this unchanged."""
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
-from teola.engine_spec import DEFAULT_BALANCER, Engine
+from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
+from teola.engine_spec import Engine
 from teola.ops import PrimOp
-from teola.runtime.balancer import LeastLoaded
-from teola.runtime.balancers import make_balancer
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
 from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
-from teola.runtime.process_table import ProcessTable
+from teola.process_table import ProcessTable
 from teola.runtime.requests import estimate_prompt_tokens
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
@@ -33,9 +32,9 @@ class EngineScheduler:
 
     Work enters with `submit(entry)`; scheduling runs on the next loop iteration (so everything
     submitted in one tick can share a batch), again when a batch finishes, and when a policy asks
-    to be called back (batching timeouts). Each entry's `work` gets callbacks:
-    `started(instance, batch_id, batch_size, t)`, `results(start, results, t)`,
-    `failed(exc, instance)`, and for streams `item(text, t)` / `final(result, t)`."""
+    to be called back (batching timeouts). Each entry's `work` is told what happened to it
+    (teola.runtime.work.Work). `balancer` is the spec's per-call router (None for the default
+    shared queue, where `picker` chooses the instance for each batch)."""
 
     def __init__(self, spec: Engine, instances: list[Instance], executor: Executor, policy: Policy,
                  metrics: Metrics, llm: bool) -> None:
@@ -49,14 +48,14 @@ class EngineScheduler:
         self.token_budget = budget if llm else 0
         self.max_batch = max(1, min(spec.max_batch, *(i.profile.max_batch or spec.max_batch for i in instances)))
         self.max_efficient_batch = max(1, min(spec.max_efficient_batch, self.max_batch))
-        self.balancer = LeastLoaded(by_tokens=llm, token_budget=self.token_budget)
+        self.picker = LeastLoaded(by_tokens=llm, token_budget=self.token_budget)
         self.queue = RequestQueue()
-        self.router: Any = None
+        self.balancer: Any = None
         self.queues: dict[Instance, RequestQueue] = {}
         if spec.balancer != DEFAULT_BALANCER:
-            self.router = make_balancer(spec.balancer, load=self.load, table=ProcessTable(), **spec.balancer_options)
+            self.balancer = make_balancer(spec.balancer, load=self.load, table=ProcessTable(), **spec.balancer_options)
             self.queues = {inst: RequestQueue() for inst in instances}
-        self._own_table = getattr(self.router, "table", None)
+        self._own_table = getattr(self.balancer, "table", None)
         self.policy = policy
         self.batches = 0
         self._kicked = False
@@ -76,7 +75,7 @@ class EngineScheduler:
         self._policy = policy
         if self._own_table is not None:
             table = getattr(policy, "table", None)
-            self.router.table = table if isinstance(table, ProcessTable) else self._own_table
+            self.balancer.table = table if isinstance(table, ProcessTable) else self._own_table
 
     def end_program(self, pid: str) -> None:
         """Program (query or client session) `pid` ended: the policy and the router forget it."""
@@ -93,11 +92,11 @@ class EngineScheduler:
     # ---- queue ----------------------------------------------------------------------------------
     def submit(self, entry: Pending) -> None:
         """Queue one entry (with a router: on the instance it routes to) and schedule soon."""
-        if self.router is None:
+        if self.balancer is None:
             self.queue.push(entry)
         else:
             tokens = max((estimate_prompt_tokens(r) for r in entry.requests), default=0) if self.llm else 0
-            self.queues[self.router.route(self.instances, entry.query_id, tokens)].push(entry)
+            self.queues[self.balancer.route(self.instances, entry.query_id, tokens)].push(entry)
         self.kick()
 
     def remove(self, entry: Pending) -> bool:
@@ -126,14 +125,14 @@ class EngineScheduler:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self.router is not None:
+        if self.balancer is not None:
             self._schedule_routed()
             return
         while self.queue and not self._closed:
-            inst = self.balancer.pick(self.instances)
+            inst = self.picker.pick(self.instances)
             if inst is None:
                 return  # a finishing batch kicks again
-            now = time.perf_counter()
+            now = self._loop.time()
             decision = self._policy.schedule(self.queue, now, self._limits(inst))
             if not decision.picks:
                 if decision.wait_until is not None:
@@ -149,9 +148,9 @@ class EngineScheduler:
             progress = False
             for inst in self.instances:
                 queue = self.queues[inst]
-                if not queue or not self.balancer.free(inst):
+                if not queue or not self.picker.free(inst):
                     continue
-                now = time.perf_counter()
+                now = self._loop.time()
                 decision = self._policy.schedule(queue, now, self._limits(inst))
                 if decision.picks:
                     self._dispatch(inst, decision.picks, queue)
@@ -159,7 +158,7 @@ class EngineScheduler:
                 elif decision.wait_until is not None:
                     wait_until = decision.wait_until if wait_until is None else min(wait_until, decision.wait_until)
         if wait_until is not None and not self._closed:
-            self._timer = self._loop.call_later(max(0.0, wait_until - time.perf_counter()), self.kick)
+            self._timer = self._loop.call_later(max(0.0, wait_until - self._loop.time()), self.kick)
 
     def _limits(self, inst: Instance) -> Limits:
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
@@ -195,7 +194,7 @@ class EngineScheduler:
         inst.outstanding += len(requests)
         inst.tokens += tokens
         self.metrics.observe_batch(self.name, len(requests))
-        t = time.perf_counter()
+        t = self._loop.time()
         for e, a, b in spans:
             e.work.started(inst, batch_id, len(requests), t)
         run = self._run_stream if op == STREAM_OP else self._run
@@ -205,7 +204,7 @@ class EngineScheduler:
 
     async def _run(self, inst: Instance, op: str, requests: list[dict[str, Any]],
                    spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
-        t0 = time.perf_counter()
+        t0 = self._loop.time()
         try:
             try:
                 results = await self.executor.execute(inst, op, requests)
@@ -218,7 +217,7 @@ class EngineScheduler:
             except Exception as exc:
                 await self._isolate(inst, op, spans, exc)
                 return
-            t = time.perf_counter()
+            t = self._loop.time()
             off = 0
             for e, a, b in spans:
                 n = b - a
@@ -252,7 +251,7 @@ class EngineScheduler:
                 for e, _, _ in mine:
                     e.work.failed(exc2, inst)
                 continue
-            t = time.perf_counter()
+            t = self._loop.time()
             off = 0
             for e, a, b in mine:
                 e.work.results(a, results[off:off + b - a], t)
@@ -261,10 +260,10 @@ class EngineScheduler:
     async def _run_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
                           spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
         owners = [e for e, a, b in spans for _ in range(a, b)]
-        t0 = time.perf_counter()
+        t0 = self._loop.time()
         try:
             finals = await self._stream(inst, op, requests, owners, isolate=True)
-            self._observe(picks, t0, time.perf_counter(), finals)
+            self._observe(picks, t0, self._loop.time(), finals)
         finally:
             inst.inflight -= 1
             inst.outstanding -= len(requests)
@@ -283,7 +282,7 @@ class EngineScheduler:
                 if not 0 <= idx < len(owners):
                     raise RuntimeError(f"engine {self.name!r} streamed request index {idx} "
                                        f"of a {len(owners)}-request batch")
-                t = time.perf_counter()
+                t = self._loop.time()
                 heard.add(idx)
                 if kind == "item":
                     owners[idx].work.item(payload, t)

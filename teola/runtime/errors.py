@@ -1,22 +1,7 @@
-"""Query outcomes: the result object and the errors a query can end with."""
+"""The errors a query or a program call can end with."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
-
-
-@dataclass(slots=True)
-class Result:
-    """A finished query. output: the value of the graph's output key (a dict key -> value when
-    the graph has several outputs; None if skipped). trace: one dict per primitive (name, op,
-    engine, status, queued/started/finished seconds since the query started, instance, batch id
-    and size, engine extras such as num_cached_tokens). latency: seconds end to end."""
-
-    output: Any
-    trace: list[dict[str, Any]]
-    query_id: str
-    latency: float
-    skipped: bool = False
 
 
 class QueryError(RuntimeError):
@@ -39,3 +24,7 @@ class QueryCancelled(QueryError):
 class QueryTimeout(QueryError):
     """The query (config "timeout") or one of its primitives (config "primitive_timeout") ran too long."""
 
+
+class CallFailed(RuntimeError):
+    """A program's LLM call (`Runtime.submit_call`) failed on its engine (the engine's exception
+    is the cause)."""

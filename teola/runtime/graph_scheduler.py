@@ -5,109 +5,31 @@ per-primitive trace. Everything here runs on the event loop through callbacks: n
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teola.compiler import Compiled
 from teola.ops import PrimOp
 from teola.primitive import Primitive
-from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout, Result
-from teola.runtime.executor import Instance
-from teola.runtime.plan import Plan
+from teola.runtime.dispatch_plan import DispatchPlan
+from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.runtime.policies import Pending
+from teola.runtime.query_context import QueryContext
+from teola.runtime.query_work import DispatchWork
+from teola.runtime.result import Result
 from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
                                     fused_request, is_skipped, run_control)
-
-if TYPE_CHECKING:
-    from teola.runtime.runtime import Runtime
 
 # DONE: finished (its children may still wait for it); RELEASED: its children were told, exactly once
 WAITING, DISPATCHED, DONE, RELEASED = 0, 1, 2, 3
 LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens")
 
 
-class Work:
-    """One dispatch to an engine scheduler: a primitive ("prim"), a prefill fused with its decode
-    ("fused"), or a Partial Decoding group served by one streaming request ("stream", optionally
-    fused with the prefill before it: `prefill` is then its index)."""
-
-    __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
-                 "items", "extra_items", "started_at")
-
-    def __init__(self, run: "QueryRun", kind: str, idx: int, requests: list[dict[str, Any]],
-                 members: tuple[int, ...] = (), prefill: int | None = None) -> None:
-        self.run = run
-        self.kind = kind
-        self.idx = idx
-        self.members = members
-        self.prefill = prefill
-        self.requests = requests
-        self.res: list[Any] = [None] * len(requests)
-        self.done = 0
-        self.entry: Pending | None = None
-        self.timer: asyncio.TimerHandle | None = None
-        self.items = 0
-        self.extra_items = 0
-        self.started_at: float | None = None
-
-    # ---- callbacks from the engine scheduler ---------------------------------------------------
-    def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None:
-        run = self.run
-        run.inflight += 1
-        if run.dead:
-            return
-        rel = t - run.t0
-        for i in self.traced():
-            tr = run.trace[i]
-            if tr["started"] is None:
-                tr.update(started=rel, instance=inst.name, batch_id=batch_id, batch_size=batch_size)
-            tr["batches"] += 1
-
-    def results(self, start: int, results: list[Any], t: float) -> None:
-        run = self.run
-        run.inflight -= 1
-        if run.dead:
-            run.maybe_cleanup()
-            return
-        self.res[start:start + len(results)] = results
-        self.done += len(results)
-        if self.done == len(self.requests):
-            run.guard(run.work_done, self, t)
-
-    def failed(self, exc: BaseException, inst: Instance) -> None:
-        run = self.run
-        run.inflight -= 1
-        if run.dead:
-            run.maybe_cleanup()
-            return
-        p = run.plan.prims[self.idx]
-        run.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
-                            f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine), exc)
-
-    def item(self, text: Any, t: float) -> None:
-        if not self.run.dead:
-            self.run.guard(self.run.stream_item, self, text, t)
-
-    def final(self, result: Any, t: float) -> None:
-        run = self.run
-        run.inflight -= 1
-        if run.dead:
-            run.maybe_cleanup()
-            return
-        run.guard(run.stream_final, self, result, t)
-
-    def traced(self) -> tuple[int, ...]:
-        if self.kind == "prim":
-            return (self.idx,)
-        return ((self.prefill,) if self.prefill is not None else ()) + self.members
-
-
 class QueryRun:
     """One query in flight."""
 
-    def __init__(self, rt: "Runtime", compiled: Compiled, config: dict[str, Any], plan: Plan) -> None:
-        self.rt = rt
+    def __init__(self, ctx: QueryContext, compiled: Compiled, config: dict[str, Any], plan: DispatchPlan) -> None:
+        self.ctx = ctx
         self.qid = compiled.query_id
         self.plan = plan
         self.values: dict[str, Any] = dict(compiled.inputs)
@@ -118,11 +40,11 @@ class QueryRun:
         self.trace: list[dict[str, Any] | None] = [None] * n
         self.remaining = n
         self.priority = config.get("priority", 0)
-        self.fuse = bool(config.get("prescheduling", rt.prescheduling))
+        self.fuse = bool(config.get("prescheduling", ctx.prescheduling))
         self.prim_timeout = config.get("primitive_timeout")
         self.needs_cleanup = config.get("namespace") is None and bool(plan.ingest_engines)
         self.ok = False
-        self.works: set[Work] = set()
+        self.works: set[DispatchWork] = set()
         self.inflight = 0
         self.dead = False
         self.cleaned = False
@@ -131,7 +53,7 @@ class QueryRun:
         self._timer: asyncio.TimerHandle | None = None
         self.loop = asyncio.get_running_loop()
         self.future: asyncio.Future = self.loop.create_future()
-        self.t0 = time.perf_counter()
+        self.t0 = self.loop.time()
 
     # ---- driving ---------------------------------------------------------------------------------
     def start(self, timeout: float | None) -> None:
@@ -177,7 +99,7 @@ class QueryRun:
             self._finish()
 
     def _now(self) -> float:
-        return time.perf_counter() - self.t0
+        return self.loop.time() - self.t0
 
     def _new_trace(self, p: Primitive, status: str, t: float, n: int = 0) -> dict[str, Any]:
         return {"primitive": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth, "status": status,
@@ -201,7 +123,7 @@ class QueryRun:
             t = self._now()
             tr = self.trace[i] = self._new_trace(p, "skipped", t)
             tr["started"] = tr["finished"] = t
-            self.rt.metrics.skipped += 1
+            self.ctx.metrics.skipped += 1
             self._release(i)
             return
         if plan.control[i]:
@@ -217,10 +139,10 @@ class QueryRun:
             first = plan.prims[kids[0]]
             req = fused_request(p, first, values, self.priority)
             if first.op is PrimOp.PARTIAL_DECODING:
-                self._dispatch(Work(self, "stream", kids[0], [req], kids, prefill=i), first, p.depth)
+                self._dispatch(DispatchWork(self, "stream", kids[0], [req], kids, prefill=i), first, p.depth)
             else:
-                self._dispatch(Work(self, "fused", kids[0], [req], kids, prefill=i), first, p.depth)
-            self.rt.metrics.fused += 1
+                self._dispatch(DispatchWork(self, "fused", kids[0], [req], kids, prefill=i), first, p.depth)
+            self.ctx.metrics.fused += 1
             return
         group = plan.groups.get(i)
         if group is not None:
@@ -231,7 +153,7 @@ class QueryRun:
             if n < len(live):
                 return
             reqs = build_requests(p, values, self.priority)
-            self._dispatch(Work(self, "stream", group[0], reqs, tuple(live)), p, max(plan.prims[m].depth for m in live))
+            self._dispatch(DispatchWork(self, "stream", group[0], reqs, tuple(live)), p, max(plan.prims[m].depth for m in live))
             return
         requests = build_requests(p, values, self.priority)
         if not requests:
@@ -242,13 +164,12 @@ class QueryRun:
             self._count(p, tr)
             self._release(i)
             return
-        self._dispatch(Work(self, "prim", i, requests), p, p.depth)
+        self._dispatch(DispatchWork(self, "prim", i, requests), p, p.depth)
 
-    def _dispatch(self, work: Work, p: Primitive, depth: int) -> None:
-        sched = self.rt.schedulers[p.engine]
+    def _dispatch(self, work: DispatchWork, p: Primitive, depth: int) -> None:
         reqs = work.requests
-        tokens = [estimate_tokens(r) for r in reqs] if sched.llm else None
-        now = time.perf_counter()
+        tokens = [estimate_tokens(r) for r in reqs] if p.engine in self.ctx.llm_engines else None
+        now = self.loop.time()
         entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, tokens, self.t0, 0, work)
         work.entry = entry
         rel = now - self.t0
@@ -259,10 +180,10 @@ class QueryRun:
         self.works.add(work)
         if self.prim_timeout is not None:
             work.timer = self.loop.call_later(self.prim_timeout, self._prim_timeout, work)
-        sched.submit(entry)
+        self.ctx.submit(p.engine, entry)
 
     # ---- completions -------------------------------------------------------------------------------
-    def _close_work(self, work: Work) -> None:
+    def _close_work(self, work: DispatchWork) -> None:
         self.works.discard(work)
         if work.timer is not None:
             work.timer.cancel()
@@ -280,11 +201,11 @@ class QueryRun:
         return tr
 
     def _count(self, p: Primitive, tr: dict[str, Any]) -> None:
-        m = self.rt.metrics
+        m = self.ctx.metrics
         m.primitives += 1
         m.observe_op(p.op.value, tr["finished"] - tr["queued"])
 
-    def work_done(self, work: Work, t: float) -> None:
+    def work_done(self, work: DispatchWork, t: float) -> None:
         self._close_work(work)
         plan, values = self.plan, self.values
         if work.kind == "prim":
@@ -292,14 +213,14 @@ class QueryRun:
             values.update(collect_outputs(p, work.requests, work.res))
             extras = work.res[0] if p.op.value in _LLM_OP_VALUES else None
             if extras is not None:
-                self.rt.metrics.observe_llm(extras)
+                self.ctx.metrics.observe_llm(extras)
             self._finish_trace(work.idx, t, extras)
             self._release(work.idx)
             return
         # fused prefill + decoding
         pre, d = plan.prims[work.prefill], plan.prims[work.idx]
         result = work.res[0]
-        self.rt.metrics.observe_llm(result)
+        self.ctx.metrics.observe_llm(result)
         values[pre.outputs[0]] = _fused_state(work.requests[0], result)
         values.update({d.outputs[0]: decode_value(d, result)})
         self._finish_trace(work.prefill, t, result)["fused_into"] = d.name
@@ -307,14 +228,14 @@ class QueryRun:
         self.state[work.idx] = DONE
         self._release(work.prefill)
 
-    def _stream_prefill_done(self, work: Work, t: float, result: Any = None) -> None:
+    def _stream_prefill_done(self, work: DispatchWork, t: float, result: Any = None) -> None:
         if work.prefill is not None and self.state[work.prefill] < DONE:
             pre = self.plan.prims[work.prefill]
             self.values[pre.outputs[0]] = _fused_state(work.requests[0], result if isinstance(result, dict) else {})
             self._finish_trace(work.prefill, t)["fused_into"] = self.plan.prims[work.members[0]].name
             self._release(work.prefill)
 
-    def stream_item(self, work: Work, text: Any, t: float) -> None:
+    def stream_item(self, work: DispatchWork, text: Any, t: float) -> None:
         self._stream_prefill_done(work, t)
         k = work.items
         work.items += 1
@@ -323,9 +244,9 @@ class QueryRun:
             return
         self._member_done(work.members[k], [text], t)
 
-    def stream_final(self, work: Work, result: Any, t: float) -> None:
+    def stream_final(self, work: DispatchWork, result: Any, t: float) -> None:
         self._close_work(work)
-        self.rt.metrics.observe_llm(result)
+        self.ctx.metrics.observe_llm(result)
         self._stream_prefill_done(work, t, result)
         for m in work.members[work.items:]:
             self._member_done(m, [], t)
@@ -365,8 +286,8 @@ class QueryRun:
             output = self.values.get(outs[0])
         else:
             output = {k: self.values.get(k) for k in outs}
-        latency = time.perf_counter() - self.t0
-        self.rt.query_ended(self, None, latency)
+        latency = self.loop.time() - self.t0
+        self.ctx.ended(self, None, latency)
         if not self.future.done():
             self.future.set_result(Result(output, self.trace_list(), self.qid, latency, skipped))
 
@@ -383,12 +304,12 @@ class QueryRun:
         for w in list(self.works):
             self._close_work(w)
             if w.entry is not None:
-                self.rt.schedulers[self.plan.prims[w.idx].engine].remove(w.entry)
+                self.ctx.withdraw(self.plan.prims[w.idx].engine, w.entry)
         for tr in self.trace:
             if tr is not None and tr["status"] == "queued":
                 tr["status"] = "dropped" if tr["started"] is None else "abandoned"
         err.trace = self.trace_list()
-        self.rt.query_ended(self, err, time.perf_counter() - self.t0)
+        self.ctx.ended(self, err, self.loop.time() - self.t0)
         if not self.future.done():
             self.future.set_exception(err)
         self.maybe_cleanup()
@@ -403,12 +324,12 @@ class QueryRun:
             return
         self.cleaned = True
         if self.needs_cleanup:
-            self.rt.spawn_cleanup(self)
+            self.ctx.cleanup(self)
 
     def _query_timeout(self, seconds: float) -> None:
         self.fail(QueryTimeout(f"query {self.qid} timed out after {seconds} s (config 'timeout')", self.qid))
 
-    def _prim_timeout(self, work: Work) -> None:
+    def _prim_timeout(self, work: DispatchWork) -> None:
         p = self.plan.prims[work.idx if work.prefill is None else work.prefill]
         self.fail(QueryTimeout(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} exceeded "
                                f"{self.prim_timeout} s (config 'primitive_timeout')", self.qid, p.name, p.engine))

@@ -7,12 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
+from teola.generation import DEFAULT_GEN
 from teola.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.primitive import Primitive
 from teola.refs import Ref, key_range
-
-_LLM_GEN_DEFAULTS = {"max_tokens": 128, "temperature": 0.0, "stop": None}
-
 
 class PrimitiveInputError(ValueError):
     """A primitive's inputs in the object store do not have the shape its op needs."""
@@ -116,9 +114,9 @@ def llm_request(parts: list[list[str]], complete: bool, gen: dict[str, Any], pri
     "max_items" when a split output asks for a fixed number of items (`n_items`): the engine stops
     decoding once that many items are out instead of running on to max_tokens."""
     req = {"parts": parts, "complete": complete,
-           "max_tokens": gen.get("max_tokens", _LLM_GEN_DEFAULTS["max_tokens"]),
-           "temperature": gen.get("temperature", _LLM_GEN_DEFAULTS["temperature"]),
-           "stop": gen.get("stop"), "priority": priority, "split": gen.get("split")}
+           "max_tokens": gen.get("max_tokens", DEFAULT_GEN["max_tokens"]),
+           "temperature": gen.get("temperature", DEFAULT_GEN["temperature"]),
+           "stop": gen.get("stop", DEFAULT_GEN["stop"]), "priority": priority, "split": gen.get("split")}
     if gen.get("ignore_eos"):
         req["ignore_eos"] = True
     if gen.get("split") and gen.get("n_items"):

@@ -1,5 +1,10 @@
 """The two-tier runtime: a graph scheduler per query (upper tier) over one engine scheduler per
-engine (lower tier), engine instances behind an executor, and runtime-wide metrics."""
+engine (lower tier), engine instances behind an executor, and runtime-wide metrics.
+
+`Runtime` is the only door into this package for the rest of teola: `submit` runs a compiled
+query, `submit_call` one LLM call of a client program, `cancel` / `end_program` end them, and
+`policy`, `engines()`, `health()`, `stats()` describe what runs. It reads time only from its event
+loop (`loop.time()`), so a virtual-time loop drives it unchanged."""
 from __future__ import annotations
 
 import asyncio
@@ -10,14 +15,18 @@ from typing import Any
 from teola.compiler import Compiled
 from teola.engine_spec import Engine
 from teola.ops import LLM_OPS
+from teola.runtime.call_work import CallOutcome, CallWork
+from teola.runtime.dispatch_plan import DispatchPlanCache
 from teola.runtime.engine_scheduler import EngineScheduler
-from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout, Result
+from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.graph_scheduler import QueryRun
 from teola.runtime.local_executor import LocalExecutor
 from teola.runtime.metrics import Metrics
-from teola.runtime.plan import PlanCache
-from teola.runtime.policies import DEFAULT_POLICY, make_policy, policy_names
+from teola.runtime.policies import DEFAULT_POLICY, Pending, make_policy, policy_names
+from teola.runtime.query_context import QueryContext
+from teola.runtime.requests import estimate_tokens
+from teola.runtime.result import Result
 
 log = logging.getLogger("teola.runtime")
 
@@ -75,7 +84,8 @@ class Runtime:
         self.metrics.queue_lengths = self.queue_lengths
         self.schedulers: dict[str, EngineScheduler] = {}
         self.instances: dict[str, list[Instance]] = {}
-        self.plans = PlanCache()
+        self.plans = DispatchPlanCache()
+        self._ctx: QueryContext | None = None
         self._runs: dict[str, QueryRun] = {}
         self._cleanups: set[asyncio.Task] = set()
         self._started = False
@@ -104,6 +114,9 @@ class Runtime:
         except BaseException:
             await self._shutdown_instances()
             raise
+        self._ctx = QueryContext(self._submit_entry, self._withdraw_entry,
+                                 frozenset(n for n, s in self.schedulers.items() if s.llm), self.metrics,
+                                 self.prescheduling, self._query_ended, self._spawn_cleanup)
         self._started = True
 
     async def stop(self) -> None:
@@ -141,6 +154,32 @@ class Runtime:
             return max(1, int(mi[spec.name]))
         return DEFAULT_MAX_INFLIGHT.get(spec.kind, 1)
 
+    # ---- what runs -------------------------------------------------------------------------------
+    @property
+    def policy(self) -> str:
+        """The batching policy of engines that have none of their own."""
+        return self.policy_name
+
+    def engines(self) -> dict[str, Engine]:
+        """The engine specs this runtime runs, by name."""
+        return dict(self.specs)
+
+    def health(self) -> dict[str, dict[str, Any]]:
+        """Per engine: started, its instances' names, queued entries and batches in flight."""
+        out: dict[str, dict[str, Any]] = {}
+        for name in self.specs:
+            sched = self.schedulers.get(name)
+            insts = self.instances.get(name, [])
+            out[name] = {"started": sched is not None, "instances": [i.name for i in insts],
+                         "queued": sched.queued() if sched else 0, "inflight": sum(i.inflight for i in insts),
+                         "policy": sched.policy.name if sched else None}
+        return out
+
+    def stats(self) -> dict[str, Any]:
+        """The runtime's counters as a dict (`Metrics.snapshot()`): queries, primitives, latencies,
+        batch sizes per engine, prefix-cache hits, queue lengths."""
+        return self.metrics.snapshot()
+
     # ---- policies -------------------------------------------------------------------------------
     def set_policy(self, name: str) -> None:
         """Switch the batching policy of every engine that has no policy of its own."""
@@ -156,7 +195,7 @@ class Runtime:
         self.policy_name = name
 
     # ---- queries --------------------------------------------------------------------------------
-    async def run(self, compiled: Compiled, config: dict[str, Any] | None = None) -> Result:
+    async def submit(self, compiled: Compiled, config: dict[str, Any] | None = None) -> Result:
         """Execute one compiled query; returns its `Result` or raises `QueryError` (or a subclass:
         `QueryCancelled`, `QueryTimeout`). Many queries may run at once."""
         if not self._started:
@@ -177,7 +216,7 @@ class Runtime:
         qid = compiled.query_id
         if qid in self._runs:
             raise ValueError(f"query {qid} is already running; compile the query again for a new id")
-        run = QueryRun(self, compiled, config, plan)
+        run = QueryRun(self._ctx, compiled, config, plan)
         self._runs[qid] = run
         self.metrics.queries += 1
         try:
@@ -192,6 +231,39 @@ class Runtime:
             return result
         finally:
             del self._runs[qid]
+
+    run = submit  # the name App and earlier code use
+
+    async def submit_call(self, engine: str, request: dict[str, Any], *, program: str, call_id: str,
+                          parents: list[str] | tuple[str, ...] | None = None) -> CallOutcome:
+        """Run one LLM call of a client program (teola.programs.Program) on `engine`'s scheduler,
+        tagged with the program id so program-aware policies see all its calls as one program.
+        `request` is an LLM request (`requests.llm_request`); `parents`: ids of earlier calls of
+        the program it depends on (None = unknown, [] = a root call). Cancelling the awaiting task
+        withdraws the call if it is still queued. Raises CallFailed if the engine fails it."""
+        if not self._started:
+            raise RuntimeError("Runtime.submit_call: the runtime is not started; await runtime.start() first")
+        sched = self.schedulers.get(engine)
+        if sched is None:
+            raise ValueError(f"no engine {engine!r}; engines: {sorted(self.schedulers)}")
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        work = CallWork(loop.create_future(), call_id)
+        entry = Pending(program, call_id, "decoding", 0, now, [request],
+                        [estimate_tokens(request)] if sched.llm else None, now, 0, work,
+                        None if parents is None else tuple(parents))
+        sched.submit(entry)
+        try:
+            return await work.future
+        except asyncio.CancelledError:
+            sched.remove(entry)
+            raise
+
+    def end_program(self, program: str) -> None:
+        """Program `program` ended: policies and balancers forget it (its process-table entry, its
+        instance pin)."""
+        for sched in self.schedulers.values():
+            sched.end_program(program)
 
     def cancel(self, query_id: str) -> bool:
         """Cancel a running query: its queued primitives are dropped and `run` raises
@@ -215,7 +287,13 @@ class Runtime:
         """Ids of the queries in flight."""
         return list(self._runs)
 
-    def query_ended(self, run: QueryRun, err: QueryError | None, latency: float) -> None:
+    def _submit_entry(self, engine: str, entry: Pending) -> None:
+        self.schedulers[engine].submit(entry)
+
+    def _withdraw_entry(self, engine: str, entry: Pending) -> bool:
+        return self.schedulers[engine].remove(entry)
+
+    def _query_ended(self, run: QueryRun, err: QueryError | None, latency: float) -> None:
         m = self.metrics
         if err is None:
             m.completed += 1
@@ -226,14 +304,13 @@ class Runtime:
             m.timed_out += 1
         else:
             m.failed += 1
-        for sched in self.schedulers.values():  # program-aware policies and routers forget the program
-            sched.end_program(run.qid)
+        self.end_program(run.qid)  # program-aware policies and balancers forget the query
 
     def queue_lengths(self) -> dict[str, int]:
         return {name: s.queued() for name, s in self.schedulers.items()}
 
     # ---- namespace clean-up ---------------------------------------------------------------------
-    def spawn_cleanup(self, run: QueryRun) -> None:
+    def _spawn_cleanup(self, run: QueryRun) -> None:
         task = asyncio.get_running_loop().create_task(self._drop_namespace(run))
         self._cleanups.add(task)
         task.add_done_callback(self._cleanups.discard)

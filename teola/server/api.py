@@ -35,7 +35,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from teola.engine_pool import share_engines
 from teola.server.documents import DocumentStore
 from teola.server.metrics import ServerMetrics
-from teola.server.samples import graph_sample_query
 from teola.server.schemas import (CONFIG_KEYS, DocumentsResponse, ErrorResponse, QueryBody, QueryRequest,
                                   QueryResponse)
 from teola.server.settings import ServerSettings
@@ -162,7 +161,7 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
             raise ApiError(422, "invalid_format", f"unknown graph format {format!r}; use one of {', '.join(GRAPH_FORMATS)}")
         if graph not in ("egraph", "pgraph"):
             raise ApiError(422, "invalid_graph", f"unknown graph {graph!r}; use egraph (optimized) or pgraph")
-        compiled = target.compile(graph_sample_query(getattr(target, "nodes", [])))
+        compiled = target.compile(target.placeholder_query())
         g = getattr(compiled, graph)
         return PlainTextResponse({"text": g.to_text, "dot": g.to_dot, "mermaid": g.to_mermaid}[format]())
 
@@ -246,9 +245,9 @@ def _check_node_names(app: Any, config: dict[str, Any]) -> None:
 
 def _check_policy(settings: ServerSettings, app: Any, config: dict[str, Any]) -> None:
     wanted = config.get("policy")
-    running = getattr(getattr(app, "runtime", None), "policy_name", None)
+    running = getattr(getattr(app, "runtime", None), "policy", None)
     if running is None:  # engines not started yet: the policy they will start with
-        from teola.runtime.policies import DEFAULT_POLICY
+        from teola.runtime import DEFAULT_POLICY
         running = (getattr(app, "config", None) or {}).get("runtime", {}).get("policy") or DEFAULT_POLICY
     if wanted is None or settings.allow_policy_switch or wanted == running:
         return
@@ -271,7 +270,7 @@ def _check_documents(settings: ServerSettings, docs: list[str]) -> None:
 async def _run(state: ServerState, name: str, app: Any, query: dict[str, Any], config: dict[str, Any],
                limit: float) -> Any:
     """Run one query under the time limit, turning failures into ApiErrors (and counting them)."""
-    from teola.runtime.errors import QueryError, QueryTimeout
+    from teola.runtime import QueryError, QueryTimeout
 
     try:
         result = await asyncio.wait_for(app.run(query, config), timeout=limit + _BACKSTOP_GRACE)

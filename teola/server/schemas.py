@@ -40,7 +40,7 @@ class QueryConfig(BaseModel):
     def _known_policy(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        from teola.runtime.policies import policy_names
+        from teola.runtime import policy_names
 
         names = policy_names()
         if value not in names:

@@ -45,9 +45,9 @@ async def e2e_client() -> AsyncIterator[httpx.AsyncClient]:
 
 
 def sample(app: str) -> dict:
-    from teola.server.samples import run_sample_query
+    from teola.server import resolve_app
 
-    query, _ = run_sample_query(app)
+    query, _ = resolve_app(app).sample()
     return query
 
 

@@ -6,7 +6,6 @@ import pytest
 import ray
 
 from teola.server.loading import resolve_app
-from teola.server.samples import run_sample_query
 
 pytestmark = pytest.mark.engines
 
@@ -17,7 +16,7 @@ APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent")
 async def answer(name: str, runtime: dict) -> tuple[str, list[str]]:
     app = resolve_app(name)
     app.config["runtime"] = runtime
-    query, _ = run_sample_query(name)
+    query, _ = app.sample()
     try:
         r = await app.run(query, {"prescheduling": True})
         return r.output, sorted(t["primitive"] for t in r.trace)

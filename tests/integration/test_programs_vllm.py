@@ -7,7 +7,7 @@ import pytest
 
 from teola import Engine
 from teola.programs import Program
-from teola.runtime.runtime import Runtime
+from teola.runtime import Runtime
 from tests.support.borrowed import Borrowed
 
 pytestmark = pytest.mark.engines
@@ -70,9 +70,9 @@ async def test_locality_keeps_a_long_context_program_on_one_instance(llm_pair):
                 context += f"Question {turn}: what does item {turn} weigh? Answer: {r.strip()}\n"
                 short_places = await asyncio.gather(*others)
                 assert set(short_places) == {"llm/0", "llm/1"}     # short calls spread over both
-            assert sched.router.table.engine_of("long").name == calls[0].instance
+            assert sched.balancer.table.engine_of("long").name == calls[0].instance
         assert len({c.instance for c in calls}) == 1                 # every long call on one instance
         assert calls[-1].result["num_cached_tokens"] >= 320         # ... which reused the document's KV blocks
-        assert sched.router.table.engine_of("long") is None         # pin dropped with the program
+        assert sched.balancer.table.engine_of("long") is None         # pin dropped with the program
     finally:
         await rt.stop()

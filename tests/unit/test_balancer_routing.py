@@ -8,7 +8,7 @@ import pytest
 
 from teola import Engine
 from teola.programs import Program
-from teola.runtime.runtime import Runtime
+from teola.runtime import Runtime
 from tests.support.sim_engine import SimEngine
 from tests.unit.test_runtime import QUERY, make_rag
 
@@ -47,12 +47,12 @@ async def test_long_calls_of_a_program_stay_on_its_instance():
     try:
         async with Program(rt, "P") as prog:
             first = await prog.call(LONG, max_tokens=4)
-            assert sched.router.table.engine_of("P").name == first.instance
+            assert sched.balancer.table.engine_of("P").name == first.instance
             # load the pinned instance with other programs' long calls pinned there too: P's next
             # long calls still go to it, while a short call of P goes to the less used instance
-            pinned = sched.router.table.engine_of("P")
+            pinned = sched.balancer.table.engine_of("P")
             for i in range(3):
-                sched.router.table.assign_engine(f"busy{i}", pinned)
+                sched.balancer.table.assign_engine(f"busy{i}", pinned)
             busy = [asyncio.ensure_future(call(rt, f"busy{i}", LONG)) for i in range(3)]
             await asyncio.sleep(0)          # the busy calls are queued on the pinned instance
             long_, short = await asyncio.gather(prog.call(LONG + "!", max_tokens=4), prog.call(SHORT, max_tokens=4))
@@ -60,7 +60,7 @@ async def test_long_calls_of_a_program_stay_on_its_instance():
             assert {r.instance for r in [long_, *later]} == {first.instance}
             assert set(await asyncio.gather(*busy)) == {first.instance}
             assert short.instance != first.instance
-        assert "P" not in sched.router.table                  # the pin went with the program
+        assert "P" not in sched.balancer.table                  # the pin went with the program
     finally:
         await rt.stop()
 
@@ -99,12 +99,12 @@ async def test_pins_are_dropped_when_the_program_ends(policy):
     try:
         table = getattr(sched.policy, "table", None)
         if table is not None:          # program-aware policies share their process table
-            assert sched.router.table is table
+            assert sched.balancer.table is table
         prog = Program(rt, "P")
         await prog.call(LONG, max_tokens=4)
-        assert sched.router.table.engine_of("P") is not None
+        assert sched.balancer.table.engine_of("P") is not None
         await prog.end()
-        assert sched.router.table.engine_of("P") is None and "P" not in sched.router.table
+        assert sched.balancer.table.engine_of("P") is None and "P" not in sched.balancer.table
     finally:
         await rt.stop()
 
@@ -115,7 +115,7 @@ async def test_policy_switch_keeps_sharing_the_process_table():
     try:
         rt.set_policy("atlas")
         sched = rt.schedulers["llm"]
-        assert sched.router.table is sched.policy.table
+        assert sched.balancer.table is sched.policy.table
     finally:
         await rt.stop()
 
@@ -130,7 +130,7 @@ async def test_queries_route_through_the_graph_scheduler_and_release_their_pins(
         for r in results:                 # threshold 0: every LLM call of a query is "long" -> one instance
             assert len({t["instance"] for t in r.trace if t["engine"] == "llm"}) == 1
         sched = app.runtime.schedulers["llm"]
-        assert len(sched.router.table) == 0 and sched.queued() == 0
+        assert len(sched.balancer.table) == 0 and sched.queued() == 0
     finally:
         await app.stop()
 
@@ -152,6 +152,6 @@ async def test_default_scheduler_has_one_shared_queue():
                  {"llm": [SimEngine("a"), SimEngine("b")]})
     await rt.start()
     try:
-        assert rt.schedulers["llm"].router is None and rt.schedulers["llm"].queues == {}
+        assert rt.schedulers["llm"].balancer is None and rt.schedulers["llm"].queues == {}
     finally:
         await rt.stop()

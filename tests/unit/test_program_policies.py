@@ -7,15 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 
-import teola.runtime.policies.atlas  # noqa: F401  (registers "atlas")
-import teola.runtime.policies.plas  # noqa: F401  (registers "plas")
 from bench.program_sim import CallSpec, ProgramSpec, simulate
-from teola.runtime.balancers import LeastUsed, LocalityAware, RoundRobin, make_balancer
+from teola.balancers import LeastUsed, LocalityAware, RoundRobin, make_balancer
 from teola.runtime.policies import Limits, Pending, make_policy
-from teola.runtime.policies.atlas import ATLASPolicy
-from teola.runtime.policies.mlfq import Levels, MLFQPolicy, ProgramQueues
-from teola.runtime.policies.plas import PLASPolicy
-from teola.runtime.process_table import ProcessTable
+from teola.runtime.policies.atlas import ATLASPolicy, atlas_priority
+from teola.runtime.policies.mlfq import MLFQPolicy, mlfq_priority
+from teola.runtime.policies.program_queues import Levels, ProgramQueues
+from teola.runtime.policies.plas import PLASPolicy, plas_priority
+from teola.process_table import ProcessTable
 
 UNIT = dict(max_batch=2, t_step=1.0, t_seq=0.0, t_prefill=0.0)
 UNIT_QUEUES = dict(num_queues=64, base_quantum=1.0, growth=1.0, beta=None, rerank_every=1)
@@ -94,7 +93,7 @@ def test_levels_ranges_follow_quanta():
 
 
 def test_mlfq_demotes_at_quantum_exhaustion():
-    q = ProgramQueues("mlfq", num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
+    q = ProgramQueues(mlfq_priority, num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
     q.admit("c", "P", "c1", 0.0)
     assert q.level("c") == 0
     assert q.charge("c", 1.0) == 0          # 1 of Q0's 2
@@ -106,7 +105,7 @@ def test_mlfq_demotes_at_quantum_exhaustion():
 
 
 def test_plas_places_new_calls_by_completed_program_service():
-    q = ProgramQueues("plas", num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
+    q = ProgramQueues(plas_priority, num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
     q.admit("a1", "A", "a1", 0.0)
     q.charge("a1", 7.0)
     q.finish("a1", 7.0)
@@ -115,7 +114,7 @@ def test_plas_places_new_calls_by_completed_program_service():
     q.admit("b1", "B", "b1", 7.5)           # new program: p = 0 -> Q0
     assert (q.level("a2"), q.level("b1")) == (2, 0)
     assert q.rank(["a2", "b1"]) == ["b1", "a2"]
-    m = ProgramQueues("mlfq", table=q.table, num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
+    m = ProgramQueues(mlfq_priority, table=q.table, num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
     m.admit("a3", "A", "a3", 8.0)           # program-blind MLFQ: top queue regardless
     assert m.level("a3") == 0
 
@@ -123,7 +122,7 @@ def test_plas_places_new_calls_by_completed_program_service():
 def test_anti_starvation_promotes_starving_program_and_resets_only_call_counters():
     """Program L: one completed call with service 8 (wait 0), so its next call enters Q2 of
     (2, 4, 8, inf). With beta = 1 it is promoted once (W_L + W_c) / (T_L + T_c) = W_c / 8 >= 1."""
-    q = ProgramQueues("plas", num_queues=4, base_quantum=2.0, growth=2.0, beta=1.0)
+    q = ProgramQueues(plas_priority, num_queues=4, base_quantum=2.0, growth=2.0, beta=1.0)
     q.admit("l1", "L", "l1", 0.0)
     q.charge("l1", 8.0)
     q.finish("l1", 8.0)
@@ -161,7 +160,7 @@ def test_atlas_critical_path_priority_on_a_small_dag():
     after d runs 3 units the program's critical path is 7+3=10. A call with undeclared parents
     inherits the program's longest critical path so far (the per-program scalar)."""
     t = ProcessTable()
-    q = ProgramQueues("atlas", table=t, num_queues=8, base_quantum=1.0, growth=1.0, beta=None)
+    q = ProgramQueues(atlas_priority, table=t, num_queues=8, base_quantum=1.0, growth=1.0, beta=None)
     q.admit("a", "P", "a", 0.0, parents=())
     assert t.call("P", "a").priority == 0
     q.charge("a", 2.0)
@@ -226,7 +225,7 @@ def test_policy_completes_calls_only_after_all_requests_ran_and_end_program_forg
 
 
 def test_multi_step_reranks_only_on_membership_change_or_every_n_steps():
-    q = ProgramQueues("mlfq", num_queues=4, base_quantum=1.0, growth=2.0, beta=None, rerank_every=3)
+    q = ProgramQueues(mlfq_priority, num_queues=4, base_quantum=1.0, growth=2.0, beta=None, rerank_every=3)
     q.admit("a", "A", "a", 0.0)
     q.admit("b", "B", "b", 0.0)
     assert q.rank(["a", "b"]) == ["a", "b"] and q.reranks == 1
@@ -249,7 +248,7 @@ def test_policies_registered_by_name_and_validate_options():
     with pytest.raises(ValueError, match="beta"):
         make_policy("mlfq", beta=0)
     with pytest.raises(KeyError, match="admit"):
-        ProgramQueues().charge("nope", 1.0)
+        ProgramQueues(plas_priority).charge("nope", 1.0)
 
 
 def test_process_table_tracks_and_ends_programs():
@@ -320,7 +319,7 @@ class EchoLLM:
 def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_priorities():
     from teola.engine_spec import Engine
     from teola.programs import Program
-    from teola.runtime.runtime import Runtime
+    from teola.runtime import Runtime
 
     async def main():
         backend = EchoLLM()
@@ -345,7 +344,8 @@ def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_pri
 
 def test_program_rejects_bad_input():
     from teola.programs import Program
+    from teola.runtime import Runtime
     with pytest.raises(ValueError, match="program_id"):
         Program(object(), "")
     with pytest.raises(RuntimeError, match="not started"):
-        asyncio.run(Program(SimpleNamespace(schedulers={}), "P").call("hi"))
+        asyncio.run(Program(Runtime({}), "P").call("hi"))

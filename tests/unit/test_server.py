@@ -135,7 +135,7 @@ async def test_query_may_not_switch_the_engine_wide_policy(env):
     assert "'topology'" in detail(r) and "allow_policy_switch" in detail(r)
     r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY})
     assert r.status_code == 200, r.text
-    assert env["rag"].runtime.policy_name == "topology"
+    assert env["rag"].runtime.policy == "topology"
 
 
 async def test_policy_switch_when_the_server_allows_it():
@@ -143,7 +143,7 @@ async def test_policy_switch_when_the_server_allows_it():
     async with serve({"echo": echo}, ServerSettings(allow_policy_switch=True)) as c:
         r = await c.post("/v1/apps/echo/query", json={"query": {"question": "hi"}, "config": {"policy": "fifo"}})
         assert r.status_code == 200, r.text
-        assert echo.runtime.policy_name == "fifo"
+        assert echo.runtime.policy == "fifo"
     hanging.release.set()
     assert ServerSettings.from_env({"TEOLA_ALLOW_POLICY_SWITCH": "1"}).allow_policy_switch is True
 

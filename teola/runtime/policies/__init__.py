@@ -1,11 +1,17 @@
-"""Batching policies by name: `make_policy("topology")`. Add one with `register_policy`."""
+"""Batching policies by name: `make_policy("topology")`. Every built-in policy is listed in
+`_POLICIES` below; add your own with `register_policy`."""
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from teola.runtime.policies.atlas import ATLASPolicy
 from teola.runtime.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue
 from teola.runtime.policies.fifo import FifoPolicy
+from teola.runtime.policies.mlfq import MLFQPolicy
+from teola.runtime.policies.plas import PLASPolicy
 from teola.runtime.policies.po import PerInvocationPolicy
+from teola.runtime.policies.program_policy import ProgramPolicy
+from teola.runtime.policies.program_queues import ProgramQueues
 from teola.runtime.policies.to import ThroughputPolicy
 from teola.runtime.policies.topology import TopologyPolicy
 
@@ -14,6 +20,9 @@ _POLICIES: dict[str, Callable[..., Policy]] = {
     "po": PerInvocationPolicy,
     "to": ThroughputPolicy,
     "topology": TopologyPolicy,
+    "mlfq": MLFQPolicy,
+    "plas": PLASPolicy,
+    "atlas": ATLASPolicy,
 }
 
 DEFAULT_POLICY = "topology"
@@ -34,18 +43,19 @@ def policy_names() -> list[str]:
     return sorted(_POLICIES)
 
 
-def make_policy(name: str, **options: Any) -> Policy:
-    """Build the policy registered as `name` with its options. Unknown names raise ValueError."""
+def policy_factory(name: str) -> Callable[..., Policy]:
+    """The class (or factory) registered as `name`; unknown names raise ValueError."""
     if name not in _POLICIES:
         raise ValueError(f"unknown batching policy {name!r}; known policies: {', '.join(policy_names())}")
-    return _POLICIES[name](**options)
+    return _POLICIES[name]
 
 
-# Program-aware LLM policies (Autellix MLFQ, PLAS, ATLAS) register themselves; imported last because
-# they build on the base classes and `register_policy` above.
-from teola.runtime.policies.atlas import ATLASPolicy  # noqa: E402
-from teola.runtime.policies.mlfq import MLFQPolicy  # noqa: E402
-from teola.runtime.policies.plas import PLASPolicy  # noqa: E402
+def make_policy(name: str, **options: Any) -> Policy:
+    """Build the policy registered as `name` with its options. Unknown names raise ValueError."""
+    return policy_factory(name)(**options)
 
-__all__ = ["ATLASPolicy", "MLFQPolicy", "PLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "Limits", "Pending", "PerInvocationPolicy", "Pick",
-           "Policy", "RequestQueue", "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_names", "register_policy", "unregister_policy"]
+
+__all__ = ["ATLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "Limits", "MLFQPolicy", "PLASPolicy",
+           "Pending", "PerInvocationPolicy", "Pick", "Policy", "ProgramPolicy", "ProgramQueues", "RequestQueue",
+           "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_factory", "policy_names", "register_policy",
+           "unregister_policy"]

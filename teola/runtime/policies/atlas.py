@@ -9,11 +9,17 @@ program, the critical-path end p(k) + t_k of each completed call and the longest
   - a call whose parents are not declared (a primitive of a teola e-graph, where the runtime passes
     only the node's depth) inherits the program's longest observed critical path, the paper's
     per-program scalar, so all concurrent calls of a program share one priority and finish together.
-The priority is discretized into the MLFQ queues of `mlfq.py` (demotion, anti-starvation, multi-step).
+The priority is discretized into the MLFQ queues of `program_queues.py` (demotion, anti-starvation, multi-step).
 """
 from __future__ import annotations
 
-from teola.runtime.policies.mlfq import ProgramPolicy
+from teola.process_table import ProcessTable
+from teola.runtime.policies.program_policy import ProgramPolicy
+
+
+def atlas_priority(table: ProcessTable, pid: str, inherited: float) -> float:
+    """The call's inherited critical path (computed by `ProcessTable.call_arrived`)."""
+    return inherited
 
 
 class ATLASPolicy(ProgramPolicy):
@@ -21,12 +27,4 @@ class ATLASPolicy(ProgramPolicy):
     rerank_every, service, table)."""
 
     name = "atlas"
-    mode = "atlas"
-
-
-def _register() -> None:
-    from teola.runtime.policies import register_policy
-    register_policy("atlas", ATLASPolicy)
-
-
-_register()
+    priority = staticmethod(atlas_priority)

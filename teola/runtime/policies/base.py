@@ -29,6 +29,8 @@ class Pending:
     depth: the node's distance to the query's output (Algorithm 2: deeper = more contributive).
     arrival: when the node entered this queue; query_arrival: when its query started.
     work: the runtime's own bookkeeping object (policies ignore it).
+    parents: for a client program's call, the ids of the earlier calls it depends on (ATLAS
+    critical paths; () = a root call); None when unknown (primitives of a teola e-graph).
     """
 
     query_id: str
@@ -41,6 +43,7 @@ class Pending:
     query_arrival: float = 0.0
     taken: int = 0
     work: Any = None
+    parents: tuple[str, ...] | None = None
 
     @property
     def remaining(self) -> int:

@@ -16,7 +16,7 @@ FUSABLE_PREFILLS = frozenset({PrimOp.PREFILLING, PrimOp.FULL_PREFILLING})
 
 
 @dataclass(slots=True)
-class Plan:
+class DispatchPlan:
     """prims in topological order (position = index used by the scheduler)."""
 
     prims: list[Primitive]
@@ -30,13 +30,13 @@ class Plan:
     ingest_engines: frozenset[str] = frozenset()
 
 
-def build_plan(graph: Graph) -> Plan:
+def build_plan(graph: Graph) -> DispatchPlan:
     prims = graph.primitives
     index = {p.id: i for i, p in enumerate(prims)}
     g = graph.nx
     indeg = [g.in_degree(p.id) for p in prims]
     children = [tuple(sorted(index[c] for c in g.successors(p.id))) for p in prims]
-    plan = Plan(prims, indeg, children, [i for i, d in enumerate(indeg) if d == 0],
+    plan = DispatchPlan(prims, indeg, children, [i for i, d in enumerate(indeg) if d == 0],
                 [p.op in CONTROL_OPS for p in prims], outputs=tuple(graph.outputs),
                 ingest_engines=frozenset(p.engine for p in prims if p.op is PrimOp.INGESTION and p.engine))
     streams: dict[str, list[int]] = {}
@@ -55,7 +55,7 @@ def build_plan(graph: Graph) -> Plan:
     return plan
 
 
-def _fusable_children(graph: Graph, plan: Plan, i: int, index: dict[int, int]) -> tuple[int, ...] | None:
+def _fusable_children(graph: Graph, plan: DispatchPlan, i: int, index: dict[int, int]) -> tuple[int, ...] | None:
     """A prefill fuses into its decode(s) when they are its only children, on its engine, read
     nothing but its state (and keys its own ancestors produce), and its state is not an output."""
     p = plan.prims[i]
@@ -81,14 +81,14 @@ def _fusable_children(graph: Graph, plan: Plan, i: int, index: dict[int, int]) -
     return tuple(sorted(kids, key=lambda c: plan.prims[c].args.get("item", 0)))
 
 
-class PlanCache:
+class DispatchPlanCache:
     """Plans by graph identity (compiled graphs are shared and read-only), LRU-bounded."""
 
     def __init__(self, capacity: int = 256) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[int, tuple[Graph, Plan]] = OrderedDict()
+        self._items: OrderedDict[int, tuple[Graph, DispatchPlan]] = OrderedDict()
 
-    def get(self, graph: Graph) -> Plan:
+    def get(self, graph: Graph) -> DispatchPlan:
         key = id(graph)
         hit = self._items.get(key)
         if hit is not None and hit[0] is graph:

@@ -1,23 +1,27 @@
-"""Picks the engine instance for the next batch: the least loaded among those that can take one
-(outstanding requests for general engines, occupied token slots for LLM engines)."""
+"""LeastLoaded, the default "least_loaded" balancer: all calls wait in one shared queue and each
+batch goes to the least loaded instance that can take one (outstanding requests for general
+engines, occupied token slots for LLM engines). Instances are duck-typed: `inflight`,
+`max_inflight`, `outstanding` and `tokens` (teola.runtime.Instance)."""
 from __future__ import annotations
 
-from typing import Sequence
-
-from teola.runtime.executor import Instance
+from typing import Any, Sequence
 
 
 class LeastLoaded:
+    """Picks the instance for the next batch from one shared queue."""
+
+    name = "least_loaded"
+
     def __init__(self, by_tokens: bool = False, token_budget: int = 0) -> None:
         self.by_tokens = by_tokens
         self.token_budget = token_budget
 
-    def free(self, inst: Instance) -> bool:
+    def free(self, inst: Any) -> bool:
         if inst.inflight >= inst.max_inflight:
             return False
         return not (self.token_budget > 0 and inst.inflight > 0 and inst.tokens >= self.token_budget)
 
-    def pick(self, instances: Sequence[Instance]) -> Instance | None:
+    def pick(self, instances: Sequence[Any]) -> Any:
         best, key = None, None
         for inst in instances:
             if not self.free(inst):

@@ -1,0 +1,23 @@
+"""RoundRobin: route calls to instances in cyclic order, ignoring load and locality."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+
+class RoundRobin:
+    """Route calls to instances in cyclic order (Kubernetes' default), ignoring load and locality."""
+
+    name = "round_robin"
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def pick(self, instances: Sequence[Any]) -> Any:
+        if not instances:
+            return None
+        inst = instances[self._next % len(instances)]
+        self._next += 1
+        return inst
+
+    def route(self, instances: Sequence[Any], program_id: str, tokens: int) -> Any:
+        return self.pick(instances)

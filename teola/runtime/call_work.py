@@ -1,0 +1,51 @@
+"""`CallWork`: the `Work` of one program call submitted with `Runtime.submit_call`; it resolves a
+future with the engine's result and remembers which instance ran the call."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from teola.runtime.errors import CallFailed
+from teola.runtime.executor import Instance
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    """A finished program call: the engine's result dict and the instance that ran it ("llm/0")."""
+
+    result: dict[str, Any]
+    instance: str | None
+
+
+class CallWork:
+    """Resolves `future` with a `CallOutcome`, or with `CallFailed` naming the call and instance."""
+
+    __slots__ = ("future", "call_id", "started_at", "instance")
+
+    def __init__(self, future: asyncio.Future, call_id: str) -> None:
+        self.future = future
+        self.call_id = call_id
+        self.started_at: float | None = None
+        self.instance: str | None = None
+
+    def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None:
+        self.started_at = t
+        self.instance = inst.name
+
+    def results(self, start: int, results: list[Any], t: float) -> None:
+        if not self.future.done():
+            r = results[0]
+            self.future.set_result(CallOutcome(r if isinstance(r, dict) else {"text": str(r)}, self.instance))
+
+    def item(self, payload: Any, t: float) -> None:
+        pass
+
+    def final(self, result: Any, t: float) -> None:
+        self.results(0, [result], t)
+
+    def failed(self, exc: BaseException, inst: Instance) -> None:
+        if not self.future.done():
+            err = CallFailed(f"call {self.call_id!r} failed on instance {inst.name}: {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            self.future.set_exception(err)

@@ -1,0 +1,89 @@
+"""`DispatchWork`: one dispatch of a query to an engine scheduler (the `Work` of the graph
+scheduler's entries). Its callbacks move the query's state in `QueryRun`."""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from teola.runtime.errors import QueryError
+from teola.runtime.executor import Instance
+from teola.runtime.policies import Pending
+
+if TYPE_CHECKING:
+    from teola.runtime.graph_scheduler import QueryRun
+
+
+class DispatchWork:
+    """One dispatch to an engine scheduler: a primitive ("prim"), a prefill fused with its decode
+    ("fused"), or a Partial Decoding group served by one streaming request ("stream", optionally
+    fused with the prefill before it: `prefill` is then its index)."""
+
+    __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
+                 "items", "extra_items", "started_at")
+
+    def __init__(self, run: "QueryRun", kind: str, idx: int, requests: list[dict[str, Any]],
+                 members: tuple[int, ...] = (), prefill: int | None = None) -> None:
+        self.run = run
+        self.kind = kind
+        self.idx = idx
+        self.members = members
+        self.prefill = prefill
+        self.requests = requests
+        self.res: list[Any] = [None] * len(requests)
+        self.done = 0
+        self.entry: Pending | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.items = 0
+        self.extra_items = 0
+        self.started_at: float | None = None
+
+    # ---- callbacks from the engine scheduler ---------------------------------------------------
+    def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None:
+        run = self.run
+        run.inflight += 1
+        if run.dead:
+            return
+        rel = t - run.t0
+        for i in self.traced():
+            tr = run.trace[i]
+            if tr["started"] is None:
+                tr.update(started=rel, instance=inst.name, batch_id=batch_id, batch_size=batch_size)
+            tr["batches"] += 1
+
+    def results(self, start: int, results: list[Any], t: float) -> None:
+        run = self.run
+        run.inflight -= 1
+        if run.dead:
+            run.maybe_cleanup()
+            return
+        self.res[start:start + len(results)] = results
+        self.done += len(results)
+        if self.done == len(self.requests):
+            run.guard(run.work_done, self, t)
+
+    def failed(self, exc: BaseException, inst: Instance) -> None:
+        run = self.run
+        run.inflight -= 1
+        if run.dead:
+            run.maybe_cleanup()
+            return
+        p = run.plan.prims[self.idx]
+        run.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
+                            f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine), exc)
+
+    def item(self, text: Any, t: float) -> None:
+        if not self.run.dead:
+            self.run.guard(self.run.stream_item, self, text, t)
+
+    def final(self, result: Any, t: float) -> None:
+        run = self.run
+        run.inflight -= 1
+        if run.dead:
+            run.maybe_cleanup()
+            return
+        run.guard(run.stream_final, self, result, t)
+
+    def traced(self) -> tuple[int, ...]:
+        if self.kind == "prim":
+            return (self.idx,)
+        return ((self.prefill,) if self.prefill is not None else ()) + self.members

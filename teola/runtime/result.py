@@ -1,0 +1,19 @@
+"""`Result`: what a finished query returns."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class Result:
+    """A finished query. output: the value of the graph's output key (a dict key -> value when
+    the graph has several outputs; None if skipped). trace: one dict per primitive (name, op,
+    engine, status, queued/started/finished seconds since the query started, instance, batch id
+    and size, engine extras such as num_cached_tokens). latency: seconds end to end."""
+
+    output: Any
+    trace: list[dict[str, Any]]
+    query_id: str
+    latency: float
+    skipped: bool = False
