@@ -111,7 +111,7 @@ def make_apps(names: tuple[str, ...]) -> dict[str, Any]:
     """The apps on the default embedded engines, sharing one adapter per engine (one LLM load)."""
     import importlib
 
-    from teola.engine_pool import share_engines
+    from teola.shared_engines import share_engines
 
     apps = {}
     for name in names:

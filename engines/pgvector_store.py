@@ -34,7 +34,8 @@ from typing import Any, AsyncIterator
 
 import numpy as np
 
-from engines.protocol import EngineProfile
+from engines.pg_pool import close_pool, open_pool, pool_health
+from engines.protocol import EngineProfile, profile_with
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 
@@ -47,6 +48,19 @@ def validate_identifier(value: Any, option: str) -> str:
             f"digit, at most 48 characters)"
         )
     return value
+
+
+def search_request(req: Any, key: str, where: str) -> tuple[str, int]:
+    """A searching request's text field `key` (no NUL) and its top_k (default 5), validated."""
+    if not isinstance(req, dict):
+        raise TypeError(f"{where}: expected a dict, got {type(req).__name__}")
+    value, k = req.get(key), req.get("top_k", 5)
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: {key!r} must be a str, got {type(value).__name__}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"{where}: 'top_k' must be a positive int, got {k!r}")
+    check_no_nul(value, f"{where}: {key}")
+    return value, k
 
 
 def check_no_nul(value: Any, what: str) -> None:
@@ -71,6 +85,7 @@ class PgVectorEngine:
     """pgvector-backed vector store (ops "ingestion", "searching")."""
 
     ops = frozenset({"ingestion", "searching"})
+    default_profile = EngineProfile(max_batch=256, max_efficient_batch=256)
 
     def __init__(
         self,
@@ -86,8 +101,8 @@ class PgVectorEngine:
         ef_search: int = 100,
         pool_min: int = 1,
         pool_max: int = 4,
-        max_batch: int = 256,
-        max_efficient_batch: int = 64,
+        max_batch: int | None = None,
+        max_efficient_batch: int | None = None,
         data_dir: str | None = None,
     ) -> None:
         validate_identifier(collection, "collection")
@@ -106,7 +121,7 @@ class PgVectorEngine:
         self.hnsw_m = int(hnsw_m)
         self.hnsw_ef_construction = int(hnsw_ef_construction)
         self.ef_search = int(ef_search)
-        self.profile = EngineProfile(max_batch=max_batch, max_efficient_batch=max_efficient_batch)
+        self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
         self._dsn_option = dsn
         self._data_dir = data_dir
         self._pool_min, self._pool_max = pool_min, pool_max
@@ -121,7 +136,6 @@ class PgVectorEngine:
             return
         import psycopg
         from psycopg import sql
-        from psycopg_pool import AsyncConnectionPool
 
         from engines.pg_server import acquire_dsn, describe_dsn
 
@@ -161,10 +175,7 @@ class PgVectorEngine:
             await conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', false)")
             await conn.commit()
 
-        self._pool = AsyncConnectionPool(
-            self._dsn, min_size=self._pool_min, max_size=self._pool_max, open=False, configure=configure
-        )
-        await self._pool.open(wait=True)
+        self._pool = await open_pool(self._dsn, self._pool_min, self._pool_max, configure)
 
     async def _drop_orphans(self, conn: Any, sql: Any) -> None:
         """Drop ephemeral tables of this collection left by killed processes (embedded server only:
@@ -217,9 +228,8 @@ class PgVectorEngine:
                 async with self._pool.connection() as conn:
                     await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.table)))
         finally:
-            await self._pool.close()
-            self._pool = None
-            self._release()
+            pool, self._pool = self._pool, None
+            await close_pool(pool, self._dsn_option, self._data_dir)
 
     def _release(self) -> None:
         from engines.pg_server import release_dsn
@@ -228,11 +238,7 @@ class PgVectorEngine:
 
     async def health(self) -> bool:
         """True when a pooled connection answers `SELECT 1`."""
-        if self._pool is None:
-            return False
-        async with self._pool.connection() as conn:
-            row = await (await conn.execute("SELECT 1")).fetchone()
-        return row == (1,)
+        return await pool_health(self._pool)
 
     # ---- protocol --------------------------------------------------------------------------------
 
@@ -319,14 +325,7 @@ class PgVectorEngine:
         namespaces, vectors, ks = [], [], []
         for i, req in enumerate(requests):
             where = f"engine {self.name!r} searching request {i}"
-            if not isinstance(req, dict):
-                raise TypeError(f"{where}: expected a dict, got {type(req).__name__}")
-            ns, k = req.get("namespace"), req.get("top_k", 5)
-            if not isinstance(ns, str):
-                raise ValueError(f"{where}: 'namespace' must be a str, got {type(ns).__name__}")
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-                raise ValueError(f"{where}: 'top_k' must be a positive int, got {k!r}")
-            check_no_nul(ns, f"{where}: namespace")
+            ns, k = search_request(req, "namespace", where)
             namespaces.append(ns)
             vectors.append(self._vector(req.get("embedding"), where))
             ks.append(k)

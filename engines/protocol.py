@@ -70,3 +70,15 @@ class EngineBackend(Protocol):
     async def health(self) -> bool: ...
 
     async def stop(self) -> None: ...
+
+
+def profile_with(default: EngineProfile, max_batch: int | None = None,
+                 max_efficient_batch: int | None = None) -> EngineProfile:
+    """An adapter's profile: its kind's `default` with the options a user gave (positive ints;
+    max_efficient_batch is capped at max_batch). Raises ValueError naming a bad option."""
+    for field_name, value in (("max_batch", max_batch), ("max_efficient_batch", max_efficient_batch)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"option {field_name} must be a positive int or omitted, got {value!r}")
+    mb = max_batch or default.max_batch
+    return EngineProfile(max_batch=mb, max_efficient_batch=min(max_efficient_batch or default.max_efficient_batch, mb),
+                         token_budget=default.token_budget)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Callable
 
-from engines.protocol import EngineBackend
+from engines.protocol import EngineBackend, EngineProfile
 
 _KINDS: dict[str, str | Callable[..., EngineBackend]] = {
     "vllm": "engines.vllm_engine:VLLMEngine",
@@ -29,6 +29,23 @@ def register_engine_kind(kind: str, factory: Callable[..., EngineBackend]) -> No
 
 def engine_kinds() -> list[str]:
     return sorted(_KINDS)
+
+
+def kind_defaults(kind: str) -> tuple[frozenset[str], EngineProfile] | None:
+    """What an engine kind's adapter declares about itself: its ops and its default profile
+    (max batch, max efficient batch), read from the adapter class (`ops`, `default_profile`)
+    without building it. None for an unknown kind or a factory that declares neither."""
+    target = _KINDS.get(kind)
+    if target is None:
+        return None
+    if isinstance(target, str):
+        module, attr = target.split(":")
+        target = getattr(importlib.import_module(module), attr)
+    ops = getattr(target, "ops", None)
+    if not isinstance(ops, frozenset):
+        return None
+    profile = getattr(target, "default_profile", None)
+    return ops, profile if isinstance(profile, EngineProfile) else EngineProfile()
 
 
 def create_engine(name: str, kind: str, options: dict[str, Any]) -> EngineBackend:

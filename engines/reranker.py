@@ -8,44 +8,33 @@ reranker; `self.mode` says which one is running ("cross_encoder" or "bi_encoder_
 """
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 from engines.models import MINILM, resolve_model
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
+from engines.st_adapter import SentenceTransformersAdapter
 
 
-class RerankerEngine:
+class RerankerEngine(SentenceTransformersAdapter):
     """Options: model (a CrossEncoder folder; omitted = the MiniLM cosine default), bi_encoder
     (the embedding model for the default; "all-minilm-l6-v2"), device (None = library choice),
-    max_batch (256), max_efficient_batch (64)."""
+    max_batch (64), max_efficient_batch (32)."""
 
     ops = frozenset({"reranking"})
+    default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
     def __init__(self, name: str, model: str | None = None, bi_encoder: str = MINILM,
-                 device: str | None = None, max_batch: int = 256, max_efficient_batch: int = 64):
-        for field, value in (("max_batch", max_batch), ("max_efficient_batch", max_efficient_batch)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"engine {name!r}: option {field} must be a positive int, got {value!r}")
+                 device: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None):
         if model is not None and not isinstance(model, str):
             raise ValueError(f"engine {name!r}: option model must be the path of a sentence-transformers "
                              f"CrossEncoder folder, or omitted for the offline MiniLM cosine scorer")
-        self.name = name
+        super().__init__(name, device, max_batch, max_efficient_batch)
         self.model_name = model
         self.bi_encoder_name = bi_encoder
-        self.device = device
         self.mode = "cross_encoder" if model is not None else "bi_encoder_cosine"
-        self.profile = EngineProfile(max_batch=max_batch, max_efficient_batch=min(max_efficient_batch, max_batch))
-        self.calls: list[int] = []
-        self._model = None
 
-    async def start(self) -> None:
-        if self._model is None:
-            self._model = await asyncio.to_thread(self._load)
-
-    def _load(self):
+    def _load(self) -> Any:
         configure_engine_env()
         if self.mode == "cross_encoder":
             from sentence_transformers import CrossEncoder
@@ -57,41 +46,28 @@ class RerankerEngine:
 
     def score(self, pairs: list[tuple[str, str]]) -> list[float]:
         """Relevance of each (query, text) pair (blocking; one model call per batch)."""
-        if self._model is None:
-            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        model = self._require_model()
         if not pairs:
             return []
         self.calls.append(len(pairs))
         if self.mode == "cross_encoder":
-            scores = self._model.predict(pairs, batch_size=len(pairs), show_progress_bar=False,
-                                         convert_to_numpy=True)
+            scores = model.predict(pairs, batch_size=len(pairs), show_progress_bar=False, convert_to_numpy=True)
             return [float(s) for s in scores]
         queries = sorted({q for q, _ in pairs})
         texts = [t for _, t in pairs]
-        vectors = self._model.encode(queries + texts, batch_size=len(queries) + len(texts),
-                                     normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        vectors = model.encode(queries + texts, batch_size=len(queries) + len(texts),
+                               normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         row = {q: i for i, q in enumerate(queries)}
         offset = len(queries)
         return [float(vectors[row[q]] @ vectors[offset + i]) for i, (q, _) in enumerate(pairs)]
 
-    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
-        """One float per {"query": str, "text": str} request, in order."""
-        if op not in self.ops:
-            raise ValueError(f"engine {self.name!r} (reranker) runs only 'reranking', not {op!r}")
+    def _inputs(self, requests: list[dict[str, Any]]) -> list[tuple[str, str]]:
         pairs = []
         for i, req in enumerate(requests):
             if not (isinstance(req, dict) and isinstance(req.get("query"), str) and isinstance(req.get("text"), str)):
                 raise ValueError(f"reranking request {i} must be {{'query': str, 'text': str}}, got {req!r:.80}")
             pairs.append((req["query"], req["text"]))
-        return await asyncio.to_thread(self.score, pairs)
+        return pairs
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
-        """No partial outputs: yields (i, "final", score) per request after the batch."""
-        for i, result in enumerate(await self.execute(op, requests)):
-            yield i, "final", result
-
-    async def health(self) -> bool:
-        return self._model is not None
-
-    async def stop(self) -> None:
-        self._model = None
+    def _run(self, inputs: list[tuple[str, str]]) -> list[float]:
+        return self.score(inputs)

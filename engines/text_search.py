@@ -27,8 +27,9 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from engines.pgvector_store import check_no_nul, validate_identifier
-from engines.protocol import EngineProfile
+from engines.pg_pool import close_pool, open_pool, pool_health
+from engines.pgvector_store import check_no_nul, search_request, validate_identifier
+from engines.protocol import EngineProfile, profile_with
 
 _COPY_CHUNK = 2000
 
@@ -70,9 +71,15 @@ def _corpus_rows(corpus: str, path: Path) -> list[tuple[str, str]]:
 
 
 class TextSearchEngine:
-    """Full-text search over a corpus table (op "searching")."""
+    """Full-text search over a corpus table (op "searching").
+
+    Options: dsn (an external Postgres; default the embedded server), data_dir (the embedded
+    server's folder), corpus ("wiki": the shipped Wikipedia lead paragraphs), match ("any": any
+    word, ranked; "all": websearch syntax), progress (print loading progress), pool_min / pool_max
+    (connections), max_batch (64), max_efficient_batch (16)."""
 
     ops = frozenset({"searching"})
+    default_profile = EngineProfile(max_batch=64, max_efficient_batch=16)
 
     def __init__(
         self,
@@ -85,8 +92,8 @@ class TextSearchEngine:
         progress: bool = True,
         pool_min: int = 1,
         pool_max: int = 2,
-        max_batch: int = 64,
-        max_efficient_batch: int = 16,
+        max_batch: int | None = None,
+        max_efficient_batch: int | None = None,
     ) -> None:
         if match not in ("any", "all"):
             raise ValueError(f"option match={match!r}: use 'any' (any word, ranked) or 'all' (websearch syntax)")
@@ -96,7 +103,7 @@ class TextSearchEngine:
         self.table = validate_identifier(f"teola_fts_{stem}", "corpus")
         self.match = match
         self.progress = progress
-        self.profile = EngineProfile(max_batch=max_batch, max_efficient_batch=max_efficient_batch)
+        self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
         self._dsn_option, self._data_dir = dsn, data_dir
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool: Any = None
@@ -108,7 +115,6 @@ class TextSearchEngine:
         if self._pool is not None:
             return
         import psycopg
-        from psycopg_pool import AsyncConnectionPool
 
         from engines.pg_server import acquire_dsn, describe_dsn, release_dsn
 
@@ -121,8 +127,7 @@ class TextSearchEngine:
         except BaseException:
             release_dsn(self._dsn_option, self._data_dir)
             raise
-        self._pool = AsyncConnectionPool(dsn, min_size=self._pool_min, max_size=self._pool_max, open=False)
-        await self._pool.open(wait=True)
+        self._pool = await open_pool(dsn, self._pool_min, self._pool_max)
 
     async def _ensure_loaded(self, dsn: str) -> None:
         import psycopg
@@ -183,21 +188,12 @@ class TextSearchEngine:
         """Close the pool and release the server (the corpus table stays for the next start)."""
         if self._pool is None:
             return
-        from engines.pg_server import release_dsn
-
-        try:
-            await self._pool.close()
-        finally:
-            self._pool = None
-            release_dsn(self._dsn_option, self._data_dir)
+        pool, self._pool = self._pool, None
+        await close_pool(pool, self._dsn_option, self._data_dir)
 
     async def health(self) -> bool:
         """True when a pooled connection answers `SELECT 1`."""
-        if self._pool is None:
-            return False
-        async with self._pool.connection() as conn:
-            row = await (await conn.execute("SELECT 1")).fetchone()
-        return row == (1,)
+        return await pool_health(self._pool)
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """One batch of "searching" requests -> [[{text, score, title}], ...]."""
@@ -221,15 +217,7 @@ class TextSearchEngine:
             return []
         queries, ks = [], []
         for i, req in enumerate(requests):
-            where = f"engine {self.name!r} searching request {i}"
-            if not isinstance(req, dict):
-                raise TypeError(f"{where}: expected a dict, got {type(req).__name__}")
-            q, k = req.get("query"), req.get("top_k", 5)
-            if not isinstance(q, str):
-                raise ValueError(f"{where}: 'query' must be a str, got {type(q).__name__}")
-            if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-                raise ValueError(f"{where}: 'top_k' must be a positive int, got {k!r}")
-            check_no_nul(q, f"{where}: query")
+            q, k = search_request(req, "query", f"engine {self.name!r} searching request {i}")
             queries.append(q)
             ks.append(k)
         if self.match == "any":

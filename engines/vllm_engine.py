@@ -149,9 +149,10 @@ class VLLMEngine:
     """
 
     ops = PREFILL_OPS | DECODE_OPS
+    default_profile = EngineProfile(max_batch=16, max_efficient_batch=8)  # max_batch = max_num_seqs
 
     def __init__(self, name: str, model: str = "smollm2-135m-instruct", dtype: str = "auto",
-                 device: str | None = None, max_model_len: int = 2048, max_num_seqs: int = 16,
+                 device: str | None = None, max_model_len: int = 2048, max_num_seqs: int = default_profile.max_batch,
                  max_num_batched_tokens: int | None = None, block_size: int | None = None,
                  kv_cache_space_gib: int | None = None, gpu_memory_utilization: float | None = None,
                  enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
@@ -190,7 +191,7 @@ class VLLMEngine:
         self.shutdown_timeout = shutdown_timeout
         self.cpu_threads_bind = cpu_threads_bind
         self.profile = EngineProfile(max_batch=max_num_seqs,
-                                     max_efficient_batch=max_efficient_batch or min(max_num_seqs, 16),
+                                     max_efficient_batch=min(max_efficient_batch or self.default_profile.max_efficient_batch, max_num_seqs),
                                      token_budget=max_num_batched_tokens or 0)
         self.block_size: int | None = block_size
         self.renderer: PromptRenderer | None = None

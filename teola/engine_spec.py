@@ -3,22 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from engines.protocol import EngineProfile
+from engines.registry import engine_kinds, kind_defaults
 from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
 from teola.graph import EngineInfo
-from teola.ops import LLM_OPS, PrimOp
-
-# Ops each built-in engine kind runs; a custom kind passes `ops=[...]`.
-KIND_OPS: dict[str, frozenset[PrimOp]] = {
-    "vllm": frozenset(LLM_OPS),
-    "sentence_transformers": frozenset({PrimOp.EMBEDDING}),
-    "reranker": frozenset({PrimOp.RERANKING}),
-    "pgvector": frozenset({PrimOp.INGESTION, PrimOp.SEARCHING}),
-    "search": frozenset({PrimOp.SEARCHING}),
-    "tool": frozenset({PrimOp.TOOL}),
-}
-
-DEFAULT_MAX_EFFICIENT_BATCH = {"vllm": 8, "sentence_transformers": 32, "reranker": 32,
-                               "pgvector": 256, "search": 16, "tool": 8}
+from teola.ops import PrimOp
 
 
 class Engine:
@@ -27,7 +16,8 @@ class Engine:
     name: how nodes refer to it. kind: the adapter ("vllm", "sentence_transformers", "reranker",
     "pgvector", "search", "tool", or one added with `engines.registry.register_engine_kind`).
     instances: how many engine instances to start. max_efficient_batch: the batch size beyond which
-    throughput stops growing (stage decomposition splits there). ops: required for custom kinds.
+    throughput stops growing (stage decomposition splits there); max_batch: the most requests in one
+    batch; both default to what the kind's adapter declares (`default_profile`). ops: required for custom kinds.
     policy: the engine scheduler's batching policy (default: the app's). resources: where and with
     what an instance runs under the Ray executor: Ray actor options such as
     {"num_cpus": 1, "num_gpus": 1, "memory": 4e9, "resources": {"node_b": 0.1}, "max_restarts": 1}
@@ -47,22 +37,26 @@ class Engine:
                  **options: Any) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
-        if ops is None and kind not in KIND_OPS:
-            raise ValueError(f"Engine {name!r}: unknown kind {kind!r}; known kinds: {sorted(KIND_OPS)}"
+        declared = kind_defaults(kind) if isinstance(kind, str) else None
+        if ops is None and declared is None:
+            raise ValueError(f"Engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}"
                              " (a custom kind must also pass ops=[...])")
+        kind_ops, profile = declared if declared is not None else (frozenset(), EngineProfile())
         if not isinstance(instances, int) or instances < 1:
             raise ValueError(f"Engine {name!r}: instances must be an int >= 1, got {instances!r}")
         self.name = name
         self.kind = kind
         self.instances = instances
         try:
-            self.ops = frozenset(PrimOp(o) for o in ops) if ops is not None else KIND_OPS[kind]
+            self.ops = frozenset(PrimOp(o) for o in (ops if ops is not None else kind_ops))
         except ValueError as e:
             raise ValueError(f"Engine {name!r}: {e}; ops are {[o.value for o in PrimOp]}") from None
-        self.max_efficient_batch = max_efficient_batch or DEFAULT_MAX_EFFICIENT_BATCH.get(kind, 16)
+        self.max_efficient_batch = max_efficient_batch or profile.max_efficient_batch
         if self.max_efficient_batch < 1:
             raise ValueError(f"Engine {name!r}: max_efficient_batch must be >= 1")
-        self.max_batch = max_batch or max(self.max_efficient_batch, 64 if kind != "vllm" else 32)
+        # an explicit max_batch caps the adapter's; the default leaves the adapter's profile in force
+        self.max_batch_given = max_batch is not None
+        self.max_batch = max_batch or max(self.max_efficient_batch, profile.max_batch)
         self.token_budget = token_budget
         if resources is not None and not isinstance(resources, dict):
             raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")

@@ -11,17 +11,20 @@ class RShiftMixin:
         raise NotImplementedError
 
     def __rshift__(self, other: Any) -> Any:
-        targets = other if isinstance(other, (list, tuple)) else [other]
-        for t in targets:
-            if not isinstance(t, RShiftMixin):
-                raise TypeError(f"cannot connect {self!r} >> {t!r}: the right side must be a Node or a list of Nodes")
+        for t in _nodes(other, lambda t: f"cannot connect {self!r} >> {t!r}: the right side"):
             self._add_downstream(t)
         return other
 
     def __rrshift__(self, other: Any) -> Any:
-        sources = other if isinstance(other, (list, tuple)) else [other]
-        for s in sources:
-            if not isinstance(s, RShiftMixin):
-                raise TypeError(f"cannot connect {s!r} >> {self!r}: the left side must be a Node or a list of Nodes")
+        for s in _nodes(other, lambda s: f"cannot connect {s!r} >> {self!r}: the left side"):
             s._add_downstream(self)
         return self
+
+
+def _nodes(side: Any, where: Any) -> list[RShiftMixin]:
+    """One side of `>>` as a list of nodes; TypeError (`where(item)` + the rule) for anything else."""
+    items = list(side) if isinstance(side, (list, tuple)) else [side]
+    for item in items:
+        if not isinstance(item, RShiftMixin):
+            raise TypeError(f"{where(item)} must be a Node or a list of Nodes")
+    return items

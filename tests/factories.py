@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from teola import App, Engine, Graph, Primitive, PrimOp
-from teola.engine_spec import KIND_OPS
 from teola.graph import EngineInfo
 
 DOC = " ".join(f"Sentence {i} says that fact {i} is true." for i in range(60))
@@ -24,8 +23,9 @@ def make_graph(*specs: tuple[PrimOp, tuple[str, ...], tuple[str, ...]], inputs: 
                edges: tuple[tuple[int, int], ...] = (), **prim_args) -> Graph:
     """A small graph: each spec is (op, reads, writes); data edges are drawn automatically and
     `edges` adds extra (non-data) ones by position."""
-    engines = {"llm": EngineInfo("vllm", KIND_OPS["vllm"], 8), "emb": EngineInfo("st", KIND_OPS["sentence_transformers"], 4),
-               "db": EngineInfo("pgvector", KIND_OPS["pgvector"], 4)}
+    engines = {"llm": EngineInfo("vllm", Engine("llm", kind="vllm").ops, 8),
+               "emb": EngineInfo("st", Engine("emb", kind="sentence_transformers").ops, 4),
+               "db": EngineInfo("pgvector", Engine("db", kind="pgvector").ops, 4)}
     g = Graph(inputs=frozenset(inputs), engines=engines)
     prims = []
     for i, (op, reads, writes) in enumerate(specs):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from teola.components import prompts
 from teola.components.context import BuildContext
-from teola.components.llm_call import gen_args, llm_call
+from teola.components.llm_primitives import gen_args, llm_call
 from teola.refs import Ref
 
 

@@ -6,7 +6,7 @@ for a query field, or "$<port>" for an upstream port ("$text", "$context", "$res
 from __future__ import annotations
 
 from teola.components.context import BuildContext
-from teola.components.llm_call import gen_args, llm_call
+from teola.components.llm_primitives import gen_args, llm_call
 from teola.refs import Ref
 
 

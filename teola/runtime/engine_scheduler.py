@@ -46,7 +46,8 @@ class EngineScheduler:
         self.llm = llm
         budget = spec.token_budget or (instances[0].profile.token_budget if instances else 0)
         self.token_budget = budget if llm else 0
-        self.max_batch = max(1, min(spec.max_batch, *(i.profile.max_batch or spec.max_batch for i in instances)))
+        caps = [i.profile.max_batch or spec.max_batch for i in instances] or [spec.max_batch]
+        self.max_batch = max(1, min(spec.max_batch, *caps) if spec.max_batch_given else min(caps))
         self.max_efficient_batch = max(1, min(spec.max_efficient_batch, self.max_batch))
         self.picker = LeastLoaded(by_tokens=llm, token_budget=self.token_budget)
         self.queue = RequestQueue()

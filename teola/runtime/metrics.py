@@ -5,6 +5,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 
+COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "fused",
+            "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits")
+
+
 @dataclass(slots=True)
 class Stat:
     """count / sum / max of one observed quantity."""
@@ -66,11 +70,9 @@ class Metrics:
 
     def snapshot(self) -> dict:
         def stats(d: dict[str, Stat]) -> dict:
-            return {k: {"count": s.count, "mean": s.mean, "max": s.max} for k, s in sorted(d.items())}
+            return {k: {"count": s.count, "sum": s.total, "mean": s.mean, "max": s.max} for k, s in sorted(d.items())}
         return {
-            "queries": self.queries, "completed": self.completed, "failed": self.failed,
-            "cancelled": self.cancelled, "timed_out": self.timed_out, "primitives": self.primitives,
-            "skipped": self.skipped, "fused": self.fused, "cleanup_failures": self.cleanup_failures,
+            **{name: getattr(self, name) for name in COUNTERS},
             "query_latency": {"count": self.query_latency.count, "mean": self.query_latency.mean,
                               "max": self.query_latency.max},
             "op_latency": stats(self.op_latency), "batch_size": stats(self.batch_size),
@@ -82,8 +84,7 @@ class Metrics:
     def prometheus(self, prefix: str = "teola") -> str:
         """The counters in Prometheus text exposition format."""
         out = []
-        for name in ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "fused",
-                     "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits"):
+        for name in COUNTERS:
             out.append(f"# TYPE {prefix}_{name}_total counter")
             out.append(f"{prefix}_{name}_total {getattr(self, name)}")
         out.append(f"# TYPE {prefix}_query_latency_seconds summary")

@@ -50,23 +50,29 @@ class DispatchWork:
                 tr.update(started=rel, instance=inst.name, batch_id=batch_id, batch_size=batch_size)
             tr["batches"] += 1
 
-    def results(self, start: int, results: list[Any], t: float) -> None:
+    def _landed(self) -> bool:
+        """A batch holding this work came back: False if the query already ended (its leftovers
+        are only cleaned up)."""
         run = self.run
         run.inflight -= 1
         if run.dead:
             run.maybe_cleanup()
+            return False
+        return True
+
+    def results(self, start: int, results: list[Any], t: float) -> None:
+        if not self._landed():
             return
+        run = self.run
         self.res[start:start + len(results)] = results
         self.done += len(results)
         if self.done == len(self.requests):
             run.guard(run.work_done, self, t)
 
     def failed(self, exc: BaseException, inst: Instance) -> None:
-        run = self.run
-        run.inflight -= 1
-        if run.dead:
-            run.maybe_cleanup()
+        if not self._landed():
             return
+        run = self.run
         p = run.plan.prims[self.idx]
         run.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
                             f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine), exc)
@@ -76,12 +82,8 @@ class DispatchWork:
             self.run.guard(self.run.stream_item, self, text, t)
 
     def final(self, result: Any, t: float) -> None:
-        run = self.run
-        run.inflight -= 1
-        if run.dead:
-            run.maybe_cleanup()
-            return
-        run.guard(run.stream_final, self, result, t)
+        if self._landed():
+            self.run.guard(self.run.stream_final, self, result, t)
 
     def traced(self) -> tuple[int, ...]:
         if self.kind == "prim":

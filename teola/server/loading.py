@@ -1,5 +1,9 @@
 """Finding an app from the command line: a built-in name (``advanced_rag`` -> ``apps.advanced_rag.build()``)
-or ``module:attr`` naming an App instance or a zero-argument callable returning one."""
+or ``module:attr`` naming an App instance or a zero-argument callable returning one.
+
+Built-in names are the modules of the apps package: ``apps`` (the shipped apps of a checkout) unless
+``TEOLA_APPS_PACKAGE`` names another package; it is looked up by name, so teola itself does not
+depend on any app."""
 from __future__ import annotations
 
 import importlib
@@ -9,17 +13,25 @@ import sys
 from typing import Any
 
 
+DEFAULT_APPS_PACKAGE = "apps"
+
+
+def apps_package() -> str:
+    """The package whose modules are the built-in apps (env TEOLA_APPS_PACKAGE, default "apps")."""
+    return os.environ.get("TEOLA_APPS_PACKAGE") or DEFAULT_APPS_PACKAGE
+
+
 class AppNotFound(LookupError):
     """The app spec names no app; the message lists the built-in apps."""
 
 
 def builtin_apps() -> list[str]:
-    """Names of the apps shipped in the `apps` package (each module with a `build()`)."""
+    """Names of the apps in the apps package (each module with a `build()`)."""
     try:
-        import apps
+        package = importlib.import_module(apps_package())
     except ImportError:
         return []
-    return sorted(m.name for m in pkgutil.iter_modules(apps.__path__) if not m.ispkg and not m.name.startswith("_"))
+    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.ispkg and not m.name.startswith("_"))
 
 
 def resolve_app(spec: str, **build_options: Any) -> Any:
@@ -49,10 +61,10 @@ def resolve_app(spec: str, **build_options: Any) -> Any:
         if spec not in names:
             raise AppNotFound(f"unknown app {spec!r}; built-in apps: {', '.join(names) or 'none'} "
                               "(or give module:attr for your own)")
-        module = importlib.import_module(f"apps.{spec}")
+        module = importlib.import_module(f"{apps_package()}.{spec}")
         obj = getattr(module, "build", None)
         if obj is None:
-            raise AppNotFound(f"apps.{spec} has no build() function")
+            raise AppNotFound(f"{apps_package()}.{spec} has no build() function")
     if isinstance(obj, App):
         if build_options:
             raise ValueError(f"{spec!r} is an App instance; engine options apply only to a build function")

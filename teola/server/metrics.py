@@ -1,7 +1,7 @@
 """Prometheus metrics of one server, in a registry of its own (several servers in one process do
 not share counters). Query counters and per-primitive histograms are recorded by the server from
 each query's trace; the runtimes' own counters (queue lengths, batches, prefix-cache hits) are read
-at scrape time from ``app.runtime.metrics`` (teola.runtime.metrics.Metrics, duck-typed)."""
+at scrape time from ``app.runtime.stats()``."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
@@ -86,23 +86,19 @@ class _RuntimeCollector(Collector):
                     for name in ("queries", "completed", "failed", "cancelled", "timed_out", "primitives",
                                  "prompt_tokens", "cached_tokens", "cache_hits")}
         for name, app in sorted(self._apps().items()):
-            runtime = getattr(app, "runtime", None)
+            runtime = app.runtime
             ready.add_metric([name], 1.0 if runtime is not None else 0.0)
-            metrics = getattr(runtime, "metrics", None)
-            if metrics is None:
+            if runtime is None:
                 continue
-            queue_lengths = getattr(metrics, "queue_lengths", None)
-            lengths = queue_lengths() if callable(queue_lengths) else (queue_lengths or {})
-            for engine, n in sorted(dict(lengths).items()):
+            stats = runtime.stats()
+            for engine, n in sorted(stats["queue_lengths"].items()):
                 queue.add_metric([name, str(engine)], float(n))
-            for engine, stat in sorted(dict(getattr(metrics, "batch_size", {}) or {}).items()):
-                batches.add_metric([name, str(engine)], count_value=stat.count, sum_value=stat.total)
-            for op, stat in sorted(dict(getattr(metrics, "op_latency", {}) or {}).items()):
-                op_lat.add_metric([name, str(op)], count_value=stat.count, sum_value=stat.total)
+            for engine, st in stats["batch_size"].items():
+                batches.add_metric([name, str(engine)], count_value=st["count"], sum_value=st["sum"])
+            for op, st in stats["op_latency"].items():
+                op_lat.add_metric([name, str(op)], count_value=st["count"], sum_value=st["sum"])
             for key, family in counters.items():
-                value = getattr(metrics, key, None)
-                if isinstance(value, (int, float)):
-                    family.add_metric([name], float(value))
+                family.add_metric([name], float(stats[key]))
         yield ready
         yield queue
         yield batches

@@ -1,4 +1,4 @@
-"""The shared shape of every LLM call: Prefilling over named prompt parts, then Decoding."""
+"""The shared shape of every LLM call: the Prefilling and Decoding primitives over named prompt parts."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,0 +1,68 @@
+"""`SentenceTransformersAdapter`: what the sentence-transformers engines (embedding, reranker) share.
+A batch is one model call run in a worker thread, so the event loop keeps serving other engines."""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from engines.protocol import EngineProfile, profile_with
+
+
+class SentenceTransformersAdapter:
+    """Subclasses set `ops` (one op), `default_profile`, and implement `_load()` (build the model,
+    blocking), `_inputs(requests)` (validate requests into model inputs) and `_run(inputs)` (one
+    blocking model call -> one result per input). Options shared by both: device (None = the
+    library's choice: cuda if available, else cpu), max_batch, max_efficient_batch."""
+
+    ops: frozenset[str]
+    default_profile: EngineProfile
+
+    def __init__(self, name: str, device: str | None, max_batch: int | None, max_efficient_batch: int | None):
+        if device is not None and not isinstance(device, str):
+            raise ValueError(f"engine {name!r}: option device must be a torch device string like 'cpu' or "
+                             f"'cuda:0', or omitted, got {device!r}")
+        try:
+            self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
+        except ValueError as e:
+            raise ValueError(f"engine {name!r}: {e}") from None
+        self.name = name
+        self.device = device
+        self.calls: list[int] = []
+        self._model: Any = None
+
+    async def start(self) -> None:
+        """Load the model (a few seconds on CPU)."""
+        if self._model is None:
+            self._model = await asyncio.to_thread(self._load)
+
+    def _load(self) -> Any:
+        raise NotImplementedError
+
+    def _inputs(self, requests: list[dict[str, Any]]) -> list[Any]:
+        raise NotImplementedError
+
+    def _run(self, inputs: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def _require_model(self) -> Any:
+        if self._model is None:
+            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        return self._model
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        """One result per request, in order; the whole batch is one model call."""
+        if op not in self.ops:
+            raise ValueError(f"engine {self.name!r} ({type(self).__name__}) runs only {sorted(self.ops)}, not {op!r}")
+        return await asyncio.to_thread(self._run, self._inputs(requests))
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        """No partial outputs: yields (i, "final", result) per request after the batch."""
+        for i, result in enumerate(await self.execute(op, requests)):
+            yield i, "final", result
+
+    async def health(self) -> bool:
+        return self._model is not None
+
+    async def stop(self) -> None:
+        self._model = None

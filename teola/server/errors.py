@@ -1,0 +1,122 @@
+"""Errors as JSON: `ApiError` (status, code, detail), the handlers that answer every failure with
+``{"error": code, "detail": message}``, and the request body size limit."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from teola.server.schemas import CONFIG_KEYS
+
+
+class ApiError(Exception):
+    """An error answered as ``{"error": code, "detail": detail}`` with an HTTP status."""
+
+    def __init__(self, status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.headers = headers
+
+
+def install_error_handlers(server: FastAPI) -> None:
+    @server.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse({"error": exc.code, "detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+
+    @server.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no endpoint {request.method} {request.url.path}; see /docs"
+        return JSONResponse({"error": "http_error", "detail": detail}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
+
+    @server.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        status, detail = _validation_message(exc.errors())
+        return JSONResponse({"error": "malformed_json" if status == 400 else "invalid_request", "detail": detail},
+                            status_code=status)
+
+
+def _validation_message(errors: list[dict[str, Any]]) -> tuple[int, str]:
+    messages: list[str] = []
+    unknown_config: list[str] = []
+    for e in errors:
+        loc = [str(x) for x in e.get("loc", ()) if x != "body"]
+        where = ".".join(loc) or "request body"
+        kind = e.get("type", "")
+        if kind == "json_invalid":
+            reason = (e.get("ctx") or {}).get("error", "invalid JSON")
+            pos = e.get("loc", ())[-1] if len(e.get("loc", ())) > 1 else "?"
+            return 400, f"malformed JSON body: {reason} at position {pos}"
+        if kind == "extra_forbidden" and len(loc) == 2 and loc[0] == "config":
+            unknown_config.append(loc[1])
+        elif kind == "extra_forbidden":
+            messages.append(f"{where}: unknown field")
+        elif where == "request body" and kind in ("model_attributes_type", "dict_type"):
+            messages.append('request body must be a JSON object {"query": {"question": ...}, "config": {...}} '
+                            "sent with Content-Type: application/json")
+        elif kind == "missing":
+            messages.append(f"{where}: field required" + (
+                ' (send JSON {"query": {"question": ...}, "config": {...}})' if where == "request body" else ""))
+        else:
+            messages.append(f"{where}: {e.get('msg', kind)}")
+    if unknown_config:
+        messages.insert(0, f"unknown config key(s) {', '.join(repr(k) for k in unknown_config)}; "
+                           f"known keys: {', '.join(CONFIG_KEYS)}")
+    return 422, "; ".join(messages) or "invalid request"
+
+
+class BodyLimitMiddleware:
+    """Rejects request bodies over `limit` bytes with 413 before the app reads them (by
+    Content-Length when given, else by counting the bytes received)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            await self._reject(send, int(length))
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.limit:
+                await self._reject(send, size)
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        buffered = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return buffered
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _reject(self, send: Callable, size: int) -> None:
+        body = json.dumps({"error": "body_too_large", "detail": f"request body of {size}+ bytes exceeds the limit of "
+                           f"{self.limit} bytes (setting max_body_bytes, env TEOLA_MAX_BODY_BYTES)"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,171 @@
+"""One query over HTTP: the query dict from the request (uploaded documents resolved, limits
+checked), running it under its time limit with failures turned into `ApiError`s, server-sent
+events, document uploads, and JSON-safe output."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from typing import TYPE_CHECKING, Any, AsyncIterator
+
+from fastapi import Request
+
+from teola.runtime import DEFAULT_POLICY, QueryError, QueryTimeout
+from teola.server.errors import ApiError
+from teola.server.schemas import QueryBody
+from teola.server.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from teola.compiler import Compiled
+    from teola.server.state import ServerState
+
+log = logging.getLogger("teola.server")
+
+BACKSTOP_GRACE = 1.0  # seconds past the limit before the server itself cancels a query
+
+
+def build_query(state: ServerState, app: str, body: QueryBody) -> dict[str, Any]:
+    """The query dict of a request: uploaded `document_ids` resolved into documents, limits checked."""
+    query = body.model_dump(exclude_none=True)
+    ids = query.pop("document_ids", None)
+    if ids:
+        try:
+            uploaded = state.documents.get_many(app, ids)
+        except KeyError as exc:
+            raise ApiError(404, "unknown_document", exc.args[0]) from None
+        query["documents"] = list(query.get("documents", [])) + uploaded
+    if "documents" in query:
+        check_documents(state.settings, query["documents"])
+    return query
+
+
+def compile_query(app: Any, query: dict[str, Any], config: dict[str, Any]) -> Compiled:
+    """Compile once for the request; a ValueError/TypeError (bad node config, unknown pass or
+    node, ...) is the client's mistake: 422 naming it."""
+    try:
+        return app.compile(query, config)
+    except (ValueError, TypeError) as exc:
+        raise ApiError(422, "invalid_query", f"{type(exc).__name__}: {exc}") from exc
+
+
+def check_policy(settings: ServerSettings, app: Any, config: dict[str, Any]) -> None:
+    """A query may not switch the engine-wide batching policy unless the server allows it."""
+    wanted = config.get("policy")
+    running = getattr(getattr(app, "runtime", None), "policy", None)
+    if running is None:  # engines not started yet: the policy they will start with
+        running = (getattr(app, "config", None) or {}).get("runtime", {}).get("policy") or DEFAULT_POLICY
+    if wanted is None or settings.allow_policy_switch or wanted == running:
+        return
+    raise ApiError(422, "policy_switch_not_allowed",
+                   f"config.policy {wanted!r}: this server runs the {running!r} batching policy for every "
+                   "query on these engines, and a query may not switch it for everyone (server setting "
+                   "allow_policy_switch, env TEOLA_ALLOW_POLICY_SWITCH=1)")
+
+
+def check_documents(settings: ServerSettings, docs: list[str]) -> None:
+    """413 when a request carries too many or too large documents."""
+    if len(docs) > settings.max_documents:
+        raise ApiError(413, "too_many_documents", f"{len(docs)} documents; at most {settings.max_documents} per "
+                       "query (setting max_documents, env TEOLA_MAX_DOCUMENTS)")
+    for i, doc in enumerate(docs):
+        if len(doc) > settings.max_document_chars:
+            raise ApiError(413, "document_too_large", f"document {i} has {len(doc)} characters; at most "
+                           f"{settings.max_document_chars} (setting max_document_chars, env TEOLA_MAX_DOCUMENT_CHARS)")
+
+
+async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
+                    limit: float) -> Any:
+    """Run one compiled query under the time limit, turning failures into ApiErrors (and counting them)."""
+    try:
+        result = await asyncio.wait_for(app.execute(compiled, config), timeout=limit + BACKSTOP_GRACE)
+    except (TimeoutError, QueryTimeout) as exc:
+        state.metrics.failed.labels(name, "timeout").inc()
+        detail = str(exc) or f"query exceeded its time limit of {limit:g}s"
+        raise ApiError(504, "timeout", detail) from exc
+    except QueryError as exc:
+        state.metrics.failed.labels(name, "engine").inc()
+        detail = str(exc)
+        where = [f"{k} {v!r}" for k, v in (("primitive", exc.primitive), ("engine", exc.engine)) if v and str(v) not in detail]
+        if where:
+            detail += f" ({', '.join(where)})"
+        log.warning("app %s query %s failed: %s", name, getattr(exc, "query_id", "?"), detail)
+        raise ApiError(502 if exc.engine else 500, "query_failed", detail) from exc
+    except Exception as exc:
+        state.metrics.failed.labels(name, "internal").inc()
+        log.exception("app %s: query failed", name)
+        raise ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}") from exc
+    state.metrics.observe_query(name, result.latency, result.trace)
+    return result
+
+
+async def sse_events(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
+                     limit: float) -> AsyncIterator[bytes]:
+    """Server-sent events for one query. The runtime has no token streaming through `App.run` yet, so
+    the answer arrives in one ``answer`` event when the query finishes, then ``trace`` and ``done``."""
+    try:
+        result = await run_query(state, name, app, compiled, config, limit)
+    except ApiError as exc:
+        yield _event("error", {"status": exc.status, "error": exc.code, "detail": exc.detail})
+        return
+    output = result.output
+    yield _event("answer", {"text": output if isinstance(output, str) else None, "output": output})
+    yield _event("trace", {"trace": result.trace, "query_id": result.query_id, "latency": result.latency})
+    yield _event("done", {"query_id": result.query_id})
+
+
+def _event(kind: str, data: Any) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(plain(data))}\n\n".encode()
+
+
+async def read_documents(request: Request) -> list[str]:
+    """The texts of a document upload: multipart files, JSON {"documents": [...]} or text/plain."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype == "multipart/form-data":
+        form = await request.form()
+        texts = []
+        for key, value in form.multi_items():
+            if hasattr(value, "read"):
+                raw = await value.read()
+                try:
+                    texts.append(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise ApiError(422, "invalid_document", f"file {getattr(value, 'filename', key)!r} is not "
+                                   "UTF-8 text") from None
+            elif key in ("document", "documents"):
+                texts.append(str(value))
+        return texts
+    raw = await request.body()
+    if ctype in ("", "application/json"):
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ApiError(400, "malformed_json", f"malformed JSON body: {exc.msg} at position {exc.pos}") from None
+        docs = data.get("documents") if isinstance(data, dict) else None
+        if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
+            raise ApiError(422, "invalid_documents", 'body must be {"documents": ["text", ...]}')
+        return docs
+    if ctype.startswith("text/"):
+        try:
+            return [raw.decode("utf-8")]
+        except UnicodeDecodeError:
+            raise ApiError(422, "invalid_document", "body is not UTF-8 text") from None
+    raise ApiError(415, "unsupported_media_type", f"unsupported content type {ctype!r}; send multipart/form-data, "
+                   "application/json or text/plain")
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON-compatible data (numpy scalars/arrays, tuples, sets and enums included)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    if hasattr(value, "tolist"):
+        return plain(value.tolist())
+    if hasattr(value, "value") and type(value).__module__ != "builtins":
+        return plain(value.value)
+    return str(value)

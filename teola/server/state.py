@@ -1,0 +1,28 @@
+"""`ServerState`: what the endpoints of one server share (apps, settings, metrics, uploads)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from teola.server.documents import DocumentStore
+from teola.server.errors import ApiError
+from teola.server.metrics import ServerMetrics
+from teola.server.settings import ServerSettings
+
+
+class ServerState:
+    """What the endpoints share: the apps, the settings, metrics and uploaded documents."""
+
+    def __init__(self, apps: Mapping[str, Any], settings: ServerSettings) -> None:
+        self.apps = dict(apps)
+        self.settings = settings
+        self.metrics = ServerMetrics(lambda: self.apps)
+        self.documents = DocumentStore(settings.max_stored_documents)
+        self.started = False
+
+    def app(self, name: str) -> Any:
+        """The app served as `name`; ApiError 404 naming the served apps otherwise."""
+        app = self.apps.get(name)
+        if app is None:
+            raise ApiError(404, "unknown_app", f"unknown app {name!r}; apps served here: "
+                           f"{', '.join(sorted(self.apps)) or 'none'}")
+        return app

@@ -1,0 +1,124 @@
+"""The product's layering, checked on the source: every import in teola/ and engines/ (module level
+and inside functions) points down or sideways, never up; nothing in the product imports bench,
+tests or apps; code outside teola/runtime reaches the runtime only through `teola.runtime`'s public
+names; files and functions stay small."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("teola", "engines")
+FORBIDDEN_TOPS = ("bench", "tests", "apps")
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+# Layers from the bottom; a module may import from its own layer or a lower one. A teola module
+# not listed here belongs to the core layer (IR, passes, components, compiler, balancers, ...).
+TOP_MODULE_LAYER = {"teola.runtime": 2, "teola.app": 3, "teola.programs": 3, "teola.shared_engines": 3,
+                    "teola.server": 4, "teola.cli": 5}
+ENGINES, CORE = 0, 1
+
+
+def layer_of(module: str) -> int:
+    if module == "engines" or module.startswith("engines."):
+        return ENGINES
+    if module == "teola":  # the package's __init__ re-exports the public API (App and below)
+        return TOP_MODULE_LAYER["teola.app"]
+    best, rank = "", CORE
+    for prefix, r in TOP_MODULE_LAYER.items():
+        if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
+            best, rank = prefix, r
+    return rank
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every import; `from a import b` also yields `a.b` when `a/b`
+    is a module or package, so importing a submodule by name is seen."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+            base = ROOT.joinpath(*node.module.split("."))
+            for a in node.names:
+                if (base / f"{a.name}.py").is_file() or (base / a.name / "__init__.py").is_file():
+                    out.append((node.lineno, f"{node.module}.{a.name}"))
+    return out
+
+
+def product_files() -> list[Path]:
+    return sorted(p for top in PRODUCT for p in (ROOT / top).rglob("*.py"))
+
+
+def violations(path: Path) -> list[str]:
+    me = module_name(path)
+    mine = layer_of(me)
+    inside_runtime = me == "teola.runtime" or me.startswith("teola.runtime.")
+    found = []
+    for line, mod in imports_of(path):
+        top = mod.split(".")[0]
+        where = f"{path.relative_to(ROOT)}:{line} imports {mod}"
+        if top in FORBIDDEN_TOPS:
+            found.append(f"{where}: the product may not import {top}/")
+        if top not in ("teola", "engines"):
+            continue
+        if layer_of(mod) > mine:
+            found.append(f"{where}: upward (layer {layer_of(mod)} from layer {mine})")
+        if mod.startswith("teola.runtime.") and not inside_runtime:
+            found.append(f"{where}: private runtime module; use the names `teola.runtime` exports")
+    return found
+
+
+def test_no_upward_bench_tests_apps_or_private_runtime_imports():
+    found = [v for p in product_files() for v in violations(p)]
+    assert not found, "layering violations:\n" + "\n".join(found)
+
+
+def test_the_check_catches_each_kind_of_violation(tmp_path):
+    """The walker itself: each forbidden import in a throwaway module is reported."""
+    bad = {"engines/bad.py": "from teola.graph import Graph\n",
+           "teola/bad.py": "def f():\n    import bench.rag\n    from teola.server import api\n",
+           "teola/app_bad.py": "from teola.runtime.graph_scheduler import QueryRun\n"}
+    global ROOT
+    old_root, ROOT = ROOT, tmp_path
+    try:
+        for rel, text in bad.items():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+        (tmp_path / "teola/runtime").mkdir(exist_ok=True)
+        (tmp_path / "teola/runtime/graph_scheduler.py").write_text("")
+        msgs = {rel: violations(tmp_path / rel) for rel in bad}
+    finally:
+        ROOT = old_root
+    assert any("upward" in m for m in msgs["engines/bad.py"])
+    assert any("may not import bench" in m for m in msgs["teola/bad.py"])
+    assert any("upward" in m and "teola.server" in m for m in msgs["teola/bad.py"])
+    assert any("private runtime module" in m for m in msgs["teola/app_bad.py"])
+
+
+@pytest.mark.parametrize("top", PRODUCT)
+def test_files_and_functions_stay_small(top):
+    big_files, big_funcs = [], []
+    for path in sorted((ROOT / top).rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > MAX_FILE_LINES:
+            big_files.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    big_funcs.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
+    assert not big_files, f"files over {MAX_FILE_LINES} lines: {big_files}"
+    assert not big_funcs, f"functions over {MAX_FUNCTION_LINES} lines: {big_funcs}"
