@@ -30,3 +30,14 @@ def write_results(name: str, data: dict, markdown: str) -> None:
     (RESULTS / f"{name}.json").write_text(json.dumps({"machine": machine(), **data}, indent=2, default=str))
     (RESULTS / f"{name}.md").write_text(markdown.rstrip() + "\n")
     print(markdown)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (q in [0, 100]) with linear interpolation between closest ranks (numpy's
+    default); nan for an empty list. The one percentile every benchmark reports."""
+    xs = sorted(values)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q / 100
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)

@@ -256,13 +256,3 @@ class Simulator:
 def simulate(programs: list[ProgramSpec], policy: str, **options: Any) -> SimResult:
     """Shorthand for `Simulator(programs, policy, **options).run()`."""
     return Simulator(programs, policy, **options).run()
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in [0, 100]) of a non-empty list."""
-    if not values:
-        raise ValueError("percentile of an empty list")
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, int(-(-q * len(s) // 100)) - 1))
-    return s[k]
-

@@ -25,7 +25,8 @@ import sys
 import time
 from typing import Any
 
-from bench.program_sim import CallSpec, ProgramSpec, percentile, simulate
+from bench.common import percentile
+from bench.program_sim import CallSpec, ProgramSpec, simulate
 from teola.balancers import make_balancer
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")

@@ -30,8 +30,8 @@ import statistics
 import time
 from typing import Any
 
-from bench.common import RESULTS, machine
-from bench.program_sim import ProgramSpec, percentile
+from bench.common import RESULTS, machine, percentile
+from bench.program_sim import ProgramSpec
 from bench.programs import rate_at, workload
 
 POLICIES = ("fifo", "mlfq", "plas", "atlas")

@@ -49,6 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import percentile
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 
 NO_OPT = {"prune_dependencies": False, "stage_decomposition": False, "prefill_split": False,
@@ -335,28 +336,19 @@ def decode_tokens(trace: list[dict[str, Any]]) -> int:
     return sum(calls.values())
 
 
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * q
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
-
-
 def summarize(records: list[dict[str, Any]], bounds: list[float] | None) -> dict[str, Any]:
     ok = [r for r in records if r.get("ok")]
     lat = [r["latency"] for r in ok]
     out: dict[str, Any] = {"n": len(records), "failed": len(records) - len(ok),
                            "errors": sorted({r["error"] for r in records if not r.get("ok")})[:3]}
     if lat:
-        out.update(mean=statistics.fmean(lat), p50=pct(lat, 0.5), p99=pct(lat, 0.99),
+        out.update(mean=statistics.fmean(lat), p50=percentile(lat, 50), p99=percentile(lat, 99),
                    compile_mean=statistics.fmean(r["compile_s"] for r in ok))
     if bounds:
         ratios = [r["latency"] / bounds[r["i"]] for r in ok if bounds[r["i"]] > 0]
         if ratios:
             out["bound_ratio_mean"] = statistics.fmean(ratios)
-            out["bound_ratio_p50"] = pct(ratios, 0.5)
+            out["bound_ratio_p50"] = percentile(ratios, 50)
     by_op: dict[str, dict[str, float]] = {}
     for r in ok:
         for op, d in op_times(r["trace"]).items():

@@ -1,5 +1,5 @@
 """Per-primitive overhead of the Ray executor vs the in-process one: the advanced-RAG graph on
-zero-latency deterministic engines (tests/support/sim_engine.py, loaded by import path inside the
+zero-latency deterministic engines (engines/sim_engine.py, loaded by import path inside the
 actors), so the difference is what crossing to an actor costs.
 Usage: python -m bench.ray_overhead [--queries N] [--concurrency C]"""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 
 from bench.common import machine, write_results
 
-SIM = "tests.support.sim_engine:SimEngine"
+SIM = "engines.sim_engine:SimEngine"
 LLM_OPS = ["prefilling", "partial_prefilling", "full_prefilling", "decoding", "partial_decoding"]
 
 

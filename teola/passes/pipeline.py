@@ -13,7 +13,7 @@ class PassError(RuntimeError):
     """A pass raised or broke the graph; the message names it and the passes that ran before."""
 
 
-def plan(passes_config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+def enabled_passes(passes_config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
     """Which passes run, with their options, from a query's `config["passes"]`:
     {name: bool | {option: value}}. Unknown names raise ValueError."""
     cfg = passes_config or {}
@@ -37,7 +37,7 @@ def plan(passes_config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]
 def run_pipeline(graph: Graph, passes_config: dict[str, Any] | None = None, lint: bool = False) -> tuple[Graph, list[str]]:
     """Apply the passes; returns the optimized graph and the names of the passes that changed it.
     With lint=True the graph is checked after every pass."""
-    steps = plan(passes_config)
+    steps = enabled_passes(passes_config)
     ran: list[str] = []
     applied: list[str] = []
     for _ in range(MAX_ROUNDS):

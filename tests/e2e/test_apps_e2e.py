@@ -79,6 +79,7 @@ async def test_advanced_rag_trace_has_partial_prefill_and_decode(e2e_client):
 
 
 async def test_metrics_count_real_queries(e2e_client):
+    await query(e2e_client, "advanced_rag")  # this test's own query: it does not rely on earlier tests
     text = (await e2e_client.get("/metrics")).text
     assert 'teola_server_queries_total{app="advanced_rag"}' in text
     assert "teola_primitive_latency_seconds_count" in text

@@ -12,9 +12,10 @@ import ray
 
 from apps.advanced_rag import set_template
 from teola import App, Engine
-from teola.runtime.ray_executor import RayExecutor
+from teola.runtime import RayExecutor
+from tests.support.waiting import until
 
-SIM = "tests.support.sim_engine:SimEngine"
+SIM = "engines.sim_engine:SimEngine"
 DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(30))
 QUERY = {"question": "what is the capital of france", "documents": [DOC]}
 
@@ -67,7 +68,7 @@ async def test_killed_engine_actor_fails_only_its_queries_and_recovers(local_ray
         llm = app.runtime.instances["llm"][0]
         before = await app.runtime.executor.where(llm)
         runs = [asyncio.create_task(app.run(QUERY)) for _ in range(4)]
-        await asyncio.sleep(0.4)
+        await until(lambda: llm.inflight > 0)  # a batch of these queries is on the LLM actor
         ray.kill(llm.handle, no_restart=False)  # crash the LLM actor mid-load; Ray restarts it
         results = await asyncio.wait_for(asyncio.gather(*runs, return_exceptions=True), 60)
         failed = [r for r in results if isinstance(r, Exception)]

@@ -1,4 +1,4 @@
-"""The two-tier runtime through App, on deterministic simulated engines (tests/support/sim_engine.py)."""
+"""The two-tier runtime through App, on deterministic simulated engines (engines/sim_engine.py)."""
 import asyncio
 
 import pytest
@@ -6,7 +6,8 @@ import pytest
 from apps.advanced_rag import set_template
 from teola import App, Engine, Node
 from teola.runtime import QueryCancelled, QueryError, QueryTimeout
-from tests.support.sim_engine import SimEngine, sim_engines
+from engines.sim_engine import SimEngine, sim_engines
+from tests.support.waiting import until
 
 ALL_PASSES_OFF = {"passes": {"prune_dependencies": False, "stage_decomposition": False, "prefill_split": False,
                              "decode_pipelining": False}}
@@ -120,7 +121,7 @@ async def test_a_failing_primitive_fails_only_its_query():
         assert isinstance(bad, QueryError) and not isinstance(bad, (QueryCancelled, QueryTimeout))
         assert bad.engine == "llm" and bad.primitive and bad.primitive in str(bad) and "'llm'" in str(bad)
         assert "injected failure" in str(bad)
-        await asyncio.sleep(0.05)
+        await app.runtime.wait_idle()
         snap = app.runtime.metrics.snapshot()
         assert snap["failed"] == 1 and snap["completed"] == 1
         assert all(n == 0 for n in snap["queue_lengths"].values())
@@ -136,15 +137,15 @@ async def test_cancel_drops_the_queued_primitives():
     try:
         compiled = app.compile(QUERY)
         task = asyncio.ensure_future(app.runtime.run(compiled, {}))
-        await asyncio.sleep(0.01)  # the expansion is on the LLM; the partial prefills wait behind it
-        assert app.runtime.queue_lengths()["llm"] > 0
+        # the expansion is on the LLM; the partial prefills wait behind it
+        await until(lambda: app.runtime.queue_lengths()["llm"] > 0)
         seen = len(sims["llm"].requests)
         assert app.runtime.cancel(compiled.query_id)
         with pytest.raises(QueryCancelled) as info:
             await task
         assert app.runtime.queue_lengths() == {"llm": 0, "embedding": 0, "vectordb": 0, "reranker": 0}
         assert any(t["status"] == "dropped" for t in info.value.trace)
-        await asyncio.sleep(0.12)
+        await app.runtime.wait_idle()
         assert len(sims["llm"].requests) == seen  # nothing of the cancelled query ran afterwards
         assert not app.runtime.cancel(compiled.query_id)
         assert app.runtime.metrics.cancelled == 1
@@ -158,7 +159,7 @@ async def test_task_cancellation_drops_queued_work():
     app = make_rag(sims, runtime={"max_inflight": 1})
     try:
         task = asyncio.ensure_future(app.run(QUERY))
-        await asyncio.sleep(0.02)
+        await until(lambda: sims["llm"].requests)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

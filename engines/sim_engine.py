@@ -1,12 +1,12 @@
-"""Deterministic test engines (test-only): every op of engines/protocol.py with results that are a
-pure function of the requests, and latency from a batch-size profile. Batches on one SimEngine run
-one at a time (like one GPU) unless `serial=False`."""
+"""A deterministic engine: every op of engines/protocol.py with results that are a pure function of
+the requests, and latency from a batch-size profile (the engine of the runtime benchmarks, the unit
+tests and, later, the simulator). Batches on one SimEngine run one at a time (like one GPU) unless
+`serial=False`. Not a model: its answers are reproducible placeholders, never meant as real output."""
 from __future__ import annotations
 
 import asyncio
 import math
 import re
-import time
 import zlib
 from typing import Any, AsyncIterator
 
@@ -97,21 +97,21 @@ class SimEngine:
             return await self._execute(op, requests)
 
     async def _execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
-        t0 = time.perf_counter()
+        t0 = asyncio.get_running_loop().time()
         self._check(op, requests)
         delay = self._delay(op, requests)
         if delay > 0:
             await asyncio.sleep(delay)
         out = [self._one(op, r) for r in requests]
         if self.record:
-            self.batches.append({"op": op, "size": len(requests), "start": t0, "end": time.perf_counter()})
+            self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time()})
         return out
 
     async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
         if self._lock is not None:
             await self._lock.acquire()
         try:
-            t0 = time.perf_counter()
+            t0 = asyncio.get_running_loop().time()
             self._check(op, requests)
             finals = [self._decode(r) for r in requests]
             total = self._delay(op, requests)
@@ -126,7 +126,7 @@ class SimEngine:
             if step > 0:
                 await asyncio.sleep(step)
             if self.record:
-                self.batches.append({"op": op, "size": len(requests), "start": t0, "end": time.perf_counter(),
+                self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time(),
                                      "stream": True})
             for i, f in enumerate(finals):
                 yield i, "final", f
