@@ -79,6 +79,8 @@ class SimEngine:
         self._lock = asyncio.Lock() if serial else None
         self.record = record
         self.started = False
+        self.running = 0    # batches executing now
+        self.mid_stream = 0  # streaming batches that have sent an item and not yet finished
 
     # ---- EngineBackend ----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -89,6 +91,14 @@ class SimEngine:
 
     async def health(self) -> bool:
         return self.started
+
+    def busy(self) -> int:
+        """Batches executing on this engine right now (a test can wait until one is)."""
+        return self.running
+
+    def streaming(self) -> int:
+        """Streaming batches that have already sent an item and are still running."""
+        return self.mid_stream
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         if self._lock is None:
@@ -101,7 +111,11 @@ class SimEngine:
         self._check(op, requests)
         delay = self._delay(op, requests)
         if delay > 0:
-            await asyncio.sleep(delay)
+            self.running += 1
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                self.running -= 1
         out = [self._one(op, r) for r in requests]
         if self.record:
             self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time()})
@@ -110,6 +124,7 @@ class SimEngine:
     async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
         if self._lock is not None:
             await self._lock.acquire()
+        counted = sent = False
         try:
             t0 = asyncio.get_running_loop().time()
             self._check(op, requests)
@@ -117,20 +132,31 @@ class SimEngine:
             total = self._delay(op, requests)
             steps = max((len(f["items"]) for f in finals), default=0)
             step = total / (steps + 1) if steps else total
+            self.running += 1
+            counted = True
             for k in range(steps):
                 if step > 0:
                     await asyncio.sleep(step)
                 for i, f in enumerate(finals):
                     if k < len(f["items"]):
+                        if not sent:
+                            sent = True
+                            self.mid_stream += 1
                         yield i, "item", f["items"][k]
             if step > 0:
                 await asyncio.sleep(step)
+            self.running -= 1
+            counted = False
             if self.record:
                 self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time(),
                                      "stream": True})
             for i, f in enumerate(finals):
                 yield i, "final", f
         finally:
+            if counted:
+                self.running -= 1
+            if sent:
+                self.mid_stream -= 1
             if self._lock is not None:
                 self._lock.release()
 

@@ -68,7 +68,9 @@ async def test_killed_engine_actor_fails_only_its_queries_and_recovers(local_ray
         llm = app.runtime.instances["llm"][0]
         before = await app.runtime.executor.where(llm)
         runs = [asyncio.create_task(app.run(QUERY)) for _ in range(4)]
-        await until(lambda: llm.inflight > 0)  # a batch of these queries is on the LLM actor
+        # a streaming batch of these queries has sent items from inside the LLM actor: a crash now
+        # fails its queries (a batch that has sent nothing yet is retried per query instead)
+        await until(lambda: app.runtime.executor.call(llm, "streaming"), timeout=30)
         ray.kill(llm.handle, no_restart=False)  # crash the LLM actor mid-load; Ray restarts it
         results = await asyncio.wait_for(asyncio.gather(*runs, return_exceptions=True), 60)
         failed = [r for r in results if isinstance(r, Exception)]

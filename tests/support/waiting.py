@@ -2,13 +2,19 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any, Callable
 
 
 async def until(condition: Callable[[], Any], timeout: float = 10.0) -> None:
-    """Yield to the event loop until `condition()` is true; fail after `timeout` seconds."""
+    """Yield to the event loop until `condition()` (or the value it awaits to) is true; fail after
+    `timeout` seconds."""
+    async def holds() -> bool:
+        value = condition()
+        return bool(await value) if inspect.isawaitable(value) else bool(value)
+
     async def loop() -> None:
-        while not condition():
+        while not await holds():
             await asyncio.sleep(0)
     try:
         await asyncio.wait_for(loop(), timeout)
