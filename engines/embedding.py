@@ -17,7 +17,7 @@ from engines.st_adapter import SentenceTransformersAdapter
 class EmbeddingEngine(SentenceTransformersAdapter):
     """Options: model (short name or sentence-transformers folder; default "all-minilm-l6-v2"),
     device (None = sentence-transformers' choice: cuda if available, else cpu), max_batch (64),
-    max_efficient_batch (32).
+    max_efficient_batch (32), torch_threads, exclusive (see SentenceTransformersAdapter).
 
     `calls` lists the batch size of every `execute` (one encode call each); `forward_batches` lists the
     batch size of every forward pass of the model, so a test can check that a batch is one model call.
@@ -27,8 +27,9 @@ class EmbeddingEngine(SentenceTransformersAdapter):
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
     def __init__(self, name: str, model: str = "all-minilm-l6-v2", device: str | None = None,
-                 max_batch: int | None = None, max_efficient_batch: int | None = None):
-        super().__init__(name, device, max_batch, max_efficient_batch)
+                 max_batch: int | None = None, max_efficient_batch: int | None = None,
+                 torch_threads: int | None = None, exclusive: bool = False):
+        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive)
         self.model_name = model
         self.forward_batches: list[int] = []
         self.dimension: int | None = None

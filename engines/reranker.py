@@ -19,17 +19,18 @@ from engines.st_adapter import SentenceTransformersAdapter
 class RerankerEngine(SentenceTransformersAdapter):
     """Options: model (a CrossEncoder folder; omitted = the MiniLM cosine default), bi_encoder
     (the embedding model for the default; "all-minilm-l6-v2"), device (None = library choice),
-    max_batch (64), max_efficient_batch (32)."""
+    max_batch (64), max_efficient_batch (32), torch_threads, exclusive (see SentenceTransformersAdapter)."""
 
     ops = frozenset({"reranking"})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
     def __init__(self, name: str, model: str | None = None, bi_encoder: str = MINILM,
-                 device: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None):
+                 device: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None,
+                 torch_threads: int | None = None, exclusive: bool = False):
         if model is not None and not isinstance(model, str):
             raise ValueError(f"engine {name!r}: option model must be the path of a sentence-transformers "
                              f"CrossEncoder folder, or omitted for the offline MiniLM cosine scorer")
-        super().__init__(name, device, max_batch, max_efficient_batch)
+        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive)
         self.model_name = model
         self.bi_encoder_name = bi_encoder
         self.mode = "cross_encoder" if model is not None else "bi_encoder_cosine"

@@ -1,4 +1,5 @@
-"""`teola setup` and `teola doctor`: prepare the offline models and check the engine stack.
+"""`teola setup`, `teola doctor` and `teola tune`: prepare the offline models, check the engine stack
+and the engine settings in force, and choose settings by measurement (engines/tune.py).
 
 Both return a process exit code (0 = ok) and print one line per step, so the CLI can `sys.exit()` them.
 """
@@ -38,5 +39,29 @@ def run_doctor() -> int:
     for name, ok, message in checks:
         print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {message}", flush=True)
     failed = [name for name, ok, _ in checks if not ok]
+    _settings_report()
     print(f"{len(checks) - len(failed)}/{len(checks)} checks passed" + (f"; failing: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0
+
+
+def _settings_report() -> None:
+    """The engine settings in force on this machine and oversubscription warnings (not failures)."""
+    from engines.engine_settings import report
+    from engines.hardware import detect
+
+    try:
+        lines, warnings = report(detect())
+    except ValueError as exc:  # a malformed tuned-settings file
+        print(f"FAIL engine settings  {exc}", flush=True)
+        return
+    for line in lines:
+        print(f"     settings  {line}", flush=True)
+    for w in warnings:
+        print(f"WARN settings  {w}", flush=True)
+
+
+def run_tune(write: bool = True) -> int:
+    """Probe candidate engine settings and keep the fastest (engines.tune.run_tune)."""
+    from engines.tune import run_tune as tune
+
+    return tune(write)

@@ -3,22 +3,39 @@ A batch is one model call run in a worker thread, so the event loop keeps servin
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 from engines.protocol import EngineProfile, profile_with
+
+# sentence-transformers models created with exclusive=True compute one batch at a time in a process
+_EXCLUSIVE = threading.Lock()
 
 
 class SentenceTransformersAdapter:
     """Subclasses set `ops` (one op), `default_profile`, and implement `_load()` (build the model,
     blocking), `_inputs(requests)` (validate requests into model inputs) and `_run(inputs)` (one
     blocking model call -> one result per input). Options shared by both: device (None = the
-    library's choice: cuda if available, else cpu), max_batch, max_efficient_batch."""
+    library's choice: cuda if available, else cpu), max_batch, max_efficient_batch, torch_threads
+    (torch's intra-op threads; process-wide, so the last model loaded sets it; None leaves torch's
+    default) and exclusive (True: compute one batch at a time with every other exclusive model of the
+    process, so models that share cores do not run over each other). Defaults for the hardware come
+    from engines/engine_settings.py."""
 
     ops: frozenset[str]
     default_profile: EngineProfile
 
-    def __init__(self, name: str, device: str | None, max_batch: int | None, max_efficient_batch: int | None):
+    def __init__(self, name: str, device: str | None, max_batch: int | None, max_efficient_batch: int | None,
+                 torch_threads: int | None = None, exclusive: bool = False):
+        if torch_threads is not None and (isinstance(torch_threads, bool) or not isinstance(torch_threads, int)
+                                          or torch_threads < 1):
+            raise ValueError(f"engine {name!r}: option torch_threads must be a positive int or omitted, "
+                             f"got {torch_threads!r}")
+        if not isinstance(exclusive, bool):
+            raise ValueError(f"engine {name!r}: option exclusive must be true or false, got {exclusive!r}")
+        self.torch_threads = torch_threads
+        self.exclusive = exclusive
         if device is not None and not isinstance(device, str):
             raise ValueError(f"engine {name!r}: option device must be a torch device string like 'cpu' or "
                              f"'cuda:0', or omitted, got {device!r}")
@@ -34,7 +51,13 @@ class SentenceTransformersAdapter:
     async def start(self) -> None:
         """Load the model (a few seconds on CPU)."""
         if self._model is None:
-            self._model = await asyncio.to_thread(self._load)
+            self._model = await asyncio.to_thread(self._load_with_threads)
+
+    def _load_with_threads(self) -> Any:
+        if self.torch_threads is not None:
+            import torch
+            torch.set_num_threads(self.torch_threads)
+        return self._load()
 
     def _load(self) -> Any:
         raise NotImplementedError
@@ -54,7 +77,13 @@ class SentenceTransformersAdapter:
         """One result per request, in order; the whole batch is one model call."""
         if op not in self.ops:
             raise ValueError(f"engine {self.name!r} ({type(self).__name__}) runs only {sorted(self.ops)}, not {op!r}")
-        return await asyncio.to_thread(self._run, self._inputs(requests))
+        return await asyncio.to_thread(self._compute, self._inputs(requests))
+
+    def _compute(self, inputs: list[Any]) -> list[Any]:
+        if not self.exclusive:
+            return self._run(inputs)
+        with _EXCLUSIVE:
+            return self._run(inputs)
 
     async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
         """No partial outputs: yields (i, "final", result) per request after the batch."""

@@ -22,6 +22,7 @@ from engines.models import resolve_model
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
 from engines.split_parser import SPLITS, SplitParser
+from engines.vllm_layout import VLLM_KEYWORDS, parse_cpu_list, spawn_layout
 
 PREFILL_OPS = frozenset({"prefilling", "partial_prefilling", "full_prefilling"})
 DECODE_OPS = frozenset({"decoding", "partial_decoding"})
@@ -142,7 +143,10 @@ class VLLMEngine:
     this instance's worker binds its threads to, vLLM's VLLM_CPU_OMP_THREADS_BIND for this instance
     alone: "auto" (vLLM's default: on x86 one core is kept for the engine-core scheduler and the
     worker gets the rest, so every instance on a 2-core machine lands on the same core), "nobind",
-    or a list such as "0" or "2-3"; give each instance of a multi-instance engine its own cores).
+    or a list such as "0" or "2-3"; give each instance of a multi-instance engine its own cores),
+    worker_process (True: vLLM's separate model-worker process; False: the model runs inside the
+    engine-core process; default False on CPU, where the extra busy-polling process costs time on few
+    cores, and vLLM's own default on GPUs; see engines/vllm_layout.py).
 
     `profile`: max_batch = max_num_seqs; token_budget = vLLM's effective max_num_batched_tokens once
     started (the option's value, or 0, before). `block_size` is the effective KV block size once started.
@@ -158,7 +162,7 @@ class VLLMEngine:
                  enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
                  max_tokens: int = 256, max_efficient_batch: int | None = None,
                  engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
-                 cpu_threads_bind: str | None = None):
+                 cpu_threads_bind: str | None = None, worker_process: bool | None = None):
         for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
                              ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
             if not isinstance(value, int) or value < 1:
@@ -176,6 +180,14 @@ class VLLMEngine:
         if cpu_threads_bind is not None and (not isinstance(cpu_threads_bind, str) or not cpu_threads_bind.strip()):
             raise ValueError(f"engine {name!r}: option cpu_threads_bind must be 'auto', 'nobind' or a CPU list "
                              f"such as '0' or '0-1', got {cpu_threads_bind!r}")
+        if worker_process is not None and not isinstance(worker_process, bool):
+            raise ValueError(f"engine {name!r}: option worker_process must be true, false or omitted, "
+                             f"got {worker_process!r}")
+        if cpu_threads_bind is not None and cpu_threads_bind not in VLLM_KEYWORDS:
+            try:
+                parse_cpu_list(cpu_threads_bind)
+            except ValueError as e:
+                raise ValueError(f"engine {name!r}: option cpu_threads_bind: {e}") from None
         if engine_args is not None and not isinstance(engine_args, dict):
             raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
         self.name = name
@@ -190,6 +202,8 @@ class VLLMEngine:
         self.max_tokens = max_tokens
         self.shutdown_timeout = shutdown_timeout
         self.cpu_threads_bind = cpu_threads_bind
+        self.worker_process_option = worker_process
+        self.worker_process: bool | None = None  # the layout in force, once started
         self.profile = EngineProfile(max_batch=max_num_seqs,
                                      max_efficient_batch=min(max_efficient_batch or self.default_profile.max_efficient_batch, max_num_seqs),
                                      token_budget=max_num_batched_tokens or 0)
@@ -232,19 +246,12 @@ class VLLMEngine:
         args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
                     scheduling_policy="priority", disable_log_stats=True)
         args.update(self.engine_args)
-        # the engine-core process reads the binding from the environment it is spawned with; set it
-        # for this instance only (instances start one after another) and restore it afterwards
-        bind_key, saved = "VLLM_CPU_OMP_THREADS_BIND", os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
-        if on_cpu and self.cpu_threads_bind is not None:
-            os.environ[bind_key] = self.cpu_threads_bind
-        try:
+        # the engine-core process takes its layout from the environment (and affinity) it is spawned
+        # with; set for this instance only (instances start one after another), restored afterwards
+        self.worker_process = (not on_cpu) if self.worker_process_option is None else self.worker_process_option
+        with spawn_layout(on_cpu, self.worker_process, self.cpu_threads_bind):
             # no local name for the engine: a lingering reference to this frame must not keep it alive
             self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
-        finally:
-            if saved is None:
-                os.environ.pop(bind_key, None)
-            else:
-                os.environ[bind_key] = saved
         config = self._engine.vllm_config
         self.block_size = config.cache_config.block_size
         self.profile.token_budget = config.scheduler_config.max_num_batched_tokens

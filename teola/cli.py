@@ -5,7 +5,7 @@
     teola serve advanced_rag --port 8000
     teola query advanced_rag --question "..." --document notes.txt [--url http://127.0.0.1:8000 | --in-process]
     teola compile advanced_rag --format mermaid
-    teola setup | teola doctor | teola bench compile
+    teola setup | teola doctor | teola tune [--dry-run] | teola bench compile
 
 An app is a built-in name (`apps.<name>.build()`) or `module:attr` (an App, or a zero-argument callable
 returning one). Every command returns a process exit code: 0 ok, 1 failed, 2 bad usage.
@@ -195,8 +195,13 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Check the engine stack (engines.setup_cli.run_doctor)."""
+    """Check the engine stack and report the engine settings in force (engines.setup_cli.run_doctor)."""
     return _setup_cli("run_doctor")()
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """Probe candidate engine settings on this machine and keep the fastest (engines.tune)."""
+    return _setup_cli("run_tune")(write=not args.dry_run)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -364,7 +369,10 @@ def _parser() -> argparse.ArgumentParser:
     sp.set_defaults(handler=cmd_compile)
 
     sub.add_parser("setup", help="prepare the offline models").set_defaults(handler=cmd_setup)
-    sub.add_parser("doctor", help="check the engine stack").set_defaults(handler=cmd_doctor)
+    sub.add_parser("doctor", help="check the engine stack, show the engine settings").set_defaults(handler=cmd_doctor)
+    tune = sub.add_parser("tune", help="measure candidate engine settings here and keep the fastest (~1.5 min)")
+    tune.add_argument("--dry-run", action="store_true", help="print the measurements, write nothing")
+    tune.set_defaults(handler=cmd_tune)
 
     sp = sub.add_parser("bench", help="run a benchmark suite (bench/<suite>.py)")
     sp.add_argument("suite")

@@ -38,6 +38,7 @@ def share_engines(apps: Iterable[Any]) -> int:
     """Give apps that declare the same engine (kind + options + instance count) one shared adapter.
     Only apps not yet started, running in-process, and engines without a given backend take part.
     Returns how many adapters are now shared by more than one app."""
+    from engines.engine_settings import resolve_options
     from engines.registry import create_engine
 
     groups: dict[str, list[tuple[Any, str]]] = {}
@@ -56,7 +57,7 @@ def share_engines(apps: Iterable[Any]) -> int:
             continue
         app0, name0 = members[0]
         spec = app0.engines[name0]
-        backend = SharedBackend(create_engine(name0, spec.kind, dict(spec.options)))
+        backend = SharedBackend(create_engine(name0, spec.kind, resolve_options(spec.kind, spec.options)))
         for app, name in members:
             app.backends[name] = backend
         shared += 1

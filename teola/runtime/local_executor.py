@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, AsyncIterator
 
 from engines.protocol import EngineProfile
+from engines.engine_settings import resolve_options
 from engines.registry import create_engine
 from teola.engine_spec import Engine
 from teola.runtime.executor import Instance
@@ -12,14 +13,16 @@ from teola.runtime.executor import Instance
 class LocalExecutor:
     """Instances are adapter objects (engines.protocol.EngineBackend) in this process. A backend
     passed in is used as given (it may be shared by several instances); otherwise the adapter is
-    built with `engines.registry.create_engine(spec.name, spec.kind, spec.options)`."""
+    built with `engines.registry.create_engine` from the spec's options over the settings chosen for
+    this machine (engines.engine_settings: hardware defaults < `teola tune` values < explicit)."""
 
     def __init__(self) -> None:
         self._started: list[Any] = []
 
     async def launch(self, spec: Engine, index: int, backend: Any | None) -> Instance:
         if backend is None:
-            backend = create_engine(spec.name, spec.kind, dict(spec.options))
+            backend = create_engine(spec.name, spec.kind,
+                                    resolve_options(spec.kind, spec.options, index, spec.instances))
         missing = [m for m in ("execute", "start", "stop") if not callable(getattr(backend, m, None))]
         if missing:
             raise TypeError(f"engine {spec.name!r}: backend {backend!r} lacks {missing} "

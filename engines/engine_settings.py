@@ -1,0 +1,132 @@
+"""Engine settings chosen for the hardware found at start, so engines on one machine do not fight
+over its cores. Three layers, each overriding the one before:
+
+  1. defaults for the hardware (`default_settings`): on GPU machines none (vLLM's and torch's own
+     defaults stay); on a CPU machine with C >= 2 cores the cores are split: every vLLM instance runs
+     its model inside its engine-core process (no separate busy-polling worker process) on cores
+     1..C-1 (instances of one engine get disjoint cores while there are enough), and the serving
+     process keeps core 0 for its event loop and the sentence-transformers models, which compute one
+     batch at a time (`exclusive`) on `torch_threads` = 1 thread. Measured against vLLM's default
+     layout in BENCHMARKS.md ("Engine settings");
+  2. tuned values from `teola tune` (`tuned_settings`: `<cache>/engine-settings.json`, by engine kind);
+  3. the options given in `Engine(...)`, which always win.
+
+`busy_threads` counts the threads that compute at once under a set of settings, which `teola
+doctor` compares with the core count.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engines.hardware import Hardware
+from engines.paths import cache_dir
+from engines.vllm_layout import VLLM_KEYWORDS, parse_cpu_list
+
+ST_KINDS = ("sentence_transformers", "reranker")
+SETTING_KEYS = {"vllm": ("worker_process", "cpu_threads_bind"),
+                "sentence_transformers": ("torch_threads", "exclusive"),
+                "reranker": ("torch_threads", "exclusive")}
+TUNED_FILE = "engine-settings.json"
+
+
+def default_settings(kind: str, index: int, instances: int, hw: Hardware) -> dict[str, Any]:
+    """Settings for instance `index` of `instances` of an engine of `kind` on `hw` (see module doc)."""
+    if hw.gpu or kind not in SETTING_KEYS:
+        return {}
+    if kind == "vllm":
+        out: dict[str, Any] = {"worker_process": False}
+        llm_cores = list(range(1, hw.cores))
+        if llm_cores:
+            share = max(1, len(llm_cores) // instances)
+            start = (index * share) % len(llm_cores)
+            mine = llm_cores[start:start + share] or llm_cores[-share:]
+            out["cpu_threads_bind"] = _cpu_list(mine)
+        return out
+    return {"torch_threads": 1, "exclusive": True}
+
+
+def tuned_settings(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """{kind: settings} written by `teola tune`; {} when there is no file. A malformed file raises
+    ValueError naming it (delete it or run `teola tune` again)."""
+    path = path or cache_dir() / TUNED_FILE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e}); delete it or run `teola tune` again") from None
+    chosen = data.get("chosen") if isinstance(data, dict) else None
+    if not isinstance(chosen, dict) or not all(isinstance(v, dict) for v in chosen.values()):
+        raise ValueError(f"{path}: expected {{\"chosen\": {{kind: {{setting: value}}}}}}; run `teola tune` again")
+    return {k: {s: v for s, v in opts.items() if s in SETTING_KEYS.get(k, ())} for k, opts in chosen.items()}
+
+
+def resolve_options(kind: str, options: Mapping[str, Any], index: int = 0, instances: int = 1,
+                    hw: Hardware | None = None, tuned: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """An engine instance's adapter options: hardware defaults < tuned values < explicit `options`."""
+    if kind not in SETTING_KEYS:
+        return dict(options)
+    if hw is None:
+        from engines.hardware import detect
+        hw = detect()
+    tuned = tuned_settings() if tuned is None else tuned
+    return {**default_settings(kind, index, instances, hw), **dict(tuned.get(kind, {})), **dict(options)}
+
+
+def busy_threads(instances: list[tuple[str, Mapping[str, Any]]], hw: Hardware) -> int:
+    """Threads computing at the same time when every listed engine instance (kind, resolved
+    options) is busy: a vLLM instance uses its bound cores (all cores unbound, plus one polling
+    engine-core thread with a separate worker process); sentence-transformers models use their torch
+    threads each, or once for all of them when they compute one at a time (`exclusive`)."""
+    total, st_threads, st_shared = 0, [], True
+    for kind, opts in instances:
+        if kind == "vllm":
+            bind = opts.get("cpu_threads_bind")
+            cores = hw.cores if bind in (None, *VLLM_KEYWORDS) else len(parse_cpu_list(bind))
+            separate = opts.get("worker_process")
+            # vLLM's own default (None) on CPU is a separate worker process, polled by the engine core
+            total += cores + (1 if separate is None or separate else 0)
+        elif kind in ST_KINDS:
+            st_threads.append(int(opts.get("torch_threads") or hw.cores))
+            st_shared = st_shared and bool(opts.get("exclusive"))
+    if st_threads:
+        total += max(st_threads) if st_shared else sum(st_threads)
+    return total
+
+
+def _cpu_list(cores: list[int]) -> str:
+    return f"{cores[0]}-{cores[-1]}" if len(cores) > 1 and cores[-1] - cores[0] == len(cores) - 1 \
+        else ",".join(map(str, cores))
+
+
+def report(hw: Hardware, tuned: Mapping[str, Mapping[str, Any]] | None = None,
+           engines: tuple[tuple[str, str], ...] = (("llm", "vllm"), ("embedding", "sentence_transformers"),
+                                                    ("reranker", "reranker"))) -> tuple[list[str], list[str]]:
+    """Lines describing the settings in force for `engines` (name, kind; default: the shipped apps'
+    engines, one instance each, no explicit options) and warnings about oversubscription."""
+    tuned = tuned_settings() if tuned is None else tuned
+    lines = [f"hardware: {hw.describe()}",
+             f"tuned settings: {json.dumps(dict(tuned)) if tuned else 'none (run `teola tune`)'}"]
+    resolved = []
+    for name, kind in engines:
+        opts = resolve_options(kind, {}, hw=hw, tuned=tuned)
+        resolved.append((kind, opts))
+        shown = ", ".join(f"{k}={v!r}" for k, v in sorted(opts.items())) or "library defaults"
+        lines.append(f"{name} ({kind}): {shown}")
+    warnings = []
+    busy = busy_threads(resolved, hw)
+    if hw.gpu:
+        lines.append("GPU machine: vLLM's and torch's own defaults are kept")
+    else:
+        lines.append(f"threads computing at once when all are busy: {busy} on {hw.cores} core(s)")
+    if not hw.gpu and busy > hw.cores:
+        warnings.append(f"{busy} busy threads on {hw.cores} core(s): engines will slow each other down; "
+                        "give them disjoint cores (cpu_threads_bind=, torch_threads=) or run `teola tune`")
+    import os
+    omp = os.environ.get("OMP_NUM_THREADS")
+    if omp and omp.isdigit() and int(omp) > hw.cores:
+        warnings.append(f"OMP_NUM_THREADS={omp} is more than the {hw.cores} usable core(s)")
+    return lines, warnings

@@ -1,0 +1,122 @@
+"""`teola tune`: short probes of the default engines on this machine that choose between candidate
+settings, write the choice to `<cache>/engine-settings.json` (read whenever an engine is built; any
+option given in `Engine(...)` still wins) and print what was measured.
+
+Probes (CPU machines; on a GPU machine vLLM's defaults are kept and nothing is probed):
+  1. vLLM layout: for each candidate (vLLM's own: separate worker process, "auto" binding; teola's
+     hardware default: model in the engine-core process on cores 1..C-1) start SmolLM2, warm up, and
+     time 4 concurrent requests of 32 greedy tokens. The faster layout wins.
+  2. Embedder threads, under load: with the chosen vLLM layout decoding, embed 3 batches of 32
+     chunks with torch_threads = 1 and = C; the candidate whose concurrent pair (decode + embed)
+     finishes first wins (the embedder's setting also goes to the reranker, which shares its cores).
+About a minute and a half on 2 cores, most of it starting vLLM twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, Callable
+
+from engines.engine_settings import TUNED_FILE, default_settings
+from engines.hardware import Hardware, detect
+from engines.paths import cache_dir
+
+DECODE = {"parts": [["user", "List ten rivers of Europe, one per line."]], "complete": True,
+          "max_tokens": 32, "temperature": 0.0, "ignore_eos": True}
+CHUNKS = [f"Passage {i}: the river flows through the old town past the cathedral and the market square."
+          for i in range(32)]
+
+
+async def _decode(engine: Any) -> float:
+    t0 = time.perf_counter()
+    await engine.execute("decoding", [dict(DECODE) for _ in range(4)])
+    return time.perf_counter() - t0
+
+
+async def probe_vllm(settings: dict[str, Any]) -> tuple[float, Any]:
+    """(seconds for 4 x 32 tokens, the started engine) under one candidate layout."""
+    from engines.vllm_engine import VLLMEngine
+
+    engine = VLLMEngine("tune-llm", max_model_len=1024, max_num_seqs=4, **settings)
+    await engine.start()
+    await _decode(engine)  # warm-up
+    return min([await _decode(engine) for _ in range(2)]), engine
+
+
+async def probe_embedder(llm: Any, threads: int) -> float:
+    """Makespan of a decode job and 3 embedding batches run together, embedder on `threads`."""
+    from engines.embedding import EmbeddingEngine
+
+    emb = EmbeddingEngine("tune-embedding", torch_threads=threads, exclusive=True)
+    await emb.start()
+    try:
+        await emb.execute("embedding", [{"text": c} for c in CHUNKS])  # warm-up
+
+        async def embed() -> None:
+            for _ in range(3):
+                await emb.execute("embedding", [{"text": c} for c in CHUNKS])
+        t0 = time.perf_counter()
+        await asyncio.gather(_decode(llm), embed())
+        return time.perf_counter() - t0
+    finally:
+        await emb.stop()
+
+
+async def tune(hw: Hardware, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run the probes; returns {"hardware", "measured": [rows], "chosen": {kind: settings}}."""
+    if hw.gpu:
+        say("GPU machine: vLLM's and torch's defaults are kept; nothing to probe")
+        return {"hardware": hw.describe(), "measured": [], "chosen": {}}
+    candidates = {"vLLM default layout": {"worker_process": True, "cpu_threads_bind": "auto"},
+                  "teola hardware default": default_settings("vllm", 0, 1, hw)}
+    rows, best = [], None
+    for label, settings in candidates.items():
+        say(f"vllm: starting with {label} {settings} ...")
+        seconds, engine = await probe_vllm(settings)
+        rows.append({"engine": "vllm", "candidate": label, "settings": settings, "seconds": seconds})
+        say(f"vllm: {label}: 4 x 32 tokens in {seconds:.2f} s")
+        if best is None or seconds < best[0]:
+            if best is not None:
+                await best[2].stop()
+            best = (seconds, settings, engine)
+        else:
+            await engine.stop()
+    assert best is not None
+    chosen: dict[str, Any] = {"vllm": best[1]}
+    try:
+        st_best = None
+        for threads in sorted({1, hw.cores}):
+            seconds = await probe_embedder(best[2], threads)
+            rows.append({"engine": "sentence_transformers", "candidate": f"torch_threads={threads}",
+                         "settings": {"torch_threads": threads, "exclusive": True}, "seconds": seconds})
+            say(f"embedding: torch_threads={threads} while vLLM decodes: {seconds:.2f} s")
+            if st_best is None or seconds < st_best[0]:
+                st_best = (seconds, threads)
+    finally:
+        await best[2].stop()
+    st = {"torch_threads": st_best[1], "exclusive": True}
+    chosen.update({"sentence_transformers": st, "reranker": dict(st)})
+    return {"hardware": hw.describe(), "measured": rows, "chosen": chosen}
+
+
+def run_tune(write: bool = True) -> int:
+    """`teola tune`: probe, print the table, write the chosen settings (unless write=False)."""
+    from engines.paths import configure_engine_env
+
+    configure_engine_env()
+    hw = detect()
+
+    def say(msg: str) -> None:
+        print(f"[teola tune] {msg}", flush=True)
+    say(f"hardware: {hw.describe()}")
+    result = asyncio.run(tune(hw, say))
+    print(f"\n{'engine':<22} {'candidate':<24} {'seconds':>8}")
+    for r in result["measured"]:
+        print(f"{r['engine']:<22} {r['candidate']:<24} {r['seconds']:>8.2f}")
+    print(f"\nchosen: {json.dumps(result['chosen'])}")
+    if write:
+        path = cache_dir() / TUNED_FILE
+        path.write_text(json.dumps(result, indent=2))
+        say(f"wrote {path} (options given in Engine(...) still win; delete the file to go back to defaults)")
+    return 0

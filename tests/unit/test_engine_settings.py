@@ -1,0 +1,98 @@
+"""Engine settings for the hardware found: no more busy threads than cores on a CPU machine, disjoint
+cores for several LLM instances, nothing changed on GPUs, and explicit options always winning."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from engines.engine_settings import busy_threads, default_settings, report, resolve_options, tuned_settings
+from engines.hardware import Hardware
+from engines.vllm_layout import parse_cpu_list, spawn_layout
+
+SHIPPED = [("vllm", 1), ("sentence_transformers", 1), ("reranker", 1)]  # the advanced-RAG app's compute engines
+
+
+def resolved(hw: Hardware, engines=SHIPPED, tuned=None, explicit=None) -> list[tuple[str, dict]]:
+    out = []
+    for kind, n in engines:
+        for i in range(n):
+            out.append((kind, resolve_options(kind, (explicit or {}).get(kind, {}), i, n, hw, tuned or {})))
+    return out
+
+
+def test_two_core_cpu_defaults_put_no_more_busy_threads_than_cores():
+    hw = Hardware(cores=2, gpu=False)
+    settings = resolved(hw)
+    assert busy_threads(settings, hw) <= 2
+    llm = dict(settings)["vllm"]
+    assert llm == {"worker_process": False, "cpu_threads_bind": "1"}
+
+
+def test_vllm_defaults_as_shipped_oversubscribe_and_are_reported():
+    """The check itself can fail: vLLM's own layout (separate worker, no binding) plus torch's
+    default threads is over the core count, and `report` warns about it."""
+    hw = Hardware(cores=2, gpu=False)
+    library_defaults = [("vllm", {}), ("sentence_transformers", {}), ("reranker", {})]
+    assert busy_threads(library_defaults, hw) > 2
+    tuned = {"vllm": {"worker_process": True, "cpu_threads_bind": "auto"}, "reranker": {"torch_threads": 2}}
+    _, warnings = report(hw, tuned=tuned)
+    assert any("busy threads on 2 core(s)" in w for w in warnings)
+
+
+def test_several_llm_instances_get_disjoint_cores():
+    hw = Hardware(cores=5, gpu=False)
+    binds = [parse_cpu_list(o["cpu_threads_bind"]) for _, o in resolved(hw, [("vllm", 2)])]
+    assert binds == [[1, 2], [3, 4]]
+    assert not set(binds[0]) & set(binds[1]) and 0 not in binds[0] + binds[1]
+
+
+def test_gpu_machines_keep_library_defaults():
+    hw = Hardware(cores=8, gpu=True)
+    assert all(default_settings(kind, 0, 1, hw) == {} for kind, _ in SHIPPED)
+
+
+def test_explicit_options_win_over_tuned_values_and_defaults():
+    hw = Hardware(cores=4, gpu=False)
+    tuned = {"vllm": {"worker_process": True}, "sentence_transformers": {"torch_threads": 3}}
+    opts = resolve_options("vllm", {"cpu_threads_bind": "0-3", "model": "m"}, 0, 1, hw, tuned)
+    assert opts == {"worker_process": True, "cpu_threads_bind": "0-3", "model": "m"}  # tuned > default, explicit > all
+    opts = resolve_options("sentence_transformers", {"torch_threads": 2}, 0, 1, hw, tuned)
+    assert opts["torch_threads"] == 2 and opts["exclusive"] is True
+    assert resolve_options("pgvector", {"dsn": "x"}, 0, 1, hw, tuned) == {"dsn": "x"}
+
+
+def test_tuned_file_round_trip_and_bad_files(tmp_path):
+    path = tmp_path / "engine-settings.json"
+    assert tuned_settings(path) == {}
+    path.write_text(json.dumps({"chosen": {"vllm": {"worker_process": False, "junk": 1}}}))
+    assert tuned_settings(path) == {"vllm": {"worker_process": False}}
+    path.write_text("{not json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        tuned_settings(path)
+    path.write_text(json.dumps({"chosen": [1]}))
+    with pytest.raises(ValueError, match="teola tune"):
+        tuned_settings(path)
+
+
+def test_cpu_lists():
+    assert parse_cpu_list("0-2,5") == [0, 1, 2, 5]
+    for bad in ("a", "3-1", "1-", ""):
+        with pytest.raises(ValueError, match="bad CPU list"):
+            parse_cpu_list(bad)
+
+
+def test_spawn_layout_sets_and_restores_environment_and_affinity():
+    before_env = {k: os.environ.get(k) for k in ("VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS")}
+    before_aff = os.sched_getaffinity(0)
+    core = min(before_aff)
+    with spawn_layout(on_cpu=True, worker_process=False, cpu_threads_bind=str(core)):
+        assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+        assert os.environ["OMP_NUM_THREADS"] == "1"
+        assert os.sched_getaffinity(0) == {core}
+    assert os.sched_getaffinity(0) == before_aff
+    assert {k: os.environ.get(k) for k in before_env} == before_env
+    with spawn_layout(on_cpu=True, worker_process=True, cpu_threads_bind="auto"):
+        assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+        assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
