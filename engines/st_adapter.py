@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +14,7 @@ from engines.protocol import EngineProfile, profile_with
 _EXCLUSIVE = threading.Lock()
 
 
-class SentenceTransformersAdapter:
+class SentenceTransformersAdapter(ABC):
     """Subclasses set `ops` (one op), `default_profile`, and implement `_load()` (build the model,
     blocking), `_inputs(requests)` (validate requests into model inputs) and `_run(inputs)` (one
     blocking model call -> one result per input). Options shared by both: device (None = the
@@ -59,14 +60,17 @@ class SentenceTransformersAdapter:
             torch.set_num_threads(self.torch_threads)
         return self._load()
 
+    @abstractmethod
     def _load(self) -> Any:
-        raise NotImplementedError
+        """Build the model (blocking)."""
 
+    @abstractmethod
     def _inputs(self, requests: list[dict[str, Any]]) -> list[Any]:
-        raise NotImplementedError
+        """Validate a batch of requests into model inputs (ValueError naming a bad request)."""
 
+    @abstractmethod
     def _run(self, inputs: list[Any]) -> list[Any]:
-        raise NotImplementedError
+        """One blocking model call: one result per input, in order."""
 
     def _require_model(self) -> Any:
         if self._model is None:

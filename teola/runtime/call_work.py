@@ -21,16 +21,14 @@ class CallOutcome:
 class CallWork:
     """Resolves `future` with a `CallOutcome`, or with `CallFailed` naming the call and instance."""
 
-    __slots__ = ("future", "call_id", "started_at", "instance")
+    __slots__ = ("future", "call_id", "instance")
 
     def __init__(self, future: asyncio.Future, call_id: str) -> None:
         self.future = future
         self.call_id = call_id
-        self.started_at: float | None = None
         self.instance: str | None = None
 
     def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None:
-        self.started_at = t
         self.instance = inst.name
 
     def results(self, start: int, results: list[Any], t: float) -> None:

@@ -19,7 +19,7 @@ class DispatchWork:
     fused with the prefill before it: `prefill` is then its index)."""
 
     __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
-                 "items", "extra_items", "started_at")
+                 "items", "extra_items")
 
     def __init__(self, run: "QueryRun", kind: str, idx: int, requests: list[dict[str, Any]],
                  members: tuple[int, ...] = (), prefill: int | None = None) -> None:
@@ -35,7 +35,6 @@ class DispatchWork:
         self.timer: asyncio.TimerHandle | None = None
         self.items = 0
         self.extra_items = 0
-        self.started_at: float | None = None
 
     # ---- callbacks from the engine scheduler ---------------------------------------------------
     def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None:

@@ -69,7 +69,7 @@ class ProgramPolicy:
         # (a routing balancer) each call of `queue` may have been seen at a different time
         for e in queue:
             if e not in core.calls:
-                core.admit(e, e.query_id, e.name, e.arrival, _parents(e))
+                core.admit(e, e.query_id, e.name, e.arrival, e.parents)
                 core.wait(e, max(0.0, now - e.arrival))
             else:
                 last = charged.get(e)
@@ -134,17 +134,6 @@ class ProgramPolicy:
         for e in [e for e in self._charged if e.query_id == pid]:
             del self._charged[e]
         self.core.end_program(pid)
-
-
-def _parents(entry: Pending) -> tuple[str, ...] | None:
-    """Declared parent call ids of a client program's call, else None."""
-    if entry.parents is not None:
-        return entry.parents
-    if entry.requests:
-        ids = entry.requests[0].get("parent_ids")
-        if ids is not None:
-            return tuple(ids)
-    return None
 
 
 def _decoded(request: dict[str, Any], result: Any) -> float:
