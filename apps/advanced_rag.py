@@ -1,5 +1,7 @@
 """Document QA with advanced RAG (Teola Fig. 2d): query expansion into 3 queries, indexing in
-parallel, top-16 vector search per query, reranking to the best 3 chunks, refine synthesis."""
+parallel, top-16 vector search per query, reranking to the best 3 chunks, compact synthesis (the
+chunks packed into as few prompts as fit the context window, refining across prompts: one LLM call
+when the 3 chunks fit)."""
 from __future__ import annotations
 
 from typing import Any
@@ -24,7 +26,7 @@ def build(llm: dict[str, Any] | None = None, embedding: dict[str, Any] | None = 
 
 
 def set_template(app: App, num_queries: int = 3, chunk_size: int = 256, chunk_overlap: int = 30,
-                 top_k: int = 16, top_n: int = 3, max_tokens: int = 96) -> App:
+                 top_k: int = 16, top_n: int = 3, max_tokens: int = 96, mode: str = "compact") -> App:
     """Give `app` (with engines named llm, embedding, vectordb, reranker) the advanced-RAG template."""
     expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": num_queries})
     index = Node("indexing", engine="embedding", anno="batchable",
@@ -33,7 +35,7 @@ def set_template(app: App, num_queries: int = 3, chunk_size: int = 256, chunk_ov
     embed_q = Node("query_embedding", engine="embedding")
     search = Node("search", engine="vectordb", config={"top_k": top_k})
     rerank = Node("rerank", engine="reranker", config={"top_n": top_n})
-    synth = Node("synthesis", engine="llm", config={"mode": "refine", "max_tokens": max_tokens})
+    synth = Node("synthesis", engine="llm", config={"mode": mode, "max_tokens": max_tokens})
     index >> ingest >> search
     expand >> embed_q >> search >> rerank >> synth
     app.update_template([expand, index, ingest, embed_q, search, rerank, synth])

@@ -1,5 +1,6 @@
 """Document QA with naive RAG (Teola Fig. 2c): chunk 256 / overlap 30, embed, ingest, embed the
-question, top-3 search, tree synthesis."""
+question, top-3 search, tree synthesis (LlamaIndex's tree_summarize: the chunks packed into as few
+prompts as fit the model's context window, so three 256-token chunks take one LLM call)."""
 from __future__ import annotations
 
 from typing import Any
@@ -20,7 +21,7 @@ def build(llm: dict[str, Any] | None = None, embedding: dict[str, Any] | None = 
     ingest = Node("ingestion", engine="vectordb", anno="batchable")
     embed_q = Node("query_embedding", engine="embedding")
     search = Node("search", engine="vectordb", config={"top_k": 3})
-    synth = Node("synthesis", engine="llm", config={"mode": "tree", "fan_in": 3, "max_tokens": 96})
+    synth = Node("synthesis", engine="llm", config={"mode": "tree", "max_tokens": 96})
     index >> ingest >> search
     embed_q >> search >> synth
     app.update_template([index, ingest, embed_q, search, synth])

@@ -387,7 +387,7 @@ class RAGSpec:
             raise ValueError(f"the LlamaIndex baseline covers document-QA RAG templates; unsupported components "
                              f"{sorted(unknown)}")
         idx, synth, exp = cfg.get("indexing", {}), cfg.get("synthesis", {}), cfg.get("query_expansion")
-        mode = synth.get("mode", "refine")
+        mode = synth.get("mode", "compact")  # teola's synthesis default
         if mode not in RESPONSE_MODES:
             raise ValueError(f"synthesis mode {mode!r} has no LlamaIndex counterpart; use one of {sorted(RESPONSE_MODES)}")
         n_q = int(exp.get("num_queries", 3)) if exp is not None else 0

@@ -41,12 +41,15 @@ class EngineProfile:
     max_efficient_batch: beyond this, bigger batches stop paying off (stage decomposition splits here).
     token_budget: for LLM engines, the prompt+output tokens one batch may hold (0 = unlimited).
     latency: seconds for a batch of n, as {n: seconds} samples (optional; used by simulation/bounds).
+    context_window: for LLM engines, the most prompt+output tokens one request may hold (0 = unknown);
+    synthesis packs retrieved chunks into prompts of this size.
     """
 
     max_batch: int = 64
     max_efficient_batch: int = 16
     token_budget: int = 0
     latency: dict[int, float] = field(default_factory=dict)
+    context_window: int = 0
 
 
 @runtime_checkable
@@ -81,4 +84,4 @@ def profile_with(default: EngineProfile, max_batch: int | None = None,
             raise ValueError(f"option {field_name} must be a positive int or omitted, got {value!r}")
     mb = max_batch or default.max_batch
     return EngineProfile(max_batch=mb, max_efficient_batch=min(max_efficient_batch or default.max_efficient_batch, mb),
-                         token_budget=default.token_budget)
+                         token_budget=default.token_budget, context_window=default.context_window)

@@ -153,7 +153,8 @@ class VLLMEngine:
     """
 
     ops = PREFILL_OPS | DECODE_OPS
-    default_profile = EngineProfile(max_batch=16, max_efficient_batch=8)  # max_batch = max_num_seqs
+    # max_batch = max_num_seqs; context_window = max_model_len
+    default_profile = EngineProfile(max_batch=16, max_efficient_batch=8, context_window=2048)
 
     def __init__(self, name: str, model: str = "smollm2-135m-instruct", dtype: str = "auto",
                  device: str | None = None, max_model_len: int = 2048, max_num_seqs: int = default_profile.max_batch,
@@ -206,7 +207,7 @@ class VLLMEngine:
         self.worker_process: bool | None = None  # the layout in force, once started
         self.profile = EngineProfile(max_batch=max_num_seqs,
                                      max_efficient_batch=min(max_efficient_batch or self.default_profile.max_efficient_batch, max_num_seqs),
-                                     token_budget=max_num_batched_tokens or 0)
+                                     token_budget=max_num_batched_tokens or 0, context_window=max_model_len)
         self.block_size: int | None = block_size
         self.renderer: PromptRenderer | None = None
         self._engine = None

@@ -58,6 +58,8 @@ class Engine:
         self.max_batch_given = max_batch is not None
         self.max_batch = max_batch or max(self.max_efficient_batch, profile.max_batch)
         self.token_budget = token_budget
+        window = options.get("max_model_len", profile.context_window)
+        self.context_window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else 0
         if resources is not None and not isinstance(resources, dict):
             raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")
         self.policy = policy
@@ -66,7 +68,7 @@ class Engine:
         self.options = options
 
     def info(self) -> EngineInfo:
-        return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget)
+        return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window)
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"

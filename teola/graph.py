@@ -17,12 +17,14 @@ class GraphError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class EngineInfo:
-    """What compilation needs to know of an engine: its kind, the ops it runs, batch limits."""
+    """What compilation needs to know of an engine: its kind, the ops it runs, batch limits and,
+    for LLM engines, the context window (tokens per request, 0 = unknown)."""
 
     kind: str
     ops: frozenset[PrimOp]
     max_efficient_batch: int = 16
     token_budget: int = 0
+    context_window: int = 0
 
 
 @dataclass(slots=True)

@@ -9,14 +9,17 @@ _PART = re.compile(r"^(?P<base>.+)#(?P<a>\d+):(?P<b>\d+)$")
 
 @dataclass(frozen=True, slots=True)
 class Ref:
-    """A prompt part taken from the object store: `key`, optionally one item of a list (`index`)
-    or a whole list joined with `join`."""
+    """A prompt part taken from the object store: `key`, optionally one item of a list (`index`),
+    items [index, stop) of it joined with `join` (`stop` set), or a whole list joined with `join`."""
 
     key: str
     index: int | None = None
     join: str | None = None
+    stop: int | None = None
 
     def __str__(self) -> str:
+        if self.index is not None and self.stop is not None:
+            return f"${self.key}[{self.index}:{self.stop}]"
         if self.index is not None:
             return f"${self.key}[{self.index}]"
         return f"${self.key}"

@@ -12,10 +12,13 @@ from teola.primitive import Primitive
 @dataclass(frozen=True, slots=True)
 class Port:
     """A value a component offers downstream: its object-store key and, for lists, the item
-    count known at compile time (an upper bound for LLM-produced lists); n=0 for a scalar."""
+    count known at compile time (an upper bound for LLM-produced lists); n=0 for a scalar.
+    `item_tokens`: the most tokens (as `teola.chunking.count_tokens` counts them) any item holds,
+    when known at compile time (chunks of the query's documents); 0 = unknown."""
 
     key: str
     n: int = 0
+    item_tokens: int = 0
 
 
 @dataclass(slots=True)

@@ -1,6 +1,7 @@
 """Indexing (chunking -> Embedding [+ Ingestion]) and ingestion components."""
 from __future__ import annotations
 
+from teola.chunking import count_tokens
 from teola.components.context import BuildContext, Port
 from teola.ops import PrimOp
 from teola.primitive import Primitive
@@ -17,22 +18,24 @@ def decompose_indexing(ctx: BuildContext) -> None:
                             num_requests=n, label="embed"))
     if ctx.node.anno == "batchable":
         emb.args["batchable"] = True
-    ctx.sub.exports.update(chunks=Port(chunks_key, n), chunk_embeddings=Port(emb.outputs[0], n))
+    longest = max((count_tokens(c) for c in chunks), default=0)
+    ctx.sub.exports.update(chunks=Port(chunks_key, n, longest), chunk_embeddings=Port(emb.outputs[0], n))
     if ctx.config.get("vectordb"):
-        add_ingestion(ctx, ctx.config["vectordb"], chunks_key, emb.outputs[0], n)
+        add_ingestion(ctx, ctx.config["vectordb"], chunks_key, emb.outputs[0], n, longest)
 
 
 def decompose_ingestion(ctx: BuildContext) -> None:
     """Write the upstream chunks and their embeddings into the vector store."""
     chunks = ctx.find("chunks")
     embs = ctx.find("chunk_embeddings")
-    add_ingestion(ctx, ctx.engine(), chunks.key, embs.key, chunks.n)
+    add_ingestion(ctx, ctx.engine(), chunks.key, embs.key, chunks.n, chunks.item_tokens)
 
 
-def add_ingestion(ctx: BuildContext, engine: str, chunks_key: str, emb_key: str, n: int) -> None:
+def add_ingestion(ctx: BuildContext, engine: str, chunks_key: str, emb_key: str, n: int,
+                  item_tokens: int = 0) -> None:
     p = ctx.add(Primitive(PrimOp.INGESTION, engine, ctx.node.name, inputs=(emb_key, chunks_key, "sys.namespace"),
                           outputs=(ctx.key("index"),), args={"map": (emb_key, chunks_key)},
                           num_requests=n, label="ingest"))
     if ctx.node.anno == "batchable":
         p.args["batchable"] = True
-    ctx.sub.exports["index"] = Port(p.outputs[0], n)
+    ctx.sub.exports["index"] = Port(p.outputs[0], n, item_tokens)

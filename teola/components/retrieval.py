@@ -26,7 +26,8 @@ def decompose_vector_search(ctx: BuildContext) -> None:
                           inputs=(q.key, index.key, "sys.namespace"), outputs=(ctx.key("results"),),
                           args={"map": (q.key,), "top_k": top_k}, num_requests=q.n, label="search"))
     # Without a reranker, the retrieved texts (flattened in query order) are the context.
-    ctx.sub.exports.update(results=Port(p.outputs[0], q.n), context=Port(p.outputs[0], q.n * top_k))
+    ctx.sub.exports.update(results=Port(p.outputs[0], q.n, index.item_tokens),
+                           context=Port(p.outputs[0], q.n * top_k, index.item_tokens))
 
 
 def decompose_rerank(ctx: BuildContext) -> None:
@@ -37,7 +38,7 @@ def decompose_rerank(ctx: BuildContext) -> None:
     p = ctx.add(Primitive(PrimOp.RERANKING, ctx.engine(), ctx.node.name, inputs=(ctx.question(), results.key),
                           outputs=(ctx.key("context"),), args={"top_n": top_n},
                           num_requests=max(1, results.n * per_query), label="rerank"))
-    ctx.sub.exports["context"] = Port(p.outputs[0], top_n)
+    ctx.sub.exports["context"] = Port(p.outputs[0], top_n, results.item_tokens)
 
 
 def _results_per_query(ctx: BuildContext) -> int:

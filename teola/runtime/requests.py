@@ -55,7 +55,8 @@ def texts_of(value: Any) -> list[str]:
 
 def resolve_part(src: str | Ref, values: dict[str, Any]) -> str:
     """The text of one prompt part: a literal, or a Ref resolved against the object store
-    (`index` -> that item or "" if missing; `join` -> joined texts; a list alone joins with blank lines)."""
+    (`index` -> that item or "" if missing; `index`+`stop` -> those items joined; `join` -> joined
+    texts; a list alone joins with blank lines)."""
     if isinstance(src, str):
         return src
     if not isinstance(src, Ref):
@@ -66,7 +67,9 @@ def resolve_part(src: str | Ref, values: dict[str, Any]) -> str:
     if isinstance(v, str) and src.index is None:
         return v
     texts = texts_of(v)
-    if src.index is not None:
+    if src.index is not None and src.stop is not None:
+        texts = texts[src.index:src.stop]
+    elif src.index is not None:
         return texts[src.index] if 0 <= src.index < len(texts) else ""
     return (src.join if src.join is not None else "\n\n").join(texts)
 

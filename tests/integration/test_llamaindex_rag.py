@@ -56,7 +56,7 @@ async def test_advanced_rag_expands_reranks_and_refines(llm_engine, embedding_en
     import apps.advanced_rag
 
     rag = _pipeline(apps.advanced_rag, {"llm": llm_engine, "embedding": embedding_engine, "vectordb": vector_store,
-                                        "reranker": reranker_engine}, synthesis={"max_tokens": 16})
+                                        "reranker": reranker_engine}, synthesis={"max_tokens": 16, "mode": "refine"})
     assert (rag.spec.num_queries, rag.spec.top_k, rag.spec.top_n, rag.spec.mode) == (3, 16, 3, "refine")
     answer = await rag.aquery("When was the Zorblat festival first held?", [DOCUMENT, FILLER])
     assert answer.text.strip()

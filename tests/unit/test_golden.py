@@ -29,7 +29,8 @@ def test_egraph_matches_golden_text_and_lints(name):
 
 
 def test_advanced_rag_has_figure6_structure():
-    g = advanced_rag.build().compile(QUERY).egraph
+    # Figure 6 draws refine synthesis (one call per chunk); the app's default is compact
+    g = advanced_rag.build().compile(QUERY, {"nodes": {"synthesis": {"mode": "refine"}}}).egraph
     nxg = g.nx
     # 3 Partial Decodings of the expansion, each feeding its own query Embedding.
     pds = g.find(PrimOp.PARTIAL_DECODING, component="query_expansion")
