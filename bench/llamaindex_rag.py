@@ -23,7 +23,7 @@ question, context, existing answer), so both sides send the same prompts. Query 
 explicit LLM call with the teola expansion prompt: llama-index-core 0.12's `QueryFusionRetriever`
 generates its queries with the blocking `llm.complete` even on its async path, which cannot share an
 event loop with async engines, so `ExpandedQueryRetriever` overrides only that step (awaiting the LLM)
-and searches only the expanded queries, as teola does (the library would add the original query),
+and searches the original question alongside the expanded queries (as the library and teola do),
 with the library's fusion.
 
 Mapping of the teola templates: chunk_size / chunk_overlap -> SentenceSplitter (sizes counted as
@@ -337,7 +337,7 @@ class EngineReranker(BaseNodePostprocessor):
 
 class ExpandedQueryRetriever(QueryFusionRetriever):
     """LlamaIndex's fusion retriever with the query generation awaited: one LLM call writes
-    `num_queries` search queries with the teola expansion prompt; each is retrieved concurrently by
+    `num_queries` search queries with the teola expansion prompt; each, and the question itself, is retrieved concurrently by
     the wrapped retrievers and the results are fused (LlamaIndex's own code for both)."""
 
     def __init__(self, retriever: Any, expander: EngineLLM, num_queries: int, top_k: int,
@@ -351,7 +351,8 @@ class ExpandedQueryRetriever(QueryFusionRetriever):
         text = await self._llm.apredict(self._expand, query=question)
         lines = [_LIST_MARK.sub("", line).strip() for line in text.strip("`").split("\n")]
         queries = [q for q in lines if q][: self.num_queries]
-        return [QueryBundle(q) for q in queries] or [QueryBundle(question)]
+        # the original question first, as the library's fusion retriever (and teola) search it too
+        return [QueryBundle(question)] + [QueryBundle(q) for q in queries]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         results = await self._run_async_queries(await self.aexpand(query_bundle.query_str))

@@ -83,3 +83,10 @@ async def test_metrics_count_real_queries(e2e_client):
     text = (await e2e_client.get("/metrics")).text
     assert 'teola_server_queries_total{app="advanced_rag"}' in text
     assert "teola_primitive_latency_seconds_count" in text
+
+
+async def test_naive_rag_makes_one_llm_call_when_its_chunks_fit(e2e_client):
+    body = await query(e2e_client, "naive_rag")
+    llm = [t for t in body["trace"] if t["engine"] == "llm" and t["status"] == "ok"]
+    assert [t["op"] for t in llm if t["op"] == "decoding"] == ["decoding"], llm
+    assert all(t["primitive"].startswith("synthesis.") for t in llm), llm

@@ -75,3 +75,13 @@ def test_a_ref_range_joins_those_items_and_tolerates_short_lists():
     assert resolve_part(Ref("k", index=2, join=" | ", stop=5), values) == "c"
     assert resolve_part(Ref("k", index=4, join=" | ", stop=6), values) == ""
     assert str(Ref("k", index=1, stop=3)) == "$k[1:3]"
+
+
+def test_the_question_is_searched_alongside_the_expanded_queries():
+    compiled = advanced_rag.build().compile(QUERY)
+    searches = [p for p in compiled.pgraph.primitives if p.op is PrimOp.SEARCHING]
+    assert sorted(p.label for p in searches) == ["search", "search_question"]
+    [q] = [p for p in compiled.pgraph.primitives if p.label == "embed_question"]
+    assert q.inputs == ("query.question",)
+    off = advanced_rag.build().compile(QUERY, {"nodes": {"query_embedding": {"include_question": False}}})
+    assert [p.label for p in off.pgraph.primitives if p.op is PrimOp.SEARCHING] == ["search"]
