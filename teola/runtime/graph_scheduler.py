@@ -43,6 +43,7 @@ class QueryRun:
         self.fuse = bool(config.get("prescheduling", ctx.prescheduling))
         self.prim_timeout = config.get("primitive_timeout")
         self.needs_cleanup = config.get("namespace") is None and bool(plan.ingest_engines)
+        self.return_values: tuple[str, ...] = tuple(config.get("return_values") or ())
         self.ok = False
         self.works: set[DispatchWork] = set()
         self.inflight = 0
@@ -289,7 +290,8 @@ class QueryRun:
         latency = self.loop.time() - self.t0
         self.ctx.ended(self, None, latency)
         if not self.future.done():
-            self.future.set_result(Result(output, self.trace_list(), self.qid, latency, skipped))
+            kept = {k: self.values[k] for k in self.return_values if k in self.values}
+            self.future.set_result(Result(output, self.trace_list(), self.qid, latency, skipped, kept))
 
     def fail(self, err: QueryError, cause: BaseException | None = None) -> None:
         """End the query with `err`: queued primitives are dropped from the engine queues; batches

@@ -1,7 +1,7 @@
 """`Result`: what a finished query returns."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -10,10 +10,13 @@ class Result:
     """A finished query. output: the value of the graph's output key (a dict key -> value when
     the graph has several outputs; None if skipped). trace: one dict per primitive (name, op,
     engine, status, queued/started/finished seconds since the query started, instance, batch id
-    and size, engine extras such as num_cached_tokens). latency: seconds end to end."""
+    and size, engine extras such as num_cached_tokens). latency: seconds end to end. values: the
+    object-store values the query's config asked for (`"return_values": ["rerank.context"]`), e.g.
+    the chunks an answer was synthesized from; keys the query never wrote are absent."""
 
     output: Any
     trace: list[dict[str, Any]]
     query_id: str
     latency: float
     skipped: bool = False
+    values: dict[str, Any] = field(default_factory=dict)

@@ -51,8 +51,9 @@ class Runtime:
 
     Per-query config read by `run`: "timeout" (seconds for the whole query), "primitive_timeout"
     (seconds for any one primitive from dispatch to finish), "priority" (int passed to LLM engines,
-    lower first), "prescheduling", "namespace" (a given namespace is kept after the query), and
-    "policy" (switches the runtime-wide policy of engines without their own).
+    lower first), "prescheduling", "namespace" (a given namespace is kept after the query),
+    "return_values" (object-store keys whose values `Result.values` returns, e.g. ["rerank.context"]),
+    and "policy" (switches the runtime-wide policy of engines without their own).
     """
 
     def __init__(self, engines: dict[str, Engine], backends: dict[str, Any] | None = None, **options: Any) -> None:
@@ -203,6 +204,9 @@ class Runtime:
         config = dict(config or {})
         timeout = _seconds(config, "timeout")
         _seconds(config, "primitive_timeout")
+        keep = config.get("return_values")
+        if keep is not None and not (isinstance(keep, (list, tuple)) and all(isinstance(k, str) for k in keep)):
+            raise TypeError(f"config['return_values'] must be a list of object-store keys, got {keep!r}")
         prio = config.get("priority", 0)
         if not isinstance(prio, int) or isinstance(prio, bool):
             raise TypeError(f"config['priority'] must be an int (lower runs first), got {prio!r}")

