@@ -11,7 +11,8 @@ Systems: **teola** runs the shipped apps (`apps/naive_rag.py`, `apps/advanced_ra
 **LlamaIndex** (`bench/llamaindex_rag.py`) runs the same templates with its own splitter, ingestion,
 retrievers, postprocessor and response synthesizer, with the response mode the template names (the
 shipped defaults: tree_summarize for naive RAG, compact for advanced RAG; both pack chunks into the
-context window). A second table forces both systems into one other mode (refine).
+context window) and LlamaIndex's own default prompt templates (QA, refine, summary, query generation).
+A second table forces both systems into one other mode (refine) with the same prompt texts (teola's).
 
 Load: each system first answers every query alone, one after another; the Poisson rates are fractions
 of LlamaIndex's own single-query service rate (1 / its mean latency alone), so "1.0" offers LlamaIndex
@@ -32,7 +33,7 @@ from typing import Any
 
 from bench.common import percentile
 from bench.quality import score, texts
-from bench.rag import llamaindex_pipeline, make_apps, reset_prefix_cache, run_open_loop
+from bench.rag import make_apps, reset_prefix_cache, run_open_loop
 from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
 
 QUERY_TIMEOUT = 600.0
@@ -109,11 +110,11 @@ async def llamaindex_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[
 class Systems:
     """Both systems over one started app: `run(system, queries, arrivals or None)`."""
 
-    def __init__(self, app: Any, nodes: dict[str, Any]) -> None:
+    def __init__(self, app: Any, nodes: dict[str, Any], prompts: str) -> None:
+        from bench.llamaindex_rag import LlamaIndexRAG
+
         self.app, self.nodes = app, nodes
-        self.rag, why = llamaindex_pipeline(app, nodes)
-        if self.rag is None:
-            raise RuntimeError(why)
+        self.rag = LlamaIndexRAG.from_app(app, nodes, prompts)
 
     async def one(self, system: str, q: dict[str, Any], arrival: float = 0.0) -> dict[str, Any]:
         if system == "teola":
@@ -177,7 +178,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
     out: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items()}, "runs": {}}
     for name in s.apps:
         app = apps[name]
-        systems = Systems(app, {})
+        systems = Systems(app, {}, "library")
         for size, distractors in s.sizes.items():
             queries = narrative_qa_queries(max(s.n_alone, s.n_load), distractors, s.seed)
             for system in SYSTEMS:  # warm-up (not measured): first-call compilation, caches
@@ -185,7 +186,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
             out["runs"][f"{name}/{size}"] = await compare(systems, queries, s.n_alone, s.n_load, s.fractions,
                                                           s.seed, f"{name}/{size}", progress)
     if s.same_mode and "advanced_rag" in s.apps:
-        systems = Systems(apps["advanced_rag"], {"synthesis": {"mode": s.same_mode}})
+        systems = Systems(apps["advanced_rag"], {"synthesis": {"mode": s.same_mode}}, "teola")
         queries = narrative_qa_queries(max(s.n_alone, s.n_load), min(s.sizes.values()), s.seed)
         out["runs"][f"advanced_rag/small/{s.same_mode}"] = await compare(
             systems, queries, s.n_alone, s.n_load, s.same_mode_fractions, s.seed,

