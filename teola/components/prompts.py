@@ -17,3 +17,25 @@ TOOL_PLAN = ("You can call these tools: {tools}. Write the tool calls needed to 
              "one JSON object per line, like {{\"tool\": \"calculator\", \"args\": {{\"expression\": \"2*3\"}}}}. "
              "Write nothing else.")
 TOOL_ANSWER = "Answer the question using the tool results."
+
+# Synthesis prompts put the question after the context, where a small model looks for what to
+# answer, and ask for one short sentence: measured with SmolLM2-135M on 32 NarrativeQA questions
+# (`python -m bench.prompts`), question before the context: 88 decode tokens per answer, token F1
+# 0.035; after it: 22 tokens, F1 0.147. The instruction stays first, so calls share that prefix.
+CONTEXT_LABEL = "Context:"
+EXISTING_LABEL = "Existing answer:"
+QUESTION_LABEL = "Question:"
+ASK = "Answer in one short sentence."
+
+
+def qa_parts(question, context, instruction=QA, existing=None, ask=ASK):
+    """The prompt parts of one synthesis call, in order: the instruction, the context (and an
+    existing answer to refine), the question, then `ask` (None or "" leaves it out). Parts are
+    texts or Refs."""
+    parts = [("instruction", instruction), ("context_label", CONTEXT_LABEL), ("context", context)]
+    if existing is not None:
+        parts += [("existing_label", EXISTING_LABEL), ("existing_answer", existing)]
+    parts += [("question_label", QUESTION_LABEL), ("question", question)]
+    if ask:
+        parts.append(("ask", ask))
+    return parts

@@ -7,7 +7,8 @@
   until one is left (one call when everything fits).
 
 Packing is planned at compile time from chunk sizes (`teola.components.packing`); config `pack_size`
-fixes the chunks per prompt, `token_ratio` the LLM-tokens-per-counted-token bound.
+fixes the chunks per prompt, `token_ratio` the LLM-tokens-per-counted-token bound. Every call puts
+the question after its context and ends with config `ask` (`prompts.ASK`; null leaves it out).
 """
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def decompose_synthesis(ctx: BuildContext) -> None:
     else:
         # compact refines over packs, so a pack leaves room for an existing answer as well
         reserved = gen["max_tokens"] * (2 if mode == "compact" else 1)
-        packs = _packs(ctx, context, [qa, ctx.query["question"]], reserved)
+        q = str(ctx.query["question"])
+        labels = [prompts.CONTEXT_LABEL, prompts.EXISTING_LABEL, prompts.QUESTION_LABEL]
+        packs = _packs(ctx, context, [qa, q, _ask(ctx), *labels], reserved)
     if mode == "tree":
         port = _tree(ctx, context, question, gen, qa, packs)
     else:
@@ -61,10 +64,10 @@ def _refine(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
     refine = ctx.config.get("refine_instruction", prompts.REFINE)
     port = None
     last = len(packs) - 1
+    ask = _ask(ctx)
     for i, pack in enumerate(packs):
-        parts = [("instruction", qa if i == 0 else refine), ("question", question), ("context", _chunks(context, pack))]
-        if port is not None:
-            parts.append(("existing_answer", Ref(port.key)))
+        parts = prompts.qa_parts(question, _chunks(context, pack), qa if i == 0 else refine,
+                                 Ref(port.key) if port is not None else None, ask)
         _, _, port = llm_call(ctx, f"call{i}", parts, "answer" if i == last else f"answer{i}", gen)
     return port
 
@@ -72,14 +75,15 @@ def _refine(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
 def _tree(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
           packs: list[tuple[int, int]]) -> Port:
     """Leaves answer from one pack each; levels of `fan_in` answers merge until one is left."""
+    ask = _ask(ctx)
     if len(packs) == 1:
-        parts = [("instruction", qa), ("question", question), ("context", _chunks(context, packs[0]))]
-        return llm_call(ctx, "leaf0", parts, "answer", gen)[2]
+        return llm_call(ctx, "leaf0", prompts.qa_parts(question, _chunks(context, packs[0]), qa, None, ask),
+                        "answer", gen)[2]
     merge = ctx.config.get("merge_instruction", prompts.TREE_MERGE)
     fan_in = ctx.int_config("fan_in", _fan_in(ctx, gen["max_tokens"], [merge, ctx.query["question"]]), minimum=2)
     level = []
     for i, pack in enumerate(packs):
-        parts = [("instruction", qa), ("question", question), ("context", _chunks(context, pack))]
+        parts = prompts.qa_parts(question, _chunks(context, pack), qa, None, ask)
         level.append(llm_call(ctx, f"leaf{i}", parts, f"leaf{i}", gen)[2])
     depth = 0
     while len(level) > 1:
@@ -87,12 +91,22 @@ def _tree(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
         nxt = []
         for j in range(0, len(level), fan_in):
             group = level[j:j + fan_in]
-            parts = [("instruction", merge), ("question", question)]
+            parts: list = [("instruction", merge)]
             parts += [(f"candidate{k}", Ref(p.key)) for k, p in enumerate(group)]
+            parts += [("question_label", prompts.QUESTION_LABEL), ("question", question)]
+            if ask:
+                parts.append(("ask", ask))
             name = f"merge{depth}_{j // fan_in}"
             nxt.append(llm_call(ctx, name, parts, "answer" if len(level) <= fan_in else name, gen)[2])
         level = nxt
     return level[0]
+
+
+def _ask(ctx: BuildContext) -> str:
+    ask = ctx.config.get("ask", prompts.ASK)
+    if ask is not None and not isinstance(ask, str):
+        raise ValueError(f"node {ctx.node.name!r}: config 'ask' must be a text or null, got {ask!r}")
+    return ask or ""
 
 
 def _fan_in(ctx: BuildContext, max_tokens: int, fixed: list[str]) -> int:

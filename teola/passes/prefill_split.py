@@ -1,7 +1,8 @@
-"""Pass 3, prefill split: the prompt parts that are ready early (instruction, question) are
-prefilled as soon as they are, as a Partial Prefilling; a Full Prefilling completes the prompt.
-Attention is causal, so only a prefix can be pre-computed, in prompt order. Calls whose prompts
-start with the same parts (the refine steps' instruction + question, the leaves of tree synthesis)
+"""Pass 3, prefill split: the prompt parts that are ready early (an instruction, a question that
+comes before retrieved context) are prefilled as soon as they are, as a Partial Prefilling; a Full
+Prefilling completes the prompt. Attention is causal, so only a prefix can be pre-computed, in
+prompt order. Calls whose prompts start with the same parts (the refine steps' instruction, the
+leaves of tree synthesis)
 share one Partial Prefilling: the engine's prefix cache holds that prefix once."""
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from teola.passes.component_order import component_order
 from teola.passes.decode_pipelining import decode_pipelining
 from teola.passes.module_chain import module_chain
 from teola.passes.prefill_split import prefill_split
@@ -20,9 +21,10 @@ _PASSES: dict[str, PassFn] = {
     "prefill_split": prefill_split,
     "decode_pipelining": decode_pipelining,
     "module_chain": module_chain,
+    "component_order": component_order,
 }
 # Passes that run only when a query asks for them (baselines, experiments).
-_OFF_BY_DEFAULT: set[str] = {"module_chain"}
+_OFF_BY_DEFAULT: set[str] = {"module_chain", "component_order"}
 
 
 def register_pass(name: str, fn: PassFn, *, before: str | None = None, default: bool = True) -> None:

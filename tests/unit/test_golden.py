@@ -44,13 +44,14 @@ def test_advanced_rag_has_figure6_structure():
     for a in index:
         for b in expansion:
             assert not nx.has_path(nxg, a.id, b.id) and not nx.has_path(nxg, b.id, a.id)
-    # Each synthesis call starts from a Partial Prefilling of instruction + question that needs
-    # nothing but the query; the two refine steps share theirs (same instruction), the first call
-    # (another instruction) has its own; and the refine chain keeps its order.
+    # Each synthesis call starts from a Partial Prefilling of the parts before the context (the
+    # instruction; teola's prompts put the question after the context, see prompts.qa_parts) that
+    # needs nothing from retrieval; the two refine steps share theirs (same instruction), the first
+    # call (another instruction) has its own; and the refine chain keeps its order.
     partials = g.find(PrimOp.PARTIAL_PREFILLING, component="synthesis")
     assert len(partials) == 2
     for p in partials:
-        assert [name for name, _ in p.args["parts"]] == ["instruction", "question"]
+        assert [name for name, _ in p.args["parts"]] == ["instruction", "context_label"]
         assert g.parents(p) == []
     fulls = sorted(g.find(PrimOp.FULL_PREFILLING, component="synthesis"), key=lambda p: p.label)
     prefix_of = [[q.id for q in g.parents(f) if q.op is PrimOp.PARTIAL_PREFILLING] for f in fulls]

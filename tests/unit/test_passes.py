@@ -175,3 +175,22 @@ def test_prefill_split_shares_one_partial_between_calls_with_the_same_prefix():
     fulls = {f.outputs[0]: [q.id for q in r.graph.parents(f) if q.op is PrimOp.PARTIAL_PREFILLING]
              for f in r.graph.find(PrimOp.FULL_PREFILLING)}
     assert fulls["a.kv"] == fulls["b.kv"] != fulls["c.kv"]
+
+
+def test_component_order_runs_expansion_before_indexing_only_when_asked():
+    import networkx as nx
+
+    from apps import advanced_rag
+    from teola import PrimOp
+
+    query = {"question": "q?", "documents": ["word " * 600]}
+    app = advanced_rag.build()
+    g = app.compile(query, {"passes": {"component_order": {"order": [["query_expansion", "indexing"]]}}}).egraph
+    index = g.find(PrimOp.EMBEDDING, component="indexing")
+    expansion = g.find(component="query_expansion")
+    assert index and expansion and all(nx.has_path(g.nx, e.id, i.id) for e in expansion for i in index)
+    default = app.compile(query).egraph
+    assert not any(nx.has_path(default.nx, e.id, i.id) for e in default.find(component="query_expansion")
+                   for i in default.find(PrimOp.EMBEDDING, component="indexing"))
+    with pytest.raises(PassError, match="no component .nope."):
+        app.compile(query, {"passes": {"component_order": {"order": [["nope", "indexing"]]}}})
