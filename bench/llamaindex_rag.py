@@ -409,7 +409,7 @@ class RAGSpec:
                    instructions={"qa": synth.get("instruction", prompts.QA),
                                  "refine": synth.get("refine_instruction", prompts.REFINE),
                                  "expansion_system": (exp or {}).get("instruction", prompts.EXPANSION_SYSTEM),
-                                 "expansion_task": (exp or {}).get("task", prompts.EXPANSION).format(n=n_q)})
+                                 "expansion_task": (exp or {}).get("task", prompts.EXPANSION).replace("{n}", str(n_q))})
 
 
 @dataclass(slots=True)

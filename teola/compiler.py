@@ -3,6 +3,7 @@ optimized graphs keyed by template version and config shape."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -46,32 +47,47 @@ class GraphCache:
         self.capacity = capacity
         self.stats = CacheStats()
         self._items: dict[tuple, tuple[Graph, Graph, list[str]]] = {}
+        self._lock = threading.Lock()  # the server compiles in worker threads
 
     def get(self, key: tuple) -> tuple[Graph, Graph, list[str]] | None:
-        item = self._items.pop(key, None)
-        if item is None:
-            self.stats.misses += 1
-            return None
-        self._items[key] = item
-        self.stats.hits += 1
-        return item
+        with self._lock:
+            item = self._items.pop(key, None)
+            if item is None:
+                self.stats.misses += 1
+                return None
+            self._items[key] = item
+            self.stats.hits += 1
+            return item
 
     def put(self, key: tuple, item: tuple[Graph, Graph, list[str]]) -> None:
-        self._items[key] = item
-        while len(self._items) > self.capacity:
-            self._items.pop(next(iter(self._items)))
+        with self._lock:
+            self._items[key] = item
+            while len(self._items) > self.capacity:
+                self._items.pop(next(iter(self._items)))
 
     def clear(self) -> None:
-        self._items.clear()
+        with self._lock:
+            self._items.clear()
 
 
 def shape_key(version: int, config: dict[str, Any], inputs: dict[str, Any]) -> tuple:
-    """What the graph depends on: the template version, the graph-shaping config and the sizes of
-    list-valued inputs (documents -> chunk count), never the query's text itself."""
+    """What the graph depends on: the template version, the graph-shaping config, the sizes of
+    list-valued inputs (documents -> chunk count) and the length class of text inputs (synthesis
+    packs chunks around the question: `TEXT_BUCKET` characters a class), never the text itself."""
     cfg = json.dumps({k: config.get(k) for k in GRAPH_KEYS}, sort_keys=True, default=str)
-    data = tuple(sorted((k, len(v) if isinstance(v, (list, tuple)) else -1) for k, v in inputs.items()
-                        if k != "sys.namespace"))
+    data = tuple(sorted((k, _size(v)) for k, v in inputs.items() if k != "sys.namespace"))
     return (version, cfg, data)
+
+
+TEXT_BUCKET = 64  # == teola.components.packing.TEXT_SLACK: a class's texts differ by fewer tokens
+
+
+def _size(v: Any) -> int:
+    if isinstance(v, (list, tuple)):
+        return len(v)
+    if isinstance(v, str):
+        return -2 - len(v) // TEXT_BUCKET
+    return -1
 
 
 def compile_query(order: list[Node], engines: dict[str, Engine], version: int, query: dict[str, Any],

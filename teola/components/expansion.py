@@ -10,7 +10,12 @@ from teola.refs import Ref
 def decompose_query_expansion(ctx: BuildContext) -> None:
     n = ctx.int_config("num_queries", 3)
     system = ctx.config.get("instruction", prompts.EXPANSION_SYSTEM)
-    task = ctx.config.get("task", prompts.EXPANSION).format(n=n)
+    task = ctx.config.get("task", prompts.EXPANSION)
+    if not isinstance(task, str):
+        raise ValueError(f"node {ctx.node.name!r}: config 'task' must be a text, got {type(task).__name__}")
+    # user text is data: only the literal "{n}" is filled in (never str.format, whose fields can
+    # read attributes of its arguments)
+    task = task.replace("{n}", str(n))
     parts = [("instruction", system), ("label", "Question:"), ("question", Ref(ctx.question())), ("task", task)]
     _, decode, port = llm_call(ctx, "expand", parts, "queries", gen_args(ctx.config, max_tokens=24 * n),
                                split="list", n_items=n)

@@ -1,7 +1,6 @@
 """Indexing (chunking -> Embedding [+ Ingestion]) and ingestion components."""
 from __future__ import annotations
 
-from teola.chunking import count_tokens
 from teola.components.context import BuildContext, Port
 from teola.ops import PrimOp
 from teola.primitive import Primitive
@@ -18,10 +17,11 @@ def decompose_indexing(ctx: BuildContext) -> None:
                             num_requests=n, label="embed"))
     if ctx.node.anno == "batchable":
         emb.args["batchable"] = True
-    longest = max((count_tokens(c) for c in chunks), default=0)
-    ctx.sub.exports.update(chunks=Port(chunks_key, n, longest), chunk_embeddings=Port(emb.outputs[0], n))
+    # the bound, not the longest chunk of these documents: cached graphs serve other documents
+    size = ctx.config.get("chunk_size", 256)
+    ctx.sub.exports.update(chunks=Port(chunks_key, n, size), chunk_embeddings=Port(emb.outputs[0], n))
     if ctx.config.get("vectordb"):
-        add_ingestion(ctx, ctx.config["vectordb"], chunks_key, emb.outputs[0], n, longest)
+        add_ingestion(ctx, ctx.config["vectordb"], chunks_key, emb.outputs[0], n, size)
 
 
 def decompose_ingestion(ctx: BuildContext) -> None:

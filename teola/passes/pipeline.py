@@ -1,6 +1,7 @@
 """Runs the enabled passes in order until none changes the graph (bounded fixed point)."""
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from teola.graph import Graph
@@ -11,6 +12,22 @@ MAX_ROUNDS = 4
 
 class PassError(RuntimeError):
     """A pass raised or broke the graph; the message names it and the passes that ran before."""
+
+
+class PassOptionError(ValueError):
+    """A query gave a pass options it does not take, or values it rejects (the client's mistake)."""
+
+
+def check_options(name: str, options: dict[str, Any]) -> None:
+    """Raise PassOptionError for options the pass's function does not declare."""
+    params = inspect.signature(get_pass(name)).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    known = [k for k, p in list(params.items())[1:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise PassOptionError(f"config.passes.{name}: unknown option(s) {', '.join(map(repr, unknown))}; "
+                              f"options: {', '.join(known) or 'none (use true or false)'}")
 
 
 def enabled_passes(passes_config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
@@ -30,7 +47,9 @@ def enabled_passes(passes_config: dict[str, Any] | None) -> list[tuple[str, dict
             continue
         if v is not True and not isinstance(v, dict):
             raise TypeError(f"config['passes'][{name!r}] must be true, false or a dict of options, got {v!r}")
-        out.append((name, v if isinstance(v, dict) else {}))
+        options = v if isinstance(v, dict) else {}
+        check_options(name, options)
+        out.append((name, options))
     return out
 
 
@@ -45,10 +64,15 @@ def run_pipeline(graph: Graph, passes_config: dict[str, Any] | None = None, lint
         for name, options in steps:
             try:
                 result = get_pass(name)(graph, **options)
-                if lint:
-                    result.graph.lint()
+            except (ValueError, TypeError) as e:  # passes reject bad option values this way
+                raise PassOptionError(f"config.passes.{name}: {e}") from e
             except Exception as e:
                 raise PassError(f"pass {name!r} failed (after {', '.join(ran) or 'no passes'}): {e}") from e
+            if lint:
+                try:
+                    result.graph.lint()
+                except Exception as e:
+                    raise PassError(f"pass {name!r} broke the graph (after {', '.join(ran) or 'no passes'}): {e}") from e
             ran.append(name)
             graph = result.graph
             if result.modified:

@@ -160,15 +160,19 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
     async def query(body: QueryRequest, app: str) -> Any:
         target = state.app(app)
         state.metrics.queries.labels(app).inc()
+        started = time.monotonic()
         try:
             config = body.config.to_dict()
+            limit = min(state.settings.query_timeout, config.get("timeout") or math.inf)
             check_policy(state.settings, target, config)
-            compiled = compile_query(target, build_query(state, app, body.query), config)
-        except ApiError:
-            state.metrics.failed.labels(app, "invalid").inc()
+            compiled = await compile_query(target, build_query(state, app, body.query), config, limit)
+        except ApiError as exc:
+            state.metrics.failed.labels(app, "timeout" if exc.status == 504 else "invalid").inc()
             raise
-        limit = min(state.settings.query_timeout, config.get("timeout") or math.inf)
-        config["timeout"] = limit  # the runtime enforces it (QueryTimeout); run_query keeps a backstop
+        # compilation counts against the limit; the runtime enforces the rest (QueryTimeout) and
+        # run_query keeps a backstop
+        limit = max(0.001, limit - (time.monotonic() - started))
+        config["timeout"] = limit
         if body.stream:
             return StreamingResponse(sse_events(state, app, target, compiled, config, limit),
                                      media_type="text/event-stream",

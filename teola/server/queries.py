@@ -40,11 +40,15 @@ def build_query(state: ServerState, app: str, body: QueryBody) -> dict[str, Any]
     return query
 
 
-def compile_query(app: Any, query: dict[str, Any], config: dict[str, Any]) -> Compiled:
-    """Compile once for the request; a ValueError/TypeError (bad node config, unknown pass or
-    node, ...) is the client's mistake: 422 naming it."""
+async def compile_query(app: Any, query: dict[str, Any], config: dict[str, Any], limit: float) -> Compiled:
+    """Compile once for the request, in a worker thread so the event loop (health checks, other
+    queries) keeps running, within the query's time limit (504 past it). A ValueError/TypeError
+    (bad node config, unknown pass or node, ...) is the client's mistake: 422 naming it."""
     try:
-        return app.compile(query, config)
+        return await asyncio.wait_for(asyncio.to_thread(app.compile, query, config), timeout=limit)
+    except TimeoutError as exc:
+        raise ApiError(504, "timeout", f"compiling the query took longer than its time limit of {limit:g}s; "
+                       "send fewer or smaller documents or smaller top_k / num_queries / top_n") from exc
     except (ValueError, TypeError) as exc:
         raise ApiError(422, "invalid_query", f"{type(exc).__name__}: {exc}") from exc
 

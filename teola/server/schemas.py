@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 CONFIG_KEYS = ("passes", "policy", "nodes", "timeout", "primitive_timeout", "priority", "prescheduling")
 
@@ -25,7 +25,7 @@ class QueryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    passes: dict[str, bool | dict[str, Any]] | None = Field(
+    passes: dict[str, StrictBool | dict[str, Any]] | None = Field(
         default=None, description='Turn passes on/off or give them options: {"prefill_split": false}.')
     policy: str | None = Field(default=None, description='Engine batching policy by name, e.g. "topology".')
     nodes: dict[str, dict[str, Any]] | None = Field(
@@ -33,7 +33,7 @@ class QueryConfig(BaseModel):
     timeout: float | None = Field(default=None, gt=0, description="Seconds this query may run (capped by the server).")
     primitive_timeout: float | None = Field(default=None, gt=0, description="Seconds one primitive may run.")
     priority: int | None = Field(default=None, description="Scheduling priority; lower runs first.")
-    prescheduling: bool | None = Field(default=None, description="Fuse a prefill into its only decode (default on).")
+    prescheduling: StrictBool | None = Field(default=None, description="Fuse a prefill into its only decode (default on).")
 
     @field_validator("policy")
     @classmethod

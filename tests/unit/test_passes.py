@@ -2,7 +2,7 @@
 import pytest
 
 from teola import PrimOp, Ref
-from teola.passes import PassError, get_pass, register_pass, run_pipeline, unregister_pass
+from teola.passes import PassError, PassOptionError, get_pass, register_pass, run_pipeline, unregister_pass
 from teola.passes.result import PassResult
 from tests.factories import make_graph
 
@@ -146,7 +146,7 @@ def test_a_pass_that_breaks_the_graph_is_caught_by_lint():
     try:
         g = make_graph((P, ("query.question",), ("x.kv",)), (D, ("x.kv",), ("x.t",)),
                        p0={"parts": [("q", Ref("query.question"))]})
-        with pytest.raises(PassError, match=r"pass 'cut' failed.*no edge"):
+        with pytest.raises(PassError, match=r"pass 'cut' broke the graph.*no edge"):
             run_pipeline(g, lint=True)
     finally:
         unregister_pass("cut")
@@ -192,5 +192,18 @@ def test_component_order_runs_expansion_before_indexing_only_when_asked():
     default = app.compile(query).egraph
     assert not any(nx.has_path(default.nx, e.id, i.id) for e in default.find(component="query_expansion")
                    for i in default.find(PrimOp.EMBEDDING, component="indexing"))
-    with pytest.raises(PassError, match="no component .nope."):
+    with pytest.raises(PassOptionError, match="no component .nope."):
         app.compile(query, {"passes": {"component_order": {"order": [["nope", "indexing"]]}}})
+
+
+def test_pass_options_of_the_wrong_shape_are_the_clients_mistake():
+    from apps import naive_rag
+
+    app = naive_rag.build()
+    query = {"question": "q?", "documents": ["word " * 300]}
+    with pytest.raises(PassOptionError, match=r"config.passes.prefill_split: unknown option\(s\) 'bogus'"):
+        app.compile(query, {"passes": {"prefill_split": {"bogus": 1}}})
+    with pytest.raises(PassOptionError, match="config.passes.component_order"):
+        app.compile(query, {"passes": {"component_order": {"order": "x"}}})
+    with pytest.raises(TypeError, match="true, false or a dict"):
+        app.compile(query, {"passes": {"prefill_split": "yes"}})

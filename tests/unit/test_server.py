@@ -239,6 +239,38 @@ async def test_unknown_node_in_config(env):
     assert r.status_code == 422 and "no_such_node" in detail(r)
 
 
+@pytest.mark.parametrize("passes", [{"prefill_split": {"bogus": 1}}, {"prefill_split": "yes"},
+                                    {"component_order": {"order": [["nope", "search"]]}}])
+async def test_pass_options_of_the_wrong_shape_are_a_422(env, passes):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "config": {"passes": passes}})
+    assert r.status_code == 422, r.text
+    assert "passes" in detail(r) or "prefill_split" in detail(r)
+
+
+async def test_health_answers_while_a_slow_compile_runs_and_compile_counts_against_the_timeout(env):
+    import threading
+
+    rag, c = env["rag"], env["client"]
+    gate = threading.Event()
+    real = rag.compile
+
+    def slow_compile(query, config=None):
+        gate.wait(5)  # a compile stuck in a worker thread (as a huge graph would be)
+        return real(query, config)
+
+    rag.compile = slow_compile
+    try:
+        slow = asyncio.create_task(c.post("/v1/apps/advanced_rag/query",
+                                          json={"query": QUERY, "config": {"timeout": 0.3}}))
+        health = await asyncio.wait_for(c.get("/healthz"), 2)
+        assert health.status_code == 200 and not slow.done()
+        r = await slow
+        assert r.status_code == 504 and "compiling" in detail(r)
+    finally:
+        gate.set()
+        rag.compile = real
+
+
 # ---- failures leave the server serving -------------------------------------------------------------
 async def test_engine_failure_then_next_query_succeeds(env):
     c = env["client"]

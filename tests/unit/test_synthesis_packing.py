@@ -66,7 +66,7 @@ def test_pack_ranges_and_budget():
     assert pack_ranges(4, 100, 10, pack_size=3) == [(0, 3), (3, 4)]
     assert pack_ranges(2, 100, 10) == [(0, 1), (1, 2)]  # never less than one item a prompt
     assert context_budget(0, ["x"], 10) == 0
-    assert context_budget(2048, ["one two three"], 96) == 2048 - 96 - 64 - 3 * TOKEN_RATIO
+    assert context_budget(2048, ["one two three"], 96) == 2048 - 96 - 64 - 64 - 3 * TOKEN_RATIO
 
 
 def test_a_ref_range_joins_those_items_and_tolerates_short_lists():
@@ -85,3 +85,12 @@ def test_the_question_is_searched_alongside_the_expanded_queries():
     assert q.inputs == ("query.question",)
     off = advanced_rag.build().compile(QUERY, {"nodes": {"query_embedding": {"include_question": False}}})
     assert [p.label for p in off.pgraph.primitives if p.op is PrimOp.SEARCHING] == ["search"]
+
+
+def test_a_cached_graph_is_reused_only_within_a_question_length_class():
+    app = naive_rag.build()
+    a = app.compile(QUERY)
+    b = app.compile({**QUERY, "question": "How long is the river Aire?"})
+    assert b.cache_hit
+    c = app.compile({**QUERY, "question": "How long is the river Ouse? " * 40})
+    assert not c.cache_hit and a.egraph is not c.egraph

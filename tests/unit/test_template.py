@@ -104,3 +104,14 @@ def test_config_for_an_unknown_node_is_rejected():
     a.update_template([Node("llm", engine="llm")])
     with pytest.raises(ValueError, match=r"unknown node\(s\) \['synth'\]"):
         a.compile({"question": "x"}, {"nodes": {"synth": {"mode": "tree"}}})
+
+
+@pytest.mark.parametrize("task", ["{x}", "{0}", "{n.__class__.__nope}", "Write {n} queries {"])
+def test_user_prompt_text_is_data_not_a_format_string(task):
+    from apps import advanced_rag
+    from teola import PrimOp
+
+    g = advanced_rag.build().compile({"question": "q?", "documents": ["a b c"]},
+                                     {"nodes": {"query_expansion": {"task": task}}}).pgraph
+    [prefill] = [p for p in g.primitives if p.op is PrimOp.PREFILLING and p.component == "query_expansion"]
+    assert dict(prefill.args["parts"])["task"] == task.replace("{n}", "3")
