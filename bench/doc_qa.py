@@ -44,11 +44,11 @@ SYSTEMS = ("teola", "LlamaIndex")
 class Settings:
     apps: tuple[str, ...] = ("naive_rag", "advanced_rag")
     sizes: dict[str, int] = field(default_factory=lambda: {"small": 2, "large": 28})  # distractor stories
-    n_alone: int = 4
-    n_load: int = 8
-    fractions: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0)
+    n_alone: int = 3
+    n_load: int = 6
+    fractions: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     same_mode: str | None = "refine"          # both systems forced to this mode (advanced RAG, small docs)
-    same_mode_fractions: tuple[float, ...] = (0.5, 1.0)
+    same_mode_fractions: tuple[float, ...] = (1.0,)
     seed: int = 0
 
     @classmethod
