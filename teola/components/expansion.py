@@ -17,7 +17,7 @@ def decompose_query_expansion(ctx: BuildContext) -> None:
     # read attributes of its arguments)
     task = task.replace("{n}", str(n))
     parts = [("instruction", system), ("label", "Question:"), ("question", Ref(ctx.question())), ("task", task)]
-    _, decode, port = llm_call(ctx, "expand", parts, "queries", gen_args(ctx.config, max_tokens=24 * n),
+    _, decode, port = llm_call(ctx, "expand", parts, "queries", gen_args(ctx.config, f"node {ctx.node.name!r}", max_tokens=24 * n),
                                split="list", n_items=n)
     decode.args["splittable"] = ctx.node.anno == "splittable"
     ctx.sub.exports["queries"] = port

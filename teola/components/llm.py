@@ -24,7 +24,7 @@ def decompose_llm(ctx: BuildContext) -> None:
     if split not in (None, "list", "jsonl"):
         raise ValueError(f"node {ctx.node.name!r}: config 'split' must be 'list' or 'jsonl', got {split!r}")
     n_items = ctx.int_config("num_items", 4) if split else 0
-    _, decode, port = llm_call(ctx, "call", parts, "items" if split else "text", gen_args(ctx.config),
+    _, decode, port = llm_call(ctx, "call", parts, "items" if split else "text", gen_args(ctx.config, f"node {ctx.node.name!r}"),
                                split=split, n_items=n_items)
     if split:
         decode.args["splittable"] = ctx.node.anno == "splittable"

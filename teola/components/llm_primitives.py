@@ -4,19 +4,18 @@ from __future__ import annotations
 from typing import Any
 
 from teola.components.context import BuildContext, Port
-from teola.generation import DEFAULT_GEN, GEN_KEYS
+from teola.generation import DEFAULT_GEN, GEN_KEYS, check_gen
 from teola.ops import PrimOp
 from teola.primitive import Primitive
 from teola.refs import Ref
 
 
 
-def gen_args(config: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+def gen_args(config: dict[str, Any], where: str = "generation settings", **defaults: Any) -> dict[str, Any]:
+    """The generation settings of a call: defaults < `config`'s; ValueError naming `where` if bad."""
     out = {**DEFAULT_GEN, **defaults}
     out.update({k: config[k] for k in GEN_KEYS if k in config})
-    if not isinstance(out["max_tokens"], int) or out["max_tokens"] < 1:
-        raise ValueError(f"max_tokens must be an int >= 1, got {out['max_tokens']!r}")
-    return out
+    return check_gen(out, where)
 
 
 def llm_call(ctx: BuildContext, label: str, parts: list[tuple[str, str | Ref]], out_name: str,

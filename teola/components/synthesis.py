@@ -27,7 +27,7 @@ def decompose_synthesis(ctx: BuildContext) -> None:
         raise ValueError(f"node {ctx.node.name!r}: synthesis mode {mode!r} unknown; use one of {MODES}")
     context = ctx.find("context")
     question = Ref(ctx.question())
-    gen = gen_args(ctx.config)
+    gen = gen_args(ctx.config, f"node {ctx.node.name!r}")
     qa = ctx.config.get("instruction", prompts.QA)
     if mode == "refine":
         packs = [(i, i + 1) for i in range(max(1, context.n))]

@@ -35,6 +35,9 @@ def build_query(state: ServerState, app: str, body: QueryBody) -> dict[str, Any]
         except KeyError as exc:
             raise ApiError(404, "unknown_document", exc.args[0]) from None
         query["documents"] = list(query.get("documents", [])) + uploaded
+    for key, value in query.items():
+        if isinstance(value, str):
+            check_text(value, f"query.{key}")
     if "documents" in query:
         check_documents(state.settings, query["documents"])
     return query
@@ -73,9 +76,22 @@ def check_documents(settings: ServerSettings, docs: list[str]) -> None:
         raise ApiError(413, "too_many_documents", f"{len(docs)} documents; at most {settings.max_documents} per "
                        "query (setting max_documents, env TEOLA_MAX_DOCUMENTS)")
     for i, doc in enumerate(docs):
+        check_text(doc, f"document {i}")
         if len(doc) > settings.max_document_chars:
             raise ApiError(413, "document_too_large", f"document {i} has {len(doc)} characters; at most "
                            f"{settings.max_document_chars} (setting max_document_chars, env TEOLA_MAX_DOCUMENT_CHARS)")
+
+
+def check_text(text: str, where: str) -> None:
+    """422 for text no engine can take: NUL characters (PostgreSQL rejects them) and lone
+    surrogates (not encodable as UTF-8)."""
+    if "\x00" in text:
+        raise ApiError(422, "invalid_text", f"{where} contains a NUL character (\\u0000); remove it")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ApiError(422, "invalid_text", f"{where} contains a lone surrogate at character {exc.start} "
+                       "(not valid UTF-8); send valid Unicode text") from None
 
 
 async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],

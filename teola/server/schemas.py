@@ -32,7 +32,8 @@ class QueryConfig(BaseModel):
         default=None, description="Per-component config overrides: {component name: {key: value}}.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds this query may run (capped by the server).")
     primitive_timeout: float | None = Field(default=None, gt=0, description="Seconds one primitive may run.")
-    priority: int | None = Field(default=None, description="Scheduling priority; lower runs first.")
+    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000,
+                                 description="Scheduling priority; lower runs first.")
     prescheduling: StrictBool | None = Field(default=None, description="Fuse a prefill into its only decode (default on).")
 
     @field_validator("policy")

@@ -271,6 +271,25 @@ async def test_health_answers_while_a_slow_compile_runs_and_compile_counts_again
         rag.compile = real
 
 
+@pytest.mark.parametrize("query, config, where", [
+    ({**QUERY, "documents": ["a\x00b"]}, {}, "NUL"),
+    ({**QUERY, "question": "who\ud800?"}, {}, "query.question"),
+    ({**QUERY, "documents": ["a\udfff b"]}, {}, "surrogate"),
+    (QUERY, {"nodes": {"synthesis": {"max_tokens": 10**9}}}, "max_tokens"),
+    (QUERY, {"nodes": {"synthesis": {"temperature": -5}}}, "temperature"),
+    (QUERY, {"nodes": {"synthesis": {"temperature": "hot"}}}, "temperature"),
+    (QUERY, {"nodes": {"synthesis": {"stop": 123}}}, "stop"),
+    (QUERY, {"priority": 10**20}, "priority"),
+    (QUERY, {"priority": -10**20}, "priority"),
+])
+async def test_input_an_engine_would_reject_is_a_422_naming_it(env, query, config, where):
+    body = json.dumps({"query": query, "config": config})  # lone surrogates need json.dumps' escapes
+    r = await env["client"].post("/v1/apps/advanced_rag/query", content=body,
+                                 headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert where in detail(r) or where in r.text
+
+
 # ---- failures leave the server serving -------------------------------------------------------------
 async def test_engine_failure_then_next_query_succeeds(env):
     c = env["client"]
