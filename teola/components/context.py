@@ -82,8 +82,11 @@ class BuildContext:
                              f"registered engines: {sorted(self.engine_kinds)}")
         return name
 
-    def int_config(self, name: str, default: int, minimum: int = 1) -> int:
+    def int_config(self, name: str, default: int, minimum: int = 1, maximum: int = 10_000) -> int:
+        """An int option in [minimum, maximum]; ValueError naming config.nodes.<node>.<name> otherwise
+        (the upper bounds keep one query's graph small enough to compile in well under a second)."""
         v = self.config.get(name, default)
-        if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-            raise ValueError(f"node {self.node.name!r}: config {name!r} must be an int >= {minimum}, got {v!r}")
+        if not isinstance(v, int) or isinstance(v, bool) or not minimum <= v <= maximum:
+            raise ValueError(f"config.nodes.{self.node.name}.{name}: must be an int in [{minimum}, {maximum}], "
+                             f"got {v!r}")
         return v

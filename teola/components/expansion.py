@@ -8,7 +8,7 @@ from teola.refs import Ref
 
 
 def decompose_query_expansion(ctx: BuildContext) -> None:
-    n = ctx.int_config("num_queries", 3)
+    n = ctx.int_config("num_queries", 3, maximum=64)
     system = ctx.config.get("instruction", prompts.EXPANSION_SYSTEM)
     task = ctx.config.get("task", prompts.EXPANSION)
     if not isinstance(task, str):

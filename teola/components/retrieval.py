@@ -47,26 +47,21 @@ def decompose_vector_search(ctx: BuildContext) -> None:
         ctx.add(Primitive(PrimOp.AGGREGATE, None, ctx.node.name, inputs=tuple(keys), outputs=(out,),
                           args={"mode": "concat"}, label="gather"))
     n = q.n + (1 if question else 0)
+    # a search returns at most as many hits as the query indexed chunks (when it indexes its own)
+    per_query = min(top_k, index.n) if index.n > 0 else top_k
     # Without a reranker, the retrieved texts (flattened in query order) are the context.
-    ctx.sub.exports.update(results=Port(out, n, index.item_tokens), context=Port(out, n * top_k, index.item_tokens))
+    ctx.sub.exports.update(results=Port(out, n, index.item_tokens), context=Port(out, n * per_query, index.item_tokens))
 
 
 def decompose_rerank(ctx: BuildContext) -> None:
     """Score every retrieved chunk against the question and keep the best `top_n`."""
     results = ctx.find("results")
     top_n = ctx.int_config("top_n", 3)
-    per_query = _results_per_query(ctx)
+    context = ctx.find("context")
     p = ctx.add(Primitive(PrimOp.RERANKING, ctx.engine(), ctx.node.name, inputs=(ctx.question(), results.key),
                           outputs=(ctx.key("context"),), args={"top_n": top_n},
-                          num_requests=max(1, results.n * per_query), label="rerank"))
-    ctx.sub.exports["context"] = Port(p.outputs[0], top_n, results.item_tokens)
-
-
-def _results_per_query(ctx: BuildContext) -> int:
-    for node, exports in ctx.ancestors:
-        if "results" in exports:
-            return int(node.config.get("top_k", 16))
-    return 16
+                          num_requests=max(1, context.n), label="rerank"))
+    ctx.sub.exports["context"] = Port(p.outputs[0], min(top_n, max(1, context.n)), results.item_tokens)
 
 
 def decompose_web_search(ctx: BuildContext) -> None:

@@ -80,7 +80,8 @@ def _tree(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
         return llm_call(ctx, "leaf0", prompts.qa_parts(question, _chunks(context, packs[0]), qa, None, ask),
                         "answer", gen)[2]
     merge = ctx.config.get("merge_instruction", prompts.TREE_MERGE)
-    fan_in = ctx.int_config("fan_in", _fan_in(ctx, gen["max_tokens"], [merge, ctx.query["question"]]), minimum=2)
+    fan_in = ctx.int_config("fan_in", _fan_in(ctx, gen["max_tokens"], [merge, ctx.query["question"]]),
+                            minimum=2, maximum=64)
     level = []
     for i, pack in enumerate(packs):
         parts = prompts.qa_parts(question, _chunks(context, pack), qa, None, ask)

@@ -128,3 +128,17 @@ def test_unknown_options_in_a_querys_node_config_are_named():
         app.compile(query, {"nodes": {"rerank": {"chunk_size": 3}}})
     app.compile(query, {"nodes": {"indexing": {"chunk_size": 64}, "search": {"top_k": 4},
                                   "synthesis": {"mode": "refine", "max_tokens": 8}}})
+
+
+def test_graph_size_options_are_bounded_and_the_graph_by_the_data():
+    from apps import advanced_rag, naive_rag
+
+    query = {"question": "q?", "documents": [" ".join(f"w{i}" for i in range(1000))]}
+    for node, key in (("search", "top_k"), ("rerank", "top_n"), ("query_expansion", "num_queries")):
+        with pytest.raises(ValueError, match=rf"config.nodes.{node}.{key}: must be an int in \[1, "):
+            advanced_rag.build().compile(query, {"nodes": {node: {key: 10**9}}})
+    small = naive_rag.build().compile(query).egraph
+    huge = naive_rag.build().compile(query, {"nodes": {"search": {"top_k": 10_000}}}).egraph
+    # five chunks: a search finds at most five, so synthesis plans for five (two packs and a
+    # merge), not ten thousand
+    assert len(small.primitives) < len(huge.primitives) < 20
