@@ -29,11 +29,11 @@ LLAMAINDEX_QA = ("Context information is below.\n---------------------\n{context
 # prefix teola prefills before retrieval (prefill split) stays the same; "ask" repeats the question
 # after the context, where a small model looks for what to answer.
 CANDIDATES: dict[str, tuple[str, str, list[str] | None]] = {
-    "before (question, context)": (QA_BEFORE, "qc", None),
-    "asked again, one sentence": (QA_BEFORE, "qc+ask1", None),
+    "question before the context (the earlier default)": (QA_BEFORE, "qc", None),
+    "question again after the context, one sentence": (QA_BEFORE, "qc+ask1", None),
     "context first, question last, one sentence": (QA_BEFORE, "cq1", None),
-    "current default": (prompts.QA, "default", None),
-    "LlamaIndex's text_qa template (one user message)": ("", "llamaindex", None),
+    "current default (prompts.qa_parts: labelled context, question last, one sentence)": (prompts.QA, "default", None),
+    "reference: LlamaIndex's text_qa template (one user message)": ("", "llamaindex", None),
 }
 MAX_TOKENS = 96
 
