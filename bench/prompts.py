@@ -23,8 +23,6 @@ from teola.components import prompts
 
 QA_BEFORE = ("Answer the question using the context. Be concise and factual. "
              "If the context does not contain the answer, say so.")
-LLAMAINDEX_QA = ("Context information is below.\n---------------------\n{context}\n---------------------\n"
-                 "Given the context information and not prior knowledge, answer the query.\nQuery: {question}\nAnswer: ")
 # name -> (instruction, prompt layout, stop). Layouts keep instruction + question first, so the
 # prefix teola prefills before retrieval (prefill split) stays the same; "ask" repeats the question
 # after the context, where a small model looks for what to answer.
@@ -40,8 +38,10 @@ MAX_TOKENS = 96
 
 def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
     question, context = q["question"], q["gold"]
-    if layout == "llamaindex":
-        return [["user", LLAMAINDEX_QA.format(context=context, question=question)]]
+    if layout == "llamaindex":  # the library's own default template, read from the installed package
+        from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT_TMPL
+
+        return [["user", DEFAULT_TEXT_QA_PROMPT_TMPL.format(context_str=context, query_str=question)]]
     if layout == "default":  # what teola's synthesis sends
         return [[name, text] for name, text in prompts.qa_parts(question, context, instruction)]
     if layout == "cq1":
