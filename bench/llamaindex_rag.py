@@ -428,6 +428,12 @@ def chunk_tokens(text: str) -> list[None]:
     return [None] * count_tokens(text)
 
 
+def _user_layout(context: str, existing: str | None = None) -> str:
+    """The user message of teola's synthesis prompts, with LlamaIndex's template variables."""
+    parts = prompts.qa_parts("{query_str}", context, "", existing)
+    return "\n\n".join(text for name, text in parts if name != "instruction")
+
+
 def _chat_template(system: str, user: str) -> ChatPromptTemplate:
     return ChatPromptTemplate([ChatMessage(role=MessageRole.SYSTEM, content=system),
                                ChatMessage(role=MessageRole.USER, content=user)])
@@ -500,9 +506,10 @@ class LlamaIndexRAG:
             post = [EngineReranker(c["reranker"], top_n=spec.top_n)] if spec.top_n else []
             templates: dict[str, Any] = {}
             if spec.prompts != "library":
-                qa = _chat_template(spec.instructions["qa"], "{query_str}\n\n{context_str}")
+                # the layout of teola's synthesis prompts (teola.components.prompts.qa_parts)
+                qa = _chat_template(spec.instructions["qa"], _user_layout("{context_str}"))
                 templates = {"text_qa_template": qa, "summary_template": qa, "refine_template": _chat_template(
-                    spec.instructions["refine"], "{query_str}\n\n{context_msg}\n\n{existing_answer}")}
+                    spec.instructions["refine"], _user_layout("{context_msg}", "{existing_answer}"))}
             synth = get_response_synthesizer(
                 llm=self._llm(c["llm"], spec.max_tokens), response_mode=RESPONSE_MODES[spec.mode],
                 use_async=True, **templates)
