@@ -20,8 +20,9 @@ TOOL_ANSWER = "Answer the question using the tool results."
 
 # Synthesis prompts put the question after the context, where a small model looks for what to
 # answer, and ask for one short sentence: measured with SmolLM2-135M on 32 NarrativeQA questions
-# (`python -m bench.prompts`), question before the context: 88 decode tokens per answer, token F1
-# 0.035; after it: 22 tokens, F1 0.147. The instruction stays first, so calls share that prefix.
+# (`python -m bench.prompts`, bench/results/prompts.md), question before the context: 88 decode
+# tokens per answer, token F1 0.035; this layout: 23 tokens, F1 0.125 (without the "Context:" label
+# 22 tokens, F1 0.147: within this sample's noise). The instruction stays first, so calls share it.
 CONTEXT_LABEL = "Context:"
 EXISTING_LABEL = "Existing answer:"
 QUESTION_LABEL = "Question:"
