@@ -7,6 +7,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -41,3 +42,13 @@ def percentile(values: list[float], q: float) -> float:
     k = (len(xs) - 1) * q / 100
     lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def without_keys(data: Any, *keys: str) -> Any:
+    """`data` (nested dicts and lists) with every dict entry under one of `keys` left out: what the
+    result JSON files keep of large per-query records."""
+    if isinstance(data, dict):
+        return {k: without_keys(v, *keys) for k, v in data.items() if k not in keys}
+    if isinstance(data, list):
+        return [without_keys(v, *keys) for v in data]
+    return data

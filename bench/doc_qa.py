@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.common import percentile
+from bench.common import percentile, without_keys
 from bench.quality import score, texts
 from bench.rag import make_apps, reset_prefix_cache, run_open_loop
 from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
@@ -243,17 +243,6 @@ def markdown(data: dict[str, Any], command: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def strip(data: dict[str, Any]) -> dict[str, Any]:
-    """The results without per-query records' replies (kept: latency, work, scores)."""
-    def clean(x: Any) -> Any:
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items() if k != "reply"}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
-        return x
-    return clean(data)
-
-
 async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> dict[str, Any]:
     from bench.common import RESULTS, machine
     from engines.paths import configure_engine_env
@@ -273,7 +262,7 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     md = markdown(data, command)
     folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of BENCHMARKS.md
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{out}.json").write_text(json.dumps(strip(data), indent=1, default=str))
+    (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "reply"), indent=1, default=str))
     (folder / f"{out}.md").write_text(md)
     print(md)
     return data

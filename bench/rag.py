@@ -49,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import percentile
+from bench.common import percentile, without_keys
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 
 NO_OPT = {"prune_dependencies": False, "stage_decomposition": False, "prefill_split": False,
@@ -828,13 +828,7 @@ def plots(data: dict[str, Any], prefix: Path) -> list[str]:
 
 def strip_records(data: dict[str, Any]) -> dict[str, Any]:
     """The JSON keeps per-query latencies and traces but not the e-graph parent lists (large)."""
-    def clean(x: Any) -> Any:
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items() if k != "parents"}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
-        return x
-    return clean(data)
+    return without_keys(data, "parents")
 
 
 # ---- entry point --------------------------------------------------------------------------------

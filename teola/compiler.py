@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from teola.components.packing import TEXT_SLACK
 from teola.decompose import build_pgraph, prepare_inputs
 from teola.engine_spec import Engine
 from teola.graph import Graph
@@ -79,7 +80,8 @@ def shape_key(version: int, config: dict[str, Any], inputs: dict[str, Any]) -> t
     return (version, cfg, data)
 
 
-TEXT_BUCKET = 64  # == teola.components.packing.TEXT_SLACK: a class's texts differ by fewer tokens
+# a class's texts differ by fewer characters (so tokens) than synthesis packing leaves room for
+TEXT_BUCKET = TEXT_SLACK
 
 
 def _size(v: Any) -> int:

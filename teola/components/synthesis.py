@@ -49,8 +49,7 @@ def _packs(ctx: BuildContext, context: Port, fixed: list[str], reserved: int) ->
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0.1 <= ratio <= 100:
         raise ValueError(f"node {ctx.node.name!r}: config 'token_ratio' must be a number in [0.1, 100], got {ratio!r}")
     pack_size = ctx.int_config("pack_size", 0, minimum=1) if "pack_size" in ctx.config else None
-    window = ctx.graph.engines[ctx.engine()].context_window if ctx.engine() in ctx.graph.engines else 0
-    budget = context_budget(window, [t for t in fixed if isinstance(t, str)], reserved, ratio)
+    budget = context_budget(_window(ctx), [t for t in fixed if isinstance(t, str)], reserved, ratio)
     return pack_ranges(context.n, context.item_tokens, budget, ratio, pack_size)
 
 
@@ -103,6 +102,12 @@ def _tree(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
     return level[0]
 
 
+def _window(ctx: BuildContext) -> int:
+    """The node's LLM engine's context window (0 = unknown)."""
+    info = ctx.graph.engines.get(ctx.engine())
+    return info.context_window if info is not None else 0
+
+
 def _ask(ctx: BuildContext) -> str:
     ask = ctx.config.get("ask", prompts.ASK)
     if ask is not None and not isinstance(ask, str):
@@ -112,6 +117,5 @@ def _ask(ctx: BuildContext) -> str:
 
 def _fan_in(ctx: BuildContext, max_tokens: int, fixed: list[str]) -> int:
     """How many answers of up to `max_tokens` tokens one merge prompt holds (at least 2)."""
-    window = ctx.graph.engines[ctx.engine()].context_window if ctx.engine() in ctx.graph.engines else 0
-    budget = context_budget(window, fixed, max_tokens)
+    budget = context_budget(_window(ctx), fixed, max_tokens)
     return max(2, budget // max_tokens) if budget > 0 else 3
