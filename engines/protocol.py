@@ -74,6 +74,10 @@ class EngineBackend(Protocol):
 
     async def stop(self) -> None: ...
 
+    # Optional: `abort(owners) -> int` stops the running requests whose "owner" field (the query or
+    # program id the engine scheduler sets on LLM requests) is in `owners`, so a cancelled query
+    # stops costing engine time; the aborted requests still return a result (marked "aborted").
+
 
 def profile_with(default: EngineProfile, max_batch: int | None = None,
                  max_efficient_batch: int | None = None) -> EngineProfile:

@@ -79,6 +79,8 @@ class SimEngine:
         self._lock = asyncio.Lock() if serial else None
         self.record = record
         self.started = False
+        self.aborted: list[str] = []  # owners whose running requests abort() was asked to stop
+        self._active: dict[str, int] = {}  # owner -> requests executing now
         self.running = 0    # batches executing now
         self.mid_stream = 0  # streaming batches that have sent an item and not yet finished
 
@@ -112,10 +114,15 @@ class SimEngine:
         delay = self._delay(op, requests)
         if delay > 0:
             self.running += 1
+            owners = [r["owner"] for r in requests if r.get("owner")]
+            for o in owners:
+                self._active[o] = self._active.get(o, 0) + 1
             try:
                 await asyncio.sleep(delay)
             finally:
                 self.running -= 1
+                for o in owners:
+                    self._active[o] -= 1
         out = [self._one(op, r) for r in requests]
         if self.record:
             self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time()})
@@ -159,6 +166,11 @@ class SimEngine:
                 self.mid_stream -= 1
             if self._lock is not None:
                 self._lock.release()
+
+    async def abort(self, owners: list[str]) -> int:
+        """Record the abort; returns how many of these owners' requests are executing (they finish anyway)."""
+        self.aborted.extend(owners)
+        return sum(self._active.get(o, 0) for o in owners)
 
     def drop_namespace(self, namespace: str) -> None:
         self.store.pop(namespace, None)

@@ -21,110 +21,10 @@ from typing import Any
 from engines.models import resolve_model
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
-from engines.split_parser import SPLITS, SplitParser
+from engines.split_parser import SplitParser
+from engines.vllm_requests import (DECODE_OPS, PREFILL_OPS, PromptRenderer, check_request, tokens_prompt,
+                                    validate_parts)
 from engines.vllm_layout import VLLM_KEYWORDS, parse_cpu_list, spawn_layout
-
-PREFILL_OPS = frozenset({"prefilling", "partial_prefilling", "full_prefilling"})
-DECODE_OPS = frozenset({"decoding", "partial_decoding"})
-
-SYSTEM_PART_NAMES = ("instruction", "system")
-PART_SEPARATOR = "\n\n"
-_SENTINEL = "\u2063teola-prefix-end\u2063"
-
-
-def validate_parts(parts: Any) -> list[tuple[str, str]]:
-    """[[name, text], ...] as a list of (name, text); ValueError naming the problem otherwise."""
-    if not isinstance(parts, (list, tuple)) or not parts:
-        raise ValueError(f"request 'parts' must be a non-empty list of [name, text] pairs, got {parts!r:.80}")
-    out = []
-    for i, part in enumerate(parts):
-        if (not isinstance(part, (list, tuple)) or len(part) != 2
-                or not isinstance(part[0], str) or not isinstance(part[1], str)):
-            raise ValueError(f"request 'parts'[{i}] must be a [name, text] pair of strings, got {part!r:.80}")
-        out.append((part[0], part[1]))
-    return out
-
-
-class PromptRenderer:
-    """Renders parts with a Hugging Face tokenizer's chat template and tokenizes the result."""
-
-    def __init__(self, tokenizer):
-        if not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the model's tokenizer has no chat template; use an instruct/chat model folder "
-                             "whose tokenizer_config.json (or chat_template.jinja) defines one")
-        self.tokenizer = tokenizer
-
-    def messages(self, parts: Sequence[tuple[str, str]], complete: bool) -> list[dict[str, str]]:
-        system = None
-        rest = list(parts)
-        if rest and rest[0][0] in SYSTEM_PART_NAMES:
-            system = rest.pop(0)[1]
-        content = PART_SEPARATOR.join(text for _, text in rest if text)
-        if not complete:
-            content += _SENTINEL
-        messages = [{"role": "system", "content": system}] if system is not None else []
-        return messages + [{"role": "user", "content": content}]
-
-    def text(self, parts: Sequence[tuple[str, str]], complete: bool) -> str:
-        """The prompt text (special tokens included, as the template writes them)."""
-        rendered = self.tokenizer.apply_chat_template(self.messages(parts, complete), tokenize=False,
-                                                      add_generation_prompt=complete)
-        if complete:
-            return rendered
-        cut = rendered.find(_SENTINEL)
-        if cut < 0:
-            raise ValueError("the chat template does not place the user message verbatim, so a partial "
-                             "prompt cannot be rendered; set passes.prefill_split=false for this engine")
-        return rendered[:cut]
-
-    def token_ids(self, parts: Sequence[tuple[str, str]], complete: bool) -> list[int]:
-        """The prompt token ids (the template already holds the special tokens)."""
-        return list(self.tokenizer(self.text(parts, complete), add_special_tokens=False)["input_ids"])
-
-
-def _tokens_prompt(ids: list[int]) -> dict[str, Any]:
-    """A pre-tokenized prompt in the form this vLLM version expects."""
-    try:
-        from vllm.inputs import tokens_input
-    except ImportError:  # older vLLM: a TokensPrompt dict
-        return {"prompt_token_ids": ids}
-    return tokens_input(ids)
-
-
-def _check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
-    """Normalize one request (defaults filled in); ValueError naming the field otherwise."""
-    if not isinstance(req, dict):
-        raise ValueError(f"{op} request must be a dict with 'parts', got {type(req).__name__}")
-    parts = validate_parts(req.get("parts"))
-    complete = req.get("complete", True)
-    if not isinstance(complete, bool):
-        raise ValueError(f"request 'complete' must be a bool, got {complete!r}")
-    if op in DECODE_OPS and not complete:
-        raise ValueError(f"{op} needs 'complete': True (only prefills take a prompt prefix)")
-    max_tokens = req.get("max_tokens") or max_tokens_default
-    if not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"request 'max_tokens' must be a positive int, got {max_tokens!r}")
-    temperature = req.get("temperature", 0.0)
-    if not isinstance(temperature, (int, float)) or temperature < 0:
-        raise ValueError(f"request 'temperature' must be a number >= 0, got {temperature!r}")
-    stop = req.get("stop")
-    if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
-        raise ValueError(f"request 'stop' must be a list of strings or None, got {stop!r}")
-    priority = req.get("priority", 0)
-    if not isinstance(priority, int):
-        raise ValueError(f"request 'priority' must be an int (lower runs first), got {priority!r}")
-    split = req.get("split")
-    if split is not None and split not in SPLITS:
-        raise ValueError(f"request 'split' must be one of {', '.join(SPLITS)} or None, got {split!r}")
-    max_items = req.get("max_items")
-    if max_items is not None and (not isinstance(max_items, int) or isinstance(max_items, bool) or max_items < 1
-                                  or split is None):
-        raise ValueError(f"request 'max_items' must be an int >= 1 on a request with a 'split', got {max_items!r}"
-                         f" (split {split!r})")
-    return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
-            "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(req.get("ignore_eos", False)),
-            "seed": req.get("seed"), "max_items": max_items}
-
 
 CPU_BLOCK_SIZE = 32
 
@@ -212,6 +112,7 @@ class VLLMEngine:
         self.renderer: PromptRenderer | None = None
         self._engine = None
         self._request_ids = itertools.count()
+        self._owned: dict[str, set[str]] = {}  # owner (query id) -> its vLLM request ids running now
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -280,6 +181,25 @@ class VLLMEngine:
             gc.collect()  # run AsyncLLM.__del__ now, not at interpreter exit when its module is torn down
 
     # ---- requests --------------------------------------------------------------------------------
+    async def abort(self, owners: list[str]) -> int:
+        """Abort the running requests of these owners (query ids) inside vLLM: they stop decoding and
+        free their KV blocks; each returns what it produced so far, marked "aborted". Returns how many."""
+        ids = [rid for owner in owners for rid in self._owned.pop(owner, ())]
+        if ids and self._engine is not None:
+            await self._engine.abort(ids)
+        return len(ids)
+
+    def _own(self, owner: str | None, request_id: str, running: bool) -> None:
+        if owner is None:
+            return
+        mine = self._owned.setdefault(owner, set())
+        if running:
+            mine.add(request_id)
+        else:
+            mine.discard(request_id)
+            if not mine:
+                del self._owned[owner]
+
     def prompt_token_ids(self, parts: Sequence[Sequence[str]], complete: bool = True) -> list[int]:
         """The token ids a request with these parts sends (for tests and cache accounting)."""
         if self.renderer is None:
@@ -316,7 +236,7 @@ class VLLMEngine:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
         if not isinstance(requests, list):
             raise ValueError(f"requests must be a list of dicts, got {type(requests).__name__}")
-        checked = [_check_request(op, r, self.max_tokens) for r in requests]
+        checked = [check_request(op, r, self.max_tokens) for r in requests]
         tasks = [asyncio.ensure_future(self._one(op, i, req, emit)) for i, req in enumerate(checked)]
         try:
             return list(await asyncio.gather(*tasks))
@@ -325,29 +245,34 @@ class VLLMEngine:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
+    def _params(self, prefill: bool, req: dict[str, Any], n_prompt: int) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        prefill = op in PREFILL_OPS
-        ids = self.renderer.token_ids(req["parts"], req["complete"])
         max_tokens = 1 if prefill else req["max_tokens"]
-        if len(ids) + max_tokens > self.max_model_len:
-            raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + max_tokens {max_tokens} exceeds "
+        if n_prompt + max_tokens > self.max_model_len:
+            raise ValueError(f"engine {self.name!r}: prompt of {n_prompt} tokens + max_tokens {max_tokens} exceeds "
                              f"max_model_len {self.max_model_len}; raise the engine option max_model_len "
                              f"or send a shorter prompt")
-        params = SamplingParams(
+        return SamplingParams(
             max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
             stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,
             seed=req["seed"], output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA)
+
+    async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
+        prefill = op in PREFILL_OPS
+        ids = self.renderer.token_ids(req["parts"], req["complete"])
+        params = self._params(prefill, req, len(ids))
         request_id = f"{self.name}-{next(self._request_ids)}"
         parser = SplitParser(req["split"]) if req["split"] and not prefill else None
+        deltas = emit if emit is not None and req["stream_text"] and not prefill else None
         text: list[str] = []
         num_output = 0
         last = None
         max_items = req["max_items"] if parser is not None else None
         stopped = False
-        outputs = self._engine.generate(_tokens_prompt(ids), params, request_id=request_id, priority=req["priority"])
+        outputs = self._engine.generate(tokens_prompt(ids), params, request_id=request_id, priority=req["priority"])
+        self._own(req["owner"], request_id, True)
         try:
             async for out in outputs:
                 last = out
@@ -356,21 +281,20 @@ class VLLMEngine:
                 delta = out.outputs[0]
                 text.append(delta.text)
                 num_output += len(delta.token_ids)
+                if deltas is not None and delta.text:
+                    await deltas(i, "delta", delta.text)
                 if parser is not None:
-                    new = parser.feed(delta.text)
-                    if max_items is not None:  # items before this delta + new ones, capped at max_items
-                        new = new[:max(0, max_items - (len(parser.items) - len(new)))]
-                    for item in new:
-                        if emit is not None:
-                            await emit(i, "item", item)
-                    if max_items is not None and len(parser.items) >= max_items:
-                        stopped = True  # every item asked for is out: stop decoding the rest
-                        break
+                    stopped = await self._items(parser, delta.text, max_items, i, emit)
+                    if stopped:
+                        break  # every item asked for is out: stop decoding the rest
         finally:
             await outputs.aclose()  # on an early stop this aborts the request inside vLLM
+            self._own(req["owner"], request_id, False)
         if last is None:
             raise RuntimeError(f"engine {self.name!r}: request {request_id} ended without output")
         counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
+        if last.outputs and last.outputs[0].finish_reason == "abort":
+            counts["aborted"] = True
         if prefill:
             result: dict[str, Any] = counts
         else:
@@ -384,3 +308,15 @@ class VLLMEngine:
         if emit is not None:
             await emit(i, "final", result)
         return result
+
+    @staticmethod
+    async def _items(parser: SplitParser, text: str, max_items: int | None, i: int, emit) -> bool:
+        """Feed decoded text to the item parser and emit the new complete items; True once
+        `max_items` items are out."""
+        new = parser.feed(text)
+        if max_items is not None:  # items before this delta + new ones, capped at max_items
+            new = new[:max(0, max_items - (len(parser.items) - len(new)))]
+        if emit is not None:
+            for item in new:
+                await emit(i, "item", item)
+        return max_items is not None and len(parser.items) >= max_items

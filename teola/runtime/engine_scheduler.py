@@ -13,6 +13,7 @@ Time is the event loop's (`loop.time()`), so a virtual-time loop drives this unc
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
@@ -25,6 +26,7 @@ from teola.process_table import ProcessTable
 from teola.runtime.requests import estimate_prompt_tokens
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
+log = logging.getLogger("teola.runtime")
 
 
 class EngineScheduler:
@@ -62,6 +64,7 @@ class EngineScheduler:
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._running: dict[Instance, dict[str, int]] = {inst: {} for inst in instances}  # owner -> requests
         self._loop = asyncio.get_running_loop()
         self._closed = False
 
@@ -180,9 +183,11 @@ class EngineScheduler:
             b = a + p.count
             e.taken = b
             reqs = e.requests[a:b]
-            if p.priority is not None:
-                for r in reqs:
+            for r in reqs:
+                if p.priority is not None:
                     r["priority"] = p.priority
+                if self.llm:
+                    r["owner"] = e.query_id  # lets the engine abort this query's requests (abort())
             if e.tokens is not None:
                 tokens += sum(e.tokens[a:b])
             requests.extend(reqs)
@@ -194,6 +199,7 @@ class EngineScheduler:
         inst.inflight += 1
         inst.outstanding += len(requests)
         inst.tokens += tokens
+        self._count_owners(inst, spans, 1)
         self.metrics.observe_batch(self.name, len(requests))
         t = self._loop.time()
         for e, a, b in spans:
@@ -226,10 +232,47 @@ class EngineScheduler:
                 off += n
             self._observe(picks, t0, t, results)
         finally:
-            inst.inflight -= 1
-            inst.outstanding -= len(requests)
-            inst.tokens -= tokens
-            self.kick()
+            self._landed(inst, requests, spans, tokens)
+
+    def _landed(self, inst: Instance, requests: list[dict[str, Any]], spans: list[tuple[Pending, int, int]],
+                tokens: int) -> None:
+        inst.inflight -= 1
+        inst.outstanding -= len(requests)
+        inst.tokens -= tokens
+        self._count_owners(inst, spans, -1)
+        self.kick()
+
+    def _count_owners(self, inst: Instance, spans: list[tuple[Pending, int, int]], sign: int) -> None:
+        owners = self._running.setdefault(inst, {})
+        for e, a, b in spans:
+            n = owners.get(e.query_id, 0) + sign * (b - a)
+            if n > 0:
+                owners[e.query_id] = n
+            else:
+                owners.pop(e.query_id, None)
+
+    def abort(self, owner: str) -> int:
+        """Ask every instance running requests of `owner` (a query that ended) to stop them, when its
+        adapter can (an `abort` method; vLLM aborts the requests inside the engine). Returns how
+        many running requests the engines were asked to stop; the batches then land as usual."""
+        asked = 0
+        for inst, owners in self._running.items():
+            n = owners.get(owner, 0)
+            if n and self.executor.supports(inst, "abort"):
+                asked += n
+                task = self._loop.create_task(self._abort_on(inst, owner))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        return asked
+
+    async def _abort_on(self, inst: Instance, owner: str) -> None:
+        try:
+            stopped = await self.executor.call(inst, "abort", [owner])
+        except Exception as exc:  # the batch still lands; only the engine time is not saved
+            log.warning("engine %s: aborting the requests of %s failed: %s: %s", inst.name, owner,
+                        type(exc).__name__, exc)
+            return
+        self.metrics.aborted_requests += int(stopped or 0)
 
     async def _isolate(self, inst: Instance, op: str, spans: list[tuple[Pending, int, int]], exc: Exception) -> None:
         """A batch failed. With requests of one query, that query's primitives fail. With several
@@ -266,10 +309,7 @@ class EngineScheduler:
             finals = await self._stream(inst, op, requests, owners, isolate=True)
             self._observe(picks, t0, self._loop.time(), finals)
         finally:
-            inst.inflight -= 1
-            inst.outstanding -= len(requests)
-            inst.tokens -= tokens
-            self.kick()
+            self._landed(inst, requests, spans, tokens)
 
     async def _stream(self, inst: Instance, op: str, requests: list[dict[str, Any]], owners: list[Pending],
                       isolate: bool) -> list[Any] | None:

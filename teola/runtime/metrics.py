@@ -6,7 +6,7 @@ from typing import Callable
 
 
 COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "fused",
-            "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits")
+            "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests")
 
 
 @dataclass(slots=True)
@@ -41,6 +41,7 @@ class Metrics:
     skipped: int = 0
     fused: int = 0
     cleanup_failures: int = 0
+    aborted_requests: int = 0  # engine requests stopped mid-run because their query ended
     query_latency: Stat = field(default_factory=Stat)
     op_latency: dict[str, Stat] = field(default_factory=dict)
     batch_size: dict[str, Stat] = field(default_factory=dict)

@@ -308,6 +308,9 @@ class Runtime:
             m.timed_out += 1
         else:
             m.failed += 1
+        if err is not None:  # stop what still runs for it on the engines (vLLM aborts its requests)
+            for sched in self.schedulers.values():
+                sched.abort(run.qid)
         self.end_program(run.qid)  # program-aware policies and balancers forget the query
 
     def queue_lengths(self) -> dict[str, int]:

@@ -1,10 +1,12 @@
 """VLLMEngine on the real vLLM (SmolLM2-135M on CPU): generation, prefix reuse, streaming items, priorities."""
+import asyncio
 import random
 
 import psutil
 import pytest
 
 from engines.vllm_engine import VLLMEngine
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
@@ -106,6 +108,29 @@ async def test_stream_batch_reports_each_request(llm_engine):
     finals = {i: v for i, k, v in [e async for e in llm_engine.stream("decoding", reqs)] if k == "final"}
     assert set(finals) == {0, 1}
     assert all(f["text"] for f in finals.values())
+
+
+async def test_abort_stops_only_that_owners_running_request(llm_engine):
+    long = {"parts": [["question", "Count from 1 to 2000, one number per line."]], "max_tokens": 1500,
+            "ignore_eos": True, "owner": "query-doomed"}
+    short = {"parts": [QUESTION], "max_tokens": 400, "ignore_eos": True, "owner": "query-kept"}
+    task = asyncio.ensure_future(llm_engine.execute("decoding", [long, short]))
+    await until(lambda: "query-doomed" in llm_engine._owned)
+    await asyncio.sleep(0.5)
+    assert await llm_engine.abort(["query-doomed", "nobody"]) == 1
+    doomed, kept = await asyncio.wait_for(task, 120)
+    assert doomed["aborted"] and 0 < doomed["num_output_tokens"] < 1500
+    assert "aborted" not in kept and kept["num_output_tokens"] == 400
+    assert llm_engine._owned == {}
+    assert await llm_engine.abort(["query-doomed"]) == 0  # nothing of it runs any more
+
+
+async def test_stream_text_sends_the_decoded_text_as_it_comes(llm_engine):
+    req = {"parts": [QUESTION], "max_tokens": 24, "stream_text": True}
+    events = [e async for e in llm_engine.stream("decoding", [req])]
+    deltas = [p for _, kind, p in events if kind == "delta"]
+    assert len(deltas) > 1 and events[-1][1] == "final"
+    assert "".join(deltas) == events[-1][2]["text"]
 
 
 async def test_invalid_requests_fail_the_batch_with_clear_errors(llm_engine):

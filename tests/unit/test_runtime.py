@@ -168,6 +168,29 @@ async def test_cancel_drops_the_queued_primitives():
         await app.stop()
 
 
+async def test_cancel_asks_the_engine_to_abort_the_running_requests_of_that_query_only():
+    sims = sim_engines()
+    sims["llm"] = SimEngine("llm", latency={1: 0.3, 8: 0.3}, serial=False)
+    app = make_rag(sims, runtime={"max_inflight": 4})
+    await app.start()
+    try:
+        doomed, other = app.compile(QUERY), app.compile(QUERY)
+        tasks = [asyncio.ensure_future(app.runtime.run(c, {})) for c in (doomed, other)]
+        await until(lambda: sims["llm"].busy() > 0)  # both queries' expansions run on the LLM now
+        assert {r.get("owner") for r in sims["llm"].requests} == {doomed.query_id, other.query_id}
+        assert app.runtime.cancel(doomed.query_id)
+        with pytest.raises(QueryCancelled):
+            await tasks[0]
+        await until(lambda: sims["llm"].aborted)
+        assert sims["llm"].aborted == [doomed.query_id]
+        assert (await tasks[1]).output.startswith("answer ")  # the other query is untouched
+        await app.runtime.wait_idle()
+        assert app.runtime.metrics.aborted_requests >= 1
+        assert "teola_aborted_requests_total" in app.runtime.metrics.prometheus()
+    finally:
+        await app.stop()
+
+
 async def test_task_cancellation_drops_queued_work():
     sims = sim_engines()
     sims["llm"] = SimEngine("llm", latency={1: 0.05})
