@@ -158,6 +158,9 @@ class SimEngine:
                 self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time(),
                                      "stream": True})
             for i, f in enumerate(finals):
+                if requests[i].get("stream_text"):
+                    for piece in re.findall(r"\S+\s*", f["text"]):
+                        yield i, "delta", piece
                 yield i, "final", f
         finally:
             if counted:

@@ -101,11 +101,13 @@ class App:
         compiled = self.compile(query, config)
         return await self.execute(compiled, config)
 
-    async def execute(self, compiled: Compiled, config: dict[str, Any] | None = None) -> Result:
+    async def execute(self, compiled: Compiled, config: dict[str, Any] | None = None,
+                      on_event: Callable[[dict[str, Any]], None] | None = None) -> Result:
         """Execute a query compiled with `compile(query, config)` (pass the same config: its
-        runtime keys such as timeout and priority apply here). Starts the engines if needed."""
+        runtime keys such as timeout and priority apply here). Starts the engines if needed.
+        `on_event` receives the query's progress and answer-token events (`Runtime.submit`)."""
         await self.start()
-        return await self._runtime.submit(compiled, self._config(config))
+        return await self._runtime.submit(compiled, self._config(config), on_event)
 
     def run_sync(self, query: dict[str, Any], config: dict[str, Any] | None = None) -> Any:
         """`run` for callers without an event loop (starts and stops the engines around it)."""

@@ -42,6 +42,9 @@ class CallWork:
     def final(self, result: Any, t: float) -> None:
         self.results(0, [result], t)
 
+    def delta(self, text: str, t: float) -> None:
+        pass
+
     def failed(self, exc: BaseException, inst: Instance) -> None:
         if not self.future.done():
             err = CallFailed(f"call {self.call_id!r} failed on instance {inst.name}: {type(exc).__name__}: {exc}")

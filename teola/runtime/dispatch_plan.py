@@ -28,6 +28,7 @@ class DispatchPlan:
     fuse: dict[int, tuple[int, ...]] = field(default_factory=dict)     # prefill index -> fused children
     outputs: tuple[str, ...] = ()
     ingest_engines: frozenset[str] = frozenset()
+    answer: frozenset[int] = frozenset()  # decodes whose text is the output (directly or via control prims)
 
 
 def build_plan(graph: Graph) -> DispatchPlan:
@@ -52,7 +53,29 @@ def build_plan(graph: Graph) -> DispatchPlan:
             kids = _fusable_children(graph, plan, i, index)
             if kids:
                 plan.fuse[i] = kids
+    plan.answer = _answer_decodes(prims, plan.outputs)
     return plan
+
+
+def _answer_decodes(prims: list[Primitive], outputs: tuple[str, ...]) -> frozenset[int]:
+    """The decoding primitives whose generated text becomes the query's output: producers of an
+    output key, looking through aggregates to the decodes feeding them (for a "first" aggregate,
+    only its first input: the others are fallbacks known to be the answer only after the fact)."""
+    producer = {k: i for i, p in enumerate(prims) for k in p.outputs}
+    found: set[int] = set()
+    todo, seen = [producer[k] for k in outputs if k in producer], set()
+    while todo:
+        i = todo.pop()
+        if i in seen:
+            continue
+        seen.add(i)
+        op = prims[i].op
+        if op is PrimOp.DECODING:
+            found.add(i)
+        elif op is PrimOp.AGGREGATE:
+            inputs = prims[i].inputs[:1] if prims[i].args.get("mode") == "first" else prims[i].inputs
+            todo.extend(producer[k] for k in inputs if k in producer)
+    return frozenset(found)
 
 
 def _fusable_children(graph: Graph, plan: DispatchPlan, i: int, index: dict[int, int]) -> tuple[int, ...] | None:

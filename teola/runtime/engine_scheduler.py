@@ -24,6 +24,7 @@ from teola.runtime.metrics import Metrics
 from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
 from teola.process_table import ProcessTable
 from teola.runtime.requests import estimate_prompt_tokens
+from teola.runtime.running_owners import RunningOwners
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
 log = logging.getLogger("teola.runtime")
@@ -64,7 +65,7 @@ class EngineScheduler:
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._running: dict[Instance, dict[str, int]] = {inst: {} for inst in instances}  # owner -> requests
+        self._running = RunningOwners()
         self._loop = asyncio.get_running_loop()
         self._closed = False
 
@@ -199,22 +200,28 @@ class EngineScheduler:
         inst.inflight += 1
         inst.outstanding += len(requests)
         inst.tokens += tokens
-        self._count_owners(inst, spans, 1)
+        self._running.count(inst, spans, 1)
         self.metrics.observe_batch(self.name, len(requests))
         t = self._loop.time()
         for e, a, b in spans:
             e.work.started(inst, batch_id, len(requests), t)
-        run = self._run_stream if op == STREAM_OP else self._run
-        task = self._loop.create_task(run(inst, op, requests, spans, tokens, picks))
+        if op == STREAM_OP:
+            coro = self._run_stream(inst, op, requests, spans, tokens, picks)
+        else:
+            coro = self._run(inst, op, requests, spans, tokens, picks, any(r.get("stream_text") for r in requests))
+        task = self._loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, inst: Instance, op: str, requests: list[dict[str, Any]],
-                   spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
+                   spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick], text: bool = False) -> None:
         t0 = self._loop.time()
         try:
             try:
-                results = await self.executor.execute(inst, op, requests)
+                if text:
+                    results = await self._text_stream(inst, op, requests, spans)
+                else:
+                    results = await self.executor.execute(inst, op, requests)
                 if not isinstance(results, list) or len(results) != len(requests):
                     raise RuntimeError(f"engine {self.name!r} returned "
                                        f"{len(results) if isinstance(results, list) else type(results).__name__}"
@@ -234,31 +241,40 @@ class EngineScheduler:
         finally:
             self._landed(inst, requests, spans, tokens)
 
+    async def _text_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
+                           spans: list[tuple[Pending, int, int]]) -> list[Any]:
+        """Run a batch whose requests asked for their text as it decodes ("stream_text"): each
+        ("delta", text) goes to its work at once; the finals are the batch's results."""
+        owners = [e for e, a, b in spans for _ in range(a, b)]
+        finals: list[Any] = [None] * len(requests)
+        got = 0
+        async for idx, kind, payload in self.executor.stream(inst, op, requests):
+            if not 0 <= idx < len(owners):
+                raise RuntimeError(f"engine {self.name!r} streamed request index {idx} of a {len(owners)}-request batch")
+            if kind == "delta":
+                owners[idx].work.delta(payload, self._loop.time())
+            elif kind == "final":
+                finals[idx] = payload
+                got += 1
+        if got != len(requests):
+            raise RuntimeError(f"engine {self.name!r} ended a stream with {got} of {len(requests)} final results")
+        return finals
+
     def _landed(self, inst: Instance, requests: list[dict[str, Any]], spans: list[tuple[Pending, int, int]],
                 tokens: int) -> None:
         inst.inflight -= 1
         inst.outstanding -= len(requests)
         inst.tokens -= tokens
-        self._count_owners(inst, spans, -1)
+        self._running.count(inst, spans, -1)
         self.kick()
-
-    def _count_owners(self, inst: Instance, spans: list[tuple[Pending, int, int]], sign: int) -> None:
-        owners = self._running.setdefault(inst, {})
-        for e, a, b in spans:
-            n = owners.get(e.query_id, 0) + sign * (b - a)
-            if n > 0:
-                owners[e.query_id] = n
-            else:
-                owners.pop(e.query_id, None)
 
     def abort(self, owner: str) -> int:
         """Ask every instance running requests of `owner` (a query that ended) to stop them, when its
         adapter can (an `abort` method; vLLM aborts the requests inside the engine). Returns how
         many running requests the engines were asked to stop; the batches then land as usual."""
         asked = 0
-        for inst, owners in self._running.items():
-            n = owners.get(owner, 0)
-            if n and self.executor.supports(inst, "abort"):
+        for inst, n in list(self._running.running(owner)):
+            if self.executor.supports(inst, "abort"):
                 asked += n
                 task = self._loop.create_task(self._abort_on(inst, owner))
                 self._tasks.add(task)

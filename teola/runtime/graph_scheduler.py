@@ -5,8 +5,9 @@ per-primitive trace. Everything here runs on the event loop through callbacks: n
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
-from typing import Any
+from typing import Any, Callable
 
 from teola.compiler import Compiled
 from teola.ops import PrimOp
@@ -20,6 +21,8 @@ from teola.runtime.result import Result
 from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
                                     fused_request, is_skipped, run_control)
 
+log = logging.getLogger("teola.runtime")
+
 # DONE: finished (its children may still wait for it); RELEASED: its children were told, exactly once
 WAITING, DISPATCHED, DONE, RELEASED = 0, 1, 2, 3
 LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens")
@@ -28,8 +31,10 @@ LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens")
 class QueryRun:
     """One query in flight."""
 
-    def __init__(self, ctx: QueryContext, compiled: Compiled, config: dict[str, Any], plan: DispatchPlan) -> None:
+    def __init__(self, ctx: QueryContext, compiled: Compiled, config: dict[str, Any], plan: DispatchPlan,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.ctx = ctx
+        self.on_event = on_event
         self.qid = compiled.query_id
         self.plan = plan
         self.values: dict[str, Any] = dict(compiled.inputs)
@@ -169,6 +174,9 @@ class QueryRun:
 
     def _dispatch(self, work: DispatchWork, p: Primitive, depth: int) -> None:
         reqs = work.requests
+        if self.on_event is not None and work.kind in ("prim", "fused") and work.idx in self.plan.answer:
+            for r in reqs:
+                r["stream_text"] = True  # the answer's tokens go to on_event as they decode
         tokens = [estimate_tokens(r) for r in reqs] if p.engine in self.ctx.llm_engines else None
         now = self.loop.time()
         entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, tokens, self.t0, 0, work)
@@ -199,7 +207,28 @@ class QueryRun:
                 if k in extras:
                     tr[k] = extras[k]
         self._count(self.plan.prims[i], tr)
+        self.emit_primitive(tr)
         return tr
+
+    # ---- events -------------------------------------------------------------------------------------
+    def emit(self, event: dict[str, Any]) -> None:
+        """Hand one event to the query's listener; a failing listener never fails the query."""
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception as exc:
+            log.warning("query %s: the event listener failed on a %s event: %s: %s", self.qid,
+                        event.get("event"), type(exc).__name__, exc)
+
+    def emit_primitive(self, tr: dict[str, Any]) -> None:
+        """A primitive started (batched on an instance) or finished."""
+        if self.on_event is not None:
+            done = tr["finished"] is not None
+            self.emit({"event": "primitive", "status": "finished" if done else "started",
+                       "primitive": tr["primitive"], "op": tr["op"], "engine": tr["engine"],
+                       "instance": tr["instance"], "batch_size": tr["batch_size"],
+                       "t": tr["finished"] if done else tr["started"]})
 
     def _count(self, p: Primitive, tr: dict[str, Any]) -> None:
         m = self.ctx.metrics

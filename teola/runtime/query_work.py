@@ -47,6 +47,7 @@ class DispatchWork:
             tr = run.trace[i]
             if tr["started"] is None:
                 tr.update(started=rel, instance=inst.name, batch_id=batch_id, batch_size=batch_size)
+                run.emit_primitive(tr)
             tr["batches"] += 1
 
     def _landed(self) -> bool:
@@ -83,6 +84,11 @@ class DispatchWork:
     def final(self, result: Any, t: float) -> None:
         if self._landed():
             self.run.guard(self.run.stream_final, self, result, t)
+
+    def delta(self, text: str, t: float) -> None:
+        run = self.run
+        if not run.dead and run.on_event is not None:
+            run.emit({"event": "token", "primitive": run.plan.prims[self.idx].name, "text": text})
 
     def traced(self) -> tuple[int, ...]:
         if self.kind == "prim":

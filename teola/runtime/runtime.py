@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import numbers
-from typing import Any
+from typing import Any, Callable
 
 from teola.compiler import Compiled
 from teola.engine_spec import Engine
@@ -196,9 +196,17 @@ class Runtime:
         self.policy_name = name
 
     # ---- queries --------------------------------------------------------------------------------
-    async def submit(self, compiled: Compiled, config: dict[str, Any] | None = None) -> Result:
+    async def submit(self, compiled: Compiled, config: dict[str, Any] | None = None,
+                     on_event: Callable[[dict[str, Any]], None] | None = None) -> Result:
         """Execute one compiled query; returns its `Result` or raises `QueryError` (or a subclass:
-        `QueryCancelled`, `QueryTimeout`). Many queries may run at once."""
+        `QueryCancelled`, `QueryTimeout`). Many queries may run at once.
+
+        `on_event`, if given, is called on the event loop with each progress event of this query:
+        ``{"event": "primitive", "status": "started" | "finished", "primitive", "op", "engine",
+        "instance", "batch_size", "t"}`` (t: seconds since the query started) when an engine
+        primitive is batched and when it finishes, and ``{"event": "token", "primitive", "text"}``
+        for each piece of the answer's text as the LLM decodes it (the decodes whose text is the
+        output; an answer taken from a fallback branch arrives only in the result)."""
         if not self._started:
             raise RuntimeError("Runtime.run before Runtime.start(); await runtime.start() first")
         config = dict(config or {})
@@ -220,7 +228,7 @@ class Runtime:
         qid = compiled.query_id
         if qid in self._runs:
             raise ValueError(f"query {qid} is already running; compile the query again for a new id")
-        run = QueryRun(self._ctx, compiled, config, plan)
+        run = QueryRun(self._ctx, compiled, config, plan, on_event)
         self._runs[qid] = run
         self.metrics.queries += 1
         try:

@@ -14,7 +14,8 @@ class Work(Protocol):
     A batch holding some of the entry's requests calls `started` once when it is dispatched, then
     either `results` (plain batches: the results of requests [start, start + len(results))) or,
     for streaming decodes, `item` per streamed item and `final` per request; `failed` if the batch
-    failed for this entry."""
+    failed for this entry. Requests that asked for their text as it decodes ("stream_text") also
+    get `delta` per decoded piece before their results."""
 
     def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None: ...
 
@@ -23,5 +24,7 @@ class Work(Protocol):
     def item(self, payload: Any, t: float) -> None: ...
 
     def final(self, result: Any, t: float) -> None: ...
+
+    def delta(self, text: str, t: float) -> None: ...
 
     def failed(self, exc: BaseException, inst: Instance) -> None: ...

@@ -191,6 +191,30 @@ async def test_cancel_asks_the_engine_to_abort_the_running_requests_of_that_quer
         await app.stop()
 
 
+async def test_events_report_each_primitive_and_the_answer_tokens_as_they_decode():
+    sims = sim_engines()
+    app = make_rag(sims)
+    events = []
+    try:
+        r = await app.execute(app.compile(QUERY), {}, on_event=events.append)
+        tokens = [e for e in events if e["event"] == "token"]
+        assert len(tokens) > 1 and "".join(e["text"] for e in tokens) == r.output
+        assert {e["primitive"] for e in tokens} == {"synthesis.call0.decode"}
+        ran = {t["primitive"] for t in r.trace if t["engine"] and t["status"] == "ok"}
+        started = {e["primitive"] for e in events if e["event"] == "primitive" and e["status"] == "started"}
+        finished = [e for e in events if e["event"] == "primitive" and e["status"] == "finished"]
+        assert started == ran and {e["primitive"] for e in finished} >= ran
+        assert events.index(tokens[-1]) < max(i for i, e in enumerate(events) if e.get("status") == "finished")
+        assert all(e["instance"] and e["batch_size"] >= 1 for e in events if e["event"] == "primitive")
+
+        def broken(_):
+            raise RuntimeError("listener bug")
+        again = await app.execute(app.compile(QUERY), {}, on_event=broken)  # a bad listener fails nothing
+        assert again.output == r.output
+    finally:
+        await app.stop()
+
+
 async def test_task_cancellation_drops_queued_work():
     sims = sim_engines()
     sims["llm"] = SimEngine("llm", latency={1: 0.05})
