@@ -4,7 +4,9 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
 
 - ``POST /v1/apps/{app}/query``  ``{"query": {...}, "config": {...}, "stream": false}`` ->
   ``{"output", "trace", "query_id", "latency"}``; with ``"stream": true`` a text/event-stream of
-  ``answer``, ``trace`` and ``done`` events (``error`` on failure).
+  ``started``, ``progress`` (primitive started/finished), ``token`` (the answer as it decodes),
+  ``answer``, ``trace`` and ``done`` events (``error`` on failure; teola.server.streaming).
+  A client that disconnects cancels its query (engine work dropped, vLLM requests aborted).
 - ``POST /v1/apps/{app}/documents`` (multipart files, JSON ``{"documents": [...]}`` or text/plain) ->
   ``{"document_ids": [...]}``, usable as ``query.document_ids``; ``DELETE /v1/apps/{app}/documents/{id}``.
 - ``GET /v1/apps``; ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
@@ -30,7 +32,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.queries import (build_query, check_documents, check_policy, compile_query, plain, read_documents,
-                                  run_query, sse_events)
+                                  run_query)
+from teola.server.streaming import sse_events, unless_disconnected
 from teola.server.schemas import DocumentsResponse, ErrorResponse, QueryRequest, QueryResponse
 from teola.server.settings import ServerSettings
 from teola.server.state import ServerState
@@ -157,7 +160,7 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
     @api.post("/v1/apps/{app}/query", summary="Run one query", response_model=QueryResponse,
               responses={200: {"content": {"text/event-stream": {}},
                                "description": "JSON, or server-sent events when stream is true"}})
-    async def query(body: QueryRequest, app: str) -> Any:
+    async def query(body: QueryRequest, app: str, request: Request) -> Any:
         target = state.app(app)
         state.metrics.queries.labels(app).inc()
         started = time.monotonic()
@@ -177,7 +180,8 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
             return StreamingResponse(sse_events(state, app, target, compiled, config, limit),
                                      media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        result = await run_query(state, app, target, compiled, config, limit)
+        result = await unless_disconnected(state, app, request,
+                                           run_query(state, app, target, compiled, config, limit))
         return JSONResponse(plain({"output": result.output, "trace": result.trace,
                                    "query_id": result.query_id, "latency": result.latency}))
 

@@ -23,6 +23,9 @@ class ServerMetrics:
         self.queries = Counter("teola_server_queries", "Queries received, by app.", ["app"], registry=r)
         self.failed = Counter("teola_server_queries_failed", "Queries that ended in an error, by app and reason "
                               "(invalid, engine, timeout, internal).", ["app", "reason"], registry=r)
+        self.cancelled = Counter("teola_server_queries_cancelled", "Queries cancelled because their client went "
+                                 "away before the answer (reason disconnect), by app; their engine work was "
+                                 "dropped or aborted.", ["app", "reason"], registry=r)
         self.query_latency = Histogram("teola_server_query_latency_seconds", "End-to-end latency of answered queries.",
                                        ["app"], buckets=LATENCY_BUCKETS, registry=r)
         self.op_latency = Histogram("teola_primitive_latency_seconds", "Execution time of one primitive "
@@ -84,7 +87,7 @@ class _RuntimeCollector(Collector):
                                      "the runtime.", labels=["app", "op"])
         counters = {name: CounterMetricFamily(f"teola_runtime_{name}", f"Runtime counter {name!r}.", labels=["app"])
                     for name in ("queries", "completed", "failed", "cancelled", "timed_out", "primitives",
-                                 "prompt_tokens", "cached_tokens", "cache_hits")}
+                                 "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests")}
         for name, app in sorted(self._apps().items()):
             runtime = app.runtime
             ready.add_metric([name], 1.0 if runtime is not None else 0.0)

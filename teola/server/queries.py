@@ -7,7 +7,7 @@ import asyncio
 import json
 import logging
 import math
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, Callable
 
 from fastapi import Request
 
@@ -95,10 +95,11 @@ def check_text(text: str, where: str) -> None:
 
 
 async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
-                    limit: float) -> Any:
-    """Run one compiled query under the time limit, turning failures into ApiErrors (and counting them)."""
+                    limit: float, on_event: Callable[[dict[str, Any]], None] | None = None) -> Any:
+    """Run one compiled query under the time limit, turning failures into ApiErrors (and counting them).
+    `on_event` receives its progress and answer-token events (`Runtime.submit`)."""
     try:
-        result = await asyncio.wait_for(app.execute(compiled, config), timeout=limit + BACKSTOP_GRACE)
+        result = await asyncio.wait_for(app.execute(compiled, config, on_event), timeout=limit + BACKSTOP_GRACE)
     except (TimeoutError, QueryTimeout) as exc:
         state.metrics.failed.labels(name, "timeout").inc()
         detail = str(exc) or f"query exceeded its time limit of {limit:g}s"
@@ -117,25 +118,6 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
         raise ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}") from exc
     state.metrics.observe_query(name, result.latency, result.trace)
     return result
-
-
-async def sse_events(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
-                     limit: float) -> AsyncIterator[bytes]:
-    """Server-sent events for one query. The runtime has no token streaming through `App.run` yet, so
-    the answer arrives in one ``answer`` event when the query finishes, then ``trace`` and ``done``."""
-    try:
-        result = await run_query(state, name, app, compiled, config, limit)
-    except ApiError as exc:
-        yield _event("error", {"status": exc.status, "error": exc.code, "detail": exc.detail})
-        return
-    output = result.output
-    yield _event("answer", {"text": output if isinstance(output, str) else None, "output": output})
-    yield _event("trace", {"trace": result.trace, "query_id": result.query_id, "latency": result.latency})
-    yield _event("done", {"query_id": result.query_id})
-
-
-def _event(kind: str, data: Any) -> bytes:
-    return f"event: {kind}\ndata: {json.dumps(plain(data))}\n\n".encode()
 
 
 async def read_documents(request: Request) -> list[str]:

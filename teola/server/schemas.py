@@ -60,7 +60,8 @@ class QueryRequest(BaseModel):
 
     query: QueryBody
     config: QueryConfig = Field(default_factory=QueryConfig)
-    stream: bool = Field(default=False, description="Answer as text/event-stream (answer event, then trace).")
+    stream: StrictBool = Field(default=False, description="Answer as text/event-stream: started, progress, token, "
+                               "answer, trace and done events (error on failure).")
 
 
 class QueryResponse(BaseModel):

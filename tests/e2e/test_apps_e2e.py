@@ -90,3 +90,48 @@ async def test_naive_rag_makes_one_llm_call_when_its_chunks_fit(e2e_client):
     llm = [t for t in body["trace"] if t["engine"] == "llm" and t["status"] == "ok"]
     assert [t["op"] for t in llm if t["op"] == "decoding"] == ["decoding"], llm
     assert all(t["primitive"].startswith("synthesis.") for t in llm), llm
+
+
+LONG_ANSWER = {"nodes": {"synthesis": {"ask": "Write a long, detailed essay of many paragraphs.", "max_tokens": 400}}}
+
+
+def metric(text: str, key: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(key + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def test_stream_sends_vllm_tokens_before_the_answer(e2e_client):
+    body = {"query": sample("advanced_rag"), "stream": True}
+    r = await e2e_client.post("/v1/apps/advanced_rag/query", json=body)
+    assert r.status_code == 200
+    import json
+
+    events = [(b.split("\n")[0].removeprefix("event: "), json.loads(b.split("\n")[1].removeprefix("data: ")))
+              for b in r.text.strip().split("\n\n")]
+    kinds = [k for k, _ in events]
+    assert kinds[0] == "started" and kinds[-3:] == ["answer", "trace", "done"], kinds
+    tokens = [d["text"] for k, d in events if k == "token"]
+    assert len(tokens) > 1 and "".join(tokens) == events[-3][1]["text"]
+
+
+async def test_a_client_that_hangs_up_mid_stream_aborts_its_vllm_request(e2e_client):
+    metrics = lambda: e2e_client.get("/metrics")  # noqa: E731
+    key = 'teola_runtime_aborted_requests_total{app="advanced_rag"}'
+    before = metric((await metrics()).text, key)
+    body = {"query": sample("advanced_rag"), "config": LONG_ANSWER, "stream": True}
+    async with e2e_client.stream("POST", "/v1/apps/advanced_rag/query", json=body) as r:
+        assert r.status_code == 200
+        async for line in r.aiter_lines():
+            if line == "event: token":
+                break  # the answer is decoding: hang up now
+    for _ in range(100):
+        text = (await metrics()).text
+        if metric(text, key) > before:
+            break
+        await asyncio.sleep(0.1)
+    assert metric(text, key) == before + 1, "the running synthesis decode was not aborted in vLLM"
+    assert metric(text, 'teola_server_queries_cancelled_total{app="advanced_rag",reason="disconnect"}') >= 1
+    assert (await e2e_client.get("/readyz")).status_code == 200
+    await query(e2e_client, "advanced_rag")  # and the server goes on answering

@@ -15,6 +15,7 @@ from apps.advanced_rag import build as build_advanced_rag
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
 from engines.sim_engine import SimEngine
+from tests.support.waiting import until
 
 DOCS = ["The Eiffel Tower is a lattice tower in Paris. It was designed by the company of Gustave Eiffel.",
         "Gustave Eiffel was a French civil engineer. His company built the tower from 1887 to 1889."]
@@ -34,6 +35,12 @@ class HangingEngine(SimEngine):
         if HANG in repr(requests):
             await self.release.wait()
         return await super().execute(op, requests)
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]):
+        if HANG in repr(requests):
+            await self.release.wait()
+        async for event in super().stream(op, requests):
+            yield event
 
 
 def make_rag_app() -> tuple[App, dict[str, SimEngine]]:
@@ -61,6 +68,7 @@ async def serve(apps: dict[str, App], settings: ServerSettings) -> AsyncIterator
     async with server.router.lifespan_context(server):
         transport = httpx.ASGITransport(app=server)
         async with httpx.AsyncClient(transport=transport, base_url="http://teola.test", timeout=60) as client:
+            client.asgi = server  # for tests that drive the ASGI app directly (client disconnects)
             yield client
 
 
@@ -70,7 +78,7 @@ async def env() -> AsyncIterator[dict[str, Any]]:
     echo, hanging = make_echo_app()
     settings = ServerSettings(max_body_bytes=64 * 1024, max_documents=8, max_document_chars=4000, query_timeout=30)
     async with serve({"advanced_rag": rag, "echo": echo}, settings) as client:
-        yield {"client": client, "sims": sims, "hanging": hanging, "rag": rag}
+        yield {"client": client, "sims": sims, "hanging": hanging, "rag": rag, "echo": echo}
     hanging.release.set()
     assert not any(s.started for s in sims.values()), "engines must stop at server shutdown"
 
@@ -148,21 +156,81 @@ async def test_policy_switch_when_the_server_allows_it():
     assert ServerSettings.from_env({"TEOLA_ALLOW_POLICY_SWITCH": "1"}).allow_policy_switch is True
 
 
-async def test_query_stream(env):
+def sse(text: str) -> list[tuple[str, dict]]:
+    return [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: ")))
+            for block in text.strip().split("\n\n")]
+
+
+async def test_query_stream_sends_progress_and_the_answer_tokens_before_the_answer(env):
     r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "stream": True})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    events = [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: ")))
-              for block in r.text.strip().split("\n\n")]
-    assert [e for e, _ in events] == ["answer", "trace", "done"]
-    assert events[0][1]["text"] and events[1][1]["trace"]
+    events = sse(r.text)
+    kinds = [e for e, _ in events]
+    assert kinds[0] == "started" and kinds[-3:] == ["answer", "trace", "done"]
+    assert set(kinds[1:-3]) == {"progress", "token"}
+    answer, trace = events[-3][1], events[-2][1]
+    assert answer["text"] and "".join(d["text"] for e, d in events if e == "token") == answer["text"]
+    progress = [d for e, d in events if e == "progress"]
+    ran = {t["primitive"] for t in trace["trace"] if t["engine"]}
+    assert {d["primitive"] for d in progress if d["status"] == "finished"} >= ran
+    assert all({"op", "engine", "instance", "batch_size", "t"} <= set(d) for d in progress)
+    first_token = kinds.index("token")
+    assert any(d["status"] == "started" for d in progress) and "progress" in kinds[1:first_token]
+
+
+async def asgi_call(server: Any, body: dict, disconnect_after: float) -> list[dict]:
+    """POST a query straight to the ASGI app; the client hangs up `disconnect_after` seconds later."""
+    raw = json.dumps(body).encode()
+    sent: list[dict] = []
+    messages = [{"type": "http.request", "body": raw, "more_body": False}]
+
+    async def receive() -> dict:
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(disconnect_after)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/apps/echo/query", "raw_path": b"/v1/apps/echo/query",
+             "query_string": b"", "root_path": "", "headers": [(b"content-type", b"application/json"),
+                                                              (b"content-length", str(len(raw)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("teola.test", 80)}
+    await asyncio.wait_for(server(scope, receive, send), 10)
+    return sent
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_client_that_disconnects_cancels_its_query_and_its_engine_work(env, stream):
+    c, hanging = env["client"], env["hanging"]
+    before_aborted = len(hanging.aborted)
+    before = (await c.get("/metrics")).text
+    await asgi_call(c.asgi, {"query": {"question": f"{HANG} until I hang up?"}, "stream": stream}, 0.3)
+    await until(lambda: len(hanging.aborted) > before_aborted)  # the running LLM request was told to stop
+    await until(lambda: not env["echo"].runtime.running())
+    after = (await c.get("/metrics")).text
+    key = 'teola_server_queries_cancelled_total{app="echo",reason="disconnect"}'
+    assert metric(after, key) == metric(before, key) + 1
+    assert metric(after, 'teola_runtime_cancelled_total{app="echo"}') == \
+        metric(before, 'teola_runtime_cancelled_total{app="echo"}') + 1
+
+
+def metric(text: str, key: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(key + " "):
+            return float(line.split()[-1])
+    return 0.0
 
 
 async def test_stream_reports_engine_failure_as_event(env):
     r = await env["client"].post("/v1/apps/advanced_rag/query",
                                  json={"query": {**QUERY, "question": f"{FAIL} now?"}, "stream": True})
     assert r.status_code == 200
-    kind, data = r.text.strip().split("\n")[:2]
-    assert kind == "event: error" and "llm" in json.loads(data.removeprefix("data: "))["detail"]
+    events = sse(r.text)
+    assert events[0][0] == "started" and events[-1][0] == "error" and "answer" not in [e for e, _ in events]
+    assert "llm" in events[-1][1]["detail"] and set(events[-1][1]) == {"status", "error", "detail"}
 
 
 async def test_upload_documents_then_query(env):
