@@ -168,9 +168,16 @@ class VLLMEngine:
         await self._engine.check_health()
         return True
 
+    def process_ids(self) -> list[int]:
+        """Process ids of the running engine-core process(es) (empty when not started or when this
+        vLLM version hides them); for supervision tests and diagnostics."""
+        manager = getattr(getattr(getattr(self._engine, "engine_core", None), "resources", None), "engine_manager", None)
+        return [p.pid for p in getattr(manager, "processes", ()) if getattr(p, "pid", None)]
+
     async def stop(self) -> None:
         """Shut the engine core down and wait for its processes to exit (about 5-8 s on CPU)."""
         engine, self._engine = self._engine, None
+        self._owned.clear()
         if engine is not None:
             handler = getattr(engine, "output_handler", None)
             if handler is not None:  # stop reading outputs first, so the exiting core is not reported as dead

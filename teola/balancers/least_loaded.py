@@ -17,7 +17,7 @@ class LeastLoaded:
         self.token_budget = token_budget
 
     def free(self, inst: Any) -> bool:
-        if inst.inflight >= inst.max_inflight:
+        if inst.inflight >= inst.max_inflight or not getattr(inst, "healthy", True):
             return False
         return not (self.token_budget > 0 and inst.inflight > 0 and inst.tokens >= self.token_budget)
 

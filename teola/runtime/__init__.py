@@ -7,7 +7,7 @@ build a program call's request. `RayExecutor` loads on first use (it needs the `
 from typing import Any
 
 from teola.runtime.call_work import CallOutcome
-from teola.runtime.errors import CallFailed, QueryCancelled, QueryError, QueryTimeout
+from teola.runtime.errors import CallFailed, EngineDown, QueryCancelled, QueryError, QueryTimeout, QueryUnavailable
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.local_executor import LocalExecutor
 from teola.runtime.metrics import Metrics
@@ -18,8 +18,9 @@ from teola.runtime.result import Result
 from teola.runtime.runtime import Runtime
 from teola.runtime.work import Work
 
-__all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "Executor", "Instance", "LocalExecutor", "Metrics",
-           "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "RayExecutor", "Result", "Runtime", "Work",
+__all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "EngineDown", "Executor", "Instance", "LocalExecutor",
+           "Metrics", "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "QueryUnavailable",
+           "RayExecutor", "Result", "Runtime", "Work",
            "llm_request", "make_policy", "policy_factory", "policy_names", "register_policy"]
 
 

@@ -25,6 +25,8 @@ from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
 from teola.process_table import ProcessTable
 from teola.runtime.requests import estimate_prompt_tokens
 from teola.runtime.running_owners import RunningOwners
+from teola.runtime.stream_batches import item_stream, text_stream
+from teola.runtime.supervisor import down_error
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
 log = logging.getLogger("teola.runtime")
@@ -66,7 +68,8 @@ class EngineScheduler:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
         self._running = RunningOwners()
-        self._loop = asyncio.get_running_loop()
+        self.supervisor: Any = None  # teola.runtime.supervisor.Supervisor, set by the runtime
+        self.loop = self._loop = asyncio.get_running_loop()
         self._closed = False
 
     # ---- policy and programs --------------------------------------------------------------------
@@ -219,7 +222,7 @@ class EngineScheduler:
         try:
             try:
                 if text:
-                    results = await self._text_stream(inst, op, requests, spans)
+                    results = await text_stream(self, inst, op, requests, spans)
                 else:
                     results = await self.executor.execute(inst, op, requests)
                 if not isinstance(results, list) or len(results) != len(requests):
@@ -229,6 +232,10 @@ class EngineScheduler:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if not await self.alive(inst, exc):
+                    for e, _, _ in spans:
+                        e.work.failed(down_error(self.name, inst, exc), inst)
+                    return
                 await self._isolate(inst, op, spans, exc)
                 return
             t = self._loop.time()
@@ -241,24 +248,9 @@ class EngineScheduler:
         finally:
             self._landed(inst, requests, spans, tokens)
 
-    async def _text_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
-                           spans: list[tuple[Pending, int, int]]) -> list[Any]:
-        """Run a batch whose requests asked for their text as it decodes ("stream_text"): each
-        ("delta", text) goes to its work at once; the finals are the batch's results."""
-        owners = [e for e, a, b in spans for _ in range(a, b)]
-        finals: list[Any] = [None] * len(requests)
-        got = 0
-        async for idx, kind, payload in self.executor.stream(inst, op, requests):
-            if not 0 <= idx < len(owners):
-                raise RuntimeError(f"engine {self.name!r} streamed request index {idx} of a {len(owners)}-request batch")
-            if kind == "delta":
-                owners[idx].work.delta(payload, self._loop.time())
-            elif kind == "final":
-                finals[idx] = payload
-                got += 1
-        if got != len(requests):
-            raise RuntimeError(f"engine {self.name!r} ended a stream with {got} of {len(requests)} final results")
-        return finals
+    async def alive(self, inst: Instance, exc: BaseException) -> bool:
+        """After a failed batch: whether the instance is still healthy (with no supervisor, assume so)."""
+        return True if self.supervisor is None else await self.supervisor.alive(inst, exc)
 
     def _landed(self, inst: Instance, requests: list[dict[str, Any]], spans: list[tuple[Pending, int, int]],
                 tokens: int) -> None:
@@ -322,51 +314,10 @@ class EngineScheduler:
         owners = [e for e, a, b in spans for _ in range(a, b)]
         t0 = self._loop.time()
         try:
-            finals = await self._stream(inst, op, requests, owners, isolate=True)
+            finals = await item_stream(self, inst, op, requests, owners, isolate=True)
             self._observe(picks, t0, self._loop.time(), finals)
         finally:
             self._landed(inst, requests, spans, tokens)
-
-    async def _stream(self, inst: Instance, op: str, requests: list[dict[str, Any]], owners: list[Pending],
-                      isolate: bool) -> list[Any] | None:
-        """Run one streaming batch. If it fails, requests that already streamed something fail; the
-        others are retried one query at a time (when the batch mixed queries) so only the culprit fails."""
-        open_ = set(range(len(owners)))
-        heard: set[int] = set()
-        finals: list[Any] = [None] * len(owners)
-        try:
-            async for idx, kind, payload in self.executor.stream(inst, op, requests):
-                if not 0 <= idx < len(owners):
-                    raise RuntimeError(f"engine {self.name!r} streamed request index {idx} "
-                                       f"of a {len(owners)}-request batch")
-                t = self._loop.time()
-                heard.add(idx)
-                if kind == "item":
-                    owners[idx].work.item(payload, t)
-                elif kind == "final":
-                    open_.discard(idx)
-                    finals[idx] = payload
-                    owners[idx].work.final(payload, t)
-                else:
-                    raise RuntimeError(f"engine {self.name!r} streamed an event of kind {kind!r} "
-                                       "(expected 'item' or 'final')")
-            if open_:
-                raise RuntimeError(f"engine {self.name!r} ended a stream without a final result "
-                                   f"for {len(open_)} request(s)")
-            return finals
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            retry = [i for i in sorted(open_) if i not in heard]
-            queries = {owners[i].query_id for i in retry}
-            for i in sorted(open_):
-                if i in heard or not isolate or len({o.query_id for o in owners}) == 1:
-                    owners[i].work.failed(exc, inst)
-            if isolate and len({o.query_id for o in owners}) > 1:
-                for qid in queries:
-                    mine = [i for i in retry if owners[i].query_id == qid]
-                    await self._stream(inst, op, [requests[i] for i in mine], [owners[i] for i in mine], False)
-            return None
 
     def _observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
         """Tell a stateful (program-aware) policy what ran: its picks, when, and the engine results."""

@@ -17,6 +17,15 @@ class QueryError(RuntimeError):
         self.trace = trace if trace is not None else []
 
 
+class QueryUnavailable(QueryError):
+    """An engine instance the query was running on went down (its process died); teola is
+    restarting it, and the same query may succeed when retried shortly."""
+
+
+class EngineDown(RuntimeError):
+    """What in-flight work of an engine instance that went down fails with."""
+
+
 class QueryCancelled(QueryError):
     """The query was cancelled with `Runtime.cancel(query_id)`."""
 

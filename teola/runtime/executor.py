@@ -16,7 +16,8 @@ class Instance:
 
     handle: executor-specific (the adapter object locally, an actor handle on Ray).
     max_inflight: batches it may run at once (1 = one batch at a time, like one GPU stream).
-    outstanding / tokens / inflight: requests, estimated LLM tokens and batches in flight (load)."""
+    outstanding / tokens / inflight: requests, estimated LLM tokens and batches in flight (load).
+    healthy: False while it is down and being restarted (teola.runtime.supervisor)."""
 
     engine: str
     index: int
@@ -26,6 +27,7 @@ class Instance:
     outstanding: int = 0
     tokens: int = 0
     inflight: int = 0
+    healthy: bool = True
 
     @property
     def name(self) -> str:
@@ -53,6 +55,10 @@ class Executor(Protocol):
 
     async def call(self, instance: Instance, method: str, *args: Any) -> Any:
         """Call an optional adapter method."""
+        ...
+
+    async def restart(self, instance: Instance) -> None:
+        """Stop the instance's adapter (errors of a dead one ignored) and start it again, in place."""
         ...
 
     async def shutdown(self, instance: Instance) -> None:

@@ -1,6 +1,7 @@
 """The default executor: engine adapters in this process, called on the runtime's event loop."""
 from __future__ import annotations
 
+import logging
 from typing import Any, AsyncIterator
 
 from engines.protocol import EngineProfile
@@ -8,6 +9,8 @@ from engines.engine_settings import resolve_options
 from engines.registry import create_engine
 from teola.engine_spec import Engine
 from teola.runtime.executor import Instance
+
+log = logging.getLogger("teola.runtime")
 
 
 class LocalExecutor:
@@ -54,6 +57,15 @@ class LocalExecutor:
         if hasattr(result, "__await__"):
             result = await result
         return result
+
+    async def restart(self, instance: Instance) -> None:
+        backend = instance.handle
+        try:
+            await backend.stop()
+        except Exception as exc:  # a dead engine may fail to stop cleanly; start it anyway
+            log.warning("engine instance %s: stopping it before a restart failed: %s: %s",
+                        instance.name, type(exc).__name__, exc)
+        await backend.start()
 
     async def shutdown(self, instance: Instance) -> None:
         backend = instance.handle

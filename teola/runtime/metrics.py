@@ -6,7 +6,8 @@ from typing import Callable
 
 
 COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "fused",
-            "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests")
+            "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
+            "engine_failures", "engine_restarts")
 
 
 @dataclass(slots=True)
@@ -42,6 +43,8 @@ class Metrics:
     fused: int = 0
     cleanup_failures: int = 0
     aborted_requests: int = 0  # engine requests stopped mid-run because their query ended
+    engine_failures: int = 0  # engine instances found down (teola.runtime.supervisor)
+    engine_restarts: int = 0  # ... and brought back
     query_latency: Stat = field(default_factory=Stat)
     op_latency: dict[str, Stat] = field(default_factory=dict)
     batch_size: dict[str, Stat] = field(default_factory=dict)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from teola.runtime.errors import QueryError
+from teola.runtime.errors import EngineDown, QueryError, QueryUnavailable
 from teola.runtime.executor import Instance
 from teola.runtime.policies import Pending
 
@@ -74,8 +74,9 @@ class DispatchWork:
             return
         run = self.run
         p = run.plan.prims[self.idx]
-        run.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
-                            f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine), exc)
+        kind = QueryUnavailable if isinstance(exc, EngineDown) else QueryError
+        run.fail(kind(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
+                      f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine), exc)
 
     def item(self, text: Any, t: float) -> None:
         if not self.run.dead:

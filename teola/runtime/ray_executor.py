@@ -46,7 +46,18 @@ class EngineActor:
                 "profile": None if profile is None else {
                     "max_batch": profile.max_batch, "max_efficient_batch": profile.max_efficient_batch,
                     "token_budget": profile.token_budget, "latency": dict(profile.latency)},
-                "methods": [m for m in ("stream", "drop_namespace", "health") if callable(getattr(backend, m, None))]}
+                "methods": [m for m in ("stream", "drop_namespace", "health", "abort")
+                            if callable(getattr(backend, m, None))]}
+
+    async def restart(self) -> None:
+        """Stop the adapter (errors of a dead one ignored) and start it again in this actor."""
+        if self.backend is not None and self.started:
+            self.started = False
+            try:
+                await self.backend.stop()
+            except Exception:  # a dead engine may fail to stop cleanly; start it anyway
+                pass
+        await self._ready()
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return await (await self._ready()).execute(op, requests)
@@ -149,6 +160,10 @@ class RayExecutor:
     async def call(self, instance: Instance, method: str, *args: Any) -> Any:
         await self._wait_up(instance)
         return await self._guard(instance, instance.handle.call.remote(method, *args))
+
+    async def restart(self, instance: Instance) -> None:
+        await self._wait_up(instance)
+        await self._guard(instance, instance.handle.restart.remote())
 
     async def where(self, instance: Instance) -> dict[str, Any]:
         """The process id and Ray node id of the actor (after a restart, the new ones)."""

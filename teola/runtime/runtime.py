@@ -21,16 +21,18 @@ from teola.runtime.engine_scheduler import EngineScheduler
 from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.graph_scheduler import QueryRun
-from teola.runtime.local_executor import LocalExecutor
 from teola.runtime.metrics import Metrics
 from teola.runtime.policies import DEFAULT_POLICY, Pending, make_policy, policy_names
 from teola.runtime.query_context import QueryContext
 from teola.runtime.requests import estimate_tokens
 from teola.runtime.result import Result
+from teola.runtime.runtime_options import backoff_option, interval_option, make_executor
+from teola.runtime.supervisor import Supervisor
 
 log = logging.getLogger("teola.runtime")
 
-OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling")
+OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
+           "restart_backoff")
 DEFAULT_MAX_INFLIGHT = {"vllm": 4}
 
 
@@ -47,7 +49,11 @@ class Runtime:
       max_inflight: batches an instance may run at once, an int or {engine: int}
         (default 1, 4 for kind "vllm", whose engine batches continuously);
       prescheduling: fuse a prefill into its only decode on the same engine (default True; a query
-        may override it with config {"prescheduling": false}).
+        may override it with config {"prescheduling": false});
+      health_interval: seconds between health probes of every engine instance (default 5; 0 or
+        None: probe only after a failed batch). An instance found down is restarted in place
+        (teola.runtime.supervisor) and its in-flight queries fail with `QueryUnavailable`;
+      restart_backoff: (first, max) seconds between restart attempts of a down instance (1, 30).
 
     Per-query config read by `run`: "timeout" (seconds for the whole query), "primitive_timeout"
     (seconds for any one primitive from dispatch to finish), "priority" (int passed to LLM engines,
@@ -69,7 +75,7 @@ class Runtime:
             if name not in self.specs:
                 raise ValueError(f"Runtime: a backend is given for {name!r}, which is not a registered engine; "
                                  f"engines: {sorted(self.specs)}")
-        self.executor: Executor = _make_executor(options.get("executor"), options.get("ray"))
+        self.executor: Executor = make_executor(options.get("executor"), options.get("ray"))
         self.policy_options: dict[str, dict[str, Any]] = dict(options.get("policy_options") or {})
         self.policy_name = options.get("policy") or DEFAULT_POLICY
         make_policy(self.policy_name, **self.policy_options.get(self.policy_name, {}))  # validate now
@@ -81,6 +87,9 @@ class Runtime:
             raise TypeError(f"Runtime: max_inflight must be an int or a dict engine -> int, got {mi!r}")
         self.max_inflight = mi
         self.prescheduling = bool(options.get("prescheduling", True))
+        self.health_interval = interval_option(options.get("health_interval", 5.0))
+        self.restart_backoff = backoff_option(options.get("restart_backoff", (1.0, 30.0)))
+        self.supervisor: Supervisor | None = None
         self.metrics = Metrics()
         self.metrics.queue_lengths = self.queue_lengths
         self.schedulers: dict[str, EngineScheduler] = {}
@@ -112,6 +121,12 @@ class Runtime:
                 policy = make_policy(policy_name, **self.policy_options.get(policy_name, {}))
                 llm = bool(spec.ops) and spec.ops <= LLM_OPS
                 self.schedulers[name] = EngineScheduler(spec, insts, self.executor, policy, self.metrics, llm)
+            self.supervisor = Supervisor(self.executor, self.instances, self.metrics,
+                                         lambda eng: self.schedulers[eng].kick(), self.health_interval,
+                                         self.restart_backoff)
+            for sched in self.schedulers.values():
+                sched.supervisor = self.supervisor
+            self.supervisor.start()
         except BaseException:
             await self._shutdown_instances()
             raise
@@ -124,6 +139,8 @@ class Runtime:
         """Fail the queries still running, stop the schedulers and the engine instances."""
         for run in list(self._runs.values()):
             run.fail(QueryError(f"query {run.qid}: the runtime stopped", run.qid))
+        if self.supervisor is not None:
+            await self.supervisor.close()
         for s in self.schedulers.values():
             await s.close()
         if self._cleanups:
@@ -166,12 +183,17 @@ class Runtime:
         return dict(self.specs)
 
     def health(self) -> dict[str, dict[str, Any]]:
-        """Per engine: started, its instances' names, queued entries and batches in flight."""
+        """Per engine: started, healthy (every instance up), its instances' names, the ones down
+        (being restarted) with why, queued entries, batches in flight and restarts so far."""
         out: dict[str, dict[str, Any]] = {}
         for name in self.specs:
             sched = self.schedulers.get(name)
             insts = self.instances.get(name, [])
-            out[name] = {"started": sched is not None, "instances": [i.name for i in insts],
+            status = {i.name: self.supervisor.status(i) for i in insts} if self.supervisor else {}
+            down = {n: s["last_error"] for n, s in status.items() if not s["healthy"]}
+            out[name] = {"started": sched is not None, "healthy": sched is not None and not down,
+                         "instances": [i.name for i in insts], "down": down,
+                         "restarts": sum(s["restarts"] for s in status.values()),
                          "queued": sched.queued() if sched else 0, "inflight": sum(i.inflight for i in insts),
                          "policy": sched.policy.name if sched else None}
         return out
@@ -344,19 +366,6 @@ class Runtime:
                     self.metrics.cleanup_failures += 1
                     log.warning("query %s: dropping namespace %r on %s failed: %s: %s",
                                 run.qid, ns, inst.name, type(e).__name__, e)
-
-
-def _make_executor(executor: Any, ray_options: dict[str, Any] | None) -> Executor:
-    if executor is None or executor == "local":
-        return LocalExecutor()
-    if executor == "ray":
-        from teola.runtime.ray_executor import RayExecutor
-        if ray_options is not None and not isinstance(ray_options, dict):
-            raise TypeError(f"Runtime: ray options must be a dict (e.g. {{'address': 'auto'}}), got {ray_options!r}")
-        return RayExecutor(**(ray_options or {}))
-    if isinstance(executor, str):
-        raise ValueError(f"Runtime: unknown executor {executor!r}; use 'local' or 'ray'")
-    return executor
 
 
 def _seconds(config: dict[str, Any], key: str) -> float | None:

@@ -15,8 +15,10 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
 
 Status codes: 400 malformed JSON; 401 missing/wrong API key; 404 unknown app or document id;
 413 body, document count or document size over the limits; 422 invalid fields, unknown config keys,
-unknown pass or policy, a policy other than the running one (unless allow_policy_switch); 502 an engine failed (the message names the primitive and engine);
-500 any other failure; 504 the query ran past its time limit.
+unknown pass or policy, a policy other than the running one (unless allow_policy_switch); 502 an engine failed
+(the message names the primitive and engine); 503 an engine instance the query ran on went down (it is
+being restarted; ``Retry-After``); 500 any other failure; 504 the query ran past its time limit;
+499 (logged only) the client disconnected and its query was cancelled.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ log = logging.getLogger("teola.server")
 
 GRAPH_FORMATS = ("text", "dot", "mermaid")
 APP_METHODS = ("compile", "execute", "start", "stop")
-_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 422, 500, 502, 504)}
+_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 422, 500, 502, 503, 504)}
 _UPLOAD_BODY = {"requestBody": {"content": {
     "multipart/form-data": {"schema": {"type": "object", "properties": {
         "files": {"type": "array", "items": {"type": "string", "format": "binary"}}}}},
@@ -122,14 +124,19 @@ def _probes(state: ServerState) -> APIRouter:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @public.get("/readyz", summary="Readiness: every app's engines are started",
-                responses={503: {"description": "engines not started yet"}})
+    @public.get("/readyz", summary="Readiness: every app's engines are started and healthy",
+                responses={503: {"description": "engines not started yet, or an engine is down and restarting"}})
     async def readyz() -> JSONResponse:
         status = {name: app.runtime is not None or not state.settings.start_engines
                   for name, app in state.apps.items()}
-        ready = state.started and all(status.values())
-        return JSONResponse({"status": "ready" if ready else "starting", "apps": status},
-                            status_code=200 if ready else 503)
+        down = {f"{name}.{engine}": info["down"] for name, app in state.apps.items() if app.runtime is not None
+                for engine, info in app.runtime.health().items() if info["down"]}
+        ready = state.started and all(status.values()) and not down
+        body: dict[str, Any] = {"status": "ready" if ready else "down" if down else "starting", "apps": status}
+        if down:
+            body["down"] = down
+            body["detail"] = "engine(s) down and restarting: " + ", ".join(sorted(down))
+        return JSONResponse(body, status_code=200 if ready else 503)
     return public
 
 

@@ -79,6 +79,8 @@ class _RuntimeCollector(Collector):
 
     def collect(self) -> Iterable:
         ready = GaugeMetricFamily("teola_app_ready", "1 when the app's engines are started.", labels=["app"])
+        up = GaugeMetricFamily("teola_engine_up", "1 when every instance of the engine is healthy, 0 while one "
+                               "is down and restarting.", labels=["app", "engine"])
         queue = GaugeMetricFamily("teola_engine_queue_length", "Primitives waiting in an engine's queue.",
                                   labels=["app", "engine"])
         batches = SummaryMetricFamily("teola_engine_batch_size", "Batch sizes formed by the engine schedulers.",
@@ -87,12 +89,15 @@ class _RuntimeCollector(Collector):
                                      "the runtime.", labels=["app", "op"])
         counters = {name: CounterMetricFamily(f"teola_runtime_{name}", f"Runtime counter {name!r}.", labels=["app"])
                     for name in ("queries", "completed", "failed", "cancelled", "timed_out", "primitives",
-                                 "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests")}
+                                 "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
+                                 "engine_failures", "engine_restarts")}
         for name, app in sorted(self._apps().items()):
             runtime = app.runtime
             ready.add_metric([name], 1.0 if runtime is not None else 0.0)
             if runtime is None:
                 continue
+            for engine, info in sorted(runtime.health().items()):
+                up.add_metric([name, str(engine)], 1.0 if info.get("healthy", True) else 0.0)
             stats = runtime.stats()
             for engine, n in sorted(stats["queue_lengths"].items()):
                 queue.add_metric([name, str(engine)], float(n))
@@ -103,6 +108,7 @@ class _RuntimeCollector(Collector):
             for key, family in counters.items():
                 family.add_metric([name], float(stats[key]))
         yield ready
+        yield up
         yield queue
         yield batches
         yield op_lat

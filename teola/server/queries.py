@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from fastapi import Request
 
-from teola.runtime import DEFAULT_POLICY, QueryError, QueryTimeout
+from teola.runtime import DEFAULT_POLICY, QueryError, QueryTimeout, QueryUnavailable
 from teola.server.errors import ApiError
 from teola.server.schemas import QueryBody
 from teola.server.settings import ServerSettings
@@ -104,6 +104,9 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
         state.metrics.failed.labels(name, "timeout").inc()
         detail = str(exc) or f"query exceeded its time limit of {limit:g}s"
         raise ApiError(504, "timeout", detail) from exc
+    except QueryUnavailable as exc:
+        state.metrics.failed.labels(name, "unavailable").inc()
+        raise ApiError(503, "engine_unavailable", str(exc), headers={"Retry-After": "10"}) from exc
     except QueryError as exc:
         state.metrics.failed.labels(name, "engine").inc()
         detail = str(exc)

@@ -1,0 +1,37 @@
+"""Runtime options that need more than a type check: the executor, the health-probe interval and
+the restart backoff (each raising an error that names the option)."""
+from __future__ import annotations
+
+from typing import Any
+
+from teola.runtime.executor import Executor
+from teola.runtime.local_executor import LocalExecutor
+
+
+def make_executor(executor: Any, ray_options: dict[str, Any] | None) -> Executor:
+    if executor is None or executor == "local":
+        return LocalExecutor()
+    if executor == "ray":
+        from teola.runtime.ray_executor import RayExecutor
+        if ray_options is not None and not isinstance(ray_options, dict):
+            raise TypeError(f"Runtime: ray options must be a dict (e.g. {{'address': 'auto'}}), got {ray_options!r}")
+        return RayExecutor(**(ray_options or {}))
+    if isinstance(executor, str):
+        raise ValueError(f"Runtime: unknown executor {executor!r}; use 'local' or 'ray'")
+    return executor
+
+
+def interval_option(value: Any) -> float | None:
+    if value is None or value == 0:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"Runtime: health_interval must be seconds >= 0 (0 or None: no periodic probe), got {value!r}")
+    return float(value)
+
+
+def backoff_option(value: Any) -> tuple[float, float]:
+    if (not isinstance(value, (list, tuple)) or len(value) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and b > 0 for b in value)
+            or value[0] > value[1]):
+        raise ValueError(f"Runtime: restart_backoff must be (first, max) seconds with 0 < first <= max, got {value!r}")
+    return float(value[0]), float(value[1])
