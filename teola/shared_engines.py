@@ -30,6 +30,16 @@ class SharedBackend:
             if self.refs == 0:
                 await self.backend.stop()
 
+    async def restart(self) -> None:
+        """Stop and start the adapter for every app using it (after it died); errors of stopping a
+        dead adapter are ignored."""
+        async with self._lock:
+            try:
+                await self.backend.stop()
+            except Exception:  # a dead engine may fail to stop cleanly; start it anyway
+                pass
+            await self.backend.start()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)
 

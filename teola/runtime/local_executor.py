@@ -1,6 +1,7 @@
 """The default executor: engine adapters in this process, called on the runtime's event loop."""
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, AsyncIterator
 
@@ -11,6 +12,7 @@ from teola.engine_spec import Engine
 from teola.runtime.executor import Instance
 
 log = logging.getLogger("teola.runtime")
+_RESTARTS: dict[int, asyncio.Future] = {}  # id(adapter) -> its restart in progress, across runtimes
 
 
 class LocalExecutor:
@@ -59,7 +61,23 @@ class LocalExecutor:
         return result
 
     async def restart(self, instance: Instance) -> None:
+        # an adapter shared by several apps' runtimes (teola.shared_engines) is restarted once: a
+        # second supervisor that finds it down joins the restart in progress
+        key = id(instance.handle)
+        running = _RESTARTS.get(key)
+        if running is None:
+            running = asyncio.ensure_future(self._restart(instance))
+            _RESTARTS[key] = running
+            running.add_done_callback(lambda _: _RESTARTS.pop(key, None))
+        await asyncio.shield(running)
+
+    @staticmethod
+    async def _restart(instance: Instance) -> None:
         backend = instance.handle
+        own = getattr(type(backend), "restart", None)
+        if own is not None:  # e.g. SharedBackend: restart for every app using it, references kept
+            await backend.restart()
+            return
         try:
             await backend.stop()
         except Exception as exc:  # a dead engine may fail to stop cleanly; start it anyway

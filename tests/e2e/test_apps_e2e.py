@@ -37,6 +37,7 @@ async def e2e_client() -> AsyncIterator[httpx.AsyncClient]:
             await asyncio.sleep(0.1)
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+            client.teola_server = server_app  # tests that reach into the served apps (engine processes)
             yield client
     finally:
         server.should_exit = True
@@ -135,3 +136,40 @@ async def test_a_client_that_hangs_up_mid_stream_aborts_its_vllm_request(e2e_cli
     assert metric(text, 'teola_server_queries_cancelled_total{app="advanced_rag",reason="disconnect"}') >= 1
     assert (await e2e_client.get("/readyz")).status_code == 200
     await query(e2e_client, "advanced_rag")  # and the server goes on answering
+
+
+async def test_killing_the_vllm_engine_mid_load_gives_503_then_the_server_recovers(e2e_client):
+    """Kill the LLM's engine-core process while queries run: in-flight ones answer 503, /readyz
+    says 503 naming the engine, the supervisor restarts it and the same server answers again."""
+    import os
+    import signal
+
+    llm = e2e_client.teola_server.state.teola.apps["advanced_rag"].runtime.instances["llm"][0].handle
+    pids = llm.process_ids()
+    assert pids, "cannot find the vLLM engine-core process"
+    body = {"query": sample("advanced_rag"), "config": LONG_ANSWER}
+    inflight = [asyncio.ensure_future(e2e_client.post("/v1/apps/advanced_rag/query", json=body)) for _ in range(3)]
+    for _ in range(300):  # until the synthesis decodes are on vLLM
+        if any(i.inflight for i in llm_instances(e2e_client)):
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    answers = await asyncio.gather(*inflight)
+    assert [r.status_code for r in answers] == [503] * 3, [r.text for r in answers]
+    assert all(r.json()["error"] == "engine_unavailable" for r in answers)
+    ready = await e2e_client.get("/readyz")
+    assert ready.status_code == 503 and "advanced_rag.llm" in ready.json()["detail"], ready.text
+    for _ in range(1200):  # vLLM on CPU restarts in 15-40 s
+        if (await e2e_client.get("/readyz")).status_code == 200:
+            break
+        await asyncio.sleep(0.1)
+    assert (await e2e_client.get("/readyz")).status_code == 200, "the LLM engine did not come back"
+    assert set(llm.process_ids()).isdisjoint(pids)
+    body = await query(e2e_client, "advanced_rag")
+    assert body["output"].strip()
+
+
+def llm_instances(client: httpx.AsyncClient) -> list:
+    return client.teola_server.state.teola.apps["advanced_rag"].runtime.instances["llm"]
