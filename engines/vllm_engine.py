@@ -278,7 +278,8 @@ class VLLMEngine:
         last = None
         max_items = req["max_items"] if parser is not None else None
         stopped = False
-        outputs = self._engine.generate(tokens_prompt(ids), params, request_id=request_id, priority=req["priority"])
+        outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
+                                        priority=req["priority"])
         self._own(req["owner"], request_id, True)
         try:
             async for out in outputs:

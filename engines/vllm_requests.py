@@ -66,13 +66,14 @@ class PromptRenderer:
         return list(self.tokenizer(self.text(parts, complete), add_special_tokens=False)["input_ids"])
 
 
-def tokens_prompt(ids: list[int]) -> dict[str, Any]:
-    """A pre-tokenized prompt in the form this vLLM version expects."""
+def tokens_prompt(ids: list[int], cache_salt: str | None = None) -> dict[str, Any]:
+    """A pre-tokenized prompt in the form this vLLM version expects; `cache_salt` keeps its
+    prefix-cache blocks apart from prompts with another (or no) salt."""
     try:
         from vllm.inputs import tokens_input
     except ImportError:  # older vLLM: a TokensPrompt dict
-        return {"prompt_token_ids": ids}
-    return tokens_input(ids)
+        return {"prompt_token_ids": ids, **({"cache_salt": cache_salt} if cache_salt else {})}
+    return tokens_input(ids, cache_salt=cache_salt)
 
 
 def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
@@ -105,10 +106,13 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
                                   or split is None):
         raise ValueError(f"request 'max_items' must be an int >= 1 on a request with a 'split', got {max_items!r}"
                          f" (split {split!r})")
+    salt = req.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        raise ValueError(f"request 'cache_salt' must be a non-empty string or None, got {salt!r}")
     owner = req.get("owner")
     if owner is not None and not isinstance(owner, str):
         raise ValueError(f"request 'owner' must be a string (the query or program id) or None, got {owner!r}")
     return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
             "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(req.get("ignore_eos", False)),
             "seed": req.get("seed"), "max_items": max_items, "owner": owner,
-            "stream_text": bool(req.get("stream_text", False))}
+            "stream_text": bool(req.get("stream_text", False)), "cache_salt": salt}

@@ -49,6 +49,7 @@ class QueryRun:
         self.prim_timeout = config.get("primitive_timeout")
         self.needs_cleanup = config.get("namespace") is None and bool(plan.ingest_engines)
         self.return_values: tuple[str, ...] = tuple(config.get("return_values") or ())
+        self.cache_salt: str | None = config.get("cache_salt")
         self.ok = False
         self.works: set[DispatchWork] = set()
         self.inflight = 0
@@ -177,6 +178,9 @@ class QueryRun:
         if self.on_event is not None and work.kind in ("prim", "fused") and work.idx in self.plan.answer:
             for r in reqs:
                 r["stream_text"] = True  # the answer's tokens go to on_event as they decode
+        if self.cache_salt is not None and p.engine in self.ctx.llm_engines:
+            for r in reqs:
+                r["cache_salt"] = self.cache_salt
         tokens = [estimate_tokens(r) for r in reqs] if p.engine in self.ctx.llm_engines else None
         now = self.loop.time()
         entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, tokens, self.t0, 0, work)

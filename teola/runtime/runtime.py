@@ -59,6 +59,8 @@ class Runtime:
     (seconds for any one primitive from dispatch to finish), "priority" (int passed to LLM engines,
     lower first), "prescheduling", "namespace" (a given namespace is kept after the query),
     "return_values" (object-store keys whose values `Result.values` returns, e.g. ["rerank.context"]),
+    "cache_salt" (a string the LLM engines mix into their prefix-cache keys, so queries with other
+    salts, e.g. other tenants, never hit this query's cached prompts),
     and "policy" (switches the runtime-wide policy of engines without their own).
     """
 
@@ -234,6 +236,9 @@ class Runtime:
         config = dict(config or {})
         timeout = _seconds(config, "timeout")
         _seconds(config, "primitive_timeout")
+        salt = config.get("cache_salt")
+        if salt is not None and (not isinstance(salt, str) or not salt):
+            raise TypeError(f"config['cache_salt'] must be a non-empty string, got {salt!r}")
         keep = config.get("return_values")
         if keep is not None and not (isinstance(keep, (list, tuple)) and all(isinstance(k, str) for k in keep)):
             raise TypeError(f"config['return_values'] must be a list of object-store keys, got {keep!r}")
@@ -345,6 +350,19 @@ class Runtime:
 
     def queue_lengths(self) -> dict[str, int]:
         return {name: s.queued() for name, s in self.schedulers.items()}
+
+    async def drop_namespace(self, namespace: str) -> int:
+        """Delete a kept namespace (config "namespace") from every engine instance that stores
+        namespaces (vector stores); returns how many instances were asked."""
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
+        asked = 0
+        for insts in self.instances.values():
+            for inst in insts:
+                if self.executor.supports(inst, "drop_namespace"):
+                    await self.executor.call(inst, "drop_namespace", namespace)
+                    asked += 1
+        return asked
 
     # ---- namespace clean-up ---------------------------------------------------------------------
     def _spawn_cleanup(self, run: QueryRun) -> None:

@@ -9,6 +9,8 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
   A client that disconnects cancels its query (engine work dropped, vLLM requests aborted).
 - ``POST /v1/apps/{app}/documents`` (multipart files, JSON ``{"documents": [...]}`` or text/plain) ->
   ``{"document_ids": [...]}``, usable as ``query.document_ids``; ``DELETE /v1/apps/{app}/documents/{id}``.
+- ``DELETE /v1/apps/{app}/namespaces/{namespace}``: drop a namespace kept with ``config.namespace``.
+  Documents and namespaces belong to the caller's tenant (teola.server.tenants): other tenants get 404.
 - ``GET /v1/apps``; ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
 - ``GET /healthz`` (process up), ``GET /readyz`` (engines started; 503 otherwise),
   ``GET /metrics`` (Prometheus text). OpenAPI at ``/openapi.json`` and ``/docs``.
@@ -24,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import secrets
 import time
 from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Mapping
@@ -34,11 +35,12 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.queries import (build_query, check_documents, check_policy, compile_query, plain, read_documents,
-                                  run_query)
+                                  run_query, tenant_config)
 from teola.server.streaming import sse_events, unless_disconnected
 from teola.server.schemas import DocumentsResponse, ErrorResponse, QueryRequest, QueryResponse
 from teola.server.settings import ServerSettings
 from teola.server.state import ServerState
+from teola.server.tenants import DEFAULT_TENANT, namespace_for
 from teola.shared_engines import share_engines
 
 log = logging.getLogger("teola.server")
@@ -77,7 +79,7 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     install_error_handlers(server)
     server.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     server.include_router(_probes(state))
-    api = APIRouter(dependencies=[Depends(_key_check(settings))], responses=_ERRORS)
+    api = APIRouter(dependencies=[Depends(_key_check(state))], responses=_ERRORS)
     _add_app_routes(api, state)
     _add_query_routes(api, state)
     server.include_router(api)
@@ -105,14 +107,18 @@ def _lifespan(state: ServerState, say: Callable[[str], None]) -> Callable[[FastA
     return lifespan
 
 
-def _key_check(settings: ServerSettings) -> Callable[[Request], None]:
+def _key_check(state: ServerState) -> Callable[[Request], None]:
+    """Authenticate the caller and put its tenant in ``request.state.tenant``."""
     def check_key(request: Request) -> None:
-        if settings.api_key is None:
+        if state.tenants.open:
+            request.state.tenant = DEFAULT_TENANT
             return
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not secrets.compare_digest(token.strip().encode(), settings.api_key.encode()):
+        tenant = state.tenants.tenant_of(token.strip()) if scheme.lower() == "bearer" else None
+        if tenant is None:
             raise ApiError(401, "unauthorized", "missing or wrong API key: send 'Authorization: Bearer <key>'",
                            headers={"WWW-Authenticate": "Bearer"})
+        request.state.tenant = tenant
     return check_key
 
 
@@ -171,11 +177,13 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
         target = state.app(app)
         state.metrics.queries.labels(app).inc()
         started = time.monotonic()
+        tenant = request.state.tenant
         try:
             config = body.config.to_dict()
             limit = min(state.settings.query_timeout, config.get("timeout") or math.inf)
             check_policy(state.settings, target, config)
-            compiled = await compile_query(target, build_query(state, app, body.query), config, limit)
+            tenant_config(state, tenant, config)
+            compiled = await compile_query(target, build_query(state, app, body.query, tenant), config, limit)
         except ApiError as exc:
             state.metrics.failed.labels(app, "timeout" if exc.status == 504 else "invalid").inc()
             raise
@@ -200,13 +208,22 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
         if not texts:
             raise ApiError(422, "no_documents", "no documents in the request body")
         check_documents(state.settings, texts)
-        ids = [state.documents.add(app, t) for t in texts]
+        ids = [state.documents.add(request.state.tenant, app, t) for t in texts]
         return JSONResponse({"document_ids": ids}, status_code=201)
 
+    @api.delete("/v1/apps/{app}/namespaces/{namespace}", summary="Delete a namespace of the caller's tenant",
+                status_code=204)
+    async def delete_namespace(app: str, namespace: str, request: Request) -> Response:
+        target = state.app(app)
+        if target.runtime is None:
+            raise ApiError(503, "not_ready", f"app {app!r}: engines not started yet; retry shortly")
+        await target.runtime.drop_namespace(namespace_for(request.state.tenant, namespace))
+        return Response(status_code=204)
+
     @api.delete("/v1/apps/{app}/documents/{doc_id}", summary="Forget an uploaded document", status_code=204)
-    async def delete_document(app: str, doc_id: str) -> Response:
+    async def delete_document(app: str, doc_id: str, request: Request) -> Response:
         state.app(app)
-        if not state.documents.delete(app, doc_id):
+        if not state.documents.delete(request.state.tenant, app, doc_id):
             raise ApiError(404, "unknown_document", f"unknown document id {doc_id!r} for app {app!r}")
         return Response(status_code=204)
 

@@ -15,6 +15,7 @@ from teola.runtime import DEFAULT_POLICY, QueryError, QueryTimeout, QueryUnavail
 from teola.server.errors import ApiError
 from teola.server.schemas import QueryBody
 from teola.server.settings import ServerSettings
+from teola.server.tenants import cache_salt, namespace_for
 
 if TYPE_CHECKING:
     from teola.compiler import Compiled
@@ -25,13 +26,14 @@ log = logging.getLogger("teola.server")
 BACKSTOP_GRACE = 1.0  # seconds past the limit before the server itself cancels a query
 
 
-def build_query(state: ServerState, app: str, body: QueryBody) -> dict[str, Any]:
-    """The query dict of a request: uploaded `document_ids` resolved into documents, limits checked."""
+def build_query(state: ServerState, app: str, body: QueryBody, tenant: str) -> dict[str, Any]:
+    """The query dict of a request: the tenant's uploaded `document_ids` resolved into documents,
+    limits checked."""
     query = body.model_dump(exclude_none=True)
     ids = query.pop("document_ids", None)
     if ids:
         try:
-            uploaded = state.documents.get_many(app, ids)
+            uploaded = state.documents.get_many(tenant, app, ids)
         except KeyError as exc:
             raise ApiError(404, "unknown_document", exc.args[0]) from None
         query["documents"] = list(query.get("documents", [])) + uploaded
@@ -54,6 +56,15 @@ async def compile_query(app: Any, query: dict[str, Any], config: dict[str, Any],
                        "send fewer or smaller documents or smaller top_k / num_queries / top_n") from exc
     except (ValueError, TypeError) as exc:
         raise ApiError(422, "invalid_query", f"{type(exc).__name__}: {exc}") from exc
+
+
+def tenant_config(state: ServerState, tenant: str, config: dict[str, Any]) -> None:
+    """The tenant's view of a query's config: its `namespace` maps into the tenant's own space, and
+    with several tenants its prompts carry the tenant's prefix-cache salt."""
+    if config.get("namespace") is not None:
+        config["namespace"] = namespace_for(tenant, config["namespace"])
+    if state.tenants.several:
+        config["cache_salt"] = cache_salt(tenant)
 
 
 def check_policy(settings: ServerSettings, app: Any, config: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
-CONFIG_KEYS = ("passes", "policy", "nodes", "timeout", "primitive_timeout", "priority", "prescheduling")
+CONFIG_KEYS = ("passes", "policy", "nodes", "timeout", "primitive_timeout", "priority", "prescheduling", "namespace")
 
 
 class QueryBody(BaseModel):
@@ -35,6 +35,12 @@ class QueryConfig(BaseModel):
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000,
                                  description="Scheduling priority; lower runs first.")
     prescheduling: StrictBool | None = Field(default=None, description="Fuse a prefill into its only decode (default on).")
+    namespace: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+        description="A persistent vector-store collection of the caller's tenant: the query's documents are "
+                    "added to it and searched with what it already holds (kept after the query; delete with "
+                    "DELETE /v1/apps/{app}/namespaces/{namespace}). Without it, a fresh namespace per query, "
+                    "dropped at its end.")
 
     @field_validator("policy")
     @classmethod

@@ -22,7 +22,10 @@ class ServerSettings:
     query_timeout: seconds one query may run before the server answers 504; a query's own
         ``config.timeout`` can only lower it.
     api_key: when set, every endpoint except /healthz, /readyz and the OpenAPI docs needs
-        ``Authorization: Bearer <api_key>`` (401 otherwise).
+        ``Authorization: Bearer <api_key>`` (401 otherwise); the key's caller is tenant "default".
+    api_keys: several tenants, ``"tenant-a:key1,key2;tenant-b:key3"`` (env TEOLA_API_KEYS); with
+        any key set, every key authenticates and names its tenant (teola.server.tenants).
+    api_keys_file: a JSON file ``{"tenant-a": ["key1", "key2"], ...}`` (env TEOLA_API_KEYS_FILE).
     max_stored_documents: uploaded documents kept in memory (oldest dropped first).
     start_engines: start every app's engines when the server starts (lifespan); when False they
         start on the first query.
@@ -37,6 +40,8 @@ class ServerSettings:
     max_document_chars: int = 1_000_000
     query_timeout: float = 300.0
     api_key: str | None = None
+    api_keys: str | None = None
+    api_keys_file: str | None = None
     max_stored_documents: int = 1024
     start_engines: bool = True
     allow_policy_switch: bool = False

@@ -7,6 +7,7 @@ from teola.server.documents import DocumentStore
 from teola.server.errors import ApiError
 from teola.server.metrics import ServerMetrics
 from teola.server.settings import ServerSettings
+from teola.server.tenants import Tenants
 
 
 class ServerState:
@@ -17,6 +18,7 @@ class ServerState:
         self.settings = settings
         self.metrics = ServerMetrics(lambda: self.apps)
         self.documents = DocumentStore(settings.max_stored_documents)
+        self.tenants = Tenants.from_settings(settings.api_key, settings.api_keys, settings.api_keys_file)
         self.started = False
 
     def app(self, name: str) -> Any:

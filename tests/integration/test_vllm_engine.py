@@ -133,6 +133,15 @@ async def test_stream_text_sends_the_decoded_text_as_it_comes(llm_engine):
     assert "".join(deltas) == events[-1][2]["text"]
 
 
+async def test_cache_salt_keeps_prefix_cache_entries_apart(llm_engine):
+    parts = [["instruction", "Answer briefly."], ["context", fresh_context()], QUESTION]
+    [a1] = await llm_engine.execute("prefilling", [{"parts": parts, "cache_salt": "tenant-a"}])
+    [b1] = await llm_engine.execute("prefilling", [{"parts": parts, "cache_salt": "tenant-b"}])
+    [a2] = await llm_engine.execute("prefilling", [{"parts": parts, "cache_salt": "tenant-a"}])
+    assert a1["num_cached_tokens"] == 0 and b1["num_cached_tokens"] == 0  # b cannot see a's blocks
+    assert a2["num_cached_tokens"] > a2["num_prompt_tokens"] // 2  # a reuses its own
+
+
 async def test_invalid_requests_fail_the_batch_with_clear_errors(llm_engine):
     good = {"parts": [QUESTION], "max_tokens": 4}
     with pytest.raises(ValueError, match="complete"):
