@@ -82,13 +82,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from teola.server import ServerSettings, create_server
+    from teola.server.http_protocol import uvicorn_options
 
     _engine_env()
     apps = _load_apps(args.apps, args.executor)
     settings = ServerSettings.from_env(api_key=args.api_key)
     server = create_server(apps, settings, progress=_progress)
     _progress(f"serving {', '.join(apps)} on http://{args.host}:{args.port} (docs at /docs)")
-    uvicorn.run(server, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(server, host=args.host, port=args.port, log_level=args.log_level, **uvicorn_options())
     return 0
 
 
@@ -112,13 +113,14 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
     import uvicorn
 
     from teola.server import ServerSettings, create_server
+    from teola.server.http_protocol import uvicorn_options
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     port = sock.getsockname()[1]
     server_app = create_server(apps, ServerSettings.from_env(), progress=_progress)
-    config = uvicorn.Config(server_app, log_level="warning", lifespan="on")
+    config = uvicorn.Config(server_app, log_level="warning", lifespan="on", **uvicorn_options())
     server = uvicorn.Server(config)
     _progress(f"starting app {name!r} (real engines take a while to start: importing vLLM, loading models) ...")
     t0 = time.perf_counter()
