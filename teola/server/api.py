@@ -48,6 +48,8 @@ log = logging.getLogger("teola.server")
 GRAPH_FORMATS = ("text", "dot", "mermaid")
 APP_METHODS = ("compile", "execute", "start", "stop")
 _ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 422, 500, 502, 503, 504)}
+# text/plain answers; the route's default (JSON) media type stays, so its errors are documented as JSON
+_TEXT_200 = {200: {"description": "text", "content": {"text/plain": {"schema": {"type": "string"}}}}}
 _UPLOAD_BODY = {"requestBody": {"content": {
     "multipart/form-data": {"schema": {"type": "object", "properties": {
         "files": {"type": "array", "items": {"type": "string", "format": "binary"}}}}},
@@ -148,7 +150,7 @@ def _probes(state: ServerState) -> APIRouter:
 
 def _add_app_routes(api: APIRouter, state: ServerState) -> None:
     """/metrics, the app list and an app's graph."""
-    @api.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+    @api.get("/metrics", summary="Prometheus metrics", responses=_TEXT_200)
     async def metrics() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
         return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
@@ -157,7 +159,7 @@ def _add_app_routes(api: APIRouter, state: ServerState) -> None:
     async def list_apps() -> dict[str, Any]:
         return {"apps": [_describe(name, app) for name, app in sorted(state.apps.items())]}
 
-    @api.get("/v1/apps/{app}/graph", summary="An app's graph for a sample query", response_class=PlainTextResponse)
+    @api.get("/v1/apps/{app}/graph", summary="An app's graph for a sample query", responses=_TEXT_200)
     async def graph(app: str, format: str = "text", graph: str = "egraph") -> PlainTextResponse:
         target = state.app(app)
         if format not in GRAPH_FORMATS:
