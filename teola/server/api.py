@@ -47,7 +47,7 @@ log = logging.getLogger("teola.server")
 
 GRAPH_FORMATS = ("text", "dot", "mermaid")
 APP_METHODS = ("compile", "execute", "start", "stop")
-_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 422, 500, 502, 503, 504)}
+_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 415, 422, 500, 502, 503, 504)}
 # text/plain answers; the route's default (JSON) media type stays, so its errors are documented as JSON
 _TEXT_200 = {200: {"description": "text", "content": {"text/plain": {"schema": {"type": "string"}}}}}
 _UPLOAD_BODY = {"requestBody": {"content": {
