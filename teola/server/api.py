@@ -34,8 +34,8 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
-from teola.server.queries import (build_query, check_documents, check_policy, compile_query, plain, read_documents,
-                                  run_query, tenant_config)
+from teola.server.queries import (build_query, check_documents, check_graph, check_policy, compile_query, plain,
+                                  read_documents, run_query, tenant_config)
 from teola.server.streaming import sse_events, unless_disconnected
 from teola.server.schemas import DocumentsResponse, ErrorResponse, QueryRequest, QueryResponse
 from teola.server.settings import ServerSettings
@@ -186,6 +186,7 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
             check_policy(state.settings, target, config)
             tenant_config(state, tenant, config)
             compiled = await compile_query(target, build_query(state, app, body.query, tenant), config, limit)
+            check_graph(state.settings, compiled)
         except ApiError as exc:
             state.metrics.failed.labels(app, "timeout" if exc.status == 504 else "invalid").inc()
             raise

@@ -45,6 +45,15 @@ def build_query(state: ServerState, app: str, body: QueryBody, tenant: str) -> d
     return query
 
 
+def check_graph(settings: ServerSettings, compiled: Compiled) -> None:
+    """413 when a query's optimized graph holds more primitives than the server runs for one query."""
+    n = len(compiled.egraph.primitives)
+    if n > settings.max_primitives:
+        raise ApiError(413, "graph_too_large", f"the query compiles to {n} primitives; at most "
+                       f"{settings.max_primitives} per query (setting max_primitives, env TEOLA_MAX_PRIMITIVES): "
+                       "send fewer or smaller documents or smaller num_queries / top_k / top_n")
+
+
 async def compile_query(app: Any, query: dict[str, Any], config: dict[str, Any], limit: float) -> Compiled:
     """Compile once for the request, in a worker thread so the event loop (health checks, other
     queries) keeps running, within the query's time limit (504 past it). A ValueError/TypeError

@@ -27,6 +27,8 @@ class ServerSettings:
         any key set, every key authenticates and names its tenant (teola.server.tenants).
     api_keys_file: a JSON file ``{"tenant-a": ["key1", "key2"], ...}`` (env TEOLA_API_KEYS_FILE).
     max_stored_documents: uploaded documents kept in memory (oldest dropped first).
+    max_primitives: most primitives one query's optimized graph may hold (413 above it): a bound on
+        the work one request can ask for, whatever its documents and options.
     start_engines: start every app's engines when the server starts (lifespan); when False they
         start on the first query.
     allow_policy_switch: whether a query's ``config.policy`` may name another batching policy than
@@ -43,12 +45,14 @@ class ServerSettings:
     api_keys: str | None = None
     api_keys_file: str | None = None
     max_stored_documents: int = 1024
+    max_primitives: int = 5000
     start_engines: bool = True
     allow_policy_switch: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_stored_documents"):
+        for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_stored_documents",
+                     "max_primitives"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")
