@@ -32,9 +32,13 @@ def install_error_handlers(server: FastAPI) -> None:
     @server.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        code = "http_error"
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"no endpoint {request.method} {request.url.path}; see /docs"
-        return JSONResponse({"error": "http_error", "detail": detail}, status_code=exc.status_code,
+        elif exc.status_code == 400 and detail == "There was an error parsing the body":
+            code = "malformed_json"  # FastAPI's message for bodies json.loads rejects with no position
+            detail = "the request body could not be parsed as JSON (invalid UTF-8, or nested too deeply)"
+        return JSONResponse({"error": code, "detail": detail}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
     @server.exception_handler(RequestValidationError)

@@ -448,3 +448,11 @@ async def test_a_query_whose_graph_is_too_large_is_a_413_naming_the_limit():
         r = await c.post("/v1/apps/rag/query", json={"query": QUERY})
         assert r.status_code == 413 and r.json()["error"] == "graph_too_large"
         assert "TEOLA_MAX_PRIMITIVES" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("body", [b'{"query": {"question": "q", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+                                  b'{"query": {"question": "\xff"}}'])
+async def test_undecodable_or_absurdly_nested_bodies_are_a_json_400(env, body):
+    r = await env["client"].post("/v1/apps/advanced_rag/query", content=body,
+                                 headers={"content-type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"] == "malformed_json", r.text
