@@ -1,12 +1,10 @@
 """VLLMEngine on the real vLLM (SmolLM2-135M on CPU): generation, prefix reuse, streaming items, priorities."""
-import asyncio
 import random
 
 import psutil
 import pytest
 
 from engines.vllm_engine import VLLMEngine
-from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
@@ -112,13 +110,16 @@ async def test_stream_batch_reports_each_request(llm_engine):
 
 async def test_abort_stops_only_that_owners_running_request(llm_engine):
     long = {"parts": [["question", "Count from 1 to 2000, one number per line."]], "max_tokens": 1500,
-            "ignore_eos": True, "owner": "query-doomed"}
+            "ignore_eos": True, "owner": "query-doomed", "stream_text": True}
     short = {"parts": [QUESTION], "max_tokens": 400, "ignore_eos": True, "owner": "query-kept"}
-    task = asyncio.ensure_future(llm_engine.execute("decoding", [long, short]))
-    await until(lambda: "query-doomed" in llm_engine._owned, timeout=120)
-    await asyncio.sleep(0.5)
-    assert await llm_engine.abort(["query-doomed", "nobody"]) == 1
-    doomed, kept = await asyncio.wait_for(task, 600)
+    finals, asked = {}, None
+    async for i, kind, payload in llm_engine.stream("decoding", [long, short]):
+        if kind == "delta" and i == 0 and asked is None:  # the long one is decoding: abort it now
+            asked = await llm_engine.abort(["query-doomed", "nobody"])
+        elif kind == "final":
+            finals[i] = payload
+    assert asked == 1
+    doomed, kept = finals[0], finals[1]
     assert doomed["aborted"] and 0 < doomed["num_output_tokens"] < 1500
     assert "aborted" not in kept and kept["num_output_tokens"] == 400
     assert llm_engine._owned == {}
