@@ -2,7 +2,7 @@
 of the server.
 
 An instance is probed (its adapter's `health()`) every `interval` seconds and at once after a
-batch on it fails. An unhealthy instance is marked down (`Instance.healthy = False`: schedulers
+batch on it fails; it is down when two probes in a row fail. An unhealthy instance is marked down (`Instance.healthy = False`: schedulers
 give it no new batches, queued work waits for it), its in-flight batches fail with `EngineDown`
 (queries answer 503 over HTTP), and it is restarted (`Executor.restart`: stop, then start the
 adapter again, e.g. a new vLLM engine-core process) with exponential backoff until it is healthy.
@@ -20,6 +20,8 @@ from teola.runtime.metrics import Metrics
 log = logging.getLogger("teola.runtime")
 
 PROBE_TIMEOUT = 30.0  # seconds a health probe may take before the instance counts as down
+RECHECK = 0.5  # a failed probe is repeated once after this many seconds: a busy engine (a saturated
+               # connection pool, a long batch) is not restarted for one slow answer
 
 
 class Supervisor:
@@ -58,6 +60,9 @@ class Supervisor:
         if not inst.healthy:
             return False
         error = await self._probe(inst)
+        if error is not None:
+            await asyncio.sleep(RECHECK)
+            error = await self._probe(inst)
         if error is None:
             return True
         self._mark_down(inst, error if cause is None else f"{type(cause).__name__}: {cause}; probe: {error}")

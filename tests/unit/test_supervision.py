@@ -121,3 +121,20 @@ async def test_over_http_in_flight_get_503_readyz_names_the_engine_then_recovers
             assert (await c.get("/readyz")).status_code == 200
             r = await c.post("/v1/apps/rag/query", json={"query": QUERY})
             assert r.status_code == 200 and r.json()["output"].startswith("answer ")
+
+
+async def test_one_slow_or_failed_probe_does_not_restart_a_busy_engine():
+    app, llm = mortal_rag(interval=0.05)
+    answers = iter([False])  # the next probe fails once (a saturated pool, a long batch), then all pass
+    real = llm.health
+
+    async def flaky() -> bool:
+        return next(answers, await real())
+    llm.health = flaky
+    try:
+        await app.start()
+        await asyncio.sleep(0.5)  # several probe rounds
+        assert llm.starts == 1 and app.runtime.metrics.engine_failures == 0
+        assert app.runtime.health()["llm"]["healthy"]
+    finally:
+        await app.stop()
