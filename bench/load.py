@@ -7,7 +7,8 @@ reply must be an answer (200) or a JSON error `{"error", "detail"}`; anything el
 error, a non-JSON body) counts as lost. RSS is read after a warm-up query and after each wave, for
 this process (server and client) and for the engine child processes (vLLM's engine core).
 
-    python -m bench.load              # 200 queries at once, 2 waves
+    python -m bench.load              # 200 queries at once, 2 waves (the server's defaults)
+    python -m bench.load --arenas 0 --out load_glibc_arenas   # the same with glibc's default malloc arenas
     python -m bench.load --quick      # 20 queries, 1 wave
 """
 from __future__ import annotations
@@ -53,7 +54,7 @@ async def one(client: Any, app: str, body: dict[str, Any]) -> dict[str, Any]:
     return {"status": r.status_code, "kind": "lost", "why": f"unexpected body {str(data)[:80]}", "latency": latency}
 
 
-async def run(app_name: str, n: int, waves: int) -> dict[str, Any]:
+async def run(app_name: str, n: int, waves: int, arenas: int | None = None) -> dict[str, Any]:
     import httpx
     import uvicorn
 
@@ -64,12 +65,15 @@ async def run(app_name: str, n: int, waves: int) -> dict[str, Any]:
     configure_engine_env()
     app = resolve_app(app_name)
     query, _ = app.sample()
-    server_app = create_server({app_name: app}, ServerSettings(query_timeout=900), progress=print)
+    settings = ServerSettings.from_env(query_timeout=900)
+    if arenas is not None:
+        settings.malloc_arenas = arenas
+    server_app = create_server({app_name: app}, settings, progress=print)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(server_app, log_level="warning", backlog=4096, **uvicorn_options()))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
-    out: dict[str, Any] = {"app": app_name, "n": n, "waves": []}
+    out: dict[str, Any] = {"app": app_name, "n": n, "waves": [], "malloc_arenas": settings.malloc_arenas}
     try:
         while not server.started:
             await asyncio.sleep(0.1)
@@ -104,7 +108,9 @@ async def run(app_name: str, n: int, waves: int) -> dict[str, Any]:
 def markdown(data: dict[str, Any], command: str) -> str:
     m = data["machine"]
     start = data["rss_start"]
-    lines = [f"## {data['n']} concurrent queries over HTTP: nothing lost, memory per wave", "",
+    arenas = data.get("malloc_arenas")
+    which = f"{arenas} malloc arenas (the server's default)" if arenas else "glibc's default malloc arenas"
+    lines = [f"## {data['n']} concurrent queries over HTTP ({which}): nothing lost, memory per wave", "",
              f"Command: `{command}`. Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; commit "
              f"{m.get('commit', '?')}. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
              "| wave | answered | JSON errors | lost | wall (s) | queries/s | p50 (s) | p99 (s) | server RSS (MiB) | engines RSS (MiB) |",
@@ -129,10 +135,12 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200, help="queries sent at once per wave")
     parser.add_argument("--waves", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="20 queries, 1 wave")
+    parser.add_argument("--arenas", type=int, default=None,
+                        help="the server's malloc_arenas setting (0: glibc's default); default: the server's")
     parser.add_argument("--out", default="load", help="results name under bench/results/")
     args = parser.parse_args()
     n, waves = (20, 1) if args.quick else (args.n, args.waves)
-    data = asyncio.run(run(args.app, n, waves))
+    data = asyncio.run(run(args.app, n, waves, args.arenas))
     data["machine"] = machine()
     write_results(args.out, data, markdown(data, "python -m bench.load " + " ".join(sys.argv[1:])))
     if any(w["lost"] for w in data["waves"]):

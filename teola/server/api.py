@@ -34,6 +34,7 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
+from teola.server.memory import limit_malloc_arenas
 from teola.server.queries import (build_query, check_documents, check_graph, check_policy, compile_query, plain,
                                   read_documents, run_query, tenant_config)
 from teola.server.streaming import sse_events, unless_disconnected
@@ -73,6 +74,8 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
         if missing:
             raise TypeError(f"create_server: {name!r} is not a teola App (it lacks {missing})")
     settings = settings if settings is not None else ServerSettings.from_env()
+    if settings.malloc_arenas:
+        limit_malloc_arenas(settings.malloc_arenas)
     state = ServerState(apps, settings)
     say = progress or (lambda msg: log.info("%s", msg))
     server = FastAPI(title="teola", version=_version(), lifespan=_lifespan(state, say),

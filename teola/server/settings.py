@@ -27,6 +27,8 @@ class ServerSettings:
         any key set, every key authenticates and names its tenant (teola.server.tenants).
     api_keys_file: a JSON file ``{"tenant-a": ["key1", "key2"], ...}`` (env TEOLA_API_KEYS_FILE).
     max_stored_documents: uploaded documents kept in memory (oldest dropped first).
+    malloc_arenas: cap on glibc's malloc arenas for the process (teola.server.memory; 0 leaves
+        glibc's default of 8 per core, under which a busy server's memory keeps growing).
     max_primitives: most primitives one query's optimized graph may hold (413 above it): a bound on
         the work one request can ask for, whatever its documents and options.
     start_engines: start every app's engines when the server starts (lifespan); when False they
@@ -46,6 +48,7 @@ class ServerSettings:
     api_keys_file: str | None = None
     max_stored_documents: int = 1024
     max_primitives: int = 5000
+    malloc_arenas: int = 2
     start_engines: bool = True
     allow_policy_switch: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -56,6 +59,8 @@ class ServerSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")
+        if not isinstance(self.malloc_arenas, int) or isinstance(self.malloc_arenas, bool) or self.malloc_arenas < 0:
+            raise ValueError(f"ServerSettings.malloc_arenas must be an int >= 0, got {self.malloc_arenas!r}")
         if not isinstance(self.query_timeout, (int, float)) or self.query_timeout <= 0:
             raise ValueError(f"ServerSettings.query_timeout must be a number of seconds > 0, got {self.query_timeout!r}")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
