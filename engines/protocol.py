@@ -29,6 +29,8 @@ Request / result shapes per op (one request per item; the runtime batches reques
 """
 from __future__ import annotations
 
+import logging
+
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol, runtime_checkable
 
@@ -89,3 +91,14 @@ def profile_with(default: EngineProfile, max_batch: int | None = None,
     mb = max_batch or default.max_batch
     return EngineProfile(max_batch=mb, max_efficient_batch=min(max_efficient_batch or default.max_efficient_batch, mb),
                          token_budget=default.token_budget, context_window=default.context_window)
+
+
+async def restart_adapter(backend: Any) -> None:
+    """Stop an adapter and start it again in place (after its engine died). A dead engine may fail
+    to stop cleanly: that failure is logged and the start goes ahead."""
+    try:
+        await backend.stop()
+    except Exception as exc:
+        logging.getLogger("teola.engines").warning("engine %s: stopping it before a restart failed: %s: %s",
+                                                    getattr(backend, "name", backend), type(exc).__name__, exc)
+    await backend.start()

@@ -6,6 +6,8 @@ import asyncio
 import json
 from typing import Any, Iterable
 
+from engines.protocol import restart_adapter
+
 
 class SharedBackend:
     """An engine adapter used by several apps: started by the first `start()`, stopped by the
@@ -34,11 +36,7 @@ class SharedBackend:
         """Stop and start the adapter for every app using it (after it died); errors of stopping a
         dead adapter are ignored."""
         async with self._lock:
-            try:
-                await self.backend.stop()
-            except Exception:  # a dead engine may fail to stop cleanly; start it anyway
-                pass
-            await self.backend.start()
+            await restart_adapter(self.backend)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.backend, name)

@@ -69,7 +69,7 @@ class EngineScheduler:
         self._tasks: set[asyncio.Task] = set()
         self._running = RunningOwners()
         self.supervisor: Any = None  # teola.runtime.supervisor.Supervisor, set by the runtime
-        self.loop = self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         self._closed = False
 
     # ---- policy and programs --------------------------------------------------------------------
@@ -125,7 +125,7 @@ class EngineScheduler:
     def kick(self) -> None:
         if not self._kicked and not self._closed:
             self._kicked = True
-            self._loop.call_soon(self._schedule)
+            self.loop.call_soon(self._schedule)
 
     # ---- scheduling -----------------------------------------------------------------------------
     def _schedule(self) -> None:
@@ -140,11 +140,11 @@ class EngineScheduler:
             inst = self.picker.pick(self.instances)
             if inst is None:
                 return  # a finishing batch kicks again
-            now = self._loop.time()
+            now = self.loop.time()
             decision = self._policy.schedule(self.queue, now, self._limits(inst))
             if not decision.picks:
                 if decision.wait_until is not None:
-                    self._timer = self._loop.call_later(max(0.0, decision.wait_until - now), self.kick)
+                    self._timer = self.loop.call_later(max(0.0, decision.wait_until - now), self.kick)
                 return
             self._dispatch(inst, decision.picks, self.queue)
 
@@ -158,7 +158,7 @@ class EngineScheduler:
                 queue = self.queues[inst]
                 if not queue or not self.picker.free(inst):
                     continue
-                now = self._loop.time()
+                now = self.loop.time()
                 decision = self._policy.schedule(queue, now, self._limits(inst))
                 if decision.picks:
                     self._dispatch(inst, decision.picks, queue)
@@ -166,7 +166,7 @@ class EngineScheduler:
                 elif decision.wait_until is not None:
                     wait_until = decision.wait_until if wait_until is None else min(wait_until, decision.wait_until)
         if wait_until is not None and not self._closed:
-            self._timer = self._loop.call_later(max(0.0, wait_until - self._loop.time()), self.kick)
+            self._timer = self.loop.call_later(max(0.0, wait_until - self.loop.time()), self.kick)
 
     def _limits(self, inst: Instance) -> Limits:
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
@@ -205,20 +205,20 @@ class EngineScheduler:
         inst.tokens += tokens
         self._running.count(inst, spans, 1)
         self.metrics.observe_batch(self.name, len(requests))
-        t = self._loop.time()
+        t = self.loop.time()
         for e, a, b in spans:
             e.work.started(inst, batch_id, len(requests), t)
         if op == STREAM_OP:
             coro = self._run_stream(inst, op, requests, spans, tokens, picks)
         else:
             coro = self._run(inst, op, requests, spans, tokens, picks, any(r.get("stream_text") for r in requests))
-        task = self._loop.create_task(coro)
+        task = self.loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _run(self, inst: Instance, op: str, requests: list[dict[str, Any]],
                    spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick], text: bool = False) -> None:
-        t0 = self._loop.time()
+        t0 = self.loop.time()
         try:
             try:
                 if text:
@@ -238,7 +238,7 @@ class EngineScheduler:
                     return
                 await self._isolate(inst, op, spans, exc)
                 return
-            t = self._loop.time()
+            t = self.loop.time()
             off = 0
             for e, a, b in spans:
                 n = b - a
@@ -268,7 +268,7 @@ class EngineScheduler:
         for inst, n in list(self._running.running(owner)):
             if self.executor.supports(inst, "abort"):
                 asked += n
-                task = self._loop.create_task(self._abort_on(inst, owner))
+                task = self.loop.create_task(self._abort_on(inst, owner))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
         return asked
@@ -303,7 +303,7 @@ class EngineScheduler:
                 for e, _, _ in mine:
                     e.work.failed(exc2, inst)
                 continue
-            t = self._loop.time()
+            t = self.loop.time()
             off = 0
             for e, a, b in mine:
                 e.work.results(a, results[off:off + b - a], t)
@@ -312,10 +312,10 @@ class EngineScheduler:
     async def _run_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
                           spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
         owners = [e for e, a, b in spans for _ in range(a, b)]
-        t0 = self._loop.time()
+        t0 = self.loop.time()
         try:
             finals = await item_stream(self, inst, op, requests, owners, isolate=True)
-            self._observe(picks, t0, self._loop.time(), finals)
+            self._observe(picks, t0, self.loop.time(), finals)
         finally:
             self._landed(inst, requests, spans, tokens)
 

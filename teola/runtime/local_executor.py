@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any, AsyncIterator
 
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, restart_adapter
 from engines.engine_settings import resolve_options
 from engines.registry import create_engine
 from teola.engine_spec import Engine
 from teola.runtime.executor import Instance
 
-log = logging.getLogger("teola.runtime")
 _RESTARTS: dict[int, asyncio.Future] = {}  # id(adapter) -> its restart in progress, across runtimes
 
 
@@ -74,16 +72,10 @@ class LocalExecutor:
     @staticmethod
     async def _restart(instance: Instance) -> None:
         backend = instance.handle
-        own = getattr(type(backend), "restart", None)
-        if own is not None:  # e.g. SharedBackend: restart for every app using it, references kept
+        if getattr(type(backend), "restart", None) is not None:  # SharedBackend: for every app using it
             await backend.restart()
-            return
-        try:
-            await backend.stop()
-        except Exception as exc:  # a dead engine may fail to stop cleanly; start it anyway
-            log.warning("engine instance %s: stopping it before a restart failed: %s: %s",
-                        instance.name, type(exc).__name__, exc)
-        await backend.start()
+        else:
+            await restart_adapter(backend)
 
     async def shutdown(self, instance: Instance) -> None:
         backend = instance.handle

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any, AsyncIterator
 
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, restart_adapter
 from teola.engine_spec import Engine
 from teola.runtime.executor import Instance
 
@@ -51,13 +51,10 @@ class EngineActor:
 
     async def restart(self) -> None:
         """Stop the adapter (errors of a dead one ignored) and start it again in this actor."""
-        if self.backend is not None and self.started:
-            self.started = False
-            try:
-                await self.backend.stop()
-            except Exception:  # a dead engine may fail to stop cleanly; start it anyway
-                pass
-        await self._ready()
+        if self.backend is None or not self.started:
+            await self._ready()
+            return
+        await restart_adapter(self.backend)
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return await (await self._ready()).execute(op, requests)

@@ -60,18 +60,17 @@ async def unless_disconnected(state: ServerState, name: str, request: Request, w
     watch = asyncio.ensure_future(_disconnected(request))
     try:
         await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done() and watch.exception() is not None:
-            return await task  # the connection cannot be watched: just answer
-    finally:
+    except BaseException:  # the handler itself was cancelled
         watch.cancel()
-        if not task.done():
-            _cancel(state, name, task)
-            gone = True
-        else:
-            gone = False
-    if gone:
-        raise ApiError(499, "client_closed_request", "the client disconnected; the query was cancelled")
-    return task.result()
+        _cancel(state, name, task)
+        raise
+    watch.cancel()
+    if task.done():
+        return task.result()
+    if watch.exception() is not None:
+        return await task  # the connection cannot be watched: just answer
+    _cancel(state, name, task)
+    raise ApiError(499, "client_closed_request", "the client disconnected; the query was cancelled")
 
 
 async def _disconnected(request: Request) -> None:

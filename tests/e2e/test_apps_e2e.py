@@ -10,6 +10,8 @@ from typing import AsyncIterator
 import httpx
 import pytest
 
+from tests.support.http import metric, sse
+
 pytestmark = pytest.mark.engines
 
 APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent")
@@ -96,21 +98,11 @@ async def test_naive_rag_makes_one_llm_call_when_its_chunks_fit(e2e_client):
 LONG_ANSWER = {"nodes": {"synthesis": {"ask": "Write a long, detailed essay of many paragraphs.", "max_tokens": 400}}}
 
 
-def metric(text: str, key: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(key + " "):
-            return float(line.split()[-1])
-    return 0.0
-
-
 async def test_stream_sends_vllm_tokens_before_the_answer(e2e_client):
     body = {"query": sample("advanced_rag"), "stream": True}
     r = await e2e_client.post("/v1/apps/advanced_rag/query", json=body)
     assert r.status_code == 200
-    import json
-
-    events = [(b.split("\n")[0].removeprefix("event: "), json.loads(b.split("\n")[1].removeprefix("data: ")))
-              for b in r.text.strip().split("\n\n")]
+    events = sse(r.text)
     kinds = [k for k, _ in events]
     assert kinds[0] == "started" and kinds[-3:] == ["answer", "trace", "done"], kinds
     tokens = [d["text"] for k, d in events if k == "token"]

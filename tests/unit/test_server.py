@@ -15,6 +15,7 @@ from apps.advanced_rag import build as build_advanced_rag
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
 from engines.sim_engine import SimEngine
+from tests.support.http import metric, sse
 from tests.support.waiting import until
 
 DOCS = ["The Eiffel Tower is a lattice tower in Paris. It was designed by the company of Gustave Eiffel.",
@@ -156,11 +157,6 @@ async def test_policy_switch_when_the_server_allows_it():
     assert ServerSettings.from_env({"TEOLA_ALLOW_POLICY_SWITCH": "1"}).allow_policy_switch is True
 
 
-def sse(text: str) -> list[tuple[str, dict]]:
-    return [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: ")))
-            for block in text.strip().split("\n\n")]
-
-
 async def test_query_stream_sends_progress_and_the_answer_tokens_before_the_answer(env):
     r = await env["client"].post("/v1/apps/advanced_rag/query", json={"query": QUERY, "stream": True})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
@@ -215,13 +211,6 @@ async def test_a_client_that_disconnects_cancels_its_query_and_its_engine_work(e
     assert metric(after, key) == metric(before, key) + 1
     assert metric(after, 'teola_runtime_cancelled_total{app="echo"}') == \
         metric(before, 'teola_runtime_cancelled_total{app="echo"}') + 1
-
-
-def metric(text: str, key: str) -> float:
-    for line in text.splitlines():
-        if line.startswith(key + " "):
-            return float(line.split()[-1])
-    return 0.0
 
 
 async def test_stream_reports_engine_failure_as_event(env):
