@@ -356,13 +356,15 @@ class Runtime:
         namespaces (vector stores); returns how many instances were asked."""
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
-        asked = 0
-        for insts in self.instances.values():
-            for inst in insts:
-                if self.executor.supports(inst, "drop_namespace"):
-                    await self.executor.call(inst, "drop_namespace", namespace)
-                    asked += 1
-        return asked
+        stores = self._namespace_stores(self.instances)
+        for inst in stores:
+            await self.executor.call(inst, "drop_namespace", namespace)
+        return len(stores)
+
+    def _namespace_stores(self, engines: Any) -> list[Instance]:
+        """The instances of these engines whose adapters keep namespaces (drop_namespace)."""
+        return [inst for eng in sorted(engines) for inst in self.instances.get(eng, ())
+                if self.executor.supports(inst, "drop_namespace")]
 
     # ---- namespace clean-up ---------------------------------------------------------------------
     def _spawn_cleanup(self, run: QueryRun) -> None:
@@ -374,16 +376,13 @@ class Runtime:
         """Drop a generated namespace from the vector stores the query ingested into. A failure is
         logged and counted (`metrics.cleanup_failures`): the query's answer stands."""
         ns = run.values.get("sys.namespace")
-        for eng in sorted(run.plan.ingest_engines):
-            for inst in self.instances.get(eng, ()):
-                if not self.executor.supports(inst, "drop_namespace"):
-                    continue
-                try:
-                    await self.executor.call(inst, "drop_namespace", ns)
-                except Exception as e:
-                    self.metrics.cleanup_failures += 1
-                    log.warning("query %s: dropping namespace %r on %s failed: %s: %s",
-                                run.qid, ns, inst.name, type(e).__name__, e)
+        for inst in self._namespace_stores(run.plan.ingest_engines):
+            try:
+                await self.executor.call(inst, "drop_namespace", ns)
+            except Exception as e:
+                self.metrics.cleanup_failures += 1
+                log.warning("query %s: dropping namespace %r on %s failed: %s: %s",
+                            run.qid, ns, inst.name, type(e).__name__, e)
 
 
 def _seconds(config: dict[str, Any], key: str) -> float | None:
