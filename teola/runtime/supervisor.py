@@ -41,12 +41,14 @@ class Supervisor:
         self.last_error: dict[str, str] = {}
         self._restarting: dict[str, asyncio.Task] = {}
         self._probe_task: asyncio.Task | None = None
+        self._closed = False
 
     def start(self) -> None:
         if self.interval and self._probe_task is None:
             self._probe_task = asyncio.get_running_loop().create_task(self._probe_loop())
 
     async def close(self) -> None:
+        self._closed = True
         tasks = [t for t in (self._probe_task, *self._restarting.values()) if t is not None]
         for t in tasks:
             t.cancel()
@@ -73,7 +75,10 @@ class Supervisor:
         if not self.executor.supports(inst, "health"):
             return None
         try:
-            ok = await asyncio.wait_for(self.executor.call(inst, "health"), PROBE_TIMEOUT)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+            # arrives as the probe finishes, and the probe loop would then never stop
+            async with asyncio.timeout(PROBE_TIMEOUT):
+                ok = await self.executor.call(inst, "health")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -81,7 +86,7 @@ class Supervisor:
         return None if ok else "health probe answered unhealthy"
 
     async def _probe_loop(self) -> None:
-        while True:
+        while not self._closed:
             await asyncio.sleep(self.interval)
             for insts in list(self.instances.values()):
                 for inst in insts:

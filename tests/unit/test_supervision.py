@@ -138,3 +138,20 @@ async def test_one_slow_or_failed_probe_does_not_restart_a_busy_engine():
         assert app.runtime.health()["llm"]["healthy"]
     finally:
         await app.stop()
+
+
+async def test_stopping_ends_the_probe_loop_even_if_a_probe_swallows_the_cancellation():
+    app, llm = mortal_rag(interval=0.02)
+    probing = asyncio.Event()
+
+    async def stubborn() -> bool:  # what wait_for on Python 3.11 can do when cancel and result race
+        probing.set()
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            pass
+        return True
+    llm.health = stubborn
+    await app.start()
+    await probing.wait()
+    await asyncio.wait_for(app.stop(), 5)  # hangs forever without the supervisor's closed flag
