@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teola.components.packing import TEXT_SLACK
-from teola.decompose import build_pgraph, prepare_inputs
+from teola.decompose import build_pgraph, check_node_options, prepare_inputs
 from teola.engine_spec import Engine
 from teola.graph import Graph
 from teola.node import Node
@@ -103,6 +103,7 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
     unknown = sorted(set(nodes_cfg) - {n.name for n in order})
     if unknown:
         raise ValueError(f"config['nodes'] names unknown node(s) {unknown}; nodes: {[n.name for n in order]}")
+    check_node_options(order, config)
     inputs = prepare_inputs(order, query, config)
     namespace = config.get("namespace") or uuid.uuid4().hex
     if not isinstance(namespace, str):

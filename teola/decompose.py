@@ -5,7 +5,8 @@ from collections import deque
 from typing import Any
 
 from teola.chunking import chunk_text, document_text
-from teola.components import BuildContext, Port, lookup
+from teola.components import BuildContext, Port, lookup, options_model
+from teola.option_errors import validate_options
 from teola.engine_spec import Engine
 from teola.graph import Graph
 from teola.node import Node
@@ -20,6 +21,20 @@ def node_config(node: Node, config: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(overrides, dict):
         raise TypeError(f"config['nodes'][{node.name!r}] must be a dict, got {type(overrides).__name__}")
     return {**node.config, **overrides}
+
+
+def check_node_options(order: list[Node], config: dict[str, Any]) -> None:
+    """Validate every node's options (its own config with the query's overrides on top) against its
+    kind's options model: ValueError naming config.nodes.<node>.<key> for an override, or the
+    node's own config for the app's mistake."""
+    for node in order:
+        model = options_model(node.kind)
+        if model is None:
+            continue
+        merged = node_config(node, config)
+        overrides = (config.get("nodes") or {}).get(node.name) or {}
+        validate_options(model, merged, lambda key, n=node.name, o=overrides:
+                         f"config.nodes.{n}" if key in o else f"node {n!r} config")
 
 
 class ReadTracking(dict):

@@ -8,6 +8,7 @@ from teola.components.control import decompose_aggregate, decompose_condition
 from teola.components.expansion import decompose_query_expansion
 from teola.components.indexing import decompose_indexing, decompose_ingestion
 from teola.components.llm import decompose_llm
+from teola.components.options import BUILTIN_OPTIONS, Options
 from teola.components.retrieval import (decompose_query_embedding, decompose_rerank, decompose_vector_search,
                                         decompose_web_search)
 from teola.components.synthesis import decompose_synthesis
@@ -32,12 +33,29 @@ _KINDS: dict[str, tuple[Decomposer, bool, bool]] = {
 }
 
 
-def register_component(kind: str, fn: Decomposer, needs_engine: bool = True, splittable: bool = False) -> None:
+_OPTIONS: dict[str, type[Options]] = dict(BUILTIN_OPTIONS)
+
+
+def register_component(kind: str, fn: Decomposer, needs_engine: bool = True, splittable: bool = False,
+                       options: type[Options] | None = None) -> None:
     """Add a component kind: `fn(ctx)` adds primitives with `ctx.add(...)` and fills
-    `ctx.sub.exports` with the ports it offers downstream."""
+    `ctx.sub.exports` with the ports it offers downstream. `options`, a subclass of
+    `teola.components.options.Options`, types and bounds the keys its nodes' config may hold
+    (without it any keys pass and `fn` checks them)."""
     if not isinstance(kind, str) or not kind:
         raise ValueError("component kind must be a non-empty string")
+    if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
+        raise TypeError("register_component(options=...) takes a subclass of teola.components.options.Options")
     _KINDS[kind] = (fn, needs_engine, splittable)
+    if options is None:
+        _OPTIONS.pop(kind, None)
+    else:
+        _OPTIONS[kind] = options
+
+
+def options_model(kind: str) -> type[Options] | None:
+    """The options model of a component kind (None: the kind declares none)."""
+    return _OPTIONS.get(kind)
 
 
 def component_kinds() -> list[str]:
@@ -50,4 +68,5 @@ def lookup(kind: str) -> tuple[Decomposer, bool, bool]:
     return _KINDS[kind]
 
 
-__all__ = ["BuildContext", "Port", "SubGraph", "register_component", "component_kinds", "lookup"]
+__all__ = ["BuildContext", "Options", "Port", "SubGraph", "register_component", "component_kinds", "lookup",
+           "options_model"]

@@ -1,10 +1,13 @@
 """Runs the enabled passes in order until none changes the graph (bounded fixed point)."""
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
+from pydantic import ValidationError
+
 from teola.graph import Graph
+from teola.option_errors import describe_errors
+from teola.passes.options import option_names, pass_options_model
 from teola.passes.registry import enabled_by_default, get_pass, pass_names
 
 MAX_ROUNDS = 4
@@ -19,15 +22,17 @@ class PassOptionError(ValueError):
 
 
 def check_options(name: str, options: dict[str, Any]) -> None:
-    """Raise PassOptionError for options the pass's function does not declare."""
-    params = inspect.signature(get_pass(name)).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    """Raise PassOptionError naming config.passes.<name>.<option> for options the pass's function
+    does not declare or values its annotations reject (`teola.passes.options`)."""
+    model = pass_options_model(name)
+    if model is None:
         return
-    known = [k for k, p in list(params.items())[1:] if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    unknown = sorted(set(options) - set(known))
-    if unknown:
-        raise PassOptionError(f"config.passes.{name}: unknown option(s) {', '.join(map(repr, unknown))}; "
-                              f"options: {', '.join(known) or 'none (use true or false)'}")
+    try:
+        model.model_validate(options)
+    except ValidationError as exc:
+        known = option_names(name)
+        raise PassOptionError(f"{describe_errors(exc, f'config.passes.{name}')}; "
+                              f"options: {', '.join(known) or 'none (use true or false)'}") from None
 
 
 def enabled_passes(passes_config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:

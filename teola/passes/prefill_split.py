@@ -6,13 +6,17 @@ leaves of tree synthesis)
 share one Partial Prefilling: the engine's prefix cache holds that prefix once."""
 from __future__ import annotations
 
+from typing import Annotated
+
+from annotated_types import Ge, Le
+
 from teola.graph import Graph
 from teola.ops import PrimOp
 from teola.passes.result import PassResult
 from teola.refs import Ref
 
 
-def prefill_split(graph: Graph, max_partials: int = 1) -> PassResult:
+def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1) -> PassResult:
     """max_partials: how many growing prefixes may be prefilled ahead (1 = the parts ready first,
     as in Teola Fig. 6; more also prefills e.g. retrieved context while a previous call decodes)."""
     g = graph.copy()

@@ -3,6 +3,10 @@ maximum efficient batch becomes micro-batch stages that pipeline with downstream
 primitives; an Aggregate joins the stages where a reader needs the whole list."""
 from __future__ import annotations
 
+from typing import Annotated
+
+from annotated_types import Ge, Le
+
 from teola.graph import Graph
 from teola.passes.result import PassResult
 from teola.passes.split_map import ranges, split_primitive
@@ -10,7 +14,7 @@ from teola.passes.split_map import ranges, split_primitive
 DEFAULT_MAX_EFFICIENT_BATCH = 16
 
 
-def stage_decomposition(graph: Graph, batch_size: int | None = None) -> PassResult:
+def stage_decomposition(graph: Graph, batch_size: Annotated[int, Ge(1), Le(100_000)] | None = None) -> PassResult:
     """batch_size overrides the engines' max efficient batch (for experiments)."""
     g = graph.copy()
     modified = False

@@ -11,7 +11,8 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
   ``{"document_ids": [...]}``, usable as ``query.document_ids``; ``DELETE /v1/apps/{app}/documents/{id}``.
 - ``DELETE /v1/apps/{app}/namespaces/{namespace}``: drop a namespace kept with ``config.namespace``.
   Documents and namespaces belong to the caller's tenant (teola.server.tenants): other tenants get 404.
-- ``GET /v1/apps``; ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
+- ``GET /v1/apps``; ``GET /v1/apps/{app}/config_schema`` (the JSON schema of the app's ``config.nodes``
+  and ``config.passes``: every option typed and bounded); ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
 - ``GET /healthz`` (process up), ``GET /readyz`` (engines started; 503 otherwise),
   ``GET /metrics`` (Prometheus text). OpenAPI at ``/openapi.json`` and ``/docs``.
 
@@ -33,6 +34,7 @@ from typing import Any, AsyncIterator, Callable, Mapping
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from teola.config_schema import nodes_schema, passes_schema
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.memory import limit_malloc_arenas
 from teola.server.queries import (build_query, check_documents, check_graph, check_policy, compile_query, plain,
@@ -161,6 +163,11 @@ def _add_app_routes(api: APIRouter, state: ServerState) -> None:
     @api.get("/v1/apps", summary="The apps served here")
     async def list_apps() -> dict[str, Any]:
         return {"apps": [_describe(name, app) for name, app in sorted(state.apps.items())]}
+
+    @api.get("/v1/apps/{app}/config_schema", summary="The JSON schema of an app's query config")
+    async def config_schema(app: str) -> dict[str, Any]:
+        target = state.app(app)
+        return {"app": app, "nodes": nodes_schema(target.nodes), "passes": passes_schema()}
 
     @api.get("/v1/apps/{app}/graph", summary="An app's graph for a sample query", responses=_TEXT_200)
     async def graph(app: str, format: str = "text", graph: str = "egraph") -> PlainTextResponse:

@@ -1,9 +1,11 @@
 """Request and response bodies of the HTTP API (pydantic models; they also shape the OpenAPI schema)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema, field_validator
+
+from teola.config_schema import nodes_schema, passes_schema
 
 CONFIG_KEYS = ("passes", "policy", "nodes", "timeout", "primitive_timeout", "priority", "prescheduling", "namespace")
 
@@ -25,11 +27,14 @@ class QueryConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    passes: dict[str, StrictBool | dict[str, Any]] | None = Field(
+    # typed per pass and per component kind in the schema; the compiler validates the values
+    # against the same models (per app: GET /v1/apps/{app}/config_schema)
+    passes: Annotated[dict[str, StrictBool | dict[str, Any]], WithJsonSchema(passes_schema())] | None = Field(
         default=None, description='Turn passes on/off or give them options: {"prefill_split": false}.')
     policy: str | None = Field(default=None, description='Engine batching policy by name, e.g. "topology".')
-    nodes: dict[str, dict[str, Any]] | None = Field(
-        default=None, description="Per-component config overrides: {component name: {key: value}}.")
+    nodes: Annotated[dict[str, dict[str, Any]], WithJsonSchema(nodes_schema())] | None = Field(
+        default=None, description="Per-component option overrides: {component name: {option: value}}; each "
+                                  "app's nodes and their options: GET /v1/apps/{app}/config_schema.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds this query may run (capped by the server).")
     primitive_timeout: float | None = Field(default=None, gt=0, description="Seconds one primitive may run.")
     priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000,

@@ -201,8 +201,16 @@ def test_pass_options_of_the_wrong_shape_are_the_clients_mistake():
 
     app = naive_rag.build()
     query = {"question": "q?", "documents": ["word " * 300]}
-    with pytest.raises(PassOptionError, match=r"config.passes.prefill_split: unknown option\(s\) 'bogus'"):
+    with pytest.raises(PassOptionError, match=r"config.passes.prefill_split.bogus: unknown option \(got 1\); "
+                                              "options: max_partials"):
         app.compile(query, {"passes": {"prefill_split": {"bogus": 1}}})
+    # typed and bounded by the pass's signature
+    for bad in (0, 65, "2", True, 1.5):
+        with pytest.raises(PassOptionError, match="config.passes.prefill_split.max_partials: "):
+            app.compile(query, {"passes": {"prefill_split": {"max_partials": bad}}})
+    with pytest.raises(PassOptionError, match="config.passes.stage_decomposition.batch_size: "):
+        app.compile(query, {"passes": {"stage_decomposition": {"batch_size": -1}}})
+    app.compile(query, {"passes": {"prefill_split": {"max_partials": 2}, "stage_decomposition": {"batch_size": None}}})
     with pytest.raises(PassOptionError, match="config.passes.component_order"):
         app.compile(query, {"passes": {"component_order": {"order": "x"}}})
     with pytest.raises(TypeError, match="true, false or a dict"):
