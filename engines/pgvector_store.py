@@ -237,8 +237,8 @@ class PgVectorEngine:
         release_dsn(self._dsn_option, self._data_dir)
 
     async def health(self) -> bool:
-        """True when a pooled connection answers `SELECT 1`."""
-        return await pool_health(self._pool)
+        """True when the server answers `SELECT 1` (engines.pg_pool.pool_health)."""
+        return await pool_health(self._pool, self._dsn)
 
     # ---- protocol --------------------------------------------------------------------------------
 

@@ -105,6 +105,7 @@ class TextSearchEngine:
         self.progress = progress
         self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
         self._dsn_option, self._data_dir = dsn, data_dir
+        self._dsn: str | None = None
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool: Any = None
         self.loaded_rows: int | None = None
@@ -128,6 +129,7 @@ class TextSearchEngine:
             release_dsn(self._dsn_option, self._data_dir)
             raise
         self._pool = await open_pool(dsn, self._pool_min, self._pool_max)
+        self._dsn = dsn
 
     async def _ensure_loaded(self, dsn: str) -> None:
         import psycopg
@@ -192,8 +194,8 @@ class TextSearchEngine:
         await close_pool(pool, self._dsn_option, self._data_dir)
 
     async def health(self) -> bool:
-        """True when a pooled connection answers `SELECT 1`."""
-        return await pool_health(self._pool)
+        """True when the server answers `SELECT 1` (engines.pg_pool.pool_health)."""
+        return await pool_health(self._pool, self._dsn)
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """One batch of "searching" requests -> [[{text, score, title}], ...]."""

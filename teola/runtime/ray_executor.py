@@ -14,6 +14,7 @@ from typing import Any, AsyncIterator
 
 from engines.protocol import EngineProfile, restart_adapter
 from teola.engine_spec import Engine
+from teola.runtime.errors import EngineDown
 from teola.runtime.executor import Instance
 
 ACTOR_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "max_restarts",
@@ -181,8 +182,8 @@ class RayExecutor:
             return await ref
         except ray.exceptions.RayActorError as e:
             self._down.add(id(instance))
-            raise RuntimeError(f"engine instance {instance.name} (Ray actor) died: {type(e).__name__}; "
-                               "Ray restarts it for later queries") from e
+            raise EngineDown(f"engine instance {instance.name} (Ray actor) died: {type(e).__name__}; "
+                             "Ray restarts it for later queries") from e
         except ray.exceptions.RayTaskError as e:
             raise e.as_instanceof_cause() from None
 

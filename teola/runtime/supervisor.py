@@ -61,6 +61,9 @@ class Supervisor:
         """Probe `inst` now (after a failure on it); if it is down, start its restart. True if healthy."""
         if not inst.healthy:
             return False
+        if isinstance(cause, EngineDown):  # the executor saw the instance's process die (a Ray actor)
+            self._mark_down(inst, str(cause))
+            return False
         error = await self._probe(inst)
         if error is not None:
             await asyncio.sleep(RECHECK)

@@ -12,7 +12,7 @@ import ray
 
 from apps.advanced_rag import set_template
 from teola import App, Engine
-from teola.runtime import RayExecutor
+from teola.runtime import QueryUnavailable, RayExecutor
 from tests.support.waiting import until
 
 SIM = "engines.sim_engine:SimEngine"
@@ -77,6 +77,10 @@ async def test_killed_engine_actor_fails_only_its_queries_and_recovers(local_ray
         assert failed, "killing the LLM actor mid-load should fail the queries running on it"
         for e in failed:
             assert "llm/0" in str(e) or "llm" == getattr(e, "engine", None), str(e)
+            assert isinstance(e, QueryUnavailable), repr(e)  # 503 over HTTP
+        # the supervisor saw the actor die: down (while Ray restarts it), then back, counted
+        await until(lambda: app.runtime.health()["llm"]["healthy"], timeout=60)
+        assert app.runtime.health()["llm"]["restarts"] == 1 and app.runtime.metrics.engine_failures == 1
         after = None
         for _ in range(3):  # the restarted actor answers the next queries
             r = await asyncio.wait_for(app.run(QUERY), 60)
