@@ -21,10 +21,17 @@ Request / result shapes per op (one request per item; the runtime batches reques
                   "max_items": int,               # optional, with a split: stop once this many items are out
                   "ignore_eos": bool,             # optional (default False): decode exactly max_tokens
                                                   # tokens (fixed output lengths for benchmarks)
-                  "seed": int | None}             # optional: sampling seed
+                  "seed": int | None,             # optional: sampling seed
+                  "owner": str, "tag": str,       # optional: keys abort() can name (query / request)
+                  "stream_text": bool,            # optional: stream ("delta", text) as it decodes
+                  "progress": bool,               # optional: stream ("progress", tokens decoded so far)
+                  "resume_ids": list[int]}        # optional, decodes: token ids decoded before a
+                                                  # preemption; the prompt continues with them
    prefills -> {"num_prompt_tokens": int, "num_cached_tokens": int}
    decodes  -> {"text": str, "items": list[str], "num_prompt_tokens": int,
-                "num_cached_tokens": int, "num_output_tokens": int}
+                "num_cached_tokens": int, "num_output_tokens": int,
+                "output_token_ids": list[int],    # optional (vLLM): for resuming a preempted call
+                "aborted": True}                  # only when abort() stopped it early
 - "tool":        {"tool": str, "args": dict}                     -> Any JSON-serializable
 """
 from __future__ import annotations

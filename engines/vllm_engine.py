@@ -189,8 +189,9 @@ class VLLMEngine:
 
     # ---- requests --------------------------------------------------------------------------------
     async def abort(self, owners: list[str]) -> int:
-        """Abort the running requests of these owners (query ids) inside vLLM: they stop decoding and
-        free their KV blocks; each returns what it produced so far, marked "aborted". Returns how many."""
+        """Abort the running requests of these owners (query ids, or a request's own "tag") inside
+        vLLM: they stop decoding and free their KV blocks; each returns what it produced so far
+        (text and "output_token_ids"), marked "aborted". Returns how many."""
         ids = [rid for owner in owners for rid in self._owned.pop(owner, ())]
         if ids and self._engine is not None:
             await self._engine.abort(ids)
@@ -268,19 +269,21 @@ class VLLMEngine:
 
     async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
         prefill = op in PREFILL_OPS
-        ids = self.renderer.token_ids(req["parts"], req["complete"])
+        # a resumed (preempted) call: the prompt continues with the tokens it decoded before
+        ids = self.renderer.token_ids(req["parts"], req["complete"]) + req["resume_ids"]
         params = self._params(prefill, req, len(ids))
         request_id = f"{self.name}-{next(self._request_ids)}"
         parser = SplitParser(req["split"]) if req["split"] and not prefill else None
         deltas = emit if emit is not None and req["stream_text"] and not prefill else None
         text: list[str] = []
-        num_output = 0
+        generated: list[int] = []
         last = None
         max_items = req["max_items"] if parser is not None else None
         stopped = False
         outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
                                         priority=req["priority"])
         self._own(req["owner"], request_id, True)
+        self._own(req["tag"], request_id, True)
         try:
             async for out in outputs:
                 last = out
@@ -288,9 +291,11 @@ class VLLMEngine:
                     continue
                 delta = out.outputs[0]
                 text.append(delta.text)
-                num_output += len(delta.token_ids)
+                generated.extend(delta.token_ids)
                 if deltas is not None and delta.text:
                     await deltas(i, "delta", delta.text)
+                if req["progress"] and emit is not None and delta.token_ids:
+                    await emit(i, "progress", len(generated))
                 if parser is not None:
                     stopped = await self._items(parser, delta.text, max_items, i, emit)
                     if stopped:
@@ -298,6 +303,7 @@ class VLLMEngine:
         finally:
             await outputs.aclose()  # on an early stop this aborts the request inside vLLM
             self._own(req["owner"], request_id, False)
+            self._own(req["tag"], request_id, False)
         if last is None:
             raise RuntimeError(f"engine {self.name!r}: request {request_id} ended without output")
         counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
@@ -312,7 +318,8 @@ class VLLMEngine:
                     items.append(item)
                     if emit is not None:
                         await emit(i, "item", item)
-            result = {"text": "".join(text), "items": items, **counts, "num_output_tokens": num_output}
+            result = {"text": "".join(text), "items": items, **counts, "num_output_tokens": len(generated),
+                      "output_token_ids": generated}
         if emit is not None:
             await emit(i, "final", result)
         return result

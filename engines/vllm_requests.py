@@ -112,7 +112,15 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
     owner = req.get("owner")
     if owner is not None and not isinstance(owner, str):
         raise ValueError(f"request 'owner' must be a string (the query or program id) or None, got {owner!r}")
+    tag = req.get("tag")
+    if tag is not None and not isinstance(tag, str):
+        raise ValueError(f"request 'tag' must be a string (a key abort() can name) or None, got {tag!r}")
+    resume = req.get("resume_ids")
+    if resume is not None and (op not in DECODE_OPS or not isinstance(resume, list)
+                               or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in resume)):
+        raise ValueError(f"request 'resume_ids' must be a list of token ids on a decoding request, got {resume!r}")
     return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
             "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(req.get("ignore_eos", False)),
             "seed": req.get("seed"), "max_items": max_items, "owner": owner,
-            "stream_text": bool(req.get("stream_text", False)), "cache_salt": salt}
+            "stream_text": bool(req.get("stream_text", False)), "cache_salt": salt, "tag": tag,
+            "progress": bool(req.get("progress", False)), "resume_ids": resume or []}

@@ -22,6 +22,7 @@ from teola.ops import PrimOp
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
 from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
+from teola.runtime.preemption import Preemptor
 from teola.process_table import ProcessTable
 from teola.runtime.requests import estimate_prompt_tokens
 from teola.runtime.running_owners import RunningOwners
@@ -62,6 +63,7 @@ class EngineScheduler:
             self.balancer = make_balancer(spec.balancer, load=self.load, table=ProcessTable(), **spec.balancer_options)
             self.queues = {inst: RequestQueue() for inst in instances}
         self._own_table = getattr(self.balancer, "table", None)
+        self.preemptor: Preemptor | None = None
         self.policy = policy
         self.batches = 0
         self._kicked = False
@@ -79,8 +81,12 @@ class EngineScheduler:
 
     @policy.setter
     def policy(self, policy: Policy) -> None:
-        """Switch the policy; a locality router keeps its pins in the new policy's process table."""
+        """Switch the policy; a locality router keeps its pins in the new policy's process table. A
+        preemptive policy on an LLM engine runs its calls through a Preemptor (teola.runtime.preemption)
+        with the max efficient batch as the admission budget."""
         self._policy = policy
+        preemptive = self.llm and getattr(policy, "preemptive", False)
+        self.preemptor = Preemptor(self, self.max_efficient_batch) if preemptive else None
         if self._own_table is not None:
             table = getattr(policy, "table", None)
             self.balancer.table = table if isinstance(table, ProcessTable) else self._own_table
@@ -137,8 +143,12 @@ class EngineScheduler:
             self._schedule_routed()
             return
         while self.queue and not self._closed:
-            inst = self.picker.pick(self.instances)
+            pre = self.preemptor
+            inst = self.picker.pick([i for i in self.instances if pre is None or pre.free(i) > 0])
             if inst is None:
+                if pre is not None:
+                    for i in self.instances:
+                        pre.check(i)
                 return  # a finishing batch kicks again
             now = self.loop.time()
             decision = self._policy.schedule(self.queue, now, self._limits(inst))
@@ -158,6 +168,9 @@ class EngineScheduler:
                 queue = self.queues[inst]
                 if not queue or not self.picker.free(inst):
                     continue
+                if self.preemptor is not None and self.preemptor.free(inst) <= 0:
+                    self.preemptor.check(inst)
+                    continue
                 now = self.loop.time()
                 decision = self._policy.schedule(queue, now, self._limits(inst))
                 if decision.picks:
@@ -170,10 +183,19 @@ class EngineScheduler:
 
     def _limits(self, inst: Instance) -> Limits:
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
-        return Limits(self.max_batch, self.max_efficient_batch, free_tokens)
+        slots = self.max_batch if self.preemptor is None else min(self.max_batch, self.preemptor.free(inst))
+        return Limits(slots, self.max_efficient_batch, free_tokens)
 
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
         op = picks[0].entry.op
+        if self.preemptor is not None and self.preemptor.applies(op, picks):
+            for p in picks:
+                e = p.entry
+                e.taken = 1
+                queue.discard(e)
+                e.requests[0].update(priority=p.priority or 0, owner=e.query_id)
+                self.preemptor.start(inst, p, queue, e.tokens[0] if e.tokens else 0)
+            return
         requests: list[dict[str, Any]] = []
         spans: list[tuple[Pending, int, int]] = []
         tokens = 0

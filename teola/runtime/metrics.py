@@ -7,7 +7,7 @@ from typing import Callable
 
 COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "fused",
             "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
-            "engine_failures", "engine_restarts")
+            "engine_failures", "engine_restarts", "preemptions", "resumed_tokens", "resumed_cached_tokens")
 
 
 @dataclass(slots=True)
@@ -45,6 +45,9 @@ class Metrics:
     aborted_requests: int = 0  # engine requests stopped mid-run because their query ended
     engine_failures: int = 0  # engine instances found down (teola.runtime.supervisor)
     engine_restarts: int = 0  # ... and brought back
+    preemptions: int = 0  # running LLM calls stopped for better-ranked ones (teola.runtime.preemption)
+    resumed_tokens: int = 0  # prompt tokens their resumed runs sent again (prompt + decoded so far)
+    resumed_cached_tokens: int = 0  # ... of which the engine's prefix cache held
     query_latency: Stat = field(default_factory=Stat)
     op_latency: dict[str, Stat] = field(default_factory=dict)
     batch_size: dict[str, Stat] = field(default_factory=dict)

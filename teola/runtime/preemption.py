@@ -1,0 +1,230 @@
+"""Preemptive LLM calls under a program policy (Autellix §4) on an unpatched vLLM.
+
+With a policy whose `preemptive` is true (mlfq, plas, atlas by default), the engine scheduler runs
+each single-request decoding call as its own engine stream instead of a batch (vLLM batches
+running requests continuously anyway) and:
+  - admission: at most `budget` calls (the engine's max efficient batch) run on an instance at
+    once, so the policy's order, not vLLM's arrival order, decides who runs;
+  - service while running: the call's decoded-token count streams back ("progress") and the policy
+    charges it as it grows (`policy.progress`), so a long call is demoted while it runs;
+  - preemption: every `rerank_every` progress events, and whenever work arrives at a full instance,
+    `policy.victims` names running calls of a worse queue than waiting ones; each is aborted in the
+    engine (by its request tag), returns the token ids it decoded, and waits in the queue again;
+    when picked it resumes as prompt + those token ids (the prefix cache holds most of them) with
+    the remaining max_tokens, and its final text is the parts joined.
+An engine that does not report `output_token_ids` is never preempted mid-call (no way to resume).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from teola.runtime.executor import Instance
+from teola.runtime.policies import Pending, Pick, RequestQueue
+from teola.runtime.supervisor import down_error
+
+if TYPE_CHECKING:
+    from teola.runtime.engine_scheduler import EngineScheduler
+
+log = logging.getLogger("teola.runtime")
+OP = "decoding"
+
+
+@dataclass(slots=True, eq=False)
+class RunningCall:
+    inst: Instance
+    pick: Pick
+    queue: RequestQueue
+    request: dict[str, Any]
+    tokens: int
+    started: float
+    stopping: bool = False
+    events: int = 0
+
+
+@dataclass(slots=True)
+class Resume:
+    """What a preempted call carries to its next run."""
+
+    request: dict[str, Any]          # the call's original request
+    ids: list[int] = field(default_factory=list)
+    text: str = ""
+    count: int = 0
+
+
+class Preemptor:
+    """The preemptive side of one LLM engine scheduler (see the module docstring)."""
+
+    def __init__(self, sched: "EngineScheduler", budget: int) -> None:
+        self.sched = sched
+        self.budget = max(1, budget)
+        self.calls: dict[Instance, dict[Pending, RunningCall]] = {}
+        self.resumes: dict[Pending, Resume] = {}
+        self._tags = itertools.count()
+
+    @staticmethod
+    def applies(op: str, picks: list[Pick]) -> bool:
+        return op == OP and all(len(p.entry.requests) == 1 and p.count == 1 for p in picks)
+
+    def running(self, inst: Instance) -> int:
+        return len(self.calls.get(inst, ()))
+
+    def free(self, inst: Instance) -> int:
+        """Admission slots left on `inst`."""
+        return self.budget - self.running(inst)
+
+    # ---- running calls --------------------------------------------------------------------------
+    def start(self, inst: Instance, pick: Pick, queue: RequestQueue, tokens: int) -> None:
+        """Run the call of `pick` (already taken from `queue`) on `inst` as its own stream."""
+        sched = self.sched
+        e = pick.entry
+        req = e.requests[0]
+        req["tag"] = f"{sched.name}:call{next(self._tags)}"
+        req["progress"] = True
+        call = RunningCall(inst, pick, queue, req, tokens, sched.loop.time())
+        self.calls.setdefault(inst, {})[e] = call
+        inst.outstanding += 1
+        inst.tokens += tokens
+        sched._running.count(inst, [(e, 0, 1)], 1)
+        sched.metrics.observe_batch(sched.name, 1)
+        sched.batches += 1
+        e.work.started(inst, f"{sched.name}:{sched.batches}", 1, call.started)
+        task = sched.loop.create_task(self._run(call))
+        sched._tasks.add(task)
+        task.add_done_callback(sched._tasks.discard)
+
+    async def _run(self, call: RunningCall) -> None:
+        sched, inst, e = self.sched, call.inst, call.pick.entry
+        final: Any = None
+        try:
+            try:
+                if not sched.executor.supports(inst, "stream"):  # no progress: runs to its end
+                    results = await sched.executor.execute(inst, OP, [call.request])
+                    if not isinstance(results, list) or len(results) != 1:
+                        raise RuntimeError(f"engine {sched.name!r} returned a wrong number of results for a call")
+                    final = results[0]
+                async for _, kind, payload in self._events(call):
+                    if kind == "progress":
+                        self._progress(call, payload)
+                    elif kind == "delta":
+                        e.work.delta(payload, sched.loop.time())
+                    elif kind == "final":
+                        final = payload
+                if final is None:
+                    raise RuntimeError(f"engine {sched.name!r} ended a call's stream without a final result")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._drop(call)
+                self.resumes.pop(e, None)
+                if not await sched.alive(inst, exc):
+                    e.work.failed(down_error(sched.name, inst, exc), inst)
+                else:
+                    e.work.failed(exc, inst)
+                return
+            self._drop(call)
+            if call.request.get("resume_ids"):
+                self.note_resumed(final)
+            if call.stopping and isinstance(final, dict) and final.get("aborted") and self._requeue(call, final):
+                return
+            self._deliver(call, final)
+        finally:
+            self._drop(call)
+            sched.kick()
+
+    async def _events(self, call: RunningCall):
+        if self.sched.executor.supports(call.inst, "stream"):
+            async for event in self.sched.executor.stream(call.inst, OP, [call.request]):
+                yield event
+
+    def _progress(self, call: RunningCall, decoded: Any) -> None:
+        policy = self.sched.policy
+        if not isinstance(decoded, int) or not hasattr(policy, "progress"):
+            return
+        policy.progress(call.pick.entry, decoded)
+        call.events += 1
+        every = getattr(getattr(policy, "core", None), "rerank_every", 4)
+        if call.events % every == 0:
+            self.check(call.inst)
+
+    def _drop(self, call: RunningCall) -> None:
+        calls = self.calls.get(call.inst)
+        e = call.pick.entry
+        if calls is None or calls.get(e) is not call:
+            return
+        del calls[e]
+        call.inst.outstanding -= 1
+        call.inst.tokens -= call.tokens
+        self.sched._running.count(call.inst, [(e, 0, 1)], -1)
+
+    def _deliver(self, call: RunningCall, result: Any) -> None:
+        e = call.pick.entry
+        resume = self.resumes.pop(e, None)
+        if resume is not None and isinstance(result, dict):
+            result = dict(result, text=resume.text + str(result.get("text", "")),
+                          num_output_tokens=len(resume.ids) + int(result.get("num_output_tokens") or 0),
+                          output_token_ids=resume.ids + list(result.get("output_token_ids") or []),
+                          preemptions=resume.count)
+        t = self.sched.loop.time()
+        e.work.results(0, [result], t)
+        self.sched._observe([call.pick], call.started, t, [result])
+
+    def _requeue(self, call: RunningCall, partial: dict[str, Any]) -> bool:
+        """Put a preempted call back in its queue to resume later; False if it cannot resume (the
+        engine gave no token ids, or nothing is left to decode: then `partial` is its result)."""
+        ids = partial.get("output_token_ids")
+        e = call.pick.entry
+        resume = self.resumes.get(e) or Resume(dict(call.request))
+        if not isinstance(ids, list) or int(resume.request.get("max_tokens") or 0) - len(resume.ids) - len(ids) <= 0:
+            return False
+        self.resumes[e] = resume
+        resume.ids += ids
+        resume.text += str(partial.get("text", ""))
+        resume.count += 1
+        self.sched.metrics.preemptions += 1
+        req = {k: v for k, v in resume.request.items() if k not in ("tag", "progress")}
+        req.update(resume_ids=list(resume.ids), max_tokens=int(resume.request["max_tokens"]) - len(resume.ids))
+        e.requests[0] = req
+        e.taken = 0
+        policy = self.sched.policy
+        if hasattr(policy, "preempted"):
+            policy.preempted(call.pick)
+        call.queue.push(e)
+        return True
+
+    # ---- choosing victims -----------------------------------------------------------------------
+    def check(self, inst: Instance) -> int:
+        """Preempt the calls on `inst` that the policy says waiting calls should displace."""
+        policy = self.sched.policy
+        victims_of = getattr(policy, "victims", None)
+        calls = self.calls.get(inst)
+        if victims_of is None or not calls:
+            return 0
+        queue = self.sched.queues.get(inst) or self.sched.queue
+        waiting = [e for e in queue if e.op == OP]
+        running = [e for e, c in calls.items() if not c.stopping]
+        victims = victims_of(running, waiting, self.free(inst), self.sched.loop.time())
+        for e in victims:
+            call = calls[e]
+            call.stopping = True
+            task = self.sched.loop.create_task(self._stop(call))
+            self.sched._tasks.add(task)
+            task.add_done_callback(self.sched._tasks.discard)
+        return len(victims)
+
+    async def _stop(self, call: RunningCall) -> None:
+        try:
+            await self.sched.executor.call(call.inst, "abort", [call.request["tag"]])
+        except Exception as exc:  # the call then runs to its end: only the preemption is lost
+            call.stopping = False
+            log.warning("engine %s: preempting call %s failed: %s: %s", call.inst.name, call.pick.entry.name,
+                        type(exc).__name__, exc)
+
+    def note_resumed(self, result: Any) -> None:
+        """Count what a resumed run re-sent and what the prefix cache held of it."""
+        if isinstance(result, dict):
+            self.sched.metrics.resumed_tokens += int(result.get("num_prompt_tokens") or 0)
+            self.sched.metrics.resumed_cached_tokens += int(result.get("num_cached_tokens") or 0)

@@ -1,0 +1,90 @@
+"""Preemption on a deterministic continuous-batching engine (engines.step_decoder): service is
+charged while a call runs, so a long call is demoted mid-run; a waiting call of a better queue
+preempts it when the admission budget is full; the preempted call resumes from the tokens it had
+decoded and returns the same output as an uninterrupted run; FCFS never preempts."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engines.step_decoder import StepDecoder
+from teola.engine_spec import Engine
+from teola.programs import Program
+from teola.runtime import Runtime
+from tests.support.waiting import until
+
+
+def runtime(policy: str, budget: int, **options) -> tuple[Runtime, StepDecoder]:
+    engine = StepDecoder("llm", step=0.005, max_efficient_batch=budget)
+    opts = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, **options}} if policy != "fifo" else {}
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=budget)}, {"llm": engine},
+                 policy=policy, policy_options=opts)
+    return rt, engine
+
+
+def expected(n: int) -> str:
+    return "".join(f"t{k} " for k in range(n))
+
+
+@pytest.mark.parametrize("policy", ["mlfq", "plas", "atlas"])
+async def test_a_long_call_is_preempted_for_a_short_one_and_resumes_with_the_same_output(policy):
+    rt, engine = runtime(policy, budget=1)
+    await rt.start()
+    try:
+        async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
+            long_call = asyncio.ensure_future(long_prog.call("write a lot", parent_ids=[], max_tokens=60))
+            policy_obj = rt.schedulers["llm"].policy
+            await until(lambda: any(st.level > 0 for st in policy_obj.core.calls.values()), timeout=10)
+            # demoted while running: its service was charged as it streamed, before it finished
+            assert not long_call.done()
+            short = await short_prog.call("one line", parent_ids=[], max_tokens=3)
+            assert not long_call.done(), "the short call should finish while the long one waits"
+            assert short.result["text"] == expected(3)
+            result = (await long_call).result
+    finally:
+        await rt.stop()
+    assert result["text"] == expected(60) and result["output_token_ids"] == list(range(60))
+    assert result["num_output_tokens"] == 60 and result["preemptions"] >= 1
+    assert rt.metrics.preemptions == result["preemptions"]
+    assert rt.metrics.resumed_tokens > 0
+    assert engine.peak == 1  # the admission budget held
+
+
+async def test_fcfs_never_preempts_and_admission_caps_running_calls():
+    rt, engine = runtime("fifo", budget=2)
+    await rt.start()
+    try:
+        async with Program(rt, "p") as prog:
+            results = await asyncio.gather(*(prog.call(f"c{i}", parent_ids=[], max_tokens=10) for i in range(5)))
+    finally:
+        await rt.stop()
+    assert [r.result["text"] for r in results] == [expected(10)] * 5
+    assert rt.metrics.preemptions == 0 and engine.aborted == []
+
+
+async def test_admission_budget_bounds_running_calls_under_a_program_policy():
+    rt, engine = runtime("plas", budget=2)
+    await rt.start()
+    try:
+        async with Program(rt, "p") as prog:
+            results = await asyncio.gather(*(prog.call(f"c{i}", parent_ids=[], max_tokens=12) for i in range(6)))
+    finally:
+        await rt.stop()
+    assert engine.peak == 2
+    assert all(r.result["text"] == expected(12) for r in results)
+
+
+async def test_preemption_can_be_turned_off():
+    rt, engine = runtime("mlfq", budget=1, preempt=False)
+    await rt.start()
+    try:
+        async with Program(rt, "long") as a, Program(rt, "short") as b:
+            long_call = asyncio.ensure_future(a.call("x", parent_ids=[], max_tokens=30))
+            await until(lambda: engine.running == 1, timeout=10)
+            assert rt.schedulers["llm"].preemptor is None
+            await b.call("y", parent_ids=[], max_tokens=2)  # runs beside it (vLLM-style batching)
+            assert (await long_call).result["text"] == expected(30)
+    finally:
+        await rt.stop()
+    assert rt.metrics.preemptions == 0 and engine.aborted == []
