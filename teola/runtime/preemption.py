@@ -53,6 +53,7 @@ class Resume:
     ids: list[int] = field(default_factory=list)
     text: str = ""
     count: int = 0
+    points: list[int] = field(default_factory=list)  # tokens decoded when each preemption hit
 
 
 class Preemptor:
@@ -167,7 +168,7 @@ class Preemptor:
             result = dict(result, text=resume.text + str(result.get("text", "")),
                           num_output_tokens=len(resume.ids) + int(result.get("num_output_tokens") or 0),
                           output_token_ids=resume.ids + list(result.get("output_token_ids") or []),
-                          preemptions=resume.count)
+                          preemptions=resume.count, resumed_at=list(resume.points))
         t = self.sched.loop.time()
         e.work.results(0, [result], t)
         self.sched._observe([call.pick], call.started, t, [result])
@@ -184,6 +185,7 @@ class Preemptor:
         resume.ids += ids
         resume.text += str(partial.get("text", ""))
         resume.count += 1
+        resume.points.append(len(resume.ids))
         self.sched.metrics.preemptions += 1
         req = {k: v for k, v in resume.request.items() if k not in ("tag", "progress")}
         req.update(resume_ids=list(resume.ids), max_tokens=int(resume.request["max_tokens"]) - len(resume.ids))

@@ -24,3 +24,6 @@ class Borrowed:
     def stream(self, op: str, requests: list[dict[str, Any]]) -> Any:
         self.requests.extend(dict(r) for r in requests)
         return self.engine.stream(op, requests)
+
+    async def abort(self, keys: list[str]) -> int:
+        return await self.engine.abort(keys)

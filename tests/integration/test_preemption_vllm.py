@@ -1,0 +1,49 @@
+"""Preemption on the real vLLM engine: a greedy call that a program policy preempts (abort in
+vLLM, resume as prompt + decoded token ids) keeps every token it decoded before the preemption and
+decodes the rest from there. vLLM on CPU recomputes the re-sent tail with prefill kernels, whose
+rounding differs from decode's, so a near-tie can flip later on: `bench.resume_fidelity` measures
+how often (BENCHMARKS.md); the test asserts that any difference starts only after a resume point."""
+import asyncio
+
+import pytest
+
+from teola import Engine
+from teola.programs import Program
+from teola.runtime import Runtime
+from tests.support.borrowed import Borrowed
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.engines
+
+PROMPT = "Write a long story about a lighthouse keeper and the sea."
+
+
+async def run_long(llm_engine, policy: str, interrupt: bool) -> tuple[dict, Runtime]:
+    options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1}} if policy != "fifo" else {}
+    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=1)}, {"llm": Borrowed(llm_engine)},
+                 policy=policy, policy_options=options)
+    await rt.start()
+    try:
+        async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
+            long_call = asyncio.ensure_future(long_prog.call(PROMPT, parent_ids=[], max_tokens=48, ignore_eos=True))
+            if interrupt:
+                core = rt.schedulers["llm"].policy.core
+                await until(lambda: any(st.level > 0 for st in core.calls.values()), timeout=120)
+                short = await short_prog.call("Say yes.", parent_ids=[], max_tokens=2, ignore_eos=True)
+                assert not long_call.done() and short.result["num_output_tokens"] == 2
+            return (await long_call).result, rt
+    finally:
+        await rt.stop()
+
+
+async def test_a_preempted_greedy_call_resumes_to_the_same_tokens(llm_engine):
+    plain, _ = await run_long(llm_engine, "fifo", interrupt=False)
+    resumed, rt = await run_long(llm_engine, "mlfq", interrupt=True)
+    assert resumed["preemptions"] >= 1 and rt.metrics.preemptions == resumed["preemptions"]
+    assert resumed["num_output_tokens"] == plain["num_output_tokens"] == 48
+    # the resumed run re-sent prompt + decoded tokens; vLLM's prefix cache held most of them
+    assert rt.metrics.resumed_tokens > 0 and rt.metrics.resumed_cached_tokens > 0
+    first = resumed["resumed_at"][0]
+    assert 0 < first < 48 and resumed["output_token_ids"][:first] == plain["output_token_ids"][:first]
+    if resumed["output_token_ids"] == plain["output_token_ids"]:
+        assert resumed["text"] == plain["text"]
