@@ -101,6 +101,8 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
                   docs: list[str] | None = None) -> dict[str, Any]:
     """Run `progs` (arrival times relative to now) to completion; latency statistics."""
     log: list[dict[str, Any]] = []
+    m = rt.metrics
+    before = (m.preemptions, m.resumed_tokens, m.resumed_cached_tokens)
     t0 = time.perf_counter()
     lats = await asyncio.gather(*(run_program(rt, p, t0, tag, questions, docs[k % len(docs)] if docs else None, log)
                                   for k, p in enumerate(progs)))
@@ -115,7 +117,8 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
             "p50": percentile(lats, 50), "p95": percentile(lats, 95), "p99": percentile(lats, 99),
             "wall": wall, "throughput": len(progs) / wall, "output_tokens": sum(c["output"] or 0 for c in log),
             "prompt_tokens": prompt, "cached_tokens": cached, "calls_per_instance": per_inst,
-            "programs_on_several_instances": moved}
+            "programs_on_several_instances": moved, "preemptions": m.preemptions - before[0],
+            "resumed_tokens": m.resumed_tokens - before[1], "resumed_cached_tokens": m.resumed_cached_tokens - before[2]}
 
 
 def set_policy(rt: Any, name: str) -> None:
@@ -142,6 +145,9 @@ class Borrowed:
 
     def stream(self, op: str, requests: list[dict[str, Any]]) -> Any:
         return self.engine.stream(op, requests)
+
+    async def abort(self, keys: list[str]) -> int:  # preemption and cancellation reach vLLM
+        return await self.engine.abort(keys)
 
 
 # ---- the two experiments ----------------------------------------------------------------------------
@@ -251,10 +257,12 @@ def markdown(res: dict[str, Any]) -> str:
            + " (engine start-ups included). The machine is shared: each section "
            "gives the 1-minute load average before and after it (2 cores; above ~2 something else was "
            "running and competed for them).", "",
-           "How the policies act here: teola ranks the queued calls and passes each call's queue index to vLLM "
-           "as its request priority. vLLM's priority scheduler orders its waiting queue by it but preempts a "
-           "running sequence only when KV memory runs out, so a call's priority is fixed once it reaches the "
-           "engine (no demotion mid-call, no quantum preemption as in Autellix's modified vLLM).", ""]
+           "How the policies act here: under FCFS every call goes to vLLM as it comes (vLLM batches them). "
+           "Under MLFQ / PLAS / ATLAS teola admits at most the engine's max efficient batch of calls into vLLM, "
+           "charges each call's decoded tokens as they stream (demotion mid-call) and preempts a running call "
+           "of a worse queue for a waiting one: abort in vLLM, resume later as prompt + decoded token ids "
+           "(teola/runtime/preemption.py). Preemptions and the tokens the resumed runs re-sent (and the "
+           "prefix cache held) are in the last columns.", ""]
     out += [f"Policy runs: {_load(p)}.", ""]
     for kind in [k for k in ("chat", "tree") if k in p]:
         s = p[kind]
@@ -262,12 +270,14 @@ def markdown(res: dict[str, Any]) -> str:
         out += [f"### {kind} ({'single-threaded' if kind == 'chat' else 'multi-threaded'}), 1 instance; "
                 f"capacity {s['capacity']:.2f} programs/s ({b['programs']} programs at t=0 under FCFS: "
                 f"{b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens)", "",
-                "| load | rate (prog/s) | policy | programs | mean (s) | P50 (s) | P95 (s) | P99 (s) | wall (s) |",
-                "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+                "| load | rate (prog/s) | policy | programs | mean (s) | P50 (s) | P95 (s) | P99 (s) | wall (s) "
+                "| preemptions | re-sent tokens (cached) |",
+                "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in s["rows"]:
             out.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {'fcfs' if r['policy'] == 'fifo' else r['policy']} | "
                        f"{r['programs']} | {r['mean']:.2f} | {r['p50']:.2f} | {r['p95']:.2f} | {r['p99']:.2f} | "
-                       f"{r['wall']:.1f} |")
+                       f"{r['wall']:.1f} | {r.get('preemptions', 0)} | {r.get('resumed_tokens', 0)} "
+                       f"({r.get('resumed_cached_tokens', 0)}) |")
         out.append("")
     t = res.get("throughput_ratio")
     if t:

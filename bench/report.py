@@ -7,7 +7,7 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).parent.parent
-ORDER = ["doc_qa", "doc_qa_large", "prompts", "overlap", "rag", "load", "load_glibc_arenas", "engine_settings", "compile", "runtime", "prefix_ttft", "kv_swap", "programs_vllm", "programs"]
+ORDER = ["doc_qa", "doc_qa_large", "prompts", "overlap", "rag", "load", "load_glibc_arenas", "engine_settings", "compile", "runtime", "prefix_ttft", "kv_swap", "programs_vllm", "resume_fidelity", "programs"]
 HEADER = """# Benchmarks
 
 Every number here is measured side by side in one run on the machine named in each section, with the
