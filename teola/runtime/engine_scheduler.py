@@ -114,10 +114,15 @@ class EngineScheduler:
         self.kick()
 
     def remove(self, entry: Pending) -> bool:
-        """Drop a queued entry (its query ended); False if it was no longer queued."""
-        if self.queue.discard(entry):
+        """Drop a queued entry (its query ended); False if it was no longer queued. A preemptable
+        call that is running is aborted in the engine instead."""
+        if self.queue.discard(entry) or any(q.discard(entry) for q in self.queues.values()):
+            if self.preemptor is not None:
+                self.preemptor.resumes.pop(entry, None)
             return True
-        return any(q.discard(entry) for q in self.queues.values())
+        if self.preemptor is not None:
+            self.preemptor.cancel(entry)
+        return False
 
     def queued(self) -> int:
         """Entries waiting (with requests not yet dispatched), over all queues."""

@@ -217,13 +217,30 @@ class Preemptor:
             task.add_done_callback(self.sched._tasks.discard)
         return len(victims)
 
+    def cancel(self, entry: Pending) -> bool:
+        """Stop `entry`'s running call for good (its caller went away): aborted in the engine, not
+        resumed. False if it is not running here."""
+        self.resumes.pop(entry, None)
+        for calls in self.calls.values():
+            call = calls.get(entry)
+            if call is not None:
+                call.stopping = False  # an abort that is not a preemption: the call ends here
+                task = self.sched.loop.create_task(self._stop(call))
+                self.sched._tasks.add(task)
+                task.add_done_callback(self.sched._tasks.discard)
+                return True
+        return False
+
     async def _stop(self, call: RunningCall) -> None:
         try:
             await self.sched.executor.call(call.inst, "abort", [call.request["tag"]])
-        except Exception as exc:  # the call then runs to its end: only the preemption is lost
+        except Exception as exc:  # the call then runs to its end: only the engine time is lost
             call.stopping = False
-            log.warning("engine %s: preempting call %s failed: %s: %s", call.inst.name, call.pick.entry.name,
+            log.warning("engine %s: stopping call %s failed: %s: %s", call.inst.name, call.pick.entry.name,
                         type(exc).__name__, exc)
+            return
+        if not call.stopping:
+            self.sched.metrics.aborted_requests += 1
 
     def note_resumed(self, result: Any) -> None:
         """Count what a resumed run re-sent and what the prefix cache held of it."""

@@ -89,3 +89,20 @@ async def test_preemption_can_be_turned_off():
     finally:
         await rt.stop()
     assert rt.metrics.preemptions == 0 and engine.aborted == []
+
+
+async def test_a_cancelled_running_program_call_is_aborted_in_the_engine():
+    rt, engine = runtime("plas", budget=2)
+    await rt.start()
+    try:
+        async with Program(rt, "p") as prog:
+            call = asyncio.ensure_future(prog.call("long", parent_ids=[], max_tokens=400))
+            await until(lambda: engine.running == 1, timeout=10)
+            call.cancel()
+            await until(lambda: engine.running == 0, timeout=10)
+            assert len(engine.aborted) == 1 and engine.aborted[0].startswith("llm:call")
+            assert engine.finished == []
+            assert (await prog.call("next", parent_ids=[], max_tokens=3)).result["text"] == expected(3)
+    finally:
+        await rt.stop()
+    assert rt.metrics.aborted_requests == 1 and rt.metrics.preemptions == 0
