@@ -239,6 +239,10 @@ class EngineScheduler:
             coro = self._run_stream(inst, op, requests, spans, tokens, picks)
         else:
             coro = self._run(inst, op, requests, spans, tokens, picks, any(r.get("stream_text") for r in requests))
+        self.spawn(coro)
+
+    def spawn(self, coro: Any) -> None:
+        """Run `coro` as a task of this scheduler (cancelled by close())."""
         task = self.loop.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -295,9 +299,7 @@ class EngineScheduler:
         for inst, n in list(self._running.running(owner)):
             if self.executor.supports(inst, "abort"):
                 asked += n
-                task = self.loop.create_task(self._abort_on(inst, owner))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self.spawn(self._abort_on(inst, owner))
         return asked
 
     async def _abort_on(self, inst: Instance, owner: str) -> None:

@@ -93,53 +93,48 @@ class Preemptor:
         sched.metrics.observe_batch(sched.name, 1)
         sched.batches += 1
         e.work.started(inst, f"{sched.name}:{sched.batches}", 1, call.started)
-        task = sched.loop.create_task(self._run(call))
-        sched._tasks.add(task)
-        task.add_done_callback(sched._tasks.discard)
+        sched.spawn(self._run(call))
 
     async def _run(self, call: RunningCall) -> None:
         sched, inst, e = self.sched, call.inst, call.pick.entry
-        final: Any = None
         try:
             try:
-                if not sched.executor.supports(inst, "stream"):  # no progress: runs to its end
-                    results = await sched.executor.execute(inst, OP, [call.request])
-                    if not isinstance(results, list) or len(results) != 1:
-                        raise RuntimeError(f"engine {sched.name!r} returned a wrong number of results for a call")
-                    final = results[0]
-                async for _, kind, payload in self._events(call):
-                    if kind == "progress":
-                        self._progress(call, payload)
-                    elif kind == "delta":
-                        e.work.delta(payload, sched.loop.time())
-                    elif kind == "final":
-                        final = payload
-                if final is None:
-                    raise RuntimeError(f"engine {sched.name!r} ended a call's stream without a final result")
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
+                final = await self._outcome(call)
+            finally:
                 self._drop(call)
-                self.resumes.pop(e, None)
-                if not await sched.alive(inst, exc):
-                    e.work.failed(down_error(sched.name, inst, exc), inst)
-                else:
-                    e.work.failed(exc, inst)
-                return
-            self._drop(call)
-            if call.request.get("resume_ids"):
-                self.note_resumed(final)
-            if call.stopping and isinstance(final, dict) and final.get("aborted") and self._requeue(call, final):
-                return
-            self._deliver(call, final)
-        finally:
-            self._drop(call)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.resumes.pop(e, None)
+            e.work.failed(exc if await sched.alive(inst, exc) else down_error(sched.name, inst, exc), inst)
             sched.kick()
+            return
+        if call.request.get("resume_ids"):
+            self.note_resumed(final)
+        if not (call.stopping and isinstance(final, dict) and final.get("aborted") and self._requeue(call, final)):
+            self._deliver(call, final)
+        sched.kick()
 
-    async def _events(self, call: RunningCall):
-        if self.sched.executor.supports(call.inst, "stream"):
-            async for event in self.sched.executor.stream(call.inst, OP, [call.request]):
-                yield event
+    async def _outcome(self, call: RunningCall) -> Any:
+        """Run the call on its instance (streamed when the adapter can, so progress and text deltas
+        arrive as it decodes); its final result."""
+        sched, e = self.sched, call.pick.entry
+        if not sched.executor.supports(call.inst, "stream"):  # no progress: it runs to its end
+            results = await sched.executor.execute(call.inst, OP, [call.request])
+            if not isinstance(results, list) or len(results) != 1:
+                raise RuntimeError(f"engine {sched.name!r} returned a wrong number of results for a call")
+            return results[0]
+        final: Any = None
+        async for _, kind, payload in sched.executor.stream(call.inst, OP, [call.request]):
+            if kind == "progress":
+                self._progress(call, payload)
+            elif kind == "delta":
+                e.work.delta(payload, sched.loop.time())
+            elif kind == "final":
+                final = payload
+        if final is None:
+            raise RuntimeError(f"engine {sched.name!r} ended a call's stream without a final result")
+        return final
 
     def _progress(self, call: RunningCall, decoded: Any) -> None:
         policy = self.sched.policy
@@ -212,9 +207,7 @@ class Preemptor:
         for e in victims:
             call = calls[e]
             call.stopping = True
-            task = self.sched.loop.create_task(self._stop(call))
-            self.sched._tasks.add(task)
-            task.add_done_callback(self.sched._tasks.discard)
+            self.sched.spawn(self._stop(call))
         return len(victims)
 
     def cancel(self, entry: Pending) -> bool:
@@ -225,9 +218,7 @@ class Preemptor:
             call = calls.get(entry)
             if call is not None:
                 call.stopping = False  # an abort that is not a preemption: the call ends here
-                task = self.sched.loop.create_task(self._stop(call))
-                self.sched._tasks.add(task)
-                task.add_done_callback(self.sched._tasks.discard)
+                self.sched.spawn(self._stop(call))
                 return True
         return False
 

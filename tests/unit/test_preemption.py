@@ -52,26 +52,26 @@ async def test_a_long_call_is_preempted_for_a_short_one_and_resumes_with_the_sam
     assert engine.peak == 1  # the admission budget held
 
 
-async def test_fcfs_never_preempts_and_admission_caps_running_calls():
-    rt, engine = runtime("fifo", budget=2)
+async def run_calls(rt: Runtime, n: int, max_tokens: int) -> list:
+    """n concurrent calls of one program, each decoding max_tokens tokens."""
     await rt.start()
     try:
         async with Program(rt, "p") as prog:
-            results = await asyncio.gather(*(prog.call(f"c{i}", parent_ids=[], max_tokens=10) for i in range(5)))
+            return await asyncio.gather(*(prog.call(f"c{i}", parent_ids=[], max_tokens=max_tokens) for i in range(n)))
     finally:
         await rt.stop()
+
+
+async def test_fcfs_never_preempts_and_admission_caps_running_calls():
+    rt, engine = runtime("fifo", budget=2)
+    results = await run_calls(rt, 5, 10)
     assert [r.result["text"] for r in results] == [expected(10)] * 5
     assert rt.metrics.preemptions == 0 and engine.aborted == []
 
 
 async def test_admission_budget_bounds_running_calls_under_a_program_policy():
     rt, engine = runtime("plas", budget=2)
-    await rt.start()
-    try:
-        async with Program(rt, "p") as prog:
-            results = await asyncio.gather(*(prog.call(f"c{i}", parent_ids=[], max_tokens=12) for i in range(6)))
-    finally:
-        await rt.stop()
+    results = await run_calls(rt, 6, 12)
     assert engine.peak == 2
     assert all(r.result["text"] == expected(12) for r in results)
 

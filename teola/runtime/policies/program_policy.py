@@ -125,14 +125,19 @@ class ProgramPolicy:
     def preempted(self, pick: Pick) -> None:
         """The running call of `pick` was stopped to wait again (instead of `observe`): what it
         decoded stays charged, its next run's progress counts from zero."""
-        e = pick.entry
         self._starts.pop(id(pick), None)
-        self._progressed.pop(e, None)
+        self._progressed.pop(pick.entry, None)
+        self._release(pick)
+
+    def _release(self, pick: Pick) -> bool:
+        """The pick's requests are no longer outstanding; True if none of its entry's are."""
+        e = pick.entry
         left = self._outstanding.get(e, pick.count) - pick.count
         if left > 0:
             self._outstanding[e] = left
-        else:
-            self._outstanding.pop(e, None)
+            return False
+        self._outstanding.pop(e, None)
+        return True
 
     def victims(self, running: Sequence[Pending], waiting: Sequence[Pending], free: int, now: float) -> list[Pending]:
         """Running calls to preempt so that waiting calls of a better (lower) queue can run: beyond
@@ -177,14 +182,9 @@ class ProgramPolicy:
                 amount = max(0.0, amount - self._progressed.pop(e, 0.0))  # charged as it streamed
             off += p.count
             core.charge(e, amount)
-            left = self._outstanding.get(e, p.count) - p.count
-            if left > 0:
-                self._outstanding[e] = left
-            else:
-                self._outstanding.pop(e, None)
-                if e.taken >= len(e.requests):
-                    self._charged.pop(e, None)
-                    core.finish(e, finished)
+            if self._release(p) and e.taken >= len(e.requests):
+                self._charged.pop(e, None)
+                core.finish(e, finished)
 
     def end_program(self, pid: str) -> None:
         """Forget program `pid` (call when its query or session ends)."""
