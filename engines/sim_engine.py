@@ -82,6 +82,7 @@ class SimEngine:
         self.aborted: list[str] = []  # owners whose running requests abort() was asked to stop
         self._active: dict[str, int] = {}  # owner -> requests executing now
         self.running = 0    # batches executing now
+        self.busy_s = 0.0   # seconds of batches executed (what a simulation reports as utilisation)
         self.mid_stream = 0  # streaming batches that have sent an item and not yet finished
 
     # ---- EngineBackend ----------------------------------------------------------------------------
@@ -112,6 +113,7 @@ class SimEngine:
         t0 = asyncio.get_running_loop().time()
         self._check(op, requests)
         delay = self._delay(op, requests)
+        self.busy_s += delay
         if delay > 0:
             self.running += 1
             owners = [r["owner"] for r in requests if r.get("owner")]
@@ -137,6 +139,7 @@ class SimEngine:
             self._check(op, requests)
             finals = [self._decode(r) for r in requests]
             total = self._delay(op, requests)
+            self.busy_s += total
             steps = max((len(f["items"]) for f in finals), default=0)
             step = total / (steps + 1) if steps else total
             self.running += 1

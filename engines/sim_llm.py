@@ -1,0 +1,371 @@
+"""`SimLLM`: an LLM engine as a cost model, scheduled per iteration the way vLLM v1 schedules.
+
+Each iteration runs the running sequences (one token each when decoding, a chunk of the prompt when
+prefilling) and admits waiting ones while `max_num_seqs`, the `max_num_batched_tokens` budget and
+free KV blocks allow (chunked prefill; prefix-cache hits skip the cached blocks). It lasts
+
+    base + prefill_token * prefill tokens + decode_seq * decoding sequences + context_token * their context
+
+seconds on the event loop's clock (`IterationCost`, SamuLLM's linear form; `teola profile` fits it to
+a real engine). When a sequence needs a block and none is free, the last admitted running sequence
+is preempted, by recompute (its blocks are freed; it is re-prefilled, mostly from the prefix cache)
+or by swap (its blocks move out and back in at `swap_seconds_per_block`, the batched swap kernel's
+measured cost). With `scheduling="priority"` waiting sequences are taken by request priority and a
+waiting one may preempt a worse running one, like vLLM's priority policy.
+
+It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
+abort by owner or tag, resume_ids) with outputs from engines/sim_text.py.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from engines.protocol import EngineProfile
+from engines.sim_kv import BlockPool, Holding, block_hashes
+from engines.sim_text import LengthSampler, output_id, output_token, prompt_ids
+from engines.split_parser import SplitParser
+from engines.vllm_requests import DECODE_OPS, PREFILL_OPS, check_request
+
+Emit = Callable[[int, str, Any], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class IterationCost:
+    """Seconds of one engine iteration (see the module docstring)."""
+
+    base: float = 0.0
+    prefill_token: float = 0.0
+    decode_seq: float = 0.0
+    context_token: float = 0.0
+
+    def seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+        return (self.base + self.prefill_token * prefill_tokens + self.decode_seq * decode_seqs
+                + self.context_token * context_tokens)
+
+
+@dataclass(eq=False, slots=True)
+class _Seq:
+    op: str
+    index: int
+    req: dict[str, Any]
+    ids: list[int]
+    prompt_len: int
+    target: int
+    order: int
+    future: asyncio.Future
+    emit: Emit | None
+    parser: SplitParser | None
+    held: Holding = field(default_factory=Holding)
+    computed: int = 0
+    cached: int = -1          # prefix-cache hit of the first admission (tokens)
+    out: list[int] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    swapped: int = 0          # blocks held in swap space while preempted by swap
+    state: str = "waiting"    # waiting | running | done
+    topic: str = "w"
+
+    @property
+    def keys(self) -> set[str]:
+        return {k for k in (self.req.get("owner"), self.req.get("tag")) if k}
+
+
+class SimLLM:
+    """See the module docstring. `cost`: an IterationCost or its fields as a dict; `lengths`: recorded
+    output lengths per kind (engines.sim_text.LengthSampler); the rest mirror vLLM's settings."""
+
+    ops = PREFILL_OPS | DECODE_OPS
+    default_profile = EngineProfile(max_batch=256, max_efficient_batch=32)
+
+    def __init__(self, name: str, cost: IterationCost | dict[str, float] | None = None, *, max_num_seqs: int = 256,
+                 max_num_batched_tokens: int = 8192, num_blocks: int = 8192, block_size: int = 16,
+                 token_ratio: float = 1.15, template_tokens: int = 12, max_model_len: int = 8192,
+                 max_tokens: int = 256, lengths: dict[str, list[int]] | None = None, seed: int = 0,
+                 scheduling: str = "fcfs", preemption: str = "recompute", swap_seconds_per_block: float = 0.0,
+                 max_batch: int | None = None, max_efficient_batch: int | None = None, n_items: int = 3,
+                 **_ignored: Any) -> None:
+        if scheduling not in ("fcfs", "priority"):
+            raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
+        if preemption not in ("recompute", "swap"):
+            raise ValueError(f"sim engine {name!r}: preemption must be 'recompute' or 'swap', got {preemption!r}")
+        self.name = name
+        self.cost = cost if isinstance(cost, IterationCost) else IterationCost(**(cost or {}))
+        self.max_num_seqs, self.budget = max_num_seqs, max_num_batched_tokens
+        self.pool = BlockPool(num_blocks, block_size)
+        self.token_ratio, self.template_tokens = token_ratio, template_tokens
+        self.max_model_len, self.max_tokens, self.n_items = max_model_len, max_tokens, n_items
+        self.sampler = LengthSampler(lengths, seed)
+        self.scheduling, self.preemption = scheduling, preemption
+        self.swap_seconds_per_block = swap_seconds_per_block
+        self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
+                                                                    max_batch or max_num_seqs),
+                                     context_window=max_model_len)
+        self.waiting: list[_Seq] = []
+        self.running: list[_Seq] = []
+        self._order = itertools.count()
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self.stats = {"iterations": 0, "busy_s": 0.0, "prompt_tokens": 0, "cached_tokens": 0,
+                      "preemptions": 0, "swapped_blocks": 0, "recomputed_tokens": 0, "aborted": 0}
+        self.iterations: list[tuple[float, int, int, int]] = []  # (seconds, prefill tok, decode seqs, context tok)
+        self.record_iterations = False
+
+    # ---- EngineBackend ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
+            self._task = asyncio.create_task(self._loop(), name=f"sim-llm-{self.name}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for seq in self.waiting + self.running:
+            if not seq.future.done():
+                seq.future.set_exception(RuntimeError(f"engine {self.name!r} stopped"))
+        self.waiting.clear()
+        self.running.clear()
+
+    async def health(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        return list(await asyncio.gather(*self._submit(op, requests, None)))
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def emit(i: int, kind: str, value: Any) -> None:
+            queue.put_nowait((i, kind, value))
+
+        batch = asyncio.ensure_future(asyncio.gather(*self._submit(op, requests, emit)))
+        batch.add_done_callback(lambda _: queue.put_nowait(None))
+        while (event := await queue.get()) is not None:
+            yield event
+        batch.result()
+
+    async def abort(self, keys: list[str]) -> int:
+        """Stop the waiting and running requests of these owners / tags; each returns what it
+        decoded so far, marked "aborted". Returns how many requests stopped."""
+        wanted = set(keys)
+        hit = [s for s in self.waiting + self.running if s.keys & wanted]
+        for seq in hit:
+            self.stats["aborted"] += 1
+            await self._finish(seq, aborted=True)
+        return len(hit)
+
+    # ---- requests -----------------------------------------------------------------------------------
+    def _submit(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[asyncio.Future]:
+        if op not in self.ops:
+            raise ValueError(f"sim engine {self.name!r} runs {', '.join(sorted(self.ops))}, not {op!r}")
+        if self._task is None:
+            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit) for i, r in enumerate(requests)]
+        self.waiting.extend(seqs)
+        self._wake.set()
+        return [s.future for s in seqs]
+
+    def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> _Seq:
+        ids = prompt_ids(req["parts"], req["complete"], self.token_ratio, self.template_tokens)
+        prompt_len = len(ids)
+        decode = op in DECODE_OPS
+        target = 0
+        if decode:
+            kind = "split" if req["split"] else "text"
+            full = req["max_tokens"] + len(req["resume_ids"])
+            total = full if req["ignore_eos"] else self.sampler.sample(kind, repr(req["parts"]), full)
+            target = max(1, total - len(req["resume_ids"])) if total > len(req["resume_ids"]) else 1
+            ids = ids + list(req["resume_ids"])
+        if len(ids) + target > self.max_model_len:
+            raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + {target} output tokens exceeds "
+                             f"max_model_len {self.max_model_len}")
+        parser = SplitParser(req["split"]) if decode and req["split"] else None
+        topic = (req["parts"][-1][1].split() or ["w"])[0][:12]
+        return _Seq(op, i, req, ids, prompt_len, target, next(self._order),
+                    asyncio.get_running_loop().create_future(), emit, parser, topic=topic)
+
+    # ---- the iteration loop -------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        try:
+            while True:
+                if not self.waiting and not self.running:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                await self._iteration()
+        except Exception as exc:  # a bug here must fail the requests, not leave them hanging
+            for seq in self.waiting + self.running:
+                if not seq.future.done():
+                    seq.future.set_exception(RuntimeError(f"sim engine {self.name!r} failed: {exc!r}"))
+            raise
+
+    async def _iteration(self) -> None:
+        plan, extra = self._schedule()
+        decoding = [s for s, n in plan if n == 1 and s.out]
+        prefill = sum(n for s, n in plan if not (n == 1 and s.out))
+        context = sum(s.computed for s in decoding)
+        seconds = self.cost.seconds(prefill, len(decoding), context) + extra
+        self.stats["iterations"] += 1
+        self.stats["busy_s"] += seconds
+        if self.record_iterations:
+            self.iterations.append((seconds, prefill, len(decoding), context))
+        await asyncio.sleep(seconds)
+        for seq, n in plan:
+            if seq.state == "running":
+                await self._advance(seq, n)
+
+    def _schedule(self) -> tuple[list[tuple[_Seq, int]], float]:
+        """This iteration's work: (sequence, tokens to compute) pairs, and swap seconds."""
+        budget, plan, extra = self.budget, [], 0.0
+        if self.scheduling == "priority":
+            self.running.sort(key=lambda s: (s.req["priority"], s.order))
+        for seq in list(self.running):
+            if seq.state != "running" or budget <= 0:
+                continue
+            n = min(len(seq.ids) - seq.computed, budget)
+            while not self.pool.allocate(seq.held, self._blocks_for(seq, n)):
+                victim = self.running[-1]
+                extra += self._preempt(victim)
+                plan = [(s, k) for s, k in plan if s is not victim]
+                if victim is seq:
+                    break
+            if seq.state == "running":
+                plan.append((seq, n))
+                budget -= n
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = min(self.waiting, key=self._rank) if self.scheduling == "priority" else self.waiting[0]
+            admitted, seconds = self._admit(seq, budget)
+            if not admitted:
+                worst = self.running[-1] if self.running else None
+                if (self.scheduling == "priority" and worst is not None
+                        and worst.req["priority"] > seq.req["priority"]):
+                    extra += self._preempt(worst)
+                    plan = [(s, k) for s, k in plan if s is not worst]
+                    continue
+                break
+            extra += seconds
+            n = min(len(seq.ids) - seq.computed, budget)
+            plan.append((seq, n))
+            budget -= n
+        return plan, extra
+
+    def _rank(self, seq: _Seq) -> tuple[int, int]:
+        return (seq.req["priority"], seq.order)
+
+    def _blocks_for(self, seq: _Seq, n: int) -> int:
+        return math.ceil((seq.computed + n) / self.pool.block_size) - seq.held.blocks
+
+    def _admit(self, seq: _Seq, budget: int) -> tuple[bool, float]:
+        """Move a waiting sequence into the running set with the blocks its first chunk needs."""
+        bs = self.pool.block_size
+        if seq.swapped:
+            need = math.ceil((seq.computed + min(len(seq.ids) - seq.computed, budget)) / bs)
+            if not self.pool.allocate(seq.held, need):
+                return False, 0.0
+            seconds, seq.swapped = seq.swapped * self.swap_seconds_per_block, 0
+        else:
+            hashes = block_hashes(seq.ids, bs, stop=(len(seq.ids) - 1) // bs)  # the last token is always computed
+            hit = self.pool.cached_blocks(hashes)
+            need = math.ceil(min(len(seq.ids), hit * bs + budget) / bs) - hit
+            self.pool.acquire(seq.held, hashes[:hit])  # first: acquired blocks are no longer evictable
+            if not self.pool.allocate(seq.held, need):
+                self.pool.release(seq.held)
+                return False, 0.0
+            seq.computed, seconds = hit * bs, 0.0
+            if seq.cached < 0:
+                seq.cached = hit * bs
+                self.stats["prompt_tokens"] += seq.prompt_len
+                self.stats["cached_tokens"] += seq.cached
+            else:
+                self.stats["recomputed_tokens"] += len(seq.ids) - hit * bs
+        self.waiting.remove(seq)
+        self.running.append(seq)
+        seq.state = "running"
+        return True, seconds
+
+    def _preempt(self, seq: _Seq) -> float:
+        """Put a running sequence back at the head of the waiting queue (recompute or swap)."""
+        self.stats["preemptions"] += 1
+        self.running.remove(seq)
+        seconds = 0.0
+        if self.preemption == "swap":
+            seq.swapped = seq.held.blocks
+            self.stats["swapped_blocks"] += seq.swapped
+            seconds = seq.swapped * self.swap_seconds_per_block
+        else:
+            seq.computed = 0
+        self.pool.release(seq.held)
+        seq.state = "waiting"
+        self.waiting.insert(0, seq)
+        return seconds
+
+    async def _advance(self, seq: _Seq, n: int) -> None:
+        """Apply one iteration's work to a sequence: its KV grows by n tokens; full blocks are
+        cached; when its context is all computed it samples a token or (a prefill) finishes."""
+        bs = self.pool.block_size
+        seq.computed += n
+        parent = seq.held.hashes[-1] if seq.held.hashes else 0
+        for h in block_hashes(seq.ids, bs, start=len(seq.held.hashes), stop=seq.computed // bs, parent=parent):
+            self.pool.seal(seq.held, h)
+        if seq.computed < len(seq.ids):
+            return
+        if seq.op in PREFILL_OPS:
+            await self._finish(seq)
+            return
+        k = len(seq.req["resume_ids"]) + len(seq.out)
+        token = output_token(k, seq.req["split"], seq.req["max_items"] or self.n_items,
+                             seq.target + len(seq.req["resume_ids"]), seq.topic)
+        seq.out.append(output_id(k))
+        seq.ids.append(output_id(k))
+        seq.text.append(token)
+        stopped = await self._emit_token(seq, token)
+        if stopped or len(seq.out) >= seq.target:
+            await self._finish(seq)
+
+    async def _emit_token(self, seq: _Seq, token: str) -> bool:
+        """Stream one decoded token; True once a split output has all the items it asked for."""
+        emit, req = seq.emit, seq.req
+        if emit is not None and req["stream_text"]:
+            await emit(seq.index, "delta", token)
+        if emit is not None and req["progress"]:
+            await emit(seq.index, "progress", len(seq.out))
+        if seq.parser is None:
+            return False
+        new = seq.parser.feed(token)
+        cap = req["max_items"]
+        if cap is not None:
+            new = new[:max(0, cap - (len(seq.parser.items) - len(new)))]
+        if emit is not None:
+            for item in new:
+                await emit(seq.index, "item", item)
+        return cap is not None and len(seq.parser.items) >= cap
+
+    async def _finish(self, seq: _Seq, aborted: bool = False) -> None:
+        if seq.state == "running":
+            self.running.remove(seq)
+        elif seq.state == "waiting":
+            self.waiting.remove(seq)
+        seq.state = "done"
+        self.pool.release(seq.held)
+        counts = {"num_prompt_tokens": len(seq.ids) - len(seq.out), "num_cached_tokens": max(0, seq.cached)}
+        if aborted:
+            counts["aborted"] = True
+        result: dict[str, Any] = counts
+        if seq.op in DECODE_OPS:
+            items = list(seq.parser.items) if seq.parser is not None else []
+            cap = seq.req["max_items"]
+            if seq.parser is not None and not (cap is not None and len(items) >= cap):
+                for item in seq.parser.finish()[:None if cap is None else max(0, cap - len(items))]:
+                    items.append(item)
+                    if seq.emit is not None:
+                        await seq.emit(seq.index, "item", item)
+            result = {"text": "".join(seq.text), "items": items[:cap] if cap else items, **counts,
+                      "num_output_tokens": len(seq.out), "output_token_ids": list(seq.out)}
+        if seq.emit is not None:
+            await seq.emit(seq.index, "final", result)
+        if not seq.future.done():
+            seq.future.set_result(result)

@@ -1,0 +1,75 @@
+"""What a simulated LLM reads and writes: prompt token ids derived from the prompt text, and outputs
+of a sampled length with the shape the app expects.
+
+Token ids: the prompt's words and punctuation marks (`teola.chunking`'s count), each worth `ratio`
+LLM tokens on average (SmolLM2's BPE: 1.12-1.16 per counted token on the shipped corpora), after a
+fixed number of chat-template tokens. A partial prompt (the first parts) yields a prefix of the full
+prompt's ids, as with the real renderer, so prefix caching behaves alike.
+
+Outputs: a split ("list") output is numbered lines, one per item, its tokens spread over the items;
+other outputs are plain words. Token k of an output always has the same id and text, so a call
+resumed after preemption continues exactly where it stopped.
+"""
+from __future__ import annotations
+
+import random
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+SYSTEM_PART_NAMES = ("instruction", "system")
+
+
+def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 1.15,
+               template_tokens: int = 12) -> list[int]:
+    """Pseudo token ids of a prompt (see the module docstring)."""
+    ids = [1_000_000 + k for k in range(template_tokens)]
+    n = 0
+    for _, text in parts:
+        for piece in _TOKEN.findall(text):
+            count = int((n + 1) * ratio) - int(n * ratio)
+            h = zlib.crc32(piece.encode())
+            ids.extend((h + j) & 0x7FFFFFFF for j in range(count))
+            n += 1
+    if complete:
+        ids.extend((2_000_000, 2_000_001, 2_000_002))  # the assistant turn's opening tokens
+    return ids
+
+
+def output_token(k: int, split: str | None, n_items: int, total: int, topic: str) -> str:
+    """The text of token k of an output of `total` tokens."""
+    if split is None:
+        return ("answer " if k == 0 else f"{topic}{k} ")
+    per = max(1, total // max(1, n_items))
+    item, pos = divmod(k, per)
+    if item >= n_items:
+        item, pos = n_items - 1, k - (n_items - 1) * per
+    end = k == total - 1 or (pos == per - 1 and item < n_items - 1)
+    text = f"{item + 1}. {topic}" if pos == 0 else f" v{item + 1}w{pos}"
+    return text + ("\n" if end else "")
+
+
+def output_id(k: int) -> int:
+    return 3_000_000 + k
+
+
+class LengthSampler:
+    """Output lengths drawn from recorded ones: `lengths` maps a kind ("split" for item lists,
+    "text" otherwise, or "default") to observed output-token counts (an empirical CDF). A call's
+    length is a pure function of its prompt and `seed`, like a greedy decode. Without samples
+    for a kind the call decodes its max_tokens."""
+
+    def __init__(self, lengths: Mapping[str, Sequence[int]] | None = None, seed: int = 0) -> None:
+        self.lengths = {k: sorted(int(x) for x in v) for k, v in (lengths or {}).items() if v}
+        for kind, values in self.lengths.items():
+            if values[0] < 1:
+                raise ValueError(f"output lengths of kind {kind!r} must be >= 1 tokens, got {values[0]}")
+        self.seed = seed
+
+    def sample(self, kind: str, key: str, max_tokens: int) -> int:
+        values = self.lengths.get(kind) or self.lengths.get("default")
+        if not values:
+            return max_tokens
+        u = random.Random(zlib.crc32(f"{self.seed}:{key}".encode())).random()
+        return max(1, min(max_tokens, values[min(len(values) - 1, int(u * len(values)))]))

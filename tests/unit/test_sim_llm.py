@@ -1,0 +1,181 @@
+"""The simulated LLM engine (engines.sim_llm) against hand-computed cases: iteration times of the
+linear cost model, chunked prefill under the token budget, prefix-cache hits, preemption by
+recompute and by swap when KV blocks run out, priority scheduling, abort, streamed items, and
+deterministic output lengths. All in virtual time."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engines.sim_llm import SimLLM
+from teola.sim.virtual_loop import run_virtual
+
+COST = {"base": 1.0, "prefill_token": 0.01, "decode_seq": 0.1, "context_token": 0.0}
+
+
+def req(words: int, max_tokens: int, word: str = "a", **kw) -> dict:
+    """A prompt of words + 3 generation-prompt tokens (token_ratio 1, no template tokens)."""
+    return {"parts": [["question", " ".join([word] * words)]], "max_tokens": max_tokens, "ignore_eos": True, **kw}
+
+
+def engine(**kw) -> SimLLM:
+    return SimLLM("llm", kw.pop("cost", COST), token_ratio=1.0, template_tokens=0, **kw)
+
+
+def run(main):
+    async def wrapped():
+        return await main()
+    return run_virtual(wrapped())
+
+
+def test_one_call_takes_a_prefill_iteration_then_one_iteration_per_token():
+    async def main():
+        e = engine()
+        await e.start()
+        [r] = await e.execute("decoding", [req(37, 5)])
+        t = asyncio.get_running_loop().time()
+        await e.stop()
+        return r, t, e.stats
+    r, t, stats = run(main)
+    # prefill 40 tokens samples token 1: 1 + 0.4; tokens 2..5: 4 x (1 + 0.1)
+    assert t == pytest.approx(1.4 + 4 * 1.1)
+    assert r["num_prompt_tokens"] == 40 and r["num_output_tokens"] == 5 and stats["iterations"] == 5
+    assert r["text"].startswith("answer ") and len(r["output_token_ids"]) == 5
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_of_the_token_budget():
+    async def main():
+        e = engine(max_num_batched_tokens=16)
+        e.record_iterations = True
+        await e.start()
+        await e.execute("prefilling", [req(37, 1)])
+        await e.stop()
+        return e.iterations
+    its = run(main)
+    assert [p for _, p, _, _ in its] == [16, 16, 8]
+    assert sum(s for s, *_ in its) == pytest.approx(3 * 1.0 + 0.4)
+
+
+def test_a_repeated_prompt_hits_the_prefix_cache():
+    async def main():
+        e = engine(block_size=16)
+        await e.start()
+        await e.execute("prefilling", [req(37, 1)])
+        t = asyncio.get_running_loop().time()
+        [r] = await e.execute("decoding", [req(37, 2)])
+        return r, asyncio.get_running_loop().time() - t
+    r, took = run(main)
+    assert r["num_cached_tokens"] == 32  # 2 full blocks of 16; the last token is always computed
+    assert took == pytest.approx((1 + 0.08) + 1.1)
+
+
+def test_running_out_of_blocks_preempts_the_last_admitted_call_which_recomputes():
+    async def main():
+        e = engine(num_blocks=6, block_size=4)
+        await e.start()
+        out = await e.execute("decoding", [req(9, 8), req(9, 8, word="b")])  # 12 prompt tokens each
+        await e.stop()
+        return out, e.stats
+    out, stats = run(main)
+    # each call needs 5 blocks at its end (12 + 8 tokens / 4); 6 blocks cannot hold both
+    assert stats["preemptions"] >= 1 and stats["recomputed_tokens"] > 0
+    for r in out:
+        assert r["num_output_tokens"] == 8 and r["output_token_ids"] == out[0]["output_token_ids"]
+
+
+def test_swap_keeps_the_computed_tokens_and_charges_the_swap_time():
+    async def main():
+        e = engine(num_blocks=6, block_size=4, preemption="swap", swap_seconds_per_block=0.5)
+        await e.start()
+        out = await e.execute("decoding", [req(9, 8), req(9, 8, word="b")])
+        await e.stop()
+        return out, e.stats
+    out, stats = run(main)
+    assert stats["preemptions"] >= 1 and stats["swapped_blocks"] > 0 and stats["recomputed_tokens"] == 0
+    assert all(r["num_output_tokens"] == 8 for r in out)
+
+
+def test_priority_scheduling_takes_the_better_waiting_call_first():
+    async def main():
+        e = engine(max_num_seqs=1, scheduling="priority")
+        await e.start()
+        done: list[str] = []
+
+        async def call(name: str, priority: int) -> None:
+            await e.execute("decoding", [req(5, 3, priority=priority, tag=name)])
+            done.append(name)
+        first = asyncio.ensure_future(call("running", 5))
+        await asyncio.sleep(0)
+        await asyncio.gather(first, call("low", 9), call("high", 1))
+        return done
+    assert run(main) == ["running", "high", "low"]
+
+
+def test_a_waiting_call_of_better_priority_preempts_a_running_one_when_blocks_run_out():
+    async def main():
+        e = engine(num_blocks=4, block_size=4, scheduling="priority")
+        await e.start()
+        done: list[str] = []
+
+        async def call(name: str, priority: int, n: int) -> None:
+            await e.execute("decoding", [req(9, n, word=name, priority=priority)])
+            done.append(name)
+        low = asyncio.ensure_future(call("low", 9, 4))
+        await asyncio.sleep(1.5)  # low is decoding and holds 4 blocks
+        await asyncio.gather(low, call("high", 0, 2))
+        return done, e.stats["preemptions"]
+    done, preemptions = run(main)
+    assert done == ["high", "low"] and preemptions == 1
+
+
+def test_abort_stops_a_call_and_returns_what_it_decoded():
+    async def main():
+        e = engine()
+        await e.start()
+        task = asyncio.ensure_future(e.execute("decoding", [req(5, 100, owner="q1")]))
+        await asyncio.sleep(1.08 + 3 * 1.1 + 0.01)  # prefill of 8 tokens + 3 decode iterations
+        n = await e.abort(["q1"])
+        [r] = await task
+        return n, r
+    n, r = run(main)
+    assert n == 1 and r["aborted"] and r["num_output_tokens"] == 4
+
+
+def test_a_split_output_streams_its_items_while_decoding():
+    async def main():
+        e = engine()
+        await e.start()
+        events = []
+        async for i, kind, value in e.stream("decoding", [req(5, 12, split="list")]):
+            events.append((asyncio.get_running_loop().time(), kind, value))
+        return events
+    events = run(main)
+    items = [(t, v) for t, k, v in events if k == "item"]
+    final = [v for _, k, v in events if k == "final"][0]
+    assert len(items) == 3 and [v for _, v in items] == final["items"]
+    assert items[0][0] < items[-1][0]  # the first item came out before decoding ended
+
+
+def test_sampled_lengths_are_deterministic_and_capped_by_max_tokens():
+    async def main(seed: int):
+        e = engine(lengths={"text": [3, 7, 11]}, seed=seed)
+        await e.start()
+        out = await e.execute("decoding", [{"parts": [["q", f"question {i}"]], "max_tokens": 10} for i in range(12)])
+        return [r["num_output_tokens"] for r in out]
+    a, b = run_virtual(main(0)), run_virtual(main(0))
+    assert a == b and set(a) <= {3, 7, 10} and len(set(a)) > 1
+
+
+def test_bad_requests_and_settings_name_the_problem():
+    with pytest.raises(ValueError, match="scheduling"):
+        SimLLM("llm", scheduling="lifo")
+
+    async def main():
+        e = engine(max_model_len=20)
+        await e.start()
+        with pytest.raises(ValueError, match="max_model_len"):
+            await e.execute("decoding", [req(30, 5)])
+        with pytest.raises(ValueError, match="not 'embedding'"):
+            await e.execute("embedding", [{"text": "x"}])
+    run(main)
