@@ -11,6 +11,7 @@ import zlib
 from typing import Any, AsyncIterator
 
 from engines.protocol import EngineProfile
+from engines.sim_text import count_tokens
 
 DIM = 32
 _WORD = re.compile(r"[a-z0-9]+")
@@ -55,18 +56,22 @@ class SimEngine:
     token_latency: extra seconds per output token of a decode (the whole batch decodes together);
     n_items: items a `split` decode produces; fail_on: a marker: any request containing it fails
     its batch; corpus: documents for text search ({"query"} requests); record: keep every request
-    and batch (in `requests` / `batches`) and a prefix cache; off for long runs."""
+    and batch (in `requests` / `batches`) and a prefix cache; off for long runs. op_cost: per-op
+    linear models {"base": s, "per_item": s, "per_token": s} over the batch's requests and the words
+    and punctuation marks of their texts (added to the curves; what `teola profile` fits)."""
 
     def __init__(self, name: str, ops: frozenset[str] | list[str] | None = None, *,
                  latency: dict[int, float] | None = None, op_latency: dict[str, dict[int, float]] | None = None,
                  token_latency: float = 0.0, n_items: int = 3, fail_on: str | None = None,
                  corpus: list[str] | None = None, serial: bool = True, max_batch: int = 64,
-                 max_efficient_batch: int = 16, token_budget: int = 0, record: bool = True) -> None:
+                 max_efficient_batch: int = 16, token_budget: int = 0, record: bool = True,
+                 op_cost: dict[str, dict[str, float]] | None = None) -> None:
         self.name = name
         self.ops = frozenset(ops or ())
         self.latency = dict(latency or {})
         self.op_latency = dict(op_latency or {})
         self.token_latency = token_latency
+        self.op_cost = {op: dict(c) for op, c in (op_cost or {}).items()}
         self.n_items = n_items
         self.fail_on = fail_on
         self.corpus = list(corpus or [])
@@ -197,6 +202,10 @@ class SimEngine:
         d = interpolate(self.op_latency.get(op, self.latency), len(requests))
         if op in ("decoding", "partial_decoding") and self.token_latency:
             d += self.token_latency * max(int(r.get("max_tokens") or 0) for r in requests)
+        cost = self.op_cost.get(op)
+        if cost:
+            tokens = sum(count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", ""))) for r in requests)
+            d += cost.get("base", 0.0) + cost.get("per_item", 0.0) * len(requests) + cost.get("per_token", 0.0) * tokens
         return d
 
     def _one(self, op: str, r: dict[str, Any]) -> Any:

@@ -9,7 +9,8 @@ A profile is a JSON file:
         "vllm": {"cost": {"base": s, "prefill_token": s, "decode_seq": s, "context_token": s},
                  "max_num_seqs": 8, "max_num_batched_tokens": 2048, "num_blocks": 4096, "block_size": 16,
                  "token_ratio": 1.15, "lengths": {"text": [...], "split": [...]}, ...},
-        "sentence_transformers": {"latency": {"1": s, "32": s}},      # seconds per batch of n
+        "sentence_transformers": {"latency": {"1": s, "32": s}},      # seconds per batch of n, and/or
+                                 {"op_cost": {"embedding": {"base": s, "per_item": s, "per_token": s}}}
         "pgvector": {"op_latency": {"ingestion": {...}, "searching": {...}}},
         "reranker": {...}, "search": {...}, "tool": {...}}}
 
@@ -86,6 +87,7 @@ def simulated_engine(name: str, kind: str, profile: str | Path | dict[str, Any],
         raise ValueError(f"engine {name!r}: simulated kind {kind!r} needs 'ops' in its profile entry")
     return SimEngine(name, ops, latency=_curve(entry.get("latency")),
                      op_latency={op: _curve(c) for op, c in (entry.get("op_latency") or {}).items()},
+                     op_cost=entry.get("op_cost"),
                      max_batch=int(entry.get("max_batch", 64)),
                      max_efficient_batch=int(entry.get("max_efficient_batch", 16)),
                      serial=bool(entry.get("serial", True)), record=False,

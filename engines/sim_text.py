@@ -21,6 +21,11 @@ _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 SYSTEM_PART_NAMES = ("instruction", "system")
 
 
+def count_tokens(text: str) -> int:
+    """Words and punctuation marks (teola.chunking's count, which engines/ cannot import)."""
+    return len(_TOKEN.findall(text))
+
+
 def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 1.15,
                template_tokens: int = 12) -> list[int]:
     """Pseudo token ids of a prompt (see the module docstring)."""

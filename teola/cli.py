@@ -6,6 +6,7 @@
     teola query advanced_rag --question "..." --document notes.txt [--url http://127.0.0.1:8000 | --in-process]
     teola compile advanced_rag --format mermaid
     teola setup | teola doctor | teola tune [--dry-run] | teola bench compile
+    teola profile [app] | teola simulate advanced_rag --profile <profile> --rate 2 --instances llm=4
 
 An app is a built-in name (`apps.<name>.build()`) or `module:attr` (an App, or a zero-argument callable
 returning one). Every command returns a process exit code: 0 ok, 1 failed, 2 bad usage.
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
+from teola.sim.cli import SimCliError, add_commands as add_sim_commands
 from teola.trace_table import timing_table
 
 DEFAULT_HOST = "127.0.0.1"
@@ -55,6 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"teola: error: {exc}", file=sys.stderr)
         return exc.code
+    except SimCliError as exc:
+        print(f"teola: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("teola: interrupted", file=sys.stderr)
         return 130
@@ -380,6 +385,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("suite")
     sp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the suite")
     sp.set_defaults(handler=cmd_bench)
+    add_sim_commands(sub, apps_help)
     return p
 
 

@@ -1,0 +1,98 @@
+"""The simulator's commands: `teola profile` and `teola simulate` (registered by teola.cli).
+
+    teola profile [APP] [--out FILE] [--queries N] [--quick]
+    teola simulate APP --profile NAME --rate R --queries N [--instances llm=4,embedding=2]
+                   [--policy atlas] [--passes '{"prefill_split": false}'] [--seed S] [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from engines.sim_profile import PROFILE_DIR, profile_names
+from teola.server.loading import resolve_app
+
+
+class SimCliError(Exception):
+    """A usage mistake: printed by teola.cli as an error with exit code 2."""
+
+
+def _say(message: str) -> None:
+    print(f"[teola] {message}", file=sys.stderr, flush=True)
+
+
+def parse_instances(text: str | None) -> dict[str, int]:
+    """"llm=4,embedding=2" -> {"llm": 4, "embedding": 2}."""
+    out: dict[str, int] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        name, _, count = part.partition("=")
+        if not name.strip() or not count.strip().isdigit() or int(count) < 1:
+            raise SimCliError(f"--instances takes engine=count pairs such as llm=4,embedding=2; got {part!r}")
+        out[name.strip()] = int(count)
+    return out
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from teola.sim.run import simulate
+    app = resolve_app(args.app)
+    config: dict[str, Any] = {}
+    if args.policy:
+        config["policy"] = args.policy
+    if args.passes:
+        try:
+            config["passes"] = json.loads(args.passes)
+        except json.JSONDecodeError as e:
+            raise SimCliError(f"--passes must be JSON such as '{{\"prefill_split\": false}}' ({e})") from None
+    try:
+        report = simulate(app, args.profile, args.rate, args.queries, parse_instances(args.instances), config,
+                          seed=args.seed, progress=None if args.json else _say)
+    except ValueError as e:
+        raise SimCliError(str(e)) from None
+    print(json.dumps(report.summary(), indent=2) if args.json else report.table())
+    return 0 if report.failed == 0 else 1
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from teola.sim.profiler import profile_app
+    app = resolve_app(args.app)
+    out = Path(args.out) if args.out else PROFILE_DIR / f"measured-{app.name}.json"
+    name = out.stem
+    _say(f"profiling the engines of {app.name!r} (starts them; {'~2' if args.quick else '~5'} min) -> {out}")
+    profile = asyncio.run(profile_app(app, name, _say, queries=args.queries, quick=args.quick))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    for kind, entry in profile["engines"].items():
+        fit = entry["fit"]
+        reports = [fit] if "samples" in fit else list(fit.values())
+        print(f"{kind}: mean abs fit error {max(r['mean_abs_error'] for r in reports):.1%}")
+    print(f"wrote {out} (use it with: teola simulate {args.app} --profile {out})")
+    return 0
+
+
+def add_commands(sub: Any, apps_help: str) -> None:
+    """Register `simulate` and `profile` on teola's sub-command parser."""
+    sp = sub.add_parser("simulate", help="serve an app on simulated engines in virtual time (no engine starts)")
+    sp.add_argument("app", help=apps_help)
+    sp.add_argument("--profile", required=True,
+                    help=f"a profile file, or a shipped one ({', '.join(profile_names()) or 'none yet'})")
+    sp.add_argument("--rate", type=float, default=1.0, help="Poisson arrival rate, queries/s (default 1)")
+    sp.add_argument("--queries", type=int, default=100, help="how many queries (default 100)")
+    sp.add_argument("--instances", help="engine instances, e.g. llm=4,embedding=2 (default: the app's)")
+    sp.add_argument("--policy", help="engine scheduling policy (fifo, topology, po, to, mlfq, plas, atlas)")
+    sp.add_argument("--passes", help='pass switches as JSON, e.g. \'{"prefill_split": false}\'')
+    sp.add_argument("--seed", type=int, default=0, help="arrival-time seed (default 0)")
+    sp.add_argument("--json", action="store_true", help="print the summary as JSON")
+    sp.set_defaults(handler=cmd_simulate)
+
+    sp = sub.add_parser("profile", help="measure this machine's engines and fit a simulation profile (~5 min)")
+    sp.add_argument("app", nargs="?", default="advanced_rag", help=apps_help + " (default advanced_rag)")
+    sp.add_argument("--out", help=f"profile file to write (default {PROFILE_DIR}/measured-<app>.json)")
+    sp.add_argument("--queries", type=int, default=4, help="sample queries whose output lengths are recorded")
+    sp.add_argument("--quick", action="store_true", help="fewer measurements (~2 min)")
+    sp.set_defaults(handler=cmd_profile)

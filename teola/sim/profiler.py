@@ -1,0 +1,176 @@
+"""`teola profile`: measure this machine's real engines and fit the simulator's cost models.
+
+For an app (default: advanced_rag on the embedded engines) it starts the app's engines, answers a
+few variants of the app's sample query (recording every LLM call's output length: the simulator's
+length sampler), then times controlled batches on each engine directly:
+- LLM (vllm): prefills of prompts of several lengths, and batches of 1..max_num_seqs prompts of two
+  lengths decoding a fixed number of tokens (ignore_eos); fitted per iteration (teola.sim.fit);
+- embedding / reranker: batches of chunk-sized and query-sized texts; base + per item + per token;
+- pgvector: ingestion batches and top-k searches in a scratch namespace; base + per item.
+It writes a profile (engines/sim_profile.py's format, provenance "measured") with every fit's
+per-sample error. Prompts are prose from the shipped corpora, each unique, so nothing hits the
+prefix cache by accident.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import platform
+import time
+from typing import Any, Callable
+
+from teola.app import App
+from teola.sim.fit import fit_linear, fit_llm, fit_tokens
+from teola.sim.run import query_variants
+
+Say = Callable[[str], None]
+
+
+_WORDS: list[str] = []
+
+
+def _prose(n_words: int, salt: int) -> str:
+    """Unique prose of n_words words from the shipped Wikipedia summaries (salted at the front so
+    prompts share no prefix)."""
+    if not _WORDS:
+        from engines.corpora import load_wiki_summaries
+        for doc in load_wiki_summaries(n=400):
+            _WORDS.extend(doc["text"].split())
+    start = (salt * 97) % max(1, len(_WORDS) - n_words)
+    return f"Case {salt}: " + " ".join(_WORDS[start:start + n_words])
+
+
+async def _timed(coro: Any) -> tuple[float, Any]:
+    t = time.perf_counter()
+    out = await coro
+    return time.perf_counter() - t, out
+
+
+async def profile_llm(engine: Any, say: Say, quick: bool = False) -> dict[str, Any]:
+    """Measure and fit a vLLM engine; returns its profile entry."""
+    from teola.chunking import count_tokens
+    salt = iter(range(10_000))
+    await engine.execute("prefilling", [{"parts": [["question", _prose(50, next(salt))]], "max_tokens": 1}])  # warm-up
+    samples, tokens = [], []
+    for words in ((30, 300, 900) if quick else (30, 150, 400, 800, 1200)):
+        for _ in range(1 if quick else 2):
+            text = _prose(words, next(salt))
+            took, [r] = await _timed(engine.execute("prefilling", [{"parts": [["question", text]], "max_tokens": 1}]))
+            samples.append({"texts": [text], "out_tokens": 0, "seconds": took, "prompt_tokens": r["num_prompt_tokens"]})
+            tokens.append((count_tokens(text), r["num_prompt_tokens"]))
+    max_seqs = int(getattr(engine.profile, "max_batch", 8) or 8)
+    batches = sorted({1, 2, 4, max_seqs} if not quick else {1, max_seqs})
+    for b in batches:
+        for words in ((30, 400) if not quick else (30,)):
+            for out in ((8, 40) if not quick else (8, 24)):
+                texts = [_prose(words, next(salt)) for _ in range(b)]
+                reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True} for t in texts]
+                took, res = await _timed(engine.execute("decoding", reqs))
+                samples.append({"texts": texts, "out_tokens": out, "seconds": took,
+                                "prompt_tokens": sum(r["num_prompt_tokens"] for r in res) // b})
+        say(f"llm: batch {b} measured")
+    ratio, template = fit_tokens(tokens)
+    settings = {"token_ratio": ratio, "template_tokens": template, "max_num_seqs": max_seqs,
+                "max_num_batched_tokens": int(getattr(engine.profile, "token_budget", 0) or 2048),
+                "max_model_len": int(getattr(engine.profile, "context_window", 0) or 2048),
+                "block_size": int(getattr(engine, "block_size", None) or 16)}
+    cost, report = fit_llm(samples, settings)
+    say(f"llm: fitted {', '.join(f'{k}={v:.3g}' for k, v in cost.items())} "
+        f"(mean abs error {report['mean_abs_error']:.1%} over {len(samples)} batches)")
+    return {**settings, "num_blocks": 65536, "cost": cost, "fit": report}
+
+
+async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[str, Any]],
+                         sizes: tuple[int, ...], lengths: tuple[int, ...]) -> dict[str, Any]:
+    """Time batches of `sizes` requests of texts of `lengths` words; fit base/per_item/per_token."""
+    from teola.chunking import count_tokens
+    await engine.execute(op, [make(lengths[0], 0)])  # warm-up
+    samples, salt = [], 1
+    for n in sizes:
+        for words in lengths:
+            reqs = [make(words, salt + i) for i in range(n)]
+            salt += n
+            took, _ = await _timed(engine.execute(op, reqs))
+            tokens = sum(count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", ""))) for r in reqs)
+            samples.append({"items": n, "tokens": tokens, "seconds": took})
+    cost, report = fit_linear(samples)
+    return {"cost": cost, "fit": report}
+
+
+async def record_lengths(app: App, n: int, say: Say) -> dict[str, list[int]]:
+    """Output lengths of the app's LLM calls over n variants of its sample query."""
+    lengths: dict[str, list[int]] = {"text": [], "split": []}
+    for i, q in enumerate(query_variants(app.sample()[0], n)):
+        result = await app.run(q)
+        for tr in result.trace:
+            if "num_output_tokens" not in tr or "fused_into" in tr:
+                continue
+            if tr["op"] == "partial_decoding":
+                if tr["primitive"].endswith("[0]"):
+                    lengths["split"].append(int(tr["num_output_tokens"]))
+            elif tr["op"] == "decoding":
+                lengths["text"].append(int(tr["num_output_tokens"]))
+        say(f"sample query {i + 1}/{n} answered")
+    return {k: sorted(v) for k, v in lengths.items() if v}
+
+
+def provenance_note(app: App) -> str:
+    return (f"measured by `teola profile` on {platform.node()} ({platform.processor() or platform.machine()}, "
+            f"{_cores()} cores) at {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+            f"with the engines of app {app.name!r}")
+
+
+def _cores() -> int:
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+async def profile_app(app: App, name: str, say: Say, queries: int = 4, quick: bool = False) -> dict[str, Any]:
+    """Everything above for one app's engines; returns the profile dict."""
+    await app.start()
+    try:
+        lengths = await record_lengths(app, queries, say) if queries else {}
+        engines: dict[str, Any] = {}
+        for ename, spec in app.engines.items():
+            handle = app.runtime.instances[ename][0].handle
+            say(f"profiling engine {ename!r} ({spec.kind})")
+            engines[spec.kind] = await _profile_kind(spec.kind, handle, say, quick)
+        if "vllm" in engines and lengths:
+            engines["vllm"]["lengths"] = lengths
+    finally:
+        await app.stop()
+    return {"name": name, "provenance": "measured", "source": provenance_note(app), "engines": engines}
+
+
+async def _profile_kind(kind: str, handle: Any, say: Say, quick: bool) -> dict[str, Any]:
+    sizes = (1, 8) if quick else (1, 4, 16, 32)
+    if kind == "vllm":
+        return await profile_llm(handle, say, quick)
+    if kind == "sentence_transformers":
+        fit = await profile_linear(handle, "embedding", lambda w, s: {"text": _prose(w, s)}, sizes, (12, 220))
+        return {"op_cost": {"embedding": fit["cost"]}, "fit": {"embedding": fit["fit"]}}
+    if kind == "reranker":
+        fit = await profile_linear(handle, "reranking", lambda w, s: {"query": _prose(12, s), "text": _prose(w, s)},
+                                   sizes, (60, 220))
+        return {"op_cost": {"reranking": fit["cost"]}, "fit": {"reranking": fit["fit"]}}
+    if kind == "pgvector":
+        return await _profile_pgvector(handle, sizes)
+    raise ValueError(f"teola profile cannot measure engines of kind {kind!r} yet")
+
+
+async def _profile_pgvector(handle: Any, sizes: tuple[int, ...]) -> dict[str, Any]:
+    ns = f"teola-profile-{int(time.time())}"
+    vec = [1.0] + [0.0] * 383
+    try:
+        ingest = await profile_linear(handle, "ingestion", lambda w, s: {
+            "namespace": ns, "text": _prose(w, s), "embedding": vec, "meta": {}}, sizes + (64,), (200,))
+        search = await profile_linear(handle, "searching", lambda w, s: {
+            "namespace": ns, "embedding": vec, "top_k": 16}, sizes, (0,))
+    finally:
+        drop = getattr(handle, "drop_namespace", None)
+        if drop is not None:
+            result = drop(ns)
+            if asyncio.iscoroutine(result):
+                await result
+    return {"op_cost": {"ingestion": ingest["cost"], "searching": search["cost"]},
+            "fit": {"ingestion": ingest["fit"], "searching": search["fit"]}}
