@@ -375,18 +375,21 @@ def _parser() -> argparse.ArgumentParser:
     query_options(sp, required=False)
     sp.set_defaults(handler=cmd_compile)
 
+    _machine_commands(sub)
+    add_sim_commands(sub, apps_help)
+    return p
+
+
+def _machine_commands(sub: Any) -> None:
     sub.add_parser("setup", help="prepare the offline models").set_defaults(handler=cmd_setup)
     sub.add_parser("doctor", help="check the engine stack, show the engine settings").set_defaults(handler=cmd_doctor)
     tune = sub.add_parser("tune", help="measure candidate engine settings here and keep the fastest (~1.5 min)")
     tune.add_argument("--dry-run", action="store_true", help="print the measurements, write nothing")
     tune.set_defaults(handler=cmd_tune)
-
     sp = sub.add_parser("bench", help="run a benchmark suite (bench/<suite>.py)")
     sp.add_argument("suite")
     sp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the suite")
     sp.set_defaults(handler=cmd_bench)
-    add_sim_commands(sub, apps_help)
-    return p
 
 
 if __name__ == "__main__":
