@@ -50,7 +50,12 @@ def kind_defaults(kind: str) -> tuple[frozenset[str], EngineProfile] | None:
 
 def create_engine(name: str, kind: str, options: dict[str, Any]) -> EngineBackend:
     """Build (not start) the adapter for one engine instance. A kind of the form
-    "package.module:Class" imports that class (this works in other processes too, e.g. Ray actors)."""
+    "package.module:Class" imports that class (this works in other processes too, e.g. Ray actors).
+    With the option `simulate=<profile>` the adapter is the kind's simulated engine (engines.sim_profile)."""
+    if options.get("simulate"):
+        from engines.sim_profile import simulated_engine
+        rest = {k: v for k, v in options.items() if k != "simulate"}
+        return simulated_engine(name, kind, options["simulate"], rest)
     if kind not in _KINDS and ":" in kind:
         module, attr = kind.split(":", 1)
         return getattr(importlib.import_module(module), attr)(name, **options)

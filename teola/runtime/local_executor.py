@@ -7,7 +7,6 @@ from typing import Any, AsyncIterator
 from engines.protocol import EngineProfile, restart_adapter
 from engines.engine_settings import resolve_options
 from engines.registry import create_engine
-from engines.sim_profile import simulated_engine
 from teola.engine_spec import Engine
 from teola.runtime.executor import Instance
 
@@ -18,18 +17,15 @@ class LocalExecutor:
     """Instances are adapter objects (engines.protocol.EngineBackend) in this process. A backend
     passed in is used as given (it may be shared by several instances); otherwise the adapter is
     built with `engines.registry.create_engine` from the spec's options over the settings chosen for
-    this machine (engines.engine_settings: hardware defaults < `teola tune` values < explicit), or,
-    when the options hold `simulate=<profile>`, as a simulated engine (engines.sim_profile)."""
+    this machine (engines.engine_settings: hardware defaults < `teola tune` values < explicit)."""
 
     def __init__(self) -> None:
         self._started: list[Any] = []
 
     async def launch(self, spec: Engine, index: int, backend: Any | None) -> Instance:
         if backend is None:
-            options = resolve_options(spec.kind, spec.options, index, spec.instances)
-            simulate = options.pop("simulate", None)
-            backend = (simulated_engine(spec.name, spec.kind, simulate, options) if simulate
-                       else create_engine(spec.name, spec.kind, options))
+            backend = create_engine(spec.name, spec.kind,
+                                    resolve_options(spec.kind, spec.options, index, spec.instances))
         missing = [m for m in ("execute", "start", "stop") if not callable(getattr(backend, m, None))]
         if missing:
             raise TypeError(f"engine {spec.name!r}: backend {backend!r} lacks {missing} "
