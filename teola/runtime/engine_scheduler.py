@@ -159,7 +159,7 @@ class EngineScheduler:
             decision = self._policy.schedule(self.queue, now, self._limits(inst))
             if not decision.picks:
                 if decision.wait_until is not None:
-                    self._timer = self.loop.call_later(max(0.0, decision.wait_until - now), self.kick)
+                    self._timer = self.loop.call_at(decision.wait_until, self.kick)  # at, not later: no rounding
                 return
             self._dispatch(inst, decision.picks, self.queue)
 
@@ -184,7 +184,7 @@ class EngineScheduler:
                 elif decision.wait_until is not None:
                     wait_until = decision.wait_until if wait_until is None else min(wait_until, decision.wait_until)
         if wait_until is not None and not self._closed:
-            self._timer = self.loop.call_later(max(0.0, wait_until - self.loop.time()), self.kick)
+            self._timer = self.loop.call_at(wait_until, self.kick)
 
     def _limits(self, inst: Instance) -> Limits:
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0

