@@ -57,13 +57,21 @@ class SimReport:
                 "utilisation": self.utilisation, "primitives": self.primitives, "wall_s": self.wall_s,
                 "primitives_per_wall_s": self.primitives / self.wall_s if self.wall_s > 0 else 0.0}
 
+    def per_engine(self) -> dict[str, tuple[float, int]]:
+        """engine -> (mean busy fraction over its instances, instances)."""
+        groups: dict[str, list[float]] = {}
+        for key, value in self.utilisation.items():
+            groups.setdefault(key.rsplit("/", 1)[0], []).append(value)
+        return {k: (statistics.fmean(v), len(v)) for k, v in groups.items()}
+
     def table(self) -> str:
         s = self.summary()
         lines = [f"simulated ({self.provenance} profile {self.profile!r}): app {self.app}, Poisson {self.rate:g} q/s, "
                  f"{s['queries']} queries ({self.failed} failed)",
                  f"  latency  mean {s['mean_s']:.3f} s   p50 {s['p50_s']:.3f} s   p99 {s['p99_s']:.3f} s",
                  f"  throughput {s['throughput_qps']:.3f} q/s over {self.span:.1f} simulated s",
-                 "  utilisation " + "  ".join(f"{k} {v:.0%}" for k, v in sorted(self.utilisation.items())),
+                 "  utilisation " + "  ".join(f"{k} {v:.0%}" + (f" (mean of {n})" if n > 1 else "")
+                                              for k, (v, n) in sorted(self.per_engine().items())),
                  f"  {self.primitives} primitives in {self.wall_s:.2f} s wall "
                  f"({s['primitives_per_wall_s']:.0f} primitives/s)"]
         lines += [f"  error: {e}" for e in self.errors[:5]]
