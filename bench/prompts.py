@@ -23,6 +23,7 @@ from teola.components import prompts
 
 QA_BEFORE = ("Answer the question using the context. Be concise and factual. "
              "If the context does not contain the answer, say so.")
+USER_ONLY = "Using only the context above and no outside knowledge, answer the question."
 # name -> (instruction, prompt layout, stop). Layouts keep instruction + question first, so the
 # prefix teola prefills before retrieval (prefill split) stays the same; "ask" repeats the question
 # after the context, where a small model looks for what to answer.
@@ -32,6 +33,8 @@ CANDIDATES: dict[str, tuple[str, str, list[str] | None]] = {
     "context first, question last, one sentence": (QA_BEFORE, "cq1", None),
     "current default (prompts.qa_parts: labelled context, question last, one sentence)": (prompts.QA, "default", None),
     "reference: LlamaIndex's text_qa template (one user message)": ("", "llamaindex", None),
+    "one user turn: context, then 'using only the context', question, 'Answer:'": (USER_ONLY, "user", None),
+    "system instruction, context, question, 'Answer:' (no one-sentence request)": (prompts.QA, "cue", None),
 }
 MAX_TOKENS = 96
 
@@ -44,6 +47,12 @@ def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
         return [["user", DEFAULT_TEXT_QA_PROMPT_TMPL.format(context_str=context, query_str=question)]]
     if layout == "default":  # what teola's synthesis sends
         return [[name, text] for name, text in prompts.qa_parts(question, context, instruction)]
+    if layout == "user":  # no system message: everything in the user turn, the answer cued last
+        return [["context_label", "Context:"], ["context", context], ["task", instruction],
+                ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
+    if layout == "cue":
+        return [["instruction", instruction], ["context_label", "Context:"], ["context", context],
+                ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
     if layout == "cq1":
         return [["instruction", instruction], ["context", context], ["label", "Question:"], ["ask", question],
                 ["task", "Answer in one short sentence."]]

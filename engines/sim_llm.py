@@ -10,7 +10,10 @@ seconds on the event loop's clock (`IterationCost`, SamuLLM's linear form; `teol
 a real engine). When a sequence needs a block and none is free, the last admitted running sequence
 is preempted, by recompute (its blocks are freed; it is re-prefilled, mostly from the prefix cache)
 or by swap (its blocks move out and back in at `swap_seconds_per_block`, the batched swap kernel's
-measured cost). With `scheduling="priority"` waiting sequences are taken by request priority and a
+measured cost). `abort_kv="swap"` models teola's own preemption (abort, then resume with the
+decoded token ids) through a KV swap: an aborted running request's KV moves to host memory, and a
+later request with exactly its tokens (prompt + resume_ids) swaps it back in instead of prefilling
+("drop", vLLM's behaviour: the blocks are freed; the prefix cache may still hold them). With `scheduling="priority"` waiting sequences are taken by request priority and a
 waiting one may preempt a worse running one, like vLLM's priority policy.
 
 It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
@@ -86,9 +89,11 @@ class SimLLM:
                  max_tokens: int = 256, lengths: dict[str, list[int]] | None = None, seed: int = 0,
                  scheduling: str = "fcfs", preemption: str = "recompute", swap_seconds_per_block: float = 0.0,
                  max_batch: int | None = None, max_efficient_batch: int | None = None, n_items: int = 3,
-                 **_ignored: Any) -> None:
+                 abort_kv: str = "drop", **_ignored: Any) -> None:
         if scheduling not in ("fcfs", "priority"):
             raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
+        if abort_kv not in ("drop", "swap"):
+            raise ValueError(f"sim engine {name!r}: abort_kv must be 'drop' or 'swap', got {abort_kv!r}")
         if preemption not in ("recompute", "swap"):
             raise ValueError(f"sim engine {name!r}: preemption must be 'recompute' or 'swap', got {preemption!r}")
         self.name = name
@@ -100,6 +105,9 @@ class SimLLM:
         self.sampler = LengthSampler(lengths, seed)
         self.scheduling, self.preemption = scheduling, preemption
         self.swap_seconds_per_block = swap_seconds_per_block
+        self.abort_kv = abort_kv
+        self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
+        self._swap_debt = 0.0               # swap-out seconds the next iteration pays
         self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
                                                                     max_batch or max_num_seqs),
                                      context_window=max_model_len)
@@ -109,7 +117,8 @@ class SimLLM:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
         self.stats = {"iterations": 0, "busy_s": 0.0, "prompt_tokens": 0, "cached_tokens": 0,
-                      "preemptions": 0, "swapped_blocks": 0, "recomputed_tokens": 0, "aborted": 0}
+                      "preemptions": 0, "swapped_blocks": 0, "recomputed_tokens": 0, "aborted": 0,
+                      "swapped_in_tokens": 0}
         self.iterations: list[tuple[float, int, int, int]] = []  # (seconds, prefill tok, decode seqs, context tok)
         self.record_iterations = False
 
@@ -155,6 +164,11 @@ class SimLLM:
         hit = [s for s in self.waiting + self.running if s.keys & wanted]
         for seq in hit:
             self.stats["aborted"] += 1
+            if self.abort_kv == "swap" and seq.state == "running" and seq.computed > 0 and seq.op in DECODE_OPS:
+                self.host_kv[hash(tuple(seq.ids))] = seq.computed
+                blocks = math.ceil(seq.computed / self.pool.block_size)
+                self._swap_debt += blocks * self.swap_seconds_per_block
+                self.stats["swapped_blocks"] += blocks
             await self._finish(seq, aborted=True)
         return len(hit)
 
@@ -208,7 +222,8 @@ class SimLLM:
         decoding = [s for s, n in plan if n == 1 and s.out]
         prefill = sum(n for s, n in plan if not (n == 1 and s.out))
         context = sum(s.computed for s in decoding)
-        seconds = self.cost.seconds(prefill, len(decoding), context) + extra
+        seconds = self.cost.seconds(prefill, len(decoding), context) + extra + self._swap_debt
+        self._swap_debt = 0.0
         self.stats["iterations"] += 1
         self.stats["busy_s"] += seconds
         if self.record_iterations:
@@ -267,6 +282,17 @@ class SimLLM:
             if not self.pool.allocate(seq.held, need):
                 return False, 0.0
             seconds, seq.swapped = seq.swapped * self.swap_seconds_per_block, 0
+        elif hash(tuple(seq.ids)) in self.host_kv:  # a preempted request resumes: swap its KV back in
+            computed = self.host_kv[hash(tuple(seq.ids))]
+            need = math.ceil((computed + min(len(seq.ids) - computed, budget)) / bs)
+            if not self.pool.allocate(seq.held, need):
+                return False, 0.0
+            del self.host_kv[hash(tuple(seq.ids))]
+            seq.computed, seconds = computed, math.ceil(computed / bs) * self.swap_seconds_per_block
+            if seq.cached < 0:  # reported as cached: none of it is computed again
+                seq.cached = computed
+                self.stats["prompt_tokens"] += seq.prompt_len
+            self.stats["swapped_in_tokens"] += computed
         else:
             hashes = block_hashes(seq.ids, bs, stop=(len(seq.ids) - 1) // bs)  # the last token is always computed
             hit = self.pool.cached_blocks(hashes)

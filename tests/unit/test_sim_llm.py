@@ -179,3 +179,30 @@ def test_bad_requests_and_settings_name_the_problem():
         with pytest.raises(ValueError, match="not 'embedding'"):
             await e.execute("embedding", [{"text": "x"}])
     run(main)
+
+
+@pytest.mark.parametrize("abort_kv", ["drop", "swap"])
+def test_a_preempted_call_resumes_by_recompute_or_by_swapping_its_kv_back(abort_kv):
+    async def main():
+        e = engine(abort_kv=abort_kv, swap_seconds_per_block=0.25, block_size=4)
+        await e.start()
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(e.execute("decoding", [req(37, 10, tag="call0")]))
+        await asyncio.sleep(1.4 + 3 * 1.1 + 0.01)  # prefill (40 tokens) + 3 decode iterations
+        await e.abort(["call0"])
+        [partial] = await task
+        for h in list(e.pool.lru):  # empty the prefix cache: only a swap can help
+            del e.pool.lru[h], e.pool.refs[h]
+        await asyncio.sleep(1.2)  # the iteration in flight at the abort ends
+        t = loop.time()
+        [rest] = await e.execute("decoding", [req(37, 10 - 4, resume_ids=partial["output_token_ids"])])
+        return partial, rest, loop.time() - t, e.stats
+    partial, rest, took, stats = run(main)
+    assert partial["aborted"] and partial["num_output_tokens"] == 4
+    assert rest["num_output_tokens"] == 6 and rest["output_token_ids"][0] == partial["output_token_ids"][-1] + 1
+    if abort_kv == "swap":
+        # 43 computed tokens = 11 blocks: swapped out (paid by the next iteration) and back in, then the
+        # last token computed (1 + 0.01) and 5 decode iterations; nothing prefilled again
+        assert stats["swapped_in_tokens"] == 43 and took == pytest.approx(2 * 11 * 0.25 + 1.01 + 5 * 1.1)
+    else:  # the 44 tokens (prompt + 4 decoded) are prefilled again, then 5 more decode iterations
+        assert stats["swapped_in_tokens"] == 0 and took == pytest.approx(1.44 + 5 * 1.1)
