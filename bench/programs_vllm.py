@@ -57,12 +57,14 @@ def load_texts(n_questions: int = 400, n_docs: int = 60) -> tuple[list[str], lis
 
 # ---- one program -----------------------------------------------------------------------------------
 async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions: list[str],
-                      doc: str | None, log: list[dict[str, Any]]) -> float:
+                      doc: str | None, log: list[dict[str, Any]], window: int | None = None) -> float:
     """Wait for the program's arrival, run its calls (each as soon as its parents finished) and
-    return its latency (completion - arrival)."""
+    return its latency (completion - arrival). `window`: a chat keeps only its last `window`
+    characters of conversation (None: all of it)."""
     from teola.programs import Program
 
-    await asyncio.sleep(max(0.0, t0 + spec.arrival - time.perf_counter()))
+    clock = asyncio.get_running_loop().time  # the loop's clock: real here, virtual in bench.sim_programs
+    await asyncio.sleep(max(0.0, t0 + spec.arrival - clock()))
     arrival = t0 + spec.arrival
     rng = random.Random(spec.pid)
     tasks: dict[int, asyncio.Future] = {}
@@ -79,6 +81,8 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
                                   max_tokens=call.output, ignore_eos=True)
             if spec.kind == "chat":
                 conversation[0] = prompt + f"Assistant: {res.strip()}\n"
+                if window is not None:
+                    conversation[0] = conversation[0][-window:]
             r = res.result
             log.append({"program": spec.pid, "call": i, "instance": res.instance, "output": r.get("num_output_tokens"),
                         "prompt": r.get("num_prompt_tokens"), "cached": r.get("num_cached_tokens")})
@@ -94,19 +98,20 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
             for i in range(len(spec.calls)):
                 tasks[i] = asyncio.ensure_future(one(i))
             await asyncio.gather(*tasks.values())
-    return time.perf_counter() - arrival
+    return clock() - arrival
 
 
 async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[str],
-                  docs: list[str] | None = None) -> dict[str, Any]:
+                  docs: list[str] | None = None, window: int | None = None) -> dict[str, Any]:
     """Run `progs` (arrival times relative to now) to completion; latency statistics."""
     log: list[dict[str, Any]] = []
     m = rt.metrics
     before = (m.preemptions, m.resumed_tokens, m.resumed_cached_tokens)
-    t0 = time.perf_counter()
-    lats = await asyncio.gather(*(run_program(rt, p, t0, tag, questions, docs[k % len(docs)] if docs else None, log)
-                                  for k, p in enumerate(progs)))
-    wall = time.perf_counter() - t0
+    clock = asyncio.get_running_loop().time
+    t0 = clock()
+    lats = await asyncio.gather(*(run_program(rt, p, t0, tag, questions, docs[k % len(docs)] if docs else None, log,
+                                              window) for k, p in enumerate(progs)))
+    wall = clock() - t0
     prompt = sum(c["prompt"] or 0 for c in log)
     cached = sum(c["cached"] or 0 for c in log)
     per_inst: dict[str, int] = {}

@@ -198,7 +198,8 @@ class SimLLM:
             raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + {target} output tokens exceeds "
                              f"max_model_len {self.max_model_len}")
         parser = SplitParser(req["split"]) if decode and req["split"] else None
-        topic = (req["parts"][-1][1].split() or ["w"])[0][:12]
+        # one word of the prompt, letters only, so each output token's text is one counted token
+        topic = "".join(ch for ch in (req["parts"][-1][1].split() or ["w"])[0] if ch.isalpha())[:12] or "w"
         return _Seq(op, i, req, ids, prompt_len, target, next(self._order),
                     asyncio.get_running_loop().create_future(), emit, parser, topic=topic)
 
