@@ -1,6 +1,7 @@
 """`teola` command-line tests on deterministic in-process engines (no real engines start)."""
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -109,3 +110,22 @@ def test_timing_table():
     assert lines[0].split()[:3] == ["op", "component", "engine"]
     assert lines[2].split()[:2] == ["condition", "need_search"]
     assert lines[3].split() == ["decoding", "synthesis", "llm", "1.0", "2.0", "12.5", "10.5", "2", "64"]
+
+
+def test_simulate_prints_simulated_latency_for_a_shipped_profile(capsys):
+    assert main(["simulate", "naive_rag", "--profile", "a100-llama2-7b", "--rate", "5", "--queries", "6",
+                 "--instances", "llm=2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["queries"] == 6 and out["failed"] == 0 and out["provenance"] == "derived"
+    assert out["mean_s"] > 0 and {"llm/0", "llm/1"} <= set(out["utilisation"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--profile", "no-such"], "not found"),
+    (["--profile", "a100-llama2-7b", "--instances", "llm=0"], "engine=count"),
+    (["--profile", "a100-llama2-7b", "--instances", "gpu=2"], "does not have"),
+    (["--profile", "a100-llama2-7b", "--passes", "{bad"], "--passes must be JSON"),
+])
+def test_simulate_usage_mistakes_are_named(capsys, argv, message):
+    assert main(["simulate", "naive_rag", "--queries", "2", *argv]) == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,38 @@
+"""Fitting the simulator's cost models (teola.sim.fit) recovers known coefficients from synthetic
+measurements, keeps coefficients non-negative, and reports per-sample errors."""
+from __future__ import annotations
+
+import pytest
+
+from teola.sim.fit import LLM_TERMS, fit_linear, fit_llm, fit_tokens, llm_features, nnls
+
+SETTINGS = {"token_ratio": 1.0, "template_tokens": 0, "max_num_batched_tokens": 512}
+
+
+def test_the_llm_iteration_model_is_recovered_from_batches_timed_under_it():
+    true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
+    samples = []
+    for batch in (1, 2, 4):
+        for words in (20, 300):  # 4 x 303 tokens exceed the 512-token budget: chunked prefill
+            for out in (0, 8, 32):
+                texts = [" ".join([f"x{i}"] * words) for i in range(batch)]
+                f = llm_features(texts, out, SETTINGS)
+                samples.append({"texts": texts, "out_tokens": out, "seconds": sum(true[t] * x for t, x in zip(LLM_TERMS, f))})
+    cost, report = fit_llm(samples, SETTINGS)
+    for term, value in true.items():
+        assert cost[term] == pytest.approx(value, rel=1e-6)
+    assert report["mean_abs_error"] < 1e-6 and len(report["samples"]) == len(samples)
+
+
+def test_linear_costs_and_token_ratio_are_recovered():
+    samples = [{"items": n, "tokens": n * k, "seconds": 0.01 + 0.002 * n + 1e-4 * n * k} for n in (1, 4, 16) for k in (10, 200)]
+    cost, _ = fit_linear(samples)
+    assert cost == pytest.approx({"base": 0.01, "per_item": 0.002, "per_token": 1e-4}, rel=1e-6)
+    assert fit_tokens([(w, int(w * 1.2) + 30) for w in (10, 100, 500)]) == (1.2, 27)
+
+
+def test_a_coefficient_the_data_would_make_negative_is_dropped_not_negative():
+    rows = [[1.0, 1.0], [1.0, 2.0], [1.0, 3.0]]
+    y = [3.0, 2.0, 1.0]  # decreasing: an unconstrained slope would be -1
+    coef = nnls(rows, y)
+    assert coef[1] == 0.0 and coef[0] == pytest.approx(2.0)
