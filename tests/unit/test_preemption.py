@@ -106,3 +106,40 @@ async def test_a_cancelled_running_program_call_is_aborted_in_the_engine():
     finally:
         await rt.stop()
     assert rt.metrics.aborted_requests == 1 and rt.metrics.preemptions == 0
+
+
+@pytest.mark.parametrize("beta", [None, 0.02])
+def test_a_starved_long_call_is_promoted_and_preempts_a_stream_of_short_ones(beta):
+    """Two feeders keep a short call always waiting; the long call, demoted while it ran, waits in
+    a low queue. Without anti-starvation it finishes only after every short call; with beta (seconds
+    waited per decoded token) it is promoted to the top queue again and again (each time it runs
+    a quantum, is demoted and preempted) and finishes while short calls are still coming.
+    On the virtual clock, so the schedule is exact."""
+    from teola.sim.virtual_loop import run_virtual
+
+    async def main() -> tuple[list[str], int]:
+        rt, engine = runtime("mlfq", budget=1, beta=beta)
+        await rt.start()
+        done: list[str] = []
+        try:
+            async with Program(rt, "hog") as hog:
+                long_call = asyncio.ensure_future(hog.call("long", parent_ids=[], max_tokens=60))
+                long_call.add_done_callback(lambda _: done.append("long"))
+                await asyncio.sleep(0.05)  # it runs 10 tokens: past its quantum, demoted
+
+                async def feeder(k: int) -> None:
+                    for i in range(40):
+                        async with Program(rt, f"short{k}.{i}") as p:
+                            await p.call(f"s{k}.{i}", parent_ids=[], max_tokens=3)
+                        done.append("short")
+                await asyncio.gather(feeder(0), feeder(1), long_call)
+                assert (await long_call).result["text"] == expected(60)
+        finally:
+            await rt.stop()
+        return done, rt.metrics.preemptions
+    done, preemptions = run_virtual(main())
+    assert done.count("short") == 80
+    if beta is None:
+        assert done[-1] == "long"
+    else:
+        assert done.index("long") < 79 and preemptions >= 1
