@@ -7,6 +7,7 @@ from typing import Any, Callable
 from teola.runtime.policies.atlas import ATLASPolicy
 from teola.runtime.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue
 from teola.runtime.policies.fifo import FifoPolicy
+from teola.runtime.policies.lamps import LAMPSPolicy
 from teola.runtime.policies.mlfq import MLFQPolicy
 from teola.runtime.policies.plas import PLASPolicy
 from teola.runtime.policies.po import PerInvocationPolicy
@@ -23,6 +24,7 @@ _POLICIES: dict[str, Callable[..., Policy]] = {
     "mlfq": MLFQPolicy,
     "plas": PLASPolicy,
     "atlas": ATLASPolicy,
+    "lamps": LAMPSPolicy,
 }
 
 DEFAULT_POLICY = "topology"
@@ -55,7 +57,8 @@ def make_policy(name: str, **options: Any) -> Policy:
     return policy_factory(name)(**options)
 
 
-__all__ = ["ATLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "Limits", "MLFQPolicy", "PLASPolicy",
+__all__ = ["ATLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "LAMPSPolicy", "Limits", "MLFQPolicy",
+           "PLASPolicy",
            "Pending", "PerInvocationPolicy", "Pick", "Policy", "ProgramPolicy", "ProgramQueues", "RequestQueue",
            "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_factory", "policy_names", "register_policy",
            "unregister_policy"]

@@ -1,0 +1,119 @@
+"""LAMPS (../shared/papers/lamps.md, Algorithm 1): waiting LLM calls ranked by their predicted
+memory over time, with the handling of their API call chosen to waste the least memory, and a
+starvation counter.
+
+Per waiting call the policy predicts (`predict`): its output length before the API call (the
+request's "predicted_tokens" if a predictor set it, else its max_tokens) and, when the request
+names the tool it will call ("api": tool name), the API's duration from an online mean per tool
+(`observe_api`, seeded by `api_defaults`) and the tokens decoded after it ("post_tokens"). It picks
+the handling by INFERCEPT's waste equations (teola.runtime.policies.api_handling) and scores the
+call by its memory over time under that handling; lower scores run first.
+
+Starvation (LAMPS §4.4): every scheduling round a call stays waiting its counter grows; at
+`starvation` rounds (100 in the paper) it is marked starving and goes ahead of the ranking until it
+is scheduled; the counter resets when it is scheduled. Scores are cached and recomputed every
+`refresh` rounds (1 = every round; the paper uses 10 for long-running datasets).
+
+`schedule` is pure: it reads the queue and keeps only the policy's own counters.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from teola.runtime.policies.api_handling import ApiCall, choose_handling, memory_over_time
+from teola.runtime.policies.base import Decision, Filler, Limits, Pending, RequestQueue
+
+
+class LAMPSPolicy:
+    name = "lamps"
+
+    def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
+                 swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None) -> None:
+        """step_s: seconds of one decode iteration; fwd_s_per_token: prefill seconds per context token
+        (recompute cost); swap_s_per_token: seconds to move one token's KV one way (None: no swap on
+        this engine); api_defaults: tool -> expected seconds before any is observed."""
+        if not isinstance(starvation, int) or starvation < 1:
+            raise ValueError(f"lamps: starvation must be an int >= 1 (scheduling rounds), got {starvation!r}")
+        if not isinstance(refresh, int) or refresh < 1:
+            raise ValueError(f"lamps: refresh must be an int >= 1 (rounds between score updates), got {refresh!r}")
+        if not step_s > 0 or fwd_s_per_token < 0 or (swap_s_per_token is not None and swap_s_per_token < 0):
+            raise ValueError("lamps: step_s must be > 0 and the per-token costs >= 0")
+        self.starvation, self.refresh = starvation, refresh
+        self.step_s, self.fwd_s, self.swap_s = step_s, fwd_s_per_token, swap_s_per_token
+        self.api_mean: dict[str, tuple[float, int]] = {k: (float(v), 0) for k, v in (api_defaults or {}).items()}
+        self.counters: dict[Pending, int] = {}
+        self.starving: set[Pending] = set()
+        self.scores: dict[Pending, float] = {}
+        self.handling: dict[Pending, str] = {}
+        self.rounds = 0
+
+    # ---- predictions --------------------------------------------------------------------------------
+    def observe_api(self, tool: str, seconds: float) -> None:
+        """An API call of `tool` took `seconds`: update its running mean."""
+        mean, n = self.api_mean.get(tool, (0.0, 0))
+        self.api_mean[tool] = ((mean * n + seconds) / (n + 1), n + 1)
+
+    def predict(self, e: Pending) -> ApiCall:
+        req: dict[str, Any] = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
+        prompt = int(e.tokens[0]) - int(req.get("max_tokens") or 0) if e.tokens else 0
+        pre = int(req.get("predicted_tokens") or req.get("max_tokens") or 1)
+        tool = req.get("api")
+        if not tool:
+            return ApiCall(max(0, prompt), pre)
+        api_s = self.api_mean.get(str(tool), (1.0, 0))[0]
+        return ApiCall(max(0, prompt), pre, api_s, int(req.get("api_response_tokens") or 0),
+                       int(req.get("post_tokens") or 0))
+
+    def score(self, e: Pending, other_context: int = 0) -> tuple[float, str]:
+        call = self.predict(e)
+        context = call.prompt + call.pre
+        fwd = self.fwd_s * context
+        swap = None if self.swap_s is None else self.swap_s * context
+        handling = "none" if call.api_s is None else choose_handling(call.api_s, context, other_context, fwd,
+                                                                     swap)
+        return memory_over_time(call, handling if call.api_s is not None else "preserve", self.step_s, fwd,
+                                swap or 0.0), handling
+
+    # ---- scheduling ---------------------------------------------------------------------------------
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
+        if not queue:
+            return Decision()
+        entries = list(queue)
+        self.rounds += 1
+        stale = self.rounds % self.refresh == 1 or self.refresh == 1
+        for e in entries:
+            if stale or e not in self.scores:
+                self.scores[e], self.handling[e] = self.score(e)
+        ranked = sorted(entries, key=lambda e: (e not in self.starving, self.scores[e], e.arrival))
+        op = ranked[0].op
+        fill = Filler(limits.max_batch, limits.token_budget)
+        for e in ranked:
+            if e.op == op:
+                fill.take(e)
+                if fill.full:
+                    break
+        picked = {p.entry for p in fill.picks}
+        self._count(entries, picked)
+        return Decision(fill.picks)
+
+    def _count(self, entries: list[Pending], picked: set[Pending]) -> None:
+        """Algorithm 1 lines 17-31: reset the picked, age the rest, mark the starving."""
+        live = set(entries)
+        for e in list(self.counters):
+            if e not in live:
+                self._forget(e)
+        for e in entries:
+            if e in picked:
+                self.counters[e] = 0
+                self.starving.discard(e)
+                continue
+            self.counters[e] = self.counters.get(e, 0) + 1
+            if self.counters[e] >= self.starvation:
+                self.starving.add(e)
+                self.counters[e] = 0
+
+    def _forget(self, e: Pending) -> None:
+        self.counters.pop(e, None)
+        self.scores.pop(e, None)
+        self.handling.pop(e, None)
+        self.starving.discard(e)

@@ -1,0 +1,90 @@
+"""LAMPS (teola.runtime.policies.lamps / api_handling) on hand-computed cases: INFERCEPT's waste
+equations choose the handling, memory over time scores calls, the policy runs the least
+memory-hungry call first, starving calls go ahead after `starvation` rounds, scores refresh on
+schedule."""
+from __future__ import annotations
+
+import pytest
+
+from teola.runtime.policies import Limits, Pending, RequestQueue, make_policy
+from teola.runtime.policies.api_handling import ApiCall, choose_handling, memory_over_time, waste
+
+
+def test_waste_equations_on_hand_computed_values():
+    # T_api 2 s, C 100 tokens, C_other 300, T_fwd(C) 0.5 s, T_swap(C) 0.1 s
+    assert waste("preserve", 2.0, 100, 300, 0.5, 0.1) == 200.0          # 2 x 100
+    assert waste("discard", 2.0, 100, 300, 0.5, 0.1) == 200.0           # 0.5 x 100 + 0.5 x 300
+    assert waste("swap", 2.0, 100, 300, 0.5, 0.1) == pytest.approx(80)  # 2 x 0.1 x 400
+    assert choose_handling(2.0, 100, 300, 0.5, 0.1) == "swap"
+    assert choose_handling(2.0, 100, 300, 0.5, None) == "preserve"      # no swap here; a tie goes to preserve
+    assert choose_handling(0.1, 100, 300, 0.5, 0.1) == "preserve"       # a short API: keep the KV (10)
+    assert choose_handling(10.0, 10, 0, 0.01, 0.05) == "discard"        # a long API, a short context (0.1)
+
+
+def test_memory_over_time_of_each_handling():
+    step = 1.0  # seconds per iteration: durations below are in iterations
+    # 5 tokens before a 2-iteration API kept resident, 1 after: (1+..+5) + 5 x 2 + (5 + 1) = 31
+    assert memory_over_time(ApiCall(0, 5, 2.0, 0, 1), "preserve", step) == 31
+    # 1 token, API discarded (recompute of 1 token held 1 iteration), 1 after: 1 + 1 + (1 + 1) = 4
+    assert memory_over_time(ApiCall(0, 1, 7.0, 0, 1), "discard", step, fwd_s=1.0) == 4
+    # 2 tokens, swapped out and in (0.5 iteration each, 2 tokens held), 1 after: 3 + 2 + (2 + 1) = 8
+    assert memory_over_time(ApiCall(0, 2, 1.0, 0, 1), "swap", step, swap_s=0.5) == 8
+    # a prompt of 10 and an API response of 4 tokens: 3 x 10 + 6 + 13 x 3 + (1 x 17 + 1) = 93
+    assert memory_over_time(ApiCall(10, 3, 3.0, 4, 1), "preserve", step) == 93
+    assert memory_over_time(ApiCall(10, 3), "preserve", step) == 36  # no API call: pre-API part only
+
+
+def entry(name: str, max_tokens: int, prompt: int = 10, arrival: float = 0.0, **req) -> Pending:
+    return Pending(name, name, "decoding", 0, arrival, [{"max_tokens": max_tokens, **req}],
+                   tokens=[prompt + max_tokens])
+
+
+def picked(policy, entries: list[Pending]) -> str:
+    return policy.schedule(RequestQueue(entries), 0.0, Limits(1, 1)).picks[0].entry.name
+
+
+def test_the_call_with_the_least_memory_over_time_runs_first():
+    # recompute of a 30-token context takes 0.05 s (2.5 iterations)
+    lamps = make_policy("lamps", step_s=0.02, fwd_s_per_token=0.05 / 30, api_defaults={"search": 2.0, "calc": 0.01})
+    quick_api = entry("quick_api", 20, api="calc", post_tokens=5)  # 410 + 30 x 0.5 (preserve) + 165 = 590
+    long_api = entry("long_api", 20, api="search", post_tokens=5)  # 410 + 30 x 2.5 (discard) + 165 = 650
+    short = entry("short", 30)                                     # 30 x 10 + 465 = 765
+    order = []
+    pool = [long_api, short, quick_api]
+    while pool:
+        name = picked(lamps, pool)
+        order.append(name)
+        pool = [e for e in pool if e.name != name]
+    assert order == ["quick_api", "long_api", "short"]
+    assert lamps.score(quick_api) == (pytest.approx(590), "preserve")
+    assert lamps.score(long_api) == (pytest.approx(650), "discard")
+    assert lamps.score(short) == (pytest.approx(765), "none")
+
+
+def test_a_starving_call_goes_ahead_after_the_threshold():
+    lamps = make_policy("lamps", starvation=3)
+    big = entry("big", 500)
+    rounds = []
+    for i in range(5):
+        small = entry(f"small{i}", 5, arrival=float(i))
+        rounds.append(picked(lamps, [big, small]))
+    # big waits 3 rounds (counter 1, 2, 3 -> starving), then runs ahead of a better-ranked call
+    assert rounds[:3] == ["small0", "small1", "small2"] and rounds[3] == "big"
+
+
+def test_scores_are_cached_between_refreshes():
+    # a: 155 + 255 around its API; preserving a 10 ms API adds 10; recomputing its 20 tokens (1 s) 1,000
+    lamps = make_policy("lamps", refresh=3, fwd_s_per_token=0.05, api_defaults={"tool": 0.01})
+    a, b = entry("a", 10, api="tool", post_tokens=10), entry("b", 25)  # b: 575
+    assert picked(lamps, [a, b]) == "a"           # round 1: scores computed
+    lamps.observe_api("tool", 50.0)               # the tool turns out slow: a's API is now expensive
+    assert picked(lamps, [a, b]) == "a"           # round 2: cached score
+    assert picked(lamps, [a, b]) == "a"           # round 3: cached
+    assert picked(lamps, [a, b]) == "b"           # round 4: refreshed
+
+
+def test_bad_options_are_named():
+    with pytest.raises(ValueError, match="starvation"):
+        make_policy("lamps", starvation=0)
+    with pytest.raises(ValueError, match="refresh"):
+        make_policy("lamps", refresh=0)
