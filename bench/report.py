@@ -7,13 +7,18 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).parent.parent
-ORDER = ["doc_qa", "doc_qa_large", "prompts", "overlap", "rag", "load", "load_glibc_arenas", "engine_settings", "compile", "runtime", "prefix_ttft", "kv_swap", "programs_vllm", "resume_fidelity", "programs"]
+ORDER = ["doc_qa", "doc_qa_large", "doc_qa_refine", "prompts", "overlap", "rag", "load", "load_glibc_arenas", "engine_settings", "compile", "runtime", "prefix_ttft", "kv_swap", "programs_vllm", "resume_fidelity", "programs",
+         "sim_fidelity", "sim_paper", "sim_programs"]
 HEADER = """# Benchmarks
 
 Every number here is measured side by side in one run on the machine named in each section, with the
 command that reproduces it. Ratios compare teola with a baseline on the same engines in the same run.
 Tests never assert timings; these scripts report them. Regenerate this file with `python -m bench.report`
 after running the suites (each writes its section to `bench/results/<suite>.md`).
+
+Sections whose title starts with SIMULATED are not measurements: they run teola's runtime on simulated
+engines in virtual time (docs/simulator.md) with a profile whose provenance they name; the simulator's
+own measured error on this machine is the "Simulator fidelity" section.
 """
 
 
