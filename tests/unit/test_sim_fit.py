@@ -36,3 +36,27 @@ def test_a_coefficient_the_data_would_make_negative_is_dropped_not_negative():
     y = [3.0, 2.0, 1.0]  # decreasing: an unconstrained slope would be -1
     coef = nnls(rows, y)
     assert coef[1] == 0.0 and coef[0] == pytest.approx(2.0)
+
+
+def test_profiling_an_engine_with_a_known_cost_model_recovers_it():
+    """`teola profile`'s LLM measurement and fit, pointed at a simulated engine on the virtual
+    clock: the fitted iteration cost and token ratio are the engine's own."""
+    from engines.sim_llm import SimLLM
+    from teola.sim.profiler import profile_llm
+    from teola.sim.virtual_loop import run_virtual
+
+    true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
+
+    async def main() -> dict:
+        engine = SimLLM("llm", true, max_num_seqs=4, max_num_batched_tokens=1024, token_ratio=1.25,
+                        template_tokens=20)
+        await engine.start()
+        try:
+            return await profile_llm(engine, lambda _: None)
+        finally:
+            await engine.stop()
+    entry = run_virtual(main())
+    assert entry["token_ratio"] == pytest.approx(1.25, abs=0.01) and abs(entry["template_tokens"] - 20) <= 1
+    for term, value in true.items():
+        assert entry["cost"][term] == pytest.approx(value, rel=0.05, abs=1e-7)
+    assert entry["fit"]["mean_abs_error"] < 0.02
