@@ -5,8 +5,10 @@ prefilling) and admits waiting ones while `max_num_seqs`, the `max_num_batched_t
 free KV blocks allow (chunked prefill; prefix-cache hits skip the cached blocks). It lasts
 
     base + prefill_token * prefill tokens + decode_seq * decoding sequences + context_token * their context
+         + prefill_attention * (prefilled tokens x the context each attends to) / 1000
 
-seconds on the event loop's clock (`IterationCost`, SamuLLM's linear form; `teola profile` fits it to
+seconds on the event loop's clock (`IterationCost`, SamuLLM's linear form plus prefill attention, which
+is what makes long prompts superlinear on a CPU; `teola profile` fits it to
 a real engine). When a sequence needs a block and none is free, the last admitted running sequence
 is preempted, by recompute (its blocks are freed; it is re-prefilled, mostly from the prefix cache)
 or by swap (its blocks move out and back in at `swap_seconds_per_block`, the batched swap kernel's
@@ -28,26 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from engines.protocol import EngineProfile
+from engines.sim_cost import IterationCost
 from engines.sim_kv import BlockPool, Holding, block_hashes
 from engines.sim_text import LengthSampler, output_id, output_token, prompt_ids
 from engines.split_parser import SplitParser
 from engines.vllm_requests import DECODE_OPS, PREFILL_OPS, check_request
 
 Emit = Callable[[int, str, Any], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class IterationCost:
-    """Seconds of one engine iteration (see the module docstring)."""
-
-    base: float = 0.0
-    prefill_token: float = 0.0
-    decode_seq: float = 0.0
-    context_token: float = 0.0
-
-    def seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
-        return (self.base + self.prefill_token * prefill_tokens + self.decode_seq * decode_seqs
-                + self.context_token * context_tokens)
 
 
 @dataclass(eq=False, slots=True)
@@ -222,8 +211,10 @@ class SimLLM:
         plan, extra = self._schedule()
         decoding = [s for s, n in plan if n == 1 and s.out]
         prefill = sum(n for s, n in plan if not (n == 1 and s.out))
+        # attention work of the prefill chunks: each new token attends to the context before it
+        pairs = sum(n * (s.computed + n / 2) for s, n in plan if not (n == 1 and s.out))
         context = sum(s.computed for s in decoding)
-        seconds = self.cost.seconds(prefill, len(decoding), context) + extra + self._swap_debt
+        seconds = self.cost.seconds(prefill, len(decoding), context, pairs) + extra + self._swap_debt
         self._swap_debt = 0.0
         self.stats["iterations"] += 1
         self.stats["busy_s"] += seconds

@@ -19,7 +19,7 @@ import numpy as np
 from engines.sim_llm import IterationCost, SimLLM
 from teola.sim.virtual_loop import run_virtual
 
-LLM_TERMS = ("base", "prefill_token", "decode_seq", "context_token")
+LLM_TERMS = ("base", "prefill_token", "decode_seq", "context_token", "prefill_attention")
 LINEAR_TERMS = ("base", "per_item", "per_token")
 
 
