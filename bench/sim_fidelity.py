@@ -72,6 +72,9 @@ async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool) -> di
             for system in plan["systems"]:
                 if reset:
                     await reset_prefix_cache(app)
+                else:  # the simulated engines' prefix cache is emptied alike
+                    for inst in app.runtime.instances["llm"]:
+                        inst.handle.reset_prefix_cache()
                 out[f"{name}|{rate}|{system}"] = await trace(app, queries, arrivals, system)
                 print(f"[sim_fidelity] {'real' if reset else 'sim '} {name} {rate} {system}: "
                       f"{statistics.fmean(out[f'{name}|{rate}|{system}']):.2f} s", file=sys.stderr, flush=True)

@@ -116,3 +116,11 @@ class BlockPool:
         self.private -= holding.private
         holding.hashes.clear()
         holding.private = 0
+
+    def drop_cached(self) -> int:
+        """Forget every cached block nobody holds (vLLM's reset_prefix_cache); returns how many."""
+        n = len(self.lru)
+        for h in self.lru:
+            del self.refs[h]
+        self.lru.clear()
+        return n

@@ -161,6 +161,10 @@ class SimLLM:
             await self._finish(seq, aborted=True)
         return len(hit)
 
+    def reset_prefix_cache(self) -> int:
+        """Empty the prefix cache (blocks no running request holds), like vLLM's call of that name."""
+        return self.pool.drop_cached()
+
     # ---- requests -----------------------------------------------------------------------------------
     def _submit(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[asyncio.Future]:
         if op not in self.ops:
