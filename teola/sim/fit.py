@@ -6,7 +6,8 @@ vector is the simulated time of the same batch under each unit cost (base=1, pre
 computed by running engines.sim_llm's own scheduler in virtual time: chunking under the token
 budget and the order of iterations are the same as in the simulation that uses the fit.
 Other engines: seconds = base + per_item * n + per_token * tokens per batch.
-Coefficients are non-negative least squares (a negative one is dropped and the rest refitted).
+Coefficients are non-negative least squares on relative errors (a negative one is dropped and the
+rest refitted); each LLM sample keeps its feature vector, so a profile can be refitted offline.
 """
 from __future__ import annotations
 
@@ -23,9 +24,14 @@ LLM_TERMS = ("base", "prefill_token", "decode_seq", "context_token", "prefill_at
 LINEAR_TERMS = ("base", "per_item", "per_token")
 
 
-def nnls(rows: Sequence[Sequence[float]], y: Sequence[float]) -> list[float]:
-    """Least squares with coefficients >= 0 (drop the most negative and refit, until none is)."""
+def nnls(rows: Sequence[Sequence[float]], y: Sequence[float], relative: bool = False) -> list[float]:
+    """Least squares with coefficients >= 0 (drop the most negative and refit, until none is).
+    relative: minimise relative rather than absolute errors (each row weighted by 1 / y), so a
+    few long measurements do not outweigh many short ones."""
     a, b = np.asarray(rows, dtype=float), np.asarray(y, dtype=float)
+    if relative:
+        w = 1.0 / np.maximum(b, 1e-12)
+        a, b = a * w[:, None], b * w
     active = list(range(a.shape[1]))
     while active:
         coef, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
@@ -71,16 +77,16 @@ def fit_llm(samples: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[di
     """samples: {"texts": [prompt, ...], "out_tokens", "seconds"} (one measured batch each). Returns
     the cost dict and the fit's report (per-sample relative errors, mean absolute error)."""
     rows = [llm_features(s["texts"], s["out_tokens"], settings) for s in samples]
-    coef = nnls(rows, [s["seconds"] for s in samples])
+    coef = nnls(rows, [s["seconds"] for s in samples], relative=True)
     brief = [{"batch": len(s["texts"]), "prompt_tokens": s.get("prompt_tokens"), "out_tokens": s["out_tokens"],
-              "seconds": s["seconds"]} for s in samples]
+              "features": [round(x, 6) for x in row], "seconds": s["seconds"]} for s, row in zip(samples, rows)]
     return dict(zip(LLM_TERMS, coef)), _report(rows, coef, brief)
 
 
 def fit_linear(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
     """samples: {"items", "tokens", "seconds"} per measured batch."""
     rows = [[1.0, float(s["items"]), float(s["tokens"])] for s in samples]
-    coef = nnls(rows, [s["seconds"] for s in samples])
+    coef = nnls(rows, [s["seconds"] for s in samples], relative=True)
     return dict(zip(LINEAR_TERMS, coef)), _report(rows, coef, samples)
 
 
