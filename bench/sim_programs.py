@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="a100-llama2-7b")
     p.add_argument("--programs", type=int, default=300)
     p.add_argument("--quick", action="store_true", help="chat only, 1 instance, recompute, 30 programs, 2 loads")
+    p.add_argument("--instances", default="1,4", help="instance counts to sweep (default 1,4)")
     p.add_argument("--out", default="sim_programs")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     n = 30 if args.quick else args.programs
     combos = [("chat", 1, "drop")] if args.quick else [
-        (k, i, m) for k in ("chat", "tree") for i in (1, 4) for m in ("drop", "swap")]
+        (k, i, m) for k in ("chat", "tree") for i in map(int, args.instances.split(",")) for m in ("drop", "swap")]
     loads = (0.8, 1.2) if args.quick else LOADS
     sweeps = {}
     for kind, inst, mode in combos:
