@@ -103,3 +103,11 @@ def test_waiting_policies_make_progress_on_the_virtual_clock(policy):
     report = simulate(naive_rag.build(), PROFILE, rate=3.0, queries=query_variants(QUERY, 6),
                       config={"policy": policy})
     assert report.failed == 0 and len(report.latencies) == 6
+
+
+def test_every_simulated_llm_setting_in_a_profile_reaches_the_engine():
+    entry = {"cost": {"base": 0.1}, "max_num_seqs": 3, "num_blocks": 99, "block_size": 8, "token_ratio": 1.5,
+             "scheduling": "priority", "preemption": "swap", "swap_seconds_per_block": 0.5, "abort_kv": "swap"}
+    llm = simulated_engine("llm", "vllm", {**PROFILE, "engines": {"vllm": entry}})
+    assert (llm.max_num_seqs, llm.pool.num_blocks, llm.pool.block_size, llm.token_ratio) == (3, 99, 8, 1.5)
+    assert (llm.scheduling, llm.preemption, llm.swap_seconds_per_block, llm.abort_kv) == ("priority", "swap", 0.5, "swap")
