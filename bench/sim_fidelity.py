@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
-import json
 import os
 import statistics
 import sys
@@ -29,9 +28,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
+from bench.common import write_results
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
+from teola.sim.profiler import add_lengths
 
-RESULTS = Path(__file__).resolve().parent / "results"
 FIDELITY_SYSTEMS = ("teola", "LlamaDist-PO", "LlamaDistPC-TO")
 
 
@@ -53,14 +53,7 @@ async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], 
 async def lengths_of(app: Any, queries: list[dict[str, Any]]) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {"text": [], "split": []}
     for q in queries:
-        result = await app.run(app_query(q))
-        for tr in result.trace:
-            if "num_output_tokens" not in tr or "fused_into" in tr:
-                continue
-            if tr["op"] == "partial_decoding" and tr["primitive"].endswith("[0]"):
-                out["split"].append(int(tr["num_output_tokens"]))
-            elif tr["op"] == "decoding":
-                out["text"].append(int(tr["num_output_tokens"]))
+        add_lengths(out, (await app.run(app_query(q))).trace)
     return out
 
 
@@ -193,11 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             "profile_path": args.profile, "profile_source": profile.get("source", ""), "seed": 0, "n": n,
             "n_cal": 2 if args.quick else 4, "wall_s": time.perf_counter() - t0, "load_before": load0,
             "load_after": os.getloadavg()[0]}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(data, indent=1))
-    md = markdown(data, "python -m bench.sim_fidelity " + " ".join(argv if argv is not None else sys.argv[1:]))
-    (RESULTS / f"{args.out}.md").write_text(md)
-    print(md)
+    write_results(args.out, data, markdown(data, "python -m bench.sim_fidelity "
+                                            + " ".join(argv if argv is not None else sys.argv[1:])))
     return 0
 
 

@@ -19,7 +19,6 @@ The simulator's own measured error on this machine is in bench/results/sim_fidel
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -28,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import write_results
 from bench.rag import ABLATIONS, SYSTEMS
 from bench.workloads import app_query, doc_qa_queries
 
-RESULTS = Path(__file__).resolve().parent / "results"
 APPS = ("naive_rag", "advanced_rag", "search_generation")
 FRACTIONS = (0.2, 0.4, 0.6, 0.8, 0.95)
 
@@ -127,11 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                                    200 if args.quick else 10_000)}
     data["wall_s"] = time.perf_counter() - t0
     data["command"] = "python -m bench.sim_paper " + " ".join(argv if argv is not None else sys.argv[1:])
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(data, indent=1))
-    md = markdown(data)
-    (RESULTS / f"{args.out}.md").write_text(md)
-    print(md)
+    write_results(args.out, data, markdown(data))
     return 0
 
 

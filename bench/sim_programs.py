@@ -20,7 +20,6 @@ of 6 x the admission budget x instances programs at t=0.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -28,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import write_results
 from bench.programs import rate_at, workload
 from bench.programs_vllm import load_texts, run_set, set_policy
 
-RESULTS = Path(__file__).resolve().parent / "results"
 POLICIES = ("fifo", "mlfq", "plas", "atlas")
 SHAPES = {"chat": {"max_calls": 24, "out_mean": 60, "out_max": 400},
           "tree": {"steps": (2, 4), "width": (2, 8), "out_mean": 25, "out_max": 120}}
@@ -131,11 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             profile, kind, n * inst, inst, mode, questions, loads)
     data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_programs " + " ".join(argv if argv is not None else sys.argv[1:])}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{args.out}.json").write_text(json.dumps(data, indent=1))
-    md = markdown(data)
-    (RESULTS / f"{args.out}.md").write_text(md)
-    print(md)
+    write_results(args.out, data, markdown(data))
     return 0
 
 

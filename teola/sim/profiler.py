@@ -100,19 +100,24 @@ async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[s
     return {"cost": cost, "fit": report}
 
 
+def add_lengths(lengths: dict[str, list[int]], trace: list[dict[str, Any]]) -> None:
+    """Add one query's LLM output lengths (from its trace) to `lengths` by kind: "split" for a
+    pipelined item list (counted once, at its first item), "text" for other decodes."""
+    for tr in trace:
+        if "num_output_tokens" not in tr or "fused_into" in tr:
+            continue
+        if tr["op"] == "partial_decoding":
+            if tr["primitive"].endswith("[0]"):
+                lengths.setdefault("split", []).append(int(tr["num_output_tokens"]))
+        elif tr["op"] == "decoding":
+            lengths.setdefault("text", []).append(int(tr["num_output_tokens"]))
+
+
 async def record_lengths(app: App, n: int, say: Say) -> dict[str, list[int]]:
     """Output lengths of the app's LLM calls over n variants of its sample query."""
     lengths: dict[str, list[int]] = {"text": [], "split": []}
     for i, q in enumerate(query_variants(app.sample()[0], n)):
-        result = await app.run(q)
-        for tr in result.trace:
-            if "num_output_tokens" not in tr or "fused_into" in tr:
-                continue
-            if tr["op"] == "partial_decoding":
-                if tr["primitive"].endswith("[0]"):
-                    lengths["split"].append(int(tr["num_output_tokens"]))
-            elif tr["op"] == "decoding":
-                lengths["text"].append(int(tr["num_output_tokens"]))
+        add_lengths(lengths, (await app.run(q)).trace)
         say(f"sample query {i + 1}/{n} answered")
     return {k: sorted(v) for k, v in lengths.items() if v}
 

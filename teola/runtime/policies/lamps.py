@@ -71,8 +71,7 @@ class LAMPSPolicy:
         swap = None if self.swap_s is None else self.swap_s * context
         handling = "none" if call.api_s is None else choose_handling(call.api_s, context, other_context, fwd,
                                                                      swap)
-        return memory_over_time(call, handling if call.api_s is not None else "preserve", self.step_s, fwd,
-                                swap or 0.0), handling
+        return memory_over_time(call, handling, self.step_s, fwd, swap or 0.0), handling
 
     # ---- scheduling ---------------------------------------------------------------------------------
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
@@ -80,7 +79,7 @@ class LAMPSPolicy:
             return Decision()
         entries = list(queue)
         self.rounds += 1
-        stale = self.rounds % self.refresh == 1 or self.refresh == 1
+        stale = (self.rounds - 1) % self.refresh == 0
         for e in entries:
             if stale or e not in self.scores:
                 self.scores[e], self.handling[e] = self.score(e)
