@@ -5,6 +5,7 @@ tests and, later, the simulator). Batches on one SimEngine run one at a time (li
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import re
 import zlib
@@ -26,12 +27,22 @@ def crc(text: str) -> int:
 
 
 def embed(text: str) -> list[float]:
+    return list(_embed(text))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # simulations re-embed the same chunks; a pure function of the text
+def _embed(text: str) -> tuple[float, ...]:
     v = [0.0] * DIM
     for w in words(text):
         h = crc(w)
         v[h % DIM] += 1.0 if (h >> 8) & 1 else -1.0
     n = math.sqrt(sum(x * x for x in v)) or 1.0
-    return [x / n for x in v]
+    return tuple(x / n for x in v)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def word_set(text: str) -> frozenset[str]:
+    return frozenset(words(text))
 
 
 def interpolate(profile: dict[int, float], n: int) -> float:
@@ -216,16 +227,15 @@ class SimEngine:
             return None
         if op == "searching":
             if "query" in r:
-                q = set(words(r["query"]))
-                scored = [(len(q & set(words(d))), d) for d in self.corpus]
+                q = word_set(r["query"])
+                scored = [(len(q & word_set(d)), d) for d in self.corpus]
             else:
                 e = r["embedding"]
                 scored = [(sum(a * b for a, b in zip(e, v)), t) for t, v, _ in self.store.get(r["namespace"], [])]
             scored.sort(key=lambda x: (-x[0], x[1]))
             return [{"text": t, "score": float(s)} for s, t in scored[: r["top_k"]]]
         if op == "reranking":
-            q = set(words(r["query"]))
-            return len(q & set(words(r["text"]))) + (crc(r["text"]) % 1000) / 1e4
+            return len(word_set(r["query"]) & word_set(r["text"])) + (crc(r["text"]) % 1000) / 1e4
         if op in ("prefilling", "partial_prefilling", "full_prefilling"):
             return self._prefill(r)
         if op in ("decoding", "partial_decoding"):

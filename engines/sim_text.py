@@ -12,6 +12,7 @@ resumed after preemption continues exactly where it stopped.
 """
 from __future__ import annotations
 
+import functools
 import random
 import re
 import zlib
@@ -21,9 +22,15 @@ _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 SYSTEM_PART_NAMES = ("instruction", "system")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # simulations count the same texts again and again
 def count_tokens(text: str) -> int:
     """Words and punctuation marks (teola.chunking's count, which engines/ cannot import)."""
     return len(_TOKEN.findall(text))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _piece_hashes(text: str) -> tuple[int, ...]:
+    return tuple(zlib.crc32(piece.encode()) for piece in _TOKEN.findall(text))
 
 
 def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 1.15,
@@ -32,9 +39,8 @@ def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 
     ids = [1_000_000 + k for k in range(template_tokens)]
     n = 0
     for _, text in parts:
-        for piece in _TOKEN.findall(text):
+        for h in _piece_hashes(text):
             count = int((n + 1) * ratio) - int(n * ratio)
-            h = zlib.crc32(piece.encode())
             ids.extend((h + j) & 0x7FFFFFFF for j in range(count))
             n += 1
     if complete:
