@@ -12,7 +12,7 @@ import zlib
 from typing import Any, AsyncIterator
 
 from engines.protocol import EngineProfile
-from engines.sim_text import count_tokens
+from engines.sim_text import count_tokens, memo_caches
 
 DIM = 32
 _WORD = re.compile(r"[a-z0-9]+")
@@ -30,7 +30,7 @@ def embed(text: str) -> list[float]:
     return list(_embed(text))
 
 
-@functools.lru_cache(maxsize=1 << 16)  # simulations re-embed the same chunks; a pure function of the text
+@functools.lru_cache(maxsize=1 << 14)  # simulations re-embed the same chunks; a pure function of the text
 def _embed(text: str) -> tuple[float, ...]:
     v = [0.0] * DIM
     for w in words(text):
@@ -40,9 +40,15 @@ def _embed(text: str) -> tuple[float, ...]:
     return tuple(x / n for x in v)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 14)
 def word_set(text: str) -> frozenset[str]:
     return frozenset(words(text))
+
+
+def clear_memos() -> None:
+    """Empty the simulated engines' memo caches (bounded, keyed by text; not per-query state)."""
+    for cache in (_embed, word_set, *memo_caches()):
+        cache.cache_clear()
 
 
 def interpolate(profile: dict[int, float], n: int) -> float:

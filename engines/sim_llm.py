@@ -26,46 +26,17 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator
 
 from engines.protocol import EngineProfile
+from engines.sim_admission import Emit, SimAdmission, SimSeq
 from engines.sim_cost import IterationCost
-from engines.sim_kv import BlockPool, Holding, block_hashes
-from engines.sim_text import LengthSampler, output_id, output_token, prompt_ids
+from engines.sim_kv import BlockPool, block_hashes
+from engines.sim_text import LengthSampler, continuation_ids, output_id, output_token, prompt_ids
 from engines.split_parser import SplitParser
 from engines.vllm_requests import DECODE_OPS, PREFILL_OPS, check_request
 
-Emit = Callable[[int, str, Any], Awaitable[None]]
-
-
-@dataclass(eq=False, slots=True)
-class _Seq:
-    op: str
-    index: int
-    req: dict[str, Any]
-    ids: list[int]
-    prompt_len: int
-    target: int
-    order: int
-    future: asyncio.Future
-    emit: Emit | None
-    parser: SplitParser | None
-    held: Holding = field(default_factory=Holding)
-    computed: int = 0
-    cached: int = -1          # prefix-cache hit of the first admission (tokens)
-    out: list[int] = field(default_factory=list)
-    text: list[str] = field(default_factory=list)
-    swapped: int = 0          # blocks held in swap space while preempted by swap
-    state: str = "waiting"    # waiting | running | done
-    topic: str = "w"
-
-    @property
-    def keys(self) -> set[str]:
-        return {k for k in (self.req.get("owner"), self.req.get("tag")) if k}
-
-
-class SimLLM:
+class SimLLM(SimAdmission):
     """See the module docstring. `cost`: an IterationCost or its fields as a dict; `lengths`: recorded
     output lengths per kind (engines.sim_text.LengthSampler); the rest mirror vLLM's settings."""
 
@@ -96,12 +67,13 @@ class SimLLM:
         self.swap_seconds_per_block = swap_seconds_per_block
         self.abort_kv = abort_kv
         self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
+        self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim_admission.py)
         self._swap_debt = 0.0               # swap-out seconds the next iteration pays
         self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
                                                                     max_batch or max_num_seqs),
                                      context_window=max_model_len)
-        self.waiting: list[_Seq] = []
-        self.running: list[_Seq] = []
+        self.waiting: list[SimSeq] = []
+        self.running: list[SimSeq] = []
         self._order = itertools.count()
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
@@ -159,7 +131,7 @@ class SimLLM:
                 self._swap_debt += blocks * self.swap_seconds_per_block
                 self.stats["swapped_blocks"] += blocks
             await self._finish(seq, aborted=True)
-        return len(hit)
+        return len(hit) + self.drop_paused(wanted)
 
     def reset_prefix_cache(self) -> int:
         """Empty the prefix cache (blocks no running request holds), like vLLM's call of that name."""
@@ -176,8 +148,9 @@ class SimLLM:
         self._wake.set()
         return [s.future for s in seqs]
 
-    def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> _Seq:
+    def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> SimSeq:
         ids = prompt_ids(req["parts"], req["complete"], self.token_ratio, self.template_tokens)
+        ids += continuation_ids(req["continuation"], self.token_ratio)
         prompt_len = len(ids)
         decode = op in DECODE_OPS
         target = 0
@@ -193,7 +166,7 @@ class SimLLM:
         parser = SplitParser(req["split"]) if decode and req["split"] else None
         # one word of the prompt, letters only, so each output token's text is one counted token
         topic = "".join(ch for ch in (req["parts"][-1][1].split() or ["w"])[0] if ch.isalpha())[:12] or "w"
-        return _Seq(op, i, req, ids, prompt_len, target, next(self._order),
+        return SimSeq(op, i, req, ids, prompt_len, target, next(self._order),
                     asyncio.get_running_loop().create_future(), emit, parser, topic=topic)
 
     # ---- the iteration loop -------------------------------------------------------------------------
@@ -229,7 +202,7 @@ class SimLLM:
             if seq.state == "running":
                 await self._advance(seq, n)
 
-    def _schedule(self) -> tuple[list[tuple[_Seq, int]], float]:
+    def _schedule(self) -> tuple[list[tuple[SimSeq, int]], float]:
         """This iteration's work: (sequence, tokens to compute) pairs, and swap seconds."""
         budget, plan, extra = self.budget, [], 0.0
         if self.scheduling == "priority":
@@ -264,68 +237,7 @@ class SimLLM:
             budget -= n
         return plan, extra
 
-    def _rank(self, seq: _Seq) -> tuple[int, int]:
-        return (seq.req["priority"], seq.order)
-
-    def _blocks_for(self, seq: _Seq, n: int) -> int:
-        return math.ceil((seq.computed + n) / self.pool.block_size) - seq.held.blocks
-
-    def _admit(self, seq: _Seq, budget: int) -> tuple[bool, float]:
-        """Move a waiting sequence into the running set with the blocks its first chunk needs."""
-        bs = self.pool.block_size
-        if seq.swapped:
-            need = math.ceil((seq.computed + min(len(seq.ids) - seq.computed, budget)) / bs)
-            if not self.pool.allocate(seq.held, need):
-                return False, 0.0
-            seconds, seq.swapped = seq.swapped * self.swap_seconds_per_block, 0
-        elif hash(tuple(seq.ids)) in self.host_kv:  # a preempted request resumes: swap its KV back in
-            computed = self.host_kv[hash(tuple(seq.ids))]
-            need = math.ceil((computed + min(len(seq.ids) - computed, budget)) / bs)
-            if not self.pool.allocate(seq.held, need):
-                return False, 0.0
-            del self.host_kv[hash(tuple(seq.ids))]
-            seq.computed, seconds = computed, math.ceil(computed / bs) * self.swap_seconds_per_block
-            if seq.cached < 0:  # reported as cached: none of it is computed again
-                seq.cached = computed
-                self.stats["prompt_tokens"] += seq.prompt_len
-            self.stats["swapped_in_tokens"] += computed
-        else:
-            hashes = block_hashes(seq.ids, bs, stop=(len(seq.ids) - 1) // bs)  # the last token is always computed
-            hit = self.pool.cached_blocks(hashes)
-            need = math.ceil(min(len(seq.ids), hit * bs + budget) / bs) - hit
-            self.pool.acquire(seq.held, hashes[:hit])  # first: acquired blocks are no longer evictable
-            if not self.pool.allocate(seq.held, need):
-                self.pool.release(seq.held)
-                return False, 0.0
-            seq.computed, seconds = hit * bs, 0.0
-            if seq.cached < 0:
-                seq.cached = hit * bs
-                self.stats["prompt_tokens"] += seq.prompt_len
-                self.stats["cached_tokens"] += seq.cached
-            else:
-                self.stats["recomputed_tokens"] += len(seq.ids) - hit * bs
-        self.waiting.remove(seq)
-        self.running.append(seq)
-        seq.state = "running"
-        return True, seconds
-
-    def _preempt(self, seq: _Seq) -> float:
-        """Put a running sequence back at the head of the waiting queue (recompute or swap)."""
-        self.stats["preemptions"] += 1
-        self.running.remove(seq)
-        seconds = 0.0
-        if self.preemption == "swap":
-            seq.swapped = seq.held.blocks
-            self.stats["swapped_blocks"] += seq.swapped
-            seconds = seq.swapped * self.swap_seconds_per_block
-        else:
-            seq.computed = 0
-        self.pool.release(seq.held)
-        seq.state = "waiting"
-        self.waiting.insert(0, seq)
-        return seconds
-
-    async def _advance(self, seq: _Seq, n: int) -> None:
+    async def _advance(self, seq: SimSeq, n: int) -> None:
         """Apply one iteration's work to a sequence: its KV grows by n tokens; full blocks are
         cached; when its context is all computed it samples a token or (a prefill) finishes."""
         bs = self.pool.block_size
@@ -348,7 +260,7 @@ class SimLLM:
         if stopped or len(seq.out) >= seq.target:
             await self._finish(seq)
 
-    async def _emit_token(self, seq: _Seq, token: str) -> bool:
+    async def _emit_token(self, seq: SimSeq, token: str) -> bool:
         """Stream one decoded token; True once a split output has all the items it asked for."""
         emit, req = seq.emit, seq.req
         if emit is not None and req["stream_text"]:
@@ -366,13 +278,13 @@ class SimLLM:
                 await emit(seq.index, "item", item)
         return cap is not None and len(seq.parser.items) >= cap
 
-    async def _finish(self, seq: _Seq, aborted: bool = False) -> None:
+    async def _finish(self, seq: SimSeq, aborted: bool = False) -> None:
         if seq.state == "running":
             self.running.remove(seq)
         elif seq.state == "waiting":
             self.waiting.remove(seq)
         seq.state = "done"
-        self.pool.release(seq.held)
+        self._release(seq, aborted)
         counts = {"num_prompt_tokens": len(seq.ids) - len(seq.out), "num_cached_tokens": max(0, seq.cached)}
         if aborted:
             counts["aborted"] = True

@@ -22,15 +22,20 @@ _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 SYSTEM_PART_NAMES = ("instruction", "system")
 
 
-@functools.lru_cache(maxsize=1 << 16)  # simulations count the same texts again and again
+@functools.lru_cache(maxsize=1 << 14)  # simulations count the same texts again and again
 def count_tokens(text: str) -> int:
     """Words and punctuation marks (teola.chunking's count, which engines/ cannot import)."""
     return len(_TOKEN.findall(text))
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 14)
 def _piece_hashes(text: str) -> tuple[int, ...]:
     return tuple(zlib.crc32(piece.encode()) for piece in _TOKEN.findall(text))
+
+
+def memo_caches() -> tuple:
+    """This module's memoized functions (engines.sim_engine.clear_memos empties them)."""
+    return (count_tokens, _piece_hashes)
 
 
 def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 1.15,
@@ -46,6 +51,19 @@ def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 
     if complete:
         ids.extend((2_000_000, 2_000_001, 2_000_002))  # the assistant turn's opening tokens
     return ids
+
+
+def continuation_ids(segments: Sequence[str | list[int]], ratio: float = 1.15) -> list[int]:
+    """Ids of what follows a prompt in a call continued after a pause: id lists as they are, texts
+    (tool results) as pseudo ids counted like a prompt's."""
+    out: list[int] = []
+    for seg in segments:
+        if isinstance(seg, list):
+            out.extend(seg)
+            continue
+        for n, h in enumerate(_piece_hashes(seg)):
+            out.extend((h + j) & 0x7FFFFFFF for j in range(int((n + 1) * ratio) - int(n * ratio)))
+    return out
 
 
 def output_token(k: int, split: str | None, n_items: int, total: int, topic: str) -> str:

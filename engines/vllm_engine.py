@@ -269,8 +269,10 @@ class VLLMEngine:
 
     async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
         prefill = op in PREFILL_OPS
-        # a resumed (preempted) call: the prompt continues with the tokens it decoded before
-        ids = self.renderer.token_ids(req["parts"], req["complete"]) + req["resume_ids"]
+        # a call continued after a tool call, then (when preempted) the tokens it decoded before;
+        # vLLM cannot hold a paused call's KV ("pause_kv"): its prefix cache may still have it
+        ids = (self.renderer.token_ids(req["parts"], req["complete"])
+               + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
         params = self._params(prefill, req, len(ids))
         request_id = f"{self.name}-{next(self._request_ids)}"
         parser = SplitParser(req["split"]) if req["split"] and not prefill else None

@@ -13,6 +13,8 @@ DECODE_OPS = frozenset({"decoding", "partial_decoding"})
 
 SYSTEM_PART_NAMES = ("instruction", "system")
 PART_SEPARATOR = "\n\n"
+# What happens to a call's KV while it pauses for a tool (INFERCEPT / LAMPS handlings).
+PAUSE_KV = ("preserve", "discard", "swap")
 _SENTINEL = "\u2063teola-prefix-end\u2063"
 
 
@@ -64,6 +66,13 @@ class PromptRenderer:
     def token_ids(self, parts: Sequence[tuple[str, str]], complete: bool) -> list[int]:
         """The prompt token ids (the template already holds the special tokens)."""
         return list(self.tokenizer(self.text(parts, complete), add_special_tokens=False)["input_ids"])
+
+    def continuation_ids(self, segments: Sequence[str | list[int]]) -> list[int]:
+        """Token ids of a continuation: id lists as they are, texts tokenized (no special tokens)."""
+        out: list[int] = []
+        for seg in segments:
+            out.extend(seg if isinstance(seg, list) else self.tokenizer(seg, add_special_tokens=False)["input_ids"])
+        return out
 
 
 def tokens_prompt(ids: list[int], cache_salt: str | None = None) -> dict[str, Any]:
@@ -123,4 +132,38 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
             "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(req.get("ignore_eos", False)),
             "seed": req.get("seed"), "max_items": max_items, "owner": owner,
             "stream_text": bool(req.get("stream_text", False)), "cache_salt": salt, "tag": tag,
-            "progress": bool(req.get("progress", False)), "resume_ids": resume or []}
+            "progress": bool(req.get("progress", False)), "resume_ids": resume or [],
+            **check_pause(op, req)}
+
+
+def check_pause(op: str, req: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a call that pauses for a tool or continues after one: "continuation" (below),
+    "pause_kv" (what to do with its KV during the pause: PAUSE_KV) and "kv_key" (names that KV; the
+    continuing call sends the same key)."""
+    pause_kv = req.get("pause_kv")
+    if pause_kv is not None and (op not in DECODE_OPS or pause_kv not in PAUSE_KV):
+        raise ValueError(f"request 'pause_kv' must be one of {', '.join(PAUSE_KV)} on a decoding request, "
+                         f"got {pause_kv!r}")
+    kv_key = req.get("kv_key")
+    if kv_key is not None and (not isinstance(kv_key, str) or not kv_key):
+        raise ValueError(f"request 'kv_key' must be a non-empty string (names a paused call's KV), got {kv_key!r}")
+    if pause_kv is not None and kv_key is None:
+        raise ValueError("request 'pause_kv' needs a 'kv_key' naming the KV for the call that continues it")
+    return {"continuation": check_continuation(op, req.get("continuation")), "pause_kv": pause_kv, "kv_key": kv_key}
+
+
+def check_continuation(op: str, value: Any) -> list[str | list[int]]:
+    """A call that continues after a pause (a tool call): what follows the prompt's assistant turn,
+    in order: token ids the model wrote (lists of ints) and texts teola inserts (strs, e.g. a tool's
+    result)."""
+    if value is None:
+        return []
+    if op not in DECODE_OPS or not isinstance(value, list):
+        raise ValueError(f"request 'continuation' must be a list of texts and token-id lists on a decoding request, "
+                         f"got {value!r:.80}")
+    for i, seg in enumerate(value):
+        ok = isinstance(seg, str) or (isinstance(seg, list) and all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in seg))
+        if not ok:
+            raise ValueError(f"request 'continuation'[{i}] must be a text or a list of token ids, got {seg!r:.80}")
+    return list(value)

@@ -18,9 +18,10 @@ Each call goes through `Runtime.submit_call` (the engine scheduler, not the grap
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-from teola.runtime import CallFailed, Runtime, llm_request
+from teola.runtime import HANDLINGS, CallFailed, Runtime, llm_request
+from teola.tool_calls import TOOL_INSTRUCTION, continue_with_tools
 
 GEN_OPTIONS = ("max_tokens", "temperature", "stop", "ignore_eos")
 __all__ = ["CallFailed", "CallResult", "Program"]
@@ -96,6 +97,35 @@ class Program:
         outcome = await rt.submit_call(self.engine, llm_request(parts, True, gen), program=self.program_id,
                                        call_id=cid, parents=None if parent_ids is None else list(parent_ids))
         return CallResult(outcome.result.get("text", ""), cid, outcome.result, outcome.instance)
+
+    async def call_with_tools(self, prompt: str, tools: Mapping[str, Any], parent_ids: Iterable[str] | None = None,
+                              call_id: str | None = None, max_rounds: int = 4, handling: str = "auto",
+                              **gen: Any) -> CallResult:
+        """One LLM call that may pause for tools (teola.tool_calls): the model writes
+        `<tool>{"name", "arguments"}</tool>`, generation stops, `tools[name](**arguments)` (sync or
+        async) runs, and the call continues with the result, up to `max_rounds` tool calls.
+
+        handling: what the engine does with the call's KV during each tool call: "auto" (INFERCEPT's
+        least waste, with the engine policy's per-tool duration estimates), "preserve", "discard" or
+        "swap". The result's `.result["pauses"]` lists each tool call (tool, seconds, handling,
+        cached prompt tokens of the segment that continued). Returns the text after the last tool."""
+        if not isinstance(tools, Mapping) or not tools:
+            raise ValueError("Program.call_with_tools: tools must be a non-empty mapping of name -> callable")
+        if handling not in ("auto", *HANDLINGS):
+            raise ValueError(f"Program.call_with_tools: handling must be 'auto' or one of {HANDLINGS}, got {handling!r}")
+        if not isinstance(max_rounds, int) or max_rounds < 0:
+            raise ValueError(f"Program.call_with_tools: max_rounds must be an int >= 0, got {max_rounds!r}")
+        unknown = sorted(set(gen) - set(GEN_OPTIONS))
+        if unknown:
+            raise TypeError(f"Program.call_with_tools: unknown generation option(s) {unknown}; use {', '.join(GEN_OPTIONS)}")
+        rt = await self._runtime()
+        cid = call_id or f"call-{next(self._ids)}"
+        instruction = TOOL_INSTRUCTION.format(tools=", ".join(sorted(tools)))
+        system = f"{self.system}\n\n{instruction}" if self.system else instruction
+        self.calls += 1
+        text, result, instance = await continue_with_tools(rt, self, cid, [["system", system], ["user", prompt]],
+                                                           tools, parent_ids, max_rounds, handling, gen)
+        return CallResult(text, cid, result, instance)
 
     async def end(self) -> None:
         """The program ended: the engine policies and balancers forget it (process table, pin)."""

@@ -5,7 +5,7 @@ import gc
 import tracemalloc
 
 from teola.runtime import QueryCancelled, QueryError
-from engines.sim_engine import SimEngine, sim_engines
+from engines.sim_engine import SimEngine, clear_memos, sim_engines
 from tests.unit.test_runtime import make_rag
 
 N = 500
@@ -63,6 +63,7 @@ async def test_500_concurrent_queries_complete_or_fail_and_leave_nothing_behind(
                    for insts in app.runtime.instances.values() for i in insts)
         assert sims["vectordb"].store == {}  # every generated namespace was dropped
         del results, ok, errors, cancelled, failed
+        clear_memos()  # the sim engines' bounded text-keyed memo caches are not per-query state
         gc.collect()
         grown = tracemalloc.get_traced_memory()[0] - base_mem
         tracemalloc.stop()
