@@ -88,3 +88,14 @@ def test_bad_options_are_named():
         make_policy("lamps", starvation=0)
     with pytest.raises(ValueError, match="refresh"):
         make_policy("lamps", refresh=0)
+
+
+def test_sjf_runs_the_shortest_predicted_call_first_whatever_its_api():
+    policy = make_policy("sjf")
+    q = RequestQueue()
+    for e in (entry("long", 50, arrival=0.0), entry("chatbot", 5, arrival=1.0, api="chatbot", post_tokens=4),
+              entry("short", 8, arrival=2.0, predicted_tokens=3)):
+        q.push(e)
+    picked = [p.entry.query_id for p in policy.schedule(q, 3.0, Limits(1, 1, 0)).picks]
+    assert picked == ["short"]  # 3 predicted tokens < 5 + 4 < 50
+    assert policy.preemptive and policy.schedule(RequestQueue(), 0.0, Limits(1, 1, 0)).picks == []

@@ -13,6 +13,7 @@ from teola.runtime.policies.plas import PLASPolicy
 from teola.runtime.policies.po import PerInvocationPolicy
 from teola.runtime.policies.program_policy import ProgramPolicy
 from teola.runtime.policies.program_queues import ProgramQueues
+from teola.runtime.policies.sjf import SJFPolicy
 from teola.runtime.policies.to import ThroughputPolicy
 from teola.runtime.policies.topology import TopologyPolicy
 
@@ -25,6 +26,7 @@ _POLICIES: dict[str, Callable[..., Policy]] = {
     "plas": PLASPolicy,
     "atlas": ATLASPolicy,
     "lamps": LAMPSPolicy,
+    "sjf": SJFPolicy,
 }
 
 DEFAULT_POLICY = "topology"
@@ -59,6 +61,6 @@ def make_policy(name: str, **options: Any) -> Policy:
 
 __all__ = ["ATLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "LAMPSPolicy", "Limits", "MLFQPolicy",
            "PLASPolicy",
-           "Pending", "PerInvocationPolicy", "Pick", "Policy", "ProgramPolicy", "ProgramQueues", "RequestQueue",
+           "Pending", "PerInvocationPolicy", "Pick", "Policy", "ProgramPolicy", "ProgramQueues", "RequestQueue", "SJFPolicy",
            "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_factory", "policy_names", "register_policy",
            "unregister_policy"]

@@ -26,6 +26,9 @@ from teola.runtime.policies.base import Decision, Filler, Limits, Pending, Reque
 
 class LAMPSPolicy:
     name = "lamps"
+    # admission control without preemption: at most the engine's max efficient batch of calls run in
+    # the engine (teola.runtime.preemption), so this ranking, not the engine's arrival order, decides
+    preemptive = True
 
     def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
                  swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None) -> None:
@@ -46,6 +49,9 @@ class LAMPSPolicy:
         self.scores: dict[Pending, float] = {}
         self.handling: dict[Pending, str] = {}
         self.rounds = 0
+
+    def progress(self, e: Pending, decoded: int) -> None:
+        """Running calls are never demoted or preempted (LAMPS ranks waiting calls only)."""
 
     # ---- predictions --------------------------------------------------------------------------------
     def observe_api(self, tool: str, seconds: float) -> None:

@@ -1,0 +1,33 @@
+"""Shortest job first by predicted length (LAMPS §5's baseline): waiting LLM calls ranked by the
+tokens they are predicted to decode, before and after their API call (the request's
+"predicted_tokens", else its max_tokens, plus "post_tokens"), blind to API durations and to what
+their KV does during the API call. Admission control like `lamps` (no preemption of running calls)."""
+from __future__ import annotations
+
+from teola.runtime.policies.base import Decision, Filler, Limits, Pending, RequestQueue
+
+
+def predicted_length(e: Pending) -> int:
+    req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
+    return int(req.get("predicted_tokens") or req.get("max_tokens") or 1) + int(req.get("post_tokens") or 0)
+
+
+class SJFPolicy:
+    name = "sjf"
+    preemptive = True  # admission control: see teola.runtime.preemption
+
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
+        if not queue:
+            return Decision()
+        ranked = sorted(queue, key=lambda e: (predicted_length(e), e.arrival))
+        op = ranked[0].op
+        fill = Filler(limits.max_batch, limits.token_budget)
+        for e in ranked:
+            if e.op == op:
+                fill.take(e)
+                if fill.full:
+                    break
+        return Decision(fill.picks)
+
+    def progress(self, e: Pending, decoded: int) -> None:
+        """Running calls are never demoted or preempted."""
