@@ -65,8 +65,8 @@ def requests(mix: str, n: int, rate: float, max_len: int, seed: int) -> list[dic
         words = rng.randint(100, 400)
         k = max(1, round(rng.gauss(k_mean, k_std)))
         segs = [min(256, max(4, round(rng.lognormvariate(mu, sigma)))) for _ in range(k + 1)]
-        budget = max_len - 1.3 * words - 64
-        while k > 1 and sum(segs) + k * RESPONSE_TOKENS[kind] > budget:
+        budget = max_len - 1.3 * words - 128  # words and response words count ~1.3 tokens; template tokens
+        while k > 1 and sum(segs) + 1.3 * k * RESPONSE_TOKENS[kind] > budget:
             k -= 1
             segs.pop()
         apis = [max(1e-5, rng.gauss(d_mean, d_std)) for _ in range(k)]

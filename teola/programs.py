@@ -48,9 +48,13 @@ class Program:
 
     target: an App (started on first call if needed) or a Runtime (already started).
     program_id: the session id; calls from different Program objects with the same id count as one
-    program. engine: the LLM engine's name. system: an optional system prompt for every call."""
+    program. engine: the LLM engine's name. system: an optional system prompt for every call.
+    predictor: an optional `prompt -> predicted output tokens` function (e.g. a
+    teola.length_predictor.LengthPredictor over prompt embeddings); its prediction goes with every
+    call as "predicted_tokens", which the `lamps` and `sjf` policies rank by."""
 
-    def __init__(self, target: Any, program_id: str, engine: str = "llm", system: str | None = None) -> None:
+    def __init__(self, target: Any, program_id: str, engine: str = "llm", system: str | None = None,
+                 predictor: Any = None) -> None:
         if not isinstance(program_id, str) or not program_id:
             raise ValueError(f"Program: program_id must be a non-empty string, got {program_id!r}")
         if not isinstance(target, Runtime) and not callable(getattr(target, "start", None)):
@@ -61,6 +65,9 @@ class Program:
         self.program_id = program_id
         self.engine = engine
         self.system = system
+        if predictor is not None and not callable(predictor):
+            raise TypeError("Program: predictor must be a function prompt -> predicted output tokens")
+        self.predictor = predictor
         self._ids = itertools.count(1)
         self.calls = 0
 
@@ -94,7 +101,10 @@ class Program:
         cid = call_id or f"call-{next(self._ids)}"
         parts = ([["system", self.system]] if self.system else []) + [["user", prompt]]
         self.calls += 1
-        outcome = await rt.submit_call(self.engine, llm_request(parts, True, gen), program=self.program_id,
+        req = llm_request(parts, True, gen)
+        if self.predictor is not None:
+            req["predicted_tokens"] = max(1, int(self.predictor(prompt)))
+        outcome = await rt.submit_call(self.engine, req, program=self.program_id,
                                        call_id=cid, parents=None if parent_ids is None else list(parent_ids))
         return CallResult(outcome.result.get("text", ""), cid, outcome.result, outcome.instance)
 

@@ -114,9 +114,13 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
     parents = None if parent_ids is None else list(parent_ids)
     context, tool = 0, None
     stop = list(gen.get("stop") or []) + [CLOSE]
+    predictor = getattr(program, "predictor", None)
+    predicted = None if predictor is None else max(1, int(predictor(parts[-1][1])))
     for round_no in range(max_rounds + 1):
         req = llm_request(parts, True, {**gen, "stop": stop})
         req.update(kv_key=key, continuation=["".join(written)] if written else [])
+        if predicted is not None:
+            req["predicted_tokens"] = predicted
         last_round = round_no == max_rounds
         if not last_round:
             req["pause_kv"] = handling if handling != "auto" else choose_pause_handling(
