@@ -21,7 +21,8 @@ Systems, all with the same concurrency (CAP calls in the engine):
   - SJF: teola ranks waiting calls by predicted tokens (perfect predictions, as the INFERCEPT dataset
     records output lengths), INFERCEPT's handling;
   - LAMPS: teola ranks waiting calls by memory over time under the handling it predicts before
-    scheduling (per-type API duration means), starvation threshold 100; that handling is used.
+    scheduling (per-type API duration means; the batch's other context predicted as CAP - 1 calls of
+    the mean admitted context), starvation threshold 100; that handling is used.
 """
 from __future__ import annotations
 
@@ -77,8 +78,8 @@ def requests(mix: str, n: int, rate: float, max_len: int, seed: int) -> list[dic
 def handling_for(system: str, policy: Any, kind: str, context: int, other: int, costs: dict[str, float]) -> str:
     from teola.runtime import choose_handling
     from teola.tool_calls import choose_pause_handling
-    if system == "LAMPS":  # predicted before scheduling, as its ranking assumed
-        return choose_pause_handling(policy, kind, context, 0)
+    if system == "LAMPS":  # predicted before scheduling with the profiled batch's context, as its ranking did
+        return choose_pause_handling(policy, kind, context)
     mean = costs["api_means"][kind]
     return choose_handling(mean, context, other, costs["fwd"] * context, costs["swap"] * context)
 
@@ -129,7 +130,8 @@ def run_point(profile: str, mix: str, system: str, rate: float, n: int, seed: in
              "api_means": means}
     policy = SYSTEMS[system]
     options = {"lamps": {"step_s": cost["base"] + CAP * cost["decode_seq"], "fwd_s_per_token": costs["fwd"],
-                         "swap_s_per_token": costs["swap"], "api_defaults": means}}.get(policy, {})
+                         "swap_s_per_token": costs["swap"], "api_defaults": means,
+                         "batch_size": CAP}}.get(policy, {})
     reqs = requests(mix, n, rate, int(entry.get("max_model_len", 4096)), seed)
 
     async def main() -> dict[str, Any]:

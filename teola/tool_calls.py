@@ -80,11 +80,15 @@ async def run_tool(tools: Mapping[str, Tool], call: ToolCall) -> tuple[Any, floa
     return out, time.perf_counter() - t0
 
 
-def choose_pause_handling(policy: Any, tool: str | None, context: int, other: int) -> str:
+def choose_pause_handling(policy: Any, tool: str | None, context: int, other: int | None = None) -> str:
     """The handling of a pause for `tool` (None: not known yet, the mean over the tools seen) with
-    `context` tokens of this call and `other` of the rest of the batch: the engine policy's cost
+    `context` tokens of this call and `other` of the rest of the batch (None: the policy's own
+    prediction, `other_context()`, when it has one, else 0): the engine policy's cost
     constants and per-tool duration means when it has them (policy "lamps"), else an expected 1 s
     tool call at 0.1 ms per recomputed token."""
+    if other is None:
+        predict = getattr(policy, "other_context", None)
+        other = predict() if callable(predict) else 0
     api_mean: dict[str, tuple[float, int]] = getattr(policy, "api_mean", {}) or {}
     if tool in api_mean:
         api_s = api_mean[tool][0]
@@ -124,7 +128,7 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
         last_round = round_no == max_rounds
         if not last_round:
             req["pause_kv"] = handling if handling != "auto" else choose_pause_handling(
-                policy, tool, max(context, 1), 0)
+                policy, tool, max(context, 1))
         outcome = await rt.submit_call(program.engine, req, program=program.program_id,
                                        call_id=call_id if round_no == 0 else f"{call_id}#{round_no}",
                                        parents=parents if round_no == 0 else [call_id if round_no == 1

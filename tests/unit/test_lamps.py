@@ -99,3 +99,20 @@ def test_sjf_runs_the_shortest_predicted_call_first_whatever_its_api():
     picked = [p.entry.query_id for p in policy.schedule(q, 3.0, Limits(1, 1, 0)).picks]
     assert picked == ["short"]  # 3 predicted tokens < 5 + 4 < 50
     assert policy.preemptive and policy.schedule(RequestQueue(), 0.0, Limits(1, 1, 0)).picks == []
+
+
+def test_the_profiled_batch_context_enters_the_handling_choice():
+    # recompute 0.005 s per token, no swap, a 1 s API, a 100-token context
+    policy = make_policy("lamps", batch_size=4, fwd_s_per_token=0.005, api_defaults={"search": 1.0})
+    e = entry("a", 10, prompt=90, api="search")
+    assert policy.other_context() == 0  # nothing admitted yet
+    assert policy.score(e)[1] == "discard"  # 0.5 s x 100 = 50 < preserve 1 s x 100
+    q = RequestQueue()
+    for name, tokens in (("x", 100), ("y", 300)):
+        q.push(entry(name, 1, prompt=tokens - 1))
+    policy.schedule(q, 0.0, Limits(2, 2, 0))
+    assert policy.other_context() == 600  # 3 other calls x the 200-token mean admitted
+    # recomputing now stalls the other 600 tokens too: 0.5 x 700 = 350 > preserve 100
+    assert policy.score(e)[1] == "preserve"
+    with pytest.raises(ValueError, match="batch_size"):
+        make_policy("lamps", batch_size=0)

@@ -31,10 +31,14 @@ class LAMPSPolicy:
     preemptive = True
 
     def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
-                 swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None) -> None:
+                 swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None,
+                 batch_size: int | None = None) -> None:
         """step_s: seconds of one decode iteration; fwd_s_per_token: prefill seconds per context token
         (recompute cost); swap_s_per_token: seconds to move one token's KV one way (None: no swap on
-        this engine); api_defaults: tool -> expected seconds before any is observed."""
+        this engine); api_defaults: tool -> expected seconds before any is observed; batch_size: the
+        profiled number of calls in a batch: the handling then counts the context of the batch's other
+        calls, (batch_size - 1) x the mean context of the calls admitted so far (LAMPS §3.2.1); None:
+        the call is alone."""
         if not isinstance(starvation, int) or starvation < 1:
             raise ValueError(f"lamps: starvation must be an int >= 1 (scheduling rounds), got {starvation!r}")
         if not isinstance(refresh, int) or refresh < 1:
@@ -43,6 +47,10 @@ class LAMPSPolicy:
             raise ValueError("lamps: step_s must be > 0 and the per-token costs >= 0")
         self.starvation, self.refresh = starvation, refresh
         self.step_s, self.fwd_s, self.swap_s = step_s, fwd_s_per_token, swap_s_per_token
+        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError(f"lamps: batch_size must be an int >= 1 (calls per batch) or None, got {batch_size!r}")
+        self.batch_size = batch_size
+        self._context = (0.0, 0)  # running mean of admitted calls' tokens, count
         self.api_mean: dict[str, tuple[float, int]] = {k: (float(v), 0) for k, v in (api_defaults or {}).items()}
         self.counters: dict[Pending, int] = {}
         self.starving: set[Pending] = set()
@@ -70,7 +78,14 @@ class LAMPSPolicy:
         return ApiCall(max(0, prompt), pre, api_s, int(req.get("api_response_tokens") or 0),
                        int(req.get("post_tokens") or 0))
 
-    def score(self, e: Pending, other_context: int = 0) -> tuple[float, str]:
+    def other_context(self) -> int:
+        """Predicted context (tokens) of the other calls in a batch with this one."""
+        if self.batch_size is None:
+            return 0
+        return int((self.batch_size - 1) * self._context[0])
+
+    def score(self, e: Pending, other_context: int | None = None) -> tuple[float, str]:
+        other_context = self.other_context() if other_context is None else other_context
         call = self.predict(e)
         context = call.prompt + call.pre
         fwd = self.fwd_s * context
@@ -98,6 +113,10 @@ class LAMPSPolicy:
                 if fill.full:
                     break
         picked = {p.entry for p in fill.picks}
+        for e in picked:
+            if e.tokens:
+                mean, n = self._context
+                self._context = ((mean * n + float(e.tokens[0])) / (n + 1), n + 1)
         self._count(entries, picked)
         return Decision(fill.picks)
 
