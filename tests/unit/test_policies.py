@@ -171,10 +171,20 @@ def test_register_a_policy():
     assert "newest" not in policy_names()
 
 
-def test_queue_buckets_follow_arrival_and_requeue_when_the_oldest_leaves():
+def test_queue_buckets_follow_the_earliest_remaining_arrival():
     a, b, c = entry("q1", "a", 2, 0.0), entry("q2", "b", 1, 0.1), entry("q1", "c", 1, 0.2)
     q = RequestQueue([a, b, c])
     assert [[e.name for e in bk] for bk in q.buckets()] == [["a", "c"], ["b"]]
     assert q.discard(a) and not q.discard(a)
-    assert [[e.name for e in bk] for bk in q.buckets()] == [["b"], ["c"]]
+    assert [[e.name for e in bk] for bk in q.buckets()] == [["b"], ["c"]]  # q1's earliest is now 0.2
     assert [e.name for e in q] == ["b", "c"] and q.first() is b and len(q) == 2
+
+
+def test_a_bucket_whose_oldest_leaves_stays_ahead_of_younger_queries():
+    # Algorithm 2, line 9: q1 still holds an entry (0.1) older than q2's (0.3): it stays first
+    a, b, c = entry("q1", "a", 2, 0.0), entry("q1", "b", 1, 0.1), entry("q2", "c", 1, 0.3)
+    q = RequestQueue([a, b, c])
+    q.discard(a)
+    assert [[e.name for e in bk] for bk in q.buckets()] == [["b"], ["c"]]
+    q.push(a)  # re-queued (a preempted call keeps its arrival): back at the head of its bucket
+    assert [[e.name for e in bk] for bk in q.buckets()] == [["a", "b"], ["c"]]

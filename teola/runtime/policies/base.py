@@ -16,8 +16,10 @@ Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLA
 """
 from __future__ import annotations
 
+import bisect
+
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol, ValuesView, runtime_checkable
+from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
 
 
 @dataclass(slots=True, eq=False)
@@ -52,10 +54,9 @@ class Pending:
 
 class RequestQueue:
     """Queued entries in arrival order (iteration, `first()`), and the same entries bucketed by
-    query (`buckets()`: each a list in arrival order; buckets in the order their first entry
-    arrived, and a bucket whose oldest entry leaves moves behind the others). Holds only entries
-    with requests left. Insert and remove are O(1) / O(bucket), so policies can stop scanning as
-    soon as their batch is full."""
+    query (`buckets()`: each a list in arrival order; buckets ordered by the earliest arrival among
+    their remaining entries, Teola Algorithm 2 line 9). Holds only entries with requests left.
+    Insert and remove are O(bucket); `buckets()` sorts the buckets (O(B log B))."""
 
     __slots__ = ("_entries", "_buckets")
 
@@ -70,8 +71,10 @@ class RequestQueue:
         b = self._buckets.get(e.query_id)
         if b is None:
             self._buckets[e.query_id] = [e]
-        else:
+        elif b[-1].arrival <= e.arrival:
             b.append(e)
+        else:  # an older entry back in the queue (a preempted call): keep the bucket in arrival order
+            bisect.insort(b, e, key=lambda x: x.arrival)
 
     def discard(self, e: Pending) -> bool:
         if e not in self._entries:
@@ -81,16 +84,14 @@ class RequestQueue:
         b.remove(e)
         if not b:
             del self._buckets[e.query_id]
-        elif b[0].arrival > e.arrival:  # the oldest left: the bucket now queues behind older ones
-            del self._buckets[e.query_id]
-            self._buckets[e.query_id] = b
         return True
 
     def first(self) -> Pending:
         return next(iter(self._entries))
 
-    def buckets(self) -> ValuesView[list[Pending]]:
-        return self._buckets.values()
+    def buckets(self) -> list[list[Pending]]:
+        """Buckets by the earliest arrival among their remaining entries (ties: first queued first)."""
+        return sorted(self._buckets.values(), key=lambda b: b[0].arrival)
 
     def __iter__(self) -> Iterator[Pending]:
         return iter(self._entries)
