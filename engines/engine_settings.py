@@ -8,7 +8,9 @@ over its cores. Three layers, each overriding the one before:
      process keeps core 0 for its event loop and the sentence-transformers models, which compute one
      batch at a time (`exclusive`) on `torch_threads` = 1 thread. Measured against vLLM's default
      layout in BENCHMARKS.md ("Engine settings");
-  2. tuned values from `teola tune` (`tuned_settings`: `<cache>/engine-settings.json`, by engine kind);
+  2. tuned values from `teola tune` (`tuned_settings`: `<cache>/engine-settings.json`, by engine kind;
+     with the sentence-transformers engines' max efficient batch, the knee of their measured
+     latency curve);
   3. the options given in `Engine(...)`, which always win.
 
 `busy_threads` counts the threads that compute at once under a set of settings, which `teola
@@ -27,8 +29,8 @@ from engines.vllm_layout import VLLM_KEYWORDS, parse_cpu_list
 
 ST_KINDS = ("sentence_transformers", "reranker")
 SETTING_KEYS = {"vllm": ("worker_process", "cpu_threads_bind"),
-                "sentence_transformers": ("torch_threads", "exclusive"),
-                "reranker": ("torch_threads", "exclusive")}
+                "sentence_transformers": ("torch_threads", "exclusive", "max_efficient_batch"),
+                "reranker": ("torch_threads", "exclusive", "max_efficient_batch")}
 TUNED_FILE = "engine-settings.json"
 
 

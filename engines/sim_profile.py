@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engines.knee import knee
 from engines.sim_engine import SimEngine
 from engines.sim_llm import SimLLM
 
@@ -85,11 +86,12 @@ def simulated_engine(name: str, kind: str, profile: str | Path | dict[str, Any],
     ops = entry.get("ops") or _KIND_OPS.get(kind)
     if not ops:
         raise ValueError(f"engine {name!r}: simulated kind {kind!r} needs 'ops' in its profile entry")
+    max_batch = int(entry.get("max_batch", 64))
     return SimEngine(name, ops, latency=_curve(entry.get("latency")),
                      op_latency={op: _curve(c) for op, c in (entry.get("op_latency") or {}).items()},
                      op_cost=entry.get("op_cost"),
-                     max_batch=int(entry.get("max_batch", 64)),
-                     max_efficient_batch=int(entry.get("max_efficient_batch", 16)),
+                     max_batch=max_batch,
+                     max_efficient_batch=int(entry.get("max_efficient_batch") or _knee_of(entry, ops, max_batch)),
                      serial=bool(entry.get("serial", True)), record=False,
                      corpus=list(entry.get("corpus") or []))
 
@@ -99,6 +101,22 @@ def _llm_entry(entry: dict[str, Any]) -> dict[str, Any]:
             "template_tokens", "max_model_len", "max_tokens", "lengths", "seed", "scheduling", "preemption",
             "swap_seconds_per_block", "max_batch", "max_efficient_batch", "n_items", "abort_kv")
     return {k: entry[k] for k in keys if k in entry}
+
+
+def _knee_of(entry: dict[str, Any], ops: Any, max_batch: int, tokens_per_item: int = 64) -> int:
+    """The max efficient batch of a simulated engine without one in its profile: the knee
+    (engines.knee) of its latency curve, or of its main op's linear cost at `tokens_per_item`
+    tokens per request; 16 when it has neither."""
+    curve = _curve(entry.get("latency"))
+    if not curve:
+        for op in ops:
+            cost = (entry.get("op_cost") or {}).get(op)
+            if cost:
+                per = cost.get("per_item", 0.0) + tokens_per_item * cost.get("per_token", 0.0)
+                curve = {b: cost.get("base", 0.0) + per * b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
+                break
+    curve = {b: t for b, t in curve.items() if b <= max_batch and t > 0}
+    return knee(curve) if curve else 16
 
 
 def _curve(curve: Any) -> dict[int, float]:

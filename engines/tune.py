@@ -9,7 +9,10 @@ Probes (CPU machines; on a GPU machine vLLM's defaults are kept and nothing is p
   2. Embedder threads, under load: with the chosen vLLM layout decoding, embed 3 batches of 32
      chunks with torch_threads = 1 and = C; the candidate whose concurrent pair (decode + embed)
      finishes first wins (the embedder's setting also goes to the reranker, which shares its cores).
-About a minute and a half on 2 cores, most of it starting vLLM twice.
+  3. Max efficient batch of the embedder and the reranker: with the chosen threads, the latency of
+     batches of 1..64 requests alone; the knee of that curve (engines.knee: the smallest batch
+     within 10% of the best throughput) is what stage decomposition and batching fill up to.
+About two minutes on 2 cores, most of it starting vLLM twice.
 """
 from __future__ import annotations
 
@@ -63,6 +66,49 @@ async def probe_embedder(llm: Any, threads: int) -> float:
         await emb.stop()
 
 
+BATCHES = (1, 2, 4, 8, 16, 32, 64)
+
+
+async def probe_curve(kind: str, threads: int) -> dict[int, float]:
+    """{batch size: seconds} of the embedder or the reranker alone (best of 2 per size)."""
+    from engines.embedding import EmbeddingEngine
+    from engines.reranker import RerankerEngine
+
+    engine = (EmbeddingEngine if kind == "sentence_transformers" else RerankerEngine)(
+        f"tune-{kind}", torch_threads=threads, exclusive=True, max_batch=max(BATCHES))
+    op = "embedding" if kind == "sentence_transformers" else "reranking"
+    reqs = ([{"text": c} for c in CHUNKS * 2] if op == "embedding"
+            else [{"query": "Which river flows past the cathedral?", "text": c} for c in CHUNKS * 2])
+    await engine.start()
+    try:
+        await engine.execute(op, reqs[:8])  # warm-up
+        curve = {}
+        for b in BATCHES:
+            times = []
+            for _ in range(2):
+                t0 = time.perf_counter()
+                await engine.execute(op, reqs[:b])
+                times.append(time.perf_counter() - t0)
+            curve[b] = min(times)
+        return curve
+    finally:
+        await engine.stop()
+
+
+async def tune_batches(chosen: dict[str, Any], rows: list[dict[str, Any]], say: Callable[[str], None]) -> None:
+    """Probe 3: each sentence-transformers engine's max efficient batch from its latency curve."""
+    from engines.knee import knee
+
+    for kind in ("sentence_transformers", "reranker"):
+        curve = await probe_curve(kind, chosen[kind]["torch_threads"])
+        best = knee(curve)
+        chosen[kind]["max_efficient_batch"] = best
+        rows.append({"engine": kind, "candidate": f"max_efficient_batch={best}", "settings": {"curve": curve},
+                     "seconds": curve[best]})
+        say(f"{kind}: batch latency {', '.join(f'{b}: {t * 1e3:.0f} ms' for b, t in curve.items())} "
+            f"-> max efficient batch {best}")
+
+
 async def tune(hw: Hardware, say: Callable[[str], None]) -> dict[str, Any]:
     """Run the probes; returns {"hardware", "measured": [rows], "chosen": {kind: settings}}."""
     if hw.gpu:
@@ -97,6 +143,7 @@ async def tune(hw: Hardware, say: Callable[[str], None]) -> dict[str, Any]:
         await best[2].stop()
     st = {"torch_threads": st_best[1], "exclusive": True}
     chosen.update({"sentence_transformers": st, "reranker": dict(st)})
+    await tune_batches(chosen, rows, say)
     return {"hardware": hw.describe(), "measured": rows, "chosen": chosen}
 
 

@@ -1,0 +1,25 @@
+"""`teola tune`'s batch probe on the real sentence-transformers models: a latency curve per batch
+size and a max efficient batch chosen from it (the knee), which the engine settings pass on."""
+import pytest
+
+from engines.engine_settings import resolve_options
+from engines.hardware import detect
+from engines.knee import knee
+from engines.tune import BATCHES, probe_curve, tune_batches
+
+pytestmark = pytest.mark.engines
+
+
+async def test_the_embedder_curve_gives_a_max_efficient_batch_that_reaches_the_engine():
+    curve = await probe_curve("sentence_transformers", 1)
+    assert sorted(curve) == list(BATCHES) and all(t > 0 for t in curve.values())
+    assert curve[64] > curve[1]  # a bigger batch takes longer in total
+    chosen = {"sentence_transformers": {"torch_threads": 1}, "reranker": {"torch_threads": 1}}
+    rows: list = []
+    await tune_batches(chosen, rows, lambda msg: None)
+    for kind in ("sentence_transformers", "reranker"):
+        best = chosen[kind]["max_efficient_batch"]
+        assert best in BATCHES
+        assert best == knee(next(r for r in rows if r["engine"] == kind)["settings"]["curve"])
+        opts = resolve_options(kind, {}, hw=detect(), tuned=chosen)
+        assert opts["max_efficient_batch"] == best
