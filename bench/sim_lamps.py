@@ -155,7 +155,7 @@ def run_point(profile: str, mix: str, system: str, rate: float, n: int, seed: in
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = ["## LAMPS vs FCFS + INFERCEPT vs SJF (SIMULATED; issue 18)", "",
+    lines = ["## SIMULATED: LAMPS vs FCFS + INFERCEPT vs SJF on API-augmented requests (issue 18)", "",
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min). **Simulated** on the derived "
              f"`{data['profile']}` profile (not measured); one instance, {CAP} calls in the engine for every system. "
              "Workload and assumptions: bench/sim_lamps.py's docstring (INFERCEPT / ToolBench API mixes from "
