@@ -172,7 +172,24 @@ def markdown(data: dict[str, Any]) -> str:
                 h = r["handlings"]
                 lines.append(f"| {mix} | {rate:g} | {system} | {r['mean_s']:.2f} | {r['p99_s']:.2f} | {delta} | "
                              f"{h['preserve']} / {h['discard']} / {h['swap']} | {r['preemptions']} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n\n" + reading(data) + "\n"
+
+
+def reading(data: dict[str, Any]) -> str:
+    """The ranges of LAMPS's change in mean latency per mix, and how much of a request is API time."""
+    out = ["**Reading** (all simulated; target from the issue: LAMPS -40% or better vs FCFS + INFERCEPT)."]
+    for mix, rows in data["mixes"].items():
+        vs: dict[str, list[float]] = {"FCFS+INFERCEPT": [], "SJF": []}
+        for rate in {r["rate"] for r in rows}:
+            at = {r["system"]: r for r in rows if r["rate"] == rate}
+            for other in vs:
+                if "LAMPS" in at and other in at:
+                    vs[other].append(100 * (at["LAMPS"]["mean_s"] / at[other]["mean_s"] - 1))
+        api = statistics.fmean(sum(r["apis"]) for r in requests(mix, data["requests"], 1.0, 4096, 0))
+        out.append(f"{mix}: LAMPS {min(vs['FCFS+INFERCEPT']):+.0f}% to {max(vs['FCFS+INFERCEPT']):+.0f}% vs FCFS + "
+                   f"INFERCEPT and {min(vs['SJF']):+.0f}% to {max(vs['SJF']):+.0f}% vs SJF in mean latency; a request "
+                   f"spends {api:.1f} s in its API calls on average, which no schedule shortens.")
+    return " ".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
