@@ -25,7 +25,7 @@ log = logging.getLogger("teola.runtime")
 
 # DONE: finished (its children may still wait for it); RELEASED: its children were told, exactly once
 WAITING, DISPATCHED, DONE, RELEASED = 0, 1, 2, 3
-LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens")
+LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens", "finish_reason")
 
 
 class QueryRun:
