@@ -284,7 +284,7 @@ class QueryRun:
         self._stream_prefill_done(work, t, result)
         for m in work.members[work.items:]:
             self._member_done(m, [], t)
-        for m in work.members:
+        for m in (*work.members, *(() if work.prefill is None else (work.prefill,))):  # the call's token counts
             tr = self.trace[m]
             if isinstance(result, dict):
                 for k in LLM_EXTRAS:

@@ -49,6 +49,11 @@ async def test_llm_spans_carry_genai_attributes_and_queue_events():
         assert a["gen_ai.usage.output_tokens"] > 0 and a["gen_ai.usage.input_tokens"] > 0
         assert [e.name for e in s.events] == ["teola.queued", "teola.started"]
         assert s.events[0].timestamp <= s.events[1].timestamp <= s.end_time
+    llm = [s for s in kids.values() if s.attributes.get("teola.engine") == "llm"]
+    assert {s.attributes["teola.op"] for s in llm} >= {"partial_prefilling", "partial_decoding"}
+    for s in llm:  # a prefill fused into a streamed decode carries that call's counts too
+        assert s.attributes["gen_ai.usage.input_tokens"] > 0, s.attributes["teola.primitive"]
+        assert "gen_ai.usage.cache_read.input_tokens" in s.attributes
     search = [s for s in kids.values() if s.attributes["teola.op"] == "searching"]
     assert search and all(s.name == "retrieval vectordb" for s in search)
     assert any(s.attributes["teola.critical_path"] for s in kids.values())
