@@ -29,6 +29,8 @@ def otlp_providers() -> tuple[Any, Any]:
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or "teola"})
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    meter_provider = MeterProvider(resource=resource,
-                                   metric_readers=[PeriodicExportingMetricReader(OTLPMetricExporter())])
+    # trace-only back ends (Langfuse, Phoenix) take no metrics: OTEL_METRICS_EXPORTER=none skips them
+    metrics_off = os.environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() == "none"
+    readers = [] if metrics_off else [PeriodicExportingMetricReader(OTLPMetricExporter())]
+    meter_provider = MeterProvider(resource=resource, metric_readers=readers)
     return tracer_provider, meter_provider

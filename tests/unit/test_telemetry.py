@@ -133,11 +133,19 @@ def test_off_without_an_endpoint_and_a_clear_error_when_asked_without_the_sdk(mo
 
 
 def test_an_endpoint_builds_an_otlp_exporter(monkeypatch):
+    from teola.telemetry.otlp import otlp_providers
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    monkeypatch.setenv(tel.CAPTURE_VAR, "true")
     tel.telemetry_from_env.cache_clear()
     try:
         t = tel.telemetry_from_env()
-        assert t is not None and not t.capture_content
+        assert t is not None and t.capture_content
         assert type(t.tracer).__module__.startswith("opentelemetry.sdk")
     finally:
         tel.telemetry_from_env.cache_clear()
+    monkeypatch.setenv("OTEL_METRICS_EXPORTER", "none")
+    _, meters = otlp_providers()
+    assert list(meters._metric_readers) == []
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "thrift")
+    with pytest.raises(ValueError, match="grpc"):
+        otlp_providers()
