@@ -15,7 +15,6 @@ from typing import Any, Mapping
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from teola.ops import PrimOp
 from teola.telemetry.attributes import primitive_attributes, span_name
 from teola.telemetry.metrics import GenAIMetrics
 from teola.timeline import critical_path, interval
@@ -62,7 +61,7 @@ class Telemetry:
             attrs["teola.parents"] = parents[p.name]
             attrs["teola.critical_path"] = p.name in on_path
             links = [Link(contexts[q], {"teola.link": "parent"}) for q in parents[p.name] if q in contexts]
-            span = self._primitive_span(entry, p.op, attrs, links, root_ctx, start_ns,
+            span = self._primitive_span(entry, attrs, links, root_ctx, start_ns,
                                         span_name(p.op, p.name, p.engine, model, attrs.get("gen_ai.tool.name")))
             contexts[p.name] = span.get_span_context()
             self.metrics.observe(entry, p.op, attrs)
@@ -71,12 +70,13 @@ class Telemetry:
             root.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         root.end(end_time=start_ns + int(latency * NS))
 
-    def _primitive_span(self, entry: dict[str, Any], op: PrimOp, attrs: dict[str, Any], links: list[Link],
+    def _primitive_span(self, entry: dict[str, Any], attrs: dict[str, Any], links: list[Link],
                         ctx: Any, start_ns: int, name: str) -> Any:
         q = entry.get("queued") or 0.0
         iv = interval(entry)
-        span = self.tracer.start_span(name, context=ctx, kind=SpanKind.CLIENT if op.value != "condition" else
-                                      SpanKind.INTERNAL, start_time=start_ns + int(q * NS), attributes=attrs, links=links)
+        kind = SpanKind.CLIENT if attrs.get("teola.engine") else SpanKind.INTERNAL  # control ops run in teola
+        span = self.tracer.start_span(name, context=ctx, kind=kind, start_time=start_ns + int(q * NS),
+                                      attributes=attrs, links=links)
         span.add_event("teola.queued", timestamp=start_ns + int(q * NS))
         if iv is not None:
             span.add_event("teola.started", {"teola.batch_size": int(entry.get("batch_size") or 0)},
