@@ -78,6 +78,10 @@ def test_run_serves_queries_and_prints_timings(capsys):
         assert column in header
     assert "partial_prefilling" in captured.out and "synthesis" in captured.out
     assert "server ready" in captured.err and "stopped" in captured.err
+    timeline = captured.out.split("Timeline:\n")[1].splitlines()
+    assert {"llm:", "embedding:", "vectordb:", "reranker:"} <= set(timeline)
+    bars = [ln for ln in timeline if ln.count("|") == 2 and not ln.startswith(" " * 10)]
+    assert any(ln.startswith("* synthesis.") for ln in bars)  # the answer's decode ends the critical path
 
 
 def test_query_in_process(capsys):
