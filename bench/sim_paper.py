@@ -127,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     data["wall_s"] = time.perf_counter() - t0
     data["command"] = "python -m bench.sim_paper " + " ".join(argv if argv is not None else sys.argv[1:])
     write_results(args.out, data, markdown(data))
+    from bench.common import RESULTS
+    from bench.sim_paper_plots import plots
+    for path in plots(data, RESULTS / args.out):
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

@@ -45,4 +45,6 @@ def report(data: dict[str, Any]) -> str:
     lines += [f"| {r['llm_instances']} | {r['queries']} | {r['offered_qps']:.1f} | {r['throughput_qps']:.1f} | "
               f"{r['mean_s']:.2f} | {r['p99_s']:.2f} | {r['wall_s']:.1f} | {r['primitives_per_wall_s']:.0f} |"
               for r in so["rows"]]
+    lines += ["", "Plots (bench/sim_paper_plots.py): `bench/results/sim_paper_latency.png` (latency vs rate per app and "
+              "system), `bench/results/sim_paper_scale_out.png`."]
     return "\n".join(lines) + "\n"

@@ -31,6 +31,7 @@ Request / result shapes per op (one request per item; the runtime batches reques
    decodes  -> {"text": str, "items": list[str], "num_prompt_tokens": int,
                 "num_cached_tokens": int, "num_output_tokens": int,
                 "output_token_ids": list[int],    # optional (vLLM): for resuming a preempted call
+                "finish_reason": str,             # optional: "stop" | "length" | "abort" (vLLM's)
                 "aborted": True}                  # only when abort() stopped it early
 - "tool":        {"tool": str, "args": dict}                     -> Any JSON-serializable
 """

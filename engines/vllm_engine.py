@@ -321,7 +321,9 @@ class VLLMEngine:
                     if emit is not None:
                         await emit(i, "item", item)
             result = {"text": "".join(text), "items": items, **counts, "num_output_tokens": len(generated),
-                      "output_token_ids": generated}
+                      "output_token_ids": generated,
+                      # None when decoding was cut short because every item asked for was out
+                      "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop"}
         if emit is not None:
             await emit(i, "final", result)
         return result

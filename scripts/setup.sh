@@ -15,6 +15,18 @@ say() { printf '[setup] %s\n' "$*"; }
 # drop that noise, keep everything else (and pip's exit status, through pipefail).
 quiet_pip() { "$VENV/bin/pip" "$@" 2>&1 | sed -u '/is ignored: it is neither a file nor a directory/d'; }
 
+# Debian's chromium: the /ui browser test drives it with Playwright (Playwright's own browser
+# download is not used). Installed only as root; otherwise say how.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium for the /ui browser test; ~1 minute"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+  else
+    say "chromium is missing: the /ui browser test fails until 'apt-get install -y chromium' is run as root"
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating virtualenv $VENV"
   "$PY" -m venv "$VENV"

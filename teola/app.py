@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import time
 from typing import Any, Callable, Iterable
 
 from teola.compiler import Compiled, GraphCache, compile_query
 from teola.engine_spec import Engine
 from teola.node import Node
-from teola.runtime import Result, Runtime
+from teola.runtime import QueryError, Result, Runtime
+from teola.telemetry import telemetry_from_env
+
+log = logging.getLogger("teola")
 from teola.template import placeholder_query, validate_template
 
 class App:
@@ -35,6 +40,8 @@ class App:
         self.lint = os.environ.get("TEOLA_LINT", "") == "1"
         self._sample: Callable[[], tuple[dict[str, Any], str]] | None = None
         self._runtime: Runtime | None = None
+        # OpenTelemetry recorder (teola.telemetry); None: the OTLP one when OTEL_EXPORTER_OTLP_ENDPOINT is set
+        self.telemetry: Any = None
 
     # ---- declaration ----------------------------------------------------------------------
     def register_engine(self, engine: Engine, backend: Any = None) -> Engine:
@@ -107,7 +114,26 @@ class App:
         runtime keys such as timeout and priority apply here). Starts the engines if needed.
         `on_event` receives the query's progress and answer-token events (`Runtime.submit`)."""
         await self.start()
-        return await self._runtime.submit(compiled, self._config(config), on_event)
+        telemetry = self.telemetry if self.telemetry is not None else telemetry_from_env()
+        if telemetry is None:
+            return await self._runtime.submit(compiled, self._config(config), on_event)
+        start_ns = time.time_ns()
+        try:
+            result = await self._runtime.submit(compiled, self._config(config), on_event)
+        except QueryError as exc:
+            self._record(telemetry, compiled, getattr(exc, "trace", None) or [], start_ns, None, exc)
+            raise
+        self._record(telemetry, compiled, result.trace, start_ns, result, None)
+        return result
+
+    def _record(self, telemetry: Any, compiled: Compiled, trace: list, start_ns: int, result: Result | None,
+                error: BaseException | None) -> None:
+        """Hand a finished query to the telemetry recorder; a recorder failure never fails the query."""
+        try:
+            telemetry.record(self.name, compiled, trace, start_ns, self.engines, result, error)
+        except Exception as exc:
+            log.warning("app %s: recording query %s for OpenTelemetry failed: %s: %s", self.name,
+                        compiled.query_id, type(exc).__name__, exc)
 
     def run_sync(self, query: dict[str, Any], config: dict[str, Any] | None = None) -> Any:
         """`run` for callers without an event loop (starts and stops the engines around it)."""

@@ -28,6 +28,7 @@ from typing import Any, Sequence
 
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
 from teola.sim.cli import SimCliError, add_commands as add_sim_commands
+from teola.trace_gantt import terminal_gantt
 from teola.trace_table import timing_table
 
 DEFAULT_HOST = "127.0.0.1"
@@ -320,6 +321,7 @@ def _print_result(body: dict[str, Any], as_json: bool) -> None:
     print("\nAnswer:\n" + (output.strip() if isinstance(output, str) else json.dumps(output, indent=2, default=str)))
     print(f"\nquery {body.get('query_id')}  latency {1000 * float(body.get('latency') or 0):.0f} ms\n")
     print(timing_table(body.get("trace") or []))
+    print("\nTimeline:\n" + terminal_gantt(body.get("trace") or []))
 
 
 def _progress(message: str) -> None:

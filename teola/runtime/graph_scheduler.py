@@ -25,7 +25,7 @@ log = logging.getLogger("teola.runtime")
 
 # DONE: finished (its children may still wait for it); RELEASED: its children were told, exactly once
 WAITING, DISPATCHED, DONE, RELEASED = 0, 1, 2, 3
-LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens")
+LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens", "finish_reason")
 
 
 class QueryRun:
@@ -284,7 +284,7 @@ class QueryRun:
         self._stream_prefill_done(work, t, result)
         for m in work.members[work.items:]:
             self._member_done(m, [], t)
-        for m in work.members:
+        for m in (*work.members, *(() if work.prefill is None else (work.prefill,))):  # the call's token counts
             tr = self.trace[m]
             if isinstance(result, dict):
                 for k in LLM_EXTRAS:

@@ -186,7 +186,8 @@ class Runtime:
 
     def health(self) -> dict[str, dict[str, Any]]:
         """Per engine: started, healthy (every instance up), its instances' names, the ones down
-        (being restarted) with why, queued entries, batches in flight and restarts so far."""
+        (being restarted) with why, queued entries, batches in flight, the batches its instances
+        may run at once (capacity) and restarts so far."""
         out: dict[str, dict[str, Any]] = {}
         for name in self.specs:
             sched = self.schedulers.get(name)
@@ -197,6 +198,7 @@ class Runtime:
                          "instances": [i.name for i in insts], "down": down,
                          "restarts": sum(s["restarts"] for s in status.values()),
                          "queued": sched.queued() if sched else 0, "inflight": sum(i.inflight for i in insts),
+                         "capacity": sum(i.max_inflight for i in insts),
                          "policy": sched.policy.name if sched else None}
         return out
 

@@ -44,6 +44,7 @@ from teola.server.schemas import DocumentsResponse, ErrorResponse, QueryRequest,
 from teola.server.settings import ServerSettings
 from teola.server.state import ServerState
 from teola.server.tenants import DEFAULT_TENANT, namespace_for
+from teola.server.ui import add_ui
 from teola.shared_engines import share_engines
 
 log = logging.getLogger("teola.server")
@@ -90,6 +91,7 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     _add_app_routes(api, state)
     _add_query_routes(api, state)
     server.include_router(api)
+    add_ui(server, state, _key_check(state))
     return server
 
 
@@ -204,6 +206,7 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
         # run_query keeps a backstop
         limit = max(0.001, limit - (time.monotonic() - started))
         config["timeout"] = limit
+        state.recent.begin(tenant, app, compiled)
         if body.stream:
             return StreamingResponse(sse_events(state, app, target, compiled, config, limit),
                                      media_type="text/event-stream",

@@ -119,7 +119,11 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
     """Run one compiled query under the time limit, turning failures into ApiErrors (and counting them).
     `on_event` receives its progress and answer-token events (`Runtime.submit`)."""
     try:
-        result = await asyncio.wait_for(app.execute(compiled, config, on_event), timeout=limit + BACKSTOP_GRACE)
+        try:
+            result = await asyncio.wait_for(app.execute(compiled, config, on_event), timeout=limit + BACKSTOP_GRACE)
+        except BaseException as exc:  # recorded for the /ui page, then handled below
+            state.recent.finish(compiled.query_id, error=exc)
+            raise
     except (TimeoutError, QueryTimeout) as exc:
         state.metrics.failed.labels(name, "timeout").inc()
         detail = str(exc) or f"query exceeded its time limit of {limit:g}s"
@@ -140,6 +144,7 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
         log.exception("app %s: query failed", name)
         raise ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}") from exc
     state.metrics.observe_query(name, result.latency, result.trace)
+    state.recent.finish(compiled.query_id, result)
     return result
 
 

@@ -6,12 +6,13 @@ from typing import Any, Mapping
 from teola.server.documents import DocumentStore
 from teola.server.errors import ApiError
 from teola.server.metrics import ServerMetrics
+from teola.server.recent import RecentQueries
 from teola.server.settings import ServerSettings
 from teola.server.tenants import Tenants
 
 
 class ServerState:
-    """What the endpoints share: the apps, the settings, metrics and uploaded documents."""
+    """What the endpoints share: the apps, the settings, metrics, uploaded documents and recent queries."""
 
     def __init__(self, apps: Mapping[str, Any], settings: ServerSettings) -> None:
         self.apps = dict(apps)
@@ -19,6 +20,7 @@ class ServerState:
         self.metrics = ServerMetrics(lambda: self.apps)
         self.documents = DocumentStore(settings.max_stored_documents)
         self.tenants = Tenants.from_settings(settings.api_key, settings.api_keys, settings.api_keys_file)
+        self.recent = RecentQueries()  # what the /ui page shows (teola.server.ui)
         self.started = False
 
     def app(self, name: str) -> Any:

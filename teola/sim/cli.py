@@ -1,8 +1,8 @@
 """The simulator's commands: `teola profile` and `teola simulate` (registered by teola.cli).
 
     teola profile [APP] [--out FILE] [--queries N] [--quick]
-    teola simulate APP --profile NAME --rate R --queries N [--instances llm=4,embedding=2]
-                   [--policy atlas] [--passes '{"prefill_split": false}'] [--seed S] [--json]
+    teola simulate APP --profile NAME --rate R[,R2,...] --queries N [--instances llm=4,embedding=2]
+                   [--policy atlas] [--passes '{"prefill_split": false}'] [--seed S] [--json] [--plot FILE.png]
 """
 from __future__ import annotations
 
@@ -38,9 +38,21 @@ def parse_instances(text: str | None) -> dict[str, int]:
     return out
 
 
+def parse_rates(text: str) -> list[float]:
+    """"0.5,1,2" -> [0.5, 1.0, 2.0] (each > 0)."""
+    try:
+        rates = [float(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise SimCliError(f"--rate takes queries/s, one number or several separated by commas; got {text!r}") from None
+    if not rates or any(not r > 0 for r in rates):
+        raise SimCliError(f"--rate values must be > 0 queries/s; got {text!r}")
+    return rates
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from teola.sim.run import simulate
-    app = resolve_app(args.app)
     config: dict[str, Any] = {}
     if args.policy:
         config["policy"] = args.policy
@@ -49,13 +61,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             config["passes"] = json.loads(args.passes)
         except json.JSONDecodeError as e:
             raise SimCliError(f"--passes must be JSON such as '{{\"prefill_split\": false}}' ({e})") from None
-    try:
-        report = simulate(app, args.profile, args.rate, args.queries, parse_instances(args.instances), config,
-                          seed=args.seed, progress=None if args.json else _say)
-    except ValueError as e:
-        raise SimCliError(str(e)) from None
-    print(json.dumps(report.summary(), indent=2) if args.json else report.table())
-    return 0 if report.failed == 0 else 1
+    if args.plot and not str(args.plot).lower().endswith(".png"):
+        raise SimCliError(f"--plot writes a PNG; give a file name ending in .png, got {args.plot!r}")
+    rates, reports = parse_rates(args.rate), []
+    for rate in rates:
+        with tqdm(total=args.queries, desc=f"simulating {rate:g} q/s", unit="query", disable=args.json,
+                  leave=False, file=sys.stderr) as bar:
+            try:
+                report = simulate(resolve_app(args.app), args.profile, rate, args.queries,
+                                  parse_instances(args.instances), config, seed=args.seed,
+                                  on_query=lambda: bar.update(1))
+            except ValueError as e:
+                raise SimCliError(str(e)) from None
+        reports.append(report)
+        print(json.dumps(report.summary(), indent=2) if args.json else report.table(), flush=True)
+    if args.plot:
+        from teola.sim.plots import plot_reports
+        _say(f"wrote {plot_reports(reports, args.plot)}")
+    return 0 if all(r.failed == 0 for r in reports) else 1
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
@@ -81,13 +104,15 @@ def add_commands(sub: Any, apps_help: str) -> None:
     sp.add_argument("app", help=apps_help)
     sp.add_argument("--profile", required=True,
                     help=f"a profile file, or a shipped one ({', '.join(profile_names()) or 'none yet'})")
-    sp.add_argument("--rate", type=float, default=1.0, help="Poisson arrival rate, queries/s (default 1)")
+    sp.add_argument("--rate", default="1", help="Poisson arrival rate, queries/s; several separated by commas "
+                    "(0.5,1,2) run one simulation each (default 1)")
     sp.add_argument("--queries", type=int, default=100, help="how many queries (default 100)")
     sp.add_argument("--instances", help="engine instances, e.g. llm=4,embedding=2 (default: the app's)")
     sp.add_argument("--policy", help="engine scheduling policy (fifo, topology, po, to, mlfq, plas, atlas)")
     sp.add_argument("--passes", help='pass switches as JSON, e.g. \'{"prefill_split": false}\'')
     sp.add_argument("--seed", type=int, default=0, help="arrival-time seed (default 0)")
     sp.add_argument("--json", action="store_true", help="print the summary as JSON")
+    sp.add_argument("--plot", help="also write latency vs rate and the per-engine breakdown to this PNG")
     sp.set_defaults(handler=cmd_simulate)
 
     sp = sub.add_parser("profile", help="measure this machine's engines and fit a simulation profile (~5 min)")

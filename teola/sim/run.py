@@ -20,6 +20,7 @@ from typing import Any, Callable
 from engines.sim_profile import load_profile
 from teola.app import App
 from teola.sim.virtual_loop import run_virtual
+from teola.timeline import interval
 
 
 @dataclass(slots=True)
@@ -37,6 +38,8 @@ class SimReport:
     primitives: int
     wall_s: float
     errors: list[str] = field(default_factory=list)
+    # engine -> [queued s, running s] summed over the queries' primitives (`add_breakdown`)
+    breakdown: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def throughput(self) -> float:
@@ -56,6 +59,11 @@ class SimReport:
                 "p99_s": self.percentile(99), "throughput_qps": self.throughput, "span_s": self.span,
                 "utilisation": self.utilisation, "primitives": self.primitives, "wall_s": self.wall_s,
                 "primitives_per_wall_s": self.primitives / self.wall_s if self.wall_s > 0 else 0.0}
+
+    def mean_breakdown(self) -> dict[str, tuple[float, float]]:
+        """engine -> (mean queued s, mean running s) of its primitives per finished query."""
+        n = max(1, len(self.latencies))
+        return {k: (q / n, r / n) for k, (q, r) in sorted(self.breakdown.items())}
 
     def per_engine(self) -> dict[str, tuple[float, int]]:
         """engine -> (mean busy fraction over its instances, instances)."""
@@ -115,9 +123,10 @@ def query_variants(base: dict[str, Any], n: int) -> list[dict[str, Any]]:
 
 def simulate(app: App, profile: str | Path | dict[str, Any], rate: float, queries: int | list[dict[str, Any]],
              instances: dict[str, int] | None = None, config: dict[str, Any] | None = None, seed: int = 0,
-             progress: Callable[[str], None] | None = None) -> SimReport:
+             progress: Callable[[str], None] | None = None, on_query: Callable[[], None] | None = None) -> SimReport:
     """Serve `queries` (a count of variants of the app's sample, or a list) arriving at Poisson
-    `rate` queries/s on `app` with simulated engines; returns the report. Runs its own virtual loop."""
+    `rate` queries/s on `app` with simulated engines; returns the report. Runs its own virtual loop.
+    `progress` gets a line every tenth of the queries; `on_query` is called as each one ends."""
     if not rate > 0:
         raise ValueError(f"rate must be > 0 queries/s, got {rate!r}")
     use_profile(app, profile, instances)
@@ -126,14 +135,14 @@ def simulate(app: App, profile: str | Path | dict[str, Any], rate: float, querie
     if not qs:
         raise ValueError("queries must be at least 1")
     wall = time.perf_counter()
-    report = run_virtual(_serve(app, qs, rate, config or {}, seed, progress))
+    report = run_virtual(_serve(app, qs, rate, config or {}, seed, progress, on_query))
     report.profile, report.provenance = str(data.get("name", profile)), str(data["provenance"])
     report.wall_s = time.perf_counter() - wall
     return report
 
 
 async def _serve(app: App, qs: list[dict[str, Any]], rate: float, config: dict[str, Any], seed: int,
-                 progress: Callable[[str], None] | None) -> SimReport:
+                 progress: Callable[[str], None] | None, on_query: Callable[[], None] | None) -> SimReport:
     loop = asyncio.get_running_loop()
     await app.start()
     try:
@@ -145,14 +154,18 @@ async def _serve(app: App, qs: list[dict[str, Any]], rate: float, config: dict[s
             t += rng.expovariate(rate)
         latencies: list[float] = []
         errors: list[str] = []
+        breakdown: dict[str, list[float]] = {}
 
         async def one(q: dict[str, Any], at: float) -> None:
             await asyncio.sleep(max(0.0, at - loop.time()))
             try:
-                await app.run(q, config)
+                result = await app.run(q, config)
                 latencies.append(loop.time() - at)
+                add_breakdown(breakdown, result.trace)
             except Exception as exc:  # a failed query is counted and named, the others go on
                 errors.append(f"{type(exc).__name__}: {exc}")
+            if on_query is not None:
+                on_query()
             if progress is not None and (len(latencies) + len(errors)) % max(1, len(qs) // 10) == 0:
                 progress(f"{len(latencies) + len(errors)}/{len(qs)} queries done at t={loop.time() - t0:.1f} s")
         await asyncio.gather(*(one(q, at) for q, at in zip(qs, arrivals)))
@@ -162,7 +175,17 @@ async def _serve(app: App, qs: list[dict[str, Any]], rate: float, config: dict[s
         primitives = app.runtime.metrics.primitives
     finally:
         await app.stop()
-    return SimReport(app.name, "", "", rate, latencies, len(errors), span, busy, primitives, 0.0, errors)
+    return SimReport(app.name, "", "", rate, latencies, len(errors), span, busy, primitives, 0.0, errors, breakdown)
+
+
+def add_breakdown(acc: dict[str, list[float]], trace: list[dict[str, Any]]) -> None:
+    """Add a query's queued and running seconds per engine (control primitives excluded) to `acc`."""
+    for t in trace:
+        iv = interval(t)
+        if iv is None or not t.get("engine"):
+            continue
+        q, r = acc.setdefault(str(t["engine"]), [0.0, 0.0])
+        acc[str(t["engine"])] = [q + iv[1] - iv[0], r + iv[2] - iv[1]]
 
 
 def _busy(handle: Any) -> float:

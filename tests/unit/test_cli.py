@@ -78,6 +78,10 @@ def test_run_serves_queries_and_prints_timings(capsys):
         assert column in header
     assert "partial_prefilling" in captured.out and "synthesis" in captured.out
     assert "server ready" in captured.err and "stopped" in captured.err
+    timeline = captured.out.split("Timeline:\n")[1].splitlines()
+    assert {"llm:", "embedding:", "vectordb:", "reranker:"} <= set(timeline)
+    bars = [ln for ln in timeline if ln.count("|") == 2 and not ln.startswith(" " * 10)]
+    assert any(ln.startswith("* synthesis.") for ln in bars)  # the answer's decode ends the critical path
 
 
 def test_query_in_process(capsys):
@@ -120,8 +124,29 @@ def test_simulate_prints_simulated_latency_for_a_shipped_profile(capsys):
     assert out["mean_s"] > 0 and {"llm/0", "llm/1"} <= set(out["utilisation"])
 
 
+def test_simulate_several_rates_writes_a_plot(capsys, tmp_path):
+    png = tmp_path / "sim.png"
+    assert main(["simulate", "naive_rag", "--profile", "a100-llama2-7b", "--rate", "2,8", "--queries", "6",
+                 "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("simulated (") == 2 and "Poisson 2 q/s" in out and "Poisson 8 q/s" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_simulation_breakdown_sums_each_engines_queued_and_running_time():
+    from teola.sim.run import add_breakdown
+    acc = {}
+    add_breakdown(acc, [{"engine": "llm", "queued": 0.0, "started": 0.5, "finished": 2.0},
+                        {"engine": "llm", "queued": 1.0, "started": 1.0, "finished": 1.5},
+                        {"engine": None, "queued": 2.0, "started": 2.0, "finished": 2.0},
+                        {"engine": "embedding", "queued": 0.0, "started": None, "finished": None}])
+    assert acc == {"llm": [0.5, 2.0]}
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--profile", "no-such"], "not found"),
+    (["--profile", "a100-llama2-7b", "--rate", "1,-2"], "must be > 0"),
+    (["--profile", "a100-llama2-7b", "--plot", "x.svg"], "ending in .png"),
     (["--profile", "a100-llama2-7b", "--instances", "llm=0"], "engine=count"),
     (["--profile", "a100-llama2-7b", "--instances", "gpu=2"], "does not have"),
     (["--profile", "a100-llama2-7b", "--passes", "{bad"], "--passes must be JSON"),

@@ -1,0 +1,79 @@
+"""`RecentQueries`: the last queries the server ran (running, finished or failed), per tenant, with
+what the /ui page draws of one: its trace, its e-graph's edges, the critical path and which
+other queries shared its engine batches. Bounded: the oldest entries are forgotten."""
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any
+
+from teola.timeline import batch_mates, critical_path
+
+QUESTION_CHARS = 200
+
+
+class RecentQueries:
+    """The last `capacity` queries of every tenant together (oldest dropped first)."""
+
+    def __init__(self, capacity: int = 200) -> None:
+        if capacity < 1:
+            raise ValueError(f"RecentQueries capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def begin(self, tenant: str, app: str, compiled: Any) -> None:
+        """A query of `tenant` on `app` starts running."""
+        question = compiled.inputs.get("query.question")
+        egraph = compiled.egraph
+        self._items[compiled.query_id] = {
+            "query_id": compiled.query_id, "app": app, "tenant": tenant, "status": "running",
+            "started_at": time.time(), "latency": None, "error": None, "trace": [],
+            "question": question[:QUESTION_CHARS] if isinstance(question, str) else None,
+            "primitives": len(egraph), "graph_cache_hit": bool(compiled.cache_hit),
+            "parents": {p.name: [q.name for q in egraph.parents(p)] for p in egraph.primitives}}
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+    def finish(self, query_id: str, result: Any = None, error: BaseException | None = None) -> None:
+        """The query ended with `result` (a Result) or failed with `error` (its trace, if any, kept)."""
+        item = self._items.get(query_id)
+        if item is None:
+            return
+        if result is not None:
+            item.update(status="ok", latency=float(result.latency), trace=list(result.trace))
+        else:
+            item.update(status="failed", error=f"{type(error).__name__}: {error}",
+                        trace=list(getattr(error, "trace", None) or []),
+                        latency=time.time() - item["started_at"])
+
+    def listing(self, tenant: str) -> list[dict[str, Any]]:
+        """`tenant`'s recent queries, newest first, without their traces."""
+        keys = ("query_id", "app", "status", "started_at", "latency", "question", "primitives", "error")
+        return [{k: it[k] for k in keys} for it in reversed(self._items.values()) if it["tenant"] == tenant]
+
+    def detail(self, tenant: str, query_id: str) -> dict[str, Any] | None:
+        """One query of `tenant` with its timeline: trace, e-graph parents, critical path and batch
+        mates (per primitive: how many requests of its batches came from other queries, and which
+        of this tenant's recent queries they were). None if unknown or another tenant's."""
+        item = self._items.get(query_id)
+        if item is None or item["tenant"] != tenant:
+            return None
+        trace = item["trace"]
+        mates = batch_mates(trace)
+        others = self._batch_index(item["app"], tenant, query_id)
+        return {**{k: v for k, v in item.items() if k != "tenant"},
+                "critical_path": critical_path(trace, item["parents"]),
+                "batch_mates": {t["primitive"]: {"requests": mates.get(t["primitive"], 0),
+                                                 "queries": sorted(others.get(t.get("batch_id"), ()))}
+                                for t in trace if t.get("batch_id") is not None}}
+
+    def _batch_index(self, app: str, tenant: str, query_id: str) -> dict[str, set[str]]:
+        """batch id -> this tenant's other recent queries on `app` with a primitive in that batch."""
+        out: dict[str, set[str]] = {}
+        for it in self._items.values():
+            if it["app"] != app or it["tenant"] != tenant or it["query_id"] == query_id:
+                continue
+            for t in it["trace"]:
+                if t.get("batch_id") is not None:
+                    out.setdefault(t["batch_id"], set()).add(it["query_id"])
+        return out

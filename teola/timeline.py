@@ -1,0 +1,75 @@
+"""A finished query's timeline from its trace: each primitive's queued/running interval and the
+critical path (the chain of primitives that set the query's latency). Pure functions over trace
+dicts (`Result.trace`); the terminal Gantt, the /ui page and the OpenTelemetry spans read them."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+EPS = 1e-6
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def interval(entry: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    """(queued, started, finished) seconds since the query started, or None if it never ran.
+    A primitive that never started (dropped) has no interval."""
+    q, s, f = (_num(entry.get(k)) for k in ("queued", "started", "finished"))
+    if q is None or s is None or f is None:
+        return None
+    return q, max(q, s), max(s, f)
+
+
+def critical_path(trace: Sequence[Mapping[str, Any]],
+                  parents: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """Names of the primitives on the critical path, first to last.
+
+    Starting from the primitive that finished last (the shallowest on a tie: a decode rather than
+    the prefill fused into it), step to the predecessor that finished last before it was queued (a
+    primitive is dispatched when its last input is ready), or else to one dispatched together with
+    it (a prefill fused with its decode, a streamed group). `parents` (primitive name -> parent
+    names, from the e-graph) restricts the predecessors; without it any primitive counts."""
+    spans = {str(e.get("primitive")): iv for e in trace if (iv := interval(e)) is not None}
+    depth = {str(e.get("primitive")): int(e.get("depth") or 0) for e in trace}
+    if not spans:
+        return []
+
+    def latest(names: Sequence[str]) -> str:
+        return max(names, key=lambda n: (spans[n][2], -depth.get(n, 0), n))
+
+    current = latest(list(spans))
+    path = [current]
+    seen = {current}
+    while True:
+        queued = spans[current][0]
+        options = [n for n in (parents.get(current, ()) if parents is not None else spans)
+                   if n in spans and n not in seen]
+        before = [n for n in options if spans[n][2] <= queued + EPS]
+        together = [n for n in options if abs(spans[n][0] - queued) <= EPS]
+        if not before and not together:
+            break
+        current = latest(before or together)
+        path.append(current)
+        seen.add(current)
+    path.reverse()
+    return path
+
+
+def batch_mates(trace: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """For each batched primitive of `trace`, how many requests of its engine batch came from other
+    queries: the batch size minus the requests this query put in that batch (same batch id)."""
+    per_dispatch: dict[tuple[str, Any], int] = {}  # members of one dispatch share its requests
+    for e in trace:
+        if e.get("batch_id") is not None:
+            key = (e["batch_id"], e.get("queued"))
+            per_dispatch[key] = max(per_dispatch.get(key, 0), int(e.get("requests") or 0))
+    own: dict[str, int] = {}
+    for (bid, _), n in per_dispatch.items():
+        own[bid] = own.get(bid, 0) + n
+    out = {}
+    for e in trace:
+        bid = e.get("batch_id")
+        if bid is not None and e.get("batch_size") is not None:
+            out[str(e.get("primitive"))] = max(0, int(e["batch_size"]) - own.get(bid, 0))
+    return out
