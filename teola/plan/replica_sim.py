@@ -91,8 +91,9 @@ class _Replica:
                 break
             if self.prefilling:
                 self._mixed_iteration()
-            else:
-                self._decode_run(horizon)
+            elif not self._decode_run(horizon):
+                self._record_progress()
+                break
         self.out.end = self.t
         return self.out
 
@@ -142,18 +143,35 @@ class _Replica:
             self.prefilling.remove(seq)
             self._start_decoding(seq, 1)
 
-    def _decode_run(self, horizon: float) -> None:
+    def _decode_run(self, horizon: float) -> bool:
+        """Decode iterations up to the next completion, arrival or the horizon (never past it: the
+        iteration in progress at the horizon does not count). False when none fits before it."""
         n = len(self.decoding)
         k = self.decoding[0][0] - self.g
         c = self.cost
         step = c.base + c.decode_seq * n
-        limit = min(horizon, self.pending[0][0] if self.pending else math.inf)
-        if limit < math.inf and len(self.decoding) < self.max_seqs:
-            k = min(k, max(1, math.ceil((limit - self.t) / (step + c.context_token * self.ctx))))
-        self.t += k * step + c.context_token * (k * self.ctx + n * k * (k - 1) / 2)
+        first = step + c.context_token * self.ctx
+        if self.pending and len(self.decoding) < self.max_seqs:
+            k = min(k, max(1, math.ceil((self.pending[0][0] - self.t) / first)))
+        if horizon < math.inf:
+            k = min(k, self._fits(horizon - self.t, n, step))
+            if k <= 0:
+                return False
+        self.t += self._run_seconds(k, n, step)
         self.g += k
         self.ctx += n * k
         self._pop_finished()
+        return True
+
+    def _run_seconds(self, k: int, n: int, step: float) -> float:
+        return k * step + self.cost.context_token * (k * self.ctx + n * k * (k - 1) / 2)
+
+    def _fits(self, seconds: float, n: int, step: float) -> int:
+        """The most decode iterations that end within `seconds`."""
+        k = int(seconds // (step + self.cost.context_token * self.ctx)) if seconds > 0 else 0
+        while k > 0 and self._run_seconds(k, n, step) > seconds + 1e-12:
+            k -= 1
+        return k
 
     def _pop_finished(self) -> None:
         while self.decoding and self.decoding[0][0] <= self.g:
