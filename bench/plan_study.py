@@ -86,7 +86,7 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = ["## Offline multi-LLM planning (SamuLLM), SIMULATED", "",
+    lines = ["## SIMULATED: offline multi-LLM jobs planned by SamuLLM's greedy search vs its heuristics", "",
              f"SIMULATED, not measured: 8 GPUs of the derived A100 profiles ({P7}, {P13}; tensor-parallel and "
              "loading costs derived, see the profiles' source), output lengths sampled from SmolLM2-135M's "
              f"recorded stage lengths ({LENGTHS}). Completion times are predictions of teola's planner "

@@ -8,7 +8,7 @@ from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).parent.parent
 ORDER = ["doc_qa", "doc_qa_large", "doc_qa_refine", "prompts", "overlap", "rag", "load", "load_glibc_arenas", "engine_settings", "compile", "runtime", "prefix_ttft", "kv_swap", "programs_vllm", "resume_fidelity", "programs",
-         "sim_fidelity", "sim_paper", "sim_programs"]
+         "sim_fidelity", "sim_paper", "sim_programs", "plan_study", "plan_real"]
 HEADER = """# Benchmarks
 
 Every number here is measured side by side in one run on the machine named in each section, with the

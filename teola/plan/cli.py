@@ -1,7 +1,7 @@
 """The planner's commands (registered by teola.cli):
 
     teola plan JOB --gpus 8 --profile NAME [--out plan.json] [--json] [--seed S]
-    teola run-job JOB --plan plan.json [--trace trace.jsonl]
+    teola run-job JOB --plan plan.json [--trace trace.jsonl] [--replan]
 """
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def cmd_run_job(args: argparse.Namespace) -> int:
     except (OSError, json.JSONDecodeError) as e:
         raise PlanCliError(f"--plan {args.plan}: cannot read a plan file ({e})") from None
     try:
-        result = run_job(args.job, plan, trace_path=args.trace, say=lambda m: print(f"[teola] {m}", file=sys.stderr))
+        result = run_job(args.job, plan, trace_path=args.trace, replan=args.replan,
+                         say=lambda m: print(f"[teola] {m}", file=sys.stderr))
     except ValueError as e:
         raise PlanCliError(str(e)) from None
     print(json.dumps(result, indent=1))
@@ -77,4 +78,6 @@ def add_commands(sub: Any) -> None:
     sp.add_argument("job", help="the job file the plan was made for")
     sp.add_argument("--plan", required=True, help="a plan file written by teola plan --out")
     sp.add_argument("--trace", help="write each LLM call's output length as JSON lines (feeds the sampler)")
+    sp.add_argument("--replan", action="store_true",
+                    help="search the rest of the plan again when observed output lengths diverge from the sampled")
     sp.set_defaults(handler=cmd_run_job)

@@ -18,7 +18,9 @@ from typing import Any, Callable
 from teola.plan import prompts
 from teola.plan.cost import Plan
 from teola.plan.job import Job, load_job
+from teola.plan.replan import Replanner
 from teola.plan.report import plans_of
+from teola.plan.stage_eval import State
 from teola.plan.workload import Request, Workload, build_workload
 
 Say = Callable[[str], None]
@@ -42,6 +44,8 @@ class Executor:
         self.running: dict[str, _Running] = {}
         self.trace: list[dict[str, Any]] = []
         self.stage_log: list[dict[str, Any]] = []
+        self.replans: list[dict[str, Any]] = []
+        self.replanner: Replanner | None = None
         self.changed = asyncio.Event()
         self.dependents: dict[tuple[str, int], list[tuple[str, int]]] = {}
         for m, reqs in wl.requests.items():
@@ -52,13 +56,20 @@ class Executor:
     def finished(self, m: str) -> bool:
         return len(self.outputs[m]) == len(self.wl.requests[m])
 
-    async def run(self, stages: list[dict[str, Plan]]) -> float:
+    async def run(self, stages: list[dict[str, Plan]], replanner: Replanner | None = None,
+                  max_replans: int = 3) -> float:
+        """Run the stages; with a `replanner`, observed lengths are fed to it and, when it says so at a
+        stage boundary, the rest of the plan is searched again from the job's current state."""
         t0 = time.perf_counter()
+        self.replanner = replanner
+        todo = list(stages)
         try:
-            for i, stage in enumerate(stages):
-                stage = self._feasible({m: p for m, p in stage.items() if not self.finished(m)})
+            while todo:
+                stage = self._feasible({m: p for m, p in todo.pop(0).items() if not self.finished(m)})
                 if stage:
-                    await self._stage(i, stage, t0)
+                    await self._stage(len(self.stage_log), stage, t0)
+                if replanner is not None and todo and len(self.replans) < max_replans and replanner.should_replan():
+                    todo = self._replan(replanner)
             while not all(self.finished(m) for m in self.wl.requests):
                 rest = {m: (self.running[m].plan if m in self.running else Plan(1, 1))
                         for m in self.wl.requests if not self.finished(m)}
@@ -67,6 +78,17 @@ class Executor:
             for m in list(self.running):
                 await self._stop(m)
         return time.perf_counter() - t0
+
+    def _replan(self, replanner: Replanner) -> list[dict[str, Plan]]:
+        state = State({m: set(out) for m, out in self.outputs.items()},
+                      loaded={m: r.plan for m, r in self.running.items()}, time=0.0)
+        diverged = replanner.diverged()
+        new = replanner.replan(state)
+        replanner.observed.clear()  # the resampled lengths are the new baseline
+        self.replans.append({"after_stage": len(self.stage_log), "diverged": diverged,
+                             "predicted_rest_s": round(new.completion_s, 2)})
+        self.say(f"re-planned after stage {len(self.stage_log)}: {diverged}")
+        return [dict(st.plans) for st in new.stages]
 
     def _feasible(self, stage: dict[str, Plan]) -> dict[str, Plan]:
         """The stage plus any unfinished upstream model it waits for (the run finished in another order
@@ -139,21 +161,28 @@ class Executor:
         out = (await engine.execute("decoding", [req]))[0]
         self.outputs[m][r.key] = out["text"]
         self.running[m].tasks.pop(r.key, None)
-        self.trace.append({"model": m, "stage": spec.lengths or r.stage, "key": r.key,
+        stage = spec.lengths or r.stage
+        self.trace.append({"model": m, "stage": stage, "key": r.key,
                            "num_output_tokens": out["num_output_tokens"], "predicted_tokens": r.target})
+        if self.replanner is not None:
+            self.replanner.observe(m, r.stage, out["num_output_tokens"])
         for dm, dk in self.dependents.get((m, r.key), []):
             self._dispatch(dm, [dk])
         self.changed.set()
 
 
 def _vllm_engine(name: str, core: int, spec: Any) -> Any:
+    from engines.paths import configure_engine_env
     from engines.vllm_engine import VLLMEngine
+    configure_engine_env()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     opts = {k: v for k, v in spec.engine.items() if k not in ("temperature", "seed")}
     return VLLMEngine(name, cpu_threads_bind=str(core), max_tokens=spec.max_tokens, **opts)
 
 
 def run_job(job_path: str, plan: dict[str, Any], trace_path: str | None = None, say: Say = print,
-            make_engine: Callable[..., Any] = _vllm_engine, devices: list[int] | None = None) -> dict[str, Any]:
+            make_engine: Callable[..., Any] = _vllm_engine, devices: list[int] | None = None,
+            replan: bool = False) -> dict[str, Any]:
     """Execute `plan` (a plan file's dict) for the job file; returns measured vs predicted times."""
     job = load_job(job_path)
     wl = build_workload(job, plan.get("profile"))
@@ -161,7 +190,8 @@ def run_job(job_path: str, plan: dict[str, Any], trace_path: str | None = None, 
         raise ValueError("the plan was made for other requests than this job's (re-run teola plan)")
     devices = devices if devices is not None else sorted(os.sched_getaffinity(0))
     ex = Executor(job, wl, devices, say, make_engine)
-    measured = asyncio.run(ex.run([plans_of(s) for s in plan["stages"]]))
+    replanner = Replanner(wl, len(devices)) if replan else None
+    measured = asyncio.run(ex.run([plans_of(s) for s in plan["stages"]], replanner))
     if trace_path:
         with open(trace_path, "w", encoding="utf-8") as f:
             for row in ex.trace:
@@ -169,4 +199,4 @@ def run_job(job_path: str, plan: dict[str, Any], trace_path: str | None = None, 
     predicted = float(plan["predicted_s"])
     return {"job": job.name, "method": plan.get("method"), "predicted_s": predicted, "measured_s": round(measured, 2),
             "error": round((predicted - measured) / measured, 4), "stages": ex.stage_log,
-            "calls": len(ex.trace)}
+            "calls": len(ex.trace), "replans": ex.replans}

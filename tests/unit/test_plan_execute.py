@@ -53,3 +53,20 @@ def test_a_stage_needing_more_devices_than_free_is_refused():
     ex, _, _ = _executor(1)
     with pytest.raises(ValueError, match="needs 2 more devices"):
         run_virtual(ex.run([{"a": Plan(1, 1), "b": Plan(1, 1)}]))
+
+
+def test_run_time_replanning_fires_when_the_engines_outputs_are_longer_than_sampled():
+    job = parse_job({**JOB, "lengths": {"lengths": {"answer": [2], "fuse": [2]}},
+                     "models": {m: {"max_tokens": 40} for m in "abf"}})
+    wl = build_workload(job, "cpu-smollm2-135m")
+    from teola.plan.replan import Replanner
+    from teola.plan.search import plan_stages
+
+    def make(name, core, spec):  # the real outputs run to 30 tokens, the plan sampled 2
+        return SimLLM(name, {"base": 0.01, "decode_seq": 0.001}, max_num_seqs=4, lengths={"text": [30]})
+    ex = Executor(job, wl, [0, 1], lambda _: None, make)
+    stages = [dict(s.plans) for s in plan_stages(wl, 2, "greedy").stages]
+    rp = Replanner(wl, 2, min_samples=3)
+    run_virtual(ex.run(stages, rp))
+    assert all(ex.finished(m) for m in "abf")
+    assert ex.replans and ex.replans[0]["diverged"][0][2:] == (2.0, 30.0)
