@@ -4,7 +4,7 @@ the two ensemble members), fuse (the two answers combined), summarise (MultiLexS
 words, chained) and evaluate (the summaries rated). Writes engines/profiles/lengths-smollm2-135m.json
 ({"model", "source", "lengths": {stage: [...]}}) and the model's measured load time.
 
-    python -m bench.plan_lengths [--questions 80] [--documents 12]
+    python -m bench.plan_lengths [--questions 80] [--documents 12] [--max-chunks 6]
 """
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--questions", type=int, default=80)
     ap.add_argument("--documents", type=int, default=12)
+    ap.add_argument("--max-chunks", type=int, default=6)
     args = ap.parse_args()
     configure_engine_env()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -48,7 +49,7 @@ def main() -> None:
     greedy = run([prompts.answer(q) for q in qs], 256)
     sampled = run([prompts.answer(q) for q in qs], 256, 0.8)
     fused = run([prompts.fuse(q, [a[0], b[0]]) for q, a, b in zip(qs, greedy, sampled)], 256)
-    docs = [chunks(d, 150)[:6] for d in documents("multilexsum", args.documents)]
+    docs = [chunks(d, 150)[:args.max_chunks] for d in documents("multilexsum", args.documents)]
     summaries: list[str | None] = [None] * len(docs)
     summ_lengths: list[int] = []
     for step in range(max(len(c) for c in docs)):
@@ -65,7 +66,7 @@ def main() -> None:
             "source": f"measured by bench/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
                       f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA questions "
                       f"(answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their fusion (256), "
-                      f"{args.documents} MultiLexSum documents in 150-word chunks (at most 6; summarise, 128), "
+                      f"{args.documents} MultiLexSum documents in 150-word chunks (at most {args.max_chunks}; summarise, 128), "
                       f"2 evaluations per summary (64)",
             "load_seconds": round(load_s, 2), "lengths": lengths}
     OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")

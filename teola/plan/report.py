@@ -13,7 +13,7 @@ LABELS = {"greedy": "SamuLLM greedy", "max": "max heuristic", "min": "min heuris
 
 def schedule_dict(s: Schedule) -> dict[str, Any]:
     return {"method": s.method, "gpus": s.gpus, "predicted_s": round(s.completion_s, 3),
-            "search_s": round(s.search_s, 4), "simulations": s.simulations,
+            "search_s": round(s.search_s, 4), "simulations": s.simulations, "notes": s.notes,
             "stages": [{"start_s": round(st.start, 3), "duration_s": round(st.duration, 3),
                         "plans": {m: {"tp": p.tp, "dp": p.dp} for m, p in st.plans.items()},
                         "load_s": {m: round(x, 3) for m, x in st.loads.items()},
@@ -48,4 +48,5 @@ def table(job_name: str, wl: Workload, schedules: dict[str, Schedule]) -> str:
     for k, v in schedules.items():
         lines.append(f"{LABELS[k]:<16} {v.completion_s:>12.1f} {v.completion_s / max(s.completion_s, 1e-9):>8.2f}x "
                      f"{len(v.stages):>6} {v.search_s:>8.2f}")
+    lines += [f"greedy: {n}" for n in s.notes]
     return "\n".join(lines)

@@ -109,6 +109,7 @@ class StageEval:
         return min(self.run(m, p, stage).end for m, p in stage.items())
 
     def throughput(self, stage: Stage) -> float:
+        """Work per second of the stage (work: 2 x parameters x tokens, as the paper's FLOPs)."""
         if not stage:
             return 0.0
         d = self.duration(stage)
