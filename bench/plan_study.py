@@ -12,6 +12,7 @@ the greedy's speed-up over each, and the planners' search time on this machine.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
+from engines.sim_profile import PROFILE_DIR
 from teola.plan.job import parse_job
 from teola.plan.search import plan_stages
 from teola.plan.workload import build_workload
@@ -89,7 +91,8 @@ def markdown(data: dict[str, Any]) -> str:
     lines = ["## SIMULATED: offline multi-LLM jobs planned by SamuLLM's greedy search vs its heuristics", "",
              f"SIMULATED, not measured: 8 GPUs of the derived A100 profiles ({P7}, {P13}; tensor-parallel and "
              "loading costs derived, see the profiles' source), output lengths sampled from SmolLM2-135M's "
-             f"recorded stage lengths ({LENGTHS}). Completion times are predictions of teola's planner "
+             f"recorded stage lengths ({LENGTHS}: {data['lengths_source']}; a stage without recorded lengths "
+             "decodes its max_tokens). Completion times are predictions of teola's planner "
              "simulation (loading included); search time is measured on this machine. "
              f"`{data['command']}`", "",
              "| job | requests | greedy s | max s | min s | vs max | vs min | vs better | search s (greedy / max / min) | stages |",
@@ -112,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="plan_study")
     args = p.parse_args(argv)
     rows = [run(spec) for spec in jobs(args.quick)]
-    data = {"simulated": True, "gpus": 8, "rows": rows,
+    recorded = json.loads((PROFILE_DIR / f"{LENGTHS}.json").read_text(encoding="utf-8"))
+    data = {"simulated": True, "gpus": 8, "rows": rows, "lengths_source": recorded["source"],
             "command": "python -m bench.plan_study " + " ".join(argv if argv is not None else sys.argv[1:]),
             "summary": {"mean_vs_better": round(statistics.fmean(r["speedup_vs_better"] for r in rows), 3),
                         "mean_vs_max": round(statistics.fmean(r["speedup_vs_max"] for r in rows), 3),
