@@ -94,7 +94,11 @@ def min_heuristic(ev: StageEval) -> Stage:
     with more work left), each model with its fastest plan on its share."""
     names = _closure(ev)
     names.sort(key=lambda m: -sum(r.prompt + r.target for r in ev.wl.requests[m] if r.key not in ev.state.done[m]))
-    names = names[:ev.gpus]
+    kept: list[str] = []
+    for m in names:  # at most one model per GPU, never one whose inputs come from a model left out
+        if len(kept) < ev.gpus and all(not ev.unfinished(u) or u in kept for u in ev.wl.upstream[m]):
+            kept.append(m)
+    names = kept
     while names:
         k = len(names)
         shares = [ev.gpus // k + (1 if i < ev.gpus % k else 0) for i in range(k)]

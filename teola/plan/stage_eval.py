@@ -96,6 +96,8 @@ class StageEval:
             finish.update({k: load + t for k, t in res.finish.items()})
             progress.update(res.progress)
             end = max(end, load + res.end)
+        if not runnable:  # its inputs come from models outside the stage: it cannot finish in it
+            end = math.inf
         by_key = {r.key: r for r in runnable}
         events = sorted(finish.items(), key=lambda kv: kv[1])
         curve, total = [(load, 0.0)], 0.0
@@ -106,11 +108,14 @@ class StageEval:
 
     def duration(self, stage: Stage) -> float:
         """The stage ends when its first model finishes its remaining requests."""
-        return min(self.run(m, p, stage).end for m, p in stage.items())
+        d = min(self.run(m, p, stage).end for m, p in stage.items())
+        if d == math.inf:
+            raise ValueError(f"stage {sorted(stage)}: no model in it can finish (their inputs are outside it)")
+        return d
 
     def throughput(self, stage: Stage) -> float:
         """Work per second of the stage (work: 2 x parameters x tokens, as the paper's FLOPs)."""
-        if not stage:
+        if not stage or all(self.run(m, p, stage).end == math.inf for m, p in stage.items()):
             return 0.0
         d = self.duration(stage)
         return sum(work_until(self.run(m, p, stage).curve, d) for m, p in stage.items()) / max(d, EPS)

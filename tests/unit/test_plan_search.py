@@ -82,3 +82,14 @@ def test_replanning_triggers_when_observed_lengths_diverge_and_replans_the_rest(
     state = State({"a": set(range(5)), "b": set()})
     after = rp.replan(state)
     assert all(r.target == 40 for r in wl.requests["a"][5:]) and after.completion_s > before
+
+
+def test_the_even_split_never_runs_a_model_without_the_models_it_reads_from():
+    """Two GPUs, two answerers and a fuser reading both: the fuser (most work left) cannot take a GPU
+    before both answerers are done or running beside it, or the stage could never end."""
+    deps = [Request(k, "s", {}, 1, 50, 1000, (("a", k), ("b", k)), group=k) for k in range(4)]
+    wl = Workload({"a": _cost(), "b": _cost(), "f": _cost()}, {"a": _reqs(4, 10), "b": _reqs(4, 20), "f": deps},
+                  {"a": set(), "b": set(), "f": {"a", "b"}})
+    for method in ("min", "greedy", "max"):
+        sched = plan_stages(wl, 2, method, max_stages=10)
+        assert sched.stages[-1].finished == ["f"] and sched.completion_s >= 20 + 50 - 1e-9
