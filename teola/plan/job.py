@@ -55,7 +55,10 @@ def read_job(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"job file {str(path)!r} not found")
     text = p.read_text(encoding="utf-8")
     if p.suffix in (".yaml", ".yml"):
-        import yaml
+        try:
+            import yaml  # PyYAML: installed with vLLM (the cpu extra); JSON needs nothing
+        except ImportError:
+            raise ValueError(f"job file {p}: reading YAML needs PyYAML (`pip install pyyaml`), or write the job as JSON") from None
         return yaml.safe_load(text)
     try:
         return json.loads(text)
