@@ -7,6 +7,7 @@
     teola compile advanced_rag --format mermaid
     teola setup | teola doctor | teola tune [--dry-run] | teola bench compile
     teola profile [app] | teola simulate advanced_rag --profile <profile> --rate 2 --instances llm=4
+    teola plan JOB --gpus 8 --profile <profile> [--out plan.json] | teola run-job JOB --plan plan.json
 
 An app is a built-in name (`apps.<name>.build()`) or `module:attr` (an App, or a zero-argument callable
 returning one). Every command returns a process exit code: 0 ok, 1 failed, 2 bad usage.
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
+from teola.plan.cli import PlanCliError, add_commands as add_plan_commands
 from teola.sim.cli import SimCliError, add_commands as add_sim_commands
 from teola.trace_gantt import terminal_gantt
 from teola.trace_table import timing_table
@@ -58,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"teola: error: {exc}", file=sys.stderr)
         return exc.code
-    except SimCliError as exc:
+    except (SimCliError, PlanCliError) as exc:
         print(f"teola: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -379,6 +381,7 @@ def _parser() -> argparse.ArgumentParser:
 
     _machine_commands(sub)
     add_sim_commands(sub, apps_help)
+    add_plan_commands(sub)
     return p
 
 

@@ -19,7 +19,7 @@ MAX_FUNCTION_LINES = 60
 # not listed here belongs to the core layer (IR, passes, components, compiler, balancers, ...).
 TOP_MODULE_LAYER = {"teola.runtime": 2, "teola.app": 3, "teola.programs": 3, "teola.tool_calls": 3,
                     "teola.shared_engines": 3,
-                    "teola.server": 4, "teola.sim": 4, "teola.cli": 5}
+                    "teola.server": 4, "teola.sim": 4, "teola.plan": 4, "teola.cli": 5}
 ENGINES, CORE = 0, 1
 
 

@@ -1,0 +1,202 @@
+"""`teola run-job`: execute a plan on real engines. Each (model, plan) of a stage runs as dp vLLM
+instances (engines.vllm_engine.VLLMEngine) on devices of their own (here: CPU cores, one per
+instance, so only tp=1 plans run locally); the job's requests go to a model's instances as soon as
+their inputs exist (a chain's requests stay on one instance), and a stage ends when one of its models
+has answered all its requests. At a stage boundary instances whose model leaves the stage or changes
+plan are stopped (their unfinished requests are sent again later: preemption) and the next stage's
+new instances start. After the planned stages, unfinished models keep running until done.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from teola.plan import prompts
+from teola.plan.cost import Plan
+from teola.plan.job import Job, load_job
+from teola.plan.replan import Replanner
+from teola.plan.report import plans_of
+from teola.plan.stage_eval import State
+from teola.plan.workload import Request, Workload, build_workload
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class _Running:
+    plan: Plan
+    engines: list[Any]
+    cores: list[int]
+    tasks: dict[int, asyncio.Task] = field(default_factory=dict)
+
+
+class Executor:
+    """Runs one job's workload through the stages of a plan (see the module docstring)."""
+
+    def __init__(self, job: Job, wl: Workload, devices: list[int], say: Say, make_engine: Callable[..., Any]) -> None:
+        self.job, self.wl, self.say, self.make_engine = job, wl, say, make_engine
+        self.free = list(devices)
+        self.outputs: dict[str, dict[int, str]] = {m: {} for m in wl.requests}
+        self.running: dict[str, _Running] = {}
+        self.trace: list[dict[str, Any]] = []
+        self.stage_log: list[dict[str, Any]] = []
+        self.replans: list[dict[str, Any]] = []
+        self.replanner: Replanner | None = None
+        self.changed = asyncio.Event()
+        self.dependents: dict[tuple[str, int], list[tuple[str, int]]] = {}
+        for m, reqs in wl.requests.items():
+            for r in reqs:
+                for d in r.deps + (((m, r.after),) if r.after is not None else ()):
+                    self.dependents.setdefault(d, []).append((m, r.key))
+
+    def finished(self, m: str) -> bool:
+        return len(self.outputs[m]) == len(self.wl.requests[m])
+
+    async def run(self, stages: list[dict[str, Plan]], replanner: Replanner | None = None,
+                  max_replans: int = 3) -> float:
+        """Run the stages; with a `replanner`, observed lengths are fed to it and, when it says so at a
+        stage boundary, the rest of the plan is searched again from the job's current state."""
+        t0 = time.perf_counter()
+        self.replanner = replanner
+        todo = list(stages)
+        try:
+            while todo:
+                stage = self._feasible({m: p for m, p in todo.pop(0).items() if not self.finished(m)})
+                if stage:
+                    await self._stage(len(self.stage_log), stage, t0)
+                if replanner is not None and todo and len(self.replans) < max_replans and replanner.should_replan():
+                    todo = self._replan(replanner)
+            while not all(self.finished(m) for m in self.wl.requests):
+                rest = {m: (self.running[m].plan if m in self.running else Plan(1, 1))
+                        for m in self.wl.requests if not self.finished(m)}
+                await self._stage(len(self.stage_log), rest, t0)
+        finally:
+            for m in list(self.running):
+                await self._stop(m)
+        return time.perf_counter() - t0
+
+    def _replan(self, replanner: Replanner) -> list[dict[str, Plan]]:
+        state = State({m: set(out) for m, out in self.outputs.items()},
+                      loaded={m: r.plan for m, r in self.running.items()}, time=0.0)
+        diverged = replanner.diverged()
+        new = replanner.replan(state)
+        replanner.observed.clear()  # the resampled lengths are the new baseline
+        self.replans.append({"after_stage": len(self.stage_log), "diverged": diverged,
+                             "predicted_rest_s": round(new.completion_s, 2)})
+        self.say(f"re-planned after stage {len(self.stage_log)}: {diverged}")
+        return [dict(st.plans) for st in new.stages]
+
+    def _feasible(self, stage: dict[str, Plan]) -> dict[str, Plan]:
+        """The stage plus any unfinished upstream model it waits for (the run finished in another order
+        than planned): such a model keeps its running plan, or gets one device."""
+        out = dict(stage)
+        for m in list(stage):
+            for u in self.wl.upstream[m]:
+                if not self.finished(u) and u not in out:
+                    out[u] = self.running[u].plan if u in self.running else Plan(1, 1)
+        return out
+
+    async def _stage(self, i: int, stage: dict[str, Plan], t0: float) -> None:
+        start = time.perf_counter() - t0
+        for m in [m for m in self.running if self.running[m].plan != stage.get(m)]:
+            await self._stop(m)
+        new = [m for m in stage if m not in self.running]
+        need = sum(stage[m].gpus for m in new)
+        if need > len(self.free):
+            raise ValueError(f"stage {i + 1} needs {need} more devices, {len(self.free)} are free")
+        await asyncio.gather(*(self._start(m, stage[m]) for m in new))
+        self.say(f"stage {i + 1}: {', '.join(f'{m} {p}' for m, p in stage.items())} (started at {start:.1f} s)")
+        for m in stage:
+            self._dispatch(m)
+        while not any(self.finished(m) for m in stage):
+            self.changed.clear()
+            await self.changed.wait()
+        self.stage_log.append({"start_s": round(start, 2), "end_s": round(time.perf_counter() - t0, 2),
+                               "plans": {m: str(p) for m, p in stage.items()},
+                               "finished": [m for m in stage if self.finished(m)]})
+
+    async def _start(self, m: str, plan: Plan) -> None:
+        if plan.tp != 1:
+            raise ValueError(f"model {m!r}: plan {plan} needs tensor parallelism, which run-job does not do locally")
+        cores = [self.free.pop(0) for _ in range(plan.dp)]
+        spec = self.job.models[m]
+        engines = [self.make_engine(f"{m}-{k}", core, spec) for k, core in enumerate(cores)]
+        await asyncio.gather(*(e.start() for e in engines))
+        self.running[m] = _Running(plan, engines, cores)
+
+    async def _stop(self, m: str) -> None:
+        run = self.running.pop(m)
+        for t in run.tasks.values():
+            t.cancel()
+        await asyncio.gather(*run.tasks.values(), return_exceptions=True)
+        await asyncio.gather(*(e.stop() for e in run.engines), return_exceptions=True)
+        self.free.extend(run.cores)
+
+    def _ready(self, m: str, r: Request) -> bool:
+        if r.after is not None and r.after not in self.outputs[m]:
+            return False
+        return all(k in self.outputs[u] for u, k in r.deps)
+
+    def _dispatch(self, m: str, keys: list[int] | None = None) -> None:
+        run = self.running.get(m)
+        if run is None:
+            return
+        reqs = self.wl.requests[m]
+        for r in (reqs if keys is None else [reqs[k] for k in keys]):
+            if r.key not in self.outputs[m] and r.key not in run.tasks and self._ready(m, r):
+                engine = run.engines[r.group % len(run.engines)]
+                run.tasks[r.key] = asyncio.create_task(self._call(m, r, engine))
+
+    async def _call(self, m: str, r: Request, engine: Any) -> None:
+        upstream = [self.outputs[u][k] for u, k in r.deps]
+        if r.after is not None:
+            upstream = [self.outputs[m][r.after]]
+        spec = self.job.models[m]
+        req = {"parts": [["question", prompts.build(r.stage, r.inputs, upstream)]], "max_tokens": r.max_tokens,
+               "temperature": float(spec.engine.get("temperature", 0.0)), "seed": int(spec.engine.get("seed", 0))}
+        out = (await engine.execute("decoding", [req]))[0]
+        self.outputs[m][r.key] = out["text"]
+        self.running[m].tasks.pop(r.key, None)
+        stage = spec.lengths or r.stage
+        self.trace.append({"model": m, "stage": stage, "key": r.key,
+                           "num_output_tokens": out["num_output_tokens"], "predicted_tokens": r.target})
+        if self.replanner is not None:
+            self.replanner.observe(m, r.stage, out["num_output_tokens"])
+        for dm, dk in self.dependents.get((m, r.key), []):
+            self._dispatch(dm, [dk])
+        self.changed.set()
+
+
+def _vllm_engine(name: str, core: int, spec: Any) -> Any:
+    from engines.paths import configure_engine_env
+    from engines.vllm_engine import VLLMEngine
+    configure_engine_env()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    opts = {k: v for k, v in spec.engine.items() if k not in ("temperature", "seed")}
+    return VLLMEngine(name, cpu_threads_bind=str(core), max_tokens=spec.max_tokens, **opts)
+
+
+def run_job(job_path: str, plan: dict[str, Any], trace_path: str | None = None, say: Say = print,
+            make_engine: Callable[..., Any] = _vllm_engine, devices: list[int] | None = None,
+            replan: bool = False) -> dict[str, Any]:
+    """Execute `plan` (a plan file's dict) for the job file; returns measured vs predicted times."""
+    job = load_job(job_path)
+    wl = build_workload(job, plan.get("profile"))
+    if plan.get("requests") and plan["requests"] != {m: len(r) for m, r in wl.requests.items()}:
+        raise ValueError("the plan was made for other requests than this job's (re-run teola plan)")
+    devices = devices if devices is not None else sorted(os.sched_getaffinity(0))
+    ex = Executor(job, wl, devices, say, make_engine)
+    replanner = Replanner(wl, len(devices)) if replan else None
+    measured = asyncio.run(ex.run([plans_of(s) for s in plan["stages"]], replanner))
+    if trace_path:
+        with open(trace_path, "w", encoding="utf-8") as f:
+            for row in ex.trace:
+                f.write(json.dumps(row) + "\n")
+    predicted = float(plan["predicted_s"])
+    return {"job": job.name, "method": plan.get("method"), "predicted_s": predicted, "measured_s": round(measured, 2),
+            "error": round((predicted - measured) / measured, 4), "stages": ex.stage_log,
+            "calls": len(ex.trace), "replans": ex.replans}

@@ -1,0 +1,82 @@
+"""Output lengths per (model, app stage), sampled from recorded ones (SamuLLM's output-length
+sampler: an empirical CDF of a model's output lengths, sampled per request).
+
+A lengths file is JSON: {"lengths": {stage: [n, ...]}, "by_model": {model: {stage: [n, ...]}}}
+(`bench/plan_lengths.py` records one from the real engine; `engines/profiles/lengths-*.json` are
+shipped). Traces of real runs feed it through `from_records`: one {"model", "stage",
+"num_output_tokens"} per LLM call (what `teola run-job` writes).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from engines.sim_profile import PROFILE_DIR
+from engines.sim_text import LengthSampler
+
+
+class StageLengths:
+    """Samplers per (model, stage), falling back to the stage's lengths of any model, then to a
+    default list (e.g. a profile's "text" lengths); with none, a request decodes its max_tokens."""
+
+    def __init__(self, by_stage: Mapping[str, Sequence[int]] | None = None,
+                 by_model: Mapping[str, Mapping[str, Sequence[int]]] | None = None,
+                 default: Sequence[int] | None = None, seed: int = 0) -> None:
+        self.stage = LengthSampler(dict(by_stage or {}), seed)
+        self.model = {m: LengthSampler(dict(v), seed) for m, v in (by_model or {}).items()}
+        self.default = LengthSampler({"default": list(default)} if default else None, seed)
+
+    def sample(self, model: str, stage: str, key: str, max_tokens: int) -> int:
+        """The output length of one request (a pure function of model, stage, key and the seed)."""
+        for sampler, kind in ((self.model.get(model), stage), (self.stage, stage), (self.default, "default")):
+            if sampler is not None and sampler.lengths.get(kind):
+                return sampler.sample(kind, f"{model}:{stage}:{key}", max_tokens)
+        return max_tokens
+
+    def values(self, model: str, stage: str) -> list[int]:
+        """The recorded lengths the sampler of (model, stage) draws from."""
+        if model in self.model and self.model[model].lengths.get(stage):
+            return list(self.model[model].lengths[stage])
+        return list(self.stage.lengths.get(stage) or self.default.lengths.get("default") or [])
+
+
+def load_lengths(where: str | Path | Mapping[str, Any] | None, default: Sequence[int] | None = None,
+                 seed: int = 0) -> StageLengths:
+    """A lengths file by path or shipped name (engines/profiles/<name>.json), or its dict."""
+    if where is None:
+        return StageLengths(default=default, seed=seed)
+    if isinstance(where, Mapping):
+        data = where
+    else:
+        path = Path(where)
+        if not path.is_file():
+            path = PROFILE_DIR / f"{where}.json"
+        if not path.is_file():
+            raise ValueError(f"lengths file {str(where)!r} not found (a path, or a name in {PROFILE_DIR})")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data.get("lengths", {}), Mapping):
+        raise ValueError("a lengths file is {\"lengths\": {stage: [n, ...]}, \"by_model\": {...}}")
+    return StageLengths(data.get("lengths"), data.get("by_model"), default, seed)
+
+
+def from_records(records: Iterable[Mapping[str, Any]], seed: int = 0) -> StageLengths:
+    """Samplers from traced calls: {"model", "stage", "num_output_tokens"} each."""
+    by_model: dict[str, dict[str, list[int]]] = {}
+    by_stage: dict[str, list[int]] = {}
+    for r in records:
+        n = int(r["num_output_tokens"])
+        by_model.setdefault(str(r["model"]), {}).setdefault(str(r["stage"]), []).append(n)
+        by_stage.setdefault(str(r["stage"]), []).append(n)
+    return StageLengths(by_stage, by_model, seed=seed)
+
+
+def ecdf(values: Sequence[int]) -> list[tuple[int, float]]:
+    """(length, fraction of values <= length) at each distinct length."""
+    xs = sorted(values)
+    out: list[tuple[int, float]] = []
+    for i, x in enumerate(xs):
+        if i + 1 == len(xs) or xs[i + 1] != x:
+            out.append((x, (i + 1) / len(xs)))
+    return out

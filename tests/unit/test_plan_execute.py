@@ -1,0 +1,72 @@
+"""`teola run-job`'s executor (teola.plan.execute) driving simulated engines on the virtual clock:
+every request is answered once, downstream prompts carry the upstream outputs, a model that changes
+plan between stages is restarted and its unfinished requests are sent again, and devices are never
+over-committed."""
+from __future__ import annotations
+
+import pytest
+
+from engines.sim_llm import SimLLM
+from teola.plan.cost import Plan
+from teola.plan.execute import Executor
+from teola.plan.job import parse_job
+from teola.plan.workload import build_workload
+from teola.sim.virtual_loop import run_virtual
+
+JOB = {"app": "ensembling", "dataset": "truthfulqa", "requests": 12,
+       "models": {"a": {"max_tokens": 16}, "b": {"max_tokens": 24}, "f": {"max_tokens": 8}},
+       "answerers": ["a", "b"], "fuser": "f"}
+
+
+def _executor(devices: int):
+    job = parse_job(JOB)
+    wl = build_workload(job, "cpu-smollm2-135m")
+    engines: list[SimLLM] = []
+    prompts: list[str] = []
+
+    def make(name, core, spec):
+        e = SimLLM(name, {"base": 0.01, "decode_seq": 0.001}, max_num_seqs=4, max_tokens=spec.max_tokens)
+        real = e.execute
+
+        async def execute(op, reqs):
+            prompts.extend(r["parts"][0][1] for r in reqs)
+            return await real(op, reqs)
+        e.execute = execute
+        engines.append(e)
+        return e
+    return Executor(job, wl, list(range(devices)), lambda _: None, make), engines, prompts
+
+
+def test_every_request_is_answered_once_and_the_fuser_reads_the_answers():
+    ex, engines, prompts = _executor(2)
+    stages = [{"a": Plan(1, 1), "b": Plan(1, 1)}, {"b": Plan(1, 2)}, {"f": Plan(1, 2)}]
+    took = run_virtual(ex.run(stages))
+    assert took >= 0 and all(ex.finished(m) for m in "abf")
+    assert sorted((t["model"], t["key"]) for t in ex.trace) == sorted((m, k) for m in "abf" for k in range(12))
+    fuse = [p for p in prompts if p.startswith("Several assistants")]
+    assert len(fuse) == 12 and all(ex.outputs["a"][0].split()[0] in p for p in fuse[:1])
+    assert len(engines) == 2 + 2 + 2          # b restarted with 2 instances; the fuser on 2
+    assert [s["plans"] for s in ex.stage_log][0] == {"a": "tp1xdp1", "b": "tp1xdp1"}
+
+
+def test_a_stage_needing_more_devices_than_free_is_refused():
+    ex, _, _ = _executor(1)
+    with pytest.raises(ValueError, match="needs 2 more devices"):
+        run_virtual(ex.run([{"a": Plan(1, 1), "b": Plan(1, 1)}]))
+
+
+def test_run_time_replanning_fires_when_the_engines_outputs_are_longer_than_sampled():
+    job = parse_job({**JOB, "lengths": {"lengths": {"answer": [2], "fuse": [2]}},
+                     "models": {m: {"max_tokens": 40} for m in "abf"}})
+    wl = build_workload(job, "cpu-smollm2-135m")
+    from teola.plan.replan import Replanner
+    from teola.plan.search import plan_stages
+
+    def make(name, core, spec):  # the real outputs run to 30 tokens, the plan sampled 2
+        return SimLLM(name, {"base": 0.01, "decode_seq": 0.001}, max_num_seqs=4, lengths={"text": [30]})
+    ex = Executor(job, wl, [0, 1], lambda _: None, make)
+    stages = [dict(s.plans) for s in plan_stages(wl, 2, "greedy").stages]
+    rp = Replanner(wl, 2, min_samples=3)
+    run_virtual(ex.run(stages, rp))
+    assert all(ex.finished(m) for m in "abf")
+    assert ex.replans and ex.replans[0]["diverged"][0][2:] == (2.0, 30.0)
