@@ -1,7 +1,6 @@
 """The `teola` command line.
 
-    teola run advanced_rag            # start the app on the embedded engines, ask one sample question,
-                                      # print the answer and a per-primitive timing table, exit
+    teola run advanced_rag            # one sample question on the embedded engines: answer, timings, Gantt
     teola serve advanced_rag --port 8000
     teola query advanced_rag --question "..." --document notes.txt [--url http://127.0.0.1:8000 | --in-process]
     teola compile advanced_rag --format mermaid
