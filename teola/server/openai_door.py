@@ -33,10 +33,22 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from teola.runtime import CallFailed, llm_request
 from teola.server import openai_format as fmt
 from teola.server.errors import ApiError
+from teola.server.schemas import ErrorResponse
 from teola.server.state import ServerState
 from teola.server.tenants import cache_salt
 
 _call_ids = itertools.count(1)
+_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 422, 500, 502, 503)}
+_ANSWER = {200: {"description": "an OpenAI response object, or server-sent chunks when stream is true",
+                 "content": {"application/json": {"schema": {"type": "object"}}, "text/event-stream": {}}}}
+_COMMON = {"model": {"type": "string"}, "stream": {"type": "boolean"}, "max_tokens": {"type": "integer"},
+           "temperature": {"type": "number"}, "stop": {}, "user": {"type": "string"}, "seed": {"type": "integer"},
+           "stream_options": {"type": "object"}}
+
+
+def _body_schema(required: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+        "type": "object", "required": ["model", required], "properties": {**_COMMON, required: schema}}}}}}
 
 
 class ProgramClock:
@@ -68,7 +80,7 @@ class ProgramClock:
 
 def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
     """The front door's routes, authenticated by `auth` (the server's key check)."""
-    api = APIRouter(dependencies=[Depends(auth)], tags=["openai"])
+    api = APIRouter(dependencies=[Depends(auth)], tags=["openai"], responses=_ERRORS)
     clock = ProgramClock(state.settings.program_idle_timeout)
 
     @api.get("/v1/models", summary="The LLM engines served through the OpenAI-compatible API")
@@ -76,12 +88,14 @@ def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
         ids = [f"{name}/{engine}" for name, app in sorted(state.apps.items()) for engine in _llm_engines(app)]
         return {"object": "list", "data": [{"id": i, "object": "model", "owned_by": "teola"} for i in ids]}
 
-    @api.post("/v1/chat/completions", summary="OpenAI-compatible chat completion (one program call)")
+    @api.post("/v1/chat/completions", summary="OpenAI-compatible chat completion (one program call)",
+              responses=_ANSWER, openapi_extra=_body_schema("messages", {"type": "array", "items": {"type": "object"}}))
     async def chat(request: Request) -> Any:
         body = await _json(request)
         return await _serve(state, clock, request, body, True, fmt.chat_parts(body.get("messages")))
 
-    @api.post("/v1/completions", summary="OpenAI-compatible completion (one program call)")
+    @api.post("/v1/completions", summary="OpenAI-compatible completion (one program call)",
+              responses=_ANSWER, openapi_extra=_body_schema("prompt", {"type": "string"}))
     async def completions(request: Request) -> Any:
         body = await _json(request)
         return await _serve(state, clock, request, body, False, fmt.completion_parts(body.get("prompt")))
@@ -154,10 +168,13 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     def done() -> None:
         clock.end(runtime, pid) if ends else clock.touch(runtime, pid)
 
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise ApiError(422, "invalid_request", f"stream_options must be an object, got {options!r:.80}")
     clock.busy(pid)
     if body.get("stream"):
         call["stream_text"] = True
-        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        include_usage = bool(options.get("include_usage"))
         return StreamingResponse(_stream(submit, done, chat, call_id, model, gen["max_tokens"], include_usage),
                                  media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
     try:
