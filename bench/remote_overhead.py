@@ -106,8 +106,9 @@ def main(argv: list[str] | None = None) -> None:
     local = asyncio.run(in_process(args.calls))
     far = asyncio.run(remote(args.calls))
     data, md = summary(local, far)
-    write_results("remote_overhead", {"calls": args.calls, "results": data,
-                                      "load_average": os.getloadavg()}, md)
+    load = os.getloadavg()
+    md += f"\n\nLoad average at the end of the run: {load[0]:.1f} (other work on the machine shifts both columns)."
+    write_results("remote_overhead", {"calls": args.calls, "results": data, "load_average": load}, md)
 
 
 if __name__ == "__main__":
