@@ -14,9 +14,9 @@ def build(llm: dict[str, Any] | None = None, embedding: dict[str, Any] | None = 
           vectordb: dict[str, Any] | None = None, reranker: dict[str, Any] | None = None) -> App:
     """The app on the embedded defaults; each engine's options can be overridden."""
     app = App("advanced_rag")
-    app.register_engine(Engine("llm", kind="vllm", **({"model": "smollm2-135m-instruct"} | (llm or {}))))
-    app.register_engine(Engine("embedding", kind="sentence_transformers",
-                               **({"model": "all-minilm-l6-v2"} | (embedding or {}))))
+    app.register_engine(Engine("llm", **({"kind": "vllm", "model": "smollm2-135m-instruct"} | (llm or {}))))
+    app.register_engine(Engine("embedding", **({"kind": "sentence_transformers", "model": "all-minilm-l6-v2"}
+                                          | (embedding or {}))))
     app.register_engine(Engine("vectordb", kind="pgvector", **(vectordb or {})))
     app.register_engine(Engine("reranker", kind="reranker", **(reranker or {})))
 

@@ -12,9 +12,9 @@ from teola import App, Engine, Node
 def build(llm: dict[str, Any] | None = None, embedding: dict[str, Any] | None = None,
           vectordb: dict[str, Any] | None = None) -> App:
     app = App("naive_rag")
-    app.register_engine(Engine("llm", kind="vllm", **({"model": "smollm2-135m-instruct"} | (llm or {}))))
-    app.register_engine(Engine("embedding", kind="sentence_transformers",
-                               **({"model": "all-minilm-l6-v2"} | (embedding or {}))))
+    app.register_engine(Engine("llm", **({"kind": "vllm", "model": "smollm2-135m-instruct"} | (llm or {}))))
+    app.register_engine(Engine("embedding", **({"kind": "sentence_transformers", "model": "all-minilm-l6-v2"}
+                                          | (embedding or {}))))
     app.register_engine(Engine("vectordb", kind="pgvector", **(vectordb or {})))
 
     index = Node("indexing", engine="embedding", anno="batchable", config={"chunk_size": 256, "chunk_overlap": 30})

@@ -14,10 +14,10 @@ def build(llm: dict[str, Any] | None = None, judge_llm: dict[str, Any] | None = 
     """`judge_llm` options register a separate small engine for the judge; by default the judge
     shares the core LLM engine."""
     app = App("search_generation")
-    app.register_engine(Engine("llm", kind="vllm", **({"model": "smollm2-135m-instruct"} | (llm or {}))))
+    app.register_engine(Engine("llm", **({"kind": "vllm", "model": "smollm2-135m-instruct"} | (llm or {}))))
     judge_engine = "llm"
     if judge_llm is not None:
-        app.register_engine(Engine("judge_llm", kind="vllm", **judge_llm))
+        app.register_engine(Engine("judge_llm", **({"kind": "vllm"} | judge_llm)))
         judge_engine = "judge_llm"
     app.register_engine(Engine("search", kind="search", **(search or {})))
 

@@ -14,7 +14,7 @@ DEFAULT_TOOLS = ("calculator", "wiki_lookup")
 def build(llm: dict[str, Any] | None = None, tools: dict[str, Any] | None = None,
           tool_names: tuple[str, ...] = DEFAULT_TOOLS, max_calls: int = 2) -> App:
     app = App("tool_agent")
-    app.register_engine(Engine("llm", kind="vllm", **({"model": "smollm2-135m-instruct"} | (llm or {}))))
+    app.register_engine(Engine("llm", **({"kind": "vllm", "model": "smollm2-135m-instruct"} | (llm or {}))))
     app.register_engine(Engine("tools", kind="tool", **(tools or {})))
 
     plan = Node("llm", name="plan", engine="llm", anno="splittable", config={

@@ -17,6 +17,7 @@ _KINDS: dict[str, str | Callable[..., EngineBackend]] = {
     "pgvector": "engines.pgvector_store:PgVectorEngine",
     "search": "engines.text_search:TextSearchEngine",
     "tool": "engines.tools:ToolEngine",
+    "openai": "engines.openai_engine:openai_engine",
 }
 
 
@@ -31,16 +32,20 @@ def engine_kinds() -> list[str]:
     return sorted(_KINDS)
 
 
-def kind_defaults(kind: str) -> tuple[frozenset[str], EngineProfile] | None:
+def kind_defaults(kind: str, options: dict[str, Any] | None = None) -> tuple[frozenset[str], EngineProfile] | None:
     """What an engine kind's adapter declares about itself: its ops and its default profile
     (max batch, max efficient batch), read from the adapter class (`ops`, `default_profile`)
-    without building it. None for an unknown kind or a factory that declares neither."""
+    without building it. A factory whose adapter depends on the options declares
+    `defaults_for(options)` instead. None for an unknown kind or a factory that declares neither."""
     target = _KINDS.get(kind)
     if target is None:
         return None
     if isinstance(target, str):
         module, attr = target.split(":")
         target = getattr(importlib.import_module(module), attr)
+    defaults_for = getattr(target, "defaults_for", None)
+    if callable(defaults_for):
+        return defaults_for(dict(options or {}))
     ops = getattr(target, "ops", None)
     if not isinstance(ops, frozenset):
         return None

@@ -14,7 +14,8 @@ class Engine:
     """An engine registration: `Engine("llm", kind="vllm", model="smollm2-135m-instruct")`.
 
     name: how nodes refer to it. kind: the adapter ("vllm", "sentence_transformers", "reranker",
-    "pgvector", "search", "tool", or one added with `engines.registry.register_engine_kind`).
+    "pgvector", "search", "tool", "openai" (a server's OpenAI-compatible API: `url=`, `model=`,
+    `api="completions"` for an LLM served by `vllm serve` or `api="embeddings"`), or one added with `engines.registry.register_engine_kind`).
     instances: how many engine instances to start. max_efficient_batch: the batch size beyond which
     throughput stops growing (stage decomposition splits there); max_batch: the most requests in one
     batch; both default to what the kind's adapter declares (`default_profile`). ops: required for custom kinds.
@@ -37,7 +38,10 @@ class Engine:
                  **options: Any) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
-        declared = kind_defaults(kind) if isinstance(kind, str) else None
+        try:
+            declared = kind_defaults(kind, options) if isinstance(kind, str) else None
+        except ValueError as e:
+            raise ValueError(f"Engine {name!r}: {e}") from None
         if ops is None and declared is None:
             raise ValueError(f"Engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}"
                              " (a custom kind must also pass ops=[...])")

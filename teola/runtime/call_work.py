@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from teola.runtime.errors import CallFailed
 from teola.runtime.executor import Instance
@@ -19,14 +19,16 @@ class CallOutcome:
 
 
 class CallWork:
-    """Resolves `future` with a `CallOutcome`, or with `CallFailed` naming the call and instance."""
+    """Resolves `future` with a `CallOutcome`, or with `CallFailed` naming the call and instance;
+    `on_delta`, if given, receives the text as it decodes (requests with "stream_text")."""
 
-    __slots__ = ("future", "call_id", "instance")
+    __slots__ = ("future", "call_id", "instance", "on_delta")
 
-    def __init__(self, future: asyncio.Future, call_id: str) -> None:
+    def __init__(self, future: asyncio.Future, call_id: str, on_delta: Callable[[str], None] | None = None) -> None:
         self.future = future
         self.call_id = call_id
         self.instance: str | None = None
+        self.on_delta = on_delta
 
     def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None:
         self.instance = inst.name
@@ -43,7 +45,8 @@ class CallWork:
         self.results(0, [result], t)
 
     def delta(self, text: str, t: float) -> None:
-        pass
+        if self.on_delta is not None:
+            self.on_delta(text)
 
     def failed(self, exc: BaseException, inst: Instance) -> None:
         if not self.future.done():

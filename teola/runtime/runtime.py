@@ -276,11 +276,13 @@ class Runtime:
     run = submit  # the name App and earlier code use
 
     async def submit_call(self, engine: str, request: dict[str, Any], *, program: str, call_id: str,
-                          parents: list[str] | tuple[str, ...] | None = None) -> CallOutcome:
+                          parents: list[str] | tuple[str, ...] | None = None,
+                          on_delta: Callable[[str], None] | None = None) -> CallOutcome:
         """Run one LLM call of a client program (teola.programs.Program) on `engine`'s scheduler,
         tagged with the program id so program-aware policies see all its calls as one program.
         `request` is an LLM request (`requests.llm_request`); `parents`: ids of earlier calls of
-        the program it depends on (None = unknown, [] = a root call). Cancelling the awaiting task
+        the program it depends on (None = unknown, [] = a root call); `on_delta` receives the text
+        as it decodes when the request asks for it ("stream_text"). Cancelling the awaiting task
         withdraws the call if it is still queued. Raises CallFailed if the engine fails it."""
         if not self._started:
             raise RuntimeError("Runtime.submit_call: the runtime is not started; await runtime.start() first")
@@ -289,7 +291,7 @@ class Runtime:
             raise ValueError(f"no engine {engine!r}; engines: {sorted(self.schedulers)}")
         loop = asyncio.get_running_loop()
         now = loop.time()
-        work = CallWork(loop.create_future(), call_id)
+        work = CallWork(loop.create_future(), call_id, on_delta)
         entry = Pending(program, call_id, "decoding", 0, now, [request],
                         [estimate_tokens(request)] if sched.llm else None, now, 0, work,
                         None if parents is None else tuple(parents))

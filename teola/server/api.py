@@ -13,6 +13,8 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
   Documents and namespaces belong to the caller's tenant (teola.server.tenants): other tenants get 404.
 - ``GET /v1/apps``; ``GET /v1/apps/{app}/config_schema`` (the JSON schema of the app's ``config.nodes``
   and ``config.passes``: every option typed and bounded); ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
+- ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``: the OpenAI-compatible
+  door for agent code, one program call per request (teola.server.openai_door).
 - ``GET /healthz`` (process up), ``GET /readyz`` (engines started; 503 otherwise),
   ``GET /metrics`` (Prometheus text). OpenAPI at ``/openapi.json`` and ``/docs``.
 
@@ -37,6 +39,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from teola.config_schema import nodes_schema, passes_schema
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.memory import limit_malloc_arenas
+from teola.server.openai_door import openai_router
 from teola.server.queries import (build_query, check_documents, check_graph, check_policy, compile_query, plain,
                                   read_documents, run_query, tenant_config)
 from teola.server.streaming import sse_events, unless_disconnected
@@ -92,6 +95,7 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     _add_query_routes(api, state)
     server.include_router(api)
     add_ui(server, state, _key_check(state))
+    server.include_router(openai_router(state, _key_check(state)))
     return server
 
 

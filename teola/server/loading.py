@@ -7,6 +7,8 @@ depend on any app."""
 from __future__ import annotations
 
 import importlib
+import inspect
+import json
 import os
 import pkgutil
 import sys
@@ -70,8 +72,32 @@ def resolve_app(spec: str, **build_options: Any) -> Any:
             raise ValueError(f"{spec!r} is an App instance; engine options apply only to a build function")
         return obj
     if callable(obj):
-        app = obj(**build_options)
+        app = obj(**(env_engine_options(obj) | build_options))
         if not isinstance(app, App):
             raise TypeError(f"{spec!r} returned {type(app).__name__}, not a teola App")
         return app
     raise TypeError(f"{spec!r} is a {type(obj).__name__}, not an App or a callable returning one")
+
+
+ENGINE_OPTIONS_ENV = "TEOLA_ENGINE_OPTIONS"
+
+
+def env_engine_options(build: Any) -> dict[str, Any]:
+    """Engine options from ``$TEOLA_ENGINE_OPTIONS``, a JSON object {engine: {option: value}} passed to
+    an app's build function (e.g. ``{"llm": {"kind": "openai", "url": "http://gpu-box:8000"}}`` runs a
+    built-in app's LLM on a `vllm serve`). Engines the build function does not take are an error."""
+    raw = os.environ.get(ENGINE_OPTIONS_ENV, "").strip()
+    if not raw:
+        return {}
+    try:
+        options = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"${ENGINE_OPTIONS_ENV} is not JSON: {exc}") from None
+    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
+        raise ValueError(f"${ENGINE_OPTIONS_ENV} must be a JSON object {{engine: {{option: value}}}}, got {raw[:80]!r}")
+    params = inspect.signature(build).parameters
+    unknown = sorted(set(options) - set(params))
+    if unknown and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        raise ValueError(f"${ENGINE_OPTIONS_ENV} names engine(s) {unknown} the app's build function does not take; "
+                         f"it takes {sorted(params)}")
+    return options

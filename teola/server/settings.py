@@ -37,6 +37,8 @@ class ServerSettings:
         the one the app's engines run. A policy is engine-wide: switching it changes how every
         other user's queries are scheduled, so by default such a query gets 422 (naming the
         running policy); turn it on for single-tenant experiments.
+    program_idle_timeout: seconds after its last call that a program of the OpenAI-compatible door
+        (teola.server.openai_door) ends on its own, when no call ended it.
     """
 
     max_body_bytes: int = 16 * 1024 * 1024
@@ -51,6 +53,7 @@ class ServerSettings:
     malloc_arenas: int = 2
     start_engines: bool = True
     allow_policy_switch: bool = False
+    program_idle_timeout: float = 300.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -61,6 +64,10 @@ class ServerSettings:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")
         if not isinstance(self.malloc_arenas, int) or isinstance(self.malloc_arenas, bool) or self.malloc_arenas < 0:
             raise ValueError(f"ServerSettings.malloc_arenas must be an int >= 0, got {self.malloc_arenas!r}")
+        if (isinstance(self.program_idle_timeout, bool) or not isinstance(self.program_idle_timeout, (int, float))
+                or self.program_idle_timeout <= 0):
+            raise ValueError(f"ServerSettings.program_idle_timeout must be a number of seconds > 0, "
+                             f"got {self.program_idle_timeout!r}")
         if not isinstance(self.query_timeout, (int, float)) or self.query_timeout <= 0:
             raise ValueError(f"ServerSettings.query_timeout must be a number of seconds > 0, got {self.query_timeout!r}")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):

@@ -1,0 +1,115 @@
+"""Per-call overhead of the remote LLM path (engine kind "openai" over a `vllm serve` on loopback)
+vs the in-process vLLM adapter: the same calls (a 1-token prefill-only call, and a 16-token greedy
+decode) on the same model and settings, one call at a time; the engines run one after the other,
+never together. Usage: python -m bench.remote_overhead [--calls N]"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import time
+
+import httpx
+
+from bench.common import percentile, write_results
+
+MODEL = "smollm2-135m-instruct"
+CALLS = {"prefill (1 token)": ("prefilling", 1), "decode (16 tokens)": ("decoding", 16)}
+
+
+def request(i: int, max_tokens: int) -> dict:
+    # a different question per call, so the prefix cache holds only the shared template start
+    return {"parts": [["instruction", "Answer briefly."], ["question", f"What is {i} plus {i + 1}?"]],
+            "max_tokens": max_tokens, "ignore_eos": True}
+
+
+async def timed(engine, calls: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for label, (op, n) in CALLS.items():
+        await engine.execute(op, [request(-1, n)])  # warm-up
+        lat = []
+        for i in range(calls):
+            t = time.perf_counter()
+            await engine.execute(op, [request(i, n)])
+            lat.append(time.perf_counter() - t)
+        out[label] = lat
+    return out
+
+
+async def in_process(calls: int) -> dict[str, list[float]]:
+    from engines.vllm_engine import VLLMEngine
+
+    engine = VLLMEngine("llm", model=MODEL, max_num_seqs=8)
+    await engine.start()
+    try:
+        return await timed(engine, calls)
+    finally:
+        await engine.stop()
+
+
+async def remote(calls: int) -> dict[str, list[float]]:
+    from engines.models import resolve_model
+    from engines.openai_llm import OpenAILLMEngine
+    from engines.vllm_serve import cpu_serve_env, serve_command
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = serve_command(resolve_model(MODEL, prepare=True), MODEL, port, max_num_seqs=8)
+    proc = subprocess.Popen(argv, env=cpu_serve_env(1), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None:
+                raise RuntimeError(f"vllm serve exited with {proc.returncode}")
+            time.sleep(1)
+        engine = OpenAILLMEngine("llm", url=url, model=MODEL)
+        await engine.start()
+        try:
+            return await timed(engine, calls)
+        finally:
+            await engine.stop()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(60)
+
+
+def summary(local: dict[str, list[float]], far: dict[str, list[float]]) -> tuple[dict, str]:
+    rows, data = [], {}
+    for label in CALLS:
+        a, b = statistics.median(local[label]), statistics.median(far[label])
+        data[label] = {"in_process_ms_p50": 1e3 * a, "remote_ms_p50": 1e3 * b, "overhead_ms_p50": 1e3 * (b - a),
+                       "in_process_ms_p90": 1e3 * percentile(local[label], 90),
+                       "remote_ms_p90": 1e3 * percentile(far[label], 90)}
+        rows.append(f"| {label} | {1e3 * a:.1f} | {1e3 * b:.1f} | {1e3 * (b - a):+.1f} |")
+    md = ("## Remote LLM path (vllm serve over HTTP) vs in-process vLLM\n\n"
+          "`python -m bench.remote_overhead`: the same calls, one at a time, on SmolLM2-135M (CPU), "
+          "in-process `AsyncLLM` vs engine kind `openai` against `vllm serve` on loopback; median per call.\n\n"
+          "| call | in-process ms | remote ms | overhead ms |\n|---|---|---|---|\n" + "\n".join(rows))
+    return data, md
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--calls", type=int, default=20)
+    args = ap.parse_args(argv)
+    local = asyncio.run(in_process(args.calls))
+    far = asyncio.run(remote(args.calls))
+    data, md = summary(local, far)
+    load = os.getloadavg()
+    md += f"\n\nLoad average at the end of the run: {load[0]:.1f} (other work on the machine shifts both columns)."
+    write_results("remote_overhead", {"calls": args.calls, "results": data, "load_average": load}, md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The four built-in apps with their LLM behind a real `vllm serve` (engine kind "openai", chosen
+by configuration: `build(llm={"kind": "openai", "url": ...})`): each answers, and every LLM call it
+made gives the same greedy answer when replayed, in the same order, on in-process vLLM. (Running
+each app twice end to end would double the embedding and Postgres work for the same evidence.)"""
+from typing import Any
+
+import pytest
+
+from apps import advanced_rag, naive_rag, search_generation, tool_agent
+from teola.shared_engines import share_engines
+from tests.support.borrowed import Borrowed
+
+pytestmark = pytest.mark.engines
+
+BUILDS = {"advanced_rag": advanced_rag.build, "naive_rag": naive_rag.build,
+          "search_generation": search_generation.build, "tool_agent": tool_agent.build}
+
+
+class Recorded(Borrowed):
+    """A borrowed engine that keeps every (op, request, result) it ran."""
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine)
+        self.calls: list[tuple[str, dict, Any]] = []
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        results = await super().execute(op, requests)
+        self.calls.extend((op, dict(r), res) for r, res in zip(requests, results))
+        return results
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]):
+        async for i, kind, value in super().stream(op, requests):
+            if kind == "final":
+                self.calls.append((op, dict(requests[i]), value))
+            yield i, kind, value
+
+
+async def test_four_apps_run_on_a_remote_server_with_in_process_answers(llm_engine, remote_llm, vllm_server):
+    apps = {name: build(llm={"kind": "openai", "url": vllm_server}) for name, build in BUILDS.items()}
+    recorders = {name: Recorded(remote_llm) for name in BUILDS}
+    for name, app in apps.items():
+        assert app.engines["llm"].kind == "openai"
+        app.backends["llm"] = recorders[name]
+    share_engines(apps.values())  # one MiniLM, one Postgres, ... for all four
+    try:
+        for name, app in apps.items():
+            query, _ = app.sample()
+            result = await app.run(query)
+            assert result.output, f"{name}: empty answer"
+            decodes = [c for c in recorders[name].calls if "text" in c[2]]
+            assert decodes, f"{name}: no LLM call reached the remote engine"
+            for op, request, remote in recorders[name].calls:
+                request = {k: v for k, v in request.items() if k not in ("stream_text", "progress")}
+                local = (await llm_engine.execute(op, [request]))[0]
+                if "text" in remote:
+                    assert local["text"] == remote["text"], f"{name}: {op} differs for {request['parts']!r:.200}"
+    finally:
+        for app in apps.values():
+            await app.stop()
