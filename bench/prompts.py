@@ -24,6 +24,9 @@ from teola.components import prompts
 QA_BEFORE = ("Answer the question using the context. Be concise and factual. "
              "If the context does not contain the answer, say so.")
 USER_ONLY = "Using only the context above and no outside knowledge, answer the question."
+FENCED = "Answer the question with facts from the context above, not from memory."
+FENCED_ONE = "Answer the question in one sentence with facts from the context above, not from memory."
+FENCED_PHRASE = "Answer the question with a short phrase taken from the context above, not from memory."
 # name -> (instruction, prompt layout, stop). Layouts keep instruction + question first, so the
 # prefix teola prefills before retrieval (prefill split) stays the same; "ask" repeats the question
 # after the context, where a small model looks for what to answer.
@@ -35,6 +38,10 @@ CANDIDATES: dict[str, tuple[str, str, list[str] | None]] = {
     "reference: LlamaIndex's text_qa template (one user message)": ("", "llamaindex", None),
     "one user turn: context, then 'using only the context', question, 'Answer:'": (USER_ONLY, "user", None),
     "system instruction, context, question, 'Answer:' (no one-sentence request)": (prompts.QA, "cue", None),
+    "one user turn: fenced context, 'from the context, not from memory', question, 'Answer:'": (FENCED, "fenced", None),
+    "system instruction, then the fenced user turn": (prompts.QA, "fenced", None),
+    "one user turn, fenced, asking for one sentence": (FENCED_ONE, "fenced", None),
+    "one user turn, fenced, asking for a short phrase": (FENCED_PHRASE, "fenced", None),
 }
 MAX_TOKENS = 96
 
@@ -50,6 +57,11 @@ def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
     if layout == "user":  # no system message: everything in the user turn, the answer cued last
         return [["context_label", "Context:"], ["context", context], ["task", instruction],
                 ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
+    if layout == "fenced":  # the context between rule lines; an instruction named "instruction" is the system turn
+        body = [["context_label", "Context:\n----------"], ["context", context], ["fence", "----------"]]
+        task = [["instruction", instruction]] if instruction == prompts.QA else []
+        cue = [] if task else [["task", instruction]]
+        return task + body + cue + [["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
     if layout == "cue":
         return [["instruction", instruction], ["context_label", "Context:"], ["context", context],
                 ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
