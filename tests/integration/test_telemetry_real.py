@@ -4,6 +4,7 @@ attributes on every LLM call, no prompt text by default."""
 import pytest
 
 import apps.advanced_rag
+from tests.support.borrowed import Borrowed
 from tests.support.otel import MemoryTelemetry, query_tree
 
 pytestmark = pytest.mark.engines
@@ -17,7 +18,7 @@ async def test_advanced_rag_query_spans(llm_engine, embedding_engine, vector_sto
     app = apps.advanced_rag.build()
     backends = {"llm": llm_engine, "embedding": embedding_engine, "vectordb": vector_store, "reranker": reranker_engine}
     for name, backend in backends.items():
-        app.register_engine(app.engines[name], backend=backend)
+        app.register_engine(app.engines[name], backend=Borrowed(backend))  # the session's engines stay up
     mem = MemoryTelemetry()
     app.telemetry = mem.telemetry
     query, _ = app.sample()
