@@ -99,7 +99,8 @@ async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int) ->
             await app.stop()
 
 
-def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any) -> Any:
+    """`await body(apps)` with the named apps started on the profile's simulated engines, in virtual time."""
     from teola.sim.run import use_profile
     from teola.sim.virtual_loop import run_virtual
 
@@ -107,15 +108,19 @@ def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, An
     for app in apps.values():
         use_profile(app, profile)
 
-    async def main() -> dict[str, Any]:
+    async def main() -> Any:
         for app in apps.values():
             await app.start()
         try:
-            return await run_all(apps, plan, reset=False)
+            return await body(apps)
         finally:
             for app in apps.values():
                 await app.stop()
     return run_virtual(main())
+
+
+def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
+    return on_simulated_apps(names, profile, lambda apps: run_all(apps, plan, reset=False))
 
 
 def iteration_check(profile: dict[str, Any]) -> list[dict[str, Any]]:

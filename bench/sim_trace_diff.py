@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
+from bench.sim_fidelity import on_simulated_apps
 from bench.workloads import app_query, doc_qa_queries
 from teola.sim.profiler import add_lengths
 
@@ -59,22 +60,7 @@ async def real_side(queries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any]) -> dict[str, Any]:
-    from teola.sim.run import use_profile
-    from teola.sim.virtual_loop import run_virtual
-
-    apps = make_apps(NAMES)
-    for app in apps.values():
-        use_profile(app, profile)
-
-    async def main() -> dict[str, Any]:
-        for app in apps.values():
-            await app.start()
-        try:
-            return await run_queries(apps, queries, real=False)
-        finally:
-            for app in apps.values():
-                await app.stop()
-    return run_virtual(main())
+    return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False))
 
 
 def per_primitive(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -195,3 +195,16 @@ class Filler:
     @property
     def size(self) -> int:
         return sum(p.count for p in self.picks)
+
+
+def fill_in_order(ranked: list[Pending], limits: Limits) -> Filler:
+    """A batch of the first entry's op, taking same-op entries in the given order until it is full
+    (the shape of every ranking policy's batch)."""
+    fill = Filler(limits.max_batch, limits.token_budget)
+    op = ranked[0].op
+    for e in ranked:
+        if e.op == op:
+            fill.take(e)
+            if fill.full:
+                break
+    return fill

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from teola.runtime.policies.api_handling import ApiCall, choose_handling, memory_over_time
-from teola.runtime.policies.base import Decision, Filler, Limits, Pending, RequestQueue
+from teola.runtime.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order
 
 
 class LAMPSPolicy:
@@ -105,13 +105,7 @@ class LAMPSPolicy:
             if stale or e not in self.scores:
                 self.scores[e], self.handling[e] = self.score(e)
         ranked = sorted(entries, key=lambda e: (e not in self.starving, self.scores[e], e.arrival))
-        op = ranked[0].op
-        fill = Filler(limits.max_batch, limits.token_budget)
-        for e in ranked:
-            if e.op == op:
-                fill.take(e)
-                if fill.full:
-                    break
+        fill = fill_in_order(ranked, limits)
         picked = {p.entry for p in fill.picks}
         for e in picked:
             if e.tokens:

@@ -4,7 +4,7 @@ tokens they are predicted to decode, before and after their API call (the reques
 their KV does during the API call. Admission control like `lamps` (no preemption of running calls)."""
 from __future__ import annotations
 
-from teola.runtime.policies.base import Decision, Filler, Limits, Pending, RequestQueue
+from teola.runtime.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order
 
 
 def predicted_length(e: Pending) -> int:
@@ -20,13 +20,7 @@ class SJFPolicy:
         if not queue:
             return Decision()
         ranked = sorted(queue, key=lambda e: (predicted_length(e), e.arrival))
-        op = ranked[0].op
-        fill = Filler(limits.max_batch, limits.token_budget)
-        for e in ranked:
-            if e.op == op:
-                fill.take(e)
-                if fill.full:
-                    break
+        fill = fill_in_order(ranked, limits)
         return Decision(fill.picks)
 
     def progress(self, e: Pending, decoded: int) -> None:
