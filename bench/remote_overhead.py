@@ -7,13 +7,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import time
-
-import httpx
 
 from bench.common import percentile, write_results
 
@@ -52,36 +47,16 @@ async def in_process(calls: int) -> dict[str, list[float]]:
 
 
 async def remote(calls: int) -> dict[str, list[float]]:
-    from engines.models import resolve_model
     from engines.openai_llm import OpenAILLMEngine
-    from engines.vllm_serve import cpu_serve_env, serve_command
+    from engines.vllm_serve import ServeProcess
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    argv = serve_command(resolve_model(MODEL, prepare=True), MODEL, port, max_num_seqs=8)
-    proc = subprocess.Popen(argv, env=cpu_serve_env(1), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None:
-                raise RuntimeError(f"vllm serve exited with {proc.returncode}")
-            time.sleep(1)
+    with ServeProcess(MODEL, max_num_seqs=8, dev_mode=False) as url:
         engine = OpenAILLMEngine("llm", url=url, model=MODEL)
         await engine.start()
         try:
             return await timed(engine, calls)
         finally:
             await engine.stop()
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(60)
 
 
 def summary(local: dict[str, list[float]], far: dict[str, list[float]]) -> tuple[dict, str]:

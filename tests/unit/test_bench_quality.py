@@ -39,3 +39,12 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
     md = markdown(data, "python -m bench.doc_qa")
     assert "| naive_rag/small | alone | teola | 2 | 1 | 2.00 |" in md and "1.50x" in md
     assert "forced to `refine`" in md
+
+
+def test_wilson_interval_matches_hand_computed_bounds():
+    from bench.doc_qa_quality import wilson
+
+    lo, hi = wilson(10, 40)  # p = 0.25, n = 40: 0.142 .. 0.402 (Wilson, z = 1.96)
+    assert round(lo, 3) == 0.142 and round(hi, 3) == 0.402
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+    assert wilson(0, 0) == (0.0, 1.0)

@@ -1,0 +1,133 @@
+"""Answer quality and retrieval recall of document QA, teola vs LlamaIndex, on enough questions to
+tell them apart (issue 22). bench.doc_qa measures speed with 3-6 queries per point, where one
+answer moves the "contains gold" rate by 17-33 points; this script asks many more questions and
+reports only what does not depend on timing.
+
+    python -m bench.doc_qa_quality [--n 40] [--apps naive_rag,advanced_rag] [--sizes small,large]
+
+Same workload, systems and shipped defaults as bench.doc_qa (NarrativeQA questions over their story
+hidden among other stories; teola's shipped apps vs the real LlamaIndex library with its own
+defaults, on the same engine instances). Queries run in bursts of `--concurrency` to finish sooner:
+decoding is greedy, so what a system answers does not depend on the load, and no latency is reported.
+Per system: a gold answer contained in the reply (count, rate and its 95% Wilson interval), token
+F1, the gold story in the final context (recall), and LLM work per query.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import sys
+import time
+from typing import Any
+
+from bench.common import write_results
+from bench.doc_qa import SYSTEMS, Systems, summarize
+from bench.rag import make_apps, reset_prefix_cache
+from bench.workloads import narrative_qa_queries
+
+SIZES = {"small": 2, "large": 28}
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion k/n."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+async def burst(systems: Systems, system: str, queries: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
+    await reset_prefix_cache(systems.app)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(q: dict[str, Any]) -> dict[str, Any]:
+        async with gate:
+            return await systems.one(system, q)
+    return list(await asyncio.gather(*(one(q) for q in queries)))
+
+
+async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: int, concurrency: int,
+                  seed: int) -> dict[str, Any]:
+    runs: dict[str, Any] = {}
+    for name in names:
+        systems = Systems(apps[name], {}, "library")
+        for size in sizes:
+            queries = narrative_qa_queries(n, SIZES[size], seed)
+            row = runs[f"{name}/{size}"] = {}
+            for system in SYSTEMS:
+                t0 = time.perf_counter()
+                recs = await burst(systems, system, queries, concurrency)
+                row[system] = summarize(recs) | {
+                    "contains_k": sum(int(r.get("contains", 0) > 0) for r in recs if r.get("ok")),
+                    "records": [{k: r.get(k) for k in ("ok", "contains", "f1", "recall", "reply", "error")} for r in recs]}
+                print(f"[doc_qa_quality] {name}/{size} {system}: contains {row[system].get('contains', 0):.0%} "
+                      f"F1 {row[system].get('f1', 0):.3f} recall {row[system].get('recall', 0):.0%} "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    return runs
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def markdown(data: dict[str, Any]) -> str:
+    lines = ["## Document QA answer quality and recall, teola vs LlamaIndex, many questions (issue 22)", "",
+             f"Command: `{data['command']}` ({data['seconds'] / 60:.1f} min). "
+             + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "), "",
+             "| flow | system | n | failed | answer contains gold (k/n, 95% interval) | token F1 | gold story in context | "
+             "LLM calls | prompt tok | decode tok |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for flow, row in data["runs"].items():
+        for system in SYSTEMS:
+            r = row[system]
+            k, ok = r.get("contains_k", 0), r["n"] - r["failed"]
+            lo, hi = wilson(k, ok)
+            lines.append(f"| {flow} | {system} | {r['n']} | {r['failed']} | {k}/{ok} = {_pct(r.get('contains'))} "
+                         f"({100 * lo:.0f}-{100 * hi:.0f}%) | {r.get('f1', 0):.3f} | {_pct(r.get('recall'))} | "
+                         f"{r.get('calls', 0):.1f} | {r.get('prompt_tokens', 0):.0f} | {r.get('decode_tokens', 0):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+async def _main(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    from engines.paths import configure_engine_env
+
+    configure_engine_env()
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    names = args.apps.split(",")
+    apps = make_apps(tuple(names))
+    for app in apps.values():
+        await app.start()
+    t0 = time.perf_counter()
+    try:
+        runs = await measure(apps, names, args.sizes.split(","), args.n, args.concurrency, args.seed)
+    finally:
+        for app in apps.values():
+            await app.stop()
+    return {"command": command, "n": args.n, "seed": args.seed, "runs": runs, "seconds": time.perf_counter() - t0}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.doc_qa_quality", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--n", type=int, default=40, help="questions per flow (default 40)")
+    p.add_argument("--apps", default="naive_rag,advanced_rag")
+    p.add_argument("--sizes", default="small,large", help=f"comma-separated subset of {','.join(SIZES)}")
+    p.add_argument("--concurrency", type=int, default=8, help="queries in flight per burst (default 8)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="doc_qa_quality")
+    args = p.parse_args(argv)
+    if args.n < 1 or args.concurrency < 1:
+        p.error("--n and --concurrency must be >= 1")
+    if bad := [s for s in args.sizes.split(",") if s not in SIZES]:
+        p.error(f"--sizes: unknown {bad}; choose from {list(SIZES)}")
+    command = "python -m bench.doc_qa_quality " + " ".join(argv if argv is not None else sys.argv[1:])
+    data = asyncio.run(_main(args, command.strip()))
+    md = markdown(data)
+    write_results(args.out, data, md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
