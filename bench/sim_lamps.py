@@ -52,10 +52,13 @@ CAP = 64           # calls running in the engine at once, for every system
 OUT_MEAN = 40
 
 
-def requests(mix: str, n: int, rate: float, max_len: int, seed: int) -> list[dict[str, Any]]:
-    """n requests with Poisson arrivals at `rate` per second (see the module docstring)."""
+def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict[str, Any] | None = None,
+             out_cap: int = 256) -> list[dict[str, Any]]:
+    """n requests with Poisson arrivals at `rate` per second (see the module docstring); `types`
+    replaces the mix's API types (name -> ((duration mean, std), (calls mean, std))), `out_cap`
+    the largest segment."""
     rng = random.Random(f"{mix}:{seed}")
-    types = MIXES[mix]
+    types = MIXES[mix] if types is None else types
     t, out = 0.0, []
     sigma = 0.8
     mu = math.log(OUT_MEAN) - sigma * sigma / 2
@@ -65,9 +68,9 @@ def requests(mix: str, n: int, rate: float, max_len: int, seed: int) -> list[dic
         (d_mean, d_std), (k_mean, k_std) = types[kind]
         words = rng.randint(100, 400)
         k = max(1, round(rng.gauss(k_mean, k_std)))
-        segs = [min(256, max(4, round(rng.lognormvariate(mu, sigma)))) for _ in range(k + 1)]
+        segs = [min(out_cap, max(4, round(rng.lognormvariate(mu, sigma)))) for _ in range(k + 1)]
         budget = max_len - 1.3 * words - 128  # words and response words count ~1.3 tokens; template tokens
-        while k > 1 and sum(segs) + 1.3 * k * RESPONSE_TOKENS[kind] > budget:
+        while k > 1 and sum(segs) + 1.3 * k * RESPONSE_TOKENS.get(kind, 48) > budget:
             k -= 1
             segs.pop()
         apis = [max(1e-5, rng.gauss(d_mean, d_std)) for _ in range(k)]

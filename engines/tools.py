@@ -259,7 +259,11 @@ class ToolEngine:
         rest = {k: v for k, v in args.items() if k not in fields}
         kwargs: dict[str, Any] = {"headers": tool.headers}
         if tool.method in ("GET", "DELETE"):
-            kwargs["params"] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}
+            import httpx
+
+            # merged into the URL's own query: httpx's params= would replace it (placeholders there included)
+            url = str(httpx.URL(url).copy_merge_params(
+                {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}))
         else:
             kwargs["json"] = rest
         response = await self._client.request(tool.method, url, **kwargs)

@@ -55,6 +55,7 @@ async def engine(http_base):
         {"name": "create", "url": http_base + "/items", "method": "POST"},
         {"name": "broken", "url": http_base + "/fail"},
         {"name": "words", "url": http_base + "/text"},
+        {"name": "find", "url": http_base + "/find?q={q}&fixed=1"},
     ])
 
     async def slow(seconds: float) -> str:
@@ -81,6 +82,11 @@ async def test_batch_runs_sync_async_and_http_tools(engine):
     assert results[3] == {"path": "/items/a%20b%2F..%2Fc%3Fx%3D1", "query": {"lang": ["en"], "n": ["3"]}}
     assert results[4] == {"path": "/items", "body": {"name": "x", "tags": ["a", "b"]}}
     assert results[5] == "plain words"
+
+
+async def test_query_placeholders_and_extra_args_both_reach_the_server(engine):
+    got = await engine.call("find", q="blue whale", lang="en")
+    assert got == {"path": "/find", "query": {"q": ["blue whale"], "fixed": ["1"], "lang": ["en"]}}
 
 
 async def test_failures_are_attributed_per_request(engine):

