@@ -10,7 +10,6 @@ LRU of the unreferenced ones (evictable), and the private blocks sequences hold.
 """
 from __future__ import annotations
 
-import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -23,7 +22,8 @@ def block_hashes(ids: list[int], block_size: int, start: int = 0, stop: int | No
     h = parent
     last = len(ids) // block_size if stop is None else stop
     for b in range(start, last):
-        h = zlib.crc32(repr((h, ids[b * block_size:(b + 1) * block_size])).encode())
+        # hash() of a tuple of ints is the same in every process (only str/bytes hashing is salted)
+        h = hash((h, *ids[b * block_size:(b + 1) * block_size]))
         out.append(h)
     return out
 

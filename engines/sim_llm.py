@@ -242,9 +242,10 @@ class SimLLM(SimAdmission):
         cached; when its context is all computed it samples a token or (a prefill) finishes."""
         bs = self.pool.block_size
         seq.computed += n
-        parent = seq.held.hashes[-1] if seq.held.hashes else 0
-        for h in block_hashes(seq.ids, bs, start=len(seq.held.hashes), stop=seq.computed // bs, parent=parent):
-            self.pool.seal(seq.held, h)
+        if seq.computed // bs > len(seq.held.hashes):  # a block filled up
+            parent = seq.held.hashes[-1] if seq.held.hashes else 0
+            for h in block_hashes(seq.ids, bs, start=len(seq.held.hashes), stop=seq.computed // bs, parent=parent):
+                self.pool.seal(seq.held, h)
         if seq.computed < len(seq.ids):
             return
         if seq.op in PREFILL_OPS:

@@ -33,21 +33,27 @@ def _piece_hashes(text: str) -> tuple[int, ...]:
     return tuple(zlib.crc32(piece.encode()) for piece in _TOKEN.findall(text))
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def text_ids(text: str, ratio: float = 1.15) -> tuple[int, ...]:
+    """Pseudo ids of one text: `ratio` ids per counted token on average (each text counted from its
+    own start, so a text has the same ids wherever it appears)."""
+    out: list[int] = []
+    for n, h in enumerate(_piece_hashes(text)):
+        out.extend((h + j) & 0x7FFFFFFF for j in range(int((n + 1) * ratio) - int(n * ratio)))
+    return tuple(out)
+
+
 def memo_caches() -> tuple:
     """This module's memoized functions (engines.sim_engine.clear_memos empties them)."""
-    return (count_tokens, _piece_hashes)
+    return (count_tokens, _piece_hashes, text_ids)
 
 
 def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 1.15,
                template_tokens: int = 12) -> list[int]:
     """Pseudo token ids of a prompt (see the module docstring)."""
     ids = [1_000_000 + k for k in range(template_tokens)]
-    n = 0
     for _, text in parts:
-        for h in _piece_hashes(text):
-            count = int((n + 1) * ratio) - int(n * ratio)
-            ids.extend((h + j) & 0x7FFFFFFF for j in range(count))
-            n += 1
+        ids.extend(text_ids(text, ratio))
     if complete:
         ids.extend((2_000_000, 2_000_001, 2_000_002))  # the assistant turn's opening tokens
     return ids
@@ -58,11 +64,7 @@ def continuation_ids(segments: Sequence[str | list[int]], ratio: float = 1.15) -
     (tool results) as pseudo ids counted like a prompt's."""
     out: list[int] = []
     for seg in segments:
-        if isinstance(seg, list):
-            out.extend(seg)
-            continue
-        for n, h in enumerate(_piece_hashes(seg)):
-            out.extend((h + j) & 0x7FFFFFFF for j in range(int((n + 1) * ratio) - int(n * ratio)))
+        out.extend(seg if isinstance(seg, list) else text_ids(seg, ratio))
     return out
 
 

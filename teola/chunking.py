@@ -1,6 +1,7 @@
 """Token-aware chunking of documents (sliding windows over tokens, text kept verbatim)."""
 from __future__ import annotations
 
+import functools
 import re
 
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -19,16 +20,28 @@ def chunk_text(text: str, chunk_size: int = 256, overlap: int = 30) -> list[str]
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     if not 0 <= overlap < chunk_size:
         raise ValueError(f"overlap must be in [0, chunk_size), got {overlap} with chunk_size {chunk_size}")
+    if len(text) > _MEMO_CHARS:
+        return list(_chunks(text, chunk_size, overlap))
+    return list(_memo_chunks(text, chunk_size, overlap))
+
+
+def _chunks(text: str, chunk_size: int, overlap: int) -> tuple[str, ...]:
     spans = [m.span() for m in _TOKEN.finditer(text)]
     if not spans:
-        return []
+        return ()
     chunks, step, i = [], chunk_size - overlap, 0
     while True:
         window = spans[i:i + chunk_size]
         chunks.append(text[window[0][0]:window[-1][1]])
         if i + chunk_size >= len(spans):
-            return chunks
+            return tuple(chunks)
         i += step
+
+
+# The same documents are often chunked again (a corpus re-sent with every query, simulations):
+# chunks of texts up to _MEMO_CHARS long are kept for the most recent 1,024 (text, sizes).
+_MEMO_CHARS = 100_000
+_memo_chunks = functools.lru_cache(maxsize=1024)(_chunks)
 
 
 def document_text(doc: object, index: int) -> str:
