@@ -1,6 +1,7 @@
 """The Ray executor: every engine instance is a Ray actor (on any node of a Ray cluster) holding
 one engine adapter. Schedulers stay in the driver; batches of plain-data requests go to the actors
-and results come back through Ray's object store.
+and results come back through Ray's object store, except intermediate outputs only other actors
+read, which stay there with the "refs" data path (teola.runtime.ray_data).
 
 Fault handling: an actor that dies fails the batches it was running (so only the queries with
 primitives on it fail, with an error naming the instance); Ray restarts it (`max_restarts`,
@@ -16,18 +17,24 @@ from engines.protocol import EngineProfile, restart_adapter
 from teola.engine_spec import Engine
 from teola.runtime.errors import EngineDown
 from teola.runtime.executor import Instance
+from teola.runtime.ray_data import keep_results, resolve_inputs
 
 ACTOR_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "max_restarts",
                  "runtime_env", "max_concurrency")
+
+
+DATA_PATHS = ("refs", "driver")
 
 
 class EngineActor:
     """Runs inside the actor process; wrapped with `ray.remote` at launch. The adapter is built and
     started lazily, so a restarted actor comes back on its own."""
 
-    def __init__(self, name: str, kind: str, options: dict[str, Any], backend: Any = None) -> None:
+    def __init__(self, name: str, kind: str, options: dict[str, Any], backend: Any = None,
+                 instance: str | None = None) -> None:
         self.name, self.kind, self.options = name, kind, options
         self.backend = backend
+        self.instance = instance or name
         self.started = False
 
     async def _ready(self) -> Any:
@@ -58,10 +65,14 @@ class EngineActor:
         await restart_adapter(self.backend)
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
-        return await (await self._ready()).execute(op, requests)
+        """Resolve the refs among the requests' fields, run the batch, and keep the results of
+        requests marked to stay in the object store there (teola.runtime.ray_data)."""
+        backend = await self._ready()
+        results = await backend.execute(op, await resolve_inputs(requests))
+        return keep_results(requests, results, self.instance)
 
     async def stream(self, op: str, requests: list[dict[str, Any]]):
-        async for event in (await self._ready()).stream(op, requests):
+        async for event in (await self._ready()).stream(op, await resolve_inputs(requests)):
             yield event
 
     async def call(self, method: str, *args: Any) -> Any:
@@ -87,10 +98,20 @@ class RayExecutor:
     one (with `num_cpus` CPUs if given). namespace: the Ray namespace for the actors.
     init_options: more `ray.init` keywords. Per engine, `Engine(..., resources={...})` gives the
     actor options (num_cpus, num_gpus, memory, custom resources for placement, max_restarts).
-    A backend object given to the runtime is shipped to the actor (it must be picklable)."""
+    A backend object given to the runtime is shipped to the actor (it must be picklable).
+
+    data_path: how intermediate outputs travel between primitives. "refs" (default): an output
+    read only by primitives on engine actors (embedding vectors feeding ingestion and search) stays
+    in Ray's object store; the driver holds a reference and the consumer's actor fetches the value
+    from the producer's node. "driver": every result comes back to the driver, which puts it into
+    the consumer's requests (what the in-process executor does). Outputs the driver reads itself
+    (texts, search hits, scores, token counts, query outputs) always come back."""
 
     def __init__(self, address: str | None = None, namespace: str = "teola", num_cpus: int | None = None,
-                 init_options: dict[str, Any] | None = None) -> None:
+                 init_options: dict[str, Any] | None = None, data_path: str = "refs") -> None:
+        if data_path not in DATA_PATHS:
+            raise ValueError(f"RayExecutor: data_path must be one of {list(DATA_PATHS)}, got {data_path!r}")
+        self.data_path = data_path
         self.address = address
         self.namespace = namespace
         self.num_cpus = num_cpus
@@ -128,7 +149,8 @@ class RayExecutor:
         opts = {"num_cpus": 0, "max_restarts": 1, "max_task_retries": 0, "max_concurrency": 64,
                 **spec.resources}
         actor_cls = ray.remote(EngineActor)
-        handle = actor_cls.options(**opts).remote(spec.name, spec.kind, dict(spec.options), backend)
+        handle = actor_cls.options(**opts).remote(spec.name, spec.kind, dict(spec.options), backend,
+                                                  f"{spec.name}/{index}")
         info = await handle.start.remote()
         self.placements[f"{spec.name}/{index}"] = {"pid": info["pid"], "node_id": info["node_id"]}
         p = info["profile"]
