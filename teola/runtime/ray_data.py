@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 KEEP = "keep_remote"  # request flag: this request's result may stay in the object store
+# Below Ray's own inline limit for task results (100 KiB) a result rides in the actor's reply, which
+# costs less than a put plus a fetch by the consumer (bench.ray_overhead); above it, it goes through
+# the object store anyway, and keeping it there saves the trip to the driver and back.
+MIN_REF_BYTES = 100 * 1024
 
 
 class IntermediateLost(RuntimeError):
@@ -38,12 +42,31 @@ class RemoteItem:
         return f"RemoteItem({self.source}, item {self.index})"
 
 
-def keep_results(requests: list[dict[str, Any]], results: list[Any], source: str) -> list[Any]:
+def approx_bytes(value: Any) -> int:
+    """A cheap size estimate: arrays by `nbytes`, texts by length, 8 bytes a number, and a list as
+    its length times its first item (results and vectors hold items of one shape)."""
+    n = getattr(value, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (list, tuple)):
+        return len(value) * approx_bytes(value[0]) if value else 0
+    if isinstance(value, dict):
+        return sum(approx_bytes(v) for v in value.values())
+    return 8
+
+
+def keep_results(requests: list[dict[str, Any]], results: list[Any], source: str,
+                 min_bytes: int = MIN_REF_BYTES) -> list[Any]:
     """In the actor: results of requests marked `KEEP` go into the object store (one object for
-    the batch); they are returned as `RemoteItem`s, the others as they are."""
+    the batch) when together they are at least `min_bytes`; they are returned as `RemoteItem`s,
+    the others as they are."""
     kept = [i for i, r in enumerate(requests) if r.get(KEEP)]
     if not kept or not isinstance(results, list) or len(results) != len(requests):
         return results  # nothing to keep, or a wrong result count the driver reports
+    if min_bytes > 0 and sum(approx_bytes(results[i]) for i in kept) < min_bytes:
+        return results
     import ray
     ref = ray.put([results[i] for i in kept])
     out = list(results)

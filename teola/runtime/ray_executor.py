@@ -17,7 +17,7 @@ from engines.protocol import EngineProfile, restart_adapter
 from teola.engine_spec import Engine
 from teola.runtime.errors import EngineDown
 from teola.runtime.executor import Instance
-from teola.runtime.ray_data import keep_results, resolve_inputs
+from teola.runtime.ray_data import MIN_REF_BYTES, keep_results, resolve_inputs
 
 ACTOR_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "max_restarts",
                  "runtime_env", "max_concurrency")
@@ -64,12 +64,12 @@ class EngineActor:
             return
         await restart_adapter(self.backend)
 
-    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+    async def execute(self, op: str, requests: list[dict[str, Any]], min_ref_bytes: int = MIN_REF_BYTES) -> list[Any]:
         """Resolve the refs among the requests' fields, run the batch, and keep the results of
         requests marked to stay in the object store there (teola.runtime.ray_data)."""
         backend = await self._ready()
         results = await backend.execute(op, await resolve_inputs(requests))
-        return keep_results(requests, results, self.instance)
+        return keep_results(requests, results, self.instance, min_ref_bytes)
 
     async def stream(self, op: str, requests: list[dict[str, Any]]):
         async for event in (await self._ready()).stream(op, await resolve_inputs(requests)):
@@ -105,13 +105,19 @@ class RayExecutor:
     in Ray's object store; the driver holds a reference and the consumer's actor fetches the value
     from the producer's node. "driver": every result comes back to the driver, which puts it into
     the consumer's requests (what the in-process executor does). Outputs the driver reads itself
-    (texts, search hits, scores, token counts, query outputs) always come back."""
+    (texts, search hits, scores, token counts, query outputs) always come back. min_ref_bytes:
+    with "refs", a batch's results stay remote only from this estimated size on (default 100 KiB,
+    Ray's inline limit; smaller ones ride in the actor's reply, which is cheaper); 0: always."""
 
     def __init__(self, address: str | None = None, namespace: str = "teola", num_cpus: int | None = None,
-                 init_options: dict[str, Any] | None = None, data_path: str = "refs") -> None:
+                 init_options: dict[str, Any] | None = None, data_path: str = "refs",
+                 min_ref_bytes: int = MIN_REF_BYTES) -> None:
         if data_path not in DATA_PATHS:
             raise ValueError(f"RayExecutor: data_path must be one of {list(DATA_PATHS)}, got {data_path!r}")
+        if not isinstance(min_ref_bytes, int) or isinstance(min_ref_bytes, bool) or min_ref_bytes < 0:
+            raise ValueError(f"RayExecutor: min_ref_bytes must be an int >= 0, got {min_ref_bytes!r}")
         self.data_path = data_path
+        self.min_ref_bytes = min_ref_bytes
         self.address = address
         self.namespace = namespace
         self.num_cpus = num_cpus
@@ -163,7 +169,7 @@ class RayExecutor:
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         await self._wait_up(instance)
-        return await self._guard(instance, instance.handle.execute.remote(op, requests))
+        return await self._guard(instance, instance.handle.execute.remote(op, requests, self.min_ref_bytes))
 
     async def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
         if "stream" not in self._methods.get(id(instance), ()):

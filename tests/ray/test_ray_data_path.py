@@ -88,7 +88,8 @@ def vector_traffic(seen: list) -> tuple[int, int, int]:
 async def test_vectors_stay_on_the_actors_and_answers_match_the_driver_path(local_ray):
     local, _ = await run_rag({})
     via_driver, seen_driver = await run_rag({"executor": "ray", "ray": {"data_path": "driver"}})
-    via_refs, seen_refs = await run_rag({"executor": "ray"})
+    # min_ref_bytes 0: every marked batch stays remote (by default only batches of 100 KiB and more)
+    via_refs, seen_refs = await run_rag({"executor": "ray", "ray": {"data_path": "refs", "min_ref_bytes": 0}})
     for r in (via_driver, via_refs):
         assert r.output == local.output and r.output.startswith("answer ")
         assert r.values == local.values  # search hits, reranked context, and the kept embedding itself
@@ -112,6 +113,11 @@ async def test_a_lost_intermediate_output_fails_the_consumer_batch_clearly(local
     emb = await ex.launch(Engine("embedding", kind=SIM, ops=["embedding"], dim=DIM), 0, None)
     db = await ex.launch(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"]), 0, None)
     try:
+        # by default a marked batch stays remote only from ~100 KiB on: 2 vectors come back, 40 stay
+        small = await ex.execute(emb, "embedding", [{"text": f"fact {i}", KEEP: True} for i in range(2)])
+        big = await ex.execute(emb, "embedding", [{"text": f"fact {i}", KEEP: True} for i in range(40)])
+        assert count_remote(small) == 0 and count_remote(big) == 40
+        ex.min_ref_bytes = 0
         out = await ex.execute(emb, "embedding", [{"text": "river seine", KEEP: True}, {"text": "louvre"}])
         assert isinstance(out[0], RemoteItem) and len(out[1]) == DIM  # only the marked one stays remote
         ok = await ex.execute(db, "ingestion", [{"namespace": "n", "text": "river seine", "embedding": out[0],
