@@ -134,7 +134,8 @@ def markdown(args, rows: dict) -> str:
     md.append("\nEngine batches cost the same under every executor; the Ray cost is per batch (an actor call "
               "and object-store transfers), so it matters only for primitives far shorter than a model call. "
               "With ray-refs the vectors go from the embedding actor to the vector-store actor directly "
-              "(one `ray.put` per embedding batch), instead of to the driver and back.")
+              "(a second return value of the embedding task, never fetched by the driver), instead of to the "
+              "driver and back.")
     return "\n".join(md)
 
 

@@ -2,16 +2,18 @@
 in Ray's object store instead of travelling to the driver and back.
 
 The graph scheduler marks the requests of such a producer with `KEEP` (see
-`teola.runtime.dispatch_plan.remote_outputs` for which outputs qualify). Inside the actor,
-`keep_results` puts the marked requests' results into the object store with one `ray.put` per batch
-and returns a small `RemoteItem` per request instead; the driver stores those in the query's object
-store like any value and builds the consumer's requests with them. The consumer's actor then swaps
-every `RemoteItem` in its requests for the value (`resolve_inputs`, which awaits the refs: Ray does
-not resolve refs nested in arguments), fetching it from the producer's node, not from the driver.
+`teola.runtime.dispatch_plan.remote_outputs` for which outputs qualify). The driver runs a batch
+with marked requests as an actor task with two return values (`split_results`): the other results,
+which it awaits, and the kept ones, whose ref it holds without fetching them (`attach_refs` turns
+each kept result into a small `RemoteItem`). The query's object store holds those like any value and
+the consumer's requests are built with them. The consumer's actor swaps every `RemoteItem` in its
+requests for the value (`resolve_inputs`, which awaits the refs: Ray does not resolve refs nested
+in arguments), fetching it from the producer's node, not from the driver.
 
-The objects are owned by the producing actor: if it dies before a consumer has read them, the
-consumer's batch fails with `IntermediateLost` naming the producer, and with it only the queries
-whose intermediate outputs were on that actor."""
+The driver owns the kept objects (they are its task's return values), so they outlive the producing
+actor (they sit in its node's object store); if they are lost anyway (the node died), the batch
+that reads them fails with `IntermediateLost` naming the producer, and with it only the queries
+whose intermediate outputs were there."""
 from __future__ import annotations
 
 import asyncio
@@ -26,7 +28,7 @@ MIN_REF_BYTES = 100 * 1024
 
 
 class IntermediateLost(RuntimeError):
-    """An intermediate output kept in the object store was lost (the actor that produced it died)."""
+    """An intermediate output kept in the object store was lost (e.g. its node died)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,7 @@ def approx_bytes(value: Any) -> int:
     n = getattr(value, "nbytes", None)
     if isinstance(n, int):
         return n
-    if isinstance(value, (str, bytes)):
+    if isinstance(value, (str, bytes, bytearray)):
         return len(value)
     if isinstance(value, (list, tuple)):
         return len(value) * approx_bytes(value[0]) if value else 0
@@ -57,22 +59,29 @@ def approx_bytes(value: Any) -> int:
     return 8
 
 
-def keep_results(requests: list[dict[str, Any]], results: list[Any], source: str,
-                 min_bytes: int = MIN_REF_BYTES) -> list[Any]:
-    """In the actor: results of requests marked `KEEP` go into the object store (one object for
-    the batch) when together they are at least `min_bytes`; they are returned as `RemoteItem`s,
-    the others as they are."""
+def split_results(requests: list[dict[str, Any]], results: list[Any],
+                  min_bytes: int = MIN_REF_BYTES) -> tuple[tuple[list[Any], list[int]], list[Any] | None]:
+    """In the actor: ((results with None for the kept ones, kept indices), kept results). Results of
+    requests marked `KEEP` are kept when together they are at least `min_bytes`; the kept list is
+    the actor task's second return value, which the driver holds as a ref and never fetches."""
     kept = [i for i, r in enumerate(requests) if r.get(KEEP)]
     if not kept or not isinstance(results, list) or len(results) != len(requests):
-        return results  # nothing to keep, or a wrong result count the driver reports
+        return (results, []), None  # nothing to keep, or a wrong result count the driver reports
     if min_bytes > 0 and sum(approx_bytes(results[i]) for i in kept) < min_bytes:
-        return results
-    import ray
-    ref = ray.put([results[i] for i in kept])
+        return (results, []), None
+    values = [results[i] for i in kept]
     out = list(results)
+    for i in kept:
+        out[i] = None
+    return (out, kept), values
+
+
+def attach_refs(head: tuple[list[Any], list[int]], data_ref: Any, source: str) -> list[Any]:
+    """In the driver: the batch's results, with a `RemoteItem` on `data_ref` for each kept one."""
+    results, kept = head
     for j, i in enumerate(kept):
-        out[i] = RemoteItem(ref, j, source)
-    return out
+        results[i] = RemoteItem(data_ref, j, source)
+    return results
 
 
 async def resolve_inputs(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,8 +103,8 @@ async def resolve_inputs(requests: list[dict[str, Any]]) -> list[dict[str, Any]]
         for ref, value in zip(order, got):
             if isinstance(value, BaseException):
                 raise IntermediateLost(f"an intermediate output produced on engine instance {refs[ref]} "
-                                       f"(kept in Ray's object store) is gone: {type(value).__name__}; "
-                                       "the actor that held it probably died") from None
+                                       f"(kept in Ray's object store) is gone: {type(value).__name__}: "
+                                       f"{str(value)[:300]}") from None
             fetched[ref] = value
     return [{k: (fetched[v.ref][v.index] if isinstance(v, RemoteItem) else v) for k, v in r.items() if k != KEEP}
             for r in requests]

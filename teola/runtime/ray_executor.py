@@ -17,7 +17,7 @@ from engines.protocol import EngineProfile, restart_adapter
 from teola.engine_spec import Engine
 from teola.runtime.errors import EngineDown
 from teola.runtime.executor import Instance
-from teola.runtime.ray_data import MIN_REF_BYTES, keep_results, resolve_inputs
+from teola.runtime.ray_data import KEEP, MIN_REF_BYTES, attach_refs, resolve_inputs, split_results
 
 ACTOR_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "max_restarts",
                  "runtime_env", "max_concurrency")
@@ -30,11 +30,9 @@ class EngineActor:
     """Runs inside the actor process; wrapped with `ray.remote` at launch. The adapter is built and
     started lazily, so a restarted actor comes back on its own."""
 
-    def __init__(self, name: str, kind: str, options: dict[str, Any], backend: Any = None,
-                 instance: str | None = None) -> None:
+    def __init__(self, name: str, kind: str, options: dict[str, Any], backend: Any = None) -> None:
         self.name, self.kind, self.options = name, kind, options
         self.backend = backend
-        self.instance = instance or name
         self.started = False
 
     async def _ready(self) -> Any:
@@ -64,12 +62,14 @@ class EngineActor:
             return
         await restart_adapter(self.backend)
 
-    async def execute(self, op: str, requests: list[dict[str, Any]], min_ref_bytes: int = MIN_REF_BYTES) -> list[Any]:
-        """Resolve the refs among the requests' fields, run the batch, and keep the results of
-        requests marked to stay in the object store there (teola.runtime.ray_data)."""
-        backend = await self._ready()
-        results = await backend.execute(op, await resolve_inputs(requests))
-        return keep_results(requests, results, self.instance, min_ref_bytes)
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        """Run a batch, with the refs among the requests' fields resolved (teola.runtime.ray_data)."""
+        return await (await self._ready()).execute(op, await resolve_inputs(requests))
+
+    async def execute_split(self, op: str, requests: list[dict[str, Any]], min_ref_bytes: int):
+        """`execute` with two return values: the results to send back and those of requests marked
+        to stay in the object store (teola.runtime.ray_data.split_results)."""
+        return split_results(requests, await self.execute(op, requests), min_ref_bytes)
 
     async def stream(self, op: str, requests: list[dict[str, Any]]):
         async for event in (await self._ready()).stream(op, await resolve_inputs(requests)):
@@ -102,8 +102,8 @@ class RayExecutor:
 
     data_path: how intermediate outputs travel between primitives. "refs" (default): an output
     read only by primitives on engine actors (embedding vectors feeding ingestion and search) stays
-    in Ray's object store; the driver holds a reference and the consumer's actor fetches the value
-    from the producer's node. "driver": every result comes back to the driver, which puts it into
+    in Ray's object store (a return value of the producing task, owned by the driver, never fetched
+    by it); the consumer's actor fetches the value from the producer's node. "driver": every result comes back to the driver, which puts it into
     the consumer's requests (what the in-process executor does). Outputs the driver reads itself
     (texts, search hits, scores, token counts, query outputs) always come back. min_ref_bytes:
     with "refs", a batch's results stay remote only from this estimated size on (default 100 KiB,
@@ -155,8 +155,7 @@ class RayExecutor:
         opts = {"num_cpus": 0, "max_restarts": 1, "max_task_retries": 0, "max_concurrency": 64,
                 **spec.resources}
         actor_cls = ray.remote(EngineActor)
-        handle = actor_cls.options(**opts).remote(spec.name, spec.kind, dict(spec.options), backend,
-                                                  f"{spec.name}/{index}")
+        handle = actor_cls.options(**opts).remote(spec.name, spec.kind, dict(spec.options), backend)
         info = await handle.start.remote()
         self.placements[f"{spec.name}/{index}"] = {"pid": info["pid"], "node_id": info["node_id"]}
         p = info["profile"]
@@ -169,7 +168,10 @@ class RayExecutor:
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         await self._wait_up(instance)
-        return await self._guard(instance, instance.handle.execute.remote(op, requests, self.min_ref_bytes))
+        if self.data_path == "refs" and any(r.get(KEEP) for r in requests):
+            head, data = instance.handle.execute_split.options(num_returns=2).remote(op, requests, self.min_ref_bytes)
+            return attach_refs(await self._guard(instance, head), data, instance.name)
+        return await self._guard(instance, instance.handle.execute.remote(op, requests))
 
     async def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
         if "stream" not in self._methods.get(id(instance), ()):

@@ -1,8 +1,9 @@
 """The Ray executor's "refs" data path on a real local Ray cluster: embedding vectors stay in Ray's
 object store between the embedding actor and the vector-store actor (the driver only sees refs),
 answers are the same as with the "driver" path and the in-process executor, values the caller asks
-for come back as values, and a lost intermediate output fails the batch that reads it with a clear
-error. (Killing an actor mid-query under the default "refs" path: tests/ray/test_ray_executor.py.)"""
+for come back as values, and kept vectors outlive the actor that produced them (the driver owns
+them). Killing an actor mid-query under the default "refs" path: tests/ray/test_ray_executor.py; a
+lost intermediate output's error: tests/unit/test_ray_data.py."""
 import os
 
 import pytest
@@ -12,7 +13,7 @@ import ray
 from apps.advanced_rag import set_template
 from teola import App, Engine
 from teola.runtime import RayExecutor
-from teola.runtime.ray_data import KEEP, IntermediateLost, RemoteItem, count_remote
+from teola.runtime.ray_data import KEEP, RemoteItem, count_remote
 from tests.support.waiting import until
 
 SIM = "engines.sim_engine:SimEngine"
@@ -108,7 +109,7 @@ async def test_vectors_stay_on_the_actors_and_answers_match_the_driver_path(loca
     assert len(kept) == refs
 
 
-async def test_a_lost_intermediate_output_fails_the_consumer_batch_clearly(local_ray):
+async def test_kept_vectors_are_read_by_the_consumer_actor_and_outlive_their_producer(local_ray):
     ex = RayExecutor()
     emb = await ex.launch(Engine("embedding", kind=SIM, ops=["embedding"], dim=DIM), 0, None)
     db = await ex.launch(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"]), 0, None)
@@ -120,17 +121,16 @@ async def test_a_lost_intermediate_output_fails_the_consumer_batch_clearly(local
         ex.min_ref_bytes = 0
         out = await ex.execute(emb, "embedding", [{"text": "river seine", KEEP: True}, {"text": "louvre"}])
         assert isinstance(out[0], RemoteItem) and len(out[1]) == DIM  # only the marked one stays remote
+        assert out[0].source == "embedding/0"
         ok = await ex.execute(db, "ingestion", [{"namespace": "n", "text": "river seine", "embedding": out[0],
                                                  "meta": {}}])
         assert ok == [None]
-        hits = await ex.execute(db, "searching", [{"namespace": "n", "embedding": out[0], "top_k": 1}])
-        assert hits[0][0]["text"] == "river seine" and hits[0][0]["score"] == pytest.approx(1.0)
-        unread = (await ex.execute(emb, "embedding", [{"text": "louvre", KEEP: True}]))[0]
+        unread = (await ex.execute(emb, "embedding", [{"text": "river seine", KEEP: True}]))[0]
         before = (await ex.where(emb))["pid"]
-        ray.kill(emb.handle, no_restart=False)  # the producer dies; the objects it owns go with it
+        ray.kill(emb.handle, no_restart=False)  # the producer dies; the driver owns what it kept
         await until(lambda: _restarted(ex, emb, before), timeout=60)
-        with pytest.raises(IntermediateLost, match="embedding/0"):
-            await ex.execute(db, "searching", [{"namespace": "n", "embedding": unread, "top_k": 1}])
+        hits = await ex.execute(db, "searching", [{"namespace": "n", "embedding": unread, "top_k": 1}])
+        assert hits[0][0]["text"] == "river seine" and hits[0][0]["score"] == pytest.approx(1.0)
     finally:
         await ex.shutdown(db)
         await ex.shutdown(emb)
