@@ -26,16 +26,16 @@ def crc(text: str) -> int:
     return zlib.crc32(text.encode())
 
 
-def embed(text: str) -> list[float]:
-    return list(_embed(text))
+def embed(text: str, dim: int = DIM) -> list[float]:
+    return list(_embed(text, dim))
 
 
 @functools.lru_cache(maxsize=1 << 14)  # simulations re-embed the same chunks; a pure function of the text
-def _embed(text: str) -> tuple[float, ...]:
-    v = [0.0] * DIM
+def _embed(text: str, dim: int = DIM) -> tuple[float, ...]:
+    v = [0.0] * dim
     for w in words(text):
         h = crc(w)
-        v[h % DIM] += 1.0 if (h >> 8) & 1 else -1.0
+        v[h % dim] += 1.0 if (h >> 8) & 1 else -1.0
     n = math.sqrt(sum(x * x for x in v)) or 1.0
     return tuple(x / n for x in v)
 
@@ -75,15 +75,17 @@ class SimEngine:
     its batch; corpus: documents for text search ({"query"} requests); record: keep every request
     and batch (in `requests` / `batches`) and a prefix cache; off for long runs. op_cost: per-op
     linear models {"base": s, "per_item": s, "per_token": s} over the batch's requests and the words
-    and punctuation marks of their texts (added to the curves; what `teola profile` fits)."""
+    and punctuation marks of their texts (added to the curves; what `teola profile` fits).
+    dim: length of the embedding vectors (default 32)."""
 
     def __init__(self, name: str, ops: frozenset[str] | list[str] | None = None, *,
                  latency: dict[int, float] | None = None, op_latency: dict[str, dict[int, float]] | None = None,
                  token_latency: float = 0.0, n_items: int = 3, fail_on: str | None = None,
                  corpus: list[str] | None = None, serial: bool = True, max_batch: int = 64,
                  max_efficient_batch: int = 16, token_budget: int = 0, record: bool = True,
-                 op_cost: dict[str, dict[str, float]] | None = None) -> None:
+                 op_cost: dict[str, dict[str, float]] | None = None, dim: int = DIM) -> None:
         self.name = name
+        self.dim = dim
         self.ops = frozenset(ops or ())
         self.latency = dict(latency or {})
         self.op_latency = dict(op_latency or {})
@@ -227,7 +229,7 @@ class SimEngine:
 
     def _one(self, op: str, r: dict[str, Any]) -> Any:
         if op == "embedding":
-            return embed(r["text"])
+            return embed(r["text"], self.dim)
         if op == "ingestion":
             self.store.setdefault(r["namespace"], []).append((r["text"], r["embedding"], r["meta"]))
             return None

@@ -29,6 +29,7 @@ class DispatchPlan:
     outputs: tuple[str, ...] = ()
     ingest_engines: frozenset[str] = frozenset()
     answer: frozenset[int] = frozenset()  # decodes whose text is the output (directly or via control prims)
+    remote: dict[int, frozenset[str]] = field(default_factory=dict)  # see remote_outputs
 
 
 def build_plan(graph: Graph) -> DispatchPlan:
@@ -54,7 +55,48 @@ def build_plan(graph: Graph) -> DispatchPlan:
             if kids:
                 plan.fuse[i] = kids
     plan.answer = _answer_decodes(prims, plan.outputs)
+    plan.remote = remote_outputs(plan)
     return plan
+
+
+PASS_THROUGH = frozenset({PrimOp.INGESTION, PrimOp.SEARCHING})  # put an embedding into a request as is
+
+
+def remote_outputs(plan: DispatchPlan) -> dict[int, frozenset[str]]:
+    """The primitives whose results may stay in a remote executor's object store (the Ray "refs"
+    data path), each with the object-store keys that then hold references instead of values:
+    embeddings read only by ingestion / vector search (which hand each vector to their engine
+    untouched), directly or through concat aggregates (split stages gathered), and never a query
+    output. Everything else (texts, hits, scores, LLM states) is read by the driver itself."""
+    found: dict[int, frozenset[str]] = {}
+    for i, p in enumerate(plan.prims):
+        if p.op is PrimOp.EMBEDDING and p.engine is not None and len(p.outputs) == 1:
+            keys = _opaque_keys(plan, i, p.outputs[0])
+            if keys:
+                found[i] = keys
+    return found
+
+
+def _opaque_keys(plan: DispatchPlan, i: int, key: str) -> frozenset[str] | None:
+    """`key` (written by primitive i) and the aggregate outputs carrying it, if every reader only
+    passes its items through to an engine; else None."""
+    if key in plan.outputs or not plan.children[i]:
+        return None
+    keys = {key}
+    for c in plan.children[i]:
+        q = plan.prims[c]
+        if key not in q.inputs:
+            continue
+        if q.op is PrimOp.AGGREGATE and q.args.get("mode") == "concat" and len(q.outputs) == 1:
+            more = _opaque_keys(plan, c, q.outputs[0])
+            if more is None:
+                return None
+            keys |= more
+        elif not (q.op in PASS_THROUGH and q.engine is not None and not q.args.get("text_query")
+                  and tuple(q.args.get("map", ()))[:1] == (key,) and key not in q.args["map"][1:]
+                  and q.args.get("guard") != key):
+            return None
+    return frozenset(keys)
 
 
 def _answer_decodes(prims: list[Primitive], outputs: tuple[str, ...]) -> frozenset[int]:

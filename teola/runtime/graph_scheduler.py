@@ -17,6 +17,7 @@ from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.runtime.policies import Pending
 from teola.runtime.query_context import QueryContext
 from teola.runtime.query_work import DispatchWork
+from teola.runtime.ray_data import KEEP
 from teola.runtime.result import Result
 from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
                                     fused_request, is_skipped, run_control)
@@ -50,6 +51,8 @@ class QueryRun:
         self.needs_cleanup = config.get("namespace") is None and bool(plan.ingest_engines)
         self.return_values: tuple[str, ...] = tuple(config.get("return_values") or ())
         self.cache_salt: str | None = config.get("cache_salt")
+        rv = set(self.return_values)  # values the caller reads must come back to the driver
+        self.remote = frozenset(i for i, keys in plan.remote.items() if not keys & rv) if ctx.remote_data else ()
         self.ok = False
         self.works: set[DispatchWork] = set()
         self.inflight = 0
@@ -178,6 +181,9 @@ class QueryRun:
         if self.on_event is not None and work.kind in ("prim", "fused") and work.idx in self.plan.answer:
             for r in reqs:
                 r["stream_text"] = True  # the answer's tokens go to on_event as they decode
+        if work.kind == "prim" and work.idx in self.remote:
+            for r in reqs:
+                r[KEEP] = True  # its results stay in the executor's object store (teola.runtime.ray_data)
         if self.cache_salt is not None and p.engine in self.ctx.llm_engines:
             for r in reqs:
                 r["cache_salt"] = self.cache_salt

@@ -19,7 +19,8 @@ class QueryContext:
     """submit(engine, entry) queues an entry on an engine scheduler; withdraw(engine, entry) drops
     it if still queued; llm_engines: engines whose entries carry token estimates; prescheduling:
     the default for fusing a prefill into its decode; ended(run, error or None, latency) is called
-    once per query; cleanup(run) drops a failed query's namespace in the background."""
+    once per query; cleanup(run) drops a failed query's namespace in the background; remote_data:
+    the executor keeps intermediate outputs that only engines read on its side (Ray "refs" path)."""
 
     submit: Callable[[str, Pending], None]
     withdraw: Callable[[str, Pending], bool]
@@ -28,3 +29,4 @@ class QueryContext:
     prescheduling: bool
     ended: Callable[["QueryRun", "QueryError | None", float], None]
     cleanup: Callable[["QueryRun"], None]
+    remote_data: bool = False

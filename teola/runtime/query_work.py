@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from teola.runtime.errors import EngineDown, QueryError, QueryUnavailable
 from teola.runtime.executor import Instance
 from teola.runtime.policies import Pending
+from teola.runtime.ray_data import IntermediateLost
 
 if TYPE_CHECKING:
     from teola.runtime.graph_scheduler import QueryRun
@@ -74,7 +75,7 @@ class DispatchWork:
             return
         run = self.run
         p = run.plan.prims[self.idx]
-        kind = QueryUnavailable if isinstance(exc, EngineDown) else QueryError
+        kind = QueryUnavailable if isinstance(exc, (EngineDown, IntermediateLost)) else QueryError
         run.fail(kind(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
                       f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine), exc)
 

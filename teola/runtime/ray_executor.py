@@ -1,6 +1,7 @@
 """The Ray executor: every engine instance is a Ray actor (on any node of a Ray cluster) holding
 one engine adapter. Schedulers stay in the driver; batches of plain-data requests go to the actors
-and results come back through Ray's object store.
+and results come back through Ray's object store, except intermediate outputs only other actors
+read, which stay there with the "refs" data path (teola.runtime.ray_data).
 
 Fault handling: an actor that dies fails the batches it was running (so only the queries with
 primitives on it fail, with an error naming the instance); Ray restarts it (`max_restarts`,
@@ -16,9 +17,13 @@ from engines.protocol import EngineProfile, restart_adapter
 from teola.engine_spec import Engine
 from teola.runtime.errors import EngineDown
 from teola.runtime.executor import Instance
+from teola.runtime.ray_data import KEEP, MIN_REF_BYTES, attach_refs, resolve_inputs, split_results
 
 ACTOR_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "max_restarts",
                  "runtime_env", "max_concurrency")
+
+
+DATA_PATHS = ("refs", "driver")
 
 
 class EngineActor:
@@ -58,10 +63,16 @@ class EngineActor:
         await restart_adapter(self.backend)
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
-        return await (await self._ready()).execute(op, requests)
+        """Run a batch, with the refs among the requests' fields resolved (teola.runtime.ray_data)."""
+        return await (await self._ready()).execute(op, await resolve_inputs(requests))
+
+    async def execute_split(self, op: str, requests: list[dict[str, Any]], min_ref_bytes: int):
+        """`execute` with two return values: the results to send back and those of requests marked
+        to stay in the object store (teola.runtime.ray_data.split_results)."""
+        return split_results(requests, await self.execute(op, requests), min_ref_bytes)
 
     async def stream(self, op: str, requests: list[dict[str, Any]]):
-        async for event in (await self._ready()).stream(op, requests):
+        async for event in (await self._ready()).stream(op, await resolve_inputs(requests)):
             yield event
 
     async def call(self, method: str, *args: Any) -> Any:
@@ -87,10 +98,26 @@ class RayExecutor:
     one (with `num_cpus` CPUs if given). namespace: the Ray namespace for the actors.
     init_options: more `ray.init` keywords. Per engine, `Engine(..., resources={...})` gives the
     actor options (num_cpus, num_gpus, memory, custom resources for placement, max_restarts).
-    A backend object given to the runtime is shipped to the actor (it must be picklable)."""
+    A backend object given to the runtime is shipped to the actor (it must be picklable).
+
+    data_path: how intermediate outputs travel between primitives. "refs" (default): an output
+    read only by primitives on engine actors (embedding vectors feeding ingestion and search) stays
+    in Ray's object store (a return value of the producing task, owned by the driver, never fetched
+    by it); the consumer's actor fetches the value from the producer's node. "driver": every result comes back to the driver, which puts it into
+    the consumer's requests (what the in-process executor does). Outputs the driver reads itself
+    (texts, search hits, scores, token counts, query outputs) always come back. min_ref_bytes:
+    with "refs", a batch's results stay remote only from this estimated size on (default 100 KiB,
+    Ray's inline limit; smaller ones ride in the actor's reply, which is cheaper); 0: always."""
 
     def __init__(self, address: str | None = None, namespace: str = "teola", num_cpus: int | None = None,
-                 init_options: dict[str, Any] | None = None) -> None:
+                 init_options: dict[str, Any] | None = None, data_path: str = "refs",
+                 min_ref_bytes: int = MIN_REF_BYTES) -> None:
+        if data_path not in DATA_PATHS:
+            raise ValueError(f"RayExecutor: data_path must be one of {list(DATA_PATHS)}, got {data_path!r}")
+        if not isinstance(min_ref_bytes, int) or isinstance(min_ref_bytes, bool) or min_ref_bytes < 0:
+            raise ValueError(f"RayExecutor: min_ref_bytes must be an int >= 0, got {min_ref_bytes!r}")
+        self.data_path = data_path
+        self.min_ref_bytes = min_ref_bytes
         self.address = address
         self.namespace = namespace
         self.num_cpus = num_cpus
@@ -141,6 +168,9 @@ class RayExecutor:
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         await self._wait_up(instance)
+        if self.data_path == "refs" and any(r.get(KEEP) for r in requests):
+            head, data = instance.handle.execute_split.options(num_returns=2).remote(op, requests, self.min_ref_bytes)
+            return attach_refs(await self._guard(instance, head), data, instance.name)
         return await self._guard(instance, instance.handle.execute.remote(op, requests))
 
     async def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:

@@ -42,8 +42,8 @@ class Runtime:
     engines: the app's engine specs by name. backends: already-built adapters by engine name (one
     object for all instances, or a list with one per instance); engines without one are built with
     `engines.registry.create_engine`. Options:
-      executor: where instances run: "local" (default, in process), "ray" (each instance a Ray
-        actor; `ray` holds RayExecutor options such as {"address": "auto"}), or an Executor object;
+      executor: where instances run: "local" (default, in process), "ray" (each instance a Ray actor;
+        `ray` holds RayExecutor options, e.g. {"address": "auto", "data_path": "refs"}), or an Executor;
       policy: batching policy for engines whose spec sets none ("topology", "fifo", "po", "to", ...);
       policy_options: {policy name: {option: value}} (e.g. {"fifo": {"timeout": 0.01}});
       max_inflight: batches an instance may run at once, an int or {engine: int}
@@ -134,7 +134,8 @@ class Runtime:
             raise
         self._ctx = QueryContext(self._submit_entry, self._withdraw_entry,
                                  frozenset(n for n, s in self.schedulers.items() if s.llm), self.metrics,
-                                 self.prescheduling, self._query_ended, self._spawn_cleanup)
+                                 self.prescheduling, self._query_ended, self._spawn_cleanup,
+                                 getattr(self.executor, "data_path", None) == "refs")
         self._started = True
 
     async def stop(self) -> None:
