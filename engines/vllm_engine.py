@@ -68,9 +68,8 @@ class VLLMEngine:
                  enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
                  max_tokens: int = 256, max_efficient_batch: int | None = None,
                  engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
-                 cpu_threads_bind: str | None = None, worker_process: bool | None = None,
-                 kv_swap: bool = False, kv_swap_bytes: int | None = None,
-                 kv_swap_costs: dict[str, float] | None = None):
+                 cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
+                 kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None):
         for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
                              ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
             if not isinstance(value, int) or value < 1:
@@ -99,8 +98,7 @@ class VLLMEngine:
         if engine_args is not None and not isinstance(engine_args, dict):
             raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
         vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
-        self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs = kv_swap, kv_swap_bytes, kv_swap_costs
-        self.swap_costs: vllm_kv_swap.SwapCosts | None = None  # measured once started (kv_swap)
+        self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs, self.swap_costs = kv_swap, kv_swap_bytes, kv_swap_costs, None
         self.name = name
         self.model = model
         self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
@@ -301,9 +299,7 @@ class VLLMEngine:
         request_id = f"{self.name}-{next(self._request_ids)}"
         parser = SplitParser(req["split"]) if req["split"] and not prefill else None
         deltas = emit if emit is not None and req["stream_text"] and not prefill else None
-        text: list[str] = []
-        generated: list[int] = []
-        last = None
+        text, generated, last = [], [], None
         max_items = req["max_items"] if parser is not None else None
         stopped = False
         outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
@@ -335,8 +331,7 @@ class VLLMEngine:
         counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
         if last.outputs and last.outputs[0].finish_reason == "abort":
             counts["aborted"] = True
-        if (loaded := vllm_kv_swap.loaded_tokens(last)) is not None:
-            counts["kv_swap_loaded_tokens"] = loaded
+        counts.update(vllm_kv_swap.result_fields(last))
         if prefill:
             result: dict[str, Any] = counts
         else:

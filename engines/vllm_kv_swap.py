@@ -95,11 +95,12 @@ def call_params(key: str | None, costs: SwapCosts | None) -> dict[str, Any] | No
     return {"kv_transfer_params": {"teola_swap": {"key": key, "costs": costs.as_dict()}}}
 
 
-def loaded_tokens(output: Any) -> int | None:
-    """Tokens a finished call loaded from host memory (None when the connector did not report)."""
+def result_fields(output: Any) -> dict[str, int]:
+    """{"kv_swap_loaded_tokens": n} for a finished call the connector reported on (n: tokens it
+    loaded from host memory), else {}."""
     params = getattr(output, "kv_transfer_params", None) or {}
     swap = params.get("teola_swap") if isinstance(params, dict) else None
-    return int(swap.get("loaded_tokens", 0)) if isinstance(swap, dict) else None
+    return {"kv_swap_loaded_tokens": int(swap.get("loaded_tokens", 0))} if isinstance(swap, dict) else {}
 
 
 async def stats(engine: Any, costs: SwapCosts | None) -> dict[str, Any]:
