@@ -7,7 +7,10 @@ the worker a `SwapJobs` list to carry out in order (drops, saves, loads). The wo
 so the two sides may live in different processes: nothing is shared but the per-step jobs.
 
 Entries are keyed by the call's swap key (teola's preemptor gives each call one that survives its
-resumes) and hold whole blocks: the tokens they cover are checked against the resumed prompt.
+resumes) and hold every block with computed tokens, the last one partly filled: a resume (prompt +
+decoded ids) then loads all but its last token, which is computed as a decode step would (a
+recomputed tail goes through prefill kernels, whose rounding may flip a greedy near-tie). The
+tokens an entry covers are checked against the resumed prompt.
 """
 from __future__ import annotations
 
@@ -62,13 +65,14 @@ class SwapIndex:
 
     def save(self, key: str, req_id: str, token_ids: Sequence[int], block_ids: Sequence[int],
              computed: int, costs: SwapCosts) -> bool:
-        """An aborted call: save its full blocks (of `computed` tokens) if a round trip through host
+        """An aborted call: save the blocks of its `computed` tokens if a round trip through host
         memory is cheaper than prefilling them again and they fit. True: the worker will save them
         and release `req_id`'s blocks afterwards (the caller keeps them until then)."""
         self._drop(key)
-        blocks = min(computed // self.block_size, len(block_ids))
+        blocks = min(-(-computed // self.block_size), len(block_ids))
+        computed = min(computed, blocks * self.block_size)
         nbytes = blocks * self.record_bytes
-        if choose(blocks * self.block_size, nbytes, costs, moves=2) != "swap":
+        if choose(computed, nbytes, costs, moves=2) != "swap":
             self.counters["saves_declined"] += blocks > 0
             return False
         if nbytes > self.capacity_bytes:
@@ -76,25 +80,26 @@ class SwapIndex:
             return False
         while self.used_bytes + nbytes > self.capacity_bytes:
             self._drop(next(iter(self.entries)), lru=True)
-        self.entries[key] = _Entry(list(token_ids[:blocks * self.block_size]), blocks)
+        self.entries[key] = _Entry(list(token_ids[:computed]), blocks)
         self._jobs.saves.append((key, list(block_ids[:blocks])))
         self._jobs.releases.append(req_id)
         self.counters["saves"] += 1
-        self.counters["saved_tokens"] += blocks * self.block_size
+        self.counters["saved_tokens"] += computed
         return True
 
     def matched(self, key: str, token_ids: Sequence[int], local: int, costs: SwapCosts) -> int:
         """Tokens past `local` (block-aligned tokens the prefix cache holds) a resumed call can load:
-        whole blocks of its entry whose tokens match, leaving at least one token to compute, and only
-        when loading them is cheaper than prefilling them. No side effects."""
+        its entry's tokens when they match, at least one token left to compute, the load running to
+        the entry's last block, and only when loading them is cheaper than prefilling them. No side
+        effects."""
         entry = self.entries.get(key)
         if entry is None:
             return 0
-        usable = min(len(entry.tokens), (len(token_ids) - 1) // self.block_size * self.block_size)
-        if list(token_ids[:usable]) != entry.tokens[:usable]:
+        usable = min(len(entry.tokens), len(token_ids) - 1)
+        if -(-usable // self.block_size) != entry.blocks or list(token_ids[:usable]) != entry.tokens[:usable]:
             return 0
         extra = usable - local
-        if extra <= 0 or choose(extra, extra // self.block_size * self.record_bytes, costs) != "swap":
+        if extra <= 0 or choose(extra, (entry.blocks - local // self.block_size) * self.record_bytes, costs) != "swap":
             return 0
         return extra
 
@@ -108,7 +113,7 @@ class SwapIndex:
             self.counters["unused"] += 1  # cheaper to recompute, tokens differ, or the prefix cache had it
             self._forget(key, entry)
             return
-        first, n = local // self.block_size, loaded // self.block_size
+        first, n = local // self.block_size, -(-(local + loaded) // self.block_size) - local // self.block_size
         self._jobs.loads.append((key, list(block_ids[first:first + n]), first))
         self.counters["loads"] += 1
         self.counters["loaded_tokens"] += loaded

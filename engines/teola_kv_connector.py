@@ -11,7 +11,7 @@ A call takes part when its request carries `kv_transfer_params={"teola_swap": {"
 
 Scheduler side (in vLLM's engine-core process): when such a call is aborted (teola's preemption),
 `request_finished` asks `SwapIndex.save` whether a round trip through host memory beats prefilling
-its full blocks again; if so vLLM keeps the blocks until the worker reports them saved. When the call
+its computed tokens again; if so vLLM keeps the blocks until the worker reports them saved. When the call
 comes back (prompt + the tokens decoded so far), `get_num_new_matched_tokens` offers the saved blocks
 past what the prefix cache still holds, if loading them beats prefilling them.
 

@@ -49,12 +49,13 @@ def index(capacity_blocks: int = 10) -> SwapIndex:
     return SwapIndex(block_size=4, record_bytes=1000, capacity_bytes=capacity_blocks * 1000)
 
 
-def test_save_keeps_whole_blocks_and_releases_after_the_copy():
+def test_save_keeps_every_computed_block_and_releases_after_the_copy():
     ix = index()
-    assert ix.save("k", "r1", list(range(11)), [7, 8, 9], computed=11, costs=COSTS)
+    assert ix.save("k", "r1", list(range(12)), [7, 8, 9], computed=11, costs=COSTS)
     jobs = ix.take_jobs()
-    assert jobs.saves == [("k", [7, 8])] and jobs.releases == ["r1"]  # 11 tokens: 2 whole blocks
-    assert ix.used_bytes == 2000 and jobs.counters["saved_tokens"] == 8 and ix.take_jobs().empty()
+    assert jobs.saves == [("k", [7, 8, 9])] and jobs.releases == ["r1"]  # 11 tokens: 2 full blocks + 3 tokens
+    assert ix.used_bytes == 3000 and jobs.counters["saved_tokens"] == 11 and ix.take_jobs().empty()
+    assert ix.entries["k"].tokens == list(range(11))
 
 
 def test_save_declined_when_recompute_is_cheaper():
@@ -93,13 +94,25 @@ def test_a_resume_loads_past_the_prefix_cache_hit_and_leaves_one_token():
     ix.take_jobs()
     resumed = tokens + [99]  # 17 tokens: 4 whole blocks, the 17th computed
     assert ix.matched("k", resumed, local=4, costs=COSTS) == 12
-    assert ix.matched("k", tokens, local=0, costs=COSTS) == 12  # 16 tokens: the last block stays out
+    assert ix.matched("k", tokens, local=0, costs=COSTS) == 15  # 16 tokens: all but the last loaded
     assert ix.matched("k", [5] + resumed[1:], local=0, costs=COSTS) == 0  # different tokens
     assert ix.matched("other", resumed, 0, COSTS) == 0
     ix.consume("k", [20, 21, 22, 23, 24], local=4, loaded=12)
     jobs = ix.take_jobs()
     assert jobs.loads == [("k", [21, 22, 23], 1)] and "k" not in ix.entries
     assert jobs.counters["loaded_tokens"] == 12 and jobs.counters["host_bytes"] == 0
+
+
+def test_a_partly_filled_last_block_is_loaded_so_only_the_last_token_is_computed():
+    ix = index()
+    ix.save("k", "r", list(range(10)), [1, 2, 3], 10, COSTS)  # the abort: 10 tokens computed
+    ix.take_jobs()
+    resumed = list(range(11))  # prompt + decoded ids: the 11th (last sampled) token has no KV yet
+    assert ix.matched("k", resumed, local=0, costs=COSTS) == 10
+    assert ix.matched("k", resumed, local=8, costs=COSTS) == 2
+    assert ix.matched("k", resumed[:6], local=0, costs=COSTS) == 0  # would stop before the entry's last block
+    ix.consume("k", [20, 21, 22], local=8, loaded=2)
+    assert ix.take_jobs().loads == [("k", [22], 2)]
 
 
 def test_a_resume_that_loads_nothing_drops_the_entry():
