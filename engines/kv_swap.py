@@ -157,19 +157,26 @@ class KVSwapManager:
         self.totals.add(stats)
         return stats
 
-    def swap_in(self, block_tables: Mapping[Hashable, Sequence[int]]) -> SwapStats:
+    def swap_in(self, block_tables: Mapping[Hashable, Sequence[int]], *,
+                skip: Mapping[Hashable, int] | None = None) -> SwapStats:
         """Copy swapped-out requests back into the given (new) block ids and forget their host copy.
 
-        Each table must have as many blocks as were swapped out for that request; all destination
-        ids in one call must be distinct."""
+        Each table must have as many blocks as were swapped out for that request, less its `skip`
+        (leading host blocks not copied back, e.g. because the prefix cache still holds them); all
+        destination ids in one call must be distinct."""
+        skip = dict(skip or {})
         for rid, table in block_tables.items():
             if rid not in self._swapped:
                 raise ValueError(f"request {rid!r} is not swapped out")
-            if len(table) != self._swapped[rid].count:
+            first = skip.get(rid, 0)
+            if not isinstance(first, int) or not 0 <= first <= self._swapped[rid].count:
+                raise ValueError(f"request {rid!r}: skip must be an int in [0, "
+                                 f"{self._swapped[rid].count}], got {first!r}")
+            if len(table) != self._swapped[rid].count - first:
                 raise ValueError(f"request {rid!r}: {len(table)} destination blocks given, "
-                                 f"{self._swapped[rid].count} were swapped out")
+                                 f"{self._swapped[rid].count} were swapped out, {first} skipped")
         self._ids(block_tables, unique=True, what="swap_in")
-        runs = self._runs(block_tables)
+        runs = self._runs(block_tables, skip)
         t0 = time.perf_counter()
         for extent, start, stop, ids in runs:
             self._scatter(extent[start:stop], ids)
@@ -197,17 +204,18 @@ class KVSwapManager:
         check_block_ids(ids, self._num_blocks, unique=unique, what=what)
         return ids
 
-    def _runs(self, block_tables: Mapping[Hashable, Sequence[int]]):
+    def _runs(self, block_tables: Mapping[Hashable, Sequence[int]], skip: Mapping[Hashable, int]):
         """Group requests whose host records are adjacent in one extent into one copy each."""
-        items = sorted(((self._swapped[rid], table) for rid, table in block_tables.items()),
+        items = sorted(((self._swapped[rid], skip.get(rid, 0), table) for rid, table in block_tables.items()),
                        key=lambda it: (id(it[0].extent), it[0].start))
         runs: list[tuple[torch.Tensor, int, int, list[int]]] = []
-        for s, table in items:
+        for s, first, table in items:
+            start, stop = s.start + first, s.start + s.count
             last = runs[-1] if runs else None
-            if last is not None and last[0] is s.extent and last[2] == s.start:
-                runs[-1] = (last[0], last[1], s.start + s.count, last[3] + list(table))
-            else:
-                runs.append((s.extent, s.start, s.start + s.count, list(table)))
+            if last is not None and last[0] is s.extent and last[2] == start:
+                runs[-1] = (last[0], last[1], stop, last[3] + list(table))
+            elif stop > start:
+                runs.append((s.extent, start, stop, list(table)))
         return [(e, a, b, torch.tensor(ids, dtype=torch.int64)) for e, a, b, ids in runs]
 
     def _gather(self, ids: torch.Tensor, out: torch.Tensor) -> None:

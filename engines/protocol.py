@@ -25,14 +25,17 @@ Request / result shapes per op (one request per item; the runtime batches reques
                   "owner": str, "tag": str,       # optional: keys abort() can name (query / request)
                   "stream_text": bool,            # optional: stream ("delta", text) as it decodes
                   "progress": bool,               # optional: stream ("progress", tokens decoded so far)
-                  "resume_ids": list[int]}        # optional, decodes: token ids decoded before a
+                  "resume_ids": list[int],        # optional, decodes: token ids decoded before a
                                                   # preemption; the prompt continues with them
+                  "kv_swap_key": str}             # optional, decodes: names the call's KV across
+                                                  # its resumes (vLLM with kv_swap saves it on abort)
    prefills -> {"num_prompt_tokens": int, "num_cached_tokens": int}
    decodes  -> {"text": str, "items": list[str], "num_prompt_tokens": int,
                 "num_cached_tokens": int, "num_output_tokens": int,
                 "output_token_ids": list[int],    # optional (vLLM): for resuming a preempted call
                 "finish_reason": str,             # optional: "stop" | "length" | "abort" (vLLM's)
-                "aborted": True}                  # only when abort() stopped it early
+                "aborted": True,                  # only when abort() stopped it early
+                "kv_swap_loaded_tokens": int}     # optional (vLLM with kv_swap): KV swapped in
 - "tool":        {"tool": str, "args": dict}                     -> Any JSON-serializable
 """
 from __future__ import annotations

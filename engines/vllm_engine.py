@@ -25,6 +25,7 @@ from engines.split_parser import SplitParser
 from engines.vllm_requests import (DECODE_OPS, PREFILL_OPS, PromptRenderer, check_request, tokens_prompt,
                                     validate_parts)
 from engines.vllm_layout import VLLM_KEYWORDS, parse_cpu_list, spawn_layout
+from engines import vllm_kv_swap
 
 CPU_BLOCK_SIZE = 32
 
@@ -46,7 +47,11 @@ class VLLMEngine:
     or a list such as "0" or "2-3"; give each instance of a multi-instance engine its own cores),
     worker_process (True: vLLM's separate model-worker process; False: the model runs inside the
     engine-core process; default False on CPU, where the extra busy-polling process costs time on few
-    cores, and vLLM's own default on GPUs; see engines/vllm_layout.py).
+    cores, and vLLM's own default on GPUs; see engines/vllm_layout.py), kv_swap (False; True: load
+    teola's KV connector, so a call aborted by teola's preemption saves its KV blocks to host memory
+    when that beats recomputing them, and its resume loads them back; engines/teola_kv_connector.py),
+    kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs (fix some of the
+    measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s).
 
     `profile`: max_batch = max_num_seqs; token_budget = vLLM's effective max_num_batched_tokens once
     started (the option's value, or 0, before). `block_size` is the effective KV block size once started.
@@ -63,7 +68,8 @@ class VLLMEngine:
                  enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
                  max_tokens: int = 256, max_efficient_batch: int | None = None,
                  engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
-                 cpu_threads_bind: str | None = None, worker_process: bool | None = None):
+                 cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
+                 kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None):
         for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
                              ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
             if not isinstance(value, int) or value < 1:
@@ -91,6 +97,8 @@ class VLLMEngine:
                 raise ValueError(f"engine {name!r}: option cpu_threads_bind: {e}") from None
         if engine_args is not None and not isinstance(engine_args, dict):
             raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
+        vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
+        self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs, self.swap_costs = kv_swap, kv_swap_bytes, kv_swap_costs, None
         self.name = name
         self.model = model
         self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
@@ -120,6 +128,17 @@ class VLLMEngine:
         if self._engine is not None:
             return
         await asyncio.to_thread(self._start_blocking)
+        if self.kv_swap:
+            token = self.renderer.tokenizer(" the", add_special_tokens=False)["input_ids"][0]
+            self.swap_costs = await vllm_kv_swap.measure_costs(self._engine, token, self.kv_swap_costs,
+                                                                 self.max_model_len)
+
+    async def kv_swap_stats(self) -> dict[str, Any]:
+        """kv_swap's counters: saves / loads decided, tokens saved and loaded, LRU drops, host bytes
+        held, bytes and seconds moved, and the costs calls are sent with."""
+        if not self.kv_swap or self._engine is None:
+            raise RuntimeError(f"engine {self.name!r} is not started with kv_swap")
+        return await vllm_kv_swap.stats(self._engine, self.swap_costs)
 
     def _start_blocking(self) -> None:
         configure_engine_env()
@@ -147,6 +166,8 @@ class VLLMEngine:
             args.setdefault("block_size", CPU_BLOCK_SIZE)
         args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
                     scheduling_policy="priority", disable_log_stats=True)
+        if self.kv_swap:
+            args.update(vllm_kv_swap.engine_args(self.kv_swap_bytes))
         args.update(self.engine_args)
         # the engine-core process takes its layout from the environment (and affinity) it is spawned
         # with; set for this instance only (instances start one after another), restored afterwards
@@ -265,7 +286,8 @@ class VLLMEngine:
         return SamplingParams(
             max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
             stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,
-            seed=req["seed"], output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA)
+            seed=req["seed"], output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA,
+            extra_args=vllm_kv_swap.call_params(None if prefill else req["kv_swap_key"], self.swap_costs))
 
     async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
         prefill = op in PREFILL_OPS
@@ -277,9 +299,7 @@ class VLLMEngine:
         request_id = f"{self.name}-{next(self._request_ids)}"
         parser = SplitParser(req["split"]) if req["split"] and not prefill else None
         deltas = emit if emit is not None and req["stream_text"] and not prefill else None
-        text: list[str] = []
-        generated: list[int] = []
-        last = None
+        text, generated, last = [], [], None
         max_items = req["max_items"] if parser is not None else None
         stopped = False
         outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
@@ -311,6 +331,7 @@ class VLLMEngine:
         counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
         if last.outputs and last.outputs[0].finish_reason == "abort":
             counts["aborted"] = True
+        counts.update(vllm_kv_swap.result_fields(last))
         if prefill:
             result: dict[str, Any] = counts
         else:

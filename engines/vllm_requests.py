@@ -128,11 +128,15 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
     if resume is not None and (op not in DECODE_OPS or not isinstance(resume, list)
                                or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in resume)):
         raise ValueError(f"request 'resume_ids' must be a list of token ids on a decoding request, got {resume!r}")
+    swap_key = req.get("kv_swap_key")
+    if swap_key is not None and (op not in DECODE_OPS or not isinstance(swap_key, str) or not swap_key):
+        raise ValueError(f"request 'kv_swap_key' must be a non-empty string on a decoding request, got {swap_key!r}")
     return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
             "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(req.get("ignore_eos", False)),
             "seed": req.get("seed"), "max_items": max_items, "owner": owner,
             "stream_text": bool(req.get("stream_text", False)), "cache_salt": salt, "tag": tag,
             "progress": bool(req.get("progress", False)), "resume_ids": resume or [],
+            "kv_swap_key": swap_key,
             **check_pause(op, req)}
 
 

@@ -7,7 +7,8 @@ from typing import Callable
 
 COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "fused",
             "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
-            "engine_failures", "engine_restarts", "preemptions", "resumed_tokens", "resumed_cached_tokens")
+            "engine_failures", "engine_restarts", "preemptions", "resumed_tokens", "resumed_cached_tokens",
+            "resumed_swapped_tokens")
 
 
 @dataclass(slots=True)
@@ -48,6 +49,7 @@ class Metrics:
     preemptions: int = 0  # running LLM calls stopped for better-ranked ones (teola.runtime.preemption)
     resumed_tokens: int = 0  # prompt tokens their resumed runs sent again (prompt + decoded so far)
     resumed_cached_tokens: int = 0  # ... of which the engine's prefix cache held
+    resumed_swapped_tokens: int = 0  # ... of which the engine swapped in from host memory (kv_swap)
     query_latency: Stat = field(default_factory=Stat)
     op_latency: dict[str, Stat] = field(default_factory=dict)
     batch_size: dict[str, Stat] = field(default_factory=dict)

@@ -10,8 +10,9 @@ running requests continuously anyway) and:
   - preemption: every `rerank_every` progress events, and whenever work arrives at a full instance,
     `policy.victims` names running calls of a worse queue than waiting ones; each is aborted in the
     engine (by its request tag), returns the token ids it decoded, and waits in the queue again;
-    when picked it resumes as prompt + those token ids (the prefix cache holds most of them) with
-    the remaining max_tokens, and its final text is the parts joined.
+    when picked it resumes as prompt + those token ids (the prefix cache holds most of them, or, on
+    an engine with kv_swap, host memory: each call carries a "kv_swap_key" that survives its
+    resumes) with the remaining max_tokens, and its final text is the parts joined.
 An engine that does not report `output_token_ids` is never preempted mid-call (no way to resume).
 """
 from __future__ import annotations
@@ -84,6 +85,8 @@ class Preemptor:
         e = pick.entry
         req = e.requests[0]
         req["tag"] = f"{sched.name}:call{next(self._tags)}"
+        # names the call's KV across its resumes: an engine with kv_swap saves it on preemption
+        req.setdefault("kv_swap_key", req["tag"])
         req["progress"] = True
         call = RunningCall(inst, pick, queue, req, tokens, sched.loop.time())
         self.calls.setdefault(inst, {})[e] = call
@@ -238,3 +241,4 @@ class Preemptor:
         if isinstance(result, dict):
             self.sched.metrics.resumed_tokens += int(result.get("num_prompt_tokens") or 0)
             self.sched.metrics.resumed_cached_tokens += int(result.get("num_cached_tokens") or 0)
+            self.sched.metrics.resumed_swapped_tokens += int(result.get("kv_swap_loaded_tokens") or 0)

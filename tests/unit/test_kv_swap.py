@@ -228,6 +228,23 @@ def test_swap_in_checks_counts_duplicates_and_state(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_swap_in_can_skip_leading_host_blocks(backend):
+    caches, before = small()
+    mgr = KVSwapManager([c.view for c in caches], backend=backend)
+    mgr.swap_out({"a": [1, 2, 3], "b": [4]})
+    with pytest.raises(ValueError, match="1 skipped"):
+        mgr.swap_in({"a": [5]}, skip={"a": 1})
+    with pytest.raises(ValueError, match="skip must be"):
+        mgr.swap_in({"a": []}, skip={"a": 4})
+    stats = mgr.swap_in({"a": [6], "b": [7]}, skip={"a": 2})  # a's blocks 1 and 2 stay where they are
+    assert (stats.blocks, stats.bytes) == (2, 2 * mgr.record_bytes)
+    for c, b0 in zip(caches, before):
+        assert torch.equal(block_bits(c, "vllm", 6), b0[3]) and torch.equal(block_bits(c, "vllm", 7), b0[4])
+        assert torch.equal(block_bits(c, "vllm", 5), b0[5])  # not written
+    assert "a" not in mgr and "b" not in mgr and mgr.host_bytes == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_bad_cache_shapes_raise(backend):
     base = torch.zeros(8, 2, 4, 8)
     with pytest.raises(ValueError, match="dense"):

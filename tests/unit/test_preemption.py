@@ -143,3 +143,26 @@ def test_a_starved_long_call_is_promoted_and_preempts_a_stream_of_short_ones(bet
         assert done[-1] == "long"
     else:
         assert done.index("long") < 79 and preemptions >= 1
+
+
+async def test_a_call_keeps_one_kv_swap_key_across_its_resumes():
+    from tests.support.borrowed import Borrowed
+
+    lent = Borrowed(StepDecoder("llm", step=0.005, max_efficient_batch=1))
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": lent},
+                 policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
+    await rt.start()
+    try:
+        async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
+            long_call = asyncio.ensure_future(long_prog.call("write a lot", parent_ids=[], max_tokens=60))
+            core = rt.schedulers["llm"].policy.core
+            await until(lambda: any(st.level > 0 for st in core.calls.values()), timeout=10)
+            await short_prog.call("one line", parent_ids=[], max_tokens=3)
+            result = (await long_call).result
+    finally:
+        await rt.stop()
+    runs = [r for r in lent.requests if "write a lot" in str(r["parts"])]
+    assert result["preemptions"] >= 1 and len(runs) == result["preemptions"] + 1
+    assert len({r["kv_swap_key"] for r in runs}) == 1 and runs[-1]["resume_ids"]
+    short = [r for r in lent.requests if "one line" in str(r["parts"])]
+    assert short and short[0]["kv_swap_key"] != runs[0]["kv_swap_key"]

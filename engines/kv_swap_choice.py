@@ -1,0 +1,71 @@
+"""Swap or recompute a preempted call's KV: the cost model (pure, no vLLM).
+
+A preempted call's KV either goes to host memory and comes back (swap: bytes over the batched
+kernel's bandwidth, plus a fixed cost per copy call) or is dropped and prefilled again on resume
+(recompute: tokens times the engine's prefill seconds per token). The engine measures the three
+numbers on the machine it runs on (`engines/vllm_kv_swap.py`) and sends them with every call.
+
+    costs = SwapCosts(prefill_s_per_token=3e-3, swap_bytes_per_s=2e9, swap_fixed_s=1e-4)
+    choose(tokens=512, nbytes=512 * 23040, costs=costs)                 # "swap"
+    choose(tokens=512, nbytes=512 * 23040, costs=costs, moves=2)        # out now + in later
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+Choice = Literal["swap", "recompute"]
+
+
+@dataclass(frozen=True, slots=True)
+class SwapCosts:
+    """prefill_s_per_token: seconds the engine takes to prefill one more token;
+    swap_bytes_per_s: the swap kernel's bandwidth; swap_fixed_s: its cost per call."""
+
+    prefill_s_per_token: float
+    swap_bytes_per_s: float
+    swap_fixed_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("prefill_s_per_token", "swap_bytes_per_s", "swap_fixed_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
+                    or value < 0 or (value == 0 and name == "swap_bytes_per_s"):
+                raise ValueError(f"swap cost {name} must be a finite number >= 0 "
+                                 f"(> 0 for swap_bytes_per_s), got {value!r}")
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "SwapCosts":
+        """From `as_dict()` output; ValueError naming the problem otherwise."""
+        if not isinstance(d, dict):
+            raise ValueError(f"swap costs must be a dict of prefill_s_per_token, swap_bytes_per_s, "
+                             f"swap_fixed_s, got {d!r:.80}")
+        try:
+            return cls(float(d["prefill_s_per_token"]), float(d["swap_bytes_per_s"]),
+                       float(d.get("swap_fixed_s", 0.0)))
+        except KeyError as e:
+            raise ValueError(f"swap costs lack {e.args[0]!r}") from None
+
+
+def recompute_seconds(tokens: int, costs: SwapCosts) -> float:
+    """Seconds to prefill `tokens` again."""
+    return tokens * costs.prefill_s_per_token
+
+
+def swap_seconds(nbytes: int, costs: SwapCosts, moves: int = 1) -> float:
+    """Seconds to move `nbytes` `moves` times (1: swap-in only; 2: out now and in later)."""
+    return moves * (costs.swap_fixed_s + nbytes / costs.swap_bytes_per_s)
+
+
+def choose(tokens: int, nbytes: int, costs: SwapCosts, moves: int = 1) -> Choice:
+    """"swap" when moving `nbytes` (`moves` times) is strictly cheaper than prefilling `tokens`
+    again, else "recompute" (also when there is nothing to move)."""
+    if tokens < 0 or nbytes < 0 or moves < 1:
+        raise ValueError(f"tokens and nbytes must be >= 0 and moves >= 1, got {tokens}, {nbytes}, {moves}")
+    if tokens == 0 or nbytes == 0:
+        return "recompute"
+    return "swap" if swap_seconds(nbytes, costs, moves) < recompute_seconds(tokens, costs) else "recompute"
