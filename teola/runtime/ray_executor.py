@@ -100,17 +100,19 @@ class RayExecutor:
     actor options (num_cpus, num_gpus, memory, custom resources for placement, max_restarts).
     A backend object given to the runtime is shipped to the actor (it must be picklable).
 
-    data_path: how intermediate outputs travel between primitives. "refs" (default): an output
+    data_path: how intermediate outputs travel between primitives. "driver" (default): every
+    result comes back to the driver, which puts it into the consumer's requests (what the
+    in-process executor does; on one machine it measured faster, BENCHMARKS.md "Ray executor
+    overhead"). "refs": an output
     read only by primitives on engine actors (embedding vectors feeding ingestion and search) stays
     in Ray's object store (a return value of the producing task, owned by the driver, never fetched
-    by it); the consumer's actor fetches the value from the producer's node. "driver": every result comes back to the driver, which puts it into
-    the consumer's requests (what the in-process executor does). Outputs the driver reads itself
+    by it); the consumer's actor fetches the value from the producer's node. Outputs the driver reads itself
     (texts, search hits, scores, token counts, query outputs) always come back. min_ref_bytes:
     with "refs", a batch's results stay remote only from this estimated size on (default 100 KiB,
     Ray's inline limit; smaller ones ride in the actor's reply, which is cheaper); 0: always."""
 
     def __init__(self, address: str | None = None, namespace: str = "teola", num_cpus: int | None = None,
-                 init_options: dict[str, Any] | None = None, data_path: str = "refs",
+                 init_options: dict[str, Any] | None = None, data_path: str = "driver",
                  min_ref_bytes: int = MIN_REF_BYTES) -> None:
         if data_path not in DATA_PATHS:
             raise ValueError(f"RayExecutor: data_path must be one of {list(DATA_PATHS)}, got {data_path!r}")

@@ -2,7 +2,7 @@
 object store between the embedding actor and the vector-store actor (the driver only sees refs),
 answers are the same as with the "driver" path and the in-process executor, values the caller asks
 for come back as values, and kept vectors outlive the actor that produced them (the driver owns
-them). Killing an actor mid-query under the default "refs" path: tests/ray/test_ray_executor.py; a
+them). Killing an actor mid-query (default "driver" path): tests/ray/test_ray_executor.py; a
 lost intermediate output's error: tests/unit/test_ray_data.py."""
 import os
 
@@ -110,7 +110,7 @@ async def test_vectors_stay_on_the_actors_and_answers_match_the_driver_path(loca
 
 
 async def test_kept_vectors_are_read_by_the_consumer_actor_and_outlive_their_producer(local_ray):
-    ex = RayExecutor()
+    ex = RayExecutor(data_path="refs")
     emb = await ex.launch(Engine("embedding", kind=SIM, ops=["embedding"], dim=DIM), 0, None)
     db = await ex.launch(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"]), 0, None)
     try:
