@@ -114,3 +114,35 @@ def doc_qa(n: int, rate: float, passages: int = 10, source: str = "truthfulqa", 
 def app_query(q: dict[str, Any]) -> dict[str, Any]:
     """The part of a workload query an app takes (reference answers stay out of the prompt)."""
     return {k: v for k, v in q.items() if k not in ("answers", "gold")}
+
+
+_CITIES = ("Paris", "Tokyo", "Lima", "Cairo", "Oslo", "Nairobi", "Toronto", "Sydney", "Mumbai", "Madrid",
+           "Seoul", "Berlin", "Quito", "Hanoi", "Dublin", "Denver")
+_TOPICS = ("Albert Einstein", "the Eiffel Tower", "photosynthesis", "the Roman Empire", "Marie Curie",
+           "the Amazon River", "jazz", "the Moon", "Isaac Newton", "volcanoes", "the Great Wall of China", "Mozart")
+_UNITS = (("km", "mi"), ("kg", "lb"), ("l", "gal"), ("m", "ft"), ("c", "f"), ("h", "min"))
+
+
+def _tool_need(kind: str, rng: random.Random) -> str:
+    if kind == "calculator":
+        a, b = rng.randint(11, 999), rng.randint(11, 999)
+        return rng.choice((f"what is {a} times {b}", f"what is {a} plus {b}", f"what is {a} minus {b}"))
+    if kind == "convert_units":
+        src, dst = rng.choice(_UNITS)
+        return f"convert {rng.randint(2, 500)} {src} to {dst}"
+    if kind == "weather":
+        return f"what is the weather in {rng.choice(_CITIES)}"
+    return f"who or what is {rng.choice(_TOPICS)}"
+
+
+def tool_queries(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """n tool-agent questions {"question", "needs"}, each asking for two different tools' answers
+    (arithmetic, a unit conversion, a city's weather, an encyclopedia topic), drawn with `seed`."""
+    kinds = ("calculator", "convert_units", "weather", "wiki_lookup")
+    rng = random.Random(f"tools:{seed}")
+    out = []
+    for _ in range(n):
+        needs = rng.sample(kinds, 2)
+        first, second = (_tool_need(k, rng) for k in needs)
+        out.append({"question": f"{first[0].upper()}{first[1:]}, and {second}?", "needs": needs})
+    return out
