@@ -5,7 +5,8 @@ One FastAPI app, run in its own process (`python -m bench.remote_services --port
 - `GET /search?q=&top_k=` -> {"results": [{"title", "text", "score"}]}: PostgreSQL full-text search
   over the shipped Wikipedia corpus (engines.text_search, 10,033 lead paragraphs), the wire format
   of engines.remote_search (`Engine("search", kind="search", url=.../search)`);
-- `GET /tools/<name>?<args>` -> {"result": ...}: calculator, convert_units (engines.builtin_tools),
+- `GET /tools/<name>?<args>` -> the result as JSON (a number, or an object with a "text" field,
+  which is what teola renders of an object into a prompt): calculator, convert_units (engines.builtin_tools),
   wiki_lookup (the same corpus, top hit's title and first 400 characters), weather (a synthetic
   forecast derived from a hash of the city: a weather-like API, not real data). The tool engine
   calls them through its HTTP tool path (`http_tools`, see `tool_specs`).
@@ -97,8 +98,9 @@ def weather(city: str) -> dict[str, Any]:
         raise ValueError("city must be a non-empty string")
     h = int(hashlib.sha256(city.strip().lower().encode()).hexdigest()[:8], 16)
     sky = ("sunny", "cloudy", "rainy", "windy", "snowy")[h % 5]
-    return {"city": city.strip(), "temperature_c": round(-5 + (h >> 3) % 36 + ((h >> 9) % 10) / 10, 1),
-            "sky": sky, "humidity_pct": 30 + (h >> 13) % 60}
+    temp, humidity = round(-5 + (h >> 3) % 36 + ((h >> 9) % 10) / 10, 1), 30 + (h >> 13) % 60
+    return {"city": city.strip(), "temperature_c": temp, "sky": sky, "humidity_pct": humidity,
+            "text": f"Weather in {city.strip()}: {sky}, {temp} C, humidity {humidity}%."}
 
 
 class Delays:
@@ -148,13 +150,13 @@ def create_service(search: Any, delays: Delays) -> Any:
         return {"results": hits}
 
     def tool(name: str, fn: Any) -> None:
-        async def endpoint(**kwargs: Any) -> dict[str, Any]:
+        async def endpoint(**kwargs: Any) -> Any:
             try:
                 result = await fn(**kwargs) if asyncio.iscoroutinefunction(fn) else fn(**kwargs)
             except (ValueError, TypeError) as exc:
                 raise HTTPException(422, f"{name}: {exc}") from exc
             await delayed(name)
-            return {"result": result}
+            return result
 
         import inspect
         endpoint.__signature__ = inspect.Signature([  # type: ignore[attr-defined]

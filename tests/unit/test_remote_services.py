@@ -78,11 +78,11 @@ async def test_search_endpoint_answers_in_the_remote_search_wire_format():
 
 async def test_tool_endpoints_compute_and_reject_bad_arguments():
     async with _client() as c:
-        assert (await c.get("/tools/calculator", params={"expression": "17*23"})).json() == {"result": 391}
+        assert (await c.get("/tools/calculator", params={"expression": "17*23"})).json() == 391
         conv = (await c.get("/tools/convert_units", params={"value": "10", "from_unit": "km", "to_unit": "m"})).json()
-        assert conv == {"result": 10000.0}
-        assert (await c.get("/tools/weather", params={"city": "Oslo"})).json() == {"result": weather("Oslo")}
-        wiki = (await c.get("/tools/wiki_lookup", params={"query": "who was Mozart"})).json()["result"]
+        assert conv == 10000.0
+        assert (await c.get("/tools/weather", params={"city": "Oslo"})).json() == weather("Oslo")
+        wiki = (await c.get("/tools/wiki_lookup", params={"query": "who was Mozart"})).json()
         assert wiki["title"] == "Mozart"
         bad = await c.get("/tools/calculator", params={"expression": "__import__('os')"})
         assert bad.status_code == 422 and "calculator" in bad.json()["detail"]
@@ -94,6 +94,7 @@ def test_weather_is_deterministic_and_plausible():
     w = weather("Lima")
     assert w == weather(" lima ".title()) | {"city": "Lima"}
     assert -5 <= w["temperature_c"] <= 31 and 30 <= w["humidity_pct"] < 90
+    assert w["text"] == f"Weather in Lima: {w['sky']}, {w['temperature_c']} C, humidity {w['humidity_pct']}%."
 
 
 async def test_tool_engine_calls_the_service_through_its_http_path():
@@ -119,8 +120,8 @@ async def test_tool_engine_calls_the_service_through_its_http_path():
             {"tool": "calculator", "args": {"expression": "2+3"}},
             {"tool": "convert_units", "args": {"value": 1, "from_unit": "h", "to_unit": "min"}},
             {"tool": "wiki_lookup", "args": {"query": "Oslo"}}])
-        assert out[0] == {"result": 5} and out[1] == {"result": 60.0}
-        assert out[2]["result"]["title"] == "Oslo"
+        assert out[0] == 5 and out[1] == 60.0
+        assert out[2]["title"] == "Oslo"
         with pytest.raises(ToolBatchError, match="HTTP 422"):
             await engine.execute("tool", [{"tool": "weather", "args": {"town": "Oslo"}}])
     finally:
