@@ -26,7 +26,7 @@ from langgraph.types import Send
 from pydantic import ConfigDict
 
 from bench.llamaindex_rag import Answer, CallLog, EngineClient
-from bench.llamaindex_remote import backends_of, node_call, plan_calls, render
+from bench.llamaindex_remote import LLMCall, backends_of, node_call, plan_calls, render
 
 
 class EngineChatModel(BaseChatModel):
@@ -62,8 +62,9 @@ class EngineChatModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=result["text"]))])
 
 
-def _say(instruction: str, *user: str) -> list[BaseMessage]:
-    return [SystemMessage(instruction), *(HumanMessage(u) for u in user)]
+def _say(call: LLMCall, *user: str) -> list[BaseMessage]:
+    """The call's instruction as the system message; its literal parts, then `user`, as human messages."""
+    return [SystemMessage(call.instruction), *(HumanMessage(u) for u in (*call.literals, *user))]
 
 
 # ---- search-augmented generation -----------------------------------------------------------------
@@ -88,7 +89,7 @@ class LangGraphSearchGeneration:
         search = self.clients["search"].with_log(log)
 
         async def judge(s: SearchState) -> SearchState:
-            m = await llm.ainvoke(_say(self.judge.instruction, s["question"]), max_tokens=self.judge.max_tokens)
+            m = await llm.ainvoke(_say(self.judge, s["question"]), max_tokens=self.judge.max_tokens)
             return {"judge": str(m.content)}
 
         def route(s: SearchState) -> str:
@@ -99,7 +100,7 @@ class LangGraphSearchGeneration:
             return {"results": hits}
 
         async def answer(s: SearchState) -> SearchState:
-            m = await llm.ainvoke(_say(self.core.instruction, s["question"], render(s["results"])),
+            m = await llm.ainvoke(_say(self.core, s["question"], render(s["results"])),
                                   max_tokens=self.core.max_tokens)
             return {"answer": str(m.content)}
 
@@ -147,7 +148,7 @@ class LangGraphToolAgent:
         tools = self.clients["tools"].with_log(log)
 
         async def plan(s: AgentState) -> AgentState:
-            m = await llm.ainvoke(_say(self.plan.instruction, s["question"]), max_tokens=self.plan.max_tokens)
+            m = await llm.ainvoke(_say(self.plan, s["question"]), max_tokens=self.plan.max_tokens)
             return {"calls": plan_calls(str(m.content), self.max_calls, self.allowed)}
 
         def fan_out(s: AgentState) -> list[Send] | str:
@@ -159,7 +160,7 @@ class LangGraphToolAgent:
 
         async def answer(s: AgentState) -> AgentState:
             results = [r for _, r in sorted(s.get("results", []), key=lambda p: p[0])]
-            m = await llm.ainvoke(_say(self.answer.instruction, s["question"], render(results)),
+            m = await llm.ainvoke(_say(self.answer, s["question"], render(results)),
                                   max_tokens=self.answer.max_tokens)
             return {"answer": str(m.content)}
 

@@ -40,21 +40,31 @@ from teola.runtime.requests import texts_of
 
 @dataclass(slots=True)
 class LLMCall:
-    """One LLM node of a teola template: its instruction (system part), max_tokens."""
+    """One LLM node of a teola template: its instruction (system part), the literal parts between
+    it and the question (e.g. worked examples), max_tokens."""
 
     instruction: str
     max_tokens: int
+    literals: tuple[str, ...] = ()
+
+    def messages(self, question: str, *rest: str) -> list[ChatMessage]:
+        return messages(self.instruction, *self.literals, question, *rest)
 
 
 def node_call(app: Any, name: str) -> LLMCall:
-    """The instruction and max_tokens of the teola app's LLM node `name`."""
+    """The prompt layout and max_tokens of the teola app's LLM node `name`: instruction, literal
+    parts, then the question and the parts that follow it."""
     node = next((n for n in app.nodes if n.name == name), None)
     if node is None:
         raise ValueError(f"app {app.name!r} has no node {name!r}")
     parts = node.config["parts"]
     if parts[0][0] != "instruction":
         raise ValueError(f"node {name!r}: the first prompt part must be the instruction")
-    return LLMCall(parts[0][1], int(node.config.get("max_tokens", 128)))
+    names = [p[0] for p in parts]
+    if "question" not in names or any(str(p[1]).startswith("$") for p in parts[1:names.index("question")]):
+        raise ValueError(f"node {name!r}: expected instruction, literal parts, then the question")
+    literals = tuple(str(p[1]) for p in parts[1:names.index("question")])
+    return LLMCall(parts[0][1], int(node.config.get("max_tokens", 128)), literals)
 
 
 def messages(instruction: str, *user: str) -> list[ChatMessage]:
@@ -96,7 +106,7 @@ class SearchGenerationWorkflow(Workflow):
 
     @step
     async def judge(self, ev: StartEvent) -> Judged:
-        r = await self.llm.achat(messages(self.judge_call.instruction, ev.question),
+        r = await self.llm.achat(self.judge_call.messages(ev.question),
                                  max_tokens=self.judge_call.max_tokens)
         return Judged(question=ev.question, judge=r.message.content or "")
 
@@ -109,7 +119,7 @@ class SearchGenerationWorkflow(Workflow):
 
     @step
     async def answer(self, ev: Searched) -> StopEvent:
-        r = await self.llm.achat(messages(self.core_call.instruction, ev.question, render(ev.results)),
+        r = await self.llm.achat(self.core_call.messages(ev.question, render(ev.results)),
                                  max_tokens=self.core_call.max_tokens)
         return StopEvent(result=r.message.content or "")
 
@@ -181,10 +191,10 @@ class LlamaIndexToolAgent:
         log = CallLog()
         llm = EngineLLM(self.clients["llm"].with_log(log))
         tools = self._tools(self.clients["tools"].with_log(log))
-        r = await llm.achat(messages(self.plan.instruction, question), max_tokens=self.plan.max_tokens)
+        r = await llm.achat(self.plan.messages(question), max_tokens=self.plan.max_tokens)
         calls = plan_calls(r.message.content or "", self.max_calls, self.allowed)
         outputs = await asyncio.gather(*(tools[c["tool"]].acall(**c["args"]) for c in calls))
         results = [o.raw_output for o in outputs]
-        a = await llm.achat(messages(self.answer.instruction, question, render(results)),
+        a = await llm.achat(self.answer.messages(question, render(results)),
                             max_tokens=self.answer.max_tokens)
         return Answer(a.message.content or "", [], log.entries, time.perf_counter() - log.t0)

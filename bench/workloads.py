@@ -135,14 +135,21 @@ def _tool_need(kind: str, rng: random.Random) -> str:
     return f"who or what is {rng.choice(_TOPICS)}"
 
 
-def tool_queries(n: int, seed: int = 0) -> list[dict[str, Any]]:
-    """n tool-agent questions {"question", "needs"}, each asking for two different tools' answers
-    (arithmetic, a unit conversion, a city's weather, an encyclopedia topic), drawn with `seed`."""
-    kinds = ("calculator", "convert_units", "weather", "wiki_lookup")
+TOOL_KINDS = ("calculator", "convert_units", "weather", "wiki_lookup")
+
+
+def tool_queries(n: int, seed: int = 0, tools: int = 2, kinds: tuple[str, ...] = TOOL_KINDS) -> list[dict[str, Any]]:
+    """n tool-agent questions {"question", "needs"}, each asking for `tools` (1 or 2) different tools'
+    answers among `kinds` (arithmetic, a unit conversion, a city's weather, an encyclopedia topic),
+    drawn with `seed`."""
+    if tools not in (1, 2) or tools > len(kinds) or not set(kinds) <= set(TOOL_KINDS):
+        raise ValueError(f"need tools in (1, 2), at most len(kinds), and kinds among {TOOL_KINDS}; "
+                         f"got tools={tools!r} kinds={kinds!r}")
     rng = random.Random(f"tools:{seed}")
     out = []
     for _ in range(n):
-        needs = rng.sample(kinds, 2)
-        first, second = (_tool_need(k, rng) for k in needs)
-        out.append({"question": f"{first[0].upper()}{first[1:]}, and {second}?", "needs": needs})
+        needs = rng.sample(kinds, tools)
+        asks = [_tool_need(k, rng) for k in needs]
+        text = ", and ".join(asks)
+        out.append({"question": f"{text[0].upper()}{text[1:]}?", "needs": needs})
     return out

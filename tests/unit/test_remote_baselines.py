@@ -12,7 +12,7 @@ import pytest
 from apps import search_generation, tool_agent
 from bench.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
 from bench.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent, plan_calls
-from bench.remote_apps import PLAN_INSTRUCTION, TOOL_NAMES
+from bench.remote_apps import PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
 from teola.components import prompts
 
 PLAN = ('Sure.\n{"tool": "calculator", "args": {"expression": "2+3"}}\n'
@@ -55,7 +55,8 @@ def fake_started(app: Any, backends: dict[str, Any]) -> Any:
 async def test_tool_agent_baselines_plan_call_tools_and_answer(cls):
     from engines.tools import ToolEngine
 
-    app = tool_agent.build(tools={"defaults": True}, tool_names=TOOL_NAMES, plan_instruction=PLAN_INSTRUCTION)
+    app = tool_agent.build(tools={"defaults": True}, tool_names=TOOL_NAMES, plan_instruction=PLAN_INSTRUCTION,
+                           plan_examples=PLAN_EXAMPLES)
     llm, tools = ScriptedLLM(), ToolEngine("tools")
     await tools.start()
     try:
@@ -64,7 +65,8 @@ async def test_tool_agent_baselines_plan_call_tools_and_answer(cls):
         await tools.stop()
     assert ans.text == "final answer"
     plan, answer = llm.requests
-    assert plan["parts"] == [["system", PLAN_INSTRUCTION], ["user", "What is 2+3, and 1 h in min?"]]
+    # the same parts as the teola template: instruction, the worked examples, the question
+    assert plan["parts"] == [["system", PLAN_INSTRUCTION], ["user", PLAN_EXAMPLES], ["user", "What is 2+3, and 1 h in min?"]]
     assert plan["max_tokens"] == 96
     # max_calls = 2: the third line is not called; results in plan order, rendered as teola renders them
     assert answer["parts"] == [["system", prompts.TOOL_ANSWER], ["user", "What is 2+3, and 1 h in min?"],

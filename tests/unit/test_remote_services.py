@@ -138,3 +138,7 @@ def test_tool_queries_are_seeded_and_need_two_different_tools():
     for q in qs:
         assert len(set(q["needs"])) == 2 and set(q["needs"]) <= set(TOOL_ARGS)
         assert q["question"].endswith("?") and ", and " in q["question"]
+    single = tool_queries(10, seed=0, tools=1, kinds=("weather", "convert_units"))
+    assert all(len(q["needs"]) == 1 and q["needs"][0] in ("weather", "convert_units") for q in single)
+    with pytest.raises(ValueError, match="kinds"):
+        tool_queries(1, tools=2, kinds=("weather",))
