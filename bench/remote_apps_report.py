@@ -86,6 +86,12 @@ def markdown(data: dict[str, Any], command: str) -> str:
          "(StateGraph with a conditional edge; the agent's tool calls fan out as parallel `Send` branches; "
          "`bench/langgraph_remote.py`). Same prompts, same engine adapters."),
         "",
+        ("Where the work differs (see the decode tokens column): teola's planner is a splittable call that "
+         "stops once it has written the `num_items` tool calls the template asks for (1 here) and starts each "
+         "call as soon as its line is complete; the baselines decode the plan until end-of-sequence or "
+         "max_tokens and then parse it, as their libraries do. Search generation does the same work in all "
+         "three (its graph has no independent branches: the search waits for the judge)."),
+        "",
         "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)",
         "",
         "mean over trials of each trial's mean-latency ratio (min-max, std); verdict: faster / slower only if every "
