@@ -12,13 +12,19 @@ DEFAULT_TOOLS = ("calculator", "wiki_lookup")
 
 
 def build(llm: dict[str, Any] | None = None, tools: dict[str, Any] | None = None,
-          tool_names: tuple[str, ...] = DEFAULT_TOOLS, max_calls: int = 2) -> App:
+          tool_names: tuple[str, ...] = DEFAULT_TOOLS, max_calls: int = 2,
+          plan_instruction: str | None = None, plan_examples: str | None = None) -> App:
+    """`plan_instruction` replaces the planner's instruction (default: prompts.TOOL_PLAN listing
+    `tool_names`); `plan_examples` (worked examples, which a small model needs) goes between the
+    instruction and the question."""
     app = App("tool_agent")
+    if plan_instruction is None:
+        plan_instruction = prompts.TOOL_PLAN.format(tools=", ".join(tool_names))
     app.register_engine(Engine("llm", **({"kind": "vllm", "model": "smollm2-135m-instruct"} | (llm or {}))))
     app.register_engine(Engine("tools", kind="tool", **(tools or {})))
 
     plan = Node("llm", name="plan", engine="llm", anno="splittable", config={
-        "parts": [["instruction", prompts.TOOL_PLAN.format(tools=", ".join(tool_names))],
+        "parts": [["instruction", plan_instruction], *([["examples", plan_examples]] if plan_examples else []),
                   ["question", "$query.question"]],
         "split": "jsonl", "num_items": max_calls, "max_tokens": 96})
     call = Node("tool", name="tools", engine="tools", config={"tools": list(tool_names)})

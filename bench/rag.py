@@ -151,7 +151,7 @@ async def _reset_remote(base_url: str) -> bool:
 
 # ---- one query / one trace ----------------------------------------------------------------------
 KEEP = ("primitive", "op", "engine", "status", "queued", "started", "finished", "batch_id", "batch_size", "batches",
-        "fused_into", "fused_with", "num_prompt_tokens", "num_cached_tokens", "num_output_tokens")
+        "fused_into", "fused_with", "num_prompt_tokens", "num_cached_tokens", "num_output_tokens", "requests")
 
 
 def parents_of(graph: Any) -> dict[str, list[str]]:

@@ -114,3 +114,42 @@ def doc_qa(n: int, rate: float, passages: int = 10, source: str = "truthfulqa", 
 def app_query(q: dict[str, Any]) -> dict[str, Any]:
     """The part of a workload query an app takes (reference answers stay out of the prompt)."""
     return {k: v for k, v in q.items() if k not in ("answers", "gold")}
+
+
+_CITIES = ("Paris", "Tokyo", "Lima", "Cairo", "Oslo", "Nairobi", "Toronto", "Sydney", "Mumbai", "Madrid",
+           "Seoul", "Berlin", "Quito", "Hanoi", "Dublin", "Denver")
+_TOPICS = ("Albert Einstein", "the Eiffel Tower", "photosynthesis", "the Roman Empire", "Marie Curie",
+           "the Amazon River", "jazz", "the Moon", "Isaac Newton", "volcanoes", "the Great Wall of China", "Mozart")
+_UNITS = (("km", "mi"), ("kg", "lb"), ("l", "gal"), ("m", "ft"), ("c", "f"), ("h", "min"))
+
+
+def _tool_need(kind: str, rng: random.Random) -> str:
+    if kind == "calculator":
+        a, b = rng.randint(11, 999), rng.randint(11, 999)
+        return rng.choice((f"what is {a} times {b}", f"what is {a} plus {b}", f"what is {a} minus {b}"))
+    if kind == "convert_units":
+        src, dst = rng.choice(_UNITS)
+        return f"convert {rng.randint(2, 500)} {src} to {dst}"
+    if kind == "weather":
+        return f"what is the weather in {rng.choice(_CITIES)}"
+    return f"who or what is {rng.choice(_TOPICS)}"
+
+
+TOOL_KINDS = ("calculator", "convert_units", "weather", "wiki_lookup")
+
+
+def tool_queries(n: int, seed: int = 0, tools: int = 2, kinds: tuple[str, ...] = TOOL_KINDS) -> list[dict[str, Any]]:
+    """n tool-agent questions {"question", "needs"}, each asking for `tools` (1 or 2) different tools'
+    answers among `kinds` (arithmetic, a unit conversion, a city's weather, an encyclopedia topic),
+    drawn with `seed`."""
+    if tools not in (1, 2) or tools > len(kinds) or not set(kinds) <= set(TOOL_KINDS):
+        raise ValueError(f"need tools in (1, 2), at most len(kinds), and kinds among {TOOL_KINDS}; "
+                         f"got tools={tools!r} kinds={kinds!r}")
+    rng = random.Random(f"tools:{seed}")
+    out = []
+    for _ in range(n):
+        needs = rng.sample(kinds, tools)
+        asks = [_tool_need(k, rng) for k in needs]
+        text = ", and ".join(asks)
+        out.append({"question": f"{text[0].upper()}{text[1:]}?", "needs": needs})
+    return out

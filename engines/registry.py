@@ -15,7 +15,7 @@ _KINDS: dict[str, str | Callable[..., EngineBackend]] = {
     "sentence_transformers": "engines.embedding:EmbeddingEngine",
     "reranker": "engines.reranker:RerankerEngine",
     "pgvector": "engines.pgvector_store:PgVectorEngine",
-    "search": "engines.text_search:TextSearchEngine",
+    "search": "engines.remote_search:search_engine",
     "tool": "engines.tools:ToolEngine",
     "openai": "engines.openai_engine:openai_engine",
 }

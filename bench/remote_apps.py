@@ -1,0 +1,326 @@
+"""Apps whose latency comes from remote services: teola vs LlamaIndex vs LangGraph, on real engines.
+
+Workloads (issue 15; shipped data, fixed seeds):
+- search_generation (Teola Fig. 2a, apps/search_generation.py): NQ-open questions; the judge LLM
+  decides, the search goes to a loopback web-search service over the shipped Wikipedia corpus whose
+  answers are delayed by Tavily's published latency distribution (bench/remote_services.py says
+  the source), the core LLM answers from the top 4 results;
+- tool_agent (Fig. 2b, apps/tool_agent.py): questions that each need a tool (a city's weather or
+  a unit conversion: the tools SmolLM2-135M calls correctly, see PLAN_EXAMPLES); the tools are HTTP
+  endpoints of the same service with the latencies of their kind, called through the tool
+  engine's HTTP path; the planner gets worked examples and makes one call.
+
+Systems, all on the SAME engine adapters (one vLLM with SmolLM2-135M shared by both apps, the
+remote search adapter, the tool engine), started once:
+  teola      all passes, topology-aware batching (decode pipelining starts each tool call as soon
+             as its JSON line is written; prefill split prefills the core prompt's prefix early);
+  LlamaIndex the real llama-index-core: a Workflow for search generation, FunctionTools + an
+             explicit plan -> concurrent tools -> answer pipeline for the agent (bench/llamaindex_remote.py);
+  LangGraph  StateGraphs: judge -> conditional edge -> search -> answer; plan -> Send fan-out of the
+             tool calls as parallel branches -> answer (bench/langgraph_remote.py).
+
+Per workload and trial k (seed + k): each system alone on the first `alone` queries (single-query
+latency; teola's give the critical-path bounds), then an open-loop Poisson trace at every rate with
+the same queries and arrivals for every system. vLLM's prefix cache is emptied before each trace.
+Reported: latency mean / p50 / p99 per (rate, system) with the spread over trials, teola's speedup
+per trial and its verdict (bench.rag.speedups / verdict), LLM calls, prompt and decode tokens,
+search / tool calls per query, per-op time, teola's actual / critical-path bound and Fig. 11 shares.
+
+Run: python -m bench.remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1,R2,...]
+--quick: one rate, 4 queries, 1 trial, 1 query alone per system (CI-sized). Writes
+bench/results/remote_apps.{json,md} (--quick: bench/results/quick/).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import without_keys
+from bench.rag import (critical_path_bound, critical_path_shares, reset_prefix_cache, run_open_loop, run_query,
+                       summarize)
+from bench.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
+from bench.workloads import poisson_arrivals, search_queries, tool_queries
+
+SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
+APPS = ("search_generation", "tool_agent")
+# Queries per second. Alone, a query takes a few seconds (two LLM calls of <=96 tokens + ~1 s of
+# remote latency); vLLM batches concurrent decodes, so saturation is well above 1 / latency.
+RATES = {"search_generation": (0.5, 1.0, 2.0, 4.0, 8.0), "tool_agent": (0.5, 1.0, 2.0, 4.0, 8.0)}
+QUICK_RATE = {"search_generation": 1.0, "tool_agent": 1.0}
+QUERY_TIMEOUT = 300.0
+TOOL_NAMES = tuple(TOOL_ARGS)
+# SmolLM2-135M writes tool calls only after worked examples, and only for some tools. Measured on 8
+# one-tool questions (bench.workloads.tool_queries) at greedy decoding: with the instruction alone, or
+# with one-call examples, it answers in prose; with the two-call examples below and a "Question: "
+# label it writes a correct first call line for every weather and unit-conversion question, names a
+# tool "math" for arithmetic, answers encyclopedia questions in prose, and its second lines name
+# tools that do not exist. So the agent makes one call per question and the questions ask for a
+# city's weather or a unit conversion (the two tool kinds, ~0.25 s and ~0.03 s median latency).
+PLAN_INSTRUCTION = (
+    "You call tools. Tools: calculator(expression), convert_units(value, from_unit, to_unit), weather(city), "
+    "wiki_lookup(query). Reply with one JSON object per line and nothing else. Examples:")
+PLAN_EXAMPLES = (
+    'Question: What is 3 times 4, and what is the weather in Rome?\n'
+    '{"tool": "calculator", "args": {"expression": "3*4"}}\n{"tool": "weather", "args": {"city": "Rome"}}\n\n'
+    'Question: Convert 5 km to mi, and who or what is the Nile?\n'
+    '{"tool": "convert_units", "args": {"value": 5, "from_unit": "km", "to_unit": "mi"}}\n'
+    '{"tool": "wiki_lookup", "args": {"query": "Nile"}}')
+MAX_CALLS = 1
+TOOL_KINDS = ("weather", "convert_units")
+
+
+def agent_queries(n: int, seed: int) -> list[dict[str, Any]]:
+    """The tool agent's questions, labelled as in PLAN_EXAMPLES."""
+    return [{**q, "question": "Question: " + q["question"]} for q in tool_queries(n, seed, 1, TOOL_KINDS)]
+
+
+@dataclass
+class Settings:
+    apps: tuple[str, ...] = APPS
+    systems: tuple[str, ...] = SYSTEMS
+    rates: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(RATES))
+    n_queries: int = 20
+    trials: int = 3
+    alone: int = 5
+    seed: int = 0
+    latency_scale: float = 1.0
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(rates={a: (r,) for a, r in QUICK_RATE.items()}, n_queries=4, trials=1, alone=1)
+
+
+# ---- apps, systems, one query ---------------------------------------------------------------------
+def make_apps(names: tuple[str, ...], svc: ServiceProcess) -> dict[str, Any]:
+    from apps import search_generation, tool_agent
+    from teola.shared_engines import share_engines
+
+    builds = {
+        "search_generation": lambda: search_generation.build(search={"url": svc.search_url}),
+        "tool_agent": lambda: tool_agent.build(tools={"defaults": False, "http_tools": tool_specs(svc.base_url)},
+                                               tool_names=TOOL_NAMES, max_calls=MAX_CALLS,
+                                               plan_instruction=PLAN_INSTRUCTION, plan_examples=PLAN_EXAMPLES),
+    }
+    apps = {name: builds[name]() for name in names}
+    share_engines(apps.values())
+    return apps
+
+
+def baseline(system: str, app: Any) -> Any:
+    """The baseline object with `aquery(question) -> Answer` for `system` on a started app."""
+    if system == "LlamaIndex":
+        from bench.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent
+        return (LlamaIndexSearchGeneration if app.name == "search_generation" else LlamaIndexToolAgent)(app)
+    from bench.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
+    return (LangGraphSearchGeneration if app.name == "search_generation" else LangGraphToolAgent)(app)
+
+
+async def run_baseline_query(impl: Any, query: dict[str, Any], arrival: float, index: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {"i": index, "arrival": arrival, "compile_s": 0.0, "parents": {}}
+    try:
+        ans = await asyncio.wait_for(impl.aquery(query["question"]), QUERY_TIMEOUT)
+        rec.update(ok=True, trace=ans.trace, answer=ans.text[:300])
+    except Exception as exc:  # noqa: BLE001 -- a failed query is recorded and reported
+        rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500], trace=[])
+    rec["latency"] = time.perf_counter() - t0
+    return rec
+
+
+async def run_points(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None,
+                     offset: int) -> list[dict[str, Any]]:
+    """A Poisson trace (or, with `arrivals` None, the queries alone one after another)."""
+    await reset_prefix_cache(app)
+
+    def one(i: int, arrival: float) -> Any:
+        q = {"question": queries[i]["question"]}
+        if system == "teola":
+            return run_query(app, q, {}, "topology", arrival, offset + i)
+        return run_baseline_query(impl, q, arrival, offset + i)
+
+    if arrivals is None:
+        return [await one(i, 0.0) for i in range(len(queries))]
+    return await run_open_loop(arrivals, lambda i: one(i, arrivals[i]))
+
+
+# ---- per-query counts ---------------------------------------------------------------------------
+def work(rec: dict[str, Any]) -> dict[str, float]:
+    """LLM calls, prompt tokens, decode tokens, search and tool calls of one query's trace."""
+    calls: dict[str, dict[str, int]] = {}
+    searches = tools = 0
+    for t in rec.get("trace", []):
+        op = t.get("op")
+        if op in ("decoding", "partial_decoding") and t.get("status", "ok") == "ok":
+            c = calls.setdefault(t["primitive"].split("[")[0], {"prompt": 0, "out": 0})
+            c["prompt"] = max(c["prompt"], t.get("num_prompt_tokens", 0))
+            c["out"] = max(c["out"], t.get("num_output_tokens", 0))
+        elif op in ("searching", "tool") and t.get("status", "ok") == "ok" and t.get("batch_size"):
+            # teola: one map primitive per item (pipelined), run only if it had an item (its engine
+            # batch may hold other queries' requests); the baselines: one call of batch_size requests
+            n = 1 if not t["primitive"].startswith("llamaindex.") else t["batch_size"]
+            searches += n if op == "searching" else 0
+            tools += n if op == "tool" else 0
+    return {"llm_calls": len(calls), "prompt_tokens": sum(c["prompt"] for c in calls.values()),
+            "decode_tokens": sum(c["out"] for c in calls.values()), "searches": searches, "tool_calls": tools}
+
+
+def mean_work(records: list[dict[str, Any]]) -> dict[str, float]:
+    ok = [work(r) for r in records if r.get("ok")]
+    return {k: statistics.fmean(w[k] for w in ok) for k in ok[0]} if ok else {}
+
+
+# ---- the suite ----------------------------------------------------------------------------------
+def _entry(res: dict[str, Any], rate: str, system: str, lam: float | None) -> dict[str, Any]:
+    return res["runs"].setdefault(rate, {}).setdefault(system, {"rate": lam, "records": [], "trials": []})
+
+
+async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
+    """Every trial, rate and system on one started app; records carry their trial and index."""
+    impls = {x: baseline(x, app) for x in s.systems if x != "teola"}
+    queries_for = search_queries if app.name == "search_generation" else agent_queries
+    res: dict[str, Any] = {"runs": {}, "bounds": []}
+    warm = queries_for(1, s.seed + 1000)
+    for system in s.systems:  # warm-up: first-call costs (compile, connections) outside the numbers
+        await run_points(system, app, impls.get(system), warm, None, 0)
+    bounds = [0.0] * (s.trials * s.n_queries)
+    for k in range(s.trials):
+        queries, offset = queries_for(s.n_queries, s.seed + k), k * s.n_queries
+        for system in s.systems:
+            bar.set_postfix_str(f"{app.name} trial {k} alone {system}")
+            recs = await run_points(system, app, impls.get(system), queries[: s.alone], None, offset)
+            if system == "teola":
+                for r in recs:
+                    bounds[r["i"]] = critical_path_bound(r["parents"], r["trace"]) if r.get("ok") else 0.0
+            _add(_entry(res, "alone", system, None), recs, k, s.seed + k, None)
+            bar.update()
+        for lam in s.rates[app.name]:
+            arrivals = poisson_arrivals(s.n_queries, lam, s.seed + k)
+            for system in s.systems:
+                bar.set_postfix_str(f"{app.name} trial {k} {lam} q/s {system}")
+                t0 = time.perf_counter()
+                recs = await run_points(system, app, impls.get(system), queries, arrivals, offset)
+                _add(_entry(res, f"{lam:g}", system, lam), recs, k, s.seed + k, time.perf_counter() - t0)
+                bar.update()
+    res["bounds"] = bounds
+    for systems in res["runs"].values():
+        for system, entry in systems.items():
+            entry["summary"] = {**summarize(entry["records"], bounds), "work": mean_work(entry["records"])}
+            for j, tr in enumerate(entry["trials"]):
+                mine = [r for r in entry["records"] if r["trial"] == j]
+                tr["summary"] = {key: v for key, v in summarize(mine, bounds).items() if key != "by_op"}
+            if system == "teola":
+                shares = [c for c in map(critical_path_shares, entry["records"]) if c]
+                entry["critical_path"] = {key: statistics.fmean(c[key] for c in shares) for key in shares[0]} \
+                    if shares else None
+    return res
+
+
+def _add(entry: dict[str, Any], recs: list[dict[str, Any]], k: int, seed: int, seconds: float | None) -> None:
+    for r in recs:
+        r["trial"] = k
+    entry["records"] += recs
+    entry["trials"].append({"seed": seed, "seconds": seconds, "loadavg_after": os.getloadavg()})
+
+
+async def bench(apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress: bool = True) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    steps = sum(s.trials * len(s.systems) * (1 + len(s.rates[a])) for a in s.apps)
+    bar = tqdm(total=steps, desc="remote apps", disable=not progress, dynamic_ncols=True)
+    out: dict[str, Any] = {"settings": asdict(s), "latency_sources": LATENCY_SOURCES,
+                           "search_latency": {"p50": SEARCH_LATENCY.p50, "p95": SEARCH_LATENCY.p95,
+                                              "mean": SEARCH_LATENCY.mean}, "apps": {}}
+    t0 = time.perf_counter()
+    for name in s.apps:
+        out["apps"][name] = await bench_app(apps[name], s, bar)
+    bar.close()
+    out["service_calls"] = await svc.calls()
+    out["wall_seconds"] = time.perf_counter() - t0
+    return out
+
+
+async def _main(s: Settings, quick: bool, command: str, write: bool) -> dict[str, Any]:
+    from engines.paths import configure_engine_env
+
+    configure_engine_env()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    t0 = time.perf_counter()
+    async with ServiceProcess(seed=s.seed, scale=s.latency_scale) as svc:
+        apps = make_apps(s.apps, svc)
+        for app in apps.values():
+            await app.start()
+        startup = time.perf_counter() - t0
+        try:
+            data = await bench(apps, s, svc)
+        finally:
+            for app in apps.values():
+                await app.stop()
+    data.update(startup_seconds=startup, quick=quick)
+    if write:
+        from bench.common import RESULTS, machine
+        from bench.remote_apps_report import markdown
+
+        data["machine"] = machine()
+        md = markdown(data, command)
+        folder = RESULTS / "quick" if quick else RESULTS
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "remote_apps.json").write_text(json.dumps(without_keys(data, "parents"), indent=1, default=str))
+        (folder / "remote_apps.md").write_text(md.rstrip() + "\n")
+        print(md)
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.remote_apps", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="one rate, 4 queries, 1 trial, 1 query alone (CI-sized)")
+    p.add_argument("--apps", default=None, help=f"comma-separated subset of {','.join(APPS)}")
+    p.add_argument("--trials", type=int, default=None, help="trials (seeds seed..seed+N-1; default 3, --quick 1)")
+    p.add_argument("--queries", type=int, default=None, help="queries per point (default 20, --quick 4)")
+    p.add_argument("--rates", default=None, help="comma-separated rates (q/s) for every app")
+    p.add_argument("--no-write", action="store_true", help="print the summary, write no result files")
+    args = p.parse_args(argv)
+    s = Settings.quick() if args.quick else Settings()
+    if args.apps:
+        s.apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
+        if unknown := [a for a in s.apps if a not in APPS]:
+            p.error(f"unknown app(s) {unknown}; known: {list(APPS)}")
+    if args.trials is not None:
+        if args.trials < 1:
+            p.error("--trials must be >= 1")
+        s.trials = args.trials
+    if args.queries is not None:
+        if args.queries < 1:
+            p.error("--queries must be >= 1")
+        s.n_queries, s.alone = args.queries, min(s.alone, args.queries)
+    if args.rates:
+        try:
+            rates = tuple(float(r) for r in args.rates.split(","))
+        except ValueError:
+            p.error(f"--rates must be comma-separated numbers, got {args.rates!r}")
+        if not all(r > 0 for r in rates):
+            p.error("--rates must be positive")
+        s.rates = {a: rates for a in APPS}
+    command = "python -m bench.remote_apps" + "".join(
+        f" {flag}" + (f" {value}" if value is not True else "") for flag, value in
+        (("--quick", args.quick), ("--apps", args.apps), ("--trials", args.trials), ("--queries", args.queries),
+         ("--rates", args.rates)) if value)
+    data = asyncio.run(_main(s, args.quick, command, not args.no_write))
+    if args.no_write:
+        from bench.rag import speedups
+        print(json.dumps(speedups(data), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
