@@ -15,7 +15,7 @@ pytestmark = pytest.mark.engines
 
 
 async def test_remote_apps_quick_core_same_work_in_every_system(llm_engine):
-    settings = Settings(rates={a: (2.0,) for a in APPS}, n_queries=2, trials=1, alone=1, latency_scale=0.1)
+    settings = Settings(rates={a: (2.0,) for a in APPS}, n_queries=1, trials=1, alone=1, latency_scale=0.1)
     async with ServiceProcess(seed=0, scale=settings.latency_scale) as svc:
         apps = make_apps(APPS, svc)
         for app in apps.values():
