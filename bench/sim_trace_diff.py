@@ -63,14 +63,19 @@ def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any]) -> dict[str
     return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False))
 
 
+def _queued(t: dict[str, Any]) -> float:
+    """When a primitive was queued (0.0 is a time, not a missing one)."""
+    return t["started"] if t.get("queued") is None else t["queued"]
+
+
 def per_primitive(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     acc: dict[str, dict[str, list[float]]] = {}
     for run in runs:
         for t in run["trace"]:
             if t.get("started") is None or t.get("finished") is None:
                 continue
-            a = acc.setdefault(t["name"], {"queued": [], "running": [], "engine": t.get("engine") or "-"})
-            a["queued"].append(t["started"] - (t.get("queued") or t["started"]))
+            a = acc.setdefault(t["primitive"], {"queued": [], "running": [], "engine": t.get("engine") or "-"})
+            a["queued"].append(t["started"] - _queued(t))
             a["running"].append(t["finished"] - t["started"])
     return {k: {"engine": v["engine"], "queued": statistics.fmean(v["queued"]), "running": statistics.fmean(v["running"])}
             for k, v in acc.items()}
@@ -83,7 +88,7 @@ def edges(runs: list[dict[str, Any]]) -> dict[str, float]:
         done = [t for t in run["trace"] if t.get("finished") is not None]
         if not done:
             continue
-        before.append(min(t.get("queued") or t["started"] for t in done))
+        before.append(min(_queued(t) for t in done))
         after.append(run["latency"] - max(t["finished"] for t in done))
     return {"before": statistics.fmean(before), "after": statistics.fmean(after),
             "latency": statistics.fmean(r["latency"] for r in runs)}

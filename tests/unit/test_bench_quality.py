@@ -48,3 +48,17 @@ def test_wilson_interval_matches_hand_computed_bounds():
     assert round(lo, 3) == 0.142 and round(hi, 3) == 0.402
     assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
     assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_trace_diff_reads_runtime_traces():
+    from bench.sim_trace_diff import edges, per_primitive
+
+    run = {"latency": 1.5, "trace": [
+        {"primitive": "embed", "engine": "embedding", "queued": 0.0, "started": 0.1, "finished": 0.3},
+        {"primitive": "llm", "engine": "llm", "queued": 0.3, "started": 0.3, "finished": 1.2},
+        {"primitive": "skipped", "queued": 0.3}]}
+    rows = per_primitive([run])
+    assert set(rows) == {"embed", "llm"}
+    assert abs(rows["embed"]["queued"] - 0.1) < 1e-9 and abs(rows["llm"]["running"] - 0.9) < 1e-9
+    e = edges([run])
+    assert e["before"] == 0.0 and abs(e["after"] - 0.3) < 1e-9 and e["latency"] == 1.5
