@@ -33,6 +33,11 @@ def write_results(name: str, data: dict, markdown: str) -> None:
     print(markdown)
 
 
+def command_line(prog: str, flags: tuple[tuple[str, Any], ...]) -> str:
+    """The command that reproduces a run: `prog` and the flags that were given (True: a switch)."""
+    return prog + "".join(f" {flag}" + (f" {value}" if value is not True else "") for flag, value in flags if value)
+
+
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (q in [0, 100]) with linear interpolation between closest ranks (numpy's
     default); nan for an empty list. The one percentile every benchmark reports."""

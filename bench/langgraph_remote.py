@@ -26,7 +26,7 @@ from langgraph.types import Send
 from pydantic import ConfigDict
 
 from bench.llamaindex_rag import Answer, CallLog, EngineClient
-from bench.llamaindex_remote import LLMCall, backends_of, node_call, plan_calls, render
+from bench.llamaindex_remote import LLMCall, backends_of, node_call, node_config, plan_calls, render
 
 
 class EngineChatModel(BaseChatModel):
@@ -81,8 +81,8 @@ class LangGraphSearchGeneration:
     def __init__(self, app: Any) -> None:
         self.clients = {n: EngineClient(n, b) for n, b in backends_of(app).items()}
         self.judge, self.core = node_call(app, "judge"), node_call(app, "core")
-        self.marker = next(n for n in app.nodes if n.name == "need_search").config["not_contains"].lower()
-        self.top_k = int(next(n for n in app.nodes if n.name == "web_search").config.get("top_k", 4))
+        self.marker = node_config(app, "need_search")["not_contains"].lower()
+        self.top_k = int(node_config(app, "web_search").get("top_k", 4))
 
     def graph(self, log: CallLog) -> Any:
         llm = EngineChatModel(client=self.clients["llm"].with_log(log))
@@ -140,8 +140,8 @@ class LangGraphToolAgent:
     def __init__(self, app: Any) -> None:
         self.clients = {n: EngineClient(n, b) for n, b in backends_of(app).items()}
         self.plan, self.answer = node_call(app, "plan"), node_call(app, "answer")
-        self.max_calls = int(next(n for n in app.nodes if n.name == "plan").config.get("num_items", 2))
-        self.allowed = list(next(n for n in app.nodes if n.name == "tools").config.get("tools", []))
+        self.max_calls = int(node_config(app, "plan").get("num_items", 2))
+        self.allowed = list(node_config(app, "tools").get("tools", []))
 
     def graph(self, log: CallLog) -> Any:
         llm = EngineChatModel(client=self.clients["llm"].with_log(log))

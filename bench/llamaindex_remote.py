@@ -51,6 +51,14 @@ class LLMCall:
         return messages(self.instruction, *self.literals, question, *rest)
 
 
+def node_config(app: Any, name: str) -> dict[str, Any]:
+    """The config of the teola app's node `name` (a clear error when there is none)."""
+    node = next((n for n in app.nodes if n.name == name), None)
+    if node is None:
+        raise ValueError(f"app {app.name!r} has no node {name!r}")
+    return node.config
+
+
 def node_call(app: Any, name: str) -> LLMCall:
     """The prompt layout and max_tokens of the teola app's LLM node `name`: instruction, literal
     parts, then the question and the parts that follow it."""
@@ -130,9 +138,8 @@ class LlamaIndexSearchGeneration:
     def __init__(self, app: Any, timeout: float = 300.0) -> None:
         self.clients = {n: EngineClient(n, b) for n, b in backends_of(app).items()}
         self.judge, self.core = node_call(app, "judge"), node_call(app, "core")
-        cond = next(n for n in app.nodes if n.name == "need_search").config
-        self.marker = cond["not_contains"]
-        self.top_k = int(next(n for n in app.nodes if n.name == "web_search").config.get("top_k", 4))
+        self.marker = node_config(app, "need_search")["not_contains"]
+        self.top_k = int(node_config(app, "web_search").get("top_k", 4))
         self.timeout = timeout
 
     async def aquery(self, question: str) -> Answer:
@@ -175,9 +182,8 @@ class LlamaIndexToolAgent:
     def __init__(self, app: Any) -> None:
         self.clients = {n: EngineClient(n, b) for n, b in backends_of(app).items()}
         self.plan, self.answer = node_call(app, "plan"), node_call(app, "answer")
-        plan_node = next(n for n in app.nodes if n.name == "plan")
-        self.max_calls = int(plan_node.config.get("num_items", 2))
-        self.allowed = list(next(n for n in app.nodes if n.name == "tools").config.get("tools", []))
+        self.max_calls = int(node_config(app, "plan").get("num_items", 2))
+        self.allowed = list(node_config(app, "tools").get("tools", []))
 
     def _tools(self, client: EngineClient) -> dict[str, FunctionTool]:
         def make(name: str) -> FunctionTool:

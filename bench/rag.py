@@ -49,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import percentile, without_keys
+from bench.common import command_line, percentile, without_keys
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 
 NO_OPT = {"prune_dependencies": False, "stage_decomposition": False, "prefill_split": False,
@@ -920,10 +920,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.trials < 1:
             p.error(f"--trials must be >= 1, got {args.trials}")
         s.trials = args.trials
-    command = "python -m bench.rag" + "".join(
-        f" {flag}" + (f" {value}" if value is not True else "") for flag, value in
-        (("--quick", args.quick), ("--apps", args.apps), ("--systems", args.systems), ("--trials", args.trials))
-        if value)
+    command = command_line("python -m bench.rag", (("--quick", args.quick), ("--apps", args.apps),
+                                                    ("--systems", args.systems), ("--trials", args.trials)))
     data = asyncio.run(_main(s, args.quick, command, not args.no_write))
     if args.no_write:
         print(json.dumps(speedups(data), indent=1))

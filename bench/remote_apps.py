@@ -45,7 +45,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import without_keys
+from bench.common import command_line, without_keys
 from bench.rag import (critical_path_bound, critical_path_shares, reset_prefix_cache, run_open_loop, run_query,
                        summarize)
 from bench.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
@@ -311,10 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         if not all(r > 0 for r in rates):
             p.error("--rates must be positive")
         s.rates = {a: rates for a in APPS}
-    command = "python -m bench.remote_apps" + "".join(
-        f" {flag}" + (f" {value}" if value is not True else "") for flag, value in
-        (("--quick", args.quick), ("--apps", args.apps), ("--trials", args.trials), ("--queries", args.queries),
-         ("--rates", args.rates)) if value)
+    command = command_line("python -m bench.remote_apps", (
+        ("--quick", args.quick), ("--apps", args.apps), ("--trials", args.trials), ("--queries", args.queries),
+        ("--rates", args.rates)))
     data = asyncio.run(_main(s, args.quick, command, not args.no_write))
     if args.no_write:
         from bench.rag import speedups

@@ -11,6 +11,7 @@ import pytest
 import ray
 
 from apps.advanced_rag import set_template
+from bench.ray_overhead import floats  # floats in a value (vectors count their elements; a RemoteItem none)
 from teola import App, Engine
 from teola.runtime import RayExecutor
 from teola.runtime.ray_data import KEEP, RemoteItem, count_remote
@@ -41,16 +42,6 @@ def local_ray():
     yield
     ray.shutdown()
 
-
-def floats(x) -> int:
-    """Floats in a value (vectors count their elements); a RemoteItem holds none."""
-    if isinstance(x, float):
-        return 1
-    if isinstance(x, dict):
-        return sum(floats(v) for v in x.values())
-    if isinstance(x, (list, tuple)):
-        return sum(floats(v) for v in x)
-    return 0
 
 
 def spy(executor: RayExecutor) -> list[tuple[str, list, list]]:
