@@ -8,9 +8,11 @@ vLLM loads it by name (`engines/vllm_kv_swap.py` builds the `kv_transfer_config`
 
 A call takes part when its request carries `kv_transfer_params={"teola_swap": {"key": ..., "costs":
 {...}}}` (`engines/kv_swap_choice.SwapCosts`); the key stays the same across the call's resumes.
+`"on_finish": true` also saves a call that finishes normally: a call that stops for a tool call
+(`pause_kv="swap"`), whose continuation comes back under the same key.
 
 Scheduler side (in vLLM's engine-core process): when such a call is aborted (teola's preemption),
-`request_finished` asks `SwapIndex.save` whether a round trip through host memory beats prefilling
+or finishes with on_finish set, `request_finished` asks `SwapIndex.save` whether a round trip through host memory beats prefilling
 its computed tokens again; if so vLLM keeps the blocks until the worker reports them saved. When the call
 comes back (prompt + the tokens decoded so far), `get_num_new_matched_tokens` offers the saved blocks
 past what the prefix cache still holds, if loading them beats prefilling them.
@@ -64,6 +66,16 @@ def _swap_param(request: "Request") -> tuple[str, SwapCosts] | None:
     return params["key"], SwapCosts.from_dict(params.get("costs"))
 
 
+def _saves_on_finish(request: "Request") -> bool:
+    """Whether the call's KV is offered for saving now that it ended: aborted (teola preempted it),
+    or ended normally with "on_finish" (it paused for a tool and its continuation will come back)."""
+    if request.status == RequestStatus.FINISHED_ABORTED:
+        return True
+    params = (request.kv_transfer_params or {}).get(PARAM) or {}
+    return bool(params.get("on_finish")) and request.status in (RequestStatus.FINISHED_STOPPED,
+                                                                  RequestStatus.FINISHED_LENGTH_CAPPED)
+
+
 def _record_bytes(kv_cache_config: "KVCacheConfig") -> int:
     """Bytes of one block over all layers (the worker's KVSwapManager.record_bytes)."""
     return sum(g.kv_cache_spec.page_size_bytes * len(g.layer_names) for g in kv_cache_config.kv_cache_groups)
@@ -115,7 +127,7 @@ class TeolaSwapConnector(KVConnectorBase_V1):
         self._local.pop(request.request_id, None)
         loaded = self._loaded.pop(request.request_id, 0)
         swap = _swap_param(request)
-        if swap is None or request.status != RequestStatus.FINISHED_ABORTED:
+        if swap is None or not _saves_on_finish(request):
             return False, ({PARAM: {"loaded_tokens": loaded}} if swap is not None else None)
         # tokens whose KV is written: with async scheduling the last step may still be in flight
         computed = request.num_computed_tokens - int(getattr(request, "num_in_flight_tokens", 0) or 0)
@@ -156,7 +168,7 @@ class TeolaSwapConnector(KVConnectorBase_V1):
         return  # loads are synchronous and whole, done in start_load_kv
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any) -> None:
-        return  # saves happen when a call is aborted, not during the forward pass
+        return  # saves happen when a call ends (request_finished), not during the forward pass
 
     def wait_for_save(self):
         return

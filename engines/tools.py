@@ -156,7 +156,8 @@ class ToolEngine:
         import httpx
 
         if self._client is None:
-            self._client = httpx.AsyncClient(follow_redirects=False)
+            # no client-side limit: each call's own timeout (asyncio.wait_for in _call) bounds it
+            self._client = httpx.AsyncClient(follow_redirects=False, timeout=None)
         if self._wikipedia and self._search is None:
             from engines.text_search import TextSearchEngine
 

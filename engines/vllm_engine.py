@@ -49,7 +49,9 @@ class VLLMEngine:
     engine-core process; default False on CPU, where the extra busy-polling process costs time on few
     cores, and vLLM's own default on GPUs; see engines/vllm_layout.py), kv_swap (False; True: load
     teola's KV connector, so a call aborted by teola's preemption saves its KV blocks to host memory
-    when that beats recomputing them, and its resume loads them back; engines/teola_kv_connector.py),
+    when that beats recomputing them, and its resume loads them back; a call that pauses for a tool
+    with pause_kv="swap" is saved the same way when it stops, and its continuation (same kv_key)
+    loads it; engines/teola_kv_connector.py),
     kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs (fix some of the
     measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s).
 
@@ -287,12 +289,14 @@ class VLLMEngine:
             max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
             stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,
             seed=req["seed"], output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA,
-            extra_args=vllm_kv_swap.call_params(None if prefill else req["kv_swap_key"], self.swap_costs))
+            extra_args=None if prefill else vllm_kv_swap.call_params(
+                req["kv_swap_key"] or req["kv_key"], self.swap_costs, on_finish=req["pause_kv"] == "swap"))
 
     async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
         prefill = op in PREFILL_OPS
         # a call continued after a tool call, then (when preempted) the tokens it decoded before;
-        # vLLM cannot hold a paused call's KV ("pause_kv"): its prefix cache may still have it
+        # vLLM cannot hold a paused call's KV ("pause_kv"): its prefix cache may still have it, and
+        # with kv_swap a pause_kv="swap" call is saved to host memory under its kv_key
         ids = (self.renderer.token_ids(req["parts"], req["complete"])
                + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
         params = self._params(prefill, req, len(ids))

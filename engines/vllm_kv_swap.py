@@ -88,11 +88,15 @@ async def _prefill_seconds(engine: Any, token_id: int, n: int, repeats: int = 2)
     return best
 
 
-def call_params(key: str | None, costs: SwapCosts | None) -> dict[str, Any] | None:
-    """SamplingParams.extra_args of a call that takes part in KV swap (None: it does not)."""
+def call_params(key: str | None, costs: SwapCosts | None, on_finish: bool = False) -> dict[str, Any] | None:
+    """SamplingParams.extra_args of a call that takes part in KV swap (None: it does not);
+    `on_finish`: offer its KV for saving when it ends normally too (a call pausing for a tool)."""
     if key is None or costs is None:
         return None
-    return {"kv_transfer_params": {"teola_swap": {"key": key, "costs": costs.as_dict()}}}
+    params: dict[str, Any] = {"key": key, "costs": costs.as_dict()}
+    if on_finish:
+        params["on_finish"] = True
+    return {"kv_transfer_params": {"teola_swap": params}}
 
 
 def result_fields(output: Any) -> dict[str, int]:

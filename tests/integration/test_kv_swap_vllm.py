@@ -80,3 +80,30 @@ async def test_a_preempted_call_resumes_from_host_memory_to_the_same_tokens(swap
     tail = (rest["num_prompt_tokens"] - 1) % bs
     assert rest["kv_swap_loaded_tokens"] == tail and rest["num_cached_tokens"] == rest["num_prompt_tokens"] - 1
     assert last["saves"] == 2 and last["loads"] == 1 + (tail > 0) and last["unused"] == after["unused"] + (tail == 0)
+
+
+async def test_a_call_paused_for_a_tool_with_swap_continues_from_host_memory(swap_engine):
+    engine = swap_engine
+    before = await engine.kv_swap_stats()
+    paused = (await engine.execute("decoding", [{"parts": PARTS, "max_tokens": STOP_AT, "ignore_eos": True,
+                                                 "pause_kv": "swap", "kv_key": "tool-1"}]))[0]
+    cont = [paused["output_token_ids"], "\n<result>42</result>\n"]
+    # nothing holds the finished call's blocks once saved; emptying the prefix cache leaves the
+    # continuation only host memory to find them in
+    await until(lambda: engine._engine.reset_prefix_cache(), timeout=60)
+    saved = await engine.kv_swap_stats()
+    assert saved["saves"] == before["saves"] + 1
+    assert saved["saved_tokens"] - before["saved_tokens"] == paused["num_prompt_tokens"] + STOP_AT - 1
+    rest = (await engine.execute("decoding", [{"parts": PARTS, "max_tokens": 8, "ignore_eos": True,
+                                               "continuation": cont, "kv_key": "tool-1"}]))[0]
+    after = await engine.kv_swap_stats()
+    assert after["loads"] == saved["loads"] + 1 and after["entries"] == 0
+    assert rest["kv_swap_loaded_tokens"] == saved["saved_tokens"] - before["saved_tokens"] > 0
+    assert rest["num_cached_tokens"] >= rest["kv_swap_loaded_tokens"]
+
+    # the same continuation recomputed from scratch (another salt: nothing cached) decodes the same
+    await until(lambda: engine._engine.reset_prefix_cache(), timeout=60)
+    plain = (await engine.execute("decoding", [{"parts": PARTS, "max_tokens": 8, "ignore_eos": True,
+                                                "continuation": cont, "cache_salt": "plain"}]))[0]
+    assert plain["num_cached_tokens"] == 0 and "kv_swap_loaded_tokens" not in plain
+    assert rest["output_token_ids"] == plain["output_token_ids"]

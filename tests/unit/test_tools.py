@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,6 +26,9 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         if parts.path.startswith("/fail"):
             return self._send(500, b"boom", "text/plain")
+        if parts.path.startswith("/slow"):
+            time.sleep(float(parse_qs(parts.query)["s"][0]))
+            return self._send(200, b"late", "text/plain")
         if parts.path.startswith("/text"):
             return self._send(200, b"plain words", "text/plain; charset=utf-8")
         body = {"path": parts.path, "query": parse_qs(parts.query)}
@@ -41,6 +45,7 @@ class Handler(BaseHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def http_base():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.handle_error = lambda *_: None  # a timed-out client leaves the "hasty" reply nowhere to go
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -56,6 +61,8 @@ async def engine(http_base):
         {"name": "broken", "url": http_base + "/fail"},
         {"name": "words", "url": http_base + "/text"},
         {"name": "find", "url": http_base + "/find?q={q}&fixed=1"},
+        {"name": "patient", "url": http_base + "/slow?s={s}", "timeout": 8},
+        {"name": "hasty", "url": http_base + "/slow?s={s}", "timeout": 0.3},
     ])
 
     async def slow(seconds: float) -> str:
@@ -87,6 +94,13 @@ async def test_batch_runs_sync_async_and_http_tools(engine):
 async def test_query_placeholders_and_extra_args_both_reach_the_server(engine):
     got = await engine.call("find", q="blue whale", lang="en")
     assert got == {"path": "/find", "query": {"q": ["blue whale"], "fixed": ["1"], "lang": ["en"]}}
+
+
+async def test_an_http_tool_waits_as_long_as_its_own_timeout(engine):
+    # longer than the HTTP client's 5 s default, shorter than the tool's 8 s
+    assert await engine.call("patient", s=5.5) == "late"
+    with pytest.raises(ToolBatchError, match=r"hasty.*timed out after 0.3 s|timed out after 0.3 s"):
+        await engine.call("hasty", s=1)
 
 
 async def test_failures_are_attributed_per_request(engine):
