@@ -16,28 +16,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import sys
 import time
 from typing import Any
 
 from bench.common import write_results
+from bench.quality import wilson
 from bench.doc_qa import SYSTEMS, Systems, summarize
 from bench.rag import make_apps, reset_prefix_cache
 from bench.workloads import narrative_qa_queries
 
 SIZES = {"small": 2, "large": 28}
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion k/n."""
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 async def burst(systems: Systems, system: str, queries: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:

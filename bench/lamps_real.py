@@ -95,7 +95,9 @@ def result_text(result: Any) -> str:
 
 
 # ---- one request ----------------------------------------------------------------------------------
-async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[str, Any], start: float) -> dict[str, Any]:
+async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[str, Any], start: float,
+              run: str = "") -> dict[str, Any]:
+    """One request; `run` names the run, so KV saved to host memory in one run is never found by another."""
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, start + r["arrival"] - loop.time()))
     t0 = loop.time()
@@ -109,7 +111,7 @@ async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[s
     for j, out in enumerate(segs):
         last = j == len(segs) - 1
         req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
-               "kv_key": r["id"], "predicted_tokens": out, "stream_text": j == 0}
+               "kv_key": f"{r['id']}@{run}", "predicted_tokens": out, "stream_text": j == 0}
         context = sum(segs[:j + 1]) + int(1.3 * (r["words"] + j * RESPONSE_WORDS))
         if not last:
             req.update(api=r["type"], post_tokens=segs[j + 1], api_response_tokens=int(1.3 * RESPONSE_WORDS))
@@ -171,7 +173,7 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
                     swap0 = await llm.kv_swap_stats()
                     t0 = time.perf_counter()
                     start = asyncio.get_running_loop().time()
-                    done = await asyncio.gather(*(one(rt, tools, r, system, costs, start) for r in reqs))
+                    done = await asyncio.gather(*(one(rt, tools, r, system, costs, start, f"{rate}/{trial}/{system}") for r in reqs))
                     lat, ttft = [d["latency"] for d in done], [d["ttft"] for d in done]
                     rows.append({"rate": rate, "trial": trial, "system": system, "mean_s": statistics.fmean(lat),
                                  "p99_s": percentile(lat, 99), "ttft_mean_s": statistics.fmean(ttft),

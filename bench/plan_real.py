@@ -19,13 +19,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from engines.sim_profile import load_profile
 from teola.plan.job import read_job
-from teola.plan.report import plan_file
+from teola.plan.report import plan_file, schedule_dict
 
 JOB = Path(__file__).resolve().parents[1] / "teola" / "plan" / "jobs" / "cpu-ensembling.json"
 
@@ -40,33 +41,56 @@ async def _load_seconds(max_num_seqs: int) -> float:
     return took
 
 
-def main(argv: list[str] | None = None) -> int:
-    from teola.cli import _engine_env
+def schedules_for(load_s: float, requests: int, cores: int) -> tuple[Any, Any, dict[str, Any], Path]:
+    """The job with the measured instance load time: (job, workload, {method: Schedule}, job file)."""
     from teola.plan.cli import make_schedules
-    from teola.plan.execute import run_job
-    p = argparse.ArgumentParser(prog="bench.plan_real")
-    p.add_argument("--requests", type=int, default=200)
-    p.add_argument("--methods", default="greedy,max,min")
-    args = p.parse_args(argv)
-    _engine_env()
-    cores = len(os.sched_getaffinity(0))
-    load_s = asyncio.run(_load_seconds(32))
     profile = load_profile("cpu-smollm2-135m")
     profile["engines"]["vllm"]["parallel"] = {"params_b": 0.135, "tp_degrees": [1],
                                               "load": {"seconds": {"1": round(load_s, 2)}}}
     tmp = Path(tempfile.mkdtemp())
     (tmp / "profile.json").write_text(json.dumps(profile))
     job = read_job(JOB)
-    job["requests"] = args.requests
+    job["requests"] = requests
     for m in job["models"].values():
         m["profile"] = str(tmp / "profile.json")
     (tmp / "job.json").write_text(json.dumps(job))
     jobj, wl, schedules = make_schedules(str(tmp / "job.json"), cores, None)
+    return jobj, wl, schedules, tmp / "job.json"
+
+
+def predicted_stages(schedule: Any) -> list[dict[str, Any]]:
+    """Each planned stage's predicted end (s from the job's start), plans and load time."""
+    return [{"end_s": st["start_s"] + st["duration_s"], "plans": {m: f"tp{p['tp']}xdp{p['dp']}" for m, p in st["plans"].items()},
+             "load_s": max(st["load_s"].values(), default=0.0), "finished": st["finished"]}
+            for st in schedule_dict(schedule)["stages"]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from teola.cli import _engine_env
+    from teola.plan.execute import run_job
+    p = argparse.ArgumentParser(prog="bench.plan_real")
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--methods", default="greedy,max,min")
+    p.add_argument("--reread", action="store_true",
+                   help="no engines: recompute the predictions for bench/results/plan_real.json and rewrite its tables")
+    args = p.parse_args(argv)
+    if args.reread:
+        data = json.loads((Path(__file__).resolve().parent / "results" / "plan_real.json").read_text())
+        _, _, schedules, _ = schedules_for(data["load_s"], data["requests"], data["cores"])
+        for row in data["rows"]:
+            row["predicted_stages"] = predicted_stages(schedules[row["method"]])
+        write_results("plan_real", data, markdown(data))
+        return 0
+    _engine_env()
+    cores = len(os.sched_getaffinity(0))
+    load_s = asyncio.run(_load_seconds(32))
+    jobj, wl, schedules, job_path = schedules_for(load_s, args.requests, cores)
     rows = []
     for method in args.methods.split(","):
         plan = plan_file(jobj.name, wl, {"greedy": schedules[method]})
-        res = run_job(str(tmp / "job.json"), plan, say=lambda m: print(m, flush=True))
+        res = run_job(str(job_path), plan, say=lambda m: print(m, flush=True))
         res["method"] = method
+        res["predicted_stages"] = predicted_stages(schedules[method])
         rows.append(res)
         print(res, flush=True)
     data = {"load_s": round(load_s, 2), "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
@@ -88,6 +112,22 @@ def markdown(data: dict) -> str:
     for r in data["rows"]:
         st = "; ".join(f"{', '.join(f'{m} {p}' for m, p in s['plans'].items())} until {s['end_s']} s" for s in r["stages"])
         lines.append(f"| {r['method']} | {r['predicted_s']} | {r['measured_s']} | {r['error']:+.1%} | {st} |")
+    staged = [r for r in data["rows"] if r.get("predicted_stages")]
+    if staged:
+        lines += ["", "Stage by stage (each stage ends when a model finishes its requests; load = the predicted "
+                  "instance load time inside the stage):", "",
+                  "| plan | stage | plans (predicted) | predicted end s | measured end s | predicted duration s "
+                  "| measured duration s | predicted load s |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+        for r in staged:
+            prev_p = prev_m = 0.0
+            for i, ps in enumerate(r["predicted_stages"]):
+                ms = r["stages"][i] if i < len(r["stages"]) else None
+                plans = ", ".join(f"{m} {p}" for m, p in ps["plans"].items())
+                m_end = f"{ms['end_s']:.1f}" if ms else "-"
+                m_dur = f"{ms['end_s'] - prev_m:.1f}" if ms else "-"
+                lines.append(f"| {r['method']} | {i + 1} | {plans} | {ps['end_s']:.1f} | {m_end} | "
+                             f"{ps['end_s'] - prev_p:.1f} | {m_dur} | {ps['load_s']:.1f} |")
+                prev_p, prev_m = ps["end_s"], (ms["end_s"] if ms else prev_m)
     return "\n".join(lines)
 
 

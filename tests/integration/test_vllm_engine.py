@@ -35,6 +35,23 @@ async def test_decoding_generates_text(llm_engine):
     assert out["items"] == []
 
 
+async def test_step_counts_see_every_generated_token_and_batched_decode_steps(llm_engine):
+    before = llm_engine.step_counts()
+    await llm_engine.execute("decoding", [{"parts": [QUESTION], "max_tokens": 6, "ignore_eos": True}])
+    alone = llm_engine.step_counts().minus(before)
+    # one call: its first token comes with the prefill step, each other token takes a step of its own
+    assert alone.generated_tokens == 6 and alone.decode_steps == 6 and alone.as_dict()["tokens_per_decode_step"] == 1
+    assert alone.prompt_tokens > 0
+    before = llm_engine.step_counts()
+    reqs = [{"parts": [["question", f"Count from {n} upwards."]], "max_tokens": 12, "ignore_eos": True} for n in range(4)]
+    await llm_engine.execute("decoding", reqs)
+    together = llm_engine.step_counts().minus(before)
+    assert together.generated_tokens == 48 and 12 <= together.decode_steps < 48
+    assert together.as_dict()["tokens_per_decode_step"] > 1
+    with pytest.raises(RuntimeError, match="step_stats"):
+        VLLMEngine("x").step_counts()
+
+
 async def test_batch_returns_one_result_per_request_in_order(llm_engine):
     reqs = [{"parts": [["question", f"Say the number {n}."]], "max_tokens": 8} for n in range(5)]
     outs = await llm_engine.execute("decoding", reqs)

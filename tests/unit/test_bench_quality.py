@@ -42,7 +42,7 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
 
 
 def test_wilson_interval_matches_hand_computed_bounds():
-    from bench.doc_qa_quality import wilson
+    from bench.quality import wilson
 
     lo, hi = wilson(10, 40)  # p = 0.25, n = 40: 0.142 .. 0.402 (Wilson, z = 1.96)
     assert round(lo, 3) == 0.142 and round(hi, 3) == 0.402
