@@ -71,15 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.plan_real")
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--methods", default="greedy,max,min")
+    p.add_argument("--out", default="plan_real", help="results name under bench/results/ (default plan_real)")
     p.add_argument("--reread", action="store_true",
-                   help="no engines: recompute the predictions for bench/results/plan_real.json and rewrite its tables")
+                   help="no engines: recompute the predictions for bench/results/<out>.json and rewrite its tables")
     args = p.parse_args(argv)
     if args.reread:
-        data = json.loads((Path(__file__).resolve().parent / "results" / "plan_real.json").read_text())
+        data = json.loads((Path(__file__).resolve().parent / "results" / f"{args.out}.json").read_text())
         _, _, schedules, _ = schedules_for(data["load_s"], data["requests"], data["cores"])
         for row in data["rows"]:
             row["predicted_stages"] = predicted_stages(schedules[row["method"]])
-        write_results("plan_real", data, markdown(data))
+        write_results(args.out, data, markdown(data))
         return 0
     _engine_env()
     cores = len(os.sched_getaffinity(0))
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     data = {"load_s": round(load_s, 2), "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
             "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
             "command": "python -m bench.plan_real " + " ".join(argv if argv is not None else sys.argv[1:])}
-    write_results("plan_real", data, markdown(data))
+    write_results(args.out, data, markdown(data))
     return 0
 
 
@@ -112,6 +113,12 @@ def markdown(data: dict) -> str:
     for r in data["rows"]:
         st = "; ".join(f"{', '.join(f'{m} {p}' for m, p in s['plans'].items())} until {s['end_s']} s" for s in r["stages"])
         lines.append(f"| {r['method']} | {r['predicted_s']} | {r['measured_s']} | {r['error']:+.1%} | {st} |")
+    with_tokens = [r for r in data["rows"] if r.get("tokens")]
+    if with_tokens:
+        lines += ["", "Output tokens per call, measured vs what the plan assumed (sampled from the recorded lengths):", "",
+                  "| plan | model | calls | measured tokens / call | predicted tokens / call |", "|---|---|---:|---:|---:|"]
+        lines += [f"| {r['method']} | {m} | {t['calls']} | {t['measured']:.1f} | {t['predicted']:.1f} |"
+                  for r in with_tokens for m, t in r["tokens"].items()]
     staged = [r for r in data["rows"] if r.get("predicted_stages")]
     if staged:
         lines += ["", "Stage by stage (each stage ends when a model finishes its requests; load = the predicted "

@@ -199,4 +199,15 @@ def run_job(job_path: str, plan: dict[str, Any], trace_path: str | None = None, 
     predicted = float(plan["predicted_s"])
     return {"job": job.name, "method": plan.get("method"), "predicted_s": predicted, "measured_s": round(measured, 2),
             "error": round((predicted - measured) / measured, 4), "stages": ex.stage_log,
-            "calls": len(ex.trace), "replans": ex.replans}
+            "calls": len(ex.trace), "replans": ex.replans, "tokens": output_tokens(ex.trace)}
+
+
+def output_tokens(trace: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per model: calls, and mean output tokens decoded vs predicted (the lengths the plan assumed)."""
+    out: dict[str, dict[str, float]] = {}
+    for m in dict.fromkeys(row["model"] for row in trace):
+        rows = [row for row in trace if row["model"] == m]
+        out[m] = {"calls": len(rows),
+                  "measured": round(sum(r["num_output_tokens"] for r in rows) / len(rows), 2),
+                  "predicted": round(sum(r["predicted_tokens"] for r in rows) / len(rows), 2)}
+    return out

@@ -49,6 +49,16 @@ def test_every_request_is_answered_once_and_the_fuser_reads_the_answers():
     assert [s["plans"] for s in ex.stage_log][0] == {"a": "tp1xdp1", "b": "tp1xdp1"}
 
 
+def test_output_tokens_sum_up_measured_and_predicted_lengths_per_model():
+    from teola.plan.execute import output_tokens
+
+    trace = [{"model": "a", "num_output_tokens": 10, "predicted_tokens": 20},
+             {"model": "b", "num_output_tokens": 5, "predicted_tokens": 5},
+             {"model": "a", "num_output_tokens": 14, "predicted_tokens": 30}]
+    assert output_tokens(trace) == {"a": {"calls": 2, "measured": 12.0, "predicted": 25.0},
+                                    "b": {"calls": 1, "measured": 5.0, "predicted": 5.0}}
+
+
 def test_a_stage_needing_more_devices_than_free_is_refused():
     ex, _, _ = _executor(1)
     with pytest.raises(ValueError, match="needs 2 more devices"):
