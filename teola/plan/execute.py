@@ -98,6 +98,21 @@ class Executor:
             for u in self.wl.upstream[m]:
                 if not self.finished(u) and u not in out:
                     out[u] = self.running[u].plan if u in self.running else Plan(1, 1)
+        return self._fit_devices(out)
+
+    def _fit_devices(self, stage: dict[str, Plan]) -> dict[str, Plan]:
+        """Shrinks the data-parallel degree of the models the stage (re)starts, largest first, until
+        they fit the devices left by the models it keeps running (an upstream model kept by
+        `_feasible` holds its devices, which the planned stage counted as free)."""
+        kept = {m for m, p in stage.items() if m in self.running and self.running[m].plan == p}
+        free = len(self.free) + sum(r.plan.gpus for m, r in self.running.items() if m not in kept)
+        out = dict(stage)
+        while sum(out[m].gpus for m in out if m not in kept) > free:
+            wide = [m for m in out if m not in kept and out[m].dp > 1]
+            if not wide:
+                break  # _stage refuses it, naming the shortfall
+            m = max(wide, key=lambda m: out[m].dp)
+            out[m] = Plan(out[m].tp, out[m].dp - 1)
         return out
 
     async def _stage(self, i: int, stage: dict[str, Plan], t0: float) -> None:

@@ -48,8 +48,11 @@ async def _timed(coro: Any) -> tuple[float, Any]:
     return clock() - t, out
 
 
-async def profile_llm(engine: Any, say: Say, quick: bool = False) -> dict[str, Any]:
-    """Measure and fit a vLLM engine; returns its profile entry."""
+async def profile_llm(engine: Any, say: Say, quick: bool = False,
+                      sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Measure and fit a vLLM engine; returns its profile entry. `sampling` (e.g. {"temperature":
+    0.8, "seed": 7}) goes into every decoding request: seeded sampling costs more per step than
+    greedy decoding, so a model served with it needs its own fit."""
     from teola.chunking import count_tokens
     salt = iter(range(10_000))
     await engine.execute("prefilling", [{"parts": [["question", _prose(50, next(salt))]], "max_tokens": 1}])  # warm-up
@@ -66,7 +69,8 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False) -> dict[str, A
         for words in ((30, 400) if not quick else (30,)):
             for out in ((8, 40) if not quick else (8, 24)):
                 texts = [_prose(words, next(salt)) for _ in range(b)]
-                reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True} for t in texts]
+                reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})}
+                        for t in texts]
                 took, res = await _timed(engine.execute("decoding", reqs))
                 samples.append({"texts": texts, "out_tokens": out, "seconds": took,
                                 "prompt_tokens": sum(r["num_prompt_tokens"] for r in res) // b})

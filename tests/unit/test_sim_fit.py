@@ -60,3 +60,29 @@ def test_profiling_an_engine_with_a_known_cost_model_recovers_it():
     for term in ("base", "prefill_token", "decode_seq"):  # the terms that carry most of the time
         assert entry["cost"][term] == pytest.approx(true[term], rel=0.05)
     assert entry["fit"]["mean_abs_error"] < 0.02
+
+
+def test_profiling_with_sampling_options_sends_them_with_every_decoding_request():
+    """A model served with seeded sampling is fitted on requests that sample the same way."""
+    from engines.sim_llm import SimLLM
+    from teola.sim.profiler import profile_llm
+    from teola.sim.virtual_loop import run_virtual
+
+    seen: list[dict] = []
+
+    class Recording(SimLLM):
+        async def execute(self, op, requests):
+            seen.extend({"op": op, **r} for r in requests)
+            return await super().execute(op, requests)
+
+    async def main() -> None:
+        engine = Recording("llm", {"base": 0.01, "decode_seq": 1e-3}, max_num_seqs=4)
+        await engine.start()
+        try:
+            await profile_llm(engine, lambda _: None, quick=True, sampling={"temperature": 0.8, "seed": 7})
+        finally:
+            await engine.stop()
+    run_virtual(main())
+    decoding = [r for r in seen if r["op"] == "decoding"]
+    assert decoding and all(r["temperature"] == 0.8 and r["seed"] == 7 for r in decoding)
+    assert all("temperature" not in r for r in seen if r["op"] == "prefilling")
