@@ -1,7 +1,9 @@
 """SIMULATED: SamuLLM's planner vs its heuristics at the paper's scale (8 GPUs, its four app types),
 on the derived A100 Llama-2 7B / 13B profiles (engines/profiles/, parallel sections derived, not
 measured) with output lengths sampled from SmolLM2-135M's recorded stage lengths
-(engines/profiles/lengths-smollm2-135m.json, capped at each model's max_tokens).
+(engines/profiles/lengths-smollm2-135m-rag.json: its RAG apps' call lengths mapped to the
+planner's stages, capped at each model's max_tokens; the job-prompt lengths bench/plan_lengths.py records
+are in lengths-smollm2-135m.json).
 
     python -m bench.plan_study [--quick]
 
@@ -28,7 +30,7 @@ from teola.plan.search import plan_stages
 from teola.plan.workload import build_workload
 
 P7, P13 = "a100-llama2-7b", "a100-llama2-13b"
-LENGTHS = "lengths-smollm2-135m"
+LENGTHS = "lengths-smollm2-135m-rag"  # the lengths this study was run with (RAG-call lengths mapped to stages)
 
 
 def _m(profile: str, max_tokens: int, lengths: str | None = None) -> dict[str, Any]:
