@@ -138,8 +138,9 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     out.update(mean=statistics.fmean(lat), p50=percentile(lat, 50), p99=percentile(lat, 99),
                calls=mean("calls"), prompt_tokens=mean("prompt_tokens"), decode_tokens=mean("decode_tokens"),
                contains=mean("contains"), f1=mean("f1"))
-    if all("recall" in r for r in ok):
-        out["recall"] = mean("recall")
+    for key in ("recall", "answer_in_context"):
+        if all(key in r for r in ok):
+            out[key] = mean(key)
     return out
 
 

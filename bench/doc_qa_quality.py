@@ -10,7 +10,8 @@ hidden among other stories; teola's shipped apps vs the real LlamaIndex library 
 defaults, on the same engine instances). Queries run in bursts of `--concurrency` to finish sooner:
 decoding is greedy, so what a system answers does not depend on the load, and no latency is reported.
 Per system: a gold answer contained in the reply (count, rate and its 95% Wilson interval), token
-F1, the gold story in the final context (recall), and LLM work per query.
+F1, the gold story in the final context (recall), a gold answer string in the final context (what
+synthesis could copy), and LLM work per query.
 """
 from __future__ import annotations
 
@@ -53,9 +54,10 @@ async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: i
                 recs = await burst(systems, system, queries, concurrency)
                 row[system] = summarize(recs) | {
                     "contains_k": sum(int(r.get("contains", 0) > 0) for r in recs if r.get("ok")),
-                    "records": [{k: r.get(k) for k in ("ok", "contains", "f1", "recall", "reply", "error")} for r in recs]}
+                    "records": [{k: r.get(k) for k in ("ok", "contains", "f1", "recall", "answer_in_context", "reply", "error")} for r in recs]}
                 print(f"[doc_qa_quality] {name}/{size} {system}: contains {row[system].get('contains', 0):.0%} "
                       f"F1 {row[system].get('f1', 0):.3f} recall {row[system].get('recall', 0):.0%} "
+                      f"answer in context {row[system].get('answer_in_context', 0):.0%} "
                       f"({time.perf_counter() - t0:.0f} s)", flush=True)
     return runs
 
@@ -65,11 +67,11 @@ def _pct(x: Any) -> str:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = ["## Document QA answer quality and recall, teola vs LlamaIndex, many questions (issue 22)", "",
+    lines = [f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions per flow (issue 22)", "",
              f"Command: `{data['command']}` ({data['seconds'] / 60:.1f} min). "
              + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "), "",
              "| flow | system | n | failed | answer contains gold (k/n, 95% interval) | token F1 | gold story in context | "
-             "LLM calls | prompt tok | decode tok |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "gold answer in context | LLM calls | prompt tok | decode tok |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for flow, row in data["runs"].items():
         for system in SYSTEMS:
             r = row[system]
@@ -77,6 +79,7 @@ def markdown(data: dict[str, Any]) -> str:
             lo, hi = wilson(k, ok)
             lines.append(f"| {flow} | {system} | {r['n']} | {r['failed']} | {k}/{ok} = {_pct(r.get('contains'))} "
                          f"({100 * lo:.0f}-{100 * hi:.0f}%) | {r.get('f1', 0):.3f} | {_pct(r.get('recall'))} | "
+                         f"{_pct(r.get('answer_in_context'))} | "
                          f"{r.get('calls', 0):.1f} | {r.get('prompt_tokens', 0):.0f} | {r.get('decode_tokens', 0):.0f} |")
     return "\n".join(lines) + "\n"
 

@@ -59,9 +59,13 @@ def recall(context: Iterable[str], gold: str) -> bool:
 
 
 def score(reply: str, context: Iterable[str], answers: list[str], gold: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"contains": contains(reply, answers), "f1": token_f1(reply, answers)}
+    """contains / f1 of the reply; answer_in_context: a gold answer string is in the final context
+    (what synthesis could copy); recall: the gold passage reached it (when `gold` is given)."""
+    chunks = list(context)
+    out: dict[str, Any] = {"contains": contains(reply, answers), "f1": token_f1(reply, answers),
+                           "answer_in_context": contains(" ".join(chunks), answers)}
     if gold is not None:
-        out["recall"] = recall(context, gold)
+        out["recall"] = recall(chunks, gold)
     return out
 
 

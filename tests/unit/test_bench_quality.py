@@ -17,7 +17,8 @@ def test_recall_finds_a_chunk_of_the_gold_passage():
     assert not recall(["Another story entirely."], gold)
     assert texts([[{"text": "a"}, "b"], "c"]) == ["a", "b", "c"]
     s = score("Mark Hunter", ["He is a loner at school."], ["Mark Hunter"], gold)
-    assert s == {"contains": True, "f1": 1.0, "recall": True}
+    assert s == {"contains": True, "f1": 1.0, "answer_in_context": False, "recall": True}
+    assert score("no", ["Mark Hunter starts"], ["Mark Hunter"], None)["answer_in_context"]
 
 
 def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
