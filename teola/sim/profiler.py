@@ -51,8 +51,8 @@ async def _timed(coro: Any) -> tuple[float, Any]:
 async def profile_llm(engine: Any, say: Say, quick: bool = False,
                       sampling: dict[str, Any] | None = None) -> dict[str, Any]:
     """Measure and fit a vLLM engine; returns its profile entry. `sampling` (e.g. {"temperature":
-    0.8, "seed": 7}) goes into every decoding request: seeded sampling costs more per step than
-    greedy decoding, so a model served with it needs its own fit."""
+    0.8, "seed": 7}) goes into every decoding request, so a model served with sampling gets a fit of
+    its own (on GPU vLLM a seeded request samples with its own generator, a slower path)."""
     from teola.chunking import count_tokens
     salt = iter(range(10_000))
     await engine.execute("prefilling", [{"parts": [["question", _prose(50, next(salt))]], "max_tokens": 1}])  # warm-up
