@@ -85,8 +85,9 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
     try:
         result = await app.run(app_query(q), cfg)
         reply = str(result.output)
-        rec.update(ok=True, reply=reply[:300], **llm_work(result.trace),
-                   **score(reply, texts(result.values.get(key)), q["answers"], q.get("gold")))
+        context = texts(result.values.get(key))
+        rec.update(ok=True, reply=reply[:300], context=context, **llm_work(result.trace),
+                   **score(reply, context, q["answers"], q.get("gold")))
     except Exception as exc:  # noqa: BLE001 -- a failed query is recorded and counted, the run goes on
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
     rec["latency"] = time.perf_counter() - t0

@@ -54,7 +54,7 @@ async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: i
                 recs = await burst(systems, system, queries, concurrency)
                 row[system] = summarize(recs) | {
                     "contains_k": sum(int(r.get("contains", 0) > 0) for r in recs if r.get("ok")),
-                    "records": [{k: r.get(k) for k in ("ok", "contains", "f1", "recall", "answer_in_context", "reply", "error")} for r in recs]}
+                    "records": [{k: r.get(k) for k in ("ok", "contains", "f1", "recall", "answer_in_context", "reply", "context", "error")} for r in recs]}
                 print(f"[doc_qa_quality] {name}/{size} {system}: contains {row[system].get('contains', 0):.0%} "
                       f"F1 {row[system].get('f1', 0):.3f} recall {row[system].get('recall', 0):.0%} "
                       f"answer in context {row[system].get('answer_in_context', 0):.0%} "

