@@ -33,8 +33,20 @@ from teola.plan.job import read_job
 from teola.plan.report import plan_file, schedule_dict
 
 JOB = Path(__file__).resolve().parents[1] / "teola" / "plan" / "jobs" / "cpu-ensembling.json"
-# the job's two sampling settings (its models' engine options), each fitted on its own
-SAMPLINGS: dict[str, dict[str, Any]] = {"greedy": {}, "sampled": {"temperature": 0.8, "seed": 7}}
+
+
+def _sampling_of(model_spec: dict[str, Any]) -> str:
+    return "sampled" if float(model_spec.get("engine", {}).get("temperature", 0.0)) > 0 else "greedy"
+
+
+def samplings(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The job's sampling settings, each fitted on its own: {"greedy": {}, "sampled": {temperature,
+    seed}} (from the models' engine options)."""
+    out: dict[str, dict[str, Any]] = {}
+    for spec in job["models"].values():
+        engine = spec.get("engine", {})
+        out.setdefault(_sampling_of(spec), {k: engine[k] for k in ("temperature", "seed") if k in engine})
+    return out
 
 
 async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, dict[str, dict[str, Any]]]:
@@ -46,7 +58,7 @@ async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, dict[str
     from teola.sim.profiler import profile_llm
     loads: list[float] = []
     entries: dict[str, dict[str, Any]] = {}
-    for name, sampling in SAMPLINGS.items():  # a fresh instance each: the profiling prompts repeat, and
+    for name, sampling in samplings(read_job(JOB)).items():  # a fresh instance each: the profiling prompts repeat, and
         e = VLLMEngine(f"probe-{name}", cpu_threads_bind="0", max_num_seqs=max_num_seqs)  # must not hit its cache
         t0 = time.perf_counter()
         await e.start()
@@ -56,11 +68,7 @@ async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, dict[str
                 entries[name] = await profile_llm(e, lambda m: print(f"{name}: {m}", flush=True), True, sampling)
         finally:
             await e.stop()
-    return loads[0], loads[1], entries
-
-
-def _sampling_of(model_spec: dict[str, Any]) -> str:
-    return "sampled" if float(model_spec.get("engine", {}).get("temperature", 0.0)) > 0 else "greedy"
+    return loads[0], loads[-1], entries
 
 
 def schedules_for(load_s: float, requests: int, cores: int,
@@ -68,17 +76,15 @@ def schedules_for(load_s: float, requests: int, cores: int,
     """The job with the measured instance load time and, if given, the vllm entries fitted in this
     run per sampling setting: (job, workload, {method: Schedule}, job file)."""
     from teola.plan.cli import make_schedules
-    if fitted and "cost" in fitted:  # an earlier run's single (greedy) fit
-        fitted = {name: fitted for name in SAMPLINGS}
+    job = read_job(JOB)
     tmp = Path(tempfile.mkdtemp())
-    for name in SAMPLINGS:
+    for name in samplings(job):
         profile = load_profile("cpu-smollm2-135m")
         if fitted:
             profile["engines"]["vllm"] = {**profile["engines"]["vllm"], **fitted[name]}
         profile["engines"]["vllm"]["parallel"] = {"params_b": 0.135, "tp_degrees": [1],
                                                   "load": {"seconds": {"1": round(load_s, 2)}}}
         (tmp / f"profile-{name}.json").write_text(json.dumps(profile))
-    job = read_job(JOB)
     job["requests"] = requests
     for m in job["models"].values():
         m["profile"] = str(tmp / f"profile-{_sampling_of(m)}.json")
@@ -135,8 +141,6 @@ def main(argv: list[str] | None = None) -> int:
 def _cost_note(fitted: dict[str, dict[str, Any]] | None) -> str:
     if not fitted:
         return "Iteration cost: the shipped cpu-smollm2-135m profile (fitted on 2 threads, another run)."
-    if "cost" in fitted:  # an earlier run's single (greedy) fit
-        fitted = {"greedy": fitted}
     parts = []
     for name, f in fitted.items():
         c = f["cost"]

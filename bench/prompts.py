@@ -109,13 +109,15 @@ async def evaluate(engine: Any, candidate: tuple[str, str, list[str] | None],
 
 
 def retrieved_queries(path: str, n: int, flow: str = "naive_rag/small") -> list[dict[str, Any]]:
-    """The benchmark's questions (seed 0, 2 distractor stories) with teola's final chunks as "gold"."""
+    """The quality run's questions (its seed and distractor count) with teola's final chunks as "gold"."""
     import json
-    records = json.loads(Path(path).read_text())["runs"][flow]["teola"]["records"]
+    from bench.doc_qa_quality import SIZES
+    data = json.loads(Path(path).read_text())
+    records = data["runs"][flow]["teola"]["records"]
     if len(records) < n or any(not r.get("context") for r in records[:n]):
         raise SystemExit(f"{path}: flow {flow!r} has no recorded contexts for {n} questions "
                          "(run python -m bench.doc_qa_quality, which records them)")
-    queries = narrative_qa_queries(n, distractors=2, seed=0)
+    queries = narrative_qa_queries(n, distractors=SIZES[flow.split("/")[1]], seed=data["seed"])
     return [{**q, "gold": "\n\n".join(r["context"])} for q, r in zip(queries, records)]
 
 
