@@ -1,8 +1,11 @@
-"""SIMULATED: LAMPS vs FCFS with INFERCEPT's handling vs SJF on API-augmented requests (LAMPS Fig. 6 set-up).
+"""SIMULATED: LAMPS vs FCFS with INFERCEPT's handling vs SJF on API-augmented requests (LAMPS Fig. 6
+set-up), measured at steady state.
 
-    python -m bench.sim_lamps [--profile a100-llama2-7b] [--requests 200] [--quick]
+    python -m bench.sim_lamps [--profile a100-llama2-7b] [--rates "infercept=1,2;toolbench=2,4"]
+                              [--warmup 300] [--window 1200] [--cooldown 300] [--systems ...] [--quick]
+    python -m bench.sim_lamps --sweep --rates ... --out sim_lamps_sweep   # load per rate, to place the rates
 
-Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fifo` policies, admission
+Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fcfs` policies, admission
 control) drives one simulated vLLM instance (engines/sim_llm.py, which enforces each pause handling:
 engines/sim_admission.py) in virtual time on a derived GPU profile; the simulator's measured error on
 this machine is in bench/results/sim_fidelity.md.
@@ -15,14 +18,28 @@ distribution): tokens written before each API call and for the final answer are 
 40 (clipped to 4..256), API responses add a per-type number of tokens (RESPONSE_TOKENS), prompts are
 100-400 words; a request's calls are capped so the whole context fits the model.
 
-Systems, all with the same concurrency (CAP calls in the engine):
-  - FCFS + INFERCEPT: calls go to the engine in arrival order; at each API call the handling with
+Systems, all with the same admission (at most CAP calls in the engine; each call returns when it
+ends, as under vLLM's continuous batching; none is preempted):
+  - FCFS + INFERCEPT: calls run in arrival order (policy `fcfs`); at each API call the handling with
     the least waste by INFERCEPT's equations with the batch's actual other context at that moment;
   - SJF: teola ranks waiting calls by predicted tokens (perfect predictions, as the INFERCEPT dataset
     records output lengths), INFERCEPT's handling;
   - LAMPS: teola ranks waiting calls by memory over time under the handling it predicts before
     scheduling (per-type API duration means; the batch's other context predicted as CAP - 1 calls of
     the mean admitted context), starvation threshold 100; that handling is used.
+`--systems FIFO-batches+INFERCEPT` runs the earlier baseline, teola's `fifo` policy, which sends
+calls as batches whose calls all return when the batch's longest one ends.
+
+Measurement: Poisson arrivals for warm-up + window + cool-down seconds of simulated time; only the
+requests arriving inside the window count (bench/sim_lamps_report.py: mean E2E with a 95% interval
+from 10 batch means; a steady-state test). The warm-up covers a request's lifetime (the INFERCEPT
+mix's p99 is ~280 s, nearly all API time) so the number of requests in the system has settled; the
+cool-down keeps the load on while the last measured requests finish. Per point the engine's load
+is sampled every simulated second over the window (calls running, calls waiting in teola's queue
+and the engine's, paused calls holding KV, KV blocks in use, swap stalls); a point whose waiting
+calls pass OVERLOAD stops there as overloaded. Each measured request's time is split into its API
+calls, queueing (teola's queue until sent to the engine + the engine's until its first iteration)
+and the rest, in the engine (prefill, decode and the swap stalls it shares with its batch).
 """
 from __future__ import annotations
 
@@ -39,6 +56,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
+from bench.sim_lamps_report import change, markdown, steady, summarize
 
 MIXES = {
     "infercept": {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.69, 0.17), (2.52, 1.73)),
@@ -47,9 +65,14 @@ MIXES = {
     "toolbench": {"toolbench": ((1.72, 3.33), (2.45, 1.81))},
 }
 RESPONSE_TOKENS = {"math": 8, "qa": 48, "ve": 24, "chatbot": 40, "image": 12, "tts": 8, "toolbench": 96}
-SYSTEMS = {"FCFS+INFERCEPT": "fifo", "SJF": "sjf", "LAMPS": "lamps"}
+SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
+# the earlier baseline, kept for comparison (--systems): teola's `fifo` sends calls as batches that return together
+EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo"}
 CAP = 64           # calls running in the engine at once, for every system
 OUT_MEAN = 40
+TICK = 1.0         # seconds between load samples
+OVERLOAD = 2000    # calls waiting at which a point stops: overloaded (its queue would only keep growing)
+DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 
 
 def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict[str, Any] | None = None,
@@ -88,6 +111,8 @@ def handling_for(system: str, policy: Any, kind: str, context: int, other: int, 
 
 
 async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str, float]) -> dict[str, Any]:
+    """Run request `r` (its segments and API pauses); its latency, time in API calls and time queued
+    (in teola's queue until the call went to the engine, then in the engine's until its first iteration)."""
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, r["arrival"] - loop.time()))
     t0 = loop.time()
@@ -96,6 +121,7 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
              ["user", " ".join(f"{r['id']}w{j}" for j in range(r["words"]))]]
     cont: list[Any] = []
     handlings = []
+    api_s = queue_s = 0.0
     segs = r["segments"]
     for j, out in enumerate(segs):
         req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
@@ -108,18 +134,56 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
         if not last:
             req["pause_kv"] = handling_for(system, policy, r["type"], context, other, costs)
             handlings.append(req["pause_kv"])
+        sent = loop.time()
         outcome = await rt.submit_call("llm", req, program=r["id"], call_id=f"{r['id']}-{j}", parents=None)
+        queue_s += (outcome.started if outcome.started is not None else sent) - sent
+        queue_s += float(outcome.result.get("queued_s") or 0.0)
         if last:
             break
         cont += [outcome.result["output_token_ids"], " ".join(["res"] * RESPONSE_TOKENS[r["type"]])]
+        paused = loop.time()
         await asyncio.sleep(r["apis"][j])
+        api_s += loop.time() - paused
         if hasattr(policy, "observe_api"):
             policy.observe_api(r["type"], r["apis"][j])
     rt.end_program(r["id"])
-    return {"latency": loop.time() - t0, "handlings": handlings}
+    return {"arrival": r["arrival"], "latency": loop.time() - t0, "api_s": api_s, "queue_s": queue_s,
+            "handlings": handlings}
 
 
-def run_point(profile: str, mix: str, system: str, rate: float, n: int, seed: int = 0) -> dict[str, Any]:
+async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TICK) -> dict[str, Any]:
+    """The engine's load every `tick` seconds over [start, stop): calls running in it, calls waiting
+    (teola's queue + the engine's), paused calls holding KV (preserved), KV blocks in use; and the
+    engine's busy time and swap stalls over the span. Stops early ("overloaded_at") once more than
+    OVERLOAD calls wait."""
+    loop = asyncio.get_running_loop()
+    sched = rt.schedulers["llm"]
+    await asyncio.sleep(max(0.0, start - loop.time()))
+    before = dict(llm.stats)
+    running, waiting, preserved, used = [], [], [], []
+    overloaded = None
+    while loop.time() < stop:
+        running.append(len(llm.running))
+        waiting.append(sched.queued() + len(llm.waiting))
+        preserved.append(sum(1 for e in llm.paused.values() if e.held is not None))
+        used.append(1 - llm.pool.free / llm.pool.num_blocks)
+        if waiting[-1] > OVERLOAD:
+            overloaded = loop.time()
+            break
+        await asyncio.sleep(tick)
+    span = max(tick, loop.time() - start)
+    fifth = max(1, len(waiting) // 5)
+    return {"running": statistics.fmean(running), "waiting": statistics.fmean(waiting),
+            "waiting_first": statistics.fmean(waiting[:fifth]), "waiting_last": statistics.fmean(waiting[-fifth:]),
+            "waiting_series": waiting, "preserved": statistics.fmean(preserved), "kv_used": statistics.fmean(used),
+            "kv_max": max(used), "busy": (llm.stats["busy_s"] - before["busy_s"]) / span, "overloaded_at": overloaded,
+            "swap_share": (llm.stats["swapped_blocks"] - before["swapped_blocks"]) * llm.swap_seconds_per_block / span}
+
+
+def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, window: float, cooldown: float,
+              seed: int = 0) -> dict[str, Any]:
+    """One system at one rate: Poisson arrivals over warmup + window + cooldown seconds; the requests
+    arriving in the window are measured (bench.sim_lamps_report.summarize) and the load sampled."""
     from engines.sim_profile import load_profile, simulated_engine
     from teola.engine_spec import Engine
     from teola.runtime import Runtime
@@ -131,94 +195,108 @@ def run_point(profile: str, mix: str, system: str, rate: float, n: int, seed: in
     means = {k: v[0][0] for k, v in MIXES[mix].items()}
     costs = {"fwd": cost["prefill_token"], "swap": float(entry.get("swap_seconds_per_block", 0.0)) / block,
              "api_means": means}
-    policy = SYSTEMS[system]
+    policy = {**SYSTEMS, **EXTRA_SYSTEMS}[system]
     options = {"lamps": {"step_s": cost["base"] + CAP * cost["decode_seq"], "fwd_s_per_token": costs["fwd"],
                          "swap_s_per_token": costs["swap"], "api_defaults": means,
                          "batch_size": CAP}}.get(policy, {})
-    reqs = requests(mix, n, rate, int(entry.get("max_model_len", 4096)), seed)
+    horizon = warmup + window + cooldown
+    reqs = [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, int(entry.get("max_model_len", 4096)),
+                                seed) if r["arrival"] < horizon]
 
     async def main() -> dict[str, Any]:
         llm = simulated_engine("llm", "vllm", prof, {"max_num_seqs": CAP})
         rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=CAP, max_batch=CAP)}, {"llm": llm},
                      policy=policy, policy_options={policy: options} if options else None)
         await rt.start()
+        tasks = [asyncio.ensure_future(one(rt, llm, r, system, costs)) for r in reqs]
+        measured = [t for t, r in zip(tasks, reqs) if warmup <= r["arrival"] < warmup + window]
         try:
-            done = await asyncio.gather(*(one(rt, llm, r, system, costs) for r in reqs))
-        finally:
+            load = await sample(rt, llm, warmup, warmup + window)
+            done = [] if load["overloaded_at"] is not None else await asyncio.gather(*measured)
+        finally:  # requests of the cool-down still running only kept the load on
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await rt.stop()
-        return {"done": done, "stats": dict(llm.stats)}
+        return {"done": done, "load": load, "stats": dict(llm.stats)}
 
     t0 = time.perf_counter()
     res = run_virtual(main())
-    lat = sorted(d["latency"] for d in res["done"])
-    counts = {h: sum(d["handlings"].count(h) for d in res["done"]) for h in ("preserve", "discard", "swap")}
-    return {"mix": mix, "system": system, "rate": rate, "requests": n, "mean_s": statistics.fmean(lat),
-            "p99_s": lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))], "handlings": counts,
-            "preemptions": res["stats"]["preemptions"], "wall_s": time.perf_counter() - t0}
-
-
-def markdown(data: dict[str, Any]) -> str:
-    lines = ["## SIMULATED: LAMPS vs FCFS + INFERCEPT vs SJF on API-augmented requests (issue 18)", "",
-             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min). **Simulated** on the derived "
-             f"`{data['profile']}` profile (not measured); one instance, {CAP} calls in the engine for every system. "
-             "Workload and assumptions: bench/sim_lamps.py's docstring (INFERCEPT / ToolBench API mixes from "
-             "LAMPS Table 2; segment lengths assumed). The simulator's error on this machine: "
-             "bench/results/sim_fidelity.md.", "",
-             "| mix | rate (req/s) | system | mean E2E (s) | p99 E2E (s) | LAMPS vs system (mean) | handlings "
-             "(preserve / discard / swap) | engine preemptions |", "|---|---:|---|---:|---:|---:|---|---:|"]
-    for mix, rows in data["mixes"].items():
-        for rate in sorted({r["rate"] for r in rows}):
-            at = {r["system"]: r for r in rows if r["rate"] == rate}
-            lamps = at.get("LAMPS")
-            for system, r in at.items():
-                delta = "" if lamps is None or system == "LAMPS" else f"{100 * (lamps['mean_s'] / r['mean_s'] - 1):+.0f}%"
-                h = r["handlings"]
-                lines.append(f"| {mix} | {rate:g} | {system} | {r['mean_s']:.2f} | {r['p99_s']:.2f} | {delta} | "
-                             f"{h['preserve']} / {h['discard']} / {h['swap']} | {r['preemptions']} |")
-    return "\n".join(lines) + "\n\n" + reading(data) + "\n"
+    out = {"mix": mix, "system": system, "rate": rate, "requests": len(reqs),
+           **summarize(res["done"], warmup, window), "load": res["load"],
+           "preemptions": res["stats"]["preemptions"], "wall_s": time.perf_counter() - t0}
+    out["steady"] = bool(res["done"]) and steady(res["load"]["waiting_series"], TICK, window, out["halves"], CAP)
+    return out
 
 
 def reading(data: dict[str, Any]) -> str:
-    """The ranges of LAMPS's change in mean latency per mix, and how much of a request is API time."""
+    """Per mix: LAMPS's change in mean latency where both systems are at steady state, each system's
+    highest steady rate, and how much of a request is API time."""
     out = ["**Reading** (all simulated; target from the issue: LAMPS -40% or better vs FCFS + INFERCEPT)."]
     for mix, rows in data["mixes"].items():
         vs: dict[str, list[float]] = {"FCFS+INFERCEPT": [], "SJF": []}
-        for rate in {r["rate"] for r in rows}:
+        for rate in sorted({r["rate"] for r in rows}):
             at = {r["system"]: r for r in rows if r["rate"] == rate}
             for other in vs:
-                if "LAMPS" in at and other in at:
-                    vs[other].append(100 * (at["LAMPS"]["mean_s"] / at[other]["mean_s"] - 1))
-        api = statistics.fmean(sum(r["apis"]) for r in requests(mix, data["requests"], 1.0, 4096, 0))
-        out.append(f"{mix}: LAMPS {min(vs['FCFS+INFERCEPT']):+.0f}% to {max(vs['FCFS+INFERCEPT']):+.0f}% vs FCFS + "
-                   f"INFERCEPT and {min(vs['SJF']):+.0f}% to {max(vs['SJF']):+.0f}% vs SJF in mean latency; a request "
-                   f"spends {api:.1f} s in its API calls on average, which no schedule shortens.")
+                if "LAMPS" in at and other in at and at["LAMPS"]["steady"] and at[other]["steady"]:
+                    vs[other].append(change(at["LAMPS"], at[other])[0])
+        api = statistics.fmean(r["api_s"] for r in rows if r["measured"])
+        span = {k: (f"{min(v):+.0f}% to {max(v):+.0f}%" if v else "no common steady point") for k, v in vs.items()}
+        top = {s: max((r["rate"] for r in rows if r["system"] == s and r["steady"]), default=None)
+               for s in dict.fromkeys(r["system"] for r in rows)}
+        tops = ", ".join(f"{s} {'none' if t is None else f'{t:g} req/s'}" for s, t in top.items())
+        out.append(f"{mix}: where both are at steady state, LAMPS {span['FCFS+INFERCEPT']} vs FCFS + INFERCEPT and "
+                   f"{span['SJF']} vs SJF in mean latency; highest steady rate measured: {tops}; a request spends "
+                   f"{api:.1f} s in its API calls on average, which no schedule shortens.")
     return " ".join(out)
+
+
+def parse_rates(text: str) -> dict[str, tuple[float, ...]]:
+    """"infercept=1,2,3;toolbench=4,8" -> {mix: rates} (mixes not named are not run)."""
+    out = {}
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        mix, _, rates = part.partition("=")
+        if mix not in MIXES or not rates:
+            raise SystemExit(f"--rates: expected mix=r1,r2;... with mixes {', '.join(MIXES)}, got {part!r}")
+        out[mix] = tuple(float(x) for x in rates.split(","))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.sim_lamps", description="SIMULATED LAMPS vs INFERCEPT vs SJF")
     p.add_argument("--profile", default="a100-llama2-7b")
-    p.add_argument("--requests", type=int, default=200, help="requests per point (default 200)")
-    p.add_argument("--rates", default="2,4,6,8,10", help="arrival rates, requests/s (default 2,4,6,8,10)")
-    p.add_argument("--quick", action="store_true", help="INFERCEPT mix, 40 requests, rates 2 and 6")
+    p.add_argument("--rates", default=DEFAULT_RATES, help=f"arrival rates per mix, req/s (default {DEFAULT_RATES})")
+    p.add_argument("--warmup", type=float, default=300.0, help="seconds of arrivals before measuring (default 300)")
+    p.add_argument("--window", type=float, default=1200.0, help="seconds of arrivals measured (default 1200)")
+    p.add_argument("--cooldown", type=float, default=300.0, help="seconds of arrivals after (default 300)")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="systems to run (default all)")
+    p.add_argument("--sweep", action="store_true", help="load per rate only: the page shows no comparison")
+    p.add_argument("--quick", action="store_true", help="INFERCEPT mix at 1 and 2 req/s, 100 + 200 + 100 s")
     p.add_argument("--out", default="sim_lamps")
     args = p.parse_args(argv)
-    rates = (2.0, 6.0) if args.quick else tuple(float(x) for x in args.rates.split(","))
-    n = 40 if args.quick else args.requests
-    mixes = ("infercept",) if args.quick else tuple(MIXES)
+    mixes = {"infercept": (1.0, 2.0)} if args.quick else parse_rates(args.rates)
+    warmup, window, cooldown = (100.0, 200.0, 100.0) if args.quick else (args.warmup, args.window, args.cooldown)
+    systems = [s for s in args.systems.split(",") if s]
     t0 = time.perf_counter()
-    data: dict[str, Any] = {"profile": args.profile, "requests": n, "mixes": {}}
-    for mix in mixes:
+    data: dict[str, Any] = {"profile": args.profile, "warmup": warmup, "window": window, "cooldown": cooldown,
+                            "sweep": args.sweep, "mixes": {}}
+    for mix, rates in mixes.items():
         rows = data["mixes"][mix] = []
         for rate in rates:
-            for system in SYSTEMS:
-                rows.append(run_point(args.profile, mix, system, rate, n))
+            for system in systems:
+                rows.append(run_point(args.profile, mix, system, rate, warmup, window, cooldown))
                 r = rows[-1]
-                print(f"[sim_lamps] {mix} {rate:g}/s {system}: mean {r['mean_s']:.2f} s p99 {r['p99_s']:.2f} s "
-                      f"({r['wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
+                print(f"[sim_lamps] {mix} {rate:g}/s {system}: mean {r['mean_s']:.2f} s (api {r['api_s']:.1f} queue "
+                      f"{r['queue_s']:.1f} engine {r['engine_s']:.1f}) running {r['load']['running']:.1f} waiting "
+                      f"{r['load']['waiting_first']:.0f}->{r['load']['waiting_last']:.0f} kv {r['load']['kv_used']:.2f} "
+                      f"steady {r['steady']} ({r['wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     data["wall_s"] = time.perf_counter() - t0
     data["command"] = "python -m bench.sim_lamps " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_results(args.out, data, markdown(data))
+    for rows in data["mixes"].values():
+        for r in rows:
+            r["load"].pop("waiting_series")
+    page = markdown(data, CAP, OVERLOAD)
+    write_results(args.out, data, page if args.sweep else page + "\n" + reading(data) + "\n")
     return 0
 
 

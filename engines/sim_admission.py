@@ -8,6 +8,10 @@ call's KV while it pauses for a tool (LAMPS / INFERCEPT handlings):
   continuing call is admitted (it pays the swap-in);
 - "discard": its blocks are freed like any finished call's; the prefix cache may still hold them, so
   the continuing call recomputes only what was evicted (what vLLM itself does).
+
+When nothing runs and the next waiting call cannot get blocks because preserved KV fills the
+memory, the most recently paused preserved call loses its KV (it continues as if discarded):
+`reclaim_preserved`, so preserve cannot deadlock the engine.
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ class SimSeq:
     swapped: int = 0          # blocks held in swap space while preempted by swap
     state: str = "waiting"    # waiting | running | done
     topic: str = "w"
+    arrived: float = 0.0      # loop time the engine got the request
+    scheduled: float = -1.0   # loop time it first ran (-1: not yet)
 
     @property
     def keys(self) -> set[str]:
@@ -109,10 +115,16 @@ class SimAdmission:
                 self.stats["cached_tokens"] += seq.cached
             else:
                 self.stats["recomputed_tokens"] += len(seq.ids) - hit * bs
+        self._run(seq)
+        return True, seconds
+
+    def _run(self, seq: SimSeq) -> None:
+        """A waiting sequence joins the running batch (the first time: note when)."""
         self.waiting.remove(seq)
         self.running.append(seq)
         seq.state = "running"
-        return True, seconds
+        if seq.scheduled < 0:
+            seq.scheduled = asyncio.get_running_loop().time()
 
     def _preempt(self, seq: SimSeq) -> float:
         """Put a running sequence back at the head of the waiting queue (recompute or swap)."""
@@ -162,10 +174,23 @@ class SimAdmission:
         seq.held, seq.computed, seq.cached = held, computed, computed
         self.stats["prompt_tokens"] += seq.prompt_len
         self.stats["resumed_paused_tokens"] = self.stats.get("resumed_paused_tokens", 0) + computed
-        self.waiting.remove(seq)
-        self.running.append(seq)
-        seq.state = "running"
+        self._run(seq)
         return True, seconds
+
+    def reclaim_preserved(self, seq: SimSeq) -> bool:
+        """Nothing runs and `seq` cannot get blocks: free the KV of the most recently paused
+        "preserve" call (another call's if there is one), which then continues as if discarded
+        (recomputing what the prefix cache lost), like vLLM preempting its newest request. Without
+        it, preserved KV could fill the memory while the calls that would continue it wait: a
+        deadlock. False when no call holds preserved KV."""
+        keys = [k for k, e in self.paused.items() if e.held is not None]
+        if not keys:
+            return False
+        others = [k for k in keys if k != seq.req.get("kv_key")]
+        entry = self.paused.pop((others or keys)[-1])
+        self.pool.release(entry.held)
+        self.stats["reclaimed_preserved"] = self.stats.get("reclaimed_preserved", 0) + 1
+        return True
 
     def drop_paused(self, keys: set[str]) -> int:
         """Forget paused calls' KV by kv_key or owner (their continuation will not come): preserved

@@ -19,7 +19,9 @@ later request with exactly its tokens (prompt + resume_ids) swaps it back in ins
 waiting one may preempt a worse running one, like vLLM's priority policy.
 
 It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
-abort by owner or tag, resume_ids) with outputs from engines/sim_text.py.
+abort by owner or tag, resume_ids) with outputs from engines/sim_text.py. Each result also reports
+"queued_s": seconds from the engine getting the request to its first iteration (vLLM's
+first_scheduled_time - arrival_time).
 """
 from __future__ import annotations
 
@@ -166,8 +168,9 @@ class SimLLM(SimAdmission):
         parser = SplitParser(req["split"]) if decode and req["split"] else None
         # one word of the prompt, letters only, so each output token's text is one counted token
         topic = "".join(ch for ch in (req["parts"][-1][1].split() or ["w"])[0] if ch.isalpha())[:12] or "w"
-        return SimSeq(op, i, req, ids, prompt_len, target, next(self._order),
-                    asyncio.get_running_loop().create_future(), emit, parser, topic=topic)
+        loop = asyncio.get_running_loop()
+        return SimSeq(op, i, req, ids, prompt_len, target, next(self._order), loop.create_future(), emit, parser,
+                      topic=topic, arrived=loop.time())
 
     # ---- the iteration loop -------------------------------------------------------------------------
     async def _loop(self) -> None:
@@ -230,6 +233,8 @@ class SimLLM(SimAdmission):
                     extra += self._preempt(worst)
                     plan = [(s, k) for s, k in plan if s is not worst]
                     continue
+                if not self.running and self.reclaim_preserved(seq):  # else nothing could ever run again
+                    continue
                 break
             extra += seconds
             n = min(len(seq.ids) - seq.computed, budget)
@@ -286,7 +291,8 @@ class SimLLM(SimAdmission):
             self.waiting.remove(seq)
         seq.state = "done"
         self._release(seq, aborted)
-        counts = {"num_prompt_tokens": len(seq.ids) - len(seq.out), "num_cached_tokens": max(0, seq.cached)}
+        counts = {"num_prompt_tokens": len(seq.ids) - len(seq.out), "num_cached_tokens": max(0, seq.cached),
+                  "queued_s": (seq.scheduled if seq.scheduled >= 0 else asyncio.get_running_loop().time()) - seq.arrived}
         if aborted:
             counts["aborted"] = True
         result: dict[str, Any] = counts

@@ -12,31 +12,38 @@ from teola.runtime.executor import Instance
 
 @dataclass(slots=True)
 class CallOutcome:
-    """A finished program call: the engine's result dict and the instance that ran it ("llm/0")."""
+    """A finished program call: the engine's result dict, the instance that ran it ("llm/0") and
+    when (loop time) the engine scheduler first sent it to an instance, so a caller can tell the
+    time it queued from the time it ran."""
 
     result: dict[str, Any]
     instance: str | None
+    started: float | None = None
 
 
 class CallWork:
     """Resolves `future` with a `CallOutcome`, or with `CallFailed` naming the call and instance;
     `on_delta`, if given, receives the text as it decodes (requests with "stream_text")."""
 
-    __slots__ = ("future", "call_id", "instance", "on_delta")
+    __slots__ = ("future", "call_id", "instance", "on_delta", "started_at")
 
     def __init__(self, future: asyncio.Future, call_id: str, on_delta: Callable[[str], None] | None = None) -> None:
         self.future = future
         self.call_id = call_id
         self.instance: str | None = None
         self.on_delta = on_delta
+        self.started_at: float | None = None
 
     def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None:
         self.instance = inst.name
+        if self.started_at is None:  # a preempted call that resumes keeps its first start
+            self.started_at = t
 
     def results(self, start: int, results: list[Any], t: float) -> None:
         if not self.future.done():
             r = results[0]
-            self.future.set_result(CallOutcome(r if isinstance(r, dict) else {"text": str(r)}, self.instance))
+            self.future.set_result(CallOutcome(r if isinstance(r, dict) else {"text": str(r)}, self.instance,
+                                               self.started_at))
 
     def item(self, payload: Any, t: float) -> None:
         pass

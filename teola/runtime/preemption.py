@@ -6,7 +6,8 @@ running requests continuously anyway) and:
   - admission: at most `budget` calls (the engine's max efficient batch) run on an instance at
     once, so the policy's order, not vLLM's arrival order, decides who runs;
   - service while running: the call's decoded-token count streams back ("progress") and the policy
-    charges it as it grows (`policy.progress`), so a long call is demoted while it runs;
+    charges it as it grows (`policy.progress`), so a long call is demoted while it runs (a policy
+    with `wants_progress = False`, which never charges running calls, gets no progress events);
   - preemption: every `rerank_every` progress events, and whenever work arrives at a full instance,
     `policy.victims` names running calls of a worse queue than waiting ones; each is aborted in the
     engine (by its request tag), returns the token ids it decoded, and waits in the queue again;
@@ -87,7 +88,8 @@ class Preemptor:
         req["tag"] = f"{sched.name}:call{next(self._tags)}"
         # names the call's KV across its resumes: an engine with kv_swap saves it on preemption
         req.setdefault("kv_swap_key", req["tag"])
-        req["progress"] = True
+        if getattr(sched.policy, "wants_progress", True):  # lamps / sjf never charge running calls
+            req["progress"] = True
         call = RunningCall(inst, pick, queue, req, tokens, sched.loop.time())
         self.calls.setdefault(inst, {})[e] = call
         inst.outstanding += 1

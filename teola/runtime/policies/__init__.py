@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from teola.runtime.policies.atlas import ATLASPolicy
 from teola.runtime.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue
+from teola.runtime.policies.fcfs import FCFSPolicy
 from teola.runtime.policies.fifo import FifoPolicy
 from teola.runtime.policies.lamps import LAMPSPolicy
 from teola.runtime.policies.mlfq import MLFQPolicy
@@ -27,6 +28,7 @@ _POLICIES: dict[str, Callable[..., Policy]] = {
     "atlas": ATLASPolicy,
     "lamps": LAMPSPolicy,
     "sjf": SJFPolicy,
+    "fcfs": FCFSPolicy,
 }
 
 DEFAULT_POLICY = "topology"

@@ -29,6 +29,7 @@ class LAMPSPolicy:
     # admission control without preemption: at most the engine's max efficient batch of calls run in
     # the engine (teola.runtime.preemption), so this ranking, not the engine's arrival order, decides
     preemptive = True
+    wants_progress = False  # running calls are never charged: no per-token progress events
 
     def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
                  swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None,

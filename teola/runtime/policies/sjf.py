@@ -15,6 +15,7 @@ def predicted_length(e: Pending) -> int:
 class SJFPolicy:
     name = "sjf"
     preemptive = True  # admission control: see teola.runtime.preemption
+    wants_progress = False  # running calls are never charged: no per-token progress events
 
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:

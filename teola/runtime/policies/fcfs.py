@@ -1,0 +1,25 @@
+"""First come, first served LLM calls under admission control: vLLM's own order (LAMPS' and
+INFERCEPT's baseline scheduling) with the same admission as `lamps` and `sjf`, so a comparison
+with them differs only in the order calls run.
+
+Each decoding call runs as its own engine stream and returns when it is done (continuous batching,
+as in vLLM), at most the engine's max efficient batch of calls run at once, and none is preempted
+(teola.runtime.preemption). Unlike `fifo` (Teola's strawman, which sends a batch whose calls all
+return when its last one ends), a short call never waits for a long one it was batched with."""
+from __future__ import annotations
+
+from teola.runtime.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order
+
+
+class FCFSPolicy:
+    name = "fcfs"
+    preemptive = True        # admission control: see teola.runtime.preemption
+    wants_progress = False   # running calls are never charged: no per-token progress events
+
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
+        if not queue:
+            return Decision()
+        return Decision(fill_in_order(sorted(queue, key=lambda e: e.arrival), limits).picks)
+
+    def progress(self, e: Pending, decoded: int) -> None:
+        """Running calls are never demoted or preempted."""
