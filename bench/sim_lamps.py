@@ -71,7 +71,7 @@ EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo"}
 CAP = 64           # calls running in the engine at once, for every system
 OUT_MEAN = 40
 TICK = 1.0         # seconds between load samples
-OVERLOAD = 2000    # calls waiting at which a point stops: overloaded (its queue would only keep growing)
+OVERLOAD = 1000    # calls waiting at which a point stops: overloaded (its queue would only keep growing)
 DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 
 

@@ -178,8 +178,16 @@ def fused_request(prefill: Primitive, decode: Primitive, values: dict[str, Any],
 
 
 def estimate_prompt_tokens(request: dict[str, Any]) -> int:
-    """Rough prompt token count of an LLM request (4 characters a token)."""
-    return sum(len(t) for _, t in request["parts"]) // 4 + 1
+    """Rough prompt token count of an LLM request (4 characters a token), with what a call that
+    continues after a pause carries ("continuation": token-id lists count as their length)."""
+    chars = sum(len(t) for _, t in request["parts"])
+    ids = 0
+    for seg in request.get("continuation") or ():
+        if isinstance(seg, str):
+            chars += len(seg)
+        else:
+            ids += len(seg)
+    return chars // 4 + 1 + ids
 
 
 def estimate_tokens(request: dict[str, Any]) -> int:

@@ -1,6 +1,7 @@
 """The `fcfs` policy (LAMPS' FCFS baseline under admission control) and what the simulated LAMPS
 study reads from a call: when it started (CallOutcome.started) and how long it waited in the
-engine ("queued_s"); the fast path of the continuation check."""
+engine ("queued_s"); the fast path of the continuation check; the token estimate of a call that
+continues after a pause."""
 from __future__ import annotations
 
 import asyncio
@@ -116,3 +117,12 @@ def test_token_id_check_fast_path_agrees_with_the_element_by_element_check(seg, 
     else:
         with pytest.raises(ValueError, match="continuation"):
             check_continuation("decoding", [seg])
+
+
+def test_a_continuing_call_is_estimated_with_the_context_it_carries():
+    from teola.runtime.requests import estimate_prompt_tokens, estimate_tokens
+    base = {"parts": [["user", "x" * 40]], "complete": True, "max_tokens": 5}
+    assert estimate_prompt_tokens(base) == 11
+    cont = {**base, "continuation": [list(range(30)), "y" * 20, [1, 2]]}
+    assert estimate_prompt_tokens(cont) == (40 + 20) // 4 + 1 + 32
+    assert estimate_tokens(cont) == estimate_prompt_tokens(cont) + 5
