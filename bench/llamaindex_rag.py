@@ -18,8 +18,8 @@ messages -> "user" parts, rendered with the model's chat template by the adapter
 (a `BaseEmbedding` over the embedding adapter), `EngineVectorStore` (a `BasePydanticVectorStore` over
 the pgvector adapter's "ingestion"/"searching" ops, one namespace per query, `aclear()` drops it) and
 `EngineReranker` (a `BaseNodePostprocessor` over the reranker adapter). The prompt texts are teola's
-templates' (`teola.components.prompts`) in the same order (instruction as the system message, then
-question, context, existing answer), so both sides send the same prompts; with
+templates' (`teola.components.prompts`) in the same layout (`prompts.qa_parts`: one user turn, the
+context, an existing answer, the instruction, the question), so both sides send the same prompts; with
 `RAGSpec.prompts = "library"` LlamaIndex uses its own default templates instead (its chat QA, refine
 and summary prompts, and its fusion retriever's query-generation prompt). Query expansion is one
 explicit LLM call with the teola expansion prompt: llama-index-core 0.12's `QueryFusionRetriever`
@@ -428,15 +428,18 @@ def chunk_tokens(text: str) -> list[None]:
     return [None] * count_tokens(text)
 
 
-def _user_layout(context: str, existing: str | None = None) -> str:
-    """The user message of teola's synthesis prompts, with LlamaIndex's template variables."""
-    parts = prompts.qa_parts("{query_str}", context, "", existing)
-    return "\n\n".join(text for name, text in parts if name != "instruction")
+def _teola_template(instruction: str, context: str, existing: str | None = None) -> ChatPromptTemplate:
+    """teola's synthesis prompt (`prompts.qa_parts`) as a LlamaIndex chat template with its template
+    variables: a leading system part becomes the system message, the rest the user message, joined
+    as the vLLM adapter joins parts."""
+    from engines.vllm_requests import PART_SEPARATOR, SYSTEM_PART_NAMES
 
-
-def _chat_template(system: str, user: str) -> ChatPromptTemplate:
-    return ChatPromptTemplate([ChatMessage(role=MessageRole.SYSTEM, content=system),
-                               ChatMessage(role=MessageRole.USER, content=user)])
+    parts = prompts.qa_parts("{query_str}", context, instruction, existing)
+    messages = []
+    if parts[0][0] in SYSTEM_PART_NAMES:
+        messages.append(ChatMessage(role=MessageRole.SYSTEM, content=parts.pop(0)[1]))
+    user = PART_SEPARATOR.join(text for _, text in parts if text)
+    return ChatPromptTemplate(messages + [ChatMessage(role=MessageRole.USER, content=user)])
 
 
 class LlamaIndexRAG:
@@ -507,9 +510,9 @@ class LlamaIndexRAG:
             templates: dict[str, Any] = {}
             if spec.prompts != "library":
                 # the layout of teola's synthesis prompts (teola.components.prompts.qa_parts)
-                qa = _chat_template(spec.instructions["qa"], _user_layout("{context_str}"))
-                templates = {"text_qa_template": qa, "summary_template": qa, "refine_template": _chat_template(
-                    spec.instructions["refine"], _user_layout("{context_msg}", "{existing_answer}"))}
+                qa = _teola_template(spec.instructions["qa"], "{context_str}")
+                templates = {"text_qa_template": qa, "summary_template": qa, "refine_template": _teola_template(
+                    spec.instructions["refine"], "{context_msg}", "{existing_answer}")}
             synth = get_response_synthesizer(
                 llm=self._llm(c["llm"], spec.max_tokens), response_mode=RESPONSE_MODES[spec.mode],
                 use_async=True, **templates)

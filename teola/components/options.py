@@ -80,7 +80,7 @@ class RerankOptions(Options):
 
 class SynthesisOptions(GenOptions):
     mode: Literal["compact", "refine", "tree"] | None = Field(None, description="LlamaIndex response mode (default compact).")
-    instruction: Text | None = Field(None, description="Answer instruction (default prompts.QA).")
+    instruction: Text | None = Field(None, description="Answer instruction, after the context in the prompt (default prompts.QA).")
     refine_instruction: Text | None = Field(None, description="Refine instruction (default prompts.REFINE).")
     merge_instruction: Text | None = Field(None, description="Tree merge instruction (default prompts.TREE_MERGE).")
     ask: Text | None = Field(None, description="Text that ends every prompt (default prompts.ASK; null leaves it out).")

@@ -8,7 +8,8 @@
 
 Packing is planned at compile time from chunk sizes (`teola.components.packing`); config `pack_size`
 fixes the chunks per prompt, `token_ratio` the LLM-tokens-per-counted-token bound. Every call puts
-the question after its context and ends with config `ask` (`prompts.ASK`; null leaves it out).
+the instruction and the question after its context (`prompts.qa_parts`) and ends with config `ask`
+(`prompts.ASK`; null leaves it out).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def decompose_synthesis(ctx: BuildContext) -> None:
         # compact refines over packs, so a pack leaves room for an existing answer as well
         reserved = gen["max_tokens"] * (2 if mode == "compact" else 1)
         q = str(ctx.query["question"])
-        labels = [prompts.CONTEXT_LABEL, prompts.EXISTING_LABEL, prompts.QUESTION_LABEL]
+        labels = [prompts.CONTEXT_LABEL, prompts.CONTEXT_END, prompts.EXISTING_LABEL, prompts.QUESTION_LABEL]
         packs = _packs(ctx, context, [qa, q, _ask(ctx), *labels], reserved)
     if mode == "tree":
         port = _tree(ctx, context, question, gen, qa, packs)

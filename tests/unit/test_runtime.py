@@ -47,9 +47,12 @@ async def test_result_shape_trace_and_metrics():
         assert llm and all("num_cached_tokens" in t for t in llm)
         snap = app.runtime.metrics.snapshot()
         assert snap["completed"] == 1 and snap["primitives"] == len(r.trace)
-        assert snap["prefix_cache"]["cached_tokens"] > 0  # the partial prefills warmed the prefix
+        assert snap["prefix_cache"]["cached_tokens"] == sum(t["num_cached_tokens"] or 0 for t in llm)
         assert "teola_queries_total 1" in app.runtime.metrics.prometheus()
         assert all(n == 0 for n in snap["queue_lengths"].values())
+        again = await app.run(QUERY)  # the same prompts again: the engine's prefix cache holds them
+        hits = sum(t["num_cached_tokens"] or 0 for t in again.trace if t["op"] == "full_prefilling")
+        assert hits > 0 and app.runtime.metrics.snapshot()["prefix_cache"]["cached_tokens"] > snap["prefix_cache"]["cached_tokens"]
     finally:
         await app.stop()
 
