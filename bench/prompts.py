@@ -39,7 +39,8 @@ CANDIDATES: dict[str, tuple[str, str, list[str] | None]] = {
     "question before the context (the earlier default)": (QA_BEFORE, "qc", None),
     "question again after the context, one sentence": (QA_BEFORE, "qc+ask1", None),
     "context first, question last, one sentence": (QA_BEFORE, "cq1", None),
-    "current default (prompts.qa_parts: labelled context, question last, one sentence)": (prompts.QA, "default", None),
+    # what prompts.qa_parts sent until the retrieved-chunks study (row "current default" in results before it)
+    "earlier default (system instruction, labelled context, question last, one sentence)": (QA_BEFORE, "labelled", None),
     "reference: LlamaIndex's text_qa template (one user message)": ("", "llamaindex", None),
     "one user turn: context, then 'using only the context', question, 'Answer:'": (USER_ONLY, "user", None),
     "system instruction, context, question, 'Answer:' (no one-sentence request)": (prompts.QA, "cue", None),
@@ -68,6 +69,7 @@ CANDIDATES.update({
         ("", "llamaindex_chat", None),
     "grounding rules as the system turn, fenced user turn": (GROUNDED, "sysfenced", None),
     "grounding rules as the system turn asking for one sentence, fenced user turn": (GROUNDED_SHORT, "sysfenced", None),
+    "current default (prompts.qa_parts)": (prompts.QA, "default", None),
 })
 MAX_TOKENS = 96
 
@@ -86,6 +88,9 @@ def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
     if layout == "sysfenced":
         return [["instruction", instruction], ["context_label", "Context:\n----------"], ["context", context],
                 ["fence", "----------"], ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
+    if layout == "labelled":
+        return [["instruction", instruction], ["context_label", "Context:"], ["context", context],
+                ["question_label", "Question:"], ["question", question], ["ask", ASK_WORDS]]
     if layout == "default":  # what teola's synthesis sends
         return [[name, text] for name, text in prompts.qa_parts(question, context, instruction)]
     if layout.startswith("default:"):  # teola's layout with another closing request
@@ -168,7 +173,10 @@ async def run(n: int, only: list[int] | None = None, contexts: str | None = None
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = ["## Synthesis prompt chosen by measurement (issue 22)", "",
+    title = (f"## Synthesis prompt candidates on the chunks {data.get('system', 'teola')}'s "
+             f"{data.get('flow', 'naive_rag/small')} flow retrieves, {data['n']} questions (issue 22)"
+             if data.get("contexts") else "## Synthesis prompt chosen by measurement (issue 22)")
+    lines = [title, "",
              f"Command: `python -m bench.prompts --n {data['n']}"
              + (f" --only {data['only']}" if data.get("only") else "")
              + (f" --out {data['out']}" if data.get("out", "prompts") != "prompts" else "")
