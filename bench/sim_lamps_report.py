@@ -126,14 +126,14 @@ def latency_table(data: dict[str, Any], overload: int) -> list[str]:
 
 def load_table(data: dict[str, Any], cap: int) -> list[str]:
     lines = [f"| mix | rate (req/s) | system | calls running (of {cap}) | calls waiting (mean; first / last fifth) | "
-             "paused calls holding KV | KV blocks in use (mean / max) | engine busy | swap stalls (share of time) | "
-             "E2E 1st / 2nd half (s) |", "|---|---:|---|---:|---|---:|---|---:|---:|---|"]
+             "paused calls holding KV | KV blocks in use (mean / max) | swap stalls (share of time) | "
+             "E2E 1st / 2nd half (s) |", "|---|---:|---|---:|---|---:|---|---:|---|"]
     for mix, rows in data["mixes"].items():
         for r in sorted(rows, key=lambda r: (r["rate"], r["system"])):
             ld = r["load"]
             lines.append(f"| {mix} | {r['rate']:g} | {r['system']} | {ld['running']:.1f} | {ld['waiting']:.0f} "
                          f"({ld['waiting_first']:.0f} / {ld['waiting_last']:.0f}) | {ld['preserved']:.0f} | "
-                         f"{100 * ld['kv_used']:.0f}% / {100 * ld['kv_max']:.0f}% | {100 * ld['busy']:.0f}% | "
+                         f"{100 * ld['kv_used']:.0f}% / {100 * ld['kv_max']:.0f}% | "
                          f"{100 * ld['swap_share']:.1f}% | {_num(r['halves'][0])} / {_num(r['halves'][1])} |")
     return lines
 
