@@ -67,7 +67,8 @@ def _pct(x: Any) -> str:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = [f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions per flow (issue 22)", "",
+    seed = f" (seed {data['seed']})" if data.get("seed") else ""
+    lines = [f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions{seed} per flow (issue 22)", "",
              f"Command: `{data['command']}` ({data['seconds'] / 60:.1f} min). "
              + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "), "",
              "| flow | system | n | failed | answer contains gold (k/n, 95% interval) | token F1 | gold story in context | "

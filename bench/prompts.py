@@ -1,20 +1,20 @@
-"""Choosing the synthesis prompt by measurement: candidate QA instructions, each asked the same
-NarrativeQA questions with the question's gold story as the context (the prompt shape teola's
-synthesis sends: instruction as the system message, then question, then context), greedy decoding,
-on the vLLM adapter. Reports decode tokens per answer, gold answer contained and token F1
-(`bench.quality`). The winner is the instruction with the best F1 whose answers are not longer
-than the current default's; `teola.components.prompts` holds it (`QA`, `qa_parts`).
+"""Choosing the synthesis prompt by measurement: candidate prompt layouts and instructions, each
+asked the same NarrativeQA questions with the question's gold story as the context, greedy
+decoding, on the vLLM adapter. Reports decode tokens per answer, gold answer contained and token F1
+(`bench.quality`). `teola.components.prompts` holds the chosen one (`QA`, `qa_parts`); how it was
+chosen is written there.
 
-Run: python -m bench.prompts [--n 24] [--contexts bench/results/doc_qa_quality_100.json]
+Run: python -m bench.prompts [--n 24] [--only 3,7] [--contexts RESULTS.json [--flow F] [--system S]]
 
-With `--contexts`, each question's context is what teola's naive RAG flow actually kept (the final
-chunks recorded by `bench.doc_qa_quality` for its small-document questions, seed 0) instead of the
-whole gold story: the prompt is then chosen on the context synthesis really sees.
+With `--contexts`, each question's context is what a system's flow actually kept (the final chunks
+recorded by `bench.doc_qa_quality`, with that run's questions and seed) instead of the whole gold
+story: the prompt is then chosen on the context synthesis really sees.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import time
@@ -135,7 +135,6 @@ async def evaluate(engine: Any, candidate: tuple[str, str, list[str] | None],
 def retrieved_queries(path: str, n: int, flow: str = "naive_rag/small", system: str = "teola") -> list[dict[str, Any]]:
     """The quality run's questions (its seed and distractor count) with `system`'s final chunks of
     `flow` as "gold"."""
-    import json
     from bench.doc_qa_quality import SIZES
     data = json.loads(Path(path).read_text())
     if system not in data["runs"].get(flow, {}):
@@ -169,7 +168,8 @@ async def run(n: int, only: list[int] | None = None, contexts: str | None = None
             print(f"[prompts] {name}: {rows[name]['decode_tokens']:.0f} tok, F1 {rows[name]['f1']:.3f}", flush=True)
     finally:
         await engine.stop()
-    return {"n": n, "max_tokens": MAX_TOKENS, "rows": rows}
+    seed = json.loads(Path(contexts).read_text())["seed"] if contexts else 1
+    return {"n": n, "max_tokens": MAX_TOKENS, "rows": rows, "seed": seed}
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -183,7 +183,7 @@ def markdown(data: dict[str, Any]) -> str:
              + (f" --contexts {data['contexts']}" if data.get("contexts") else "")
              + (f" --flow {data['flow']}" if data.get("flow", "naive_rag/small") != "naive_rag/small" else "")
              + (f" --system {data['system']}" if data.get("system", "teola") != "teola" else "") + "`."
-             + (f" {data['n']} NarrativeQA questions of the document-QA benchmark (seed 0), each with the chunks "
+             + (f" {data['n']} NarrativeQA questions of the document-QA benchmark (seed {data.get('seed', 0)}), each with the chunks "
                 f"{data.get('system', 'teola')}'s {data.get('flow', 'naive_rag/small')} flow kept as the context"
                 if data.get("contexts") else
                 f" {data['n']} NarrativeQA questions (seed 1), each with its gold story as the context")

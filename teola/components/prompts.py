@@ -26,6 +26,7 @@ TOOL_ANSWER = "Answer the question using the tool results."
 # turn, labelled context, "Answer in one short sentence"); LlamaIndex's chat QA messages: 26 of 100
 # at 40 tokens. The same instruction in a system turn: 20; asking for one sentence or a short phrase
 # answers shorter (23-26 tokens) with fewer gold answers (16-18; prompts_teola_adv_b.md).
+# Held out (100 other questions, prompts_seed1.md): 16/100, F1 0.132 vs 15/100, F1 0.120 before.
 CONTEXT_LABEL = "Context:\n----------"
 CONTEXT_END = "----------"
 EXISTING_LABEL = "Existing answer:"
