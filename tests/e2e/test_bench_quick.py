@@ -91,8 +91,10 @@ async def test_llamaindex_answers_on_our_engines(smoke):
                 ("llm", "decoding")} <= ops, ops
         decodes = [t for t in rec["trace"] if t["op"] == "decoding"]
         assert all(t["num_output_tokens"] >= 1 for t in decodes)
-    # The vLLM adapter itself saw LlamaIndex's chat calls (a system turn, then the user turn).
-    li_calls = [parts for op, parts in seen if op == "decoding" and parts == ("system", "user")]
+    # The vLLM adapter itself saw LlamaIndex's chat calls: its messages arrive as "system" / "user"
+    # parts (teola's synthesis layout, which this run gives it, is one user turn), where teola's
+    # own calls name their parts (context, question, ...).
+    li_calls = [parts for op, parts in seen if op == "decoding" and parts in (("system", "user"), ("user",))]
     assert len(li_calls) >= len(records)
 
 
