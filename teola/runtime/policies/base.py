@@ -208,3 +208,23 @@ def fill_in_order(ranked: list[Pending], limits: Limits) -> Filler:
             if fill.full:
                 break
     return fill
+
+
+class RankedAdmission:
+    """A non-preemptive policy under admission control (teola.runtime.preemption) that admits
+    waiting calls in the order of `rank` and never charges running ones (no progress events)."""
+
+    name = "ranked"
+    preemptive = True
+    wants_progress = False
+
+    def rank(self, e: Pending) -> Any:
+        raise NotImplementedError
+
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
+        if not queue:
+            return Decision()
+        return Decision(fill_in_order(sorted(queue, key=self.rank), limits).picks)
+
+    def progress(self, e: Pending, decoded: int) -> None:
+        """Running calls are never demoted or preempted."""

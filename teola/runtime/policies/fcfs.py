@@ -8,18 +8,11 @@ as in vLLM), at most the engine's max efficient batch of calls run at once, and 
 return when its last one ends), a short call never waits for a long one it was batched with."""
 from __future__ import annotations
 
-from teola.runtime.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order
+from teola.runtime.policies.base import Pending, RankedAdmission
 
 
-class FCFSPolicy:
+class FCFSPolicy(RankedAdmission):
     name = "fcfs"
-    preemptive = True        # admission control: see teola.runtime.preemption
-    wants_progress = False   # running calls are never charged: no per-token progress events
 
-    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
-        if not queue:
-            return Decision()
-        return Decision(fill_in_order(sorted(queue, key=lambda e: e.arrival), limits).picks)
-
-    def progress(self, e: Pending, decoded: int) -> None:
-        """Running calls are never demoted or preempted."""
+    def rank(self, e: Pending) -> float:
+        return e.arrival

@@ -4,7 +4,7 @@ tokens they are predicted to decode, before and after their API call (the reques
 their KV does during the API call. Admission control like `lamps` (no preemption of running calls)."""
 from __future__ import annotations
 
-from teola.runtime.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order
+from teola.runtime.policies.base import Pending, RankedAdmission
 
 
 def predicted_length(e: Pending) -> int:
@@ -12,17 +12,8 @@ def predicted_length(e: Pending) -> int:
     return int(req.get("predicted_tokens") or req.get("max_tokens") or 1) + int(req.get("post_tokens") or 0)
 
 
-class SJFPolicy:
+class SJFPolicy(RankedAdmission):
     name = "sjf"
-    preemptive = True  # admission control: see teola.runtime.preemption
-    wants_progress = False  # running calls are never charged: no per-token progress events
 
-    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
-        if not queue:
-            return Decision()
-        ranked = sorted(queue, key=lambda e: (predicted_length(e), e.arrival))
-        fill = fill_in_order(ranked, limits)
-        return Decision(fill.picks)
-
-    def progress(self, e: Pending, decoded: int) -> None:
-        """Running calls are never demoted or preempted."""
+    def rank(self, e: Pending) -> tuple[int, float]:
+        return predicted_length(e), e.arrival
