@@ -1,7 +1,9 @@
 """Document QA with advanced RAG (Teola Fig. 2d): query expansion into 3 queries, indexing in
 parallel, top-16 vector search per query, reranking to the best 3 chunks, compact synthesis (the
 chunks packed into as few prompts as fit the context window, refining across prompts: one LLM call
-when the 3 chunks fit)."""
+when the 3 chunks fit). A document of at most 16 chunks is all in the question's own top 16, so
+the expanded queries cannot change the reranked context: the optimizer then drops the expansion
+(pass `prune_covered_searches`; turn it off per query to keep it)."""
 from __future__ import annotations
 
 from typing import Any

@@ -52,8 +52,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import command_line, percentile, without_keys
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 
-NO_OPT = {"prune_dependencies": False, "stage_decomposition": False, "prefill_split": False,
-          "decode_pipelining": False}
+NO_OPT = {"prune_covered_searches": False, "prune_dependencies": False, "stage_decomposition": False,
+          "prefill_split": False, "decode_pipelining": False}
 SYSTEMS: dict[str, tuple[dict[str, Any], str]] = {
     "teola": ({}, "topology"),
     "LlamaDist-PO": ({"passes": {**NO_OPT, "module_chain": True}}, "po"),

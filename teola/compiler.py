@@ -73,11 +73,13 @@ class GraphCache:
 
 def shape_key(version: int, config: dict[str, Any], inputs: dict[str, Any]) -> tuple:
     """What the graph depends on: the template version, the graph-shaping config, the sizes of
-    list-valued inputs (documents -> chunk count) and the length class of text inputs (synthesis
-    packs chunks around the question: `TEXT_BUCKET` characters a class), never the text itself."""
+    list-valued inputs (documents -> chunk count), the length class of text inputs (synthesis
+    packs chunks around the question: `TEXT_BUCKET` characters a class) and whether the namespace is
+    the query's own, never the text itself."""
     cfg = json.dumps({k: config.get(k) for k in GRAPH_KEYS}, sort_keys=True, default=str)
     data = tuple(sorted((k, _size(v)) for k, v in inputs.items() if k != "sys.namespace"))
-    return (version, cfg, data)
+    # a kept namespace may hold other queries' chunks, so searches over it are never pruned
+    return (version, cfg, data, config.get("namespace") is None)
 
 
 # a class's texts differ by fewer characters (so tokens) than synthesis packing leaves room for

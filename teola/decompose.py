@@ -83,14 +83,15 @@ def build_pgraph(order: list[Node], engines: dict[str, Engine], query: dict[str,
     """Decompose every node (in template order) into a sub-graph of primitives; join the
     sub-graphs along the template's edges (tail primitives -> head primitives) and along every
     data dependency. `initial` holds the query's values and receives compile-time data (chunks)."""
-    graph = Graph(engines={name: e.info() for name, e in engines.items()})
+    graph = Graph(engines={name: e.info() for name, e in engines.items()}, components=tuple(n.name for n in order))
     exports: dict[str, dict[str, Port]] = {}
     subs: dict[str, list[Primitive]] = {}
     kinds = {name: e.kind for name, e in engines.items()}
     for node in order:
         fn, _, _ = lookup(node.kind)
         seen = ReadTracking(node_config(node, config))
-        ctx = BuildContext(graph, node, seen, query, initial, _ancestors(node, exports), kinds)
+        ctx = BuildContext(graph, node, seen, query, initial, _ancestors(node, exports), kinds,
+                           own_namespace=config.get("namespace") is None)
         if node.kind == "aggregate":
             fn(ctx, [exports[p.name] for p in node.upstream])  # type: ignore[call-arg]
         else:

@@ -40,6 +40,7 @@ class Graph:
     inputs: frozenset[str] = frozenset()
     outputs: tuple[str, ...] = ()
     engines: dict[str, EngineInfo] = field(default_factory=dict)
+    components: tuple[str, ...] = ()  # the template's nodes, including any a pass left without primitives
     nx: nx.DiGraph = field(default_factory=nx.DiGraph)
     _next_id: int = 0
 
@@ -63,7 +64,8 @@ class Graph:
 
     def copy(self) -> "Graph":
         """A deep copy of the structure with cloned primitives (same ids)."""
-        g = Graph(inputs=self.inputs, outputs=self.outputs, engines=self.engines, _next_id=self._next_id)
+        g = Graph(inputs=self.inputs, outputs=self.outputs, engines=self.engines, components=self.components,
+                  _next_id=self._next_id)
         for pid, data in self.nx.nodes(data=True):
             p = data["prim"].clone()
             p.id = pid

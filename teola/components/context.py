@@ -36,6 +36,7 @@ class BuildContext:
     initial: dict[str, Any]
     ancestors: list[tuple[Node, dict[str, Port]]]  # nearest first
     engine_kinds: dict[str, str]
+    own_namespace: bool = True  # the query's namespace is made for it (no config "namespace")
     sub: SubGraph = field(default_factory=SubGraph)
 
     def key(self, name: str) -> str:

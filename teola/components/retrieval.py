@@ -41,7 +41,8 @@ def decompose_vector_search(ctx: BuildContext) -> None:
     for port, name, label in searches:
         p = ctx.add(Primitive(PrimOp.SEARCHING, ctx.engine(), ctx.node.name,
                               inputs=(port.key, index.key, "sys.namespace"), outputs=(ctx.key(name),),
-                              args={"map": (port.key,), "top_k": top_k}, num_requests=port.n, label=label))
+                              args={"map": (port.key,), "top_k": top_k, "own_namespace": ctx.own_namespace},
+                              num_requests=port.n, label=label))
         keys.append(p.outputs[0])
     if question:
         ctx.add(Primitive(PrimOp.AGGREGATE, None, ctx.node.name, inputs=tuple(keys), outputs=(out,),

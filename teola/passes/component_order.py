@@ -24,16 +24,18 @@ def members_of(graph: Graph) -> dict[str, list[int]]:
 def order_components(graph: Graph, pairs: list[tuple[str, str]] | list[list[str]]) -> tuple[Graph, bool]:
     """A copy of `graph` where every primitive of `then` waits for every primitive of `first`, for
     each (first, then) in `pairs` (explicit ordering edges, which dependency pruning keeps), and
-    whether an edge was added. ValueError for unknown components."""
+    whether an edge was added. ValueError for unknown components; a component of the template
+    that an earlier pass left without primitives has nothing to order."""
     g = graph.copy()
     members = members_of(g)
+    known = set(members) | set(g.components)
     modified = False
     for first, then in pairs:
         for name in (first, then):
-            if name not in members:
-                raise ValueError(f"no component {name!r} in this graph; components: {sorted(members)}")
-        for u in members[first]:
-            for v in members[then]:
+            if name not in known:
+                raise ValueError(f"no component {name!r} in this graph; components: {sorted(known)}")
+        for u in members.get(first, ()):
+            for v in members.get(then, ()):
                 if not g.nx.has_edge(u, v):
                     g.nx.add_edge(u, v, order=True)
                     modified = True

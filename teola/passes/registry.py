@@ -7,15 +7,18 @@ from teola.passes.component_order import component_order
 from teola.passes.decode_pipelining import decode_pipelining
 from teola.passes.module_chain import module_chain
 from teola.passes.prefill_split import prefill_split
+from teola.passes.prune_covered_searches import prune_covered_searches
 from teola.passes.prune_dependencies import prune_dependencies
 from teola.passes.result import PassResult
 from teola.passes.stage_decomposition import stage_decomposition
 
 PassFn = Callable[..., PassResult]
 
-# Order matters: pruning frees branches before stages and prefixes are computed from the edges
+# Order matters: covered searches go first (they drop whole primitives, whose edges go with them);
+# pruning frees branches before stages and prefixes are computed from the edges
 # that remain; decode pipelining runs last so it splits the readers that stage decomposition made.
 _PASSES: dict[str, PassFn] = {
+    "prune_covered_searches": prune_covered_searches,
     "prune_dependencies": prune_dependencies,
     "stage_decomposition": stage_decomposition,
     "prefill_split": prefill_split,

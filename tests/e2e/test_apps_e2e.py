@@ -75,10 +75,23 @@ async def test_app_answers_with_trace(e2e_client, app):
     assert body["latency"] > 0
 
 
+# the sample's 3 chunks are all in the question's own top 16, so by default the expansion is pruned
+KEEP_EXPANSION = {"passes": {"prune_covered_searches": False}}
+
+
 async def test_advanced_rag_trace_has_partial_prefill_and_decode(e2e_client):
-    body = await query(e2e_client, "advanced_rag")
+    body = await query(e2e_client, "advanced_rag", KEEP_EXPANSION)
     ops = {t["op"] for t in body["trace"]}
     assert {"partial_prefilling", "partial_decoding"} <= ops, sorted(ops)
+
+
+async def test_pruned_expansion_gives_the_same_answer_with_one_llm_call(e2e_client):
+    full = await query(e2e_client, "advanced_rag", KEEP_EXPANSION)
+    pruned = await query(e2e_client, "advanced_rag")
+    assert any(t["primitive"].startswith("query_expansion.") for t in full["trace"])
+    llm = [t for t in pruned["trace"] if t["engine"] == "llm" and t["status"] == "ok"]
+    assert llm and all(t["primitive"].startswith("synthesis.") for t in llm), llm
+    assert pruned["output"] == full["output"]  # greedy decoding over the same reranked chunks
 
 
 async def test_metrics_count_real_queries(e2e_client):

@@ -9,7 +9,9 @@ from apps import advanced_rag, naive_rag, search_generation, tool_agent
 from teola import PrimOp
 
 GOLDEN = Path(__file__).parent.parent / "golden"
-DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(120))
+# ~20 chunks: more than advanced RAG's top_k (16), so its question's own search does not return
+# every chunk and the expanded searches stay (see test_prune_covered_searches.py for fewer)
+DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(300))
 QUERY = {"question": "How long is the river Ouse?", "documents": [DOC]}
 APPS = {"advanced_rag": advanced_rag, "naive_rag": naive_rag, "search_generation": search_generation,
         "tool_agent": tool_agent}

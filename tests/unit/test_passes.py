@@ -113,8 +113,8 @@ def test_failing_pass_is_reraised_naming_previous_passes():
     register_pass("broken", broken)
     try:
         g = make_graph((P, ("query.question",), ("x.kv",)), p0={"parts": [("q", Ref("query.question"))]})
-        with pytest.raises(PassError, match=r"pass 'broken' failed \(after prune_dependencies, stage_decomposition, "
-                                            r"prefill_split, decode_pipelining\): boom"):
+        with pytest.raises(PassError, match=r"pass 'broken' failed \(after prune_covered_searches, prune_dependencies, "
+                                            r"stage_decomposition, prefill_split, decode_pipelining\): boom"):
             run_pipeline(g)
     finally:
         unregister_pass("broken")
@@ -183,7 +183,7 @@ def test_component_order_runs_expansion_before_indexing_only_when_asked():
     from apps import advanced_rag
     from teola import PrimOp
 
-    query = {"question": "q?", "documents": ["word " * 600]}
+    query = {"question": "q?", "documents": ["word " * 6000]}  # more chunks than the search's top_k
     app = advanced_rag.build()
     g = app.compile(query, {"passes": {"component_order": {"order": [["query_expansion", "indexing"]]}}}).egraph
     index = g.find(PrimOp.EMBEDDING, component="indexing")
@@ -194,6 +194,10 @@ def test_component_order_runs_expansion_before_indexing_only_when_asked():
                    for i in default.find(PrimOp.EMBEDDING, component="indexing"))
     with pytest.raises(PassOptionError, match="no component .nope."):
         app.compile(query, {"passes": {"component_order": {"order": [["nope", "indexing"]]}}})
+    # a small document's expansion is pruned (its search covers the index): nothing to order, no error
+    small = app.compile({"question": "q?", "documents": ["word " * 300]},
+                        {"passes": {"component_order": {"order": [["query_expansion", "indexing"]]}}}).egraph
+    assert small.find(component="query_expansion") == [] and small.find(PrimOp.EMBEDDING, component="indexing")
 
 
 def test_pass_options_of_the_wrong_shape_are_the_clients_mistake():

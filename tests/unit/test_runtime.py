@@ -9,8 +9,8 @@ from teola.runtime import QueryCancelled, QueryError, QueryTimeout
 from engines.sim_engine import SimEngine, sim_engines
 from tests.support.waiting import until
 
-ALL_PASSES_OFF = {"passes": {"prune_dependencies": False, "stage_decomposition": False, "prefill_split": False,
-                             "decode_pipelining": False}}
+ALL_PASSES_OFF = {"passes": {"prune_covered_searches": False, "prune_dependencies": False, "stage_decomposition": False,
+                             "prefill_split": False, "decode_pipelining": False}}
 DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(40))
 QUERY = {"question": "what is the capital of france", "documents": [DOC]}
 
