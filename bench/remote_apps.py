@@ -249,7 +249,7 @@ async def bench(apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress
     return out
 
 
-async def _main(s: Settings, quick: bool, command: str, write: bool) -> dict[str, Any]:
+async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = "remote_apps") -> dict[str, Any]:
     from engines.paths import configure_engine_env
 
     configure_engine_env()
@@ -275,8 +275,8 @@ async def _main(s: Settings, quick: bool, command: str, write: bool) -> dict[str
         md = markdown(data, command)
         folder = RESULTS / "quick" if quick else RESULTS
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "remote_apps.json").write_text(json.dumps(without_keys(data, "parents"), indent=1, default=str))
-        (folder / "remote_apps.md").write_text(md.rstrip() + "\n")
+        (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "parents"), indent=1, default=str))
+        (folder / f"{out}.md").write_text(md.rstrip() + "\n")
         print(md)
     return data
 
@@ -289,7 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--queries", type=int, default=None, help="queries per point (default 20, --quick 4)")
     p.add_argument("--rates", default=None, help="comma-separated rates (q/s) for every app")
     p.add_argument("--no-write", action="store_true", help="print the summary, write no result files")
+    p.add_argument("--out", default="remote_apps", help="results name: bench/results/<out>.md/.json (default remote_apps)")
     args = p.parse_args(argv)
+    if not args.out.replace("_", "").isalnum():
+        p.error(f"--out must be a plain name (letters, digits, _), got {args.out!r}")
     s = Settings.quick() if args.quick else Settings()
     if args.apps:
         s.apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
@@ -313,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         s.rates = {a: rates for a in APPS}
     command = command_line("python -m bench.remote_apps", (
         ("--quick", args.quick), ("--apps", args.apps), ("--trials", args.trials), ("--queries", args.queries),
-        ("--rates", args.rates)))
-    data = asyncio.run(_main(s, args.quick, command, not args.no_write))
+        ("--rates", args.rates), ("--out", None if args.out == "remote_apps" else args.out)))
+    data = asyncio.run(_main(s, args.quick, command, not args.no_write, args.out))
     if args.no_write:
         from bench.rag import speedups
         print(json.dumps(speedups(data), indent=1))

@@ -56,6 +56,10 @@ class EngineProfile:
     latency: seconds for a batch of n, as {n: seconds} samples (optional; used by simulation/bounds).
     context_window: for LLM engines, the most prompt+output tokens one request may hold (0 = unknown);
     synthesis packs retrieved chunks into prompts of this size.
+    max_inflight: batches one instance runs at once unless the runtime is told otherwise (0 = the
+    runtime's default for the kind). Adapters of remote services whose latency is the network's, not
+    a shared device's, take many: a batch of calls lasts as long as its slowest call, and a new batch
+    should not wait for that tail.
     """
 
     max_batch: int = 64
@@ -63,6 +67,7 @@ class EngineProfile:
     token_budget: int = 0
     latency: dict[int, float] = field(default_factory=dict)
     context_window: int = 0
+    max_inflight: int = 0
 
 
 @runtime_checkable
@@ -101,7 +106,8 @@ def profile_with(default: EngineProfile, max_batch: int | None = None,
             raise ValueError(f"option {field_name} must be a positive int or omitted, got {value!r}")
     mb = max_batch or default.max_batch
     return EngineProfile(max_batch=mb, max_efficient_batch=min(max_efficient_batch or default.max_efficient_batch, mb),
-                         token_budget=default.token_budget, context_window=default.context_window)
+                         token_budget=default.token_budget, context_window=default.context_window,
+                         max_inflight=default.max_inflight)
 
 
 async def restart_adapter(backend: Any) -> None:

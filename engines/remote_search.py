@@ -14,7 +14,9 @@ above. Any failed call fails the batch (the engine protocol); the other calls of
 cancelled.
 
 Options: url (required here), timeout (10 s), max_connections (64), headers (e.g. an API key),
-max_batch (64), max_efficient_batch (64: a remote API has no batching knee of its own).
+max_batch (64), max_efficient_batch (64: a remote API has no batching knee of its own). Up to 64
+batches run at once (EngineProfile.max_inflight): a new batch does not wait for the slowest call
+of the one before.
 """
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ class RemoteSearchEngine:
     """Searches over a remote HTTP search API (op "searching"); see the module docstring."""
 
     ops = frozenset({"searching"})
-    default_profile = EngineProfile(max_batch=64, max_efficient_batch=64)
+    default_profile = EngineProfile(max_batch=64, max_efficient_batch=64, max_inflight=64)
 
     def __init__(self, name: str, *, url: str, timeout: float = 10.0, max_connections: int = 64,
                  headers: dict[str, str] | None = None, max_batch: int | None = None,

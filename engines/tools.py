@@ -73,7 +73,8 @@ class ToolEngine:
     default 10), max_batch (32), max_efficient_batch (8)."""
 
     ops = frozenset({"tool"})
-    default_profile = EngineProfile(max_batch=32, max_efficient_batch=8)
+    # tools wait on services or threads, not on a shared device: batches overlap
+    default_profile = EngineProfile(max_batch=32, max_efficient_batch=8, max_inflight=64)
 
     def __init__(
         self,

@@ -47,7 +47,8 @@ class Runtime:
       policy: batching policy for engines whose spec sets none ("topology", "fifo", "po", "to", ...);
       policy_options: {policy name: {option: value}} (e.g. {"fifo": {"timeout": 0.01}});
       max_inflight: batches an instance may run at once, an int or {engine: int}
-        (default 1, 4 for kind "vllm", whose engine batches continuously);
+        (default: the adapter's profile, 64 for remote search and tools, whose latency is the
+        network's; else 4 for kind "vllm", whose engine batches continuously; else 1);
       prescheduling: fuse a prefill into its only decode on the same engine (default True; a query
         may override it with config {"prescheduling": false});
       health_interval: seconds between health probes of every engine instance (default 5; 0 or
@@ -116,7 +117,7 @@ class Runtime:
                 for i in range(spec.instances):
                     b = given[i] if isinstance(given, (list, tuple)) else given
                     inst = await self.executor.launch(spec, i, b)
-                    inst.max_inflight = self._inflight_for(spec)
+                    inst.max_inflight = self._inflight_for(spec, inst)
                     insts.append(inst)
                 self.instances[name] = insts
                 policy_name = spec.policy or self.policy_name
@@ -167,13 +168,15 @@ class Runtime:
         if errors:
             raise RuntimeError("some engine instances failed to stop: " + "; ".join(errors))
 
-    def _inflight_for(self, spec: Engine) -> int:
+    def _inflight_for(self, spec: Engine, inst: Instance) -> int:
+        """The runtime option, else the adapter's profile (remote services: many), else the kind's default."""
         mi = self.max_inflight
         if isinstance(mi, int):
             return max(1, mi)
         if isinstance(mi, dict) and spec.name in mi:
             return max(1, int(mi[spec.name]))
-        return DEFAULT_MAX_INFLIGHT.get(spec.kind, 1)
+        own = getattr(inst.profile, "max_inflight", 0)
+        return own if own > 0 else DEFAULT_MAX_INFLIGHT.get(spec.kind, 1)
 
     # ---- what runs -------------------------------------------------------------------------------
     @property
