@@ -47,8 +47,7 @@ class Runtime:
       policy: batching policy for engines whose spec sets none ("topology", "fifo", "po", "to", ...);
       policy_options: {policy name: {option: value}} (e.g. {"fifo": {"timeout": 0.01}});
       max_inflight: batches an instance may run at once, an int or {engine: int}
-        (default: the adapter's profile, 64 for remote search and tools, whose latency is the
-        network's; else 4 for kind "vllm", whose engine batches continuously; else 1);
+        (default: the adapter's profile's, e.g. 64 for remote search and tools; else 4 for "vllm"; else 1);
       prescheduling: fuse a prefill into its only decode on the same engine (default True; a query
         may override it with config {"prescheduling": false});
       health_interval: seconds between health probes of every engine instance (default 5; 0 or
@@ -169,7 +168,6 @@ class Runtime:
             raise RuntimeError("some engine instances failed to stop: " + "; ".join(errors))
 
     def _inflight_for(self, spec: Engine, inst: Instance) -> int:
-        """The runtime option, else the adapter's profile (remote services: many), else the kind's default."""
         mi = self.max_inflight
         if isinstance(mi, int):
             return max(1, mi)

@@ -433,7 +433,7 @@ def test_create_server_rejects_non_apps():
 
 async def test_a_query_whose_graph_is_too_large_is_a_413_naming_the_limit():
     app, _ = make_rag_app()
-    async with serve({"rag": app}, ServerSettings(max_primitives=10)) as c:
+    async with serve({"rag": app}, ServerSettings(max_primitives=4)) as c:
         r = await c.post("/v1/apps/rag/query", json={"query": QUERY})
         assert r.status_code == 413 and r.json()["error"] == "graph_too_large"
         assert "TEOLA_MAX_PRIMITIVES" in r.json()["detail"]
