@@ -9,6 +9,7 @@ default 1) and the restarted actor starts its adapter again on first use, so lat
 succeed. Batches are not retried (`max_task_retries=0`): engine calls are not idempotent."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from typing import Any, AsyncIterator
@@ -48,10 +49,10 @@ class EngineActor:
         backend = await self._ready()
         import ray
         profile = getattr(backend, "profile", None)
+        # the whole profile crosses, so a remote instance is scheduled as a local one would be
+        # (context window, max_inflight included)
         return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "profile": None if profile is None else {
-                    "max_batch": profile.max_batch, "max_efficient_batch": profile.max_efficient_batch,
-                    "token_budget": profile.token_budget, "latency": dict(profile.latency)},
+                "profile": dataclasses.asdict(profile) if isinstance(profile, EngineProfile) else None,
                 "methods": [m for m in ("stream", "drop_namespace", "health", "abort")
                             if callable(getattr(backend, m, None))]}
 

@@ -173,7 +173,7 @@ class Runtime:
             return max(1, mi)
         if isinstance(mi, dict) and spec.name in mi:
             return max(1, int(mi[spec.name]))
-        own = getattr(inst.profile, "max_inflight", 0)
+        own = inst.profile.max_inflight
         return own if own > 0 else DEFAULT_MAX_INFLIGHT.get(spec.kind, 1)
 
     # ---- what runs -------------------------------------------------------------------------------

@@ -1,24 +1,18 @@
 """How many batches an engine instance runs at once: the runtime option, else the adapter's profile
 (remote services: many), else the kind's default."""
-from apps.advanced_rag import set_template
 from engines.protocol import EngineProfile, profile_with
 from engines.remote_search import RemoteSearchEngine
 from engines.sim_engine import sim_engines
 from engines.tools import ToolEngine
-from teola import App, Engine
+from teola import App
+from tests.unit.test_runtime import make_rag
 
 
 def rag(runtime: dict | None = None, vectordb_inflight: int = 0) -> App:
     sims = sim_engines()
     if vectordb_inflight:
         sims["vectordb"].profile = EngineProfile(max_inflight=vectordb_inflight)
-    app = App("rag", config={"runtime": runtime or {}})
-    app.register_engine(Engine("llm", kind="vllm"), backend=sims["llm"])
-    app.register_engine(Engine("embedding", kind="sentence_transformers"), backend=sims["embedding"])
-    app.register_engine(Engine("vectordb", kind="pgvector"), backend=sims["vectordb"])
-    app.register_engine(Engine("reranker", kind="reranker"), backend=sims["reranker"])
-    set_template(app)
-    return app
+    return make_rag(sims, runtime=runtime)
 
 
 async def inflight(app: App) -> dict[str, int]:

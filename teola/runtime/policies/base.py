@@ -16,6 +16,7 @@ Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLA
 """
 from __future__ import annotations
 
+import abc
 import bisect
 
 from dataclasses import dataclass, field
@@ -210,16 +211,18 @@ def fill_in_order(ranked: list[Pending], limits: Limits) -> Filler:
     return fill
 
 
-class RankedAdmission:
+class RankedAdmission(abc.ABC):
     """A non-preemptive policy under admission control (teola.runtime.preemption) that admits
-    waiting calls in the order of `rank` and never charges running ones (no progress events)."""
+    waiting calls in the order of `rank` and never charges running ones (no progress events).
+    Subclasses give `name` and `rank`."""
 
     name = "ranked"
-    preemptive = True
+    preemptive = True  # run through the Preemptor for its admission control; it never preempts
     wants_progress = False
 
+    @abc.abstractmethod
     def rank(self, e: Pending) -> Any:
-        raise NotImplementedError
+        """The sort key of a waiting call: lower runs first."""
 
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
