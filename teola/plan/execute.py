@@ -2,9 +2,13 @@
 instances (engines.vllm_engine.VLLMEngine) on devices of their own (here: CPU cores, one per
 instance, so only tp=1 plans run locally); the job's requests go to a model's instances as soon as
 their inputs exist (a chain's requests stay on one instance), and a stage ends when one of its models
-has answered all its requests. At a stage boundary instances whose model leaves the stage or changes
-plan are stopped (their unfinished requests are sent again later: preemption) and the next stage's
-new instances start. After the planned stages, unfinished models keep running until done.
+has answered all its requests, as the plan's stages do (teola.plan.stage_eval): not later, when an
+instance the stage started is still loading. At a stage boundary instances whose model leaves the
+stage or changes plan are stopped, all at once (their unfinished requests are sent again later:
+preemption; one still loading is stopped once loaded), then the next stage's new instances start
+loading in the background; a model kept at its plan keeps running (or loading). After the planned
+stages, unfinished models keep running until done. The job completes when its last request is
+answered; stopping the last instances after that is reported apart (`teardown_s`).
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ class _Running:
     engines: list[Any]
     cores: list[int]
     tasks: dict[int, asyncio.Task] = field(default_factory=dict)
+    loading: asyncio.Task | None = None  # the instances' start, in the background
+    loaded: bool = False
 
 
 class Executor:
@@ -46,6 +52,10 @@ class Executor:
         self.stage_log: list[dict[str, Any]] = []
         self.replans: list[dict[str, Any]] = []
         self.replanner: Replanner | None = None
+        self.events: list[dict[str, Any]] = []  # load / stop of each model's instances, s from the job's start
+        self.done_at: dict[str, float] = {}     # when each model answered its last request
+        self.teardown_s = 0.0
+        self.t0 = 0.0
         self.changed = asyncio.Event()
         self.dependents: dict[tuple[str, int], list[tuple[str, int]]] = {}
         for m, reqs in wl.requests.items():
@@ -60,9 +70,10 @@ class Executor:
                   max_replans: int = 3) -> float:
         """Run the stages; with a `replanner`, observed lengths are fed to it and, when it says so at a
         stage boundary, the rest of the plan is searched again from the job's current state."""
-        t0 = time.perf_counter()
+        t0 = self.t0 = time.perf_counter()
         self.replanner = replanner
         todo = list(stages)
+        completed = 0.0
         try:
             while todo:
                 stage = self._feasible({m: p for m, p in todo.pop(0).items() if not self.finished(m)})
@@ -74,10 +85,15 @@ class Executor:
                 rest = {m: (self.running[m].plan if m in self.running else Plan(1, 1))
                         for m in self.wl.requests if not self.finished(m)}
                 await self._stage(len(self.stage_log), rest, t0)
+            completed = max(self.done_at.values(), default=0.0)
         finally:
-            for m in list(self.running):
-                await self._stop(m)
-        return time.perf_counter() - t0
+            t1 = time.perf_counter()
+            await asyncio.gather(*(self._stop(m) for m in list(self.running)), return_exceptions=True)
+            self.teardown_s = time.perf_counter() - t1
+        return completed
+
+    def _now(self) -> float:
+        return time.perf_counter() - self.t0
 
     def _replan(self, replanner: Replanner) -> list[dict[str, Plan]]:
         state = State({m: set(out) for m, out in self.outputs.items()},
@@ -117,39 +133,64 @@ class Executor:
 
     async def _stage(self, i: int, stage: dict[str, Plan], t0: float) -> None:
         start = time.perf_counter() - t0
-        for m in [m for m in self.running if self.running[m].plan != stage.get(m)]:
-            await self._stop(m)
+        await asyncio.gather(*(self._stop(m) for m in [m for m in self.running if self.running[m].plan != stage.get(m)]))
         new = [m for m in stage if m not in self.running]
         need = sum(stage[m].gpus for m in new)
         if need > len(self.free):
             raise ValueError(f"stage {i + 1} needs {need} more devices, {len(self.free)} are free")
-        await asyncio.gather(*(self._start(m, stage[m]) for m in new))
+        for m in new:
+            self._start(m, stage[m])
         self.say(f"stage {i + 1}: {', '.join(f'{m} {p}' for m, p in stage.items())} (started at {start:.1f} s)")
         for m in stage:
             self._dispatch(m)
         while not any(self.finished(m) for m in stage):
+            self._raise_failed_load()
             self.changed.clear()
             await self.changed.wait()
         self.stage_log.append({"start_s": round(start, 2), "end_s": round(time.perf_counter() - t0, 2),
                                "plans": {m: str(p) for m, p in stage.items()},
                                "finished": [m for m in stage if self.finished(m)]})
 
-    async def _start(self, m: str, plan: Plan) -> None:
+    def _raise_failed_load(self) -> None:
+        for run in self.running.values():
+            if run.loading is not None and run.loading.done() and run.loading.exception() is not None:
+                raise run.loading.exception()
+
+    def _start(self, m: str, plan: Plan) -> None:
+        """Takes the devices now and starts the instances in the background; the model's requests
+        are dispatched once they are loaded."""
         if plan.tp != 1:
             raise ValueError(f"model {m!r}: plan {plan} needs tensor parallelism, which run-job does not do locally")
         cores = [self.free.pop(0) for _ in range(plan.dp)]
         spec = self.job.models[m]
-        engines = [self.make_engine(f"{m}-{k}", core, spec) for k, core in enumerate(cores)]
-        await asyncio.gather(*(e.start() for e in engines))
-        self.running[m] = _Running(plan, engines, cores)
+        run = _Running(plan, [self.make_engine(f"{m}-{k}", core, spec) for k, core in enumerate(cores)], cores)
+        self.running[m] = run
+        run.loading = asyncio.create_task(self._load(m, run))
+
+    async def _load(self, m: str, run: _Running) -> None:
+        begin = self._now()
+        try:
+            await asyncio.gather(*(e.start() for e in run.engines))
+            run.loaded = True
+        finally:
+            self.events.append({"model": m, "plan": str(run.plan), "event": "load", "start_s": round(begin, 2),
+                                "end_s": round(self._now(), 2)})
+            self.changed.set()
+        if self.running.get(m) is run:
+            self._dispatch(m)
 
     async def _stop(self, m: str) -> None:
         run = self.running.pop(m)
+        begin = self._now()
+        if run.loading is not None:  # an instance is not stopped while it starts: wait for it
+            await asyncio.gather(run.loading, return_exceptions=True)
         for t in run.tasks.values():
             t.cancel()
         await asyncio.gather(*run.tasks.values(), return_exceptions=True)
         await asyncio.gather(*(e.stop() for e in run.engines), return_exceptions=True)
         self.free.extend(run.cores)
+        self.events.append({"model": m, "plan": str(run.plan), "event": "stop", "start_s": round(begin, 2),
+                            "end_s": round(self._now(), 2)})
 
     def _ready(self, m: str, r: Request) -> bool:
         if r.after is not None and r.after not in self.outputs[m]:
@@ -158,7 +199,7 @@ class Executor:
 
     def _dispatch(self, m: str, keys: list[int] | None = None) -> None:
         run = self.running.get(m)
-        if run is None:
+        if run is None or not run.loaded:
             return
         reqs = self.wl.requests[m]
         for r in (reqs if keys is None else [reqs[k] for k in keys]):
@@ -176,6 +217,8 @@ class Executor:
         out = (await engine.execute("decoding", [req]))[0]
         self.outputs[m][r.key] = out["text"]
         self.running[m].tasks.pop(r.key, None)
+        if self.finished(m):
+            self.done_at[m] = self._now()
         stage = spec.lengths or r.stage
         self.trace.append({"model": m, "stage": stage, "key": r.key,
                            "num_output_tokens": out["num_output_tokens"], "predicted_tokens": r.target})
@@ -214,6 +257,8 @@ def run_job(job_path: str, plan: dict[str, Any], trace_path: str | None = None, 
     predicted = float(plan["predicted_s"])
     return {"job": job.name, "method": plan.get("method"), "predicted_s": predicted, "measured_s": round(measured, 2),
             "error": round((predicted - measured) / measured, 4), "stages": ex.stage_log,
+            "done_at": {m: round(t, 2) for m, t in ex.done_at.items()}, "events": ex.events,
+            "teardown_s": round(ex.teardown_s, 2),
             "calls": len(ex.trace), "replans": ex.replans, "tokens": output_tokens(ex.trace)}
 
 

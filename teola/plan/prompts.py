@@ -2,6 +2,8 @@
 recorder (bench/plan_lengths.py), the planner's prompt-length estimate and `teola run-job`."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 STAGES = ("answer", "fuse", "route", "summarise", "evaluate")
 
 
@@ -39,3 +41,14 @@ def build(stage: str, inputs: dict, upstream: list[str]) -> str:
     if stage == "evaluate":
         return evaluate(upstream[0] if upstream else "", int(inputs.get("aspect", 0)))
     raise ValueError(f"unknown app stage {stage!r}; stages: {', '.join(STAGES)}")
+
+
+@lru_cache(maxsize=None)
+def shared_prefix(stage: str, upstream: int) -> str:
+    """The leading text every prompt of `stage` with `upstream` upstream outputs starts with."""
+    a = build(stage, {"question": "\x00", "chunk": "\x00", "aspect": 0}, ["\x00"] * upstream)
+    b = build(stage, {"question": "\x01", "chunk": "\x01", "aspect": 1}, ["\x01"] * upstream)
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]

@@ -6,9 +6,12 @@ iteration shared by one token per decoding sequence and chunks of the prompts be
 first output token sampled at the end of the prefill) and prices every iteration with the same
 IterationCost, but it runs without an event loop and jumps over runs of decode-only iterations
 between request completions in closed form (their cost is linear in the iteration count and the
-growing context), so a replica of thousands of requests takes milliseconds. Simplifications: no
-prefix cache, and a request is admitted only when KV space for its whole prompt and output is free
-(no preemption). A request may become ready at a given time (its inputs come from another model) or
+growing context), so a replica of thousands of requests takes milliseconds. Prefix cache: a request
+admitted after the replica's first iteration skips prefilling its `cached` leading tokens (the
+prompt's blocks shared with the requests before it: chat template and instruction); the ones
+admitted together at the start all prefill in full, as their shared blocks are not computed yet.
+Simplifications: a request is admitted only when KV space for its whole prompt and output is free
+(no preemption), and cached blocks still count in it. A request may become ready at a given time (its inputs come from another model) or
 when its predecessor (`after`, a chain on the same replica) finishes.
 """
 from __future__ import annotations
@@ -24,7 +27,8 @@ from engines.sim_cost import IterationCost
 @dataclass(slots=True)
 class SimRequest:
     """One request: prompt tokens, output tokens (`target`), tokens already decoded (`done`, carried
-    over by a model that keeps running), ready time, and a predecessor key on the same replica."""
+    over by a model that keeps running), ready time, a predecessor key on the same replica, and
+    leading prompt tokens the prefix cache holds once the replica has run (`cached`)."""
 
     key: int
     prompt: int
@@ -32,6 +36,7 @@ class SimRequest:
     ready: float = 0.0
     after: int | None = None
     done: int = 0
+    cached: int = 0
 
 
 @dataclass(slots=True)
@@ -105,7 +110,8 @@ class _Replica:
                 return
             self.waiting.popleft()
             self.kv_used += need
-            seq = _Seq(r, 0 if r.done else r.prompt)
+            hit = min(r.cached, r.prompt - 1) if self.g > 0 else 0
+            seq = _Seq(r, 0 if r.done else r.prompt - max(0, hit), max(0, hit))
             if r.done:
                 self._start_decoding(seq, r.done)
             else:

@@ -2,7 +2,12 @@
 the GPUs until the first of them finishes its remaining requests): each model's remaining requests
 are simulated per replica (teola.plan.replica_sim) after its loading time, downstream models in the
 same stage get their requests as the upstream ones finish (model-level pipelining), and the stage's
-throughput is its work (FLOPs ~ 2 x parameters x tokens processed) over its duration."""
+throughput is its work (FLOPs ~ 2 x parameters x tokens processed) over its duration.
+
+At a stage's start the models it stops (they leave it or change plan, finished ones included) shut
+down together, each after its own loading if it is still loading; the models the stage starts load
+once those devices are free (teola run-job's executor does the same), so a new model's loading
+begins `leave_s` into the stage. A model kept at its plan keeps running, or loading."""
 from __future__ import annotations
 
 import math
@@ -56,21 +61,29 @@ class StageEval:
         return [m for m in self.wl.requests if self.unfinished(m)
                 and all(not self.unfinished(u) or u in stage for u in self.wl.upstream[m])]
 
+    def leave_s(self, stage: Stage) -> float:
+        """Seconds into `stage` until the models it stops have shut down (see the module docstring)."""
+        st = self.state
+        return max((st.load_left.get(m, 0.0) + self.wl.models[m].stop_seconds(p.tp)
+                    for m, p in st.loaded.items() if stage.get(m) != p), default=0.0)
+
     def run(self, m: str, plan: Plan, stage: Stage, horizon: float = math.inf) -> ModelRun:
         ups = tuple(sorted((u, stage[u]) for u in self.wl.upstream[m] if u in stage and self.unfinished(u)))
-        key = (m, plan, ups)
+        after = 0.0 if self.state.loaded.get(m) == plan else self.leave_s(stage)
+        key = (m, plan, ups, after)
         if horizon == math.inf and key in self.cache:
             return self.cache[key]
         ready = {u: self.run(u, p, stage).finish for u, p in ups}
-        out = self._simulate(m, plan, ready, horizon)
+        out = self._simulate(m, plan, ready, horizon, after)
         if horizon == math.inf:
             self.cache[key] = out
         return out
 
-    def _simulate(self, m: str, plan: Plan, ready: dict[str, dict[int, float]], horizon: float) -> ModelRun:
+    def _simulate(self, m: str, plan: Plan, ready: dict[str, dict[int, float]], horizon: float,
+                  after: float) -> ModelRun:
         cost, st = self.wl.models[m], self.state
         keep = st.loaded.get(m) == plan
-        load = st.load_left.get(m, 0.0) if keep else cost.load_seconds(plan.tp)
+        load = st.load_left.get(m, 0.0) if keep else after + cost.load_seconds(plan.tp)
         done, carried = st.done[m], st.progress.get(m, {}) if keep else {}
         runnable: list[SimRequest] = []
         groups: dict[int, list[SimRequest]] = {}
@@ -83,7 +96,8 @@ class StageEval:
             if at == math.inf:
                 continue
             sr = SimRequest(r.key, r.prompt, r.target, max(0.0, at - load),
-                            r.after if r.after is not None and r.after not in done else None, carried.get(r.key, 0))
+                            r.after if r.after is not None and r.after not in done else None, carried.get(r.key, 0),
+                            r.cached)
             runnable.append(sr)
             groups.setdefault(r.group, []).append(sr)
         finish: dict[int, float] = {}

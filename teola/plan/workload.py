@@ -27,6 +27,7 @@ class Request:
     deps: tuple[tuple[str, int], ...] = ()    # (model, key) whose outputs this request reads
     after: int | None = None                  # predecessor on the same model (a chain)
     group: int = 0                            # requests of a group stay on one replica
+    cached: int = 0                           # leading prompt tokens shared with the stage's other requests
 
 
 @dataclass
@@ -55,14 +56,17 @@ class _Builder:
             after: int | None = None, group: int = 0) -> Request:
         reqs, spec, cost = self.wl.requests[model], self.job.models[model], self.costs[model]
         key = len(reqs)
-        text = prompts.build(stage, inputs, [""] * max(len(deps), 1 if after is not None else 0))
+        n_up = max(len(deps), 1 if after is not None else 0)
+        text = prompts.build(stage, inputs, [""] * n_up)
         upstream = sum(self.wl.requests[m][k].target for m, k in deps)
         if after is not None:
             upstream += reqs[after].target
         prompt = cost.template_tokens + round(count_tokens(text) * cost.token_ratio) + upstream
         target = self.lengths.sample(model, spec.lengths or stage, f"{group}:{key}", spec.max_tokens)
         target = max(1, min(target, cost.max_model_len - prompt))
-        req = Request(key, stage, inputs, prompt, target, spec.max_tokens, deps, after, group)
+        shared = cost.template_tokens + round(count_tokens(prompts.shared_prefix(stage, n_up)) * cost.token_ratio)
+        req = Request(key, stage, inputs, prompt, target, spec.max_tokens, deps, after, group,
+                      min(cost.cached_tokens(shared), prompt - 1))
         reqs.append(req)
         for m, _ in deps:
             self.wl.upstream[model].add(m)
