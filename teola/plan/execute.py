@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -70,7 +69,7 @@ class Executor:
                   max_replans: int = 3) -> float:
         """Run the stages; with a `replanner`, observed lengths are fed to it and, when it says so at a
         stage boundary, the rest of the plan is searched again from the job's current state."""
-        t0 = self.t0 = time.perf_counter()
+        t0 = self.t0 = _clock()
         self.replanner = replanner
         todo = list(stages)
         completed = 0.0
@@ -87,13 +86,13 @@ class Executor:
                 await self._stage(len(self.stage_log), rest, t0)
             completed = max(self.done_at.values(), default=0.0)
         finally:
-            t1 = time.perf_counter()
+            t1 = _clock()
             await asyncio.gather(*(self._stop(m) for m in list(self.running)), return_exceptions=True)
-            self.teardown_s = time.perf_counter() - t1
+            self.teardown_s = _clock() - t1
         return completed
 
     def _now(self) -> float:
-        return time.perf_counter() - self.t0
+        return _clock() - self.t0
 
     def _replan(self, replanner: Replanner) -> list[dict[str, Plan]]:
         state = State({m: set(out) for m, out in self.outputs.items()},
@@ -132,7 +131,7 @@ class Executor:
         return out
 
     async def _stage(self, i: int, stage: dict[str, Plan], t0: float) -> None:
-        start = time.perf_counter() - t0
+        start = _clock() - t0
         await asyncio.gather(*(self._stop(m) for m in [m for m in self.running if self.running[m].plan != stage.get(m)]))
         new = [m for m in stage if m not in self.running]
         need = sum(stage[m].gpus for m in new)
@@ -147,7 +146,7 @@ class Executor:
             self._raise_failed_load()
             self.changed.clear()
             await self.changed.wait()
-        self.stage_log.append({"start_s": round(start, 2), "end_s": round(time.perf_counter() - t0, 2),
+        self.stage_log.append({"start_s": round(start, 2), "end_s": round(_clock() - t0, 2),
                                "plans": {m: str(p) for m, p in stage.items()},
                                "finished": [m for m in stage if self.finished(m)]})
 
@@ -227,6 +226,11 @@ class Executor:
         for dm, dk in self.dependents.get((m, r.key), []):
             self._dispatch(dm, [dk])
         self.changed.set()
+
+
+def _clock() -> float:
+    """The running event loop's time (real on asyncio's loop, virtual in the simulator's)."""
+    return asyncio.get_running_loop().time()
 
 
 def _vllm_engine(name: str, core: int, spec: Any) -> Any:

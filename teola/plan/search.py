@@ -127,20 +127,18 @@ def _closure(ev: StageEval) -> list[str]:
 
 CHOOSERS: dict[str, Chooser] = {"greedy": greedy, "greedy-keep": lambda ev: greedy(ev, keep=True),
                                 "greedy-nofill": lambda ev: greedy(ev, fill=False),
-                                "greedy-keep-nofill": lambda ev: greedy(ev, keep=True, fill=False),
                                 "max": max_heuristic, "min": min_heuristic}
 _VARIANTS = {"greedy": "from empty", "greedy-keep": "keeping running models",
-             "greedy-nofill": "from empty, idle GPUs left idle",
-             "greedy-keep-nofill": "keeping running models, idle GPUs left idle"}
+             "greedy-nofill": "from empty, idle GPUs left idle"}
 
 
 def plan_stages(wl: Workload, gpus: int, method: str = "greedy", state: State | None = None,
                 max_stages: int = 10_000) -> Schedule:
-    """Stages until every model is done, chosen by `method`: "greedy" searches four times, each stage
-    started from an empty stage (the paper's Algorithm 1, free to preempt any running model) or from
-    the running models kept ("greedy-keep"), with or without loading models on the GPUs the gain
-    rule leaves idle ("-nofill": a model loaded ahead and then given another plan costs its loading
-    and stopping), and returns the fastest plan; "max" and "min" are the heuristics."""
+    """Stages until every model is done, chosen by `method`: "greedy" searches three times, each stage
+    started from an empty stage (the paper's Algorithm 1, free to preempt any running model), from
+    the running models kept ("greedy-keep"), and from an empty stage without loading models on the
+    GPUs the gain rule leaves idle ("greedy-nofill": a model loaded ahead and then given another plan
+    costs its loading and its stopping), and returns the fastest plan; "max" and "min" are the heuristics."""
     if method not in METHODS and method not in CHOOSERS:
         raise ValueError(f"unknown planning method {method!r}; methods: {', '.join(METHODS)}")
     if gpus < 1:
