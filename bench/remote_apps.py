@@ -94,6 +94,10 @@ class Settings:
     alone: int = 5
     seed: int = 0
     latency_scale: float = 1.0
+    # teola's runtime: batches vLLM may run at once (None: the runtime's default); remote search
+    # requests per batch (None: the adapter's default)
+    max_inflight: int | None = None
+    search_max_batch: int | None = None
 
     @classmethod
     def quick(cls) -> Settings:
@@ -101,13 +105,15 @@ class Settings:
 
 
 # ---- apps, systems, one query ---------------------------------------------------------------------
-def make_apps(names: tuple[str, ...], svc: ServiceProcess) -> dict[str, Any]:
+def make_apps(names: tuple[str, ...], svc: ServiceProcess, search_max_batch: int | None = None) -> dict[str, Any]:
     from apps import search_generation, tool_agent
     from teola.shared_engines import share_engines
 
+    search = {"url": svc.search_url, **({"max_batch": search_max_batch} if search_max_batch else {})}
+    llm = {"kind": "vllm", "model": "smollm2-135m-instruct", "step_stats": True}  # decode steps per trace
     builds = {
-        "search_generation": lambda: search_generation.build(search={"url": svc.search_url}),
-        "tool_agent": lambda: tool_agent.build(tools={"defaults": False, "http_tools": tool_specs(svc.base_url)},
+        "search_generation": lambda: search_generation.build(llm=llm, search=search),
+        "tool_agent": lambda: tool_agent.build(llm=llm, tools={"defaults": False, "http_tools": tool_specs(svc.base_url)},
                                                tool_names=TOOL_NAMES, max_calls=MAX_CALLS,
                                                plan_instruction=PLAN_INSTRUCTION, plan_examples=PLAN_EXAMPLES),
     }
@@ -137,10 +143,29 @@ async def run_baseline_query(impl: Any, query: dict[str, Any], arrival: float, i
     return rec
 
 
+def step_counts(app: Any) -> Any:
+    """vLLM's engine-step counters of the app's LLM (engines.vllm_step_stats.StepCounts), or None."""
+    insts = (app.runtime.instances if app.runtime else {}).get("llm", [])
+    h = getattr(insts[0].handle, "backend", insts[0].handle) if insts else None
+    return h.step_counts() if getattr(h, "steps", None) is not None else None
+
+
 async def run_points(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None,
-                     offset: int) -> list[dict[str, Any]]:
-    """A Poisson trace (or, with `arrivals` None, the queries alone one after another)."""
+                     offset: int, steps: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A Poisson trace (or, with `arrivals` None, the queries alone one after another). `steps`, when
+    given, receives vLLM's engine-step counts of the trace (the engine is shared, so one trace at a time)."""
     await reset_prefix_cache(app)
+    before = step_counts(app)
+    try:
+        return await _trace(system, app, impl, queries, arrivals, offset)
+    finally:
+        after = step_counts(app)
+        if steps is not None and before is not None and after is not None:
+            steps.update(after.minus(before).as_dict())
+
+
+async def _trace(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None,
+                 offset: int) -> list[dict[str, Any]]:
 
     def one(i: int, arrival: float) -> Any:
         q = {"question": queries[i]["question"]}
@@ -197,24 +222,26 @@ async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
         queries, offset = queries_for(s.n_queries, s.seed + k), k * s.n_queries
         for system in s.systems:
             bar.set_postfix_str(f"{app.name} trial {k} alone {system}")
-            recs = await run_points(system, app, impls.get(system), queries[: s.alone], None, offset)
+            steps: dict[str, Any] = {}
+            recs = await run_points(system, app, impls.get(system), queries[: s.alone], None, offset, steps)
             if system == "teola":
                 for r in recs:
                     bounds[r["i"]] = critical_path_bound(r["parents"], r["trace"]) if r.get("ok") else 0.0
-            _add(_entry(res, "alone", system, None), recs, k, s.seed + k, None)
+            _add(_entry(res, "alone", system, None), recs, k, s.seed + k, None, steps)
             bar.update()
         for lam in s.rates[app.name]:
             arrivals = poisson_arrivals(s.n_queries, lam, s.seed + k)
             for system in s.systems:
                 bar.set_postfix_str(f"{app.name} trial {k} {lam} q/s {system}")
-                t0 = time.perf_counter()
-                recs = await run_points(system, app, impls.get(system), queries, arrivals, offset)
-                _add(_entry(res, f"{lam:g}", system, lam), recs, k, s.seed + k, time.perf_counter() - t0)
+                t0, steps = time.perf_counter(), {}
+                recs = await run_points(system, app, impls.get(system), queries, arrivals, offset, steps)
+                _add(_entry(res, f"{lam:g}", system, lam), recs, k, s.seed + k, time.perf_counter() - t0, steps)
                 bar.update()
     res["bounds"] = bounds
     for systems in res["runs"].values():
         for system, entry in systems.items():
-            entry["summary"] = {**summarize(entry["records"], bounds), "work": mean_work(entry["records"])}
+            entry["summary"] = {**summarize(entry["records"], bounds), "work": mean_work(entry["records"]),
+                                "tokens_per_decode_step": tokens_per_step(entry["trials"])}
             for j, tr in enumerate(entry["trials"]):
                 mine = [r for r in entry["records"] if r["trial"] == j]
                 tr["summary"] = {key: v for key, v in summarize(mine, bounds).items() if key != "by_op"}
@@ -225,11 +252,19 @@ async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
     return res
 
 
-def _add(entry: dict[str, Any], recs: list[dict[str, Any]], k: int, seed: int, seconds: float | None) -> None:
+def _add(entry: dict[str, Any], recs: list[dict[str, Any]], k: int, seed: int, seconds: float | None,
+         steps: dict[str, Any] | None = None) -> None:
     for r in recs:
         r["trial"] = k
     entry["records"] += recs
-    entry["trials"].append({"seed": seed, "seconds": seconds, "loadavg_after": os.getloadavg()})
+    entry["trials"].append({"seed": seed, "seconds": seconds, "loadavg_after": os.getloadavg(), "vllm_steps": steps or {}})
+
+
+def tokens_per_step(trials: list[dict[str, Any]]) -> float | None:
+    """vLLM's generated tokens per decode step over the trials' traces (decode-batching efficiency)."""
+    steps = sum(t.get("vllm_steps", {}).get("decode_steps", 0) for t in trials)
+    return sum(t["vllm_steps"].get("generated_tokens", 0) for t in trials if t.get("vllm_steps")) / steps \
+        if steps else None
 
 
 async def bench(apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress: bool = True) -> dict[str, Any]:
@@ -257,9 +292,10 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     t0 = time.perf_counter()
     async with ServiceProcess(seed=s.seed, scale=s.latency_scale) as svc:
-        apps = make_apps(s.apps, svc)
+        apps = make_apps(s.apps, svc, s.search_max_batch)
+        options = {"max_inflight": {"llm": s.max_inflight}} if s.max_inflight else {}
         for app in apps.values():
-            await app.start()
+            await app.start(**options)
         startup = time.perf_counter() - t0
         try:
             data = await bench(apps, s, svc)
@@ -288,6 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=None, help="trials (seeds seed..seed+N-1; default 3, --quick 1)")
     p.add_argument("--queries", type=int, default=None, help="queries per point (default 20, --quick 4)")
     p.add_argument("--rates", default=None, help="comma-separated rates (q/s) for every app")
+    p.add_argument("--systems", default=None, help=f"comma-separated subset of {','.join(SYSTEMS)}")
+    p.add_argument("--max-inflight", type=int, default=None,
+                   help="teola: batches the vLLM instance may run at once (default: the runtime's)")
+    p.add_argument("--search-max-batch", type=int, default=None,
+                   help="remote search requests per batch (default: the adapter's)")
     p.add_argument("--no-write", action="store_true", help="print the summary, write no result files")
     p.add_argument("--out", default="remote_apps", help="results name: bench/results/<out>.md/.json (default remote_apps)")
     args = p.parse_args(argv)
@@ -298,6 +339,14 @@ def main(argv: list[str] | None = None) -> int:
         s.apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
         if unknown := [a for a in s.apps if a not in APPS]:
             p.error(f"unknown app(s) {unknown}; known: {list(APPS)}")
+    if args.systems:
+        s.systems = tuple(x.strip() for x in args.systems.split(",") if x.strip())
+        if unknown := [x for x in s.systems if x not in SYSTEMS]:
+            p.error(f"unknown system(s) {unknown}; known: {list(SYSTEMS)}")
+    for flag, value in (("--max-inflight", args.max_inflight), ("--search-max-batch", args.search_max_batch)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be >= 1")
+    s.max_inflight, s.search_max_batch = args.max_inflight, args.search_max_batch
     if args.trials is not None:
         if args.trials < 1:
             p.error("--trials must be >= 1")
@@ -316,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
         s.rates = {a: rates for a in APPS}
     command = command_line("python -m bench.remote_apps", (
         ("--quick", args.quick), ("--apps", args.apps), ("--trials", args.trials), ("--queries", args.queries),
-        ("--rates", args.rates), ("--out", None if args.out == "remote_apps" else args.out)))
+        ("--rates", args.rates), ("--systems", args.systems), ("--max-inflight", args.max_inflight),
+        ("--search-max-batch", args.search_max_batch), ("--out", None if args.out == "remote_apps" else args.out)))
     data = asyncio.run(_main(s, args.quick, command, not args.no_write, args.out))
     if args.no_write:
         from bench.rag import speedups

@@ -22,7 +22,7 @@ def _latency_rows(app: str, res: dict[str, Any]) -> list[str]:
                 f"| {app} | {rate} | {system} | {b['n']} | {b['failed']} | {_f(b.get('mean'))} | {spread} | "
                 f"{_f(b.get('p50'))} | {_f(b.get('p99'))} | {_f(w.get('llm_calls'), 1)} | "
                 f"{_f(w.get('prompt_tokens'), 0)} | {_f(w.get('decode_tokens'), 0)} | {_f(w.get('searches'), 1)} | "
-                f"{_f(w.get('tool_calls'), 1)} |")
+                f"{_f(w.get('tool_calls'), 1)} | {_f(b.get('tokens_per_decode_step'))} |")
     return lines
 
 
@@ -105,8 +105,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
                      f"{_f(r['max'])}) | {_f(r['std'])} | {verdict(r)} | {_f(r['p50'])}x | {_f(r['p99'])}x |")
     lines += ["", "### Latency (seconds, arrival to answer) and work per query", "",
               ("| app | rate (q/s) | system | n | failed | mean | trial means min-max | p50 | p99 | LLM calls | "
-               "prompt tokens | decode tokens | searches | tool calls |"),
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+               "prompt tokens | decode tokens | searches | tool calls | vLLM tokens / decode step |"),
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for app, res in data["apps"].items():
         lines += _latency_rows(app, res)
     errors = sorted({f"{app} {rate} {sys_}: {err}" for app, res in data["apps"].items()
@@ -115,7 +115,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
     if errors:
         lines += ["", "Failed queries (first errors):"] + [f"- {e}" for e in errors[:12]]
     lines += ["", "### Where the time goes"] + _time_rows(data) + _critical_rows(data)
-    lines += ["", f"Remote service calls served in this run: {data.get('service_calls')}."]
+    lines += ["", "vLLM tokens / decode step: tokens vLLM generated per engine step that decoded, over the trace "
+              "(decode-batching efficiency; 1.0 = one call per step; the engine is shared, one trace at a time).",
+              "", f"Remote service calls served in this run: {data.get('service_calls')}."]
     alone = [statistics.fmean([r["latency"] for r in e["records"] if r.get("ok")] or [0.0])
              for res in data["apps"].values() for e in res["runs"].get("alone", {}).values()]
     if alone:

@@ -52,7 +52,8 @@ class EngineProfile:
 
     max_batch: the most requests one `execute` call takes.
     max_efficient_batch: beyond this, bigger batches stop paying off (stage decomposition splits here).
-    token_budget: for LLM engines, the prompt+output tokens one batch may hold (0 = unlimited).
+    token_budget: for LLM engines, the prompt+output tokens an instance may hold at once, over all
+    the batches it runs (its KV cache; 0 = unlimited).
     latency: seconds for a batch of n, as {n: seconds} samples (optional; used by simulation/bounds).
     context_window: for LLM engines, the most prompt+output tokens one request may hold (0 = unknown);
     synthesis packs retrieved chunks into prompts of this size.

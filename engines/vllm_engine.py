@@ -62,8 +62,11 @@ class VLLMEngine:
     (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
     engines/vllm_step_stats.py).
 
-    `profile`: max_batch = max_num_seqs; token_budget = vLLM's effective max_num_batched_tokens once
-    started (the option's value, or 0, before). `block_size` is the effective KV block size once started.
+    `profile`: max_batch = max_num_seqs; max_inflight = max_num_seqs (the runtime hands it at most
+    max_num_seqs requests at once, so what waits beyond that waits in teola's queues, in its
+    policies' order, not in vLLM's); token_budget = the tokens its KV cache holds once started
+    (blocks x block size; 0 before). `step_tokens` is vLLM's effective max_num_batched_tokens (tokens
+    one engine step computes) and `block_size` the effective KV block size, once started.
     """
 
     ops = PREFILL_OPS | DECODE_OPS
@@ -125,8 +128,8 @@ class VLLMEngine:
         self.worker_process: bool | None = None  # the layout in force, once started
         self.profile = EngineProfile(max_batch=max_num_seqs,
                                      max_efficient_batch=min(max_efficient_batch or self.default_profile.max_efficient_batch, max_num_seqs),
-                                     token_budget=max_num_batched_tokens or 0, context_window=max_model_len)
-        self.block_size: int | None = block_size
+                                     context_window=max_model_len, max_inflight=max_num_seqs)
+        self.step_tokens, self.block_size = max_num_batched_tokens, block_size
         self.renderer: PromptRenderer | None = None
         self._engine = None
         self._request_ids = itertools.count()
@@ -188,7 +191,10 @@ class VLLMEngine:
                 [self.steps.factory] if self.steps is not None else None))
         config = self._engine.vllm_config
         self.block_size = config.cache_config.block_size
-        self.profile.token_budget = config.scheduler_config.max_num_batched_tokens
+        self.step_tokens = config.scheduler_config.max_num_batched_tokens
+        # what may be in flight is what the KV cache holds; max_num_batched_tokens bounds one step only
+        blocks = config.cache_config.num_gpu_blocks or 0
+        self.profile.token_budget = blocks * self.block_size if blocks else self.step_tokens
         self.max_model_len = config.model_config.max_model_len
 
     def step_counts(self) -> StepCounts:

@@ -72,7 +72,8 @@ class Engine:
         self.options = options
 
     def info(self) -> EngineInfo:
-        return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window)
+        return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window,
+                          remote=isinstance(self.options.get("url"), str))
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"

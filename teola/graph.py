@@ -18,13 +18,15 @@ class GraphError(ValueError):
 @dataclass(frozen=True, slots=True)
 class EngineInfo:
     """What compilation needs to know of an engine: its kind, the ops it runs, batch limits and,
-    for LLM engines, the context window (tokens per request, 0 = unknown)."""
+    for LLM engines, the context window (tokens per request, 0 = unknown); remote: its work runs
+    behind an HTTP API elsewhere (an adapter given `url=`), so it takes no compute from this machine."""
 
     kind: str
     ops: frozenset[PrimOp]
     max_efficient_batch: int = 16
     token_budget: int = 0
     context_window: int = 0
+    remote: bool = False
 
 
 @dataclass(slots=True)

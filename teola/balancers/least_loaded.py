@@ -19,6 +19,8 @@ class LeastLoaded:
     def free(self, inst: Any) -> bool:
         if inst.inflight >= inst.max_inflight or not getattr(inst, "healthy", True):
             return False
+        if self.by_tokens and inst.inflight > 0 and inst.outstanding >= inst.profile.max_batch:
+            return False  # an LLM instance already runs as many requests as it can at once
         return not (self.token_budget > 0 and inst.inflight > 0 and inst.tokens >= self.token_budget)
 
     def pick(self, instances: Sequence[Any]) -> Any:

@@ -30,6 +30,7 @@ class DispatchPlan:
     ingest_engines: frozenset[str] = frozenset()
     answer: frozenset[int] = frozenset()  # decodes whose text is the output (directly or via control prims)
     remote: dict[int, frozenset[str]] = field(default_factory=dict)  # see remote_outputs
+    speculative: dict[str, tuple[int, ...]] = field(default_factory=dict)  # branch key -> its speculative prims
 
 
 def build_plan(graph: Graph) -> DispatchPlan:
@@ -56,6 +57,9 @@ def build_plan(graph: Graph) -> DispatchPlan:
                 plan.fuse[i] = kids
     plan.answer = _answer_decodes(prims, plan.outputs)
     plan.remote = remote_outputs(plan)
+    for i, p in enumerate(prims):
+        if (key := p.args.get("speculate_on")) is not None:
+            plan.speculative[key] = plan.speculative.get(key, ()) + (i,)
     return plan
 
 

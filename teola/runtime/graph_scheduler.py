@@ -19,6 +19,7 @@ from teola.runtime.query_context import QueryContext
 from teola.runtime.query_work import DispatchWork
 from teola.runtime.ray_data import KEEP
 from teola.runtime.result import Result
+from teola.runtime.speculation import settle
 from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
                                     fused_request, is_skipped, run_control)
 
@@ -55,6 +56,7 @@ class QueryRun:
         self.remote = frozenset(i for i, keys in plan.remote.items() if not keys & rv) if ctx.remote_data else ()
         self.ok = False
         self.works: set[DispatchWork] = set()
+        self.deferred: dict[int, tuple[QueryError, BaseException]] = {}  # teola.runtime.speculation
         self.inflight = 0
         self.dead = False
         self.cleaned = False
@@ -100,6 +102,8 @@ class QueryRun:
             return  # a stream member finished and was also queued by its parent's release
         self.state[i] = RELEASED
         self.remaining -= 1
+        if self.plan.speculative and self.plan.control[i]:
+            self._settle(self.plan.prims[i])
         indeg = self.indeg
         for c in self.plan.children[i]:
             indeg[c] -= 1
@@ -175,6 +179,11 @@ class QueryRun:
             self._release(i)
             return
         self._dispatch(DispatchWork(self, "prim", i, requests), p, p.depth)
+
+    def _settle(self, p: Primitive) -> None:
+        for key in p.outputs if self.plan.speculative else ():
+            if key in self.plan.speculative and not self.dead:
+                settle(self, key)
 
     def _dispatch(self, work: DispatchWork, p: Primitive, depth: int) -> None:
         reqs = work.requests

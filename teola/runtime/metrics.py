@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 
-COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "fused",
+COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "discarded", "fused",
             "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
             "engine_failures", "engine_restarts", "preemptions", "resumed_tokens", "resumed_cached_tokens",
             "resumed_swapped_tokens")
@@ -41,6 +41,7 @@ class Metrics:
     timed_out: int = 0
     primitives: int = 0
     skipped: int = 0
+    discarded: int = 0  # speculative searches whose condition said no (teola.runtime.speculation)
     fused: int = 0
     cleanup_failures: int = 0
     aborted_requests: int = 0  # engine requests stopped mid-run because their query ended

@@ -9,6 +9,7 @@ from teola.runtime.errors import EngineDown, QueryError, QueryUnavailable
 from teola.runtime.executor import Instance
 from teola.runtime.policies import Pending
 from teola.runtime.ray_data import IntermediateLost
+from teola.runtime.speculation import defer, discarded, undecided
 
 if TYPE_CHECKING:
     from teola.runtime.graph_scheduler import QueryRun
@@ -62,7 +63,7 @@ class DispatchWork:
         return True
 
     def results(self, start: int, results: list[Any], t: float) -> None:
-        if not self._landed():
+        if not self._landed() or discarded(self.run, self.idx):
             return
         run = self.run
         self.res[start:start + len(results)] = results
@@ -71,13 +72,18 @@ class DispatchWork:
             run.guard(run.work_done, self, t)
 
     def failed(self, exc: BaseException, inst: Instance) -> None:
-        if not self._landed():
+        if not self._landed() or discarded(self.run, self.idx):
             return
         run = self.run
         p = run.plan.prims[self.idx]
         kind = QueryUnavailable if isinstance(exc, (EngineDown, IntermediateLost)) else QueryError
-        run.fail(kind(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
-                      f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine), exc)
+        err = kind(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
+                   f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine)
+        if self.kind == "prim" and undecided(run, self.idx):
+            run._close_work(self)
+            defer(run, self.idx, err, exc)
+            return
+        run.fail(err, exc)
 
     def item(self, text: Any, t: float) -> None:
         if not self.run.dead:

@@ -33,7 +33,7 @@ log = logging.getLogger("teola.runtime")
 
 OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
            "restart_backoff")
-DEFAULT_MAX_INFLIGHT = {"vllm": 4}
+CONTINUOUS_KINDS = frozenset({"vllm"})  # batch continuously: as many batches in flight as requests run at once
 
 
 class Runtime:
@@ -46,8 +46,8 @@ class Runtime:
         `ray` holds RayExecutor options, e.g. {"address": "auto", "data_path": "refs"}), or an Executor;
       policy: batching policy for engines whose spec sets none ("topology", "fifo", "po", "to", ...);
       policy_options: {policy name: {option: value}} (e.g. {"fifo": {"timeout": 0.01}});
-      max_inflight: batches an instance may run at once, an int or {engine: int}
-        (default: the adapter's profile's, e.g. 64 for remote search and tools; else 4 for "vllm"; else 1);
+      max_inflight: batches an instance may run at once, an int or {engine: int} (default: the adapter's
+        profile's: 64 for remote search and tools, max_num_seqs for vLLM; other "vllm" backends max_batch; else 1);
       prescheduling: fuse a prefill into its only decode on the same engine (default True; a query
         may override it with config {"prescheduling": false});
       health_interval: seconds between health probes of every engine instance (default 5; 0 or
@@ -173,8 +173,8 @@ class Runtime:
             return max(1, mi)
         if isinstance(mi, dict) and spec.name in mi:
             return max(1, int(mi[spec.name]))
-        own = inst.profile.max_inflight
-        return own if own > 0 else DEFAULT_MAX_INFLIGHT.get(spec.kind, 1)
+        own, continuous = inst.profile.max_inflight, spec.kind in CONTINUOUS_KINDS
+        return own if own > 0 else max(1, inst.profile.max_batch) if continuous else 1
 
     # ---- what runs -------------------------------------------------------------------------------
     @property

@@ -77,7 +77,7 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
         say(f"llm: batch {b} measured")
     ratio, template = fit_tokens(tokens)
     settings = {"token_ratio": ratio, "template_tokens": template, "max_num_seqs": max_seqs,
-                "max_num_batched_tokens": int(getattr(engine.profile, "token_budget", 0) or 2048),
+                "max_num_batched_tokens": int(getattr(engine, "step_tokens", 0) or 2048),
                 "max_model_len": int(getattr(engine.profile, "context_window", 0) or 2048),
                 "block_size": int(getattr(engine, "block_size", None) or 16)}
     # the fit replays batches on the virtual clock: its own event loop, so not on this running one

@@ -127,5 +127,5 @@ def test_kind_search_is_remote_with_url_and_local_without():
     from engines.text_search import TextSearchEngine
 
     assert isinstance(create_engine("s", "search", {}), TextSearchEngine)
-    assert kind_defaults("search", {"url": "http://h/s"})[1].max_efficient_batch == 64
-    assert kind_defaults("search", {})[1].max_efficient_batch == TextSearchEngine.default_profile.max_efficient_batch
+    assert kind_defaults("search", {"url": "http://h/s"})[1].max_batch == 1  # one query per call, each its own batch
+    assert kind_defaults("search", {})[1].max_batch == TextSearchEngine.default_profile.max_batch
