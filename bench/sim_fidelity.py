@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import copy
 import os
+import re
 import statistics
 import sys
 import time
@@ -35,18 +36,53 @@ from teola.sim.profiler import add_lengths
 FIDELITY_SYSTEMS = ("teola", "LlamaDist-PO", "LlamaDistPC-TO")
 
 
-async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], system: str) -> list[float]:
-    """Latencies of one open-loop trace, on the loop's clock (real or virtual)."""
+class ReplayLengths:
+    """A simulated LLM's output-length sampler replaying a real run: each call whose prompt holds one
+    of the recorded questions decodes that question's next recorded length of its kind ("text" /
+    "split", in the order the real calls started); other calls go to `fallback` (a LengthSampler)."""
+
+    def __init__(self, per_question: dict[str, dict[str, list[int]]], fallback: Any) -> None:
+        self.left = {_marker(q): {k: list(v) for k, v in kinds.items()} for q, kinds in per_question.items()}
+        self.fallback = fallback
+
+    def sample(self, kind: str, key: str, max_tokens: int) -> int:
+        for marker, kinds in self.left.items():
+            if marker in key and kinds.get(kind):
+                return max(1, min(max_tokens, kinds[kind].pop(0)))
+        return self.fallback.sample(kind, key, max_tokens)
+
+
+def _marker(question: str) -> str:
+    """The question's opening words up to its first character that repr() could escape."""
+    return re.match(r"[A-Za-z0-9 ,?]*", question).group(0)[:40]
+
+
+def call_lengths(trace_: list[dict[str, Any]]) -> dict[str, list[int]]:
+    """One query's LLM output lengths by kind, in the order its calls started."""
+    out: dict[str, list[int]] = {"text": [], "split": []}
+    add_lengths(out, sorted(trace_, key=lambda t: (t.get("started") or 0.0, t["primitive"])))
+    return out
+
+
+def use_replay(app: Any, per_question: dict[str, dict[str, list[int]]] | None) -> None:
+    """Give the app's simulated LLMs a ReplayLengths over these lengths (None: their own sampler)."""
+    for inst in app.runtime.instances["llm"]:
+        base = getattr(inst.handle.sampler, "fallback", inst.handle.sampler)
+        inst.handle.sampler = base if per_question is None else ReplayLengths(per_question, base)
+
+
+async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], system: str) -> list[tuple[float, dict]]:
+    """(latency on the loop's clock, real or virtual; the query's output lengths) of one open-loop trace."""
     config, policy = SYSTEMS[system]
     app.runtime.set_policy(policy)
     loop = asyncio.get_running_loop()
     start = loop.time()
 
-    async def one(i: int) -> float:
+    async def one(i: int) -> tuple[float, dict]:
         await asyncio.sleep(max(0.0, start + arrivals[i] - loop.time()))
         t = loop.time()
-        await app.run(app_query(queries[i]), {**config, "policy": policy, "timeout": 600})
-        return loop.time() - t
+        result = await app.run(app_query(queries[i]), {**config, "policy": policy, "timeout": 600})
+        return loop.time() - t, call_lengths(result.trace)
     return list(await asyncio.gather(*(one(i) for i in range(len(arrivals)))))
 
 
@@ -57,21 +93,28 @@ async def lengths_of(app: Any, queries: list[dict[str, Any]]) -> dict[str, list[
     return out
 
 
-async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool) -> dict[str, Any]:
-    """Every (app, rate, system) trace of the plan on started apps -> {key: latencies}."""
+async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool,
+                  replay: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every (app, rate, system) trace of the plan on started apps -> ({key: latencies}, {key:
+    {question: its output lengths}}); replay: such lengths for the simulated LLMs to decode."""
     out: dict[str, Any] = {}
+    lengths: dict[str, Any] = {}
     for name, app in apps.items():
         for rate, (queries, arrivals) in plan[name].items():
             for system in plan["systems"]:
+                key = f"{name}|{rate}|{system}"
                 if reset:
                     await reset_prefix_cache(app)
                 else:  # the simulated engines' prefix cache is emptied alike
                     for inst in app.runtime.instances["llm"]:
                         inst.handle.reset_prefix_cache()
-                out[f"{name}|{rate}|{system}"] = await trace(app, queries, arrivals, system)
-                print(f"[sim_fidelity] {'real' if reset else 'sim '} {name} {rate} {system}: "
-                      f"{statistics.fmean(out[f'{name}|{rate}|{system}']):.2f} s", file=sys.stderr, flush=True)
-    return out
+                    use_replay(app, None if replay is None else replay[key])
+                got = await trace(app, queries, arrivals, system)
+                out[key] = [lat for lat, _ in got]
+                lengths[key] = {q["question"]: lens for q, (_, lens) in zip(queries, got)}
+                print(f"[sim_fidelity] {'real' if reset else 'sim '} {key}: {statistics.fmean(out[key]):.2f} s",
+                      file=sys.stderr, flush=True)
+    return out, lengths
 
 
 def make_plan(names: tuple[str, ...], n: int, systems: tuple[str, ...], seed: int) -> dict[str, Any]:
@@ -82,7 +125,7 @@ def make_plan(names: tuple[str, ...], n: int, systems: tuple[str, ...], seed: in
     return plan
 
 
-async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int) -> tuple[dict, dict]:
+async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int) -> tuple[dict, dict, dict]:
     apps = make_apps(names)
     for app in apps.values():
         await app.start()
@@ -93,7 +136,8 @@ async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int) ->
             got = await lengths_of(app, cal)
             for k in lengths:
                 lengths[k] += got[k]
-        return lengths, await run_all(apps, plan, reset=True)
+        real, per_call = await run_all(apps, plan, reset=True)
+        return lengths, real, per_call
     finally:
         for app in apps.values():
             await app.stop()
@@ -119,8 +163,10 @@ def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any
     return run_virtual(main())
 
 
-def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any]) -> dict[str, Any]:
-    return on_simulated_apps(names, profile, lambda apps: run_all(apps, plan, reset=False))
+def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any],
+             replay: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Simulated latencies per (app, rate, system); replay: the real run's output lengths per call."""
+    return on_simulated_apps(names, profile, lambda apps: run_all(apps, plan, reset=False, replay=replay))[0]
 
 
 def iteration_check(profile: dict[str, Any]) -> list[dict[str, Any]]:
@@ -150,16 +196,22 @@ def markdown(data: dict[str, Any], command: str) -> str:
              f"seed {data['seed']}, {data['n']} queries per trace, its low / high Poisson rates); the simulator "
              f"samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000) on the real "
              f"engines. Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
-             "| app | rate | system | measured mean (s) | simulated mean (s) | error |", "|---|---|---|---:|---:|---:|"]
-    errs = []
+             "The last two columns simulate each call with the output length the same call had on the real engines "
+             "(the cost models alone, without the length sampler's draw).", "",
+             "| app | rate | system | measured mean (s) | simulated mean (s) | error | simulated, real lengths (s) "
+             "| error |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    errs, rerrs = [], []
     for key, real in data["real"].items():
         app, rate, system = key.split("|")
         m, s = statistics.fmean(real), statistics.fmean(data["sim"][key])
+        r = statistics.fmean(data["replay"][key]) if "replay" in data else float("nan")
         errs.append(abs(s - m) / m)
-        lines.append(f"| {app} | {rate} ({RATES[app][rate]} q/s) | {system} | {m:.2f} | {s:.2f} | {(s - m) / m:+.0%} |")
-    within = sum(e <= 0.15 for e in errs)
-    lines += ["", f"Mean absolute error {statistics.fmean(errs):.0%}; {within} of {len(errs)} points within 15% "
-              f"(the target: every point)."]
+        rerrs.append(abs(r - m) / m)
+        lines.append(f"| {app} | {rate} ({RATES[app][rate]} q/s) | {system} | {m:.2f} | {s:.2f} | {(s - m) / m:+.0%} "
+                     f"| {r:.2f} | {(r - m) / m:+.0%} |")
+    lines += ["", f"Mean absolute error {statistics.fmean(errs):.0%}; {sum(e <= 0.15 for e in errs)} of {len(errs)} "
+              f"points within 15% (the target: every point). With the real output lengths: mean absolute error "
+              f"{statistics.fmean(rerrs):.0%}, {sum(e <= 0.15 for e in rerrs)} of {len(rerrs)} within 15%."]
     its = data["iterations"]
     if its:
         lines += ["", "Per decode step (vLLM iteration) of the fitted LLM cost model vs measured (from the profile's "
@@ -184,10 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     n = 2 if args.quick else args.n
     plan = make_plan(names, n, systems, seed=0)
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
-    lengths, real = asyncio.run(real_side(names, plan, 2 if args.quick else 4))
+    lengths, real, per_call = asyncio.run(real_side(names, plan, 2 if args.quick else 4))
     profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
     sim = sim_side(names, plan, profile)
-    data = {"real": real, "sim": sim, "lengths": lengths, "iterations": iteration_check(profile),
+    replay = sim_side(names, plan, profile, replay=per_call)
+    data = {"real": real, "sim": sim, "replay": replay, "real_lengths": per_call, "lengths": lengths,
+            "iterations": iteration_check(profile),
             "profile_path": args.profile, "profile_source": profile.get("source", ""), "seed": 0, "n": n,
             "n_cal": 2 if args.quick else 4, "wall_s": time.perf_counter() - t0, "load_before": load0,
             "load_after": os.getloadavg()[0]}

@@ -7,13 +7,16 @@ emptied before each, with teola's config: first on the real engines (recording t
 lengths), then on the profile's simulated engines in virtual time with exactly those lengths. Per
 app and primitive: mean time queued and running, measured vs simulated; per query: time before the
 first primitive is queued (compilation, planning) and after the last finishes (result assembly),
-which the simulator does not charge.
+which the simulator does not charge. With --replay each simulated LLM call decodes exactly as many
+tokens as the same call on the real engines (its query's calls in start order), so the comparison
+is of the cost models, not of sampled output lengths.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import copy
+import json
 import statistics
 import sys
 import time
@@ -24,25 +27,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
-from bench.sim_fidelity import on_simulated_apps
+from bench.sim_fidelity import call_lengths, on_simulated_apps, use_replay
 from bench.workloads import app_query, doc_qa_queries
 from teola.sim.profiler import add_lengths
 
 NAMES = ("naive_rag", "advanced_rag")
 
 
-async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real: bool) -> dict[str, Any]:
+async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real: bool,
+                      replay: dict[str, Any] | None = None) -> dict[str, Any]:
     config, policy = SYSTEMS["teola"]
     out: dict[str, Any] = {}
     for name, app in apps.items():
         app.runtime.set_policy(policy)
         rows = out[name] = []
-        for q in queries:
+        for i, q in enumerate(queries):
             if real:
                 await reset_prefix_cache(app)
             else:
                 for inst in app.runtime.instances["llm"]:
                     inst.handle.reset_prefix_cache()
+                if replay is not None:
+                    use_replay(app, {q["question"]: call_lengths(replay[name][i]["trace"])})
             r = await app.run(app_query(q), {**config, "policy": policy, "timeout": 600})
             rows.append({"latency": r.latency, "trace": r.trace})
     return out
@@ -59,8 +65,8 @@ async def real_side(queries: list[dict[str, Any]]) -> dict[str, Any]:
             await app.stop()
 
 
-def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any]) -> dict[str, Any]:
-    return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False))
+def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any], replay: dict[str, Any] | None = None) -> dict[str, Any]:
+    return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False, replay=replay))
 
 
 def _queued(t: dict[str, Any]) -> float:
@@ -68,17 +74,24 @@ def _queued(t: dict[str, Any]) -> float:
     return t["started"] if t.get("queued") is None else t["queued"]
 
 
-def per_primitive(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    acc: dict[str, dict[str, list[float]]] = {}
+def per_primitive(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """primitive -> engine, mean seconds queued and running, and (LLM calls) mean prompt / output tokens."""
+    acc: dict[str, dict[str, Any]] = {}
     for run in runs:
         for t in run["trace"]:
             if t.get("started") is None or t.get("finished") is None:
                 continue
-            a = acc.setdefault(t["primitive"], {"queued": [], "running": [], "engine": t.get("engine") or "-"})
+            a = acc.setdefault(t["primitive"], {"queued": [], "running": [], "engine": t.get("engine") or "-",
+                                                "prompt": [], "output": []})
             a["queued"].append(t["started"] - _queued(t))
             a["running"].append(t["finished"] - t["started"])
-    return {k: {"engine": v["engine"], "queued": statistics.fmean(v["queued"]), "running": statistics.fmean(v["running"])}
-            for k, v in acc.items()}
+            if "num_prompt_tokens" in t:
+                a["prompt"].append(t["num_prompt_tokens"] - t.get("num_cached_tokens", 0))
+            if "num_output_tokens" in t:
+                a["output"].append(t["num_output_tokens"])
+    mean = lambda xs: statistics.fmean(xs) if xs else None
+    return {k: {"engine": v["engine"], "queued": statistics.fmean(v["queued"]), "running": statistics.fmean(v["running"]),
+                "prompt": mean(v["prompt"]), "output": mean(v["output"])} for k, v in acc.items()}
 
 
 def edges(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -94,53 +107,72 @@ def edges(runs: list[dict[str, Any]]) -> dict[str, float]:
             "latency": statistics.fmean(r["latency"] for r in runs)}
 
 
+def _tokens(row: dict[str, Any]) -> str:
+    if row["prompt"] is None:
+        return "-"
+    return f"{row['prompt']:.0f}/{row['output']:.0f}" if row["output"] is not None else f"{row['prompt']:.0f}"
+
+
 def markdown(d: dict[str, Any]) -> str:
     lines = ["## Simulator vs real engines, primitive by primitive (issue 17)", "",
              f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, one at a time, teola's "
-             "config, prefix cache emptied before each; the simulation replays the real run's output lengths. "
-             "Seconds are means per query.", ""]
+             "config, prefix cache emptied before each. Simulated twice: with output lengths sampled from the real "
+             "run's (as bench.sim_fidelity does), and with each call's real output length replayed. Seconds are "
+             "means per query; prompt tokens are the ones not served from the prefix cache.", ""]
     for name in NAMES:
-        real, sim = d["real"][name], d["sim"][name]
-        er, es = edges(real), edges(sim)
-        lines += [f"**{name}**: latency measured {er['latency']:.2f} s, simulated {es['latency']:.2f} s "
-                  f"({(es['latency'] - er['latency']) / er['latency']:+.0%}); before the first primitive "
-                  f"{er['before'] * 1e3:.0f} vs {es['before'] * 1e3:.0f} ms; after the last "
-                  f"{er['after'] * 1e3:.0f} vs {es['after'] * 1e3:.0f} ms.", "",
-                  "| primitive | engine | queued real / sim (s) | running real (s) | running sim (s) | error |",
-                  "|---|---|---:|---:|---:|---:|"]
-        pr, ps = per_primitive(real), per_primitive(sim)
-        for prim, r in sorted(pr.items(), key=lambda kv: -kv[1]["running"]):
-            s = ps.get(prim)
-            if s is None:
-                continue
-            err = (s["running"] - r["running"]) / r["running"] if r["running"] > 0 else 0.0
-            lines.append(f"| {prim} | {r['engine']} | {r['queued']:.3f} / {s['queued']:.3f} | {r['running']:.3f} | "
-                         f"{s['running']:.3f} | {err:+.0%} |")
-        lines.append("")
+        for side, label in (("sim", " (sampled lengths)"), ("replay", " (replayed lengths)")):
+            if side in d:
+                lines += _app_table(name, label, d["real"][name], d[side][name])
     return "\n".join(lines) + "\n"
+
+
+def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict[str, Any]]) -> list[str]:
+    er, es = edges(real), edges(sim)
+    lines = [f"**{name}**{label}: latency measured {er['latency']:.2f} s, simulated {es['latency']:.2f} s "
+             f"({(es['latency'] - er['latency']) / er['latency']:+.0%}); before the first primitive "
+             f"{er['before'] * 1e3:.0f} vs {es['before'] * 1e3:.0f} ms; after the last "
+             f"{er['after'] * 1e3:.0f} vs {es['after'] * 1e3:.0f} ms.", "",
+             "| primitive | engine | prompt / output tokens real ; sim | queued real / sim (s) | running real (s) "
+             "| running sim (s) | error |", "|---|---|---|---:|---:|---:|---:|"]
+    pr, ps = per_primitive(real), per_primitive(sim)
+    for prim, r in sorted(pr.items(), key=lambda kv: -kv[1]["running"]):
+        s = ps.get(prim)
+        if s is None:
+            continue
+        err = (s["running"] - r["running"]) / r["running"] if r["running"] > 0 else 0.0
+        lines.append(f"| {prim} | {r['engine']} | {_tokens(r)} ; {_tokens(s)} | {r['queued']:.3f} / {s['queued']:.3f} "
+                     f"| {r['running']:.3f} | {s['running']:.3f} | {err:+.0%} |")
+    return lines + [""]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.sim_trace_diff", description=(__doc__ or "").split("\n")[0])
     p.add_argument("--profile", default="cpu-smollm2-135m")
     p.add_argument("--n", type=int, default=3)
+    p.add_argument("--real", help="re-simulate the real traces of an earlier run's JSON instead of running engines")
+    p.add_argument("--out", default="sim_trace_diff")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
     profile = copy.deepcopy(load_profile(args.profile))
-    queries = doc_qa_queries(args.n, 10, "truthfulqa", 0)
     t0 = time.perf_counter()
-    real = asyncio.run(real_side(queries))
+    if args.real:
+        earlier = json.loads(Path(args.real).read_text(encoding="utf-8"))
+        real, n = earlier["real"], earlier["n"]
+    else:
+        n = args.n
+        real = asyncio.run(real_side(doc_qa_queries(n, 10, "truthfulqa", 0)))
+    queries = doc_qa_queries(n, 10, "truthfulqa", 0)
     lengths: dict[str, list[int]] = {"text": [], "split": []}
     for runs in real.values():
         for run in runs:
             add_lengths(lengths, run["trace"])
     profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
-    sim = sim_side(queries, profile)
     strip = lambda side: {k: [{"latency": r["latency"], "trace": r["trace"]} for r in v] for k, v in side.items()}
-    data = {"real": strip(real), "sim": strip(sim), "n": args.n, "profile": args.profile,
+    data = {"real": strip(real), "sim": strip(sim_side(queries, profile)),
+            "replay": strip(sim_side(queries, profile, replay=real)), "n": n, "profile": args.profile,
             "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_trace_diff " + " ".join(argv if argv is not None else sys.argv[1:])}
-    write_results("sim_trace_diff", data, markdown(data))
+    write_results(args.out, data, markdown(data))
     print(markdown(data))
     return 0
 

@@ -51,6 +51,16 @@ def clear_memos() -> None:
         cache.cache_clear()
 
 
+def linear_cost(cost: dict[str, float], tokens: list[int]) -> float:
+    """Seconds of one batch whose requests have these token counts under an op's linear model:
+    base + per_item * items + per_token * all tokens + per_padded_token * items * the longest
+    request's tokens (a transformer batch is padded to its longest text, so a batch of unequal
+    texts costs more than its token sum says)."""
+    n = len(tokens)
+    return (cost.get("base", 0.0) + cost.get("per_item", 0.0) * n + cost.get("per_token", 0.0) * sum(tokens)
+            + cost.get("per_padded_token", 0.0) * n * max(tokens, default=0))
+
+
 def interpolate(profile: dict[int, float], n: int) -> float:
     """Seconds for a batch of n from {batch size: seconds} samples (linear between samples,
     proportional beyond the largest)."""
@@ -74,8 +84,9 @@ class SimEngine:
     n_items: items a `split` decode produces; fail_on: a marker: any request containing it fails
     its batch; corpus: documents for text search ({"query"} requests); record: keep every request
     and batch (in `requests` / `batches`) and a prefix cache; off for long runs. op_cost: per-op
-    linear models {"base": s, "per_item": s, "per_token": s} over the batch's requests and the words
-    and punctuation marks of their texts (added to the curves; what `teola profile` fits).
+    linear models {"base": s, "per_item": s, "per_token": s, "per_padded_token": s} over the batch's
+    requests and the words and punctuation marks of their texts, summed and padded to the longest
+    (`linear_cost`; added to the curves; what `teola profile` fits).
     dim: length of the embedding vectors (default 32)."""
 
     def __init__(self, name: str, ops: frozenset[str] | list[str] | None = None, *,
@@ -223,8 +234,8 @@ class SimEngine:
             d += self.token_latency * max(int(r.get("max_tokens") or 0) for r in requests)
         cost = self.op_cost.get(op)
         if cost:
-            tokens = sum(count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", ""))) for r in requests)
-            d += cost.get("base", 0.0) + cost.get("per_item", 0.0) * len(requests) + cost.get("per_token", 0.0) * tokens
+            d += linear_cost(cost, [count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", "")))
+                                    for r in requests])
         return d
 
     def _one(self, op: str, r: dict[str, Any]) -> Any:

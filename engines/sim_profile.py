@@ -10,7 +10,8 @@ A profile is a JSON file:
                  "max_num_seqs": 8, "max_num_batched_tokens": 2048, "num_blocks": 4096, "block_size": 16,
                  "token_ratio": 1.15, "lengths": {"text": [...], "split": [...]}, ...},
         "sentence_transformers": {"latency": {"1": s, "32": s}},      # seconds per batch of n, and/or
-                                 {"op_cost": {"embedding": {"base": s, "per_item": s, "per_token": s}}}
+                                 {"op_cost": {"embedding": {"base": s, "per_item": s, "per_token": s,
+                                                                "per_padded_token": s}}}  # (optional)
         "pgvector": {"op_latency": {"ingestion": {...}, "searching": {...}}},
         "reranker": {...}, "search": {...}, "tool": {...}}}
 
@@ -112,7 +113,8 @@ def _knee_of(entry: dict[str, Any], ops: Any, max_batch: int, tokens_per_item: i
         for op in ops:
             cost = (entry.get("op_cost") or {}).get(op)
             if cost:
-                per = cost.get("per_item", 0.0) + tokens_per_item * cost.get("per_token", 0.0)
+                per = cost.get("per_item", 0.0) + tokens_per_item * (cost.get("per_token", 0.0)
+                                                                     + cost.get("per_padded_token", 0.0))
                 curve = {b: cost.get("base", 0.0) + per * b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
                 break
     curve = {b: t for b, t in curve.items() if b <= max_batch and t > 0}

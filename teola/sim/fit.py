@@ -5,7 +5,9 @@ simulated engine's time for it is linear in the four iteration-cost coefficients
 vector is the simulated time of the same batch under each unit cost (base=1, prefill_token=1, ...),
 computed by running engines.sim_llm's own scheduler in virtual time: chunking under the token
 budget and the order of iterations are the same as in the simulation that uses the fit.
-Other engines: seconds = base + per_item * n + per_token * tokens per batch.
+Other engines: seconds = base + per_item * n + per_token * tokens + per_padded_token * n * longest
+request's tokens per batch (engines.sim_engine.linear_cost: a transformer batch is padded to its longest
+text; batches of mixed lengths tell the two token terms apart).
 Coefficients are non-negative least squares on relative errors (a negative one is dropped and the
 rest refitted); each LLM sample keeps its feature vector, so a profile can be refitted offline.
 """
@@ -21,7 +23,7 @@ from engines.sim_llm import IterationCost, SimLLM
 from teola.sim.virtual_loop import run_virtual
 
 LLM_TERMS = ("base", "prefill_token", "decode_seq", "context_token", "prefill_attention")
-LINEAR_TERMS = ("base", "per_item", "per_token")
+LINEAR_TERMS = ("base", "per_item", "per_token", "per_padded_token")
 
 
 def nnls(rows: Sequence[Sequence[float]], y: Sequence[float], relative: bool = False) -> list[float]:
@@ -84,9 +86,13 @@ def fit_llm(samples: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[di
 
 
 def fit_linear(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
-    """samples: {"items", "tokens", "seconds"} per measured batch."""
-    rows = [[1.0, float(s["items"]), float(s["tokens"])] for s in samples]
-    coef = nnls(rows, [s["seconds"] for s in samples], relative=True)
+    """samples: {"items", "tokens", "seconds"} per measured batch, and "padded" (items x the longest
+    request's tokens; taken as "tokens" when absent, which leaves the two token terms one)."""
+    rows = [[1.0, float(s["items"]), float(s["tokens"]), float(s.get("padded", s["tokens"]))] for s in samples]
+    if all(r[2] == r[3] for r in rows):  # no batch of unequal texts: the padded term cannot be told apart
+        coef = nnls([r[:3] for r in rows], [s["seconds"] for s in samples], relative=True) + [0.0]
+    else:
+        coef = nnls(rows, [s["seconds"] for s in samples], relative=True)
     return dict(zip(LINEAR_TERMS, coef)), _report(rows, coef, samples)
 
 

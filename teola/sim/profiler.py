@@ -5,7 +5,8 @@ few variants of the app's sample query (recording every LLM call's output length
 length sampler), then times controlled batches on each engine directly:
 - LLM (vllm): prefills of prompts of several lengths, and batches of 1..max_num_seqs prompts of two
   lengths decoding a fixed number of tokens (ignore_eos); fitted per iteration (teola.sim.fit);
-- embedding / reranker: batches of chunk-sized and query-sized texts; base + per item + per token;
+- embedding / reranker: batches of chunk-sized and query-sized texts, and of both mixed; base + per
+  item + per token + per token padded to the batch's longest text;
 - pgvector: ingestion batches and top-k searches in a scratch namespace; base + per item.
 It writes a profile (engines/sim_profile.py's format, provenance "measured") with every fit's
 per-sample error. Prompts are prose from the shipped corpora, each unique, so nothing hits the
@@ -89,17 +90,22 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
 
 async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[str, Any]],
                          sizes: tuple[int, ...], lengths: tuple[int, ...]) -> dict[str, Any]:
-    """Time batches of `sizes` requests of texts of `lengths` words; fit base/per_item/per_token."""
+    """Time batches of `sizes` requests of texts of `lengths` words, and (batches of 2 or more, two
+    lengths or more) of one longest text with shortest ones, whose padding to the longest text
+    separates per_token from per_padded_token; fit base/per_item/per_token/per_padded_token."""
     from teola.chunking import count_tokens
     await engine.execute(op, [make(lengths[0], 0)])  # warm-up
     samples, salt = [], 1
     for n in sizes:
-        for words in lengths:
-            reqs = [make(words, salt + i) for i in range(n)]
+        mixes = [[w] * n for w in lengths]
+        if n > 1 and len(lengths) > 1:
+            mixes.append([max(lengths)] + [min(lengths)] * (n - 1))
+        for words in mixes:
+            reqs = [make(w, salt + i) for i, w in enumerate(words)]
             salt += n
             took, _ = await _timed(engine.execute(op, reqs))
-            tokens = sum(count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", ""))) for r in reqs)
-            samples.append({"items": n, "tokens": tokens, "seconds": took})
+            tokens = [count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", ""))) for r in reqs]
+            samples.append({"items": n, "tokens": sum(tokens), "padded": n * max(tokens), "seconds": took})
     cost, report = fit_linear(samples)
     return {"cost": cost, "fit": report}
 

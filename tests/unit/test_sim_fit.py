@@ -27,8 +27,34 @@ def test_the_llm_iteration_model_is_recovered_from_batches_timed_under_it():
 def test_linear_costs_and_token_ratio_are_recovered():
     samples = [{"items": n, "tokens": n * k, "seconds": 0.01 + 0.002 * n + 1e-4 * n * k} for n in (1, 4, 16) for k in (10, 200)]
     cost, _ = fit_linear(samples)
-    assert cost == pytest.approx({"base": 0.01, "per_item": 0.002, "per_token": 1e-4}, rel=1e-6)
+    assert cost == pytest.approx({"base": 0.01, "per_item": 0.002, "per_token": 1e-4, "per_padded_token": 0.0},
+                                 rel=1e-6)
     assert fit_tokens([(w, int(w * 1.2) + 30) for w in (10, 100, 500)]) == (1.2, 27)
+
+
+def test_the_padded_token_cost_is_told_apart_by_batches_of_unequal_texts():
+    """A batch costs 0.01 + 1e-4 per token padded to its longest text: equal batches alone cannot
+    separate that from a per-token cost; one 1-long + 3-short batch does (4 x 200 padded, not 230)."""
+    seconds = lambda n, longest: 0.01 + 1e-4 * n * longest
+    samples = [{"items": n, "tokens": n * k, "padded": n * k, "seconds": seconds(n, k)} for n in (1, 4) for k in (10, 200)]
+    samples.append({"items": 4, "tokens": 200 + 3 * 10, "padded": 4 * 200, "seconds": seconds(4, 200)})
+    cost, report = fit_linear(samples)
+    assert cost == pytest.approx({"base": 0.01, "per_item": 0.0, "per_token": 0.0, "per_padded_token": 1e-4},
+                                 rel=1e-6, abs=1e-9)
+    assert report["mean_abs_error"] < 1e-6
+
+
+def test_a_batch_is_charged_its_tokens_summed_and_padded_to_the_longest():
+    from engines.sim_engine import SimEngine, linear_cost
+
+    cost = {"base": 0.01, "per_item": 0.002, "per_token": 1e-4, "per_padded_token": 1e-3}
+    # 3 texts of 2, 5 and 1 tokens: 0.01 + 3 x 0.002 + 8 x 1e-4 + 3 x 5 x 1e-3 = 0.0318
+    assert linear_cost(cost, [2, 5, 1]) == pytest.approx(0.0318)
+    assert linear_cost({"base": 0.01, "per_token": 1e-4}, [2, 5, 1]) == pytest.approx(0.0108)  # an older profile
+    assert linear_cost(cost, []) == pytest.approx(0.01)
+    engine = SimEngine("e", ["embedding"], op_cost={"embedding": cost}, record=False)
+    texts = [{"text": "a b"}, {"text": "one, two. three"}, {"text": "x"}]  # 2, 5 and 1 counted tokens
+    assert engine._delay("embedding", texts) == pytest.approx(0.0318)
 
 
 def test_a_coefficient_the_data_would_make_negative_is_dropped_not_negative():
