@@ -4,6 +4,8 @@ set-up), measured at steady state.
     python -m bench.sim_lamps [--profile a100-llama2-7b] [--rates "infercept=1,2;toolbench=2,4"]
                               [--warmup 300] [--window 1200] [--cooldown 300] [--systems ...] [--quick]
     python -m bench.sim_lamps --sweep --rates ... --out sim_lamps_sweep   # load per rate, to place the rates
+    python -m bench.sim_lamps --profile a100-40gb-gptj-6b --max-seqs 256 --kv-admission --lamps-batch 50 \
+        --out sim_lamps_memory   # LAMPS' memory-bound regime: GPT-J 6B, a 40 GB A100's KV pool, vLLM's admission
 
 Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fcfs` policies, admission
 control) drives one simulated vLLM instance (engines/sim_llm.py, which enforces each pause handling:
@@ -18,15 +20,17 @@ distribution): tokens written before each API call and for the final answer are 
 40 (clipped to 4..256), API responses add a per-type number of tokens (RESPONSE_TOKENS), prompts are
 100-400 words; a request's calls are capped so the whole context fits the model.
 
-Systems, all with the same admission (at most CAP calls in the engine; each call returns when it
+Systems, all with the same admission (at most --max-seqs calls in the engine, 64 by default; with
+--kv-admission also bound by the engine's free KV blocks, as vLLM admits, so calls that cannot get
+memory wait in teola's queue in the policy's order: bench/kv_admission.py; each call returns when it
 ends, as under vLLM's continuous batching; none is preempted):
   - FCFS + INFERCEPT: calls run in arrival order (policy `fcfs`); at each API call the handling with
     the least waste by INFERCEPT's equations with the batch's actual other context at that moment;
   - SJF: teola ranks waiting calls by predicted tokens (perfect predictions, as the INFERCEPT dataset
     records output lengths), INFERCEPT's handling;
   - LAMPS: teola ranks waiting calls by memory over time under the handling it predicts before
-    scheduling (per-type API duration means; the batch's other context predicted as CAP - 1 calls of
-    the mean admitted context), starvation threshold 100; that handling is used.
+    scheduling (per-type API duration means; the batch's other context predicted as --lamps-batch - 1 calls
+    of the mean admitted context), starvation threshold 100; that handling is used.
 `--systems FIFO-batches+INFERCEPT` runs the earlier baseline, teola's `fifo` policy, which sends
 calls as batches whose calls all return when the batch's longest one ends.
 
@@ -57,6 +61,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
+from bench.kv_admission import KVAdmission
 from bench.sim_lamps_report import change, markdown, steady, summarize
 
 MIXES = {
@@ -74,6 +79,9 @@ OUT_MEAN = 40
 TICK = 1.0         # seconds between load samples
 OVERLOAD = 1000    # calls waiting at which a point stops: overloaded (its queue would only keep growing)
 DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
+# the engine set-up of a run (run_point): calls teola lets into the engine, KV blocks (None: the
+# profile's), admission bound by free KV (bench.kv_admission), LAMPS' profiled calls per batch (None: cap)
+DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None}
 
 
 def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict[str, Any] | None = None,
@@ -161,13 +169,15 @@ async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TIC
     sched = rt.schedulers["llm"]
     await asyncio.sleep(max(0.0, start - loop.time()))
     before = dict(llm.stats)
-    running, waiting, preserved, used = [], [], [], []
+    running, waiting, preserved, used, held_kv, in_engine = [], [], [], [], [], []
     overloaded = None
     while loop.time() < stop:
         running.append(len(llm.running))
         waiting.append(sched.queued() + len(llm.waiting))
         preserved.append(sum(1 for e in llm.paused.values() if e.held is not None))
         used.append(1 - llm.pool.free / llm.pool.num_blocks)
+        held_kv.append(sum(e.held.blocks for e in llm.paused.values() if e.held is not None) / llm.pool.num_blocks)
+        in_engine.append(len(llm.waiting))
         if waiting[-1] > OVERLOAD:
             overloaded = loop.time()
             break
@@ -177,38 +187,49 @@ async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TIC
     return {"running": statistics.fmean(running), "waiting": statistics.fmean(waiting),
             "waiting_first": statistics.fmean(waiting[:fifth]), "waiting_last": statistics.fmean(waiting[-fifth:]),
             "waiting_series": waiting, "preserved": statistics.fmean(preserved), "kv_used": statistics.fmean(used),
+            "kv_preserved": statistics.fmean(held_kv), "engine_waiting": statistics.fmean(in_engine),
             "kv_max": max(used), "busy": (llm.stats["busy_s"] - before["busy_s"]) / span, "overloaded_at": overloaded,
             "swap_share": (llm.stats["swapped_blocks"] - before["swapped_blocks"]) * llm.swap_seconds_per_block / span}
 
 
 def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, window: float, cooldown: float,
-              seed: int = 0) -> dict[str, Any]:
+              seed: int = 0, setup: dict[str, Any] | None = None) -> dict[str, Any]:
     """One system at one rate: Poisson arrivals over warmup + window + cooldown seconds; the requests
-    arriving in the window are measured (bench.sim_lamps_report.summarize) and the load sampled."""
+    arriving in the window are measured (bench.sim_lamps_report.summarize) and the load sampled.
+    `setup` (see `engine_setup`): cap (calls teola lets into the engine), kv_blocks (None: the
+    profile's), kv_admission (bench.kv_admission), lamps_batch (LAMPS' profiled batch size)."""
+    setup = {**DEFAULT_SETUP, **(setup or {})}
+    cap = setup["cap"]
     from engines.sim_profile import load_profile, simulated_engine
     from teola.engine_spec import Engine
     from teola.runtime import Runtime
     from teola.sim.virtual_loop import run_virtual
 
     prof = load_profile(profile)
+    if setup["kv_blocks"]:
+        prof = {**prof, "engines": {**prof["engines"], "vllm": {**prof["engines"]["vllm"],
+                                                                "num_blocks": setup["kv_blocks"]}}}
     entry = prof["engines"]["vllm"]
     cost, block = entry["cost"], int(entry.get("block_size", 16))
     means = {k: v[0][0] for k, v in MIXES[mix].items()}
     costs = {"fwd": cost["prefill_token"], "swap": float(entry.get("swap_seconds_per_block", 0.0)) / block,
              "api_means": means}
     policy = {**SYSTEMS, **EXTRA_SYSTEMS}[system]
-    options = {"lamps": {"step_s": cost["base"] + CAP * cost["decode_seq"], "fwd_s_per_token": costs["fwd"],
+    batch = setup["lamps_batch"] or cap
+    options = {"lamps": {"step_s": cost["base"] + batch * cost["decode_seq"], "fwd_s_per_token": costs["fwd"],
                          "swap_s_per_token": costs["swap"], "api_defaults": means,
-                         "batch_size": CAP}}.get(policy, {})
+                         "batch_size": batch}}.get(policy, {})
     horizon = warmup + window + cooldown
     reqs = [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, int(entry.get("max_model_len", 4096)),
                                 seed) if r["arrival"] < horizon]
 
     async def main() -> dict[str, Any]:
-        llm = simulated_engine("llm", "vllm", prof, {"max_num_seqs": CAP})
-        rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=CAP, max_batch=CAP)}, {"llm": llm},
+        llm = simulated_engine("llm", "vllm", prof, {"max_num_seqs": cap})
+        rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=cap, max_batch=cap)}, {"llm": llm},
                      policy=policy, policy_options={policy: options} if options else None)
         await rt.start()
+        if setup["kv_admission"]:
+            rt.schedulers["llm"].policy = KVAdmission(rt.schedulers["llm"].policy, llm)
         tasks = [asyncio.ensure_future(one(rt, llm, r, system, costs)) for r in reqs]
         measured = [t for t, r in zip(tasks, reqs) if warmup <= r["arrival"] < warmup + window]
         try:
@@ -226,7 +247,7 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     out = {"mix": mix, "system": system, "rate": rate, "requests": len(reqs),
            **summarize(res["done"], warmup, window), "load": res["load"],
            "preemptions": res["stats"]["preemptions"], "wall_s": time.perf_counter() - t0}
-    out["steady"] = bool(res["done"]) and steady(res["load"]["waiting_series"], TICK, window, out["halves"], CAP)
+    out["steady"] = bool(res["done"]) and steady(res["load"]["waiting_series"], TICK, window, out["halves"], cap)
     return out
 
 
@@ -273,19 +294,36 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--systems", default=",".join(SYSTEMS), help="systems to run (default all)")
     p.add_argument("--sweep", action="store_true", help="load per rate only: the page shows no comparison")
     p.add_argument("--quick", action="store_true", help="INFERCEPT mix at 1 and 2 req/s, 100 + 200 + 100 s")
+    p.add_argument("--max-seqs", type=int, default=CAP,
+                   help=f"calls teola lets into the engine at once, also the engine's max_num_seqs (default {CAP}; "
+                        "vLLM's default is 256)")
+    p.add_argument("--kv-blocks", type=int, default=None,
+                   help="KV pool of the simulated engine in blocks of the profile's block size (default: the profile's "
+                        "num_blocks)")
+    p.add_argument("--kv-admission", action="store_true",
+                   help="admission bound by KV blocks, as vLLM's: teola sends a call only while the engine has free KV "
+                        "for it, so the policy's order decides who waits for memory (bench/kv_admission.py); without "
+                        "it only --max-seqs bounds admission")
+    p.add_argument("--lamps-batch", type=int, default=None,
+                   help="LAMPS' profiled calls per batch, used to predict the batch's other context in its handling "
+                        "choice (LAMPS §3.2.1; default --max-seqs)")
     p.add_argument("--out", default="sim_lamps")
     args = p.parse_args(argv)
+    from engines.sim_profile import load_profile
+    blocks = args.kv_blocks or int(load_profile(args.profile)["engines"]["vllm"].get("num_blocks", 0))
+    setup = {"cap": args.max_seqs, "kv_blocks": blocks, "kv_admission": args.kv_admission,
+             "lamps_batch": args.lamps_batch}
     mixes = {"infercept": (1.0, 2.0)} if args.quick else parse_rates(args.rates)
     warmup, window, cooldown = (100.0, 200.0, 100.0) if args.quick else (args.warmup, args.window, args.cooldown)
     systems = [s for s in args.systems.split(",") if s]
     t0 = time.perf_counter()
     data: dict[str, Any] = {"profile": args.profile, "warmup": warmup, "window": window, "cooldown": cooldown,
-                            "sweep": args.sweep, "mixes": {}}
+                            "sweep": args.sweep, "setup": setup, "mixes": {}}
     for mix, rates in mixes.items():
         rows = data["mixes"][mix] = []
         for rate in rates:
             for system in systems:
-                rows.append(run_point(args.profile, mix, system, rate, warmup, window, cooldown))
+                rows.append(run_point(args.profile, mix, system, rate, warmup, window, cooldown, setup=setup))
                 r = rows[-1]
                 print(f"[sim_lamps] {mix} {rate:g}/s {system}: mean {r['mean_s']:.2f} s (api {r['api_s']:.1f} queue "
                       f"{r['queue_s']:.1f} engine {r['engine_s']:.1f}) running {r['load']['running']:.1f} waiting "
@@ -296,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     for rows in data["mixes"].values():
         for r in rows:
             r["load"].pop("waiting_series")
-    page = markdown(data, CAP, OVERLOAD)
+    page = markdown(data, args.max_seqs, OVERLOAD)
     write_results(args.out, data, page if args.sweep else page + "\n" + reading(data) + "\n")
     return 0
 

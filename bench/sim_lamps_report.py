@@ -125,17 +125,28 @@ def latency_table(data: dict[str, Any], overload: int) -> list[str]:
 
 
 def load_table(data: dict[str, Any], cap: int) -> list[str]:
-    lines = [f"| mix | rate (req/s) | system | calls running (of {cap}) | calls waiting (mean; first / last fifth) | "
-             "paused calls holding KV | KV blocks in use (mean / max) | swap stalls (share of time) | "
-             "E2E 1st / 2nd half (s) |", "|---|---:|---|---:|---|---:|---|---:|---|"]
+    lines = [f"| mix | rate (req/s) | system | calls running (of {cap}) | calls waiting (mean; first / last fifth; "
+             "in the engine) | paused calls holding KV | KV blocks in use (mean / max; held by paused calls) | "
+             "swap stalls (share of time) | E2E 1st / 2nd half (s) |", "|---|---:|---|---:|---|---:|---|---:|---|"]
     for mix, rows in data["mixes"].items():
         for r in sorted(rows, key=lambda r: (r["rate"], r["system"])):
             ld = r["load"]
             lines.append(f"| {mix} | {r['rate']:g} | {r['system']} | {ld['running']:.1f} | {ld['waiting']:.0f} "
-                         f"({ld['waiting_first']:.0f} / {ld['waiting_last']:.0f}) | {ld['preserved']:.0f} | "
-                         f"{100 * ld['kv_used']:.0f}% / {100 * ld['kv_max']:.0f}% | "
+                         f"({ld['waiting_first']:.0f} / {ld['waiting_last']:.0f}; {ld.get('engine_waiting', 0):.1f}) | "
+                         f"{ld['preserved']:.0f} | {100 * ld['kv_used']:.0f}% / {100 * ld['kv_max']:.0f}%; "
+                         f"{100 * ld.get('kv_preserved', 0):.0f}% | "
                          f"{100 * ld['swap_share']:.1f}% | {_num(r['halves'][0])} / {_num(r['halves'][1])} |")
     return lines
+
+
+def admission(data: dict[str, Any], cap: int) -> str:
+    """How calls were admitted into the engine in this run (the same for every system)."""
+    setup = data.get("setup") or {}
+    pool = f", a KV pool of {setup['kv_blocks']} blocks" if setup.get("kv_blocks") else ""
+    if setup.get("kv_admission"):
+        return (f"for every system admission bound by KV blocks (a call is sent only while the engine has free KV "
+                f"for it: bench/kv_admission.py) and at most {cap} calls in the engine{pool}")
+    return f"{cap} calls in the engine for every system{pool}"
 
 
 def markdown(data: dict[str, Any], cap: int, overload: int) -> str:
@@ -144,7 +155,7 @@ def markdown(data: dict[str, Any], cap: int, overload: int) -> str:
              "## SIMULATED: LAMPS vs FCFS + INFERCEPT vs SJF on API-augmented requests at steady state (issue 18)")
     lines = [title, "",
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min at nice 19). **Simulated** on the derived "
-             f"`{data['profile']}` profile (not measured); one instance, {cap} calls in the engine for every system. "
+             f"`{data['profile']}` profile (not measured); one instance; {admission(data, cap)}. "
              f"Poisson arrivals for {data['warmup']:g} s of warm-up + {data['window']:g} s measured + "
              f"{data['cooldown']:g} s of cool-down (simulated time); only requests arriving in the measured window "
              "count; ± is the 95% interval from 10 batch means (bench/sim_lamps_report.py). Workload and assumptions: "

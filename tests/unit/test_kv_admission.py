@@ -1,0 +1,52 @@
+"""bench.kv_admission on hand-computed cases: calls go to the simulated engine only while its free
+KV covers them (vLLM's admission by KV blocks), in the wrapped policy's order."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from bench.kv_admission import KVAdmission, free_tokens
+from teola.runtime.policies import Limits, Pending, RequestQueue, make_policy
+
+
+def test_free_tokens_are_the_free_blocks_less_what_the_engine_already_waits_for():
+    assert free_tokens(10, 16, []) == 160
+    assert free_tokens(10, 16, [100]) == 60          # 160 - the 100 tokens a waiting call needs
+    assert free_tokens(10, 16, [100, 60]) is None    # 0 left with calls waiting: hold
+    assert free_tokens(10, 16, [200]) is None
+    assert free_tokens(0, 16, []) == 1               # nothing waits in the engine: the next call still goes
+
+
+def engine(free: int, waiting: list[int]) -> SimpleNamespace:
+    return SimpleNamespace(pool=SimpleNamespace(free=free, block_size=16),
+                           waiting=[SimpleNamespace(ids=[0] * n) for n in waiting])
+
+
+def call(name: str, arrival: float, tokens: int) -> Pending:
+    return Pending(name, name, "decoding", 0, arrival, [{"max_tokens": 10}], tokens=[tokens])
+
+
+def queue() -> RequestQueue:
+    return RequestQueue([call("a", 0.0, 100), call("b", 1.0, 100), call("c", 2.0, 100)])
+
+
+def test_a_batch_takes_calls_in_policy_order_until_the_free_kv_is_spent():
+    gate = KVAdmission(make_policy("fcfs"), engine(15, []))     # 240 tokens free
+    picks = gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks
+    assert [p.entry.name for p in picks] == ["a", "b"]          # 100 + 100; c's 100 > the 40 left
+    gate = KVAdmission(make_policy("fcfs"), engine(0, []))      # full, nothing waiting: one call goes
+    assert [p.entry.name for p in gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks] == ["a"]
+
+
+def test_nothing_is_sent_while_the_engine_waits_for_kv():
+    gate = KVAdmission(make_policy("fcfs"), engine(4, [80]))    # 64 free < the 80 a waiting call needs
+    assert gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks == [] and gate.held == 1
+    gate = KVAdmission(make_policy("fcfs"), engine(20, [80]))   # 320 - 80 = 240 left: two more calls
+    assert len(gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks) == 2
+
+
+def test_the_wrapper_is_the_policy_for_everything_else():
+    lamps = make_policy("lamps", api_defaults={"tool": 1.0})
+    gate = KVAdmission(lamps, engine(100, []))
+    assert gate.name == "lamps" and gate.preemptive and not gate.wants_progress
+    gate.observe_api("tool", 3.0)
+    assert lamps.api_mean["tool"] == (3.0, 1)  # the default only seeds: the first observation replaces it
