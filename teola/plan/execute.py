@@ -4,9 +4,10 @@ instance, so only tp=1 plans run locally); the job's requests go to a model's in
 their inputs exist (a chain's requests stay on one instance), and a stage ends when one of its models
 has answered all its requests, as the plan's stages do (teola.plan.stage_eval): not later, when an
 instance the stage started is still loading. At a stage boundary instances whose model leaves the
-stage or changes plan are stopped, all at once (their unfinished requests are sent again later:
-preemption; one still loading is stopped once loaded), then the next stage's new instances start
-loading in the background; a model kept at its plan keeps running (or loading). After the planned
+stage or changes plan are stopped in the background, all at once (their unfinished requests are
+sent again later: preemption; one still loading is stopped once loaded), and the stage's new
+instances start loading in the background once those stops are done (they need the devices); a
+model kept at its plan keeps running (or loading). After the planned
 stages, unfinished models keep running until done. The job completes when its last request is
 answered; stopping the last instances after that is reported apart (`teardown_s`).
 """
@@ -54,6 +55,7 @@ class Executor:
         self.events: list[dict[str, Any]] = []  # load / stop of each model's instances, s from the job's start
         self.done_at: dict[str, float] = {}     # when each model answered its last request
         self.teardown_s = 0.0
+        self.stopping: dict[asyncio.Task, int] = {}  # stops in flight -> the devices they will free
         self.t0 = 0.0
         self.changed = asyncio.Event()
         self.dependents: dict[tuple[str, int], list[tuple[str, int]]] = {}
@@ -87,7 +89,9 @@ class Executor:
             completed = max(self.done_at.values(), default=0.0)
         finally:
             t1 = _clock()
-            await asyncio.gather(*(self._stop(m) for m in list(self.running)), return_exceptions=True)
+            for m in list(self.running):
+                self._begin_stop(m)
+            await asyncio.gather(*self.stopping, return_exceptions=True)
             self.teardown_s = _clock() - t1
         return completed
 
@@ -120,7 +124,7 @@ class Executor:
         they fit the devices left by the models it keeps running (an upstream model kept by
         `_feasible` holds its devices, which the planned stage counted as free)."""
         kept = {m for m, p in stage.items() if m in self.running and self.running[m].plan == p}
-        free = len(self.free) + sum(r.plan.gpus for m, r in self.running.items() if m not in kept)
+        free = len(self.free) + sum(self.stopping.values()) + sum(r.plan.gpus for m, r in self.running.items() if m not in kept)
         out = dict(stage)
         while sum(out[m].gpus for m in out if m not in kept) > free:
             wide = [m for m in out if m not in kept and out[m].dp > 1]
@@ -132,11 +136,12 @@ class Executor:
 
     async def _stage(self, i: int, stage: dict[str, Plan], t0: float) -> None:
         start = _clock() - t0
-        await asyncio.gather(*(self._stop(m) for m in [m for m in self.running if self.running[m].plan != stage.get(m)]))
+        for m in [m for m in self.running if self.running[m].plan != stage.get(m)]:
+            self._begin_stop(m)
         new = [m for m in stage if m not in self.running]
-        need = sum(stage[m].gpus for m in new)
-        if need > len(self.free):
-            raise ValueError(f"stage {i + 1} needs {need} more devices, {len(self.free)} are free")
+        need, free = sum(stage[m].gpus for m in new), len(self.free) + sum(self.stopping.values())
+        if need > free:
+            raise ValueError(f"stage {i + 1} needs {need} more devices, {free} are free")
         for m in new:
             self._start(m, stage[m])
         self.say(f"stage {i + 1}: {', '.join(f'{m} {p}' for m, p in stage.items())} (started at {start:.1f} s)")
@@ -156,18 +161,20 @@ class Executor:
                 raise run.loading.exception()
 
     def _start(self, m: str, plan: Plan) -> None:
-        """Takes the devices now and starts the instances in the background; the model's requests
-        are dispatched once they are loaded."""
+        """Starts the instances in the background, on devices the stops in flight free; the model's
+        requests are dispatched once they are loaded."""
         if plan.tp != 1:
             raise ValueError(f"model {m!r}: plan {plan} needs tensor parallelism, which run-job does not do locally")
-        cores = [self.free.pop(0) for _ in range(plan.dp)]
-        spec = self.job.models[m]
-        run = _Running(plan, [self.make_engine(f"{m}-{k}", core, spec) for k, core in enumerate(cores)], cores)
+        run = _Running(plan, [], [])
         self.running[m] = run
-        run.loading = asyncio.create_task(self._load(m, run))
+        run.loading = asyncio.create_task(self._load(m, run, list(self.stopping)))
 
-    async def _load(self, m: str, run: _Running) -> None:
+    async def _load(self, m: str, run: _Running, stops: list[asyncio.Task]) -> None:
+        await asyncio.gather(*stops, return_exceptions=True)
         begin = self._now()
+        run.cores = [self.free.pop(0) for _ in range(run.plan.dp)]
+        spec = self.job.models[m]
+        run.engines = [self.make_engine(f"{m}-{k}", core, spec) for k, core in enumerate(run.cores)]
         try:
             await asyncio.gather(*(e.start() for e in run.engines))
             run.loaded = True
@@ -178,8 +185,14 @@ class Executor:
         if self.running.get(m) is run:
             self._dispatch(m)
 
-    async def _stop(self, m: str) -> None:
+    def _begin_stop(self, m: str) -> None:
+        """Stops a model's instances in the background; their devices are free once it is done."""
         run = self.running.pop(m)
+        task = asyncio.create_task(self._stop(m, run))
+        self.stopping[task] = run.plan.gpus
+        task.add_done_callback(lambda t: self.stopping.pop(t, None))
+
+    async def _stop(self, m: str, run: _Running) -> None:
         begin = self._now()
         if run.loading is not None:  # an instance is not stopped while it starts: wait for it
             await asyncio.gather(run.loading, return_exceptions=True)

@@ -5,9 +5,9 @@ same stage get their requests as the upstream ones finish (model-level pipelinin
 throughput is its work (FLOPs ~ 2 x parameters x tokens processed) over its duration.
 
 At a stage's start the models it stops (they leave it or change plan, finished ones included) shut
-down together, each after its own loading if it is still loading; the models the stage starts load
-once those devices are free (teola run-job's executor does the same), so a new model's loading
-begins `leave_s` into the stage. A model kept at its plan keeps running, or loading."""
+down together, each after its own loading if it is still loading, while the stage runs (a stop may
+outlast a short stage); the models the stage starts load once every stop in flight is done
+(teola run-job's executor does the same), so a new model's loading begins `leave_s` into the stage. A model kept at its plan keeps running, or loading."""
 from __future__ import annotations
 
 import math
@@ -29,6 +29,7 @@ class State:
     progress: dict[str, dict[int, int]] = field(default_factory=dict)  # in-flight decoded tokens, per model
     loaded: dict[str, Plan] = field(default_factory=dict)                # plans running (or loading) at the boundary
     load_left: dict[str, float] = field(default_factory=dict)           # seconds of loading still to go
+    stop_left: dict[str, float] = field(default_factory=dict)           # seconds until a stopped model's devices are free
     time: float = 0.0
 
     @classmethod
@@ -61,11 +62,18 @@ class StageEval:
         return [m for m in self.wl.requests if self.unfinished(m)
                 and all(not self.unfinished(u) or u in stage for u in self.wl.upstream[m])]
 
-    def leave_s(self, stage: Stage) -> float:
-        """Seconds into `stage` until the models it stops have shut down (see the module docstring)."""
+    def stops(self, stage: Stage) -> dict[str, float]:
+        """Seconds into `stage` until each model being stopped has shut down: the ones it stops, and
+        those still stopping from an earlier boundary (see the module docstring)."""
         st = self.state
-        return max((st.load_left.get(m, 0.0) + self.wl.models[m].stop_seconds(p.tp)
-                    for m, p in st.loaded.items() if stage.get(m) != p), default=0.0)
+        out = dict(st.stop_left)
+        out.update({m: st.load_left.get(m, 0.0) + self.wl.models[m].stop_seconds(p.tp)
+                    for m, p in st.loaded.items() if stage.get(m) != p})
+        return out
+
+    def leave_s(self, stage: Stage) -> float:
+        """Seconds into `stage` until every model being stopped has shut down."""
+        return max(self.stops(stage).values(), default=0.0)
 
     def run(self, m: str, plan: Plan, stage: Stage, horizon: float = math.inf) -> ModelRun:
         ups = tuple(sorted((u, stage[u]) for u in self.wl.upstream[m] if u in stage and self.unfinished(u)))
@@ -153,7 +161,8 @@ class StageEval:
                 left[m] = full.load - d
             else:
                 progress[m] = {k: n for k, n in self.run(m, p, stage, horizon=d).progress.items() if k not in done[m]}
-        return State(done, progress, loaded, left, st.time + d), d
+        stopping = {m: t - d for m, t in self.stops(stage).items() if t - d > EPS}
+        return State(done, progress, loaded, left, stopping, st.time + d), d
 
 
 def _split(groups: list[list[SimRequest]], dp: int) -> list[list[SimRequest]]:

@@ -47,9 +47,9 @@ def _cost(load: float, stop: float) -> ModelCost:
         "parallel": {"params_b": 1.0, "tp_degrees": [1], "load": {"seconds": {"1": load}, "stop_s": stop}}}}})
 
 
-def _eval(loaded: dict[str, Plan], load_left: dict[str, float] | None = None) -> StageEval:
+def _eval(loaded: dict[str, Plan], load_left: dict[str, float] | None = None, b_tokens: int = 5) -> StageEval:
     """Models a and b (load 10 s, stop 3 s), one request each of 5 output tokens (5 iterations of 1 s)."""
-    reqs = {m: [Request(0, "s", {}, 1, 5, 100)] for m in "ab"}
+    reqs = {m: [Request(0, "s", {}, 1, 5 if m == "a" else b_tokens, 100)] for m in "ab"}
     wl = Workload({m: _cost(10.0, 3.0) for m in "ab"}, reqs, {"a": set(), "b": set()})
     return StageEval(wl, State({"a": set(), "b": set()}, loaded=loaded, load_left=load_left or {}), 2)
 
@@ -67,6 +67,16 @@ def test_a_model_stopped_while_loading_finishes_loading_first():
     ev = _eval({"a": Plan(1, 1)}, {"a": 4.0})
     assert ev.run("b", Plan(1, 1), {"b": Plan(1, 1)}).load == 4.0 + 3.0 + 10.0
     assert ev.run("a", Plan(1, 1), {"a": Plan(1, 1)}).load == 4.0           # kept: the rest of its loading
+
+
+def test_a_stop_outlasting_a_short_stage_delays_the_next_stages_loads():
+    """a stops (3 s) while b, kept, finishes its 2-token request in 2 s: 1 s of a's stop is left,
+    and the next stage's new model waits for it (b kept there: no stop of its own)."""
+    ev = _eval({"a": Plan(1, 1), "b": Plan(1, 1)}, b_tokens=2)
+    state, d = ev.apply({"b": Plan(1, 1)})
+    assert d == 2.0 and state.stop_left == {"a": 1.0}
+    nxt = StageEval(ev.wl, state, 2)
+    assert nxt.run("a", Plan(1, 1), {"a": Plan(1, 1), "b": Plan(1, 1)}).load == 1.0 + 10.0
 
 
 JOB = {"app": "ensembling", "dataset": "truthfulqa", "requests": 12,
