@@ -9,14 +9,21 @@ what the KV holds, the surplus would wait in the engine's own arrival-order queu
 policy would look the same. `KVAdmission` wraps the policy so teola sends calls only while the
 simulated engine has free KV for them (`free_tokens`): the rest wait in teola's queue, ranked.
 At most one call sent ahead waits in the engine (the first call of a batch always goes, so the
-engine is never left idle with work queued). Pure except for reading the engine's pool and
+engine is never left idle with work queued).
+
+A call that continues one whose KV the engine preserved during its API call goes first, whatever
+the policy's order: INFERCEPT's preserve keeps the request in the running batch so it resumes as
+its API returns, and the waste of preserving (LAMPS eq. 1, T_INT x C_i x M) counts the API's
+duration only. Ranked behind other calls, its KV would stay pinned while it waits, which neither
+paper models and which, once memory is short, leaves most of the KV held by paused calls. Pure except for reading the engine's pool and
 waiting list; it changes neither.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from teola.runtime.policies.base import Decision, Limits, RequestQueue
+from teola.runtime.policies import register_policy
+from teola.runtime.policies.base import Decision, Limits, Pending, Pick, RankedAdmission, RequestQueue
 
 
 def free_tokens(free_blocks: int, block_size: int, waiting: list[int]) -> int | None:
@@ -36,12 +43,28 @@ class KVAdmission:
 
     def __init__(self, policy: Any, llm: Any) -> None:
         self.policy, self.llm = policy, llm
-        self.held = 0  # scheduling rounds held because the engine's KV was spoken for
+        self.held = 0     # scheduling rounds held because the engine's KV was spoken for
+        self.resumes = 0  # calls sent ahead of the policy's order to resume on their preserved KV
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.policy, name)
 
+    def resumed(self, queue: RequestQueue, limit: int) -> list[Pending]:
+        """Queued calls that continue a call whose KV the engine preserved (at most `limit`)."""
+        buckets = getattr(queue, "_buckets", None)
+        out = []
+        for key, paused in self.llm.paused.items():
+            if paused.held is None or len(out) >= limit:
+                continue
+            waiting = buckets.get(key, ()) if buckets is not None else [e for e in queue if e.query_id == key]
+            out += [e for e in waiting if e.remaining and e.requests[e.taken].get("kv_key") == key][:1]
+        return out
+
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
+        resumed = self.resumed(queue, limits.max_batch)
+        if resumed:  # INFERCEPT's preserve: the call resumes as its API returns, on the KV it kept
+            self.resumes += len(resumed)
+            return Decision([Pick(e, 1) for e in resumed])
         pool = self.llm.pool
         free = free_tokens(pool.free, pool.block_size, [len(s.ids) for s in self.llm.waiting])
         if free is None:
@@ -49,3 +72,20 @@ class KVAdmission:
             return Decision()
         tokens = free if not limits.token_budget else min(free, limits.token_budget)
         return self.policy.schedule(queue, now, Limits(limits.max_batch, limits.max_efficient_batch, tokens))
+
+
+class RequestOrderFCFS(RankedAdmission):
+    """FCFS in the order of the calls' *requests* (the request's "request_arrival", else the
+    call's own arrival), as vLLM orders its waiting queue by a sequence group's arrival time, which
+    a request resumed after an API call (INFERCEPT) keeps: a continuation goes ahead of requests
+    that arrived after its own. teola's `fcfs` orders by the time each call was queued instead, so
+    a continuation waits behind every request that arrived during its API call."""
+
+    name = "fcfs-request"
+
+    def rank(self, e: Pending) -> tuple[float, float]:
+        req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
+        return float(req.get("request_arrival", e.arrival)), e.arrival
+
+
+register_policy(RequestOrderFCFS.name, RequestOrderFCFS)

@@ -32,7 +32,9 @@ ends, as under vLLM's continuous batching; none is preempted):
     scheduling (per-type API duration means; the batch's other context predicted as --lamps-batch - 1 calls
     of the mean admitted context), starvation threshold 100; that handling is used.
 `--systems FIFO-batches+INFERCEPT` runs the earlier baseline, teola's `fifo` policy, which sends
-calls as batches whose calls all return when the batch's longest one ends.
+calls as batches whose calls all return when the batch's longest one ends; `FCFS-request+INFERCEPT`
+orders calls by their request's arrival (vLLM's FCFS, under which a call continuing after its API
+keeps its request's place: bench.kv_admission.RequestOrderFCFS) instead of when each was queued.
 
 Measurement: Poisson arrivals for warm-up + window + cool-down seconds of simulated time; only the
 requests arriving inside the window count (bench/sim_lamps_report.py: mean E2E with a 95% interval
@@ -73,7 +75,7 @@ MIXES = {
 RESPONSE_TOKENS = {"math": 8, "qa": 48, "ve": 24, "chatbot": 40, "image": 12, "tts": 8, "toolbench": 96}
 SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
 # the earlier baseline, kept for comparison (--systems): teola's `fifo` sends calls as batches that return together
-EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo"}
+EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo", "FCFS-request+INFERCEPT": "fcfs-request"}
 CAP = 64           # calls running in the engine at once, for every system
 OUT_MEAN = 40
 TICK = 1.0         # seconds between load samples
@@ -134,7 +136,7 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
     segs = r["segments"]
     for j, out in enumerate(segs):
         req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
-               "kv_key": r["id"], "predicted_tokens": out}
+               "kv_key": r["id"], "predicted_tokens": out, "request_arrival": t0}
         last = j == len(segs) - 1
         if not last:
             req.update(api=r["type"], post_tokens=segs[j + 1], api_response_tokens=RESPONSE_TOKENS[r["type"]])

@@ -76,6 +76,16 @@ class SimAdmission:
     def _rank(self, seq: SimSeq) -> tuple[int, int]:
         return (seq.req["priority"], seq.order)
 
+    def _head(self) -> SimSeq:
+        """The next waiting sequence in FCFS order, except that a call resuming on KV its paused call
+        preserved goes first (INFERCEPT keeps a preserved request in the running batch: it resumes as
+        its API returns and is never queued behind new requests that cannot get memory)."""
+        for seq in self.waiting:
+            entry = self.paused.get(seq.req.get("kv_key"))
+            if entry is not None and entry.held is not None and not seq.swapped:
+                return seq
+        return self.waiting[0]
+
     def _blocks_for(self, seq: SimSeq, n: int) -> int:
         return math.ceil((seq.computed + n) / self.pool.block_size) - seq.held.blocks
 

@@ -224,7 +224,7 @@ class SimLLM(SimAdmission):
                 plan.append((seq, n))
                 budget -= n
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            seq = min(self.waiting, key=self._rank) if self.scheduling == "priority" else self.waiting[0]
+            seq = min(self.waiting, key=self._rank) if self.scheduling == "priority" else self._head()
             admitted, seconds = self._admit(seq, budget)
             if not admitted:
                 worst = self.running[-1] if self.running else None

@@ -18,7 +18,7 @@ def test_free_tokens_are_the_free_blocks_less_what_the_engine_already_waits_for(
 
 def engine(free: int, waiting: list[int]) -> SimpleNamespace:
     return SimpleNamespace(pool=SimpleNamespace(free=free, block_size=16),
-                           waiting=[SimpleNamespace(ids=[0] * n) for n in waiting])
+                           waiting=[SimpleNamespace(ids=[0] * n) for n in waiting], paused={})
 
 
 def call(name: str, arrival: float, tokens: int) -> Pending:
@@ -50,3 +50,25 @@ def test_the_wrapper_is_the_policy_for_everything_else():
     assert gate.name == "lamps" and gate.preemptive and not gate.wants_progress
     gate.observe_api("tool", 3.0)
     assert lamps.api_mean["tool"] == (3.0, 1)  # the default only seeds: the first observation replaces it
+
+
+def test_request_order_fcfs_puts_a_continuation_ahead_of_later_requests():
+    policy = make_policy("fcfs-request")
+    cont = Pending("r0", "r0-1", "decoding", 0, 9.0, [{"max_tokens": 5, "request_arrival": 1.0}], tokens=[500])
+    new = Pending("r1", "r1-0", "decoding", 0, 5.0, [{"max_tokens": 5, "request_arrival": 5.0}], tokens=[100])
+    picks = policy.schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks
+    assert picks[0].entry is cont  # its request arrived at 1 s, before r1's at 5 s (teola's fcfs: r1 first)
+    assert make_policy("fcfs").schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks[0].entry is new
+
+
+def test_a_call_resuming_on_preserved_kv_goes_first_whatever_the_policy_order():
+    llm = engine(0, [500])  # full, and a call waits in the engine: new calls are held
+    llm.paused = {"r9": SimpleNamespace(held=object()), "r8": SimpleNamespace(held=None)}  # r8's KV was swapped
+    cont = Pending("r9", "r9-1", "decoding", 0, 9.0, [{"max_tokens": 5, "kv_key": "r9"}], tokens=[900])
+    swapped = Pending("r8", "r8-1", "decoding", 0, 8.0, [{"max_tokens": 5, "kv_key": "r8"}], tokens=[900])
+    q = RequestQueue([call("a", 0.0, 100), swapped, cont])
+    gate = KVAdmission(make_policy("fcfs"), llm)
+    assert [p.entry.name for p in gate.schedule(q, 10.0, Limits(256, 256, 0)).picks] == ["r9-1"]
+    assert gate.resumes == 1
+    q.discard(cont)
+    assert gate.schedule(q, 10.0, Limits(256, 256, 0)).picks == []  # the rest wait for KV
