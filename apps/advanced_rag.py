@@ -1,9 +1,11 @@
 """Document QA with advanced RAG (Teola Fig. 2d): query expansion into 3 queries, indexing in
 parallel, top-16 vector search per query, reranking to the best 3 chunks, compact synthesis (the
 chunks packed into as few prompts as fit the context window, refining across prompts: one LLM call
-when the 3 chunks fit). A document of at most 16 chunks is all in the question's own top 16, so
-the expanded queries cannot change the reranked context: the optimizer then drops the expansion
-(pass `prune_covered_searches`; turn it off per query to keep it)."""
+when the 3 chunks fit). The expanded queries cannot change the reranked context when a document
+of at most 16 chunks is all in the question's own top 16, or when the reranker is the offline
+default (the cosine of the same MiniLM embeddings the question's own exact search ranked by): the
+optimizer then drops the expansion (pass `prune_covered_searches`; turn it off per query to keep
+it, or give the reranker a cross-encoder with `reranker={"model": ...}`)."""
 from __future__ import annotations
 
 from typing import Any

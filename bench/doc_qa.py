@@ -13,6 +13,8 @@ retrievers, postprocessor and response synthesizer, with the response mode the t
 shipped defaults: tree_summarize for naive RAG, compact for advanced RAG; both pack chunks into the
 context window) and LlamaIndex's own default prompt templates (QA, refine, summary, query generation).
 A second table forces both systems into one other mode (refine) with the same prompt texts (teola's).
+With --keep-expansion, advanced RAG also runs as "teola, expansion kept" (pass prune_covered_searches
+off): the same app doing the expansion LLM call and the expanded searches the pass proves useless.
 
 Load: each system first answers every query alone, one after another; the Poisson rates are fractions
 of LlamaIndex's own single-query service rate (1 / its mean latency alone), so "1.0" offers LlamaIndex
@@ -38,6 +40,9 @@ from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
 
 QUERY_TIMEOUT = 600.0
 SYSTEMS = ("teola", "LlamaIndex")
+# --keep-expansion: teola with pass prune_covered_searches off on advanced RAG (what the pass saves)
+KEEP_EXPANSION = "teola, expansion kept"
+TEOLA_PASSES = {"teola": {}, KEEP_EXPANSION: {"prune_covered_searches": False}}
 
 
 @dataclass
@@ -50,6 +55,7 @@ class Settings:
     same_mode: str | None = "refine"          # both systems forced to this mode (advanced RAG, small docs)
     same_mode_fractions: tuple[float, ...] = (1.0,)
     seed: int = 0
+    keep_expansion: bool = False              # also run KEEP_EXPANSION on advanced RAG
 
     @classmethod
     def quick(cls) -> Settings:
@@ -77,10 +83,11 @@ def context_key(app: Any) -> str:
     return f"{kinds['rerank']}.context" if "rerank" in kinds else f"{kinds['search']}.results"
 
 
-async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arrival: float) -> dict[str, Any]:
+async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arrival: float,
+                      passes: dict[str, Any] | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     key = context_key(app)
-    cfg = {"nodes": nodes, "timeout": QUERY_TIMEOUT, "return_values": [key]}
+    cfg = {"nodes": nodes, "timeout": QUERY_TIMEOUT, "return_values": [key], "passes": passes or {}}
     rec: dict[str, Any] = {"arrival": arrival}
     try:
         result = await app.run(app_query(q), cfg)
@@ -111,15 +118,15 @@ async def llamaindex_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[
 class Systems:
     """Both systems over one started app: `run(system, queries, arrivals or None)`."""
 
-    def __init__(self, app: Any, nodes: dict[str, Any], prompts: str) -> None:
+    def __init__(self, app: Any, nodes: dict[str, Any], prompts: str, names: tuple[str, ...] = SYSTEMS) -> None:
         from bench.llamaindex_rag import LlamaIndexRAG
 
-        self.app, self.nodes = app, nodes
+        self.app, self.nodes, self.names = app, nodes, names
         self.rag = LlamaIndexRAG.from_app(app, nodes, prompts)
 
     async def one(self, system: str, q: dict[str, Any], arrival: float = 0.0) -> dict[str, Any]:
-        if system == "teola":
-            return await teola_query(self.app, q, self.nodes, arrival)
+        if system in TEOLA_PASSES:
+            return await teola_query(self.app, q, self.nodes, arrival, TEOLA_PASSES[system])
         return await llamaindex_query(self.rag, q, arrival)
 
     async def run(self, system: str, queries: list[dict[str, Any]], arrivals: list[float] | None) -> list[dict[str, Any]]:
@@ -151,13 +158,13 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
     LlamaIndex on the same queries and offsets."""
     points: dict[str, Any] = {}
     alone = {}
-    for system in SYSTEMS:
+    for system in systems.names:
         recs = await systems.run(system, queries[:n_alone], None)
         alone[system] = summarize(recs) | {"records": recs}
     points["alone"] = alone
     base = alone["LlamaIndex"].get("mean")
     if progress:
-        print(f"[doc_qa] {label} alone: " + ", ".join(f"{s} {alone[s].get('mean', float('nan')):.2f} s" for s in SYSTEMS),
+        print(f"[doc_qa] {label} alone: " + ", ".join(f"{s} {alone[s].get('mean', float('nan')):.2f} s" for s in systems.names),
               flush=True)
     if not base:
         return points
@@ -166,13 +173,13 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
         arrivals = poisson_arrivals(n_load, rate, seed)
         loaded = queries[:n_load]
         row = {"rate": rate, "fraction": f}
-        for system in SYSTEMS:
+        for system in systems.names:
             recs = await systems.run(system, loaded, arrivals)
             row[system] = summarize(recs) | {"records": recs}
         points[f"x{f:g}"] = row
         if progress:
             print(f"[doc_qa] {label} rate {rate:.3f} q/s ({f:g}x): " + ", ".join(
-                f"{s} {row[s].get('mean', float('nan')):.2f} s" for s in SYSTEMS), flush=True)
+                f"{s} {row[s].get('mean', float('nan')):.2f} s" for s in systems.names), flush=True)
     return points
 
 
@@ -180,10 +187,11 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
     out: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items()}, "runs": {}}
     for name in s.apps if s.sizes else ():
         app = apps[name]
-        systems = Systems(app, {}, "library")
+        names = SYSTEMS + ((KEEP_EXPANSION,) if s.keep_expansion and name == "advanced_rag" else ())
+        systems = Systems(app, {}, "library", names)
         for size, distractors in s.sizes.items():
             queries = narrative_qa_queries(max(s.n_alone, s.n_load), distractors, s.seed)
-            for system in SYSTEMS:  # warm-up (not measured): first-call compilation, caches
+            for system in names:  # warm-up (not measured): first-call compilation, caches
                 await systems.one(system, queries[0])
             out["runs"][f"{name}/{size}"] = await compare(systems, queries, s.n_alone, s.n_load, s.fractions,
                                                           s.seed, f"{name}/{size}", progress)
@@ -213,9 +221,9 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
         for point, row in runs[key].items():
             load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:g}x)"
             base = row.get("LlamaIndex", {}).get("mean")
-            for system in SYSTEMS:
+            for system in [k for k in (*SYSTEMS, KEEP_EXPANSION) if k in row]:
                 r = row.get(system, {})
-                speed = f"{base / r['mean']:.2f}x" if system == "teola" and base and r.get("mean") else ""
+                speed = f"{base / r['mean']:.2f}x" if system != "LlamaIndex" and base and r.get("mean") else ""
                 lines.append(f"| {key} | {load} | {system} | {r.get('n', 0)} | {r.get('failed', 0)} | {_f(r.get('mean'))} | "
                              f"{_f(r.get('p50'))} | {_f(r.get('p99'))} | {speed} | {_f(r.get('calls'), 1)} | "
                              f"{_f(r.get('prompt_tokens'), 0)} | {_f(r.get('decode_tokens'), 0)} | {_pct(r.get('contains'))} | "
@@ -291,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fractions", default=None,
                    help="comma-separated rates as fractions of LlamaIndex's service rate (default 0.5,1,1.5,2)")
     p.add_argument("--no-same-mode", action="store_true", help="skip the table with both systems forced to refine")
+    p.add_argument("--keep-expansion", action="store_true",
+                   help=f"also run {KEEP_EXPANSION!r} on advanced RAG: pass prune_covered_searches off, side by side")
     p.add_argument("--only-same-mode", action="store_true", help="only the table with both systems forced to refine")
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
@@ -312,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--fractions must be positive numbers")
     if args.no_same_mode:
         s.same_mode = None
+    s.keep_expansion = args.keep_expansion
     if args.only_same_mode:
         s.apps, s.sizes = ("advanced_rag",), {}
     if args.apps:

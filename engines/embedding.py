@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engines.models import resolve_model
+from engines.models import MINILM, resolve_model
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
 from engines.st_adapter import SentenceTransformersAdapter
@@ -26,11 +26,17 @@ class EmbeddingEngine(SentenceTransformersAdapter):
     ops = frozenset({"embedding"})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
-    def __init__(self, name: str, model: str = "all-minilm-l6-v2", device: str | None = None,
+    @staticmethod
+    def ranks_by(options: dict[str, Any]) -> str:
+        """Its vectors are compared by cosine (engines.registry.kind_ranks_by)."""
+        return f"cosine:{options.get('model', MINILM)}"
+
+    def __init__(self, name: str, model: str = MINILM, device: str | None = None,
                  max_batch: int | None = None, max_efficient_batch: int | None = None,
                  torch_threads: int | None = None, exclusive: bool = False):
         super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive)
         self.model_name = model
+        self.ranking = self.ranks_by({"model": model})
         self.forward_batches: list[int] = []
         self.dimension: int | None = None
 

@@ -8,6 +8,8 @@ embedding vector(dim)), a btree index on namespace and an HNSW cosine index on e
   filtered by its namespace: rows ingested under one namespace (a query, a tenant) are invisible to
   searches in another. HNSW runs with `hnsw.iterative_scan = strict_order` so a namespace holding a
   small share of the table still gets its full top-k. score = cosine similarity (1 - cosine distance).
+  A request with `exact: True` (a query's own namespace) is ranked by an exact scan of its namespace
+  instead: the index's order is approximate, and a namespace of one query's chunks is cheap to sort.
 - `persistent=True` (default): the table and its rows outlive the engine. `persistent=False`
   (ephemeral): the table is UNLOGGED, named `<collection>_<unique suffix>` so concurrent processes
   never share it, `drop_namespace(ns)` (called by the runtime at query end) deletes that namespace's
@@ -87,6 +89,10 @@ class PgVectorEngine:
     ops = frozenset({"ingestion", "searching"})
     default_profile = EngineProfile(max_batch=256, max_efficient_batch=256)
 
+    @staticmethod
+    def ranks_by(options: dict[str, Any]) -> str:
+        return "cosine"  # searches with `exact: True` (a query's own namespace) rank exactly by it
+
     def __init__(
         self,
         name: str,
@@ -108,6 +114,7 @@ class PgVectorEngine:
         validate_identifier(collection, "collection")
         if not isinstance(dim, int) or not 1 <= dim <= 16000:
             raise ValueError(f"option dim={dim!r}: must be an int in 1..16000 (the embedding size)")
+        self.ranking = self.ranks_by({})
         if index not in ("hnsw", "none"):
             raise ValueError(f"option index={index!r}: use 'hnsw' or 'none' (exact scan)")
         if not 1 <= pool_min <= pool_max:
@@ -317,33 +324,43 @@ class PgVectorEngine:
     # ---- search ----------------------------------------------------------------------------------
 
     async def search(self, requests: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-        """Top-k per request, namespace-filtered, the whole batch in one statement."""
-        from psycopg import sql
-
+        """Top-k per request, namespace-filtered: one statement per search form in the batch
+        (`exact: True`: an exact scan of the namespace; else the HNSW index may answer)."""
         if not requests:
             return []
-        namespaces, vectors, ks = [], [], []
+        namespaces, vectors, ks, exact = [], [], [], []
         for i, req in enumerate(requests):
             where = f"engine {self.name!r} searching request {i}"
             ns, k = search_request(req, "namespace", where)
+            flag = req.get("exact", False)
+            if not isinstance(flag, bool):
+                raise ValueError(f"{where}: 'exact' must be true or false, got {flag!r}")
             namespaces.append(ns)
             vectors.append(self._vector(req.get("embedding"), where))
             ks.append(k)
-        query = sql.SQL(
-            "SELECT q.idx, r.id, r.text, r.meta, r.score "
-            "FROM unnest(%s::text[], %s::vector[], %s::int[]) WITH ORDINALITY AS q(ns, emb, k, idx) "
-            "CROSS JOIN LATERAL ("
-            "  SELECT t.id, t.text, t.meta, 1 - (t.embedding <=> q.emb) AS score"
-            "  FROM {t} t WHERE t.namespace = q.ns"
-            "  ORDER BY t.embedding <=> q.emb LIMIT q.k) r "
-            "ORDER BY q.idx, r.score DESC"
-        ).format(t=sql.Identifier(self.table))
+            exact.append(flag)
         out: list[list[dict[str, Any]]] = [[] for _ in requests]
         async with self._pool.connection() as conn:
-            cur = await conn.execute(query, (namespaces, vectors, ks))
-            for idx, rid, text, meta, score in await cur.fetchall():
-                out[idx - 1].append({"text": text, "score": float(score), "id": rid, "meta": meta})
+            for idx in ([i for i, e in enumerate(exact) if e is form] for form in (True, False)):
+                if not idx:
+                    continue
+                cur = await conn.execute(self._search_sql(exact[idx[0]]), ([namespaces[i] for i in idx],
+                                                                           [vectors[i] for i in idx], [ks[i] for i in idx]))
+                for pos, rid, text, meta, score in await cur.fetchall():
+                    out[idx[pos - 1]].append({"text": text, "score": float(score), "id": rid, "meta": meta})
         return out
+
+    def _search_sql(self, exact: bool) -> Any:
+        """A LATERAL join over the batch. HNSW serves only an ORDER BY on `<=>`: the same distance
+        through `cosine_distance()` makes the planner scan the namespace and sort (exact)."""
+        from psycopg import sql
+
+        distance = "cosine_distance(t.embedding, q.emb)" if exact else "t.embedding <=> q.emb"
+        return sql.SQL("SELECT q.idx, r.id, r.text, r.meta, r.score FROM unnest(%s::text[], %s::vector[], %s::int[]) "
+                       "WITH ORDINALITY AS q(ns, emb, k, idx) CROSS JOIN LATERAL ("
+                       "  SELECT t.id, t.text, t.meta, 1 - (t.embedding <=> q.emb) AS score FROM {t} t"
+                       "  WHERE t.namespace = q.ns ORDER BY " + distance + " LIMIT q.k) r "
+                       "ORDER BY q.idx, r.score DESC").format(t=sql.Identifier(self.table))
 
     # ---- namespaces ------------------------------------------------------------------------------
 

@@ -53,6 +53,27 @@ def kind_defaults(kind: str, options: dict[str, Any] | None = None) -> tuple[fro
     return ops, profile if isinstance(profile, EngineProfile) else EngineProfile()
 
 
+def kind_ranks_by(kind: str, options: dict[str, Any] | None = None) -> str:
+    """What the scores of an engine kind's output rank by, as its adapter declares with
+    `ranks_by(options)`: "cosine:<model>" for an embedder (the cosine of its vectors) or a reranker
+    scoring by that cosine, "cosine" for a vector store whose searches of a query's own namespace
+    rank exactly by the cosine of the stored vectors; "" when unknown (a cross-encoder, a custom kind).
+    Passes compare these to prove that two rankings are the same. A built adapter says the same in
+    its `ranking` attribute (`backend_ranks_by`)."""
+    target = _KINDS.get(kind)
+    if isinstance(target, str):
+        module, attr = target.split(":")
+        target = getattr(importlib.import_module(module), attr)
+    ranks_by = getattr(target, "ranks_by", None)
+    return ranks_by(dict(options or {})) if callable(ranks_by) else ""
+
+
+def backend_ranks_by(backend: Any) -> str:
+    """What a built adapter's scores rank by (its `ranking` attribute; "" if it declares none)."""
+    ranking = getattr(backend, "ranking", "")
+    return ranking if isinstance(ranking, str) else ""
+
+
 def create_engine(name: str, kind: str, options: dict[str, Any]) -> EngineBackend:
     """Build (not start) the adapter for one engine instance. A kind of the form
     "package.module:Class" imports that class (this works in other processes too, e.g. Ray actors).

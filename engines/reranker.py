@@ -24,6 +24,11 @@ class RerankerEngine(SentenceTransformersAdapter):
     ops = frozenset({"reranking"})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
+    @staticmethod
+    def ranks_by(options: dict[str, Any]) -> str:
+        """The default scores by the bi-encoder's cosine; a cross-encoder by what it learned ("")."""
+        return "" if options.get("model") is not None else f"cosine:{options.get('bi_encoder', MINILM)}"
+
     def __init__(self, name: str, model: str | None = None, bi_encoder: str = MINILM,
                  device: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None,
                  torch_threads: int | None = None, exclusive: bool = False):
@@ -34,6 +39,7 @@ class RerankerEngine(SentenceTransformersAdapter):
         self.model_name = model
         self.bi_encoder_name = bi_encoder
         self.mode = "cross_encoder" if model is not None else "bi_encoder_cosine"
+        self.ranking = self.ranks_by({"model": model, "bi_encoder": bi_encoder})
 
     def _load(self) -> Any:
         configure_engine_env()

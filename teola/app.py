@@ -7,6 +7,7 @@ import os
 import time
 from typing import Any, Callable, Iterable
 
+from engines.registry import backend_ranks_by
 from teola.compiler import Compiled, GraphCache, compile_query
 from teola.engine_spec import Engine
 from teola.node import Node
@@ -54,6 +55,7 @@ class App:
         self.engines[engine.name] = engine
         if backend is not None:
             self.backends[engine.name] = backend
+            engine.ranks_by = backend_ranks_by(backend)
         if self.nodes:
             self.update_template(self.nodes)
         return engine

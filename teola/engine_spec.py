@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from engines.protocol import EngineProfile
-from engines.registry import engine_kinds, kind_defaults
+from engines.registry import engine_kinds, kind_defaults, kind_ranks_by
 from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
 from teola.graph import EngineInfo
 from teola.ops import PrimOp
@@ -70,10 +70,13 @@ class Engine:
         self.balancer, self.balancer_options = _check_balancer(name, balancer, balancer_options)
         self.resources = dict(resources or {})
         self.options = options
+        # what its scores rank by, for passes that prove two rankings equal (a backend given to
+        # App.register_engine replaces it with its own)
+        self.ranks_by = "" if isinstance(options.get("url"), str) else kind_ranks_by(kind, options)
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window,
-                          remote=isinstance(self.options.get("url"), str))
+                          remote=isinstance(self.options.get("url"), str), ranks_by=self.ranks_by)
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"

@@ -19,7 +19,8 @@ class GraphError(ValueError):
 class EngineInfo:
     """What compilation needs to know of an engine: its kind, the ops it runs, batch limits and,
     for LLM engines, the context window (tokens per request, 0 = unknown); remote: its work runs
-    behind an HTTP API elsewhere (an adapter given `url=`), so it takes no compute from this machine."""
+    behind an HTTP API elsewhere (an adapter given `url=`), so it takes no compute from this machine;
+    ranks_by: what its scores rank by (`engines.registry.kind_ranks_by`; "" = unknown)."""
 
     kind: str
     ops: frozenset[PrimOp]
@@ -27,6 +28,7 @@ class EngineInfo:
     token_budget: int = 0
     context_window: int = 0
     remote: bool = False
+    ranks_by: str = ""
 
 
 @dataclass(slots=True)

@@ -1,15 +1,25 @@
-"""Pass 0, covered-search pruning: drop searches whose hits another search already returns, and the
-work that only fed them.
+"""Pass 0, covered-search pruning: drop searches that cannot change what the reranker keeps, and
+the work that only fed them.
 
 A query that indexes its own documents into a namespace made for it searches an index of known
-size. When the question's own search asks for at least as many hits as that index holds
-(`top_k >= chunks`), it returns every chunk, so the other searches gathered with it (the expanded
-queries of advanced RAG) can only return chunks it already has. If every reader of the gathered
-list is a reranker (which scores each distinct text against the question and keeps the best), the
-answer is the same without them: the pass removes those searches, then every primitive that only
-fed them (their query embeddings, the query-expansion LLM call). Without a reranker the duplicates
-would reach the prompt, so nothing is dropped. Turn it off per query with
-`{"passes": {"prune_covered_searches": false}}`.
+size, and searches it exactly (the vector store scans the namespace). The question's own search
+comes first among the searches gathered for a reranker; the others are the expanded queries of
+advanced RAG. Every reader of the gathered list must be a reranker (it scores each distinct text
+against the question and keeps the best `top_n`); without one the duplicates would reach the
+prompt, so nothing is dropped. The question's own search covers the others when either:
+
+- it returns every chunk (`top_k >= chunks`), so the others can only return chunks it has; or
+- the reranker scores by the same ranking the search used (engines' `ranks_by`: the cosine of the
+  same bi-encoder's embeddings of the same question, as the offline default reranker does, on a
+  store that ranks own-namespace searches exactly) and `top_n <= top_k`: the reranker's best
+  `top_n` over everything gathered are then the question's own best `top_n`, which its search
+  already holds. (Up to the floating-point noise between the stored vectors and the reranker's
+  re-encoding, which can only swap chunks whose scores tie to about 1e-6.) A cross-encoder
+  reranker declares no such ranking, and the expanded searches stay.
+
+Then the answer is the same without the other searches: the pass removes them, and every
+primitive that only fed them (their query embeddings, the query-expansion LLM call). Turn it off
+per query with `{"passes": {"prune_covered_searches": false}}`.
 """
 from __future__ import annotations
 
@@ -54,7 +64,7 @@ def _prune_gather(g: Graph, gather: Primitive, chunks: int) -> list[str]:
         return []
     writers = g.producers()
     first = g[writers[gather.inputs[0]]] if gather.inputs[0] in writers else None
-    if first is None or not _covers(first, chunks):
+    if first is None or not (_covers(first, chunks) or all(_ranks_alike(g, first, r, writers) for r in readers)):
         return []
     rest = [k for k in gather.inputs[1:] if _search_results(g, writers, k)]
     if not rest:
@@ -64,7 +74,7 @@ def _prune_gather(g: Graph, gather: Primitive, chunks: int) -> list[str]:
         if g.nx.has_edge(writers[k], gather.id):
             g.disconnect(writers[k], gather)
     for r in readers:
-        r.num_requests = max(1, chunks)
+        r.num_requests = max(1, min(chunks, int(first.args.get("top_k", chunks))))
     return rest
 
 
@@ -72,6 +82,31 @@ def _covers(search: Primitive, chunks: int) -> bool:
     """One query's search that returns every chunk of the index."""
     return (search.op is PrimOp.SEARCHING and search.num_requests == 1
             and 0 < chunks <= int(search.args.get("top_k", 0)))
+
+
+def _ranks_alike(g: Graph, search: Primitive, reranker: Primitive, writers: dict[str, int]) -> bool:
+    """The reranker orders texts by the score `search` ranked the whole index by, and keeps no more
+    than `search` returned."""
+    top_n, top_k = reranker.args.get("top_n", 0), search.args.get("top_k", 0)
+    if search.op is not PrimOp.SEARCHING or search.num_requests != 1 or not 0 < top_n <= top_k:
+        return False
+    scorer = _ranks_by(g, reranker)
+    if not scorer.startswith("cosine:") or _ranks_by(g, search) != "cosine":
+        return False
+    query_vector = g[writers[search.inputs[0]]] if search.inputs and search.inputs[0] in writers else None
+    if (query_vector is None or query_vector.op is not PrimOp.EMBEDDING or _ranks_by(g, query_vector) != scorer
+            or query_vector.inputs[:1] != reranker.inputs[:1]):
+        return False  # the search's query is not the reranker's query embedded by the same model
+    for ingest in g.find(PrimOp.INGESTION):  # the stored vectors come from the same model
+        stored = g[writers[ingest.inputs[0]]] if ingest.inputs and ingest.inputs[0] in writers else None
+        if stored is None or stored.op is not PrimOp.EMBEDDING or _ranks_by(g, stored) != scorer:
+            return False
+    return True
+
+
+def _ranks_by(g: Graph, p: Primitive) -> str:
+    info = g.engines.get(p.engine or "")
+    return info.ranks_by if info is not None else ""
 
 
 def _search_results(g: Graph, writers: dict[str, int], key: str) -> bool:

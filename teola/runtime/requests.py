@@ -155,7 +155,8 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0) -
         if a.get("text_query"):
             return [{"query": _text(it[0], prim), "top_k": top_k} for it in items]
         ns = _namespace(values, prim)
-        return [{"namespace": ns, "embedding": it[0], "top_k": top_k} for it in items]
+        exact = bool(a.get("own_namespace"))  # the query's own chunks only: an exact scan is cheap
+        return [{"namespace": ns, "embedding": it[0], "top_k": top_k, "exact": exact} for it in items]
     if op is PrimOp.RERANKING:
         question, texts = _rerank_inputs(prim, values)
         return [{"query": question, "text": t} for t in texts]

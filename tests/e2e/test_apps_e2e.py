@@ -94,6 +94,28 @@ async def test_pruned_expansion_gives_the_same_answer_with_one_llm_call(e2e_clie
     assert pruned["output"] == full["output"]  # greedy decoding over the same reranked chunks
 
 
+async def test_large_document_same_answer_without_expansion_before_the_default_reranker(e2e_client):
+    # more chunks than the search's top 16: the question's own search no longer holds every chunk,
+    # but the default reranker ranks by the cosine that search used, so its top 3 come from it
+    q = sample("advanced_rag")
+    filler = [" ".join(f"Distractor {d} sentence {i}: the harbour of town {d} opened in year {1700 + i}."
+                       for i in range(60)) for d in range(12)]
+    q = q | {"documents": list(q["documents"]) + filler}
+
+    async def ask(config: dict) -> dict:
+        r = await e2e_client.post("/v1/apps/advanced_rag/query", json={"query": q, "config": config})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    full, pruned = await ask(KEEP_EXPANSION), await ask({})
+    assert any(t["primitive"].startswith("query_expansion.") for t in full["trace"])
+    assert sum(t["op"] == "searching" for t in full["trace"]) == 4
+    assert [t["op"] for t in pruned["trace"] if t["op"] == "searching"] == ["searching"]
+    llm = [t for t in pruned["trace"] if t["engine"] == "llm" and t["status"] == "ok"]
+    assert llm and all(t["primitive"].startswith("synthesis.") for t in llm), llm
+    assert pruned["output"] == full["output"]
+
+
 async def test_metrics_count_real_queries(e2e_client):
     await query(e2e_client, "advanced_rag")  # this test's own query: it does not rely on earlier tests
     text = (await e2e_client.get("/metrics")).text

@@ -56,6 +56,26 @@ async def test_batched_search_answers_each_request_in_order(vector_store):
     assert [r[0]["text"] for r in results] == [f"chunk {i}" for i in picks]
 
 
+async def test_exact_search_is_the_brute_force_top_k_in_a_mixed_batch(vector_store):
+    ns = fresh_ns()
+    vectors = unit_vectors(400, seed=11)
+    await vector_store.execute("ingestion", chunks(ns, vectors))
+    queries = unit_vectors(6, seed=12)
+    reqs = [{"namespace": ns, "embedding": q.tolist(), "top_k": 16, "exact": i % 2 == 0} for i, q in enumerate(queries)]
+    results = await vector_store.execute("searching", reqs)
+    for i, (q, hits) in enumerate(zip(queries, results)):
+        truth = [f"chunk {j}" for j in np.argsort(-(vectors @ q), kind="stable")[:16]]
+        if i % 2 == 0:
+            assert [h["text"] for h in hits] == truth  # exact: the brute-force order
+        else:
+            assert len(hits) == 16  # the index's answer: approximate, not asserted
+
+
+async def test_exact_flag_must_be_a_bool(vector_store):
+    with pytest.raises(ValueError, match="'exact' must be true or false"):
+        await vector_store.execute("searching", [{"namespace": "n", "embedding": [0.1] * DIM, "top_k": 1, "exact": "yes"}])
+
+
 async def test_namespaces_never_see_each_other(vector_store):
     a, b = fresh_ns(), fresh_ns()
     vectors = unit_vectors(30, seed=4)

@@ -22,7 +22,7 @@ def test_recall_finds_a_chunk_of_the_gold_passage():
 
 
 def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
-    from bench.doc_qa import llm_work, markdown, summarize
+    from bench.doc_qa import KEEP_EXPANSION, llm_work, markdown, summarize
 
     trace = [{"primitive": "x.expand.decode[0]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 9},
              {"primitive": "x.expand.decode[1]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 20},
@@ -35,10 +35,12 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
     row = summarize(recs)
     assert (row["n"], row["failed"], row["mean"], row["recall"]) == (2, 1, 2.0, 1.0)
     data = {"settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": "refine"},
-            "runs": {"naive_rag/small": {"alone": {"teola": row, "LlamaIndex": {**row, "mean": 3.0}}},
+            "runs": {"naive_rag/small": {"alone": {"teola": row, "LlamaIndex": {**row, "mean": 3.0},
+                                                   KEEP_EXPANSION: {**row, "mean": 4.0}}},
                      "advanced_rag/small/refine": {"alone": {"teola": row, "LlamaIndex": row}}}}
     md = markdown(data, "python -m bench.doc_qa")
     assert "| naive_rag/small | alone | teola | 2 | 1 | 2.00 |" in md and "1.50x" in md
+    assert f"| naive_rag/small | alone | {KEEP_EXPANSION} | 2 | 1 | 4.00 |" in md and "0.75x" in md  # its speed too
     assert "forced to `refine`" in md
 
 

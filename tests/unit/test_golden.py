@@ -10,16 +10,19 @@ from teola import PrimOp
 
 GOLDEN = Path(__file__).parent.parent / "golden"
 # ~20 chunks: more than advanced RAG's top_k (16), so its question's own search does not return
-# every chunk and the expanded searches stay (see test_prune_covered_searches.py for fewer)
+# every chunk; with a cross-encoder reranker (a folder never loaded: compiling reads only the
+# options) the expanded searches can change the context and stay. The shipped bi-encoder reranker
+# ranks like the search, and the optimizer drops them (test_prune_covered_searches.py).
+CROSS_ENCODER = {"model": "/models/ms-marco-MiniLM-L-6-v2"}
 DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(300))
 QUERY = {"question": "How long is the river Ouse?", "documents": [DOC]}
-APPS = {"advanced_rag": advanced_rag, "naive_rag": naive_rag, "search_generation": search_generation,
-        "tool_agent": tool_agent}
+APPS = {"advanced_rag": lambda: advanced_rag.build(reranker=CROSS_ENCODER), "naive_rag": naive_rag.build,
+        "search_generation": search_generation.build, "tool_agent": tool_agent.build}
 
 
 @pytest.mark.parametrize("name", sorted(APPS))
 def test_egraph_matches_golden_text_and_lints(name):
-    app = APPS[name].build()
+    app = APPS[name]()
     compiled = app.compile(QUERY)
     compiled.pgraph.lint()
     compiled.egraph.lint()
@@ -32,7 +35,7 @@ def test_egraph_matches_golden_text_and_lints(name):
 
 def test_advanced_rag_has_figure6_structure():
     # Figure 6 draws refine synthesis (one call per chunk); the app's default is compact
-    g = advanced_rag.build().compile(QUERY, {"nodes": {"synthesis": {"mode": "refine"}}}).egraph
+    g = advanced_rag.build(reranker=CROSS_ENCODER).compile(QUERY, {"nodes": {"synthesis": {"mode": "refine"}}}).egraph
     nxg = g.nx
     # 3 Partial Decodings of the expansion, each feeding its own query Embedding.
     pds = g.find(PrimOp.PARTIAL_DECODING, component="query_expansion")
@@ -92,7 +95,7 @@ def test_search_generation_has_condition_guarding_search():
 
 
 def test_cache_hits_on_same_shape_and_misses_on_new_config():
-    app = advanced_rag.build()
+    app = advanced_rag.build(reranker=CROSS_ENCODER)
     a = app.compile(QUERY)
     b = app.compile({"question": "Another question?", "documents": [DOC.replace("York", "Selby")]})
     c = app.compile(QUERY, {"nodes": {"query_expansion": {"num_queries": 2}}})

@@ -41,7 +41,9 @@ def test_misaligned_map_inputs_raise():
 def test_vector_and_text_search_requests():
     v = prim(PrimOp.SEARCHING, ["emb", "ingestion.index"], map=("emb",), top_k=2)
     assert build_requests(v, {"emb": [[1.0]], "sys.namespace": "ns"}) == [
-        {"namespace": "ns", "embedding": [1.0], "top_k": 2}]
+        {"namespace": "ns", "embedding": [1.0], "top_k": 2, "exact": False}]
+    own = prim(PrimOp.SEARCHING, ["emb", "ingestion.index"], map=("emb",), top_k=2, own_namespace=True)
+    assert build_requests(own, {"emb": [[1.0]], "sys.namespace": "ns"})[0]["exact"] is True  # the query's own chunks
     t = prim(PrimOp.SEARCHING, ["qs"], map=("qs",), top_k=3, text_query=True)
     assert build_requests(t, {"qs": ["a", "b"]}) == [{"query": "a", "top_k": 3}, {"query": "b", "top_k": 3}]
 
