@@ -341,11 +341,12 @@ class PgVectorEngine:
             exact.append(flag)
         out: list[list[dict[str, Any]]] = [[] for _ in requests]
         async with self._pool.connection() as conn:
-            for idx in ([i for i, e in enumerate(exact) if e is form] for form in (True, False)):
+            for form in (True, False):
+                idx = [i for i, e in enumerate(exact) if e is form]
                 if not idx:
                     continue
-                cur = await conn.execute(self._search_sql(exact[idx[0]]), ([namespaces[i] for i in idx],
-                                                                           [vectors[i] for i in idx], [ks[i] for i in idx]))
+                cur = await conn.execute(self._search_sql(form), ([namespaces[i] for i in idx],
+                                                                  [vectors[i] for i in idx], [ks[i] for i in idx]))
                 for pos, rid, text, meta, score in await cur.fetchall():
                     out[idx[pos - 1]].append({"text": text, "score": float(score), "id": rid, "meta": meta})
         return out

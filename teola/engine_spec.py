@@ -72,11 +72,12 @@ class Engine:
         self.options = options
         # what its scores rank by, for passes that prove two rankings equal (a backend given to
         # App.register_engine replaces it with its own)
-        self.ranks_by = "" if isinstance(options.get("url"), str) else kind_ranks_by(kind, options)
+        self.remote = isinstance(options.get("url"), str)
+        self.ranks_by = "" if self.remote else kind_ranks_by(kind, options)
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window,
-                          remote=isinstance(self.options.get("url"), str), ranks_by=self.ranks_by)
+                          remote=self.remote, ranks_by=self.ranks_by)
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"

@@ -63,7 +63,7 @@ def _prune_gather(g: Graph, gather: Primitive, chunks: int) -> list[str]:
     if not readers or any(r.op is not PrimOp.RERANKING for r in readers):
         return []
     writers = g.producers()
-    first = g[writers[gather.inputs[0]]] if gather.inputs[0] in writers else None
+    first = _writer(g, writers, gather.inputs[0])
     if first is None or not (_covers(first, chunks) or all(_ranks_alike(g, first, r, writers) for r in readers)):
         return []
     rest = [k for k in gather.inputs[1:] if _search_results(g, writers, k)]
@@ -93,15 +93,19 @@ def _ranks_alike(g: Graph, search: Primitive, reranker: Primitive, writers: dict
     scorer = _ranks_by(g, reranker)
     if not scorer.startswith("cosine:") or _ranks_by(g, search) != "cosine":
         return False
-    query_vector = g[writers[search.inputs[0]]] if search.inputs and search.inputs[0] in writers else None
+    query_vector = _writer(g, writers, search.inputs[0]) if search.inputs else None
     if (query_vector is None or query_vector.op is not PrimOp.EMBEDDING or _ranks_by(g, query_vector) != scorer
             or query_vector.inputs[:1] != reranker.inputs[:1]):
         return False  # the search's query is not the reranker's query embedded by the same model
     for ingest in g.find(PrimOp.INGESTION):  # the stored vectors come from the same model
-        stored = g[writers[ingest.inputs[0]]] if ingest.inputs and ingest.inputs[0] in writers else None
+        stored = _writer(g, writers, ingest.inputs[0]) if ingest.inputs else None
         if stored is None or stored.op is not PrimOp.EMBEDDING or _ranks_by(g, stored) != scorer:
             return False
     return True
+
+
+def _writer(g: Graph, writers: dict[str, int], key: str) -> Primitive | None:
+    return g[writers[key]] if key in writers else None
 
 
 def _ranks_by(g: Graph, p: Primitive) -> str:
