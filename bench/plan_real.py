@@ -164,7 +164,10 @@ def _cost_note(fitted: dict[str, dict[str, Any]] | None) -> str:
         c = f["cost"]
         parts.append(f"{name} decoding: base {c['base'] * 1e3:.1f} ms, {c['prefill_token'] * 1e3:.2f} ms per prefilled "
                      f"token, {c['decode_seq'] * 1e3:.2f} ms per decoding sequence (mean absolute error "
-                     f"{f['fit']['mean_abs_error']:.1%} over {len(f['fit']['samples'])} measured batches)")
+                     f"{f['fit']['mean_abs_error']:.1%} over {len(f['fit']['samples'])} measured batches"
+                     + "".join(f"; {d['batch']} sequences x {d['out_tokens'][1] - d['out_tokens'][0]} extra decode steps: "
+                               f"{d['measured_s']:.2f} s measured, {d['predicted_s']:.2f} s fitted"
+                               for d in f["fit"].get("decode_steps", [])) + ")")
     return ("Iteration cost fitted in this run on one instance in the job's configuration (1 core, max_num_seqs 32), "
             "once per sampling setting of the job's models: " + "; ".join(parts) + ".")
 

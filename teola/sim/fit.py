@@ -10,6 +10,11 @@ request's tokens per batch (engines.sim_engine.linear_cost: a transformer batch 
 text; batches of mixed lengths tell the two token terms apart).
 Coefficients are non-negative least squares on relative errors (a negative one is dropped and the
 rest refitted); each LLM sample keeps its feature vector, so a profile can be refitted offline.
+LLM fits also take one row per pair of batches that differ only in output length (same batch size,
+prompts within 25% in tokens): their time difference is the batch's decode steps alone. Without it a
+short batch's time is mostly prefill, the fit matches totals within a few percent and still misses
+the per-step decode time by 30% (bench.plan_real: 129 vs 99 ms per step at 32 sequences), which is
+what an offline job of long decodes spends its time on.
 """
 from __future__ import annotations
 
@@ -79,10 +84,46 @@ def fit_llm(samples: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[di
     """samples: {"texts": [prompt, ...], "out_tokens", "seconds"} (one measured batch each). Returns
     the cost dict and the fit's report (per-sample relative errors, mean absolute error)."""
     rows = [llm_features(s["texts"], s["out_tokens"], settings) for s in samples]
-    coef = nnls(rows, [s["seconds"] for s in samples], relative=True)
     brief = [{"batch": len(s["texts"]), "prompt_tokens": s.get("prompt_tokens"), "out_tokens": s["out_tokens"],
               "features": [round(x, 6) for x in row], "seconds": s["seconds"]} for s, row in zip(samples, rows)]
-    return dict(zip(LLM_TERMS, coef)), _report(rows, coef, brief)
+    return fit_llm_rows(brief)
+
+
+def decode_pairs(samples: list[dict[str, Any]]) -> list[tuple[int, int]]:
+    """(shorter, longer) index pairs of decoding batches that differ only in output length: same batch
+    size, both decoding, prompts within 25% in tokens (unknown prompt sizes: same batch suffices)."""
+    pairs = []
+    for i, a in enumerate(samples):
+        for j in range(i + 1, len(samples)):
+            b = samples[j]
+            if a["batch"] != b["batch"] or min(a["out_tokens"], b["out_tokens"]) <= 0 or a["out_tokens"] == b["out_tokens"]:
+                continue
+            pa, pb = a.get("prompt_tokens"), b.get("prompt_tokens")
+            if pa and pb and abs(pa - pb) > 0.25 * max(pa, pb):
+                continue
+            pairs.append((i, j) if a["out_tokens"] < b["out_tokens"] else (j, i))
+    return pairs
+
+
+def fit_llm_rows(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
+    """Fit from samples that carry their "features" (fit_llm's, or a stored profile's report, whose
+    samples say "measured_s": refitting needs no engine). The report has every sample's error and,
+    per decode pair, the measured and predicted seconds of its extra decode steps."""
+    def secs(s: dict[str, Any]) -> float:
+        return float(s["seconds"] if "seconds" in s else s["measured_s"])
+    rows = [list(s["features"]) for s in samples]
+    y = [secs(s) for s in samples]
+    pairs = [(i, j) for i, j in decode_pairs(samples) if y[j] > y[i]]  # a noise-inverted pair says nothing
+    diff = [[h - l for h, l in zip(rows[j], rows[i])] for i, j in pairs]
+    coef = nnls(rows + diff, y + [y[j] - y[i] for i, j in pairs], relative=True)
+    brief = [{k: v for k, v in s.items() if k not in ("measured_s", "predicted_s", "error")} | {"seconds": secs(s)}
+             for s in samples]
+    report = _report(rows, coef, brief)
+    report["decode_steps"] = [
+        {"batch": samples[j]["batch"], "out_tokens": [samples[i]["out_tokens"], samples[j]["out_tokens"]],
+         "measured_s": round(y[j] - y[i], 5), "predicted_s": round(sum(c * x for c, x in zip(coef, d)), 5)}
+        for (i, j), d in zip(pairs, diff)]
+    return dict(zip(LLM_TERMS, coef)), report
 
 
 def fit_linear(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
