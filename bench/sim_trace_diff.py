@@ -1,6 +1,6 @@
 """Where the simulator's time differs from the real engines', primitive by primitive (issue 17).
 
-    python -m bench.sim_trace_diff --profile cpu-smollm2-135m [--n 3]
+    python -m bench.sim_trace_diff --profile fresh|cpu-smollm2-135m [--n 3]
 
 The same queries (bench.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
 emptied before each, with teola's config: first on the real engines (recording the LLM's output
@@ -9,7 +9,8 @@ app and primitive: mean time queued and running, measured vs simulated; per quer
 first primitive is queued (compilation, planning) and after the last finishes (result assembly),
 which the simulator does not charge. With --replay each simulated LLM call decodes exactly as many
 tokens as the same call on the real engines (its query's calls in start order), so the comparison
-is of the cost models, not of sampled output lengths.
+is of the cost models, not of sampled output lengths. `--profile fresh` measures the profile on the
+started engines just before the real queries (as bench.sim_fidelity does; <out>_profile.json).
 """
 from __future__ import annotations
 
@@ -54,11 +55,15 @@ async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real:
     return out
 
 
-async def real_side(queries: list[dict[str, Any]]) -> dict[str, Any]:
+async def real_side(queries: list[dict[str, Any]], fresh: dict[str, Any] | None = None) -> dict[str, Any]:
     apps = make_apps(NAMES)
     for app in apps.values():
         await app.start()
     try:
+        if fresh is not None:
+            from teola.sim.profiler import profile_started
+            say = lambda m: print(f"[sim_trace_diff] profile: {m}", file=sys.stderr, flush=True)
+            fresh["profile"] = await profile_started(apps[NAMES[-1]], "fresh", say, queries=0)
         return await run_queries(apps, queries, real=True)
     finally:
         for app in apps.values():
@@ -147,20 +152,28 @@ def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.sim_trace_diff", description=(__doc__ or "").split("\n")[0])
-    p.add_argument("--profile", default="cpu-smollm2-135m")
+    p.add_argument("--profile", default="cpu-smollm2-135m",
+                   help="a profile name or file, or 'fresh': measure one on the started engines first")
     p.add_argument("--n", type=int, default=3)
     p.add_argument("--real", help="re-simulate the real traces of an earlier run's JSON instead of running engines")
     p.add_argument("--out", default="sim_trace_diff")
     args = p.parse_args(argv)
+    if args.real and args.profile == "fresh":
+        p.error("--profile fresh measures the engines; with --real none are started: name a profile")
     from engines.sim_profile import load_profile
-    profile = copy.deepcopy(load_profile(args.profile))
+    fresh: dict[str, Any] | None = {} if args.profile == "fresh" else None
+    profile = None if fresh is not None else copy.deepcopy(load_profile(args.profile))
     t0 = time.perf_counter()
     if args.real:
         earlier = json.loads(Path(args.real).read_text(encoding="utf-8"))
         real, n = earlier["real"], earlier["n"]
     else:
         n = args.n
-        real = asyncio.run(real_side(doc_qa_queries(n, 10, "truthfulqa", 0)))
+        real = asyncio.run(real_side(doc_qa_queries(n, 10, "truthfulqa", 0), fresh))
+        if fresh is not None:
+            profile = fresh["profile"]
+            (Path(__file__).resolve().parent / "results" / f"{args.out}_profile.json").write_text(
+                json.dumps(profile, indent=1) + "\n", encoding="utf-8")
     queries = doc_qa_queries(n, 10, "truthfulqa", 0)
     lengths: dict[str, list[int]] = {"text": [], "split": []}
     for runs in real.values():

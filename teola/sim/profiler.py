@@ -147,16 +147,22 @@ async def profile_app(app: App, name: str, say: Say, queries: int = 4, quick: bo
     """Everything above for one app's engines; returns the profile dict."""
     await app.start()
     try:
-        lengths = await record_lengths(app, queries, say) if queries else {}
-        engines: dict[str, Any] = {}
-        for ename, spec in app.engines.items():
-            handle = app.runtime.instances[ename][0].handle
-            say(f"profiling engine {ename!r} ({spec.kind})")
-            engines[spec.kind] = await _profile_kind(spec.kind, handle, say, quick)
-        if "vllm" in engines and lengths:
-            engines["vllm"]["lengths"] = lengths
+        return await profile_started(app, name, say, queries, quick)
     finally:
         await app.stop()
+
+
+async def profile_started(app: App, name: str, say: Say, queries: int = 4, quick: bool = False) -> dict[str, Any]:
+    """profile_app on an app already started (a benchmark that measures its engines in the same run
+    as the workload it then simulates, so both see the same machine)."""
+    lengths = await record_lengths(app, queries, say) if queries else {}
+    engines: dict[str, Any] = {}
+    for ename, spec in app.engines.items():
+        handle = app.runtime.instances[ename][0].handle
+        say(f"profiling engine {ename!r} ({spec.kind})")
+        engines[spec.kind] = await _profile_kind(spec.kind, handle, say, quick)
+    if "vllm" in engines and lengths:
+        engines["vllm"]["lengths"] = lengths
     return {"name": name, "provenance": "measured", "source": provenance_note(app), "engines": engines}
 
 
