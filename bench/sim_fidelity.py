@@ -91,11 +91,40 @@ async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], 
     return list(await asyncio.gather(*(one(i) for i in range(len(arrivals)))))
 
 
-async def lengths_of(app: Any, queries: list[dict[str, Any]]) -> dict[str, list[int]]:
+async def lengths_of(app: Any, queries: list[dict[str, Any]], prompts: list[int] | None = None) -> dict[str, list[int]]:
+    """Output lengths by kind of the queries' LLM calls; `prompts` collects each decode's prompt tokens."""
     out: dict[str, list[int]] = {"text": [], "split": []}
     for q in queries:
-        add_lengths(out, (await app.run(app_query(q))).trace)
+        tr = (await app.run(app_query(q))).trace
+        add_lengths(out, tr)
+        if prompts is not None:
+            prompts.append(prompt_tokens(tr))
     return out
+
+
+def prompt_tokens(trace_: list[dict[str, Any]]) -> int:
+    """Prompt tokens of a query's decoding calls (each call once: not the prefill fused into it)."""
+    return sum(int(t.get("num_prompt_tokens") or 0) for t in trace_
+               if t.get("op") in ("decoding", "partial_decoding") and "fused_into" not in t)
+
+
+def calibrate_tokens(profile: dict[str, Any], names: tuple[str, ...], cal: list[dict[str, Any]],
+                     real: list[int]) -> float:
+    """Scale the profile's prompt-token estimate (token_ratio, template_tokens) so the calibration
+    queries' simulated prompts have as many tokens as they had on the real engines (a profile's ratio
+    comes from its own prose: 1.24 tokens per counted word, where BoolQ passages have 1.14).
+    Returns the scale applied."""
+    async def body(apps: dict[str, Any]) -> list[int]:
+        out: list[int] = []
+        for app in apps.values():
+            await lengths_of(app, cal, out)
+        return out
+    simulated = on_simulated_apps(names, profile, body)
+    scale = sum(real) / max(1, sum(simulated))
+    llm = profile["engines"]["vllm"]
+    llm["token_ratio"] = round(llm["token_ratio"] * scale, 4)
+    llm["template_tokens"] = round(llm["template_tokens"] * scale)
+    return scale
 
 
 async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool,
@@ -131,22 +160,23 @@ def make_plan(names: tuple[str, ...], n: int, systems: tuple[str, ...], seed: in
 
 
 async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int,
-                    fresh: dict[str, Any] | None = None) -> tuple[dict, dict, dict]:
-    """Calibration lengths and real latencies; `fresh` (a dict): first profile the started engines into
-    fresh["profile"] (the last app's engines: advanced RAG holds every engine the others use)."""
+                    side: dict[str, Any]) -> tuple[dict, dict, dict]:
+    """Calibration lengths and real latencies; the calibration queries' prompt tokens go to
+    side["prompts"]. side["fresh"]: first profile the started engines into side["profile"] (the last
+    app's engines: advanced RAG holds every engine the others use)."""
     apps = make_apps(names)
     for app in apps.values():
         await app.start()
     try:
-        if fresh is not None:
+        if side.get("fresh"):
             from teola.sim.profiler import profile_started
             say = lambda m: print(f"[sim_fidelity] profile: {m}", file=sys.stderr, flush=True)
-            fresh["profile"] = await profile_started(list(apps.values())[-1], "fresh", say, queries=0,
-                                                     quick=fresh.get("quick", False))
+            side["profile"] = await profile_started(list(apps.values())[-1], "fresh", say, queries=0,
+                                                    quick=side.get("quick", False))
         cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
         lengths: dict[str, list[int]] = {"text": [], "split": []}
         for app in apps.values():
-            got = await lengths_of(app, cal)
+            got = await lengths_of(app, cal, side.setdefault("prompts", []))
             for k in lengths:
                 lengths[k] += got[k]
         real, per_call = await run_all(apps, plan, reset=True)
@@ -208,7 +238,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
              f"({data['profile_source']}). Workload: bench.rag's (TruthfulQA questions over 10 BoolQ passages, "
              f"seed {data['seed']}, {data['n']} queries per trace, its low / high Poisson rates); the simulator "
              f"samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000) on the real "
-             f"engines. Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
+             f"engines" + (f"; the profile's prompt-token estimate scaled by {data['token_scale']:.3f} so those queries' "
+             "simulated prompts have as many tokens as their real ones" if data.get("token_scale") else "") +
+             f". Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
              "The last two columns simulate each call with the output length the same call had on the real engines "
              "(the cost models alone, without the length sampler's draw).", "",
              "| app | rate | system | measured mean (s) | simulated mean (s) | error | simulated, real lengths (s) "
@@ -241,29 +273,36 @@ def main(argv: list[str] | None = None) -> int:
                    help="a profile measured here by `teola profile`, or 'fresh': measure it in this run first")
     p.add_argument("--quick", action="store_true", help="naive RAG, teola only, 2 queries per trace")
     p.add_argument("--n", type=int, default=3, help="queries per trace (default 3)")
+    p.add_argument("--no-calibrate-tokens", dest="calibrate_tokens", action="store_false",
+                   help="keep the profile's prompt-token estimate (default: scale it to the calibration "
+                        "queries' real prompt tokens)")
     p.add_argument("--out", default="sim_fidelity")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
-    fresh = {"quick": args.quick} if args.profile == "fresh" else None
+    fresh = args.profile == "fresh"
+    side: dict[str, Any] = {"quick": args.quick, "fresh": fresh}
     names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
     systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
     n = 2 if args.quick else args.n
     plan = make_plan(names, n, systems, seed=0)
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
-    lengths, real, per_call = asyncio.run(real_side(names, plan, 2 if args.quick else 4, fresh))
-    if fresh is not None:
-        profile = fresh["profile"]
+    n_cal = 2 if args.quick else 4
+    lengths, real, per_call = asyncio.run(real_side(names, plan, n_cal, side))
+    if fresh:
+        profile = side["profile"]
         (Path(__file__).resolve().parent / "results" / f"{args.out}_profile.json").write_text(
             json.dumps(profile, indent=1) + "\n", encoding="utf-8")
     else:
         profile = copy.deepcopy(load_profile(args.profile))
     profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
+    cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
+    token_scale = calibrate_tokens(profile, names, cal, side["prompts"]) if args.calibrate_tokens else None
     sim = sim_side(names, plan, profile)
     replay = sim_side(names, plan, profile, replay=per_call)
     data = {"real": real, "sim": sim, "replay": replay, "real_lengths": per_call, "lengths": lengths,
             "iterations": iteration_check(profile),
-            "profile_path": args.profile if fresh is None else f"bench/results/{args.out}_profile.json, measured in this run before the real traces", "profile_source": profile.get("source", ""), "seed": 0, "n": n,
-            "n_cal": 2 if args.quick else 4, "wall_s": time.perf_counter() - t0, "load_before": load0,
+            "profile_path": args.profile if not fresh else f"bench/results/{args.out}_profile.json, measured in this run before the real traces", "profile_source": profile.get("source", ""), "seed": 0, "n": n,
+            "n_cal": n_cal, "token_scale": token_scale, "wall_s": time.perf_counter() - t0, "load_before": load0,
             "load_after": os.getloadavg()[0]}
     write_results(args.out, data, markdown(data, "python -m bench.sim_fidelity "
                                             + " ".join(argv if argv is not None else sys.argv[1:])))

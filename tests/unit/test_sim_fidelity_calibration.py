@@ -1,0 +1,27 @@
+"""bench.sim_fidelity's prompt-token calibration: the profile's token estimate is scaled so the
+calibration queries' simulated prompts have the real prompts' token count (simulated apps, virtual
+time)."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from bench.sim_fidelity import calibrate_tokens
+from bench.workloads import doc_qa_queries
+from engines.sim_profile import load_profile
+
+
+def test_the_token_estimate_is_scaled_to_the_real_prompt_tokens():
+    profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
+    llm = profile["engines"]["vllm"]
+    ratio, template = llm["token_ratio"], llm["template_tokens"]
+    cal = doc_qa_queries(1, 10, "truthfulqa", 1000)
+    simulated = 1.0 / calibrate_tokens(copy.deepcopy(profile), ("naive_rag",), cal, [1])
+    assert simulated > 100  # one synthesis prompt over retrieved chunks
+    scale = calibrate_tokens(profile, ("naive_rag",), cal, [int(simulated * 0.8)])
+    assert scale == pytest.approx(0.8, abs=0.01)
+    assert llm["token_ratio"] == pytest.approx(ratio * scale, rel=1e-3)
+    assert llm["template_tokens"] == round(template * scale)
+    # the scaled estimate now gives the real count (within the rounding of a template token)
+    assert calibrate_tokens(copy.deepcopy(profile), ("naive_rag",), cal, [int(simulated * 0.8)]) == pytest.approx(1.0, abs=0.02)
