@@ -86,7 +86,8 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = ["## SIMULATED: program-level scheduling at Autellix's shapes (bench/sim_programs.py)", "",
+    title = "" if data.get("out", "sim_programs") == "sim_programs" else f", loads {', '.join(map(str, data['loads']))}"
+    lines = [f"## SIMULATED: program-level scheduling at Autellix's shapes{title} (bench/sim_programs.py)", "",
              f"**Simulated, not measured**, on the derived profile `{data['profile']}` (engines/profiles/). "
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min wall). {data['programs']} programs per point; "
              f"admission budget {BUDGET} running calls per instance; rates are fractions of FCFS's burst capacity. "
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     for kind, inst, mode in combos:
         sweeps[f"{kind}|{inst}|{'recompute' if mode == 'drop' else 'swap'}"] = sweep(
             profile, kind, n * inst, inst, mode, questions, loads)
-    data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "wall_s": time.perf_counter() - t0,
+    data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_programs " + " ".join(argv if argv is not None else sys.argv[1:])}
     write_results(args.out, data, markdown(data))
     return 0
