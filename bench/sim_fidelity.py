@@ -121,10 +121,15 @@ def calibrate_tokens(profile: dict[str, Any], names: tuple[str, ...], cal: list[
         return out
     simulated = on_simulated_apps(names, profile, body)
     scale = sum(real) / max(1, sum(simulated))
+    scale_tokens(profile, scale)
+    return scale
+
+
+def scale_tokens(profile: dict[str, Any], scale: float) -> None:
+    """Multiply the profile's prompt-token estimate (token_ratio, template_tokens) by `scale`."""
     llm = profile["engines"]["vllm"]
     llm["token_ratio"] = round(llm["token_ratio"] * scale, 4)
     llm["template_tokens"] = round(llm["template_tokens"] * scale)
-    return scale
 
 
 async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool,
@@ -207,9 +212,20 @@ def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any
 
 
 def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any],
-             replay: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Simulated latencies per (app, rate, system); replay: the real run's output lengths per call."""
-    return on_simulated_apps(names, profile, lambda apps: run_all(apps, plan, reset=False, replay=replay))[0]
+             replay: dict[str, Any] | None = None, seeds: int = 1) -> dict[str, Any]:
+    """Simulated latencies per (app, rate, system); replay: the real run's output lengths per call.
+    seeds > 1: every trace again with each length-sampler seed, all latencies kept (the expected mean
+    over the recorded length distribution rather than one draw of it per query)."""
+    out: dict[str, list[float]] = {}
+    for seed in range(seeds if replay is None else 1):
+        def body(apps: dict[str, Any], seed: int = seed) -> Any:
+            for app in apps.values():
+                for inst in app.runtime.instances["llm"]:
+                    getattr(inst.handle.sampler, "fallback", inst.handle.sampler).seed = seed
+            return run_all(apps, plan, reset=False, replay=replay)
+        for key, lats in on_simulated_apps(names, profile, body)[0].items():
+            out.setdefault(key, []).extend(lats)
+    return out
 
 
 def iteration_check(profile: dict[str, Any]) -> list[dict[str, Any]]:
@@ -241,7 +257,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
              f"engines" + (f"; the profile's prompt-token estimate scaled by {data['token_scale']:.3f} so those queries' "
              "simulated prompts have as many tokens as their real ones" if data.get("token_scale") else "") +
              f". Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
-             "The last two columns simulate each call with the output length the same call had on the real engines "
+             f"The simulated mean is over {data.get('sim_seeds', 1)} length-sampler seed(s) per trace. The last two "
+             "columns simulate each call with the output length the same call had on the real engines "
              "(the cost models alone, without the length sampler's draw).", "",
              "| app | rate | system | measured mean (s) | simulated mean (s) | error | simulated, real lengths (s) "
              "| error |", "|---|---|---|---:|---:|---:|---:|---:|"]
@@ -267,6 +284,27 @@ def markdown(data: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str, Any], results: Path) -> dict[str, Any]:
+    """The real side of a run: (with --profile fresh) the profile, written to <out>_profile.json, then
+    the calibration queries and the traces; what the simulated side and the table need."""
+    side: dict[str, Any] = {"quick": args.quick, "fresh": args.profile == "fresh"}
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    n_cal = 2 if args.quick else 4
+    lengths, real, per_call = asyncio.run(real_side(names, plan, n_cal, side))
+    if side["fresh"]:
+        (results / f"{args.out}_profile.json").write_text(json.dumps(side["profile"], indent=1) + "\n", encoding="utf-8")
+    return {"real": real, "real_lengths": per_call, "lengths": lengths, "prompts": side["prompts"],
+            "profile_path": args.profile if not side["fresh"] else
+            f"bench/results/{args.out}_profile.json, measured in this run before the real traces",
+            "seed": 0, "n": len(next(iter(real.values()))), "n_cal": n_cal, "wall_s": time.perf_counter() - t0,
+            "load_before": load0, "load_after": os.getloadavg()[0]}
+
+
+def _profile(name: str, fresh: bool, fresh_path: Path) -> dict[str, Any]:
+    from engines.sim_profile import load_profile
+    return copy.deepcopy(load_profile(str(fresh_path) if fresh else name))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.sim_fidelity", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", required=True,
@@ -276,36 +314,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-calibrate-tokens", dest="calibrate_tokens", action="store_false",
                    help="keep the profile's prompt-token estimate (default: scale it to the calibration "
                         "queries' real prompt tokens)")
+    p.add_argument("--sim-seeds", type=int, default=8,
+                   help="length-sampler seeds each trace is simulated with (default 8; 1: one draw per query)")
+    p.add_argument("--resim", action="store_true",
+                   help="no engines: simulate again the real run stored in bench/results/<out>.json")
     p.add_argument("--out", default="sim_fidelity")
     args = p.parse_args(argv)
-    from engines.sim_profile import load_profile
-    fresh = args.profile == "fresh"
-    side: dict[str, Any] = {"quick": args.quick, "fresh": fresh}
+    command = "python -m bench.sim_fidelity " + " ".join(argv if argv is not None else sys.argv[1:])
     names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
     systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
     n = 2 if args.quick else args.n
     plan = make_plan(names, n, systems, seed=0)
-    t0, load0 = time.perf_counter(), os.getloadavg()[0]
-    n_cal = 2 if args.quick else 4
-    lengths, real, per_call = asyncio.run(real_side(names, plan, n_cal, side))
-    if fresh:
-        profile = side["profile"]
-        (Path(__file__).resolve().parent / "results" / f"{args.out}_profile.json").write_text(
-            json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    results = Path(__file__).resolve().parent / "results"
+    if args.resim:
+        data = json.loads((results / f"{args.out}.json").read_text(encoding="utf-8"))
+        command = data.get("command", "python -m bench.sim_fidelity --profile fresh") + \
+            f"; simulated again by `{command}`"
+        profile = _profile(args.profile, data["profile_path"].startswith("bench/results/"), results / f"{args.out}_profile.json")
+        profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in data["lengths"].items() if v}
+        if data.get("token_scale"):
+            scale_tokens(profile, data["token_scale"])
     else:
-        profile = copy.deepcopy(load_profile(args.profile))
-    profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
-    cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
-    token_scale = calibrate_tokens(profile, names, cal, side["prompts"]) if args.calibrate_tokens else None
-    sim = sim_side(names, plan, profile)
-    replay = sim_side(names, plan, profile, replay=per_call)
-    data = {"real": real, "sim": sim, "replay": replay, "real_lengths": per_call, "lengths": lengths,
-            "iterations": iteration_check(profile),
-            "profile_path": args.profile if not fresh else f"bench/results/{args.out}_profile.json, measured in this run before the real traces", "profile_source": profile.get("source", ""), "seed": 0, "n": n,
-            "n_cal": n_cal, "token_scale": token_scale, "wall_s": time.perf_counter() - t0, "load_before": load0,
-            "load_after": os.getloadavg()[0]}
-    write_results(args.out, data, markdown(data, "python -m bench.sim_fidelity "
-                                            + " ".join(argv if argv is not None else sys.argv[1:])))
+        data = real_phase(args, names, plan, results)
+        data["command"] = command
+        profile = _profile(args.profile, args.profile == "fresh", results / f"{args.out}_profile.json")
+        profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in data["lengths"].items() if v}
+        cal = doc_qa_queries(data["n_cal"], 10, "truthfulqa", 1000)
+        data["token_scale"] = calibrate_tokens(profile, names, cal, data["prompts"]) if args.calibrate_tokens else None
+    data["profile_source"] = profile.get("source", "")
+    data["sim"] = sim_side(names, plan, profile, seeds=args.sim_seeds)
+    data["sim_seeds"] = args.sim_seeds
+    data["replay"] = sim_side(names, plan, profile, replay=data["real_lengths"])
+    data["iterations"] = iteration_check(profile)
+    write_results(args.out, data, markdown(data, command))
     return 0
 
 

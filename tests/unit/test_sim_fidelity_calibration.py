@@ -25,3 +25,16 @@ def test_the_token_estimate_is_scaled_to_the_real_prompt_tokens():
     assert llm["template_tokens"] == round(template * scale)
     # the scaled estimate now gives the real count (within the rounding of a template token)
     assert calibrate_tokens(copy.deepcopy(profile), ("naive_rag",), cal, [int(simulated * 0.8)]) == pytest.approx(1.0, abs=0.02)
+
+
+def test_each_trace_is_simulated_once_per_length_sampler_seed():
+    from bench.sim_fidelity import make_plan, sim_side
+
+    profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
+    profile["engines"]["vllm"]["lengths"] = {"text": [4, 90]}  # two very different lengths
+    plan = make_plan(("naive_rag",), 2, ("teola",), seed=0)
+    one = sim_side(("naive_rag",), plan, profile, seeds=1)
+    many = sim_side(("naive_rag",), plan, profile, seeds=6)
+    assert {len(v) for v in one.values()} == {2} and {len(v) for v in many.values()} == {12}
+    assert many[next(iter(many))][:2] == one[next(iter(one))]  # seed 0 first: the same draw as one seed
+    assert len({round(x, 6) for v in many.values() for x in v}) > 2  # other seeds draw other lengths
