@@ -205,12 +205,14 @@ class VLLMEngine:
 
     async def health(self) -> bool:
         """True while the engine core is alive and has not errored."""
-        if self._engine is None:
-            return False
-        if self._engine.errored:
+        if self._engine is None or self._engine.errored:
             return False
         await self._engine.check_health()
         return True
+
+    async def reset_prefix_cache(self) -> bool:
+        """Empty vLLM's prefix cache (blocks of running requests stay); True if it was emptied."""
+        return self._engine is not None and bool(await self._engine.reset_prefix_cache())
 
     def process_ids(self) -> list[int]:
         """Process ids of the running engine-core process(es) (empty when not started or when this

@@ -10,7 +10,8 @@ length sampler), then times controlled batches on each engine directly:
 - pgvector: ingestion batches and top-k searches in a scratch namespace; base + per item.
 It writes a profile (engines/sim_profile.py's format, provenance "measured") with every fit's
 per-sample error. Prompts are prose from the shipped corpora, each unique, so nothing hits the
-prefix cache by accident.
+prefix cache by accident; the two output lengths of a decode batch share their prompts, with the
+prefix cache emptied before each (where the engine can), so their difference is decode alone.
 """
 from __future__ import annotations
 
@@ -66,10 +67,15 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
             tokens.append((count_tokens(text), r["num_prompt_tokens"]))
     max_seqs = int(getattr(engine.profile, "max_batch", 8) or 8)
     batches = sorted({1, 2, 4, max_seqs} if not quick else {1, max_seqs})
+    same = hasattr(engine, "reset_prefix_cache")
     for b in batches:
         for words in ((30, 400) if not quick else (30,)):
+            texts = [_prose(words, next(salt)) for _ in range(b)]
             for out in ((8, 40) if not quick else (8, 24)):
-                texts = [_prose(words, next(salt)) for _ in range(b)]
+                # the two output lengths decode the same prompts from an empty prefix cache, so their time
+                # difference is decode steps alone; an engine that cannot empty its cache gets new prompts
+                if not (same and await _reset(engine)):
+                    texts = [_prose(words, next(salt)) for _ in range(b)]
                 reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})}
                         for t in texts]
                 took, res = await _timed(engine.execute("decoding", reqs))
@@ -86,6 +92,14 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
     say(f"llm: fitted {', '.join(f'{k}={v:.3g}' for k, v in cost.items())} "
         f"(mean abs error {report['mean_abs_error']:.1%} over {len(samples)} batches)")
     return {**settings, "num_blocks": 65536, "cost": cost, "fit": report}
+
+
+async def _reset(engine: Any) -> bool:
+    """Empty the engine's prefix cache (a coroutine on vLLM, a plain call on the simulated engine)."""
+    out = engine.reset_prefix_cache()
+    if asyncio.iscoroutine(out):
+        out = await out
+    return out is not False
 
 
 async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[str, Any]],

@@ -235,3 +235,13 @@ async def test_seeded_sampling_prefilled_in_chunks_does_not_kill_the_engine(llm_
     assert len(outs) == 4 and all(o["num_output_tokens"] > 0 for o in outs)
     [after] = await llm_engine.execute("decoding", [{"parts": [QUESTION], "max_tokens": 4}])
     assert after["num_output_tokens"] > 0
+
+
+async def test_reset_prefix_cache_empties_it(llm_engine):
+    parts = [["context", fresh_context(30)], QUESTION]
+    await llm_engine.execute("prefilling", [{"parts": parts, "max_tokens": 1}])
+    [again] = await llm_engine.execute("prefilling", [{"parts": parts, "max_tokens": 1}])
+    assert again["num_cached_tokens"] >= llm_engine.block_size  # the first request left its blocks cached
+    assert await llm_engine.reset_prefix_cache() is True
+    [after] = await llm_engine.execute("prefilling", [{"parts": parts, "max_tokens": 1}])
+    assert after["num_cached_tokens"] == 0

@@ -144,3 +144,32 @@ def test_the_decode_step_time_is_fitted_from_the_pairs_not_left_to_the_totals():
     step_diff = [h - l for h, l in zip(samples[-1]["features"], samples[-2]["features"])]
     assert sum(c * x for c, x in zip(totals_only, step_diff)) < 0.6 * steps[32]["measured_s"]
     assert len(report["samples"]) == len(samples) and all("measured_s" in r for r in report["samples"])
+
+
+def test_the_two_output_lengths_of_a_decode_batch_share_prompts_from_an_empty_cache():
+    """Their time difference is then decode steps alone (no prefill of other prompt lengths in it)."""
+    from engines.sim_llm import SimLLM
+    from teola.sim.profiler import profile_llm
+    from teola.sim.virtual_loop import run_virtual
+
+    batches: list[tuple[int, tuple[str, ...], int]] = []
+
+    class Recording(SimLLM):
+        async def execute(self, op, requests):
+            out = await super().execute(op, requests)
+            if op == "decoding":
+                batches.append((requests[0]["max_tokens"], tuple(r["parts"][0][1] for r in requests),
+                                sum(r["num_cached_tokens"] for r in out)))
+            return out
+
+    async def main() -> None:
+        engine = Recording("llm", {"base": 0.01, "decode_seq": 1e-3}, max_num_seqs=4, block_size=16)
+        await engine.start()
+        try:
+            await profile_llm(engine, lambda _: None, quick=True)
+        finally:
+            await engine.stop()
+    run_virtual(main())
+    assert [b[0] for b in batches] == [8, 24, 8, 24]  # batches of 1 and of 4
+    for short, long in ((batches[0], batches[1]), (batches[2], batches[3])):
+        assert short[1] == long[1] and long[2] == 0
