@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import os
 import random
 import shlex
 import statistics
@@ -332,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['load']['waiting_first']:.0f}->{r['load']['waiting_last']:.0f} kv {r['load']['kv_used']:.2f} "
                       f"steady {r['steady']} ({r['wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     data["wall_s"] = time.perf_counter() - t0
+    data["nice"] = os.nice(0)
     data["command"] = "python -m bench.sim_lamps " + shlex.join(argv if argv is not None else sys.argv[1:])
     for rows in data["mixes"].values():
         for r in rows:
