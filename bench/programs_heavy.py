@@ -36,7 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_results
-from bench.programs import rate_at, workload
+from bench.programs import rates_at_target, workload
 from bench.programs_vllm import ENGINE, QUEUES, load_texts, run_set, set_policy
 
 SHAPES = {"chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
@@ -96,8 +96,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
     """Rates each policy sustains at a mean latency of 1.5x FCFS's at the lowest load."""
-    target = 1.5 * min(r["mean"] for r in summ if r["policy"] == "fifo")
-    rates = {p: rate_at(summ, p, target) for p in POLICIES}
+    target, rates = rates_at_target(summ, POLICIES, "fifo")
     f = rates["fifo"]
     return {"target": target, "rates": rates,
             "ratios": {p: (rates[p] / f if f and rates[p] else None) for p in POLICIES if p != "fifo"}}

@@ -32,7 +32,7 @@ from typing import Any
 
 from bench.common import RESULTS, machine, percentile
 from bench.program_sim import ProgramSpec
-from bench.programs import rate_at, workload
+from bench.programs import rates_at_target, workload
 
 POLICIES = ("fifo", "mlfq", "plas", "atlas")
 # service in decoded tokens; calls here decode 6-24 tokens, so the first queue holds ~1 call
@@ -244,8 +244,8 @@ async def balancers(sizes: dict[str, Any], questions: list[str], docs: list[str]
 # ---- report -----------------------------------------------------------------------------------------
 def throughput_ratio(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Rates FCFS and ATLAS sustain at a mean-latency target of 1.5x FCFS's mean at the lowest load."""
-    target = 1.5 * min(r["mean"] for r in rows if r["policy"] == "fifo")
-    fr, ar = rate_at(rows, "fifo", target), rate_at(rows, "atlas", target)
+    target, at = rates_at_target(rows, ("fifo", "atlas"), "fifo")
+    fr, ar = at["fifo"], at["atlas"]
     return {"target": target, "fcfs_rate": fr, "atlas_rate": ar, "ratio": ar / fr if fr and ar else None}
 
 

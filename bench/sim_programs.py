@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
-from bench.programs import rate_at, workload
+from bench.programs import rates_at_target, workload
 from bench.programs_vllm import load_texts, run_set, set_policy
 
 POLICIES = ("fifo", "mlfq", "plas", "atlas")
@@ -79,9 +79,7 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
                                               "resumed_cached_tokens", "sim_wall_s")}})
             print(f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
                   f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
-    fcfs_low = min(r["mean"] for r in rows if r["policy"] == "fifo")
-    target = 1.5 * fcfs_low
-    tput = {p: rate_at([{**r, "mean": r["mean"]} for r in rows], p, target) for p in POLICIES}
+    target, tput = rates_at_target(rows, POLICIES, "fifo")
     return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput}
 
 
