@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
-from bench.common import write_results
+from bench.common import RESULTS, write_results
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.sim.profiler import add_lengths
 
@@ -132,6 +132,17 @@ def scale_tokens(profile: dict[str, Any], scale: float) -> None:
     llm["template_tokens"] = round(llm["template_tokens"] * scale)
 
 
+async def fresh_profile(app: Any, out: str, tag: str, quick: bool = False) -> dict[str, Any]:
+    """`teola profile`'s measurements on an app already started (the engines the run then uses),
+    kept as bench/results/<out>_profile.json."""
+    from teola.sim.profiler import profile_started
+    say = lambda m: print(f"[{tag}] profile: {m}", file=sys.stderr, flush=True)
+    profile = await profile_started(app, "fresh", say, queries=0, quick=quick)
+    (RESULTS / f"{out}_profile.json").write_text(
+        json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    return profile
+
+
 async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool,
                   replay: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every (app, rate, system) trace of the plan on started apps -> ({key: latencies}, {key:
@@ -167,17 +178,14 @@ def make_plan(names: tuple[str, ...], n: int, systems: tuple[str, ...], seed: in
 async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int,
                     side: dict[str, Any]) -> tuple[dict, dict, dict]:
     """Calibration lengths and real latencies; the calibration queries' prompt tokens go to
-    side["prompts"]. side["fresh"]: first profile the started engines into side["profile"] (the last
+    side["prompts"]. side["out"]: first profile the started engines into <out>_profile.json (the last
     app's engines: advanced RAG holds every engine the others use)."""
     apps = make_apps(names)
     for app in apps.values():
         await app.start()
     try:
-        if side.get("fresh"):
-            from teola.sim.profiler import profile_started
-            say = lambda m: print(f"[sim_fidelity] profile: {m}", file=sys.stderr, flush=True)
-            side["profile"] = await profile_started(list(apps.values())[-1], "fresh", say, queries=0,
-                                                    quick=side.get("quick", False))
+        if side.get("out"):
+            await fresh_profile(list(apps.values())[-1], side["out"], "sim_fidelity", side.get("quick", False))
         cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
         lengths: dict[str, list[int]] = {"text": [], "split": []}
         for app in apps.values():
@@ -284,17 +292,16 @@ def markdown(data: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str, Any], results: Path) -> dict[str, Any]:
+def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str, Any]) -> dict[str, Any]:
     """The real side of a run: (with --profile fresh) the profile, written to <out>_profile.json, then
     the calibration queries and the traces; what the simulated side and the table need."""
-    side: dict[str, Any] = {"quick": args.quick, "fresh": args.profile == "fresh"}
+    fresh = args.profile == "fresh"
+    side: dict[str, Any] = {"quick": args.quick, "out": args.out if fresh else None}
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     n_cal = 2 if args.quick else 4
     lengths, real, per_call = asyncio.run(real_side(names, plan, n_cal, side))
-    if side["fresh"]:
-        (results / f"{args.out}_profile.json").write_text(json.dumps(side["profile"], indent=1) + "\n", encoding="utf-8")
     return {"real": real, "real_lengths": per_call, "lengths": lengths, "prompts": side["prompts"],
-            "profile_path": args.profile if not side["fresh"] else
+            "profile_path": args.profile if not fresh else
             f"bench/results/{args.out}_profile.json, measured in this run before the real traces",
             "seed": 0, "n": len(next(iter(real.values()))), "n_cal": n_cal, "wall_s": time.perf_counter() - t0,
             "load_before": load0, "load_after": os.getloadavg()[0]}
@@ -325,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
     n = 2 if args.quick else args.n
     plan = make_plan(names, n, systems, seed=0)
-    results = Path(__file__).resolve().parent / "results"
+    results = RESULTS
     if args.resim:
         data = json.loads((results / f"{args.out}.json").read_text(encoding="utf-8"))
         command = data.get("command", "python -m bench.sim_fidelity --profile fresh") + \
@@ -335,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         if data.get("token_scale"):
             scale_tokens(profile, data["token_scale"])
     else:
-        data = real_phase(args, names, plan, results)
+        data = real_phase(args, names, plan)
         data["command"] = command
         profile = _profile(args.profile, args.profile == "fresh", results / f"{args.out}_profile.json")
         profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in data["lengths"].items() if v}

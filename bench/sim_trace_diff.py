@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
-from bench.sim_fidelity import call_lengths, on_simulated_apps, use_replay
+from bench.sim_fidelity import call_lengths, fresh_profile, on_simulated_apps, use_replay
 from bench.workloads import app_query, doc_qa_queries
 from teola.sim.profiler import add_lengths
 
@@ -55,16 +55,14 @@ async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real:
     return out
 
 
-async def real_side(queries: list[dict[str, Any]], fresh: dict[str, Any] | None = None) -> dict[str, Any]:
+async def real_side(queries: list[dict[str, Any]], fresh_out: str | None = None) -> tuple[dict[str, Any], Any]:
+    """The real runs, and (fresh_out: a results name) a profile measured first on the started engines."""
     apps = make_apps(NAMES)
     for app in apps.values():
         await app.start()
     try:
-        if fresh is not None:
-            from teola.sim.profiler import profile_started
-            say = lambda m: print(f"[sim_trace_diff] profile: {m}", file=sys.stderr, flush=True)
-            fresh["profile"] = await profile_started(apps[NAMES[-1]], "fresh", say, queries=0)
-        return await run_queries(apps, queries, real=True)
+        profile = await fresh_profile(apps[NAMES[-1]], fresh_out, "sim_trace_diff") if fresh_out else None
+        return await run_queries(apps, queries, real=True), profile
     finally:
         for app in apps.values():
             await app.stop()
@@ -161,19 +159,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.real and args.profile == "fresh":
         p.error("--profile fresh measures the engines; with --real none are started: name a profile")
     from engines.sim_profile import load_profile
-    fresh: dict[str, Any] | None = {} if args.profile == "fresh" else None
-    profile = None if fresh is not None else copy.deepcopy(load_profile(args.profile))
+    fresh = args.profile == "fresh"
+    profile = None if fresh else copy.deepcopy(load_profile(args.profile))
     t0 = time.perf_counter()
     if args.real:
         earlier = json.loads(Path(args.real).read_text(encoding="utf-8"))
         real, n = earlier["real"], earlier["n"]
     else:
         n = args.n
-        real = asyncio.run(real_side(doc_qa_queries(n, 10, "truthfulqa", 0), fresh))
-        if fresh is not None:
-            profile = fresh["profile"]
-            (Path(__file__).resolve().parent / "results" / f"{args.out}_profile.json").write_text(
-                json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+        real, measured = asyncio.run(real_side(doc_qa_queries(n, 10, "truthfulqa", 0), args.out if fresh else None))
+        profile = measured or profile
     queries = doc_qa_queries(n, 10, "truthfulqa", 0)
     lengths: dict[str, list[int]] = {"text": [], "split": []}
     for runs in real.values():
