@@ -4,6 +4,8 @@ answer moves the "contains gold" rate by 17-33 points; this script asks many mor
 reports only what does not depend on timing.
 
     python -m bench.doc_qa_quality [--n 40] [--apps naive_rag,advanced_rag] [--sizes small,large]
+                                   [--seed S] [--exclude-seeds 0,1 --exclude-n 100]
+    python -m bench.doc_qa_quality --pool a.json,b.json --out pooled   # paired totals of earlier runs
 
 Same workload, systems and shipped defaults as bench.doc_qa (NarrativeQA questions over their story
 hidden among other stories; teola's shipped apps vs the real LlamaIndex library with its own
@@ -23,7 +25,7 @@ import time
 from typing import Any
 
 from bench.common import write_results
-from bench.quality import wilson
+from bench.quality import paired_difference, wilson
 from bench.doc_qa import SYSTEMS, Systems, summarize
 from bench.rag import make_apps, reset_prefix_cache
 from bench.workloads import narrative_qa_queries
@@ -41,20 +43,38 @@ async def burst(systems: Systems, system: str, queries: list[dict[str, Any]], co
     return list(await asyncio.gather(*(one(q) for q in queries)))
 
 
+def held_out_queries(n: int, distractors: int, seed: int, exclude_seeds: list[int], exclude_n: int) -> list[dict[str, Any]]:
+    """The first n questions of `seed` that are not among the first `exclude_n` of any excluded seed
+    (those chose a prompt or were measured already), so a new sample is disjoint from earlier ones."""
+    seen = {(q["question"], q["gold"]) for s in exclude_seeds for q in narrative_qa_queries(exclude_n, 0, s)}
+    pool = narrative_qa_queries(n + len(seen), distractors, seed)
+    out = [q for q in pool if (q["question"], q["gold"]) not in seen][:n]
+    if len(out) < n:
+        raise ValueError(f"only {len(out)} questions left after excluding seeds {exclude_seeds}")
+    return out
+
+
+def paired(row: dict[str, Any], a: str = "teola", b: str = "LlamaIndex") -> dict[str, Any]:
+    """teola minus LlamaIndex on "answer contains gold", paired on the same questions (failed = wrong)."""
+    hits = {s: [bool(r.get("ok") and r.get("contains")) for r in row[s]["records"]] for s in (a, b)}
+    return paired_difference(hits[a], hits[b])
+
+
 async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: int, concurrency: int,
-                  seed: int) -> dict[str, Any]:
+                  seed: int, exclude: tuple[list[int], int] = ([], 0)) -> dict[str, Any]:
     runs: dict[str, Any] = {}
     for name in names:
         systems = Systems(apps[name], {}, "library")
         for size in sizes:
-            queries = narrative_qa_queries(n, SIZES[size], seed)
+            queries = held_out_queries(n, SIZES[size], seed, *exclude)
             row = runs[f"{name}/{size}"] = {}
             for system in SYSTEMS:
                 t0 = time.perf_counter()
                 recs = await burst(systems, system, queries, concurrency)
                 row[system] = summarize(recs) | {
                     "contains_k": sum(int(r.get("contains", 0) > 0) for r in recs if r.get("ok")),
-                    "records": [{k: r.get(k) for k in ("ok", "contains", "f1", "recall", "answer_in_context", "reply", "context", "error")} for r in recs]}
+                    "records": [{"question": q["question"]} | {k: r.get(k) for k in ("ok", "contains", "f1", "recall", "answer_in_context", "reply", "context", "error")}
+                                for q, r in zip(queries, recs)]}
                 print(f"[doc_qa_quality] {name}/{size} {system}: contains {row[system].get('contains', 0):.0%} "
                       f"F1 {row[system].get('f1', 0):.3f} recall {row[system].get('recall', 0):.0%} "
                       f"answer in context {row[system].get('answer_in_context', 0):.0%} "
@@ -66,9 +86,20 @@ def _pct(x: Any) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
+def _paired_line(flow: str, d: dict[str, Any]) -> str:
+    return (f"| {flow} | {d['n']} | {d['only_a']} | {d['only_b']} | {100 * d['diff']:+.1f} "
+            f"({100 * d['lo']:+.1f} to {100 * d['hi']:+.1f}) | {d['p']:.2f} |")
+
+
+PAIRED_HEADER = ["| flow | questions | right only for teola | right only for LlamaIndex | "
+                 "teola - LlamaIndex, points (95% interval) | McNemar exact p |", "|---|---|---|---|---|---|"]
+
+
 def markdown(data: dict[str, Any]) -> str:
     seed = f" (seed {data['seed']})" if data.get("seed") else ""
-    lines = [f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions{seed} per flow (issue 22)", "",
+    held = (f", excluding the first {data['exclude_n']} questions of seeds {data['exclude_seeds']}"
+            if data.get("exclude_seeds") else "")
+    lines = [f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions{seed}{held} per flow (issue 22)", "",
              f"Command: `{data['command']}` ({data['seconds'] / 60:.1f} min). "
              + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "), "",
              "| flow | system | n | failed | answer contains gold (k/n, 95% interval) | token F1 | gold story in context | "
@@ -82,6 +113,33 @@ def markdown(data: dict[str, Any]) -> str:
                          f"({100 * lo:.0f}-{100 * hi:.0f}%) | {r.get('f1', 0):.3f} | {_pct(r.get('recall'))} | "
                          f"{_pct(r.get('answer_in_context'))} | "
                          f"{r.get('calls', 0):.1f} | {r.get('prompt_tokens', 0):.0f} | {r.get('decode_tokens', 0):.0f} |")
+    lines += ["", "Paired on the same questions (answer contains gold; a failed query counts as wrong):", "", *PAIRED_HEADER]
+    lines += [_paired_line(flow, paired(row)) for flow, row in data["runs"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def pool(paths: list[str]) -> dict[str, dict[str, Any]]:
+    """Paired teola-vs-LlamaIndex totals per flow over earlier runs' JSON files (disjoint questions:
+    see --exclude-seeds). Records pair by position: a run asks both systems the same list."""
+    import json
+
+    hits: dict[str, dict[str, list[bool]]] = {}
+    for path in paths:
+        with open(path) as f:
+            runs = json.load(f)["runs"]
+        for flow, row in runs.items():
+            for system in ("teola", "LlamaIndex"):
+                hits.setdefault(flow, {}).setdefault(system, []).extend(
+                    bool(r.get("ok") and r.get("contains")) for r in row[system]["records"])
+    return {flow: paired_difference(h["teola"], h["LlamaIndex"]) for flow, h in hits.items()}
+
+
+def pool_markdown(paths: list[str], command: str) -> str:
+    lines = [f"## Document QA answer quality, teola vs LlamaIndex, pooled over {len(paths)} runs (issue 22)", "",
+             f"Command: `{command}`. Runs pooled: {', '.join(f'`{p}`' for p in paths)}. Each run's questions are "
+             "disjoint from the others' (bench.doc_qa_quality --exclude-seeds); pairs are the two systems' "
+             "answers to the same question.", "", *PAIRED_HEADER]
+    lines += [_paired_line(flow, d) for flow, d in pool(paths).items()]
     return "\n".join(lines) + "\n"
 
 
@@ -96,11 +154,13 @@ async def _main(args: argparse.Namespace, command: str) -> dict[str, Any]:
         await app.start()
     t0 = time.perf_counter()
     try:
-        runs = await measure(apps, names, args.sizes.split(","), args.n, args.concurrency, args.seed)
+        runs = await measure(apps, names, args.sizes.split(","), args.n, args.concurrency, args.seed,
+                             (args.exclude_seeds, args.exclude_n))
     finally:
         for app in apps.values():
             await app.stop()
-    return {"command": command, "n": args.n, "seed": args.seed, "runs": runs, "seconds": time.perf_counter() - t0}
+    return {"command": command, "n": args.n, "seed": args.seed, "exclude_seeds": args.exclude_seeds,
+            "exclude_n": args.exclude_n, "runs": runs, "seconds": time.perf_counter() - t0}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,13 +170,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="small,large", help=f"comma-separated subset of {','.join(SIZES)}")
     p.add_argument("--concurrency", type=int, default=8, help="queries in flight per burst (default 8)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--exclude-seeds", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                   help="leave out questions that the first --exclude-n of these seeds ask (e.g. 0,1)")
+    p.add_argument("--exclude-n", type=int, default=100, help="how many questions per excluded seed (default 100)")
+    p.add_argument("--pool", default="", help="comma-separated result JSON files: print their pooled paired totals, run nothing")
     p.add_argument("--out", default="doc_qa_quality")
     args = p.parse_args(argv)
+    command = "python -m bench.doc_qa_quality " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.pool:
+        md = pool_markdown(args.pool.split(","), command.strip())
+        print(md)
+        write_results(args.out, {"command": command.strip(), "pooled": pool(args.pool.split(","))}, md)
+        return 0
     if args.n < 1 or args.concurrency < 1:
         p.error("--n and --concurrency must be >= 1")
     if bad := [s for s in args.sizes.split(",") if s not in SIZES]:
         p.error(f"--sizes: unknown {bad}; choose from {list(SIZES)}")
-    command = "python -m bench.doc_qa_quality " + " ".join(argv if argv is not None else sys.argv[1:])
     data = asyncio.run(_main(args, command.strip()))
     md = markdown(data)
     write_results(args.out, data, md)

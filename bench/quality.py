@@ -77,3 +77,29 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mcnemar(only_a: int, only_b: int) -> float:
+    """Exact two-sided McNemar p-value for paired yes/no outcomes: `only_a` items right only for
+    system A, `only_b` right only for B (a binomial test of the discordant pairs at 1/2)."""
+    n = only_a + only_b
+    if n == 0:
+        return 1.0
+    k = min(only_a, only_b)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def paired_difference(a: list[bool], b: list[bool], z: float = 1.96) -> dict[str, Any]:
+    """A minus B on the same items: discordant counts, the difference of rates with its 95% interval
+    (Wald on paired differences) and McNemar's exact p."""
+    if len(a) != len(b):
+        raise ValueError(f"paired outcomes need equal lengths, got {len(a)} and {len(b)}")
+    n = len(a)
+    only_a = sum(1 for x, y in zip(a, b) if x and not y)
+    only_b = sum(1 for x, y in zip(a, b) if y and not x)
+    d = (only_a - only_b) / n if n else 0.0
+    var = ((only_a + only_b) / n - d * d) / n if n else 0.0
+    half = z * math.sqrt(max(var, 0.0))
+    return {"n": n, "only_a": only_a, "only_b": only_b, "diff": d, "lo": d - half, "hi": d + half,
+            "p": mcnemar(only_a, only_b)}

@@ -65,3 +65,37 @@ def test_trace_diff_reads_runtime_traces():
     assert abs(rows["embed"]["queued"] - 0.1) < 1e-9 and abs(rows["llm"]["running"] - 0.9) < 1e-9
     e = edges([run])
     assert e["before"] == 0.0 and abs(e["after"] - 0.3) < 1e-9 and e["latency"] == 1.5
+
+
+def test_mcnemar_and_paired_difference_on_hand_computed_cases():
+    from bench.quality import mcnemar, paired_difference
+
+    assert mcnemar(0, 0) == 1.0
+    assert mcnemar(0, 5) == 2 / 32  # both tails of Binomial(5, 1/2) at 0
+    assert abs(mcnemar(6, 10) - 0.4545) < 1e-3
+    d = paired_difference([True, True, False, False], [True, False, True, True])
+    assert (d["n"], d["only_a"], d["only_b"], d["diff"]) == (4, 1, 2, -0.25)
+    assert d["lo"] < d["diff"] < d["hi"]
+    try:
+        paired_difference([True], [])
+    except ValueError as e:
+        assert "equal lengths" in str(e)
+    else:
+        raise AssertionError("unequal lengths must be refused")
+
+
+def test_held_out_questions_are_disjoint_from_excluded_seeds_and_runs_pool(tmp_path):
+    import json
+
+    from bench.doc_qa_quality import held_out_queries, pool
+    from bench.workloads import narrative_qa_queries
+
+    assert held_out_queries(4, 2, 1, [], 0) == narrative_qa_queries(4, 2, 1)
+    seen = {(q["question"], q["gold"]) for s in (0, 1) for q in narrative_qa_queries(50, 0, s)}
+    new = held_out_queries(60, 2, 2, [0, 1], 50)
+    assert len(new) == 60 and not {(q["question"], q["gold"]) for q in new} & seen
+    recs = lambda hits: {"records": [{"ok": True, "contains": h} for h in hits]}  # noqa: E731
+    for i, (a, b) in enumerate([([1, 0], [0, 0]), ([0, 1], [0, 0])]):
+        (tmp_path / f"{i}.json").write_text(json.dumps({"runs": {"f": {"teola": recs(a), "LlamaIndex": recs(b)}}}))
+    got = pool([str(tmp_path / "0.json"), str(tmp_path / "1.json")])["f"]
+    assert (got["n"], got["only_a"], got["only_b"]) == (4, 2, 0)
