@@ -1,9 +1,9 @@
 """Where the simulator's time differs from the real engines', primitive by primitive (issue 17).
 
-    python -m bench.sim_trace_diff --profile fresh|cpu-smollm2-135m [--n 3]
+    python -m bench.sim_trace_diff --profile fresh|cpu-smollm2-135m [--n 3] [--system LlamaDist-PO]
 
 The same queries (bench.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
-emptied before each, with teola's config: first on the real engines (recording the LLM's output
+emptied before each, with teola's config (or --system: a bench.rag baseline's): first on the real engines (recording the LLM's output
 lengths), then on the profile's simulated engines in virtual time with exactly those lengths. Per
 app and primitive: mean time queued and running, measured vs simulated; per query: time before the
 first primitive is queued (compilation, planning) and after the last finishes (result assembly),
@@ -36,8 +36,8 @@ NAMES = ("naive_rag", "advanced_rag")
 
 
 async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real: bool,
-                      replay: dict[str, Any] | None = None) -> dict[str, Any]:
-    config, policy = SYSTEMS["teola"]
+                      replay: dict[str, Any] | None = None, system: str = "teola") -> dict[str, Any]:
+    config, policy = SYSTEMS[system]
     out: dict[str, Any] = {}
     for name, app in apps.items():
         app.runtime.set_policy(policy)
@@ -55,21 +55,24 @@ async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real:
     return out
 
 
-async def real_side(queries: list[dict[str, Any]], fresh_out: str | None = None) -> tuple[dict[str, Any], Any]:
+async def real_side(queries: list[dict[str, Any]], fresh_out: str | None = None,
+                    system: str = "teola") -> tuple[dict[str, Any], Any]:
     """The real runs, and (fresh_out: a results name) a profile measured first on the started engines."""
     apps = make_apps(NAMES)
     for app in apps.values():
         await app.start()
     try:
         profile = await fresh_profile(apps[NAMES[-1]], fresh_out, "sim_trace_diff") if fresh_out else None
-        return await run_queries(apps, queries, real=True), profile
+        return await run_queries(apps, queries, real=True, system=system), profile
     finally:
         for app in apps.values():
             await app.stop()
 
 
-def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any], replay: dict[str, Any] | None = None) -> dict[str, Any]:
-    return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False, replay=replay))
+def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any], replay: dict[str, Any] | None = None,
+             system: str = "teola") -> dict[str, Any]:
+    return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False, replay=replay,
+                                                                      system=system))
 
 
 def _queued(t: dict[str, Any]) -> float:
@@ -118,8 +121,8 @@ def _tokens(row: dict[str, Any]) -> str:
 
 def markdown(d: dict[str, Any]) -> str:
     lines = ["## Simulator vs real engines, primitive by primitive (issue 17)", "",
-             f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, one at a time, teola's "
-             "config, prefix cache emptied before each. Simulated twice: with output lengths sampled from the real "
+             f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, one at a time, "
+             f"{d.get('system', 'teola')}'s config, prefix cache emptied before each. Simulated twice: with output lengths sampled from the real "
              "run's (as bench.sim_fidelity does), and with each call's real output length replayed. Seconds are "
              "means per query; prompt tokens are the ones not served from the prefix cache.", ""]
     for name in NAMES:
@@ -154,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="a profile name or file, or 'fresh': measure one on the started engines first")
     p.add_argument("--n", type=int, default=3)
     p.add_argument("--real", help="re-simulate the real traces of an earlier run's JSON instead of running engines")
+    p.add_argument("--system", default="teola", choices=tuple(SYSTEMS), help="whose config and policy (default teola)")
     p.add_argument("--out", default="sim_trace_diff")
     args = p.parse_args(argv)
     if args.real and args.profile == "fresh":
@@ -165,9 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.real:
         earlier = json.loads(Path(args.real).read_text(encoding="utf-8"))
         real, n = earlier["real"], earlier["n"]
+        if earlier.get("system", "teola") != args.system:
+            p.error(f"--real {args.real} ran {earlier.get('system', 'teola')}, not --system {args.system}")
     else:
         n = args.n
-        real, measured = asyncio.run(real_side(doc_qa_queries(n, 10, "truthfulqa", 0), args.out if fresh else None))
+        real, measured = asyncio.run(real_side(doc_qa_queries(n, 10, "truthfulqa", 0), args.out if fresh else None,
+                                                args.system))
         profile = measured or profile
     queries = doc_qa_queries(n, 10, "truthfulqa", 0)
     lengths: dict[str, list[int]] = {"text": [], "split": []}
@@ -176,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
             add_lengths(lengths, run["trace"])
     profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
     strip = lambda side: {k: [{"latency": r["latency"], "trace": r["trace"]} for r in v] for k, v in side.items()}
-    data = {"real": strip(real), "sim": strip(sim_side(queries, profile)),
-            "replay": strip(sim_side(queries, profile, replay=real)), "n": n, "profile": args.profile,
+    data = {"real": strip(real), "sim": strip(sim_side(queries, profile, system=args.system)),
+            "replay": strip(sim_side(queries, profile, replay=real, system=args.system)), "n": n,
+            "profile": args.profile, "system": args.system,
             "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_trace_diff " + " ".join(argv if argv is not None else sys.argv[1:])}
     write_results(args.out, data, markdown(data))

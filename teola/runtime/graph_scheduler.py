@@ -116,9 +116,10 @@ class QueryRun:
         return self.loop.time() - self.t0
 
     def _new_trace(self, p: Primitive, status: str, t: float, n: int = 0) -> dict[str, Any]:
+        # "split": the decode returns a list of items (an output-length kind of its own for the simulator)
         return {"primitive": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth, "status": status,
                 "queued": t, "started": None, "finished": None, "instance": None, "batch_id": None,
-                "batch_size": None, "batches": 0, "requests": n}
+                "batch_size": None, "batches": 0, "requests": n, **({"split": True} if p.args.get("split") else {})}
 
     def _ready(self, i: int) -> None:
         st = self.state[i]

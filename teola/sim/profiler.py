@@ -125,8 +125,9 @@ async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[s
 
 
 def add_lengths(lengths: dict[str, list[int]], trace: list[dict[str, Any]]) -> None:
-    """Add one query's LLM output lengths (from its trace) to `lengths` by kind: "split" for a
-    pipelined item list (counted once, at its first item), "text" for other decodes."""
+    """Add one query's LLM output lengths (from its trace) to `lengths` by kind, as the simulated
+    LLM samples them: "split" for a call that returns an item list, whether pipelined (counted once,
+    at its first item) or one decode (its trace entry says "split"), "text" for other decodes."""
     for tr in trace:
         if "num_output_tokens" not in tr or "fused_into" in tr:
             continue
@@ -134,7 +135,7 @@ def add_lengths(lengths: dict[str, list[int]], trace: list[dict[str, Any]]) -> N
             if tr["primitive"].endswith("[0]"):
                 lengths.setdefault("split", []).append(int(tr["num_output_tokens"]))
         elif tr["op"] == "decoding":
-            lengths.setdefault("text", []).append(int(tr["num_output_tokens"]))
+            lengths.setdefault("split" if tr.get("split") else "text", []).append(int(tr["num_output_tokens"]))
 
 
 async def record_lengths(app: App, n: int, say: Say) -> dict[str, list[int]]:

@@ -38,3 +38,38 @@ def test_each_trace_is_simulated_once_per_length_sampler_seed():
     assert {len(v) for v in one.values()} == {2} and {len(v) for v in many.values()} == {12}
     assert many[next(iter(many))][:2] == one[next(iter(one))]  # seed 0 first: the same draw as one seed
     assert len({round(x, 6) for v in many.values() for x in v}) > 2  # other seeds draw other lengths
+
+
+def test_replayed_lengths_reach_the_calls_they_were_recorded_from():
+    """LlamaDist's expansion is one decode returning an item list: recorded as "split", as the
+    simulated LLM samples it, so replaying a run gives every call its own length back (a mismatch
+    once gave the expansion's length to the synthesis call)."""
+    from bench.rag import SYSTEMS
+    from bench.sim_fidelity import call_lengths, on_simulated_apps, use_replay
+    from bench.workloads import app_query
+
+    profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
+    profile["engines"]["vllm"]["lengths"] = {"text": [3, 80], "split": [20, 40]}
+    q = doc_qa_queries(1, 10, "truthfulqa", 0)[0]
+    config, policy = SYSTEMS["LlamaDist-PO"]
+
+    def decodes(trace: list[dict]) -> dict[str, int]:
+        return {t["primitive"]: t["num_output_tokens"] for t in trace if t["op"] == "decoding"}
+
+    async def body(apps):
+        app = apps["advanced_rag"]
+        app.runtime.set_policy(policy)
+        out = []
+        for _ in range(4):  # several draws of the sampler, each replayed
+            first = (await app.run(app_query(q), {**config, "policy": policy})).trace
+            lengths = call_lengths(first)
+            use_replay(app, {q["question"]: lengths})
+            again = (await app.run(app_query(q), {**config, "policy": policy})).trace
+            use_replay(app, None)
+            out.append((first, lengths, again))
+        return out
+
+    for first, lengths, again in on_simulated_apps(("advanced_rag",), profile, body):
+        assert next(t for t in first if "expand" in t["primitive"] and t["op"] == "decoding").get("split")
+        assert len(lengths["split"]) == 1 and len(lengths["text"]) == 1
+        assert decodes(again) == decodes(first)
