@@ -54,10 +54,14 @@ def held_out_queries(n: int, distractors: int, seed: int, exclude_seeds: list[in
     return out
 
 
-def paired(row: dict[str, Any], a: str = "teola", b: str = "LlamaIndex") -> dict[str, Any]:
-    """teola minus LlamaIndex on "answer contains gold", paired on the same questions (failed = wrong)."""
-    hits = {s: [bool(r.get("ok") and r.get("contains")) for r in row[s]["records"]] for s in (a, b)}
-    return paired_difference(hits[a], hits[b])
+def hits(row: dict[str, Any], system: str) -> list[bool]:
+    """Per question, in the run's order: did the system's reply contain a gold answer (failed = no)."""
+    return [bool(r.get("ok") and r.get("contains")) for r in row[system]["records"]]
+
+
+def paired(row: dict[str, Any]) -> dict[str, Any]:
+    """teola minus LlamaIndex on "answer contains gold", paired on the same questions."""
+    return paired_difference(hits(row, "teola"), hits(row, "LlamaIndex"))
 
 
 async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: int, concurrency: int,
@@ -123,15 +127,14 @@ def pool(paths: list[str]) -> dict[str, dict[str, Any]]:
     see --exclude-seeds). Records pair by position: a run asks both systems the same list."""
     import json
 
-    hits: dict[str, dict[str, list[bool]]] = {}
+    pooled: dict[str, dict[str, list[bool]]] = {}
     for path in paths:
         with open(path) as f:
             runs = json.load(f)["runs"]
         for flow, row in runs.items():
             for system in ("teola", "LlamaIndex"):
-                hits.setdefault(flow, {}).setdefault(system, []).extend(
-                    bool(r.get("ok") and r.get("contains")) for r in row[system]["records"])
-    return {flow: paired_difference(h["teola"], h["LlamaIndex"]) for flow, h in hits.items()}
+                pooled.setdefault(flow, {}).setdefault(system, []).extend(hits(row, system))
+    return {flow: paired_difference(h["teola"], h["LlamaIndex"]) for flow, h in pooled.items()}
 
 
 def pool_markdown(paths: list[str], command: str) -> str:

@@ -126,7 +126,7 @@ def markdown(data: dict[str, Any]) -> str:
         lines.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {SHOWN.get(r['policy'], r['policy'])} | {r['trials']} | "
                      f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f}) | {r['p99']:.2f} "
                      f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} | "
-                     f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r.get('resumed_swapped_tokens', 0)}) |")
+                     f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r['resumed_swapped_tokens']}) |")
     e = data["equal_latency"]
     fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
     ratios = ", ".join(f"{SHOWN.get(p, p).upper()}/FCFS {fmt(v)}" for p, v in e["ratios"].items())
