@@ -22,6 +22,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
+from engines.hardware import cpu_llm_dtype
 from engines.models import resolve_model
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
@@ -39,7 +40,8 @@ class VLLMEngine:
     """One vLLM instance (an engine-core process driven through AsyncLLM).
 
     Options (all optional): model (short name or HF folder; default "smollm2-135m-instruct"),
-    dtype ("auto"), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
+    dtype ("auto": the model's own; on a CPU without native bfloat16, float32, see
+    engines.hardware.cpu_llm_dtype), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
     max_model_len (2048), max_num_seqs (16), max_num_batched_tokens (vLLM default), block_size (32 on CPU,
     so short partially prefilled prefixes are cached; vLLM's default, 16, on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE
     or 1; sets that process-wide variable), gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
@@ -177,6 +179,7 @@ class VLLMEngine:
             # instruction + question prefix (~60 tokens) would never be reused; 32 is the smallest
             # size the CPU backend runs at full speed.
             args.setdefault("block_size", CPU_BLOCK_SIZE)
+            args["dtype"] = cpu_llm_dtype(args.get("dtype", "auto"))
         args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
                     scheduling_policy="priority", disable_log_stats=True)
         if self.kv_swap:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from engines.hardware import cpu_llm_dtype
 from engines.vllm_engine import CPU_BLOCK_SIZE
 
 
@@ -20,7 +21,7 @@ def serve_command(model_dir: str | os.PathLike, served_name: str, port: int, hos
             "--max-num-seqs", str(max_num_seqs), "--enable-prefix-caching", "--scheduling-policy", "priority",
             "--enable-prompt-tokens-details", "--generation-config", "vllm", "--seed", "0"]
     if cpu:  # the in-process adapter's CPU settings (see engines/vllm_engine.py)
-        argv += ["--block-size", str(CPU_BLOCK_SIZE), "--enforce-eager"]
+        argv += ["--block-size", str(CPU_BLOCK_SIZE), "--enforce-eager", "--dtype", cpu_llm_dtype("auto")]
     return argv
 
 

@@ -96,3 +96,17 @@ def test_spawn_layout_sets_and_restores_environment_and_affinity():
     with spawn_layout(on_cpu=True, worker_process=True, cpu_threads_bind="auto"):
         assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
         assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "1"
+
+
+def test_cpu_llm_dtype_is_float32_only_where_bfloat16_is_emulated():
+    from engines.hardware import cpu_llm_dtype, native_bf16
+
+    avx2 = frozenset({"avx", "avx2", "fma"})
+    avx512_bf16 = avx2 | {"avx512f", "avx512_bf16"}
+    amx = avx2 | {"amx_bf16", "amx_tile"}
+    arm_bf16 = frozenset({"asimd", "bf16"})
+    assert not native_bf16(avx2) and native_bf16(avx512_bf16) and native_bf16(amx) and native_bf16(arm_bf16)
+    assert native_bf16(frozenset())  # unreadable flags: no second-guessing
+    assert cpu_llm_dtype("auto", avx2) == "float32"
+    assert cpu_llm_dtype("auto", avx512_bf16) == "auto"
+    assert cpu_llm_dtype("bfloat16", avx2) == "bfloat16"  # an explicit choice is kept
