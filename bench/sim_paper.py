@@ -1,6 +1,6 @@
 """SIMULATED: Teola's Fig. 8-10 set-up at GPU scale, on derived GPU profiles (teola.sim).
 
-    python -m bench.sim_paper [--profile a100-llama2-7b] [--queries 200] [--quick]
+    python -m bench.sim_paper [--profile a100-llama2-7b] [--queries 200] [--quick] [--docs large]
 
 Every number here is simulated: teola's unchanged runtime (passes, graph and engine schedulers,
 policies) on simulated engines in virtual time, with a profile derived from published GPU and model
@@ -15,6 +15,14 @@ The simulator's own measured error on this machine is in bench/results/sim_fidel
 3. Scale-out: advanced RAG on 1..64 LLM instances (other engines scaled 1 per 8 LLM instances),
    offered 0.8x the simulated 1-instance capacity times the instance count: throughput and p99;
    10,000 queries at 64 instances, and the wall time the simulator took for them.
+
+Documents: "small" (default) asks TruthfulQA questions over ten ~1-chunk passages: an index of
+11-13 chunks, which top-16 search covers whole, so pass prune_covered_searches drops advanced RAG's
+expansion and the ablations have nothing to act on. "large" asks NarrativeQA questions over the gold
+story and 28 others (~100 chunks of 256 tokens, the Teola paper's large-document regime): expansion,
+its searches and the indexing they overlap with all run, with advanced RAG's reranker declared a
+cross-encoder (as the paper's; see CROSS_ENCODER). Large runs the two RAG apps' curves and the
+ablations; scale-out only with --scale-out.
 """
 from __future__ import annotations
 
@@ -29,19 +37,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from bench.rag import ABLATIONS, SYSTEMS
-from bench.workloads import app_query, doc_qa_queries
+from bench.workloads import app_query, doc_qa_queries, narrative_qa_queries
 
 APPS = ("naive_rag", "advanced_rag", "search_generation")
 FRACTIONS = (0.2, 0.4, 0.6, 0.8, 0.95)
+DOCS = ("small", "large")
+LARGE_DISTRACTORS = 28   # stories beside the gold one: ~100 chunks, as bench.doc_qa's "large"
+_docs = "small"          # set once by main(); every run of one invocation uses the same documents
+
+
+# The paper's advanced RAG reranks with a cross-encoder (the GPU profile's reranker is bge-class).
+# With the offline default (the cosine of the question's own embedding) pass prune_covered_searches
+# proves the expansion useless at any document size, so large documents use the cross-encoder kind.
+CROSS_ENCODER = {"model": "bge-reranker-large"}
 
 
 def build(name: str) -> Any:
     import importlib
-    return importlib.import_module(f"apps.{name}").build()
+    module = importlib.import_module(f"apps.{name}")
+    return module.build(reranker=CROSS_ENCODER) if _docs == "large" and name == "advanced_rag" else module.build()
 
 
 def queries(name: str, n: int) -> list[dict[str, Any]]:
-    qs = [app_query(q) for q in doc_qa_queries(min(n, 400), 10, "truthfulqa", 0)]
+    if _docs == "large":
+        qs = [app_query(q) for q in narrative_qa_queries(min(n, 400), LARGE_DISTRACTORS, 0)]
+    else:
+        qs = [app_query(q) for q in doc_qa_queries(min(n, 400), 10, "truthfulqa", 0)]
     if name == "search_generation":
         qs = [{"question": q["question"]} for q in qs]
     return [qs[i % len(qs)] | ({"question": f"{qs[i % len(qs)]['question']} (user {i})"}) for i in range(n)]
@@ -114,22 +135,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="a100-llama2-7b")
     p.add_argument("--queries", type=int, default=200, help="queries per point (default 200)")
     p.add_argument("--quick", action="store_true", help="naive RAG, 2 systems, 40 queries, scale-out to 4")
-    p.add_argument("--out", default="sim_paper")
+    p.add_argument("--docs", choices=DOCS, default="small", help="document size (see the module docstring)")
+    p.add_argument("--scale-out", action="store_true", help="with --docs large, also run the scale-out sweep")
+    p.add_argument("--out", default=None, help="results name (default sim_paper, sim_paper_large with --docs large)")
     args = p.parse_args(argv)
+    global _docs
+    _docs = args.docs
+    out = args.out or ("sim_paper_large" if args.docs == "large" else "sim_paper")
     t0 = time.perf_counter()
     n = 40 if args.quick else args.queries
-    apps = ("naive_rag",) if args.quick else APPS
+    apps = ("naive_rag",) if args.quick else APPS if args.docs == "small" else APPS[:2]
     systems = ("teola", "LlamaDist-PO") if args.quick else tuple(SYSTEMS)
-    data = {"profile": args.profile, "queries": n, "curves": latency_vs_rate(args.profile, n, apps, systems),
+    scale = args.docs == "small" or args.scale_out
+    data = {"profile": args.profile, "queries": n, "docs": args.docs,
+            "curves": latency_vs_rate(args.profile, n, apps, systems),
             "ablations": None if args.quick else ablations(args.profile, n),
-            "scale_out": scale_out(args.profile, (1, 2, 4) if args.quick else (1, 2, 4, 8, 16, 32, 64),
-                                   200 if args.quick else 10_000)}
+            "scale_out": None if not scale else scale_out(
+                args.profile, (1, 2, 4) if args.quick else (1, 2, 4, 8, 16, 32, 64), 200 if args.quick else 10_000)}
     data["wall_s"] = time.perf_counter() - t0
     data["command"] = "python -m bench.sim_paper " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_results(args.out, data, markdown(data))
+    write_results(out, data, markdown(data))
     from bench.common import RESULTS
     from bench.sim_paper_plots import plots
-    for path in plots(data, RESULTS / args.out):
+    for path in plots(data, RESULTS / out):
         print(f"wrote {path}", file=sys.stderr)
     return 0
 

@@ -99,3 +99,44 @@ def test_held_out_questions_are_disjoint_from_excluded_seeds_and_runs_pool(tmp_p
         (tmp_path / f"{i}.json").write_text(json.dumps({"runs": {"f": {"teola": recs(a), "LlamaIndex": recs(b)}}}))
     got = pool([str(tmp_path / "0.json"), str(tmp_path / "1.json")])["f"]
     assert (got["n"], got["only_a"], got["only_b"]) == (4, 2, 0)
+
+
+def test_stop_rules_cut_a_greedy_reply_where_the_engine_would_stop():
+    from bench.stop_rules import SENTENCE_STOPS, cut_at, evaluate
+
+    reply = "Paris is the capital. It is in France.\n\nParis is the capital."
+    assert cut_at(reply, ("\n\n",)) == "Paris is the capital. It is in France."
+    assert cut_at(reply, SENTENCE_STOPS) == "Paris is the capital"
+    assert cut_at("no stop here", ("\n",)) == "no stop here"
+
+    class Words:  # a whitespace tokenizer: reply tokens are words
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": text.split()}
+
+    data = {"n": 2, "seed": 0, "runs": {"f": {"teola": {"records": [
+        {"question": "q1", "ok": True, "reply": "blue sky. green grass"},
+        {"question": "q2", "ok": False, "reply": "green"}]}}}}
+    import bench.stop_rules as sr
+    real = sr.gold_answers
+    sr.gold_answers = lambda d: [["green grass"], ["green"]]
+    try:
+        out = evaluate(data, {"none": lambda t: t, "first sentence": lambda t: cut_at(t, SENTENCE_STOPS)}, Words())
+    finally:
+        sr.gold_answers = real
+    cell = out["f"]["teola"]
+    assert cell["none"]["contains_k"] == 1 and cell["first sentence"]["contains_k"] == 0  # a failed query never counts
+    assert cell["none"]["tokens"] == 2.0 and cell["first sentence"]["tokens"] == 1.0     # (4 + 0) / 2 and (2 + 0) / 2
+
+
+def test_sim_paper_large_documents_hold_about_a_hundred_chunks():
+    import bench.sim_paper as sp
+    from teola.chunking import chunk_text
+
+    sp._docs = "large"
+    try:
+        q = sp.queries("advanced_rag", 1)[0]
+    finally:
+        sp._docs = "small"
+    chunks = [c for d in q["documents"] for c in chunk_text(d, 256, 30)]
+    assert len(q["documents"]) == sp.LARGE_DISTRACTORS + 1 and len(chunks) > 60
+    assert "answers" not in q and "gold" not in q
