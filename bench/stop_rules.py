@@ -1,0 +1,120 @@
+"""Stop rules against run-on answers, measured offline on recorded replies (issue 22).
+
+The document-QA runs decode greedily (temperature 0), so a call with a stop text or a smaller
+max_tokens returns exactly a prefix of the reply the same call returned without it: the text before
+the first stop text (vLLM leaves the stop text out), or the first k tokens. This script applies each
+candidate rule to the replies `bench.doc_qa_quality` recorded, and reports per rule and system:
+answer contains gold, token F1 (`bench.quality`) and reply tokens (the LLM's own tokenizer, read from
+the prepared model directory). No engine runs.
+
+Rules are chosen on a development file and confirmed on a held-out one (`--dev`, `--held-out`): the
+held-out file's questions never chose anything. A rule is worth shipping only if it keeps the
+held-out count of gold answers and saves decode tokens.
+
+Run: python -m bench.stop_rules [--dev doc_qa_quality_seed1] [--held-out doc_qa_quality_seed2]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from bench.common import RESULTS, write_results
+from bench.quality import contains, token_f1, wilson
+from bench.workloads import narrative_qa_queries
+
+SENTENCE_STOPS = (". ", "! ", "? ", "\n")
+
+
+def cut_at(text: str, stops: tuple[str, ...]) -> str:
+    """What a call with these stop texts returns: the text before the first one (vLLM's default)."""
+    ends = [i for i in (text.find(s) for s in stops) if i >= 0]
+    return text[:min(ends)] if ends else text
+
+
+def rules(tokenizer: Any) -> dict[str, Callable[[str], str]]:
+    """name -> the reply that rule leaves of a greedy reply."""
+    def cap(k: int) -> Callable[[str], str]:
+        return lambda t: tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"][:k])
+    return {
+        "none (shipped)": lambda t: t,
+        'stop "\\n\\n"': lambda t: cut_at(t, ("\n\n",)),
+        'stop "\\n"': lambda t: cut_at(t, ("\n",)),
+        "stop at the first sentence end": lambda t: cut_at(t, SENTENCE_STOPS),
+        "max_tokens 64": cap(64),
+        "max_tokens 48": cap(48),
+        "max_tokens 32": cap(32),
+    }
+
+
+def gold_answers(data: dict[str, Any]) -> list[list[str]] | dict[str, list[str]]:
+    """The gold answers of a run's questions: by question text when records carry it, else by
+    position in the run's question list (seed, n; no exclusions)."""
+    qs = narrative_qa_queries(data["n"] + 400 * len(data.get("exclude_seeds") or []), 0, data["seed"])
+    return {q["question"]: q["answers"] for q in qs} if data.get("exclude_seeds") else [q["answers"] for q in qs]
+
+
+def evaluate(data: dict[str, Any], rule_fns: dict[str, Callable[[str], str]], tokenizer: Any) -> dict[str, Any]:
+    """{flow: {system: {rule: {"contains_k", "n", "f1", "tokens"}}}} for one results file."""
+    gold = gold_answers(data)
+    out: dict[str, Any] = {}
+    for flow, row in data["runs"].items():
+        for system, run in row.items():
+            recs = run["records"]
+            answers = [gold[r["question"]] if isinstance(gold, dict) else gold[i] for i, r in enumerate(recs)]
+            cell = out.setdefault(flow, {}).setdefault(system, {})
+            for name, fn in rule_fns.items():
+                replies = [fn(r.get("reply") or "") if r.get("ok") else "" for r in recs]
+                cell[name] = {"n": len(recs),
+                              "contains_k": sum(bool(r.get("ok")) and contains(x, a) for r, x, a in zip(recs, replies, answers)),
+                              "f1": sum(token_f1(x, a) for x, a in zip(replies, answers)) / len(recs),
+                              "tokens": sum(len(tokenizer(x, add_special_tokens=False)["input_ids"]) for x in replies) / len(recs)}
+    return out
+
+
+def markdown(data: dict[str, Any]) -> str:
+    lines = ["## Stop rules against run-on answers, measured offline on recorded replies (issue 22)", "",
+             f"Command: `{data['command']}`. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
+             "| sample | flow | system | rule | answer contains gold (k/n, 95% interval) | token F1 | reply tokens | vs none |",
+             "|---|---|---|---|---|---|---:|---:|"]
+    for sample, res in data["samples"].items():
+        for flow, row in res.items():
+            for system, cell in row.items():
+                base = cell["none (shipped)"]["tokens"] or 1.0
+                for rule, r in cell.items():
+                    lo, hi = wilson(r["contains_k"], r["n"])
+                    lines.append(f"| {sample} | {flow} | {system} | {rule} | {r['contains_k']}/{r['n']} "
+                                 f"({100 * lo:.0f}-{100 * hi:.0f}%) | {r['f1']:.3f} | {r['tokens']:.1f} | "
+                                 f"{100 * (r['tokens'] / base - 1):+.0f}% |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.stop_rules", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--dev", default="doc_qa_quality_seed1", help="results file the rule is chosen on")
+    p.add_argument("--held-out", default="doc_qa_quality_seed2", help="results file that confirms it")
+    p.add_argument("--model-dir", default=None, help="tokenizer directory (default: the prepared SmolLM2)")
+    p.add_argument("--out", default="stop_rules")
+    a = p.parse_args(argv)
+    from transformers import AutoTokenizer
+
+    from engines.models import resolve_model
+    tokenizer = AutoTokenizer.from_pretrained(a.model_dir or resolve_model("smollm2-135m-instruct"))
+    fns = rules(tokenizer)
+    samples = {}
+    for label, name in (("dev", a.dev), ("held-out", a.held_out)):
+        path = Path(name) if Path(name).exists() else RESULTS / f"{name}.json"
+        if not path.exists():
+            print(f"bench.stop_rules: no results file {path}; run bench.doc_qa_quality first", file=sys.stderr)
+            return 2
+        samples[f"{label} ({path.stem})"] = evaluate(json.loads(path.read_text()), fns, tokenizer)
+    data = {"command": " ".join(["python -m bench.stop_rules", *(argv if argv is not None else sys.argv[1:])]).strip(),
+            "samples": samples}
+    write_results(a.out, data, markdown(data))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
