@@ -124,6 +124,10 @@ def report(hw: Hardware, tuned: Mapping[str, Mapping[str, Any]] | None = None,
         lines.append("GPU machine: vLLM's and torch's own defaults are kept")
     else:
         lines.append(f"threads computing at once when all are busy: {busy} on {hw.cores} core(s)")
+        from engines.hardware import cpu_llm_dtype
+        native = cpu_llm_dtype("auto") == "auto"
+        lines.append("vLLM dtype 'auto': " + ("the model's own (this CPU has native bfloat16)" if native
+                                              else "float32 (this CPU has no native bfloat16)"))
     if not hw.gpu and busy > hw.cores:
         warnings.append(f"{busy} busy threads on {hw.cores} core(s): engines will slow each other down; "
                         "give them disjoint cores (cpu_threads_bind=, torch_threads=) or run `teola tune`")
