@@ -40,8 +40,7 @@ class VLLMEngine:
     """One vLLM instance (an engine-core process driven through AsyncLLM).
 
     Options (all optional): model (short name or HF folder; default "smollm2-135m-instruct"),
-    dtype ("auto": the model's own; on a CPU without native bfloat16, float32, see
-    engines.hardware.cpu_llm_dtype), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
+    dtype ("auto": the model's own, float32 on a CPU without native bfloat16), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
     max_model_len (2048), max_num_seqs (16), max_num_batched_tokens (vLLM default), block_size (32 on CPU,
     so short partially prefilled prefixes are cached; vLLM's default, 16, on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE
     or 1; sets that process-wide variable), gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
@@ -175,11 +174,9 @@ class VLLMEngine:
         args = {k: v for k, v in self.options.items() if v is not None}
         args.setdefault("enforce_eager", on_cpu)
         if on_cpu:
-            # vLLM's CPU default block is 128 tokens and only full blocks are prefix-cached, so an
-            # instruction + question prefix (~60 tokens) would never be reused; 32 is the smallest
-            # size the CPU backend runs at full speed.
-            args.setdefault("block_size", CPU_BLOCK_SIZE)
-            args["dtype"] = cpu_llm_dtype(args.get("dtype", "auto"))
+            # vLLM's CPU block is 128 tokens and only full blocks are prefix-cached, so a ~60-token
+            # instruction + question prefix would never be reused; 32 is the smallest at full speed
+            args.update(block_size=args.get("block_size", CPU_BLOCK_SIZE), dtype=cpu_llm_dtype(args.get("dtype", "auto")))
         args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
                     scheduling_policy="priority", disable_log_stats=True)
         if self.kv_swap:
