@@ -298,7 +298,7 @@ def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str,
     fresh = args.profile == "fresh"
     side: dict[str, Any] = {"quick": args.quick, "out": args.out if fresh else None}
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
-    n_cal = 2 if args.quick else 4
+    n_cal = 2 if args.quick else args.n_cal
     lengths, real, per_call = asyncio.run(real_side(names, plan, n_cal, side))
     return {"real": real, "real_lengths": per_call, "lengths": lengths, "prompts": side["prompts"],
             "profile_path": args.profile if not fresh else
@@ -318,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="a profile measured here by `teola profile`, or 'fresh': measure it in this run first")
     p.add_argument("--quick", action="store_true", help="naive RAG, teola only, 2 queries per trace")
     p.add_argument("--n", type=int, default=3, help="queries per trace (default 3)")
+    p.add_argument("--n-cal", type=int, default=4,
+                   help="calibration queries per app whose output lengths the sampler draws from and whose "
+                        "prompts scale the token estimate (default 4)")
     p.add_argument("--no-calibrate-tokens", dest="calibrate_tokens", action="store_false",
                    help="keep the profile's prompt-token estimate (default: scale it to the calibration "
                         "queries' real prompt tokens)")
