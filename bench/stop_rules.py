@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from bench.common import RESULTS, write_results
 from bench.quality import contains, token_f1, wilson
-from bench.workloads import narrative_qa_queries
+from bench.doc_qa_quality import held_out_queries
 
 SENTENCE_STOPS = (". ", "! ", "? ", "\n")
 
@@ -49,11 +49,10 @@ def rules(tokenizer: Any) -> dict[str, Callable[[str], str]]:
     }
 
 
-def gold_answers(data: dict[str, Any]) -> list[list[str]] | dict[str, list[str]]:
-    """The gold answers of a run's questions: by question text when records carry it, else by
-    position in the run's question list (seed, n; no exclusions)."""
-    qs = narrative_qa_queries(data["n"] + 400 * len(data.get("exclude_seeds") or []), 0, data["seed"])
-    return {q["question"]: q["answers"] for q in qs} if data.get("exclude_seeds") else [q["answers"] for q in qs]
+def gold_answers(data: dict[str, Any]) -> list[list[str]]:
+    """The gold answers of a run's questions, in the run's order (its seed, n and exclusions)."""
+    qs = held_out_queries(data["n"], 0, data["seed"], data.get("exclude_seeds") or [], data.get("exclude_n") or 0)
+    return [q["answers"] for q in qs]
 
 
 def evaluate(data: dict[str, Any], rule_fns: dict[str, Callable[[str], str]], tokenizer: Any) -> dict[str, Any]:
@@ -63,7 +62,7 @@ def evaluate(data: dict[str, Any], rule_fns: dict[str, Callable[[str], str]], to
     for flow, row in data["runs"].items():
         for system, run in row.items():
             recs = run["records"]
-            answers = [gold[r["question"]] if isinstance(gold, dict) else gold[i] for i, r in enumerate(recs)]
+            answers = gold[:len(recs)]
             cell = out.setdefault(flow, {}).setdefault(system, {})
             for name, fn in rule_fns.items():
                 replies = [fn(r.get("reply") or "") if r.get("ok") else "" for r in recs]
