@@ -132,12 +132,12 @@ def scale_tokens(profile: dict[str, Any], scale: float) -> None:
     llm["template_tokens"] = round(llm["template_tokens"] * scale)
 
 
-async def fresh_profile(app: Any, out: str, tag: str, quick: bool = False) -> dict[str, Any]:
+async def fresh_profile(app: Any, out: str, tag: str, quick: bool = False, repeats: int = 1) -> dict[str, Any]:
     """`teola profile`'s measurements on an app already started (the engines the run then uses),
-    kept as bench/results/<out>_profile.json."""
+    kept as bench/results/<out>_profile.json; `repeats` timings of each LLM decoding batch."""
     from teola.sim.profiler import profile_started
     say = lambda m: print(f"[{tag}] profile: {m}", file=sys.stderr, flush=True)
-    profile = await profile_started(app, "fresh", say, queries=0, quick=quick)
+    profile = await profile_started(app, "fresh", say, queries=0, quick=quick, repeats=repeats)
     (RESULTS / f"{out}_profile.json").write_text(
         json.dumps(profile, indent=1) + "\n", encoding="utf-8")
     return profile
@@ -185,7 +185,8 @@ async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int,
         await app.start()
     try:
         if side.get("out"):
-            await fresh_profile(list(apps.values())[-1], side["out"], "sim_fidelity", side.get("quick", False))
+            await fresh_profile(list(apps.values())[-1], side["out"], "sim_fidelity", side.get("quick", False),
+                                side.get("repeats", 1))
         cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
         lengths: dict[str, list[int]] = {"text": [], "split": []}
         for app in apps.values():
@@ -285,7 +286,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
     its = data["iterations"]
     if its:
         lines += ["", "Per decode step (vLLM iteration) of the fitted LLM cost model vs measured (from the profile's "
-                  "own batches: the time difference of two output lengths per extra token):", "",
+                  "own batches: the time difference of two output lengths per extra token" +
+                  (f"; each batch timed {data['repeats']} times, its median kept" if data.get("repeats", 1) > 1 else "")
+                  + "):", "",
                   "| batch | prompt tokens | measured step (ms) | model step (ms) | error |", "|---:|---:|---:|---:|---:|"]
         lines += [f"| {r['batch']} | {r['prompt_tokens']} | {r['measured_step_s'] * 1e3:.1f} | "
                   f"{r['predicted_step_s'] * 1e3:.1f} | {r['error']:+.0%} |" for r in its if r["error"] is not None]
@@ -296,14 +299,15 @@ def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str,
     """The real side of a run: (with --profile fresh) the profile, written to <out>_profile.json, then
     the calibration queries and the traces; what the simulated side and the table need."""
     fresh = args.profile == "fresh"
-    side: dict[str, Any] = {"quick": args.quick, "out": args.out if fresh else None}
+    side: dict[str, Any] = {"quick": args.quick, "out": args.out if fresh else None, "repeats": args.repeats}
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     n_cal = 2 if args.quick else args.n_cal
     lengths, real, per_call = asyncio.run(real_side(names, plan, n_cal, side))
     return {"real": real, "real_lengths": per_call, "lengths": lengths, "prompts": side["prompts"],
             "profile_path": args.profile if not fresh else
             f"bench/results/{args.out}_profile.json, measured in this run before the real traces",
-            "seed": 0, "n": len(next(iter(real.values()))), "n_cal": n_cal, "wall_s": time.perf_counter() - t0,
+            "seed": 0, "n": len(next(iter(real.values()))), "n_cal": n_cal, "repeats": args.repeats,
+            "wall_s": time.perf_counter() - t0,
             "load_before": load0, "load_after": os.getloadavg()[0]}
 
 
@@ -324,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-calibrate-tokens", dest="calibrate_tokens", action="store_false",
                    help="keep the profile's prompt-token estimate (default: scale it to the calibration "
                         "queries' real prompt tokens)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="with --profile fresh: time each LLM decoding batch of the profile this many times and "
+                        "keep the median (default 1; see `teola profile --repeats`)")
     p.add_argument("--sim-seeds", type=int, default=8,
                    help="length-sampler seeds each trace is simulated with (default 8; 1: one draw per query)")
     p.add_argument("--resim", action="store_true",

@@ -1,6 +1,6 @@
 """The simulator's commands: `teola profile` and `teola simulate` (registered by teola.cli).
 
-    teola profile [APP] [--out FILE] [--queries N] [--quick]
+    teola profile [APP] [--out FILE] [--queries N] [--quick] [--repeats N]
     teola simulate APP --profile NAME --rate R[,R2,...] --queries N [--instances llm=4,embedding=2]
                    [--policy atlas] [--passes '{"prefill_split": false}'] [--seed S] [--json] [--plot FILE.png]
 """
@@ -83,11 +83,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     from teola.sim.profiler import profile_app
+    if args.repeats < 1:
+        print(f"teola profile: --repeats must be >= 1, got {args.repeats}", file=sys.stderr)
+        return 2
     app = resolve_app(args.app)
     out = Path(args.out) if args.out else PROFILE_DIR / f"measured-{app.name}.json"
     name = out.stem
     _say(f"profiling the engines of {app.name!r} (starts them; {'~2' if args.quick else '~5'} min) -> {out}")
-    profile = asyncio.run(profile_app(app, name, _say, queries=args.queries, quick=args.quick))
+    profile = asyncio.run(profile_app(app, name, _say, queries=args.queries, quick=args.quick,
+                                        repeats=args.repeats))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(profile, indent=1) + "\n", encoding="utf-8")
     for kind, entry in profile["engines"].items():
@@ -120,4 +124,7 @@ def add_commands(sub: Any, apps_help: str) -> None:
     sp.add_argument("--out", help=f"profile file to write (default {PROFILE_DIR}/measured-<app>.json)")
     sp.add_argument("--queries", type=int, default=4, help="sample queries whose output lengths are recorded")
     sp.add_argument("--quick", action="store_true", help="fewer measurements (~2 min)")
+    sp.add_argument("--repeats", type=int, default=1,
+                    help="time each LLM decoding batch this many times and keep the median (default 1; 3 "
+                         "steadies the per-step decode cost on a noisy machine, about 2x the LLM part)")
     sp.set_defaults(handler=cmd_profile)

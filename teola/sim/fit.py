@@ -81,11 +81,13 @@ def fit_tokens(samples: list[tuple[int, int]]) -> tuple[float, int]:
 
 
 def fit_llm(samples: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
-    """samples: {"texts": [prompt, ...], "out_tokens", "seconds"} (one measured batch each). Returns
+    """samples: {"texts": [prompt, ...], "out_tokens", "seconds"} (one measured batch each; "runs",
+    the timings a repeated batch's median "seconds" came from, is kept in the report). Returns
     the cost dict and the fit's report (per-sample relative errors, mean absolute error)."""
     rows = [llm_features(s["texts"], s["out_tokens"], settings) for s in samples]
     brief = [{"batch": len(s["texts"]), "prompt_tokens": s.get("prompt_tokens"), "out_tokens": s["out_tokens"],
-              "features": [round(x, 6) for x in row], "seconds": s["seconds"]} for s, row in zip(samples, rows)]
+              "features": [round(x, 6) for x in row], "seconds": s["seconds"]}
+             | ({"runs": s["runs"]} if "runs" in s else {}) for s, row in zip(samples, rows)]
     return fit_llm_rows(brief)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import platform
+import statistics
 import time
 from typing import Any, Callable
 
@@ -51,10 +52,14 @@ async def _timed(coro: Any) -> tuple[float, Any]:
 
 
 async def profile_llm(engine: Any, say: Say, quick: bool = False,
-                      sampling: dict[str, Any] | None = None) -> dict[str, Any]:
+                      sampling: dict[str, Any] | None = None, repeats: int = 1) -> dict[str, Any]:
     """Measure and fit a vLLM engine; returns its profile entry. `sampling` (e.g. {"temperature":
     0.8, "seed": 7}) goes into every decoding request, so a model served with sampling gets a fit of
-    its own (on GPU vLLM a seeded request samples with its own generator, a slower path)."""
+    its own (on GPU vLLM a seeded request samples with its own generator, a slower path). `repeats`:
+    how many times each decoding batch is timed; the sample keeps the median (and every run in
+    "runs"), since a per-step cost is the small difference of two such times."""
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
     from teola.chunking import count_tokens
     salt = iter(range(10_000))
     await engine.execute("prefilling", [{"parts": [["question", _prose(50, next(salt))]], "max_tokens": 1}])  # warm-up
@@ -72,15 +77,20 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
         for words in ((30, 400) if not quick else (30,)):
             texts = [_prose(words, next(salt)) for _ in range(b)]
             for out in ((8, 40) if not quick else (8, 24)):
-                # the two output lengths decode the same prompts from an empty prefix cache, so their time
-                # difference is decode steps alone; an engine that cannot empty its cache gets new prompts
-                if not (same and await _reset(engine)):
-                    texts = [_prose(words, next(salt)) for _ in range(b)]
-                reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})}
-                        for t in texts]
-                took, res = await _timed(engine.execute("decoding", reqs))
-                samples.append({"texts": texts, "out_tokens": out, "seconds": took,
-                                "prompt_tokens": sum(r["num_prompt_tokens"] for r in res) // b})
+                runs, res = [], []
+                for _ in range(repeats):
+                    # the two output lengths decode the same prompts from an empty prefix cache, so their
+                    # time difference is decode steps alone; an engine that cannot empty its cache gets
+                    # new prompts
+                    if not (same and await _reset(engine)):
+                        texts = [_prose(words, next(salt)) for _ in range(b)]
+                    reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})}
+                            for t in texts]
+                    took, res = await _timed(engine.execute("decoding", reqs))
+                    runs.append(took)
+                sample = {"texts": texts, "out_tokens": out, "seconds": statistics.median(runs),
+                          "prompt_tokens": sum(r["num_prompt_tokens"] for r in res) // b}
+                samples.append(sample | ({"runs": [round(t, 5) for t in runs]} if repeats > 1 else {}))
         say(f"llm: batch {b} measured")
     ratio, template = fit_tokens(tokens)
     settings = {"token_ratio": ratio, "template_tokens": template, "max_num_seqs": max_seqs,
@@ -158,16 +168,19 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-async def profile_app(app: App, name: str, say: Say, queries: int = 4, quick: bool = False) -> dict[str, Any]:
-    """Everything above for one app's engines; returns the profile dict."""
+async def profile_app(app: App, name: str, say: Say, queries: int = 4, quick: bool = False,
+                      repeats: int = 1) -> dict[str, Any]:
+    """Everything above for one app's engines; returns the profile dict. `repeats`: timings of each
+    LLM decoding batch (profile_llm)."""
     await app.start()
     try:
-        return await profile_started(app, name, say, queries, quick)
+        return await profile_started(app, name, say, queries, quick, repeats)
     finally:
         await app.stop()
 
 
-async def profile_started(app: App, name: str, say: Say, queries: int = 4, quick: bool = False) -> dict[str, Any]:
+async def profile_started(app: App, name: str, say: Say, queries: int = 4, quick: bool = False,
+                          repeats: int = 1) -> dict[str, Any]:
     """profile_app on an app already started (a benchmark that measures its engines in the same run
     as the workload it then simulates, so both see the same machine)."""
     lengths = await record_lengths(app, queries, say) if queries else {}
@@ -175,16 +188,16 @@ async def profile_started(app: App, name: str, say: Say, queries: int = 4, quick
     for ename, spec in app.engines.items():
         handle = app.runtime.instances[ename][0].handle
         say(f"profiling engine {ename!r} ({spec.kind})")
-        engines[spec.kind] = await _profile_kind(spec.kind, handle, say, quick)
+        engines[spec.kind] = await _profile_kind(spec.kind, handle, say, quick, repeats)
     if "vllm" in engines and lengths:
         engines["vllm"]["lengths"] = lengths
     return {"name": name, "provenance": "measured", "source": provenance_note(app), "engines": engines}
 
 
-async def _profile_kind(kind: str, handle: Any, say: Say, quick: bool) -> dict[str, Any]:
+async def _profile_kind(kind: str, handle: Any, say: Say, quick: bool, repeats: int = 1) -> dict[str, Any]:
     sizes = (1, 8) if quick else (1, 4, 16, 32)
     if kind == "vllm":
-        return await profile_llm(handle, say, quick)
+        return await profile_llm(handle, say, quick, repeats=repeats)
     if kind == "sentence_transformers":
         fit = await profile_linear(handle, "embedding", lambda w, s: {"text": _prose(w, s)}, sizes, (12, 220))
         return {"op_cost": {"embedding": fit["cost"]}, "fit": {"embedding": fit["fit"]}}

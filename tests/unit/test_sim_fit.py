@@ -88,6 +88,43 @@ def test_profiling_an_engine_with_a_known_cost_model_recovers_it():
     assert entry["fit"]["mean_abs_error"] < 0.02
 
 
+def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_the_fit():
+    """With repeats=3 every decoding batch is timed three times; a stall in one of them (here every
+    third decoding batch waits 0.5 s more) is outvoted, so the fit is the engine's own cost."""
+    import asyncio
+    from engines.sim_llm import SimLLM
+    from teola.sim.profiler import profile_llm
+    from teola.sim.virtual_loop import run_virtual
+
+    true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
+
+    class Stalling(SimLLM):
+        decodes = 0
+
+        async def execute(self, op, requests):
+            if op == "decoding":
+                Stalling.decodes += 1
+                if Stalling.decodes % 3 == 0:
+                    await asyncio.sleep(0.5)
+            return await super().execute(op, requests)
+
+    async def main() -> dict:
+        engine = Stalling("llm", true, max_num_seqs=4, max_num_batched_tokens=1024)
+        await engine.start()
+        try:
+            with pytest.raises(ValueError, match="repeats"):
+                await profile_llm(engine, lambda _: None, repeats=0)
+            return await profile_llm(engine, lambda _: None, repeats=3)
+        finally:
+            await engine.stop()
+    entry = run_virtual(main())
+    decoded = [s for s in entry["fit"]["samples"] if s["out_tokens"] > 0]
+    assert decoded and all(len(s["runs"]) == 3 for s in decoded)
+    assert all(sorted(s["runs"])[1] == pytest.approx(s["measured_s"], abs=1e-4) for s in decoded)
+    assert all(max(s["runs"]) - min(s["runs"]) > 0.4 for s in decoded)  # each shape had its stalled run
+    assert entry["cost"]["decode_seq"] == pytest.approx(true["decode_seq"], rel=0.05)
+
+
 def test_profiling_with_sampling_options_sends_them_with_every_decoding_request():
     """A model served with seeded sampling is fitted on requests that sample the same way."""
     from engines.sim_llm import SimLLM
