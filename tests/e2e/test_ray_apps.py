@@ -1,11 +1,17 @@
 """Each of the four apps on the real engines gives the same answer (greedy decoding) with its
-engines in-process and as Ray actors on a local Ray cluster."""
+engines in-process and as Ray actors on a local Ray cluster.
+
+The in-process answers come from the four apps sharing one set of engines (teola.shared_engines:
+one vLLM, one MiniLM, one Postgres), with vLLM's prefix cache emptied before each app, and the
+local Ray cluster is started once for the module: starting them per app cost about 8 minutes of CI
+for the same evidence. Each app's Ray side still starts its own engine actors."""
 import os
 
 import pytest
 import ray
 
 from teola.server.loading import resolve_app
+from teola.shared_engines import share_engines
 
 pytestmark = pytest.mark.engines
 
@@ -13,28 +19,52 @@ pytestmark = pytest.mark.engines
 APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent")
 
 
-async def answer(name: str, runtime: dict) -> tuple[str, list[str]]:
-    app = resolve_app(name)
+async def answer(app, runtime: dict) -> tuple[str, list[str]]:
     app.config["runtime"] = runtime
     query, _ = app.sample()
+    r = await app.run(query, {"prescheduling": True})
+    return r.output, sorted(t["primitive"] for t in r.trace)
+
+
+@pytest.fixture(scope="module")
+async def local_answers() -> dict[str, tuple[str, list[str]]]:
+    apps = {name: resolve_app(name) for name in APPS}
+    for app in apps.values():
+        app.config["runtime"] = {}
+    assert share_engines(apps.values()) >= 1  # at least the LLM is one adapter for all four
+    out = {}
     try:
-        r = await app.run(query, {"prescheduling": True})
-        return r.output, sorted(t["primitive"] for t in r.trace)
+        for name, app in apps.items():
+            await app.start()
+            # as fresh as the Ray side's own engine
+            assert await app.runtime.instances["llm"][0].handle.reset_prefix_cache()
+            out[name] = await answer(app, {})
     finally:
-        await app.stop()
+        for app in apps.values():
+            await app.stop()
+    return out
 
 
-@pytest.mark.parametrize("name", APPS)
-async def test_same_answer_local_and_ray(name):
-    local, local_prims = await answer(name, {})
+@pytest.fixture(scope="module")
+def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, namespace="teola-e2e",
              runtime_env={"env_vars": {"PYTHONPATH": os.getcwd(),
                                        **{k: v for k, v in os.environ.items()
                                           if k.startswith(("TEOLA_", "VLLM_", "HF_", "TRANSFORMERS_"))}}})
     try:
-        remote, remote_prims = await answer(name, {"executor": "ray"})
+        yield
     finally:
         ray.shutdown()
+
+
+@pytest.mark.parametrize("name", APPS)
+async def test_same_answer_local_and_ray(name, local_answers, ray_cluster):
+    local, local_prims = local_answers[name]
+    app = resolve_app(name)
+    try:
+        remote, remote_prims = await answer(app, {"executor": "ray"})
+    finally:
+        await app.stop()
     assert local is not None and str(local).strip()
     assert remote == local
     assert remote_prims == local_prims
