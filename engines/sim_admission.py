@@ -100,16 +100,23 @@ class SimAdmission:
                 return False, 0.0
             seconds, seq.swapped = seq.swapped * self.swap_seconds_per_block, 0
         elif hash(tuple(seq.ids)) in self.host_kv:  # a preempted request resumes: swap its KV back in
+            # as vLLM's KV connector is asked: only the tokens past the local prefix-cache hit load
+            # from host memory (teola_kv_connector.get_num_new_matched_tokens)
             computed = self.host_kv[hash(tuple(seq.ids))]
-            need = math.ceil((computed + min(len(seq.ids) - computed, budget)) / bs)
+            hashes = block_hashes(seq.ids, bs, stop=computed // bs)
+            hit = self.pool.cached_blocks(hashes)
+            need = math.ceil((computed + min(len(seq.ids) - computed, budget)) / bs) - hit
+            self.pool.acquire(seq.held, hashes[:hit])
             if not self.pool.allocate(seq.held, need):
+                self.pool.release(seq.held)
                 return False, 0.0
             del self.host_kv[hash(tuple(seq.ids))]
-            seq.computed, seconds = computed, math.ceil(computed / bs) * self.swap_seconds_per_block
+            loaded = computed - hit * bs
+            seq.computed, seconds = computed, math.ceil(loaded / bs) * self.swap_seconds_per_block
             if seq.cached < 0:  # reported as cached: none of it is computed again
                 seq.cached = computed
                 self.stats["prompt_tokens"] += seq.prompt_len
-            self.stats["swapped_in_tokens"] += computed
+            self.stats["swapped_in_tokens"] += loaded
         else:
             hashes = block_hashes(seq.ids, bs, stop=(len(seq.ids) - 1) // bs)  # the last token is always computed
             hit = self.pool.cached_blocks(hashes)

@@ -205,3 +205,26 @@ def test_a_preempted_call_resumes_by_recompute_or_by_swapping_its_kv_back(abort_
         assert stats["swapped_in_tokens"] == 43 and took == pytest.approx(2 * 11 * 0.25 + 1.01 + 5 * 1.1)
     else:  # the 44 tokens (prompt + 4 decoded) are prefilled again, then 5 more decode iterations
         assert stats["swapped_in_tokens"] == 0 and took == pytest.approx(1.44 + 5 * 1.1)
+
+
+def test_a_resumed_call_loads_from_host_only_what_the_prefix_cache_no_longer_holds():
+    """As vLLM asks its KV connector only for tokens past the local prefix-cache hit, a swapped
+    call whose blocks are all still cached resumes without loading anything from host memory."""
+    async def main():
+        e = engine(abort_kv="swap", swap_seconds_per_block=0.25, block_size=4)
+        await e.start()
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(e.execute("decoding", [req(37, 10, tag="call0")]))
+        await asyncio.sleep(1.4 + 3 * 1.1 + 0.01)
+        await e.abort(["call0"])
+        [partial] = await task
+        await asyncio.sleep(1.2)  # the iteration in flight at the abort ends
+        t = loop.time()
+        [rest] = await e.execute("decoding", [req(37, 10 - 4, resume_ids=partial["output_token_ids"])])
+        return rest, loop.time() - t, e.stats
+    rest, took, stats = run(main)
+    assert rest["num_output_tokens"] == 6
+    # 43 computed tokens: 10 full blocks cached, the last 3 tokens load from host (1 block, 0.25 s),
+    # after the swap-out of all 11 blocks that the next iteration pays (2.75 s)
+    assert stats["swapped_in_tokens"] == 3
+    assert took == pytest.approx(11 * 0.25 + 0.25 + 1.01 + 5 * 1.1)
