@@ -99,10 +99,10 @@ class SimAdmission:
             if not self.pool.allocate(seq.held, need):
                 return False, 0.0
             seconds, seq.swapped = seq.swapped * self.swap_seconds_per_block, 0
-        elif hash(tuple(seq.ids)) in self.host_kv:  # a preempted request resumes: swap its KV back in
+        elif (key := hash(tuple(seq.ids))) in self.host_kv:  # a preempted request resumes: swap its KV back in
             # as vLLM's KV connector is asked: only the tokens past the local prefix-cache hit load
             # from host memory (teola_kv_connector.get_num_new_matched_tokens)
-            computed = self.host_kv[hash(tuple(seq.ids))]
+            computed = self.host_kv[key]
             hashes = block_hashes(seq.ids, bs, stop=computed // bs)
             hit = self.pool.cached_blocks(hashes)
             need = math.ceil((computed + min(len(seq.ids) - computed, budget)) / bs) - hit
@@ -110,7 +110,7 @@ class SimAdmission:
             if not self.pool.allocate(seq.held, need):
                 self.pool.release(seq.held)
                 return False, 0.0
-            del self.host_kv[hash(tuple(seq.ids))]
+            del self.host_kv[key]
             loaded = computed - hit * bs
             seq.computed, seconds = computed, math.ceil(loaded / bs) * self.swap_seconds_per_block
             if seq.cached < 0:  # reported as cached: none of it is computed again

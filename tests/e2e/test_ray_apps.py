@@ -29,8 +29,6 @@ async def answer(app, runtime: dict) -> tuple[str, list[str]]:
 @pytest.fixture(scope="module")
 async def local_answers() -> dict[str, tuple[str, list[str]]]:
     apps = {name: resolve_app(name) for name in APPS}
-    for app in apps.values():
-        app.config["runtime"] = {}
     assert share_engines(apps.values()) >= 1  # at least the LLM is one adapter for all four
     out = {}
     try:
