@@ -15,6 +15,10 @@ prompts within 25% in tokens): their time difference is the batch's decode steps
 short batch's time is mostly prefill, the fit matches totals within a few percent and still misses
 the per-step decode time by 30% (bench.plan_real: 129 vs 99 ms per step at 32 sequences), which is
 what an offline job of long decodes spends its time on.
+A decoding batch streamed with progress events also yields its iteration time directly
+(`steady_steps`: the median time between a request's tokens while every request of the batch
+decodes); each such measurement is one more row, an iteration of B sequences over C context tokens
+(base + B * decode_seq + C * context_token), and the report compares it with the model.
 """
 from __future__ import annotations
 
@@ -87,7 +91,8 @@ def fit_llm(samples: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[di
     rows = [llm_features(s["texts"], s["out_tokens"], settings) for s in samples]
     brief = [{"batch": len(s["texts"]), "prompt_tokens": s.get("prompt_tokens"), "out_tokens": s["out_tokens"],
               "features": [round(x, 6) for x in row], "seconds": s["seconds"]}
-             | ({"runs": s["runs"]} if "runs" in s else {}) for s, row in zip(samples, rows)]
+             | ({"runs": s["runs"]} if "runs" in s else {}) | ({"steps": s["steps"]} if s.get("steps") else {})
+             for s, row in zip(samples, rows)]
     return fit_llm_rows(brief)
 
 
@@ -107,6 +112,39 @@ def decode_pairs(samples: list[dict[str, Any]]) -> list[tuple[int, int]]:
     return pairs
 
 
+def steady_steps(events: Sequence[tuple[float, int, int]], prompt_tokens: Sequence[int]) -> dict[str, Any] | None:
+    """The decode iteration time of one streamed batch: events are (seconds, request index, tokens
+    decoded so far). Only the window in which every request decodes counts (after the last first
+    token, before the first request's last token): there each iteration decodes the whole batch. A
+    gap over k tokens (outputs the client read late come merged) counts as k iterations of gap / k.
+    Returns the median per-token gap, the batch's context tokens during the window (prompt plus
+    tokens decoded, summed over requests, averaged over the window) and the gaps it used; None when
+    the window holds fewer than 3 gaps."""
+    per: dict[int, list[tuple[float, int]]] = {}
+    for t, i, n in sorted(events):
+        per.setdefault(i, []).append((t, n))
+    if not per or len(per) < len(prompt_tokens):
+        return None
+    start, end = max(e[0][0] for e in per.values()), min(e[-1][0] for e in per.values())
+    gaps: list[float] = []
+    context = 0.0
+    for i, seq in per.items():
+        ctx = [(prompt_tokens[i] + n1, (t2 - t1) / (n2 - n1), n2 - n1)
+               for (t1, n1), (t2, n2) in zip(seq, seq[1:]) if t1 >= start and t2 <= end and n2 > n1]
+        for _, gap, k in ctx:
+            gaps.extend([gap] * k)
+        context += statistics.fmean(c for c, _, _ in ctx) if ctx else prompt_tokens[i]
+    if len(gaps) < 3:
+        return None
+    return {"step_s": statistics.median(gaps), "context_tokens": context, "gaps": len(gaps)}
+
+
+def step_row(steps: dict[str, Any]) -> list[float]:
+    """Unit-cost features (LLM_TERMS order) of one decode iteration of `steps` (steady_steps' dict
+    with its "decode_seqs")."""
+    return [1.0, 0.0, float(steps["decode_seqs"]), float(steps["context_tokens"]), 0.0]
+
+
 def fit_llm_rows(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
     """Fit from samples that carry their "features" (fit_llm's, or a stored profile's report, whose
     samples say "measured_s": refitting needs no engine). The report has every sample's error and,
@@ -117,7 +155,9 @@ def fit_llm_rows(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[
     y = [secs(s) for s in samples]
     pairs = [(i, j) for i, j in decode_pairs(samples) if y[j] > y[i]]  # a noise-inverted pair says nothing
     diff = [[h - l for h, l in zip(rows[j], rows[i])] for i, j in pairs]
-    coef = nnls(rows + diff, y + [y[j] - y[i] for i, j in pairs], relative=True)
+    stepped = [s for s in samples if s.get("steps")]
+    coef = nnls(rows + diff + [step_row(s["steps"]) for s in stepped],
+                y + [y[j] - y[i] for i, j in pairs] + [float(s["steps"]["step_s"]) for s in stepped], relative=True)
     brief = [{k: v for k, v in s.items() if k not in ("measured_s", "predicted_s", "error")} | {"seconds": secs(s)}
              for s in samples]
     report = _report(rows, coef, brief)
@@ -125,6 +165,13 @@ def fit_llm_rows(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[
         {"batch": samples[j]["batch"], "out_tokens": [samples[i]["out_tokens"], samples[j]["out_tokens"]],
          "measured_s": round(y[j] - y[i], 5), "predicted_s": round(sum(c * x for c, x in zip(coef, d)), 5)}
         for (i, j), d in zip(pairs, diff)]
+    report["steps"] = []
+    for s in stepped:
+        measured, predicted = float(s["steps"]["step_s"]), sum(c * x for c, x in zip(coef, step_row(s["steps"])))
+        report["steps"].append({"batch": s["batch"], "prompt_tokens": s.get("prompt_tokens"),
+                                "out_tokens": s["out_tokens"], **s["steps"], "measured_s": round(measured, 6),
+                                "predicted_s": round(predicted, 6),
+                                "error": round((predicted - measured) / measured, 4) if measured > 0 else None})
     return dict(zip(LLM_TERMS, coef)), report
 
 

@@ -4,7 +4,9 @@ For an app (default: advanced_rag on the embedded engines) it starts the app's e
 few variants of the app's sample query (recording every LLM call's output length: the simulator's
 length sampler), then times controlled batches on each engine directly:
 - LLM (vllm): prefills of prompts of several lengths, and batches of 1..max_num_seqs prompts of two
-  lengths decoding a fixed number of tokens (ignore_eos); fitted per iteration (teola.sim.fit);
+  lengths decoding a fixed number of tokens (ignore_eos), streamed with progress events so that the
+  time between a request's tokens, once every request of the batch decodes, is the engine's decode
+  iteration measured directly; fitted per iteration (teola.sim.fit);
 - embedding / reranker: batches of chunk-sized and query-sized texts, and of both mixed; base + per
   item + per token + per token padded to the batch's longest text;
 - pgvector: ingestion batches and top-k searches in a scratch namespace; base + per item.
@@ -23,7 +25,7 @@ import time
 from typing import Any, Callable
 
 from teola.app import App
-from teola.sim.fit import fit_linear, fit_llm, fit_tokens
+from teola.sim.fit import fit_linear, fit_llm, fit_tokens, steady_steps
 from teola.sim.run import query_variants
 
 Say = Callable[[str], None]
@@ -41,6 +43,22 @@ def _prose(n_words: int, salt: int) -> str:
             _WORDS.extend(doc["text"].split())
     start = (salt * 97) % max(1, len(_WORDS) - n_words)
     return f"Case {salt}: " + " ".join(_WORDS[start:start + n_words])
+
+
+async def _timed_steps(engine: Any, reqs: list[dict[str, Any]]) -> tuple[float, list[Any], list[tuple[float, int, int]]]:
+    """Run a decoding batch through the engine's stream with progress events: seconds, results, and
+    (seconds since start, request index, tokens decoded so far) per event, from which steady_steps
+    reads the engine's iteration time directly."""
+    clock = asyncio.get_running_loop().time
+    t = clock()
+    results: list[Any] = [None] * len(reqs)
+    events: list[tuple[float, int, int]] = []
+    async for i, kind, value in engine.stream("decoding", [r | {"progress": True} for r in reqs]):
+        if kind == "progress":
+            events.append((clock() - t, i, int(value)))
+        elif kind == "final":
+            results[i] = value
+    return clock() - t, results, events
 
 
 async def _timed(coro: Any) -> tuple[float, Any]:
@@ -77,7 +95,7 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
         for words in ((30, 400) if not quick else (30,)):
             texts = [_prose(words, next(salt)) for _ in range(b)]
             for out in ((8, 40) if not quick else (8, 24)):
-                runs, res = [], []
+                runs, res, steps = [], [], []
                 for _ in range(repeats):
                     # the two output lengths decode the same prompts from an empty prefix cache, so their
                     # time difference is decode steps alone; an engine that cannot empty its cache gets
@@ -86,10 +104,17 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
                         texts = [_prose(words, next(salt)) for _ in range(b)]
                     reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})}
                             for t in texts]
-                    took, res = await _timed(engine.execute("decoding", reqs))
+                    took, res, events = await _timed_steps(engine, reqs)
                     runs.append(took)
+                    steps.append(steady_steps(events, [r["num_prompt_tokens"] for r in res]))
                 sample = {"texts": texts, "out_tokens": out, "seconds": statistics.median(runs),
                           "prompt_tokens": sum(r["num_prompt_tokens"] for r in res) // b}
+                if all(steps):
+                    sample["steps"] = {"decode_seqs": b, "step_s": statistics.median(x["step_s"] for x in steps),
+                                       "context_tokens": round(statistics.median(x["context_tokens"] for x in steps)),
+                                       "gaps": sum(x["gaps"] for x in steps)}
+                    if repeats > 1:
+                        sample["steps"]["runs"] = [round(x["step_s"], 6) for x in steps]
                 samples.append(sample | ({"runs": [round(t, 5) for t in runs]} if repeats > 1 else {}))
         say(f"llm: batch {b} measured")
     ratio, template = fit_tokens(tokens)

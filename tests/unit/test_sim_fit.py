@@ -101,12 +101,13 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
     class Stalling(SimLLM):
         decodes = 0
 
-        async def execute(self, op, requests):
+        async def stream(self, op, requests):
             if op == "decoding":
                 Stalling.decodes += 1
                 if Stalling.decodes % 3 == 0:
                     await asyncio.sleep(0.5)
-            return await super().execute(op, requests)
+            async for event in super().stream(op, requests):
+                yield event
 
     async def main() -> dict:
         engine = Stalling("llm", true, max_num_seqs=4, max_num_batched_tokens=1024)
@@ -137,6 +138,11 @@ def test_profiling_with_sampling_options_sends_them_with_every_decoding_request(
         async def execute(self, op, requests):
             seen.extend({"op": op, **r} for r in requests)
             return await super().execute(op, requests)
+
+        async def stream(self, op, requests):
+            seen.extend({"op": op, **r} for r in requests)
+            async for event in super().stream(op, requests):
+                yield event
 
     async def main() -> None:
         engine = Recording("llm", {"base": 0.01, "decode_seq": 1e-3}, max_num_seqs=4)
@@ -192,12 +198,14 @@ def test_the_two_output_lengths_of_a_decode_batch_share_prompts_from_an_empty_ca
     batches: list[tuple[int, tuple[str, ...], int]] = []
 
     class Recording(SimLLM):
-        async def execute(self, op, requests):
-            out = await super().execute(op, requests)
+        async def stream(self, op, requests):
+            cached = 0
+            async for event in super().stream(op, requests):
+                if event[1] == "final":
+                    cached += event[2]["num_cached_tokens"]
+                yield event
             if op == "decoding":
-                batches.append((requests[0]["max_tokens"], tuple(r["parts"][0][1] for r in requests),
-                                sum(r["num_cached_tokens"] for r in out)))
-            return out
+                batches.append((requests[0]["max_tokens"], tuple(r["parts"][0][1] for r in requests), cached))
 
     async def main() -> None:
         engine = Recording("llm", {"base": 0.01, "decode_seq": 1e-3}, max_num_seqs=4, block_size=16)
@@ -210,3 +218,46 @@ def test_the_two_output_lengths_of_a_decode_batch_share_prompts_from_an_empty_ca
     assert [b[0] for b in batches] == [8, 24, 8, 24]  # batches of 1 and of 4
     for short, long in ((batches[0], batches[1]), (batches[2], batches[3])):
         assert short[1] == long[1] and long[2] == 0
+
+
+def test_steady_steps_reads_the_iteration_time_where_every_request_decodes():
+    """Two requests: the second's first token comes late (its prefill ran after the first's), and
+    the first finishes early. Only gaps inside [last first token, first last token] count; a gap
+    over two tokens (outputs read late) counts as two iterations of half the gap."""
+    from teola.sim.fit import steady_steps
+    events = [(0.0, 0, 1), (1.0, 0, 2),  # before request 1 decodes: iterations with a prefill in them
+              (2.0, 0, 3), (2.0, 1, 1), (2.1, 0, 4), (2.1, 1, 2), (2.3, 0, 6), (2.3, 1, 4),
+              (2.4, 0, 7), (2.4, 1, 5), (2.6, 1, 6), (3.0, 1, 7)]  # request 0 ends at 2.4
+    out = steady_steps(events, [100, 50])
+    assert out["gaps"] == 8 and out["step_s"] == pytest.approx(0.1)
+    # request 0 decodes from 103..106 tokens of context over its gaps (mean 104.5 over gap starts
+    # 3, 4, 6 -> 103, 104, 106), request 1 from 51..54 (51, 52, 54)
+    assert out["context_tokens"] == pytest.approx((103 + 104 + 106) / 3 + (51 + 52 + 54) / 3)
+    assert steady_steps([(0.0, 0, 1), (0.1, 0, 2)], [10]) is None  # too few gaps
+    assert steady_steps(events, [100, 50, 20]) is None  # a request that never decoded
+
+
+def test_the_profile_measures_decode_iterations_directly_and_fits_them():
+    """On a simulated engine with a context cost, the streamed step times are the engine's own
+    iteration times, and the fitted model reproduces every one of them within 2%."""
+    from engines.sim_llm import SimLLM
+    from teola.sim.profiler import profile_llm
+    from teola.sim.virtual_loop import run_virtual
+
+    true = {"base": 0.03, "prefill_token": 2e-4, "decode_seq": 2e-3, "context_token": 2e-5}
+
+    async def main() -> dict:
+        engine = SimLLM("llm", true, max_num_seqs=8, max_num_batched_tokens=1024)
+        await engine.start()
+        try:
+            return await profile_llm(engine, lambda _: None)
+        finally:
+            await engine.stop()
+    entry = run_virtual(main())
+    steps = entry["fit"]["steps"]
+    assert {s["batch"] for s in steps} == {1, 2, 4, 8}
+    for s in steps:
+        own = true["base"] + true["decode_seq"] * s["decode_seqs"] + true["context_token"] * s["context_tokens"]
+        assert s["measured_s"] == pytest.approx(own, rel=0.02)
+        assert abs(s["error"]) < 0.02
+    assert entry["cost"]["context_token"] == pytest.approx(true["context_token"], rel=0.1)
