@@ -359,17 +359,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sim-seeds", type=int, default=8,
                    help="length-sampler seeds each trace is simulated with (default 8; 1: one draw per query)")
     p.add_argument("--resim", action="store_true",
-                   help="no engines: simulate again the real run stored in bench/results/<out>.json")
+                   help="no engines: simulate again the real run stored in bench/results/<out>.json (with its "
+                        "queries per trace; --n is ignored)")
     p.add_argument("--out", default="sim_fidelity")
     args = p.parse_args(argv)
     command = "python -m bench.sim_fidelity " + " ".join(argv if argv is not None else sys.argv[1:])
     names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
     systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
     n = 2 if args.quick else args.n
-    plan = make_plan(names, n, systems, seed=0)
     results = RESULTS
     if args.resim:
         data = json.loads((results / f"{args.out}.json").read_text(encoding="utf-8"))
+        n = int(data["n"])  # the stored run's queries per trace, whatever --n says
+    plan = make_plan(names, n, systems, seed=0)
+    if args.resim:
         command = data.get("command", "python -m bench.sim_fidelity --profile fresh") + \
             f"; simulated again by `{command}`"
         profile = _profile(args.profile, data["profile_path"].startswith("bench/results/"), results / f"{args.out}_profile.json")
