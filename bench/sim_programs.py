@@ -12,8 +12,9 @@ Workloads at Autellix's shapes (bench/programs.py generators, Poisson arrivals, 
 last 9,000 characters of its conversation, so it fits Llama-2's 4,096-token context) and tree
 (multi-threaded, 2-4 steps of 2-8 parallel calls, output mean 25 / max 120), prompts from shipped
 NQ-open questions. Policies FCFS / MLFQ / PLAS / ATLAS; teola's preemption either recomputes a
-resumed call (abort, re-prefill mostly from the prefix cache) or swaps its KV out and back in
-(`abort_kv="swap"` at the profile's PCIe swap cost); 1 instance, and 4 instances with the
+resumed call (abort, re-prefill mostly from the prefix cache), swaps its KV out and back in
+(`abort_kv="swap"` at the profile's PCIe swap cost), or swaps only when a round trip is cheaper
+than recomputing what the prefix cache will have lost (`abort_kv="auto"`, mode "auto"); 1 instance, and 4 instances with the
 locality-aware balancer. Rates are fractions of the FCFS capacity: programs / makespan of a burst
 of 6 x the admission budget x instances programs at t=0.
 """
@@ -37,6 +38,7 @@ SHAPES = {"chat": {"max_calls": 24, "out_mean": 60, "out_max": 400},
 WINDOW = 9000  # characters of conversation a chat call keeps (~2,500 tokens: fits Llama-2's 4,096)
 BUDGET = 64  # running calls admitted per instance (the engine's max efficient batch)
 LOADS = (0.5, 0.8, 1.0, 1.2, 1.5)
+MODES = {"drop": "recompute", "swap": "swap", "auto": "swap when worth it (auto)"}
 
 
 def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: int, instances: int,
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--loads", help=f"fractions of the FCFS capacity to sweep (default {','.join(map(str, LOADS))}); "
                    "extend them until every policy's mean passes the latency target, or its rate is a lower bound")
     p.add_argument("--kinds", default="chat,tree")
-    p.add_argument("--modes", default="drop,swap", help="preemption modes: drop (recompute), swap")
+    p.add_argument("--modes", default="drop,swap", help="preemption modes: drop (recompute), swap, auto (swap "
+                   "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.worth_swapping)")
     p.add_argument("--out", default="sim_programs")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
@@ -132,10 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     combos = [("chat", 1, "drop")] if args.quick else [
         (k, i, m) for k in args.kinds.split(",") for i in map(int, args.instances.split(","))
         for m in args.modes.split(",")]
+    for mode in {m for _, _, m in combos} - set(MODES):
+        p.error(f"unknown preemption mode {mode!r}; choose from {', '.join(MODES)}")
     loads = (0.8, 1.2) if args.quick else tuple(map(float, args.loads.split(","))) if args.loads else LOADS
     sweeps = {}
     for kind, inst, mode in combos:
-        sweeps[f"{kind}|{inst}|{'recompute' if mode == 'drop' else 'swap'}"] = sweep(
+        sweeps[f"{kind}|{inst}|{MODES[mode]}"] = sweep(
             profile, kind, n * inst, inst, mode, questions, loads)
     data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_programs " + " ".join(argv if argv is not None else sys.argv[1:])}

@@ -61,11 +61,26 @@ def swap_seconds(nbytes: int, costs: SwapCosts, moves: int = 1) -> float:
     return moves * (costs.swap_fixed_s + nbytes / costs.swap_bytes_per_s)
 
 
-def choose(tokens: int, nbytes: int, costs: SwapCosts, moves: int = 1) -> Choice:
+def choose(tokens: int, nbytes: int, costs: SwapCosts, moves: int = 1, survival: float = 0.0) -> Choice:
     """"swap" when moving `nbytes` (`moves` times) is strictly cheaper than prefilling `tokens`
-    again, else "recompute" (also when there is nothing to move)."""
+    again, else "recompute" (also when there is nothing to move). `survival`: the expected share of
+    the blocks the prefix cache still holds when the call resumes (worth_swapping)."""
     if tokens < 0 or nbytes < 0 or moves < 1:
         raise ValueError(f"tokens and nbytes must be >= 0 and moves >= 1, got {tokens}, {nbytes}, {moves}")
     if tokens == 0 or nbytes == 0:
         return "recompute"
-    return "swap" if swap_seconds(nbytes, costs, moves) < recompute_seconds(tokens, costs) else "recompute"
+    return "swap" if worth_swapping(swap_seconds(nbytes, costs), recompute_seconds(tokens, costs), moves,
+                                    survival) else "recompute"
+
+
+def worth_swapping(move_s: float, recompute_s: float, moves: int = 1, survival: float = 0.0) -> bool:
+    """True when swapping is strictly cheaper. move_s: seconds to move the KV once; recompute_s:
+    seconds to prefill it again. A share `survival` of it is expected to be in the prefix cache on
+    resume: neither loaded nor recomputed. The swap-out (moves=2: out now, then in) moves all of it,
+    since what survives is not known when the call is saved; the swap-in moves the rest:
+        move_s * (moves - 1 + (1 - survival)) < recompute_s * (1 - survival)
+    With survival 0 that is moves * move_s < recompute_s."""
+    if not 0.0 <= survival <= 1.0:
+        raise ValueError(f"survival must be a share in [0, 1], got {survival!r}")
+    lost = 1.0 - survival
+    return move_s * (moves - 1 + lost) < recompute_s * lost

@@ -72,6 +72,7 @@ class SimAdmission:
     queues, stats and swap cost)."""
 
     paused: dict[str, PausedKV]
+    resumes: dict[int, int]
 
     def _rank(self, seq: SimSeq) -> tuple[int, int]:
         return (seq.req["priority"], seq.order)
@@ -111,6 +112,7 @@ class SimAdmission:
                 self.pool.release(seq.held)
                 return False, 0.0
             del self.host_kv[key]
+            self._note_resume(min(hit, computed // bs), computed // bs)
             loaded = computed - hit * bs
             seq.computed, seconds = computed, math.ceil(loaded / bs) * self.swap_seconds_per_block
             if seq.cached < 0:  # reported as cached: none of it is computed again
@@ -126,6 +128,8 @@ class SimAdmission:
                 self.pool.release(seq.held)
                 return False, 0.0
             seq.computed, seconds = hit * bs, 0.0
+            if (blocks := self.resumes.pop(hash(tuple(seq.ids)), None)) is not None:  # an aborted call, not swapped
+                self._note_resume(min(hit, blocks), blocks)
             if seq.cached < 0:
                 seq.cached = hit * bs
                 self.stats["prompt_tokens"] += seq.prompt_len
@@ -134,6 +138,12 @@ class SimAdmission:
                 self.stats["recomputed_tokens"] += len(seq.ids) - hit * bs
         self._run(seq)
         return True, seconds
+
+    def _note_resume(self, cached: int, blocks: int) -> None:
+        """An aborted call resumed: `cached` of the `blocks` full blocks it had computed were still in
+        the prefix cache (abort_kv="auto" weighs swapping by that share)."""
+        self.stats["resumed_blocks"] += blocks
+        self.stats["resumed_cached_blocks"] += cached
 
     def _run(self, seq: SimSeq) -> None:
         """A waiting sequence joins the running batch (the first time: note when)."""

@@ -15,7 +15,10 @@ or by swap (its blocks move out and back in at `swap_seconds_per_block`, the bat
 measured cost). `abort_kv="swap"` models teola's own preemption (abort, then resume with the
 decoded token ids) through a KV swap: an aborted running request's KV moves to host memory, and a
 later request with exactly its tokens (prompt + resume_ids) swaps it back in instead of prefilling
-("drop", vLLM's behaviour: the blocks are freed; the prefix cache may still hold them). With `scheduling="priority"` waiting sequences are taken by request priority and a
+("drop", vLLM's behaviour: the blocks are freed; the prefix cache may still hold them). `abort_kv="auto"`
+swaps an aborted call only when engines.kv_swap_choice.worth_swapping says so (out now and in later
+against recomputing), with the share of blocks earlier resumed calls found still in the prefix cache
+counted as neither loaded nor recomputed. With `scheduling="priority"` waiting sequences are taken by request priority and a
 waiting one may preempt a worse running one, like vLLM's priority policy.
 
 It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
@@ -30,6 +33,7 @@ import itertools
 import math
 from typing import Any, AsyncIterator
 
+from engines.kv_swap_choice import worth_swapping
 from engines.protocol import EngineProfile
 from engines.sim_admission import Emit, SimAdmission, SimSeq
 from engines.sim_cost import IterationCost
@@ -54,8 +58,8 @@ class SimLLM(SimAdmission):
                  abort_kv: str = "drop", **_ignored: Any) -> None:
         if scheduling not in ("fcfs", "priority"):
             raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
-        if abort_kv not in ("drop", "swap"):
-            raise ValueError(f"sim engine {name!r}: abort_kv must be 'drop' or 'swap', got {abort_kv!r}")
+        if abort_kv not in ("drop", "swap", "auto"):
+            raise ValueError(f"sim engine {name!r}: abort_kv must be 'drop', 'swap' or 'auto', got {abort_kv!r}")
         if preemption not in ("recompute", "swap"):
             raise ValueError(f"sim engine {name!r}: preemption must be 'recompute' or 'swap', got {preemption!r}")
         self.name = name
@@ -69,6 +73,7 @@ class SimLLM(SimAdmission):
         self.swap_seconds_per_block = swap_seconds_per_block
         self.abort_kv = abort_kv
         self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
+        self.resumes: dict[int, int] = {}   # the same for aborted requests not swapped: full blocks
         self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim_admission.py)
         self._swap_debt = 0.0               # swap-out seconds the next iteration pays
         self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
@@ -81,7 +86,7 @@ class SimLLM(SimAdmission):
         self._task: asyncio.Task | None = None
         self.stats = {"iterations": 0, "busy_s": 0.0, "prompt_tokens": 0, "cached_tokens": 0,
                       "preemptions": 0, "swapped_blocks": 0, "recomputed_tokens": 0, "aborted": 0,
-                      "swapped_in_tokens": 0}
+                      "swapped_in_tokens": 0, "resumed_blocks": 0, "resumed_cached_blocks": 0, "swaps_declined": 0}
         self.iterations: list[tuple[float, int, int, int]] = []  # (seconds, prefill tok, decode seqs, context tok)
         self.record_iterations = False
 
@@ -127,13 +132,25 @@ class SimLLM(SimAdmission):
         hit = [s for s in self.waiting + self.running if s.keys & wanted]
         for seq in hit:
             self.stats["aborted"] += 1
-            if self.abort_kv == "swap" and seq.state == "running" and seq.computed > 0 and seq.op in DECODE_OPS:
-                self.host_kv[hash(tuple(seq.ids))] = seq.computed
+            if seq.state == "running" and seq.computed > 0 and seq.op in DECODE_OPS:
                 blocks = math.ceil(seq.computed / self.pool.block_size)
-                self._swap_debt += blocks * self.swap_seconds_per_block
-                self.stats["swapped_blocks"] += blocks
+                if self.abort_kv == "swap" or (self.abort_kv == "auto" and self._worth_swapping(seq.computed, blocks)):
+                    self.host_kv[hash(tuple(seq.ids))] = seq.computed
+                    self._swap_debt += blocks * self.swap_seconds_per_block
+                    self.stats["swapped_blocks"] += blocks
+                else:
+                    self.stats["swaps_declined"] += self.abort_kv == "auto"
+                    self.resumes[hash(tuple(seq.ids))] = seq.computed // self.pool.block_size
             await self._finish(seq, aborted=True)
         return len(hit) + self.drop_paused(wanted)
+
+    def _worth_swapping(self, computed: int, blocks: int) -> bool:
+        """abort_kv="auto": the rule of the real connector's save (out now, in later: moves=2), with
+        the share of an aborted call's blocks that the prefix cache still held when calls resumed on
+        this engine so far (0 before any resume) neither loaded nor recomputed."""
+        seen = self.stats["resumed_blocks"]
+        survival = self.stats["resumed_cached_blocks"] / seen if seen else 0.0
+        return worth_swapping(blocks * self.swap_seconds_per_block, computed * self.cost.prefill_token, 2, survival)
 
     def reset_prefix_cache(self) -> int:
         """Empty the prefix cache (blocks no running request holds), like vLLM's call of that name."""

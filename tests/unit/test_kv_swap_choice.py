@@ -149,3 +149,25 @@ def test_vllm_engine_rejects_bad_kv_swap_options(options, problem):
 
     with pytest.raises(ValueError, match=problem):
         VLLMEngine("llm", **options)
+
+
+@pytest.mark.parametrize("survival, want", [
+    (0.0, True),    # 1 s x (1 + 1) = 2 s < 3 s
+    (0.4, True),    # 1 s x (1 + 0.6) = 1.6 s < 3 s x 0.6 = 1.8 s
+    (0.5, False),   # 1.5 s against 1.5 s: a tie recomputes
+    (0.9, False),   # 1.1 s against 0.3 s: the swap-out alone costs more than what is lost
+    (1.0, False),   # nothing to recompute
+])
+def test_what_the_prefix_cache_keeps_counts_neither_as_loaded_nor_recomputed(survival, want):
+    from engines.kv_swap_choice import worth_swapping
+    assert worth_swapping(1.0, 3.0, moves=2, survival=survival) is want
+    # a swap-in only (moves=1) scales both sides alike: the choice does not depend on survival
+    assert worth_swapping(1.0, 3.0, moves=1, survival=min(survival, 0.9)) is True
+
+
+def test_choose_passes_survival_and_rejects_a_share_outside_0_1():
+    costs = SwapCosts(prefill_s_per_token=1e-3, swap_bytes_per_s=1e6, swap_fixed_s=0.0)
+    assert choose(30, 10_000, costs, moves=2) == "swap"                  # 20 ms < 30 ms
+    assert choose(30, 10_000, costs, moves=2, survival=0.5) == "recompute"  # 15 ms against 15 ms
+    with pytest.raises(ValueError, match="survival"):
+        choose(30, 10_000, costs, moves=2, survival=1.5)

@@ -228,3 +228,35 @@ def test_a_resumed_call_loads_from_host_only_what_the_prefix_cache_no_longer_hol
     # after the swap-out of all 11 blocks that the next iteration pays (2.75 s)
     assert stats["swapped_in_tokens"] == 3
     assert took == pytest.approx(11 * 0.25 + 0.25 + 1.01 + 5 * 1.1)
+
+
+def test_auto_swaps_until_resumed_calls_show_the_prefix_cache_keeps_their_blocks():
+    """abort_kv="auto": with no resume seen, a round trip (2 x 11 blocks x 0.01 s) is cheaper than
+    prefilling 43 tokens again (0.43 s), so the first aborted call is swapped. It resumes with all
+    10 of its full blocks still cached (survival 1.0), so the next abort keeps nothing on the host:
+    only the swap-out would be paid, for nothing."""
+    async def main():
+        e = engine(abort_kv="auto", swap_seconds_per_block=0.01, block_size=4)
+        await e.start()
+        task = asyncio.ensure_future(e.execute("decoding", [req(37, 10, tag="call0")]))
+        await asyncio.sleep(1.4 + 3 * 1.1 + 0.01)
+        await e.abort(["call0"])
+        [partial] = await task
+        swapped = e.stats["swapped_blocks"]
+        await asyncio.sleep(1.2)
+        task = asyncio.ensure_future(e.execute("decoding", [req(37, 10 - 4, tag="call1",
+                                                                resume_ids=partial["output_token_ids"])]))
+        await asyncio.sleep(3.0)
+        await e.abort(["call1"])
+        [again] = await task
+        return swapped, again, e.stats
+    swapped, again, stats = run(main)
+    assert swapped == 11 and stats["swapped_in_tokens"] == 3
+    assert stats["resumed_blocks"] == 10 and stats["resumed_cached_blocks"] == 10
+    assert again["aborted"] and again["num_output_tokens"] >= 1
+    assert stats["swapped_blocks"] == 11 and stats["swaps_declined"] == 1
+
+
+def test_abort_kv_names_its_choices():
+    with pytest.raises(ValueError, match="'drop', 'swap' or 'auto'"):
+        engine(abort_kv="keep")
