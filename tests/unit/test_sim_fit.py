@@ -64,24 +64,28 @@ def test_a_coefficient_the_data_would_make_negative_is_dropped_not_negative():
     assert coef[1] == 0.0 and coef[0] == pytest.approx(2.0)
 
 
-def test_profiling_an_engine_with_a_known_cost_model_recovers_it():
-    """`teola profile`'s LLM measurement and fit, pointed at a simulated engine on the virtual
-    clock: the fitted iteration cost and token ratio are the engine's own."""
+def _profiled(cost: dict, **settings) -> dict:
+    """profile_llm's entry for a simulated engine with `cost`, run on the virtual clock."""
     from engines.sim_llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
-    true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
-
     async def main() -> dict:
-        engine = SimLLM("llm", true, max_num_seqs=4, max_num_batched_tokens=1024, token_ratio=1.25,
-                        template_tokens=20)
+        engine = SimLLM("llm", cost, **settings)
         await engine.start()
         try:
             return await profile_llm(engine, lambda _: None)
         finally:
             await engine.stop()
-    entry = run_virtual(main())
+    return run_virtual(main())
+
+
+def test_profiling_an_engine_with_a_known_cost_model_recovers_it():
+    """`teola profile`'s LLM measurement and fit, pointed at a simulated engine on the virtual
+    clock: the fitted iteration cost and token ratio are the engine's own."""
+
+    true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
+    entry = _profiled(true, max_num_seqs=4, max_num_batched_tokens=1024, token_ratio=1.25, template_tokens=20)
     assert entry["token_ratio"] == pytest.approx(1.25, abs=0.01) and abs(entry["template_tokens"] - 20) <= 1
     for term in ("base", "prefill_token", "decode_seq"):  # the terms that carry most of the time
         assert entry["cost"][term] == pytest.approx(true[term], rel=0.05)
@@ -240,20 +244,9 @@ def test_steady_steps_reads_the_iteration_time_where_every_request_decodes():
 def test_the_profile_measures_decode_iterations_directly_and_fits_them():
     """On a simulated engine with a context cost, the streamed step times are the engine's own
     iteration times, and the fitted model reproduces every one of them within 2%."""
-    from engines.sim_llm import SimLLM
-    from teola.sim.profiler import profile_llm
-    from teola.sim.virtual_loop import run_virtual
 
     true = {"base": 0.03, "prefill_token": 2e-4, "decode_seq": 2e-3, "context_token": 2e-5}
-
-    async def main() -> dict:
-        engine = SimLLM("llm", true, max_num_seqs=8, max_num_batched_tokens=1024)
-        await engine.start()
-        try:
-            return await profile_llm(engine, lambda _: None)
-        finally:
-            await engine.stop()
-    entry = run_virtual(main())
+    entry = _profiled(true, max_num_seqs=8, max_num_batched_tokens=1024)
     steps = entry["fit"]["steps"]
     assert {s["batch"] for s in steps} == {1, 2, 4, 8}
     for s in steps:
