@@ -44,7 +44,8 @@ class _Entry:
 
 
 COUNTERS = ("saves", "saved_tokens", "saves_declined", "saves_too_big", "lru_drops", "loads",
-            "loaded_tokens", "unused")
+            "loaded_tokens", "unused", "resumed_blocks", "resumed_cached_blocks")
+WATCHED = 4096  # aborted calls whose resume is watched for what the prefix cache kept (oldest forgotten)
 
 
 class SwapIndex:
@@ -58,6 +59,13 @@ class SwapIndex:
         self.entries: OrderedDict[str, _Entry] = OrderedDict()
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._jobs = SwapJobs()
+        self._watch: OrderedDict[str, int] = OrderedDict()  # swap key -> full blocks it had computed
+
+    def survival(self) -> float:
+        """The share of full blocks that calls resumed so far found still in the prefix cache (0
+        before the first resume): what a save neither loads nor recomputes later."""
+        seen = self.counters["resumed_blocks"]
+        return self.counters["resumed_cached_blocks"] / seen if seen else 0.0
 
     @property
     def used_bytes(self) -> int:
@@ -66,13 +74,19 @@ class SwapIndex:
     def save(self, key: str, req_id: str, token_ids: Sequence[int], block_ids: Sequence[int],
              computed: int, costs: SwapCosts) -> bool:
         """An aborted call: save the blocks of its `computed` tokens if a round trip through host
-        memory is cheaper than prefilling them again and they fit. True: the worker will save them
-        and release `req_id`'s blocks afterwards (the caller keeps them until then)."""
+        memory is cheaper than prefilling them again, counting the share the prefix cache is expected
+        to keep (`survival`) as neither, and they fit. True: the worker will save them and release
+        `req_id`'s blocks afterwards (the caller keeps them until then)."""
         self._drop(key)
         blocks = min(-(-computed // self.block_size), len(block_ids))
         computed = min(computed, blocks * self.block_size)
         nbytes = blocks * self.record_bytes
-        if choose(computed, nbytes, costs, moves=2) != "swap":
+        if computed // self.block_size:
+            self._watch.pop(key, None)
+            self._watch[key] = computed // self.block_size
+            while len(self._watch) > WATCHED:
+                self._watch.popitem(last=False)
+        if choose(computed, nbytes, costs, moves=2, survival=self.survival()) != "swap":
             self.counters["saves_declined"] += blocks > 0
             return False
         if nbytes > self.capacity_bytes:
@@ -105,7 +119,13 @@ class SwapIndex:
 
     def consume(self, key: str, block_ids: Sequence[int], local: int, loaded: int) -> None:
         """A resumed call was admitted with `loaded` tokens from its entry after `local` cached ones
-        (`block_ids`: all its blocks): queue the load, or the drop when nothing is loaded."""
+        (`block_ids`: all its blocks): queue the load, or the drop when nothing is loaded. The first
+        admission after a save (or a declined one) also counts how many of the call's full blocks
+        the prefix cache still held (`survival`)."""
+        full = self._watch.pop(key, None)
+        if full:
+            self.counters["resumed_blocks"] += full
+            self.counters["resumed_cached_blocks"] += min(local // self.block_size, full)
         entry = self.entries.pop(key, None)
         if entry is None:
             return

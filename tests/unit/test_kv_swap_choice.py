@@ -171,3 +171,23 @@ def test_choose_passes_survival_and_rejects_a_share_outside_0_1():
     assert choose(30, 10_000, costs, moves=2, survival=0.5) == "recompute"  # 15 ms against 15 ms
     with pytest.raises(ValueError, match="survival"):
         choose(30, 10_000, costs, moves=2, survival=1.5)
+
+
+def test_a_save_weighs_what_resumed_calls_found_still_in_the_prefix_cache():
+    """Out + in of 2 blocks (2 x 2000 bytes at 1 MB/s = 4 ms) against recomputing 8 tokens (8 ms):
+    saved while nothing is known. Its resume finds both full blocks cached (survival 1.0), so the
+    next save would pay a 2 ms swap-out to spare nothing, and is declined; a declined call's resume
+    is watched too."""
+    slow_copy = SwapCosts(prefill_s_per_token=1e-3, swap_bytes_per_s=1e6, swap_fixed_s=0.0)
+    ix = index()
+    assert ix.survival() == 0.0
+    assert ix.save("k1", "r1", list(range(9)), [1, 2, 3], 8, slow_copy)
+    ix.consume("k1", [4, 5, 6], local=8, loaded=0)  # both full blocks were still cached
+    assert ix.counters["resumed_blocks"] == 2 and ix.counters["resumed_cached_blocks"] == 2
+    assert ix.survival() == 1.0
+    assert not ix.save("k2", "r2", list(range(9)), [7, 8, 9], 8, slow_copy)
+    assert ix.counters["saves_declined"] == 1
+    ix.consume("k2", [1, 2, 3], local=0, loaded=0)  # the declined call resumed with nothing cached
+    assert ix.survival() == 0.5
+    ix.consume("k2", [1, 2, 3], local=0, loaded=0)  # a later admission of the same key is not a resume
+    assert ix.counters["resumed_blocks"] == 4
