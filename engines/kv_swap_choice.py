@@ -8,12 +8,15 @@ numbers on the machine it runs on (`engines/vllm_kv_swap.py`) and sends them wit
     costs = SwapCosts(prefill_s_per_token=3e-3, swap_bytes_per_s=2e9, swap_fixed_s=1e-4)
     choose(tokens=512, nbytes=512 * 23040, costs=costs)                 # "swap"
     choose(tokens=512, nbytes=512 * 23040, costs=costs, moves=2)        # out now + in later
+
+`SurvivalTracker` estimates the `survival` share both the real connector and the simulator pass.
 """
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Hashable, Literal
 
 Choice = Literal["swap", "recompute"]
 
@@ -84,3 +87,42 @@ def worth_swapping(move_s: float, recompute_s: float, moves: int = 1, survival: 
         raise ValueError(f"survival must be a share in [0, 1], got {survival!r}")
     lost = 1.0 - survival
     return move_s * (moves - 1 + lost) < recompute_s * lost
+
+
+class SurvivalTracker:
+    """The share of an aborted call's full blocks the prefix cache still held when the call resumed,
+    over the resumes seen so far: `worth_swapping`'s `survival`. `watch` an aborted call (saved or
+    not) by key; its first `resumed` after that counts. At most `limit` calls are watched at once
+    (the oldest are forgotten: a call that never resumes must not pin memory)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        if limit < 1:
+            raise ValueError(f"survival tracker limit must be >= 1, got {limit!r}")
+        self.limit = limit
+        self.blocks = 0   # full blocks of the resumed calls
+        self.cached = 0   # ... of which the prefix cache still held
+        self._watch: OrderedDict[Hashable, int] = OrderedDict()
+
+    def watch(self, key: Hashable, blocks: int) -> None:
+        """An aborted call with `blocks` full computed blocks (0: nothing to watch)."""
+        self._watch.pop(key, None)
+        if blocks > 0:
+            self._watch[key] = blocks
+            while len(self._watch) > self.limit:
+                self._watch.popitem(last=False)
+
+    def resumed(self, key: Hashable, cached: int) -> tuple[int, int]:
+        """A call was admitted with `cached` full blocks from the prefix cache. If it is a watched
+        call's first admission since its abort: count it and return (its blocks, those cached);
+        else (0, 0)."""
+        blocks = self._watch.pop(key, 0)
+        if not blocks:
+            return 0, 0
+        cached = max(0, min(cached, blocks))
+        self.blocks += blocks
+        self.cached += cached
+        return blocks, cached
+
+    def share(self) -> float:
+        """cached / blocks over the resumes so far (0 before the first)."""
+        return self.cached / self.blocks if self.blocks else 0.0

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from engines.kv_swap_choice import SwapCosts, choose
+from engines.kv_swap_choice import SurvivalTracker, SwapCosts, choose
 
 
 @dataclass(slots=True)
@@ -59,13 +59,12 @@ class SwapIndex:
         self.entries: OrderedDict[str, _Entry] = OrderedDict()
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._jobs = SwapJobs()
-        self._watch: OrderedDict[str, int] = OrderedDict()  # swap key -> full blocks it had computed
+        self._survival = SurvivalTracker(WATCHED)
 
     def survival(self) -> float:
         """The share of full blocks that calls resumed so far found still in the prefix cache (0
         before the first resume): what a save neither loads nor recomputes later."""
-        seen = self.counters["resumed_blocks"]
-        return self.counters["resumed_cached_blocks"] / seen if seen else 0.0
+        return self._survival.share()
 
     @property
     def used_bytes(self) -> int:
@@ -81,11 +80,7 @@ class SwapIndex:
         blocks = min(-(-computed // self.block_size), len(block_ids))
         computed = min(computed, blocks * self.block_size)
         nbytes = blocks * self.record_bytes
-        if computed // self.block_size:
-            self._watch.pop(key, None)
-            self._watch[key] = computed // self.block_size
-            while len(self._watch) > WATCHED:
-                self._watch.popitem(last=False)
+        self._survival.watch(key, computed // self.block_size)
         if choose(computed, nbytes, costs, moves=2, survival=self.survival()) != "swap":
             self.counters["saves_declined"] += blocks > 0
             return False
@@ -122,10 +117,9 @@ class SwapIndex:
         (`block_ids`: all its blocks): queue the load, or the drop when nothing is loaded. The first
         admission after a save (or a declined one) also counts how many of the call's full blocks
         the prefix cache still held (`survival`)."""
-        full = self._watch.pop(key, None)
-        if full:
-            self.counters["resumed_blocks"] += full
-            self.counters["resumed_cached_blocks"] += min(local // self.block_size, full)
+        full, cached = self._survival.resumed(key, local // self.block_size)
+        self.counters["resumed_blocks"] += full
+        self.counters["resumed_cached_blocks"] += cached
         entry = self.entries.pop(key, None)
         if entry is None:
             return

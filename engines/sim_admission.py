@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+from engines.kv_swap_choice import SurvivalTracker
 from engines.sim_kv import Holding, block_hashes
 from engines.split_parser import SplitParser
 from engines.vllm_requests import DECODE_OPS
@@ -72,7 +73,7 @@ class SimAdmission:
     queues, stats and swap cost)."""
 
     paused: dict[str, PausedKV]
-    resumes: dict[int, int]
+    survival: SurvivalTracker
 
     def _rank(self, seq: SimSeq) -> tuple[int, int]:
         return (seq.req["priority"], seq.order)
@@ -112,7 +113,8 @@ class SimAdmission:
                 self.pool.release(seq.held)
                 return False, 0.0
             del self.host_kv[key]
-            self._note_resume(min(hit, computed // bs), computed // bs)
+            self.survival.watch(key, computed // bs)
+            self._note_resume(key, hit)
             loaded = computed - hit * bs
             seq.computed, seconds = computed, math.ceil(loaded / bs) * self.swap_seconds_per_block
             if seq.cached < 0:  # reported as cached: none of it is computed again
@@ -128,8 +130,7 @@ class SimAdmission:
                 self.pool.release(seq.held)
                 return False, 0.0
             seq.computed, seconds = hit * bs, 0.0
-            if (blocks := self.resumes.pop(hash(tuple(seq.ids)), None)) is not None:  # an aborted call, not swapped
-                self._note_resume(min(hit, blocks), blocks)
+            self._note_resume(hash(tuple(seq.ids)), hit)  # counts only an aborted call, not swapped
             if seq.cached < 0:
                 seq.cached = hit * bs
                 self.stats["prompt_tokens"] += seq.prompt_len
@@ -139,9 +140,11 @@ class SimAdmission:
         self._run(seq)
         return True, seconds
 
-    def _note_resume(self, cached: int, blocks: int) -> None:
-        """An aborted call resumed: `cached` of the `blocks` full blocks it had computed were still in
-        the prefix cache (abort_kv="auto" weighs swapping by that share)."""
+    def _note_resume(self, key: int, cached: int) -> None:
+        """A request with these tokens was admitted with `cached` full blocks from the prefix cache:
+        if it resumes an aborted call, count what the cache kept (abort_kv="auto" weighs swapping by
+        that share)."""
+        blocks, cached = self.survival.resumed(key, cached)
         self.stats["resumed_blocks"] += blocks
         self.stats["resumed_cached_blocks"] += cached
 

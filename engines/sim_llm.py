@@ -33,7 +33,7 @@ import itertools
 import math
 from typing import Any, AsyncIterator
 
-from engines.kv_swap_choice import worth_swapping
+from engines.kv_swap_choice import SurvivalTracker, worth_swapping
 from engines.protocol import EngineProfile
 from engines.sim_admission import Emit, SimAdmission, SimSeq
 from engines.sim_cost import IterationCost
@@ -73,7 +73,7 @@ class SimLLM(SimAdmission):
         self.swap_seconds_per_block = swap_seconds_per_block
         self.abort_kv = abort_kv
         self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
-        self.resumes: dict[int, int] = {}   # the same for aborted requests not swapped: full blocks
+        self.survival = SurvivalTracker()   # aborted requests' resumes: what the prefix cache kept
         self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim_admission.py)
         self._swap_debt = 0.0               # swap-out seconds the next iteration pays
         self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
@@ -140,7 +140,7 @@ class SimLLM(SimAdmission):
                     self.stats["swapped_blocks"] += blocks
                 else:
                     self.stats["swaps_declined"] += self.abort_kv == "auto"
-                    self.resumes[hash(tuple(seq.ids))] = seq.computed // self.pool.block_size
+                    self.survival.watch(hash(tuple(seq.ids)), seq.computed // self.pool.block_size)
             await self._finish(seq, aborted=True)
         return len(hit) + self.drop_paused(wanted)
 
@@ -148,9 +148,8 @@ class SimLLM(SimAdmission):
         """abort_kv="auto": the rule of the real connector's save (out now, in later: moves=2), with
         the share of an aborted call's blocks that the prefix cache still held when calls resumed on
         this engine so far (0 before any resume) neither loaded nor recomputed."""
-        seen = self.stats["resumed_blocks"]
-        survival = self.stats["resumed_cached_blocks"] / seen if seen else 0.0
-        return worth_swapping(blocks * self.swap_seconds_per_block, computed * self.cost.prefill_token, 2, survival)
+        return worth_swapping(blocks * self.swap_seconds_per_block, computed * self.cost.prefill_token, 2,
+                              self.survival.share())
 
     def reset_prefix_cache(self) -> int:
         """Empty the prefix cache (blocks no running request holds), like vLLM's call of that name."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines.kv_swap_choice import SwapCosts, choose, recompute_seconds, swap_seconds
+from engines.kv_swap_choice import SurvivalTracker, SwapCosts, choose, recompute_seconds, swap_seconds
 from engines.kv_swap_index import SwapIndex
 
 # 1 ms per prefilled token; 1 MB/ms bandwidth; 0.5 ms per copy call
@@ -191,3 +191,19 @@ def test_a_save_weighs_what_resumed_calls_found_still_in_the_prefix_cache():
     assert ix.survival() == 0.5
     ix.consume("k2", [1, 2, 3], local=0, loaded=0)  # a later admission of the same key is not a resume
     assert ix.counters["resumed_blocks"] == 4
+
+
+def test_survival_tracker_counts_a_watched_calls_first_resume_and_forgets_the_oldest():
+    t = SurvivalTracker(limit=2)
+    assert t.share() == 0.0
+    t.watch("a", 4)
+    t.watch("b", 0)                      # nothing computed: not watched
+    assert t.resumed("b", 3) == (0, 0)
+    assert t.resumed("a", 9) == (4, 4)   # cached is capped at the call's own blocks
+    assert t.resumed("a", 4) == (0, 0)   # only the first admission after the abort counts
+    t.watch("c", 2); t.watch("d", 2); t.watch("e", 2)   # "c" is forgotten past the limit
+    assert t.resumed("c", 2) == (0, 0)
+    assert t.resumed("d", 1) == (2, 1)
+    assert (t.blocks, t.cached, t.share()) == (6, 5, 5 / 6)
+    with pytest.raises(ValueError, match="limit"):
+        SurvivalTracker(limit=0)
