@@ -1,6 +1,7 @@
 """Where the simulator's time differs from the real engines', primitive by primitive (issue 17).
 
     python -m bench.sim_trace_diff --profile fresh|cpu-smollm2-135m [--n 3] [--system LlamaDist-PO]
+                                   [--rate 0.15] [--calibrate-tokens]
 
 The same queries (bench.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
 emptied before each, with teola's config (or --system: a bench.rag baseline's): first on the real engines (recording the LLM's output
@@ -9,7 +10,9 @@ app and primitive: mean time queued and running, measured vs simulated; per quer
 first primitive is queued (compilation, planning) and after the last finishes (result assembly),
 which the simulator does not charge. With --replay each simulated LLM call decodes exactly as many
 tokens as the same call on the real engines (its query's calls in start order), so the comparison
-is of the cost models, not of sampled output lengths. `--profile fresh` measures the profile on the
+is of the cost models, not of sampled output lengths. With --rate the queries arrive as a Poisson
+trace (seed 0) on both sides, so concurrent queries share the engines as in bench.sim_fidelity;
+--calibrate-tokens scales the profile's prompt-token estimate to these queries' real prompts. `--profile fresh` measures the profile on the
 started engines just before the real queries (as bench.sim_fidelity does; <out>_profile.json).
 """
 from __future__ import annotations
@@ -28,51 +31,78 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
-from bench.sim_fidelity import call_lengths, fresh_profile, on_simulated_apps, use_replay
-from bench.workloads import app_query, doc_qa_queries
+from bench.sim_fidelity import (call_lengths, fresh_profile, on_simulated_apps, prompt_tokens, scale_tokens,
+                                use_replay)
+from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.sim.profiler import add_lengths
 
 NAMES = ("naive_rag", "advanced_rag")
 
 
 async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real: bool,
-                      replay: dict[str, Any] | None = None, system: str = "teola") -> dict[str, Any]:
+                      replay: dict[str, Any] | None = None, system: str = "teola",
+                      arrivals: list[float] | None = None) -> dict[str, Any]:
+    """Per app, each query's latency and trace: one at a time with the prefix cache emptied before
+    each, or (arrivals: seconds from the start) as an open-loop trace from one emptied cache."""
     config, policy = SYSTEMS[system]
     out: dict[str, Any] = {}
     for name, app in apps.items():
         app.runtime.set_policy(policy)
-        rows = out[name] = []
-        for i, q in enumerate(queries):
+
+        async def reset() -> None:
             if real:
                 await reset_prefix_cache(app)
             else:
                 for inst in app.runtime.instances["llm"]:
                     inst.handle.reset_prefix_cache()
-                if replay is not None:
-                    use_replay(app, {q["question"]: call_lengths(replay[name][i]["trace"])})
+
+        async def one(q: dict[str, Any]) -> dict[str, Any]:
             r = await app.run(app_query(q), {**config, "policy": policy, "timeout": 600})
-            rows.append({"latency": r.latency, "trace": r.trace})
+            return {"latency": r.latency, "trace": r.trace}
+
+        if replay is not None:
+            use_replay(app, {q["question"]: call_lengths(replay[name][i]["trace"]) for i, q in enumerate(queries)})
+        if arrivals is None:
+            rows = out[name] = []
+            for q in queries:
+                await reset()
+                rows.append(await one(q))
+            continue
+        await reset()
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+
+        async def at(i: int) -> dict[str, Any]:
+            await asyncio.sleep(max(0.0, start + arrivals[i] - loop.time()))
+            return await one(queries[i])
+        out[name] = list(await asyncio.gather(*(at(i) for i in range(len(queries)))))
     return out
 
 
 async def real_side(queries: list[dict[str, Any]], fresh_out: str | None = None,
-                    system: str = "teola") -> tuple[dict[str, Any], Any]:
+                    system: str = "teola", arrivals: list[float] | None = None) -> tuple[dict[str, Any], Any]:
     """The real runs, and (fresh_out: a results name) a profile measured first on the started engines."""
     apps = make_apps(NAMES)
     for app in apps.values():
         await app.start()
     try:
         profile = await fresh_profile(apps[NAMES[-1]], fresh_out, "sim_trace_diff") if fresh_out else None
-        return await run_queries(apps, queries, real=True, system=system), profile
+        return await run_queries(apps, queries, real=True, system=system, arrivals=arrivals), profile
     finally:
         for app in apps.values():
             await app.stop()
 
 
 def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any], replay: dict[str, Any] | None = None,
-             system: str = "teola") -> dict[str, Any]:
+             system: str = "teola", arrivals: list[float] | None = None) -> dict[str, Any]:
     return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False, replay=replay,
-                                                                      system=system))
+                                                                      system=system, arrivals=arrivals))
+
+
+def token_scale(real: dict[str, Any], sim: dict[str, Any]) -> float:
+    """Real prompt tokens of every LLM call over simulated ones, for the same queries."""
+    total = lambda side: sum(prompt_tokens(r["trace"]) for runs in side.values() for r in runs)
+    return total(real) / max(1, total(sim))
 
 
 def _queued(t: dict[str, Any]) -> float:
@@ -121,8 +151,13 @@ def _tokens(row: dict[str, Any]) -> str:
 
 def markdown(d: dict[str, Any]) -> str:
     lines = ["## Simulator vs real engines, primitive by primitive (issue 17)", "",
-             f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, one at a time, "
-             f"{d.get('system', 'teola')}'s config, prefix cache emptied before each. Simulated twice: with output lengths sampled from the real "
+             f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, "
+             + (f"Poisson arrivals at {d['rate']} q/s (seed 0), prefix cache emptied before the trace, "
+                if d.get("rate") else "one at a time, prefix cache emptied before each, ")
+             + f"{d.get('system', 'teola')}'s config. "
+             + (f"The profile's prompt-token estimate is scaled by {d['token_scale']:.3f} so the simulated "
+                "calls have as many prompt tokens as the real ones of these same queries. " if d.get("token_scale") else "")
+             + "Simulated twice: with output lengths sampled from the real "
              "run's (as bench.sim_fidelity does), and with each call's real output length replayed. Seconds are "
              "means per query; prompt tokens are the ones not served from the prefix cache.", ""]
     for name in NAMES:
@@ -158,8 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=3)
     p.add_argument("--real", help="re-simulate the real traces of an earlier run's JSON instead of running engines")
     p.add_argument("--system", default="teola", choices=tuple(SYSTEMS), help="whose config and policy (default teola)")
+    p.add_argument("--rate", type=float, default=0.0,
+                   help="queries/s of a Poisson trace (seed 0) instead of one query at a time (default 0: one at a time)")
+    p.add_argument("--calibrate-tokens", action="store_true",
+                   help="scale the profile's prompt-token estimate to these queries' real prompt tokens, so the "
+                        "comparison is of the cost models alone")
     p.add_argument("--out", default="sim_trace_diff")
     args = p.parse_args(argv)
+    if args.rate < 0:
+        p.error(f"--rate must be >= 0, got {args.rate}")
     if args.real and args.profile == "fresh":
         p.error("--profile fresh measures the engines; with --real none are started: name a profile")
     from engines.sim_profile import load_profile
@@ -171,21 +213,28 @@ def main(argv: list[str] | None = None) -> int:
         real, n = earlier["real"], earlier["n"]
         if earlier.get("system", "teola") != args.system:
             p.error(f"--real {args.real} ran {earlier.get('system', 'teola')}, not --system {args.system}")
+        if float(earlier.get("rate") or 0.0) != args.rate:
+            p.error(f"--real {args.real} ran at rate {earlier.get('rate') or 0}, not --rate {args.rate}")
     else:
         n = args.n
-        real, measured = asyncio.run(real_side(doc_qa_queries(n, 10, "truthfulqa", 0), args.out if fresh else None,
-                                                args.system))
-        profile = measured or profile
     queries = doc_qa_queries(n, 10, "truthfulqa", 0)
+    arrivals = poisson_arrivals(n, args.rate, 0) if args.rate else None
+    if not args.real:
+        real, measured = asyncio.run(real_side(queries, args.out if fresh else None, args.system, arrivals))
+        profile = measured or profile
     lengths: dict[str, list[int]] = {"text": [], "split": []}
     for runs in real.values():
         for run in runs:
             add_lengths(lengths, run["trace"])
     profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
     strip = lambda side: {k: [{"latency": r["latency"], "trace": r["trace"]} for r in v] for k, v in side.items()}
-    data = {"real": strip(real), "sim": strip(sim_side(queries, profile, system=args.system)),
-            "replay": strip(sim_side(queries, profile, replay=real, system=args.system)), "n": n,
-            "profile": args.profile, "system": args.system,
+    scale = None
+    if args.calibrate_tokens:
+        scale = token_scale(real, sim_side(queries, profile, replay=real, system=args.system, arrivals=arrivals))
+        scale_tokens(profile, scale)
+    data = {"real": strip(real), "sim": strip(sim_side(queries, profile, system=args.system, arrivals=arrivals)),
+            "replay": strip(sim_side(queries, profile, replay=real, system=args.system, arrivals=arrivals)), "n": n,
+            "profile": args.profile, "system": args.system, "rate": args.rate, "token_scale": scale,
             "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_trace_diff " + " ".join(argv if argv is not None else sys.argv[1:])}
     write_results(args.out, data, markdown(data))

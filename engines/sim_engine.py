@@ -11,6 +11,7 @@ import re
 import zlib
 from typing import Any, AsyncIterator
 
+from engines.sim_device import DeviceShare, computing
 from engines.protocol import EngineProfile
 from engines.sim_text import count_tokens, memo_caches
 
@@ -87,16 +88,19 @@ class SimEngine:
     linear models {"base": s, "per_item": s, "per_token": s, "per_padded_token": s} over the batch's
     requests and the words and punctuation marks of their texts, summed and padded to the longest
     (`linear_cost`; added to the curves; what `teola profile` fits).
-    dim: length of the embedding vectors (default 32)."""
+    dim: length of the embedding vectors (default 32). device: its share of a machine other
+    simulated engines also use (engines/sim_device.py; applies to `execute`)."""
 
     def __init__(self, name: str, ops: frozenset[str] | list[str] | None = None, *,
                  latency: dict[int, float] | None = None, op_latency: dict[str, dict[int, float]] | None = None,
                  token_latency: float = 0.0, n_items: int = 3, fail_on: str | None = None,
                  corpus: list[str] | None = None, serial: bool = True, max_batch: int = 64,
                  max_efficient_batch: int = 16, token_budget: int = 0, record: bool = True,
-                 op_cost: dict[str, dict[str, float]] | None = None, dim: int = DIM) -> None:
+                 op_cost: dict[str, dict[str, float]] | None = None, dim: int = DIM,
+                 device: DeviceShare | None = None) -> None:
         self.name = name
         self.dim = dim
+        self.device = device
         self.ops = frozenset(ops or ())
         self.latency = dict(latency or {})
         self.op_latency = dict(op_latency or {})
@@ -148,18 +152,20 @@ class SimEngine:
         t0 = asyncio.get_running_loop().time()
         self._check(op, requests)
         delay = self._delay(op, requests)
-        self.busy_s += delay
-        if delay > 0:
-            self.running += 1
-            owners = [r["owner"] for r in requests if r.get("owner")]
-            for o in owners:
-                self._active[o] = self._active.get(o, 0) + 1
-            try:
-                await asyncio.sleep(delay)
-            finally:
-                self.running -= 1
+        async with computing(self.device) as slowdown:
+            delay *= slowdown
+            self.busy_s += delay
+            if delay > 0:
+                self.running += 1
+                owners = [r["owner"] for r in requests if r.get("owner")]
                 for o in owners:
-                    self._active[o] -= 1
+                    self._active[o] = self._active.get(o, 0) + 1
+                try:
+                    await asyncio.sleep(delay)
+                finally:
+                    self.running -= 1
+                    for o in owners:
+                        self._active[o] -= 1
         out = [self._one(op, r) for r in requests]
         if self.record:
             self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time()})

@@ -35,6 +35,7 @@ from typing import Any, AsyncIterator
 
 from engines.kv_swap_choice import SurvivalTracker, worth_swapping
 from engines.protocol import EngineProfile
+from engines.sim_device import DeviceShare, computing
 from engines.sim_admission import Emit, SimAdmission, SimSeq
 from engines.sim_cost import IterationCost
 from engines.sim_kv import BlockPool, block_hashes
@@ -55,7 +56,7 @@ class SimLLM(SimAdmission):
                  max_tokens: int = 256, lengths: dict[str, list[int]] | None = None, seed: int = 0,
                  scheduling: str = "fcfs", preemption: str = "recompute", swap_seconds_per_block: float = 0.0,
                  max_batch: int | None = None, max_efficient_batch: int | None = None, n_items: int = 3,
-                 abort_kv: str = "drop", **_ignored: Any) -> None:
+                 abort_kv: str = "drop", device: DeviceShare | None = None, **_ignored: Any) -> None:
         if scheduling not in ("fcfs", "priority"):
             raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
         if abort_kv not in ("drop", "swap", "auto"):
@@ -72,6 +73,7 @@ class SimLLM(SimAdmission):
         self.scheduling, self.preemption = scheduling, preemption
         self.swap_seconds_per_block = swap_seconds_per_block
         self.abort_kv = abort_kv
+        self.device = device  # its share of a machine other simulated engines use (engines/sim_device.py)
         self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
         self.survival = SurvivalTracker()   # aborted requests' resumes: what the prefix cache kept
         self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim_admission.py)
@@ -212,11 +214,13 @@ class SimLLM(SimAdmission):
         context = sum(s.computed for s in decoding)
         seconds = self.cost.seconds(prefill, len(decoding), context, pairs) + extra + self._swap_debt
         self._swap_debt = 0.0
-        self.stats["iterations"] += 1
-        self.stats["busy_s"] += seconds
-        if self.record_iterations:
-            self.iterations.append((seconds, prefill, len(decoding), context))
-        await asyncio.sleep(seconds)
+        async with computing(self.device) as slowdown:
+            seconds *= slowdown
+            self.stats["iterations"] += 1
+            self.stats["busy_s"] += seconds
+            if self.record_iterations:
+                self.iterations.append((seconds, prefill, len(decoding), context))
+            await asyncio.sleep(seconds)
         for seq, n in plan:
             if seq.state == "running":
                 await self._advance(seq, n)

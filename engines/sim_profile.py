@@ -13,7 +13,11 @@ A profile is a JSON file:
                                  {"op_cost": {"embedding": {"base": s, "per_item": s, "per_token": s,
                                                                 "per_padded_token": s}}}  # (optional)
         "pgvector": {"op_latency": {"ingestion": {...}, "searching": {...}}},
-        "reranker": {...}, "search": {...}, "tool": {...}}}
+        "reranker": {...}, "search": {...}, "tool": {...}},
+     "device": {"exclusive": [...], "slowdown": {...}}}       # (optional) engines sharing one machine
+
+"device" (engines/sim_device.py) says which kinds compute one batch at a time between them and how
+much an op of one kind slows while another kind computes; without it engines are independent.
 
 The "vllm" entry builds an `engines.sim_llm.SimLLM` (iteration-level); every other kind an
 `engines.sim_engine.SimEngine` with batch-latency curves (its outputs are deterministic
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.knee import knee
+from engines.sim_device import DeviceShare
 from engines.sim_engine import SimEngine
 from engines.sim_llm import SimLLM
 
@@ -81,9 +86,10 @@ def simulated_engine(name: str, kind: str, profile: str | Path | dict[str, Any],
         raise ValueError(f"engine {name!r}: simulation profile {data.get('name', profile)!r} has no model of kind "
                          f"{kind!r} (it has {', '.join(sorted(data['engines'])) or 'none'})")
     options = options or {}
+    device = DeviceShare.from_profile(kind, data.get("device"))
     if kind in LLM_KINDS:
         given = {k: options[k] for k in _LLM_OPTIONS if k in options}
-        return SimLLM(name, **{**_llm_entry(entry), **given})
+        return SimLLM(name, **{**_llm_entry(entry), **given}, device=device)
     ops = entry.get("ops") or _KIND_OPS.get(kind)
     if not ops:
         raise ValueError(f"engine {name!r}: simulated kind {kind!r} needs 'ops' in its profile entry")
@@ -94,7 +100,7 @@ def simulated_engine(name: str, kind: str, profile: str | Path | dict[str, Any],
                      max_batch=max_batch,
                      max_efficient_batch=int(entry.get("max_efficient_batch") or _knee_of(entry, ops, max_batch)),
                      serial=bool(entry.get("serial", True)), record=False,
-                     corpus=list(entry.get("corpus") or []))
+                     corpus=list(entry.get("corpus") or []), device=device)
 
 
 def _llm_entry(entry: dict[str, Any]) -> dict[str, Any]:

@@ -98,6 +98,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
         fit = entry["fit"]
         reports = [fit] if "samples" in fit else list(fit.values())
         print(f"{kind}: mean abs fit error {max(r['mean_abs_error'] for r in reports):.1%}")
+    for kind, others in profile.get("device", {}).get("slowdown", {}).items():
+        print(f"{kind}: " + ", ".join(f"x{f:.2f} while {o} computes" for o, f in others.items()))
     print(f"wrote {out} (use it with: teola simulate {args.app} --profile {out})")
     return 0
 

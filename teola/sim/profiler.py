@@ -9,7 +9,9 @@ length sampler), then times controlled batches on each engine directly:
   iteration measured directly; fitted per iteration (teola.sim.fit);
 - embedding / reranker: batches of chunk-sized and query-sized texts, and of both mixed; base + per
   item + per token + per token padded to the batch's longest text;
-- pgvector: ingestion batches and top-k searches in a scratch namespace; base + per item.
+- pgvector: ingestion batches and top-k searches in a scratch namespace; base + per item;
+- last, how much the LLM and the other compute engines slow each other when they run at once
+  (teola.sim.contention: the profile's "device" entry).
 It writes a profile (engines/sim_profile.py's format, provenance "measured") with every fit's
 per-sample error. Prompts are prose from the shipped corpora, each unique, so nothing hits the
 prefix cache by accident; the two output lengths of a decode batch share their prompts, with the
@@ -25,6 +27,7 @@ import time
 from typing import Any, Callable
 
 from teola.app import App
+from teola.sim.contention import profile_contention
 from teola.sim.fit import fit_linear, fit_llm, fit_tokens, steady_steps
 from teola.sim.run import query_variants
 
@@ -210,13 +213,18 @@ async def profile_started(app: App, name: str, say: Say, queries: int = 4, quick
     as the workload it then simulates, so both see the same machine)."""
     lengths = await record_lengths(app, queries, say) if queries else {}
     engines: dict[str, Any] = {}
+    handles: dict[str, Any] = {}
     for ename, spec in app.engines.items():
-        handle = app.runtime.instances[ename][0].handle
+        handle = handles[spec.kind] = app.runtime.instances[ename][0].handle
         say(f"profiling engine {ename!r} ({spec.kind})")
         engines[spec.kind] = await _profile_kind(spec.kind, handle, say, quick, repeats)
     if "vllm" in engines and lengths:
         engines["vllm"]["lengths"] = lengths
-    return {"name": name, "provenance": "measured", "source": provenance_note(app), "engines": engines}
+    out = {"name": name, "provenance": "measured", "source": provenance_note(app), "engines": engines}
+    device = await profile_contention(handles, _prose, say, repeats=1 if quick else 3)
+    if device is not None:
+        out["device"] = device
+    return out
 
 
 async def _profile_kind(kind: str, handle: Any, say: Say, quick: bool, repeats: int = 1) -> dict[str, Any]:
