@@ -221,7 +221,7 @@ async def profile_started(app: App, name: str, say: Say, queries: int = 4, quick
     if "vllm" in engines and lengths:
         engines["vllm"]["lengths"] = lengths
     out = {"name": name, "provenance": "measured", "source": provenance_note(app), "engines": engines}
-    device = await profile_contention(handles, _prose, say, repeats=1 if quick else 3)
+    device = await profile_contention(handles, _prose, say, repeats=2 if quick else 5)
     if device is not None:
         out["device"] = device
     return out
