@@ -108,17 +108,19 @@ class Settings:
 
 
 # ---- apps and engines ---------------------------------------------------------------------------
-def make_apps(names: tuple[str, ...]) -> dict[str, Any]:
-    """The apps on the default embedded engines, sharing one adapter per engine (one LLM load)."""
+def make_apps(names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The apps on the default embedded engines, sharing one adapter per engine (one LLM load).
+    overrides: more engine options by engine name (e.g. {"llm": {"step_stats": True}})."""
     import importlib
 
     from teola.shared_engines import share_engines
 
+    options = {k: {**ENGINE_OVERRIDES.get(k, {}), **(overrides or {}).get(k, {})}
+               for k in {*ENGINE_OVERRIDES, *(overrides or {})}}
     apps = {}
     for name in names:
         module = importlib.import_module(f"apps.{name}")
-        app = module.build(**{k: v for k, v in ENGINE_OVERRIDES.items()
-                              if k in module.build.__code__.co_varnames})
+        app = module.build(**{k: v for k, v in options.items() if k in module.build.__code__.co_varnames})
         apps[name] = app
     share_engines(apps.values())
     return apps

@@ -33,6 +33,8 @@ from bench.common import write_results
 from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
 from bench.sim_fidelity import (call_lengths, fresh_profile, on_simulated_apps, prompt_tokens, scale_tokens,
                                 use_replay)
+from bench.step_timing import busy_intervals, step_rows, summary
+from bench.step_timing import markdown as steps_markdown
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.sim.profiler import add_lengths
 
@@ -41,9 +43,11 @@ NAMES = ("naive_rag", "advanced_rag")
 
 async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real: bool,
                       replay: dict[str, Any] | None = None, system: str = "teola",
-                      arrivals: list[float] | None = None) -> dict[str, Any]:
+                      arrivals: list[float] | None = None, steps: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per app, each query's latency and trace: one at a time with the prefix cache emptied before
-    each, or (arrivals: seconds from the start) as an open-loop trace from one emptied cache."""
+    each, or (arrivals: seconds from the start) as an open-loop trace from one emptied cache.
+    steps: filled with each app's LLM engine steps during its trace, seconds from the trace's start
+    (real engines started with step_stats)."""
     config, policy = SYSTEMS[system]
     out: dict[str, Any] = {}
     for name, app in apps.items():
@@ -69,25 +73,38 @@ async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real:
                 rows.append(await one(q))
             continue
         await reset()
+        log = _step_log(app) if steps is not None else None
+        logged = len(log) if log is not None else 0
         loop = asyncio.get_running_loop()
-        start = loop.time()
+        start, wall = loop.time(), time.time()
 
         async def at(i: int) -> dict[str, Any]:
             await asyncio.sleep(max(0.0, start + arrivals[i] - loop.time()))
             return await one(queries[i])
         out[name] = list(await asyncio.gather(*(at(i) for i in range(len(queries)))))
+        if log is not None:
+            steps[name] = [(t - wall, g, p, r) for t, g, p, r in list(log)[logged:]]
     return out
 
 
+def _step_log(app: Any) -> Any:
+    """The engine-step log of the app's (first) LLM, or None when it keeps none."""
+    handle = app.runtime.instances["llm"][0].handle
+    counter = getattr(getattr(handle, "backend", handle), "steps", None)
+    return getattr(counter, "log", None)
+
+
 async def real_side(queries: list[dict[str, Any]], fresh_out: str | None = None,
-                    system: str = "teola", arrivals: list[float] | None = None) -> tuple[dict[str, Any], Any]:
-    """The real runs, and (fresh_out: a results name) a profile measured first on the started engines."""
-    apps = make_apps(NAMES)
+                    system: str = "teola", arrivals: list[float] | None = None,
+                    steps: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+    """The real runs, and (fresh_out: a results name) a profile measured first on the started engines.
+    With arrivals the LLM logs its engine steps, which go into `steps` by app."""
+    apps = make_apps(NAMES, {"llm": {"step_stats": True}} if arrivals else None)
     for app in apps.values():
         await app.start()
     try:
         profile = await fresh_profile(apps[NAMES[-1]], fresh_out, "sim_trace_diff") if fresh_out else None
-        return await run_queries(apps, queries, real=True, system=system, arrivals=arrivals), profile
+        return await run_queries(apps, queries, real=True, system=system, arrivals=arrivals, steps=steps), profile
     finally:
         for app in apps.values():
             await app.stop()
@@ -97,6 +114,13 @@ def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any], replay: dic
              system: str = "teola", arrivals: list[float] | None = None) -> dict[str, Any]:
     return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False, replay=replay,
                                                                       system=system, arrivals=arrivals))
+
+
+def _context_per_seq(runs: list[dict[str, Any]]) -> float:
+    """A decoding call's mean context: its prompt tokens plus half its output."""
+    calls = [t for r in runs for t in r["trace"] if t.get("op") == "decoding" and "fused_into" not in t]
+    return statistics.fmean(int(t.get("num_prompt_tokens") or 0) + int(t.get("num_output_tokens") or 0) / 2
+                            for t in calls) if calls else 0.0
 
 
 def token_scale(real: dict[str, Any], sim: dict[str, Any]) -> float:
@@ -164,6 +188,8 @@ def markdown(d: dict[str, Any]) -> str:
         for side, label in (("sim", " (sampled lengths)"), ("replay", " (replayed lengths)")):
             if side in d:
                 lines += _app_table(name, label, d["real"][name], d[side][name])
+    if d.get("step_summary"):
+        lines += steps_markdown(d["step_summary"])
     return "\n".join(lines) + "\n"
 
 
@@ -219,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         n = args.n
     queries = doc_qa_queries(n, 10, "truthfulqa", 0)
     arrivals = poisson_arrivals(n, args.rate, 0) if args.rate else None
+    steps: dict[str, Any] = dict(earlier.get("steps") or {}) if args.real else {}
     if not args.real:
-        real, measured = asyncio.run(real_side(queries, args.out if fresh else None, args.system, arrivals))
+        real, measured = asyncio.run(real_side(queries, args.out if fresh else None, args.system, arrivals, steps))
         profile = measured or profile
     lengths: dict[str, list[int]] = {"text": [], "split": []}
     for runs in real.values():
@@ -235,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     data = {"real": strip(real), "sim": strip(sim_side(queries, profile, system=args.system, arrivals=arrivals)),
             "replay": strip(sim_side(queries, profile, replay=real, system=args.system, arrivals=arrivals)), "n": n,
             "profile": args.profile, "system": args.system, "rate": args.rate, "token_scale": scale,
+            "steps": steps, "step_summary": {name: summary(step_rows(
+                log, profile["engines"]["vllm"]["cost"], busy_intervals(real[name], arrivals or []),
+                _context_per_seq(real[name]))) for name, log in steps.items()},
             "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_trace_diff " + " ".join(argv if argv is not None else sys.argv[1:])}
     write_results(args.out, data, markdown(data))

@@ -5,9 +5,13 @@ ran and how many tokens they produced, so a benchmark can report vLLM's decode-b
 vLLM hands each step's IterationStats to its stat loggers in the front-end process; `StepCounter`
 is one such logger (vLLM's `StatLoggerBase` interface, registered through `AsyncLLM`'s
 `stat_loggers`). IterationStats is not a stable vLLM interface: a field this version lacks counts 0.
+`StepCounter.log` also keeps the last LOG_STEPS steps one by one (when the front end handled it,
+tokens generated, prompt tokens computed, requests running after it), so a benchmark can time
+engine steps under load against a cost model (bench.sim_trace_diff).
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -33,16 +37,22 @@ class StepCounts:
         return out
 
 
+LOG_STEPS = 100_000
+
+
 class StepCounter:
-    """Counts for one engine; `factory` is what AsyncLLM's `stat_loggers` takes."""
+    """Counts for one engine; `factory` is what AsyncLLM's `stat_loggers` takes. `log`: the last
+    LOG_STEPS steps as (time.time() when the front end handled the step's outputs, generated tokens,
+    prompt tokens computed, requests running after the step; -1 when vLLM does not say)."""
 
     def __init__(self) -> None:
         self.counts = StepCounts()
+        self.log: deque[tuple[float, int, int, int]] = deque(maxlen=LOG_STEPS)
 
     def factory(self, vllm_config: Any, engine_index: int = 0) -> Any:
         from vllm.v1.metrics.loggers import StatLoggerBase
 
-        counts = self.counts
+        counts, log = self.counts, self.log
 
         class _Logger(StatLoggerBase):
             def __init__(self, *_: Any, **__: Any) -> None:
@@ -58,8 +68,12 @@ class StepCounter:
                 counts.generated_tokens += generated
                 prompt = getattr(iteration_stats, "prompt_token_stats", None)
                 computed = getattr(prompt, "computed", None) if prompt is not None else None
-                counts.prompt_tokens += int(computed if computed is not None
-                                            else getattr(iteration_stats, "num_prompt_tokens", 0) or 0)
+                prompt_tokens = int(computed if computed is not None
+                                    else getattr(iteration_stats, "num_prompt_tokens", 0) or 0)
+                counts.prompt_tokens += prompt_tokens
+                running = getattr(scheduler_stats, "num_running_reqs", None)
+                log.append((float(getattr(iteration_stats, "iteration_timestamp", 0.0) or 0.0), generated,
+                            prompt_tokens, int(running) if running is not None else -1))
                 counts.preempted += int(getattr(iteration_stats, "num_preempted_reqs", 0) or 0)
 
             def log_engine_initialized(self) -> None:

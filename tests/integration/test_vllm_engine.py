@@ -36,9 +36,12 @@ async def test_decoding_generates_text(llm_engine):
 
 
 async def test_step_counts_see_every_generated_token_and_batched_decode_steps(llm_engine):
-    before = llm_engine.step_counts()
+    before, logged = llm_engine.step_counts(), len(llm_engine.steps.log)
     await llm_engine.execute("decoding", [{"parts": [QUESTION], "max_tokens": 6, "ignore_eos": True}])
     alone = llm_engine.step_counts().minus(before)
+    steps = list(llm_engine.steps.log)[logged:]  # one record per step, in order, with its tokens
+    assert sum(g for _, g, _, _ in steps) == 6 and sum(p for _, _, p, _ in steps) == alone.prompt_tokens
+    assert [t for t, *_ in steps] == sorted(t for t, *_ in steps) and steps[-1][3] == 0
     # one call: its first token comes with the prefill step, each other token takes a step of its own
     assert alone.generated_tokens == 6 and alone.decode_steps == 6 and alone.as_dict()["tokens_per_decode_step"] == 1
     assert alone.prompt_tokens > 0

@@ -140,3 +140,26 @@ def test_sim_paper_large_documents_hold_about_a_hundred_chunks():
     chunks = [c for d in q["documents"] for c in chunk_text(d, 256, 30)]
     assert len(q["documents"]) == sp.LARGE_DISTRACTORS + 1 and len(chunks) > 60
     assert "answers" not in q and "gold" not in q
+
+
+def test_step_timing_times_busy_steps_against_the_cost_and_marks_other_engines():
+    from bench.step_timing import busy_intervals, step_rows, summary
+
+    cost = {"base": 0.01, "prefill_token": 0.001, "decode_seq": 0.02, "context_token": 0.0}
+    runs = [{"trace": [{"engine": "embedding", "started": 0.5, "finished": 1.0},
+                       {"engine": "llm", "started": 0.0, "finished": 3.0}]}]
+    busy = busy_intervals(runs, [1.0])           # the embedder ran 1.5-2.0 s into the trace
+    assert busy == [(1.5, 2.0)]
+    log = [(0.0, 1, 100, 1),    # a prefill step: its gap is not timed (nothing before it)
+           (0.06, 1, 0, 1),     # decode, 60 ms against 30 ms modelled
+           (0.12, 1, 0, 0),     # decode, 60 ms; nothing left running after it
+           (5.0, 2, 50, 2),     # after an idle gap: not timed
+           (5.1, 2, 0, 2)]
+    rows = step_rows(log, cost, busy, context_per_seq=0)
+    assert [round(r["measured"], 3) for r in rows] == [0.06, 0.06, 0.1]
+    assert rows[0]["predicted"] == 0.03 and not rows[0]["other_busy"]
+    assert rows[2]["decode"] == 2 and rows[2]["predicted"] == 0.05
+    busy_rows = step_rows([(1.6, 1, 0, 1), (1.7, 1, 0, 1)], cost, busy, 0)
+    assert busy_rows[0]["other_busy"]
+    [g] = summary(rows)
+    assert g["steps"] == 3 and not g["prefill"] and abs(g["ratio"] - 2.0) < 1e-9
