@@ -7,7 +7,8 @@ handles vLLM's outputs, busy with an embedding batch. For the LLM and each other
 this phase times, back to back and alternating:
 - a synthesis-like LLM call (a few hundred prompt tokens, 24 decoded) alone, and while the other
   engine computes batch after batch;
-- a batch of the other engine alone, and while the LLM runs such calls one after another.
+- four batches of the other engine in a row (about one LLM call's length on a CPU) alone, and while
+  the LLM runs such calls one after another.
 The median over pairs of loaded / alone (at least 1) is the profile's "device" slowdown of that pair
 (engines/sim_device.py); the engines that compute one batch at a time between them (`exclusive`)
 are listed as they are configured.
@@ -60,13 +61,18 @@ async def profile_contention(handles: dict[str, Any], prose: Callable[[int, int]
         async def other_batch() -> float:
             return await _timed(handle.execute(op, batch()))
 
+        async def other_batches() -> float:
+            # several batches in a row span a whole LLM call (its prefill and its decode), whose
+            # phases slow a batch by different amounts
+            return await _timed(_in_turn(handle, op, batch, 4))
+
         async def other_load(stop: asyncio.Event) -> None:
             while not stop.is_set():
                 await handle.execute(op, batch())
 
         await other_batch()  # warm-up
         llm_pairs = await _paired(llm_call, other_load, repeats)
-        other_pairs = await _paired(other_batch, llm_load, repeats)
+        other_pairs = await _paired(other_batches, llm_load, repeats)
         slowdown["vllm"][kind] = _factor(llm_pairs)
         slowdown[kind] = {"vllm": _factor(other_pairs)}
         fit[f"vllm|{kind}"] = {"call_s": llm_pairs, "factor": slowdown["vllm"][kind]}
@@ -75,6 +81,11 @@ async def profile_contention(handles: dict[str, Any], prose: Callable[[int, int]
             f"a {kind} batch x{slowdown[kind]['vllm']:.2f} while the LLM runs calls")
     exclusive = sorted(k for k, h in others.items() if getattr(h, "exclusive", False))
     return {"exclusive": exclusive, "slowdown": {k: v for k, v in slowdown.items() if v}, "fit": fit}
+
+
+async def _in_turn(handle: Any, op: str, batch: Callable[[], list[dict[str, Any]]], n: int) -> None:
+    for _ in range(n):
+        await handle.execute(op, batch())
 
 
 async def _timed(coro: Awaitable[Any]) -> float:
