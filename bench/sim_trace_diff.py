@@ -174,7 +174,9 @@ def _tokens(row: dict[str, Any]) -> str:
 
 
 def markdown(d: dict[str, Any]) -> str:
-    lines = ["## Simulator vs real engines, primitive by primitive (issue 17)", "",
+    title = "## Simulator vs real engines, primitive by primitive" + (
+        f", {d['rate']} q/s Poisson arrivals" if d.get("rate") else "") + " (issue 17)"
+    lines = [title, "",
              f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, "
              + (f"Poisson arrivals at {d['rate']} q/s (seed 0), prefix cache emptied before the trace, "
                 if d.get("rate") else "one at a time, prefix cache emptied before each, ")
