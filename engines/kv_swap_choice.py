@@ -116,12 +116,20 @@ class SurvivalTracker:
         call's first admission since its abort: count it and return (its blocks, those cached);
         else (0, 0)."""
         blocks = self._watch.pop(key, 0)
-        if not blocks:
-            return 0, 0
+        return self.count(blocks, cached) if blocks else (0, 0)
+
+    def count(self, blocks: int, cached: int) -> tuple[int, int]:
+        """A resume known without a watch (a swapped call found by its own key): count `cached` of
+        its `blocks` full blocks as kept; returns them (cached capped at blocks)."""
         cached = max(0, min(cached, blocks))
         self.blocks += blocks
         self.cached += cached
         return blocks, cached
+
+    @property
+    def watching(self) -> bool:
+        """Whether any aborted call is watched (callers can skip hashing a request's tokens if not)."""
+        return bool(self._watch)
 
     def share(self) -> float:
         """cached / blocks over the resumes so far (0 before the first)."""

@@ -113,8 +113,7 @@ class SimAdmission:
                 self.pool.release(seq.held)
                 return False, 0.0
             del self.host_kv[key]
-            self.survival.watch(key, computed // bs)
-            self._note_resume(key, hit)
+            self._note_resume(*self.survival.count(computed // bs, hit))
             loaded = computed - hit * bs
             seq.computed, seconds = computed, math.ceil(loaded / bs) * self.swap_seconds_per_block
             if seq.cached < 0:  # reported as cached: none of it is computed again
@@ -130,7 +129,8 @@ class SimAdmission:
                 self.pool.release(seq.held)
                 return False, 0.0
             seq.computed, seconds = hit * bs, 0.0
-            self._note_resume(hash(tuple(seq.ids)), hit)  # counts only an aborted call, not swapped
+            if self.survival.watching:  # an aborted call, not swapped, may be resuming
+                self._note_resume(*self.survival.resumed(hash(tuple(seq.ids)), hit))
             if seq.cached < 0:
                 seq.cached = hit * bs
                 self.stats["prompt_tokens"] += seq.prompt_len
@@ -140,11 +140,9 @@ class SimAdmission:
         self._run(seq)
         return True, seconds
 
-    def _note_resume(self, key: int, cached: int) -> None:
-        """A request with these tokens was admitted with `cached` full blocks from the prefix cache:
-        if it resumes an aborted call, count what the cache kept (abort_kv="auto" weighs swapping by
-        that share)."""
-        blocks, cached = self.survival.resumed(key, cached)
+    def _note_resume(self, blocks: int, cached: int) -> None:
+        """An aborted call resumed: `cached` of the `blocks` full blocks it had computed were still in
+        the prefix cache (counted by `survival`, whose share abort_kv="auto" weighs)."""
         self.stats["resumed_blocks"] += blocks
         self.stats["resumed_cached_blocks"] += cached
 

@@ -205,5 +205,7 @@ def test_survival_tracker_counts_a_watched_calls_first_resume_and_forgets_the_ol
     assert t.resumed("c", 2) == (0, 0)
     assert t.resumed("d", 1) == (2, 1)
     assert (t.blocks, t.cached, t.share()) == (6, 5, 5 / 6)
+    assert t.watching and t.resumed("e", 2) == (2, 2) and not t.watching
+    assert t.count(3, 7) == (3, 3) and (t.blocks, t.cached) == (11, 10)
     with pytest.raises(ValueError, match="limit"):
         SurvivalTracker(limit=0)
