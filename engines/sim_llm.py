@@ -16,9 +16,9 @@ measured cost). `abort_kv="swap"` models teola's own preemption (abort, then res
 decoded token ids) through a KV swap: an aborted running request's KV moves to host memory, and a
 later request with exactly its tokens (prompt + resume_ids) swaps it back in instead of prefilling
 ("drop", vLLM's behaviour: the blocks are freed; the prefix cache may still hold them). `abort_kv="auto"`
-swaps an aborted call only when engines.kv_swap_choice.worth_swapping says so (out now and in later
-against recomputing), with the share of blocks earlier resumed calls found still in the prefix cache
-counted as neither loaded nor recomputed. With `scheduling="priority"` waiting sequences are taken by request priority and a
+swaps an aborted call only when engines.kv_swap_choice.save_pays says so (out now and in later
+against recomputing what the prefix cache will have lost: the share of full blocks earlier resumed
+calls found still cached is neither loaded nor recomputed; the partly filled last block always is). With `scheduling="priority"` waiting sequences are taken by request priority and a
 waiting one may preempt a worse running one, like vLLM's priority policy.
 
 It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
@@ -33,7 +33,7 @@ import itertools
 import math
 from typing import Any, AsyncIterator
 
-from engines.kv_swap_choice import SurvivalTracker, worth_swapping
+from engines.kv_swap_choice import SurvivalTracker, save_pays
 from engines.protocol import EngineProfile
 from engines.sim_device import DeviceShare, computing
 from engines.sim_admission import Emit, SimAdmission, SimSeq
@@ -136,7 +136,7 @@ class SimLLM(SimAdmission):
             self.stats["aborted"] += 1
             if seq.state == "running" and seq.computed > 0 and seq.op in DECODE_OPS:
                 blocks = math.ceil(seq.computed / self.pool.block_size)
-                if self.abort_kv == "swap" or (self.abort_kv == "auto" and self._worth_swapping(seq.computed, blocks)):
+                if self.abort_kv == "swap" or (self.abort_kv == "auto" and self._worth_swapping(seq.computed)):
                     self.host_kv[hash(tuple(seq.ids))] = seq.computed
                     self._swap_debt += blocks * self.swap_seconds_per_block
                     self.stats["swapped_blocks"] += blocks
@@ -146,12 +146,12 @@ class SimLLM(SimAdmission):
             await self._finish(seq, aborted=True)
         return len(hit) + self.drop_paused(wanted)
 
-    def _worth_swapping(self, computed: int, blocks: int) -> bool:
-        """abort_kv="auto": the rule of the real connector's save (out now, in later: moves=2), with
-        the share of an aborted call's blocks that the prefix cache still held when calls resumed on
-        this engine so far (0 before any resume) neither loaded nor recomputed."""
-        return worth_swapping(blocks * self.swap_seconds_per_block, computed * self.cost.prefill_token, 2,
-                              self.survival.share())
+    def _worth_swapping(self, computed: int) -> bool:
+        """abort_kv="auto": the rule of the real connector's save (`save_pays`), with the share of
+        full blocks that calls resumed on this engine so far found still in the prefix cache (0
+        before any resume)."""
+        return save_pays(computed, self.pool.block_size, self.swap_seconds_per_block, self.cost.prefill_token,
+                         self.survival.share())
 
     def reset_prefix_cache(self) -> int:
         """Empty the prefix cache (blocks no running request holds), like vLLM's call of that name."""

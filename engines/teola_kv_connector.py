@@ -127,12 +127,14 @@ class TeolaSwapConnector(KVConnectorBase_V1):
         self._local.pop(request.request_id, None)
         loaded = self._loaded.pop(request.request_id, 0)
         swap = _swap_param(request)
+        # what this run loaded is reported whether or not it is saved again (a resumed call preempted anew)
+        report = {PARAM: {"loaded_tokens": loaded}} if swap is not None else None
         if swap is None or not _saves_on_finish(request):
-            return False, ({PARAM: {"loaded_tokens": loaded}} if swap is not None else None)
+            return False, report
         # tokens whose KV is written: with async scheduling the last step may still be in flight
         computed = request.num_computed_tokens - int(getattr(request, "num_in_flight_tokens", 0) or 0)
         delay = self.index.save(swap[0], request.request_id, request.all_token_ids, block_ids, computed, swap[1])
-        return delay, None
+        return delay, report
 
     # ---- worker side ------------------------------------------------------------------------------
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines.kv_swap_choice import SurvivalTracker, SwapCosts, choose, recompute_seconds, swap_seconds
+from engines.kv_swap_choice import SurvivalTracker, SwapCosts, choose, recompute_seconds, save_pays, swap_seconds
 from engines.kv_swap_index import SwapIndex
 
 # 1 ms per prefilled token; 1 MB/ms bandwidth; 0.5 ms per copy call
@@ -151,26 +151,32 @@ def test_vllm_engine_rejects_bad_kv_swap_options(options, problem):
         VLLMEngine("llm", **options)
 
 
-@pytest.mark.parametrize("survival, want", [
-    (0.0, True),    # 1 s x (1 + 1) = 2 s < 3 s
-    (0.4, True),    # 1 s x (1 + 0.6) = 1.6 s < 3 s x 0.6 = 1.8 s
-    (0.5, False),   # 1.5 s against 1.5 s: a tie recomputes
-    (0.9, False),   # 1.1 s against 0.3 s: the swap-out alone costs more than what is lost
-    (1.0, False),   # nothing to recompute
+@pytest.mark.parametrize("computed, move_s, survival, want", [
+    # 4-token blocks, 1 s to prefill a token, `move_s` to move one block, no fixed cost
+    (8, 1.0, 0.0, True),     # 2 full blocks: out 2 s + in 2 s = 4 s < 8 s lost
+    (8, 1.0, 0.5, True),     # out 2 s + in 1 s = 3 s < 4 s lost
+    (8, 1.0, 0.75, False),   # out 2 s + in 0.5 s = 2.5 s > 2 s lost
+    (8, 1.0, 1.0, False),    # nothing lost: the swap-out would be paid for nothing
+    (11, 1.0, 1.0, False),   # the 3-token tail is lost: out 3 s + in 1 s = 4 s > 3 s
+    (11, 0.5, 1.0, True),    # out 1.5 s + in 0.5 s = 2 s < 3 s: the tail alone pays for the save
+    (12, 0.5, 1.0, False),   # no tail, every full block cached: nothing lost
+    (0, 0.5, 0.0, False),    # nothing computed
 ])
-def test_what_the_prefix_cache_keeps_counts_neither_as_loaded_nor_recomputed(survival, want):
-    from engines.kv_swap_choice import worth_swapping
-    assert worth_swapping(1.0, 3.0, moves=2, survival=survival) is want
-    # a swap-in only (moves=1) scales both sides alike: the choice does not depend on survival
-    assert worth_swapping(1.0, 3.0, moves=1, survival=min(survival, 0.9)) is True
+def test_a_save_pays_for_what_the_prefix_cache_loses_and_it_never_keeps_the_tail(computed, move_s, survival, want):
+    assert save_pays(computed, 4, move_s, 1.0, survival) is want
 
 
-def test_choose_passes_survival_and_rejects_a_share_outside_0_1():
-    costs = SwapCosts(prefill_s_per_token=1e-3, swap_bytes_per_s=1e6, swap_fixed_s=0.0)
-    assert choose(30, 10_000, costs, moves=2) == "swap"                  # 20 ms < 30 ms
-    assert choose(30, 10_000, costs, moves=2, survival=0.5) == "recompute"  # 15 ms against 15 ms
+def test_save_pays_counts_the_fixed_cost_of_both_copies_and_matches_choose_with_nothing_cached():
+    assert not save_pays(11, 4, 0.5, 1.0, 1.0, fixed_s=0.6)    # 1.2 s + 2 s = 3.2 s > 3 s
+    assert save_pays(11, 4, 0.5, 1.0, 1.0, fixed_s=0.4)        # 0.8 s + 2 s = 2.8 s < 3 s
+    for tokens in (3, 6, 8, 40):
+        nbytes = -(-tokens // 4) * 1_000_000
+        assert save_pays(tokens, 4, swap_seconds(1_000_000, COSTS) - COSTS.swap_fixed_s, COSTS.prefill_s_per_token,
+                         0.0, COSTS.swap_fixed_s) is (choose(tokens, nbytes, COSTS, moves=2) == "swap")
     with pytest.raises(ValueError, match="survival"):
-        choose(30, 10_000, costs, moves=2, survival=1.5)
+        save_pays(8, 4, 1.0, 1.0, 1.5)
+    with pytest.raises(ValueError, match="block_size"):
+        save_pays(8, 0, 1.0, 1.0)
 
 
 def test_a_save_weighs_what_resumed_calls_found_still_in_the_prefix_cache():
@@ -191,6 +197,19 @@ def test_a_save_weighs_what_resumed_calls_found_still_in_the_prefix_cache():
     assert ix.survival() == 0.5
     ix.consume("k2", [1, 2, 3], local=0, loaded=0)  # a later admission of the same key is not a resume
     assert ix.counters["resumed_blocks"] == 4
+
+
+def test_a_call_with_a_partly_filled_last_block_is_saved_even_when_resumes_keep_every_full_block():
+    """Survival 1.0, then an aborted call of 2 full blocks and a 3-token tail: out 3 blocks + in 1
+    block (4 x 1 ms at 1 MB/s) against prefilling the 3 tail tokens at 2 ms each (6 ms)."""
+    costs = SwapCosts(prefill_s_per_token=2e-3, swap_bytes_per_s=1e6, swap_fixed_s=0.0)
+    ix = index()
+    assert ix.save("k1", "r1", list(range(9)), [1, 2, 3], 8, costs)
+    ix.consume("k1", [4, 5, 6], local=8, loaded=0)
+    assert ix.survival() == 1.0
+    assert not ix.save("k2", "r2", list(range(9)), [1, 2], 8, costs)          # no tail: nothing lost
+    assert ix.save("k3", "r3", list(range(12)), [1, 2, 3], 11, costs)         # the tail is
+    assert ix.matched("k3", list(range(12)), 8, costs) == 3                    # ... and loads back
 
 
 def test_survival_tracker_counts_a_watched_calls_first_resume_and_forgets_the_oldest():

@@ -51,6 +51,20 @@ def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_hos
             "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
             "seed": 1, "summary": summary(rows), "equal_latency": equal_latency(summary(rows))}
     assert "KV swap on preemption: off" in markdown(data)
-    text = markdown({**data, "kv_swap": True})
-    assert "KV swap on preemption: on" in text
-    assert "| 80 (40; 24) |" in text  # PLAS at load 1.0: 8 preemptions over two trials
+    assert "connector saves" not in markdown(data)
+    rows = [dict(r, swap_saves=r["preemptions"], swap_saves_declined=1, swap_loads=2, swap_loaded_tokens=7,
+                 swap_seconds_out=0.004, swap_seconds_in=0.001) for r in rows]
+    data = {**data, "summary": summary(rows), "kv_swap": True}
+    text = markdown(data)
+    assert "KV swap on preemption: on" in text and "2 trial(s)" in text
+    # PLAS at load 1.0: 8 preemptions over two trials; 80 re-sent - 40 cached - 24 loaded = 16 recomputed;
+    # the connector's counters summed over the trials
+    assert "| 80 (40; 24) | 16 | 8 (2) | 4 (14) | 8 / 2 |" in text
+
+
+def test_connector_counts_are_per_run_differences():
+    from bench.programs_heavy import swap_counts
+    before = {"saves": 3, "saves_declined": 1, "loads": 2, "loaded_tokens": 40, "seconds_out": 0.5, "seconds_in": 0.25}
+    after = {"saves": 5, "saves_declined": 1, "loads": 4, "loaded_tokens": 70, "seconds_out": 0.75, "seconds_in": 0.5}
+    assert swap_counts(before, after) == {"swap_saves": 2, "swap_saves_declined": 0, "swap_loads": 2,
+                                          "swap_loaded_tokens": 30, "swap_seconds_out": 0.25, "swap_seconds_in": 0.25}
