@@ -107,8 +107,8 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "p99": statistics.fmean(p99s), "p99_range": (min(p99s), max(p99s)),
                         "throughput": statistics.fmean(r["throughput"] for r in rs),
                         **{k: sum(r.get(k, 0) for r in rs) for k in ("preemptions", "resumed_tokens",
-                                                               "resumed_cached_tokens", "resumed_swapped_tokens", "calls",
-                                                               "output_tokens", *(f"swap_{c}" for c in SWAP_COUNTS))}})
+                                                               "resumed_cached_tokens", "resumed_swapped_tokens", "resumed_unrun",
+                                                               "calls", "output_tokens", *(f"swap_{c}" for c in SWAP_COUNTS))}})
     return out
 
 
@@ -134,7 +134,7 @@ def markdown(data: dict[str, Any]) -> str:
              f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
              f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}.", "",
              "| load | rate (prog/s) | policy | trials | mean (s), trial mean (min-max) | P99 (s), trial mean (min-max) "
-             "| preemptions | re-sent tokens (cached; loaded from host) | recomputed |"
+             "| preemptions (resumed runs stopped before they ran) | re-sent tokens (cached; loaded from host) | recomputed |"
              + (" connector saves (declined) | loads (tokens) | copy out / in (ms) |" if data.get("kv_swap") else ""),
              "|---:|---:|---|---:|---|---|---:|---:|---:|" + ("---:|---:|---:|" if data.get("kv_swap") else "")]
     for r in data["summary"]:
@@ -143,7 +143,7 @@ def markdown(data: dict[str, Any]) -> str:
                 f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f} |") if data.get("kv_swap") else ""
         lines.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {SHOWN.get(r['policy'], r['policy'])} | {r['trials']} | "
                      f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f}) | {r['p99']:.2f} "
-                     f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} | "
+                     f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} ({r['resumed_unrun']}) | "
                      f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r['resumed_swapped_tokens']}) | "
                      f"{recomputed} |" + swap)
     e = data["equal_latency"]

@@ -106,7 +106,7 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
     """Run `progs` (arrival times relative to now) to completion; latency statistics."""
     log: list[dict[str, Any]] = []
     m = rt.metrics
-    before = (m.preemptions, m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens)
+    before = (m.preemptions, m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens, m.resumed_unrun)
     clock = asyncio.get_running_loop().time
     t0 = clock()
     lats = await asyncio.gather(*(run_program(rt, p, t0, tag, questions, docs[k % len(docs)] if docs else None, log,
@@ -124,7 +124,7 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
             "prompt_tokens": prompt, "cached_tokens": cached, "calls_per_instance": per_inst,
             "programs_on_several_instances": moved, "preemptions": m.preemptions - before[0],
             "resumed_tokens": m.resumed_tokens - before[1], "resumed_cached_tokens": m.resumed_cached_tokens - before[2],
-            "resumed_swapped_tokens": m.resumed_swapped_tokens - before[3]}
+            "resumed_swapped_tokens": m.resumed_swapped_tokens - before[3], "resumed_unrun": m.resumed_unrun - before[4]}
 
 
 def set_policy(rt: Any, name: str) -> None:

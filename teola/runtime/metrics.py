@@ -8,7 +8,7 @@ from typing import Callable
 COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "discarded", "fused",
             "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
             "engine_failures", "engine_restarts", "preemptions", "resumed_tokens", "resumed_cached_tokens",
-            "resumed_swapped_tokens")
+            "resumed_swapped_tokens", "resumed_unrun")
 
 
 @dataclass(slots=True)
@@ -48,9 +48,10 @@ class Metrics:
     engine_failures: int = 0  # engine instances found down (teola.runtime.supervisor)
     engine_restarts: int = 0  # ... and brought back
     preemptions: int = 0  # running LLM calls stopped for better-ranked ones (teola.runtime.preemption)
-    resumed_tokens: int = 0  # prompt tokens their resumed runs sent again (prompt + decoded so far)
+    resumed_tokens: int = 0  # prompt tokens their resumed runs that ran sent again (prompt + decoded so far)
     resumed_cached_tokens: int = 0  # ... of which the engine's prefix cache held
     resumed_swapped_tokens: int = 0  # ... of which the engine swapped in from host memory (kv_swap)
+    resumed_unrun: int = 0  # resumed runs stopped again before the engine computed anything (not in the above)
     query_latency: Stat = field(default_factory=Stat)
     op_latency: dict[str, Stat] = field(default_factory=dict)
     batch_size: dict[str, Stat] = field(default_factory=dict)

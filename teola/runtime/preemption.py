@@ -239,8 +239,17 @@ class Preemptor:
             self.sched.metrics.aborted_requests += 1
 
     def note_resumed(self, result: Any) -> None:
-        """Count what a resumed run re-sent and what the prefix cache held of it."""
-        if isinstance(result, dict):
-            self.sched.metrics.resumed_tokens += int(result.get("num_prompt_tokens") or 0)
-            self.sched.metrics.resumed_cached_tokens += int(result.get("num_cached_tokens") or 0)
-            self.sched.metrics.resumed_swapped_tokens += int(result.get("kv_swap_loaded_tokens") or 0)
+        """Count what a resumed run re-sent and what the prefix cache held of it. A run stopped again
+        before the engine computed anything for it (aborted with no token out, nothing cached or
+        loaded: it was still waiting inside the engine) re-sent nothing to compute; it is counted
+        as `resumed_unrun` instead."""
+        if not isinstance(result, dict):
+            return
+        if result.get("aborted") and not any(int(result.get(k) or 0) > 0 for k in (
+                "num_output_tokens", "num_cached_tokens", "kv_swap_loaded_tokens")):
+            self.sched.metrics.resumed_unrun += 1
+            return
+        m = self.sched.metrics
+        m.resumed_tokens += int(result.get("num_prompt_tokens") or 0)
+        m.resumed_cached_tokens += int(result.get("num_cached_tokens") or 0)
+        m.resumed_swapped_tokens += int(result.get("kv_swap_loaded_tokens") or 0)

@@ -166,3 +166,23 @@ async def test_a_call_keeps_one_kv_swap_key_across_its_resumes():
     assert len({r["kv_swap_key"] for r in runs}) == 1 and runs[-1]["resume_ids"]
     short = [r for r in lent.requests if "one line" in str(r["parts"])]
     assert short and short[0]["kv_swap_key"] != runs[0]["kv_swap_key"]
+
+
+def test_a_resumed_run_stopped_before_it_ran_counts_apart_from_re_sent_tokens():
+    """A resumed call admitted and preempted again while it still waited inside the engine computed
+    nothing: its prompt is not counted as re-sent (nor, by difference, as recomputed)."""
+    from types import SimpleNamespace
+
+    from teola.runtime.metrics import Metrics
+    from teola.runtime.preemption import Preemptor
+
+    p = Preemptor(SimpleNamespace(metrics=Metrics()), budget=1)
+    p.note_resumed({"aborted": True, "num_prompt_tokens": 90, "num_cached_tokens": 0, "num_output_tokens": 0})
+    p.note_resumed({"aborted": True, "num_prompt_tokens": 90, "num_cached_tokens": 64, "num_output_tokens": 0})
+    p.note_resumed({"aborted": True, "num_prompt_tokens": 80, "num_cached_tokens": 0, "num_output_tokens": 2})
+    p.note_resumed({"num_prompt_tokens": 70, "num_cached_tokens": 32, "num_output_tokens": 5,
+                    "kv_swap_loaded_tokens": 6})
+    m = p.sched.metrics
+    assert m.resumed_unrun == 1
+    assert (m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens) == (240, 96, 6)
+    assert m.snapshot()["resumed_unrun"] == 1

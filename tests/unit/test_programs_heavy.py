@@ -10,7 +10,7 @@ from bench.programs_heavy import equal_latency, markdown, summary
 def _row(trial: int, load: float, policy: str, mean: float, p99: float, pre: int = 0) -> dict:
     return {"trial": trial, "load": load, "rate": load * 2.0, "policy": policy, "mean": mean, "p99": p99,
             "throughput": 1.0, "preemptions": pre, "resumed_tokens": 10 * pre, "resumed_cached_tokens": 5 * pre,
-            "calls": 30, "output_tokens": 700}
+            "resumed_unrun": pre // 2, "calls": 30, "output_tokens": 700}
 
 
 ROWS = [_row(t, load, p, m + t, 2 * (m + t), pre)
@@ -59,7 +59,7 @@ def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_hos
     assert "KV swap on preemption: on" in text and "2 trial(s)" in text
     # PLAS at load 1.0: 8 preemptions over two trials; 80 re-sent - 40 cached - 24 loaded = 16 recomputed;
     # the connector's counters summed over the trials
-    assert "| 80 (40; 24) | 16 | 8 (2) | 4 (14) | 8 / 2 |" in text
+    assert "| 8 (4) | 80 (40; 24) | 16 | 8 (2) | 4 (14) | 8 / 2 |" in text  # 2 + 2 runs stopped before they ran
 
 
 def test_connector_counts_are_per_run_differences():
