@@ -11,7 +11,9 @@ Workloads at Autellix's shapes (bench/programs.py generators, Poisson arrivals, 
 (single-threaded, long-tailed calls per program, output mean 60 / max 400 tokens; a call keeps the
 last 9,000 characters of its conversation, so it fits Llama-2's 4,096-token context) and tree
 (multi-threaded, 2-4 steps of 2-8 parallel calls, output mean 25 / max 120), prompts from shipped
-NQ-open questions. Policies FCFS / MLFQ / PLAS / ATLAS; teola's preemption either recomputes a
+NQ-open questions. Policies FCFS / MLFQ / PLAS / ATLAS (FCFS: policy `fcfs`, vLLM's order with each
+call returning when it ends; `--baseline fifo` runs teola's batching strawman instead, as the pages
+before commit 82110ed did); teola's preemption either recomputes a
 resumed call (abort, re-prefill mostly from the prefix cache), swaps its KV out and back in
 (`abort_kv="swap"` at the profile's PCIe swap cost), or swaps only when a round trip is cheaper
 than recomputing what the prefix cache will have lost (`abort_kv="auto"`, mode "auto"); 1 instance, and 4 instances with the
@@ -32,7 +34,8 @@ from bench.common import write_results
 from bench.programs import rates_at_target, workload
 from bench.programs_vllm import load_texts, run_set, set_policy
 
-POLICIES = ("fifo", "mlfq", "plas", "atlas")
+POLICIES = ("mlfq", "plas", "atlas")  # each against FCFS, the baseline (--baseline)
+BASELINES = ("fcfs", "fifo")  # vLLM's order (each call returns when it ends), or teola's batching strawman
 SHAPES = {"chat": {"max_calls": 24, "out_mean": 60, "out_max": 400},
           "tree": {"steps": (2, 4), "width": (2, 8), "out_mean": 25, "out_max": 120}}
 WINDOW = 9000  # characters of conversation a chat call keeps (~2,500 tokens: fits Llama-2's 4,096)
@@ -67,22 +70,26 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
 
 
 def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: str, questions: list[str],
-          loads: tuple[float, ...]) -> dict[str, Any]:
+          loads: tuple[float, ...], baseline: str = "fcfs") -> dict[str, Any]:
     # capacity: a burst big enough to keep every instance's admission budget full for most of it
     n_burst = max(n, 6 * BUDGET * instances)
-    burst = run_once(profile, kind, "fifo", 0.0, n_burst, instances, abort_kv, questions)
+    burst = run_once(profile, kind, baseline, 0.0, n_burst, instances, abort_kv, questions)
     cap = n_burst / burst["wall"]
     rows = []
     for load in loads:
-        for policy in POLICIES:
+        for policy in (baseline, *POLICIES):
             r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions)
             rows.append({"load": load, "rate": load * cap, "policy": policy,
                          **{k: r[k] for k in ("mean", "p50", "p95", "p99", "preemptions", "resumed_tokens",
                                               "resumed_cached_tokens", "sim_wall_s")}})
             print(f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
                   f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
-    target, tput = rates_at_target(rows, POLICIES, "fifo")
-    return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput}
+    target, tput = rates_at_target(rows, (baseline, *POLICIES), baseline)
+    return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput, "baseline": baseline}
+
+
+FCFS_TEXT = {"fcfs": "policy `fcfs`: calls in arrival order, each returning when it ends, the same admission (vLLM's order)",
+             "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends"}
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -102,13 +109,15 @@ def markdown(data: dict[str, Any]) -> str:
                   f"{r['p95']:.1f} | {r['p99']:.1f} | {r['preemptions']} | {r['resumed_tokens']} "
                   f"({r['resumed_cached_tokens']}) |" for r in res["rows"]]
         t = res["rate_at_target"]
-        f = t.get("fifo")
+        base = res.get("baseline", "fifo")  # pages before commit 82110ed ran the fifo strawman
+        f = t.get(base)
         top = max(r["rate"] for r in res["rows"])
         bound = lambda p: ">= " if t[p] >= top - 1e-9 else ""  # under the target at the highest rate swept
         ratios = ", ".join(f"{p} {bound(p)}{t[p] / f:.2f}x" if (t[p] and f) else f"{p} n/a"
-                           for p in POLICIES if p != "fifo")
-        bounded = any(bound(p) for p in POLICIES if p != "fifo" and t[p])
-        lines += ["", f"Rate at mean latency <= {res['target_s']:.1f} s: FCFS {f if f is None else round(f, 3)} "
+                           for p in POLICIES)
+        bounded = any(bound(p) for p in POLICIES if t[p])
+        lines += ["", f"FCFS here is {FCFS_TEXT[base]}.",
+                  "", f"Rate at mean latency <= {res['target_s']:.1f} s: FCFS {f if f is None else round(f, 3)} "
                   f"programs/s; vs FCFS: {ratios}" + (" ('>=': still under the target at the highest rate swept, so a "
                                                        "lower bound)" if bounded else "") + ".", ""]
     return "\n".join(lines) + "\n"
@@ -125,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kinds", default="chat,tree")
     p.add_argument("--modes", default="drop,swap", help="preemption modes: drop (recompute), swap, auto (swap "
                    "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.save_pays)")
+    p.add_argument("--baseline", choices=BASELINES, default="fcfs",
+                   help="FCFS as vLLM runs it (fcfs, default) or teola's fifo batching strawman (the pages before 82110ed)")
     p.add_argument("--out", default="sim_programs")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
@@ -141,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = {}
     for kind, inst, mode in combos:
         sweeps[f"{kind}|{inst}|{MODES[mode]}"] = sweep(
-            profile, kind, n * inst, inst, mode, questions, loads)
+            profile, kind, n * inst, inst, mode, questions, loads, args.baseline)
     data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_programs " + " ".join(argv if argv is not None else sys.argv[1:])}
     write_results(args.out, data, markdown(data))

@@ -22,5 +22,15 @@ def test_a_rate_at_the_top_of_the_sweep_is_marked_a_lower_bound():
     assert "mlfq 1.00x" in text
 
 
+def test_the_page_says_which_fcfs_it_ran():
+    assert "FCFS here is teola's `fifo` batching strawman" in markdown(_data(4.0))  # a page without "baseline"
+    data = _data(4.0)
+    sweep = data["sweeps"]["chat|1|recompute"]
+    sweep["rows"] = [dict(r, policy="fcfs") if r["policy"] == "fifo" else r for r in sweep["rows"]]
+    sweep["rate_at_target"]["fcfs"] = sweep["rate_at_target"].pop("fifo")
+    text = markdown({**data, "sweeps": {"chat|1|recompute": {**sweep, "baseline": "fcfs"}}})
+    assert "FCFS here is policy `fcfs`" in text and "atlas >= 1.33x" in text
+
+
 def test_no_mark_when_every_rate_is_interpolated():
     assert "lower bound" not in markdown(_data(3.5)) and "atlas 1.17x" in markdown(_data(3.5))
