@@ -151,11 +151,12 @@ def markdown(data: dict[str, Any]) -> str:
                 if baseline_of(data["summary"]) == "fifo" else
                 "FCFS: policy `fcfs` (vLLM's order: calls in arrival order, each returning when it ends, the same admission)."), "",
              "| load | rate (prog/s) | policy | trials | mean (s), trial mean (min-max) | P99 (s), trial mean (min-max) "
-             "| preemptions (resumed runs stopped before they ran) | re-sent tokens (cached; loaded from host) | recomputed |"
+             "| preemptions (resumed runs stopped before they ran) | re-sent tokens (not computed: prefix cache or host; "
+             "of which loaded from host) | recomputed |"
              + (" connector saves (declined) | loads (tokens) | copy out / in (ms) |" if data.get("kv_swap") else ""),
              "|---:|---:|---|---:|---|---|---:|---:|---:|" + ("---:|---:|---:|" if data.get("kv_swap") else "")]
     for r in data["summary"]:
-        recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"] - r["resumed_swapped_tokens"]
+        recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"]  # vLLM's cached count includes host loads
         swap = (f" {r['swap_saves']} ({r['swap_saves_declined']}) | {r['swap_loads']} ({r['swap_loaded_tokens']}) | "
                 f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f} |") if "swap_saves" in r else \
             (" n/a | n/a | n/a |" if data.get("kv_swap") else "")

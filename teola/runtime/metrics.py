@@ -49,8 +49,8 @@ class Metrics:
     engine_restarts: int = 0  # ... and brought back
     preemptions: int = 0  # running LLM calls stopped for better-ranked ones (teola.runtime.preemption)
     resumed_tokens: int = 0  # prompt tokens their resumed runs that ran sent again (prompt + decoded so far)
-    resumed_cached_tokens: int = 0  # ... of which the engine's prefix cache held
-    resumed_swapped_tokens: int = 0  # ... of which the engine swapped in from host memory (kv_swap)
+    resumed_cached_tokens: int = 0  # ... of which the engine did not compute (vLLM: prefix cache + host loads)
+    resumed_swapped_tokens: int = 0  # ... of those, what the engine reported loading from host memory (kv_swap)
     resumed_unrun: int = 0  # resumed runs stopped again before the engine computed anything (not in the above)
     query_latency: Stat = field(default_factory=Stat)
     op_latency: dict[str, Stat] = field(default_factory=dict)

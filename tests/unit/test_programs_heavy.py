@@ -68,9 +68,9 @@ def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_hos
     data = {**data, "summary": summary(rows), "kv_swap": True}
     text = markdown(data)
     assert "KV swap on preemption: on" in text and "2 trial(s)" in text
-    # PLAS at load 1.0: 8 preemptions over two trials; 80 re-sent - 40 cached - 24 loaded = 16 recomputed;
-    # the connector's counters summed over the trials
-    assert "| 8 (4) | 80 (40; 24) | 16 | 8 (2) | 4 (14) | 8 / 2 |" in text  # 2 + 2 runs stopped before they ran
+    # PLAS at load 1.0: 8 preemptions over two trials; 80 re-sent - 40 not computed (24 of them loaded
+    # from host) = 40 recomputed; the connector's counters summed over the trials
+    assert "| 8 (4) | 80 (40; 24) | 40 | 8 (2) | 4 (14) | 8 / 2 |" in text  # 2 + 2 runs stopped before they ran
 
 
 def test_connector_counts_are_per_run_differences():
