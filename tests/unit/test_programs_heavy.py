@@ -36,10 +36,15 @@ def test_throughput_at_equal_latency_uses_the_trial_means():
     assert e["rates"]["plas"] == pytest.approx(2.0) and e["ratios"]["atlas"] == pytest.approx(2.0 / 1.375)
 
 
-def test_the_table_names_fcfs_and_the_target():
-    data = {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
+def page(rows: list[dict]) -> dict:
+    """A page's data around these rows (what bench.programs_heavy.main writes)."""
+    return {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
             "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
-            "seed": 1, "summary": summary(ROWS), "equal_latency": equal_latency(summary(ROWS))}
+            "seed": 1, "summary": summary(rows), "equal_latency": equal_latency(summary(rows))}
+
+
+def test_the_table_names_fcfs_and_the_target():
+    data = page(ROWS)
     text = markdown(data)
     assert "| 0.50 | 1.000 | fcfs | 2 | 4.50 (4.00-5.00)" in text
     assert "ATLAS/FCFS 1.455" in text and "ATLAS >= 2x FCFS" in text
@@ -48,9 +53,7 @@ def test_the_table_names_fcfs_and_the_target():
 
 def test_pages_run_against_the_fifo_strawman_say_so_and_use_it_as_the_base():
     rows = [dict(r, policy="fifo") if r["policy"] == "fcfs" else r for r in ROWS]
-    data = {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
-            "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
-            "seed": 1, "summary": summary(rows), "equal_latency": equal_latency(summary(rows))}
+    data = page(rows)
     text = markdown(data)
     assert "| 0.50 | 1.000 | fcfs (fifo batches) | 2 | 4.50 (4.00-5.00)" in text
     assert "FCFS: teola's `fifo` batches" in text and "ATLAS/FCFS 1.455" in text
@@ -58,9 +61,7 @@ def test_pages_run_against_the_fifo_strawman_say_so_and_use_it_as_the_base():
 
 def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_host():
     rows = [dict(r, resumed_swapped_tokens=3 * r["preemptions"]) for r in ROWS]
-    data = {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
-            "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
-            "seed": 1, "summary": summary(rows), "equal_latency": equal_latency(summary(rows))}
+    data = page(rows)
     assert "KV swap on preemption: off" in markdown(data)
     assert "connector saves" not in markdown(data)
     rows = [dict(r, swap_saves=r["preemptions"], swap_saves_declined=1, swap_loads=2, swap_loaded_tokens=7,
