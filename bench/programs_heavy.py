@@ -45,11 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_results
 from bench.programs import rates_at_target, workload
-from bench.programs_vllm import ENGINE, QUEUES, load_texts, run_set, set_policy
+from bench.programs_vllm import BASELINES, ENGINE, FCFS_TEXT, QUEUES, load_texts, run_set, set_policy
 
 SHAPES = {"chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
           "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96}}
-BASELINES = ("fcfs", "fifo")  # FCFS: vLLM's own order; or teola's batching strawman (--baseline fifo)
 SHOWN = {"fifo": "fcfs (fifo batches)"}
 
 
@@ -147,9 +146,7 @@ def markdown(data: dict[str, Any]) -> str:
              f"Each trial draws other programs (seed {data['seed']} + trial); rates are the same in every trial. "
              f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
              f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}. "
-             + ("FCFS: teola's `fifo` batches (a batch's calls all return when its longest ends; the strawman, not vLLM's order)."
-                if baseline_of(data["summary"]) == "fifo" else
-                "FCFS: policy `fcfs` (vLLM's order: calls in arrival order, each returning when it ends, the same admission)."), "",
+             + f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}.", "",
              "| load | rate (prog/s) | policy | trials | mean (s), trial mean (min-max) | P99 (s), trial mean (min-max) "
              "| preemptions (resumed runs stopped before they ran) | re-sent tokens (not computed: prefix cache or host; "
              "of which loaded from host) | recomputed |"

@@ -127,10 +127,15 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
             "resumed_swapped_tokens": m.resumed_swapped_tokens - before[3], "resumed_unrun": m.resumed_unrun - before[4]}
 
 
+BASELINES = ("fcfs", "fifo")  # FCFS as vLLM runs it, or teola's batching strawman (pages before 82110ed)
+FCFS_TEXT = {"fcfs": "policy `fcfs`: calls in arrival order, each returning when it ends, the same admission (vLLM's order)",
+             "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends"}
+
+
 def set_policy(rt: Any, name: str) -> None:
     """A fresh policy object (and process table) for the next run."""
     from teola.runtime.policies import make_policy
-    rt.schedulers["llm"].policy = make_policy(name, **({} if name in ("fifo", "fcfs") else QUEUES))
+    rt.schedulers["llm"].policy = make_policy(name, **({} if name in BASELINES else QUEUES))
 
 
 class Borrowed:

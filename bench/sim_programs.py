@@ -32,10 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from bench.programs import rates_at_target, workload
-from bench.programs_vllm import load_texts, run_set, set_policy
+from bench.programs_vllm import BASELINES, FCFS_TEXT, load_texts, run_set, set_policy
 
 POLICIES = ("mlfq", "plas", "atlas")  # each against FCFS, the baseline (--baseline)
-BASELINES = ("fcfs", "fifo")  # vLLM's order (each call returns when it ends), or teola's batching strawman
 SHAPES = {"chat": {"max_calls": 24, "out_mean": 60, "out_max": 400},
           "tree": {"steps": (2, 4), "width": (2, 8), "out_mean": 25, "out_max": 120}}
 WINDOW = 9000  # characters of conversation a chat call keeps (~2,500 tokens: fits Llama-2's 4,096)
@@ -86,10 +85,6 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
                   f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     target, tput = rates_at_target(rows, (baseline, *POLICIES), baseline)
     return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput, "baseline": baseline}
-
-
-FCFS_TEXT = {"fcfs": "policy `fcfs`: calls in arrival order, each returning when it ends, the same admission (vLLM's order)",
-             "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends"}
 
 
 def markdown(data: dict[str, Any]) -> str:

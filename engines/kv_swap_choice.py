@@ -74,13 +74,7 @@ def choose(tokens: int, nbytes: int, costs: SwapCosts, moves: int = 1) -> Choice
         raise ValueError(f"tokens and nbytes must be >= 0 and moves >= 1, got {tokens}, {nbytes}, {moves}")
     if tokens == 0 or nbytes == 0:
         return "recompute"
-    return "swap" if worth_swapping(swap_seconds(nbytes, costs), recompute_seconds(tokens, costs), moves) else "recompute"
-
-
-def worth_swapping(move_s: float, recompute_s: float, moves: int = 1) -> bool:
-    """True when moving the KV `moves` times (`move_s` seconds each) is strictly cheaper than
-    prefilling it again (`recompute_s`)."""
-    return moves * move_s < recompute_s
+    return "swap" if swap_seconds(nbytes, costs, moves) < recompute_seconds(tokens, costs) else "recompute"
 
 
 def save_pays(computed: int, block_size: int, block_move_s: float, prefill_token_s: float,

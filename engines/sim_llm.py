@@ -136,7 +136,7 @@ class SimLLM(SimAdmission):
             self.stats["aborted"] += 1
             if seq.state == "running" and seq.computed > 0 and seq.op in DECODE_OPS:
                 blocks = math.ceil(seq.computed / self.pool.block_size)
-                if self.abort_kv == "swap" or (self.abort_kv == "auto" and self._worth_swapping(seq.computed)):
+                if self.abort_kv == "swap" or (self.abort_kv == "auto" and self._save_pays(seq.computed)):
                     self.host_kv[hash(tuple(seq.ids))] = seq.computed
                     self._swap_debt += blocks * self.swap_seconds_per_block
                     self.stats["swapped_blocks"] += blocks
@@ -146,7 +146,7 @@ class SimLLM(SimAdmission):
             await self._finish(seq, aborted=True)
         return len(hit) + self.drop_paused(wanted)
 
-    def _worth_swapping(self, computed: int) -> bool:
+    def _save_pays(self, computed: int) -> bool:
         """abort_kv="auto": the rule of the real connector's save (`save_pays`), with the share of
         full blocks that calls resumed on this engine so far found still in the prefix cache (0
         before any resume)."""

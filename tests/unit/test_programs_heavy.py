@@ -56,7 +56,7 @@ def test_pages_run_against_the_fifo_strawman_say_so_and_use_it_as_the_base():
     data = page(rows)
     text = markdown(data)
     assert "| 0.50 | 1.000 | fcfs (fifo batches) | 2 | 4.50 (4.00-5.00)" in text
-    assert "FCFS: teola's `fifo` batches" in text and "ATLAS/FCFS 1.455" in text
+    assert "FCFS: teola's `fifo` batching strawman" in text and "ATLAS/FCFS 1.455" in text
 
 
 def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_host():
