@@ -59,7 +59,7 @@ async def preempt(engine: Any, parts: list, key: str | None) -> list[int]:
 async def resume(engine: Any, parts: list, key: str | None, done: list[int]) -> tuple[float, dict]:
     # the save ran in the engine step after the abort; then the cache can be emptied
     for _ in range(600):
-        if await engine._engine.reset_prefix_cache():
+        if await engine.reset_prefix_cache():
             break
         await asyncio.sleep(0.05)
     req = {"parts": parts, "max_tokens": 1, "ignore_eos": True, "resume_ids": done,

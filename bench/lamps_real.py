@@ -169,7 +169,7 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
             for trial in range(trials):
                 for system, policy in SYSTEMS.items():
                     rt.set_policy(policy)
-                    await llm._engine.reset_prefix_cache()
+                    await llm.reset_prefix_cache()
                     swap0 = await llm.kv_swap_stats()
                     t0 = time.perf_counter()
                     start = asyncio.get_running_loop().time()

@@ -135,11 +135,10 @@ async def reset_prefix_cache(app: Any) -> bool:
         if isinstance(getattr(h, "base_url", None), str):  # a remote `vllm serve` (engines.vllm_serve.ServeProcess)
             ok = await _reset_remote(h.base_url) and ok
             continue
-        engine = getattr(h, "_engine", None)
-        if engine is None or not hasattr(engine, "reset_prefix_cache"):
+        if getattr(h, "_engine", None) is None or not hasattr(h, "reset_prefix_cache"):
             ok = False
             continue
-        ok = bool(await engine.reset_prefix_cache()) and ok
+        ok = bool(await h.reset_prefix_cache()) and ok  # VLLMEngine's: also forgets its sent prefixes
     return ok
 
 

@@ -40,6 +40,7 @@ from engines.sim_admission import Emit, SimAdmission, SimSeq
 from engines.sim_cost import IterationCost
 from engines.sim_kv import BlockPool, block_hashes
 from engines.sim_text import LengthSampler, continuation_ids, output_id, output_token, prompt_ids
+from engines.prefix_memo import PrefixMemo
 from engines.split_parser import SplitParser
 from engines.vllm_requests import DECODE_OPS, PREFILL_OPS, check_request
 
@@ -56,7 +57,8 @@ class SimLLM(SimAdmission):
                  max_tokens: int = 256, lengths: dict[str, list[int]] | None = None, seed: int = 0,
                  scheduling: str = "fcfs", preemption: str = "recompute", swap_seconds_per_block: float = 0.0,
                  max_batch: int | None = None, max_efficient_batch: int | None = None, n_items: int = 3,
-                 abort_kv: str = "drop", device: DeviceShare | None = None, **_ignored: Any) -> None:
+                 abort_kv: str = "drop", device: DeviceShare | None = None, skip_known_prefixes: bool = True,
+                 **_ignored: Any) -> None:
         if scheduling not in ("fcfs", "priority"):
             raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
         if abort_kv not in ("drop", "swap", "auto"):
@@ -67,6 +69,8 @@ class SimLLM(SimAdmission):
         self.cost = cost if isinstance(cost, IterationCost) else IterationCost(**(cost or {}))
         self.max_num_seqs, self.budget = max_num_seqs, max_num_batched_tokens
         self.pool = BlockPool(num_blocks, block_size)
+        # partial prefills answered at once, as the vLLM adapter answers them (engines/prefix_memo.py)
+        self.prefixes = PrefixMemo(block_size) if skip_known_prefixes else None
         self.token_ratio, self.template_tokens = token_ratio, template_tokens
         self.max_model_len, self.max_tokens, self.n_items = max_model_len, max_tokens, n_items
         self.sampler = LengthSampler(lengths, seed)
@@ -143,6 +147,8 @@ class SimLLM(SimAdmission):
                 else:
                     self.stats["swaps_declined"] += self.abort_kv == "auto"
                     self.survival.watch(hash(tuple(seq.ids)), seq.computed // self.pool.block_size)
+            if seq.op == "partial_prefilling" and self.prefixes is not None and seq.computed < len(seq.ids):
+                self.prefixes.forget(seq.ids, seq.req["cache_salt"])
             await self._finish(seq, aborted=True)
         return len(hit) + self.drop_paused(wanted)
 
@@ -155,6 +161,8 @@ class SimLLM(SimAdmission):
 
     def reset_prefix_cache(self) -> int:
         """Empty the prefix cache (blocks no running request holds), like vLLM's call of that name."""
+        if self.prefixes is not None:
+            self.prefixes.clear()
         return self.pool.drop_cached()
 
     # ---- requests -----------------------------------------------------------------------------------
@@ -164,9 +172,32 @@ class SimLLM(SimAdmission):
         if self._task is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
         seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit) for i, r in enumerate(requests)]
-        self.waiting.extend(seqs)
+        out: list[asyncio.Future] = []
+        for seq in seqs:
+            skipped = self._skip_reason(seq)
+            if skipped is None:
+                self.waiting.append(seq)
+                out.append(seq.future)
+            else:
+                result = {"num_prompt_tokens": len(seq.ids), "num_cached_tokens": 0, "skipped": skipped}
+                out.append(asyncio.ensure_future(self._answered(seq, result)))
         self._wake.set()
-        return [s.future for s in seqs]
+        return out
+
+    def _skip_reason(self, seq: SimSeq) -> str | None:
+        if seq.op != "partial_prefilling" or self.prefixes is None:
+            return None
+        skipped = self.prefixes.skip_reason(seq.ids, seq.req["cache_salt"])
+        if skipped is None:
+            self.prefixes.note(seq.ids, seq.req["cache_salt"])
+        return skipped
+
+    @staticmethod
+    async def _answered(seq: SimSeq, result: dict[str, Any]) -> dict[str, Any]:
+        seq.state = "done"
+        if seq.emit is not None:
+            await seq.emit(seq.index, "final", result)
+        return result
 
     def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> SimSeq:
         ids = prompt_ids(req["parts"], req["complete"], self.token_ratio, self.template_tokens)

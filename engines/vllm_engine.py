@@ -25,6 +25,7 @@ from typing import Any
 from engines.hardware import cpu_llm_dtype
 from engines.models import resolve_model
 from engines.paths import configure_engine_env
+from engines.prefix_memo import PrefixMemo
 from engines.protocol import EngineProfile
 from engines.split_parser import SplitParser
 from engines.vllm_requests import (DECODE_OPS, PREFILL_OPS, PromptRenderer, check_request, tokens_prompt,
@@ -61,7 +62,10 @@ class VLLMEngine:
     kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs (fix some of the
     measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s), step_stats
     (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
-    engines/vllm_step_stats.py).
+    engines/vllm_step_stats.py), skip_known_prefixes (True: a partial prefill whose prefix is shorter
+    than one KV block, so vLLM would cache none of it, or whose whole blocks this instance sent
+    moments ago, returns at once with "skipped" set instead of waiting in vLLM's queue;
+    engines/prefix_memo.py).
 
     `profile`: max_batch = max_num_seqs; max_inflight = max_num_seqs (the runtime hands it at most
     max_num_seqs requests at once, so what waits beyond that waits in teola's queues, in its
@@ -84,7 +88,7 @@ class VLLMEngine:
                  engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
                  cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
                  kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None,
-                 step_stats: bool = False):
+                 step_stats: bool = False, skip_known_prefixes: bool = True):
         for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
                              ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
             if not isinstance(value, int) or value < 1:
@@ -115,6 +119,10 @@ class VLLMEngine:
         vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
         self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs, self.swap_costs = kv_swap, kv_swap_bytes, kv_swap_costs, None
         self.steps = StepCounter() if step_stats else None
+        if not isinstance(skip_known_prefixes, bool):
+            raise ValueError(f"engine {name!r}: option skip_known_prefixes must be true or false, got {skip_known_prefixes!r}")
+        self.skip_known_prefixes = skip_known_prefixes
+        self.prefixes: PrefixMemo | None = None  # once started (it needs the block size)
         self.name, self.model = name, model
         self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
                         "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
@@ -191,6 +199,7 @@ class VLLMEngine:
                 [self.steps.factory] if self.steps is not None else None))
         config = self._engine.vllm_config
         self.block_size = config.cache_config.block_size
+        self.prefixes = PrefixMemo(self.block_size) if self.skip_known_prefixes else None
         self.step_tokens = config.scheduler_config.max_num_batched_tokens
         # what may be in flight is what the KV cache holds; max_num_batched_tokens bounds one step only
         blocks = config.cache_config.num_gpu_blocks or 0
@@ -212,6 +221,8 @@ class VLLMEngine:
 
     async def reset_prefix_cache(self) -> bool:
         """Empty vLLM's prefix cache (blocks of running requests stay); True if it was emptied."""
+        if self.prefixes is not None:
+            self.prefixes.clear()
         return self._engine is not None and bool(await self._engine.reset_prefix_cache())
 
     def process_ids(self) -> list[int]:
@@ -333,6 +344,14 @@ class VLLMEngine:
         ids = (self.renderer.token_ids(req["parts"], req["complete"])
                + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
         params = self._params(prefill, req, len(ids))
+        if op == "partial_prefilling" and self.prefixes is not None:
+            skipped = self.prefixes.skip_reason(ids, req["cache_salt"])
+            if skipped is not None:
+                result = {"num_prompt_tokens": len(ids), "num_cached_tokens": 0, "skipped": skipped}
+                if emit is not None:
+                    await emit(i, "final", result)
+                return result
+            self.prefixes.note(ids, req["cache_salt"])
         request_id = f"{self.name}-{next(self._request_ids)}"
         parser = SplitParser(req["split"]) if req["split"] and not prefill else None
         deltas = emit if emit is not None and req["stream_text"] and not prefill else None
@@ -363,6 +382,9 @@ class VLLMEngine:
             await outputs.aclose()  # on an early stop this aborts the request inside vLLM
             self._own(req["owner"], request_id, False)
             self._own(req["tag"], request_id, False)
+            if op == "partial_prefilling" and self.prefixes is not None and (
+                    last is None or (last.outputs and last.outputs[0].finish_reason == "abort")):
+                self.prefixes.forget(ids, req["cache_salt"])  # not computed: the next one must be sent
         if last is None:
             raise RuntimeError(f"engine {self.name!r}: request {request_id} ended without output")
         counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}

@@ -4,6 +4,7 @@ import random
 import psutil
 import pytest
 
+from engines.prefix_memo import SENT_BEFORE, TOO_SHORT
 from engines.vllm_engine import VLLMEngine
 
 pytestmark = pytest.mark.engines
@@ -82,6 +83,26 @@ async def test_partial_prefill_is_reused_by_full_prefill_and_decoding(llm_engine
     [dec] = await llm_engine.execute("decoding", [{"parts": parts, "max_tokens": 16}])
     assert dec["num_cached_tokens"] >= (len(full_ids) - 1) // bs * bs
     assert dec["text"].strip()
+
+
+async def test_a_partial_prefill_vllm_would_not_cache_or_already_has_never_reaches_vllm(llm_engine):
+    short = [["context_label", "Context:"]]
+    assert len(llm_engine.prompt_token_ids(short, complete=False)) < llm_engine.block_size
+    long = [["instruction", "Answer using the records."], ["context", fresh_context()]]
+    before = llm_engine.step_counts()
+    [a] = await llm_engine.execute("partial_prefilling", [{"parts": short, "complete": False}])
+    assert a["skipped"] == TOO_SHORT
+    assert llm_engine.step_counts().minus(before).steps == 0
+    [b] = await llm_engine.execute("partial_prefilling", [{"parts": long, "complete": False}])
+    assert "skipped" not in b
+    sent = llm_engine.step_counts()
+    assert sent.minus(before).prompt_tokens > 0
+    [c] = await llm_engine.execute("partial_prefilling", [{"parts": long, "complete": False}])
+    assert c["skipped"] == SENT_BEFORE and c["num_prompt_tokens"] == b["num_prompt_tokens"]
+    assert llm_engine.step_counts().minus(sent).steps == 0
+    assert await llm_engine.reset_prefix_cache()
+    [d] = await llm_engine.execute("partial_prefilling", [{"parts": long, "complete": False}])
+    assert "skipped" not in d  # the cache was emptied: the prefix is sent again
 
 
 async def test_without_partial_prefill_nothing_is_reused(llm_engine):

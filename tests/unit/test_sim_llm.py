@@ -260,3 +260,29 @@ def test_auto_swaps_until_resumed_calls_show_the_prefix_cache_keeps_their_blocks
 def test_abort_kv_names_its_choices():
     with pytest.raises(ValueError, match="'drop', 'swap' or 'auto'"):
         engine(abort_kv="keep")
+
+
+def test_a_partial_prefill_the_engine_would_not_cache_or_already_has_returns_at_once():
+    async def main():
+        e = engine(block_size=16)
+        await e.start()
+        loop = asyncio.get_running_loop()
+        short = {"parts": [["question", "a " * 5]], "complete": False}
+        long = {"parts": [["question", "b " * 40]], "complete": False}
+        out = []
+        for r in (short, long, long):
+            t = loop.time()
+            [res] = await e.execute("partial_prefilling", [r])
+            out.append((res.get("skipped"), loop.time() - t))
+        e.reset_prefix_cache()
+        [again] = await e.execute("partial_prefilling", [long])
+        off = engine(block_size=16, skip_known_prefixes=False)
+        await off.start()
+        [unskipped] = await off.execute("partial_prefilling", [short])
+        return out, again, unskipped, e.stats["iterations"]
+    out, again, unskipped, iterations = run(main)
+    assert out[0] == ("shorter than one KV block", 0.0)
+    assert out[1][0] is None and out[1][1] > 0
+    assert out[2] == ("prefix sent before", 0.0)
+    assert "skipped" not in again and "skipped" not in unskipped  # after a reset it is sent again
+    assert iterations == 2  # the long prefix, twice; the short one never ran
