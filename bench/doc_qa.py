@@ -56,6 +56,7 @@ class Settings:
     same_mode_fractions: tuple[float, ...] = (1.0,)
     seed: int = 0
     keep_expansion: bool = False              # also run KEEP_EXPANSION on advanced RAG
+    embedding_batch: int | None = None        # None: the embedder's shipped max efficient batch
 
     @classmethod
     def quick(cls) -> Settings:
@@ -231,6 +232,12 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
     return lines
 
 
+def _embed_batch(s: dict[str, Any]) -> str:
+    if "embedding_batch" not in s:  # pages before the setting existed ran bench.rag's pre-tuned value
+        return "4 (bench.rag's value pre-tuned on short passages)"
+    return str(s["embedding_batch"]) if s["embedding_batch"] else "the engine's shipped default (32 unless `teola tune` chose one)"
+
+
 def markdown(data: dict[str, Any], command: str) -> str:
     m, s = data.get("machine", {}), data["settings"]
     runs = data["runs"]
@@ -254,7 +261,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
            (__doc__ or "").split("\n\n", 1)[1].strip(), "",
            f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}; distractor stories per "
            f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster). "
-           "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties.", "",
+           "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties. "
+           f"teola's embedder max efficient batch (stage decomposition splits indexing at it): {_embed_batch(s)}.", "",
            *(["### Both systems with their shipped defaults", "", *table(runs, default)] if default else [])]
     if forced:
         out += ["", f"### Both systems forced to `{s['same_mode']}` synthesis (advanced RAG, small documents)", "",
@@ -268,7 +276,8 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
 
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    apps = make_apps(s.apps)
+    apps = make_apps(s.apps, {"embedding": {"max_efficient_batch": s.embedding_batch}} if s.embedding_batch else None,
+                     bench_tuning=False)
     for app in apps.values():
         await app.start()
     t0 = time.perf_counter()
@@ -302,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep-expansion", action="store_true",
                    help=f"also run {KEEP_EXPANSION!r} on advanced RAG: pass prune_covered_searches off, side by side")
     p.add_argument("--only-same-mode", action="store_true", help="only the table with both systems forced to refine")
+    p.add_argument("--embedding-batch", type=int, default=None,
+                   help="teola's embedder max efficient batch (default: the engine's shipped one; pages before "
+                        "commit 05f7204 ran 4, bench.rag's pre-tuned value for short passages)")
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
                    help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
@@ -323,6 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_same_mode:
         s.same_mode = None
     s.keep_expansion = args.keep_expansion
+    if args.embedding_batch is not None:
+        if args.embedding_batch < 1:
+            p.error("--embedding-batch must be >= 1")
+        s.embedding_batch = args.embedding_batch
     if args.only_same_mode:
         s.apps, s.sizes = ("advanced_rag",), {}
     if args.apps:

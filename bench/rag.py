@@ -108,15 +108,20 @@ class Settings:
 
 
 # ---- apps and engines ---------------------------------------------------------------------------
-def make_apps(names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+def make_apps(names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | None = None,
+              bench_tuning: bool = True) -> dict[str, Any]:
     """The apps on the default embedded engines, sharing one adapter per engine (one LLM load).
-    overrides: more engine options by engine name (e.g. {"llm": {"step_stats": True}})."""
+    overrides: more engine options by engine name (e.g. {"llm": {"step_stats": True}});
+    bench_tuning=False leaves out this suite's pre-tuned embedder batch (ENGINE_OVERRIDES), so the
+    engines run with teola's shipped defaults."""
     import importlib
 
     from teola.shared_engines import share_engines
 
-    options = {k: {**ENGINE_OVERRIDES.get(k, {}), **(overrides or {}).get(k, {})}
-               for k in {*ENGINE_OVERRIDES, *(overrides or {})}}
+    base = {k: {o: v for o, v in opts.items() if bench_tuning or o != "max_efficient_batch"}
+            for k, opts in ENGINE_OVERRIDES.items()}
+    options = {k: {**base.get(k, {}), **(overrides or {}).get(k, {})}
+               for k in {*base, *(overrides or {})}}
     apps = {}
     for name in names:
         module = importlib.import_module(f"apps.{name}")

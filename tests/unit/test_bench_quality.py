@@ -42,6 +42,9 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
     assert "| naive_rag/small | alone | teola | 2 | 1 | 2.00 |" in md and "1.50x" in md
     assert f"| naive_rag/small | alone | {KEEP_EXPANSION} | 2 | 1 | 4.00 |" in md and "0.75x" in md  # its speed too
     assert "forced to `refine`" in md
+    assert "max efficient batch (stage decomposition splits indexing at it): 4 (bench.rag's" in md  # an old page
+    data["settings"]["embedding_batch"] = None
+    assert "splits indexing at it): the engine's shipped default" in markdown(data, "python -m bench.doc_qa")
 
 
 def test_wilson_interval_matches_hand_computed_bounds():
