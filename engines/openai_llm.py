@@ -23,8 +23,7 @@ from engines.models import resolve_model
 from engines.openai_http import RemoteClient, RemoteEngineError, check_client_options
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
-from engines.split_parser import SplitParser
-from engines.vllm_engine import VLLMEngine
+from engines.split_parser import SplitParser, emit_items
 from engines.vllm_requests import DECODE_OPS, PREFILL_OPS, PromptRenderer, check_request
 
 # vLLM's own neutral values, sent explicitly so a server's defaults (`--generation-config auto`
@@ -273,7 +272,7 @@ class _DecodeState:
         if emit is not None and req["progress"] and token_ids:
             await emit(i, "progress", len(self.generated))
         if self.parser is not None and text:
-            self.stopped = await VLLMEngine._items(self.parser, text, self.max_items, i, emit)
+            self.stopped = await emit_items(self.parser, text, self.max_items, i, emit)
         return self.stopped
 
     async def finish(self, i: int, emit) -> list[str]:

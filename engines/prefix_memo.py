@@ -10,12 +10,13 @@ at block size 32 took 9.4 s per query at saturation). `PrefixMemo` names such pr
 adapter can answer them at once.
 
 "Sent before" is a memo of this adapter's own requests, not a look into vLLM's cache: if vLLM has
-evicted the blocks, the full prefill computes them, as it would have without the partial prefill.
+evicted the blocks, or the prefill that noted them failed or was aborted, the full prefill computes
+them, as it would have without the partial prefill.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Sequence
+from typing import Any, Sequence
 
 TOO_SHORT = "shorter than one KV block"
 SENT_BEFORE = "prefix sent before"
@@ -44,6 +45,15 @@ class PrefixMemo:
             return SENT_BEFORE
         return None
 
+    def answer(self, ids: Sequence[int], salt: str | None = None) -> dict[str, Any] | None:
+        """A partial prefill's result without the engine ("skipped" names why), or None: send it
+        (it is noted as sent)."""
+        skipped = self.skip_reason(ids, salt)
+        if skipped is None:
+            self.note(ids, salt)
+            return None
+        return {"num_prompt_tokens": len(ids), "num_cached_tokens": 0, "skipped": skipped}
+
     def note(self, ids: Sequence[int], salt: str | None = None) -> None:
         """Remember a partial prefill that is being sent."""
         key = self._key(ids, salt)
@@ -53,12 +63,6 @@ class PrefixMemo:
         self._seen.move_to_end(key)
         while len(self._seen) > self.capacity:
             self._seen.popitem(last=False)
-
-    def forget(self, ids: Sequence[int], salt: str | None = None) -> None:
-        """Drop a prefix whose prefill failed or was aborted."""
-        key = self._key(ids, salt)
-        if key is not None:
-            self._seen.pop(key, None)
 
     def clear(self) -> None:
         """Forget everything (the engine's prefix cache was emptied)."""

@@ -147,8 +147,6 @@ class SimLLM(SimAdmission):
                 else:
                     self.stats["swaps_declined"] += self.abort_kv == "auto"
                     self.survival.watch(hash(tuple(seq.ids)), seq.computed // self.pool.block_size)
-            if seq.op == "partial_prefilling" and self.prefixes is not None and seq.computed < len(seq.ids):
-                self.prefixes.forget(seq.ids, seq.req["cache_salt"])
             await self._finish(seq, aborted=True)
         return len(hit) + self.drop_paused(wanted)
 
@@ -174,23 +172,15 @@ class SimLLM(SimAdmission):
         seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit) for i, r in enumerate(requests)]
         out: list[asyncio.Future] = []
         for seq in seqs:
-            skipped = self._skip_reason(seq)
-            if skipped is None:
+            known = (self.prefixes.answer(seq.ids, seq.req["cache_salt"])
+                     if seq.op == "partial_prefilling" and self.prefixes is not None else None)
+            if known is None:
                 self.waiting.append(seq)
                 out.append(seq.future)
             else:
-                result = {"num_prompt_tokens": len(seq.ids), "num_cached_tokens": 0, "skipped": skipped}
-                out.append(asyncio.ensure_future(self._answered(seq, result)))
+                out.append(asyncio.ensure_future(self._answered(seq, known)))
         self._wake.set()
         return out
-
-    def _skip_reason(self, seq: SimSeq) -> str | None:
-        if seq.op != "partial_prefilling" or self.prefixes is None:
-            return None
-        skipped = self.prefixes.skip_reason(seq.ids, seq.req["cache_salt"])
-        if skipped is None:
-            self.prefixes.note(seq.ids, seq.req["cache_salt"])
-        return skipped
 
     @staticmethod
     async def _answered(seq: SimSeq, result: dict[str, Any]) -> dict[str, Any]:

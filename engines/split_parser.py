@@ -75,3 +75,15 @@ def split_text(text: str, split: str) -> list[str]:
     """All items of a complete output (the non-streaming path)."""
     parser = SplitParser(split)
     return parser.feed(text) + parser.finish()
+
+
+async def emit_items(parser: SplitParser, text: str, max_items: int | None, i: int, emit) -> bool:
+    """Feed decoded text to the item parser and emit ("item") the new complete items of request
+    `i`; True once `max_items` items are out."""
+    new = parser.feed(text)
+    if max_items is not None:  # items before this delta + new ones, capped at max_items
+        new = new[:max(0, max_items - (len(parser.items) - len(new)))]
+    if emit is not None:
+        for item in new:
+            await emit(i, "item", item)
+    return max_items is not None and len(parser.items) >= max_items

@@ -27,7 +27,7 @@ from engines.models import resolve_model
 from engines.paths import configure_engine_env
 from engines.prefix_memo import PrefixMemo
 from engines.protocol import EngineProfile
-from engines.split_parser import SplitParser
+from engines.split_parser import SplitParser, emit_items
 from engines.vllm_requests import (DECODE_OPS, PREFILL_OPS, PromptRenderer, check_request, tokens_prompt,
                                     validate_parts)
 from engines.vllm_layout import VLLM_KEYWORDS, parse_cpu_list, spawn_layout
@@ -62,10 +62,8 @@ class VLLMEngine:
     kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs (fix some of the
     measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s), step_stats
     (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
-    engines/vllm_step_stats.py), skip_known_prefixes (True: a partial prefill whose prefix is shorter
-    than one KV block, so vLLM would cache none of it, or whose whole blocks this instance sent
-    moments ago, returns at once with "skipped" set instead of waiting in vLLM's queue;
-    engines/prefix_memo.py).
+    engines/vllm_step_stats.py), skip_known_prefixes (True: a partial prefill vLLM would not cache (under one
+    KV block) or whose blocks this instance sent moments ago returns at once, "skipped"; engines/prefix_memo.py).
 
     `profile`: max_batch = max_num_seqs; max_inflight = max_num_seqs (the runtime hands it at most
     max_num_seqs requests at once, so what waits beyond that waits in teola's queues, in its
@@ -119,10 +117,7 @@ class VLLMEngine:
         vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
         self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs, self.swap_costs = kv_swap, kv_swap_bytes, kv_swap_costs, None
         self.steps = StepCounter() if step_stats else None
-        if not isinstance(skip_known_prefixes, bool):
-            raise ValueError(f"engine {name!r}: option skip_known_prefixes must be true or false, got {skip_known_prefixes!r}")
-        self.skip_known_prefixes = skip_known_prefixes
-        self.prefixes: PrefixMemo | None = None  # once started (it needs the block size)
+        self.skip_known_prefixes, self.prefixes = bool(skip_known_prefixes), None  # a PrefixMemo once started
         self.name, self.model = name, model
         self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
                         "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
@@ -130,8 +125,7 @@ class VLLMEngine:
                         "tensor_parallel_size": tensor_parallel_size, "seed": seed}
         self.device, self.kv_cache_space_gib = device, kv_cache_space_gib
         self.engine_args = dict(engine_args or {})
-        self.max_tokens = max_tokens
-        self.shutdown_timeout = shutdown_timeout
+        self.max_tokens, self.shutdown_timeout = max_tokens, shutdown_timeout
         self.cpu_threads_bind = cpu_threads_bind
         self.worker_process_option = worker_process
         self.worker_process: bool | None = None  # the layout in force, once started
@@ -344,20 +338,14 @@ class VLLMEngine:
         ids = (self.renderer.token_ids(req["parts"], req["complete"])
                + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
         params = self._params(prefill, req, len(ids))
-        if op == "partial_prefilling" and self.prefixes is not None:
-            skipped = self.prefixes.skip_reason(ids, req["cache_salt"])
-            if skipped is not None:
-                result = {"num_prompt_tokens": len(ids), "num_cached_tokens": 0, "skipped": skipped}
-                if emit is not None:
-                    await emit(i, "final", result)
-                return result
-            self.prefixes.note(ids, req["cache_salt"])
+        known = self.prefixes.answer(ids, req["cache_salt"]) if op == "partial_prefilling" and self.prefixes else None
+        if known is not None:
+            return await _final(emit, i, known)
         request_id = f"{self.name}-{next(self._request_ids)}"
         parser = SplitParser(req["split"]) if req["split"] and not prefill else None
         deltas = emit if emit is not None and req["stream_text"] and not prefill else None
-        text, generated, last = [], [], None
+        text, generated, last, stopped = [], [], None, False
         max_items = req["max_items"] if parser is not None else None
-        stopped = False
         outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
                                         priority=req["priority"])
         self._own(req["owner"], request_id, True)
@@ -375,16 +363,13 @@ class VLLMEngine:
                 if req["progress"] and emit is not None and delta.token_ids:
                     await emit(i, "progress", len(generated))
                 if parser is not None:
-                    stopped = await self._items(parser, delta.text, max_items, i, emit)
+                    stopped = await emit_items(parser, delta.text, max_items, i, emit)
                     if stopped:
                         break  # every item asked for is out: stop decoding the rest
         finally:
             await outputs.aclose()  # on an early stop this aborts the request inside vLLM
             self._own(req["owner"], request_id, False)
             self._own(req["tag"], request_id, False)
-            if op == "partial_prefilling" and self.prefixes is not None and (
-                    last is None or (last.outputs and last.outputs[0].finish_reason == "abort")):
-                self.prefixes.forget(ids, req["cache_salt"])  # not computed: the next one must be sent
         if last is None:
             raise RuntimeError(f"engine {self.name!r}: request {request_id} ended without output")
         counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
@@ -404,18 +389,10 @@ class VLLMEngine:
                       "output_token_ids": generated,
                       # None when decoding was cut short because every item asked for was out
                       "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop"}
-        if emit is not None:
-            await emit(i, "final", result)
-        return result
+        return await _final(emit, i, result)
 
-    @staticmethod
-    async def _items(parser: SplitParser, text: str, max_items: int | None, i: int, emit) -> bool:
-        """Feed decoded text to the item parser and emit the new complete items; True once
-        `max_items` items are out."""
-        new = parser.feed(text)
-        if max_items is not None:  # items before this delta + new ones, capped at max_items
-            new = new[:max(0, max_items - (len(parser.items) - len(new)))]
-        if emit is not None:
-            for item in new:
-                await emit(i, "item", item)
-        return max_items is not None and len(parser.items) >= max_items
+
+async def _final(emit, i: int, result: dict[str, Any]) -> dict[str, Any]:
+    if emit is not None:
+        await emit(i, "final", result)
+    return result

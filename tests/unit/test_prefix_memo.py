@@ -24,16 +24,20 @@ def test_a_prefix_is_skipped_once_its_whole_blocks_were_sent():
     assert memo.skip_reason([9, 2, 3, 4]) is None
 
 
-def test_salts_keep_prefixes_apart_and_forget_and_clear_undo_a_note():
+def test_salts_keep_prefixes_apart_and_clear_forgets_every_note():
     memo = PrefixMemo(block_size=2)
     memo.note([1, 2], "user-a")
     assert memo.skip_reason([1, 2], "user-a") == SENT_BEFORE
     assert memo.skip_reason([1, 2], "user-b") is None and memo.skip_reason([1, 2]) is None
-    memo.forget([1, 2], "user-a")
-    assert memo.skip_reason([1, 2], "user-a") is None
-    memo.note([1, 2])
     memo.clear()
-    assert memo.skip_reason([1, 2]) is None
+    assert memo.skip_reason([1, 2], "user-a") is None
+
+
+def test_answer_notes_what_it_lets_through_and_answers_the_rest():
+    memo = PrefixMemo(block_size=4)
+    assert memo.answer([1, 2, 3, 4, 5]) is None
+    assert memo.answer([1, 2, 3, 4, 5]) == {"num_prompt_tokens": 5, "num_cached_tokens": 0, "skipped": SENT_BEFORE}
+    assert memo.answer([7])["skipped"] == TOO_SHORT
 
 
 def test_the_memo_keeps_the_most_recently_used_prefixes():
