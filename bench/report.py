@@ -7,7 +7,7 @@ from pathlib import Path
 from bench.common import RESULTS, machine
 
 ROOT = Path(__file__).parent.parent
-ORDER = ["remote_apps", "doc_qa", "doc_qa_naive_12_shipped_t2", "doc_qa_naive_12_shipped", "doc_qa_naive_12_memo", "doc_qa_naive_12", "stop_rules", "doc_qa_large", "doc_qa_refine", "doc_qa_quality_pooled", "doc_qa_quality_seed2", "doc_qa_quality_seed1", "doc_qa_quality_100", "doc_qa_quality", "prompts_100", "prompts_retrieved",
+ORDER = ["remote_apps", "doc_qa", "doc_qa_advanced_shipped", "doc_qa_naive_12_shipped_t2", "doc_qa_naive_12_shipped", "doc_qa_naive_12_memo", "doc_qa_naive_12", "stop_rules", "doc_qa_large", "doc_qa_refine", "doc_qa_quality_pooled", "doc_qa_quality_seed2", "doc_qa_quality_seed1", "doc_qa_quality_100", "doc_qa_quality", "prompts_100", "prompts_retrieved",
          "prompts_li_adv2", "prompts_teola_adv_b", "prompts_seed1", "prompts_li_adv", "prompts", "doc_qa_remote", "remote_overhead", "overlap", "rag", "load", "load_glibc_arenas", "engine_settings", "compile", "runtime", "prefix_ttft", "kv_swap", "programs_heavy_fcfs_swap", "programs_heavy", "programs_heavy_swap", "programs_vllm", "resume_fidelity", "kv_connector_probe", "kv_swap_resume", "programs",
          "length_predictor", "sim_fidelity_device", "sim_fidelity", "sim_fidelity_avx2", "sim_fidelity_avx2_cal12", "sim_fidelity_steps", "sim_fidelity_avx2_rep", "sim_trace_diff_load", "sim_trace_diff", "sim_trace_diff_avx2", "sim_speed", "sim_paper", "sim_paper_large", "sim_programs_fcfs", "sim_programs_loads", "sim_programs_tree", "sim_programs_tree_auto", "sim_programs_chat_auto", "sim_programs_chat_x4", "sim_programs_tree_x4", "lamps_real_high", "lamps_real", "sim_lamps", "sim_lamps_sweep", "sim_lamps_memory", "plan_study",
          "plan_real"]
