@@ -30,11 +30,13 @@ from teola.process_table import ProcessTable
 @dataclass(slots=True)
 class CallSpec:
     """One LLM call of a program: `prompt` tokens of context it needs, `output` tokens to decode,
-    `parents` indices (into the program's calls) that must finish first."""
+    `parents` indices (into the program's calls) that must finish first; `user`: tokens of new user
+    text the call adds (0: one shipped question, as the generators draw by default)."""
 
     prompt: int
     output: int
     parents: tuple[int, ...] = ()
+    user: int = 0
 
 
 @dataclass(slots=True)

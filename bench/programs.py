@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -55,15 +56,27 @@ def _out(rng: random.Random, mean: float, lo: int, hi: int) -> int:
 
 
 def chat_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM,
-                 max_calls: int = 24, out_mean: float = 60, out_max: int = 400) -> ProgramSpec:
+                 max_calls: int = 24, out_mean: float = 60, out_max: int = 400, calls_mean: float | None = None,
+                 user_mean: float | None = None, user_max: int = 1024) -> ProgramSpec:
     """A single-threaded program: a long-tailed number of sequential calls (at most `max_calls`)
-    with exponential output lengths (mean `out_mean`, clipped to [4, out_max])."""
-    n = min(max_calls, 1 + int(rng.paretovariate(1.6)) - 1 + int(rng.expovariate(1 / 2.0)))
+    with exponential output lengths (mean `out_mean`, clipped to [4, out_max]).
+
+    By default the number of calls is 1 + Pareto(1.6) - 1 + Exp(mean 2) (mean ~4) and each user turn
+    is 1-4 shipped questions. `calls_mean` draws it instead from a lognormal (sigma 1) of that mean,
+    and `user_mean` gives each call an exponential number of new user tokens (clipped to
+    [8, user_max]), to reproduce published per-workload statistics (bench/sim_programs.py)."""
+    if calls_mean is None:
+        n = min(max_calls, 1 + int(rng.paretovariate(1.6)) - 1 + int(rng.expovariate(1 / 2.0)))
+    else:
+        n = min(max_calls, max(1, round(rng.lognormvariate(math.log(calls_mean) - 0.5, 1.0))))
     calls, ctx = [], system
     for i in range(max(1, n)):
-        user = rng.choice(qtok) * rng.randint(1, 4)
+        if user_mean is None:
+            user, extra = rng.choice(qtok) * rng.randint(1, 4), 0
+        else:
+            user = extra = _out(rng, user_mean, 8, user_max)
         out = _out(rng, out_mean, 4, out_max)
-        calls.append(CallSpec(ctx + user, out, (i - 1,) if i else ()))
+        calls.append(CallSpec(ctx + user, out, (i - 1,) if i else (), extra))
         ctx += user + out
     return ProgramSpec(pid, t, calls, "chat")
 

@@ -56,11 +56,25 @@ def load_texts(n_questions: int = 400, n_docs: int = 60) -> tuple[list[str], lis
 
 
 # ---- one program -----------------------------------------------------------------------------------
+def user_turn(rng: random.Random, questions: list[str], filler: list[str] | None, tokens: int,
+              token_ratio: float) -> str:
+    """A shipped question, followed (when `tokens` > 0) by words of `filler` texts until the turn has
+    about `tokens` tokens at `token_ratio` tokens a word."""
+    q = questions[rng.randrange(len(questions))]
+    want = round(tokens / token_ratio) - len(q.split())
+    words: list[str] = []
+    while filler and want > len(words):
+        words += filler[rng.randrange(len(filler))].split()
+    return " ".join(words[:max(0, want)] + [q])
+
+
 async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions: list[str],
-                      doc: str | None, log: list[dict[str, Any]], window: int | None = None) -> float:
+                      doc: str | None, log: list[dict[str, Any]], window: int | None = None,
+                      filler: list[str] | None = None, token_ratio: float = 1.3) -> float:
     """Wait for the program's arrival, run its calls (each as soon as its parents finished) and
     return its latency (completion - arrival). `window`: a chat keeps only its last `window`
-    characters of conversation (None: all of it)."""
+    characters of conversation (None: all of it). A call with `user` tokens asks a user turn of
+    that size, padded with `filler` text (see user_turn)."""
     from teola.programs import Program
 
     clock = asyncio.get_running_loop().time  # the loop's clock: real here, virtual in bench.sim_programs
@@ -76,7 +90,7 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
                 thoughts = " ".join(f"Idea {k + 1}: {p.strip()}" for k, p in enumerate(parents))
                 prompt = f"Question: {root_q}\n{thoughts}\nPropose candidate step {i + 1}."
             else:
-                prompt = conversation[0] + f"User: {questions[rng.randrange(len(questions))]}\n"
+                prompt = conversation[0] + f"User: {user_turn(rng, questions, filler, call.user, token_ratio)}\n"
             res = await prog.call(prompt, parent_ids=[f"c{p}" for p in call.parents], call_id=f"c{i}",
                                   max_tokens=call.output, ignore_eos=True)
             if spec.kind == "chat":
@@ -102,15 +116,17 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
 
 
 async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[str],
-                  docs: list[str] | None = None, window: int | None = None) -> dict[str, Any]:
-    """Run `progs` (arrival times relative to now) to completion; latency statistics."""
+                  docs: list[str] | None = None, window: int | None = None, filler: list[str] | None = None,
+                  token_ratio: float = 1.3) -> dict[str, Any]:
+    """Run `progs` (arrival times relative to now) to completion; latency statistics. `filler` and
+    `token_ratio` size the user turns of calls that ask for one (run_program)."""
     log: list[dict[str, Any]] = []
     m = rt.metrics
     before = (m.preemptions, m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens, m.resumed_unrun)
     clock = asyncio.get_running_loop().time
     t0 = clock()
     lats = await asyncio.gather(*(run_program(rt, p, t0, tag, questions, docs[k % len(docs)] if docs else None, log,
-                                              window) for k, p in enumerate(progs)))
+                                              window, filler, token_ratio) for k, p in enumerate(progs)))
     wall = clock() - t0
     prompt = sum(c["prompt"] or 0 for c in log)
     cached = sum(c["cached"] or 0 for c in log)

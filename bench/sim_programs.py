@@ -36,21 +36,31 @@ from bench.programs_vllm import BASELINES, FCFS_TEXT, load_texts, run_set, set_p
 
 POLICIES = ("mlfq", "plas", "atlas")  # each against FCFS, the baseline (--baseline)
 SHAPES = {"chat": {"max_calls": 24, "out_mean": 60, "out_max": 400},
-          "tree": {"steps": (2, 4), "width": (2, 8), "out_mean": 25, "out_max": 120}}
+          "tree": {"steps": (2, 4), "width": (2, 8), "out_mean": 25, "out_max": 120},
+          # Autellix's published workload statistics (§6.1, Fig. 11), not tuned here. ShareGPT: calls per
+          # program long-tailed, mean 6.66, max 80; 256 prefill (new user) and 277 decode tokens per call.
+          "sharegpt": {"max_calls": 80, "calls_mean": 6.66, "user_mean": 256, "user_max": 1024, "out_mean": 277,
+                       "out_max": 1024},
+          # LATS (MCTS on HotpotQA): 159.7 calls per program, 72.6 decode tokens per call (its 467 prefill
+          # tokens are not set: a call's prompt is the question plus its parents' outputs)
+          "lats": {"steps": (8, 24), "width": (5, 15), "out_mean": 72.6, "out_max": 400}}
+GENERATOR = {"chat": "chat", "tree": "tree", "sharegpt": "chat", "lats": "tree"}
 WINDOW = 9000  # characters of conversation a chat call keeps (~2,500 tokens: fits Llama-2's 4,096)
+LONG_CONTEXT = 32768  # a profile with at least this context keeps whole conversations (no window)
 BUDGET = 64  # running calls admitted per instance (the engine's max efficient batch)
 LOADS = (0.5, 0.8, 1.0, 1.2, 1.5)
 MODES = {"drop": "recompute", "swap": "swap", "auto": "swap when worth it (auto)"}
 
 
 def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: int, instances: int,
-             abort_kv: str, questions: list[str], seed: int = 1) -> dict[str, Any]:
+             abort_kv: str, questions: list[str], filler: list[str], seed: int = 1) -> dict[str, Any]:
     from teola import Engine
     from teola.runtime import Runtime
     from teola.sim.virtual_loop import run_virtual
 
     prof = {**profile, "engines": {**profile["engines"], "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv}}}
-    progs = workload(kind, rate, n, seed, [1], **SHAPES[kind])
+    progs = workload(GENERATOR[kind], rate, n, seed, [1], **SHAPES[kind])
+    ratio = profile["engines"]["vllm"].get("token_ratio", 1.3)
     balancer = {"balancer": "locality"} if instances > 1 else {}
 
     async def main() -> dict[str, Any]:
@@ -59,7 +69,9 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
         await rt.start()
         set_policy(rt, policy)
         try:
-            return await run_set(rt, progs, f"{kind}-{policy}-{rate:.3f}", questions, window=WINDOW)
+            window = None if profile["engines"]["vllm"].get("max_model_len", 0) >= LONG_CONTEXT else WINDOW
+            return await run_set(rt, progs, f"{kind}-{policy}-{rate:.3f}", questions, window=window, filler=filler,
+                                 token_ratio=ratio)
         finally:
             await rt.stop()
     wall = time.perf_counter()
@@ -68,19 +80,29 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     return out
 
 
+def shape_stats(kind: str, n: int) -> dict[str, float]:
+    """What the generator draws for `n` programs of `kind` (seed 1): calls per program (mean, max),
+    decode and new-user tokens per call (means), to set beside the published statistics."""
+    progs = workload(GENERATOR[kind], 0.0, n, 1, [1], **SHAPES[kind])
+    calls = [c for p in progs for c in p.calls]
+    return {"calls_mean": len(calls) / n, "calls_max": max(len(p.calls) for p in progs),
+            "out_mean": sum(c.output for c in calls) / len(calls), "user_mean": sum(c.user for c in calls) / len(calls)}
+
+
 def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: str, questions: list[str],
-          loads: tuple[float, ...], baseline: str = "fcfs") -> dict[str, Any]:
+          filler: list[str], loads: tuple[float, ...], baseline: str = "fcfs") -> dict[str, Any]:
     # capacity: a burst big enough to keep every instance's admission budget full for most of it
     n_burst = max(n, 6 * BUDGET * instances)
-    burst = run_once(profile, kind, baseline, 0.0, n_burst, instances, abort_kv, questions)
+    burst = run_once(profile, kind, baseline, 0.0, n_burst, instances, abort_kv, questions, filler)
     cap = n_burst / burst["wall"]
     rows = []
     for load in loads:
         for policy in (baseline, *POLICIES):
-            r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions)
+            r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions, filler)
             rows.append({"load": load, "rate": load * cap, "policy": policy,
                          **{k: r[k] for k in ("mean", "p50", "p95", "p99", "preemptions", "resumed_tokens",
-                                              "resumed_cached_tokens", "sim_wall_s")}})
+                                              "resumed_cached_tokens", "sim_wall_s", "calls", "prompt_tokens",
+                                              "output_tokens")}})
             print(f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
                   f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     target, tput = rates_at_target(rows, (baseline, *POLICIES), baseline)
@@ -95,6 +117,13 @@ def markdown(data: dict[str, Any]) -> str:
              f"admission budget {BUDGET} running calls per instance; rates are fractions of FCFS's burst capacity. "
              "Throughput at equal latency: the highest rate at which a policy's mean program latency stays within "
              "1.5x FCFS's mean at the lowest load (linear interpolation between measured rates, no extrapolation).", ""]
+    if data.get("shapes"):
+        lines += ["Workloads as generated (seed 1; per call: decode tokens and new user tokens, 0 meaning one "
+                  "shipped question):", "", "| workload | shape | calls per program (mean / max) | decode / call | "
+                  "new user tokens / call |", "|---|---|---:|---:|---:|"]
+        lines += [f"| {k} | `{SHAPES[k]}` | {v['calls_mean']:.2f} / {v['calls_max']} | {v['out_mean']:.0f} | "
+                  f"{v['user_mean']:.0f} |" for k, v in data["shapes"].items()]
+        lines += [""]
     for key, res in data["sweeps"].items():
         kind, inst, mode = key.split("|")
         lines += [f"### {kind}, {inst} instance(s), preemption by {mode} (capacity {res['capacity']:.2f} programs/s)",
@@ -126,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--instances", default="1,4", help="instance counts to sweep (default 1,4)")
     p.add_argument("--loads", help=f"fractions of the FCFS capacity to sweep (default {','.join(map(str, LOADS))}); "
                    "extend them until every policy's mean passes the latency target, or its rate is a lower bound")
-    p.add_argument("--kinds", default="chat,tree")
+    p.add_argument("--kinds", default="chat,tree", help=f"workload shapes, from: {', '.join(SHAPES)} (sharegpt and "
+                   "lats take Autellix's published per-workload statistics)")
     p.add_argument("--modes", default="drop,swap", help="preemption modes: drop (recompute), swap, auto (swap "
                    "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.save_pays)")
     p.add_argument("--baseline", choices=BASELINES, default="fcfs",
@@ -135,20 +165,23 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
     profile = load_profile(args.profile)
-    questions, _, _ = load_texts()
+    questions, filler, _ = load_texts()
     t0 = time.perf_counter()
     n = 30 if args.quick else args.programs
     combos = [("chat", 1, "drop")] if args.quick else [
         (k, i, m) for k in args.kinds.split(",") for i in map(int, args.instances.split(","))
         for m in args.modes.split(",")]
+    for kind in {k for k, _, _ in combos} - set(SHAPES):
+        p.error(f"unknown workload kind {kind!r}; choose from {', '.join(SHAPES)}")
     for mode in {m for _, _, m in combos} - set(MODES):
         p.error(f"unknown preemption mode {mode!r}; choose from {', '.join(MODES)}")
     loads = (0.8, 1.2) if args.quick else tuple(map(float, args.loads.split(","))) if args.loads else LOADS
     sweeps = {}
     for kind, inst, mode in combos:
         sweeps[f"{kind}|{inst}|{MODES[mode]}"] = sweep(
-            profile, kind, n * inst, inst, mode, questions, loads, args.baseline)
-    data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
+            profile, kind, n * inst, inst, mode, questions, filler, loads, args.baseline)
+    shapes = {k: shape_stats(k, n) for k in dict.fromkeys(k for k, _, _ in combos)}
+    data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "shapes": shapes, "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_programs " + " ".join(argv if argv is not None else sys.argv[1:])}
     write_results(args.out, data, markdown(data))
     return 0
