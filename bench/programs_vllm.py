@@ -99,7 +99,8 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
                     conversation[0] = conversation[0][-window:]
             r = res.result
             log.append({"program": spec.pid, "call": i, "instance": res.instance, "output": r.get("num_output_tokens"),
-                        "prompt": r.get("num_prompt_tokens"), "cached": r.get("num_cached_tokens")})
+                        "prompt": r.get("num_prompt_tokens"), "cached": r.get("num_cached_tokens"),
+                        "end": clock() - t0})
             return res
 
         root_q = questions[rng.randrange(len(questions))]
@@ -117,9 +118,10 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
 
 async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[str],
                   docs: list[str] | None = None, window: int | None = None, filler: list[str] | None = None,
-                  token_ratio: float = 1.3) -> dict[str, Any]:
+                  token_ratio: float = 1.3, keep_log: bool = False) -> dict[str, Any]:
     """Run `progs` (arrival times relative to now) to completion; latency statistics. `filler` and
-    `token_ratio` size the user turns of calls that ask for one (run_program)."""
+    `token_ratio` size the user turns of calls that ask for one (run_program); `keep_log` adds
+    every call's record (program, tokens, end time) as "log"."""
     log: list[dict[str, Any]] = []
     m = rt.metrics
     before = (m.preemptions, m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens, m.resumed_unrun)
@@ -140,7 +142,8 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
             "prompt_tokens": prompt, "cached_tokens": cached, "calls_per_instance": per_inst,
             "programs_on_several_instances": moved, "preemptions": m.preemptions - before[0],
             "resumed_tokens": m.resumed_tokens - before[1], "resumed_cached_tokens": m.resumed_cached_tokens - before[2],
-            "resumed_swapped_tokens": m.resumed_swapped_tokens - before[3], "resumed_unrun": m.resumed_unrun - before[4]}
+            "resumed_swapped_tokens": m.resumed_swapped_tokens - before[3], "resumed_unrun": m.resumed_unrun - before[4],
+            **({"log": log} if keep_log else {})}
 
 
 BASELINES = ("fcfs", "fifo")  # FCFS as vLLM runs it, or teola's batching strawman (pages before 82110ed)

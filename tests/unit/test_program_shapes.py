@@ -1,0 +1,62 @@
+"""bench.programs' generators at published statistics (bench.sim_programs' sharegpt / lats shapes)
+and the user turns that carry their sizes."""
+from __future__ import annotations
+
+import random
+
+from bench.programs import chat_program, workload
+from bench.programs_vllm import user_turn
+from bench.sim_programs import SHAPES, shape_stats
+
+
+def test_a_calls_mean_draws_a_long_tail_around_it_within_the_cap():
+    progs = workload("chat", 0.0, 2000, 3, [1], max_calls=80, calls_mean=6.66)
+    n = [len(p.calls) for p in progs]
+    assert 5.5 < sum(n) / len(n) < 8.0
+    assert max(n) <= 80 and min(n) >= 1
+    assert sum(k >= 30 for k in n) > 0  # a tail: lognormal(sigma 1) puts ~1% of programs past 30 calls
+
+
+def test_user_tokens_are_drawn_per_call_only_when_asked():
+    rng = random.Random(0)
+    asked = chat_program("p", 0.0, rng, [10], user_mean=256, user_max=1024)
+    assert all(8 <= c.user <= 1024 for c in asked.calls)
+    # each call's context is everything before it: the previous context, user turn and reply
+    for prev, nxt in zip(asked.calls, asked.calls[1:]):
+        assert nxt.prompt == prev.prompt + prev.output + nxt.user
+    plain = chat_program("p", 0.0, random.Random(0), [10])
+    assert all(c.user == 0 for c in plain.calls)
+
+
+def test_the_default_chat_shape_is_unchanged_by_the_new_options():
+    a = workload("chat", 2.0, 50, 1, [7], **SHAPES["chat"])
+    b = workload("chat", 2.0, 50, 1, [7], **SHAPES["chat"], calls_mean=None, user_mean=None)
+    assert [(p.arrival, [(c.prompt, c.output) for c in p.calls]) for p in a] == \
+           [(p.arrival, [(c.prompt, c.output) for c in p.calls]) for p in b]
+
+
+def test_shape_stats_report_what_the_generator_drew():
+    s = shape_stats("sharegpt", 300)
+    assert 5.0 < s["calls_mean"] < 9.0 and s["calls_max"] <= 80
+    assert 200 < s["out_mean"] < 330 and 200 < s["user_mean"] < 310
+    assert shape_stats("chat", 50)["user_mean"] == 0
+
+
+def test_a_user_turn_has_about_the_asked_tokens_and_ends_with_the_question():
+    questions = ["who wrote hamlet?"]
+    filler = ["alpha beta gamma delta epsilon " * 20]
+    text = user_turn(random.Random(1), questions, filler, 260, 1.3)
+    assert text.endswith("who wrote hamlet?")
+    assert len(text.split()) == 200
+    assert user_turn(random.Random(1), questions, filler, 0, 1.3) == "who wrote hamlet?"
+    assert user_turn(random.Random(1), questions, None, 260, 1.3) == "who wrote hamlet?"
+
+
+def test_capacity_counts_the_tokens_decoded_while_the_budget_was_full():
+    from bench.sim_programs import saturated_capacity
+    log = [{"program": "p0", "output": 10, "end": 1.0}, {"program": "p1", "output": 10, "end": 2.0},
+           {"program": "p2", "output": 10, "end": 3.0}, {"program": "p3", "output": 10, "end": 4.0},
+           {"program": "p3", "output": 10, "end": 10.0}]
+    # 4 programs, budget 2: full until the 3rd program ended (t=3), 30 tokens by then; 12.5 tokens a program
+    assert saturated_capacity(log, 4, 2) == 30 / 3 / 12.5
+    assert saturated_capacity(log, 4, 8) == 4 / 10.0  # never full: programs / makespan
