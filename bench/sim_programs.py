@@ -11,14 +11,19 @@ Workloads at Autellix's shapes (bench/programs.py generators, Poisson arrivals, 
 (single-threaded, long-tailed calls per program, output mean 60 / max 400 tokens; a call keeps the
 last 9,000 characters of its conversation, so it fits Llama-2's 4,096-token context) and tree
 (multi-threaded, 2-4 steps of 2-8 parallel calls, output mean 25 / max 120), prompts from shipped
-NQ-open questions. Policies FCFS / MLFQ / PLAS / ATLAS (FCFS: policy `fcfs`, vLLM's order with each
+NQ-open questions. Two more kinds take Autellix's published statistics (§6.1) instead: sharegpt
+(calls per program lognormal, mean 6.66, max 80; 256 new user tokens padded from shipped Wikipedia
+text and 277 decode tokens per call, both exponential) and lats (8-24 steps of 5-15 parallel calls,
+~160 calls, 72.6 decode tokens); on a profile with at least 32k context (a100-llama3.1-8b,
+Autellix's model and GPU) conversations are kept whole. Policies FCFS / MLFQ / PLAS / ATLAS (FCFS: policy `fcfs`, vLLM's order with each
 call returning when it ends; `--baseline fifo` runs teola's batching strawman instead, as the pages
 before commit 82110ed did); teola's preemption either recomputes a
 resumed call (abort, re-prefill mostly from the prefix cache), swaps its KV out and back in
 (`abort_kv="swap"` at the profile's PCIe swap cost), or swaps only when a round trip is cheaper
 than recomputing what the prefix cache will have lost (`abort_kv="auto"`, mode "auto"); 1 instance, and 4 instances with the
-locality-aware balancer. Rates are fractions of the FCFS capacity: programs / makespan of a burst
-of 6 x the admission budget x instances programs at t=0.
+locality-aware balancer. Rates are fractions of the FCFS capacity: the decoded tokens per second a
+burst of 6 x the admission budget x instances programs at t=0 sustained while the budget was full,
+over a program's mean decoded tokens (saturated_capacity; pages before it used programs / makespan).
 """
 from __future__ import annotations
 
@@ -116,7 +121,7 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
             r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions, filler)
             rows.append({"load": load, "rate": load * cap, "policy": policy,
                          **{k: r[k] for k in ("mean", "p50", "p95", "p99", "preemptions", "resumed_tokens",
-                                              "resumed_cached_tokens", "sim_wall_s", "calls", "prompt_tokens",
+                                              "resumed_cached_tokens", "sim_wall_s", "calls", "prompt_tokens", "cached_tokens",
                                               "output_tokens")}})
             print(f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
                   f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
