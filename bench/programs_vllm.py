@@ -58,14 +58,22 @@ def load_texts(n_questions: int = 400, n_docs: int = 60) -> tuple[list[str], lis
 # ---- one program -----------------------------------------------------------------------------------
 def user_turn(rng: random.Random, questions: list[str], filler: list[str] | None, tokens: int,
               token_ratio: float) -> str:
-    """A shipped question, followed (when `tokens` > 0) by words of `filler` texts until the turn has
-    about `tokens` tokens at `token_ratio` tokens a word."""
+    """A shipped question, preceded (when `tokens` > 0) by words of `filler` texts until the turn has
+    about `tokens` tokens: words and punctuation marks counted as the simulated engine counts them
+    (engines.sim_text.count_tokens), `token_ratio` tokens each."""
+    from engines.sim_text import count_tokens
+
     q = questions[rng.randrange(len(questions))]
-    want = round(tokens / token_ratio) - len(q.split())
+    want = round(tokens / token_ratio) - count_tokens(q)
     words: list[str] = []
-    while filler and want > len(words):
-        words += filler[rng.randrange(len(filler))].split()
-    return " ".join(words[:max(0, want)] + [q])
+    have = 0
+    while filler and have < want:
+        for w in filler[rng.randrange(len(filler))].split():
+            if have >= want:
+                break
+            words.append(w)
+            have += count_tokens(w)
+    return " ".join(words + [q])
 
 
 async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions: list[str],
