@@ -65,7 +65,9 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
 
     prof = {**profile, "engines": {**profile["engines"], "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv}}}
     progs = workload(GENERATOR[kind], rate, n, seed, [1], **SHAPES[kind])
-    ratio = profile["engines"]["vllm"].get("token_ratio", 1.3)
+    llm = profile["engines"]["vllm"]
+    ratio = llm.get("token_ratio", 1.3)
+    window = None if llm.get("max_model_len", 0) >= LONG_CONTEXT else WINDOW
     balancer = {"balancer": "locality"} if instances > 1 else {}
 
     async def main() -> dict[str, Any]:
@@ -74,7 +76,6 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
         await rt.start()
         set_policy(rt, policy)
         try:
-            window = None if profile["engines"]["vllm"].get("max_model_len", 0) >= LONG_CONTEXT else WINDOW
             return await run_set(rt, progs, f"{kind}-{policy}-{rate:.3f}", questions, window=window, filler=filler,
                                  token_ratio=ratio, keep_log=True)
         finally:
