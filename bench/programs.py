@@ -141,10 +141,10 @@ def sweep(kind: str, loads: list[float], n: int, seed: int, qtok: list[int]) -> 
     return {"capacity": cap, "rows": rows}
 
 
-def rate_at(rows: list[dict[str, Any]], policy: str, target: float) -> float | None:
-    """The highest arrival rate at which `policy`'s mean latency stays <= target (linear
-    interpolation between swept rates); None if even the lowest rate misses it."""
-    pts = sorted((r["rate"], r["mean"]) for r in rows if r["policy"] == policy)
+def rate_at(rows: list[dict[str, Any]], policy: str, target: float, key: str = "mean") -> float | None:
+    """The highest arrival rate at which `policy`'s latency (`key`, default the mean) stays <= target
+    (linear interpolation between swept rates); None if even the lowest rate misses it."""
+    pts = sorted((r["rate"], r[key]) for r in rows if r["policy"] == policy)
     best = None
     for (r0, l0), (r1, l1) in zip(pts, pts[1:] + [(None, None)]):
         if l0 > target:
@@ -157,11 +157,11 @@ def rate_at(rows: list[dict[str, Any]], policy: str, target: float) -> float | N
 
 
 def rates_at_target(rows: list[dict[str, Any]], policies: tuple[str, ...] | list[str], base: str,
-                    factor: float = 1.5) -> tuple[float, dict[str, float | None]]:
-    """Throughput at equal latency: the target (`factor` x `base`'s lowest mean latency) and the rate
-    each policy sustains under it (rate_at)."""
-    target = factor * min(r["mean"] for r in rows if r["policy"] == base)
-    return target, {p: rate_at(rows, p, target) for p in policies}
+                    factor: float = 1.5, key: str = "mean") -> tuple[float, dict[str, float | None]]:
+    """Throughput at equal latency: the target (`factor` x `base`'s lowest latency, `key` naming the
+    latency column) and the rate each policy sustains under it (rate_at)."""
+    target = factor * min(r[key] for r in rows if r["policy"] == base)
+    return target, {p: rate_at(rows, p, target, key) for p in policies}
 
 
 def balancer_runs(loads: list[float], n: int, seed: int, qtok: list[int]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """SIMULATED: Autellix Fig. 11-style program latency vs arrival rate on a derived GPU profile.
 
-    python -m bench.sim_programs [--profile a100-llama2-7b] [--programs 150] [--quick]
+    python -m bench.sim_programs [--profile a100-llama2-7b] [--programs 150] [--quick] [--nocache-baseline]
 
 Every number here is simulated: teola's runtime (program policies, the preemptor that aborts and
 resumes calls, balancers) drives simulated vLLM instances (engines/sim_llm.py) in virtual time; the
@@ -24,6 +24,9 @@ than recomputing what the prefix cache will have lost (`abort_kv="auto"`, mode "
 locality-aware balancer. Rates are fractions of the FCFS capacity: the decoded tokens per second a
 burst of 6 x the admission budget x instances programs at t=0 sustained while the budget was full,
 over a program's mean decoded tokens (saturated_capacity; pages before it used programs / makespan).
+Latency is reported as program latency and as Autellix's program-level token latency (a program's
+latency over the tokens it decoded, its §6.2 metric); throughput at equal latency is given for both.
+`--nocache-baseline` adds Autellix's "vLLM" baseline, FCFS with the prefix cache off (`fcfs-nocache`).
 """
 from __future__ import annotations
 
@@ -55,6 +58,11 @@ LONG_CONTEXT = 32768  # a profile with at least this context keeps whole convers
 BUDGET = 64  # running calls admitted per instance (the engine's max efficient batch)
 LOADS = (0.5, 0.8, 1.0, 1.2, 1.5)
 MODES = {"drop": "recompute", "swap": "swap", "auto": "swap when worth it (auto)"}
+# Autellix's "vLLM" baseline (§6.2): FCFS with vLLM's prefix caching off, the baseline of its 4-15x
+# (its "vLLM-opt", with prefix caching, is what `fcfs` runs here)
+NOCACHE = "fcfs-nocache"
+METRICS = {"mean": "mean program latency",
+           "tok_mean": "mean token latency (Autellix's: a program's latency over the tokens it decoded)"}
 
 
 def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: int, instances: int,
@@ -63,7 +71,10 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     from teola.runtime import Runtime
     from teola.sim.virtual_loop import run_virtual
 
-    prof = {**profile, "engines": {**profile["engines"], "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv}}}
+    cache = {"enable_prefix_caching": False} if policy == NOCACHE else {}
+    policy = "fcfs" if policy == NOCACHE else policy
+    prof = {**profile, "engines": {**profile["engines"],
+                                   "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv, **cache}}}
     progs = workload(GENERATOR[kind], rate, n, seed, [1], **SHAPES[kind])
     llm = profile["engines"]["vllm"]
     ratio = llm.get("token_ratio", 1.3)
@@ -112,22 +123,27 @@ def saturated_capacity(log: list[dict[str, Any]], n: int, budget: int) -> float:
 
 
 def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: str, questions: list[str],
-          filler: list[str], loads: tuple[float, ...], baseline: str = "fcfs") -> dict[str, Any]:
+          filler: list[str], loads: tuple[float, ...], baseline: str = "fcfs", nocache: bool = False) -> dict[str, Any]:
     n_burst = max(n, 6 * BUDGET * instances)
     burst = run_once(profile, kind, baseline, 0.0, n_burst, instances, abort_kv, questions, filler)
     cap = saturated_capacity(burst["log"], n_burst, BUDGET * instances)
     rows = []
+    bases = (baseline, NOCACHE) if nocache else (baseline,)
     for load in loads:
-        for policy in (baseline, *POLICIES):
+        for policy in (*bases, *POLICIES):
             r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions, filler)
             rows.append({"load": load, "rate": load * cap, "policy": policy,
-                         **{k: r[k] for k in ("mean", "p50", "p95", "p99", "preemptions", "resumed_tokens",
+                         **{k: r[k] for k in ("mean", "p50", "p95", "p99", "tok_mean", "tok_p99", "preemptions", "resumed_tokens",
                                               "resumed_cached_tokens", "sim_wall_s", "calls", "prompt_tokens", "cached_tokens",
                                               "output_tokens")}})
             print(f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
                   f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     target, tput = rates_at_target(rows, (baseline, *POLICIES), baseline)
-    return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput, "baseline": baseline}
+    # throughput at equal latency against each baseline, on each metric (METRICS)
+    equal = {f"{b}|{key}": dict(zip(("target", "rates"), rates_at_target(rows, (b, *POLICIES), b, key=key)))
+             for b in bases for key in METRICS}
+    return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput, "baseline": baseline,
+            "equal_latency": equal}
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -150,12 +166,17 @@ def markdown(data: dict[str, Any]) -> str:
         lines += [""]
     for key, res in data["sweeps"].items():
         kind, inst, mode = key.split("|")
+        tok = "tok_mean" in res["rows"][0]  # pages before the token-latency columns lack them
         lines += [f"### {kind}, {inst} instance(s), preemption by {mode} (capacity {res['capacity']:.2f} programs/s)",
-                  "", "| load | rate | policy | mean (s) | p50 | p95 | p99 | preemptions | re-sent tokens (cached) |",
-                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+                  "", "| load | rate | policy | mean (s) | p50 | p95 | p99 | "
+                  + ("token latency, mean / p99 (ms per decoded token) | prompt tokens from the prefix cache | "
+                     if tok else "") + "preemptions | re-sent tokens (cached) |",
+                  "|---:|---:|---|---:|---:|---:|---:|" + ("---:|---:|" if tok else "") + "---:|---:|"]
         lines += [f"| {r['load']:.2f} | {r['rate']:.3f} | {r['policy']} | {r['mean']:.1f} | {r['p50']:.1f} | "
-                  f"{r['p95']:.1f} | {r['p99']:.1f} | {r['preemptions']} | {r['resumed_tokens']} "
-                  f"({r['resumed_cached_tokens']}) |" for r in res["rows"]]
+                  f"{r['p95']:.1f} | {r['p99']:.1f} | "
+                  + (f"{1000 * r['tok_mean']:.0f} / {1000 * r['tok_p99']:.0f} | "
+                     f"{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%} | " if tok else "")
+                  + f"{r['preemptions']} | {r['resumed_tokens']} ({r['resumed_cached_tokens']}) |" for r in res["rows"]]
         t = res["rate_at_target"]
         base = res.get("baseline", "fifo")  # pages before commit 82110ed ran the fifo strawman
         f = t.get(base)
@@ -168,7 +189,31 @@ def markdown(data: dict[str, Any]) -> str:
                   "", f"Rate at mean latency <= {res['target_s']:.1f} s: FCFS {f if f is None else round(f, 3)} "
                   f"programs/s; vs FCFS: {ratios}" + (" ('>=': still under the target at the highest rate swept, so a "
                                                        "lower bound)" if bounded else "") + ".", ""]
+        if res.get("equal_latency"):
+            lines += equal_latency_table(res, top)
     return "\n".join(lines) + "\n"
+
+
+def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
+    """Throughput at equal latency against each baseline on each metric: the target (1.5x the
+    baseline's value at the lowest load), the baseline's rate under it and each policy's ratio."""
+    lines = ["Throughput at equal latency, per baseline and metric (target: 1.5x the baseline's value at the "
+             "lowest load; '>=': still under the target at the highest rate swept; 'n/a': over it at the lowest, or the "
+             "baseline never reached it):",
+             "", "| baseline | latency metric | target | baseline's rate (programs/s) | "
+             + " | ".join(POLICIES) + " |", "|---|---|---:|---:|" + "---:|" * len(POLICIES)]
+    for key, eq in res["equal_latency"].items():
+        base, metric = key.split("|")
+        rates = eq["rates"]
+        f = rates.get(base)
+        unit = f"{eq['target']:.1f} s" if metric == "mean" else f"{1000 * eq['target']:.0f} ms/token"
+        capped = f is not None and f >= top - 1e-9  # the baseline never reached the target: no ratio to read
+        cell = lambda p: ("n/a" if not (rates[p] and f) or capped else
+                          (">= " if rates[p] >= top - 1e-9 else "") + f"{rates[p] / f:.2f}x")
+        label = "FCFS, no prefix cache (Autellix's vLLM)" if base == NOCACHE else f"FCFS (`{base}`)"
+        lines.append(f"| {label} | {METRICS[metric]} | {unit} | {'n/a' if f is None else ('>= ' if capped else '') + str(round(f, 3))} | "
+                     + " | ".join(cell(p) for p in POLICIES) + " |")
+    return lines + [""]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                    "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.save_pays)")
     p.add_argument("--baseline", choices=BASELINES, default="fcfs",
                    help="FCFS as vLLM runs it (fcfs, default) or teola's fifo batching strawman (the pages before 82110ed)")
+    p.add_argument("--nocache-baseline", action="store_true",
+                   help=f"also run {NOCACHE}: FCFS with the prefix cache off, Autellix's 'vLLM' baseline")
     p.add_argument("--out", default="sim_programs")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
@@ -203,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = {}
     for kind, inst, mode in combos:
         sweeps[f"{kind}|{inst}|{MODES[mode]}"] = sweep(
-            profile, kind, n * inst, inst, mode, questions, filler, loads, args.baseline)
+            profile, kind, n * inst, inst, mode, questions, filler, loads, args.baseline, args.nocache_baseline)
     shapes = {k: shape_stats(k, n) for k in dict.fromkeys(k for k, _, _ in combos)}
     data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "shapes": shapes, "capacity": "saturated", "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_programs " + " ".join(argv if argv is not None else sys.argv[1:])}

@@ -6,10 +6,13 @@ their sequences finish and are reused by later prompts with the same prefix, unt
 and the least recently freed ones are evicted. A sequence's partly filled last block is private.
 
 `BlockPool` counts blocks only (no tensors): resident hashed blocks with their reference counts, an
-LRU of the unreferenced ones (evictable), and the private blocks sequences hold.
+LRU of the unreferenced ones (evictable), and the private blocks sequences hold. With
+`prefix_caching=False` (vLLM's `enable_prefix_caching=False`) no block is ever shared or kept: a
+sequence's full blocks get keys of their own and are freed when it releases them.
 """
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -43,11 +46,13 @@ class Holding:
 class BlockPool:
     """`num_blocks` KV blocks of `block_size` tokens (see the module docstring)."""
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True) -> None:
         if num_blocks < 1 or block_size < 1:
             raise ValueError(f"num_blocks and block_size must be >= 1, got {num_blocks}, {block_size}")
         self.num_blocks = num_blocks
         self.block_size = block_size
+        self.prefix_caching = prefix_caching
+        self._own = itertools.count(-1, -1)  # keys of unshared blocks (prefix caching off); hashes never collide
         self.refs: dict[int, int] = {}                  # resident hashed block -> sequences holding it
         self.lru: OrderedDict[int, None] = OrderedDict()  # resident blocks nobody holds, oldest first
         self.private = 0
@@ -98,6 +103,8 @@ class BlockPool:
         assert holding.private > 0, "seal needs a private block"
         holding.private -= 1
         self.private -= 1
+        if not self.prefix_caching:
+            h = next(self._own)
         if h in self.refs:
             if self.refs[h] == 0:
                 del self.lru[h]
@@ -112,7 +119,10 @@ class BlockPool:
         for h in reversed(holding.hashes):  # a prompt's tail is evicted before its shared head
             self.refs[h] -= 1
             if self.refs[h] == 0:
-                self.lru[h] = None
+                if self.prefix_caching:
+                    self.lru[h] = None
+                else:
+                    del self.refs[h]
         self.private -= holding.private
         holding.hashes.clear()
         holding.private = 0

@@ -2,7 +2,8 @@
 
 Each iteration runs the running sequences (one token each when decoding, a chunk of the prompt when
 prefilling) and admits waiting ones while `max_num_seqs`, the `max_num_batched_tokens` budget and
-free KV blocks allow (chunked prefill; prefix-cache hits skip the cached blocks). It lasts
+free KV blocks allow (chunked prefill; prefix-cache hits skip the cached blocks;
+`enable_prefix_caching=False` turns the prefix cache off, as in vLLM). It lasts
 
     base + prefill_token * prefill tokens + decode_seq * decoding sequences + context_token * their context
          + prefill_attention * (prefilled tokens x the context each attends to) / 1000
@@ -58,7 +59,7 @@ class SimLLM(SimAdmission):
                  scheduling: str = "fcfs", preemption: str = "recompute", swap_seconds_per_block: float = 0.0,
                  max_batch: int | None = None, max_efficient_batch: int | None = None, n_items: int = 3,
                  abort_kv: str = "drop", device: DeviceShare | None = None, skip_known_prefixes: bool = True,
-                 **_ignored: Any) -> None:
+                 enable_prefix_caching: bool = True, **_ignored: Any) -> None:
         if scheduling not in ("fcfs", "priority"):
             raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
         if abort_kv not in ("drop", "swap", "auto"):
@@ -68,7 +69,7 @@ class SimLLM(SimAdmission):
         self.name = name
         self.cost = cost if isinstance(cost, IterationCost) else IterationCost(**(cost or {}))
         self.max_num_seqs, self.budget = max_num_seqs, max_num_batched_tokens
-        self.pool = BlockPool(num_blocks, block_size)
+        self.pool = BlockPool(num_blocks, block_size, prefix_caching=enable_prefix_caching)
         # partial prefills answered at once, as the vLLM adapter answers them (engines/prefix_memo.py)
         self.prefixes = PrefixMemo(block_size) if skip_known_prefixes else None
         self.token_ratio, self.template_tokens = token_ratio, template_tokens

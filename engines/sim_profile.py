@@ -106,7 +106,8 @@ def simulated_engine(name: str, kind: str, profile: str | Path | dict[str, Any],
 def _llm_entry(entry: dict[str, Any]) -> dict[str, Any]:
     keys = ("cost", "max_num_seqs", "max_num_batched_tokens", "num_blocks", "block_size", "token_ratio",
             "template_tokens", "max_model_len", "max_tokens", "lengths", "seed", "scheduling", "preemption",
-            "swap_seconds_per_block", "max_batch", "max_efficient_batch", "n_items", "abort_kv")
+            "swap_seconds_per_block", "max_batch", "max_efficient_batch", "n_items", "abort_kv",
+            "enable_prefix_caching")
     return {k: entry[k] for k in keys if k in entry}
 
 

@@ -59,3 +59,15 @@ def test_equal_blocks_are_shared_not_duplicated():
     assert pool.free == 6  # b still holds them
     pool.release(b)
     assert pool.free == 8 and len(pool.lru) == 2
+
+
+def test_without_prefix_caching_nothing_is_shared_or_kept():
+    pool = BlockPool(num_blocks=8, block_size=2, prefix_caching=False)
+    a = fill(pool, [1, 2, 3, 4])
+    b = fill(pool, [1, 2, 3, 4])  # equal blocks, computed concurrently: each sequence keeps its own
+    assert len(pool.refs) == 4 and pool.free == 4
+    assert pool.cached_blocks(block_hashes([1, 2, 3, 4], 2)) == 0  # no prefix hit, even while resident
+    pool.release(a)
+    pool.release(b)
+    assert pool.free == 8 and not pool.refs and not pool.lru  # freed at once, nothing left to evict
+    assert pool.evictions == 0

@@ -27,3 +27,26 @@ def test_sharegpt_programs_run_with_their_user_turns():
     if later:
         assert sum(c["cached"] for c in later) > 0.5 * sum(c["prompt"] for c in later)
     assert saturated_capacity(r["log"], n, 64) == n / max(c["end"] for c in r["log"])
+
+
+def test_the_nocache_baseline_runs_fcfs_without_prefix_hits_and_token_latency_is_per_decoded_token():
+    from bench.sim_programs import NOCACHE
+
+    profile = load_profile("a100-llama3.1-8b")
+    questions, filler, _ = load_texts(n_questions=50, n_docs=10)
+    n = 4
+    progs = workload(GENERATOR["sharegpt"], 0.0, n, 1, [1], **SHAPES["sharegpt"])
+    cached = run_once(profile, "sharegpt", "fcfs", 0.0, n, 1, "drop", questions, filler)
+    plain = run_once(profile, "sharegpt", NOCACHE, 0.0, n, 1, "drop", questions, filler)
+    assert plain["calls"] == cached["calls"] and plain["output_tokens"] == cached["output_tokens"]
+    assert plain["cached_tokens"] == 0 < cached["cached_tokens"]
+    assert plain["prompt_tokens"] == cached["prompt_tokens"]  # same prompts, only none from a cache
+    assert plain["mean"] > cached["mean"]  # every resent conversation is prefilled again
+    # token latency: each program's latency over its decoded tokens, averaged over programs
+    decoded = {p.pid: sum(c.output for c in p.calls) for p in progs}
+    ends = {}
+    for c in cached["log"]:
+        ends[c["program"]] = max(ends.get(c["program"], 0.0), c["end"])
+    arrivals = {p.pid: p.arrival for p in progs}
+    want = sum((ends[k] - arrivals[k]) / decoded[k] for k in decoded) / n
+    assert abs(cached["tok_mean"] - want) < 1e-6 * want + 1e-9
