@@ -11,10 +11,12 @@ Workloads at Autellix's shapes (bench/programs.py generators, Poisson arrivals, 
 (single-threaded, long-tailed calls per program, output mean 60 / max 400 tokens; a call keeps the
 last 9,000 characters of its conversation, so it fits Llama-2's 4,096-token context) and tree
 (multi-threaded, 2-4 steps of 2-8 parallel calls, output mean 25 / max 120), prompts from shipped
-NQ-open questions. Two more kinds take Autellix's published statistics (§6.1) instead: sharegpt
+NQ-open questions. More kinds take Autellix's published statistics (§6.1) instead: sharegpt
 (calls per program lognormal, mean 6.66, max 80; 256 new user tokens padded from shipped Wikipedia
 text and 277 decode tokens per call, both exponential) and lats (8-24 steps of 5-15 parallel calls,
-~160 calls, 72.6 decode tokens); on a profile with at least 32k context (a100-llama3.1-8b,
+~160 calls, 72.6 decode tokens), with bfcl (lognormal calls, mean 10.75, max 70; 735 new tokens and
+34.1 decode tokens per call) and mixed (each program drawn equally from sharegpt, bfcl and lats, as
+Autellix's Mixed); on a profile with at least 32k context (a100-llama3.1-8b,
 Autellix's model and GPU) conversations are kept whole. Policies FCFS / MLFQ / PLAS / ATLAS (FCFS: policy `fcfs`, vLLM's order with each
 call returning when it ends; `--baseline fifo` runs teola's batching strawman instead, as the pages
 before commit 82110ed did); teola's preemption either recomputes a
@@ -31,6 +33,8 @@ latency over the tokens it decoded, its §6.2 metric); throughput at equal laten
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import random
 import sys
 import time
 from pathlib import Path
@@ -39,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
+from bench.program_sim import ProgramSpec
 from bench.programs import rates_at_target, workload
 from bench.programs_vllm import BASELINES, FCFS_TEXT, load_texts, run_set, set_policy
 
@@ -49,10 +54,16 @@ SHAPES = {"chat": {"max_calls": 24, "out_mean": 60, "out_max": 400},
           # program long-tailed, mean 6.66, max 80; 256 prefill (new user) and 277 decode tokens per call.
           "sharegpt": {"max_calls": 80, "calls_mean": 6.66, "user_mean": 256, "user_max": 1024, "out_mean": 277,
                        "out_max": 1024},
+          # BFCL v3 (ReAct tool loops): 10.75 calls per program (max 70), 735.06 prefill and 34.14 decode
+          # tokens per call; the prefill is taken as new tokens per call, as ShareGPT's 256 is
+          "bfcl": {"max_calls": 70, "calls_mean": 10.75, "user_mean": 735, "user_max": 2048, "out_mean": 34.14,
+                   "out_max": 400},
           # LATS (MCTS on HotpotQA): 159.7 calls per program, 72.6 decode tokens per call (its 467 prefill
           # tokens are not set: a call's prompt is the question plus its parents' outputs)
           "lats": {"steps": (8, 24), "width": (5, 15), "out_mean": 72.6, "out_max": 400}}
-GENERATOR = {"chat": "chat", "tree": "tree", "sharegpt": "chat", "lats": "tree"}
+GENERATOR = {"chat": "chat", "tree": "tree", "sharegpt": "chat", "bfcl": "chat", "lats": "tree"}
+MIXED = ("sharegpt", "bfcl", "lats")  # Autellix's Mixed workload: programs sampled equally from these (§6.1)
+KINDS = (*SHAPES, "mixed")
 WINDOW = 9000  # characters of conversation a chat call keeps (~2,500 tokens: fits Llama-2's 4,096)
 LONG_CONTEXT = 32768  # a profile with at least this context keeps whole conversations (no window)
 BUDGET = 64  # running calls admitted per instance (the engine's max efficient batch)
@@ -75,7 +86,7 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     policy = "fcfs" if policy == NOCACHE else policy
     prof = {**profile, "engines": {**profile["engines"],
                                    "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv, **cache}}}
-    progs = workload(GENERATOR[kind], rate, n, seed, [1], **SHAPES[kind])
+    progs = programs(kind, rate, n, seed)
     llm = profile["engines"]["vllm"]
     ratio = llm.get("token_ratio", 1.3)
     window = None if llm.get("max_model_len", 0) >= LONG_CONTEXT else WINDOW
@@ -97,10 +108,28 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     return out
 
 
+def programs(kind: str, rate: float, n: int, seed: int = 1) -> list[ProgramSpec]:
+    """`n` programs of `kind` with Poisson arrivals at `rate` programs/s (0: all at t=0). "mixed"
+    draws each program's kind uniformly from MIXED and takes that kind's next program (the same
+    programs at every rate)."""
+    if kind != "mixed":
+        return workload(GENERATOR[kind], rate, n, seed, [1], **SHAPES[kind])
+    rng = random.Random(seed)
+    pools = {k: iter(workload(GENERATOR[k], 0.0, n, seed, [1], **SHAPES[k])) for k in MIXED}
+    t, out = 0.0, []
+    for _ in range(n):
+        gap = rng.expovariate(rate if rate > 0 else 1.0)  # drawn either way, as in bench.programs.workload
+        t += gap if rate > 0 else 0.0
+        k = rng.choice(MIXED)
+        p = next(pools[k])
+        out.append(dataclasses.replace(p, pid=f"{k}-{p.pid}", arrival=t))
+    return out
+
+
 def shape_stats(kind: str, n: int) -> dict[str, float]:
     """What the generator draws for `n` programs of `kind` (seed 1): calls per program (mean, max),
     decode and new-user tokens per call (means), to set beside the published statistics."""
-    progs = workload(GENERATOR[kind], 0.0, n, 1, [1], **SHAPES[kind])
+    progs = programs(kind, 0.0, n)
     calls = [c for p in progs for c in p.calls]
     return {"calls_mean": len(calls) / n, "calls_max": max(len(p.calls) for p in progs),
             "out_mean": sum(c.output for c in calls) / len(calls), "user_mean": sum(c.user for c in calls) / len(calls)}
@@ -161,7 +190,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines += ["Workloads as generated (seed 1; per call: decode tokens and new user tokens, 0 meaning one "
                   "shipped question):", "", "| workload | shape | calls per program (mean / max) | decode / call | "
                   "new user tokens / call |", "|---|---|---:|---:|---:|"]
-        lines += [f"| {k} | `{SHAPES[k]}` | {v['calls_mean']:.2f} / {v['calls_max']} | {v['out_mean']:.0f} | "
+        lines += [f"| {k} | " + (f"`{SHAPES[k]}`" if k in SHAPES else f"each program one of {', '.join(MIXED)}, "
+                                 "drawn uniformly") + " | {v['calls_mean']:.2f} / {v['calls_max']} | {v['out_mean']:.0f} | "
                   f"{v['user_mean']:.0f} |" for k, v in data["shapes"].items()]
         lines += [""]
     for key, res in data["sweeps"].items():
@@ -224,8 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--instances", default="1,4", help="instance counts to sweep (default 1,4)")
     p.add_argument("--loads", help=f"fractions of the FCFS capacity to sweep (default {','.join(map(str, LOADS))}); "
                    "extend them until every policy's mean passes the latency target, or its rate is a lower bound")
-    p.add_argument("--kinds", default="chat,tree", help=f"workload shapes, from: {', '.join(SHAPES)} (sharegpt and "
-                   "lats take Autellix's published per-workload statistics)")
+    p.add_argument("--kinds", default="chat,tree", help=f"workload shapes, from: {', '.join(KINDS)} (sharegpt, bfcl and "
+                   "lats take Autellix's published per-workload statistics; mixed samples those three equally)")
     p.add_argument("--modes", default="drop,swap", help="preemption modes: drop (recompute), swap, auto (swap "
                    "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.save_pays)")
     p.add_argument("--baseline", choices=BASELINES, default="fcfs",
@@ -242,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     combos = [("chat", 1, "drop")] if args.quick else [
         (k, i, m) for k in args.kinds.split(",") for i in map(int, args.instances.split(","))
         for m in args.modes.split(",")]
-    for kind in {k for k, _, _ in combos} - set(SHAPES):
-        p.error(f"unknown workload kind {kind!r}; choose from {', '.join(SHAPES)}")
+    for kind in {k for k, _, _ in combos} - set(KINDS):
+        p.error(f"unknown workload kind {kind!r}; choose from {', '.join(KINDS)}")
     for mode in {m for _, _, m in combos} - set(MODES):
         p.error(f"unknown preemption mode {mode!r}; choose from {', '.join(MODES)}")
     loads = (0.8, 1.2) if args.quick else tuple(map(float, args.loads.split(","))) if args.loads else LOADS

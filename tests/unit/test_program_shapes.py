@@ -62,3 +62,25 @@ def test_capacity_counts_the_tokens_decoded_while_the_budget_was_full():
     # 4 programs, budget 2: full until the 3rd program ended (t=3), 30 tokens by then; 12.5 tokens a program
     assert saturated_capacity(log, 4, 2) == 30 / 3 / 12.5
     assert saturated_capacity(log, 4, 8) == 4 / 10.0  # never full: programs / makespan
+
+
+def test_bfcl_draws_its_published_statistics():
+    s = shape_stats("bfcl", 600)
+    assert 9.0 < s["calls_mean"] < 12.5 and s["calls_max"] <= 70
+    assert 28 < s["out_mean"] < 40 and 650 < s["user_mean"] < 800
+
+
+def test_mixed_samples_the_three_workloads_equally_with_one_arrival_process():
+    from bench.sim_programs import MIXED, programs
+
+    progs = programs("mixed", 2.0, 900)
+    kinds = [p.pid.split("-")[0] for p in progs]
+    assert {k: kinds.count(k) for k in MIXED} == {k: kinds.count(k) for k in MIXED if 240 < kinds.count(k) < 360}
+    assert len({p.pid for p in progs}) == len(progs)  # sharegpt and bfcl share a generator, not ids
+    gaps = [b.arrival - a.arrival for a, b in zip(progs, progs[1:])]
+    assert all(g >= 0 for g in gaps) and 0.4 < sum(gaps) / len(gaps) < 0.6  # Poisson at 2 programs/s
+    assert [p.kind for p in progs if p.pid.startswith("lats")] == ["tree"] * kinds.count("lats")
+    # the same programs at every rate: only arrivals change
+    burst = programs("mixed", 0.0, 900)
+    assert [(p.pid, p.calls) for p in burst] == [(p.pid, p.calls) for p in progs]
+    assert all(p.arrival == 0.0 for p in burst)
