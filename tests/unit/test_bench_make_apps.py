@@ -7,9 +7,9 @@ def _embedding_batch(apps) -> int:
 
 
 def test_bench_tuning_sets_the_embedder_batch_and_shipped_defaults_leave_it_out():
-    from bench.rag import ENGINE_OVERRIDES, make_apps
+    from bench.rag import BENCH_TUNING, make_apps
     from engines.embedding import EmbeddingEngine
 
-    assert _embedding_batch(make_apps(("naive_rag",))) == ENGINE_OVERRIDES["embedding"]["max_efficient_batch"]
+    assert _embedding_batch(make_apps(("naive_rag",))) == BENCH_TUNING["embedding"]["max_efficient_batch"]
     assert _embedding_batch(make_apps(("naive_rag",), bench_tuning=False)) == EmbeddingEngine.default_profile.max_efficient_batch
     assert _embedding_batch(make_apps(("naive_rag",), {"embedding": {"max_efficient_batch": 8}}, bench_tuning=False)) == 8
