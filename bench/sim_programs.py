@@ -72,6 +72,7 @@ MODES = {"drop": "recompute", "swap": "swap", "auto": "swap when worth it (auto)
 # Autellix's "vLLM" baseline (§6.2): FCFS with vLLM's prefix caching off, the baseline of its 4-15x
 # (its "vLLM-opt", with prefix caching, is what `fcfs` runs here)
 NOCACHE = "fcfs-nocache"
+TARGETS = (1.5, 3, 5, 10)  # latency targets for throughput at equal latency, x the baseline's lowest-load value
 METRICS = {"mean": "mean program latency",
            "tok_mean": "mean token latency (Autellix's: a program's latency over the tokens it decoded)"}
 
@@ -168,11 +169,7 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
             print(f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
                   f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     target, tput = rates_at_target(rows, (baseline, *POLICIES), baseline)
-    # throughput at equal latency against each baseline, on each metric (METRICS)
-    equal = {f"{b}|{key}": dict(zip(("target", "rates"), rates_at_target(rows, (b, *POLICIES), b, key=key)))
-             for b in bases for key in METRICS}
-    return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput, "baseline": baseline,
-            "equal_latency": equal}
+    return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput, "baseline": baseline}
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -191,7 +188,7 @@ def markdown(data: dict[str, Any]) -> str:
                   "shipped question):", "", "| workload | shape | calls per program (mean / max) | decode / call | "
                   "new user tokens / call |", "|---|---|---:|---:|---:|"]
         lines += [f"| {k} | " + (f"`{SHAPES[k]}`" if k in SHAPES else f"each program one of {', '.join(MIXED)}, "
-                                 "drawn uniformly") + " | {v['calls_mean']:.2f} / {v['calls_max']} | {v['out_mean']:.0f} | "
+                                 "drawn uniformly") + f" | {v['calls_mean']:.2f} / {v['calls_max']} | {v['out_mean']:.0f} | "
                   f"{v['user_mean']:.0f} |" for k, v in data["shapes"].items()]
         lines += [""]
     for key, res in data["sweeps"].items():
@@ -219,30 +216,37 @@ def markdown(data: dict[str, Any]) -> str:
                   "", f"Rate at mean latency <= {res['target_s']:.1f} s: FCFS {f if f is None else round(f, 3)} "
                   f"programs/s; vs FCFS: {ratios}" + (" ('>=': still under the target at the highest rate swept, so a "
                                                        "lower bound)" if bounded else "") + ".", ""]
-        if res.get("equal_latency"):
+        if "tok_mean" in res["rows"][0]:
             lines += equal_latency_table(res, top)
     return "\n".join(lines) + "\n"
 
 
 def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
-    """Throughput at equal latency against each baseline on each metric: the target (1.5x the
-    baseline's value at the lowest load), the baseline's rate under it and each policy's ratio."""
-    lines = ["Throughput at equal latency, per baseline and metric (target: 1.5x the baseline's value at the "
-             "lowest load; '>=': still under the target at the highest rate swept; 'n/a': over it at the lowest, or the "
-             "baseline never reached it):",
+    """Throughput at equal latency against each baseline on each metric (METRICS) and at several
+    targets (TARGETS x the baseline's value at the lowest load): the baseline's rate under the
+    target and each policy's ratio to it (bench.programs.rates_at_target on the page's rows)."""
+    rows = res["rows"]
+    first = res.get("baseline", "fcfs")
+    bases = [b for b in (first, NOCACHE) if any(r["policy"] == b for r in rows)]
+    cols = (first, *POLICIES) if NOCACHE in bases else POLICIES  # against NOCACHE, FCFS with the cache too
+    lines = ["Throughput at equal latency, per baseline, metric and target (the target is a multiple of the "
+             "baseline's value at the lowest load; '>=': still under the target at the highest rate swept, so a "
+             "lower bound; 'n/a': over it at the lowest rate, or the baseline never reached it):",
              "", "| baseline | latency metric | target | baseline's rate (programs/s) | "
-             + " | ".join(POLICIES) + " |", "|---|---|---:|---:|" + "---:|" * len(POLICIES)]
-    for key, eq in res["equal_latency"].items():
-        base, metric = key.split("|")
-        rates = eq["rates"]
-        f = rates.get(base)
-        unit = f"{eq['target']:.1f} s" if metric == "mean" else f"{1000 * eq['target']:.0f} ms/token"
-        capped = f is not None and f >= top - 1e-9  # the baseline never reached the target: no ratio to read
-        cell = lambda p: ("n/a" if not (rates[p] and f) or capped else
-                          (">= " if rates[p] >= top - 1e-9 else "") + f"{rates[p] / f:.2f}x")
+             + " | ".join(cols) + " |", "|---|---|---:|---:|" + "---:|" * len(cols)]
+    for base in bases:
         label = "FCFS, no prefix cache (Autellix's vLLM)" if base == NOCACHE else f"FCFS (`{base}`)"
-        lines.append(f"| {label} | {METRICS[metric]} | {unit} | {'n/a' if f is None else ('>= ' if capped else '') + str(round(f, 3))} | "
-                     + " | ".join(cell(p) for p in POLICIES) + " |")
+        for metric in METRICS:
+            for factor in TARGETS:
+                target, rates = rates_at_target(rows, (base, *cols), base, factor=factor, key=metric)
+                f = rates.get(base)
+                unit = f"{target:.1f} s" if metric == "mean" else f"{1000 * target:.0f} ms/token"
+                capped = f is not None and f >= top - 1e-9  # the baseline never reached the target: no ratio
+                cell = lambda p: ("n/a" if not (rates[p] and f) or capped else
+                                  (">= " if rates[p] >= top - 1e-9 else "") + f"{rates[p] / f:.2f}x")
+                rate = "n/a" if f is None else (">= " if capped else "") + f"{f:.3f}"
+                lines.append(f"| {label} | {METRICS[metric]} | {factor}x ({unit}) | {rate} | "
+                             + " | ".join(cell(p) for p in cols) + " |")
     return lines + [""]
 
 
