@@ -50,3 +50,31 @@ def test_the_nocache_baseline_runs_fcfs_without_prefix_hits_and_token_latency_is
     arrivals = {p.pid: p.arrival for p in progs}
     want = sum((ends[k] - arrivals[k]) / decoded[k] for k in decoded) / n
     assert abs(cached["tok_mean"] - want) < 1e-6 * want + 1e-9
+
+
+def test_equal_latency_table_reads_rates_at_each_target_and_marks_lower_bounds():
+    from bench.sim_programs import NOCACHE, equal_latency_table
+
+    curves = {"fcfs": (10, 12, 40), NOCACHE: (10, 30, 60), "mlfq": (10, 12, 40), "plas": (10, 11, 13),
+              "atlas": (10, 20, 40)}
+    rows = [{"policy": p, "rate": float(r), "mean": m, "tok_mean": m / 1000}
+            for p, ms in curves.items() for r, m in zip((1, 2, 3), ms)]
+    lines = equal_latency_table({"rows": rows, "baseline": "fcfs"}, top=3.0)
+    table = [ln for ln in lines if ln.startswith("| FCFS")]
+    assert len(table) == 2 * 2 * 4  # 2 baselines x 2 metrics x 4 targets
+    # FCFS, program latency, target 1.5 x 10 = 15 s: FCFS reaches it at 2 + 3/28 programs/s
+    row = next(ln for ln in table if ln.startswith("| FCFS (`fcfs`) | mean program") and "1.5x (15.0 s)" in ln)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    f = 2 + 3 / 28
+    assert cells[3] == f"{f:.3f}"
+    # fcfs, mlfq (the same curve), plas (under 15 s at the highest rate: a lower bound), atlas (15 s at 1.5)
+    assert cells[4:] == ["1.00x", "1.00x", f">= {3 / f:.2f}x", f"{1.5 / f:.2f}x"]
+    # against the no-cache baseline, FCFS with the cache gets a column of its own
+    row = next(ln for ln in table if ln.startswith("| FCFS, no prefix cache") and "mean program" in ln
+               and "1.5x" in ln)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    g = 1 + 5 / 20  # no-cache reaches 15 s a quarter of the way from rate 1 to 2
+    assert cells[3] == f"{g:.3f}" and cells[4] == f"{f / g:.2f}x"
+    # a baseline that never reaches its target gives no ratio
+    row = next(ln for ln in table if ln.startswith("| FCFS (`fcfs`) | mean program") and "10x" in ln)
+    assert row.count("n/a") == 4 and ">= 3.000" in row
