@@ -120,9 +120,7 @@ def make_apps(names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | Non
 
     from teola.shared_engines import share_engines
 
-    layers = [BENCH_TUNING if bench_tuning else {}, ENGINE_OVERRIDES, overrides or {}]
-    options = {k: {o: v for layer in layers for o, v in layer.get(k, {}).items()}
-               for k in {k for layer in layers for k in layer}}
+    options = engine_options(bench_tuning, overrides)
     apps = {}
     for name in names:
         module = importlib.import_module(f"apps.{name}")
@@ -130,6 +128,15 @@ def make_apps(names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | Non
         apps[name] = app
     share_engines(apps.values())
     return apps
+
+
+def engine_options(bench_tuning: bool = True, overrides: dict[str, dict[str, Any]] | None = None
+                   ) -> dict[str, dict[str, Any]]:
+    """Engine options by engine name: BENCH_TUNING (unless bench_tuning is false), then
+    ENGINE_OVERRIDES, then `overrides`, later layers winning per option."""
+    layers = [BENCH_TUNING if bench_tuning else {}, ENGINE_OVERRIDES, overrides or {}]
+    return {k: {o: v for layer in layers for o, v in layer.get(k, {}).items()}
+            for k in {k for layer in layers for k in layer}}
 
 
 async def reset_prefix_cache(app: Any) -> bool:
@@ -420,8 +427,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
         steps += len(s.ablations) * (1 + (s.ablation_load and "high" in s.rates))
     bar = tqdm(total=steps, desc="rag bench", disable=not progress, dynamic_ncols=True)
     out: dict[str, Any] = {"settings": asdict(s), "rates": {a: RATES[a] for a in s.apps},
-                           "engine_overrides": {k: {**BENCH_TUNING.get(k, {}), **ENGINE_OVERRIDES.get(k, {})}
-                                                 for k in {*BENCH_TUNING, *ENGINE_OVERRIDES}}, "apps": {}, "skipped": {}}
+                           "engine_overrides": engine_options(), "apps": {}, "skipped": {}}
     t_start = time.perf_counter()
     extra = {"nodes": s.nodes} if s.nodes else {}
     for name in s.apps:

@@ -216,7 +216,7 @@ def markdown(data: dict[str, Any]) -> str:
                   "", f"Rate at mean latency <= {res['target_s']:.1f} s: FCFS {f if f is None else round(f, 3)} "
                   f"programs/s; vs FCFS: {ratios}" + (" ('>=': still under the target at the highest rate swept, so a "
                                                        "lower bound)" if bounded else "") + ".", ""]
-        if "tok_mean" in res["rows"][0]:
+        if tok:
             lines += equal_latency_table(res, top)
     return "\n".join(lines) + "\n"
 

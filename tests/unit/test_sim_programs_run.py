@@ -9,11 +9,16 @@ from bench.sim_programs import GENERATOR, SHAPES, run_once, saturated_capacity
 from engines.sim_profile import load_profile
 
 
-def test_sharegpt_programs_run_with_their_user_turns():
+def sharegpt_setup(n: int = 4):
+    """The derived A100 profile, shipped texts and `n` sharegpt programs arriving at once."""
     profile = load_profile("a100-llama3.1-8b")
     questions, filler, _ = load_texts(n_questions=50, n_docs=10)
+    return profile, questions, filler, workload(GENERATOR["sharegpt"], 0.0, n, 1, [1], **SHAPES["sharegpt"])
+
+
+def test_sharegpt_programs_run_with_their_user_turns():
     n = 4
-    progs = workload(GENERATOR["sharegpt"], 0.0, n, 1, [1], **SHAPES["sharegpt"])
+    profile, questions, filler, progs = sharegpt_setup(n)
     r = run_once(profile, "sharegpt", "fcfs", 0.0, n, 1, "drop", questions, filler)
     assert r["calls"] == sum(len(p.calls) for p in progs)
     assert r["output_tokens"] == sum(c.output for p in progs for c in p.calls)  # exact lengths (ignore_eos)
@@ -32,10 +37,8 @@ def test_sharegpt_programs_run_with_their_user_turns():
 def test_the_nocache_baseline_runs_fcfs_without_prefix_hits_and_token_latency_is_per_decoded_token():
     from bench.sim_programs import NOCACHE
 
-    profile = load_profile("a100-llama3.1-8b")
-    questions, filler, _ = load_texts(n_questions=50, n_docs=10)
     n = 4
-    progs = workload(GENERATOR["sharegpt"], 0.0, n, 1, [1], **SHAPES["sharegpt"])
+    profile, questions, filler, progs = sharegpt_setup(n)
     cached = run_once(profile, "sharegpt", "fcfs", 0.0, n, 1, "drop", questions, filler)
     plain = run_once(profile, "sharegpt", NOCACHE, 0.0, n, 1, "drop", questions, filler)
     assert plain["calls"] == cached["calls"] and plain["output_tokens"] == cached["output_tokens"]
