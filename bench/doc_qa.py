@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.common import percentile, without_keys
 from bench.quality import score, texts
-from bench.rag import make_apps, reset_prefix_cache, run_open_loop
+from bench.rag import make_apps, op_times, reset_prefix_cache, run_open_loop
 from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
 
 QUERY_TIMEOUT = 600.0
@@ -55,6 +55,7 @@ class Settings:
     same_mode: str | None = "refine"          # both systems forced to this mode (advanced RAG, small docs)
     same_mode_fractions: tuple[float, ...] = (1.0,)
     seed: int = 0
+    trial: int = 0                            # Poisson arrivals use seed + trial (same queries every trial)
     keep_expansion: bool = False              # also run KEEP_EXPANSION on advanced RAG
     embedding_batch: int | None = None        # None: the embedder's shipped max efficient batch
 
@@ -95,7 +96,7 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
         reply = str(result.output)
         context = texts(result.values.get(key))
         rec.update(ok=True, reply=reply[:300], context=context, **llm_work(result.trace),
-                   **score(reply, context, q["answers"], q.get("gold")))
+                   by_op=op_times(result.trace), **score(reply, context, q["answers"], q.get("gold")))
     except Exception as exc:  # noqa: BLE001 -- a failed query is recorded and counted, the run goes on
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
     rec["latency"] = time.perf_counter() - t0
@@ -108,7 +109,7 @@ async def llamaindex_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[
     try:
         ans = await asyncio.wait_for(rag.aquery(q["question"], q["documents"]), QUERY_TIMEOUT)
         rec.update(ok=True, reply=ans.text[:300], context=list(ans.sources), **llm_work(ans.trace),
-                   **score(ans.text, ans.sources, q["answers"], q.get("gold")))
+                   by_op=op_times(ans.trace), **score(ans.text, ans.sources, q["answers"], q.get("gold")))
     except Exception as exc:  # noqa: BLE001
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
     rec["latency"] = time.perf_counter() - t0
@@ -150,13 +151,27 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     for key in ("recall", "answer_in_context"):
         if all(key in r for r in ok):
             out[key] = mean(key)
+    if all("by_op" in r for r in ok):
+        out["by_op"] = by_op_means(ok)
     return out
+
+
+def by_op_means(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per op, the mean over `records` of the seconds a query had one of its engine calls of that op
+    executing ("exec") or waiting in an engine queue ("queue"), from bench.rag.op_times."""
+    acc: dict[str, dict[str, float]] = {}
+    for r in records:
+        for op, d in r["by_op"].items():
+            a = acc.setdefault(op, {"exec": 0.0, "queue": 0.0})
+            a["exec"] += d["exec"]
+            a["queue"] += d["queue"]
+    return {op: {k: v / len(records) for k, v in d.items()} for op, d in sorted(acc.items())}
 
 
 async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int, n_load: int,
                   fractions: tuple[float, ...], seed: int, label: str, progress: bool = True) -> dict[str, Any]:
     """Alone (the first `n_alone` queries), then at each rate (the first `n_load`): teola and
-    LlamaIndex on the same queries and offsets."""
+    LlamaIndex on the same queries and offsets (Poisson arrivals drawn with `seed`)."""
     points: dict[str, Any] = {}
     alone = {}
     for system in systems.names:
@@ -195,12 +210,12 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
             for system in names:  # warm-up (not measured): first-call compilation, caches
                 await systems.one(system, queries[0])
             out["runs"][f"{name}/{size}"] = await compare(systems, queries, s.n_alone, s.n_load, s.fractions,
-                                                          s.seed, f"{name}/{size}", progress)
+                                                          s.seed + s.trial, f"{name}/{size}", progress)
     if s.same_mode and "advanced_rag" in s.apps:
         systems = Systems(apps["advanced_rag"], {"synthesis": {"mode": s.same_mode}}, "teola")
         queries = narrative_qa_queries(max(s.n_alone, s.n_load), min(s.sizes.values(), default=2), s.seed)
         out["runs"][f"advanced_rag/small/{s.same_mode}"] = await compare(
-            systems, queries, s.n_alone, s.n_load, s.same_mode_fractions, s.seed,
+            systems, queries, s.n_alone, s.n_load, s.same_mode_fractions, s.seed + s.trial,
             f"advanced_rag/{s.same_mode}", progress)
     return out
 
@@ -259,7 +274,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
               "transformers to 4.57 under vLLM.)", ""]
              if data.get("remote_llm") else []),
            (__doc__ or "").split("\n\n", 1)[1].strip(), "",
-           f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}; distractor stories per "
+           f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}"
+           + (f", Poisson arrivals of trial {s['trial']} (seed {s['seed'] + s['trial']})" if s.get("trial") else "")
+           + "; distractor stories per "
            f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster). "
            "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties. "
            f"teola's embedder max efficient batch (stage decomposition splits indexing at it): {_embed_batch(s)}.", "",
@@ -307,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-load", type=int, default=None, help="queries per Poisson rate (default 6)")
     p.add_argument("--fractions", default=None,
                    help="comma-separated rates as fractions of LlamaIndex's service rate (default 0.5,1,1.5,2)")
+    p.add_argument("--trial", type=int, default=0,
+                   help="trial number k: the Poisson arrivals use seed + k, the queries stay the same; pool trials "
+                        "run separately with `python -m bench.doc_qa_trials` (default 0)")
     p.add_argument("--no-same-mode", action="store_true", help="skip the table with both systems forced to refine")
     p.add_argument("--keep-expansion", action="store_true",
                    help=f"also run {KEEP_EXPANSION!r} on advanced RAG: pass prune_covered_searches off, side by side")
@@ -332,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--fractions must be comma-separated numbers, got {args.fractions!r}")
         if not s.fractions or min(s.fractions) <= 0:
             p.error("--fractions must be positive numbers")
+    if args.trial < 0:
+        p.error("--trial must be >= 0")
+    s.trial = args.trial
     if args.no_same_mode:
         s.same_mode = None
     s.keep_expansion = args.keep_expansion

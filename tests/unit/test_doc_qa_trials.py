@@ -1,0 +1,57 @@
+"""bench.doc_qa_trials: pooling separate doc_qa runs (trials) by load fraction."""
+from __future__ import annotations
+
+from bench.doc_qa import by_op_means
+from bench.doc_qa_trials import markdown, pool
+
+
+def rec(latency: float, contains: float = 1.0, by_op: dict | None = None) -> dict:
+    return {"ok": True, "latency": latency, "calls": 1, "prompt_tokens": 800, "decode_tokens": 40,
+            "contains": contains, "f1": 0.1, "recall": 1.0,
+            "by_op": by_op or {"decoding": {"exec": latency / 2, "queue": 0.5, "count": 1}}}
+
+
+def trial(k: int, teola: list[float], llamaindex: list[float], rate: float) -> dict:
+    alone = {"teola": {"records": [rec(5.0)]}, "LlamaIndex": {"records": [rec(10.0)]}}
+    loaded = {"rate": rate, "fraction": 1.0, "teola": {"records": [rec(x) for x in teola]},
+              "LlamaIndex": {"records": [rec(x) for x in llamaindex]}}
+    return {"settings": {"seed": 0, "trial": k, "n_alone": 1, "n_load": len(teola), "sizes": {"large": 28}},
+            "seconds": 60.0, "machine": {"commit": "abc", "cpu": "test"},
+            "runs": {"advanced_rag/large": {"alone": alone, "x1": loaded}}}
+
+
+def test_pool_keeps_each_trials_mean_and_pools_the_queries():
+    trials = [trial(0, [10.0, 14.0], [24.0, 24.0], 0.10), trial(1, [20.0, 20.0], [20.0, 20.0], 0.08)]
+    e = pool(trials)["apps"]["advanced_rag/large"]["runs"]["x1"]["teola"]
+    assert [t["summary"]["mean"] for t in e["trials"]] == [12.0, 20.0]
+    assert e["summary"]["n"] == 4 and e["summary"]["mean"] == 16.0
+    assert e["rates"] == [0.10, 0.08]
+
+
+def test_markdown_reports_per_trial_ratios_and_a_tie_when_trials_disagree():
+    # trial 0: LlamaIndex 24 / teola 12 = 2.0x; trial 1: 20 / 20 = 1.0x -> mean 1.5x, not every trial faster
+    md = markdown([trial(0, [10.0, 14.0], [24.0, 24.0], 0.10), trial(1, [20.0, 20.0], [20.0, 20.0], 0.08)],
+                  ["t0", "t1"], "cmd")
+    row = next(line for line in md.splitlines() if line.startswith("| advanced_rag/large | 1x"))
+    assert "1.50x (1.00-2.00)" in row and "| tie |" in row and "2.00, 1.00" in row
+    assert "0.080-0.100 q/s" in row
+    assert "| decoding |" in md  # where the time goes, from the records' per-op times
+
+
+def test_markdown_says_faster_only_when_every_trial_is():
+    md = markdown([trial(0, [10.0], [15.0], 0.1), trial(1, [10.0], [12.0], 0.1)], ["t0", "t1"], "cmd")
+    row = next(line for line in md.splitlines() if line.startswith("| advanced_rag/large | 1x"))
+    assert "| teola faster |" in row
+
+
+def test_pool_drops_points_a_trial_did_not_run():
+    a, b = trial(0, [10.0], [15.0], 0.1), trial(1, [10.0], [12.0], 0.1)
+    del b["runs"]["advanced_rag/large"]["x1"]
+    assert list(pool([a, b])["apps"]["advanced_rag/large"]["runs"]) == ["alone"]
+
+
+def test_by_op_means_averages_exec_and_queue_over_queries():
+    out = by_op_means([{"by_op": {"decoding": {"exec": 2.0, "queue": 1.0, "count": 1}}},
+                       {"by_op": {"decoding": {"exec": 4.0, "queue": 0.0, "count": 1},
+                                  "embedding": {"exec": 1.0, "queue": 0.0, "count": 2}}}])
+    assert out == {"decoding": {"exec": 3.0, "queue": 0.5}, "embedding": {"exec": 0.5, "queue": 0.0}}
