@@ -35,7 +35,8 @@ from typing import Any
 
 from bench.common import percentile, without_keys
 from bench.quality import score, texts
-from bench.rag import make_apps, op_times, reset_prefix_cache, run_open_loop
+from bench.rag import (KEEP, critical_path_bound, critical_path_shares, make_apps, op_times, parents_of,
+                       reset_prefix_cache, run_open_loop, step_counts)
 from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
 
 QUERY_TIMEOUT = 600.0
@@ -91,8 +92,12 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
     key = context_key(app)
     cfg = {"nodes": nodes, "timeout": QUERY_TIMEOUT, "return_values": [key], "passes": passes or {}}
     rec: dict[str, Any] = {"arrival": arrival}
+    trace: list[dict[str, Any]] = []
     try:
-        result = await app.run(app_query(q), cfg)
+        compiled = app.compile(app_query(q), cfg)  # app.run, in its two steps: the e-graph is needed below
+        rec.update(compile_s=compiled.seconds, parents=parents_of(compiled.egraph))
+        result = await app.execute(compiled, cfg)
+        trace = [{k: t.get(k) for k in KEEP if t.get(k) is not None} for t in result.trace]
         reply = str(result.output)
         context = texts(result.values.get(key))
         rec.update(ok=True, reply=reply[:300], context=context, **llm_work(result.trace),
@@ -100,6 +105,10 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
     except Exception as exc:  # noqa: BLE001 -- a failed query is recorded and counted, the run goes on
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
     rec["latency"] = time.perf_counter() - t0
+    if rec.get("ok"):  # the Fig. 11 shares and the critical-path bound, then the bulky e-graph goes
+        rec.update(critical_path=critical_path_shares({**rec, "trace": trace}),
+                   bound=critical_path_bound(rec["parents"], trace))
+    rec.pop("parents", None)
     return rec
 
 
@@ -125,6 +134,7 @@ class Systems:
 
         self.app, self.nodes, self.names = app, nodes, names
         self.rag = LlamaIndexRAG.from_app(app, nodes, prompts)
+        self.steps: dict[str, Any] = {}  # vLLM's engine-step counts of the last run (LLM with step_stats)
 
     async def one(self, system: str, q: dict[str, Any], arrival: float = 0.0) -> dict[str, Any]:
         if system in TEOLA_PASSES:
@@ -133,9 +143,14 @@ class Systems:
 
     async def run(self, system: str, queries: list[dict[str, Any]], arrivals: list[float] | None) -> list[dict[str, Any]]:
         await reset_prefix_cache(self.app)
+        before = step_counts(self.app)
         if arrivals is None:
-            return [await self.one(system, q) for q in queries]
-        return await run_open_loop(arrivals, lambda i: self.one(system, queries[i], arrivals[i]))
+            recs = [await self.one(system, q) for q in queries]
+        else:
+            recs = await run_open_loop(arrivals, lambda i: self.one(system, queries[i], arrivals[i]))
+        after = step_counts(self.app)
+        self.steps = after.minus(before).as_dict() if before is not None and after is not None else {}
+        return recs
 
 
 def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -176,7 +191,7 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
     alone = {}
     for system in systems.names:
         recs = await systems.run(system, queries[:n_alone], None)
-        alone[system] = summarize(recs) | {"records": recs}
+        alone[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps}
     points["alone"] = alone
     base = alone["LlamaIndex"].get("mean")
     if progress:
@@ -191,7 +206,7 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
         row = {"rate": rate, "fraction": f}
         for system in systems.names:
             recs = await systems.run(system, loaded, arrivals)
-            row[system] = summarize(recs) | {"records": recs}
+            row[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps}
         points[f"x{f:g}"] = row
         if progress:
             print(f"[doc_qa] {label} rate {rate:.3f} q/s ({f:g}x): " + ", ".join(
@@ -293,8 +308,12 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
 
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    apps = make_apps(s.apps, {"embedding": {"max_efficient_batch": s.embedding_batch}} if s.embedding_batch else None,
-                     bench_tuning=False)
+    from bench.rag import ENGINE_OVERRIDES
+
+    overrides: dict[str, dict[str, Any]] = {"embedding": {"max_efficient_batch": s.embedding_batch}} if s.embedding_batch else {}
+    if ENGINE_OVERRIDES.get("llm", {}).get("kind", "vllm") == "vllm":
+        overrides["llm"] = {"step_stats": True}  # vLLM's tokens per decode step, per system and point
+    apps = make_apps(s.apps, overrides, bench_tuning=False)
     for app in apps.values():
         await app.start()
     t0 = time.perf_counter()
@@ -303,7 +322,6 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     finally:
         for app in apps.values():
             await app.stop()
-    from bench.rag import ENGINE_OVERRIDES
     data.update(seconds=time.perf_counter() - t0, quick=quick, machine=machine(),
                 remote_llm=ENGINE_OVERRIDES.get("llm", {}).get("kind") == "openai")
     md = markdown(data, command)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,11 +52,36 @@ def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
             runs[point] = {}
             for system in systems:
                 per = [r[system]["records"] for r in rows]
+                alone = [t["runs"][flow].get("alone", {}).get(system, {}).get("records", []) for t in trials]
                 runs[point][system] = {"summary": summarize([rec for recs in per for rec in recs]),
                                        "trials": [{"summary": summarize(recs)} for recs in per],
-                                       "rates": [r.get("rate") for r in rows]}
+                                       "rates": [r.get("rate") for r in rows],
+                                       "critical_path": critical_path_means(rec for recs in per for rec in recs),
+                                       "bound_ratio": bound_ratio(per, alone),
+                                       "tokens_per_decode_step": tokens_per_step([r[system] for r in rows])}
         apps[flow] = {"runs": runs}
     return {"apps": apps}
+
+
+def critical_path_means(records: Any) -> dict[str, float] | None:
+    """Mean Fig. 11 shares (bench.rag.critical_path_shares) over the records that carry them."""
+    shares = [r["critical_path"] for r in records if r.get("critical_path")]
+    return {k: statistics.fmean(c[k] for c in shares) for k in shares[0]} if shares else None
+
+
+def bound_ratio(per_trial: list[list[dict[str, Any]]], alone: list[list[dict[str, Any]]]) -> float | None:
+    """Mean actual latency / critical-path bound, for the queries that also ran alone in the same
+    trial (record i is query i in both lists): the bound is that query's e-graph weighted by its
+    primitives' times when it ran alone."""
+    ratios = [rec["latency"] / a["bound"] for recs, al in zip(per_trial, alone) for rec, a in zip(recs, al)
+              if rec.get("ok") and a.get("bound")]
+    return statistics.fmean(ratios) if ratios else None
+
+
+def tokens_per_step(entries: list[dict[str, Any]]) -> float | None:
+    """vLLM's generated tokens per decode step over the trials that counted engine steps."""
+    steps = [e["vllm_steps"] for e in entries if e.get("vllm_steps", {}).get("decode_steps")]
+    return sum(x["generated_tokens"] for x in steps) / sum(x["decode_steps"] for x in steps) if steps else None
 
 
 def _load(point: str, entry: dict[str, Any]) -> str:
@@ -108,8 +134,24 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
                              f"{_f(b.get('prompt_tokens'), 0)} | {_f(b.get('decode_tokens'), 0)} | "
                              f"{pct(b.get('contains'))} | {_f(b.get('f1'))} | {pct(b.get('recall'))} |")
     lines += ["", "### Where the time goes", "",
-              "Seconds per query during which one of the query's engine calls of each op was executing, with the "
-              "seconds it waited in teola's engine queues in brackets (pooled over trials).", ""]
+              "teola's critical path (Fig. 11 shares of end-to-end latency), actual / critical-path bound (the "
+              "queries that also ran alone in the same trial; bound: the query's e-graph weighted by its "
+              "primitives' times alone) and vLLM's tokens per decode step for both systems (decode-batching "
+              "efficiency; 1.0 = one call per step). Trials run before these were recorded leave them out.", "",
+              "| flow | load | compile | queueing | execution | scheduling / comm / other | actual / bound | "
+              "tokens / decode step, teola | tokens / decode step, LlamaIndex |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for flow, res in pooled["apps"].items():
+        for point, systems in res["runs"].items():
+            t, li = systems.get("teola", {}), systems.get("LlamaIndex", {})
+            c = t.get("critical_path")
+            shares = (f"{c['compile']:.1%} | {c['queueing']:.1%} | {c['execution']:.1%} | {c['scheduling_comm']:.1%}"
+                      if c else "n/a | n/a | n/a | n/a")
+            lines.append(f"| {flow} | {_load(point, t)} | {shares} | {_f(t.get('bound_ratio'))} | "
+                         f"{_f(t.get('tokens_per_decode_step'))} | {_f(li.get('tokens_per_decode_step'))} |")
+    lines += ["", "Seconds per query during which one of the query's engine calls of each op was executing, with the "
+              "seconds it waited in teola's engine queues in brackets (pooled over trials; a query's own "
+              "decomposed batches wait behind each other, so queueing overlaps execution).", ""]
     for flow, res in pooled["apps"].items():
         loaded = [p for p in res["runs"] if p != "alone"]
         for point in ["alone", *([max(loaded, key=_load_key)] if loaded else [])]:

@@ -139,6 +139,14 @@ def engine_options(bench_tuning: bool = True, overrides: dict[str, dict[str, Any
             for k in {k for layer in layers for k in layer}}
 
 
+def step_counts(app: Any) -> Any:
+    """vLLM's engine-step counters of the app's LLM (engines.vllm_step_stats.StepCounts), or None
+    (no local vLLM, or one started without step_stats)."""
+    insts = (app.runtime.instances if app.runtime else {}).get("llm", [])
+    h = getattr(insts[0].handle, "backend", insts[0].handle) if insts else None
+    return h.step_counts() if getattr(h, "steps", None) is not None else None
+
+
 async def reset_prefix_cache(app: Any) -> bool:
     """Empty each LLM instance's prefix cache through its adapter (a local VLLMEngine's
     reset_prefix_cache, which also forgets its sent prefixes; a remote `vllm serve`'s endpoint)."""

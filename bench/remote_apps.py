@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import command_line, without_keys
 from bench.rag import (critical_path_bound, critical_path_shares, reset_prefix_cache, run_open_loop, run_query,
-                       summarize)
+                       step_counts, summarize)
 from bench.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
 from bench.workloads import poisson_arrivals, search_queries, tool_queries
 
@@ -141,13 +141,6 @@ async def run_baseline_query(impl: Any, query: dict[str, Any], arrival: float, i
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500], trace=[])
     rec["latency"] = time.perf_counter() - t0
     return rec
-
-
-def step_counts(app: Any) -> Any:
-    """vLLM's engine-step counters of the app's LLM (engines.vllm_step_stats.StepCounts), or None."""
-    insts = (app.runtime.instances if app.runtime else {}).get("llm", [])
-    h = getattr(insts[0].handle, "backend", insts[0].handle) if insts else None
-    return h.step_counts() if getattr(h, "steps", None) is not None else None
 
 
 async def run_points(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None,

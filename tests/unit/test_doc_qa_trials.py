@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from bench.doc_qa import by_op_means
-from bench.doc_qa_trials import markdown, pool
+from bench.doc_qa_trials import bound_ratio, critical_path_means, markdown, pool, tokens_per_step
 
 
 def rec(latency: float, contains: float = 1.0, by_op: dict | None = None) -> dict:
@@ -55,3 +55,21 @@ def test_by_op_means_averages_exec_and_queue_over_queries():
                        {"by_op": {"decoding": {"exec": 4.0, "queue": 0.0, "count": 1},
                                   "embedding": {"exec": 1.0, "queue": 0.0, "count": 2}}}])
     assert out == {"decoding": {"exec": 3.0, "queue": 0.5}, "embedding": {"exec": 0.5, "queue": 0.0}}
+
+
+def test_bound_ratio_pairs_each_loaded_query_with_its_own_alone_bound_in_the_same_trial():
+    loaded = [[{"ok": True, "latency": 8.0}, {"ok": True, "latency": 9.0}, {"ok": True, "latency": 30.0}],
+              [{"ok": True, "latency": 6.0}, {"ok": False, "latency": 1.0}]]
+    alone = [[{"bound": 4.0}, {"bound": 3.0}], [{"bound": 2.0}, {"bound": 5.0}]]
+    # trial 0: 8/4, 9/3 (query 2 never ran alone); trial 1: 6/2 (query 1 failed)
+    assert bound_ratio(loaded, alone) == (2.0 + 3.0 + 3.0) / 3
+    assert bound_ratio(loaded, [[], []]) is None
+
+
+def test_tokens_per_step_and_critical_path_skip_trials_that_did_not_record_them():
+    assert tokens_per_step([{"vllm_steps": {"decode_steps": 10, "generated_tokens": 40}}, {},
+                            {"vllm_steps": {"decode_steps": 30, "generated_tokens": 80}}]) == 3.0
+    assert tokens_per_step([{}, {"vllm_steps": {}}]) is None
+    shares = critical_path_means([{"critical_path": {"compile": 0.1, "execution": 0.5}}, {},
+                                  {"critical_path": {"compile": 0.3, "execution": 0.7}}])
+    assert shares == {"compile": 0.2, "execution": 0.6}
