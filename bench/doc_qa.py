@@ -262,10 +262,14 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
     return lines
 
 
-def _embed_batch(s: dict[str, Any]) -> str:
+def _embed_batch(s: dict[str, Any], used: int | None = None) -> str:
     if "embedding_batch" not in s:  # pages before the setting existed ran bench.rag's pre-tuned value
         return "4 (bench.rag's value pre-tuned on short passages)"
-    return str(s["embedding_batch"]) if s["embedding_batch"] else "the engine's shipped default (32 unless `teola tune` chose one)"
+    if s["embedding_batch"]:
+        return str(s["embedding_batch"])
+    if used:
+        return f"{used}, teola's shipped default for this machine (engines.engine_settings: 8 on a CPU)"
+    return "the engine's shipped default (32 unless `teola tune` chose one)"
 
 
 def markdown(data: dict[str, Any], command: str) -> str:
@@ -294,7 +298,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
            + "; distractor stories per "
            f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster). "
            "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties. "
-           f"teola's embedder max efficient batch (stage decomposition splits indexing at it): {_embed_batch(s)}.", "",
+           f"teola's embedder max efficient batch (stage decomposition splits indexing at it): "
+           f"{_embed_batch(s, data.get('embedding_batch_used'))}.", "",
            *(["### Both systems with their shipped defaults", "", *table(runs, default)] if default else [])]
     if forced:
         out += ["", f"### Both systems forced to `{s['same_mode']}` synthesis (advanced RAG, small documents)", "",
@@ -322,7 +327,9 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     finally:
         for app in apps.values():
             await app.stop()
+    spec = next((a.engines.get("embedding") for a in apps.values() if "embedding" in a.engines), None)
     data.update(seconds=time.perf_counter() - t0, quick=quick, machine=machine(),
+                embedding_batch_used=spec.max_efficient_batch if spec is not None else None,
                 remote_llm=ENGINE_OVERRIDES.get("llm", {}).get("kind") == "openai")
     md = markdown(data, command)
     folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of BENCHMARKS.md

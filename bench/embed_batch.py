@@ -6,7 +6,7 @@ The embedder (all-MiniLM-L6-v2 through engines.embedding, with the hardware defa
 runs it with: on a CPU machine one torch thread, one batch at a time) embeds the same chunks in
 batches of 1..64, one batch after another, and the best of 2 passes gives chunks per second at each
 batch size, for two kinds of text:
-  - "short": the ~20-token sentences `teola tune` probed with before this page;
+  - "short": the ~20-token sentences `teola tune`'s batch probe used before this page;
   - "app": 256-token chunks (the shipped apps' chunk size, 30 overlap, teola.chunking) of the
     NarrativeQA stories the document-QA benchmark indexes.
 The knee of each curve (engines.knee: the smallest batch within 10% of the best throughput) is the
@@ -29,19 +29,6 @@ from bench.common import write_results
 BATCHES = (1, 2, 4, 8, 10, 16, 32, 64)
 
 
-def app_chunks(n: int) -> list[str]:
-    """`n` chunks of 256 tokens (30 overlap) from the shipped NarrativeQA stories, in story order."""
-    from engines.corpora import load_narrativeqa
-    from teola.chunking import chunk_text
-
-    out: list[str] = []
-    for story in dict.fromkeys(r["passage"] for r in load_narrativeqa()):
-        out += chunk_text(story, 256, 30)
-        if len(out) >= n:
-            return out[:n]
-    raise ValueError(f"the shipped stories give only {len(out)} chunks, fewer than {n}")
-
-
 async def curve(engine: Any, texts: list[str]) -> dict[int, float]:
     """{batch size: chunks per second} embedding all `texts` in batches of that size (best of 2)."""
     out = {}
@@ -60,7 +47,7 @@ async def run(n: int, threads: int | None) -> dict[str, Any]:
     from engines.embedding import EmbeddingEngine
     from engines.engine_settings import resolve_options
     from engines.knee import knee
-    from engines.tune import CHUNKS
+    from engines.tune import CHUNKS, app_chunks
 
     options = resolve_options("sentence_transformers", {"max_batch": max(BATCHES)}, tuned={})
     if threads is not None:

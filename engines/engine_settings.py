@@ -6,8 +6,9 @@ over its cores. Three layers, each overriding the one before:
      its model inside its engine-core process (no separate busy-polling worker process) on cores
      1..C-1 (instances of one engine get disjoint cores while there are enough), and the serving
      process keeps core 0 for its event loop and the sentence-transformers models, which compute one
-     batch at a time (`exclusive`) on `torch_threads` = 1 thread. Measured against vLLM's default
-     layout in BENCHMARKS.md ("Engine settings");
+     batch at a time (`exclusive`) on `torch_threads` = 1 thread, the embedder in batches of at most
+     CPU_EMBED_BATCH (8) chunks. Measured against vLLM's default layout in BENCHMARKS.md ("Engine
+     settings") and against larger batches ("Embedder batch efficiency by chunk length");
   2. tuned values from `teola tune` (`tuned_settings`: `<cache>/engine-settings.json`, by engine kind;
      with the sentence-transformers engines' max efficient batch, the knee of their measured
      latency curve);
@@ -32,6 +33,11 @@ SETTING_KEYS = {"vllm": ("worker_process", "cpu_threads_bind"),
                 "sentence_transformers": ("torch_threads", "exclusive", "max_efficient_batch"),
                 "reranker": ("torch_threads", "exclusive", "max_efficient_batch")}
 TUNED_FILE = "engine-settings.json"
+# The embedder's max efficient batch on a CPU: on the apps' 256-token chunks one thread embeds
+# ~14 chunks/s at any batch from 1 to 16 and 9% fewer at 32, the engine's own default (sized for
+# GPUs); 8 keeps the full rate with few primitives per document and lets a reranking or a question's
+# embedding slip in between another query's batches (bench/results/embed_batch.md, doc_qa_large_eb8)
+CPU_EMBED_BATCH = 8
 
 
 def default_settings(kind: str, index: int, instances: int, hw: Hardware) -> dict[str, Any]:
@@ -47,7 +53,10 @@ def default_settings(kind: str, index: int, instances: int, hw: Hardware) -> dic
             mine = llm_cores[start:start + share] or llm_cores[-share:]
             out["cpu_threads_bind"] = _cpu_list(mine)
         return out
-    return {"torch_threads": 1, "exclusive": True}
+    out = {"torch_threads": 1, "exclusive": True}
+    if kind == "sentence_transformers":
+        out["max_efficient_batch"] = CPU_EMBED_BATCH
+    return out
 
 
 def tuned_settings(path: Path | None = None) -> dict[str, dict[str, Any]]:
@@ -64,6 +73,17 @@ def tuned_settings(path: Path | None = None) -> dict[str, dict[str, Any]]:
     if not isinstance(chosen, dict) or not all(isinstance(v, dict) for v in chosen.values()):
         raise ValueError(f"{path}: expected {{\"chosen\": {{kind: {{setting: value}}}}}}; run `teola tune` again")
     return {k: {s: v for s, v in opts.items() if s in SETTING_KEYS.get(k, ())} for k, opts in chosen.items()}
+
+
+def machine_max_efficient_batch(kind: str, options: Mapping[str, Any]) -> int | None:
+    """The max efficient batch this machine's settings give an engine of `kind` (hardware default <
+    `teola tune`), for `Engine` specs that do not name one: stage decomposition and batching read the
+    spec, so a tuned or hardware value must reach it, not only the adapter. None when there is none
+    (other kinds, simulated engines, whose profiles declare their own)."""
+    if "max_efficient_batch" not in SETTING_KEYS.get(kind, ()) or options.get("simulate"):
+        return None
+    value = resolve_options(kind, options).get("max_efficient_batch")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
 def resolve_options(kind: str, options: Mapping[str, Any], index: int = 0, instances: int = 1,

@@ -10,7 +10,7 @@ Probes (CPU machines; on a GPU machine vLLM's defaults are kept and nothing is p
      chunks with torch_threads = 1 and = C; the candidate whose concurrent pair (decode + embed)
      finishes first wins (the embedder's setting also goes to the reranker, which shares its cores).
   3. Max efficient batch of the embedder and the reranker: with the chosen threads, the latency of
-     batches of 1..64 requests alone; the knee of that curve (engines.knee: the smallest batch
+     batches of 1..64 chunks of the apps' size (256 tokens of shipped story text) alone; the knee of that curve (engines.knee: the smallest batch
      within 10% of the best throughput) is what stage decomposition and batching fill up to.
 About two minutes on 2 cores, most of it starting vLLM twice.
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import Any, Callable
 
@@ -27,8 +28,30 @@ from engines.paths import cache_dir
 
 DECODE = {"parts": [["user", "List ten rivers of Europe, one per line."]], "complete": True,
           "max_tokens": 32, "temperature": 0.0, "ignore_eos": True}
+# short sentences: the embedder-threads probe (3), a small load beside vLLM's decode
 CHUNKS = [f"Passage {i}: the river flows through the old town past the cathedral and the market square."
           for i in range(32)]
+
+
+_TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)  # tokens as the apps' chunker counts them
+
+
+def app_chunks(n: int, chunk_size: int = 256) -> list[str]:
+    """`n` chunks of the shipped apps' size (`chunk_size` words and punctuation marks, as
+    teola.chunking counts them; consecutive windows, no overlap) cut from the shipped NarrativeQA
+    story summaries: what indexing embeds. The batch curves (probe 3) use them because the curve's
+    shape depends on text length: on ~20-token sentences batching pays up to batch 16, on 256-token
+    chunks not at all on a CPU (bench/results/embed_batch.md)."""
+    from engines.corpora import load_narrativeqa
+
+    out: list[str] = []
+    for story in dict.fromkeys(r["passage"] for r in load_narrativeqa()):
+        spans = [m.span() for m in _TOKEN.finditer(story)]
+        out += [story[spans[i][0]:spans[min(i + chunk_size, len(spans)) - 1][1]]
+                for i in range(0, len(spans), chunk_size)]
+        if len(out) >= n:
+            return out[:n]
+    raise ValueError(f"the shipped stories give only {len(out)} chunks of {chunk_size} tokens, fewer than {n}")
 
 
 async def _decode(engine: Any) -> float:
@@ -77,8 +100,9 @@ async def probe_curve(kind: str, threads: int) -> dict[int, float]:
     engine = (EmbeddingEngine if kind == "sentence_transformers" else RerankerEngine)(
         f"tune-{kind}", torch_threads=threads, exclusive=True, max_batch=max(BATCHES))
     op = "embedding" if kind == "sentence_transformers" else "reranking"
-    reqs = ([{"text": c} for c in CHUNKS * 2] if op == "embedding"
-            else [{"query": "Which river flows past the cathedral?", "text": c} for c in CHUNKS * 2])
+    chunks = app_chunks(max(BATCHES))
+    reqs = ([{"text": c} for c in chunks] if op == "embedding"
+            else [{"query": "Who does the story say the hero travels with?", "text": c} for c in chunks])
     await engine.start()
     try:
         await engine.execute(op, reqs[:8])  # warm-up

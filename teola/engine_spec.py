@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engines.engine_settings import machine_max_efficient_batch
 from engines.protocol import EngineProfile
 from engines.registry import engine_kinds, kind_defaults, kind_ranks_by
 from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
@@ -55,7 +56,9 @@ class Engine:
             self.ops = frozenset(PrimOp(o) for o in (ops if ops is not None else kind_ops))
         except ValueError as e:
             raise ValueError(f"Engine {name!r}: {e}; ops are {[o.value for o in PrimOp]}") from None
-        self.max_efficient_batch = max_efficient_batch or profile.max_efficient_batch
+        self.max_efficient_batch_given = max_efficient_batch is not None
+        self.max_efficient_batch = (max_efficient_batch or machine_max_efficient_batch(kind, options)
+                                    or profile.max_efficient_batch)
         if self.max_efficient_batch < 1:
             raise ValueError(f"Engine {name!r}: max_efficient_batch must be >= 1")
         # an explicit max_batch caps the adapter's; the default leaves the adapter's profile in force

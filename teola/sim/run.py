@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from engines.registry import kind_defaults
 from engines.sim_profile import load_profile
 from teola.app import App
 from teola.sim.virtual_loop import run_virtual
@@ -102,6 +103,10 @@ def use_profile(app: App, profile: str | Path | dict[str, Any], instances: dict[
                          f"{missing} used by app {app.name!r}")
     for name, spec in app.engines.items():
         spec.options["simulate"] = data
+        if not spec.max_efficient_batch_given:  # this machine's setting is not the simulated engine's
+            declared = kind_defaults(spec.kind, {k: v for k, v in spec.options.items() if k != "simulate"})
+            if declared is not None:
+                spec.max_efficient_batch = declared[1].max_efficient_batch
         if instances and name in instances:
             if not isinstance(instances[name], int) or instances[name] < 1:
                 raise ValueError(f"instances of engine {name!r} must be an int >= 1, got {instances[name]!r}")

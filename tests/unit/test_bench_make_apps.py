@@ -8,8 +8,10 @@ def _embedding_batch(apps) -> int:
 
 def test_bench_tuning_sets_the_embedder_batch_and_shipped_defaults_leave_it_out():
     from bench.rag import BENCH_TUNING, make_apps
-    from engines.embedding import EmbeddingEngine
+    from teola import Engine
 
+    shipped = Engine("embedding", kind="sentence_transformers").max_efficient_batch  # this machine's default
+    assert shipped != BENCH_TUNING["embedding"]["max_efficient_batch"]
     assert _embedding_batch(make_apps(("naive_rag",))) == BENCH_TUNING["embedding"]["max_efficient_batch"]
-    assert _embedding_batch(make_apps(("naive_rag",), bench_tuning=False)) == EmbeddingEngine.default_profile.max_efficient_batch
-    assert _embedding_batch(make_apps(("naive_rag",), {"embedding": {"max_efficient_batch": 8}}, bench_tuning=False)) == 8
+    assert _embedding_batch(make_apps(("naive_rag",), bench_tuning=False)) == shipped
+    assert _embedding_batch(make_apps(("naive_rag",), {"embedding": {"max_efficient_batch": 5}}, bench_tuning=False)) == 5

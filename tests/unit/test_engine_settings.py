@@ -110,3 +110,55 @@ def test_cpu_llm_dtype_is_float32_only_where_bfloat16_is_emulated():
     assert cpu_llm_dtype("auto", avx2) == "float32"
     assert cpu_llm_dtype("auto", avx512_bf16) == "auto"
     assert cpu_llm_dtype("bfloat16", avx2) == "bfloat16"  # an explicit choice is kept
+
+
+def test_the_batch_probe_embeds_chunks_of_the_apps_size_not_short_sentences():
+    from engines.tune import CHUNKS, app_chunks
+    from teola.chunking import count_tokens
+
+    chunks = app_chunks(64)
+    assert len(chunks) == 64 and len(set(chunks)) == 64
+    sizes = [count_tokens(c) for c in chunks]
+    assert max(sizes) <= 256 and sorted(sizes)[32] > 200  # most are whole 256-token windows
+    assert max(count_tokens(c) for c in CHUNKS) < 30
+
+
+def test_the_cpu_embedder_batches_at_most_eight_chunks_unless_tuned_or_given():
+    from engines.engine_settings import CPU_EMBED_BATCH
+
+    cpu, gpu = Hardware(cores=2, gpu=False), Hardware(cores=8, gpu=True)
+    assert resolve_options("sentence_transformers", {}, hw=cpu, tuned={})["max_efficient_batch"] == CPU_EMBED_BATCH == 8
+    assert "max_efficient_batch" not in resolve_options("sentence_transformers", {}, hw=gpu, tuned={})
+    assert "max_efficient_batch" not in resolve_options("reranker", {}, hw=cpu, tuned={})
+    tuned = {"sentence_transformers": {"max_efficient_batch": 2}}
+    assert resolve_options("sentence_transformers", {}, hw=cpu, tuned=tuned)["max_efficient_batch"] == 2
+    assert resolve_options("sentence_transformers", {"max_efficient_batch": 32}, hw=cpu,
+                           tuned=tuned)["max_efficient_batch"] == 32
+
+
+def test_an_engine_spec_takes_the_machines_max_efficient_batch_so_stage_decomposition_sees_it(monkeypatch):
+    import engines.engine_settings as es
+    from teola import Engine
+
+    monkeypatch.setenv("TEOLA_DEVICE", "cpu")
+    monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})
+    assert Engine("embedding", kind="sentence_transformers").info().max_efficient_batch == es.CPU_EMBED_BATCH
+    assert Engine("embedding", kind="sentence_transformers", max_efficient_batch=3).max_efficient_batch == 3
+    monkeypatch.setattr(es, "tuned_settings", lambda path=None: {"sentence_transformers": {"max_efficient_batch": 2}})
+    assert Engine("embedding", kind="sentence_transformers").max_efficient_batch == 2  # `teola tune` reaches the spec
+    monkeypatch.setenv("TEOLA_DEVICE", "cuda")
+    monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})
+    assert Engine("embedding", kind="sentence_transformers").max_efficient_batch == 32  # the adapter's own, on GPUs
+
+
+def test_a_simulated_engine_does_not_take_this_machines_batch(monkeypatch):
+    import engines.engine_settings as es
+    from apps import advanced_rag
+    from teola.sim.run import use_profile
+
+    monkeypatch.setenv("TEOLA_DEVICE", "cpu")
+    monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})
+    app = advanced_rag.build()
+    assert app.engines["embedding"].max_efficient_batch == es.CPU_EMBED_BATCH
+    use_profile(app, "a100-llama2-7b")
+    assert app.engines["embedding"].max_efficient_batch == 32  # the adapter's own, as before the CPU default

@@ -20,6 +20,16 @@ APPS = {"advanced_rag": lambda: advanced_rag.build(reranker=CROSS_ENCODER), "nai
         "search_generation": search_generation.build, "tool_agent": tool_agent.build}
 
 
+@pytest.fixture(autouse=True)
+def cpu_machine(monkeypatch):
+    """The golden texts are a CPU machine's without `teola tune` values, wherever the tests run (the
+    embedder's max efficient batch, which stage decomposition splits at, is a machine setting)."""
+    import engines.engine_settings as es
+
+    monkeypatch.setenv("TEOLA_DEVICE", "cpu")
+    monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})
+
+
 @pytest.mark.parametrize("name", sorted(APPS))
 def test_egraph_matches_golden_text_and_lints(name):
     app = APPS[name]()
