@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.common import percentile, without_keys
 from bench.quality import score, texts
-from bench.rag import (KEEP, critical_path_bound, critical_path_shares, make_apps, op_times, parents_of,
+from bench.rag import (KEEP, by_op_means, critical_path_bound, critical_path_shares, make_apps, op_times, parents_of,
                        reset_prefix_cache, run_open_loop, step_counts)
 from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
 
@@ -167,20 +167,8 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         if all(key in r for r in ok):
             out[key] = mean(key)
     if all("by_op" in r for r in ok):
-        out["by_op"] = by_op_means(ok)
+        out["by_op"] = by_op_means([r["by_op"] for r in ok])
     return out
-
-
-def by_op_means(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per op, the mean over `records` of the seconds a query had one of its engine calls of that op
-    executing ("exec") or waiting in an engine queue ("queue"), from bench.rag.op_times."""
-    acc: dict[str, dict[str, float]] = {}
-    for r in records:
-        for op, d in r["by_op"].items():
-            a = acc.setdefault(op, {"exec": 0.0, "queue": 0.0})
-            a["exec"] += d["exec"]
-            a["queue"] += d["queue"]
-    return {op: {k: v / len(records) for k, v in d.items()} for op, d in sorted(acc.items())}
 
 
 async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int, n_load: int,

@@ -360,6 +360,18 @@ def op_times(trace: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return {op: {"exec": _union(runs[op]), "queue": _union(waits.get(op, [])), "count": count[op]} for op in runs}
 
 
+def by_op_means(per_query: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Per op, the mean over queries of each op_times field ("exec", "queue", "count"); a query
+    without the op counts as zero."""
+    acc: dict[str, dict[str, float]] = {}
+    for ops in per_query:
+        for op, d in ops.items():
+            a = acc.setdefault(op, {})
+            for k, v in d.items():
+                a[k] = a.get(k, 0.0) + v
+    return {op: {k: v / len(per_query) for k, v in d.items()} for op, d in sorted(acc.items())}
+
+
 def decode_tokens(trace: list[dict[str, Any]]) -> int:
     """Output tokens of a query's LLM calls (the split items of one decode report the same call)."""
     calls: dict[str, int] = {}
@@ -383,13 +395,7 @@ def summarize(records: list[dict[str, Any]], bounds: list[float] | None) -> dict
         if ratios:
             out["bound_ratio_mean"] = statistics.fmean(ratios)
             out["bound_ratio_p50"] = percentile(ratios, 50)
-    by_op: dict[str, dict[str, float]] = {}
-    for r in ok:
-        for op, d in op_times(r["trace"]).items():
-            acc = by_op.setdefault(op, {"exec": 0.0, "queue": 0.0, "count": 0})
-            for k in acc:
-                acc[k] += d[k]
-    out["by_op"] = {op: {k: v / len(ok) for k, v in d.items()} for op, d in sorted(by_op.items())} if ok else {}
+    out["by_op"] = by_op_means([op_times(r["trace"]) for r in ok])
     out["decode_tokens_mean"] = statistics.fmean(decode_tokens(r["trace"]) for r in ok) if ok else 0.0
     out["cached_tokens_mean"] = statistics.fmean(
         sum(t.get("num_cached_tokens", 0) for t in r["trace"] if not t.get("fused_with")) for r in ok) if ok else 0.0

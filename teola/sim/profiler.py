@@ -13,7 +13,8 @@ length sampler), then times controlled batches on each engine directly:
 - last, how much the LLM and the other compute engines slow each other when they run at once
   (teola.sim.contention: the profile's "device" entry).
 It writes a profile (engines/sim_profile.py's format, provenance "measured") with every fit's
-per-sample error. Prompts are prose from the shipped corpora, each unique, so nothing hits the
+per-sample error, and for the embedding / reranker engines the max efficient batch they ran with (a
+machine setting, engines/engine_settings.py), which simulated runs of the profile then use. Prompts are prose from the shipped corpora, each unique, so nothing hits the
 prefix cache by accident; the two output lengths of a decode batch share their prompts, with the
 prefix cache emptied before each (where the engine can), so their difference is decode alone.
 """
@@ -26,6 +27,7 @@ import statistics
 import time
 from typing import Any, Callable
 
+from engines.engine_settings import SETTING_KEYS
 from teola.app import App
 from teola.sim.contention import profile_contention
 from teola.sim.fit import fit_linear, fit_llm, fit_tokens, steady_steps
@@ -218,6 +220,8 @@ async def profile_started(app: App, name: str, say: Say, queries: int = 4, quick
         handle = handles[spec.kind] = app.runtime.instances[ename][0].handle
         say(f"profiling engine {ename!r} ({spec.kind})")
         engines[spec.kind] = await _profile_kind(spec.kind, handle, say, quick, repeats)
+        if "max_efficient_batch" in SETTING_KEYS.get(spec.kind, ()):  # a machine setting: simulate with it
+            engines[spec.kind]["max_efficient_batch"] = spec.max_efficient_batch
     if "vllm" in engines and lengths:
         engines["vllm"]["lengths"] = lengths
     out = {"name": name, "provenance": "measured", "source": provenance_note(app), "engines": engines}

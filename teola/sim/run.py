@@ -104,8 +104,11 @@ def use_profile(app: App, profile: str | Path | dict[str, Any], instances: dict[
     for name, spec in app.engines.items():
         spec.options["simulate"] = data
         if not spec.max_efficient_batch_given:  # this machine's setting is not the simulated engine's
+            fitted = data["engines"][spec.kind].get("max_efficient_batch")
             declared = kind_defaults(spec.kind, {k: v for k, v in spec.options.items() if k != "simulate"})
-            if declared is not None:
+            if fitted:  # the profiled machine's batch (teola profile records it)
+                spec.max_efficient_batch = int(fitted)
+            elif declared is not None:
                 spec.max_efficient_batch = declared[1].max_efficient_batch
         if instances and name in instances:
             if not isinstance(instances[name], int) or instances[name] < 1:

@@ -8,6 +8,7 @@ import pytest
 
 from bench.rag import (
     Settings,
+    by_op_means,
     llamaindex_pipeline,
     markdown,
     speedups,
@@ -65,3 +66,11 @@ def test_llamaindex_missing_is_a_reason_not_a_crash(monkeypatch):
     monkeypatch.setitem(sys.modules, "bench.llamaindex_rag", None)  # import now raises ImportError
     rag, why = llamaindex_pipeline(object(), {})
     assert rag is None and "pip install -e '.[llamaindex]'" in why
+
+
+def test_by_op_means_averages_exec_and_queue_over_queries():
+    out = by_op_means([{"decoding": {"exec": 2.0, "queue": 1.0, "count": 1}},
+                       {"decoding": {"exec": 4.0, "queue": 0.0, "count": 1},
+                        "embedding": {"exec": 1.0, "queue": 0.0, "count": 2}}])
+    assert out == {"decoding": {"exec": 3.0, "queue": 0.5, "count": 1.0},
+                   "embedding": {"exec": 0.5, "queue": 0.0, "count": 1.0}}

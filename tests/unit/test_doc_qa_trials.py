@@ -1,7 +1,6 @@
 """bench.doc_qa_trials: pooling separate doc_qa runs (trials) by load fraction."""
 from __future__ import annotations
 
-from bench.doc_qa import by_op_means
 from bench.doc_qa_trials import bound_ratio, critical_path_means, markdown, pool, tokens_per_step
 
 
@@ -48,13 +47,6 @@ def test_pool_drops_points_a_trial_did_not_run():
     a, b = trial(0, [10.0], [15.0], 0.1), trial(1, [10.0], [12.0], 0.1)
     del b["runs"]["advanced_rag/large"]["x1"]
     assert list(pool([a, b])["apps"]["advanced_rag/large"]["runs"]) == ["alone"]
-
-
-def test_by_op_means_averages_exec_and_queue_over_queries():
-    out = by_op_means([{"by_op": {"decoding": {"exec": 2.0, "queue": 1.0, "count": 1}}},
-                       {"by_op": {"decoding": {"exec": 4.0, "queue": 0.0, "count": 1},
-                                  "embedding": {"exec": 1.0, "queue": 0.0, "count": 2}}}])
-    assert out == {"decoding": {"exec": 3.0, "queue": 0.5}, "embedding": {"exec": 0.5, "queue": 0.0}}
 
 
 def test_bound_ratio_pairs_each_loaded_query_with_its_own_alone_bound_in_the_same_trial():

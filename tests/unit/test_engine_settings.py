@@ -161,4 +161,24 @@ def test_a_simulated_engine_does_not_take_this_machines_batch(monkeypatch):
     app = advanced_rag.build()
     assert app.engines["embedding"].max_efficient_batch == es.CPU_EMBED_BATCH
     use_profile(app, "a100-llama2-7b")
-    assert app.engines["embedding"].max_efficient_batch == 32  # the adapter's own, as before the CPU default
+    assert app.engines["embedding"].max_efficient_batch == 64  # the simulated GPU engine's, from its profile
+
+
+def test_a_simulated_engine_takes_the_profiled_machines_batch(monkeypatch):
+    import copy
+
+    import engines.engine_settings as es
+    from apps import advanced_rag
+    from engines.sim_profile import load_profile
+    from teola.sim.run import use_profile
+
+    monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})
+    app = advanced_rag.build()
+    use_profile(app, "cpu-smollm2-135m")  # fitted on a CPU machine whose embedder ran batches of 8
+    assert app.engines["embedding"].max_efficient_batch == 8
+    assert app.engines["reranker"].max_efficient_batch == 32
+    profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
+    del profile["engines"]["sentence_transformers"]["max_efficient_batch"]  # a profile from before it was recorded
+    app = advanced_rag.build()
+    use_profile(app, profile)
+    assert app.engines["embedding"].max_efficient_batch == 32
