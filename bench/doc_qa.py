@@ -15,6 +15,9 @@ context window) and LlamaIndex's own default prompt templates (QA, refine, summa
 A second table forces both systems into one other mode (refine) with the same prompt texts (teola's).
 With --keep-expansion, advanced RAG also runs as "teola, expansion kept" (pass prune_covered_searches
 off): the same app doing the expansion LLM call and the expanded searches the pass proves useless.
+With --baselines, the Teola paper's baselines (bench.rag: LlamaDist runs the template as a module chain,
+LlamaDistPC runs its parallel modules in parallel, every optimization pass off, with per-invocation (PO)
+or throughput-oriented (TO) batching) also run on teola's runtime over the same engines.
 
 Load: each system first answers every query alone, one after another; the Poisson rates are fractions
 of LlamaIndex's own single-query service rate (1 / its mean latency alone), so "1.0" offers LlamaIndex
@@ -35,12 +38,16 @@ from typing import Any
 
 from bench.common import percentile, without_keys
 from bench.quality import score, texts
+from bench.rag import SYSTEMS as RAG_SYSTEMS
 from bench.rag import (KEEP, by_op_means, critical_path_bound, critical_path_shares, make_apps, op_times, parents_of,
                        reset_prefix_cache, run_open_loop, step_counts)
 from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
 
 QUERY_TIMEOUT = 600.0
 SYSTEMS = ("teola", "LlamaIndex")
+# --baselines: the Teola paper's baselines (bench.rag.SYSTEMS: module chain or parallel modules, every
+# optimization off, PO or TO batching) on teola's runtime over the same engines
+BASELINES = tuple(k for k in RAG_SYSTEMS if k != "teola")
 # --keep-expansion: teola with pass prune_covered_searches off on advanced RAG (what the pass saves)
 KEEP_EXPANSION = "teola, expansion kept"
 TEOLA_PASSES = {"teola": {}, KEEP_EXPANSION: {"prune_covered_searches": False}}
@@ -59,6 +66,7 @@ class Settings:
     trial: int = 0                            # Poisson arrivals use seed + trial (same queries every trial)
     keep_expansion: bool = False              # also run KEEP_EXPANSION on advanced RAG
     embedding_batch: int | None = None        # None: the embedder's shipped max efficient batch
+    baselines: tuple[str, ...] = ()           # BASELINES also run, on the default flows (not same_mode)
 
     @classmethod
     def quick(cls) -> Settings:
@@ -87,10 +95,11 @@ def context_key(app: Any) -> str:
 
 
 async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arrival: float,
-                      passes: dict[str, Any] | None = None) -> dict[str, Any]:
+                      passes: dict[str, Any] | None = None, policy: str = "topology") -> dict[str, Any]:
     t0 = time.perf_counter()
     key = context_key(app)
-    cfg = {"nodes": nodes, "timeout": QUERY_TIMEOUT, "return_values": [key], "passes": passes or {}}
+    cfg = {"nodes": nodes, "timeout": QUERY_TIMEOUT, "return_values": [key], "passes": passes or {},
+           "policy": policy}
     rec: dict[str, Any] = {"arrival": arrival}
     trace: list[dict[str, Any]] = []
     try:
@@ -139,6 +148,9 @@ class Systems:
     async def one(self, system: str, q: dict[str, Any], arrival: float = 0.0) -> dict[str, Any]:
         if system in TEOLA_PASSES:
             return await teola_query(self.app, q, self.nodes, arrival, TEOLA_PASSES[system])
+        if system in BASELINES:
+            config, policy = RAG_SYSTEMS[system]
+            return await teola_query(self.app, q, self.nodes, arrival, config.get("passes"), policy)
         return await llamaindex_query(self.rag, q, arrival)
 
     async def run(self, system: str, queries: list[dict[str, Any]], arrivals: list[float] | None) -> list[dict[str, Any]]:
@@ -206,7 +218,8 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
     out: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items()}, "runs": {}}
     for name in s.apps if s.sizes else ():
         app = apps[name]
-        names = SYSTEMS + ((KEEP_EXPANSION,) if s.keep_expansion and name == "advanced_rag" else ())
+        names = (SYSTEMS + ((KEEP_EXPANSION,) if s.keep_expansion and name == "advanced_rag" else ())
+                 + tuple(s.baselines))
         systems = Systems(app, {}, "library", names)
         for size, distractors in s.sizes.items():
             queries = narrative_qa_queries(max(s.n_alone, s.n_load), distractors, s.seed)
@@ -240,9 +253,14 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
         for point, row in runs[key].items():
             load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:g}x)"
             base = row.get("LlamaIndex", {}).get("mean")
-            for system in [k for k in (*SYSTEMS, KEEP_EXPANSION) if k in row]:
+            teola = row.get("teola", {}).get("mean")
+            for system in [k for k in (*SYSTEMS, KEEP_EXPANSION, *BASELINES) if k in row]:
                 r = row.get(system, {})
-                speed = f"{base / r['mean']:.2f}x" if system != "LlamaIndex" and base and r.get("mean") else ""
+                speed = ""
+                if system in BASELINES:  # teola's speed over this baseline
+                    speed = f"{r['mean'] / teola:.2f}x" if teola and r.get("mean") else ""
+                elif system != "LlamaIndex" and base and r.get("mean"):
+                    speed = f"{base / r['mean']:.2f}x"
                 lines.append(f"| {key} | {load} | {system} | {r.get('n', 0)} | {r.get('failed', 0)} | {_f(r.get('mean'))} | "
                              f"{_f(r.get('p50'))} | {_f(r.get('p99'))} | {speed} | {_f(r.get('calls'), 1)} | "
                              f"{_f(r.get('prompt_tokens'), 0)} | {_f(r.get('decode_tokens'), 0)} | {_pct(r.get('contains'))} | "
@@ -284,7 +302,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
            f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}"
            + (f", Poisson arrivals of trial {s['trial']} (seed {s['seed'] + s['trial']})" if s.get("trial") else "")
            + "; distractor stories per "
-           f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster). "
+           f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster); on a "
+           "row of a Teola-paper baseline (LlamaDist, LlamaDistPC), that baseline's mean latency / teola's. "
            "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties. "
            f"teola's embedder max efficient batch (stage decomposition splits indexing at it): "
            f"{_embed_batch(s, data.get('embedding_batch_used'))}.", "",
@@ -347,6 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--embedding-batch", type=int, default=None,
                    help="teola's embedder max efficient batch (default: the engine's shipped one; pages before "
                         "commit 05f7204 ran 4, bench.rag's pre-tuned value for short passages)")
+    p.add_argument("--baselines", default=None,
+                   help=f"comma-separated Teola-paper baselines to run beside teola and LlamaIndex on teola's runtime "
+                        f"(bench.rag's: {', '.join(BASELINES)}); default none")
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
                    help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
@@ -371,6 +393,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_same_mode:
         s.same_mode = None
     s.keep_expansion = args.keep_expansion
+    if args.baselines:
+        s.baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
+        unknown = sorted(set(s.baselines) - set(BASELINES))
+        if unknown:
+            p.error(f"unknown baseline(s) {unknown}; known: {', '.join(BASELINES)}")
     if args.embedding_batch is not None:
         if args.embedding_batch < 1:
             p.error("--embedding-batch must be >= 1")

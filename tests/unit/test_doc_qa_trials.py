@@ -65,3 +65,14 @@ def test_tokens_per_step_and_critical_path_skip_trials_that_did_not_record_them(
     shares = critical_path_means([{"critical_path": {"compile": 0.1, "execution": 0.5}}, {},
                                   {"critical_path": {"compile": 0.3, "execution": 0.7}}])
     assert shares == {"compile": 0.2, "execution": 0.6}
+
+
+def test_markdown_reports_every_baseline_with_its_own_ratio_and_decode_batching():
+    t0, t1 = trial(0, [10.0], [15.0], 0.1), trial(1, [10.0], [12.0], 0.1)
+    for t, ld in ((t0, 30.0), (t1, 20.0)):
+        t["runs"]["advanced_rag/large"]["x1"]["LlamaDist-PO"] = {"records": [rec(ld)],
+                                                                 "vllm_steps": {"decode_steps": 10, "generated_tokens": 25}}
+    md = markdown([t0, t1], ["t0", "t1"], "cmd")
+    rows = [line for line in md.splitlines() if line.startswith("| advanced_rag/large | 1x")]
+    assert "| LlamaIndex | 1.35x (1.20-1.50) |" in rows[0] and "| LlamaDist-PO | 2.50x (2.00-3.00) |" in rows[1]
+    assert "tokens / decode step, LlamaDist-PO" in md and "| 2.50 |" in md
