@@ -17,7 +17,9 @@ remote search adapter, the tool engine), started once:
   LlamaIndex the real llama-index-core: a Workflow for search generation, FunctionTools + an
              explicit plan -> concurrent tools -> answer pipeline for the agent (bench/llamaindex_remote.py);
   LangGraph  StateGraphs: judge -> conditional edge -> search -> answer; plan -> Send fan-out of the
-             tool calls as parallel branches -> answer (bench/langgraph_remote.py).
+             tool calls as parallel branches -> answer (bench/langgraph_remote.py);
+  LlamaDist-PO/TO, LlamaDistPC-PO/TO (only when --systems names them) the Teola paper's baselines on
+             teola's runtime, bench.rag's configs: module chain or parallel modules, every pass off.
 
 Per workload and trial k (seed + k): each system alone on the first `alone` queries (single-query
 latency; teola's give the critical-path bounds), then an open-loop Poisson trace at every rate with
@@ -46,12 +48,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import command_line, without_keys
+from bench.rag import SYSTEMS as RAG_SYSTEMS
 from bench.rag import (critical_path_bound, critical_path_shares, reset_prefix_cache, run_open_loop, run_query,
                        step_counts, summarize)
 from bench.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
 from bench.workloads import poisson_arrivals, search_queries, tool_queries
 
 SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
+# --systems may also name the Teola paper's baselines (bench.rag.SYSTEMS: module chain or parallel
+# modules, every optimization off, PO or TO batching), run on teola's runtime over the same engines
+PAPER_BASELINES = tuple(k for k in RAG_SYSTEMS if k != "teola")
 APPS = ("search_generation", "tool_agent")
 # Queries per second. Alone, a query takes a few seconds (two LLM calls of <=96 tokens + ~1 s of
 # remote latency); vLLM batches concurrent decodes, so saturation is well above 1 / latency.
@@ -162,8 +168,9 @@ async def _trace(system: str, app: Any, impl: Any, queries: list[dict[str, Any]]
 
     def one(i: int, arrival: float) -> Any:
         q = {"question": queries[i]["question"]}
-        if system == "teola":
-            return run_query(app, q, {}, "topology", arrival, offset + i)
+        if system in RAG_SYSTEMS:  # teola, or a Teola-paper baseline on teola's runtime
+            config, policy = RAG_SYSTEMS[system]
+            return run_query(app, q, config, policy, arrival, offset + i)
         return run_baseline_query(impl, q, arrival, offset + i)
 
     if arrivals is None:
@@ -204,7 +211,7 @@ def _entry(res: dict[str, Any], rate: str, system: str, lam: float | None) -> di
 
 async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
     """Every trial, rate and system on one started app; records carry their trial and index."""
-    impls = {x: baseline(x, app) for x in s.systems if x != "teola"}
+    impls = {x: baseline(x, app) for x in s.systems if x not in RAG_SYSTEMS}
     queries_for = search_queries if app.name == "search_generation" else agent_queries
     res: dict[str, Any] = {"runs": {}, "bounds": []}
     warm = queries_for(1, s.seed + 1000)
@@ -317,7 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=None, help="trials (seeds seed..seed+N-1; default 3, --quick 1)")
     p.add_argument("--queries", type=int, default=None, help="queries per point (default 20, --quick 4)")
     p.add_argument("--rates", default=None, help="comma-separated rates (q/s) for every app")
-    p.add_argument("--systems", default=None, help=f"comma-separated subset of {','.join(SYSTEMS)}")
+    p.add_argument("--systems", default=None,
+                   help=f"comma-separated subset of {','.join(SYSTEMS)}, optionally with the Teola paper's "
+                        f"baselines on teola's runtime ({','.join(PAPER_BASELINES)})")
     p.add_argument("--max-inflight", type=int, default=None,
                    help="teola: batches the vLLM instance may run at once (default: the runtime's)")
     p.add_argument("--search-max-batch", type=int, default=None,
@@ -334,8 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown app(s) {unknown}; known: {list(APPS)}")
     if args.systems:
         s.systems = tuple(x.strip() for x in args.systems.split(",") if x.strip())
-        if unknown := [x for x in s.systems if x not in SYSTEMS]:
-            p.error(f"unknown system(s) {unknown}; known: {list(SYSTEMS)}")
+        if unknown := [x for x in s.systems if x not in SYSTEMS + PAPER_BASELINES]:
+            p.error(f"unknown system(s) {unknown}; known: {list(SYSTEMS + PAPER_BASELINES)}")
     for flag, value in (("--max-inflight", args.max_inflight), ("--search-max-batch", args.search_max_batch)):
         if value is not None and value < 1:
             p.error(f"{flag} must be >= 1")

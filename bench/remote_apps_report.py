@@ -84,7 +84,11 @@ def markdown(data: dict[str, Any], command: str) -> str:
          "for search generation; FunctionTools in an explicit plan -> concurrent tools -> answer pipeline for the "
          "agent, because the 135M model cannot drive its agents; `bench/llamaindex_remote.py`); **LangGraph** "
          "(StateGraph with a conditional edge; the agent's tool calls fan out as parallel `Send` branches; "
-         "`bench/langgraph_remote.py`). Same prompts, same engine adapters."),
+         "`bench/langgraph_remote.py`). Same prompts, same engine adapters."
+         + (" The Teola paper's baselines run on teola's runtime over the same engines (bench.rag.SYSTEMS): "
+            "**LlamaDist** runs the template as a chain of modules, **LlamaDistPC** runs its parallel modules "
+            "in parallel, both with every optimization pass off and per-invocation (PO) or throughput-oriented "
+            "(TO) batching." if any(x.startswith("LlamaDist") for x in s.get("systems", ())) else "")),
         "",
         ("Where the work differs (see the decode tokens column): teola's planner is a splittable call that "
          "stops once it has written the `num_items` tool calls the template asks for (1 here) and starts each "

@@ -104,3 +104,30 @@ def test_plan_calls_parse_as_teola_does():
         plan_calls('[1, 2]\n', 2, [])
     with pytest.raises(ValueError, match="not allowed"):
         plan_calls('{"tool": "shell", "args": {}}', 2, ["calculator"])
+
+
+def test_the_paper_baselines_run_on_teolas_runtime_with_their_passes_and_policy(monkeypatch):
+    import asyncio
+
+    import bench.remote_apps as ra
+    from bench.rag import SYSTEMS as RAG
+
+    seen = []
+
+    async def fake(app, q, config, policy, arrival, index):
+        seen.append((config, policy))
+        return {"ok": True}
+
+    monkeypatch.setattr(ra, "run_query", fake)
+    for system in ("teola", "LlamaDist-PO", "LlamaDistPC-TO"):
+        asyncio.run(ra._trace(system, None, None, [{"question": "q"}], None, 0))
+    assert seen == [({}, "topology"), (RAG["LlamaDist-PO"][0], "po"), (RAG["LlamaDistPC-TO"][0], "to")]
+
+
+def test_remote_apps_names_the_systems_it_knows(capsys):
+    from bench.remote_apps import main
+
+    with pytest.raises(SystemExit):
+        main(["--systems", "teola,LlamaDist-XX", "--no-write"])
+    err = capsys.readouterr().err
+    assert "unknown system(s) ['LlamaDist-XX']" in err and "LlamaDistPC-TO" in err
