@@ -61,6 +61,8 @@ SYSTEMS: dict[str, tuple[dict[str, Any], str]] = {
     "LlamaDistPC-PO": ({"passes": dict(NO_OPT)}, "po"),
     "LlamaDistPC-TO": ({"passes": dict(NO_OPT)}, "to"),
 }
+# the Teola paper's baselines alone (what other suites add beside teola: bench.doc_qa, bench.remote_apps)
+PAPER_BASELINES = tuple(k for k in SYSTEMS if k != "teola")
 ABLATIONS: dict[str, tuple[dict[str, Any], str]] = {
     "no-parallelization": ({"passes": {"prune_dependencies": False, "prefill_split": False}}, "topology"),
     "no-pipelining": ({"passes": {"stage_decomposition": False, "decode_pipelining": False}}, "topology"),

@@ -49,15 +49,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import command_line, without_keys
 from bench.rag import SYSTEMS as RAG_SYSTEMS
-from bench.rag import (critical_path_bound, critical_path_shares, reset_prefix_cache, run_open_loop, run_query,
+from bench.rag import (PAPER_BASELINES, critical_path_bound, critical_path_shares, reset_prefix_cache, run_open_loop, run_query,
                        step_counts, summarize)
 from bench.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
 from bench.workloads import poisson_arrivals, search_queries, tool_queries
 
 SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
-# --systems may also name the Teola paper's baselines (bench.rag.SYSTEMS: module chain or parallel
-# modules, every optimization off, PO or TO batching), run on teola's runtime over the same engines
-PAPER_BASELINES = tuple(k for k in RAG_SYSTEMS if k != "teola")
+# --systems may also name the Teola paper's baselines (bench.rag.PAPER_BASELINES), run on teola's
+# runtime over the same engines
 APPS = ("search_generation", "tool_agent")
 # Queries per second. Alone, a query takes a few seconds (two LLM calls of <=96 tokens + ~1 s of
 # remote latency); vLLM batches concurrent decodes, so saturation is well above 1 / latency.
