@@ -16,7 +16,8 @@ Requests: each is one LLM call that pauses for its API k times and continues in 
 (Program-style segments sharing a kv_key). API types and their durations (mean, std seconds) and
 calls per request (mean, std) are the INFERCEPT mix and ToolBench rows of LAMPS Table 2 (taken there
 from INFERCEPT Table 1); the type is drawn uniformly per request. Assumed here (the papers give no
-distribution): tokens written before each API call and for the final answer are lognormal with mean
+distribution): API durations are lognormal with the table's mean and std (as bench.lamps_real's
+web tool), tokens written before each API call and for the final answer are lognormal with mean
 40 (clipped to 4..256), API responses add a per-type number of tokens (RESPONSE_TOKENS), prompts are
 100-400 words; a request's calls are capped so the whole context fits the model.
 
@@ -87,6 +88,12 @@ DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None}
 
 
+def lognormal_params(mean: float, std: float) -> tuple[float, float]:
+    """(mu, sigma) of the lognormal with this mean and standard deviation (mean > 0)."""
+    sigma2 = math.log(1 + (std / mean) ** 2)
+    return math.log(mean) - sigma2 / 2, math.sqrt(sigma2)
+
+
 def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict[str, Any] | None = None,
              out_cap: int = 256) -> list[dict[str, Any]]:
     """n requests with Poisson arrivals at `rate` per second (see the module docstring); `types`
@@ -108,7 +115,12 @@ def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict
         while k > 1 and sum(segs) + 1.3 * k * RESPONSE_TOKENS.get(kind, 48) > budget:
             k -= 1
             segs.pop()
-        apis = [max(1e-5, rng.gauss(d_mean, d_std)) for _ in range(k)]
+        # lognormal with the table's moments: a Normal(mean, std) clipped at 0 averages more than the
+        # table's mean when std is large (ToolBench's 1.72 s: 2.36 s), while INFERCEPT's handling is given
+        # the table's mean and LAMPS learns the durations' own (issue 18). One gauss draw each, as before,
+        # so the other draws of the stream are unchanged.
+        d_mu, d_sigma = lognormal_params(d_mean, d_std)
+        apis = [math.exp(d_mu + d_sigma * rng.gauss(0.0, 1.0)) for _ in range(k)]
         out.append({"id": f"r{i}", "arrival": t, "type": kind, "words": words, "segments": segs, "apis": apis})
     return out
 
