@@ -39,8 +39,8 @@ from typing import Any
 from bench.common import percentile, without_keys
 from bench.quality import score, texts
 from bench.rag import SYSTEMS as RAG_SYSTEMS
-from bench.rag import (KEEP, PAPER_BASELINES, by_op_means, critical_path_bound, critical_path_shares, make_apps, op_times, parents_of,
-                       reset_prefix_cache, run_open_loop, step_counts)
+from bench.rag import (KEEP, PAPER_BASELINES, by_op_means, critical_path_bound, critical_path_shares, exclusive_engines,
+                       make_apps, op_times, parents_of, reset_prefix_cache, run_open_loop, step_counts)
 from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
 
 QUERY_TIMEOUT = 600.0
@@ -116,7 +116,7 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
     rec["latency"] = time.perf_counter() - t0
     if rec.get("ok"):  # the Fig. 11 shares and the critical-path bound, then the bulky e-graph goes
         rec.update(critical_path=critical_path_shares({**rec, "trace": trace}),
-                   bound=critical_path_bound(rec["parents"], trace))
+                   bound=critical_path_bound(rec["parents"], trace, exclusive_engines(app.runtime)))
     rec.pop("parents", None)
     return rec
 
@@ -331,6 +331,7 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     t0 = time.perf_counter()
     try:
         data = await bench(apps, s)
+        data["exclusive_engines"] = sorted({e for a in apps.values() for e in exclusive_engines(a.runtime)})
     finally:
         for app in apps.values():
             await app.stop()

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, write_results
 from bench.doc_qa import BASELINES, SYSTEMS, summarize
-from bench.rag import _f, speedups, verdict
+from bench.rag import _f, bound_wording, speedups, verdict
 
 
 def _systems(row: dict[str, Any]) -> list[str]:
@@ -92,6 +92,12 @@ def _load(point: str, entry: dict[str, Any]) -> str:
     return f"{point.lstrip('x')}x ({span} q/s)"
 
 
+def _exclusive(trials: list[dict[str, Any]]) -> list[str] | None:
+    """The engines every pooled run's bound serialised; None if any run predates recording them."""
+    sets = [t.get("exclusive_engines") for t in trials]
+    return None if any(x is None for x in sets) else sorted(set.intersection(*(set(x) for x in sets)))
+
+
 def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> str:
     pooled = pool(trials)
     s = trials[0]["settings"]
@@ -139,8 +145,7 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
                     key=lambda n: order.get(n, 99))
     lines += ["", "### Where the time goes", "",
               "teola's critical path (Fig. 11 shares of end-to-end latency), actual / critical-path bound (the "
-              "queries that also ran alone in the same trial; bound: the query's e-graph weighted by its "
-              "primitives' times alone) and vLLM's tokens per decode step for every system (decode-batching "
+              "queries that also ran alone in the same trial; " + bound_wording(_exclusive(trials)) + ") and vLLM's tokens per decode step for every system (decode-batching "
               "efficiency; 1.0 = one call per step). Trials run before these were recorded leave them out.", "",
               "| flow | load | compile | queueing | execution | scheduling / comm / other | actual / bound | "
               + " | ".join(f"tokens / decode step, {n}" for n in shown) + " |",

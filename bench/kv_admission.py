@@ -15,8 +15,12 @@ A call that continues one whose KV the engine preserved during its API call goes
 the policy's order: INFERCEPT's preserve keeps the request in the running batch so it resumes as
 its API returns, and the waste of preserving (LAMPS eq. 1, T_INT x C_i x M) counts the API's
 duration only. Ranked behind other calls, its KV would stay pinned while it waits, which neither
-paper models and which, once memory is short, leaves most of the KV held by paused calls. Pure except for reading the engine's pool and
-waiting list; it changes neither.
+paper models and which, once memory is short, leaves most of the KV held by paused calls. With
+`kv_bound=False` only this rule applies (teola's admission then caps the number of calls only):
+bench.sim_lamps uses it for every run, since without it a continuation ranked behind new calls
+keeps its KV pinned in teola's queue while the cap fills with calls the engine has no memory for,
+until almost nothing runs (issue 18: LAMPS at 2.75 req/s on the INFERCEPT mix). Pure except for
+reading the engine's pool and waiting list; it changes neither.
 """
 from __future__ import annotations
 
@@ -41,8 +45,10 @@ class KVAdmission:
     """`policy` with its batches limited to the KV the engine `llm` (an engines.sim_llm.SimLLM)
     has free (see the module docstring); every other attribute is the policy's."""
 
-    def __init__(self, policy: Any, llm: Any) -> None:
-        self.policy, self.llm = policy, llm
+    def __init__(self, policy: Any, llm: Any, kv_bound: bool = True) -> None:
+        """kv_bound: also send calls only while the engine's free KV covers them (False: calls
+        resuming on preserved KV go first, the rest is the policy's batch, unbounded by KV)."""
+        self.policy, self.llm, self.kv_bound = policy, llm, kv_bound
         self.held = 0     # scheduling rounds held because the engine's KV was spoken for
         self.resumes = 0  # calls sent ahead of the policy's order to resume on their preserved KV
 
@@ -65,6 +71,8 @@ class KVAdmission:
         if resumed:  # INFERCEPT's preserve: the call resumes as its API returns, on the KV it kept
             self.resumes += len(resumed)
             return Decision([Pick(e, 1) for e in resumed])
+        if not self.kv_bound:
+            return self.policy.schedule(queue, now, limits)
         pool = self.llm.pool
         free = free_tokens(pool.free, pool.block_size, [len(s.ids) for s in self.llm.waiting])
         if free is None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import random
 import statistics
 import sys
@@ -37,7 +36,7 @@ import time
 from typing import Any
 
 from bench.common import percentile, write_results
-from bench.sim_lamps import SYSTEMS, handling_for, requests
+from bench.sim_lamps import SYSTEMS, handling_for, lognormal_params, requests
 
 TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
 RESPONSE_WORDS = 40
@@ -76,9 +75,7 @@ def start_web_api() -> tuple[str, Any]:
 
 def web_delay(rng: random.Random) -> float:
     """Seconds, lognormal with ToolBench's mean 1.72 s and std 3.33 s."""
-    mean, std = TYPES["web"][0]
-    sigma2 = math.log(1 + (std / mean) ** 2)
-    return rng.lognormvariate(math.log(mean) - sigma2 / 2, math.sqrt(sigma2))
+    return rng.lognormvariate(*lognormal_params(*TYPES["web"][0]))
 
 
 def tool_call(kind: str, rng: random.Random) -> tuple[str, dict[str, Any]]:

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import command_line, without_keys
 from bench.rag import SYSTEMS as RAG_SYSTEMS
-from bench.rag import (PAPER_BASELINES, critical_path_bound, critical_path_shares, reset_prefix_cache, run_open_loop, run_query,
+from bench.rag import (PAPER_BASELINES, critical_path_bound, critical_path_shares, exclusive_engines, reset_prefix_cache, run_open_loop, run_query,
                        step_counts, summarize)
 from bench.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
 from bench.workloads import poisson_arrivals, search_queries, tool_queries
@@ -225,7 +225,8 @@ async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
             recs = await run_points(system, app, impls.get(system), queries[: s.alone], None, offset, steps)
             if system == "teola":
                 for r in recs:
-                    bounds[r["i"]] = critical_path_bound(r["parents"], r["trace"]) if r.get("ok") else 0.0
+                    bounds[r["i"]] = (critical_path_bound(r["parents"], r["trace"], exclusive_engines(app.runtime))
+                                      if r.get("ok") else 0.0)
             _add(_entry(res, "alone", system, None), recs, k, s.seed + k, None, steps)
             bar.update()
         for lam in s.rates[app.name]:
@@ -298,6 +299,7 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
         startup = time.perf_counter() - t0
         try:
             data = await bench(apps, s, svc)
+            data["exclusive_engines"] = sorted({e for a in apps.values() for e in exclusive_engines(a.runtime)})
         finally:
             for app in apps.values():
                 await app.stop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.rag import _f, _trial_means, speedups, verdict
+from bench.rag import _f, _trial_means, bound_wording, speedups, verdict
 
 
 def _rate_key(rate: str) -> float:
@@ -44,7 +44,7 @@ def _time_rows(data: dict[str, Any]) -> list[str]:
 
 def _critical_rows(data: dict[str, Any]) -> list[str]:
     lines = ["", "teola's critical path (Fig. 11 shares of end-to-end latency) and actual / critical-path bound "
-             "(bound: the query's e-graph weighted by its primitives' times when it ran alone):", "",
+             "(" + bound_wording(data.get("exclusive_engines")) + "):", "",
              "| app | rate | compile | queueing | execution | scheduling / comm / other | actual / bound |",
              "|---|---|---|---|---|---|---|"]
     for app, res in data["apps"].items():

@@ -9,6 +9,8 @@ import pytest
 from bench.rag import (
     Settings,
     by_op_means,
+    critical_path_bound,
+    exclusive_engines,
     llamaindex_pipeline,
     markdown,
     speedups,
@@ -74,3 +76,49 @@ def test_by_op_means_averages_exec_and_queue_over_queries():
                         "embedding": {"exec": 1.0, "queue": 0.0, "count": 2}}])
     assert out == {"decoding": {"exec": 3.0, "queue": 0.5, "count": 1.0},
                    "embedding": {"exec": 0.5, "queue": 0.0, "count": 1.0}}
+
+
+def _prim(name: str, engine: str, start: float, end: float, **kw) -> dict:
+    return {"primitive": name, "engine": engine, "started": start, "finished": end, "status": "ok", **kw}
+
+
+# e -> {b1, b2, b3} (three embedding batches of 2 s, run in turn by one embedder) -> s (1 s search)
+# -> d (3 s decode); the expansion x (4 s) runs beside the batches and also feeds s.
+FAN = {"e": [], "b1": ["e"], "b2": ["e"], "b3": ["e"], "x": ["e"], "s": ["b1", "b2", "b3", "x"], "d": ["s"]}
+FAN_TRACE = [_prim("e", "pre", 0, 1), _prim("b1", "emb", 1, 3), _prim("b2", "emb", 3, 5), _prim("b3", "emb", 5, 7),
+             _prim("x", "llm", 1, 5), _prim("s", "db", 7, 8), _prim("d", "llm", 8, 11)]
+
+
+def test_bound_without_exclusive_engines_is_the_longest_path():
+    assert critical_path_bound(FAN, FAN_TRACE) == pytest.approx(1 + 4 + 1 + 3)  # e, x, s, d
+
+
+def test_bound_serialises_the_batches_of_an_exclusive_engine():
+    # head 1 (e) + the embedder busy 6 s + shortest tail 4 (s, d) = 11: the run was already optimal
+    assert critical_path_bound(FAN, FAN_TRACE, exclusive=("emb",)) == pytest.approx(11.0)
+    # an engine that runs batches side by side is not serialised; an engine absent from the trace is ignored
+    assert critical_path_bound(FAN, FAN_TRACE, exclusive=("llm", "nope")) == pytest.approx(9.0)
+
+
+def test_bound_counts_one_batch_shared_by_primitives_once():
+    trace = [dict(t) for t in FAN_TRACE]
+    for t in trace:  # b1 and b2 ran as one 2 s batch
+        if t["primitive"] == "b2":
+            t.update(started=1, finished=3)
+        if t["primitive"] == "b3":
+            t.update(started=3, finished=5)
+    assert critical_path_bound(FAN, trace, exclusive=("emb",)) == pytest.approx(max(1 + 4 + 1 + 3, 1 + 4 + 4))
+
+
+def test_bound_skips_failed_primitives():
+    trace = [dict(t) for t in FAN_TRACE]
+    trace[3]["status"] = "error"  # b3
+    assert critical_path_bound(FAN, trace, exclusive=("emb",)) == pytest.approx(9.0)  # 1 + 4 + 4 = longest path
+
+
+def test_exclusive_engines_are_those_with_one_batch_of_capacity():
+    class Runtime:
+        def health(self):
+            return {"embedding": {"capacity": 1}, "llm": {"capacity": 8}, "db": {"capacity": 2}}
+
+    assert exclusive_engines(Runtime()) == ("embedding",)

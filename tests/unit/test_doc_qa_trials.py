@@ -76,3 +76,12 @@ def test_markdown_reports_every_baseline_with_its_own_ratio_and_decode_batching(
     rows = [line for line in md.splitlines() if line.startswith("| advanced_rag/large | 1x")]
     assert "| LlamaIndex | 1.35x (1.20-1.50) |" in rows[0] and "| LlamaDist-PO | 2.50x (2.00-3.00) |" in rows[1]
     assert "tokens / decode step, LlamaDist-PO" in md and "| 2.50 |" in md
+
+
+def test_markdown_names_the_serialised_engines_only_when_every_run_recorded_them():
+    t0, t1 = trial(0, [10.0], [15.0], 0.1), trial(1, [10.0], [12.0], 0.1)
+    t0["exclusive_engines"], t1["exclusive_engines"] = ["embedding", "rerank"], ["embedding"]
+    assert "one batch at a time (embedding)" in markdown([t0, t1], ["t0", "t1"], "cmd")
+    del t1["exclusive_engines"]  # a run from before the bound serialised engines
+    md = markdown([t0, t1], ["t0", "t1"], "cmd")
+    assert "one batch at a time" not in md and "(longest path)" in md

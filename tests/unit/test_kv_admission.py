@@ -72,3 +72,41 @@ def test_a_call_resuming_on_preserved_kv_goes_first_whatever_the_policy_order():
     assert gate.resumes == 1
     q.discard(cont)
     assert gate.schedule(q, 10.0, Limits(256, 256, 0)).picks == []  # the rest wait for KV
+
+
+def test_lamps_resumes_a_preserved_pause_first_without_the_kv_bound():
+    """Issue 18: with admission capped by the number of calls only (bench.sim_lamps' default), a
+    call resuming on preserved KV still goes first; LAMPS' ranking alone puts it last (its context
+    is the largest), so its KV stayed pinned in teola's queue while new calls filled the cap."""
+    llm = engine(0, [500])  # full, a call waits in the engine: with the KV bound nothing new would go
+    llm.paused = {"r9": SimpleNamespace(held=object())}
+    cont = Pending("r9", "r9-1", "decoding", 0, 9.0,
+                   [{"max_tokens": 40, "kv_key": "r9", "api": "tool", "post_tokens": 40}], tokens=[2000])
+    new = Pending("a", "a-0", "decoding", 0, 0.0,
+                  [{"max_tokens": 40, "kv_key": "a", "api": "tool", "post_tokens": 40}], tokens=[400])
+    lamps = make_policy("lamps", api_defaults={"tool": 0.1}, step_s=0.02, fwd_s_per_token=1e-4,
+                        swap_s_per_token=2e-5, batch_size=64)
+    assert lamps.schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks[0].entry is new
+    gate = KVAdmission(lamps, llm, kv_bound=False)
+    assert [p.entry.name for p in gate.schedule(RequestQueue([new, cont]), 10.0, Limits(64, 64, 0)).picks] == ["r9-1"]
+    # no resume waiting: the policy's batch, not bounded by the engine's free KV
+    assert [p.entry.name for p in gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks] == ["a", "b", "c"]
+
+
+def test_sim_lamps_runs_every_system_with_preserved_pauses_resuming_first(monkeypatch):
+    """bench.sim_lamps wraps each system's policy with the resume-first rule, bounded by free KV
+    only under --kv-admission (a tiny simulated run; no timing)."""
+    import bench.sim_lamps as sim
+
+    made = []
+
+    class Recording(KVAdmission):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            made.append(self)
+
+    monkeypatch.setattr(sim, "KVAdmission", Recording)
+    for system, bound in (("LAMPS", False), ("FCFS+INFERCEPT", True)):
+        made.clear()
+        sim.run_point("a100-llama2-7b", "toolbench", system, 0.5, 0.0, 4.0, 0.0, setup={"kv_admission": bound})
+        assert len(made) == 1 and made[0].kv_bound is bound
