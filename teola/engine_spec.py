@@ -10,6 +10,10 @@ from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
 from teola.graph import EngineInfo
 from teola.ops import PrimOp
 
+# engines that batch continuously (vLLM): each request in a batch runs and ends on its own, so the
+# runtime keeps as many batches in flight as requests run at once and hands each result back as it ends
+CONTINUOUS_KINDS = frozenset({"vllm"})
+
 
 class Engine:
     """An engine registration: `Engine("llm", kind="vllm", model="smollm2-135m-instruct")`.

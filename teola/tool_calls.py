@@ -123,6 +123,8 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
     for round_no in range(max_rounds + 1):
         req = llm_request(parts, True, {**gen, "stop": stop})
         req.update(kv_key=key, continuation=["".join(written)] if written else [])
+        if pauses and pauses[-1]["handling"] == "preserve":  # its KV waits for it: run it first
+            req["resumes_preserved"] = True
         if predicted is not None:
             req["predicted_tokens"] = predicted
         last_round = round_no == max_rounds

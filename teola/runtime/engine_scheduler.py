@@ -17,7 +17,7 @@ import logging
 from typing import Any
 
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
-from teola.engine_spec import Engine
+from teola.engine_spec import CONTINUOUS_KINDS, Engine
 from teola.ops import PrimOp
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
@@ -26,6 +26,7 @@ from teola.runtime.preemption import Preemptor
 from teola.process_table import ProcessTable
 from teola.runtime.requests import estimate_prompt_tokens
 from teola.runtime.running_owners import RunningOwners
+from teola.runtime.run_each import run_each
 from teola.runtime.stream_batches import item_stream, text_stream
 from teola.runtime.supervisor import down_error
 
@@ -50,6 +51,7 @@ class EngineScheduler:
         self.executor = executor
         self.metrics = metrics
         self.llm = llm
+        self.continuous = spec.kind in CONTINUOUS_KINDS
         budget = spec.token_budget or (instances[0].profile.token_budget if instances else 0)
         self.token_budget = budget if llm else 0
         caps = [i.profile.max_batch or spec.max_batch for i in instances] or [spec.max_batch]
@@ -237,6 +239,9 @@ class EngineScheduler:
             e.work.started(inst, batch_id, len(requests), t)
         if op == STREAM_OP:
             coro = self._run_stream(inst, op, requests, spans, tokens, picks)
+        elif self.continuous and len(spans) > 1 and getattr(self._policy, "returns_each", False) \
+                and not any(r.get("stream_text") for r in requests):
+            coro = run_each(self, inst, op, requests, spans, tokens, picks)
         else:
             coro = self._run(inst, op, requests, spans, tokens, picks, any(r.get("stream_text") for r in requests))
         self.spawn(coro)

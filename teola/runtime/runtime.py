@@ -13,7 +13,7 @@ import numbers
 from typing import Any, Callable
 
 from teola.compiler import Compiled
-from teola.engine_spec import Engine
+from teola.engine_spec import CONTINUOUS_KINDS, Engine
 from teola.ops import LLM_OPS
 from teola.runtime.call_work import CallOutcome, CallWork
 from teola.runtime.dispatch_plan import DispatchPlanCache
@@ -33,7 +33,6 @@ log = logging.getLogger("teola.runtime")
 
 OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
            "restart_backoff")
-CONTINUOUS_KINDS = frozenset({"vllm"})  # batch continuously: as many batches in flight as requests run at once
 
 
 class Runtime:

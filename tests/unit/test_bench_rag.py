@@ -122,3 +122,15 @@ def test_exclusive_engines_are_those_with_one_batch_of_capacity():
             return {"embedding": {"capacity": 1}, "llm": {"capacity": 8}, "db": {"capacity": 2}}
 
     assert exclusive_engines(Runtime()) == ("embedding",)
+
+
+def test_paper_baselines_turn_every_default_pass_off_speculative_search_included():
+    from bench.rag import PAPER_BASELINES, SYSTEMS
+    from teola.passes.registry import enabled_by_default, pass_names
+
+    defaults = [n for n in pass_names() if enabled_by_default(n)]
+    assert "speculative_search" in defaults
+    for name in PAPER_BASELINES:
+        passes = SYSTEMS[name][0]["passes"]
+        assert all(passes.get(n) is False for n in defaults), name
+    assert SYSTEMS["teola"][0] == {}

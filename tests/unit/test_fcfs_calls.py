@@ -71,6 +71,38 @@ def test_fifo_batches_return_together_and_program_policies_still_get_progress():
     assert all(r.get("progress") for r in seen)
 
 
+def test_topology_batches_on_a_continuous_engine_hand_each_call_back_when_it_ends():
+    # one batch (topology-aware batching puts both calls in it), but the short call does not wait for
+    # the long one: the engine batches continuously, so batching decides what runs together, not who waits
+    done, started, engine, _ = run_calls("topology", [2, 50])
+    assert started == [0.0, 0.0] and engine.peak == 2
+    assert done[0] == pytest.approx(0.02, abs=0.01) and done[1] == pytest.approx(0.5, abs=0.02)
+
+
+def test_a_failing_call_in_a_topology_batch_fails_alone():
+    async def main():
+        engine = StepDecoder("llm", step=0.01, max_efficient_batch=8)
+        real = engine._one
+
+        async def flaky(op, i, req, emit):
+            if "bad" in str(req["parts"]):
+                raise ValueError("this prompt breaks the engine")
+            return await real(op, i, req, emit)
+        engine._one = flaky
+        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=8)}, {"llm": engine},
+                     policy="topology")
+        await rt.start()
+        try:
+            return await asyncio.gather(*(rt.submit_call("llm", {"parts": [["user", text]], "max_tokens": 5},
+                                                         program=text, call_id=text, parents=[])
+                                          for text in ("good", "bad")), return_exceptions=True)
+        finally:
+            await rt.stop()
+    good, bad = run_virtual(main())
+    assert not isinstance(good, BaseException) and good.result["text"]
+    assert isinstance(bad, Exception) and "this prompt breaks the engine" in str(bad)
+
+
 def test_a_queued_call_reports_when_it_started():
     async def main():
         engine = StepDecoder("llm", step=0.01, max_efficient_batch=1)

@@ -116,3 +116,14 @@ def test_the_profiled_batch_context_enters_the_handling_choice():
     assert policy.score(e)[1] == "preserve"
     with pytest.raises(ValueError, match="batch_size"):
         make_policy("lamps", batch_size=0)
+
+
+@pytest.mark.parametrize("name", ["lamps", "fcfs", "sjf"])
+def test_a_call_resuming_on_preserved_kv_goes_first(name):
+    # the continuation is the latest, the longest and the most memory-hungry, and still runs first:
+    # its KV stays pinned for as long as it waits (INFERCEPT keeps a preserved request in the batch)
+    policy = make_policy(name)
+    short = entry("short", 4, arrival=0.0)
+    resumed = entry("resumed", 200, prompt=3000, arrival=5.0, resumes_preserved=True)
+    assert picked(policy, [short, resumed]) == "resumed"
+    assert picked(policy, [short, entry("plain", 200, prompt=3000, arrival=5.0)]) == "short"

@@ -87,6 +87,8 @@ async def test_a_call_pauses_for_two_tools_and_continues_with_their_results():
     assert conts[2] == [script[0] + CLOSE + "\n<result>5</result>\n" + script[1] + CLOSE + "\n<result>10</result>\n"]
     assert {r["kv_key"] for r in engine.requests} == {"agent-1/call-1"}
     assert [r.get("pause_kv") for r in engine.requests] == ["preserve", "preserve", "preserve"]
+    # the continuations of preserved pauses are marked so the API-call-aware policies run them first
+    assert [bool(r.get("resumes_preserved")) for r in engine.requests] == [False, True, True]
     assert all(CLOSE in r["stop"] for r in engine.requests)
     assert [p["tool"] for p in res.result["pauses"]] == ["add", "double"]
     assert [p["cached_tokens"] for p in res.result["pauses"]] == [40, 80]

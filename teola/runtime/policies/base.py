@@ -211,10 +211,21 @@ def fill_in_order(ranked: list[Pending], limits: Limits) -> Filler:
     return fill
 
 
+def resumes_preserved(e: Pending) -> bool:
+    """Whether `e`'s next request continues a call whose KV was preserved while it paused for a
+    tool (request "resumes_preserved", set by teola.tool_calls). INFERCEPT keeps a preserved request
+    in the running batch: it resumes as its API returns. Ranked behind other calls instead, it would
+    keep its KV pinned while it waits, which neither INFERCEPT's nor LAMPS' waste equations count and
+    which, once memory is short, leaves most of the KV to paused calls; the API-call-aware policies
+    (fcfs, sjf, lamps) therefore send it first."""
+    req = e.requests[e.taken] if e.taken < len(e.requests) else None
+    return bool(req is not None and req.get("resumes_preserved"))
+
+
 class RankedAdmission(abc.ABC):
     """A non-preemptive policy under admission control (teola.runtime.preemption) that admits
-    waiting calls in the order of `rank` and never charges running ones (no progress events).
-    Subclasses give `name` and `rank`."""
+    waiting calls in the order of `rank` and never charges running ones (no progress events), a
+    call resuming on preserved KV first (`resumes_preserved`). Subclasses give `name` and `rank`."""
 
     name = "ranked"
     preemptive = True  # run through the Preemptor for its admission control; it never preempts
@@ -227,7 +238,8 @@ class RankedAdmission(abc.ABC):
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
             return Decision()
-        return Decision(fill_in_order(sorted(queue, key=self.rank), limits).picks)
+        return Decision(fill_in_order(sorted(queue, key=lambda e: (not resumes_preserved(e), self.rank(e))),
+                                      limits).picks)
 
     def progress(self, e: Pending, decoded: int) -> None:
         """Running calls are never demoted or preempted."""

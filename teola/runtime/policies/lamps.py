@@ -9,6 +9,10 @@ names the tool it will call ("api": tool name), the API's duration from an onlin
 the handling by INFERCEPT's waste equations (teola.runtime.policies.api_handling) and scores the
 call by its memory over time under that handling; lower scores run first.
 
+A call resuming on KV its paused call preserved goes first (`base.resumes_preserved`: INFERCEPT
+keeps a preserved request in the running batch; LAMPS' eq. 1 counts preserve's waste over the API's
+duration only).
+
 Starvation (LAMPS §4.4): every scheduling round a call stays waiting its counter grows; at
 `starvation` rounds (100 in the paper) it is marked starving and goes ahead of the ranking until it
 is scheduled; the counter resets when it is scheduled. Scores are cached and recomputed every
@@ -21,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from teola.runtime.policies.api_handling import ApiCall, choose_handling, memory_over_time
-from teola.runtime.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order
+from teola.runtime.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order, resumes_preserved
 
 
 class LAMPSPolicy:
@@ -105,7 +109,8 @@ class LAMPSPolicy:
         for e in entries:
             if stale or e not in self.scores:
                 self.scores[e], self.handling[e] = self.score(e)
-        ranked = sorted(entries, key=lambda e: (e not in self.starving, self.scores[e], e.arrival))
+        ranked = sorted(entries, key=lambda e: (not resumes_preserved(e), e not in self.starving, self.scores[e],
+                                                e.arrival))
         fill = fill_in_order(ranked, limits)
         picked = {p.entry for p in fill.picks}
         for e in picked:

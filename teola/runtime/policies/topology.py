@@ -4,7 +4,11 @@ Entries are grouped into one bucket per query; buckets are visited by the earlie
 their entries; from each bucket only the entries of the highest depth (the most contributive to
 the query's progress) give requests, until the slots are used up. Slots are the engine's maximum
 efficient batch, or for LLM engines with a token budget, tokens (and at most max_batch requests).
-A batch holds one op: the op of the first bucket's deepest entry."""
+A batch holds one op: the op of the first bucket's deepest entry.
+
+On an engine that batches continuously (vLLM) each entry of a batch gets its results as soon as its
+own requests end (`returns_each`; teola.runtime.engine_scheduler), so a query's short decode never
+waits for a longer one it was batched with; batching decides what runs together, not who waits."""
 from __future__ import annotations
 
 from teola.runtime.policies.base import Decision, Filler, Limits, RequestQueue
@@ -12,6 +16,7 @@ from teola.runtime.policies.base import Decision, Filler, Limits, RequestQueue
 
 class TopologyPolicy:
     name = "topology"
+    returns_each = True
 
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
