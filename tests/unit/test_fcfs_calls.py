@@ -79,6 +79,30 @@ def test_topology_batches_on_a_continuous_engine_hand_each_call_back_when_it_end
     assert done[0] == pytest.approx(0.02, abs=0.01) and done[1] == pytest.approx(0.5, abs=0.02)
 
 
+def test_streamed_calls_in_a_topology_batch_also_come_back_as_each_ends():
+    async def main():
+        engine = StepDecoder("llm", step=0.01, max_efficient_batch=8)
+        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=8)}, {"llm": engine},
+                     policy="topology")
+        await rt.start()
+        loop = asyncio.get_running_loop()
+        sent, texts = loop.time(), {0: [], 1: []}
+
+        async def call(i: int, n: int):
+            out = await rt.submit_call("llm", {"parts": [["user", f"c{i}"]], "max_tokens": n, "stream_text": True},
+                                       program=f"p{i}", call_id=f"c{i}", parents=[], on_delta=texts[i].append)
+            return loop.time() - sent, out
+        try:
+            res = await asyncio.gather(call(0, 2), call(1, 50))
+        finally:
+            await rt.stop()
+        return res, texts, engine
+    ((t0, a), (t1, b)), texts, engine = run_virtual(main())
+    assert engine.peak == 2  # one batch
+    assert t0 == pytest.approx(0.02, abs=0.01) and t1 == pytest.approx(0.5, abs=0.02)
+    assert "".join(texts[0]) == a.result["text"] and "".join(texts[1]) == b.result["text"]
+
+
 def test_a_failing_call_in_a_topology_batch_fails_alone():
     async def main():
         engine = StepDecoder("llm", step=0.01, max_efficient_batch=8)
