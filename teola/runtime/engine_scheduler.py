@@ -239,8 +239,7 @@ class EngineScheduler:
             e.work.started(inst, batch_id, len(requests), t)
         if op == STREAM_OP:
             coro = self._run_stream(inst, op, requests, spans, tokens, picks)
-        elif self.continuous and len(spans) > 1 and getattr(self._policy, "returns_each", False) \
-                and not any(r.get("stream_text") for r in requests):
+        elif self.continuous and len(spans) > 1 and getattr(self._policy, "returns_each", False):
             coro = run_each(self, inst, op, requests, spans, tokens, picks)
         else:
             coro = self._run(inst, op, requests, spans, tokens, picks, any(r.get("stream_text") for r in requests))

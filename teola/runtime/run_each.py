@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from teola.runtime.executor import Instance
 from teola.runtime.policies import Pending, Pick
+from teola.runtime.stream_batches import text_stream
 from teola.runtime.supervisor import down_error
 
 if TYPE_CHECKING:
@@ -30,7 +31,11 @@ async def run_each(sched: "EngineScheduler", inst: Instance, op: str, requests: 
 
     async def one(e: Pending, a: int, b: int, at: int) -> BaseException | None:
         try:
-            res = await sched.executor.execute(inst, op, requests[at:at + b - a])
+            mine = requests[at:at + b - a]
+            if any(r.get("stream_text") for r in mine):  # an answer whose tokens stream to the client
+                res = await text_stream(sched, inst, op, mine, [(e, a, b)])
+            else:
+                res = await sched.executor.execute(inst, op, mine)
             if not isinstance(res, list) or len(res) != b - a:
                 raise RuntimeError(f"engine {sched.name!r} returned "
                                    f"{len(res) if isinstance(res, list) else type(res).__name__}"

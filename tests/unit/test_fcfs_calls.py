@@ -27,6 +27,13 @@ def test_fcfs_takes_calls_in_arrival_order_up_to_the_free_slots():
     assert picked(policy.schedule(q, 3.0, Limits(2, 2))) == [("early", 1), ("middle", 1)]
 
 
+def step_runtime(policy: str, batch: int = 8) -> tuple[Runtime, StepDecoder]:
+    """A runtime over one deterministic continuous-batching test LLM (10 ms per decode step)."""
+    engine = StepDecoder("llm", step=0.01, max_efficient_batch=batch)
+    return Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=batch)}, {"llm": engine},
+                   policy=policy), engine
+
+
 def run_calls(policy: str, lengths: list[int]) -> tuple[list[float], list[float], StepDecoder, list[dict]]:
     """Calls of the given lengths submitted together; when each returned, when each started, the engine
     and the requests it saw."""
@@ -79,9 +86,31 @@ def test_topology_batches_on_a_continuous_engine_hand_each_call_back_when_it_end
     assert done[0] == pytest.approx(0.02, abs=0.01) and done[1] == pytest.approx(0.5, abs=0.02)
 
 
+def test_streamed_calls_in_a_topology_batch_also_come_back_as_each_ends():
+    async def main():
+        rt, engine = step_runtime("topology")
+        await rt.start()
+        loop = asyncio.get_running_loop()
+        sent, texts = loop.time(), {0: [], 1: []}
+
+        async def call(i: int, n: int):
+            out = await rt.submit_call("llm", {"parts": [["user", f"c{i}"]], "max_tokens": n, "stream_text": True},
+                                       program=f"p{i}", call_id=f"c{i}", parents=[], on_delta=texts[i].append)
+            return loop.time() - sent, out
+        try:
+            res = await asyncio.gather(call(0, 2), call(1, 50))
+        finally:
+            await rt.stop()
+        return res, texts, engine
+    ((t0, a), (t1, b)), texts, engine = run_virtual(main())
+    assert engine.peak == 2  # one batch
+    assert t0 == pytest.approx(0.02, abs=0.01) and t1 == pytest.approx(0.5, abs=0.02)
+    assert "".join(texts[0]) == a.result["text"] and "".join(texts[1]) == b.result["text"]
+
+
 def test_a_failing_call_in_a_topology_batch_fails_alone():
     async def main():
-        engine = StepDecoder("llm", step=0.01, max_efficient_batch=8)
+        rt, engine = step_runtime("topology")
         real = engine._one
 
         async def flaky(op, i, req, emit):
@@ -89,8 +118,6 @@ def test_a_failing_call_in_a_topology_batch_fails_alone():
                 raise ValueError("this prompt breaks the engine")
             return await real(op, i, req, emit)
         engine._one = flaky
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=8)}, {"llm": engine},
-                     policy="topology")
         await rt.start()
         try:
             return await asyncio.gather(*(rt.submit_call("llm", {"parts": [["user", text]], "max_tokens": 5},
@@ -105,9 +132,7 @@ def test_a_failing_call_in_a_topology_batch_fails_alone():
 
 def test_a_queued_call_reports_when_it_started():
     async def main():
-        engine = StepDecoder("llm", step=0.01, max_efficient_batch=1)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": engine},
-                     policy="fcfs")
+        rt, _ = step_runtime("fcfs", batch=1)
         await rt.start()
         try:
             return await asyncio.gather(*(rt.submit_call("llm", {"parts": [["user", f"c{i}"]], "max_tokens": 10},
