@@ -19,7 +19,7 @@ from typing import Any
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
 from teola.engine_spec import CONTINUOUS_KINDS, Engine
 from teola.ops import PrimOp
-from teola.runtime.executor import Executor, Instance
+from teola.runtime.executor import Executor, Instance, checked_results
 from teola.runtime.metrics import Metrics
 from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
 from teola.runtime.preemption import Preemptor
@@ -260,10 +260,7 @@ class EngineScheduler:
                     results = await text_stream(self, inst, op, requests, spans)
                 else:
                     results = await self.executor.execute(inst, op, requests)
-                if not isinstance(results, list) or len(results) != len(requests):
-                    raise RuntimeError(f"engine {self.name!r} returned "
-                                       f"{len(results) if isinstance(results, list) else type(results).__name__}"
-                                       f" results for {len(requests)} requests")
+                results = checked_results(self.name, results, len(requests))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -328,8 +325,7 @@ class EngineScheduler:
             reqs = [r for e, a, b in mine for r in e.requests[a:b]]
             try:
                 results = await self.executor.execute(inst, op, reqs)
-                if not isinstance(results, list) or len(results) != len(reqs):
-                    raise RuntimeError(f"engine {self.name!r} returned a wrong number of results")
+                results = checked_results(self.name, results, len(reqs))
             except asyncio.CancelledError:
                 raise
             except Exception as exc2:

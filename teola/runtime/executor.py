@@ -63,3 +63,12 @@ class Executor(Protocol):
 
     async def shutdown(self, instance: Instance) -> None:
         ...
+
+
+def checked_results(engine: str, results: Any, n: int) -> list[Any]:
+    """`results` of an engine call for `n` requests, or RuntimeError naming `engine` when it did not
+    return a list of one result per request."""
+    if not isinstance(results, list) or len(results) != n:
+        got = len(results) if isinstance(results, list) else type(results).__name__
+        raise RuntimeError(f"engine {engine!r} returned {got} results for {n} request{'s' if n != 1 else ''}")
+    return results

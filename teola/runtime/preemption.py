@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from teola.runtime.executor import Instance
+from teola.runtime.executor import Instance, checked_results
 from teola.runtime.policies import Pending, Pick, RequestQueue
 from teola.runtime.supervisor import down_error
 
@@ -126,9 +126,7 @@ class Preemptor:
         sched, e = self.sched, call.pick.entry
         if not sched.executor.supports(call.inst, "stream"):  # no progress: it runs to its end
             results = await sched.executor.execute(call.inst, OP, [call.request])
-            if not isinstance(results, list) or len(results) != 1:
-                raise RuntimeError(f"engine {sched.name!r} returned a wrong number of results for a call")
-            return results[0]
+            return checked_results(sched.name, results, 1)[0]
         final: Any = None
         async for _, kind, payload in sched.executor.stream(call.inst, OP, [call.request]):
             if kind == "progress":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from teola.runtime.executor import Instance
+from teola.runtime.executor import Instance, checked_results
 from teola.runtime.policies import Pending, Pick
 from teola.runtime.stream_batches import text_stream
 from teola.runtime.supervisor import down_error
@@ -36,10 +36,7 @@ async def run_each(sched: "EngineScheduler", inst: Instance, op: str, requests: 
                 res = await text_stream(sched, inst, op, mine, [(e, a, b)])
             else:
                 res = await sched.executor.execute(inst, op, mine)
-            if not isinstance(res, list) or len(res) != b - a:
-                raise RuntimeError(f"engine {sched.name!r} returned "
-                                   f"{len(res) if isinstance(res, list) else type(res).__name__}"
-                                   f" results for {b - a} requests")
+            res = checked_results(sched.name, res, b - a)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 -- reported to this entry's work below

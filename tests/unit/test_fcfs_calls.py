@@ -130,6 +130,27 @@ def test_a_failing_call_in_a_topology_batch_fails_alone():
     assert isinstance(bad, Exception) and "this prompt breaks the engine" in str(bad)
 
 
+def test_an_engine_returning_too_few_results_fails_that_call_alone_with_a_clear_error():
+    async def main():
+        rt, engine = step_runtime("topology")
+        real = engine.execute
+
+        async def short(op, requests):
+            res = await real(op, requests)
+            return [] if "bad" in str(requests[0]["parts"]) else res
+        engine.execute = short
+        await rt.start()
+        try:
+            return await asyncio.gather(*(rt.submit_call("llm", {"parts": [["user", text]], "max_tokens": 5},
+                                                         program=text, call_id=text, parents=[])
+                                          for text in ("good", "bad")), return_exceptions=True)
+        finally:
+            await rt.stop()
+    good, bad = run_virtual(main())
+    assert not isinstance(good, BaseException) and good.result["text"]
+    assert isinstance(bad, Exception) and "engine 'llm' returned 0 results for 1 request" in str(bad)
+
+
 def test_a_queued_call_reports_when_it_started():
     async def main():
         rt, _ = step_runtime("fcfs", batch=1)
