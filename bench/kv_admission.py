@@ -16,11 +16,12 @@ the policy's order: INFERCEPT's preserve keeps the request in the running batch 
 its API returns, and the waste of preserving (LAMPS eq. 1, T_INT x C_i x M) counts the API's
 duration only. Ranked behind other calls, its KV would stay pinned while it waits, which neither
 paper models and which, once memory is short, leaves most of the KV held by paused calls. With
-`kv_bound=False` only this rule applies (teola's admission then caps the number of calls only):
-bench.sim_lamps uses it for every run, since without it a continuation ranked behind new calls
-keeps its KV pinned in teola's queue while the cap fills with calls the engine has no memory for,
-until almost nothing runs (issue 18: LAMPS at 2.75 req/s on the INFERCEPT mix). Pure except for
-reading the engine's pool and waiting list; it changes neither.
+`kv_bound=False` only this rule applies (teola's admission then caps the number of calls only), which
+teola's own fcfs / sjf / lamps now do from the request's `resumes_preserved` mark
+(teola.runtime.policies.base): without it a continuation ranked behind new calls keeps its KV
+pinned in teola's queue while the cap fills with calls the engine has no memory for, until almost
+nothing runs (issue 18: LAMPS at 2.75 req/s on the INFERCEPT mix). Pure except for reading the
+engine's pool and waiting list; it changes neither.
 """
 from __future__ import annotations
 

@@ -24,9 +24,9 @@ web tool), tokens written before each API call and for the final answer are logn
 Systems, all with the same admission (at most --max-seqs calls in the engine, 64 by default; with
 --kv-admission also bound by the engine's free KV blocks, as vLLM admits, so calls that cannot get
 memory wait in teola's queue in the policy's order: bench/kv_admission.py; a call resuming on KV its
-paused call preserved is sent ahead of the policy's order, as INFERCEPT keeps a preserved request in
-the running batch; each call returns when it ends, as under vLLM's continuous batching; none is
-preempted):
+paused call preserved is marked `resumes_preserved`, as teola.tool_calls marks it, and fcfs, sjf and
+lamps send it first, as INFERCEPT keeps a preserved request in the running batch (the blind `fifo`
+does not); each call returns when it ends, as under vLLM's continuous batching; none is preempted):
   - FCFS + INFERCEPT: calls run in arrival order (policy `fcfs`); at each API call the handling with
     the least waste by INFERCEPT's equations with the batch's actual other context at that moment;
   - SJF: teola ranks waiting calls by predicted tokens (perfect predictions, as the INFERCEPT dataset
@@ -152,6 +152,8 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
     for j, out in enumerate(segs):
         req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
                "kv_key": r["id"], "predicted_tokens": out, "request_arrival": t0}
+        if handlings and handlings[-1] == "preserve":  # as teola.tool_calls marks it: its KV waits for it
+            req["resumes_preserved"] = True
         last = j == len(segs) - 1
         if not last:
             req.update(api=r["type"], post_tokens=segs[j + 1], api_response_tokens=RESPONSE_TOKENS[r["type"]])
@@ -245,8 +247,8 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
         rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=cap, max_batch=cap)}, {"llm": llm},
                      policy=policy, policy_options={policy: options} if options else None)
         await rt.start()
-        # every system: a call resuming on preserved KV is sent first (INFERCEPT; bench.kv_admission)
-        rt.schedulers["llm"].policy = KVAdmission(rt.schedulers["llm"].policy, llm, kv_bound=setup["kv_admission"])
+        if setup["kv_admission"]:
+            rt.schedulers["llm"].policy = KVAdmission(rt.schedulers["llm"].policy, llm)
         tasks = [asyncio.ensure_future(one(rt, llm, r, system, costs)) for r in reqs]
         measured = [t for t, r in zip(tasks, reqs) if warmup <= r["arrival"] < warmup + window]
         try:

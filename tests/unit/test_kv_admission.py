@@ -93,9 +93,9 @@ def test_lamps_resumes_a_preserved_pause_first_without_the_kv_bound():
     assert [p.entry.name for p in gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks] == ["a", "b", "c"]
 
 
-def test_sim_lamps_runs_every_system_with_preserved_pauses_resuming_first(monkeypatch):
-    """bench.sim_lamps wraps each system's policy with the resume-first rule, bounded by free KV
-    only under --kv-admission (a tiny simulated run; no timing)."""
+def test_sim_lamps_bounds_admission_by_kv_only_under_kv_admission(monkeypatch):
+    """bench.sim_lamps wraps the policy with KVAdmission only under --kv-admission; otherwise the
+    policy itself runs preserved continuations first (a tiny simulated run; no timing)."""
     import bench.sim_lamps as sim
 
     made = []
@@ -109,4 +109,32 @@ def test_sim_lamps_runs_every_system_with_preserved_pauses_resuming_first(monkey
     for system, bound in (("LAMPS", False), ("FCFS+INFERCEPT", True)):
         made.clear()
         sim.run_point("a100-llama2-7b", "toolbench", system, 0.5, 0.0, 4.0, 0.0, setup={"kv_admission": bound})
-        assert len(made) == 1 and made[0].kv_bound is bound
+        assert len(made) == int(bound) and all(m.kv_bound for m in made)
+
+
+def test_sim_lamps_marks_the_continuation_of_a_preserved_pause(monkeypatch):
+    """A call continuing after a preserved pause carries `resumes_preserved`, as teola.tool_calls
+    marks it; one after a swapped pause does not."""
+    import bench.sim_lamps as sim
+    from teola.runtime import Runtime
+
+    plan = iter(["preserve", "swap"] * 50)
+    monkeypatch.setattr(sim, "handling_for", lambda *a, **k: next(plan))
+    sent = []
+    submit = Runtime.submit_call
+
+    async def recording(self, engine, req, **kw):
+        sent.append(dict(req))
+        return await submit(self, engine, req, **kw)
+
+    monkeypatch.setattr(Runtime, "submit_call", recording)
+    sim.run_point("a100-llama2-7b", "toolbench", "LAMPS", 0.5, 0.0, 4.0, 0.0)
+    by_request: dict[str, list[dict]] = {}
+    for req in sent:
+        by_request.setdefault(req["kv_key"], []).append(req)
+    checked = 0
+    for reqs in by_request.values():
+        for before, after in zip(reqs, reqs[1:]):
+            assert bool(after.get("resumes_preserved")) == (before["pause_kv"] == "preserve")
+            checked += 1
+    assert checked >= 2
