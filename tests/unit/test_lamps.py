@@ -127,3 +127,33 @@ def test_a_call_resuming_on_preserved_kv_goes_first(name):
     resumed = entry("resumed", 200, prompt=3000, arrival=5.0, resumes_preserved=True)
     assert picked(policy, [short, resumed]) == "resumed"
     assert picked(policy, [short, entry("plain", 200, prompt=3000, arrival=5.0)]) == "short"
+
+
+def segment(request: str, j: int, max_tokens: int, arrival: float, last: bool = False) -> Pending:
+    """Segment j of a pausing call: the segments share the request's kv_key (teola.tool_calls)."""
+    req = {"max_tokens": max_tokens, "kv_key": request}
+    if not last:
+        req["pause_kv"] = "swap"
+    return Pending(request, f"{request}#{j}", "decoding", 0, arrival, [req], tokens=[10 + max_tokens])
+
+
+def test_a_starving_request_stays_ahead_after_its_api_call_until_it_completes():
+    # LAMPS §4.4: "prioritization continues until request completion"; only a request not
+    # prioritized resets when it reaches an API call
+    lamps = make_policy("lamps", starvation=3)
+    first = segment("r", 0, 500, 0.0)
+    rounds = [picked(lamps, [first, entry(f"small{i}", 5, arrival=float(i))]) for i in range(4)]
+    assert rounds == ["small0", "small1", "small2", "r#0"]  # 3 rounds waited: r is starving
+    # after its API call r continues in a new call that has waited no round, and still goes first
+    assert picked(lamps, [segment("r", 1, 500, 10.0), entry("small4", 5, arrival=11.0)]) == "r#1"
+    assert picked(lamps, [segment("r", 2, 500, 20.0, last=True), entry("small5", 5, arrival=21.0)]) == "r#2"
+    # its last segment ran: the request is complete and its mark gone
+    assert picked(lamps, [segment("r", 3, 500, 30.0), entry("small6", 5, arrival=31.0)]) == "small6"
+
+
+def test_a_starving_requests_mark_ends_with_its_program():
+    lamps = make_policy("lamps", starvation=1)
+    assert picked(lamps, [segment("p", 0, 500, 0.0), entry("small0", 5)]) == "small0"  # p starving
+    assert picked(lamps, [segment("p", 1, 500, 1.0), entry("small1", 5)]) == "p#1"
+    lamps.end_program("p")
+    assert picked(lamps, [segment("p", 2, 500, 2.0), entry("small2", 5)]) == "small2"

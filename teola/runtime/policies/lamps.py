@@ -14,18 +14,39 @@ keeps a preserved request in the running batch; LAMPS' eq. 1 counts preserve's w
 duration only).
 
 Starvation (LAMPS §4.4): every scheduling round a call stays waiting its counter grows; at
-`starvation` rounds (100 in the paper) it is marked starving and goes ahead of the ranking until it
-is scheduled; the counter resets when it is scheduled. Scores are cached and recomputed every
-`refresh` rounds (1 = every round; the paper uses 10 for long-running datasets).
+`starvation` rounds (100 in the paper) its *request* is marked starving and goes ahead of the
+ranking until the request completes ("prioritization continues until request completion"): the
+segments of one pausing call share a "kv_key" (`request_key`), so its continuations after later API
+calls go ahead too, and the mark ends when its last segment (a call with neither "api" nor
+"pause_kv") is scheduled or its program ends (`end_program`). A call without a kv_key is its own
+request. The counter is per call: it resets when the call is scheduled and starts at 0 for a
+continuation (§4.4: a request not prioritized resets when it reaches an API call). Scores are cached
+and recomputed every `refresh` rounds (1 = every round; the paper uses 10 for long-running datasets).
 
 `schedule` is pure: it reads the queue and keeps only the policy's own counters.
 """
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from teola.runtime.policies.api_handling import ApiCall, choose_handling, memory_over_time
 from teola.runtime.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order, resumes_preserved
+
+
+def request_key(e: Pending) -> Hashable:
+    """The request `e`'s call belongs to: (program, "kv_key") when its request names one (the
+    segments of one pausing call share it: teola.tool_calls, bench.sim_lamps), else `e` itself."""
+    req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
+    key = req.get("kv_key")
+    return e if key is None else (e.query_id, key)
+
+
+def is_last_segment(e: Pending) -> bool:
+    """Whether `e`'s call is its request's last: it names no API call ("api") and no handling of a
+    pause ("pause_kv")."""
+    req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
+    return not req.get("api") and not req.get("pause_kv")
 
 
 class LAMPSPolicy:
@@ -58,7 +79,7 @@ class LAMPSPolicy:
         self._context = (0.0, 0)  # running mean of admitted calls' tokens, count
         self.api_mean: dict[str, tuple[float, int]] = {k: (float(v), 0) for k, v in (api_defaults or {}).items()}
         self.counters: dict[Pending, int] = {}
-        self.starving: set[Pending] = set()
+        self.starving: set[Hashable] = set()  # request keys (`request_key`) marked starving
         self.scores: dict[Pending, float] = {}
         self.handling: dict[Pending, str] = {}
         self.rounds = 0
@@ -109,8 +130,8 @@ class LAMPSPolicy:
         for e in entries:
             if stale or e not in self.scores:
                 self.scores[e], self.handling[e] = self.score(e)
-        ranked = sorted(entries, key=lambda e: (not resumes_preserved(e), e not in self.starving, self.scores[e],
-                                                e.arrival))
+        ranked = sorted(entries, key=lambda e: (not resumes_preserved(e), request_key(e) not in self.starving,
+                                                self.scores[e], e.arrival))
         fill = fill_in_order(ranked, limits)
         picked = {p.entry for p in fill.picks}
         for e in picked:
@@ -121,7 +142,8 @@ class LAMPSPolicy:
         return Decision(fill.picks)
 
     def _count(self, entries: list[Pending], picked: set[Pending]) -> None:
-        """Algorithm 1 lines 17-31: reset the picked, age the rest, mark the starving."""
+        """Algorithm 1 lines 17-31: reset the picked, age the rest, mark the starving (a request's
+        mark lasts until its last segment is scheduled)."""
         live = set(entries)
         for e in list(self.counters):
             if e not in live:
@@ -129,12 +151,19 @@ class LAMPSPolicy:
         for e in entries:
             if e in picked:
                 self.counters[e] = 0
-                self.starving.discard(e)
+                key = request_key(e)
+                if key is e or is_last_segment(e):
+                    self.starving.discard(key)
                 continue
             self.counters[e] = self.counters.get(e, 0) + 1
             if self.counters[e] >= self.starvation:
-                self.starving.add(e)
+                self.starving.add(request_key(e))
                 self.counters[e] = 0
+
+    def end_program(self, pid: str) -> None:
+        """Program `pid` ended: its requests' starvation marks go (their last segments may not have
+        said they were last)."""
+        self.starving = {k for k in self.starving if not (isinstance(k, tuple) and k[0] == pid)}
 
     def _forget(self, e: Pending) -> None:
         self.counters.pop(e, None)
