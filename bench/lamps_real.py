@@ -1,7 +1,7 @@
 """LAMPS vs FCFS with INFERCEPT's handling vs SJF on the real engines (issue 18), next to the
 simulated study (bench/sim_lamps.py).
 
-    python -m bench.lamps_real [--requests 24] [--rates 0.3,0.6] [--trials 3] [--quick]
+    python -m bench.lamps_real [--requests 24] [--rates 0.3,0.6] [--trials 3] [--systems ...] [--quick]
 
 Requests: LLM calls that pause for real tools and continue in the same context (the segments of one
 program, as `Program.call_with_tools` makes them). SmolLM2-135M does not write tool calls on its
@@ -18,7 +18,9 @@ Tools (all real, run through teola's tool engine):
 
 Systems, each with the same admission budget (CAP calls in vLLM): FCFS + INFERCEPT (arrival order,
 the least-waste handling with the batch's actual context), SJF (predicted tokens = the true
-lengths), LAMPS (memory-over-time ranking, its own predicted handling). On vLLM (kv_swap on) "swap"
+lengths), LAMPS (memory-over-time ranking, its own predicted handling); with `--systems`, also
+FCFS-request + INFERCEPT (calls in their request's arrival order, as vLLM keeps a request resumed
+after its API call at its original place: bench.kv_admission.RequestOrderFCFS). On vLLM (kv_swap on) "swap"
 saves the paused call's blocks to host memory through teola's connector when that beats recomputing
 them and the continuation loads what the prefix cache lost; "preserve" and "discard" both leave the
 blocks to vLLM's prefix cache (vLLM cannot pin them). Counted per run: saves and loads.
@@ -36,7 +38,7 @@ import time
 from typing import Any
 
 from bench.common import percentile, write_results
-from bench.sim_lamps import SYSTEMS, handling_for, lognormal_params, requests
+from bench.sim_lamps import EXTRA_SYSTEMS, SYSTEMS, handling_for, lognormal_params, requests
 
 TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
 RESPONSE_WORDS = 40
@@ -108,7 +110,7 @@ async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[s
     for j, out in enumerate(segs):
         last = j == len(segs) - 1
         req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
-               "kv_key": f"{r['id']}@{run}", "predicted_tokens": out, "stream_text": j == 0}
+               "kv_key": f"{r['id']}@{run}", "predicted_tokens": out, "stream_text": j == 0, "request_arrival": t0}
         context = sum(segs[:j + 1]) + int(1.3 * (r["words"] + j * RESPONSE_WORDS))
         if not last:
             req.update(api=r["type"], post_tokens=segs[j + 1], api_response_tokens=int(1.3 * RESPONSE_WORDS))
@@ -134,7 +136,9 @@ async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[s
 
 
 # ---- runs -----------------------------------------------------------------------------------------
-async def run_all(rates: list[float], n: int, trials: int, progress: bool = True) -> dict[str, Any]:
+async def run_all(rates: list[float], n: int, trials: int, progress: bool = True,
+                  systems: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every system (name -> teola policy; default `SYSTEMS`) on the same traces, one after another."""
     from engines.paths import configure_engine_env
     from engines.sim_profile import load_profile
     from engines.tools import ToolEngine
@@ -164,7 +168,7 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
         for rate in rates:
             reqs = requests("real", n, rate, 2048, 0, types=TYPES, out_cap=OUT_CAP)
             for trial in range(trials):
-                for system, policy in SYSTEMS.items():
+                for system, policy in (systems or SYSTEMS).items():
                     rt.set_policy(policy)
                     await llm.reset_prefix_cache()
                     swap0 = await llm.kv_swap_stats()
@@ -202,7 +206,7 @@ def markdown(data: dict[str, Any]) -> str:
     rows = data["rows"]
     for rate in sorted({r["rate"] for r in rows}):
         agg = {}
-        for system in SYSTEMS:
+        for system in dict.fromkeys(r["system"] for r in rows):
             rs = [r for r in rows if r["rate"] == rate and r["system"] == system]
             agg[system] = {k: statistics.fmean(r[k] for r in rs) for k in ("mean_s", "p99_s", "ttft_mean_s", "ttft_p99_s")}
             agg[system]["trials"] = "/".join(f"{r['mean_s']:.1f}" for r in rs)
@@ -211,7 +215,8 @@ def markdown(data: dict[str, Any]) -> str:
             agg[system]["swaps"] = " / ".join(f"{statistics.fmean(r.get('swap', {}).get(k, 0) for r in rs):.0f}"
                                               for k in ("saves", "loads"))
         for system, a in agg.items():
-            delta = "" if system == "LAMPS" else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
+            delta = ("" if system == "LAMPS" or "LAMPS" not in agg
+                     else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%")
             lines.append(f"| {rate:g} | {system} | {a['mean_s']:.2f} ({a['trials']}) | {a['p99_s']:.2f} | "
                          f"{a['ttft_mean_s']:.2f} | {a['ttft_p99_s']:.2f} | {delta} | {a['handlings']} | {a['swaps']} |")
     return "\n".join(lines) + "\n"
@@ -225,14 +230,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rates", default="0.3,0.6")
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="6 requests, one rate, one trial")
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help=f"comma-separated subset of {', '.join({**SYSTEMS, **EXTRA_SYSTEMS})} "
+                        "(FCFS-request+INFERCEPT: calls in their request's arrival order, as vLLM orders a "
+                        "request resumed after its API call)")
     p.add_argument("--out", default="lamps_real")
     args = p.parse_args(argv)
+    known = {**SYSTEMS, **EXTRA_SYSTEMS}
+    names = [x.strip() for x in args.systems.split(",") if x.strip()]
+    if not names or any(x not in known for x in names):
+        p.error(f"--systems: expected names from {', '.join(known)}, got {args.systems!r}")
     rates = [0.5] if args.quick else [float(x) for x in args.rates.split(",")]
     n, trials = (6, 1) if args.quick else (args.requests, args.trials)
     if n < 1 or trials < 1 or min(rates) <= 0:
         p.error("--requests and --trials must be >= 1 and rates positive")
     t0 = time.perf_counter()
-    data = asyncio.run(run_all(rates, n, trials))
+    data = asyncio.run(run_all(rates, n, trials, systems={x: known[x] for x in names}))
     data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
                 command="python -m bench.lamps_real " + " ".join(argv if argv is not None else sys.argv[1:]))
     write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
