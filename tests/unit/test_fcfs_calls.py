@@ -108,9 +108,24 @@ def test_streamed_calls_in_a_topology_batch_also_come_back_as_each_ends():
     assert "".join(texts[0]) == a.result["text"] and "".join(texts[1]) == b.result["text"]
 
 
-def test_a_failing_call_in_a_topology_batch_fails_alone():
+def good_and_bad(patch) -> tuple:
+    """Calls "good" and "bad" sent together under topology batching, after `patch(engine)` made the
+    step decoder misbehave on "bad"; their outcomes (a result or the exception)."""
     async def main():
         rt, engine = step_runtime("topology")
+        patch(engine)
+        await rt.start()
+        try:
+            return await asyncio.gather(*(rt.submit_call("llm", {"parts": [["user", text]], "max_tokens": 5},
+                                                         program=text, call_id=text, parents=[])
+                                          for text in ("good", "bad")), return_exceptions=True)
+        finally:
+            await rt.stop()
+    return run_virtual(main())
+
+
+def test_a_failing_call_in_a_topology_batch_fails_alone():
+    def patch(engine):
         real = engine._one
 
         async def flaky(op, i, req, emit):
@@ -118,35 +133,20 @@ def test_a_failing_call_in_a_topology_batch_fails_alone():
                 raise ValueError("this prompt breaks the engine")
             return await real(op, i, req, emit)
         engine._one = flaky
-        await rt.start()
-        try:
-            return await asyncio.gather(*(rt.submit_call("llm", {"parts": [["user", text]], "max_tokens": 5},
-                                                         program=text, call_id=text, parents=[])
-                                          for text in ("good", "bad")), return_exceptions=True)
-        finally:
-            await rt.stop()
-    good, bad = run_virtual(main())
+    good, bad = good_and_bad(patch)
     assert not isinstance(good, BaseException) and good.result["text"]
     assert isinstance(bad, Exception) and "this prompt breaks the engine" in str(bad)
 
 
 def test_an_engine_returning_too_few_results_fails_that_call_alone_with_a_clear_error():
-    async def main():
-        rt, engine = step_runtime("topology")
+    def patch(engine):
         real = engine.execute
 
         async def short(op, requests):
             res = await real(op, requests)
             return [] if "bad" in str(requests[0]["parts"]) else res
         engine.execute = short
-        await rt.start()
-        try:
-            return await asyncio.gather(*(rt.submit_call("llm", {"parts": [["user", text]], "max_tokens": 5},
-                                                         program=text, call_id=text, parents=[])
-                                          for text in ("good", "bad")), return_exceptions=True)
-        finally:
-            await rt.stop()
-    good, bad = run_virtual(main())
+    good, bad = good_and_bad(patch)
     assert not isinstance(good, BaseException) and good.result["text"]
     assert isinstance(bad, Exception) and "engine 'llm' returned 0 results for 1 request" in str(bad)
 
