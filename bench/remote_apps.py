@@ -56,7 +56,12 @@ from bench.workloads import poisson_arrivals, search_queries, tool_queries
 
 SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
 # --systems may also name the Teola paper's baselines (bench.rag.PAPER_BASELINES), run on teola's
-# runtime over the same engines
+# runtime over the same engines, and teola with one default pass off (its effect measured on and off
+# in one run: the row's "speedup" is that variant's latency / teola's)
+VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
+    "teola-no-speculative-call": ({"passes": {"speculative_call": False}}, "topology"),
+}
+RUNTIME_SYSTEMS = {**RAG_SYSTEMS, **VARIANTS}  # systems that run on teola's runtime
 APPS = ("search_generation", "tool_agent")
 # Queries per second. Alone, a query takes a few seconds (two LLM calls of <=96 tokens + ~1 s of
 # remote latency); vLLM batches concurrent decodes, so saturation is well above 1 / latency.
@@ -167,8 +172,8 @@ async def _trace(system: str, app: Any, impl: Any, queries: list[dict[str, Any]]
 
     def one(i: int, arrival: float) -> Any:
         q = {"question": queries[i]["question"]}
-        if system in RAG_SYSTEMS:  # teola, or a Teola-paper baseline on teola's runtime
-            config, policy = RAG_SYSTEMS[system]
+        if system in RUNTIME_SYSTEMS:  # teola, a variant of it, or a Teola-paper baseline on its runtime
+            config, policy = RUNTIME_SYSTEMS[system]
             return run_query(app, q, config, policy, arrival, offset + i)
         return run_baseline_query(impl, q, arrival, offset + i)
 
@@ -210,7 +215,7 @@ def _entry(res: dict[str, Any], rate: str, system: str, lam: float | None) -> di
 
 async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
     """Every trial, rate and system on one started app; records carry their trial and index."""
-    impls = {x: baseline(x, app) for x in s.systems if x not in RAG_SYSTEMS}
+    impls = {x: baseline(x, app) for x in s.systems if x not in RUNTIME_SYSTEMS}
     queries_for = search_queries if app.name == "search_generation" else agent_queries
     res: dict[str, Any] = {"runs": {}, "bounds": []}
     warm = queries_for(1, s.seed + 1000)
@@ -327,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rates", default=None, help="comma-separated rates (q/s) for every app")
     p.add_argument("--systems", default=None,
                    help=f"comma-separated subset of {','.join(SYSTEMS)}, optionally with the Teola paper's "
-                        f"baselines on teola's runtime ({','.join(PAPER_BASELINES)})")
+                        f"baselines on teola's runtime ({','.join(PAPER_BASELINES)}) and teola with a pass off "
+                        f"({','.join(VARIANTS)})")
     p.add_argument("--max-inflight", type=int, default=None,
                    help="teola: batches the vLLM instance may run at once (default: the runtime's)")
     p.add_argument("--search-max-batch", type=int, default=None,
@@ -344,8 +350,9 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown app(s) {unknown}; known: {list(APPS)}")
     if args.systems:
         s.systems = tuple(x.strip() for x in args.systems.split(",") if x.strip())
-        if unknown := [x for x in s.systems if x not in SYSTEMS + PAPER_BASELINES]:
-            p.error(f"unknown system(s) {unknown}; known: {list(SYSTEMS + PAPER_BASELINES)}")
+        known = SYSTEMS + PAPER_BASELINES + tuple(VARIANTS)
+        if unknown := [x for x in s.systems if x not in known]:
+            p.error(f"unknown system(s) {unknown}; known: {list(known)}")
     for flag, value in (("--max-inflight", args.max_inflight), ("--search-max-batch", args.search_max_batch)):
         if value is not None and value < 1:
             p.error(f"{flag} must be >= 1")

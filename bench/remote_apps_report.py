@@ -88,13 +88,18 @@ def markdown(data: dict[str, Any], command: str) -> str:
          + (" The Teola paper's baselines run on teola's runtime over the same engines (bench.rag.SYSTEMS): "
             "**LlamaDist** runs the template as a chain of modules, **LlamaDistPC** runs its parallel modules "
             "in parallel, both with every optimization pass off and per-invocation (PO) or throughput-oriented "
-            "(TO) batching." if any(x.startswith("LlamaDist") for x in s.get("systems", ())) else "")),
+            "(TO) batching." if any(x.startswith("LlamaDist") for x in s.get("systems", ())) else "")
+         + (" **teola-no-speculative-call** is teola with pass `speculative_call` off (the core LLM call "
+            "waits for the judge's verdict instead of starting with it): its row measures that pass on and off."
+            if "teola-no-speculative-call" in s.get("systems", ()) else "")),
         "",
         ("Where the work differs (see the decode tokens column): teola's planner is a splittable call that "
          "stops once it has written the `num_items` tool calls the template asks for (1 here) and starts each "
          "call as soon as its line is complete; the baselines decode the plan until end-of-sequence or "
-         "max_tokens and then parse it, as their libraries do. Search generation does the same work in all "
-         "three (its graph has no independent branches: the search waits for the judge)."),
+         "max_tokens and then parse it, as their libraries do. Search generation does the same LLM work in "
+         "every system; teola starts the search (pass `speculative_search`) and the core LLM call (pass "
+         "`speculative_call`) while the judge decodes, because neither reads the judge's text; the baselines "
+         "run them after the verdict, as the template's edges say."),
         "",
         "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)",
         "",

@@ -10,18 +10,21 @@ from teola.passes.prefill_split import prefill_split
 from teola.passes.prune_covered_searches import prune_covered_searches
 from teola.passes.prune_dependencies import prune_dependencies
 from teola.passes.result import PassResult
+from teola.passes.speculative_call import speculative_call
 from teola.passes.speculative_search import speculative_search
 from teola.passes.stage_decomposition import stage_decomposition
 
 PassFn = Callable[..., PassResult]
 
 # Order matters: covered searches go first (they drop whole primitives, whose edges go with them);
-# a speculative search moves its guard to its readers before prefill split copies their guards;
+# a speculative search moves its guard to its readers before prefill split copies their guards,
+# and a call reading the search then moves that guard on to its own readers;
 # pruning frees branches before stages and prefixes are computed from the edges
 # that remain; decode pipelining runs last so it splits the readers that stage decomposition made.
 _PASSES: dict[str, PassFn] = {
     "prune_covered_searches": prune_covered_searches,
     "speculative_search": speculative_search,
+    "speculative_call": speculative_call,
     "prune_dependencies": prune_dependencies,
     "stage_decomposition": stage_decomposition,
     "prefill_split": prefill_split,

@@ -34,7 +34,7 @@ def speculative_search(graph: Graph) -> PassResult:
         if guard is None or guard not in writers or not _remote(g, p):
             continue
         cond = g[writers[guard]]
-        if cond.op is not PrimOp.CONDITION or not _independent(g, p, cond, writers):
+        if cond.op is not PrimOp.CONDITION or not independent(g, p, cond, writers):
             continue
         readers = [c for k in p.outputs for c in g.consumers(k)]
         if any(c.args.get("guard") not in (None, guard) for c in readers):
@@ -49,11 +49,11 @@ def _remote(g: Graph, p: Primitive) -> bool:
     return bool(info is not None and info.remote)
 
 
-def _independent(g: Graph, p: Primitive, cond: Primitive, writers: dict[str, int]) -> bool:
-    """Every input of `p` but the guard is a query input or written by a primitive that does not
-    come after the condition."""
+def independent(g: Graph, p: Primitive, cond: Primitive, writers: dict[str, int]) -> bool:
+    """Every input of `p` but its guard is a query input or written by a primitive that does not
+    come after the condition (`writers`: key -> writer id)."""
     after = nx.descendants(g.nx, cond.id) | {cond.id}
-    return all(writers.get(k) not in after for k in p.inputs if k != p.args["guard"])
+    return all(writers.get(k) not in after for k in p.inputs if k != p.args.get("guard"))
 
 
 def _move_guard(g: Graph, p: Primitive, cond: Primitive, guard: str, readers: list[Primitive]) -> None:

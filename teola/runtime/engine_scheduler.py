@@ -116,14 +116,20 @@ class EngineScheduler:
         self.kick()
 
     def remove(self, entry: Pending) -> bool:
-        """Drop a queued entry (its query ended); False if it was no longer queued. A preemptable
-        call that is running is aborted in the engine instead."""
+        """Drop a queued entry (its query ended or no longer needs it); False if it was no longer
+        queued. A preemptable call that is running is aborted in the engine instead, and so are
+        running requests that carry a "tag" (a speculative call its condition discarded)."""
         if self.queue.discard(entry) or any(q.discard(entry) for q in self.queues.values()):
             if self.preemptor is not None:
                 self.preemptor.resumes.pop(entry, None)
             return True
-        if self.preemptor is not None:
-            self.preemptor.cancel(entry)
+        if self.preemptor is not None and self.preemptor.cancel(entry):
+            return False
+        tags = [r["tag"] for r in entry.requests[:entry.taken] if r.get("tag")]
+        if tags and self.llm:
+            for inst, _ in list(self._running.running(entry.query_id)):
+                if self.executor.supports(inst, "abort"):
+                    self.spawn(self._abort_on(inst, tags))
         return False
 
     def queued(self) -> int:
@@ -300,14 +306,14 @@ class EngineScheduler:
         for inst, n in list(self._running.running(owner)):
             if self.executor.supports(inst, "abort"):
                 asked += n
-                self.spawn(self._abort_on(inst, owner))
+                self.spawn(self._abort_on(inst, [owner]))
         return asked
 
-    async def _abort_on(self, inst: Instance, owner: str) -> None:
+    async def _abort_on(self, inst: Instance, owners: list[str]) -> None:
         try:
-            stopped = await self.executor.call(inst, "abort", [owner])
+            stopped = await self.executor.call(inst, "abort", owners)
         except Exception as exc:  # the batch still lands; only the engine time is not saved
-            log.warning("engine %s: aborting the requests of %s failed: %s: %s", inst.name, owner,
+            log.warning("engine %s: aborting the requests of %s failed: %s: %s", inst.name, ", ".join(owners),
                         type(exc).__name__, exc)
             return
         self.metrics.aborted_requests += int(stopped or 0)

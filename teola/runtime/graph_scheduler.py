@@ -19,7 +19,7 @@ from teola.runtime.query_context import QueryContext
 from teola.runtime.query_work import DispatchWork
 from teola.runtime.ray_data import KEEP
 from teola.runtime.result import Result
-from teola.runtime.speculation import settle
+from teola.runtime.speculation import settle, tag
 from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
                                     fused_request, is_skipped, run_control)
 
@@ -57,6 +57,7 @@ class QueryRun:
         self.ok = False
         self.works: set[DispatchWork] = set()
         self.deferred: dict[int, tuple[QueryError, BaseException]] = {}  # teola.runtime.speculation
+        self.held: dict[int, list[str]] = {}  # streamed text of undecided speculative calls (same)
         self.inflight = 0
         self.dead = False
         self.cleaned = False
@@ -197,6 +198,7 @@ class QueryRun:
         if self.cache_salt is not None and p.engine in self.ctx.llm_engines:
             for r in reqs:
                 r["cache_salt"] = self.cache_salt
+        tag(self, p, reqs)
         tokens = [estimate_tokens(r) for r in reqs] if p.engine in self.ctx.llm_engines else None
         now = self.loop.time()
         entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, tokens, self.t0, 0, work)

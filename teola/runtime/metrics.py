@@ -41,7 +41,7 @@ class Metrics:
     timed_out: int = 0
     primitives: int = 0
     skipped: int = 0
-    discarded: int = 0  # speculative searches whose condition said no (teola.runtime.speculation)
+    discarded: int = 0  # speculative primitives whose condition said no (teola.runtime.speculation)
     fused: int = 0
     cleanup_failures: int = 0
     aborted_requests: int = 0  # engine requests stopped mid-run because their query ended

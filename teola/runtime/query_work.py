@@ -9,7 +9,7 @@ from teola.runtime.errors import EngineDown, QueryError, QueryUnavailable
 from teola.runtime.executor import Instance
 from teola.runtime.policies import Pending
 from teola.runtime.ray_data import IntermediateLost
-from teola.runtime.speculation import defer, discarded, undecided
+from teola.runtime.speculation import defer, discarded, hold, undecided
 
 if TYPE_CHECKING:
     from teola.runtime.graph_scheduler import QueryRun
@@ -79,7 +79,7 @@ class DispatchWork:
         kind = QueryUnavailable if isinstance(exc, (EngineDown, IntermediateLost)) else QueryError
         err = kind(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
                    f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine)
-        if self.kind == "prim" and undecided(run, self.idx):
+        if undecided(run, self.idx):
             run._close_work(self)
             defer(run, self.idx, err, exc)
             return
@@ -96,6 +96,9 @@ class DispatchWork:
     def delta(self, text: str, t: float) -> None:
         run = self.run
         if not run.dead and run.on_event is not None:
+            if undecided(run, self.idx):
+                hold(run, self.idx, text)
+                return
             run.emit({"event": "token", "primitive": run.plan.prims[self.idx].name, "text": text})
 
     def traced(self) -> tuple[int, ...]:

@@ -69,16 +69,19 @@ def prims(app, config=None):
     return {p.label: p for p in app.compile(Q, config).egraph}
 
 
+ALONE = {"passes": {"speculative_call": False}}  # the search's pass alone: the core call keeps its guard
+
+
 def test_pass_moves_the_guard_from_a_remote_search_to_its_readers():
     app = make_app(HeldSearch(), YES)
-    ps = {p.op: p for p in app.compile(Q).egraph}
+    ps = {p.op: p for p in app.compile(Q, ALONE).egraph}
     search = ps[PrimOp.SEARCHING]
     key = search.args["speculate_on"]
     assert "guard" not in search.args and key not in search.inputs and key.startswith("need.")
     full = ps[PrimOp.FULL_PREFILLING]
     assert full.args["guard"] == key and key in full.inputs
     assert ps[PrimOp.PARTIAL_PREFILLING].args.get("guard") is None  # the prefix still prefills early
-    assert search.args["speculate_on"] in app.compile(Q).egraph.to_text()
+    assert search.args["speculate_on"] in app.compile(Q, ALONE).egraph.to_text()
 
 
 @pytest.mark.parametrize("config,url", [({"passes": {"speculative_search": False}}, URL), (None, None)])
@@ -122,7 +125,7 @@ async def test_no_discards_a_search_still_running_and_its_failure(fail):
     search = HeldSearch(fail=fail)
     app = make_app(search, NO)
     try:
-        r = await asyncio.wait_for(app.run(Q), 10)  # returns while the search is still held
+        r = await asyncio.wait_for(app.run(Q, ALONE), 10)  # returns while the search is still held
         t = {x["primitive"]: x for x in r.trace}
         assert search.calls == 1 and search.landed == 0
         assert t["web.search"]["status"] == "discarded" and t["core.call.decode"]["status"] == "skipped"
@@ -130,7 +133,7 @@ async def test_no_discards_a_search_still_running_and_its_failure(fail):
         assert app.runtime.metrics.discarded == 1 and app.runtime.metrics.failed == 0
         search.release.set()
         await until(lambda: search.landed == 1)
-        r2 = await asyncio.wait_for(app.run(Q), 10)  # the late landing broke nothing
+        r2 = await asyncio.wait_for(app.run(Q, ALONE), 10)  # the late landing broke nothing
         assert r2.output == r.output
     finally:
         await app.stop()
