@@ -58,7 +58,7 @@ def _call(g: Graph, p: Primitive, guard: str, cond: Primitive,
     """The decodes of the call `p` starts and the readers of their text, or None when the call
     cannot be moved."""
     decodes = [c for k in p.outputs for c in g.consumers(k)]
-    if not decodes or any(d.op not in _DECODES or d.engine != p.engine or d.args.get("guard") is not None
+    if not decodes or any(d.op not in _DECODES or d.engine != p.engine or d.args.get("guard") not in (None, guard)
                           for d in decodes):
         return None
     own = set(p.outputs)
@@ -77,11 +77,11 @@ def _call(g: Graph, p: Primitive, guard: str, cond: Primitive,
 
 def _speculate(g: Graph, p: Primitive, decodes: list[Primitive], readers: list[Primitive],
                cond: Primitive, guard: str) -> None:
-    p.inputs = tuple(k for k in p.inputs if k != guard)
-    del p.args["guard"]
-    if g.nx.has_edge(cond.id, p.id) and not set(cond.outputs) & set(p.inputs):
-        g.disconnect(cond, p)
     for q in (p, *decodes):
+        if q.args.pop("guard", None) is not None:
+            q.inputs = tuple(k for k in q.inputs if k != guard)
+        if g.nx.has_edge(cond.id, q.id) and not set(cond.outputs) & set(q.inputs):
+            g.disconnect(cond, q)
         q.args["speculate_on"] = guard
     texts = {k: d for d in decodes for k in d.outputs}
     for r in readers:

@@ -72,6 +72,25 @@ def test_pass_moves_the_core_call_out_from_under_the_condition():
     assert ps["answer.merge"].inputs == (gate.outputs[0], ps["judge.call.decode"].outputs[0])  # order kept
 
 
+def test_pass_moves_a_call_right_behind_the_condition_whose_decode_is_guarded_too():
+    app = App("direct")
+    app.register_engine(Engine("llm", kind="vllm"), backend=SimEngine("llm"))
+    judge = Node("llm", name="judge", engine="llm", config={"parts": [["q", "$query.question"]]})
+    cond = Node("condition", name="need", config={"contains": "x"})
+    core = Node("llm", name="core", engine="llm", config={"parts": [["q", "$query.question"]]})
+    merge = Node("aggregate", name="answer", config={"mode": "first"})
+    judge >> cond >> core
+    [core, judge] >> merge
+    app.update_template([judge, cond, core, merge])
+    assert app.compile(Q, OFF).egraph.find(PrimOp.DECODING)[1].args["guard"]  # decompose guards both
+    g = app.compile(Q).egraph
+    key = g.find(PrimOp.CONDITION)[0].outputs[0]
+    for p in g:
+        if p.component == "core" and p.op is not PrimOp.AGGREGATE:
+            assert p.args["speculate_on"] == key and key not in p.inputs and "guard" not in p.args
+            assert not g.nx.has_edge(g.find(PrimOp.CONDITION)[0].id, p.id)
+
+
 def test_opted_out_call_keeps_its_guard():
     ps = {p.name: p for p in make_app(YES).compile(Q, OFF).egraph}
     full = ps["core.call.prefill.full"]
