@@ -280,7 +280,8 @@ async def test_condition_skips_the_branch():
     taken, sim_t = make_judge_app("answer")   # the sim's answers contain "answer"
     skipped, sim_s = make_judge_app("no such text")
     try:
-        rt, rs = await taken.run({"question": "hi"}), await skipped.run({"question": "hi"})
+        off = {"passes": {"speculative_call": False}}  # the follow-up waits for the verdict (no speculation)
+        rt, rs = await taken.run({"question": "hi"}, off), await skipped.run({"question": "hi"}, off)
         st = {t["primitive"]: t["status"] for t in rs.trace}
         assert st["follow.call.decode"] == "skipped" and st["follow.call.prefill"] == "skipped"
         assert st["merge.merge"] == "ok"
