@@ -31,6 +31,7 @@ class DispatchPlan:
     answer: frozenset[int] = frozenset()  # decodes whose text is the output (directly or via control prims)
     remote: dict[int, frozenset[str]] = field(default_factory=dict)  # see remote_outputs
     speculative: dict[str, tuple[int, ...]] = field(default_factory=dict)  # branch key -> its speculative prims
+    warmups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # index -> its Partial Prefilling parents
 
 
 def build_plan(graph: Graph) -> DispatchPlan:
@@ -60,6 +61,9 @@ def build_plan(graph: Graph) -> DispatchPlan:
     for i, p in enumerate(prims):
         if (key := p.args.get("speculate_on")) is not None:
             plan.speculative[key] = plan.speculative.get(key, ()) + (i,)
+        if p.op is PrimOp.PARTIAL_PREFILLING:
+            for c in children[i]:
+                plan.warmups[c] = plan.warmups.get(c, ()) + (i,)
     return plan
 
 

@@ -20,6 +20,7 @@ from teola.runtime.query_work import DispatchWork
 from teola.runtime.ray_data import KEEP
 from teola.runtime.result import Result
 from teola.runtime.speculation import settle, tag
+from teola.runtime.warmups import drop_waiting_warmups
 from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
                                     fused_request, is_skipped, run_control)
 
@@ -110,6 +111,8 @@ class QueryRun:
             indeg[c] -= 1
             if indeg[c] == 0:
                 self._stack.append(c)
+            elif c in self.plan.warmups:
+                drop_waiting_warmups(self, c)
         if self.remaining == 0:
             self._finish()
 
@@ -225,9 +228,7 @@ class QueryRun:
         tr["finished"] = t - self.t0
         tr["status"] = "ok"
         if isinstance(extras, dict):
-            for k in LLM_EXTRAS:
-                if k in extras:
-                    tr[k] = extras[k]
+            tr.update((k, extras[k]) for k in LLM_EXTRAS if k in extras)
         self._count(self.plan.prims[i], tr)
         self.emit_primitive(tr)
         return tr
@@ -235,10 +236,9 @@ class QueryRun:
     # ---- events -------------------------------------------------------------------------------------
     def emit(self, event: dict[str, Any]) -> None:
         """Hand one event to the query's listener; a failing listener never fails the query."""
-        if self.on_event is None:
-            return
         try:
-            self.on_event(event)
+            if self.on_event is not None:
+                self.on_event(event)
         except Exception as exc:
             log.warning("query %s: the event listener failed on a %s event: %s: %s", self.qid,
                         event.get("event"), type(exc).__name__, exc)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 
-COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "discarded", "fused",
+COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "discarded", "dropped_warmups", "fused",
             "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
             "engine_failures", "engine_restarts", "preemptions", "resumed_tokens", "resumed_cached_tokens",
             "resumed_swapped_tokens", "resumed_unrun")
@@ -42,6 +42,7 @@ class Metrics:
     primitives: int = 0
     skipped: int = 0
     discarded: int = 0  # speculative primitives whose condition said no (teola.runtime.speculation)
+    dropped_warmups: int = 0  # queued prefix warm-ups withdrawn so their call need not wait (teola.runtime.warmups)
     fused: int = 0
     cleanup_failures: int = 0
     aborted_requests: int = 0  # engine requests stopped mid-run because their query ended

@@ -176,3 +176,23 @@ async def test_streamed_text_of_the_speculative_call_waits_for_the_verdict(conta
             assert core == [] and r.output.startswith("answer")  # dropped with the call
     finally:
         await app.stop()
+
+
+async def test_a_queued_prefix_warmup_is_dropped_once_its_call_is_otherwise_ready():
+    """With one batch at a time on the LLM, the judge's long call runs while the core's prefix
+    warm-up (Partial Prefilling) waits; the search lands meanwhile, so the core's prompt is ready:
+    the warm-up leaves the queue instead of holding the call back (teola.runtime.warmups)."""
+    app = make_app(YES, core_tokens=2, judge_tokens=30)
+    await app.start(max_inflight={"llm": 1})
+    try:
+        r = await asyncio.wait_for(app.run(Q), 10)
+        t = {x["primitive"]: x for x in r.trace}
+        warm = t["core.call.prefill.partial0"]
+        assert warm["status"] == "skipped" and warm["dropped"] and warm["batch_id"] is None
+        assert app.runtime.metrics.dropped_warmups == 1
+        assert t["core.call.decode"]["status"] == "ok"
+        off = await asyncio.wait_for(app.run(Q, OFF), 10)
+        assert r.output == off.output  # the answer does not depend on the warm-up
+        assert [q for q in app.sim_llm.requests if q.get("complete") is False] == [], "no warm-up was sent"
+    finally:
+        await app.stop()
