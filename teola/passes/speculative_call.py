@@ -36,9 +36,9 @@ _DECODES = (PrimOp.DECODING, PrimOp.PARTIAL_DECODING)
 
 def speculative_call(graph: Graph) -> PassResult:
     g = graph.copy()
+    writers = g.producers()  # keys -> writers: moving guards and adding gates changes no key's writer
     modified = False
     for p in [q for q in g if q.op in _PREFILLS]:
-        writers = g.producers()
         guard = p.args.get("guard")
         if guard is None or guard not in writers:
             continue

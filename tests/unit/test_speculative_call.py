@@ -72,16 +72,25 @@ def test_pass_moves_the_core_call_out_from_under_the_condition():
     assert ps["answer.merge"].inputs == (gate.outputs[0], ps["judge.call.decode"].outputs[0])  # order kept
 
 
-def test_pass_moves_a_call_right_behind_the_condition_whose_decode_is_guarded_too():
+def direct_app(merge: bool) -> App:
+    """Judge -> condition -> core, the core reading only the question; with `merge`, the answer is
+    the core's text, else the judge's; without, the core's text is the query's answer itself."""
     app = App("direct")
     app.register_engine(Engine("llm", kind="vllm"), backend=SimEngine("llm"))
     judge = Node("llm", name="judge", engine="llm", config={"parts": [["q", "$query.question"]]})
     cond = Node("condition", name="need", config={"contains": "x"})
     core = Node("llm", name="core", engine="llm", config={"parts": [["q", "$query.question"]]})
-    merge = Node("aggregate", name="answer", config={"mode": "first"})
     judge >> cond >> core
-    [core, judge] >> merge
-    app.update_template([judge, cond, core, merge])
+    nodes = [judge, cond, core]
+    if merge:
+        nodes.append(Node("aggregate", name="answer", config={"mode": "first"}))
+        [core, judge] >> nodes[-1]
+    app.update_template(nodes)
+    return app
+
+
+def test_pass_moves_a_call_right_behind_the_condition_whose_decode_is_guarded_too():
+    app = direct_app(merge=True)
     assert app.compile(Q, OFF).egraph.find(PrimOp.DECODING)[1].args["guard"]  # decompose guards both
     g = app.compile(Q).egraph
     key = g.find(PrimOp.CONDITION)[0].outputs[0]
@@ -99,13 +108,7 @@ def test_opted_out_call_keeps_its_guard():
 
 
 def test_call_whose_text_is_the_answer_is_not_moved():
-    app = App("guarded_answer")
-    app.register_engine(Engine("llm", kind="vllm"), backend=SimEngine("llm"))
-    judge = Node("llm", name="judge", engine="llm", config={"parts": [["q", "$query.question"]]})
-    cond = Node("condition", name="need", config={"contains": "x"})
-    core = Node("llm", name="core", engine="llm", config={"parts": [["q", "$query.question"]]})
-    judge >> cond >> core
-    app.update_template([judge, cond, core])
+    app = direct_app(merge=False)
     ps = {p.name: p for p in app.compile(Q).egraph}
     assert all("speculate_on" not in p.args for p in ps.values())
 
