@@ -127,6 +127,7 @@ def add_commands(sub: Any, apps_help: str) -> None:
     sp.add_argument("--queries", type=int, default=4, help="sample queries whose output lengths are recorded")
     sp.add_argument("--quick", action="store_true", help="fewer measurements (~2 min)")
     sp.add_argument("--repeats", type=int, default=1,
-                    help="time each LLM decoding batch this many times and keep the median (default 1; 3 "
-                         "steadies the per-step decode cost on a noisy machine, about 2x the LLM part)")
+                    help="rounds timing every LLM decoding batch once, each round after the first in a new "
+                         "shuffled order; each batch keeps its median (default 1; 3 steadies the per-step "
+                         "decode cost on a noisy machine, about 2x the LLM part)")
     sp.set_defaults(handler=cmd_profile)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import platform
+import random
 import statistics
 import time
 from typing import Any, Callable
@@ -79,8 +80,10 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
     """Measure and fit a vLLM engine; returns its profile entry. `sampling` (e.g. {"temperature":
     0.8, "seed": 7}) goes into every decoding request, so a model served with sampling gets a fit of
     its own (on GPU vLLM a seeded request samples with its own generator, a slower path). `repeats`:
-    how many times each decoding batch is timed; the sample keeps the median (and every run in
-    "runs"), since a per-step cost is the small difference of two such times."""
+    how many rounds time every decoding batch once each, every round after the first in a new
+    (seeded) shuffled order; a sample keeps the median over the rounds (and every run in "runs"),
+    since a per-step cost is the small difference of two such times and the machine's speed drifts
+    while the rounds run."""
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
     from teola.chunking import count_tokens
@@ -95,33 +98,41 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
             tokens.append((count_tokens(text), r["num_prompt_tokens"]))
     max_seqs = int(getattr(engine.profile, "max_batch", 8) or 8)
     batches = sorted({1, 2, 4, max_seqs} if not quick else {1, max_seqs})
+    cells = [(b, words, out) for b in batches for words in ((30, 400) if not quick else (30,))
+             for out in ((8, 40) if not quick else (8, 24))]
+    # the two output lengths of a (batch, words) decode the same prompts from an empty prefix cache,
+    # so their time difference is decode steps alone; an engine that cannot empty its cache gets new
+    # prompts every run
     same = hasattr(engine, "reset_prefix_cache")
-    for b in batches:
-        for words in ((30, 400) if not quick else (30,)):
-            texts = [_prose(words, next(salt)) for _ in range(b)]
-            for out in ((8, 40) if not quick else (8, 24)):
-                runs, res, steps = [], [], []
-                for _ in range(repeats):
-                    # the two output lengths decode the same prompts from an empty prefix cache, so their
-                    # time difference is decode steps alone; an engine that cannot empty its cache gets
-                    # new prompts
-                    if not (same and await _reset(engine)):
-                        texts = [_prose(words, next(salt)) for _ in range(b)]
-                    reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})}
-                            for t in texts]
-                    took, res, events = await _timed_steps(engine, reqs)
-                    runs.append(took)
-                    steps.append(steady_steps(events, [r["num_prompt_tokens"] for r in res]))
-                sample = {"texts": texts, "out_tokens": out, "seconds": statistics.median(runs),
-                          "prompt_tokens": sum(r["num_prompt_tokens"] for r in res) // b}
-                if all(steps):
-                    sample["steps"] = {"decode_seqs": b, "step_s": statistics.median(x["step_s"] for x in steps),
-                                       "context_tokens": round(statistics.median(x["context_tokens"] for x in steps)),
-                                       "gaps": sum(x["gaps"] for x in steps)}
-                    if repeats > 1:
-                        sample["steps"]["runs"] = [round(x["step_s"], 6) for x in steps]
-                samples.append(sample | ({"runs": [round(t, 5) for t in runs]} if repeats > 1 else {}))
-        say(f"llm: batch {b} measured")
+    texts = {(b, words): [_prose(words, next(salt)) for _ in range(b)] for b, words, _ in cells}
+    runs: dict[tuple[int, int, int], list[tuple[float, list[Any], dict[str, Any] | None]]] = {c: [] for c in cells}
+    order = random.Random(0)
+    for rnd in range(repeats):
+        # every round in a new order: the machine's speed drifts over minutes, and a shape timed only
+        # at one moment would carry that drift into the fit as if it were the shape's cost
+        todo = list(cells)
+        if rnd:
+            order.shuffle(todo)
+        for b, words, out in todo:
+            if not (same and await _reset(engine)):
+                texts[(b, words)] = [_prose(words, next(salt)) for _ in range(b)]
+            reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})}
+                    for t in texts[(b, words)]]
+            took, res, events = await _timed_steps(engine, reqs)
+            runs[(b, words, out)].append((took, res, steady_steps(events, [r["num_prompt_tokens"] for r in res])))
+        say(f"llm: decode round {rnd + 1}/{repeats} measured ({len(cells)} batches)")
+    for b, words, out in cells:
+        done = runs[(b, words, out)]
+        times, res, steps = [t for t, _, _ in done], done[-1][1], [x for _, _, x in done]
+        sample = {"texts": texts[(b, words)], "out_tokens": out, "seconds": statistics.median(times),
+                  "prompt_tokens": sum(r["num_prompt_tokens"] for r in res) // b}
+        if all(steps):
+            sample["steps"] = {"decode_seqs": b, "step_s": statistics.median(x["step_s"] for x in steps),
+                               "context_tokens": round(statistics.median(x["context_tokens"] for x in steps)),
+                               "gaps": sum(x["gaps"] for x in steps)}
+            if repeats > 1:
+                sample["steps"]["runs"] = [round(x["step_s"], 6) for x in steps]
+        samples.append(sample | ({"runs": [round(t, 5) for t in times]} if repeats > 1 else {}))
     ratio, template = fit_tokens(tokens)
     settings = {"token_ratio": ratio, "template_tokens": template, "max_num_seqs": max_seqs,
                 "max_num_batched_tokens": int(getattr(engine, "step_tokens", 0) or 2048),

@@ -93,8 +93,8 @@ def test_profiling_an_engine_with_a_known_cost_model_recovers_it():
 
 
 def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_the_fit():
-    """With repeats=3 every decoding batch is timed three times; a stall in one of them (here every
-    third decoding batch waits 0.5 s more) is outvoted, so the fit is the engine's own cost."""
+    """With repeats=3 every decoding batch is timed three times; a stall in one of them (here the
+    second run of every batch waits 0.5 s more) is outvoted, so the fit is the engine's own cost."""
     import asyncio
     from engines.sim_llm import SimLLM
     from teola.sim.profiler import profile_llm
@@ -103,12 +103,13 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
     true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
 
     class Stalling(SimLLM):
-        decodes = 0
+        seen: dict = {}
 
         async def stream(self, op, requests):
             if op == "decoding":
-                Stalling.decodes += 1
-                if Stalling.decodes % 3 == 0:
+                key = (tuple(r["parts"][0][1] for r in requests), requests[0]["max_tokens"])
+                Stalling.seen[key] = Stalling.seen.get(key, 0) + 1
+                if Stalling.seen[key] == 2:
                     await asyncio.sleep(0.5)
             async for event in super().stream(op, requests):
                 yield event
@@ -128,6 +129,40 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
     assert all(sorted(s["runs"])[1] == pytest.approx(s["measured_s"], abs=1e-4) for s in decoded)
     assert all(max(s["runs"]) - min(s["runs"]) > 0.4 for s in decoded)  # each shape had its stalled run
     assert entry["cost"]["decode_seq"] == pytest.approx(true["decode_seq"], rel=0.05)
+
+
+def test_repeated_decode_rounds_time_every_batch_once_each_in_a_new_order():
+    """Each round times every decoding batch once; rounds after the first go in a shuffled order, so
+    a drift in the machine's speed lands on different batches in different rounds instead of on
+    one batch's every run."""
+    from engines.sim_llm import SimLLM
+    from teola.sim.profiler import profile_llm
+    from teola.sim.virtual_loop import run_virtual
+
+    shapes: list = []
+
+    class Recording(SimLLM):
+        async def stream(self, op, requests):
+            if op == "decoding":
+                shapes.append((len(requests), len(requests[0]["parts"][0][1].split()), requests[0]["max_tokens"]))
+            async for event in super().stream(op, requests):
+                yield event
+
+    async def main() -> dict:
+        engine = Recording("llm", {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6},
+                           max_num_seqs=4, max_num_batched_tokens=1024)
+        await engine.start()
+        try:
+            return await profile_llm(engine, lambda _: None, repeats=3)
+        finally:
+            await engine.stop()
+    run_virtual(main())
+    n = len(shapes) // 3
+    rounds = [shapes[i * n:(i + 1) * n] for i in range(3)]
+    assert n == 12 and len(shapes) == 36  # batches 1, 2, 4 x two prompt lengths x two output lengths
+    assert all(sorted(r) == sorted(rounds[0]) and len(set(r)) == n for r in rounds)
+    assert rounds[0] == sorted(rounds[0])  # the first round in the listed order
+    assert rounds[1] != rounds[0] and rounds[2] != rounds[0] and rounds[1] != rounds[2]
 
 
 def test_profiling_with_sampling_options_sends_them_with_every_decoding_request():
