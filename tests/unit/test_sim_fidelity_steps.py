@@ -1,4 +1,6 @@
 """bench.sim_fidelity's per-iteration table: direct step measurements when the profile has them."""
+import pytest
+
 from bench.sim_fidelity import iteration_check, markdown
 
 
@@ -25,3 +27,22 @@ def test_an_older_profile_falls_back_to_pairs_of_output_lengths():
     s = lambda out, m, p: {"batch": 1, "prompt_tokens": 70, "out_tokens": out, "measured_s": m, "predicted_s": p}
     its = iteration_check({"engines": {"vllm": {"fit": {"samples": [s(8, 1.0, 1.0), s(40, 4.2, 4.0)]}}}})
     assert len(its) == 1 and abs(its[0]["measured_step_s"] - 0.1) < 1e-9 and "direct" not in its[0]
+
+
+def _steps(rows):
+    return {"engines": {"vllm": {"fit": {"steps": [
+        {"decode_seqs": b, "context_tokens": c, "measured_s": t} for b, c, t in rows]}}}}
+
+
+def test_the_step_bound_is_zero_when_the_linear_form_fits_exactly():
+    from bench.sim_fidelity import step_bound
+    exact = [(b, c, 0.02 + 0.001 * b + 1e-6 * c) for b, c in ((1, 100), (2, 300), (4, 900), (16, 5000))]
+    assert step_bound(_steps(exact)) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_the_step_bound_of_a_step_that_falls_with_the_batch_is_the_best_compromise():
+    """Batch 1 at 30 ms and batch 4 at 25 ms with no context: a non-decreasing form at best predicts
+    one value c for both; |c - 30| / 30 = |c - 25| / 25 gives c = 300 / 11 and a worst error 1/11."""
+    from bench.sim_fidelity import step_bound
+    assert step_bound(_steps([(1, 0, 0.030), (4, 0, 0.025)] * 2)) == pytest.approx(1 / 11, rel=1e-4)
+    assert step_bound(_steps([(1, 0, 0.030)])) is None  # too few measurements to say anything
