@@ -100,6 +100,23 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
     batches = sorted({1, 2, 4, max_seqs} if not quick else {1, max_seqs})
     cells = [(b, words, out) for b in batches for words in ((30, 400) if not quick else (30,))
              for out in ((8, 40) if not quick else (8, 24))]
+    samples += await _decode_samples(engine, cells, repeats, salt, sampling, say)
+    ratio, template = fit_tokens(tokens)
+    settings = {"token_ratio": ratio, "template_tokens": template, "max_num_seqs": max_seqs,
+                "max_num_batched_tokens": int(getattr(engine, "step_tokens", 0) or 2048),
+                "max_model_len": int(getattr(engine.profile, "context_window", 0) or 2048),
+                "block_size": int(getattr(engine, "block_size", None) or 16)}
+    # the fit replays batches on the virtual clock: its own event loop, so not on this running one
+    cost, report = await asyncio.to_thread(fit_llm, samples, settings)
+    say(f"llm: fitted {', '.join(f'{k}={v:.3g}' for k, v in cost.items())} "
+        f"(mean abs error {report['mean_abs_error']:.1%} over {len(samples)} batches)")
+    return {**settings, "num_blocks": 65536, "cost": cost, "fit": report}
+
+
+async def _decode_samples(engine: Any, cells: list[tuple[int, int, int]], repeats: int, salt: Any,
+                          sampling: dict[str, Any] | None, say: Say) -> list[dict[str, Any]]:
+    """One sample per (batch size, prompt words, output tokens) cell, timed once per round for
+    `repeats` rounds (see profile_llm)."""
     # the two output lengths of a (batch, words) decode the same prompts from an empty prefix cache,
     # so their time difference is decode steps alone; an engine that cannot empty its cache gets new
     # prompts every run
@@ -121,6 +138,7 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
             took, res, events = await _timed_steps(engine, reqs)
             runs[(b, words, out)].append((took, res, steady_steps(events, [r["num_prompt_tokens"] for r in res])))
         say(f"llm: decode round {rnd + 1}/{repeats} measured ({len(cells)} batches)")
+    samples = []
     for b, words, out in cells:
         done = runs[(b, words, out)]
         times, res, steps = [t for t, _, _ in done], done[-1][1], [x for _, _, x in done]
@@ -133,16 +151,7 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
             if repeats > 1:
                 sample["steps"]["runs"] = [round(x["step_s"], 6) for x in steps]
         samples.append(sample | ({"runs": [round(t, 5) for t in times]} if repeats > 1 else {}))
-    ratio, template = fit_tokens(tokens)
-    settings = {"token_ratio": ratio, "template_tokens": template, "max_num_seqs": max_seqs,
-                "max_num_batched_tokens": int(getattr(engine, "step_tokens", 0) or 2048),
-                "max_model_len": int(getattr(engine.profile, "context_window", 0) or 2048),
-                "block_size": int(getattr(engine, "block_size", None) or 16)}
-    # the fit replays batches on the virtual clock: its own event loop, so not on this running one
-    cost, report = await asyncio.to_thread(fit_llm, samples, settings)
-    say(f"llm: fitted {', '.join(f'{k}={v:.3g}' for k, v in cost.items())} "
-        f"(mean abs error {report['mean_abs_error']:.1%} over {len(samples)} batches)")
-    return {**settings, "num_blocks": 65536, "cost": cost, "fit": report}
+    return samples
 
 
 async def _reset(engine: Any) -> bool:
