@@ -63,9 +63,11 @@ def _marker(question: str) -> str:
 
 
 def call_lengths(trace_: list[dict[str, Any]]) -> dict[str, list[int]]:
-    """One query's LLM output lengths by kind, in the order its calls started."""
+    """One query's LLM output lengths by kind, in the order its calls started, and under "prompt"
+    its decoding calls' prompt tokens (one number: a replay does not draw from it)."""
     out: dict[str, list[int]] = {"text": [], "split": []}
     add_lengths(out, sorted(trace_, key=lambda t: (t.get("started") or 0.0, t["primitive"])))
+    out["prompt"] = [prompt_tokens(trace_)]
     return out
 
 
@@ -221,19 +223,27 @@ def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any
 
 
 def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any],
-             replay: dict[str, Any] | None = None, seeds: int = 1) -> dict[str, Any]:
-    """Simulated latencies per (app, rate, system); replay: the real run's output lengths per call.
+             replay: dict[str, Any] | None = None, seeds: int = 1,
+             prompts_out: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Simulated latencies per (app, rate, system); replay: the real run's output lengths per call;
+    prompts_out: filled with each simulated query's prompt tokens (first seed) per trace key.
     seeds > 1: every trace again with each length-sampler seed, all latencies kept (the expected mean
     over the recorded length distribution rather than one draw of it per query)."""
     out: dict[str, list[float]] = {}
+    prompts: dict[str, dict[str, int]] = {}
     for seed in range(seeds if replay is None else 1):
         def body(apps: dict[str, Any], seed: int = seed) -> Any:
             for app in apps.values():
                 for inst in app.runtime.instances["llm"]:
                     getattr(inst.handle.sampler, "fallback", inst.handle.sampler).seed = seed
             return run_all(apps, plan, reset=False, replay=replay)
-        for key, lats in on_simulated_apps(names, profile, body)[0].items():
+        lats_by_key, lens_by_key = on_simulated_apps(names, profile, body)
+        for key, lats in lats_by_key.items():
             out.setdefault(key, []).extend(lats)
+            if seed == 0:
+                prompts[key] = {q: lens["prompt"][0] for q, lens in lens_by_key[key].items()}
+    if prompts_out is not None:
+        prompts_out.update(prompts)
     return out
 
 
@@ -289,6 +299,26 @@ def step_bound(profile: dict[str, Any]) -> float | None:
     return float(res.x[-1]) if res.success else None
 
 
+def prompt_lines(data: dict[str, Any]) -> list[str]:
+    """Prompt tokens per query, real against the real-lengths replay's: the simulated engines retrieve
+    their own chunks, so a query's prompt can differ from the one it had on the real engines."""
+    sim, real = data.get("replay_prompts") or {}, data.get("real_lengths") or {}
+    keys = [k for k in sim if k in real and all("prompt" in v for v in real[k].values())]
+    if not keys:
+        return []
+    out = ["", "Prompt tokens per query (decoding calls summed), real vs the real-lengths replay (the simulated "
+           "retrieval picks its own chunks):", "",
+           "| app | rate | system | real mean | simulated mean | error | per-query errors |",
+           "|---|---|---|---:|---:|---:|---|"]
+    for key in keys:
+        app, rate, system = key.split("|")
+        pairs = [(v["prompt"][0], sim[key][q]) for q, v in real[key].items() if q in sim[key] and v["prompt"][0]]
+        r, s = statistics.fmean(a for a, _ in pairs), statistics.fmean(b for _, b in pairs)
+        out.append(f"| {app} | {rate} | {system} | {r:.0f} | {s:.0f} | {(s - r) / r:+.0%} | "
+                   + " ".join(f"{(b - a) / a:+.0%}" for a, b in pairs) + " |")
+    return out
+
+
 def markdown(data: dict[str, Any], command: str) -> str:
     lines = ["## Simulator fidelity: the RAG benchmark measured vs simulated (bench/sim_fidelity.py)", "",
              f"Command: `{command}` ({data['wall_s'] / 60:.1f} min). Profile: `{data['profile_path']}` "
@@ -315,6 +345,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
     lines += ["", f"Mean absolute error {statistics.fmean(errs):.0%}; {sum(e <= 0.15 for e in errs)} of {len(errs)} "
               f"points within 15% (the target: every point). With the real output lengths: mean absolute error "
               f"{statistics.fmean(rerrs):.0%}, {sum(e <= 0.15 for e in rerrs)} of {len(rerrs)} within 15%."]
+    lines += prompt_lines(data)
     its = data["iterations"]
     if its and its[0].get("direct"):
         lines += ["", "Per decode step (vLLM iteration) of the fitted LLM cost model vs measured directly (the profile "
@@ -413,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     data["profile_source"] = profile.get("source", "")
     data["sim"] = sim_side(names, plan, profile, seeds=args.sim_seeds)
     data["sim_seeds"] = args.sim_seeds
-    data["replay"] = sim_side(names, plan, profile, replay=data["real_lengths"])
+    data["replay_prompts"] = {}
+    data["replay"] = sim_side(names, plan, profile, replay=data["real_lengths"], prompts_out=data["replay_prompts"])
     data["iterations"] = iteration_check(profile)
     data["step_bound"] = step_bound(profile)
     write_results(args.out, data, markdown(data, command))

@@ -46,3 +46,18 @@ def test_the_step_bound_of_a_step_that_falls_with_the_batch_is_the_best_compromi
     from bench.sim_fidelity import step_bound
     assert step_bound(_steps([(1, 0, 0.030), (4, 0, 0.025)] * 2)) == pytest.approx(1 / 11, rel=1e-4)
     assert step_bound(_steps([(1, 0, 0.030)])) is None  # too few measurements to say anything
+
+
+def test_the_prompt_table_compares_each_query_real_and_simulated_prompt_tokens():
+    from bench.sim_fidelity import call_lengths, prompt_lines
+    trace = [{"primitive": "a.call.prefill", "op": "prefilling", "num_prompt_tokens": 400, "fused_into": "a.call.decode",
+              "num_output_tokens": 9, "started": 0.0},
+             {"primitive": "a.call.decode", "op": "decoding", "num_prompt_tokens": 400, "num_output_tokens": 9,
+              "started": 0.0}]
+    assert call_lengths(trace) == {"text": [9], "split": [], "prompt": [400]}  # the fused prefill counted once
+    data = {"real_lengths": {"naive_rag|low|teola": {"q1": {"text": [9], "prompt": [400]},
+                                                      "q2": {"text": [5], "prompt": [200]}}},
+            "replay_prompts": {"naive_rag|low|teola": {"q1": 300, "q2": 200}}}
+    text = "\n".join(prompt_lines(data))
+    assert "| naive_rag | low | teola | 300 | 250 | -17% | -25% +0% |" in text
+    assert prompt_lines({"real_lengths": {"k|r|s": {"q": {"text": [1]}}}, "replay_prompts": {"k|r|s": {"q": 5}}}) == []
