@@ -316,6 +316,16 @@ def prompt_lines(data: dict[str, Any]) -> list[str]:
         r, s = statistics.fmean(a for a, _ in pairs), statistics.fmean(b for _, b in pairs)
         out.append(f"| {app} | {rate} | {system} | {r:.0f} | {s:.0f} | {(s - r) / r:+.0%} | "
                    + " ".join(f"{(b - a) / a:+.0%}" for a, b in pairs) + " |")
+    xs, ys = [], []  # per query: prompt-token error, and the real-lengths replay's latency error
+    for key in keys:
+        for (q, v), real_s, sim_s in zip(real[key].items(), data.get("real", {}).get(key, []),
+                                        data.get("replay", {}).get(key, [])):
+            if q in sim[key] and v["prompt"][0] and real_s > 0:
+                xs.append((sim[key][q] - v["prompt"][0]) / v["prompt"][0])
+                ys.append((sim_s - real_s) / real_s)
+    if len(xs) > 2 and statistics.pstdev(xs) > 0 and statistics.pstdev(ys) > 0:
+        out += ["", f"Over the {len(xs)} queries of these traces, a query's prompt-token error and its replayed "
+                f"latency error correlate at r = {statistics.correlation(xs, ys):.2f}."]
     return out
 
 

@@ -60,4 +60,11 @@ def test_the_prompt_table_compares_each_query_real_and_simulated_prompt_tokens()
             "replay_prompts": {"naive_rag|low|teola": {"q1": 300, "q2": 200}}}
     text = "\n".join(prompt_lines(data))
     assert "| naive_rag | low | teola | 300 | 250 | -17% | -25% +0% |" in text
+    assert "correlate" not in text  # two queries: too few to say
+    data["real_lengths"]["naive_rag|low|teola"]["q3"] = {"text": [7], "prompt": [100]}
+    data["replay_prompts"]["naive_rag|low|teola"]["q3"] = 150
+    data |= {"real": {"naive_rag|low|teola": [2.0, 1.0, 1.0]}, "replay": {"naive_rag|low|teola": [1.5, 1.0, 1.5]}}
+    # prompt errors -25%, 0%, +50% against latency errors -25%, 0%, +50%: perfectly correlated
+    assert "Over the 3 queries of these traces, a query's prompt-token error and its replayed latency error " \
+           "correlate at r = 1.00." in "\n".join(prompt_lines(data))
     assert prompt_lines({"real_lengths": {"k|r|s": {"q": {"text": [1]}}}, "replay_prompts": {"k|r|s": {"q": 5}}}) == []
