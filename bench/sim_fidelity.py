@@ -42,18 +42,27 @@ FIDELITY_SYSTEMS = ("teola", "LlamaDist-PO", "LlamaDistPC-TO")
 
 
 class ReplayLengths:
-    """A simulated LLM's output-length sampler replaying a real run: each call whose prompt holds one
-    of the recorded questions decodes that question's next recorded length of its kind ("text" /
-    "split", in the order the real calls started); other calls go to `fallback` (a LengthSampler)."""
+    """A simulated LLM's lengths replaying a real run: each call whose prompt holds one of the recorded
+    questions decodes that question's next recorded output length of its kind ("text" / "split", in
+    the order the real calls started) and, where the run recorded them (under "prompts", by kind in
+    the same order), takes the prompt length that call had; other calls go to `fallback` (a
+    LengthSampler). outputs=False: prompt lengths only, output lengths drawn by `fallback`."""
 
-    def __init__(self, per_question: dict[str, dict[str, list[int]]], fallback: Any) -> None:
-        self.left = {_marker(q): {k: list(v) for k, v in kinds.items()} for q, kinds in per_question.items()}
-        self.fallback = fallback
+    def __init__(self, per_question: dict[str, dict[str, Any]], fallback: Any, outputs: bool = True) -> None:
+        self.left = {_marker(q): copy.deepcopy(kinds) for q, kinds in per_question.items()}
+        self.fallback, self.outputs = fallback, outputs
+
+    def _recorded(self, key: str) -> dict[str, Any]:
+        return next((kinds for marker, kinds in self.left.items() if marker in key), {})
+
+    def prompt_tokens(self, kind: str, key: str) -> int | None:
+        left = self._recorded(key).get("prompts", {}).get(kind)
+        return left.pop(0) if left else None
 
     def sample(self, kind: str, key: str, max_tokens: int) -> int:
-        for marker, kinds in self.left.items():
-            if marker in key and kinds.get(kind):
-                return max(1, min(max_tokens, kinds[kind].pop(0)))
+        left = self._recorded(key).get(kind) if self.outputs else None
+        if left:
+            return max(1, min(max_tokens, left.pop(0)))
         return self.fallback.sample(kind, key, max_tokens)
 
 
@@ -62,20 +71,23 @@ def _marker(question: str) -> str:
     return re.match(r"[A-Za-z0-9 ,?]*", question).group(0)[:40]
 
 
-def call_lengths(trace_: list[dict[str, Any]]) -> dict[str, list[int]]:
-    """One query's LLM output lengths by kind, in the order its calls started, and under "prompt"
-    its decoding calls' prompt tokens (one number: a replay does not draw from it)."""
-    out: dict[str, list[int]] = {"text": [], "split": []}
-    add_lengths(out, sorted(trace_, key=lambda t: (t.get("started") or 0.0, t["primitive"])))
+def call_lengths(trace_: list[dict[str, Any]]) -> dict[str, Any]:
+    """One query's LLM output lengths by kind, in the order its calls started; under "prompts" the
+    same calls' prompt lengths by kind, and under "prompt" its decoding calls' prompt tokens summed."""
+    out: dict[str, Any] = {"text": [], "split": []}
+    ordered = sorted(trace_, key=lambda t: (t.get("started") or 0.0, t["primitive"]))
+    add_lengths(out, ordered)
+    out["prompts"] = {"text": [], "split": []}
+    add_lengths(out["prompts"], ordered, field="num_prompt_tokens")
     out["prompt"] = [prompt_tokens(trace_)]
     return out
 
 
-def use_replay(app: Any, per_question: dict[str, dict[str, list[int]]] | None) -> None:
+def use_replay(app: Any, per_question: dict[str, dict[str, Any]] | None, outputs: bool = True) -> None:
     """Give the app's simulated LLMs a ReplayLengths over these lengths (None: their own sampler)."""
     for inst in app.runtime.instances["llm"]:
         base = getattr(inst.handle.sampler, "fallback", inst.handle.sampler)
-        inst.handle.sampler = base if per_question is None else ReplayLengths(per_question, base)
+        inst.handle.sampler = base if per_question is None else ReplayLengths(per_question, base, outputs)
 
 
 async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], system: str) -> list[tuple[float, dict]]:
@@ -145,10 +157,11 @@ async def fresh_profile(app: Any, out: str, tag: str, quick: bool = False, repea
     return profile
 
 
-async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool,
-                  replay: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool, replay: dict[str, Any] | None = None,
+                  outputs: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every (app, rate, system) trace of the plan on started apps -> ({key: latencies}, {key:
-    {question: its output lengths}}); replay: such lengths for the simulated LLMs to decode."""
+    {question: its call lengths}}); replay: such lengths for the simulated LLMs to take (outputs=False:
+    their prompt lengths only)."""
     out: dict[str, Any] = {}
     lengths: dict[str, Any] = {}
     for name, app in apps.items():
@@ -160,7 +173,7 @@ async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool,
                 else:  # the simulated engines' prefix cache is emptied alike
                     for inst in app.runtime.instances["llm"]:
                         inst.handle.reset_prefix_cache()
-                    use_replay(app, None if replay is None else replay[key])
+                    use_replay(app, None if replay is None else replay[key], outputs)
                 got = await trace(app, queries, arrivals, system)
                 out[key] = [lat for lat, _ in got]
                 lengths[key] = {q["question"]: lens for q, (_, lens) in zip(queries, got)}
@@ -224,19 +237,20 @@ def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any
 
 def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any],
              replay: dict[str, Any] | None = None, seeds: int = 1,
-             prompts_out: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Simulated latencies per (app, rate, system); replay: the real run's output lengths per call;
-    prompts_out: filled with each simulated query's prompt tokens (first seed) per trace key.
-    seeds > 1: every trace again with each length-sampler seed, all latencies kept (the expected mean
+             prompts_out: dict[str, Any] | None = None, outputs: bool = True) -> dict[str, Any]:
+    """Simulated latencies per (app, rate, system); replay: the real run's lengths per call (its
+    prompt lengths where recorded, and with outputs=True its output lengths); prompts_out: filled with
+    each simulated query's prompt tokens (first seed) per trace key. seeds > 1, with output lengths
+    sampled: every trace again with each length-sampler seed, all latencies kept (the expected mean
     over the recorded length distribution rather than one draw of it per query)."""
     out: dict[str, list[float]] = {}
     prompts: dict[str, dict[str, int]] = {}
-    for seed in range(seeds if replay is None else 1):
+    for seed in range(seeds if replay is None or not outputs else 1):
         def body(apps: dict[str, Any], seed: int = seed) -> Any:
             for app in apps.values():
                 for inst in app.runtime.instances["llm"]:
                     getattr(inst.handle.sampler, "fallback", inst.handle.sampler).seed = seed
-            return run_all(apps, plan, reset=False, replay=replay)
+            return run_all(apps, plan, reset=False, replay=replay, outputs=outputs)
         lats_by_key, lens_by_key = on_simulated_apps(names, profile, body)
         for key, lats in lats_by_key.items():
             out.setdefault(key, []).extend(lats)
@@ -306,8 +320,9 @@ def prompt_lines(data: dict[str, Any]) -> list[str]:
     keys = [k for k in sim if k in real and all("prompt" in v for v in real[k].values())]
     if not keys:
         return []
-    out = ["", "Prompt tokens per query (decoding calls summed), real vs the real-lengths replay (the simulated "
-           "retrieval picks its own chunks):", "",
+    why = ("it gives each call its real prompt length, so this checks the replay took them" if has_prompts(real)
+           else "the simulated retrieval picks its own chunks")
+    out = ["", f"Prompt tokens per query (decoding calls summed), real vs the real-lengths replay ({why}):", "",
            "| app | rate | system | real mean | simulated mean | error | per-query errors |",
            "|---|---|---|---:|---:|---:|---|"]
     for key in keys:
@@ -329,6 +344,22 @@ def prompt_lines(data: dict[str, Any]) -> list[str]:
     return out
 
 
+def replay_text(data: dict[str, Any]) -> str:
+    """What the replayed columns take from the real run: runs before per-call prompts were recorded
+    replayed output lengths only."""
+    if not has_prompts(data.get("real_lengths") or {}):
+        return ("The last two columns simulate each call with the output length the same call had on the real "
+                "engines (the cost models alone, without the length sampler's draw).")
+    return ("The next two columns give each decoding call the prompt length the same call had on the real engines "
+            "(the simulated retrieval picks its own chunks, so its prompts differ query by query) and sample the "
+            "output lengths; the last two also give each call its real output length (the cost models alone).")
+
+
+def has_prompts(per_call: dict[str, Any]) -> bool:
+    """Whether a run recorded each call's prompt length (runs before it recorded only outputs)."""
+    return any("prompts" in lens for by_q in per_call.values() for lens in by_q.values())
+
+
 def markdown(data: dict[str, Any], command: str) -> str:
     lines = ["## Simulator fidelity: the RAG benchmark measured vs simulated (bench/sim_fidelity.py)", "",
              f"Command: `{command}` ({data['wall_s'] / 60:.1f} min). Profile: `{data['profile_path']}` "
@@ -338,23 +369,27 @@ def markdown(data: dict[str, Any], command: str) -> str:
              f"engines" + (f"; the profile's prompt-token estimate scaled by {data['token_scale']:.3f} so those queries' "
              "simulated prompts have as many tokens as their real ones" if data.get("token_scale") else "") +
              f". Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
-             f"The simulated mean is over {data.get('sim_seeds', 1)} length-sampler seed(s) per trace. The last two "
-             "columns simulate each call with the output length the same call had on the real engines "
-             "(the cost models alone, without the length sampler's draw).", "",
-             "| app | rate | system | measured mean (s) | simulated mean (s) | error | simulated, real lengths (s) "
-             "| error |", "|---|---|---|---:|---:|---:|---:|---:|"]
-    errs, rerrs = [], []
+             f"The simulated mean is over {data.get('sim_seeds', 1)} length-sampler seed(s) per trace. "
+             + replay_text(data), "",
+             "| app | rate | system | measured mean (s) | simulated mean (s) | error "
+             + ("| simulated, real prompts (s) | error " if "prompted" in data else "")
+             + "| simulated, real lengths (s) | error |",
+             "|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if "prompted" in data else "")]
+    errs: dict[str, list[float]] = {"sim": [], "prompted": [], "replay": []}
     for key, real in data["real"].items():
         app, rate, system = key.split("|")
-        m, s = statistics.fmean(real), statistics.fmean(data["sim"][key])
-        r = statistics.fmean(data["replay"][key]) if "replay" in data else float("nan")
-        errs.append(abs(s - m) / m)
-        rerrs.append(abs(r - m) / m)
-        lines.append(f"| {app} | {rate} ({RATES[app][rate]} q/s) | {system} | {m:.2f} | {s:.2f} | {(s - m) / m:+.0%} "
-                     f"| {r:.2f} | {(r - m) / m:+.0%} |")
-    lines += ["", f"Mean absolute error {statistics.fmean(errs):.0%}; {sum(e <= 0.15 for e in errs)} of {len(errs)} "
-              f"points within 15% (the target: every point). With the real output lengths: mean absolute error "
-              f"{statistics.fmean(rerrs):.0%}, {sum(e <= 0.15 for e in rerrs)} of {len(rerrs)} within 15%."]
+        m = statistics.fmean(real)
+        cells = []
+        for col in ("sim", "prompted", "replay"):
+            if col in data:
+                s = statistics.fmean(data[col][key])
+                errs[col].append(abs(s - m) / m)
+                cells.append(f"{s:.2f} | {(s - m) / m:+.0%}")
+        lines.append(f"| {app} | {rate} ({RATES[app][rate]} q/s) | {system} | {m:.2f} | " + " | ".join(cells) + " |")
+    said = {"sim": "Mean absolute error", "prompted": "with the real prompt lengths: mean absolute error",
+            "replay": "with the real lengths: mean absolute error"}
+    lines += ["", "; ".join(f"{said[c]} {statistics.fmean(e):.0%}, {sum(x <= 0.15 for x in e)} of {len(e)} points "
+                            "within 15%" for c, e in errs.items() if e) + " (the target: every point)."]
     lines += prompt_lines(data)
     its = data["iterations"]
     if its and its[0].get("direct"):
@@ -454,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     data["profile_source"] = profile.get("source", "")
     data["sim"] = sim_side(names, plan, profile, seeds=args.sim_seeds)
     data["sim_seeds"] = args.sim_seeds
+    if has_prompts(data["real_lengths"]):
+        data["prompted"] = sim_side(names, plan, profile, replay=data["real_lengths"], seeds=args.sim_seeds,
+                                    outputs=False)
     data["replay_prompts"] = {}
     data["replay"] = sim_side(names, plan, profile, replay=data["real_lengths"], prompts_out=data["replay_prompts"])
     data["iterations"] = iteration_check(profile)

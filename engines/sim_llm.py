@@ -40,7 +40,8 @@ from engines.sim_device import DeviceShare, computing
 from engines.sim_admission import Emit, SimAdmission, SimSeq
 from engines.sim_cost import IterationCost
 from engines.sim_kv import BlockPool, block_hashes
-from engines.sim_text import LengthSampler, continuation_ids, output_id, output_token, prompt_ids
+from engines.sim_text import (LengthSampler, continuation_ids, output_id, output_token, prompt_ids,
+                              resize_prompt)
 from engines.prefix_memo import PrefixMemo
 from engines.split_parser import SplitParser
 from engines.vllm_requests import DECODE_OPS, PREFILL_OPS, check_request
@@ -192,12 +193,14 @@ class SimLLM(SimAdmission):
 
     def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> SimSeq:
         ids = prompt_ids(req["parts"], req["complete"], self.token_ratio, self.template_tokens)
+        decode = op in DECODE_OPS
+        kind = "split" if req["split"] else "text"
+        if decode and not req["continuation"] and not req["resume_ids"]:
+            ids = self._replayed_prompt(ids, kind, req)
         ids += continuation_ids(req["continuation"], self.token_ratio)
         prompt_len = len(ids)
-        decode = op in DECODE_OPS
         target = 0
         if decode:
-            kind = "split" if req["split"] else "text"
             full = req["max_tokens"] + len(req["resume_ids"])
             total = full if req["ignore_eos"] else self.sampler.sample(kind, repr(req["parts"]), full)
             target = max(1, total - len(req["resume_ids"])) if total > len(req["resume_ids"]) else 1
@@ -211,6 +214,12 @@ class SimLLM(SimAdmission):
         loop = asyncio.get_running_loop()
         return SimSeq(op, i, req, ids, prompt_len, target, next(self._order), loop.create_future(), emit, parser,
                       topic=topic, arrived=loop.time())
+
+    def _replayed_prompt(self, ids: list[int], kind: str, req: dict[str, Any]) -> list[int]:
+        """The prompt resized to the length a replayed trace gives this call, when the sampler replays one."""
+        want = getattr(self.sampler, "prompt_tokens", None)
+        n = want(kind, repr(req["parts"])) if want else None
+        return resize_prompt(ids, n, 3 if req["complete"] else 0) if n else ids
 
     # ---- the iteration loop -------------------------------------------------------------------------
     async def _loop(self) -> None:

@@ -59,6 +59,18 @@ def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 
     return ids
 
 
+PAD_ID = 2_500_000
+
+
+def resize_prompt(ids: Sequence[int], n: int, tail: int = 0) -> list[int]:
+    """`ids` made `n` long: tokens cut, or pad ids added, just before the last `tail` ids (the assistant
+    turn's opening), so the prompt's start, what a prefix cache matches, stays as it was."""
+    cut = len(ids) - tail
+    keep = max(0, n - tail)
+    head = list(ids[:min(cut, keep)]) + [PAD_ID] * max(0, keep - cut)
+    return head + list(ids[cut:])
+
+
 def continuation_ids(segments: Sequence[str | list[int]], ratio: float = 1.15) -> list[int]:
     """Ids of what follows a prompt in a call continued after a pause: id lists as they are, texts
     (tool results) as pseudo ids counted like a prompt's."""
@@ -97,6 +109,11 @@ class LengthSampler:
             if values[0] < 1:
                 raise ValueError(f"output lengths of kind {kind!r} must be >= 1 tokens, got {values[0]}")
         self.seed = seed
+
+    def prompt_tokens(self, kind: str, key: str) -> int | None:
+        """The prompt length a replayed trace gives this call; None: the prompt's own (a sampler
+        never changes prompts; a replay of recorded calls may)."""
+        return None
 
     def sample(self, kind: str, key: str, max_tokens: int) -> int:
         values = self.lengths.get(kind) or self.lengths.get("default")

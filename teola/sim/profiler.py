@@ -184,18 +184,20 @@ async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[s
     return {"cost": cost, "fit": report}
 
 
-def add_lengths(lengths: dict[str, list[int]], trace: list[dict[str, Any]]) -> None:
+def add_lengths(lengths: dict[str, list[int]], trace: list[dict[str, Any]],
+                field: str = "num_output_tokens") -> None:
     """Add one query's LLM output lengths (from its trace) to `lengths` by kind, as the simulated
     LLM samples them: "split" for a call that returns an item list, whether pipelined (counted once,
-    at its first item) or one decode (its trace entry says "split"), "text" for other decodes."""
+    at its first item) or one decode (its trace entry says "split"), "text" for other decodes.
+    field="num_prompt_tokens": the same calls' prompt lengths instead."""
     for tr in trace:
         if "num_output_tokens" not in tr or "fused_into" in tr:
             continue
         if tr["op"] == "partial_decoding":
             if tr["primitive"].endswith("[0]"):
-                lengths.setdefault("split", []).append(int(tr["num_output_tokens"]))
+                lengths.setdefault("split", []).append(int(tr.get(field) or 0))
         elif tr["op"] == "decoding":
-            lengths.setdefault("split" if tr.get("split") else "text", []).append(int(tr["num_output_tokens"]))
+            lengths.setdefault("split" if tr.get("split") else "text", []).append(int(tr.get(field) or 0))
 
 
 async def record_lengths(app: App, n: int, say: Say) -> dict[str, list[int]]:

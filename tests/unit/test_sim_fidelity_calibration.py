@@ -73,3 +73,36 @@ def test_replayed_lengths_reach_the_calls_they_were_recorded_from():
         assert next(t for t in first if "expand" in t["primitive"] and t["op"] == "decoding").get("split")
         assert len(lengths["split"]) == 1 and len(lengths["text"]) == 1
         assert decodes(again) == decodes(first)
+
+
+def test_a_replay_gives_each_call_its_recorded_prompt_length_with_or_without_its_output_length():
+    """The real run's per-call prompt lengths reach the same calls (the simulated retrieval picks its
+    own chunks, so its prompts differ from the real ones); outputs=False keeps the sampler's lengths."""
+    from bench.rag import SYSTEMS
+    from bench.sim_fidelity import call_lengths, on_simulated_apps, use_replay
+    from bench.workloads import app_query
+
+    profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
+    profile["engines"]["vllm"]["lengths"] = {"text": [30], "split": [20]}
+    q = doc_qa_queries(1, 10, "truthfulqa", 0)[0]
+    config, policy = SYSTEMS["LlamaDist-PO"]
+
+    def decodes(trace: list[dict]) -> list[tuple[bool, int, int]]:
+        return sorted((bool(t.get("split")), t["num_prompt_tokens"], t["num_output_tokens"])
+                      for t in trace if t["op"] == "decoding")
+
+    async def body(apps):
+        app = apps["advanced_rag"]
+        app.runtime.set_policy(policy)
+        recorded = call_lengths((await app.run(app_query(q), {**config, "policy": policy})).trace)
+        recorded |= {"text": [7], "split": [11], "prompts": {"text": [333], "split": [222]}}
+        out = []
+        for outputs in (True, False):
+            use_replay(app, {q["question"]: recorded}, outputs)
+            out.append(decodes((await app.run(app_query(q), {**config, "policy": policy})).trace))
+        use_replay(app, None)
+        return out
+
+    both, prompts_only = on_simulated_apps(("advanced_rag",), profile, body)
+    assert both == [(False, 333, 7), (True, 222, 11)]
+    assert prompts_only == [(False, 333, 30), (True, 222, 20)]

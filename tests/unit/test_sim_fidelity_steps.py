@@ -54,7 +54,8 @@ def test_the_prompt_table_compares_each_query_real_and_simulated_prompt_tokens()
               "num_output_tokens": 9, "started": 0.0},
              {"primitive": "a.call.decode", "op": "decoding", "num_prompt_tokens": 400, "num_output_tokens": 9,
               "started": 0.0}]
-    assert call_lengths(trace) == {"text": [9], "split": [], "prompt": [400]}  # the fused prefill counted once
+    # the fused prefill counted once
+    assert call_lengths(trace) == {"text": [9], "split": [], "prompts": {"text": [400], "split": []}, "prompt": [400]}
     data = {"real_lengths": {"naive_rag|low|teola": {"q1": {"text": [9], "prompt": [400]},
                                                       "q2": {"text": [5], "prompt": [200]}}},
             "replay_prompts": {"naive_rag|low|teola": {"q1": 300, "q2": 200}}}

@@ -286,3 +286,37 @@ def test_a_partial_prefill_the_engine_would_not_cache_or_already_has_returns_at_
     assert out[2] == ("prefix sent before", 0.0)
     assert "skipped" not in again and "skipped" not in unskipped  # after a reset it is sent again
     assert iterations == 2  # the long prefix, twice; the short one never ran
+
+
+def test_resize_prompt_cuts_or_pads_just_before_the_assistant_turn():
+    from engines.sim_text import PAD_ID, resize_prompt
+    assert resize_prompt([1, 2, 3, 4, 8, 9], 4, tail=2) == [1, 2, 8, 9]
+    assert resize_prompt([1, 2, 9], 5, tail=1) == [1, 2, PAD_ID, PAD_ID, 9]
+    assert resize_prompt([1, 2, 3], 2) == [1, 2]
+    assert resize_prompt([1, 2, 3], 3, tail=1) == [1, 2, 3]
+
+
+def test_a_replayed_prompt_length_is_the_calls_and_keeps_its_cached_start():
+    """A sampler that replays recorded calls may give a decoding call its recorded prompt length: the
+    engine cuts or pads the prompt to it before the assistant turn, so the start still hits the cache."""
+    class Replay:
+        def __init__(self):
+            self.left = [24, 60]
+
+        def prompt_tokens(self, kind, key):
+            return self.left.pop(0)
+
+        def sample(self, kind, key, max_tokens):
+            return max_tokens
+
+    async def main():
+        e = engine(block_size=16)
+        await e.start()
+        await e.execute("prefilling", [req(37, 1)])  # 40 tokens: 2 full blocks cached
+        e.sampler = Replay()
+        short = (await e.execute("decoding", [req(37, 2)]))[0]
+        long = (await e.execute("decoding", [req(37, 2)]))[0]
+        return short, long
+    short, long = run(main)
+    assert (short["num_prompt_tokens"], short["num_cached_tokens"]) == (24, 16)
+    assert (long["num_prompt_tokens"], long["num_cached_tokens"]) == (60, 32)
