@@ -105,11 +105,15 @@ async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], 
     return list(await asyncio.gather(*(one(i) for i in range(len(arrivals)))))
 
 
-async def lengths_of(app: Any, queries: list[dict[str, Any]], prompts: list[int] | None = None) -> dict[str, list[int]]:
-    """Output lengths by kind of the queries' LLM calls; `prompts` collects each decode's prompt tokens."""
+async def lengths_of(app: Any, queries: list[dict[str, Any]], prompts: list[int] | None = None,
+                     system: str = "teola") -> dict[str, list[int]]:
+    """Output lengths by kind of the queries' LLM calls run as `system` does (bench.rag's SYSTEMS);
+    `prompts` collects each decode's prompt tokens."""
+    config, policy = SYSTEMS[system]
+    app.runtime.set_policy(policy)
     out: dict[str, list[int]] = {"text": [], "split": []}
     for q in queries:
-        tr = (await app.run(app_query(q))).trace
+        tr = (await app.run(app_query(q), {**config, "policy": policy})).trace
         add_lengths(out, tr)
         if prompts is not None:
             prompts.append(prompt_tokens(tr))
@@ -205,9 +209,13 @@ async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int,
         cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
         lengths: dict[str, list[int]] = {"text": [], "split": []}
         for app in apps.values():
-            got = await lengths_of(app, cal, side.setdefault("prompts", []))
-            for k in lengths:
-                lengths[k] += got[k]
+            # every system's calls, so each kind a system makes (LlamaDist's one-decode expansion is
+            # "split") has recorded lengths to draw from; prompts: teola's, as calibrate_tokens runs it
+            for system in plan["systems"]:
+                got = await lengths_of(app, cal, side.setdefault("prompts", []) if system == "teola" else None,
+                                       system)
+                for k in lengths:
+                    lengths[k] += got[k]
         real, per_call = await run_all(apps, plan, reset=True)
         return lengths, real, per_call
     finally:
@@ -365,8 +373,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
              f"Command: `{command}` ({data['wall_s'] / 60:.1f} min). Profile: `{data['profile_path']}` "
              f"({data['profile_source']}). Workload: bench.rag's (TruthfulQA questions over 10 BoolQ passages, "
              f"seed {data['seed']}, {data['n']} queries per trace, its low / high Poisson rates); the simulator "
-             f"samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000) on the real "
-             f"engines" + (f"; the profile's prompt-token estimate scaled by {data['token_scale']:.3f} so those queries' "
+             f"samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000"
+             + (", run as each system runs them" if data.get("cal_per_system") else "") + ") on the real engines"
+             + (f"; the profile's prompt-token estimate scaled by {data['token_scale']:.3f} so those queries' "
              "simulated prompts have as many tokens as their real ones" if data.get("token_scale") else "") +
              f". Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
              f"The simulated mean is over {data.get('sim_seeds', 1)} length-sampler seed(s) per trace. "
@@ -432,6 +441,7 @@ def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str,
             "profile_path": args.profile if not fresh else
             f"bench/results/{args.out}_profile.json, measured in this run before the real traces",
             "seed": 0, "n": len(next(iter(real.values()))), "n_cal": n_cal, "repeats": args.repeats,
+            "cal_per_system": True,
             "wall_s": time.perf_counter() - t0,
             "load_before": load0, "load_after": os.getloadavg()[0]}
 

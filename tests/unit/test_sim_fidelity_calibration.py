@@ -106,3 +106,22 @@ def test_a_replay_gives_each_call_its_recorded_prompt_length_with_or_without_its
     both, prompts_only = on_simulated_apps(("advanced_rag",), profile, body)
     assert both == [(False, 333, 7), (True, 222, 11)]
     assert prompts_only == [(False, 333, 30), (True, 222, 20)]
+
+
+def test_calibration_records_the_call_kinds_each_system_makes():
+    """LlamaDist's expansion is a one-decode "split" call that teola's advanced RAG does not make: a
+    calibration run only as teola runs the queries left the sampler no split lengths, and every
+    simulated expansion decoded its max_tokens."""
+    from bench.sim_fidelity import lengths_of, on_simulated_apps
+
+    profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
+    profile["engines"]["vllm"]["lengths"] = {"text": [30], "split": [20]}
+    cal = doc_qa_queries(2, 10, "truthfulqa", 1000)
+
+    async def body(apps):
+        app = apps["advanced_rag"]
+        return [await lengths_of(app, cal, None, system) for system in ("teola", "LlamaDist-PO")]
+
+    teola, llamadist = on_simulated_apps(("advanced_rag",), profile, body)
+    assert teola["split"] == [] and len(teola["text"]) == 2
+    assert llamadist["split"] == [20, 20] and len(llamadist["text"]) == 2
