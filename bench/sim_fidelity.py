@@ -440,7 +440,7 @@ def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str,
     return {"real": real, "real_lengths": per_call, "lengths": lengths, "prompts": side["prompts"],
             "profile_path": args.profile if not fresh else
             f"bench/results/{args.out}_profile.json, measured in this run before the real traces",
-            "seed": 0, "n": len(next(iter(real.values()))), "n_cal": n_cal, "repeats": args.repeats,
+            "seed": args.seed, "n": len(next(iter(real.values()))), "n_cal": n_cal, "repeats": args.repeats,
             "cal_per_system": True,
             "wall_s": time.perf_counter() - t0,
             "load_before": load0, "load_after": os.getloadavg()[0]}
@@ -471,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resim", action="store_true",
                    help="no engines: simulate again the real run stored in bench/results/<out>.json (with its "
                         "queries per trace; --n is ignored)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the measured traces' queries and arrivals (default 0, bench.rag's; the "
+                        "calibration queries use seed 1000)")
     p.add_argument("--out", default="sim_fidelity")
     args = p.parse_args(argv)
     command = "python -m bench.sim_fidelity " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -481,7 +484,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.resim:
         data = json.loads((results / f"{args.out}.json").read_text(encoding="utf-8"))
         n = int(data["n"])  # the stored run's queries per trace, whatever --n says
-    plan = make_plan(names, n, systems, seed=0)
+    seed = int(data.get("seed", 0)) if args.resim else args.seed
+    if seed == 1000:
+        p.error("--seed 1000 is the calibration queries' seed: the measured traces must be other queries")
+    plan = make_plan(names, n, systems, seed=seed)
     if args.resim:
         command = data.get("command", "python -m bench.sim_fidelity --profile fresh") + \
             f"; simulated again by `{command}`"

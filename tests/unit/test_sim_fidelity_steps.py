@@ -69,3 +69,10 @@ def test_the_prompt_table_compares_each_query_real_and_simulated_prompt_tokens()
     assert "Over the 3 queries of these traces, a query's prompt-token error and its replayed latency error " \
            "correlate at r = 1.00." in "\n".join(prompt_lines(data))
     assert prompt_lines({"real_lengths": {"k|r|s": {"q": {"text": [1]}}}, "replay_prompts": {"k|r|s": {"q": 5}}}) == []
+
+
+def test_the_measured_traces_cannot_reuse_the_calibration_queries_seed(capsys):
+    from bench.sim_fidelity import main
+    with pytest.raises(SystemExit):
+        main(["--profile", "fresh", "--seed", "1000"])
+    assert "calibration queries' seed" in capsys.readouterr().err
