@@ -88,17 +88,15 @@ def markdown(data: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-async def measure(sizes: list[int], outs: list[int], rounds: int, words: int, seed: int) -> list[dict[str, Any]]:
+async def measure(sizes: list[int], outs: list[int], rounds: int, words: int, seed: int,
+                  options: dict[str, Any]) -> list[dict[str, Any]]:
     from engines.paths import configure_engine_env
     configure_engine_env()
     from engines.vllm_engine import VLLMEngine
     from teola.sim.fit import steady_steps
     from teola.sim.profiler import _prose, _reset, _timed_steps
 
-    from engines.engine_settings import resolve_options
-    # the layout an app's runtime gives the engine (on a CPU machine: bound to cores 1..C-1, in the
-    # engine-core process), which `teola profile` measures; VLLMEngine alone would take vLLM's own
-    engine = VLLMEngine("llm", model="smollm2-135m-instruct", **resolve_options("vllm", {}))
+    engine = VLLMEngine("llm", model="smollm2-135m-instruct", **options)
     await engine.start()
     steps: dict[tuple[int, int], list[float]] = {(b, o): [] for b in sizes for o in outs}
     try:
@@ -140,11 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     if a.rounds < 1 or len(set(sizes)) < 3 or any(x < 1 for x in sizes + outs):
         p.error("need --rounds >= 1, at least 3 distinct batch sizes, and sizes / outs >= 1")
     t0 = time.perf_counter()
-    rows = asyncio.run(measure(sizes, outs, a.rounds, a.words, a.seed))
     from bench.common import machine
     from engines.engine_settings import resolve_options
+    # the layout an app's runtime gives the engine (on a CPU machine: bound to cores 1..C-1, in the
+    # engine-core process), which `teola profile` measures; VLLMEngine alone would take vLLM's own
+    options = resolve_options("vllm", {})
+    rows = asyncio.run(measure(sizes, outs, a.rounds, a.words, a.seed, options))
     data = {"rows": rows, "outs": outs, "rounds": a.rounds, "words": a.words, "seconds": time.perf_counter() - t0,
-            "machine_cpu": machine()["cpu"] or platform.machine(), "options": resolve_options("vllm", {})}
+            "machine_cpu": machine()["cpu"] or platform.machine(), "options": options}
     command = command_line("python -m bench.step_shape", (("--rounds", a.rounds if a.rounds != 4 else None),
                                                           ("--sizes", a.sizes if a.sizes != "1,2,3,4,6,8,16" else None),
                                                           ("--outs", a.outs if a.outs != "40,120" else None)))

@@ -40,8 +40,8 @@ from engines.sim_device import DeviceShare, computing
 from engines.sim_admission import Emit, SimAdmission, SimSeq
 from engines.sim_cost import IterationCost
 from engines.sim_kv import BlockPool, block_hashes
-from engines.sim_text import (LengthSampler, continuation_ids, output_id, output_token, prompt_ids,
-                              resize_prompt)
+from engines.sim_text import (ASSISTANT_TURN, LengthSampler, continuation_ids, output_id, output_token,
+                              prompt_ids, resize_prompt)
 from engines.prefix_memo import PrefixMemo
 from engines.split_parser import SplitParser
 from engines.vllm_requests import DECODE_OPS, PREFILL_OPS, check_request
@@ -217,9 +217,8 @@ class SimLLM(SimAdmission):
 
     def _replayed_prompt(self, ids: list[int], kind: str, req: dict[str, Any]) -> list[int]:
         """The prompt resized to the length a replayed trace gives this call, when the sampler replays one."""
-        want = getattr(self.sampler, "prompt_tokens", None)
-        n = want(kind, repr(req["parts"])) if want else None
-        return resize_prompt(ids, n, 3 if req["complete"] else 0) if n else ids
+        n = self.sampler.prompt_tokens(kind, repr(req["parts"]))
+        return resize_prompt(ids, n, len(ASSISTANT_TURN) if req["complete"] else 0) if n else ids
 
     # ---- the iteration loop -------------------------------------------------------------------------
     async def _loop(self) -> None:

@@ -48,6 +48,9 @@ def memo_caches() -> tuple:
     return (count_tokens, _piece_hashes, text_ids)
 
 
+ASSISTANT_TURN = (2_000_000, 2_000_001, 2_000_002)  # the assistant turn's opening tokens, ending a complete prompt
+
+
 def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 1.15,
                template_tokens: int = 12) -> list[int]:
     """Pseudo token ids of a prompt (see the module docstring)."""
@@ -55,7 +58,7 @@ def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 
     for _, text in parts:
         ids.extend(text_ids(text, ratio))
     if complete:
-        ids.extend((2_000_000, 2_000_001, 2_000_002))  # the assistant turn's opening tokens
+        ids.extend(ASSISTANT_TURN)
     return ids
 
 

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from engines.sim_llm import IterationCost, SimLLM
+from engines.sim_text import ASSISTANT_TURN
 from teola.sim.virtual_loop import run_virtual
 
 LLM_TERMS = ("base", "prefill_token", "decode_seq", "context_token", "prefill_attention")
@@ -81,7 +82,7 @@ def fit_tokens(samples: list[tuple[int, int]]) -> tuple[float, int]:
     """(counted words and marks, real prompt tokens) pairs -> (token_ratio, template_tokens)."""
     rows = [[float(w), 1.0] for w, _ in samples]
     ratio, template = nnls(rows, [float(t) for _, t in samples])
-    return round(ratio, 4), max(0, round(template) - 3)  # 3: the sim's assistant-turn tokens
+    return round(ratio, 4), max(0, round(template) - len(ASSISTANT_TURN))
 
 
 def fit_llm(samples: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
