@@ -9,8 +9,8 @@ free KV blocks allow (chunked prefill; prefix-cache hits skip the cached blocks;
          + prefill_attention * (prefilled tokens x the context each attends to) / 1000
 
 seconds on the event loop's clock (`IterationCost`, SamuLLM's linear form plus prefill attention, which
-is what makes long prompts superlinear on a CPU; `teola profile` fits it to
-a real engine). When a sequence needs a block and none is free, the last admitted running sequence
+is what makes long prompts superlinear on a CPU; an iteration that only decodes is scaled by the
+profile's decode batch curve, if any; `teola profile` fits it to a real engine). When a sequence needs a block and none is free, the last admitted running sequence
 is preempted, by recompute (its blocks are freed; it is re-prefilled, mostly from the prefix cache)
 or by swap (its blocks move out and back in at `swap_seconds_per_block`, the batched swap kernel's
 measured cost). `abort_kv="swap"` models teola's own preemption (abort, then resume with the

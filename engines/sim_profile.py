@@ -6,7 +6,8 @@ A profile is a JSON file:
      "provenance": "measured" | "derived",   # measured here by `teola profile`, or derived from publications
      "source": "...",                        # where every number comes from
      "engines": {
-        "vllm": {"cost": {"base": s, "prefill_token": s, "decode_seq": s, "context_token": s},
+        "vllm": {"cost": {"base": s, "prefill_token": s, "decode_seq": s, "context_token": s,
+                          "decode_batch_factor": [[batch, factor], ...]},  # the curve: optional
                  "max_num_seqs": 8, "max_num_batched_tokens": 2048, "num_blocks": 4096, "block_size": 16,
                  "token_ratio": 1.15, "lengths": {"text": [...], "split": [...]}, ...},
         "sentence_transformers": {"latency": {"1": s, "32": s}},      # seconds per batch of n, and/or

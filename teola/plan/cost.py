@@ -88,7 +88,8 @@ class ModelCost:
                              prefill_token=c.prefill_token / tp + per_token,
                              decode_seq=c.decode_seq / tp + per_token,
                              context_token=c.context_token / tp,
-                             prefill_attention=c.prefill_attention / tp)
+                             prefill_attention=c.prefill_attention / tp,
+                             decode_batch_factor=c.decode_batch_factor)
 
     def kv_tokens(self, tp: int) -> int:
         p = self.par

@@ -155,27 +155,28 @@ class _Replica:
         n = len(self.decoding)
         k = self.decoding[0][0] - self.g
         c = self.cost
-        step = c.base + c.decode_seq * n
-        first = step + c.context_token * self.ctx
+        f = c.factor(n)  # the decode batch curve: the same n sequences decode through the whole run
+        step, per_ctx = f * (c.base + c.decode_seq * n), f * c.context_token
+        first = step + per_ctx * self.ctx
         if self.pending and len(self.decoding) < self.max_seqs:
             k = min(k, max(1, math.ceil((self.pending[0][0] - self.t) / first)))
         if horizon < math.inf:
-            k = min(k, self._fits(horizon - self.t, n, step))
+            k = min(k, self._fits(horizon - self.t, n, step, per_ctx))
             if k <= 0:
                 return False
-        self.t += self._run_seconds(k, n, step)
+        self.t += self._run_seconds(k, n, step, per_ctx)
         self.g += k
         self.ctx += n * k
         self._pop_finished()
         return True
 
-    def _run_seconds(self, k: int, n: int, step: float) -> float:
-        return k * step + self.cost.context_token * (k * self.ctx + n * k * (k - 1) / 2)
+    def _run_seconds(self, k: int, n: int, step: float, per_ctx: float) -> float:
+        return k * step + per_ctx * (k * self.ctx + n * k * (k - 1) / 2)
 
-    def _fits(self, seconds: float, n: int, step: float) -> int:
+    def _fits(self, seconds: float, n: int, step: float, per_ctx: float) -> int:
         """The most decode iterations that end within `seconds`."""
-        k = int(seconds // (step + self.cost.context_token * self.ctx)) if seconds > 0 else 0
-        while k > 0 and self._run_seconds(k, n, step) > seconds + 1e-12:
+        k = int(seconds // (step + per_ctx * self.ctx)) if seconds > 0 else 0
+        while k > 0 and self._run_seconds(k, n, step, per_ctx) > seconds + 1e-12:
             k -= 1
         return k
 

@@ -23,6 +23,7 @@ decodes); each such measurement is one more row, an iteration of B sequences ove
 from __future__ import annotations
 
 import asyncio
+import math
 import statistics
 from typing import Any, Sequence
 
@@ -94,7 +95,17 @@ def fit_llm(samples: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[di
               "features": [round(x, 6) for x in row], "seconds": s["seconds"]}
              | ({"runs": s["runs"]} if "runs" in s else {}) | ({"steps": s["steps"]} if s.get("steps") else {})
              for s, row in zip(samples, rows)]
-    return fit_llm_rows(brief)
+    cost, report = fit_llm_rows(brief)
+    if cost.get("decode_batch_factor"):
+        # the curve scales decode-only iterations, so each batch total is simulated again under the
+        # whole model; the linear part's prediction stays in "linear_s"
+        full = IterationCost(**cost)
+        for s, e in zip(samples, report["samples"]):
+            e["linear_s"], e["predicted_s"] = e["predicted_s"], round(
+                _simulated(s["texts"], s["out_tokens"], settings, full), 5)
+            e["error"] = round((e["predicted_s"] - e["measured_s"]) / e["measured_s"], 4) if e["measured_s"] > 0 else 0.0
+        report["mean_abs_error"] = round(statistics.fmean(abs(e["error"]) for e in report["samples"]), 4)
+    return cost, report
 
 
 def decode_pairs(samples: list[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -171,9 +182,40 @@ def fit_llm_rows(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[
         measured, predicted = float(s["steps"]["step_s"]), sum(c * x for c, x in zip(coef, step_row(s["steps"])))
         report["steps"].append({"batch": s["batch"], "prompt_tokens": s.get("prompt_tokens"),
                                 "out_tokens": s["out_tokens"], **s["steps"], "measured_s": round(measured, 6),
-                                "predicted_s": round(predicted, 6),
-                                "error": round((predicted - measured) / measured, 4) if measured > 0 else None})
-    return dict(zip(LLM_TERMS, coef)), report
+                                "linear_s": round(predicted, 6)})
+    cost: dict[str, Any] = dict(zip(LLM_TERMS, coef))
+    curve = batch_curve(report["steps"])
+    if curve:
+        cost["decode_batch_factor"] = curve
+    _score_steps(report["steps"], dict(curve))
+    return cost, report
+
+
+def batch_curve(steps: list[dict[str, Any]]) -> list[list[float]]:
+    """The decode batch curve (engines.sim_cost) from streamed step measurements ("batch",
+    "measured_s", "linear_s": the linear part's prediction): per measured batch size, the geometric
+    mean of measured over predicted, each row weighted by the token gaps its median came from (a
+    short output's window holds few). [] without usable measurements."""
+    logs: dict[int, list[tuple[float, float]]] = {}
+    for r in steps:
+        if r.get("measured_s", 0) > 0 and r.get("linear_s", 0) > 0:
+            w = float(r.get("gaps") or 1)
+            logs.setdefault(int(r["batch"]), []).append((math.log(r["measured_s"] / r["linear_s"]), w))
+    return [[b, round(math.exp(sum(x * w for x, w in v) / sum(w for _, w in v)), 4)] for b, v in sorted(logs.items())]
+
+
+def _score_steps(steps: list[dict[str, Any]], curve: dict[int, float]) -> None:
+    """Each step row's prediction under the fitted model (linear part x its batch's factor) and its
+    error, which is in sample: the factor came from these rows. "held_out_error" takes the factor from
+    the same batch's rows at other prompt sizes (over 25% apart) alone; None when there are none."""
+    for r in steps:
+        m = r["measured_s"]
+        r["predicted_s"] = round(r["linear_s"] * curve.get(r["batch"], 1.0), 6)
+        r["error"] = round((r["predicted_s"] - m) / m, 4) if m > 0 else None
+        others = [o for o in steps if o["batch"] == r["batch"] and o.get("prompt_tokens") and r.get("prompt_tokens")
+                  and abs(o["prompt_tokens"] - r["prompt_tokens"]) > 0.25 * max(o["prompt_tokens"], r["prompt_tokens"])]
+        held = dict(batch_curve(others)).get(r["batch"]) if others else None
+        r["held_out_error"] = round((r["linear_s"] * held - m) / m, 4) if held and m > 0 else None
 
 
 def fit_linear(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:

@@ -108,8 +108,10 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
                 "block_size": int(getattr(engine, "block_size", None) or 16)}
     # the fit replays batches on the virtual clock: its own event loop, so not on this running one
     cost, report = await asyncio.to_thread(fit_llm, samples, settings)
-    say(f"llm: fitted {', '.join(f'{k}={v:.3g}' for k, v in cost.items())} "
-        f"(mean abs error {report['mean_abs_error']:.1%} over {len(samples)} batches)")
+    curve = cost.get("decode_batch_factor") or []
+    say(f"llm: fitted {', '.join(f'{k}={v:.3g}' for k, v in cost.items() if k != 'decode_batch_factor')}"
+        + (f", decode batch curve {', '.join(f'{b}: x{f:.2f}' for b, f in curve)}" if curve else "")
+        + f" (mean abs error {report['mean_abs_error']:.1%} over {len(samples)} batches)")
     return {**settings, "num_blocks": 65536, "cost": cost, "fit": report}
 
 

@@ -76,3 +76,17 @@ def test_the_measured_traces_cannot_reuse_the_calibration_queries_seed(capsys):
     with pytest.raises(SystemExit):
         main(["--profile", "fresh", "--seed", "1000"])
     assert "calibration queries' seed" in capsys.readouterr().err
+
+
+def test_a_profile_with_a_batch_curve_shows_the_linear_part_and_the_held_out_factor():
+    row = lambda p, m, lin, pr, held: {"batch": 4, "prompt_tokens": p, "out_tokens": 40, "decode_seqs": 4,
+                                       "context_tokens": 4 * p, "measured_s": m, "linear_s": lin,
+                                       "predicted_s": pr, "error": (pr - m) / m, "held_out_error": held}
+    its = iteration_check(_profile([row(80, 0.030, 0.036, 0.031, 0.05), row(600, 0.040, 0.044, 0.039, -0.12)]))
+    data = {"wall_s": 60, "profile_path": "p", "profile_source": "s", "seed": 0, "n": 1, "n_cal": 1,
+            "load_before": 0, "load_after": 0, "real": {"naive_rag|low|teola": [2.0]},
+            "sim": {"naive_rag|low|teola": [2.1]}, "iterations": its}
+    text = markdown(data, "cmd")
+    assert "| 4 | 80 | 320 | 30.0 | - | 31.0 | +3% | 36.0 | +20% | +5% |" in text
+    assert "2 of 2 batch shapes within 10%" in text and "errors are in sample" in text
+    assert "The linear part alone: 1 of 2" in text and "other prompt size: 1 of 2" in text
