@@ -333,7 +333,8 @@ def step_lines(data: dict[str, Any]) -> list[str]:
              "streams each decode batch: the median time between a request's tokens while every request of "
              "the batch decodes, 40-token outputs" +
              (f"; each batch run {data['repeats']} times, the median of the runs kept and the runs' range "
-              "shown" if data.get("repeats", 1) > 1 else "") + "):", ""]
+              "shown; a batch whose runs spread over 15% of their median is run as many times again, its "
+              "number of runs shown" if data.get("repeats", 1) > 1 else "") + "):", ""]
     extra = " linear part (ms) | its error | batch factor held out: error |" if curved else ""
     lines += ["| batch | prompt tokens | context tokens in the batch | measured step (ms) | runs (ms) "
               "| model step (ms) | error |" + extra, "|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" * 3 if curved else "")]
@@ -341,6 +342,7 @@ def step_lines(data: dict[str, Any]) -> list[str]:
         m = r["measured_step_s"]
         row = (f"| {r['batch']} | {r['prompt_tokens']} | {r['context_tokens']:,} | {m * 1e3:.1f} | "
                + (f"{min(r['runs']) * 1e3:.0f}-{max(r['runs']) * 1e3:.0f}" if r.get("runs") else "-")
+               + (f" ({len(r['runs'])} runs)" if r.get("runs") and len(r["runs"]) != data.get("repeats", 1) else "")
                + f" | {r['predicted_step_s'] * 1e3:.1f} | {r['error']:+.0%} |")
         if curved:
             held = r.get("held_out_error")

@@ -76,14 +76,17 @@ async def _timed(coro: Any) -> tuple[float, Any]:
 
 
 async def profile_llm(engine: Any, say: Say, quick: bool = False,
-                      sampling: dict[str, Any] | None = None, repeats: int = 1) -> dict[str, Any]:
+                      sampling: dict[str, Any] | None = None, repeats: int = 1,
+                      retime_spread: float | None = 0.15) -> dict[str, Any]:
     """Measure and fit a vLLM engine; returns its profile entry. `sampling` (e.g. {"temperature":
     0.8, "seed": 7}) goes into every decoding request, so a model served with sampling gets a fit of
     its own (on GPU vLLM a seeded request samples with its own generator, a slower path). `repeats`:
     how many rounds time every decoding batch once each, every round after the first in a new
     (seeded) shuffled order; a sample keeps the median over the rounds (and every run in "runs"),
     since a per-step cost is the small difference of two such times and the machine's speed drifts
-    while the rounds run."""
+    while the rounds run. With repeats > 1, a batch whose runs spread by more than `retime_spread` of
+    their median (max - min, of its streamed step times) is timed `repeats` more times, in shuffled
+    rounds of the unsettled batches alone, and keeps the median of all its runs; None never re-times."""
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
     from teola.chunking import count_tokens
@@ -100,7 +103,7 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
     batches = sorted({1, 2, 4, max_seqs} if not quick else {1, max_seqs})
     cells = [(b, words, out) for b in batches for words in ((30, 400) if not quick else (30,))
              for out in ((8, 40) if not quick else (8, 24))]
-    samples += await _decode_samples(engine, cells, repeats, salt, sampling, say)
+    samples += await _decode_samples(engine, cells, repeats, salt, sampling, say, retime_spread)
     ratio, template = fit_tokens(tokens)
     settings = {"token_ratio": ratio, "template_tokens": template, "max_num_seqs": max_seqs,
                 "max_num_batched_tokens": int(getattr(engine, "step_tokens", 0) or 2048),
@@ -116,9 +119,11 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
 
 
 async def _decode_samples(engine: Any, cells: list[tuple[int, int, int]], repeats: int, salt: Any,
-                          sampling: dict[str, Any] | None, say: Say) -> list[dict[str, Any]]:
+                          sampling: dict[str, Any] | None, say: Say,
+                          retime_spread: float | None = None) -> list[dict[str, Any]]:
     """One sample per (batch size, prompt words, output tokens) cell, timed once per round for
-    `repeats` rounds (see profile_llm)."""
+    `repeats` rounds, and `repeats` more for the cells whose runs spread over `retime_spread` (see
+    profile_llm)."""
     # the two output lengths of a (batch, words) decode the same prompts from an empty prefix cache,
     # so their time difference is decode steps alone; an engine that cannot empty its cache gets new
     # prompts every run
@@ -126,12 +131,8 @@ async def _decode_samples(engine: Any, cells: list[tuple[int, int, int]], repeat
     texts = {(b, words): [_prose(words, next(salt)) for _ in range(b)] for b, words, _ in cells}
     runs: dict[tuple[int, int, int], list[tuple[float, list[Any], dict[str, Any] | None]]] = {c: [] for c in cells}
     order = random.Random(0)
-    for rnd in range(repeats):
-        # every round in a new order: the machine's speed drifts over minutes, and a shape timed only
-        # at one moment would carry that drift into the fit as if it were the shape's cost
-        todo = list(cells)
-        if rnd:
-            order.shuffle(todo)
+
+    async def one_round(todo: list[tuple[int, int, int]]) -> None:
         for b, words, out in todo:
             if not (same and await _reset(engine)):
                 texts[(b, words)] = [_prose(words, next(salt)) for _ in range(b)]
@@ -139,7 +140,25 @@ async def _decode_samples(engine: Any, cells: list[tuple[int, int, int]], repeat
                     for t in texts[(b, words)]]
             took, res, events = await _timed_steps(engine, reqs)
             runs[(b, words, out)].append((took, res, steady_steps(events, [r["num_prompt_tokens"] for r in res])))
+
+    for rnd in range(repeats):
+        # every round in a new order: the machine's speed drifts over minutes, and a shape timed only
+        # at one moment would carry that drift into the fit as if it were the shape's cost
+        todo = list(cells)
+        if rnd:
+            order.shuffle(todo)
+        await one_round(todo)
         say(f"llm: decode round {rnd + 1}/{repeats} measured ({len(cells)} batches)")
+    unsettled = [c for c in cells if repeats > 1 and retime_spread is not None and _spread(runs[c]) > retime_spread]
+    for rnd in range(repeats if unsettled else 0):
+        todo = list(unsettled)
+        order.shuffle(todo)
+        await one_round(todo)
+    if unsettled:
+        still = [c for c in unsettled if _spread(runs[c][repeats:]) > retime_spread]
+        say(f"llm: {len(unsettled)} batch(es) whose {repeats} runs spread over {retime_spread:.0%} timed "
+            f"{repeats} more times" + (f"; still unsettled: {', '.join(f'{b}x{w} words/{o} tokens' for b, w, o in still)}"
+                                       if still else ""))
     samples = []
     for b, words, out in cells:
         done = runs[(b, words, out)]
@@ -154,6 +173,14 @@ async def _decode_samples(engine: Any, cells: list[tuple[int, int, int]], repeat
                 sample["steps"]["runs"] = [round(x["step_s"], 6) for x in steps]
         samples.append(sample | ({"runs": [round(t, 5) for t in times]} if repeats > 1 else {}))
     return samples
+
+
+def _spread(done: list[tuple[float, list[Any], dict[str, Any] | None]]) -> float:
+    """(max - min) / median of a cell's runs: of its streamed step times when every run has one,
+    else of its batch times."""
+    xs = [x["step_s"] for _, _, x in done] if done and all(x for _, _, x in done) else [t for t, _, _ in done]
+    mid = statistics.median(xs) if xs else 0.0
+    return (max(xs) - min(xs)) / mid if mid > 0 else 0.0
 
 
 async def _reset(engine: Any) -> bool:

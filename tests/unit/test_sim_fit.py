@@ -120,7 +120,7 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
         try:
             with pytest.raises(ValueError, match="repeats"):
                 await profile_llm(engine, lambda _: None, repeats=0)
-            return await profile_llm(engine, lambda _: None, repeats=3)
+            return await profile_llm(engine, lambda _: None, repeats=3, retime_spread=None)
         finally:
             await engine.stop()
     entry = run_virtual(main())
@@ -129,6 +129,49 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
     assert all(sorted(s["runs"])[1] == pytest.approx(s["measured_s"], abs=1e-4) for s in decoded)
     assert all(max(s["runs"]) - min(s["runs"]) > 0.4 for s in decoded)  # each shape had its stalled run
     assert entry["cost"]["decode_seq"] == pytest.approx(true["decode_seq"], rel=0.05)
+
+
+def test_a_batch_whose_runs_disagree_is_timed_again_and_only_that_batch():
+    """Batches of 2 short prompts decoding 40 tokens stall 40 ms per token in their second run: their
+    three runs spread far over 15%, so they are timed three more times (the others keep three runs),
+    the profiler says so, and the median of six runs is the engine's own step."""
+    import asyncio
+    from engines.sim_llm import SimLLM
+    from teola.sim.profiler import profile_llm
+    from teola.sim.virtual_loop import run_virtual
+
+    true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
+    said: list[str] = []
+
+    class Stalling(SimLLM):
+        seen: dict = {}
+
+        async def stream(self, op, requests):
+            stall = (op == "decoding" and len(requests) == 2 and requests[0]["max_tokens"] == 40
+                     and len(requests[0]["parts"][0][1].split()) < 100)
+            if stall:
+                Stalling.seen[op] = Stalling.seen.get(op, 0) + 1
+            async for event in super().stream(op, requests):
+                if stall and Stalling.seen[op] == 2 and event[1] == "progress":
+                    await asyncio.sleep(0.04)
+                yield event
+
+    async def main() -> dict:
+        engine = Stalling("llm", true, max_num_seqs=4, max_num_batched_tokens=1024)
+        await engine.start()
+        try:
+            return await profile_llm(engine, said.append, repeats=3)
+        finally:
+            await engine.stop()
+    entry = run_virtual(main())
+    steps = {(s["batch"], s["prompt_tokens"] < 100, s["out_tokens"]): s for s in entry["fit"]["steps"]}
+    stalled = steps[(2, True, 40)]
+    assert len(stalled["runs"]) == 6 and max(stalled["runs"]) > 2 * min(stalled["runs"])
+    assert all(len(s["runs"]) == 3 for k, s in steps.items() if k != (2, True, 40))
+    own = true["base"] + 2 * true["decode_seq"] + true["context_token"] * stalled["context_tokens"]
+    assert stalled["measured_s"] == pytest.approx(own, rel=0.02)
+    assert any("1 batch(es) whose 3 runs spread over 15% timed 3 more times" in m for m in said)
+    assert not any("still unsettled" in m for m in said)
 
 
 def test_repeated_decode_rounds_time_every_batch_once_each_in_a_new_order():
