@@ -19,6 +19,10 @@ A decoding batch streamed with progress events also yields its iteration time di
 (`steady_steps`: the median time between a request's tokens while every request of the batch
 decodes); each such measurement is one more row, an iteration of B sequences over C context tokens
 (base + B * decode_seq + C * context_token), and the report compares it with the model.
+The step rows also give the decode batch curve (engines.sim_cost; `batch_curve`): a factor per measured
+batch size on iterations that only decode, since no linear form follows this machine's step within 10%
+at every batch. fit_llm simulates each batch total again under the whole model; fit_llm_rows alone
+(an offline refit) leaves the totals' predictions as the linear part's.
 """
 from __future__ import annotations
 
