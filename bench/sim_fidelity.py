@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
 from bench.common import RESULTS, write_results
+from bench.speed_probe import probe, probe_lines, profile_step
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.sim.profiler import add_lengths
 
@@ -162,16 +163,20 @@ async def fresh_profile(app: Any, out: str, tag: str, quick: bool = False, repea
 
 
 async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool, replay: dict[str, Any] | None = None,
-                  outputs: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+                  outputs: bool = True,
+                  probes: dict[str, list[float | None]] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every (app, rate, system) trace of the plan on started apps -> ({key: latencies}, {key:
     {question: its call lengths}}); replay: such lengths for the simulated LLMs to take (outputs=False:
-    their prompt lengths only)."""
+    their prompt lengths only); probes: filled with each trace's speed probes, before and after it
+    (bench.speed_probe)."""
     out: dict[str, Any] = {}
     lengths: dict[str, Any] = {}
     for name, app in apps.items():
         for rate, (queries, arrivals) in plan[name].items():
             for system in plan["systems"]:
                 key = f"{name}|{rate}|{system}"
+                # before the cache is emptied for the trace: the probe's prompts must not be in it
+                before = await probe(app, salt=len(out) * 100) if probes is not None else None
                 if reset:
                     await reset_prefix_cache(app)
                 else:  # the simulated engines' prefix cache is emptied alike
@@ -179,6 +184,8 @@ async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool, repla
                         inst.handle.reset_prefix_cache()
                     use_replay(app, None if replay is None else replay[key], outputs)
                 got = await trace(app, queries, arrivals, system)
+                if probes is not None:
+                    probes[key] = [before, await probe(app, salt=len(out) * 100 + 50)]
                 out[key] = [lat for lat, _ in got]
                 lengths[key] = {q["question"]: lens for q, (_, lens) in zip(queries, got)}
                 print(f"[sim_fidelity] {'real' if reset else 'sim '} {key}: {statistics.fmean(out[key]):.2f} s",
@@ -216,7 +223,7 @@ async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int,
                                        system)
                 for k in lengths:
                     lengths[k] += got[k]
-        real, per_call = await run_all(apps, plan, reset=True)
+        real, per_call = await run_all(apps, plan, reset=True, probes=side.setdefault("probes", {}))
         return lengths, real, per_call
     finally:
         for app in apps.values():
@@ -444,6 +451,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
     lines += ["", "; ".join(f"{said[c]} {statistics.fmean(e):.0%}, {sum(x <= 0.15 for x in e)} of {len(e)} points "
                             "within 15%" for c, e in errs.items() if e) + " (the target: every point)."]
     lines += prompt_lines(data)
+    lines += probe_lines(data.get("probes") or {}, data.get("probe_reference"))
     its = data["iterations"]
     if its and its[0].get("direct"):
         lines += step_lines(data)
@@ -470,7 +478,7 @@ def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str,
             "profile_path": args.profile if not fresh else
             f"bench/results/{args.out}_profile.json, measured in this run before the real traces",
             "seed": args.seed, "n": len(next(iter(real.values()))), "n_cal": n_cal, "repeats": args.repeats,
-            "cal_per_system": True,
+            "cal_per_system": True, "probes": side.get("probes") or {},
             "wall_s": time.perf_counter() - t0,
             "load_before": load0, "load_after": os.getloadavg()[0]}
 
@@ -541,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
     data["replay"] = sim_side(names, plan, profile, replay=data["real_lengths"], prompts_out=data["replay_prompts"])
     data["iterations"] = iteration_check(profile)
     data["step_bound"] = step_bound(profile)
+    data["probe_reference"] = profile_step(profile)
     write_results(args.out, data, markdown(data, command))
     return 0
 

@@ -67,6 +67,18 @@ async def _timed_steps(engine: Any, reqs: list[dict[str, Any]]) -> tuple[float, 
     return clock() - t, results, events
 
 
+async def decode_step(engine: Any, batch: int, words: int, out: int, salt: int) -> dict[str, Any] | None:
+    """One decode batch as the profile times it (`batch` prompts of `words` words of prose, each
+    decoding `out` tokens, from an empty prefix cache when the engine can empty it): steady_steps'
+    dict (the streamed iteration time), or None when the window held too few gaps."""
+    if hasattr(engine, "reset_prefix_cache"):
+        await _reset(engine)
+    reqs = [{"parts": [["question", _prose(words, salt + i)]], "max_tokens": out, "ignore_eos": True}
+            for i in range(batch)]
+    _, res, events = await _timed_steps(engine, reqs)
+    return steady_steps(events, [r["num_prompt_tokens"] for r in res])
+
+
 async def _timed(coro: Any) -> tuple[float, Any]:
     """Seconds on the loop's clock (real here; virtual when a simulated engine is profiled in tests)."""
     clock = asyncio.get_running_loop().time
