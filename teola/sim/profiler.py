@@ -73,10 +73,17 @@ async def decode_step(engine: Any, batch: int, words: int, out: int, salt: int) 
     dict (the streamed iteration time), or None when the window held too few gaps."""
     if hasattr(engine, "reset_prefix_cache"):
         await _reset(engine)
-    reqs = [{"parts": [["question", _prose(words, salt + i)]], "max_tokens": out, "ignore_eos": True}
-            for i in range(batch)]
-    _, res, events = await _timed_steps(engine, reqs)
-    return steady_steps(events, [r["num_prompt_tokens"] for r in res])
+    _, _, steps = await _run_batch(engine, [_prose(words, salt + i) for i in range(batch)], out, None)
+    return steps
+
+
+async def _run_batch(engine: Any, texts: list[str], out: int,
+                     sampling: dict[str, Any] | None) -> tuple[float, list[Any], dict[str, Any] | None]:
+    """Decode `out` tokens (EOS ignored) after each of `texts` as one batch: seconds, results, and
+    steady_steps' dict (None when the window held too few gaps)."""
+    reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})} for t in texts]
+    took, res, events = await _timed_steps(engine, reqs)
+    return took, res, steady_steps(events, [r["num_prompt_tokens"] for r in res])
 
 
 async def _timed(coro: Any) -> tuple[float, Any]:
@@ -148,10 +155,7 @@ async def _decode_samples(engine: Any, cells: list[tuple[int, int, int]], repeat
         for b, words, out in todo:
             if not (same and await _reset(engine)):
                 texts[(b, words)] = [_prose(words, next(salt)) for _ in range(b)]
-            reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})}
-                    for t in texts[(b, words)]]
-            took, res, events = await _timed_steps(engine, reqs)
-            runs[(b, words, out)].append((took, res, steady_steps(events, [r["num_prompt_tokens"] for r in res])))
+            runs[(b, words, out)].append(await _run_batch(engine, texts[(b, words)], out, sampling))
 
     for rnd in range(repeats):
         # every round in a new order: the machine's speed drifts over minutes, and a shape timed only
