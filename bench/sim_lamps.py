@@ -10,7 +10,7 @@ set-up), measured at steady state.
 Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fcfs` policies, admission
 control) drives one simulated vLLM instance (engines/sim_llm.py, which enforces each pause handling:
 engines/sim_admission.py) in virtual time on a derived GPU profile; the simulator's measured error on
-this machine is in bench/results/sim_fidelity.md.
+this machine is in bench/results/sim_fidelity_probe.md.
 
 Requests: each is one LLM call that pauses for its API k times and continues in the same context
 (Program-style segments sharing a kv_key). API types and their durations (mean, std seconds) and

@@ -160,7 +160,7 @@ def markdown(data: dict[str, Any], cap: int, overload: int) -> str:
              f"{data['cooldown']:g} s of cool-down (simulated time); only requests arriving in the measured window "
              "count; ± is the 95% interval from 10 batch means (bench/sim_lamps_report.py). Workload and assumptions: "
              "bench/sim_lamps.py's docstring (INFERCEPT / ToolBench API mixes from LAMPS Table 2; segment lengths "
-             "assumed). The simulator's error on this machine: bench/results/sim_fidelity.md.", ""]
+             "assumed). The simulator's error on this machine: bench/results/sim_fidelity_probe.md.", ""]
     if not sweep:
         lines += latency_table(data, overload) + [""]
     lines += ["Load over the measured window (sampled every simulated second):", ""] + load_table(data, cap)

@@ -5,7 +5,7 @@
 Every number here is simulated: teola's unchanged runtime (passes, graph and engine schedulers,
 policies) on simulated engines in virtual time, with a profile derived from published GPU and model
 figures (engines/profiles/<profile>.json says where each number comes from); none is measured.
-The simulator's own measured error on this machine is in bench/results/sim_fidelity.md.
+The simulator's own measured error on this machine is in bench/results/sim_fidelity_probe.md.
 
 1. Latency vs rate (Fig. 8): naive RAG, advanced RAG and search-augmented generation; teola vs
    LlamaDist / LlamaDistPC with per-invocation (PO) and throughput-oriented (TO) batching; the

@@ -30,7 +30,7 @@ def report(data: dict[str, Any]) -> str:
     lines = [f"## SIMULATED: Teola Fig. 8-10 set-up on GPU profiles{title} (bench/sim_paper.py)", "",
              f"**Simulated, not measured.** Profile `{data['profile']}` (derived from published GPU and model figures; "
              "its file lists the source of every number; no output-length samples, so every LLM call decodes its "
-             "max_tokens). The simulator's measured error on this machine: bench/results/sim_fidelity.md. "
+             "max_tokens). The simulator's measured error on this machine: bench/results/sim_fidelity_probe.md. "
              f"Command: `{data['command']}` ({data['wall_s']:.0f} s wall). {data['queries']} queries per point; "
              "rates are fractions of each app's simulated teola capacity. " + DOCS_NOTE[docs], ""]
     for app, curve in data["curves"].items():

@@ -5,7 +5,7 @@
 Every number here is simulated: teola's runtime (program policies, the preemptor that aborts and
 resumes calls, balancers) drives simulated vLLM instances (engines/sim_llm.py) in virtual time; the
 profile is derived from published figures (engines/profiles/<profile>.json), not measured. The
-simulator's measured error on this machine is in bench/results/sim_fidelity.md.
+simulator's measured error on this machine is in bench/results/sim_fidelity_probe.md.
 
 Workloads at Autellix's shapes (bench/programs.py generators, Poisson arrivals, seed 1): chat
 (single-threaded, long-tailed calls per program, output mean 60 / max 400 tokens; a call keeps the
