@@ -1,6 +1,7 @@
 """Tool engine (op "tool"): registered Python callables and HTTP endpoints an agent can call.
 
-Request {"tool": str, "args": dict} -> the tool's JSON-serializable result.
+Request {"tool": str, "args": dict} -> the tool's JSON-serializable result. With "on_error": "result"
+a failed call returns "error: <why>" instead of failing the batch (an agent's model reads it).
 
 - Python tools: `register_tool(name, fn, description)`; `fn(**args)` may be sync (run in a worker
   thread) or async. HTTP tools: `register_http_tool(name, url, method, timeout)` or the option
@@ -200,6 +201,8 @@ class ToolEngine:
         if self._client is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
         outcomes = await asyncio.gather(*(self._call(i, r) for i, r in enumerate(requests)), return_exceptions=True)
+        outcomes = [f"error: {o.args[0]}" if isinstance(o, ToolError) and isinstance(r, dict)
+                    and r.get("on_error") == "result" else o for o, r in zip(outcomes, requests)]
         failures = [o for o in outcomes if isinstance(o, BaseException)]
         if failures:
             for f in failures:

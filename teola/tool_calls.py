@@ -15,51 +15,16 @@ handling is "discard" with the prefix cache keeping what it can (docs/program_sc
 from __future__ import annotations
 
 import inspect
-import json
 import time
-from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
 
 from teola.runtime import choose_handling, llm_request
+from teola.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION, ToolCall, parse_tool_call, result_segment
 
-OPEN, CLOSE = "<tool>", "</tool>"
-TOOL_INSTRUCTION = ("You can use these tools: {tools}. To use one, write <tool>{{\"name\": \"TOOL\", "
-                    "\"arguments\": {{...}}}}</tool> and stop; its result comes back in <result></result>. "
-                    "When you know the answer, write it without a tool call.")
+__all__ = ["CLOSE", "OPEN", "TOOL_INSTRUCTION", "Tool", "ToolCall", "choose_pause_handling", "continue_with_tools",
+           "observe_tool", "parse_tool_call", "result_segment", "run_tool"]
+
 Tool = Callable[..., Any] | Callable[..., Awaitable[Any]]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A parsed tool call: the tool's name and arguments, or `error` saying why it could not be parsed."""
-
-    name: str | None
-    arguments: dict[str, Any]
-    error: str | None = None
-
-
-def parse_tool_call(text: str) -> ToolCall | None:
-    """The tool call a segment ended with (its output stops at CLOSE), or None when it wrote none."""
-    start = text.rfind(OPEN)
-    if start < 0:
-        return None
-    body = text[start + len(OPEN):].strip()
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as exc:
-        return ToolCall(None, {}, f"the tool call is not JSON ({exc.msg} at {exc.pos})")
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        return ToolCall(None, {}, 'the tool call must be {"name": "...", "arguments": {...}}')
-    args = obj.get("arguments", {})
-    if not isinstance(args, dict):
-        return ToolCall(obj["name"], {}, "the tool call's arguments must be a JSON object")
-    return ToolCall(obj["name"], args)
-
-
-def result_segment(result: Any) -> str:
-    """The text appended after a tool call: its result (JSON when not a string) in <result> tags."""
-    text = result if isinstance(result, str) else json.dumps(result, default=str)
-    return f"\n<result>{text}</result>\n"
 
 
 async def run_tool(tools: Mapping[str, Tool], call: ToolCall) -> tuple[Any, float]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Callable
 
 from teola.components.context import BuildContext, Port, SubGraph
+from teola.components.agent import decompose_agent
 from teola.components.control import decompose_aggregate, decompose_condition
 from teola.components.expansion import decompose_query_expansion
 from teola.components.indexing import decompose_indexing, decompose_ingestion
@@ -26,6 +27,7 @@ _KINDS: dict[str, tuple[Decomposer, bool, bool]] = {
     "rerank": (decompose_rerank, True, False),
     "synthesis": (decompose_synthesis, True, False),
     "llm": (decompose_llm, True, True),
+    "agent": (decompose_agent, True, False),
     "web_search": (decompose_web_search, True, False),
     "tool": (decompose_tool, True, False),
     "condition": (decompose_condition, False, False),

@@ -19,7 +19,7 @@ def decompose_llm(ctx: BuildContext) -> None:
         if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
             raise ValueError(f"node {ctx.node.name!r}: each config 'parts' entry must be [name, source], got {item!r}")
         name, src = item
-        parts.append((name, _source(ctx, src)))
+        parts.append((name, part_source(ctx, src)))
     split = ctx.config.get("split")
     if split not in (None, "list", "jsonl"):
         raise ValueError(f"node {ctx.node.name!r}: config 'split' must be 'list' or 'jsonl', got {split!r}")
@@ -34,7 +34,8 @@ def decompose_llm(ctx: BuildContext) -> None:
         ctx.sub.exports["text"] = port
 
 
-def _source(ctx: BuildContext, src: str) -> str | Ref:
+def part_source(ctx: BuildContext, src: str) -> str | Ref:
+    """A prompt part's source: literal text, or a Ref to a query field or an upstream port."""
     if not src.startswith("$"):
         return src
     name = src[1:]

@@ -96,6 +96,18 @@ class LlmOptions(GenOptions):
     num_items: int | None = Field(None, ge=1, le=MAX_COUNT, description="Items a split answer holds at most (default 4).")
 
 
+class AgentOptions(GenOptions):
+    tool_engine: Name | None = Field(None, description="The registered engine of kind 'tool' that runs the calls (required).")
+    tools: list[Name] | None = Field(None, min_length=1, max_length=256, description="Tools the model may call (required).")
+    max_rounds: int | None = Field(None, ge=1, le=8, description="Tool calls in one answer at most (default 2).")
+    handling: Literal["discard", "preserve", "swap"] | None = Field(
+        None, description="What the LLM engine does with the call's KV during a tool call (default discard).")
+    instruction: Text | None = Field(None, description="System instruction (default teola.tool_syntax.TOOL_INSTRUCTION listing the tools).")
+    examples: Text | None = Field(None, description="Worked tool calls placed after the instruction (default none).")
+    parts: list[Annotated[list[Text], Field(min_length=2, max_length=2)]] | None = Field(
+        None, max_length=64, description='Prompt parts after the instruction (default [["question", "$query.question"]]).')
+
+
 class WebSearchOptions(Options):
     top_k: int | None = Field(None, ge=1, le=MAX_COUNT, description="Results per search query (default 4).")
 
@@ -118,6 +130,7 @@ class AggregateOptions(Options):
 BUILTIN_OPTIONS: dict[str, type[Options]] = {
     "indexing": IndexingOptions, "ingestion": IngestionOptions, "query_expansion": QueryExpansionOptions,
     "query_embedding": QueryEmbeddingOptions, "search": SearchOptions, "rerank": RerankOptions,
-    "synthesis": SynthesisOptions, "llm": LlmOptions, "web_search": WebSearchOptions, "tool": ToolOptions,
+    "synthesis": SynthesisOptions, "llm": LlmOptions, "agent": AgentOptions, "web_search": WebSearchOptions,
+    "tool": ToolOptions,
     "condition": ConditionOptions, "aggregate": AggregateOptions,
 }

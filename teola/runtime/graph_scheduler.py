@@ -40,7 +40,7 @@ class QueryRun:
         self.on_event = on_event
         self.qid = compiled.query_id
         self.plan = plan
-        self.values: dict[str, Any] = dict(compiled.inputs)
+        self.values: dict[str, Any] = {**compiled.inputs, "sys.query": self.qid}  # sys.query: tool_segments
         self.skipped: set[str] = set()
         n = len(plan.prims)
         self.indeg = list(plan.indeg)

@@ -11,6 +11,7 @@ from teola.generation import DEFAULT_GEN
 from teola.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.primitive import Primitive
 from teola.refs import Ref, key_range
+from teola.runtime.tool_segments import segment_fields, tool_requests
 
 class PrimitiveInputError(ValueError):
     """A primitive's inputs in the object store do not have the shape its op needs."""
@@ -164,8 +165,12 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0) -
         parts = resolve_parts(a["parts"], values)
         return [llm_request(parts, op is not PrimOp.PARTIAL_PREFILLING, {"max_tokens": 1}, priority)]
     if op is PrimOp.DECODING or op is PrimOp.PARTIAL_DECODING:
-        kv = kv_value(values, prim)
-        return [llm_request(kv["parts"], True, a, priority)]
+        # a segment continuing a call that paused for a tool has no prefill of its own (its prompt
+        # is its first segment's, its continuation what the call wrote since: tool_segments)
+        parts = resolve_parts(a["parts"], values) if a.get("continuation") else kv_value(values, prim)["parts"]
+        return [{**llm_request(parts, True, a, priority), **segment_fields(a, values)}]
+    if op is PrimOp.TOOL and a.get("parse") == "tag":
+        return tool_requests(a, values.get(prim.inputs[0]))
     if op is PrimOp.TOOL:
         _, items = map_items(prim, values)
         allowed = a.get("allowed") or []
@@ -175,7 +180,8 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0) -
 
 def fused_request(prefill: Primitive, decode: Primitive, values: dict[str, Any], priority: int = 0) -> dict[str, Any]:
     """Dependent pre-scheduling: one decoding request over the prefill's full prompt."""
-    return llm_request(resolve_parts(prefill.args["parts"], values), True, decode.args, priority)
+    return {**llm_request(resolve_parts(prefill.args["parts"], values), True, decode.args, priority),
+            **segment_fields(decode.args, values)}
 
 
 def estimate_prompt_tokens(request: dict[str, Any]) -> int:

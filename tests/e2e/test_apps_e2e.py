@@ -14,7 +14,7 @@ from tests.support.http import metric, sse
 
 pytestmark = pytest.mark.engines
 
-APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent")
+APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent", "react_agent")
 
 
 @pytest.fixture(scope="session")

@@ -1,11 +1,11 @@
-"""Golden text IR of the paper's four apps, and the structure of Teola Figure 6."""
+"""Golden text IR of the paper's four apps and the ReAct agent, and the structure of Teola Figure 6."""
 import os
 from pathlib import Path
 
 import networkx as nx
 import pytest
 
-from apps import advanced_rag, naive_rag, search_generation, tool_agent
+from apps import advanced_rag, naive_rag, react_agent, search_generation, tool_agent
 from teola import PrimOp
 
 GOLDEN = Path(__file__).parent.parent / "golden"
@@ -17,7 +17,7 @@ CROSS_ENCODER = {"model": "/models/ms-marco-MiniLM-L-6-v2"}
 DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(300))
 QUERY = {"question": "How long is the river Ouse?", "documents": [DOC]}
 APPS = {"advanced_rag": lambda: advanced_rag.build(reranker=CROSS_ENCODER), "naive_rag": naive_rag.build,
-        "search_generation": search_generation.build, "tool_agent": tool_agent.build}
+        "search_generation": search_generation.build, "tool_agent": tool_agent.build, "react_agent": react_agent.build}
 
 
 @pytest.fixture(autouse=True)

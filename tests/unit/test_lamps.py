@@ -34,6 +34,27 @@ def test_memory_over_time_of_each_handling():
     assert memory_over_time(ApiCall(10, 3), "preserve", step) == 36  # no API call: pre-API part only
 
 
+# The worked example of docs/program_scheduling.md ("When each handling is chosen"): a call with
+# 600 context tokens in a batch whose other calls hold 10,000; prefill 1e-4 s/token, swap 2e-5 s/token.
+# T_fwd(C) = 0.06 s, T_swap(C) = 0.012 s: preserve wastes 600 x T_api, discard 0.06 x 10,600 = 636,
+# swap 2 x 0.012 x 10,600 = 254.4 token-seconds; preserve wins below 0.424 s of API (1.06 s without swap).
+WORKED = {"math": (9e-5, "preserve", "preserve"), "virtual env": (0.09, "preserve", "preserve"),
+          "qa": (0.72, "swap", "preserve"), "image": (20.0, "swap", "discard"), "chatbot": (28.6, "swap", "discard")}
+
+
+@pytest.mark.parametrize("tool", sorted(WORKED))
+def test_the_worked_handling_example_of_the_docs(tool):
+    api_s, with_swap, without_swap = WORKED[tool]
+    fwd, swap = 1e-4 * 600, 2e-5 * 600
+    assert waste("discard", api_s, 600, 10_000, fwd, swap) == pytest.approx(636)
+    assert waste("swap", api_s, 600, 10_000, fwd, swap) == pytest.approx(254.4)
+    assert choose_handling(api_s, 600, 10_000, fwd, swap) == with_swap
+    assert choose_handling(api_s, 600, 10_000, fwd, None) == without_swap
+    # the break-even API durations the docs quote
+    assert choose_handling(0.42, 600, 10_000, fwd, swap) == "preserve" != choose_handling(0.43, 600, 10_000, fwd, swap)
+    assert choose_handling(1.05, 600, 10_000, fwd, None) == "preserve" != choose_handling(1.07, 600, 10_000, fwd, None)
+
+
 def entry(name: str, max_tokens: int, prompt: int = 10, arrival: float = 0.0, **req) -> Pending:
     return Pending(name, name, "decoding", 0, arrival, [{"max_tokens": max_tokens, **req}],
                    tokens=[prompt + max_tokens])

@@ -123,6 +123,21 @@ async def test_failures_are_attributed_per_request(engine):
     assert "5 of 6 tool calls failed" in str(info.value)
 
 
+async def test_failures_asked_back_as_results_come_back_as_error_text(engine):
+    # what an agent's model reads ("on_error": "result", teola.components.agent); others still fail the batch
+    out = await engine.execute("tool", [
+        {"tool": "shout", "args": {"text": "ok"}, "on_error": "result"},
+        {"tool": "calculator", "args": {"expression": "1/0"}, "on_error": "result"},
+        {"tool": "nope", "args": {}, "on_error": "result"},
+        {"tool": "slow", "args": {"seconds": 30}, "on_error": "result"},
+    ])
+    assert out[0] == "OK" and out[1].startswith("error: ") and "division by zero" in out[1]
+    assert out[2].startswith("error: unknown tool 'nope'") and out[3] == "error: timed out after 0.2 s"
+    with pytest.raises(ToolBatchError) as info:
+        await engine.execute("tool", [{"tool": "nope", "args": {}, "on_error": "result"}, {"tool": "nope", "args": {}}])
+    assert [f.index for f in info.value.failures] == [1]
+
+
 async def test_results_must_be_json_and_args_a_dict(engine):
     engine.register_tool("setty", lambda: {1, 2})
     with pytest.raises(ToolBatchError, match="not JSON-serializable"):
