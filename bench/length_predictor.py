@@ -65,7 +65,8 @@ def run(trace: Path) -> dict[str, Any]:
     return {"trace": str(trace.name), "trace_command": data.get("command"), "rows": len(rows),
             "max_tokens": data.get("max_tokens"),
             "learned": accuracy(pred, y[test]), "constant": accuracy(const, y[test]), "per_style": per_style,
-            "fit_s": fit_s, "embed_s": t1 - t0}
+            "fit_s": fit_s, "embed_s": t1 - t0,
+            "holdout": [[int(a), float(b)] for a, b in zip(y[test], pred)]}
 
 
 def markdown(d: dict[str, Any]) -> str:

@@ -29,8 +29,10 @@ lamps send it first, as INFERCEPT keeps a preserved request in the running batch
 does not); each call returns when it ends, as under vLLM's continuous batching; none is preempted):
   - FCFS + INFERCEPT: calls run in arrival order (policy `fcfs`); at each API call the handling with
     the least waste by INFERCEPT's equations with the batch's actual other context at that moment;
-  - SJF: teola ranks waiting calls by predicted tokens (perfect predictions, as the INFERCEPT dataset
-    records output lengths), INFERCEPT's handling;
+  - SJF: teola ranks waiting calls by predicted tokens (perfect predictions by default, as the
+    INFERCEPT dataset records output lengths; with --predictions, the true lengths times the
+    predicted/actual ratios a bench.length_predictor run measured on held-out rows, which is how LAMPS
+    runs ToolBench, with a learned predictor), INFERCEPT's handling;
   - LAMPS: teola ranks waiting calls by memory over time under the handling it predicts before
     scheduling (per-type API duration means; the batch's other context predicted as --lamps-batch - 1 calls
     of the mean admitted context), starvation threshold 100; that handling is used.
@@ -87,7 +89,32 @@ OVERLOAD = 1000    # calls waiting at which a point stops: overloaded (its queue
 DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 # the engine set-up of a run (run_point): calls teola lets into the engine, KV blocks (None: the
 # profile's), admission bound by free KV (bench.kv_admission), LAMPS' profiled calls per batch (None: cap)
-DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None}
+DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None, "predictions": None}
+
+
+def prediction_ratios(path: str) -> list[float]:
+    """Predicted / actual output length of every held-out row of a bench.length_predictor run (its
+    JSON, "holdout": [[actual, predicted], ...]): the predictor's measured error, to apply to the
+    simulated segments' lengths (`predicted`)."""
+    import json
+    from pathlib import Path
+
+    file = Path(path)
+    if not file.is_file():
+        raise SystemExit(f"sim_lamps: --predictions {path}: no such file (run python -m bench.length_predictor)")
+    rows = json.loads(file.read_text()).get("holdout") or []
+    ratios = [float(b) / a for a, b in rows if a > 0]
+    if not ratios:
+        raise SystemExit(f"sim_lamps: --predictions {path} holds no held-out predictions (rerun bench.length_predictor)")
+    return ratios
+
+
+def predicted(tokens: int, key: str, ratios: list[float] | None) -> int:
+    """The length SJF and LAMPS are told for a segment of `tokens`: the truth without `ratios`, else
+    the truth times one held-out ratio drawn by `key` (the same draw for every system)."""
+    if not ratios:
+        return tokens
+    return max(1, round(tokens * random.Random(key).choice(ratios)))
 
 
 def lognormal_params(mean: float, std: float) -> tuple[float, float]:
@@ -151,12 +178,14 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
     segs = r["segments"]
     for j, out in enumerate(segs):
         req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
-               "kv_key": r["id"], "predicted_tokens": out, "request_arrival": t0}
+               "kv_key": r["id"], "predicted_tokens": predicted(out, f"{r['id']}-{j}", costs.get("ratios")),
+               "request_arrival": t0}
         if handlings and handlings[-1] == "preserve":  # as teola.tool_calls marks it: its KV waits for it
             req["resumes_preserved"] = True
         last = j == len(segs) - 1
         if not last:
-            req.update(api=r["type"], post_tokens=segs[j + 1], api_response_tokens=RESPONSE_TOKENS[r["type"]])
+            req.update(api=r["type"], post_tokens=predicted(segs[j + 1], f"{r['id']}-{j + 1}", costs.get("ratios")),
+                       api_response_tokens=RESPONSE_TOKENS[r["type"]])
         context = sum(segs[:j + 1]) + j * RESPONSE_TOKENS[r["type"]] + int(1.3 * r["words"])
         other = sum(s.computed for s in llm.running)
         if not last:
@@ -232,7 +261,7 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     cost, block = entry["cost"], int(entry.get("block_size", 16))
     means = {k: v[0][0] for k, v in MIXES[mix].items()}
     costs = {"fwd": cost["prefill_token"], "swap": float(entry.get("swap_seconds_per_block", 0.0)) / block,
-             "api_means": means}
+             "api_means": means, "ratios": prediction_ratios(setup["predictions"]) if setup["predictions"] else None}
     policy = {**SYSTEMS, **EXTRA_SYSTEMS}[system]
     batch = setup["lamps_batch"] or cap
     options = {"lamps": {"step_s": cost["base"] + batch * cost["decode_seq"], "fwd_s_per_token": costs["fwd"],
@@ -327,12 +356,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lamps-batch", type=int, default=None,
                    help="LAMPS' profiled calls per batch, used to predict the batch's other context in its handling "
                         "choice (LAMPS §3.2.1; default --max-seqs)")
+    p.add_argument("--predictions", default=None, metavar="JSON",
+                   help="SJF and LAMPS get lengths with the error of a measured predictor: each segment's length "
+                        "times a predicted/actual ratio drawn from the held-out rows of this bench.length_predictor "
+                        "result (e.g. bench/results/length_predictor.json); default: the true lengths (an oracle)")
     p.add_argument("--out", default="sim_lamps")
     args = p.parse_args(argv)
     from engines.sim_profile import load_profile
     blocks = args.kv_blocks or int(load_profile(args.profile)["engines"]["vllm"].get("num_blocks", 0))
     setup = {"cap": args.max_seqs, "kv_blocks": blocks, "kv_admission": args.kv_admission,
-             "lamps_batch": args.lamps_batch}
+             "lamps_batch": args.lamps_batch, "predictions": args.predictions}
     mixes = {"infercept": (1.0, 2.0)} if args.quick else parse_rates(args.rates)
     warmup, window, cooldown = (100.0, 200.0, 100.0) if args.quick else (args.warmup, args.window, args.cooldown)
     systems = [s for s in args.systems.split(",") if s]

@@ -143,10 +143,13 @@ def admission(data: dict[str, Any], cap: int) -> str:
     """How calls were admitted into the engine in this run (the same for every system)."""
     setup = data.get("setup") or {}
     pool = f", a KV pool of {setup['kv_blocks']} blocks" if setup.get("kv_blocks") else ""
+    told = (f"; SJF and LAMPS are told each segment's length times a predicted/actual ratio drawn from the held-out "
+            f"rows of {setup['predictions']} (a measured predictor's error)" if setup.get("predictions") else
+            "; SJF and LAMPS are told the true lengths")
     if setup.get("kv_admission"):
         return (f"for every system admission bound by KV blocks (a call is sent only while the engine has free KV "
-                f"for it: bench/kv_admission.py) and at most {cap} calls in the engine{pool}")
-    return f"{cap} calls in the engine for every system{pool}"
+                f"for it: bench/kv_admission.py) and at most {cap} calls in the engine{pool}{told}")
+    return f"{cap} calls in the engine for every system{pool}{told}"
 
 
 def markdown(data: dict[str, Any], cap: int, overload: int) -> str:

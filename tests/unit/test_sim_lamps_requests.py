@@ -50,3 +50,25 @@ def test_lamps_workload_lognormal_params_match_the_moments():
     assert math.exp(mu + sigma ** 2 / 2) == pytest.approx(1.72)
     assert math.sqrt((math.exp(sigma ** 2) - 1) * math.exp(2 * mu + sigma ** 2)) == pytest.approx(3.33)
     assert lognormal_params(2.0, 0.0) == (pytest.approx(math.log(2.0)), 0.0)
+
+
+def test_predicted_lengths_carry_the_measured_predictors_error(tmp_path):
+    import json
+
+    from bench.sim_lamps import predicted, prediction_ratios
+
+    assert predicted(40, "r1-0", None) == 40  # no predictor: the true length (an oracle)
+    path = tmp_path / "length_predictor.json"
+    path.write_text(json.dumps({"holdout": [[100, 50.0], [20, 60.0], [0, 5.0]]}))
+    ratios = prediction_ratios(str(path))
+    assert ratios == [0.5, 3.0]  # a row with no output gives no ratio
+    got = {predicted(40, f"r{i}-0", ratios) for i in range(50)}
+    assert got == {20, 120}
+    # the same segment is told the same length in every system's run
+    assert predicted(40, "r7-2", ratios) == predicted(40, "r7-2", ratios)
+    assert predicted(1, "r3-0", [0.01]) == 1
+    path.write_text(json.dumps({"learned": {}}))
+    with pytest.raises(SystemExit, match="no held-out predictions"):
+        prediction_ratios(str(path))
+    with pytest.raises(SystemExit, match="no such file"):
+        prediction_ratios(str(tmp_path / "missing.json"))
