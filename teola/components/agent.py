@@ -20,7 +20,9 @@ may call, required), "max_rounds" (tool calls at most, 1-8, default 2), "handlin
 engine does with the call's KV during a tool call: "discard" (default), "preserve" or "swap"),
 "parts" (as the llm component's; default the question), "instruction" (default
 teola.tool_syntax.TOOL_INSTRUCTION listing `tools`), "examples" (worked calls placed after the
-instruction, which small models need), and the generation settings of each segment.
+instruction), "start" (text the model's turn begins with, e.g. '<tool>{"name": "' to make the first
+segment a tool call: a model too small to follow the instruction, such as SmolLM2-135M, then
+completes the call), and the generation settings of each segment.
 """
 from __future__ import annotations
 
@@ -50,8 +52,10 @@ def decompose_agent(ctx: BuildContext) -> None:
     kv = ctx.key("seg0.kv")
     ctx.add(Primitive(PrimOp.PREFILLING, engine, ctx.node.name, inputs=reads, outputs=(kv,),
                       args={"parts": list(parts)}, label="seg0.prefill"))
+    start = ctx.config.get("start") or ""
     texts = [ctx.add(Primitive(PrimOp.DECODING, engine, ctx.node.name, inputs=(kv,), outputs=(ctx.key("seg0.text"),),
-                               args={**gen, "stop": stops + [CLOSE], **pause}, label="seg0.decode")).outputs[0]]
+                               args={**gen, "stop": stops + [CLOSE], **pause, **({"start": start} if start else {})},
+                               label="seg0.decode")).outputs[0]]
     results: list[str] = []
     for r in range(rounds):
         branch = ctx.add(Primitive(PrimOp.CONDITION, None, ctx.node.name, inputs=(texts[r],),

@@ -104,6 +104,8 @@ class AgentOptions(GenOptions):
         None, description="What the LLM engine does with the call's KV during a tool call (default discard).")
     instruction: Text | None = Field(None, description="System instruction (default teola.tool_syntax.TOOL_INSTRUCTION listing the tools).")
     examples: Text | None = Field(None, description="Worked tool calls placed after the instruction (default none).")
+    start: Text | None = Field(None, description="Text the model's turn begins with, e.g. '<tool>{\"name\": \"' "
+                               "to force a first tool call (default none).")
     parts: list[Annotated[list[Text], Field(min_length=2, max_length=2)]] | None = Field(
         None, max_length=64, description='Prompt parts after the instruction (default [["question", "$query.question"]]).')
 

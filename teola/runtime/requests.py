@@ -228,7 +228,7 @@ def decode_value(prim: Primitive, result: Any) -> Any:
         items = list(result.get("items", []))
         n = prim.args.get("n_items")
         return items[:n] if n else items
-    return result.get("text", "")
+    return prim.args.get("start", "") + result.get("text", "")  # "start": what the turn began with (agent)
 
 
 def empty_outputs(prim: Primitive) -> dict[str, Any]:

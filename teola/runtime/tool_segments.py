@@ -12,14 +12,17 @@ from teola.tool_syntax import continuation_text, parse_tool_call
 def segment_fields(args: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """The request fields of one segment of a pausing call (none for any other LLM call):
     "kv_key" (the query and the node: every segment of the call shares it), "pause_kv" and "api" on
-    a segment that may stop at a tool call, and "continuation" (everything the call has written and
-    its tools returned so far) on every segment after the first."""
+    a segment that may stop at a tool call, and "continuation": the text the first segment's turn
+    begins with ("start"), then everything the call has written and its tools returned so far on
+    every segment after the first."""
     node = args.get("kv_node")
     if node is None:
         return {}
     out: dict[str, Any] = {"kv_key": f"{values.get('sys.query', values.get('sys.namespace'))}/{node}"}
     if args.get("pause_kv"):
         out.update(pause_kv=args["pause_kv"], api=args.get("api"))
+    if args.get("start"):  # the first segment's turn begins with this text (its decode value holds it)
+        out["continuation"] = [args["start"]]
     if args.get("continuation"):
         text_keys, result_keys = args["continuation"]
         allowed = args.get("tools") or []

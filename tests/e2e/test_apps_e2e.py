@@ -75,6 +75,16 @@ async def test_app_answers_with_trace(e2e_client, app):
     assert body["latency"] > 0
 
 
+async def test_react_agent_pauses_for_its_tool_and_continues_from_the_prefix_cache(e2e_client):
+    # its answer begins with an open tool call (apps/react_agent.py FIRST_CALL), so the first segment
+    # always stops at a tool call; the continuing segment re-sends prompt + what was written + result
+    trace = {t["primitive"]: t for t in (await query(e2e_client, "react_agent"))["trace"]}
+    assert trace["agent.round0.tool"]["status"] == "ok" and trace["agent.seg1.decode"]["status"] == "ok"
+    seg0, seg1 = trace["agent.seg0.decode"], trace["agent.seg1.decode"]
+    assert seg1["num_prompt_tokens"] > seg0["num_prompt_tokens"] + seg0["num_output_tokens"]
+    assert seg1["num_cached_tokens"] > 0
+
+
 # the sample's 3 chunks are all in the question's own top 16, so by default the expansion is pruned
 KEEP_EXPANSION = {"passes": {"prune_covered_searches": False}}
 

@@ -104,3 +104,12 @@ def test_config_errors_name_the_option(config, message):
     with pytest.raises(ValueError, match=message):
         app, _ = agent_app(["x"], **config)
         app.compile({"question": "q"})
+
+
+async def test_a_start_text_opens_the_first_segment_and_counts_as_written():
+    app, llm = agent_app(['calculator", "arguments": {"expression": "17*23"}}', "391."], start='<tool>{"name": "')
+    res = await answer(app)
+    first, second = llm.requests
+    assert res.output == "391." and first["continuation"] == ['<tool>{"name": "']
+    call = '<tool>{"name": "calculator", "arguments": {"expression": "17*23"}}'
+    assert second["continuation"] == [call + "</tool>\n<result>391</result>\n"]
