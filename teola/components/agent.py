@@ -27,21 +27,16 @@ completes the call), and the generation settings of each segment.
 from __future__ import annotations
 
 from teola.components.context import BuildContext, Port
-from teola.components.llm import part_source
+from teola.components.llm import prompt_parts
 from teola.components.llm_primitives import gen_args
 from teola.ops import PrimOp
 from teola.primitive import Primitive
 from teola.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION
 
-HANDLINGS = ("discard", "preserve", "swap")
-
-
 def decompose_agent(ctx: BuildContext) -> None:
     tool_engine, tools = _tools(ctx)
     rounds = ctx.int_config("max_rounds", 2, maximum=8)
-    handling = ctx.config.get("handling", "discard")
-    if handling not in HANDLINGS:
-        raise ValueError(f"config.nodes.{ctx.node.name}.handling: must be one of {HANDLINGS}, got {handling!r}")
+    handling = ctx.config.get("handling", "discard")  # AgentOptions checked it is discard, preserve or swap
     where = f"node {ctx.node.name!r}"
     gen = gen_args(ctx.config, where)
     parts = _parts(ctx, tools)
@@ -97,8 +92,4 @@ def _parts(ctx: BuildContext, tools: list[str]) -> list[tuple[str, object]]:
     head = [("instruction", instruction)]
     if ctx.config.get("examples"):
         head.append(("examples", ctx.config["examples"]))
-    raw = ctx.config.get("parts") or [["question", "$query.question"]]
-    for item in raw:
-        if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
-            raise ValueError(f"node {ctx.node.name!r}: each config 'parts' entry must be [name, source], got {item!r}")
-    return head + [(name, part_source(ctx, src)) for name, src in raw]
+    return head + prompt_parts(ctx, ctx.config.get("parts") or [["question", "$query.question"]])

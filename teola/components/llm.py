@@ -11,15 +11,7 @@ from teola.refs import Ref
 
 
 def decompose_llm(ctx: BuildContext) -> None:
-    raw = ctx.config.get("parts")
-    if not raw:
-        raw = [["question", "$query.question"]]
-    parts = []
-    for item in raw:
-        if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
-            raise ValueError(f"node {ctx.node.name!r}: each config 'parts' entry must be [name, source], got {item!r}")
-        name, src = item
-        parts.append((name, part_source(ctx, src)))
+    parts = prompt_parts(ctx, ctx.config.get("parts") or [["question", "$query.question"]])
     split = ctx.config.get("split")
     if split not in (None, "list", "jsonl"):
         raise ValueError(f"node {ctx.node.name!r}: config 'split' must be 'list' or 'jsonl', got {split!r}")
@@ -32,6 +24,16 @@ def decompose_llm(ctx: BuildContext) -> None:
         ctx.sub.exports["queries"] = port
     else:
         ctx.sub.exports["text"] = port
+
+
+def prompt_parts(ctx: BuildContext, raw: list) -> list[tuple[str, str | Ref]]:
+    """A node's config "parts" ([[name, source], ...]) as (name, literal text or Ref) pairs."""
+    parts = []
+    for item in raw:
+        if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
+            raise ValueError(f"node {ctx.node.name!r}: each config 'parts' entry must be [name, source], got {item!r}")
+        parts.append((item[0], part_source(ctx, item[1])))
+    return parts
 
 
 def part_source(ctx: BuildContext, src: str) -> str | Ref:
