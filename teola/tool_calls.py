@@ -18,7 +18,7 @@ import inspect
 import time
 from typing import Any, Awaitable, Callable, Mapping
 
-from teola.runtime import choose_handling, llm_request
+from teola.runtime import choose_pause_handling, llm_request
 from teola.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION, ToolCall, parse_tool_call, result_segment
 
 __all__ = ["CLOSE", "OPEN", "TOOL_INSTRUCTION", "Tool", "ToolCall", "choose_pause_handling", "continue_with_tools",
@@ -43,25 +43,6 @@ async def run_tool(tools: Mapping[str, Tool], call: ToolCall) -> tuple[Any, floa
     except Exception as exc:  # the model sees the failure and can try again
         out = f"error: {type(exc).__name__}: {exc}"
     return out, time.perf_counter() - t0
-
-
-def choose_pause_handling(policy: Any, tool: str | None, context: int, other: int | None = None) -> str:
-    """The handling of a pause for `tool` (None: not known yet, the mean over the tools seen) with
-    `context` tokens of this call and `other` of the rest of the batch (None: the policy's own
-    prediction, `other_context()`, when it has one, else 0): the engine policy's cost
-    constants and per-tool duration means when it has them (policy "lamps"), else an expected 1 s
-    tool call at 0.1 ms per recomputed token."""
-    if other is None:
-        predict = getattr(policy, "other_context", None)
-        other = predict() if callable(predict) else 0
-    api_mean: dict[str, tuple[float, int]] = getattr(policy, "api_mean", {}) or {}
-    if tool in api_mean:
-        api_s = api_mean[tool][0]
-    else:
-        api_s = sum(m for m, _ in api_mean.values()) / len(api_mean) if api_mean else 1.0
-    fwd = getattr(policy, "fwd_s", 1e-4) * context
-    swap_per_token = getattr(policy, "swap_s", None)
-    return choose_handling(api_s, context, other, fwd, None if swap_per_token is None else swap_per_token * context)
 
 
 def observe_tool(policy: Any, tool: str | None, seconds: float) -> None:

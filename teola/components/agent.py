@@ -17,7 +17,9 @@ in the tool engine comes back to the model as "error: ..." in its result; the qu
 
 config: "tool_engine" (a registered engine of kind "tool", required), "tools" (the names the model
 may call, required), "max_rounds" (tool calls at most, 1-8, default 2), "handling" (what the LLM
-engine does with the call's KV during a tool call: "discard" (default), "preserve" or "swap"),
+engine does with the call's KV during a tool call: "discard" (default), "preserve", "swap", or "auto":
+INFERCEPT's least-waste choice, made by the engine's scheduler when each segment is queued,
+teola.runtime.pause_handling),
 "parts" (as the llm component's; default the question), "instruction" (default
 teola.tool_syntax.TOOL_INSTRUCTION listing `tools`), "examples" (worked calls placed after the
 instruction), "start" (text the model's turn begins with, e.g. '<tool>{"name": "' to make the first
@@ -36,7 +38,7 @@ from teola.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION
 def decompose_agent(ctx: BuildContext) -> None:
     tool_engine, tools = _tools(ctx)
     rounds = ctx.int_config("max_rounds", 2, maximum=8)
-    handling = ctx.config.get("handling", "discard")  # AgentOptions checked it is discard, preserve or swap
+    handling = ctx.config.get("handling", "discard")  # AgentOptions checked it is discard, preserve, swap or auto
     where = f"node {ctx.node.name!r}"
     gen = gen_args(ctx.config, where)
     parts = _parts(ctx, tools)

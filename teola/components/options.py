@@ -100,8 +100,9 @@ class AgentOptions(GenOptions):
     tool_engine: Name | None = Field(None, description="The registered engine of kind 'tool' that runs the calls (required).")
     tools: list[Name] | None = Field(None, min_length=1, max_length=256, description="Tools the model may call (required).")
     max_rounds: int | None = Field(None, ge=1, le=8, description="Tool calls in one answer at most (default 2).")
-    handling: Literal["discard", "preserve", "swap"] | None = Field(
-        None, description="What the LLM engine does with the call's KV during a tool call (default discard).")
+    handling: Literal["discard", "preserve", "swap", "auto"] | None = Field(
+        None, description="What the LLM engine does with the call's KV during a tool call (default discard; "
+                          "auto: INFERCEPT's least-waste choice when each segment is queued).")
     instruction: Text | None = Field(None, description="System instruction (default teola.tool_syntax.TOOL_INSTRUCTION listing the tools).")
     examples: Text | None = Field(None, description="Worked tool calls placed after the instruction (default none).")
     start: Text | None = Field(None, description="Text the model's turn begins with, e.g. '<tool>{\"name\": \"' "

@@ -11,6 +11,7 @@ from teola.runtime.errors import CallFailed, EngineDown, QueryCancelled, QueryEr
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.local_executor import LocalExecutor
 from teola.runtime.metrics import Metrics
+from teola.runtime.pause_handling import PauseCosts, choose_pause_handling
 from teola.runtime.policies.api_handling import HANDLINGS, choose_handling
 from teola.runtime.policies import (DEFAULT_POLICY, ProgramQueues, make_policy, policy_factory, policy_names,
                                     register_policy)
@@ -20,9 +21,9 @@ from teola.runtime.runtime import Runtime
 from teola.runtime.work import Work
 
 __all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "EngineDown", "HANDLINGS", "Executor", "Instance", "LocalExecutor",
-           "Metrics", "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "QueryUnavailable",
+           "Metrics", "PauseCosts", "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "QueryUnavailable",
            "RayExecutor", "Result", "Runtime", "Work",
-           "choose_handling", "llm_request", "make_policy", "policy_factory", "policy_names", "register_policy"]
+           "choose_handling", "choose_pause_handling", "llm_request", "make_policy", "policy_factory", "policy_names", "register_policy"]
 
 
 def __getattr__(name: str) -> Any:

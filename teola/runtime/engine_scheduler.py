@@ -21,6 +21,7 @@ from teola.engine_spec import CONTINUOUS_KINDS, Engine
 from teola.ops import PrimOp
 from teola.runtime.executor import Executor, Instance, checked_results
 from teola.runtime.metrics import Metrics
+from teola.runtime.pause_handling import PauseBook
 from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
 from teola.runtime.preemption import Preemptor
 from teola.process_table import ProcessTable
@@ -72,6 +73,7 @@ class EngineScheduler:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
         self._running = RunningOwners()
+        self.pauses = PauseBook(batch_size=self.max_efficient_batch) if llm else None  # the Runtime sets its costs
         self.supervisor: Any = None  # teola.runtime.supervisor.Supervisor, set by the runtime
         self.loop = asyncio.get_running_loop()
         self._closed = False
@@ -104,10 +106,14 @@ class EngineScheduler:
                 table.end_program(pid)
         if self._own_table is not None:
             self._own_table.end_program(pid)
+        if self.pauses is not None:
+            self.pauses.end_program(pid)
 
     # ---- queue ----------------------------------------------------------------------------------
     def submit(self, entry: Pending) -> None:
         """Queue one entry (with a router: on the instance it routes to) and schedule soon."""
+        if self.pauses is not None:
+            self.pauses.prepare(entry.query_id, entry.requests, self._policy, entry.tokens)
         if self.balancer is None:
             self.queue.push(entry)
         else:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import numbers
 from typing import Any, Callable
 
 from teola.compiler import Compiled
@@ -22,17 +21,18 @@ from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.runtime.executor import Executor, Instance
 from teola.runtime.graph_scheduler import QueryRun
 from teola.runtime.metrics import Metrics
+from teola.runtime.pause_handling import PauseCosts
 from teola.runtime.policies import DEFAULT_POLICY, Pending, make_policy, policy_names
 from teola.runtime.query_context import QueryContext
 from teola.runtime.requests import estimate_tokens
 from teola.runtime.result import Result
-from teola.runtime.runtime_options import backoff_option, interval_option, make_executor
+from teola.runtime.runtime_options import backoff_option, interval_option, make_executor, query_timeout
 from teola.runtime.supervisor import Supervisor
 
 log = logging.getLogger("teola.runtime")
 
 OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
-           "restart_backoff")
+           "restart_backoff", "pause_costs")
 
 
 class Runtime:
@@ -52,7 +52,9 @@ class Runtime:
       health_interval: seconds between health probes of every engine instance (default 5; 0 or
         None: probe only after a failed batch). An instance found down is restarted in place
         (teola.runtime.supervisor) and its in-flight queries fail with `QueryUnavailable`;
-      restart_backoff: (first, max) seconds between restart attempts of a down instance (1, 30).
+      restart_backoff: (first, max) seconds between restart attempts of a down instance (1, 30);
+      pause_costs: what LLM calls that pause for tools with handling "auto" weigh when the engine's
+        policy has no costs of its own (teola.runtime.pause_handling.PauseCosts; default its defaults).
 
     Per-query config read by `run`: "timeout" (seconds for the whole query), "primitive_timeout"
     (seconds for any one primitive from dispatch to finish), "priority" (int passed to LLM engines,
@@ -90,6 +92,7 @@ class Runtime:
         self.prescheduling = bool(options.get("prescheduling", True))
         self.health_interval = interval_option(options.get("health_interval", 5.0))
         self.restart_backoff = backoff_option(options.get("restart_backoff", (1.0, 30.0)))
+        self.pause_costs = PauseCosts.from_option(options.get("pause_costs"))
         self.supervisor: Supervisor | None = None
         self.metrics = Metrics()
         self.metrics.queue_lengths = self.queue_lengths
@@ -121,7 +124,9 @@ class Runtime:
                 policy_name = spec.policy or self.policy_name
                 policy = make_policy(policy_name, **self.policy_options.get(policy_name, {}))
                 llm = bool(spec.ops) and spec.ops <= LLM_OPS
-                self.schedulers[name] = EngineScheduler(spec, insts, self.executor, policy, self.metrics, llm)
+                sched = self.schedulers[name] = EngineScheduler(spec, insts, self.executor, policy, self.metrics, llm)
+                if sched.pauses is not None:
+                    sched.pauses.costs = self.pause_costs
             self.supervisor = Supervisor(self.executor, self.instances, self.metrics,
                                          lambda eng: self.schedulers[eng].kick(), self.health_interval,
                                          self.restart_backoff)
@@ -237,17 +242,7 @@ class Runtime:
         if not self._started:
             raise RuntimeError("Runtime.run before Runtime.start(); await runtime.start() first")
         config = dict(config or {})
-        timeout = _seconds(config, "timeout")
-        _seconds(config, "primitive_timeout")
-        salt = config.get("cache_salt")
-        if salt is not None and (not isinstance(salt, str) or not salt):
-            raise TypeError(f"config['cache_salt'] must be a non-empty string, got {salt!r}")
-        keep = config.get("return_values")
-        if keep is not None and not (isinstance(keep, (list, tuple)) and all(isinstance(k, str) for k in keep)):
-            raise TypeError(f"config['return_values'] must be a list of object-store keys, got {keep!r}")
-        prio = config.get("priority", 0)
-        if not isinstance(prio, int) or isinstance(prio, bool):
-            raise TypeError(f"config['priority'] must be an int (lower runs first), got {prio!r}")
+        timeout = query_timeout(config)
         if config.get("policy") is not None:
             self.set_policy(config["policy"])
         plan = self.plans.get(compiled.egraph)
@@ -389,11 +384,3 @@ class Runtime:
                 log.warning("query %s: dropping namespace %r on %s failed: %s: %s",
                             run.qid, ns, inst.name, type(e).__name__, e)
 
-
-def _seconds(config: dict[str, Any], key: str) -> float | None:
-    v = config.get(key)
-    if v is None:
-        return None
-    if not isinstance(v, numbers.Real) or isinstance(v, bool) or v <= 0:
-        raise ValueError(f"config[{key!r}] must be a number of seconds > 0, got {v!r}")
-    return float(v)

@@ -1,7 +1,8 @@
 """Runtime options that need more than a type check: the executor, the health-probe interval and
-the restart backoff (each raising an error that names the option)."""
+the restart backoff, and a query's config (each raising an error that names the option)."""
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 from teola.runtime.executor import Executor
@@ -35,3 +36,28 @@ def backoff_option(value: Any) -> tuple[float, float]:
             or value[0] > value[1]):
         raise ValueError(f"Runtime: restart_backoff must be (first, max) seconds with 0 < first <= max, got {value!r}")
     return float(value[0]), float(value[1])
+
+
+def query_timeout(config: dict[str, Any]) -> float | None:
+    """Check a query's config (`Runtime.submit`); returns its "timeout" in seconds (None: none)."""
+    timeout = _seconds(config, "timeout")
+    _seconds(config, "primitive_timeout")
+    salt = config.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        raise TypeError(f"config['cache_salt'] must be a non-empty string, got {salt!r}")
+    keep = config.get("return_values")
+    if keep is not None and not (isinstance(keep, (list, tuple)) and all(isinstance(k, str) for k in keep)):
+        raise TypeError(f"config['return_values'] must be a list of object-store keys, got {keep!r}")
+    prio = config.get("priority", 0)
+    if not isinstance(prio, int) or isinstance(prio, bool):
+        raise TypeError(f"config['priority'] must be an int (lower runs first), got {prio!r}")
+    return timeout
+
+
+def _seconds(config: dict[str, Any], key: str) -> float | None:
+    v = config.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, numbers.Real) or isinstance(v, bool) or v <= 0:
+        raise ValueError(f"config[{key!r}] must be a number of seconds > 0, got {v!r}")
+    return float(v)
