@@ -21,6 +21,7 @@ from teola.engine_spec import CONTINUOUS_KINDS, Engine
 from teola.ops import PrimOp
 from teola.runtime.executor import Executor, Instance, checked_results
 from teola.runtime.metrics import Metrics
+from teola.runtime.length_predictions import predict_lengths
 from teola.runtime.pause_handling import PauseBook
 from teola.runtime.policies import Limits, Pending, Pick, Policy, RequestQueue
 from teola.runtime.preemption import Preemptor
@@ -74,6 +75,7 @@ class EngineScheduler:
         self._tasks: set[asyncio.Task] = set()
         self._running = RunningOwners()
         self.pauses = PauseBook(batch_size=self.max_efficient_batch) if llm else None  # the Runtime sets its costs
+        self.length_predictor: Any = None  # the Runtime option of that name
         self.supervisor: Any = None  # teola.runtime.supervisor.Supervisor, set by the runtime
         self.loop = asyncio.get_running_loop()
         self._closed = False
@@ -114,6 +116,7 @@ class EngineScheduler:
         """Queue one entry (with a router: on the instance it routes to) and schedule soon."""
         if self.pauses is not None:
             self.pauses.prepare(entry.query_id, entry.requests, self._policy, entry.tokens)
+            predict_lengths(self.length_predictor, entry.requests, self.name)
         if self.balancer is None:
             self.queue.push(entry)
         else:

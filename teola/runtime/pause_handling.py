@@ -111,3 +111,4 @@ class PauseBook:
         """`query_id` ended: forget its paused calls."""
         for k in [k for k in self.paused if k[0] == query_id]:
             del self.paused[k]
+

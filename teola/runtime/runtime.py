@@ -32,7 +32,7 @@ from teola.runtime.supervisor import Supervisor
 log = logging.getLogger("teola.runtime")
 
 OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
-           "restart_backoff", "pause_costs")
+           "restart_backoff", "pause_costs", "length_predictor")
 
 
 class Runtime:
@@ -54,7 +54,9 @@ class Runtime:
         (teola.runtime.supervisor) and its in-flight queries fail with `QueryUnavailable`;
       restart_backoff: (first, max) seconds between restart attempts of a down instance (1, 30);
       pause_costs: what LLM calls that pause for tools with handling "auto" weigh when the engine's
-        policy has no costs of its own (teola.runtime.pause_handling.PauseCosts; default its defaults).
+        policy has no costs of its own (teola.runtime.pause_handling.PauseCosts; default its defaults);
+      length_predictor: request -> predicted output tokens, set as "predicted_tokens" on LLM requests
+        that carry none (what `lamps` and `sjf` rank by; e.g. a teola.length_predictor over embeddings).
 
     Per-query config read by `run`: "timeout" (seconds for the whole query), "primitive_timeout"
     (seconds for any one primitive from dispatch to finish), "priority" (int passed to LLM engines,
@@ -93,6 +95,9 @@ class Runtime:
         self.health_interval = interval_option(options.get("health_interval", 5.0))
         self.restart_backoff = backoff_option(options.get("restart_backoff", (1.0, 30.0)))
         self.pause_costs = PauseCosts.from_option(options.get("pause_costs"))
+        self.length_predictor = options.get("length_predictor")
+        if self.length_predictor is not None and not callable(self.length_predictor):
+            raise TypeError(f"Runtime: length_predictor must be callable (request -> tokens), got {self.length_predictor!r}")
         self.supervisor: Supervisor | None = None
         self.metrics = Metrics()
         self.metrics.queue_lengths = self.queue_lengths
@@ -126,7 +131,7 @@ class Runtime:
                 llm = bool(spec.ops) and spec.ops <= LLM_OPS
                 sched = self.schedulers[name] = EngineScheduler(spec, insts, self.executor, policy, self.metrics, llm)
                 if sched.pauses is not None:
-                    sched.pauses.costs = self.pause_costs
+                    sched.pauses.costs, sched.length_predictor = self.pause_costs, self.length_predictor
             self.supervisor = Supervisor(self.executor, self.instances, self.metrics,
                                          lambda eng: self.schedulers[eng].kick(), self.health_interval,
                                          self.restart_backoff)

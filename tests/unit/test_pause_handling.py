@@ -98,3 +98,26 @@ async def test_the_agent_component_with_auto_discards_for_a_slow_tool():
     await app.start(pause_costs={"api_defaults": {"calculator": 60.0}})
     await answer(app)
     assert llm.requests[0]["pause_kv"] == "discard" and "resumes_preserved" not in llm.requests[1]
+
+
+def test_a_length_predictor_sets_predictions_and_a_failing_one_is_ignored(caplog):
+    from teola.runtime.length_predictions import predict_lengths
+
+    given, plain, bad = {"predicted_tokens": 5}, {"max_tokens": 64}, {"max_tokens": 64}
+    predict_lengths(lambda r: 17, [given, plain], "llm")
+    assert given["predicted_tokens"] == 5 and plain["predicted_tokens"] == 17
+    predict_lengths(lambda r: 1 / 0, [bad], "llm")
+    predict_lengths(lambda r: "long", [bad], "llm")
+    assert "predicted_tokens" not in bad
+    assert "length predictor failed: ZeroDivisionError" in caplog.text and "answered 'long'" in caplog.text
+
+
+async def test_the_runtime_hands_the_agents_segments_to_the_length_predictor():
+    seen = []
+    app, llm = agent_app([CALL, "391."])
+    await app.start(length_predictor=lambda r: seen.append(r.get("continuation")) or 12)
+    await answer(app)
+    assert [r["predicted_tokens"] for r in llm.requests] == [12, 12] and len(seen) == 2
+    with pytest.raises(TypeError, match="length_predictor must be callable"):
+        from teola.runtime import Runtime
+        Runtime({}, length_predictor=3)
