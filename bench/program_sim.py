@@ -31,12 +31,15 @@ from teola.process_table import ProcessTable
 class CallSpec:
     """One LLM call of a program: `prompt` tokens of context it needs, `output` tokens to decode,
     `parents` indices (into the program's calls) that must finish first; `user`: tokens of new user
-    text the call adds (0: one shipped question, as the generators draw by default)."""
+    text the call adds (0: one shipped question, as the generators draw by default); `pause`:
+    seconds of a tool call between its parents' end and its start (ReAct-like programs; the runners
+    of bench.programs_vllm sleep it, this pure simulator has no tool time and refuses it)."""
 
     prompt: int
     output: int
     parents: tuple[int, ...] = ()
     user: int = 0
+    pause: float = 0.0
 
 
 @dataclass(slots=True)
@@ -99,6 +102,9 @@ class Simulator:
                  policy_options: dict[str, Any] | None = None) -> None:
         if policy not in ("fcfs", "mlfq", "plas", "atlas"):
             raise ValueError(f"simulator policy must be fcfs, mlfq, plas or atlas, got {policy!r}")
+        if any(c.pause for p in programs for c in p.calls):
+            raise ValueError("simulator: calls with tool pauses (react programs) need bench.sim_programs' runtime "
+                             "on virtual time, not this pure simulator")
         self.programs = sorted(programs, key=lambda p: p.arrival)
         self.policy = policy
         self.table = ProcessTable()

@@ -101,12 +101,44 @@ def tree_program(pid: str, t: float, rng: random.Random, qtok: list[int], system
     return ProgramSpec(pid, t, calls, "tree")
 
 
+def recorded_lengths() -> list[int]:
+    """Output tokens of the real engine's answers (bench/data/lengths-smollm2-135m.json, recorded by
+    bench.record_lengths: 480 answers of SmolLM2-135M, at most 128 tokens)."""
+    path = os.path.join(os.path.dirname(__file__), "data", "lengths-smollm2-135m.json")
+    with open(path, encoding="utf-8") as f:
+        return [int(r["output_tokens"]) for r in json.load(f)["rows"]]
+
+
+def react_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM,
+                  max_steps: int = 8, action_mean: float = 24, action_max: int = 64, observation_mean: float = 60,
+                  observation_max: int = 200, tool_s: tuple[float, float] = (1.72, 3.33), tool_max_s: float = 20.0,
+                  answers: list[int] | None = None) -> ProgramSpec:
+    """A ReAct / BFCL-like tool loop: sequential calls, each but the last writing a short action
+    (thought + tool call: exponential, mean `action_mean` tokens); after each, a tool call lasting a
+    lognormal time with ToolBench's mean and std `tool_s` (LAMPS Table 2; capped at `tool_max_s`)
+    whose observation (exponential, mean `observation_mean` tokens) opens the next call's user turn;
+    the last call writes the answer, its length drawn from `answers` (recorded real answers; default
+    an exponential of mean 60). Steps: 1 + Pareto(1.6) - 1 + Exp(mean 1.5), at most `max_steps`."""
+    n = min(max_steps, 1 + int(rng.paretovariate(1.6)) - 1 + int(rng.expovariate(1 / 1.5)))
+    mu = math.log(tool_s[0] ** 2 / math.sqrt(tool_s[0] ** 2 + tool_s[1] ** 2))
+    sigma = math.sqrt(math.log(1 + (tool_s[1] / tool_s[0]) ** 2))
+    calls, ctx = [], system + rng.choice(qtok)
+    for i in range(max(1, n)):
+        last = i == max(1, n) - 1
+        user = _out(rng, observation_mean, 16, observation_max) if i else 0
+        out = (rng.choice(answers) if answers else _out(rng, 60, 8, 400)) if last else _out(rng, action_mean, 8, action_max)
+        pause = min(tool_max_s, rng.lognormvariate(mu, sigma)) if i else 0.0
+        calls.append(CallSpec(ctx + user, out, (i - 1,) if i else (), user, round(pause, 3)))
+        ctx += user + out
+    return ProgramSpec(pid, t, calls, "react")
+
+
 def workload(kind: str, rate: float, n: int, seed: int, qtok: list[int], system: int = SYSTEM,
              **shape: Any) -> list[ProgramSpec]:
-    """`n` programs of `kind` ("chat" or "tree") with Poisson arrivals at `rate` programs/s (rate
+    """`n` programs of `kind` ("chat", "tree" or "react") with Poisson arrivals at `rate` programs/s (rate
     0: all at t=0); `shape` goes to the generator (e.g. max_calls, out_mean for chat)."""
     rng = random.Random(seed)
-    make = chat_program if kind == "chat" else tree_program
+    make = {"chat": chat_program, "tree": tree_program, "react": react_program}[kind]
     t, out = 0.0, []
     for i in range(n):
         gap = rng.expovariate(rate if rate > 0 else 1.0)  # drawn either way: same program shapes at every rate

