@@ -43,6 +43,7 @@ WEB_MEAN_STD = (1.72, 3.33)
 API_MEANS = {"calculator": 1e-4, "wikipedia": 0.01, "web": 1.72, "tool": 0.58}  # "tool": the mean of the three
 TOPICS = ["rivers", "music", "football", "elections", "space travel", "the economy", "climate", "films"]
 SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
+TOOLS = ("calculator", "wikipedia", "web")
 
 
 def questions(n: int, seed: int) -> list[str]:
@@ -172,7 +173,7 @@ async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict
     llm = VLLMEngine("llm", model=MODEL, max_num_seqs=16, kv_swap=True)
     tools = ToolEngine("tools", wikipedia=True, timeout=60, http_tools=[
         {"name": "web", "url": url + "/search?query={query}", "timeout": 60, "description": "web search"}])
-    app = build(tool_names=("calculator", "wikipedia", "web"), handling="auto", max_rounds=2)
+    app = build(tool_names=TOOLS, handling="auto", max_rounds=2)
     app.register_engine(Engine("llm", kind="vllm", model=MODEL, max_efficient_batch=CAP, max_batch=16), backend=llm)
     app.register_engine(Engine("tools", kind="tool"), backend=tools)
     await app.start(policy="fcfs", policy_options={"lamps": lamps}, length_predictor=segments,
@@ -227,7 +228,33 @@ def summary(rate: float, trial: int, system: str, done: list[dict[str, Any]]) ->
             "segments": len(segs), "decode_tokens": sum(s["output_tokens"] for s in segs),
             "mae": statistics.fmean(errs) if errs else None,
             "handlings": {h: sum(1 for s in segs if s["handling"] == h) for h in ("preserve", "discard", "swap")},
-            "tools": {t: tools.count(t) for t in sorted(set(tools))}, "answers": [d["answer"] for d in done[:3]]}
+            "tools": {t: tools.count(t) for t in sorted(set(tools))}, "answers": [d["answer"] for d in done[:3]],
+            "per_question": [{"latency": round(d["latency"], 3), "tools": d["tools"],
+                              "tokens": [s["output_tokens"] for s in d["segments"]]} for d in done]}
+
+
+def same_work(rows: list[dict[str, Any]], rate: float) -> str:
+    """Per rate: the questions that did identical work under every system in their trial, and each
+    system's mean latency over them (None when the run kept no per-question records)."""
+    lat: dict[str, list[float]] = {s: [] for s in SYSTEMS}
+    for trial in sorted({r["trial"] for r in rows}):
+        runs = {r["system"]: r.get("per_question") for r in rows if r["rate"] == rate and r["trial"] == trial}
+        if len(runs) != len(SYSTEMS) or not all(runs.values()):
+            return f"- {rate:g} q/s: no per-question records"
+        for k, q in enumerate(runs["LAMPS"]):
+            if all(runs[s][k]["tokens"] == q["tokens"] and runs[s][k]["tools"] == q["tools"] for s in SYSTEMS):
+                for s in SYSTEMS:
+                    lat[s].append(runs[s][k]["latency"])
+    n = len(lat["LAMPS"])
+    return (f"- {rate:g} q/s: {n} questions; " + ", ".join(f"{s} {statistics.fmean(v):.2f} s" for s, v in lat.items())
+            if n else f"- {rate:g} q/s: none")
+
+
+def tool_groups(counts: dict[str, int]) -> dict[str, int]:
+    """Calls per tool the app offers, calls naming any other tool, and calls that did not parse."""
+    out = {t: counts.get(t, 0) for t in (*TOOLS, "bad call")}
+    out["other name"] = sum(v for k, v in counts.items() if k not in out)
+    return out
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -257,14 +284,17 @@ def markdown(data: dict[str, Any]) -> str:
             a["trials"] = "/".join(f"{r['mean_s']:.1f}" for r in rs)
             a["handlings"] = " / ".join(f"{statistics.fmean(r['handlings'][h] for r in rs):.0f}"
                                         for h in ("preserve", "discard", "swap"))
-            names = sorted({t for r in rs for t in r["tools"]})
-            a["tools"] = ", ".join(f"{t} {statistics.fmean(r['tools'].get(t, 0) for r in rs):.0f}" for t in names)
+            a["tools"] = ", ".join(f"{t} {statistics.fmean(tool_groups(r['tools'])[t] for r in rs):.0f}"
+                                   for t in (*TOOLS, "other name", "bad call"))
             agg[system] = a
         for system, a in agg.items():
             delta = "" if system == "LAMPS" or "LAMPS" not in agg else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
             lines.append(f"| {rate:g} | {system} | {a['mean_s']:.2f} ({a['trials']}) | {a['p99_s']:.2f} | "
                          f"{a['first_mean_s']:.2f} | {a['first_p99_s']:.2f} | {delta} | {a['segments']:.0f} / "
                          f"{a['decode_tokens']:.0f} | {a['mae']} | {a['handlings']} | {a['tools']} |")
+    lines += ["", "Same work: questions whose segments decoded the same tokens and called the same tools under all "
+              "three systems in a trial, and their mean latency there (a run's outputs depend on its batches)."]
+    lines += [same_work(rows, rate) for rate in sorted({r["rate"] for r in rows})]
     first = rows[0]["answers"] if rows else []
     lines += ["", "Sample answers (the first three questions of the first run): "
               + " | ".join(f"`{' '.join(a.split())[:120]}`" for a in first)]
