@@ -30,11 +30,10 @@ import asyncio
 import random
 import statistics
 import sys
-import threading
 import time
 from typing import Any
 
-from bench.common import percentile, write_results
+from bench.common import percentile, serve_in_thread, write_results
 from bench.sim_lamps import lognormal_params
 
 MODEL = "smollm2-135m-instruct"
@@ -67,9 +66,6 @@ def questions(n: int, seed: int) -> list[str]:
 def start_web_api() -> tuple[str, Any]:
     """A FastAPI app on a loopback port in a thread: GET /search?query=.. answers after a delay drawn
     from ToolBench's API durations, seeded by the query."""
-    import socket
-
-    import uvicorn
     from fastapi import FastAPI
 
     api = FastAPI()
@@ -79,14 +75,7 @@ def start_web_api() -> tuple[str, Any]:
         await asyncio.sleep(random.Random(query).lognormvariate(*lognormal_params(*WEB_MEAN_STD)))
         return {"query": query, "results": [f"Headline {i} about {query}" for i in range(3)]}
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
-    return f"http://127.0.0.1:{port}", server
+    return serve_in_thread(api)
 
 
 class Segments:

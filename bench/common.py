@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,22 @@ def without_keys(data: Any, *keys: str) -> Any:
     if isinstance(data, list):
         return [without_keys(v, *keys) for v in data]
     return data
+
+
+def serve_in_thread(api: Any) -> tuple[str, Any]:
+    """Serve the ASGI app `api` on a free loopback port from a daemon thread (a benchmark's stand-in
+    for a remote tool); returns its base URL and the uvicorn server (set `should_exit` to stop it)."""
+    import socket
+    import threading
+
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
+    threading.Thread(target=server.run, daemon=True).start()
+    while not server.started:
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port}", server
+

@@ -33,11 +33,10 @@ import asyncio
 import random
 import statistics
 import sys
-import threading
 import time
 from typing import Any
 
-from bench.common import percentile, write_results
+from bench.common import percentile, serve_in_thread, write_results
 from bench.sim_lamps import EXTRA_SYSTEMS, SYSTEMS, handling_for, lognormal_params, requests
 
 TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
@@ -53,9 +52,6 @@ MODEL = "smollm2-135m-instruct"
 # ---- the loopback HTTP tool ---------------------------------------------------------------------
 def start_web_api() -> tuple[str, Any]:
     """A FastAPI app on a loopback port in a thread: GET /search?q=..&ms=.. answers after `ms`."""
-    import socket
-
-    import uvicorn
     from fastapi import FastAPI
 
     api = FastAPI()
@@ -65,14 +61,7 @@ def start_web_api() -> tuple[str, Any]:
         await asyncio.sleep(ms / 1000)
         return {"query": q, "results": [f"result {i} for {q}" for i in range(3)]}
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
-    return f"http://127.0.0.1:{port}", server
+    return serve_in_thread(api)
 
 
 def web_delay(rng: random.Random) -> float:
