@@ -142,6 +142,7 @@ async def one(app: Any, segments: Segments, question: str, at: float, start: flo
 
 async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict[str, Any]:
     from apps.react_agent import build
+    from bench.workloads import poisson_arrivals
     from engines.embedding import EmbeddingEngine
     from engines.paths import configure_engine_env
     from engines.sim_profile import load_profile
@@ -167,12 +168,11 @@ async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict
     app.register_engine(Engine("tools", kind="tool"), backend=tools)
     await app.start(policy="fcfs", policy_options={"lamps": lamps}, length_predictor=segments,
                     pause_costs={"fwd_s_per_token": fwd, "swap_s_per_token": swap, "api_defaults": API_MEANS})
-    rt = app._runtime
+    rt = app.runtime
     try:
         train = await train_predictor(app, segments, n_train)
         rows = []
         for rate in rates:
-            from bench.workloads import poisson_arrivals
             qs, arrivals = questions(n, seed=int(rate * 1000)), poisson_arrivals(n, rate, seed=int(rate * 1000))
             for trial in range(trials):
                 for system, policy in SYSTEMS.items():

@@ -114,7 +114,7 @@ class EngineScheduler:
     # ---- queue ----------------------------------------------------------------------------------
     def submit(self, entry: Pending) -> None:
         """Queue one entry (with a router: on the instance it routes to) and schedule soon."""
-        if self.pauses is not None:
+        if self.pauses is not None:  # an LLM engine
             self.pauses.prepare(entry.query_id, entry.requests, self._policy, entry.tokens)
             predict_lengths(self.length_predictor, entry.requests, self.name)
         if self.balancer is None:

@@ -51,26 +51,32 @@ class PauseCosts:
         return costs
 
 
+def has_own_costs(policy: Any) -> bool:
+    """Whether `policy` keeps its own cost model for pauses (LAMPS: `fwd_s`, `swap_s`, per-tool
+    `api_mean` and a predicted batch, `other_context()`), which then decides instead of `PauseCosts`."""
+    return hasattr(policy, "fwd_s")
+
+
 def choose_pause_handling(policy: Any, tool: str | None, context: int, other: int | None = None,
                           costs: PauseCosts | None = None) -> str:
     """The handling of a pause for `tool` (None: not known yet, the mean over the tools seen) with
     `context` tokens of this call and `other` of the rest of the batch (None: the policy's own
-    prediction, `other_context()`, when it has one, else 0). The policy's cost constants and per-tool
-    means when it keeps them (policy "lamps"), else `costs` (default: an expected 1 s tool call at
-    0.1 ms per recomputed token, no swap)."""
+    prediction when it has one, else 0). The policy's cost constants and per-tool means when it keeps
+    them (`has_own_costs`), else `costs` (default: an expected 1 s tool call at 0.1 ms per
+    recomputed token, no swap)."""
     costs = costs or PauseCosts()
-    if other is None:
-        predict = getattr(policy, "other_context", None)
-        other = predict() if callable(predict) else 0
-    means: dict[str, tuple[float, int]] = (getattr(policy, "api_mean", None)
-                                           or {k: (float(v), 0) for k, v in costs.api_defaults.items()})
+    if has_own_costs(policy):
+        fwd_s, swap_s, means = policy.fwd_s, policy.swap_s, dict(policy.api_mean)
+        other = policy.other_context() if other is None else other
+    else:
+        fwd_s, swap_s = costs.fwd_s_per_token, costs.swap_s_per_token
+        means = {k: (float(v), 0) for k, v in costs.api_defaults.items()}
+        other = 0 if other is None else other
     if tool in means:
         api_s = means[tool][0]
     else:
         api_s = sum(m for m, _ in means.values()) / len(means) if means else costs.default_api_s
-    fwd = getattr(policy, "fwd_s", costs.fwd_s_per_token) * context
-    swap_per_token = getattr(policy, "swap_s", None) if hasattr(policy, "fwd_s") else costs.swap_s_per_token
-    return choose_handling(api_s, context, other, fwd, None if swap_per_token is None else swap_per_token * context)
+    return choose_handling(api_s, context, other, fwd_s * context, None if swap_s is None else swap_s * context)
 
 
 class PauseBook:
@@ -98,7 +104,7 @@ class PauseBook:
             if self.paused.pop((query_id, key), None) == "preserve":
                 req["resumes_preserved"] = True
             if req.get("pause_kv") == "auto":
-                other = None if callable(getattr(policy, "other_context", None)) else self.other_context()
+                other = None if has_own_costs(policy) else self.other_context()
                 req["pause_kv"] = choose_pause_handling(policy, req.get("api"), context, other, self.costs)
             if req.get("pause_kv"):
                 self.paused[(query_id, key)] = req["pause_kv"]
@@ -111,4 +117,3 @@ class PauseBook:
         """`query_id` ended: forget its paused calls."""
         for k in [k for k in self.paused if k[0] == query_id]:
             del self.paused[k]
-
