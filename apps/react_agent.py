@@ -1,6 +1,6 @@
 """ReAct-style agent (LAMPS §2): one LLM call reasons, writes a tool call, pauses while the tool
 runs, and continues with the result in the same context, up to `max_rounds` tool calls (component
-"agent": teola.components.agent). Tools: the calculator and a Wikipedia lookup over the shipped
+"agent": teola.compile.components.agent). Tools: the calculator and a Wikipedia lookup over the shipped
 corpus in PostgreSQL full-text search, on the local tool engine."""
 from __future__ import annotations
 

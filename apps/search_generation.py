@@ -6,7 +6,7 @@ from typing import Any
 
 from apps._samples import question_sample
 from teola import App, Engine, Node
-from teola.components import prompts
+from teola.compile.components import prompts
 
 
 def build(llm: dict[str, Any] | None = None, judge_llm: dict[str, Any] | None = None,

@@ -13,10 +13,10 @@ after a delay drawn from ToolBench's API durations (mean 1.72 s, std 3.33 s, log
 moments, LAMPS Table 2), seeded by the query text so every system sees the same delay for the same call.
 The model chooses the tool; the tables count what it called.
 
-Every segment's handling is "auto" (teola.runtime.pause_handling: INFERCEPT's least waste, chosen when
+Every segment's handling is "auto" (teola.programs.pause_handling: INFERCEPT's least waste, chosen when
 the segment is queued). Predicted lengths: before the runs, `--train` other questions run alone under
 FCFS; every segment's prompt text (question + what the call wrote so far) and its output tokens train
-teola.length_predictor.LengthPredictor over MiniLM embeddings, which then predicts every segment of
+teola.programs.length_predictor.LengthPredictor over MiniLM embeddings, which then predicts every segment of
 every run (Runtime option "length_predictor"); its MAE on the runs' segments is reported.
 Systems, one vLLM instance with the same admission budget (CAP calls) for each: FCFS + INFERCEPT
 (policy fcfs), SJF by predicted length (sjf), LAMPS (lamps, its own costs and per-tool means seeded
@@ -106,7 +106,7 @@ class Segments:
         return [s for s in segs if "output_tokens" in s]
 
     def fit(self, rows: list[dict[str, Any]]) -> None:
-        from teola.length_predictor import LengthPredictor
+        from teola.programs.length_predictor import LengthPredictor
 
         self.model = LengthPredictor().fit(self.encoder.encode([r["text"] for r in rows]),
                                            [r["output_tokens"] for r in rows])
@@ -114,7 +114,7 @@ class Segments:
 
 def tools_called(segs: list[dict[str, Any]]) -> list[str]:
     """The tools the call asked for: the last tool call in each continuation's text."""
-    from teola.tool_syntax import parse_tool_call
+    from teola.programs.tool_syntax import parse_tool_call
 
     names = []
     for s in segs[1:]:
@@ -143,11 +143,11 @@ async def one(app: Any, segments: Segments, question: str, at: float, start: flo
 async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict[str, Any]:
     from apps.react_agent import build
     from bench.workloads import poisson_arrivals
-    from engines.embedding import EmbeddingEngine
+    from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.paths import configure_engine_env
-    from engines.sim_profile import load_profile
-    from engines.tools import ToolEngine
-    from engines.vllm_engine import VLLMEngine
+    from engines.sim.profile import load_profile
+    from engines.tools.tool_engine import ToolEngine
+    from engines.vllm.engine import VLLMEngine
     from teola import Engine
 
     configure_engine_env()

@@ -3,7 +3,7 @@
 Offline, no engine: the profiles `teola profile` measured with streamed decode steps
 (bench/results/*_profile.json) are refitted under other forms of the decode part of an iteration
 of B sequences over C context tokens:
-  linear   decode_seq * B + context_token * C            (engines/sim_cost.py today)
+  linear   decode_seq * B + context_token * C            (engines/sim/cost.py today)
   concave  decode_seq * B**alpha                         (alpha 0.3..1 on a grid: GEMM efficiency grows with B)
   ctx*B^g  context_token * C * B**gamma                  (gamma 0..1: a batch-dependent attention cost)
   knee     piecewise linear in B (knee at 2, 4 or 8)
@@ -11,7 +11,7 @@ each with base, prefill_token and prefill_attention as today, and fitted three w
 rows (batch totals, decode pairs, direct steps; relative NNLS), the same without the decode pairs,
 and with a Huber loss on relative errors (k = 0.1, iteratively reweighted). A form's parameter
 (alpha, gamma, knee) is chosen per profile on the rows fitted. Every profiled batch is replayed on
-engines.sim_llm's scheduler (prompts rebuilt as teola.sim.profiler builds them) for its iterations'
+engines.sim.llm's scheduler (prompts rebuilt as teola.sim.profiler builds them) for its iterations'
 work, so a form's features are summed per batch as fit_llm does for the linear one.
 Scored on each profile's 8 out=40 step shapes (bench.sim_fidelity's table), in-sample and held out
 (the fit without those 8 step measurements; the out=8 steps of the same shapes, other runs, stay).
@@ -31,8 +31,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, write_results
-from engines.sim_cost import IterationCost
-from engines.sim_llm import SimLLM
+from engines.sim.cost import IterationCost
+from engines.sim.llm import SimLLM
 from teola.sim.fit import decode_pairs, nnls
 from teola.sim.profiler import _prose
 from teola.sim.virtual_loop import run_virtual

@@ -427,7 +427,7 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
     calls over HTTP to one server with the in-process adapter's settings."""
     from bench import rag
     from engines.paths import configure_engine_env
-    from engines.vllm_serve import ServeProcess
+    from engines.vllm.serve import ServeProcess
 
     configure_engine_env()
     with ServeProcess("smollm2-135m-instruct", max_num_seqs=16) as url:

@@ -2,12 +2,12 @@
 
     python -m bench.embed_batch [--chunks 96] [--threads 1]
 
-The embedder (all-MiniLM-L6-v2 through engines.embedding, with the hardware default settings teola
+The embedder (all-MiniLM-L6-v2 through engines.sentence_transformers.embedding, with the hardware default settings teola
 runs it with: on a CPU machine one torch thread, one batch at a time) embeds the same chunks in
 batches of 1..64, one batch after another, and the best of 2 passes gives chunks per second at each
 batch size, for two kinds of text:
   - "short": the ~20-token sentences `teola tune`'s batch probe used before this page;
-  - "app": 256-token chunks (the shipped apps' chunk size, 30 overlap, teola.chunking) of the
+  - "app": 256-token chunks (the shipped apps' chunk size, 30 overlap, teola.compile.chunking) of the
     NarrativeQA stories the document-QA benchmark indexes.
 The knee of each curve (engines.knee: the smallest batch within 10% of the best throughput) is the
 max efficient batch stage decomposition would split indexing at. LlamaIndex's embedder batch (its
@@ -44,7 +44,7 @@ async def curve(engine: Any, texts: list[str]) -> dict[int, float]:
 
 
 async def run(n: int, threads: int | None) -> dict[str, Any]:
-    from engines.embedding import EmbeddingEngine
+    from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.engine_settings import resolve_options
     from engines.knee import knee
     from engines.tune import CHUNKS, app_chunks

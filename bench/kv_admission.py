@@ -4,7 +4,7 @@ only when its blocks can be allocated), with the policy's order deciding who wai
 In LAMPS (and INFERCEPT) the scheduler's own waiting queue is what waits for KV: vLLM admits
 from its head while blocks can be allocated, so the order of that queue (FCFS, or LAMPS' ranking)
 decides who gets memory when it is short. teola's admission for `lamps` / `sjf` / `fcfs`
-(teola.runtime.preemption) caps the number of calls in the engine, not their KV; with a cap above
+(teola.runtime.engine_tier.preemption) caps the number of calls in the engine, not their KV; with a cap above
 what the KV holds, the surplus would wait in the engine's own arrival-order queue and every
 policy would look the same. `KVAdmission` wraps the policy so teola sends calls only while the
 simulated engine has free KV for them (`free_tokens`): the rest wait in teola's queue, ranked.
@@ -18,7 +18,7 @@ duration only. Ranked behind other calls, its KV would stay pinned while it wait
 paper models and which, once memory is short, leaves most of the KV held by paused calls. With
 `kv_bound=False` only this rule applies (teola's admission then caps the number of calls only), which
 teola's own fcfs / sjf / lamps now do from the request's `resumes_preserved` mark
-(teola.runtime.policies.base): without it a continuation ranked behind new calls keeps its KV
+(teola.policies.base): without it a continuation ranked behind new calls keeps its KV
 pinned in teola's queue while the cap fills with calls the engine has no memory for, until almost
 nothing runs (issue 18: LAMPS at 2.75 req/s on the INFERCEPT mix). Pure except for reading the
 engine's pool and waiting list; it changes neither.
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teola.runtime.policies import register_policy
-from teola.runtime.policies.base import Decision, Limits, Pending, Pick, RankedAdmission, RequestQueue
+from teola.runtime.policy_registry import register_policy
+from teola.policies.base import Decision, Limits, Pending, Pick, RankedAdmission, RequestQueue
 
 
 def free_tokens(free_blocks: int, block_size: int, waiting: list[int]) -> int | None:
@@ -43,7 +43,7 @@ def free_tokens(free_blocks: int, block_size: int, waiting: list[int]) -> int | 
 
 
 class KVAdmission:
-    """`policy` with its batches limited to the KV the engine `llm` (an engines.sim_llm.SimLLM)
+    """`policy` with its batches limited to the KV the engine `llm` (an engines.sim.llm.SimLLM)
     has free (see the module docstring); every other attribute is the policy's."""
 
     def __init__(self, policy: Any, llm: Any, kv_bound: bool = True) -> None:

@@ -29,10 +29,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engines._native import load_kvswap  # noqa: E402
-from engines._native.kv_fallback import gather_blocks, scatter_blocks  # noqa: E402
-from engines._native.kv_layout import describe_layers  # noqa: E402
-from engines.kv_swap import KVSwapManager  # noqa: E402
+from engines.kvswap._native import load_kvswap  # noqa: E402
+from engines.kvswap._native.kv_fallback import gather_blocks, scatter_blocks  # noqa: E402
+from engines.kvswap._native.kv_layout import describe_layers  # noqa: E402
+from engines.kvswap.swap import KVSwapManager  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -115,7 +115,7 @@ def bench_one(caches, layers, record, n: int, num_blocks: int, repeats: int, see
 def to_markdown(res: dict, cmd: str) -> str:
     cfg, m = res["config"], res["machine"]
     lines = [
-        "## KV-cache swap kernel (csrc/, engines/kv_swap.py)",
+        "## KV-cache swap kernel (csrc/, engines/kvswap/swap.py)",
         "",
         f"Swap N scattered KV blocks of a {cfg['layers']}-layer cache (vLLM 0.32 CPU layout "
         f"[num_blocks, {cfg['heads']}, {cfg['block_size']}, {2 * cfg['head_dim']}] {cfg['dtype']}, "

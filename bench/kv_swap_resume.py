@@ -70,7 +70,7 @@ async def resume(engine: Any, parts: list, key: str | None, done: list[int]) -> 
 
 
 async def measure(lengths: list[int], repeats: int) -> dict[str, Any]:
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
 
     engine = VLLMEngine("llm", model="smollm2-135m-instruct", max_model_len=max(lengths) + 64, max_num_seqs=2,
                         kv_swap=True, kv_swap_bytes=1 << 30)

@@ -129,10 +129,10 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
                   systems: dict[str, str] | None = None) -> dict[str, Any]:
     """Every system (name -> teola policy; default `SYSTEMS`) on the same traces, one after another."""
     from engines.paths import configure_engine_env
-    from engines.sim_profile import load_profile
-    from engines.tools import ToolEngine
-    from engines.vllm_engine import VLLMEngine
-    from teola.engine_spec import Engine
+    from engines.sim.profile import load_profile
+    from engines.tools.tool_engine import ToolEngine
+    from engines.vllm.engine import VLLMEngine
+    from teola.ir.engine_spec import Engine
     from teola.runtime import Runtime
 
     configure_engine_env()

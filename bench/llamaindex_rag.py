@@ -18,7 +18,7 @@ messages -> "user" parts, rendered with the model's chat template by the adapter
 (a `BaseEmbedding` over the embedding adapter), `EngineVectorStore` (a `BasePydanticVectorStore` over
 the pgvector adapter's "ingestion"/"searching" ops, one namespace per query, `aclear()` drops it) and
 `EngineReranker` (a `BaseNodePostprocessor` over the reranker adapter). The prompt texts are teola's
-templates' (`teola.components.prompts`) in the same layout (`prompts.qa_parts`: one user turn, the
+templates' (`teola.compile.components.prompts`) in the same layout (`prompts.qa_parts`: one user turn, the
 context, an existing answer, the instruction, the question), so both sides send the same prompts; with
 `RAGSpec.prompts = "library"` LlamaIndex uses its own default templates instead (its chat QA, refine
 and summary prompts, and its fusion retriever's query-generation prompt). Query expansion is one
@@ -91,8 +91,8 @@ with warnings.catch_warnings():  # llama-index-core 0.12 trips a pydantic field 
     )
     from pydantic import PrivateAttr
 
-from teola.chunking import count_tokens
-from teola.components import prompts
+from teola.compile.chunking import count_tokens
+from teola.compile.components import prompts
 
 RESPONSE_MODES = {"compact": "compact", "refine": "refine", "tree": "tree_summarize"}
 _SYNC = ("{cls}: the synchronous API is not supported (the engine adapters run on the caller's event "
@@ -432,7 +432,7 @@ def _teola_template(instruction: str, context: str, existing: str | None = None)
     """teola's synthesis prompt (`prompts.qa_parts`) as a LlamaIndex chat template with its template
     variables: a leading system part becomes the system message, the rest the user message, joined
     as the vLLM adapter joins parts."""
-    from engines.vllm_requests import PART_SEPARATOR, SYSTEM_PART_NAMES
+    from engines.vllm.requests import PART_SEPARATOR, SYSTEM_PART_NAMES
 
     parts = prompts.qa_parts("{query_str}", context, instruction, existing)
     messages = []
@@ -509,7 +509,7 @@ class LlamaIndexRAG:
             post = [EngineReranker(c["reranker"], top_n=spec.top_n)] if spec.top_n else []
             templates: dict[str, Any] = {}
             if spec.prompts != "library":
-                # the layout of teola's synthesis prompts (teola.components.prompts.qa_parts)
+                # the layout of teola's synthesis prompts (teola.compile.components.prompts.qa_parts)
                 qa = _teola_template(spec.instructions["qa"], "{context_str}")
                 templates = {"text_qa_template": qa, "summary_template": qa, "refine_template": _teola_template(
                     spec.instructions["refine"], "{context_msg}", "{existing_answer}")}

@@ -10,7 +10,7 @@
   Thought/Action format, which the model does not write), so this is an explicit pipeline with
   LlamaIndex classes: plan (one LLM call, the app's prompt) -> the JSON lines it wrote, each a
   `FunctionTool.acall` over the tool adapter, all concurrently (`asyncio.gather`) -> answer (LLM
-  call over the results). Plan lines are parsed as teola parses them (engines.split_parser, first
+  call over the results). Plan lines are parsed as teola parses them (engines.llm_text.split_parser, first
   `max_calls` items; a line that is JSON but not a tool call fails the query, as in teola).
 
 The LLM is bench.llamaindex_rag.EngineLLM (one "decoding" request per call, the prompt's system
@@ -34,7 +34,7 @@ with warnings.catch_warnings():
     from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
 
 from bench.llamaindex_rag import Answer, CallLog, EngineClient, EngineLLM
-from engines.split_parser import SplitParser
+from engines.llm_text.split_parser import SplitParser
 from teola.runtime.requests import texts_of
 
 

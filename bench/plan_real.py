@@ -28,7 +28,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
-from engines.sim_profile import load_profile
+from engines.sim.profile import load_profile
 from teola.plan.job import read_job
 from teola.plan.report import plan_file, schedule_dict
 
@@ -56,7 +56,7 @@ async def _measure(max_num_seqs: int, fit: bool) -> tuple[dict[str, float], dict
     this process after it, so its instances load warm), `single_load_s` / `single_stop_s` (one
     instance alone, warm), and `load_s` / `stop_s`: two instances started, then stopped, together,
     one per core, as the job's stages start and stop them (a data-parallel pair, or two models)."""
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
     from teola.sim.profiler import profile_llm
     loads: list[float] = []
     stops: list[float] = []

@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
-from engines.sim_profile import PROFILE_DIR
+from engines.sim.profile import PROFILE_DIR
 from teola.plan.job import parse_job
 from teola.plan.search import plan_stages
 from teola.plan.workload import build_workload

@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-from engines.vllm_engine import VLLMEngine
+from engines.vllm.engine import VLLMEngine
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INSTRUCTION = ["instruction", "Answer the question using only the records below."]

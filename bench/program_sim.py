@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teola.runtime import ProgramQueues, policy_factory
-from teola.process_table import ProcessTable
+from teola.programs.process_table import ProcessTable
 
 
 @dataclass(slots=True)

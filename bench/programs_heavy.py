@@ -68,7 +68,7 @@ def baseline_of(rows: list[dict[str, Any]]) -> str:
 async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
                   say: Any = print, kv_swap: bool = False, baseline: str = "fcfs") -> dict[str, Any]:
     """Start one vLLM instance, measure the capacity, run every (trial, load, policy)."""
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
     from teola import Engine
     from teola.runtime import Runtime
 

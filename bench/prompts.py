@@ -1,7 +1,7 @@
 """Choosing the synthesis prompt by measurement: candidate prompt layouts and instructions, each
 asked the same NarrativeQA questions with the question's gold story as the context, greedy
 decoding, on the vLLM adapter. Reports decode tokens per answer, gold answer contained and token F1
-(`bench.quality`). `teola.components.prompts` holds the chosen one (`QA`, `qa_parts`); how it was
+(`bench.quality`). `teola.compile.components.prompts` holds the chosen one (`QA`, `qa_parts`); how it was
 chosen is written there.
 
 Run: python -m bench.prompts [--n 24] [--only 3,7] [--contexts RESULTS.json [--flow F] [--system S]]
@@ -24,7 +24,7 @@ from typing import Any
 from bench.common import write_results
 from bench.quality import contains, token_f1, wilson
 from bench.workloads import narrative_qa_queries
-from teola.components import prompts
+from teola.compile.components import prompts
 
 QA_BEFORE = ("Answer the question using the context. Be concise and factual. "
              "If the context does not contain the answer, say so.")
@@ -151,7 +151,7 @@ def retrieved_queries(path: str, n: int, flow: str = "naive_rag/small", system: 
 async def run(n: int, only: list[int] | None = None, contexts: str | None = None,
               flow: str = "naive_rag/small", system: str = "teola") -> dict[str, Any]:
     from engines.paths import configure_engine_env
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
 
     configure_engine_env()
     queries = (retrieved_queries(contexts, n, flow, system) if contexts

@@ -125,7 +125,7 @@ def make_apps(names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | Non
     engines run with teola's shipped defaults; ENGINE_OVERRIDES applies either way."""
     import importlib
 
-    from teola.shared_engines import share_engines
+    from teola.api.shared_engines import share_engines
 
     options = engine_options(bench_tuning, overrides)
     apps = {}
@@ -147,7 +147,7 @@ def engine_options(bench_tuning: bool = True, overrides: dict[str, dict[str, Any
 
 
 def step_counts(app: Any) -> Any:
-    """vLLM's engine-step counters of the app's LLM (engines.vllm_step_stats.StepCounts), or None
+    """vLLM's engine-step counters of the app's LLM (engines.vllm.step_stats.StepCounts), or None
     (no local vLLM, or one started without step_stats)."""
     insts = (app.runtime.instances if app.runtime else {}).get("llm", [])
     h = getattr(insts[0].handle, "backend", insts[0].handle) if insts else None
@@ -161,7 +161,7 @@ async def reset_prefix_cache(app: Any) -> bool:
     ok = bool(insts)
     for inst in insts:
         h = getattr(inst.handle, "backend", inst.handle)
-        if isinstance(getattr(h, "base_url", None), str):  # a remote `vllm serve` (engines.vllm_serve.ServeProcess)
+        if isinstance(getattr(h, "base_url", None), str):  # a remote `vllm serve` (engines.vllm.serve.ServeProcess)
             ok = await _reset_remote(h.base_url) and ok
             continue
         if getattr(h, "_engine", None) is None or not hasattr(h, "reset_prefix_cache"):

@@ -1,5 +1,5 @@
 """Per-primitive overhead of the Ray executor vs the in-process one: the advanced-RAG graph on
-zero-latency deterministic engines (engines/sim_engine.py, loaded by import path inside the
+zero-latency deterministic engines (engines/sim/sim_engine.py, loaded by import path inside the
 actors), so the difference is what crossing to an actor costs. Executors: local; Ray with every
 result coming back to the driver (data_path "driver"); Ray with embeddings kept in the object store
 between actors (data_path "refs", the default: batches from 100 KiB on); the same for every batch
@@ -16,7 +16,7 @@ import time
 
 from bench.common import machine, write_results
 
-SIM = "engines.sim_engine:SimEngine"
+SIM = "engines.sim.sim_engine:SimEngine"
 LLM_OPS = ["prefilling", "partial_prefilling", "full_prefilling", "decoding", "partial_decoding"]
 EXECUTORS = {"local": {}, "ray-driver": {"executor": "ray", "ray": {"data_path": "driver"}},
              "ray-refs": {"executor": "ray", "ray": {"data_path": "refs"}},

@@ -1,5 +1,5 @@
 """Record output lengths of the real LLM engine for shipped prompts: the trace LAMPS' length predictor
-(teola.length_predictor) trains on.
+(teola.programs.length_predictor) trains on.
 
     python -m bench.record_lengths [--n 240] [--out bench/data/lengths-smollm2-135m.json]
 
@@ -26,7 +26,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "lengths-smollm2-135m.j
 async def record(n: int, max_tokens: int = MAX_TOKENS) -> list[dict]:
     from bench.workloads import search_queries
     from engines.paths import configure_engine_env
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
 
     configure_engine_env()
     per = max(1, n // len(STYLES))

@@ -117,7 +117,7 @@ class Settings:
 # ---- apps, systems, one query ---------------------------------------------------------------------
 def make_apps(names: tuple[str, ...], svc: ServiceProcess, search_max_batch: int | None = None) -> dict[str, Any]:
     from apps import search_generation, tool_agent
-    from teola.shared_engines import share_engines
+    from teola.api.shared_engines import share_engines
 
     search = {"url": svc.search_url, **({"max_batch": search_max_batch} if search_max_batch else {})}
     llm = {"kind": "vllm", "model": "smollm2-135m-instruct", "step_stats": True}  # decode steps per trace

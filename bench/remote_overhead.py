@@ -36,7 +36,7 @@ async def timed(engine, calls: int) -> dict[str, list[float]]:
 
 
 async def in_process(calls: int) -> dict[str, list[float]]:
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
 
     engine = VLLMEngine("llm", model=MODEL, max_num_seqs=8)
     await engine.start()
@@ -47,8 +47,8 @@ async def in_process(calls: int) -> dict[str, list[float]]:
 
 
 async def remote(calls: int) -> dict[str, list[float]]:
-    from engines.openai_llm import OpenAILLMEngine
-    from engines.vllm_serve import ServeProcess
+    from engines.openai.llm import OpenAILLMEngine
+    from engines.vllm.serve import ServeProcess
 
     with ServeProcess(MODEL, max_num_seqs=8, dev_mode=False) as url:
         engine = OpenAILLMEngine("llm", url=url, model=MODEL)

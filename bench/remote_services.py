@@ -3,10 +3,10 @@
 One FastAPI app, run in its own process (`python -m bench.remote_services --port P`), serves:
 
 - `GET /search?q=&top_k=` -> {"results": [{"title", "text", "score"}]}: PostgreSQL full-text search
-  over the shipped Wikipedia corpus (engines.text_search, 10,033 lead paragraphs), the wire format
-  of engines.remote_search (`Engine("search", kind="search", url=.../search)`);
+  over the shipped Wikipedia corpus (engines.search.text_search, 10,033 lead paragraphs), the wire format
+  of engines.search.remote_search (`Engine("search", kind="search", url=.../search)`);
 - `GET /tools/<name>?<args>` -> the result as JSON (a number, or an object with a "text" field,
-  which is what teola renders of an object into a prompt): calculator, convert_units (engines.builtin_tools),
+  which is what teola renders of an object into a prompt): calculator, convert_units (engines.tools.builtin),
   wiki_lookup (the same corpus, top hit's title and first 400 characters), weather (a synthetic
   forecast derived from a hash of the city: a weather-like API, not real data). The tool engine
   calls them through its HTTP tool path (`http_tools`, see `tool_specs`).
@@ -124,7 +124,7 @@ def create_service(search: Any, delays: Delays) -> Any:
     `execute("searching", [{"query", "top_k"}])`)."""
     from fastapi import FastAPI, HTTPException, Query
 
-    from engines.builtin_tools import calculator, convert_units
+    from engines.tools.builtin import calculator, convert_units
 
     app = FastAPI(title="teola bench remote services")
     app.state.calls = {name: 0 for name in delays.dists}
@@ -244,7 +244,7 @@ async def _serve(port: int, seed: int, scale: float) -> None:
 
     import uvicorn
 
-    from engines.text_search import TextSearchEngine
+    from engines.search.text_search import TextSearchEngine
 
     search = TextSearchEngine("remote_services.search", progress=False)
     await search.start()

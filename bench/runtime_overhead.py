@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results  # noqa: E402
 from teola import App, Engine, Node  # noqa: E402
-from engines.sim_engine import SimEngine  # noqa: E402
+from engines.sim.sim_engine import SimEngine  # noqa: E402
 
 POLICIES = ("fifo", "po", "to", "topology")
 
@@ -174,7 +174,7 @@ def main() -> None:
 
     cmd = "python -m bench.runtime_overhead" + (" --quick" if args.quick else "")
     lines = ["## Runtime (teola/runtime): scheduler overhead and batching policies", "",
-             f"Command: `{cmd}` (deterministic test engines from engines/sim_engine.py; no models).",
+             f"Command: `{cmd}` (deterministic test engines from engines/sim/sim_engine.py; no models).",
              f"Machine: {os.cpu_count()} cores shared with other jobs; one asyncio loop (one core).", "",
              "### (a) Scheduler overhead, zero-latency engines", "",
              "| queries | in flight | primitives | wall s | primitives/s (wall) | primitives/s (CPU) |",

@@ -484,7 +484,7 @@ def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str,
 
 
 def _profile(name: str, fresh: bool, fresh_path: Path) -> dict[str, Any]:
-    from engines.sim_profile import load_profile
+    from engines.sim.profile import load_profile
     return copy.deepcopy(load_profile(str(fresh_path) if fresh else name))
 
 

@@ -8,8 +8,8 @@ set-up), measured at steady state.
         --out sim_lamps_memory   # LAMPS' memory-bound regime: GPT-J 6B, a 40 GB A100's KV pool, vLLM's admission
 
 Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fcfs` policies, admission
-control) drives one simulated vLLM instance (engines/sim_llm.py, which enforces each pause handling:
-engines/sim_admission.py) in virtual time on a derived GPU profile; the simulator's measured error on
+control) drives one simulated vLLM instance (engines/sim/llm.py, which enforces each pause handling:
+engines/sim/admission.py) in virtual time on a derived GPU profile; the simulator's measured error on
 this machine is in bench/results/sim_fidelity_probe.md.
 
 Requests: each is one LLM call that pauses for its API k times and continues in the same context
@@ -24,7 +24,7 @@ web tool), tokens written before each API call and for the final answer are logn
 Systems, all with the same admission (at most --max-seqs calls in the engine, 64 by default; with
 --kv-admission also bound by the engine's free KV blocks, as vLLM admits, so calls that cannot get
 memory wait in teola's queue in the policy's order: bench/kv_admission.py; a call resuming on KV its
-paused call preserved is marked `resumes_preserved`, as teola.tool_calls marks it, and fcfs, sjf and
+paused call preserved is marked `resumes_preserved`, as teola.api.tool_calls marks it, and fcfs, sjf and
 lamps send it first, as INFERCEPT keeps a preserved request in the running batch (the blind `fifo`
 does not); each call returns when it ends, as under vLLM's continuous batching; none is preempted):
   - FCFS + INFERCEPT: calls run in arrival order (policy `fcfs`); at each API call the handling with
@@ -156,7 +156,7 @@ def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict
 
 def handling_for(system: str, policy: Any, kind: str, context: int, other: int, costs: dict[str, float]) -> str:
     from teola.runtime import choose_handling
-    from teola.tool_calls import choose_pause_handling
+    from teola.api.tool_calls import choose_pause_handling
     if system == "LAMPS":  # predicted before scheduling with the profiled batch's context, as its ranking did
         return choose_pause_handling(policy, kind, context)
     mean = costs["api_means"][kind]
@@ -180,7 +180,7 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
         req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
                "kv_key": r["id"], "predicted_tokens": predicted(out, f"{r['id']}-{j}", costs.get("ratios")),
                "request_arrival": t0}
-        if handlings and handlings[-1] == "preserve":  # as teola.tool_calls marks it: its KV waits for it
+        if handlings and handlings[-1] == "preserve":  # as teola.api.tool_calls marks it: its KV waits for it
             req["resumes_preserved"] = True
         last = j == len(segs) - 1
         if not last:
@@ -248,8 +248,8 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     profile's), kv_admission (bench.kv_admission), lamps_batch (LAMPS' profiled batch size)."""
     setup = {**DEFAULT_SETUP, **(setup or {})}
     cap = setup["cap"]
-    from engines.sim_profile import load_profile, simulated_engine
-    from teola.engine_spec import Engine
+    from engines.sim.profile import load_profile, simulated_engine
+    from teola.ir.engine_spec import Engine
     from teola.runtime import Runtime
     from teola.sim.virtual_loop import run_virtual
 
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                         "result (e.g. bench/results/length_predictor.json); default: the true lengths (an oracle)")
     p.add_argument("--out", default="sim_lamps")
     args = p.parse_args(argv)
-    from engines.sim_profile import load_profile
+    from engines.sim.profile import load_profile
     blocks = args.kv_blocks or int(load_profile(args.profile)["engines"]["vllm"].get("num_blocks", 0))
     setup = {"cap": args.max_seqs, "kv_blocks": blocks, "kv_admission": args.kv_admission,
              "lamps_batch": args.lamps_batch, "predictions": args.predictions}

@@ -3,7 +3,7 @@
     python -m bench.sim_programs [--profile a100-llama2-7b] [--programs 150] [--quick] [--nocache-baseline]
 
 Every number here is simulated: teola's runtime (program policies, the preemptor that aborts and
-resumes calls, balancers) drives simulated vLLM instances (engines/sim_llm.py) in virtual time; the
+resumes calls, balancers) drives simulated vLLM instances (engines/sim/llm.py) in virtual time; the
 profile is derived from published figures (engines/profiles/<profile>.json), not measured. The
 simulator's measured error on this machine is in bench/results/sim_fidelity_probe.md.
 
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"also run {NOCACHE}: FCFS with the prefix cache off, Autellix's 'vLLM' baseline")
     p.add_argument("--out", default="sim_programs")
     args = p.parse_args(argv)
-    from engines.sim_profile import load_profile
+    from engines.sim.profile import load_profile
     profile = load_profile(args.profile)
     questions, filler, _ = load_texts()
     t0 = time.perf_counter()

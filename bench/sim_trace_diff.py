@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--rate must be >= 0, got {args.rate}")
     if args.real and args.profile == "fresh":
         p.error("--profile fresh measures the engines; with --real none are started: name a profile")
-    from engines.sim_profile import load_profile
+    from engines.sim.profile import load_profile
     fresh = args.profile == "fresh"
     profile = None if fresh else copy.deepcopy(load_profile(args.profile))
     t0 = time.perf_counter()

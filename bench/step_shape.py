@@ -6,7 +6,7 @@ found the profiler's replicates of one shape up to 30% apart. Noise or the engin
 This script times decode steps the way the profiler does (a streamed batch with progress events;
 `teola.sim.fit.steady_steps`: the median gap while every request decodes) for each batch size,
 in a shuffled order per round, from an empty prefix cache, and reports every round. It then scores
-the linear step form of engines/sim_cost.py (base + per sequence, fitted here by least squares on
+the linear step form of engines/sim/cost.py (base + per sequence, fitted here by least squares on
 these medians) and a floor form, max(floor, base + per sequence), against the medians.
 
     python -m bench.step_shape [--rounds 4] [--sizes 1,2,3,4,6,8,16] [--outs 40,120]
@@ -92,7 +92,7 @@ async def measure(sizes: list[int], outs: list[int], rounds: int, words: int, se
                   options: dict[str, Any]) -> list[dict[str, Any]]:
     from engines.paths import configure_engine_env
     configure_engine_env()
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
     from teola.sim.fit import steady_steps
     from teola.sim.profiler import _prose, _reset, _timed_steps
 

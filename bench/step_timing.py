@@ -1,6 +1,6 @@
 """vLLM engine steps under load against the simulator's iteration cost (bench.sim_trace_diff --rate).
 
-The real LLM logs every engine step (engines/vllm_step_stats.py: when the front end handled it,
+The real LLM logs every engine step (engines/vllm/step_stats.py: when the front end handled it,
 tokens generated, prompt tokens computed, requests still running). Between two consecutive steps
 with requests running, the engine was busy, so the gap is that step's time as the front end saw it.
 Each such step is set against the cost model's seconds for its work, and grouped by whether it
@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Sequence
 
-from engines.sim_cost import IterationCost
+from engines.sim.cost import IterationCost
 
 OTHER_ENGINES = ("embedding", "reranker")
 

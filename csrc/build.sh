@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Build the batched KV swap extension (engines/_native/teola_kvswap*.so) in place.
+# Build the batched KV swap extension (engines/kvswap/_native/teola_kvswap*.so) in place.
 # Idempotent: skips in well under a second when the sources and torch are unchanged.
 # Where nvcc exists but torch has no CUDA, it also compile-checks the CUDA sources (check_cuda.sh).
 # Env: PYTHON (default: python on PATH), MAX_JOBS (default 2), TEOLA_KVSWAP_CUDA=0 (no CUDA path).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-$(command -v python || command -v python3)}
-OUT=engines/_native
+OUT=engines/kvswap/_native
 STAMP=csrc/build/.stamp
 mkdir -p csrc/build
 
@@ -21,7 +21,7 @@ fi
 start=$(date +%s)
 rm -f $OUT/teola_kvswap*.so
 (cd csrc && MAX_JOBS=${MAX_JOBS:-2} "$PY" setup_ext.py)
-"$PY" -c 'import torch, engines._native.teola_kvswap as m; print("[kvswap] built; WITH_CUDA =", m.WITH_CUDA)'
+"$PY" -c 'import torch, engines.kvswap._native.teola_kvswap as m; print("[kvswap] built; WITH_CUDA =", m.WITH_CUDA)'
 
 cuda_torch=$("$PY" -c 'import torch; print(int(torch.version.cuda is not None))')
 if [ "$cuda_torch" = 0 ]; then

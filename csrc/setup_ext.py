@@ -1,7 +1,7 @@
 """Build the `teola_kvswap` extension in place (run by csrc/build.sh; not a package of its own).
 
 CPU sources always; the CUDA sources too when torch was built with CUDA and a CUDA toolkit is found
-(TEOLA_KVSWAP_CUDA=0 turns that off). The module lands in engines/_native/.
+(TEOLA_KVSWAP_CUDA=0 turns that off). The module lands in engines/kvswap/_native/.
 """
 import os
 import sys
@@ -39,7 +39,7 @@ def main() -> None:
         name="teola_kvswap",
         ext_modules=[ext],
         cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
-        script_args=["-q", "build_ext", "--build-lib", str(ROOT / "engines" / "_native"),
+        script_args=["-q", "build_ext", "--build-lib", str(ROOT / "engines" / "kvswap" / "_native"),
                      "--build-temp", str(HERE / "build" / "tmp")],
     )
 

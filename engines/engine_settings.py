@@ -26,7 +26,7 @@ from typing import Any
 
 from engines.hardware import Hardware
 from engines.paths import cache_dir
-from engines.vllm_layout import VLLM_KEYWORDS, parse_cpu_list
+from engines.vllm.layout import VLLM_KEYWORDS, parse_cpu_list
 
 ST_KINDS = ("sentence_transformers", "reranker")
 SETTING_KEYS = {"vllm": ("worker_process", "cpu_threads_bind"),

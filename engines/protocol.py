@@ -1,7 +1,7 @@
 """The engine boundary: what the runtime asks of every engine adapter.
 
 Requests and results are plain serializable data (dicts, lists, str, float, numpy arrays), so an
-adapter runs the same in-process or as a Ray actor. Ops are the string values of `teola.ops.PrimOp`.
+adapter runs the same in-process or as a Ray actor. Ops are the string values of `teola.ir.ops.PrimOp`.
 
 Request / result shapes per op (one request per item; the runtime batches requests across queries):
 

@@ -11,13 +11,13 @@ from typing import Any, Callable
 from engines.protocol import EngineBackend, EngineProfile
 
 _KINDS: dict[str, str | Callable[..., EngineBackend]] = {
-    "vllm": "engines.vllm_engine:VLLMEngine",
-    "sentence_transformers": "engines.embedding:EmbeddingEngine",
-    "reranker": "engines.reranker:RerankerEngine",
-    "pgvector": "engines.pgvector_store:PgVectorEngine",
-    "search": "engines.remote_search:search_engine",
-    "tool": "engines.tools:ToolEngine",
-    "openai": "engines.openai_engine:openai_engine",
+    "vllm": "engines.vllm.engine:VLLMEngine",
+    "sentence_transformers": "engines.sentence_transformers.embedding:EmbeddingEngine",
+    "reranker": "engines.sentence_transformers.reranker:RerankerEngine",
+    "pgvector": "engines.postgres.vector_store:PgVectorEngine",
+    "search": "engines.search.remote_search:search_engine",
+    "tool": "engines.tools.tool_engine:ToolEngine",
+    "openai": "engines.openai.engine:openai_engine",
 }
 
 
@@ -77,9 +77,9 @@ def backend_ranks_by(backend: Any) -> str:
 def create_engine(name: str, kind: str, options: dict[str, Any]) -> EngineBackend:
     """Build (not start) the adapter for one engine instance. A kind of the form
     "package.module:Class" imports that class (this works in other processes too, e.g. Ray actors).
-    With the option `simulate=<profile>` the adapter is the kind's simulated engine (engines.sim_profile)."""
+    With the option `simulate=<profile>` the adapter is the kind's simulated engine (engines.sim.profile)."""
     if options.get("simulate"):
-        from engines.sim_profile import simulated_engine
+        from engines.sim.profile import simulated_engine
         rest = {k: v for k, v in options.items() if k != "simulate"}
         return simulated_engine(name, kind, options["simulate"], rest)
     if kind not in _KINDS and ":" in kind:

@@ -38,7 +38,7 @@ _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)  # tokens as the apps' chunker c
 
 def app_chunks(n: int, chunk_size: int = 256) -> list[str]:
     """`n` chunks of the shipped apps' size (`chunk_size` words and punctuation marks, as
-    teola.chunking counts them; consecutive windows, no overlap) cut from the shipped NarrativeQA
+    teola.compile.chunking counts them; consecutive windows, no overlap) cut from the shipped NarrativeQA
     story summaries: what indexing embeds. The batch curves (probe 3) use them because the curve's
     shape depends on text length: on ~20-token sentences batching pays up to batch 16, on 256-token
     chunks not at all on a CPU (bench/results/embed_batch.md)."""
@@ -62,7 +62,7 @@ async def _decode(engine: Any) -> float:
 
 async def probe_vllm(settings: dict[str, Any]) -> tuple[float, Any]:
     """(seconds for 4 x 32 tokens, the started engine) under one candidate layout."""
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
 
     engine = VLLMEngine("tune-llm", max_model_len=1024, max_num_seqs=4, **settings)
     await engine.start()
@@ -72,7 +72,7 @@ async def probe_vllm(settings: dict[str, Any]) -> tuple[float, Any]:
 
 async def probe_embedder(llm: Any, threads: int) -> float:
     """Makespan of a decode job and 3 embedding batches run together, embedder on `threads`."""
-    from engines.embedding import EmbeddingEngine
+    from engines.sentence_transformers.embedding import EmbeddingEngine
 
     emb = EmbeddingEngine("tune-embedding", torch_threads=threads, exclusive=True)
     await emb.start()
@@ -94,8 +94,8 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 async def probe_curve(kind: str, threads: int) -> dict[int, float]:
     """{batch size: seconds} of the embedder or the reranker alone (best of 2 per size)."""
-    from engines.embedding import EmbeddingEngine
-    from engines.reranker import RerankerEngine
+    from engines.sentence_transformers.embedding import EmbeddingEngine
+    from engines.sentence_transformers.reranker import RerankerEngine
 
     engine = (EmbeddingEngine if kind == "sentence_transformers" else RerankerEngine)(
         f"tune-{kind}", torch_threads=threads, exclusive=True, max_batch=max(BATCHES))

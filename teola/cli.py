@@ -29,8 +29,8 @@ from typing import Any, Sequence
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
 from teola.plan.cli import PlanCliError, add_commands as add_plan_commands
 from teola.sim.cli import SimCliError, add_commands as add_sim_commands
-from teola.trace_gantt import terminal_gantt
-from teola.trace_table import timing_table
+from teola.trace.gantt import terminal_gantt
+from teola.trace.table import timing_table
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000

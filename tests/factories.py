@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from teola import App, Engine, Graph, Primitive, PrimOp
-from teola.graph import EngineInfo
+from teola.ir.graph import EngineInfo
 
 DOC = " ".join(f"Sentence {i} says that fact {i} is true." for i in range(60))
 

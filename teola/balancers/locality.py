@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from teola.balancers.least_used import LeastUsed
-from teola.process_table import ProcessTable
+from teola.programs.process_table import ProcessTable
 
 DEFAULT_THRESHOLD = 2048
 

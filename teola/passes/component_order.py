@@ -9,7 +9,7 @@ from typing import Any
 
 import networkx as nx
 
-from teola.graph import Graph
+from teola.ir.graph import Graph
 from teola.passes.result import PassResult
 
 

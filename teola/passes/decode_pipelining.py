@@ -3,11 +3,11 @@ item goes downstream as soon as it is parsed from the stream, and readers that m
 are split per item so each one starts on its own item."""
 from __future__ import annotations
 
-from teola.graph import Graph
-from teola.ops import PrimOp
+from teola.ir.graph import Graph
+from teola.ir.ops import PrimOp
 from teola.passes.result import PassResult
 from teola.passes.split_map import redistribute
-from teola.refs import part_key
+from teola.ir.refs import part_key
 
 
 def decode_pipelining(graph: Graph) -> PassResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from teola.graph import Graph
+from teola.ir.graph import Graph
 from teola.passes.component_order import members_of, order_components
 from teola.passes.result import PassResult
 

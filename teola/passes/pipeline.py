@@ -5,8 +5,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from teola.graph import Graph
-from teola.option_errors import describe_errors
+from teola.ir.graph import Graph
+from teola.passes.option_errors import describe_errors
 from teola.passes.options import option_names, pass_options_model
 from teola.passes.registry import enabled_by_default, get_pass, pass_names
 

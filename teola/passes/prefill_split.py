@@ -10,10 +10,10 @@ from typing import Annotated
 
 from annotated_types import Ge, Le
 
-from teola.graph import Graph
-from teola.ops import PrimOp
+from teola.ir.graph import Graph
+from teola.ir.ops import PrimOp
 from teola.passes.result import PassResult
-from teola.refs import Ref
+from teola.ir.refs import Ref
 
 
 def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1) -> PassResult:

@@ -23,10 +23,10 @@ per query with `{"passes": {"prune_covered_searches": false}}`.
 """
 from __future__ import annotations
 
-from teola.graph import Graph
-from teola.ops import PrimOp
+from teola.ir.graph import Graph
+from teola.ir.ops import PrimOp
 from teola.passes.result import PassResult
-from teola.primitive import Primitive
+from teola.ir.primitive import Primitive
 
 # What may be removed once nothing reads it: work without side effects outside the query.
 _PURE = frozenset({PrimOp.EMBEDDING, PrimOp.SEARCHING, PrimOp.AGGREGATE, PrimOp.PREFILLING,

@@ -2,7 +2,7 @@
 (or where a pass marked it as an explicit ordering constraint, `order=True`)."""
 from __future__ import annotations
 
-from teola.graph import Graph
+from teola.ir.graph import Graph
 from teola.passes.result import PassResult
 
 

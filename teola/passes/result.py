@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from teola.graph import Graph
+from teola.ir.graph import Graph
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,11 +24,11 @@ or an AGGREGATE; otherwise it keeps its guard.
 """
 from __future__ import annotations
 
-from teola.graph import Graph
-from teola.ops import PrimOp
+from teola.ir.graph import Graph
+from teola.ir.ops import PrimOp
 from teola.passes.result import PassResult
 from teola.passes.speculative_search import independent
-from teola.primitive import Primitive
+from teola.ir.primitive import Primitive
 
 _PREFILLS = (PrimOp.PREFILLING, PrimOp.FULL_PREFILLING)
 _DECODES = (PrimOp.DECODING, PrimOp.PARTIAL_DECODING)

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import networkx as nx
 
-from teola.graph import Graph
-from teola.ops import PrimOp
+from teola.ir.graph import Graph
+from teola.ir.ops import PrimOp
 from teola.passes.result import PassResult
-from teola.primitive import Primitive
+from teola.ir.primitive import Primitive
 
 
 def speculative_search(graph: Graph) -> PassResult:

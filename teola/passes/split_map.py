@@ -4,10 +4,10 @@ split through downstream primitives that map over that list item by item.
 Part keys name their item range (`key#a:b`), so the runtime can slice any list it is given."""
 from __future__ import annotations
 
-from teola.graph import Graph
-from teola.ops import PrimOp
-from teola.primitive import Primitive
-from teola.refs import base_key, key_range, part_key
+from teola.ir.graph import Graph
+from teola.ir.ops import PrimOp
+from teola.ir.primitive import Primitive
+from teola.ir.refs import base_key, key_range, part_key
 
 
 def ranges(start: int, stop: int, size: int) -> list[tuple[int, int]]:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from annotated_types import Ge, Le
 
-from teola.graph import Graph
+from teola.ir.graph import Graph
 from teola.passes.result import PassResult
 from teola.passes.split_map import ranges, split_primitive
 

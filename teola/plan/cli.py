@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engines.sim_profile import profile_names
+from engines.sim.profile import profile_names
 
 
 class PlanCliError(Exception):

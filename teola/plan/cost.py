@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engines.sim_cost import IterationCost
-from engines.sim_profile import load_profile
+from engines.sim.cost import IterationCost
+from engines.sim.profile import load_profile
 
 
 @dataclass(frozen=True, slots=True)

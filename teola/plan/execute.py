@@ -1,5 +1,5 @@
 """`teola run-job`: execute a plan on real engines. Each (model, plan) of a stage runs as dp vLLM
-instances (engines.vllm_engine.VLLMEngine) on devices of their own (here: CPU cores, one per
+instances (engines.vllm.engine.VLLMEngine) on devices of their own (here: CPU cores, one per
 instance, so only tp=1 plans run locally); the job's requests go to a model's instances as soon as
 their inputs exist (a chain's requests stay on one instance), and a stage ends when one of its models
 has answered all its requests, as the plan's stages do (teola.plan.stage_eval): not later, when an
@@ -248,7 +248,7 @@ def _clock() -> float:
 
 def _vllm_engine(name: str, core: int, spec: Any) -> Any:
     from engines.paths import configure_engine_env
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
     configure_engine_env()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     opts = {k: v for k, v in spec.engine.items() if k not in ("temperature", "seed")}

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.sim_profile import PROFILE_DIR
-from engines.sim_text import LengthSampler
+from engines.sim.profile import PROFILE_DIR
+from engines.sim.text import LengthSampler
 
 
 class StageLengths:

@@ -1,6 +1,6 @@
 """Evaluating an execution stage (a set of models, each with an execution plan, running together on
 the GPUs until the first of them finishes its remaining requests): each model's remaining requests
-are simulated per replica (teola.plan.replica_sim) after its loading time, downstream models in the
+are simulated per replica (teola.sim.replica) after its loading time, downstream models in the
 same stage get their requests as the upstream ones finish (model-level pipelining), and the stage's
 throughput is its work (FLOPs ~ 2 x parameters x tokens processed) over its duration.
 
@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 
 from teola.plan.cost import Plan
-from teola.plan.replica_sim import SimRequest, simulate_replica, work_until
+from teola.sim.replica import SimRequest, simulate_replica, work_until
 from teola.plan.workload import Workload
 
 Stage = dict[str, Plan]

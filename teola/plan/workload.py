@@ -8,7 +8,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.sim_text import count_tokens
+from engines.sim.text import count_tokens
 from teola.plan import prompts
 from teola.plan.cost import ModelCost
 from teola.plan.data import chunks, documents, questions

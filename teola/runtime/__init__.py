@@ -8,17 +8,17 @@ from typing import Any
 
 from teola.runtime.call_work import CallOutcome
 from teola.runtime.errors import CallFailed, EngineDown, QueryCancelled, QueryError, QueryTimeout, QueryUnavailable
-from teola.runtime.executor import Executor, Instance
-from teola.runtime.local_executor import LocalExecutor
+from teola.runtime.executors.executor import Executor, Instance
+from teola.runtime.executors.local import LocalExecutor
 from teola.runtime.metrics import Metrics
-from teola.runtime.pause_handling import PauseCosts, choose_pause_handling
-from teola.runtime.policies.api_handling import HANDLINGS, choose_handling
-from teola.runtime.policies import (DEFAULT_POLICY, ProgramQueues, make_policy, policy_factory, policy_names,
+from teola.programs.pause_handling import PauseCosts, choose_pause_handling
+from teola.programs.api_handling import HANDLINGS, choose_handling
+from teola.runtime.policy_registry import (DEFAULT_POLICY, ProgramQueues, make_policy, policy_factory, policy_names,
                                     register_policy)
 from teola.runtime.requests import llm_request
 from teola.runtime.result import Result
 from teola.runtime.runtime import Runtime
-from teola.runtime.work import Work
+from teola.runtime.engine_tier.work import Work
 
 __all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "EngineDown", "HANDLINGS", "Executor", "Instance", "LocalExecutor",
            "Metrics", "PauseCosts", "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "QueryUnavailable",
@@ -28,6 +28,6 @@ __all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "EngineDown", "HANDLIN
 
 def __getattr__(name: str) -> Any:
     if name == "RayExecutor":
-        from teola.runtime.ray_executor import RayExecutor
+        from teola.runtime.executors.ray import RayExecutor
         return RayExecutor
     raise AttributeError(f"module 'teola.runtime' has no attribute {name!r}")

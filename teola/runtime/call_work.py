@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from teola.runtime.errors import CallFailed
-from teola.runtime.executor import Instance
+from teola.runtime.executors.executor import Instance
 
 
 @dataclass(slots=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from teola.generation import DEFAULT_GEN
-from teola.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
-from teola.primitive import Primitive
-from teola.refs import Ref, key_range
-from teola.runtime.tool_segments import segment_fields, tool_requests
+from teola.ir.generation import DEFAULT_GEN
+from teola.ir.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
+from teola.ir.primitive import Primitive
+from teola.ir.refs import Ref, key_range
+from teola.runtime.graph_tier.tool_segments import segment_fields, tool_requests
 
 class PrimitiveInputError(ValueError):
     """A primitive's inputs in the object store do not have the shape its op needs."""

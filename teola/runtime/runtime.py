@@ -11,23 +11,23 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from teola.compiler import Compiled
-from teola.engine_spec import CONTINUOUS_KINDS, Engine
-from teola.ops import LLM_OPS
+from teola.compile.compiler import Compiled
+from teola.ir.engine_spec import CONTINUOUS_KINDS, Engine
+from teola.ir.ops import LLM_OPS
 from teola.runtime.call_work import CallOutcome, CallWork
-from teola.runtime.dispatch_plan import DispatchPlanCache
-from teola.runtime.engine_scheduler import EngineScheduler
+from teola.runtime.graph_tier.dispatch_plan import DispatchPlanCache
+from teola.runtime.engine_tier.engine_scheduler import EngineScheduler
 from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
-from teola.runtime.executor import Executor, Instance
-from teola.runtime.graph_scheduler import QueryRun
+from teola.runtime.executors.executor import Executor, Instance
+from teola.runtime.graph_tier.graph_scheduler import QueryRun
 from teola.runtime.metrics import Metrics
-from teola.runtime.pause_handling import PauseCosts
-from teola.runtime.policies import DEFAULT_POLICY, Pending, make_policy, policy_names
-from teola.runtime.query_context import QueryContext
+from teola.programs.pause_handling import PauseCosts
+from teola.runtime.policy_registry import DEFAULT_POLICY, Pending, make_policy, policy_names
+from teola.runtime.graph_tier.query_context import QueryContext
 from teola.runtime.requests import estimate_tokens
 from teola.runtime.result import Result
-from teola.runtime.runtime_options import backoff_option, interval_option, make_executor, query_timeout
-from teola.runtime.supervisor import Supervisor
+from teola.runtime.options import backoff_option, interval_option, make_executor, query_timeout
+from teola.runtime.engine_tier.supervisor import Supervisor
 
 log = logging.getLogger("teola.runtime")
 
@@ -51,12 +51,12 @@ class Runtime:
         may override it with config {"prescheduling": false});
       health_interval: seconds between health probes of every engine instance (default 5; 0 or
         None: probe only after a failed batch). An instance found down is restarted in place
-        (teola.runtime.supervisor) and its in-flight queries fail with `QueryUnavailable`;
+        (teola.runtime.engine_tier.supervisor) and its in-flight queries fail with `QueryUnavailable`;
       restart_backoff: (first, max) seconds between restart attempts of a down instance (1, 30);
       pause_costs: what LLM calls that pause for tools with handling "auto" weigh when the engine's
-        policy has no costs of its own (teola.runtime.pause_handling.PauseCosts; default its defaults);
+        policy has no costs of its own (teola.programs.pause_handling.PauseCosts; default its defaults);
       length_predictor: request -> predicted output tokens, set as "predicted_tokens" on LLM requests
-        that carry none (what `lamps` and `sjf` rank by; e.g. a teola.length_predictor over embeddings).
+        that carry none (what `lamps` and `sjf` rank by; e.g. a teola.programs.length_predictor over embeddings).
 
     Per-query config read by `run`: "timeout" (seconds for the whole query), "primitive_timeout"
     (seconds for any one primitive from dispatch to finish), "priority" (int passed to LLM engines,
@@ -279,7 +279,7 @@ class Runtime:
     async def submit_call(self, engine: str, request: dict[str, Any], *, program: str, call_id: str,
                           parents: list[str] | tuple[str, ...] | None = None,
                           on_delta: Callable[[str], None] | None = None) -> CallOutcome:
-        """Run one LLM call of a client program (teola.programs.Program) on `engine`'s scheduler,
+        """Run one LLM call of a client program (teola.api.program.Program) on `engine`'s scheduler,
         tagged with the program id so program-aware policies see all its calls as one program.
         `request` is an LLM request (`requests.llm_request`); `parents`: ids of earlier calls of
         the program it depends on (None = unknown, [] = a root call); `on_delta` receives the text

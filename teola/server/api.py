@@ -36,7 +36,7 @@ from typing import Any, AsyncIterator, Callable, Mapping
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
-from teola.config_schema import nodes_schema, passes_schema
+from teola.compile.config_schema import nodes_schema, passes_schema
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.memory import limit_malloc_arenas
 from teola.server.openai_door import openai_router
@@ -48,7 +48,7 @@ from teola.server.settings import ServerSettings
 from teola.server.state import ServerState
 from teola.server.tenants import DEFAULT_TENANT, namespace_for
 from teola.server.ui import add_ui
-from teola.shared_engines import share_engines
+from teola.api.shared_engines import share_engines
 
 log = logging.getLogger("teola.server")
 

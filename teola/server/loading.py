@@ -40,7 +40,7 @@ def resolve_app(spec: str, **build_options: Any) -> Any:
     """The App `spec` names. A bare name imports ``apps.<name>`` and calls its ``build(**build_options)``;
     ``module:attr`` imports the module (the working directory is searched too) and takes the attribute
     (an App, or a callable returning one)."""
-    from teola.app import App
+    from teola.api.app import App
 
     if not isinstance(spec, str) or not spec:
         raise AppNotFound(f"no app given; built-in apps: {', '.join(builtin_apps())}")

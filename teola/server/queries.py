@@ -18,7 +18,7 @@ from teola.server.settings import ServerSettings
 from teola.server.tenants import cache_salt, namespace_for
 
 if TYPE_CHECKING:
-    from teola.compiler import Compiled
+    from teola.compile.compiler import Compiled
     from teola.server.state import ServerState
 
 log = logging.getLogger("teola.server")

@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from teola.timeline import batch_mates, critical_path
+from teola.trace.timeline import batch_mates, critical_path
 
 QUESTION_CHARS = 200
 

@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema, field_validator
 
-from teola.config_schema import nodes_schema, passes_schema
+from teola.compile.config_schema import nodes_schema, passes_schema
 
 CONFIG_KEYS = ("passes", "policy", "nodes", "timeout", "primitive_timeout", "priority", "prescheduling", "namespace")
 

@@ -24,7 +24,7 @@ from teola.server.errors import ApiError
 from teola.server.queries import plain, run_query
 
 if TYPE_CHECKING:
-    from teola.compiler import Compiled
+    from teola.compile.compiler import Compiled
     from teola.server.state import ServerState
 
 

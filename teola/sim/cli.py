@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engines.sim_profile import PROFILE_DIR, profile_names
+from engines.sim.profile import PROFILE_DIR, profile_names
 from teola.server.loading import resolve_app
 
 

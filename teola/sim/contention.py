@@ -10,7 +10,7 @@ this phase times, back to back and alternating:
 - four batches of the other engine in a row (about one LLM call's length on a CPU) alone, and while
   the LLM runs such calls one after another.
 The median over pairs of loaded / alone (at least 1) is the profile's "device" slowdown of that pair
-(engines/sim_device.py); the engines that compute one batch at a time between them (`exclusive`)
+(engines/sim/device.py); the engines that compute one batch at a time between them (`exclusive`)
 are listed as they are configured.
 """
 from __future__ import annotations

@@ -3,10 +3,10 @@
 LLM: a measured request batch (B prompts of P tokens decoding N tokens each) took T seconds. The
 simulated engine's time for it is linear in the four iteration-cost coefficients, so its feature
 vector is the simulated time of the same batch under each unit cost (base=1, prefill_token=1, ...),
-computed by running engines.sim_llm's own scheduler in virtual time: chunking under the token
+computed by running engines.sim.llm's own scheduler in virtual time: chunking under the token
 budget and the order of iterations are the same as in the simulation that uses the fit.
 Other engines: seconds = base + per_item * n + per_token * tokens + per_padded_token * n * longest
-request's tokens per batch (engines.sim_engine.linear_cost: a transformer batch is padded to its longest
+request's tokens per batch (engines.sim.sim_engine.linear_cost: a transformer batch is padded to its longest
 text; batches of mixed lengths tell the two token terms apart).
 Coefficients are non-negative least squares on relative errors (a negative one is dropped and the
 rest refitted); each LLM sample keeps its feature vector, so a profile can be refitted offline.
@@ -19,7 +19,7 @@ A decoding batch streamed with progress events also yields its iteration time di
 (`steady_steps`: the median time between a request's tokens while every request of the batch
 decodes); each such measurement is one more row, an iteration of B sequences over C context tokens
 (base + B * decode_seq + C * context_token), and the report compares it with the model.
-The step rows also give the decode batch curve (engines.sim_cost; `batch_curve`): a factor per measured
+The step rows also give the decode batch curve (engines.sim.cost; `batch_curve`): a factor per measured
 batch size on iterations that only decode, since no linear form follows this machine's step within 10%
 at every batch. fit_llm simulates each batch total again under the whole model; fit_llm_rows alone
 (an offline refit) leaves the totals' predictions as the linear part's.
@@ -33,8 +33,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engines.sim_llm import IterationCost, SimLLM
-from engines.sim_text import ASSISTANT_TURN
+from engines.sim.llm import IterationCost, SimLLM
+from engines.sim.text import ASSISTANT_TURN
 from teola.sim.virtual_loop import run_virtual
 
 LLM_TERMS = ("base", "prefill_token", "decode_seq", "context_token", "prefill_attention")
@@ -196,7 +196,7 @@ def fit_llm_rows(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[
 
 
 def batch_curve(steps: list[dict[str, Any]]) -> list[list[float]]:
-    """The decode batch curve (engines.sim_cost) from streamed step measurements ("batch",
+    """The decode batch curve (engines.sim.cost) from streamed step measurements ("batch",
     "measured_s", "linear_s": the linear part's prediction): per measured batch size, the geometric
     mean of measured over predicted, each row weighted by the token gaps its median came from (a
     short output's window holds few). [] without usable measurements."""

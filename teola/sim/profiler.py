@@ -12,7 +12,7 @@ length sampler), then times controlled batches on each engine directly:
 - pgvector: ingestion batches and top-k searches in a scratch namespace; base + per item;
 - last, how much the LLM and the other compute engines slow each other when they run at once
   (teola.sim.contention: the profile's "device" entry).
-It writes a profile (engines/sim_profile.py's format, provenance "measured") with every fit's
+It writes a profile (engines/sim/profile.py's format, provenance "measured") with every fit's
 per-sample error, and for the embedding / reranker engines the max efficient batch they ran with (a
 machine setting, engines/engine_settings.py), which simulated runs of the profile then use. Prompts are prose from the shipped corpora, each unique, so nothing hits the
 prefix cache by accident; the two output lengths of a decode batch share their prompts, with the
@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable
 
 from engines.engine_settings import SETTING_KEYS
-from teola.app import App
+from teola.api.app import App
 from teola.sim.contention import profile_contention
 from teola.sim.fit import fit_linear, fit_llm, fit_tokens, steady_steps
 from teola.sim.run import query_variants
@@ -108,7 +108,7 @@ async def profile_llm(engine: Any, say: Say, quick: bool = False,
     rounds of the unsettled batches alone, and keeps the median of all its runs; None never re-times."""
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
-    from teola.chunking import count_tokens
+    from teola.compile.chunking import count_tokens
     salt = iter(range(10_000))
     await engine.execute("prefilling", [{"parts": [["question", _prose(50, next(salt))]], "max_tokens": 1}])  # warm-up
     samples, tokens = [], []
@@ -212,7 +212,7 @@ async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[s
     """Time batches of `sizes` requests of texts of `lengths` words, and (batches of 2 or more, two
     lengths or more) of one longest text with shortest ones, whose padding to the longest text
     separates per_token from per_padded_token; fit base/per_item/per_token/per_padded_token."""
-    from teola.chunking import count_tokens
+    from teola.compile.chunking import count_tokens
     await engine.execute(op, [make(lengths[0], 0)])  # warm-up
     samples, salt = [], 1
     for n in sizes:

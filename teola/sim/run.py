@@ -3,7 +3,7 @@
     report = simulate(app, profile="cpu-smollm2-135m", rate=2.0, queries=200, instances={"llm": 4})
     print(report.table())
 
-Every engine of the app becomes a simulated engine of the profile (engines/sim_profile.py), queries
+Every engine of the app becomes a simulated engine of the profile (engines/sim/profile.py), queries
 arrive as a Poisson process, and the unchanged runtime (passes, graph scheduler, engine schedulers,
 policies, balancers) serves them on a `VirtualEventLoop`: the latencies are simulated seconds.
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from engines.registry import kind_defaults
-from engines.sim_profile import load_profile
-from teola.app import App
+from engines.sim.profile import load_profile
+from teola.api.app import App
 from teola.sim.virtual_loop import run_virtual
-from teola.timeline import interval
+from teola.trace.timeline import interval
 
 
 @dataclass(slots=True)

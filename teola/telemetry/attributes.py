@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teola.generation import DEFAULT_GEN
-from teola.ops import DECODE_OPS, LLM_OPS, PREFILL_OPS, PrimOp
+from teola.ir.generation import DEFAULT_GEN
+from teola.ir.ops import DECODE_OPS, LLM_OPS, PREFILL_OPS, PrimOp
 
 # engine kind -> gen_ai.provider.name (teola serves these engines itself; the kind names the runtime)
 PROVIDERS = {"vllm": "vllm", "sentence_transformers": "sentence_transformers"}
@@ -42,7 +42,7 @@ def primitive_attributes(entry: dict[str, Any], op: PrimOp, args: dict[str, Any]
 
     entry: the primitive's trace dict (Result.trace); args: its e-graph primitive's args; kind and
     model: its engine's registration (None for control primitives)."""
-    attrs: dict[str, Any] = {"teola.op": op.value, "teola.primitive": entry.get("primitive", ""),
+    attrs: dict[str, Any] = {"teola.op": op.value, "teola.ir.primitive": entry.get("primitive", ""),
                              "teola.depth": int(entry.get("depth") or 0), "teola.status": entry.get("status", "")}
     for key, name in (("engine", "teola.engine"), ("instance", "teola.instance"), ("batch_id", "teola.batch_id"),
                       ("batch_size", "teola.batch_size"), ("requests", "teola.requests"),

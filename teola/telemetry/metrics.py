@@ -7,8 +7,8 @@ from typing import Any
 
 from opentelemetry import metrics as otel_metrics
 
-from teola.ops import PREFILL_OPS, PrimOp
-from teola.timeline import interval
+from teola.ir.ops import PREFILL_OPS, PrimOp
+from teola.trace.timeline import interval
 
 KEYS = ("gen_ai.operation.name", "gen_ai.provider.name", "gen_ai.request.model")
 # the conventions' advised bucket boundaries

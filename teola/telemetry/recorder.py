@@ -17,7 +17,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from teola.telemetry.attributes import primitive_attributes, span_name
 from teola.telemetry.metrics import GenAIMetrics
-from teola.timeline import critical_path, interval
+from teola.trace.timeline import critical_path, interval
 
 SCOPE = "teola"
 NS = 1_000_000_000
@@ -89,7 +89,7 @@ class Telemetry:
         return span
 
     def _query_attributes(self, app: str, compiled: Any, trace: list[dict[str, Any]], result: Any) -> dict[str, Any]:
-        attrs: dict[str, Any] = {"teola.app": app, "teola.query_id": compiled.query_id,
+        attrs: dict[str, Any] = {"teola.api.app": app, "teola.query_id": compiled.query_id,
                                  "teola.primitives": len(compiled.egraph), "teola.graph_cache_hit": compiled.cache_hit,
                                  "teola.passes": list(compiled.passes_applied),
                                  "teola.compile_seconds": float(compiled.seconds)}

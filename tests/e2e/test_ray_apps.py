@@ -1,7 +1,7 @@
 """Each of the four apps on the real engines gives the same answer (greedy decoding) with its
 engines in-process and as Ray actors on a local Ray cluster.
 
-The in-process answers come from the four apps sharing one set of engines (teola.shared_engines:
+The in-process answers come from the four apps sharing one set of engines (teola.api.shared_engines:
 one vLLM, one MiniLM, one Postgres), with vLLM's prefix cache emptied before each app, and the
 local Ray cluster is started once for the module: starting them per app cost about 8 minutes of CI
 for the same evidence. Each app's Ray side still starts its own engine actors."""
@@ -11,7 +11,7 @@ import pytest
 import ray
 
 from teola.server.loading import resolve_app
-from teola.shared_engines import share_engines
+from teola.api.shared_engines import share_engines
 
 pytestmark = pytest.mark.engines
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from apps import advanced_rag, naive_rag, search_generation, tool_agent
-from teola.shared_engines import share_engines
+from teola.api.shared_engines import share_engines
 from tests.support.borrowed import Borrowed
 
 pytestmark = pytest.mark.engines

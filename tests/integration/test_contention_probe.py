@@ -3,7 +3,7 @@ LLM and the embedder alone and under each other's load and writes a device entry
 accepts. The factors are measurements, so only their form is asserted."""
 import pytest
 
-from engines.sim_device import DeviceShare
+from engines.sim.device import DeviceShare
 from teola.sim.contention import profile_contention
 from teola.sim.profiler import _prose
 

@@ -4,7 +4,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from engines.embedding import EmbeddingEngine
+from engines.sentence_transformers.embedding import EmbeddingEngine
 
 pytestmark = pytest.mark.engines
 

@@ -5,7 +5,7 @@ once, small max_model_len."""
 import pytest
 import pytest_asyncio
 
-from engines.vllm_engine import VLLMEngine
+from engines.vllm.engine import VLLMEngine
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines

@@ -4,7 +4,7 @@ first segment's KV through the prefix cache. Program.call_with_tools end to end 
 import pytest
 
 from teola import Engine
-from teola.programs import Program
+from teola.api.program import Program
 from teola.runtime import Runtime
 from tests.support.borrowed import Borrowed
 

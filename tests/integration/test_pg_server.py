@@ -10,13 +10,13 @@ import psutil
 import psycopg
 import pytest
 
-from engines.pg_server import PgServerManager, _postmaster_pid, describe_dsn
+from engines.postgres.server import PgServerManager, _postmaster_pid, describe_dsn
 
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import os, signal, sys, time
-from engines.pg_server import acquire_dsn
+from engines.postgres.server import acquire_dsn
 dsn = acquire_dsn(data_dir=sys.argv[1])
 print(dsn, flush=True)
 if sys.argv[2] == "kill":
@@ -98,7 +98,7 @@ def test_external_dsn_is_used_as_given(monkeypatch, tmp_path):
 
 
 async def test_unreachable_dsn_fails_with_an_error_naming_it(tmp_path):
-    from engines.pgvector_store import PgVectorEngine
+    from engines.postgres.vector_store import PgVectorEngine
 
     dsn = f"postgresql://postgres@/postgres?host={tmp_path}"
     engine = PgVectorEngine("v", dsn=dsn)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import signal
 
-from engines.pg_server import default_manager
-from teola.engine_spec import Engine
+from engines.postgres.server import default_manager
+from teola.ir.engine_spec import Engine
 from teola.runtime import Runtime
 from tests.support.waiting import until
 

@@ -8,7 +8,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from engines.pgvector_store import PgVectorEngine
+from engines.postgres.vector_store import PgVectorEngine
 
 DIM = 384
 

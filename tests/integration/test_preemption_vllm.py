@@ -10,7 +10,7 @@ import random
 import pytest
 
 from teola import Engine
-from teola.programs import Program
+from teola.api.program import Program
 from teola.runtime import Runtime
 from tests.support.borrowed import Borrowed
 from tests.support.waiting import until

@@ -2,7 +2,7 @@
 import pytest
 
 from engines.models import resolve_model
-from engines.reranker import RerankerEngine
+from engines.sentence_transformers.reranker import RerankerEngine
 
 pytestmark = pytest.mark.engines
 

@@ -5,8 +5,8 @@ import psycopg
 import pytest
 
 from engines.corpora import load_boolq, load_questions, load_wiki_summaries
-from engines.text_search import TextSearchEngine
-from engines.tools import ToolEngine
+from engines.search.text_search import TextSearchEngine
+from engines.tools.tool_engine import ToolEngine
 
 OBVIOUS = {
     "Tour de France cycling race": "Tour de France",

@@ -4,8 +4,8 @@ import random
 import psutil
 import pytest
 
-from engines.prefix_memo import SENT_BEFORE, TOO_SHORT
-from engines.vllm_engine import VLLMEngine
+from engines.llm_text.prefix_memo import SENT_BEFORE, TOO_SHORT
+from engines.vllm.engine import VLLMEngine
 
 pytestmark = pytest.mark.engines
 

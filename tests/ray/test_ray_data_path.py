@@ -14,10 +14,10 @@ from apps.advanced_rag import set_template
 from bench.ray_overhead import floats  # floats in a value (vectors count their elements; a RemoteItem none)
 from teola import App, Engine
 from teola.runtime import RayExecutor
-from teola.runtime.ray_data import KEEP, RemoteItem, count_remote
+from teola.runtime.executors.ray_data import KEEP, RemoteItem, count_remote
 from tests.support.waiting import until
 
-SIM = "engines.sim_engine:SimEngine"
+SIM = "engines.sim.sim_engine:SimEngine"
 DIM = 384
 DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(60))
 QUERY = {"question": "what is the capital of france", "documents": [DOC]}

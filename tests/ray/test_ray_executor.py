@@ -15,7 +15,7 @@ from teola import App, Engine
 from teola.runtime import QueryUnavailable, RayExecutor
 from tests.support.waiting import until
 
-SIM = "engines.sim_engine:SimEngine"
+SIM = "engines.sim.sim_engine:SimEngine"
 DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(30))
 QUERY = {"question": "what is the capital of france", "documents": [DOC]}
 

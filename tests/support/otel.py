@@ -34,6 +34,6 @@ class MemoryTelemetry:
 def query_tree(spans: list[Any], query_id: str) -> tuple[Any, dict[str, Any]]:
     """(the query span, {primitive name: span}) of one query."""
     [root] = [s for s in spans if s.attributes.get("teola.query_id") == query_id]
-    kids = {s.attributes["teola.primitive"]: s for s in spans
+    kids = {s.attributes["teola.ir.primitive"]: s for s in spans
             if s.parent is not None and s.parent.span_id == root.context.span_id}
     return root, kids

@@ -1,4 +1,4 @@
-"""The "agent" component (teola.components.agent): one LLM call that pauses for tools inside a
+"""The "agent" component (teola.compile.components.agent): one LLM call that pauses for tools inside a
 template. A scripted test LLM writes each segment by how many tool results its continuation holds;
 the tools are the real tool engine's calculator. Checked: the segments' requests (stop at the tool
 call, one kv_key per query, pause handling, continuation = written text + result), the answer (the

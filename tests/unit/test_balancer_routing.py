@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from teola import Engine
-from teola.programs import Program
+from teola.api.program import Program
 from teola.runtime import Runtime
-from engines.sim_engine import SimEngine
+from engines.sim.sim_engine import SimEngine
 from tests.unit.test_runtime import QUERY, make_rag
 
 SHORT = "hi"                      # 1 estimated prompt token

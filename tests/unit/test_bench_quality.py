@@ -177,7 +177,7 @@ def test_stop_rules_cut_a_greedy_reply_where_the_engine_would_stop():
 
 def test_sim_paper_large_documents_hold_about_a_hundred_chunks():
     import bench.sim_paper as sp
-    from teola.chunking import chunk_text
+    from teola.compile.chunking import chunk_text
 
     sp._docs = "large"
     try:

@@ -10,7 +10,7 @@ from apps.advanced_rag import build as build_advanced_rag
 from teola import App, Engine, Node
 from teola.cli import main, timing_table
 from teola.server.loading import AppNotFound, resolve_app
-from engines.sim_engine import SimEngine
+from engines.sim.sim_engine import SimEngine
 
 
 def sim_rag() -> App:

@@ -6,9 +6,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from teola import App, Engine, Node, register_component
-from teola.components import lookup, options_model
-from teola.components.options import BUILTIN_OPTIONS, Options
-from teola.config_schema import nodes_schema, passes_schema
+from teola.compile.components import lookup, options_model
+from teola.compile.components.options import BUILTIN_OPTIONS, Options
+from teola.compile.config_schema import nodes_schema, passes_schema
 
 QUERY = {"question": "q?", "documents": ["alpha beta gamma " * 40]}
 
@@ -55,7 +55,7 @@ def test_the_apps_own_config_is_checked_by_the_same_model():
 
 
 def test_every_builtin_kind_declares_its_options():
-    from teola.components import component_kinds
+    from teola.compile.components import component_kinds
 
     assert set(BUILTIN_OPTIONS) == set(component_kinds())
     for kind, model in BUILTIN_OPTIONS.items():
@@ -74,7 +74,7 @@ def test_a_registered_kind_brings_its_options_model():
     finally:
         register_component("echo_llm", fn)
     assert options_model("echo_llm") is None
-    with pytest.raises(TypeError, match="subclass of teola.components.options.Options"):
+    with pytest.raises(TypeError, match="subclass of teola.compile.components.options.Options"):
         register_component("echo_llm", fn, options=dict)
 
 

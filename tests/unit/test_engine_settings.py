@@ -9,7 +9,7 @@ import pytest
 
 from engines.engine_settings import busy_threads, default_settings, report, resolve_options, tuned_settings
 from engines.hardware import Hardware
-from engines.vllm_layout import parse_cpu_list, spawn_layout
+from engines.vllm.layout import parse_cpu_list, spawn_layout
 
 SHIPPED = [("vllm", 1), ("sentence_transformers", 1), ("reranker", 1)]  # the advanced-RAG app's compute engines
 
@@ -114,7 +114,7 @@ def test_cpu_llm_dtype_is_float32_only_where_bfloat16_is_emulated():
 
 def test_the_batch_probe_embeds_chunks_of_the_apps_size_not_short_sentences():
     from engines.tune import CHUNKS, app_chunks
-    from teola.chunking import count_tokens
+    from teola.compile.chunking import count_tokens
 
     chunks = app_chunks(64)
     assert len(chunks) == 64 and len(set(chunks)) == 64
@@ -169,7 +169,7 @@ def test_a_simulated_engine_takes_the_profiled_machines_batch(monkeypatch):
 
     import engines.engine_settings as es
     from apps import advanced_rag
-    from engines.sim_profile import load_profile
+    from engines.sim.profile import load_profile
     from teola.sim.run import use_profile
 
     monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})

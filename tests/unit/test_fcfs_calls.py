@@ -9,12 +9,12 @@ import enum
 
 import pytest
 
-from engines.sim_llm import SimLLM
-from engines.step_decoder import StepDecoder
-from engines.vllm_requests import _token_ids, check_continuation
-from teola.engine_spec import Engine
+from engines.sim.llm import SimLLM
+from engines.sim.step_decoder import StepDecoder
+from engines.vllm.requests import _token_ids, check_continuation
+from teola.ir.engine_spec import Engine
 from teola.runtime import Runtime
-from teola.runtime.policies import Limits, RequestQueue, make_policy
+from teola.runtime.policy_registry import Limits, RequestQueue, make_policy
 from teola.sim.virtual_loop import run_virtual
 from tests.unit.test_policies import entry, picked
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from bench.kv_admission import KVAdmission, free_tokens
-from teola.runtime.policies import Limits, Pending, RequestQueue, make_policy
+from teola.runtime.policy_registry import Limits, Pending, RequestQueue, make_policy
 
 
 def test_free_tokens_are_the_free_blocks_less_what_the_engine_already_waits_for():
@@ -113,7 +113,7 @@ def test_sim_lamps_bounds_admission_by_kv_only_under_kv_admission(monkeypatch):
 
 
 def test_sim_lamps_marks_the_continuation_of_a_preserved_pause(monkeypatch):
-    """A call continuing after a preserved pause carries `resumes_preserved`, as teola.tool_calls
+    """A call continuing after a preserved pause carries `resumes_preserved`, as teola.api.tool_calls
     marks it; one after a swapped pause does not."""
     import bench.sim_lamps as sim
     from teola.runtime import Runtime

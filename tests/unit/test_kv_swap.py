@@ -15,10 +15,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines._native import load_kvswap
-from engines._native.kv_fallback import gather_blocks
-from engines._native.kv_layout import describe_layers
-from engines.kv_swap import KVSwapManager
+from engines.kvswap._native import load_kvswap
+from engines.kvswap._native.kv_fallback import gather_blocks
+from engines.kvswap._native.kv_layout import describe_layers
+from engines.kvswap.swap import KVSwapManager
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ["native", "fallback"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engines.kv_swap_choice import SurvivalTracker, SwapCosts, choose, recompute_seconds, save_pays, swap_seconds
-from engines.kv_swap_index import SwapIndex
+from engines.kvswap.choice import SurvivalTracker, SwapCosts, choose, recompute_seconds, save_pays, swap_seconds
+from engines.kvswap.index import SwapIndex
 
 # 1 ms per prefilled token; 1 MB/ms bandwidth; 0.5 ms per copy call
 COSTS = SwapCosts(prefill_s_per_token=1e-3, swap_bytes_per_s=1e9, swap_fixed_s=5e-4)
@@ -145,7 +145,7 @@ def test_recompute_chosen_at_resume_when_only_a_little_is_missing():
     ({"kv_swap": True, "engine_args": {"kv_transfer_config": {}}}, "do not pass them"),
 ])
 def test_vllm_engine_rejects_bad_kv_swap_options(options, problem):
-    from engines.vllm_engine import VLLMEngine
+    from engines.vllm.engine import VLLMEngine
 
     with pytest.raises(ValueError, match=problem):
         VLLMEngine("llm", **options)

@@ -1,4 +1,4 @@
-"""LAMPS (teola.runtime.policies.lamps / api_handling) on hand-computed cases: INFERCEPT's waste
+"""LAMPS (teola.programs.lamps / api_handling) on hand-computed cases: INFERCEPT's waste
 equations choose the handling, memory over time scores calls, the policy runs the least
 memory-hungry call first, starving calls go ahead after `starvation` rounds, scores refresh on
 schedule."""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from teola.runtime.policies import Limits, Pending, RequestQueue, make_policy
-from teola.runtime.policies.api_handling import ApiCall, choose_handling, memory_over_time, waste
+from teola.runtime.policy_registry import Limits, Pending, RequestQueue, make_policy
+from teola.programs.api_handling import ApiCall, choose_handling, memory_over_time, waste
 
 
 def test_waste_equations_on_hand_computed_values():
@@ -151,7 +151,7 @@ def test_a_call_resuming_on_preserved_kv_goes_first(name):
 
 
 def segment(request: str, j: int, max_tokens: int, arrival: float, last: bool = False) -> Pending:
-    """Segment j of a pausing call: the segments share the request's kv_key (teola.tool_calls)."""
+    """Segment j of a pausing call: the segments share the request's kv_key (teola.api.tool_calls)."""
     req = {"max_tokens": max_tokens, "kv_key": request}
     if not last:
         req["pause_kv"] = "swap"

@@ -1,4 +1,4 @@
-"""LAMPS' output-length predictor (teola.length_predictor): it learns a known relation, beats a
+"""LAMPS' output-length predictor (teola.programs.length_predictor): it learns a known relation, beats a
 constant guess on the shipped trace of the real engine (bench/data/lengths-smollm2-135m.json, with
 a cheap hashed bag-of-words embedding standing in for MiniLM), saves and loads, and its prediction
 reaches the policy as a request's "predicted_tokens"."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from teola.length_predictor import LengthPredictor, accuracy, split
+from teola.programs.length_predictor import LengthPredictor, accuracy, split
 
 TRACE = Path(__file__).resolve().parents[2] / "bench" / "data" / "lengths-smollm2-135m.json"
 
@@ -25,7 +25,7 @@ def test_it_learns_a_known_relation_between_embedding_and_length():
 
 
 def test_on_the_shipped_trace_it_beats_the_constant_guess():
-    from engines.sim_engine import embed
+    from engines.sim.sim_engine import embed
 
     rows = json.loads(TRACE.read_text())["rows"]
     assert len(rows) >= 90 and len({r["style"] for r in rows}) == 3
@@ -51,7 +51,7 @@ def test_save_and_load_give_the_same_predictions(tmp_path):
 
 
 async def test_a_programs_predictor_reaches_the_request():
-    from teola.programs import Program
+    from teola.api.program import Program
     from tests.unit.test_tool_calls import runtime
 
     rt, engine = runtime(["ok"], policy="sjf")

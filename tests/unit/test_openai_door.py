@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from engines.sim_engine import SimEngine
+from engines.sim.sim_engine import SimEngine
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
 from tests.support.borrowed import Borrowed

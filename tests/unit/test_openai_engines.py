@@ -4,9 +4,9 @@ import socket
 
 import pytest
 
-from engines.openai_embedding import OpenAIEmbeddingEngine
-from engines.openai_http import RemoteEngineError
-from engines.openai_llm import OpenAILLMEngine
+from engines.openai.embedding import OpenAIEmbeddingEngine
+from engines.openai.http_client import RemoteEngineError
+from engines.openai.llm import OpenAILLMEngine
 from engines.registry import create_engine
 from teola import Engine
 

@@ -1,13 +1,13 @@
 """Handling "auto" of LLM calls that pause for tools, chosen by the engine's scheduler when a segment
-is queued (teola.runtime.pause_handling): INFERCEPT's least waste on hand-computed costs, the rest
+is queued (teola.programs.pause_handling): INFERCEPT's least waste on hand-computed costs, the rest
 of the batch, the policy's own costs (LAMPS), continuations of preserved KV marked, and the agent
 component end to end with a scripted LLM."""
 from __future__ import annotations
 
 import pytest
 
-from teola.runtime.pause_handling import PauseBook, PauseCosts, choose_pause_handling
-from teola.runtime.policies.lamps import LAMPSPolicy
+from teola.programs.pause_handling import PauseBook, PauseCosts, choose_pause_handling
+from teola.programs.lamps import LAMPSPolicy
 from tests.unit.test_agent_component import CALL, agent_app, answer
 
 
@@ -101,7 +101,7 @@ async def test_the_agent_component_with_auto_discards_for_a_slow_tool():
 
 
 def test_a_length_predictor_sets_predictions_and_a_failing_one_is_ignored(caplog):
-    from teola.runtime.length_predictions import predict_lengths
+    from teola.programs.length_predictions import predict_lengths
 
     given, plain, bad = {"predicted_tokens": 5}, {"max_tokens": 64}, {"max_tokens": 64}
     predict_lengths(lambda r: 17, [given, plain], "llm")

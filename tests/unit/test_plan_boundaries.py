@@ -9,12 +9,12 @@ import asyncio
 
 import pytest
 
-from engines.sim_cost import IterationCost
-from engines.sim_llm import SimLLM
+from engines.sim.cost import IterationCost
+from engines.sim.llm import SimLLM
 from teola.plan.cost import ModelCost, Plan
 from teola.plan.execute import Executor
 from teola.plan.job import parse_job
-from teola.plan.replica_sim import SimRequest, simulate_replica
+from teola.sim.replica import SimRequest, simulate_replica
 from teola.plan.stage_eval import StageEval, State
 from teola.plan.workload import Request, Workload, build_workload
 from teola.sim.virtual_loop import run_virtual

@@ -1,16 +1,16 @@
-"""The planner's cost model (teola.plan.cost, teola.plan.replica_sim): tensor-parallel scaling as
+"""The planner's cost model (teola.plan.cost, teola.sim.replica): tensor-parallel scaling as
 documented, loading costs fitted from synthetic measurements with known coefficients, and the fast
-replica simulation agreeing with the simulated engine (engines.sim_llm) it stands in for."""
+replica simulation agreeing with the simulated engine (engines.sim.llm) it stands in for."""
 from __future__ import annotations
 
 import asyncio
 
 import pytest
 
-from engines.sim_cost import IterationCost
-from engines.sim_llm import SimLLM
+from engines.sim.cost import IterationCost
+from engines.sim.llm import SimLLM
 from teola.plan.cost import ModelCost, Plan, fit_load
-from teola.plan.replica_sim import SimRequest, simulate_replica
+from teola.sim.replica import SimRequest, simulate_replica
 from teola.sim.virtual_loop import run_virtual
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines.sim_llm import SimLLM
+from engines.sim.llm import SimLLM
 from teola.plan.cost import Plan
 from teola.plan.execute import Executor
 from teola.plan.job import parse_job

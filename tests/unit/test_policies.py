@@ -1,7 +1,7 @@
 """Every batching policy's schedule() on hand-built queues (pure logic, no engines)."""
 import pytest
 
-from teola.runtime.policies import (Decision, Filler, Limits, Pending, Pick, RequestQueue, make_policy,
+from teola.runtime.policy_registry import (Decision, Filler, Limits, Pending, Pick, RequestQueue, make_policy,
                                     policy_names, register_policy, unregister_policy)
 
 

@@ -1,4 +1,4 @@
-"""Preemption on a deterministic continuous-batching engine (engines.step_decoder): service is
+"""Preemption on a deterministic continuous-batching engine (engines.sim.step_decoder): service is
 charged while a call runs, so a long call is demoted mid-run; a waiting call of a better queue
 preempts it when the admission budget is full; the preempted call resumes from the tokens it had
 decoded and returns the same output as an uninterrupted run; FCFS never preempts."""
@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
-from engines.step_decoder import StepDecoder
-from teola.engine_spec import Engine
-from teola.programs import Program
+from engines.sim.step_decoder import StepDecoder
+from teola.ir.engine_spec import Engine
+from teola.api.program import Program
 from teola.runtime import Runtime
 from tests.support.waiting import until
 
@@ -174,7 +174,7 @@ def test_a_resumed_run_stopped_before_it_ran_counts_apart_from_re_sent_tokens():
     from types import SimpleNamespace
 
     from teola.runtime.metrics import Metrics
-    from teola.runtime.preemption import Preemptor
+    from teola.runtime.engine_tier.preemption import Preemptor
 
     p = Preemptor(SimpleNamespace(metrics=Metrics()), budget=1)
     p.note_resumed({"aborted": True, "num_prompt_tokens": 90, "num_cached_tokens": 0, "num_output_tokens": 0})

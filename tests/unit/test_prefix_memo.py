@@ -1,9 +1,9 @@
-"""engines.prefix_memo: which partial prefills need not reach the engine."""
+"""engines.llm_text.prefix_memo: which partial prefills need not reach the engine."""
 from __future__ import annotations
 
 import pytest
 
-from engines.prefix_memo import SENT_BEFORE, TOO_SHORT, PrefixMemo
+from engines.llm_text.prefix_memo import SENT_BEFORE, TOO_SHORT, PrefixMemo
 
 
 def test_a_prefix_shorter_than_one_block_is_never_sent():

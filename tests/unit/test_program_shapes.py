@@ -7,7 +7,7 @@ import random
 from bench.programs import chat_program, workload
 from bench.programs_vllm import user_turn
 from bench.sim_programs import SHAPES, shape_stats
-from engines.sim_text import count_tokens
+from engines.sim.text import count_tokens
 
 
 def test_a_calls_mean_draws_a_long_tail_around_it_within_the_cap():
@@ -48,7 +48,7 @@ def test_a_user_turn_has_about_the_asked_tokens_and_ends_with_the_question():
     filler = ["alpha, beta gamma. delta epsilon " * 20]
     text = user_turn(random.Random(1), questions, filler, 260, 1.3)
     assert text.endswith("who wrote hamlet?")
-    # 200 counted tokens (words and punctuation marks, as engines.sim_text counts), give or take a word
+    # 200 counted tokens (words and punctuation marks, as engines.sim.text counts), give or take a word
     assert 200 <= count_tokens(text) <= 201
     assert user_turn(random.Random(1), questions, filler, 0, 1.3) == "who wrote hamlet?"
     assert user_turn(random.Random(1), questions, None, 260, 1.3) == "who wrote hamlet?"

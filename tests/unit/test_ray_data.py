@@ -1,4 +1,4 @@
-"""The pieces of the Ray "refs" data path that need no cluster (teola.runtime.ray_data): which
+"""The pieces of the Ray "refs" data path that need no cluster (teola.runtime.executors.ray_data): which
 results a batch keeps remote, how the driver turns them into RemoteItems, and how an actor
 resolves them (any awaitable stands in for an ObjectRef here), including a lost one."""
 import asyncio
@@ -6,7 +6,7 @@ import asyncio
 import numpy as np
 import pytest
 
-from teola.runtime.ray_data import (KEEP, IntermediateLost, RemoteItem, approx_bytes, attach_refs, count_remote,
+from teola.runtime.executors.ray_data import (KEEP, IntermediateLost, RemoteItem, approx_bytes, attach_refs, count_remote,
                                     resolve_inputs, split_results)
 
 VEC = [0.5] * 384  # 3 KiB estimated

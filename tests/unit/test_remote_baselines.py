@@ -13,7 +13,7 @@ from apps import search_generation, tool_agent
 from bench.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
 from bench.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent, plan_calls
 from bench.remote_apps import PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
-from teola.components import prompts
+from teola.compile.components import prompts
 
 PLAN = ('Sure.\n{"tool": "calculator", "args": {"expression": "2+3"}}\n'
         '{"tool": "convert_units", "args": {"value": 1, "from_unit": "h", "to_unit": "min"}}\n'
@@ -53,7 +53,7 @@ def fake_started(app: Any, backends: dict[str, Any]) -> Any:
 
 @pytest.mark.parametrize("cls", [LlamaIndexToolAgent, LangGraphToolAgent])
 async def test_tool_agent_baselines_plan_call_tools_and_answer(cls):
-    from engines.tools import ToolEngine
+    from engines.tools.tool_engine import ToolEngine
 
     app = tool_agent.build(tools={"defaults": True}, tool_names=TOOL_NAMES, plan_instruction=PLAN_INSTRUCTION,
                            plan_examples=PLAN_EXAMPLES)

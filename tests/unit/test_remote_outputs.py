@@ -1,11 +1,11 @@
 """Which intermediate outputs the Ray "refs" data path may keep in the object store
-(teola.runtime.dispatch_plan.remote_outputs): embeddings read only by ingestion / vector search,
+(teola.runtime.graph_tier.dispatch_plan.remote_outputs): embeddings read only by ingestion / vector search,
 directly or through the concat aggregates that gather split stages; never a query output."""
 from apps.advanced_rag import set_template
 from teola import App, Engine
-from teola.ops import PrimOp
-from teola.primitive import Primitive
-from teola.runtime.dispatch_plan import DispatchPlan, build_plan, remote_outputs
+from teola.ir.ops import PrimOp
+from teola.ir.primitive import Primitive
+from teola.runtime.graph_tier.dispatch_plan import DispatchPlan, build_plan, remote_outputs
 
 DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(40))
 QUERY = {"question": "what is the capital of france", "documents": [DOC]}

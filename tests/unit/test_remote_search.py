@@ -1,4 +1,4 @@
-"""The remote search adapter (engines.remote_search) against real HTTP servers on loopback: results,
+"""The remote search adapter (engines.search.remote_search) against real HTTP servers on loopback: results,
 errors (status, timeout, refused connection, bad body), option validation, and kind "search"
 choosing it when `url` is given."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 import pytest
 
 from engines.registry import create_engine, kind_defaults
-from engines.remote_search import RemoteSearchEngine, RemoteSearchError
+from engines.search.remote_search import RemoteSearchEngine, RemoteSearchError
 
 
 def _app() -> Any:
@@ -124,7 +124,7 @@ def test_options_are_validated(options, message):
 def test_kind_search_is_remote_with_url_and_local_without():
     remote = create_engine("s", "search", {"url": "http://127.0.0.1:1/search"})
     assert isinstance(remote, RemoteSearchEngine)
-    from engines.text_search import TextSearchEngine
+    from engines.search.text_search import TextSearchEngine
 
     assert isinstance(create_engine("s", "search", {}), TextSearchEngine)
     assert kind_defaults("search", {"url": "http://h/s"})[1].max_batch == 1  # one query per call, each its own batch

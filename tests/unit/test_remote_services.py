@@ -104,7 +104,7 @@ async def test_tool_engine_calls_the_service_through_its_http_path():
 
     import uvicorn
 
-    from engines.tools import ToolBatchError, ToolEngine
+    from engines.tools.tool_engine import ToolBatchError, ToolEngine
 
     app = create_service(WordOverlapSearch([("Oslo", "Oslo is the capital of Norway")]), Delays(0, scale=0))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

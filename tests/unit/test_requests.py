@@ -1,9 +1,9 @@
 """Primitive semantics (teola/runtime/requests.py): requests, outputs, control ops, skipping."""
 import pytest
 
-from teola.ops import PrimOp
-from teola.primitive import Primitive
-from teola.refs import Ref
+from teola.ir.ops import PrimOp
+from teola.ir.primitive import Primitive
+from teola.ir.refs import Ref
 from teola.runtime.requests import (PrimitiveInputError, build_requests, collect_outputs, is_skipped,
                                     resolve_part, run_control)
 

@@ -1,4 +1,4 @@
-"""The two-tier runtime through App, on deterministic simulated engines (engines/sim_engine.py)."""
+"""The two-tier runtime through App, on deterministic simulated engines (engines/sim/sim_engine.py)."""
 import asyncio
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from apps.advanced_rag import set_template
 from teola import App, Engine, Node
 from teola.runtime import QueryCancelled, QueryError, QueryTimeout
-from engines.sim_engine import SimEngine, sim_engines
+from engines.sim.sim_engine import SimEngine, sim_engines
 from tests.support.waiting import until
 
 ALL_PASSES_OFF = {"passes": {"prune_covered_searches": False, "prune_dependencies": False, "stage_decomposition": False,

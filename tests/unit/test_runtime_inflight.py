@@ -4,9 +4,9 @@ an LLM instance takes no batch while it already runs max_batch requests."""
 from types import SimpleNamespace
 
 from engines.protocol import EngineProfile, profile_with
-from engines.remote_search import RemoteSearchEngine
-from engines.sim_engine import sim_engines
-from engines.tools import ToolEngine
+from engines.search.remote_search import RemoteSearchEngine
+from engines.sim.sim_engine import sim_engines
+from engines.tools.tool_engine import ToolEngine
 from teola import App
 from teola.balancers.least_loaded import LeastLoaded
 from tests.unit.test_runtime import make_rag

@@ -1,4 +1,4 @@
-"""HTTP server tests on deterministic in-process engines (engines/sim_engine.py): every endpoint,
+"""HTTP server tests on deterministic in-process engines (engines/sim/sim_engine.py): every endpoint,
 the 4xx answers naming the problem, engine failures and timeouts that leave the server serving, 50
 concurrent queries counted in /metrics, and the API key."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from apps.advanced_rag import build as build_advanced_rag
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
-from engines.sim_engine import SimEngine
+from engines.sim.sim_engine import SimEngine
 from tests.support.http import metric, sse
 from tests.support.waiting import until
 

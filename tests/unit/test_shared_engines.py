@@ -1,6 +1,6 @@
 """Apps served together share engines declared the same way."""
 from apps import advanced_rag, naive_rag, tool_agent
-from teola.shared_engines import SharedBackend, share_engines
+from teola.api.shared_engines import SharedBackend, share_engines
 
 
 class Counting:

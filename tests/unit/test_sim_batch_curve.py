@@ -1,4 +1,4 @@
-"""The decode batch curve of the simulated LLM's iteration cost (engines.sim_cost): where it applies,
+"""The decode batch curve of the simulated LLM's iteration cost (engines.sim.cost): where it applies,
 how teola.sim.fit takes it from streamed step measurements, and that a profile of an engine whose
 decode step is not linear in the batch gets every step within a few percent with it."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from engines.sim_cost import IterationCost
-from teola.plan.replica_sim import SimRequest, simulate_replica
+from engines.sim.cost import IterationCost
+from teola.sim.replica import SimRequest, simulate_replica
 from teola.sim.fit import _score_steps, batch_curve
 
 from tests.unit.test_plan_cost import _sim_llm_seconds

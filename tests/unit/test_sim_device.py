@@ -1,12 +1,12 @@
-"""Simulated engines sharing one machine (engines/sim_device.py) and `teola profile`'s measurement
+"""Simulated engines sharing one machine (engines/sim/device.py) and `teola profile`'s measurement
 of how much they slow each other (teola/sim/contention.py), on the virtual clock."""
 import asyncio
 
 import pytest
 
-from engines.sim_device import DeviceShare
-from engines.sim_engine import SimEngine
-from engines.sim_llm import SimLLM
+from engines.sim.device import DeviceShare
+from engines.sim.sim_engine import SimEngine
+from engines.sim.llm import SimLLM
 from teola.sim.virtual_loop import run_virtual
 
 DEVICE = {"exclusive": ["sentence_transformers", "reranker"],

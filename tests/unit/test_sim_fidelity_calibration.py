@@ -9,7 +9,7 @@ import pytest
 
 from bench.sim_fidelity import calibrate_tokens
 from bench.workloads import doc_qa_queries
-from engines.sim_profile import load_profile
+from engines.sim.profile import load_profile
 
 
 def test_the_token_estimate_is_scaled_to_the_real_prompt_tokens():

@@ -45,7 +45,7 @@ def test_the_padded_token_cost_is_told_apart_by_batches_of_unequal_texts():
 
 
 def test_a_batch_is_charged_its_tokens_summed_and_padded_to_the_longest():
-    from engines.sim_engine import SimEngine, linear_cost
+    from engines.sim.sim_engine import SimEngine, linear_cost
 
     cost = {"base": 0.01, "per_item": 0.002, "per_token": 1e-4, "per_padded_token": 1e-3}
     # 3 texts of 2, 5 and 1 tokens: 0.01 + 3 x 0.002 + 8 x 1e-4 + 3 x 5 x 1e-3 = 0.0318
@@ -66,7 +66,7 @@ def test_a_coefficient_the_data_would_make_negative_is_dropped_not_negative():
 
 def _profiled(cost: dict, **settings) -> dict:
     """profile_llm's entry for a simulated engine with `cost`, run on the virtual clock."""
-    from engines.sim_llm import SimLLM
+    from engines.sim.llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
@@ -96,7 +96,7 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
     """With repeats=3 every decoding batch is timed three times; a stall in one of them (here the
     second run of every batch waits 0.5 s more) is outvoted, so the fit is the engine's own cost."""
     import asyncio
-    from engines.sim_llm import SimLLM
+    from engines.sim.llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
@@ -136,7 +136,7 @@ def test_a_batch_whose_runs_disagree_is_timed_again_and_only_that_batch():
     three runs spread far over 15%, so they are timed three more times (the others keep three runs),
     the profiler says so, and the median of six runs is the engine's own step."""
     import asyncio
-    from engines.sim_llm import SimLLM
+    from engines.sim.llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
@@ -178,7 +178,7 @@ def test_repeated_decode_rounds_time_every_batch_once_each_in_a_new_order():
     """Each round times every decoding batch once; rounds after the first go in a shuffled order, so
     a drift in the machine's speed lands on different batches in different rounds instead of on
     one batch's every run."""
-    from engines.sim_llm import SimLLM
+    from engines.sim.llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
@@ -210,7 +210,7 @@ def test_repeated_decode_rounds_time_every_batch_once_each_in_a_new_order():
 
 def test_profiling_with_sampling_options_sends_them_with_every_decoding_request():
     """A model served with seeded sampling is fitted on requests that sample the same way."""
-    from engines.sim_llm import SimLLM
+    from engines.sim.llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
@@ -273,7 +273,7 @@ def test_the_decode_step_time_is_fitted_from_the_pairs_not_left_to_the_totals():
 
 def test_the_two_output_lengths_of_a_decode_batch_share_prompts_from_an_empty_cache():
     """Their time difference is then decode steps alone (no prefill of other prompt lengths in it)."""
-    from engines.sim_llm import SimLLM
+    from engines.sim.llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
 

@@ -1,8 +1,8 @@
-"""KV blocks of the simulated LLM (engines.sim_kv): prefix hits by chained block hashes, sharing of
+"""KV blocks of the simulated LLM (engines.sim.kv): prefix hits by chained block hashes, sharing of
 equal blocks, LRU eviction of unreferenced cached blocks, no over-allocation."""
 from __future__ import annotations
 
-from engines.sim_kv import BlockPool, Holding, block_hashes
+from engines.sim.kv import BlockPool, Holding, block_hashes
 
 
 def fill(pool: BlockPool, ids: list[int]) -> Holding:

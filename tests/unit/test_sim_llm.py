@@ -1,4 +1,4 @@
-"""The simulated LLM engine (engines.sim_llm) against hand-computed cases: iteration times of the
+"""The simulated LLM engine (engines.sim.llm) against hand-computed cases: iteration times of the
 linear cost model, chunked prefill under the token budget, prefix-cache hits, preemption by
 recompute and by swap when KV blocks run out, priority scheduling, abort, streamed items, and
 deterministic output lengths. All in virtual time."""
@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from engines.sim_llm import SimLLM
+from engines.sim.llm import SimLLM
 from teola.sim.virtual_loop import run_virtual
 
 COST = {"base": 1.0, "prefill_token": 0.01, "decode_seq": 0.1, "context_token": 0.0}
@@ -289,7 +289,7 @@ def test_a_partial_prefill_the_engine_would_not_cache_or_already_has_returns_at_
 
 
 def test_resize_prompt_cuts_or_pads_just_before_the_assistant_turn():
-    from engines.sim_text import PAD_ID, resize_prompt
+    from engines.sim.text import PAD_ID, resize_prompt
     assert resize_prompt([1, 2, 3, 4, 8, 9], 4, tail=2) == [1, 2, 8, 9]
     assert resize_prompt([1, 2, 9], 5, tail=1) == [1, 2, PAD_ID, PAD_ID, 9]
     assert resize_prompt([1, 2, 3], 2) == [1, 2]

@@ -1,4 +1,4 @@
-"""A simulated LLM call that pauses for a tool and continues (engines/sim_admission.py): what its KV
+"""A simulated LLM call that pauses for a tool and continues (engines/sim/admission.py): what its KV
 costs under each LAMPS / INFERCEPT handling, on hand-computed cases in virtual time (cost model:
 1 s per iteration + 0.01 s per prefilled token + 0.1 s per decoding sequence; 16-token blocks)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from engines.sim_llm import SimLLM
+from engines.sim.llm import SimLLM
 from teola.sim.virtual_loop import run_virtual
 
 COST = {"base": 1.0, "prefill_token": 0.01, "decode_seq": 0.1, "context_token": 0.0}
@@ -88,7 +88,7 @@ def test_aborting_the_program_frees_a_preserved_kv_whose_continuation_never_come
 
 
 def test_pause_fields_are_checked():
-    from engines.vllm_requests import check_request
+    from engines.vllm.requests import check_request
     with pytest.raises(ValueError, match="kv_key"):
         check_request("decoding", {"parts": [["q", "x"]], "pause_kv": "preserve"}, 8)
     with pytest.raises(ValueError, match="pause_kv"):

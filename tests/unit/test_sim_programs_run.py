@@ -6,7 +6,7 @@ from __future__ import annotations
 from bench.programs import workload
 from bench.programs_vllm import load_texts
 from bench.sim_programs import GENERATOR, SHAPES, run_once, saturated_capacity
-from engines.sim_profile import load_profile
+from engines.sim.profile import load_profile
 
 
 def sharegpt_setup(n: int = 4):

@@ -1,11 +1,11 @@
-"""Preserved KV cannot deadlock the simulated engine (engines/sim_admission.py reclaim_preserved):
+"""Preserved KV cannot deadlock the simulated engine (engines/sim/admission.py reclaim_preserved):
 when nothing runs and a waiting call cannot get blocks because paused calls' preserved KV fills the
 memory, the most recently paused one loses its KV and later continues as if discarded."""
 from __future__ import annotations
 
 import asyncio
 
-from engines.sim_llm import SimLLM
+from engines.sim.llm import SimLLM
 from teola.sim.virtual_loop import run_virtual
 from tests.unit.test_sim_pause import COST, first, then
 

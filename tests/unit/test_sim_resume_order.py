@@ -1,11 +1,11 @@
 """The simulated engine admits a call resuming on KV its paused call preserved ahead of the FCFS
-head (engines.sim_admission.SimAdmission._head): INFERCEPT's preserve resumes the request as its API
+head (engines.sim.admission.SimAdmission._head): INFERCEPT's preserve resumes the request as its API
 returns instead of queueing it behind requests that cannot get memory."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from engines.sim_admission import SimAdmission
+from engines.sim.admission import SimAdmission
 
 
 def seq(key: str, swapped: int = 0) -> SimpleNamespace:

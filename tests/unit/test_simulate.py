@@ -10,8 +10,8 @@ import pytest
 
 import apps.advanced_rag as advanced_rag
 import apps.naive_rag as naive_rag
-from engines.sim_llm import SimLLM
-from engines.sim_profile import load_profile, simulated_engine
+from engines.sim.llm import SimLLM
+from engines.sim.profile import load_profile, simulated_engine
 from teola.sim.run import query_variants, simulate, use_profile
 from teola.sim.virtual_loop import run_virtual
 

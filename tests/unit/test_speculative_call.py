@@ -5,9 +5,9 @@ import asyncio
 
 import pytest
 
-from engines.sim_engine import SimEngine
+from engines.sim.sim_engine import SimEngine
 from teola import App, Engine, Node
-from teola.ops import PrimOp
+from teola.ir.ops import PrimOp
 from teola.runtime import QueryError
 
 URL = "http://127.0.0.1:9/search"  # never called: the engine has a backend
@@ -184,7 +184,7 @@ async def test_streamed_text_of_the_speculative_call_waits_for_the_verdict(conta
 async def test_a_queued_prefix_warmup_is_dropped_once_its_call_is_otherwise_ready():
     """With one batch at a time on the LLM, the judge's long call runs while the core's prefix
     warm-up (Partial Prefilling) waits; the search lands meanwhile, so the core's prompt is ready:
-    the warm-up leaves the queue instead of holding the call back (teola.runtime.warmups)."""
+    the warm-up leaves the queue instead of holding the call back (teola.runtime.graph_tier.warmups)."""
     app = make_app(YES, core_tokens=2, judge_tokens=30)
     await app.start(max_inflight={"llm": 1})
     try:

@@ -6,9 +6,9 @@ import asyncio
 import pytest
 
 from engines.protocol import EngineProfile
-from engines.sim_engine import SimEngine
+from engines.sim.sim_engine import SimEngine
 from teola import App, Engine, Node
-from teola.ops import PrimOp
+from teola.ir.ops import PrimOp
 from teola.runtime import QueryError
 from tests.support.waiting import until
 

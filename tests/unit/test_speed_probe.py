@@ -10,7 +10,7 @@ from bench.speed_probe import PROBE, probe, probe_lines, profile_step
 
 
 def test_the_probe_reads_the_engines_own_decode_step():
-    from engines.sim_llm import SimLLM
+    from engines.sim.llm import SimLLM
     from teola.sim.virtual_loop import run_virtual
 
     cost = {"base": 0.03, "prefill_token": 2e-4, "decode_seq": 2e-3, "context_token": 1e-5}

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engines.split_parser import SplitParser, split_text
+from engines.llm_text.split_parser import SplitParser, split_text
 
 
 def test_numbered_items_are_emitted_when_their_line_ends():

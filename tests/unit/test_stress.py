@@ -5,7 +5,7 @@ import gc
 import tracemalloc
 
 from teola.runtime import QueryCancelled, QueryError
-from engines.sim_engine import SimEngine, clear_memos, sim_engines
+from engines.sim.sim_engine import SimEngine, clear_memos, sim_engines
 from tests.unit.test_runtime import make_rag
 
 N = 500

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from engines.sim_engine import SimEngine, sim_engines
+from engines.sim.sim_engine import SimEngine, sim_engines
 from teola.runtime import QueryUnavailable
 from teola.server import ServerSettings, create_server
 from tests.support.waiting import until

@@ -4,8 +4,8 @@ import pytest
 
 from apps import advanced_rag, naive_rag
 from teola import PrimOp
-from teola.components.packing import TOKEN_RATIO, context_budget, pack_ranges
-from teola.refs import Ref
+from teola.compile.components.packing import TOKEN_RATIO, context_budget, pack_ranges
+from teola.ir.refs import Ref
 from teola.runtime.requests import resolve_part
 
 DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(120))

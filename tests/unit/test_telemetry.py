@@ -2,9 +2,9 @@
 in-memory exporters)."""
 import pytest
 
-from engines.sim_engine import sim_engines
+from engines.sim.sim_engine import sim_engines
 from teola import telemetry as tel
-from teola.ops import PrimOp
+from teola.ir.ops import PrimOp
 from teola.runtime import QueryTimeout
 from teola.telemetry.attributes import primitive_attributes, span_name
 from tests.support.otel import MemoryTelemetry, query_tree
@@ -52,7 +52,7 @@ async def test_llm_spans_carry_genai_attributes_and_queue_events():
     llm = [s for s in kids.values() if s.attributes.get("teola.engine") == "llm"]
     assert {s.attributes["teola.op"] for s in llm} >= {"partial_prefilling", "partial_decoding"}
     for s in llm:  # a prefill fused into a streamed decode carries that call's counts too
-        assert s.attributes["gen_ai.usage.input_tokens"] > 0, s.attributes["teola.primitive"]
+        assert s.attributes["gen_ai.usage.input_tokens"] > 0, s.attributes["teola.ir.primitive"]
         assert "gen_ai.usage.cache_read.input_tokens" in s.attributes
     search = [s for s in kids.values() if s.attributes["teola.op"] == "searching"]
     assert search and all(s.name == "retrieval vectordb" for s in search)

@@ -1,4 +1,4 @@
-"""LLM calls that pause for tools (teola.tool_calls, Program.call_with_tools): parsing of the tool
+"""LLM calls that pause for tools (teola.api.tool_calls, Program.call_with_tools): parsing of the tool
 call syntax, the continuation each segment sends (what was written + the tool's result), the pause
 handling named on each pausing segment, the policy's per-tool duration estimate fed, and bad tool
 calls returned to the model as error results. The engine is a scripted test LLM that answers each
@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from teola.engine_spec import Engine
-from teola.programs import Program
+from teola.ir.engine_spec import Engine
+from teola.api.program import Program
 from teola.runtime import Runtime
-from teola.tool_calls import CLOSE, parse_tool_call, result_segment
+from teola.api.tool_calls import CLOSE, parse_tool_call, result_segment
 
 
 class ScriptedLLM:
@@ -116,7 +116,7 @@ async def test_the_last_allowed_round_does_not_pause_and_bad_calls_come_back_as_
 
 
 async def test_a_failing_tool_becomes_an_error_result_and_a_working_one_is_timed():
-    from teola.tool_calls import ToolCall, run_tool
+    from teola.api.tool_calls import ToolCall, run_tool
 
     def boom():
         raise RuntimeError("tool exploded")

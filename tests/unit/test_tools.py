@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import pytest_asyncio
 
-from engines.tools import ToolBatchError, ToolEngine, calculator, convert_units, add_days, days_between, weekday
+from engines.tools.tool_engine import ToolBatchError, ToolEngine, calculator, convert_units, add_days, days_between, weekday
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -124,7 +124,7 @@ async def test_failures_are_attributed_per_request(engine):
 
 
 async def test_failures_asked_back_as_results_come_back_as_error_text(engine):
-    # what an agent's model reads ("on_error": "result", teola.components.agent); others still fail the batch
+    # what an agent's model reads ("on_error": "result", teola.compile.components.agent); others still fail the batch
     out = await engine.execute("tool", [
         {"tool": "shout", "args": {"text": "ok"}, "on_error": "result"},
         {"tool": "calculator", "args": {"expression": "1/0"}, "on_error": "result"},

@@ -1,0 +1,91 @@
+"""Remote embeddings: any server with the OpenAI embeddings API shape (`POST /v1/embeddings`, e.g.
+`vllm serve <embedding model>` or a text-embeddings server) behind the teola engine protocol. A
+batch of n requests is one HTTP request with n inputs; vectors are L2-normalized here, as the
+protocol promises, whatever the server returns."""
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+from engines.openai.http_client import RemoteClient, RemoteEngineError, check_client_options
+from engines.protocol import EngineProfile, profile_with
+
+
+class OpenAIEmbeddingEngine:
+    """Options: url (required: the server's base URL), model (the served model name, default
+    "all-minilm-l6-v2"), api_key, max_batch (64), max_efficient_batch (32), timeout (120 s),
+    connect_timeout (10), retries (3), backoff (0.5 s), max_connections (16)."""
+
+    ops = frozenset({"embedding"})
+    default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
+
+    def __init__(self, name: str, url: str | None = None, model: str = "all-minilm-l6-v2",
+                 api_key: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None,
+                 timeout: float = 120.0, connect_timeout: float = 10.0, retries: int = 3, backoff: float = 0.5,
+                 max_connections: int = 16):
+        self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, backoff, max_connections)
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"engine {name!r}: option model must be the served model name, got {model!r}")
+        self.name = name
+        self.model = model
+        self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
+        self._client_args = (api_key, timeout, connect_timeout, retries, backoff, max_connections)
+        self.client: RemoteClient | None = None
+        self.calls: list[int] = []  # batch size of every HTTP request
+
+    async def start(self) -> None:
+        """Open the connection pool and check that the server answers (retried while it comes up)."""
+        if self.client is not None:
+            return
+        client = RemoteClient(self.name, self.base_url, *self._client_args)
+        try:
+            await client.post("/v1/embeddings", {"model": self.model, "input": ["ping"], "encoding_format": "float"})
+        except Exception:
+            await client.aclose()
+            raise
+        self.client = client
+
+    async def health(self) -> bool:
+        if self.client is None:
+            return False
+        try:
+            return (await self.client.http.get("/health")).status_code == 200
+        except Exception:
+            return False
+
+    async def stop(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            await client.aclose()
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        """Embed a batch in one request; one L2-normalized vector per request, in order."""
+        if op != "embedding":
+            raise ValueError(f"engine {self.name!r} (openai embeddings) runs only 'embedding', not {op!r}")
+        if self.client is None:
+            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        texts = []
+        for r in requests:
+            if not isinstance(r, dict) or not isinstance(r.get("text"), str):
+                raise ValueError(f"embedding request must be {{'text': str}}, got {r!r:.80}")
+            texts.append(r["text"])
+        if not texts:
+            return []
+        self.calls.append(len(texts))
+        answer = await self.client.post("/v1/embeddings", {"model": self.model, "input": texts,
+                                                           "encoding_format": "float"})
+        data = sorted(answer.get("data") or [], key=lambda d: d.get("index", 0))
+        if len(data) != len(texts):
+            raise RemoteEngineError(f"engine {self.name!r}: asked for {len(texts)} embeddings, got {len(data)}")
+        return [_normalized(d["embedding"]) for d in data]
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        """No partial outputs: yields (i, "final", result) per request after the batch."""
+        for i, result in enumerate(await self.execute(op, requests)):
+            yield i, "final", result
+
+
+def _normalized(vector: list[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]

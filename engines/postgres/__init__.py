@@ -1,0 +1,1 @@
+"""PostgreSQL + pgvector: the embedded server, connection pools and the vector store."""

@@ -1,0 +1,1 @@
+"""sentence-transformers engines: the embedder and the reranker."""

@@ -1,0 +1,80 @@
+"""The reranking engine: scores (query, text) pairs, higher = more relevant.
+
+With `model=<path>` it runs that sentence-transformers `CrossEncoder` (what production deployments use,
+e.g. a local copy of cross-encoder/ms-marco-MiniLM-L-6-v2). No pip package ships cross-encoder weights,
+so the offline default is documented as what it is: the cosine similarity of MiniLM bi-encoder embeddings
+of the query and the text. That is a real relevance signal (the same model retrieval uses), not a trained
+reranker; `self.mode` says which one is running ("cross_encoder" or "bi_encoder_cosine").
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from engines.models import MINILM, resolve_model
+from engines.paths import configure_engine_env
+from engines.protocol import EngineProfile
+from engines.sentence_transformers.adapter import SentenceTransformersAdapter
+
+
+class RerankerEngine(SentenceTransformersAdapter):
+    """Options: model (a CrossEncoder folder; omitted = the MiniLM cosine default), bi_encoder
+    (the embedding model for the default; "all-minilm-l6-v2"), device (None = library choice),
+    max_batch (64), max_efficient_batch (32), torch_threads, exclusive (see SentenceTransformersAdapter)."""
+
+    ops = frozenset({"reranking"})
+    default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
+
+    @staticmethod
+    def ranks_by(options: dict[str, Any]) -> str:
+        """The default scores by the bi-encoder's cosine; a cross-encoder by what it learned ("")."""
+        return "" if options.get("model") is not None else f"cosine:{options.get('bi_encoder', MINILM)}"
+
+    def __init__(self, name: str, model: str | None = None, bi_encoder: str = MINILM,
+                 device: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None,
+                 torch_threads: int | None = None, exclusive: bool = False):
+        if model is not None and not isinstance(model, str):
+            raise ValueError(f"engine {name!r}: option model must be the path of a sentence-transformers "
+                             f"CrossEncoder folder, or omitted for the offline MiniLM cosine scorer")
+        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive)
+        self.model_name = model
+        self.bi_encoder_name = bi_encoder
+        self.mode = "cross_encoder" if model is not None else "bi_encoder_cosine"
+        self.ranking = self.ranks_by({"model": model, "bi_encoder": bi_encoder})
+
+    def _load(self) -> Any:
+        configure_engine_env()
+        if self.mode == "cross_encoder":
+            from sentence_transformers import CrossEncoder
+
+            return CrossEncoder(str(resolve_model(self.model_name)), device=self.device)
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer(str(resolve_model(self.bi_encoder_name, prepare=True)), device=self.device)
+
+    def score(self, pairs: list[tuple[str, str]]) -> list[float]:
+        """Relevance of each (query, text) pair (blocking; one model call per batch)."""
+        model = self._require_model()
+        if not pairs:
+            return []
+        self.calls.append(len(pairs))
+        if self.mode == "cross_encoder":
+            scores = model.predict(pairs, batch_size=len(pairs), show_progress_bar=False, convert_to_numpy=True)
+            return [float(s) for s in scores]
+        queries = sorted({q for q, _ in pairs})
+        texts = [t for _, t in pairs]
+        vectors = model.encode(queries + texts, batch_size=len(queries) + len(texts),
+                               normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        row = {q: i for i, q in enumerate(queries)}
+        offset = len(queries)
+        return [float(vectors[row[q]] @ vectors[offset + i]) for i, (q, _) in enumerate(pairs)]
+
+    def _inputs(self, requests: list[dict[str, Any]]) -> list[tuple[str, str]]:
+        pairs = []
+        for i, req in enumerate(requests):
+            if not (isinstance(req, dict) and isinstance(req.get("query"), str) and isinstance(req.get("text"), str)):
+                raise ValueError(f"reranking request {i} must be {{'query': str, 'text': str}}, got {req!r:.80}")
+            pairs.append((req["query"], req["text"]))
+        return pairs
+
+    def _run(self, inputs: list[tuple[str, str]]) -> list[float]:
+        return self.score(inputs)

@@ -1,0 +1,362 @@
+"""`SimLLM`: an LLM engine as a cost model, scheduled per iteration the way vLLM v1 schedules.
+
+Each iteration runs the running sequences (one token each when decoding, a chunk of the prompt when
+prefilling) and admits waiting ones while `max_num_seqs`, the `max_num_batched_tokens` budget and
+free KV blocks allow (chunked prefill; prefix-cache hits skip the cached blocks;
+`enable_prefix_caching=False` turns the prefix cache off, as in vLLM). It lasts
+
+    base + prefill_token * prefill tokens + decode_seq * decoding sequences + context_token * their context
+         + prefill_attention * (prefilled tokens x the context each attends to) / 1000
+
+seconds on the event loop's clock (`IterationCost`, SamuLLM's linear form plus prefill attention, which
+is what makes long prompts superlinear on a CPU; an iteration that only decodes is scaled by the
+profile's decode batch curve, if any; `teola profile` fits it to a real engine). When a sequence needs a block and none is free, the last admitted running sequence
+is preempted, by recompute (its blocks are freed; it is re-prefilled, mostly from the prefix cache)
+or by swap (its blocks move out and back in at `swap_seconds_per_block`, the batched swap kernel's
+measured cost). `abort_kv="swap"` models teola's own preemption (abort, then resume with the
+decoded token ids) through a KV swap: an aborted running request's KV moves to host memory, and a
+later request with exactly its tokens (prompt + resume_ids) swaps it back in instead of prefilling
+("drop", vLLM's behaviour: the blocks are freed; the prefix cache may still hold them). `abort_kv="auto"`
+swaps an aborted call only when engines.kvswap.choice.save_pays says so (out now and in later
+against recomputing what the prefix cache will have lost: the share of full blocks earlier resumed
+calls found still cached is neither loaded nor recomputed; the partly filled last block always is). With `scheduling="priority"` waiting sequences are taken by request priority and a
+waiting one may preempt a worse running one, like vLLM's priority policy.
+
+It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
+abort by owner or tag, resume_ids) with outputs from engines/sim/text.py. Each result also reports
+"queued_s": seconds from the engine getting the request to its first iteration (vLLM's
+first_scheduled_time - arrival_time).
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+from typing import Any, AsyncIterator
+
+from engines.kvswap.choice import SurvivalTracker, save_pays
+from engines.protocol import EngineProfile
+from engines.sim.device import DeviceShare, computing
+from engines.sim.admission import Emit, SimAdmission, SimSeq
+from engines.sim.cost import IterationCost
+from engines.sim.kv import BlockPool, block_hashes
+from engines.sim.text import (ASSISTANT_TURN, LengthSampler, continuation_ids, output_id, output_token,
+                              prompt_ids, resize_prompt)
+from engines.llm_text.prefix_memo import PrefixMemo
+from engines.llm_text.split_parser import SplitParser
+from engines.vllm.requests import DECODE_OPS, PREFILL_OPS, check_request
+
+class SimLLM(SimAdmission):
+    """See the module docstring. `cost`: an IterationCost or its fields as a dict; `lengths`: recorded
+    output lengths per kind (engines.sim.text.LengthSampler); the rest mirror vLLM's settings."""
+
+    ops = PREFILL_OPS | DECODE_OPS
+    default_profile = EngineProfile(max_batch=256, max_efficient_batch=32)
+
+    def __init__(self, name: str, cost: IterationCost | dict[str, float] | None = None, *, max_num_seqs: int = 256,
+                 max_num_batched_tokens: int = 8192, num_blocks: int = 8192, block_size: int = 16,
+                 token_ratio: float = 1.15, template_tokens: int = 12, max_model_len: int = 8192,
+                 max_tokens: int = 256, lengths: dict[str, list[int]] | None = None, seed: int = 0,
+                 scheduling: str = "fcfs", preemption: str = "recompute", swap_seconds_per_block: float = 0.0,
+                 max_batch: int | None = None, max_efficient_batch: int | None = None, n_items: int = 3,
+                 abort_kv: str = "drop", device: DeviceShare | None = None, skip_known_prefixes: bool = True,
+                 enable_prefix_caching: bool = True, **_ignored: Any) -> None:
+        if scheduling not in ("fcfs", "priority"):
+            raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
+        if abort_kv not in ("drop", "swap", "auto"):
+            raise ValueError(f"sim engine {name!r}: abort_kv must be 'drop', 'swap' or 'auto', got {abort_kv!r}")
+        if preemption not in ("recompute", "swap"):
+            raise ValueError(f"sim engine {name!r}: preemption must be 'recompute' or 'swap', got {preemption!r}")
+        self.name = name
+        self.cost = cost if isinstance(cost, IterationCost) else IterationCost(**(cost or {}))
+        self.max_num_seqs, self.budget = max_num_seqs, max_num_batched_tokens
+        self.pool = BlockPool(num_blocks, block_size, prefix_caching=enable_prefix_caching)
+        # partial prefills answered at once, as the vLLM adapter answers them (engines/llm_text/prefix_memo.py)
+        self.prefixes = PrefixMemo(block_size) if skip_known_prefixes else None
+        self.token_ratio, self.template_tokens = token_ratio, template_tokens
+        self.max_model_len, self.max_tokens, self.n_items = max_model_len, max_tokens, n_items
+        self.sampler = LengthSampler(lengths, seed)
+        self.scheduling, self.preemption = scheduling, preemption
+        self.swap_seconds_per_block = swap_seconds_per_block
+        self.abort_kv = abort_kv
+        self.device = device  # its share of a machine other simulated engines use (engines/sim/device.py)
+        self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
+        self.survival = SurvivalTracker()   # aborted requests' resumes: what the prefix cache kept
+        self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim/admission.py)
+        self._swap_debt = 0.0               # swap-out seconds the next iteration pays
+        self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
+                                                                    max_batch or max_num_seqs),
+                                     context_window=max_model_len)
+        self.waiting: list[SimSeq] = []
+        self.running: list[SimSeq] = []
+        self._order = itertools.count()
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+        self.stats = {"iterations": 0, "busy_s": 0.0, "prompt_tokens": 0, "cached_tokens": 0,
+                      "preemptions": 0, "swapped_blocks": 0, "recomputed_tokens": 0, "aborted": 0,
+                      "swapped_in_tokens": 0, "resumed_blocks": 0, "resumed_cached_blocks": 0, "swaps_declined": 0}
+        self.iterations: list[tuple[float, int, int, int]] = []  # (seconds, prefill tok, decode seqs, context tok)
+        self.record_iterations = False
+
+    # ---- EngineBackend ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
+            self._task = asyncio.create_task(self._loop(), name=f"sim-llm-{self.name}")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        for seq in self.waiting + self.running:
+            if not seq.future.done():
+                seq.future.set_exception(RuntimeError(f"engine {self.name!r} stopped"))
+        self.waiting.clear()
+        self.running.clear()
+
+    async def health(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        return list(await asyncio.gather(*self._submit(op, requests, None)))
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def emit(i: int, kind: str, value: Any) -> None:
+            queue.put_nowait((i, kind, value))
+
+        batch = asyncio.ensure_future(asyncio.gather(*self._submit(op, requests, emit)))
+        batch.add_done_callback(lambda _: queue.put_nowait(None))
+        while (event := await queue.get()) is not None:
+            yield event
+        batch.result()
+
+    async def abort(self, keys: list[str]) -> int:
+        """Stop the waiting and running requests of these owners / tags; each returns what it
+        decoded so far, marked "aborted". Returns how many requests stopped."""
+        wanted = set(keys)
+        hit = [s for s in self.waiting + self.running if s.keys & wanted]
+        for seq in hit:
+            self.stats["aborted"] += 1
+            if seq.state == "running" and seq.computed > 0 and seq.op in DECODE_OPS:
+                blocks = math.ceil(seq.computed / self.pool.block_size)
+                if self.abort_kv == "swap" or (self.abort_kv == "auto" and self._save_pays(seq.computed)):
+                    self.host_kv[hash(tuple(seq.ids))] = seq.computed
+                    self._swap_debt += blocks * self.swap_seconds_per_block
+                    self.stats["swapped_blocks"] += blocks
+                else:
+                    self.stats["swaps_declined"] += self.abort_kv == "auto"
+                    self.survival.watch(hash(tuple(seq.ids)), seq.computed // self.pool.block_size)
+            await self._finish(seq, aborted=True)
+        return len(hit) + self.drop_paused(wanted)
+
+    def _save_pays(self, computed: int) -> bool:
+        """abort_kv="auto": the rule of the real connector's save (`save_pays`), with the share of
+        full blocks that calls resumed on this engine so far found still in the prefix cache (0
+        before any resume)."""
+        return save_pays(computed, self.pool.block_size, self.swap_seconds_per_block, self.cost.prefill_token,
+                         self.survival.share())
+
+    def reset_prefix_cache(self) -> int:
+        """Empty the prefix cache (blocks no running request holds), like vLLM's call of that name."""
+        if self.prefixes is not None:
+            self.prefixes.clear()
+        return self.pool.drop_cached()
+
+    # ---- requests -----------------------------------------------------------------------------------
+    def _submit(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[asyncio.Future]:
+        if op not in self.ops:
+            raise ValueError(f"sim engine {self.name!r} runs {', '.join(sorted(self.ops))}, not {op!r}")
+        if self._task is None:
+            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit) for i, r in enumerate(requests)]
+        out: list[asyncio.Future] = []
+        for seq in seqs:
+            known = (self.prefixes.answer(seq.ids, seq.req["cache_salt"])
+                     if seq.op == "partial_prefilling" and self.prefixes is not None else None)
+            if known is None:
+                self.waiting.append(seq)
+                out.append(seq.future)
+            else:
+                out.append(asyncio.ensure_future(self._answered(seq, known)))
+        self._wake.set()
+        return out
+
+    @staticmethod
+    async def _answered(seq: SimSeq, result: dict[str, Any]) -> dict[str, Any]:
+        seq.state = "done"
+        if seq.emit is not None:
+            await seq.emit(seq.index, "final", result)
+        return result
+
+    def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> SimSeq:
+        ids = prompt_ids(req["parts"], req["complete"], self.token_ratio, self.template_tokens)
+        decode = op in DECODE_OPS
+        kind = "split" if req["split"] else "text"
+        if decode and not req["continuation"] and not req["resume_ids"]:
+            ids = self._replayed_prompt(ids, kind, req)
+        ids += continuation_ids(req["continuation"], self.token_ratio)
+        prompt_len = len(ids)
+        target = 0
+        if decode:
+            full = req["max_tokens"] + len(req["resume_ids"])
+            total = full if req["ignore_eos"] else self.sampler.sample(kind, repr(req["parts"]), full)
+            target = max(1, total - len(req["resume_ids"])) if total > len(req["resume_ids"]) else 1
+            ids = ids + list(req["resume_ids"])
+        if len(ids) + target > self.max_model_len:
+            raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + {target} output tokens exceeds "
+                             f"max_model_len {self.max_model_len}")
+        parser = SplitParser(req["split"]) if decode and req["split"] else None
+        # one word of the prompt, letters only, so each output token's text is one counted token
+        topic = "".join(ch for ch in (req["parts"][-1][1].split() or ["w"])[0] if ch.isalpha())[:12] or "w"
+        loop = asyncio.get_running_loop()
+        return SimSeq(op, i, req, ids, prompt_len, target, next(self._order), loop.create_future(), emit, parser,
+                      topic=topic, arrived=loop.time())
+
+    def _replayed_prompt(self, ids: list[int], kind: str, req: dict[str, Any]) -> list[int]:
+        """The prompt resized to the length a replayed trace gives this call, when the sampler replays one."""
+        n = self.sampler.prompt_tokens(kind, repr(req["parts"]))
+        return resize_prompt(ids, n, len(ASSISTANT_TURN) if req["complete"] else 0) if n else ids
+
+    # ---- the iteration loop -------------------------------------------------------------------------
+    async def _loop(self) -> None:
+        try:
+            while True:
+                if not self.waiting and not self.running:
+                    self._wake.clear()
+                    await self._wake.wait()
+                    continue
+                await self._iteration()
+        except Exception as exc:  # a bug here must fail the requests, not leave them hanging
+            for seq in self.waiting + self.running:
+                if not seq.future.done():
+                    seq.future.set_exception(RuntimeError(f"sim engine {self.name!r} failed: {exc!r}"))
+            raise
+
+    async def _iteration(self) -> None:
+        plan, extra = self._schedule()
+        decoding = [s for s, n in plan if n == 1 and s.out]
+        prefill = sum(n for s, n in plan if not (n == 1 and s.out))
+        # attention work of the prefill chunks: each new token attends to the context before it
+        pairs = sum(n * (s.computed + n / 2) for s, n in plan if not (n == 1 and s.out))
+        context = sum(s.computed for s in decoding)
+        seconds = self.cost.seconds(prefill, len(decoding), context, pairs) + extra + self._swap_debt
+        self._swap_debt = 0.0
+        async with computing(self.device) as slowdown:
+            seconds *= slowdown
+            self.stats["iterations"] += 1
+            self.stats["busy_s"] += seconds
+            if self.record_iterations:
+                self.iterations.append((seconds, prefill, len(decoding), context))
+            await asyncio.sleep(seconds)
+        for seq, n in plan:
+            if seq.state == "running":
+                await self._advance(seq, n)
+
+    def _schedule(self) -> tuple[list[tuple[SimSeq, int]], float]:
+        """This iteration's work: (sequence, tokens to compute) pairs, and swap seconds."""
+        budget, plan, extra = self.budget, [], 0.0
+        if self.scheduling == "priority":
+            self.running.sort(key=lambda s: (s.req["priority"], s.order))
+        for seq in list(self.running):
+            if seq.state != "running" or budget <= 0:
+                continue
+            n = min(len(seq.ids) - seq.computed, budget)
+            while not self.pool.allocate(seq.held, self._blocks_for(seq, n)):
+                victim = self.running[-1]
+                extra += self._preempt(victim)
+                plan = [(s, k) for s, k in plan if s is not victim]
+                if victim is seq:
+                    break
+            if seq.state == "running":
+                plan.append((seq, n))
+                budget -= n
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = min(self.waiting, key=self._rank) if self.scheduling == "priority" else self._head()
+            admitted, seconds = self._admit(seq, budget)
+            if not admitted:
+                worst = self.running[-1] if self.running else None
+                if (self.scheduling == "priority" and worst is not None
+                        and worst.req["priority"] > seq.req["priority"]):
+                    extra += self._preempt(worst)
+                    plan = [(s, k) for s, k in plan if s is not worst]
+                    continue
+                if not self.running and self.reclaim_preserved(seq):  # else nothing could ever run again
+                    continue
+                break
+            extra += seconds
+            n = min(len(seq.ids) - seq.computed, budget)
+            plan.append((seq, n))
+            budget -= n
+        return plan, extra
+
+    async def _advance(self, seq: SimSeq, n: int) -> None:
+        """Apply one iteration's work to a sequence: its KV grows by n tokens; full blocks are
+        cached; when its context is all computed it samples a token or (a prefill) finishes."""
+        bs = self.pool.block_size
+        seq.computed += n
+        if seq.computed // bs > len(seq.held.hashes):  # a block filled up
+            parent = seq.held.hashes[-1] if seq.held.hashes else 0
+            for h in block_hashes(seq.ids, bs, start=len(seq.held.hashes), stop=seq.computed // bs, parent=parent):
+                self.pool.seal(seq.held, h)
+        if seq.computed < len(seq.ids):
+            return
+        if seq.op in PREFILL_OPS:
+            await self._finish(seq)
+            return
+        k = len(seq.req["resume_ids"]) + len(seq.out)
+        token = output_token(k, seq.req["split"], seq.req["max_items"] or self.n_items,
+                             seq.target + len(seq.req["resume_ids"]), seq.topic)
+        seq.out.append(output_id(k))
+        seq.ids.append(output_id(k))
+        seq.text.append(token)
+        stopped = await self._emit_token(seq, token)
+        if stopped or len(seq.out) >= seq.target:
+            await self._finish(seq)
+
+    async def _emit_token(self, seq: SimSeq, token: str) -> bool:
+        """Stream one decoded token; True once a split output has all the items it asked for."""
+        emit, req = seq.emit, seq.req
+        if emit is not None and req["stream_text"]:
+            await emit(seq.index, "delta", token)
+        if emit is not None and req["progress"]:
+            await emit(seq.index, "progress", len(seq.out))
+        if seq.parser is None:
+            return False
+        new = seq.parser.feed(token)
+        cap = req["max_items"]
+        if cap is not None:
+            new = new[:max(0, cap - (len(seq.parser.items) - len(new)))]
+        if emit is not None:
+            for item in new:
+                await emit(seq.index, "item", item)
+        return cap is not None and len(seq.parser.items) >= cap
+
+    async def _finish(self, seq: SimSeq, aborted: bool = False) -> None:
+        if seq.state == "running":
+            self.running.remove(seq)
+        elif seq.state == "waiting":
+            self.waiting.remove(seq)
+        seq.state = "done"
+        self._release(seq, aborted)
+        counts = {"num_prompt_tokens": len(seq.ids) - len(seq.out), "num_cached_tokens": max(0, seq.cached),
+                  "queued_s": (seq.scheduled if seq.scheduled >= 0 else asyncio.get_running_loop().time()) - seq.arrived}
+        if aborted:
+            counts["aborted"] = True
+        result: dict[str, Any] = counts
+        if seq.op in DECODE_OPS:
+            items = list(seq.parser.items) if seq.parser is not None else []
+            cap = seq.req["max_items"]
+            if seq.parser is not None and not (cap is not None and len(items) >= cap):
+                for item in seq.parser.finish()[:None if cap is None else max(0, cap - len(items))]:
+                    items.append(item)
+                    if seq.emit is not None:
+                        await seq.emit(seq.index, "item", item)
+            result = {"text": "".join(seq.text), "items": items[:cap] if cap else items, **counts,
+                      "num_output_tokens": len(seq.out), "output_token_ids": list(seq.out)}
+        if seq.emit is not None:
+            await seq.emit(seq.index, "final", result)
+        if not seq.future.done():
+            seq.future.set_result(result)

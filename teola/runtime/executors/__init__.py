@@ -1,0 +1,1 @@
+"""Where engine instances run: in process (asyncio) or as Ray actors."""

@@ -1,0 +1,1 @@
+"""The graph tier: one `QueryRun` per query releases every primitive whose inputs are ready, keeps its object store, speculation and warm-ups."""

@@ -1,0 +1,400 @@
+"""Upper tier: the graph scheduler state of one query (Teola §5.1). It tracks in-degrees, keeps the
+per-query object store, runs control primitives itself, dispatches every other primitive node
+(with its query id, depth, arrival time and requests) to its engine's scheduler, and collects the
+per-primitive trace. Everything here runs on the event loop through callbacks: no task per primitive."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import Any, Callable
+
+from teola.compile.compiler import Compiled
+from teola.ir.ops import PrimOp
+from teola.ir.primitive import Primitive
+from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
+from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
+from teola.runtime.policy_registry import Pending
+from teola.runtime.graph_tier.query_context import QueryContext
+from teola.runtime.graph_tier.query_work import DispatchWork
+from teola.runtime.executors.ray_data import KEEP
+from teola.runtime.result import Result
+from teola.runtime.graph_tier.speculation import settle, tag
+from teola.runtime.graph_tier.warmups import drop_waiting_warmups
+from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
+                                    fused_request, is_skipped, run_control)
+
+log = logging.getLogger("teola.runtime")
+
+# DONE: finished (its children may still wait for it); RELEASED: its children were told, exactly once
+WAITING, DISPATCHED, DONE, RELEASED = 0, 1, 2, 3
+LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens", "finish_reason")
+
+
+class QueryRun:
+    """One query in flight."""
+
+    def __init__(self, ctx: QueryContext, compiled: Compiled, config: dict[str, Any], plan: DispatchPlan,
+                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+        self.ctx = ctx
+        self.on_event = on_event
+        self.qid = compiled.query_id
+        self.plan = plan
+        self.values: dict[str, Any] = {**compiled.inputs, "sys.query": self.qid}  # sys.query: tool_segments
+        self.skipped: set[str] = set()
+        n = len(plan.prims)
+        self.indeg = list(plan.indeg)
+        self.state = bytearray(n)
+        self.trace: list[dict[str, Any] | None] = [None] * n
+        self.remaining = n
+        self.priority = config.get("priority", 0)
+        self.fuse = bool(config.get("prescheduling", ctx.prescheduling))
+        self.prim_timeout = config.get("primitive_timeout")
+        self.needs_cleanup = config.get("namespace") is None and bool(plan.ingest_engines)
+        self.return_values: tuple[str, ...] = tuple(config.get("return_values") or ())
+        self.cache_salt: str | None = config.get("cache_salt")
+        rv = set(self.return_values)  # values the caller reads must come back to the driver
+        self.remote = frozenset(i for i, keys in plan.remote.items() if not keys & rv) if ctx.remote_data else ()
+        self.ok = False
+        self.works: set[DispatchWork] = set()
+        self.deferred: dict[int, tuple[QueryError, BaseException]] = {}  # teola.runtime.graph_tier.speculation
+        self.held: dict[int, list[str]] = {}  # streamed text of undecided speculative calls (same)
+        self.inflight = 0
+        self.dead = False
+        self.cleaned = False
+        self.group_ready: dict[tuple[int, ...], int] = {}
+        self._stack: deque[int] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self.loop = asyncio.get_running_loop()
+        self.future: asyncio.Future = self.loop.create_future()
+        self.t0 = self.loop.time()
+
+    # ---- driving ---------------------------------------------------------------------------------
+    def start(self, timeout: float | None) -> None:
+        if timeout is not None:
+            self._timer = self.loop.call_later(timeout, self._query_timeout, timeout)
+        if not self.plan.prims:
+            self._finish()
+            return
+        self._stack.extend(self.plan.roots)
+        self._drain()
+
+    def guard(self, fn: Any, *args: Any) -> None:
+        """Run a state transition; an exception in it fails this query (never the runtime)."""
+        try:
+            fn(*args)
+            self._drain()
+        except Exception as exc:  # turned into this query's failure, with the cause chained
+            self.fail(QueryError(f"query {self.qid}: internal error in the graph scheduler: "
+                                 f"{type(exc).__name__}: {exc}", self.qid), exc)
+
+    def _drain(self) -> None:
+        stack = self._stack
+        while stack and not self.dead:
+            i = stack.popleft()
+            try:
+                self._ready(i)
+            except Exception as exc:
+                p = self.plan.prims[i]
+                self.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} could not "
+                                     f"run: {type(exc).__name__}: {exc}", self.qid, p.name, p.engine), exc)
+
+    def _release(self, i: int) -> None:
+        if self.state[i] == RELEASED:
+            return  # a stream member finished and was also queued by its parent's release
+        self.state[i] = RELEASED
+        self.remaining -= 1
+        if self.plan.speculative and self.plan.control[i]:
+            self._settle(self.plan.prims[i])
+        indeg = self.indeg
+        for c in self.plan.children[i]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                self._stack.append(c)
+            elif c in self.plan.warmups:
+                drop_waiting_warmups(self, c)
+        if self.remaining == 0:
+            self._finish()
+
+    def _now(self) -> float:
+        return self.loop.time() - self.t0
+
+    def _new_trace(self, p: Primitive, status: str, t: float, n: int = 0) -> dict[str, Any]:
+        # "split": the decode returns a list of items (an output-length kind of its own for the simulator)
+        return {"primitive": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth, "status": status,
+                "queued": t, "started": None, "finished": None, "instance": None, "batch_id": None,
+                "batch_size": None, "batches": 0, "requests": n, **({"split": True} if p.args.get("split") else {})}
+
+    def _ready(self, i: int) -> None:
+        st = self.state[i]
+        if st == RELEASED:
+            return
+        if st == DONE:
+            self._release(i)
+            return
+        if st == DISPATCHED:
+            return  # a member of a fused/stream dispatch; its work releases it
+        plan = self.plan
+        p = plan.prims[i]
+        values = self.values
+        if is_skipped(p, values, self.skipped):
+            self.skipped.update(p.outputs)
+            t = self._now()
+            tr = self.trace[i] = self._new_trace(p, "skipped", t)
+            tr["started"] = tr["finished"] = t
+            self.ctx.metrics.skipped += 1
+            self._release(i)
+            return
+        if plan.control[i]:
+            t = self._now()
+            values.update(run_control(p, values, self.skipped))
+            tr = self.trace[i] = self._new_trace(p, "ok", t)
+            tr["started"] = tr["finished"] = self._now()
+            self._count(p, tr)
+            self._release(i)
+            return
+        if self.fuse and i in plan.fuse:
+            kids = plan.fuse[i]
+            first = plan.prims[kids[0]]
+            req = fused_request(p, first, values, self.priority)
+            if first.op is PrimOp.PARTIAL_DECODING:
+                self._dispatch(DispatchWork(self, "stream", kids[0], [req], kids, prefill=i), first, p.depth)
+            else:
+                self._dispatch(DispatchWork(self, "fused", kids[0], [req], kids, prefill=i), first, p.depth)
+            self.ctx.metrics.fused += 1
+            return
+        group = plan.groups.get(i)
+        if group is not None:
+            n = self.group_ready.get(group, 0) + 1
+            self.group_ready[group] = n
+            self.state[i] = DISPATCHED
+            live = [m for m in group if self.state[m] < DONE]
+            if n < len(live):
+                return
+            reqs = build_requests(p, values, self.priority)
+            self._dispatch(DispatchWork(self, "stream", group[0], reqs, tuple(live)), p, max(plan.prims[m].depth for m in live))
+            return
+        requests = build_requests(p, values, self.priority)
+        if not requests:
+            values.update(empty_outputs(p))
+            t = self._now()
+            tr = self.trace[i] = self._new_trace(p, "ok", t)
+            tr["started"] = tr["finished"] = t
+            self._count(p, tr)
+            self._release(i)
+            return
+        self._dispatch(DispatchWork(self, "prim", i, requests), p, p.depth)
+
+    def _settle(self, p: Primitive) -> None:
+        for key in p.outputs if self.plan.speculative else ():
+            if key in self.plan.speculative and not self.dead:
+                settle(self, key)
+
+    def _dispatch(self, work: DispatchWork, p: Primitive, depth: int) -> None:
+        reqs = work.requests
+        if self.on_event is not None and work.kind in ("prim", "fused") and work.idx in self.plan.answer:
+            for r in reqs:
+                r["stream_text"] = True  # the answer's tokens go to on_event as they decode
+        if work.kind == "prim" and work.idx in self.remote:
+            for r in reqs:
+                r[KEEP] = True  # its results stay in the executor's object store (teola.runtime.executors.ray_data)
+        if self.cache_salt is not None and p.engine in self.ctx.llm_engines:
+            for r in reqs:
+                r["cache_salt"] = self.cache_salt
+        tag(self, p, reqs)
+        tokens = [estimate_tokens(r) for r in reqs] if p.engine in self.ctx.llm_engines else None
+        now = self.loop.time()
+        entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, tokens, self.t0, 0, work)
+        work.entry = entry
+        rel = now - self.t0
+        for i in work.traced():
+            q = self.plan.prims[i]
+            self.state[i] = DISPATCHED
+            self.trace[i] = self._new_trace(q, "queued", rel, len(reqs))
+        self.works.add(work)
+        if self.prim_timeout is not None:
+            work.timer = self.loop.call_later(self.prim_timeout, self._prim_timeout, work)
+        self.ctx.submit(p.engine, entry)
+
+    # ---- completions -------------------------------------------------------------------------------
+    def _close_work(self, work: DispatchWork) -> None:
+        self.works.discard(work)
+        if work.timer is not None:
+            work.timer.cancel()
+            work.timer = None
+
+    def _finish_trace(self, i: int, t: float, extras: Any = None) -> dict[str, Any]:
+        tr = self.trace[i]
+        tr["finished"] = t - self.t0
+        tr["status"] = "ok"
+        if isinstance(extras, dict):
+            tr.update((k, extras[k]) for k in LLM_EXTRAS if k in extras)
+        self._count(self.plan.prims[i], tr)
+        self.emit_primitive(tr)
+        return tr
+
+    # ---- events -------------------------------------------------------------------------------------
+    def emit(self, event: dict[str, Any]) -> None:
+        """Hand one event to the query's listener; a failing listener never fails the query."""
+        try:
+            if self.on_event is not None:
+                self.on_event(event)
+        except Exception as exc:
+            log.warning("query %s: the event listener failed on a %s event: %s: %s", self.qid,
+                        event.get("event"), type(exc).__name__, exc)
+
+    def emit_primitive(self, tr: dict[str, Any]) -> None:
+        """A primitive started (batched on an instance) or finished."""
+        if self.on_event is not None:
+            done = tr["finished"] is not None
+            self.emit({"event": "primitive", "status": "finished" if done else "started",
+                       "primitive": tr["primitive"], "op": tr["op"], "engine": tr["engine"],
+                       "instance": tr["instance"], "batch_size": tr["batch_size"],
+                       "t": tr["finished"] if done else tr["started"]})
+
+    def _count(self, p: Primitive, tr: dict[str, Any]) -> None:
+        m = self.ctx.metrics
+        m.primitives += 1
+        m.observe_op(p.op.value, tr["finished"] - tr["queued"])
+
+    def work_done(self, work: DispatchWork, t: float) -> None:
+        self._close_work(work)
+        plan, values = self.plan, self.values
+        if work.kind == "prim":
+            p = plan.prims[work.idx]
+            values.update(collect_outputs(p, work.requests, work.res))
+            extras = work.res[0] if p.op.value in _LLM_OP_VALUES else None
+            if extras is not None:
+                self.ctx.metrics.observe_llm(extras)
+            self._finish_trace(work.idx, t, extras)
+            self._release(work.idx)
+            return
+        # fused prefill + decoding
+        pre, d = plan.prims[work.prefill], plan.prims[work.idx]
+        result = work.res[0]
+        self.ctx.metrics.observe_llm(result)
+        values[pre.outputs[0]] = _fused_state(work.requests[0], result)
+        values.update({d.outputs[0]: decode_value(d, result)})
+        self._finish_trace(work.prefill, t, result)["fused_into"] = d.name
+        self._finish_trace(work.idx, t, result)["fused_with"] = pre.name
+        self.state[work.idx] = DONE
+        self._release(work.prefill)
+
+    def _stream_prefill_done(self, work: DispatchWork, t: float, result: Any = None) -> None:
+        if work.prefill is not None and self.state[work.prefill] < DONE:
+            pre = self.plan.prims[work.prefill]
+            self.values[pre.outputs[0]] = _fused_state(work.requests[0], result if isinstance(result, dict) else {})
+            self._finish_trace(work.prefill, t)["fused_into"] = self.plan.prims[work.members[0]].name
+            self._release(work.prefill)
+
+    def stream_item(self, work: DispatchWork, text: Any, t: float) -> None:
+        self._stream_prefill_done(work, t)
+        k = work.items
+        work.items += 1
+        if k >= len(work.members):
+            work.extra_items += 1
+            return
+        self._member_done(work.members[k], [text], t)
+
+    def stream_final(self, work: DispatchWork, result: Any, t: float) -> None:
+        self._close_work(work)
+        self.ctx.metrics.observe_llm(result)
+        self._stream_prefill_done(work, t, result)
+        for m in work.members[work.items:]:
+            self._member_done(m, [], t)
+        for m in (*work.members, *(() if work.prefill is None else (work.prefill,))):  # the call's token counts
+            tr = self.trace[m]
+            if isinstance(result, dict):
+                for k in LLM_EXTRAS:
+                    if k in result:
+                        tr[k] = result[k]
+        if work.extra_items:
+            self.trace[work.members[-1]]["dropped_items"] = work.extra_items
+
+    def _member_done(self, m: int, value: list[Any], t: float) -> None:
+        p = self.plan.prims[m]
+        self.values[p.outputs[0]] = value
+        self._finish_trace(m, t)
+        self.state[m] = DONE
+        if self.indeg[m] == 0:
+            self._release(m)
+
+    # ---- endings -----------------------------------------------------------------------------------
+    def trace_list(self) -> list[dict[str, Any]]:
+        return [t for t in self.trace if t is not None]
+
+    def _finish(self) -> None:
+        if self.dead:
+            return
+        self.dead = True
+        self.ok = True
+        if self._timer is not None:
+            self._timer.cancel()
+        for w in list(self.works):
+            self._close_work(w)
+        outs = self.plan.outputs
+        skipped = bool(outs) and all(k in self.skipped for k in outs)
+        if len(outs) == 1:
+            output = self.values.get(outs[0])
+        else:
+            output = {k: self.values.get(k) for k in outs}
+        latency = self.loop.time() - self.t0
+        self.ctx.ended(self, None, latency)
+        if not self.future.done():
+            kept = {k: self.values[k] for k in self.return_values if k in self.values}
+            self.future.set_result(Result(output, self.trace_list(), self.qid, latency, skipped, kept))
+
+    def fail(self, err: QueryError, cause: BaseException | None = None) -> None:
+        """End the query with `err`: queued primitives are dropped from the engine queues; batches
+        already running finish on their engines and their results are ignored."""
+        if self.dead:
+            return
+        self.dead = True
+        if cause is not None:
+            err.__cause__ = cause
+        if self._timer is not None:
+            self._timer.cancel()
+        for w in list(self.works):
+            self._close_work(w)
+            if w.entry is not None:
+                self.ctx.withdraw(self.plan.prims[w.idx].engine, w.entry)
+        for tr in self.trace:
+            if tr is not None and tr["status"] == "queued":
+                tr["status"] = "dropped" if tr["started"] is None else "abandoned"
+        err.trace = self.trace_list()
+        self.ctx.ended(self, err, self.loop.time() - self.t0)
+        if not self.future.done():
+            self.future.set_exception(err)
+        self.maybe_cleanup()
+
+    def abort(self) -> None:
+        """The awaiting task was cancelled: drop the query's queued work."""
+        self.fail(QueryCancelled(f"query {self.qid} was cancelled (its task was cancelled)", self.qid))
+
+    def maybe_cleanup(self) -> None:
+        """After a failure, once no batch of this query is still on an engine, drop its namespace."""
+        if self.ok or self.cleaned or self.inflight or not self.dead:
+            return
+        self.cleaned = True
+        if self.needs_cleanup:
+            self.ctx.cleanup(self)
+
+    def _query_timeout(self, seconds: float) -> None:
+        self.fail(QueryTimeout(f"query {self.qid} timed out after {seconds} s (config 'timeout')", self.qid))
+
+    def _prim_timeout(self, work: DispatchWork) -> None:
+        p = self.plan.prims[work.idx if work.prefill is None else work.prefill]
+        self.fail(QueryTimeout(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} exceeded "
+                               f"{self.prim_timeout} s (config 'primitive_timeout')", self.qid, p.name, p.engine))
+
+
+_LLM_OP_VALUES = frozenset({PrimOp.PREFILLING.value, PrimOp.PARTIAL_PREFILLING.value, PrimOp.FULL_PREFILLING.value,
+                            PrimOp.DECODING.value})
+
+
+def _fused_state(request: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    state: dict[str, Any] = {"parts": request["parts"], "fused": True}
+    for k in ("num_prompt_tokens", "num_cached_tokens"):
+        if k in result:
+            state[k] = result[k]
+    return state

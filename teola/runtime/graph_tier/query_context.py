@@ -1,0 +1,32 @@
+"""`QueryContext`: the narrow view of the runtime a query in flight (`QueryRun`) works with:
+where to queue and withdraw work, which engines are LLMs, the counters, and whom to tell when
+the query ends. The runtime builds one; tests can build one over fake schedulers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from teola.runtime.metrics import Metrics
+from teola.runtime.policy_registry import Pending
+
+if TYPE_CHECKING:
+    from teola.runtime.errors import QueryError
+    from teola.runtime.graph_tier.graph_scheduler import QueryRun
+
+
+@dataclass(slots=True, frozen=True)
+class QueryContext:
+    """submit(engine, entry) queues an entry on an engine scheduler; withdraw(engine, entry) drops
+    it if still queued; llm_engines: engines whose entries carry token estimates; prescheduling:
+    the default for fusing a prefill into its decode; ended(run, error or None, latency) is called
+    once per query; cleanup(run) drops a failed query's namespace in the background; remote_data:
+    the executor keeps intermediate outputs that only engines read on its side (Ray "refs" path)."""
+
+    submit: Callable[[str, Pending], None]
+    withdraw: Callable[[str, Pending], bool]
+    llm_engines: frozenset[str]
+    metrics: Metrics
+    prescheduling: bool
+    ended: Callable[["QueryRun", "QueryError | None", float], None]
+    cleanup: Callable[["QueryRun"], None]
+    remote_data: bool = False

@@ -1,0 +1,63 @@
+"""Runtime options that need more than a type check: the executor, the health-probe interval and
+the restart backoff, and a query's config (each raising an error that names the option)."""
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from teola.runtime.executors.executor import Executor
+from teola.runtime.executors.local import LocalExecutor
+
+
+def make_executor(executor: Any, ray_options: dict[str, Any] | None) -> Executor:
+    if executor is None or executor == "local":
+        return LocalExecutor()
+    if executor == "ray":
+        from teola.runtime.executors.ray import RayExecutor
+        if ray_options is not None and not isinstance(ray_options, dict):
+            raise TypeError(f"Runtime: ray options must be a dict (e.g. {{'address': 'auto'}}), got {ray_options!r}")
+        return RayExecutor(**(ray_options or {}))
+    if isinstance(executor, str):
+        raise ValueError(f"Runtime: unknown executor {executor!r}; use 'local' or 'ray'")
+    return executor
+
+
+def interval_option(value: Any) -> float | None:
+    if value is None or value == 0:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"Runtime: health_interval must be seconds >= 0 (0 or None: no periodic probe), got {value!r}")
+    return float(value)
+
+
+def backoff_option(value: Any) -> tuple[float, float]:
+    if (not isinstance(value, (list, tuple)) or len(value) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and b > 0 for b in value)
+            or value[0] > value[1]):
+        raise ValueError(f"Runtime: restart_backoff must be (first, max) seconds with 0 < first <= max, got {value!r}")
+    return float(value[0]), float(value[1])
+
+
+def query_timeout(config: dict[str, Any]) -> float | None:
+    """Check a query's config (`Runtime.submit`); returns its "timeout" in seconds (None: none)."""
+    timeout = _seconds(config, "timeout")
+    _seconds(config, "primitive_timeout")
+    salt = config.get("cache_salt")
+    if salt is not None and (not isinstance(salt, str) or not salt):
+        raise TypeError(f"config['cache_salt'] must be a non-empty string, got {salt!r}")
+    keep = config.get("return_values")
+    if keep is not None and not (isinstance(keep, (list, tuple)) and all(isinstance(k, str) for k in keep)):
+        raise TypeError(f"config['return_values'] must be a list of object-store keys, got {keep!r}")
+    prio = config.get("priority", 0)
+    if not isinstance(prio, int) or isinstance(prio, bool):
+        raise TypeError(f"config['priority'] must be an int (lower runs first), got {prio!r}")
+    return timeout
+
+
+def _seconds(config: dict[str, Any], key: str) -> float | None:
+    v = config.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, numbers.Real) or isinstance(v, bool) or v <= 0:
+        raise ValueError(f"config[{key!r}] must be a number of seconds > 0, got {v!r}")
+    return float(v)

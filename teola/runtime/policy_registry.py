@@ -1,0 +1,68 @@
+"""Batching policies by name: `make_policy("topology")`. Every built-in policy is listed in
+`_POLICIES` below; add your own with `register_policy`."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from teola.programs.atlas import ATLASPolicy
+from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue
+from teola.programs.fcfs import FCFSPolicy
+from teola.policies.fifo import FifoPolicy
+from teola.programs.lamps import LAMPSPolicy
+from teola.programs.mlfq import MLFQPolicy
+from teola.programs.plas import PLASPolicy
+from teola.policies.per_invocation import PerInvocationPolicy
+from teola.programs.program_policy import ProgramPolicy
+from teola.programs.program_queues import ProgramQueues
+from teola.programs.sjf import SJFPolicy
+from teola.policies.throughput import ThroughputPolicy
+from teola.policies.topology import TopologyPolicy
+
+_POLICIES: dict[str, Callable[..., Policy]] = {
+    "fifo": FifoPolicy,
+    "po": PerInvocationPolicy,
+    "to": ThroughputPolicy,
+    "topology": TopologyPolicy,
+    "mlfq": MLFQPolicy,
+    "plas": PLASPolicy,
+    "atlas": ATLASPolicy,
+    "lamps": LAMPSPolicy,
+    "sjf": SJFPolicy,
+    "fcfs": FCFSPolicy,
+}
+
+DEFAULT_POLICY = "topology"
+
+
+def register_policy(name: str, factory: Callable[..., Policy]) -> None:
+    """Make `{"policy": name}` build `factory(**options)`."""
+    if not isinstance(name, str) or not name or not callable(factory):
+        raise ValueError("register_policy(name, factory): name must be a non-empty string and factory callable")
+    _POLICIES[name] = factory
+
+
+def unregister_policy(name: str) -> None:
+    _POLICIES.pop(name, None)
+
+
+def policy_names() -> list[str]:
+    return sorted(_POLICIES)
+
+
+def policy_factory(name: str) -> Callable[..., Policy]:
+    """The class (or factory) registered as `name`; unknown names raise ValueError."""
+    if name not in _POLICIES:
+        raise ValueError(f"unknown batching policy {name!r}; known policies: {', '.join(policy_names())}")
+    return _POLICIES[name]
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """Build the policy registered as `name` with its options. Unknown names raise ValueError."""
+    return policy_factory(name)(**options)
+
+
+__all__ = ["ATLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "LAMPSPolicy", "Limits", "MLFQPolicy",
+           "PLASPolicy",
+           "Pending", "PerInvocationPolicy", "Pick", "Policy", "ProgramPolicy", "ProgramQueues", "RequestQueue", "SJFPolicy",
+           "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_factory", "policy_names", "register_policy",
+           "unregister_policy"]
