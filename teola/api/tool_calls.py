@@ -47,7 +47,7 @@ async def run_tool(tools: Mapping[str, Tool], call: ToolCall) -> tuple[Any, floa
 
 def observe_tool(policy: Any, tool: str | None, seconds: float) -> None:
     """Feed a tool's measured duration to the policy's online estimate (policies that keep one)."""
-    if tool and callable(getattr(policy, "observe_api", None)):
+    if tool:
         policy.observe_api(tool, seconds)
 
 

@@ -19,6 +19,8 @@ class LeastUsed:
 
     name = "least_used"
 
+    table = None  # keeps no program pins
+
     def __init__(self, load: Callable[[Any], float] | None = None) -> None:
         self.load = load or default_load
 

@@ -9,6 +9,8 @@ class RoundRobin:
 
     name = "round_robin"
 
+    table = None  # keeps no program pins
+
     def __init__(self) -> None:
         self._next = 0
 

@@ -8,10 +8,11 @@ logic: it must not mutate the queue or its entries and must not do I/O, so every
 unit-testable on a hand-built `RequestQueue([...])`.
 
 Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLAS):
-  1. a class with a `name` and `schedule(queue, now, limits) -> Decision`;
+  1. a subclass of `Policy` with a `name` and `schedule(queue, now, limits) -> Decision`;
   2. optionally a per-request engine priority in `Pick.priority` (lower runs first; vLLM's rule);
-  3. optionally `observe(picks, started, finished)`, called after each batch ran, to keep
-     per-program state such as attained service (`Pending.query_id` identifies the program);
+  3. optionally the hooks `Policy` declares with defaults, e.g. `observe(picks, started, finished,
+     results)`, called after each batch ran, to keep per-program state such as attained service
+     (`Pending.query_id` identifies the program);
   4. `register_policy("name", factory)` in `teola.runtime.policy_registry`.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import abc
 import bisect
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol, runtime_checkable
+from typing import Any, Iterable, Iterator
 
 
 @dataclass(slots=True, eq=False)
@@ -142,15 +143,78 @@ class Decision:
         return sum(p.count for p in self.picks)
 
 
-@runtime_checkable
-class Policy(Protocol):
-    """A batching policy: `schedule` reads the queue (never changes it) and returns a Decision.
-    The runtime passes a `RequestQueue`; policies should also accept a plain list of entries in
-    arrival order (handy in tests): iterate it, or wrap it with `RequestQueue(entries)`."""
+class Policy:
+    """The base of every batching policy. A policy gives `name` and `schedule`, which reads the queue
+    (never changes it) and returns a Decision. The runtime passes a `RequestQueue`; policies should
+    also accept a plain list of entries in arrival order (handy in tests): iterate it, or wrap it
+    with `RequestQueue(entries)`.
 
-    name: str
+    Everything else is an optional hook with its default here; the engine scheduler calls them on
+    every policy and never probes for them:
+      preemptive: on an LLM engine, run single-request decoding calls through admission control
+        (at most the max efficient batch running) with preemption (teola.runtime.engine_tier.preemption);
+      wants_progress: a preemptive policy hears each running call's decoded tokens (`progress`);
+      rerank_every: progress events between two preemption checks of an instance;
+      returns_each: on an engine that batches continuously, each entry of a batch gets its results
+        as its own requests end (topology-aware batching), not when the batch's last one does;
+      table: the policy's process table (program-level policies), where a routing balancer keeps its
+        program pins; None: the balancer keeps its own.
+    """
 
-    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision: ...
+    name: str = ""
+    preemptive: bool = False
+    wants_progress: bool = True
+    rerank_every: int = 4
+    returns_each: bool = False
+    table: Any = None
+
+    def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
+        raise NotImplementedError(f"policy {type(self).__name__} must define schedule(queue, now, limits)")
+
+    def observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
+        """A batch of these picks ran from `started` to `finished` with these engine results."""
+
+    def progress(self, entry: Pending, decoded: int) -> None:
+        """A running (preemptive) call has decoded `decoded` tokens so far."""
+
+    def preempted(self, pick: Pick) -> None:
+        """The running call of `pick` was preempted and waits in the queue again."""
+
+    def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float) -> list[Pending]:
+        """Running calls that waiting ones should displace (preemptive policies); none by default."""
+        return []
+
+    def end_program(self, pid: str) -> None:
+        """Program (query or client session) `pid` ended: forget it."""
+        if self.table is not None:
+            self.table.end_program(pid)
+
+    def observe_api(self, tool: str, seconds: float) -> None:
+        """A tool call of `tool` took `seconds` (policies that predict API durations keep a mean)."""
+
+    def pause_costs(self) -> PauseModel | None:
+        """The policy's own cost model for calls that pause for tools (LAMPS), which then decides
+        their handling instead of the runtime's `pause_costs`; None: the policy keeps none."""
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PauseModel:
+    """A policy's own pause costs: seconds to recompute one context token, to swap one token's KV one
+    way (None: no swap), expected seconds per tool, and the context of the rest of the batch."""
+
+    fwd_s: float
+    swap_s: float | None
+    api_means: dict[str, float]
+    other_context: int
+
+
+def check_policy(policy: Any, name: str) -> Policy:
+    """`policy` when it is a `Policy`; otherwise a TypeError naming the fix."""
+    if not isinstance(policy, Policy):
+        raise TypeError(f"batching policy {name!r} built a {type(policy).__name__}, which does not subclass "
+                        "teola.policies.base.Policy; subclass it (its hooks then have their defaults)")
+    return policy
 
 
 class Filler:
@@ -222,7 +286,7 @@ def resumes_preserved(e: Pending) -> bool:
     return bool(req is not None and req.get("resumes_preserved"))
 
 
-class RankedAdmission(abc.ABC):
+class RankedAdmission(Policy, abc.ABC):
     """A non-preemptive policy under admission control (teola.runtime.engine_tier.preemption) that admits
     waiting calls in the order of `rank` and never charges running ones (no progress events), a
     call resuming on preserved KV first (`resumes_preserved`). Subclasses give `name` and `rank`."""

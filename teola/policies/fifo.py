@@ -2,10 +2,10 @@
 primitive or query, until the batch is full or the oldest has waited `timeout` seconds."""
 from __future__ import annotations
 
-from teola.policies.base import Decision, Filler, Limits, RequestQueue
+from teola.policies.base import Decision, Filler, Limits, Policy, RequestQueue
 
 
-class FifoPolicy:
+class FifoPolicy(Policy):
     name = "fifo"
 
     def __init__(self, timeout: float = 0.005, batch_size: int | None = None) -> None:

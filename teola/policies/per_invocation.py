@@ -2,10 +2,10 @@
 the requests of one invocation are batched together and never with another's."""
 from __future__ import annotations
 
-from teola.policies.base import Decision, Filler, Limits, RequestQueue
+from teola.policies.base import Decision, Filler, Limits, Policy, RequestQueue
 
 
-class PerInvocationPolicy:
+class PerInvocationPolicy(Policy):
     name = "po"
 
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:

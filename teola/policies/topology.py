@@ -11,10 +11,10 @@ own requests end (`returns_each`; teola.runtime.engine_tier.engine_scheduler), s
 waits for a longer one it was batched with; batching decides what runs together, not who waits."""
 from __future__ import annotations
 
-from teola.policies.base import Decision, Filler, Limits, RequestQueue
+from teola.policies.base import Decision, Filler, Limits, Policy, RequestQueue
 
 
-class TopologyPolicy:
+class TopologyPolicy(Policy):
     name = "topology"
     returns_each = True
 

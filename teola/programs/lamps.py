@@ -31,7 +31,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from teola.programs.api_handling import ApiCall, choose_handling, memory_over_time
-from teola.policies.base import Decision, Limits, Pending, RequestQueue, fill_in_order, resumes_preserved
+from teola.policies.base import (Decision, Limits, PauseModel, Pending, Policy, RequestQueue, fill_in_order,
+                                 resumes_preserved)
 
 
 def request_key(e: Pending) -> Hashable:
@@ -49,7 +50,7 @@ def is_last_segment(e: Pending) -> bool:
     return not req.get("api") and not req.get("pause_kv")
 
 
-class LAMPSPolicy:
+class LAMPSPolicy(Policy):
     name = "lamps"
     # admission control without preemption: at most the engine's max efficient batch of calls run in
     # the engine (teola.runtime.engine_tier.preemption), so this ranking, not the engine's arrival order, decides
@@ -103,6 +104,11 @@ class LAMPSPolicy:
         api_s = self.api_mean.get(str(tool), (1.0, 0))[0]
         return ApiCall(max(0, prompt), pre, api_s, int(req.get("api_response_tokens") or 0),
                        int(req.get("post_tokens") or 0))
+
+    def pause_costs(self) -> PauseModel:
+        """LAMPS's own costs decide a pause's handling: its per-token costs, per-tool means, batch."""
+        return PauseModel(self.fwd_s, self.swap_s, {k: m for k, (m, _) in self.api_mean.items()},
+                          self.other_context())
 
     def other_context(self) -> int:
         """Predicted context (tokens) of the other calls in a batch with this one."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from teola.policies.base import PauseModel, Policy
 from teola.programs.api_handling import choose_handling
 
 
@@ -51,31 +52,32 @@ class PauseCosts:
         return costs
 
 
-def has_own_costs(policy: Any) -> bool:
-    """Whether `policy` keeps its own cost model for pauses (LAMPS: `fwd_s`, `swap_s`, per-tool
-    `api_mean` and a predicted batch, `other_context()`), which then decides instead of `PauseCosts`."""
-    return hasattr(policy, "fwd_s")
+def own_costs(policy: Policy | None) -> PauseModel | None:
+    """The policy's own cost model for pauses (LAMPS: per-token costs, per-tool means, a predicted
+    batch), which then decides instead of `PauseCosts`; None when it keeps none."""
+    return None if policy is None else policy.pause_costs()
 
 
-def choose_pause_handling(policy: Any, tool: str | None, context: int, other: int | None = None,
+def choose_pause_handling(policy: Policy | None, tool: str | None, context: int, other: int | None = None,
                           costs: PauseCosts | None = None) -> str:
     """The handling of a pause for `tool` (None: not known yet, the mean over the tools seen) with
     `context` tokens of this call and `other` of the rest of the batch (None: the policy's own
     prediction when it has one, else 0). The policy's cost constants and per-tool means when it keeps
-    them (`has_own_costs`), else `costs` (default: an expected 1 s tool call at 0.1 ms per
+    them (`Policy.pause_costs`), else `costs` (default: an expected 1 s tool call at 0.1 ms per
     recomputed token, no swap)."""
     costs = costs or PauseCosts()
-    if has_own_costs(policy):
-        fwd_s, swap_s, means = policy.fwd_s, policy.swap_s, dict(policy.api_mean)
-        other = policy.other_context() if other is None else other
+    own = own_costs(policy)
+    if own is not None:
+        fwd_s, swap_s, means = own.fwd_s, own.swap_s, own.api_means
+        other = own.other_context if other is None else other
     else:
         fwd_s, swap_s = costs.fwd_s_per_token, costs.swap_s_per_token
-        means = {k: (float(v), 0) for k, v in costs.api_defaults.items()}
+        means = {k: float(v) for k, v in costs.api_defaults.items()}
         other = 0 if other is None else other
     if tool in means:
-        api_s = means[tool][0]
+        api_s = means[tool]
     else:
-        api_s = sum(m for m, _ in means.values()) / len(means) if means else costs.default_api_s
+        api_s = sum(means.values()) / len(means) if means else costs.default_api_s
     return choose_handling(api_s, context, other, fwd_s * context, None if swap_s is None else swap_s * context)
 
 
@@ -90,7 +92,7 @@ class PauseBook:
         self.paused: dict[tuple[str, str], str] = {}  # (query, kv_key) -> the handling of its pause
         self._context = (0.0, 0)
 
-    def prepare(self, query_id: str, requests: list[dict[str, Any]], policy: Any,
+    def prepare(self, query_id: str, requests: list[dict[str, Any]], policy: Policy,
                 tokens: list[int] | None = None) -> None:
         """Requests of `query_id` are being queued (`tokens`: their estimated prompt + output tokens):
         resolve "auto" and mark continuations of preserved KV."""
@@ -104,7 +106,7 @@ class PauseBook:
             if self.paused.pop((query_id, key), None) == "preserve":
                 req["resumes_preserved"] = True
             if req.get("pause_kv") == "auto":
-                other = None if has_own_costs(policy) else self.other_context()
+                other = None if own_costs(policy) is not None else self.other_context()
                 req["pause_kv"] = choose_pause_handling(policy, req.get("api"), context, other, self.costs)
             if req.get("pause_kv"):
                 self.paused[(query_id, key)] = req["pause_kv"]

@@ -24,14 +24,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from teola.programs.process_table import ProcessTable
-from teola.policies.base import Decision, Filler, Limits, Pending, Pick
+from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy
 from teola.programs.program_queues import Priority, ProgramQueues
 
 SERVICE_UNITS = ("tokens", "seconds")
 DEFAULT_QUANTUM = {"tokens": 32.0, "seconds": 0.05}
 
 
-class ProgramPolicy:
+class ProgramPolicy(Policy):
     """The engine-scheduler policy over `ProgramQueues` (teola.policies.base protocol).
 
     Each Pending entry is one LLM call: call id = entry.name, program id = entry.query_id (a teola
@@ -71,6 +71,10 @@ class ProgramPolicy:
     @property
     def table(self) -> ProcessTable:
         return self.core.table
+
+    @property
+    def rerank_every(self) -> int:
+        return self.core.rerank_every
 
     def schedule(self, queue: Sequence[Pending], now: float, limits: Limits) -> Decision:
         self._see(queue, now)

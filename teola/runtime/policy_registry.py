@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from teola.programs.atlas import ATLASPolicy
-from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue
+from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue, check_policy
 from teola.programs.fcfs import FCFSPolicy
 from teola.policies.fifo import FifoPolicy
 from teola.programs.lamps import LAMPSPolicy
@@ -58,7 +58,7 @@ def policy_factory(name: str) -> Callable[..., Policy]:
 
 def make_policy(name: str, **options: Any) -> Policy:
     """Build the policy registered as `name` with its options. Unknown names raise ValueError."""
-    return policy_factory(name)(**options)
+    return check_policy(policy_factory(name)(**options), name)
 
 
 __all__ = ["ATLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "LAMPSPolicy", "Limits", "MLFQPolicy",

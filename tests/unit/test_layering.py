@@ -97,7 +97,7 @@ def test_the_check_catches_each_kind_of_violation(tmp_path):
         for rel, text in bad.items():
             (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
             (tmp_path / rel).write_text(text)
-        (tmp_path / "teola/runtime").mkdir(exist_ok=True)
+        (tmp_path / "teola/runtime/graph_tier").mkdir(parents=True, exist_ok=True)
         (tmp_path / "teola/runtime/graph_tier/graph_scheduler.py").write_text("")
         msgs = {rel: violations(tmp_path / rel) for rel in bad}
     finally:

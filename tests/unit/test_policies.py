@@ -1,7 +1,7 @@
 """Every batching policy's schedule() on hand-built queues (pure logic, no engines)."""
 import pytest
 
-from teola.runtime.policy_registry import (Decision, Filler, Limits, Pending, Pick, RequestQueue, make_policy,
+from teola.runtime.policy_registry import (Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue, make_policy,
                                     policy_names, register_policy, unregister_policy)
 
 
@@ -156,7 +156,7 @@ def test_bad_options_are_rejected():
 
 
 def test_register_a_policy():
-    class Newest:
+    class Newest(Policy):
         name = "newest"
 
         def schedule(self, queue, now, limits):

@@ -182,7 +182,7 @@ def test_a_resumed_run_stopped_before_it_ran_counts_apart_from_re_sent_tokens():
     p.note_resumed({"aborted": True, "num_prompt_tokens": 80, "num_cached_tokens": 0, "num_output_tokens": 2})
     p.note_resumed({"num_prompt_tokens": 70, "num_cached_tokens": 32, "num_output_tokens": 5,
                     "kv_swap_loaded_tokens": 6})
-    m = p.sched.metrics
+    m = p.ctx.metrics
     assert m.resumed_unrun == 1
     assert (m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens) == (240, 96, 6)
     assert m.snapshot()["resumed_unrun"] == 1

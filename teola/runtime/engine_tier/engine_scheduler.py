@@ -13,31 +13,31 @@ Time is the event loop's (`loop.time()`), so a virtual-time loop drives this unc
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
 from teola.ir.engine_spec import CONTINUOUS_KINDS, Engine
 from teola.ir.ops import PrimOp
-from teola.runtime.executors.executor import Executor, Instance, checked_results
-from teola.runtime.metrics import Metrics
+from teola.policies.base import Limits, Pending, Pick, Policy, RequestQueue
 from teola.programs.length_predictions import predict_lengths
 from teola.programs.pause_handling import PauseBook
-from teola.runtime.policy_registry import Limits, Pending, Pick, Policy, RequestQueue
-from teola.runtime.engine_tier.preemption import Preemptor
 from teola.programs.process_table import ProcessTable
-from teola.runtime.requests import estimate_prompt_tokens
-from teola.runtime.engine_tier.running_owners import RunningOwners
+from teola.runtime.engine_tier.batch_runner import abort_on, run_batch, run_item_stream
+from teola.runtime.engine_tier.engine_context import EngineContext, Span
+from teola.runtime.engine_tier.preemption import Preemptor
 from teola.runtime.engine_tier.run_each import run_each
-from teola.runtime.engine_tier.stream_batches import item_stream, text_stream
-from teola.runtime.engine_tier.supervisor import down_error
+from teola.runtime.engine_tier.running_owners import RunningOwners
+from teola.runtime.executors.executor import Executor, Instance
+from teola.runtime.metrics import Metrics
+from teola.runtime.requests import estimate_prompt_tokens
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
-log = logging.getLogger("teola.runtime")
 
 
 class EngineScheduler:
-    """Batches the queued requests of one engine onto its instances.
+    """Batches the queued requests of one engine onto its instances: it decides (queue + policy ->
+    picks, on which instance); the batch runner (batch_runner, run_each, preemption) executes,
+    through the narrow `EngineContext` this scheduler builds.
 
     Work enters with `submit(entry)`; scheduling runs on the next loop iteration (so everything
     submitted in one tick can share a batch), again when a batch finishes, and when a policy asks
@@ -66,19 +66,21 @@ class EngineScheduler:
         if spec.balancer != DEFAULT_BALANCER:
             self.balancer = make_balancer(spec.balancer, load=self.load, table=ProcessTable(), **spec.balancer_options)
             self.queues = {inst: RequestQueue() for inst in instances}
-        self._own_table = getattr(self.balancer, "table", None)
+        self._own_table: ProcessTable | None = self.balancer.table if self.balancer is not None else None
         self.preemptor: Preemptor | None = None
-        self.policy = policy
         self.batches = 0
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
-        self._running = RunningOwners()
         self.pauses = PauseBook(batch_size=self.max_efficient_batch) if llm else None  # the Runtime sets its costs
         self.length_predictor: Any = None  # the Runtime option of that name
         self.supervisor: Any = None  # teola.runtime.engine_tier.supervisor.Supervisor, set by the runtime
         self.loop = asyncio.get_running_loop()
         self._closed = False
+        self.ctx = EngineContext(self.name, executor, metrics, self.loop, RunningOwners(), self.spawn, self.alive,
+                                 self._observe, self._landed, self.kick, lambda: self._policy,
+                                 lambda inst: self.queues.get(inst) or self.queue, self._next_batch)
+        self.policy = policy
 
     # ---- policy and programs --------------------------------------------------------------------
     @property
@@ -91,21 +93,14 @@ class EngineScheduler:
         preemptive policy on an LLM engine runs its calls through a Preemptor (teola.runtime.engine_tier.preemption)
         with the max efficient batch as the admission budget."""
         self._policy = policy
-        preemptive = self.llm and getattr(policy, "preemptive", False)
-        self.preemptor = Preemptor(self, self.max_efficient_batch) if preemptive else None
+        self.preemptor = Preemptor(self.ctx, self.max_efficient_batch) if self.llm and policy.preemptive else None
         if self._own_table is not None:
-            table = getattr(policy, "table", None)
+            table = policy.table
             self.balancer.table = table if isinstance(table, ProcessTable) else self._own_table
 
     def end_program(self, pid: str) -> None:
         """Program (query or client session) `pid` ended: the policy and the router forget it."""
-        end = getattr(self._policy, "end_program", None)
-        if end is not None:
-            end(pid)
-        else:
-            table = getattr(self._policy, "table", None)
-            if isinstance(table, ProcessTable):
-                table.end_program(pid)
+        self._policy.end_program(pid)
         if self._own_table is not None:
             self._own_table.end_program(pid)
         if self.pauses is not None:
@@ -136,9 +131,9 @@ class EngineScheduler:
             return False
         tags = [r["tag"] for r in entry.requests[:entry.taken] if r.get("tag")]
         if tags and self.llm:
-            for inst, _ in list(self._running.running(entry.query_id)):
+            for inst, _ in list(self.ctx.running.running(entry.query_id)):
                 if self.executor.supports(inst, "abort"):
-                    self.spawn(self._abort_on(inst, tags))
+                    self.spawn(abort_on(self.ctx, inst, tags))
         return False
 
     def queued(self) -> int:
@@ -219,7 +214,7 @@ class EngineScheduler:
                 self.preemptor.start(inst, p, queue, e.tokens[0] if e.tokens else 0)
             return
         requests: list[dict[str, Any]] = []
-        spans: list[tuple[Pending, int, int]] = []
+        spans: list[Span] = []
         tokens = 0
         for p in picks:
             e = p.entry
@@ -242,23 +237,27 @@ class EngineScheduler:
             spans.append((e, a, b))
             if b == len(e.requests):
                 queue.discard(e)
-        self.batches += 1
-        batch_id = f"{self.name}:{self.batches}"
+        batch_id = self._next_batch()
         inst.inflight += 1
         inst.outstanding += len(requests)
         inst.tokens += tokens
-        self._running.count(inst, spans, 1)
+        self.ctx.running.count(inst, spans, 1)
         self.metrics.observe_batch(self.name, len(requests))
         t = self.loop.time()
         for e, a, b in spans:
             e.work.started(inst, batch_id, len(requests), t)
         if op == STREAM_OP:
-            coro = self._run_stream(inst, op, requests, spans, tokens, picks)
-        elif self.continuous and len(spans) > 1 and getattr(self._policy, "returns_each", False):
-            coro = run_each(self, inst, op, requests, spans, tokens, picks)
+            coro = run_item_stream(self.ctx, inst, op, requests, spans, tokens, picks)
+        elif self.continuous and len(spans) > 1 and self._policy.returns_each:
+            coro = run_each(self.ctx, inst, op, requests, spans, tokens, picks)
         else:
-            coro = self._run(inst, op, requests, spans, tokens, picks, any(r.get("stream_text") for r in requests))
+            text = any(r.get("stream_text") for r in requests)
+            coro = run_batch(self.ctx, inst, op, requests, spans, tokens, picks, text)
         self.spawn(coro)
+
+    def _next_batch(self) -> str:
+        self.batches += 1
+        return f"{self.name}:{self.batches}"
 
     def spawn(self, coro: Any) -> None:
         """Run `coro` as a task of this scheduler (cancelled by close())."""
@@ -266,45 +265,16 @@ class EngineScheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run(self, inst: Instance, op: str, requests: list[dict[str, Any]],
-                   spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick], text: bool = False) -> None:
-        t0 = self.loop.time()
-        try:
-            try:
-                if text:
-                    results = await text_stream(self, inst, op, requests, spans)
-                else:
-                    results = await self.executor.execute(inst, op, requests)
-                results = checked_results(self.name, results, len(requests))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                if not await self.alive(inst, exc):
-                    for e, _, _ in spans:
-                        e.work.failed(down_error(self.name, inst, exc), inst)
-                    return
-                await self._isolate(inst, op, spans, exc)
-                return
-            t = self.loop.time()
-            off = 0
-            for e, a, b in spans:
-                n = b - a
-                e.work.results(a, results[off:off + n], t)
-                off += n
-            self._observe(picks, t0, t, results)
-        finally:
-            self._landed(inst, requests, spans, tokens)
-
     async def alive(self, inst: Instance, exc: BaseException) -> bool:
         """After a failed batch: whether the instance is still healthy (with no supervisor, assume so)."""
         return True if self.supervisor is None else await self.supervisor.alive(inst, exc)
 
-    def _landed(self, inst: Instance, requests: list[dict[str, Any]], spans: list[tuple[Pending, int, int]],
+    def _landed(self, inst: Instance, requests: list[dict[str, Any]], spans: list[Span],
                 tokens: int) -> None:
         inst.inflight -= 1
         inst.outstanding -= len(requests)
         inst.tokens -= tokens
-        self._running.count(inst, spans, -1)
+        self.ctx.running.count(inst, spans, -1)
         self.kick()
 
     def abort(self, owner: str) -> int:
@@ -312,62 +282,15 @@ class EngineScheduler:
         adapter can (an `abort` method; vLLM aborts the requests inside the engine). Returns how
         many running requests the engines were asked to stop; the batches then land as usual."""
         asked = 0
-        for inst, n in list(self._running.running(owner)):
+        for inst, n in list(self.ctx.running.running(owner)):
             if self.executor.supports(inst, "abort"):
                 asked += n
-                self.spawn(self._abort_on(inst, [owner]))
+                self.spawn(abort_on(self.ctx, inst, [owner]))
         return asked
 
-    async def _abort_on(self, inst: Instance, owners: list[str]) -> None:
-        try:
-            stopped = await self.executor.call(inst, "abort", owners)
-        except Exception as exc:  # the batch still lands; only the engine time is not saved
-            log.warning("engine %s: aborting the requests of %s failed: %s: %s", inst.name, ", ".join(owners),
-                        type(exc).__name__, exc)
-            return
-        self.metrics.aborted_requests += int(stopped or 0)
-
-    async def _isolate(self, inst: Instance, op: str, spans: list[tuple[Pending, int, int]], exc: Exception) -> None:
-        """A batch failed. With requests of one query, that query's primitives fail. With several
-        queries, each query's requests are retried alone so only the culprit's query fails."""
-        queries = {e.query_id for e, _, _ in spans}
-        if len(queries) == 1:
-            for e, _, _ in spans:
-                e.work.failed(exc, inst)
-            return
-        for qid in queries:
-            mine = [s for s in spans if s[0].query_id == qid]
-            reqs = [r for e, a, b in mine for r in e.requests[a:b]]
-            try:
-                results = await self.executor.execute(inst, op, reqs)
-                results = checked_results(self.name, results, len(reqs))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc2:
-                for e, _, _ in mine:
-                    e.work.failed(exc2, inst)
-                continue
-            t = self.loop.time()
-            off = 0
-            for e, a, b in mine:
-                e.work.results(a, results[off:off + b - a], t)
-                off += b - a
-
-    async def _run_stream(self, inst: Instance, op: str, requests: list[dict[str, Any]],
-                          spans: list[tuple[Pending, int, int]], tokens: int, picks: list[Pick]) -> None:
-        owners = [e for e, a, b in spans for _ in range(a, b)]
-        t0 = self.loop.time()
-        try:
-            finals = await item_stream(self, inst, op, requests, owners, isolate=True)
-            self._observe(picks, t0, self.loop.time(), finals)
-        finally:
-            self._landed(inst, requests, spans, tokens)
-
     def _observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
-        """Tell a stateful (program-aware) policy what ran: its picks, when, and the engine results."""
-        observe = getattr(self._policy, "observe", None)
-        if observe is not None:
-            observe(picks, started, finished, results)
+        """Tell the policy what ran: its picks, when, and the engine results."""
+        self._policy.observe(picks, started, finished, results)
 
     def tasks(self) -> list[asyncio.Task]:
         """The batches running now."""

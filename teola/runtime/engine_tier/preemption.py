@@ -22,14 +22,12 @@ import asyncio
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from teola.runtime.executors.executor import Instance, checked_results
-from teola.runtime.policy_registry import Pending, Pick, RequestQueue
+from teola.policies.base import Pending, Pick, RequestQueue
+from teola.runtime.engine_tier.engine_context import EngineContext
 from teola.runtime.engine_tier.supervisor import down_error
-
-if TYPE_CHECKING:
-    from teola.runtime.engine_tier.engine_scheduler import EngineScheduler
+from teola.runtime.executors.executor import Instance, checked_results
 
 log = logging.getLogger("teola.runtime")
 OP = "decoding"
@@ -61,8 +59,8 @@ class Resume:
 class Preemptor:
     """The preemptive side of one LLM engine scheduler (see the module docstring)."""
 
-    def __init__(self, sched: "EngineScheduler", budget: int) -> None:
-        self.sched = sched
+    def __init__(self, ctx: EngineContext, budget: int) -> None:
+        self.ctx = ctx
         self.budget = max(1, budget)
         self.calls: dict[Instance, dict[Pending, RunningCall]] = {}
         self.resumes: dict[Pending, Resume] = {}
@@ -82,26 +80,25 @@ class Preemptor:
     # ---- running calls --------------------------------------------------------------------------
     def start(self, inst: Instance, pick: Pick, queue: RequestQueue, tokens: int) -> None:
         """Run the call of `pick` (already taken from `queue`) on `inst` as its own stream."""
-        sched = self.sched
+        ctx = self.ctx
         e = pick.entry
         req = e.requests[0]
-        req["tag"] = f"{sched.name}:call{next(self._tags)}"
+        req["tag"] = f"{ctx.name}:call{next(self._tags)}"
         # names the call's KV across its resumes: an engine with kv_swap saves it on preemption
         req.setdefault("kv_swap_key", req["tag"])
-        if getattr(sched.policy, "wants_progress", True):  # lamps / sjf never charge running calls
+        if ctx.policy().wants_progress:  # lamps / sjf never charge running calls
             req["progress"] = True
-        call = RunningCall(inst, pick, queue, req, tokens, sched.loop.time())
+        call = RunningCall(inst, pick, queue, req, tokens, ctx.loop.time())
         self.calls.setdefault(inst, {})[e] = call
         inst.outstanding += 1
         inst.tokens += tokens
-        sched._running.count(inst, [(e, 0, 1)], 1)
-        sched.metrics.observe_batch(sched.name, 1)
-        sched.batches += 1
-        e.work.started(inst, f"{sched.name}:{sched.batches}", 1, call.started)
-        sched.spawn(self._run(call))
+        ctx.running.count(inst, [(e, 0, 1)], 1)
+        ctx.metrics.observe_batch(ctx.name, 1)
+        e.work.started(inst, ctx.next_batch(), 1, call.started)
+        ctx.spawn(self._run(call))
 
     async def _run(self, call: RunningCall) -> None:
-        sched, inst, e = self.sched, call.inst, call.pick.entry
+        ctx, inst, e = self.ctx, call.inst, call.pick.entry
         try:
             try:
                 final = await self._outcome(call)
@@ -111,42 +108,41 @@ class Preemptor:
             raise
         except Exception as exc:
             self.resumes.pop(e, None)
-            e.work.failed(exc if await sched.alive(inst, exc) else down_error(sched.name, inst, exc), inst)
-            sched.kick()
+            e.work.failed(exc if await ctx.alive(inst, exc) else down_error(ctx.name, inst, exc), inst)
+            ctx.kick()
             return
         if call.request.get("resume_ids"):
             self.note_resumed(final)
         if not (call.stopping and isinstance(final, dict) and final.get("aborted") and self._requeue(call, final)):
             self._deliver(call, final)
-        sched.kick()
+        ctx.kick()
 
     async def _outcome(self, call: RunningCall) -> Any:
         """Run the call on its instance (streamed when the adapter can, so progress and text deltas
         arrive as it decodes); its final result."""
-        sched, e = self.sched, call.pick.entry
-        if not sched.executor.supports(call.inst, "stream"):  # no progress: it runs to its end
-            results = await sched.executor.execute(call.inst, OP, [call.request])
-            return checked_results(sched.name, results, 1)[0]
+        ctx, e = self.ctx, call.pick.entry
+        if not ctx.executor.supports(call.inst, "stream"):  # no progress: it runs to its end
+            results = await ctx.executor.execute(call.inst, OP, [call.request])
+            return checked_results(ctx.name, results, 1)[0]
         final: Any = None
-        async for _, kind, payload in sched.executor.stream(call.inst, OP, [call.request]):
+        async for _, kind, payload in ctx.executor.stream(call.inst, OP, [call.request]):
             if kind == "progress":
                 self._progress(call, payload)
             elif kind == "delta":
-                e.work.delta(payload, sched.loop.time())
+                e.work.delta(payload, ctx.loop.time())
             elif kind == "final":
                 final = payload
         if final is None:
-            raise RuntimeError(f"engine {sched.name!r} ended a call's stream without a final result")
+            raise RuntimeError(f"engine {ctx.name!r} ended a call's stream without a final result")
         return final
 
     def _progress(self, call: RunningCall, decoded: Any) -> None:
-        policy = self.sched.policy
-        if not isinstance(decoded, int) or not hasattr(policy, "progress"):
+        policy = self.ctx.policy()
+        if not isinstance(decoded, int):
             return
         policy.progress(call.pick.entry, decoded)
         call.events += 1
-        every = getattr(getattr(policy, "core", None), "rerank_every", 4)
-        if call.events % every == 0:
+        if call.events % policy.rerank_every == 0:
             self.check(call.inst)
 
     def _drop(self, call: RunningCall) -> None:
@@ -157,7 +153,7 @@ class Preemptor:
         del calls[e]
         call.inst.outstanding -= 1
         call.inst.tokens -= call.tokens
-        self.sched._running.count(call.inst, [(e, 0, 1)], -1)
+        self.ctx.running.count(call.inst, [(e, 0, 1)], -1)
 
     def _deliver(self, call: RunningCall, result: Any) -> None:
         e = call.pick.entry
@@ -167,9 +163,9 @@ class Preemptor:
                           num_output_tokens=len(resume.ids) + int(result.get("num_output_tokens") or 0),
                           output_token_ids=resume.ids + list(result.get("output_token_ids") or []),
                           preemptions=resume.count, resumed_at=list(resume.points))
-        t = self.sched.loop.time()
+        t = self.ctx.loop.time()
         e.work.results(0, [result], t)
-        self.sched._observe([call.pick], call.started, t, [result])
+        self.ctx.observe([call.pick], call.started, t, [result])
 
     def _requeue(self, call: RunningCall, partial: dict[str, Any]) -> bool:
         """Put a preempted call back in its queue to resume later; False if it cannot resume (the
@@ -184,33 +180,28 @@ class Preemptor:
         resume.text += str(partial.get("text", ""))
         resume.count += 1
         resume.points.append(len(resume.ids))
-        self.sched.metrics.preemptions += 1
+        self.ctx.metrics.preemptions += 1
         req = {k: v for k, v in resume.request.items() if k not in ("tag", "progress")}
         req.update(resume_ids=list(resume.ids), max_tokens=int(resume.request["max_tokens"]) - len(resume.ids))
         e.requests[0] = req
         e.taken = 0
-        policy = self.sched.policy
-        if hasattr(policy, "preempted"):
-            policy.preempted(call.pick)
+        self.ctx.policy().preempted(call.pick)
         call.queue.push(e)
         return True
 
     # ---- choosing victims -----------------------------------------------------------------------
     def check(self, inst: Instance) -> int:
         """Preempt the calls on `inst` that the policy says waiting calls should displace."""
-        policy = self.sched.policy
-        victims_of = getattr(policy, "victims", None)
         calls = self.calls.get(inst)
-        if victims_of is None or not calls:
+        if not calls:
             return 0
-        queue = self.sched.queues.get(inst) or self.sched.queue
-        waiting = [e for e in queue if e.op == OP]
+        waiting = [e for e in self.ctx.waiting(inst) if e.op == OP]
         running = [e for e, c in calls.items() if not c.stopping]
-        victims = victims_of(running, waiting, self.free(inst), self.sched.loop.time())
+        victims = self.ctx.policy().victims(running, waiting, self.free(inst), self.ctx.loop.time())
         for e in victims:
             call = calls[e]
             call.stopping = True
-            self.sched.spawn(self._stop(call))
+            self.ctx.spawn(self._stop(call))
         return len(victims)
 
     def cancel(self, entry: Pending) -> bool:
@@ -221,20 +212,20 @@ class Preemptor:
             call = calls.get(entry)
             if call is not None:
                 call.stopping = False  # an abort that is not a preemption: the call ends here
-                self.sched.spawn(self._stop(call))
+                self.ctx.spawn(self._stop(call))
                 return True
         return False
 
     async def _stop(self, call: RunningCall) -> None:
         try:
-            await self.sched.executor.call(call.inst, "abort", [call.request["tag"]])
+            await self.ctx.executor.call(call.inst, "abort", [call.request["tag"]])
         except Exception as exc:  # the call then runs to its end: only the engine time is lost
             call.stopping = False
             log.warning("engine %s: stopping call %s failed: %s: %s", call.inst.name, call.pick.entry.name,
                         type(exc).__name__, exc)
             return
         if not call.stopping:
-            self.sched.metrics.aborted_requests += 1
+            self.ctx.metrics.aborted_requests += 1
 
     def note_resumed(self, result: Any) -> None:
         """Count what a resumed run re-sent and what the prefix cache held of it. A run stopped again
@@ -245,9 +236,9 @@ class Preemptor:
             return
         if result.get("aborted") and not any(int(result.get(k) or 0) > 0 for k in (
                 "num_output_tokens", "num_cached_tokens", "kv_swap_loaded_tokens")):
-            self.sched.metrics.resumed_unrun += 1
+            self.ctx.metrics.resumed_unrun += 1
             return
-        m = self.sched.metrics
+        m = self.ctx.metrics
         m.resumed_tokens += int(result.get("num_prompt_tokens") or 0)
         m.resumed_cached_tokens += int(result.get("num_cached_tokens") or 0)
         m.resumed_swapped_tokens += int(result.get("kv_swap_loaded_tokens") or 0)
