@@ -114,7 +114,8 @@ def add_commands(sub: Any, apps_help: str) -> None:
                     "(0.5,1,2) run one simulation each (default 1)")
     sp.add_argument("--queries", type=int, default=100, help="how many queries (default 100)")
     sp.add_argument("--instances", help="engine instances, e.g. llm=4,embedding=2 (default: the app's)")
-    sp.add_argument("--policy", help="engine scheduling policy (fifo, topology, po, to, mlfq, plas, atlas)")
+    sp.add_argument("--policy", help="engine scheduling policy (fifo, po, to, topology, fcfs, mlfq, plas, atlas, "
+                    "lamps, sjf)")
     sp.add_argument("--passes", help='pass switches as JSON, e.g. \'{"prefill_split": false}\'')
     sp.add_argument("--seed", type=int, default=0, help="arrival-time seed (default 0)")
     sp.add_argument("--json", action="store_true", help="print the summary as JSON")
