@@ -31,7 +31,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from teola.runtime import CallFailed, llm_request
-from teola.server import openai_format as fmt
+import teola.server.openai_format as fmt
 from teola.server.errors import ApiError
 from teola.server.schemas import ErrorResponse
 from teola.server.state import ServerState

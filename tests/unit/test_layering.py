@@ -122,3 +122,75 @@ def test_files_and_functions_stay_small(top):
                     big_funcs.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {n} lines")
     assert not big_files, f"files over {MAX_FILE_LINES} lines: {big_files}"
     assert not big_funcs, f"functions over {MAX_FUNCTION_LINES} lines: {big_funcs}"
+
+
+def import_graph(files: list[Path]) -> "nx.DiGraph":
+    """Modules of the product as nodes, every import between two of them as an edge (imports under
+    `TYPE_CHECKING` and inside functions count: a cycle hidden there is still a cycle of design)."""
+    import networkx as nx
+
+    known = {module_name(p) for p in files}
+    g = nx.DiGraph()
+    g.add_nodes_from(known)
+    for p in files:
+        me = module_name(p)
+        for _, mod in imports_of(p):
+            if mod in known and mod != me:
+                g.add_edge(me, mod)
+    return g
+
+
+def test_no_import_cycles():
+    import networkx as nx
+
+    cycles = sorted(" -> ".join(c + [c[0]]) for c in nx.simple_cycles(import_graph(product_files())))
+    assert not cycles, "import cycles:\n" + "\n".join(cycles[:20])
+
+
+def test_the_cycle_check_sees_type_checking_imports(tmp_path):
+    global ROOT
+    old_root, ROOT = ROOT, tmp_path
+    try:
+        (tmp_path / "teola").mkdir()
+        a, b = tmp_path / "teola/a.py", tmp_path / "teola/b.py"
+        a.write_text("from teola.b import x\n")
+        b.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from teola.a import y\n")
+        import networkx as nx
+        assert list(nx.simple_cycles(import_graph([a, b])))
+    finally:
+        ROOT = old_root
+
+
+def private_imports(path: Path) -> list[str]:
+    """`from other.package import _private` where the module is not in the importer's own package."""
+    me = module_name(path)
+    my_pkg = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            their_pkg = node.module if (ROOT.joinpath(*node.module.split(".")) / "__init__.py").is_file() \
+                else node.module.rpartition(".")[0]
+            for a in node.names:
+                if a.name.startswith("_") and not a.name.startswith("__") and their_pkg != my_pkg:
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}")
+    return found
+
+
+def test_no_private_names_taken_from_another_package():
+    found = [v for p in product_files() for v in private_imports(p)]
+    assert not found, "private names used outside their package:\n" + "\n".join(found)
+
+
+def policy_probes(path: Path) -> list[str]:
+    """getattr / hasattr on a policy: a policy declares its hooks (teola.policies.base.Policy)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and node.args and "polic" in ast.unparse(node.args[0]).lower():
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_policies_are_never_probed_for_hooks():
+    found = [v for p in product_files() for v in policy_probes(p)]
+    assert not found, "policies probed with getattr/hasattr:\n" + "\n".join(found)

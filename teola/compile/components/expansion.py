@@ -1,7 +1,7 @@
 """Query expansion: one LLM call that writes N search queries (splittable: one item per query)."""
 from __future__ import annotations
 
-from teola.compile.components import prompts
+import teola.compile.components.prompts as prompts
 from teola.compile.components.context import BuildContext
 from teola.compile.components.llm_primitives import gen_args, llm_call
 from teola.ir.refs import Ref

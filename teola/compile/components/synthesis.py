@@ -13,7 +13,7 @@ the instruction and the question after its context (`prompts.qa_parts`) and ends
 """
 from __future__ import annotations
 
-from teola.compile.components import prompts
+import teola.compile.components.prompts as prompts
 from teola.compile.components.context import BuildContext, Port
 from teola.compile.components.llm_primitives import gen_args, llm_call
 from teola.compile.components.packing import TOKEN_RATIO, context_budget, pack_ranges

@@ -14,8 +14,9 @@ from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
 from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
-from teola.runtime.policy_registry import Pending
+from teola.policies.base import Pending
 from teola.runtime.graph_tier.query_context import QueryContext
+from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED, WAITING
 from teola.runtime.graph_tier.query_work import DispatchWork
 from teola.runtime.executors.ray_data import KEEP
 from teola.runtime.result import Result
@@ -26,8 +27,6 @@ from teola.runtime.requests import (build_requests, collect_outputs, decode_valu
 
 log = logging.getLogger("teola.runtime")
 
-# DONE: finished (its children may still wait for it); RELEASED: its children were told, exactly once
-WAITING, DISPATCHED, DONE, RELEASED = 0, 1, 2, 3
 LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens", "finish_reason")
 
 
@@ -99,7 +98,7 @@ class QueryRun:
                 self.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} could not "
                                      f"run: {type(exc).__name__}: {exc}", self.qid, p.name, p.engine), exc)
 
-    def _release(self, i: int) -> None:
+    def release(self, i: int) -> None:
         if self.state[i] == RELEASED:
             return  # a stream member finished and was also queued by its parent's release
         self.state[i] = RELEASED
@@ -119,7 +118,7 @@ class QueryRun:
     def _now(self) -> float:
         return self.loop.time() - self.t0
 
-    def _new_trace(self, p: Primitive, status: str, t: float, n: int = 0) -> dict[str, Any]:
+    def new_trace(self, p: Primitive, status: str, t: float, n: int = 0) -> dict[str, Any]:
         # "split": the decode returns a list of items (an output-length kind of its own for the simulator)
         return {"primitive": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth, "status": status,
                 "queued": t, "started": None, "finished": None, "instance": None, "batch_id": None,
@@ -130,7 +129,7 @@ class QueryRun:
         if st == RELEASED:
             return
         if st == DONE:
-            self._release(i)
+            self.release(i)
             return
         if st == DISPATCHED:
             return  # a member of a fused/stream dispatch; its work releases it
@@ -140,18 +139,18 @@ class QueryRun:
         if is_skipped(p, values, self.skipped):
             self.skipped.update(p.outputs)
             t = self._now()
-            tr = self.trace[i] = self._new_trace(p, "skipped", t)
+            tr = self.trace[i] = self.new_trace(p, "skipped", t)
             tr["started"] = tr["finished"] = t
             self.ctx.metrics.skipped += 1
-            self._release(i)
+            self.release(i)
             return
         if plan.control[i]:
             t = self._now()
             values.update(run_control(p, values, self.skipped))
-            tr = self.trace[i] = self._new_trace(p, "ok", t)
+            tr = self.trace[i] = self.new_trace(p, "ok", t)
             tr["started"] = tr["finished"] = self._now()
             self._count(p, tr)
-            self._release(i)
+            self.release(i)
             return
         if self.fuse and i in plan.fuse:
             kids = plan.fuse[i]
@@ -178,10 +177,10 @@ class QueryRun:
         if not requests:
             values.update(empty_outputs(p))
             t = self._now()
-            tr = self.trace[i] = self._new_trace(p, "ok", t)
+            tr = self.trace[i] = self.new_trace(p, "ok", t)
             tr["started"] = tr["finished"] = t
             self._count(p, tr)
-            self._release(i)
+            self.release(i)
             return
         self._dispatch(DispatchWork(self, "prim", i, requests), p, p.depth)
 
@@ -210,14 +209,14 @@ class QueryRun:
         for i in work.traced():
             q = self.plan.prims[i]
             self.state[i] = DISPATCHED
-            self.trace[i] = self._new_trace(q, "queued", rel, len(reqs))
+            self.trace[i] = self.new_trace(q, "queued", rel, len(reqs))
         self.works.add(work)
         if self.prim_timeout is not None:
             work.timer = self.loop.call_later(self.prim_timeout, self._prim_timeout, work)
         self.ctx.submit(p.engine, entry)
 
     # ---- completions -------------------------------------------------------------------------------
-    def _close_work(self, work: DispatchWork) -> None:
+    def close_work(self, work: DispatchWork) -> None:
         self.works.discard(work)
         if work.timer is not None:
             work.timer.cancel()
@@ -258,7 +257,7 @@ class QueryRun:
         m.observe_op(p.op.value, tr["finished"] - tr["queued"])
 
     def work_done(self, work: DispatchWork, t: float) -> None:
-        self._close_work(work)
+        self.close_work(work)
         plan, values = self.plan, self.values
         if work.kind == "prim":
             p = plan.prims[work.idx]
@@ -267,7 +266,7 @@ class QueryRun:
             if extras is not None:
                 self.ctx.metrics.observe_llm(extras)
             self._finish_trace(work.idx, t, extras)
-            self._release(work.idx)
+            self.release(work.idx)
             return
         # fused prefill + decoding
         pre, d = plan.prims[work.prefill], plan.prims[work.idx]
@@ -278,14 +277,14 @@ class QueryRun:
         self._finish_trace(work.prefill, t, result)["fused_into"] = d.name
         self._finish_trace(work.idx, t, result)["fused_with"] = pre.name
         self.state[work.idx] = DONE
-        self._release(work.prefill)
+        self.release(work.prefill)
 
     def _stream_prefill_done(self, work: DispatchWork, t: float, result: Any = None) -> None:
         if work.prefill is not None and self.state[work.prefill] < DONE:
             pre = self.plan.prims[work.prefill]
             self.values[pre.outputs[0]] = _fused_state(work.requests[0], result if isinstance(result, dict) else {})
             self._finish_trace(work.prefill, t)["fused_into"] = self.plan.prims[work.members[0]].name
-            self._release(work.prefill)
+            self.release(work.prefill)
 
     def stream_item(self, work: DispatchWork, text: Any, t: float) -> None:
         self._stream_prefill_done(work, t)
@@ -297,7 +296,7 @@ class QueryRun:
         self._member_done(work.members[k], [text], t)
 
     def stream_final(self, work: DispatchWork, result: Any, t: float) -> None:
-        self._close_work(work)
+        self.close_work(work)
         self.ctx.metrics.observe_llm(result)
         self._stream_prefill_done(work, t, result)
         for m in work.members[work.items:]:
@@ -317,7 +316,7 @@ class QueryRun:
         self._finish_trace(m, t)
         self.state[m] = DONE
         if self.indeg[m] == 0:
-            self._release(m)
+            self.release(m)
 
     # ---- endings -----------------------------------------------------------------------------------
     def trace_list(self) -> list[dict[str, Any]]:
@@ -331,7 +330,7 @@ class QueryRun:
         if self._timer is not None:
             self._timer.cancel()
         for w in list(self.works):
-            self._close_work(w)
+            self.close_work(w)
         outs = self.plan.outputs
         skipped = bool(outs) and all(k in self.skipped for k in outs)
         if len(outs) == 1:
@@ -355,7 +354,7 @@ class QueryRun:
         if self._timer is not None:
             self._timer.cancel()
         for w in list(self.works):
-            self._close_work(w)
+            self.close_work(w)
             if w.entry is not None:
                 self.ctx.withdraw(self.plan.prims[w.idx].engine, w.entry)
         for tr in self.trace:

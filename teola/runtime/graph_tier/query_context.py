@@ -4,14 +4,11 @@ the query ends. The runtime builds one; tests can build one over fake schedulers
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable
 
+from teola.policies.base import Pending
+from teola.runtime.errors import QueryError
 from teola.runtime.metrics import Metrics
-from teola.runtime.policy_registry import Pending
-
-if TYPE_CHECKING:
-    from teola.runtime.errors import QueryError
-    from teola.runtime.graph_tier.graph_scheduler import QueryRun
 
 
 @dataclass(slots=True, frozen=True)
@@ -27,6 +24,6 @@ class QueryContext:
     llm_engines: frozenset[str]
     metrics: Metrics
     prescheduling: bool
-    ended: Callable[["QueryRun", "QueryError | None", float], None]
-    cleanup: Callable[["QueryRun"], None]
+    ended: Callable[[Any, QueryError | None, float], None]  # the run: a QueryState
+    cleanup: Callable[[Any], None]
     remote_data: bool = False

@@ -3,16 +3,15 @@ scheduler's entries). Its callbacks move the query's state in `QueryRun`."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teola.runtime.errors import EngineDown, QueryError, QueryUnavailable
 from teola.runtime.executors.executor import Instance
-from teola.runtime.policy_registry import Pending
+from teola.policies.base import Pending
+from teola.runtime.graph_tier.query_state import QueryState
 from teola.runtime.executors.ray_data import IntermediateLost
 from teola.runtime.graph_tier.speculation import defer, discarded, hold, undecided
 
-if TYPE_CHECKING:
-    from teola.runtime.graph_tier.graph_scheduler import QueryRun
 
 
 class DispatchWork:
@@ -23,7 +22,7 @@ class DispatchWork:
     __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
                  "items", "extra_items")
 
-    def __init__(self, run: "QueryRun", kind: str, idx: int, requests: list[dict[str, Any]],
+    def __init__(self, run: QueryState, kind: str, idx: int, requests: list[dict[str, Any]],
                  members: tuple[int, ...] = (), prefill: int | None = None) -> None:
         self.run = run
         self.kind = kind
@@ -80,7 +79,7 @@ class DispatchWork:
         err = kind(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
                    f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine)
         if undecided(run, self.idx):
-            run._close_work(self)
+            run.close_work(self)
             defer(run, self.idx, err, exc)
             return
         run.fail(err, exc)

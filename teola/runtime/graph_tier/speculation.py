@@ -10,29 +10,27 @@ before the decision is held until it (`defer`), and so is the text a speculative
 (`hold`): "yes" sends it on, "no" drops it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teola.ir.primitive import Primitive
 from teola.runtime.errors import QueryError
 
-if TYPE_CHECKING:
-    from teola.runtime.graph_tier.graph_scheduler import QueryRun
-
-RELEASED = 3  # teola.runtime.graph_tier.graph_scheduler's state of a primitive whose children were told
+from teola.runtime.graph_tier.query_state import RELEASED, QueryState
 
 
-def undecided(run: "QueryRun", idx: int) -> bool:
+
+def undecided(run: QueryState, idx: int) -> bool:
     """Whether `idx` is speculative and its condition has not been decided yet."""
     key = run.plan.prims[idx].args.get("speculate_on")
     return key is not None and key not in run.values and key not in run.skipped
 
 
-def defer(run: "QueryRun", idx: int, err: QueryError, cause: BaseException) -> None:
+def defer(run: QueryState, idx: int, err: QueryError, cause: BaseException) -> None:
     """A speculative primitive failed before its condition was decided: hold the error."""
     run.deferred[idx] = (err, cause)
 
 
-def tag(run: "QueryRun", p: Primitive, requests: list[dict[str, Any]]) -> None:
+def tag(run: QueryState, p: Primitive, requests: list[dict[str, Any]]) -> None:
     """A speculative LLM call's requests get a tag naming the call, so that a "no" can abort that
     call alone in the engine (`EngineScheduler.remove`)."""
     if "speculate_on" in p.args and p.engine in run.ctx.llm_engines:
@@ -40,17 +38,17 @@ def tag(run: "QueryRun", p: Primitive, requests: list[dict[str, Any]]) -> None:
             r["tag"] = f"{run.qid}:{p.name}:{j}"
 
 
-def hold(run: "QueryRun", idx: int, text: str) -> None:
+def hold(run: QueryState, idx: int, text: str) -> None:
     """An undecided speculative call streamed `text`: keep it until the decision."""
     run.held.setdefault(idx, []).append(text)
 
 
-def discarded(run: "QueryRun", idx: int) -> bool:
+def discarded(run: QueryState, idx: int) -> bool:
     """Whether `idx` was a speculative primitive its condition discarded (its results are dropped)."""
     return run.state[idx] == RELEASED and "speculate_on" in run.plan.prims[idx].args
 
 
-def settle(run: "QueryRun", key: str) -> None:
+def settle(run: QueryState, key: str) -> None:
     """The condition writing `key` was decided (or skipped): act on its speculative primitives."""
     yes = key not in run.skipped and run.values.get(key) is True
     for i in run.plan.speculative.get(key, ()):
@@ -68,18 +66,18 @@ def settle(run: "QueryRun", key: str) -> None:
             _discard(run, i)
 
 
-def _discard(run: "QueryRun", i: int) -> None:
+def _discard(run: QueryState, i: int) -> None:
     p = run.plan.prims[i]
     for w in [w for w in run.works if w.idx == i]:
-        run._close_work(w)
+        run.close_work(w)
         if w.entry is not None:
             run.ctx.withdraw(p.engine, w.entry)
     t = run.loop.time() - run.t0
     tr = run.trace[i]
     if tr is None:
-        tr = run.trace[i] = run._new_trace(p, "discarded", t)
+        tr = run.trace[i] = run.new_trace(p, "discarded", t)
         tr["started"] = t
     tr.update(status="discarded", finished=t)
     run.ctx.metrics.discarded += 1
     run.skipped.update(p.outputs)
-    run._release(i)
+    run.release(i)

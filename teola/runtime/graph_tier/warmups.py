@@ -9,15 +9,10 @@ counter `dropped_warmups`. A warm-up already running on the engine is waited for
 its blocks are about to be cached."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from teola.runtime.graph_tier.graph_scheduler import QueryRun
-
-WAITING, DISPATCHED, RELEASED = 0, 1, 3  # teola.runtime.graph_tier.graph_scheduler's primitive states
+from teola.runtime.graph_tier.query_state import DISPATCHED, RELEASED, WAITING, QueryState
 
 
-def drop_waiting_warmups(run: "QueryRun", c: int) -> None:
+def drop_waiting_warmups(run: QueryState, c: int) -> None:
     """`c` just lost a parent: if only warm-ups still hold it, drop those not yet running."""
     pending = [w for w in run.plan.warmups[c] if run.state[w] != RELEASED]
     if run.indeg[c] != len(pending) or run.dead:
@@ -29,7 +24,7 @@ def drop_waiting_warmups(run: "QueryRun", c: int) -> None:
             _drop(run, w)
 
 
-def _withdrawn(run: "QueryRun", w: int) -> bool:
+def _withdrawn(run: QueryState, w: int) -> bool:
     """Take `w`'s queued work back from its engine; False if it has started."""
     tr = run.trace[w]
     works = [x for x in run.works if x.idx == w and x.kind == "prim"]
@@ -37,17 +32,17 @@ def _withdrawn(run: "QueryRun", w: int) -> bool:
         return False  # on an engine already (or handed to a preemptor that will start it)
     if not run.ctx.withdraw(run.plan.prims[w].engine, works[0].entry):
         return False
-    run._close_work(works[0])
+    run.close_work(works[0])
     return True
 
 
-def _drop(run: "QueryRun", w: int) -> None:
+def _drop(run: QueryState, w: int) -> None:
     p = run.plan.prims[w]
     t = run.loop.time() - run.t0
     tr = run.trace[w]
     if tr is None:
-        tr = run.trace[w] = run._new_trace(p, "skipped", t)
+        tr = run.trace[w] = run.new_trace(p, "skipped", t)
     tr.update(status="skipped", started=t, finished=t, dropped="its call was ready first")
     run.values.update({k: None for k in p.outputs})
     run.ctx.metrics.dropped_warmups += 1
-    run._release(w)
+    run.release(w)
