@@ -117,6 +117,11 @@ class KVSwapManager:
         return self.caches[0].device
 
     @property
+    def num_blocks(self) -> int:
+        """KV blocks per layer of the device cache (the smallest layer's)."""
+        return self._num_blocks
+
+    @property
     def record_bytes(self) -> int:
         """Bytes one block takes in host memory (all layers)."""
         return self._record_bytes

@@ -191,7 +191,7 @@ class TeolaSwapConnector(KVConnectorBase_V1):
         `blocks` blocks to host memory and scatter them back to where they were (contents unchanged)."""
         if self.manager is None:
             raise RuntimeError("TeolaSwapConnector: the KV caches are not registered yet")
-        n = max(2, min(blocks, self.manager._num_blocks))
+        n = max(2, min(blocks, self.manager.num_blocks))
         timings = {}
         for count in (1, n):
             best = float("inf")
