@@ -1,7 +1,8 @@
 """The engine boundary: what the runtime asks of every engine adapter.
 
 Requests and results are plain serializable data (dicts, lists, str, float, numpy arrays), so an
-adapter runs the same in-process or as a Ray actor. Ops are the string values of `teola.ir.ops.PrimOp`.
+adapter runs the same in-process or as a Ray actor. Ops are the string values of `PrimOp`; each op's
+request is a TypedDict in engines/requests.py, with every optional field's one default there.
 
 Request / result shapes per op (one request per item; the runtime batches requests across queries):
 

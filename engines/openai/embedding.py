@@ -8,6 +8,7 @@ import math
 from collections.abc import AsyncIterator
 from typing import Any
 
+from engines.requests import PrimOp
 from engines.openai.http_client import RemoteClient, RemoteEngineError, check_client_options
 from engines.protocol import EngineProfile, profile_with
 
@@ -17,7 +18,7 @@ class OpenAIEmbeddingEngine:
     "all-minilm-l6-v2"), api_key, max_batch (64), max_efficient_batch (32), timeout (120 s),
     connect_timeout (10), retries (3), backoff (0.5 s), max_connections (16)."""
 
-    ops = frozenset({"embedding"})
+    ops = frozenset({PrimOp.EMBEDDING})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
     def __init__(self, name: str, url: str | None = None, model: str = "all-minilm-l6-v2",

@@ -36,6 +36,7 @@ from typing import Any, AsyncIterator
 
 import numpy as np
 
+from engines.requests import PrimOp, default
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.protocol import EngineProfile, profile_with
 
@@ -53,10 +54,10 @@ def validate_identifier(value: Any, option: str) -> str:
 
 
 def search_request(req: Any, key: str, where: str) -> tuple[str, int]:
-    """A searching request's text field `key` (no NUL) and its top_k (default 5), validated."""
+    """A searching request's text field `key` (no NUL) and its top_k (default: engines.requests), validated."""
     if not isinstance(req, dict):
         raise TypeError(f"{where}: expected a dict, got {type(req).__name__}")
-    value, k = req.get(key), req.get("top_k", 5)
+    value, k = req.get(key), default(req, "top_k")
     if not isinstance(value, str):
         raise ValueError(f"{where}: {key!r} must be a str, got {type(value).__name__}")
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -86,7 +87,7 @@ def check_no_nul(value: Any, what: str) -> None:
 class PgVectorEngine:
     """pgvector-backed vector store (ops "ingestion", "searching")."""
 
-    ops = frozenset({"ingestion", "searching"})
+    ops = frozenset({PrimOp.INGESTION, PrimOp.SEARCHING})
     default_profile = EngineProfile(max_batch=256, max_efficient_batch=256)
 
     @staticmethod
@@ -332,7 +333,7 @@ class PgVectorEngine:
         for i, req in enumerate(requests):
             where = f"engine {self.name!r} searching request {i}"
             ns, k = search_request(req, "namespace", where)
-            flag = req.get("exact", False)
+            flag = default(req, "exact")
             if not isinstance(flag, bool):
                 raise ValueError(f"{where}: 'exact' must be true or false, got {flag!r}")
             namespaces.append(ns)

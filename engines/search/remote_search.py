@@ -26,6 +26,7 @@ import asyncio
 from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
+from engines.requests import PrimOp
 from engines.postgres.vector_store import search_request
 from engines.protocol import EngineProfile, profile_with
 
@@ -66,7 +67,7 @@ def parse_results(body: Any, where: str) -> list[dict[str, Any]]:
 class RemoteSearchEngine:
     """Searches over a remote HTTP search API (op "searching"); see the module docstring."""
 
-    ops = frozenset({"searching"})
+    ops = frozenset({PrimOp.SEARCHING})
     default_profile = EngineProfile(max_batch=1, max_efficient_batch=1, max_inflight=64)
 
     def __init__(self, name: str, *, url: str, timeout: float = 10.0, max_connections: int = 64,

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+from engines.requests import PrimOp
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.postgres.vector_store import check_no_nul, search_request, validate_identifier
 from engines.protocol import EngineProfile, profile_with
@@ -78,7 +79,7 @@ class TextSearchEngine:
     word, ranked; "all": websearch syntax), progress (print loading progress), pool_min / pool_max
     (connections), max_batch (64), max_efficient_batch (16)."""
 
-    ops = frozenset({"searching"})
+    ops = frozenset({PrimOp.SEARCHING})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=16)
 
     def __init__(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from engines.requests import PrimOp
 from engines.models import MINILM, resolve_model
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
@@ -23,7 +24,7 @@ class EmbeddingEngine(SentenceTransformersAdapter):
     batch size of every forward pass of the model, so a test can check that a batch is one model call.
     """
 
-    ops = frozenset({"embedding"})
+    ops = frozenset({PrimOp.EMBEDDING})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
     @staticmethod

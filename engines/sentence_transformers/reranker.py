@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engines.requests import PrimOp
 from engines.models import MINILM, resolve_model
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
@@ -21,7 +22,7 @@ class RerankerEngine(SentenceTransformersAdapter):
     (the embedding model for the default; "all-minilm-l6-v2"), device (None = library choice),
     max_batch (64), max_efficient_batch (32), torch_threads, exclusive (see SentenceTransformersAdapter)."""
 
-    ops = frozenset({"reranking"})
+    ops = frozenset({PrimOp.RERANKING})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
     @staticmethod

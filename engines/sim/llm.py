@@ -44,7 +44,7 @@ from engines.sim.text import (ASSISTANT_TURN, LengthSampler, continuation_ids, o
                               prompt_ids, resize_prompt)
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.llm_text.split_parser import SplitParser
-from engines.vllm.requests import DECODE_OPS, PREFILL_OPS, check_request
+from engines.llm_text.llm_requests import DECODE_OPS, PREFILL_OPS, check_request
 
 class SimLLM(SimAdmission):
     """See the module docstring. `cost`: an IterationCost or its fields as a dict; `lengths`: recorded

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable
 
+from engines.requests import PrimOp
 from engines.protocol import EngineProfile
 
 
 class StepDecoder:
     """See the module docstring. `max_batch` / `max_efficient_batch` form its profile."""
 
-    ops = frozenset({"decoding"})
+    ops = frozenset({PrimOp.DECODING})
 
     def __init__(self, name: str, step: float = 0.01, max_batch: int = 64, max_efficient_batch: int = 8) -> None:
         self.name = name

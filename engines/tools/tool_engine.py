@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
 from urllib.parse import quote, urlsplit
 
+from engines.requests import PrimOp
 from engines.tools.builtin import add_days, calculator, convert_units, days_between, today, weekday
 from engines.protocol import EngineProfile, profile_with
 
@@ -73,7 +74,7 @@ class ToolEngine:
     add the `wikipedia` lookup), http_tools (list of HTTP tool specs), timeout (seconds per call,
     default 10), max_batch (32), max_efficient_batch (8)."""
 
-    ops = frozenset({"tool"})
+    ops = frozenset({PrimOp.TOOL})
     # tools wait on services or threads, not on a shared device: batches overlap
     default_profile = EngineProfile(max_batch=32, max_efficient_batch=8, max_inflight=64)
 

@@ -75,7 +75,7 @@ async def measure_costs(engine: Any, token_id: int, override: dict[str, float] |
 async def _prefill_seconds(engine: Any, token_id: int, n: int, repeats: int = 2) -> float:
     from vllm import SamplingParams
 
-    from engines.vllm.requests import tokens_prompt
+    from engines.llm_text.llm_requests import tokens_prompt
 
     best = float("inf")
     for _ in range(repeats):

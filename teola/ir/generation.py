@@ -1,9 +1,11 @@
 """LLM generation settings every call starts from (a node's config, a `Program.call` keyword or a
-request overrides them). The one place these defaults live."""
+request overrides them), taken from the engine requests' one table of defaults."""
 from __future__ import annotations
 
+from engines.requests import REQUEST_DEFAULTS
+
 GEN_KEYS = ("max_tokens", "temperature", "stop")
-DEFAULT_GEN: dict[str, object] = {"max_tokens": 128, "temperature": 0.0, "stop": None}
+DEFAULT_GEN: dict[str, object] = {k: REQUEST_DEFAULTS[k] for k in GEN_KEYS}
 
 MAX_TOKENS_LIMIT = 32_768   # far above any context window shipped; stops absurd budgets early
 MAX_TEMPERATURE = 2.0

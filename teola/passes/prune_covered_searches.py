@@ -23,6 +23,7 @@ per query with `{"passes": {"prune_covered_searches": false}}`.
 """
 from __future__ import annotations
 
+from engines.requests import default
 from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
 from teola.passes.result import PassResult
@@ -74,20 +75,20 @@ def _prune_gather(g: Graph, gather: Primitive, chunks: int) -> list[str]:
         if g.nx.has_edge(writers[k], gather.id):
             g.disconnect(writers[k], gather)
     for r in readers:
-        r.num_requests = max(1, min(chunks, int(first.args.get("top_k", chunks))))
+        r.num_requests = max(1, min(chunks, int(default(first.args, "top_k"))))
     return rest
 
 
 def _covers(search: Primitive, chunks: int) -> bool:
     """One query's search that returns every chunk of the index."""
     return (search.op is PrimOp.SEARCHING and search.num_requests == 1
-            and 0 < chunks <= int(search.args.get("top_k", 0)))
+            and 0 < chunks <= int(default(search.args, "top_k")))
 
 
 def _ranks_alike(g: Graph, search: Primitive, reranker: Primitive, writers: dict[str, int]) -> bool:
     """The reranker orders texts by the score `search` ranked the whole index by, and keeps no more
     than `search` returned."""
-    top_n, top_k = reranker.args.get("top_n", 0), search.args.get("top_k", 0)
+    top_n, top_k = reranker.args.get("top_n", 0), default(search.args, "top_k")
     if search.op is not PrimOp.SEARCHING or search.num_requests != 1 or not 0 < top_n <= top_k:
         return False
     scorer = _ranks_by(g, reranker)

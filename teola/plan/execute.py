@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engines.requests import default
 from teola.plan import prompts
 from teola.plan.cost import Plan
 from teola.plan.job import Job, load_job
@@ -225,7 +226,7 @@ class Executor:
             upstream = [self.outputs[m][r.after]]
         spec = self.job.models[m]
         req = {"parts": [["question", prompts.build(r.stage, r.inputs, upstream)]], "max_tokens": r.max_tokens,
-               "temperature": float(spec.engine.get("temperature", 0.0)), "seed": int(spec.engine.get("seed", 0))}
+               "temperature": float(default(spec.engine, "temperature")), "seed": int(spec.engine.get("seed", 0))}
         out = (await engine.execute("decoding", [req]))[0]
         self.outputs[m][r.key] = out["text"]
         self.running[m].tasks.pop(r.key, None)

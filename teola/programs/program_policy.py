@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from engines.requests import default
 from teola.programs.process_table import ProcessTable
 from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy
 from teola.programs.program_queues import Priority, ProgramQueues
@@ -204,7 +205,7 @@ class ProgramPolicy(Policy):
 def _decoded(request: dict[str, Any], result: Any) -> float:
     if isinstance(result, dict) and isinstance(result.get("num_output_tokens"), (int, float)):
         return float(result["num_output_tokens"])
-    if not request.get("complete", True):
+    if not default(request, "complete"):
         return 0.0
     n = request.get("max_tokens")
     return float(n) if isinstance(n, (int, float)) and n > 0 else 0.0

@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable
 
-from teola.ir.generation import DEFAULT_GEN
+from engines.requests import (EmbeddingRequest, IngestionRequest, LLMRequest, RerankRequest, TextSearchRequest,
+                             ToolRequest, VectorSearchRequest, default)
 from teola.ir.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref, key_range
@@ -113,14 +114,13 @@ def map_items(prim: Primitive, values: dict[str, Any]) -> tuple[int, list[tuple[
 
 
 # ---- requests -----------------------------------------------------------------------------------
-def llm_request(parts: list[list[str]], complete: bool, gen: dict[str, Any], priority: int = 0) -> dict[str, Any]:
+def llm_request(parts: list[list[str]], complete: bool, gen: dict[str, Any], priority: int = 0) -> LLMRequest:
     """One LLM request (engines/protocol.py); "ignore_eos" is added only when `gen` turns it on, and
     "max_items" when a split output asks for a fixed number of items (`n_items`): the engine stops
     decoding once that many items are out instead of running on to max_tokens."""
-    req = {"parts": parts, "complete": complete,
-           "max_tokens": gen.get("max_tokens", DEFAULT_GEN["max_tokens"]),
-           "temperature": gen.get("temperature", DEFAULT_GEN["temperature"]),
-           "stop": gen.get("stop", DEFAULT_GEN["stop"]), "priority": priority, "split": gen.get("split")}
+    req: LLMRequest = {"parts": parts, "complete": complete, "max_tokens": default(gen, "max_tokens"),
+                       "temperature": default(gen, "temperature"), "stop": default(gen, "stop"),
+                       "priority": priority, "split": default(gen, "split")}
     if gen.get("ignore_eos"):
         req["ignore_eos"] = True
     if gen.get("split") and gen.get("n_items"):
@@ -137,30 +137,30 @@ def kv_value(values: dict[str, Any], prim: Primitive) -> dict[str, Any]:
 
 
 def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0) -> list[dict[str, Any]]:
-    """The engine requests of one primitive (engines/protocol.py shapes), in item order."""
+    """The engine requests of one primitive (engines/requests.py types), in item order."""
     op = prim.op
     a = prim.args
     if op is PrimOp.EMBEDDING:
         _, items = map_items(prim, values)
-        return [{"text": _text(it[0], prim)} for it in items]
+        return [EmbeddingRequest(text=_text(it[0], prim)) for it in items]
     if op is PrimOp.INGESTION:
         ns = _namespace(values, prim)
         first, items = map_items(prim, values)
         if len(a["map"]) < 2:
             raise PrimitiveInputError(f"{prim.name}: ingestion maps over (embeddings, chunks), got {a['map']!r}")
-        return [{"namespace": ns, "text": _text(chunk, prim), "embedding": emb, "meta": {"chunk": first + i}}
+        return [IngestionRequest(namespace=ns, text=_text(chunk, prim), embedding=emb, meta={"chunk": first + i})
                 for i, (emb, chunk, *_) in enumerate(items)]
     if op is PrimOp.SEARCHING:
-        top_k = a.get("top_k", 16)
+        top_k = default(a, "top_k")
         _, items = map_items(prim, values)
         if a.get("text_query"):
-            return [{"query": _text(it[0], prim), "top_k": top_k} for it in items]
+            return [TextSearchRequest(query=_text(it[0], prim), top_k=top_k) for it in items]
         ns = _namespace(values, prim)
         exact = bool(a.get("own_namespace"))  # the query's own chunks only: an exact scan is cheap
-        return [{"namespace": ns, "embedding": it[0], "top_k": top_k, "exact": exact} for it in items]
+        return [VectorSearchRequest(namespace=ns, embedding=it[0], top_k=top_k, exact=exact) for it in items]
     if op is PrimOp.RERANKING:
         question, texts = _rerank_inputs(prim, values)
-        return [{"query": question, "text": t} for t in texts]
+        return [RerankRequest(query=question, text=t) for t in texts]
     if op in PREFILL_OPS:
         parts = resolve_parts(a["parts"], values)
         return [llm_request(parts, op is not PrimOp.PARTIAL_PREFILLING, {"max_tokens": 1}, priority)]
@@ -322,4 +322,4 @@ def _tool_call(item: Any, allowed: list[str], prim: Primitive) -> dict[str, Any]
         raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r}: 'args' must be an object, got {args!r}")
     if allowed and call["tool"] not in allowed:
         raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r} is not allowed here; allowed tools: {allowed}")
-    return {"tool": call["tool"], "args": args}
+    return ToolRequest(tool=call["tool"], args=args)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from teola.ir.generation import DEFAULT_GEN
+from engines.requests import default
 from teola.ir.ops import DECODE_OPS, LLM_OPS, PREFILL_OPS, PrimOp
 
 # engine kind -> gen_ai.provider.name (teola serves these engines itself; the kind names the runtime)
@@ -78,8 +78,8 @@ def llm_attributes(entry: dict[str, Any], op: PrimOp, args: dict[str, Any]) -> d
     fills the KV cache the decode continues from), so its max_tokens is 1 and it has no output."""
     prefill = op in PREFILL_OPS and not entry.get("fused_into")
     attrs: dict[str, Any] = {
-        "gen_ai.request.max_tokens": 1 if prefill else int(args.get("max_tokens", DEFAULT_GEN["max_tokens"])),
-        "gen_ai.request.temperature": float(args.get("temperature", DEFAULT_GEN["temperature"])),
+        "gen_ai.request.max_tokens": 1 if prefill else int(default(args, "max_tokens")),
+        "gen_ai.request.temperature": float(default(args, "temperature")),
     }
     usage = (("num_prompt_tokens", "gen_ai.usage.input_tokens"),
              ("num_cached_tokens", "gen_ai.usage.cache_read.input_tokens"),

@@ -11,7 +11,7 @@ import pytest
 
 from engines.sim.llm import SimLLM
 from engines.sim.step_decoder import StepDecoder
-from engines.vllm.requests import _token_ids, check_continuation
+from engines.llm_text.llm_requests import _token_ids, check_continuation
 from teola.ir.engine_spec import Engine
 from teola.runtime import Runtime
 from teola.runtime.policy_registry import Limits, RequestQueue, make_policy

@@ -88,7 +88,7 @@ def test_aborting_the_program_frees_a_preserved_kv_whose_continuation_never_come
 
 
 def test_pause_fields_are_checked():
-    from engines.vllm.requests import check_request
+    from engines.llm_text.llm_requests import check_request
     with pytest.raises(ValueError, match="kv_key"):
         check_request("decoding", {"parts": [["q", "x"]], "pause_kv": "preserve"}, 8)
     with pytest.raises(ValueError, match="pause_kv"):

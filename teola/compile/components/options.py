@@ -14,7 +14,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from engines.requests import REQUEST_DEFAULTS
 from teola.ir.generation import MAX_STOPS, MAX_TEMPERATURE, MAX_TOKENS_LIMIT
+
+WEB_SEARCH_TOP_K = 4  # web results per query: a search API answers a few pages, not an index's chunks
 
 MAX_TEXT = 20_000        # characters of one instruction or prompt part written in a config
 MAX_COUNT = 10_000       # results, items and chunks one node may ask for
@@ -71,7 +74,7 @@ class QueryEmbeddingOptions(Options):
 
 
 class SearchOptions(Options):
-    top_k: int | None = Field(None, ge=1, le=MAX_COUNT, description="Results per search query (default 16).")
+    top_k: int | None = Field(None, ge=1, le=MAX_COUNT, description=f"Results per search query (default {REQUEST_DEFAULTS['top_k']}).")
 
 
 class RerankOptions(Options):
@@ -112,7 +115,7 @@ class AgentOptions(GenOptions):
 
 
 class WebSearchOptions(Options):
-    top_k: int | None = Field(None, ge=1, le=MAX_COUNT, description="Results per search query (default 4).")
+    top_k: int | None = Field(None, ge=1, le=MAX_COUNT, description=f"Results per search query (default {WEB_SEARCH_TOP_K}).")
 
 
 class ToolOptions(Options):

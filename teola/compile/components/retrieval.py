@@ -1,9 +1,12 @@
 """Query embedding, vector search, reranking and search-engine components."""
 from __future__ import annotations
 
+from engines.requests import REQUEST_DEFAULTS
 from teola.compile.components.context import BuildContext, Port
+from teola.compile.components.options import WEB_SEARCH_TOP_K
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
+
 
 
 def decompose_query_embedding(ctx: BuildContext) -> None:
@@ -33,7 +36,7 @@ def decompose_vector_search(ctx: BuildContext) -> None:
     q = ctx.find("query_embeddings")
     question = ctx.find_optional("question_embedding")
     index = ctx.find("index")
-    top_k = ctx.int_config("top_k", 16)
+    top_k = ctx.int_config("top_k", REQUEST_DEFAULTS["top_k"])
     out = ctx.key("results")
     searches = [(question, "question_results", "search_question")] if question else []
     searches.append((q, "query_results" if question else "results", "search"))
@@ -69,7 +72,7 @@ def decompose_web_search(ctx: BuildContext) -> None:
     """Search-engine lookup of the question (or upstream queries); results become context."""
     src = ctx.find_optional("queries")
     key, n = (src.key, src.n) if src else (ctx.question(), 1)
-    top_k = ctx.int_config("top_k", 4)
+    top_k = ctx.int_config("top_k", WEB_SEARCH_TOP_K)
     p = ctx.add(Primitive(PrimOp.SEARCHING, ctx.engine(), ctx.node.name, inputs=(key,),
                           outputs=(ctx.key("results"),), args={"map": (key,), "top_k": top_k, "text_query": True},
                           num_requests=n, label="search"))

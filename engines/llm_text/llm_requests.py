@@ -1,15 +1,14 @@
-"""What one vLLM request is, before vLLM sees it: `parts` validated and rendered with the model's chat
-template (`PromptRenderer`, so a partial prefill of the first parts is a token prefix of the later full
-prompt), and a request dict checked and normalized (`check_request`)."""
+"""What one LLM request is, before an LLM engine (vLLM in process or behind HTTP, the simulated one)
+sees it: `parts` validated and rendered with the model's chat template (`PromptRenderer`, so a
+partial prefill of the first parts is a token prefix of the later full prompt), and a request dict
+checked and normalized, a missing field taking its one default (`check_request`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
 from engines.llm_text.split_parser import SPLITS
-
-PREFILL_OPS = frozenset({"prefilling", "partial_prefilling", "full_prefilling"})
-DECODE_OPS = frozenset({"decoding", "partial_decoding"})
+from engines.requests import DECODE_OPS, PREFILL_OPS, default
 
 SYSTEM_PART_NAMES = ("instruction", "system")
 PART_SEPARATOR = "\n\n"
@@ -90,7 +89,7 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
     if not isinstance(req, dict):
         raise ValueError(f"{op} request must be a dict with 'parts', got {type(req).__name__}")
     parts = validate_parts(req.get("parts"))
-    complete = req.get("complete", True)
+    complete = default(req, "complete")
     if not isinstance(complete, bool):
         raise ValueError(f"request 'complete' must be a bool, got {complete!r}")
     if op in DECODE_OPS and not complete:
@@ -98,16 +97,16 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
     max_tokens = req.get("max_tokens") or max_tokens_default
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"request 'max_tokens' must be a positive int, got {max_tokens!r}")
-    temperature = req.get("temperature", 0.0)
+    temperature = default(req, "temperature")
     if not isinstance(temperature, (int, float)) or temperature < 0:
         raise ValueError(f"request 'temperature' must be a number >= 0, got {temperature!r}")
-    stop = req.get("stop")
+    stop = default(req, "stop")
     if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
         raise ValueError(f"request 'stop' must be a list of strings or None, got {stop!r}")
-    priority = req.get("priority", 0)
+    priority = default(req, "priority")
     if not isinstance(priority, int):
         raise ValueError(f"request 'priority' must be an int (lower runs first), got {priority!r}")
-    split = req.get("split")
+    split = default(req, "split")
     if split is not None and split not in SPLITS:
         raise ValueError(f"request 'split' must be one of {', '.join(SPLITS)} or None, got {split!r}")
     max_items = req.get("max_items")
@@ -132,10 +131,10 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
     if swap_key is not None and (op not in DECODE_OPS or not isinstance(swap_key, str) or not swap_key):
         raise ValueError(f"request 'kv_swap_key' must be a non-empty string on a decoding request, got {swap_key!r}")
     return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
-            "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(req.get("ignore_eos", False)),
+            "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(default(req, "ignore_eos")),
             "seed": req.get("seed"), "max_items": max_items, "owner": owner,
-            "stream_text": bool(req.get("stream_text", False)), "cache_salt": salt, "tag": tag,
-            "progress": bool(req.get("progress", False)), "resume_ids": resume or [],
+            "stream_text": bool(default(req, "stream_text")), "cache_salt": salt, "tag": tag,
+            "progress": bool(default(req, "progress")), "resume_ids": resume or [],
             "kv_swap_key": swap_key,
             **check_pause(op, req)}
 

@@ -1,0 +1,122 @@
+"""The engine boundary's vocabulary, defined once at the lowest level: the operation names, the request
+of each operation as a TypedDict, and the default of every request field a sender may leave out.
+The runtime builds requests with these types (teola/runtime/requests.py) and every adapter reads a
+missing field's default from `REQUEST_DEFAULTS` (`default(req, field)`), so no layer writes a default
+of its own. Results per op are described in engines/protocol.py."""
+from __future__ import annotations
+
+import enum
+from typing import Any, TypedDict
+
+
+class PrimOp(str, enum.Enum):
+    """What a primitive does (Teola Table 1, plus TOOL). Values are plain strings so they cross
+    process boundaries as-is; teola.ir.ops adds the op families passes reason about."""
+
+    EMBEDDING = "embedding"
+    INGESTION = "ingestion"
+    SEARCHING = "searching"
+    RERANKING = "reranking"
+    PREFILLING = "prefilling"
+    DECODING = "decoding"
+    PARTIAL_PREFILLING = "partial_prefilling"
+    FULL_PREFILLING = "full_prefilling"
+    PARTIAL_DECODING = "partial_decoding"
+    CONDITION = "condition"
+    AGGREGATE = "aggregate"
+    TOOL = "tool"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+PREFILL_OPS = frozenset({PrimOp.PREFILLING, PrimOp.PARTIAL_PREFILLING, PrimOp.FULL_PREFILLING})
+DECODE_OPS = frozenset({PrimOp.DECODING, PrimOp.PARTIAL_DECODING})
+LLM_OPS = PREFILL_OPS | DECODE_OPS
+
+# The default of every request field a sender may leave out, in one place.
+REQUEST_DEFAULTS: dict[str, Any] = {
+    # searching
+    "top_k": 16,          # results per search query
+    "exact": False,       # vector store: exact scan instead of the approximate index
+    # LLM calls
+    "complete": True,     # False: a prompt prefix only (partial prefilling)
+    "max_tokens": 128,    # output budget of a call
+    "temperature": 0.0,   # greedy
+    "stop": None,         # stop texts
+    "priority": 0,        # engine priority; lower runs first
+    "split": None,        # how to cut a streamed output into items ("list", "jsonl")
+    "ignore_eos": False,  # decode exactly max_tokens tokens
+    "stream_text": False,  # stream ("delta", text) as it decodes
+    "progress": False,    # stream ("progress", tokens decoded so far)
+}
+
+
+def default(req: dict[str, Any], name: str) -> Any:
+    """`req[name]`, or that field's one default when the request leaves it out."""
+    return req.get(name, REQUEST_DEFAULTS[name])
+
+
+class EmbeddingRequest(TypedDict):
+    text: str
+
+
+class IngestionRequest(TypedDict):
+    namespace: str
+    text: str
+    embedding: Any  # list[float] or a numpy vector
+    meta: dict[str, Any]
+
+
+class VectorSearchRequest(TypedDict, total=False):
+    namespace: str
+    embedding: Any
+    top_k: int
+    exact: bool
+
+
+class TextSearchRequest(TypedDict, total=False):
+    query: str
+    top_k: int
+
+
+class RerankRequest(TypedDict):
+    query: str
+    text: str
+
+
+class LLMRequest(TypedDict, total=False):
+    """One LLM call (every LLM op). `parts` is required; the rest default (REQUEST_DEFAULTS) or are
+    absent: max_items (with a split), seed, owner / tag (keys abort() names), cache_salt, resume_ids
+    and kv_swap_key (a preempted call's resume), and the fields of a call that pauses for tools
+    (continuation, pause_kv, kv_key, api, predicted_tokens, resumes_preserved)."""
+
+    parts: list[list[str]]
+    complete: bool
+    max_tokens: int
+    temperature: float
+    stop: list[str] | None
+    priority: int
+    split: str | None
+    max_items: int
+    ignore_eos: bool
+    seed: int | None
+    owner: str
+    tag: str
+    stream_text: bool
+    progress: bool
+    cache_salt: str
+    resume_ids: list[int]
+    kv_swap_key: str
+    continuation: list[Any]
+    pause_kv: str
+    kv_key: str
+    api: str
+    predicted_tokens: int
+    resumes_preserved: bool
+
+
+class ToolRequest(TypedDict, total=False):
+    tool: str
+    args: dict[str, Any]
+    on_error: str
