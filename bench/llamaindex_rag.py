@@ -432,7 +432,7 @@ def _teola_template(instruction: str, context: str, existing: str | None = None)
     """teola's synthesis prompt (`prompts.qa_parts`) as a LlamaIndex chat template with its template
     variables: a leading system part becomes the system message, the rest the user message, joined
     as the vLLM adapter joins parts."""
-    from engines.vllm.requests import PART_SEPARATOR, SYSTEM_PART_NAMES
+    from engines.llm_text.llm_requests import PART_SEPARATOR, SYSTEM_PART_NAMES
 
     parts = prompts.qa_parts("{query_str}", context, instruction, existing)
     messages = []
