@@ -5,6 +5,7 @@ skipped. Pure functions over `values` (the object store: key -> value); no I/O.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from engines.requests import (EmbeddingRequest, IngestionRequest, LLMRequest, RerankRequest, TextSearchRequest,
@@ -16,6 +17,26 @@ from teola.runtime.graph_tier.tool_segments import segment_fields, tool_requests
 
 class PrimitiveInputError(ValueError):
     """A primitive's inputs in the object store do not have the shape its op needs."""
+
+
+# ---- primitives that need no engine ----------------------------------------------------------------
+@dataclass(slots=True)
+class AtOnce:
+    """A ready primitive done without an engine: its outputs, or `skipped` (it writes none)."""
+
+    outputs: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False
+
+
+def at_once(prim: Primitive, values: dict[str, Any], skipped: set[str] | frozenset[str],
+            control: bool) -> AtOnce | None:
+    """What a primitive whose parents are done does at once: it is skipped (`is_skipped`), or it is
+    a control op the graph scheduler evaluates itself (`run_control`). None: it goes to its engine."""
+    if is_skipped(prim, values, skipped):
+        return AtOnce(skipped=True)
+    if control:
+        return AtOnce(run_control(prim, values, skipped))
+    return None
 
 
 # ---- skipping -----------------------------------------------------------------------------------
@@ -136,8 +157,12 @@ def kv_value(values: dict[str, Any], prim: Primitive) -> dict[str, Any]:
     return kv
 
 
-def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0) -> list[dict[str, Any]]:
-    """The engine requests of one primitive (engines/requests.py types), in item order."""
+def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0,
+                   fused: Primitive | None = None) -> list[dict[str, Any]]:
+    """The engine requests of one primitive (engines/requests.py types), in item order. `fused`: the
+    decode a prefill is fused into (dependent pre-scheduling: one decoding request over the full prompt)."""
+    if fused is not None:
+        return [fused_request(prim, fused, values, priority)]
     op = prim.op
     a = prim.args
     if op is PrimOp.EMBEDDING:
@@ -229,11 +254,6 @@ def decode_value(prim: Primitive, result: Any) -> Any:
         n = prim.args.get("n_items")
         return items[:n] if n else items
     return prim.args.get("start", "") + result.get("text", "")  # "start": what the turn began with (agent)
-
-
-def empty_outputs(prim: Primitive) -> dict[str, Any]:
-    """What a map primitive with no items writes."""
-    return {prim.outputs[0]: []}
 
 
 # ---- control ops --------------------------------------------------------------------------------

@@ -24,7 +24,6 @@ from teola.runtime.metrics import Metrics
 from teola.programs.pause_handling import PauseCosts
 from teola.runtime.policy_registry import DEFAULT_POLICY, Pending, make_policy, policy_names
 from teola.runtime.graph_tier.query_context import QueryContext
-from teola.runtime.requests import estimate_tokens
 from teola.runtime.result import Result
 from teola.runtime.options import backoff_option, interval_option, make_executor, query_timeout
 from teola.runtime.engine_tier.supervisor import Supervisor
@@ -293,8 +292,7 @@ class Runtime:
         loop = asyncio.get_running_loop()
         now = loop.time()
         work = CallWork(loop.create_future(), call_id, on_delta)
-        entry = Pending(program, call_id, "decoding", 0, now, [request],
-                        [estimate_tokens(request)] if sched.llm else None, now, 0, work,
+        entry = Pending(program, call_id, "decoding", 0, now, [request], None, now, 0, work,
                         None if parents is None else tuple(parents))
         sched.submit(entry)
         try:

@@ -29,7 +29,7 @@ from teola.runtime.engine_tier.run_each import run_each
 from teola.runtime.engine_tier.running_owners import RunningOwners
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
-from teola.runtime.requests import estimate_prompt_tokens
+from teola.runtime.requests import estimate_prompt_tokens, estimate_tokens
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
 
@@ -108,7 +108,10 @@ class EngineScheduler:
 
     # ---- queue ----------------------------------------------------------------------------------
     def submit(self, entry: Pending) -> None:
-        """Queue one entry (with a router: on the instance it routes to) and schedule soon."""
+        """Queue one entry (with a router: on the instance it routes to) and schedule soon. An LLM
+        engine's entries carry their requests' estimated tokens (prompt + output budget)."""
+        if self.llm and entry.tokens is None:
+            entry.tokens = [estimate_tokens(r) for r in entry.requests]
         if self.pauses is not None:  # an LLM engine
             self.pauses.prepare(entry.query_id, entry.requests, self._policy, entry.tokens)
             predict_lengths(self.length_predictor, entry.requests, self.name)

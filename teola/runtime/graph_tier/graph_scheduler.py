@@ -22,8 +22,7 @@ from teola.runtime.executors.ray_data import KEEP
 from teola.runtime.result import Result
 from teola.runtime.graph_tier.speculation import settle, tag
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
-from teola.runtime.requests import (build_requests, collect_outputs, decode_value, empty_outputs, estimate_tokens,
-                                    fused_request, is_skipped, run_control)
+from teola.runtime.requests import AtOnce, at_once, build_requests, collect_outputs
 
 log = logging.getLogger("teola.runtime")
 
@@ -135,54 +134,50 @@ class QueryRun:
             return  # a member of a fused/stream dispatch; its work releases it
         plan = self.plan
         p = plan.prims[i]
-        values = self.values
-        if is_skipped(p, values, self.skipped):
-            self.skipped.update(p.outputs)
-            t = self._now()
-            tr = self.trace[i] = self.new_trace(p, "skipped", t)
-            tr["started"] = tr["finished"] = t
-            self.ctx.metrics.skipped += 1
-            self.release(i)
+        now = at_once(p, self.values, self.skipped, plan.control[i])
+        if now is not None:  # skipped, or a control op
+            self._done_at_once(i, p, now)
             return
-        if plan.control[i]:
-            t = self._now()
-            values.update(run_control(p, values, self.skipped))
-            tr = self.trace[i] = self.new_trace(p, "ok", t)
-            tr["started"] = tr["finished"] = self._now()
-            self._count(p, tr)
-            self.release(i)
-            return
-        if self.fuse and i in plan.fuse:
-            kids = plan.fuse[i]
-            first = plan.prims[kids[0]]
-            req = fused_request(p, first, values, self.priority)
-            if first.op is PrimOp.PARTIAL_DECODING:
-                self._dispatch(DispatchWork(self, "stream", kids[0], [req], kids, prefill=i), first, p.depth)
-            else:
-                self._dispatch(DispatchWork(self, "fused", kids[0], [req], kids, prefill=i), first, p.depth)
-            self.ctx.metrics.fused += 1
-            return
+        kids = plan.fuse.get(i) if self.fuse else None
         group = plan.groups.get(i)
-        if group is not None:
-            n = self.group_ready.get(group, 0) + 1
-            self.group_ready[group] = n
-            self.state[i] = DISPATCHED
-            live = [m for m in group if self.state[m] < DONE]
-            if n < len(live):
-                return
-            reqs = build_requests(p, values, self.priority)
-            self._dispatch(DispatchWork(self, "stream", group[0], reqs, tuple(live)), p, max(plan.prims[m].depth for m in live))
+        if group is not None and not self._group_ready(i, group):
             return
-        requests = build_requests(p, values, self.priority)
-        if not requests:
-            values.update(empty_outputs(p))
-            t = self._now()
-            tr = self.trace[i] = self.new_trace(p, "ok", t)
-            tr["started"] = tr["finished"] = t
+        reqs = build_requests(p, self.values, self.priority, plan.prims[kids[0]] if kids else None)
+        if not reqs:  # a map over no items
+            self._done_at_once(i, p, AtOnce({p.outputs[0]: []}))
+            return
+        head, members, prefill, depth = i, (), None, p.depth
+        if kids:  # a prefill fused with its decode (or with the stream group that follows it)
+            head, members, prefill, p = kids[0], kids, i, plan.prims[kids[0]]
+            kind = "stream" if p.op is PrimOp.PARTIAL_DECODING else "fused"
+            self.ctx.metrics.fused += 1
+        elif group is not None:  # Partial Decoding items served by one streaming request
+            kind, head, members = "stream", group[0], tuple(m for m in group if self.state[m] < DONE)
+            depth = max(plan.prims[m].depth for m in members)
+        else:
+            kind = "prim"
+        self._dispatch(DispatchWork(self, kind, head, reqs, members, prefill), p, depth)
+
+    def _group_ready(self, i: int, group: tuple[int, ...]) -> bool:
+        """A member of a stream group is ready; True once every live member is (the group then runs)."""
+        n = self.group_ready.get(group, 0) + 1
+        self.group_ready[group] = n
+        self.state[i] = DISPATCHED
+        return n >= len([m for m in group if self.state[m] < DONE])
+
+    def _done_at_once(self, i: int, p: Primitive, now: AtOnce) -> None:
+        """A primitive that needs no engine: its outputs go in (or are marked skipped) and it is released."""
+        t = self._now()
+        if now.skipped:
+            self.skipped.update(p.outputs)
+            self.ctx.metrics.skipped += 1
+        else:
+            self.values.update(now.outputs)
+        tr = self.trace[i] = self.new_trace(p, "skipped" if now.skipped else "ok", t)
+        tr["started"] = tr["finished"] = t
+        if not now.skipped:
             self._count(p, tr)
-            self.release(i)
-            return
-        self._dispatch(DispatchWork(self, "prim", i, requests), p, p.depth)
+        self.release(i)
 
     def _settle(self, p: Primitive) -> None:
         for key in p.outputs if self.plan.speculative else ():
@@ -201,9 +196,8 @@ class QueryRun:
             for r in reqs:
                 r["cache_salt"] = self.cache_salt
         tag(self, p, reqs)
-        tokens = [estimate_tokens(r) for r in reqs] if p.engine in self.ctx.llm_engines else None
         now = self.loop.time()
-        entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, tokens, self.t0, 0, work)
+        entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, None, self.t0, 0, work)
         work.entry = entry
         rel = now - self.t0
         for i in work.traced():
@@ -273,7 +267,7 @@ class QueryRun:
         result = work.res[0]
         self.ctx.metrics.observe_llm(result)
         values[pre.outputs[0]] = _fused_state(work.requests[0], result)
-        values.update({d.outputs[0]: decode_value(d, result)})
+        values.update(collect_outputs(d, work.requests, work.res))
         self._finish_trace(work.prefill, t, result)["fused_into"] = d.name
         self._finish_trace(work.idx, t, result)["fused_with"] = pre.name
         self.state[work.idx] = DONE

@@ -14,7 +14,7 @@ from teola.runtime.metrics import Metrics
 @dataclass(slots=True, frozen=True)
 class QueryContext:
     """submit(engine, entry) queues an entry on an engine scheduler; withdraw(engine, entry) drops
-    it if still queued; llm_engines: engines whose entries carry token estimates; prescheduling:
+    it if still queued; llm_engines: the LLM engines (cache salts and speculation tags go to their requests); prescheduling:
     the default for fusing a prefill into its decode; ended(run, error or None, latency) is called
     once per query; cleanup(run) drops a failed query's namespace in the background; remote_data:
     the executor keeps intermediate outputs that only engines read on its side (Ray "refs" path)."""
