@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engines.llm_text.split_parser import SPLITS
-from engines.requests import DECODE_OPS, PREFILL_OPS, default
+from engines.requests import DECODE_OPS, default
 
 SYSTEM_PART_NAMES = ("instruction", "system")
 PART_SEPARATOR = "\n\n"

@@ -24,7 +24,8 @@ from engines.openai.http_client import RemoteClient, RemoteEngineError, check_cl
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
 from engines.llm_text.split_parser import SplitParser, emit_items
-from engines.llm_text.llm_requests import DECODE_OPS, PREFILL_OPS, PromptRenderer, check_request
+from engines.llm_text.llm_requests import PromptRenderer, check_request
+from engines.requests import DECODE_OPS, PREFILL_OPS
 
 # vLLM's own neutral values, sent explicitly so a server's defaults (`--generation-config auto`
 # reads the model's generation_config.json) cannot change what the in-process adapter would sample

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable
 from engines.kvswap.choice import SurvivalTracker
 from engines.sim.kv import Holding, block_hashes
 from engines.llm_text.split_parser import SplitParser
-from engines.llm_text.llm_requests import DECODE_OPS
+from engines.requests import DECODE_OPS
 
 Emit = Callable[[int, str, Any], Awaitable[None]]
 

@@ -44,7 +44,8 @@ from engines.sim.text import (ASSISTANT_TURN, LengthSampler, continuation_ids, o
                               prompt_ids, resize_prompt)
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.llm_text.split_parser import SplitParser
-from engines.llm_text.llm_requests import DECODE_OPS, PREFILL_OPS, check_request
+from engines.llm_text.llm_requests import check_request
+from engines.requests import DECODE_OPS, PREFILL_OPS
 
 class SimLLM(SimAdmission):
     """See the module docstring. `cost`: an IterationCost or its fields as a dict; `lengths`: recorded

@@ -28,8 +28,8 @@ from engines.paths import configure_engine_env
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.protocol import EngineProfile
 from engines.llm_text.split_parser import SplitParser, emit_items
-from engines.llm_text.llm_requests import (DECODE_OPS, PREFILL_OPS, PromptRenderer, check_request, tokens_prompt,
-                                    validate_parts)
+from engines.llm_text.llm_requests import PromptRenderer, check_request, tokens_prompt, validate_parts
+from engines.requests import DECODE_OPS, PREFILL_OPS
 from engines.vllm.layout import VLLM_KEYWORDS, parse_cpu_list, spawn_layout
 from engines.vllm import kv_swap as vllm_kv_swap
 from engines.vllm.step_stats import StepCounter, StepCounts

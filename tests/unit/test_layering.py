@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,11 +125,9 @@ def test_files_and_functions_stay_small(top):
     assert not big_funcs, f"functions over {MAX_FUNCTION_LINES} lines: {big_funcs}"
 
 
-def import_graph(files: list[Path]) -> "nx.DiGraph":
+def import_graph(files: list[Path]) -> nx.DiGraph:
     """Modules of the product as nodes, every import between two of them as an edge (imports under
     `TYPE_CHECKING` and inside functions count: a cycle hidden there is still a cycle of design)."""
-    import networkx as nx
-
     known = {module_name(p) for p in files}
     g = nx.DiGraph()
     g.add_nodes_from(known)
@@ -141,8 +140,6 @@ def import_graph(files: list[Path]) -> "nx.DiGraph":
 
 
 def test_no_import_cycles():
-    import networkx as nx
-
     cycles = sorted(" -> ".join(c + [c[0]]) for c in nx.simple_cycles(import_graph(product_files())))
     assert not cycles, "import cycles:\n" + "\n".join(cycles[:20])
 
@@ -155,7 +152,6 @@ def test_the_cycle_check_sees_type_checking_imports(tmp_path):
         a, b = tmp_path / "teola/a.py", tmp_path / "teola/b.py"
         a.write_text("from teola.b import x\n")
         b.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from teola.a import y\n")
-        import networkx as nx
         assert list(nx.simple_cycles(import_graph([a, b])))
     finally:
         ROOT = old_root

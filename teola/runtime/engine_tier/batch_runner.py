@@ -1,16 +1,23 @@
-"""How an engine scheduler's batch runs once the scheduler decided it: on the engine through the
-executor, its results handed to each entry's work, a failure isolated to the query that caused it,
-the instance's slot released when the batch lands. The scheduler decides (queue + policy -> picks);
-these functions execute, through the narrow `EngineContext`."""
+"""How an engine scheduler's batch runs once the scheduler decided it, through the narrow
+`EngineContext`: the scheduler decides (queue + policy -> picks); these functions execute.
+
+- `run_batch`: on the engine through the executor; every entry gets its results together, a
+  failure isolated to the query that caused it (`isolate`).
+- `run_each`: on an engine that batches continuously (vLLM) for a policy that `returns_each`
+  (topology-aware batching): the entries' requests go to the engine together, but each entry gets
+  its results as soon as its own requests end, not when the batch's longest one does.
+- `run_item_stream` / `item_stream`: Partial Decoding batches whose items go to their entries as
+  they are parsed; `text_stream`: batches whose requests asked for their decoded text as it comes
+  (the answer's tokens).
+The instance's slot is released (`ctx.landed`) when a batch lands."""
 from __future__ import annotations
 
 import asyncio
 import logging
 from typing import Any
 
-from teola.policies.base import Pick
+from teola.policies.base import Pending, Pick
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
-from teola.runtime.engine_tier.stream_batches import item_stream, text_stream
 from teola.runtime.engine_tier.supervisor import down_error
 from teola.runtime.executors.executor import Instance, checked_results
 
@@ -96,3 +103,110 @@ async def abort_on(ctx: EngineContext, inst: Instance, owners: list[str]) -> Non
                     type(exc).__name__, exc)
         return
     ctx.metrics.aborted_requests += int(stopped or 0)
+
+
+async def run_each(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
+                   spans: list[Span], tokens: int, picks: list[Pick]) -> None:
+    """Run the batch, one engine call per entry, all at once; hand each entry its results when they
+    land. A failure fails only the entry whose requests failed (engine down: every failed entry gets
+    the engine-down error). The batch's slot on the instance is released when its last entry lands."""
+    loop = ctx.loop
+    t0 = loop.time()
+    results: list[Any] = [None] * len(requests)
+    offsets, off = [], 0
+    for _, a, b in spans:
+        offsets.append(off)
+        off += b - a
+
+    async def one(e: Pending, a: int, b: int, at: int) -> BaseException | None:
+        try:
+            mine = requests[at:at + b - a]
+            if any(r.get("stream_text") for r in mine):  # an answer whose tokens stream to the client
+                res = await text_stream(ctx, inst, op, mine, [(e, a, b)])
+            else:
+                res = await ctx.executor.execute(inst, op, mine)
+            res = checked_results(ctx.name, res, b - a)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- reported to this entry's work below
+            return exc
+        results[at:at + b - a] = res
+        e.work.results(a, res, loop.time())
+        return None
+
+    try:
+        errors = await asyncio.gather(*(one(e, a, b, at) for (e, a, b), at in zip(spans, offsets)))
+        failed = [(e, exc) for (e, _, _), exc in zip(spans, errors) if exc is not None]
+        if failed:
+            alive = await ctx.alive(inst, failed[0][1])
+            for e, exc in failed:
+                e.work.failed(exc if alive else down_error(ctx.name, inst, exc), inst)
+        ctx.observe(picks, t0, loop.time(), results)
+    finally:
+        ctx.landed(inst, requests, spans, tokens)
+
+
+async def text_stream(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
+                       spans: list[Span]) -> list[Any]:
+    """Run a batch whose requests asked for their text as it decodes ("stream_text"): each
+    ("delta", text) goes to its work at once; the finals are the batch's results."""
+    owners = [e for e, a, b in spans for _ in range(a, b)]
+    finals: list[Any] = [None] * len(requests)
+    got = 0
+    async for idx, kind, payload in ctx.executor.stream(inst, op, requests):
+        if not 0 <= idx < len(owners):
+            raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {len(owners)}-request batch")
+        if kind == "delta":
+            owners[idx].work.delta(payload, ctx.loop.time())
+        elif kind == "final":
+            finals[idx] = payload
+            got += 1
+    if got != len(requests):
+        raise RuntimeError(f"engine {ctx.name!r} ended a stream with {got} of {len(requests)} final results")
+    return finals
+
+
+async def item_stream(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
+                      owners: list[Pending], isolate: bool) -> list[Any] | None:
+    """Run one streaming batch. If it fails, requests that already streamed something fail; the
+    others are retried one query at a time (when the batch mixed queries) so only the culprit fails."""
+    open_ = set(range(len(owners)))
+    heard: set[int] = set()
+    finals: list[Any] = [None] * len(owners)
+    try:
+        async for idx, kind, payload in ctx.executor.stream(inst, op, requests):
+            if not 0 <= idx < len(owners):
+                raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} "
+                                   f"of a {len(owners)}-request batch")
+            t = ctx.loop.time()
+            heard.add(idx)
+            if kind == "item":
+                owners[idx].work.item(payload, t)
+            elif kind == "final":
+                open_.discard(idx)
+                finals[idx] = payload
+                owners[idx].work.final(payload, t)
+            else:
+                raise RuntimeError(f"engine {ctx.name!r} streamed an event of kind {kind!r} "
+                                   "(expected 'item' or 'final')")
+        if open_:
+            raise RuntimeError(f"engine {ctx.name!r} ended a stream without a final result "
+                               f"for {len(open_)} request(s)")
+        return finals
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        if not await ctx.alive(inst, exc):
+            for i in sorted(open_):
+                owners[i].work.failed(down_error(ctx.name, inst, exc), inst)
+            return None
+        retry = [i for i in sorted(open_) if i not in heard]
+        queries = {owners[i].query_id for i in retry}
+        for i in sorted(open_):
+            if i in heard or not isolate or len({o.query_id for o in owners}) == 1:
+                owners[i].work.failed(exc, inst)
+        if isolate and len({o.query_id for o in owners}) > 1:
+            for qid in queries:
+                mine = [i for i in retry if owners[i].query_id == qid]
+                await item_stream(ctx, inst, op, [requests[i] for i in mine], [owners[i] for i in mine], False)
+        return None

@@ -1,7 +1,7 @@
 """`EngineContext`: what the code that runs an engine's batches needs of its engine scheduler, as one
-narrow object the scheduler builds (the batch runner, `run_each`, the streaming runs and the
-preemptor take it instead of the scheduler). It holds the scheduler's executor, metrics and loop,
-the record of running owners, and callbacks; nothing here reaches back into the scheduler."""
+narrow object the scheduler builds (the batch runner and the preemptor take it instead of the
+scheduler). It holds the scheduler's executor, metrics and loop, the record of running owners, and
+callbacks; nothing here reaches back into the scheduler."""
 from __future__ import annotations
 
 import asyncio

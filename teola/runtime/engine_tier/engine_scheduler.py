@@ -22,10 +22,9 @@ from teola.policies.base import Limits, Pending, Pick, Policy, RequestQueue
 from teola.programs.length_predictions import predict_lengths
 from teola.programs.pause_handling import PauseBook
 from teola.programs.process_table import ProcessTable
-from teola.runtime.engine_tier.batch_runner import abort_on, run_batch, run_item_stream
+from teola.runtime.engine_tier.batch_runner import abort_on, run_batch, run_each, run_item_stream
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.preemption import Preemptor
-from teola.runtime.engine_tier.run_each import run_each
 from teola.runtime.engine_tier.running_owners import RunningOwners
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
@@ -36,7 +35,7 @@ STREAM_OP = PrimOp.PARTIAL_DECODING.value
 
 class EngineScheduler:
     """Batches the queued requests of one engine onto its instances: it decides (queue + policy ->
-    picks, on which instance); the batch runner (batch_runner, run_each, preemption) executes,
+    picks, on which instance); the batch runner (batch_runner, preemption) executes,
     through the narrow `EngineContext` this scheduler builds.
 
     Work enters with `submit(entry)`; scheduling runs on the next loop iteration (so everything

@@ -16,7 +16,7 @@ from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
 from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.policies.base import Pending
 from teola.runtime.graph_tier.query_context import QueryContext
-from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED, WAITING
+from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED
 from teola.runtime.graph_tier.query_work import DispatchWork
 from teola.runtime.executors.ray_data import KEEP
 from teola.runtime.result import Result
