@@ -55,7 +55,9 @@ class SwapIndex:
         if block_size < 1 or record_bytes < 1 or capacity_bytes < 0:
             raise ValueError(f"bad swap index geometry: block_size {block_size}, record_bytes {record_bytes}, "
                              f"capacity_bytes {capacity_bytes}")
-        self.block_size, self.record_bytes, self.capacity_bytes = block_size, record_bytes, capacity_bytes
+        self.block_size = block_size
+        self.record_bytes = record_bytes
+        self.capacity_bytes = capacity_bytes
         self.entries: OrderedDict[str, _Entry] = OrderedDict()
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._jobs = SwapJobs()

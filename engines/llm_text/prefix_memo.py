@@ -28,7 +28,8 @@ class PrefixMemo:
     def __init__(self, block_size: int, capacity: int = 4096) -> None:
         if block_size < 1 or capacity < 1:
             raise ValueError(f"PrefixMemo needs block_size >= 1 and capacity >= 1, got {block_size}, {capacity}")
-        self.block_size, self.capacity = block_size, capacity
+        self.block_size = block_size
+        self.capacity = capacity
         self._seen: OrderedDict[tuple, None] = OrderedDict()
 
     def _key(self, ids: Sequence[int], salt: str | None) -> tuple | None:

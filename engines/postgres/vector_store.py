@@ -38,6 +38,7 @@ import numpy as np
 
 from engines.requests import PrimOp, default
 from engines.postgres.pool import close_pool, open_pool, pool_health
+from engines.request_checks import check_no_nul, search_request
 from engines.protocol import EngineProfile, profile_with
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
@@ -51,37 +52,6 @@ def validate_identifier(value: Any, option: str) -> str:
             f"digit, at most 48 characters)"
         )
     return value
-
-
-def search_request(req: Any, key: str, where: str) -> tuple[str, int]:
-    """A searching request's text field `key` (no NUL) and its top_k (default: engines.requests), validated."""
-    if not isinstance(req, dict):
-        raise TypeError(f"{where}: expected a dict, got {type(req).__name__}")
-    value, k = req.get(key), default(req, "top_k")
-    if not isinstance(value, str):
-        raise ValueError(f"{where}: {key!r} must be a str, got {type(value).__name__}")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"{where}: 'top_k' must be a positive int, got {k!r}")
-    check_no_nul(value, f"{where}: {key}")
-    return value, k
-
-
-def check_no_nul(value: Any, what: str) -> None:
-    """Raise ValueError if a str (or any str inside dict/list) holds a NUL character."""
-    if isinstance(value, str):
-        pos = value.find("\x00")
-        if pos >= 0:
-            raise ValueError(
-                f"{what} contains a NUL character (\\x00) at offset {pos}; PostgreSQL text cannot store "
-                f"it: remove or replace NUL characters before ingestion"
-            )
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            check_no_nul(k, f"{what} key")
-            check_no_nul(v, f"{what}[{k!r}]")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            check_no_nul(v, f"{what}[{i}]")
 
 
 class PgVectorEngine:
@@ -132,7 +102,8 @@ class PgVectorEngine:
         self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
         self._dsn_option = dsn
         self._data_dir = data_dir
-        self._pool_min, self._pool_max = pool_min, pool_max
+        self._pool_min = pool_min
+        self._pool_max = pool_max
         self._pool: Any = None
         self._dsn: str | None = None
 

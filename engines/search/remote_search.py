@@ -27,7 +27,7 @@ from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
 from engines.requests import PrimOp
-from engines.postgres.vector_store import search_request
+from engines.request_checks import search_request
 from engines.protocol import EngineProfile, profile_with
 
 

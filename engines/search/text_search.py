@@ -29,7 +29,8 @@ from typing import Any, AsyncIterator
 
 from engines.requests import PrimOp
 from engines.postgres.pool import close_pool, open_pool, pool_health
-from engines.postgres.vector_store import check_no_nul, search_request, validate_identifier
+from engines.postgres.vector_store import validate_identifier
+from engines.request_checks import check_no_nul, search_request
 from engines.protocol import EngineProfile, profile_with
 
 _COPY_CHUNK = 2000
@@ -105,9 +106,11 @@ class TextSearchEngine:
         self.match = match
         self.progress = progress
         self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
-        self._dsn_option, self._data_dir = dsn, data_dir
+        self._dsn_option = dsn
+        self._data_dir = data_dir
         self._dsn: str | None = None
-        self._pool_min, self._pool_max = pool_min, pool_max
+        self._pool_min = pool_min
+        self._pool_max = pool_max
         self._pool: Any = None
         self.loaded_rows: int | None = None
         self.load_seconds: float = 0.0

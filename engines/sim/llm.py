@@ -70,14 +70,19 @@ class SimLLM(SimAdmission):
             raise ValueError(f"sim engine {name!r}: preemption must be 'recompute' or 'swap', got {preemption!r}")
         self.name = name
         self.cost = cost if isinstance(cost, IterationCost) else IterationCost(**(cost or {}))
-        self.max_num_seqs, self.budget = max_num_seqs, max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        self.budget = max_num_batched_tokens
         self.pool = BlockPool(num_blocks, block_size, prefix_caching=enable_prefix_caching)
         # partial prefills answered at once, as the vLLM adapter answers them (engines/llm_text/prefix_memo.py)
         self.prefixes = PrefixMemo(block_size) if skip_known_prefixes else None
-        self.token_ratio, self.template_tokens = token_ratio, template_tokens
-        self.max_model_len, self.max_tokens, self.n_items = max_model_len, max_tokens, n_items
+        self.token_ratio = token_ratio
+        self.template_tokens = template_tokens
+        self.max_model_len = max_model_len
+        self.max_tokens = max_tokens
+        self.n_items = n_items
         self.sampler = LengthSampler(lengths, seed)
-        self.scheduling, self.preemption = scheduling, preemption
+        self.scheduling = scheduling
+        self.preemption = preemption
         self.swap_seconds_per_block = swap_seconds_per_block
         self.abort_kv = abort_kv
         self.device = device  # its share of a machine other simulated engines use (engines/sim/device.py)

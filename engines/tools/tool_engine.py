@@ -42,7 +42,8 @@ class ToolError(RuntimeError):
 
     def __init__(self, message: str, tool: str, index: int) -> None:
         super().__init__(message)
-        self.tool, self.index = tool, index
+        self.tool = tool
+        self.index = index
 
 
 class ToolBatchError(RuntimeError):

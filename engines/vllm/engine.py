@@ -30,7 +30,8 @@ from engines.protocol import EngineProfile
 from engines.llm_text.split_parser import SplitParser, emit_items
 from engines.llm_text.llm_requests import PromptRenderer, check_request, tokens_prompt, validate_parts
 from engines.requests import DECODE_OPS, PREFILL_OPS
-from engines.vllm.layout import VLLM_KEYWORDS, parse_cpu_list, spawn_layout
+from engines.vllm.layout import spawn_layout
+from engines.vllm.options import check_options
 from engines.vllm import kv_swap as vllm_kv_swap
 from engines.vllm.step_stats import StepCounter, StepCounts
 
@@ -87,52 +88,38 @@ class VLLMEngine:
                  cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
                  kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None,
                  step_stats: bool = False, skip_known_prefixes: bool = True):
-        for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
-                             ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"engine {name!r}: option {field} must be a positive int, got {value!r}")
-        for field, value in (("max_num_batched_tokens", max_num_batched_tokens), ("block_size", block_size),
-                             ("max_efficient_batch", max_efficient_batch)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"engine {name!r}: option {field} must be a positive int or omitted, got {value!r}")
-        if device not in (None, "cpu", "cuda", "xpu", "tpu", "rocm"):
-            raise ValueError(f"engine {name!r}: option device must be one of cpu, cuda, xpu, tpu, rocm "
-                             f"(or omitted to use the platform vLLM was built for), got {device!r}")
-        if kv_cache_space_gib is not None and (not isinstance(kv_cache_space_gib, int) or kv_cache_space_gib < 1):
-            raise ValueError(f"engine {name!r}: option kv_cache_space_gib must be a whole number of GiB >= 1 "
-                             f"(vLLM's VLLM_CPU_KVCACHE_SPACE), got {kv_cache_space_gib!r}")
-        if cpu_threads_bind is not None and (not isinstance(cpu_threads_bind, str) or not cpu_threads_bind.strip()):
-            raise ValueError(f"engine {name!r}: option cpu_threads_bind must be 'auto', 'nobind' or a CPU list "
-                             f"such as '0' or '0-1', got {cpu_threads_bind!r}")
-        if worker_process is not None and not isinstance(worker_process, bool):
-            raise ValueError(f"engine {name!r}: option worker_process must be true, false or omitted, "
-                             f"got {worker_process!r}")
-        if cpu_threads_bind is not None and cpu_threads_bind not in VLLM_KEYWORDS:
-            try:
-                parse_cpu_list(cpu_threads_bind)
-            except ValueError as e:
-                raise ValueError(f"engine {name!r}: option cpu_threads_bind: {e}") from None
-        if engine_args is not None and not isinstance(engine_args, dict):
-            raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
+        check_options(name, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+                      tensor_parallel_size=tensor_parallel_size, max_tokens=max_tokens,
+                      max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+                      max_efficient_batch=max_efficient_batch, device=device, kv_cache_space_gib=kv_cache_space_gib,
+                      cpu_threads_bind=cpu_threads_bind, worker_process=worker_process, engine_args=engine_args)
         vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
-        self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs, self.swap_costs = kv_swap, kv_swap_bytes, kv_swap_costs, None
+        self.kv_swap = kv_swap
+        self.kv_swap_bytes = kv_swap_bytes
+        self.kv_swap_costs = kv_swap_costs
+        self.swap_costs = None
         self.steps = StepCounter() if step_stats else None
-        self.skip_known_prefixes, self.prefixes = bool(skip_known_prefixes), None  # a PrefixMemo once started
-        self.name, self.model = name, model
+        self.skip_known_prefixes = bool(skip_known_prefixes)
+        self.prefixes = None  # a PrefixMemo once started
+        self.name = name
+        self.model = model
         self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
                         "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
                         "gpu_memory_utilization": gpu_memory_utilization, "enforce_eager": enforce_eager,
                         "tensor_parallel_size": tensor_parallel_size, "seed": seed}
-        self.device, self.kv_cache_space_gib = device, kv_cache_space_gib
+        self.device = device
+        self.kv_cache_space_gib = kv_cache_space_gib
         self.engine_args = dict(engine_args or {})
-        self.max_tokens, self.shutdown_timeout = max_tokens, shutdown_timeout
+        self.max_tokens = max_tokens
+        self.shutdown_timeout = shutdown_timeout
         self.cpu_threads_bind = cpu_threads_bind
         self.worker_process_option = worker_process
         self.worker_process: bool | None = None  # the layout in force, once started
         self.profile = EngineProfile(max_batch=max_num_seqs,
                                      max_efficient_batch=min(max_efficient_batch or self.default_profile.max_efficient_batch, max_num_seqs),
                                      context_window=max_model_len, max_inflight=max_num_seqs)
-        self.step_tokens, self.block_size = max_num_batched_tokens, block_size
+        self.step_tokens = max_num_batched_tokens
+        self.block_size = block_size
         self.renderer: PromptRenderer | None = None
         self._engine = None
         self._request_ids = itertools.count()

@@ -47,8 +47,11 @@ class ServeProcess:
 
     def __init__(self, model: str = "smollm2-135m-instruct", max_num_seqs: int = 16, kv_cache_space_gib: int = 1,
                  start_timeout: float = 600.0, dev_mode: bool = True) -> None:
-        self.model, self.max_num_seqs = model, max_num_seqs
-        self.kv_cache_space_gib, self.start_timeout, self.dev_mode = kv_cache_space_gib, start_timeout, dev_mode
+        self.model = model
+        self.max_num_seqs = max_num_seqs
+        self.kv_cache_space_gib = kv_cache_space_gib
+        self.start_timeout = start_timeout
+        self.dev_mode = dev_mode
         self.proc = None
         self.url = ""
 

@@ -45,7 +45,10 @@ class Executor:
     """Runs one job's workload through the stages of a plan (see the module docstring)."""
 
     def __init__(self, job: Job, wl: Workload, devices: list[int], say: Say, make_engine: Callable[..., Any]) -> None:
-        self.job, self.wl, self.say, self.make_engine = job, wl, say, make_engine
+        self.job = job
+        self.wl = wl
+        self.say = say
+        self.make_engine = make_engine
         self.free = list(devices)
         self.outputs: dict[str, dict[int, str]] = {m: {} for m in wl.requests}
         self.running: dict[str, _Running] = {}

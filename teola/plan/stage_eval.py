@@ -50,7 +50,9 @@ class StageEval:
     """Simulations of candidate stages from one state (cached per model, plan and upstream plans)."""
 
     def __init__(self, wl: Workload, state: State, gpus: int) -> None:
-        self.wl, self.state, self.gpus = wl, state, gpus
+        self.wl = wl
+        self.state = state
+        self.gpus = gpus
         self.cache: dict[tuple, ModelRun] = {}
         self.sims = 0
 

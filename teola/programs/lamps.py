@@ -72,8 +72,11 @@ class LAMPSPolicy(Policy):
             raise ValueError(f"lamps: refresh must be an int >= 1 (rounds between score updates), got {refresh!r}")
         if not step_s > 0 or fwd_s_per_token < 0 or (swap_s_per_token is not None and swap_s_per_token < 0):
             raise ValueError("lamps: step_s must be > 0 and the per-token costs >= 0")
-        self.starvation, self.refresh = starvation, refresh
-        self.step_s, self.fwd_s, self.swap_s = step_s, fwd_s_per_token, swap_s_per_token
+        self.starvation = starvation
+        self.refresh = refresh
+        self.step_s = step_s
+        self.fwd_s = fwd_s_per_token
+        self.swap_s = swap_s_per_token
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"lamps: batch_size must be an int >= 1 (calls per batch) or None, got {batch_size!r}")
         self.batch_size = batch_size

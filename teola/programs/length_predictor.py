@@ -28,7 +28,11 @@ class LengthPredictor:
                  lr: float = 0.5) -> None:
         if bin_width < 1 or bins < 2 or epochs < 1 or lr <= 0 or l2 < 0:
             raise ValueError("LengthPredictor: bin_width >= 1, bins >= 2, epochs >= 1, lr > 0 and l2 >= 0 required")
-        self.bin_width, self.bins, self.l2, self.epochs, self.lr = bin_width, bins, l2, epochs, lr
+        self.bin_width = bin_width
+        self.bins = bins
+        self.l2 = l2
+        self.epochs = epochs
+        self.lr = lr
         self.mean: np.ndarray | None = None
         self.std: np.ndarray | None = None
         self.w: np.ndarray | None = None
@@ -43,10 +47,12 @@ class LengthPredictor:
         if x.ndim != 2 or len(x) != len(lengths) or len(x) == 0:
             raise ValueError(f"LengthPredictor.fit: x must be n x d with one length per row, got {x.shape} "
                              f"and {len(lengths)} lengths")
-        self.mean, self.std = x.mean(axis=0), x.std(axis=0) + 1e-8
+        self.mean = x.mean(axis=0)
+        self.std = x.std(axis=0) + 1e-08
         z = (x - self.mean) / self.std
         y = np.eye(self.bins)[self.bin_of(lengths)]
-        self.w, self.b = np.zeros((x.shape[1], self.bins)), np.zeros(self.bins)
+        self.w = np.zeros((x.shape[1], self.bins))
+        self.b = np.zeros(self.bins)
         for _ in range(self.epochs):
             p = self._proba(z)
             grad = (p - y) / len(z)

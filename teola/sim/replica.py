@@ -66,7 +66,10 @@ def simulate_replica(reqs: list[SimRequest], cost: IterationCost, max_num_seqs: 
 class _Replica:
     def __init__(self, reqs: list[SimRequest], cost: IterationCost, max_num_seqs: int, budget: int,
                  kv_tokens: int) -> None:
-        self.cost, self.max_seqs, self.budget, self.kv_cap = cost, max_num_seqs, budget, kv_tokens
+        self.cost = cost
+        self.max_seqs = max_num_seqs
+        self.budget = budget
+        self.kv_cap = kv_tokens
         self.succ = {r.after: r for r in reqs if r.after is not None}
         self.pending = [(r.ready, i, r) for i, r in enumerate(reqs) if r.after is None]
         heapq.heapify(self.pending)

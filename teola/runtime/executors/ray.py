@@ -33,7 +33,9 @@ class EngineActor:
     started lazily, so a restarted actor comes back on its own."""
 
     def __init__(self, name: str, kind: str, options: dict[str, Any], backend: Any = None) -> None:
-        self.name, self.kind, self.options = name, kind, options
+        self.name = name
+        self.kind = kind
+        self.options = options
         self.backend = backend
         self.started = False
 
