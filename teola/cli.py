@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from teola.cli_logging import run_logged, terminal_err, terminal_out, uvicorn_log_config
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
 from teola.plan.cli import PlanCliError, add_commands as add_plan_commands
 from teola.sim.cli import SimCliError, add_commands as add_sim_commands
@@ -51,22 +52,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    if getattr(args, "verbose", True):  # --verbose, or a command that starts no engines
+        return _dispatch(args)
+    return run_logged(args.command, lambda: _dispatch(args))  # engine output into a log file
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command; a user-facing failure becomes `teola: error: ...` on the terminal and an exit code."""
     try:
         return int(args.handler(args) or 0)
-    except AppNotFound as exc:
-        print(f"teola: error: {exc}", file=sys.stderr)
-        return 2
-    except CliError as exc:
-        print(f"teola: error: {exc}", file=sys.stderr)
-        return exc.code
-    except (SimCliError, PlanCliError) as exc:
-        print(f"teola: error: {exc}", file=sys.stderr)
-        return 2
+    except (AppNotFound, CliError, SimCliError, PlanCliError) as exc:
+        print(f"teola: error: {exc}", file=terminal_err(), flush=True)
+        return exc.code if isinstance(exc, CliError) else 2
     except KeyboardInterrupt:
-        print("teola: interrupted", file=sys.stderr)
+        print("teola: interrupted", file=terminal_err(), flush=True)
         return 130
     except BrokenPipeError:  # output piped into e.g. `head`, which exited early
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        os.dup2(os.open(os.devnull, os.O_WRONLY), terminal_out().fileno())
         return 0
 
 
@@ -96,14 +98,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = ServerSettings.from_env(api_key=args.api_key)
     server = create_server(apps, settings, progress=_progress)
     _progress(f"serving {', '.join(apps)} on http://{args.host}:{args.port} (docs at /docs)")
-    uvicorn.run(server, host=args.host, port=args.port, log_level=args.log_level, **uvicorn_options())
+    uvicorn.run(server, host=args.host, port=args.port, log_level=args.log_level, log_config=uvicorn_log_config(),
+                **uvicorn_options())
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Quick start: serve the app on 127.0.0.1 (a free port), send one sample query over HTTP, print the
     answer and the per-primitive timing breakdown; stop (or keep serving with --keep-serving)."""
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # keep the quick start's output readable
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if args.verbose else "INFO")  # INFO: into the log
     _engine_env()
     apps = _load_apps([args.app], args.executor)
     name = next(iter(apps))
@@ -127,7 +130,8 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
     sock.bind((args.host, args.port))
     port = sock.getsockname()[1]
     server_app = create_server(apps, ServerSettings.from_env(), progress=_progress)
-    config = uvicorn.Config(server_app, log_level="warning", lifespan="on", **uvicorn_options())
+    config = uvicorn.Config(server_app, log_level="warning", lifespan="on", log_config=uvicorn_log_config(),
+                            **uvicorn_options())
     server = uvicorn.Server(config)
     _progress(f"starting app {name!r} (real engines take a while to start: importing vLLM, loading models) ...")
     t0 = time.perf_counter()
@@ -216,7 +220,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run `python -m bench.<suite>` with the remaining arguments, from the source checkout (the
     benchmarks are not part of the installed package)."""
-    root = _checkout_root()
+    root = Path(__file__).resolve().parents[1]  # the source checkout teola runs from (where bench/ lives)
     suites = _bench_suites(root)
     if args.suite not in suites:
         raise CliError(f"unknown benchmark suite {args.suite!r}; suites: {', '.join(suites) or 'none'}"
@@ -226,21 +230,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 # ---- helpers --------------------------------------------------------------------------------------
 def _load_apps(specs: Sequence[str], executor: str) -> dict[str, Any]:
+    if executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise CliError("--executor ray needs Ray: pip install 'teola[ray]'", 2)
     apps: dict[str, Any] = {}
     for spec in specs:
         app = resolve_app(spec)
         if app.name in apps:
             raise CliError(f"two apps are named {app.name!r}; each served app needs its own name", 2)
         if executor == "ray":
-            app.config.setdefault("runtime", {})["executor"] = _ray_executor()
+            app.config.setdefault("runtime", {})["executor"] = "ray"
         apps[app.name] = app
     return apps
-
-
-def _ray_executor() -> str:
-    if importlib.util.find_spec("ray") is None:
-        raise CliError("--executor ray needs Ray: pip install 'teola[ray]'", 2)
-    return "ray"
 
 
 def _setup_cli(name: str) -> Any:
@@ -252,11 +252,6 @@ def _setup_cli(name: str) -> Any:
                            "installation does not have", 2) from None
         raise
     return getattr(module, name)
-
-
-def _checkout_root() -> Path:
-    """The source checkout teola runs from (where bench/ lives)."""
-    return Path(__file__).resolve().parents[1]
 
 
 def _bench_suites(root: Path) -> list[str]:
@@ -315,18 +310,20 @@ def _print_response(response: Any, as_json: bool) -> int:
 
 
 def _print_result(body: dict[str, Any], as_json: bool) -> None:
+    out = terminal_out()
     if as_json:
-        print(json.dumps(body, indent=2, default=str))
+        print(json.dumps(body, indent=2, default=str), file=out, flush=True)
         return
     output = body.get("output")
-    print("\nAnswer:\n" + (output.strip() if isinstance(output, str) else json.dumps(output, indent=2, default=str)))
-    print(f"\nquery {body.get('query_id')}  latency {1000 * float(body.get('latency') or 0):.0f} ms\n")
-    print(timing_table(body.get("trace") or []))
-    print("\nTimeline:\n" + terminal_gantt(body.get("trace") or []))
+    answer = output.strip() if isinstance(output, str) else json.dumps(output, indent=2, default=str)
+    print(f"\nAnswer:\n{answer}\n\nquery {body.get('query_id')}  latency "
+          f"{1000 * float(body.get('latency') or 0):.0f} ms\n", file=out)
+    print(timing_table(body.get("trace") or []), file=out)
+    print("\nTimeline:\n" + terminal_gantt(body.get("trace") or []), file=out, flush=True)
 
 
 def _progress(message: str) -> None:
-    print(f"[teola] {message}", file=sys.stderr, flush=True)
+    print(f"[teola] {message}", file=terminal_err(), flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -339,9 +336,11 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--document", "-d", action="append", metavar="FILE", help="a UTF-8 document (repeatable)")
         sp.add_argument("--config", help='query config as JSON (e.g. \'{"passes": {"prefill_split": false}}\') or @file')
 
-    def executor_option(sp: argparse.ArgumentParser) -> None:
+    def engine_options(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--executor", choices=("local", "ray"), default="local",
                         help="where engine instances run (default: in this process)")
+        sp.add_argument("--verbose", "-v", action="store_true", help="show the engines' and libraries' output "
+                        "(vLLM, torch, ...) here instead of in a log file under <cache>/logs")
 
     sp = sub.add_parser("run", help="quick start: serve an app, send one sample query, print answer and timings")
     sp.add_argument("app", help=apps_help)
@@ -350,7 +349,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--keep-serving", action="store_true", help="keep serving after the sample query")
     sp.add_argument("--json", action="store_true", help="print the raw JSON response")
     query_options(sp, required=False)
-    executor_option(sp)
+    engine_options(sp)
     sp.set_defaults(handler=cmd_run)
 
     sp = sub.add_parser("serve", help="serve apps over HTTP")
@@ -359,7 +358,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--port", type=int, default=DEFAULT_PORT)
     sp.add_argument("--api-key", default=None, help="require this bearer key (default: env TEOLA_API_KEY)")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
-    executor_option(sp)
+    engine_options(sp)
     sp.set_defaults(handler=cmd_serve)
 
     sp = sub.add_parser("query", help="send one query to a server (or run it in-process)")

@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +32,19 @@ def sim_echo() -> App:
     app.update_template([Node("llm", name="answer", engine="llm", config={
         "parts": [["instruction", "Answer."], ["question", "$query.question"]], "max_tokens": 8})])
     return app
+
+
+def noisy_sim_echo() -> App:
+    """sim_echo, built after the kind of output vLLM, torch and transformers produce: a library logger's
+    warning, a Python warning, a print, a raw write to fd 2 (C++) and a child process writing to its fd 2
+    (an engine-core process); plus one teola warning (used as `tests.unit.test_cli:noisy_sim_echo`)."""
+    logging.getLogger("vllm.fake_engine").warning("NOISE-library-logger")
+    warnings.warn("NOISE-python-warning", UserWarning)
+    print("NOISE-print-stdout")
+    os.write(2, b"NOISE-raw-fd2\n")
+    subprocess.run([sys.executable, "-c", "import os; os.write(2, b'NOISE-child-fd2\\n')"], check=True)
+    logging.getLogger("teola.test").warning("teola-own-warning")
+    return sim_echo()
 
 
 ECHO_INSTANCE = sim_echo()
@@ -69,7 +87,8 @@ def test_resolve_module_attr():
         resolve_app("no.such.module:app")
 
 
-def test_run_serves_queries_and_prints_timings(capsys):
+def test_run_serves_queries_and_prints_timings(capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("TEOLA_CACHE_DIR", str(tmp_path))  # the run's log file goes there
     assert main(["run", "tests.unit.test_cli:sim_rag"]) == 0
     captured = capsys.readouterr()
     assert "Answer:" in captured.out
@@ -154,3 +173,89 @@ def test_simulation_breakdown_sums_each_engines_queued_and_running_time():
 def test_simulate_usage_mistakes_are_named(capsys, argv, message):
     assert main(["simulate", "naive_rag", "--queries", "2", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+# ---- where library output goes (teola/cli_logging.py) ----------------------------------------------
+FD_NOISE = ("NOISE-print-stdout", "NOISE-raw-fd2", "NOISE-child-fd2")
+NOISE = ("NOISE-library-logger", *FD_NOISE)
+
+
+def only_log(tmp_path: Path) -> Path:
+    logs = list((tmp_path / "logs").glob("run-*.log"))
+    assert len(logs) == 1, logs
+    return logs[0]
+
+
+def test_run_sends_library_output_to_a_log_file(capfd, monkeypatch, tmp_path):
+    monkeypatch.setenv("TEOLA_CACHE_DIR", str(tmp_path))
+    assert main(["run", "tests.unit.test_cli:noisy_sim_echo"]) == 0
+    out, err = capfd.readouterr()
+    log = only_log(tmp_path)
+    assert "Answer:" in out and "cached tok" in out and "Timeline:" in out
+    assert f"goes to {log}" in err.splitlines()[0] and "server ready" in err and "stopped" in err
+    assert "[teola.test] WARNING: teola-own-warning" in err  # teola's own warnings stay on the terminal
+    for noise in NOISE:
+        assert noise not in out + err
+    text = log.read_text()
+    for noise in NOISE:
+        assert noise in text
+    assert "WARNING vllm.fake_engine: NOISE-library-logger" in text
+    os.write(2, b"after the run\n")  # descriptor 2 is the terminal again
+    assert capfd.readouterr().err == "after the run\n" and "after the run" not in log.read_text()
+
+
+@pytest.mark.filterwarnings("ignore:NOISE-python-warning")
+def test_run_verbose_keeps_library_output_on_the_terminal(capfd, monkeypatch, tmp_path):
+    monkeypatch.setenv("TEOLA_CACHE_DIR", str(tmp_path))
+    assert main(["run", "tests.unit.test_cli:noisy_sim_echo", "--verbose"]) == 0
+    out, err = capfd.readouterr()
+    assert "Answer:" in out and "goes to" not in err
+    for noise in FD_NOISE:  # (the logger's record goes to pytest's log capture, as there is a root handler)
+        assert noise in out + err
+    assert not list(tmp_path.glob("logs/*.log"))
+
+
+def test_failed_run_prints_the_error_then_the_end_of_the_log(capfd, monkeypatch, tmp_path):
+    monkeypatch.setenv("TEOLA_CACHE_DIR", str(tmp_path))
+    assert main(["run", "tests.unit.test_cli:noisy_sim_echo", "--config", '{"passes": {"nope": true}}']) == 1
+    err = capfd.readouterr().err
+    error = err.index("teola: error: query failed with HTTP 422")
+    tail = err.index(f"the end of the log {only_log(tmp_path)}")
+    assert error < tail and err.index("NOISE-child-fd2") > tail and err.index("NOISE-library-logger") > tail
+
+
+def broken_app() -> App:
+    logging.getLogger("transformers.fake").error("NOISE-before-the-crash")
+    raise RuntimeError("engine start-up crashed")
+
+
+def test_an_unexpected_exception_propagates_after_the_end_of_the_log(capfd, monkeypatch, tmp_path):
+    monkeypatch.setenv("TEOLA_CACHE_DIR", str(tmp_path))
+    with pytest.raises(RuntimeError, match="start-up crashed"):
+        main(["run", "tests.unit.test_cli:broken_app"])
+    err = capfd.readouterr().err
+    assert "the end of the log" in err and "NOISE-before-the-crash" in err
+
+
+def test_run_in_a_real_process_keeps_the_terminal_to_teola(tmp_path):
+    """The `make run` case: stdout and stderr are the process's real descriptors 1 and 2."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "TEOLA_CACHE_DIR": str(tmp_path), "PYTHONWARNINGS": "default"}
+    done = subprocess.run([sys.executable, "-m", "teola.cli", "run", "tests.unit.test_cli:noisy_sim_echo"],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Answer:" in done.stdout and "teola-own-warning" in done.stderr
+    for noise in (*NOISE, "NOISE-python-warning"):
+        assert noise not in done.stdout + done.stderr
+    text = only_log(tmp_path).read_text()
+    for noise in (*NOISE, "NOISE-python-warning"):
+        assert noise in text
+    assert [ln for ln in done.stderr.splitlines() if not ln.startswith("[teola")] == []
+
+
+def test_log_tail_shows_the_last_state_of_a_progress_bar(tmp_path):
+    from teola.cli_logging import tail
+    log = tmp_path / "x.log"
+    log.write_text("one\n\nloading  10%\rloading  50%\rloading 100%\r\ntwo\n")
+    assert tail(log) == ["one", "loading 100%", "two"] and tail(log, 1) == ["two"]
+    assert tail(tmp_path / "missing.log") == []
