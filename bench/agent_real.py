@@ -3,7 +3,7 @@ component "agent") under LAMPS vs FCFS + INFERCEPT vs SJF on the real engines, P
 (issue 18). Unlike bench.lamps_real, nothing is forced but the first action's opening (the app's
 `start`): the model writes its tool calls, the tools run for real, and the answer is whatever it writes.
 
-    python -m bench.agent_real [--requests 24] [--rates 0.5,1.0] [--trials 3] [--train 48] [--quick]
+    python -m bench.lamps_studies --study agent [--requests 24] [--rates 0.5,1.0] [--trials 3] [--train 48] [--quick]
 
 Questions (fixed seeds; a third of each kind): arithmetic ("What is 37 times 12?"), facts about a
 title of the shipped Wikipedia corpus, and news ("Search the web for today's news about ...").
@@ -290,17 +290,20 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    import os
-
-    p = argparse.ArgumentParser(prog="bench.agent_real", description="the ReAct agent app under LAMPS / INFERCEPT / SJF")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.lamps_studies --study agent`."""
     p.add_argument("--requests", type=int, default=24)
     p.add_argument("--rates", default="0.5,1.0")
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--train", type=int, default=48, help="questions run alone to train the length predictor")
     p.add_argument("--quick", action="store_true", help="6 questions, one rate, one trial, 12 training questions")
     p.add_argument("--out", default="agent_real")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.lamps_studies --study agent` (argv: the options given, for its page)."""
+    import os
+
     rates = [0.5] if args.quick else [float(x) for x in args.rates.split(",")]
     n, trials, n_train = (6, 1, 12) if args.quick else (args.requests, args.trials, args.train)
     if n < 1 or trials < 1 or n_train < 3 or min(rates) <= 0:
@@ -308,10 +311,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     data = asyncio.run(run_all(rates, n, trials, n_train))
     data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
-                command="python -m bench.agent_real " + " ".join(argv if argv is not None else sys.argv[1:]))
+                command="python -m bench.lamps_studies --study agent " + " ".join(argv))
     write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.lamps_studies --study agent (docs/benchmarks.md)")

@@ -79,3 +79,41 @@ def serve_in_thread(api: Any) -> tuple[str, Any]:
         time.sleep(0.05)
     return f"http://127.0.0.1:{port}", server
 
+
+
+def run_study(driver: str, studies: dict[str, str], argv: list[str] | None = None, default: str | None = None,
+              description: str = "") -> Any:
+    """The entry point of a study driver, `python -m bench.<driver> --study NAME [options]`: NAME picks a
+    study of `studies` (study name -> module of bench/), whose add_arguments(parser) defines its options
+    and run_cli(args, argv, parser) runs it; argv is the options given without --study, for the command line
+    the study's page names. With `default`, --study may be left out. `--study NAME --help` lists a
+    study's options; the driver's --help lists its studies."""
+    import argparse
+    import importlib
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    names = list(studies)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre.add_argument("--study", choices=names, default=default)
+    known, rest = pre.parse_known_args(argv)
+    prog = f"python -m bench.{driver}"
+    listing = "studies:\n" + "\n".join(f"  {name:<16} bench/{module}.py" + ("  (default)" if name == default else "")
+                                        for name, module in studies.items())
+    if known.study is None:
+        p = argparse.ArgumentParser(prog=prog, description=description, epilog=listing,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--study", choices=names, required=True,
+                       help="the study to run; `--study NAME --help`: its options")
+        p.parse_args(argv)  # prints the help, or the error of a missing --study, and exits
+        raise SystemExit(2)
+    module = importlib.import_module(f"bench.{studies[known.study]}")
+    first = ((module.__doc__ or "").strip().split("\n\n")[0]).replace("\n", " ")
+    p = argparse.ArgumentParser(prog=prog if known.study == default else f"{prog} --study {known.study}",
+                                description=first, epilog=listing, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--study", choices=names, default=default,
+                   help="the study to run" + (f" (default {default})" if default else ""))
+    module.add_arguments(p)
+    args = p.parse_args(argv)
+    if args.study != known.study:  # an abbreviated --study, which the study's parser alone took
+        p.error("write --study in full")
+    return module.run_cli(args, rest, p)

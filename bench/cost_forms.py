@@ -16,9 +16,11 @@ work, so a form's features are summed per batch as fit_llm does for the linear o
 Scored on each profile's 8 out=40 step shapes (bench.sim_fidelity's table), in-sample and held out
 (the fit without those 8 step measurements; the out=8 steps of the same shapes, other runs, stay).
 
-    python -m bench.cost_forms
+    python -m bench.sim_studies --study cost_forms
 """
 from __future__ import annotations
+
+import argparse
 
 import json
 import statistics
@@ -83,7 +85,7 @@ def _iterations(texts: list[str], out: int, settings: dict[str, Any]) -> list[tu
             seen.append((p, d, c, q))
             return 1.0
 
-    async def main() -> list[tuple]:
+    async def scenario() -> list[tuple]:
         engine = SimLLM("fit", Recorder(), **settings)
         await engine.start()
         await engine.execute("prefilling", [{"parts": [["question", "warm-up"]], "max_tokens": 1}])
@@ -92,7 +94,7 @@ def _iterations(texts: list[str], out: int, settings: dict[str, Any]) -> list[tu
                              [{"parts": [["question", t]], "max_tokens": max(out, 1), "ignore_eos": True} for t in texts])
         await engine.stop()
         return list(seen)
-    return run_virtual(main())
+    return run_virtual(scenario())
 
 
 def rows(samples: list[dict[str, Any]], phi: Phi, pairs: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -197,7 +199,12 @@ def markdown(res: dict[str, Any], ceiling: list[float], old: dict[str, list[dict
 SHOWN = (("concave", "fit.py"), ("linear", "huber"))
 
 
-def main() -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`python -m bench.sim_studies --study cost_forms` has no options of its own."""
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> None:
+    """Run the study (`python -m bench.sim_studies --study cost_forms`): offline, on the stored profiles."""
     profiles = {p: json.loads((RESULTS / f"{p}_profile.json").read_text()) for p in PROFILES}
     samples = {p: replay(d) for p, d in profiles.items()}
     res = {(f, h): {held: {p: evaluate(samples[p], f, h, held) for p in PROFILES} for held in (False, True)}
@@ -214,4 +221,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit("moved: python -m bench.sim_studies --study cost_forms (docs/benchmarks.md)")

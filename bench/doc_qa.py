@@ -348,8 +348,8 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.doc_qa", description=(__doc__ or "").split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.doc_qa`."""
     p.add_argument("--quick", action="store_true", help="naive RAG, small documents, 2 queries alone, one rate")
     p.add_argument("--apps", default=None, help="comma-separated subset of naive_rag,advanced_rag")
     p.add_argument("--sizes", default=None, help="comma-separated subset of small,large")
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated rates as fractions of LlamaIndex's service rate (default 0.5,1,1.5,2)")
     p.add_argument("--trial", type=int, default=0,
                    help="trial number k: the Poisson arrivals use seed + k, the queries stay the same; pool trials "
-                        "run separately with `python -m bench.doc_qa_trials` (default 0)")
+                        "run separately with `python -m bench.doc_qa --study trials` (default 0)")
     p.add_argument("--no-same-mode", action="store_true", help="skip the table with both systems forced to refine")
     p.add_argument("--keep-expansion", action="store_true",
                    help=f"also run {KEEP_EXPANSION!r} on advanced RAG: pass prune_covered_searches off, side by side")
@@ -373,7 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
                    help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.doc_qa` (argv: the options given, for its page)."""
     s = Settings.quick() if args.quick else Settings()
     for name in ("n_alone", "n_load"):
         value = getattr(args, name)
@@ -414,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         if set(keep) - set(s.sizes):
             p.error(f"unknown size(s) in {args.sizes!r}; known: {', '.join(s.sizes)}")
         s.sizes = {k: v for k, v in s.sizes.items() if k in keep}
-    command = "python -m bench.doc_qa " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m bench.doc_qa " + " ".join(a for a in (argv))
     if args.remote_llm:
         return remote_main(s, args.quick, command.strip(), args.out)
     asyncio.run(_main(s, args.quick, command.strip(), args.out))
@@ -437,6 +440,23 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
         finally:
             rag.ENGINE_OVERRIDES.pop("llm", None)
     return 0
+
+
+STUDIES = {  # --study NAME: the module of bench/ that runs it (default latency)
+    "latency": "doc_qa",
+    "quality": "doc_qa_quality",
+    "trials": "doc_qa_trials",
+    "prompts": "prompts",
+    "stop_rules": "stop_rules",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.doc_qa [--study NAME] [options]`: the study NAME (default latency)."""
+    from bench.common import run_study
+
+    res = run_study("doc_qa", STUDIES, argv, default="latency", description=__doc__.split("\n\n")[0])
+    return res or 0
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@ tell them apart (issue 22). bench.doc_qa measures speed with 3-6 queries per poi
 answer moves the "contains gold" rate by 17-33 points; this script asks many more questions and
 reports only what does not depend on timing.
 
-    python -m bench.doc_qa_quality [--n 40] [--apps naive_rag,advanced_rag] [--sizes small,large]
+    python -m bench.doc_qa --study quality [--n 40] [--apps naive_rag,advanced_rag] [--sizes small,large]
                                    [--seed S] [--exclude-seeds 0,1 --exclude-n 100]
-    python -m bench.doc_qa_quality --pool a.json,b.json --out pooled   # paired totals of earlier runs
+    python -m bench.doc_qa --study quality --pool a.json,b.json --out pooled   # paired totals of earlier runs
 
 Same workload, systems and shipped defaults as bench.doc_qa (NarrativeQA questions over their story
 hidden among other stories; teola's shipped apps vs the real LlamaIndex library with its own
@@ -140,7 +140,7 @@ def pool(paths: list[str]) -> dict[str, dict[str, Any]]:
 def pool_markdown(paths: list[str], command: str) -> str:
     lines = [f"## Document QA answer quality, teola vs LlamaIndex, pooled over {len(paths)} runs (issue 22)", "",
              f"Command: `{command}`. Runs pooled: {', '.join(f'`{p}`' for p in paths)}. Each run's questions are "
-             "disjoint from the others' (bench.doc_qa_quality --exclude-seeds); pairs are the two systems' "
+             "disjoint from the others' (bench.doc_qa --study quality --exclude-seeds); pairs are the two systems' "
              "answers to the same question.", "", *PAIRED_HEADER]
     lines += [_paired_line(flow, d) for flow, d in pool(paths).items()]
     return "\n".join(lines) + "\n"
@@ -166,8 +166,8 @@ async def _main(args: argparse.Namespace, command: str) -> dict[str, Any]:
             "exclude_n": args.exclude_n, "runs": runs, "seconds": time.perf_counter() - t0}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.doc_qa_quality", description=(__doc__ or "").split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.doc_qa --study quality`."""
     p.add_argument("--n", type=int, default=40, help="questions per flow (default 40)")
     p.add_argument("--apps", default="naive_rag,advanced_rag")
     p.add_argument("--sizes", default="small,large", help=f"comma-separated subset of {','.join(SIZES)}")
@@ -178,8 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--exclude-n", type=int, default=100, help="how many questions per excluded seed (default 100)")
     p.add_argument("--pool", default="", help="comma-separated result JSON files: print their pooled paired totals, run nothing")
     p.add_argument("--out", default="doc_qa_quality")
-    args = p.parse_args(argv)
-    command = "python -m bench.doc_qa_quality " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.doc_qa --study quality` (argv: the options given, for its page)."""
+    command = "python -m bench.doc_qa --study quality " + " ".join(argv)
     if args.pool:
         md = pool_markdown(args.pool.split(","), command.strip())
         print(md)
@@ -196,4 +199,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.doc_qa --study quality (docs/benchmarks.md)")

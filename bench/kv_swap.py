@@ -153,8 +153,8 @@ def to_markdown(res: dict, cmd: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.kv_studies --study swap`."""
     p.add_argument("--sizes", default="16,64,256,1024,4096")
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--heads", type=int, default=3)
@@ -164,7 +164,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-blocks", type=int, default=0, help="cache size (default 1.5x max N)")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
-    a = p.parse_args(argv)
+
+
+def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> None:
+    """Runs `python -m bench.kv_studies --study swap` (argv: the options given, for its page)."""
     load_kvswap()
     sizes = [int(s) for s in a.sizes.split(",")]
     num_blocks = a.num_blocks or int(max(sizes) * 1.5)
@@ -183,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
               f"in {r['speedup_in_vs_per_block']:5.1f}x  batched/memcpy "
               f"{r['batched_out_vs_memcpy']:.2f}", flush=True)
     cmd = "bash scripts/setup.sh && .venv/bin/python bench/kv_swap.py" + (
-        " " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip()
+        " " + " ".join(argv)).rstrip()
     res = {"config": {"sizes": sizes, "layers": a.layers, "heads": a.heads, "head_dim": a.head_dim,
                       "block_size": a.block_size, "dtype": a.dtype, "num_blocks": num_blocks,
                       "record_bytes": record, "repeats": a.repeats},
@@ -195,4 +198,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit("moved: python -m bench.kv_studies --study swap (docs/benchmarks.md)")

@@ -1,7 +1,7 @@
 """LAMPS vs FCFS with INFERCEPT's handling vs SJF on the real engines (issue 18), next to the
 simulated study (bench/sim_lamps.py).
 
-    python -m bench.lamps_real [--requests 24] [--rates 0.3,0.6] [--trials 3] [--systems ...] [--quick]
+    python -m bench.lamps_studies --study real [--requests 24] [--rates 0.3,0.6] [--trials 3] [--systems ...] [--quick]
 
 Requests: LLM calls that pause for real tools and continue in the same context (the segments of one
 program, as `Program.call_with_tools` makes them). SmolLM2-135M does not write tool calls on its
@@ -211,10 +211,8 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    import os
-
-    p = argparse.ArgumentParser(prog="bench.lamps_real", description="LAMPS vs INFERCEPT vs SJF on real vLLM")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.lamps_studies --study real`."""
     p.add_argument("--requests", type=int, default=24)
     p.add_argument("--rates", default="0.3,0.6")
     p.add_argument("--trials", type=int, default=3)
@@ -224,7 +222,12 @@ def main(argv: list[str] | None = None) -> int:
                         "(FCFS-request+INFERCEPT: calls in their request's arrival order, as vLLM orders a "
                         "request resumed after its API call)")
     p.add_argument("--out", default="lamps_real")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.lamps_studies --study real` (argv: the options given, for its page)."""
+    import os
+
     known = {**SYSTEMS, **EXTRA_SYSTEMS}
     names = [x.strip() for x in args.systems.split(",") if x.strip()]
     if not names or any(x not in known for x in names):
@@ -236,10 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     data = asyncio.run(run_all(rates, n, trials, systems={x: known[x] for x in names}))
     data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
-                command="python -m bench.lamps_real " + " ".join(argv if argv is not None else sys.argv[1:]))
+                command="python -m bench.lamps_studies --study real " + " ".join(argv))
     write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.lamps_studies --study real (docs/benchmarks.md)")

@@ -7,9 +7,9 @@ reply must be an answer (200) or a JSON error `{"error", "detail"}`; anything el
 error, a non-JSON body) counts as lost. RSS is read after a warm-up query and after each wave, for
 this process (server and client) and for the engine child processes (vLLM's engine core).
 
-    python -m bench.load              # 200 queries at once, 2 waves (the server's defaults)
-    python -m bench.load --arenas 0 --out load_glibc_arenas   # the same with glibc's default malloc arenas
-    python -m bench.load --quick      # 20 queries, 1 wave
+    python -m bench.overheads --study load              # 200 queries at once, 2 waves (the server's defaults)
+    python -m bench.overheads --study load --arenas 0 --out load_glibc_arenas   # the same with glibc's default malloc arenas
+    python -m bench.overheads --study load --quick      # 20 queries, 1 wave
 """
 from __future__ import annotations
 
@@ -129,8 +129,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.overheads --study load`."""
     parser.add_argument("--app", default="naive_rag")
     parser.add_argument("--n", type=int, default=200, help="queries sent at once per wave")
     parser.add_argument("--waves", type=int, default=2)
@@ -138,14 +138,17 @@ def main() -> None:
     parser.add_argument("--arenas", type=int, default=None,
                         help="the server's malloc_arenas setting (0: glibc's default); default: the server's")
     parser.add_argument("--out", default="load", help="results name under bench/results/")
-    args = parser.parse_args()
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
+    """Runs `python -m bench.overheads --study load` (argv: the options given, for its page)."""
     n, waves = (20, 1) if args.quick else (args.n, args.waves)
     data = asyncio.run(run(args.app, n, waves, args.arenas))
     data["machine"] = machine()
-    write_results(args.out, data, markdown(data, "python -m bench.load " + " ".join(sys.argv[1:])))
+    write_results(args.out, data, markdown(data, "python -m bench.overheads --study load " + " ".join(argv)))
     if any(w["lost"] for w in data["waves"]):
         raise SystemExit("some queries were lost (see above)")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit("moved: python -m bench.overheads --study load (docs/benchmarks.md)")

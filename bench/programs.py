@@ -270,13 +270,16 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.programs`."""
     ap.add_argument("--quick", action="store_true", help="fewer programs and loads (smoke run)")
     ap.add_argument("--programs", type=int, default=None, help="programs per point")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=RESULTS)
-    args = ap.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
+    """Runs `python -m bench.programs` (argv: the options given, for its page)."""
     n = args.programs or (40 if args.quick else 200)
     loads = [0.8, 1.4] if args.quick else [0.6, 0.9, 1.2, 1.5, 1.8]
     t0 = time.perf_counter()
@@ -300,9 +303,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         json.dump(res, f, indent=1)
     with open(os.path.join(args.out, "programs.md"), "w") as f:
         f.write(markdown(res))
+    print(markdown(res))
     return res
 
 
+STUDIES = {  # --study NAME: the module of bench/ that runs it (default program_sim)
+    "program_sim": "programs",
+    "vllm": "programs_vllm",
+    "heavy": "programs_heavy",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.programs [--study NAME] [options]`: the study NAME (default program_sim)."""
+    from bench.common import run_study
+
+    res = run_study("programs", STUDIES, argv, default="program_sim", description=__doc__.split("\n\n")[0])
+    return 0 if isinstance(res, dict) else res or 0  # program_sim and vllm return their results
+
+
 if __name__ == "__main__":
-    r = main()
-    print(markdown(r))
+    sys.exit(main())

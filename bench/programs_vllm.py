@@ -16,8 +16,8 @@ the prefix cache across runs.
      over a long per-program document: locality-aware (Autellix Algorithm 2) vs round-robin vs
      least-used routing, all under PLAS: latency and prefix-cache hits.
 
-    .venv/bin/python -m bench.programs_vllm            # ~12 min; bench/results/programs_vllm.{json,md}
-    .venv/bin/python -m bench.programs_vllm --quick    # ~3 min smoke run; bench/results/quick/
+    .venv/bin/python -m bench.programs --study vllm            # ~12 min; bench/results/programs_vllm.{json,md}
+    .venv/bin/python -m bench.programs --study vllm --quick    # ~3 min smoke run; bench/results/quick/
 """
 from __future__ import annotations
 
@@ -443,7 +443,7 @@ async def amain(args: argparse.Namespace, previous: dict[str, Any] | None) -> di
     res: dict[str, Any] = dict(previous or {})
     res.update({"vllm": vllm.__version__, "seed": args.seed, "text_source": source, "sizes": sizes,
                 "engine": ENGINE, "queues": QUEUES, "shapes": SHAPES})
-    command = "python -m bench.programs_vllm" + (" --quick" if args.quick else "")
+    command = "python -m bench.programs --study vllm" + (" --quick" if args.quick else "")
     if args.part != "all":
         command += f" --part {args.part}"
     for part in ("policies", "balancers"):
@@ -461,13 +461,16 @@ async def amain(args: argparse.Namespace, previous: dict[str, Any] | None) -> di
     return res
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.programs --study vllm`."""
     ap.add_argument("--quick", action="store_true", help="one workload, one rate, few programs (smoke run)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--part", choices=("all", "policies", "balancers"), default="all",
                     help="re-measure one experiment and keep the other from the last results file")
-    args = ap.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
+    """Runs `python -m bench.programs --study vllm` (argv: the options given, for its page)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     folder = RESULTS / "quick" if args.quick else RESULTS  # quick runs stay out of BENCHMARKS.md
     previous = None
@@ -487,4 +490,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit("moved: python -m bench.programs --study vllm (docs/benchmarks.md)")

@@ -323,8 +323,8 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
     return data
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.remote_apps", description=__doc__.split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.remote_apps`."""
     p.add_argument("--quick", action="store_true", help="one rate, 4 queries, 1 trial, 1 query alone (CI-sized)")
     p.add_argument("--apps", default=None, help=f"comma-separated subset of {','.join(APPS)}")
     p.add_argument("--trials", type=int, default=None, help="trials (seeds seed..seed+N-1; default 3, --quick 1)")
@@ -340,7 +340,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="remote search requests per batch (default: the adapter's)")
     p.add_argument("--no-write", action="store_true", help="print the summary, write no result files")
     p.add_argument("--out", default="remote_apps", help="results name: bench/results/<out>.md/.json (default remote_apps)")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.remote_apps` (argv: the options given, for its page)."""
     if not args.out.replace("_", "").isalnum():
         p.error(f"--out must be a plain name (letters, digits, _), got {args.out!r}")
     s = Settings.quick() if args.quick else Settings()
@@ -382,6 +385,20 @@ def main(argv: list[str] | None = None) -> int:
         from bench.rag import speedups
         print(json.dumps(speedups(data), indent=1))
     return 0
+
+
+STUDIES = {  # --study NAME: the module of bench/ that runs it (default apps)
+    "apps": "remote_apps",
+    "services": "remote_services",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.remote_apps [--study NAME] [options]`: the study NAME (default apps)."""
+    from bench.common import run_study
+
+    res = run_study("remote_apps", STUDIES, argv, default="apps", description=__doc__.split("\n\n")[0])
+    return res or 0
 
 
 if __name__ == "__main__":

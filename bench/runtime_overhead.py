@@ -8,7 +8,7 @@
             16, Fig. 4a), fig7 -- LLM-heavy (each query has prefills at several depths on one
             LLM; one 512-token prefill 0.05 s, two 0.08 s, Fig. 7).
 
-Run: .venv/bin/python -m bench.runtime_overhead [--quick]
+Run: .venv/bin/python -m bench.overheads --study runtime [--quick]
 """
 from __future__ import annotations
 
@@ -153,11 +153,14 @@ async def poisson(workload: str, policy: str, n: int, seed: int) -> dict:
             "queries": n, "seconds": wall, "mean_batch_size": batches}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.overheads --study runtime`."""
     ap.add_argument("--quick", action="store_true", help="fewer queries (a smoke run)")
     ap.add_argument("--seed", type=int, default=7)
-    args = ap.parse_args()
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> None:
+    """Runs `python -m bench.overheads --study runtime` (argv: the options given, for its page)."""
     n_over, n_load = (400, 16) if args.quick else (2000, 40)
 
     over = asyncio.run(overhead(n_over, 64))
@@ -172,7 +175,7 @@ def main() -> None:
             r["mean_ratio"] = r["mean"] / base["mean"]
             r["p99_ratio"] = r["p99"] / base["p99"]
 
-    cmd = "python -m bench.runtime_overhead" + (" --quick" if args.quick else "")
+    cmd = "python -m bench.overheads --study runtime" + (" --quick" if args.quick else "")
     lines = ["## Runtime (teola/runtime): scheduler overhead and batching policies", "",
              f"Command: `{cmd}` (deterministic test engines from engines/sim/sim_engine.py; no models).",
              f"Machine: {os.cpu_count()} cores shared with other jobs; one asyncio loop (one core).", "",
@@ -198,4 +201,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit("moved: python -m bench.overheads --study runtime (docs/benchmarks.md)")

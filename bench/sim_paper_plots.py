@@ -1,8 +1,10 @@
 """PNG plots of bench/results/sim_paper.json (SIMULATED): latency vs rate per app and system, and
-throughput / p99 latency against LLM instances. `python -m bench.sim_paper` writes them next to
-its tables; `python -m bench.sim_paper_plots [results/NAME.json]` redraws them from a result file."""
+throughput / p99 latency against LLM instances. `python -m bench.sim_studies --study paper`
+writes them next to its tables; `python -m bench.sim_studies --study paper_plots [results/NAME.json]`
+redraws them from a result file."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -61,13 +63,18 @@ def _save(fig: Any, prefix: Path, what: str) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    source = Path(args[0]) if args else RESULTS / "sim_paper.json"
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.sim_studies --study paper_plots`."""
+    p.add_argument("source", nargs="?", default=None, help="a result file (default bench/results/sim_paper.json)")
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Redraw the plots of a sim_paper result file."""
+    source = Path(args.source) if args.source else RESULTS / "sim_paper.json"
     for path in plots(json.loads(source.read_text()), source.with_suffix("")):
         print(f"wrote {path}")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.sim_studies --study paper_plots (docs/benchmarks.md)")

@@ -1,6 +1,6 @@
 """SIMULATED: Autellix Fig. 11-style program latency vs arrival rate on a derived GPU profile.
 
-    python -m bench.sim_programs [--profile a100-llama2-7b] [--programs 150] [--quick] [--nocache-baseline]
+    python -m bench.sim_studies --study programs [--profile a100-llama2-7b] [--programs 150] [--quick] [--nocache-baseline]
 
 Every number here is simulated: teola's runtime (program policies, the preemptor that aborts and
 resumes calls, balancers) drives simulated vLLM instances (engines/sim/llm.py) in virtual time; the
@@ -93,7 +93,7 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     window = None if llm.get("max_model_len", 0) >= LONG_CONTEXT else WINDOW
     balancer = {"balancer": "locality"} if instances > 1 else {}
 
-    async def main() -> dict[str, Any]:
+    async def scenario() -> dict[str, Any]:
         spec = Engine("llm", kind="vllm", instances=instances, max_efficient_batch=BUDGET, simulate=prof, **balancer)
         rt = Runtime({"llm": spec})
         await rt.start()
@@ -104,7 +104,7 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
         finally:
             await rt.stop()
     wall = time.perf_counter()
-    out = run_virtual(main())
+    out = run_virtual(scenario())
     out["sim_wall_s"] = time.perf_counter() - wall
     return out
 
@@ -250,8 +250,8 @@ def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
     return lines + [""]
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.sim_programs", description="SIMULATED Autellix Fig. 11-style curves")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.sim_studies --study programs`."""
     p.add_argument("--profile", default="a100-llama2-7b")
     p.add_argument("--programs", type=int, default=300)
     p.add_argument("--quick", action="store_true", help="chat only, 1 instance, recompute, 30 programs, 2 loads")
@@ -267,7 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nocache-baseline", action="store_true",
                    help=f"also run {NOCACHE}: FCFS with the prefix cache off, Autellix's 'vLLM' baseline")
     p.add_argument("--out", default="sim_programs")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.sim_studies --study programs` (argv: the options given, for its page)."""
     from engines.sim.profile import load_profile
     profile = load_profile(args.profile)
     questions, filler, _ = load_texts()
@@ -287,10 +290,10 @@ def main(argv: list[str] | None = None) -> int:
             profile, kind, n * inst, inst, mode, questions, filler, loads, args.baseline, args.nocache_baseline)
     shapes = {k: shape_stats(k, n) for k in dict.fromkeys(k for k, _, _ in combos)}
     data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "shapes": shapes, "capacity": "saturated", "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
-            "command": "python -m bench.sim_programs " + " ".join(argv if argv is not None else sys.argv[1:])}
+            "command": "python -m bench.sim_studies --study programs " + " ".join(argv)}
     write_results(args.out, data, markdown(data))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.sim_studies --study programs (docs/benchmarks.md)")

@@ -1,7 +1,7 @@
 """How fast the simulator is (issue 17's target: 10,000 advanced-RAG queries over 64 LLM instances in
 under 60 s of wall time): bench.sim_paper's largest scale-out point alone, timed.
 
-    python -m bench.sim_speed [--queries 10000] [--instances 64]
+    python -m bench.sim_studies --study speed [--queries 10000] [--instances 64]
 
 Advanced RAG on the derived A100 Llama-2-7B profile, `--instances` LLM instances and one embedder,
 reranker and vector DB per 8 of them, offered 0.8x the simulated one-instance capacity times the
@@ -54,18 +54,21 @@ def markdown(d: dict[str, Any], command: str) -> str:
     ]) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.sim_speed", description=(__doc__ or "").split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.sim_studies --study speed`."""
     p.add_argument("--queries", type=int, default=10_000)
     p.add_argument("--instances", type=int, default=64)
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.sim_studies --study speed` (argv: the options given, for its page)."""
     if args.queries < 1 or args.instances < 1:
         p.error("--queries and --instances must be >= 1")
-    command = "python -m bench.sim_speed " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m bench.sim_studies --study speed " + " ".join(argv)
     d = measure(args.queries, args.instances)
     write_results("sim_speed", d, markdown(d, command.strip()))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.sim_studies --study speed (docs/benchmarks.md)")

@@ -1,6 +1,6 @@
 """Where the simulator's time differs from the real engines', primitive by primitive (issue 17).
 
-    python -m bench.sim_trace_diff --profile fresh|cpu-smollm2-135m [--n 3] [--system LlamaDist-PO]
+    python -m bench.sim_studies --study trace_diff --profile fresh|cpu-smollm2-135m [--n 3] [--system LlamaDist-PO]
                                    [--rate 0.15] [--calibrate-tokens]
 
 The same queries (bench.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
@@ -214,8 +214,8 @@ def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict
     return lines + [""]
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.sim_trace_diff", description=(__doc__ or "").split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.sim_studies --study trace_diff`."""
     p.add_argument("--profile", default="cpu-smollm2-135m",
                    help="a profile name or file, or 'fresh': measure one on the started engines first")
     p.add_argument("--n", type=int, default=3)
@@ -227,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="scale the profile's prompt-token estimate to these queries' real prompt tokens, so the "
                         "comparison is of the cost models alone")
     p.add_argument("--out", default="sim_trace_diff")
-    args = p.parse_args(argv)
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.sim_studies --study trace_diff` (argv: the options given, for its page)."""
     if args.rate < 0:
         p.error(f"--rate must be >= 0, got {args.rate}")
     if args.real and args.profile == "fresh":
@@ -268,11 +271,11 @@ def main(argv: list[str] | None = None) -> int:
                 log, profile["engines"]["vllm"]["cost"], busy_intervals(real[name], arrivals or []),
                 _context_per_seq(real[name]))) for name, log in steps.items()},
             "wall_s": time.perf_counter() - t0,
-            "command": "python -m bench.sim_trace_diff " + " ".join(argv if argv is not None else sys.argv[1:])}
+            "command": "python -m bench.sim_studies --study trace_diff " + " ".join(argv)}
     write_results(args.out, data, markdown(data))
     print(markdown(data))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.sim_studies --study trace_diff (docs/benchmarks.md)")

@@ -9,7 +9,7 @@ in a shuffled order per round, from an empty prefix cache, and reports every rou
 the linear step form of engines/sim/cost.py (base + per sequence, fitted here by least squares on
 these medians) and a floor form, max(floor, base + per sequence), against the medians.
 
-    python -m bench.step_shape [--rounds 4] [--sizes 1,2,3,4,6,8,16] [--outs 40,120]
+    python -m bench.sim_studies --study step_shape [--rounds 4] [--sizes 1,2,3,4,6,8,16] [--outs 40,120]
 """
 from __future__ import annotations
 
@@ -121,18 +121,21 @@ async def measure(sizes: list[int], outs: list[int], rounds: int, words: int, se
     return [{"batch": b, "out": o, "step_ms": v} for (b, o), v in steps.items() if v]
 
 
-def main(argv: list[str] | None = None) -> int:
-    import platform
-    import time
-
-    p = argparse.ArgumentParser(prog="bench.step_shape", description=__doc__.split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.sim_studies --study step_shape`."""
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--sizes", default="1,2,3,4,6,8,16", help="batch sizes (at most the engine's max_num_seqs)")
     p.add_argument("--outs", default="40,120", help="output tokens per request")
     p.add_argument("--words", type=int, default=30, help="words per prompt")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="step_shape")
-    a = p.parse_args(argv)
+
+
+def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.sim_studies --study step_shape` (argv: the options given, for its page)."""
+    import platform
+    import time
+
     sizes = [int(x) for x in a.sizes.split(",") if x.strip()]
     outs = [int(x) for x in a.outs.split(",") if x.strip()]
     if a.rounds < 1 or len(set(sizes)) < 3 or any(x < 1 for x in sizes + outs):
@@ -146,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = asyncio.run(measure(sizes, outs, a.rounds, a.words, a.seed, options))
     data = {"rows": rows, "outs": outs, "rounds": a.rounds, "words": a.words, "seconds": time.perf_counter() - t0,
             "machine_cpu": machine()["cpu"] or platform.machine(), "options": options}
-    command = command_line("python -m bench.step_shape", (("--rounds", a.rounds if a.rounds != 4 else None),
+    command = command_line("python -m bench.sim_studies --study step_shape", (("--rounds", a.rounds if a.rounds != 4 else None),
                                                           ("--sizes", a.sizes if a.sizes != "1,2,3,4,6,8,16" else None),
                                                           ("--outs", a.outs if a.outs != "40,120" else None)))
     write_results(a.out, data, markdown(data, command))
@@ -154,4 +157,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("moved: python -m bench.sim_studies --study step_shape (docs/benchmarks.md)")

@@ -11,7 +11,7 @@ Rules are chosen on a development file and confirmed on a held-out one (`--dev`,
 held-out file's questions never chose anything. A rule is worth shipping only if it keeps the
 held-out count of gold answers and saves decode tokens.
 
-Run: python -m bench.stop_rules [--dev doc_qa_quality_seed1] [--held-out doc_qa_quality_seed2]
+Run: python -m bench.doc_qa --study stop_rules [--dev doc_qa_quality_seed1] [--held-out doc_qa_quality_seed2]
 """
 from __future__ import annotations
 
@@ -90,13 +90,16 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.stop_rules", description=(__doc__ or "").split("\n")[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.doc_qa --study stop_rules`."""
     p.add_argument("--dev", default="doc_qa_quality_seed1", help="results file the rule is chosen on")
     p.add_argument("--held-out", default="doc_qa_quality_seed2", help="results file that confirms it")
     p.add_argument("--model-dir", default=None, help="tokenizer directory (default: the prepared SmolLM2)")
     p.add_argument("--out", default="stop_rules")
-    a = p.parse_args(argv)
+
+
+def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench.doc_qa --study stop_rules` (argv: the options given, for its page)."""
     from transformers import AutoTokenizer
 
     from engines.models import resolve_model
@@ -109,11 +112,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench.stop_rules: no results file {path}; run bench.doc_qa_quality first", file=sys.stderr)
             return 2
         samples[f"{label} ({path.stem})"] = evaluate(json.loads(path.read_text()), fns, tokenizer)
-    data = {"command": " ".join(["python -m bench.stop_rules", *(argv if argv is not None else sys.argv[1:])]).strip(),
+    data = {"command": " ".join(["python -m bench.doc_qa --study stop_rules", *(argv)]).strip(),
             "samples": samples}
     write_results(a.out, data, markdown(data))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit("moved: python -m bench.doc_qa --study stop_rules (docs/benchmarks.md)")

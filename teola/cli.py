@@ -258,7 +258,8 @@ def _bench_suites(root: Path) -> list[str]:
     folder = root / "bench"
     if not (folder / "__init__.py").is_file():
         return []
-    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_") and p.stem != "common")
+    return sorted(p.stem for p in folder.glob("*.py")
+                  if not p.stem.startswith("_") and "\ndef main(" in p.read_text(encoding="utf-8"))
 
 
 def _engine_env() -> None:

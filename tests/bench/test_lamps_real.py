@@ -12,8 +12,10 @@ def row(system: str, mean: float) -> dict:
 
 
 def test_an_unknown_system_is_refused_before_any_engine_starts(capsys):
+    from bench.lamps_studies import main
+
     with pytest.raises(SystemExit):
-        lamps_real.main(["--systems", "LAMPS,Nope"])
+        main(["--study", "real", "--systems", "LAMPS,Nope"])
     assert "--systems" in capsys.readouterr().err
 
 

@@ -1,0 +1,31 @@
+"""The simulator's studies: how faithful it is against the real engines (fidelity, trace_diff,
+step_shape, cost_forms), how fast it is (speed), and the SIMULATED studies at the papers' scale
+(paper, paper_plots, programs, lamps).
+
+Usage: python -m bench.sim_studies --study NAME [options]; `--study NAME --help` lists a study's
+options (the same as the module's former command: docs/benchmarks.md maps old commands to new)."""
+from __future__ import annotations
+
+import sys
+
+from bench.common import run_study
+
+STUDIES = {
+    "fidelity": "sim_fidelity",        # the RAG benchmark measured vs simulated (real engines)
+    "trace_diff": "sim_trace_diff",    # where the simulator's time differs, primitive by primitive
+    "step_shape": "step_shape",        # a vLLM decode step against batch size (real engine)
+    "cost_forms": "cost_forms",        # decode-step cost forms against stored profiles (offline)
+    "speed": "sim_speed",              # how fast the simulator is
+    "paper": "sim_paper",              # SIMULATED: Teola Fig. 8-10 on GPU profiles
+    "paper_plots": "sim_paper_plots",  # PNG plots of a sim_paper result file
+    "programs": "sim_programs",        # SIMULATED: program scheduling at Autellix's scale
+    "lamps": "sim_lamps",              # SIMULATED: LAMPS vs INFERCEPT vs SJF
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_study("sim_studies", STUDIES, argv, description=__doc__.split("\n\n")[0]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
