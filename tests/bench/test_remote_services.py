@@ -14,6 +14,7 @@ import pytest
 from bench.common import percentile
 from bench.remote_services import SEARCH_LATENCY, TOOL_ARGS, Delays, Lognormal, create_service, tool_specs, weather
 from bench.workloads import tool_queries
+from tests.support.waiting import until
 
 
 class WordOverlapSearch:
@@ -111,8 +112,7 @@ async def test_tool_engine_calls_the_service_through_its_http_path():
     sock.bind(("127.0.0.1", 0))
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     task = asyncio.create_task(srv.serve(sockets=[sock]))
-    while not srv.started:
-        await asyncio.sleep(0.05)
+    await until(lambda: srv.started)
     engine = ToolEngine("tools", defaults=False, http_tools=tool_specs(f"http://127.0.0.1:{sock.getsockname()[1]}"))
     await engine.start()
     try:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from tests.support.http import metric, sse
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
@@ -32,11 +33,11 @@ async def e2e_client() -> AsyncIterator[httpx.AsyncClient]:
     server = uvicorn.Server(uvicorn.Config(server_app, log_level="warning"))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        while not server.started:
-            if serving.done():
-                serving.result()
-                pytest.fail("the teola server exited during start-up (see the log above)")
-            await asyncio.sleep(0.1)
+        # the engines start in this process's threads and in child processes: ask every 0.1 s
+        await until(lambda: server.started or serving.done(), timeout=900, interval=0.1)
+        if serving.done():
+            serving.result()
+            pytest.fail("the teola server exited during start-up (see the log above)")
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         async with httpx.AsyncClient(base_url=url, timeout=600) as client:
             client.teola_server = server_app  # tests that reach into the served apps (engine processes)
@@ -164,11 +165,13 @@ async def test_a_client_that_hangs_up_mid_stream_aborts_its_vllm_request(e2e_cli
         async for line in r.aiter_lines():
             if line == "event: token":
                 break  # the answer is decoding: hang up now
-    for _ in range(100):
+    text = ""
+
+    async def aborted() -> bool:
+        nonlocal text
         text = (await metrics()).text
-        if metric(text, key) > before:
-            break
-        await asyncio.sleep(0.1)
+        return metric(text, key) > before
+    await until(aborted, interval=0.1)
     assert metric(text, key) == before + 1, "the running synthesis decode was not aborted in vLLM"
     assert metric(text, 'teola_server_queries_cancelled_total{app="advanced_rag",reason="disconnect"}') >= 1
     assert (await e2e_client.get("/readyz")).status_code == 200
@@ -186,10 +189,8 @@ async def test_killing_the_vllm_engine_mid_load_gives_503_then_the_server_recove
     assert pids, "cannot find the vLLM engine-core process"
     body = {"query": sample("advanced_rag"), "config": LONG_ANSWER}
     inflight = [asyncio.ensure_future(e2e_client.post("/v1/apps/advanced_rag/query", json=body)) for _ in range(3)]
-    for _ in range(300):  # until the synthesis decodes are on vLLM
-        if any(i.inflight for i in llm_instances(e2e_client)):
-            break
-        await asyncio.sleep(0.05)
+    # until the synthesis decodes are on vLLM
+    await until(lambda: any(i.inflight for i in llm_instances(e2e_client)), timeout=60, interval=0.05)
     await asyncio.sleep(1.0)
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
@@ -198,10 +199,10 @@ async def test_killing_the_vllm_engine_mid_load_gives_503_then_the_server_recove
     assert all(r.json()["error"] == "engine_unavailable" for r in answers)
     ready = await e2e_client.get("/readyz")
     assert ready.status_code == 503 and "advanced_rag.llm" in ready.json()["detail"], ready.text
-    for _ in range(1200):  # vLLM on CPU restarts in 15-40 s
-        if (await e2e_client.get("/readyz")).status_code == 200:
-            break
-        await asyncio.sleep(0.1)
+
+    async def back() -> bool:
+        return (await e2e_client.get("/readyz")).status_code == 200
+    await until(back, timeout=120, interval=0.1)  # vLLM on CPU restarts in 15-40 s
     assert (await e2e_client.get("/readyz")).status_code == 200, "the LLM engine did not come back"
     assert set(llm.process_ids()).isdisjoint(pids)
     body = await query(e2e_client, "advanced_rag")

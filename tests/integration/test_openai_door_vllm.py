@@ -10,6 +10,7 @@ import pytest
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
 from tests.support.borrowed import Borrowed
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
@@ -27,8 +28,7 @@ async def test_openai_client_through_the_door_to_vllm_serve(remote_llm, vllm_ser
     server = uvicorn.Server(uvicorn.Config(create_server({"chat": app}, ServerSettings()), log_level="warning"))
     serving = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
-        while not server.started:
-            await asyncio.sleep(0.05)
+        await until(lambda: server.started)
         client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}/v1", api_key="none")
         messages = [{"role": "user", "content": "What is the capital of France?"}]
         whole = await client.chat.completions.create(model="chat", messages=messages, max_tokens=24, temperature=0,

@@ -9,6 +9,7 @@ import pytest
 
 from engines.registry import create_engine
 from teola import Engine
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
@@ -50,8 +51,7 @@ async def test_remote_embeddings_batch_and_match_in_process(embedding_engine):
     assert spec.ops == {op for op in spec.ops if op.value == "embedding"} and spec.max_efficient_batch == 32
     remote = create_engine("embedding", "openai", spec.options)
     try:
-        while not server.started:
-            await asyncio.sleep(0.05)
+        await until(lambda: server.started)
         await remote.start()
         got = await remote.execute("embedding", [{"text": t} for t in TEXTS])
         want = await embedding_engine.execute("embedding", [{"text": t} for t in TEXTS])

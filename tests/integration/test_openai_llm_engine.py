@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from tests.support.http import metric
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
@@ -72,11 +73,13 @@ async def test_abort_closes_the_stream_and_the_server_stops_the_request(remote_l
         assert await remote_llm.abort(["q-abort"]) == 1
         result = await asyncio.wait_for(task, 60)
         assert result["aborted"] is True and 4 <= result["num_output_tokens"] < 1500
-        for _ in range(100):  # the server notices the closed connection on its next write
+        after = ""
+
+        async def none_running() -> bool:
+            nonlocal after
             after = (await http.get("/metrics")).text
-            if metric(after, "vllm:num_requests_running" + MODEL_LABELS) == 0:
-                break
-            await asyncio.sleep(0.1)
+            return metric(after, "vllm:num_requests_running" + MODEL_LABELS) == 0
+        await until(none_running, interval=0.1)  # the server notices the closed connection on its next write
         generated = metric(after, "vllm:generation_tokens_total" + MODEL_LABELS)
         assert metric(after, "vllm:num_requests_running" + MODEL_LABELS) == 0
         # the request never finished: no success of any reason was counted, and it stopped early

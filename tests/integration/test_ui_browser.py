@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from teola.server import ServerSettings, create_server
-from tests.unit.test_server import make_rag_app
+from tests.support.waiting import until
+from tests.unit.server.test_server import make_rag_app
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 KEY = "ui-test-key"
@@ -35,10 +36,10 @@ async def start_server(app) -> tuple[object, asyncio.Task, str]:
     server = uvicorn.Server(uvicorn.Config(create_server({"advanced_rag": app}, ServerSettings(api_key=KEY)),
                                            log_level="warning"))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        if serving.done():
-            serving.result()
-        await asyncio.sleep(0.05)
+    await until(lambda: server.started or serving.done())
+    if serving.done():
+        serving.result()
+    assert server.started, "the server exited during start-up"
     return server, serving, f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 

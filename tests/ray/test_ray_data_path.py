@@ -3,7 +3,7 @@ object store between the embedding actor and the vector-store actor (the driver 
 answers are the same as with the "driver" path and the in-process executor, values the caller asks
 for come back as values, and kept vectors outlive the actor that produced them (the driver owns
 them). Killing an actor mid-query (default "driver" path): tests/ray/test_ray_executor.py; a
-lost intermediate output's error: tests/unit/test_ray_data.py."""
+lost intermediate output's error: tests/unit/runtime/test_ray_data.py."""
 import os
 
 import pytest

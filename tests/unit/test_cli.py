@@ -18,6 +18,18 @@ from teola.server.loading import AppNotFound, resolve_app
 from engines.sim.sim_engine import SimEngine
 
 
+@pytest.fixture(autouse=True)
+def fresh_library_loggers(monkeypatch):
+    """The library loggers the apps below write to ("transformers.fake", "vllm.fake_engine") as they
+    are in a fresh `teola` process. A test that imported vLLM or transformers earlier in this
+    process (engines/test_models.py's doctor) leaves their library loggers not propagating and
+    writing to the stderr that pytest captured for that earlier test."""
+    for name in ("transformers", "vllm"):
+        logger = logging.getLogger(name)
+        monkeypatch.setattr(logger, "propagate", True)
+        monkeypatch.setattr(logger, "handlers", [])
+
+
 def sim_rag() -> App:
     """advanced_rag with sim engines (used as `tests.unit.test_cli:sim_rag`)."""
     app = build_advanced_rag()

@@ -1,0 +1,123 @@
+"""Handling "auto" of LLM calls that pause for tools, chosen by the engine's scheduler when a segment
+is queued (teola.programs.pause_handling): INFERCEPT's least waste on hand-computed costs, the rest
+of the batch, the policy's own costs (LAMPS), continuations of preserved KV marked, and the agent
+component end to end with a scripted LLM."""
+from __future__ import annotations
+
+import pytest
+
+from teola.programs.pause_handling import PauseBook, PauseCosts, choose_pause_handling
+from teola.programs.lamps import LAMPSPolicy
+from tests.unit.compile.test_agent_component import CALL, agent_app, answer
+
+
+def seg(key: str = "k", handling: str | None = "auto", api: str = "calculator") -> dict:
+    return {"kv_key": key, "max_tokens": 32, **({"pause_kv": handling, "api": api} if handling else {})}
+
+
+@pytest.mark.parametrize("api_s, swap, expected", [
+    # context 1,000 tokens alone; recompute 1e-4 s/token = 0.1 s. Waste (token-seconds):
+    (0.5, None, "discard"),     # preserve 0.5 x 1000 = 500 > discard 0.1 x 1000 = 100
+    (0.05, None, "preserve"),   # preserve 50 < discard 100
+    (0.5, 1e-6, "swap"),        # swap 2 x 1e-3 x 1000 = 2 < discard 100 < preserve 500
+])
+def test_auto_takes_the_least_waste_on_hand_computed_costs(api_s, swap, expected):
+    book = PauseBook(PauseCosts(fwd_s_per_token=1e-4, swap_s_per_token=swap, api_defaults={"calculator": api_s}))
+    req = seg()
+    book.prepare("q", [req], policy=None, tokens=[1000])
+    assert req["pause_kv"] == expected
+
+
+def test_the_rest_of_the_batch_makes_discard_dearer():
+    # alone: preserve 0.2 x 1000 = 200 > discard 100. In a batch of 4 whose calls average 1,000
+    # tokens, discard also recomputes for the 3,000 others: 100 + 0.1 x 3000 = 400 > preserve 200.
+    costs = PauseCosts(fwd_s_per_token=1e-4, api_defaults={"calculator": 0.2})
+    alone, batched = PauseBook(costs, batch_size=1), PauseBook(costs, batch_size=4)
+    for book, expected in ((alone, "discard"), (batched, "preserve")):
+        req = seg()
+        book.prepare("q", [req], None, [1000])
+        assert req["pause_kv"] == expected
+
+
+def test_a_policy_with_its_own_costs_decides():
+    lamps = LAMPSPolicy(fwd_s_per_token=1e-4, api_defaults={"calculator": 0.05})
+    # the book's own costs say discard (a 10 s tool); LAMPS's means say preserve
+    book = PauseBook(PauseCosts(fwd_s_per_token=1e-4, api_defaults={"calculator": 10.0}))
+    req = seg()
+    book.prepare("q", [req], lamps, [1000])
+    assert req["pause_kv"] == "preserve"
+    assert choose_pause_handling(None, "calculator", 1000, 0, book.costs) == "discard"
+
+
+def test_a_continuation_of_preserved_kv_is_marked_and_forgotten_with_its_query():
+    book = PauseBook(PauseCosts(api_defaults={"calculator": 0.0}))  # a free pause: preserve
+    first, other_query, cont = seg(), seg(), seg(handling=None)
+    book.prepare("q1", [first], None, [100])
+    book.prepare("q2", [other_query], None, [100])
+    assert first["pause_kv"] == "preserve"
+    book.prepare("q1", [cont], None, [150])
+    assert cont.get("resumes_preserved") is True
+    again = seg(handling=None)
+    book.prepare("q1", [again], None, [150])  # the pause was consumed by its continuation
+    assert "resumes_preserved" not in again
+    book.end_program("q2")
+    assert book.paused == {}
+
+
+def test_a_discarded_pause_and_calls_without_a_kv_key_are_left_alone():
+    book = PauseBook()
+    plain = {"max_tokens": 8, "pause_kv": "auto"}
+    book.prepare("q", [plain, seg(handling="discard")], None, [10, 10])
+    cont = seg(handling=None)
+    book.prepare("q", [cont], None, [20])
+    assert plain["pause_kv"] == "auto" and "resumes_preserved" not in cont
+
+
+@pytest.mark.parametrize("value, message", [
+    ({"fwd": 1}, "keys among"),
+    ({"fwd_s_per_token": -1}, ">= 0"),
+    ({"api_defaults": {"web": "slow"}}, ">= 0"),
+    ("fast", "must be a dict"),
+])
+def test_bad_pause_costs_are_named(value, message):
+    with pytest.raises(ValueError, match=message):
+        PauseCosts.from_option(value)
+
+
+async def test_the_agent_component_with_auto_runs_its_continuation_first_on_preserved_kv():
+    app, llm = agent_app([CALL, "391."], handling="auto")
+    await app.start(pause_costs={"api_defaults": {"calculator": 0.0}})
+    res = await answer(app)
+    assert res.output == "391."
+    first, second = llm.requests
+    assert first["pause_kv"] == "preserve" and second.get("resumes_preserved") is True
+
+
+async def test_the_agent_component_with_auto_discards_for_a_slow_tool():
+    app, llm = agent_app([CALL, "391."], handling="auto")
+    await app.start(pause_costs={"api_defaults": {"calculator": 60.0}})
+    await answer(app)
+    assert llm.requests[0]["pause_kv"] == "discard" and "resumes_preserved" not in llm.requests[1]
+
+
+def test_a_length_predictor_sets_predictions_and_a_failing_one_is_ignored(caplog):
+    from teola.programs.length_predictions import predict_lengths
+
+    given, plain, bad = {"predicted_tokens": 5}, {"max_tokens": 64}, {"max_tokens": 64}
+    predict_lengths(lambda r: 17, [given, plain], "llm")
+    assert given["predicted_tokens"] == 5 and plain["predicted_tokens"] == 17
+    predict_lengths(lambda r: 1 / 0, [bad], "llm")
+    predict_lengths(lambda r: "long", [bad], "llm")
+    assert "predicted_tokens" not in bad
+    assert "length predictor failed: ZeroDivisionError" in caplog.text and "answered 'long'" in caplog.text
+
+
+async def test_the_runtime_hands_the_agents_segments_to_the_length_predictor():
+    seen = []
+    app, llm = agent_app([CALL, "391."])
+    await app.start(length_predictor=lambda r: seen.append(r.get("continuation")) or 12)
+    await answer(app)
+    assert [r["predicted_tokens"] for r in llm.requests] == [12, 12] and len(seen) == 2
+    with pytest.raises(TypeError, match="length_predictor must be callable"):
+        from teola.runtime import Runtime
+        Runtime({}, length_predictor=3)
