@@ -340,7 +340,7 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
                 embedding_batch_used=spec.max_efficient_batch if spec is not None else None,
                 remote_llm=ENGINE_OVERRIDES.get("llm", {}).get("kind") == "openai")
     md = markdown(data, command)
-    folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of BENCHMARKS.md
+    folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of the index
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "reply"), indent=1, default=str))
     (folder / f"{out}.md").write_text(md)

@@ -7,7 +7,8 @@ in one run.
     python -m bench.overheads --study engine_settings            # 4 queries alone + 8 at Poisson 0.1 q/s per layout
     python -m bench.overheads --study engine_settings --quick    # 2 alone + 4 loaded
 
-Writes bench/results/engine_settings.json and prints the markdown section for BENCHMARKS.md.
+Writes bench/results/engine_settings.{json,md} (its study page, listed in bench/results/INDEX.md) and
+prints the page.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ of SmolLM2-135M: 3 KV heads x 64 head dim, block 16, bf16) are gathered into a h
 all into pre-faulted buffers; plus KVSwapManager.swap_out/swap_in end to end (allocating a fresh
 host buffer each swap-out, as the engine would).
 
-    .venv/bin/python bench/kv_swap.py            # writes bench/results/kv_swap.{json,md}
+    .venv/bin/python -m bench.kv_studies --study swap    # writes bench/results/kv_swap.{json,md}
 """
 from __future__ import annotations
 

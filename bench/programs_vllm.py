@@ -472,7 +472,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
     """Runs `python -m bench.programs --study vllm` (argv: the options given, for its page)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    folder = RESULTS / "quick" if args.quick else RESULTS  # quick runs stay out of BENCHMARKS.md
+    folder = RESULTS / "quick" if args.quick else RESULTS  # quick runs stay out of the index
     previous = None
     if args.part != "all":
         path = folder / "programs_vllm.json"

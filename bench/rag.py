@@ -32,7 +32,8 @@ Run: .venv/bin/python -m bench.rag [--quick] [--trials N] [--apps A,B] [--system
 (or `teola bench rag [--quick]`). The full suite (2 trials, 6 systems, ablations) is sized to finish
 in under 30 minutes on the 2-core machine; --quick (one rate, 2 queries, 1 trial, no ablations,
 teola + LlamaDist-PO + LlamaDistPC-TO + LlamaIndex) in under 5 minutes including engine start-up.
-Writes bench/results/rag.{json,md} and rag_*.png (--quick: bench/results/quick/).
+Writes bench/results/rag.{json,md} and rag_*.png (--quick: bench/results/quick/). rag.json, the raw
+per-query traces, is over 200 KB and not committed: this command regenerates it.
 """
 from __future__ import annotations
 
@@ -944,7 +945,7 @@ async def _main(s: Settings, quick: bool, command: str, write: bool) -> dict[str
 
         data["machine"] = machine()
         md = markdown(data, command)
-        folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of BENCHMARKS.md
+        folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of the index
         folder.mkdir(parents=True, exist_ok=True)
         plots(data, folder / "rag")
         (folder / "rag.json").write_text(json.dumps(strip_records(data), indent=1, default=str))

@@ -1,4 +1,4 @@
-"""The markdown section of bench.remote_apps (results dict -> BENCHMARKS.md text)."""
+"""The study page of bench.remote_apps (results dict -> the markdown of bench/results/<out>.md)."""
 from __future__ import annotations
 
 import statistics

@@ -7,8 +7,8 @@ over its cores. Three layers, each overriding the one before:
      1..C-1 (instances of one engine get disjoint cores while there are enough), and the serving
      process keeps core 0 for its event loop and the sentence-transformers models, which compute one
      batch at a time (`exclusive`) on `torch_threads` = 1 thread, the embedder in batches of at most
-     CPU_EMBED_BATCH (8) chunks. Measured against vLLM's default layout in BENCHMARKS.md ("Engine
-     settings") and against larger batches ("Embedder batch efficiency by chunk length");
+     CPU_EMBED_BATCH (8) chunks. Measured against vLLM's default layout in bench/results/engine_settings.md
+     and against larger batches in bench/results/embed_batch.md;
   2. tuned values from `teola tune` (`tuned_settings`: `<cache>/engine-settings.json`, by engine kind;
      with the sentence-transformers engines' max efficient batch, the knee of their measured
      latency curve);

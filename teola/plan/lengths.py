@@ -2,8 +2,8 @@
 sampler: an empirical CDF of a model's output lengths, sampled per request).
 
 A lengths file is JSON: {"lengths": {stage: [n, ...]}, "by_model": {model: {stage: [n, ...]}}}
-(`bench/plan_lengths.py` records one from the real engine; `engines/profiles/lengths-*.json` are
-shipped). Traces of real runs feed it through `from_records`: one {"model", "stage",
+(`python -m bench.plan_studies --study lengths` records one from the real engine;
+`engines/profiles/lengths-*.json` are shipped). Traces of real runs feed it through `from_records`: one {"model", "stage",
 "num_output_tokens"} per LLM call (what `teola run-job` writes).
 """
 from __future__ import annotations

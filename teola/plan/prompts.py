@@ -1,5 +1,6 @@
 """The prompts of the offline apps' LLM stages (one function per stage), shared by the length
-recorder (bench/plan_lengths.py), the planner's prompt-length estimate and `teola run-job`."""
+recorder (`python -m bench.plan_studies --study lengths`), the planner's prompt-length estimate and
+`teola run-job`."""
 from __future__ import annotations
 
 from functools import lru_cache

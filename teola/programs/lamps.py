@@ -37,7 +37,8 @@ from teola.policies.base import (Decision, Limits, PauseModel, Pending, Policy, 
 
 def request_key(e: Pending) -> Hashable:
     """The request `e`'s call belongs to: (program, "kv_key") when its request names one (the
-    segments of one pausing call share it: teola.api.tool_calls, bench.sim_lamps), else `e` itself."""
+    segments of one pausing call share it: teola.api.tool_calls, `bench.sim_studies --study lamps`), else
+    `e` itself."""
     req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
     key = req.get("kv_key")
     return e if key is None else (e.query_id, key)

@@ -22,8 +22,9 @@ from typing import Any
 
 KEEP = "keep_remote"  # request flag: this request's result may stay in the object store
 # Below Ray's own inline limit for task results (100 KiB) a result rides in the actor's reply, which
-# costs less than a put plus a fetch by the consumer (bench.ray_overhead); above it, it goes through
-# the object store anyway, and keeping it there saves the trip to the driver and back.
+# costs less than a put plus a fetch by the consumer (`python -m bench.overheads --study ray`,
+# bench/results/ray.md); above it, it goes through the object store anyway, and keeping it there
+# saves the trip to the driver and back.
 MIN_REF_BYTES = 100 * 1024
 
 
