@@ -185,7 +185,7 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
               f"per-block/batched out {r['speedup_out_vs_per_block']:5.1f}x "
               f"in {r['speedup_in_vs_per_block']:5.1f}x  batched/memcpy "
               f"{r['batched_out_vs_memcpy']:.2f}", flush=True)
-    cmd = "bash scripts/setup.sh && .venv/bin/python bench/kv_swap.py" + (
+    cmd = "bash scripts/setup.sh && .venv/bin/python -m bench.kv_studies --study swap" + (
         " " + " ".join(argv)).rstrip()
     res = {"config": {"sizes": sizes, "layers": a.layers, "heads": a.heads, "head_dim": a.head_dim,
                       "block_size": a.block_size, "dtype": a.dtype, "num_blocks": num_blocks,

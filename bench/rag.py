@@ -754,7 +754,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
         lines += ["", f"Machine load during this run: {data['load_note']}"]
     lines += ["", WHY]
     lines += ["", ("Plots: `bench/results/rag_latency.png`, `rag_breakdown.png`, `rag_critical_path.png`, "
-              "`rag_ablation.png`; raw per-query traces in `bench/results/rag.json`.")]
+              "`rag_ablation.png`; raw per-query traces in `bench/results/rag.json` (not committed: the "
+              "command regenerates it).")]
     return "\n".join(lines)
 
 

@@ -105,7 +105,7 @@ def prediction_ratios(path: str) -> list[float]:
     rows = json.loads(file.read_text()).get("holdout") or []
     ratios = [float(b) / a for a, b in rows if a > 0]
     if not ratios:
-        raise SystemExit(f"sim_lamps: --predictions {path} holds no held-out predictions (rerun bench.length_predictor)")
+        raise SystemExit(f"sim_lamps: --predictions {path} holds no held-out predictions (rerun python -m bench.lamps_studies --study length_predictor)")
     return ratios
 
 

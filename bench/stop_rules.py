@@ -109,7 +109,7 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     for label, name in (("dev", a.dev), ("held-out", a.held_out)):
         path = Path(name) if Path(name).exists() else RESULTS / f"{name}.json"
         if not path.exists():
-            print(f"bench.stop_rules: no results file {path}; run bench.doc_qa_quality first", file=sys.stderr)
+            print(f"bench.stop_rules: no results file {path}; run python -m bench.doc_qa --study quality first", file=sys.stderr)
             return 2
         samples[f"{label} ({path.stem})"] = evaluate(json.loads(path.read_text()), fns, tokenizer)
     data = {"command": " ".join(["python -m bench.doc_qa --study stop_rules", *(argv)]).strip(),
