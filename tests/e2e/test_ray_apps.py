@@ -4,7 +4,8 @@ engines in-process and as Ray actors on a local Ray cluster.
 The in-process answers come from the four apps sharing one set of engines (teola.api.shared_engines:
 one vLLM, one MiniLM, one Postgres), with vLLM's prefix cache emptied before each app, and the
 local Ray cluster is started once for the module: starting them per app cost about 8 minutes of CI
-for the same evidence. Each app's Ray side still starts its own engine actors."""
+for the same evidence. On Ray the four apps run together and share their engines' actors (one vLLM
+actor for all four), the prefix cache emptied before each app as on the in-process side."""
 import os
 
 import pytest
@@ -61,14 +62,31 @@ def ray_cluster():
         ray.shutdown()
 
 
-@pytest.mark.parametrize("name", APPS)
-async def test_same_answer_local_and_ray(name, local_answers, ray_cluster):
-    local, local_prims = local_answers[name]
-    app = resolve_app(name)
+@pytest.fixture(scope="module")
+async def ray_apps(ray_cluster):
+    """The four apps on Ray, started together: apps that declare the same engine share its actor
+    (RayExecutor share_actors), as the in-process side shares one adapter."""
+    apps = {name: resolve_app(name) for name in APPS}
     try:
-        remote, remote_prims = await answer(app, {"executor": "ray"})
+        for app in apps.values():
+            app.config["runtime"] = {"executor": "ray"}
+            await app.start()
+        yield apps
     finally:
-        await app.stop()
+        for app in apps.values():
+            await app.stop()
+
+
+@pytest.mark.parametrize("name", APPS)
+async def test_same_answer_local_and_ray(name, local_answers, ray_apps):
+    local, local_prims = local_answers[name]
+    app = ray_apps[name]
+    llm = app.runtime.instances["llm"][0]
+    # the LLM actor is the four apps' one: as fresh as the in-process side's engine
+    assert {a.runtime.executor.placements["llm/0"]["pid"] for a in ray_apps.values()} == \
+        {app.runtime.executor.placements["llm/0"]["pid"]}
+    assert await app.runtime.executor.call(llm, "reset_prefix_cache")
+    remote, remote_prims = await answer(app, {"executor": "ray"})
     assert local is not None and str(local).strip()
     assert remote == local
     assert remote_prims == local_prims

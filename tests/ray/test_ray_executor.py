@@ -91,6 +91,34 @@ async def test_killed_engine_actor_fails_only_its_queries_and_recovers(local_ray
         await app.stop()
 
 
+async def test_apps_declaring_the_same_engines_share_their_actors_until_the_last_stops(local_ray):
+    from teola.runtime.executors.ray import shared_actor_name
+
+    first, second = make_rag({"executor": "ray"}), make_rag({"executor": "ray"})
+    try:
+        a = await first.run(QUERY)
+        b = await second.run(QUERY)
+        assert a.output == b.output
+        placements = [app.runtime.executor.placements for app in (first, second)]
+        assert placements[0] == placements[1] and len({p["pid"] for p in placements[0].values()}) == 4
+        await first.stop()  # the second still holds every actor
+        assert (await second.run(QUERY)).output == a.output
+    finally:
+        await first.stop()
+        await second.stop()
+    name = shared_actor_name(second.engines["llm"], 0)
+    with pytest.raises(ValueError):
+        ray.get_actor(name)  # the last holder killed it
+    unshared = make_rag({"executor": "ray", "ray": {"share_actors": False}})
+    try:
+        c = await unshared.run(QUERY)
+        assert c.output == a.output
+        assert {p["pid"] for p in unshared.runtime.executor.placements.values()}.isdisjoint(
+            p["pid"] for p in placements[0].values())
+    finally:
+        await unshared.stop()
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -9,7 +9,10 @@ default 1) and the restarted actor starts its adapter again on first use, so lat
 succeed. Batches are not retried (`max_task_retries=0`): engine calls are not idempotent."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import hashlib
+import json
 import os
 import time
 from pathlib import Path
@@ -30,7 +33,8 @@ DATA_PATHS = ("refs", "driver")
 
 class EngineActor:
     """Runs inside the actor process; wrapped with `ray.remote` at launch. The adapter is built and
-    started lazily, so a restarted actor comes back on its own."""
+    started lazily, so a restarted actor comes back on its own. `holders` counts the runtimes using
+    it (`acquire` / `release`): an actor shared by several apps stops its adapter with the last."""
 
     def __init__(self, name: str, kind: str, options: dict[str, Any], backend: Any = None) -> None:
         self.name = name
@@ -38,15 +42,32 @@ class EngineActor:
         self.options = options
         self.backend = backend
         self.started = False
+        self.holders = 0
+        self._starting = asyncio.Lock()
 
     async def _ready(self) -> Any:
         if not self.started:
-            if self.backend is None:
-                from engines.registry import create_engine
-                self.backend = create_engine(self.name, self.kind, dict(self.options))
-            await self.backend.start()
-            self.started = True
+            async with self._starting:  # runtimes sharing the actor may ask at once
+                if not self.started:
+                    if self.backend is None:
+                        from engines.registry import create_engine
+                        self.backend = create_engine(self.name, self.kind, dict(self.options))
+                    await self.backend.start()
+                    self.started = True
         return self.backend
+
+    async def acquire(self) -> dict[str, Any]:
+        """One more runtime uses this actor: its adapter is started; what `start` tells."""
+        info = await self.start()
+        self.holders += 1
+        return info
+
+    async def release(self) -> int:
+        """A runtime is done with this actor: the adapter stops with the last one. The holders left."""
+        self.holders = max(0, self.holders - 1)
+        if self.holders == 0:
+            await self.stop()
+        return self.holders
 
     async def start(self) -> dict[str, Any]:
         backend = await self._ready()
@@ -112,17 +133,26 @@ class RayExecutor:
     by it); the consumer's actor fetches the value from the producer's node. Outputs the driver reads itself
     (texts, search hits, scores, token counts, query outputs) always come back. min_ref_bytes:
     with "refs", a batch's results stay remote only from this estimated size on (default 100 KiB,
-    Ray's inline limit; smaller ones ride in the actor's reply, which is cheaper); 0: always."""
+    Ray's inline limit; smaller ones ride in the actor's reply, which is cheaper); 0: always.
+
+    share_actors (default true): runtimes in one Ray namespace that declare the same engine (name,
+    kind, options, actor options, instance index) use one named actor, as `share_engines` gives apps
+    in one process one adapter: a server with four apps on Ray starts the LLM once. The actor counts
+    its holders and stops its adapter with the last one. An engine given a backend object is never
+    shared."""
 
     def __init__(self, address: str | None = None, namespace: str = "teola", num_cpus: int | None = None,
                  init_options: dict[str, Any] | None = None, data_path: str = "driver",
-                 min_ref_bytes: int = MIN_REF_BYTES) -> None:
+                 min_ref_bytes: int = MIN_REF_BYTES, share_actors: bool = True) -> None:
         if data_path not in DATA_PATHS:
             raise ValueError(f"RayExecutor: data_path must be one of {list(DATA_PATHS)}, got {data_path!r}")
         if not isinstance(min_ref_bytes, int) or isinstance(min_ref_bytes, bool) or min_ref_bytes < 0:
             raise ValueError(f"RayExecutor: min_ref_bytes must be an int >= 0, got {min_ref_bytes!r}")
+        if not isinstance(share_actors, bool):
+            raise ValueError(f"RayExecutor: share_actors must be true or false, got {share_actors!r}")
         self.data_path = data_path
         self.min_ref_bytes = min_ref_bytes
+        self.share_actors = share_actors
         self.address = address
         self.namespace = namespace
         self.num_cpus = num_cpus
@@ -159,9 +189,11 @@ class RayExecutor:
                              f"options: {list(ACTOR_OPTIONS)}")
         opts = {"num_cpus": 0, "max_restarts": 1, "max_task_retries": 0, "max_concurrency": 64,
                 **spec.resources}
+        if self.share_actors and backend is None:
+            opts.update(name=shared_actor_name(spec, index), get_if_exists=True)
         actor_cls = ray.remote(EngineActor)
         handle = actor_cls.options(**opts).remote(spec.name, spec.kind, dict(spec.options), backend)
-        info = await handle.start.remote()
+        info = await handle.acquire.remote()
         self.placements[f"{spec.name}/{index}"] = {"pid": info["pid"], "node_id": info["node_id"]}
         p = info["profile"]
         profile = EngineProfile(**p) if p else EngineProfile(max_batch=spec.max_batch,
@@ -203,12 +235,14 @@ class RayExecutor:
         return await instance.handle.where.remote()
 
     async def shutdown(self, instance: Instance) -> None:
+        """Release the actor; the last runtime holding it stops its adapter and kills it."""
         import ray
         try:
-            await instance.handle.stop.remote()
+            left = await instance.handle.release.remote()
         except ray.exceptions.RayActorError:
-            pass  # already dead: nothing to stop
-        ray.kill(instance.handle, no_restart=True)
+            left = 0  # already dead: nothing to stop
+        if left == 0:
+            ray.kill(instance.handle, no_restart=True)
         self._methods.pop(id(instance), None)
 
     async def _guard(self, instance: Instance, ref: Any) -> Any:
@@ -234,6 +268,7 @@ class RayExecutor:
         while True:
             try:
                 await instance.handle.where.remote()
+                await instance.handle.acquire.remote()  # the restarted actor counts its holders afresh
                 self._down.discard(id(instance))
                 return
             except ray.exceptions.ActorDiedError as e:
@@ -251,3 +286,9 @@ class RayExecutor:
             import ray
             ray.shutdown()
             self._owns_ray = False
+
+
+def shared_actor_name(spec: Engine, index: int) -> str:
+    """The Ray name of the actor every runtime declaring this engine instance shares."""
+    key = json.dumps([spec.name, spec.kind, spec.options, spec.resources, index], sort_keys=True, default=repr)
+    return f"teola-{spec.name}-{index}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
