@@ -26,15 +26,16 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-async def compare(engine: Any, question: str, tokens: int, k: int) -> dict[str, Any]:
+async def compare(engine: Any, question: str, tokens: int, k: int, repeat: bool = True) -> dict[str, Any]:
     """One greedy call of `tokens` tokens on a started vLLM adapter, run twice uninterrupted and once
     resumed after `k` tokens (prompt + those ids, as teola's preemption resubmits it): the first
     differing token of the repeat and of the resumed run against the first run (None: identical), the
-    first run's prompt tokens, and the resumed prompt's tokens and cache hits."""
+    first run's prompt tokens, and the resumed prompt's tokens and cache hits. `repeat=False` skips
+    the second uninterrupted run (its "repeat_diff" is then None)."""
     req = {"parts": [["question", f"Answer at length: {question}"]], "max_tokens": tokens, "ignore_eos": True}
     first = (await engine.execute("decoding", [dict(req)]))[0]
     plain = first["output_token_ids"]
-    again = (await engine.execute("decoding", [dict(req)]))[0]["output_token_ids"]
+    again = (await engine.execute("decoding", [dict(req)]))[0]["output_token_ids"] if repeat else plain
     resumed = (await engine.execute("decoding", [dict(req, resume_ids=plain[:k], max_tokens=tokens - k)]))[0]
     joined = plain[:k] + resumed["output_token_ids"]
     return {"k": k, "prompt": first["num_prompt_tokens"], "repeat_diff": first_difference(plain, again), "resume_diff": first_difference(plain, joined),

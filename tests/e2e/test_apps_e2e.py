@@ -141,7 +141,10 @@ async def test_naive_rag_makes_one_llm_call_when_its_chunks_fit(e2e_client):
     assert all(t["primitive"].startswith("synthesis.") for t in llm), llm
 
 
-LONG_ANSWER = {"nodes": {"synthesis": {"ask": "Write a long, detailed essay of many paragraphs.", "max_tokens": 400}}}
+# A long answer in one synthesis call (all chunks in one prompt): the answer decodes from the start,
+# instead of after compact synthesis's earlier calls decoded 400 tokens each.
+LONG_ANSWER = {"nodes": {"synthesis": {"ask": "Write a long, detailed essay of many paragraphs.", "max_tokens": 400,
+                                       "pack_size": 8}}}
 
 
 async def test_stream_sends_vllm_tokens_before_the_answer(e2e_client):

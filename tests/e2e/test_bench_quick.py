@@ -1,12 +1,14 @@
 """Smoke test of the end-to-end RAG benchmark harness (bench/rag.py) on the real engines: naive RAG,
 two queries, one rate, one trial, teola, one LlamaDist baseline and the real LlamaIndex library;
 checks the structure of the results and that LlamaIndex ran on our engines, never timings.
-The apps start once for this module."""
+The app runs on the session's LLM and embedding engines (started once for the whole test run)."""
 from __future__ import annotations
 
 import math
 
 import pytest
+
+from tests.support.borrowed import Borrowed
 
 pytestmark = pytest.mark.engines
 
@@ -14,7 +16,7 @@ SYSTEMS = ("teola", "LlamaDist-PO", "LlamaIndex")
 
 
 @pytest.fixture(scope="module")
-async def smoke():
+async def smoke(llm_engine, embedding_engine):
     from bench.rag import Settings, bench, make_apps, markdown, speedups
     from engines.paths import configure_engine_env
 
@@ -24,6 +26,8 @@ async def smoke():
                         nodes={"synthesis": {"max_tokens": 16}})
     apps = make_apps(settings.apps)
     for app in apps.values():
+        app.backends["llm"] = Borrowed(llm_engine)
+        app.backends["embedding"] = Borrowed(embedding_engine)
         await app.start()
     # Every request the vLLM adapter receives, by op and prompt-part names (LlamaIndex's calls
     # arrive as system/user parts, teola's as instruction/question/context/...).

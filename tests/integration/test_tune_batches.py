@@ -5,18 +5,18 @@ import pytest
 from engines.engine_settings import resolve_options
 from engines.hardware import detect
 from engines.knee import knee
-from engines.tune import BATCHES, probe_curve, tune_batches
+from engines.tune import BATCHES, tune_batches
 
 pytestmark = pytest.mark.engines
 
 
 async def test_the_embedder_curve_gives_a_max_efficient_batch_that_reaches_the_engine():
-    curve = await probe_curve("sentence_transformers", 1)
-    assert sorted(curve) == list(BATCHES) and all(t > 0 for t in curve.values())
-    assert curve[64] > curve[1]  # a bigger batch takes longer in total
     chosen = {"sentence_transformers": {"torch_threads": 1}, "reranker": {"torch_threads": 1}}
     rows: list = []
-    await tune_batches(chosen, rows, lambda msg: None)
+    await tune_batches(chosen, rows, lambda msg: None)  # probe_curve for each engine, then the knee
+    curve = next(r for r in rows if r["engine"] == "sentence_transformers")["settings"]["curve"]
+    assert sorted(curve) == list(BATCHES) and all(t > 0 for t in curve.values())
+    assert curve[64] > curve[1]  # a bigger batch takes longer in total
     for kind in ("sentence_transformers", "reranker"):
         best = chosen[kind]["max_efficient_batch"]
         assert best in BATCHES

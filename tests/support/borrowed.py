@@ -27,3 +27,7 @@ class Borrowed:
 
     async def abort(self, keys: list[str]) -> int:
         return await self.engine.abort(keys)
+
+    def __getattr__(self, name: str) -> Any:
+        # everything else is the engine's own (its renderer, max_model_len, step counts, ...)
+        return getattr(self.engine, name)
