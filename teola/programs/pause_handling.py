@@ -1,5 +1,5 @@
 """LLM calls that pause for a tool, as their engine's scheduler sees them: the segments of one call
-share a "kv_key" (teola.runtime.graph_tier.tool_segments, teola.api.tool_calls), and every segment but the last
+share a "kv_key" (teola.runtime.requests, teola.api.tool_calls), and every segment but the last
 says what the engine does with its KV during the tool call ("pause_kv").
 
 `PauseBook` keeps, per engine, what the queries' paused calls need between their segments:

@@ -1,6 +1,7 @@
-"""Primitive semantics in one place: what requests a primitive sends to its engine, what it writes
-back to the per-query object store, how control primitives evaluate, and when a primitive is
-skipped. Pure functions over `values` (the object store: key -> value); no I/O.
+"""Primitive semantics before the engine: what requests a primitive sends to its engine (the
+segments of a call that pauses for tools included), how control primitives evaluate, and when a
+primitive is skipped. What it writes back is teola.runtime.outputs. Pure functions over `values` (the
+object store: key -> value); no I/O.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from engines.requests import (EmbeddingRequest, IngestionRequest, LLMRequest, Re
 from teola.ir.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref, key_range
-from teola.runtime.graph_tier.tool_segments import segment_fields, tool_requests
+from teola.programs.tool_syntax import continuation_text, parse_tool_call
+
 
 class PrimitiveInputError(ValueError):
     """A primitive's inputs in the object store do not have the shape its op needs."""
@@ -191,7 +193,7 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0,
         return [llm_request(parts, op is not PrimOp.PARTIAL_PREFILLING, {"max_tokens": 1}, priority)]
     if op is PrimOp.DECODING or op is PrimOp.PARTIAL_DECODING:
         # a segment continuing a call that paused for a tool has no prefill of its own (its prompt
-        # is its first segment's, its continuation what the call wrote since: tool_segments)
+        # is its first segment's, its continuation what the call wrote since: segment_fields)
         parts = resolve_parts(a["parts"], values) if a.get("continuation") else kv_value(values, prim)["parts"]
         return [{**llm_request(parts, True, a, priority), **segment_fields(a, values)}]
     if op is PrimOp.TOOL and a.get("parse") == "tag":
@@ -207,53 +209,6 @@ def fused_request(prefill: Primitive, decode: Primitive, values: dict[str, Any],
     """Dependent pre-scheduling: one decoding request over the prefill's full prompt."""
     return {**llm_request(resolve_parts(prefill.args["parts"], values), True, decode.args, priority),
             **segment_fields(decode.args, values)}
-
-
-def estimate_prompt_tokens(request: dict[str, Any]) -> int:
-    """Rough prompt token count of an LLM request (4 characters a token), with what a call that
-    continues after a pause carries ("continuation": token-id lists count as their length)."""
-    chars = sum(len(t) for _, t in request["parts"])
-    ids = 0
-    for seg in request.get("continuation") or ():
-        if isinstance(seg, str):
-            chars += len(seg)
-        else:
-            ids += len(seg)
-    return chars // 4 + 1 + ids
-
-
-def estimate_tokens(request: dict[str, Any]) -> int:
-    """Rough token count of an LLM request (4 characters a token) plus its output budget."""
-    out = request.get("max_tokens") or 0
-    return estimate_prompt_tokens(request) + (out if request.get("complete") and out > 1 else 0)
-
-
-# ---- outputs ------------------------------------------------------------------------------------
-def collect_outputs(prim: Primitive, requests: list[dict[str, Any]], results: list[Any]) -> dict[str, Any]:
-    """The object-store values `prim` writes, from its requests and the engine's results."""
-    op = prim.op
-    if len(results) != len(requests):
-        raise PrimitiveInputError(f"{prim.name}: engine returned {len(results)} results for {len(requests)} requests")
-    out = prim.outputs[0]
-    if op is PrimOp.RERANKING:
-        order = sorted(range(len(results)), key=lambda i: -float(results[i]))
-        return {out: [requests[i]["text"] for i in order[: prim.args.get("top_n", 3)]]}
-    if op in PREFILL_OPS:
-        res = results[0] if isinstance(results[0], dict) else {}
-        return {out: {"parts": requests[0]["parts"], **res}}
-    if op is PrimOp.DECODING:
-        return {out: decode_value(prim, results[0])}
-    return {out: list(results)}
-
-
-def decode_value(prim: Primitive, result: Any) -> Any:
-    if not isinstance(result, dict):
-        raise PrimitiveInputError(f"{prim.name}: a decode result must be a dict with 'text', got {type(result).__name__}")
-    if prim.args.get("split"):
-        items = list(result.get("items", []))
-        n = prim.args.get("n_items")
-        return items[:n] if n else items
-    return prim.args.get("start", "") + result.get("text", "")  # "start": what the turn began with (agent)
 
 
 # ---- control ops --------------------------------------------------------------------------------
@@ -343,3 +298,50 @@ def _tool_call(item: Any, allowed: list[str], prim: Primitive) -> dict[str, Any]
     if allowed and call["tool"] not in allowed:
         raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r} is not allowed here; allowed tools: {allowed}")
     return ToolRequest(tool=call["tool"], args=args)
+
+
+# ---- segments of a call that pauses for tools (the "agent" component) ----------------------------
+def segment_fields(args: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """The request fields of one segment of a pausing call (none for any other LLM call):
+    "kv_key" (the query and the node: every segment of the call shares it), "pause_kv" and "api" on
+    a segment that may stop at a tool call, and "continuation": the text the first segment's turn
+    begins with ("start"), then everything the call has written and its tools returned so far on
+    every segment after the first."""
+    node = args.get("kv_node")
+    if node is None:
+        return {}
+    out: dict[str, Any] = {"kv_key": f"{values.get('sys.query', values.get('sys.namespace'))}/{node}"}
+    if args.get("pause_kv"):
+        out.update(pause_kv=args["pause_kv"], api=args.get("api"))
+    if args.get("start"):  # the first segment's turn begins with this text (its decode value holds it)
+        out["continuation"] = [args["start"]]
+    if args.get("continuation"):
+        text_keys, result_keys = args["continuation"]
+        allowed = args.get("tools") or []
+        texts = [str(values.get(k) or "") for k in text_keys]
+        results = [tool_result(values.get(k), text, allowed) for k, text in zip(result_keys, texts)]
+        out["continuation"] = [continuation_text(texts, results)]
+    return out
+
+
+def tool_requests(args: dict[str, Any], text: Any) -> list[dict[str, Any]]:
+    """The tool request a segment's text ends with: none when it wrote no parsable call of an allowed
+    tool (the continuation then tells the model why: `tool_result`). A failing tool comes back as an
+    "error: ..." result (the tool engine's "on_error": "result") instead of failing the query."""
+    call = parse_tool_call(text if isinstance(text, str) else "")
+    allowed = args.get("allowed") or []
+    if call is None or call.error is not None or call.name not in allowed:
+        return []
+    return [{"tool": call.name, "args": call.arguments, "on_error": "result"}]
+
+
+def tool_result(value: Any, text: str, allowed: list[str]) -> Any:
+    """What the model reads back after the tool call in `text`: the tool's result, or why there is none."""
+    if isinstance(value, list) and value:
+        return value[0]
+    call = parse_tool_call(text)
+    if call is None:
+        return "error: no tool call"
+    if call.error is not None:
+        return f"error: {call.error}"
+    return f"error: unknown tool {call.name!r}; tools: {', '.join(allowed)}"

@@ -28,7 +28,7 @@ from teola.runtime.engine_tier.preemption import Preemptor
 from teola.runtime.engine_tier.running_owners import RunningOwners
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
-from teola.runtime.requests import estimate_prompt_tokens, estimate_tokens
+from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens, estimate_tokens
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
 

@@ -22,7 +22,8 @@ from teola.runtime.executors.ray_data import KEEP
 from teola.runtime.result import Result
 from teola.runtime.graph_tier.speculation import settle, tag
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
-from teola.runtime.requests import AtOnce, at_once, build_requests, collect_outputs
+from teola.runtime.outputs import collect_outputs
+from teola.runtime.requests import AtOnce, at_once, build_requests
 
 log = logging.getLogger("teola.runtime")
 
@@ -38,7 +39,7 @@ class QueryRun:
         self.on_event = on_event
         self.qid = compiled.query_id
         self.plan = plan
-        self.values: dict[str, Any] = {**compiled.inputs, "sys.query": self.qid}  # sys.query: tool_segments
+        self.values: dict[str, Any] = {**compiled.inputs, "sys.query": self.qid}  # sys.query: segment_fields
         self.skipped: set[str] = set()
         n = len(plan.prims)
         self.indeg = list(plan.indeg)

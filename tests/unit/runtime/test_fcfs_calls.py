@@ -198,7 +198,7 @@ def test_token_id_check_fast_path_agrees_with_the_element_by_element_check(seg, 
 
 
 def test_a_continuing_call_is_estimated_with_the_context_it_carries():
-    from teola.runtime.requests import estimate_prompt_tokens, estimate_tokens
+    from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens, estimate_tokens
     base = {"parts": [["user", "x" * 40]], "complete": True, "max_tokens": 5}
     assert estimate_prompt_tokens(base) == 11
     cont = {**base, "continuation": [list(range(30)), "y" * 20, [1, 2]]}

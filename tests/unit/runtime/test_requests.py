@@ -1,11 +1,11 @@
-"""Primitive semantics (teola/runtime/requests.py): requests, outputs, control ops, skipping."""
+"""Primitive semantics (teola/runtime/requests.py, outputs.py): requests, outputs, control ops, skipping."""
 import pytest
 
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
-from teola.runtime.requests import (PrimitiveInputError, build_requests, collect_outputs, is_skipped,
-                                    resolve_part, run_control)
+from teola.runtime.outputs import collect_outputs
+from teola.runtime.requests import PrimitiveInputError, build_requests, is_skipped, resolve_part, run_control
 
 
 def prim(op, inputs=(), outputs=("out",), **args):

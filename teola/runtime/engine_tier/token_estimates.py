@@ -1,0 +1,24 @@
+"""How many tokens an LLM request will hold, estimated before the engine tokenizes it (4 characters a
+token): what an LLM engine's scheduler charges each entry against its instances' token budget."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def estimate_prompt_tokens(request: dict[str, Any]) -> int:
+    """Rough prompt token count of an LLM request (4 characters a token), with what a call that
+    continues after a pause carries ("continuation": token-id lists count as their length)."""
+    chars = sum(len(t) for _, t in request["parts"])
+    ids = 0
+    for seg in request.get("continuation") or ():
+        if isinstance(seg, str):
+            chars += len(seg)
+        else:
+            ids += len(seg)
+    return chars // 4 + 1 + ids
+
+
+def estimate_tokens(request: dict[str, Any]) -> int:
+    """Rough token count of an LLM request (4 characters a token) plus its output budget."""
+    out = request.get("max_tokens") or 0
+    return estimate_prompt_tokens(request) + (out if request.get("complete") and out > 1 else 0)
