@@ -35,7 +35,6 @@ import teola.server.openai_format as fmt
 from teola.server.errors import ApiError
 from teola.server.schemas import ErrorResponse
 from teola.server.state import ServerState
-from teola.server.tenants import cache_salt
 
 _call_ids = itertools.count(1)
 _ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 422, 500, 502, 503)}
@@ -158,7 +157,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     if "seed" in gen:
         call["seed"] = gen["seed"]
     if state.tenants.several:
-        call["cache_salt"] = cache_salt(request.state.tenant)
+        call["cache_salt"] = state.tenants.salt(request.state.tenant)
     model = body["model"]
     headers = {"x-teola-call": call_id, "x-teola-program": pid}
 

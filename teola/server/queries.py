@@ -15,7 +15,7 @@ from teola.runtime import DEFAULT_POLICY, QueryError, QueryTimeout, QueryUnavail
 from teola.server.errors import ApiError
 from teola.server.schemas import QueryBody
 from teola.server.settings import ServerSettings
-from teola.server.tenants import cache_salt, namespace_for
+from teola.server.tenants import namespace_for
 
 if TYPE_CHECKING:
     from teola.compile.compiler import Compiled
@@ -73,7 +73,7 @@ def tenant_config(state: ServerState, tenant: str, config: dict[str, Any]) -> No
     if config.get("namespace") is not None:
         config["namespace"] = namespace_for(tenant, config["namespace"])
     if state.tenants.several:
-        config["cache_salt"] = cache_salt(tenant)
+        config["cache_salt"] = state.tenants.salt(tenant)
 
 
 def check_policy(settings: ServerSettings, app: Any, config: dict[str, Any]) -> None:
@@ -168,9 +168,15 @@ async def read_documents(request: Request) -> list[str]:
     raw = await request.body()
     if ctype in ("", "application/json"):
         try:
-            data = json.loads(raw)
+            data = json.loads(raw.decode("utf-8"))  # strict: bytes that are not UTF-8 are the client's error
+        except UnicodeDecodeError as exc:
+            raise ApiError(400, "malformed_json", f"JSON body is not UTF-8: byte {exc.start} "
+                           f"({raw[exc.start:exc.start + 1]!r}) is invalid") from None
         except json.JSONDecodeError as exc:
             raise ApiError(400, "malformed_json", f"malformed JSON body: {exc.msg} at position {exc.pos}") from None
+        except RecursionError:
+            raise ApiError(400, "malformed_json", "JSON body is nested too deeply "
+                           '(a document upload is {"documents": ["text", ...]})') from None
         docs = data.get("documents") if isinstance(data, dict) else None
         if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
             raise ApiError(422, "invalid_documents", 'body must be {"documents": ["text", ...]}')

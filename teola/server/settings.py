@@ -39,6 +39,9 @@ class ServerSettings:
         running policy); turn it on for single-tenant experiments.
     program_idle_timeout: seconds after its last call that a program of the OpenAI-compatible door
         (teola.server.openai_door) ends on its own, when no call ended it.
+    secret: the server secret tenants' prefix-cache salts derive from (HMAC-SHA256; env
+        TEOLA_SECRET); None: a random secret kept in ``<cache>/server-secret``, made on first use,
+        so salts survive restarts. Setting another (or deleting the file) rotates every salt.
     """
 
     max_body_bytes: int = 16 * 1024 * 1024
@@ -54,6 +57,7 @@ class ServerSettings:
     start_engines: bool = True
     allow_policy_switch: bool = False
     program_idle_timeout: float = 300.0
+    secret: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

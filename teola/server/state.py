@@ -19,7 +19,8 @@ class ServerState:
         self.settings = settings
         self.metrics = ServerMetrics(lambda: self.apps)
         self.documents = DocumentStore(settings.max_stored_documents)
-        self.tenants = Tenants.from_settings(settings.api_key, settings.api_keys, settings.api_keys_file)
+        self.tenants = Tenants.from_settings(settings.api_key, settings.api_keys, settings.api_keys_file,
+                                             settings.secret)
         self.recent = RecentQueries()  # what the /ui page shows (teola.server.ui)
         self.started = False
 

@@ -7,11 +7,15 @@ server is unauthenticated and every caller is tenant ``default`` (local use).
 
 A tenant's uploaded documents and vector-store namespaces are invisible to other tenants (their
 ids answer 404), and with several tenants each tenant's LLM prompts get their own vLLM prefix-cache
-salt, so one tenant cannot probe another's prompts through cache timing."""
+salt, so one tenant cannot probe another's prompts through cache timing. A salt is an HMAC of the
+tenant's name under the server's secret (`secret` setting, else a random one kept in the cache
+folder), so nobody who knows a tenant's name can compute it; a new secret rotates every salt."""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
 import secrets
 from pathlib import Path
@@ -23,9 +27,17 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 class Tenants:
     """API key -> tenant. `tenant_of(key)` is None for an unknown key; `open` when no key is set."""
 
-    def __init__(self, keys: dict[str, str]) -> None:
+    def __init__(self, keys: dict[str, str], secret: str | None = None) -> None:
         self._keys = dict(keys)
         self.names = sorted(set(keys.values()))
+        self._secret_setting = secret
+        self._secret: bytes | None = None  # read (or made) on the first salt
+
+    def salt(self, tenant: str) -> str:
+        """The vLLM prefix-cache salt of `tenant`'s prompts (see the module docstring)."""
+        if self._secret is None:
+            self._secret = load_secret(self._secret_setting)
+        return cache_salt(self._secret, tenant)
 
     @property
     def open(self) -> bool:
@@ -46,7 +58,8 @@ class Tenants:
         return found
 
     @classmethod
-    def from_settings(cls, api_key: str | None, api_keys: str | None, api_keys_file: str | None) -> "Tenants":
+    def from_settings(cls, api_key: str | None, api_keys: str | None, api_keys_file: str | None,
+                      secret: str | None = None) -> "Tenants":
         """Parse the three key settings; ValueError naming the setting and the problem."""
         keys: dict[str, str] = {}
         if api_key:
@@ -71,7 +84,7 @@ class Tenants:
                     raise ValueError(f"api_keys_file: tenant {tenant!r} needs a list of key strings")
                 for key in listed:
                     _add(keys, tenant, key, "api_keys_file")
-        return cls(keys)
+        return cls(keys, secret)
 
 
 def _add(keys: dict[str, str], tenant: str, key: str, where: str) -> None:
@@ -89,6 +102,26 @@ def namespace_for(tenant: str, namespace: str) -> str:
     return f"tenant:{tenant}/{namespace}"
 
 
-def cache_salt(tenant: str) -> str:
-    """The vLLM prefix-cache salt of a tenant's prompts."""
-    return hashlib.sha256(f"teola-tenant:{tenant}".encode()).hexdigest()[:32]
+def cache_salt(secret: bytes, tenant: str) -> str:
+    """The vLLM prefix-cache salt of a tenant's prompts: HMAC-SHA256 of its name under the secret."""
+    return hmac.new(secret, f"teola-tenant:{tenant}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+SECRET_FILE = "server-secret"
+
+
+def load_secret(configured: str | None, folder: Path | None = None) -> bytes:
+    """The server secret: the configured one, else the random one kept in `<cache>/server-secret`
+    (made, readable by its owner only, on first use; salts then survive restarts)."""
+    if configured:
+        return configured.encode()
+    if folder is None:
+        from engines.paths import cache_dir
+        folder = cache_dir()
+    path = Path(folder) / SECRET_FILE
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32))
+    return path.read_text().strip().encode()

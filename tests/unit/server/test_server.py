@@ -251,6 +251,20 @@ async def test_malformed_json(env):
     assert r.status_code == 400 and "malformed JSON" in detail(r)
 
 
+@pytest.mark.parametrize("content, ctype, status, words", [
+    (b'{"documents": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", "application/json", 400, "nested too deeply"),
+    (b'{"documents": ["caf\xe9"]}', "application/json", 400, "not UTF-8"),
+    (b"caf\xe9", "text/plain", 422, "not UTF-8"),
+    (b"", "application/json", 400, "malformed JSON"),
+    (b"<doc/>", "application/xml", 415, "unsupported content type"),
+    (b'{"documents": ["' + b"x" * (70 * 1024) + b'"]}', "application/json", 413, "limit"),
+])
+async def test_malformed_uploads_get_a_json_4xx_naming_the_problem(env, content, ctype, status, words):
+    r = await env["client"].post("/v1/apps/advanced_rag/documents", content=content, headers={"content-type": ctype})
+    assert r.status_code == status and words in detail(r), r.text
+    assert r.headers["content-type"].startswith("application/json")
+
+
 @pytest.mark.parametrize("body, field", [({}, "query"), ({"query": {"documents": DOCS}}, "query.question"),
                                          ({"query": {"question": ""}}, "query.question"),
                                          ({"query": QUERY, "config": {"timeout": -1}}, "config.timeout")])

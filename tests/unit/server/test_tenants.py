@@ -3,6 +3,7 @@ are invisible to the others (404, never 403); namespaces work over HTTP inside t
 tenant; with several tenants each tenant's LLM prompts carry its own prefix-cache salt."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -99,3 +100,16 @@ async def test_single_tenant_servers_do_not_salt_prompts():
         r = await c.post("/v1/apps/rag/query", json=q, headers={"Authorization": "Bearer only-key"})
         assert r.status_code == 200
         assert all("cache_salt" not in r for r in sims["llm"].requests)
+
+
+def test_a_tenants_salt_needs_the_server_secret(tmp_path):
+    from teola.server.tenants import Tenants, load_secret
+
+    a, b = Tenants({"k1": "team-a"}, secret="one"), Tenants({"k1": "team-a"}, secret="two")
+    assert a.salt("team-a") != b.salt("team-a")  # same name, two secrets: two salts
+    assert a.salt("team-a") == Tenants({}, secret="one").salt("team-a") != a.salt("team-b")
+    assert a.salt("team-a") != hashlib.sha256(b"teola-tenant:team-a").hexdigest()[:32]  # not from the name alone
+    made = load_secret(None, tmp_path)  # no secret configured: a random one, kept for the next start
+    assert len(made) == 64 and load_secret(None, tmp_path) == made
+    assert (tmp_path / "server-secret").stat().st_mode & 0o777 == 0o600
+
