@@ -143,7 +143,7 @@ class Decision:
         return sum(p.count for p in self.picks)
 
 
-class Policy:
+class Policy(abc.ABC):
     """The base of every batching policy. A policy gives `name` and `schedule`, which reads the queue
     (never changes it) and returns a Decision. The runtime passes a `RequestQueue`; policies should
     also accept a plain list of entries in arrival order (handy in tests): iterate it, or wrap it
@@ -168,8 +168,9 @@ class Policy:
     returns_each: bool = False
     table: Any = None
 
+    @abc.abstractmethod
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
-        raise NotImplementedError(f"policy {type(self).__name__} must define schedule(queue, now, limits)")
+        """The next batch from `queue` at time `now` within `limits` (pure: no I/O, no change to the queue)."""
 
     def observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
         """A batch of these picks ran from `started` to `finished` with these engine results."""
@@ -286,7 +287,7 @@ def resumes_preserved(e: Pending) -> bool:
     return bool(req is not None and req.get("resumes_preserved"))
 
 
-class RankedAdmission(Policy, abc.ABC):
+class RankedAdmission(Policy):
     """A non-preemptive policy under admission control (teola.runtime.engine_tier.preemption) that admits
     waiting calls in the order of `rank` and never charges running ones (no progress events), a
     call resuming on preserved KV first (`resumes_preserved`). Subclasses give `name` and `rank`."""

@@ -171,6 +171,26 @@ def test_register_a_policy():
     assert "newest" not in policy_names()
 
 
+def test_a_registered_policy_must_subclass_policy_and_define_schedule():
+    class Duck:
+        name = "duck"
+
+        def schedule(self, queue, now, limits):
+            return Decision()
+
+    class NoSchedule(Policy):
+        name = "empty"
+
+    register_policy("duck", Duck)
+    try:
+        with pytest.raises(TypeError, match="subclass"):
+            make_policy("duck")
+    finally:
+        unregister_policy("duck")
+    with pytest.raises(TypeError, match="schedule"):
+        NoSchedule()
+
+
 def test_queue_buckets_follow_the_earliest_remaining_arrival():
     a, b, c = entry("q1", "a", 2, 0.0), entry("q2", "b", 1, 0.1), entry("q1", "c", 1, 0.2)
     q = RequestQueue([a, b, c])
