@@ -53,6 +53,20 @@ def kind_defaults(kind: str, options: dict[str, Any] | None = None) -> tuple[fro
     return ops, profile if isinstance(profile, EngineProfile) else EngineProfile()
 
 
+def kind_continuous(kind: str, options: dict[str, Any] | None = None) -> bool:
+    """Whether an engine kind's adapter batches continuously (each request of a batch runs and
+    ends on its own, as in vLLM), as it declares with `continuous = True` or, when that depends on
+    the options, `continuous_for(options)`. False for unknown and custom kinds."""
+    target = _KINDS.get(kind)
+    if isinstance(target, str):
+        module, attr = target.split(":")
+        target = getattr(importlib.import_module(module), attr)
+    continuous_for = getattr(target, "continuous_for", None)
+    if callable(continuous_for):
+        return bool(continuous_for(dict(options or {})))
+    return getattr(target, "continuous", False) is True
+
+
 def kind_ranks_by(kind: str, options: dict[str, Any] | None = None) -> str:
     """What the scores of an engine kind's output rank by, as its adapter declares with
     `ranks_by(options)`: "cosine:<model>" for an embedder (the cosine of its vectors) or a reranker

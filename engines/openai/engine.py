@@ -1,7 +1,8 @@
 """`Engine(name, kind="openai", url=..., model=...)`: an engine behind an OpenAI-compatible HTTP API.
 
-The option `api` picks the adapter: "completions" (default: an LLM served by `vllm serve`,
-engines.openai.llm) or "embeddings" (engines.openai.embedding)."""
+The option `api` picks the adapter: "completions" (default: an LLM served by `vllm serve` or any
+server with the OpenAI completions API, engines.openai.llm) or "embeddings" (engines.openai.embedding).
+`urls=[...]` instead of `url` starts one instance per server (`Engine.instance_options`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -30,6 +31,12 @@ def defaults_for(options: dict[str, Any]) -> tuple[frozenset[str], EngineProfile
     return cls.ops, cls.default_profile
 
 
+def continuous_for(options: dict[str, Any]) -> bool:
+    """Whether the adapter these options select batches continuously (the LLM one does)."""
+    return getattr(_adapter_class(options.get("api", "completions")), "continuous", False) is True
+
+
 openai_engine.ops = OpenAILLMEngine.ops  # type: ignore[attr-defined]
 openai_engine.default_profile = OpenAILLMEngine.default_profile  # type: ignore[attr-defined]
 openai_engine.defaults_for = defaults_for  # type: ignore[attr-defined]
+openai_engine.continuous_for = continuous_for  # type: ignore[attr-defined]

@@ -1,36 +1,43 @@
-"""The remote LLM engine: a vLLM server's OpenAI-compatible API (`vllm serve`) behind the teola
-engine protocol, so an app runs on in-process vLLM or on GPU servers you already run by configuration.
+"""The remote LLM engine: an LLM behind an OpenAI-compatible completions API (`vllm serve`, or any
+server with that API shape) behind the teola engine protocol, so an app runs on in-process vLLM or on
+GPU servers you already run by configuration. Several servers are several instances of one engine
+(`Engine("llm", kind="openai", urls=[...])`, one instance per URL), spread by the engine's balancer.
 
 Prompts are rendered here with the model's chat template (the same `PromptRenderer` as the in-process
-adapter) and sent to `/v1/completions` as token ids, so a partial prefill is an exact token prefix of
-the later full prompt and the server's prefix cache reuses it. Prefill ops send a `max_tokens=1`
-request that only warms the cache; decode ops stream (`stream_options.include_usage`) and, for
-splittable outputs, emit each parsed item as soon as it is complete. `priority` goes to vLLM's
-priority scheduling (start the server with `--scheduling-policy priority`), `cache_salt` keeps
-tenants' cached prefixes apart, and cached-token counts come from
-`usage.prompt_tokens_details.cached_tokens` (start it with `--enable-prompt-tokens-details`).
-`abort(owners)` closes those requests' streams: vLLM aborts a request whose client went away.
+adapter) as parts + continuation (a call's earlier output and its tool results) + resume ids, and sent
+to `/v1/completions` as token ids, so a partial prefill is an exact token prefix of the later full
+prompt and the server's prefix cache reuses it. Prefill ops send a `max_tokens=1` request that only
+warms the cache; decode ops stream (`stream_options.include_usage`) and, for splittable outputs, emit
+each parsed item as soon as it is complete.
+
+Like in-process vLLM the engine batches continuously (`continuous`): every request of a batch is its
+own HTTP request, and the runtime keeps up to `max_num_seqs` batches in flight on one server
+(`profile.max_inflight`), handing each entry its results as its own requests end. What the server can
+do is probed at start (engines.openai.capabilities: vLLM's sampling fields, token ids, priority
+scheduling, cached-token counts, health route, max_num_seqs and KV-cache size), with one log line each
+and a fallback, so vLLM's extras are used when present and any OpenAI-compatible server works.
+Requests go through the official `openai` async client (engines.openai.client). `abort(owners)`
+closes those requests' streams: vLLM aborts a request whose client went away.
 """
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
+from engines.llm_text.llm_requests import PromptRenderer, validate_parts
 from engines.models import resolve_model
-from engines.openai.http_client import RemoteClient, RemoteEngineError, check_client_options
+from engines.openai.capabilities import VLLM_NEUTRAL, Capabilities, probe
+from engines.openai.client import RemoteClient, RemoteEngineError, check_client_options
 from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile
-from engines.llm_text.split_parser import SplitParser, emit_items
-from engines.llm_text.llm_requests import PromptRenderer, check_request
 from engines.requests import DECODE_OPS, PREFILL_OPS
 
-# vLLM's own neutral values, sent explicitly so a server's defaults (`--generation-config auto`
-# reads the model's generation_config.json) cannot change what the in-process adapter would sample
-NEUTRAL_SAMPLING = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0,
-                    "presence_penalty": 0.0, "frequency_penalty": 0.0, "n": 1}
+# OpenAI's own fields at their neutral values (the vLLM-only ones are in VLLM_NEUTRAL)
+NEUTRAL_SAMPLING = {"top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "n": 1}
+DEFAULT_MAX_NUM_SEQS = 16
 
 
 @dataclass(slots=True, eq=False)
@@ -42,28 +49,33 @@ class _Live:
 
 
 class OpenAILLMEngine:
-    """An LLM served elsewhere over vLLM's OpenAI-compatible API.
+    """An LLM served elsewhere over an OpenAI-compatible completions API (see the module docstring).
 
-    Options: url (required: the server's base URL, e.g. "http://gpu-box:8000"), model (the served
-    model name, default "smollm2-135m-instruct"), tokenizer (a local model folder or short name whose
-    tokenizer and chat template match the served model; default: `model` resolved locally),
-    api_key (sent as a bearer token; default none), max_model_len (default: what the server reports),
-    max_num_seqs (the batch size the scheduler sends, 16), max_efficient_batch (8), max_tokens
-    (default per request, 256), timeout (seconds per read, 600), connect_timeout (10), retries (3:
-    attempts after the first on connection errors and 502/503/504), backoff (0.5 s, doubled per
-    retry), max_connections (pool size, 64).
+    Options: url (required: the server's base URL, e.g. "http://gpu-box:8000"; an `Engine` takes
+    `urls=[...]` instead for one instance per server), model (the served model name, default
+    "smollm2-135m-instruct"), tokenizer (a local model folder or short name whose tokenizer and chat
+    template match the served model; default: `model` resolved locally), api_key (sent as a bearer
+    token; default none), max_model_len (default: what the server reports), max_num_seqs (requests
+    the server decodes at once: the most requests teola keeps in flight on it and in one batch;
+    default: what the server reports (vLLM with VLLM_SERVER_DEV_MODE=1), else 16),
+    max_efficient_batch (8), max_tokens (default per request, 256), timeout (seconds per request, 600),
+    connect_timeout (10), retries (3: attempts after the first on connection errors, 408/409/429 and
+    5xx answers, with the openai client's jittered backoff honouring Retry-After), max_connections
+    (pool size, 64; keep it >= max_num_seqs).
     """
 
     ops = PREFILL_OPS | DECODE_OPS
-    default_profile = EngineProfile(max_batch=16, max_efficient_batch=8, context_window=2048)
+    continuous = True
+    default_profile = EngineProfile(max_batch=DEFAULT_MAX_NUM_SEQS, max_efficient_batch=8, context_window=2048,
+                                    max_inflight=DEFAULT_MAX_NUM_SEQS)
 
     def __init__(self, name: str, url: str | None = None, model: str = "smollm2-135m-instruct",
                  tokenizer: str | None = None, api_key: str | None = None, max_model_len: int | None = None,
-                 max_num_seqs: int = default_profile.max_batch, max_efficient_batch: int | None = None,
+                 max_num_seqs: int | None = None, max_efficient_batch: int | None = None,
                  max_tokens: int = 256, timeout: float = 600.0, connect_timeout: float = 10.0,
-                 retries: int = 3, backoff: float = 0.5, max_connections: int = 64):
-        self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, backoff, max_connections)
-        for key, value in (("max_num_seqs", max_num_seqs), ("max_tokens", max_tokens),
+                 retries: int = 3, max_connections: int = 64):
+        self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, max_connections)
+        for key, value in (("max_num_seqs", max_num_seqs or 1), ("max_tokens", max_tokens),
                            ("max_model_len", max_model_len or 1), ("max_efficient_batch", max_efficient_batch or 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"engine {name!r}: option {key} must be a positive int, got {value!r}")
@@ -74,36 +86,55 @@ class OpenAILLMEngine:
         self.tokenizer_name = tokenizer or model
         self.max_model_len = max_model_len
         self.max_tokens = max_tokens
-        self._client_args = (api_key, timeout, connect_timeout, retries, backoff, max_connections)
-        self.profile = EngineProfile(max_batch=max_num_seqs, context_window=max_model_len or 2048,
-                                     max_efficient_batch=min(max_efficient_batch or 8, max_num_seqs))
+        self.max_num_seqs_option = max_num_seqs
+        self.max_efficient_batch_option = max_efficient_batch
+        self._client_args = (api_key, timeout, connect_timeout, retries, max_connections)
+        self.profile = EngineProfile(context_window=max_model_len or 2048)
+        self._size(max_num_seqs or DEFAULT_MAX_NUM_SEQS)
+        self.caps = Capabilities()
         self.renderer: PromptRenderer | None = None
         self.client: RemoteClient | None = None
         self._live: dict[str, set[_Live]] = {}  # owner or tag -> its requests streaming now
-        self._request_ids = itertools.count()
+        self.in_flight = 0  # requests sent and not yet answered (for diagnostics and tests)
+
+    def _size(self, max_num_seqs: int) -> None:
+        self.profile.max_batch = self.profile.max_inflight = max_num_seqs
+        self.profile.max_efficient_batch = min(self.max_efficient_batch_option or 8, max_num_seqs)
 
     # ---- lifecycle -------------------------------------------------------------------------------
     async def start(self) -> None:
-        """Load the tokenizer and check that the server serves `model` (retried while it comes up)."""
+        """Load the tokenizer, check that the server serves `model` (retried while it comes up) and
+        probe what it can do."""
         if self.client is not None:
             return
-        self.renderer = await asyncio.to_thread(self._load_renderer)
+        if self.renderer is None:
+            self.renderer = await asyncio.to_thread(self._load_renderer)
         client = RemoteClient(self.name, self.base_url, *self._client_args)
         try:
-            response = await client.get("/v1/models")
-            served = {m.get("id"): m for m in response.json().get("data", [])} if response.status_code == 200 else {}
-        except Exception:
+            await self._check_model(client)
+            self.caps = await probe(client, self.model, self.renderer.token_ids([("user", "ping")], True))
+        except BaseException:
             await client.aclose()
             raise
-        if self.model not in served:
-            await client.aclose()
-            raise RemoteEngineError(f"engine {self.name!r}: {self.base_url} does not serve model {self.model!r} "
-                                    f"(HTTP {response.status_code}; served: {sorted(served) or 'none'}); "
-                                    f"set the engine option model to the server's --served-model-name")
-        if self.max_model_len is None and isinstance(served[self.model].get("max_model_len"), int):
-            self.max_model_len = served[self.model]["max_model_len"]
-            self.profile.context_window = self.max_model_len
+        if self.max_num_seqs_option is None and self.caps.max_num_seqs:
+            self._size(self.caps.max_num_seqs)
+        self.profile.token_budget = self.caps.token_budget
         self.client = client
+
+    async def _check_model(self, client: RemoteClient) -> None:
+        import openai
+
+        try:
+            served = {m.id: m for m in (await client.api.models.list()).data}
+        except openai.APIError as exc:
+            raise client.error("models", exc) from exc
+        if self.model not in served:
+            raise RemoteEngineError(f"engine {self.name!r}: {self.base_url} does not serve model {self.model!r} "
+                                    f"(served: {sorted(served) or 'none'}); set the engine option model to the "
+                                    f"server's --served-model-name")
+        reported = (served[self.model].model_extra or {}).get("max_model_len")
+        if self.max_model_len is None and isinstance(reported, int):
+            self.max_model_len = self.profile.context_window = reported
 
     def _load_renderer(self) -> PromptRenderer:
         configure_engine_env()
@@ -118,13 +149,11 @@ class OpenAILLMEngine:
         return PromptRenderer(AutoTokenizer.from_pretrained(str(path)))
 
     async def health(self) -> bool:
-        """True while the server answers /health with 200."""
+        """True while the server answers its health route (probed at start) with 200."""
         if self.client is None:
             return False
-        try:
-            return (await self.client.http.get("/health")).status_code == 200
-        except Exception:
-            return False
+        answer = await self.client.get(self.caps.health_route)
+        return answer is not None and answer.status_code == 200
 
     async def stop(self) -> None:
         client, self.client = self.client, None
@@ -145,77 +174,80 @@ class OpenAILLMEngine:
         """The token ids a request with these parts sends (for tests and cache accounting)."""
         if self.renderer is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        return self.renderer.token_ids([tuple(p) for p in parts], complete)
+        return self.renderer.token_ids(validate_parts(parts), complete)
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """Run one batch concurrently (the server batches them); one result per request, in order."""
-        return await self._run_batch(op, requests, None)
+        return await self._run(op, requests, None)
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
-        """Yield (i, "item", text) for each complete item as it is parsed, then (i, "final", result)."""
-        queue: asyncio.Queue = asyncio.Queue()
+    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        """Yield (i, "item", text) for each complete item as it is parsed, (i, "delta", text) and
+        (i, "progress", tokens) when asked for, then (i, "final", result)."""
+        return stream_batch(lambda emit: self._run(op, requests, emit))
 
-        async def emit(i: int, kind: str, value: Any) -> None:
-            queue.put_nowait((i, kind, value))
-
-        batch = asyncio.ensure_future(self._run_batch(op, requests, emit))
-        batch.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-            batch.result()
-        finally:
-            if not batch.done():
-                batch.cancel()
-                await asyncio.gather(batch, return_exceptions=True)
-
-    async def _run_batch(self, op: str, requests: list[dict[str, Any]],
-                         emit: Callable[[int, str, Any], Awaitable[None]] | None) -> list[Any]:
-        if op not in self.ops:
-            raise ValueError(f"engine {self.name!r} (openai) does not run op {op!r}; it runs {', '.join(sorted(self.ops))}")
+    async def _run(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:
         if self.client is None or self.renderer is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        if not isinstance(requests, list):
-            raise ValueError(f"requests must be a list of dicts, got {type(requests).__name__}")
-        checked = [check_request(op, r, self.max_tokens) for r in requests]
-        tasks = [asyncio.ensure_future(self._one(op, i, req, emit)) for i, req in enumerate(checked)]
-        try:
-            return list(await asyncio.gather(*tasks))
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return await run_batch(self.name, "openai", self.ops, op, requests, self.max_tokens,
+                               lambda i, req, em: self._one(op, i, req, em), emit)
 
     def _body(self, prefill: bool, req: dict[str, Any], ids: list[int]) -> dict[str, Any]:
+        """The keyword arguments of `completions.create` for one request."""
         max_tokens = 1 if prefill else req["max_tokens"]
         if self.max_model_len and len(ids) + max_tokens > self.max_model_len:
             raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + max_tokens {max_tokens} exceeds "
                              f"max_model_len {self.max_model_len}; send a shorter prompt or serve a longer context")
-        body = {"model": self.model, "prompt": ids, "max_tokens": max_tokens, **NEUTRAL_SAMPLING,
-                "temperature": 0.0 if prefill else req["temperature"], "stop": [] if prefill else (req["stop"] or []),
-                "ignore_eos": req["ignore_eos"] and not prefill, "seed": req["seed"], "priority": req["priority"],
-                "skip_special_tokens": True, "return_token_ids": True,
-                "stream": not prefill, **({} if prefill else {"stream_options": {"include_usage": True}})}
-        if req["cache_salt"]:
-            body["cache_salt"] = req["cache_salt"]
+        body: dict[str, Any] = {"model": self.model, "prompt": ids, "max_tokens": max_tokens, **NEUTRAL_SAMPLING,
+                                "temperature": 0.0 if prefill else req["temperature"]}
+        if not prefill:
+            body.update(top_p=req["top_p"], presence_penalty=req["presence_penalty"],
+                        frequency_penalty=req["frequency_penalty"])
+            if req["json_object"]:
+                body["response_format"] = {"type": "json_object"}
+        if req["stop"] and not prefill:
+            body["stop"] = req["stop"]
+        if req["seed"] is not None:
+            body["seed"] = req["seed"]
+        extra: dict[str, Any] = {}
+        if self.caps.vllm_fields:
+            extra.update(VLLM_NEUTRAL, ignore_eos=req["ignore_eos"] and not prefill)
+            if req["cache_salt"]:
+                extra["cache_salt"] = req["cache_salt"]
+        if self.caps.token_ids:
+            extra["return_token_ids"] = True
+        if self.caps.priority and req["priority"]:
+            extra["priority"] = req["priority"]
+        if extra:
+            body["extra_body"] = extra
+        if not prefill:
+            body.update(stream=True, stream_options={"include_usage": True})
         return body
 
-    async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
-        prefill = op in PREFILL_OPS
-        ids = self.renderer.token_ids(req["parts"], req["complete"]) + req["resume_ids"]
-        body = self._body(prefill, req, ids)
-        if prefill:
-            answer = await self.client.post("/v1/completions", body)
-            result: dict[str, Any] = _counts(len(ids), answer.get("usage"))
-        else:
-            result = await self._decode(i, req, body, len(ids), emit)
-        if emit is not None:
-            await emit(i, "final", result)
-        return result
+    async def _one(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> dict[str, Any]:
+        import openai
 
-    async def _decode(self, i: int, req: dict[str, Any], body: dict[str, Any], n_prompt: int, emit) -> dict[str, Any]:
-        state = _DecodeState(SplitParser(req["split"]) if req["split"] else None, req["max_items"])
-        reader = asyncio.ensure_future(self._read(i, req, body, state, emit))
+        prefill = op in PREFILL_OPS
+        # a call continued after a tool call (its earlier output and the tool results), then (when
+        # preempted) the tokens it decoded before
+        ids = (self.renderer.request_ids(req)
+               + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
+        body = self._body(prefill, req, ids)
+        self.in_flight += 1
+        try:
+            if prefill:
+                answer = await self.client.api.completions.create(**body)
+                return await final(emit, i, _counts(len(ids), answer.usage))
+            return await final(emit, i, await self._decode(i, req, body, len(ids), emit))
+        except openai.APIError as exc:
+            raise self.client.error("completions", exc) from exc
+        finally:
+            self.in_flight -= 1
+
+    async def _decode(self, i: int, req: dict[str, Any], body: dict[str, Any], n_prompt: int,
+                      emit: Emit | None) -> dict[str, Any]:
+        out = Decoded(i, req, emit)
+        ended: dict[str, Any] = {}
+        reader = asyncio.ensure_future(self._read(body, out, ended))
         live = _Live(reader, owners=[k for k in (req["owner"], req["tag"]) if k is not None])
         for key in live.owners:
             self._live.setdefault(key, set()).add(live)
@@ -233,64 +265,35 @@ class OpenAILLMEngine:
                     mine.discard(live)
                     if not mine:
                         del self._live[key]
-        items = await state.finish(i, emit)
-        result = {"text": "".join(state.text), "items": items, **_counts(n_prompt, state.usage),
-                  "num_output_tokens": len(state.generated), "output_token_ids": state.generated}
+        usage = ended.get("usage")
+        text = "".join(out.text)
+        token_ids = out.token_ids if self.caps.token_ids else self.renderer.continuation_ids([text])
+        tokens = int(usage.completion_tokens) if usage is not None and usage.completion_tokens else len(token_ids)
+        result = {"text": text, "items": await out.items(), **_counts(n_prompt, usage),
+                  "num_output_tokens": tokens, "output_token_ids": token_ids,
+                  # None when decoding was cut short because every item asked for was out
+                  "finish_reason": ended.get("finish_reason") or "stop"}
         if live.aborted:
             result["aborted"] = True
         return result
 
-    async def _read(self, i: int, req: dict[str, Any], body: dict[str, Any], state: "_DecodeState", emit) -> None:
-        async with self.client.stream_events("/v1/completions", body) as events:
-            async for chunk in events:
-                if "error" in chunk:
-                    raise RemoteEngineError(f"engine {self.name!r}: the server failed the request: {chunk['error']}")
-                if chunk.get("usage"):
-                    state.usage = chunk["usage"]
-                for choice in chunk.get("choices") or ():
-                    if await state.feed(i, choice, req, emit):
+    async def _read(self, body: dict[str, Any], out: Decoded, ended: dict[str, Any]) -> None:
+        stream = await self.client.api.completions.create(**body)
+        async with stream:  # leaving closes the connection: vLLM aborts the request
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    ended["usage"] = chunk.usage
+                for choice in chunk.choices or ():
+                    if choice.finish_reason:
+                        ended["finish_reason"] = choice.finish_reason
+                    ids = (choice.model_extra or {}).get("token_ids") or []
+                    text = choice.text or ""
+                    # without token ids, a streamed chunk with text carries one token (vLLM, OpenAI)
+                    if await out.feed(text, ids, len(ids) or int(bool(text))):
                         return  # every item asked for is out: closing the stream stops the decode
 
 
-class _DecodeState:
-    """What a streamed decode has produced so far."""
-
-    def __init__(self, parser: SplitParser | None, max_items: int | None) -> None:
-        self.parser = parser
-        self.max_items = max_items if parser is not None else None
-        self.text: list[str] = []
-        self.generated: list[int] = []
-        self.usage: dict[str, Any] | None = None
-        self.stopped = False
-
-    async def feed(self, i: int, choice: dict[str, Any], req: dict[str, Any], emit) -> bool:
-        """Take one streamed choice delta; True once `max_items` items are out."""
-        text, token_ids = choice.get("text") or "", choice.get("token_ids") or []
-        self.text.append(text)
-        self.generated.extend(token_ids)
-        if emit is not None and req["stream_text"] and text:
-            await emit(i, "delta", text)
-        if emit is not None and req["progress"] and token_ids:
-            await emit(i, "progress", len(self.generated))
-        if self.parser is not None and text:
-            self.stopped = await emit_items(self.parser, text, self.max_items, i, emit)
-        return self.stopped
-
-    async def finish(self, i: int, emit) -> list[str]:
-        """The items of the whole output; the trailing ones are emitted now."""
-        if self.parser is None:
-            return []
-        items = self.parser.items[:self.max_items]
-        if not self.stopped:
-            limit = None if self.max_items is None else max(0, self.max_items - len(items))
-            for item in self.parser.finish()[:limit]:
-                items.append(item)
-                if emit is not None:
-                    await emit(i, "item", item)
-        return items
-
-
-def _counts(n_prompt: int, usage: dict[str, Any] | None) -> dict[str, Any]:
-    details = (usage or {}).get("prompt_tokens_details") or {}
-    return {"num_prompt_tokens": int((usage or {}).get("prompt_tokens") or n_prompt),
-            "num_cached_tokens": int(details.get("cached_tokens") or 0)}
+def _counts(n_prompt: int, usage: Any) -> dict[str, Any]:
+    details = getattr(usage, "prompt_tokens_details", None)
+    return {"num_prompt_tokens": int(getattr(usage, "prompt_tokens", None) or n_prompt),
+            "num_cached_tokens": int(getattr(details, "cached_tokens", None) or 0)}

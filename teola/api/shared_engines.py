@@ -65,7 +65,7 @@ def share_engines(apps: Iterable[Any]) -> int:
             continue
         app0, name0 = members[0]
         spec = app0.engines[name0]
-        backend = SharedBackend(create_engine(name0, spec.kind, resolve_options(spec.kind, spec.options)))
+        backend = SharedBackend(create_engine(name0, spec.kind, resolve_options(spec.kind, spec.instance_options(0))))
         for app, name in members:
             app.backends[name] = backend
         shared += 1

@@ -5,14 +5,10 @@ from typing import Any
 
 from engines.engine_settings import machine_max_efficient_batch
 from engines.protocol import EngineProfile
-from engines.registry import engine_kinds, kind_defaults, kind_ranks_by
+from engines.registry import engine_kinds, kind_continuous, kind_defaults, kind_ranks_by
 from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
 from teola.ir.graph import EngineInfo
 from teola.ir.ops import PrimOp
-
-# engines that batch continuously (vLLM): each request in a batch runs and ends on its own, so the
-# runtime keeps as many batches in flight as requests run at once and hands each result back as it ends
-CONTINUOUS_KINDS = frozenset({"vllm"})
 
 
 class Engine:
@@ -21,7 +17,8 @@ class Engine:
     name: how nodes refer to it. kind: the adapter ("vllm", "sentence_transformers", "reranker",
     "pgvector", "search", "tool", "openai" (a server's OpenAI-compatible API: `url=`, `model=`,
     `api="completions"` for an LLM served by `vllm serve` or `api="embeddings"`), or one added with `engines.registry.register_engine_kind`).
-    instances: how many engine instances to start. max_efficient_batch: the batch size beyond which
+    instances: how many engine instances to start; with the option `urls=[...]` (several servers of a
+    remote kind, instead of `url`) one per URL, each instance getting its own as `url`. max_efficient_batch: the batch size beyond which
     throughput stops growing (stage decomposition splits there); max_batch: the most requests in one
     batch; both default to what the kind's adapter declares (`default_profile`). ops: required for custom kinds.
     policy: the engine scheduler's batching policy (default: the app's). resources: where and with
@@ -53,6 +50,8 @@ class Engine:
         kind_ops, profile = declared if declared is not None else (frozenset(), EngineProfile())
         if not isinstance(instances, int) or instances < 1:
             raise ValueError(f"Engine {name!r}: instances must be an int >= 1, got {instances!r}")
+        self.urls = _check_urls(name, options, instances)
+        instances = len(self.urls) if self.urls else instances
         self.name = name
         self.kind = kind
         self.instances = instances
@@ -79,8 +78,18 @@ class Engine:
         self.options = options
         # what its scores rank by, for passes that prove two rankings equal (a backend given to
         # App.register_engine replaces it with its own)
-        self.remote = isinstance(options.get("url"), str)
+        self.remote = isinstance(options.get("url"), str) or bool(self.urls)
         self.ranks_by = "" if self.remote else kind_ranks_by(kind, options)
+        # whether its adapter batches continuously (vLLM, remote LLM servers): each request of a batch
+        # runs and ends on its own, so the runtime keeps several batches in flight on an instance and
+        # hands each entry its results as its own requests end
+        self.continuous = declared is not None and kind_continuous(kind, options)
+
+    def instance_options(self, index: int) -> dict[str, Any]:
+        """The adapter options of instance `index`: the options, with `urls[index]` as `url`."""
+        if not self.urls:
+            return dict(self.options)
+        return {**{k: v for k, v in self.options.items() if k != "urls"}, "url": self.urls[index]}
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window,
@@ -88,6 +97,22 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"
+
+
+def _check_urls(name: str, options: dict[str, Any], instances: int) -> list[str]:
+    """The option `urls` (one server per instance) checked: a non-empty list of strings, not beside
+    `url`, and `instances` left at 1 or equal to its length; [] without it."""
+    urls = options.get("urls")
+    if urls is None:
+        return []
+    if "url" in options:
+        raise ValueError(f"Engine {name!r}: give url (one server) or urls (one instance per server), not both")
+    if not isinstance(urls, (list, tuple)) or not urls or not all(isinstance(u, str) and u for u in urls):
+        raise ValueError(f"Engine {name!r}: urls must be a non-empty list of server URLs, got {urls!r}")
+    if instances not in (1, len(urls)):
+        raise ValueError(f"Engine {name!r}: instances={instances} but {len(urls)} urls; each URL is one "
+                         f"instance (leave instances out)")
+    return list(urls)
 
 
 def _check_balancer(name: str, balancer: Any, options: Any) -> tuple[str, dict[str, Any]]:

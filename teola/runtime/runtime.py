@@ -12,7 +12,7 @@ import logging
 from typing import Any, Callable
 
 from teola.compile.compiler import Compiled
-from teola.ir.engine_spec import CONTINUOUS_KINDS, Engine
+from teola.ir.engine_spec import Engine
 from teola.ir.ops import LLM_OPS
 from teola.runtime.call_work import CallOutcome, CallWork
 from teola.runtime.graph_tier.dispatch_plan import DispatchPlanCache
@@ -45,7 +45,8 @@ class Runtime:
       policy: batching policy for engines whose spec sets none ("topology", "fifo", "po", "to", ...);
       policy_options: {policy name: {option: value}} (e.g. {"fifo": {"timeout": 0.01}});
       max_inflight: batches an instance may run at once, an int or {engine: int} (default: the adapter's
-        profile's: 64 for remote search and tools, max_num_seqs for vLLM; other "vllm" backends max_batch; else 1);
+        profile's: 64 for remote search and tools, max_num_seqs for vLLM and remote LLM servers; other
+        backends of continuously batching kinds max_batch; else 1);
       prescheduling: fuse a prefill into its only decode on the same engine (default True; a query
         may override it with config {"prescheduling": false});
       health_interval: seconds between health probes of every engine instance (default 5; 0 or
@@ -181,7 +182,7 @@ class Runtime:
             return max(1, mi)
         if isinstance(mi, dict) and spec.name in mi:
             return max(1, int(mi[spec.name]))
-        own, continuous = inst.profile.max_inflight, spec.kind in CONTINUOUS_KINDS
+        own, continuous = inst.profile.max_inflight, spec.continuous
         return own if own > 0 else max(1, inst.profile.max_batch) if continuous else 1
 
     # ---- what runs -------------------------------------------------------------------------------

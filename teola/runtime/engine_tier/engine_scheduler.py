@@ -16,7 +16,7 @@ import asyncio
 from typing import Any
 
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
-from teola.ir.engine_spec import CONTINUOUS_KINDS, Engine
+from teola.ir.engine_spec import Engine
 from teola.ir.ops import PrimOp
 from teola.policies.base import Limits, Pending, Pick, Policy, RequestQueue
 from teola.programs.length_predictions import predict_lengths

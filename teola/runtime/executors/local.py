@@ -25,7 +25,7 @@ class LocalExecutor:
     async def launch(self, spec: Engine, index: int, backend: Any | None) -> Instance:
         if backend is None:
             backend = create_engine(spec.name, spec.kind,
-                                    resolve_options(spec.kind, spec.options, index, spec.instances))
+                                    resolve_options(spec.kind, spec.instance_options(index), index, spec.instances))
         missing = [m for m in ("execute", "start", "stop") if not callable(getattr(backend, m, None))]
         if missing:
             raise TypeError(f"engine {spec.name!r}: backend {backend!r} lacks {missing} "

@@ -77,7 +77,7 @@ class EngineActor:
         # (context window, max_inflight included)
         return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
                 "profile": dataclasses.asdict(profile) if isinstance(profile, EngineProfile) else None,
-                "methods": [m for m in ("stream", "drop_namespace", "health", "abort")
+                "methods": [m for m in ("stream", "drop_namespace", "publish_namespace", "health", "abort")
                             if callable(getattr(backend, m, None))]}
 
     async def restart(self) -> None:
@@ -192,7 +192,7 @@ class RayExecutor:
         if self.share_actors and backend is None:
             opts.update(name=shared_actor_name(spec, index), get_if_exists=True)
         actor_cls = ray.remote(EngineActor)
-        handle = actor_cls.options(**opts).remote(spec.name, spec.kind, dict(spec.options), backend)
+        handle = actor_cls.options(**opts).remote(spec.name, spec.kind, spec.instance_options(index), backend)
         info = await handle.acquire.remote()
         self.placements[f"{spec.name}/{index}"] = {"pid": info["pid"], "node_id": info["node_id"]}
         p = info["profile"]

@@ -1,11 +1,12 @@
-"""The remote-engine adapters without a server: options checked eagerly, the kind's ops and
-profile per api, and connection failures retried with backoff, then reported naming the URL."""
+"""The remote-engine adapters without a server: options checked eagerly, the kind's ops, profile
+and continuity per api, one instance per URL of `urls`, and connection failures retried by the
+openai client, then reported naming the URL."""
 import socket
 
 import pytest
 
 from engines.openai.embedding import OpenAIEmbeddingEngine
-from engines.openai.http_client import RemoteEngineError
+from engines.openai.client import RemoteEngineError
 from engines.openai.llm import OpenAILLMEngine
 from engines.registry import create_engine
 from teola import Engine
@@ -28,6 +29,33 @@ def test_kind_openai_picks_the_adapter_by_api():
         Engine("x", kind="openai", api="rerank", url="http://gpu:8000")
 
 
+def test_the_llm_api_batches_continuously_and_embeddings_do_not():
+    assert Engine("llm", kind="openai", url="http://gpu:8000").continuous
+    assert not Engine("embedding", kind="openai", api="embeddings", url="http://gpu:8000").continuous
+    assert Engine("llm", kind="vllm").continuous and not Engine("vectordb", kind="pgvector").continuous
+
+
+def test_urls_make_one_instance_per_server():
+    spec = Engine("llm", kind="openai", urls=["http://a:8000", "http://b:8000/v1"], balancer="locality")
+    assert spec.instances == 2 and spec.remote
+    assert [spec.instance_options(i)["url"] for i in range(2)] == ["http://a:8000", "http://b:8000/v1"]
+    assert "urls" not in spec.instance_options(0)
+    backends = [create_engine("llm", "openai", spec.instance_options(i)) for i in range(2)]
+    assert [b.base_url for b in backends] == ["http://a:8000", "http://b:8000"]
+    with pytest.raises(ValueError, match="not both"):
+        Engine("llm", kind="openai", url="http://a:8000", urls=["http://b:8000"])
+    with pytest.raises(ValueError, match="each URL is one instance"):
+        Engine("llm", kind="openai", urls=["http://a:8000", "http://b:8000"], instances=3)
+    with pytest.raises(ValueError, match="non-empty list"):
+        Engine("llm", kind="openai", urls=[])
+
+
+def test_max_num_seqs_is_the_in_flight_cap():
+    engine = OpenAILLMEngine("llm", url="http://gpu:8000", max_num_seqs=32)
+    assert engine.profile.max_inflight == engine.profile.max_batch == 32
+    assert OpenAILLMEngine("llm", url="http://gpu:8000").profile.max_inflight == 16
+
+
 @pytest.mark.parametrize("options, words", [
     ({}, "option url"), ({"url": "gpu:8000"}, "option url"), ({"url": "http://g", "timeout": 0}, "timeout"),
     ({"url": "http://g", "retries": -1}, "retries"), ({"url": "http://g", "max_tokens": 0}, "max_tokens"),
@@ -39,7 +67,7 @@ def test_bad_options_name_the_option(options, words):
 
 async def test_connection_errors_are_retried_then_reported():
     url = closed_port_url()
-    engine = OpenAIEmbeddingEngine("embedding", url=url, retries=2, backoff=0.01)
+    engine = OpenAIEmbeddingEngine("embedding", url=url, retries=2)
     with pytest.raises(RemoteEngineError, match=f"{url}/v1/embeddings failed after 3 attempts: ConnectError"):
         await engine.start()
     assert engine.client is None

@@ -1,0 +1,70 @@
+"""Advanced RAG with its LLM on two real `vllm serve` processes, one engine instance each
+(`Engine("llm", kind="openai", urls=[a, b], balancer="locality")`): concurrent queries overlap on
+the servers and the balancer uses both; a server killed mid-query fails only the queries with calls
+on it, and once it is back the supervisor restarts its instance and queries use it again. The
+in-flight requests per server (max and mean while busy) are printed for the record, never asserted
+beyond overlap."""
+import asyncio
+
+import pytest
+
+from apps import advanced_rag
+from tests.support.server_load import RunningSampler, finished
+from tests.support.waiting import until
+
+pytestmark = pytest.mark.engines
+
+QUESTIONS = ["Who designed the Eiffel Tower?", "Why was the Eiffel Tower built?", "How tall is the Eiffel Tower?",
+             "What is the Eiffel Tower made of?", "Where does the Eiffel Tower stand?",
+             "What was the tallest structure before 1930?", "What do locals call the Eiffel Tower?",
+             "When was the Eiffel Tower built?"]
+
+
+def two_server_app(urls: list[str]):
+    app = advanced_rag.build(llm={"kind": "openai", "urls": urls, "balancer": "locality"})
+    query, _ = app.sample()
+    return app, query
+
+
+async def test_queries_overlap_on_both_servers(vllm_server, plain_vllm_server):
+    urls = [vllm_server, plain_vllm_server.url]
+    app, query = two_server_app(urls)
+    await app.start()
+    try:
+        before = [await finished(u) for u in urls]
+        async with RunningSampler(urls) as sampler:
+            results = await asyncio.gather(*(app.run({**query, "question": q}) for q in QUESTIONS))
+        assert all(r.output for r in results)
+        served = [await finished(u) - b for u, b in zip(urls, before)]
+        assert all(n > 0 for n in served), f"requests finished per server: {served}"
+        assert max(max(sampler.samples[u], default=0) for u in urls) > 1, sampler.samples
+        for u, n in zip(urls, served):
+            busy = sampler.busy(u)
+            print(f"{u}: {n} requests; in flight while busy: max {max(busy, default=0)}, "
+                  f"mean {sum(busy) / max(1, len(busy)):.2f} over {len(busy)} samples")
+    finally:
+        await app.stop()
+
+
+async def test_a_killed_server_fails_only_its_queries_and_is_used_again(vllm_server, plain_vllm_server):
+    urls = [vllm_server, plain_vllm_server.url]
+    app, query = two_server_app(urls)
+    await app.start(health_interval=1.0, restart_backoff=(0.5, 2.0))
+    try:
+        second = app.runtime.instances["llm"][1]
+        runs = [asyncio.ensure_future(app.run({**query, "question": q})) for q in QUESTIONS[:4]]
+        await until(lambda: second.outstanding > 0, timeout=120)
+        plain_vllm_server.kill()
+        await asyncio.to_thread(plain_vllm_server.__enter__)  # back on the same port
+        outcomes = await asyncio.gather(*runs, return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        assert failed and len(failed) < len(outcomes), outcomes
+        assert all("llm/1" in str(e) for e in failed), failed
+        await until(lambda: app.runtime.health()["llm"]["healthy"], timeout=120, interval=0.2)
+        assert app.runtime.health()["llm"]["restarts"] >= 1
+        before = await finished(plain_vllm_server.url)
+        results = await asyncio.gather(*(app.run({**query, "question": q}) for q in QUESTIONS[4:]))
+        assert all(r.output for r in results)
+        assert await finished(plain_vllm_server.url) > before
+    finally:
+        await app.stop()
