@@ -49,6 +49,10 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "ignore_eos": False,  # decode exactly max_tokens tokens
     "stream_text": False,  # stream ("delta", text) as it decodes
     "progress": False,    # stream ("progress", tokens decoded so far)
+    "top_p": 1.0,         # nucleus sampling: keep the smallest token set of this probability
+    "presence_penalty": 0.0,   # OpenAI's penalties on tokens already in the output
+    "frequency_penalty": 0.0,
+    "json_object": False,  # constrain the output to one JSON object (guided decoding)
 }
 
 
@@ -87,7 +91,9 @@ class RerankRequest(TypedDict):
 
 class LLMRequest(TypedDict, total=False):
     """One LLM call (every LLM op). `parts` is required; the rest default (REQUEST_DEFAULTS) or are
-    absent: max_items (with a split), seed, owner / tag (keys abort() names), cache_salt, resume_ids
+    absent: max_items (with a split), seed, top_p, presence/frequency penalties and json_object
+    (sampling), messages / tools or raw_prompt (a decode's whole conversation, or its raw text,
+    rendered instead of `parts`: engines/llm_text), owner / tag (keys abort() names), cache_salt, resume_ids
     and kv_swap_key (a preempted call's resume), and the fields of a call that pauses for tools
     (continuation, pause_kv, kv_key, api, predicted_tokens, resumes_preserved)."""
 
@@ -114,6 +120,13 @@ class LLMRequest(TypedDict, total=False):
     api: str
     predicted_tokens: int
     resumes_preserved: bool
+    top_p: float
+    presence_penalty: float
+    frequency_penalty: float
+    json_object: bool
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    raw_prompt: str
 
 
 class ToolRequest(TypedDict, total=False):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from engines.llm_text.chat_messages import check_messages, check_tools, render_chat
 from engines.llm_text.split_parser import SPLITS
 from engines.requests import DECODE_OPS, default
 
@@ -61,6 +62,17 @@ class PromptRenderer:
             raise ValueError("the chat template does not place the user message verbatim, so a partial "
                              "prompt cannot be rendered; set passes.prefill_split=false for this engine")
         return rendered[:cut]
+
+    def request_ids(self, req: dict[str, Any]) -> list[int]:
+        """The prompt token ids of a checked request (`check_request`): its "raw_prompt" as it is
+        (tokenized with the tokenizer's special tokens, no chat template), else its "messages"
+        (with its "tools") through the chat template, else its parts."""
+        if req.get("raw_prompt") is not None:
+            return list(self.tokenizer(req["raw_prompt"])["input_ids"])
+        if req.get("messages"):
+            text = render_chat(self.tokenizer, req["messages"], req.get("tools"))
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self.token_ids(req["parts"], req["complete"])
 
     def token_ids(self, parts: Sequence[tuple[str, str]], complete: bool) -> list[int]:
         """The prompt token ids (the template already holds the special tokens)."""
@@ -136,7 +148,37 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
             "stream_text": bool(default(req, "stream_text")), "cache_salt": salt, "tag": tag,
             "progress": bool(default(req, "progress")), "resume_ids": resume or [],
             "kv_swap_key": swap_key,
-            **check_pause(op, req)}
+            **check_sampling(req), **check_chat(op, req), **check_pause(op, req)}
+
+
+def check_sampling(req: dict[str, Any]) -> dict[str, Any]:
+    """The optional sampling fields "top_p" (in (0, 1]), "presence_penalty" and "frequency_penalty"
+    (in [-2, 2]) and "json_object" (bool: the output is constrained to one JSON object)."""
+    out = {}
+    for name, low, high in (("top_p", 0.0, 1.0), ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0)):
+        value = default(req, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise ValueError(f"request {name!r} must be a number in [{low:g}, {high:g}], got {value!r}")
+        out[name] = float(value)
+    if out["top_p"] == 0:
+        raise ValueError("request 'top_p' must be above 0 (1 keeps every token)")
+    out["json_object"] = bool(default(req, "json_object"))
+    return out
+
+
+def check_chat(op: str, req: dict[str, Any]) -> dict[str, Any]:
+    """A decoding request's whole conversation ("messages", "tools": engines/llm_text/chat_messages.py)
+    or raw prompt text ("raw_prompt"), sent instead of its parts; ValueError naming the problem."""
+    messages, tools, raw = check_messages(req.get("messages")), check_tools(req.get("tools")), req.get("raw_prompt")
+    if raw is not None and (not isinstance(raw, str) or not raw):
+        raise ValueError(f"request 'raw_prompt' must be a non-empty string, got {raw!r:.80}")
+    if (messages is not None or raw is not None) and op not in DECODE_OPS:
+        raise ValueError(f"request 'messages' and 'raw_prompt' are for decoding requests, not {op}")
+    if tools is not None and messages is None:
+        raise ValueError("request 'tools' needs 'messages' (the conversation the tools are offered in)")
+    if messages is not None and raw is not None:
+        raise ValueError("a request has 'messages' or 'raw_prompt', not both")
+    return {"messages": messages, "tools": tools, "raw_prompt": raw}
 
 
 def check_pause(op: str, req: dict[str, Any]) -> dict[str, Any]:

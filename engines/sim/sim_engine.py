@@ -292,7 +292,10 @@ class SimEngine:
         else:
             items = []
             text = f"answer {tag}"
-        return {"text": text, "items": items, "num_output_tokens": len(words(text)), **info}
+        n_out = len(words(text))
+        # like vLLM: "length" when the budget ended the decode (ignore_eos decodes all of it)
+        reason = "length" if r.get("ignore_eos") or n_out >= int(r.get("max_tokens") or n_out + 1) else "stop"
+        return {"text": text, "items": items, "num_output_tokens": n_out, "finish_reason": reason, **info}
 
 
 def sim_engines(latency: float = 0.0, record: bool = True, **llm_kw: Any) -> dict[str, SimEngine]:

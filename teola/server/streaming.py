@@ -22,17 +22,21 @@ from fastapi import Request
 
 from teola.server.errors import ApiError
 from teola.server.queries import plain, run_query
+from teola.server.tracing import in_context
 
 if TYPE_CHECKING:
     from teola.compile.compiler import Compiled
+    from teola.server.quotas import Slot
     from teola.server.state import ServerState
 
 
 async def sse_events(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
-                     limit: float) -> AsyncIterator[bytes]:
-    """The events of one query, sent as they happen. Closing the stream cancels the query."""
+                     limit: float, slot: Slot | None = None, parent: Any = None) -> AsyncIterator[bytes]:
+    """The events of one query, sent as they happen. Closing the stream cancels the query. `slot`:
+    the tenant's admission (teola.server.quotas), charged and released by the query; `parent`: the
+    caller's trace context (teola.server.tracing), which the query's spans join."""
     events: asyncio.Queue = asyncio.Queue()
-    task = asyncio.ensure_future(run_query(state, name, app, compiled, config, limit, events.put_nowait))
+    task = in_context(parent, run_query(state, name, app, compiled, config, limit, events.put_nowait, slot))
     task.add_done_callback(lambda _: events.put_nowait(None))
     try:
         yield _event("started", {"query_id": compiled.query_id})

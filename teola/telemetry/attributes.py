@@ -96,3 +96,36 @@ def llm_attributes(entry: dict[str, Any], op: PrimOp, args: dict[str, Any]) -> d
 
 def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def call_attributes(app: str, entry: dict[str, Any], request: dict[str, Any], kind: str | None,
+                    model: str | None, operation: str) -> dict[str, Any]:
+    """The span attributes of one program call from the OpenAI-compatible door: `entry` is its
+    trace dict (engine, instance, program, timings, usage, finish_reason), `request` its LLM
+    request, `operation` "chat" or "text_completion"."""
+    attrs: dict[str, Any] = {"gen_ai.operation.name": operation, "teola.api.app": app, "teola.door": "openai",
+                             "gen_ai.response.id": entry.get("primitive", ""),
+                             "gen_ai.request.max_tokens": int(default(request, "max_tokens")),
+                             "gen_ai.request.temperature": float(default(request, "temperature"))}
+    if request.get("top_p") is not None:
+        attrs["gen_ai.request.top_p"] = float(request["top_p"])
+    if request.get("seed") is not None:
+        attrs["gen_ai.request.seed"] = int(request["seed"])
+    if kind is not None:
+        attrs["gen_ai.provider.name"] = PROVIDERS.get(kind, kind)
+    if model:
+        attrs["gen_ai.request.model"] = model
+    for key, name in (("engine", "teola.engine"), ("instance", "teola.instance"), ("program", "teola.program"),
+                      ("status", "teola.status")):
+        if entry.get(key) is not None:
+            attrs[name] = entry[key]
+    if _num(entry.get("started")):
+        attrs["teola.queue_seconds"] = max(0.0, entry["started"] - (entry.get("queued") or 0.0))
+    for key, name in (("num_prompt_tokens", "gen_ai.usage.input_tokens"),
+                      ("num_cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+                      ("num_output_tokens", "gen_ai.usage.output_tokens")):
+        if entry.get(key) is not None:
+            attrs[name] = int(entry[key])
+    if entry.get("finish_reason"):
+        attrs["gen_ai.response.finish_reasons"] = (str(entry["finish_reason"]),)
+    return attrs

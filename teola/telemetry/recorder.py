@@ -3,7 +3,9 @@
 One span per query (`query {app}`), one child span per primitive of its e-graph. A span tree cannot
 hold a DAG, so every primitive span is a child of the query span and carries one span link per
 e-graph parent (attribute `teola.link` = "parent") plus `teola.parents` (their names): a tracing UI
-shows the primitives under the query and the links give the exact dataflow. A primitive span starts
+shows the primitives under the query and the links give the exact dataflow. A call through the
+OpenAI-compatible door is one span of its own (`record_call`), in its caller's trace when the
+request carried a W3C traceparent. A primitive span starts
 when the primitive was queued at its engine and ends when it finished; its `teola.queued` and
 `teola.started` events mark queueing vs running. Requires the `opentelemetry-api` package
 (`pip install teola[otel]`)."""
@@ -15,7 +17,7 @@ from typing import Any, Mapping
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
-from teola.telemetry.attributes import primitive_attributes, span_name
+from teola.telemetry.attributes import call_attributes, primitive_attributes, span_name
 from teola.telemetry.metrics import GenAIMetrics
 from teola.trace.timeline import critical_path, interval
 
@@ -69,6 +71,22 @@ class Telemetry:
             root.record_exception(error)
             root.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         root.end(end_time=start_ns + int(latency * NS))
+
+    def record_call(self, app: str, entry: dict[str, Any], request: dict[str, Any], start_ns: int, kind: str | None,
+                    model: str | None, operation: str, parent: Any = None, error: BaseException | None = None) -> None:
+        """Emit the span of one program call from the OpenAI-compatible door (`{operation} {model}`,
+        kind SERVER). entry: its trace dict (times in seconds from start_ns, usage, finish reason);
+        request: its LLM request; parent: the caller's context (its W3C traceparent), None for a
+        new trace."""
+        attrs = call_attributes(app, entry, request, kind, model, operation)
+        span = self.tracer.start_span(f"{operation} {model or entry.get('engine')}", context=parent,
+                                      kind=SpanKind.SERVER, start_time=start_ns, attributes=attrs)
+        if isinstance(entry.get("started"), (int, float)):
+            span.add_event("teola.started", timestamp=start_ns + int(entry["started"] * NS))
+        if error is not None:
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+        span.end(end_time=start_ns + int(float(entry.get("finished") or 0.0) * NS))
 
     def _primitive_span(self, entry: dict[str, Any], attrs: dict[str, Any], links: list[Link],
                         ctx: Any, start_ns: int, name: str) -> Any:

@@ -17,9 +17,9 @@ from tests.support.borrowed import Borrowed
 from tests.support.waiting import until
 
 
-def door_app(policy: str = "atlas") -> tuple[App, Borrowed]:
+def door_app(policy: str = "atlas", engine: SimEngine | None = None) -> tuple[App, Borrowed]:
     app = App("agent", config={"runtime": {"policy": policy, "policy_options": {policy: {"base_quantum": 1}}}})
-    llm = Borrowed(SimEngine("llm"))
+    llm = Borrowed(engine or SimEngine("llm"))
     app.register_engine(Engine("llm", kind="vllm"), backend=llm)
     app.update_template([Node("llm", name="answer", engine="llm", config={
         "parts": [["question", "$query.question"]], "max_tokens": 8})])
@@ -27,8 +27,10 @@ def door_app(policy: str = "atlas") -> tuple[App, Borrowed]:
 
 
 @asynccontextmanager
-async def serve(settings: ServerSettings | None = None) -> AsyncIterator[tuple[httpx.AsyncClient, App, Borrowed]]:
-    app, llm = door_app()
+async def serve(settings: ServerSettings | None = None, engine: SimEngine | None = None,
+                telemetry: object = None) -> AsyncIterator[tuple[httpx.AsyncClient, App, Borrowed]]:
+    app, llm = door_app(engine=engine)
+    app.telemetry = telemetry
     await llm.engine.start()
     server = create_server({"agent": app}, settings or ServerSettings())
     async with server.router.lifespan_context(server):
@@ -122,14 +124,16 @@ async def test_tenants_need_keys_and_get_their_own_salt_and_programs():
         assert salts[0] != salts[1] and all(salts)
 
 
-@pytest.mark.parametrize("body, status, words", [
-    ({"model": "nope", "prompt": "x"}, 404, "agent/llm"),
-    ({"model": "agent", "prompt": ""}, 422, "prompt"),
-    ({"model": "agent", "prompt": "x", "max_tokens": 0}, 422, "max_tokens"),
-    ({"model": "agent", "prompt": "x", "n": 2}, 422, "n=1"),
-    ({"model": "agent", "prompt": "x", "temperature": 5}, 422, "temperature"),
+@pytest.mark.parametrize("body, status, param, words", [
+    ({"model": "nope", "prompt": "x"}, 404, "model", "agent/llm"),
+    ({"model": "agent", "prompt": ""}, 400, "prompt", "prompt"),
+    ({"model": "agent", "prompt": "x", "max_tokens": 0}, 400, "max_tokens", "max_tokens"),
+    ({"model": "agent", "prompt": "x", "n": 2}, 400, "n", "n=2"),
+    ({"model": "agent", "prompt": "x", "temperature": 5}, 400, "temperature", "temperature"),
 ])
-async def test_bad_requests_name_the_problem(body, status, words):
+async def test_bad_requests_name_the_problem(body, status, param, words):
     async with serve() as (http, _, _llm):
         r = await http.post("/v1/completions", json=body)
-        assert r.status_code == status and words in r.json()["detail"]
+        error = r.json()["error"]
+        assert r.status_code == status and error["param"] == param and words in error["message"]
+        assert error["type"] == "invalid_request_error" and error["code"]
