@@ -61,6 +61,22 @@ def default(req: dict[str, Any], name: str) -> Any:
     return req.get(name, REQUEST_DEFAULTS[name])
 
 
+# A query that keeps its documents in a namespace (config "namespace") ingests them under a staging
+# namespace of its own, which the vector store publishes into the kept one in one transaction once
+# every ingestion of the query succeeded (engines.postgres.vector_store). Clients may not name one.
+STAGING_PREFIX = "teola:staging/"
+
+
+def staging_namespace(query_id: str) -> str:
+    """The staging namespace of query `query_id`."""
+    return STAGING_PREFIX + query_id
+
+
+def is_staging(namespace: str) -> bool:
+    """Whether `namespace` is a query's staging namespace (never a client's)."""
+    return namespace.startswith(STAGING_PREFIX)
+
+
 class EmbeddingRequest(TypedDict):
     text: str
 
@@ -73,10 +89,13 @@ class IngestionRequest(TypedDict):
 
 
 class VectorSearchRequest(TypedDict, total=False):
+    """`staging`: a query's staging namespace (`staging_namespace`), searched along with `namespace`."""
+
     namespace: str
     embedding: Any
     top_k: int
     exact: bool
+    staging: str
 
 
 class TextSearchRequest(TypedDict, total=False):

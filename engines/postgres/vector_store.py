@@ -10,6 +10,14 @@ embedding vector(dim)), a btree index on namespace and an HNSW cosine index on e
   small share of the table still gets its full top-k. score = cosine similarity (1 - cosine distance).
   A request with `exact: True` (a query's own namespace) is ranked by an exact scan of its namespace
   instead: the index's order is approximate, and a namespace of one query's chunks is cheap to sort.
+  A request with `staging` (a query's staging namespace) also sees the rows staged under it.
+- Atomic documents in a kept namespace (engines.postgres.staging): a query with config "namespace"
+  ingests under its staging namespace (engines.requests.staging_namespace), which no other search
+  names; once all its ingestion succeeded the runtime calls `publish_namespace(staging, namespace,
+  expected)`, one transaction that moves the staged rows into the kept namespace, so other queries
+  see a document whole or not at all, and a process killed mid-ingestion leaves only invisible
+  staged rows, deleted by the next start of a store on that table once their writer is gone (an
+  advisory lock held while a store runs tells; live writers of other processes are left alone).
 - `persistent=True` (default): the table and its rows outlive the engine. `persistent=False`
   (ephemeral): the table is UNLOGGED, named `<collection>_<unique suffix>` so concurrent processes
   never share it, `drop_namespace(ns)` (called by the runtime at query end) deletes that namespace's
@@ -36,7 +44,8 @@ from typing import Any, AsyncIterator
 
 import numpy as np
 
-from engines.requests import PrimOp, default
+from engines.requests import PrimOp, default, is_staging
+from engines.postgres import staging, tables
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.request_checks import check_no_nul, search_request
 from engines.protocol import EngineProfile, profile_with
@@ -106,6 +115,7 @@ class PgVectorEngine:
         self._pool_max = pool_max
         self._pool: Any = None
         self._dsn: str | None = None
+        self._owner = staging.OwnerLock(staging.new_owner_key())  # one key for the object: restarts keep it
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -114,7 +124,6 @@ class PgVectorEngine:
         if self._pool is not None:
             return
         import psycopg
-        from psycopg import sql
 
         from engines.postgres.server import acquire_dsn, describe_dsn
 
@@ -123,14 +132,20 @@ class PgVectorEngine:
             async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as conn:
                 await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 if not (self._dsn_option or os.environ.get("TEOLA_PG_DSN")):
-                    await self._drop_orphans(conn, sql)
-                await conn.execute(self._ddl(sql))
+                    await tables.drop_dead_tables(conn, self.collection)
+                await conn.execute(tables.collection_ddl(self.table, self.dim, self.persistent, self.index,
+                                                         self.hnsw_m, self.hnsw_ef_construction))
+                if self.persistent:
+                    await staging.ensure_registry(conn)
+                    await self._owner.acquire(self._dsn)
+                    await staging.drop_orphans(conn, self.table, self._owner.key)
                 cur = await conn.execute(
                     "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
                     (self.table,),
                 )
                 row = await cur.fetchone()
         except psycopg.Error as exc:
+            await self._owner.release()
             self._release()
             raise RuntimeError(
                 f"engine {self.name!r}: cannot prepare table {self.table!r} on {describe_dsn(self._dsn or '')}: "
@@ -139,6 +154,7 @@ class PgVectorEngine:
             ) from exc
 
         if row is None or row[0] != self.dim:
+            await self._owner.release()
             self._release()
             raise ValueError(
                 f"engine {self.name!r}: table {self.table!r} already exists with embedding dim "
@@ -156,46 +172,6 @@ class PgVectorEngine:
 
         self._pool = await open_pool(self._dsn, self._pool_min, self._pool_max, configure)
 
-    async def _drop_orphans(self, conn: Any, sql: Any) -> None:
-        """Drop ephemeral tables of this collection left by killed processes (embedded server only:
-        pids of other machines sharing an external server cannot be checked)."""
-        import psutil
-
-        pattern = re.compile(rf"^{re.escape(self.collection)}_(\d+)_[0-9a-f]{{8}}$")
-        cur = await conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename LIKE %s",
-            (self.collection.replace("_", "\\_") + "\\_%",),
-        )
-        for (table,) in await cur.fetchall():
-            found = pattern.match(table)
-            if found and not psutil.pid_exists(int(found.group(1))):
-                await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
-
-    def _ddl(self, sql: Any) -> Any:
-        t = sql.Identifier(self.table)
-        unlogged = sql.SQL("") if self.persistent else sql.SQL("UNLOGGED ")
-        parts = [
-            sql.SQL(
-                "CREATE {unlogged}TABLE IF NOT EXISTS {t} (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
-                "namespace text NOT NULL, text text NOT NULL, meta jsonb NOT NULL DEFAULT '{{}}', "
-                "embedding vector({dim}) NOT NULL)"
-            ).format(unlogged=unlogged, t=t, dim=sql.Literal(self.dim)),
-            sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} (namespace)").format(
-                i=sql.Identifier(f"{self.table}_ns"), t=t
-            ),
-        ]
-        if self.index == "hnsw":
-            parts.append(
-                sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (embedding vector_cosine_ops) "
-                    "WITH (m = {m}, ef_construction = {ef})"
-                ).format(
-                    i=sql.Identifier(f"{self.table}_hnsw"), t=t,
-                    m=sql.Literal(self.hnsw_m), ef=sql.Literal(self.hnsw_ef_construction),
-                )
-            )
-        return sql.SQL("; ").join(parts)
-
     async def stop(self) -> None:
         """Close the pool; ephemeral collections drop their table first."""
         if self._pool is None:
@@ -208,7 +184,10 @@ class PgVectorEngine:
                     await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(self.table)))
         finally:
             pool, self._pool = self._pool, None
-            await close_pool(pool, self._dsn_option, self._data_dir)
+            try:
+                await self._owner.release()
+            finally:
+                await close_pool(pool, self._dsn_option, self._data_dir)
 
     def _release(self) -> None:
         from engines.postgres.server import release_dsn
@@ -275,7 +254,8 @@ class PgVectorEngine:
         return ns, text, meta_json, self._vector(req.get("embedding"), where)
 
     async def ingest(self, requests: list[dict[str, Any]]) -> int:
-        """Validate every request, then COPY them all in one transaction; returns the row count."""
+        """Validate every request, then COPY them all in one transaction (which also records the
+        staging namespaces written, engines.postgres.staging); returns the row count."""
         from psycopg import sql
         from psycopg.types.json import Jsonb
 
@@ -291,6 +271,9 @@ class PgVectorEngine:
                     copy.set_types(["text", "text", "jsonb", "vector"])
                     for ns, text, meta_json, vec in rows:
                         await copy.write_row((ns, text, Jsonb(meta_json, dumps=_as_is), vec))
+            staged = sorted({ns for ns, *_ in rows if is_staging(ns)})
+            if staged and self.persistent:  # an ephemeral table dies with its process anyway
+                await staging.register(conn, self.table, staged, self._owner.key)
         return len(rows)
 
     # ---- search ----------------------------------------------------------------------------------
@@ -300,14 +283,19 @@ class PgVectorEngine:
         (`exact: True`: an exact scan of the namespace; else the HNSW index may answer)."""
         if not requests:
             return []
-        namespaces, vectors, ks, exact = [], [], [], []
+        namespaces, stages, vectors, ks, exact = [], [], [], [], []
         for i, req in enumerate(requests):
             where = f"engine {self.name!r} searching request {i}"
             ns, k = search_request(req, "namespace", where)
             flag = default(req, "exact")
             if not isinstance(flag, bool):
                 raise ValueError(f"{where}: 'exact' must be true or false, got {flag!r}")
+            stage = req.get("staging")
+            if stage is not None and not (isinstance(stage, str) and is_staging(stage)):
+                raise ValueError(f"{where}: 'staging' must be a staging namespace "
+                                 f"(engines.requests.staging_namespace), got {stage!r}")
             namespaces.append(ns)
+            stages.append(stage)
             vectors.append(self._vector(req.get("embedding"), where))
             ks.append(k)
             exact.append(flag)
@@ -317,39 +305,61 @@ class PgVectorEngine:
                 idx = [i for i, e in enumerate(exact) if e is form]
                 if not idx:
                     continue
-                cur = await conn.execute(self._search_sql(form), ([namespaces[i] for i in idx],
-                                                                  [vectors[i] for i in idx], [ks[i] for i in idx]))
+                staged = any(stages[i] is not None for i in idx)
+                params = ([namespaces[i] for i in idx], *([[stages[i] for i in idx]] if staged else []),
+                          [vectors[i] for i in idx], [ks[i] for i in idx])
+                cur = await conn.execute(self._search_sql(form, staged), params)
                 for pos, rid, text, meta, score in await cur.fetchall():
                     out[idx[pos - 1]].append({"text": text, "score": float(score), "id": rid, "meta": meta})
         return out
 
-    def _search_sql(self, exact: bool) -> Any:
+    def _search_sql(self, exact: bool, staged: bool = False) -> Any:
         """A LATERAL join over the batch. HNSW serves only an ORDER BY on `<=>`: the same distance
-        through `cosine_distance()` makes the planner scan the namespace and sort (exact)."""
+        through `cosine_distance()` makes the planner scan the namespace and sort (exact).
+        `staged`: the batch carries staging namespaces, each searched with its request's namespace."""
         from psycopg import sql
 
         distance = "cosine_distance(t.embedding, q.emb)" if exact else "t.embedding <=> q.emb"
-        return sql.SQL("SELECT q.idx, r.id, r.text, r.meta, r.score FROM unnest(%s::text[], %s::vector[], %s::int[]) "
-                       "WITH ORDINALITY AS q(ns, emb, k, idx) CROSS JOIN LATERAL ("
+        columns, where = ("%s::text[], %s::text[], ", "ns, stage, ") if staged else ("%s::text[], ", "ns, ")
+        match = "t.namespace = ANY(ARRAY[q.ns, q.stage])" if staged else "t.namespace = q.ns"
+        return sql.SQL("SELECT q.idx, r.id, r.text, r.meta, r.score FROM unnest(" + columns + "%s::vector[], "
+                       "%s::int[]) WITH ORDINALITY AS q(" + where + "emb, k, idx) CROSS JOIN LATERAL ("
                        "  SELECT t.id, t.text, t.meta, 1 - (t.embedding <=> q.emb) AS score FROM {t} t"
-                       "  WHERE t.namespace = q.ns ORDER BY " + distance + " LIMIT q.k) r "
+                       "  WHERE " + match + " ORDER BY " + distance + " LIMIT q.k) r "
                        "ORDER BY q.idx, r.score DESC").format(t=sql.Identifier(self.table))
 
     # ---- namespaces ------------------------------------------------------------------------------
 
     async def drop_namespace(self, namespace: str) -> int:
         """Delete a namespace's rows; returns rows deleted. The runtime calls this at the end of a
-        query for the namespace it generated for that query; a namespace a client names in its
-        config (a tenant's persistent documents) is never dropped by the runtime."""
+        query for the namespace it generated for that query, and for a failed query's staging
+        namespace; a namespace a client names in its config (a tenant's persistent documents) is
+        never dropped by the runtime."""
         from psycopg import sql
 
         if self._pool is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
         async with self._pool.connection() as conn:
+            if is_staging(namespace):
+                return await staging.discard(conn, self.table, namespace)
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE namespace = %s").format(sql.Identifier(self.table)), (namespace,)
             )
             return cur.rowcount
+
+    async def publish_namespace(self, staging_ns: str, namespace: str, expected: int | None = None) -> int:
+        """Move the rows staged under `staging_ns` (a query's staging namespace) into `namespace`
+        in one transaction, so searches of `namespace` see all of them or none; returns rows moved.
+        With `expected` (the rows the query sent), a different count publishes nothing, drops the
+        staged rows and raises engines.postgres.staging.StagingMismatch."""
+        if self._pool is None:
+            raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
+        if not is_staging(staging_ns) or is_staging(namespace):
+            raise ValueError(f"engine {self.name!r}: publish_namespace moves a staging namespace into a kept one, "
+                             f"got {staging_ns!r} -> {namespace!r}")
+        check_no_nul(namespace, f"engine {self.name!r}: publish_namespace namespace")
+        async with self._pool.connection() as conn:
+            return await staging.publish(conn, self.table, staging_ns, namespace, expected)
 
     async def count(self, namespace: str | None = None) -> int:
         """Rows in the collection (in one namespace if given)."""

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.requests import STAGING_PREFIX, is_staging
 from teola.compile.components.packing import TEXT_SLACK
 from teola.compile.decompose import build_pgraph, check_node_options, prepare_inputs
 from teola.ir.engine_spec import Engine
@@ -110,6 +111,9 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
     namespace = config.get("namespace") or uuid.uuid4().hex
     if not isinstance(namespace, str):
         raise TypeError("config['namespace'] must be a string")
+    if is_staging(namespace):
+        raise ValueError(f"config['namespace']={namespace!r}: names starting with {STAGING_PREFIX!r} are the "
+                         f"runtime's staging namespaces; choose another name")
     inputs["sys.namespace"] = namespace
     t_prepared = time.perf_counter()
     key = shape_key(version, config, inputs)

@@ -35,6 +35,8 @@ class Pending:
     work: the runtime's own bookkeeping object (policies ignore it).
     parents: for a client program's call, the ids of the earlier calls it depends on (ATLAS
     critical paths; () = a root call); None when unknown (primitives of a teola e-graph).
+    tenant: whose query or program it is ("" when untenanted); the engine scheduler queues
+    tenants fairly (teola.runtime.engine_tier.tenant_shares) before the policy sees the queue.
     """
 
     query_id: str
@@ -48,6 +50,7 @@ class Pending:
     taken: int = 0
     work: Any = None
     parents: tuple[str, ...] | None = None
+    tenant: str = ""
 
     @property
     def remaining(self) -> int:
@@ -60,16 +63,18 @@ class RequestQueue:
     their remaining entries, Teola Algorithm 2 line 9). Holds only entries with requests left.
     Insert and remove are O(bucket); `buckets()` sorts the buckets (O(B log B))."""
 
-    __slots__ = ("_entries", "_buckets")
+    __slots__ = ("_entries", "_buckets", "_tenants")
 
     def __init__(self, entries: Iterable[Pending] = ()) -> None:
         self._entries: dict[Pending, None] = {}
         self._buckets: dict[str, list[Pending]] = {}
+        self._tenants: dict[str, int] = {}
         for e in entries:
             self.push(e)
 
     def push(self, e: Pending) -> None:
         self._entries[e] = None
+        self._tenants[e.tenant] = self._tenants.get(e.tenant, 0) + 1
         b = self._buckets.get(e.query_id)
         if b is None:
             self._buckets[e.query_id] = [e]
@@ -82,6 +87,11 @@ class RequestQueue:
         if e not in self._entries:
             return False
         del self._entries[e]
+        left = self._tenants[e.tenant] - 1
+        if left:
+            self._tenants[e.tenant] = left
+        else:
+            del self._tenants[e.tenant]
         b = self._buckets[e.query_id]
         b.remove(e)
         if not b:
@@ -90,6 +100,10 @@ class RequestQueue:
 
     def first(self) -> Pending:
         return next(iter(self._entries))
+
+    def tenants(self) -> list[str]:
+        """The tenants with entries queued."""
+        return list(self._tenants)
 
     def buckets(self) -> list[list[Pending]]:
         """Buckets by the earliest arrival among their remaining entries (ties: first queued first)."""

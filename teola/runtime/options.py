@@ -45,6 +45,9 @@ def query_timeout(config: dict[str, Any]) -> float | None:
     salt = config.get("cache_salt")
     if salt is not None and (not isinstance(salt, str) or not salt):
         raise TypeError(f"config['cache_salt'] must be a non-empty string, got {salt!r}")
+    tenant = config.get("tenant")
+    if tenant is not None and not isinstance(tenant, str):
+        raise TypeError(f"config['tenant'] must be a string (who the query is for), got {tenant!r}")
     keep = config.get("return_values")
     if keep is not None and not (isinstance(keep, (list, tuple)) and all(isinstance(k, str) for k in keep)):
         raise TypeError(f"config['return_values'] must be a list of object-store keys, got {keep!r}")

@@ -171,7 +171,7 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0,
         _, items = map_items(prim, values)
         return [EmbeddingRequest(text=_text(it[0], prim)) for it in items]
     if op is PrimOp.INGESTION:
-        ns = _namespace(values, prim)
+        ns = _staging(values, prim) or _namespace(values, prim)
         first, items = map_items(prim, values)
         if len(a["map"]) < 2:
             raise PrimitiveInputError(f"{prim.name}: ingestion maps over (embeddings, chunks), got {a['map']!r}")
@@ -184,7 +184,12 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0,
             return [TextSearchRequest(query=_text(it[0], prim), top_k=top_k) for it in items]
         ns = _namespace(values, prim)
         exact = bool(a.get("own_namespace"))  # the query's own chunks only: an exact scan is cheap
-        return [VectorSearchRequest(namespace=ns, embedding=it[0], top_k=top_k, exact=exact) for it in items]
+        reqs = [VectorSearchRequest(namespace=ns, embedding=it[0], top_k=top_k, exact=exact) for it in items]
+        stage = _staging(values, prim)
+        if stage is not None:  # the query's own documents, not yet published into the kept namespace
+            for r in reqs:
+                r["staging"] = stage
+        return reqs
     if op is PrimOp.RERANKING:
         question, texts = _rerank_inputs(prim, values)
         return [RerankRequest(query=question, text=t) for t in texts]
@@ -265,6 +270,11 @@ def _namespace(values: dict[str, Any], prim: Primitive) -> str:
     if not isinstance(ns, str):
         raise PrimitiveInputError(f"{prim.name}: needs the query namespace under 'sys.namespace'")
     return ns
+
+
+def _staging(values: dict[str, Any], prim: Primitive) -> str | None:
+    """The staging namespace this query ingests into on `prim`'s engine (teola.runtime.staging), if any."""
+    return (values.get("sys.staging") or {}).get(prim.engine)
 
 
 def _rerank_inputs(prim: Primitive, values: dict[str, Any]) -> tuple[str, list[str]]:

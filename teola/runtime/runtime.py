@@ -27,11 +27,13 @@ from teola.runtime.graph_tier.query_context import QueryContext
 from teola.runtime.result import Result
 from teola.runtime.options import backoff_option, interval_option, make_executor, query_timeout
 from teola.runtime.engine_tier.supervisor import Supervisor
+from teola.runtime.namespaces import Namespaces
+from teola.runtime.engine_tier.tenant_shares import check_weights
 
 log = logging.getLogger("teola.runtime")
 
 OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
-           "restart_backoff", "pause_costs", "length_predictor")
+           "restart_backoff", "pause_costs", "length_predictor", "tenant_shares")
 
 
 class Runtime:
@@ -56,14 +58,19 @@ class Runtime:
       pause_costs: what LLM calls that pause for tools with handling "auto" weigh when the engine's
         policy has no costs of its own (teola.programs.pause_handling.PauseCosts; default its defaults);
       length_predictor: request -> predicted output tokens, set as "predicted_tokens" on LLM requests
-        that carry none (what `lamps` and `sjf` rank by; e.g. a teola.programs.length_predictor over embeddings).
+        that carry none (what `lamps` and `sjf` rank by; e.g. a teola.programs.length_predictor over embeddings);
+      tenant_shares: {tenant: weight} for fair queuing between tenants on every engine (unlisted
+        tenants weigh 1; teola.runtime.engine_tier.tenant_shares). A query's tenant is its config
+        "tenant" (the server sets it from the API key), a program call's the `tenant` of `submit_call`.
 
     Per-query config read by `run`: "timeout" (seconds for the whole query), "primitive_timeout"
     (seconds for any one primitive from dispatch to finish), "priority" (int passed to LLM engines,
-    lower first), "prescheduling", "namespace" (a given namespace is kept after the query),
+    lower first), "prescheduling", "namespace" (a given namespace is kept after the query; the
+    query's documents appear in it whole when it succeeds, or not at all: teola.runtime.staging),
     "return_values" (object-store keys whose values `Result.values` returns, e.g. ["rerank.context"]),
     "cache_salt" (a string the LLM engines mix into their prefix-cache keys, so queries with other
-    salts, e.g. other tenants, never hit this query's cached prompts),
+    salts, e.g. other tenants, never hit this query's cached prompts), "tenant" (who the query is
+    for: engines queue tenants fairly, see tenant_shares),
     and "policy" (switches the runtime-wide policy of engines without their own).
     """
 
@@ -96,6 +103,7 @@ class Runtime:
         self.restart_backoff = backoff_option(options.get("restart_backoff", (1.0, 30.0)))
         self.pause_costs = PauseCosts.from_option(options.get("pause_costs"))
         self.length_predictor = options.get("length_predictor")
+        self.tenant_shares = check_weights(options.get("tenant_shares") or {})
         if self.length_predictor is not None and not callable(self.length_predictor):
             raise TypeError(f"Runtime: length_predictor must be callable (request -> tokens), got {self.length_predictor!r}")
         self.supervisor: Supervisor | None = None
@@ -107,6 +115,7 @@ class Runtime:
         self._ctx: QueryContext | None = None
         self._runs: dict[str, QueryRun] = {}
         self._cleanups: set[asyncio.Task] = set()
+        self.namespaces = Namespaces(self.executor, self.instances, self.metrics, self._cleanups)
         self._started = False
 
     # ---- life cycle -----------------------------------------------------------------------------
@@ -129,7 +138,8 @@ class Runtime:
                 policy_name = spec.policy or self.policy_name
                 policy = make_policy(policy_name, **self.policy_options.get(policy_name, {}))
                 llm = bool(spec.ops) and spec.ops <= LLM_OPS
-                sched = self.schedulers[name] = EngineScheduler(spec, insts, self.executor, policy, self.metrics, llm)
+                sched = self.schedulers[name] = EngineScheduler(spec, insts, self.executor, policy, self.metrics, llm,
+                                                                    self.tenant_shares)
                 if sched.pauses is not None:
                     sched.pauses.costs, sched.length_predictor = self.pause_costs, self.length_predictor
             self.supervisor = Supervisor(self.executor, self.instances, self.metrics,
@@ -143,7 +153,7 @@ class Runtime:
             raise
         self._ctx = QueryContext(self._submit_entry, self._withdraw_entry,
                                  frozenset(n for n, s in self.schedulers.items() if s.llm), self.metrics,
-                                 self.prescheduling, self._query_ended, self._spawn_cleanup,
+                                 self.prescheduling, self._query_ended, self.namespaces.spawn_cleanup,
                                  getattr(self.executor, "data_path", None) == "refs")
         self._started = True
 
@@ -219,6 +229,12 @@ class Runtime:
         return self.metrics.snapshot()
 
     # ---- policies -------------------------------------------------------------------------------
+    def set_tenant_shares(self, weights: dict[str, float]) -> None:
+        """Replace the tenants' fair-queuing weights on every engine (option tenant_shares)."""
+        self.tenant_shares = check_weights(weights)
+        for sched in self.schedulers.values():
+            sched.shares.weights = dict(self.tenant_shares)
+
     def set_policy(self, name: str) -> None:
         """Switch the batching policy of every engine that has no policy of its own."""
         if name == self.policy_name:
@@ -259,6 +275,7 @@ class Runtime:
         if qid in self._runs:
             raise ValueError(f"query {qid} is already running; compile the query again for a new id")
         run = QueryRun(self._ctx, compiled, config, plan, on_event)
+        self.namespaces.stage(run, config)
         self._runs[qid] = run
         self.metrics.queries += 1
         try:
@@ -268,8 +285,10 @@ class Runtime:
             except asyncio.CancelledError:
                 run.abort()
                 raise
-            if run.needs_cleanup:
-                await self._drop_namespace(run)
+            if run.staging is not None:
+                await self.namespaces.publish(run)
+            elif run.needs_cleanup:
+                await self.namespaces.cleanup(run)
             return result
         finally:
             del self._runs[qid]
@@ -278,12 +297,13 @@ class Runtime:
 
     async def submit_call(self, engine: str, request: dict[str, Any], *, program: str, call_id: str,
                           parents: list[str] | tuple[str, ...] | None = None,
-                          on_delta: Callable[[str], None] | None = None) -> CallOutcome:
+                          on_delta: Callable[[str], None] | None = None, tenant: str = "") -> CallOutcome:
         """Run one LLM call of a client program (teola.api.program.Program) on `engine`'s scheduler,
         tagged with the program id so program-aware policies see all its calls as one program.
         `request` is an LLM request (`requests.llm_request`); `parents`: ids of earlier calls of
         the program it depends on (None = unknown, [] = a root call); `on_delta` receives the text
-        as it decodes when the request asks for it ("stream_text"). Cancelling the awaiting task
+        as it decodes when the request asks for it ("stream_text"); `tenant`: whose program it is
+        (fair queuing between tenants, see tenant_shares). Cancelling the awaiting task
         withdraws the call if it is still queued. Raises CallFailed if the engine fails it."""
         if not self._started:
             raise RuntimeError("Runtime.submit_call: the runtime is not started; await runtime.start() first")
@@ -294,7 +314,7 @@ class Runtime:
         now = loop.time()
         work = CallWork(loop.create_future(), call_id, on_delta)
         entry = Pending(program, call_id, "decoding", 0, now, [request], None, now, 0, work,
-                        None if parents is None else tuple(parents))
+                        None if parents is None else tuple(parents), tenant)
         sched.submit(entry)
         try:
             return await work.future
@@ -360,31 +380,5 @@ class Runtime:
         namespaces (vector stores); returns how many instances were asked."""
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
-        stores = self._namespace_stores(self.instances)
-        for inst in stores:
-            await self.executor.call(inst, "drop_namespace", namespace)
-        return len(stores)
-
-    def _namespace_stores(self, engines: Any) -> list[Instance]:
-        """The instances of these engines whose adapters keep namespaces (drop_namespace)."""
-        return [inst for eng in sorted(engines) for inst in self.instances.get(eng, ())
-                if self.executor.supports(inst, "drop_namespace")]
-
-    # ---- namespace clean-up ---------------------------------------------------------------------
-    def _spawn_cleanup(self, run: QueryRun) -> None:
-        task = asyncio.get_running_loop().create_task(self._drop_namespace(run))
-        self._cleanups.add(task)
-        task.add_done_callback(self._cleanups.discard)
-
-    async def _drop_namespace(self, run: QueryRun) -> None:
-        """Drop a generated namespace from the vector stores the query ingested into. A failure is
-        logged and counted (`metrics.cleanup_failures`): the query's answer stands."""
-        ns = run.values.get("sys.namespace")
-        for inst in self._namespace_stores(run.plan.ingest_engines):
-            try:
-                await self.executor.call(inst, "drop_namespace", ns)
-            except Exception as e:
-                self.metrics.cleanup_failures += 1
-                log.warning("query %s: dropping namespace %r on %s failed: %s: %s",
-                            run.qid, ns, inst.name, type(e).__name__, e)
+        return await self.namespaces.drop(namespace)
 

@@ -26,6 +26,7 @@ from teola.runtime.engine_tier.batch_runner import abort_on, run_batch, run_each
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.preemption import Preemptor
 from teola.runtime.engine_tier.running_owners import RunningOwners
+from teola.runtime.engine_tier.tenant_shares import TenantShares
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
 from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens, estimate_tokens
@@ -42,23 +43,25 @@ class EngineScheduler:
     submitted in one tick can share a batch), again when a batch finishes, and when a policy asks
     to be called back (batching timeouts). Each entry's `work` is told what happened to it
     (teola.runtime.engine_tier.work.Work). `balancer` is the spec's per-call router (None for the default
-    shared queue, where `picker` chooses the instance for each batch)."""
+    shared queue, where `picker` chooses the instance for each batch). When entries of several
+    tenants wait, the policy sees only those of the tenants within their fair share (`shares`)."""
 
     def __init__(self, spec: Engine, instances: list[Instance], executor: Executor, policy: Policy,
-                 metrics: Metrics, llm: bool) -> None:
+                 metrics: Metrics, llm: bool, tenant_shares: dict[str, float] | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.instances = instances
         self.executor = executor
         self.metrics = metrics
         self.llm = llm
-        self.continuous = spec.kind in CONTINUOUS_KINDS
+        self.continuous = spec.continuous
         budget = spec.token_budget or (instances[0].profile.token_budget if instances else 0)
         self.token_budget = budget if llm else 0
         caps = [i.profile.max_batch or spec.max_batch for i in instances] or [spec.max_batch]
         self.max_batch = max(1, min(spec.max_batch, *caps) if spec.max_batch_given else min(caps))
         self.max_efficient_batch = max(1, min(spec.max_efficient_batch, self.max_batch))
         self.picker = LeastLoaded(by_tokens=llm, token_budget=self.token_budget)
+        self.shares = TenantShares(tenant_shares, quantum=self.max_efficient_batch)
         self.queue = RequestQueue()
         self.balancer: Any = None
         self.queues: dict[Instance, RequestQueue] = {}
@@ -170,7 +173,7 @@ class EngineScheduler:
                         pre.check(i)
                 return  # a finishing batch kicks again
             now = self.loop.time()
-            decision = self._policy.schedule(self.queue, now, self._limits(inst))
+            decision = self._policy.schedule(self._visible(self.queue), now, self._limits(inst))
             if not decision.picks:
                 if decision.wait_until is not None:
                     self._timer = self.loop.call_at(decision.wait_until, self.kick)  # at, not later: no rounding
@@ -191,7 +194,7 @@ class EngineScheduler:
                     self.preemptor.check(inst)
                     continue
                 now = self.loop.time()
-                decision = self._policy.schedule(queue, now, self._limits(inst))
+                decision = self._policy.schedule(self._visible(queue), now, self._limits(inst))
                 if decision.picks:
                     self._dispatch(inst, decision.picks, queue)
                     progress = True
@@ -200,6 +203,11 @@ class EngineScheduler:
         if wait_until is not None and not self._closed:
             self._timer = self.loop.call_at(wait_until, self.kick)
 
+    def _visible(self, queue: RequestQueue) -> RequestQueue:
+        """What the policy may pick from: the queue, or the entries of the tenants within their share."""
+        view = self.shares.view(queue)
+        return queue if view is None else view
+
     def _limits(self, inst: Instance) -> Limits:
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
         slots = self.max_batch if self.preemptor is None else min(self.max_batch, self.preemptor.free(inst))
@@ -207,6 +215,7 @@ class EngineScheduler:
 
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
         op = picks[0].entry.op
+        self.shares.served([(p.entry, p.count) for p in picks], queue)
         if self.preemptor is not None and self.preemptor.applies(op, picks):
             for p in picks:
                 e = p.entry

@@ -20,6 +20,7 @@ from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED
 from teola.runtime.graph_tier.query_work import DispatchWork
 from teola.runtime.executors.ray_data import KEEP
 from teola.runtime.result import Result
+from teola.runtime.staging import Staging
 from teola.runtime.graph_tier.speculation import settle, tag
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
 from teola.runtime.outputs import collect_outputs
@@ -50,8 +51,10 @@ class QueryRun:
         self.fuse = bool(config.get("prescheduling", ctx.prescheduling))
         self.prim_timeout = config.get("primitive_timeout")
         self.needs_cleanup = config.get("namespace") is None and bool(plan.ingest_engines)
+        self.staging: Staging | None = None  # kept documents go through it (teola.runtime.namespaces.stage)
         self.return_values: tuple[str, ...] = tuple(config.get("return_values") or ())
         self.cache_salt: str | None = config.get("cache_salt")
+        self.tenant: str = config.get("tenant") or ""
         rv = set(self.return_values)  # values the caller reads must come back to the driver
         self.remote = frozenset(i for i, keys in plan.remote.items() if not keys & rv) if ctx.remote_data else ()
         self.ok = False
@@ -198,7 +201,7 @@ class QueryRun:
                 r["cache_salt"] = self.cache_salt
         tag(self, p, reqs)
         now = self.loop.time()
-        entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, None, self.t0, 0, work)
+        entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, None, self.t0, 0, work, None, self.tenant)
         work.entry = entry
         rel = now - self.t0
         for i in work.traced():
