@@ -1,7 +1,8 @@
 """Engines and runtime overheads: graph compilation time (compile), the runtime's scheduler overhead
 and batching policies (runtime), prefix reuse TTFT (prefix_ttft), overlapped expansion and indexing
 (overlap), the embedder's batch efficiency (embed_batch), vLLM process layout (engine_settings),
-many concurrent queries over HTTP (load), the Ray executor (ray) and the remote LLM path (remote_llm).
+many concurrent queries over HTTP (load), the Ray executor (ray), the remote LLM path (remote_llm)
+and one tenant flooding another (tenants).
 
 Usage: python -m bench.overheads --study NAME [options]; `--study NAME --help` lists its options."""
 from __future__ import annotations
@@ -20,6 +21,7 @@ STUDIES = {
     "load": "load",                        # many concurrent queries over HTTP on loopback
     "ray": "ray_overhead",                 # per-primitive overhead of the Ray executor
     "remote_llm": "remote_overhead",       # per-call overhead of the LLM behind `vllm serve`
+    "tenants": "tenant_flood",             # a flooding tenant and a steady one, per-tenant limits
 }
 
 

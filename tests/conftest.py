@@ -6,7 +6,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 pytest_plugins = [
-    m for m in ("tests.fixtures.llm", "tests.fixtures.pg", "tests.fixtures.vllm_server")
+    m for m in ("tests.fixtures.llm", "tests.fixtures.pg", "tests.fixtures.vllm_server", "tests.fixtures.e2e_server")
     if os.path.exists(os.path.join(os.path.dirname(__file__), "fixtures", m.split(".")[-1] + ".py"))
 ]
 
@@ -14,7 +14,7 @@ pytest_plugins = [
 # engines (vLLM, sentence-transformers), services (PostgreSQL, a browser, Ray, servers in other
 # processes). A test gets them from its fixtures and from its folder, besides its own pytestmark.
 ENGINE_FIXTURES = {"llm_engine", "embedding_engine", "reranker_engine", "llm_pair"}
-SERVICE_FIXTURES = {"pg_dsn", "vector_store", "text_search", "vllm_server", "remote_llm"}
+SERVICE_FIXTURES = {"pg_dsn", "vector_store", "text_search", "vllm_server", "plain_vllm_server", "remote_llm"}
 SERVICE_FOLDERS = ("integration", "e2e", "ray")
 
 

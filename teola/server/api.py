@@ -7,20 +7,33 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
   ``started``, ``progress`` (primitive started/finished), ``token`` (the answer as it decodes),
   ``answer``, ``trace`` and ``done`` events (``error`` on failure; teola.server.streaming).
   A client that disconnects cancels its query (engine work dropped, vLLM requests aborted).
+  A W3C ``traceparent`` header puts the query's OpenTelemetry spans in the caller's trace
+  (teola.server.tracing; here and on the OpenAI-compatible door).
 - ``POST /v1/apps/{app}/documents`` (multipart files, JSON ``{"documents": [...]}`` or text/plain) ->
-  ``{"document_ids": [...]}``, usable as ``query.document_ids``; ``DELETE /v1/apps/{app}/documents/{id}``.
-- ``DELETE /v1/apps/{app}/namespaces/{namespace}``: drop a namespace kept with ``config.namespace``.
+  ``{"document_ids": [...]}`` (201 once stored), usable as ``query.document_ids``. Ids are derived
+  from the text (the same text twice: the same id, stored once). Stored in PostgreSQL by default
+  (setting ``documents``), so they survive restarts; per-tenant caps on documents and bytes refuse an
+  upload whole with 429. ``GET /v1/apps/{app}/documents?limit=&after=`` (id, bytes, created; the
+  tenant's usage and caps), ``GET /v1/apps/{app}/documents/{id}`` (text/plain: the text as uploaded),
+  ``DELETE /v1/apps/{app}/documents/{id}`` (teola.server.storage_api).
+- ``GET /v1/apps/{app}/namespaces``: the namespaces kept with ``config.namespace`` (recorded by the
+  first query using one; a per-tenant cap answers 429 before such a query runs);
+  ``DELETE /v1/apps/{app}/namespaces/{namespace}`` drops one and its record.
   Documents and namespaces belong to the caller's tenant (teola.server.tenants): other tenants get 404.
 - ``GET /v1/apps``; ``GET /v1/apps/{app}/config_schema`` (the JSON schema of the app's ``config.nodes``
   and ``config.passes``: every option typed and bounded); ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
 - ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``: the OpenAI-compatible
-  door for agent code, one program call per request (teola.server.openai_door).
+  door for agent code, one program call per request (teola.server.openai_door); its errors are
+  OpenAI's error object ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's status
+  codes (teola.server.openai_errors).
 - ``GET /healthz`` (process up), ``GET /readyz`` (engines started; 503 otherwise),
   ``GET /metrics`` (Prometheus text). OpenAPI at ``/openapi.json`` and ``/docs``.
 
 Status codes: 400 malformed JSON; 401 missing/wrong API key; 404 unknown app or document id;
 413 body, document count or document size over the limits; 422 invalid fields, unknown config keys,
-unknown pass or policy, a policy other than the running one (unless allow_policy_switch); 502 an engine failed
+unknown pass or policy, a policy other than the running one (unless allow_policy_switch); 429 over a
+per-tenant cap (``quota_exceeded``, ``too_many_queries``, ``token_rate_exceeded``; with
+``Retry-After``; teola.server.quotas); 502 an engine failed
 (the message names the primitive and engine); 503 an engine instance the query ran on went down (it is
 being restarted; ``Retry-After``); 500 any other failure; 504 the query ran past its time limit;
 499 (logged only) the client disconnected and its query was cancelled.
@@ -34,19 +47,22 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Mapping
 
 from fastapi import APIRouter, Depends, FastAPI, Request
+from starlette.background import BackgroundTask
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from teola.compile.config_schema import nodes_schema, passes_schema
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.memory import limit_malloc_arenas
 from teola.server.openai_door import openai_router
-from teola.server.queries import (build_query, check_documents, check_graph, check_policy, compile_query, plain,
-                                  read_documents, run_query, tenant_config)
+from teola.server.queries import (build_query, check_graph, check_policy, compile_query, plain, run_query,
+                                  tenant_config)
 from teola.server.streaming import sse_events, unless_disconnected
-from teola.server.schemas import DocumentsResponse, ErrorResponse, QueryRequest, QueryResponse
+from teola.server.tracing import caller_context, in_context
+from teola.server.schemas import ErrorResponse, QueryRequest, QueryResponse
 from teola.server.settings import ServerSettings
 from teola.server.state import ServerState
-from teola.server.tenants import DEFAULT_TENANT, namespace_for
+from teola.server.storage_api import add_storage_routes
+from teola.server.tenants import DEFAULT_TENANT
 from teola.server.ui import add_ui
 from teola.api.shared_engines import share_engines
 
@@ -54,15 +70,9 @@ log = logging.getLogger("teola.server")
 
 GRAPH_FORMATS = ("text", "dot", "mermaid")
 APP_METHODS = ("compile", "execute", "start", "stop")
-_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 415, 422, 500, 502, 503, 504)}
+_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 415, 422, 429, 500, 502, 503, 504)}
 # text/plain answers; the route's default (JSON) media type stays, so its errors are documented as JSON
 _TEXT_200 = {200: {"description": "text", "content": {"text/plain": {"schema": {"type": "string"}}}}}
-_UPLOAD_BODY = {"requestBody": {"content": {
-    "multipart/form-data": {"schema": {"type": "object", "properties": {
-        "files": {"type": "array", "items": {"type": "string", "format": "binary"}}}}},
-    "application/json": {"schema": {"type": "object", "properties": {
-        "documents": {"type": "array", "items": {"type": "string"}}}, "required": ["documents"]}},
-    "text/plain": {"schema": {"type": "string"}}}}}
 
 
 def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = None,
@@ -83,6 +93,8 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     if settings.malloc_arenas:
         limit_malloc_arenas(settings.malloc_arenas)
     state = ServerState(apps, settings)
+    if state.tenant_shares:
+        _share_tenants(state)
     say = progress or (lambda msg: log.info("%s", msg))
     server = FastAPI(title="teola", version=_version(), lifespan=_lifespan(state, say),
                      description="Serve LLM apps as optimized primitive-level dataflow graphs.")
@@ -93,6 +105,7 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     api = APIRouter(dependencies=[Depends(_key_check(state))], responses=_ERRORS)
     _add_app_routes(api, state)
     _add_query_routes(api, state)
+    add_storage_routes(api, state)
     server.include_router(api)
     add_ui(server, state, _key_check(state))
     server.include_router(openai_router(state, _key_check(state)))
@@ -116,8 +129,20 @@ def _lifespan(state: ServerState, say: Callable[[str], None]) -> Callable[[FastA
             yield
         finally:
             state.started = False
-            await _stop_all(state, say)
+            try:
+                await _stop_all(state, say)
+            finally:
+                await state.store.close()  # releases the PostgreSQL the documents were kept in
     return lifespan
+
+
+def _share_tenants(state: ServerState) -> None:
+    """Every app's engines queue tenants by the server's tenant_shares (started or not yet)."""
+    for app in state.apps.values():
+        if getattr(app, "runtime", None) is not None:
+            app.runtime.set_tenant_shares(state.tenant_shares)
+        else:
+            app.config["runtime"] = {**app.config.get("runtime", {}), "tenant_shares": state.tenant_shares}
 
 
 def _key_check(state: ServerState) -> Callable[[Request], None]:
@@ -187,7 +212,7 @@ def _add_app_routes(api: APIRouter, state: ServerState) -> None:
 
 
 def _add_query_routes(api: APIRouter, state: ServerState) -> None:
-    """Queries and document uploads."""
+    """Queries."""
     @api.post("/v1/apps/{app}/query", summary="Run one query", response_model=QueryResponse,
               responses={200: {"content": {"text/event-stream": {}},
                                "description": "JSON, or server-sent events when stream is true"}})
@@ -197,55 +222,42 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
         started = time.monotonic()
         tenant = request.state.tenant
         try:
-            config = body.config.to_dict()
-            limit = min(state.settings.query_timeout, config.get("timeout") or math.inf)
-            check_policy(state.settings, target, config)
-            tenant_config(state, tenant, config)
-            compiled = await compile_query(target, build_query(state, app, body.query, tenant), config, limit)
-            check_graph(state.settings, compiled)
-        except ApiError as exc:
-            state.metrics.failed.labels(app, "timeout" if exc.status == 504 else "invalid").inc()
+            slot = state.quotas.admit(tenant)
+        except ApiError:
+            state.metrics.failed.labels(app, "limited").inc()
             raise
-        # compilation counts against the limit; the runtime enforces the rest (QueryTimeout) and
-        # run_query keeps a backstop
-        limit = max(0.001, limit - (time.monotonic() - started))
-        config["timeout"] = limit
-        state.recent.begin(tenant, app, compiled)
-        if body.stream:
-            return StreamingResponse(sse_events(state, app, target, compiled, config, limit),
-                                     media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        result = await unless_disconnected(state, app, request,
-                                           run_query(state, app, target, compiled, config, limit))
+        streaming = False
+        try:
+            try:
+                config = body.config.to_dict()
+                limit = min(state.settings.query_timeout, config.get("timeout") or math.inf)
+                check_policy(state.settings, target, config)
+                tenant_config(state, tenant, config)
+                await state.namespaces.claim(tenant, app, body.config.namespace)
+                query = await build_query(state, app, body.query, tenant)
+                compiled = await compile_query(target, query, config, limit)
+                check_graph(state.settings, compiled)
+            except ApiError as exc:
+                state.metrics.failed.labels(app, "timeout" if exc.status == 504 else "invalid").inc()
+                raise
+            # compilation counts against the limit; the runtime enforces the rest (QueryTimeout) and
+            # run_query keeps a backstop
+            limit = max(0.001, limit - (time.monotonic() - started))
+            config["timeout"] = limit
+            state.recent.begin(tenant, app, compiled)
+            if body.stream:
+                streaming = True  # the slot is released when the stream ends, or after it if it never ran
+                return StreamingResponse(sse_events(state, app, target, compiled, config, limit, slot,
+                                                    caller_context(request)),
+                                         media_type="text/event-stream", background=BackgroundTask(slot.release),
+                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            work = run_query(state, app, target, compiled, config, limit, slot=slot)
+            result = await unless_disconnected(state, app, request, in_context(caller_context(request), work))
+        finally:
+            if not streaming:
+                slot.release()
         return JSONResponse(plain({"output": result.output, "trace": result.trace,
                                    "query_id": result.query_id, "latency": result.latency}))
-
-    @api.post("/v1/apps/{app}/documents", summary="Upload documents", status_code=201,
-              response_model=DocumentsResponse, openapi_extra=_UPLOAD_BODY)
-    async def upload(app: str, request: Request) -> JSONResponse:
-        state.app(app)
-        texts = await read_documents(request)
-        if not texts:
-            raise ApiError(422, "no_documents", "no documents in the request body")
-        check_documents(state.settings, texts)
-        ids = [state.documents.add(request.state.tenant, app, t) for t in texts]
-        return JSONResponse({"document_ids": ids}, status_code=201)
-
-    @api.delete("/v1/apps/{app}/namespaces/{namespace}", summary="Delete a namespace of the caller's tenant",
-                status_code=204)
-    async def delete_namespace(app: str, namespace: str, request: Request) -> Response:
-        target = state.app(app)
-        if target.runtime is None:
-            raise ApiError(503, "not_ready", f"app {app!r}: engines not started yet; retry shortly")
-        await target.runtime.drop_namespace(namespace_for(request.state.tenant, namespace))
-        return Response(status_code=204)
-
-    @api.delete("/v1/apps/{app}/documents/{doc_id}", summary="Forget an uploaded document", status_code=204)
-    async def delete_document(app: str, doc_id: str, request: Request) -> Response:
-        state.app(app)
-        if not state.documents.delete(request.state.tenant, app, doc_id):
-            raise ApiError(404, "unknown_document", f"unknown document id {doc_id!r} for app {app!r}")
-        return Response(status_code=204)
 
 
 async def _stop_all(state: ServerState, say: Callable[[str], None]) -> None:

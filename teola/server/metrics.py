@@ -22,7 +22,7 @@ class ServerMetrics:
         r = self.registry
         self.queries = Counter("teola_server_queries", "Queries received, by app.", ["app"], registry=r)
         self.failed = Counter("teola_server_queries_failed", "Queries that ended in an error, by app and reason "
-                              "(invalid, engine, timeout, internal).", ["app", "reason"], registry=r)
+                              "(invalid, engine, timeout, internal, limited: a tenant over its limits).", ["app", "reason"], registry=r)
         self.cancelled = Counter("teola_server_queries_cancelled", "Queries cancelled because their client went "
                                  "away before the answer (reason disconnect), by app; their engine work was "
                                  "dropped or aborted.", ["app", "reason"], registry=r)

@@ -13,12 +13,14 @@ from fastapi import Request
 
 from teola.runtime import DEFAULT_POLICY, QueryError, QueryTimeout, QueryUnavailable
 from teola.server.errors import ApiError
+from teola.server.quotas import trace_tokens
 from teola.server.schemas import QueryBody
 from teola.server.settings import ServerSettings
 from teola.server.tenants import namespace_for
 
 if TYPE_CHECKING:
     from teola.compile.compiler import Compiled
+    from teola.server.quotas import Slot
     from teola.server.state import ServerState
 
 log = logging.getLogger("teola.server")
@@ -26,14 +28,14 @@ log = logging.getLogger("teola.server")
 BACKSTOP_GRACE = 1.0  # seconds past the limit before the server itself cancels a query
 
 
-def build_query(state: ServerState, app: str, body: QueryBody, tenant: str) -> dict[str, Any]:
+async def build_query(state: ServerState, app: str, body: QueryBody, tenant: str) -> dict[str, Any]:
     """The query dict of a request: the tenant's uploaded `document_ids` resolved into documents,
     limits checked."""
     query = body.model_dump(exclude_none=True)
     ids = query.pop("document_ids", None)
     if ids:
         try:
-            uploaded = state.documents.get_many(tenant, app, ids)
+            uploaded = await state.documents.get_many(tenant, app, ids)
         except KeyError as exc:
             raise ApiError(404, "unknown_document", exc.args[0]) from None
         query["documents"] = list(query.get("documents", [])) + uploaded
@@ -68,8 +70,10 @@ async def compile_query(app: Any, query: dict[str, Any], config: dict[str, Any],
 
 
 def tenant_config(state: ServerState, tenant: str, config: dict[str, Any]) -> None:
-    """The tenant's view of a query's config: its `namespace` maps into the tenant's own space, and
-    with several tenants its prompts carry the tenant's prefix-cache salt."""
+    """The tenant's view of a query's config: its `namespace` maps into the tenant's own space, the
+    engines queue it as the tenant's (fair queuing), and with several tenants its prompts carry the
+    tenant's prefix-cache salt."""
+    config["tenant"] = tenant
     if config.get("namespace") is not None:
         config["namespace"] = namespace_for(tenant, config["namespace"])
     if state.tenants.several:
@@ -115,9 +119,23 @@ def check_text(text: str, where: str) -> None:
 
 
 async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
-                    limit: float, on_event: Callable[[dict[str, Any]], None] | None = None) -> Any:
+                    limit: float, on_event: Callable[[dict[str, Any]], None] | None = None,
+                    slot: Slot | None = None) -> Any:
     """Run one compiled query under the time limit, turning failures into ApiErrors (and counting them).
-    `on_event` receives its progress and answer-token events (`Runtime.submit`)."""
+    `on_event` receives its progress and answer-token events (`Runtime.submit`). `slot`, the
+    tenant's admission (teola.server.quotas), is charged the tokens the query used and released."""
+    try:
+        result = await _run_query(state, name, app, compiled, config, limit, on_event)
+    finally:
+        if slot is not None:
+            slot.release()
+    if slot is not None:
+        slot.charge(trace_tokens(result.trace))
+    return result
+
+
+async def _run_query(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
+                     limit: float, on_event: Callable[[dict[str, Any]], None] | None) -> Any:
     try:
         try:
             result = await asyncio.wait_for(app.execute(compiled, config, on_event), timeout=limit + BACKSTOP_GRACE)
@@ -149,7 +167,18 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
 
 
 async def read_documents(request: Request) -> list[str]:
-    """The texts of a document upload: multipart files, JSON {"documents": [...]} or text/plain."""
+    """The texts of a document upload: multipart files, JSON {"documents": [...]} or text/plain.
+    Every malformed upload is a 4xx naming the problem: an empty body or document, bytes that are
+    not UTF-8, JSON that is malformed, too deep or of another shape, an unsupported content type
+    (the body's size is bounded before it is read: teola.server.errors.BodyLimitMiddleware)."""
+    texts = await _read_documents(request)
+    for i, text in enumerate(texts):
+        if not text.strip():
+            raise ApiError(422, "empty_document", f"document {i} is empty (or only whitespace)")
+    return texts
+
+
+async def _read_documents(request: Request) -> list[str]:
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype == "multipart/form-data":
         form = await request.form()
@@ -166,6 +195,9 @@ async def read_documents(request: Request) -> list[str]:
                 texts.append(str(value))
         return texts
     raw = await request.body()
+    if not raw:
+        raise ApiError(400, "empty_body", 'the request body is empty; send {"documents": ["text", ...]}, a text/plain '
+                       "body or multipart files")
     if ctype in ("", "application/json"):
         try:
             data = json.loads(raw.decode("utf-8"))  # strict: bytes that are not UTF-8 are the client's error

@@ -95,3 +95,42 @@ class DocumentsResponse(BaseModel):
     """Ids of uploaded documents, to pass as ``query.document_ids``."""
 
     document_ids: list[str]
+
+
+class StoredDocument(BaseModel):
+    """One stored document of the caller's tenant (GET /v1/apps/{app}/documents/{id} gives its text)."""
+
+    id: str
+    bytes: int = Field(description="Size of its text in UTF-8.")
+    created: str = Field(description="When it was first uploaded (ISO 8601, UTC).")
+
+
+class TenantUsage(BaseModel):
+    """What the caller's tenant stores over all apps, and its caps."""
+
+    documents: int
+    bytes: int
+    max_documents: int
+    max_bytes: int
+
+
+class DocumentList(BaseModel):
+    """A page of the caller's documents of an app, in id order."""
+
+    documents: list[StoredDocument]
+    next_after: str | None = Field(description="Pass as `after` for the next page; null on the last one.")
+    usage: TenantUsage
+
+
+class KeptNamespace(BaseModel):
+    """One namespace the caller's tenant keeps (``config.namespace``)."""
+
+    namespace: str
+    created: str = Field(description="When a query first used it (ISO 8601, UTC).")
+
+
+class NamespaceList(BaseModel):
+    """The caller's kept namespaces of an app, by name, and the tenant's cap over all apps."""
+
+    namespaces: list[KeptNamespace]
+    max_namespaces: int

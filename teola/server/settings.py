@@ -26,7 +26,27 @@ class ServerSettings:
     api_keys: several tenants, ``"tenant-a:key1,key2;tenant-b:key3"`` (env TEOLA_API_KEYS); with
         any key set, every key authenticates and names its tenant (teola.server.tenants).
     api_keys_file: a JSON file ``{"tenant-a": ["key1", "key2"], ...}`` (env TEOLA_API_KEYS_FILE).
-    max_stored_documents: uploaded documents kept in memory (oldest dropped first).
+    documents: where uploaded documents and the registry of kept namespaces live (teola.server.store):
+        ``"postgres"`` (default: tables in the same PostgreSQL as the vectors, started or connected
+        on the first upload or kept namespace; durable across restarts) or ``"memory"`` (the server
+        process's memory: same API and caps, lost when it exits; for servers and tests without
+        PostgreSQL).
+    pg_dsn: the PostgreSQL of the ``"postgres"`` documents backend (env TEOLA_PG_DSN, the same
+        variable the pgvector engines read); None: the embedded server (engines.postgres.server).
+    max_tenant_documents: most documents one tenant stores, all apps together (an upload past it
+        is refused whole: 429 quota_exceeded with Retry-After).
+    max_tenant_document_bytes: most bytes (UTF-8) of documents one tenant stores, all apps
+        together (429 likewise).
+    max_tenant_namespaces: most kept namespaces (``config.namespace``) one tenant has, all apps
+        together (a query that would record one more gets 429 before it runs).
+    tenant_max_queries: queries (and OpenAI-door calls) one tenant may have running at once; one
+        more gets 429 too_many_queries with Retry-After (teola.server.quotas). 0: no limit.
+    tenant_tokens_per_minute: LLM tokens (prompt + output, as the engines report them) one tenant
+        may use per minute; past it, 429 token_rate_exceeded with Retry-After until the minute
+        resets. 0 (default): no limit.
+    tenant_shares: fair-queuing weights of tenants on every engine, ``"gold:3,free:1"`` (unlisted
+        tenants weigh 1): when an engine is saturated, a tenant's share, not arrival order,
+        decides whose work waits (teola.runtime.engine_tier.tenant_shares).
     malloc_arenas: cap on glibc's malloc arenas for the process (teola.server.memory; 0 leaves
         glibc's default of 8 per core, under which a busy server's memory keeps growing).
     max_primitives: most primitives one query's optimized graph may hold (413 above it): a bound on
@@ -51,8 +71,15 @@ class ServerSettings:
     api_key: str | None = None
     api_keys: str | None = None
     api_keys_file: str | None = None
-    max_stored_documents: int = 1024
+    documents: str = "postgres"
+    pg_dsn: str | None = None
+    max_tenant_documents: int = 10_000
+    max_tenant_document_bytes: int = 256 * 1024 * 1024
+    max_tenant_namespaces: int = 100
     max_primitives: int = 5000
+    tenant_max_queries: int = 64
+    tenant_tokens_per_minute: int = 0
+    tenant_shares: str | None = None
     malloc_arenas: int = 2
     start_engines: bool = True
     allow_policy_switch: bool = False
@@ -61,8 +88,8 @@ class ServerSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_stored_documents",
-                     "max_primitives"):
+        for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_tenant_documents",
+                     "max_tenant_document_bytes", "max_tenant_namespaces", "max_primitives"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")
@@ -74,8 +101,15 @@ class ServerSettings:
                              f"got {self.program_idle_timeout!r}")
         if not isinstance(self.query_timeout, (int, float)) or self.query_timeout <= 0:
             raise ValueError(f"ServerSettings.query_timeout must be a number of seconds > 0, got {self.query_timeout!r}")
+        for name in ("tenant_max_queries", "tenant_tokens_per_minute"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"ServerSettings.{name} must be an int >= 0 (0: no limit), got {value!r}")
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
             raise ValueError("ServerSettings.api_key must be a non-empty string or None")
+        if self.documents not in ("postgres", "memory"):
+            raise ValueError(f"ServerSettings.documents must be 'postgres' or 'memory' (env TEOLA_DOCUMENTS), "
+                             f"got {self.documents!r}")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> "ServerSettings":

@@ -1,11 +1,10 @@
 """End to end: the HTTP server with the four built-in apps on the embedded defaults (vLLM on CPU with
 SmolLM2-135M, MiniLM embeddings, embedded PostgreSQL + pgvector, Postgres full-text search, local
-tools), started ONCE per session on 127.0.0.1; one real query per app over HTTP."""
+tools), started ONCE per session on 127.0.0.1 (tests.fixtures.e2e_server); one real query per app
+over HTTP."""
 from __future__ import annotations
 
 import asyncio
-import socket
-from typing import AsyncIterator
 
 import httpx
 import pytest
@@ -15,37 +14,7 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
-APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent", "react_agent")
-
-
-@pytest.fixture(scope="session")
-async def e2e_client() -> AsyncIterator[httpx.AsyncClient]:
-    import uvicorn
-
-    from engines.paths import configure_engine_env
-    from teola.server import ServerSettings, create_server, resolve_app
-
-    configure_engine_env()
-    apps = {name: resolve_app(name) for name in APPS}
-    server_app = create_server(apps, ServerSettings(query_timeout=600), progress=print)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(server_app, log_level="warning"))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    try:
-        # the engines start in this process's threads and in child processes: ask every 0.1 s
-        await until(lambda: server.started or serving.done(), timeout=900, interval=0.1)
-        if serving.done():
-            serving.result()
-            pytest.fail("the teola server exited during start-up (see the log above)")
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
-            client.teola_server = server_app  # tests that reach into the served apps (engine processes)
-            yield client
-    finally:
-        server.should_exit = True
-        await serving
-        sock.close()
+from tests.fixtures.e2e_server import APPS
 
 
 def sample(app: str) -> dict:

@@ -21,7 +21,8 @@ from teola.server.http_protocol import uvicorn_options
 from tests.unit.server.test_server import make_echo_app, make_rag_app
 
 EXAMPLES = int(os.environ.get("TEOLA_FUZZ_EXAMPLES", "30"))  # per operation; bench/ runs more
-SETTINGS = ServerSettings(max_body_bytes=256 * 1024, max_documents=8, max_document_chars=20_000, query_timeout=10)
+SETTINGS = ServerSettings(max_body_bytes=256 * 1024, max_documents=8, max_document_chars=20_000, query_timeout=10,
+                          documents="memory")
 CHECKS = (not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance)
 
 

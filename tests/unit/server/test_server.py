@@ -80,7 +80,8 @@ async def serve(apps: dict[str, App], settings: ServerSettings) -> AsyncIterator
 async def env() -> AsyncIterator[dict[str, Any]]:
     rag, sims = make_rag_app()
     echo, hanging = make_echo_app()
-    settings = ServerSettings(max_body_bytes=64 * 1024, max_documents=8, max_document_chars=4000, query_timeout=30)
+    settings = ServerSettings(max_body_bytes=64 * 1024, max_documents=8, max_document_chars=4000, query_timeout=30,
+                              documents="memory")
     async with serve({"advanced_rag": rag, "echo": echo}, settings) as client:
         yield {"client": client, "sims": sims, "hanging": hanging, "rag": rag, "echo": echo}
     hanging.release.set()
@@ -255,7 +256,7 @@ async def test_malformed_json(env):
     (b'{"documents": ' + b"[" * 10_000 + b"]" * 10_000 + b"}", "application/json", 400, "nested too deeply"),
     (b'{"documents": ["caf\xe9"]}', "application/json", 400, "not UTF-8"),
     (b"caf\xe9", "text/plain", 422, "not UTF-8"),
-    (b"", "application/json", 400, "malformed JSON"),
+    (b"", "application/json", 400, "body is empty"),
     (b"<doc/>", "application/xml", 415, "unsupported content type"),
     (b'{"documents": ["' + b"x" * (70 * 1024) + b'"]}', "application/json", 413, "limit"),
 ])

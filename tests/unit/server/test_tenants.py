@@ -18,7 +18,8 @@ A, B = {"Authorization": "Bearer key-of-a"}, {"Authorization": "Bearer key-of-b"
 @pytest.fixture(scope="module")
 async def tenants():
     app, sims = make_rag_app()
-    settings = ServerSettings(api_keys="alpha:key-of-a,second-a-key;beta:key-of-b", query_timeout=30)
+    settings = ServerSettings(api_keys="alpha:key-of-a,second-a-key;beta:key-of-b", query_timeout=30,
+                              documents="memory")
     async with serve({"rag": app}, settings) as client:
         yield client, sims
 

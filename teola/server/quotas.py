@@ -1,0 +1,98 @@
+"""Per-tenant limits on running work: concurrent queries (and OpenAI-door calls), and LLM tokens per
+minute. Over a limit the request gets 429 with ``Retry-After`` in the JSON error shape.
+
+Tokens are counted from what the engines report (prompt + output tokens of every LLM call of the
+query, or the call's usage), charged when the query ends, in fixed one-minute windows (the
+`limits` library). A tenant is admitted while its window has tokens left, so one query may take it
+past the limit; the next is refused until the window resets. Stored documents and namespaces have
+their own caps (teola.server.documents)."""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Iterable
+
+from limits import RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import FixedWindowRateLimiter
+
+from teola.server.errors import ApiError
+
+TOKEN_KEYS = ("num_prompt_tokens", "num_output_tokens")
+
+
+class Slot:
+    """One admitted query or call of a tenant: `charge` its tokens, `release` it when it ends
+    (idempotent: every path that may end the request calls it)."""
+
+    __slots__ = ("quotas", "tenant", "released")
+
+    def __init__(self, quotas: TenantQuotas, tenant: str) -> None:
+        self.quotas = quotas
+        self.tenant = tenant
+        self.released = False
+
+    def charge(self, tokens: int) -> None:
+        if tokens > 0 and self.quotas.tokens_per_minute:
+            self.quotas.limiter.hit(self.quotas.token_item, self.tenant, cost=int(tokens))
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.quotas.running[self.tenant] -= 1
+            if not self.quotas.running[self.tenant]:
+                del self.quotas.running[self.tenant]
+
+
+class TenantQuotas:
+    """The limits of every tenant. `max_queries`: queries and door calls a tenant may have running
+    at once (0: no limit); `tokens_per_minute`: LLM tokens a tenant may use per minute (0: no limit)."""
+
+    def __init__(self, max_queries: int = 0, tokens_per_minute: int = 0) -> None:
+        self.max_queries = max_queries
+        self.tokens_per_minute = tokens_per_minute
+        self.running: dict[str, int] = {}
+        self.limiter = FixedWindowRateLimiter(MemoryStorage())
+        self.token_item = RateLimitItemPerMinute(max(1, tokens_per_minute))
+
+    def admit(self, tenant: str) -> Slot:
+        """A slot for one more query of `tenant`, or ApiError 429 naming the limit it is over."""
+        if self.max_queries and self.running.get(tenant, 0) >= self.max_queries:
+            raise ApiError(429, "too_many_queries", f"tenant {tenant!r} already has {self.max_queries} queries "
+                           "running, its limit (setting tenant_max_queries, env TEOLA_TENANT_MAX_QUERIES); "
+                           "retry when one has answered", headers={"Retry-After": "1"})
+        if self.tokens_per_minute and not self.limiter.test(self.token_item, tenant):
+            reset = self.limiter.get_window_stats(self.token_item, tenant).reset_time
+            wait = max(1, math.ceil(reset - time.time()))
+            raise ApiError(429, "token_rate_exceeded", f"tenant {tenant!r} used its {self.tokens_per_minute} LLM "
+                           "tokens of this minute (setting tenant_tokens_per_minute, env "
+                           f"TEOLA_TENANT_TOKENS_PER_MINUTE); retry in {wait}s", headers={"Retry-After": str(wait)})
+        self.running[tenant] = self.running.get(tenant, 0) + 1
+        return Slot(self, tenant)
+
+
+def trace_tokens(trace: Iterable[dict[str, Any] | None]) -> int:
+    """Prompt + output tokens of the LLM calls recorded in a query's trace."""
+    return sum(int(row.get(k) or 0) for row in trace if row for k in TOKEN_KEYS)
+
+
+def call_tokens(result: Any) -> int:
+    """Prompt + output tokens of one LLM call's result."""
+    return sum(int(result.get(k) or 0) for k in TOKEN_KEYS) if isinstance(result, dict) else 0
+
+
+def parse_shares(text: str | None) -> dict[str, float]:
+    """``"gold:3,free:1"`` -> {"gold": 3.0, "free": 1.0}; ValueError naming the malformed part."""
+    shares: dict[str, float] = {}
+    for part in (p.strip() for p in (text or "").split(",")):
+        if not part:
+            continue
+        tenant, sep, weight = part.partition(":")
+        try:
+            value = float(weight) if sep else math.nan
+        except ValueError:
+            value = math.nan
+        if not tenant.strip() or not value > 0 or math.isinf(value):
+            raise ValueError(f"tenant_shares (TEOLA_TENANT_SHARES): {part!r} is not 'tenant:weight' with a weight > 0")
+        shares[tenant.strip()] = value
+    return shares

@@ -1,0 +1,87 @@
+"""What the server keeps per tenant beyond one query: uploaded documents and the registry of its
+kept vector-store namespaces, behind one small interface with two backends (setting ``documents``):
+
+- ``"postgres"`` (default, `teola.server.store_postgres`): tables in the same PostgreSQL as the
+  vectors; durable, so a restart loses nothing that was acknowledged.
+- ``"memory"`` (`teola.server.store_memory`): dicts in the server process, for servers and tests
+  without Postgres; the same API and caps, lost at exit.
+
+`teola.server.state.open_store` picks one. Caps are checked by `teola.server.documents` and `teola.server.namespaces` inside `locked(tenant)`,
+which serializes every change of one tenant, so concurrent uploads cannot pass a cap together."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import AsyncContextManager, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentInfo:
+    """One stored document, without its text."""
+
+    id: str
+    bytes: int
+    created: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceInfo:
+    """One kept namespace of a tenant (the name the tenant gave, not the mapped one)."""
+
+    namespace: str
+    created: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a tenant stores, over all apps."""
+
+    documents: int
+    bytes: int
+
+
+class TenantChanges(Protocol):
+    """Reads and writes of one tenant inside `TenantStore.locked`: all applied at its end, or none."""
+
+    async def usage(self) -> Usage: ...
+
+    async def existing_ids(self, app: str, ids: list[str]) -> set[str]: ...
+
+    async def insert_documents(self, app: str, docs: dict[str, str]) -> None: ...
+
+    async def namespace_count(self) -> int: ...
+
+    async def has_namespace(self, app: str, namespace: str) -> bool: ...
+
+    async def insert_namespace(self, app: str, namespace: str) -> None: ...
+
+
+class TenantStore(Protocol):
+    """A backend: documents and namespace records addressed by (tenant, app, id or name)."""
+
+    def locked(self, tenant: str) -> AsyncContextManager[TenantChanges]:
+        """Changes of `tenant`, exclusive against every other `locked(tenant)`; applied together when
+        the block ends without an exception (committed before it returns), discarded otherwise."""
+        ...
+
+    async def usage(self, tenant: str) -> Usage: ...
+
+    async def texts(self, tenant: str, app: str, ids: list[str]) -> dict[str, str]:
+        """The texts of those `ids` the tenant has in `app` (unknown ids are left out)."""
+        ...
+
+    async def list_documents(self, tenant: str, app: str, limit: int, after: str | None) -> list[DocumentInfo]:
+        """Up to `limit` documents in id order, starting after the id `after`."""
+        ...
+
+    async def delete_document(self, tenant: str, app: str, doc_id: str) -> bool: ...
+
+    async def has_namespace(self, tenant: str, app: str, namespace: str) -> bool: ...
+
+    async def list_namespaces(self, tenant: str, app: str) -> list[NamespaceInfo]: ...
+
+    async def delete_namespace(self, tenant: str, app: str, namespace: str) -> bool: ...
+
+    async def close(self) -> None:
+        """Release what the backend holds (the Postgres pool and server); idempotent."""
+        ...
