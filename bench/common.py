@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: machine facts and result files."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -8,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -79,6 +80,35 @@ def serve_in_thread(api: Any) -> tuple[str, Any]:
         time.sleep(0.05)
     return f"http://127.0.0.1:{port}", server
 
+
+
+@contextlib.asynccontextmanager
+async def served_here(server_app: Any) -> AsyncIterator[str]:
+    """Serve a teola server on a free loopback port in this event loop (uvicorn with teola's HTTP
+    protocol options and a deep backlog, for benchmarks that send many queries at once); yields its
+    base URL and stops it on exit."""
+    import asyncio
+    import socket
+
+    import uvicorn
+
+    from teola.server.http_protocol import uvicorn_options
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(server_app, log_level="warning", backlog=4096, **uvicorn_options()))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            if serving.done():
+                serving.result()
+                raise RuntimeError("the teola server exited during start-up")
+            await asyncio.sleep(0.1)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await serving
+        sock.close()
 
 
 def run_study(driver: str, studies: dict[str, str], argv: list[str] | None = None, default: str | None = None,

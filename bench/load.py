@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
-import sys
 import time
 from typing import Any
 
 import psutil
 
-from bench.common import machine, percentile, write_results
+from bench.common import machine, percentile, served_here, write_results
 
 
 def rss_mib() -> dict[str, float]:
@@ -56,11 +54,9 @@ async def one(client: Any, app: str, body: dict[str, Any]) -> dict[str, Any]:
 
 async def run(app_name: str, n: int, waves: int, arenas: int | None = None) -> dict[str, Any]:
     import httpx
-    import uvicorn
 
     from engines.paths import configure_engine_env
     from teola.server import ServerSettings, create_server, resolve_app
-    from teola.server.http_protocol import uvicorn_options
 
     configure_engine_env()
     app = resolve_app(app_name)
@@ -68,17 +64,9 @@ async def run(app_name: str, n: int, waves: int, arenas: int | None = None) -> d
     settings = ServerSettings.from_env(query_timeout=900)
     if arenas is not None:
         settings.malloc_arenas = arenas
-    server_app = create_server({app_name: app}, settings, progress=print)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(server_app, log_level="warning", backlog=4096, **uvicorn_options()))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
     out: dict[str, Any] = {"app": app_name, "n": n, "waves": [], "malloc_arenas": settings.malloc_arenas}
-    try:
-        while not server.started:
-            await asyncio.sleep(0.1)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+    async with served_here(create_server({app_name: app}, settings, progress=print)) as url:
         async with httpx.AsyncClient(base_url=url, timeout=900, limits=limits) as client:
             warm = await one(client, app_name, {"query": query})
             assert warm["kind"] == "answered", warm
@@ -98,10 +86,6 @@ async def run(app_name: str, n: int, waves: int, arenas: int | None = None) -> d
                 print(f"[load] wave {w + 1}: {wave['answered']} answered, {wave['json_errors']} JSON errors, "
                       f"{wave['lost']} lost in {wall:.1f} s; RSS server {wave['rss']['server']:.0f} MiB, "
                       f"engines {wave['rss']['engines']:.0f} MiB", flush=True)
-    finally:
-        server.should_exit = True
-        await serving
-        sock.close()
     return out
 
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import socket
 import time
 from typing import Any
 
-from bench.common import machine, percentile, write_results
+from bench.common import machine, percentile, served_here, write_results
 
 KEYS = {"steady": "steady-key", "flood": "flood-key"}
 
@@ -72,30 +71,20 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 async def run(app_name: str, n_steady: int, interval: float, n_flood: int, max_queries: int) -> dict[str, Any]:
     import httpx
-    import uvicorn
 
     from engines.paths import configure_engine_env
     from teola.server import ServerSettings, create_server, resolve_app
-    from teola.server.http_protocol import uvicorn_options
 
     configure_engine_env()
     app = resolve_app(app_name)
     query, _ = app.sample()
     settings = ServerSettings.from_env(query_timeout=900, api_keys=";".join(f"{t}:{k}" for t, k in KEYS.items()),
                                        tenant_max_queries=max_queries, documents="memory")
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_server({app_name: app}, settings, progress=print),
-                                           log_level="warning", backlog=4096, **uvicorn_options()))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
     out: dict[str, Any] = {"app": app_name, "steady_n": n_steady, "interval": interval, "flood_clients": n_flood,
                            "tenant_max_queries": max_queries}
-    try:
-        while not server.started:
-            await asyncio.sleep(0.1)
-        limits = httpx.Limits(max_connections=n_flood + 20, max_keepalive_connections=n_flood + 20)
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=900,
-                                     limits=limits) as client:
+    limits = httpx.Limits(max_connections=n_flood + 20, max_keepalive_connections=n_flood + 20)
+    async with served_here(create_server({app_name: app}, settings, progress=print)) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=900, limits=limits) as client:
             warm = await ask(client, app_name, query, "steady")
             assert warm["kind"] == "answered", warm
             print(f"[tenants] steady tenant alone: {n_steady} queries, one every {interval:g}s", flush=True)
@@ -110,10 +99,6 @@ async def run(app_name: str, n_steady: int, interval: float, n_flood: int, max_q
             await asyncio.gather(*floods)
             out["flood"] = summary(flood_rows)
             print(f"[tenants] flooded: {out['flooded']}\n[tenants] flood: {out['flood']}", flush=True)
-    finally:
-        server.should_exit = True
-        await serving
-        sock.close()
     return out
 
 
