@@ -47,13 +47,13 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator, Callable, Mapping
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from starlette.background import BackgroundTask
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from teola.compile.config_schema import nodes_schema, passes_schema
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.memory import limit_malloc_arenas
 from teola.server.openai_door import openai_router
+from teola.server.quotas import AdmissionMiddleware
 from teola.server.queries import (build_query, check_graph, check_policy, compile_query, plain, run_query,
                                   tenant_config)
 from teola.server.streaming import sse_events, unless_disconnected
@@ -101,6 +101,7 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     server.state.teola = state
     install_error_handlers(server)
     server.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
+    server.add_middleware(AdmissionMiddleware, state=state)  # outermost: refuses before the body is read
     server.include_router(_probes(state))
     api = APIRouter(dependencies=[Depends(_key_check(state))], responses=_ERRORS)
     _add_app_routes(api, state)
@@ -221,41 +222,31 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
         state.metrics.queries.labels(app).inc()
         started = time.monotonic()
         tenant = request.state.tenant
+        slot = request.state.slot  # admitted before the body was read (teola.server.quotas.AdmissionMiddleware)
         try:
-            slot = state.quotas.admit(tenant)
-        except ApiError:
-            state.metrics.failed.labels(app, "limited").inc()
+            config = body.config.to_dict()
+            limit = min(state.settings.query_timeout, config.get("timeout") or math.inf)
+            check_policy(state.settings, target, config)
+            tenant_config(state, tenant, config)
+            await state.namespaces.claim(tenant, app, body.config.namespace)
+            query = await build_query(state, app, body.query, tenant)
+            compiled = await compile_query(target, query, config, limit)
+            check_graph(state.settings, compiled)
+        except ApiError as exc:
+            state.metrics.failed.labels(app, "timeout" if exc.status == 504 else "invalid").inc()
             raise
-        streaming = False
-        try:
-            try:
-                config = body.config.to_dict()
-                limit = min(state.settings.query_timeout, config.get("timeout") or math.inf)
-                check_policy(state.settings, target, config)
-                tenant_config(state, tenant, config)
-                await state.namespaces.claim(tenant, app, body.config.namespace)
-                query = await build_query(state, app, body.query, tenant)
-                compiled = await compile_query(target, query, config, limit)
-                check_graph(state.settings, compiled)
-            except ApiError as exc:
-                state.metrics.failed.labels(app, "timeout" if exc.status == 504 else "invalid").inc()
-                raise
-            # compilation counts against the limit; the runtime enforces the rest (QueryTimeout) and
-            # run_query keeps a backstop
-            limit = max(0.001, limit - (time.monotonic() - started))
-            config["timeout"] = limit
-            state.recent.begin(tenant, app, compiled)
-            if body.stream:
-                streaming = True  # the slot is released when the stream ends, or after it if it never ran
-                return StreamingResponse(sse_events(state, app, target, compiled, config, limit, slot,
-                                                    caller_context(request)),
-                                         media_type="text/event-stream", background=BackgroundTask(slot.release),
-                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-            work = run_query(state, app, target, compiled, config, limit, slot=slot)
-            result = await unless_disconnected(state, app, request, in_context(caller_context(request), work))
-        finally:
-            if not streaming:
-                slot.release()
+        # compilation counts against the limit; the runtime enforces the rest (QueryTimeout) and
+        # run_query keeps a backstop
+        limit = max(0.001, limit - (time.monotonic() - started))
+        config["timeout"] = limit
+        state.recent.begin(tenant, app, compiled)
+        if body.stream:
+            return StreamingResponse(sse_events(state, app, target, compiled, config, limit, slot,
+                                                caller_context(request)),
+                                     media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        work = run_query(state, app, target, compiled, config, limit, slot=slot)
+        result = await unless_disconnected(state, app, request, in_context(caller_context(request), work))
         return JSONResponse(plain({"output": result.output, "trace": result.trace,
                                    "query_id": result.query_id, "latency": result.latency}))
 

@@ -30,12 +30,17 @@ class ApiError(Exception):
         self.param = param
 
 
+def error_response(path: str, exc: ApiError) -> JSONResponse:
+    """The answer of `exc` on `path`: OpenAI's error object on the door's paths, else teola's."""
+    if is_door_path(path):
+        return door_response(exc.status, exc.code, exc.detail, exc.param, exc.headers)
+    return JSONResponse({"error": exc.code, "detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+
+
 def install_error_handlers(server: FastAPI) -> None:
     @server.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        if is_door_path(request.url.path):
-            return door_response(exc.status, exc.code, exc.detail, exc.param, exc.headers)
-        return JSONResponse({"error": exc.code, "detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+        return error_response(request.url.path, exc)
 
     @server.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

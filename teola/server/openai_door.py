@@ -41,7 +41,6 @@ from typing import Any, AsyncIterator, Callable
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from starlette.background import BackgroundTask
 
 from teola.runtime import CallFailed, llm_request
 import teola.server.openai_format as fmt
@@ -204,11 +203,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
                                    tenant=tenant)
 
     state.metrics.queries.labels(app_name).inc()
-    try:
-        slot = state.quotas.admit(tenant)
-    except ApiError:
-        state.metrics.failed.labels(app_name, "limited").inc()
-        raise
+    slot = request.state.slot  # admitted before the body was read (teola.server.quotas.AdmissionMiddleware)
     seen = DoorCall(state, app_name, app, engine, call_id, pid, tenant, call, "chat" if chat else "text_completion",
                     caller_context(request), _shown(prompt))
 
@@ -221,8 +216,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
         call["stream_text"] = True
         answer = _Answer(chat, call_id, model, gen["max_tokens"], parallel)
         return StreamingResponse(_stream(submit, done, slot, seen, answer, bool(options.get("include_usage"))),
-                                 media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"},
-                                 background=BackgroundTask(slot.release))
+                                 media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
     try:
         outcome = await unless_disconnected(state, app_name, request, submit())
     except CallFailed as exc:

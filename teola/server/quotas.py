@@ -9,6 +9,7 @@ their own caps (teola.server.documents)."""
 from __future__ import annotations
 
 import math
+import re
 import time
 from typing import Any, Iterable
 
@@ -16,7 +17,8 @@ from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import FixedWindowRateLimiter
 
-from teola.server.errors import ApiError
+from teola.server.errors import ApiError, error_response
+from teola.server.tenants import DEFAULT_TENANT
 
 TOKEN_KEYS = ("num_prompt_tokens", "num_output_tokens")
 
@@ -96,3 +98,53 @@ def parse_shares(text: str | None) -> dict[str, float]:
             raise ValueError(f"tenant_shares (TEOLA_TENANT_SHARES): {part!r} is not 'tenant:weight' with a weight > 0")
         shares[tenant.strip()] = value
     return shares
+
+
+ADMITTED_PATHS = re.compile(r"^/v1/(apps/[^/]+/query|chat/completions|completions)$")
+
+
+class AdmissionMiddleware:
+    """Admits each query and OpenAI-door call of a tenant before its body is read, so a tenant over
+    its limits costs the server one header lookup per refused request, not a parsed and validated
+    body; the slot (``request.state.slot``) comes back when the response has been sent, whatever
+    way it ended (answer, error, stream, disconnect). Requests without a valid key pass through to
+    the routes' own key check (401)."""
+
+    def __init__(self, app: Any, state: Any) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or scope.get("method") != "POST" or not ADMITTED_PATHS.match(path):
+            await self.app(scope, receive, send)
+            return
+        tenant = self._tenant(scope)
+        if tenant is None:
+            await self.app(scope, receive, send)
+            return
+        try:
+            slot = self.state.quotas.admit(tenant)
+        except ApiError as exc:
+            self.state.metrics.failed.labels(_app_of(path), "limited").inc()
+            await error_response(path, exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["slot"] = slot
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            slot.release()
+
+    def _tenant(self, scope: dict[str, Any]) -> str | None:
+        tenants = self.state.tenants
+        if tenants.open:
+            return DEFAULT_TENANT
+        auth = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = auth.partition(" ")
+        return tenants.tenant_of(token.strip()) if scheme.lower() == "bearer" else None
+
+
+def _app_of(path: str) -> str:
+    """The app a refused request was for, as /metrics labels it (the door's: its path's kind)."""
+    parts = path.split("/")
+    return parts[3] if len(parts) > 4 and parts[2] == "apps" else "openai"

@@ -33,6 +33,8 @@ async def test_a_tenant_over_its_concurrent_queries_gets_429_and_the_other_tenan
         assert third.status_code == 429 and third.headers["retry-after"] == "1"
         body = third.json()
         assert body["error"] == "too_many_queries" and "tenant_max_queries" in body["detail"] and "'alpha'" in body["detail"]
+        unread = await c.post("/v1/apps/echo/query", content=b"{not even JSON", headers=A)
+        assert unread.status_code == 429  # refused before its body was read: a flood costs no parsing
         other = await c.post("/v1/apps/echo/query", json=ask("beta is not limited by alpha"), headers=B)
         assert other.status_code == 200
         llm.release.set()
@@ -41,7 +43,7 @@ async def test_a_tenant_over_its_concurrent_queries_gets_429_and_the_other_tenan
         state = c.asgi.state.teola
         assert state.quotas.running == {}
         metrics = (await c.get("/metrics", headers=A)).text
-        assert metric(metrics, 'teola_server_queries_failed_total{app="echo",reason="limited"}') == 1
+        assert metric(metrics, 'teola_server_queries_failed_total{app="echo",reason="limited"}') == 2
 
 
 async def test_slots_come_back_after_errors_streams_and_disconnects():
