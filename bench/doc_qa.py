@@ -144,6 +144,7 @@ class Systems:
         self.app, self.nodes, self.names = app, nodes, names
         self.rag = LlamaIndexRAG.from_app(app, nodes, prompts)
         self.steps: dict[str, Any] = {}  # vLLM's engine-step counts of the last run (LLM with step_stats)
+        self.inflight: dict[str, Any] = {}  # requests running on each `vllm serve` during the last run
 
     async def one(self, system: str, q: dict[str, Any], arrival: float = 0.0) -> dict[str, Any]:
         if system in TEOLA_PASSES:
@@ -154,12 +155,16 @@ class Systems:
         return await llamaindex_query(self.rag, q, arrival)
 
     async def run(self, system: str, queries: list[dict[str, Any]], arrivals: list[float] | None) -> list[dict[str, Any]]:
+        from engines.vllm.serve_metrics import RunningSampler
+
         await reset_prefix_cache(self.app)
         before = step_counts(self.app)
-        if arrivals is None:
-            recs = [await self.one(system, q) for q in queries]
-        else:
-            recs = await run_open_loop(arrivals, lambda i: self.one(system, queries[i], arrivals[i]))
+        async with RunningSampler(SERVER_URLS, every=0.25) as sampler:
+            if arrivals is None:
+                recs = [await self.one(system, q) for q in queries]
+            else:
+                recs = await run_open_loop(arrivals, lambda i: self.one(system, queries[i], arrivals[i]))
+        self.inflight = sampler.summary()
         after = step_counts(self.app)
         self.steps = after.minus(before).as_dict() if before is not None and after is not None else {}
         return recs
@@ -191,7 +196,7 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
     alone = {}
     for system in systems.names:
         recs = await systems.run(system, queries[:n_alone], None)
-        alone[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps}
+        alone[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps, "server_inflight": systems.inflight}
     points["alone"] = alone
     base = alone["LlamaIndex"].get("mean")
     if progress:
@@ -206,7 +211,8 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
         row = {"rate": rate, "fraction": f}
         for system in systems.names:
             recs = await systems.run(system, loaded, arrivals)
-            row[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps}
+            row[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps,
+                                             "server_inflight": systems.inflight}
         points[f"x{f:g}"] = row
         if progress:
             print(f"[doc_qa] {label} rate {rate:.3f} q/s ({f:g}x): " + ", ".join(
@@ -311,7 +317,25 @@ def markdown(data: dict[str, Any], command: str) -> str:
     if forced:
         out += ["", f"### Both systems forced to `{s['same_mode']}` synthesis (advanced RAG, small documents)", "",
                 *table(runs, forced)]
+    if data.get("remote_llm"):
+        out += ["", *inflight_table(runs)]
     return "\n".join(out) + "\n"
+
+
+def inflight_table(runs: dict[str, Any]) -> list[str]:
+    """Requests running on the `vllm serve` process while each system ran (sampled every 0.25 s from
+    its /metrics): the most seen, and the mean over the samples when it ran anything."""
+    lines = ["### Requests in flight on the server", "",
+             "Sampled every 0.25 s from the server's `vllm:num_requests_running`: max / mean while busy.", "",
+             "| flow | load | system | max | mean while busy |", "|---|---|---|---|---|"]
+    for flow, points in runs.items():
+        for load, row in points.items():
+            for system, rec in row.items():
+                if not isinstance(rec, dict) or not rec.get("server_inflight"):
+                    continue
+                for stats in rec["server_inflight"].values():
+                    lines.append(f"| {flow} | {load} | {system} | {stats['max']} | {stats['mean_busy']:.2f} |")
+    return lines
 
 
 async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> dict[str, Any]:
@@ -435,11 +459,16 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
     configure_engine_env()
     with ServeProcess("smollm2-135m-instruct", max_num_seqs=16) as url:
         rag.ENGINE_OVERRIDES["llm"] = {"kind": "openai", "url": url, "model": "smollm2-135m-instruct"}
+        SERVER_URLS[:] = [url]
         try:
             asyncio.run(_main(s, quick, command, out))
         finally:
             rag.ENGINE_OVERRIDES.pop("llm", None)
+            SERVER_URLS.clear()
     return 0
+
+
+SERVER_URLS: list[str] = []  # the `vllm serve` processes of a --remote-llm run (their load is sampled)
 
 
 STUDIES = {  # --study NAME: the module of bench/ that runs it (default latency)

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from apps import advanced_rag
-from tests.support.server_load import RunningSampler, finished
+from engines.vllm.serve_metrics import RunningSampler, finished
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines

@@ -10,7 +10,7 @@ from engines.openai.llm import OpenAILLMEngine
 from teola import App, Engine, Node
 from tests.fixtures.vllm_server import MAX_NUM_SEQS, SERVED_NAME
 from tests.support.borrowed import Borrowed
-from tests.support.server_load import RunningSampler
+from engines.vllm.serve_metrics import RunningSampler
 
 pytestmark = pytest.mark.engines
 

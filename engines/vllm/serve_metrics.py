@@ -1,6 +1,7 @@
-"""What a real `vllm serve` is doing, read from its Prometheus `/metrics`: requests running now and
-requests finished so far. `RunningSampler` samples the running count of several servers while a
-load runs (for asserting overlap and reporting in-flight requests per server)."""
+"""What a `vllm serve` process is doing, read from its Prometheus `/metrics`: requests running now
+and requests finished so far. `RunningSampler` samples the running count of several servers while a
+load runs (how many requests a client keeps in flight per server: the benchmarks report it, the
+tests assert overlap with it)."""
 from __future__ import annotations
 
 import asyncio
@@ -54,3 +55,13 @@ class RunningSampler:
     def busy(self, url: str) -> list[int]:
         """The samples of `url` taken while it ran something."""
         return [n for n in self.samples[url] if n > 0]
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """Per server: the most requests seen running, and their mean over the samples taken
+        while it ran something."""
+        out = {}
+        for url in self.urls:
+            busy = self.busy(url)
+            out[url] = {"max": max(busy, default=0), "mean_busy": sum(busy) / len(busy) if busy else 0.0,
+                        "samples": len(self.samples[url])}
+        return out
