@@ -1,19 +1,22 @@
-"""The four built-in apps with their LLM behind a real `vllm serve` (engine kind "openai", chosen
+"""The five built-in apps with their LLM behind a real `vllm serve` (engine kind "openai", chosen
 by configuration: `build(llm={"kind": "openai", "url": ...})`): each answers, and every LLM call it
-made gives the same greedy answer when replayed, in the same order, on in-process vLLM. (Running
-each app twice end to end would double the embedding and Postgres work for the same evidence.)"""
+made gives the same greedy answer when replayed, in the same order, on in-process vLLM. The ReAct
+agent's calls continue after tool results, so its replay checks that the continuation reaches the
+server. (Running each app twice end to end would double the embedding and Postgres work for the
+same evidence.)"""
 from typing import Any
 
 import pytest
 
-from apps import advanced_rag, naive_rag, search_generation, tool_agent
+from apps import advanced_rag, naive_rag, react_agent, search_generation, tool_agent
 from teola.api.shared_engines import share_engines
 from tests.support.borrowed import Borrowed
 
 pytestmark = pytest.mark.engines
 
 BUILDS = {"advanced_rag": advanced_rag.build, "naive_rag": naive_rag.build,
-          "search_generation": search_generation.build, "tool_agent": tool_agent.build}
+          "search_generation": search_generation.build, "tool_agent": tool_agent.build,
+          "react_agent": react_agent.build}
 
 
 class Recorded(Borrowed):
@@ -35,13 +38,13 @@ class Recorded(Borrowed):
             yield i, kind, value
 
 
-async def test_four_apps_run_on_a_remote_server_with_in_process_answers(llm_engine, remote_llm, vllm_server):
+async def test_the_apps_run_on_a_remote_server_with_in_process_answers(llm_engine, remote_llm, vllm_server):
     apps = {name: build(llm={"kind": "openai", "url": vllm_server}) for name, build in BUILDS.items()}
     recorders = {name: Recorded(remote_llm) for name in BUILDS}
     for name, app in apps.items():
         assert app.engines["llm"].kind == "openai"
         app.backends["llm"] = recorders[name]
-    share_engines(apps.values())  # one MiniLM, one Postgres, ... for all four
+    share_engines(apps.values())  # one MiniLM, one Postgres, ... for all of them
     try:
         for name, app in apps.items():
             query, _ = app.sample()
@@ -54,6 +57,8 @@ async def test_four_apps_run_on_a_remote_server_with_in_process_answers(llm_engi
                 local = (await llm_engine.execute(op, [request]))[0]
                 if "text" in remote:
                     assert local["text"] == remote["text"], f"{name}: {op} differs for {request['parts']!r:.200}"
+        continued = [r for _, r, _ in recorders["react_agent"].calls if r.get("continuation")]
+        assert continued, "the agent's calls never continued after a tool result"
     finally:
         for app in apps.values():
             await app.stop()
