@@ -208,7 +208,6 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
                     caller_context(request), _shown(prompt))
 
     def done() -> None:
-        slot.release()
         clock.end(runtime, pid) if ends else clock.touch(runtime, pid)
 
     clock.busy(pid)

@@ -123,19 +123,8 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
                     slot: Slot | None = None) -> Any:
     """Run one compiled query under the time limit, turning failures into ApiErrors (and counting them).
     `on_event` receives its progress and answer-token events (`Runtime.submit`). `slot`, the
-    tenant's admission (teola.server.quotas), is charged the tokens the query used and released."""
-    try:
-        result = await _run_query(state, name, app, compiled, config, limit, on_event)
-    finally:
-        if slot is not None:
-            slot.release()
-    if slot is not None:
-        slot.charge(trace_tokens(result.trace))
-    return result
-
-
-async def _run_query(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
-                     limit: float, on_event: Callable[[dict[str, Any]], None] | None) -> Any:
+    tenant's admission (teola.server.quotas, released when the response is sent), is charged the
+    tokens the query used."""
     try:
         try:
             result = await asyncio.wait_for(app.execute(compiled, config, on_event), timeout=limit + BACKSTOP_GRACE)
@@ -163,6 +152,8 @@ async def _run_query(state: ServerState, name: str, app: Any, compiled: Compiled
         raise ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}") from exc
     state.metrics.observe_query(name, result.latency, result.trace)
     state.recent.finish(compiled.query_id, result)
+    if slot is not None:
+        slot.charge(trace_tokens(result.trace))
     return result
 
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 async def sse_events(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
                      limit: float, slot: Slot | None = None, parent: Any = None) -> AsyncIterator[bytes]:
     """The events of one query, sent as they happen. Closing the stream cancels the query. `slot`:
-    the tenant's admission (teola.server.quotas), charged and released by the query; `parent`: the
+    the tenant's admission (teola.server.quotas), charged by the query; `parent`: the
     caller's trace context (teola.server.tracing), which the query's spans join."""
     events: asyncio.Queue = asyncio.Queue()
     task = in_context(parent, run_query(state, name, app, compiled, config, limit, events.put_nowait, slot))

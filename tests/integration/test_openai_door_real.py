@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from typing import Any, AsyncIterator
 
 import openai
@@ -21,8 +20,8 @@ import pytest_asyncio
 
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
+from bench.common import served_here
 from tests.support.borrowed import Borrowed
-from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
@@ -49,24 +48,13 @@ PARIS = [{"role": "user", "content": "What is the weather in Paris?"}]
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def door(llm_engine) -> AsyncIterator[tuple[str, Borrowed]]:
     """teola serving an app on the session's vLLM engine, on a loopback port: (base url, the engine)."""
-    import uvicorn
-
     app = App("chat", config={"runtime": {"policy": "atlas"}})
     llm = Borrowed(llm_engine)
     app.register_engine(Engine("llm", kind="vllm"), backend=llm)
     app.update_template([Node("llm", name="answer", engine="llm", config={
         "parts": [["question", "$query.question"]], "max_tokens": 8})])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_server({"chat": app}, ServerSettings()), log_level="warning"))
-    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-    try:
-        await until(lambda: server.started)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1", llm
-    finally:
-        server.should_exit = True
-        await serving
-        sock.close()
+    async with served_here(create_server({"chat": app}, ServerSettings())) as url:
+        yield f"{url}/v1", llm
 
 
 async def test_sync_async_and_streamed_answers_agree_through_the_chat_template(door, llm_engine):

@@ -1,35 +1,26 @@
 """The official `openai` client -> teola's OpenAI-compatible door (uvicorn on loopback) -> teola's
 engine scheduler -> the remote engine -> a real `vllm serve`: greedy answers streamed and not are
 the same text, token by token in several chunks, with usage."""
-import asyncio
-import socket
 
 import openai
 import pytest
 
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
+from bench.common import served_here
 from tests.support.borrowed import Borrowed
-from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
 
 async def test_openai_client_through_the_door_to_vllm_serve(remote_llm, vllm_server):
-    import uvicorn
-
     app = App("chat", config={"runtime": {"policy": "atlas"}})
     llm = Borrowed(remote_llm)
     app.register_engine(Engine("llm", kind="openai", url=vllm_server), backend=llm)
     app.update_template([Node("llm", name="answer", engine="llm", config={
         "parts": [["question", "$query.question"]], "max_tokens": 8})])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_server({"chat": app}, ServerSettings()), log_level="warning"))
-    serving = asyncio.ensure_future(server.serve(sockets=[sock]))
-    try:
-        await until(lambda: server.started)
-        client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}/v1", api_key="none")
+    async with served_here(create_server({"chat": app}, ServerSettings())) as url:
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="none")
         messages = [{"role": "user", "content": "What is the capital of France?"}]
         whole = await client.chat.completions.create(model="chat", messages=messages, max_tokens=24, temperature=0,
                                                      user="session-1")
@@ -43,7 +34,3 @@ async def test_openai_client_through_the_door_to_vllm_serve(remote_llm, vllm_ser
         assert whole.usage.prompt_tokens == remote_llm.prompt_token_ids([["user", messages[0]["content"]]]).__len__()
         assert chunks[-1].usage.prompt_tokens_details.cached_tokens > 0  # the same prompt, cached by vllm serve
         assert [r["owner"] for r in llm.requests] == ["default/session-1"] * 2
-    finally:
-        server.should_exit = True
-        await serving
-        sock.close()

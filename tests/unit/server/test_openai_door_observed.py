@@ -4,14 +4,12 @@ spans of either door inside the caller's trace; a client that hangs up on a non-
 cancels it and its running engine request is aborted."""
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any, Callable
 
 import pytest
 
 from engines.sim.sim_engine import SimEngine
-from tests.support.http import metric, sse
+from tests.support.http import post_and_hang_up, metric, sse
 from tests.support.otel import MemoryTelemetry
 from tests.support.waiting import until
 from tests.unit.server.test_openai_door import serve
@@ -77,26 +75,7 @@ async def test_the_query_door_honours_traceparent(stream):
 
 async def call_and_hang_up(server: Any, body: dict, hang_up_when: Callable[[], bool]) -> list[dict]:
     """POST a chat completion straight to the ASGI app; the client hangs up once `hang_up_when()` holds."""
-    raw = json.dumps(body).encode()
-    messages = [{"type": "http.request", "body": raw, "more_body": False}]
-    sent: list[dict] = []
-
-    async def receive() -> dict:
-        if messages:
-            return messages.pop()
-        await until(hang_up_when)
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
-             "query_string": b"", "root_path": "", "headers": [(b"content-type", b"application/json"),
-                                                              (b"content-length", str(len(raw)).encode())],
-             "client": ("127.0.0.1", 1), "server": ("teola.test", 80)}
-    await asyncio.wait_for(server(scope, receive, send), 10)
-    return sent
+    return await post_and_hang_up(server, "/v1/chat/completions", body, hang_up_when)
 
 
 async def test_a_client_that_hangs_up_cancels_its_non_streamed_call():

@@ -15,7 +15,7 @@ from apps.advanced_rag import build as build_advanced_rag
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
 from engines.sim.sim_engine import SimEngine
-from tests.support.http import metric, sse
+from tests.support.http import post_and_hang_up, metric, sse
 from tests.support.waiting import until
 
 DOCS = ["The Eiffel Tower is a lattice tower in Paris. It was designed by the company of Gustave Eiffel.",
@@ -180,26 +180,7 @@ async def test_query_stream_sends_progress_and_the_answer_tokens_before_the_answ
 
 async def asgi_call(server: Any, body: dict, disconnect_when: Callable[[], bool]) -> list[dict]:
     """POST a query straight to the ASGI app; the client hangs up once `disconnect_when()` holds."""
-    raw = json.dumps(body).encode()
-    sent: list[dict] = []
-    messages = [{"type": "http.request", "body": raw, "more_body": False}]
-
-    async def receive() -> dict:
-        if messages:
-            return messages.pop()
-        await until(disconnect_when)
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": "/v1/apps/echo/query", "raw_path": b"/v1/apps/echo/query",
-             "query_string": b"", "root_path": "", "headers": [(b"content-type", b"application/json"),
-                                                              (b"content-length", str(len(raw)).encode())],
-             "client": ("127.0.0.1", 1), "server": ("teola.test", 80)}
-    await asyncio.wait_for(server(scope, receive, send), 10)
-    return sent
+    return await post_and_hang_up(server, "/v1/apps/echo/query", body, disconnect_when)
 
 
 @pytest.mark.parametrize("stream", [False, True])
