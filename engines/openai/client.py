@@ -4,7 +4,8 @@ fields the OpenAI API lacks, and its retries: connection errors, 408/409/429 and
 jittered exponential backoff from 0.5 s to 8 s, honouring `Retry-After`; a streamed request is
 never retried once its answer started), and a small httpx client for the routes outside `/v1`
 that servers add (`/health`, vLLM's `/metrics` and `/server_info`). API errors become
-`RemoteEngineError` naming the engine, the URL and the server's message.
+`RemoteEngineError` naming the engine, the URL and the server's message (`RemoteContextTooLong`
+when the prompt does not fit the model's context window).
 """
 from __future__ import annotations
 
@@ -12,13 +13,25 @@ from typing import Any
 
 import httpx
 
+from engines.request_checks import ContextTooLong
+
 # the routes outside /v1 answer at once or not at all: a short timeout keeps health probes and
 # start-up probes from hanging on a stuck server
 PROBE_TIMEOUT = 10.0
 
 
+def _context_overflow(exc: Any, message: str) -> bool:
+    """Whether a server's 400 says the prompt does not fit its context window (OpenAI's code, or
+    vLLM's message, which carries no code)."""
+    return getattr(exc, "code", None) == "context_length_exceeded" or "maximum context length" in message
+
+
 class RemoteEngineError(RuntimeError):
     """The remote server could not be reached, or answered a request with an error."""
+
+
+class RemoteContextTooLong(RemoteEngineError, ContextTooLong):
+    """The remote server refused a request whose prompt does not fit its model's context window."""
 
 
 def check_client_options(name: str, url: Any, timeout: Any, connect_timeout: Any, retries: Any,
@@ -72,6 +85,8 @@ class RemoteClient:
         where = f"engine {self.name!r}: {self.base_url}/v1/{route}"
         if isinstance(exc, openai.APIStatusError):
             body = exc.body.get("message", exc.body) if isinstance(exc.body, dict) else exc.message
+            if exc.status_code == 400 and _context_overflow(exc, str(body)):
+                return RemoteContextTooLong(f"{where}: {str(body)[:500]}")
             return RemoteEngineError(f"{where} answered HTTP {exc.status_code}: {str(body)[:500]}")
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc

@@ -32,6 +32,7 @@ from engines.llm_text.prefix_memo import PrefixMemo
 from engines.protocol import EngineProfile
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
+from engines.request_checks import check_context
 from engines.requests import DECODE_OPS, PREFILL_OPS
 from engines.vllm.layout import spawn_layout
 from engines.vllm.options import check_options
@@ -276,10 +277,7 @@ class VLLMEngine:
         from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
         max_tokens = 1 if prefill else req["max_tokens"]
-        if n_prompt + max_tokens > self.max_model_len:
-            raise ValueError(f"engine {self.name!r}: prompt of {n_prompt} tokens + max_tokens {max_tokens} exceeds "
-                             f"max_model_len {self.max_model_len}; raise the engine option max_model_len "
-                             f"or send a shorter prompt")
+        check_context(self.name, n_prompt, max_tokens, self.max_model_len)
         return SamplingParams(
             max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
             stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,

@@ -62,7 +62,6 @@ from teola.server.schemas import ErrorResponse, QueryRequest, QueryResponse
 from teola.server.settings import ServerSettings
 from teola.server.state import ServerState
 from teola.server.storage_api import add_storage_routes
-from teola.server.tenants import DEFAULT_TENANT
 from teola.server.ui import add_ui
 from teola.api.shared_engines import share_engines
 
@@ -149,11 +148,7 @@ def _share_tenants(state: ServerState) -> None:
 def _key_check(state: ServerState) -> Callable[[Request], None]:
     """Authenticate the caller and put its tenant in ``request.state.tenant``."""
     def check_key(request: Request) -> None:
-        if state.tenants.open:
-            request.state.tenant = DEFAULT_TENANT
-            return
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        tenant = state.tenants.tenant_of(token.strip()) if scheme.lower() == "bearer" else None
+        tenant = state.tenants.caller(request.headers.get("authorization", ""))
         if tenant is None:
             raise ApiError(401, "unauthorized", "missing or wrong API key: send 'Authorization: Bearer <key>'",
                            headers={"WWW-Authenticate": "Bearer"})

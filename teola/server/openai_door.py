@@ -24,7 +24,8 @@ on top of it) gets teola's program-level scheduling without importing teola.
   ``role: "tool"`` results and earlier assistant calls are rendered back into the conversation.
   ``/v1/completions`` prompts are sent raw (no chat template). finish_reason is the engine's.
 - Every request field is honoured or refused with a 400 naming it (teola.server.openai_format).
-  Errors are OpenAI's error object with OpenAI's status codes (teola.server.openai_errors).
+  Errors are OpenAI's error object with OpenAI's status codes (teola.server.openai_errors); a prompt
+  longer than the model's context window is a 400 `context_length_exceeded`, as OpenAI answers it.
 - A client that disconnects cancels its call, streamed or not: withdrawn from the queue, or
   aborted on the engine (counted in teola_server_queries_cancelled).
 - Each call is a query in /metrics (teola_server_queries and the latency histograms, by app), an
@@ -42,6 +43,7 @@ from typing import Any, AsyncIterator, Callable
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from engines.request_checks import ContextTooLong
 from teola.runtime import CallFailed, llm_request
 import teola.server.openai_format as fmt
 from teola.server.errors import ApiError
@@ -220,7 +222,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
         outcome = await unless_disconnected(state, app_name, request, submit())
     except CallFailed as exc:
         seen.failed(exc, "engine")
-        raise ApiError(502, "engine_failed", str(exc)) from None
+        raise _call_error(exc) from None
     except BaseException as exc:  # the client went away (ApiError 499), the handler was cancelled, a bug
         seen.failed(exc, "internal" if isinstance(exc, Exception) and not isinstance(exc, ApiError) else None)
         raise
@@ -231,6 +233,14 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     result = outcome.result
     tools = parse_tool_calls(result.get("text", ""), parallel) if parallel is not None else None
     return JSONResponse(fmt.response(chat, call_id, model, result, gen["max_tokens"], tools), headers=headers)
+
+
+def _call_error(exc: CallFailed) -> ApiError:
+    """A failed call as OpenAI answers it: a prompt longer than the model's context window is the
+    caller's 400 `context_length_exceeded`; anything else the engine's 502."""
+    if isinstance(exc.__cause__, ContextTooLong):
+        return ApiError(400, "context_length_exceeded", str(exc.__cause__), param="messages")
+    return ApiError(502, "engine_failed", str(exc))
 
 
 def _engine_request(state: ServerState, tenant: str, prompt: dict[str, Any], gen: dict[str, Any]) -> dict[str, Any]:
@@ -293,7 +303,8 @@ async def _stream(submit: Callable[..., Any], done: Callable[[], None], slot: Sl
             outcome = task.result()
         except CallFailed as exc:
             seen.failed(exc, "engine")
-            yield door_error_event(502, "engine_failed", str(exc))
+            err = _call_error(exc)
+            yield door_error_event(err.status, err.code, err.detail, err.param)
             return
         seen.finished(outcome)
         slot.charge(call_tokens(outcome.result))

@@ -18,7 +18,6 @@ from limits.storage import MemoryStorage
 from limits.strategies import FixedWindowRateLimiter
 
 from teola.server.errors import ApiError, error_response
-from teola.server.tenants import DEFAULT_TENANT
 
 TOKEN_KEYS = ("num_prompt_tokens", "num_output_tokens")
 
@@ -136,12 +135,8 @@ class AdmissionMiddleware:
             slot.release()
 
     def _tenant(self, scope: dict[str, Any]) -> str | None:
-        tenants = self.state.tenants
-        if tenants.open:
-            return DEFAULT_TENANT
         auth = dict(scope.get("headers") or ()).get(b"authorization", b"").decode("latin-1")
-        scheme, _, token = auth.partition(" ")
-        return tenants.tenant_of(token.strip()) if scheme.lower() == "bearer" else None
+        return self.state.tenants.caller(auth)
 
 
 def _app_of(path: str) -> str:

@@ -49,6 +49,14 @@ class Tenants:
         """More than one tenant: prompts are cache-salted per tenant."""
         return len(self.names) > 1
 
+    def caller(self, authorization: str) -> str | None:
+        """The tenant of a request from its ``Authorization`` header value: ``default`` when the
+        server is open, else the tenant of its ``Bearer`` key, or None (unknown or missing key)."""
+        if self.open:
+            return DEFAULT_TENANT
+        scheme, _, token = authorization.partition(" ")
+        return self.tenant_of(token.strip()) if scheme.lower() == "bearer" else None
+
     def tenant_of(self, key: str) -> str | None:
         """The tenant holding `key` (compared in constant time), or None."""
         found = None

@@ -96,6 +96,17 @@ async def test_errors_are_openais_through_the_sdk(door):
     with pytest.raises(openai.NotFoundError) as missing:
         await client.completions.create(model="nope", prompt="x")
     assert missing.value.code == "model_not_found" and "chat/llm" in missing.value.message
+    huge = [{"role": "user", "content": "Paris is a city. " * 800}]  # ~4,000 tokens; the engine holds 2,048
+    with pytest.raises(openai.BadRequestError) as overflow:
+        await client.chat.completions.create(model="chat", messages=huge, max_tokens=8)
+    assert (overflow.value.code, overflow.value.param) == ("context_length_exceeded", "messages")
+    assert "context window of 2048 tokens" in overflow.value.message
+    stream = await client.chat.completions.create(model="chat", messages=huge, max_tokens=8, stream=True)
+    with pytest.raises(openai.APIError, match="context window"):
+        async for _ in stream:
+            pass
+    after = await client.chat.completions.create(model="chat", messages=PARIS, max_tokens=4, temperature=0)
+    assert after.choices[0].message.content  # the engine serves the next call
 
 
 async def test_the_models_tool_call_comes_back_as_tool_calls_and_its_result_goes_back_in(door):

@@ -89,3 +89,23 @@ def test_engine_options_from_the_environment_point_a_built_in_app_at_a_server(mo
     monkeypatch.setenv("TEOLA_ENGINE_OPTIONS", '{"judge": {"kind": "openai"}}')
     with pytest.raises(ValueError, match="does not take"):
         resolve_app("naive_rag")
+
+
+@pytest.mark.parametrize("body, overflow", [
+    ({"message": "This model's maximum context length is 2048 tokens. However, you requested 4100 tokens",
+      "type": "BadRequestError", "code": 400}, True),
+    ({"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}, True),
+    ({"message": "temperature must be non-negative", "type": "BadRequestError", "code": 400}, False),
+])
+def test_a_servers_context_overflow_is_told_apart_from_other_refusals(body, overflow):
+    import httpx
+    import openai
+
+    from engines.openai.client import RemoteClient
+    from engines.request_checks import ContextTooLong
+
+    answer = httpx.Response(400, request=httpx.Request("POST", "http://gpu-box:8000/v1/completions"), json={"error": body})
+    exc = openai.BadRequestError(body["message"], response=answer, body=body)
+    err = RemoteClient("llm", "http://gpu-box:8000", None, 1.0, 1.0, 0, 1).error("completions", exc)
+    assert isinstance(err, RemoteEngineError) and isinstance(err, ContextTooLong) is overflow
+    assert "engine 'llm': http://gpu-box:8000/v1/completions" in str(err) and body["message"] in str(err)
