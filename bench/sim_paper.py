@@ -1,6 +1,6 @@
 """SIMULATED: Teola's Fig. 8-10 set-up at GPU scale, on derived GPU profiles (teola.sim).
 
-    python -m bench.sim_studies --study paper [--profile a100-llama2-7b] [--queries 200] [--quick] [--docs large]
+    python -m bench.sim_studies --study paper [--profile a100-llama2-7b-measured] [--queries 200] [--quick] [--docs large]
 
 Every number here is simulated: teola's unchanged runtime (passes, graph and engine schedulers,
 policies) on simulated engines in virtual time, with a profile derived from published GPU and model
@@ -132,7 +132,8 @@ def markdown(data: dict[str, Any]) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench.sim_studies --study paper`."""
-    p.add_argument("--profile", default="a100-llama2-7b")
+    p.add_argument("--profile", default="a100-llama2-7b-measured",
+                   help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
     p.add_argument("--queries", type=int, default=200, help="queries per point (default 200)")
     p.add_argument("--quick", action="store_true", help="naive RAG, 2 systems, 40 queries, scale-out to 4")
     p.add_argument("--docs", choices=DOCS, default="small", help="document size (see the module docstring)")

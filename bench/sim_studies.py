@@ -15,6 +15,7 @@ STUDIES = {
     "trace_diff": "sim_trace_diff",    # where the simulator's time differs, primitive by primitive
     "step_shape": "step_shape",        # a vLLM decode step against batch size (real engine)
     "cost_forms": "cost_forms",        # decode-step cost forms against stored profiles (offline)
+    "gpu_profiles": "gpu_profiles",    # derived vs measured-operator GPU profiles per iteration (offline)
     "speed": "sim_speed",              # how fast the simulator is
     "paper": "sim_paper",              # SIMULATED: Teola Fig. 8-10 on GPU profiles
     "paper_plots": "sim_paper_plots",  # PNG plots of a sim_paper result file

@@ -3,11 +3,15 @@
 A profile is a JSON file:
 
     {"name": "cpu-smollm2-135m",
-     "provenance": "measured" | "derived",   # measured here by `teola profile`, or derived from publications
+     "provenance": "measured" | "measured-operators" | "derived",
+         # measured here by `teola profile`; built by `teola profile --from-measured` from operator
+         # timings measured on GPUs elsewhere (teola/sim/gpu_profile.py); or derived from publications
      "source": "...",                        # where every number comes from
      "engines": {
         "vllm": {"cost": {"base": s, "prefill_token": s, "decode_seq": s, "context_token": s,
-                          "decode_batch_factor": [[batch, factor], ...]},  # the curve: optional
+                          "prefill_attention": s,                          # optional
+                          "decode_batch_factor": [[batch, factor], ...],   # the curve: optional
+                          "token_table": [[tokens, s], ...]},              # optional (engines/sim/cost.py)
                  "max_num_seqs": 8, "max_num_batched_tokens": 2048, "num_blocks": 4096, "block_size": 16,
                  "token_ratio": 1.15, "lengths": {"text": [...], "split": [...]}, ...},
         "sentence_transformers": {"latency": {"1": s, "32": s}},      # seconds per batch of n, and/or
@@ -38,6 +42,7 @@ from engines.sim.llm import SimLLM
 
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "profiles"
 LLM_KINDS = ("vllm",)
+PROVENANCES = ("measured", "measured-operators", "derived")
 _KIND_OPS = {
     "sentence_transformers": ["embedding"],
     "reranker": ["reranking"],
@@ -72,8 +77,8 @@ def load_profile(profile: str | Path | dict[str, Any]) -> dict[str, Any]:
     engines = data.get("engines") if isinstance(data, dict) else None
     if not isinstance(engines, dict) or not all(isinstance(v, dict) for v in engines.values()):
         raise ValueError(f"{where}: expected {{\"engines\": {{kind: {{...}}}}}}")
-    if data.get("provenance") not in ("measured", "derived"):
-        raise ValueError(f"{where}: 'provenance' must be 'measured' or 'derived', got {data.get('provenance')!r}")
+    if data.get("provenance") not in PROVENANCES:
+        raise ValueError(f"{where}: 'provenance' must be one of {', '.join(PROVENANCES)}, got {data.get('provenance')!r}")
     return data
 
 

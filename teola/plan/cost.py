@@ -19,7 +19,9 @@ minus the weights, over KV bytes per token. Loading: startup + weights / (t x re
 TP initialisation when t > 1, unless measured seconds are given per degree; stopping: "stop_s"
 (0 when not given). Prefix cache: a stage's requests share their leading blocks (entry "block_size",
 16 when not given; "prefix_caching": false turns it off). A profile without a
-"parallel" section allows tp=1 only, its KV pool from num_blocks x block_size.
+"parallel" section allows tp=1 only, its KV pool from num_blocks x block_size. A profile built from
+measured operators (`teola profile --from-measured`) gives "token_tables" per degree in its parallel
+section, and a degree's iteration then uses its measured table instead of the scaling above.
 """
 from __future__ import annotations
 
@@ -80,6 +82,13 @@ class ModelCost:
         if tp == 1:
             return c
         p = self.par
+        measured = (p.get("token_tables") or {}).get(str(tp))
+        if measured is not None:
+            # built from measured operators (teola/sim/gpu_profile.py): the degree's own token table
+            # (its all-reduces included); attention splits its heads over the degree
+            return IterationCost(base=c.base, context_token=c.context_token / tp,
+                                 prefill_attention=c.prefill_attention / tp, token_table=measured,
+                                 decode_batch_factor=c.decode_batch_factor)
         overhead = float(p.get("step_overhead_s", 0.0))
         link = float(p["nvlink_gbps"] if tp <= int(p.get("nvlink_group", 1)) else p["pcie_gbps"]) * 1e9
         layers, hidden = int(p["layers"]), int(p["hidden"])

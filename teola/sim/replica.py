@@ -159,7 +159,7 @@ class _Replica:
         k = self.decoding[0][0] - self.g
         c = self.cost
         f = c.factor(n)  # the decode batch curve: the same n sequences decode through the whole run
-        step, per_ctx = f * (c.base + c.decode_seq * n), f * c.context_token
+        step, per_ctx = f * c.step_seconds(0, n), f * c.context_token
         first = step + per_ctx * self.ctx
         if self.pending and len(self.decoding) < self.max_seqs:
             k = min(k, max(1, math.ceil((self.pending[0][0] - self.t) / first)))

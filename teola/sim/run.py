@@ -41,6 +41,7 @@ class SimReport:
     errors: list[str] = field(default_factory=list)
     # engine -> [queued s, running s] summed over the queries' primitives (`add_breakdown`)
     breakdown: dict[str, list[float]] = field(default_factory=dict)
+    arrivals: str = "Poisson"        # how queries arrived ("trace <file>": teola/sim/trace_workload.py)
 
     @property
     def throughput(self) -> float:
@@ -75,7 +76,7 @@ class SimReport:
 
     def table(self) -> str:
         s = self.summary()
-        lines = [f"simulated ({self.provenance} profile {self.profile!r}): app {self.app}, Poisson {self.rate:g} q/s, "
+        lines = [f"simulated ({self.provenance} profile {self.profile!r}): app {self.app}, {self.arrivals} {self.rate:g} q/s, "
                  f"{s['queries']} queries ({self.failed} failed)",
                  f"  latency  mean {s['mean_s']:.3f} s   p50 {s['p50_s']:.3f} s   p99 {s['p99_s']:.3f} s",
                  f"  throughput {s['throughput_qps']:.3f} q/s over {self.span:.1f} simulated s",
@@ -131,10 +132,13 @@ def query_variants(base: dict[str, Any], n: int) -> list[dict[str, Any]]:
 
 def simulate(app: App, profile: str | Path | dict[str, Any], rate: float, queries: int | list[dict[str, Any]],
              instances: dict[str, int] | None = None, config: dict[str, Any] | None = None, seed: int = 0,
-             progress: Callable[[str], None] | None = None, on_query: Callable[[], None] | None = None) -> SimReport:
+             progress: Callable[[str], None] | None = None, on_query: Callable[[], None] | None = None,
+             arrivals: list[float] | None = None, on_start: Callable[[App], None] | None = None) -> SimReport:
     """Serve `queries` (a count of variants of the app's sample, or a list) arriving at Poisson
     `rate` queries/s on `app` with simulated engines; returns the report. Runs its own virtual loop.
-    `progress` gets a line every tenth of the queries; `on_query` is called as each one ends."""
+    `progress` gets a line every tenth of the queries; `on_query` is called as each one ends.
+    `arrivals`: each query's arrival, seconds from the start, instead of Poisson ones (a trace:
+    teola/sim/trace_workload.py); `on_start` is called with the app once its engines run."""
     if not rate > 0:
         raise ValueError(f"rate must be > 0 queries/s, got {rate!r}")
     use_profile(app, profile, instances)
@@ -143,23 +147,30 @@ def simulate(app: App, profile: str | Path | dict[str, Any], rate: float, querie
     if not qs:
         raise ValueError("queries must be at least 1")
     wall = time.perf_counter()
-    report = run_virtual(_serve(app, qs, rate, config or {}, seed, progress, on_query))
+    if arrivals is not None and len(arrivals) != len(qs):
+        raise ValueError(f"arrivals: {len(arrivals)} given for {len(qs)} queries")
+    report = run_virtual(_serve(app, qs, rate, config or {}, seed, progress, on_query, arrivals, on_start))
     report.profile, report.provenance = str(data.get("name", profile)), str(data["provenance"])
     report.wall_s = time.perf_counter() - wall
     return report
 
 
 async def _serve(app: App, qs: list[dict[str, Any]], rate: float, config: dict[str, Any], seed: int,
-                 progress: Callable[[str], None] | None, on_query: Callable[[], None] | None) -> SimReport:
+                 progress: Callable[[str], None] | None, on_query: Callable[[], None] | None,
+                 given: list[float] | None = None, on_start: Callable[[App], None] | None = None) -> SimReport:
     loop = asyncio.get_running_loop()
     await app.start()
     try:
+        if on_start is not None:
+            on_start(app)
         rng = random.Random(seed)
         t0 = loop.time()
         arrivals, t = [], t0
         for _ in qs:
             arrivals.append(t)
             t += rng.expovariate(rate)
+        if given is not None:
+            arrivals = [t0 + a for a in given]
         latencies: list[float] = []
         errors: list[str] = []
         breakdown: dict[str, list[float]] = {}
