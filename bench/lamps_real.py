@@ -105,11 +105,12 @@ async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[s
             req.update(api=r["type"], post_tokens=segs[j + 1], api_response_tokens=int(1.3 * RESPONSE_WORDS))
             other = sum(v for k, v in costs["inflight"].items() if k != r["id"])
             req["pause_kv"] = handling_for(system, policy, r["type"], context, other, costs)
-            handlings.append(req["pause_kv"])
         costs["inflight"][r["id"]] = context
         outcome = await rt.submit_call("llm", req, program=r["id"], call_id=f"{r['id']}-{j}", parents=None,
                                        on_delta=(lambda _t: first or first.append(loop.time())) if j == 0 else None)
         costs["inflight"].pop(r["id"], None)
+        if not last:  # as applied: LAMPS' "auto" is resolved when the call is queued
+            handlings.append(req["pause_kv"])
         if not first:
             first.append(loop.time())
         if last:

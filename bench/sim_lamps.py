@@ -1,7 +1,7 @@
 """SIMULATED: LAMPS vs FCFS with INFERCEPT's handling vs SJF on API-augmented requests (LAMPS Fig. 6
 set-up), measured at steady state.
 
-    python -m bench.sim_studies --study lamps [--profile a100-llama2-7b] [--rates "infercept=1,2;toolbench=2,4"]
+    python -m bench.sim_studies --study lamps [--profile a100-llama2-7b-measured] [--rates "infercept=1,2;toolbench=2,4"]
                               [--warmup 300] [--window 1200] [--cooldown 300] [--systems ...] [--quick]
     python -m bench.sim_studies --study lamps --sweep --rates ... --out sim_lamps_sweep   # load per rate, to place the rates
     python -m bench.sim_studies --study lamps --profile a100-40gb-gptj-6b --max-seqs 256 --kv-admission --lamps-batch 50 \
@@ -27,15 +27,21 @@ memory wait in teola's queue in the policy's order: bench/kv_admission.py; a cal
 paused call preserved is marked `resumes_preserved`, as teola.api.tool_calls marks it, and fcfs, sjf and
 lamps send it first, as INFERCEPT keeps a preserved request in the running batch (the blind `fifo`
 does not); each call returns when it ends, as under vLLM's continuous batching; none is preempted):
-  - FCFS + INFERCEPT: calls run in arrival order (policy `fcfs`); at each API call the handling with
-    the least waste by INFERCEPT's equations with the batch's actual other context at that moment;
+  - FCFS + INFERCEPT: calls run in arrival order (policy `fcfs`); INFERCEPT's own handling: chosen
+    when the call reaches its API call (the simulated engine's `decide_pause`, `infercept_at_pause`),
+    the least waste by INFERCEPT's equations with the call's context then, the running batch's other
+    context then and the API type's mean duration;
   - SJF: teola ranks waiting calls by predicted tokens (perfect predictions by default, as the
     INFERCEPT dataset records output lengths; with --predictions, the true lengths times the
     predicted/actual ratios a bench.length_predictor run measured on held-out rows, which is how LAMPS
-    runs ToolBench, with a learned predictor), INFERCEPT's handling;
-  - LAMPS: teola ranks waiting calls by memory over time under the handling it predicts before
-    scheduling (per-type API duration means; the batch's other context predicted as --lamps-batch - 1 calls
-    of the mean admitted context), starvation threshold 100; that handling is used.
+    runs ToolBench, with a learned predictor), INFERCEPT's handling as above;
+  - LAMPS: each pausing call is queued with handling "auto", which teola's engine scheduler resolves
+    when it queues the call, after its length prediction, with LAMPS' own predictions (prompt +
+    predicted pre-API tokens, per-type API duration means, the batch's other context as the profiled
+    calls per batch - 1 times the mean admitted context; the profile is --lamps-batch, by default
+    measured online: the mean number of calls running at each admission); the call is ranked by
+    memory over time under that same handling, and that handling is applied. Starvation threshold
+    100 engine iterations.
 `--systems FIFO-batches+INFERCEPT` runs the earlier baseline, teola's `fifo` policy, which sends
 calls as batches whose calls all return when the batch's longest one ends; `FCFS-request+INFERCEPT`
 orders calls by their request's arrival (vLLM's FCFS, under which a call continuing after its API
@@ -88,7 +94,8 @@ TICK = 1.0         # seconds between load samples
 OVERLOAD = 1000    # calls waiting at which a point stops: overloaded (its queue would only keep growing)
 DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 # the engine set-up of a run (run_point): calls teola lets into the engine, KV blocks (None: the
-# profile's), admission bound by free KV (bench.kv_admission), LAMPS' profiled calls per batch (None: cap)
+# profile's), admission bound by free KV (bench.kv_admission), LAMPS' profiled calls per batch (None:
+# measured online)
 DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None, "predictions": None}
 
 
@@ -155,17 +162,38 @@ def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict
 
 
 def handling_for(system: str, policy: Any, kind: str, context: int, other: int, costs: dict[str, float]) -> str:
+    """The "pause_kv" a segment is queued with: "auto" for LAMPS (resolved by the engine's scheduler
+    from LAMPS' own predictions, as LAMPS ranks the call); for the baselines INFERCEPT's choice from
+    `context` and `other` (bench.lamps_real decides so at queue time; here the simulated engine
+    replaces it at the pause: `infercept_at_pause`)."""
+    if system == "LAMPS":
+        return "auto"
+    return infercept(costs, kind, context, other)
+
+
+def infercept(costs: dict[str, Any], kind: str, context: int, other: int) -> str:
+    """INFERCEPT's least-waste handling (its equations 1-3) of a `kind` API call for a call of
+    `context` tokens beside `other` tokens of running calls, at the type's mean duration."""
     from teola.runtime import choose_handling
-    from teola.api.tool_calls import choose_pause_handling
-    if system == "LAMPS":  # predicted before scheduling with the profiled batch's context, as its ranking did
-        return choose_pause_handling(policy, kind, context)
-    mean = costs["api_means"][kind]
-    return choose_handling(mean, context, other, costs["fwd"] * context, costs["swap"] * context)
+    return choose_handling(costs["api_means"][kind], context, other, costs["fwd"] * context, costs["swap"] * context)
 
 
-async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str, float]) -> dict[str, Any]:
+def infercept_at_pause(costs: dict[str, Any], kinds: dict[str, str], decided: dict[str, str]) -> Any:
+    """The simulated engine's `decide_pause` for the baselines: INFERCEPT decides when the call
+    reaches its API call, from its context and the running batch's then; `kinds`: kv_key -> API type;
+    each decision is left in `decided` under the call's kv_key."""
+    def decide(seq: Any, running: int) -> str:
+        key = seq.req["kv_key"]
+        decided[key] = infercept(costs, kinds[key], seq.computed, running)
+        return decided[key]
+    return decide
+
+
+async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str, Any],
+              decided: dict[str, str] | None = None) -> dict[str, Any]:
     """Run request `r` (its segments and API pauses); its latency, time in API calls and time queued
-    (in teola's queue until the call went to the engine, then in the engine's until its first iteration)."""
+    (in teola's queue until the call went to the engine, then in the engine's until its first iteration).
+    `decided`: the handlings the engine chose at the pauses (`infercept_at_pause`), by kv_key."""
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, r["arrival"] - loop.time()))
     t0 = loop.time()
@@ -190,9 +218,10 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
         other = sum(s.computed for s in llm.running)
         if not last:
             req["pause_kv"] = handling_for(system, policy, r["type"], context, other, costs)
-            handlings.append(req["pause_kv"])
         sent = loop.time()
         outcome = await rt.submit_call("llm", req, program=r["id"], call_id=f"{r['id']}-{j}", parents=None)
+        if not last:  # the handling applied: resolved when queued ("auto") or chosen at the pause
+            handlings.append((decided or {}).pop(r["id"], req["pause_kv"]))
         queue_s += (outcome.started if outcome.started is not None else sent) - sent
         queue_s += float(outcome.result.get("queued_s") or 0.0)
         if last:
@@ -263,9 +292,9 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     costs = {"fwd": cost["prefill_token"], "swap": float(entry.get("swap_seconds_per_block", 0.0)) / block,
              "api_means": means, "ratios": prediction_ratios(setup["predictions"]) if setup["predictions"] else None}
     policy = {**SYSTEMS, **EXTRA_SYSTEMS}[system]
-    batch = setup["lamps_batch"] or cap
-    options = {"lamps": {"step_s": cost["base"] + batch * cost["decode_seq"], "fwd_s_per_token": costs["fwd"],
-                         "swap_s_per_token": costs["swap"], "api_defaults": means,
+    batch = setup["lamps_batch"] or "measured"
+    options = {"lamps": {"step_s": cost["base"] + (setup["lamps_batch"] or cap) * cost["decode_seq"],
+                         "fwd_s_per_token": costs["fwd"], "swap_s_per_token": costs["swap"], "api_defaults": means,
                          "batch_size": batch}}.get(policy, {})
     horizon = warmup + window + cooldown
     reqs = [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, int(entry.get("max_model_len", 4096)),
@@ -278,7 +307,10 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
         await rt.start()
         if setup["kv_admission"]:
             rt.schedulers["llm"].policy = KVAdmission(rt.schedulers["llm"].policy, llm)
-        tasks = [asyncio.ensure_future(one(rt, llm, r, system, costs)) for r in reqs]
+        decided: dict[str, str] = {}
+        if system != "LAMPS":
+            llm.decide_pause = infercept_at_pause(costs, {r["id"]: r["type"] for r in reqs}, decided)
+        tasks = [asyncio.ensure_future(one(rt, llm, r, system, costs, decided)) for r in reqs]
         measured = [t for t, r in zip(tasks, reqs) if warmup <= r["arrival"] < warmup + window]
         try:
             load = await sample(rt, llm, warmup, warmup + window)
@@ -335,7 +367,8 @@ def parse_rates(text: str) -> dict[str, tuple[float, ...]]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench.sim_studies --study lamps`."""
-    p.add_argument("--profile", default="a100-llama2-7b")
+    p.add_argument("--profile", default="a100-llama2-7b-measured",
+                   help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
     p.add_argument("--rates", default=DEFAULT_RATES, help=f"arrival rates per mix, req/s (default {DEFAULT_RATES})")
     p.add_argument("--warmup", type=float, default=300.0, help="seconds of arrivals before measuring (default 300)")
     p.add_argument("--window", type=float, default=1200.0, help="seconds of arrivals measured (default 1200)")
@@ -355,7 +388,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "it only --max-seqs bounds admission")
     p.add_argument("--lamps-batch", type=int, default=None,
                    help="LAMPS' profiled calls per batch, used to predict the batch's other context in its handling "
-                        "choice (LAMPS §3.2.1; default --max-seqs)")
+                        "choice (LAMPS §3.2.1; default: measured online, the mean number of calls running at each "
+                        "admission)")
     p.add_argument("--predictions", default=None, metavar="JSON",
                    help="SJF and LAMPS get lengths with the error of a measured predictor: each segment's length "
                         "times a predicted/actual ratio drawn from the held-out rows of this bench.length_predictor "

@@ -1,6 +1,6 @@
 """SIMULATED: Autellix Fig. 11-style program latency vs arrival rate on a derived GPU profile.
 
-    python -m bench.sim_studies --study programs [--profile a100-llama2-7b] [--programs 150] [--quick] [--nocache-baseline]
+    python -m bench.sim_studies --study programs [--profile a100-llama2-7b-measured] [--programs 150] [--quick] [--nocache-baseline]
 
 Every number here is simulated: teola's runtime (program policies, the preemptor that aborts and
 resumes calls, balancers) drives simulated vLLM instances (engines/sim/llm.py) in virtual time; the
@@ -94,7 +94,8 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     balancer = {"balancer": "locality"} if instances > 1 else {}
 
     async def scenario() -> dict[str, Any]:
-        spec = Engine("llm", kind="vllm", instances=instances, max_efficient_batch=BUDGET, simulate=prof, **balancer)
+        spec = Engine("llm", kind="vllm", instances=instances, max_efficient_batch=BUDGET, admission="efficient_batch",
+                      simulate=prof, **balancer)
         rt = Runtime({"llm": spec})
         await rt.start()
         set_policy(rt, policy)
@@ -252,7 +253,8 @@ def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench.sim_studies --study programs`."""
-    p.add_argument("--profile", default="a100-llama2-7b")
+    p.add_argument("--profile", default="a100-llama2-7b-measured",
+                   help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
     p.add_argument("--programs", type=int, default=300)
     p.add_argument("--quick", action="store_true", help="chat only, 1 instance, recompute, 30 programs, 2 loads")
     p.add_argument("--instances", default="1,4", help="instance counts to sweep (default 1,4)")

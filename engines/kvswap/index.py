@@ -43,7 +43,7 @@ class _Entry:
     saved: bool = False  # False: its save is still queued in the jobs not handed out yet
 
 
-COUNTERS = ("saves", "saved_tokens", "saves_declined", "saves_too_big", "lru_drops", "loads",
+COUNTERS = ("saves", "saved_tokens", "saves_declined", "saves_too_big", "saves_cancelled", "lru_drops", "loads",
             "loaded_tokens", "unused", "resumed_blocks", "resumed_cached_blocks")
 WATCHED = 4096  # aborted calls whose resume is watched for what the prefix cache kept (oldest forgotten)
 
@@ -62,6 +62,7 @@ class SwapIndex:
         self.counters = dict.fromkeys(COUNTERS, 0)
         self._jobs = SwapJobs()
         self._survival = SurvivalTracker(WATCHED)
+        self._cancelled: OrderedDict[str, None] = OrderedDict()  # keys whose coming abort saves nothing
 
     def survival(self) -> float:
         """The share of full blocks that calls resumed so far found still in the prefix cache (0
@@ -77,9 +78,12 @@ class SwapIndex:
         """An aborted call: save the blocks of its `computed` tokens if the round trip through host
         memory is expected to cost less than prefilling again what the prefix cache will have lost
         (`save_pays`: a share `survival` of the full blocks is kept, never the partly filled last
-        one), and they fit. True: the worker will save them and release
-        `req_id`'s blocks afterwards (the caller keeps them until then)."""
+        one), and they fit, unless the call was cancelled (`forget`). True: the worker will save them
+        and release `req_id`'s blocks afterwards (the caller keeps them until then)."""
         self._drop(key)
+        if self.cancelled(key):
+            self.counters["saves_cancelled"] += 1
+            return False
         blocks = min(-(-computed // self.block_size), len(block_ids))
         computed = min(computed, blocks * self.block_size)
         nbytes = blocks * self.record_bytes
@@ -99,6 +103,22 @@ class SwapIndex:
         self.counters["saves"] += 1
         self.counters["saved_tokens"] += computed
         return True
+
+    def forget(self, keys: Sequence[str], running: bool) -> None:
+        """The calls of `keys` were cancelled by their clients and never resume: drop what is saved
+        for them (a save not handed out yet is withdrawn); with `running`, each one's abort still
+        to come saves nothing (`save` consults `cancelled`)."""
+        for key in keys:
+            self._drop(key)
+            if running:
+                self._cancelled[key] = None
+                self._cancelled.move_to_end(key)
+                while len(self._cancelled) > WATCHED:
+                    self._cancelled.popitem(last=False)
+
+    def cancelled(self, key: str) -> bool:
+        """Whether `key` was cancelled while it ran (consumed: asked once, when its request ends)."""
+        return self._cancelled.pop(key, 0) is None
 
     def matched(self, key: str, token_ids: Sequence[int], local: int, costs: SwapCosts) -> int:
         """Tokens past `local` (block-aligned tokens the prefix cache holds) a resumed call can load:

@@ -9,6 +9,10 @@ call's KV while it pauses for a tool (LAMPS / INFERCEPT handlings):
 - "discard": its blocks are freed like any finished call's; the prefix cache may still hold them, so
   the continuing call recomputes only what was evicted (what vLLM itself does).
 
+With `decide_pause` set, a pausing call's handling is chosen when it reaches its API call, from
+its context then and the running batch's, instead of taken from its request (INFERCEPT's own,
+dynamic choice; bench.sim_lamps runs its baselines so).
+
 When nothing runs and the next waiting call cannot get blocks because preserved KV fills the
 memory, the most recently paused preserved call loses its KV (it continues as if discarded):
 `reclaim_preserved`, so preserve cannot deadlock the engine.
@@ -74,6 +78,8 @@ class SimAdmission:
 
     paused: dict[str, PausedKV]
     survival: SurvivalTracker
+    # (the pausing call, the context tokens of the calls still running) -> its handling; None: the request's
+    decide_pause: Callable[[SimSeq, int], str] | None = None
 
     def _rank(self, seq: SimSeq) -> tuple[int, int]:
         return (seq.req["priority"], seq.order)
@@ -174,6 +180,8 @@ class SimAdmission:
     def _release(self, seq: SimSeq, aborted: bool) -> None:
         """A finished call gives its blocks back, unless it pauses with "preserve" or "swap"."""
         handling, key = seq.req.get("pause_kv"), seq.req.get("kv_key")
+        if handling is not None and not aborted and self.decide_pause is not None:
+            handling = self.decide_pause(seq, sum(s.computed for s in self.running))
         if handling is not None:
             self.stats[f"paused_{handling}"] = self.stats.get(f"paused_{handling}", 0) + 1
         if aborted or seq.op not in DECODE_OPS or handling not in ("preserve", "swap"):

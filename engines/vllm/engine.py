@@ -240,6 +240,18 @@ class VLLMEngine:
             await self._engine.abort(ids)
         return len(ids)
 
+    async def cancel(self, owners: list[str], kv_keys: list[str]) -> int:
+        """`abort` for calls that never resume (their client went away): with kv_swap, the connector
+        is told first that `kv_keys` are cancelled, so their aborts save no KV to host memory."""
+        if self.kv_swap and kv_keys and self._engine is not None and any(o in self._owned for o in owners):
+            await vllm_kv_swap.forget(self._engine, kv_keys, running=True)
+        return await self.abort(owners)
+
+    async def forget_kv(self, kv_keys: list[str]) -> None:
+        """Drop the KV saved to host memory for calls that will not resume (kv_swap only)."""
+        if self.kv_swap and kv_keys and self._engine is not None:
+            await vllm_kv_swap.forget(self._engine, kv_keys, running=False)
+
     def _own(self, owner: str | None, request_id: str, running: bool) -> None:
         if owner is None:
             return

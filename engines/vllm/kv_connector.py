@@ -11,6 +11,10 @@ A call takes part when its request carries `kv_transfer_params={"teola_swap": {"
 `"on_finish": true` also saves a call that finishes normally: a call that stops for a tool call
 (`pause_kv="swap"`), whose continuation comes back under the same key.
 
+A call cancelled by its client never resumes, so its KV is not saved: before aborting it, the
+adapter sends a pre-aborted marker request (`kv_swap.forget_params`) that reaches `request_finished`
+ahead of the abort and marks the key cancelled (also dropping anything saved for it).
+
 Scheduler side (in vLLM's engine-core process): when such a call is aborted (teola's preemption),
 or finishes with on_finish set, `request_finished` asks `SwapIndex.save` whether a round trip through host memory beats prefilling
 its computed tokens again; if so vLLM keeps the blocks until the worker reports them saved. When the call
@@ -41,6 +45,7 @@ from vllm.v1.request import RequestStatus
 from engines.kvswap.swap import KVSwapManager, SwapTotals
 from engines.kvswap.choice import SwapCosts
 from engines.kvswap.index import SwapIndex, SwapJobs
+from engines.vllm.kv_swap import forgotten
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -126,10 +131,16 @@ class TeolaSwapConnector(KVConnectorBase_V1):
     def request_finished(self, request: "Request", block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
         self._local.pop(request.request_id, None)
         loaded = self._loaded.pop(request.request_id, 0)
+        marker = forgotten(request.kv_transfer_params)
+        if marker is not None:  # cancelled calls (kv_swap.forget): nothing of theirs is kept
+            self.index.forget(*marker)
+            return False, None
         swap = _swap_param(request)
         # what this run loaded is reported whether or not it is saved again (a resumed call preempted anew)
         report = {PARAM: {"loaded_tokens": loaded}} if swap is not None else None
         if swap is None or not _saves_on_finish(request):
+            if swap is not None:
+                self.index.cancelled(swap[0])  # a cancelled call that ended on its own: clear the mark
             return False, report
         # tokens whose KV is written: with async scheduling the last step may still be in flight
         computed = request.num_computed_tokens - int(getattr(request, "num_in_flight_tokens", 0) or 0)

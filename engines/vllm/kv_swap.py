@@ -99,6 +99,28 @@ def call_params(key: str | None, costs: SwapCosts | None, on_finish: bool = Fals
     return {"kv_transfer_params": {"teola_swap": params}}
 
 
+def forget_params(keys: list[str], running: bool) -> dict[str, Any]:
+    """The kv_transfer_params of a marker request telling the connector that the calls of `keys`
+    were cancelled: drop their saved KV, and (`running`) save nothing when their abort follows."""
+    return {"teola_swap": {"forget": list(keys), "running": bool(running)}}
+
+
+def forgotten(params: Any) -> tuple[list[str], bool] | None:
+    """(keys, running) of a marker request's kv_transfer_params (`forget_params`), else None."""
+    swap = params.get("teola_swap") if isinstance(params, dict) else None
+    keys = swap.get("forget") if isinstance(swap, dict) else None
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        return None
+    return keys, bool(swap.get("running"))
+
+
+async def forget(engine: Any, keys: list[str], running: bool) -> None:
+    """Send the marker of `forget_params` through vLLM's pre-aborted request (`engine`: AsyncLLM): it
+    reaches the connector's `request_finished` in the engine core's input order, so sent before a
+    call's abort it is seen before the abort's save."""
+    await engine.notify_kv_transfer_request_rejected(f"teola-forget-{next(_ids)}", forget_params(keys, running))
+
+
 def result_fields(output: Any) -> dict[str, int]:
     """{"kv_swap_loaded_tokens": n} for a finished call the connector reported on (n: tokens it
     loaded from host memory), else {}."""

@@ -6,9 +6,11 @@ Syntax the model is asked to write (`TOOL_INSTRUCTION`): `<tool>{"name": ..., "a
 Each segment is an LLM request with `stop=["</tool>"]`; when the output holds an opening `<tool>`,
 the call is parsed (`parse_tool_call`), the tool runs, and the next segment is the same prompt with
 `continuation` = [everything written so far + "</tool>", the tool's result in `<result>` tags]. The
-segments share `kv_key` = "<program>/<call id>", and each pausing segment names what the engine
-should do with its KV during the tool call (`pause_kv`: preserve / discard / swap, chosen by
-INFERCEPT's waste equations through `choose_pause_handling`). The simulated engine enforces it
+segments share `kv_key` = "<program>/<call id>", and each pausing segment names the API it is
+expected to call (`api`: `tool_syntax.expected_tool`) and what the engine should do with its KV
+during the tool call (`pause_kv`: preserve / discard / swap, or "auto": INFERCEPT's waste equations,
+`choose_pause_handling`, resolved by the engine's scheduler when the segment is queued, from its
+length prediction, as the template "agent" component's segments are). The simulated engine enforces it
 (engines/sim/admission.py); vLLM cannot pin or swap a finished request's blocks, so on vLLM every
 handling is "discard" with the prefix cache keeping what it can (docs/program_scheduling.md).
 """
@@ -19,7 +21,8 @@ import time
 from typing import Any, Awaitable, Callable, Mapping
 
 from teola.runtime import choose_pause_handling, llm_request
-from teola.programs.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION, ToolCall, parse_tool_call, result_segment
+from teola.programs.tool_syntax import (CLOSE, OPEN, TOOL_INSTRUCTION, ToolCall, expected_tool, parse_tool_call,
+                                       result_segment)
 
 __all__ = ["CLOSE", "OPEN", "TOOL_INSTRUCTION", "Tool", "ToolCall", "choose_pause_handling", "continue_with_tools",
            "observe_tool", "parse_tool_call", "result_segment", "run_tool"]
@@ -62,7 +65,6 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
     written: list[str] = []   # everything the model and the tools added to the assistant turn
     pauses: list[dict[str, Any]] = []
     parents = None if parent_ids is None else list(parent_ids)
-    context, tool = 0, None
     stop = list(gen.get("stop") or []) + [CLOSE]
     predictor = getattr(program, "predictor", None)
     predicted = None if predictor is None else max(1, int(predictor(parts[-1][1])))
@@ -74,9 +76,8 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
         if predicted is not None:
             req["predicted_tokens"] = predicted
         last_round = round_no == max_rounds
-        if not last_round:
-            req["pause_kv"] = handling if handling != "auto" else choose_pause_handling(
-                policy, tool, max(context, 1))
+        if not last_round:  # "auto" is resolved when the engine's scheduler queues it
+            req.update(pause_kv=handling, api=expected_tool(sorted(tools)))
         outcome = await rt.submit_call(program.engine, req, program=program.program_id,
                                        call_id=call_id if round_no == 0 else f"{call_id}#{round_no}",
                                        parents=parents if round_no == 0 else [call_id if round_no == 1
@@ -84,13 +85,11 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
         text = outcome.result.get("text", "")
         if pauses:
             pauses[-1]["cached_tokens"] = outcome.result.get("num_cached_tokens", 0)
-        context = int(outcome.result.get("num_prompt_tokens", 0)) + int(outcome.result.get("num_output_tokens", 0))
         call = None if last_round else parse_tool_call(text)
         if call is None:
             result = {**outcome.result, "pauses": pauses, "transcript": "".join(written) + text}
             return text, result, outcome.instance
         value, seconds = await run_tool(tools, call)
-        tool = call.name
         if call.error is None and call.name in tools:
             observe_tool(policy, call.name, seconds)
         written += [text + CLOSE, result_segment(value)]

@@ -10,6 +10,8 @@ from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
 from teola.ir.graph import EngineInfo
 from teola.ir.ops import PrimOp
 
+ADMISSIONS = ("capacity", "efficient_batch")
+
 
 class Engine:
     """An engine registration: `Engine("llm", kind="vllm", model="smollm2-135m-instruct")`.
@@ -29,15 +31,19 @@ class Engine:
     from one shared queue), or a per-call router for LLM engines (Autellix §4.3), which routes each
     call to one instance's own queue when it arrives: "locality" (Algorithm 2: calls of at most
     `balancer_options={"threshold": N}` prompt tokens, default 2048, go to the least-used instance,
-    longer calls to their program's instance), "least_used", or "round_robin". Every other keyword
-    is passed to the adapter (model, device, dtype, dsn, ...).
+    longer calls to their program's instance), "least_used", or "round_robin". admission (LLM
+    engines under a policy that admits calls itself: fcfs, sjf, lamps, mlfq, plas, atlas): how many
+    calls run on an instance at once: "capacity" (default: what the engine admits, its max_batch
+    (vLLM's max_num_seqs) calls while its KV cache (token_budget) has room) or "efficient_batch"
+    (at most max_efficient_batch calls: teola's earlier cap, kept for the benchmarks measured with
+    it). Every other keyword is passed to the adapter (model, device, dtype, dsn, ...).
     """
 
     def __init__(self, name: str, kind: str, *, instances: int = 1, max_efficient_batch: int | None = None,
                  max_batch: int | None = None, token_budget: int = 0, ops: list[str] | None = None,
                  policy: str | None = None, resources: dict[str, Any] | None = None,
                  balancer: str = DEFAULT_BALANCER, balancer_options: dict[str, Any] | None = None,
-                 **options: Any) -> None:
+                 admission: str = "capacity", **options: Any) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
         try:
@@ -74,6 +80,9 @@ class Engine:
             raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")
         self.policy = policy
         self.balancer, self.balancer_options = _check_balancer(name, balancer, balancer_options)
+        if admission not in ADMISSIONS:
+            raise ValueError(f"Engine {name!r}: admission must be one of {', '.join(ADMISSIONS)}, got {admission!r}")
+        self.admission = admission
         self.resources = dict(resources or {})
         self.options = options
         # what its scores rank by, for passes that prove two rankings equal (a backend given to

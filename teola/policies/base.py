@@ -166,7 +166,8 @@ class Policy(abc.ABC):
     Everything else is an optional hook with its default here; the engine scheduler calls them on
     every policy and never probes for them:
       preemptive: on an LLM engine, run single-request decoding calls through admission control
-        (at most the max efficient batch running) with preemption (teola.runtime.engine_tier.preemption);
+        (the engine's capacity, or its max efficient batch with `Engine(admission="efficient_batch")`)
+        with preemption (teola.runtime.engine_tier.preemption);
       wants_progress: a preemptive policy hears each running call's decoded tokens (`progress`);
       rerank_every: progress events between two preemption checks of an instance;
       returns_each: on an engine that batches continuously, each entry of a batch gets its results
@@ -189,8 +190,8 @@ class Policy(abc.ABC):
     def observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
         """A batch of these picks ran from `started` to `finished` with these engine results."""
 
-    def progress(self, entry: Pending, decoded: int) -> None:
-        """A running (preemptive) call has decoded `decoded` tokens so far."""
+    def progress(self, entry: Pending, decoded: int, elapsed: float | None = None) -> None:
+        """A running (preemptive) call has decoded `decoded` tokens in `elapsed` seconds so far."""
 
     def preempted(self, pick: Pick) -> None:
         """The running call of `pick` was preempted and waits in the queue again."""
@@ -320,5 +321,5 @@ class RankedAdmission(Policy):
         return Decision(fill_in_order(sorted(queue, key=lambda e: (not resumes_preserved(e), self.rank(e))),
                                       limits).picks)
 
-    def progress(self, e: Pending, decoded: int) -> None:
+    def progress(self, e: Pending, decoded: int, elapsed: float | None = None) -> None:
         """Running calls are never demoted or preempted."""

@@ -25,6 +25,7 @@ where D, t_fwd and t_swap are in iterations. A call without an API call is its p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 HANDLINGS = ("preserve", "discard", "swap")
 
@@ -80,3 +81,21 @@ def memory_over_time(call: ApiCall, handling: str, step_s: float, fwd_s: float =
         raise ValueError(f"handling must be one of {HANDLINGS}, got {handling!r}")
     b = call.post
     return score + b * (c + call.response) + b * (b + 1) / 2
+
+
+def api_seconds(means: dict[str, float], tool: str | None, default: float = 1.0) -> float:
+    """The expected duration of an API call of `tool`: its mean in `means`; for a tool without one
+    (or None: not known before the model writes it) the mean over the tools in `means`; `default`
+    when there are none. The one rule both a call's handling and its LAMPS score use."""
+    if tool in means:
+        return means[tool]
+    return sum(means.values()) / len(means) if means else default
+
+
+def predicted_shape(request: dict[str, Any], tokens: int | None) -> tuple[int, int]:
+    """(prompt tokens, tokens decoded before the API call) of an LLM request whose estimated prompt
+    + output is `tokens`: the output is its "predicted_tokens" when a predictor set it, else its
+    max_tokens. Their sum is the context C at the API call that INFERCEPT's equations weigh."""
+    budget = int(request.get("max_tokens") or 0)
+    prompt = max(0, int(tokens) - budget) if tokens else 0
+    return prompt, int(request.get("predicted_tokens") or budget or 1)

@@ -3,25 +3,35 @@ memory over time, with the handling of their API call chosen to waste the least 
 starvation counter.
 
 Per waiting call the policy predicts (`predict`): its output length before the API call (the
-request's "predicted_tokens" if a predictor set it, else its max_tokens) and, when the request
-names the tool it will call ("api": tool name), the API's duration from an online mean per tool
-(`observe_api`, seeded by `api_defaults`) and the tokens decoded after it ("post_tokens"). It picks
-the handling by INFERCEPT's waste equations (teola.programs.api_handling) and scores the
-call by its memory over time under that handling; lower scores run first.
+request's "predicted_tokens" if a predictor set it, else its max_tokens) and, when the call pauses
+for an API (it names the tool it will call, "api", or a handling, "pause_kv"), the API's duration
+(`api_handling.api_seconds` over an online mean per tool, `observe_api`, seeded by `api_defaults`)
+and the tokens decoded after it ("post_tokens"). It scores the call by its memory over time under
+the handling applied to it: the request's "pause_kv" (fixed by the caller, or "auto" resolved by the
+engine's scheduler when the call is queued, after its length prediction, with this policy's own
+costs and the same predicted context: teola.programs.pause_handling), so the handling a call is
+ranked under is the one it gets (Algorithm 1 lines 4-5 and 14). A call naming an API but no
+handling is scored under the handling INFERCEPT's waste equations pick (teola.programs.api_handling).
+Lower scores run first.
 
 A call resuming on KV its paused call preserved goes first (`base.resumes_preserved`: INFERCEPT
 keeps a preserved request in the running batch; LAMPS' eq. 1 counts preserve's waste over the API's
 duration only).
 
-Starvation (LAMPS §4.4): every scheduling round a call stays waiting its counter grows; at
-`starvation` rounds (100 in the paper) its *request* is marked starving and goes ahead of the
-ranking until the request completes ("prioritization continues until request completion"): the
-segments of one pausing call share a "kv_key" (`request_key`), so its continuations after later API
-calls go ahead too, and the mark ends when its last segment (a call with neither "api" nor
-"pause_kv") is scheduled or its program ends (`end_program`). A call without a kv_key is its own
-request. The counter is per call: it resets when the call is scheduled and starts at 0 for a
-continuation (§4.4: a request not prioritized resets when it reaches an API call). Scores are cached
-and recomputed every `refresh` rounds (1 = every round; the paper uses 10 for long-running datasets).
+Starvation (LAMPS §4.4) counts engine iterations: a waiting call's counter is the number of engine
+iterations since it was first seen waiting (or last reset); at `starvation` iterations (100 in the
+paper) its *request* is marked starving and goes ahead of the ranking until the request completes
+("prioritization continues until request completion"): the segments of one pausing call share a
+"kv_key" (`request_key`), so its continuations after later API calls go ahead too, and the mark ends
+when its last segment (a call with neither "api" nor "pause_kv") is scheduled or its program ends
+(`end_program`). A call without a kv_key is its own request. The counter resets when the call is
+scheduled and starts at 0 for a continuation (§4.4: a request not prioritized resets when it reaches
+an API call). The iteration clock (`iterations`) is read from the running calls' decoded tokens
+(`progress`, and `observe` when a call ends): every engine iteration decodes one token of each
+running call, so the clock is the most tokens any call has decoded past the clock's value when it was
+admitted; iterations that only prefill, or that run while no admitted call decodes, are not counted
+(docs/program_scheduling.md). Scores are cached and recomputed every `refresh` scheduling rounds
+(1 = every round; the paper uses 10 for long-running datasets).
 
 `schedule` is pure: it reads the queue and keeps only the policy's own counters.
 """
@@ -30,8 +40,9 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from teola.programs.api_handling import ApiCall, choose_handling, memory_over_time
-from teola.policies.base import (Decision, Limits, PauseModel, Pending, Policy, RequestQueue, fill_in_order,
+from teola.programs.api_handling import (HANDLINGS, ApiCall, api_seconds, choose_handling, memory_over_time,
+                                         predicted_shape)
+from teola.policies.base import (Decision, Limits, PauseModel, Pending, Pick, Policy, RequestQueue, fill_in_order,
                                  resumes_preserved)
 
 
@@ -56,19 +67,23 @@ class LAMPSPolicy(Policy):
     # admission control without preemption: at most the engine's max efficient batch of calls run in
     # the engine (teola.runtime.engine_tier.preemption), so this ranking, not the engine's arrival order, decides
     preemptive = True
-    wants_progress = False  # running calls are never charged: no per-token progress events
+    # running calls are never charged; their decoded tokens only drive the iteration clock
+    wants_progress = True
+    rerank_every = 1 << 30  # it never preempts: no victim checks on progress
 
     def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
                  swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None,
-                 batch_size: int | None = None) -> None:
+                 batch_size: int | str | None = None) -> None:
         """step_s: seconds of one decode iteration; fwd_s_per_token: prefill seconds per context token
         (recompute cost); swap_s_per_token: seconds to move one token's KV one way (None: no swap on
         this engine); api_defaults: tool -> expected seconds before any is observed; batch_size: the
         profiled number of calls in a batch: the handling then counts the context of the batch's other
-        calls, (batch_size - 1) x the mean context of the calls admitted so far (LAMPS §3.2.1); None:
+        calls, (batch_size - 1) x the mean context of the calls admitted so far (LAMPS §3.2.1);
+        "measured": the batch size profiled online, the mean number of calls running at each
+        admission (admitted and not yet ended); None:
         the call is alone."""
         if not isinstance(starvation, int) or starvation < 1:
-            raise ValueError(f"lamps: starvation must be an int >= 1 (scheduling rounds), got {starvation!r}")
+            raise ValueError(f"lamps: starvation must be an int >= 1 (engine iterations), got {starvation!r}")
         if not isinstance(refresh, int) or refresh < 1:
             raise ValueError(f"lamps: refresh must be an int >= 1 (rounds between score updates), got {refresh!r}")
         if not step_s > 0 or fwd_s_per_token < 0 or (swap_s_per_token is not None and swap_s_per_token < 0):
@@ -78,19 +93,40 @@ class LAMPSPolicy(Policy):
         self.step_s = step_s
         self.fwd_s = fwd_s_per_token
         self.swap_s = swap_s_per_token
-        if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
-            raise ValueError(f"lamps: batch_size must be an int >= 1 (calls per batch) or None, got {batch_size!r}")
+        if batch_size not in (None, "measured") and (not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError("lamps: batch_size must be an int >= 1 (calls per batch), 'measured' or None, "
+                             f"got {batch_size!r}")
         self.batch_size = batch_size
         self._context = (0.0, 0)  # running mean of admitted calls' tokens, count
+        self._running = (0.0, 0)  # running mean of the calls running after each admission, count
         self.api_mean: dict[str, tuple[float, int]] = {k: (float(v), 0) for k, v in (api_defaults or {}).items()}
-        self.counters: dict[Pending, int] = {}
+        self.iterations = 0  # engine iterations seen so far (the module docstring)
+        self.waiting_since: dict[Pending, int] = {}  # waiting call -> `iterations` when its counter was 0
+        self.admitted_at: dict[Pending, int] = {}  # running call -> `iterations` when it was admitted
         self.starving: set[Hashable] = set()  # request keys (`request_key`) marked starving
         self.scores: dict[Pending, float] = {}
         self.handling: dict[Pending, str] = {}
         self.rounds = 0
 
-    def progress(self, e: Pending, decoded: int) -> None:
-        """Running calls are never demoted or preempted (LAMPS ranks waiting calls only)."""
+    # ---- the iteration clock ------------------------------------------------------------------------
+    def counter(self, e: Pending) -> int:
+        """Engine iterations waiting call `e` has waited since its counter was last 0."""
+        return self.iterations - self.waiting_since.get(e, self.iterations)
+
+    def progress(self, e: Pending, decoded: int, elapsed: float | None = None) -> None:
+        """Running call `e` has decoded `decoded` tokens: as many engine iterations ran since it was
+        admitted. Running calls are never demoted or preempted (LAMPS ranks waiting calls only)."""
+        since = self.admitted_at.get(e)
+        if since is not None:
+            self.iterations = max(self.iterations, since + decoded)
+
+    def observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
+        """Calls ended: their decoded tokens advance the clock (an engine that streams no progress)."""
+        for i, pick in enumerate(picks):
+            result = results[i] if results is not None and i < len(results) else None
+            if isinstance(result, dict) and isinstance(result.get("num_output_tokens"), int):
+                self.progress(pick.entry, result["num_output_tokens"])
+            self.admitted_at.pop(pick.entry, None)
 
     # ---- predictions --------------------------------------------------------------------------------
     def observe_api(self, tool: str, seconds: float) -> None:
@@ -99,15 +135,15 @@ class LAMPSPolicy(Policy):
         self.api_mean[tool] = ((mean * n + seconds) / (n + 1), n + 1)
 
     def predict(self, e: Pending) -> ApiCall:
+        """The predicted shape of `e`'s next call: prompt and pre-API tokens (`predicted_shape`, as
+        its "auto" handling was chosen from) and, when it pauses for an API, that API's duration."""
         req: dict[str, Any] = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
-        prompt = int(e.tokens[0]) - int(req.get("max_tokens") or 0) if e.tokens else 0
-        pre = int(req.get("predicted_tokens") or req.get("max_tokens") or 1)
+        prompt, pre = predicted_shape(req, e.tokens[min(e.taken, len(e.tokens) - 1)] if e.tokens else None)
         tool = req.get("api")
-        if not tool:
-            return ApiCall(max(0, prompt), pre)
-        api_s = self.api_mean.get(str(tool), (1.0, 0))[0]
-        return ApiCall(max(0, prompt), pre, api_s, int(req.get("api_response_tokens") or 0),
-                       int(req.get("post_tokens") or 0))
+        if not tool and not req.get("pause_kv"):
+            return ApiCall(prompt, pre)
+        api_s = api_seconds({k: m for k, (m, _) in self.api_mean.items()}, str(tool) if tool else None)
+        return ApiCall(prompt, pre, api_s, int(req.get("api_response_tokens") or 0), int(req.get("post_tokens") or 0))
 
     def pause_costs(self) -> PauseModel:
         """LAMPS's own costs decide a pause's handling: its per-token costs, per-tool means, batch."""
@@ -118,16 +154,24 @@ class LAMPSPolicy(Policy):
         """Predicted context (tokens) of the other calls in a batch with this one."""
         if self.batch_size is None:
             return 0
-        return int((self.batch_size - 1) * self._context[0])
+        calls = self._running[0] if self.batch_size == "measured" else self.batch_size
+        return int(max(0.0, calls - 1) * self._context[0])
 
     def score(self, e: Pending, other_context: int | None = None) -> tuple[float, str]:
+        """(memory over time, handling) of `e`'s next call: under the handling its request carries
+        ("pause_kv"), else the least-waste one (the module docstring); "none" without an API call."""
         other_context = self.other_context() if other_context is None else other_context
         call = self.predict(e)
         context = call.prompt + call.pre
         fwd = self.fwd_s * context
         swap = None if self.swap_s is None else self.swap_s * context
-        handling = "none" if call.api_s is None else choose_handling(call.api_s, context, other_context, fwd,
-                                                                     swap)
+        req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
+        handling = "none"
+        if call.api_s is not None:
+            applied = req.get("pause_kv")
+            if applied not in HANDLINGS:
+                applied = choose_handling(call.api_s, context, other_context, fwd, swap)
+            handling = applied
         return memory_over_time(call, handling, self.step_s, fwd, swap or 0.0), handling
 
     # ---- scheduling ---------------------------------------------------------------------------------
@@ -140,6 +184,7 @@ class LAMPSPolicy(Policy):
         for e in entries:
             if stale or e not in self.scores:
                 self.scores[e], self.handling[e] = self.score(e)
+        self._age(entries)
         ranked = sorted(entries, key=lambda e: (not resumes_preserved(e), request_key(e) not in self.starving,
                                                 self.scores[e], e.arrival))
         fill = fill_in_order(ranked, limits)
@@ -148,35 +193,38 @@ class LAMPSPolicy(Policy):
             if e.tokens:
                 mean, n = self._context
                 self._context = ((mean * n + float(e.tokens[0])) / (n + 1), n + 1)
-        self._count(entries, picked)
+            self.admitted_at[e] = self.iterations
+            self.waiting_since[e] = self.iterations  # its counter resets (forgotten once it left the queue)
+            key = request_key(e)
+            if key is e or is_last_segment(e):
+                self.starving.discard(key)
+        mean, n = self._running
+        self._running = ((mean * n + len(self.admitted_at)) / (n + 1), n + 1)
         return Decision(fill.picks)
 
-    def _count(self, entries: list[Pending], picked: set[Pending]) -> None:
-        """Algorithm 1 lines 17-31: reset the picked, age the rest, mark the starving (a request's
-        mark lasts until its last segment is scheduled)."""
+    def _age(self, entries: list[Pending]) -> None:
+        """Algorithm 1 lines 21-31 per engine iteration: a call waiting `starvation` iterations
+        marks its request starving and its counter restarts (the mark lasts until the request's last
+        segment is scheduled)."""
         live = set(entries)
-        for e in list(self.counters):
+        for e in list(self.waiting_since):
             if e not in live:
                 self._forget(e)
         for e in entries:
-            if e in picked:
-                self.counters[e] = 0
-                key = request_key(e)
-                if key is e or is_last_segment(e):
-                    self.starving.discard(key)
-                continue
-            self.counters[e] = self.counters.get(e, 0) + 1
-            if self.counters[e] >= self.starvation:
+            self.waiting_since.setdefault(e, self.iterations)
+            if self.counter(e) >= self.starvation:
                 self.starving.add(request_key(e))
-                self.counters[e] = 0
+                self.waiting_since[e] = self.iterations
 
     def end_program(self, pid: str) -> None:
         """Program `pid` ended: its requests' starvation marks go (their last segments may not have
         said they were last)."""
         self.starving = {k for k in self.starving if not (isinstance(k, tuple) and k[0] == pid)}
+        for e in [e for e in self.admitted_at if e.query_id == pid]:
+            del self.admitted_at[e]
 
     def _forget(self, e: Pending) -> None:
-        self.counters.pop(e, None)
+        self.waiting_since.pop(e, None)
         self.scores.pop(e, None)
         self.handling.pop(e, None)
         self.starving.discard(e)

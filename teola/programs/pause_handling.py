@@ -4,7 +4,9 @@ says what the engine does with its KV during the tool call ("pause_kv").
 
 `PauseBook` keeps, per engine, what the queries' paused calls need between their segments:
   - "auto": a segment queued with "pause_kv": "auto" gets INFERCEPT's least-waste handling
-    (`choose_pause_handling`) when it is queued;
+    (`choose_pause_handling`) when it is queued, after its length prediction: its context C is its
+    prompt + its predicted output (`predicted_shape`), the same inputs LAMPS scores it by, so the
+    handling LAMPS ranks a segment under is the one applied to it;
   - a continuation of a call whose KV was preserved is marked "resumes_preserved", so policies run
     it first (INFERCEPT keeps such a request in the running batch);
   - the expected duration of a tool call: the policy's running mean per tool when it keeps one
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teola.policies.base import PauseModel, Policy
-from teola.programs.api_handling import choose_handling
+from teola.programs.api_handling import api_seconds, choose_handling, predicted_shape
 
 
 @dataclass(slots=True)
@@ -74,10 +76,7 @@ def choose_pause_handling(policy: Policy | None, tool: str | None, context: int,
         fwd_s, swap_s = costs.fwd_s_per_token, costs.swap_s_per_token
         means = {k: float(v) for k, v in costs.api_defaults.items()}
         other = 0 if other is None else other
-    if tool in means:
-        api_s = means[tool]
-    else:
-        api_s = sum(means.values()) / len(means) if means else costs.default_api_s
+    api_s = api_seconds(means, tool, costs.default_api_s)
     return choose_handling(api_s, context, other, fwd_s * context, None if swap_s is None else swap_s * context)
 
 
@@ -94,13 +93,13 @@ class PauseBook:
 
     def prepare(self, query_id: str, requests: list[dict[str, Any]], policy: Policy,
                 tokens: list[int] | None = None) -> None:
-        """Requests of `query_id` are being queued (`tokens`: their estimated prompt + output tokens):
-        resolve "auto" and mark continuations of preserved KV."""
+        """Requests of `query_id` are being queued (`tokens`: their estimated prompt + output tokens;
+        their length predictions already set): resolve "auto" and mark continuations of preserved KV."""
         for i, req in enumerate(requests):
             key = req.get("kv_key")
             if key is None:
                 continue
-            context = int(tokens[i]) if tokens and i < len(tokens) else int(req.get("max_tokens") or 0)
+            context = sum(predicted_shape(req, tokens[i] if tokens and i < len(tokens) else None))
             mean, n = self._context
             self._context = ((mean * n + context) / (n + 1), n + 1)
             if self.paused.pop((query_id, key), None) == "preserve":

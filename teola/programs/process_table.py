@@ -7,7 +7,9 @@ critical-path end of its completed calls (ATLAS looks up a call's declared paren
 times of its last call arrival and last call completion. `end_program(pid)` removes the entry.
 
 Service is a plain number in whatever unit the caller charges (decoded tokens or engine seconds;
-the policies document which one they use). Two aggregates are kept per program:
+the policies document which one they use). Execution time (`run`, seconds on the engine) is kept
+beside it, so the anti-starvation ratio compares waiting seconds with running seconds whatever the
+service unit (Autellix's W / T). Two aggregates of service are kept per program:
   - `service`: the sum of its completed calls' service (PLAS priority, Autellix eq. 1);
   - `critical_path`: the longest observed critical path, max over completed calls of
     (the call's inherited priority + its service) (ATLAS priority, eq. 2 / Algorithm 1 line 4).
@@ -33,6 +35,7 @@ class CallRecord:
     priority: float = 0.0
     wait: float = 0.0
     service: float = 0.0
+    run: float = 0.0
     started: float | None = None
 
 
@@ -45,6 +48,7 @@ class ProgramEntry:
     service: float = 0.0
     critical_path: float = 0.0
     wait: float = 0.0
+    run: float = 0.0
     engine: Any = None
     calls: dict[str, CallRecord] = field(default_factory=dict)
     paths: dict[str, float] = field(default_factory=dict)
@@ -129,12 +133,15 @@ class ProcessTable:
             raise ValueError(f"waiting time must be >= 0, got {amount!r}")
         self._require(pid, call_id).wait += amount
 
-    def add_service(self, pid: str, call_id: str, amount: float) -> None:
-        """Charge service (tokens or seconds) to an active call; the program's aggregates change
-        only when the call completes."""
-        if amount < 0:
-            raise ValueError(f"service must be >= 0, got {amount!r}")
-        self._require(pid, call_id).service += amount
+    def add_service(self, pid: str, call_id: str, amount: float, seconds: float | None = None) -> None:
+        """Charge service (tokens or seconds) to an active call, and `seconds` of execution time
+        (None: `amount` is itself seconds); the program's aggregates change only when the call
+        completes."""
+        if amount < 0 or (seconds is not None and seconds < 0):
+            raise ValueError(f"service and seconds must be >= 0, got {amount!r}, {seconds!r}")
+        rec = self._require(pid, call_id)
+        rec.service += amount
+        rec.run += amount if seconds is None else seconds
 
     def call_finished(self, pid: str, call_id: str, now: float, service: float | None = None) -> CallRecord | None:
         """The call completed: update the program's service and waiting sums, its critical path (max with the
@@ -151,8 +158,10 @@ class ProcessTable:
             if service < 0:
                 raise ValueError(f"service must be >= 0, got {service!r}")
             rec.service += service
+            rec.run += service  # given without its seconds: taken as seconds (see add_service)
         entry.service += rec.service
         entry.wait += rec.wait
+        entry.run += rec.run
         end = rec.priority + rec.service
         entry.paths[call_id] = end
         entry.critical_path = max(entry.critical_path, end)

@@ -2,22 +2,24 @@
 `program_queues.py`. The "mlfq", "plas" and "atlas" policies are this class with their own
 priority function.
 
-Service: a number charged per call, in the unit chosen by `service`:
-  "tokens"  (default) decoded tokens. Through the runtime's `observe(picks, started, finished)`
-            hook the policy does not see results, so it charges each finished request its
-            `max_tokens` (an upper bound on what it decoded; 0 for prefill-only requests);
+Service: a number charged per call, in the unit chosen by `service`; it sets the priorities and
+the quanta:
+  "tokens"  (default) decoded tokens: what the engine reports ("num_output_tokens"), else each
+            finished request's `max_tokens` (an upper bound; 0 for prefill-only requests);
   "seconds" engine time: every call in a batch is charged the batch's wall time on the engine
             (Autellix's "model execution time").
-Waiting time is charged in seconds of queueing in both cases; `beta` compares the two, so with
-"tokens" beta is "seconds of waiting per decoded token".
+Anti-starvation compares like with like in both cases (Autellix's W / T): waiting seconds over
+execution seconds (a call's wall time on the engine, charged beside its tokens), so `beta` is a
+plain ratio.
 
 Engine priorities: `Pick.priority` is the call's queue index (lower runs first, vLLM's rule), so
 a vLLM engine with priority scheduling preempts in favor of higher queues.
 
-Preemption (`preempt`, default on): the engine scheduler reports a running call's decoded tokens as
-they stream (`progress`), so a long call is charged, and demoted, while it runs; `victims` names the
-running calls to preempt for waiting calls of a better queue when the engine's admission budget is
-full (teola.runtime.engine_tier.preemption does the aborting and resuming).
+Preemption (`preempt`, default on, with either service unit): the engine scheduler reports a
+running call's decoded tokens and its seconds on the engine as they stream (`progress`), so a long
+call is charged, and demoted, while it runs; `victims` names the running calls to preempt for
+waiting calls of a better queue when the engine's admission budget is full
+(teola.runtime.engine_tier.preemption does the aborting and resuming).
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ from teola.programs.program_queues import Priority, ProgramQueues
 
 SERVICE_UNITS = ("tokens", "seconds")
 DEFAULT_QUANTUM = {"tokens": 32.0, "seconds": 0.05}
+# Autellix names beta (waiting over execution time) as a latency/fairness knob but publishes no
+# value; teola promotes a program's call once the program waited 8 times as long as it ran.
+DEFAULT_BETA = 8.0
 
 
 class ProgramPolicy(Policy):
@@ -47,11 +52,11 @@ class ProgramPolicy(Policy):
     priority: Priority
 
     def __init__(self, num_queues: int = 8, base_quantum: float | None = None, growth: float = 2.0,
-                 beta: float | None = 8.0, rerank_every: int = 4, service: str = "tokens",
+                 beta: float | None = DEFAULT_BETA, rerank_every: int = 4, service: str = "tokens",
                  table: ProcessTable | None = None, preempt: bool = True) -> None:
         """num_queues, base_quantum, growth: the K queues (quantum_i = base_quantum * growth**i,
-        in the service unit; default base 32 tokens or 0.05 s). beta: anti-starvation ratio (None
-        turns it off). rerank_every: re-rank at most every N scheduling steps while the queue's
+        in the service unit; default base 32 tokens or 0.05 s). beta: anti-starvation ratio of
+        waiting to execution seconds (None turns it off). rerank_every: re-rank at most every N scheduling steps while the queue's
         membership is unchanged. service: "tokens" or "seconds". table: a shared ProcessTable
         (e.g. the one the load balancer and `teola.api.program.Program` use). preempt: let the engine
         scheduler preempt running calls of a worse queue for waiting ones (see the module docstring)."""
@@ -64,10 +69,11 @@ class ProgramPolicy(Policy):
         self._outstanding: dict[Pending, int] = {}
         self._starts: dict[int, int] = {}
         self._charged: dict[Pending, float] = {}  # when each queued call's waiting was last charged
-        self._progressed: dict[Pending, float] = {}  # service charged to a running call as it streamed
+        # (service, seconds) charged to a running call's current run as it streamed
+        self._progressed: dict[Pending, tuple[float, float]] = {}
         if not isinstance(preempt, bool):
             raise ValueError(f"{self.name}: preempt must be true or false, got {preempt!r}")
-        self.preemptive = preempt and service == "tokens"
+        self.preemptive = preempt
 
     @property
     def table(self) -> ProcessTable:
@@ -115,16 +121,23 @@ class ProgramPolicy(Policy):
             core.starving(e)
 
     # ---- preemption --------------------------------------------------------------------------------
-    def progress(self, entry: Pending, decoded: int) -> int:
-        """A running call has decoded `decoded` tokens so far (of its current run): charge what is
-        new, demoting it past its quantum. Returns its queue index."""
+    def progress(self, entry: Pending, decoded: int, elapsed: float | None = None) -> int:
+        """A running call has decoded `decoded` tokens in `elapsed` seconds on the engine so far (of
+        its current run): charge what is new in the service unit (with its seconds), demoting it
+        past its quantum. Returns its queue index. Without `elapsed`, "seconds" service charges
+        nothing and "tokens" service runs no starvation clock."""
         core = self.core
         if entry not in core.calls:
             return 0
-        new = decoded - self._progressed.get(entry, 0.0)
-        if new > 0:
-            self._progressed[entry] = float(decoded)
-            core.charge(entry, new)
+        tokens, seconds = self._progressed.get(entry, (0.0, 0.0))
+        new_tokens = max(0.0, decoded - tokens)
+        new_seconds = max(0.0, elapsed - seconds) if elapsed is not None else 0.0
+        if new_tokens > 0 or new_seconds > 0:
+            self._progressed[entry] = (tokens + new_tokens, seconds + new_seconds)
+            if self.service == "seconds":
+                core.charge(entry, new_seconds)
+            else:
+                core.charge(entry, new_tokens, seconds=new_seconds)
         return core.level(entry)
 
     def preempted(self, pick: Pick) -> None:
@@ -175,8 +188,10 @@ class ProgramPolicy(Policy):
             if e not in core.calls:
                 off += p.count
                 continue
+            streamed_tokens, streamed_seconds = self._progressed.pop(e, (0.0, 0.0))  # charged as it ran
+            seconds = max(0.0, finished - started - streamed_seconds)
             if self.service == "seconds":
-                amount = max(0.0, finished - started)
+                amount = seconds
             else:
                 if a is None:
                     raise ValueError(f"{self.name}: observe() got a pick of {e.name!r} that this policy did not make")
@@ -184,9 +199,12 @@ class ProgramPolicy(Policy):
                 for i in range(p.count):
                     r = results[off + i] if results is not None and off + i < len(results) else None
                     amount += _decoded(e.requests[a + i], r)
-                amount = max(0.0, amount - self._progressed.pop(e, 0.0))  # charged as it streamed
+                amount = max(0.0, amount - streamed_tokens)
             off += p.count
-            core.charge(e, amount)
+            if self.service == "seconds":
+                core.charge(e, amount)
+            else:
+                core.charge(e, amount, seconds=seconds)
             if self._release(p) and e.taken >= len(e.requests):
                 self._charged.pop(e, None)
                 core.finish(e, finished)

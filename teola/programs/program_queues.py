@@ -11,9 +11,10 @@ call that exhausts its quantum lands exactly where its attained service would pl
   - A running call is charged service; when it exhausts its queue's quantum it is demoted one
     queue (lines 20-23), possibly several times for a large charge.
   - Anti-starvation (lines 24-30): a waiting call of program P is promoted to Q_0 when
-    (W_P + W_c) / (T_P + T_c) >= beta, where W_P, T_P are the program's wait and service over its
-    completed calls (process table) and W_c, T_c the call's own counters since its last
-    promotion; promotion resets only W_c and T_c.
+    (W_P + W_c) / (T_P + T_c) >= beta, where W_P, T_P are the program's waiting and execution
+    seconds over its completed calls (process table) and W_c, T_c the call's own since its last
+    promotion; promotion resets only W_c and T_c. T is execution time in seconds whatever unit
+    the priority's service is charged in (`charge(..., seconds=)`), so beta is a plain ratio.
   - Within a queue calls run first-come first-served; a demoted or promoted call joins the tail
     of its new queue (Algorithm 1's `append`).
   - Multi-step scheduling: the ranking is recomputed only when the set of queued calls changes
@@ -70,8 +71,9 @@ class Levels:
 
 @dataclass(slots=True, eq=False)
 class CallState:
-    """One call in the queues. `used`: service charged in the current queue; `wait` / `service`:
-    the call's own counters since arrival or its last anti-starvation promotion (W_c, T_c)."""
+    """One call in the queues. `used`: service charged in the current queue; `wait` / `run`: the
+    call's own waiting and execution seconds since arrival or its last anti-starvation promotion
+    (W_c, T_c); `service`: its service since then, in the priority's unit."""
 
     pid: str
     call_id: str
@@ -80,6 +82,7 @@ class CallState:
     used: float = 0.0
     wait: float = 0.0
     service: float = 0.0
+    run: float = 0.0
     promotions: int = 0
     demotions: int = 0
 
@@ -127,14 +130,16 @@ class ProgramQueues:
         """p(c) for a new call of `pid` under this queue's priority function."""
         return self.priority(self.table, pid, inherited)
 
-    def charge(self, key: Hashable, service: float) -> int:
-        """A running call received `service`; demote it for each exhausted quantum. Returns its level."""
-        if service < 0:
-            raise ValueError(f"service must be >= 0, got {service!r}")
+    def charge(self, key: Hashable, service: float, seconds: float | None = None) -> int:
+        """A running call received `service` in `seconds` of execution time (None: the service is
+        itself seconds); demote it for each exhausted quantum. Returns its level."""
+        if service < 0 or (seconds is not None and seconds < 0):
+            raise ValueError(f"service and seconds must be >= 0, got {service!r}, {seconds!r}")
         st = self._state(key)
         st.service += service
+        st.run += service if seconds is None else seconds
         st.used += service
-        self.table.add_service(st.pid, st.call_id, service)
+        self.table.add_service(st.pid, st.call_id, service, seconds)
         while st.level < len(self.levels) - 1 and st.used >= self.levels.quanta[st.level]:
             st.used -= self.levels.quanta[st.level]
             st.level += 1
@@ -149,8 +154,9 @@ class ProgramQueues:
         self.table.add_wait(st.pid, st.call_id, amount)
 
     def starving(self, key: Hashable) -> bool:
-        """Promote `key` to Q_0 if (W_P + W_c) / (T_P + T_c) >= beta; True if it was promoted.
-        A ratio with no service at all yet counts as starving once any time was waited."""
+        """Promote `key` to Q_0 if (W_P + W_c) / (T_P + T_c) >= beta (waiting over execution
+        seconds); True if it was promoted. A ratio with no execution at all yet counts as starving
+        once any time was waited."""
         if self.beta is None:
             return False
         st = self._state(key)
@@ -158,7 +164,7 @@ class ProgramQueues:
             return False
         entry = self.table.get(st.pid)
         w = st.wait + (entry.wait if entry is not None else 0.0)
-        t = st.service + (entry.service if entry is not None else 0.0)
+        t = st.run + (entry.run if entry is not None else 0.0)
         if w <= 0 or (t > 0 and w / t < self.beta):
             return False
         st.level = 0
@@ -166,6 +172,7 @@ class ProgramQueues:
         st.used = 0.0
         st.wait = 0.0
         st.service = 0.0
+        st.run = 0.0
         st.promotions += 1
         return True
 

@@ -18,6 +18,15 @@ TOOL_INSTRUCTION = ("You can use these tools: {tools}. To use one, write <tool>{
                     "\"arguments\": {{...}}}}</tool> and stop; its result comes back in <result></result>. "
                     "When you know the answer, write it without a tool call.")
 
+ANY_TOOL = "tool"  # a pausing segment's "api" when it may call any of several tools
+
+
+def expected_tool(tools: Sequence[str]) -> str:
+    """The API a pausing segment names ("api") before the model writes its call: the only tool it
+    may call, else ANY_TOOL, whose duration is predicted as the mean over the tools seen
+    (teola.programs.api_handling.api_seconds)."""
+    return tools[0] if len(tools) == 1 else ANY_TOOL
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:

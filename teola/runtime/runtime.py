@@ -154,7 +154,7 @@ class Runtime:
         self._ctx = QueryContext(self._submit_entry, self._withdraw_entry,
                                  frozenset(n for n, s in self.schedulers.items() if s.llm), self.metrics,
                                  self.prescheduling, self._query_ended, self.namespaces.spawn_cleanup,
-                                 getattr(self.executor, "data_path", None) == "refs")
+                                 getattr(self.executor, "data_path", None) == "refs", self._tool_done)
         self._started = True
 
     async def stop(self) -> None:
@@ -355,6 +355,17 @@ class Runtime:
 
     def _withdraw_entry(self, engine: str, entry: Pending) -> bool:
         return self.schedulers[engine].remove(entry)
+
+    def _tool_done(self, args: dict[str, Any], requests: list[dict[str, Any]], trace: dict[str, Any]) -> None:
+        """A tool primitive finished. A template "agent" round's (args "api_of": its LLM engine)
+        tool calls each took the tool batch's time, which that engine's policy learns API durations
+        from (`Policy.observe_api`)."""
+        sched = self.schedulers.get(args.get("api_of") or "")
+        if sched is None or trace.get("started") is None:
+            return
+        for req in requests:
+            if isinstance(req.get("tool"), str):
+                sched.policy.observe_api(req["tool"], trace["finished"] - trace["started"])
 
     def _query_ended(self, run: QueryRun, err: QueryError | None, latency: float) -> None:
         m = self.metrics

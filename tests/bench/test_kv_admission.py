@@ -47,7 +47,8 @@ def test_nothing_is_sent_while_the_engine_waits_for_kv():
 def test_the_wrapper_is_the_policy_for_everything_else():
     lamps = make_policy("lamps", api_defaults={"tool": 1.0})
     gate = KVAdmission(lamps, engine(100, []))
-    assert gate.name == "lamps" and gate.preemptive and not gate.wants_progress
+    # lamps hears running calls' progress: its starvation counter counts engine iterations (issue 62)
+    assert gate.name == "lamps" and gate.preemptive and gate.wants_progress
     gate.observe_api("tool", 3.0)
     assert lamps.api_mean["tool"] == (3.0, 1)  # the default only seeds: the first observation replaces it
 

@@ -12,7 +12,9 @@ text of the last segment that ran. The segments of one query's call share one "k
 query's namespace and the node), so the LLM engine and its policy see one request pausing: the
 "pause_kv" handling (preserve / discard / swap) applies between segments, LAMPS ranks the segments
 as one request, and each continuation re-sends prompt + everything written so far, which vLLM's
-prefix cache mostly holds. A tool call that cannot be parsed, names a tool outside `tools` or fails
+prefix cache mostly holds. Each round's tool primitive names the LLM engine ("api_of"), whose
+policy learns the tool's duration when it ends (`Policy.observe_api`, as `Program.call_with_tools`
+feeds it). A tool call that cannot be parsed, names a tool outside `tools` or fails
 in the tool engine comes back to the model as "error: ..." in its result; the query goes on.
 
 config: "tool_engine" (a registered engine of kind "tool", required), "tools" (the names the model
@@ -33,7 +35,7 @@ from teola.compile.components.llm import prompt_parts
 from teola.compile.components.llm_primitives import gen_args
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
-from teola.programs.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION
+from teola.programs.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION, expected_tool
 
 def decompose_agent(ctx: BuildContext) -> None:
     tool_engine, tools = _tools(ctx)
@@ -44,7 +46,7 @@ def decompose_agent(ctx: BuildContext) -> None:
     parts = _parts(ctx, tools)
     reads = tuple(dict.fromkeys(src.key for _, src in parts if not isinstance(src, str)))
     engine = ctx.engine()
-    pause = {"kv_node": ctx.node.name, "pause_kv": handling, "api": tools[0] if len(tools) == 1 else "tool"}
+    pause = {"kv_node": ctx.node.name, "pause_kv": handling, "api": expected_tool(tools)}
     stops = [gen["stop"]] if isinstance(gen["stop"], str) else list(gen["stop"] or [])
     kv = ctx.key("seg0.kv")
     ctx.add(Primitive(PrimOp.PREFILLING, engine, ctx.node.name, inputs=reads, outputs=(kv,),
@@ -61,7 +63,7 @@ def decompose_agent(ctx: BuildContext) -> None:
                                    label=f"round{r}.test")).outputs[0]
         results.append(ctx.add(Primitive(PrimOp.TOOL, tool_engine, ctx.node.name, inputs=(texts[r], branch),
                                          outputs=(ctx.key(f"round{r}.result"),),
-                                         args={"guard": branch, "parse": "tag", "allowed": tools},
+                                         args={"guard": branch, "parse": "tag", "allowed": tools, "api_of": engine},
                                          label=f"round{r}.tool")).outputs[0])
         last = r == rounds - 1
         args = {**gen, "stop": stops if last else stops + [CLOSE], **({} if last else pause),

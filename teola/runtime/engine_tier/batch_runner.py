@@ -94,10 +94,15 @@ async def run_item_stream(ctx: EngineContext, inst: Instance, op: str, requests:
         ctx.landed(inst, requests, spans, tokens)
 
 
-async def abort_on(ctx: EngineContext, inst: Instance, owners: list[str]) -> None:
-    """Ask `inst` to stop the running requests of `owners` (query ids or request tags)."""
+async def abort_on(ctx: EngineContext, inst: Instance, owners: list[str], kv_keys: list[str] | None = None) -> None:
+    """Ask `inst` to stop the running requests of `owners` (query ids or request tags) for good;
+    `kv_keys`: the KV swap keys among them, which an adapter with `cancel` tells its engine not to
+    save (those calls never resume)."""
     try:
-        stopped = await ctx.executor.call(inst, "abort", owners)
+        if kv_keys and ctx.executor.supports(inst, "cancel"):
+            stopped = await ctx.executor.call(inst, "cancel", owners, kv_keys)
+        else:
+            stopped = await ctx.executor.call(inst, "abort", owners)
     except Exception as exc:  # the batch still lands; only the engine time is not saved
         log.warning("engine %s: aborting the requests of %s failed: %s: %s", inst.name, ", ".join(owners),
                     type(exc).__name__, exc)

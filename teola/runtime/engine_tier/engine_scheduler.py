@@ -93,12 +93,20 @@ class EngineScheduler:
     def policy(self, policy: Policy) -> None:
         """Switch the policy; a locality router keeps its pins in the new policy's process table. A
         preemptive policy on an LLM engine runs its calls through a Preemptor (teola.runtime.engine_tier.preemption)
-        with the max efficient batch as the admission budget."""
+        admitting what the engine holds (max_batch calls while the token budget has room), or at
+        most the max efficient batch with the engine option admission="efficient_batch"."""
         self._policy = policy
-        self.preemptor = Preemptor(self.ctx, self.max_efficient_batch) if self.llm and policy.preemptive else None
+        self.preemptor = Preemptor(self.ctx, self.admission_budget(), self.token_budget) \
+            if self.llm and policy.preemptive else None
         if self._own_table is not None:
             table = policy.table
             self.balancer.table = table if isinstance(table, ProcessTable) else self._own_table
+
+    def admission_budget(self) -> int:
+        """How many preemptable calls may run on an instance at once (the spec's `admission`)."""
+        if getattr(self.spec, "admission", "capacity") == "efficient_batch":
+            return self.max_efficient_batch
+        return self.max_batch
 
     def end_program(self, pid: str) -> None:
         """Program (query or client session) `pid` ended: the policy and the router forget it."""
@@ -115,8 +123,9 @@ class EngineScheduler:
         if self.llm and entry.tokens is None:
             entry.tokens = [estimate_tokens(r) for r in entry.requests]
         if self.pauses is not None:  # an LLM engine
-            self.pauses.prepare(entry.query_id, entry.requests, self._policy, entry.tokens)
+            # the prediction first: "auto" handlings are chosen from it, as LAMPS ranks by it
             predict_lengths(self.length_predictor, entry.requests, self.name)
+            self.pauses.prepare(entry.query_id, entry.requests, self._policy, entry.tokens)
         if self.balancer is None:
             self.queue.push(entry)
         else:
@@ -130,7 +139,7 @@ class EngineScheduler:
         running requests that carry a "tag" (a speculative call its condition discarded)."""
         if self.queue.discard(entry) or any(q.discard(entry) for q in self.queues.values()):
             if self.preemptor is not None:
-                self.preemptor.resumes.pop(entry, None)
+                self.preemptor.forget(entry, self.instances)
             return True
         if self.preemptor is not None and self.preemptor.cancel(entry):
             return False
@@ -293,10 +302,12 @@ class EngineScheduler:
         adapter can (an `abort` method; vLLM aborts the requests inside the engine). Returns how
         many running requests the engines were asked to stop; the batches then land as usual."""
         asked = 0
+        # its preemptable calls end for good: the engine is told not to save their KV
+        keys = self.preemptor.cancel_owner(owner) if self.preemptor is not None else {}
         for inst, n in list(self.ctx.running.running(owner)):
             if self.executor.supports(inst, "abort"):
                 asked += n
-                self.spawn(abort_on(self.ctx, inst, [owner]))
+                self.spawn(abort_on(self.ctx, inst, [owner], keys.get(inst)))
         return asked
 
     def _observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:

@@ -3,18 +3,27 @@
 With a policy whose `preemptive` is true (mlfq, plas, atlas by default), the engine scheduler runs
 each single-request decoding call as its own engine stream instead of a batch (vLLM batches
 running requests continuously anyway) and:
-  - admission: at most `budget` calls (the engine's max efficient batch) run on an instance at
-    once, so the policy's order, not vLLM's arrival order, decides who runs;
-  - service while running: the call's decoded-token count streams back ("progress") and the policy
-    charges it as it grows (`policy.progress`), so a long call is demoted while it runs (a policy
-    with `wants_progress = False`, which never charges running calls, gets no progress events);
+  - admission: at most `budget` calls run on an instance at once (the engine's max_batch, vLLM's
+    max_num_seqs; or its max efficient batch with `Engine(admission="efficient_batch")`), and no new
+    one while the calls running there already hold the instance's `token_budget` (its KV cache, in
+    the estimated tokens of prompt + output budget; the call that overflows it is the last one in),
+    so the policy's order, not vLLM's arrival order, decides who runs;
+  - service while running: the call's decoded-token count and its seconds on the engine stream
+    back ("progress") and the policy charges them as they grow (`policy.progress`), so a long call
+    is demoted while it runs (a policy with `wants_progress = False`, which never charges running
+    calls, gets no progress events);
   - preemption: every `rerank_every` progress events, and whenever work arrives at a full instance,
     `policy.victims` names running calls of a worse queue than waiting ones; each is aborted in the
     engine (by its request tag), returns the token ids it decoded, and waits in the queue again;
     when picked it resumes as prompt + those token ids (the prefix cache holds most of them, or, on
     an engine with kv_swap, host memory: each call carries a "kv_swap_key" that survives its
-    resumes) with the remaining max_tokens, and its final text is the parts joined.
+    resumes) with the remaining max_tokens, and its final text is the parts joined;
+  - cancellation: a call whose caller went away is stopped for good through the adapter's
+    `cancel(tags, kv_keys)` where it has one, which tells a kv_swap engine not to save its KV (it
+    never resumes), and a waiting preempted call's saved KV is dropped (`forget_kv`).
 An engine that does not report `output_token_ids` is never preempted mid-call (no way to resume).
+Batched decodes (several requests in one entry) and partial decodes run to their end: see
+docs/program_scheduling.md, "Deviations from Autellix".
 """
 from __future__ import annotations
 
@@ -59,9 +68,10 @@ class Resume:
 class Preemptor:
     """The preemptive side of one LLM engine scheduler (see the module docstring)."""
 
-    def __init__(self, ctx: EngineContext, budget: int) -> None:
+    def __init__(self, ctx: EngineContext, budget: int, token_budget: int = 0) -> None:
         self.ctx = ctx
         self.budget = max(1, budget)
+        self.token_budget = max(0, token_budget)
         self.calls: dict[Instance, dict[Pending, RunningCall]] = {}
         self.resumes: dict[Pending, Resume] = {}
         self._tags = itertools.count()
@@ -74,8 +84,11 @@ class Preemptor:
         return len(self.calls.get(inst, ()))
 
     def free(self, inst: Instance) -> int:
-        """Admission slots left on `inst`."""
-        return self.budget - self.running(inst)
+        """Admission slots left on `inst`: none while the calls running there fill its token budget."""
+        running = self.running(inst)
+        if running and self.token_budget and inst.tokens >= self.token_budget:
+            return 0
+        return self.budget - running
 
     # ---- running calls --------------------------------------------------------------------------
     def start(self, inst: Instance, pick: Pick, queue: RequestQueue, tokens: int) -> None:
@@ -140,7 +153,7 @@ class Preemptor:
         policy = self.ctx.policy()
         if not isinstance(decoded, int):
             return
-        policy.progress(call.pick.entry, decoded)
+        policy.progress(call.pick.entry, decoded, self.ctx.loop.time() - call.started)
         call.events += 1
         if call.events % policy.rerank_every == 0:
             self.check(call.inst)
@@ -205,20 +218,56 @@ class Preemptor:
         return len(victims)
 
     def cancel(self, entry: Pending) -> bool:
-        """Stop `entry`'s running call for good (its caller went away): aborted in the engine, not
-        resumed. False if it is not running here."""
+        """Stop `entry`'s running call for good (its caller went away): aborted in the engine, its KV
+        not saved, not resumed. False if it is not running here."""
         self.resumes.pop(entry, None)
         for calls in self.calls.values():
             call = calls.get(entry)
             if call is not None:
                 call.stopping = False  # an abort that is not a preemption: the call ends here
-                self.ctx.spawn(self._stop(call))
+                self.ctx.spawn(self._stop(call, cancel=True))
                 return True
         return False
 
-    async def _stop(self, call: RunningCall) -> None:
+    def cancel_owner(self, owner: str) -> dict[Instance, list[str]]:
+        """The running calls of `owner` (a query that ended) end for good when the engine aborts
+        the owner's requests: none is resumed. Returns their KV swap keys by instance, for the
+        abort to tell the engine not to save them."""
+        keys: dict[Instance, list[str]] = {}
+        for inst, calls in self.calls.items():
+            for e, call in calls.items():
+                if e.query_id == owner:
+                    call.stopping = False
+                    self.resumes.pop(e, None)
+                    if call.request.get("kv_swap_key"):
+                        keys.setdefault(inst, []).append(call.request["kv_swap_key"])
+        return keys
+
+    def forget(self, entry: Pending, instances: list[Instance]) -> None:
+        """A waiting call was withdrawn: drop its resume state, and the KV an engine saved for it
+        when it was preempted (it never resumes)."""
+        resume = self.resumes.pop(entry, None)
+        key = resume.request.get("kv_swap_key") if resume is not None else None
+        if not key:
+            return
+        for inst in instances:
+            if self.ctx.executor.supports(inst, "forget_kv"):
+                self.ctx.spawn(self._forget_on(inst, key))
+
+    async def _forget_on(self, inst: Instance, key: str) -> None:
         try:
-            await self.ctx.executor.call(call.inst, "abort", [call.request["tag"]])
+            await self.ctx.executor.call(inst, "forget_kv", [key])
+        except Exception as exc:  # the saved copy then waits for its least-recently-used drop
+            log.warning("engine %s: dropping the saved KV of a withdrawn call failed: %s: %s", inst.name,
+                        type(exc).__name__, exc)
+
+    async def _stop(self, call: RunningCall, cancel: bool = False) -> None:
+        key = call.request.get("kv_swap_key")
+        try:
+            if cancel and key and self.ctx.executor.supports(call.inst, "cancel"):
+                await self.ctx.executor.call(call.inst, "cancel", [call.request["tag"]], [key])
+            else:
+                await self.ctx.executor.call(call.inst, "abort", [call.request["tag"]])
         except Exception as exc:  # the call then runs to its end: only the engine time is lost
             call.stopping = False
             log.warning("engine %s: stopping call %s failed: %s: %s", call.inst.name, call.pick.entry.name,

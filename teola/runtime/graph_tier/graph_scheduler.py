@@ -263,7 +263,9 @@ class QueryRun:
             extras = work.res[0] if p.op.value in _LLM_OP_VALUES else None
             if extras is not None:
                 self.ctx.metrics.observe_llm(extras)
-            self._finish_trace(work.idx, t, extras)
+            tr = self._finish_trace(work.idx, t, extras)
+            if p.op is PrimOp.TOOL:
+                self.ctx.tool_done(p.args, work.requests, tr)
             self.release(work.idx)
             return
         # fused prefill + decoding

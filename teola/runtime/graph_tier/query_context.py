@@ -17,7 +17,9 @@ class QueryContext:
     it if still queued; llm_engines: the LLM engines (cache salts and speculation tags go to their requests); prescheduling:
     the default for fusing a prefill into its decode; ended(run, error or None, latency) is called
     once per query; cleanup(run) drops a failed query's namespace in the background; remote_data:
-    the executor keeps intermediate outputs that only engines read on its side (Ray "refs" path)."""
+    the executor keeps intermediate outputs that only engines read on its side (Ray "refs" path);
+    tool_done(args, requests, trace): a tool primitive with these args and requests finished, as its
+    trace row says (the tool calls of a pausing LLM call teach its engine's policy their durations)."""
 
     submit: Callable[[str, Pending], None]
     withdraw: Callable[[str, Pending], bool]
@@ -27,3 +29,4 @@ class QueryContext:
     ended: Callable[[Any, QueryError | None, float], None]  # the run: a QueryState
     cleanup: Callable[[Any], None]
     remote_data: bool = False
+    tool_done: Callable[[dict[str, Any], list[dict[str, Any]], dict[str, Any]], None] = lambda *_: None

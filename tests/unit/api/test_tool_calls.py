@@ -135,3 +135,23 @@ async def test_call_with_tools_rejects_bad_arguments():
         await prog.call_with_tools("q", {"t": print}, handling="keep")
     with pytest.raises(TypeError, match="unknown generation option"):
         await prog.call_with_tools("q", {"t": print}, top_k=3)
+
+
+async def test_pausing_segments_name_their_api_and_auto_uses_the_predicted_context():
+    # (issue 62: segments carried no "api", and the first pause was chosen with a 1-token context.)
+    # Recompute 1e-3 s/token, a 0.05 s tool, alone: preserve 0.05 x C < discard 1e-3 x C x C once C > 50;
+    # a 1-token context would discard. Here C = the prompt (instruction + question, > 60 tokens) + 20 predicted.
+    script = ['<tool>{"name": "calc", "arguments": {}}', "done"]
+    engine = ScriptedLLM(script)
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="lamps",
+                 policy_options={"lamps": {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.05}}})
+    await rt.start()
+    try:
+        async with Program(rt, "agent-3", predictor=lambda prompt: 20) as prog:
+            res = await prog.call_with_tools("What is 2+3?", {"calc": lambda: 5}, max_tokens=32)
+    finally:
+        await rt.stop()
+    first, last = engine.requests
+    assert first["api"] == last["api"] == "calc" and first["predicted_tokens"] == 20  # each may pause
+    assert first["pause_kv"] == "preserve" == res.result["pauses"][0]["handling"]
+    assert last.get("resumes_preserved") is True

@@ -228,3 +228,33 @@ def test_survival_tracker_counts_a_watched_calls_first_resume_and_forgets_the_ol
     assert t.count(3, 7) == (3, 3) and (t.blocks, t.cached) == (11, 10)
     with pytest.raises(ValueError, match="limit"):
         SurvivalTracker(limit=0)
+
+
+def test_a_call_cancelled_while_it_runs_is_not_saved_when_its_abort_arrives():
+    """issue 62: a call whose client went away never resumes, so its abort saves nothing (no copy,
+    no host memory); the mark is consumed by that one abort."""
+    ix = index()
+    ix.forget(["k"], running=True)
+    assert not ix.save("k", "r1", list(range(12)), [7, 8, 9], computed=11, costs=COSTS)
+    jobs = ix.take_jobs()
+    assert jobs.empty() and ix.used_bytes == 0 and jobs.counters["saves_cancelled"] == 1
+    assert ix.save("k", "r2", list(range(12)), [7, 8, 9], computed=11, costs=COSTS)  # mark used up
+
+
+def test_a_cancelled_waiting_call_drops_what_was_saved_for_it():
+    ix = index()
+    assert ix.save("k", "r1", list(range(8)), [1, 2], 8, COSTS)
+    ix.take_jobs()
+    assert ix.save("q", "r2", list(range(8)), [3, 4], 8, COSTS)  # its save not handed out yet
+    ix.forget(["k", "q"], running=False)
+    jobs = ix.take_jobs()
+    assert jobs.drops == ["k"] and jobs.saves == [] and jobs.releases == ["r2"]  # q's blocks still freed
+    assert ix.used_bytes == 0 and not ix.cancelled("k")
+
+
+def test_the_forget_marker_round_trips_and_ordinary_params_are_not_markers():
+    from engines.vllm.kv_swap import call_params, forget_params, forgotten
+
+    assert forgotten(forget_params(["a", "b"], running=True)) == (["a", "b"], True)
+    assert forgotten(call_params("a", COSTS)["kv_transfer_params"]) is None
+    assert forgotten(None) is None and forgotten({"teola_swap": {"forget": "a"}}) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from teola.runtime.policy_registry import Limits, Pending, RequestQueue, make_policy
+from teola.runtime.policy_registry import Limits, Pending, Pick, RequestQueue, make_policy
 from teola.programs.api_handling import ApiCall, choose_handling, memory_over_time, waste
 
 
@@ -82,15 +82,44 @@ def test_the_call_with_the_least_memory_over_time_runs_first():
     assert lamps.score(short) == (pytest.approx(765), "none")
 
 
-def test_a_starving_call_goes_ahead_after_the_threshold():
+def step(policy, pool: list[Pending], decoded: int = 0) -> str:
+    """One admission round: the call picked, then `decoded` engine iterations of it (its progress)."""
+    e = policy.schedule(RequestQueue(pool), 0.0, Limits(1, 1)).picks[0].entry
+    if decoded:
+        policy.progress(e, decoded)
+    return e.name
+
+
+def test_a_starving_call_goes_ahead_after_the_threshold_in_engine_iterations():
+    # (this test counted admission rounds before; LAMPS §4.4 counts engine iterations)
     lamps = make_policy("lamps", starvation=3)
     big = entry("big", 500)
-    rounds = []
-    for i in range(5):
-        small = entry(f"small{i}", 5, arrival=float(i))
-        rounds.append(picked(lamps, [big, small]))
-    # big waits 3 rounds (counter 1, 2, 3 -> starving), then runs ahead of a better-ranked call
-    assert rounds[:3] == ["small0", "small1", "small2"] and rounds[3] == "big"
+    assert step(lamps, [big, entry("small0", 5)], decoded=2) == "small0"  # big has waited 2 iterations
+    assert step(lamps, [big, entry("small1", 5, arrival=1.0)], decoded=1) == "small1"  # admitted at 2: clock 3
+    assert lamps.iterations == 3 and lamps.counter(big) == 3
+    # 3 iterations waited after 2 admission rounds: big is starving and runs ahead of a better-ranked call
+    assert step(lamps, [big, entry("small2", 5, arrival=2.0)]) == "big"
+
+
+def test_admission_rounds_without_engine_iterations_never_starve_a_call():
+    lamps = make_policy("lamps", starvation=3)
+    big = entry("big", 500)
+    assert [step(lamps, [big, entry(f"small{i}", 5, arrival=float(i))]) for i in range(10)] == [
+        f"small{i}" for i in range(10)]
+    assert lamps.iterations == 0 and lamps.counter(big) == 0
+
+
+def test_the_iteration_clock_follows_the_call_that_decoded_the_most():
+    lamps = make_policy("lamps")
+    a, b, c = entry("a", 50), entry("b", 60, arrival=1.0), entry("c", 70, arrival=2.0)
+    assert step(lamps, [a, b, c], decoded=4) == "a"   # a admitted at 0: 4 iterations
+    assert step(lamps, [b, c], decoded=1) == "b"      # b admitted at 4: 5
+    lamps.progress(a, 5)                              # a's 5th token is the same iteration as b's 1st
+    assert lamps.iterations == 5 and lamps.counter(c) == 5
+    # an engine without progress: a call's decoded tokens arrive when it ends (admitted at 5, 9 tokens)
+    assert step(lamps, [c]) == "c"
+    lamps.observe([Pick(c, 1)], 0.0, 1.0, [{"num_output_tokens": 9}])
+    assert lamps.iterations == 14 and c not in lamps.admitted_at
 
 
 def test_scores_are_cached_between_refreshes():
@@ -160,12 +189,12 @@ def segment(request: str, j: int, max_tokens: int, arrival: float, last: bool = 
 
 def test_a_starving_request_stays_ahead_after_its_api_call_until_it_completes():
     # LAMPS §4.4: "prioritization continues until request completion"; only a request not
-    # prioritized resets when it reaches an API call
+    # prioritized resets when it reaches an API call. One engine iteration per admission round.
     lamps = make_policy("lamps", starvation=3)
     first = segment("r", 0, 500, 0.0)
-    rounds = [picked(lamps, [first, entry(f"small{i}", 5, arrival=float(i))]) for i in range(4)]
-    assert rounds == ["small0", "small1", "small2", "r#0"]  # 3 rounds waited: r is starving
-    # after its API call r continues in a new call that has waited no round, and still goes first
+    rounds = [step(lamps, [first, entry(f"small{i}", 5, arrival=float(i))], decoded=1) for i in range(4)]
+    assert rounds == ["small0", "small1", "small2", "r#0"]  # 3 iterations waited: r is starving
+    # after its API call r continues in a new call that has waited no iteration, and still goes first
     assert picked(lamps, [segment("r", 1, 500, 10.0), entry("small4", 5, arrival=11.0)]) == "r#1"
     assert picked(lamps, [segment("r", 2, 500, 20.0, last=True), entry("small5", 5, arrival=21.0)]) == "r#2"
     # its last segment ran: the request is complete and its mark gone
@@ -174,7 +203,40 @@ def test_a_starving_request_stays_ahead_after_its_api_call_until_it_completes():
 
 def test_a_starving_requests_mark_ends_with_its_program():
     lamps = make_policy("lamps", starvation=1)
-    assert picked(lamps, [segment("p", 0, 500, 0.0), entry("small0", 5)]) == "small0"  # p starving
-    assert picked(lamps, [segment("p", 1, 500, 1.0), entry("small1", 5)]) == "p#1"
+    p0 = segment("p", 0, 500, 0.0)
+    assert step(lamps, [p0, entry("small0", 5)], decoded=1) == "small0"
+    assert picked(lamps, [p0, entry("small1", 5)]) == "p#0"  # waited 1 iteration: p starving
+    assert picked(lamps, [segment("p", 1, 500, 1.0), entry("small2", 5)]) == "p#1"
     lamps.end_program("p")
-    assert picked(lamps, [segment("p", 2, 500, 2.0), entry("small2", 5)]) == "small2"
+    assert picked(lamps, [segment("p", 2, 500, 2.0), entry("small3", 5)]) == "small3"
+
+
+def test_a_fixed_handling_is_the_one_the_call_is_ranked_under():
+    # (issue 62: the score chose its own handling whatever the request carried)
+    lamps = make_policy("lamps", step_s=0.02, fwd_s_per_token=0.05 / 30, api_defaults={"search": 2.0})
+    # least waste would discard (650, test above); the caller preserves: 410 + 30 x 100 iterations + 165
+    kept = entry("kept", 20, api="search", post_tokens=5, pause_kv="preserve", kv_key="k")
+    assert lamps.score(kept) == (pytest.approx(3575), "preserve")
+
+
+def test_a_pausing_call_without_an_api_name_is_ranked_with_its_api_phase():
+    # a pause ("pause_kv") whose tool is not named: the API lasts the mean over the tools seen (2 s);
+    # discarding holds the 30-token context for the 2.5-iteration recompute: 410 + 75
+    lamps = make_policy("lamps", step_s=0.02, fwd_s_per_token=0.05 / 30, api_defaults={"search": 2.0})
+    assert lamps.score(entry("seg", 20, pause_kv="discard", kv_key="k")) == (pytest.approx(485), "discard")
+    # a tool never seen is predicted as the mean over the tools seen too (1 s before any)
+    assert lamps.predict(entry("other", 20, api="weather")).api_s == 2.0
+    assert make_policy("lamps").predict(entry("other", 20, api="weather")).api_s == 1.0
+
+
+def test_a_measured_batch_size_is_the_mean_number_of_calls_running_at_admission():
+    policy = make_policy("lamps", batch_size="measured")
+    a, b = entry("a", 1, prompt=99), entry("b", 1, prompt=299)  # 100 and 300 tokens
+    policy.schedule(RequestQueue([a]), 0.0, Limits(1, 1))      # 1 running
+    policy.schedule(RequestQueue([b]), 0.0, Limits(1, 1))      # 2 running
+    assert policy.other_context() == 100  # (mean 1.5 calls - 1) x the 200-token mean admitted
+    policy.observe([Pick(a, 1), Pick(b, 1)], 0.0, 1.0, [{}, {}])
+    policy.schedule(RequestQueue([entry("c", 1, prompt=199)]), 0.0, Limits(1, 1))  # 1 running: mean 4/3
+    assert policy.other_context() == int((4 / 3 - 1) * 200)
+    with pytest.raises(ValueError, match="measured"):
+        make_policy("lamps", batch_size="profiled")

@@ -121,3 +121,39 @@ async def test_the_runtime_hands_the_agents_segments_to_the_length_predictor():
     with pytest.raises(TypeError, match="length_predictor must be callable"):
         from teola.runtime import Runtime
         Runtime({}, length_predictor=3)
+
+
+async def test_auto_is_chosen_from_the_length_prediction_with_the_inputs_lamps_ranks_by():
+    # (issue 62: "auto" was chosen before the prediction, from prompt + max_tokens.) A 100-token
+    # prompt, max_tokens 500, predicted 20. Recompute 1e-3 s/token, a 0.5 s tool, no swap, alone:
+    # C = 120: preserve 0.5 x 120 = 60 > discard 0.12 x 120 = 14.4 -> discard
+    # (from max_tokens, C = 600: preserve 300 < discard 360 -> preserve)
+    from teola.policies.base import Pending
+    from teola.runtime import Runtime
+    from teola.ir.engine_spec import Engine
+    from tests.unit.api.test_tool_calls import ScriptedLLM
+
+    options = {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": ScriptedLLM(["done"])}, policy="lamps",
+                 policy_options={"lamps": options}, length_predictor=lambda r: 20)
+    req = {"parts": [["user", "x" * 396]], "complete": True, "max_tokens": 500, "kv_key": "k", "api": "calc",
+           "pause_kv": "auto"}
+    await rt.start()
+    try:
+        await rt.submit_call("llm", req, program="p", call_id="c")
+    finally:
+        await rt.stop()
+    assert req["predicted_tokens"] == 20 and req["pause_kv"] == "discard"
+    # the score of that call: 20 x 100 + 210 before the API, 120 tokens held 6 iterations (0.12 s)
+    score, handling = LAMPSPolicy(**options).score(Pending("p", "c", "decoding", 0, 0.0, [req], tokens=[600]))
+    assert handling == "discard" and score == pytest.approx(2210 + 720)
+
+
+async def test_the_agent_components_tool_calls_teach_the_llm_policy_their_durations():
+    # (issue 62: only Program.call_with_tools fed observe_api)
+    app, llm = agent_app([CALL, "391."], handling="auto")
+    await app.start(policy="lamps")
+    policy = app.runtime.schedulers["llm"].policy
+    await answer(app)
+    mean, n = policy.api_mean["calculator"]
+    assert n == 1 and mean >= 0.0

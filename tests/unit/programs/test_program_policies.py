@@ -349,3 +349,57 @@ def test_program_rejects_bad_input():
         Program(object(), "")
     with pytest.raises(RuntimeError, match="not started"):
         asyncio.run(Program(Runtime({}), "P").call("hi"))
+
+
+def test_seconds_service_is_preemptive_and_charges_a_running_call_its_engine_time():
+    """issue 62: Autellix charges model execution time; a call that ran 0.06 s has used up Q0's
+    0.05 s quantum (-> Q1) and a new call in Q0 displaces it."""
+    pol = MLFQPolicy(service="seconds", num_queues=4, base_quantum=0.05, growth=2.0, beta=None, rerank_every=1)
+    assert pol.preemptive
+    long = pending("L", "long", 0.0)
+    d = pol.schedule([long], 0.0, Limits(max_batch=1, max_efficient_batch=1))
+    long.taken = 1
+    assert pol.progress(long, 5, elapsed=0.04) == 0          # 0.04 s of 0.05
+    assert pol.progress(long, 7, elapsed=0.06) == 1          # + 0.02 s: quantum used up
+    short = pending("S", "short", 0.06)
+    assert pol.victims([long], [short], free=0, now=0.06) == [long]
+    pol.preempted(d.picks[0])
+    assert pol.table.call("L", "long").service == pytest.approx(0.06)
+
+
+def test_starvation_ratio_is_waiting_over_execution_seconds_under_token_service():
+    """issue 62: priorities stay in decoded tokens, but W / T compares seconds with seconds.
+    Program L: one call of 100 tokens that ran 1.0 s without waiting, so its next call enters
+    Q2 of (32, 64, 128, inf) tokens; with beta 2 it is promoted once it has waited 2.0 s
+    (W / T = 2.0 / 1.0), not after 200 s (2 s per token, as when T was counted in tokens)."""
+    q = ProgramQueues(plas_priority, num_queues=4, base_quantum=32.0, growth=2.0, beta=2.0)
+    q.admit("l1", "L", "l1", 0.0)
+    q.charge("l1", 100.0, seconds=1.0)
+    q.finish("l1", 1.0)
+    assert (q.table.get("L").service, q.table.get("L").run) == (100.0, 1.0)
+    q.admit("l2", "L", "l2", 1.0)
+    assert q.level("l2") == 2
+    q.wait("l2", 1.5)
+    assert not q.starving("l2")                             # 1.5 / 1.0 < 2
+    q.wait("l2", 0.5)
+    assert q.starving("l2") and q.level("l2") == 0          # 2.0 / 1.0 >= 2
+
+
+def test_policy_promotes_a_starving_call_that_then_preempts_a_demoted_one():
+    """The same through the policy: observe charges l1 100 tokens and 1.0 s; r runs 40 tokens in
+    0.5 s (Q1); l2 (Q2) waits from t=1.0: at t=2.5 (1.5 s waited) it does not displace r, at t=3.0
+    (2.0 s) it is promoted to Q0 and does."""
+    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1)
+    lim = Limits(max_batch=1, max_efficient_batch=1)
+    l1 = pending("L", "l1", 0.0, max_tokens=100)
+    d = pol.schedule([l1], 0.0, lim)
+    l1.taken = 1
+    pol.observe(d.picks, 0.0, 1.0, [{"num_output_tokens": 100}])
+    r = pending("R", "r", 1.0)
+    pol.schedule([r], 1.0, lim)
+    r.taken = 1
+    assert pol.progress(r, 40, elapsed=0.5) == 1
+    l2 = pending("L", "l2", 1.0)
+    assert pol.victims([r], [l2], free=0, now=2.5) == []
+    assert pol.victims([r], [l2], free=0, now=3.0) == [r]
+    assert pol.core.calls[l2].promotions == 1

@@ -28,8 +28,9 @@ def test_fcfs_takes_calls_in_arrival_order_up_to_the_free_slots():
 
 
 def step_runtime(policy: str, batch: int = 8) -> tuple[Runtime, StepDecoder]:
-    """A runtime over one deterministic continuous-batching test LLM (10 ms per decode step)."""
-    engine = StepDecoder("llm", step=0.01, max_efficient_batch=batch)
+    """A runtime over one deterministic continuous-batching test LLM (10 ms per decode step) that
+    holds `batch` calls at once."""
+    engine = StepDecoder("llm", step=0.01, max_batch=batch, max_efficient_batch=batch)
     return Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=batch)}, {"llm": engine},
                    policy=policy), engine
 

@@ -16,7 +16,8 @@ from tests.support.waiting import until
 
 
 def runtime(policy: str, budget: int, **options) -> tuple[Runtime, StepDecoder]:
-    engine = StepDecoder("llm", step=0.005, max_efficient_batch=budget)
+    """An engine whose capacity (max_batch, what admission fills) is `budget` calls."""
+    engine = StepDecoder("llm", step=0.005, max_batch=budget, max_efficient_batch=budget)
     opts = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, **options}} if policy != "fifo" else {}
     rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=budget)}, {"llm": engine},
                  policy=policy, policy_options=opts)
@@ -148,7 +149,7 @@ def test_a_starved_long_call_is_promoted_and_preempts_a_stream_of_short_ones(bet
 async def test_a_call_keeps_one_kv_swap_key_across_its_resumes():
     from tests.support.borrowed import Borrowed
 
-    lent = Borrowed(StepDecoder("llm", step=0.005, max_efficient_batch=1))
+    lent = Borrowed(StepDecoder("llm", step=0.005, max_batch=1, max_efficient_batch=1))
     rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": lent},
                  policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
     await rt.start()
@@ -186,3 +187,111 @@ def test_a_resumed_run_stopped_before_it_ran_counts_apart_from_re_sent_tokens():
     assert m.resumed_unrun == 1
     assert (m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens) == (240, 96, 6)
     assert m.snapshot()["resumed_unrun"] == 1
+
+
+async def test_seconds_service_preempts_a_long_call_for_a_short_one():
+    """issue 62: with Autellix's own service unit (engine seconds) a running call is charged its
+    time as it decodes, demoted past its quantum (0.02 s = 4 steps of 5 ms) and preempted."""
+    rt, engine = runtime("mlfq", budget=1, service="seconds", base_quantum=0.02)
+    await rt.start()
+    try:
+        assert rt.schedulers["llm"].preemptor is not None
+        async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
+            long_call = asyncio.ensure_future(long_prog.call("write a lot", parent_ids=[], max_tokens=60))
+            core = rt.schedulers["llm"].policy.core
+            await until(lambda: any(st.level > 0 for st in core.calls.values()), timeout=10)
+            short = await short_prog.call("one line", parent_ids=[], max_tokens=3)
+            assert not long_call.done(), "the short call should finish while the long one waits"
+            assert short.result["text"] == expected(3)
+            result = (await long_call).result
+    finally:
+        await rt.stop()
+    assert result["text"] == expected(60) and result["preemptions"] >= 1
+    assert engine.peak == 1
+
+
+def capacity_runtime(admission: str = "capacity", token_budget: int = 0) -> tuple[Runtime, StepDecoder]:
+    """An engine that holds 4 calls at once (max_batch) but batches efficiently only 2."""
+    engine = StepDecoder("llm", step=0.005, max_batch=4, max_efficient_batch=2)
+    spec = Engine("llm", kind="vllm", model="m", max_efficient_batch=2, token_budget=token_budget, admission=admission)
+    return Runtime({"llm": spec}, {"llm": engine}, policy="plas",
+                   policy_options={"plas": {"beta": None}}), engine
+
+
+async def test_admission_fills_the_engines_capacity_not_its_efficient_batch():
+    """issue 62: the engine admits what it holds (vLLM: max_num_seqs), as Autellix's engine does;
+    the old cap is the named option admission="efficient_batch"."""
+    rt, engine = capacity_runtime()
+    assert all(r.result["text"] == expected(12) for r in await run_calls(rt, 6, 12))
+    assert engine.peak == 4
+    rt, engine = capacity_runtime(admission="efficient_batch")
+    await run_calls(rt, 6, 12)
+    assert engine.peak == 2
+
+
+async def test_admission_stops_while_running_calls_fill_the_kv_token_budget():
+    """Each call holds an estimated 13 tokens (prompt "cN": 2 chars // 4 + 1 = 1, plus its 12-token
+    output budget); a 13-token budget holds one call, so one runs at a time of the 4 slots. Before,
+    an instance whose budget was full still took one more call per scheduling round."""
+    rt, engine = capacity_runtime(token_budget=13)
+    assert all(r.result["text"] == expected(12) for r in await run_calls(rt, 6, 12))
+    assert engine.peak == 1
+
+
+class CancellingDecoder(StepDecoder):
+    """A StepDecoder with the adapter's `cancel(owners, kv_keys)` (vLLM: tell the KV connector not to
+    save these calls, then abort them) and `forget_kv`, recording what it was asked."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.cancelled: list[tuple[list[str], list[str]]] = []
+        self.forgotten: list[str] = []
+
+    async def cancel(self, owners: list[str], kv_keys: list[str]) -> int:
+        self.cancelled.append((list(owners), list(kv_keys)))
+        return await self.abort(owners)
+
+    async def forget_kv(self, kv_keys: list[str]) -> None:
+        self.forgotten.extend(kv_keys)
+
+
+async def test_a_call_cancelled_by_its_client_is_cancelled_with_its_kv_key_not_just_aborted():
+    """issue 62: a call whose caller went away never resumes, so the engine is told its KV swap key
+    (a kv_swap vLLM then saves nothing for it) instead of aborting it like a preempted call."""
+    engine = CancellingDecoder("llm", step=0.005, max_batch=2, max_efficient_batch=2)
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="plas",
+                 policy_options={"plas": {"beta": None}})
+    await rt.start()
+    try:
+        async with Program(rt, "p") as prog:
+            call = asyncio.ensure_future(prog.call("long", parent_ids=[], max_tokens=400))
+            await until(lambda: engine.running == 1, timeout=10)
+            call.cancel()
+            await until(lambda: engine.running == 0, timeout=10)
+    finally:
+        await rt.stop()
+    assert len(engine.cancelled) == 1
+    (tags,), (keys,) = engine.cancelled[0]
+    assert tags.startswith("llm:call") and keys == tags  # the key the preemptor gave it at its first run
+    assert rt.metrics.preemptions == 0
+
+
+def test_a_withdrawn_preempted_call_has_its_saved_kv_dropped():
+    """A preempted call waiting to resume is withdrawn (its query ended): the engines drop the KV
+    they saved for it under its swap key."""
+    from types import SimpleNamespace
+
+    from teola.runtime.engine_tier.preemption import Preemptor, Resume
+
+    asked: list = []
+
+    async def call(inst, method, *args):
+        asked.append((inst, method, args))
+
+    executor = SimpleNamespace(supports=lambda inst, m: m == "forget_kv", call=call)
+    p = Preemptor(SimpleNamespace(executor=executor, spawn=asyncio.run), budget=1)
+    entry = object()
+    p.resumes[entry] = Resume({"kv_swap_key": "llm:call3", "max_tokens": 9}, ids=[1, 2])
+    p.forget(entry, ["i0", "i1"])
+    assert asked == [("i0", "forget_kv", (["llm:call3"],)), ("i1", "forget_kv", (["llm:call3"],))]
+    assert entry not in p.resumes
