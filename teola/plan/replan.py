@@ -1,9 +1,11 @@
-"""Re-planning at run time. The plan was searched with sampled output lengths; while the job runs,
-the observed lengths of each (model, stage) are compared with the sampled ones, and when their mean
-differs by more than `tolerance` (after `min_samples` observations), or a model finishes before
-the model the plan expected to finish first, the remaining requests get lengths resampled from
-what was observed and the greedy search runs again from the current state (finished requests,
-running plans)."""
+"""Re-planning at run time: a named deviation, off by default (`teola run-job --replan`). The paper
+adjusts the stages at run time without searching again (teola.plan.adjust, the default); this
+searches the rest of the plan again. The plan was searched with sampled output lengths; while the
+job runs, the observed lengths of each (model, stage) are compared with the sampled ones, and when
+their mean differs by more than `tolerance` (after `min_samples` observations), or a model finishes
+before the model the plan expected to finish first, the remaining requests get lengths resampled
+from what was observed and the greedy search runs again from the current state (finished
+requests, running plans)."""
 from __future__ import annotations
 
 import statistics

@@ -61,18 +61,19 @@ def test_output_tokens_sum_up_measured_and_predicted_lengths_per_model():
 
 def test_a_stage_needing_more_devices_than_free_is_refused():
     ex, _, _ = _executor(1)
-    with pytest.raises(ValueError, match="needs 2 more devices"):
+    with pytest.raises(ValueError, match="needs 2 devices, 1 are available"):
         run_virtual(ex.run([{"a": Plan(1, 1), "b": Plan(1, 1)}]))
 
 
-def test_an_upstream_model_still_running_keeps_its_device_and_the_next_stage_shrinks_to_fit():
-    """The plan expected b to be done before the fuser takes both devices; b is still running, so
-    the fuser starts on the one device left and every request is still answered."""
+def test_an_upstream_model_still_running_keeps_its_device_and_the_next_stage_waits_for_its_devices():
+    """The plan expected b to be done before the fuser takes both devices; b is still running in its
+    last planned stage, so it keeps running (the paper's dynamic scheduler) and the fuser's pair,
+    which does not fit beside it, waits for b's finish; every request is still answered."""
     ex, _, _ = _executor(2)
     run_virtual(ex.run([{"a": Plan(1, 1), "b": Plan(1, 1)}, {"f": Plan(1, 2)}]))
     assert all(ex.finished(m) for m in "abf")
     assert ex.stage_log[0]["finished"] == ["a"]
-    assert ex.stage_log[1]["plans"] == {"f": "tp1xdp1", "b": "tp1xdp1"}
+    assert [s["plans"] for s in ex.stage_log[1:]] == [{"b": "tp1xdp1"}, {"f": "tp1xdp2"}]
 
 
 def test_run_time_replanning_fires_when_the_engines_outputs_are_longer_than_sampled():
@@ -90,3 +91,26 @@ def test_run_time_replanning_fires_when_the_engines_outputs_are_longer_than_samp
     run_virtual(ex.run(stages, rp))
     assert all(ex.finished(m) for m in "abf")
     assert ex.replans and ex.replans[0]["diverged"][0][2:] == (2.0, 30.0)
+
+
+def test_without_an_engine_factory_instances_come_from_the_registry_and_calls_go_through_the_runtime(monkeypatch):
+    """The default path of run-job: each instance is built by the engine registry from the model's
+    "engine" options (here the registry's simulated vLLM, `simulate=<profile>`) and started by its
+    own teola Runtime, and every request is a program call on that runtime."""
+    from teola.runtime import Runtime
+    calls = []
+    real = Runtime.submit_call
+
+    async def submit_call(self, engine, request, **kw):
+        calls.append((engine, kw["call_id"]))
+        return await real(self, engine, request, **kw)
+    monkeypatch.setattr(Runtime, "submit_call", submit_call)
+    sim = {"simulate": "cpu-smollm2-135m", "max_num_seqs": 4}
+    job = parse_job({**JOB, "models": {"a": {"max_tokens": 16, "engine": sim}, "b": {"max_tokens": 24, "engine": sim},
+                                       "f": {"max_tokens": 8, "engine": sim}}})
+    wl = build_workload(job, "cpu-smollm2-135m")
+    ex = Executor(job, wl, [0, 1], lambda _: None)
+    run_virtual(ex.run([{"a": Plan(1, 1), "b": Plan(1, 1)}, {"b": Plan(1, 2)}, {"f": Plan(1, 2)}]))
+    assert all(ex.finished(m) for m in "abf")
+    # b's unfinished calls are sent again when it restarts on two instances
+    assert set(calls) == {(m, f"{m}:{k}") for m in "abf" for k in range(12)}

@@ -89,3 +89,17 @@ def test_a_mix_needs_distinct_models_and_job_files_load(tmp_path):
     assert sorted(job.models) == ["a", "b"] and len(build_workload(job).requests["b"]) == 3
     with pytest.raises(ValueError, match="not found"):
         load_job(tmp_path / "missing.json")
+
+
+def test_the_shipped_sharegpt_lengths_make_the_output_limit_matter():
+    """ShareGPT's reply lengths (the simulated studies' default) run past 256 tokens for about half
+    the replies, so a 512-token limit gives longer outputs than a 256 one (SmolLM2's recorded
+    lengths, mostly under 96 tokens, gave the same outputs under both)."""
+    import json
+
+    from teola.plan.lengths import LENGTH_FILES, load_lengths
+    data = json.loads((LENGTH_FILES / "lengths-sharegpt-v3.json").read_text())
+    assert "ShareGPT" in data["source"] and len(data["default"]) == 10_000
+    lengths = load_lengths("lengths-sharegpt-v3")
+    at = {cap: [lengths.sample("m", "answer", str(k), cap) for k in range(2000)] for cap in (256, 512)}
+    assert max(at[256]) == 256 and sum(at[512]) > 1.2 * sum(at[256])

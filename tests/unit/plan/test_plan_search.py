@@ -93,3 +93,48 @@ def test_the_even_split_never_runs_a_model_without_the_models_it_reads_from():
     for method in ("min", "greedy", "max"):
         sched = plan_stages(wl, 2, method, max_stages=10)
         assert sched.stages[-1].finished == ["f"] and sched.completion_s >= 20 + 50 - 1e-9
+
+
+def _idle_gpu_job() -> Workload:
+    """a: 10 requests of 10 tokens, no loading (10 s on any plan); b: 10 requests of 100 tokens,
+    loading 50 s (150 s on any plan: its iterations cost 1 s whatever its batch)."""
+    return Workload({"a": _cost(), "b": _cost(load=50.0)}, {"a": _reqs(10, 10), "b": _reqs(10, 100)},
+                    {"a": set(), "b": set()})
+
+
+def test_the_default_greedy_is_the_papers_single_pass_and_may_leave_a_gpu_idle():
+    """Stage 1 on 2 GPUs: a on one GPU does 110 token-units in 10 s (11 per GPU-second), the best
+    gain; adding b gains nothing (it is still loading when a ends the stage at 10 s) and a second
+    replica of a gains nothing (its time is its iterations), so the paper's pass stops and one GPU
+    stays idle. Stage 2: b alone, loading 50 s then 100 iterations: 10 + 150 = 160 s. best-of-3
+    also tries loading b on the idle GPU during stage 1 (40 s of loading left at 10 s): 10 + 140 =
+    150 s, and keeps that plan, paying the three searches' time."""
+    wl = _idle_gpu_job()
+    paper = plan_stages(wl, 2)
+    assert paper.method == "greedy"
+    assert [st.plans for st in paper.stages] == [{"a": Plan(1, 1)}, {"b": Plan(1, 1)}]
+    assert paper.completion_s == pytest.approx(160.0)
+    best = plan_stages(wl, 2, "best-of-3")
+    assert best.method == "best-of-3"
+    assert best.stages[0].plans == {"a": Plan(1, 1), "b": Plan(1, 1)}
+    assert best.completion_s == pytest.approx(150.0)
+    assert "160.0 s from empty (the paper's pass)" in best.notes[0]
+
+
+def test_every_reported_time_adds_the_search_time_to_the_inference_time():
+    """The paper's metric: end to end = extra (search) time + inference time. Hand-set search
+    times: greedy 160 s + 30 s = 190 s; best-of-3 150 s + 50 s = 200 s, 1.05x of greedy's."""
+    from teola.plan.report import plan_file, schedule_dict, table
+    wl = _idle_gpu_job()
+    greedy = plan_stages(wl, 2)
+    best = plan_stages(wl, 2, "best-of-3")
+    greedy.search_s, best.search_s = 30.0, 50.0
+    assert greedy.end_to_end_s == pytest.approx(190.0) and best.end_to_end_s == pytest.approx(200.0)
+    assert schedule_dict(best)["end_to_end_s"] == 200.0
+    plan = plan_file("j", wl, {"greedy": greedy, "best-of-3": best})
+    assert plan["method"] == "greedy" and plan["end_to_end_s"] == 190.0 and plan["predicted_s"] == 160.0
+    assert plan["baselines"]["best-of-3"]["end_to_end_s"] == 200.0
+    text = table("j", wl, {"greedy": greedy, "best-of-3": best})
+    rows = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+    assert "190.0" in rows["SamuLLM"] and "1.00x" in rows["SamuLLM"]
+    assert "200.0" in rows["greedy"] and "1.05x" in rows["greedy"]
