@@ -28,9 +28,10 @@ event loop with async engines, so `ExpandedQueryRetriever` overrides only that s
 and searches the original question alongside the expanded queries (as the library and teola do),
 with the library's fusion.
 
-Mapping of the teola templates: chunk_size / chunk_overlap -> SentenceSplitter (sizes counted as
-teola's chunker counts them, so both split documents alike); search top_k -> similarity_top_k per
-query; rerank top_n -> the postprocessor; synthesis mode compact / refine / tree -> response_mode compact / refine / tree_summarize (LlamaIndex
+Mapping of the teola templates: chunk_size / chunk_overlap -> SentenceSplitter (sizes counted in the
+tokens teola's chunker counts: the embedding model's tokenizer, `teola.compile.chunk_tokenizer`, so
+both split documents alike; the library's own default would be tiktoken's gpt-3.5 encoding);
+search top_k -> similarity_top_k per query; rerank top_n -> the postprocessor; synthesis mode compact / refine / tree -> response_mode compact / refine / tree_summarize (LlamaIndex
 packs chunks to fill the context window, so 3 short chunks take one call where teola's tree makes a
 leaf call per chunk plus a merge); max_tokens per call as the templates set. Nothing here opens a
 network connection: the tokenizer is the model's local one and the NLTK data LlamaIndex needs is in
@@ -91,6 +92,7 @@ with warnings.catch_warnings():  # llama-index-core 0.12 trips a pydantic field 
     )
     from pydantic import PrivateAttr
 
+from teola.compile.chunk_tokenizer import ModelTokenizer, chunk_tokenizer
 from teola.compile.chunking import count_tokens
 from teola.compile.components import prompts
 
@@ -424,8 +426,23 @@ class Answer:
 
 
 def chunk_tokens(text: str) -> list[None]:
-    """As many items as teola's chunker counts tokens in `text` (SentenceSplitter only takes len())."""
+    """As many items as words and punctuation marks in `text`: teola's chunker's fallback count
+    (SentenceSplitter only takes len())."""
     return [None] * count_tokens(text)
+
+
+def model_chunk_tokens(tokenizer: ModelTokenizer) -> Any:
+    """A SentenceSplitter tokenizer counting in `tokenizer`'s tokens, as teola's chunker does."""
+    return lambda text: [None] * tokenizer.count(text)
+
+
+def app_chunk_tokenizer(app: Any, overrides: dict[str, dict[str, Any]] | None = None) -> ModelTokenizer | None:
+    """What the app's indexing node counts chunk tokens in (None: words and punctuation marks)."""
+    index = next((n for n in app.nodes if n.kind == "indexing"), None)
+    if index is None:
+        return None
+    choice = {**index.config, **(overrides or {}).get(index.name, {})}.get("tokenizer") or "engine"
+    return chunk_tokenizer(app.engines.get(index.engine), choice)
 
 
 def _teola_template(instruction: str, context: str, existing: str | None = None) -> ChatPromptTemplate:
@@ -446,7 +463,7 @@ class LlamaIndexRAG:
     """Runs a RAG app with LlamaIndex over teola's engine adapters. `backends` maps the engine names
     "llm", "embedding", "vectordb" and (for reranking) "reranker" to started adapters."""
 
-    def __init__(self, backends: dict[str, Any], spec: RAGSpec) -> None:
+    def __init__(self, backends: dict[str, Any], spec: RAGSpec, chunk_tokens_in: ModelTokenizer | None = None) -> None:
         need = {"llm", "embedding", "vectordb"} | ({"reranker"} if spec.top_n else set())
         missing = need - set(backends)
         if missing:
@@ -460,10 +477,12 @@ class LlamaIndexRAG:
         tokenizer = renderer.tokenizer
         self.context_window = int(getattr(llm_backend, "max_model_len", 2048))
         self.tokenize = lambda text: tokenizer.encode(text, add_special_tokens=False)
-        # Chunk sizes count tokens the way teola's chunker does, so both index the same chunks;
-        # prompts are fitted to the context window with the model's own tokenizer.
+        # Chunk sizes count tokens the way teola's chunker does (`chunk_tokens_in`: the embedding
+        # model's; words without it), so both index alike; prompts are fitted to the context window
+        # with the LLM's own tokenizer.
+        counter = chunk_tokens if chunk_tokens_in is None else model_chunk_tokens(chunk_tokens_in)
         self.splitter = SentenceSplitter(chunk_size=spec.chunk_size, chunk_overlap=spec.chunk_overlap,
-                                         tokenizer=chunk_tokens)
+                                         tokenizer=counter)
         # Every LlamaIndex default points at our objects, so nothing falls back to OpenAI / tiktoken.
         Settings.tokenizer = self.tokenize
         Settings.llm = self._llm(self.clients["llm"], spec.max_tokens)
@@ -483,7 +502,7 @@ class LlamaIndexRAG:
         backends = {name: insts[0].handle for name, insts in app.runtime.instances.items() if insts}
         spec = RAGSpec.from_template(app.nodes, nodes)
         spec.prompts = prompts
-        return cls(backends, spec)
+        return cls(backends, spec, app_chunk_tokenizer(app, nodes))
 
     def _llm(self, client: EngineClient, max_tokens: int) -> EngineLLM:
         return EngineLLM(client, max_tokens=max_tokens, context_window=self.context_window)

@@ -6,6 +6,7 @@ Users add kinds with `register_engine_kind("mykind", factory)`.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any, Callable
 
 from engines.protocol import EngineBackend, EngineProfile
@@ -80,6 +81,18 @@ def kind_ranks_by(kind: str, options: dict[str, Any] | None = None) -> str:
         target = getattr(importlib.import_module(module), attr)
     ranks_by = getattr(target, "ranks_by", None)
     return ranks_by(dict(options or {})) if callable(ranks_by) else ""
+
+
+def kind_tokenizer_dir(kind: str, options: dict[str, Any] | None = None) -> Path | None:
+    """The local folder holding the tokenizer of an engine kind's model (its `tokenizer.json`), as
+    its adapter declares with `tokenizer_dir(options)`; None when the kind declares none or the
+    model is not on disk. Chunk sizes are counted in this tokenizer (teola.compile.chunk_tokenizer)."""
+    target = _KINDS.get(kind)
+    if isinstance(target, str):
+        module, attr = target.split(":")
+        target = getattr(importlib.import_module(module), attr)
+    tokenizer_dir = getattr(target, "tokenizer_dir", None)
+    return tokenizer_dir(dict(options or {})) if callable(tokenizer_dir) else None
 
 
 def backend_ranks_by(backend: Any) -> str:

@@ -107,7 +107,7 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
     if unknown:
         raise ValueError(f"config['nodes'] names unknown node(s) {unknown}; nodes: {[n.name for n in order]}")
     check_node_options(order, config)
-    inputs = prepare_inputs(order, query, config)
+    inputs = prepare_inputs(order, query, config, engines)
     namespace = config.get("namespace") or uuid.uuid4().hex
     if not isinstance(namespace, str):
         raise TypeError("config['namespace'] must be a string")

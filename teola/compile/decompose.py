@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from teola.compile.chunk_tokenizer import chunk_tokenizer
 from teola.compile.chunking import chunk_text, document_text
 from teola.compile.components import BuildContext, Port, lookup, options_model
 from teola.passes.option_errors import validate_options
@@ -58,7 +59,7 @@ class ReadTracking(dict):
 
 
 # read by the compiler itself, not by the node's decomposer
-_COMPILER_KEYS = {"indexing": {"chunk_size", "chunk_overlap", "max_chunks"}}
+_COMPILER_KEYS = {"indexing": {"chunk_size", "chunk_overlap", "max_chunks", "tokenizer"}}
 
 
 def _check_overrides(node: Node, config: dict[str, Any], seen: ReadTracking) -> None:
@@ -112,8 +113,10 @@ def build_pgraph(order: list[Node], engines: dict[str, Engine], query: dict[str,
     return graph
 
 
-def prepare_inputs(order: list[Node], query: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
-    """The values a query starts with: its own fields and data prepared at compile time (chunks)."""
+def prepare_inputs(order: list[Node], query: dict[str, Any], config: dict[str, Any],
+                   engines: dict[str, Engine] | None = None) -> dict[str, Any]:
+    """The values a query starts with: its own fields and data prepared at compile time (chunks,
+    counted in the tokens of the indexing node's embedding engine when `engines` has it)."""
     initial = query_inputs(query)
     for node in order:
         if node.kind == "indexing":
@@ -124,10 +127,12 @@ def prepare_inputs(order: list[Node], query: dict[str, Any], config: dict[str, A
             size, overlap = cfg.get("chunk_size", 256), cfg.get("chunk_overlap", 30)
             if not isinstance(size, int) or not isinstance(overlap, int):
                 raise ValueError(f"node {node.name!r}: chunk_size and chunk_overlap must be ints")
+            engine = (engines or {}).get(node.engine) if node.engine is not None else None
+            tokenizer = chunk_tokenizer(engine, cfg.get("tokenizer") or "engine")
             chunks: list[str] = []
             limit = cfg.get("max_chunks", MAX_CHUNKS)
             for i, d in enumerate(docs):
-                chunks.extend(chunk_text(document_text(d, i), size, overlap))
+                chunks.extend(chunk_text(document_text(d, i), size, overlap, tokenizer))
                 if len(chunks) > limit:
                     raise ValueError(f"node {node.name!r}: the documents make more than {limit} chunks of "
                                      f"{size} tokens; send fewer or smaller documents, or raise config 'max_chunks'")

@@ -13,8 +13,9 @@ from teola.ir.primitive import Primitive
 class Port:
     """A value a component offers downstream: its object-store key and, for lists, the item
     count known at compile time (an upper bound for LLM-produced lists); n=0 for a scalar.
-    `item_tokens`: a bound on any item's tokens (as `teola.compile.chunking.count_tokens` counts them), known
-    from configuration (the indexing node's chunk_size) so it holds for any documents; 0 = unknown."""
+    `item_tokens`: a bound on any item's tokens (chunk tokens: the embedding model's, or words and
+    punctuation marks, `teola.compile.chunk_tokenizer`), known from configuration (the indexing node's
+    chunk_size) so it holds for any documents; 0 = unknown."""
 
     key: str
     n: int = 0

@@ -53,9 +53,12 @@ class GenOptions(Options):
 
 
 class IndexingOptions(Options):
-    chunk_size: int | None = Field(None, ge=1, le=8192, description="Tokens per chunk (default 256).")
+    chunk_size: int | None = Field(None, ge=1, le=8192, description="Tokens per chunk (default 256; see tokenizer).")
     chunk_overlap: int | None = Field(None, ge=0, le=8191, description="Tokens shared by consecutive chunks (default 30; below chunk_size).")
     max_chunks: int | None = Field(None, ge=1, le=100_000, description="Chunks the query's documents may make (default 20000).")
+    tokenizer: Literal["engine", "words"] | None = Field(
+        None, description="What chunk tokens are: 'engine' (default), the embedding engine's model tokenizer when "
+                          "its files are on disk, else words and punctuation marks; 'words': always those.")
     vectordb: Name | None = Field(None, description="Vector-store engine to ingest into as part of this node.")
 
 

@@ -1,11 +1,14 @@
 """How many retrieved chunks one LLM prompt holds: LlamaIndex's compact / tree_summarize repacking,
 planned at compile time from upper bounds (the graph's shape is fixed before retrieval runs).
 
-A chunk's size is bounded by its indexing node's `chunk_size` (`Port.item_tokens`, in
-`count_tokens` units: words and punctuation marks), so a compiled graph holds for any documents. The LLM's tokenizer splits text finer; `TOKEN_RATIO` bounds that:
-measured with SmolLM2's BPE on the shipped corpora (BoolQ, NarrativeQA, Wikipedia summaries), LLM
-tokens per counted token average 1.12-1.16 per 256-token chunk, 1.9 at most. A model whose
-tokenizer splits finer needs a larger `token_ratio` in the synthesis node's config.
+A chunk's size is bounded by its indexing node's `chunk_size` (`Port.item_tokens`, in chunk tokens:
+the embedding model's, `teola.compile.chunk_tokenizer`, or words and punctuation marks without one),
+so a compiled graph holds for any documents. The LLM's tokenizer may split text finer;
+`TOKEN_RATIO` bounds that. Measured with SmolLM2's BPE on 256-token chunks (of at least 64 tokens)
+of the shipped corpora (BoolQ, NarrativeQA, Wikipedia summaries): per MiniLM WordPiece token, LLM
+tokens average 1.03-1.07, 1.61 at most; per word or mark, 1.12-1.14, 1.84 at most. A model whose
+tokenizer splits finer than the chunk tokens needs a larger `token_ratio` in the synthesis node's
+config.
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ def context_budget(window: int, fixed_texts: list[str], reserved: int, ratio: fl
 def pack_ranges(n: int, item_tokens: int, budget: int, ratio: float = TOKEN_RATIO,
                 pack_size: int | None = None) -> list[tuple[int, int]]:
     """Consecutive [start, stop) ranges covering items 0..n-1, each as many items as fit `budget`
-    LLM tokens (items of at most `item_tokens` counted tokens); one item a range when the sizes are
+    LLM tokens (items of at most `item_tokens` chunk tokens); one item a range when the sizes are
     unknown, `pack_size` items when given."""
     n = max(1, n)
     if pack_size is not None:

@@ -9,8 +9,8 @@ from apps import advanced_rag, naive_rag, react_agent, search_generation, tool_a
 from teola import PrimOp
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
-# ~20 chunks: more than advanced RAG's top_k (16), so its question's own search does not return
-# every chunk; with a cross-encoder reranker (a folder never loaded: compiling reads only the
+# ~22 chunks (of the embedder's tokens; 20 of words and marks): more than advanced RAG's top_k (16),
+# so its question's own search does not return every chunk; with a cross-encoder reranker (a folder never loaded: compiling reads only the
 # options) the expanded searches can change the context and stay. The shipped bi-encoder reranker
 # ranks like the search, and the optimizer drops them (test_prune_covered_searches.py).
 CROSS_ENCODER = {"model": "/models/ms-marco-MiniLM-L-6-v2"}
@@ -107,7 +107,7 @@ def test_search_generation_has_condition_guarding_search():
 def test_cache_hits_on_same_shape_and_misses_on_new_config():
     app = advanced_rag.build(reranker=CROSS_ENCODER)
     a = app.compile(QUERY)
-    b = app.compile({"question": "Another question?", "documents": [DOC.replace("York", "Selby")]})
+    b = app.compile({"question": "Another question?", "documents": [DOC.replace("York", "Leeds")]})
     c = app.compile(QUERY, {"nodes": {"query_expansion": {"num_queries": 2}}})
     assert (a.cache_hit, b.cache_hit, c.cache_hit) == (False, True, False)
     assert a.inputs["query.question"] != b.inputs["query.question"]

@@ -136,7 +136,8 @@ def test_unknown_options_in_a_querys_node_config_are_named():
 def test_graph_size_options_are_bounded_and_the_graph_by_the_data():
     from apps import advanced_rag, naive_rag
 
-    query = {"question": "q?", "documents": [" ".join(f"w{i}" for i in range(1000))]}
+    # 1000 tokens of any count (words or the embedder's WordPiece): five chunks of 256
+    query = {"question": "q?", "documents": [" ".join(["river"] * 1000)]}
     for node, key in (("search", "top_k"), ("rerank", "top_n"), ("query_expansion", "num_queries")):
         with pytest.raises(ValueError, match=rf"config.nodes.{node}.{key}: Input should be less than or equal to"):
             advanced_rag.build().compile(query, {"nodes": {node: {key: 10**9}}})
