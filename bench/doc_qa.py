@@ -397,6 +397,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
                    help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
+    p.add_argument("--no-core-lending", action="store_true",
+                   help="the engines keep their home cores (share_cores off; engines/core_share.py) for both systems")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
@@ -442,6 +444,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             p.error(f"unknown size(s) in {args.sizes!r}; known: {', '.join(s.sizes)}")
         s.sizes = {k: v for k, v in s.sizes.items() if k in keep}
     command = "python -m bench.doc_qa " + " ".join(a for a in (argv))
+    if args.no_core_lending:
+        from bench import rag
+        for engine in ("llm", "embedding", "reranker"):
+            rag.ENGINE_OVERRIDES[engine] = {**rag.ENGINE_OVERRIDES.get(engine, {}), "share_cores": False}
     if args.remote_llm:
         return remote_main(s, args.quick, command.strip(), args.out)
     asyncio.run(_main(s, args.quick, command.strip(), args.out))

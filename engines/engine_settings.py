@@ -7,8 +7,11 @@ over its cores. Three layers, each overriding the one before:
      1..C-1 (instances of one engine get disjoint cores while there are enough), and the serving
      process keeps core 0 for its event loop and the sentence-transformers models, which compute one
      batch at a time (`exclusive`) on `torch_threads` = 1 thread, the embedder in batches of at most
-     CPU_EMBED_BATCH (8) chunks. Measured against vLLM's default layout in bench/results/engine_settings.md
-     and against larger batches in bench/results/embed_batch.md;
+     CPU_EMBED_BATCH (8) chunks. Those are the engines' home cores: with `share_cores` an engine that
+     has work while the others idle computes on all the cores (engines/core_lending.py), so one
+     query alone runs each step on the whole machine. Measured against vLLM's default layout in
+     bench/results/engine_settings.md, against larger batches in bench/results/embed_batch.md, and
+     with and without lending in bench/results/core_lending.md;
   2. tuned values from `teola tune` (`tuned_settings`: `<cache>/engine-settings.json`, by engine kind;
      with the sentence-transformers engines' max efficient batch, the knee of their measured
      latency curve);
@@ -26,12 +29,12 @@ from typing import Any
 
 from engines.hardware import Hardware
 from engines.paths import cache_dir
-from engines.vllm.layout import VLLM_KEYWORDS, parse_cpu_list
+from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list
 
 ST_KINDS = ("sentence_transformers", "reranker")
-SETTING_KEYS = {"vllm": ("worker_process", "cpu_threads_bind"),
-                "sentence_transformers": ("torch_threads", "exclusive", "max_efficient_batch"),
-                "reranker": ("torch_threads", "exclusive", "max_efficient_batch")}
+SETTING_KEYS = {"vllm": ("worker_process", "cpu_threads_bind", "share_cores"),
+                "sentence_transformers": ("torch_threads", "exclusive", "max_efficient_batch", "share_cores"),
+                "reranker": ("torch_threads", "exclusive", "max_efficient_batch", "share_cores")}
 TUNED_FILE = "engine-settings.json"
 # The embedder's max efficient batch on a CPU: on the apps' 256-token chunks one thread embeds
 # ~14 chunks/s at any batch from 1 to 16 and 9% fewer at 32, the engine's own default (sized for
@@ -51,9 +54,10 @@ def default_settings(kind: str, index: int, instances: int, hw: Hardware) -> dic
             share = max(1, len(llm_cores) // instances)
             start = (index * share) % len(llm_cores)
             mine = llm_cores[start:start + share] or llm_cores[-share:]
-            out["cpu_threads_bind"] = _cpu_list(mine)
+            out["cpu_threads_bind"] = cpu_list(mine)
+            out["share_cores"] = True
         return out
-    out = {"torch_threads": 1, "exclusive": True}
+    out = {"torch_threads": 1, "exclusive": True, "share_cores": True}
     if kind == "sentence_transformers":
         out["max_efficient_batch"] = CPU_EMBED_BATCH
     return out
@@ -117,11 +121,6 @@ def busy_threads(instances: list[tuple[str, Mapping[str, Any]]], hw: Hardware) -
     if st_threads:
         total += max(st_threads) if st_shared else sum(st_threads)
     return total
-
-
-def _cpu_list(cores: list[int]) -> str:
-    return f"{cores[0]}-{cores[-1]}" if len(cores) > 1 and cores[-1] - cores[0] == len(cores) - 1 \
-        else ",".join(map(str, cores))
 
 
 def report(hw: Hardware, tuned: Mapping[str, Mapping[str, Any]] | None = None,

@@ -8,10 +8,13 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any
 
+from engines.core_share import process_share
 from engines.protocol import EngineProfile, profile_with
 
 # sentence-transformers models created with exclusive=True compute one batch at a time in a process
 _EXCLUSIVE = threading.Lock()
+# they lend and borrow cores as one group (engines/core_share.py)
+SHARE_GROUP = "sentence_transformers"
 
 
 class SentenceTransformersAdapter(ABC):
@@ -21,22 +24,28 @@ class SentenceTransformersAdapter(ABC):
     library's choice: cuda if available, else cpu), max_batch, max_efficient_batch, torch_threads
     (torch's intra-op threads; process-wide, so the last model loaded sets it; None leaves torch's
     default) and exclusive (True: compute one batch at a time with every other exclusive model of the
-    process, so models that share cores do not run over each other). Defaults for the hardware come
-    from engines/engine_settings.py."""
+    process, so models that share cores do not run over each other) and share_cores (True, with
+    torch_threads: a batch computed while the process's other core-sharing engines (vLLM) are idle
+    uses one thread per core of the process instead of torch_threads; engines/core_share.py).
+    Defaults for the hardware come from engines/engine_settings.py."""
 
     ops: frozenset[str]
     default_profile: EngineProfile
 
     def __init__(self, name: str, device: str | None, max_batch: int | None, max_efficient_batch: int | None,
-                 torch_threads: int | None = None, exclusive: bool = False):
+                 torch_threads: int | None = None, exclusive: bool = False, share_cores: bool = False):
         if torch_threads is not None and (isinstance(torch_threads, bool) or not isinstance(torch_threads, int)
                                           or torch_threads < 1):
             raise ValueError(f"engine {name!r}: option torch_threads must be a positive int or omitted, "
                              f"got {torch_threads!r}")
         if not isinstance(exclusive, bool):
             raise ValueError(f"engine {name!r}: option exclusive must be true or false, got {exclusive!r}")
+        if not isinstance(share_cores, bool):
+            raise ValueError(f"engine {name!r}: option share_cores must be true or false, got {share_cores!r}")
         self.torch_threads = torch_threads
         self.exclusive = exclusive
+        self.share_cores = share_cores and torch_threads is not None
+        self._sharing = False
         if device is not None and not isinstance(device, str):
             raise ValueError(f"engine {name!r}: option device must be a torch device string like 'cpu' or "
                              f"'cuda:0', or omitted, got {device!r}")
@@ -53,6 +62,10 @@ class SentenceTransformersAdapter(ABC):
         """Load the model (a few seconds on CPU)."""
         if self._model is None:
             self._model = await asyncio.to_thread(self._load_with_threads)
+            if self.share_cores:
+                share = process_share()
+                share.join(SHARE_GROUP, share.all_cores[:self.torch_threads])
+                self._sharing = True
 
     def _load_with_threads(self) -> Any:
         if self.torch_threads is not None:
@@ -81,13 +94,28 @@ class SentenceTransformersAdapter(ABC):
         """One result per request, in order; the whole batch is one model call."""
         if op not in self.ops:
             raise ValueError(f"engine {self.name!r} ({type(self).__name__}) runs only {sorted(self.ops)}, not {op!r}")
-        return await asyncio.to_thread(self._compute, self._inputs(requests))
+        inputs = self._inputs(requests)
+        if not self._sharing:
+            return await asyncio.to_thread(self._compute, inputs, None)
+        share = process_share()
+        cores = await share.enter(SHARE_GROUP)
+        try:
+            return await asyncio.to_thread(self._compute, inputs, len(cores))
+        finally:
+            share.leave(SHARE_GROUP)
 
-    def _compute(self, inputs: list[Any]) -> list[Any]:
+    def _compute(self, inputs: list[Any], threads: int | None) -> list[Any]:
         if not self.exclusive:
-            return self._run(inputs)
+            return self._run_on(inputs, threads)
         with _EXCLUSIVE:
-            return self._run(inputs)
+            return self._run_on(inputs, threads)
+
+    def _run_on(self, inputs: list[Any], threads: int | None) -> list[Any]:
+        if threads is not None:
+            import torch
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
+        return self._run(inputs)
 
     async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
         """No partial outputs: yields (i, "final", result) per request after the batch."""
@@ -99,3 +127,6 @@ class SentenceTransformersAdapter(ABC):
 
     async def stop(self) -> None:
         self._model = None
+        if self._sharing:
+            process_share().leave_share(SHARE_GROUP)
+            self._sharing = False

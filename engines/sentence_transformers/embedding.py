@@ -6,6 +6,7 @@ worker thread so the event loop keeps serving other engines while the model comp
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from engines.requests import PrimOp
@@ -18,7 +19,7 @@ from engines.sentence_transformers.adapter import SentenceTransformersAdapter
 class EmbeddingEngine(SentenceTransformersAdapter):
     """Options: model (short name or sentence-transformers folder; default "all-minilm-l6-v2"),
     device (None = sentence-transformers' choice: cuda if available, else cpu), max_batch (64),
-    max_efficient_batch (32), torch_threads, exclusive (see SentenceTransformersAdapter).
+    max_efficient_batch (32), torch_threads, exclusive, share_cores (see SentenceTransformersAdapter).
 
     `calls` lists the batch size of every `execute` (one encode call each); `forward_batches` lists the
     batch size of every forward pass of the model, so a test can check that a batch is one model call.
@@ -32,10 +33,20 @@ class EmbeddingEngine(SentenceTransformersAdapter):
         """Its vectors are compared by cosine (engines.registry.kind_ranks_by)."""
         return f"cosine:{options.get('model', MINILM)}"
 
+    @staticmethod
+    def tokenizer_dir(options: dict[str, Any]) -> Path | None:
+        """Its model's folder when that holds a tokenizer.json (engines.registry.kind_tokenizer_dir);
+        None when the model is not on disk (a known name not prepared, a missing package)."""
+        try:
+            folder = resolve_model(options.get("model", MINILM))
+        except (ValueError, RuntimeError):
+            return None
+        return folder if (folder / "tokenizer.json").is_file() else None
+
     def __init__(self, name: str, model: str = MINILM, device: str | None = None,
                  max_batch: int | None = None, max_efficient_batch: int | None = None,
-                 torch_threads: int | None = None, exclusive: bool = False):
-        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive)
+                 torch_threads: int | None = None, exclusive: bool = False, share_cores: bool = False):
+        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores)
         self.model_name = model
         self.ranking = self.ranks_by({"model": model})
         self.forward_batches: list[int] = []

@@ -20,7 +20,7 @@ from engines.sentence_transformers.adapter import SentenceTransformersAdapter
 class RerankerEngine(SentenceTransformersAdapter):
     """Options: model (a CrossEncoder folder; omitted = the MiniLM cosine default), bi_encoder
     (the embedding model for the default; "all-minilm-l6-v2"), device (None = library choice),
-    max_batch (64), max_efficient_batch (32), torch_threads, exclusive (see SentenceTransformersAdapter)."""
+    max_batch (64), max_efficient_batch (32), torch_threads, exclusive, share_cores (see SentenceTransformersAdapter)."""
 
     ops = frozenset({PrimOp.RERANKING})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
@@ -32,11 +32,11 @@ class RerankerEngine(SentenceTransformersAdapter):
 
     def __init__(self, name: str, model: str | None = None, bi_encoder: str = MINILM,
                  device: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None,
-                 torch_threads: int | None = None, exclusive: bool = False):
+                 torch_threads: int | None = None, exclusive: bool = False, share_cores: bool = False):
         if model is not None and not isinstance(model, str):
             raise ValueError(f"engine {name!r}: option model must be the path of a sentence-transformers "
                              f"CrossEncoder folder, or omitted for the offline MiniLM cosine scorer")
-        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive)
+        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores)
         self.model_name = model
         self.bi_encoder_name = bi_encoder
         self.mode = "cross_encoder" if model is not None else "bi_encoder_cosine"

@@ -34,7 +34,8 @@ from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, strea
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
 from engines.request_checks import check_context
 from engines.requests import DECODE_OPS, PREFILL_OPS
-from engines.vllm.layout import spawn_layout
+from engines.core_share import process_share
+from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list, spawn_layout
 from engines.vllm.options import check_options
 from engines.vllm import kv_swap as vllm_kv_swap
 from engines.vllm.step_stats import StepCounter, StepCounts
@@ -68,7 +69,12 @@ class VLLMEngine:
     measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s), step_stats
     (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
     engines/vllm/step_stats.py), skip_known_prefixes (True: a partial prefill vLLM would not cache (under one
-    KV block) or whose blocks this instance sent moments ago returns at once, "skipped"; engines/llm_text/prefix_memo.py).
+    KV block) or whose blocks this instance sent moments ago returns at once, "skipped"; engines/llm_text/prefix_memo.py),
+    share_cores (False; True on a CPU, with cpu_threads_bind a list of cores and the model in the
+    engine-core process: the instance starts on all of the process's cores; while the other engines of
+    this process that share cores are idle, the instance computes on all of the process's cores, and
+    goes back to its own as soon as one of them has work; engines/core_share.py, on by default on
+    CPU machines through engines/engine_settings.py).
 
     `profile`: max_batch = max_num_seqs; max_inflight = max_num_seqs (the runtime hands it at most
     max_num_seqs requests at once, so what waits beyond that waits in teola's queues, in its
@@ -92,7 +98,7 @@ class VLLMEngine:
                  engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
                  cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
                  kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None,
-                 step_stats: bool = False, skip_known_prefixes: bool = True):
+                 step_stats: bool = False, skip_known_prefixes: bool = True, share_cores: bool = False):
         check_options(name, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
                       tensor_parallel_size=tensor_parallel_size, max_tokens=max_tokens,
                       max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
@@ -118,6 +124,10 @@ class VLLMEngine:
         self.max_tokens = max_tokens
         self.shutdown_timeout = shutdown_timeout
         self.cpu_threads_bind = cpu_threads_bind
+        if not isinstance(share_cores, bool):
+            raise ValueError(f"engine {name!r}: option share_cores must be true or false, got {share_cores!r}")
+        self.share_cores = share_cores
+        self._share_group: str | None = None  # its group in the process's core share, while sharing
         self.worker_process_option = worker_process
         self.worker_process: bool | None = None  # the layout in force, once started
         self.profile = EngineProfile(max_batch=max_num_seqs,
@@ -136,6 +146,10 @@ class VLLMEngine:
         if self._engine is not None:
             return
         await asyncio.to_thread(self._start_blocking)
+        if self._lends_cores():
+            self._share_group = f"vllm:{self.name}:{id(self)}"
+            share = process_share()
+            share.join(self._share_group, parse_cpu_list(self.cpu_threads_bind), self._use_cores, share.all_cores)
         if self.kv_swap:
             token = self.renderer.tokenizer(" the", add_special_tokens=False)["input_ids"][0]
             self.swap_costs = await vllm_kv_swap.measure_costs(self._engine, token, self.kv_swap_costs,
@@ -175,11 +189,16 @@ class VLLMEngine:
                     scheduling_policy="priority", disable_log_stats=True)
         if self.kv_swap:
             args.update(vllm_kv_swap.engine_args(self.kv_swap_bytes))
+        if self.share_cores and on_cpu:
+            args["worker_extension_cls"] = "engines.vllm.worker_cores.WorkerCores"
         args.update(self.engine_args)
         # the engine-core process takes its layout from the environment (and affinity) it is spawned
         # with; set for this instance only (instances start one after another), restored afterwards
         self.worker_process = (not on_cpu) if self.worker_process_option is None else self.worker_process_option
-        with spawn_layout(on_cpu, self.worker_process, self.cpu_threads_bind):
+        # a core-lending instance starts on every core (it shrinks to its own while others work):
+        # started on fewer, its OpenMP pool decodes slower once grown (docs/engines.md, core lending)
+        bind = cpu_list(process_share().all_cores) if self._lends_cores() else self.cpu_threads_bind
+        with spawn_layout(on_cpu, self.worker_process, bind):
             # no local name for the engine: a lingering reference to this frame must not keep it alive
             self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args), stat_loggers=(
                 [self.steps.factory] if self.steps is not None else None))
@@ -221,6 +240,9 @@ class VLLMEngine:
         """Shut the engine core down and wait for its processes to exit (about 5-8 s on CPU)."""
         engine, self._engine = self._engine, None
         self._owned.clear()
+        if self._share_group is not None:
+            process_share().leave_share(self._share_group)
+            self._share_group = None
         if engine is not None:
             handler = getattr(engine, "output_handler", None)
             if handler is not None:  # stop reading outputs first, so the exiting core is not reported as dead
@@ -281,8 +303,28 @@ class VLLMEngine:
     async def _run_batch(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:
         if self._engine is None or self.renderer is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        return await run_batch(self.name, "vllm", self.ops, op, requests, self.max_tokens,
-                               lambda i, req, em: self._one(op, i, req, em), emit)
+        if self._share_group is None:
+            return await run_batch(self.name, "vllm", self.ops, op, requests, self.max_tokens,
+                                   lambda i, req, em: self._one(op, i, req, em), emit)
+        share = process_share()
+        await share.enter(self._share_group)
+        try:
+            return await run_batch(self.name, "vllm", self.ops, op, requests, self.max_tokens,
+                                   lambda i, req, em: self._one(op, i, req, em), emit)
+        finally:
+            share.leave(self._share_group)
+
+    def _lends_cores(self) -> bool:
+        """Whether this instance takes part in core lending: asked for (`share_cores`), on a CPU, with
+        its model in a process bound to a list of cores."""
+        return (self.share_cores and self._drops_sampling_seeds and self.worker_process is False
+                and self.cpu_threads_bind is not None
+                and self.cpu_threads_bind not in VLLM_KEYWORDS)
+
+    async def _use_cores(self, cores: list[int]) -> None:
+        """Move the model's computation to `cores` (between two steps; engines/vllm/worker_cores.py)."""
+        if self._engine is not None:
+            await self._engine.collective_rpc("teola_use_cores", args=(cores,))
 
     def _params(self, prefill: bool, req: dict[str, Any], n_prompt: int) -> Any:
         from vllm import SamplingParams

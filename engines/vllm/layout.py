@@ -33,6 +33,17 @@ def parse_cpu_list(spec: str) -> list[int]:
     return sorted(set(cores))
 
 
+def cpu_list(cores: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5" (the inverse of `parse_cpu_list`)."""
+    runs: list[list[int]] = []
+    for c in sorted(set(cores)):
+        if runs and c == runs[-1][-1] + 1:
+            runs[-1].append(c)
+        else:
+            runs.append([c])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
 @contextmanager
 def spawn_layout(on_cpu: bool, worker_process: bool, cpu_threads_bind: str | None) -> Iterator[None]:
     """Set the environment (and, in-process on CPU, the calling thread's affinity) for spawning one

@@ -27,7 +27,8 @@ def test_two_core_cpu_defaults_put_no_more_busy_threads_than_cores():
     settings = resolved(hw)
     assert busy_threads(settings, hw) <= 2
     llm = dict(settings)["vllm"]
-    assert llm == {"worker_process": False, "cpu_threads_bind": "1"}
+    assert llm == {"worker_process": False, "cpu_threads_bind": "1", "share_cores": True}
+    assert all(opts["share_cores"] for _, opts in settings)  # home cores above, lent while the others idle
 
 
 def test_vllm_defaults_as_shipped_oversubscribe_and_are_reported():
@@ -57,7 +58,8 @@ def test_explicit_options_win_over_tuned_values_and_defaults():
     hw = Hardware(cores=4, gpu=False)
     tuned = {"vllm": {"worker_process": True}, "sentence_transformers": {"torch_threads": 3}}
     opts = resolve_options("vllm", {"cpu_threads_bind": "0-3", "model": "m"}, 0, 1, hw, tuned)
-    assert opts == {"worker_process": True, "cpu_threads_bind": "0-3", "model": "m"}  # tuned > default, explicit > all
+    assert opts == {"worker_process": True, "cpu_threads_bind": "0-3", "model": "m",  # tuned > default, explicit > all
+                    "share_cores": True}
     opts = resolve_options("sentence_transformers", {"torch_threads": 2}, 0, 1, hw, tuned)
     assert opts["torch_threads"] == 2 and opts["exclusive"] is True
     assert resolve_options("pgvector", {"dsn": "x"}, 0, 1, hw, tuned) == {"dsn": "x"}
