@@ -143,6 +143,9 @@ def report(hw: Hardware, tuned: Mapping[str, Mapping[str, Any]] | None = None,
         lines.append("GPU machine: vLLM's and torch's own defaults are kept")
     else:
         lines.append(f"threads computing at once when all are busy: {busy} on {hw.cores} core(s)")
+        lending = all(opts.get("share_cores") for kind, opts in resolved if kind in SETTING_KEYS)
+        lines.append("core lending: " + (f"on (an engine with work while the others idle computes on all {hw.cores} "
+                                         "cores; engines/core_share.py)" if lending else "off (each engine keeps its cores)"))
         from engines.hardware import cpu_llm_dtype
         native = cpu_llm_dtype("auto") == "auto"
         lines.append("vLLM dtype 'auto': " + ("the model's own (this CPU has native bfloat16)" if native

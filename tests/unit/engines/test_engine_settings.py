@@ -184,3 +184,11 @@ def test_a_simulated_engine_takes_the_profiled_machines_batch(monkeypatch):
     app = advanced_rag.build()
     use_profile(app, profile)
     assert app.engines["embedding"].max_efficient_batch == 32
+
+
+def test_the_report_says_whether_engines_lend_their_cores():
+    hw = Hardware(cores=2, gpu=False)
+    lines, _ = report(hw, tuned={})
+    assert any(line.startswith("core lending: on") and "all 2 cores" in line for line in lines)
+    lines, _ = report(hw, tuned={"vllm": {"share_cores": False}})
+    assert "core lending: off (each engine keeps its cores)" in lines
