@@ -397,6 +397,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
                    help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
+    p.add_argument("--cross-encoder-shape", action="store_true",
+                   help="both systems rerank with a cross-encoder-shaped reranker (MiniLM weights, untrained head: "
+                        "a real cross-encoder's cost, no cosine ranking, so teola's defaults keep the expansion); "
+                        "its answers are not a quality measure")
     p.add_argument("--no-core-lending", action="store_true",
                    help="the engines keep their home cores (share_cores off; engines/core_share.py) for both systems")
 
@@ -444,6 +448,9 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             p.error(f"unknown size(s) in {args.sizes!r}; known: {', '.join(s.sizes)}")
         s.sizes = {k: v for k, v in s.sizes.items() if k in keep}
     command = "python -m bench.doc_qa " + " ".join(a for a in (argv))
+    if args.cross_encoder_shape:
+        from bench import rag
+        rag.ENGINE_OVERRIDES["reranker"] = {**rag.ENGINE_OVERRIDES.get("reranker", {}), "cross_encoder_shape": True}
     if args.no_core_lending:
         from bench import rag
         for engine in ("llm", "embedding", "reranker"):

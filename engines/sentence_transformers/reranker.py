@@ -4,7 +4,14 @@ With `model=<path>` it runs that sentence-transformers `CrossEncoder` (what prod
 e.g. a local copy of cross-encoder/ms-marco-MiniLM-L-6-v2). No pip package ships cross-encoder weights,
 so the offline default is documented as what it is: the cosine similarity of MiniLM bi-encoder embeddings
 of the query and the text. That is a real relevance signal (the same model retrieval uses), not a trained
-reranker; `self.mode` says which one is running ("cross_encoder" or "bi_encoder_cosine").
+reranker; `self.mode` says which one is running ("cross_encoder", "bi_encoder_cosine" or
+"cross_encoder_shape").
+
+For benchmarks, `cross_encoder_shape=True` runs a `CrossEncoder` built on the bi-encoder's own weights
+with an untrained scoring head (seeded, so runs agree): it costs what a MiniLM cross-encoder costs (each
+(query, text) pair through the model together) and, like one, does not rank by the search's cosine,
+so no pass may prove the query expansion useless; its scores carry no relevance, so it is for timing
+studies only, never for answer quality.
 """
 from __future__ import annotations
 
@@ -19,7 +26,9 @@ from engines.sentence_transformers.adapter import SentenceTransformersAdapter
 
 class RerankerEngine(SentenceTransformersAdapter):
     """Options: model (a CrossEncoder folder; omitted = the MiniLM cosine default), bi_encoder
-    (the embedding model for the default; "all-minilm-l6-v2"), device (None = library choice),
+    (the embedding model for the default; "all-minilm-l6-v2"), cross_encoder_shape (False; True:
+    a cross-encoder's cost and ranking kind on the bi-encoder's weights, for timing studies; see the
+    module docstring), device (None = library choice),
     max_batch (64), max_efficient_batch (32), torch_threads, exclusive, share_cores (see SentenceTransformersAdapter)."""
 
     ops = frozenset({PrimOp.RERANKING})
@@ -28,19 +37,28 @@ class RerankerEngine(SentenceTransformersAdapter):
     @staticmethod
     def ranks_by(options: dict[str, Any]) -> str:
         """The default scores by the bi-encoder's cosine; a cross-encoder by what it learned ("")."""
-        return "" if options.get("model") is not None else f"cosine:{options.get('bi_encoder', MINILM)}"
+        if options.get("model") is not None or options.get("cross_encoder_shape"):
+            return ""
+        return f"cosine:{options.get('bi_encoder', MINILM)}"
 
     def __init__(self, name: str, model: str | None = None, bi_encoder: str = MINILM,
                  device: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None,
-                 torch_threads: int | None = None, exclusive: bool = False, share_cores: bool = False):
+                 torch_threads: int | None = None, exclusive: bool = False, share_cores: bool = False,
+                 cross_encoder_shape: bool = False):
+        if not isinstance(cross_encoder_shape, bool):
+            raise ValueError(f"engine {name!r}: option cross_encoder_shape must be true or false, got {cross_encoder_shape!r}")
+        if cross_encoder_shape and model is not None:
+            raise ValueError(f"engine {name!r}: cross_encoder_shape builds its CrossEncoder from the bi_encoder's "
+                             f"weights; give model= (a trained CrossEncoder) or cross_encoder_shape=True, not both")
         if model is not None and not isinstance(model, str):
             raise ValueError(f"engine {name!r}: option model must be the path of a sentence-transformers "
                              f"CrossEncoder folder, or omitted for the offline MiniLM cosine scorer")
         super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores)
         self.model_name = model
         self.bi_encoder_name = bi_encoder
-        self.mode = "cross_encoder" if model is not None else "bi_encoder_cosine"
-        self.ranking = self.ranks_by({"model": model, "bi_encoder": bi_encoder})
+        self.mode = ("cross_encoder" if model is not None else "cross_encoder_shape" if cross_encoder_shape
+                     else "bi_encoder_cosine")
+        self.ranking = self.ranks_by({"model": model, "bi_encoder": bi_encoder, "cross_encoder_shape": cross_encoder_shape})
 
     def _load(self) -> Any:
         configure_engine_env()
@@ -48,6 +66,12 @@ class RerankerEngine(SentenceTransformersAdapter):
             from sentence_transformers import CrossEncoder
 
             return CrossEncoder(str(resolve_model(self.model_name)), device=self.device)
+        if self.mode == "cross_encoder_shape":
+            import torch
+            from sentence_transformers import CrossEncoder
+
+            torch.manual_seed(0)  # the untrained head: the same scores in every run
+            return CrossEncoder(str(resolve_model(self.bi_encoder_name, prepare=True)), num_labels=1, device=self.device)
         from sentence_transformers import SentenceTransformer
 
         return SentenceTransformer(str(resolve_model(self.bi_encoder_name, prepare=True)), device=self.device)
@@ -58,7 +82,7 @@ class RerankerEngine(SentenceTransformersAdapter):
         if not pairs:
             return []
         self.calls.append(len(pairs))
-        if self.mode == "cross_encoder":
+        if self.mode != "bi_encoder_cosine":
             scores = model.predict(pairs, batch_size=len(pairs), show_progress_bar=False, convert_to_numpy=True)
             return [float(s) for s in scores]
         queries = sorted({q for q, _ in pairs})

@@ -48,3 +48,24 @@ async def test_cross_encoder_path_is_used_when_configured():
         assert engine.calls == [2]
     finally:
         await engine.stop()
+
+
+async def test_the_cross_encoder_shape_scores_pairs_jointly_the_same_in_every_run_and_ranks_by_no_cosine():
+    from engines.registry import kind_ranks_by
+
+    pairs = [{"query": QUERY, "text": t} for t in TEXTS]
+    runs = []
+    for _ in range(2):
+        engine = RerankerEngine("shape", cross_encoder_shape=True)
+        await engine.start()
+        try:
+            assert engine.mode == "cross_encoder_shape" and engine.ranking == ""
+            runs.append(await engine.execute("reranking", pairs))
+            assert engine.calls == [4]
+        finally:
+            await engine.stop()
+    assert runs[0] == runs[1] and len(set(runs[0])) == 4  # seeded head; each pair its own score
+    assert kind_ranks_by("reranker", {"cross_encoder_shape": True}) == ""  # so the expansion is never pruned
+    assert kind_ranks_by("reranker", {}) == "cosine:all-minilm-l6-v2"
+    with pytest.raises(ValueError, match="not both"):
+        RerankerEngine("bad", model="x", cross_encoder_shape=True)
