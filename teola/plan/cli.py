@@ -78,7 +78,8 @@ def add_commands(sub: Any) -> None:
     sp.add_argument("--json", action="store_true", help="print the plan file instead of the table")
     sp.set_defaults(handler=cmd_plan)
 
-    sp = sub.add_parser("run-job", help="execute a planned offline job on real engines (vLLM), stage by stage")
+    sp = sub.add_parser("run-job", help="execute a planned offline job through teola's runtime (an app's or Program's "
+                        "job through the app itself), stage by stage")
     sp.add_argument("job", help="the job file the plan was made for")
     sp.add_argument("--plan", required=True, help="a plan file written by teola plan --out")
     sp.add_argument("--trace", help="write each LLM call's output length as JSON lines (feeds the sampler)")

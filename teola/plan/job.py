@@ -1,6 +1,6 @@
 """Offline jobs: an app template over a data set, read from a JSON or YAML file (docs/planning.md).
 
-    {"name": "ensemble", "app": "ensembling",            # ensembling | routing | chain_summary | mix
+    {"name": "ensemble", "app": "ensembling",            # ensembling | routing | chain_summary | mix | app_queries | program_runs
      "dataset": "truthfulqa", "requests": 1000,          # questions (ensembling, routing)
      "models": {"a": {"profile": "a100-llama2-7b", "max_tokens": 256, "lengths": "answer"}, ...},
      "answerers": ["a", "b"], "fuser": "c",              # ensembling: every answerer answers, the fuser combines
@@ -8,12 +8,19 @@
      "summariser": "s", "evaluator": "e",                # chain_summary over "documents" of "dataset"
      "documents": 100, "chunk_words": 300, "max_chunks": null, "evaluations": 2,
      "parts": [{...}, {...}],                            # mix: sub-jobs planned together on the same GPUs
+     "target": "naive_rag", "queries": 40,               # app_queries: N queries of a teola app (teola.plan.app_job)
+     "steps_profile": "cpu-smollm2-135m", "samples": 8, "query": {...}, "config": {...}, "simulate": null,
+     "program": "mod:fn", "runs": 40,                    # program_runs (with "target"): N runs of a Program (teola.plan.program_job)
      "lengths": "lengths-smollm2-135m",                  # recorded output lengths (teola.plan.lengths)
      "seed": 0}
 
 A model entry: "profile" (default: the command line's --profile), "max_tokens" (default 256),
 "lengths" (which recorded stage's lengths it samples; default its stage), and "engine" (options of
-the real engine for `teola run-job`, e.g. {"temperature": 0.8}).
+the real engine for `teola run-job`, e.g. {"temperature": 0.8}). An app_queries job's models are
+the app's LLM engines, by engine name; its "steps_profile" (default --profile) sizes the queries'
+calls and non-LLM steps, "samples" queries are recorded, "query" / "config" replace the app's
+sample query / add query config, and "simulate": PROFILE runs every engine of the app as that
+profile's simulated engine in `teola run-job` (teola.plan.app_job).
 """
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-APPS = ("ensembling", "routing", "chain_summary", "mix")
+APPS = ("ensembling", "routing", "chain_summary", "mix", "app_queries", "program_runs")
 _MODEL_KEYS = {"profile", "max_tokens", "lengths", "engine"}
 
 
@@ -79,6 +86,9 @@ def parse_job(data: dict[str, Any], where: str = "job") -> Job:
         parts = [parse_job(p, f"{where}.parts[{i}]") for i, p in enumerate(data.get("parts") or [])]
         if len(parts) < 2:
             raise ValueError(f"{where}: a mix needs 'parts', a list of at least two sub-jobs")
+        if any(part.app in ("app_queries", "program_runs") for part in parts):
+            raise ValueError(f"{where}: a mix's parts are offline job kinds; app_queries and program_runs jobs "
+                             "run alone (run-job runs them through their app)")
         models: dict[str, ModelSpec] = {}
         for part in parts:
             clash = set(models) & set(part.models)
@@ -129,9 +139,28 @@ def _check_roles(app: str, data: dict[str, Any], models: dict[str, ModelSpec], w
             raise ValueError(f"{where}: routing needs 'routes', {{model: positive share}}")
         for m in routes:
             known("route", m)
+    elif app in ("app_queries", "program_runs"):
+        _check_app_queries(data, where)
     else:
         known("summariser", data.get("summariser"))
         if data.get("evaluator") is not None:
             known("evaluator", data["evaluator"])
     if app in ("ensembling", "routing") and not isinstance(data.get("requests"), int):
         raise ValueError(f"{where}: 'requests' (how many questions of the dataset) must be an int")
+
+
+def _check_app_queries(data: dict[str, Any], where: str) -> None:
+    if not isinstance(data.get("target"), str) or not data["target"]:
+        raise ValueError(f"{where}: {data['app']} needs 'target', a shipped app's name (e.g. naive_rag) or module:attr")
+    if data["app"] == "program_runs":
+        if not isinstance(data.get("program"), str) or ":" not in data["program"]:
+            raise ValueError(f"{where}: program_runs needs 'program', module:function of an async program(target, i)")
+        if not isinstance(data.get("runs"), int) or data["runs"] < 1:
+            raise ValueError(f"{where}: 'runs' (how many runs of the program) must be an int >= 1")
+    elif not isinstance(data.get("queries"), int) or data["queries"] < 1:
+        raise ValueError(f"{where}: 'queries' (how many queries of the app) must be an int >= 1")
+    if "samples" in data and (not isinstance(data["samples"], int) or data["samples"] < 1):
+        raise ValueError(f"{where}: 'samples' (queries recorded to size the calls) must be an int >= 1")
+    for key in ("query", "config"):
+        if data.get(key) is not None and not isinstance(data[key], dict):
+            raise ValueError(f"{where}: {key!r} must be a JSON object")

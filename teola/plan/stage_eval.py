@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from teola.plan.cost import Plan
 from teola.sim.replica import SimRequest, simulate_replica, work_until
-from teola.plan.workload import Workload
+from teola.plan.workload import Request, Workload
 
 Stage = dict[str, Plan]
 EPS = 1e-9
@@ -101,8 +101,7 @@ class StageEval:
         for r in reqs:
             if r.key in done:
                 continue
-            at = max((0.0 if k in st.done[u] else ready[u][k] if u in ready else math.inf
-                      for u, k in r.deps), default=0.0)
+            at = _ready_at(r, ready, st)
             if at == math.inf:
                 continue
             sr = SimRequest(r.key, r.prompt, r.target, max(0.0, at - load),
@@ -165,6 +164,16 @@ class StageEval:
                 progress[m] = {k: n for k, n in self.run(m, p, stage, horizon=d).progress.items() if k not in done[m]}
         stopping = {m: t - d for m, t in self.stops(stage).items() if t - d > EPS}
         return State(done, progress, loaded, left, stopping, st.time + d), d
+
+
+def _ready_at(r: Request, ready: dict[str, dict[int, float]], st: State) -> float:
+    """Stage-relative time at which request r's inputs exist, plus its non-LLM delay (an app
+    query's embedding, search...: counted from the job's start for a request without inputs, from
+    its inputs' finish in this stage otherwise; inputs finished in an earlier stage: none left)."""
+    if not r.deps:
+        return max(0.0, r.delay - st.time)
+    at = max((0.0 if k in st.done[u] else ready[u][k] if u in ready else math.inf for u, k in r.deps))
+    return at + r.delay if at > 0.0 else at
 
 
 def _split(groups: list[list[SimRequest]], dp: int) -> list[list[SimRequest]]:

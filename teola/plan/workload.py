@@ -10,6 +10,8 @@ from typing import Any
 
 from engines.sim.text import count_tokens
 from teola.plan import prompts
+from teola.plan import app_job, program_job
+from teola.plan.app_job import Call, count
 from teola.plan.cost import ModelCost
 from teola.plan.data import chunks, documents, questions
 from teola.plan.job import Job
@@ -28,6 +30,7 @@ class Request:
     after: int | None = None                  # predecessor on the same model (a chain)
     group: int = 0                            # requests of a group stay on one replica
     cached: int = 0                           # leading prompt tokens shared with the stage's other requests
+    delay: float = 0.0                        # seconds of non-LLM steps after its inputs exist (app queries)
 
 
 @dataclass
@@ -43,6 +46,7 @@ class Workload:
 class _Builder:
     def __init__(self, job: Job, profile: str | None, lengths: StageLengths | None) -> None:
         self.job = job
+        self.profile = profile
         self.lengths = lengths or load_lengths(job.lengths, seed=job.seed)
         self.costs: dict[str, ModelCost] = {}
         for name, spec in job.models.items():
@@ -67,8 +71,23 @@ class _Builder:
         shared = cost.template_tokens + round(count_tokens(prompts.shared_prefix(stage, n_up)) * cost.token_ratio)
         req = Request(key, stage, inputs, prompt, target, spec.max_tokens, deps, after, group,
                       min(cost.cached_tokens(shared), prompt - 1))
-        reqs.append(req)
-        for m, _ in deps:
+        return self._append(model, req)
+
+    def add_call(self, model: str, call: Call, inputs: dict[str, Any], deps: tuple[tuple[str, int], ...],
+                 after: int | None, group: int) -> Request:
+        """A recorded LLM call of an app query (teola.plan.app_job): its prompt as recorded."""
+        spec, cost = self.job.models[model], self.costs[model]
+        key = len(self.wl.requests[model])
+        cap = min(spec.max_tokens, call.max_tokens)
+        prompt = min(call.prompt, cost.max_model_len - 1)
+        target = self.lengths.sample(model, spec.lengths or call.component, f"{group}:{key}", cap)
+        target = max(1, min(target, cost.max_model_len - prompt))
+        return self._append(model, Request(key, call.component, inputs, prompt, target, cap, deps, after, group,
+                                           min(call.cached, prompt - 1), call.delay))
+
+    def _append(self, model: str, req: Request) -> Request:
+        self.wl.requests[model].append(req)
+        for m, _ in req.deps:
             self.wl.upstream[model].add(m)
         return req
 
@@ -112,4 +131,25 @@ def _chain_summary(b: _Builder, spec: dict[str, Any]) -> None:
                 b.add(spec["evaluator"], "evaluate", {"aspect": k}, ((spec["summariser"], prev),), group=d)
 
 
-_BUILD = {"ensembling": _ensembling, "routing": _routing, "chain_summary": _chain_summary}
+def _app_queries(b: _Builder, spec: dict[str, Any]) -> None:
+    """Each query's (or program run's) recorded LLM calls (teola.plan.app_job, program_job): a call
+    reading an earlier call of the same model waits for it on its replica (`after`, the latest such
+    call); one reading another model's call depends on it (`deps`)."""
+    recorded = (program_job if spec["app"] == program_job.KIND else app_job).record(spec, b.profile)
+    engines = {c.engine for q in recorded for c in q}
+    missing, extra = sorted(engines - set(b.job.models)), sorted(set(b.job.models) - engines)
+    if missing or extra:
+        raise ValueError(f"{spec['app']} of {spec['target']!r}: the job's 'models' must be the LLM engines its calls "
+                         f"use, {sorted(engines)}"
+                         + (f"; missing {missing}" if missing else "") + (f"; not LLM engines of it: {extra}" if extra else ""))
+    for i in range(count(spec)):
+        calls = recorded[i % len(recorded)]
+        made: list[Request] = []
+        for c in calls:
+            same = [made[d].key for d in c.deps if calls[d].engine == c.engine]
+            deps = tuple((calls[d].engine, made[d].key) for d in c.deps if calls[d].engine != c.engine)
+            made.append(b.add_call(c.engine, c, {"query": i}, deps, max(same) if same else None, i))
+
+
+_BUILD = {"ensembling": _ensembling, "routing": _routing, "chain_summary": _chain_summary,
+          "app_queries": _app_queries, "program_runs": _app_queries}
