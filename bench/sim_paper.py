@@ -1,6 +1,7 @@
 """SIMULATED: Teola's Fig. 8-10 set-up at GPU scale, on derived GPU profiles (teola.sim).
 
     python -m bench.sim_studies --study paper [--profile a100-llama2-7b-measured] [--queries 200] [--quick] [--docs large]
+    python -m bench.sim_studies --study paper --fig8 [--queries 200] [--quick]   (bench/sim_paper_fig8.py)
 
 Every number here is simulated: teola's unchanged runtime (passes, graph and engine schedulers,
 policies) on simulated engines in virtual time, with a profile derived from published GPU and model
@@ -138,11 +139,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="naive RAG, 2 systems, 40 queries, scale-out to 4")
     p.add_argument("--docs", choices=DOCS, default="small", help="document size (see the module docstring)")
     p.add_argument("--scale-out", action="store_true", help="with --docs large, also run the scale-out sweep")
+    p.add_argument("--fig8", action="store_true",
+                   help="Fig. 8's document-QA rows at the paper's set-up with the mechanism analysis "
+                        "(bench/sim_paper_fig8.py; page sim_teola_paper)")
     p.add_argument("--out", default=None, help="results name (default sim_paper, sim_paper_large with --docs large)")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench.sim_studies --study paper` (argv: the options given, for its page)."""
+    if args.fig8:
+        return _fig8(args, argv)
     global _docs
     _docs = args.docs
     out = args.out or ("sim_paper_large" if args.docs == "large" else "sim_paper")
@@ -163,6 +169,17 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     from bench.sim_paper_plots import plots
     for path in plots(data, RESULTS / out):
         print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _fig8(args: argparse.Namespace, argv: list[str]) -> int:
+    from bench.sim_paper_fig8 import slim, study
+    from bench.sim_paper_fig8_report import report
+    t0 = time.perf_counter()
+    data = study(8 if args.quick else args.queries, args.quick)
+    data["wall_s"] = time.perf_counter() - t0
+    data["command"] = "python -m bench.sim_studies --study paper " + " ".join(argv)
+    write_results(args.out or "sim_teola_paper", slim(data), report(data))
     return 0
 
 

@@ -4,6 +4,12 @@ from __future__ import annotations
 from typing import Any
 
 
+def _provenance(profile: str) -> str:
+    if profile.endswith("-measured"):
+        return "LLM built from operator timings measured on A100s elsewhere, other engines derived"
+    return "derived from published GPU and model figures"
+
+
 def _speedups(rows: list[dict[str, Any]]) -> list[str]:
     out = []
     for f in sorted({r["fraction"] for r in rows}):
@@ -28,7 +34,7 @@ def report(data: dict[str, Any]) -> str:
     docs = data.get("docs", "small")
     title = "" if docs == "small" else ", large documents"
     lines = [f"## SIMULATED: Teola Fig. 8-10 set-up on GPU profiles{title} (bench/sim_paper.py)", "",
-             f"**Simulated, not measured.** Profile `{data['profile']}` (derived from published GPU and model figures; "
+             f"**Simulated, not measured.** Profile `{data['profile']}` ({_provenance(data['profile'])}; "
              "its file lists the source of every number; no output-length samples, so every LLM call decodes its "
              "max_tokens). The simulator's measured error on this machine: bench/results/sim_fidelity_probe.md. "
              f"Command: `{data['command']}` ({data['wall_s']:.0f} s wall). {data['queries']} queries per point; "
