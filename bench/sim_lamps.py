@@ -42,6 +42,13 @@ does not); each call returns when it ends, as under vLLM's continuous batching; 
     measured online: the mean number of calls running at each admission); the call is ranked by
     memory over time under that same handling, and that handling is applied. Starvation threshold
     100 engine iterations.
+`--systems vLLM` runs vLLM as INFERCEPT's and LAMPS' scripts run it: FCFS in call order, every pause
+discarded (the call after the API is a new request at the back of the queue). INFERCEPT's equation 2
+prices recompute at `fwd_seconds_per_token` (a measured-operator profile has no per-token prefill
+coefficient: its token table's full chunk over its tokens). bench/sim_lamps_paper.py runs this module
+at LAMPS' own set-up (the "single" mix: one API call per request; fixed-length runs, `drain`; no prefix
+cache) and varies it (set-up keys: `api_scale` API durations, `length_scale` and `sigma` request lengths and
+their spread, `starvation` LAMPS' threshold, `engine_priority` LAMPS' order inside the engine: EnginePriority).
 `--systems FIFO-batches+INFERCEPT` runs the earlier baseline, teola's `fifo` policy, which sends
 calls as batches whose calls all return when the batch's longest one ends; `FCFS-request+INFERCEPT`
 orders calls by their request's arrival (vLLM's FCFS, under which a call continuing after its API
@@ -84,10 +91,15 @@ MIXES = {
                   "image": ((20.03, 7.8), (6.91, 3.93)), "tts": ((17.24, 7.6), (6.91, 3.93))},
     "toolbench": {"toolbench": ((1.72, 3.33), (2.45, 1.81))},
 }
+# LAMPS' single-API dataset (its §6.2: "a subset of the INFERCEPT dataset containing only a single API"; in
+# LAMPS' released runs every request of it pauses once): the INFERCEPT types, one API call per request
+MIXES["single"] = {kind: (duration, (1.0, 0.0)) for kind, (duration, _calls) in MIXES["infercept"].items()}
 RESPONSE_TOKENS = {"math": 8, "qa": 48, "ve": 24, "chatbot": 40, "image": 12, "tts": 8, "toolbench": 96}
 SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
-# the earlier baseline, kept for comparison (--systems): teola's `fifo` sends calls as batches that return together
-EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo", "FCFS-request+INFERCEPT": "fcfs-request"}
+# the earlier baseline, kept for comparison (--systems): teola's `fifo` sends calls as batches that return together;
+# vLLM as INFERCEPT's and LAMPS' scripts run it (an API call ends the request: its KV is discarded and the call
+# after the API is a new request at the back of the FCFS queue, recomputing its context)
+EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo", "FCFS-request+INFERCEPT": "fcfs-request", "vLLM": "fcfs"}
 CAP = 64           # calls running in the engine at once, for every system
 OUT_MEAN = 40
 TICK = 1.0         # seconds between load samples
@@ -96,7 +108,63 @@ DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 # the engine set-up of a run (run_point): calls teola lets into the engine, KV blocks (None: the
 # profile's), admission bound by free KV (bench.kv_admission), LAMPS' profiled calls per batch (None:
 # measured online)
-DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None, "predictions": None}
+DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None, "predictions": None,
+                 "prefix_caching": True, "drain": None, "api_scale": 1.0, "length_scale": 1.0,
+                 "starvation": None, "engine_priority": False, "sigma": 0.8}
+
+
+def fwd_seconds_per_token(entry: dict[str, Any]) -> float:
+    """Seconds of model forwarding per recomputed context token (INFERCEPT's T_fwd(C) / C, LAMPS'
+    recompute cost): the profile's `prefill_token`, or for a profile whose token table holds the
+    per-token work (`teola profile --from-measured`: prefill_token 0) a full prefill chunk's
+    iteration (max_num_batched_tokens tokens, attention not counted) over its tokens. With 0 here
+    INFERCEPT's equation 2 prices discarding at nothing and every pause is discarded."""
+    cost = entry["cost"]
+    if float(cost.get("prefill_token", 0.0)) > 0:
+        return float(cost["prefill_token"])
+    chunk = int(entry.get("max_num_batched_tokens", 2048))
+    return _iteration_cost(entry).step_seconds(chunk, 0) / chunk
+
+
+def _iteration_cost(entry: dict[str, Any]) -> Any:
+    """The profile entry's iteration cost without its context and attention terms (LAMPS' step_s
+    and recompute price: a decode step of a batch, a prefill chunk)."""
+    from engines.sim.cost import IterationCost
+
+    cost = entry["cost"]
+    return IterationCost(**{k: cost[k] for k in ("base", "prefill_token", "decode_seq", "token_table") if k in cost})
+
+
+class EnginePriority:
+    """LAMPS' ranking carried into the engine (set-up "engine_priority", a mechanism check of
+    bench.sim_lamps_paper's sweep): each call it
+    sends gets its LAMPS score as the request's priority (preserved continuations and starving
+    requests first), and the simulated engine runs with `scheduling="priority"`, so the engine's own
+    waiting queue (calls preempted when KV runs out) and its preemption victims follow LAMPS' order,
+    as LAMPS on vLLM 0.2 sorts vLLM's waiting and running queues by its policy. Without it the
+    engine keeps its own FCFS order for what is already inside it. `policy`: the (possibly
+    KVAdmission-wrapped) `lamps` policy; every other attribute is the policy's."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.policy, name)
+
+    def schedule(self, queue: Any, now: float, limits: Any) -> Any:
+        from teola.policies.base import Pick, resumes_preserved
+        from teola.programs.lamps import request_key
+
+        decision = self.policy.schedule(queue, now, limits)
+        scores, starving = self.policy.scores, self.policy.starving
+        picks = []
+        for p in decision.picks:
+            e = p.entry
+            rank = (-2 if resumes_preserved(e) else -1 if request_key(e) in starving
+                    else int(min(scores.get(e, 0.0), 2 ** 62)))
+            picks.append(Pick(e, p.count, rank))
+        decision.picks = picks
+        return decision
 
 
 def prediction_ratios(path: str) -> list[float]:
@@ -131,26 +199,31 @@ def lognormal_params(mean: float, std: float) -> tuple[float, float]:
 
 
 def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict[str, Any] | None = None,
-             out_cap: int = 256) -> list[dict[str, Any]]:
+             out_cap: int = 256, length_scale: float = 1.0, sigma: float = 0.8) -> list[dict[str, Any]]:
     """n requests with Poisson arrivals at `rate` per second (see the module docstring); `types`
     replaces the mix's API types (name -> ((duration mean, std), (calls mean, std))), `out_cap`
-    the largest segment."""
+    the largest segment; `length_scale` multiplies prompt words and segment tokens (mean and cap; the
+    same draws, so 1.0 is the default workload), and a request's segments are then cut to fit
+    `max_len` if they must; `sigma` is the segments' lognormal shape (their spread; the mean stays)."""
     rng = random.Random(f"{mix}:{seed}")
     types = MIXES[mix] if types is None else types
     t, out = 0.0, []
-    sigma = 0.8
-    mu = math.log(OUT_MEAN) - sigma * sigma / 2
+    mu = math.log(OUT_MEAN * length_scale) - sigma * sigma / 2
+    cap = round(out_cap * length_scale)
     for i in range(n):
         t += rng.expovariate(rate)
         kind = rng.choice(sorted(types))
         (d_mean, d_std), (k_mean, k_std) = types[kind]
-        words = rng.randint(100, 400)
+        words = min(round(rng.randint(100, 400) * length_scale), int((max_len - 400) / 1.3))  # the prompt fits
         k = max(1, round(rng.gauss(k_mean, k_std)))
-        segs = [min(out_cap, max(4, round(rng.lognormvariate(mu, sigma)))) for _ in range(k + 1)]
+        segs = [min(cap, max(4, round(rng.lognormvariate(mu, sigma)))) for _ in range(k + 1)]
         budget = max_len - 1.3 * words - 128  # words and response words count ~1.3 tokens; template tokens
         while k > 1 and sum(segs) + 1.3 * k * RESPONSE_TOKENS.get(kind, 48) > budget:
             k -= 1
             segs.pop()
+        room = budget - 1.3 * k * RESPONSE_TOKENS.get(kind, 48)
+        if sum(segs) > room:  # one call still too long for the model (long prompts): shorten its segments
+            segs = [max(4, int(s * room / sum(segs))) for s in segs]
         # lognormal with the table's moments: a Normal(mean, std) clipped at 0 averages more than the
         # table's mean when std is large (ToolBench's 1.72 s: 2.36 s), while INFERCEPT's handling is given
         # the table's mean and LAMPS learns the durations' own (issue 18). One gauss draw each, as before,
@@ -168,6 +241,8 @@ def handling_for(system: str, policy: Any, kind: str, context: int, other: int, 
     replaces it at the pause: `infercept_at_pause`)."""
     if system == "LAMPS":
         return "auto"
+    if system == "vLLM":
+        return "discard"
     return infercept(costs, kind, context, other)
 
 
@@ -237,7 +312,8 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
             "handlings": handlings}
 
 
-async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TICK) -> dict[str, Any]:
+async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TICK,
+                 overload: int = OVERLOAD) -> dict[str, Any]:
     """The engine's load every `tick` seconds over [start, stop): calls running in it, calls waiting
     (teola's queue + the engine's), paused calls holding KV (preserved), KV blocks in use; and the
     engine's busy time and swap stalls over the span. Stops early ("overloaded_at") once more than
@@ -255,7 +331,7 @@ async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TIC
         used.append(1 - llm.pool.free / llm.pool.num_blocks)
         held_kv.append(sum(e.held.blocks for e in llm.paused.values() if e.held is not None) / llm.pool.num_blocks)
         in_engine.append(len(llm.waiting))
-        if waiting[-1] > OVERLOAD:
+        if waiting[-1] > overload:
             overloaded = loop.time()
             break
         await asyncio.sleep(tick)
@@ -283,22 +359,27 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     from teola.sim.virtual_loop import run_virtual
 
     prof = load_profile(profile)
-    if setup["kv_blocks"]:
-        prof = {**prof, "engines": {**prof["engines"], "vllm": {**prof["engines"]["vllm"],
-                                                                "num_blocks": setup["kv_blocks"]}}}
-    entry = prof["engines"]["vllm"]
-    cost, block = entry["cost"], int(entry.get("block_size", 16))
-    means = {k: v[0][0] for k, v in MIXES[mix].items()}
-    costs = {"fwd": cost["prefill_token"], "swap": float(entry.get("swap_seconds_per_block", 0.0)) / block,
-             "api_means": means, "ratios": prediction_ratios(setup["predictions"]) if setup["predictions"] else None}
     policy = {**SYSTEMS, **EXTRA_SYSTEMS}[system]
+    ranked_engine = setup["engine_priority"] and policy == "lamps"
+    engine = {**prof["engines"]["vllm"], "enable_prefix_caching": setup["prefix_caching"],
+              **({"num_blocks": setup["kv_blocks"]} if setup["kv_blocks"] else {}),
+              **({"scheduling": "priority"} if ranked_engine else {})}  # the profile entry's engine settings
+    prof = {**prof, "engines": {**prof["engines"], "vllm": engine}}
+    entry = prof["engines"]["vllm"]
+    block = int(entry.get("block_size", 16))
+    scale = float(setup["api_scale"])  # every API type's duration (mean and std) times this
+    types = {k: ((d * scale, sd * scale), calls) for k, ((d, sd), calls) in MIXES[mix].items()}
+    means = {k: v[0][0] for k, v in types.items()}
+    costs = {"fwd": fwd_seconds_per_token(entry), "swap": float(entry.get("swap_seconds_per_block", 0.0)) / block,
+             "api_means": means, "ratios": prediction_ratios(setup["predictions"]) if setup["predictions"] else None}
     batch = setup["lamps_batch"] or "measured"
-    options = {"lamps": {"step_s": cost["base"] + (setup["lamps_batch"] or cap) * cost["decode_seq"],
+    options = {"lamps": {"step_s": _iteration_cost(entry).step_seconds(0, setup["lamps_batch"] or cap),
                          "fwd_s_per_token": costs["fwd"], "swap_s_per_token": costs["swap"], "api_defaults": means,
-                         "batch_size": batch}}.get(policy, {})
+                         "batch_size": batch, **({"starvation": setup["starvation"]} if setup["starvation"] else {})}
+               }.get(policy, {})
     horizon = warmup + window + cooldown
     reqs = [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, int(entry.get("max_model_len", 4096)),
-                                seed) if r["arrival"] < horizon]
+                                seed, types=types, length_scale=setup["length_scale"], sigma=setup["sigma"]) if r["arrival"] < horizon]
 
     async def scenario() -> dict[str, Any]:
         llm = simulated_engine("llm", "vllm", prof, {"max_num_seqs": cap})
@@ -307,14 +388,22 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
         await rt.start()
         if setup["kv_admission"]:
             rt.schedulers["llm"].policy = KVAdmission(rt.schedulers["llm"].policy, llm)
+        if ranked_engine:
+            rt.schedulers["llm"].policy = EnginePriority(rt.schedulers["llm"].policy)
         decided: dict[str, str] = {}
-        if system != "LAMPS":
+        if system not in ("LAMPS", "vLLM"):
             llm.decide_pause = infercept_at_pause(costs, {r["id"]: r["type"] for r in reqs}, decided)
         tasks = [asyncio.ensure_future(one(rt, llm, r, system, costs, decided)) for r in reqs]
         measured = [t for t, r in zip(tasks, reqs) if warmup <= r["arrival"] < warmup + window]
         try:
-            load = await sample(rt, llm, warmup, warmup + window)
-            done = [] if load["overloaded_at"] is not None else await asyncio.gather(*measured)
+            if setup["drain"] is None:
+                load = await sample(rt, llm, warmup, warmup + window)
+                done = [] if load["overloaded_at"] is not None else await asyncio.gather(*measured)
+            else:  # a fixed-length run: what finished by the window's end + drain counts, whatever the queue
+                load = await sample(rt, llm, warmup, warmup + window, overload=math.inf)
+                loop = asyncio.get_running_loop()
+                await asyncio.wait(measured, timeout=max(0.0, warmup + window + setup["drain"] - loop.time()))
+                done = [t.result() for t in measured if t.done() and not t.cancelled()]
         finally:  # requests of the cool-down still running only kept the load on
             for t in tasks:
                 t.cancel()
@@ -326,6 +415,7 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     res = run_virtual(scenario())
     out = {"mix": mix, "system": system, "rate": rate, "requests": len(reqs),
            **summarize(res["done"], warmup, window), "load": res["load"],
+           "unfinished": sum(1 for r in reqs if warmup <= r["arrival"] < warmup + window) - len(res["done"]),
            "preemptions": res["stats"]["preemptions"], "wall_s": time.perf_counter() - t0}
     out["steady"] = bool(res["done"]) and steady(res["load"]["waiting_series"], TICK, window, out["halves"], cap)
     return out

@@ -157,8 +157,8 @@ def markdown(data: dict[str, Any], cap: int, overload: int) -> str:
     title = ("## SIMULATED: load per arrival rate for bench.sim_lamps (rate sweep)" if sweep else
              "## SIMULATED: LAMPS vs FCFS + INFERCEPT vs SJF on API-augmented requests at steady state (issue 18)")
     lines = [title, "",
-             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min" + (f" at nice {data['nice']}" if data.get('nice') else "") + f"). **Simulated** on the derived "
-             f"`{data['profile']}` profile (not measured); one instance; {admission(data, cap)}. "
+             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min" + (f" at nice {data['nice']}" if data.get('nice') else "") + f"). **Simulated** on the "
+             f"`{data['profile']}` profile (docs/simulator.md: what in it is measured, derived or assumed); one instance; {admission(data, cap)}. "
              f"Poisson arrivals for {data['warmup']:g} s of warm-up + {data['window']:g} s measured + "
              f"{data['cooldown']:g} s of cool-down (simulated time); only requests arriving in the measured window "
              "count; ± is the 95% interval from 10 batch means (bench/sim_lamps_report.py). Workload and assumptions: "
