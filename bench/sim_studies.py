@@ -1,6 +1,6 @@
 """The simulator's studies: how faithful it is against the real engines (fidelity, trace_diff,
 step_shape, cost_forms), how fast it is (speed), and the SIMULATED studies at the papers' scale
-(paper, paper_plots, programs, lamps).
+(paper, paper_plots, programs, autellix, lamps).
 
 Usage: python -m bench.sim_studies --study NAME [options]; `--study NAME --help` lists a study's
 options (the same as the module's former command: docs/benchmarks.md maps old commands to new)."""
@@ -20,7 +20,10 @@ STUDIES = {
     "paper": "sim_paper",              # SIMULATED: Teola Fig. 8-10 on GPU profiles
     "paper_plots": "sim_paper_plots",  # PNG plots of a sim_paper result file
     "programs": "sim_programs",        # SIMULATED: program scheduling at Autellix's scale
+    "autellix": "sim_autellix",        # SIMULATED: Autellix Fig. 12 at its set-up
     "lamps": "sim_lamps",              # SIMULATED: LAMPS vs INFERCEPT vs SJF
+    "lamps_paper": "sim_lamps_paper",  # SIMULATED: LAMPS' Fig. 6 at its set-up vs INFERCEPT and vLLM
+    "lamps_profile": "sim_lamps_profile",  # the GPT-J 6B profile of LAMPS' set-up from measured operators
 }
 
 
