@@ -164,7 +164,7 @@ async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict
     tools = ToolEngine("tools", wikipedia=True, timeout=60, http_tools=[
         {"name": "web", "url": url + "/search?query={query}", "timeout": 60, "description": "web search"}])
     app = build(tool_names=TOOLS, handling="auto", max_rounds=2)
-    app.register_engine(Engine("llm", kind="vllm", model=MODEL, max_efficient_batch=CAP, max_batch=16), backend=llm)
+    app.register_engine(Engine("llm", kind="vllm", model=MODEL, max_efficient_batch=CAP, max_batch=16, admission="efficient_batch"), backend=llm)
     app.register_engine(Engine("tools", kind="tool"), backend=tools)
     await app.start(policy="fcfs", policy_options={"lamps": lamps}, length_predictor=segments,
                     pause_costs={"fwd_s_per_token": fwd, "swap_s_per_token": swap, "api_defaults": API_MEANS})

