@@ -36,7 +36,7 @@ TOPICS = [
     ("LAMPS and calls that pause for tools, real engines", ("lamps_real", "agent_real", "length_predictor")),
     ("Simulator fidelity and speed (measured against the real engines)", ("sim_fidelity", "sim_trace_diff",
                                                                           "step_shape", "cost_forms", "sim_speed",
-                                                                          "gpu_profiles")),
+                                                                          "gpu_profiles", "gpu_profile_validation")),
     ("SIMULATED: Teola paper set-up on GPU profiles", ("sim_paper", "sim_teola")),
     ("SIMULATED: program scheduling at Autellix's scale", ("sim_programs", "sim_autellix")),
     ("SIMULATED: LAMPS", ("sim_lamps",)),

@@ -1,6 +1,7 @@
 """The simulator's studies: how faithful it is against the real engines (fidelity, trace_diff,
-step_shape, cost_forms), how fast it is (speed), and the SIMULATED studies at the papers' scale
-(paper, paper_plots, programs, autellix, lamps).
+step_shape, cost_forms), its GPU profiles (gpu_profiles; gpu_validation, SIMULATED against published
+figures), how fast it is (speed), and the SIMULATED studies at the papers' scale (paper, paper_plots,
+programs, autellix, lamps).
 
 Usage: python -m bench.sim_studies --study NAME [options]; `--study NAME --help` lists a study's
 options (the same as the module's former command: docs/benchmarks.md maps old commands to new)."""
@@ -16,6 +17,7 @@ STUDIES = {
     "step_shape": "step_shape",        # a vLLM decode step against batch size (real engine)
     "cost_forms": "cost_forms",        # decode-step cost forms against stored profiles (offline)
     "gpu_profiles": "gpu_profiles",    # derived vs measured-operator GPU profiles per iteration (offline)
+    "gpu_validation": "gpu_profile_validation",  # SIMULATED: measured GPU profiles vs published end-to-end figures
     "speed": "sim_speed",              # how fast the simulator is
     "paper": "sim_paper",              # SIMULATED: Teola Fig. 8-10 on GPU profiles
     "paper_plots": "sim_paper_plots",  # PNG plots of a sim_paper result file
