@@ -51,6 +51,9 @@ BASELINES = PAPER_BASELINES
 # --keep-expansion: teola with pass prune_covered_searches off on advanced RAG (what the pass saves)
 KEEP_EXPANSION = "teola, expansion kept"
 TEOLA_PASSES = {"teola": {}, KEEP_EXPANSION: {"prune_covered_searches": False}}
+# --langgraph (with --remote-llm): LangGraph's graph with ChatOpenAI on the same server
+# (bench/langgraph_rag.py), on the flows whose synthesis is compact
+LANGGRAPH = "LangGraph"
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Settings:
     keep_expansion: bool = False              # also run KEEP_EXPANSION on advanced RAG
     embedding_batch: int | None = None        # None: the embedder's shipped max efficient batch
     baselines: tuple[str, ...] = ()           # BASELINES also run, on the default flows (not same_mode)
+    langgraph: bool = False                   # LANGGRAPH also runs (remote LLM only, compact flows)
 
     @classmethod
     def quick(cls) -> Settings:
@@ -121,7 +125,8 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
     return rec
 
 
-async def llamaindex_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[str, Any]:
+async def library_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[str, Any]:
+    """One query of a library baseline (LlamaIndex or LangGraph: `aquery(question, documents)`)."""
     t0 = time.perf_counter()
     rec: dict[str, Any] = {"arrival": arrival}
     try:
@@ -143,6 +148,15 @@ class Systems:
 
         self.app, self.nodes, self.names = app, nodes, names
         self.rag = LlamaIndexRAG.from_app(app, nodes, prompts)
+        self.langgraph = None
+        if LANGGRAPH in names:
+            from bench import rag
+            from bench.langgraph_rag import LangGraphRAG
+
+            if not SERVER_URLS:
+                raise ValueError("the LangGraph baseline calls a `vllm serve` process: run with --remote-llm")
+            model = rag.ENGINE_OVERRIDES["llm"]["model"]
+            self.langgraph = LangGraphRAG.from_app(app, f"{SERVER_URLS[0]}/v1", model, nodes)
         self.steps: dict[str, Any] = {}  # vLLM's engine-step counts of the last run (LLM with step_stats)
         self.inflight: dict[str, Any] = {}  # requests running on each `vllm serve` during the last run
 
@@ -152,7 +166,9 @@ class Systems:
         if system in BASELINES:
             config, policy = RAG_SYSTEMS[system]
             return await teola_query(self.app, q, self.nodes, arrival, config.get("passes"), policy)
-        return await llamaindex_query(self.rag, q, arrival)
+        if system == LANGGRAPH:
+            return await library_query(self.langgraph, q, arrival)
+        return await library_query(self.rag, q, arrival)
 
     async def run(self, system: str, queries: list[dict[str, Any]], arrivals: list[float] | None) -> list[dict[str, Any]]:
         from engines.vllm.serve_metrics import RunningSampler
@@ -220,12 +236,17 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
     return points
 
 
+def synthesis_mode(app: Any) -> str:
+    """The app template's synthesis mode (teola's default: compact)."""
+    return next((n.config.get("mode", "compact") for n in app.nodes if n.kind == "synthesis"), "compact")
+
+
 async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items()}, "runs": {}}
     for name in s.apps if s.sizes else ():
         app = apps[name]
         names = (SYSTEMS + ((KEEP_EXPANSION,) if s.keep_expansion and name == "advanced_rag" else ())
-                 + tuple(s.baselines))
+                 + ((LANGGRAPH,) if s.langgraph and synthesis_mode(app) == "compact" else ()) + tuple(s.baselines))
         systems = Systems(app, {}, "library", names)
         for size, distractors in s.sizes.items():
             queries = narrative_qa_queries(max(s.n_alone, s.n_load), distractors, s.seed)
@@ -260,10 +281,10 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
             load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:g}x)"
             base = row.get("LlamaIndex", {}).get("mean")
             teola = row.get("teola", {}).get("mean")
-            for system in [k for k in (*SYSTEMS, KEEP_EXPANSION, *BASELINES) if k in row]:
+            for system in [k for k in (*SYSTEMS, KEEP_EXPANSION, LANGGRAPH, *BASELINES) if k in row]:
                 r = row.get(system, {})
                 speed = ""
-                if system in BASELINES:  # teola's speed over this baseline
+                if system in (LANGGRAPH, *BASELINES):  # teola's speed over this baseline
                     speed = f"{r['mean'] / teola:.2f}x" if teola and r.get("mean") else ""
                 elif system != "LlamaIndex" and base and r.get("mean"):
                     speed = f"{base / r['mean']:.2f}x"
@@ -302,14 +323,18 @@ def markdown(data: dict[str, Any], command: str) -> str:
               "every LLM call of both systems crosses HTTP. (LlamaIndex's own `OpenAILike` class is not used: "
               "its current release needs llama-index-core 0.14 instead of the pinned 0.12, and the release that "
               "fits 0.12 (llama-index-llms-openai-like 0.4) would downgrade the openai client to 1.x and "
-              "transformers to 4.57 under vLLM.)", ""]
+              "transformers to 4.57 under vLLM.)"
+              + (" **LangGraph** (`bench/langgraph_rag.py`) runs advanced RAG as a LangGraph graph whose LLM calls go "
+                 "through LangChain's `ChatOpenAI` (the official `openai` client) to the same server: expansion and "
+                 "ingestion in one super-step, then retrieval, reranking and one compact synthesis call, with teola's "
+                 "prompt texts and the same non-LLM engines." if s.get("langgraph") else ""), ""]
              if data.get("remote_llm") else []),
            (__doc__ or "").split("\n\n", 1)[1].strip(), "",
            f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}"
            + (f", Poisson arrivals of trial {s['trial']} (seed {s['seed'] + s['trial']})" if s.get("trial") else "")
            + "; distractor stories per "
            f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster); on a "
-           "row of a Teola-paper baseline (LlamaDist, LlamaDistPC), that baseline's mean latency / teola's. "
+           "row of LangGraph or a Teola-paper baseline (LlamaDist, LlamaDistPC), that system's mean latency / teola's. "
            "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties. "
            f"teola's embedder max efficient batch (stage decomposition splits indexing at it): "
            f"{_embed_batch(s, data.get('embedding_batch_used'))}.", "",
@@ -397,6 +422,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
                    help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
+    p.add_argument("--langgraph", action="store_true",
+                   help="with --remote-llm: also run LangGraph (bench/langgraph_rag.py, ChatOpenAI on the same server) "
+                        "on the flows with compact synthesis (advanced RAG)")
     p.add_argument("--cross-encoder-shape", action="store_true",
                    help="both systems rerank with a cross-encoder-shaped reranker (MiniLM weights, untrained head: "
                         "a real cross-encoder's cost, no cosine ranking, so teola's defaults keep the expansion); "
@@ -455,6 +483,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         from bench import rag
         for engine in ("llm", "embedding", "reranker"):
             rag.ENGINE_OVERRIDES[engine] = {**rag.ENGINE_OVERRIDES.get(engine, {}), "share_cores": False}
+    if args.langgraph:
+        if not args.remote_llm:
+            p.error("--langgraph needs --remote-llm: LangGraph's ChatOpenAI calls an OpenAI-compatible server")
+        s.langgraph = True
     if args.remote_llm:
         return remote_main(s, args.quick, command.strip(), args.out)
     asyncio.run(_main(s, args.quick, command.strip(), args.out))

@@ -107,13 +107,14 @@ class CallLog:
     """The engine calls of one query, as trace entries shaped like teola's per-primitive trace
     (seconds from the query's start; LlamaIndex calls an engine directly, so queued == started)."""
 
-    def __init__(self) -> None:
+    def __init__(self, system: str = "llamaindex") -> None:
         self.t0 = time.perf_counter()
+        self.system = system  # the entries' primitive names start with it
         self.entries: list[dict[str, Any]] = []
 
     def add(self, engine: str, op: str, n: int, started: float, result: list[Any]) -> None:
         entry: dict[str, Any] = {
-            "primitive": f"llamaindex.{op}{len(self.entries)}", "op": op, "engine": engine, "status": "ok",
+            "primitive": f"{self.system}.{op}{len(self.entries)}", "op": op, "engine": engine, "status": "ok",
             "queued": started - self.t0, "started": started - self.t0,
             "finished": time.perf_counter() - self.t0, "batch_size": n}
         if op == "decoding" and result and isinstance(result[0], dict):

@@ -110,7 +110,7 @@ class Program:
 
     async def call_with_tools(self, prompt: str, tools: Mapping[str, Any], parent_ids: Iterable[str] | None = None,
                               call_id: str | None = None, max_rounds: int = 4, handling: str = "auto",
-                              **gen: Any) -> CallResult:
+                              start: str | None = None, **gen: Any) -> CallResult:
         """One LLM call that may pause for tools (teola.api.tool_calls): the model writes
         `<tool>{"name", "arguments"}</tool>`, generation stops, `tools[name](**arguments)` (sync or
         async) runs, and the call continues with the result, up to `max_rounds` tool calls.
@@ -118,7 +118,11 @@ class Program:
         handling: what the engine does with the call's KV during each tool call: "auto" (INFERCEPT's
         least waste, with the engine policy's per-tool duration estimates), "preserve", "discard" or
         "swap". The result's `.result["pauses"]` lists each tool call (tool, seconds, handling,
-        cached prompt tokens of the segment that continued). Returns the text after the last tool."""
+        cached prompt tokens of the segment that continued). Returns the text after the last tool.
+
+        start: text the model's answer begins with, e.g. '<tool>{"name": "' for a model that does not
+        write the tool syntax on its own (as the template "agent" component's `start`); it counts as
+        part of the first segment's text."""
         if not isinstance(tools, Mapping) or not tools:
             raise ValueError("Program.call_with_tools: tools must be a non-empty mapping of name -> callable")
         if handling not in ("auto", *HANDLINGS):
@@ -128,13 +132,15 @@ class Program:
         unknown = sorted(set(gen) - set(GEN_OPTIONS))
         if unknown:
             raise TypeError(f"Program.call_with_tools: unknown generation option(s) {unknown}; use {', '.join(GEN_OPTIONS)}")
+        if start is not None and not isinstance(start, str):
+            raise TypeError(f"Program.call_with_tools: start must be a string, got {type(start).__name__}")
         rt = await self._runtime()
         cid = call_id or f"call-{next(self._ids)}"
         instruction = TOOL_INSTRUCTION.format(tools=", ".join(sorted(tools)))
         system = f"{self.system}\n\n{instruction}" if self.system else instruction
         self.calls += 1
         text, result, instance = await continue_with_tools(rt, self, cid, [["system", system], ["user", prompt]],
-                                                           tools, parent_ids, max_rounds, handling, gen)
+                                                           tools, parent_ids, max_rounds, handling, gen, start)
         return CallResult(text, cid, result, instance)
 
     async def end(self) -> None:

@@ -56,10 +56,11 @@ def observe_tool(policy: Any, tool: str | None, seconds: float) -> None:
 
 async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[list[str]], tools: Mapping[str, Tool],
                               parent_ids: Any, max_rounds: int, handling: str,
-                              gen: dict[str, Any]) -> tuple[str, dict[str, Any], str | None]:
+                              gen: dict[str, Any], start: str | None = None) -> tuple[str, dict[str, Any], str | None]:
     """Run the segments of one pausing call on `program.engine` (see the module docstring); returns
     (the text after the last tool call, the last segment's result with "pauses" and "transcript",
-    the instance that ran it)."""
+    the instance that ran it). `start`: the text the model's answer begins with (sent as the first
+    segment's continuation and counted as that segment's text)."""
     policy = rt.schedulers[program.engine].policy
     key = f"{program.program_id}/{call_id}"
     written: list[str] = []   # everything the model and the tools added to the assistant turn
@@ -70,7 +71,8 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
     predicted = None if predictor is None else max(1, int(predictor(parts[-1][1])))
     for round_no in range(max_rounds + 1):
         req = llm_request(parts, True, {**gen, "stop": stop})
-        req.update(kv_key=key, continuation=["".join(written)] if written else [])
+        before = "".join(written) if written else (start or "")
+        req.update(kv_key=key, continuation=[before] if before else [])
         if pauses and pauses[-1]["handling"] == "preserve":  # its KV waits for it: run it first
             req["resumes_preserved"] = True
         if predicted is not None:
@@ -83,6 +85,8 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
                                        parents=parents if round_no == 0 else [call_id if round_no == 1
                                                                               else f"{call_id}#{round_no - 1}"])
         text = outcome.result.get("text", "")
+        if round_no == 0 and start:
+            text = start + text
         if pauses:
             pauses[-1]["cached_tokens"] = outcome.result.get("num_cached_tokens", 0)
         call = None if last_round else parse_tool_call(text)

@@ -126,6 +126,22 @@ async def test_a_failing_tool_becomes_an_error_result_and_a_working_one_is_timed
     assert out == 16 and seconds >= 0
 
 
+async def test_a_start_text_begins_the_answer_and_counts_as_the_first_segments_text():
+    # the model writes only what follows the start; the call it completes is parsed and run
+    script = ['calc", "arguments": {"x": 4}}', "It is 16."]
+    rt, engine = runtime(script)
+    await rt.start()
+    try:
+        async with Program(rt, "agent-4") as prog:
+            res = await prog.call_with_tools("q", {"calc": lambda x: x * x}, start='<tool>{"name": "', max_tokens=16)
+    finally:
+        await rt.stop()
+    first = '<tool>{"name": "calc", "arguments": {"x": 4}}'
+    assert [r["continuation"] for r in engine.requests] == [['<tool>{"name": "'], [first + CLOSE + "\n<result>16</result>\n"]]
+    assert [p["tool"] for p in res.result["pauses"]] == ["calc"]
+    assert str(res) == "It is 16." and res.result["transcript"] == first + CLOSE + "\n<result>16</result>\nIt is 16."
+
+
 async def test_call_with_tools_rejects_bad_arguments():
     rt, _ = runtime(["x"])
     prog = Program(rt, "p")
@@ -135,6 +151,8 @@ async def test_call_with_tools_rejects_bad_arguments():
         await prog.call_with_tools("q", {"t": print}, handling="keep")
     with pytest.raises(TypeError, match="unknown generation option"):
         await prog.call_with_tools("q", {"t": print}, top_k=3)
+    with pytest.raises(TypeError, match="start must be a string"):
+        await prog.call_with_tools("q", {"t": print}, start=3)
 
 
 async def test_pausing_segments_name_their_api_and_auto_uses_the_predicted_context():
