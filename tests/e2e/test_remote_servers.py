@@ -1,15 +1,18 @@
-"""Advanced RAG with its LLM on two real `vllm serve` processes, one engine instance each
-(`Engine("llm", kind="openai", urls=[a, b], balancer="locality")`): concurrent queries overlap on
-the servers and the balancer uses both; a server killed mid-query fails only the queries with calls
-on it, and once it is back the supervisor restarts its instance and queries use it again. The
+"""Apps with their LLM on two real `vllm serve` processes, one engine instance each
+(`Engine("llm", kind="openai", urls=[a, b], balancer="locality")`). Advanced RAG: concurrent queries
+overlap on the servers and the balancer uses both; a server killed mid-query fails only the queries
+with calls on it, and once it is back the supervisor restarts its instance and queries use it again.
+The ReAct agent: its calls pause for tools and continue on the server that holds their prefix, so
+both servers receive continued calls (the continuation's text in the request they ran). The
 in-flight requests per server (max and mean while busy) are printed for the record, never asserted
 beyond overlap."""
 import asyncio
 
 import pytest
 
-from apps import advanced_rag
+from apps import advanced_rag, react_agent
 from engines.vllm.serve_metrics import RunningSampler, finished
+from tests.support.borrowed import Borrowed
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
@@ -18,6 +21,9 @@ QUESTIONS = ["Who designed the Eiffel Tower?", "Why was the Eiffel Tower built?"
              "What is the Eiffel Tower made of?", "Where does the Eiffel Tower stand?",
              "What was the tallest structure before 1930?", "What do locals call the Eiffel Tower?",
              "When was the Eiffel Tower built?"]
+
+AGENT_QUESTIONS = ["What is 17 multiplied by 23?", "What is 12 times 31?", "Where is the Eiffel Tower?",
+                   "What is 144 divided by 12?", "Who designed the Eiffel Tower?", "What is 9 times 8?"]
 
 
 def two_server_app(urls: list[str]):
@@ -67,4 +73,30 @@ async def test_a_killed_server_fails_only_its_queries_and_is_used_again(vllm_ser
         assert all(r.output for r in results)
         assert await finished(plain_vllm_server.url) > before
     finally:
+        await app.stop()
+
+
+async def test_the_react_agent_continues_its_calls_on_both_servers(vllm_server, plain_vllm_server):
+    urls = [vllm_server, plain_vllm_server.url]
+    app = react_agent.build(llm={"kind": "openai", "urls": urls, "balancer": "locality"})
+    query, _ = app.sample()
+    await app.start()
+    instances = app.runtime.instances["llm"]
+    handles = [inst.handle for inst in instances]
+    try:
+        for inst in instances:  # every request each server's instance sends is recorded
+            inst.handle = Borrowed(inst.handle)
+        before = [await finished(u) for u in urls]
+        results = await asyncio.gather(*(app.run({**query, "question": q}) for q in AGENT_QUESTIONS))
+        assert all(r.output for r in results)
+        served = [await finished(u) - b for u, b in zip(urls, before)]
+        assert all(n > 0 for n in served), f"requests finished per server: {served}"
+        for inst in instances:
+            # a call continued after a tool carries what the model wrote, then the tool's result
+            continued = [r for r in inst.handle.requests
+                         if any("</tool>" in x and "<result>" in x for x in r.get("continuation") or () if isinstance(x, str))]
+            assert continued, f"{inst.name} ran no call that continues after a tool result"
+    finally:
+        for inst, handle in zip(instances, handles):
+            inst.handle = handle
         await app.stop()

@@ -1,13 +1,17 @@
 """The remote LLM engine against real `vllm serve` processes: what it probes at start, a tool-using
-call's continuation reaching the server, the runtime keeping several batches in flight on one
+call's continuation reaching the server (the engine's own, and `Program.call_with_tools` pausing for
+a real tool and continuing with its result), the runtime keeping several batches in flight on one
 server, and a server without priority scheduling getting no priorities and still answering."""
 import asyncio
 
 import pytest
 
+from apps import react_agent
 from engines.llm_text.llm_requests import check_request
 from engines.openai.llm import OpenAILLMEngine
 from teola import App, Engine, Node
+from teola.api.program import Program
+from teola.runtime import Runtime
 from tests.fixtures.vllm_server import MAX_NUM_SEQS, SERVED_NAME
 from tests.support.borrowed import Borrowed
 from engines.vllm.serve_metrics import RunningSampler
@@ -34,6 +38,36 @@ async def test_continuation_tokens_reach_the_server(remote_llm):
     assert plain["num_prompt_tokens"] == len(prompt)  # counted by the server (usage.prompt_tokens)
     assert continued["num_prompt_tokens"] == len(prompt + remote_llm.renderer.continuation_ids(continuation))
     assert continued["num_output_tokens"] == len(continued["output_token_ids"]) > 0
+
+
+async def test_call_with_tools_pauses_for_a_tool_and_continues_on_the_server(remote_llm, vllm_server):
+    calls = []
+
+    def calculator(expression: str) -> str:
+        calls.append(expression)
+        return "391"
+
+    engine = Borrowed(remote_llm)
+    rt = Runtime({"llm": Engine("llm", kind="openai", url=vllm_server)}, {"llm": engine}, policy="lamps")
+    await rt.start()
+    try:
+        async with Program(rt, "remote-agent") as prog:
+            # SmolLM2-135M never writes the tool syntax unprompted (measured): worked examples, and its
+            # answer starts with the syntax; it names the tool "math" or "calculator" (both are given)
+            res = await prog.call_with_tools("What is 17 times 23?\n\n" + react_agent.EXAMPLES,
+                                             {"calculator": calculator, "math": calculator}, max_tokens=32,
+                                             max_rounds=1, start='<tool>{"name": "')
+    finally:
+        await rt.stop()
+    assert len(res.result["pauses"]) == 1 and len(engine.requests) == 2
+    first, second = engine.requests
+    written = second["continuation"][0]
+    assert written.startswith(first["continuation"][0] + res.result["pauses"][0]["tool"])
+    result = "391" if calls else "error: "
+    assert f"</tool>\n<result>{result}" in written and written.endswith("</result>\n"), written
+    # the server counted the continuation in the second segment's prompt
+    prompt = remote_llm.prompt_token_ids(second["parts"])
+    assert res.result["num_prompt_tokens"] == len(prompt + remote_llm.renderer.continuation_ids([written]))
 
 
 async def test_batches_of_several_queries_overlap_on_one_server(remote_llm, vllm_server):
