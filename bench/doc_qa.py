@@ -175,12 +175,12 @@ class Systems:
 
         await reset_prefix_cache(self.app)
         before = step_counts(self.app)
-        async with RunningSampler(SERVER_URLS, every=0.25) as sampler:
+        async with RunningSampler(SERVER_URLS, every=INFLIGHT_EVERY) as sampler:
             if arrivals is None:
                 recs = [await self.one(system, q) for q in queries]
             else:
                 recs = await run_open_loop(arrivals, lambda i: self.one(system, queries[i], arrivals[i]))
-        self.inflight = sampler.summary()
+        self.inflight = sampler.summary(per=INFLIGHT_PER)
         after = step_counts(self.app)
         self.steps = after.minus(before).as_dict() if before is not None and after is not None else {}
         return recs
@@ -360,6 +360,28 @@ def inflight_table(runs: dict[str, Any]) -> list[str]:
                     continue
                 for stats in rec["server_inflight"].values():
                     lines.append(f"| {flow} | {load} | {system} | {stats['max']} | {stats['mean_busy']:.2f} |")
+    return lines + inflight_series(runs)
+
+
+def inflight_series(runs: dict[str, Any]) -> list[str]:
+    """The server's running requests over time at each flow's highest load, per system: each number
+    is the most seen in one window of INFLIGHT_PER samples (about a second)."""
+    lines: list[str] = []
+    for flow, points in runs.items():
+        loaded = [p for p in points if p != "alone"]
+        if not loaded:
+            continue
+        point = max(loaded, key=lambda p: points[p].get("fraction", 0))
+        rows = [(system, stats["series"]) for system, rec in points[point].items()
+                if isinstance(rec, dict) for stats in (rec.get("server_inflight") or {}).values() if stats.get("series")]
+        if not rows:
+            continue
+        width = max(len(system) for system, _ in rows)
+        lines += ["", f"**{flow} at {points[point]['fraction']:g}x: requests running on the server over time** "
+                  f"(one number per {INFLIGHT_PER} samples, about {INFLIGHT_PER * INFLIGHT_EVERY:g} s; from each "
+                  "system's first arrival to its last answer)", "", "```"]
+        lines += [f"{system:<{width}}  " + " ".join(str(n) for n in series) for system, series in rows]
+        lines.append("```")
     return lines
 
 
@@ -514,6 +536,7 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
 
 
 SERVER_URLS: list[str] = []  # the `vllm serve` processes of a --remote-llm run (their load is sampled)
+INFLIGHT_EVERY, INFLIGHT_PER = 0.25, 4  # their running requests sampled every 0.25 s, shown per ~1 s
 
 
 STUDIES = {  # --study NAME: the module of bench/ that runs it (default latency)

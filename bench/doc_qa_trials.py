@@ -58,7 +58,8 @@ def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
                                        "rates": [r.get("rate") for r in rows],
                                        "critical_path": critical_path_means(rec for recs in per for rec in recs),
                                        "bound_ratio": bound_ratio(per, alone),
-                                       "tokens_per_decode_step": tokens_per_step([r[system] for r in rows])}
+                                       "tokens_per_decode_step": tokens_per_step([r[system] for r in rows]),
+                                       "server_inflight": [r[system].get("server_inflight") or {} for r in rows]}
         apps[flow] = {"runs": runs}
     return {"apps": apps}
 
@@ -101,7 +102,8 @@ def _exclusive(trials: list[dict[str, Any]]) -> list[str] | None:
 def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> str:
     pooled = pool(trials)
     s = trials[0]["settings"]
-    lines = [f"## Document QA vs LlamaIndex, {len(trials)} trials pooled: "
+    remote = ", the LLM behind `vllm serve`" if trials and all(t.get("remote_llm") for t in trials) else ""
+    lines = [f"## Document QA vs LlamaIndex, {len(trials)} trials pooled{remote}: "
              + ", ".join(pooled["apps"]) + " (issues 15 and 22)", "",
              f"Command: `{command}`, pooling these runs (each a section of its own in bench/results):", ""]
     for name, t in zip(names, trials):
@@ -158,6 +160,7 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
                       if c else "n/a | n/a | n/a | n/a")
             steps = " | ".join(_f(systems.get(n, {}).get("tokens_per_decode_step")) for n in shown)
             lines.append(f"| {flow} | {_load(point, t)} | {shares} | {_f(t.get('bound_ratio'))} | {steps} |")
+    lines += inflight_lines(pooled)
     lines += ["", "Seconds per query during which one of the query's engine calls of each op was executing, with the "
               "seconds it waited in teola's engine queues in brackets (pooled over trials; a query's own "
               "decomposed batches wait behind each other, so queueing overlaps execution).", ""]
@@ -176,6 +179,24 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
                 lines.append(f"| {op} | " + " | ".join(cells) + " |")
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def inflight_lines(pooled: dict[str, Any]) -> list[str]:
+    """With the LLM behind `vllm serve`: the requests each system kept running on the server, per
+    trial (the most seen / the mean while busy; each trial's page shows them over time)."""
+    rows = []
+    for flow, res in pooled["apps"].items():
+        for point, systems in res["runs"].items():
+            for system, e in systems.items():
+                per = [stats for trial in e.get("server_inflight") or [] for stats in trial.values()]
+                if per:
+                    rows.append(f"| {flow} | {_load(point, e)} | {system} | "
+                                + ", ".join(f"{s['max']} / {s['mean_busy']:.2f}" for s in per) + " |")
+    if not rows:
+        return []
+    return ["", "Requests running on the `vllm serve` process while each system ran (its `vllm:num_requests_running`, "
+            "sampled every 0.25 s): the most seen / the mean over the samples when it ran anything, per trial.", "",
+            "| flow | load | system | max / mean while busy, per trial |", "|---|---|---|---|", *rows]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

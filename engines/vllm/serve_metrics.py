@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from typing import Any
 
 import httpx
 
@@ -56,12 +57,19 @@ class RunningSampler:
         """The samples of `url` taken while it ran something."""
         return [n for n in self.samples[url] if n > 0]
 
-    def summary(self) -> dict[str, dict[str, float]]:
-        """Per server: the most requests seen running, and their mean over the samples taken
-        while it ran something."""
-        out = {}
+    def series(self, url: str, per: int) -> list[int]:
+        """`url`'s samples over time, `per` at a time: the most running in each group."""
+        s = self.samples[url]
+        return [max(s[i:i + per]) for i in range(0, len(s), per)]
+
+    def summary(self, per: int | None = None) -> dict[str, dict[str, Any]]:
+        """Per server: the most requests seen running, their mean over the samples taken while it
+        ran something, and with `per` the series over time (`series`)."""
+        out: dict[str, dict[str, Any]] = {}
         for url in self.urls:
             busy = self.busy(url)
             out[url] = {"max": max(busy, default=0), "mean_busy": sum(busy) / len(busy) if busy else 0.0,
                         "samples": len(self.samples[url])}
+            if per:
+                out[url]["series"] = self.series(url, per)
         return out
