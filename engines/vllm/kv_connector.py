@@ -12,8 +12,9 @@ A call takes part when its request carries `kv_transfer_params={"teola_swap": {"
 (`pause_kv="swap"`), whose continuation comes back under the same key.
 
 A call cancelled by its client never resumes, so its KV is not saved: before aborting it, the
-adapter sends a pre-aborted marker request (`kv_swap.forget_params`) that reaches `request_finished`
-ahead of the abort and marks the key cancelled (also dropping anything saved for it).
+adapter sends a pre-aborted marker request (`kv_swap.forget_params`) and waits until it has reached
+`request_finished` (vLLM handles aborts ahead of requests queued before them), which marks the key
+cancelled (also dropping anything saved for it); the abort's save then finds the mark.
 
 Scheduler side (in vLLM's engine-core process): when such a call is aborted (teola's preemption),
 or finishes with on_finish set, `request_finished` asks `SwapIndex.save` whether a round trip through host memory beats prefilling

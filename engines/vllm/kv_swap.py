@@ -115,10 +115,14 @@ def forgotten(params: Any) -> tuple[list[str], bool] | None:
 
 
 async def forget(engine: Any, keys: list[str], running: bool) -> None:
-    """Send the marker of `forget_params` through vLLM's pre-aborted request (`engine`: AsyncLLM): it
-    reaches the connector's `request_finished` in the engine core's input order, so sent before a
-    call's abort it is seen before the abort's save."""
+    """Send the marker of `forget_params` through vLLM's pre-aborted request (`engine`: AsyncLLM) and
+    return once the connector's `request_finished` has seen it, so a call's abort sent afterwards
+    finds its key cancelled and saves nothing."""
     await engine.notify_kv_transfer_request_rejected(f"teola-forget-{next(_ids)}", forget_params(keys, running))
+    # vLLM's engine core takes aborts eagerly, ahead of the requests queued before them (its
+    # aborts_queue), so the marker's place in the input queue alone does not order it before the
+    # abort: a utility call is answered only once the input queue reached it, past the marker
+    await engine.is_sleeping()
 
 
 def result_fields(output: Any) -> dict[str, int]:

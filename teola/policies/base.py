@@ -165,9 +165,9 @@ class Policy(abc.ABC):
 
     Everything else is an optional hook with its default here; the engine scheduler calls them on
     every policy and never probes for them:
-      preemptive: on an LLM engine, run single-request decoding calls through admission control
-        (the engine's capacity, or its max efficient batch with `Engine(admission="efficient_batch")`)
-        with preemption (teola.runtime.engine_tier.preemption);
+      preemptive: on an LLM engine, run decoding calls (each decoding entry, single or batched, is
+        one call) through admission control (the engine's capacity, or its max efficient batch with
+        `Engine(admission="efficient_batch")`) with preemption (teola.runtime.engine_tier.preemption);
       wants_progress: a preemptive policy hears each running call's decoded tokens (`progress`);
       rerank_every: progress events between two preemption checks of an instance;
       returns_each: on an engine that batches continuously, each entry of a batch gets its results

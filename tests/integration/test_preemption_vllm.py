@@ -75,3 +75,49 @@ async def test_resumed_greedy_calls_reproduce_the_uninterrupted_output_at_least_
     assert sum(r["resumed_cached"] for r in rows) > 0
     diverged = [r for r in rows if r["resume_diff"] is not None]
     assert len(diverged) < RATE_CALLS, rows
+
+
+BATCH_PROMPTS = ["Write a long story about a lighthouse keeper and the sea.",
+                 "Describe, in many details, a long walk through an old forest."]
+
+
+async def run_batched(llm_engine, policy: str, interrupt: bool) -> tuple[list[dict], Runtime]:
+    """A batched decoding entry (2 requests, one call of program "bulk") on an instance that admits
+    2 requests; with `interrupt`, a one-request call of another program arrives once bulk is demoted."""
+    from tests.support.entry_work import decoding_entry
+
+    options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1}} if policy != "fifo" else {}
+    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=2, max_batch=2)}, {"llm": Borrowed(llm_engine)},
+                 policy=policy, policy_options=options)
+    await rt.start()
+    try:
+        requests = [{"parts": [["question", p]], "max_tokens": 48, "ignore_eos": True} for p in BATCH_PROMPTS]
+        bulk, work = decoding_entry("bulk", requests, asyncio.get_running_loop().time())
+        rt.schedulers["llm"].submit(bulk)
+        if interrupt:
+            core = rt.schedulers["llm"].policy.core
+            await until(lambda: bulk in core.calls and core.calls[bulk].level > 0, timeout=120)
+            async with Program(rt, "short") as short_prog:
+                short = await short_prog.call("Say yes.", parent_ids=[], max_tokens=2, ignore_eos=True)
+            assert short.result["num_output_tokens"] == 2
+        await asyncio.wait_for(work.done.wait(), timeout=300)
+        return work.out, rt
+    finally:
+        await rt.stop()
+
+
+async def test_a_preempted_batched_entry_resumes_each_request_to_its_full_output(llm_engine):
+    """issue 62: both requests of the batched call are aborted together, each resumes as its own
+    prompt + its own decoded ids, and each ends with all 48 tokens, the ones before its resume point
+    those of the uninterrupted run."""
+    plain, _ = await run_batched(llm_engine, "fifo", interrupt=False)
+    resumed, rt = await run_batched(llm_engine, "mlfq", interrupt=True)
+    assert rt.metrics.preemptions >= 1 and rt.metrics.resumed_tokens > 0
+    for p, r in zip(plain, resumed):
+        assert r["num_output_tokens"] == p["num_output_tokens"] == 48
+        assert len(r["output_token_ids"]) == 48 and r["text"] and "aborted" not in r
+        assert r["preemptions"] >= 1 and r["preemptions"] == len(r["resumed_at"])
+        first = r["resumed_at"][0]
+        assert 0 < first < 48 and r["output_token_ids"][:first] == p["output_token_ids"][:first]
+    # the two requests were decoded apart: each resumed from its own tokens, not the other's
+    assert resumed[0]["output_token_ids"][:8] != resumed[1]["output_token_ids"][:8]

@@ -228,10 +228,12 @@ class EngineScheduler:
         if self.preemptor is not None and self.preemptor.applies(op, picks):
             for p in picks:
                 e = p.entry
-                e.taken = 1
+                p.count = e.remaining  # a batched call is admitted whole (preemption.py: admission)
+                e.taken = len(e.requests)
                 queue.discard(e)
-                e.requests[0].update(priority=p.priority or 0, owner=e.query_id)
-                self.preemptor.start(inst, p, queue, e.tokens[0] if e.tokens else 0)
+                for r in e.requests:
+                    r.update(priority=p.priority or 0, owner=e.query_id)
+                self.preemptor.start(inst, p, queue)
             return
         requests: list[dict[str, Any]] = []
         spans: list[Span] = []

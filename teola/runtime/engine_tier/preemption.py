@@ -1,28 +1,32 @@
 """Preemptive LLM calls under a program policy (Autellix §4) on an unpatched vLLM.
 
 With a policy whose `preemptive` is true (mlfq, plas, atlas by default), the engine scheduler runs
-each single-request decoding call as its own engine stream instead of a batch (vLLM batches
-running requests continuously anyway) and:
-  - admission: at most `budget` calls run on an instance at once (the engine's max_batch, vLLM's
+each decoding entry as one preemptible call: its own engine stream (vLLM batches running requests
+continuously anyway), all of its requests under one tag. An entry of several requests (a map over
+chunks, an e-graph decoding primitive with a batch of prompts) is one call of its program: it is
+admitted whole, preempted whole and resumed whole. The scheduler:
+  - admission: at most `budget` requests run on an instance at once (the engine's max_batch, vLLM's
     max_num_seqs; or its max efficient batch with `Engine(admission="efficient_batch")`), and no new
-    one while the calls running there already hold the instance's `token_budget` (its KV cache, in
-    the estimated tokens of prompt + output budget; the call that overflows it is the last one in),
-    so the policy's order, not vLLM's arrival order, decides who runs;
-  - service while running: the call's decoded-token count and its seconds on the engine stream
-    back ("progress") and the policy charges them as they grow (`policy.progress`), so a long call
-    is demoted while it runs (a policy with `wants_progress = False`, which never charges running
-    calls, gets no progress events);
+    call while the calls running there already hold the instance's `token_budget` (its KV cache, in
+    the estimated tokens of prompt + output budget; the call that overflows either is the last one
+    in: a batched call is not split), so the policy's order, not vLLM's arrival order, decides who runs;
+  - service while running: the call's decoded-token count (summed over its requests) and its seconds
+    on the engine stream back ("progress") and the policy charges them as they grow
+    (`policy.progress`), so a long call is demoted while it runs (a policy with
+    `wants_progress = False`, which never charges running calls, gets no progress events);
   - preemption: every `rerank_every` progress events, and whenever work arrives at a full instance,
     `policy.victims` names running calls of a worse queue than waiting ones; each is aborted in the
-    engine (by its request tag), returns the token ids it decoded, and waits in the queue again;
-    when picked it resumes as prompt + those token ids (the prefix cache holds most of them, or, on
-    an engine with kv_swap, host memory: each call carries a "kv_swap_key" that survives its
-    resumes) with the remaining max_tokens, and its final text is the parts joined;
+    engine (by its tag: every request of it), each request returns the token ids it decoded, and
+    the call waits in the queue again; when picked it resumes: each unfinished request as its
+    prompt + its own token ids so far (the prefix cache holds most of them, or, on an engine with
+    kv_swap, host memory: each request carries a "kv_swap_key" that survives its resumes) with its
+    remaining max_tokens, while a request that had ended is not sent again; each request's final
+    text is its parts joined;
   - cancellation: a call whose caller went away is stopped for good through the adapter's
     `cancel(tags, kv_keys)` where it has one, which tells a kv_swap engine not to save its KV (it
     never resumes), and a waiting preempted call's saved KV is dropped (`forget_kv`).
 An engine that does not report `output_token_ids` is never preempted mid-call (no way to resume).
-Batched decodes (several requests in one entry) and partial decodes run to their end: see
+Partial decodes (decode pipelining's `partial_decoding`) run to their end: see
 docs/program_scheduling.md, "Deviations from Autellix".
 """
 from __future__ import annotations
@@ -33,6 +37,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.llm_text.split_parser import split_text
 from teola.policies.base import Pending, Pick, RequestQueue
 from teola.runtime.engine_tier.engine_context import EngineContext
 from teola.runtime.engine_tier.supervisor import down_error
@@ -44,25 +49,31 @@ OP = "decoding"
 
 @dataclass(slots=True, eq=False)
 class RunningCall:
+    """One run of a call: `sent` are the indices of its entry's requests this run sends (`requests`)."""
+
     inst: Instance
     pick: Pick
     queue: RequestQueue
-    request: dict[str, Any]
+    tag: str
+    sent: list[int]
+    requests: list[dict[str, Any]]
     tokens: int
     started: float
     stopping: bool = False
     events: int = 0
+    decoded: dict[int, int] = field(default_factory=dict)  # per position in `requests`: tokens so far
 
 
 @dataclass(slots=True)
 class Resume:
-    """What a preempted call carries to its next run."""
+    """What one request of a preempted call carries to its next run."""
 
-    request: dict[str, Any]          # the call's original request
+    request: dict[str, Any]          # the request as first sent
     ids: list[int] = field(default_factory=list)
     text: str = ""
     count: int = 0
     points: list[int] = field(default_factory=list)  # tokens decoded when each preemption hit
+    final: Any = None                # its joined result once it ended (then it is not sent again)
 
 
 class Preemptor:
@@ -73,15 +84,18 @@ class Preemptor:
         self.budget = max(1, budget)
         self.token_budget = max(0, token_budget)
         self.calls: dict[Instance, dict[Pending, RunningCall]] = {}
-        self.resumes: dict[Pending, Resume] = {}
+        self.resumes: dict[Pending, list[Resume]] = {}  # per preempted entry: one per request
         self._tags = itertools.count()
 
     @staticmethod
     def applies(op: str, picks: list[Pick]) -> bool:
-        return op == OP and all(len(p.entry.requests) == 1 and p.count == 1 for p in picks)
+        """Whether these picks run as preemptible calls: decoding entries none of whose requests
+        was dispatched otherwise."""
+        return op == OP and all(p.entry.taken == 0 for p in picks)
 
     def running(self, inst: Instance) -> int:
-        return len(self.calls.get(inst, ()))
+        """Requests of preemptible calls running on `inst`."""
+        return sum(len(c.requests) for c in self.calls.get(inst, {}).values())
 
     def free(self, inst: Instance) -> int:
         """Admission slots left on `inst`: none while the calls running there fill its token budget."""
@@ -91,30 +105,40 @@ class Preemptor:
         return self.budget - running
 
     # ---- running calls --------------------------------------------------------------------------
-    def start(self, inst: Instance, pick: Pick, queue: RequestQueue, tokens: int) -> None:
-        """Run the call of `pick` (already taken from `queue`) on `inst` as its own stream."""
+    def start(self, inst: Instance, pick: Pick, queue: RequestQueue) -> None:
+        """Run the call of `pick` (its entry already taken whole from `queue`) on `inst` as its own
+        stream: the entry's requests that have not ended yet."""
         ctx = self.ctx
         e = pick.entry
-        req = e.requests[0]
-        req["tag"] = f"{ctx.name}:call{next(self._tags)}"
-        # names the call's KV across its resumes: an engine with kv_swap saves it on preemption
-        req.setdefault("kv_swap_key", req["tag"])
-        if ctx.policy().wants_progress:  # lamps / sjf never charge running calls
-            req["progress"] = True
-        call = RunningCall(inst, pick, queue, req, tokens, ctx.loop.time())
+        tag = f"{ctx.name}:call{next(self._tags)}"
+        resumes = self.resumes.get(e)
+        sent = [i for i in range(len(e.requests)) if resumes is None or resumes[i].final is None]
+        assert sent, f"call {e.name!r} started with every request ended"
+        progress = ctx.policy().wants_progress  # lamps / sjf never charge running calls
+        requests = []
+        for i in sent:
+            req = e.requests[i]
+            req["tag"] = tag
+            # names the request's KV across its resumes: an engine with kv_swap saves it on preemption
+            req.setdefault("kv_swap_key", tag if len(e.requests) == 1 else f"{tag}.{i}")
+            if progress:
+                req["progress"] = True
+            requests.append(req)
+        tokens = sum(e.tokens[i] for i in sent) if e.tokens else 0
+        call = RunningCall(inst, pick, queue, tag, sent, requests, tokens, ctx.loop.time())
         self.calls.setdefault(inst, {})[e] = call
-        inst.outstanding += 1
+        inst.outstanding += len(sent)
         inst.tokens += tokens
-        ctx.running.count(inst, [(e, 0, 1)], 1)
-        ctx.metrics.observe_batch(ctx.name, 1)
-        e.work.started(inst, ctx.next_batch(), 1, call.started)
+        ctx.running.count(inst, [(e, 0, len(sent))], 1)
+        ctx.metrics.observe_batch(ctx.name, len(sent))
+        e.work.started(inst, ctx.next_batch(), len(sent), call.started)
         ctx.spawn(self._run(call))
 
     async def _run(self, call: RunningCall) -> None:
         ctx, inst, e = self.ctx, call.inst, call.pick.entry
         try:
             try:
-                final = await self._outcome(call)
+                finals = await self._outcome(call)
             finally:
                 self._drop(call)
         except asyncio.CancelledError:
@@ -124,36 +148,41 @@ class Preemptor:
             e.work.failed(exc if await ctx.alive(inst, exc) else down_error(ctx.name, inst, exc), inst)
             ctx.kick()
             return
-        if call.request.get("resume_ids"):
-            self.note_resumed(final)
-        if not (call.stopping and isinstance(final, dict) and final.get("aborted") and self._requeue(call, final)):
-            self._deliver(call, final)
+        for req, final in zip(call.requests, finals):
+            if req.get("resume_ids"):
+                self.note_resumed(final)
+        if not (call.stopping and self._requeue(call, finals)):
+            self._deliver(call, finals)
         ctx.kick()
 
-    async def _outcome(self, call: RunningCall) -> Any:
+    async def _outcome(self, call: RunningCall) -> list[Any]:
         """Run the call on its instance (streamed when the adapter can, so progress and text deltas
-        arrive as it decodes); its final result."""
-        ctx, e = self.ctx, call.pick.entry
+        arrive as it decodes); the final result of each request sent."""
+        ctx, e, n = self.ctx, call.pick.entry, len(call.requests)
         if not ctx.executor.supports(call.inst, "stream"):  # no progress: it runs to its end
-            results = await ctx.executor.execute(call.inst, OP, [call.request])
-            return checked_results(ctx.name, results, 1)[0]
-        final: Any = None
-        async for _, kind, payload in ctx.executor.stream(call.inst, OP, [call.request]):
+            return checked_results(ctx.name, await ctx.executor.execute(call.inst, OP, call.requests), n)
+        finals: list[Any] = [None] * n
+        got = 0
+        async for idx, kind, payload in ctx.executor.stream(call.inst, OP, call.requests):
+            if not 0 <= idx < n:
+                raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {n}-request call")
             if kind == "progress":
-                self._progress(call, payload)
+                self._progress(call, idx, payload)
             elif kind == "delta":
                 e.work.delta(payload, ctx.loop.time())
             elif kind == "final":
-                final = payload
-        if final is None:
-            raise RuntimeError(f"engine {ctx.name!r} ended a call's stream without a final result")
-        return final
+                finals[idx] = payload
+                got += 1
+        if got != n:
+            raise RuntimeError(f"engine {ctx.name!r} ended a call's stream with {got} of {n} final results")
+        return finals
 
-    def _progress(self, call: RunningCall, decoded: Any) -> None:
+    def _progress(self, call: RunningCall, idx: int, decoded: Any) -> None:
         policy = self.ctx.policy()
         if not isinstance(decoded, int):
             return
-        policy.progress(call.pick.entry, decoded, self.ctx.loop.time() - call.started)
+        call.decoded[idx] = decoded
+        policy.progress(call.pick.entry, sum(call.decoded.values()), self.ctx.loop.time() - call.started)
         call.events += 1
         if call.events % policy.rerank_every == 0:
             self.check(call.inst)
@@ -164,39 +193,54 @@ class Preemptor:
         if calls is None or calls.get(e) is not call:
             return
         del calls[e]
-        call.inst.outstanding -= 1
+        call.inst.outstanding -= len(call.sent)
         call.inst.tokens -= call.tokens
-        self.ctx.running.count(call.inst, [(e, 0, 1)], -1)
+        self.ctx.running.count(call.inst, [(e, 0, len(call.sent))], -1)
 
-    def _deliver(self, call: RunningCall, result: Any) -> None:
+    def _deliver(self, call: RunningCall, finals: list[Any]) -> None:
         e = call.pick.entry
-        resume = self.resumes.pop(e, None)
-        if resume is not None and isinstance(result, dict):
-            result = dict(result, text=resume.text + str(result.get("text", "")),
-                          num_output_tokens=len(resume.ids) + int(result.get("num_output_tokens") or 0),
-                          output_token_ids=resume.ids + list(result.get("output_token_ids") or []),
-                          preemptions=resume.count, resumed_at=list(resume.points))
+        resumes = self.resumes.pop(e, None)
+        if resumes is None:
+            results = list(finals)
+        else:
+            results = [r.final for r in resumes]
+            for i, result in zip(call.sent, finals):
+                results[i] = joined(resumes[i], result)
         t = self.ctx.loop.time()
-        e.work.results(0, [result], t)
-        self.ctx.observe([call.pick], call.started, t, [result])
+        e.work.results(0, results, t)
+        self.ctx.observe([call.pick], call.started, t, results)
 
-    def _requeue(self, call: RunningCall, partial: dict[str, Any]) -> bool:
-        """Put a preempted call back in its queue to resume later; False if it cannot resume (the
-        engine gave no token ids, or nothing is left to decode: then `partial` is its result)."""
-        ids = partial.get("output_token_ids")
+    def _requeue(self, call: RunningCall, finals: list[Any]) -> bool:
+        """Put a preempted call back in its queue to resume later; False if it cannot resume (an
+        aborted request gave no token ids, or nothing is left to decode: then `finals` are its results)."""
         e = call.pick.entry
-        resume = self.resumes.get(e) or Resume(dict(call.request))
-        if not isinstance(ids, list) or int(resume.request.get("max_tokens") or 0) - len(resume.ids) - len(ids) <= 0:
+        resumes = self.resumes.get(e) or [Resume(dict(r)) for r in e.requests]
+        left: list[int] = []
+        for i, result in zip(call.sent, finals):
+            if isinstance(result, dict) and result.get("aborted"):
+                ids = result.get("output_token_ids")
+                budget = int(resumes[i].request.get("max_tokens") or 0)
+                if not isinstance(ids, list) or budget <= 0:
+                    return False
+                left.append(budget - len(resumes[i].ids) - len(ids))
+            else:
+                left.append(0)
+        if not any(n > 0 for n in left):
             return False
-        self.resumes[e] = resume
-        resume.ids += ids
-        resume.text += str(partial.get("text", ""))
-        resume.count += 1
-        resume.points.append(len(resume.ids))
+        self.resumes[e] = resumes
+        for i, result, n in zip(call.sent, finals, left):
+            resume = resumes[i]
+            if n <= 0:  # it ended (or decoded its last token as the abort hit): not sent again
+                resume.final = joined(resume, result, complete=True)
+                continue
+            resume.ids += result["output_token_ids"]
+            resume.text += str(result.get("text", ""))
+            resume.count += 1
+            resume.points.append(len(resume.ids))
+            req = {k: v for k, v in resume.request.items() if k not in ("tag", "progress")}
+            req.update(resume_ids=list(resume.ids), max_tokens=int(resume.request["max_tokens"]) - len(resume.ids))
+            e.requests[i] = req
         self.ctx.metrics.preemptions += 1
-        req = {k: v for k, v in resume.request.items() if k not in ("tag", "progress")}
-        req.update(resume_ids=list(resume.ids), max_tokens=int(resume.request["max_tokens"]) - len(resume.ids))
-        e.requests[0] = req
         e.taken = 0
         self.ctx.policy().preempted(call.pick)
         call.queue.push(e)
@@ -239,42 +283,42 @@ class Preemptor:
                 if e.query_id == owner:
                     call.stopping = False
                     self.resumes.pop(e, None)
-                    if call.request.get("kv_swap_key"):
-                        keys.setdefault(inst, []).append(call.request["kv_swap_key"])
+                    if swap_keys(call.requests):
+                        keys.setdefault(inst, []).extend(swap_keys(call.requests))
         return keys
 
     def forget(self, entry: Pending, instances: list[Instance]) -> None:
-        """A waiting call was withdrawn: drop its resume state, and the KV an engine saved for it
-        when it was preempted (it never resumes)."""
-        resume = self.resumes.pop(entry, None)
-        key = resume.request.get("kv_swap_key") if resume is not None else None
-        if not key:
+        """A waiting call was withdrawn: drop its resume state, and the KV an engine saved for its
+        preempted requests (they never resume)."""
+        resumes = self.resumes.pop(entry, None) or []
+        keys = swap_keys([r.request for r in resumes if r.count])
+        if not keys:
             return
         for inst in instances:
             if self.ctx.executor.supports(inst, "forget_kv"):
-                self.ctx.spawn(self._forget_on(inst, key))
+                self.ctx.spawn(self._forget_on(inst, keys))
 
-    async def _forget_on(self, inst: Instance, key: str) -> None:
+    async def _forget_on(self, inst: Instance, keys: list[str]) -> None:
         try:
-            await self.ctx.executor.call(inst, "forget_kv", [key])
+            await self.ctx.executor.call(inst, "forget_kv", keys)
         except Exception as exc:  # the saved copy then waits for its least-recently-used drop
             log.warning("engine %s: dropping the saved KV of a withdrawn call failed: %s: %s", inst.name,
                         type(exc).__name__, exc)
 
     async def _stop(self, call: RunningCall, cancel: bool = False) -> None:
-        key = call.request.get("kv_swap_key")
+        keys = swap_keys(call.requests)
         try:
-            if cancel and key and self.ctx.executor.supports(call.inst, "cancel"):
-                await self.ctx.executor.call(call.inst, "cancel", [call.request["tag"]], [key])
+            if cancel and keys and self.ctx.executor.supports(call.inst, "cancel"):
+                await self.ctx.executor.call(call.inst, "cancel", [call.tag], keys)
             else:
-                await self.ctx.executor.call(call.inst, "abort", [call.request["tag"]])
+                await self.ctx.executor.call(call.inst, "abort", [call.tag])
         except Exception as exc:  # the call then runs to its end: only the engine time is lost
             call.stopping = False
             log.warning("engine %s: stopping call %s failed: %s: %s", call.inst.name, call.pick.entry.name,
                         type(exc).__name__, exc)
             return
         if not call.stopping:
-            self.ctx.metrics.aborted_requests += 1
+            self.ctx.metrics.aborted_requests += len(call.requests)
 
     def note_resumed(self, result: Any) -> None:
         """Count what a resumed run re-sent and what the prefix cache held of it. A run stopped again
@@ -291,3 +335,30 @@ class Preemptor:
         m.resumed_tokens += int(result.get("num_prompt_tokens") or 0)
         m.resumed_cached_tokens += int(result.get("num_cached_tokens") or 0)
         m.resumed_swapped_tokens += int(result.get("kv_swap_loaded_tokens") or 0)
+
+
+def swap_keys(requests: list[dict[str, Any]]) -> list[str]:
+    """The KV swap keys of these requests."""
+    return [r["kv_swap_key"] for r in requests if r.get("kv_swap_key")]
+
+
+def joined(resume: Resume, result: Any, complete: bool = False) -> Any:
+    """A request's result over all its runs: what it decoded before each preemption, then `result`
+    (its last run). `complete`: it decoded all it was asked as the abort hit (not marked aborted)."""
+    if not isinstance(result, dict):
+        return result
+    out = dict(result)
+    if complete:
+        out.pop("aborted", None)
+    if not resume.count:
+        return out
+    out.update(text=resume.text + str(result.get("text", "")),
+               num_output_tokens=len(resume.ids) + int(result.get("num_output_tokens") or 0),
+               output_token_ids=resume.ids + list(result.get("output_token_ids") or []),
+               preemptions=resume.count, resumed_at=list(resume.points))
+    split = resume.request.get("split")
+    if split:  # items parsed from the whole output, not only from the last run's
+        items = split_text(out["text"], split)
+        max_items = resume.request.get("max_items")
+        out["items"] = items if max_items is None else items[:max_items]
+    return out

@@ -1,0 +1,42 @@
+"""`RecordedWork`: the `Work` of one entry a test submits straight to an engine scheduler
+(teola.runtime.engine_tier.work.Work): it keeps the entry's results, when they came and its starts."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from teola.policies.base import Pending
+
+
+class RecordedWork:
+    def __init__(self, n: int) -> None:
+        self.out: list[Any] = [None] * n
+        self.done_at: float | None = None
+        self.starts: list[tuple[float, int]] = []
+        self.done = asyncio.Event()
+
+    def started(self, inst: Any, batch_id: str, batch_size: int, t: float) -> None:
+        self.starts.append((t, batch_size))
+
+    def results(self, start: int, results: list[Any], t: float) -> None:
+        self.out[start:start + len(results)] = results
+        self.done_at = t
+        self.done.set()
+
+    def item(self, payload: Any, t: float) -> None:
+        pass
+
+    def final(self, result: Any, t: float) -> None:
+        pass
+
+    def delta(self, text: str, t: float) -> None:
+        pass
+
+    def failed(self, exc: BaseException, inst: Any) -> None:
+        raise AssertionError(f"entry failed on {getattr(inst, 'name', inst)}: {exc!r}")
+
+
+def decoding_entry(program: str, requests: list[dict[str, Any]], t: float) -> tuple[Pending, RecordedWork]:
+    """One decoding entry of `program` holding `requests` (a batched call when several), queued at `t`."""
+    work = RecordedWork(len(requests))
+    return Pending(program, f"{program}.decoding", "decoding", 0, t, requests, work=work), work
