@@ -41,7 +41,8 @@ does not); each call returns when it ends, as under vLLM's continuous batching; 
     calls per batch - 1 times the mean admitted context; the profile is --lamps-batch, by default
     measured online: the mean number of calls running at each admission); the call is ranked by
     memory over time under that same handling, and that handling is applied. Starvation threshold
-    100 engine iterations.
+    100 engine iterations, counted once LAMPS has scheduled the request (LAMPS §4.4; set-up key
+    `starvation_from`="seen" counts from a call's first sight: teola/programs/lamps.py).
 `--systems vLLM` runs vLLM as INFERCEPT's and LAMPS' scripts run it: FCFS in call order, every pause
 discarded (the call after the API is a new request at the back of the queue). INFERCEPT's equation 2
 prices recompute at `fwd_seconds_per_token` (a measured-operator profile has no per-token prefill
@@ -110,7 +111,7 @@ DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 # measured online)
 DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None, "predictions": None,
                  "prefix_caching": True, "drain": None, "api_scale": 1.0, "length_scale": 1.0,
-                 "starvation": None, "engine_priority": False, "sigma": 0.8}
+                 "starvation": None, "starvation_from": None, "engine_priority": False, "sigma": 0.8}
 
 
 def fwd_seconds_per_token(entry: dict[str, Any]) -> float:
@@ -375,7 +376,8 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     batch = setup["lamps_batch"] or "measured"
     options = {"lamps": {"step_s": _iteration_cost(entry).step_seconds(0, setup["lamps_batch"] or cap),
                          "fwd_s_per_token": costs["fwd"], "swap_s_per_token": costs["swap"], "api_defaults": means,
-                         "batch_size": batch, **({"starvation": setup["starvation"]} if setup["starvation"] else {})}
+                         "batch_size": batch, **({"starvation": setup["starvation"]} if setup["starvation"] else {}),
+                         **({"starvation_from": setup["starvation_from"]} if setup.get("starvation_from") else {})}
                }.get(policy, {})
     horizon = warmup + window + cooldown
     reqs = [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, int(entry.get("max_model_len", 4096)),

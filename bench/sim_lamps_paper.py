@@ -26,8 +26,9 @@ from the run scripts released with it and with INFERCEPT, or assumed (said so):
   sequence group, which a paused request keeps) with INFERCEPT's handling chosen at each pause from the
   call's context and the running batch's (its equations 1-3, the API type's mean duration);
   LAMPS = teola's `lamps` policy (handling predicted when queued, ranked by memory over time, starvation
-  threshold 100 engine iterations); lengths given to LAMPS are the true ones (the INFERCEPT dataset
-  records them; on ToolBench the paper predicts them, with 78% within 15 words);
+  threshold 100 engine iterations counted once LAMPS has scheduled the request, §4.4); lengths given
+  to LAMPS are the true ones (the INFERCEPT dataset records them; on ToolBench the paper predicts
+  them, with 78% within 15 words);
 - rates: the paper's text quotes 3 and 5 req/s (§6.2); LAMPS' released single-API run uses 3, 4, 5, 6;
   INFERCEPT's GPT-J runs 1-4; Fig. 7 fixes 5. Defaults: single 3-6, infercept 2-5, toolbench 2-5;
 - measurement, as the papers' scripts run (--window 1800): Poisson arrivals for --duration seconds
@@ -73,12 +74,13 @@ SWEEP = {"KV pool x0.5": {"kv_scale": 0.5}, "KV pool x2": {"kv_scale": 2.0},
          "request lengths x0.5": {"length_scale": 0.5},
          "segment lengths spread x2 (lognormal sigma 1.6)": {"sigma": 1.6},
          "LAMPS without starvation marks (threshold 10^9 iterations)": {"starvation": 10 ** 9},
+         "LAMPS counting starvation from a call's first sight (starvation_from='seen')": {"starvation_from": "seen"},
          "LAMPS ranking inside the engine too (its waiting queue, preemption)": {"engine_priority": True}}
 
 
 def setup_for(profile: str, kv_scale: float = 1.0, api_scale: float = 1.0, drain: float = 0.0,
               length_scale: float = 1.0, starvation: int | None = None, engine_priority: bool = False,
-              sigma: float = 0.8) -> dict[str, Any]:
+              sigma: float = 0.8, starvation_from: str | None = None) -> dict[str, Any]:
     """bench.sim_lamps' run set-up of the paper's engine (the module docstring)."""
     from engines.sim.profile import load_profile
 
@@ -86,6 +88,7 @@ def setup_for(profile: str, kv_scale: float = 1.0, api_scale: float = 1.0, drain
     return {"cap": int(entry.get("max_num_seqs", 256)), "kv_blocks": max(1, round(int(entry["num_blocks"]) * kv_scale)),
             "kv_admission": True, "lamps_batch": None, "predictions": None, "prefix_caching": False,
             "drain": drain, "api_scale": api_scale, "length_scale": length_scale, "starvation": starvation,
+            "starvation_from": starvation_from,
             "engine_priority": engine_priority, "sigma": sigma}
 
 

@@ -19,9 +19,15 @@ keeps a preserved request in the running batch; LAMPS' eq. 1 counts preserve's w
 duration only).
 
 Starvation (LAMPS §4.4) counts engine iterations: a waiting call's counter is the number of engine
-iterations since it was first seen waiting (or last reset); at `starvation` iterations (100 in the
-paper) its *request* is marked starving and goes ahead of the ranking until the request completes
-("prioritization continues until request completion"): the segments of one pausing call share a
+iterations since it was first seen waiting (or last reset), and it runs only once LAMPS has scheduled
+the call's request (`starvation_from="scheduled"`, the default: §4.4, "the starvation prevention
+mechanism activates only when LAMPS initially schedules the request to the running queue, thus
+leveraging LAMPS's sorting decisions"), so a request's first call is admitted in LAMPS' order alone
+and only its continuations after an API call (or a call left waiting after part of it ran) count;
+`starvation_from="seen"` (off by default) counts every waiting call from when it is first seen, the
+literal reading of Algorithm 1 lines 21-31, which leave the activation out. At `starvation`
+iterations (100 in the paper) its *request* is marked starving and goes ahead of the ranking until
+the request completes ("prioritization continues until request completion"): the segments of one pausing call share a
 "kv_key" (`request_key`), so its continuations after later API calls go ahead too, and the mark ends
 when its last segment (a call with neither "api" nor "pause_kv") is scheduled or its program ends
 (`end_program`). A call without a kv_key is its own request. The counter resets when the call is
@@ -73,7 +79,7 @@ class LAMPSPolicy(Policy):
 
     def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
                  swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None,
-                 batch_size: int | str | None = None) -> None:
+                 batch_size: int | str | None = None, starvation_from: str = "scheduled") -> None:
         """step_s: seconds of one decode iteration; fwd_s_per_token: prefill seconds per context token
         (recompute cost); swap_s_per_token: seconds to move one token's KV one way (None: no swap on
         this engine); api_defaults: tool -> expected seconds before any is observed; batch_size: the
@@ -81,14 +87,20 @@ class LAMPSPolicy(Policy):
         calls, (batch_size - 1) x the mean context of the calls admitted so far (LAMPS §3.2.1);
         "measured": the batch size profiled online, the mean number of calls running at each
         admission (admitted and not yet ended); None:
-        the call is alone."""
+        the call is alone. starvation_from: "scheduled" (a request's starvation counter runs once
+        LAMPS has scheduled the request, LAMPS §4.4) or "seen" (from when a call is first seen
+        waiting: the module docstring)."""
         if not isinstance(starvation, int) or starvation < 1:
             raise ValueError(f"lamps: starvation must be an int >= 1 (engine iterations), got {starvation!r}")
         if not isinstance(refresh, int) or refresh < 1:
             raise ValueError(f"lamps: refresh must be an int >= 1 (rounds between score updates), got {refresh!r}")
         if not step_s > 0 or fwd_s_per_token < 0 or (swap_s_per_token is not None and swap_s_per_token < 0):
             raise ValueError("lamps: step_s must be > 0 and the per-token costs >= 0")
+        if starvation_from not in ("scheduled", "seen"):
+            raise ValueError("lamps: starvation_from must be 'scheduled' (LAMPS §4.4) or 'seen', "
+                             f"got {starvation_from!r}")
         self.starvation = starvation
+        self.starvation_from = starvation_from
         self.refresh = refresh
         self.step_s = step_s
         self.fwd_s = fwd_s_per_token
@@ -104,14 +116,23 @@ class LAMPSPolicy(Policy):
         self.waiting_since: dict[Pending, int] = {}  # waiting call -> `iterations` when its counter was 0
         self.admitted_at: dict[Pending, int] = {}  # running call -> `iterations` when it was admitted
         self.starving: set[Hashable] = set()  # request keys (`request_key`) marked starving
+        self.scheduled: set[Hashable] = set()  # request keys LAMPS has scheduled (their counters run)
         self.scores: dict[Pending, float] = {}
         self.handling: dict[Pending, str] = {}
         self.rounds = 0
 
     # ---- the iteration clock ------------------------------------------------------------------------
     def counter(self, e: Pending) -> int:
-        """Engine iterations waiting call `e` has waited since its counter was last 0."""
+        """Engine iterations waiting call `e` has waited since its counter was last 0 (0 while its
+        counter does not run: `counts`)."""
+        if not self.counts(e):
+            return 0
         return self.iterations - self.waiting_since.get(e, self.iterations)
+
+    def counts(self, e: Pending) -> bool:
+        """Whether waiting call `e`'s starvation counter runs: always under `starvation_from="seen"`,
+        else once LAMPS has scheduled its request (LAMPS §4.4)."""
+        return self.starvation_from == "seen" or request_key(e) in self.scheduled
 
     def progress(self, e: Pending, decoded: int, elapsed: float | None = None) -> None:
         """Running call `e` has decoded `decoded` tokens: as many engine iterations ran since it was
@@ -196,8 +217,11 @@ class LAMPSPolicy(Policy):
             self.admitted_at[e] = self.iterations
             self.waiting_since[e] = self.iterations  # its counter resets (forgotten once it left the queue)
             key = request_key(e)
+            self.scheduled.add(key)
             if key is e or is_last_segment(e):
                 self.starving.discard(key)
+                if key is not e:  # its last segment: the request completes (a call alone: `_forget`)
+                    self.scheduled.discard(key)
         mean, n = self._running
         self._running = ((mean * n + len(self.admitted_at)) / (n + 1), n + 1)
         return Decision(fill.picks)
@@ -205,14 +229,16 @@ class LAMPSPolicy(Policy):
     def _age(self, entries: list[Pending]) -> None:
         """Algorithm 1 lines 21-31 per engine iteration: a call waiting `starvation` iterations
         marks its request starving and its counter restarts (the mark lasts until the request's last
-        segment is scheduled)."""
+        segment is scheduled). A call whose counter does not run yet (`counts`) stays at 0."""
         live = set(entries)
         for e in list(self.waiting_since):
             if e not in live:
                 self._forget(e)
         for e in entries:
             self.waiting_since.setdefault(e, self.iterations)
-            if self.counter(e) >= self.starvation:
+            if not self.counts(e):
+                self.waiting_since[e] = self.iterations
+            elif self.counter(e) >= self.starvation:
                 self.starving.add(request_key(e))
                 self.waiting_since[e] = self.iterations
 
@@ -220,6 +246,7 @@ class LAMPSPolicy(Policy):
         """Program `pid` ended: its requests' starvation marks go (their last segments may not have
         said they were last)."""
         self.starving = {k for k in self.starving if not (isinstance(k, tuple) and k[0] == pid)}
+        self.scheduled = {k for k in self.scheduled if not (isinstance(k, tuple) and k[0] == pid)}
         for e in [e for e in self.admitted_at if e.query_id == pid]:
             del self.admitted_at[e]
 
@@ -228,3 +255,4 @@ class LAMPSPolicy(Policy):
         self.scores.pop(e, None)
         self.handling.pop(e, None)
         self.starving.discard(e)
+        self.scheduled.discard(e)

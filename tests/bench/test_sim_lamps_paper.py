@@ -73,3 +73,23 @@ def test_the_paper_engine_has_no_prefix_cache_and_lamps_can_rank_inside_it(monke
     out = paper.point("a100-40gb-gptj-6b-measured", "single", "LAMPS", 0.5, 6.0, setup)
     llm = made[-1]
     assert out["measured"] > 0 and llm.pool.prefix_caching is False and llm.scheduling == "priority"
+
+
+@pytest.mark.parametrize("option, expected", [(None, "scheduled"), ("seen", "seen")])
+def test_the_simulated_lamps_counts_starvation_as_teolas_policy_does(monkeypatch, option, expected):
+    """Issue 62: the simulator's LAMPS is teola's `lamps` policy with its default reading of §4.4
+    (the counter starts once LAMPS has scheduled the request); the set-up's `starvation_from`
+    reaches it (the sweep's first-sight variant). A tiny simulated run; no timing."""
+    from teola.programs.lamps import LAMPSPolicy
+
+    made = []
+    init = LAMPSPolicy.__init__
+
+    def recording(self, *args, **kw):
+        init(self, *args, **kw)
+        made.append(self)
+
+    monkeypatch.setattr(LAMPSPolicy, "__init__", recording)
+    setup = paper.setup_for("a100-40gb-gptj-6b-measured", starvation_from=option)
+    sim.run_point("a100-40gb-gptj-6b-measured", "single", "LAMPS", 0.5, 0.0, 4.0, 0.0, setup=setup)
+    assert made and {p.starvation_from for p in made} == {expected}

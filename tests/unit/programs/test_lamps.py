@@ -91,8 +91,9 @@ def step(policy, pool: list[Pending], decoded: int = 0) -> str:
 
 
 def test_a_starving_call_goes_ahead_after_the_threshold_in_engine_iterations():
-    # (this test counted admission rounds before; LAMPS §4.4 counts engine iterations)
-    lamps = make_policy("lamps", starvation=3)
+    # (this test counted admission rounds before; LAMPS §4.4 counts engine iterations). Counted from
+    # first sight (the named option): big was never scheduled, so by default its counter does not run
+    lamps = make_policy("lamps", starvation=3, starvation_from="seen")
     big = entry("big", 500)
     assert step(lamps, [big, entry("small0", 5)], decoded=2) == "small0"  # big has waited 2 iterations
     assert step(lamps, [big, entry("small1", 5, arrival=1.0)], decoded=1) == "small1"  # admitted at 2: clock 3
@@ -102,7 +103,7 @@ def test_a_starving_call_goes_ahead_after_the_threshold_in_engine_iterations():
 
 
 def test_admission_rounds_without_engine_iterations_never_starve_a_call():
-    lamps = make_policy("lamps", starvation=3)
+    lamps = make_policy("lamps", starvation=3, starvation_from="seen")
     big = entry("big", 500)
     assert [step(lamps, [big, entry(f"small{i}", 5, arrival=float(i))]) for i in range(10)] == [
         f"small{i}" for i in range(10)]
@@ -110,7 +111,7 @@ def test_admission_rounds_without_engine_iterations_never_starve_a_call():
 
 
 def test_the_iteration_clock_follows_the_call_that_decoded_the_most():
-    lamps = make_policy("lamps")
+    lamps = make_policy("lamps", starvation_from="seen")  # c's counter shows the clock before c runs
     a, b, c = entry("a", 50), entry("b", 60, arrival=1.0), entry("c", 70, arrival=2.0)
     assert step(lamps, [a, b, c], decoded=4) == "a"   # a admitted at 0: 4 iterations
     assert step(lamps, [b, c], decoded=1) == "b"      # b admitted at 4: 5
@@ -136,6 +137,8 @@ def test_scores_are_cached_between_refreshes():
 def test_bad_options_are_named():
     with pytest.raises(ValueError, match="starvation"):
         make_policy("lamps", starvation=0)
+    with pytest.raises(ValueError, match="starvation_from"):
+        make_policy("lamps", starvation_from="arrival")
     with pytest.raises(ValueError, match="refresh"):
         make_policy("lamps", refresh=0)
 
@@ -190,7 +193,7 @@ def segment(request: str, j: int, max_tokens: int, arrival: float, last: bool = 
 def test_a_starving_request_stays_ahead_after_its_api_call_until_it_completes():
     # LAMPS §4.4: "prioritization continues until request completion"; only a request not
     # prioritized resets when it reaches an API call. One engine iteration per admission round.
-    lamps = make_policy("lamps", starvation=3)
+    lamps = make_policy("lamps", starvation=3, starvation_from="seen")
     first = segment("r", 0, 500, 0.0)
     rounds = [step(lamps, [first, entry(f"small{i}", 5, arrival=float(i))], decoded=1) for i in range(4)]
     assert rounds == ["small0", "small1", "small2", "r#0"]  # 3 iterations waited: r is starving
@@ -202,13 +205,36 @@ def test_a_starving_request_stays_ahead_after_its_api_call_until_it_completes():
 
 
 def test_a_starving_requests_mark_ends_with_its_program():
-    lamps = make_policy("lamps", starvation=1)
+    lamps = make_policy("lamps", starvation=1, starvation_from="seen")
     p0 = segment("p", 0, 500, 0.0)
     assert step(lamps, [p0, entry("small0", 5)], decoded=1) == "small0"
     assert picked(lamps, [p0, entry("small1", 5)]) == "p#0"  # waited 1 iteration: p starving
     assert picked(lamps, [segment("p", 1, 500, 1.0), entry("small2", 5)]) == "p#1"
     lamps.end_program("p")
     assert picked(lamps, [segment("p", 2, 500, 2.0), entry("small3", 5)]) == "small3"
+
+
+def test_the_starvation_counter_runs_once_lamps_has_scheduled_the_request():
+    # LAMPS §4.4: "the starvation prevention mechanism activates only when LAMPS initially schedules
+    # the request to the running queue" (issue 62: the counter ran from first sight). Threshold 3,
+    # one engine iteration per admission round.
+    lamps = make_policy("lamps", starvation=3)
+    first = segment("r", 0, 500, 0.0)
+    # never scheduled: 5 iterations waited, its counter stays 0 and the smaller calls keep going first
+    rounds = [step(lamps, [first, entry(f"small{i}", 5, arrival=float(i))], decoded=1) for i in range(5)]
+    assert rounds == [f"small{i}" for i in range(5)]
+    assert lamps.iterations == 5 and lamps.counter(first) == 0 and ("r", "r") not in lamps.starving
+    assert step(lamps, [first]) == "r#0"  # LAMPS schedules it: from now on r's counter runs
+    # after its API call, r's continuation counts from 0 (§4.4: reset at an API call): iterations 1, 2, 3
+    cont = segment("r", 1, 500, 10.0)
+    rounds = [step(lamps, [cont, entry(f"small{i}", 5, arrival=10.0 + i)], decoded=1) for i in range(5, 8)]
+    assert rounds == ["small5", "small6", "small7"] and lamps.counter(cont) == 3
+    assert step(lamps, [cont, entry("small8", 5, arrival=20.0)]) == "r#1"  # 3 iterations: starving
+    # the same sequence counted from first sight marks r#0 after its 3rd iteration
+    seen = make_policy("lamps", starvation=3, starvation_from="seen")
+    first = segment("r", 0, 500, 0.0)
+    assert [step(seen, [first, entry(f"small{i}", 5, arrival=float(i))], decoded=1) for i in range(4)] == [
+        "small0", "small1", "small2", "r#0"]
 
 
 def test_a_fixed_handling_is_the_one_the_call_is_ranked_under():
