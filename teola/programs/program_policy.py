@@ -19,7 +19,9 @@ Preemption (`preempt`, default on, with either service unit): the engine schedul
 running call's decoded tokens and its seconds on the engine as they stream (`progress`), so a long
 call is charged, and demoted, while it runs; `victims` names the running calls to preempt for
 waiting calls of a better queue when the engine's admission budget is full
-(teola.runtime.engine_tier.preemption does the aborting and resuming).
+(teola.runtime.engine_tier.preemption does the aborting and resuming). Each decoded token is
+charged once: a preempted call's result at its end (the output of all its runs joined) is charged
+only for the tokens no progress event of any of its runs charged.
 """
 from __future__ import annotations
 
@@ -71,6 +73,9 @@ class ProgramPolicy(Policy):
         self._charged: dict[Pending, float] = {}  # when each queued call's waiting was last charged
         # (service, seconds) charged to a running call's current run as it streamed
         self._progressed: dict[Pending, tuple[float, float]] = {}
+        # decoded tokens charged to a preempted call's earlier runs as they streamed: its result
+        # at the end counts them again (the output of all its runs joined)
+        self._banked: dict[Pending, float] = {}
         if not isinstance(preempt, bool):
             raise ValueError(f"{self.name}: preempt must be true or false, got {preempt!r}")
         self.preemptive = preempt
@@ -142,9 +147,12 @@ class ProgramPolicy(Policy):
 
     def preempted(self, pick: Pick) -> None:
         """The running call of `pick` was stopped to wait again (instead of `observe`): what it
-        decoded stays charged, its next run's progress counts from zero."""
+        decoded stays charged (and is not charged again when it ends), its next run's progress
+        counts from zero."""
         self._starts.pop(id(pick), None)
-        self._progressed.pop(pick.entry, None)
+        tokens, _ = self._progressed.pop(pick.entry, (0.0, 0.0))
+        if tokens:
+            self._banked[pick.entry] = self._banked.get(pick.entry, 0.0) + tokens
         self._release(pick)
 
     def _release(self, pick: Pick) -> bool:
@@ -189,6 +197,7 @@ class ProgramPolicy(Policy):
                 off += p.count
                 continue
             streamed_tokens, streamed_seconds = self._progressed.pop(e, (0.0, 0.0))  # charged as it ran
+            streamed_tokens += self._banked.pop(e, 0.0)
             seconds = max(0.0, finished - started - streamed_seconds)
             if self.service == "seconds":
                 amount = seconds
@@ -217,6 +226,8 @@ class ProgramPolicy(Policy):
             del self._charged[e]
         for e in [e for e in self._progressed if e.query_id == pid]:
             del self._progressed[e]
+        for e in [e for e in self._banked if e.query_id == pid]:
+            del self._banked[e]
         self.core.end_program(pid)
 
 

@@ -55,6 +55,9 @@ class CallWork:
         if self.on_delta is not None:
             self.on_delta(text)
 
+    def requeued(self, t: float) -> None:
+        pass
+
     def failed(self, exc: BaseException, inst: Instance) -> None:
         if not self.future.done():
             err = CallFailed(f"call {self.call_id!r} failed on instance {inst.name}: {type(exc).__name__}: {exc}")

@@ -1,5 +1,6 @@
 """`RecordedWork`: the `Work` of one entry a test submits straight to an engine scheduler
-(teola.runtime.engine_tier.work.Work): it keeps the entry's results, when they came and its starts."""
+(teola.runtime.engine_tier.work.Work): it keeps the entry's results (a streamed entry's final result
+is its only one), when they came, its starts, its requeues and its streamed items."""
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +14,8 @@ class RecordedWork:
         self.out: list[Any] = [None] * n
         self.done_at: float | None = None
         self.starts: list[tuple[float, int]] = []
+        self.requeues: list[float] = []
+        self.items: list[tuple[float, Any]] = []
         self.done = asyncio.Event()
 
     def started(self, inst: Any, batch_id: str, batch_size: int, t: float) -> None:
@@ -24,19 +27,23 @@ class RecordedWork:
         self.done.set()
 
     def item(self, payload: Any, t: float) -> None:
-        pass
+        self.items.append((t, payload))
 
     def final(self, result: Any, t: float) -> None:
-        pass
+        self.results(0, [result], t)
 
     def delta(self, text: str, t: float) -> None:
         pass
+
+    def requeued(self, t: float) -> None:
+        self.requeues.append(t)
 
     def failed(self, exc: BaseException, inst: Any) -> None:
         raise AssertionError(f"entry failed on {getattr(inst, 'name', inst)}: {exc!r}")
 
 
-def decoding_entry(program: str, requests: list[dict[str, Any]], t: float) -> tuple[Pending, RecordedWork]:
-    """One decoding entry of `program` holding `requests` (a batched call when several), queued at `t`."""
+def decoding_entry(program: str, requests: list[dict[str, Any]], t: float,
+                   op: str = "decoding") -> tuple[Pending, RecordedWork]:
+    """One `op` entry of `program` holding `requests` (a batched call when several), queued at `t`."""
     work = RecordedWork(len(requests))
-    return Pending(program, f"{program}.decoding", "decoding", 0, t, requests, work=work), work
+    return Pending(program, f"{program}.{op}", op, 0, t, requests, work=work), work

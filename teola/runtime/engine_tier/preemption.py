@@ -1,10 +1,10 @@
 """Preemptive LLM calls under a program policy (Autellix §4) on an unpatched vLLM.
 
 With a policy whose `preemptive` is true (mlfq, plas, atlas by default), the engine scheduler runs
-each decoding entry as one preemptible call: its own engine stream (vLLM batches running requests
-continuously anyway), all of its requests under one tag. An entry of several requests (a map over
-chunks, an e-graph decoding primitive with a batch of prompts) is one call of its program: it is
-admitted whole, preempted whole and resumed whole. The scheduler:
+each decoding entry, and each partial decode, as one preemptible call: its own engine stream (vLLM
+batches running requests continuously anyway), all of its requests under one tag. An entry of
+several requests (a map over chunks, an e-graph decoding primitive with a batch of prompts) is one
+call of its program: it is admitted whole, preempted whole and resumed whole. The scheduler:
   - admission: at most `budget` requests run on an instance at once (the engine's max_batch, vLLM's
     max_num_seqs; or its max efficient batch with `Engine(admission="efficient_batch")`), and no new
     call while the calls running there already hold the instance's `token_budget` (its KV cache, in
@@ -17,17 +17,18 @@ admitted whole, preempted whole and resumed whole. The scheduler:
   - preemption: every `rerank_every` progress events, and whenever work arrives at a full instance,
     `policy.victims` names running calls of a worse queue than waiting ones; each is aborted in the
     engine (by its tag: every request of it), each request returns the token ids it decoded, and
-    the call waits in the queue again; when picked it resumes: each unfinished request as its
-    prompt + its own token ids so far (the prefix cache holds most of them, or, on an engine with
-    kv_swap, host memory: each request carries a "kv_swap_key" that survives its resumes) with its
-    remaining max_tokens, while a request that had ended is not sent again; each request's final
-    text is its parts joined;
+    the call waits in the queue again (its work hears `requeued`); when picked it resumes: each
+    unfinished request as its prompt + its own token ids so far (the prefix cache holds most of
+    them, or, on an engine with kv_swap, host memory: each request carries a "kv_swap_key" that
+    survives its resumes) with its remaining max_tokens, while a request that had ended is not sent
+    again; each request's final text is its parts joined;
   - cancellation: a call whose caller went away is stopped for good through the adapter's
     `cancel(tags, kv_keys)` where it has one, which tells a kv_swap engine not to save its KV (it
     never resumes), and a waiting preempted call's saved KV is dropped (`forget_kv`).
 An engine that does not report `output_token_ids` is never preempted mid-call (no way to resume).
-Partial decodes (decode pipelining's `partial_decoding`) run to their end: see
-docs/program_scheduling.md, "Deviations from Autellix".
+A partial decode (decode pipelining's `partial_decoding`: one streaming request whose items go
+downstream as they are parsed) sends each item downstream once, whole and in order, over all its
+runs (teola.runtime.engine_tier.call_items).
 """
 from __future__ import annotations
 
@@ -37,14 +38,17 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.llm_text.split_parser import split_text
+from teola.ir.ops import PrimOp
 from teola.policies.base import Pending, Pick, RequestQueue
+from teola.runtime.engine_tier.call_items import CallItems
+from teola.runtime.engine_tier.call_resume import Resume, joined, text_of
 from teola.runtime.engine_tier.engine_context import EngineContext
 from teola.runtime.engine_tier.supervisor import down_error
 from teola.runtime.executors.executor import Instance, checked_results
 
 log = logging.getLogger("teola.runtime")
-OP = "decoding"
+OP = PrimOp.DECODING.value
+STREAM_OP = PrimOp.PARTIAL_DECODING.value
 
 
 @dataclass(slots=True, eq=False)
@@ -62,18 +66,7 @@ class RunningCall:
     stopping: bool = False
     events: int = 0
     decoded: dict[int, int] = field(default_factory=dict)  # per position in `requests`: tokens so far
-
-
-@dataclass(slots=True)
-class Resume:
-    """What one request of a preempted call carries to its next run."""
-
-    request: dict[str, Any]          # the request as first sent
-    ids: list[int] = field(default_factory=list)
-    text: str = ""
-    count: int = 0
-    points: list[int] = field(default_factory=list)  # tokens decoded when each preemption hit
-    final: Any = None                # its joined result once it ended (then it is not sent again)
+    items: CallItems | None = None   # a partial decode's items, over all its runs
 
 
 class Preemptor:
@@ -90,7 +83,10 @@ class Preemptor:
     @staticmethod
     def applies(op: str, picks: list[Pick]) -> bool:
         """Whether these picks run as preemptible calls: decoding entries none of whose requests
-        was dispatched otherwise."""
+        was dispatched otherwise, and partial decodes of one streaming request each (as the graph
+        scheduler dispatches them)."""
+        if op == STREAM_OP:
+            return all(p.entry.taken == 0 and len(p.entry.requests) == 1 for p in picks)
         return op == OP and all(p.entry.taken == 0 for p in picks)
 
     def running(self, inst: Instance) -> int:
@@ -126,6 +122,8 @@ class Preemptor:
             requests.append(req)
         tokens = sum(e.tokens[i] for i in sent) if e.tokens else 0
         call = RunningCall(inst, pick, queue, tag, sent, requests, tokens, ctx.loop.time())
+        if e.op == STREAM_OP and e.requests[0].get("split"):
+            call.items = resumes[0].items if resumes is not None else CallItems(e.work, e.requests[0])
         self.calls.setdefault(inst, {})[e] = call
         inst.outstanding += len(sent)
         inst.tokens += tokens
@@ -160,16 +158,28 @@ class Preemptor:
         arrive as it decodes); the final result of each request sent."""
         ctx, e, n = self.ctx, call.pick.entry, len(call.requests)
         if not ctx.executor.supports(call.inst, "stream"):  # no progress: it runs to its end
-            return checked_results(ctx.name, await ctx.executor.execute(call.inst, OP, call.requests), n)
+            finals = checked_results(ctx.name, await ctx.executor.execute(call.inst, e.op, call.requests), n)
+            if call.items is not None and isinstance(finals[0], dict):  # its items come with its result
+                for item in finals[0].get("items") or ():
+                    call.items.engine_item(item, call.stopping, ctx.loop.time())
+            return finals
         finals: list[Any] = [None] * n
         got = 0
-        async for idx, kind, payload in ctx.executor.stream(call.inst, OP, call.requests):
+        async for idx, kind, payload in ctx.executor.stream(call.inst, e.op, call.requests):
             if not 0 <= idx < n:
                 raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {n}-request call")
+            t = ctx.loop.time()
+            if call.items is not None and kind in ("progress", "delta"):
+                call.items.release(t)
             if kind == "progress":
                 self._progress(call, idx, payload)
             elif kind == "delta":
-                e.work.delta(payload, ctx.loop.time())
+                if call.items is None:
+                    e.work.delta(payload, t)
+                else:
+                    call.items.delta(payload, t)
+            elif kind == "item" and call.items is not None:
+                call.items.engine_item(payload, call.stopping, t)
             elif kind == "final":
                 finals[idx] = payload
                 got += 1
@@ -207,7 +217,12 @@ class Preemptor:
             for i, result in zip(call.sent, finals):
                 results[i] = joined(resumes[i], result)
         t = self.ctx.loop.time()
-        e.work.results(0, results, t)
+        if call.items is not None:
+            call.items.ended(text_of(results[0]), t)
+        if e.op == STREAM_OP:
+            e.work.final(results[0], t)
+        else:
+            e.work.results(0, results, t)
         self.ctx.observe([call.pick], call.started, t, results)
 
     def _requeue(self, call: RunningCall, finals: list[Any]) -> bool:
@@ -225,7 +240,8 @@ class Preemptor:
                 left.append(budget - len(resumes[i].ids) - len(ids))
             else:
                 left.append(0)
-        if not any(n > 0 for n in left):
+        if not any(n > 0 for n in left) or (call.items is not None and
+                                            call.items.all_out(resumes[0].text + text_of(finals[0]))):
             return False
         self.resumes[e] = resumes
         for i, result, n in zip(call.sent, finals, left):
@@ -239,11 +255,15 @@ class Preemptor:
             resume.points.append(len(resume.ids))
             req = {k: v for k, v in resume.request.items() if k not in ("tag", "progress")}
             req.update(resume_ids=list(resume.ids), max_tokens=int(resume.request["max_tokens"]) - len(resume.ids))
+            if call.items is not None:
+                call.items.preempted(resume.text, req, self.ctx.loop.time())
+                resume.items = call.items
             e.requests[i] = req
         self.ctx.metrics.preemptions += 1
         e.taken = 0
         self.ctx.policy().preempted(call.pick)
         call.queue.push(e)
+        e.work.requeued(self.ctx.loop.time())
         return True
 
     # ---- choosing victims -----------------------------------------------------------------------
@@ -252,7 +272,7 @@ class Preemptor:
         calls = self.calls.get(inst)
         if not calls:
             return 0
-        waiting = [e for e in self.ctx.waiting(inst) if e.op == OP]
+        waiting = [e for e in self.ctx.waiting(inst) if e.op in (OP, STREAM_OP)]
         running = [e for e, c in calls.items() if not c.stopping]
         victims = self.ctx.policy().victims(running, waiting, self.free(inst), self.ctx.loop.time())
         for e in victims:
@@ -340,25 +360,3 @@ class Preemptor:
 def swap_keys(requests: list[dict[str, Any]]) -> list[str]:
     """The KV swap keys of these requests."""
     return [r["kv_swap_key"] for r in requests if r.get("kv_swap_key")]
-
-
-def joined(resume: Resume, result: Any, complete: bool = False) -> Any:
-    """A request's result over all its runs: what it decoded before each preemption, then `result`
-    (its last run). `complete`: it decoded all it was asked as the abort hit (not marked aborted)."""
-    if not isinstance(result, dict):
-        return result
-    out = dict(result)
-    if complete:
-        out.pop("aborted", None)
-    if not resume.count:
-        return out
-    out.update(text=resume.text + str(result.get("text", "")),
-               num_output_tokens=len(resume.ids) + int(result.get("num_output_tokens") or 0),
-               output_token_ids=resume.ids + list(result.get("output_token_ids") or []),
-               preemptions=resume.count, resumed_at=list(resume.points))
-    split = resume.request.get("split")
-    if split:  # items parsed from the whole output, not only from the last run's
-        items = split_text(out["text"], split)
-        max_items = resume.request.get("max_items")
-        out["items"] = items if max_items is None else items[:max_items]
-    return out

@@ -15,7 +15,9 @@ class Work(Protocol):
     either `results` (plain batches: the results of requests [start, start + len(results))) or,
     for streaming decodes, `item` per streamed item and `final` per request; `failed` if the batch
     failed for this entry. Requests that asked for their text as it decodes ("stream_text") also
-    get `delta` per decoded piece before their results."""
+    get `delta` per decoded piece before their results. A preemptible call (engine_tier.preemption)
+    that is preempted calls `requeued` instead of its results: that run ended without any, and the
+    entry waits in its queue to start again."""
 
     def started(self, inst: Instance, batch_id: str, batch_size: int, t: float) -> None: ...
 
@@ -28,3 +30,5 @@ class Work(Protocol):
     def delta(self, text: str, t: float) -> None: ...
 
     def failed(self, exc: BaseException, inst: Instance) -> None: ...
+
+    def requeued(self, t: float) -> None: ...

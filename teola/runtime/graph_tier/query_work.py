@@ -84,6 +84,11 @@ class DispatchWork:
             return
         run.fail(err, exc)
 
+    def requeued(self, t: float) -> None:
+        """A run of this work's preemptible call was preempted: it is off the engine until it starts
+        again (each run counted as a start), so it is no longer in flight."""
+        self._landed()
+
     def item(self, text: Any, t: float) -> None:
         if not self.run.dead:
             self.run.guard(self.run.stream_item, self, text, t)
