@@ -71,6 +71,7 @@ class Settings:
     embedding_batch: int | None = None        # None: the embedder's shipped max efficient batch
     baselines: tuple[str, ...] = ()           # BASELINES also run, on the default flows (not same_mode)
     langgraph: bool = False                   # LANGGRAPH also runs (remote LLM only, compact flows)
+    passes_off: tuple[str, ...] = ()          # with keep_expansion: KEEP_EXPANSION with each of these passes off too
 
     @classmethod
     def quick(cls) -> Settings:
@@ -245,7 +246,11 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
     out: dict[str, Any] = {"settings": {k: v for k, v in s.__dict__.items()}, "runs": {}}
     for name in s.apps if s.sizes else ():
         app = apps[name]
-        names = (SYSTEMS + ((KEEP_EXPANSION,) if s.keep_expansion and name == "advanced_rag" else ())
+        kept = s.keep_expansion and name == "advanced_rag"
+        for off in s.passes_off if kept else ():  # what one more pass does at equal work, side by side
+            TEOLA_PASSES[f"{KEEP_EXPANSION}, {off} off"] = {**TEOLA_PASSES[KEEP_EXPANSION], off: False}
+        names = (SYSTEMS + ((KEEP_EXPANSION,) if kept else ())
+                 + tuple(f"{KEEP_EXPANSION}, {off} off" for off in (s.passes_off if kept else ()))
                  + ((LANGGRAPH,) if s.langgraph and synthesis_mode(app) == "compact" else ()) + tuple(s.baselines))
         systems = Systems(app, {}, "library", names)
         for size, distractors in s.sizes.items():
@@ -281,7 +286,7 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
             load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:g}x)"
             base = row.get("LlamaIndex", {}).get("mean")
             teola = row.get("teola", {}).get("mean")
-            for system in [k for k in (*SYSTEMS, KEEP_EXPANSION, LANGGRAPH, *BASELINES) if k in row]:
+            for system in [k for k in (*SYSTEMS, *TEOLA_PASSES, LANGGRAPH, *BASELINES) if k in row]:
                 r = row.get(system, {})
                 speed = ""
                 if system in (LANGGRAPH, *BASELINES):  # teola's speed over this baseline
@@ -434,6 +439,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-same-mode", action="store_true", help="skip the table with both systems forced to refine")
     p.add_argument("--keep-expansion", action="store_true",
                    help=f"also run {KEEP_EXPANSION!r} on advanced RAG: pass prune_covered_searches off, side by side")
+    p.add_argument("--pass-off", default=None,
+                   help=f"with --keep-expansion: also run {KEEP_EXPANSION!r} with each of these comma-separated passes "
+                        "off, side by side (what the pass does at equal work)")
     p.add_argument("--only-same-mode", action="store_true", help="only the table with both systems forced to refine")
     p.add_argument("--embedding-batch", type=int, default=None,
                    help="teola's embedder max efficient batch (default: the engine's shipped one; pages before "
@@ -477,6 +485,13 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     if args.no_same_mode:
         s.same_mode = None
     s.keep_expansion = args.keep_expansion
+    if args.pass_off:
+        from teola.passes.registry import pass_names
+
+        s.passes_off = tuple(x.strip() for x in args.pass_off.split(",") if x.strip())
+        unknown = sorted(set(s.passes_off) - set(pass_names()))
+        if unknown or not s.keep_expansion:
+            p.error(f"--pass-off needs --keep-expansion and known passes ({', '.join(pass_names())}); got {args.pass_off!r}")
     if args.baselines:
         s.baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
         unknown = sorted(set(s.baselines) - set(BASELINES))
