@@ -30,9 +30,11 @@ def machine() -> dict:
             "cpu_llm_dtype": cpu_llm_dtype("auto")}  # what a CPU vLLM engine with the default dtype runs
 
 
-def write_results(name: str, data: dict, markdown: str) -> None:
+def write_results(name: str, data: dict, markdown: str, compact: bool = False) -> None:
+    """bench/results/<name>.json (indented, or `compact` for large results) and <name>.md."""
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps({"machine": machine(), **data}, indent=2, default=str))
+    layout = {"separators": (",", ":")} if compact else {"indent": 2}
+    (RESULTS / f"{name}.json").write_text(json.dumps({"machine": machine(), **data}, default=str, **layout))
     (RESULTS / f"{name}.md").write_text(markdown.rstrip() + "\n")
     print(markdown)
 

@@ -418,7 +418,9 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     md = markdown(data, command)
     folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of the index
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "reply"), indent=1, default=str))
+    # the records stay (the trials study pools them) without their texts, in compact JSON
+    (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "reply", "context"), separators=(",", ":"),
+                                                   default=str))
     (folder / f"{out}.md").write_text(md)
     print(md)
     return data

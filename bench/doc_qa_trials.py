@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, write_results
-from bench.doc_qa import BASELINES, SYSTEMS, summarize
+from bench.doc_qa import BASELINES, KEEP_EXPANSION, SYSTEMS, summarize
 from bench.rag import _f, bound_wording, speedups, verdict
 
 
@@ -128,6 +128,7 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
                      f"{_f(r['mean'])}x ({_f(r['min'])}-{_f(r['max'])}) | "
                      f"{_f(r['std'])} | {verdict(r)} | {', '.join(f'{x:.2f}' for x in r['trials'])} | "
                      f"{_f(r['p50'])}x | {_f(r['p99'])}x |")
+    lines += equal_work_lines(pooled)
     lines += ["", "### Latency (seconds), LLM work, quality and recall per query (pooled over trials)", "",
               "| flow | load | system | n | failed | mean | trial means min-max | p50 | p99 | LLM calls | prompt tok | "
               "decode tok | answer contains gold | token F1 | gold story in context |",
@@ -181,6 +182,29 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
     return "\n".join(lines).rstrip() + "\n"
 
 
+def equal_work_lines(pooled: dict[str, Any]) -> list[str]:
+    """With the expansion kept (`--keep-expansion`): every other system's speed relative to that
+    teola, whose LLM work equals the libraries' (two calls each), per trial and their mean."""
+    rows = []
+    for flow, res in pooled["apps"].items():
+        for point, systems in res["runs"].items():
+            kept = systems.get(KEEP_EXPANSION)
+            if kept is None:
+                continue
+            k_means = [t["summary"].get("mean") for t in kept["trials"]]
+            for name, e in systems.items():
+                if name == KEEP_EXPANSION or name.startswith(KEEP_EXPANSION) or name == "teola":
+                    continue
+                ratios = [b / k for b, k in zip((t["summary"].get("mean") for t in e["trials"]), k_means) if b and k]
+                if ratios:
+                    rows.append(f"| {flow} | {_load(point, kept)} | {name} | {statistics.fmean(ratios):.2f}x "
+                                f"({min(ratios):.2f}-{max(ratios):.2f}) | {', '.join(f'{r:.2f}' for r in ratios)} |")
+    if not rows:
+        return []
+    return ["", f"### At equal work: {KEEP_EXPANSION!r} against the others (their mean latency / its; >1 = teola faster)",
+            "", "| flow | load | system | mean over trials (min-max) | per trial |", "|---|---|---|---|---|", *rows]
+
+
 def inflight_lines(pooled: dict[str, Any]) -> list[str]:
     """With the LLM behind `vllm serve`: the requests each system kept running on the server, per
     trial (the most seen / the mean while busy; each trial's page shows them over time)."""
@@ -219,7 +243,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         print("[doc_qa_trials] note: systems beyond teola and LlamaIndex are pooled too", flush=True)
     command = "python -m bench.doc_qa --study trials " + " ".join(argv)
     md = markdown(trials, names, command.strip())
-    write_results(args.out, {"runs": names, "pooled": pool(trials)}, md)
+    write_results(args.out, {"runs": names, "pooled": pool(trials)}, md, compact=True)
     return 0
 
 
