@@ -36,7 +36,7 @@ from bench.programs import rates_at_target, workload
 
 POLICIES = ("fifo", "mlfq", "plas", "atlas")
 # service in decoded tokens; calls here decode 6-24 tokens, so the first queue holds ~1 call
-QUEUES = {"base_quantum": 16.0, "growth": 2.0, "num_queues": 8}
+QUEUES = {"base_quantum": 16.0, "growth": 2.0, "num_queues": 8, "service": "tokens"}
 ENGINE = {"model": "smollm2-135m-instruct", "max_model_len": 2048, "max_num_seqs": 8}
 SHAPES = {"chat": {"max_calls": 4, "out_mean": 14, "out_max": 24},
           "tree": {"steps": (2, 3), "width": (2, 4), "out_mean": 10, "out_max": 20}}
@@ -171,10 +171,11 @@ FCFS_TEXT = {"fcfs": "policy `fcfs`: calls in arrival order, each returning when
              "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends"}
 
 
-def set_policy(rt: Any, name: str) -> None:
-    """A fresh policy object (and process table) for the next run."""
+def set_policy(rt: Any, name: str, **options: Any) -> None:
+    """A fresh policy object (and process table) for the next run; `options` are added to QUEUES for
+    the program policies (ignored by the baselines)."""
     from teola.runtime.policy_registry import make_policy
-    rt.schedulers["llm"].policy = make_policy(name, **({} if name in BASELINES else QUEUES))
+    rt.schedulers["llm"].policy = make_policy(name, **({} if name in BASELINES else {**QUEUES, **options}))
 
 
 class Borrowed:

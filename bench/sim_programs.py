@@ -78,7 +78,8 @@ METRICS = {"mean": "mean program latency",
 
 
 def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: int, instances: int,
-             abort_kv: str, questions: list[str], filler: list[str], seed: int = 1) -> dict[str, Any]:
+             abort_kv: str, questions: list[str], filler: list[str], seed: int = 1,
+             promotion: str = "preempt") -> dict[str, Any]:
     from teola import Engine
     from teola.runtime import Runtime
     from teola.sim.virtual_loop import run_virtual
@@ -98,7 +99,7 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
                       simulate=prof, **balancer)
         rt = Runtime({"llm": spec})
         await rt.start()
-        set_policy(rt, policy)
+        set_policy(rt, policy, promotion=promotion)
         try:
             return await run_set(rt, progs, f"{kind}-{policy}-{rate:.3f}", questions, window=window, filler=filler,
                                  token_ratio=ratio, keep_log=True)
@@ -154,7 +155,8 @@ def saturated_capacity(log: list[dict[str, Any]], n: int, budget: int) -> float:
 
 
 def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: str, questions: list[str],
-          filler: list[str], loads: tuple[float, ...], baseline: str = "fcfs", nocache: bool = False) -> dict[str, Any]:
+          filler: list[str], loads: tuple[float, ...], baseline: str = "fcfs", nocache: bool = False,
+          promotion: str = "preempt") -> dict[str, Any]:
     n_burst = max(n, 6 * BUDGET * instances)
     burst = run_once(profile, kind, baseline, 0.0, n_burst, instances, abort_kv, questions, filler)
     cap = saturated_capacity(burst["log"], n_burst, BUDGET * instances)
@@ -162,7 +164,8 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
     bases = (baseline, NOCACHE) if nocache else (baseline,)
     for load in loads:
         for policy in (*bases, *POLICIES):
-            r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions, filler)
+            r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions, filler,
+                         promotion=promotion)
             rows.append({"load": load, "rate": load * cap, "policy": policy,
                          **{k: r[k] for k in ("mean", "p50", "p95", "p99", "tok_mean", "tok_p99", "preemptions", "resumed_tokens",
                                               "resumed_cached_tokens", "sim_wall_s", "calls", "prompt_tokens", "cached_tokens",
@@ -268,6 +271,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="FCFS as vLLM runs it (fcfs, default) or teola's fifo batching strawman (the pages before 82110ed)")
     p.add_argument("--nocache-baseline", action="store_true",
                    help=f"also run {NOCACHE}: FCFS with the prefix cache off, Autellix's 'vLLM' baseline")
+    p.add_argument("--promotion", choices=("preempt", "admit"), default="preempt",
+                   help="anti-starvation promotion of MLFQ / PLAS / ATLAS: preempt (Autellix's Algorithm 1, default) "
+                   "or admit (a promoted call preempts only from the queue it was promoted from)")
     p.add_argument("--out", default="sim_programs")
 
 
@@ -289,9 +295,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     sweeps = {}
     for kind, inst, mode in combos:
         sweeps[f"{kind}|{inst}|{MODES[mode]}"] = sweep(
-            profile, kind, n * inst, inst, mode, questions, filler, loads, args.baseline, args.nocache_baseline)
+            profile, kind, n * inst, inst, mode, questions, filler, loads, args.baseline, args.nocache_baseline,
+            args.promotion)
     shapes = {k: shape_stats(k, n) for k in dict.fromkeys(k for k, _, _ in combos)}
-    data = {"profile": args.profile, "programs": n, "sweeps": sweeps, "shapes": shapes, "capacity": "saturated", "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
+    data = {"profile": args.profile, "programs": n, "promotion": args.promotion, "sweeps": sweeps, "shapes": shapes, "capacity": "saturated", "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.sim_studies --study programs " + " ".join(argv)}
     write_results(args.out, data, markdown(data))
     return 0

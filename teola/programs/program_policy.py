@@ -4,10 +4,11 @@ priority function.
 
 Service: a number charged per call, in the unit chosen by `service`; it sets the priorities and
 the quanta:
-  "tokens"  (default) decoded tokens: what the engine reports ("num_output_tokens"), else each
-            finished request's `max_tokens` (an upper bound; 0 for prefill-only requests);
-  "seconds" engine time: every call in a batch is charged the batch's wall time on the engine
-            (Autellix's "model execution time").
+  "seconds" (default) engine time: every call in a batch is charged the batch's wall time on the
+            engine (Autellix's "model execution time");
+  "tokens"  decoded tokens: what the engine reports ("num_output_tokens"), else each finished
+            request's `max_tokens` (an upper bound; 0 for prefill-only requests). A named deviation
+            (docs/program_scheduling.md): the same count on any machine.
 Anti-starvation compares like with like in both cases (Autellix's W / T): waiting seconds over
 execution seconds (a call's wall time on the engine, charged beside its tokens), so `beta` is a
 plain ratio.
@@ -54,20 +55,22 @@ class ProgramPolicy(Policy):
     priority: Priority
 
     def __init__(self, num_queues: int = 8, base_quantum: float | None = None, growth: float = 2.0,
-                 beta: float | None = DEFAULT_BETA, rerank_every: int = 4, service: str = "tokens",
-                 table: ProcessTable | None = None, preempt: bool = True) -> None:
+                 beta: float | None = DEFAULT_BETA, rerank_every: int = 4, service: str = "seconds",
+                 table: ProcessTable | None = None, preempt: bool = True, promotion: str = "preempt") -> None:
         """num_queues, base_quantum, growth: the K queues (quantum_i = base_quantum * growth**i,
         in the service unit; default base 32 tokens or 0.05 s). beta: anti-starvation ratio of
         waiting to execution seconds (None turns it off). rerank_every: re-rank at most every N scheduling steps while the queue's
         membership is unchanged. service: "tokens" or "seconds". table: a shared ProcessTable
         (e.g. the one the load balancer and `teola.api.program.Program` use). preempt: let the engine
-        scheduler preempt running calls of a worse queue for waiting ones (see the module docstring)."""
+        scheduler preempt running calls of a worse queue for waiting ones (see the module docstring).
+        promotion: "preempt" (Algorithm 1) or "admit" (a promoted call is admitted first but preempts
+        only from the queue it was promoted from; teola.programs.program_queues)."""
         if service not in SERVICE_UNITS:
             raise ValueError(f"{self.name}: service must be one of {SERVICE_UNITS}, got {service!r}")
         self.service = service
         self.core = ProgramQueues(type(self).priority, table, num_queues,
                                   DEFAULT_QUANTUM[service] if base_quantum is None else base_quantum,
-                                  growth, beta, rerank_every)
+                                  growth, beta, rerank_every, promotion)
         self._outstanding: dict[Pending, int] = {}
         self._starts: dict[int, int] = {}
         self._charged: dict[Pending, float] = {}  # when each queued call's waiting was last charged
@@ -178,7 +181,7 @@ class ProgramPolicy(Policy):
                       key=lambda e: (core.calls[e].level, core.calls[e].seq), reverse=True)
         out: list[Pending] = []
         for w in order[max(0, free):]:
-            if not pool or core.level(pool[0]) <= core.level(w):
+            if not pool or core.level(pool[0]) <= core.preempt_level(w):
                 break
             out.append(pool.pop(0))
         return out

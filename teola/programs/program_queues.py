@@ -17,6 +17,10 @@ call that exhausts its quantum lands exactly where its attained service would pl
     the priority's service is charged in (`charge(..., seconds=)`), so beta is a plain ratio.
   - Within a queue calls run first-come first-served; a demoted or promoted call joins the tail
     of its new queue (Algorithm 1's `append`).
+  - `promotion`: "preempt" (default, Algorithm 1) ranks a promoted call in Q_0 for admission and
+    for preemption alike; "admit" (a named deviation, docs/program_scheduling.md) ranks it in Q_0
+    for admission but lets it preempt a running call only from the queue it was promoted from,
+    until it runs again (`preempt_level`).
   - Multi-step scheduling: the ranking is recomputed only when the set of queued calls changes
     or every `rerank_every` scheduling steps, so priorities do not churn (and preempt) each step.
 """
@@ -28,6 +32,8 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable, Sequence
 
 from teola.programs.process_table import ProcessTable
+
+PROMOTIONS = ("preempt", "admit")
 
 # p(c) of a new call: (process table, program id, inherited critical path) -> priority >= 0
 Priority = Callable[[ProcessTable, str, float], float]
@@ -85,6 +91,9 @@ class CallState:
     run: float = 0.0
     promotions: int = 0
     demotions: int = 0
+    # the queue the call was in when anti-starvation promoted it, until it runs again: with
+    # promotion="admit" it preempts running calls only from there (see ProgramQueues)
+    natural: int | None = None
 
 
 class ProgramQueues:
@@ -93,7 +102,7 @@ class ProgramQueues:
 
     def __init__(self, priority: Priority, table: ProcessTable | None = None, num_queues: int = 8,
                  base_quantum: float = 32.0, growth: float = 2.0, beta: float | None = 8.0,
-                 rerank_every: int = 4) -> None:
+                 rerank_every: int = 4, promotion: str = "preempt") -> None:
         if not callable(priority):
             raise TypeError(f"ProgramQueues: priority must be a function (table, pid, inherited) -> float, "
                             f"got {priority!r}")
@@ -101,6 +110,9 @@ class ProgramQueues:
             raise ValueError(f"mlfq: beta (anti-starvation wait/service ratio) must be > 0 or None, got {beta!r}")
         if not isinstance(rerank_every, int) or rerank_every < 1:
             raise ValueError(f"mlfq: rerank_every must be an int >= 1, got {rerank_every!r}")
+        if promotion not in PROMOTIONS:
+            raise ValueError(f"mlfq: promotion must be one of {PROMOTIONS}, got {promotion!r}")
+        self.promotion = promotion
         self.priority = priority
         self.table = table if table is not None else ProcessTable()
         self.levels = Levels(num_queues, base_quantum, growth)
@@ -136,6 +148,7 @@ class ProgramQueues:
         if service < 0 or (seconds is not None and seconds < 0):
             raise ValueError(f"service and seconds must be >= 0, got {service!r}, {seconds!r}")
         st = self._state(key)
+        st.natural = None
         st.service += service
         st.run += service if seconds is None else seconds
         st.used += service
@@ -167,6 +180,8 @@ class ProgramQueues:
         t = st.run + (entry.run if entry is not None else 0.0)
         if w <= 0 or (t > 0 and w / t < self.beta):
             return False
+        if st.natural is None:
+            st.natural = st.level
         st.level = 0
         st.seq = next(self._seq)
         st.used = 0.0
@@ -211,6 +226,14 @@ class ProgramQueues:
 
     def level(self, key: Hashable) -> int:
         return self._state(key).level
+
+    def preempt_level(self, key: Hashable) -> int:
+        """The queue a waiting call preempts from: its own, except with promotion="admit" for a
+        call promoted since it last ran (the queue it was promoted from)."""
+        st = self._state(key)
+        if self.promotion == "admit" and st.natural is not None:
+            return st.natural
+        return st.level
 
     def _state(self, key: Hashable) -> CallState:
         st = self.calls.get(key)

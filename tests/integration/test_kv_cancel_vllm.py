@@ -35,7 +35,7 @@ async def swap_engine():
 def runtime(engine: VLLMEngine, slots: int) -> Runtime:
     return Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=slots, max_batch=slots)},
                    {"llm": Borrowed(engine)}, policy="mlfq",
-                   policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
+                   policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
 
 
 async def settled_stats(engine: VLLMEngine) -> dict:

@@ -21,7 +21,7 @@ PROMPT = "Write a long story about a lighthouse keeper and the sea."
 
 
 async def run_long(llm_engine, policy: str, interrupt: bool) -> tuple[dict, Runtime]:
-    options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1}} if policy != "fifo" else {}
+    options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}} if policy != "fifo" else {}
     rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=1, max_batch=1)}, {"llm": Borrowed(llm_engine)},
                  policy=policy, policy_options=options)
     await rt.start()
@@ -86,7 +86,7 @@ async def run_batched(llm_engine, policy: str, interrupt: bool) -> tuple[list[di
     2 requests; with `interrupt`, a one-request call of another program arrives once bulk is demoted."""
     from tests.support.entry_work import decoding_entry
 
-    options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1}} if policy != "fifo" else {}
+    options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}} if policy != "fifo" else {}
     rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=2, max_batch=2)}, {"llm": Borrowed(llm_engine)},
                  policy=policy, policy_options=options)
     await rt.start()
@@ -133,7 +133,7 @@ async def test_a_preempted_partial_decode_sends_each_item_once_and_whole(llm_eng
     from tests.support.entry_work import decoding_entry
 
     rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=1, max_batch=1)}, {"llm": Borrowed(llm_engine)},
-                 policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
+                 policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
     await rt.start()
     try:
         request = {"parts": [["question", "List twelve fruits, one per line, numbered 1. to 12."]],

@@ -24,7 +24,7 @@ def document(n_facts: int = 40) -> str:
 async def test_program_calls_run_under_program_aware_policy(llm_engine, policy):
     backend = Borrowed(llm_engine)
     rt = Runtime({"llm": Engine("llm", kind="vllm")}, {"llm": backend}, policy=policy,
-                 policy_options={policy: {"base_quantum": 8, "beta": None}})
+                 policy_options={policy: {"base_quantum": 8, "beta": None, "service": "tokens"}})
     await rt.start()
     pid = f"{policy}-session"
     try:

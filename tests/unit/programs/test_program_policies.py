@@ -191,7 +191,7 @@ def pending(qid: str, name: str, arrival: float, max_tokens: int = 16, n: int = 
 
 
 def test_plas_policy_schedules_new_programs_first_and_sets_engine_priority():
-    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=None)
+    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=None, service="tokens")
     lim = Limits(max_batch=8, max_efficient_batch=8)
     x1 = pending("X", "x1", 0.0, max_tokens=100)
     d = pol.schedule([x1], 0.0, lim)
@@ -203,7 +203,7 @@ def test_plas_policy_schedules_new_programs_first_and_sets_engine_priority():
     d = pol.schedule([x2, y1], 3.0, lim)
     assert [(p.entry.name, p.priority) for p in d.picks] == [("y1", 0), ("x2", 2)]   # 100 in [96, 224)
     small = Limits(max_batch=1, max_efficient_batch=1)
-    assert [p.entry.name for p in PLASPolicy(num_queues=4, base_quantum=32, beta=None, table=pol.table)
+    assert [p.entry.name for p in PLASPolicy(num_queues=4, base_quantum=32, beta=None, table=pol.table, service="tokens")
             .schedule([x2, y1], 3.0, small).picks] == ["y1"]
 
 
@@ -324,7 +324,7 @@ def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_pri
     async def main():
         backend = EchoLLM()
         rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": backend}, policy="atlas",
-                     policy_options={"atlas": {"base_quantum": 8, "beta": None}})
+                     policy_options={"atlas": {"base_quantum": 8, "beta": None, "service": "tokens"}})
         await rt.start()
         try:
             async with Program(rt, "P") as prog:
@@ -389,7 +389,7 @@ def test_policy_promotes_a_starving_call_that_then_preempts_a_demoted_one():
     """The same through the policy: observe charges l1 100 tokens and 1.0 s; r runs 40 tokens in
     0.5 s (Q1); l2 (Q2) waits from t=1.0: at t=2.5 (1.5 s waited) it does not displace r, at t=3.0
     (2.0 s) it is promoted to Q0 and does."""
-    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1)
+    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1, service="tokens")
     lim = Limits(max_batch=1, max_efficient_batch=1)
     l1 = pending("L", "l1", 0.0, max_tokens=100)
     d = pol.schedule([l1], 0.0, lim)
@@ -403,3 +403,50 @@ def test_policy_promotes_a_starving_call_that_then_preempts_a_demoted_one():
     assert pol.victims([r], [l2], free=0, now=2.5) == []
     assert pol.victims([r], [l2], free=0, now=3.0) == [r]
     assert pol.core.calls[l2].promotions == 1
+
+
+def test_promotion_admit_ranks_a_promoted_call_first_but_preempts_only_from_its_queue():
+    """promotion="admit" (a named deviation): the set-up above; at t=3.0 l2 is promoted to Q0 but
+    displaces nothing, since it came from Q2 and r runs in Q1; when r ends, l2 is admitted before
+    a Q1 call that waits with it, and once it has run it preempts from its own queue again."""
+    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1, service="tokens",
+                     promotion="admit")
+    lim = Limits(max_batch=1, max_efficient_batch=1)
+    l1 = pending("L", "l1", 0.0, max_tokens=100)
+    d = pol.schedule([l1], 0.0, lim)
+    l1.taken = 1
+    pol.observe(d.picks, 0.0, 1.0, [{"num_output_tokens": 100}])
+    r = pending("R", "r", 1.0)
+    d_r = pol.schedule([r], 1.0, lim)
+    r.taken = 1
+    assert pol.progress(r, 40, elapsed=0.5) == 1
+    l2 = pending("L", "l2", 1.0)
+    assert pol.victims([r], [l2], free=0, now=3.0) == []
+    st = pol.core.calls[l2]
+    assert (st.promotions, st.level, pol.core.preempt_level(l2)) == (1, 0, 2)
+    pol.observe(d_r.picks, 1.0, 3.0, [{"num_output_tokens": 40}])
+    other = pending("O", "o1", 2.9)
+    pol.core.admit(other, "O", "o1", 2.9)
+    pol.core.charge(other, 40.0, seconds=0.1)          # Q1, like r was
+    picked = pol.schedule([other, l2], 3.0, lim)
+    assert [p.entry for p in picked.picks] == [l2]
+    assert pol.progress(l2, 1, elapsed=0.01) == 0 and pol.core.preempt_level(l2) == 0
+
+
+def test_promotion_option_is_validated():
+    with pytest.raises(ValueError, match="promotion"):
+        make_policy("plas", promotion="sometimes")
+    assert make_policy("atlas", promotion="admit").core.promotion == "admit"
+
+
+def test_default_service_is_autellix_model_execution_time():
+    """issue 62: without options a program policy charges engine seconds (Autellix's unit): a call
+    that ran 0.3 s is charged 0.3, whatever it decoded, and its 0.05 s quantum is used up."""
+    pol = make_policy("plas")
+    assert pol.service == "seconds"
+    e = pending("P", "c", 0.0, max_tokens=100)
+    d = pol.schedule([e], 0.0, Limits(max_batch=1, max_efficient_batch=1))
+    e.taken = 1
+    assert pol.progress(e, 50, elapsed=0.3) > 0
+    pol.observe(d.picks, 0.0, 0.3, [{"num_output_tokens": 50}])
+    assert pol.table.get("P").service == pytest.approx(0.3)

@@ -32,7 +32,7 @@ def run(bulk_tokens: list[int], urgent_tokens: list[int], urgent_at: float = 3.5
         lent = Borrowed(StepDecoder("llm", step=1.0, max_batch=2, max_efficient_batch=2))
         await lent.engine.start()
         rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=2)}, {"llm": lent},
-                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
+                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
         await rt.start()
         try:
             sched = rt.schedulers["llm"]
@@ -96,7 +96,7 @@ def test_without_preemption_the_batched_entry_runs_to_its_end(preempt):
         lent = Borrowed(StepDecoder("llm", step=1.0, max_batch=2, max_efficient_batch=2))
         await lent.engine.start()
         rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=2)}, {"llm": lent},
-                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1,
+                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens",
                                                              "preempt": preempt}})
         await rt.start()
         try:
@@ -133,7 +133,7 @@ def test_a_withdrawn_batched_call_is_cancelled_with_every_requests_kv_key():
     async def main():
         engine = CancellingDecoder("llm", step=1.0, max_batch=2, max_efficient_batch=2)
         rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="plas",
-                     policy_options={"plas": {"beta": None}})
+                     policy_options={"plas": {"beta": None, "service": "tokens"}})
         await rt.start()
         try:
             bulk, work = entry("bulk", "write a lot", [10, 10], 0.0)

@@ -18,7 +18,7 @@ from tests.support.waiting import until
 def runtime(policy: str, budget: int, **options) -> tuple[Runtime, StepDecoder]:
     """An engine whose capacity (max_batch, what admission fills) is `budget` calls."""
     engine = StepDecoder("llm", step=0.005, max_batch=budget, max_efficient_batch=budget)
-    opts = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, **options}} if policy != "fifo" else {}
+    opts = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens", **options}} if policy != "fifo" else {}
     rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=budget)}, {"llm": engine},
                  policy=policy, policy_options=opts)
     return rt, engine
@@ -151,7 +151,7 @@ async def test_a_call_keeps_one_kv_swap_key_across_its_resumes():
 
     lent = Borrowed(StepDecoder("llm", step=0.005, max_batch=1, max_efficient_batch=1))
     rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": lent},
-                 policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
+                 policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
     await rt.start()
     try:
         async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
@@ -215,7 +215,7 @@ def capacity_runtime(admission: str = "capacity", token_budget: int = 0) -> tupl
     engine = StepDecoder("llm", step=0.005, max_batch=4, max_efficient_batch=2)
     spec = Engine("llm", kind="vllm", model="m", max_efficient_batch=2, token_budget=token_budget, admission=admission)
     return Runtime({"llm": spec}, {"llm": engine}, policy="plas",
-                   policy_options={"plas": {"beta": None}}), engine
+                   policy_options={"plas": {"beta": None, "service": "tokens"}}), engine
 
 
 async def test_admission_fills_the_engines_capacity_not_its_efficient_batch():
@@ -260,7 +260,7 @@ async def test_a_call_cancelled_by_its_client_is_cancelled_with_its_kv_key_not_j
     (a kv_swap vLLM then saves nothing for it) instead of aborting it like a preempted call."""
     engine = CancellingDecoder("llm", step=0.005, max_batch=2, max_efficient_batch=2)
     rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="plas",
-                 policy_options={"plas": {"beta": None}})
+                 policy_options={"plas": {"beta": None, "service": "tokens"}})
     await rt.start()
     try:
         async with Program(rt, "p") as prog:

@@ -21,7 +21,7 @@ def test_observe_charges_only_what_no_progress_event_charged_over_all_runs():
     reports 2 and ends with 5 more: 10 tokens joined. Charged: 4 while run 1 streamed, 2 while
     run 2 streamed, 10 - 4 - 2 = 4 at the end; the program's service is 10 (charging run 1's
     streamed tokens again at the end would make it 14)."""
-    policy = make_policy("plas", beta=None, base_quantum=100)
+    policy = make_policy("plas", beta=None, base_quantum=100, service="tokens")
     e = Pending("prog", "prog.decoding", "decoding", 0, 0.0, [{"parts": [["q", "x"]], "max_tokens": 10}])
     first = policy.schedule([e], 0.0, LIMITS).picks[0]
     e.taken = 1
@@ -48,7 +48,7 @@ def test_a_preempted_call_run_on_an_engine_is_charged_its_output_once():
     async def main():
         engine = StepDecoder("llm", step=1.0, max_batch=1, max_efficient_batch=1)
         rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": engine},
-                     policy="plas", policy_options={"plas": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
+                     policy="plas", policy_options={"plas": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
         await rt.start()
         try:
             sched = rt.schedulers["llm"]
