@@ -178,6 +178,8 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
 
 def markdown(data: dict[str, Any]) -> str:
     title = "" if data.get("out", "sim_programs") == "sim_programs" else f", loads {', '.join(map(str, data['loads']))}"
+    if data.get("promotion", "preempt") != "preempt":
+        title += f", anti-starvation promotion {data['promotion']!r}"
     lines = [f"## SIMULATED: program-level scheduling at Autellix's shapes{title} (bench/sim_programs.py)", "",
              f"**Simulated, not measured**, on the derived profile `{data['profile']}` (engines/profiles/). "
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min wall). {data['programs']} programs per point; "
