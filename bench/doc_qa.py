@@ -63,6 +63,7 @@ class Settings:
     n_alone: int = 3
     n_load: int = 6
     fractions: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
+    rates: tuple[float, ...] = ()              # absolute Poisson rates (q/s) instead of fractions
     same_mode: str | None = "refine"          # both systems forced to this mode (advanced RAG, small docs)
     same_mode_fractions: tuple[float, ...] = (1.0,)
     seed: int = 0
@@ -206,9 +207,12 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int, n_load: int,
-                  fractions: tuple[float, ...], seed: int, label: str, progress: bool = True) -> dict[str, Any]:
+                  fractions: tuple[float, ...], seed: int, label: str, progress: bool = True,
+                  rates: tuple[float, ...] = ()) -> dict[str, Any]:
     """Alone (the first `n_alone` queries), then at each rate (the first `n_load`): teola and
-    LlamaIndex on the same queries and offsets (Poisson arrivals drawn with `seed`)."""
+    LlamaIndex on the same queries and offsets (Poisson arrivals drawn with `seed`). The rates are
+    `fractions` of LlamaIndex's service rate alone, or with `rates` those absolute rates (q/s; the
+    fraction is then computed from the run)."""
     points: dict[str, Any] = {}
     alone = {}
     for system in systems.names:
@@ -221,8 +225,7 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
               flush=True)
     if not base:
         return points
-    for f in fractions:
-        rate = f / base
+    for f, rate in ([(r * base, r) for r in rates] if rates else [(f, f / base) for f in fractions]):
         arrivals = poisson_arrivals(n_load, rate, seed)
         loaded = queries[:n_load]
         row = {"rate": rate, "fraction": f}
@@ -258,7 +261,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
             for system in names:  # warm-up (not measured): first-call compilation, caches
                 await systems.one(system, queries[0])
             out["runs"][f"{name}/{size}"] = await compare(systems, queries, s.n_alone, s.n_load, s.fractions,
-                                                          s.seed + s.trial, f"{name}/{size}", progress)
+                                                          s.seed + s.trial, f"{name}/{size}", progress, s.rates)
     if s.same_mode and "advanced_rag" in s.apps:
         systems = Systems(apps["advanced_rag"], {"synthesis": {"mode": s.same_mode}}, "teola")
         queries = narrative_qa_queries(max(s.n_alone, s.n_load), min(s.sizes.values(), default=2), s.seed)
@@ -286,7 +289,7 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
             load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:g}x)"
             base = row.get("LlamaIndex", {}).get("mean")
             teola = row.get("teola", {}).get("mean")
-            for system in [k for k in (*SYSTEMS, *TEOLA_PASSES, LANGGRAPH, *BASELINES) if k in row]:
+            for system in [k for k in dict.fromkeys((*SYSTEMS, *TEOLA_PASSES, LANGGRAPH, *BASELINES)) if k in row]:
                 r = row.get(system, {})
                 speed = ""
                 if system in (LANGGRAPH, *BASELINES):  # teola's speed over this baseline
@@ -435,6 +438,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-load", type=int, default=None, help="queries per Poisson rate (default 6)")
     p.add_argument("--fractions", default=None,
                    help="comma-separated rates as fractions of LlamaIndex's service rate (default 0.5,1,1.5,2)")
+    p.add_argument("--rates", default=None,
+                   help="comma-separated absolute Poisson rates in q/s instead of --fractions (the same load for "
+                        "runs whose LlamaIndex service rate differs, e.g. with and without --no-core-lending)")
     p.add_argument("--trial", type=int, default=0,
                    help="trial number k: the Poisson arrivals use seed + k, the queries stay the same; pool trials "
                         "run separately with `python -m bench.doc_qa --study trials` (default 0)")
@@ -481,6 +487,13 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             p.error(f"--fractions must be comma-separated numbers, got {args.fractions!r}")
         if not s.fractions or min(s.fractions) <= 0:
             p.error("--fractions must be positive numbers")
+    if args.rates:
+        try:
+            s.rates = tuple(float(x) for x in args.rates.split(",") if x.strip())
+        except ValueError:
+            p.error(f"--rates must be comma-separated numbers, got {args.rates!r}")
+        if not s.rates or min(s.rates) <= 0:
+            p.error("--rates must be positive numbers (q/s)")
     if args.trial < 0:
         p.error("--trial must be >= 0")
     s.trial = args.trial
