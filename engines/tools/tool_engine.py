@@ -273,12 +273,29 @@ class ToolEngine:
                 {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}))
         else:
             kwargs["json"] = rest
-        response = await self._client.request(tool.method, url, **kwargs)
+        response = await self._request(tool.method, url, kwargs)
         if not response.is_success:
             raise RuntimeError(f"HTTP {response.status_code} from {tool.method} {url}: {response.text[:200]}")
         if response.headers.get("content-type", "").split(";")[0].strip().endswith("json"):
             return response.json()
         return response.text
+
+
+    async def _request(self, method: str, url: str, kwargs: dict[str, Any]) -> Any:
+        """One HTTP request; an idempotent one is sent once more if the server closed a pooled
+        keep-alive connection just as it was reused (httpx's "Server disconnected without sending a
+        response": the request never reached the tool, as urllib3 also assumes when it retries)."""
+        import httpx
+
+        try:
+            return await self._client.request(method, url, **kwargs)
+        except httpx.RemoteProtocolError:
+            if method not in IDEMPOTENT:
+                raise
+            return await self._client.request(method, url, **kwargs)
+
+
+IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 
 
 def _check_timeout(name: str, timeout: Any) -> float | None:

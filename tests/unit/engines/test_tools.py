@@ -206,3 +206,56 @@ def test_units_and_dates():
     assert weekday("2000-01-01") == "Saturday"
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
         weekday("01/02/2000")
+
+
+class DropsFirst:
+    """A loopback HTTP server that closes its first connection after reading the request, without
+    answering (what a server closing a stale keep-alive connection looks like to the client), and
+    answers every later request with a small JSON body."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.seen = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                self.seen += 1
+                if self.seen == 1:
+                    continue  # closed unanswered
+                body = b'{"ok": true}'
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+
+@pytest.mark.parametrize("method, retried", [("GET", True), ("POST", False)])
+def test_an_idempotent_http_tool_is_sent_again_when_the_server_drops_the_connection_unanswered(method, retried):
+    server = DropsFirst()
+
+    async def main():
+        tools = ToolEngine("tools", http_tools=[{"name": "t", "url": f"http://127.0.0.1:{server.port}/x",
+                                                 "method": method}])
+        await tools.start()
+        try:
+            return await tools.execute("tool", [{"tool": "t", "args": {}}])
+        finally:
+            await tools.stop()
+
+    if retried:
+        assert asyncio.run(main()) == [{"ok": True}] and server.seen == 2
+    else:
+        with pytest.raises(ToolBatchError, match="RemoteProtocolError"):
+            asyncio.run(main())
+        assert server.seen == 1
+    server.sock.close()
