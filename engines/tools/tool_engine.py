@@ -8,7 +8,8 @@ a failed call returns "error: <why>" instead of failing the batch (an agent's mo
   `http_tools=[{"name", "url", "method", "timeout", "description", "headers"}]`; `{placeholders}` in
   the URL path/query are filled from args (URL-quoted; never in the scheme or host), the remaining
   args go as query parameters (GET, DELETE) or as a JSON body (POST, PUT, PATCH). A JSON response is
-  decoded, anything else is returned as text; a non-2xx status is an error.
+  decoded, anything else is returned as text; a non-2xx status is an error. A GET, HEAD, PUT, DELETE
+  or OPTIONS call whose pooled keep-alive connection the server closed unanswered is sent once more.
 - Every call has a timeout (per tool, else the engine's `timeout=` option, default 10 s). A sync tool
   that times out keeps running in its thread (Python cannot kill threads); its result is discarded.
 - Errors: the requests of a batch run concurrently; if any fails, `execute` raises `ToolBatchError`
