@@ -235,7 +235,7 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
                                              "server_inflight": systems.inflight}
         points[f"x{f:g}"] = row
         if progress:
-            print(f"[doc_qa] {label} rate {rate:.3f} q/s ({f:g}x): " + ", ".join(
+            print(f"[doc_qa] {label} rate {rate:.3f} q/s ({f:.3g}x): " + ", ".join(
                 f"{s} {row[s].get('mean', float('nan')):.2f} s" for s in systems.names), flush=True)
     return points
 
@@ -296,7 +296,7 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for key in keys:
         for point, row in runs[key].items():
-            load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:g}x)"
+            load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:.3g}x)"
             base = row.get("LlamaIndex", {}).get("mean")
             teola = row.get("teola", {}).get("mean")
             for system in [k for k in dict.fromkeys((*SYSTEMS, *TEOLA_PASSES, LANGGRAPH, *BASELINES)) if k in row]:
@@ -395,7 +395,7 @@ def inflight_series(runs: dict[str, Any]) -> list[str]:
         if not rows:
             continue
         width = max(len(system) for system, _ in rows)
-        lines += ["", f"**{flow} at {points[point]['fraction']:g}x: requests running on the server over time** "
+        lines += ["", f"**{flow} at {points[point]['fraction']:.3g}x: requests running on the server over time** "
                   f"(one number per {INFLIGHT_PER} samples, about {INFLIGHT_PER * INFLIGHT_EVERY:g} s; from each "
                   "system's first arrival to its last answer)", "", "```"]
         lines += [f"{system:<{width}}  " + " ".join(str(n) for n in series) for system, series in rows]
