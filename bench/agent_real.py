@@ -93,7 +93,8 @@ class Segments:
             return None
         text = req["parts"][-1][1] + "\n" + "".join(str(c) for c in req.get("continuation") or [])
         pred = None if self.model is None else int(self.model.predict(self.encoder.encode([text]))[0])
-        self.seen.setdefault(key, []).append({"text": text, "handling": req.get("pause_kv"), "predicted": pred})
+        # the request itself: an "auto" handling is resolved on it after its length is predicted
+        self.seen.setdefault(key, []).append({"text": text, "req": req, "predicted": pred})
         return pred
 
     def outputs(self, qid: str, trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -101,6 +102,9 @@ class Segments:
         segs = self.seen.get(f"{qid}/agent", [])
         done = sorted((t for t in trace if t["primitive"].startswith("agent.seg") and t.get("num_output_tokens")),
                       key=lambda t: t["primitive"])
+        for s in segs:
+            if "req" in s:
+                s["handling"] = s.pop("req").get("pause_kv")
         for s, t in zip(segs, done):
             s["output_tokens"] = int(t["num_output_tokens"])
         return [s for s in segs if "output_tokens" in s]
