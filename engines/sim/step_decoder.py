@@ -68,10 +68,29 @@ class StepDecoder:
                    emit: Callable[[int, str, Any], Awaitable[None]] | None) -> dict[str, Any]:
         if op not in self.ops:
             raise ValueError(f"step decoder {self.name!r} runs only decoding, not {op!r}")
-        keys = {k for k in (req.get("owner"), req.get("tag")) if k}
         start = len(req.get("resume_ids") or [])
         ids: list[int] = []
-        aborted = False
+
+        async def token(k: int) -> bool:
+            ids.append(k)
+            if emit is not None:
+                if req.get("stream_text"):
+                    await emit(i, "delta", f"t{k} ")
+                if req.get("progress"):
+                    await emit(i, "progress", len(ids))
+            return False
+
+        aborted = await self._decode(req, token)
+        prompt = sum(len(str(t).split()) for _, t in req.get("parts", [])) + start
+        result = {"text": "".join(f"t{k} " for k in ids), "items": [], "num_output_tokens": len(ids),
+                  "output_token_ids": ids, "num_prompt_tokens": prompt, "num_cached_tokens": 0}
+        return await self._end(i, req, result, aborted, emit)
+
+    async def _decode(self, req: dict[str, Any], token: Callable[[int], Awaitable[bool]]) -> bool:
+        """Decode `req` one token id per step from where `resume_ids` left it, calling `token(k)`
+        for each (it returns True to stop early); True if the request was aborted."""
+        keys = {k for k in (req.get("owner"), req.get("tag")) if k}
+        start = len(req.get("resume_ids") or [])
         self.running += 1
         self.peak = max(self.peak, self.running)
         for k in keys:
@@ -80,14 +99,10 @@ class StepDecoder:
             for k in range(start, start + int(req["max_tokens"])):
                 await asyncio.sleep(self.step)
                 if keys & self._stop:
-                    aborted = True
+                    return True
+                if await token(k):
                     break
-                ids.append(k)
-                if emit is not None:
-                    if req.get("stream_text"):
-                        await emit(i, "delta", f"t{k} ")
-                    if req.get("progress"):
-                        await emit(i, "progress", len(ids))
+            return False
         finally:
             self.running -= 1
             for k in keys:
@@ -95,9 +110,10 @@ class StepDecoder:
                 if not self._live[k]:
                     del self._live[k]
                     self._stop.discard(k)
-        prompt = sum(len(str(t).split()) for _, t in req.get("parts", [])) + start
-        result = {"text": "".join(f"t{k} " for k in ids), "items": [], "num_output_tokens": len(ids),
-                  "output_token_ids": ids, "num_prompt_tokens": prompt, "num_cached_tokens": 0}
+
+    async def _end(self, i: int, req: dict[str, Any], result: dict[str, Any], aborted: bool,
+                   emit: Callable[[int, str, Any], Awaitable[None]] | None) -> dict[str, Any]:
+        """Mark and record the request's end, stream its final result."""
         if aborted:
             result["aborted"] = True
         else:

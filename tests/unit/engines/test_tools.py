@@ -230,13 +230,32 @@ class DropsFirst:
             except OSError:
                 return
             with conn:
-                conn.recv(65536)
+                self._read_request(conn)
                 self.seen += 1
                 if self.seen == 1:
                     continue  # closed unanswered
                 body = b'{"ok": true}'
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
                              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+
+    @staticmethod
+    def _read_request(conn) -> None:
+        """Read the whole request (headers and a Content-Length body), so that closing the
+        connection sends a clean end of stream, not a reset over unread bytes."""
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                       if line.lower().startswith(b"content-length:")), 0)
+        while len(body) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            body += chunk
 
 
 @pytest.mark.parametrize("method, retried", [("GET", True), ("POST", False)])
