@@ -385,32 +385,11 @@ def test_starvation_ratio_is_waiting_over_execution_seconds_under_token_service(
     assert q.starving("l2") and q.level("l2") == 0          # 2.0 / 1.0 >= 2
 
 
-def test_policy_promotes_a_starving_call_that_then_preempts_a_demoted_one():
-    """The same through the policy: observe charges l1 100 tokens and 1.0 s; r runs 40 tokens in
-    0.5 s (Q1); l2 (Q2) waits from t=1.0: at t=2.5 (1.5 s waited) it does not displace r, at t=3.0
-    (2.0 s) it is promoted to Q0 and does."""
-    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1, service="tokens")
-    lim = Limits(max_batch=1, max_efficient_batch=1)
-    l1 = pending("L", "l1", 0.0, max_tokens=100)
-    d = pol.schedule([l1], 0.0, lim)
-    l1.taken = 1
-    pol.observe(d.picks, 0.0, 1.0, [{"num_output_tokens": 100}])
-    r = pending("R", "r", 1.0)
-    pol.schedule([r], 1.0, lim)
-    r.taken = 1
-    assert pol.progress(r, 40, elapsed=0.5) == 1
-    l2 = pending("L", "l2", 1.0)
-    assert pol.victims([r], [l2], free=0, now=2.5) == []
-    assert pol.victims([r], [l2], free=0, now=3.0) == [r]
-    assert pol.core.calls[l2].promotions == 1
-
-
-def test_promotion_admit_ranks_a_promoted_call_first_but_preempts_only_from_its_queue():
-    """promotion="admit" (a named deviation): the set-up above; at t=3.0 l2 is promoted to Q0 but
-    displaces nothing, since it came from Q2 and r runs in Q1; when r ends, l2 is admitted before
-    a Q1 call that waits with it, and once it has run it preempts from its own queue again."""
-    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1, service="tokens",
-                     promotion="admit")
+def starving_set_up(**options):
+    """PLAS (queues of 32, 64, 128, inf tokens; beta 2; one slot): program L's first call decoded
+    100 tokens in 1.0 s; r (program R) runs from t=1.0 and has decoded 40 tokens in 0.5 s (Q1);
+    L's second call l2 (Q2) waits from t=1.0. Returns the policy, r, r's decision and l2."""
+    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1, service="tokens", **options)
     lim = Limits(max_batch=1, max_efficient_batch=1)
     l1 = pending("L", "l1", 0.0, max_tokens=100)
     d = pol.schedule([l1], 0.0, lim)
@@ -420,7 +399,25 @@ def test_promotion_admit_ranks_a_promoted_call_first_but_preempts_only_from_its_
     d_r = pol.schedule([r], 1.0, lim)
     r.taken = 1
     assert pol.progress(r, 40, elapsed=0.5) == 1
-    l2 = pending("L", "l2", 1.0)
+    return pol, r, d_r, pending("L", "l2", 1.0)
+
+
+def test_policy_promotes_a_starving_call_that_then_preempts_a_demoted_one():
+    """The same through the policy: observe charges l1 100 tokens and 1.0 s; r runs 40 tokens in
+    0.5 s (Q1); l2 (Q2) waits from t=1.0: at t=2.5 (1.5 s waited) it does not displace r, at t=3.0
+    (2.0 s) it is promoted to Q0 and does."""
+    pol, r, _, l2 = starving_set_up()
+    assert pol.victims([r], [l2], free=0, now=2.5) == []
+    assert pol.victims([r], [l2], free=0, now=3.0) == [r]
+    assert pol.core.calls[l2].promotions == 1
+
+
+def test_promotion_admit_ranks_a_promoted_call_first_but_preempts_only_from_its_queue():
+    """promotion="admit" (a named deviation): the set-up above; at t=3.0 l2 is promoted to Q0 but
+    displaces nothing, since it came from Q2 and r runs in Q1; when r ends, l2 is admitted before
+    a Q1 call that waits with it, and once it has run it preempts from its own queue again."""
+    pol, r, d_r, l2 = starving_set_up(promotion="admit")
+    lim = Limits(max_batch=1, max_efficient_batch=1)
     assert pol.victims([r], [l2], free=0, now=3.0) == []
     st = pol.core.calls[l2]
     assert (st.promotions, st.level, pol.core.preempt_level(l2)) == (1, 0, 2)
