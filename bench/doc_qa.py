@@ -481,6 +481,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the engines keep their home cores (share_cores off; engines/core_share.py) for both systems")
 
 
+def positive_numbers(p: argparse.ArgumentParser, flag: str, text: str) -> tuple[float, ...]:
+    """A comma-separated list of positive numbers, or a parser error naming `flag`."""
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        p.error(f"{flag} must be comma-separated numbers, got {text!r}")
+    if not values or min(values) <= 0:
+        p.error(f"{flag} must be positive numbers")
+    return values
+
+
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench.doc_qa` (argv: the options given, for its page)."""
     s = Settings.quick() if args.quick else Settings()
@@ -491,19 +502,9 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                 p.error(f"--{name.replace('_', '-')} must be >= 1")
             setattr(s, name, value)
     if args.fractions:
-        try:
-            s.fractions = tuple(float(x) for x in args.fractions.split(",") if x.strip())
-        except ValueError:
-            p.error(f"--fractions must be comma-separated numbers, got {args.fractions!r}")
-        if not s.fractions or min(s.fractions) <= 0:
-            p.error("--fractions must be positive numbers")
+        s.fractions = positive_numbers(p, "--fractions", args.fractions)
     if args.rates:
-        try:
-            s.rates = tuple(float(x) for x in args.rates.split(",") if x.strip())
-        except ValueError:
-            p.error(f"--rates must be comma-separated numbers, got {args.rates!r}")
-        if not s.rates or min(s.rates) <= 0:
-            p.error("--rates must be positive numbers (q/s)")
+        s.rates = positive_numbers(p, "--rates", args.rates)
     if args.trial < 0:
         p.error("--trial must be >= 0")
     s.trial = args.trial
