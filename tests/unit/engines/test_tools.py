@@ -208,62 +208,37 @@ def test_units_and_dates():
         weekday("01/02/2000")
 
 
-class DropsFirst:
-    """A loopback HTTP server that closes its first connection after reading the request, without
-    answering (what a server closing a stale keep-alive connection looks like to the client), and
-    answers every later request with a small JSON body."""
+class DropsFirst(BaseHTTPRequestHandler):
+    """Closes the server's first connection after reading the request, without answering (what a
+    server closing a stale keep-alive connection looks like to the client), and answers every later
+    request with a small JSON body."""
+    seen = 0
 
-    def __init__(self) -> None:
-        import socket
+    def _any(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # a clean close, not a reset
+        type(self).seen += 1
+        if type(self).seen > 1:
+            body = b'{"ok": true}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.port = self.sock.getsockname()[1]
-        self.seen = 0
-        threading.Thread(target=self._serve, daemon=True).start()
+    do_GET = do_POST = _any
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                self._read_request(conn)
-                self.seen += 1
-                if self.seen == 1:
-                    continue  # closed unanswered
-                body = b'{"ok": true}'
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-
-    @staticmethod
-    def _read_request(conn) -> None:
-        """Read the whole request (headers and a Content-Length body), so that closing the
-        connection sends a clean end of stream, not a reset over unread bytes."""
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                       if line.lower().startswith(b"content-length:")), 0)
-        while len(body) < length:
-            chunk = conn.recv(65536)
-            if not chunk:
-                return
-            body += chunk
+    def log_message(self, *args):
+        pass
 
 
 @pytest.mark.parametrize("method, retried", [("GET", True), ("POST", False)])
 def test_an_idempotent_http_tool_is_sent_again_when_the_server_drops_the_connection_unanswered(method, retried):
-    server = DropsFirst()
+    handler = type("Drops", (DropsFirst,), {"seen": 0})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
 
     async def main():
-        tools = ToolEngine("tools", http_tools=[{"name": "t", "url": f"http://127.0.0.1:{server.port}/x",
+        tools = ToolEngine("tools", http_tools=[{"name": "t", "url": f"http://127.0.0.1:{server.server_address[1]}/x",
                                                  "method": method}])
         await tools.start()
         try:
@@ -271,10 +246,13 @@ def test_an_idempotent_http_tool_is_sent_again_when_the_server_drops_the_connect
         finally:
             await tools.stop()
 
-    if retried:
-        assert asyncio.run(main()) == [{"ok": True}] and server.seen == 2
-    else:
-        with pytest.raises(ToolBatchError, match="RemoteProtocolError"):
-            asyncio.run(main())
-        assert server.seen == 1
-    server.sock.close()
+    try:
+        if retried:
+            assert asyncio.run(main()) == [{"ok": True}] and handler.seen == 2
+        else:
+            with pytest.raises(ToolBatchError, match="RemoteProtocolError"):
+                asyncio.run(main())
+            assert handler.seen == 1
+    finally:
+        server.shutdown()
+        server.server_close()
