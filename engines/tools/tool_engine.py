@@ -281,7 +281,6 @@ class ToolEngine:
             return response.json()
         return response.text
 
-
     async def _request(self, method: str, url: str, kwargs: dict[str, Any]) -> Any:
         """One HTTP request; an idempotent one is sent once more if the server closed a pooled
         keep-alive connection just as it was reused (httpx's "Server disconnected without sending a
