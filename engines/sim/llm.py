@@ -25,7 +25,12 @@ waiting one may preempt a worse running one, like vLLM's priority policy.
 It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
 abort by owner or tag, resume_ids) with outputs from engines/sim/text.py. Each result also reports
 "queued_s": seconds from the engine getting the request to its first iteration (vLLM's
-first_scheduled_time - arrival_time).
+first_scheduled_time - arrival_time). A request may carry "prompt_token_ids" (real token ids, e.g.
+from the model's tokenizer: teola/emulate) instead of the pseudo ids derived from its parts.
+
+On a real event loop (`wall_clock = True`, as `teola emulate` runs it) each iteration ends at its
+predecessor's nominal end plus its cost, not at "now" plus its cost, so the loop's own lateness
+does not add up over iterations; on the virtual loop both are the same.
 """
 from __future__ import annotations
 
@@ -103,6 +108,8 @@ class SimLLM(SimAdmission):
                       "swapped_in_tokens": 0, "resumed_blocks": 0, "resumed_cached_blocks": 0, "swaps_declined": 0}
         self.iterations: list[tuple[float, int, int, int]] = []  # (seconds, prefill tok, decode seqs, context tok)
         self.record_iterations = False
+        self.wall_clock = False
+        self._ended: float | None = None  # nominal end of the last iteration while busy (wall_clock)
 
     # ---- EngineBackend ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -177,7 +184,8 @@ class SimLLM(SimAdmission):
             raise ValueError(f"sim engine {self.name!r} runs {', '.join(sorted(self.ops))}, not {op!r}")
         if self._task is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit) for i, r in enumerate(requests)]
+        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit, _token_ids(r))
+                for i, r in enumerate(requests)]
         out: list[asyncio.Future] = []
         for seq in seqs:
             known = (self.prefixes.answer(seq.ids, seq.req["cache_salt"])
@@ -197,12 +205,15 @@ class SimLLM(SimAdmission):
             await seq.emit(seq.index, "final", result)
         return result
 
-    def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> SimSeq:
-        ids = prompt_ids(req["parts"], req["complete"], self.token_ratio, self.template_tokens)
+    def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None, token_ids: list[int] | None) -> SimSeq:
         decode = op in DECODE_OPS
         kind = "split" if req["split"] else "text"
-        if decode and not req["continuation"] and not req["resume_ids"]:
-            ids = self._replayed_prompt(ids, kind, req)
+        if token_ids is not None:
+            ids = list(token_ids)
+        else:
+            ids = prompt_ids(req["parts"], req["complete"], self.token_ratio, self.template_tokens)
+            if decode and not req["continuation"] and not req["resume_ids"]:
+                ids = self._replayed_prompt(ids, kind, req)
         ids += continuation_ids(req["continuation"], self.token_ratio)
         prompt_len = len(ids)
         target = 0
@@ -233,6 +244,7 @@ class SimLLM(SimAdmission):
                 if not self.waiting and not self.running:
                     self._wake.clear()
                     await self._wake.wait()
+                    self._ended = None
                     continue
                 await self._iteration()
         except Exception as exc:  # a bug here must fail the requests, not leave them hanging
@@ -256,10 +268,19 @@ class SimLLM(SimAdmission):
             self.stats["busy_s"] += seconds
             if self.record_iterations:
                 self.iterations.append((seconds, prefill, len(decoding), context))
-            await asyncio.sleep(seconds)
+            await self._compute(seconds)
         for seq, n in plan:
             if seq.state == "running":
                 await self._advance(seq, n)
+
+    async def _compute(self, seconds: float) -> None:
+        """Take `seconds` of the loop's clock (see wall_clock in the module docstring)."""
+        if not self.wall_clock:
+            await asyncio.sleep(seconds)
+            return
+        loop = asyncio.get_running_loop()
+        self._ended = (loop.time() if self._ended is None else self._ended) + seconds
+        await asyncio.sleep(max(0.0, self._ended - loop.time()))
 
     def _schedule(self) -> tuple[list[tuple[SimSeq, int]], float]:
         """This iteration's work: (sequence, tokens to compute) pairs, and swap seconds."""
@@ -366,3 +387,12 @@ class SimLLM(SimAdmission):
             await seq.emit(seq.index, "final", result)
         if not seq.future.done():
             seq.future.set_result(result)
+
+
+def _token_ids(request: dict[str, Any]) -> list[int] | None:
+    """A request's "prompt_token_ids" (None when absent), checked: a non-empty list of ids >= 0."""
+    ids = request.get("prompt_token_ids") if isinstance(request, dict) else None
+    if ids is not None and (not isinstance(ids, list) or not ids or set(map(type, ids)) != {int} or min(ids) < 0):
+        raise ValueError(f"request 'prompt_token_ids' must be a non-empty list of token ids (ints >= 0), "
+                         f"got {ids!r:.80}")
+    return ids
