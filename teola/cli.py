@@ -7,6 +7,7 @@
     teola setup | teola doctor | teola tune [--dry-run] | teola bench compile
     teola profile [app] | teola simulate advanced_rag --profile <profile> --rate 2 --instances llm=4
     teola plan JOB --gpus 8 --profile <profile> [--out plan.json] | teola run-job JOB --plan plan.json
+    teola emulate --profile <profile> [--instances N] [--port 8000]   # an emulated GPU vLLM server
 
 An app is a built-in name (`apps.<name>.build()`) or `module:attr` (an App, or a zero-argument callable
 returning one). Every command returns a process exit code: 0 ok, 1 failed, 2 bad usage.
@@ -28,6 +29,7 @@ from typing import Any, Sequence
 
 from teola.cli_logging import run_logged, terminal_err, terminal_out, uvicorn_log_config
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
+from teola.emulate.cli import EmulateCliError, add_commands as add_emulate_commands
 from teola.plan.cli import PlanCliError, add_commands as add_plan_commands
 from teola.sim.cli import SimCliError, add_commands as add_sim_commands
 from teola.trace.gantt import terminal_gantt
@@ -61,7 +63,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     """Run the command; a user-facing failure becomes `teola: error: ...` on the terminal and an exit code."""
     try:
         return int(args.handler(args) or 0)
-    except (AppNotFound, CliError, SimCliError, PlanCliError) as exc:
+    except (AppNotFound, CliError, SimCliError, PlanCliError, EmulateCliError) as exc:
         print(f"teola: error: {exc}", file=terminal_err(), flush=True)
         return exc.code if isinstance(exc, CliError) else 2
     except KeyboardInterrupt:
@@ -381,6 +383,7 @@ def _parser() -> argparse.ArgumentParser:
     _machine_commands(sub)
     add_sim_commands(sub, apps_help)
     add_plan_commands(sub)
+    add_emulate_commands(sub)
     return p
 
 
