@@ -305,8 +305,9 @@ def _tool_call(item: Any, allowed: list[str], prim: Primitive) -> dict[str, Any]
     args = call.get("args", {})
     if not isinstance(args, dict):
         raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r}: 'args' must be an object, got {args!r}")
-    if allowed and call["tool"] not in allowed:
-        raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r} is not allowed here; allowed tools: {allowed}")
+    if call["tool"] not in allowed:  # an empty list allows no tool
+        raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r} is not allowed here; allowed tools: "
+                                  f"{', '.join(allowed) or 'none'}")
     return ToolRequest(tool=call["tool"], args=args)
 
 
@@ -354,4 +355,4 @@ def tool_result(value: Any, text: str, allowed: list[str]) -> Any:
         return "error: no tool call"
     if call.error is not None:
         return f"error: {call.error}"
-    return f"error: unknown tool {call.name!r}; tools: {', '.join(allowed)}"
+    return f"error: unknown tool {call.name!r}; tools: {', '.join(allowed) or 'none'}"

@@ -27,15 +27,20 @@ teola.programs.tool_syntax.TOOL_INSTRUCTION listing `tools`), "examples" (worked
 instruction), "start" (text the model's turn begins with, e.g. '<tool>{"name": "' to make the first
 segment a tool call: a model too small to follow the instruction, such as SmolLM2-135M, then
 completes the call), and the generation settings of each segment.
+
+A query may narrow `tools` to a subset of the app's and change the other options, but never
+`tool_engine`, `instruction`, `examples` or `parts`: those are the app's (teola.compile.components.narrowing).
 """
 from __future__ import annotations
 
 from teola.compile.components.context import BuildContext, Port
 from teola.compile.components.llm import prompt_parts
 from teola.compile.components.llm_primitives import gen_args
+from teola.compile.components.narrowing import app_only, narrowed_tools
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.programs.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION, expected_tool
+
 
 def decompose_agent(ctx: BuildContext) -> None:
     tool_engine, tools = _tools(ctx)
@@ -88,7 +93,8 @@ def _tools(ctx: BuildContext) -> tuple[str, list[str]]:
     if not isinstance(tools, list) or not tools or not all(isinstance(t, str) and t for t in tools):
         raise ValueError(f"config.nodes.{ctx.node.name}.tools: must list the tool names the model may call, "
                          f"got {tools!r}")
-    return name, list(tools)
+    app_only(ctx, "tool_engine", "instruction", "examples", "parts")
+    return name, narrowed_tools(ctx)
 
 
 def _parts(ctx: BuildContext, tools: list[str]) -> list[tuple[str, object]]:

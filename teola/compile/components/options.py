@@ -103,18 +103,22 @@ class LlmOptions(GenOptions):
 
 
 class AgentOptions(GenOptions):
-    tool_engine: Name | None = Field(None, description="The registered engine of kind 'tool' that runs the calls (required).")
-    tools: list[Name] | None = Field(None, min_length=1, max_length=256, description="Tools the model may call (required).")
+    tool_engine: Name | None = Field(None, description="The registered engine of kind 'tool' that runs the calls "
+                                     "(required; set by the app only).")
+    tools: list[Name] | None = Field(None, min_length=1, max_length=256,
+                                     description="Tools the model may call (required; a query may pick a subset of the app's).")
     max_rounds: int | None = Field(None, ge=1, le=8, description="Tool calls in one answer at most (default 2).")
     handling: Literal["discard", "preserve", "swap", "auto"] | None = Field(
         None, description="What the LLM engine does with the call's KV during a tool call (default discard; "
                           "auto: INFERCEPT's least-waste choice when each segment is queued).")
-    instruction: Text | None = Field(None, description="System instruction (default teola.programs.tool_syntax.TOOL_INSTRUCTION listing the tools).")
-    examples: Text | None = Field(None, description="Worked tool calls placed after the instruction (default none).")
+    instruction: Text | None = Field(None, description="System instruction (default teola.programs.tool_syntax.TOOL_INSTRUCTION "
+                                     "listing the tools; set by the app only).")
+    examples: Text | None = Field(None, description="Worked tool calls placed after the instruction (default none; set by the app only).")
     start: Text | None = Field(None, description="Text the model's turn begins with, e.g. '<tool>{\"name\": \"' "
                                "to force a first tool call (default none).")
     parts: list[Annotated[list[Text], Field(min_length=2, max_length=2)]] | None = Field(
-        None, max_length=64, description='Prompt parts after the instruction (default [["question", "$query.question"]]).')
+        None, max_length=64, description='Prompt parts after the instruction (default [["question", "$query.question"]]; '
+                                         'set by the app only).')
 
 
 class WebSearchOptions(Options):
@@ -122,7 +126,8 @@ class WebSearchOptions(Options):
 
 
 class ToolOptions(Options):
-    tools: list[Name] | None = Field(None, max_length=256, description="Tools the node may call (default: none).")
+    tools: list[Name] | None = Field(None, max_length=256, description="Tools the node may call (default: none; a query "
+                                     "may pick a subset of the app's, an empty list: none).")
 
 
 class ConditionOptions(Options):
