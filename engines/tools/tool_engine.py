@@ -6,36 +6,48 @@ a failed call returns "error: <why>" instead of failing the batch (an agent's mo
 - Python tools: `register_tool(name, fn, description)`; `fn(**args)` may be sync (run in a worker
   thread) or async. HTTP tools: `register_http_tool(name, url, method, timeout)` or the option
   `http_tools=[{"name", "url", "method", "timeout", "description", "headers"}]`; `{placeholders}` in
-  the URL path/query are filled from args (URL-quoted; never in the scheme or host), the remaining
-  args go as query parameters (GET, DELETE) or as a JSON body (POST, PUT, PATCH). A JSON response is
-  decoded, anything else is returned as text; a non-2xx status is an error. A GET, HEAD, PUT, DELETE
-  or OPTIONS call whose pooled keep-alive connection the server closed unanswered is sent once more.
+  the URL path/query are filled from args (engines.tools.http_url: a path argument is one encoded
+  segment and never "", "." or ".."; never in the scheme or host), the remaining args go as query
+  parameters (GET, DELETE) or as a JSON body (POST, PUT, PATCH), and an arg named like a query
+  parameter written in the URL is refused (those are fixed). A JSON response is decoded, anything
+  else is returned as text; a non-2xx status is an error; a response body over `max_response_bytes`
+  (engine option, default 1 MiB) is an error. A GET, HEAD, PUT, DELETE or OPTIONS call whose pooled
+  keep-alive connection the server closed unanswered is sent once more.
 - Every call has a timeout (per tool, else the engine's `timeout=` option, default 10 s). A sync tool
   that times out keeps running in its thread (Python cannot kill threads); its result is discarded.
 - Errors: the requests of a batch run concurrently; if any fails, `execute` raises `ToolBatchError`
   listing every failed request (index, tool, cause) after all have finished, following the engine
   protocol (a failure fails the batch; the runtime attributes it through `.failures`). An unknown
-  tool is an error naming the known tools.
+  tool is an error naming the known tools. Error messages reach the tenant (and an agent's model),
+  so an HTTP tool's error names the tool and its status or failure kind only, never its URL (whose
+  query may hold a key) or response body: those are logged here (logger "teola.engines").
 
 Default tools (option `defaults=True`): `calculator` (arithmetic parsed with `ast`, never `eval`),
 `convert_units`, `add_days`, `days_between`, `weekday`, `today`; with option `wikipedia=True` (or a
-dict of `TextSearchEngine` options) also `wikipedia`, a lookup over the local Wikipedia corpus table.
+dict of `TextSearchEngine` options) also `wikipedia`, a lookup over the local Wikipedia corpus table
+(engines.tools.wikipedia).
 """
 from __future__ import annotations
 
 import asyncio
 import inspect
 import json
+import logging
 import string
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from engines.requests import PrimOp
 from engines.tools.builtin import add_days, calculator, convert_units, days_between, today, weekday
+from engines.tools.http_url import call_url
+from engines.tools.wikipedia import wikipedia_tool
 from engines.protocol import EngineProfile, profile_with
 
+log = logging.getLogger("teola.engines")
+
 _HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+MAX_RESPONSE_BYTES = 1 << 20
 
 
 class ToolError(RuntimeError):
@@ -45,6 +57,10 @@ class ToolError(RuntimeError):
         super().__init__(message)
         self.tool = tool
         self.index = index
+
+
+class ToolHTTPError(RuntimeError):
+    """An HTTP tool call failed; its message is safe to show the tenant (no URL, no response body)."""
 
 
 class ToolBatchError(RuntimeError):
@@ -69,12 +85,23 @@ class Tool:
     timeout: float | None = None
 
 
+@dataclass(slots=True)
+class _Reply:
+    """An HTTP tool's answer; `body` None: larger than the engine's max_response_bytes."""
+
+    status: int
+    content_type: str
+    encoding: str
+    body: bytes | None = None
+
+
 class ToolEngine:
     """Runs tool calls (op "tool") with per-call timeouts.
 
     Options: defaults (register the built-in tools), wikipedia (True or TextSearchEngine options:
     add the `wikipedia` lookup), http_tools (list of HTTP tool specs), timeout (seconds per call,
-    default 10), max_batch (32), max_efficient_batch (8)."""
+    default 10), max_response_bytes (largest HTTP tool response body read, default 1 MiB),
+    max_batch (32), max_efficient_batch (8)."""
 
     ops = frozenset({PrimOp.TOOL})
     # tools wait on services or threads, not on a shared device: batches overlap
@@ -88,12 +115,16 @@ class ToolEngine:
         wikipedia: bool | dict[str, Any] = False,
         http_tools: list[dict[str, Any]] | None = None,
         timeout: float = 10.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
         max_batch: int | None = None,
         max_efficient_batch: int | None = None,
     ) -> None:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"option timeout={timeout!r}: must be a positive number of seconds")
+        if isinstance(max_response_bytes, bool) or not isinstance(max_response_bytes, int) or max_response_bytes < 1:
+            raise ValueError(f"option max_response_bytes={max_response_bytes!r}: must be a positive int")
         self.name = name
+        self.max_response_bytes = max_response_bytes
         self.timeout = float(timeout)
         self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
         self._tools: dict[str, Tool] = {}
@@ -170,12 +201,7 @@ class ToolEngine:
             search = TextSearchEngine(f"{self.name}.wikipedia", **options)
             await search.start()
             self._search = search
-
-            async def wikipedia(query: str, top_k: int = 3) -> list[dict[str, str]]:
-                """Look up Wikipedia lead paragraphs (local corpus): args query, top_k (default 3)."""
-                [hits] = await search.execute("searching", [{"query": query, "top_k": top_k}])
-                return [{"title": h["title"], "text": h["text"]} for h in hits]
-
+            wikipedia = wikipedia_tool(search)
             self.register_tool("wikipedia", wikipedia, (wikipedia.__doc__ or "").strip())
 
     async def stop(self) -> None:
@@ -241,6 +267,8 @@ class ToolEngine:
             raise ToolError(f"timed out after {timeout:g} s", name, index) from exc
         except asyncio.CancelledError:
             raise
+        except ToolHTTPError as exc:
+            raise ToolError(str(exc), name, index) from exc
         except Exception as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}", name, index) from exc
         try:
@@ -258,44 +286,70 @@ class ToolEngine:
         return await self._http(tool, args)
 
     async def _http(self, tool: Tool, args: dict[str, Any]) -> Any:
+        import httpx
+
         assert tool.url is not None
-        fields = {f for _, f, _, _ in string.Formatter().parse(tool.url) if f}
-        missing = sorted(fields - set(args))
-        if missing:
-            raise ValueError(f"missing argument(s) for the URL: {', '.join(missing)}")
-        url = tool.url.format(**{k: quote(str(args[k]), safe="") for k in fields})
-        rest = {k: v for k, v in args.items() if k not in fields}
+        url, rest = call_url(tool.url, args)
         kwargs: dict[str, Any] = {"headers": tool.headers}
-        if tool.method in ("GET", "DELETE"):
-            import httpx
+        where = f"{tool.method} {_without_query(url)}"
+        try:
+            if tool.method in ("GET", "DELETE"):
+                # merged into the URL's own query: httpx's params= would replace it (placeholders there included)
+                url = str(httpx.URL(url).copy_merge_params(
+                    {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}))
+            else:
+                kwargs["json"] = rest
+            reply = await self._request(tool.method, url, kwargs)
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            log.warning("tool %s: %s failed: %s: %s", tool.name, where, type(exc).__name__, exc)
+            raise ToolHTTPError(f"request failed ({type(exc).__name__})") from None
+        if reply.body is None:
+            log.warning("tool %s: %s answered more than %d bytes", tool.name, where, self.max_response_bytes)
+            raise ToolHTTPError(f"response larger than {self.max_response_bytes} bytes")
+        if not 200 <= reply.status < 300:
+            log.warning("tool %s: HTTP %d from %s: %r", tool.name, reply.status, where, reply.body[:200])
+            raise ToolHTTPError(f"HTTP {reply.status}")
+        if reply.content_type.split(";")[0].strip().endswith("json"):
+            return json.loads(reply.body)
+        try:
+            return reply.body.decode(reply.encoding, errors="replace")
+        except LookupError:  # a charset Python does not know
+            return reply.body.decode("utf-8", errors="replace")
 
-            # merged into the URL's own query: httpx's params= would replace it (placeholders there included)
-            url = str(httpx.URL(url).copy_merge_params(
-                {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}))
-        else:
-            kwargs["json"] = rest
-        response = await self._request(tool.method, url, kwargs)
-        if not response.is_success:
-            raise RuntimeError(f"HTTP {response.status_code} from {tool.method} {url}: {response.text[:200]}")
-        if response.headers.get("content-type", "").split(";")[0].strip().endswith("json"):
-            return response.json()
-        return response.text
-
-    async def _request(self, method: str, url: str, kwargs: dict[str, Any]) -> Any:
-        """One HTTP request; an idempotent one is sent once more if the server closed a pooled
-        keep-alive connection just as it was reused (httpx's "Server disconnected without sending a
-        response": the request never reached the tool, as urllib3 also assumes when it retries)."""
+    async def _request(self, method: str, url: str, kwargs: dict[str, Any]) -> _Reply:
+        """One HTTP request, its body read up to `max_response_bytes`. An
+        idempotent one is sent once more if the server closed a pooled keep-alive connection just as
+        it was reused (httpx's "Server disconnected without sending a response": the request never
+        reached the tool, as urllib3 also assumes when it retries)."""
         import httpx
 
         try:
-            return await self._client.request(method, url, **kwargs)
+            return await self._read(method, url, kwargs)
         except httpx.RemoteProtocolError:
             if method not in IDEMPOTENT:
                 raise
-            return await self._client.request(method, url, **kwargs)
+            return await self._read(method, url, kwargs)
+
+    async def _read(self, method: str, url: str, kwargs: dict[str, Any]) -> _Reply:
+        async with self._client.stream(method, url, **kwargs) as response:
+            reply = _Reply(response.status_code, response.headers.get("content-type", ""),
+                           response.charset_encoding or "utf-8")
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > self.max_response_bytes:
+                    return reply
+            reply.body = bytes(body)
+            return reply
 
 
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+def _without_query(url: str) -> str:
+    """A URL as it may be logged: no query string or fragment (an API key may be there)."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
 def _check_timeout(name: str, timeout: Any) -> float | None:
