@@ -125,7 +125,7 @@ async def _token_budget(client: RemoteClient) -> int:
 def _log(where: str, caps: Capabilities) -> None:
     log.info("%s: vLLM sampling fields %s", where, "accepted" if caps.vllm_fields else
              "rejected: only OpenAI's fields are sent (top_k, min_p, repetition_penalty, ignore_eos and "
-             "cache_salt are dropped)")
+             "cache_salt are dropped; tenants' salted prompts: engine option unsalted)")
     log.info("%s: output token ids %s", where, "returned" if caps.token_ids else
              "not returned: output tokens are counted from usage and their ids re-tokenized locally")
     log.info("%s: priority scheduling %s", where, "on: teola's priorities are sent" if caps.priority else

@@ -22,6 +22,7 @@ closes those requests' streams: vLLM aborts a request whose client went away.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,9 @@ from engines.requests import DECODE_OPS, PREFILL_OPS
 # OpenAI's own fields at their neutral values (the vLLM-only ones are in VLLM_NEUTRAL)
 NEUTRAL_SAMPLING = {"top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "n": 1}
 DEFAULT_MAX_NUM_SEQS = 16
+UNSALTED = ("warn", "refuse")
+
+log = logging.getLogger("teola.engines")
 
 
 @dataclass(slots=True, eq=False)
@@ -61,7 +65,10 @@ class OpenAILLMEngine:
     max_efficient_batch (8), max_tokens (default per request, 256), timeout (seconds per request, 600),
     connect_timeout (10), retries (3: attempts after the first on connection errors, 408/409/429 and
     5xx answers, with the openai client's jittered backoff honouring Retry-After), max_connections
-    (pool size, 64; keep it >= max_num_seqs).
+    (pool size, 64; keep it >= max_num_seqs), unsalted (what a request carrying a tenant's
+    `cache_salt` does on a server that does not take vLLM's fields, so every tenant's prompts share
+    its prefix cache and one tenant can probe another's through response timing: "warn" (default),
+    sent without it and logged once per engine instance naming the server; "refuse": it fails).
     """
 
     ops = PREFILL_OPS | DECODE_OPS
@@ -73,7 +80,7 @@ class OpenAILLMEngine:
                  tokenizer: str | None = None, api_key: str | None = None, max_model_len: int | None = None,
                  max_num_seqs: int | None = None, max_efficient_batch: int | None = None,
                  max_tokens: int = 256, timeout: float = 600.0, connect_timeout: float = 10.0,
-                 retries: int = 3, max_connections: int = 64):
+                 retries: int = 3, max_connections: int = 64, unsalted: str = "warn"):
         self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, max_connections)
         for key, value in (("max_num_seqs", max_num_seqs or 1), ("max_tokens", max_tokens),
                            ("max_model_len", max_model_len or 1), ("max_efficient_batch", max_efficient_batch or 1)):
@@ -81,7 +88,11 @@ class OpenAILLMEngine:
                 raise ValueError(f"engine {name!r}: option {key} must be a positive int, got {value!r}")
         if not isinstance(model, str) or not model:
             raise ValueError(f"engine {name!r}: option model must be the served model name, got {model!r}")
+        if unsalted not in UNSALTED:
+            raise ValueError(f"engine {name!r}: option unsalted must be one of {', '.join(UNSALTED)}, got {unsalted!r}")
         self.name = name
+        self.unsalted = unsalted
+        self._warned_unsalted = False
         self.model = model
         self.tokenizer_name = tokenizer or model
         self.max_model_len = max_model_len
@@ -213,6 +224,8 @@ class OpenAILLMEngine:
             extra.update(VLLM_NEUTRAL, ignore_eos=req["ignore_eos"] and not prefill)
             if req["cache_salt"]:
                 extra["cache_salt"] = req["cache_salt"]
+        elif req["cache_salt"]:
+            self._unsalted()
         if self.caps.token_ids:
             extra["return_token_ids"] = True
         if self.caps.priority and req["priority"]:
@@ -222,6 +235,18 @@ class OpenAILLMEngine:
         if not prefill:
             body.update(stream=True, stream_options={"include_usage": True})
         return body
+
+    def _unsalted(self) -> None:
+        """A tenant's cache_salt this server cannot take (option `unsalted`)."""
+        if self.unsalted == "refuse":
+            raise RemoteEngineError(f"engine {self.name!r}: its server does not take vLLM's cache_salt, so tenants "
+                                    "would share its prefix cache; serve vLLM, or set the engine option "
+                                    "unsalted='warn' to accept that")
+        if not self._warned_unsalted:
+            self._warned_unsalted = True
+            log.warning("engine %s (%s): the server does not take vLLM's cache_salt; tenants' prompts share its "
+                        "prefix cache, so one tenant can probe another's prompts through response timing (serve "
+                        "vLLM, or set the engine option unsalted='refuse')", self.name, self.base_url)
 
     async def _one(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> dict[str, Any]:
         import openai
