@@ -9,8 +9,8 @@ Wire format (one HTTP call per query, as public web-search APIs take one query p
 concurrent calls over one pooled connection set (httpx, at most `max_connections` open).
 
 Errors name the engine, the URL and the cause: a timeout (`timeout` seconds per call, default 10),
-a refused connection, a non-2xx status (with the start of the body), a body that is not the JSON
-above. Any failed call fails the batch (the engine protocol); the other calls of the batch are
+a refused connection, a non-2xx status, a body that is not the JSON above. They reach the tenant,
+so they never quote the response body (its start is logged on "teola.engines" instead). Any failed call fails the batch (the engine protocol); the other calls of the batch are
 cancelled.
 
 Options: url (required here), timeout (10 s), max_connections (64), headers (e.g. an API key),
@@ -23,12 +23,15 @@ sweep_mi4_sb64.md, 0.80 vs 1.12 s of search per query at 8 q/s).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
 from engines.requests import PrimOp
 from engines.request_checks import search_request
 from engines.protocol import EngineProfile, profile_with
+
+log = logging.getLogger("teola.engines")
 
 
 class RemoteSearchError(RuntimeError):
@@ -142,11 +145,13 @@ class RemoteSearchEngine:
         except httpx.TransportError as exc:
             raise RemoteSearchError(f"{where}: cannot reach the search API ({type(exc).__name__}: {exc})") from exc
         if not response.is_success:
-            raise RemoteSearchError(f"{where}: HTTP {response.status_code}: {response.text[:200]}")
+            log.warning("%s: HTTP %d: %r", where, response.status_code, response.text[:200])
+            raise RemoteSearchError(f"{where}: HTTP {response.status_code}")
         try:
             body = response.json()
         except ValueError as exc:
-            raise RemoteSearchError(f"{where}: the response is not JSON: {response.text[:200]!r}") from exc
+            log.warning("%s: the response is not JSON: %r", where, response.text[:200])
+            raise RemoteSearchError(f"{where}: the response is not JSON") from exc
         return parse_results(body, where)[:top_k]
 
 
