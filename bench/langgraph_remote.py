@@ -10,7 +10,9 @@ and tool adapters. Graphs (langgraph `StateGraph`, run with `ainvoke`):
   has no independent branches to run in parallel (search needs the judge's verdict).
 - tool agent: START -> plan -> one `Send` per tool call (LangGraph's map-reduce fan-out: the calls
   run as parallel branches in one super-step) -> answer (after all branches; results are reduced
-  in plan order) -> END. Plan lines are parsed as teola parses them (bench.llamaindex_remote.plan_calls).
+  in plan order) -> END. The plan call stops as teola's planner does (the plan node's split and
+  `num_items` as the request's `max_items`: the decode ends once that many JSON lines are complete);
+  plan lines are parsed as teola parses them (bench.llamaindex_remote.plan_calls).
 """
 from __future__ import annotations
 
@@ -57,7 +59,9 @@ class EngineChatModel(BaseChatModel):
                 raise ValueError(f"EngineChatModel takes a system message then human messages, got "
                                  f"{type(m).__name__} at position {i}")
         request = {"parts": parts, "complete": True, "max_tokens": kwargs.get("max_tokens", self.max_tokens),
-                   "temperature": self.temperature, "stop": stop, "priority": 0, "split": None}
+                   "temperature": self.temperature, "stop": stop, "priority": 0, "split": kwargs.get("split")}
+        if kwargs.get("max_items"):  # a split call that ends once this many items are out
+            request["max_items"] = kwargs["max_items"]
         (result,) = await self.client.execute("decoding", [request])
         return ChatResult(generations=[ChatGeneration(message=AIMessage(content=result["text"]))])
 
@@ -140,7 +144,7 @@ class LangGraphToolAgent:
     def __init__(self, app: Any) -> None:
         self.clients = {n: EngineClient(n, b) for n, b in backends_of(app).items()}
         self.plan, self.answer = node_call(app, "plan"), node_call(app, "answer")
-        self.max_calls = int(node_config(app, "plan").get("num_items", 2))
+        self.max_calls = self.plan.max_items
         self.allowed = list(node_config(app, "tools").get("tools", []))
 
     def graph(self, log: CallLog) -> Any:
@@ -148,7 +152,8 @@ class LangGraphToolAgent:
         tools = self.clients["tools"].with_log(log)
 
         async def plan(s: AgentState) -> AgentState:
-            m = await llm.ainvoke(_say(self.plan, s["question"]), max_tokens=self.plan.max_tokens)
+            m = await llm.ainvoke(_say(self.plan, s["question"]), max_tokens=self.plan.max_tokens,
+                                  **self.plan.stop_rule())
             return {"calls": plan_calls(str(m.content), self.max_calls, self.allowed)}
 
         def fan_out(s: AgentState) -> list[Send] | str:

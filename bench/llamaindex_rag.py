@@ -172,7 +172,9 @@ class EngineLLM(CustomLLM):
     async def _decode(self, parts: list[list[str]], **kwargs: Any) -> str:
         request = {"parts": parts, "complete": True, "max_tokens": kwargs.get("max_tokens", self.max_tokens),
                    "temperature": kwargs.get("temperature", self.temperature), "stop": kwargs.get("stop"),
-                   "priority": 0, "split": None}
+                   "priority": 0, "split": kwargs.get("split")}
+        if kwargs.get("max_items"):  # a split call that ends once this many items are out
+            request["max_items"] = kwargs["max_items"]
         (result,) = await self._client.execute("decoding", [request])
         return result["text"]
 

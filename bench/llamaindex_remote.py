@@ -10,8 +10,11 @@
   Thought/Action format, which the model does not write), so this is an explicit pipeline with
   LlamaIndex classes: plan (one LLM call, the app's prompt) -> the JSON lines it wrote, each a
   `FunctionTool.acall` over the tool adapter, all concurrently (`asyncio.gather`) -> answer (LLM
-  call over the results). Plan lines are parsed as teola parses them (engines.llm_text.split_parser, first
-  `max_calls` items; a line that is JSON but not a tool call fails the query, as in teola).
+  call over the results). The plan call stops as teola's planner does: its request carries the plan
+  node's split ("jsonl") and `num_items` as the adapter's `max_items`, so the decode ends once that many
+  JSON lines are complete (no stop texts, as in the template). Plan lines are parsed as teola parses them
+  (engines.llm_text.split_parser, first `max_calls` items; a line that is JSON but not a tool call fails
+  the query, as in teola).
 
 The LLM is bench.llamaindex_rag.EngineLLM (one "decoding" request per call, the prompt's system
 part + user parts exactly as the teola template's parts); every engine call is logged per query
@@ -41,14 +44,21 @@ from teola.runtime.requests import texts_of
 @dataclass(slots=True)
 class LLMCall:
     """One LLM node of a teola template: its instruction (system part), the literal parts between
-    it and the question (e.g. worked examples), max_tokens."""
+    it and the question (e.g. worked examples), max_tokens, and for a split output its split and the
+    items it asks for (teola's request stops the decode once `max_items` items are out)."""
 
     instruction: str
     max_tokens: int
     literals: tuple[str, ...] = ()
+    split: str | None = None
+    max_items: int | None = None
 
     def messages(self, question: str, *rest: str) -> list[ChatMessage]:
         return messages(self.instruction, *self.literals, question, *rest)
+
+    def stop_rule(self) -> dict[str, Any]:
+        """The request fields that end this call's decode where teola's does (none for a plain call)."""
+        return {"split": self.split, "max_items": self.max_items} if self.split else {}
 
 
 def node_config(app: Any, name: str) -> dict[str, Any]:
@@ -72,7 +82,9 @@ def node_call(app: Any, name: str) -> LLMCall:
     if "question" not in names or any(str(p[1]).startswith("$") for p in parts[1:names.index("question")]):
         raise ValueError(f"node {name!r}: expected instruction, literal parts, then the question")
     literals = tuple(str(p[1]) for p in parts[1:names.index("question")])
-    return LLMCall(parts[0][1], int(node.config.get("max_tokens", 128)), literals)
+    split = node.config.get("split")
+    max_items = int(node.config.get("num_items", 4)) if split else None  # decompose_llm's default
+    return LLMCall(parts[0][1], int(node.config.get("max_tokens", 128)), literals, split, max_items)
 
 
 def messages(instruction: str, *user: str) -> list[ChatMessage]:
@@ -160,7 +172,7 @@ class LlamaIndexSearchGeneration:
 
 
 # ---- tool agent ----------------------------------------------------------------------------------
-def plan_calls(text: str, max_calls: int, allowed: list[str]) -> list[dict[str, Any]]:
+def plan_calls(text: str, max_calls: int | None, allowed: list[str]) -> list[dict[str, Any]]:
     """The tool calls of a plan output, parsed as teola parses them (see the module docstring)."""
     parser = SplitParser("jsonl")
     items = parser.feed(text) + parser.finish()
@@ -182,7 +194,7 @@ class LlamaIndexToolAgent:
     def __init__(self, app: Any) -> None:
         self.clients = {n: EngineClient(n, b) for n, b in backends_of(app).items()}
         self.plan, self.answer = node_call(app, "plan"), node_call(app, "answer")
-        self.max_calls = int(node_config(app, "plan").get("num_items", 2))
+        self.max_calls = self.plan.max_items
         self.allowed = list(node_config(app, "tools").get("tools", []))
 
     def _tools(self, client: EngineClient) -> dict[str, FunctionTool]:
@@ -197,7 +209,7 @@ class LlamaIndexToolAgent:
         log = CallLog()
         llm = EngineLLM(self.clients["llm"].with_log(log))
         tools = self._tools(self.clients["tools"].with_log(log))
-        r = await llm.achat(self.plan.messages(question), max_tokens=self.plan.max_tokens)
+        r = await llm.achat(self.plan.messages(question), max_tokens=self.plan.max_tokens, **self.plan.stop_rule())
         calls = plan_calls(r.message.content or "", self.max_calls, self.allowed)
         outputs = await asyncio.gather(*(tools[c["tool"]].acall(**c["args"]) for c in calls))
         results = [o.raw_output for o in outputs]

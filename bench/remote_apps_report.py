@@ -93,10 +93,10 @@ def markdown(data: dict[str, Any], command: str) -> str:
             "waits for the judge's verdict instead of starting with it): its row measures that pass on and off."
             if "teola-no-speculative-call" in s.get("systems", ()) else "")),
         "",
-        ("Where the work differs (see the decode tokens column): teola's planner is a splittable call that "
-         "stops once it has written the `num_items` tool calls the template asks for (1 here) and starts each "
-         "call as soon as its line is complete; the baselines decode the plan until end-of-sequence or "
-         "max_tokens and then parse it, as their libraries do. Search generation does the same LLM work in "
+        ("The agent's plan call stops the same way in every system (see the decode tokens column): once it has "
+         "written the `num_items` tool calls the template asks for (1 here; the request's split and max_items, "
+         "no stop texts); teola's planner also starts each call as soon as its line is complete, the baselines "
+         "parse the plan when its call returns. Search generation does the same LLM work in "
          "every system; teola starts the search (pass `speculative_search`) and the core LLM call (pass "
          "`speculative_call`) while the judge decodes, because neither reads the judge's text; the baselines "
          "run them after the verdict, as the template's edges say."),

@@ -12,7 +12,7 @@ import pytest
 from apps import search_generation, tool_agent
 from bench.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
 from bench.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent, plan_calls
-from bench.remote_apps import PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
+from bench.remote_apps import MAX_CALLS, PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
 from teola.compile.components import prompts
 
 PLAN = ('Sure.\n{"tool": "calculator", "args": {"expression": "2+3"}}\n'
@@ -68,10 +68,39 @@ async def test_tool_agent_baselines_plan_call_tools_and_answer(cls):
     # the same parts as the teola template: instruction, the worked examples, the question
     assert plan["parts"] == [["system", PLAN_INSTRUCTION], ["user", PLAN_EXAMPLES], ["user", "What is 2+3, and 1 h in min?"]]
     assert plan["max_tokens"] == 96
+    # the plan stops as teola's does: split into JSON lines, decode ends once max_calls lines are out
+    assert plan["split"] == "jsonl" and plan["max_items"] == 2 and plan["stop"] is None
+    assert answer["split"] is None and "max_items" not in answer
     # max_calls = 2: the third line is not called; results in plan order, rendered as teola renders them
     assert answer["parts"] == [["system", prompts.TOOL_ANSWER], ["user", "What is 2+3, and 1 h in min?"],
                                ["user", "5\n\n60.0"]]
     assert [t["op"] for t in ans.trace] == ["decoding", "tool", "tool", "decoding"]
+
+
+@pytest.mark.parametrize("cls", [LlamaIndexToolAgent, LangGraphToolAgent])
+async def test_tool_agent_baselines_stop_the_plan_where_teolas_planner_stops(cls):
+    """bench.remote_apps' workload asks for one call: the baselines' plan request ends the decode as
+    teola's plan request does (same max_tokens, stop texts, split and max_items) and one tool runs."""
+    from engines.tools.tool_engine import ToolEngine
+    from teola.ir.ops import PrimOp
+    from teola.runtime.requests import llm_request
+
+    app = tool_agent.build(tools={"defaults": True}, tool_names=TOOL_NAMES, max_calls=MAX_CALLS,
+                           plan_instruction=PLAN_INSTRUCTION, plan_examples=PLAN_EXAMPLES)
+    [decode] = [p for p in app.compile({"question": "q"}).egraph.primitives
+                if p.component == "plan" and p.op in (PrimOp.DECODING, PrimOp.PARTIAL_DECODING)]
+    teola_plan = llm_request([], True, decode.args)
+    llm, tools = ScriptedLLM(), ToolEngine("tools")
+    await tools.start()
+    try:
+        ans = await cls(fake_started(app, {"llm": llm, "tools": tools})).aquery("What is 2+3?")
+    finally:
+        await tools.stop()
+    plan = llm.requests[0]
+    fields = ("max_tokens", "stop", "split", "max_items")
+    assert {k: plan.get(k) for k in fields} == {k: teola_plan.get(k) for k in fields}
+    assert plan["max_items"] == MAX_CALLS == 1
+    assert [t["op"] for t in ans.trace] == ["decoding", "tool", "decoding"]
 
 
 @pytest.mark.parametrize("cls", [LlamaIndexSearchGeneration, LangGraphSearchGeneration])
