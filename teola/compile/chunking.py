@@ -4,8 +4,9 @@ Tokens are the embedding model's when a tokenizer is given (`teola.compile.chunk
 words and punctuation marks (`count_tokens`)."""
 from __future__ import annotations
 
-import functools
 import re
+import threading
+from collections import OrderedDict
 from typing import Protocol
 
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
@@ -36,30 +37,89 @@ def word_pieces(text: str) -> list[Piece]:
 
 
 def chunk_text(text: str, chunk_size: int = 256, overlap: int = 30,
-               tokenizer: ChunkTokenizer | None = None) -> list[str]:
+               tokenizer: ChunkTokenizer | None = None, *, max_chunks: int | None = None,
+               max_chars: int | None = None) -> list[str]:
     """Split `text` into windows of at most `chunk_size` tokens, consecutive windows sharing about
     `overlap` tokens. Each chunk is the exact source substring its tokens span. Tokens are
     `tokenizer`'s (e.g. the embedding model's), or words and punctuation marks when it is None; a
-    window ends and starts at word boundaries unless one word fills it."""
+    window ends and starts at word boundaries unless one word fills it. With `max_chunks` or
+    `max_chars`, chunking stops with `ChunkLimitError` as soon as the chunks would pass either."""
+    return chunk_documents([text], chunk_size, overlap, tokenizer, max_chunks=max_chunks, max_chars=max_chars)
+
+
+class ChunkLimitError(ValueError):
+    """Chunking stopped at a limit: the chunks would number more than `limit` ("chunks") or hold
+    more than `limit` characters ("characters")."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(f"the chunks would hold more than {limit} {what}")
+        self.what = what
+        self.limit = limit
+
+
+def chunk_documents(texts: list[str], chunk_size: int, overlap: int, tokenizer: ChunkTokenizer | None = None,
+                    *, max_chunks: int | None = None, max_chars: int | None = None) -> list[str]:
+    """The chunks of every text in order (`chunk_text` of each), at most `max_chunks` of them
+    holding at most `max_chars` characters together: past either, `ChunkLimitError` from inside the
+    loop that makes them, so a refused request never holds more than the limits. Texts up to
+    `MEMO_TEXT_CHARS` long are memoized, but only once all of them were chunked within the limits."""
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     if not 0 <= overlap < chunk_size:
         raise ValueError(f"overlap must be in [0, chunk_size), got {overlap} with chunk_size {chunk_size}")
-    if len(text) > _MEMO_CHARS:
-        return list(_chunks(text, chunk_size, overlap, tokenizer))
-    return list(_memo_chunks(text, chunk_size, overlap, tokenizer))
+    budget = _Budget(max_chunks, max_chars)
+    out: list[str] = []
+    fresh: list[tuple[tuple, tuple[str, ...]]] = []
+    for text in texts:
+        key = (text, chunk_size, overlap, tokenizer)
+        memoized = _memo.get(key) if len(text) <= MEMO_TEXT_CHARS else None
+        if memoized is not None:
+            for chunk in memoized:
+                budget.take(chunk)
+        else:
+            memoized = _chunks(text, chunk_size, overlap, tokenizer, budget)
+            if len(text) <= MEMO_TEXT_CHARS:
+                fresh.append((key, memoized))
+        out.extend(memoized)
+    for key, chunks in fresh:
+        _memo.put(key, chunks)
+    return out
 
 
-def _chunks(text: str, chunk_size: int, overlap: int, tokenizer: ChunkTokenizer | None) -> tuple[str, ...]:
+class _Budget:
+    """What the chunks of one call may still take (None: no bound)."""
+
+    __slots__ = ("chunks", "chars", "max_chunks", "max_chars")
+
+    def __init__(self, max_chunks: int | None, max_chars: int | None) -> None:
+        self.max_chunks, self.max_chars = max_chunks, max_chars
+        self.chunks = self.chars = 0
+
+    def take(self, chunk: str) -> None:
+        self.chunks += 1
+        self.chars += len(chunk)
+        if self.max_chunks is not None and self.chunks > self.max_chunks:
+            raise ChunkLimitError("chunks", self.max_chunks)
+        if self.max_chars is not None and self.chars > self.max_chars:
+            raise ChunkLimitError("characters", self.max_chars)
+
+
+def _chunks(text: str, chunk_size: int, overlap: int, tokenizer: ChunkTokenizer | None,
+            budget: _Budget) -> tuple[str, ...]:
     pieces = word_pieces(text) if tokenizer is None else tokenizer.pieces(text)
     chunks: list[str] = []
     i = 0
     while i < len(pieces):
         end = _word_end(pieces, i, i + chunk_size)
-        chunks.append(text[pieces[i][0]:pieces[end - 1][1]])
+        chunk = text[pieces[i][0]:pieces[end - 1][1]]
+        budget.take(chunk)
+        chunks.append(chunk)
         if end >= len(pieces):
             break
-        i = _word_start(pieces, max(i + 1, end - overlap), end)
+        # a window cut short by a long word shares nothing with the next: stepping one token at a
+        # time inside its overlap would repeat its tail once per token
+        back = end - overlap
+        i = _word_start(pieces, back, end) if back > i else end
     return tuple(chunks)
 
 
@@ -82,9 +142,65 @@ def _word_start(pieces: list[Piece], i: int, limit: int) -> int:
 
 
 # The same documents are often chunked again (a corpus re-sent with every query, simulations):
-# chunks of texts up to _MEMO_CHARS long are kept for the most recent 1,024 (text, sizes, tokenizer).
-_MEMO_CHARS = 100_000
-_memo_chunks = functools.lru_cache(maxsize=1024)(_chunks)
+# chunks of texts up to MEMO_TEXT_CHARS long are kept, least recently used first out, while the
+# texts and chunks kept hold at most MEMO_CHARS characters together.
+MEMO_TEXT_CHARS = 100_000
+MEMO_CHARS = 16_000_000
+
+
+class ChunkMemo:
+    """A least-recently-used map (text, sizes, tokenizer) -> chunks, bounded by the characters it
+    holds; thread-safe (queries compile in worker threads)."""
+
+    def __init__(self, max_chars: int) -> None:
+        self.max_chars = max_chars
+        self.chars = 0
+        self.hits = self.misses = 0
+        self._items: OrderedDict[tuple, tuple[str, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> tuple[str, ...] | None:
+        with self._lock:
+            chunks = self._items.get(key)
+            if chunks is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return chunks
+
+    def put(self, key: tuple, chunks: tuple[str, ...]) -> None:
+        size = _held(key, chunks)
+        if size > self.max_chars:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = chunks
+            self.chars += size
+            while self.chars > self.max_chars:
+                old_key, old = self._items.popitem(last=False)
+                self.chars -= _held(old_key, old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.chars = self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _held(key: tuple, chunks: tuple[str, ...]) -> int:
+    return len(key[0]) + sum(len(c) for c in chunks)
+
+
+_memo = ChunkMemo(MEMO_CHARS)
+
+
+def memo() -> ChunkMemo:
+    """The process's chunk memo."""
+    return _memo
 
 
 def document_text(doc: object, index: int) -> str:

@@ -5,7 +5,7 @@ from collections import deque
 from typing import Any
 
 from teola.compile.chunk_tokenizer import chunk_tokenizer
-from teola.compile.chunking import chunk_text, document_text
+from teola.compile.chunking import ChunkLimitError, chunk_documents, document_text
 from teola.compile.components import BuildContext, Port, lookup, options_model
 from teola.passes.option_errors import validate_options
 from teola.ir.engine_spec import Engine
@@ -14,6 +14,17 @@ from teola.ir.node import Node
 from teola.ir.primitive import Primitive
 
 MAX_CHUNKS = 20_000
+# the chunks of a query's documents hold at most this many times their characters: overlapping
+# windows repeat text, at most about twice with chunk_overlap <= chunk_size / 2
+MAX_CHUNK_TEXT_RATIO = 3
+
+
+def check_overlap(chunk_size: int, overlap: int, where: str) -> None:
+    """ValueError unless 0 <= `overlap` <= `chunk_size` // 2: consecutive windows then step at least
+    half a window, so chunks repeat a document's text about twice at most."""
+    if not 0 <= overlap <= chunk_size // 2:
+        raise ValueError(f"{where}: chunk_overlap {overlap} must be between 0 and half of chunk_size "
+                         f"({chunk_size} // 2 = {chunk_size // 2}); lower chunk_overlap or raise chunk_size")
 
 
 def node_config(node: Node, config: dict[str, Any]) -> dict[str, Any]:
@@ -127,17 +138,26 @@ def prepare_inputs(order: list[Node], query: dict[str, Any], config: dict[str, A
             size, overlap = cfg.get("chunk_size", 256), cfg.get("chunk_overlap", 30)
             if not isinstance(size, int) or not isinstance(overlap, int):
                 raise ValueError(f"node {node.name!r}: chunk_size and chunk_overlap must be ints")
+            check_overlap(size, overlap, f"node {node.name!r}")
             engine = (engines or {}).get(node.engine) if node.engine is not None else None
             tokenizer = chunk_tokenizer(engine, cfg.get("tokenizer") or "engine")
-            chunks: list[str] = []
+            texts = [document_text(d, i) for i, d in enumerate(docs)]
             limit = cfg.get("max_chunks", MAX_CHUNKS)
-            for i, d in enumerate(docs):
-                chunks.extend(chunk_text(document_text(d, i), size, overlap, tokenizer))
-                if len(chunks) > limit:
-                    raise ValueError(f"node {node.name!r}: the documents make more than {limit} chunks of "
-                                     f"{size} tokens; send fewer or smaller documents, or raise config 'max_chunks'")
+            chars = MAX_CHUNK_TEXT_RATIO * sum(len(t) for t in texts)
+            try:
+                chunks = chunk_documents(texts, size, overlap, tokenizer, max_chunks=limit, max_chars=chars)
+            except ChunkLimitError as exc:
+                raise ValueError(_limit_message(node.name, exc, size, overlap)) from None
             initial[f"{node.name}.chunks"] = chunks
     return initial
+
+
+def _limit_message(node: str, exc: ChunkLimitError, size: int, overlap: int) -> str:
+    if exc.what == "chunks":
+        return (f"node {node!r}: the documents make more than {exc.limit} chunks of {size} tokens; send fewer "
+                "or smaller documents, or raise config 'max_chunks'")
+    return (f"node {node!r}: the chunks of {size} tokens overlapping by {overlap} would hold more than "
+            f"{MAX_CHUNK_TEXT_RATIO} times the documents' text ({exc.limit} characters); lower chunk_overlap")
 
 
 def _ancestors(node: Node, exports: dict[str, dict[str, Port]]) -> list[tuple[Node, dict[str, Port]]]:

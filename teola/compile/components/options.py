@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from engines.requests import REQUEST_DEFAULTS
 from teola.ir.generation import MAX_STOPS, MAX_TEMPERATURE, MAX_TOKENS_LIMIT
@@ -21,6 +21,7 @@ WEB_SEARCH_TOP_K = 4  # web results per query: a search API answers a few pages,
 
 MAX_TEXT = 20_000        # characters of one instruction or prompt part written in a config
 MAX_COUNT = 10_000       # results, items and chunks one node may ask for
+DEFAULT_CHUNK_SIZE = 256  # tokens per chunk of an indexing node
 
 
 def _engine_text(value: str) -> str:
@@ -54,12 +55,23 @@ class GenOptions(Options):
 
 class IndexingOptions(Options):
     chunk_size: int | None = Field(None, ge=1, le=8192, description="Tokens per chunk (default 256; see tokenizer).")
-    chunk_overlap: int | None = Field(None, ge=0, le=8191, description="Tokens shared by consecutive chunks (default 30; below chunk_size).")
+    chunk_overlap: int | None = Field(None, ge=0, le=4096, description="Tokens shared by consecutive chunks (default 30; "
+                                      "at most half of chunk_size).")
     max_chunks: int | None = Field(None, ge=1, le=100_000, description="Chunks the query's documents may make (default 20000).")
     tokenizer: Literal["engine", "words"] | None = Field(
         None, description="What chunk tokens are: 'engine' (default), the embedding engine's model tokenizer when "
                           "its files are on disk, else words and punctuation marks; 'words': always those.")
     vectordb: Name | None = Field(None, description="Vector-store engine to ingest into as part of this node.")
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _at_most_half_a_chunk(cls, overlap: int | None, info: ValidationInfo) -> int | None:
+        # windows that step less than half a chunk repeat a document's text many times over
+        size = info.data.get("chunk_size") or DEFAULT_CHUNK_SIZE
+        if overlap is not None and overlap > size // 2:
+            raise ValueError(f"must be at most half of chunk_size ({size} // 2 = {size // 2}); lower chunk_overlap "
+                             "or raise chunk_size")
+        return overlap
 
 
 class IngestionOptions(Options):

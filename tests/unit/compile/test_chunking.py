@@ -79,12 +79,12 @@ def test_windows_end_at_word_boundaries_unless_one_word_fills_them():
 
 
 def test_chunks_are_memoized_per_tokenizer(minilm):
-    chunking._memo_chunks.cache_clear()
+    chunking.memo().clear()
     first = chunk_text(STORY, 64, 8, minilm)
     assert chunk_text(STORY, 64, 8, minilm) == first
-    assert chunking._memo_chunks.cache_info().hits == 1
+    assert chunking.memo().hits == 1
     assert chunk_text(STORY, 64, 8) != first  # another tokenizer, another memo entry
-    assert chunking._memo_chunks.cache_info().misses == 2
+    assert chunking.memo().misses == 2
 
 
 def test_without_a_tokenizer_on_disk_chunks_count_words(tmp_path):
