@@ -3,117 +3,51 @@ one engine adapter. Schedulers stay in the driver; batches of plain-data request
 and results come back through Ray's object store, except intermediate outputs only other actors
 read, which stay there with the "refs" data path (teola.runtime.executors.ray_data).
 
-Fault handling: an actor that dies fails the batches it was running (so only the queries with
-primitives on it fail, with an error naming the instance); Ray restarts it (`max_restarts`,
-default 1) and the restarted actor starts its adapter again on first use, so later queries
-succeed. Batches are not retried (`max_task_retries=0`): engine calls are not idempotent."""
+Fault handling: an actor that dies, alone or with its node, fails the batches it was running (so
+only the queries with primitives on it fail, with an error naming the instance); Ray restarts it
+(`max_restarts`, default 1), on a live node with the resources it asks for if its node is gone, and
+the restarted actor starts its adapter again, so later queries succeed. An actor Ray will not restart
+(its restarts used up) is replaced by a new one with the same options. Batches are not retried
+(`max_task_retries=0`): engine calls are not idempotent.
+
+The workers' environment is an allow-list, and secrets reach only the actors that need them, by
+actor call (teola.runtime.executors.ray_env)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from engines.protocol import EngineProfile, restart_adapter
+from engines.protocol import EngineProfile
 from teola.ir.engine_spec import Engine
 from teola.runtime.errors import EngineDown
 from teola.runtime.executors.executor import Instance
-from teola.runtime.executors.ray_data import KEEP, MIN_REF_BYTES, attach_refs, resolve_inputs, split_results
+from teola.runtime.executors.ray_actor import EngineActor, SecretsMissing
+from teola.runtime.executors.ray_data import KEEP, MIN_REF_BYTES, attach_refs
+from teola.runtime.executors.ray_env import (check_forward_env, check_secret_env, secrets_for, split_options,
+                                             worker_env)
 
 ACTOR_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "max_restarts",
                  "runtime_env", "max_concurrency")
 
 
 DATA_PATHS = ("refs", "driver")
+PING_TIMEOUT = 5.0  # seconds a ping of a restarting actor may take: one Ray cannot place yet never answers
 
 
-class EngineActor:
-    """Runs inside the actor process; wrapped with `ray.remote` at launch. The adapter is built and
-    started lazily, so a restarted actor comes back on its own. `holders` counts the runtimes using
-    it (`acquire` / `release`): an actor shared by several apps stops its adapter with the last."""
+@dataclass(slots=True)
+class ActorPlan:
+    """What creating an instance's actor takes, kept to create it again: Ray actor options,
+    constructor arguments (no secrets) and the secrets sent with `acquire`."""
 
-    def __init__(self, name: str, kind: str, options: dict[str, Any], backend: Any = None) -> None:
-        self.name = name
-        self.kind = kind
-        self.options = options
-        self.backend = backend
-        self.started = False
-        self.holders = 0
-        self._starting = asyncio.Lock()
-
-    async def _ready(self) -> Any:
-        if not self.started:
-            async with self._starting:  # runtimes sharing the actor may ask at once
-                if not self.started:
-                    if self.backend is None:
-                        from engines.registry import create_engine
-                        self.backend = create_engine(self.name, self.kind, dict(self.options))
-                    await self.backend.start()
-                    self.started = True
-        return self.backend
-
-    async def acquire(self) -> dict[str, Any]:
-        """One more runtime uses this actor: its adapter is started; what `start` tells."""
-        info = await self.start()
-        self.holders += 1
-        return info
-
-    async def release(self) -> int:
-        """A runtime is done with this actor: the adapter stops with the last one. The holders left."""
-        self.holders = max(0, self.holders - 1)
-        if self.holders == 0:
-            await self.stop()
-        return self.holders
-
-    async def start(self) -> dict[str, Any]:
-        backend = await self._ready()
-        import ray
-        profile = getattr(backend, "profile", None)
-        # the whole profile crosses, so a remote instance is scheduled as a local one would be
-        # (context window, max_inflight included)
-        return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "profile": dataclasses.asdict(profile) if isinstance(profile, EngineProfile) else None,
-                "methods": [m for m in ("stream", "drop_namespace", "publish_namespace", "health", "abort")
-                            if callable(getattr(backend, m, None))]}
-
-    async def restart(self) -> None:
-        """Stop the adapter (errors of a dead one ignored) and start it again in this actor."""
-        if self.backend is None or not self.started:
-            await self._ready()
-            return
-        await restart_adapter(self.backend)
-
-    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
-        """Run a batch, with the refs among the requests' fields resolved (teola.runtime.executors.ray_data)."""
-        return await (await self._ready()).execute(op, await resolve_inputs(requests))
-
-    async def execute_split(self, op: str, requests: list[dict[str, Any]], min_ref_bytes: int):
-        """`execute` with two return values: the results to send back and those of requests marked
-        to stay in the object store (teola.runtime.executors.ray_data.split_results)."""
-        return split_results(requests, await self.execute(op, requests), min_ref_bytes)
-
-    async def stream(self, op: str, requests: list[dict[str, Any]]):
-        async for event in (await self._ready()).stream(op, await resolve_inputs(requests)):
-            yield event
-
-    async def call(self, method: str, *args: Any) -> Any:
-        result = getattr(await self._ready(), method)(*args)
-        if hasattr(result, "__await__"):
-            result = await result
-        return result
-
-    async def stop(self) -> None:
-        if self.started:
-            self.started = False
-            await self.backend.stop()
-
-    def where(self) -> dict[str, Any]:
-        import ray
-        return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id()}
+    options: dict[str, Any]
+    args: tuple[Any, ...]
+    secrets: dict[str, Any] | None
 
 
 class RayExecutor:
@@ -139,11 +73,19 @@ class RayExecutor:
     kind, options, actor options, instance index) use one named actor, as `share_engines` gives apps
     in one process one adapter: a server with four apps on Ray starts the LLM once. The actor counts
     its holders and stops its adapter with the last one. An engine given a backend object is never
-    shared."""
+    shared.
+
+    forward_env: more variable names to copy from the driver's environment into the job's
+    runtime_env, beside the allow-list (teola.runtime.executors.ray_env.FORWARD_NAMES); Ray stores
+    it, so a secret-looking name is refused. secret_env: {engine kind or name: [variable names]}
+    sent to that engine's actors only, by actor call, beside the built-in ones (`TEOLA_PG_DSN` for
+    pgvector and text search, `HF_TOKEN` for the Hugging Face engines)."""
 
     def __init__(self, address: str | None = None, namespace: str = "teola", num_cpus: int | None = None,
                  init_options: dict[str, Any] | None = None, data_path: str = "driver",
-                 min_ref_bytes: int = MIN_REF_BYTES, share_actors: bool = True) -> None:
+                 min_ref_bytes: int = MIN_REF_BYTES, share_actors: bool = True,
+                 forward_env: list[str] | tuple[str, ...] = (),
+                 secret_env: dict[str, list[str]] | None = None) -> None:
         if data_path not in DATA_PATHS:
             raise ValueError(f"RayExecutor: data_path must be one of {list(DATA_PATHS)}, got {data_path!r}")
         if not isinstance(min_ref_bytes, int) or isinstance(min_ref_bytes, bool) or min_ref_bytes < 0:
@@ -153,15 +95,26 @@ class RayExecutor:
         self.data_path = data_path
         self.min_ref_bytes = min_ref_bytes
         self.share_actors = share_actors
+        self.forward_env = check_forward_env(forward_env)
+        self.secret_env = check_secret_env(secret_env or {})
         self.address = address
         self.namespace = namespace
         self.num_cpus = num_cpus
         self.init_options = dict(init_options or {})
         self._owns_ray = False
         self._methods: dict[int, set[str]] = {}
-        self._down: set[int] = set()  # instances whose actor died: wait for Ray's restart before use
+        self._plans: dict[int, ActorPlan] = {}
+        self._down: set[int] = set()  # instances whose actor died: wait for its restart before use
         self.restart_timeout = 300.0
         self.placements: dict[str, dict[str, Any]] = {}
+
+    def runtime_env(self) -> dict[str, Any]:
+        """The job's runtime_env: the allowed variables of the driver's environment (no secret)
+        and a PYTHONPATH that finds teola and the working directory's apps."""
+        env = worker_env(os.environ, self.forward_env)
+        paths = [os.getcwd(), str(Path(__file__).resolve().parents[3])]
+        env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        return {"env_vars": env}
 
     def _init(self) -> Any:
         import ray
@@ -172,17 +125,13 @@ class RayExecutor:
                 kw["address"] = self.address
             elif self.num_cpus is not None:
                 kw["num_cpus"] = self.num_cpus
-            # the driver's environment (cache dirs, offline flags, vLLM settings) goes to the workers
-            env = {k: v for k, v in os.environ.items() if k.startswith(("TEOLA_", "VLLM_", "HF_", "TRANSFORMERS_"))}
-            paths = [os.getcwd(), str(Path(__file__).resolve().parents[3])]
-            env["PYTHONPATH"] = os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-            kw.setdefault("runtime_env", {"env_vars": env})
+            kw.setdefault("runtime_env", self.runtime_env())
             ray.init(**kw)
             self._owns_ray = True
         return ray
 
     async def launch(self, spec: Engine, index: int, backend: Any | None) -> Instance:
-        ray = self._init()
+        self._init()
         unknown = sorted(set(spec.resources) - set(ACTOR_OPTIONS))
         if unknown:
             raise ValueError(f"engine {spec.name!r}: unknown Ray resource option(s) {unknown}; "
@@ -191,17 +140,29 @@ class RayExecutor:
                 **spec.resources}
         if self.share_actors and backend is None:
             opts.update(name=shared_actor_name(spec, index), get_if_exists=True)
-        actor_cls = ray.remote(EngineActor)
-        handle = actor_cls.options(**opts).remote(spec.name, spec.kind, spec.instance_options(index), backend)
-        info = await handle.acquire.remote()
-        self.placements[f"{spec.name}/{index}"] = {"pid": info["pid"], "node_id": info["node_id"]}
+        public, credentials = split_options(spec.instance_options(index))
+        secrets = secrets_for(spec.name, spec.kind, os.environ, self.secret_env, credentials)
+        sealed = bool(secrets["env"] or secrets["options"])
+        plan = ActorPlan(opts, (spec.name, spec.kind, public, backend, sealed), secrets if sealed else None)
+        handle = self._create(plan)
+        info = await handle.acquire.remote(plan.secrets)
         p = info["profile"]
         profile = EngineProfile(**p) if p else EngineProfile(max_batch=spec.max_batch,
                                                             max_efficient_batch=spec.max_efficient_batch,
                                                             token_budget=spec.token_budget)
         inst = Instance(spec.name, index, handle, profile)
-        self._methods[id(inst)] = set(info["methods"])
+        self._plans[id(inst)] = plan
+        self._record(inst, info)
         return inst
+
+    def _create(self, plan: ActorPlan) -> Any:
+        import ray
+        return ray.remote(EngineActor).options(**plan.options).remote(*plan.args)
+
+    def _record(self, instance: Instance, info: dict[str, Any]) -> None:
+        """Where the instance's actor runs and what its adapter offers, from `acquire`'s answer."""
+        self.placements[instance.name] = {"pid": info["pid"], "node_id": info["node_id"]}
+        self._methods[id(instance)] = set(info["methods"])
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         await self._wait_up(instance)
@@ -244,6 +205,7 @@ class RayExecutor:
         if left == 0:
             ray.kill(instance.handle, no_restart=True)
         self._methods.pop(id(instance), None)
+        self._plans.pop(id(instance), None)
 
     async def _guard(self, instance: Instance, ref: Any) -> Any:
         import ray
@@ -252,33 +214,49 @@ class RayExecutor:
         except ray.exceptions.RayActorError as e:
             self._down.add(id(instance))
             raise EngineDown(f"engine instance {instance.name} (Ray actor) died: {type(e).__name__}; "
-                             "Ray restarts it for later queries") from e
+                             "it is restarted, on a live node if its node is gone, for later queries") from e
         except ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, SecretsMissing):  # Ray restarted it while the driver was not looking
+                self._down.add(id(instance))
+                raise EngineDown(f"engine instance {instance.name} (Ray actor) was restarted by Ray; "
+                                 "it gets its secrets again before new work") from None
             raise e.as_instanceof_cause() from None
 
     async def _wait_up(self, instance: Instance) -> None:
-        """After a crash, hold new batches until Ray has restarted the actor (a ping answers), so
-        the queries that come after a failure succeed instead of hitting the restarting actor."""
+        """After a crash, hold new batches until the actor is back (a ping answers) and acquired
+        again (its secrets sent, its adapter started, its new place recorded), so the queries that
+        come after a failure succeed instead of hitting the restarting actor. An actor Ray will not
+        restart is replaced by a new one (`_replace`)."""
         if id(instance) not in self._down:
             return
-        import asyncio
-
         import ray
         deadline = time.monotonic() + self.restart_timeout
+        last = "no answer"
         while True:
             try:
-                await instance.handle.where.remote()
-                await instance.handle.acquire.remote()  # the restarted actor counts its holders afresh
+                async with asyncio.timeout(PING_TIMEOUT):
+                    await instance.handle.where.remote()
+                info = await instance.handle.acquire.remote(self._plans[id(instance)].secrets)
+                self._record(instance, info)
                 self._down.discard(id(instance))
                 return
             except ray.exceptions.ActorDiedError as e:
-                raise RuntimeError(f"engine instance {instance.name} (Ray actor) is dead and will not be "
-                                   "restarted (max_restarts used up); restart the server") from e
-            except ray.exceptions.RayActorError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"engine instance {instance.name} (Ray actor) did not come back within "
-                                       f"{self.restart_timeout:.0f} s after a crash") from None
-                await asyncio.sleep(0.2)
+                last = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+                self._replace(instance)
+            except (ray.exceptions.RayActorError, TimeoutError) as e:
+                last = type(e).__name__
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"engine instance {instance.name} (Ray actor) did not come back within "
+                                   f"{self.restart_timeout:.0f} s after it died ({last}); no live node may have "
+                                   f"the resources it asks for: {self._plans[id(instance)].options}") from None
+            await asyncio.sleep(0.2)
+
+    def _replace(self, instance: Instance) -> None:
+        """A new actor, with the same options, for an instance whose actor Ray will not restart (its
+        restarts used up): Ray places it on a live node with the resources it asks for."""
+        import ray
+        ray.kill(instance.handle, no_restart=True)  # should Ray be restarting it after all, it stays down
+        instance.handle = self._create(self._plans[id(instance)])
 
     def close(self) -> None:
         """Disconnect from Ray if this executor started the connection."""
