@@ -227,6 +227,7 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
             query = await build_query(state, app, body.query, tenant)
             compiled = await compile_query(target, query, config, limit)
             check_graph(state.settings, compiled)
+            await state.namespaces.charge(tenant, app, body.config.namespace, compiled)
         except ApiError as exc:
             state.metrics.failed.labels(app, "timeout" if exc.status == 504 else "invalid").inc()
             raise

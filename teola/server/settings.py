@@ -39,6 +39,11 @@ class ServerSettings:
         together (429 likewise).
     max_tenant_namespaces: most kept namespaces (``config.namespace``) one tenant has, all apps
         together (a query that would record one more gets 429 before it runs).
+    max_tenant_kept_chunks: most chunks queries store in one tenant's kept namespaces, all apps
+        together (a query that would store more gets 429 before it runs; deleting a namespace
+        frees its chunks).
+    max_tenant_kept_bytes: most bytes (UTF-8) of chunk text queries store in one tenant's kept
+        namespaces, all apps together (429 likewise).
     tenant_max_queries: queries (and OpenAI-door calls) one tenant may have running at once; one
         more gets 429 too_many_queries with Retry-After (teola.server.quotas). 0: no limit.
     tenant_tokens_per_minute: LLM tokens (prompt + output, as the engines report them) one tenant
@@ -76,6 +81,8 @@ class ServerSettings:
     max_tenant_documents: int = 10_000
     max_tenant_document_bytes: int = 256 * 1024 * 1024
     max_tenant_namespaces: int = 100
+    max_tenant_kept_chunks: int = 100_000
+    max_tenant_kept_bytes: int = 256 * 1024 * 1024
     max_primitives: int = 5000
     tenant_max_queries: int = 64
     tenant_tokens_per_minute: int = 0
@@ -89,7 +96,8 @@ class ServerSettings:
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_tenant_documents",
-                     "max_tenant_document_bytes", "max_tenant_namespaces", "max_primitives"):
+                     "max_tenant_document_bytes", "max_tenant_namespaces", "max_tenant_kept_chunks",
+                     "max_tenant_kept_bytes", "max_primitives"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")

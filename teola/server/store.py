@@ -40,6 +40,14 @@ class Usage:
     bytes: int
 
 
+@dataclass(frozen=True, slots=True)
+class KeptUsage:
+    """What queries stored in a tenant's kept namespaces, over all apps: chunks and their UTF-8 bytes."""
+
+    chunks: int
+    bytes: int
+
+
 class TenantChanges(Protocol):
     """Reads and writes of one tenant inside `TenantStore.locked`: all applied at its end, or none."""
 
@@ -54,6 +62,12 @@ class TenantChanges(Protocol):
     async def has_namespace(self, app: str, namespace: str) -> bool: ...
 
     async def insert_namespace(self, app: str, namespace: str) -> None: ...
+
+    async def kept_usage(self) -> KeptUsage: ...
+
+    async def add_kept(self, app: str, namespace: str, chunks: int, size: int) -> None:
+        """Count `chunks` more chunks of `size` bytes in a recorded namespace (recorded if not yet)."""
+        ...
 
 
 class TenantStore(Protocol):

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from typing import AsyncIterator
 
-from teola.server.store import DocumentInfo, NamespaceInfo, Usage
+from teola.server.store import DocumentInfo, KeptUsage, NamespaceInfo, Usage
 
 
 class _Stored:
@@ -25,6 +25,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._docs: dict[tuple[str, str, str], _Stored] = {}
         self._namespaces: dict[tuple[str, str, str], datetime] = {}
+        self._kept: dict[tuple[str, str, str], KeptUsage] = {}  # chunks queries stored in a namespace
         self._locks: dict[str, asyncio.Lock] = {}
 
     @asynccontextmanager
@@ -35,6 +36,7 @@ class MemoryStore:
             yield changes
             self._docs.update(changes.docs)
             self._namespaces.update(changes.namespaces)
+            self._kept.update(changes.kept)
 
     async def usage(self, tenant: str) -> Usage:
         mine = [d for (t, _, _), d in self._docs.items() if t == tenant]
@@ -62,7 +64,12 @@ class MemoryStore:
                 if t == tenant and a == app]
 
     async def delete_namespace(self, tenant: str, app: str, namespace: str) -> bool:
+        self._kept.pop((tenant, app, namespace), None)
         return self._namespaces.pop((tenant, app, namespace), None) is not None
+
+    async def kept_usage(self, tenant: str) -> KeptUsage:
+        mine = [k for (t, _, _), k in self._kept.items() if t == tenant]
+        return KeptUsage(sum(k.chunks for k in mine), sum(k.bytes for k in mine))
 
     async def close(self) -> None:
         pass
@@ -76,6 +83,7 @@ class _MemoryChanges:
         self._tenant = tenant
         self.docs: dict[tuple[str, str, str], _Stored] = {}
         self.namespaces: dict[tuple[str, str, str], datetime] = {}
+        self.kept: dict[tuple[str, str, str], KeptUsage] = {}
 
     async def usage(self) -> Usage:
         return await self._store.usage(self._tenant)
@@ -94,3 +102,14 @@ class _MemoryChanges:
 
     async def insert_namespace(self, app: str, namespace: str) -> None:
         self.namespaces[(self._tenant, app, namespace)] = datetime.now(timezone.utc)
+
+    async def kept_usage(self) -> KeptUsage:
+        mine = {key: k for key, k in self._store._kept.items() if key[0] == self._tenant} | self.kept
+        return KeptUsage(sum(k.chunks for k in mine.values()), sum(k.bytes for k in mine.values()))
+
+    async def add_kept(self, app: str, namespace: str, chunks: int, size: int) -> None:
+        key = (self._tenant, app, namespace)
+        if not await self.has_namespace(app, namespace) and key not in self.namespaces:
+            await self.insert_namespace(app, namespace)
+        was = self.kept.get(key) or self._store._kept.get(key) or KeptUsage(0, 0)
+        self.kept[key] = KeptUsage(was.chunks + chunks, was.bytes + size)

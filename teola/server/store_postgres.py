@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
 from teola.server.errors import ApiError
-from teola.server.store import DocumentInfo, NamespaceInfo, Usage
+from teola.server.store import DocumentInfo, KeptUsage, NamespaceInfo, Usage
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS teola_documents (
@@ -32,7 +32,9 @@ CREATE TABLE IF NOT EXISTS teola_namespaces (
     namespace text NOT NULL,
     created timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (tenant, app, namespace)
-)
+);
+ALTER TABLE teola_namespaces ADD COLUMN IF NOT EXISTS chunks bigint NOT NULL DEFAULT 0;
+ALTER TABLE teola_namespaces ADD COLUMN IF NOT EXISTS bytes bigint NOT NULL DEFAULT 0
 """
 # two servers creating the tables at once would collide in the catalog: creation takes this lock
 SCHEMA_LOCK = 0x7465_6F6C_6100_0001
@@ -191,6 +193,18 @@ async def _has_namespace(conn: Any, tenant: str, app: str, namespace: str) -> bo
     cur = await conn.execute("SELECT 1 FROM teola_namespaces WHERE tenant = %s AND app = %s AND namespace = %s",
                              (tenant, app, namespace))
     return await cur.fetchone() is not None
+
+    async def kept_usage(self) -> KeptUsage:
+        cur = await self._conn.execute("SELECT coalesce(sum(chunks), 0), coalesce(sum(bytes), 0) FROM teola_namespaces "
+                                       "WHERE tenant = %s", (self._tenant,))
+        chunks, size = await cur.fetchone()
+        return KeptUsage(int(chunks), int(size))
+
+    async def add_kept(self, app: str, namespace: str, chunks: int, size: int) -> None:
+        await self._conn.execute(
+            "INSERT INTO teola_namespaces (tenant, app, namespace, chunks, bytes) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (tenant, app, namespace) DO UPDATE SET chunks = teola_namespaces.chunks + EXCLUDED.chunks, "
+            "bytes = teola_namespaces.bytes + EXCLUDED.bytes", (self._tenant, app, namespace, chunks, size))
 
 
 def _unavailable(problem: str) -> ApiError:
