@@ -6,11 +6,16 @@ from typing import Any, Awaitable, Callable
 
 
 async def open_pool(dsn: str, min_size: int, max_size: int,
-                    configure: Callable[[Any], Awaitable[None]] | None = None) -> Any:
-    """An opened psycopg AsyncConnectionPool on `dsn` (each new connection passed to `configure`)."""
+                    configure: Callable[[Any], Awaitable[None]] | None = None, *, check: bool = False,
+                    timeout: float = 30.0) -> Any:
+    """An opened psycopg AsyncConnectionPool on `dsn` (each new connection passed to `configure`).
+    `check`: every connection is tested when taken from the pool, and a broken one (its server
+    restarted) replaced, instead of failing the call that took it. `timeout`: seconds a caller
+    waits for a connection (PoolTimeout past it)."""
     from psycopg_pool import AsyncConnectionPool
 
-    pool = AsyncConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False, configure=configure)
+    pool = AsyncConnectionPool(dsn, min_size=min_size, max_size=max_size, open=False, configure=configure,
+                               check=AsyncConnectionPool.check_connection if check else None, timeout=timeout)
     await pool.open(wait=True)
     return pool
 

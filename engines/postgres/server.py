@@ -150,6 +150,27 @@ class PgServerManager:
         path = (Path(data_dir) if data_dir is not None else default_data_dir()).expanduser().resolve()
         return _postmaster_pid(path)
 
+    def alive(self, dsn: str | None = None, data_dir: str | Path | None = None) -> bool | None:
+        """Whether the embedded server this process holds on `data_dir` has a live postmaster; None
+        for an external DSN or a server this process does not hold."""
+        if dsn or os.environ.get(DSN_ENV):
+            return None
+        path = (Path(data_dir) if data_dir is not None else default_data_dir()).expanduser().resolve()
+        if path not in self._servers:
+            return None
+        return _postmaster_pid(path) is not None
+
+    def revive(self, dsn: str | None = None, data_dir: str | Path | None = None) -> None:
+        """Start the held embedded server on `data_dir` again if its postmaster died (blocks for
+        seconds; RuntimeError when it cannot start). Nothing for an external DSN or a server this
+        process does not hold; the references stay as they were."""
+        if dsn or os.environ.get(DSN_ENV):
+            return
+        path = (Path(data_dir) if data_dir is not None else default_data_dir()).expanduser().resolve()
+        with self._lock:
+            if path in self._servers:
+                self._revive(path)
+
     def _revive(self, path: Path) -> None:
         """Start a held server again whose postmaster died (killed, crashed): engines that the
         runtime's supervisor restarts re-acquire it, so the database comes back with them."""
@@ -241,6 +262,16 @@ def acquire_dsn(dsn: str | None = None, data_dir: str | Path | None = None) -> s
 def release_dsn(dsn: str | None = None, data_dir: str | Path | None = None) -> None:
     """`default_manager().release(...)`."""
     _default.release(dsn, data_dir)
+
+
+def embedded_alive(dsn: str | None = None, data_dir: str | Path | None = None) -> bool | None:
+    """`default_manager().alive(...)`."""
+    return _default.alive(dsn, data_dir)
+
+
+def revive_dsn(dsn: str | None = None, data_dir: str | Path | None = None) -> None:
+    """`default_manager().revive(...)`."""
+    _default.revive(dsn, data_dir)
 
 
 def describe_dsn(dsn: str) -> str:

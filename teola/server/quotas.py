@@ -99,7 +99,8 @@ def parse_shares(text: str | None) -> dict[str, float]:
     return shares
 
 
-ADMITTED_PATHS = re.compile(r"^/v1/(apps/[^/]+/query|chat/completions|completions)$")
+# uploads too: each one waits for its tenant's turn at the document store (teola.server.store_postgres)
+ADMITTED_PATHS = re.compile(r"^/v1/(apps/[^/]+/(query|documents)|chat/completions|completions)$")
 
 
 class AdmissionMiddleware:

@@ -6,7 +6,12 @@ The server is acquired and the tables created on first use, not at start-up, so 
 users never upload nor keep a namespace never starts Postgres; `close()` (server shutdown) releases
 it. A tenant's changes run in one transaction holding a transaction-level advisory lock on the
 tenant, so the cap checks and the inserts of concurrent uploads are serialized, even across server
-processes sharing the database."""
+processes sharing the database; within one process they first wait their turn without a
+connection, so one tenant's concurrent uploads hold one pooled connection, not all of them.
+
+An embedded server whose postmaster died (killed, crashed) is started again by the next call that
+needs it, and every pooled connection is checked before use, so the store serves again instead of
+answering 503 until the process restarts."""
 from __future__ import annotations
 
 import asyncio
@@ -39,6 +44,7 @@ ALTER TABLE teola_namespaces ADD COLUMN IF NOT EXISTS bytes bigint NOT NULL DEFA
 # two servers creating the tables at once would collide in the catalog: creation takes this lock
 SCHEMA_LOCK = 0x7465_6F6C_6100_0001
 POOL_MIN, POOL_MAX = 1, 8
+POOL_TIMEOUT = 30  # seconds a call waits for a pooled connection before its 503
 CONNECT_TIMEOUT = 10  # seconds
 RETRY_AFTER = "10"
 
@@ -50,13 +56,27 @@ class PostgresStore:
         self._dsn_option = dsn
         self._pool: Any = None
         self._opening = asyncio.Lock()
+        self._turns: dict[str, _Turn] = {}
 
     async def _ready(self) -> Any:
         if self._pool is None:
             async with self._opening:
                 if self._pool is None:
                     self._pool = await self._open()
+        elif not server_alive(self._dsn_option):
+            await self._revive()
         return self._pool
+
+    async def _revive(self) -> None:
+        from engines.postgres.server import revive_dsn
+
+        async with self._opening:  # one restart, however many calls noticed
+            if server_alive(self._dsn_option):
+                return
+            try:
+                await asyncio.to_thread(revive_dsn, self._dsn_option)
+            except Exception as exc:
+                raise _unavailable(f"its embedded server died and could not be restarted ({exc})") from exc
 
     async def _open(self) -> Any:
         import psycopg
@@ -76,7 +96,7 @@ class PostgresStore:
                 async with conn.transaction():
                     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
                     await conn.execute(SCHEMA)
-            return await open_pool(dsn, POOL_MIN, POOL_MAX)
+            return await open_pool(dsn, POOL_MIN, POOL_MAX, check=True, timeout=POOL_TIMEOUT)
         except Exception as exc:
             release_dsn(self._dsn_option)
             raise _unavailable(f"could not connect to {describe_dsn(dsn)} or create the document tables "
@@ -97,9 +117,25 @@ class PostgresStore:
 
     @asynccontextmanager
     async def locked(self, tenant: str) -> AsyncIterator["_PgChanges"]:
-        async with self._connection() as conn, conn.transaction():
+        # the tenant's turn in this process before a connection: waiting on the advisory lock
+        # (other processes) holds one connection per tenant at most
+        async with self._turn(tenant), self._connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("teola-tenant:" + tenant,))
             yield _PgChanges(conn, tenant)
+
+    @asynccontextmanager
+    async def _turn(self, tenant: str) -> AsyncIterator[None]:
+        turn = self._turns.get(tenant)
+        if turn is None:
+            turn = self._turns[tenant] = _Turn()
+        turn.users += 1
+        try:
+            async with turn.lock:
+                yield
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._turns[tenant]
 
     async def usage(self, tenant: str) -> Usage:
         async with self._connection() as conn:
@@ -148,6 +184,24 @@ class PostgresStore:
             await close_pool(pool, self._dsn_option, None)
 
 
+class _Turn:
+    """The in-process queue of one tenant's changes; dropped when nobody holds or waits for it."""
+
+    __slots__ = ("lock", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.users = 0
+
+
+def server_alive(dsn_option: str | None) -> bool:
+    """False only when the embedded server this process holds has no live postmaster (an external
+    server is not ours to watch: a failed call answers 503)."""
+    from engines.postgres.server import embedded_alive
+
+    return embedded_alive(dsn_option) is not False
+
+
 class _PgChanges:
     """One tenant's reads and writes inside its locked transaction."""
 
@@ -181,6 +235,18 @@ class _PgChanges:
         await self._conn.execute("INSERT INTO teola_namespaces (tenant, app, namespace) VALUES (%s, %s, %s) "
                                  "ON CONFLICT DO NOTHING", (self._tenant, app, namespace))
 
+    async def kept_usage(self) -> KeptUsage:
+        cur = await self._conn.execute("SELECT coalesce(sum(chunks), 0), coalesce(sum(bytes), 0) FROM teola_namespaces "
+                                       "WHERE tenant = %s", (self._tenant,))
+        chunks, size = await cur.fetchone()
+        return KeptUsage(int(chunks), int(size))
+
+    async def add_kept(self, app: str, namespace: str, chunks: int, size: int) -> None:
+        await self._conn.execute(
+            "INSERT INTO teola_namespaces (tenant, app, namespace, chunks, bytes) VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (tenant, app, namespace) DO UPDATE SET chunks = teola_namespaces.chunks + EXCLUDED.chunks, "
+            "bytes = teola_namespaces.bytes + EXCLUDED.bytes", (self._tenant, app, namespace, chunks, size))
+
 
 async def _usage(conn: Any, tenant: str) -> Usage:
     cur = await conn.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM teola_documents WHERE tenant = %s",
@@ -193,18 +259,6 @@ async def _has_namespace(conn: Any, tenant: str, app: str, namespace: str) -> bo
     cur = await conn.execute("SELECT 1 FROM teola_namespaces WHERE tenant = %s AND app = %s AND namespace = %s",
                              (tenant, app, namespace))
     return await cur.fetchone() is not None
-
-    async def kept_usage(self) -> KeptUsage:
-        cur = await self._conn.execute("SELECT coalesce(sum(chunks), 0), coalesce(sum(bytes), 0) FROM teola_namespaces "
-                                       "WHERE tenant = %s", (self._tenant,))
-        chunks, size = await cur.fetchone()
-        return KeptUsage(int(chunks), int(size))
-
-    async def add_kept(self, app: str, namespace: str, chunks: int, size: int) -> None:
-        await self._conn.execute(
-            "INSERT INTO teola_namespaces (tenant, app, namespace, chunks, bytes) VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (tenant, app, namespace) DO UPDATE SET chunks = teola_namespaces.chunks + EXCLUDED.chunks, "
-            "bytes = teola_namespaces.bytes + EXCLUDED.bytes", (self._tenant, app, namespace, chunks, size))
 
 
 def _unavailable(problem: str) -> ApiError:
