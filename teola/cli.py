@@ -7,7 +7,6 @@
     teola setup | teola doctor | teola tune [--dry-run] | teola bench compile
     teola profile [app] | teola simulate advanced_rag --profile <profile> --rate 2 --instances llm=4
     teola plan JOB --gpus 8 --profile <profile> [--out plan.json] | teola run-job JOB --plan plan.json
-    teola emulate --profile <profile> [--instances N] [--port 8000]   # an emulated GPU vLLM server
 
 An app is a built-in name (`apps.<name>.build()`) or `module:attr` (an App, or a zero-argument callable
 returning one). Every command returns a process exit code: 0 ok, 1 failed, 2 bad usage.
