@@ -77,6 +77,22 @@ def is_staging(namespace: str) -> bool:
     return namespace.startswith(STAGING_PREFIX)
 
 
+# A query without config "namespace" ingests under a namespace generated for it and dropped when it
+# ends; a vector store that outlives a killed writer drops it at its next start (its rows are
+# recorded like a staging namespace's: engines.postgres.staging). Clients may not name one either.
+QUERY_PREFIX = "teola:query/"
+
+
+def query_namespace(query_id: str) -> str:
+    """The namespace generated for query `query_id` (or any unique id)."""
+    return QUERY_PREFIX + query_id
+
+
+def is_temporary(namespace: str) -> bool:
+    """Whether `namespace` lives only as long as its query: a generated one or a staging one."""
+    return namespace.startswith((QUERY_PREFIX, STAGING_PREFIX))
+
+
 class EmbeddingRequest(TypedDict):
     text: str
 

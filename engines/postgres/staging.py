@@ -10,6 +10,9 @@ session advisory lock that the writing store holds on a connection of its own wh
 
 - `publish` moves the staged rows into the kept namespace with one UPDATE and deletes their registry
   rows in the same transaction, after checking that it moves as many rows as the runtime sent.
+- The namespace generated for a query without config "namespace" (engines.requests.query_namespace)
+  is recorded the same way, so `drop_orphans` deletes the rows of a killed query's namespace too;
+  `discard` is how the store drops either kind at the end of its query.
 - `drop_orphans` (at start) deletes the staged rows of a table whose owners' locks are all free:
   PostgreSQL releases a session's advisory locks when its connection ends, so a free lock means a
   killed or stopped writer, on this machine or another one sharing the server; a live writer's lock

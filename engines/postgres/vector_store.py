@@ -18,6 +18,9 @@ embedding vector(dim)), a btree index on namespace and an HNSW cosine index on e
   see a document whole or not at all, and a process killed mid-ingestion leaves only invisible
   staged rows, deleted by the next start of a store on that table once their writer is gone (an
   advisory lock held while a store runs tells; live writers of other processes are left alone).
+- A query's generated namespace (engines.requests.query_namespace) is recorded the same way when
+  rows are written under it, so the rows of a query killed before its end dropped them are deleted
+  by the next start of a store on that table too, not kept forever.
 - `persistent=True` (default): the table and its rows outlive the engine. `persistent=False`
   (ephemeral): the table is UNLOGGED, named `<collection>_<unique suffix>` so concurrent processes
   never share it, `drop_namespace(ns)` (called by the runtime at query end) deletes that namespace's
@@ -44,7 +47,7 @@ from typing import Any, AsyncIterator
 
 import numpy as np
 
-from engines.requests import PrimOp, default, is_staging
+from engines.requests import PrimOp, default, is_staging, is_temporary
 from engines.postgres import staging, tables
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.request_checks import check_no_nul, search_request
@@ -255,7 +258,8 @@ class PgVectorEngine:
 
     async def ingest(self, requests: list[dict[str, Any]]) -> int:
         """Validate every request, then COPY them all in one transaction (which also records the
-        staging namespaces written, engines.postgres.staging); returns the row count."""
+        staging and generated per-query namespaces written, engines.postgres.staging); returns the
+        row count."""
         from psycopg import sql
         from psycopg.types.json import Jsonb
 
@@ -271,9 +275,9 @@ class PgVectorEngine:
                     copy.set_types(["text", "text", "jsonb", "vector"])
                     for ns, text, meta_json, vec in rows:
                         await copy.write_row((ns, text, Jsonb(meta_json, dumps=_as_is), vec))
-            staged = sorted({ns for ns, *_ in rows if is_staging(ns)})
-            if staged and self.persistent:  # an ephemeral table dies with its process anyway
-                await staging.register(conn, self.table, staged, self._owner.key)
+            temporary = sorted({ns for ns, *_ in rows if is_temporary(ns)})
+            if temporary and self.persistent:  # an ephemeral table dies with its process anyway
+                await staging.register(conn, self.table, temporary, self._owner.key)
         return len(rows)
 
     # ---- search ----------------------------------------------------------------------------------
@@ -340,7 +344,7 @@ class PgVectorEngine:
         if self._pool is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
         async with self._pool.connection() as conn:
-            if is_staging(namespace):
+            if is_temporary(namespace):
                 return await staging.discard(conn, self.table, namespace)
             cur = await conn.execute(
                 sql.SQL("DELETE FROM {} WHERE namespace = %s").format(sql.Identifier(self.table)), (namespace,)

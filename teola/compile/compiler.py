@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.requests import STAGING_PREFIX, is_staging
+from engines.requests import QUERY_PREFIX, STAGING_PREFIX, is_temporary, query_namespace
 from teola.compile.components.packing import TEXT_SLACK
 from teola.compile.decompose import build_pgraph, check_node_options, prepare_inputs
 from teola.ir.engine_spec import Engine
@@ -108,12 +108,12 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
         raise ValueError(f"config['nodes'] names unknown node(s) {unknown}; nodes: {[n.name for n in order]}")
     check_node_options(order, config)
     inputs = prepare_inputs(order, query, config, engines)
-    namespace = config.get("namespace") or uuid.uuid4().hex
+    namespace = config.get("namespace") or query_namespace(uuid.uuid4().hex)
     if not isinstance(namespace, str):
         raise TypeError("config['namespace'] must be a string")
-    if is_staging(namespace):
-        raise ValueError(f"config['namespace']={namespace!r}: names starting with {STAGING_PREFIX!r} are the "
-                         f"runtime's staging namespaces; choose another name")
+    if config.get("namespace") and is_temporary(namespace):
+        raise ValueError(f"config['namespace']={namespace!r}: names starting with {STAGING_PREFIX!r} or "
+                         f"{QUERY_PREFIX!r} are the runtime's staging namespaces and per-query namespaces; choose another name")
     inputs["sys.namespace"] = namespace
     t_prepared = time.perf_counter()
     key = shape_key(version, config, inputs)
