@@ -113,7 +113,8 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
         raise TypeError("config['namespace'] must be a string")
     if config.get("namespace") and is_temporary(namespace):
         raise ValueError(f"config['namespace']={namespace!r}: names starting with {STAGING_PREFIX!r} or "
-                         f"{QUERY_PREFIX!r} are the runtime's staging namespaces and per-query namespaces; choose another name")
+                         f"{QUERY_PREFIX!r} are the runtime's staging namespaces and per-query namespaces; "
+                         "choose another name")
     inputs["sys.namespace"] = namespace
     t_prepared = time.perf_counter()
     key = shape_key(version, config, inputs)

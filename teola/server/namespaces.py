@@ -50,8 +50,10 @@ class Namespaces:
         """Count what `compiled` ingests (`ingested`) against the tenant's caps on kept chunks before
         it runs; ApiError 429 when it would take the tenant past one (nothing is charged then).
         Nothing for a query without a kept namespace."""
+        if namespace is None:
+            return
         rows, size = ingested(compiled)
-        if namespace is None or rows == 0:
+        if rows == 0:
             return
         async with self.store.locked(tenant) as changes:
             kept = await changes.kept_usage()
