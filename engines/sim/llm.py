@@ -26,11 +26,8 @@ It speaks engines/protocol.py for the LLM ops (execute, stream with items / delt
 abort by owner or tag, resume_ids) with outputs from engines/sim/text.py. Each result also reports
 "queued_s": seconds from the engine getting the request to its first iteration (vLLM's
 first_scheduled_time - arrival_time). A request may carry "prompt_token_ids" (real token ids, e.g.
-from the model's tokenizer: teola/emulate) instead of the pseudo ids derived from its parts.
-
-On a real event loop (`wall_clock = True`, as `teola emulate` runs it) each iteration ends at its
-predecessor's nominal end plus its cost, not at "now" plus its cost, so the loop's own lateness
-does not add up over iterations; on the virtual loop both are the same.
+from the model's tokenizer: teola/emulate) instead of the pseudo ids derived from its parts. On a
+real event loop, `clock = WallClock()` keeps iterations on time (engines/sim/wall_clock.py).
 """
 from __future__ import annotations
 
@@ -45,6 +42,7 @@ from engines.sim.device import DeviceShare, computing
 from engines.sim.admission import Emit, SimAdmission, SimSeq
 from engines.sim.cost import IterationCost
 from engines.sim.kv import BlockPool, block_hashes
+from engines.sim.wall_clock import WallClock
 from engines.sim.text import (ASSISTANT_TURN, LengthSampler, continuation_ids, output_id, output_token,
                               prompt_ids, resize_prompt)
 from engines.llm_text.prefix_memo import PrefixMemo
@@ -108,8 +106,7 @@ class SimLLM(SimAdmission):
                       "swapped_in_tokens": 0, "resumed_blocks": 0, "resumed_cached_blocks": 0, "swaps_declined": 0}
         self.iterations: list[tuple[float, int, int, int]] = []  # (seconds, prefill tok, decode seqs, context tok)
         self.record_iterations = False
-        self.wall_clock = False
-        self._ended: float | None = None  # nominal end of the last iteration while busy (wall_clock)
+        self.clock: WallClock | None = None  # None: iterations take loop time as they come (the virtual loop)
 
     # ---- EngineBackend ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -243,8 +240,9 @@ class SimLLM(SimAdmission):
             while True:
                 if not self.waiting and not self.running:
                     self._wake.clear()
+                    if self.clock is not None:
+                        self.clock.idle()
                     await self._wake.wait()
-                    self._ended = None
                     continue
                 await self._iteration()
         except Exception as exc:  # a bug here must fail the requests, not leave them hanging
@@ -254,6 +252,7 @@ class SimLLM(SimAdmission):
             raise
 
     async def _iteration(self) -> None:
+        start = self.clock.start() if self.clock is not None else None
         plan, extra = self._schedule()
         decoding = [s for s, n in plan if n == 1 and s.out]
         prefill = sum(n for s, n in plan if not (n == 1 and s.out))
@@ -268,19 +267,10 @@ class SimLLM(SimAdmission):
             self.stats["busy_s"] += seconds
             if self.record_iterations:
                 self.iterations.append((seconds, prefill, len(decoding), context))
-            await self._compute(seconds)
+            await (asyncio.sleep(seconds) if start is None else self.clock.sleep(seconds, start))
         for seq, n in plan:
             if seq.state == "running":
                 await self._advance(seq, n)
-
-    async def _compute(self, seconds: float) -> None:
-        """Take `seconds` of the loop's clock (see wall_clock in the module docstring)."""
-        if not self.wall_clock:
-            await asyncio.sleep(seconds)
-            return
-        loop = asyncio.get_running_loop()
-        self._ended = (loop.time() if self._ended is None else self._ended) + seconds
-        await asyncio.sleep(max(0.0, self._ended - loop.time()))
 
     def _schedule(self) -> tuple[list[tuple[SimSeq, int]], float]:
         """This iteration's work: (sequence, tokens to compute) pairs, and swap seconds."""

@@ -1,7 +1,10 @@
 """The emulator's /metrics: the Prometheus text of vLLM's own metric names, one series per emulated
 engine (labels `model_name` and `engine`, as vLLM labels its data-parallel engines), plus the
 process's CPU seconds (prometheus_client's `process_cpu_seconds_total`, which vLLM's /metrics also
-carries), so CPU per request is process_cpu_seconds_total / vllm:request_success_total."""
+carries), so CPU per request is process_cpu_seconds_total / vllm:request_success_total, and the
+emulator's own `teola:emulator_lag_seconds` / `teola:emulator_max_lag_seconds`: how far an engine's
+clock is (and was at most) behind the wall clock; a lag that stays up means the emulator process
+lacks CPU and its latencies run long."""
 from __future__ import annotations
 
 import os
@@ -23,6 +26,10 @@ SERIES: tuple[tuple[str, str, str, Callable[[EngineState], float]], ...] = (
      lambda s: s.stats.get("cached_tokens", 0)),
     ("vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
      lambda s: s.stats.get("preemptions", 0)),
+    ("teola:emulator_lag_seconds", "gauge", "Seconds the engine's last iteration started behind the wall clock.",
+     lambda s: s.lag),
+    ("teola:emulator_max_lag_seconds", "gauge", "Most seconds the engine has been behind the wall clock.",
+     lambda s: s.max_lag),
 )
 
 

@@ -10,6 +10,7 @@ from typing import Any, AsyncIterator
 
 from engines.sim.llm import SimLLM
 from engines.sim.profile import load_profile, simulated_engine
+from engines.sim.wall_clock import WallClock
 
 DECODE = "decoding"
 
@@ -24,6 +25,8 @@ class EngineState:
     stats: dict[str, float]       # the simulated engine's counters (prompt_tokens, cached_tokens, ...)
     generated: int                # output tokens of finished calls
     finished: dict[str, int]      # finished calls by finish reason ("length", "stop", "abort")
+    lag: float                    # seconds the engine's last iteration started behind the wall clock
+    max_lag: float                # the most it has been behind (engines/sim/wall_clock.py)
 
 
 class EnginePool:
@@ -35,10 +38,11 @@ class EnginePool:
         self.profile = load_profile(profile)
         options = {"max_model_len": max_model_len} if max_model_len else {}
         self.engines: list[SimLLM] = []
+        self.clocks = [WallClock() for _ in range(instances)]
         for i in range(instances):
             engine = simulated_engine(f"emulated-{i}", "vllm", self.profile, options)
             assert isinstance(engine, SimLLM)
-            engine.wall_clock = True
+            engine.clock = self.clocks[i]
             self.engines.append(engine)
         self.max_model_len = self.engines[0].max_model_len
         self.generated = [0] * instances
@@ -100,5 +104,5 @@ class EnginePool:
 
     def states(self) -> list[EngineState]:
         return [EngineState(len(e.running), len(e.waiting), 1.0 - e.pool.free / e.pool.num_blocks, dict(e.stats),
-                            self.generated[i], dict(self.finished[i]))
-                for i, e in enumerate(self.engines)]
+                            self.generated[i], dict(self.finished[i]), clock.lag, clock.max_lag)
+                for i, (e, clock) in enumerate(zip(self.engines, self.clocks))]
