@@ -105,6 +105,7 @@ class RayExecutor:
         self._methods: dict[int, set[str]] = {}
         self._plans: dict[int, ActorPlan] = {}
         self._down: set[int] = set()  # instances whose actor died: wait for its restart before use
+        self._reviving: dict[int, asyncio.Task] = {}
         self.restart_timeout = 300.0
         self.placements: dict[str, dict[str, Any]] = {}
 
@@ -225,24 +226,32 @@ class RayExecutor:
     async def _wait_up(self, instance: Instance) -> None:
         """After a crash, hold new batches until the actor is back (a ping answers) and acquired
         again (its secrets sent, its adapter started, its new place recorded), so the queries that
-        come after a failure succeed instead of hitting the restarting actor. An actor Ray will not
-        restart is replaced by a new one (`_replace`)."""
+        come after a failure succeed instead of hitting the restarting actor. Callers waiting at
+        once share one revival."""
         if id(instance) not in self._down:
             return
+        task = self._reviving.get(id(instance))
+        if task is None:
+            task = self._reviving[id(instance)] = asyncio.ensure_future(self._revive(instance))
+            task.add_done_callback(lambda _: self._reviving.pop(id(instance), None))
+        await asyncio.shield(task)
+
+    async def _revive(self, instance: Instance) -> None:
         import ray
         deadline = time.monotonic() + self.restart_timeout
         last = "no answer"
         while True:
+            handle = instance.handle
             try:
                 async with asyncio.timeout(PING_TIMEOUT):
-                    await instance.handle.where.remote()
-                info = await instance.handle.acquire.remote(self._plans[id(instance)].secrets)
+                    await handle.where.remote()
+                info = await handle.acquire.remote(self._plans[id(instance)].secrets)
                 self._record(instance, info)
                 self._down.discard(id(instance))
                 return
             except ray.exceptions.ActorDiedError as e:
                 last = f"{type(e).__name__}: {str(e).splitlines()[0]}"
-                self._replace(instance)
+                self._replace(instance, handle)
             except (ray.exceptions.RayActorError, TimeoutError) as e:
                 last = type(e).__name__
             if time.monotonic() > deadline:
@@ -251,11 +260,11 @@ class RayExecutor:
                                    f"the resources it asks for: {self._plans[id(instance)].options}") from None
             await asyncio.sleep(0.2)
 
-    def _replace(self, instance: Instance) -> None:
+    def _replace(self, instance: Instance, dead: Any) -> None:
         """A new actor, with the same options, for an instance whose actor Ray will not restart (its
         restarts used up): Ray places it on a live node with the resources it asks for."""
         import ray
-        ray.kill(instance.handle, no_restart=True)  # should Ray be restarting it after all, it stays down
+        ray.kill(dead, no_restart=True)  # should Ray be restarting it after all, it stays down
         instance.handle = self._create(self._plans[id(instance)])
 
     def close(self) -> None:

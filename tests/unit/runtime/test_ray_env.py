@@ -48,10 +48,10 @@ def init_kwargs(monkeypatch, executor: RayExecutor) -> dict:
 
 def test_the_job_runtime_env_holds_the_engine_settings_and_no_secret(monkeypatch, environ):
     env = init_kwargs(monkeypatch, RayExecutor())["runtime_env"]["env_vars"]
-    assert {k: env.get(k) for k in SETTINGS} == SETTINGS
-    assert "PYTHONPATH" in env
     leaked = [k for k, v in env.items() if k in SECRETS or any(s in v for s in SECRETS.values())]
     assert leaked == []
+    assert {k: env.get(k) for k in SETTINGS} == SETTINGS
+    assert "PYTHONPATH" in env
     assert "TEOLA_QUERY_TIMEOUT" not in env and "UNRELATED" not in env  # an allow-list, not a deny-list
 
 
