@@ -199,6 +199,9 @@ class RayExecutor:
     async def shutdown(self, instance: Instance) -> None:
         """Release the actor; the last runtime holding it stops its adapter and kills it."""
         import ray
+        reviving = self._reviving.pop(id(instance), None)
+        if reviving is not None:
+            reviving.cancel()
         try:
             left = await instance.handle.release.remote()
         except ray.exceptions.RayActorError:
