@@ -6,11 +6,11 @@ one vLLM, one MiniLM, one Postgres), with vLLM's prefix cache emptied before eac
 local Ray cluster is started once for the module: starting them per app cost about 8 minutes of CI
 for the same evidence. On Ray the four apps run together and share their engines' actors (one vLLM
 actor for all four), the prefix cache emptied before each app as on the in-process side."""
-import os
 
 import pytest
 import ray
 
+from teola.runtime import RayExecutor
 from teola.server.loading import resolve_app
 from teola.api.shared_engines import share_engines
 
@@ -65,10 +65,8 @@ async def local_answers() -> dict[str, tuple[str, list[str]]]:
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, namespace="teola-e2e",
-             runtime_env={"env_vars": {"PYTHONPATH": os.getcwd(),
-                                       **{k: v for k, v in os.environ.items()
-                                          if k.startswith(("TEOLA_", "VLLM_", "HF_", "TRANSFORMERS_"))}}})
+    # the environment the executor itself gives the workers: an allow-list, no secrets
+    ray.init(num_cpus=2, include_dashboard=False, namespace="teola-e2e", runtime_env=RayExecutor().runtime_env())
     try:
         yield
     finally:
