@@ -3,6 +3,7 @@ arguments) and what it hands one actor by call (teola.runtime.executors.ray_env)
 cluster: `ray.init` and actor creation are stood in for. On a real cluster:
 tests/ray/test_ray_cluster.py."""
 import asyncio
+import os
 
 import pytest
 
@@ -65,8 +66,6 @@ def test_forward_env_adds_names_but_never_a_secret(monkeypatch, environ):
 
 
 def test_each_engine_gets_only_the_secrets_its_kind_reads(environ):
-    import os
-
     assert secrets_for("vectordb", "pgvector", os.environ, {}, {})["env"] == {"TEOLA_PG_DSN": DSN}
     assert secrets_for("llm", "vllm", os.environ, {}, {})["env"] == {"HF_TOKEN": "hf_token_value"}
     assert secrets_for("llm", SIM, os.environ, {}, {})["env"] == {}
