@@ -11,7 +11,6 @@ ray.cluster_utils), with deterministic engines loaded by import path in the acto
 
 The tests run in file order on one cluster; the last one kills its second node."""
 import asyncio
-import os
 
 import pytest
 
