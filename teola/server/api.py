@@ -132,6 +132,7 @@ def _lifespan(state: ServerState, say: Callable[[str], None]) -> Callable[[FastA
             try:
                 await _stop_all(state, say)
             finally:
+                state.compiler.close()
                 await state.store.close()  # releases the PostgreSQL the documents were kept in
     return lifespan
 
@@ -225,7 +226,7 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
             tenant_config(state, tenant, config)
             await state.namespaces.claim(tenant, app, body.config.namespace)
             query = await build_query(state, app, body.query, tenant)
-            compiled = await compile_query(target, query, config, limit)
+            compiled = await compile_query(state.compiler, target, query, config, limit, slot)
             check_graph(state.settings, compiled)
             await state.namespaces.charge(tenant, app, body.config.namespace, compiled)
         except ApiError as exc:

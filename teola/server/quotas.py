@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
@@ -24,21 +24,41 @@ TOKEN_KEYS = ("num_prompt_tokens", "num_output_tokens")
 
 class Slot:
     """One admitted query or call of a tenant: `charge` its tokens, `release` it when it ends
-    (idempotent: every path that may end the request calls it)."""
+    (idempotent: every path that may end the request calls it). Work that outlives its request
+    (a compilation in a thread that cannot be stopped) `hold`s the slot until it really ends."""
 
-    __slots__ = ("quotas", "tenant", "released")
+    __slots__ = ("quotas", "tenant", "released", "ended", "holds")
 
     def __init__(self, quotas: TenantQuotas, tenant: str) -> None:
         self.quotas = quotas
         self.tenant = tenant
-        self.released = False
+        self.released = False  # given back to the tenant's count
+        self.ended = False  # the request is over
+        self.holds = 0
 
     def charge(self, tokens: int) -> None:
         if tokens > 0 and self.quotas.tokens_per_minute:
             self.quotas.limiter.hit(self.quotas.token_item, self.tenant, cost=int(tokens))
 
+    def hold(self) -> Callable[[], None]:
+        """Keep the slot taken, even after `release`, until the returned function is called."""
+        self.holds += 1
+        let_go = False
+
+        def done() -> None:
+            nonlocal let_go
+            if not let_go:
+                let_go = True
+                self.holds -= 1
+                self._give_back()
+        return done
+
     def release(self) -> None:
-        if not self.released:
+        self.ended = True
+        self._give_back()
+
+    def _give_back(self) -> None:
+        if self.ended and not self.holds and not self.released:
             self.released = True
             self.quotas.running[self.tenant] -= 1
             if not self.quotas.running[self.tenant]:

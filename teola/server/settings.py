@@ -64,6 +64,18 @@ class ServerSettings:
         running policy); turn it on for single-tenant experiments.
     program_idle_timeout: seconds after its last call that a program of the OpenAI-compatible door
         (teola.server.openai_door) ends on its own, when no call ended it.
+    allowed_hosts: Host names requests may carry besides the default ones, comma-separated
+        (``"teola.example.com,*.corp.example"``; ``"*"`` turns the check off; env
+        TEOLA_ALLOWED_HOSTS). By default only hosts no public DNS name can point at are served: IP
+        addresses, names without a dot (``localhost``, the machine's own name), ``*.localhost`` and
+        ``*.test``, plus the host the server was told it binds (teola.server.hosts). Any other Host
+        gets 400 ``host_not_allowed``: a web page cannot rebind its own name to this server.
+    body_timeout: seconds a client has to send a request's whole body (408 past it), so slow
+        connections do not hold the server's memory.
+    compile_threads: threads compiling queries, apart from the ones tools and the document store
+        use (teola.server.compiling).
+    compile_queue: compilations that may wait for a compile thread; one more gets 503
+        ``compile_busy`` with Retry-After.
     secret: the server secret tenants' prefix-cache salts derive from (HMAC-SHA256; env
         TEOLA_SECRET); None: a random secret kept in ``<cache>/server-secret``, made on first use,
         so salts survive restarts. Setting another (or deleting the file) rotates every salt.
@@ -91,24 +103,30 @@ class ServerSettings:
     start_engines: bool = True
     allow_policy_switch: bool = False
     program_idle_timeout: float = 300.0
+    allowed_hosts: str | None = None
+    body_timeout: float = 30.0
+    compile_threads: int = 2
+    compile_queue: int = 256
     secret: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_tenant_documents",
                      "max_tenant_document_bytes", "max_tenant_namespaces", "max_tenant_kept_chunks",
-                     "max_tenant_kept_bytes", "max_primitives"):
+                     "max_tenant_kept_bytes", "max_primitives", "compile_threads"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")
         if not isinstance(self.malloc_arenas, int) or isinstance(self.malloc_arenas, bool) or self.malloc_arenas < 0:
             raise ValueError(f"ServerSettings.malloc_arenas must be an int >= 0, got {self.malloc_arenas!r}")
-        if (isinstance(self.program_idle_timeout, bool) or not isinstance(self.program_idle_timeout, (int, float))
-                or self.program_idle_timeout <= 0):
-            raise ValueError(f"ServerSettings.program_idle_timeout must be a number of seconds > 0, "
-                             f"got {self.program_idle_timeout!r}")
+        for name in ("program_idle_timeout", "body_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"ServerSettings.{name} must be a number of seconds > 0, got {value!r}")
         if not isinstance(self.query_timeout, (int, float)) or self.query_timeout <= 0:
             raise ValueError(f"ServerSettings.query_timeout must be a number of seconds > 0, got {self.query_timeout!r}")
+        if not isinstance(self.compile_queue, int) or isinstance(self.compile_queue, bool) or self.compile_queue < 0:
+            raise ValueError(f"ServerSettings.compile_queue must be an int >= 0, got {self.compile_queue!r}")
         for name in ("tenant_max_queries", "tenant_tokens_per_minute"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:

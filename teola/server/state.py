@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from teola.server.compiling import CompilePool
 from teola.server.documents import Documents
 from teola.server.errors import ApiError
 from teola.server.metrics import ServerMetrics
@@ -18,7 +19,7 @@ from teola.server.tenants import Tenants
 
 class ServerState:
     """What the endpoints share: the apps, the settings, metrics, uploaded documents, kept namespaces,
-    tenants' quotas and fair-queuing shares, and recent queries."""
+    tenants' quotas and fair-queuing shares, recent queries and the compile threads."""
 
     def __init__(self, apps: Mapping[str, Any], settings: ServerSettings) -> None:
         self.apps = dict(apps)
@@ -32,6 +33,7 @@ class ServerState:
         self.quotas = TenantQuotas(settings.tenant_max_queries, settings.tenant_tokens_per_minute)
         self.tenant_shares = parse_shares(settings.tenant_shares)
         self.recent = RecentQueries()  # what the /ui page shows (teola.server.ui)
+        self.compiler = CompilePool(settings.compile_threads, settings.compile_queue)  # closed by the lifespan
         self.started = False
 
     def app(self, name: str) -> Any:
