@@ -97,7 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     _engine_env()
     apps = _load_apps(args.apps, args.executor)
     settings = ServerSettings.from_env(api_key=args.api_key)
-    server = create_server(apps, settings, progress=_progress)
+    server = create_server(apps, settings, progress=_progress, host=args.host)
     _progress(f"serving {', '.join(apps)} on http://{args.host}:{args.port} (docs at /docs)")
     uvicorn.run(server, host=args.host, port=args.port, log_level=args.log_level, log_config=uvicorn_log_config(),
                 **uvicorn_options())
@@ -130,7 +130,7 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     port = sock.getsockname()[1]
-    server_app = create_server(apps, ServerSettings.from_env(), progress=_progress)
+    server_app = create_server(apps, ServerSettings.from_env(), progress=_progress, host=args.host)
     config = uvicorn.Config(server_app, log_level="warning", lifespan="on", log_config=uvicorn_log_config(),
                             **uvicorn_options())
     server = uvicorn.Server(config)

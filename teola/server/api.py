@@ -50,7 +50,9 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
 from teola.compile.config_schema import nodes_schema, passes_schema
+from teola.server.auth import KeyMiddleware, unauthorized
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
+from teola.server.hosts import AllowedHosts, HostMiddleware, is_loopback
 from teola.server.memory import limit_malloc_arenas
 from teola.server.openai_door import openai_router
 from teola.server.quotas import AdmissionMiddleware
@@ -75,12 +77,14 @@ _TEXT_200 = {200: {"description": "text", "content": {"text/plain": {"schema": {
 
 
 def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = None,
-                  progress: Callable[[str], None] | None = None) -> FastAPI:
+                  progress: Callable[[str], None] | None = None, host: str | None = None) -> FastAPI:
     """A FastAPI application serving `apps` (URL name -> teola App).
 
     Engines of every app start in the server's lifespan start-up (unless
     ``settings.start_engines`` is False) and stop at shutdown. `progress`, if given, receives one line
     per start-up/shutdown step (the CLI prints them). `settings` defaults to `ServerSettings.from_env()`.
+    `host`, the address the server will bind, if given: a name there is served (Host allow-list,
+    teola.server.hosts), and binding beyond loopback without any API key is warned about loudly.
     """
     if not isinstance(apps, Mapping) or not apps:
         raise ValueError("create_server needs a non-empty dict {app name: App}")
@@ -94,13 +98,18 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     state = ServerState(apps, settings)
     if state.tenant_shares:
         _share_tenants(state)
+    if host is not None and not is_loopback(host) and state.tenants.open:
+        _warn_open(host, progress)
     say = progress or (lambda msg: log.info("%s", msg))
     server = FastAPI(title="teola", version=_version(), lifespan=_lifespan(state, say),
                      description="Serve LLM apps as optimized primitive-level dataflow graphs.")
     server.state.teola = state
     install_error_handlers(server)
-    server.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    server.add_middleware(AdmissionMiddleware, state=state)  # outermost: refuses before the body is read
+    # the last added runs first: Host, then the key, then the tenant's admission, all before the body is read
+    server.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes, timeout=settings.body_timeout)
+    server.add_middleware(AdmissionMiddleware, state=state)
+    server.add_middleware(KeyMiddleware, tenants=state.tenants)
+    server.add_middleware(HostMiddleware, allowed=AllowedHosts(settings.allowed_hosts, host))
     server.include_router(_probes(state))
     api = APIRouter(dependencies=[Depends(_key_check(state))], responses=_ERRORS)
     _add_app_routes(api, state)
@@ -110,6 +119,16 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     add_ui(server, state, _key_check(state))
     server.include_router(openai_router(state, _key_check(state)))
     return server
+
+
+def _warn_open(host: str, progress: Callable[[str], None] | None) -> None:
+    """Binding beyond loopback with no API key serves every query and document to anyone."""
+    message = (f"WARNING: binding {host} serves beyond this machine WITHOUT ANY API KEY: anyone who reaches "
+               "the port can run queries and read the recent ones and every document. Set TEOLA_API_KEY or "
+               "TEOLA_API_KEYS (or --api-key), or bind 127.0.0.1.")
+    log.warning("%s", message)
+    if progress is not None:
+        progress(message)
 
 
 def _lifespan(state: ServerState, say: Callable[[str], None]) -> Callable[[FastAPI], Any]:
@@ -151,8 +170,7 @@ def _key_check(state: ServerState) -> Callable[[Request], None]:
     def check_key(request: Request) -> None:
         tenant = state.tenants.caller(request.headers.get("authorization", ""))
         if tenant is None:
-            raise ApiError(401, "unauthorized", "missing or wrong API key: send 'Authorization: Bearer <key>'",
-                           headers={"WWW-Authenticate": "Bearer"})
+            raise unauthorized()
         request.state.tenant = tenant
     return check_key
 

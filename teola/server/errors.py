@@ -4,7 +4,9 @@
 body size limit."""
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from typing import Any, Callable
 
 from fastapi import FastAPI, Request
@@ -105,11 +107,13 @@ def quota_exceeded(detail: str) -> ApiError:
 
 class BodyLimitMiddleware:
     """Rejects request bodies over `limit` bytes with 413 before the app reads them (by
-    Content-Length when given, else by counting the bytes received)."""
+    Content-Length when given, else by counting the bytes received), and bodies not received
+    whole within `timeout` seconds with 408 (a slow client holds no memory for long)."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: Any, limit: int, timeout: float = 30.0) -> None:
         self.app = app
         self.limit = limit
+        self.timeout = timeout
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -117,21 +121,29 @@ class BodyLimitMiddleware:
             return
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
-            await self._reject(scope, send, int(length))
+            await self._reject(scope, send, 413, "body_too_large", self._too_large(int(length)))
             return
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            body = message.get("body", b"")
-            size += len(body)
-            if size > self.limit:
-                await self._reject(scope, send, size)
-                return
-            chunks.append(body)
-            if not message.get("more_body", False):
-                break
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.timeout):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    body = message.get("body", b"")
+                    size += len(body)
+                    if size > self.limit:
+                        await self._reject(scope, send, 413, "body_too_large", self._too_large(size))
+                        return
+                    chunks.append(body)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await self._reject(scope, send, 408, "body_timeout", f"the request body was not received within "
+                               f"{self.timeout:g}s ({size} bytes came); send it whole at once (setting body_timeout, "
+                               "env TEOLA_BODY_TIMEOUT)")
+            return
         buffered = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         replayed = False
 
@@ -144,11 +156,15 @@ class BodyLimitMiddleware:
 
         await self.app(scope, replay, send)
 
-    async def _reject(self, scope: dict, send: Callable, size: int) -> None:
-        detail = (f"request body of {size}+ bytes exceeds the limit of {self.limit} bytes (setting max_body_bytes, "
-                  "env TEOLA_MAX_BODY_BYTES)")
-        shaped = door_response(413, "body_too_large", detail) if is_door_path(scope.get("path", "")) else None
-        body = shaped.body if shaped is not None else json.dumps({"error": "body_too_large", "detail": detail}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    def _too_large(self, size: int) -> str:
+        return (f"request body of {size}+ bytes exceeds the limit of {self.limit} bytes (setting max_body_bytes, "
+                "env TEOLA_MAX_BODY_BYTES)")
+
+    async def _reject(self, scope: dict, send: Callable, status: int, code: str, detail: str) -> None:
+        path = scope.get("path", "")
+        body = bytes(error_response(path, ApiError(status, code, detail)).body)
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        if status == 408:
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})

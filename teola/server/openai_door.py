@@ -56,7 +56,7 @@ from teola.server.streaming import unless_disconnected
 from teola.server.tracing import caller_context
 
 _call_ids = itertools.count(1)
-_ERRORS = {status: {"model": OpenAIErrorResponse} for status in (400, 401, 404, 413, 429, 500, 502, 503)}
+_ERRORS = {status: {"model": OpenAIErrorResponse} for status in (400, 401, 404, 413, 415, 429, 500, 502, 503)}
 _ANSWER = {200: {"description": "an OpenAI response object, or server-sent chunks when stream is true",
                  "content": {"application/json": {"schema": {"type": "object"}}, "text/event-stream": {}}}}
 _COMMON = {"model": {"type": "string"}, "stream": {"type": "boolean"}, "max_tokens": {"type": "integer"},
@@ -132,6 +132,12 @@ def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
 
 
 async def _json(request: Request) -> dict[str, Any]:
+    """The request's JSON object. Only ``Content-Type: application/json`` is read: a web page can
+    send a cross-site text/plain or form POST without asking, but not a JSON one."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/json":
+        raise ApiError(415, "unsupported_media_type", f"the body must be sent with Content-Type: application/json, "
+                       f"got {ctype or 'none'!r:.80}")
     try:
         body = json.loads(await request.body())
     except ValueError as exc:

@@ -72,13 +72,18 @@ class Tenants:
         keys: dict[str, str] = {}
         if api_key:
             _add(keys, DEFAULT_TENANT, api_key, "api_key")
-        if api_keys:
+        if api_keys is not None:
+            named = 0
             for i, group in enumerate(g for g in api_keys.split(";") if g.strip()):
                 tenant, sep, listed = group.partition(":")
                 if not sep:
                     raise ValueError(f"api_keys (TEOLA_API_KEYS) group {i}: expected 'tenant:key1,key2', got {group!r}")
                 for key in listed.split(","):
                     _add(keys, tenant.strip(), key.strip(), "api_keys")
+                    named += 1
+            if not named:
+                raise ValueError(f"api_keys (TEOLA_API_KEYS) {api_keys!r} names no key, which would leave the server "
+                                 "open to everyone; give 'tenant-a:key1,key2;tenant-b:key3', or unset it")
         if api_keys_file:
             path = Path(api_keys_file)
             try:
@@ -89,9 +94,15 @@ class Tenants:
                 raise ValueError(f"api_keys_file {str(path)!r}: expected a JSON object {{tenant: [keys]}}")
             for tenant, listed in data.items():
                 if not isinstance(listed, list) or not all(isinstance(k, str) for k in listed):
-                    raise ValueError(f"api_keys_file: tenant {tenant!r} needs a list of key strings")
+                    raise ValueError(f"api_keys_file {str(path)!r}: tenant {tenant!r} needs a list of key strings")
+                if not listed:
+                    raise ValueError(f"api_keys_file {str(path)!r}: tenant {tenant!r} has no key; give it at least "
+                                     "one or remove it")
                 for key in listed:
                     _add(keys, tenant, key, "api_keys_file")
+            if not data:
+                raise ValueError(f"api_keys_file {str(path)!r} names no tenant, which would leave the server open to "
+                                 'everyone; write {"tenant-a": ["key1"], ...} into it, or unset the setting')
         return cls(keys, secret)
 
 

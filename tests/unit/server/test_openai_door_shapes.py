@@ -46,7 +46,8 @@ async def test_wrong_key_and_malformed_body_are_openai_errors_on_the_door_only()
             await openai.AsyncOpenAI(base_url="http://teola.test/v1", api_key="wrong", http_client=http,
                                      max_retries=0).models.list()
         assert denied.value.type == "authentication_error" and denied.value.code == "unauthorized"
-        malformed = await http.post("/v1/completions", content=b"{nope", headers={"authorization": "Bearer secret"})
+        malformed = await http.post("/v1/completions", content=b"{nope", headers={"authorization": "Bearer secret",
+                                                                                  "content-type": "application/json"})
         assert malformed.status_code == 400 and malformed.json()["error"]["type"] == "invalid_request_error"
         teola = await http.get("/v1/apps")
         assert teola.status_code == 401 and teola.json()["error"] == "unauthorized"
