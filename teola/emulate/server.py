@@ -33,10 +33,10 @@ class Emulator:
 
     def __init__(self, settings: EmulatorSettings, tokens: ModelTokens | None = None) -> None:
         self.settings = settings
-        self.tokens = tokens or ModelTokens(settings.model)
         self.pool = EnginePool(settings.profile, settings.instances, settings.max_model_len)
-        self.reader = CallReader(self.tokens, OutputLengths(settings.output_len, settings.seed), settings.names,
-                                 self.pool.max_model_len, settings.output)
+        lengths = OutputLengths(settings.output_len, settings.seed)
+        self.tokens = tokens or ModelTokens(settings.model)  # last: loading transformers takes seconds
+        self.reader = CallReader(self.tokens, lengths, settings.names, self.pool.max_model_len, settings.output)
         self.created = int(time.time())
         self.cpu_at_start = 0.0  # process CPU seconds when the engines started
 
