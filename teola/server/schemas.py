@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, WithJsonSchema, f
 
 from teola.compile.config_schema import nodes_schema, passes_schema
 
+MAX_PRIORITY = 1000  # a client's priority is 0..MAX_PRIORITY: never ahead of the default, so fair shares hold
 CONFIG_KEYS = ("passes", "policy", "nodes", "timeout", "primitive_timeout", "priority", "prescheduling", "namespace")
 
 
@@ -37,8 +38,10 @@ class QueryConfig(BaseModel):
                                   "app's nodes and their options: GET /v1/apps/{app}/config_schema.")
     timeout: float | None = Field(default=None, gt=0, description="Seconds this query may run (capped by the server).")
     primitive_timeout: float | None = Field(default=None, gt=0, description="Seconds one primitive may run.")
-    priority: int | None = Field(default=None, ge=-1_000_000, le=1_000_000,
-                                 description="Scheduling priority; lower runs first.")
+    priority: int | None = Field(default=None, ge=0, le=MAX_PRIORITY,
+                                 description=f"Scheduling priority at the LLM engines, 0 (the default, first) to "
+                                             f"{MAX_PRIORITY}; lower runs first. A request may only lower its own "
+                                             "priority: running ahead of other tenants is the operator's to set.")
     prescheduling: StrictBool | None = Field(default=None, description="Fuse a prefill into its only decode (default on).")
     namespace: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
