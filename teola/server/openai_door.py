@@ -50,7 +50,7 @@ from teola.server.errors import ApiError
 from teola.server.openai_calls import DoorCall
 from teola.server.openai_errors import OpenAIErrorResponse, door_error_event
 from teola.server.openai_tools import ToolStream, offered_tools, parse_tool_calls
-from teola.server.quotas import Slot, call_tokens
+from teola.server.quotas import Slot, call_tokens, estimate_tokens
 from teola.server.state import ServerState
 from teola.server.streaming import unless_disconnected
 from teola.server.tracing import caller_context
@@ -219,10 +219,12 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
         clock.end(runtime, pid) if ends else clock.touch(runtime, pid)
 
     clock.busy(pid)
+    prompt_tokens = estimate_tokens("\n".join(text for _, text in prompt["parts"]))  # charged if cut short
     if body.get("stream"):
         call["stream_text"] = True
         answer = _Answer(chat, call_id, model, gen["max_tokens"], parallel)
-        return StreamingResponse(_stream(submit, done, slot, seen, answer, bool(options.get("include_usage"))),
+        stream = _stream(submit, done, _Spend(slot, prompt_tokens), seen, answer, bool(options.get("include_usage")))
+        return StreamingResponse(stream,
                                  media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
     try:
         outcome = await unless_disconnected(state, app_name, request, submit())
@@ -231,6 +233,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
         raise _call_error(exc) from None
     except BaseException as exc:  # the client went away (ApiError 499), the handler was cancelled, a bug
         seen.failed(exc, "internal" if isinstance(exc, Exception) and not isinstance(exc, ApiError) else None)
+        slot.charge(prompt_tokens + gen["max_tokens"])  # cut short: the engine's count is lost, so its bound
         raise
     finally:
         done()
@@ -294,11 +297,41 @@ class _Answer:
         return out + [self.chunk(None, finish=fmt.finish_reason(result, self.max_tokens, bool(calls)))]
 
 
-async def _stream(submit: Callable[..., Any], done: Callable[[], None], slot: Slot, seen: DoorCall, answer: _Answer,
-                  include_usage: bool) -> AsyncIterator[str]:
+class _Spend:
+    """What a streamed call is charged: the engine's count when it answers; cut short (its client
+    closed the stream, even right after the last token), its prompt estimate and the text it
+    streamed; failed on the engine, the text it streamed."""
+
+    def __init__(self, slot: Slot, prompt_tokens: int) -> None:
+        self.slot, self.prompt_tokens = slot, prompt_tokens
+        self.streamed: list[str] = []
+        self.charged = False
+
+    def settle(self, task: asyncio.Future) -> None:
+        """Charge the call once its stream ends, by how `task` (the call) ended."""
+        if task.done() and not task.cancelled() and task.exception() is None:
+            self._charge(call_tokens(task.result().result))
+        elif task.done() and isinstance(task.exception(), CallFailed):
+            self._charge(estimate_tokens("".join(self.streamed)))
+        else:
+            self._charge(self.prompt_tokens + estimate_tokens("".join(self.streamed)))
+
+    def _charge(self, tokens: int) -> None:
+        if not self.charged:
+            self.charged = True
+            self.slot.charge(tokens)
+
+
+async def _stream(submit: Callable[..., Any], done: Callable[[], None], spend: _Spend, seen: DoorCall,
+                  answer: _Answer, include_usage: bool) -> AsyncIterator[str]:
     """The call's text as OpenAI stream chunks; a client that goes away withdraws (or aborts) it."""
     queue: asyncio.Queue = asyncio.Queue()
-    task = asyncio.ensure_future(submit(queue.put_nowait))
+
+    def on_delta(piece: str) -> None:
+        spend.streamed.append(piece)
+        queue.put_nowait(piece)
+
+    task = asyncio.ensure_future(submit(on_delta))
     task.add_done_callback(lambda _: queue.put_nowait(None))
     try:
         yield answer.chunk("" if answer.chat else None, role=True)
@@ -313,13 +346,14 @@ async def _stream(submit: Callable[..., Any], done: Callable[[], None], slot: Sl
             yield door_error_event(err.status, err.code, err.detail, err.param)
             return
         seen.finished(outcome)
-        slot.charge(call_tokens(outcome.result))
+        spend.settle(task)
         for sent in answer.ending(outcome.result):
             yield sent
         if include_usage:
             yield answer.chunk(use=fmt.usage(outcome.result))
         yield "data: [DONE]\n\n"
     finally:
+        spend.settle(task)  # before any await: a closed stream's generator may be cancelled again at one
         if not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

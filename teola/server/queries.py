@@ -13,7 +13,7 @@ from fastapi import Request
 
 from teola.runtime import DEFAULT_POLICY, QueryError, QueryTimeout, QueryUnavailable
 from teola.server.errors import ApiError
-from teola.server.quotas import trace_tokens
+from teola.server.quotas import spent_tokens, trace_tokens
 from teola.server.schemas import QueryBody
 from teola.server.settings import ServerSettings
 from teola.server.tenants import namespace_for
@@ -136,12 +136,16 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
     """Run one compiled query under the time limit, turning failures into ApiErrors (and counting them).
     `on_event` receives its progress and answer-token events (`Runtime.submit`). `slot`, the
     tenant's admission (teola.server.quotas, released when the response is sent), is charged the
-    tokens the query used."""
+    tokens the query spent, whatever way it ended."""
+    work = asyncio.ensure_future(app.execute(compiled, config, on_event))
     try:
         try:
-            result = await asyncio.wait_for(app.execute(compiled, config, on_event), timeout=limit + BACKSTOP_GRACE)
-        except BaseException as exc:  # recorded for the /ui page, then handled below
+            result = await asyncio.wait_for(asyncio.shield(work), timeout=limit + BACKSTOP_GRACE)
+        except BaseException as exc:  # recorded for the /ui page and charged, then handled below
+            trace = getattr(exc, "trace", None) if work.done() else await _stop(app, compiled, work)
             state.recent.finish(compiled.query_id, error=exc)
+            if slot is not None:
+                slot.charge(spent_tokens(trace or [], compiled))
             raise
     except (TimeoutError, QueryTimeout) as exc:
         state.metrics.failed.labels(name, "timeout").inc()
@@ -167,6 +171,17 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
     if slot is not None:
         slot.charge(trace_tokens(result.trace))
     return result
+
+
+async def _stop(app: Any, compiled: Compiled, work: asyncio.Future) -> list[dict[str, Any]]:
+    """Stop a query cut short by its deadline or its client, as the runtime cancels one (queued work
+    dropped, running LLM requests aborted), and return its trace: what ran, and so what it spent."""
+    runtime = getattr(app, "runtime", None)
+    if runtime is None or not runtime.cancel(compiled.query_id):
+        work.cancel()  # not running in the runtime yet: nothing was spent
+    await asyncio.wait({work})
+    error = None if work.cancelled() else work.exception()
+    return getattr(error, "trace", None) or []
 
 
 async def read_documents(request: Request) -> list[str]:

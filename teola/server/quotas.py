@@ -2,8 +2,11 @@
 minute. Over a limit the request gets 429 with ``Retry-After`` in the JSON error shape.
 
 Tokens are counted from what the engines report (prompt + output tokens of every LLM call of the
-query, or the call's usage), charged when the query ends, in fixed one-minute windows (the
-`limits` library). A tenant is admitted while its window has tokens left, so one query may take it
+query, or the call's usage), charged when the query ends however it ends (answer, error, 504,
+cancel, a stream closed early), in fixed one-minute windows (the `limits` library). LLM work cut
+short loses the engine's count with its abort, so it is charged an estimate (`cut_short_tokens`):
+its prompt at about 4 bytes a token, plus the text it streamed, or its max_tokens when nothing
+streamed. A tenant is admitted while its window has tokens left, so one query may take it
 past the limit; the next is refused until the window resets. Stored documents and namespaces have
 their own caps (teola.server.documents)."""
 from __future__ import annotations
@@ -17,9 +20,12 @@ from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage
 from limits.strategies import FixedWindowRateLimiter
 
+from teola.ir.ops import DECODE_OPS, LLM_OPS
 from teola.server.errors import ApiError, error_response
 
 TOKEN_KEYS = ("num_prompt_tokens", "num_output_tokens")
+LLM_OP_VALUES = frozenset(op.value for op in LLM_OPS)
+DECODE_OP_VALUES = frozenset(op.value for op in DECODE_OPS)
 
 
 class Slot:
@@ -95,6 +101,39 @@ class TenantQuotas:
 def trace_tokens(trace: Iterable[dict[str, Any] | None]) -> int:
     """Prompt + output tokens of the LLM calls recorded in a query's trace."""
     return sum(int(row.get(k) or 0) for row in trace if row for k in TOKEN_KEYS)
+
+
+def estimate_tokens(text: str) -> int:
+    """About how many tokens `text` is (4 bytes of UTF-8 a token), for work whose count was lost."""
+    return -(-len(text.encode("utf-8", "replace")) // 4)
+
+
+def spent_tokens(trace: Iterable[dict[str, Any] | None], compiled: Any) -> int:
+    """The tokens a query spent, from its trace (what the engines reported) plus `cut_short_tokens`."""
+    rows = [row for row in trace if row]
+    return trace_tokens(rows) + cut_short_tokens(rows, compiled)
+
+
+def cut_short_tokens(trace: list[dict[str, Any]], compiled: Any) -> int:
+    """The estimated tokens of a query's LLM work that started on an engine but ended without a
+    count (its query failed, timed out or was cancelled meanwhile): each such decode at its
+    max_tokens, and the query's input text once, as the prompt they read."""
+    prims = {p.name: p for p in compiled.egraph.primitives}
+    cut = [row for row in trace if row.get("op") in LLM_OP_VALUES and row.get("started") is not None
+           and not any(row.get(k) is not None for k in TOKEN_KEYS)]
+    if not cut:
+        return 0
+    decoded = sum(int(prims[row["primitive"]].args.get("max_tokens") or 0) for row in cut
+                  if row.get("op") in DECODE_OP_VALUES and row["primitive"] in prims)
+    return decoded + estimate_tokens(_input_text(compiled.inputs))
+
+
+def _input_text(inputs: dict[str, Any]) -> str:
+    parts: list[str] = []
+    for value in inputs.values():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        parts.extend(item for item in items if isinstance(item, str))
+    return "\n".join(parts)
 
 
 def call_tokens(result: Any) -> int:
