@@ -182,10 +182,14 @@ class AdmissionMiddleware:
         if tenant is None:
             await self.app(scope, receive, send)
             return
+        app = _app_of(path)
         try:
+            if app is not None:
+                self.state.app(app)  # an unknown app is a 404 before any accounting: /metrics has no label for it
             slot = self.state.quotas.admit(tenant)
         except ApiError as exc:
-            self.state.metrics.failed.labels(_app_of(path), "limited").inc()
+            if exc.status == 429:
+                self.state.metrics.failed.labels(app or DOOR, "limited").inc()
             await error_response(path, exc)(scope, receive, send)
             return
         scope.setdefault("state", {})["slot"] = slot
@@ -199,7 +203,10 @@ class AdmissionMiddleware:
         return self.state.tenants.caller(auth)
 
 
-def _app_of(path: str) -> str:
-    """The app a refused request was for, as /metrics labels it (the door's: its path's kind)."""
+DOOR = "openai"  # how /metrics labels door calls refused before their body names a model
+
+
+def _app_of(path: str) -> str | None:
+    """The app a request to an admitted path is for (None: a door call)."""
     parts = path.split("/")
-    return parts[3] if len(parts) > 4 and parts[2] == "apps" else "openai"
+    return parts[3] if len(parts) > 4 and parts[2] == "apps" else None
