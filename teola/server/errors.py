@@ -17,6 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from teola.server.openai_errors import door_response, is_door_path
 from teola.server.schemas import CONFIG_KEYS
 
+log = logging.getLogger("teola.server")
+
 
 class ApiError(Exception):
     """An error answered as ``{"error": code, "detail": detail}`` with an HTTP status. `param`: the
@@ -57,6 +59,12 @@ def install_error_handlers(server: FastAPI) -> None:
             return door_response(exc.status_code, code, detail, None, getattr(exc, "headers", None))
         return JSONResponse({"error": code, "detail": detail}, status_code=exc.status_code,
                             headers=getattr(exc, "headers", None))
+
+    @server.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # a bug or an input no check foresaw: still a JSON answer in the path's error shape, never plain text
+        log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return error_response(request.url.path, ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}"[:500]))
 
     @server.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

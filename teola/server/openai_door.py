@@ -39,6 +39,7 @@ import itertools
 import json
 import uuid
 from typing import Any, AsyncIterator, Callable
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -142,6 +143,8 @@ async def _json(request: Request) -> dict[str, Any]:
         body = json.loads(await request.body())
     except ValueError as exc:
         raise ApiError(400, "invalid_json", f"the body is not JSON: {exc}") from None
+    except RecursionError:
+        raise ApiError(400, "invalid_json", "the body is JSON nested too deeply") from None
     if not isinstance(body, dict):
         raise ApiError(400, "invalid_request", "the body must be a JSON object")
     return body
@@ -204,7 +207,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     tenant = request.state.tenant
     call = _engine_request(state, tenant, prompt, gen)
     model = body["model"]
-    headers = {"x-teola-call": call_id, "x-teola-program": pid}
+    headers = {"x-teola-call": header_value(call_id), "x-teola-program": header_value(pid)}
 
     def submit(on_delta: Callable[[str], None] | None = None) -> Any:
         return runtime.submit_call(engine, call, program=pid, call_id=call_id, parents=parents, on_delta=on_delta,
@@ -242,6 +245,12 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     result = outcome.result
     tools = parse_tool_calls(result.get("text", ""), parallel) if parallel is not None else None
     return JSONResponse(fmt.response(chat, call_id, model, result, gen["max_tokens"], tools), headers=headers)
+
+
+def header_value(text: str) -> str:
+    """`text` as an HTTP header value: characters outside printable ASCII (a program id "Zoë")
+    percent-encoded (UTF-8), as Latin-1 headers cannot carry them."""
+    return quote(text, safe="".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%"))
 
 
 def _call_error(exc: CallFailed) -> ApiError:

@@ -19,6 +19,8 @@ from typing import Any
 from teola.server.errors import ApiError
 
 DEFAULT_MAX_TOKENS = 256
+MAX_STOP = 4  # OpenAI's own limit on stop sequences
+MAX_STOP_CHARS = 256
 COMMON_FIELDS = frozenset({"model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "stop", "seed",
                            "n", "presence_penalty", "frequency_penalty", "user", "ignore_eos", "logprobs", "metadata",
                            "store", "service_tier"})
@@ -81,6 +83,9 @@ def chat_messages(messages: Any) -> list[dict[str, Any]]:
             raise _invalid(f"{where} must be an object with a role of {', '.join(ROLES)}, got {m!r:.80}", where)
         msg: dict[str, Any] = {"role": ROLES[m["role"]], "content": _text(m.get("content"), where)}
         if msg["role"] == "assistant" and m.get("tool_calls"):
+            if not isinstance(m["tool_calls"], list):
+                raise _invalid(f"{where}.tool_calls must be a list of tool calls, got {m['tool_calls']!r:.80}",
+                               f"{where}.tool_calls")
             msg["tool_calls"] = [_earlier_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(m["tool_calls"])]
         if msg["role"] == "tool":
             if not isinstance(m.get("tool_call_id"), str):
@@ -149,6 +154,9 @@ def generation(body: dict[str, Any]) -> dict[str, Any]:
     stop = [stop] if isinstance(stop, str) else stop
     if stop is not None and (not isinstance(stop, list) or not all(isinstance(s, str) for s in stop)):
         raise _invalid(f"stop must be a string or a list of strings, got {stop!r:.80}", "stop")
+    if stop is not None and (len(stop) > MAX_STOP or any(len(s) > MAX_STOP_CHARS for s in stop)):
+        raise _invalid(f"stop holds at most {MAX_STOP} sequences of at most {MAX_STOP_CHARS} characters each, got "
+                       f"{len(stop)} of up to {max(map(len, stop))}", "stop")
     gen = {"max_tokens": max_tokens, "temperature": float(temperature), "stop": stop or None}
     if body.get("ignore_eos"):  # vLLM's extension: decode exactly max_tokens tokens
         gen["ignore_eos"] = True
