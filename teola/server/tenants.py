@@ -139,8 +139,29 @@ def load_secret(configured: str | None, folder: Path | None = None) -> bytes:
         folder = cache_dir()
     path = Path(folder) / SECRET_FILE
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        _make_secret(path)
+    secret = path.read_text().strip()
+    if not secret:
+        raise ValueError(f"the server secret file {str(path)!r} is empty; delete it (a new secret is made; every "
+                         "tenant's cache salt changes) or set the secret setting (env TEOLA_SECRET)")
+    return secret.encode()
+
+
+def _make_secret(path: Path) -> None:
+    """Write a new random secret to `path` whole or not at all: it is written to a file of its own
+    and linked into place, so another process never reads a half-written (empty) secret; if one
+    made the file first, its secret stands."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    draft = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
         with os.fdopen(fd, "w") as out:
             out.write(secrets.token_hex(32))
-    return path.read_text().strip().encode()
+            out.flush()
+            os.fsync(out.fileno())
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+    finally:
+        draft.unlink(missing_ok=True)

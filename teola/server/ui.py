@@ -57,8 +57,8 @@ def _add_data_routes(api: APIRouter, state: ServerState) -> None:
 
         detail = state.recent.detail(request.state.tenant, query_id)
         if detail is None:
-            raise ApiError(404, "unknown_query", f"no recent query {query_id!r} (the server keeps the last "
-                           f"{state.recent.capacity})")
+            raise ApiError(404, "unknown_query", f"no recent query {query_id!r} (the server keeps each tenant's "
+                           f"last {state.recent.capacity})")
         return plain(detail)
 
     @api.get("/apps/{app}/graph", summary="An app's optimized graph as nodes and edges")
