@@ -30,15 +30,16 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
   ``GET /metrics`` (Prometheus text). OpenAPI at ``/openapi.json`` and ``/docs``.
 
 Status codes: 400 malformed JSON, a Host not served (teola.server.hosts) or several Authorization
-headers; 401 missing/wrong API key (checked before the body is read: teola.server.auth); 404 unknown
-app or document id; 408 a body not received within ``body_timeout``; 413 body, document count or
-document size over the limits; 415 an unsupported upload type or a door request not sent as JSON; 422 invalid fields, unknown config keys,
-unknown pass or policy, a policy other than the running one (unless allow_policy_switch); 429 over a
-per-tenant cap (``quota_exceeded``, ``too_many_queries``, ``token_rate_exceeded``; with
-``Retry-After``; teola.server.quotas); 502 an engine failed
-(the message names the primitive and engine); 503 an engine instance the query ran on went down (it is
-being restarted; ``Retry-After``), or every compile thread busy (``compile_busy``); 500 any other failure; 504 the query ran past its time limit;
-499 (logged only) the client disconnected and its query was cancelled.
+headers; 401 missing/wrong API key (checked before the body is read: teola.server.auth); 404 unknown app
+or document id; 408 a body not received within ``body_timeout``; 413 body, document count or document
+size over the limits; 415 an unsupported upload type or a door request not sent as JSON; 422 invalid
+fields, unknown config keys, unknown pass or policy, a policy other than the running one (unless
+allow_policy_switch); 429 over a per-tenant cap (``quota_exceeded``, ``too_many_queries``,
+``token_rate_exceeded``; with ``Retry-After``; teola.server.quotas); 502 an engine failed (the message
+names the primitive and engine); 503 an engine instance the query ran on went down (it is being
+restarted; ``Retry-After``), or every compile thread busy (``compile_busy``); 500 any other failure; 504
+the query ran past its time limit; 499 (logged only) the client disconnected and its query was
+cancelled.
 """
 from __future__ import annotations
 
