@@ -56,6 +56,7 @@ class SimSeq:
     topic: str = "w"
     arrived: float = 0.0      # loop time the engine got the request
     scheduled: float = -1.0   # loop time it first ran (-1: not yet)
+    written: list[int] | None = None  # the ids of the tokens it writes, cycled (None: engines.sim.text.output_id)
 
     @property
     def keys(self) -> set[str]:

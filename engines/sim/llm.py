@@ -26,7 +26,8 @@ It speaks engines/protocol.py for the LLM ops (execute, stream with items / delt
 abort by owner or tag, resume_ids) with outputs from engines/sim/text.py. Each result also reports
 "queued_s": seconds from the engine getting the request to its first iteration (vLLM's
 first_scheduled_time - arrival_time). A request may carry "prompt_token_ids" (real token ids, e.g.
-from the model's tokenizer: teola/emulate) instead of the pseudo ids derived from its parts. On a
+from the model's tokenizer: teola/emulate) instead of the pseudo ids derived from its parts, and
+"output_token_ids" (token k written is its k-th id, cycled) instead of pseudo output ids. On a
 real event loop, `clock = WallClock()` keeps iterations on time (engines/sim/wall_clock.py).
 """
 from __future__ import annotations
@@ -181,8 +182,10 @@ class SimLLM(SimAdmission):
             raise ValueError(f"sim engine {self.name!r} runs {', '.join(sorted(self.ops))}, not {op!r}")
         if self._task is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit, _token_ids(r))
+        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit, _token_ids(r, "prompt_token_ids"))
                 for i, r in enumerate(requests)]
+        for seq, r in zip(seqs, requests):
+            seq.written = _token_ids(r, "output_token_ids")
         out: list[asyncio.Future] = []
         for seq in seqs:
             known = (self.prefixes.answer(seq.ids, seq.req["cache_salt"])
@@ -326,8 +329,9 @@ class SimLLM(SimAdmission):
         k = len(seq.req["resume_ids"]) + len(seq.out)
         token = output_token(k, seq.req["split"], seq.req["max_items"] or self.n_items,
                              seq.target + len(seq.req["resume_ids"]), seq.topic)
-        seq.out.append(output_id(k))
-        seq.ids.append(output_id(k))
+        token_id = output_id(k) if seq.written is None else seq.written[len(seq.out) % len(seq.written)]
+        seq.out.append(token_id)
+        seq.ids.append(token_id)
         seq.text.append(token)
         stopped = await self._emit_token(seq, token)
         if stopped or len(seq.out) >= seq.target:
@@ -379,10 +383,9 @@ class SimLLM(SimAdmission):
             seq.future.set_result(result)
 
 
-def _token_ids(request: dict[str, Any]) -> list[int] | None:
-    """A request's "prompt_token_ids" (None when absent), checked: a non-empty list of ids >= 0."""
-    ids = request.get("prompt_token_ids") if isinstance(request, dict) else None
+def _token_ids(request: dict[str, Any], field: str) -> list[int] | None:
+    """A request's `field` (None when absent), checked: a non-empty list of token ids >= 0."""
+    ids = request.get(field) if isinstance(request, dict) else None
     if ids is not None and (not isinstance(ids, list) or not ids or set(map(type, ids)) != {int} or min(ids) < 0):
-        raise ValueError(f"request 'prompt_token_ids' must be a non-empty list of token ids (ints >= 0), "
-                         f"got {ids!r:.80}")
+        raise ValueError(f"request {field!r} must be a non-empty list of token ids (ints >= 0), got {ids!r:.80}")
     return ids

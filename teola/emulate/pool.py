@@ -65,25 +65,25 @@ class EnginePool:
         """The least loaded engine."""
         return min(self.engines, key=lambda e: len(e.running) + len(e.waiting))
 
-    async def complete(self, prompt_ids: list[int], tokens: int, reason: str) -> dict[str, Any]:
+    async def complete(self, prompt_ids: list[int], tokens: int, reason: str, written: list[int]) -> dict[str, Any]:
         """`generate` without the per-token events (a call answered whole): its final result."""
         engine = self.pick()
         index = self.engines.index(engine)
-        request = {"parts": [["user", "-"]], "prompt_token_ids": prompt_ids, "max_tokens": tokens, "ignore_eos": True}
-        result = (await engine.execute(DECODE, [request]))[0]
+        result = (await engine.execute(DECODE, [_request(prompt_ids, tokens, written)]))[0]
         self._count(index, reason, result)
         return result
 
-    async def generate(self, prompt_ids: list[int], tokens: int, reason: str) -> AsyncIterator[tuple[str, Any]]:
-        """Run one call that writes exactly `tokens` tokens after `prompt_ids` and finishes for
-        `reason` ("length" or "stop"): yields ("token", n) as the n-th token is written, then
-        ("final", result) with the engine's counts (num_prompt_tokens, num_cached_tokens,
-        num_output_tokens). Closing the iterator early aborts the call."""
+    async def generate(self, prompt_ids: list[int], tokens: int, reason: str,
+                       written: list[int]) -> AsyncIterator[tuple[str, Any]]:
+        """Run one call that writes exactly `tokens` tokens (token k has id written[k % len(written)],
+        so a later prompt holding this answer hits its blocks in the prefix cache) after `prompt_ids`
+        and finishes for `reason` ("length" or "stop"): yields ("token", n) as the n-th token is
+        written, then ("final", result) with the engine's counts (num_prompt_tokens,
+        num_cached_tokens, num_output_tokens). Closing the iterator early aborts the call."""
         engine = self.pick()
         index = self.engines.index(engine)
         tag = f"call-{next(self._ids)}"
-        request = {"parts": [["user", "-"]], "prompt_token_ids": prompt_ids, "max_tokens": tokens,
-                   "ignore_eos": True, "progress": True, "tag": tag}
+        request = {**_request(prompt_ids, tokens, written), "progress": True, "tag": tag}
         done = False
         try:
             async for _, kind, value in engine.stream(DECODE, [request]):
@@ -106,3 +106,9 @@ class EnginePool:
         return [EngineState(len(e.running), len(e.waiting), 1.0 - e.pool.free / e.pool.num_blocks, dict(e.stats),
                             self.generated[i], dict(self.finished[i]), clock.lag, clock.max_lag)
                 for i, (e, clock) in enumerate(zip(self.engines, self.clocks))]
+
+
+def _request(prompt_ids: list[int], tokens: int, written: list[int]) -> dict[str, Any]:
+    """A simulated engine's decoding request that writes exactly `tokens` tokens."""
+    return {"parts": [["user", "-"]], "prompt_token_ids": prompt_ids, "output_token_ids": written,
+            "max_tokens": tokens, "ignore_eos": True}

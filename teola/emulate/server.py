@@ -48,6 +48,10 @@ class Emulator:
         """Process CPU seconds (user + system) since the engines started."""
         return _cpu() - self.cpu_at_start
 
+    def written(self, call: Call) -> list[int]:
+        """The ids of the tokens a call writes, cycled: the filler's, or the prompt's when echoing."""
+        return call.prompt_ids if call.echo else [self.tokens.filler_id]
+
     def piece(self, call: Call) -> Callable[[int], str]:
         """The text of written token k (0-based) of a call."""
         if not call.echo:
@@ -57,7 +61,7 @@ class Emulator:
         return lambda k: pieces[k % len(pieces)]
 
     async def answer(self, call: Call) -> dict[str, Any]:
-        result = await self.pool.complete(call.prompt_ids, call.tokens, call.reason)
+        result = await self.pool.complete(call.prompt_ids, call.tokens, call.reason, self.written(call))
         piece = self.piece(call)
         return response(call, "".join(piece(k) for k in range(int(result["num_output_tokens"]))), result)
 
@@ -66,7 +70,7 @@ class Emulator:
         if first := writer.first():
             yield first
         result: dict[str, Any] = {}
-        stream = self.pool.generate(call.prompt_ids, call.tokens, call.reason)
+        stream = self.pool.generate(call.prompt_ids, call.tokens, call.reason, self.written(call))
         try:
             async for kind, value in stream:
                 if kind == "token":

@@ -37,15 +37,19 @@ async def test_the_pool_balances_to_the_least_loaded_engine_and_writes_exact_cou
     await pool.start()
     try:
         async def run(n):
-            events = [e async for e in pool.generate(list(range(100, 400)), n, "length")]
+            events = [e async for e in pool.generate(list(range(100, 400)), n, "length", [7])]
             return events
         first, second = await asyncio.gather(run(7), run(3))
         assert [v for k, v in first if k == "token"] == list(range(1, 8))
         assert first[-1][1]["num_output_tokens"] == 7 and second[-1][1]["num_output_tokens"] == 3
         states = pool.states()
         assert [s.finished for s in states] == [{"length": 1}, {"length": 1}]  # one call on each engine
-        again = await pool.complete(list(range(100, 400)), 2, "stop")
+        again = await pool.complete(list(range(100, 400)), 2, "stop", [7])
         assert again["num_cached_tokens"] == 288  # 18 full blocks of 16 of the 300-token prompt
+        assert again["output_token_ids"] == [7, 7]
+        # the next turn: the prompt, the answer (7 x 7) and more; the answer's tokens are cached too
+        turn = await pool.complete(list(range(100, 400)) + [7] * 7 + list(range(20)), 1, "stop", [7])
+        assert turn["num_cached_tokens"] == 304  # 19 full blocks: into the answer
     finally:
         await pool.stop()
 
@@ -54,7 +58,7 @@ async def test_closing_a_stream_early_aborts_its_call():
     pool = EnginePool(PROFILE)
     await pool.start()
     try:
-        stream = pool.generate(list(range(50)), 500, "length")
+        stream = pool.generate(list(range(50)), 500, "length", [7])
         assert await stream.__anext__() == ("token", 1)
         await stream.aclose()
         await asyncio.sleep(0.05)
