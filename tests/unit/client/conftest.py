@@ -61,7 +61,7 @@ def served_in_thread(apps: dict[str, Any], settings: ServerSettings) -> Iterator
         sock.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def served() -> Iterator[Served]:
     echo, llm = make_echo_app()
     settings = ServerSettings(documents="memory", api_keys=";".join(f"{t}:{k}" for t, k in KEYS.items()),
