@@ -12,12 +12,13 @@ from teola.loaders.errors import LoaderError, LoaderLimitError
 from teola.loaders.limits import LoaderLimits
 
 KIND = "DOCX"
+CHUNK = 1024 * 1024  # bytes unpacked at a time while checking a package
 
 
 def load(data: bytes, name: str, limits: LoaderLimits, charset: str | None = None) -> str:
     """The text of a Word document: one line per paragraph, table cells joined by `` | ``.
     LoaderError for a file that is not a DOCX or is corrupt, or that holds no text;
-    LoaderLimitError when its parts unpack past ``max_unpacked_ratio * max_bytes``."""
+    LoaderLimitError when its parts unpack past ``limits.max_unpacked_bytes``."""
     _check_zip(data, name, limits)
     try:
         document = docx.Document(io.BytesIO(data))
@@ -42,13 +43,29 @@ def load(data: bytes, name: str, limits: LoaderLimits, charset: str | None = Non
 
 def _check_zip(data: bytes, name: str, limits: LoaderLimits) -> None:
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as package:
-            unpacked = sum(info.file_size for info in package.infolist())
+        package = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
         hint = " (it looks like an old binary .doc: save it as .docx)" if data[:4] == b"\xd0\xcf\x11\xe0" else ""
         raise LoaderError("corrupt_file", KIND, name, f"not a DOCX: not a zip package{hint}") from None
-    # zipfile stops each part at its declared size, so the declared total bounds what is unpacked
-    most = limits.max_unpacked_ratio * limits.max_bytes
-    if unpacked > most:
-        raise LoaderLimitError("file_too_large", KIND, name, f"its parts unpack to {unpacked} bytes; at most {most} "
-                               f"({limits.max_unpacked_ratio} x the file limit, server setting max_file_bytes)")
+    with package:
+        parts = package.infolist()
+        unpacked = sum(info.file_size for info in parts)
+        if unpacked > limits.max_unpacked_bytes:
+            raise LoaderLimitError("file_too_large", KIND, name, f"its parts unpack to {unpacked} bytes; at most "
+                                   f"{limits.max_unpacked_bytes}: a zip bomb, or a document to split")
+        try:
+            for info in parts:
+                _verify(package, info)
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, RuntimeError) as exc:
+            # zlib errors, bad CRCs, encrypted parts
+            raise LoaderError("corrupt_file", KIND, name, f"a damaged zip package ({type(exc).__name__}: "
+                              f"{str(exc)[:200]}); save it again as .docx") from None
+
+
+def _verify(package: zipfile.ZipFile, info: zipfile.ZipInfo) -> None:
+    """Unpack one part in bounded chunks. A part that unpacks to more than its header declares fails
+    its CRC (BadZipFile) here, before python-docx reads it whole in one call, whose output only the
+    declared size would bound after the fact."""
+    with package.open(info) as part:
+        while part.read(CHUNK):
+            pass

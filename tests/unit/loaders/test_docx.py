@@ -3,6 +3,7 @@ unreadable kind named."""
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 
 import pytest
@@ -55,5 +56,17 @@ def test_unpacking_past_the_limit():
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
         package.writestr("word/document.xml", "0" * 200_000)
     with pytest.raises(LoaderLimitError) as caught:
-        load(out.getvalue(), DOCX_TYPE, "bomb.docx", LoaderLimits(max_bytes=10_000))
+        load(out.getvalue(), DOCX_TYPE, "bomb.docx", LoaderLimits(max_unpacked_bytes=100_000))
     assert caught.value.code == "file_too_large" and "unpack" in str(caught.value)
+
+
+def test_part_larger_than_its_header_declares():
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("word/document.xml", b"0" * 1_000_000)
+    data = bytearray(out.getvalue())
+    part = zipfile.ZipFile(io.BytesIO(bytes(data))).infolist()[0]
+    struct.pack_into("<I", data, part.header_offset + 22, 100)  # local header: uncompressed size
+    struct.pack_into("<I", data, data.rfind(b"PK\x01\x02") + 24, 100)  # central directory: the same
+    error = problem(bytes(data))
+    assert error.code == "corrupt_file" and "damaged zip package" in str(error)
