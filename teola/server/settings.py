@@ -79,6 +79,9 @@ class ServerSettings:
     secret: the server secret tenants' prefix-cache salts derive from (HMAC-SHA256; env
         TEOLA_SECRET); None: a random secret kept in ``<cache>/server-secret``, made on first use,
         so salts survive restarts. Setting another (or deleting the file) rotates every salt.
+    max_file_bytes: largest uploaded file (PDF, HTML, Markdown, DOCX, text) read into a document
+        (413 above it; teola.server.uploads).
+    max_file_pages: most pages of an uploaded PDF (413 above it).
     """
 
     max_body_bytes: int = 16 * 1024 * 1024
@@ -108,12 +111,15 @@ class ServerSettings:
     compile_threads: int = 2
     compile_queue: int = 256
     secret: str | None = None
+    max_file_bytes: int = 16 * 1024 * 1024
+    max_file_pages: int = 500
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_tenant_documents",
                      "max_tenant_document_bytes", "max_tenant_namespaces", "max_tenant_kept_chunks",
-                     "max_tenant_kept_bytes", "max_primitives", "compile_threads"):
+                     "max_tenant_kept_bytes", "max_primitives", "compile_threads", "max_file_bytes",
+                     "max_file_pages"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")

@@ -8,22 +8,26 @@ from datetime import datetime, timezone
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from teola.loaders.registry import DOCX_TYPE
 from teola.server.documents import MAX_PAGE
 from teola.server.errors import ApiError
-from teola.server.queries import check_documents, read_documents
+from teola.server.queries import check_documents
 from teola.server.schemas import DocumentList, DocumentsResponse, ErrorResponse, NamespaceList
 from teola.server.state import ServerState
 from teola.server.tenants import namespace_for
+from teola.server.uploads import read_uploads
 
 _QUOTA = {429: {"model": ErrorResponse, "description": "over a per-tenant cap (Retry-After)"}}
-_TEXT = {200: {"description": "the document's text as uploaded",
+_TEXT = {200: {"description": "the document's text as stored (of a file: the text extracted from it)",
                "content": {"text/plain": {"schema": {"type": "string"}}}}}
 _UPLOAD_BODY = {"requestBody": {"content": {
     "multipart/form-data": {"schema": {"type": "object", "properties": {
         "files": {"type": "array", "items": {"type": "string", "format": "binary"}}}}},
     "application/json": {"schema": {"type": "object", "properties": {
         "documents": {"type": "array", "items": {"type": "string"}}}, "required": ["documents"]}},
-    "text/plain": {"schema": {"type": "string"}}}}}
+    "text/plain": {"schema": {"type": "string"}},
+    **{ctype: {"schema": {"type": "string", "format": "binary"}}
+       for ctype in ("application/pdf", "text/html", "text/markdown", DOCX_TYPE)}}}}
 
 
 def add_storage_routes(api: APIRouter, state: ServerState) -> None:
@@ -32,7 +36,7 @@ def add_storage_routes(api: APIRouter, state: ServerState) -> None:
               response_model=DocumentsResponse, openapi_extra=_UPLOAD_BODY, responses=_QUOTA)
     async def upload(app: str, request: Request) -> JSONResponse:
         state.app(app)
-        texts = await read_documents(request)
+        texts = await read_uploads(request, state.settings)
         if not texts:
             raise ApiError(422, "no_documents", "no documents in the request body")
         check_documents(state.settings, texts)
