@@ -80,3 +80,28 @@ async def test_a_door_stream_closed_after_its_last_token_is_charged():
         llm.release.set()
         after = await post_and_hang_up(server, "/v1/chat/completions", chat, lambda: False)
         assert after[0]["status"] == 429, after
+
+
+async def test_a_door_call_whose_client_hangs_up_is_charged():
+    app, llm = make_echo_app()
+    server = create_server({"echo": app}, ServerSettings(tenant_tokens_per_minute=1, documents="memory"))
+    chat = {"model": "echo", "messages": [{"role": "user", "content": f"{HANG} name three fruits"}], "max_tokens": 8}
+    async with server.router.lifespan_context(server):
+        sent = await post_and_hang_up(server, "/v1/chat/completions", chat, lambda: llm.hung >= 1)
+        assert not any(m.get("status") == 200 for m in sent), sent
+        llm.release.set()
+        after = await post_and_hang_up(server, "/v1/chat/completions", {**chat, "messages": [
+            {"role": "user", "content": "again"}]}, lambda: False)
+        assert after[0]["status"] == 429, after
+
+
+async def test_a_query_whose_client_hangs_up_is_charged():
+    app, llm = make_echo_app()
+    server = create_server({"echo": app}, ServerSettings(tenant_tokens_per_minute=1, documents="memory"))
+    async with server.router.lifespan_context(server):
+        await post_and_hang_up(server, "/v1/apps/echo/query", ask(f"{HANG} name three fruits"), lambda: llm.hung >= 1)
+        recent = server.state.teola.recent
+        await until(lambda: recent.listing("default")[0]["status"] != "running")  # the query has ended
+        llm.release.set()
+        after = await post_and_hang_up(server, "/v1/apps/echo/query", ask("again"), lambda: False)
+        assert after[0]["status"] == 429, after
