@@ -74,6 +74,10 @@ def test_openai_client_chat_exact_usage(emulator, tokenizer):
     pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     assert len(pieces) == 9 and chunks[-1].usage.completion_tokens == 9 and chunks[-1].usage.prompt_tokens == n_prompt
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
+    # the next turn holds the first answer: its blocks were cached with the answer's real token ids
+    turn = messages + [{"role": "assistant", "content": content}, {"role": "user", "content": "Two more."}]
+    after = client.chat.completions.create(model=MODEL, messages=turn, max_tokens=2, extra_body={"ignore_eos": True})
+    assert after.usage.prompt_tokens_details.cached_tokens == (n_prompt + 12 - 1) // 16 * 16
 
 
 def test_errors_models_and_metrics(emulator):
