@@ -60,7 +60,8 @@ def add_commands(sub: Any) -> None:
     sp.add_argument("--host", default="127.0.0.1")
     sp.add_argument("--port", type=int, default=8000)
     sp.add_argument("--model", default=DEFAULT_MODEL,
-                    help=f"whose tokenizer counts the tokens: a teola model name or a local folder (default {DEFAULT_MODEL})")
+                    help=f"whose tokenizer counts the tokens: a teola model name or a local folder "
+                         f"(default {DEFAULT_MODEL})")
     sp.add_argument("--served-model-name", help="the model name clients send (default: --model as given)")
     sp.add_argument("--output", choices=("sample", "echo"), default="sample",
                     help="without ignore_eos: lengths from --output-len (sample), or the prompt's tokens (echo)")

@@ -44,7 +44,8 @@ def test_a_request_may_carry_its_prompt_token_ids():
         engine = SimLLM("llm", {"base": 0.001})
         await engine.start()
         try:
-            request = {"parts": [["user", "-"]], "prompt_token_ids": list(range(40)), "max_tokens": 3, "ignore_eos": True}
+            request = {"parts": [["user", "-"]], "prompt_token_ids": list(range(40)), "max_tokens": 3,
+                       "ignore_eos": True}
             first = (await engine.execute("decoding", [request]))[0]
             again = (await engine.execute("decoding", [request]))[0]
             return first, again
