@@ -247,7 +247,7 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
             tenant_config(state, tenant, config)
             await state.namespaces.claim(tenant, app, body.config.namespace)
             query = await build_query(state, app, body.query, tenant)
-            compiled = await compile_query(state.compiler, target, query, config, limit, slot)
+            compiled = await compile_query(state.compiler, target, query, config, limit, tenant, slot)
             check_graph(state.settings, compiled)
             await state.namespaces.charge(tenant, app, body.config.namespace, compiled)
         except ApiError as exc:

@@ -58,23 +58,26 @@ def check_graph(settings: ServerSettings, compiled: Compiled) -> None:
 
 
 async def compile_query(pool: CompilePool, app: Any, query: dict[str, Any], config: dict[str, Any], limit: float,
-                        slot: Slot | None = None) -> Compiled:
-    """Compile once for the request, in one of the server's compile threads (teola.server.compiling)
-    so the event loop (health checks, other queries) keeps running, within the query's time limit
-    (504 past it; the compilation runs on in its thread and keeps the tenant's `slot` taken until
-    it ends). A ValueError/TypeError (bad node config, unknown pass or node, ...) is the client's
-    mistake: 422 naming it. 503 when every compile thread is busy and the queue is full."""
+                        tenant: str, slot: Slot | None = None) -> Compiled:
+    """Compile once for the request, in one of the server's compile threads (teola.server.compiling,
+    shared fairly by tenants) so the event loop (health checks, other queries) keeps running, within
+    the query's time limit (504 past it; a compilation already running goes on in its thread and
+    keeps the tenant's `slot` taken until it ends). A ValueError/TypeError (bad node config, unknown
+    pass or node, ...) is the client's mistake: 422 naming it. 503 when the pool is full."""
     let_go = slot.hold() if slot is not None else None
     try:
-        job = pool.submit(app.compile, query, config, on_end=let_go)
+        job = pool.submit(tenant, app.compile, query, config, on_end=let_go)
     except ApiError:
         if let_go is not None:
             let_go()
         raise
     try:
-        return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job)), timeout=limit)
+        return await asyncio.wait_for(asyncio.shield(job.future), timeout=limit)
+    except asyncio.CancelledError:
+        pool.withdraw(job)  # the client went away: a compilation still waiting never starts
+        raise
     except TimeoutError as exc:
-        job.cancel()  # a compilation still waiting for a thread never starts
+        pool.withdraw(job)  # a compilation still waiting for a thread never starts
         raise ApiError(504, "timeout", f"compiling the query took longer than its time limit of {limit:g}s; "
                        "send fewer or smaller documents or smaller top_k / num_queries / top_n") from exc
     except (ValueError, TypeError) as exc:

@@ -73,7 +73,7 @@ class ServerSettings:
     body_timeout: seconds a client has to send a request's whole body (408 past it), so slow
         connections do not hold the server's memory.
     compile_threads: threads compiling queries, apart from the ones tools and the document store
-        use (teola.server.compiling).
+        use; one tenant runs at most all but one of them at once (teola.server.compiling).
     compile_queue: compilations that may wait for a compile thread; one more gets 503
         ``compile_busy`` with Retry-After.
     secret: the server secret tenants' prefix-cache salts derive from (HMAC-SHA256; env

@@ -70,3 +70,29 @@ async def test_a_full_compile_pool_refuses_with_503_and_a_withdrawn_compile_neve
         assert (await running).status_code == 200
         assert len(threads) == 1, "the compilation withdrawn while waiting never ran"
         await until(lambda: pool.pending == 0)
+
+
+async def test_a_tenant_flooding_the_compile_threads_leaves_one_for_the_others():
+    app, _ = make_echo_app()
+    gate, threads = threading.Event(), []
+    real = app.compile
+
+    def compile_slowly_for_alpha(query, config=None):
+        if query["question"].startswith("alpha"):
+            threads.append(threading.current_thread().name)
+            gate.wait(10)
+        return real(query, config)
+
+    app.compile = compile_slowly_for_alpha
+    settings = ServerSettings(api_keys="alpha:key-a;beta:key-b", documents="memory", query_timeout=30)
+    async with serve({"echo": app}, settings) as c:
+        try:
+            flood = [asyncio.ensure_future(c.post("/v1/apps/echo/query", json=ask(f"alpha {i}"),
+                                                  headers={"Authorization": "Bearer key-a"})) for i in range(8)]
+            await until(lambda: len(threads) >= 1)
+            beta = await c.post("/v1/apps/echo/query", json=ask("beta", timeout=2),
+                                headers={"Authorization": "Bearer key-b"})
+            assert beta.status_code == 200, beta.text
+        finally:
+            gate.set()
+        assert [r.status_code for r in await asyncio.gather(*flood)] == [200] * 8
