@@ -14,10 +14,12 @@ PUBLIC_PREFIXES = ("/ui/static/",)
 
 
 def is_public(path: str) -> bool:
+    """Whether `path` is served without an API key."""
     return path in PUBLIC_PATHS or path.startswith(PUBLIC_PREFIXES)
 
 
 def unauthorized(detail: str = "missing or wrong API key: send 'Authorization: Bearer <key>'") -> ApiError:
+    """The 401 of a request without a valid key."""
     return ApiError(401, "unauthorized", detail, headers={"WWW-Authenticate": "Bearer"})
 
 

@@ -56,6 +56,7 @@ def hostname(host: str) -> str:
 
 
 def is_address(name: str) -> bool:
+    """Whether `name` is an IPv4 or IPv6 address."""
     try:
         ipaddress.ip_address(name)
     except ValueError:

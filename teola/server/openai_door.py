@@ -23,6 +23,9 @@ on top of it) gets teola's program-level scheduling without importing teola.
   (teola.server.openai_tools), whole or as streamed deltas, with finish_reason "tool_calls";
   ``role: "tool"`` results and earlier assistant calls are rendered back into the conversation.
   ``/v1/completions`` prompts are sent raw (no chat template). finish_reason is the engine's.
+- Bodies are read only when sent as ``Content-Type: application/json`` (415 otherwise: a web page
+  cannot make a cross-site text/plain POST spend LLM calls). Headers echoing ids (a program id
+  "Zoë") are percent-encoded outside printable ASCII.
 - Every request field is honoured or refused with a 400 naming it (teola.server.openai_format).
   Errors are OpenAI's error object with OpenAI's status codes (teola.server.openai_errors); a prompt
   longer than the model's context window is a 400 `context_length_exceeded`, as OpenAI answers it.

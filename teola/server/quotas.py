@@ -166,8 +166,9 @@ class AdmissionMiddleware:
     """Admits each query and OpenAI-door call of a tenant before its body is read, so a tenant over
     its limits costs the server one header lookup per refused request, not a parsed and validated
     body; the slot (``request.state.slot``) comes back when the response has been sent, whatever
-    way it ended (answer, error, stream, disconnect). Requests without a valid key pass through to
-    the routes' own key check (401)."""
+    way it ended (answer, error, stream, disconnect). A query for an app not served is a 404 before
+    any accounting (no /metrics series per made-up name). Requests without a valid key pass through
+    to the key checks (401)."""
 
     def __init__(self, app: Any, state: Any) -> None:
         self.app = app
