@@ -12,8 +12,18 @@ KIND = "HTML"
 
 
 def load(data: bytes, name: str, limits: LoaderLimits, charset: str | None = None) -> str:
-    """The visible text of an HTML page (UTF-8 unless `charset` says otherwise)."""
-    source = decode(data, KIND, name, charset)
+    """The visible text of an HTML page (UTF-8 unless `charset` says otherwise). LoaderError when
+    it cannot be parsed or shows no text."""
+    text = visible_text(decode(data, KIND, name, charset), name)
+    if not text:
+        # libxml2 drops elements nested deeper than 255 levels without an error
+        raise LoaderError("no_text", KIND, name, "no visible text (only markup, scripts or styles, or elements "
+                          "nested deeper than 255 levels, which the parser drops)")
+    return text
+
+
+def visible_text(source: str, name: str) -> str:
+    """The visible text of HTML source, trailing spaces of each line dropped; may be empty."""
     try:
         text = get_text(source)
     except RecursionError:

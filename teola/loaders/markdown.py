@@ -4,13 +4,14 @@ Stripped rather than kept as source because a stored document is chunked and emb
 marks, link targets and image paths cost tokens and pull embeddings toward URLs, while the words a
 reader sees carry the meaning. What stays: headings, paragraphs, list items (``- `` or ``1. ``),
 table rows (cells joined by `` | ``), code blocks as they are, link texts and image alt texts; raw
-HTML blocks become their visible text."""
+HTML blocks become their visible text. Nested list items are indented by two spaces a level."""
 from __future__ import annotations
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from teola.loaders import html
+from teola.loaders.errors import LoaderError
 from teola.loaders.limits import LoaderLimits
 from teola.loaders.text import decode
 
@@ -20,17 +21,21 @@ _INLINE_TEXT = {"text", "code_inline"}
 
 
 def load(data: bytes, name: str, limits: LoaderLimits, charset: str | None = None) -> str:
-    """The text of a Markdown file without its markup."""
-    source = decode(data, KIND, name, charset)
-    return strip(source, name, limits)
+    """The text of a Markdown file without its markup. LoaderError when none is left."""
+    text = strip(decode(data, KIND, name, charset), name)
+    if not text:
+        raise LoaderError("no_text", KIND, name, "no text once its markup is stripped (or block quotes and "
+                          f"lists nested deeper than {_PARSER.options['maxNesting']} levels, which the parser drops)")
+    return text
 
 
-def strip(source: str, name: str = "markdown", limits: LoaderLimits | None = None) -> str:
+def strip(source: str, name: str = "markdown") -> str:
     """`source` as plain text: markup dropped, block structure kept as lines."""
     lines: list[str] = []
-    prefixes: list[str] = []  # list-item markers waiting for the item's first line
+    markers: list[str] = []  # per open list item: its marker until its first line takes it, then ""
     cells: list[str] = []
     in_cell = False
+    depth = 0  # of nested lists
     for token in _PARSER.parse(source):
         if token.type in ("th_open", "td_open", "th_close", "td_close"):
             in_cell = token.type.endswith("_open")
@@ -39,21 +44,39 @@ def strip(source: str, name: str = "markdown", limits: LoaderLimits | None = Non
             if in_cell:
                 cells.append(text)
             else:
-                lines.append((prefixes.pop() if prefixes else "") + text)
+                lines.append((markers[-1] if markers else "") + text)
+                if markers:
+                    markers[-1] = ""
+        elif token.type in ("bullet_list_open", "ordered_list_open"):
+            depth += 1
+        elif token.type in ("bullet_list_close", "ordered_list_close"):
+            depth -= 1
+            if depth == 0:
+                _end_block(lines)
         elif token.type == "list_item_open":
-            prefixes.append(f"{token.info}. " if token.info else "- ")
+            markers.append("  " * (depth - 1) + (f"{token.info}. " if token.info else "- "))
+        elif token.type == "list_item_close":
+            markers.pop()
         elif token.type in ("paragraph_close", "heading_close") and not token.hidden:
-            lines.append("")
+            _end_block(lines)
         elif token.type in ("fence", "code_block"):
-            lines.extend([token.content.rstrip("\n"), ""])
+            lines.append(token.content.rstrip("\n"))
+            _end_block(lines)
         elif token.type == "html_block":
-            lines.extend([html.load(token.content.encode("utf-8"), name, limits or LoaderLimits()), ""])
+            lines.append(html.visible_text(token.content, name))
+            _end_block(lines)
         elif token.type == "tr_close":
             lines.append(" | ".join(cells))
             cells = []
-        elif token.type in ("table_close", "bullet_list_close", "ordered_list_close") and token.level == 0:
-            lines.append("")
+        elif token.type == "table_close":
+            _end_block(lines)
     return "\n".join(lines).strip()
+
+
+def _end_block(lines: list[str]) -> None:
+    """One blank line after a block, however many blocks end together."""
+    if lines and lines[-1]:
+        lines.append("")
 
 
 def _inline(children: list[Token]) -> str:

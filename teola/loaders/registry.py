@@ -5,10 +5,10 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 
 from teola.loaders import docx, html, markdown, pdf, text
-from teola.loaders.errors import LoaderLimitError, UnsupportedFileType
+from teola.loaders.errors import LoaderError, LoaderLimitError, UnsupportedFileType
 from teola.loaders.limits import LoaderLimits
 
-Loader = Callable[[bytes, str, LoaderLimits, "str | None"], str]
+Loader = Callable[[bytes, str, LoaderLimits, str | None], str]
 
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 BY_CONTENT_TYPE: dict[str, Loader] = {
@@ -48,7 +48,7 @@ def load(data: bytes, content_type: str | None, filename: str | None, limits: Lo
     limits = limits or LoaderLimits()
     mime, charset = parse_content_type(content_type)
     name = repr(filename) if filename else "the uploaded file"
-    kind = f"{mime or 'no content type'}" + (f", {name}" if filename else "")
+    kind = mime or "no content type"
     if len(data) > limits.max_bytes:
         raise LoaderLimitError("file_too_large", kind, name, f"{len(data)} bytes; at most {limits.max_bytes} "
                                "(server setting max_file_bytes, env TEOLA_MAX_FILE_BYTES)")
@@ -58,10 +58,8 @@ def load(data: bytes, content_type: str | None, filename: str | None, limits: Lo
                                   f"{SUPPORTED}")
     try:
         result = loader(data, name, limits, charset)
-    except UnsupportedFileType:
-        raise
-    except Exception as exc:
-        if guessed and getattr(exc, "code", None) == "not_text":
+    except LoaderError as exc:
+        if guessed and exc.code == "not_text":
             raise UnsupportedFileType("unsupported_media_type", kind, name, "neither UTF-8 text nor a supported "
                                       f"type; supported: {SUPPORTED}") from None
         raise

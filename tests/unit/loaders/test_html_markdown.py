@@ -61,3 +61,19 @@ def test_markdown_markup_is_stripped():
 
 def test_markdown_by_extension():
     assert load(b"**bold**", None, "notes.markdown") == "bold"
+
+
+def test_markdown_nested_lists_are_indented_and_blocks_separated_once():
+    source = b"- one\n  - inner\n- two\n\n  more of two\n\nafter"
+    assert load(source, "text/markdown", None) == "- one\n  - inner\n- two\n\nmore of two\n\nafter"
+
+
+@pytest.mark.parametrize("body, ctype, kind", [
+    (b"<html><script>only()</script></html>", "text/html", "(HTML)"),
+    (b"<div>" * 300 + b"lost" + b"</div>" * 300, "text/html", "(HTML)"),
+    (b"![](picture.png)", "text/markdown", "(Markdown)"),
+])
+def test_no_text_is_named(body, ctype, kind):
+    with pytest.raises(LoaderError) as caught:
+        load(body, ctype, "f")
+    assert caught.value.code == "no_text" and kind in str(caught.value)
