@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import httpx
 
-from teola.client import results
+import teola.client.results as results
 from teola.client.results import AppInfo, DocumentPage, NamespaceList, QueryResult, Readiness
 
 T = TypeVar("T")

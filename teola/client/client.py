@@ -8,7 +8,7 @@ from typing import Any, Generator, Iterable, Iterator, Mapping
 
 import httpx
 
-from teola.client import calls
+import teola.client.calls as calls
 from teola.client.calls import Call, FileLike, T
 from teola.client.errors import connection_error
 from teola.client.events import Event, EventReader
