@@ -20,13 +20,13 @@ import importlib.util
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from teola.cli_logging import run_logged, terminal_err, terminal_out, uvicorn_log_config
+from teola.cli_machine import MachineCliError, add_commands as add_machine_commands
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
 from teola.emulate.cli import EmulateCliError, add_commands as add_emulate_commands
 from teola.plan.cli import PlanCliError, add_commands as add_plan_commands
@@ -62,7 +62,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     """Run the command; a user-facing failure becomes `teola: error: ...` on the terminal and an exit code."""
     try:
         return int(args.handler(args) or 0)
-    except (AppNotFound, CliError, SimCliError, PlanCliError, EmulateCliError) as exc:
+    except (AppNotFound, CliError, SimCliError, PlanCliError, EmulateCliError, MachineCliError) as exc:
         print(f"teola: error: {exc}", file=terminal_err(), flush=True)
         return exc.code if isinstance(exc, CliError) else 2
     except KeyboardInterrupt:
@@ -203,32 +203,6 @@ async def _query_in_process(app: Any, query: dict[str, Any], config: dict[str, A
     return 0
 
 
-def cmd_setup(args: argparse.Namespace) -> int:
-    """Prepare the offline models (engines.setup_cli.run_setup)."""
-    return _setup_cli("run_setup")()
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    """Check the engine stack and report the engine settings in force (engines.setup_cli.run_doctor)."""
-    return _setup_cli("run_doctor")()
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    """Probe candidate engine settings on this machine and keep the fastest (engines.tune)."""
-    return _setup_cli("run_tune")(write=not args.dry_run)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    """Run `python -m bench.<suite>` with the remaining arguments, from the source checkout (the
-    benchmarks are not part of the installed package)."""
-    root = Path(__file__).resolve().parents[1]  # the source checkout teola runs from (where bench/ lives)
-    suites = _bench_suites(root)
-    if args.suite not in suites:
-        raise CliError(f"unknown benchmark suite {args.suite!r}; suites: {', '.join(suites) or 'none'}"
-                       + ("" if suites else " (benchmarks live in bench/ of a source checkout)"), 2)
-    return subprocess.run([sys.executable, "-m", f"bench.{args.suite}", *args.args], cwd=root).returncode
-
-
 # ---- helpers --------------------------------------------------------------------------------------
 def _load_apps(specs: Sequence[str], executor: str) -> dict[str, Any]:
     if executor == "ray" and importlib.util.find_spec("ray") is None:
@@ -242,25 +216,6 @@ def _load_apps(specs: Sequence[str], executor: str) -> dict[str, Any]:
             app.config.setdefault("runtime", {})["executor"] = "ray"
         apps[app.name] = app
     return apps
-
-
-def _setup_cli(name: str) -> Any:
-    try:
-        module = importlib.import_module("engines.setup_cli")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("engines", "engines.setup_cli"):
-            raise CliError(f"`teola {name.removeprefix('run_')}` needs engines/setup_cli.py, which this "
-                           "installation does not have", 2) from None
-        raise
-    return getattr(module, name)
-
-
-def _bench_suites(root: Path) -> list[str]:
-    folder = root / "bench"
-    if not (folder / "__init__.py").is_file():
-        return []
-    return sorted(p.stem for p in folder.glob("*.py")
-                  if not p.stem.startswith("_") and "\ndef main(" in p.read_text(encoding="utf-8"))
 
 
 def _engine_env() -> None:
@@ -379,23 +334,11 @@ def _parser() -> argparse.ArgumentParser:
     query_options(sp, required=False)
     sp.set_defaults(handler=cmd_compile)
 
-    _machine_commands(sub)
+    add_machine_commands(sub)
     add_sim_commands(sub, apps_help)
     add_plan_commands(sub)
     add_emulate_commands(sub)
     return p
-
-
-def _machine_commands(sub: Any) -> None:
-    sub.add_parser("setup", help="prepare the offline models").set_defaults(handler=cmd_setup)
-    sub.add_parser("doctor", help="check the engine stack, show the engine settings").set_defaults(handler=cmd_doctor)
-    tune = sub.add_parser("tune", help="measure candidate engine settings here and keep the fastest (~1.5 min)")
-    tune.add_argument("--dry-run", action="store_true", help="print the measurements, write nothing")
-    tune.set_defaults(handler=cmd_tune)
-    sp = sub.add_parser("bench", help="run a benchmark suite (bench/<suite>.py)")
-    sp.add_argument("suite")
-    sp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the suite")
-    sp.set_defaults(handler=cmd_bench)
 
 
 if __name__ == "__main__":
