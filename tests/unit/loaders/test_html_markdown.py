@@ -64,8 +64,9 @@ def test_markdown_by_extension():
 
 
 def test_markdown_nested_lists_are_indented_and_blocks_separated_once():
-    source = b"- one\n  - inner\n- two\n\n  more of two\n\nafter"
-    assert load(source, "text/markdown", None) == "- one\n  - inner\n- two\n\nmore of two\n\nafter"
+    assert load(b"- one\n  - inner\n- two\n\nafter", "text/markdown", None) == "- one\n  - inner\n- two\n\nafter"
+    loose = b"- one\n- two\n\n  more of two\n\nafter"  # a blank line in an item: a paragraph per item
+    assert load(loose, "text/markdown", None) == "- one\n\n- two\n\nmore of two\n\nafter"
 
 
 @pytest.mark.parametrize("body, ctype, kind", [
