@@ -76,7 +76,8 @@ def is_loopback(host: str) -> bool:
 
 
 class HostMiddleware:
-    """Refuses requests whose Host header `allowed` does not serve, before their key or body is read."""
+    """Refuses requests whose Host header `allowed` does not serve, before their key or body is read
+    (400; several Host headers too). A request without one (HTTP/1.0) passes: browsers always send it."""
 
     def __init__(self, app: Any, allowed: AllowedHosts) -> None:
         self.app = app
