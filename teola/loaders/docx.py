@@ -52,7 +52,8 @@ def _check_zip(data: bytes, name: str, limits: LoaderLimits) -> None:
         unpacked = sum(info.file_size for info in parts)
         if unpacked > limits.max_unpacked_bytes:
             raise LoaderLimitError("file_too_large", KIND, name, f"its parts unpack to {unpacked} bytes; at most "
-                                   f"{limits.max_unpacked_bytes}: a zip bomb, or a document to split")
+                                   f"{limits.max_unpacked_bytes}: a zip bomb, or a document to split",
+                                   limit="max_unpacked_bytes")
         try:
             for info in parts:
                 _verify(package, info)

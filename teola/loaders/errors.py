@@ -15,7 +15,12 @@ class LoaderError(ValueError):
 
 
 class LoaderLimitError(LoaderError):
-    """A file over one of the `LoaderLimits` (input bytes, PDF pages, extracted characters)."""
+    """A file over one of the `LoaderLimits` (input bytes, PDF pages, extracted characters);
+    `limit` names the field of `LoaderLimits` it passed, so a caller can name its own setting."""
+
+    def __init__(self, code: str, kind: str, name: str, problem: str, *, limit: str) -> None:
+        super().__init__(code, kind, name, problem)
+        self.limit = limit
 
 
 class UnsupportedFileType(LoaderError):

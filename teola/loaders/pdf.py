@@ -31,8 +31,8 @@ def load(data: bytes, name: str, limits: LoaderLimits, charset: str | None = Non
     except Exception as exc:  # pypdf raises many kinds on malformed input, not only PdfReadError
         raise _corrupt(name, exc) from None
     if count > limits.max_pages:
-        raise LoaderLimitError("too_many_pages", KIND, name, f"{count} pages; at most {limits.max_pages} "
-                               "(server setting max_file_pages, env TEOLA_MAX_FILE_PAGES); split the file")
+        raise LoaderLimitError("too_many_pages", KIND, name, f"{count} pages; at most {limits.max_pages}; "
+                               "split the file", limit="max_pages")
     pages: list[str] = []
     size = 0
     for number, page in enumerate(reader.pages, start=1):
@@ -43,7 +43,7 @@ def load(data: bytes, name: str, limits: LoaderLimits, charset: str | None = Non
         size += len(text) + 2
         if size > limits.max_chars:
             raise LoaderLimitError("text_too_long", KIND, name, f"its text passes {limits.max_chars} characters "
-                                   f"by page {number} of {count}; split the file")
+                                   f"by page {number} of {count}; split the file", limit="max_chars")
         if text:
             pages.append(text)
     if not pages:

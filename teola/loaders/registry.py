@@ -50,8 +50,8 @@ def load(data: bytes, content_type: str | None, filename: str | None, limits: Lo
     name = repr(filename) if filename else "the uploaded file"
     kind = mime or "no content type"
     if len(data) > limits.max_bytes:
-        raise LoaderLimitError("file_too_large", kind, name, f"{len(data)} bytes; at most {limits.max_bytes} "
-                               "(server setting max_file_bytes, env TEOLA_MAX_FILE_BYTES)")
+        raise LoaderLimitError("file_too_large", kind, name, f"{len(data)} bytes; at most {limits.max_bytes}",
+                               limit="max_bytes")
     loader, guessed = loader_for(mime, filename)
     if loader is None:
         raise UnsupportedFileType("unsupported_media_type", kind, name, f"no loader for this type; supported: "
@@ -65,7 +65,7 @@ def load(data: bytes, content_type: str | None, filename: str | None, limits: Lo
         raise
     if len(result) > limits.max_chars:
         raise LoaderLimitError("text_too_long", kind, name, f"{len(result)} characters of text; at most "
-                               f"{limits.max_chars} (server setting max_document_chars); split the file")
+                               f"{limits.max_chars}; split the file", limit="max_chars")
     return result
 
 

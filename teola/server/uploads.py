@@ -20,6 +20,7 @@ from teola.server.settings import ServerSettings
 # Read by a loader when sent as the raw body; text/plain stays with read_documents.
 FILE_TYPES = frozenset(BY_CONTENT_TYPE) - {"text/plain"}
 FORM_FIELDS = ("document", "documents")  # multipart text fields taken as documents
+SETTING_OF_LIMIT = {"max_bytes": "max_file_bytes", "max_pages": "max_file_pages", "max_chars": "max_document_chars"}
 
 
 def loader_limits(settings: ServerSettings) -> LoaderLimits:
@@ -76,6 +77,8 @@ async def _load(data: bytes, content_type: str | None, filename: str | None, set
     except UnsupportedFileType as exc:
         raise ApiError(415, "unsupported_media_type", str(exc)) from None
     except LoaderLimitError as exc:
-        raise ApiError(413, exc.code, str(exc)) from None
+        setting = SETTING_OF_LIMIT.get(exc.limit)
+        where = f" (setting {setting}, env TEOLA_{setting.upper()})" if setting else ""
+        raise ApiError(413, exc.code, f"{exc}{where}") from None
     except LoaderError as exc:
         raise ApiError(422, exc.code, str(exc)) from None

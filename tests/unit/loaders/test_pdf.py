@@ -53,6 +53,7 @@ def test_over_the_page_limit():
     with pytest.raises(LoaderLimitError) as caught:
         load(make_pdf(["a", "b", "c"]), "application/pdf", "big.pdf", LoaderLimits(max_pages=2))
     assert caught.value.code == "too_many_pages" and "3 pages; at most 2" in str(caught.value)
+    assert caught.value.limit == "max_pages"
 
 
 def test_over_the_character_limit_stops_early():

@@ -19,7 +19,7 @@ PDF = "application/pdf"
 def client():
     app, _ = make_echo_app()
     settings = ServerSettings(documents="memory", start_engines=False, max_file_pages=3, max_file_bytes=50_000,
-                              max_body_bytes=200_000)
+                              max_body_bytes=200_000, max_document_chars=5000)
     with TestClient(create_server({"echo": app}, settings), raise_server_exceptions=False) as c:
         yield c
 
@@ -86,6 +86,9 @@ def test_limits_get_413(client):
     assert "4 pages; at most 3" in detail and "TEOLA_MAX_FILE_PAGES" in detail
     big = [("files", ("big.md", b"x" * 60_000, "text/markdown"))]
     assert "TEOLA_MAX_FILE_BYTES" in refused(client.post(URL, files=big), 413, "file_too_large")
+    long = b"<p>" + b"word " * 1200 + b"</p>"
+    detail = refused(client.post(URL, content=long, headers={"content-type": "text/html"}), 413, "text_too_long")
+    assert "at most 5000" in detail and "TEOLA_MAX_DOCUMENT_CHARS" in detail
 
 
 def test_unsupported_types_get_415_naming_the_supported_ones(client):
