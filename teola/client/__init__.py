@@ -17,8 +17,9 @@ from teola.client.results import (AppInfo, Document, DocumentPage, EngineInfo, N
                                   Readiness, Usage)
 from teola.client.retries import NO_RETRIES, Retries
 
+# TimeoutError is left out of __all__: a star import would shadow the builtin (import it by name)
 __all__ = ["Client", "AsyncClient", "QueryStream", "AsyncQueryStream", "events", "Retries", "NO_RETRIES",
            "TeolaError", "APIConnectionError", "APIError", "AuthenticationError", "NotFoundError",
-           "InvalidRequestError", "RateLimitError", "ServerError", "UnavailableError", "TimeoutError",
+           "InvalidRequestError", "RateLimitError", "ServerError", "UnavailableError",
            "QueryResult", "Document", "DocumentPage", "Usage", "Namespace", "NamespaceList", "AppInfo", "EngineInfo",
            "Readiness"]

@@ -105,7 +105,9 @@ def parse_event(name: str, data: Any) -> Event:
     """The typed event of one ``event: name`` with JSON `data`; an error event raises its exception.
     Fields a newer server adds are ignored; a malformed known event falls back to `UnknownEvent`."""
     if name == EventKind.ERROR.value and isinstance(data, dict):
-        raise error_for(int(data.get("status") or 500), str(data.get("error", "error")), str(data.get("detail", "")))
+        status = data.get("status")
+        raise error_for(status if isinstance(status, int) else 500, str(data.get("error", "error")),
+                        str(data.get("detail", "")))
     cls = _TYPES.get(name)
     if cls is None or not isinstance(data, dict):
         return UnknownEvent(name=name, data=data)
