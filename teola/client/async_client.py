@@ -30,9 +30,11 @@ class AsyncClient:
 
     @property
     def base_url(self) -> str:
+        """The server's URL."""
         return str(self._http.base_url).rstrip("/")
 
     async def aclose(self) -> None:
+        """Close the client's connections."""
         await self._http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
@@ -170,6 +172,7 @@ class AsyncQueryStream:
 
     @property
     def text(self) -> str:
+        """The answer's tokens received so far."""
         return self._reader.text
 
     async def result(self) -> QueryResult:
@@ -180,6 +183,7 @@ class AsyncQueryStream:
         return self._reader.result
 
     async def aclose(self) -> None:
+        """Stop reading; before the end of the stream, this cancels the query on the server."""
         await self._events.aclose()
         if self._response is not None:
             await self._response.aclose()

@@ -36,9 +36,11 @@ class Client:
 
     @property
     def base_url(self) -> str:
+        """The server's URL."""
         return str(self._http.base_url).rstrip("/")
 
     def close(self) -> None:
+        """Close the client's connections."""
         self._http.close()
 
     def __enter__(self) -> Client:
@@ -180,6 +182,7 @@ class QueryStream:
 
     @property
     def text(self) -> str:
+        """The answer's tokens received so far."""
         return self._reader.text
 
     def result(self) -> QueryResult:
@@ -190,6 +193,7 @@ class QueryStream:
         return self._reader.result
 
     def close(self) -> None:
+        """Stop reading; before the end of the stream, this cancels the query on the server."""
         self._events.close()
         self._response.close()
 

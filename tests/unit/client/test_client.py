@@ -178,3 +178,20 @@ def test_429_retried_until_the_slot_frees(served):
     hung.thread.join(10)
     assert hung.result.text
 
+
+
+def test_closing_a_stream_early_cancels_its_query(served):
+    before, hung = len(served.llm.aborted), served.llm.hung
+    with Client(served.url, api_key=KEYS["team-c"], retries=NO_RETRIES) as c:
+        with c.stream("echo", f"{served.hang} until I leave?") as stream:
+            assert isinstance(next(iter(stream)), events.Started)
+            until_sync(lambda: served.llm.hung > hung)
+        until_sync(lambda: len(served.llm.aborted) > before)  # its running LLM request was told to stop
+        until_sync(lambda: _answers(c))  # and the tenant's only slot is free again
+
+
+def _answers(c: Client) -> bool:
+    try:
+        return bool(c.query("echo", "Free?").text)
+    except RateLimitError:
+        return False
