@@ -108,7 +108,7 @@ class ServerSettings:
     program_idle_timeout: float = 300.0
     allowed_hosts: str | None = None
     body_timeout: float = 30.0
-    compile_threads: int = 2
+    compile_threads: int = 4
     compile_queue: int = 256
     secret: str | None = None
     max_file_bytes: int = 16 * 1024 * 1024
