@@ -10,7 +10,7 @@ from __future__ import annotations
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from teola.loaders import html
+import teola.loaders.html as html
 from teola.loaders.errors import LoaderError
 from teola.loaders.limits import LoaderLimits
 from teola.loaders.text import decode

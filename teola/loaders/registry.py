@@ -4,7 +4,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import PurePosixPath
 
-from teola.loaders import docx, html, markdown, pdf, text
+import teola.loaders.docx as docx
+import teola.loaders.html as html
+import teola.loaders.markdown as markdown
+import teola.loaders.pdf as pdf
+import teola.loaders.text as text
 from teola.loaders.errors import LoaderError, LoaderLimitError, UnsupportedFileType
 from teola.loaders.limits import LoaderLimits
 
