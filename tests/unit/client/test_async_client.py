@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import AsyncIterator
 
+import httpx
 import pytest
 
 from teola.client import (AsyncClient, AuthenticationError, InvalidRequestError, NotFoundError, RateLimitError,
@@ -71,8 +72,28 @@ async def test_error_families(served, client):
             pass
 
 
+class ReleasedOnRefusal(httpx.AsyncHTTPTransport):
+    """The client's transport: once `armed`, the next 429 it receives frees the hanging query."""
+
+    def __init__(self, served: Served) -> None:
+        super().__init__()
+        self.served = served
+        self.armed = False
+        self.refused = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        if response.status_code == 429:
+            self.refused += 1
+            if self.armed:
+                self.armed = False
+                self.served.call(self.served.llm.release.set)
+        return response
+
+
 async def test_429_retried_after_retry_after_until_the_slot_frees(served):
-    async with AsyncClient(served.url, api_key=KEYS["team-b"], retries=Retries(attempts=3)) as c:
+    transport = ReleasedOnRefusal(served)
+    async with AsyncClient(served.url, api_key=KEYS["team-b"], retries=Retries(attempts=3), transport=transport) as c:
         before = served.llm.hung
         hung = asyncio.create_task(c.query("echo", f"{served.hang} until released?"))
         await until(lambda: served.llm.hung > before, interval=0.01)
@@ -80,9 +101,9 @@ async def test_429_retried_after_retry_after_until_the_slot_frees(served):
         with pytest.raises(RateLimitError) as refused:
             await c.query("echo", "Now?")
         assert time.monotonic() - t0 >= 2 * refused.value.retry_after  # tried 3 times, 1 s apart
-        asyncio.get_running_loop().call_later(0.3, served.call, served.llm.release.set)
+        transport.armed, refusals = True, transport.refused
         t0 = time.monotonic()
         assert (await c.query("echo", "Now?")).text
-        assert time.monotonic() - t0 >= refused.value.retry_after
+        assert time.monotonic() - t0 >= refused.value.retry_after and transport.refused == refusals + 1
         assert (await hung).text
     served.call(served.llm.release.clear)

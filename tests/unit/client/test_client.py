@@ -6,8 +6,9 @@ from __future__ import annotations
 import builtins
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
+import httpx
 import pytest
 
 from teola.client import (NO_RETRIES, AuthenticationError, Client, InvalidRequestError, NotFoundError, QueryResult,
@@ -166,18 +167,34 @@ def test_429_is_retried_after_retry_after_then_raised(served):
         hung.release()
 
 
+class ReleasedOnRefusal(httpx.HTTPTransport):
+    """The client's transport: the first 429 it receives calls `release` (the slot frees then, not
+    on a timer that a slow machine could beat)."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        super().__init__()
+        self.release = release
+        self.refused = 0
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = super().handle_request(request)
+        if response.status_code == 429:
+            self.refused += 1
+            if self.refused == 1:
+                self.release()
+        return response
+
+
 def test_429_retried_until_the_slot_frees(served):
     hung = Hung(served)
-    threading.Timer(0.3, hung.release).start()
-    with Client(served.url, api_key=KEYS["team-b"], retries=Retries(attempts=3)) as c:
+    transport = ReleasedOnRefusal(hung.release)
+    with Client(served.url, api_key=KEYS["team-b"], retries=Retries(attempts=3), transport=transport) as c:
         t0 = time.monotonic()
         with c.stream("echo", "Now?") as stream:
             result = stream.result()
         waited = time.monotonic() - t0
-    assert result.text and waited >= 1.0  # refused once, answered after Retry-After: 1
-    hung.thread.join(10)
+    assert result.text and transport.refused == 1 and waited >= 1.0  # answered after Retry-After: 1
     assert hung.result.text
-
 
 
 def test_closing_a_stream_early_cancels_its_query(served):
