@@ -199,7 +199,7 @@ def test_429_retried_until_the_slot_frees(served):
 
 def test_closing_a_stream_early_cancels_its_query(served):
     before, hung = len(served.llm.aborted), served.llm.hung
-    with Client(served.url, api_key=KEYS["team-c"], retries=NO_RETRIES) as c:
+    with Client(served.url, api_key=KEYS["team-c"]) as c:
         with c.stream("echo", f"{served.hang} until I leave?") as stream:
             assert isinstance(next(iter(stream)), events.Started)
             until_sync(lambda: served.llm.hung > hung)
