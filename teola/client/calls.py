@@ -69,7 +69,7 @@ def upload(app: str, texts: str | Iterable[str]) -> Call[list[str]]:
 
 def upload_files(app: str, files: FileLike | Iterable[FileLike]) -> Call[list[str]]:
     """``POST /v1/apps/{app}/documents`` as multipart files (UTF-8 text), read now so a retry can
-    send them again."""
+    send them again. Several files come as a list; a tuple is one ``(name, content)`` pair."""
     items = [files] if isinstance(files, (str, os.PathLike, tuple)) else list(files)
     if not items:
         raise ValueError("upload_files: give at least one file")
@@ -171,13 +171,18 @@ def _texts(name: str, values: Iterable[str]) -> list[str]:
 
 def _file_part(item: FileLike) -> tuple[str, bytes, str]:
     if isinstance(item, tuple):
+        if len(item) != 2:
+            raise TypeError(f"upload_files: a tuple is one (name, content) pair (several files: a list), got {item!r}")
         name, content = item
         if isinstance(content, str):
             data = content.encode("utf-8")
         elif isinstance(content, bytes):
             data = content
-        else:
+        elif callable(getattr(content, "read", None)):
             data = content.read()
+        else:
+            raise TypeError(f"upload_files: the content of {name!r} must be str, bytes or an open binary file, "
+                            f"not {type(content).__name__}")
     else:
         name, data = Path(item).name, Path(item).read_bytes()
     return name, data, "text/plain; charset=utf-8"

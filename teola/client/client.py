@@ -73,8 +73,8 @@ class Client:
         return self._call(calls.upload(app, texts))
 
     def upload_files(self, app: str, files: FileLike | Iterable[FileLike]) -> list[str]:
-        """Store UTF-8 text files for `app`: paths, or ``(name, content)`` pairs (content str, bytes
-        or an open binary file); their ids, in order."""
+        """Store UTF-8 text files for `app`: a path or a ``(name, content)`` pair (content str, bytes or
+        an open binary file), or a list of them; their ids, in order."""
         return self._call(calls.upload_files(app, files))
 
     def documents(self, app: str, limit: int = 100, after: str | None = None) -> DocumentPage:
