@@ -12,6 +12,7 @@ import pytest
 
 from teola.client import (APIConnectionError, AsyncClient, Client, InvalidRequestError, RateLimitError, Retries,
                           ServerError, UnavailableError, events)
+from teola.client import errors
 from teola.client.errors import error_from_response, retry_after
 from teola.client.events import EventReader
 
@@ -137,3 +138,34 @@ def test_error_bodies_of_other_shapes():
     assert isinstance(error, InvalidRequestError) and (error.code, error.message) == ("invalid_value", "bad field")
     proxy = error_from_response(httpx.Response(502, text="<html>Bad gateway</html>", request=request))
     assert isinstance(proxy, ServerError) and proxy.code == "http_502" and "Bad gateway" in proxy.message
+
+
+def test_url_and_key_from_the_environment(monkeypatch):
+    seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"status": "ok"})
+
+    monkeypatch.setenv("TEOLA_URL", "http://teola.example:9000/")
+    monkeypatch.setenv("TEOLA_API_KEY", "from-env")
+    with Client(transport=httpx.MockTransport(handler)) as c:
+        assert c.base_url == "http://teola.example:9000" and c.health() is True
+    assert str(seen[0].url) == "http://teola.example:9000/healthz"
+    assert seen[0].headers["authorization"] == "Bearer from-env"
+    with pytest.raises(ValueError, match="http://"):
+        Client("teola.example:9000")
+
+
+def test_the_clients_own_timeout_is_a_timeout_error_and_a_query_is_not_resent():
+    sent = 0
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        nonlocal sent
+        sent += 1
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    with Client("http://teola.test", transport=httpx.MockTransport(handler)) as c:
+        with pytest.raises(errors.TimeoutError) as slow:
+            c.query("echo", "Who?")
+    assert sent == 1 and slow.value.status is None and slow.value.code == "client_timeout"
