@@ -11,7 +11,7 @@ import hashlib
 
 from teola.server.errors import quota_exceeded
 from teola.server.settings import ServerSettings
-from teola.server.store import DocumentInfo, TenantStore, Usage
+from teola.server.store import DocumentInfo, DocumentMeta, TenantStore, Usage
 
 ID_CHARS = 32  # hex characters of a document id: 128 bits of SHA-256
 MAX_PAGE = 1000  # most documents one listing answers
@@ -30,18 +30,20 @@ class Documents:
         self.max_documents = settings.max_tenant_documents
         self.max_bytes = settings.max_tenant_document_bytes
 
-    async def add(self, tenant: str, app: str, texts: list[str]) -> list[str]:
-        """Store `texts` (all or none) and return their ids, in order; stored once committed.
-        ApiError 429 when the new ones would take the tenant past a cap."""
+    async def add(self, tenant: str, app: str, texts: list[str], meta: list[DocumentMeta] | None = None) -> list[str]:
+        """Store `texts` (all or none) and return their ids, in order; stored once committed. A text
+        already stored keeps the meta of its first upload. ApiError 429 when the new ones would take
+        the tenant past a cap."""
         ids = [document_id(t) for t in texts]
         wanted = dict(zip(ids, texts))
+        metas = dict(zip(ids, meta)) if meta is not None else {}
         async with self.store.locked(tenant) as changes:
             known = await changes.existing_ids(app, list(wanted))
             new = {i: t for i, t in wanted.items() if i not in known}
             if new:
                 usage = await changes.usage()
                 self._check_caps(tenant, app, usage, len(new), sum(len(t.encode("utf-8")) for t in new.values()))
-                await changes.insert_documents(app, new)
+                await changes.insert_documents(app, new, {i: metas[i] for i in new if i in metas})
         return ids
 
     def _check_caps(self, tenant: str, app: str, usage: Usage, count: int, size: int) -> None:

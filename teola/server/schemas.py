@@ -106,6 +106,11 @@ class StoredDocument(BaseModel):
     id: str
     bytes: int = Field(description="Size of its text in UTF-8.")
     created: str = Field(description="When it was first uploaded (ISO 8601, UTC).")
+    sha256: str | None = Field(None, description="SHA-256 (hex) of what its first upload sent: the file's "
+                               "bytes, or the text's UTF-8; clients compare it to skip unchanged files.")
+    name: str | None = Field(None, description="The file name its first upload gave, if it was a file.")
+    namespace: str | None = Field(None, description="The `namespace` label of its first upload (a label only: "
+                                  "kept vector-store namespaces are filled by queries).")
 
 
 class TenantUsage(BaseModel):

@@ -34,13 +34,16 @@ def add_storage_routes(api: APIRouter, state: ServerState) -> None:
     """Document upload, listing, reading and deletion; namespace listing and deletion."""
     @api.post("/v1/apps/{app}/documents", summary="Upload documents", status_code=201,
               response_model=DocumentsResponse, openapi_extra=_UPLOAD_BODY, responses=_QUOTA)
-    async def upload(app: str, request: Request) -> JSONResponse:
+    async def upload(app: str, request: Request, namespace: str | None = Query(
+            None, max_length=200, description="a label stored with each new document (listed; not a kept "
+            "vector-store namespace)")) -> JSONResponse:
         state.app(app)
-        texts = await read_uploads(request, state.settings)
-        if not texts:
+        uploaded = await read_uploads(request, state.settings, namespace or None)
+        if not uploaded:
             raise ApiError(422, "no_documents", "no documents in the request body")
+        texts = [text for text, _ in uploaded]
         check_documents(state.settings, texts)
-        ids = await state.documents.add(request.state.tenant, app, texts)
+        ids = await state.documents.add(request.state.tenant, app, texts, [meta for _, meta in uploaded])
         return JSONResponse({"document_ids": ids}, status_code=201)
 
     @api.get("/v1/apps/{app}/documents", summary="The caller's documents of an app", response_model=DocumentList)
@@ -52,7 +55,8 @@ def add_storage_routes(api: APIRouter, state: ServerState) -> None:
         docs = await state.documents.page(tenant, app, limit, after)
         usage = await state.documents.usage(tenant)
         return DocumentList(
-            documents=[{"id": d.id, "bytes": d.bytes, "created": _iso(d.created)} for d in docs],
+            documents=[{"id": d.id, "bytes": d.bytes, "created": _iso(d.created), "sha256": d.meta.sha256,
+                        "name": d.meta.name, "namespace": d.meta.namespace} for d in docs],
             next_after=docs[-1].id if len(docs) == limit else None,
             usage={"documents": usage.documents, "bytes": usage.bytes,
                    "max_documents": state.documents.max_documents, "max_bytes": state.documents.max_bytes})

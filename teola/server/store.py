@@ -16,12 +16,23 @@ from typing import AsyncContextManager, Protocol
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentMeta:
+    """What an upload says about one document besides its text: the SHA-256 of what was sent (a
+    file's bytes, or the text's UTF-8), the file's name, and the caller's namespace label."""
+
+    sha256: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentInfo:
-    """One stored document, without its text."""
+    """One stored document, without its text; `meta` is that of its first upload."""
 
     id: str
     bytes: int
     created: datetime
+    meta: DocumentMeta = DocumentMeta()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +66,10 @@ class TenantChanges(Protocol):
 
     async def existing_ids(self, app: str, ids: list[str]) -> set[str]: ...
 
-    async def insert_documents(self, app: str, docs: dict[str, str]) -> None: ...
+    async def insert_documents(self, app: str, docs: dict[str, str],
+                               meta: dict[str, DocumentMeta] | None = None) -> None:
+        """Store new `docs` (id -> text), each with its `meta` (none when left out)."""
+        ...
 
     async def namespace_count(self) -> int: ...
 

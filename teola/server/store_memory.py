@@ -7,14 +7,15 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 from typing import AsyncIterator
 
-from teola.server.store import DocumentInfo, KeptUsage, NamespaceInfo, Usage
+from teola.server.store import DocumentInfo, DocumentMeta, KeptUsage, NamespaceInfo, Usage
 
 
 class _Stored:
-    __slots__ = ("text", "bytes", "created")
+    __slots__ = ("text", "bytes", "created", "meta")
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, meta: DocumentMeta | None) -> None:
         self.text = text
+        self.meta = meta or DocumentMeta()
         self.bytes = len(text.encode("utf-8"))
         self.created = datetime.now(timezone.utc)
 
@@ -47,8 +48,8 @@ class MemoryStore:
 
     async def list_documents(self, tenant: str, app: str, limit: int, after: str | None) -> list[DocumentInfo]:
         ids = sorted(i for (t, a, i) in self._docs if t == tenant and a == app and (after is None or i > after))
-        return [DocumentInfo(i, self._docs[(tenant, app, i)].bytes, self._docs[(tenant, app, i)].created)
-                for i in ids[:limit]]
+        docs = [(i, self._docs[(tenant, app, i)]) for i in ids[:limit]]
+        return [DocumentInfo(i, d.bytes, d.created, d.meta) for i, d in docs]
 
     async def delete_document(self, tenant: str, app: str, doc_id: str) -> bool:
         return self._docs.pop((tenant, app, doc_id), None) is not None
@@ -91,8 +92,10 @@ class _MemoryChanges:
     async def existing_ids(self, app: str, ids: list[str]) -> set[str]:
         return set(await self._store.texts(self._tenant, app, ids))
 
-    async def insert_documents(self, app: str, docs: dict[str, str]) -> None:
-        self.docs.update({(self._tenant, app, i): _Stored(text) for i, text in docs.items()})
+    async def insert_documents(self, app: str, docs: dict[str, str],
+                               meta: dict[str, DocumentMeta] | None = None) -> None:
+        meta = meta or {}
+        self.docs.update({(self._tenant, app, i): _Stored(text, meta.get(i)) for i, text in docs.items()})
 
     async def namespace_count(self) -> int:
         return await self._store.namespace_count(self._tenant)

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 from typing import Any, AsyncIterator
 
 from teola.server.errors import ApiError
-from teola.server.store import DocumentInfo, KeptUsage, NamespaceInfo, Usage
+from teola.server.store import DocumentInfo, DocumentMeta, KeptUsage, NamespaceInfo, Usage
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS teola_documents (
@@ -39,7 +39,10 @@ CREATE TABLE IF NOT EXISTS teola_namespaces (
     PRIMARY KEY (tenant, app, namespace)
 );
 ALTER TABLE teola_namespaces ADD COLUMN IF NOT EXISTS chunks bigint NOT NULL DEFAULT 0;
-ALTER TABLE teola_namespaces ADD COLUMN IF NOT EXISTS bytes bigint NOT NULL DEFAULT 0
+ALTER TABLE teola_namespaces ADD COLUMN IF NOT EXISTS bytes bigint NOT NULL DEFAULT 0;
+ALTER TABLE teola_documents ADD COLUMN IF NOT EXISTS sha256 text;
+ALTER TABLE teola_documents ADD COLUMN IF NOT EXISTS name text;
+ALTER TABLE teola_documents ADD COLUMN IF NOT EXISTS namespace text
 """
 # two servers creating the tables at once would collide in the catalog: creation takes this lock
 SCHEMA_LOCK = 0x7465_6F6C_6100_0001
@@ -149,9 +152,10 @@ class PostgresStore:
 
     async def list_documents(self, tenant: str, app: str, limit: int, after: str | None) -> list[DocumentInfo]:
         async with self._connection() as conn:
-            cur = await conn.execute("SELECT id, bytes, created FROM teola_documents WHERE tenant = %s AND app = %s "
-                                     "AND id > %s ORDER BY id LIMIT %s", (tenant, app, after or "", limit))
-            return [DocumentInfo(*row) for row in await cur.fetchall()]
+            cur = await conn.execute("SELECT id, bytes, created, sha256, name, namespace FROM teola_documents "
+                                     "WHERE tenant = %s AND app = %s AND id > %s ORDER BY id LIMIT %s",
+                                     (tenant, app, after or "", limit))
+            return [DocumentInfo(*row[:3], DocumentMeta(*row[3:])) for row in await cur.fetchall()]
 
     async def delete_document(self, tenant: str, app: str, doc_id: str) -> bool:
         async with self._connection() as conn:
@@ -217,12 +221,15 @@ class _PgChanges:
                                        (self._tenant, app, list(ids)))
         return {row[0] for row in await cur.fetchall()}
 
-    async def insert_documents(self, app: str, docs: dict[str, str]) -> None:
+    async def insert_documents(self, app: str, docs: dict[str, str],
+                               meta: dict[str, DocumentMeta] | None = None) -> None:
+        meta = meta or {}
+        rows = [(self._tenant, app, i, text, len(text.encode("utf-8")), m.sha256, m.name, m.namespace)
+                for i, text in docs.items() for m in [meta.get(i) or DocumentMeta()]]
         async with self._conn.cursor() as cur:
             await cur.executemany(
-                "INSERT INTO teola_documents (tenant, app, id, text, bytes) VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT DO NOTHING",
-                [(self._tenant, app, i, text, len(text.encode("utf-8"))) for i, text in docs.items()])
+                "INSERT INTO teola_documents (tenant, app, id, text, bytes, sha256, name, namespace) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
 
     async def namespace_count(self) -> int:
         cur = await self._conn.execute("SELECT count(*) FROM teola_namespaces WHERE tenant = %s", (self._tenant,))
