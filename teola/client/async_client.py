@@ -59,9 +59,10 @@ class AsyncClient:
         """`Client.upload`."""
         return await self._call(calls.upload(app, texts))
 
-    async def upload_files(self, app: str, files: FileLike | Iterable[FileLike]) -> list[str]:
+    async def upload_files(self, app: str, files: FileLike | Iterable[FileLike], *,
+                           namespace: str | None = None) -> list[str]:
         """`Client.upload_files`."""
-        return await self._call(calls.upload_files(app, files))
+        return await self._call(calls.upload_files(app, files, namespace))
 
     async def documents(self, app: str, limit: int = 100, after: str | None = None) -> DocumentPage:
         """`Client.documents`."""

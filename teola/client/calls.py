@@ -67,14 +67,15 @@ def upload(app: str, texts: str | Iterable[str]) -> Call[list[str]]:
     return Call("POST", f"{_app(app)}/documents", _json(_ids), json={"documents": docs})
 
 
-def upload_files(app: str, files: FileLike | Iterable[FileLike]) -> Call[list[str]]:
+def upload_files(app: str, files: FileLike | Iterable[FileLike], namespace: str | None = None) -> Call[list[str]]:
     """``POST /v1/apps/{app}/documents`` as multipart files (UTF-8 text), read now so a retry can
     send them again. Several files come as a list; a tuple is one ``(name, content)`` pair."""
     items = [files] if isinstance(files, (str, os.PathLike, tuple)) else list(files)
     if not items:
         raise ValueError("upload_files: give at least one file")
     parts = [("files", _file_part(item)) for item in items]
-    return Call("POST", f"{_app(app)}/documents", _json(_ids), files=parts)
+    params = {"namespace": namespace} if namespace else None
+    return Call("POST", f"{_app(app)}/documents", _json(_ids), files=parts, params=params)
 
 
 def documents(app: str, limit: int = 100, after: str | None = None) -> Call[DocumentPage]:
@@ -185,4 +186,4 @@ def _file_part(item: FileLike) -> tuple[str, bytes, str]:
                             f"not {type(content).__name__}")
     else:
         name, data = Path(item).name, Path(item).read_bytes()
-    return name, data, "text/plain; charset=utf-8"
+    return name, data, "application/octet-stream"  # the server picks the loader by the name's extension

@@ -72,10 +72,11 @@ class Client:
         The same text again answers the same id and stores nothing more."""
         return self._call(calls.upload(app, texts))
 
-    def upload_files(self, app: str, files: FileLike | Iterable[FileLike]) -> list[str]:
+    def upload_files(self, app: str, files: FileLike | Iterable[FileLike], *,
+                     namespace: str | None = None) -> list[str]:
         """Store UTF-8 text files for `app`: a path or a ``(name, content)`` pair (content str, bytes or
         an open binary file), or a list of them; their ids, in order."""
-        return self._call(calls.upload_files(app, files))
+        return self._call(calls.upload_files(app, files, namespace))
 
     def documents(self, app: str, limit: int = 100, after: str | None = None) -> DocumentPage:
         """A page of the caller's documents of `app` in id order (at most `limit`, after the id

@@ -25,11 +25,16 @@ class QueryResult:
 @dataclass(frozen=True, slots=True)
 class Document:
     """One stored document of the caller's tenant: its `id`, its size in UTF-8 `bytes`, when it was
-    first uploaded (`created`, UTC)."""
+    first uploaded (`created`, UTC), and what that upload said: the SHA-256 of what it sent (`sha256`:
+    a file's bytes, or the text's UTF-8), the file's `name` and its `namespace` label (None when not
+    given, or from a server before these fields)."""
 
     id: str
     bytes: int
     created: datetime
+    sha256: str | None = None
+    name: str | None = None
+    namespace: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +115,8 @@ def query_result(body: dict[str, Any]) -> QueryResult:
 
 
 def document_page(body: dict[str, Any]) -> DocumentPage:
-    docs = [Document(id=d["id"], bytes=int(d["bytes"]), created=parse_time(d["created"])) for d in body["documents"]]
+    docs = [Document(id=d["id"], bytes=int(d["bytes"]), created=parse_time(d["created"]), sha256=d.get("sha256"),
+                     name=d.get("name"), namespace=d.get("namespace")) for d in body["documents"]]
     u = body["usage"]
     usage = Usage(documents=int(u["documents"]), bytes=int(u["bytes"]), max_documents=int(u["max_documents"]),
                   max_bytes=int(u["max_bytes"]))
