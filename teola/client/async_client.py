@@ -55,9 +55,9 @@ class AsyncClient:
         call = calls.query(app, query, config, documents=documents, document_ids=document_ids, stream=True)
         return AsyncQueryStream(self._send(call, stream=True))
 
-    async def upload(self, app: str, texts: str | Iterable[str]) -> list[str]:
+    async def upload(self, app: str, texts: str | Iterable[str], *, namespace: str | None = None) -> list[str]:
         """`Client.upload`."""
-        return await self._call(calls.upload(app, texts))
+        return await self._call(calls.upload(app, texts, namespace))
 
     async def upload_files(self, app: str, files: FileLike | Iterable[FileLike], *,
                            namespace: str | None = None) -> list[str]:

@@ -15,8 +15,11 @@ import teola.client.results as results
 from teola.client.results import AppInfo, DocumentPage, NamespaceList, QueryResult, Readiness
 
 T = TypeVar("T")
-# a file to upload: a path, or (file name, its content as text, bytes or an open binary file)
-FileLike = Union[str, os.PathLike, tuple[str, Union[str, bytes, IO[bytes]]]]
+Content = Union[str, bytes, IO[bytes]]
+# a file to upload: a path, (file name, content) or (file name, content, content type)
+FileLike = Union[str, os.PathLike, tuple[str, Content], tuple[str, Content, str]]
+# without a content type the server picks the reader by the name's extension (.pdf, .html, .md, .docx; else text)
+UNTYPED = "application/octet-stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,23 +62,23 @@ def query(app: str, question: str | Mapping[str, Any], config: Mapping[str, Any]
     return Call("POST", f"{_app(app)}/query", _json(results.query_result), json=payload, idempotent=False)
 
 
-def upload(app: str, texts: str | Iterable[str]) -> Call[list[str]]:
-    """``POST /v1/apps/{app}/documents`` with JSON ``{"documents": [...]}``."""
+def upload(app: str, texts: str | Iterable[str], namespace: str | None = None) -> Call[list[str]]:
+    """``POST /v1/apps/{app}/documents`` with JSON ``{"documents": [...]}``; `namespace`: a label
+    stored with each new document."""
     docs = [texts] if isinstance(texts, str) else _texts("texts", texts)
     if not docs:
         raise ValueError("upload: give at least one text")
-    return Call("POST", f"{_app(app)}/documents", _json(_ids), json={"documents": docs})
+    return Call("POST", f"{_app(app)}/documents", _json(_ids), params=_label(namespace), json={"documents": docs})
 
 
 def upload_files(app: str, files: FileLike | Iterable[FileLike], namespace: str | None = None) -> Call[list[str]]:
-    """``POST /v1/apps/{app}/documents`` as multipart files (UTF-8 text), read now so a retry can
-    send them again. Several files come as a list; a tuple is one ``(name, content)`` pair."""
+    """``POST /v1/apps/{app}/documents`` as multipart files, read now so a retry can send them again.
+    Several files come as a list; a tuple is one file, ``(name, content[, content type])``."""
     items = [files] if isinstance(files, (str, os.PathLike, tuple)) else list(files)
     if not items:
         raise ValueError("upload_files: give at least one file")
     parts = [("files", _file_part(item)) for item in items]
-    params = {"namespace": namespace} if namespace else None
-    return Call("POST", f"{_app(app)}/documents", _json(_ids), files=parts, params=params)
+    return Call("POST", f"{_app(app)}/documents", _json(_ids), params=_label(namespace), files=parts)
 
 
 def documents(app: str, limit: int = 100, after: str | None = None) -> Call[DocumentPage]:
@@ -170,20 +173,24 @@ def _texts(name: str, values: Iterable[str]) -> list[str]:
     return out
 
 
+def _label(namespace: str | None) -> dict[str, str] | None:
+    return {"namespace": namespace} if namespace else None
+
+
 def _file_part(item: FileLike) -> tuple[str, bytes, str]:
-    if isinstance(item, tuple):
-        if len(item) != 2:
-            raise TypeError(f"upload_files: a tuple is one (name, content) pair (several files: a list), got {item!r}")
-        name, content = item
-        if isinstance(content, str):
-            data = content.encode("utf-8")
-        elif isinstance(content, bytes):
-            data = content
-        elif callable(getattr(content, "read", None)):
-            data = content.read()
-        else:
-            raise TypeError(f"upload_files: the content of {name!r} must be str, bytes or an open binary file, "
-                            f"not {type(content).__name__}")
+    if not isinstance(item, tuple):
+        return Path(item).name, Path(item).read_bytes(), UNTYPED
+    if len(item) not in (2, 3):
+        raise TypeError("upload_files: a tuple is one file, (name, content[, content type]); several files: a list; "
+                        f"got {item!r}")
+    name, content = item[0], item[1]
+    if isinstance(content, str):
+        data = content.encode("utf-8")
+    elif isinstance(content, bytes):
+        data = content
+    elif callable(getattr(content, "read", None)):
+        data = content.read()
     else:
-        name, data = Path(item).name, Path(item).read_bytes()
-    return name, data, "application/octet-stream"  # the server picks the loader by the name's extension
+        raise TypeError(f"upload_files: the content of {name!r} must be str, bytes or an open binary file, "
+                        f"not {type(content).__name__}")
+    return name, data, item[2] if len(item) == 3 else UNTYPED

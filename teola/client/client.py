@@ -67,15 +67,18 @@ class Client:
         return QueryStream(self._send(call, stream=True))
 
     # ---- documents and namespaces -----------------------------------------------------------------
-    def upload(self, app: str, texts: str | Iterable[str]) -> list[str]:
+    def upload(self, app: str, texts: str | Iterable[str], *, namespace: str | None = None) -> list[str]:
         """Store texts for `app` (a str or a list); their ids, in order, to pass as ``document_ids``.
-        The same text again answers the same id and stores nothing more."""
-        return self._call(calls.upload(app, texts))
+        The same text again answers the same id and stores nothing more. `namespace`: a label kept
+        with each new document and listed by `documents` (not a kept vector-store namespace)."""
+        return self._call(calls.upload(app, texts, namespace))
 
     def upload_files(self, app: str, files: FileLike | Iterable[FileLike], *,
                      namespace: str | None = None) -> list[str]:
-        """Store UTF-8 text files for `app`: a path or a ``(name, content)`` pair (content str, bytes or
-        an open binary file), or a list of them; their ids, in order."""
+        """Store files for `app`: a path, a ``(name, content)`` pair (content str, bytes or an open
+        binary file) or a ``(name, content, content_type)`` triple, or a list of them; their ids, in
+        order. The server reads PDF, HTML, Markdown, DOCX and text: by the content type when given,
+        else by the name's extension. `namespace` as in `upload`."""
         return self._call(calls.upload_files(app, files, namespace))
 
     def documents(self, app: str, limit: int = 100, after: str | None = None) -> DocumentPage:
@@ -94,7 +97,7 @@ class Client:
             after = page.next_after
 
     def document(self, app: str, document_id: str) -> str:
-        """The text of an uploaded document, exactly as uploaded (NotFoundError when unknown)."""
+        """The text of an uploaded document (a file's: as the server read it); NotFoundError when unknown."""
         return self._call(calls.document(app, document_id))
 
     def delete_document(self, app: str, document_id: str) -> None:

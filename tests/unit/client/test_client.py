@@ -4,6 +4,7 @@ retried after its Retry-After."""
 from __future__ import annotations
 
 import builtins
+import hashlib
 import threading
 import time
 from typing import Callable, Iterator
@@ -212,3 +213,18 @@ def _answers(c: Client) -> bool:
         return bool(c.query("echo", "Free?").text)
     except RateLimitError:
         return False
+
+
+def test_files_are_read_by_their_extension_and_listed_with_what_their_upload_said(client):
+    html = b"<html><body><h1>Eiffel</h1><p>A lattice tower.</p></body></html>"
+    (page_id,) = client.upload_files("echo", ("tower.html", html), namespace="guides")
+    (typed_id,) = client.upload_files("echo", [("notes", "# Heading\n\nPlain words.", "text/markdown")])
+    (text_id,) = client.upload("echo", "Just text.", namespace="guides")
+    assert "A lattice tower." in client.document("echo", page_id) and "<p>" not in client.document("echo", page_id)
+    assert "Plain words." in client.document("echo", typed_id) and "#" not in client.document("echo", typed_id)
+    listed = {d.id: d for d in client.documents("echo").documents}
+    assert (listed[page_id].name, listed[page_id].namespace) == ("tower.html", "guides")
+    assert listed[page_id].sha256 == hashlib.sha256(html).hexdigest()
+    assert (listed[text_id].name, listed[text_id].namespace) == (None, "guides")
+    for doc_id in (page_id, typed_id, text_id):
+        client.delete_document("echo", doc_id)
