@@ -2,7 +2,8 @@
 
     teola run advanced_rag            # one sample question on the embedded engines: answer, timings, Gantt
     teola serve advanced_rag --port 8000
-    teola query advanced_rag --question "..." --document notes.txt [--url http://127.0.0.1:8000 | --in-process]
+    teola query advanced_rag --question "..." --document notes.txt [--url http://127.0.0.1:8000 | --in-process] [--stream]
+    teola ingest docs/ --app advanced_rag | teola documents list|delete --app advanced_rag
     teola compile advanced_rag --format mermaid
     teola setup | teola doctor | teola tune [--dry-run] | teola bench compile
     teola profile [app] | teola simulate advanced_rag --profile <profile> --rate 2 --instances llm=4
@@ -26,7 +27,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from teola.cli_logging import run_logged, terminal_err, terminal_out, uvicorn_log_config
+from teola.cli_documents import add_commands as add_documents_commands
+from teola.cli_ingest import add_commands as add_ingest_commands
 from teola.cli_machine import MachineCliError, add_commands as add_machine_commands
+from teola.cli_remote import RemoteCliError, stream_query
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
 from teola.emulate.cli import EmulateCliError, add_commands as add_emulate_commands
 from teola.plan.cli import PlanCliError, add_commands as add_plan_commands
@@ -62,9 +66,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     """Run the command; a user-facing failure becomes `teola: error: ...` on the terminal and an exit code."""
     try:
         return int(args.handler(args) or 0)
-    except (AppNotFound, CliError, SimCliError, PlanCliError, EmulateCliError, MachineCliError) as exc:
+    except (AppNotFound, CliError, SimCliError, PlanCliError, EmulateCliError, MachineCliError, RemoteCliError) as exc:
         print(f"teola: error: {exc}", file=terminal_err(), flush=True)
-        return exc.code if isinstance(exc, CliError) else 2
+        return exc.code if isinstance(exc, (CliError, RemoteCliError)) else 2
     except KeyboardInterrupt:
         print("teola: interrupted", file=terminal_err(), flush=True)
         return 130
@@ -168,6 +172,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     """Send one query to a running server (--url) or run it in this process (--in-process)."""
     query = _query_from_args(args)
     config = _config_from_args(args)
+    if args.stream:
+        if args.in_process:
+            raise CliError("--stream reads a server's event stream; leave out --in-process", 2)
+        return stream_query(args, query, config)
     if args.in_process:
         _engine_env()
         app = next(iter(_load_apps([args.app], "local").values()))
@@ -324,6 +332,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
     sp.add_argument("--api-key", default=os.environ.get("TEOLA_API_KEY"))
     sp.add_argument("--in-process", action="store_true", help="start the engines here instead of using a server")
+    sp.add_argument("--stream", action="store_true", help="print the answer's tokens as they arrive, then the timings")
     sp.add_argument("--json", action="store_true", help="print the raw JSON response")
     sp.set_defaults(handler=cmd_query)
 
@@ -334,6 +343,8 @@ def _parser() -> argparse.ArgumentParser:
     query_options(sp, required=False)
     sp.set_defaults(handler=cmd_compile)
 
+    add_ingest_commands(sub)
+    add_documents_commands(sub)
     add_machine_commands(sub)
     add_sim_commands(sub, apps_help)
     add_plan_commands(sub)

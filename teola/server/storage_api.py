@@ -14,6 +14,7 @@ from teola.server.errors import ApiError
 from teola.server.queries import check_documents
 from teola.server.schemas import DocumentList, DocumentsResponse, ErrorResponse, NamespaceList
 from teola.server.state import ServerState
+from teola.server.store import DocumentInfo
 from teola.server.tenants import namespace_for
 from teola.server.uploads import read_uploads
 
@@ -29,14 +30,15 @@ _UPLOAD_BODY = {"requestBody": {"content": {
     **{ctype: {"schema": {"type": "string", "format": "binary"}}
        for ctype in ("application/pdf", "text/html", "text/markdown", DOCX_TYPE)}}}}
 
+_LABEL = Query(None, max_length=200, description="a label stored with each new document (listed; not a kept "
+               "vector-store namespace)")
+
 
 def add_storage_routes(api: APIRouter, state: ServerState) -> None:
     """Document upload, listing, reading and deletion; namespace listing and deletion."""
     @api.post("/v1/apps/{app}/documents", summary="Upload documents", status_code=201,
               response_model=DocumentsResponse, openapi_extra=_UPLOAD_BODY, responses=_QUOTA)
-    async def upload(app: str, request: Request, namespace: str | None = Query(
-            None, max_length=200, description="a label stored with each new document (listed; not a kept "
-            "vector-store namespace)")) -> JSONResponse:
+    async def upload(app: str, request: Request, namespace: str | None = _LABEL) -> JSONResponse:
         state.app(app)
         uploaded = await read_uploads(request, state.settings, namespace or None)
         if not uploaded:
@@ -55,8 +57,7 @@ def add_storage_routes(api: APIRouter, state: ServerState) -> None:
         docs = await state.documents.page(tenant, app, limit, after)
         usage = await state.documents.usage(tenant)
         return DocumentList(
-            documents=[{"id": d.id, "bytes": d.bytes, "created": _iso(d.created), "sha256": d.meta.sha256,
-                        "name": d.meta.name, "namespace": d.meta.namespace} for d in docs],
+            documents=[_listed(d) for d in docs],
             next_after=docs[-1].id if len(docs) == limit else None,
             usage={"documents": usage.documents, "bytes": usage.bytes,
                    "max_documents": state.documents.max_documents, "max_bytes": state.documents.max_bytes})
@@ -93,6 +94,11 @@ def add_storage_routes(api: APIRouter, state: ServerState) -> None:
         await target.runtime.drop_namespace(namespace_for(request.state.tenant, namespace))
         await state.namespaces.forget(request.state.tenant, app, namespace)
         return Response(status_code=204)
+
+
+def _listed(doc: DocumentInfo) -> dict[str, object]:
+    return {"id": doc.id, "bytes": doc.bytes, "created": _iso(doc.created), "sha256": doc.meta.sha256,
+            "name": doc.meta.name, "namespace": doc.meta.namespace}
 
 
 def _iso(moment: datetime) -> str:
