@@ -12,6 +12,7 @@ import pytest
 from teola.server import ApiError, ServerSettings
 from teola.server.documents import Documents, document_id
 from teola.server.namespaces import Namespaces
+from teola.server.store import DocumentMeta
 from teola.server.store_memory import MemoryStore
 
 RUN = uuid.uuid4().hex[:8]  # PostgreSQL keeps rows across runs: every tenant here is this run's own
@@ -53,6 +54,15 @@ async def test_an_id_is_the_texts_hash_and_the_same_text_is_stored_once(store):
     assert usage.documents == 2 and usage.bytes == len(text.encode()) + len("other")
     assert await docs.get_many(t, "rag", [ids[2], ids[1]]) == [text, "other"]
 
+
+
+async def test_a_document_keeps_the_meta_of_its_first_upload(store):
+    docs, t = Documents(store, CAPS), tenant()
+    first = DocumentMeta(sha256="ab" * 32, name="notes/a.docx", namespace="paris")
+    [doc_id] = await docs.add(t, "rag", ["text a"], [first])
+    await docs.add(t, "rag", ["text a", "text b"], [DocumentMeta(sha256="cd" * 32, name="b.md"), DocumentMeta()])
+    listed = {d.id: d.meta for d in await docs.page(t, "rag", 10)}
+    assert listed[doc_id] == first and listed[document_id("text b")] == DocumentMeta()
 
 async def test_an_upload_over_a_cap_is_refused_whole_and_nothing_else_changes(store):
     docs, a, b = Documents(store, CAPS), tenant(), tenant()
