@@ -1,8 +1,8 @@
 """Engines and runtime overheads: graph compilation time (compile), the runtime's scheduler overhead
 and batching policies (runtime), prefix reuse TTFT (prefix_ttft), overlapped expansion and indexing
 (overlap), the embedder's batch efficiency (embed_batch), vLLM process layout (engine_settings),
-many concurrent queries over HTTP (load), the Ray executor (ray), the remote LLM path (remote_llm)
-and one tenant flooding another (tenants).
+many concurrent queries over HTTP (load), the Ray executor (ray), the remote LLM path (remote_llm),
+one tenant flooding another (tenants) and a hostile mix of requests against a served app (hostile).
 
 Usage: python -m bench.overheads --study NAME [options]; `--study NAME --help` lists its options."""
 from __future__ import annotations
@@ -22,6 +22,7 @@ STUDIES = {
     "ray": "ray_overhead",                 # per-primitive overhead of the Ray executor
     "remote_llm": "remote_overhead",       # per-call overhead of the LLM behind `vllm serve`
     "tenants": "tenant_flood",             # a flooding tenant and a steady one, per-tenant limits
+    "hostile": "hostile_mix",              # hostile clients, a well-behaved tenant, /healthz and memory
 }
 
 

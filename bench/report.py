@@ -31,7 +31,7 @@ TOPICS = [
     ("Remote services: search-augmented generation and a tool agent", ("remote_apps", "sweep_", "remote_overhead")),
     ("Engines and runtime overheads", ("embed_batch", "overlap", "engine_settings", "compile", "runtime", "ray",
                                        "load", "prefix_ttft", "core_lending")),
-    ("Serving several tenants: limits and fair shares under a flood", ("tenant_",)),
+    ("Serving several tenants: limits and fair shares under a flood, a hostile mix", ("tenant_", "hostile_")),
     ("Program scheduling, preemption and KV swap on vLLM", ("programs", "kv_", "resume_fidelity")),
     ("LAMPS and calls that pause for tools, real engines", ("lamps_real", "agent_real", "length_predictor")),
     ("Simulator fidelity and speed (measured against the real engines)", ("sim_fidelity", "sim_trace_diff",

@@ -1,0 +1,329 @@
+"""A hostile mix against a served teola (issue 71): for `--seconds` seconds, `--clients` clients send
+requests that try to exhaust the server or widen their own powers, while a well-behaved tenant asks
+its questions and a probe asks /healthz twice a second.
+
+The server is `teola serve naive_rag tool_agent` in a child process on 127.0.0.1 (real vLLM, MiniLM,
+pgvector, the local tools), with two tenants (API keys) and its default limits. Its memory is the
+child's resident set, read from /proc; "idle" is after one warm-up query per app. Each hostile
+request is one of the kinds in `HOSTILE` (each a finding of the review, or a malformed body); its
+answer is judged: a JSON 4xx (the native API's or the OpenAI door's error object) within
+`--deadline` seconds is what the issue asks for; a 2xx (a query the server narrowed and ran), a
+5xx, a non-JSON answer or no answer in time are counted apart.
+
+    python -m bench.overheads --study hostile                   # 60 s, 50 clients
+    python -m bench.overheads --study hostile --quick           # 15 s, 10 clients
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench.common import machine, percentile, write_results
+
+KEYS = {"good": "good-key", "bad": "bad-key"}
+BAD = {"Authorization": f"Bearer {KEYS['bad']}"}
+GOOD = {"Authorization": f"Bearer {KEYS['good']}"}
+JSON_TYPE = {"Content-Type": "application/json"}
+DOC_60K = ("The river flows past the old mill and the town keeps its records in the hall. " * 780)[:60_000]
+SMALL_DOC = "York was founded by the Romans in 71 AD as Eboracum. " * 20
+
+
+def _q(app: str, query: dict[str, Any], config: dict[str, Any] | None = None,
+       headers: dict[str, str] | None = None) -> tuple[str, str, dict[str, str], bytes]:
+    body = {"query": query, **({"config": config} if config else {})}
+    return "POST", f"/v1/apps/{app}/query", {**BAD, **JSON_TYPE, **(headers or {})}, json.dumps(body).encode()
+
+
+def _door(body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[str, str, dict, bytes]:
+    content = raw if raw is not None else json.dumps(body).encode()
+    return "POST", "/v1/chat/completions", {**BAD, **JSON_TYPE, **(headers or {})}, content
+
+
+def _chat(**extra: Any) -> dict[str, Any]:
+    return {"model": "naive_rag/llm", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, **extra}
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"model": "naive_rag/llm", "messages": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+QUESTION = {"question": "Who founded York?"}
+HOSTILE: dict[str, Any] = {
+    # 1: overlap one token short of the chunk size on a 60 KB document
+    "chunk_overlap": lambda: _q("naive_rag", {**QUESTION, "documents": [DOC_60K]},
+                                {"nodes": {"indexing": {"chunk_size": 8192, "chunk_overlap": 8191}}}),
+    # 2: a time limit that ends before compilation does
+    "compile_timeout": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC * 40] * 16}, {"timeout": 0.001}),
+    # 3: a kept namespace filled by queries
+    "namespace_growth": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC * 20] * 64},
+                                   {"namespace": f"x{random.randrange(4)}",
+                                    "nodes": {"indexing": {"max_chunks": 100_000}}}),
+    # 4: a query that asks for every tool, or another tool engine
+    "tools_widen": lambda: _q("tool_agent", QUESTION, {"nodes": {"tools": {"tools": []}}}),
+    "tools_add": lambda: _q("tool_agent", QUESTION, {"nodes": {"tools": {"tools": ["calculator", "http_get"]}}}),
+    # 8: a priority ahead of every other tenant
+    "priority": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC]}, {"priority": -1_000_000}),
+    # 10: a new metrics series per unknown app
+    "unknown_app": lambda: _q(f"app{random.randrange(10**9)}", QUESTION),
+    # 6, 7: no key, a wrong key, a foreign Host, the door with a cross-site content type
+    "no_key": lambda: ("POST", "/v1/apps/naive_rag/query", dict(JSON_TYPE), b"x" * 1_000_000),
+    "wrong_key": lambda: ("GET", "/v1/ui/queries", {"Authorization": "Bearer nope"}, b""),
+    "foreign_host": lambda: ("GET", "/v1/ui/queries", {**BAD, "Host": "rebind.attacker.example"}, b""),
+    "door_text_plain": lambda: _door(_chat(), {"Content-Type": "text/plain"}),
+    # low findings on the door
+    "door_user_not_latin1": lambda: _door(_chat(user="Zoë")),
+    "door_nested": lambda: _door(None, raw=_nested(50_000)),
+    "door_tool_calls_not_list": lambda: _door({**_chat(), "messages": [
+        {"role": "assistant", "content": None, "tool_calls": {"id": 1}}, {"role": "user", "content": "hi"}]}),
+    "door_stop_huge": lambda: _door(_chat(stop=["x" * 8] * 100_000)),
+    # malformed bodies of every kind
+    "not_json": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"{not json"),
+    "not_utf8": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b'{"query": "\xff\xfe"}'),
+    "wrong_types": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE},
+                            json.dumps({"query": {"question": 5, "documents": "x"}}).encode()),
+    "missing_query": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"{}"),
+    "empty_body": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b""),
+    "array_body": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"[" * 100_000 + b"]" * 100_000),
+    "huge_document": lambda: _q("naive_rag", {**QUESTION, "documents": ["a" * 2_000_000]}),
+}
+
+
+async def send(client: Any, kind: str, deadline: float) -> dict[str, Any]:
+    method, path, headers, content = HOSTILE[kind]()
+    t0 = time.perf_counter()
+    try:
+        r = await asyncio.wait_for(client.request(method, path, headers=headers, content=content), deadline + 30)
+    except Exception as exc:  # noqa: BLE001 - any failure to answer is what the study counts
+        return {"kind": kind, "verdict": "no answer", "why": f"{type(exc).__name__}", "latency": time.perf_counter() - t0}
+    latency = time.perf_counter() - t0
+    try:
+        body = r.json()
+        is_json = isinstance(body, dict) and ("error" in body or "detail" in body or r.status_code < 400)
+    except ValueError:
+        is_json = False
+    on_time = latency <= deadline
+    if 400 <= r.status_code < 500 and is_json:
+        verdict = "json 4xx" if on_time else "json 4xx, late"
+    else:
+        verdict = f"{r.status_code}{'' if is_json else ' not json'}{'' if on_time else ', late'}"
+    return {"kind": kind, "verdict": verdict, "status": r.status_code, "latency": latency}
+
+
+async def slow_body(port: int, deadline: float) -> dict[str, Any]:
+    """A client that announces a 16 MiB body with no key and sends one byte a second."""
+    t0 = time.perf_counter()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"POST /v1/apps/naive_rag/query HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: 16000000\r\n\r\n")
+    status = None
+    try:
+        while time.perf_counter() - t0 < deadline + 30:
+            writer.write(b" ")
+            await writer.drain()
+            try:
+                line = await asyncio.wait_for(reader.readline(), 1.0)
+            except TimeoutError:
+                continue
+            status = int(line.split()[1]) if line.startswith(b"HTTP/") else -1
+            break
+    except (ConnectionError, OSError):
+        status = 0  # the server closed the connection
+    finally:
+        writer.close()
+    latency = time.perf_counter() - t0
+    if status is None:
+        verdict = "no answer"
+    else:
+        verdict = ("4xx" if 400 <= status < 500 else "closed" if status == 0 else str(status)) + \
+            ("" if latency <= deadline else ", late")
+    return {"kind": "slow_body", "verdict": verdict, "status": status, "latency": latency}
+
+
+async def hostile_client(client: Any, port: int, stop: asyncio.Event, rows: list, deadline: float, seed: int) -> None:
+    rng = random.Random(seed)
+    kinds = sorted(HOSTILE) + ["slow_body"]
+    while not stop.is_set():
+        kind = rng.choice(kinds)
+        rows.append(await (slow_body(port, deadline) if kind == "slow_body" else send(client, kind, deadline)))
+
+
+async def well_behaved(client: Any, stop: asyncio.Event, rows: list) -> None:
+    query = {"question": "Who founded York, and when?", "documents": [SMALL_DOC]}
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        try:
+            r = await client.post("/v1/apps/naive_rag/query", json={"query": query}, headers=GOOD)
+            rows.append({"status": r.status_code, "latency": time.perf_counter() - t0})
+        except Exception as exc:  # noqa: BLE001
+            rows.append({"status": None, "why": type(exc).__name__, "latency": time.perf_counter() - t0})
+        await asyncio.sleep(1.0)
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def probe(client: Any, pid: int, stop: asyncio.Event, health: list, memory: list) -> None:
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        try:
+            r = await client.get("/healthz", timeout=10)
+            health.append({"status": r.status_code, "latency": time.perf_counter() - t0})
+        except Exception as exc:  # noqa: BLE001
+            health.append({"status": None, "why": type(exc).__name__, "latency": time.perf_counter() - t0})
+        memory.append(rss_mib(pid))
+        await asyncio.sleep(0.5)
+
+
+def start_server(port: int) -> subprocess.Popen:
+    env = {**os.environ, "TEOLA_API_KEYS": ";".join(f"{t}:{k}" for t, k in KEYS.items())}
+    cmd = [sys.executable, "-m", "teola.cli", "serve", "naive_rag", "tool_agent", "--host", "127.0.0.1",
+           "--port", str(port), "--log-level", "warning"]
+    return subprocess.Popen(cmd, env=env)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def run(seconds: float, clients: int, deadline: float) -> dict[str, Any]:
+    import httpx
+
+    port = free_port()
+    server = start_server(port)
+    base = f"http://127.0.0.1:{port}"
+    limits = httpx.Limits(max_connections=clients + 10, max_keepalive_connections=clients + 10)
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=900, limits=limits) as client:
+            for _ in range(1800):
+                if server.poll() is not None:
+                    raise SystemExit(f"the server exited during start-up ({server.returncode})")
+                try:
+                    if (await client.get("/readyz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.5)
+            warm = await client.post("/v1/apps/naive_rag/query", headers=GOOD,
+                                     json={"query": {"question": "Who founded York?", "documents": [SMALL_DOC]}})
+            warm_tools = await client.post("/v1/apps/tool_agent/query", headers=GOOD, json={"query": QUESTION})
+            assert warm.status_code == 200 and warm_tools.status_code == 200, (warm.text, warm_tools.text)
+            await asyncio.sleep(2)
+            idle = rss_mib(server.pid)
+            print(f"[hostile] idle server: {idle:.0f} MiB; {clients} hostile clients for {seconds:g} s", flush=True)
+            stop = asyncio.Event()
+            hostile_rows: list = []
+            good_rows: list = []
+            health: list = []
+            memory: list = []
+            tasks = [asyncio.create_task(hostile_client(client, port, stop, hostile_rows, deadline, i))
+                     for i in range(clients)]
+            tasks += [asyncio.create_task(well_behaved(client, stop, good_rows)),
+                      asyncio.create_task(probe(client, server.pid, stop, health, memory))]
+            await asyncio.sleep(seconds)
+            stop.set()
+            await asyncio.gather(*tasks)
+            after = await client.post("/v1/apps/naive_rag/query", headers=GOOD,
+                                      json={"query": {"question": "Who founded York?", "documents": [SMALL_DOC]}})
+            return {"seconds": seconds, "clients": clients, "deadline": deadline, "idle_mib": idle,
+                    "hostile": hostile_rows, "good": good_rows, "health": health, "memory": memory,
+                    "answers_after": after.status_code == 200, "server_alive": server.poll() is None}
+    finally:
+        server.terminate()
+        try:
+            server.wait(60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def summary(data: dict[str, Any]) -> dict[str, Any]:
+    by_kind: dict[str, dict[str, int]] = {}
+    statuses: dict[str, dict[str, int]] = {}
+    for row in data["hostile"]:
+        by_kind.setdefault(row["kind"], {}).setdefault(row["verdict"], 0)
+        by_kind[row["kind"]][row["verdict"]] += 1
+        code = str(row.get("status"))
+        statuses.setdefault(row["kind"], {}).setdefault(code, 0)
+        statuses[row["kind"]][code] += 1
+    late = [r["latency"] for r in data["hostile"]]
+    health = [h["latency"] for h in data["health"]]
+    good = [g["latency"] for g in data["good"] if g["status"] == 200]
+    return {"by_kind": by_kind, "statuses": statuses, "hostile_sent": len(data["hostile"]),
+            "hostile_json_4xx": sum(r["verdict"] == "json 4xx" for r in data["hostile"]),
+            "hostile_max_latency": max(late, default=None),
+            "health_probes": len(health), "health_max": max(health, default=None),
+            "health_failed": sum(h["status"] != 200 for h in data["health"]),
+            "memory_max_mib": max(data["memory"], default=None), "idle_mib": data["idle_mib"],
+            "good_sent": len(data["good"]), "good_answered": len(good),
+            "good_p50": percentile(good, 50) if good else None, "good_max": max(good, default=None)}
+
+
+def markdown(data: dict[str, Any], s: dict[str, Any], command: str) -> str:
+    m = data["machine"]
+    lines = [f"## A hostile mix: {data['clients']} clients for {data['seconds']:g} s", "",
+             f"Command: `{command}`. Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; commit "
+             f"{m.get('commit', '?')}. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
+             "| figure | value |", "|---|---|",
+             f"| /healthz probes (every 0.5 s) | {s['health_probes']}, {s['health_failed']} not 200 |",
+             f"| /healthz slowest | {_s(s['health_max'])} s |",
+             f"| server memory idle / max | {s['idle_mib']:.0f} / {_num(s['memory_max_mib'])} MiB "
+             f"({_ratio(s['memory_max_mib'], s['idle_mib'])}) |",
+             f"| hostile requests | {s['hostile_sent']}, {s['hostile_json_4xx']} a JSON 4xx within "
+             f"{data['deadline']:g} s; slowest answer {_s(s['hostile_max_latency'])} s |",
+             f"| well-behaved tenant | {s['good_answered']} of {s['good_sent']} answered; p50 {_s(s['good_p50'])} s, "
+             f"max {_s(s['good_max'])} s |",
+             f"| after the mix | server alive: {data['server_alive']}; a query answers: {data['answers_after']} |",
+             "", "A verdict names the status when it is not a JSON 4xx within the deadline (a 200 is a query the "
+             "server narrowed and ran; 'late': answered after the deadline; 'no answer': none within the deadline "
+             "+ 30 s).", "", "| hostile kind | verdicts | statuses |", "|---|---|---|"]
+    for kind, verdicts in sorted(s["by_kind"].items()):
+        codes = ", ".join(f"{c}: {n}" for c, n in sorted(s["statuses"][kind].items()))
+        lines.append(f"| {kind} | " + ", ".join(f"{v}: {n}" for v, n in sorted(verdicts.items())) + f" | {codes} |")
+    return "\n".join(lines)
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _ratio(high: float | None, low: float) -> str:
+    return "-" if high is None or not low else f"{high / low:.2f}x"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench.overheads --study hostile`."""
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long the hostile clients send")
+    parser.add_argument("--clients", type=int, default=50, help="hostile clients, each sending one request at a time")
+    parser.add_argument("--deadline", type=float, default=5.0, help="seconds within which a 4xx is on time")
+    parser.add_argument("--quick", action="store_true", help="15 s, 10 clients")
+    parser.add_argument("--out", default="hostile_mix", help="results name under bench/results/")
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
+    """Runs `python -m bench.overheads --study hostile` (argv: the options given, for its page)."""
+    seconds, clients = (15.0, 10) if args.quick else (args.seconds, args.clients)
+    data = asyncio.run(run(seconds, clients, args.deadline))
+    data["machine"] = machine()
+    s = summary(data)
+    data["summary"] = s
+    compact = {k: v for k, v in data.items() if k not in ("hostile", "health", "memory")}
+    write_results(args.out, compact, markdown(data, s, "python -m bench.overheads --study hostile " + " ".join(argv)))
+    print(markdown(data, s, "python -m bench.overheads --study hostile " + " ".join(argv)))
