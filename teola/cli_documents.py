@@ -12,7 +12,7 @@ from teola.client import Client, Document, NotFoundError
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Print the documents (of --namespace, if given) as a table, or as JSON with --json."""
-    with client_from(args) as client, server_errors(f"listing the documents of app {args.app!r}"):
+    with client_from(args) as client, server_errors(f"listing the documents of app {args.app!r}", client):
         docs = _documents(client, args)
     out = terminal_out()
     if args.json:
@@ -38,7 +38,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     if args.namespace and not args.all:
         raise RemoteCliError("--namespace selects documents for --all; with ids, leave it out", 2)
     unknown = []
-    with client_from(args) as client, server_errors(f"deleting documents of app {args.app!r}"):
+    with client_from(args) as client, server_errors(f"deleting documents of app {args.app!r}", client):
         ids = [d.id for d in _documents(client, args)] if args.all else args.ids
         for doc_id in ids:
             try:

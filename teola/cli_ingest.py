@@ -67,12 +67,13 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.concurrency < 1:
         raise RemoteCliError(f"--concurrency must be at least 1, got {args.concurrency}", 2)
     t0 = time.perf_counter()
+    args.namespace = args.namespace or None  # an empty label is no label, as on the server
     try:
         found, skipped = find_files(args.paths)
     except ValueError as exc:
         raise RemoteCliError(str(exc), 2) from None
     files = hash_files(found, skipped)
-    with client_from(args) as client, server_errors(f"listing the documents of app {args.app!r}"):
+    with client_from(args) as client, server_errors(f"listing the documents of app {args.app!r}", client):
         stored = list(client.iter_documents(args.app, page_size=1000))
     plan = make_plan(files, stored, args.namespace, skipped)
     if args.dry_run:

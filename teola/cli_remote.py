@@ -4,7 +4,7 @@ client's errors turned into one-line command errors, and the streamed query."""
 from __future__ import annotations
 
 import argparse
-import os
+import json
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
@@ -34,14 +34,13 @@ def client_from(args: argparse.Namespace) -> Client:
 
 
 @contextmanager
-def server_errors(what: str) -> Iterator[None]:
+def server_errors(what: str, client: Client) -> Iterator[None]:
     """Turn the client's exceptions inside the block into a RemoteCliError naming `what` failed."""
     try:
         yield
     except APIConnectionError as exc:
-        url = os.environ.get("TEOLA_URL", "the server")
-        raise RemoteCliError(f"{what}: cannot reach {url} ({exc}); start one with `teola serve APP` or pass "
-                             "--url") from None
+        raise RemoteCliError(f"{what}: cannot reach the server at {client.base_url} ({exc}); start one with "
+                             "`teola serve APP`, or pass --url") from None
     except APIError as exc:
         raise RemoteCliError(f"{what} failed with HTTP {exc.status} ({exc.code}): {exc.message}") from None
     except TeolaError as exc:
@@ -51,14 +50,18 @@ def server_errors(what: str) -> Iterator[None]:
 def stream_query(args: argparse.Namespace, query: Mapping[str, Any], config: Mapping[str, Any]) -> int:
     """`teola query --stream`: print the answer's tokens as they arrive, then its timing table. An
     answer that came without tokens (a non-LLM last step) is printed whole when it arrives."""
+    if args.json:
+        raise RemoteCliError("--stream prints the answer as it comes and --json one JSON body at the end; "
+                             "choose one", 2)
     out = terminal_out()
-    with client_from(args) as client, server_errors(f"query of app {args.app!r}"):
+    with client_from(args) as client, server_errors(f"query of app {args.app!r}", client):
         with client.stream(args.app, dict(query), dict(config)) as stream:
             for event in stream:
                 if isinstance(event, events.Token):
                     print(event.text, end="", file=out, flush=True)
                 elif isinstance(event, events.Answer) and not stream.text:
-                    print(event.text if event.text is not None else event.output, end="", file=out, flush=True)
+                    whole = event.text if event.text is not None else json.dumps(event.output, indent=2, default=str)
+                    print(whole, end="", file=out, flush=True)
             result = stream.result()
     print(f"\n\nquery {result.query_id}  latency {1000 * result.latency:.0f} ms\n", file=out)
     print(timing_table(result.trace), file=out, flush=True)

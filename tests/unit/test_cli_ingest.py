@@ -114,6 +114,11 @@ def test_usage_errors(capsys, url, tmp_path):
     assert code == 1 and "HTTP 404" in err
     code, _, err = run(capsys, "ingest", str(tmp_path), "--app", "echo", "--url", "http://127.0.0.1:9")
     assert code == 1 and "cannot reach" in err
+    question = ("query", "nope", "--question", "Who?", "--url", url, "--stream")
+    code, _, err = run(capsys, *question)
+    assert code == 1 and "HTTP 404" in err
+    code, _, err = run(capsys, *question, "--json")
+    assert code == 2 and "choose one" in err
 
 
 def test_query_stream_prints_tokens_then_timings(capsys, url):
