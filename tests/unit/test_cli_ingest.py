@@ -13,6 +13,7 @@ import pytest
 
 from teola.cli import main
 from teola.cli_ingest import size_text
+from teola.client import Client, events
 from teola.server import ServerSettings
 from tests.unit.client.conftest import served_in_thread
 from tests.unit.server.test_server import make_echo_app
@@ -126,7 +127,10 @@ def test_query_stream_prints_tokens_then_timings(capsys, url):
                        "--stream")
     assert code == 0
     answer, _, rest = out.partition("\n\nquery ")
-    assert answer.strip() and "latency" in rest and "run ms" in rest
+    assert "latency" in rest and "run ms" in rest
+    with Client(url) as client, client.stream("echo", "Who designed the Eiffel Tower?") as stream:
+        tokens = [e.text for e in stream if isinstance(e, events.Token)]
+    assert len(tokens) > 1 and answer == "".join(tokens)  # the sim LLM's tokens, printed as they came
 
 
 def test_size_text():
