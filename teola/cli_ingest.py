@@ -25,11 +25,13 @@ DEFAULT_CONCURRENCY = 4
 
 @dataclass(slots=True)
 class Outcome:
-    """What an ingest did: files uploaded (with their new ids), failed (with why), older versions deleted."""
+    """What an ingest did: files uploaded (with their new ids), failed (with why), older versions
+    deleted, and older versions it could not delete (a warning: the new version is stored)."""
 
     uploaded: list[tuple[LocalFile, str]] = field(default_factory=list)
     failed: list[tuple[LocalFile, str]] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 class Progress:
@@ -123,6 +125,8 @@ async def _upload_one(client: AsyncClient, args: argparse.Namespace, f: LocalFil
             outcome.replaced.append(old)
         except NotFoundError:
             pass  # deleted meanwhile, e.g. by a concurrent ingest
+        except TeolaError as exc:
+            outcome.warnings.append(f"{f.name}: its older version {old} is kept: deleting it failed: {_problem(exc)}")
     return None
 
 
@@ -151,8 +155,8 @@ def _print_summary(args: argparse.Namespace, plan: Plan, outcome: Outcome, text_
     if args.json:
         body = {name: {"files": len(fs), "bytes": sum(f.size for f in fs)} for name, fs in rows}
         body["skipped"] = {"files": len(plan.skipped), "paths": [p for p, _ in plan.skipped]}
-        body.update(text_bytes=text_bytes, replaced=outcome.replaced, seconds=round(seconds, 3),
-                    failures={f.name: why for f, why in outcome.failed},
+        body.update(text_bytes=text_bytes, replaced=outcome.replaced, warnings=outcome.warnings,
+                    seconds=round(seconds, 3), failures={f.name: why for f, why in outcome.failed},
                     document_ids={f.name: i for f, i in outcome.uploaded if i})
         print(json.dumps(body, indent=2), file=out, flush=True)
         return
@@ -166,6 +170,8 @@ def _print_summary(args: argparse.Namespace, plan: Plan, outcome: Outcome, text_
         print(f"  skipped {path}: {why}", file=out)
     for f, why in outcome.failed:
         print(f"  failed  {f.name}: {why}", file=out)
+    for warning in outcome.warnings:
+        print(f"  warning {warning}", file=out)
     extra = f"; {size_text(text_bytes)} of text stored" if text_bytes else ""
     extra += f"; {len(outcome.replaced)} older version(s) deleted" if outcome.replaced else ""
     where = f"app {args.app!r}" + (f", namespace {args.namespace!r}" if args.namespace else "")
