@@ -8,8 +8,8 @@ budget and the order of iterations are the same as in the simulation that uses t
 Other engines: seconds = base + per_item * n + per_token * tokens + per_padded_token * n * longest
 request's tokens per batch (engines.sim.sim_engine.linear_cost: a transformer batch is padded to its longest
 text; batches of mixed lengths tell the two token terms apart).
-Coefficients are non-negative least squares on relative errors (a negative one is dropped and the
-rest refitted); each LLM sample keeps its feature vector, so a profile can be refitted offline.
+Coefficients are non-negative least squares on relative errors (scipy.optimize.nnls); each LLM
+sample keeps its feature vector, so a profile can be refitted offline.
 LLM fits also take one row per pair of batches that differ only in output length (same batch size,
 prompts within 25% in tokens): their time difference is the batch's decode steps alone. Without it a
 short batch's time is mostly prefill, the fit matches totals within a few percent and still misses
@@ -32,6 +32,7 @@ import statistics
 from typing import Any, Sequence
 
 import numpy as np
+import scipy.optimize
 
 from engines.sim.llm import IterationCost, SimLLM
 from engines.sim.text import ASSISTANT_TURN
@@ -42,23 +43,19 @@ LINEAR_TERMS = ("base", "per_item", "per_token", "per_padded_token")
 
 
 def nnls(rows: Sequence[Sequence[float]], y: Sequence[float], relative: bool = False) -> list[float]:
-    """Least squares with coefficients >= 0 (drop the most negative and refit, until none is).
+    """Least squares with coefficients >= 0 (scipy.optimize.nnls: the constrained optimum, not an
+    unconstrained fit with negative terms dropped).
     relative: minimise relative rather than absolute errors (each row weighted by 1 / y), so a
     few long measurements do not outweigh many short ones."""
     a, b = np.asarray(rows, dtype=float), np.asarray(y, dtype=float)
+    if a.ndim != 2 or a.shape[0] != b.shape[0]:
+        raise ValueError(f"nnls needs one row of features per measurement: got {a.shape[0] if a.ndim else 0} "
+                         f"rows and {b.shape[0]} measurements")
     if relative:
         w = 1.0 / np.maximum(b, 1e-12)
         a, b = a * w[:, None], b * w
-    active = list(range(a.shape[1]))
-    while active:
-        coef, *_ = np.linalg.lstsq(a[:, active], b, rcond=None)
-        if coef.min() >= 0:
-            out = [0.0] * a.shape[1]
-            for j, c in zip(active, coef):
-                out[j] = float(c)
-            return out
-        active.pop(int(np.argmin(coef)))
-    return [0.0] * a.shape[1]
+    coef, _ = scipy.optimize.nnls(a, b)
+    return [float(c) for c in coef]
 
 
 def llm_features(texts: list[str], out_tokens: int, settings: dict[str, Any]) -> list[float]:

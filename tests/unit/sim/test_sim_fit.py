@@ -64,6 +64,22 @@ def test_a_coefficient_the_data_would_make_negative_is_dropped_not_negative():
     assert coef[1] == 0.0 and coef[0] == pytest.approx(2.0)
 
 
+def test_nnls_is_the_constrained_optimum_where_dropping_the_most_negative_term_is_not():
+    """Unconstrained, base comes out most negative; dropping it and refitting leaves per_token alone
+    (residual 1.86). The non-negative optimum keeps base alone (residual 0.87)."""
+    rows = [[1.0, 0.0, 3.0], [1.0, 1.0, 3.0], [1.0, 1.0, 3.0], [1.0, 4.0, 4.0]]
+    y = [6.0, 5.0, 5.0, 5.0]
+    coef = nnls(rows, y)
+    assert coef == pytest.approx([5.25, 0.0, 0.0], abs=1e-9)
+    residual = sum((sum(c * x for c, x in zip(coef, r)) - t) ** 2 for r, t in zip(rows, y)) ** 0.5
+    assert residual == pytest.approx(0.866, abs=1e-3)
+
+
+def test_nnls_names_a_shape_mismatch():
+    with pytest.raises(ValueError, match="one row of features per measurement"):
+        nnls([[1.0, 2.0], [1.0, 3.0]], [1.0])
+
+
 def _profiled(cost: dict, **settings) -> dict:
     """profile_llm's entry for a simulated engine with `cost`, run on the virtual clock."""
     from engines.sim.llm import SimLLM
