@@ -23,6 +23,8 @@ on top of it) gets teola's program-level scheduling without importing teola.
   (teola.server.openai_tools), whole or as streamed deltas, with finish_reason "tool_calls";
   ``role: "tool"`` results and earlier assistant calls are rendered back into the conversation.
   ``/v1/completions`` prompts are sent raw (no chat template). finish_reason is the engine's.
+- Streamed, the first chunk goes out with the first token (the chat role in that chunk), as vLLM
+  and OpenAI send it; nothing is sent before.
 - Bodies are read only when sent as ``Content-Type: application/json`` (415 otherwise: a web page
   cannot make a cross-site text/plain POST spend LLM calls). Headers echoing ids (a program id
   "Zoë") are percent-encoded outside printable ASCII.
@@ -288,8 +290,14 @@ class _Answer:
     def __init__(self, chat: bool, call_id: str, model: str, max_tokens: int, parallel: bool | None) -> None:
         self.chat, self.call_id, self.model, self.max_tokens = chat, call_id, model, max_tokens
         self.tools = ToolStream(parallel) if parallel is not None else None
+        self.started = False
 
     def chunk(self, text: str | None = None, **kw: Any) -> str:
+        """A chunk of the answer; the first one carries the assistant's role (chat), as vLLM and
+        OpenAI send it with the first token."""
+        if self.chat and not self.started and kw.get("use") is None:
+            kw["role"] = True
+        self.started = self.started or kw.get("use") is None
         return fmt.chunk(self.chat, self.call_id, self.model, text, **kw)
 
     def text(self, piece: str) -> str | None:
@@ -346,7 +354,7 @@ async def _stream(submit: Callable[..., Any], done: Callable[[], None], spend: _
     task = asyncio.ensure_future(submit(on_delta))
     task.add_done_callback(lambda _: queue.put_nowait(None))
     try:
-        yield answer.chunk("" if answer.chat else None, role=True)
+        # no chunk before the first token: its arrival time is the caller's time to first token
         while (piece := await queue.get()) is not None:
             if (sent := answer.text(piece)) is not None:
                 yield sent
