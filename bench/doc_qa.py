@@ -405,6 +405,7 @@ def inflight_series(runs: dict[str, Any]) -> list[str]:
 
 async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> dict[str, Any]:
     from bench.common import RESULTS, machine
+    from bench.plots import write_load_plot
     from engines.paths import configure_engine_env
 
     configure_engine_env()
@@ -435,6 +436,7 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "reply", "context"), separators=(",", ":"),
                                                    default=str))
     (folder / f"{out}.md").write_text(md)
+    write_load_plot(out, folder)
     print(md)
     return data
 

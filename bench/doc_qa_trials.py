@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import RESULTS, write_results
 from bench.doc_qa import BASELINES, KEEP_EXPANSION, SYSTEMS, reranker_words, summarize
+from bench.plots import write_load_plot
 from bench.rag import _f, bound_wording, speedups, verdict
 
 
@@ -245,6 +246,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     command = "python -m bench.doc_qa --study trials " + " ".join(argv)
     md = markdown(trials, names, command.strip())
     write_results(args.out, {"runs": names, "pooled": pool(trials)}, md, compact=True)
+    write_load_plot(args.out)
     return 0
 
 

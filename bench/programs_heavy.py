@@ -47,6 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_results
+from bench.plots import write_load_plot
 from bench.programs import rates_at_target, recorded_lengths, workload
 from bench.programs_vllm import BASELINES, ENGINE, FCFS_TEXT, QUEUES, load_texts, run_set, set_policy
 
@@ -205,6 +206,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
             "wall_s": time.perf_counter() - t0,
             "command": "python -m bench.programs --study heavy " + " ".join(argv)}
     write_results(args.out, data, markdown(data))
+    write_load_plot(args.out)
     return 0
 
 

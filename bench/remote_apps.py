@@ -311,6 +311,7 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
     data.update(startup_seconds=startup, quick=quick)
     if write:
         from bench.common import RESULTS, machine
+        from bench.plots import write_load_plot
         from bench.remote_apps_report import markdown
 
         data["machine"] = machine()
@@ -319,6 +320,7 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "parents"), indent=1, default=str))
         (folder / f"{out}.md").write_text(md.rstrip() + "\n")
+        write_load_plot(out, folder)
         print(md)
     return data
 

@@ -1,13 +1,17 @@
 """Assemble BENCHMARKS.md, the front page of the benchmark results, and bench/results/INDEX.md.
-Usage: python -m bench.report
+Usage: python -m bench.report [--plots [NAME ...]]
 
 BENCHMARKS.md is the hand-written headline in bench/results/FRONT.md (every system against every
 baseline, the simulator's measured error, what is missed; each number links to its study page and
 names its command) followed by a generated list of every study page by topic. INDEX.md lists every
 study page (bench/results/*.md but FRONT and INDEX), one line each: its title and a link. Fails if
-FRONT.md links to a page that does not exist or if BENCHMARKS.md would be over MAX_LINES lines."""
+FRONT.md links to a page that does not exist or if BENCHMARKS.md would be over MAX_LINES lines.
+
+`--plots` instead redraws every latency-against-load plot (bench/results/<name>_vs_load.png) from its
+page's committed JSON, without rerunning anything; `--plots NAME ...` draws those pages' (bench/plots.py)."""
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -51,7 +55,7 @@ assert timings. Section names cited elsewhere (README, docs, code comments) are 
 all listed in [bench/results/INDEX.md](bench/results/INDEX.md). Rebuild this page and the index with
 `python -m bench.report` after a study writes its page.
 """
-LINK = re.compile(r"\]\(([A-Za-z0-9_.-]+\.md)\)")
+LINK = re.compile(r"\]\(([A-Za-z0-9_.-]+\.(?:md|png))\)")  # a page or a plot in bench/results/
 
 
 def study_pages() -> list[str]:
@@ -83,7 +87,7 @@ def front() -> str:
     text = re.sub(r"\A\s*<!--.*?-->\s*", "", (RESULTS / f"{FRONT}.md").read_text(), flags=re.S)
     missing = sorted({m for m in LINK.findall(text) if not (RESULTS / m).exists()})
     if missing:
-        raise SystemExit(f"bench/results/{FRONT}.md links to missing pages: {', '.join(missing)}")
+        raise SystemExit(f"bench/results/{FRONT}.md links to missing pages or plots: {', '.join(missing)}")
     return LINK.sub(lambda m: f"](bench/results/{m.group(1)})", text).strip()
 
 
@@ -104,7 +108,17 @@ def page_list(groups: list[tuple[str, list[str]]], total: int) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("--plots", nargs="*", metavar="NAME", default=None,
+                   help="redraw the latency-against-load plots from their JSON (default: every one already drawn)")
+    args = p.parse_args(argv)
+    if args.plots is not None:
+        from bench.plots import redraw
+
+        for path in redraw(args.plots):
+            print(f"wrote {path.relative_to(ROOT)}")
+        return
     names = study_pages()
     groups = by_topic(names)
     m = machine()
