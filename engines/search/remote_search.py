@@ -10,11 +10,14 @@ concurrent calls over one pooled connection set (httpx, at most `max_connections
 
 Errors name the engine, the URL and the cause: a timeout (`timeout` seconds per call, default 10),
 a refused connection, a non-2xx status, a body that is not the JSON above. They reach the tenant,
-so they never quote the response body (its start is logged on "teola.engines" instead). Any failed call fails the batch (the engine protocol); the other calls of the batch are
-cancelled.
+so they never quote the response body (its start is logged on "teola.engines" instead). Any failed
+call fails the batch (the engine protocol); the other calls of the batch are cancelled. A call
+answered 429 or 5xx is retried first (engines.http_retry: the search is a GET, so sending it again
+is safe): up to `retries` times, each wait the answer's `Retry-After` or a jittered backoff, none
+ending over `max_retry_wait` seconds after the first attempt; then its status is the error.
 
-Options: url (required here), timeout (10 s), max_connections (64), headers (e.g. an API key),
-max_batch (1), max_efficient_batch (1). The API takes one query per call, so a batch would only
+Options: url (required here), timeout (10 s per attempt), max_connections (64), headers (e.g. an
+API key), retries (2; 0: never), max_retry_wait (5 s), max_batch (1), max_efficient_batch (1). The API takes one query per call, so a batch would only
 make its calls wait for the slowest of them (web-search latency is heavy-tailed): by default each
 search is its own batch, and up to 64 run at once (EngineProfile.max_inflight), so each query's
 results come back when its own call does (measured: bench/results/sweep_mi4_sb1.md vs
@@ -27,6 +30,7 @@ import logging
 from typing import Any, AsyncIterator
 from urllib.parse import urlsplit
 
+from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
 from engines.requests import PrimOp
 from engines.request_checks import search_request
 from engines.protocol import EngineProfile, profile_with
@@ -74,7 +78,8 @@ class RemoteSearchEngine:
     default_profile = EngineProfile(max_batch=1, max_efficient_batch=1, max_inflight=64)
 
     def __init__(self, name: str, *, url: str, timeout: float = 10.0, max_connections: int = 64,
-                 headers: dict[str, str] | None = None, max_batch: int | None = None,
+                 headers: dict[str, str] | None = None, retries: int = DEFAULT_RETRIES,
+                 max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT, max_batch: int | None = None,
                  max_efficient_batch: int | None = None) -> None:
         self.name = name
         self.url = check_url(name, url)
@@ -88,6 +93,7 @@ class RemoteSearchEngine:
         self.timeout = float(timeout)
         self.max_connections = max_connections
         self.headers = dict(headers or {})
+        self.retry = RetryPolicy.from_options(name, retries, max_retry_wait)
         self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
         self._client: Any = None
 
@@ -139,7 +145,9 @@ class RemoteSearchEngine:
 
         where = f"engine {self.name!r}: GET {self.url}"
         try:
-            response = await self._client.get(self.url, params={"q": query, "top_k": top_k})
+            response = await self.retry.call(
+                lambda: self._client.get(self.url, params={"q": query, "top_k": top_k}),
+                lambda r: r.status_code, lambda r: r.headers.get("retry-after"), where)
         except httpx.TimeoutException as exc:
             raise RemoteSearchError(f"{where} timed out after {self.timeout:g} s") from exc
         except httpx.TransportError as exc:

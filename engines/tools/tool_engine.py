@@ -5,14 +5,18 @@ a failed call returns "error: <why>" instead of failing the batch (an agent's mo
 
 - Python tools: `register_tool(name, fn, description)`; `fn(**args)` may be sync (run in a worker
   thread) or async. HTTP tools: `register_http_tool(name, url, method, timeout)` or the option
-  `http_tools=[{"name", "url", "method", "timeout", "description", "headers"}]`; `{placeholders}` in
-  the URL path/query are filled from args (engines.tools.http_url: a path argument is one encoded
+  `http_tools=[{"name", "url", "method", "timeout", "description", "headers", "idempotent"}]`;
+  `{placeholders}` in the URL path/query are filled from args (engines.tools.http_url: a path argument is one encoded
   segment and never "", "." or ".."; never in the scheme or host), the remaining args go as query
   parameters (GET, DELETE) or as a JSON body (POST, PUT, PATCH), and an arg named like a query
   parameter written in the URL is refused (those are fixed). A JSON response is decoded, anything
   else is returned as text; a non-2xx status is an error; a response body over `max_response_bytes`
-  (engine option, default 1 MiB) is an error. A GET, HEAD, PUT, DELETE or OPTIONS call whose pooled
-  keep-alive connection the server closed unanswered is sent once more.
+  (engine option, default 1 MiB) is an error. An idempotent call (GET, HEAD, PUT, DELETE or
+  OPTIONS, or any method registered with `idempotent=True`) whose pooled keep-alive connection the
+  server closed unanswered is sent once more, and one answered 429 or 5xx is retried
+  (engines.http_retry: up to the engine's `retries` times, default 2, honouring `Retry-After`,
+  no wait ending over `max_retry_wait` s, default 5, after the first attempt; all within the call's
+  timeout). A call that is not idempotent is never sent twice.
 - Every call has a timeout (per tool, else the engine's `timeout=` option, default 10 s). A sync tool
   that times out keeps running in its thread (Python cannot kill threads); its result is discarded.
 - Errors: the requests of a batch run concurrently; if any fails, `execute` raises `ToolBatchError`
@@ -40,6 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from engines.requests import PrimOp
 from engines.tools.builtin import add_days, calculator, convert_units, days_between, today, weekday
+from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
 from engines.tools.http_url import call_url
 from engines.tools.wikipedia import wikipedia_tool
 from engines.protocol import EngineProfile, profile_with
@@ -83,6 +88,7 @@ class Tool:
     method: str = "GET"
     headers: dict[str, str] = field(default_factory=dict)
     timeout: float | None = None
+    idempotent: bool = False
 
 
 @dataclass(slots=True)
@@ -93,6 +99,7 @@ class _Reply:
     content_type: str
     encoding: str
     body: bytes | None = None
+    retry_after: str | None = None
 
 
 class ToolEngine:
@@ -101,6 +108,8 @@ class ToolEngine:
     Options: defaults (register the built-in tools), wikipedia (True or TextSearchEngine options:
     add the `wikipedia` lookup), http_tools (list of HTTP tool specs), timeout (seconds per call,
     default 10), max_response_bytes (largest HTTP tool response body read, default 1 MiB),
+    retries (times an idempotent HTTP call answered 429/5xx is sent again, default 2; 0: never),
+    max_retry_wait (seconds after the first attempt by which a retry's wait must end, default 5),
     max_batch (32), max_efficient_batch (8)."""
 
     ops = frozenset({PrimOp.TOOL})
@@ -116,6 +125,8 @@ class ToolEngine:
         http_tools: list[dict[str, Any]] | None = None,
         timeout: float = 10.0,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        retries: int = DEFAULT_RETRIES,
+        max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
         max_batch: int | None = None,
         max_efficient_batch: int | None = None,
     ) -> None:
@@ -125,6 +136,7 @@ class ToolEngine:
             raise ValueError(f"option max_response_bytes={max_response_bytes!r}: must be a positive int")
         self.name = name
         self.max_response_bytes = max_response_bytes
+        self.retry = RetryPolicy.from_options(name, retries, max_retry_wait)
         self.timeout = float(timeout)
         self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
         self._tools: dict[str, Tool] = {}
@@ -158,12 +170,18 @@ class ToolEngine:
         timeout: float | None = None,
         description: str = "",
         headers: dict[str, str] | None = None,
+        idempotent: bool | None = None,
     ) -> None:
-        """Register an HTTP endpoint; `{arg}` placeholders in the URL path/query are filled from args."""
+        """Register an HTTP endpoint; `{arg}` placeholders in the URL path/query are filled from args.
+        idempotent: whether sending a call twice does what sending it once does (then a dropped
+        connection or a 429/5xx answer is retried); default True for GET, HEAD, PUT, DELETE and
+        OPTIONS, False otherwise (say True for a POST that only reads)."""
         self._check_name(name)
         method = str(method).upper()
         if method not in _HTTP_METHODS:
             raise ValueError(f"http tool {name!r}: method={method!r}; use one of {', '.join(_HTTP_METHODS)}")
+        if idempotent is not None and not isinstance(idempotent, bool):
+            raise ValueError(f"http tool {name!r}: idempotent={idempotent!r} must be true, false or left out")
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"http tool {name!r}: url={url!r} must be an absolute http:// or https:// URL")
@@ -175,6 +193,7 @@ class ToolEngine:
         self._tools[name] = Tool(
             name, description, url=url, method=method, headers=dict(headers or {}),
             timeout=_check_timeout(name, timeout),
+            idempotent=method in IDEMPOTENT if idempotent is None else idempotent,
         )
 
     def _check_name(self, name: Any) -> None:
@@ -299,7 +318,11 @@ class ToolEngine:
                     {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}))
             else:
                 kwargs["json"] = rest
-            reply = await self._request(tool.method, url, kwargs)
+            if tool.idempotent:
+                reply = await self.retry.call(lambda: self._request(tool.method, url, kwargs, True),
+                                              lambda r: r.status, lambda r: r.retry_after, f"tool {tool.name}: {where}")
+            else:
+                reply = await self._request(tool.method, url, kwargs, False)
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             log.warning("tool %s: %s failed: %s: %s", tool.name, where, type(exc).__name__, exc)
             raise ToolHTTPError(f"request failed ({type(exc).__name__})") from None
@@ -316,7 +339,7 @@ class ToolEngine:
         except LookupError:  # a charset Python does not know
             return reply.body.decode("utf-8", errors="replace")
 
-    async def _request(self, method: str, url: str, kwargs: dict[str, Any]) -> _Reply:
+    async def _request(self, method: str, url: str, kwargs: dict[str, Any], idempotent: bool) -> _Reply:
         """One HTTP request, its body read up to `max_response_bytes`. An
         idempotent one is sent once more if the server closed a pooled keep-alive connection just as
         it was reused (httpx's "Server disconnected without sending a response": the request never
@@ -326,14 +349,14 @@ class ToolEngine:
         try:
             return await self._read(method, url, kwargs)
         except httpx.RemoteProtocolError:
-            if method not in IDEMPOTENT:
+            if not idempotent:
                 raise
             return await self._read(method, url, kwargs)
 
     async def _read(self, method: str, url: str, kwargs: dict[str, Any]) -> _Reply:
         async with self._client.stream(method, url, **kwargs) as response:
             reply = _Reply(response.status_code, response.headers.get("content-type", ""),
-                           response.charset_encoding or "utf-8")
+                           response.charset_encoding or "utf-8", retry_after=response.headers.get("retry-after"))
             body = bytearray()
             async for chunk in response.aiter_bytes():
                 body += chunk
