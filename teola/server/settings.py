@@ -82,6 +82,9 @@ class ServerSettings:
     max_file_bytes: largest uploaded file (PDF, HTML, Markdown, DOCX, text) read into a document
         (413 above it; teola.server.uploads).
     max_file_pages: most pages of an uploaded PDF (413 above it).
+    sse_keepalive: seconds of silence after which a streamed query (``"stream": true``) sends a
+        ``: keep-alive`` comment, and again every as many seconds while it stays idle, so proxies
+        that close idle connections keep the stream open (teola.server.streaming); 0: none.
     """
 
     max_body_bytes: int = 16 * 1024 * 1024
@@ -113,6 +116,7 @@ class ServerSettings:
     secret: str | None = None
     max_file_bytes: int = 16 * 1024 * 1024
     max_file_pages: int = 500
+    sse_keepalive: float = 15.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -125,6 +129,10 @@ class ServerSettings:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")
         if not isinstance(self.malloc_arenas, int) or isinstance(self.malloc_arenas, bool) or self.malloc_arenas < 0:
             raise ValueError(f"ServerSettings.malloc_arenas must be an int >= 0, got {self.malloc_arenas!r}")
+        if isinstance(self.sse_keepalive, bool) or not isinstance(self.sse_keepalive, (int, float)) \
+                or not self.sse_keepalive >= 0:
+            raise ValueError(f"ServerSettings.sse_keepalive must be a number of seconds >= 0 (0: no keep-alive "
+                             f"comments), got {self.sse_keepalive!r}")
         for name in ("program_idle_timeout", "body_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

@@ -10,6 +10,9 @@ SSE events, each ``event: <kind>`` with one JSON ``data`` line:
                when the answer comes from a fallback branch or a non-LLM step);
   ``trace``    {"trace", "query_id", "latency"};  ``done`` {"query_id"};
   ``error``    {"status", "error", "detail"} instead of answer/trace/done when the query fails.
+While no event is due, a ``: keep-alive`` comment goes out every `ServerSettings.sse_keepalive`
+seconds (15 by default; 0: none), so proxies that cut idle connections keep a long query's stream
+open; SSE clients skip comments (teola.client.events.EventReader does).
 A client that disconnects, from a stream or from a plain request, cancels its query: queued
 primitives leave the engine queues and running LLM requests are aborted in vLLM."""
 from __future__ import annotations
@@ -23,6 +26,8 @@ from fastapi import Request
 from teola.server.errors import ApiError
 from teola.server.queries import plain, run_query
 from teola.server.tracing import in_context
+
+KEEPALIVE = b": keep-alive\n\n"
 
 if TYPE_CHECKING:
     from teola.compile.compiler import Compiled
@@ -40,7 +45,15 @@ async def sse_events(state: ServerState, name: str, app: Any, compiled: Compiled
     task.add_done_callback(lambda _: events.put_nowait(None))
     try:
         yield _event("started", {"query_id": compiled.query_id})
-        while (event := await events.get()) is not None:
+        every = state.settings.sse_keepalive or None
+        while True:
+            try:
+                event = await asyncio.wait_for(events.get(), every)
+            except asyncio.TimeoutError:
+                yield KEEPALIVE
+                continue
+            if event is None:
+                break
             kind = event.pop("event", "progress")
             yield _event("token" if kind == "token" else "progress", event)
         try:

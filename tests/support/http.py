@@ -9,9 +9,9 @@ from tests.support.waiting import until
 
 
 def sse(text: str) -> list[tuple[str, dict]]:
-    """A text/event-stream body as [(event kind, JSON data), ...]."""
+    """A text/event-stream body as [(event kind, JSON data), ...] (comments, e.g. keep-alives, skipped)."""
     return [(block.split("\n")[0].removeprefix("event: "), json.loads(block.split("\n")[1].removeprefix("data: ")))
-            for block in text.strip().split("\n\n")]
+            for block in text.strip().split("\n\n") if not block.startswith(":")]
 
 
 def metric(text: str, key: str) -> float:
