@@ -23,6 +23,10 @@ Request / result shapes per op (one request per item; the runtime batches reques
                   "ignore_eos": bool,             # optional (default False): decode exactly max_tokens
                                                   # tokens (fixed output lengths for benchmarks)
                   "seed": int | None,             # optional: sampling seed
+                  "json_object": bool,            # optional (Feature.STRUCTURED_OUTPUTS): one JSON object
+                  "json_schema": dict | None,     # optional (Feature.STRUCTURED_OUTPUTS): JSON matching it
+                  "logprobs": int | None,         # optional (Feature.LOGPROBS): per output token its
+                                                  # logprob and this many top alternatives
                   "owner": str, "tag": str,       # optional: keys abort() can name (query / request)
                   "stream_text": bool,            # optional: stream ("delta", text) as it decodes
                   "progress": bool,               # optional: stream ("progress", tokens decoded so far)
@@ -35,16 +39,31 @@ Request / result shapes per op (one request per item; the runtime batches reques
                 "num_cached_tokens": int, "num_output_tokens": int,
                 "output_token_ids": list[int],    # optional (vLLM): for resuming a preempted call
                 "finish_reason": str,             # optional: "stop" | "length" | "abort" (vLLM's)
+                "logprobs": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
+                              "bytes"}]}],        # with "logprobs" asked for: one per output token
                 "aborted": True,                  # only when abort() stopped it early
                 "kv_swap_loaded_tokens": int}     # optional (vLLM with kv_swap): KV swapped in
 - "tool":        {"tool": str, "args": dict}                     -> Any JSON-serializable
 """
 from __future__ import annotations
 
+import enum
 import logging
 
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Protocol, runtime_checkable
+
+
+class Feature(str, enum.Enum):
+    """What an LLM engine can do beyond the requests every LLM engine takes, declared once in its
+    profile (`EngineProfile.features`) so callers refuse a request it cannot honour instead of
+    probing it."""
+
+    STRUCTURED_OUTPUTS = "structured outputs"  # "json_object" / "json_schema": constrained decoding
+    LOGPROBS = "logprobs"                      # "logprobs": log-probabilities of the output tokens
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(slots=True)
@@ -62,6 +81,7 @@ class EngineProfile:
     runtime's default for the kind). Adapters of remote services whose latency is the network's, not
     a shared device's, take many: a batch of calls lasts as long as its slowest call, and a new batch
     should not wait for that tail.
+    features: what an LLM engine honours beyond the common request fields (`Feature`).
     """
 
     max_batch: int = 64
@@ -70,6 +90,7 @@ class EngineProfile:
     latency: dict[int, float] = field(default_factory=dict)
     context_window: int = 0
     max_inflight: int = 0
+    features: frozenset[Feature] = frozenset()
 
 
 @runtime_checkable
@@ -109,7 +130,7 @@ def profile_with(default: EngineProfile, max_batch: int | None = None,
     mb = max_batch or default.max_batch
     return EngineProfile(max_batch=mb, max_efficient_batch=min(max_efficient_batch or default.max_efficient_batch, mb),
                          token_budget=default.token_budget, context_window=default.context_window,
-                         max_inflight=default.max_inflight)
+                         max_inflight=default.max_inflight, features=default.features)
 
 
 async def restart_adapter(backend: Any) -> None:

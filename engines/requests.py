@@ -53,6 +53,8 @@ REQUEST_DEFAULTS: dict[str, Any] = {
     "presence_penalty": 0.0,   # OpenAI's penalties on tokens already in the output
     "frequency_penalty": 0.0,
     "json_object": False,  # constrain the output to one JSON object (guided decoding)
+    "json_schema": None,   # constrain the output to JSON matching this schema (guided decoding)
+    "logprobs": None,      # None: no logprobs; k >= 0: each output token's logprob and its k top alternatives
 }
 
 
@@ -126,8 +128,8 @@ class RerankRequest(TypedDict):
 
 class LLMRequest(TypedDict, total=False):
     """One LLM call (every LLM op). `parts` is required; the rest default (REQUEST_DEFAULTS) or are
-    absent: max_items (with a split), seed, top_p, presence/frequency penalties and json_object
-    (sampling), messages / tools or raw_prompt (a decode's whole conversation, or its raw text,
+    absent: max_items (with a split), seed, top_p, presence/frequency penalties, json_object,
+    json_schema and logprobs (sampling; the last three need the engine's Feature), messages / tools or raw_prompt (a decode's whole conversation, or its raw text,
     rendered instead of `parts`: engines/llm_text), owner / tag (keys abort() names), cache_salt, resume_ids
     and kv_swap_key (a preempted call's resume), and the fields of a call that pauses for tools
     (continuation, pause_kv, kv_key, api, predicted_tokens, resumes_preserved)."""
@@ -159,6 +161,8 @@ class LLMRequest(TypedDict, total=False):
     presence_penalty: float
     frequency_penalty: float
     json_object: bool
+    json_schema: dict[str, Any] | None
+    logprobs: int | None
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
     raw_prompt: str

@@ -151,9 +151,14 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
             **check_sampling(req), **check_chat(op, req), **check_pause(op, req)}
 
 
+MAX_LOGPROBS = 20  # top alternatives per token (OpenAI's limit, vLLM's default max_logprobs)
+
+
 def check_sampling(req: dict[str, Any]) -> dict[str, Any]:
     """The optional sampling fields "top_p" (in (0, 1]), "presence_penalty" and "frequency_penalty"
-    (in [-2, 2]) and "json_object" (bool: the output is constrained to one JSON object)."""
+    (in [-2, 2]), "json_object" (bool: the output is constrained to one JSON object), "json_schema"
+    (a JSON schema object the output is constrained to; not with json_object) and "logprobs"
+    (None, or 0-20 top alternatives returned with each output token's logprob)."""
     out = {}
     for name, low, high in (("top_p", 0.0, 1.0), ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0)):
         value = default(req, name)
@@ -163,6 +168,17 @@ def check_sampling(req: dict[str, Any]) -> dict[str, Any]:
     if out["top_p"] == 0:
         raise ValueError("request 'top_p' must be above 0 (1 keeps every token)")
     out["json_object"] = bool(default(req, "json_object"))
+    schema = default(req, "json_schema")
+    if schema is not None and not isinstance(schema, dict):
+        raise ValueError(f"request 'json_schema' must be a JSON schema object or None, got {schema!r:.80}")
+    if schema is not None and out["json_object"]:
+        raise ValueError("a request constrains its output with 'json_object' or 'json_schema', not both")
+    out["json_schema"] = schema
+    top = default(req, "logprobs")
+    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_LOGPROBS):
+        raise ValueError(f"request 'logprobs' must be None or an int in [0, {MAX_LOGPROBS}] (top alternatives per "
+                         f"token), got {top!r}")
+    out["logprobs"] = top
     return out
 
 

@@ -16,7 +16,10 @@ own HTTP request, and the runtime keeps up to `max_num_seqs` batches in flight o
 do is probed at start (engines.openai.capabilities: vLLM's sampling fields, token ids, priority
 scheduling, cached-token counts, health route, max_num_seqs and KV-cache size), with one log line each
 and a fallback, so vLLM's extras are used when present and any OpenAI-compatible server works.
-Requests go through the official `openai` async client (engines.openai.client). `abort(owners)`
+A decode's "json_schema" / "json_object" go to the server as `response_format` (declared as
+Feature.STRUCTURED_OUTPUTS only on a server that takes vLLM's fields) and "logprobs" as the
+completions API's `logprobs` (Feature.LOGPROBS). Requests go through the official `openai` async
+client (engines.openai.client). `abort(owners)`
 closes those requests' streams: vLLM aborts a request whose client went away.
 """
 from __future__ import annotations
@@ -33,7 +36,7 @@ from engines.models import resolve_model
 from engines.openai.capabilities import VLLM_NEUTRAL, Capabilities, probe
 from engines.openai.client import RemoteClient, RemoteEngineError, check_client_options
 from engines.paths import configure_engine_env
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, Feature
 from engines.requests import DECODE_OPS, PREFILL_OPS
 
 # OpenAI's own fields at their neutral values (the vLLM-only ones are in VLLM_NEUTRAL)
@@ -129,6 +132,9 @@ class OpenAILLMEngine:
             raise
         if self.max_num_seqs_option is None and self.caps.max_num_seqs:
             self._size(self.caps.max_num_seqs)
+        # OpenAI's completions API returns logprobs; structured outputs are vLLM's (its sampling fields)
+        self.profile.features = frozenset({Feature.LOGPROBS} | ({Feature.STRUCTURED_OUTPUTS}
+                                                                 if self.caps.vllm_fields else set()))
         self.profile.token_budget = self.caps.token_budget
         self.client = client
 
@@ -213,8 +219,13 @@ class OpenAILLMEngine:
         if not prefill:
             body.update(top_p=req["top_p"], presence_penalty=req["presence_penalty"],
                         frequency_penalty=req["frequency_penalty"])
-            if req["json_object"]:
+            if req["json_schema"] is not None:  # vLLM's completions API takes OpenAI's chat field
+                body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output",
+                                                                                  "schema": req["json_schema"]}}
+            elif req["json_object"]:
                 body["response_format"] = {"type": "json_object"}
+            if req["logprobs"] is not None:
+                body["logprobs"] = req["logprobs"]
         if req["stop"] and not prefill:
             body["stop"] = req["stop"]
         if req["seed"] is not None:
@@ -271,7 +282,7 @@ class OpenAILLMEngine:
     async def _decode(self, i: int, req: dict[str, Any], body: dict[str, Any], n_prompt: int,
                       emit: Emit | None) -> dict[str, Any]:
         out = Decoded(i, req, emit)
-        ended: dict[str, Any] = {}
+        ended: dict[str, Any] = {"logprobs": []}
         reader = asyncio.ensure_future(self._read(body, out, ended))
         live = _Live(reader, owners=[k for k in (req["owner"], req["tag"]) if k is not None])
         for key in live.owners:
@@ -298,6 +309,8 @@ class OpenAILLMEngine:
                   "num_output_tokens": tokens, "output_token_ids": token_ids,
                   # None when decoding was cut short because every item asked for was out
                   "finish_reason": ended.get("finish_reason") or "stop"}
+        if req["logprobs"] is not None:
+            result["logprobs"] = ended["logprobs"]
         if live.aborted:
             result["aborted"] = True
         return result
@@ -311,11 +324,30 @@ class OpenAILLMEngine:
                 for choice in chunk.choices or ():
                     if choice.finish_reason:
                         ended["finish_reason"] = choice.finish_reason
+                    if choice.logprobs is not None:
+                        ended["logprobs"].extend(completion_logprobs(choice.logprobs, body.get("logprobs") or 0))
                     ids = (choice.model_extra or {}).get("token_ids") or []
                     text = choice.text or ""
                     # without token ids, a streamed chunk with text carries one token (vLLM, OpenAI)
                     if await out.feed(text, ids, len(ids) or int(bool(text))):
                         return  # every item asked for is out: closing the stream stops the decode
+
+
+def completion_logprobs(logprobs: Any, top: int) -> list[dict[str, Any]]:
+    """A completions API chunk's logprobs (parallel lists of tokens, logprobs and top-logprob dicts)
+    in the per-token shape of engines/protocol.py."""
+    out = []
+    for k, token in enumerate(logprobs.tokens or ()):
+        alternatives = (logprobs.top_logprobs or [])[k] if k < len(logprobs.top_logprobs or []) else None
+        ranked = sorted((alternatives or {}).items(), key=lambda kv: -kv[1])[:top]
+        out.append({**_token(token, (logprobs.token_logprobs or [])[k]),
+                    "top_logprobs": [_token(t, lp) for t, lp in ranked]})
+    return out
+
+
+def _token(text: str, logprob: float | None) -> dict[str, Any]:
+    return {"token": text, "logprob": float(logprob if logprob is not None else -9999.0),  # OpenAI's "unlikely"
+            "bytes": list(text.encode())}
 
 
 def _counts(n_prompt: int, usage: Any) -> dict[str, Any]:

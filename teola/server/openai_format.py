@@ -7,9 +7,9 @@ Every field of a request is honoured or refused with a 400 naming it (`check_fie
 dropped silently. Honoured: model, messages / prompt, stream, stream_options.include_usage,
 max_tokens / max_completion_tokens, temperature, top_p, stop, seed, n=1, presence_penalty,
 frequency_penalty, user (the program id), tools, tool_choice ("auto" or "none"),
-parallel_tool_calls, response_format ("text", "json_object": guided decoding), logprobs=false,
-metadata, store=false, service_tier, and vLLM's ignore_eos. Refused: every other field, and
-n > 1, logprobs=true, echo, best_of > 1, suffix and tool_choice forcing a call."""
+parallel_tool_calls, response_format ("text"; "json_object" and "json_schema": structured outputs on
+engines that declare them), logprobs=false, metadata, store=false, service_tier, and vLLM's
+ignore_eos. Refused: every other field, and n > 1, logprobs=true, echo, best_of > 1 and suffix."""
 from __future__ import annotations
 
 import json
@@ -53,9 +53,10 @@ def check_fields(body: dict[str, Any], chat: bool) -> None:
         raise _invalid("top_logprobs is not served (logprobs are not returned)", "top_logprobs", "unsupported_value")
     fmt = body.get("response_format")
     kind = fmt.get("type") if isinstance(fmt, dict) else None
-    if fmt is not None and kind not in ("text", "json_object"):
-        raise _invalid(f"response_format {fmt!r:.80} is not served: use {{'type': 'text'}} or {{'type': "
-                       "'json_object'}} (JSON schemas are not enforced)", "response_format", "unsupported_value")
+    if fmt is not None and kind not in ("text", "json_object", "json_schema"):
+        raise _invalid(f"response_format {fmt!r:.80} is not served: use {{'type': 'text'}}, {{'type': "
+                       "'json_object'}} or {'type': 'json_schema', 'json_schema': {'name', 'schema'}}",
+                       "response_format", "unsupported_value")
 
 
 def _text(content: Any, where: str) -> str:
@@ -173,9 +174,28 @@ def generation(body: dict[str, Any]) -> dict[str, Any]:
             raise _invalid(f"{name} must be a number in {'(0' if name == 'top_p' else f'[{low:g}'}, {high:g}], "
                            f"got {value!r}", name)
         gen[name] = float(value)
-    if (body.get("response_format") or {}).get("type") == "json_object":
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_object":
         gen["json_object"] = True
+    elif fmt.get("type") == "json_schema":
+        gen["json_schema"] = response_schema(fmt)
     return gen
+
+
+def response_schema(fmt: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of a response_format {"type": "json_schema", "json_schema": {"name", "schema",
+    "strict"}}; the output is decoded under it whatever "strict" says."""
+    spec = fmt.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if not isinstance(schema, dict):
+        raise _invalid(f"response_format.json_schema must be {{'name': ..., 'schema': {{a JSON schema object}}}}, got "
+                       f"{spec!r:.80}", "response_format")
+    return schema
+
+
+def constrained(gen: dict[str, Any]) -> bool:
+    """Whether a call's output is constrained (json_object or json_schema: structured outputs)."""
+    return bool(gen.get("json_object")) or gen.get("json_schema") is not None
 
 
 # vLLM's reasons, as OpenAI names them ("abort": the call was cut short, e.g. its client left)

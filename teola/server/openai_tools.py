@@ -8,12 +8,16 @@ teola's (engines/llm_text/chat_messages.py). Recognised: ``<tool>{"name", "argum
 and the templates that copy them); "parameters" is taken for "arguments" (Llama 3.1). A closing tag
 may be missing at the end of the output (the model stopped there). A block that is not such a JSON
 object stays in the message's text, so nothing the model wrote is lost.
+
+tool_choice "required" or a named function forces one call: the output is decoded under the
+engine's structured outputs as the tool's arguments object (`ForcedCall`) and returned as a call.
 """
 from __future__ import annotations
 
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from teola.programs.tool_syntax import parse_tool_call
@@ -27,17 +31,56 @@ def _invalid(detail: str, param: str) -> ApiError:
     return ApiError(400, "invalid_value", detail, param=param)
 
 
-def offered_tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, bool]:
+@dataclass(frozen=True, slots=True)
+class ForcedCall:
+    """A call tool_choice forces ("required", or a named function): the model's output is
+    constrained (structured outputs) to `schema`, the arguments object of the one tool it may call,
+    or, with several, {"name": <one of them>, "arguments": {...}}; `calls` reads it back."""
+
+    names: tuple[str, ...]
+    schema: dict[str, Any]
+
+    @classmethod
+    def of(cls, tools: list[dict[str, Any]]) -> "ForcedCall":
+        params = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object", "properties": {}}
+                  for t in tools}
+        if len(params) == 1:
+            return cls(tuple(params), next(iter(params.values())))
+        return cls(tuple(params), {"anyOf": [
+            {"type": "object", "properties": {"name": {"const": name}, "arguments": schema},
+             "required": ["name", "arguments"], "additionalProperties": False} for name, schema in params.items()]})
+
+    def calls(self, text: str) -> list[dict[str, Any]]:
+        """The forced call in OpenAI's shape, or [] when `text` is not the JSON the schema asks for
+        (the decode was cut short by max_tokens): it is then returned as text."""
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return []
+        if len(self.names) > 1:
+            if not isinstance(obj, dict) or obj.get("name") not in self.names or not isinstance(obj.get("arguments"), dict):
+                return []
+            name, obj = obj["name"], obj["arguments"]
+        else:
+            name = self.names[0]
+        if not isinstance(obj, dict):
+            return []
+        return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                 "function": {"name": name, "arguments": json.dumps(obj)}}]
+
+
+def offered_tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, bool, ForcedCall | None]:
     """(the function definitions rendered into the prompt, or None; whether several calls may come
-    back) of a chat request. tool_choice "auto" (the default) lets the model choose; "none" keeps the
-    tools out of the prompt; "required" and a named function would need constrained decoding and
-    are refused with a 400."""
+    back; the call tool_choice forces, or None) of a chat request. tool_choice "auto" (the default)
+    lets the model choose; "none" keeps the tools out of the prompt; "required" (one call of any
+    tool) and {"type": "function", "function": {"name": ...}} (that tool) force one call, decoded
+    under structured outputs (`ForcedCall`)."""
     tools = body.get("tools")
     choice = body.get("tool_choice")
     if tools is None:
         if choice not in (None, "none", "auto"):
             raise _invalid("tool_choice names a tool but the request has no tools", "tool_choice")
-        return None, False
+        return None, False, None
     if not isinstance(tools, list) or not tools:
         raise _invalid("tools must be a non-empty list of {'type': 'function', 'function': {...}}", "tools")
     checked = []
@@ -54,15 +97,28 @@ def offered_tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, bo
         checked.append({"type": "function", "function": {k: fn[k] for k in ("name", "description", "parameters")
                                                          if fn.get(k) is not None}})
     if choice == "none":
-        return None, False
-    if choice not in (None, "auto"):
-        raise ApiError(400, "unsupported_value", f"tool_choice {choice!r:.80} is not served: teola's door lets the model "
-                       "choose (\"auto\") or offers no tools (\"none\"); forcing a call needs constrained decoding",
-                       param="tool_choice")
+        return None, False, None
     parallel = body.get("parallel_tool_calls")
     if parallel is not None and not isinstance(parallel, bool):
         raise _invalid(f"parallel_tool_calls must be a boolean, got {parallel!r}", "parallel_tool_calls")
-    return checked, parallel is not False
+    return checked, parallel is not False, _forced(choice, checked)
+
+
+def _forced(choice: Any, tools: list[dict[str, Any]]) -> ForcedCall | None:
+    if choice in (None, "auto"):
+        return None
+    if choice == "required":
+        return ForcedCall.of(tools)
+    fn = choice.get("function") if isinstance(choice, dict) else None
+    name = fn.get("name") if isinstance(fn, dict) else None
+    if not isinstance(choice, dict) or choice.get("type") != "function" or not isinstance(name, str):
+        raise _invalid(f"tool_choice must be \"auto\", \"none\", \"required\" or {{'type': 'function', 'function': "
+                       f"{{'name': ...}}}}, got {choice!r:.80}", "tool_choice")
+    named = [t for t in tools if t["function"]["name"] == name]
+    if not named:
+        raise _invalid(f"tool_choice names {name!r}, which is not among the request's tools "
+                       f"({', '.join(t['function']['name'] for t in tools)})", "tool_choice")
+    return ForcedCall.of(named)
 
 
 def parse_tool_calls(text: str, parallel: bool = True) -> tuple[str, list[dict[str, Any]]]:

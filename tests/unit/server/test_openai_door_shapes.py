@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from teola.server import ServerSettings
+from tests.support.structured_sim import StructuredSim
 from tests.unit.server.test_openai_door import serve
 
 USER = [{"role": "user", "content": "Name a fruit."}]
@@ -71,7 +72,7 @@ async def test_fields_that_cannot_be_honoured_are_refused_by_name(extra, param):
 
 
 async def test_honoured_fields_reach_the_engine_request():
-    async with serve() as (http, _, llm):
+    async with serve(engine=StructuredSim("llm")) as (http, _, llm):
         sdk = client(http)
         await sdk.chat.completions.create(model="agent", messages=USER, top_p=0.5, stop=["\n"], seed=7, n=1,
                                           presence_penalty=0.5, frequency_penalty=-0.5, max_completion_tokens=9,
