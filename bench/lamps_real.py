@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 from bench.common import percentile, serve_in_thread, write_results
+from bench.plots import write_load_plot
 from bench.sim_lamps import EXTRA_SYSTEMS, SYSTEMS, handling_for, lognormal_params, requests
 
 TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
@@ -241,7 +242,9 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data = asyncio.run(run_all(rates, n, trials, systems={x: known[x] for x in names}))
     data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
                 command="python -m bench.lamps_studies --study real " + " ".join(argv))
-    write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
+    name = args.out if not args.quick else "quick/" + args.out
+    write_results(name, data, markdown(data))
+    write_load_plot(name)
     return 0
 
 

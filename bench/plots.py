@@ -8,7 +8,8 @@ Read shapes (per flow, per load point, per system):
   `trials[k].summary.mean` and the trials' offered `rates`;
 - a remote_apps page: `apps[flow].runs[point][system]` with `rate`, `summary.mean`, `trials[k].summary.mean`;
 - one doc_qa run: `runs[flow][point]` with `rate` and `{system: {"mean": ...}}`;
-- a programs_heavy page: `summary` rows with `rate`, `policy`, `mean` and `mean_range` over the trials.
+- a programs_heavy page: `summary` rows with `rate`, `policy`, `mean` and `mean_range` over the trials;
+- a lamps_real page: `rows`, one per trial, with `rate`, `system` and `mean_s` (the mean over trials drawn).
 The plotted point is each system's mean latency; where a page has trials, the band is the min-max of the
 trials' means. "alone" (queries one at a time) is drawn at 0 queries/s.
 """
@@ -107,7 +108,24 @@ def series(data: dict[str, Any]) -> Panels:
         for r in rows:
             points.setdefault(str(r["rate"]), {})[r["policy"]] = r
         return _entries({flow: points}, _program_rows)
+    rows = [r for r in data.get("rows") or [] if isinstance(r, dict) and {"rate", "system", "mean_s"} <= set(r)]
+    if rows:
+        by_rate: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            point = by_rate.setdefault(str(r["rate"]), {"rate": r["rate"], "systems": {}})
+            point["systems"].setdefault(r["system"], []).append(r["mean_s"])
+        return _entries({"LLM calls pausing for tools": by_rate}, _trial_rows)
     return {}
+
+
+def _trial_rows(point: dict[str, Any]) -> Row:
+    """One rate's {"rate", "systems": {system: [each trial's mean]}}: the mean over the trials."""
+    out: Row = []
+    for system, means in point["systems"].items():
+        means = [m for m in map(_num, means) if m is not None]
+        if means:
+            out.append((system, _num(point["rate"]) or 0.0, sum(means) / len(means), means))
+    return out
 
 
 def _program_rows(row: dict[str, Any]) -> Row:
@@ -116,8 +134,10 @@ def _program_rows(row: dict[str, Any]) -> Row:
 
 
 def unit(data: dict[str, Any]) -> str:
-    """What arrives per second on the x axis: programs for a programs page, else queries."""
-    return "programs/s" if isinstance(data.get("summary"), list) else "queries/s"
+    """What arrives per second on the x axis: programs, requests (LLM calls) or queries."""
+    if isinstance(data.get("summary"), list):
+        return "programs/s"
+    return "requests/s" if any(isinstance(r, dict) and "mean_s" in r for r in data.get("rows") or []) else "queries/s"
 
 
 def host(data: dict[str, Any]) -> str:

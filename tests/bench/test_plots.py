@@ -80,6 +80,17 @@ def test_remote_apps_and_programs_pages():
     assert plots.unit(heavy) == "programs/s" and plots.unit(remote) == "queries/s"
 
 
+def test_a_lamps_real_page_draws_the_mean_over_its_trial_rows():
+    rows = [{"rate": r, "trial": k, "system": s, "mean_s": m} for r, s, ms in
+            [(2.4, "LAMPS", [5.0, 7.0]), (1.2, "LAMPS", [3.0, 4.0]), (1.2, "SJF", [4.0, 6.0])] for k, m in enumerate(ms)]
+    panels = plots.series({"rows": rows, "trials": 2})
+    (flow,) = panels
+    lamps = panels[flow]["LAMPS"]
+    assert lamps.rate == [1.2, 2.4] and lamps.mean == [3.5, 6.0] and lamps.low == [3.0, 5.0] and lamps.high == [4.0, 7.0]
+    assert panels[flow]["SJF"].mean == [5.0]
+    assert plots.unit({"rows": rows}) == "requests/s"
+
+
 def test_a_page_without_load_points_draws_nothing(tmp_path):
     (tmp_path / "flood.json").write_text(json.dumps({"alone": {"p99": 1.0}, "flooded": {"p99": 2.0}}))
     assert plots.write_load_plot("flood", tmp_path) is None
