@@ -109,7 +109,7 @@ def page_list(groups: list[tuple[str, list[str]]], total: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\nUsage")[0])
     p.add_argument("--plots", nargs="*", metavar="NAME", default=None,
                    help="redraw the latency-against-load plots from their JSON (default: every one already drawn)")
     args = p.parse_args(argv)
