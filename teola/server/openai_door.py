@@ -26,7 +26,8 @@ on top of it) gets teola's program-level scheduling without importing teola.
 - response_format json_object / json_schema and a forced tool_choice ("required" or a named
   function) are decoded under the engine's structured outputs (the request's "json_object" /
   "json_schema"); a forced call comes back as that tool call. An engine that does not declare
-  the capability (engines.protocol.Feature) answers 400 naming it.
+  the capability (engines.protocol.Feature) answers 400 naming it. So do logprobs / top_logprobs
+  (a completion's logprobs), returned in OpenAI's shape (streamed: all in the finish chunk).
 - Streamed, the first chunk goes out with the first token (the chat role in that chunk), as vLLM
   and OpenAI send it; nothing is sent before.
 - Bodies are read only when sent as ``Content-Type: application/json`` (415 otherwise: a web page
@@ -338,7 +339,8 @@ class _Answer:
         return self.chunk(sent) if sent else None
 
     def ending(self, result: dict[str, Any]) -> list[str]:
-        """The chunks after the last piece: held text that was no tool call, the tool calls, the finish."""
+        """The chunks after the last piece: held text that was no tool call, the tool calls, the finish
+        (with the logprobs of every output token, when asked for: the engine returns them at its end)."""
         out, calls = [], []
         if self.forced is not None:
             calls = self.forced.calls("".join(self.held))
@@ -349,7 +351,8 @@ class _Answer:
                 out.append(self.chunk(rest))
             if calls:
                 out.append(self.chunk(calls=calls))
-        return out + [self.chunk(None, finish=fmt.finish_reason(result, self.max_tokens, bool(calls)))]
+        return out + [self.chunk(None, finish=fmt.finish_reason(result, self.max_tokens, bool(calls)),
+                                 logprobs=fmt.choice_logprobs(self.chat, result.get("logprobs")))]
 
 
 class _Spend:

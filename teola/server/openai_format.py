@@ -8,8 +8,9 @@ dropped silently. Honoured: model, messages / prompt, stream, stream_options.inc
 max_tokens / max_completion_tokens, temperature, top_p, stop, seed, n=1, presence_penalty,
 frequency_penalty, user (the program id), tools, tool_choice ("auto" or "none"),
 parallel_tool_calls, response_format ("text"; "json_object" and "json_schema": structured outputs on
-engines that declare them), logprobs=false, metadata, store=false, service_tier, and vLLM's
-ignore_eos. Refused: every other field, and n > 1, logprobs=true, echo, best_of > 1 and suffix."""
+engines that declare them), logprobs and top_logprobs (a completion's logprobs: an int; on engines
+that declare them), metadata, store=false, service_tier, and vLLM's ignore_eos. Refused: every
+other field, and n > 1, echo, best_of > 1 and suffix."""
 from __future__ import annotations
 
 import json
@@ -28,7 +29,8 @@ CHAT_FIELDS = COMMON_FIELDS | {"messages", "max_completion_tokens", "tools", "to
                                "response_format", "top_logprobs"}
 COMPLETION_FIELDS = COMMON_FIELDS | {"prompt", "echo", "best_of", "suffix"}
 # fields honoured only at their neutral value (anything else is refused, naming the field)
-NEUTRAL = {"n": (1,), "logprobs": (False,), "echo": (False,), "best_of": (1,), "store": (False,)}
+NEUTRAL = {"n": (1,), "echo": (False,), "best_of": (1,), "store": (False,)}
+MAX_TOP_LOGPROBS = 20
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 
 
@@ -49,8 +51,6 @@ def check_fields(body: dict[str, Any], chat: bool) -> None:
             raise _invalid(f"{name}={body[name]!r:.40} is not served (only {values[0]!r})", name, "unsupported_value")
     if not chat and body.get("suffix"):
         raise _invalid("suffix (insertion) is not served", "suffix", "unsupported_value")
-    if chat and body.get("top_logprobs"):
-        raise _invalid("top_logprobs is not served (logprobs are not returned)", "top_logprobs", "unsupported_value")
     fmt = body.get("response_format")
     kind = fmt.get("type") if isinstance(fmt, dict) else None
     if fmt is not None and kind not in ("text", "json_object", "json_schema"):
@@ -174,12 +174,52 @@ def generation(body: dict[str, Any]) -> dict[str, Any]:
             raise _invalid(f"{name} must be a number in {'(0' if name == 'top_p' else f'[{low:g}'}, {high:g}], "
                            f"got {value!r}", name)
         gen[name] = float(value)
+    top = logprobs(body, "messages" in body)
+    if top is not None:
+        gen["logprobs"] = top
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_object":
         gen["json_object"] = True
     elif fmt.get("type") == "json_schema":
         gen["json_schema"] = response_schema(fmt)
     return gen
+
+
+def logprobs(body: dict[str, Any], chat: bool) -> int | None:
+    """How many top alternatives to return with each output token's logprob, or None for no
+    logprobs: chat's logprobs (bool) and top_logprobs (0-20), a completion's logprobs (0-20)."""
+    value = body.get("logprobs")
+    if chat:
+        top = body.get("top_logprobs")
+        if value is not None and not isinstance(value, bool):
+            raise _invalid(f"logprobs must be a boolean, got {value!r:.40}", "logprobs")
+        if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS):
+            raise _invalid(f"top_logprobs must be an int in [0, {MAX_TOP_LOGPROBS}], got {top!r:.40}", "top_logprobs")
+        if top is not None and not value:
+            raise _invalid("top_logprobs needs logprobs: true", "top_logprobs")
+        return (top or 0) if value else None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or not 0 <= value <= MAX_TOP_LOGPROBS):
+        raise _invalid(f"logprobs must be an int in [0, {MAX_TOP_LOGPROBS}] (top alternatives per token), got "
+                       f"{value!r:.40}", "logprobs")
+    return value
+
+
+def choice_logprobs(chat: bool, tokens: list[dict[str, Any]] | None, offset: int = 0) -> dict[str, Any] | None:
+    """A choice's "logprobs" from the engine's per-token logprobs (engines/protocol.py): chat's
+    {"content": [...], "refusal": None}; a completion's parallel lists (tokens, token_logprobs,
+    top_logprobs as {token: logprob}, text_offset from `offset` characters into the answer)."""
+    if tokens is None:
+        return None
+    if chat:
+        return {"content": tokens, "refusal": None}
+    offsets, at = [], offset
+    for t in tokens:
+        offsets.append(at)
+        at += len(t["token"])
+    return {"tokens": [t["token"] for t in tokens], "token_logprobs": [t["logprob"] for t in tokens],
+            "top_logprobs": [{a["token"]: a["logprob"] for a in t["top_logprobs"]} for t in tokens],
+            "text_offset": offsets}
 
 
 def response_schema(fmt: dict[str, Any]) -> dict[str, Any]:
@@ -227,7 +267,7 @@ def response(chat: bool, call_id: str, model: str, result: dict[str, Any], max_t
     text = result.get("text", "")
     calls = tools[1] if tools is not None else []
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(result, max_tokens, bool(calls)),
-                              "logprobs": None}
+                              "logprobs": choice_logprobs(chat, result.get("logprobs"))}
     if chat:
         choice["message"] = {"role": "assistant", "content": text}
         if calls:
@@ -239,9 +279,11 @@ def response(chat: bool, call_id: str, model: str, result: dict[str, Any], max_t
 
 
 def chunk(chat: bool, call_id: str, model: str, text: str | None = None, finish: str | None = None,
-          role: bool = False, use: dict[str, Any] | None = None, calls: list[dict[str, Any]] | None = None) -> str:
+          role: bool = False, use: dict[str, Any] | None = None, calls: list[dict[str, Any]] | None = None,
+          logprobs: dict[str, Any] | None = None) -> str:
     """One server-sent event of a streamed answer (OpenAI's chunk format); `calls`: tool calls,
-    each sent whole in one delta (with its index, id, name and arguments)."""
+    each sent whole in one delta (with its index, id, name and arguments); `logprobs`: the
+    choice's logprobs (`choice_logprobs`)."""
     choices: list[dict[str, Any]] = []
     if use is None:
         if chat:
@@ -250,9 +292,9 @@ def chunk(chat: bool, call_id: str, model: str, text: str | None = None, finish:
                 delta["content"] = text
             if calls:
                 delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(calls)]
-            choices = [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+            choices = [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]
         else:
-            choices = [{"index": 0, "text": text or "", "finish_reason": finish, "logprobs": None}]
+            choices = [{"index": 0, "text": text or "", "finish_reason": finish, "logprobs": logprobs}]
     body = {"id": call_id, "object": "chat.completion.chunk" if chat else "text_completion",
             "created": int(time.time()), "model": model, "choices": choices}
     if use is not None:
