@@ -1,20 +1,26 @@
-"""Server settings: limits, timeouts and the optional API key, each overridable from the environment."""
+"""Server settings: limits, timeouts and the optional API key, each overridable from the environment
+(pydantic-settings)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Mapping
+
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 _ENV_PREFIX = "TEOLA_"
 
 
-@dataclass(slots=True)
-class ServerSettings:
+class ServerSettings(BaseSettings):
     """Limits and options of one teola server.
 
     Every field can be set from the environment as ``TEOLA_<FIELD NAME IN UPPER CASE>`` (for example
     ``TEOLA_MAX_BODY_BYTES=1048576``, ``TEOLA_QUERY_TIMEOUT=30``, ``TEOLA_API_KEY=secret``) through
-    `ServerSettings.from_env()`; keyword arguments given there win over the environment.
+    `ServerSettings.from_env()` (pydantic-settings reads and converts them; booleans as 1/0,
+    true/false, yes/no, on/off); keyword arguments given there win over the environment. Built
+    with keywords, ``ServerSettings(query_timeout=30)``, it reads no environment and takes each value
+    as its exact type (no "30" for an int). An invalid value is a ValueError naming the field (and the
+    variable it came from).
 
     max_body_bytes: largest request body accepted (413 above it).
     max_documents: most documents one query may carry, inline plus uploaded (413 above it).
@@ -87,6 +93,10 @@ class ServerSettings:
         that close idle connections keep the stream open (teola.server.streaming); 0: none.
     """
 
+    model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, env_ignore_empty=True, strict=True, extra="forbid",
+                                      validate_assignment=True)
+
+
     max_body_bytes: int = 16 * 1024 * 1024
     max_documents: int = 64
     max_document_chars: int = 1_000_000
@@ -117,9 +127,29 @@ class ServerSettings:
     max_file_bytes: int = 16 * 1024 * 1024
     max_file_pages: int = 500
     sse_keepalive: float = 15.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = Field(default_factory=dict)
 
-    def __post_init__(self) -> None:
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ValueError(_describe(exc)) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:
+            raise ValueError(_describe(exc)) from None
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keywords only: the environment is read by `from_env`, never by plain construction."""
+        return (init_settings,)
+
+    @model_validator(mode="after")
+    def _check(self) -> ServerSettings:
         for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_tenant_documents",
                      "max_tenant_document_bytes", "max_tenant_namespaces", "max_tenant_kept_chunks",
                      "max_tenant_kept_bytes", "max_primitives", "compile_threads", "max_file_bytes",
@@ -150,42 +180,50 @@ class ServerSettings:
         if self.documents not in ("postgres", "memory"):
             raise ValueError(f"ServerSettings.documents must be 'postgres' or 'memory' (env TEOLA_DOCUMENTS), "
                              f"got {self.documents!r}")
+        return self
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> "ServerSettings":
-        """Settings from ``TEOLA_*`` environment variables, then `overrides`. A malformed value raises
-        ValueError naming the variable."""
-        env = os.environ if environ is None else environ
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name == "extra":
-                continue
-            var = _ENV_PREFIX + f.name.upper()
-            raw = env.get(var)
-            if raw is None or raw == "":
-                continue
-            values[f.name] = _parse(var, raw, f.type)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> ServerSettings:
+        """Settings from ``TEOLA_*`` environment variables (`environ`, default os.environ), then
+        `overrides` (None values ignored). A malformed value raises ValueError naming the variable."""
+        values = {k: v for k, v in overrides.items() if v is not None}
+        unknown = sorted(set(values) - set(cls.model_fields))
         if unknown:
-            raise ValueError(f"unknown server setting(s) {unknown}; known: {[f.name for f in fields(cls)]}")
-        return cls(**values)
+            raise ValueError(f"unknown server setting(s) {unknown}; known: {list(cls.model_fields)}")
+        raw = _Environ(cls, os.environ if environ is None else environ)()
+        parsed = {}
+        for name, value in raw.items():
+            annotation = cls.model_fields[name].annotation
+            try:  # lax: "30" -> 30, "off" -> False
+                parsed[name] = TypeAdapter(annotation).validate_python(value)
+            except ValidationError:
+                kind = getattr(annotation, "__name__", str(annotation))
+                raise ValueError(f"environment variable {_ENV_PREFIX}{name.upper()}={value!r} is not a valid "
+                                 f"{kind}") from None
+        return cls(**(parsed | values))
 
 
-def _parse(var: str, raw: str, annotation: Any) -> Any:
-    kind = str(annotation)
-    try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-        if kind == "bool":
-            low = raw.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-    except ValueError:
-        raise ValueError(f"environment variable {var}={raw!r} is not a valid {kind}") from None
-    return raw
+class _Environ(EnvSettingsSource):
+    """The ``TEOLA_*`` variables of a given mapping (os.environ or a test's dict), "extra" excepted."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        # names matched case-insensitively (lower case, as the source looks them up); "" is unset
+        return {k.lower(): v for k, v in self._environ.items() if v != "" and k.upper() != f"{_ENV_PREFIX}EXTRA"}
+
+
+def _describe(exc: ValidationError) -> str:
+    """One message naming each invalid field (the settings' own check's message when it has one)."""
+    lines = []
+    for err in exc.errors():
+        name = str(err["loc"][0]) if err["loc"] else ""
+        if err["type"] == "value_error":
+            lines.append(str(err["ctx"]["error"]))
+        elif err["type"] == "extra_forbidden":
+            lines.append(f"unknown server setting {name!r}; known: {list(ServerSettings.model_fields)}")
+        else:
+            lines.append(f"ServerSettings.{name}: {err['msg'].lower()}, got {err['input']!r}")
+    return "; ".join(lines)

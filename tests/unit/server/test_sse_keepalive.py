@@ -70,9 +70,10 @@ async def test_keep_alive_comments_can_be_turned_off():
     assert ": keep-alive" not in await _stream(0)
 
 
-@pytest.mark.parametrize("value", [-1, "15", True])
-def test_the_keep_alive_interval_is_validated(value):
-    with pytest.raises(ValueError, match="ServerSettings.sse_keepalive must be a number of seconds >= 0"):
+@pytest.mark.parametrize("value, message", [(-1, "must be a number of seconds >= 0"), ("15", "valid number"),
+                                            (True, "valid number")])
+def test_the_keep_alive_interval_is_validated(value, message):
+    with pytest.raises(ValueError, match=f"ServerSettings.sse_keepalive.*{message}"):
         ServerSettings(sse_keepalive=value)
 
 
