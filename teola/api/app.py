@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable
 
 from engines.registry import backend_ranks_by
 from teola.compile.compiler import Compiled, GraphCache, compile_query
+from teola.compile.single_primitive import embedding_query
 from teola.ir.engine_spec import Engine
 from teola.ir.node import Node
 from teola.runtime import QueryError, Result, Runtime
@@ -127,6 +128,15 @@ class App:
             raise
         self._record(telemetry, compiled, result.trace, start_ns, result, None)
         return result
+
+    async def embed(self, texts: list[str], engine: str = "embedding", config: dict[str, Any] | None = None) -> list[Any]:
+        """The embedding vectors of `texts` on `engine`, in order, computed as a query of one
+        EMBEDDING primitive, so its requests are batched with every other query's on that engine.
+        `config`: the query's runtime keys (timeout, tenant, ...)."""
+        spec = self.engines.get(engine)
+        if spec is None:
+            raise ValueError(f"app {self.name!r} has no engine {engine!r}; engines: {sorted(self.engines)}")
+        return (await self.execute(embedding_query(spec, texts), config)).output
 
     def _record(self, telemetry: Any, compiled: Compiled, trace: list, start_ns: int, result: Result | None,
                 error: BaseException | None) -> None:

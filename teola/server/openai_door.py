@@ -17,6 +17,9 @@ on top of it) gets teola's program-level scheduling without importing teola.
   ``settings.program_idle_timeout`` seconds without a call.
 - Auth and tenants as on every other endpoint; with several tenants, prompts carry the tenant's
   prefix-cache salt.
+- ``POST /v1/embeddings`` embeds on an app's embedding engine (``"<app>/<engine>"``), as a query of
+  one embedding primitive batched with every other query's (teola.server.openai_embeddings);
+  ``GET /v1/models`` lists the embedding engines too.
 - Chat messages go to the engine whole ("messages") and are rendered with the model's chat
   template, tools included (engines/llm_text/chat_messages.py: the template's own tool syntax
   when it has one, else teola's); the model's tool calls come back as OpenAI ``tool_calls``
@@ -48,21 +51,22 @@ import asyncio
 import itertools
 import json
 import uuid
-from typing import Any, AsyncIterator, Callable
+from typing import Any, Callable
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from engines.protocol import Feature
-from engines.request_checks import ContextTooLong
 from teola.runtime import CallFailed, llm_request
 import teola.server.openai_format as fmt
 from teola.server.errors import ApiError
 from teola.server.openai_calls import DoorCall
-from teola.server.openai_errors import OpenAIErrorResponse, door_error_event
-from teola.server.openai_tools import ForcedCall, ToolStream, offered_tools, parse_tool_calls
-from teola.server.quotas import Slot, call_tokens, estimate_tokens
+from teola.server.openai_embeddings import embedding_engines, embeddings
+from teola.server.openai_errors import OpenAIErrorResponse
+from teola.server.openai_stream import Answer, Spend, call_error, stream_answer
+from teola.server.openai_tools import ForcedCall, offered_tools, parse_tool_calls
+from teola.server.quotas import call_tokens, estimate_tokens
 from teola.server.state import ServerState
 from teola.server.streaming import unless_disconnected
 from teola.server.tracing import caller_context
@@ -118,9 +122,10 @@ def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
     api = APIRouter(dependencies=[Depends(auth)], tags=["openai"], responses=_ERRORS)
     clock = ProgramClock(state.settings.program_idle_timeout)
 
-    @api.get("/v1/models", summary="The LLM engines served through the OpenAI-compatible API")
+    @api.get("/v1/models", summary="The LLM and embedding engines served through the OpenAI-compatible API")
     async def models() -> dict[str, Any]:
-        ids = [f"{name}/{engine}" for name, app in sorted(state.apps.items()) for engine in _llm_engines(app)]
+        ids = [f"{name}/{engine}" for name, app in sorted(state.apps.items())
+               for engine in _llm_engines(app) + embedding_engines(app)]
         return {"object": "list", "data": [{"id": i, "object": "model", "owned_by": "teola"} for i in ids]}
 
     @api.post("/v1/chat/completions", summary="OpenAI-compatible chat completion (one program call)",
@@ -140,6 +145,14 @@ def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
         fmt.check_fields(body, chat=False)
         text = fmt.completion_prompt(body.get("prompt"))
         return await _serve(state, clock, request, body, {"parts": [["user", text]], "raw_prompt": text}, None)
+
+    @api.post("/v1/embeddings", summary="OpenAI-compatible embeddings (one query of one embedding primitive)",
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                  "type": "object", "required": ["model", "input"], "properties": {
+                      "model": {"type": "string"}, "input": {}, "encoding_format": {"type": "string"},
+                      "dimensions": {"type": "integer"}, "user": {"type": "string"}}}}}}})
+    async def embed(request: Request) -> Any:
+        return await embeddings(state, request, await _json(request))
     return api
 
 
@@ -207,12 +220,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     back; `forced`: the tool call tool_choice forces, decoded under structured outputs."""
     chat = "messages" in prompt
     app_name, app, engine = _target(state, body.get("model"))
-    gen = fmt.generation(body)
-    if forced is not None:
-        if fmt.constrained(gen):
-            raise ApiError(400, "invalid_value", "a request forcing a tool call (tool_choice) cannot also set a JSON "
-                           "response_format: the call's arguments are the JSON", param="response_format")
-        gen["json_schema"] = forced.schema
+    gen = _generation(body, forced)
     pid, ends, call_id, parents = _program(request, body)
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
@@ -243,15 +251,15 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     prompt_tokens = estimate_tokens("\n".join(text for _, text in prompt["parts"]))  # charged if cut short
     if body.get("stream"):
         call["stream_text"] = True
-        answer = _Answer(chat, call_id, model, gen["max_tokens"], parallel, forced)
-        stream = _stream(submit, done, _Spend(slot, prompt_tokens), seen, answer, bool(options.get("include_usage")))
+        answer = Answer(chat, call_id, model, gen["max_tokens"], parallel, forced)
+        stream = stream_answer(submit, done, Spend(slot, prompt_tokens), seen, answer, bool(options.get("include_usage")))
         return StreamingResponse(stream,
                                  media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
     try:
         outcome = await unless_disconnected(state, app_name, request, submit())
     except CallFailed as exc:
         seen.failed(exc, "engine")
-        raise _call_error(exc) from None
+        raise call_error(exc) from None
     except BaseException as exc:  # the client went away (ApiError 499), the handler was cancelled, a bug
         seen.failed(exc, "internal" if isinstance(exc, Exception) and not isinstance(exc, ApiError) else None)
         slot.charge(prompt_tokens + gen["max_tokens"])  # cut short: the engine's count is lost, so its bound
@@ -261,10 +269,27 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     seen.finished(outcome)
     slot.charge(call_tokens(outcome.result))
     result = outcome.result
-    tools = parse_tool_calls(result.get("text", ""), parallel) if parallel is not None else None
-    if forced is not None and (calls := forced.calls(result.get("text", ""))):
-        tools = ("", calls)
+    tools = _tool_calls(result.get("text", ""), parallel, forced)
     return JSONResponse(fmt.response(chat, call_id, model, result, gen["max_tokens"], tools), headers=headers)
+
+
+def _generation(body: dict[str, Any], forced: ForcedCall | None) -> dict[str, Any]:
+    """A call's generation options (teola.server.openai_format.generation); a forced tool call
+    constrains the output to its arguments' schema."""
+    gen = fmt.generation(body)
+    if forced is not None:
+        if fmt.constrained(gen):
+            raise ApiError(400, "invalid_value", "a request forcing a tool call (tool_choice) cannot also set a JSON "
+                           "response_format: the call's arguments are the JSON", param="response_format")
+        gen["json_schema"] = forced.schema
+    return gen
+
+
+def _tool_calls(text: str, parallel: bool | None, forced: ForcedCall | None) -> tuple[str, list[dict[str, Any]]] | None:
+    """(the text outside tool calls, the calls) of an answer to a request offering tools, else None."""
+    if forced is not None and (calls := forced.calls(text)):
+        return "", calls
+    return parse_tool_calls(text, parallel) if parallel is not None else None
 
 
 def header_value(text: str) -> str:
@@ -285,14 +310,6 @@ def _check_features(has: frozenset[Feature], gen: dict[str, Any], app: str, engi
                            f"{app!r} does not provide (in-process vLLM and vLLM servers do)", param=param)
 
 
-def _call_error(exc: CallFailed) -> ApiError:
-    """A failed call as OpenAI answers it: a prompt longer than the model's context window is the
-    caller's 400 `context_length_exceeded`; anything else the engine's 502."""
-    if isinstance(exc.__cause__, ContextTooLong):
-        return ApiError(400, "context_length_exceeded", str(exc.__cause__), param="messages")
-    return ApiError(502, "engine_failed", str(exc))
-
-
 def _engine_request(state: ServerState, tenant: str, prompt: dict[str, Any], gen: dict[str, Any]) -> dict[str, Any]:
     """The LLM request of a call: its prompt fields and generation options."""
     call = llm_request(prompt["parts"], True, gen)
@@ -308,113 +325,3 @@ def _shown(prompt: dict[str, Any]) -> str:
     """What the /ui list shows of a call: its raw prompt, or its conversation's last user or tool message."""
     messages = prompt.get("messages") or []
     return prompt.get("raw_prompt") or next((m["content"] for m in reversed(messages) if m["role"] in ("user", "tool")), "")
-
-
-class _Answer:
-    """How a streamed answer is written: chat or completion chunks, and, when tools are offered,
-    text held back from where a tool call may start (teola.server.openai_tools.ToolStream)."""
-
-    def __init__(self, chat: bool, call_id: str, model: str, max_tokens: int, parallel: bool | None,
-                 forced: ForcedCall | None = None) -> None:
-        self.chat, self.call_id, self.model, self.max_tokens = chat, call_id, model, max_tokens
-        self.tools = ToolStream(parallel) if parallel is not None else None
-        self.forced = forced
-        self.held: list[str] = []  # a forced call's arguments, sent whole once complete
-        self.started = False
-
-    def chunk(self, text: str | None = None, **kw: Any) -> str:
-        """A chunk of the answer; the first one carries the assistant's role (chat), as vLLM and
-        OpenAI send it with the first token."""
-        if self.chat and not self.started and kw.get("use") is None:
-            kw["role"] = True
-        self.started = self.started or kw.get("use") is None
-        return fmt.chunk(self.chat, self.call_id, self.model, text, **kw)
-
-    def text(self, piece: str) -> str | None:
-        """The chunk of a decoded piece, or None while it is held back."""
-        if self.forced is not None:
-            self.held.append(piece)
-            return None
-        sent = self.tools.feed(piece) if self.tools is not None else piece
-        return self.chunk(sent) if sent else None
-
-    def ending(self, result: dict[str, Any]) -> list[str]:
-        """The chunks after the last piece: held text that was no tool call, the tool calls, the finish
-        (with the logprobs of every output token, when asked for: the engine returns them at its end)."""
-        out, calls = [], []
-        if self.forced is not None:
-            calls = self.forced.calls("".join(self.held))
-            out.append(self.chunk(calls=calls) if calls else self.chunk("".join(self.held)))
-        if self.tools is not None:
-            rest, calls = self.tools.finish()
-            if rest:
-                out.append(self.chunk(rest))
-            if calls:
-                out.append(self.chunk(calls=calls))
-        return out + [self.chunk(None, finish=fmt.finish_reason(result, self.max_tokens, bool(calls)),
-                                 logprobs=fmt.choice_logprobs(self.chat, result.get("logprobs")))]
-
-
-class _Spend:
-    """What a streamed call is charged: the engine's count when it answers; cut short (its client
-    closed the stream, even right after the last token), its prompt estimate and the text it
-    streamed; failed on the engine, the text it streamed."""
-
-    def __init__(self, slot: Slot, prompt_tokens: int) -> None:
-        self.slot, self.prompt_tokens = slot, prompt_tokens
-        self.streamed: list[str] = []
-        self.charged = False
-
-    def settle(self, task: asyncio.Future) -> None:
-        """Charge the call once its stream ends, by how `task` (the call) ended."""
-        if task.done() and not task.cancelled() and task.exception() is None:
-            self._charge(call_tokens(task.result().result))
-        elif task.done() and isinstance(task.exception(), CallFailed):
-            self._charge(estimate_tokens("".join(self.streamed)))
-        else:
-            self._charge(self.prompt_tokens + estimate_tokens("".join(self.streamed)))
-
-    def _charge(self, tokens: int) -> None:
-        if not self.charged:
-            self.charged = True
-            self.slot.charge(tokens)
-
-
-async def _stream(submit: Callable[..., Any], done: Callable[[], None], spend: _Spend, seen: DoorCall,
-                  answer: _Answer, include_usage: bool) -> AsyncIterator[str]:
-    """The call's text as OpenAI stream chunks; a client that goes away withdraws (or aborts) it."""
-    queue: asyncio.Queue = asyncio.Queue()
-
-    def on_delta(piece: str) -> None:
-        spend.streamed.append(piece)
-        queue.put_nowait(piece)
-
-    task = asyncio.ensure_future(submit(on_delta))
-    task.add_done_callback(lambda _: queue.put_nowait(None))
-    try:
-        # no chunk before the first token: its arrival time is the caller's time to first token
-        while (piece := await queue.get()) is not None:
-            if (sent := answer.text(piece)) is not None:
-                yield sent
-        try:
-            outcome = task.result()
-        except CallFailed as exc:
-            seen.failed(exc, "engine")
-            err = _call_error(exc)
-            yield door_error_event(err.status, err.code, err.detail, err.param)
-            return
-        seen.finished(outcome)
-        spend.settle(task)
-        for sent in answer.ending(outcome.result):
-            yield sent
-        if include_usage:
-            yield answer.chunk(use=fmt.usage(outcome.result))
-        yield "data: [DONE]\n\n"
-    finally:
-        spend.settle(task)  # before any await: a closed stream's generator may be cancelled again at one
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            seen.failed(asyncio.CancelledError("the client disconnected"), None)
-            seen.state.metrics.cancelled.labels(seen.app_name, "disconnect").inc()
-        done()

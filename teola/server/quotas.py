@@ -159,7 +159,7 @@ def parse_shares(text: str | None) -> dict[str, float]:
 
 
 # uploads too: each one waits for its tenant's turn at the document store (teola.server.store_postgres)
-ADMITTED_PATHS = re.compile(r"^/v1/(apps/[^/]+/(query|documents)|chat/completions|completions)$")
+ADMITTED_PATHS = re.compile(r"^/v1/(apps/[^/]+/(query|documents)|chat/completions|completions|embeddings)$")
 
 
 class AdmissionMiddleware:
