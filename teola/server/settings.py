@@ -142,9 +142,14 @@ class ServerSettings(BaseSettings):
             raise ValueError(_describe(exc)) from None
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
         """Keywords only: the environment is read by `from_env`, never by plain construction."""
         return (init_settings,)
 
@@ -168,7 +173,8 @@ class ServerSettings(BaseSettings):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"ServerSettings.{name} must be a number of seconds > 0, got {value!r}")
         if not isinstance(self.query_timeout, (int, float)) or self.query_timeout <= 0:
-            raise ValueError(f"ServerSettings.query_timeout must be a number of seconds > 0, got {self.query_timeout!r}")
+            raise ValueError(f"ServerSettings.query_timeout must be a number of seconds > 0, "
+                             f"got {self.query_timeout!r}")
         if not isinstance(self.compile_queue, int) or isinstance(self.compile_queue, bool) or self.compile_queue < 0:
             raise ValueError(f"ServerSettings.compile_queue must be an int >= 0, got {self.compile_queue!r}")
         for name in ("tenant_max_queries", "tenant_tokens_per_minute"):
