@@ -39,6 +39,9 @@ class PromptRenderer:
             raise ValueError("the model's tokenizer has no chat template; use an instruct/chat model folder "
                              "whose tokenizer_config.json (or chat_template.jinja) defines one")
         self.tokenizer = tokenizer
+        # what decoded text leaves out (skip_special_tokens): the end of turn, the template's markers
+        self.special_ids = frozenset(tokenizer.all_special_ids)
+        self.special_tokens = frozenset(tokenizer.all_special_tokens)
 
     def messages(self, parts: Sequence[tuple[str, str]], complete: bool) -> list[dict[str, str]]:
         system = None

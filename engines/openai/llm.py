@@ -325,7 +325,8 @@ class OpenAILLMEngine:
                     if choice.finish_reason:
                         ended["finish_reason"] = choice.finish_reason
                     if choice.logprobs is not None:
-                        ended["logprobs"].extend(completion_logprobs(choice.logprobs, body.get("logprobs") or 0))
+                        ended["logprobs"].extend(completion_logprobs(choice.logprobs, body.get("logprobs") or 0,
+                                                                     self.renderer.special_tokens))
                     ids = (choice.model_extra or {}).get("token_ids") or []
                     text = choice.text or ""
                     # without token ids, a streamed chunk with text carries one token (vLLM, OpenAI)
@@ -333,11 +334,14 @@ class OpenAILLMEngine:
                         return  # every item asked for is out: closing the stream stops the decode
 
 
-def completion_logprobs(logprobs: Any, top: int) -> list[dict[str, Any]]:
+def completion_logprobs(logprobs: Any, top: int, special: frozenset[str]) -> list[dict[str, Any]]:
     """A completions API chunk's logprobs (parallel lists of tokens, logprobs and top-logprob dicts)
-    in the per-token shape of engines/protocol.py."""
+    in the per-token shape of engines/protocol.py; `special` tokens (the end of turn), which the
+    text leaves out, are left out too."""
     out = []
     for k, token in enumerate(logprobs.tokens or ()):
+        if token in special:
+            continue
         alternatives = (logprobs.top_logprobs or [])[k] if k < len(logprobs.top_logprobs or []) else None
         ranked = sorted((alternatives or {}).items(), key=lambda kv: -kv[1])[:top]
         out.append({**_token(token, (logprobs.token_logprobs or [])[k]),

@@ -365,7 +365,7 @@ class VLLMEngine:
         try:
             async for last in outputs:
                 if logprobs is not None:
-                    logprobs.extend(token_logprobs(last.outputs[0], req["logprobs"]))
+                    logprobs.extend(token_logprobs(last.outputs[0], req["logprobs"], self.renderer.special_ids))
                 if out is not None and await out.feed(last.outputs[0].text, last.outputs[0].token_ids):
                     break  # every item asked for is out: stop decoding the rest
         finally:

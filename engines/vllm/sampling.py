@@ -28,11 +28,14 @@ def structured_outputs(req: dict[str, Any], params: Any) -> Any:
     return params(json_object=True) if req["json_object"] else None
 
 
-def token_logprobs(output: Any, top: int) -> list[dict[str, Any]]:
+def token_logprobs(output: Any, top: int, special: frozenset[int]) -> list[dict[str, Any]]:
     """The logprobs of the tokens one vLLM output delta added, in OpenAI's shape: per token its text,
-    logprob, UTF-8 bytes and its `top` most likely alternatives."""
+    logprob, UTF-8 bytes and its `top` most likely alternatives; `special` tokens (the end of turn),
+    which the text leaves out, are left out too."""
     out = []
     for token_id, entries in zip(output.token_ids, output.logprobs or ()):
+        if token_id in special:
+            continue
         chosen = entries[token_id]
         ranked = sorted((e for e in entries.values() if e.rank is not None and e.rank <= top), key=lambda e: e.rank)
         out.append({**_token(chosen), "top_logprobs": [_token(e) for e in ranked]})

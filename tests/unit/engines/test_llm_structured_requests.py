@@ -53,10 +53,12 @@ def test_vllm_gets_a_schema_or_a_json_object_and_declares_both_features():
 
 def test_vllm_logprobs_become_openais_per_token_shape():
     lp = lambda value, rank, text: SimpleNamespace(logprob=value, rank=rank, decoded_token=text)  # noqa: E731
-    # the sampled token (7) ranked 2nd; vLLM adds it beside the top-k when it is outside them
-    output = SimpleNamespace(token_ids=[7, 9], logprobs=[{5: lp(-0.1, 1, "A"), 7: lp(-2.0, 2, "é")},
-                                                         {9: lp(-0.5, 1, "b"), 3: lp(-3.0, 4, "c")}])
-    first, second = token_logprobs(output, 1)
+    # the sampled token (7) ranked 2nd; vLLM adds it beside the top-k when it is outside them; the
+    # end-of-turn token (2) is left out like the text leaves it out
+    output = SimpleNamespace(token_ids=[7, 9, 2], logprobs=[{5: lp(-0.1, 1, "A"), 7: lp(-2.0, 2, "é")},
+                                                            {9: lp(-0.5, 1, "b"), 3: lp(-3.0, 4, "c")},
+                                                            {2: lp(-0.01, 1, "<|im_end|>")}])
+    first, second = token_logprobs(output, 1, frozenset({2}))
     assert first == {"token": "é", "logprob": -2.0, "bytes": [195, 169],
                      "top_logprobs": [{"token": "A", "logprob": -0.1, "bytes": [65]}]}
     assert second["token"] == "b" and [t["token"] for t in second["top_logprobs"]] == ["b"]
@@ -78,8 +80,8 @@ def test_a_remote_server_gets_response_format_and_logprobs():
 
 
 def test_remote_logprobs_become_openais_per_token_shape():
-    chunk = SimpleNamespace(tokens=["Hi", "!"], token_logprobs=[-0.5, None],
-                            top_logprobs=[{"Hi": -0.5, "Hello": -1.5, "Hey": -2.0}, None])
-    first, second = completion_logprobs(chunk, 2)
+    chunk = SimpleNamespace(tokens=["Hi", "!", "<|im_end|>"], token_logprobs=[-0.5, None, -0.1],
+                            top_logprobs=[{"Hi": -0.5, "Hello": -1.5, "Hey": -2.0}, None, None])
+    first, second = completion_logprobs(chunk, 2, frozenset({"<|im_end|>"}))
     assert first["token"] == "Hi" and [t["token"] for t in first["top_logprobs"]] == ["Hi", "Hello"]
     assert second == {"token": "!", "logprob": -9999.0, "bytes": [33], "top_logprobs": []}
