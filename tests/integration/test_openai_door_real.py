@@ -91,8 +91,8 @@ async def test_errors_are_openais_through_the_sdk(door):
     assert (bad.value.status_code, bad.value.code, bad.value.type, bad.value.param) == (
         400, "invalid_value", "invalid_request_error", "max_tokens")
     with pytest.raises(openai.BadRequestError) as refused:
-        await client.chat.completions.create(model="chat", messages=PARIS, logprobs=True)
-    assert refused.value.param == "logprobs"
+        await client.chat.completions.create(model="chat", messages=PARIS, n=2)
+    assert refused.value.param == "n"
     with pytest.raises(openai.NotFoundError) as missing:
         await client.completions.create(model="nope", prompt="x")
     assert missing.value.code == "model_not_found" and "chat/llm" in missing.value.message
