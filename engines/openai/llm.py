@@ -219,18 +219,13 @@ class OpenAILLMEngine:
         if not prefill:
             body.update(top_p=req["top_p"], presence_penalty=req["presence_penalty"],
                         frequency_penalty=req["frequency_penalty"])
-            if req["json_schema"] is not None:  # vLLM's completions API takes OpenAI's chat field
-                body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output",
-                                                                                  "schema": req["json_schema"]}}
-            elif req["json_object"]:
-                body["response_format"] = {"type": "json_object"}
             if req["logprobs"] is not None:
                 body["logprobs"] = req["logprobs"]
         if req["stop"] and not prefill:
             body["stop"] = req["stop"]
         if req["seed"] is not None:
             body["seed"] = req["seed"]
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {} if prefill else _response_format(req)
         if self.caps.vllm_fields:
             extra.update(VLLM_NEUTRAL, ignore_eos=req["ignore_eos"] and not prefill)
             if req["cache_salt"]:
@@ -332,6 +327,15 @@ class OpenAILLMEngine:
                     # without token ids, a streamed chunk with text carries one token (vLLM, OpenAI)
                     if await out.feed(text, ids, len(ids) or int(bool(text))):
                         return  # every item asked for is out: closing the stream stops the decode
+
+
+def _response_format(req: dict[str, Any]) -> dict[str, Any]:
+    """A decode's structured output as vLLM's completions API takes it (OpenAI's chat field, sent
+    in the body's extras: the SDK's completions call has no such argument)."""
+    if req["json_schema"] is not None:
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": "output",
+                                                                           "schema": req["json_schema"]}}}
+    return {"response_format": {"type": "json_object"}} if req["json_object"] else {}
 
 
 def completion_logprobs(logprobs: Any, top: int, special: frozenset[str]) -> list[dict[str, Any]]:

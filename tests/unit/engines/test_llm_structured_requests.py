@@ -73,10 +73,11 @@ def remote(vllm_fields: bool) -> OpenAILLMEngine:
 def test_a_remote_server_gets_response_format_and_logprobs():
     req = check_request("decoding", {"parts": PARTS, "json_schema": SCHEMA, "logprobs": 2}, 16)
     body = remote(True)._body(False, req, [1, 2, 3])
-    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "output", "schema": SCHEMA}}
+    assert body["extra_body"]["response_format"] == {"type": "json_schema", "json_schema": {"name": "output",
+                                                                                         "schema": SCHEMA}}
     assert body["logprobs"] == 2
     prefill = remote(True)._body(True, req, [1, 2, 3])
-    assert "response_format" not in prefill and "logprobs" not in prefill
+    assert "response_format" not in prefill.get("extra_body", {}) and "logprobs" not in prefill
 
 
 def test_remote_logprobs_become_openais_per_token_shape():
