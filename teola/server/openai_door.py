@@ -59,6 +59,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from engines.protocol import Feature
 from teola.runtime import CallFailed, llm_request
+import teola.server.door_models as door_models
 import teola.server.openai_format as fmt
 from teola.server.errors import ApiError
 from teola.server.openai_calls import DoorCall
@@ -175,24 +176,7 @@ async def _json(request: Request) -> dict[str, Any]:
 
 
 def _llm_engines(app: Any) -> list[str]:
-    return [name for name, spec in app.engines.items() if "decoding" in {getattr(o, "value", o) for o in spec.ops}]
-
-
-def _target(state: ServerState, model: Any) -> tuple[str, Any, str]:
-    """The app's name, the app and the LLM engine `model` names; 404 listing what is served otherwise."""
-    if not isinstance(model, str) or not model:
-        raise ApiError(400, "invalid_request", "model must name an app served here (or '<app>/<engine>')",
-                       param="model")
-    app_name, _, engine = model.partition("/")
-    app = state.apps.get(app_name)
-    engines = _llm_engines(app) if app is not None else []
-    if not engine:
-        engine = "llm" if "llm" in engines else engines[0] if len(engines) == 1 else ""
-    if app is None or engine not in engines:
-        served = [f"{n}/{e}" for n, a in sorted(state.apps.items()) for e in _llm_engines(a)]
-        raise ApiError(404, "model_not_found", f"unknown model {model!r}; served: {', '.join(served) or 'none'}",
-                       param="model")
-    return app_name, app, engine
+    return door_models.engines_running(app, "decoding")
 
 
 def _program(request: Request, body: dict[str, Any]) -> tuple[str, bool, str, list[str] | None]:
@@ -219,7 +203,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     `parallel`: None when no tool calls are parsed from the text, else whether several may come
     back; `forced`: the tool call tool_choice forces, decoded under structured outputs."""
     chat = "messages" in prompt
-    app_name, app, engine = _target(state, body.get("model"))
+    app_name, app, engine = door_models.resolve(state, body.get("model"), "decoding", "llm", "engine")
     gen = _generation(body, forced)
     pid, ends, call_id, parents = _program(request, body)
     options = body.get("stream_options") or {}

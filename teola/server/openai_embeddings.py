@@ -18,6 +18,7 @@ from fastapi import Request
 
 from teola.compile.chunk_tokenizer import chunk_tokenizer
 from teola.compile.single_primitive import embedding_query
+import teola.server.door_models as door_models
 from teola.server.errors import ApiError
 from teola.server.queries import run_query, tenant_config
 from teola.server.quotas import estimate_tokens
@@ -31,27 +32,11 @@ ENCODINGS = ("float", "base64")
 
 def embedding_engines(app: Any) -> list[str]:
     """The app's engines that run embedding."""
-    return [name for name, spec in app.engines.items() if "embedding" in {getattr(o, "value", o) for o in spec.ops}]
+    return door_models.engines_running(app, "embedding")
 
 
 def _invalid(detail: str, param: str, code: str = "invalid_value") -> ApiError:
     return ApiError(400, code, detail, param=param)
-
-
-def _target(state: ServerState, model: Any) -> tuple[str, Any, str]:
-    """The app's name, the app and the embedding engine `model` names; 404 listing what is served."""
-    if not isinstance(model, str) or not model:
-        raise _invalid("model must name an app served here (or '<app>/<embedding engine>')", "model")
-    app_name, _, engine = model.partition("/")
-    app = state.apps.get(app_name)
-    engines = embedding_engines(app) if app is not None else []
-    if not engine:
-        engine = "embedding" if "embedding" in engines else engines[0] if len(engines) == 1 else ""
-    if app is None or engine not in engines:
-        served = [f"{n}/{e}" for n, a in sorted(state.apps.items()) for e in embedding_engines(a)]
-        raise ApiError(404, "model_not_found", f"unknown embedding model {model!r}; served: "
-                       f"{', '.join(served) or 'none'}", param="model")
-    return app_name, app, engine
 
 
 def inputs(body: dict[str, Any]) -> list[str]:
@@ -87,7 +72,8 @@ def _encoded(vector: Any, encoding: str) -> Any:
 async def embeddings(state: ServerState, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     """The OpenAI embeddings answer of one request (see the module docstring)."""
     texts = inputs(body)
-    app_name, app, engine = _target(state, body.get("model"))
+    app_name, app, engine = door_models.resolve(
+        state, body.get("model"), "embedding", "embedding", "embedding engine")
     spec = app.engines[engine]
     if app.runtime is None:
         await app.start()
