@@ -27,7 +27,7 @@ class CallWork:
 
     __slots__ = ("future", "call_id", "instance", "on_delta", "started_at")
 
-    def __init__(self, future: asyncio.Future, call_id: str, on_delta: Callable[[str], None] | None = None) -> None:
+    def __init__(self, *, future: asyncio.Future, call_id: str, on_delta: Callable[[str], None] | None = None) -> None:
         self.future = future
         self.call_id = call_id
         self.instance: str | None = None

@@ -125,6 +125,9 @@ class Runtime:
         if self._started:
             return
         try:
+            self.supervisor = Supervisor(self.executor, self.instances, self.metrics,
+                                         lambda eng: self.schedulers[eng].kick(), self.health_interval,
+                                         self.restart_backoff)
             for name, spec in self.specs.items():
                 given = self.backends.get(name)
                 if isinstance(given, (list, tuple)) and len(given) != spec.instances:
@@ -139,23 +142,19 @@ class Runtime:
                 policy_name = spec.policy or self.policy_name
                 policy = make_policy(policy_name, **self.policy_options.get(policy_name, {}))
                 llm = bool(spec.ops) and spec.ops <= LLM_OPS
-                sched = self.schedulers[name] = EngineScheduler(spec, insts, self.executor, policy, self.metrics, llm,
-                                                                    self.tenant_shares)
-                if sched.pauses is not None:
-                    sched.pauses.costs, sched.length_predictor = self.pause_costs, self.length_predictor
-            self.supervisor = Supervisor(self.executor, self.instances, self.metrics,
-                                         lambda eng: self.schedulers[eng].kick(), self.health_interval,
-                                         self.restart_backoff)
-            for sched in self.schedulers.values():
-                sched.supervisor = self.supervisor
+                self.schedulers[name] = EngineScheduler(
+                    spec, insts, executor=self.executor, policy=policy, metrics=self.metrics, llm=llm,
+                    tenant_shares=self.tenant_shares, pause_costs=self.pause_costs,
+                    length_predictor=self.length_predictor, supervisor=self.supervisor)
             self.supervisor.start()
         except BaseException:
             await self._shutdown_instances()
             raise
-        self._ctx = QueryContext(self._submit_entry, self._withdraw_entry,
-                                 frozenset(n for n, s in self.schedulers.items() if s.llm), self.metrics,
-                                 self.prescheduling, self._query_ended, self.namespaces.spawn_cleanup,
-                                 getattr(self.executor, "data_path", None) == "refs", self._tool_done)
+        self._ctx = QueryContext(submit=self._submit_entry, withdraw=self._withdraw_entry,
+                                 llm_engines=frozenset(n for n, s in self.schedulers.items() if s.llm),
+                                 metrics=self.metrics, prescheduling=self.prescheduling, ended=self._query_ended,
+                                 cleanup=self.namespaces.spawn_cleanup, tool_done=self._tool_done,
+                                 remote_data=getattr(self.executor, "data_path", None) == "refs")
         self._started = True
 
     async def stop(self) -> None:
@@ -317,9 +316,10 @@ class Runtime:
             raise ValueError(f"no engine {engine!r}; engines: {sorted(self.schedulers)}")
         loop = asyncio.get_running_loop()
         now = loop.time()
-        work = CallWork(loop.create_future(), call_id, on_delta)
-        entry = Pending(program, call_id, "decoding", 0, now, [request], None, now, 0, work,
-                        None if parents is None else tuple(parents), tenant)
+        work = CallWork(future=loop.create_future(), call_id=call_id, on_delta=on_delta)
+        entry = Pending(query_id=program, name=call_id, op="decoding", depth=0, arrival=now, requests=[request],
+                        query_arrival=now, work=work, parents=None if parents is None else tuple(parents),
+                        tenant=tenant)
         sched.submit(entry)
         try:
             return await work.future

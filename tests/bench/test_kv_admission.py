@@ -22,7 +22,7 @@ def engine(free: int, waiting: list[int]) -> SimpleNamespace:
 
 
 def call(name: str, arrival: float, tokens: int) -> Pending:
-    return Pending(name, name, "decoding", 0, arrival, [{"max_tokens": 10}], tokens=[tokens])
+    return Pending(query_id=name, name=name, op="decoding", depth=0, arrival=arrival, requests=[{"max_tokens": 10}], tokens=[tokens])
 
 
 def queue() -> RequestQueue:
@@ -55,8 +55,8 @@ def test_the_wrapper_is_the_policy_for_everything_else():
 
 def test_request_order_fcfs_puts_a_continuation_ahead_of_later_requests():
     policy = make_policy("fcfs-request")
-    cont = Pending("r0", "r0-1", "decoding", 0, 9.0, [{"max_tokens": 5, "request_arrival": 1.0}], tokens=[500])
-    new = Pending("r1", "r1-0", "decoding", 0, 5.0, [{"max_tokens": 5, "request_arrival": 5.0}], tokens=[100])
+    cont = Pending(query_id="r0", name="r0-1", op="decoding", depth=0, arrival=9.0, requests=[{"max_tokens": 5, "request_arrival": 1.0}], tokens=[500])
+    new = Pending(query_id="r1", name="r1-0", op="decoding", depth=0, arrival=5.0, requests=[{"max_tokens": 5, "request_arrival": 5.0}], tokens=[100])
     picks = policy.schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks
     assert picks[0].entry is cont  # its request arrived at 1 s, before r1's at 5 s (teola's fcfs: r1 first)
     assert make_policy("fcfs").schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks[0].entry is new
@@ -65,8 +65,8 @@ def test_request_order_fcfs_puts_a_continuation_ahead_of_later_requests():
 def test_a_call_resuming_on_preserved_kv_goes_first_whatever_the_policy_order():
     llm = engine(0, [500])  # full, and a call waits in the engine: new calls are held
     llm.paused = {"r9": SimpleNamespace(held=object()), "r8": SimpleNamespace(held=None)}  # r8's KV was swapped
-    cont = Pending("r9", "r9-1", "decoding", 0, 9.0, [{"max_tokens": 5, "kv_key": "r9"}], tokens=[900])
-    swapped = Pending("r8", "r8-1", "decoding", 0, 8.0, [{"max_tokens": 5, "kv_key": "r8"}], tokens=[900])
+    cont = Pending(query_id="r9", name="r9-1", op="decoding", depth=0, arrival=9.0, requests=[{"max_tokens": 5, "kv_key": "r9"}], tokens=[900])
+    swapped = Pending(query_id="r8", name="r8-1", op="decoding", depth=0, arrival=8.0, requests=[{"max_tokens": 5, "kv_key": "r8"}], tokens=[900])
     q = RequestQueue([call("a", 0.0, 100), swapped, cont])
     gate = KVAdmission(make_policy("fcfs"), llm)
     assert [p.entry.name for p in gate.schedule(q, 10.0, Limits(256, 256, 0)).picks] == ["r9-1"]
@@ -81,10 +81,10 @@ def test_lamps_resumes_a_preserved_pause_first_without_the_kv_bound():
     is the largest), so its KV stayed pinned in teola's queue while new calls filled the cap."""
     llm = engine(0, [500])  # full, a call waits in the engine: with the KV bound nothing new would go
     llm.paused = {"r9": SimpleNamespace(held=object())}
-    cont = Pending("r9", "r9-1", "decoding", 0, 9.0,
-                   [{"max_tokens": 40, "kv_key": "r9", "api": "tool", "post_tokens": 40}], tokens=[2000])
-    new = Pending("a", "a-0", "decoding", 0, 0.0,
-                  [{"max_tokens": 40, "kv_key": "a", "api": "tool", "post_tokens": 40}], tokens=[400])
+    cont = Pending(query_id="r9", name="r9-1", op="decoding", depth=0, arrival=9.0,
+                   requests=[{"max_tokens": 40, "kv_key": "r9", "api": "tool", "post_tokens": 40}], tokens=[2000])
+    new = Pending(query_id="a", name="a-0", op="decoding", depth=0, arrival=0.0,
+                  requests=[{"max_tokens": 40, "kv_key": "a", "api": "tool", "post_tokens": 40}], tokens=[400])
     lamps = make_policy("lamps", api_defaults={"tool": 0.1}, step_s=0.02, fwd_s_per_token=1e-4,
                         swap_s_per_token=2e-5, batch_size=64)
     assert lamps.schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks[0].entry is new

@@ -46,4 +46,4 @@ def decoding_entry(program: str, requests: list[dict[str, Any]], t: float,
                    op: str = "decoding") -> tuple[Pending, RecordedWork]:
     """One `op` entry of `program` holding `requests` (a batched call when several), queued at `t`."""
     work = RecordedWork(len(requests))
-    return Pending(program, f"{program}.{op}", op, 0, t, requests, work=work), work
+    return Pending(query_id=program, name=f"{program}.{op}", op=op, depth=0, arrival=t, requests=requests, work=work), work

@@ -16,7 +16,7 @@ from teola.runtime.metrics import Metrics
 Span = tuple[Pending, int, int]  # an entry and the [first, end) of its requests in one batch
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class EngineContext:
     """name, executor, metrics, loop and running: the scheduler's own. The callbacks:
     spawn(coro): run a task the scheduler cancels on close;

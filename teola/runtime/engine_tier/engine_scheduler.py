@@ -20,12 +20,13 @@ from teola.ir.engine_spec import Engine
 from teola.ir.ops import PrimOp
 from teola.policies.base import Limits, Pending, Pick, Policy, RequestQueue
 from teola.programs.length_predictions import predict_lengths
-from teola.programs.pause_handling import PauseBook
+from teola.programs.pause_handling import PauseBook, PauseCosts
 from teola.programs.process_table import ProcessTable
 from teola.runtime.engine_tier.batch_runner import abort_on, run_batch, run_each, run_item_stream
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.preemption import Preemptor
 from teola.runtime.engine_tier.running_owners import RunningOwners
+from teola.runtime.engine_tier.supervisor import Supervisor
 from teola.runtime.engine_tier.tenant_shares import TenantShares
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
@@ -46,8 +47,10 @@ class EngineScheduler:
     shared queue, where `picker` chooses the instance for each batch). When entries of several
     tenants wait, the policy sees only those of the tenants within their fair share (`shares`)."""
 
-    def __init__(self, spec: Engine, instances: list[Instance], executor: Executor, policy: Policy,
-                 metrics: Metrics, llm: bool, tenant_shares: dict[str, float] | None = None) -> None:
+    def __init__(self, spec: Engine, instances: list[Instance], *, executor: Executor, policy: Policy,
+                 metrics: Metrics, llm: bool, tenant_shares: dict[str, float] | None = None,
+                 pause_costs: PauseCosts | None = None, length_predictor: Any = None,
+                 supervisor: Supervisor | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self.instances = instances
@@ -74,14 +77,16 @@ class EngineScheduler:
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
-        self.pauses = PauseBook(batch_size=self.max_efficient_batch) if llm else None  # the Runtime sets its costs
-        self.length_predictor: Any = None  # the Runtime option of that name
-        self.supervisor: Any = None  # teola.runtime.engine_tier.supervisor.Supervisor, set by the runtime
+        self.pauses = PauseBook(pause_costs, batch_size=self.max_efficient_batch) if llm else None
+        self.length_predictor = length_predictor  # the Runtime option of that name
+        self.supervisor = supervisor
         self.loop = asyncio.get_running_loop()
         self._closed = False
-        self.ctx = EngineContext(self.name, executor, metrics, self.loop, RunningOwners(), self.spawn, self.alive,
-                                 self._observe, self._landed, self.kick, lambda: self._policy,
-                                 lambda inst: self.queues.get(inst) or self.queue, self._next_batch)
+        self.ctx = EngineContext(name=self.name, executor=executor, metrics=metrics, loop=self.loop,
+                                 running=RunningOwners(), spawn=self.spawn, alive=self.alive, observe=self._observe,
+                                 landed=self._landed, kick=self.kick, policy=lambda: self._policy,
+                                 waiting=lambda inst: self.queues.get(inst) or self.queue,
+                                 next_batch=self._next_batch)
         self.policy = policy
 
     # ---- policy and programs --------------------------------------------------------------------

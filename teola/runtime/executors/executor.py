@@ -10,7 +10,7 @@ from engines.protocol import EngineProfile
 from teola.ir.engine_spec import Engine
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class Instance:
     """One engine instance as the schedulers see it.
 

@@ -37,7 +37,7 @@ class LocalExecutor:
         if not isinstance(profile, EngineProfile):
             profile = EngineProfile(max_batch=spec.max_batch, max_efficient_batch=spec.max_efficient_batch,
                                     token_budget=spec.token_budget)
-        return Instance(spec.name, index, backend, profile)
+        return Instance(engine=spec.name, index=index, handle=backend, profile=profile)
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return await instance.handle.execute(op, requests)

@@ -151,7 +151,7 @@ class RayExecutor:
         profile = EngineProfile(**p) if p else EngineProfile(max_batch=spec.max_batch,
                                                             max_efficient_batch=spec.max_efficient_batch,
                                                             token_budget=spec.token_budget)
-        inst = Instance(spec.name, index, handle, profile)
+        inst = Instance(engine=spec.name, index=index, handle=handle, profile=profile)
         self._plans[id(inst)] = plan
         self._record(inst, info)
         return inst

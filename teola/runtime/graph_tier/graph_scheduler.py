@@ -160,7 +160,7 @@ class QueryRun:
             depth = max(plan.prims[m].depth for m in members)
         else:
             kind = "prim"
-        self._dispatch(DispatchWork(self, kind, head, reqs, members, prefill), p, depth)
+        self._dispatch(DispatchWork(self, kind=kind, idx=head, requests=reqs, members=members, prefill=prefill), p, depth)
 
     def _group_ready(self, i: int, group: tuple[int, ...]) -> bool:
         """A member of a stream group is ready; True once every live member is (the group then runs)."""
@@ -201,7 +201,8 @@ class QueryRun:
                 r["cache_salt"] = self.cache_salt
         tag(self, p, reqs)
         now = self.loop.time()
-        entry = Pending(self.qid, p.name, p.op.value, depth, now, reqs, None, self.t0, 0, work, None, self.tenant)
+        entry = Pending(query_id=self.qid, name=p.name, op=p.op.value, depth=depth, arrival=now, requests=reqs,
+                        query_arrival=self.t0, work=work, tenant=self.tenant)
         work.entry = entry
         rel = now - self.t0
         for i in work.traced():

@@ -11,7 +11,7 @@ from teola.runtime.errors import QueryError
 from teola.runtime.metrics import Metrics
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, frozen=True, kw_only=True)
 class QueryContext:
     """submit(engine, entry) queues an entry on an engine scheduler; withdraw(engine, entry) drops
     it if still queued; llm_engines: the LLM engines (cache salts and speculation tags go to their requests); prescheduling:

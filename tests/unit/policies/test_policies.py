@@ -7,7 +7,7 @@ from teola.runtime.policy_registry import (Decision, Filler, Limits, Pending, Pi
 
 def entry(qid, name, depth, arrival, n=1, op="prefilling", tokens=None):
     reqs = [{"i": i} for i in range(n)]
-    return Pending(qid, name, op, depth, arrival, reqs, [tokens] * n if tokens else None)
+    return Pending(query_id=qid, name=name, op=op, depth=depth, arrival=arrival, requests=reqs, tokens=[tokens] * n if tokens else None)
 
 
 def picked(d: Decision):

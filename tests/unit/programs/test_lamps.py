@@ -56,7 +56,7 @@ def test_the_worked_handling_example_of_the_docs(tool):
 
 
 def entry(name: str, max_tokens: int, prompt: int = 10, arrival: float = 0.0, **req) -> Pending:
-    return Pending(name, name, "decoding", 0, arrival, [{"max_tokens": max_tokens, **req}],
+    return Pending(query_id=name, name=name, op="decoding", depth=0, arrival=arrival, requests=[{"max_tokens": max_tokens, **req}],
                    tokens=[prompt + max_tokens])
 
 
@@ -187,7 +187,7 @@ def segment(request: str, j: int, max_tokens: int, arrival: float, last: bool = 
     req = {"max_tokens": max_tokens, "kv_key": request}
     if not last:
         req["pause_kv"] = "swap"
-    return Pending(request, f"{request}#{j}", "decoding", 0, arrival, [req], tokens=[10 + max_tokens])
+    return Pending(query_id=request, name=f"{request}#{j}", op="decoding", depth=0, arrival=arrival, requests=[req], tokens=[10 + max_tokens])
 
 
 def test_a_starving_request_stays_ahead_after_its_api_call_until_it_completes():

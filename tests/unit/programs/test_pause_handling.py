@@ -145,7 +145,7 @@ async def test_auto_is_chosen_from_the_length_prediction_with_the_inputs_lamps_r
         await rt.stop()
     assert req["predicted_tokens"] == 20 and req["pause_kv"] == "discard"
     # the score of that call: 20 x 100 + 210 before the API, 120 tokens held 6 iterations (0.12 s)
-    score, handling = LAMPSPolicy(**options).score(Pending("p", "c", "decoding", 0, 0.0, [req], tokens=[600]))
+    score, handling = LAMPSPolicy(**options).score(Pending(query_id="p", name="c", op="decoding", depth=0, arrival=0.0, requests=[req], tokens=[600]))
     assert handling == "discard" and score == pytest.approx(2210 + 720)
 
 

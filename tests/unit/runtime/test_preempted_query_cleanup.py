@@ -47,8 +47,8 @@ def run_query(fail_at: float | None):
                 rt.schedulers["llm"].abort(run.qid)
             rt.end_program(run.qid)
 
-        ctx = QueryContext(lambda eng, e: rt.schedulers[eng].submit(e), lambda eng, e: rt.schedulers[eng].remove(e),
-                           frozenset({"llm"}), rt.metrics, True, ended, lambda run: cleanups.append(loop.time()))
+        ctx = QueryContext(submit=lambda eng, e: rt.schedulers[eng].submit(e), withdraw=lambda eng, e: rt.schedulers[eng].remove(e),
+                           llm_engines=frozenset({"llm"}), metrics=rt.metrics, prescheduling=True, ended=ended, cleanup=lambda run: cleanups.append(loop.time()))
         compiled = compiled_query()
         run = QueryRun(ctx, compiled, {}, rt.plans.get(compiled.egraph))
         run.needs_cleanup = True  # as a query that ingested documents into a namespace of its own

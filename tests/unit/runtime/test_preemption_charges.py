@@ -22,7 +22,7 @@ def test_observe_charges_only_what_no_progress_event_charged_over_all_runs():
     run 2 streamed, 10 - 4 - 2 = 4 at the end; the program's service is 10 (charging run 1's
     streamed tokens again at the end would make it 14)."""
     policy = make_policy("plas", beta=None, base_quantum=100, service="tokens")
-    e = Pending("prog", "prog.decoding", "decoding", 0, 0.0, [{"parts": [["q", "x"]], "max_tokens": 10}])
+    e = Pending(query_id="prog", name="prog.decoding", op="decoding", depth=0, arrival=0.0, requests=[{"parts": [["q", "x"]], "max_tokens": 10}])
     first = policy.schedule([e], 0.0, LIMITS).picks[0]
     e.taken = 1
     policy.progress(e, 3, 3.0)

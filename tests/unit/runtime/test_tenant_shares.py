@@ -16,7 +16,7 @@ from teola.sim.virtual_loop import run_virtual
 
 
 def pending(tenant: str, name: str, t: float = 0.0, n: int = 1) -> Pending:
-    return Pending(f"q-{name}", name, "decoding", 0, t, [{} for _ in range(n)], tenant=tenant)
+    return Pending(query_id=f"q-{name}", name=name, op="decoding", depth=0, arrival=t, requests=[{} for _ in range(n)], tenant=tenant)
 
 
 def test_one_tenant_is_never_filtered():
