@@ -2,7 +2,9 @@
 the engine decodes, the first one only with the first token (the chat role in it, as vLLM and
 OpenAI send it), text held back where a tool call may start or while a forced call's arguments
 are decoded, what the call is charged however its stream ends, and a failed call as OpenAI
-answers it."""
+answers it. While nothing is sent (the call queued or prefilling, a forced call's arguments held
+back), a ``: keep-alive`` comment line goes out every `ServerSettings.sse_keepalive` seconds, as on
+the native query stream (teola.server.streaming); SSE clients, the openai SDK among them, skip it."""
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +18,8 @@ from teola.server.openai_calls import DoorCall
 from teola.server.openai_errors import door_error_event
 from teola.server.openai_tools import ForcedCall, ToolStream
 from teola.server.quotas import Slot, call_tokens, estimate_tokens
+
+KEEPALIVE = ": keep-alive\n\n"
 
 
 def call_error(exc: CallFailed) -> ApiError:
@@ -108,10 +112,10 @@ async def stream_answer(submit: Callable[..., Any], done: Callable[[], None], sp
     task = asyncio.ensure_future(submit(on_delta))
     task.add_done_callback(lambda _: queue.put_nowait(None))
     try:
-        # no chunk before the first token: its arrival time is the caller's time to first token
-        while (piece := await queue.get()) is not None:
-            if (sent := answer.text(piece)) is not None:
-                yield sent
+        # no chunk before the first token (its arrival time is the caller's time to first token),
+        # only keep-alive comments
+        async for sent in _pieces(queue, answer, seen.state.settings.sse_keepalive):
+            yield sent
         try:
             outcome = task.result()
         except CallFailed as exc:
@@ -134,3 +138,23 @@ async def stream_answer(submit: Callable[..., Any], done: Callable[[], None], sp
             seen.failed(asyncio.CancelledError("the client disconnected"), None)
             seen.state.metrics.cancelled.labels(seen.app_name, "disconnect").inc()
         done()
+
+
+async def _pieces(queue: asyncio.Queue, answer: Answer, keepalive: float) -> AsyncIterator[str]:
+    """The chunks of the pieces in `queue` until its None, with a keep-alive comment after every
+    `keepalive` seconds (0: never) in which nothing was sent."""
+    loop = asyncio.get_running_loop()
+    last = loop.time()
+    while True:
+        wait = max(0.0, last + keepalive - loop.time()) if keepalive else None
+        try:
+            piece = await asyncio.wait_for(queue.get(), wait)
+        except asyncio.TimeoutError:
+            last = loop.time()
+            yield KEEPALIVE
+            continue
+        if piece is None:
+            return
+        if (sent := answer.text(piece)) is not None:
+            last = loop.time()
+            yield sent

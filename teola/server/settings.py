@@ -88,9 +88,10 @@ class ServerSettings(BaseSettings):
     max_file_bytes: largest uploaded file (PDF, HTML, Markdown, DOCX, text) read into a document
         (413 above it; teola.server.uploads).
     max_file_pages: most pages of an uploaded PDF (413 above it).
-    sse_keepalive: seconds of silence after which a streamed query (``"stream": true``) sends a
-        ``: keep-alive`` comment, and again every as many seconds while it stays idle, so proxies
-        that close idle connections keep the stream open (teola.server.streaming); 0: none.
+    sse_keepalive: seconds of silence after which a streamed query (``"stream": true``) or a streamed
+        call of the OpenAI door sends a ``: keep-alive`` comment, and again every as many seconds
+        while it stays idle, so proxies that close idle connections keep the stream open
+        (teola.server.streaming, teola.server.openai_stream); 0: none.
     """
 
     model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, env_ignore_empty=True, strict=True, extra="forbid",
