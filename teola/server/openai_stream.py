@@ -149,7 +149,7 @@ async def _pieces(queue: asyncio.Queue, answer: Answer, keepalive: float) -> Asy
         wait = max(0.0, last + keepalive - loop.time()) if keepalive else None
         try:
             piece = await asyncio.wait_for(queue.get(), wait)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             last = loop.time()
             yield KEEPALIVE
             continue
