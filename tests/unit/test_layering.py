@@ -1,7 +1,8 @@
 """The product's layering, checked on the source: every import in teola/ and engines/ (module level
-and inside functions) points down or sideways, never up; nothing in the product imports bench,
-tests or apps; code outside teola/runtime reaches the runtime only through `teola.runtime`'s public
-names; files and functions stay small."""
+and inside functions) between two packages is one that the layer table (tests/support/layers.py)
+declares for the importing package, and every declaration is used; nothing in the product imports
+bench, tests or apps; code outside teola/runtime reaches the runtime only through `teola.runtime`'s
+public names; docs/architecture.md shows the table as declared; files and functions stay small."""
 from __future__ import annotations
 
 import ast
@@ -10,29 +11,14 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
+import tests.support.layers as layers
+
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("teola", "engines")
 FORBIDDEN_TOPS = ("bench", "tests", "apps")
 MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 60
-
-# Layers from the bottom; a module may import from its own layer or a lower one. A teola module
-# not listed here belongs to the core layer (IR, passes, components, compiler, balancers, ...).
-TOP_MODULE_LAYER = {"teola.runtime": 2, "teola.api": 3,
-                    "teola.server": 4, "teola.sim": 4, "teola.plan": 4, "teola.cli": 5}
-ENGINES, CORE = 0, 1
-
-
-def layer_of(module: str) -> int:
-    if module == "engines" or module.startswith("engines."):
-        return ENGINES
-    if module == "teola":  # the package's __init__ re-exports the public API (App and below)
-        return TOP_MODULE_LAYER["teola.api"]
-    best, rank = "", CORE
-    for prefix, r in TOP_MODULE_LAYER.items():
-        if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
-            best, rank = prefix, r
-    return rank
+TABLE = "tests/support/layers.py"
 
 
 def module_name(path: Path) -> str:
@@ -63,20 +49,37 @@ def product_files() -> list[Path]:
     return sorted(p for top in PRODUCT for p in (ROOT / top).rglob("*.py"))
 
 
+def package_edges(path: Path) -> list[tuple[int, str, layers.Package, layers.Package | None]]:
+    """(line, imported module, importer's package, imported module's package) for every import of
+    teola or engines from `path` that leaves the importer's package."""
+    me = layers.package_of(module_name(path))
+    out: list[tuple[int, str, layers.Package, layers.Package | None]] = []
+    if me is None:
+        return out
+    for line, mod in imports_of(path):
+        if mod.split(".")[0] in PRODUCT and not me.holds(mod):
+            out.append((line, mod, me, layers.package_of(mod)))
+    return out
+
+
 def violations(path: Path) -> list[str]:
     me = module_name(path)
-    mine = layer_of(me)
     inside_runtime = me == "teola.runtime" or me.startswith("teola.runtime.")
     found = []
+    if layers.package_of(me) is None:
+        found.append(f"{path.relative_to(ROOT)}: {me} is in no package of {TABLE}; add it there")
     for line, mod in imports_of(path):
         top = mod.split(".")[0]
-        where = f"{path.relative_to(ROOT)}:{line} imports {mod}"
         if top in FORBIDDEN_TOPS:
-            found.append(f"{where}: the product may not import {top}/")
-        if top not in ("teola", "engines"):
-            continue
-        if layer_of(mod) > mine:
-            found.append(f"{where}: upward (layer {layer_of(mod)} from layer {mine})")
+            found.append(f"{path.relative_to(ROOT)}:{line} imports {mod}: the product may not import {top}/")
+    for line, mod, pkg, theirs in package_edges(path):
+        where = f"{path.relative_to(ROOT)}:{line} imports {mod}"
+        if theirs is None:
+            found.append(f"{where}: {mod} is in no package of {TABLE}")
+        elif not pkg.allows(theirs.name):
+            kind = "upward" if theirs.layer > pkg.layer else "undeclared"
+            found.append(f"{where}: {kind} ({pkg.name}, layer {pkg.layer}, may not import {theirs.name}, "
+                         f"layer {theirs.layer}; declare it in {TABLE} if it belongs there)")
         if mod.startswith("teola.runtime.") and not inside_runtime:
             found.append(f"{where}: private runtime module; use the names `teola.runtime` exports")
     return found
@@ -87,11 +90,45 @@ def test_no_upward_bench_tests_apps_or_private_runtime_imports():
     assert not found, "layering violations:\n" + "\n".join(found)
 
 
+def test_every_declared_import_is_used():
+    """The table says what is, not what might be: a declaration no import uses is stale."""
+    used = {(pkg.name, theirs.name) for p in product_files()
+            for _, _, pkg, theirs in package_edges(p) if theirs is not None}
+    stale = [f"{pkg.name} -> {decl}" for pkg in layers.PACKAGES for decl in pkg.may_import
+             if not any(a == pkg.name and layers.matches(decl, b) for a, b in used)]
+    assert not stale, f"declared in {TABLE} but imported nowhere (remove them):\n" + "\n".join(stale)
+
+
+def test_the_table_points_down_without_cycles():
+    by_name = {p.name: p for p in layers.PACKAGES}
+    assert len(by_name) == len(layers.PACKAGES), "a package is declared twice"
+    g = nx.DiGraph()
+    bad = []
+    for pkg in layers.PACKAGES:
+        targets = [q for q in layers.PACKAGES if q is not pkg and pkg.allows(q.name)]
+        bad += [f"{pkg.name} -> {d}: no such package" for d in pkg.may_import
+                if not any(layers.matches(d, q.name) for q in layers.PACKAGES)]
+        bad += [f"{pkg.name} (layer {pkg.layer}) -> {q.name} (layer {q.layer}): upward"
+                for q in targets if q.layer > pkg.layer]
+        g.add_edges_from((pkg.name, q.name) for q in targets)
+    bad += [" -> ".join(c) for c in nx.simple_cycles(g)]
+    assert not bad, f"{TABLE}:\n" + "\n".join(bad)
+
+
+def test_the_architecture_doc_shows_the_table():
+    text = layers.DOC.read_text(encoding="utf-8")
+    assert layers.doc_with_table(text) == text, (
+        f"docs/architecture.md's layer table differs from {TABLE}: "
+        "run `.venv/bin/python -m tests.support.layers` and commit the doc")
+
+
 def test_the_check_catches_each_kind_of_violation(tmp_path):
     """The walker itself: each forbidden import in a throwaway module is reported."""
-    bad = {"engines/bad.py": "from teola.ir.graph import Graph\n",
-           "teola/bad.py": "def f():\n    import bench.rag\n    from teola.server import api\n",
-           "teola/app_bad.py": "from teola.runtime.graph_tier.graph_scheduler import QueryRun\n"}
+    bad = {"engines/vllm/bad.py": "from teola.ir.graph import Graph\n",
+           "teola/ir/bad.py": "def f():\n    import bench.rag\n    from teola.server import api\n",
+           "teola/loaders/bad.py": "import teola.ir.graph\n",
+           "teola/stray.py": "",
+           "teola/api/app_bad.py": "from teola.runtime.graph_tier.graph_scheduler import QueryRun\n"}
     global ROOT
     old_root, ROOT = ROOT, tmp_path
     try:
@@ -103,10 +140,13 @@ def test_the_check_catches_each_kind_of_violation(tmp_path):
         msgs = {rel: violations(tmp_path / rel) for rel in bad}
     finally:
         ROOT = old_root
-    assert any("upward" in m for m in msgs["engines/bad.py"])
-    assert any("may not import bench" in m for m in msgs["teola/bad.py"])
-    assert any("upward" in m and "teola.server" in m for m in msgs["teola/bad.py"])
-    assert any("private runtime module" in m for m in msgs["teola/app_bad.py"])
+    assert any("upward" in m and "may not import teola.ir" in m for m in msgs["engines/vllm/bad.py"])
+    assert any("may not import bench" in m for m in msgs["teola/ir/bad.py"])
+    assert any("upward" in m and "teola.server" in m for m in msgs["teola/ir/bad.py"])
+    assert any("undeclared" in m and "teola.loaders" in m for m in msgs["teola/loaders/bad.py"])
+    assert any("in no package" in m for m in msgs["teola/stray.py"])
+    assert any("private runtime module" in m for m in msgs["teola/api/app_bad.py"])
+    assert not [m for m in msgs["teola/api/app_bad.py"] if "private" not in m]
 
 
 @pytest.mark.parametrize("top", PRODUCT)
