@@ -66,6 +66,15 @@ class Feature(str, enum.Enum):
         return self.value
 
 
+class StreamEvent(enum.StrEnum):
+    """The kind of one event an engine's `stream` yields, as (request index, kind, payload)."""
+
+    ITEM = "item"          # a complete item of a splittable output (payload: its text)
+    DELTA = "delta"        # decoded text, for requests with "stream_text"
+    PROGRESS = "progress"  # tokens decoded so far, for requests with "progress"
+    FINAL = "final"        # the request's result, its last event
+
+
 @dataclass(slots=True)
 class EngineProfile:
     """What schedulers need to know about an engine.
@@ -106,9 +115,9 @@ class EngineBackend(Protocol):
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]: ...
 
-    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
-        """Streaming decode: yields (request index, "item", text) for each complete item of a
-        splittable output as soon as it is parsed, then (request index, "final", result)."""
+    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+        """Streaming decode: yields (request index, StreamEvent.ITEM, text) for each complete item of a
+        splittable output as soon as it is parsed, then (request index, StreamEvent.FINAL, result)."""
         ...
 
     async def health(self) -> bool: ...

@@ -14,6 +14,7 @@ from typing import Any
 
 from engines.llm_text.llm_requests import check_request
 from engines.llm_text.split_parser import SplitParser, emit_items
+from engines.protocol import StreamEvent
 
 Emit = Callable[[int, str, Any], Awaitable[None]]
 RunOne = Callable[[int, dict[str, Any], Emit | None], Awaitable[dict[str, Any]]]
@@ -37,7 +38,7 @@ async def run_batch(name: str, kind: str, ops: frozenset[str], op: str, requests
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def stream_batch(run: Callable[[Emit], Awaitable[list[Any]]]) -> AsyncIterator[tuple[int, str, Any]]:
+async def stream_batch(run: Callable[[Emit], Awaitable[list[Any]]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
     """Yield the (i, kind, value) events `run(emit)` emits while it runs; re-raise its failure.
     Closing the iterator early cancels the batch."""
     queue: asyncio.Queue = asyncio.Queue()
@@ -60,7 +61,7 @@ async def stream_batch(run: Callable[[Emit], Awaitable[list[Any]]]) -> AsyncIter
 async def final(emit: Emit | None, i: int, result: dict[str, Any]) -> dict[str, Any]:
     """Emit request `i`'s result as its "final" event (when streaming) and return it."""
     if emit is not None:
-        await emit(i, "final", result)
+        await emit(i, StreamEvent.FINAL, result)
     return result
 
 
@@ -86,9 +87,9 @@ class Decoded:
         self.token_ids.extend(token_ids)
         self.tokens += len(token_ids) if tokens is None else tokens
         if self.deltas and text:
-            await self.emit(self.i, "delta", text)
+            await self.emit(self.i, StreamEvent.DELTA, text)
         if self.progress and (token_ids or tokens):
-            await self.emit(self.i, "progress", self.tokens)
+            await self.emit(self.i, StreamEvent.PROGRESS, self.tokens)
         if self.parser is not None and text:
             self.stopped = await emit_items(self.parser, text, self.max_items, self.i, self.emit)
         return self.stopped
@@ -103,5 +104,5 @@ class Decoded:
             for item in self.parser.finish()[:limit]:
                 items.append(item)
                 if self.emit is not None:
-                    await self.emit(self.i, "item", item)
+                    await self.emit(self.i, StreamEvent.ITEM, item)
         return items

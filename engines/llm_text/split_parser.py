@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import re
 
+from engines.protocol import StreamEvent
+
 SPLITS = ("list", "jsonl")
 _MARKED = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*\u2022+])\s+(?P<item>.*\S)\s*$")
 
@@ -85,5 +87,5 @@ async def emit_items(parser: SplitParser, text: str, max_items: int | None, i: i
         new = new[:max(0, max_items - (len(parser.items) - len(new)))]
     if emit is not None:
         for item in new:
-            await emit(i, "item", item)
+            await emit(i, StreamEvent.ITEM, item)
     return max_items is not None and len(parser.items) >= max_items

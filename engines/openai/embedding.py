@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engines.openai.client import RemoteClient, RemoteEngineError, check_client_options
-from engines.protocol import EngineProfile, profile_with
+from engines.protocol import EngineProfile, StreamEvent, profile_with
 from engines.requests import PrimOp
 
 
@@ -89,10 +89,10 @@ class OpenAIEmbeddingEngine:
             raise client.error("embeddings", exc) from exc
         return list(answer.data or [])
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No partial outputs: yields (i, "final", result) per request after the batch."""
         for i, result in enumerate(await self.execute(op, requests)):
-            yield i, "final", result
+            yield i, StreamEvent.FINAL, result
 
 
 def _normalized(vector: list[float]) -> list[float]:

@@ -36,7 +36,7 @@ from engines.models import resolve_model
 from engines.openai.capabilities import VLLM_NEUTRAL, Capabilities, probe
 from engines.openai.client import RemoteClient, RemoteEngineError, check_client_options
 from engines.paths import configure_engine_env
-from engines.protocol import EngineProfile, Feature
+from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.requests import DECODE_OPS, PREFILL_OPS
 
 # OpenAI's own fields at their neutral values (the vLLM-only ones are in VLLM_NEUTRAL)
@@ -197,7 +197,7 @@ class OpenAILLMEngine:
         """Run one batch concurrently (the server batches them); one result per request, in order."""
         return await self._run(op, requests, None)
 
-    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """Yield (i, "item", text) for each complete item as it is parsed, (i, "delta", text) and
         (i, "progress", tokens) when asked for, then (i, "final", result)."""
         return stream_batch(lambda emit: self._run(op, requests, emit))

@@ -51,7 +51,7 @@ from engines.requests import PrimOp, default, is_staging, is_temporary
 from engines.postgres import staging, tables
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.request_checks import check_no_nul, search_request
-from engines.protocol import EngineProfile, profile_with
+from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 
@@ -214,11 +214,11 @@ class PgVectorEngine:
             return await self.search(requests)
         raise ValueError(f"engine {self.name!r} (pgvector) does not support op {op!r}; it runs {sorted(self.ops)}")
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No streaming output: yields each request's final result."""
         results = await self.execute(op, requests)
         for i, result in enumerate(results):
-            yield i, "final", result
+            yield i, StreamEvent.FINAL, result
 
     # ---- ingestion -------------------------------------------------------------------------------
 

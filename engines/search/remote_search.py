@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
 from engines.requests import PrimOp
 from engines.request_checks import search_request
-from engines.protocol import EngineProfile, profile_with
+from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 log = logging.getLogger("teola.engines")
 
@@ -135,11 +135,11 @@ class RemoteSearchEngine:
             for t in tasks:
                 t.cancel()
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No streaming output: yields each request's final result."""
         results = await self.execute(op, requests)
         for i, result in enumerate(results):
-            yield i, "final", result
+            yield i, StreamEvent.FINAL, result
 
     async def _search(self, query: str, top_k: int) -> list[dict[str, Any]]:
         import httpx

@@ -31,7 +31,7 @@ from engines.requests import PrimOp
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.postgres.vector_store import validate_identifier
 from engines.request_checks import check_no_nul, search_request
-from engines.protocol import EngineProfile, profile_with
+from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 _COPY_CHUNK = 2000
 
@@ -207,11 +207,11 @@ class TextSearchEngine:
             raise ValueError(f"engine {self.name!r} (text search) does not support op {op!r}; it runs ['searching']")
         return await self.search(requests)
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No streaming output: yields each request's final result."""
         results = await self.execute(op, requests)
         for i, result in enumerate(results):
-            yield i, "final", result
+            yield i, StreamEvent.FINAL, result
 
     async def search(self, requests: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
         """Top-k articles per query; the whole batch in one statement."""

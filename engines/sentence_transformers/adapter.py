@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engines.core_share import process_share
-from engines.protocol import EngineProfile, profile_with
+from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 # sentence-transformers models created with exclusive=True compute one batch at a time in a process
 _EXCLUSIVE = threading.Lock()
@@ -117,10 +117,10 @@ class SentenceTransformersAdapter(ABC):
                 torch.set_num_threads(threads)
         return self._run(inputs)
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No partial outputs: yields (i, "final", result) per request after the batch."""
         for i, result in enumerate(await self.execute(op, requests)):
-            yield i, "final", result
+            yield i, StreamEvent.FINAL, result
 
     async def health(self) -> bool:
         return self._model is not None

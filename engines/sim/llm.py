@@ -38,7 +38,7 @@ import math
 from typing import Any, AsyncIterator
 
 from engines.kvswap.choice import SurvivalTracker, save_pays
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, StreamEvent
 from engines.sim.device import DeviceShare, computing
 from engines.sim.admission import Emit, SimAdmission, SimSeq
 from engines.sim.cost import IterationCost
@@ -132,7 +132,7 @@ class SimLLM(SimAdmission):
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return list(await asyncio.gather(*self._submit(op, requests, None)))
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         queue: asyncio.Queue = asyncio.Queue()
 
         async def emit(i: int, kind: str, value: Any) -> None:
@@ -202,7 +202,7 @@ class SimLLM(SimAdmission):
     async def _answered(seq: SimSeq, result: dict[str, Any]) -> dict[str, Any]:
         seq.state = "done"
         if seq.emit is not None:
-            await seq.emit(seq.index, "final", result)
+            await seq.emit(seq.index, StreamEvent.FINAL, result)
         return result
 
     def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None, token_ids: list[int] | None) -> SimSeq:
@@ -341,9 +341,9 @@ class SimLLM(SimAdmission):
         """Stream one decoded token; True once a split output has all the items it asked for."""
         emit, req = seq.emit, seq.req
         if emit is not None and req["stream_text"]:
-            await emit(seq.index, "delta", token)
+            await emit(seq.index, StreamEvent.DELTA, token)
         if emit is not None and req["progress"]:
-            await emit(seq.index, "progress", len(seq.out))
+            await emit(seq.index, StreamEvent.PROGRESS, len(seq.out))
         if seq.parser is None:
             return False
         new = seq.parser.feed(token)
@@ -352,7 +352,7 @@ class SimLLM(SimAdmission):
             new = new[:max(0, cap - (len(seq.parser.items) - len(new)))]
         if emit is not None:
             for item in new:
-                await emit(seq.index, "item", item)
+                await emit(seq.index, StreamEvent.ITEM, item)
         return cap is not None and len(seq.parser.items) >= cap
 
     async def _finish(self, seq: SimSeq, aborted: bool = False) -> None:
@@ -374,11 +374,11 @@ class SimLLM(SimAdmission):
                 for item in seq.parser.finish()[:None if cap is None else max(0, cap - len(items))]:
                     items.append(item)
                     if seq.emit is not None:
-                        await seq.emit(seq.index, "item", item)
+                        await seq.emit(seq.index, StreamEvent.ITEM, item)
             result = {"text": "".join(seq.text), "items": items[:cap] if cap else items, **counts,
                       "num_output_tokens": len(seq.out), "output_token_ids": list(seq.out)}
         if seq.emit is not None:
-            await seq.emit(seq.index, "final", result)
+            await seq.emit(seq.index, StreamEvent.FINAL, result)
         if not seq.future.done():
             seq.future.set_result(result)
 

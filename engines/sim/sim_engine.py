@@ -12,7 +12,7 @@ import zlib
 from typing import Any, AsyncIterator
 
 from engines.sim.device import DeviceShare, computing
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, StreamEvent
 from engines.sim.text import count_tokens, memo_caches
 
 DIM = 32
@@ -171,7 +171,7 @@ class SimEngine:
             self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time()})
         return out
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         if self._lock is not None:
             await self._lock.acquire()
         counted = sent = False
@@ -193,7 +193,7 @@ class SimEngine:
                         if not sent:
                             sent = True
                             self.mid_stream += 1
-                        yield i, "item", f["items"][k]
+                        yield i, StreamEvent.ITEM, f["items"][k]
             if step > 0:
                 await asyncio.sleep(step)
             self.running -= 1
@@ -204,8 +204,8 @@ class SimEngine:
             for i, f in enumerate(finals):
                 if requests[i].get("stream_text"):
                     for piece in re.findall(r"\S+\s*", f["text"]):
-                        yield i, "delta", piece
-                yield i, "final", f
+                        yield i, StreamEvent.DELTA, piece
+                yield i, StreamEvent.FINAL, f
         finally:
             if counted:
                 self.running -= 1

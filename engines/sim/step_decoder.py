@@ -13,7 +13,7 @@ import asyncio
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from engines.requests import PrimOp
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, StreamEvent
 
 
 class StepDecoder:
@@ -52,7 +52,7 @@ class StepDecoder:
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return list(await asyncio.gather(*(self._one(op, i, r, None) for i, r in enumerate(requests))))
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         queue: asyncio.Queue = asyncio.Queue()
 
         async def emit(i: int, kind: str, value: Any) -> None:
@@ -75,9 +75,9 @@ class StepDecoder:
             ids.append(k)
             if emit is not None:
                 if req.get("stream_text"):
-                    await emit(i, "delta", f"t{k} ")
+                    await emit(i, StreamEvent.DELTA, f"t{k} ")
                 if req.get("progress"):
-                    await emit(i, "progress", len(ids))
+                    await emit(i, StreamEvent.PROGRESS, len(ids))
             return False
 
         aborted = await self._decode(req, token)
@@ -119,5 +119,5 @@ class StepDecoder:
         else:
             self.finished.append(req.get("tag") or req.get("owner") or "")
         if emit is not None:
-            await emit(i, "final", result)
+            await emit(i, StreamEvent.FINAL, result)
         return result

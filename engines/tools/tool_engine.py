@@ -47,7 +47,7 @@ from engines.tools.builtin import add_days, calculator, convert_units, days_betw
 from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
 from engines.tools.http_url import call_url
 from engines.tools.wikipedia import wikipedia_tool
-from engines.protocol import EngineProfile, profile_with
+from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 log = logging.getLogger("teola.engines")
 
@@ -259,11 +259,11 @@ class ToolEngine:
             raise ToolBatchError(failures, len(requests)) from failures[0]
         return outcomes
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No streaming output: yields each request's final result."""
         results = await self.execute(op, requests)
         for i, result in enumerate(results):
-            yield i, "final", result
+            yield i, StreamEvent.FINAL, result
 
     async def call(self, tool: str, **args: Any) -> Any:
         """Call one tool directly (outside a batch)."""

@@ -28,7 +28,7 @@ from engines.hardware import cpu_llm_dtype
 from engines.models import resolve_model
 from engines.paths import configure_engine_env
 from engines.llm_text.prefix_memo import PrefixMemo
-from engines.protocol import EngineProfile, Feature
+from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
 from engines.request_checks import check_context
@@ -296,7 +296,7 @@ class VLLMEngine:
         """Run one batch concurrently; one result per request, in order. Any failure fails the batch."""
         return await self._run_batch(op, requests, None)
 
-    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """Yield (i, "item", text) for each complete item as it is parsed, (i, "delta", text) and
         (i, "progress", tokens) when asked for, then (i, "final", result)."""
         return stream_batch(lambda emit: self._run_batch(op, requests, emit))

@@ -15,6 +15,7 @@ from teola.ir.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref, key_range
 from teola.programs.tool_syntax import continuation_text, parse_tool_call
+from teola.runtime.executors.ray_data import KEEP
 
 
 class PrimitiveInputError(ValueError):
@@ -208,6 +209,20 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0,
         allowed = a.get("allowed") or []
         return [_tool_call(it[0], allowed, prim) for it in items]
     raise PrimitiveInputError(f"{prim.name}: op {op} does not run on an engine")
+
+
+def mark_requests(requests: list[dict[str, Any]], *, stream_text: bool, keep: bool, cache_salt: str | None) -> None:
+    """The graph tier's fields of one dispatch, set here before its requests are queued: "stream_text"
+    (the answer's tokens go to the query's on_event as they decode), KEEP (the results stay in the
+    executor's object store, teola.runtime.executors.ray_data) and "cache_salt" (the query's salt of
+    the LLM engines' prefix-cache keys). A field that does not apply is left out."""
+    for r in requests:
+        if stream_text:
+            r["stream_text"] = True
+        if keep:
+            r[KEEP] = True
+        if cache_salt is not None:
+            r["cache_salt"] = cache_salt
 
 
 def fused_request(prefill: Primitive, decode: Primitive, values: dict[str, Any], priority: int = 0) -> dict[str, Any]:

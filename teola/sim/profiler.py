@@ -29,6 +29,7 @@ import time
 from typing import Any, Callable
 
 from engines.engine_settings import SETTING_KEYS
+from engines.protocol import StreamEvent
 from teola.api.app import App
 from teola.sim.contention import profile_contention
 from teola.sim.fit import fit_linear, fit_llm, fit_tokens, steady_steps
@@ -60,9 +61,9 @@ async def _timed_steps(engine: Any, reqs: list[dict[str, Any]]) -> tuple[float, 
     results: list[Any] = [None] * len(reqs)
     events: list[tuple[float, int, int]] = []
     async for i, kind, value in engine.stream("decoding", [r | {"progress": True} for r in reqs]):
-        if kind == "progress":
+        if kind == StreamEvent.PROGRESS:
             events.append((clock() - t, i, int(value)))
-        elif kind == "final":
+        elif kind == StreamEvent.FINAL:
             results[i] = value
     return clock() - t, results, events
 

@@ -16,6 +16,7 @@ import asyncio
 import logging
 from typing import Any
 
+from engines.protocol import StreamEvent
 from teola.policies.base import Pending, Pick
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.supervisor import down_error
@@ -161,9 +162,9 @@ async def text_stream(ctx: EngineContext, inst: Instance, op: str, requests: lis
     async for idx, kind, payload in ctx.executor.stream(inst, op, requests):
         if not 0 <= idx < len(owners):
             raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {len(owners)}-request batch")
-        if kind == "delta":
+        if kind == StreamEvent.DELTA:
             owners[idx].work.delta(payload, ctx.loop.time())
-        elif kind == "final":
+        elif kind == StreamEvent.FINAL:
             finals[idx] = payload
             got += 1
     if got != len(requests):
@@ -185,9 +186,9 @@ async def item_stream(ctx: EngineContext, inst: Instance, op: str, requests: lis
                                    f"of a {len(owners)}-request batch")
             t = ctx.loop.time()
             heard.add(idx)
-            if kind == "item":
+            if kind == StreamEvent.ITEM:
                 owners[idx].work.item(payload, t)
-            elif kind == "final":
+            elif kind == StreamEvent.FINAL:
                 open_.discard(idx)
                 finals[idx] = payload
                 owners[idx].work.final(payload, t)

@@ -38,6 +38,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.protocol import StreamEvent
 from teola.ir.ops import PrimOp
 from teola.policies.base import Pending, Pick, RequestQueue
 from teola.runtime.engine_tier.call_items import CallItems
@@ -169,18 +170,18 @@ class Preemptor:
             if not 0 <= idx < n:
                 raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {n}-request call")
             t = ctx.loop.time()
-            if call.items is not None and kind in ("progress", "delta"):
+            if call.items is not None and kind in (StreamEvent.PROGRESS, StreamEvent.DELTA):
                 call.items.release(t)
-            if kind == "progress":
+            if kind == StreamEvent.PROGRESS:
                 self._progress(call, idx, payload)
-            elif kind == "delta":
+            elif kind == StreamEvent.DELTA:
                 if call.items is None:
                     e.work.delta(payload, t)
                 else:
                     call.items.delta(payload, t)
-            elif kind == "item" and call.items is not None:
+            elif kind == StreamEvent.ITEM and call.items is not None:
                 call.items.engine_item(payload, call.stopping, t)
-            elif kind == "final":
+            elif kind == StreamEvent.FINAL:
                 finals[idx] = payload
                 got += 1
         if got != n:

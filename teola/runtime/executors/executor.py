@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol
 
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, StreamEvent
 from teola.ir.engine_spec import Engine
 
 
@@ -45,7 +45,7 @@ class Executor(Protocol):
         """One batch of same-op requests -> one result per request, in order (EngineBackend.execute)."""
         ...
 
-    def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """Streaming decode (EngineBackend.stream): (request index, "item" | "final", payload)."""
         ...
 

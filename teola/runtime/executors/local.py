@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator
 
-from engines.protocol import EngineProfile, restart_adapter
+from engines.protocol import EngineProfile, StreamEvent, restart_adapter
 from engines.engine_settings import resolve_options
 from engines.registry import create_engine
 from teola.ir.engine_spec import Engine
@@ -42,7 +42,7 @@ class LocalExecutor:
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return await instance.handle.execute(op, requests)
 
-    def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         fn = getattr(instance.handle, "stream", None)
         if fn is None:
             raise TypeError(f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from engines.protocol import EngineProfile
+from engines.protocol import EngineProfile, StreamEvent
 from teola.ir.engine_spec import Engine
 from teola.runtime.errors import EngineDown
 from teola.runtime.executors.executor import Instance
@@ -172,7 +172,7 @@ class RayExecutor:
             return attach_refs(await self._guard(instance, head), data, instance.name)
         return await self._guard(instance, instance.handle.execute.remote(op, requests))
 
-    async def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, str, Any]]:
+    async def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         if "stream" not in self._methods.get(id(instance), ()):
             raise TypeError(f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
                             "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}")

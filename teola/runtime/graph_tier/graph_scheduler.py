@@ -17,14 +17,14 @@ from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.policies.base import Pending
 from teola.runtime.graph_tier.query_context import QueryContext
 from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED
+from teola.runtime.graph_tier.dispatch_kind import DispatchKind
 from teola.runtime.graph_tier.query_work import DispatchWork
-from teola.runtime.executors.ray_data import KEEP
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
 from teola.runtime.graph_tier.speculation import settle, tag
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
 from teola.runtime.outputs import collect_outputs
-from teola.runtime.requests import AtOnce, at_once, build_requests
+from teola.runtime.requests import AtOnce, at_once, build_requests, mark_requests
 
 log = logging.getLogger("teola.runtime")
 
@@ -153,13 +153,13 @@ class QueryRun:
         head, members, prefill, depth = i, (), None, p.depth
         if kids:  # a prefill fused with its decode (or with the stream group that follows it)
             head, members, prefill, p = kids[0], kids, i, plan.prims[kids[0]]
-            kind = "stream" if p.op is PrimOp.PARTIAL_DECODING else "fused"
+            kind = DispatchKind.STREAM if p.op is PrimOp.PARTIAL_DECODING else DispatchKind.FUSED
             self.ctx.metrics.fused += 1
         elif group is not None:  # Partial Decoding items served by one streaming request
-            kind, head, members = "stream", group[0], tuple(m for m in group if self.state[m] < DONE)
+            kind, head, members = DispatchKind.STREAM, group[0], tuple(m for m in group if self.state[m] < DONE)
             depth = max(plan.prims[m].depth for m in members)
         else:
-            kind = "prim"
+            kind = DispatchKind.PRIM
         self._dispatch(DispatchWork(self, kind=kind, idx=head, requests=reqs, members=members, prefill=prefill), p, depth)
 
     def _group_ready(self, i: int, group: tuple[int, ...]) -> bool:
@@ -189,16 +189,10 @@ class QueryRun:
                 settle(self, key)
 
     def _dispatch(self, work: DispatchWork, p: Primitive, depth: int) -> None:
-        reqs = work.requests
-        if self.on_event is not None and work.kind in ("prim", "fused") and work.idx in self.plan.answer:
-            for r in reqs:
-                r["stream_text"] = True  # the answer's tokens go to on_event as they decode
-        if work.kind == "prim" and work.idx in self.remote:
-            for r in reqs:
-                r[KEEP] = True  # its results stay in the executor's object store (teola.runtime.executors.ray_data)
-        if self.cache_salt is not None and p.engine in self.ctx.llm_engines:
-            for r in reqs:
-                r["cache_salt"] = self.cache_salt
+        reqs, kind = work.requests, work.kind
+        mark_requests(reqs, stream_text=self.on_event is not None and kind is not DispatchKind.STREAM
+                      and work.idx in self.plan.answer, keep=kind is DispatchKind.PRIM and work.idx in self.remote,
+                      cache_salt=self.cache_salt if p.engine in self.ctx.llm_engines else None)
         tag(self, p, reqs)
         now = self.loop.time()
         entry = Pending(query_id=self.qid, name=p.name, op=p.op.value, depth=depth, arrival=now, requests=reqs,
@@ -258,7 +252,7 @@ class QueryRun:
     def work_done(self, work: DispatchWork, t: float) -> None:
         self.close_work(work)
         plan, values = self.plan, self.values
-        if work.kind == "prim":
+        if work.kind is DispatchKind.PRIM:
             p = plan.prims[work.idx]
             values.update(collect_outputs(p, work.requests, work.res))
             extras = work.res[0] if p.op.value in _LLM_OP_VALUES else None

@@ -8,6 +8,7 @@ from typing import Any
 from teola.runtime.errors import EngineDown, QueryError, QueryUnavailable
 from teola.runtime.executors.executor import Instance
 from teola.policies.base import Pending
+from teola.runtime.graph_tier.dispatch_kind import DispatchKind
 from teola.runtime.graph_tier.query_state import QueryState
 from teola.runtime.executors.ray_data import IntermediateLost
 from teola.runtime.graph_tier.speculation import defer, discarded, hold, undecided
@@ -15,14 +16,14 @@ from teola.runtime.graph_tier.speculation import defer, discarded, hold, undecid
 
 
 class DispatchWork:
-    """One dispatch to an engine scheduler: a primitive ("prim"), a prefill fused with its decode
-    ("fused"), or a Partial Decoding group served by one streaming request ("stream", optionally
-    fused with the prefill before it: `prefill` is then its index)."""
+    """One dispatch to an engine scheduler of a `DispatchKind`: a primitive, a prefill fused with its
+    decode, or a Partial Decoding group served by one streaming request (optionally fused with the
+    prefill before it: `prefill` is then its index)."""
 
     __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
                  "items", "extra_items")
 
-    def __init__(self, run: QueryState, *, kind: str, idx: int, requests: list[dict[str, Any]],
+    def __init__(self, run: QueryState, *, kind: DispatchKind, idx: int, requests: list[dict[str, Any]],
                  members: tuple[int, ...] = (), prefill: int | None = None) -> None:
         self.run = run
         self.kind = kind
@@ -106,6 +107,6 @@ class DispatchWork:
             run.emit({"event": "token", "primitive": run.plan.prims[self.idx].name, "text": text})
 
     def traced(self) -> tuple[int, ...]:
-        if self.kind == "prim":
+        if self.kind is DispatchKind.PRIM:
             return (self.idx,)
         return ((self.prefill,) if self.prefill is not None else ()) + self.members

@@ -9,6 +9,7 @@ counter `dropped_warmups`. A warm-up already running on the engine is waited for
 its blocks are about to be cached."""
 from __future__ import annotations
 
+from teola.runtime.graph_tier.dispatch_kind import DispatchKind
 from teola.runtime.graph_tier.query_state import DISPATCHED, RELEASED, WAITING, QueryState
 
 
@@ -27,7 +28,7 @@ def drop_waiting_warmups(run: QueryState, c: int) -> None:
 def _withdrawn(run: QueryState, w: int) -> bool:
     """Take `w`'s queued work back from its engine; False if it has started."""
     tr = run.trace[w]
-    works = [x for x in run.works if x.idx == w and x.kind == "prim"]
+    works = [x for x in run.works if x.idx == w and x.kind is DispatchKind.PRIM]
     if tr is None or tr["started"] is not None or len(works) != 1 or works[0].entry is None or works[0].entry.taken:
         return False  # on an engine already (or handed to a preemptor that will start it)
     if not run.ctx.withdraw(run.plan.prims[w].engine, works[0].entry):
