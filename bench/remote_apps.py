@@ -392,6 +392,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 STUDIES = {  # --study NAME: the module of bench/ that runs it (default apps)
     "apps": "remote_apps",
     "services": "remote_services",
+    "deploy": "deploy",  # the LLM on emulated GPU servers (`teola emulate`), at equal work
 }
 
 
