@@ -47,6 +47,9 @@ WORKLOADS: dict[str, tuple[str, int | None]] = {  # name -> (app, distractor sto
     "tool_agent": ("tool_agent", None), "search_generation": ("search_generation", None),
 }
 FRACTIONS = (1.0, 2.0, 4.0, 8.0)
+# --passes-off NAME,...: teola with that default pass off runs beside it as "teola, NAME off", on
+# teola's app and server (what the pass does at equal work, measured side by side)
+VARIANT = "teola, {} off"
 METRICS = ("vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
            "vllm:prefix_cache_hits_total", "process_cpu_seconds_total")
 
@@ -54,6 +57,8 @@ METRICS = ("vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:gener
 @dataclass
 class Settings:
     workloads: tuple[str, ...] = tuple(WORKLOADS)
+    systems: tuple[str, ...] = SYSTEMS
+    passes_off: tuple[str, ...] = ()
     profile: str = PROFILE
     trials: int = 3
     alone: int = 3
@@ -174,12 +179,15 @@ class Bench:
                   arrivals: list[float] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         from bench.rag import run_open_loop
 
+        off = {p: False for p in system.removeprefix("teola, ").removesuffix(" off").split(",")} \
+            if system.startswith("teola, ") else {}
+
         def one(i: int, arrival: float) -> Any:
-            if system == "teola":
-                return teola_one(app, queries[i], arrival, i)
+            if system.startswith("teola"):
+                return teola_one(app, queries[i], arrival, i, off)
             return baseline_one(app, impl, queries[i], arrival, i)
 
-        server = self.servers[system]
+        server = self.servers["teola" if system.startswith("teola") else system]
         before, t0 = await server.counters(), time.perf_counter()
         if arrivals is None:
             recs = [await one(i, 0.0) for i in range(len(queries))]
@@ -194,8 +202,10 @@ class Bench:
         from bench.workloads import poisson_arrivals
 
         app = self.apps[WORKLOADS[name][0]]
-        impls = {x: make_baseline(x, app, self.servers[x].url, self.llm_engines[x]) for x in SYSTEMS if x != "teola"}
-        for system in SYSTEMS:  # warm-up: first-call costs outside the numbers
+        impls = {x: make_baseline(x, app, self.servers[x].url, self.llm_engines[x]) for x in s.systems if x in SYSTEMS[1:]}
+        systems = s.systems + tuple(VARIANT.format(off) for off in s.passes_off)
+        reference = "LangGraph" if "LangGraph" in systems else systems[0]  # whose service rate sets the rates
+        for system in systems:  # warm-up: first-call costs outside the numbers
             await self.run(system, app, impls.get(system), workload_queries(name, 1, s.seed + 1000), None)
         points: dict[str, Any] = {}
         rates: list[float] = []
@@ -204,11 +214,11 @@ class Bench:
             plan: list[tuple[str, float | None]] = [("alone", None)] + [(f"x{f:g}", None) for f in s.fractions]
             for j, (point, _) in enumerate(plan):
                 if point != "alone" and not rates:
-                    base = statistics.fmean(r["latency"] for r in points["alone"]["LangGraph"]["records"] if r.get("ok"))
+                    base = statistics.fmean(r["latency"] for r in points["alone"][reference]["records"] if r.get("ok"))
                     rates = [f / base for f in s.fractions]
                 lam = rates[j - 1] if j else None
                 arrivals = poisson_arrivals(s.queries, lam, s.seed + k) if lam else None
-                for system in rotate(rotate(SYSTEMS, k), j):
+                for system in rotate(rotate(systems, k), j):
                     recs, run = await self.run(system, app, impls.get(system),
                                                queries[: s.alone] if lam is None else queries[: s.queries], arrivals)
                     entry = points.setdefault(point, {}).setdefault(system, {"rate": lam, "records": [], "runs": []})
@@ -233,11 +243,11 @@ async def _main(s: Settings, progress: bool = True, write: Any = None) -> dict[s
     names = {WORKLOADS[w][0] for w in s.workloads}
     t0 = time.perf_counter()
     async with contextlib.AsyncExitStack() as stack:
-        servers = {x: await stack.enter_async_context(Emulator(s.profile)) for x in SYSTEMS}
+        servers = {x: await stack.enter_async_context(Emulator(s.profile)) for x in {"teola", *s.systems}}
         services = (await stack.enter_async_context(ServiceProcess(seed=s.seed))
                     if names - set(RAG_APPS) else None)
         apps = make_apps(names, servers["teola"].url, services)
-        engines = {x: OpenAILLMEngine(f"{x}-llm", url=servers[x].url, model=MODEL) for x in SYSTEMS if x != "teola"}
+        engines = {x: OpenAILLMEngine(f"{x}-llm", url=servers[x].url, model=MODEL) for x in s.systems if x != "teola"}
         for a in apps.values():
             await a.start()
             stack.push_async_callback(a.stop)
@@ -268,6 +278,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queries", type=int, default=None, help="queries per Poisson trace (default 6)")
     p.add_argument("--fractions", default=None,
                    help="rates as fractions of LangGraph's service rate alone (default 1,2,4,8)")
+    p.add_argument("--systems", default=None, help=f"comma-separated subset of {','.join(SYSTEMS)} (teola always runs)")
+    p.add_argument("--passes-off", default=None,
+                   help="comma-separated default passes: teola with each one off also runs, as 'teola, NAME off'")
     p.add_argument("--out", default=None, help="results name (default deploy_<profile>)")
 
 
@@ -292,6 +305,16 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         s.fractions = positive_numbers(p, "--fractions", args.fractions)
     if args.profile:
         s.profile = args.profile
+    if args.systems:
+        s.systems = ("teola", *(x.strip() for x in args.systems.split(",") if x.strip() and x.strip() != "teola"))
+        if unknown := [x for x in s.systems if x not in SYSTEMS]:
+            p.error(f"unknown system(s) {unknown}; known: {list(SYSTEMS)}")
+    if args.passes_off:
+        from teola.passes.registry import pass_names
+
+        s.passes_off = tuple(x.strip() for x in args.passes_off.split(",") if x.strip())
+        if unknown := sorted(set(s.passes_off) - set(pass_names())):
+            p.error(f"unknown pass(es) {unknown}; known: {', '.join(pass_names())}")
     out = args.out or "deploy_" + s.profile.replace(".", "_").replace("-", "_")
     if not out.replace("_", "").isalnum():
         p.error(f"--out must be a plain name (letters, digits, _), got {out!r}")

@@ -71,19 +71,26 @@ def _f(x: Any, nd: int = 2) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def systems_of(res: dict[str, Any]) -> list[str]:
+    """teola first, then the others in the order they appear."""
+    names = list(dict.fromkeys(s for row in res["points"].values() for s in row))
+    return sorted(names, key=lambda s: (s != "teola", SYSTEMS.index(s) if s in SYSTEMS else len(SYSTEMS)))
+
+
 def latency_rows(res: dict[str, Any]) -> list[str]:
-    lines = ["| point | rate (q/s) | " + " | ".join(f"{s} mean (s)" for s in SYSTEMS)
-             + " | LangGraph / teola [95% CI] | LlamaIndex / teola [95% CI] | failed |",
-             "|---|---|" + "---|" * (len(SYSTEMS) + 3)]
+    systems = systems_of(res)
+    lines = ["| point | rate (q/s) | " + " | ".join(f"{s} mean (s)" for s in systems)
+             + "".join(f" | {s} / teola [95% CI]" for s in systems[1:]) + " | failed |",
+             "|---|---|" + "---|" * (2 * len(systems))]
     for point, row in res["points"].items():
-        means = [_mean([r["latency"] for r in row[s]["records"] if r.get("ok")]) if s in row else None for s in SYSTEMS]
+        means = [_mean([r["latency"] for r in row[s]["records"] if r.get("ok")]) if s in row else None for s in systems]
         cis = []
-        for base in SYSTEMS[1:]:
+        for base in systems[1:]:
             r = ratio_ci(*paired(row[base], row["teola"])) if base in row and "teola" in row else None
             cis.append("-" if r is None else f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]")
-        failed = ", ".join(f"{s} {sum(not r.get('ok') for r in row[s]['records'])}" for s in SYSTEMS if s in row)
-        rate = row[SYSTEMS[0]]["rate"] if SYSTEMS[0] in row else None
-        lines.append(f"| {point} | {_f(rate, 3)} | " + " | ".join(_f(m) for m in means) + " | " + " | ".join(cis)
+        failed = ", ".join(f"{s} {sum(not r.get('ok') for r in row[s]['records'])}" for s in systems if s in row)
+        rate = row["teola"]["rate"] if "teola" in row else None
+        lines.append(f"| {point} | {_f(rate, 3)} | " + " | ".join(_f(m) for m in means) + "".join(f" | {c}" for c in cis)
                      + f" | {failed} |")
     return lines
 

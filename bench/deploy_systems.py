@@ -166,10 +166,13 @@ def _finish(rec: dict[str, Any], trace: list[dict[str, Any]], t0: float) -> dict
     return rec
 
 
-async def teola_one(app: Any, q: dict[str, Any], arrival: float, index: int) -> dict[str, Any]:
+async def teola_one(app: Any, q: dict[str, Any], arrival: float, index: int,
+                    passes_off: dict[str, bool] | None = None) -> dict[str, Any]:
+    """One teola query (`passes_off`: more passes off, for a variant measured beside teola)."""
     t0 = time.perf_counter()
     query = app_query(q) if app.name in RAG_APPS else {"question": q["question"]}
     config = {**TEOLA_CONFIG.get(app.name, {}), "nodes": NODES.get(app.name, {})}
+    config["passes"] = {**config.get("passes", {}), **(passes_off or {})}
     rec = await run_query(app, query, config, "topology", arrival, index)
     trace = rec.pop("trace", [])
     rec.pop("parents", None)
