@@ -75,6 +75,39 @@ class StreamEvent(enum.StrEnum):
     FINAL = "final"        # the request's result, its last event
 
 
+class Capability(enum.StrEnum):
+    """An optional method of an engine adapter beyond `EngineBackend`'s; the value is the method's
+    name. An adapter may declare what it offers as `capabilities` (an iterable of these); otherwise
+    its methods say. The executor reads them once, when it starts an instance (`capabilities_of`),
+    and the runtime checks `Instance.capabilities` instead of probing the adapter."""
+
+    STREAM = "stream"                        # stream(op, requests): events as it runs (StreamEvent)
+    ABORT = "abort"                          # abort(owners) -> int: stop running requests early
+    CANCEL = "cancel"                        # cancel(owners, kv_keys) -> int: abort, saving no KV
+    FORGET_KV = "forget_kv"                  # forget_kv(kv_keys): drop KV saved for calls that end
+    HEALTH = "health"                        # health() -> bool
+    DROP_NAMESPACE = "drop_namespace"        # drop_namespace(namespace): a vector store's
+    PUBLISH_NAMESPACE = "publish_namespace"  # publish_namespace(staging, namespace, rows)
+
+
+def capabilities_of(backend: Any) -> frozenset[Capability]:
+    """What `backend` offers: its declared `capabilities`, each checked against its methods (a
+    TypeError names one it declares but lacks), or, with none declared, the methods it has."""
+    found = frozenset(c for c in Capability if callable(getattr(backend, c.value, None)))
+    declared = getattr(backend, "capabilities", None)
+    if declared is None:
+        return found
+    try:
+        caps = frozenset(Capability(c) for c in declared)
+    except ValueError as exc:
+        raise TypeError(f"engine adapter {backend!r}: capabilities must be engines.protocol.Capability "
+                        f"values ({[c.value for c in Capability]}): {exc}") from None
+    if caps - found:
+        raise TypeError(f"engine adapter {backend!r} declares capabilities {sorted(caps - found)} "
+                        "without the methods of those names")
+    return caps
+
+
 @dataclass(slots=True)
 class EngineProfile:
     """What schedulers need to know about an engine.
@@ -124,9 +157,10 @@ class EngineBackend(Protocol):
 
     async def stop(self) -> None: ...
 
-    # Optional: `abort(owners) -> int` stops the running requests whose "owner" field (the query or
-    # program id the engine scheduler sets on LLM requests) is in `owners`, so a cancelled query
-    # stops costing engine time; the aborted requests still return a result (marked "aborted").
+    # Optional methods are `Capability` members: e.g. `abort(owners) -> int` stops the running
+    # requests whose "owner" field (the query or program id the engine scheduler sets on LLM
+    # requests) is in `owners`, so a cancelled query stops costing engine time; the aborted
+    # requests still return a result (marked "aborted").
 
 
 def profile_with(default: EngineProfile, max_batch: int | None = None,

@@ -8,6 +8,7 @@ import asyncio
 import logging
 from typing import Any, Iterable
 
+from engines.protocol import Capability
 from teola.runtime.errors import QueryError
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
@@ -15,7 +16,7 @@ from teola.runtime.staging import Staging, plan_staging, staged_rows
 
 log = logging.getLogger("teola.runtime")
 
-PUBLISH = "publish_namespace"
+PUBLISH = Capability.PUBLISH_NAMESPACE
 
 
 class Namespaces:
@@ -34,19 +35,19 @@ class Namespaces:
     def stores(self, engines: Iterable[str]) -> list[Instance]:
         """The instances of these engines whose adapters keep namespaces (drop_namespace)."""
         return [inst for eng in sorted(engines) for inst in self.instances.get(eng, ())
-                if self.executor.supports(inst, "drop_namespace")]
+                if Capability.DROP_NAMESPACE in inst.capabilities]
 
     async def drop(self, namespace: str) -> int:
         """Delete `namespace` from every instance that stores namespaces; returns how many were asked."""
         stores = self.stores(self.instances)
         for inst in stores:
-            await self.executor.call(inst, "drop_namespace", namespace)
+            await self.executor.call(inst, Capability.DROP_NAMESPACE, namespace)
         return len(stores)
 
     # ---- staging ---------------------------------------------------------------------------------
     def can_publish(self, engine: str) -> bool:
         insts = self.instances.get(engine, ())
-        return bool(insts) and all(self.executor.supports(i, PUBLISH) for i in insts)
+        return bool(insts) and all(PUBLISH in i.capabilities for i in insts)
 
     def stage(self, run: Any, config: dict[str, Any]) -> None:
         """Before it starts, give a query that keeps its documents its staging: its ingestion
@@ -111,7 +112,7 @@ class Namespaces:
 
     async def _drop_logged(self, inst: Instance, namespace: str, qid: str) -> None:
         try:
-            await self.executor.call(inst, "drop_namespace", namespace)
+            await self.executor.call(inst, Capability.DROP_NAMESPACE, namespace)
         except Exception as e:
             self.metrics.cleanup_failures += 1
             log.warning("query %s: dropping namespace %r on %s failed: %s: %s",

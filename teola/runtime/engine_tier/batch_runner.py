@@ -16,7 +16,7 @@ import asyncio
 import logging
 from typing import Any
 
-from engines.protocol import StreamEvent
+from engines.protocol import Capability, StreamEvent
 from teola.policies.base import Pending, Pick
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.supervisor import down_error
@@ -100,10 +100,10 @@ async def abort_on(ctx: EngineContext, inst: Instance, owners: list[str], kv_key
     `kv_keys`: the KV swap keys among them, which an adapter with `cancel` tells its engine not to
     save (those calls never resume)."""
     try:
-        if kv_keys and ctx.executor.supports(inst, "cancel"):
-            stopped = await ctx.executor.call(inst, "cancel", owners, kv_keys)
+        if kv_keys and Capability.CANCEL in inst.capabilities:
+            stopped = await ctx.executor.call(inst, Capability.CANCEL, owners, kv_keys)
         else:
-            stopped = await ctx.executor.call(inst, "abort", owners)
+            stopped = await ctx.executor.call(inst, Capability.ABORT, owners)
     except Exception as exc:  # the batch still lands; only the engine time is not saved
         log.warning("engine %s: aborting the requests of %s failed: %s: %s", inst.name, ", ".join(owners),
                     type(exc).__name__, exc)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from engines.protocol import Capability
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import PrimOp
@@ -151,7 +152,7 @@ class EngineScheduler:
         tags = [r["tag"] for r in entry.requests[:entry.taken] if r.get("tag")]
         if tags and self.llm:
             for inst, _ in list(self.ctx.running.running(entry.query_id)):
-                if self.executor.supports(inst, "abort"):
+                if Capability.ABORT in inst.capabilities:
                     self.spawn(abort_on(self.ctx, inst, tags))
         return False
 
@@ -312,7 +313,7 @@ class EngineScheduler:
         # its preemptable calls end for good: the engine is told not to save their KV
         keys = self.preemptor.cancel_owner(owner) if self.preemptor is not None else {}
         for inst, n in list(self.ctx.running.running(owner)):
-            if self.executor.supports(inst, "abort"):
+            if Capability.ABORT in inst.capabilities:
                 asked += n
                 self.spawn(abort_on(self.ctx, inst, [owner], keys.get(inst)))
         return asked

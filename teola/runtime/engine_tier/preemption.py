@@ -38,7 +38,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.protocol import StreamEvent
+from engines.protocol import Capability, StreamEvent
 from teola.ir.ops import PrimOp
 from teola.policies.base import Pending, Pick, RequestQueue
 from teola.runtime.engine_tier.call_items import CallItems
@@ -158,7 +158,7 @@ class Preemptor:
         """Run the call on its instance (streamed when the adapter can, so progress and text deltas
         arrive as it decodes); the final result of each request sent."""
         ctx, e, n = self.ctx, call.pick.entry, len(call.requests)
-        if not ctx.executor.supports(call.inst, "stream"):  # no progress: it runs to its end
+        if Capability.STREAM not in call.inst.capabilities:  # no progress: it runs to its end
             finals = checked_results(ctx.name, await ctx.executor.execute(call.inst, e.op, call.requests), n)
             if call.items is not None and isinstance(finals[0], dict):  # its items come with its result
                 for item in finals[0].get("items") or ():
@@ -316,12 +316,12 @@ class Preemptor:
         if not keys:
             return
         for inst in instances:
-            if self.ctx.executor.supports(inst, "forget_kv"):
+            if Capability.FORGET_KV in inst.capabilities:
                 self.ctx.spawn(self._forget_on(inst, keys))
 
     async def _forget_on(self, inst: Instance, keys: list[str]) -> None:
         try:
-            await self.ctx.executor.call(inst, "forget_kv", keys)
+            await self.ctx.executor.call(inst, Capability.FORGET_KV, keys)
         except Exception as exc:  # the saved copy then waits for its least-recently-used drop
             log.warning("engine %s: dropping the saved KV of a withdrawn call failed: %s: %s", inst.name,
                         type(exc).__name__, exc)
@@ -329,10 +329,10 @@ class Preemptor:
     async def _stop(self, call: RunningCall, cancel: bool = False) -> None:
         keys = swap_keys(call.requests)
         try:
-            if cancel and keys and self.ctx.executor.supports(call.inst, "cancel"):
-                await self.ctx.executor.call(call.inst, "cancel", [call.tag], keys)
+            if cancel and keys and Capability.CANCEL in call.inst.capabilities:
+                await self.ctx.executor.call(call.inst, Capability.CANCEL, [call.tag], keys)
             else:
-                await self.ctx.executor.call(call.inst, "abort", [call.tag])
+                await self.ctx.executor.call(call.inst, Capability.ABORT, [call.tag])
         except Exception as exc:  # the call then runs to its end: only the engine time is lost
             call.stopping = False
             log.warning("engine %s: stopping call %s failed: %s: %s", call.inst.name, call.pick.entry.name,

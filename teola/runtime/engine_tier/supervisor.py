@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
+from engines.protocol import Capability
 from teola.runtime.errors import EngineDown
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
@@ -75,13 +76,13 @@ class Supervisor:
 
     async def _probe(self, inst: Instance) -> str | None:
         """None if healthy, else why not."""
-        if not self.executor.supports(inst, "health"):
+        if Capability.HEALTH not in inst.capabilities:
             return None
         try:
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
             # arrives as the probe finishes, and the probe loop would then never stop
             async with asyncio.timeout(PROBE_TIMEOUT):
-                ok = await self.executor.call(inst, "health")
+                ok = await self.executor.call(inst, Capability.HEALTH)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

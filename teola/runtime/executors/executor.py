@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol
 
-from engines.protocol import EngineProfile, StreamEvent
+from engines.protocol import Capability, EngineProfile, StreamEvent
 from teola.ir.engine_spec import Engine
 
 
@@ -17,7 +17,8 @@ class Instance:
     handle: executor-specific (the adapter object locally, an actor handle on Ray).
     max_inflight: batches it may run at once (1 = one batch at a time, like one GPU stream).
     outstanding / tokens / inflight: requests, estimated LLM tokens and batches in flight (load).
-    healthy: False while it is down and being restarted (teola.runtime.engine_tier.supervisor)."""
+    healthy: False while it is down and being restarted (teola.runtime.engine_tier.supervisor).
+    capabilities: the adapter's optional methods (engines.protocol.Capability), read once at launch."""
 
     engine: str
     index: int
@@ -28,6 +29,7 @@ class Instance:
     tokens: int = 0
     inflight: int = 0
     healthy: bool = True
+    capabilities: frozenset[Capability] = frozenset()
 
     @property
     def name(self) -> str:
@@ -49,12 +51,8 @@ class Executor(Protocol):
         """Streaming decode (EngineBackend.stream): (request index, "item" | "final", payload)."""
         ...
 
-    def supports(self, instance: Instance, method: str) -> bool:
-        """Whether the instance's adapter has an optional method (e.g. "drop_namespace")."""
-        ...
-
-    async def call(self, instance: Instance, method: str, *args: Any) -> Any:
-        """Call an optional adapter method."""
+    async def call(self, instance: Instance, method: Capability, *args: Any) -> Any:
+        """Call an optional adapter method, one of `instance.capabilities`."""
         ...
 
     async def restart(self, instance: Instance) -> None:

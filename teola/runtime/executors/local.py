@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator
 
-from engines.protocol import EngineProfile, StreamEvent, restart_adapter
+from engines.protocol import Capability, EngineProfile, StreamEvent, capabilities_of, restart_adapter
 from engines.engine_settings import resolve_options
 from engines.registry import create_engine
 from teola.ir.engine_spec import Engine
@@ -37,22 +37,19 @@ class LocalExecutor:
         if not isinstance(profile, EngineProfile):
             profile = EngineProfile(max_batch=spec.max_batch, max_efficient_batch=spec.max_efficient_batch,
                                     token_budget=spec.token_budget)
-        return Instance(engine=spec.name, index=index, handle=backend, profile=profile)
+        return Instance(engine=spec.name, index=index, handle=backend, profile=profile,
+                        capabilities=capabilities_of(backend))
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return await instance.handle.execute(op, requests)
 
     def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
-        fn = getattr(instance.handle, "stream", None)
-        if fn is None:
+        if Capability.STREAM not in instance.capabilities:
             raise TypeError(f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
                             "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}")
-        return fn(op, requests)
+        return instance.handle.stream(op, requests)
 
-    def supports(self, instance: Instance, method: str) -> bool:
-        return callable(getattr(instance.handle, method, None))
-
-    async def call(self, instance: Instance, method: str, *args: Any) -> Any:
+    async def call(self, instance: Instance, method: Capability, *args: Any) -> Any:
         result = getattr(instance.handle, method)(*args)
         if hasattr(result, "__await__"):
             result = await result

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-from engines.protocol import EngineProfile, StreamEvent
+from engines.protocol import Capability, EngineProfile, StreamEvent
 from teola.ir.engine_spec import Engine
 from teola.runtime.errors import EngineDown
 from teola.runtime.executors.executor import Instance
@@ -102,7 +102,6 @@ class RayExecutor:
         self.num_cpus = num_cpus
         self.init_options = dict(init_options or {})
         self._owns_ray = False
-        self._methods: dict[int, set[str]] = {}
         self._plans: dict[int, ActorPlan] = {}
         self._down: set[int] = set()  # instances whose actor died: wait for its restart before use
         self._reviving: dict[int, asyncio.Task] = {}
@@ -163,7 +162,7 @@ class RayExecutor:
     def _record(self, instance: Instance, info: dict[str, Any]) -> None:
         """Where the instance's actor runs and what its adapter offers, from `acquire`'s answer."""
         self.placements[instance.name] = {"pid": info["pid"], "node_id": info["node_id"]}
-        self._methods[id(instance)] = set(info["methods"])
+        instance.capabilities = frozenset(Capability(m) for m in info["methods"])
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         await self._wait_up(instance)
@@ -173,7 +172,7 @@ class RayExecutor:
         return await self._guard(instance, instance.handle.execute.remote(op, requests))
 
     async def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
-        if "stream" not in self._methods.get(id(instance), ()):
+        if Capability.STREAM not in instance.capabilities:
             raise TypeError(f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
                             "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}")
         await self._wait_up(instance)
@@ -181,10 +180,7 @@ class RayExecutor:
         async for ref in gen:
             yield await self._guard(instance, ref)
 
-    def supports(self, instance: Instance, method: str) -> bool:
-        return method in self._methods.get(id(instance), ())
-
-    async def call(self, instance: Instance, method: str, *args: Any) -> Any:
+    async def call(self, instance: Instance, method: Capability, *args: Any) -> Any:
         await self._wait_up(instance)
         return await self._guard(instance, instance.handle.call.remote(method, *args))
 
@@ -208,7 +204,6 @@ class RayExecutor:
             left = 0  # already dead: nothing to stop
         if left == 0:
             ray.kill(instance.handle, no_restart=True)
-        self._methods.pop(id(instance), None)
         self._plans.pop(id(instance), None)
 
     async def _guard(self, instance: Instance, ref: Any) -> Any:

@@ -7,7 +7,7 @@ import dataclasses
 import os
 from typing import Any
 
-from engines.protocol import EngineProfile, restart_adapter
+from engines.protocol import EngineProfile, capabilities_of, restart_adapter
 from teola.runtime.executors.ray_data import resolve_inputs, split_results
 
 
@@ -75,8 +75,7 @@ class EngineActor:
         # (context window, max_inflight included)
         return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
                 "profile": dataclasses.asdict(profile) if isinstance(profile, EngineProfile) else None,
-                "methods": [m for m in ("stream", "drop_namespace", "publish_namespace", "health", "abort")
-                            if callable(getattr(backend, m, None))]}
+                "methods": sorted(c.value for c in capabilities_of(backend))}
 
     async def restart(self) -> None:
         """Stop the adapter (errors of a dead one ignored) and start it again in this actor."""
