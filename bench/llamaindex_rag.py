@@ -8,9 +8,8 @@ What is LlamaIndex (its own code, unchanged): `SentenceSplitter` chunking, `Inge
 (dedupe, keep the best score), `RetrieverQueryEngine.aquery` applying node postprocessors then a
 response synthesizer from `get_response_synthesizer` (`refine`, `compact` or `tree_summarize`, its
 `PromptHelper` repacking chunks to the context window), its prompt templates, `Settings`, callbacks and
-instrumentation. Everything runs on LlamaIndex's async path (`aquery`), so concurrent queries
-overlap; the one blocking step is reranking, which llama-index-core 0.12's query engine runs
-synchronously (see `EngineReranker`).
+instrumentation. Everything runs on LlamaIndex's async path (`aquery`), reranking included
+(llama-index-core 0.14's query engine awaits its postprocessors), so concurrent queries overlap.
 
 What is ours (thin adapters, one engine call each): `EngineLLM` (a `CustomLLM`; one chat or completion
 = one "decoding" request to the vLLM adapter, system message -> the "system" prompt part, user
@@ -22,11 +21,10 @@ templates' (`teola.compile.components.prompts`) in the same layout (`prompts.qa_
 context, an existing answer, the instruction, the question), so both sides send the same prompts; with
 `RAGSpec.prompts = "library"` LlamaIndex uses its own default templates instead (its chat QA, refine
 and summary prompts, and its fusion retriever's query-generation prompt). Query expansion is one
-explicit LLM call with the teola expansion prompt: llama-index-core 0.12's `QueryFusionRetriever`
-generates its queries with the blocking `llm.complete` even on its async path, which cannot share an
-event loop with async engines, so `ExpandedQueryRetriever` overrides only that step (awaiting the LLM)
-and searches the original question alongside the expanded queries (as the library and teola do),
-with the library's fusion.
+explicit LLM call with the teola expansion prompt: `ExpandedQueryRetriever` overrides only that
+step of LlamaIndex's `QueryFusionRetriever` (so the prompt is teola's, or with library prompts the
+library's own query-generation prompt) and searches the original question alongside the expanded
+queries (as the library and teola do), with the library's fusion.
 
 Mapping of the teola templates: chunk_size / chunk_overlap -> SentenceSplitter (sizes counted in the
 tokens teola's chunker counts: the embedding model's tokenizer, `teola.compile.chunk_tokenizer`, so
@@ -52,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-with warnings.catch_warnings():  # llama-index-core 0.12 trips a pydantic field warning on import
+with warnings.catch_warnings():  # llama-index-core's import may trip pydantic field warnings
     warnings.simplefilter("ignore")
     from llama_index.core import Settings, VectorStoreIndex, get_response_synthesizer
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -92,6 +90,7 @@ with warnings.catch_warnings():  # llama-index-core 0.12 trips a pydantic field 
     )
     from pydantic import PrivateAttr
 
+import engines.openai.llm as remote_llm
 from teola.compile.chunk_tokenizer import ModelTokenizer, chunk_tokenizer
 from teola.compile.chunking import count_tokens
 from teola.compile.components import prompts
@@ -298,10 +297,9 @@ class EngineReranker(BaseNodePostprocessor):
     """A LlamaIndex node postprocessor scoring (query, node text) pairs with teola's reranker
     adapter in one call and keeping the `top_n` best.
 
-    llama-index-core 0.12's `RetrieverQueryEngine.aquery` applies postprocessors synchronously, so
-    that path calls the adapter's blocking `score` on the event loop thread, as LlamaIndex's own
-    in-process rerankers (e.g. `SentenceTransformerRerank`) do; `apostprocess_nodes` awaits
-    `execute("reranking", ...)`."""
+    `RetrieverQueryEngine.aquery` (llama-index-core 0.14) awaits `apostprocess_nodes`, which awaits
+    `execute("reranking", ...)`; the synchronous `postprocess_nodes` (LlamaIndex's blocking query path)
+    calls the adapter's blocking `score`, as LlamaIndex's own in-process rerankers do."""
 
     top_n: int = 3
     _client: EngineClient = PrivateAttr()
@@ -479,6 +477,10 @@ class LlamaIndexRAG:
             raise ValueError("the llm adapter is not started (no tokenizer yet): start the engines first")
         tokenizer = renderer.tokenizer
         self.context_window = int(getattr(llm_backend, "max_model_len", 2048))
+        # an LLM behind an OpenAI-compatible server is called with LlamaIndex's own OpenAILike
+        # (bench.llamaindex_server; its package is needed only then)
+        self.server = (f"{llm_backend.base_url}/v1", llm_backend.model) if isinstance(
+            llm_backend, remote_llm.OpenAILLMEngine) else None
         self.tokenize = lambda text: tokenizer.encode(text, add_special_tokens=False)
         # Chunk sizes count tokens the way teola's chunker does (`chunk_tokens_in`: the embedding
         # model's; words without it), so both index alike; prompts are fitted to the context window
@@ -507,7 +509,11 @@ class LlamaIndexRAG:
         spec.prompts = prompts
         return cls(backends, spec, app_chunk_tokenizer(app, nodes))
 
-    def _llm(self, client: EngineClient, max_tokens: int) -> EngineLLM:
+    def _llm(self, client: EngineClient, max_tokens: int) -> Any:
+        if self.server is not None:
+            import bench.llamaindex_server as llamaindex_server
+
+            return llamaindex_server.server_llm(self.server, client.record, max_tokens, self.context_window)
         return EngineLLM(client, max_tokens=max_tokens, context_window=self.context_window)
 
     async def aquery(self, question: str, documents: Sequence[str | dict[str, Any]]) -> Answer:

@@ -77,3 +77,28 @@ async def test_settings_are_ours_and_sync_calls_are_refused(llm_engine, embeddin
     assert isinstance(Settings.llm, EngineLLM) and isinstance(Settings.embed_model, EngineEmbedding)
     with pytest.raises(RuntimeError, match="async"):
         Settings.llm.complete("hello")
+
+
+async def test_an_llm_behind_a_server_is_called_with_llamaindexs_openai_like(remote_llm, embedding_engine,
+                                                                             vector_store, monkeypatch):
+    """With the LLM behind `vllm serve` (the remote adapter, engine kind "openai"), the baseline calls
+    the server with LlamaIndex's own OpenAILike, never through teola's adapter; its calls are still
+    logged per query with the server's token counts."""
+    pytest.importorskip("llama_index.llms.openai_like", reason="the optional 'llamaindex' extra is not installed")
+    from llama_index.core import Settings
+    from llama_index.llms.openai_like import OpenAILike
+
+    import apps.naive_rag
+
+    async def not_the_adapter(op, requests):
+        raise AssertionError(f"teola's remote adapter was called ({op})")
+
+    monkeypatch.setattr(remote_llm, "execute", not_the_adapter)
+    rag = _pipeline(apps.naive_rag, {"llm": remote_llm, "embedding": embedding_engine, "vectordb": vector_store},
+                    synthesis={"max_tokens": 32})
+    assert isinstance(Settings.llm, OpenAILike) and Settings.llm.api_base == f"{remote_llm.base_url}/v1"
+    answer = await rag.aquery("Where is the Zorblat festival held?", [FILLER, DOCUMENT])
+    assert answer.text.strip()
+    calls = [t for t in answer.trace if t["engine"] == "llm"]
+    assert calls and all(t["op"] == "decoding" and 0 < t["num_output_tokens"] <= 32 for t in calls), calls
+    assert all(t["num_prompt_tokens"] > 0 for t in calls)
