@@ -188,17 +188,20 @@ class Bench:
             return baseline_one(app, impl, queries[i], arrival, i)
 
         server = self.servers["teola" if system.startswith("teola") else system]
-        before, t0 = await server.counters(), time.perf_counter()
+        before, t0, cpu0 = await server.counters(), time.perf_counter(), time.process_time()
         if arrivals is None:
             recs = [await one(i, 0.0) for i in range(len(queries))]
         else:
             recs = await run_open_loop(arrivals, lambda i: one(i, arrivals[i]))
-        seconds, after = time.perf_counter() - t0, await server.counters()
-        run = {"seconds": seconds, "loadavg": os.getloadavg(),
+        seconds, cpu, after = time.perf_counter() - t0, time.process_time() - cpu0, await server.counters()
+        # cpu: this process's CPU seconds during the run (the client side: runtime or library, HTTP,
+        # and the in-process embedder, reranker and pgvector client)
+        run = {"seconds": seconds, "cpu": cpu, "loadavg": os.getloadavg(),
                "server": {k.split(":")[-1]: round(after[k] - before[k], 3) for k in METRICS}}
         return recs, run
 
-    async def workload(self, name: str, s: Settings, progress: bool) -> dict[str, Any]:
+    async def workload(self, name: str, s: Settings, progress: bool, done: Any = None) -> dict[str, Any]:
+        """Every trial, point and system on one workload; `done(result)` after each trial."""
         from bench.workloads import poisson_arrivals
 
         app = self.apps[WORKLOADS[name][0]]
@@ -209,13 +212,15 @@ class Bench:
             await self.run(system, app, impls.get(system), workload_queries(name, 1, s.seed + 1000), None)
         points: dict[str, Any] = {}
         rates: list[float] = []
+        result = {"rates": rates, "points": points, "trials_done": 0,
+                  "settings": {k: getattr(s, k) for k in ("trials", "alone", "queries", "fractions", "passes_off")}}
         for k in range(s.trials):
             queries = workload_queries(name, max(s.alone, s.queries), s.seed + k)
             plan: list[tuple[str, float | None]] = [("alone", None)] + [(f"x{f:g}", None) for f in s.fractions]
             for j, (point, _) in enumerate(plan):
                 if point != "alone" and not rates:
                     base = statistics.fmean(r["latency"] for r in points["alone"][reference]["records"] if r.get("ok"))
-                    rates = [f / base for f in s.fractions]
+                    rates += [f / base for f in s.fractions]
                 lam = rates[j - 1] if j else None
                 arrivals = poisson_arrivals(s.queries, lam, s.seed + k) if lam else None
                 for system in rotate(rotate(systems, k), j):
@@ -229,7 +234,10 @@ class Bench:
                         print(f"[deploy] {name} trial {k} {point} {system}: {len(ok)}/{len(recs)} ok, mean "
                               f"{statistics.fmean(ok) if ok else float('nan'):.2f} s, load {os.getloadavg()[0]:.1f}",
                               flush=True)
-        return {"rates": rates, "points": points}
+            result["trials_done"] = k + 1
+            if done is not None:
+                done(result)
+        return result
 
 
 async def _main(s: Settings, progress: bool = True, write: Any = None) -> dict[str, Any]:
@@ -258,10 +266,14 @@ async def _main(s: Settings, progress: bool = True, write: Any = None) -> dict[s
         bench = Bench(apps, servers, engines)
         out = {"settings": asdict(s), "startup_seconds": startup, "workloads": {}}
         for w in s.workloads:
-            out["workloads"][w] = await bench.workload(w, s, progress)
-            out["wall_seconds"] = time.perf_counter() - t0
-            if write is not None:  # each finished workload is on the page at once
-                write(out)
+
+            def done(result: dict[str, Any], w: str = w) -> None:  # each finished trial is on the page at once
+                out["workloads"][w] = result
+                out["wall_seconds"] = time.perf_counter() - t0
+                if write is not None:
+                    write(out)
+
+            out["workloads"][w] = await bench.workload(w, s, progress, done)
     out["wall_seconds"] = time.perf_counter() - t0
     return out
 
@@ -281,6 +293,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--systems", default=None, help=f"comma-separated subset of {','.join(SYSTEMS)} (teola always runs)")
     p.add_argument("--passes-off", default=None,
                    help="comma-separated default passes: teola with each one off also runs, as 'teola, NAME off'")
+    p.add_argument("--append", action="store_true",
+                   help="keep the other workloads already on the page (each workload's settings are on it)")
     p.add_argument("--out", default=None, help="results name (default deploy_<profile>)")
 
 
@@ -322,8 +336,13 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     folder.mkdir(parents=True, exist_ok=True)
     facts = {"machine": machine(), "quick": args.quick, "command": " ".join(["python -m bench.remote_apps --study deploy", *argv]).strip()}
 
+    kept = {}
+    if args.append and (folder / f"{out}.json").exists():  # the page's other workloads stay on it
+        kept = json.loads((folder / f"{out}.json").read_text())["workloads"]
+
     def write(data: dict[str, Any]) -> None:
         data.update(facts)
+        data["workloads"] = {**{w: r for w, r in kept.items() if w not in data["workloads"]}, **data["workloads"]}
         (folder / f"{out}.json").write_text(json.dumps(data, separators=(",", ":"), default=str))
         (folder / f"{out}.md").write_text(markdown(data).rstrip() + "\n")
 

@@ -54,7 +54,9 @@ def equal_work(point: dict[str, Any]) -> dict[str, Any]:
 
 def _server(runs: list[dict[str, Any]], n: int) -> dict[str, float]:
     keys = ("request_success_total", "prompt_tokens_total", "generation_tokens_total")
-    return {k.split("_total")[0]: sum(r["server"][k] for r in runs) / max(n, 1) for k in keys}
+    out = {k.split("_total")[0]: sum(r["server"][k] for r in runs) / max(n, 1) for k in keys}
+    out["client_cpu"] = sum(r["cpu"] for r in runs) / max(n, 1) if all("cpu" in r for r in runs) else None
+    return out
 
 
 def busy_means(entry: dict[str, Any]) -> dict[str, float]:
@@ -98,13 +100,13 @@ def latency_rows(res: dict[str, Any]) -> list[str]:
 def work_rows(res: dict[str, Any]) -> list[str]:
     alone = res["points"].get("alone", {})
     lines = ["| system | LLM calls | prompt tok | output tok | calls equal to teola's | prefill-only calls | "
-             "server: requests | server: prompt tok | server: generated tok |", "|---|" + "---|" * 8]
+             "server: requests | server: prompt tok | server: generated tok | client CPU (s) |", "|---|" + "---|" * 9]
     for system, w in equal_work(alone).items():
         sv = w["server"]
         lines.append(f"| {system} | {_f(w['calls'])} | {_f(w['prompt'], 0)} | {_f(w['output'], 0)} | "
                      f"{_f(None if w['same_as_teola'] is None else 100 * w['same_as_teola'], 0)}% | "
                      f"{_f(w['prefills'], 1)} | {_f(sv['request_success'], 1)} | {_f(sv['prompt_tokens'], 0)} | "
-                     f"{_f(sv['generation_tokens'], 0)} |")
+                     f"{_f(sv['generation_tokens'], 0)} | {_f(sv['client_cpu'], 3)} |")
     return lines
 
 
@@ -131,12 +133,15 @@ def markdown(data: dict[str, Any]) -> str:
              "pgvector run in process on this machine's 2 CPU cores, shared with other work (load below). "
              "Systems, prompts and equal work: bench/deploy_systems.py. LlamaIndex's LLM is the remote-LLM adapter "
              "the other remote benches give it (llama-index's OpenAI-compatible class is not installed here).", "",
-             f"Trials {s['trials']} (systems interleaved, order rotated per trial and rate), {s['alone']} queries "
-             f"alone, {s['queries']} per Poisson trace; rates = {', '.join(f'{f:g}' for f in s['fractions'])} x "
-             "LangGraph's service rate alone. Ratios: baseline mean / teola mean over the same queries, paired "
+             "Systems interleaved (order rotated per trial and rate); each workload's trials, queries and rates "
+             "are under its heading. Ratios: baseline mean / teola mean over the same queries, paired "
              f"bootstrap 95% interval ({BOOTSTRAP} resamples, seed 0); > 1 means teola is faster.", ""]
     for name, res in data["workloads"].items():
-        lines += [f"## {name}", "", *latency_rows(res), "", load_line(res), "",
+        ws = res.get("settings", s)
+        setup = (f"Trials {res.get('trials_done', ws['trials'])} of {ws['trials']}, {ws['alone']} queries alone, "
+                 f"{ws['queries']} per trace, rates {', '.join(f'{f:g}' for f in ws['fractions'])} x LangGraph's "
+                 "service rate alone.")
+        lines += [f"## {name}", "", setup, "", *latency_rows(res), "", load_line(res), "",
                   "Work per query alone (client traces; server: the emulator's counters per query):", "",
                   *work_rows(res), "", "Busy time per stage alone (s per query, union of its calls' execution):", "",
                   *busy_rows(res), ""]
