@@ -6,9 +6,9 @@ from teola.ir.engine_spec import Engine
 from teola.ir.graph import EngineInfo, Graph, GraphError
 from teola.ir.node import Node
 from teola.ir.ops import PrimOp
-from teola.passes import PassResult, register_pass
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
+from teola.passes import PassResult, register_pass
 
 __all__ = ["App", "Compiled", "Engine", "EngineInfo", "Graph", "GraphError", "Node", "PassResult", "PrimOp",
            "Primitive", "Ref", "component_kinds", "register_component", "register_pass"]

@@ -24,18 +24,23 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from teola.cli_logging import run_logged, terminal_err, terminal_out, uvicorn_log_config
 from teola.cli_documents import add_commands as add_documents_commands
 from teola.cli_ingest import add_commands as add_ingest_commands
-from teola.cli_machine import MachineCliError, add_commands as add_machine_commands
+from teola.cli_logging import run_logged, terminal_err, terminal_out, uvicorn_log_config
+from teola.cli_machine import MachineCliError
+from teola.cli_machine import add_commands as add_machine_commands
 from teola.cli_remote import RemoteCliError, stream_query
+from teola.emulate.cli import EmulateCliError
+from teola.emulate.cli import add_commands as add_emulate_commands
+from teola.plan.cli import PlanCliError
+from teola.plan.cli import add_commands as add_plan_commands
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
-from teola.emulate.cli import EmulateCliError, add_commands as add_emulate_commands
-from teola.plan.cli import PlanCliError, add_commands as add_plan_commands
-from teola.sim.cli import SimCliError, add_commands as add_sim_commands
+from teola.sim.cli import SimCliError
+from teola.sim.cli import add_commands as add_sim_commands
 from teola.trace.gantt import terminal_gantt
 from teola.trace.table import timing_table
 

@@ -183,7 +183,7 @@ def size_text(n: int) -> str:
     if n < 1000:
         return f"{n} B"
     size = float(n)
-    for unit in ("kB", "MB", "GB"):
+    for unit in ("kB", "MB", "GB"):  # noqa: B007  (the last unit is read after the loop)
         size /= 1000
         if size < 1000:
             break

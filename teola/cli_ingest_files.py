@@ -4,9 +4,9 @@ version of it (same name and namespace, other hash), or not at all."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from teola.client import Document
 from teola.loaders.registry import BY_EXTENSION

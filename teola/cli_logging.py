@@ -15,8 +15,9 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 TAIL_LINES = 30  # log lines shown when a command fails
 KEEP_LOGS = 20  # older log files are deleted
@@ -90,7 +91,7 @@ class OutputLog:
         self._handlers: list[logging.Handler] = []
         self._root_level = logging.NOTSET
 
-    def __enter__(self) -> "OutputLog":
+    def __enter__(self) -> OutputLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(self.path, "a", buffering=1, encoding="utf-8", errors="backslashreplace")
         for name, fd in (("out", 1), ("err", 2)):

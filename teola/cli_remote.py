@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from teola.cli_logging import terminal_out
 from teola.client import APIConnectionError, APIError, Client, TeolaError, events

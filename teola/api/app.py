@@ -5,18 +5,20 @@ import asyncio
 import logging
 import os
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from engines.registry import backend_ranks_by
 from teola.compile.compiler import Compiled, GraphCache, compile_query
 from teola.compile.single_primitive import embedding_query
+from teola.compile.template import placeholder_query, validate_template
 from teola.ir.engine_spec import Engine
 from teola.ir.node import Node
 from teola.runtime import QueryError, Result, Runtime
 from teola.telemetry import telemetry_from_env
 
 log = logging.getLogger("teola")
-from teola.compile.template import placeholder_query, validate_template
+
 
 class App:
     """An LLM application served by teola.

@@ -18,10 +18,11 @@ Each call goes through `Runtime.submit_call` (the engine scheduler, not the grap
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from teola.runtime import HANDLINGS, CallFailed, Runtime, llm_request
 from teola.api.tool_calls import TOOL_INSTRUCTION, continue_with_tools
+from teola.runtime import HANDLINGS, CallFailed, Runtime, llm_request
 
 GEN_OPTIONS = ("max_tokens", "temperature", "stop", "ignore_eos")
 __all__ = ["CallFailed", "CallResult", "Program"]
@@ -35,7 +36,7 @@ class CallResult(str):
     result: dict[str, Any]
     instance: str | None
 
-    def __new__(cls, text: str, call_id: str, result: dict[str, Any], instance: str | None = None) -> "CallResult":
+    def __new__(cls, text: str, call_id: str, result: dict[str, Any], instance: str | None = None) -> CallResult:
         obj = super().__new__(cls, text)
         obj.call_id = call_id
         obj.result = result
@@ -71,7 +72,7 @@ class Program:
         self._ids = itertools.count(1)
         self.calls = 0
 
-    async def __aenter__(self) -> "Program":
+    async def __aenter__(self) -> Program:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

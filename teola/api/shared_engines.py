@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from engines.protocol import restart_adapter
 

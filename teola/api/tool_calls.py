@@ -18,11 +18,19 @@ from __future__ import annotations
 
 import inspect
 import time
-from typing import Any, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
+from teola.programs.tool_syntax import (
+    CLOSE,
+    OPEN,
+    TOOL_INSTRUCTION,
+    ToolCall,
+    expected_tool,
+    parse_tool_call,
+    result_segment,
+)
 from teola.runtime import choose_pause_handling, llm_request
-from teola.programs.tool_syntax import (CLOSE, OPEN, TOOL_INSTRUCTION, ToolCall, expected_tool, parse_tool_call,
-                                       result_segment)
 
 __all__ = ["CLOSE", "OPEN", "TOOL_INSTRUCTION", "Tool", "ToolCall", "choose_pause_handling", "continue_with_tools",
            "observe_tool", "parse_tool_call", "result_segment", "run_tool"]

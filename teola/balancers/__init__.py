@@ -6,7 +6,8 @@
 Pure logic over duck-typed instances; the engine scheduler (teola.runtime) applies them."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from teola.balancers.least_loaded import LeastLoaded
 from teola.balancers.least_used import LeastUsed

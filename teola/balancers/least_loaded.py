@@ -4,7 +4,8 @@ engines, occupied token slots for LLM engines). Instances are duck-typed: `infli
 `max_inflight`, `outstanding` and `tokens` (teola.runtime.Instance)."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 class LeastLoaded:

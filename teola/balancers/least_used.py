@@ -1,7 +1,8 @@
 """LeastUsed: route every call to the least-used instance (ties: the first in the list)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def default_load(inst: Any) -> float:

@@ -13,7 +13,8 @@ to `route`, not only the free ones: a long call waits for its program's instance
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from teola.balancers.least_used import LeastUsed
 from teola.programs.process_table import ProcessTable

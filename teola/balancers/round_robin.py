@@ -1,7 +1,8 @@
 """RoundRobin: route calls to instances in cyclic order, ignoring load and locality."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 class RoundRobin:

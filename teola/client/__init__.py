@@ -11,10 +11,29 @@ exceptions of `teola.client.errors`; 429 and 503 are retried after their ``Retry
 from teola.client import events
 from teola.client.async_client import AsyncClient, AsyncQueryStream
 from teola.client.client import Client, QueryStream
-from teola.client.errors import (APIConnectionError, APIError, AuthenticationError, InvalidRequestError, NotFoundError,
-                                 RateLimitError, ServerError, TeolaError, TimeoutError, UnavailableError)
-from teola.client.results import (AppInfo, Document, DocumentPage, EngineInfo, Namespace, NamespaceList, QueryResult,
-                                  Readiness, Usage)
+from teola.client.errors import (
+                                 APIConnectionError,
+                                 APIError,
+                                 AuthenticationError,
+                                 InvalidRequestError,
+                                 NotFoundError,
+                                 RateLimitError,
+                                 ServerError,
+                                 TeolaError,
+                                 TimeoutError,  # noqa: F401  (by name only: see __all__ below)
+                                 UnavailableError,
+)
+from teola.client.results import (
+                                 AppInfo,
+                                 Document,
+                                 DocumentPage,
+                                 EngineInfo,
+                                 Namespace,
+                                 NamespaceList,
+                                 QueryResult,
+                                 Readiness,
+                                 Usage,
+)
 from teola.client.retries import NO_RETRIES, Retries
 
 # TimeoutError is left out of __all__: a star import would shadow the builtin (import it by name)

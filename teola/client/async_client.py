@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Iterable, Mapping
+from typing import Any
 
 import httpx
 

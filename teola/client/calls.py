@@ -4,9 +4,10 @@ itself, so the sync and the async client cannot drift apart."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Generic, Iterable, Mapping, TypeVar, Union
+from typing import IO, Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -15,9 +16,9 @@ import teola.client.results as results
 from teola.client.results import AppInfo, DocumentPage, NamespaceList, QueryResult, Readiness
 
 T = TypeVar("T")
-Content = Union[str, bytes, IO[bytes]]
+Content = str | bytes | IO[bytes]
 # a file to upload: a path, (file name, content) or (file name, content, content type)
-FileLike = Union[str, os.PathLike, tuple[str, Content], tuple[str, Content, str]]
+FileLike = str | os.PathLike | tuple[str, Content] | tuple[str, Content, str]
 # without a content type the server picks the reader by the name's extension (.pdf, .html, .md, .docx; else text)
 UNTYPED = "application/octet-stream"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any, Generator, Iterable, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
+from typing import Any
 
 import httpx
 

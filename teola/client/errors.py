@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import builtins
 import math
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from datetime import datetime, timezone
 from typing import Any
 
 import httpx
@@ -137,8 +137,8 @@ def retry_after(headers: httpx.Headers) -> float | None:
     except (TypeError, ValueError, IndexError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def connection_error(exc: httpx.TransportError) -> TeolaError:

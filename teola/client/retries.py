@@ -89,7 +89,7 @@ def wait_or_raise(retries: Retries, attempt: int, idempotent: bool, *, answer: h
 
 def _has_request(exc: httpx.TransportError) -> bool:
     try:
-        exc.request
+        exc.request  # noqa: B018  (the property raises when the error has no request)
     except RuntimeError:  # httpx raises when the error was made without a request
         return False
     return True

@@ -4,7 +4,8 @@ any app (every kind's options), as the HTTP API's OpenAPI document and config-sc
 them. Validation itself happens in the compiler, against the same models."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from teola.compile.components import component_kinds, options_model
 from teola.ir.node import Node

@@ -7,11 +7,11 @@ from typing import Any
 from teola.compile.chunk_tokenizer import chunk_tokenizer
 from teola.compile.chunking import ChunkLimitError, chunk_documents, document_text
 from teola.compile.components import BuildContext, Port, lookup, options_model
-from teola.passes.option_errors import validate_options
 from teola.ir.engine_spec import Engine
 from teola.ir.graph import Graph
 from teola.ir.node import Node
 from teola.ir.primitive import Primitive
+from teola.passes.option_errors import validate_options
 
 MAX_CHUNKS = 20_000
 # the chunks of a query's documents hold at most this many times their characters: overlapping

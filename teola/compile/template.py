@@ -1,7 +1,8 @@
 """Validation of a workflow template (the nodes an app passes to `update_template`)."""
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import networkx as nx
 
@@ -17,22 +18,23 @@ def validate_template(nodes: Iterable[object], engines: dict[str, Engine]) -> li
     Raises TypeError for a non-Node, ValueError for: duplicate names, an edge to a node not in the
     template, a cycle, an unknown kind or engine, a control node given an engine, an LLM-only
     annotation on a non-LLM node."""
-    nodes = list(nodes)
-    if not nodes:
+    given = list(nodes)
+    if not given:
         raise ValueError("a template needs at least one Node")
-    for n in nodes:
-        if not isinstance(n, Node):
-            raise TypeError(f"template entries must be Node objects, got {n!r}")
+    for entry in given:
+        if not isinstance(entry, Node):
+            raise TypeError(f"template entries must be Node objects, got {entry!r}")
+    checked = [entry for entry in given if isinstance(entry, Node)]
     names: dict[str, Node] = {}
-    for n in nodes:
+    for n in checked:
         if n.name in names:
             raise ValueError(f"two nodes are named {n.name!r}; give one a different name=...")
         names[n.name] = n
     g = nx.DiGraph()
-    for i, n in enumerate(nodes):
+    for i, n in enumerate(checked):
         g.add_node(n.name, order=i)
-    members = set(map(id, nodes))
-    for n in nodes:
+    members = set(map(id, checked))
+    for n in checked:
         for d in n.downstream:
             if id(d) not in members:
                 raise ValueError(f"node {n.name!r} >> {d.name!r}, but {d.name!r} is not in the template; "
@@ -41,7 +43,7 @@ def validate_template(nodes: Iterable[object], engines: dict[str, Engine]) -> li
     if not nx.is_directed_acyclic_graph(g):
         cycle = " >> ".join(u for u, _ in nx.find_cycle(g))
         raise ValueError(f"the template has a cycle: {cycle} >> ...; templates must be acyclic")
-    for n in nodes:
+    for n in checked:
         _, needs_engine, splittable = lookup(n.kind)
         if needs_engine:
             if n.engine is None:
@@ -53,7 +55,7 @@ def validate_template(nodes: Iterable[object], engines: dict[str, Engine]) -> li
         elif n.engine is not None:
             raise ValueError(f"node {n.name!r} ({n.kind}) is a control node and runs on no engine; drop engine=")
         if n.anno == "splittable":
-            is_llm = n.engine in engines and engines[n.engine].ops & LLM_OPS
+            is_llm = n.engine is not None and n.engine in engines and engines[n.engine].ops & LLM_OPS
             if not (splittable and is_llm):
                 raise ValueError(f"node {n.name!r} ({n.kind}): anno='splittable' applies only to LLM nodes whose "
                                  "output is a list (query_expansion, llm with split=...); remove it")

@@ -22,8 +22,8 @@ import json
 import math
 import random
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 SPEC_HELP = ("max | fixed:N | uniform:LO,HI | exponential:MEAN | lognormal:MEDIAN,SIGMA | FILE.json "
              "(a list of observed lengths)")

@@ -8,7 +8,7 @@ lacks CPU and its latencies run long."""
 from __future__ import annotations
 
 import os
-from typing import Callable
+from collections.abc import Callable
 
 from teola.emulate.pool import EngineState
 

@@ -5,8 +5,9 @@ vLLM's data-parallel front end balances its engines."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any
 
 from engines.sim.llm import SimLLM
 from engines.sim.profile import load_profile, simulated_engine

@@ -9,8 +9,9 @@ tokens, decoded one by one (special tokens as empty text, as vLLM's skip_special
 character split over two tokens shows as U+FFFD)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 FILLER_WORDS = (" the", " a", " and", " of", " to", " hello", " token")
 

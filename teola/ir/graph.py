@@ -1,8 +1,8 @@
 """The graph IR shared by p-graphs and e-graphs: primitives over a networkx DiGraph."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 import networkx as nx
 
@@ -66,7 +66,7 @@ class Graph:
     def remove(self, prim: int | Primitive) -> None:
         self.nx.remove_node(_id(prim))
 
-    def copy(self) -> "Graph":
+    def copy(self) -> Graph:
         """A deep copy of the structure with cloned primitives (same ids)."""
         g = Graph(inputs=self.inputs, outputs=self.outputs, engines=self.engines, components=self.components,
                   _next_id=self._next_id)

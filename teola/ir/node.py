@@ -37,7 +37,7 @@ class Node(RShiftMixin):
         self.downstream: list[Node] = []
         self.upstream: list[Node] = []
 
-    def _add_downstream(self, other: "Node") -> None:
+    def _add_downstream(self, other: Node) -> None:
         if other is self:
             raise ValueError(f"Node {self.name!r} cannot depend on itself")
         if other not in self.downstream:

@@ -32,7 +32,7 @@ class Primitive:
     def name(self) -> str:
         return f"{self.component}.{self.label}" if self.label else self.component
 
-    def clone(self, **changes: Any) -> "Primitive":
+    def clone(self, **changes: Any) -> Primitive:
         """A copy with fresh args (shallow-copied) and the given fields replaced; id unset."""
         fields = {f: getattr(self, f) for f in self.__slots__ if f not in ("id",)}
         fields["args"] = dict(self.args)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
+from teola.ir.refs import part_key
 from teola.passes.result import PassResult
 from teola.passes.split_map import redistribute
-from teola.ir.refs import part_key
 
 
 def decode_pipelining(graph: Graph) -> PassResult:

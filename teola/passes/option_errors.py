@@ -2,7 +2,8 @@
 path (`config.nodes.search.top_k: ...`), for component and pass options alike."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 

@@ -12,8 +12,8 @@ from annotated_types import Ge, Le
 
 from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
-from teola.passes.result import PassResult
 from teola.ir.refs import Ref
+from teola.passes.result import PassResult
 
 
 def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1) -> PassResult:

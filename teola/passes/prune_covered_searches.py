@@ -26,8 +26,8 @@ from __future__ import annotations
 from engines.requests import default
 from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
-from teola.passes.result import PassResult
 from teola.ir.primitive import Primitive
+from teola.passes.result import PassResult
 
 # What may be removed once nothing reads it: work without side effects outside the query.
 _PURE = frozenset({PrimOp.EMBEDDING, PrimOp.SEARCHING, PrimOp.AGGREGATE, PrimOp.PREFILLING,

@@ -1,7 +1,7 @@
 """Passes by name, in pipeline order. Custom passes register with `register_pass`."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from teola.passes.component_order import component_order
 from teola.passes.decode_pipelining import decode_pipelining

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
+from teola.ir.primitive import Primitive
 from teola.passes.result import PassResult
 from teola.passes.speculative_search import independent
-from teola.ir.primitive import Primitive
 
 _PREFILLS = (PrimOp.PREFILLING, PrimOp.FULL_PREFILLING)
 _DECODES = (PrimOp.DECODING, PrimOp.PARTIAL_DECODING)

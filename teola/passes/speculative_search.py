@@ -21,8 +21,8 @@ import networkx as nx
 
 from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
-from teola.passes.result import PassResult
 from teola.ir.primitive import Primitive
+from teola.passes.result import PassResult
 
 
 def speculative_search(graph: Graph) -> PassResult:

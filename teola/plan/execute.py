@@ -21,15 +21,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from engines.requests import default
 from teola.ir.engine_spec import Engine
 from teola.plan import prompts
 from teola.plan.adjust import StageAdjuster
+from teola.plan.app_job import KIND as APP_KIND
+from teola.plan.app_job import PROGRAM_KIND
 from teola.plan.cost import Plan
-from teola.plan.app_job import KIND as APP_KIND, PROGRAM_KIND
 from teola.plan.job import Job, load_job
 from teola.plan.replan import Replanner
 from teola.plan.report import plans_of

@@ -18,7 +18,8 @@ docs/planning.md); a single-LLM-engine app's plan is always one stage.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from engines.requests import DECODE_OPS
 from teola.balancers import DEFAULT_BALANCER, balancer_names

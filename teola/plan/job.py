@@ -50,7 +50,7 @@ class Job:
     app: str
     spec: dict[str, Any]
     models: dict[str, ModelSpec]
-    parts: list["Job"] = field(default_factory=list)
+    parts: list[Job] = field(default_factory=list)
     lengths: Any = None
     seed: int = 0
 

@@ -20,10 +20,11 @@ import contextvars
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from teola.plan.app_job import PROGRAM_KIND as KIND, Call, simulated_app
+from teola.plan.app_job import Call, simulated_app
 
 STAGE = "call"
 RUN: contextvars.ContextVar[int] = contextvars.ContextVar("teola_plan_run", default=-1)

@@ -3,7 +3,7 @@ recorder (`python -m bench.plan_studies --study lengths`), the planner's prompt-
 `teola run-job`."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 STAGES = ("answer", "fuse", "route", "summarise", "evaluate")
 
@@ -44,7 +44,7 @@ def build(stage: str, inputs: dict, upstream: list[str]) -> str:
     raise ValueError(f"unknown app stage {stage!r}; stages: {', '.join(STAGES)}")
 
 
-@lru_cache(maxsize=None)
+@cache
 def shared_prefix(stage: str, upstream: int) -> str:
     """The leading text every prompt of `stage` with `upstream` upstream outputs starts with."""
     a = build(stage, {"question": "\x00", "chunk": "\x00", "aspect": 0}, ["\x00"] * upstream)

@@ -10,8 +10,8 @@ all three (docs/planning.md)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from teola.plan.cost import Plan
 from teola.plan.stage_eval import Stage, StageEval, State

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass, field
 
 from teola.plan.cost import Plan
-from teola.sim.replica import SimRequest, simulate_replica, work_until
 from teola.plan.workload import Request, Workload
+from teola.sim.replica import SimRequest, simulate_replica, work_until
 
 Stage = dict[str, Plan]
 EPS = 1e-9
@@ -33,7 +33,7 @@ class State:
     time: float = 0.0
 
     @classmethod
-    def start(cls, wl: Workload) -> "State":
+    def start(cls, wl: Workload) -> State:
         return cls({m: set() for m in wl.requests})
 
 

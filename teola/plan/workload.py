@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.sim.text import count_tokens
-from teola.plan import prompts
-from teola.plan import app_job, program_job
+from teola.plan import app_job, program_job, prompts
 from teola.plan.app_job import Call, count
 from teola.plan.cost import ModelCost
 from teola.plan.data import chunks, documents, questions

@@ -46,29 +46,37 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 
+from teola.api.shared_engines import share_engines
 from teola.compile.config_schema import nodes_schema, passes_schema
 from teola.server.auth import KeyMiddleware, unauthorized
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.hosts import AllowedHosts, HostMiddleware, is_loopback
 from teola.server.memory import limit_malloc_arenas
 from teola.server.openai_door import openai_router
+from teola.server.queries import (
+    build_query,
+    check_graph,
+    check_policy,
+    compile_query,
+    plain,
+    run_query,
+    tenant_config,
+)
 from teola.server.quotas import AdmissionMiddleware
-from teola.server.queries import (build_query, check_graph, check_policy, compile_query, plain, run_query,
-                                  tenant_config)
-from teola.server.streaming import sse_events, unless_disconnected
-from teola.server.tracing import caller_context, in_context
 from teola.server.schemas import ErrorResponse, QueryRequest, QueryResponse
 from teola.server.settings import ServerSettings
 from teola.server.state import ServerState
 from teola.server.storage_api import add_storage_routes
+from teola.server.streaming import sse_events, unless_disconnected
+from teola.server.tracing import caller_context, in_context
 from teola.server.ui import add_ui
-from teola.api.shared_engines import share_engines
 
 log = logging.getLogger("teola.server")
 

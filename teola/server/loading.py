@@ -14,7 +14,6 @@ import pkgutil
 import sys
 from typing import Any
 
-
 DEFAULT_APPS_PACKAGE = "apps"
 
 

@@ -4,7 +4,8 @@ each query's trace; the runtimes' own counters (queue lengths, batches, prefix-c
 at scrape time from ``app.runtime.stats()``."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily

@@ -51,16 +51,17 @@ import asyncio
 import itertools
 import json
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from engines.protocol import Feature
-from teola.runtime import CallFailed, llm_request
 import teola.server.door_models as door_models
 import teola.server.openai_format as fmt
+from engines.protocol import Feature
+from teola.runtime import CallFailed, llm_request
 from teola.server.errors import ApiError
 from teola.server.openai_calls import DoorCall
 from teola.server.openai_embeddings import embedding_engines, embeddings

@@ -16,9 +16,9 @@ from typing import Any
 
 from fastapi import Request
 
+import teola.server.door_models as door_models
 from teola.compile.chunk_tokenizer import chunk_tokenizer
 from teola.compile.single_primitive import embedding_query
-import teola.server.door_models as door_models
 from teola.server.errors import ApiError
 from teola.server.queries import run_query, tenant_config
 from teola.server.quotas import estimate_tokens

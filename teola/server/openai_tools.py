@@ -41,7 +41,7 @@ class ForcedCall:
     schema: dict[str, Any]
 
     @classmethod
-    def of(cls, tools: list[dict[str, Any]]) -> "ForcedCall":
+    def of(cls, tools: list[dict[str, Any]]) -> ForcedCall:
         params = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object", "properties": {}}
                   for t in tools}
         if len(params) == 1:

@@ -7,7 +7,8 @@ import asyncio
 import json
 import logging
 import math
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 

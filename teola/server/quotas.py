@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from limits import RateLimitItemPerMinute
 from limits.storage import MemoryStorage

@@ -1,7 +1,8 @@
 """`ServerState`: what the endpoints of one server share (apps, settings, metrics, uploads)."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from teola.server.compiling import CompilePool
 from teola.server.documents import Documents

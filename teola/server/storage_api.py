@@ -3,7 +3,7 @@ and kept vector-store namespaces (teola.server.namespaces). Everything is the ca
 another tenant's id or namespace is unknown (404), never forbidden (403)."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -102,4 +102,4 @@ def _listed(doc: DocumentInfo) -> dict[str, object]:
 
 
 def _iso(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).isoformat()
+    return moment.astimezone(UTC).isoformat()

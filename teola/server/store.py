@@ -10,9 +10,10 @@ kept vector-store namespaces, behind one small interface with two backends (sett
 which serializes every change of one tenant, so concurrent uploads cannot pass a cap together."""
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import AsyncContextManager, Protocol
+from typing import Protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ class TenantChanges(Protocol):
 class TenantStore(Protocol):
     """A backend: documents and namespace records addressed by (tenant, app, id or name)."""
 
-    def locked(self, tenant: str) -> AsyncContextManager[TenantChanges]:
+    def locked(self, tenant: str) -> AbstractAsyncContextManager[TenantChanges]:
         """Changes of `tenant`, exclusive against every other `locked(tenant)`; applied together when
         the block ends without an exception (committed before it returns), discarded otherwise."""
         ...

@@ -3,9 +3,9 @@ process (same API and caps as Postgres; everything is lost when the process exit
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime, timezone
-from typing import AsyncIterator
+from datetime import UTC, datetime
 
 from teola.server.store import DocumentInfo, DocumentMeta, KeptUsage, NamespaceInfo, Usage
 
@@ -17,7 +17,7 @@ class _Stored:
         self.text = text
         self.meta = meta or DocumentMeta()
         self.bytes = len(text.encode("utf-8"))
-        self.created = datetime.now(timezone.utc)
+        self.created = datetime.now(UTC)
 
 
 class MemoryStore:
@@ -30,7 +30,7 @@ class MemoryStore:
         self._locks: dict[str, asyncio.Lock] = {}
 
     @asynccontextmanager
-    async def locked(self, tenant: str) -> AsyncIterator["_MemoryChanges"]:
+    async def locked(self, tenant: str) -> AsyncIterator[_MemoryChanges]:
         lock = self._locks.setdefault(tenant, asyncio.Lock())
         async with lock:
             changes = _MemoryChanges(self, tenant)
@@ -104,7 +104,7 @@ class _MemoryChanges:
         return await self._store.has_namespace(self._tenant, app, namespace)
 
     async def insert_namespace(self, app: str, namespace: str) -> None:
-        self.namespaces[(self._tenant, app, namespace)] = datetime.now(timezone.utc)
+        self.namespaces[(self._tenant, app, namespace)] = datetime.now(UTC)
 
     async def kept_usage(self) -> KeptUsage:
         mine = {key: k for key, k in self._store._kept.items() if key[0] == self._tenant} | self.kept

@@ -15,8 +15,9 @@ answering 503 until the process restarts."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator
+from typing import Any
 
 from teola.server.errors import ApiError
 from teola.server.store import DocumentInfo, DocumentMeta, KeptUsage, NamespaceInfo, Usage
@@ -119,7 +120,7 @@ class PostgresStore:
             raise _unavailable(f"{type(exc).__name__}: {exc}") from exc
 
     @asynccontextmanager
-    async def locked(self, tenant: str) -> AsyncIterator["_PgChanges"]:
+    async def locked(self, tenant: str) -> AsyncIterator[_PgChanges]:
         # the tenant's turn in this process before a connection: waiting on the advisory lock
         # (other processes) holds one connection per tenant at most
         async with self._turn(tenant), self._connection() as conn, conn.transaction():

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 
@@ -49,7 +50,7 @@ async def sse_events(state: ServerState, name: str, app: Any, compiled: Compiled
         while True:
             try:
                 event = await asyncio.wait_for(events.get(), every)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 yield KEEPALIVE
                 continue
             if event is None:

@@ -67,7 +67,7 @@ class Tenants:
 
     @classmethod
     def from_settings(cls, api_key: str | None, api_keys: str | None, api_keys_file: str | None,
-                      secret: str | None = None) -> "Tenants":
+                      secret: str | None = None) -> Tenants:
         """Parse the three key settings; ValueError naming the setting and the problem."""
         keys: dict[str, str] = {}
         if api_key:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from typing import Any, Coroutine
+from collections.abc import Coroutine
+from typing import Any
 
 from fastapi import Request
 

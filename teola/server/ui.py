@@ -12,8 +12,9 @@ the server's API keys, and each tenant sees only its own queries.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, Response

@@ -19,7 +19,6 @@ from typing import Any
 from engines.sim.profile import PROFILE_DIR, profile_names
 from teola.server.loading import resolve_app
 
-
 MEASURED_ENV = "TEOLA_GPU_MEASURED"
 
 

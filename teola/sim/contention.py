@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import statistics
-from typing import Any, Awaitable, Callable
-
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 Say = Callable[[str], None]
 # engine kinds whose batches compete with the LLM for the machine, and a batch of each to time

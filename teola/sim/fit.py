@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import math
 import statistics
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import scipy.optimize
@@ -167,7 +168,7 @@ def fit_llm_rows(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[
     rows = [list(s["features"]) for s in samples]
     y = [secs(s) for s in samples]
     pairs = [(i, j) for i, j in decode_pairs(samples) if y[j] > y[i]]  # a noise-inverted pair says nothing
-    diff = [[h - l for h, l in zip(rows[j], rows[i])] for i, j in pairs]
+    diff = [[hi - lo for hi, lo in zip(rows[j], rows[i])] for i, j in pairs]
     stepped = [s for s in samples if s.get("steps")]
     coef = nnls(rows + diff + [step_row(s["steps"]) for s in stepped],
                 y + [y[j] - y[i] for i, j in pairs] + [float(s["steps"]["step_s"]) for s in stepped], relative=True)

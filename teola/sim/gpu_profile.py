@@ -28,8 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from teola.sim.gpu_specs import GPUS, MODEL_LAYERS, GpuSpec
-from teola.sim.measured_ops import (GEMM_OPS, LAYER_OPS, OperatorTable, compute_file, interpolate, network_file,
-                                    read_allreduce_table, read_operator_table)
+from teola.sim.measured_ops import (
+    GEMM_OPS,
+    LAYER_OPS,
+    OperatorTable,
+    compute_file,
+    interpolate,
+    network_file,
+    read_allreduce_table,
+    read_operator_table,
+)
 
 VIDUR = "Vidur (microsoft/vidur, MIT licence; Agrawal et al., MLSys 2024)"
 CPU_STEP_S = 0.002

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import csv
 import gzip
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 # every operator of a layer but the embedding lookup, which an iteration runs once, not per layer
 LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",

@@ -3,14 +3,15 @@ a query's time goes per engine (queued vs running) at each rate. Needs matplotli
 (`pip install 'teola[bench]'`), imported only when a plot is asked for."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from teola.sim.run import SimReport
 
 
-def plot_reports(reports: Sequence["SimReport"], path: str | Path) -> Path:
+def plot_reports(reports: Sequence[SimReport], path: str | Path) -> Path:
     """Write the latency-vs-rate and per-engine breakdown plot of `reports` (one per rate) to `path`."""
     if not reports:
         raise ValueError("plot_reports needs at least one simulation report")
@@ -42,7 +43,7 @@ def plot_reports(reports: Sequence["SimReport"], path: str | Path) -> Path:
     return path
 
 
-def _breakdown(ax, reports: Sequence["SimReport"]) -> None:
+def _breakdown(ax, reports: Sequence[SimReport]) -> None:
     """Stacked bars per rate: each engine's mean queued and running seconds per query."""
     engines = sorted({e for r in reports for e in r.breakdown})
     xs = range(len(reports))

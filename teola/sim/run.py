@@ -13,9 +13,10 @@ import asyncio
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engines.registry import kind_defaults
 from engines.sim.profile import load_profile

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import selectors
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

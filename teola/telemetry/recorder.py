@@ -12,7 +12,8 @@ when the primitive was queued at its engine and ends when it finished; its `teol
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from opentelemetry import trace as otel_trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode

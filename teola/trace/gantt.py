@@ -3,7 +3,8 @@ timing table): one row per primitive, grouped by engine, `-` while queued at its
 running (`=` for primitives on the critical path, which is also marked `*` before the name)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from teola.trace.timeline import batch_mates, critical_path, interval
 

@@ -3,7 +3,8 @@ critical path (the chain of primitives that set the query's latency). Pure funct
 dicts (`Result.trace`); the terminal Gantt, the /ui page and the OpenTelemetry spans read them."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 EPS = 1e-6
 

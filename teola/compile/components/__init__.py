@@ -1,17 +1,21 @@
 """Component kinds: each decomposes one template node into primitives (Teola Algorithm 1)."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
-from teola.compile.components.context import BuildContext, Port, SubGraph
 from teola.compile.components.agent import decompose_agent
+from teola.compile.components.context import BuildContext, Port, SubGraph
 from teola.compile.components.control import decompose_aggregate, decompose_condition
 from teola.compile.components.expansion import decompose_query_expansion
 from teola.compile.components.indexing import decompose_indexing, decompose_ingestion
 from teola.compile.components.llm import decompose_llm
 from teola.compile.components.options import BUILTIN_OPTIONS, Options
-from teola.compile.components.retrieval import (decompose_query_embedding, decompose_rerank, decompose_vector_search,
-                                        decompose_web_search)
+from teola.compile.components.retrieval import (
+    decompose_query_embedding,
+    decompose_rerank,
+    decompose_vector_search,
+    decompose_web_search,
+)
 from teola.compile.components.synthesis import decompose_synthesis
 from teola.compile.components.tool_call import decompose_tool
 

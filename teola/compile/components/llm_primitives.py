@@ -10,7 +10,6 @@ from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
 
 
-
 def gen_args(config: dict[str, Any], where: str = "generation settings", **defaults: Any) -> dict[str, Any]:
     """The generation settings of a call: defaults < `config`'s; ValueError naming `where` if bad."""
     out = {**DEFAULT_GEN, **defaults}

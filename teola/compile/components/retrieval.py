@@ -8,7 +8,6 @@ from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 
 
-
 def decompose_query_embedding(ctx: BuildContext) -> None:
     """Embed the upstream queries (e.g. expanded ones), or the question itself if none. With
     upstream queries the question is embedded too and searched alongside them (config
