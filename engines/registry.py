@@ -6,8 +6,9 @@ Users add kinds with `register_engine_kind("mykind", factory)`.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from engines.protocol import EngineBackend, EngineProfile
 

@@ -20,7 +20,8 @@ import asyncio
 import json
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from engines.engine_settings import TUNED_FILE, default_settings
 from engines.hardware import Hardware, detect

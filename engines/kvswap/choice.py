@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass
-from typing import Any, Hashable, Literal
+from typing import Any, Literal
 
 Choice = Literal["swap", "recompute"]
 
@@ -45,7 +46,7 @@ class SwapCosts:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Any) -> "SwapCosts":
+    def from_dict(cls, d: Any) -> SwapCosts:
         """From `as_dict()` output; ValueError naming the problem otherwise."""
         if not isinstance(d, dict):
             raise ValueError(f"swap costs must be a dict of prefill_s_per_token, swap_bytes_per_s, "

@@ -15,8 +15,8 @@ tokens an entry covers are checked against the resumed prompt.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from engines.kvswap.choice import SurvivalTracker, SwapCosts, choose, save_pays
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import operator
 import time
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Hashable, Literal, Mapping, Sequence
+from typing import Literal
 
 import torch
 

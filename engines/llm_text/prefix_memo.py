@@ -16,7 +16,8 @@ them, as it would have without the partial prefill.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 TOO_SHORT = "shorter than one KV block"
 SENT_BEFORE = "prefix sent before"

@@ -2,7 +2,8 @@
 open it on an acquired server, answer health probes, close it and release the server."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 
 async def open_pool(dsn: str, min_size: int, max_size: int,

@@ -6,8 +6,8 @@ import ast
 import datetime as dt
 import math
 import operator
-from typing import Any, Callable
-
+from collections.abc import Callable
+from typing import Any
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,

@@ -3,7 +3,8 @@ added by the tool engine's option `wikipedia=`. Its arguments come from a model,
 bounded: one call returns at most `MAX_TOP_K` lead paragraphs."""
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 MAX_TOP_K = 10
 

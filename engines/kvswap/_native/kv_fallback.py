@@ -3,7 +3,7 @@
 built, and as the baseline in `python -m bench.kv_studies --study swap` (bench/kv_swap.py)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

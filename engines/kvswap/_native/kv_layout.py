@@ -8,8 +8,8 @@ is every layer's (plane, block) chunks back to back, in layer then plane order.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
