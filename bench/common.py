@@ -8,8 +8,9 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
 

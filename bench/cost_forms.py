@@ -21,12 +21,12 @@ Scored on each profile's 8 out=40 step shapes (bench.sim_fidelity's table), in-s
 from __future__ import annotations
 
 import argparse
-
 import json
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

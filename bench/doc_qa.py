@@ -38,9 +38,21 @@ from typing import Any
 
 from bench.common import percentile, without_keys
 from bench.quality import score, texts
+from bench.rag import (
+    KEEP,
+    PAPER_BASELINES,
+    by_op_means,
+    critical_path_bound,
+    critical_path_shares,
+    exclusive_engines,
+    make_apps,
+    op_times,
+    parents_of,
+    reset_prefix_cache,
+    run_open_loop,
+    step_counts,
+)
 from bench.rag import SYSTEMS as RAG_SYSTEMS
-from bench.rag import (KEEP, PAPER_BASELINES, by_op_means, critical_path_bound, critical_path_shares, exclusive_engines,
-                       make_apps, op_times, parents_of, reset_prefix_cache, run_open_loop, step_counts)
 from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
 
 QUERY_TIMEOUT = 600.0

@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
 import time
 from typing import Any
 
 from bench.common import write_results
-from bench.quality import paired_difference, wilson
 from bench.doc_qa import SYSTEMS, Systems, summarize
+from bench.quality import paired_difference, wilson
 from bench.rag import make_apps, reset_prefix_cache
 from bench.workloads import narrative_qa_queries
 

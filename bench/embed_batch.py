@@ -44,9 +44,9 @@ async def curve(engine: Any, texts: list[str]) -> dict[int, float]:
 
 
 async def run(n: int, threads: int | None) -> dict[str, Any]:
-    from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.engine_settings import resolve_options
     from engines.knee import knee
+    from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.tune import CHUNKS, app_chunks
 
     options = resolve_options("sentence_transformers", {"max_batch": max(BATCHES)}, tuned={})

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teola.runtime.policy_registry import register_policy
 from teola.policies.base import Decision, Limits, Pending, Pick, RankedAdmission, RequestQueue
+from teola.runtime.policy_registry import register_policy
 
 
 def free_tokens(free_blocks: int, block_size: int, waiting: list[int]) -> int | None:

@@ -43,8 +43,7 @@ from bench.sim_lamps import EXTRA_SYSTEMS, SYSTEMS, handling_for, lognormal_para
 TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
 RESPONSE_WORDS = 40
 # prompt words: common English words (about 1.3 tokens each, as bench.sim_lamps assumes)
-WORDS = ("the people time year day world life hand part child eye woman place work week case point government "
-         "company number group problem fact water house river city music story family school state night").split()
+WORDS = ["the", "people", "time", "year", "day", "world", "life", "hand", "part", "child", "eye", "woman", "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem", "fact", "water", "house", "river", "city", "music", "story", "family", "school", "state", "night"]
 CAP = 8
 OUT_CAP = 96
 MODEL = "smollm2-135m-instruct"

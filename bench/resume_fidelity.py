@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import random
 import statistics
-import sys
 from typing import Any
 
 from bench.common import write_results

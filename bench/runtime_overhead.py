@@ -25,8 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results  # noqa: E402
-from teola import App, Engine, Node  # noqa: E402
 from engines.sim.sim_engine import SimEngine  # noqa: E402
+from teola import App, Engine, Node  # noqa: E402
 
 POLICIES = ("fifo", "po", "to", "topology")
 

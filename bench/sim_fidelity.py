@@ -33,8 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
 from bench.common import RESULTS, write_results
+from bench.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
 from bench.speed_probe import probe, probe_lines, profile_step
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.sim.profiler import add_lengths

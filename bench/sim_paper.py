@@ -28,7 +28,6 @@ ablations; scale-out only with --scale-out.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from pathlib import Path

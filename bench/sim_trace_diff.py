@@ -31,8 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
-from bench.sim_fidelity import (call_lengths, fresh_profile, on_simulated_apps, prompt_tokens, scale_tokens,
-                                use_replay)
+from bench.sim_fidelity import (
+    call_lengths,
+    fresh_profile,
+    on_simulated_apps,
+    prompt_tokens,
+    scale_tokens,
+    use_replay,
+)
 from bench.step_timing import busy_intervals, step_rows, summary
 from bench.step_timing import markdown as steps_markdown
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals

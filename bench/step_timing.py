@@ -11,7 +11,8 @@ traces), which separates a cost model that is off from engines slowing each othe
 from __future__ import annotations
 
 import statistics
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engines.sim.cost import IterationCost
 

@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bench.common import RESULTS, write_results
-from bench.quality import contains, token_f1, wilson
 from bench.doc_qa_quality import held_out_queries
+from bench.quality import contains, token_f1, wilson
 
 SENTENCE_STOPS = (". ", "! ", "? ", "\n")
 
