@@ -12,7 +12,15 @@ import httpx
 import pytest
 
 from bench.common import percentile
-from bench.remote_services import SEARCH_LATENCY, TOOL_ARGS, Delays, Lognormal, create_service, tool_specs, weather
+from bench.remote_services import (
+    SEARCH_LATENCY,
+    TOOL_ARGS,
+    Delays,
+    Lognormal,
+    create_service,
+    tool_specs,
+    weather,
+)
 from bench.workloads import tool_queries
 from tests.support.waiting import until
 

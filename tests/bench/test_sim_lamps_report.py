@@ -6,8 +6,18 @@ import math
 
 import pytest
 
-from bench.sim_lamps_report import (BATCHES, T_975_9, batch_means, change, in_window, interval, markdown, slope,
-                                    steady, summarize)
+from bench.sim_lamps_report import (
+    BATCHES,
+    T_975_9,
+    batch_means,
+    change,
+    in_window,
+    interval,
+    markdown,
+    slope,
+    steady,
+    summarize,
+)
 
 
 def rec(arrival: float, latency: float, api: float = 1.0, queue: float = 0.5) -> dict:

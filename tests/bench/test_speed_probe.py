@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import pytest
-
 from bench.speed_probe import PROBE, probe, probe_lines, profile_step
 
 

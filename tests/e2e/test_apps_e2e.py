@@ -9,12 +9,11 @@ import asyncio
 import httpx
 import pytest
 
+from tests.fixtures.e2e_server import APPS
 from tests.support.http import metric, sse
 from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
-
-from tests.fixtures.e2e_server import APPS
 
 
 def sample(app: str) -> dict:

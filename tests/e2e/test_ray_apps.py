@@ -10,9 +10,9 @@ actor for all four), the prefix cache emptied before each app as on the in-proce
 import pytest
 import ray
 
+from teola.api.shared_engines import share_engines
 from teola.runtime import RayExecutor
 from teola.server.loading import resolve_app
-from teola.api.shared_engines import share_engines
 
 pytestmark = pytest.mark.engines
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import openai
 import pytest
 import pytest_asyncio
 
+from bench.common import served_here
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
-from bench.common import served_here
 from tests.support.borrowed import Borrowed
 
 pytestmark = pytest.mark.engines

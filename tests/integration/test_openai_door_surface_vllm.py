@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, AsyncIterator, TypedDict
+from collections.abc import AsyncIterator
+from typing import Any, TypedDict
 
 import openai
 import pytest

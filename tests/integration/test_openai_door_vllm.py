@@ -8,9 +8,9 @@ import json
 import openai
 import pytest
 
+from bench.common import served_here
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
-from bench.common import served_here
 from tests.support.borrowed import Borrowed
 
 pytestmark = pytest.mark.engines

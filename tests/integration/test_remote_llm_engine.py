@@ -9,12 +9,12 @@ import pytest
 from apps import react_agent
 from engines.llm_text.llm_requests import check_request
 from engines.openai.llm import OpenAILLMEngine
+from engines.vllm.serve_metrics import RunningSampler
 from teola import App, Engine, Node
 from teola.api.program import Program
 from teola.runtime import Runtime
 from tests.fixtures.vllm_server import MAX_NUM_SEQS, SERVED_NAME
 from tests.support.borrowed import Borrowed
-from engines.vllm.serve_metrics import RunningSampler
 
 pytestmark = pytest.mark.engines
 

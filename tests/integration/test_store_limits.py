@@ -12,8 +12,8 @@ import asyncio
 import os
 import signal
 import uuid
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 import httpx
 import psycopg

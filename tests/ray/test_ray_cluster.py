@@ -13,7 +13,6 @@ The tests run in file order on one cluster; the last one kills its second node."
 import asyncio
 
 import pytest
-
 import ray
 from ray.cluster_utils import Cluster
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy

@@ -7,7 +7,6 @@ lost intermediate output's error: tests/unit/runtime/test_ray_data.py."""
 import os
 
 import pytest
-
 import ray
 
 from apps.advanced_rag import set_template

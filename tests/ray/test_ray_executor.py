@@ -7,7 +7,6 @@ import socket
 import subprocess
 
 import pytest
-
 import ray
 
 from apps.advanced_rag import set_template
@@ -76,7 +75,7 @@ async def test_killed_engine_actor_fails_only_its_queries_and_recovers(local_ray
         failed = [r for r in results if isinstance(r, Exception)]
         assert failed, "killing the LLM actor mid-load should fail the queries running on it"
         for e in failed:
-            assert "llm/0" in str(e) or "llm" == getattr(e, "engine", None), str(e)
+            assert "llm/0" in str(e) or getattr(e, "engine", None) == "llm", str(e)
             assert isinstance(e, QueryUnavailable), repr(e)  # 503 over HTTP
         # the supervisor saw the actor die: down (while Ray restarts it), then back, counted
         await until(lambda: app.runtime.health()["llm"]["healthy"], timeout=60)

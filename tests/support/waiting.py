@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 async def until(condition: Callable[[], Any], timeout: float = 10.0, interval: float = 0.0) -> None:

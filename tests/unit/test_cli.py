@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from apps.advanced_rag import build as build_advanced_rag
+from engines.sim.sim_engine import SimEngine
 from teola import App, Engine, Node
 from teola.cli import main, timing_table
 from teola.server.loading import AppNotFound, resolve_app
-from engines.sim.sim_engine import SimEngine
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def noisy_sim_echo() -> App:
     warning, a Python warning, a print, a raw write to fd 2 (C++) and a child process writing to its fd 2
     (an engine-core process); plus one teola warning (used as `tests.unit.test_cli:noisy_sim_echo`)."""
     logging.getLogger("vllm.fake_engine").warning("NOISE-library-logger")
-    warnings.warn("NOISE-python-warning", UserWarning)
+    warnings.warn("NOISE-python-warning", UserWarning)  # noqa: B028  (where it points is not the test)
     print("NOISE-print-stdout")
     os.write(2, b"NOISE-raw-fd2\n")
     subprocess.run([sys.executable, "-c", "import os; os.write(2, b'NOISE-child-fd2\\n')"], check=True)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from teola.ir.engine_spec import Engine
 from teola.api.program import Program
-from teola.runtime import Runtime
 from teola.api.tool_calls import CLOSE, parse_tool_call, result_segment
+from teola.ir.engine_spec import Engine
+from teola.runtime import Runtime
 
 
 class ScriptedLLM:

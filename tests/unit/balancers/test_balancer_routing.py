@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from engines.sim.sim_engine import SimEngine
 from teola import Engine
 from teola.api.program import Program
 from teola.runtime import Runtime
-from engines.sim.sim_engine import SimEngine
 from tests.support.waiting import until
 from tests.unit.runtime.test_runtime import QUERY, make_rag
 

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from teola.client import (AsyncClient, AuthenticationError, InvalidRequestError, NotFoundError, RateLimitError,
-                          Retries, events)
-from tests.unit.client.conftest import KEYS, Served
+from teola.client import (
+    AsyncClient,
+    AuthenticationError,
+    InvalidRequestError,
+    NotFoundError,
+    RateLimitError,
+    Retries,
+    events,
+)
 from tests.support.waiting import until
+from tests.unit.client.conftest import KEYS, Served
 
 
 @pytest.fixture

@@ -7,13 +7,23 @@ import builtins
 import hashlib
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
 
-from teola.client import (NO_RETRIES, AuthenticationError, Client, InvalidRequestError, NotFoundError, QueryResult,
-                          RateLimitError, Retries, TimeoutError, events)
+from teola.client import (
+    NO_RETRIES,
+    AuthenticationError,
+    Client,
+    InvalidRequestError,
+    NotFoundError,
+    QueryResult,
+    RateLimitError,
+    Retries,
+    TimeoutError,
+    events,
+)
 from tests.unit.client.conftest import KEYS, Served
 
 

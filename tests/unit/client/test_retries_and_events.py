@@ -4,15 +4,24 @@ a mock transport, connection failures, the event reader, and error bodies of oth
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import httpx
 import pytest
 
-from teola.client import (APIConnectionError, AsyncClient, Client, InvalidRequestError, RateLimitError, Retries,
-                          ServerError, UnavailableError, events)
-from teola.client import errors
+from teola.client import (
+    APIConnectionError,
+    AsyncClient,
+    Client,
+    InvalidRequestError,
+    RateLimitError,
+    Retries,
+    ServerError,
+    UnavailableError,
+    errors,
+    events,
+)
 from teola.client.errors import error_from_response, retry_after
 from teola.client.events import EventReader
 
@@ -25,7 +34,7 @@ def answer(status: int, code: str = "x", headers: dict[str, str] | None = None) 
 def test_retry_after_in_seconds_or_as_an_http_date():
     assert retry_after(httpx.Headers({"Retry-After": "3"})) == 3.0
     assert retry_after(httpx.Headers({"Retry-After": "0.5"})) == 0.5
-    later = datetime.now(timezone.utc) + timedelta(seconds=30)
+    later = datetime.now(UTC) + timedelta(seconds=30)
     assert 28 <= retry_after(httpx.Headers({"Retry-After": format_datetime(later, usegmt=True)})) <= 30
     assert retry_after(httpx.Headers({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0  # past
     for unreadable in ("soon", "inf", ""):
@@ -51,7 +60,7 @@ def test_what_is_retried_and_how_long_it_waits():
 
 def test_a_503_with_an_http_date_is_retried_after_it():
     tries: list[float] = []
-    when = format_datetime(datetime.now(timezone.utc).replace(microsecond=0) + timedelta(seconds=2), usegmt=True)
+    when = format_datetime(datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=2), usegmt=True)
 
     def handler(request: httpx.Request) -> httpx.Response:
         tries.append(time.monotonic())

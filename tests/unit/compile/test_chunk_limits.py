@@ -135,9 +135,9 @@ async def test_the_reviewed_probe_is_refused_at_once_without_growing_the_server(
 
     import httpx
 
+    from engines.sim.sim_engine import SimEngine
     from teola import Engine
     from teola.server import ServerSettings, create_server
-    from engines.sim.sim_engine import SimEngine
 
     app = build_naive_rag()
     for name, spec in list(app.engines.items()):

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from engines.kvswap.choice import SurvivalTracker, SwapCosts, choose, recompute_seconds, save_pays, swap_seconds
+from engines.kvswap.choice import (
+    SurvivalTracker,
+    SwapCosts,
+    choose,
+    recompute_seconds,
+    save_pays,
+    swap_seconds,
+)
 from engines.kvswap.index import SwapIndex
 
 # 1 ms per prefilled token; 1 MB/ms bandwidth; 0.5 ms per copy call
@@ -220,7 +227,9 @@ def test_survival_tracker_counts_a_watched_calls_first_resume_and_forgets_the_ol
     assert t.resumed("b", 3) == (0, 0)
     assert t.resumed("a", 9) == (4, 4)   # cached is capped at the call's own blocks
     assert t.resumed("a", 4) == (0, 0)   # only the first admission after the abort counts
-    t.watch("c", 2); t.watch("d", 2); t.watch("e", 2)   # "c" is forgotten past the limit
+    t.watch("c", 2)   # "c" is forgotten past the limit
+    t.watch("d", 2)
+    t.watch("e", 2)
     assert t.resumed("c", 2) == (0, 0)
     assert t.resumed("d", 1) == (2, 1)
     assert (t.blocks, t.cached, t.share()) == (6, 5, 5 / 6)

@@ -5,8 +5,8 @@ import socket
 
 import pytest
 
-from engines.openai.embedding import OpenAIEmbeddingEngine
 from engines.openai.client import RemoteEngineError
+from engines.openai.embedding import OpenAIEmbeddingEngine
 from engines.openai.llm import OpenAILLMEngine
 from engines.registry import create_engine
 from teola import Engine

@@ -5,8 +5,8 @@ import asyncio
 import pytest
 
 from engines.sim.device import DeviceShare
-from engines.sim.sim_engine import SimEngine
 from engines.sim.llm import SimLLM
+from engines.sim.sim_engine import SimEngine
 from teola.sim.virtual_loop import run_virtual
 
 DEVICE = {"exclusive": ["sentence_transformers", "reranker"],

@@ -147,7 +147,7 @@ def test_a_split_output_streams_its_items_while_decoding():
         e = engine()
         await e.start()
         events = []
-        async for i, kind, value in e.stream("decoding", [req(5, 12, split="list")]):
+        async for _i, kind, value in e.stream("decoding", [req(5, 12, split="list")]):
             events.append((asyncio.get_running_loop().time(), kind, value))
         return events
     events = run(main)

@@ -11,7 +11,15 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import pytest_asyncio
 
-from engines.tools.tool_engine import ToolBatchError, ToolEngine, calculator, convert_units, add_days, days_between, weekday
+from engines.tools.tool_engine import (
+    ToolBatchError,
+    ToolEngine,
+    add_days,
+    calculator,
+    convert_units,
+    days_between,
+    weekday,
+)
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -14,9 +14,9 @@ from engines.sim.llm import SimLLM
 from teola.plan.cost import ModelCost, Plan
 from teola.plan.execute import Executor
 from teola.plan.job import parse_job
-from teola.sim.replica import SimRequest, simulate_replica
 from teola.plan.stage_eval import StageEval, State
 from teola.plan.workload import Request, Workload, build_workload
+from teola.sim.replica import SimRequest, simulate_replica
 from teola.sim.virtual_loop import run_virtual
 
 

@@ -1,8 +1,19 @@
 """Every batching policy's schedule() on hand-built queues (pure logic, no engines)."""
 import pytest
 
-from teola.runtime.policy_registry import (Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue, make_policy,
-                                    policy_names, register_policy, unregister_policy)
+from teola.runtime.policy_registry import (
+    Decision,
+    Filler,
+    Limits,
+    Pending,
+    Pick,
+    Policy,
+    RequestQueue,
+    make_policy,
+    policy_names,
+    register_policy,
+    unregister_policy,
+)
 
 
 def entry(qid, name, depth, arrival, n=1, op="prefilling", tokens=None):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from teola.runtime.policy_registry import Limits, Pending, Pick, RequestQueue, make_policy
 from teola.programs.api_handling import ApiCall, choose_handling, memory_over_time, waste
+from teola.runtime.policy_registry import Limits, Pending, Pick, RequestQueue, make_policy
 
 
 def test_waste_equations_on_hand_computed_values():

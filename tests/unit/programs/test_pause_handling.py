@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from teola.programs.pause_handling import PauseBook, PauseCosts, choose_pause_handling
 from teola.programs.lamps import LAMPSPolicy
+from teola.programs.pause_handling import PauseBook, PauseCosts, choose_pause_handling
 from tests.unit.compile.test_agent_component import CALL, agent_app, answer
 
 
@@ -128,9 +128,9 @@ async def test_auto_is_chosen_from_the_length_prediction_with_the_inputs_lamps_r
     # prompt, max_tokens 500, predicted 20. Recompute 1e-3 s/token, a 0.5 s tool, no swap, alone:
     # C = 120: preserve 0.5 x 120 = 60 > discard 0.12 x 120 = 14.4 -> discard
     # (from max_tokens, C = 600: preserve 300 < discard 360 -> preserve)
+    from teola.ir.engine_spec import Engine
     from teola.policies.base import Pending
     from teola.runtime import Runtime
-    from teola.ir.engine_spec import Engine
     from tests.unit.api.test_tool_calls import ScriptedLLM
 
     options = {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}

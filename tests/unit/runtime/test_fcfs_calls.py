@@ -9,9 +9,9 @@ import enum
 
 import pytest
 
+from engines.llm_text.llm_requests import _token_ids, check_continuation
 from engines.sim.llm import SimLLM
 from engines.sim.step_decoder import StepDecoder
-from engines.llm_text.llm_requests import _token_ids, check_continuation
 from teola.ir.engine_spec import Engine
 from teola.runtime import Runtime
 from teola.runtime.policy_registry import Limits, RequestQueue, make_policy

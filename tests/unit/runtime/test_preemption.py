@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from engines.sim.step_decoder import StepDecoder
-from teola.ir.engine_spec import Engine
 from teola.api.program import Program
+from teola.ir.engine_spec import Engine
 from teola.runtime import Runtime
 from tests.support.waiting import until
 
@@ -174,8 +174,8 @@ def test_a_resumed_run_stopped_before_it_ran_counts_apart_from_re_sent_tokens():
     nothing: its prompt is not counted as re-sent (nor, by difference, as recomputed)."""
     from types import SimpleNamespace
 
-    from teola.runtime.metrics import Metrics
     from teola.runtime.engine_tier.preemption import Preemptor
+    from teola.runtime.metrics import Metrics
 
     p = Preemptor(SimpleNamespace(metrics=Metrics()), budget=1)
     p.note_resumed({"aborted": True, "num_prompt_tokens": 90, "num_cached_tokens": 0, "num_output_tokens": 0})

@@ -6,8 +6,16 @@ import asyncio
 import numpy as np
 import pytest
 
-from teola.runtime.executors.ray_data import (KEEP, IntermediateLost, RemoteItem, approx_bytes, attach_refs, count_remote,
-                                    resolve_inputs, split_results)
+from teola.runtime.executors.ray_data import (
+    KEEP,
+    IntermediateLost,
+    RemoteItem,
+    approx_bytes,
+    attach_refs,
+    count_remote,
+    resolve_inputs,
+    split_results,
+)
 
 VEC = [0.5] * 384  # 3 KiB estimated
 

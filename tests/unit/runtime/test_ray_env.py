@@ -6,7 +6,6 @@ import asyncio
 import os
 
 import pytest
-
 import ray
 
 from teola import Engine

@@ -5,7 +5,6 @@ holding the instance's batches forever. On a real cluster: tests/ray/test_ray_cl
 import asyncio
 
 import pytest
-
 import ray
 
 from teola import Engine

@@ -4,9 +4,9 @@ import asyncio
 import pytest
 
 from apps.advanced_rag import set_template
+from engines.sim.sim_engine import SimEngine, sim_engines
 from teola import App, Engine, Node
 from teola.runtime import QueryCancelled, QueryError, QueryTimeout
-from engines.sim.sim_engine import SimEngine, sim_engines
 from tests.support.waiting import until
 
 ALL_PASSES_OFF = {"passes": {"prune_covered_searches": False, "prune_dependencies": False, "stage_decomposition": False,

@@ -4,8 +4,8 @@ import asyncio
 import gc
 import tracemalloc
 
-from teola.runtime import QueryCancelled, QueryError
 from engines.sim.sim_engine import SimEngine, clear_memos, sim_engines
+from teola.runtime import QueryCancelled, QueryError
 from tests.unit.runtime.test_runtime import make_rag
 
 N = 500

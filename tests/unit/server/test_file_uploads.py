@@ -3,8 +3,8 @@ extracted text; unreadable files get 422, files over a limit 413, unknown types 
 the problem. JSON and plain-text uploads are unchanged."""
 from __future__ import annotations
 
-from fastapi.testclient import TestClient
 import pytest
+from fastapi.testclient import TestClient
 
 from teola.loaders.registry import DOCX_TYPE
 from teola.server import ServerSettings, create_server

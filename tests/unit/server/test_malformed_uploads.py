@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from fastapi.testclient import TestClient
-from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from teola.server import ServerSettings, create_server
 from tests.unit.server.test_server import make_echo_app

@@ -3,8 +3,8 @@ streaming and not, program ids and parents reaching the ATLAS policy, program en
 clear errors for bad requests."""
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 import httpx
 import openai

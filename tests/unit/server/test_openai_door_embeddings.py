@@ -5,8 +5,8 @@ OpenAIEmbeddings works through it; bad requests are a 400 naming the field."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 import httpx
 import openai

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TypedDict
 
 import pytest
-
 from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
 

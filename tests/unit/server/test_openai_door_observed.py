@@ -4,12 +4,13 @@ spans of either door inside the caller's trace; a client that hangs up on a non-
 cancels it and its running engine request is aborted."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from engines.sim.sim_engine import SimEngine
-from tests.support.http import post_and_hang_up, metric, sse
+from tests.support.http import metric, post_and_hang_up, sse
 from tests.support.otel import MemoryTelemetry
 from tests.support.waiting import until
 from tests.unit.server.test_openai_door import serve

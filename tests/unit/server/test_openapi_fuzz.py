@@ -7,14 +7,17 @@ import asyncio
 import os
 import socket
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
-from schemathesis.specs.openapi.checks import (content_type_conformance, response_schema_conformance,
-                                               status_code_conformance)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
 from teola.server import ServerSettings, create_server
 from teola.server.http_protocol import uvicorn_options

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from teola.server import ServerSettings
-from teola.server.quotas import TenantQuotas, call_tokens, parse_shares, trace_tokens
 from teola.server.errors import ApiError
+from teola.server.quotas import TenantQuotas, call_tokens, parse_shares, trace_tokens
 from tests.support.http import metric
 from tests.support.waiting import until
 from tests.unit.server.test_server import HANG, make_echo_app, serve

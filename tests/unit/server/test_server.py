@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import httpx
 import pytest
 
 from apps.advanced_rag import build as build_advanced_rag
+from engines.sim.sim_engine import SimEngine
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
-from engines.sim.sim_engine import SimEngine
-from tests.support.http import post_and_hang_up, metric, sse
+from tests.support.http import metric, post_and_hang_up, sse
 from tests.support.waiting import until
 
 DOCS = ["The Eiffel Tower is a lattice tower in Paris. It was designed by the company of Gustave Eiffel.",

@@ -8,9 +8,8 @@ import math
 import pytest
 
 from engines.sim.cost import IterationCost
-from teola.sim.replica import SimRequest, simulate_replica
 from teola.sim.fit import _score_steps, batch_curve
-
+from teola.sim.replica import SimRequest, simulate_replica
 from tests.unit.plan.test_plan_cost import _sim_llm_seconds
 from tests.unit.sim.test_sim_fit import _profiled
 

@@ -112,6 +112,7 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
     """With repeats=3 every decoding batch is timed three times; a stall in one of them (here the
     second run of every batch waits 0.5 s more) is outvoted, so the fit is the engine's own cost."""
     import asyncio
+
     from engines.sim.llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
@@ -152,6 +153,7 @@ def test_a_batch_whose_runs_disagree_is_timed_again_and_only_that_batch():
     three runs spread far over 15%, so they are timed three more times (the others keep three runs),
     the profiler says so, and the median of six runs is the engine's own step."""
     import asyncio
+
     from engines.sim.llm import SimLLM
     from teola.sim.profiler import profile_llm
     from teola.sim.virtual_loop import run_virtual
@@ -282,7 +284,7 @@ def test_the_decode_step_time_is_fitted_from_the_pairs_not_left_to_the_totals():
     assert set(steps) == {1, 32}
     assert steps[32]["predicted_s"] == pytest.approx(steps[32]["measured_s"], rel=0.10)
     totals_only = nnls([s["features"] for s in samples], [s["measured_s"] for s in samples], relative=True)
-    step_diff = [h - l for h, l in zip(samples[-1]["features"], samples[-2]["features"])]
+    step_diff = [hi - lo for hi, lo in zip(samples[-1]["features"], samples[-2]["features"])]
     assert sum(c * x for c, x in zip(totals_only, step_diff)) < 0.6 * steps[32]["measured_s"]
     assert len(report["samples"]) == len(samples) and all("measured_s" in r for r in report["samples"])
 

@@ -10,7 +10,6 @@ from engines.sim.text import LengthSampler
 from teola.cli import main
 from teola.sim.run import query_variants, simulate
 from teola.sim.trace_workload import TraceLengths, TraceRequest, fit_context, read_trace, use_trace
-
 from tests.unit.sim.test_simulate import PROFILE, QUERY
 
 ROWS = [(10.0, 50, 5), (10.5, 400, 40), (12.0, 9000, 100)]

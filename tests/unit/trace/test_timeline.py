@@ -1,8 +1,8 @@
 """The timeline helpers and the text Gantt on hand-made traces."""
 import pytest
 
-from teola.trace.timeline import batch_mates, critical_path, interval
 from teola.trace.gantt import CRITICAL, QUEUED, RUNNING, gantt
+from teola.trace.timeline import batch_mates, critical_path, interval
 
 
 def entry(name, engine, q, s, f, batch=None, size=None, requests=1, **extra):
