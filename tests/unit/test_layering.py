@@ -230,3 +230,17 @@ def policy_probes(path: Path) -> list[str]:
 def test_policies_are_never_probed_for_hooks():
     found = [v for p in product_files() for v in policy_probes(p)]
     assert not found, "policies probed with getattr/hasattr:\n" + "\n".join(found)
+
+
+def work_methods_in_doc(text: str) -> list[str]:
+    """The method names docs/architecture.md lists for the engine tier's `Work` protocol."""
+    head = text.index("the `Work` protocol (") + len("the `Work` protocol (")
+    return [name.strip().strip("`") for name in text[head:text.index(")", head)].split(",")]
+
+
+def test_the_architecture_doc_lists_every_method_of_work():
+    tree = ast.parse((ROOT / "teola/runtime/engine_tier/work.py").read_text(encoding="utf-8"))
+    work = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Work")
+    methods = [n.name for n in work.body if isinstance(n, ast.FunctionDef)]
+    doc = work_methods_in_doc(layers.DOC.read_text(encoding="utf-8"))
+    assert doc == methods, f"docs/architecture.md lists Work's methods as {doc}; the protocol has {methods}"
