@@ -10,16 +10,10 @@ from teola.sim.profiler import _prose
 pytestmark = pytest.mark.engines
 
 
-def short_prose(n_words: int, salt: int) -> str:
-    """The probe's prose at a fifth of its length: the test asserts the entry's form, not the
-    factors, so shorter prompts and batches (less compute under each other's load) suffice."""
-    return _prose(max(1, n_words // 5), salt)
-
-
 async def test_the_probe_times_both_engines_under_each_others_load(llm_engine, embedding_engine):
     said: list[str] = []
     device = await profile_contention({"vllm": llm_engine, "sentence_transformers": embedding_engine},
-                                      short_prose, said.append, repeats=1)
+                                      _prose, said.append, repeats=1)
     assert device["exclusive"] == (["sentence_transformers"] if embedding_engine.exclusive else [])
     for key, slowed in (("vllm|sentence_transformers", "vllm"), ("sentence_transformers|vllm", "sentence_transformers")):
         [(alone, loaded)] = next(v for k, v in device["fit"][key].items() if k.endswith("_s"))
