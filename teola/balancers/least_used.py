@@ -31,7 +31,7 @@ class LeastUsed:
         best, key = None, None
         for inst in instances:
             k = self.load(inst)
-            if best is None or k < key:
+            if best is None or key is None or k < key:
                 best, key = inst, k
         return best
 

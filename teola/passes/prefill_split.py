@@ -12,6 +12,7 @@ from annotated_types import Ge, Le
 
 from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
+from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
 from teola.passes.result import PassResult
 
@@ -22,13 +23,13 @@ def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1)
     g = graph.copy()
     writers = g.producers()
     modified = False
-    shared: dict[tuple, object] = {}
+    shared: dict[tuple, Primitive] = {}
     for p in g.find(PrimOp.PREFILLING):
         parts = p.args["parts"]
         cuts = _cuts(parts, writers)[:max_partials]
         if not cuts:
             continue
-        prev = None
+        prev: Primitive | None = None
         for j, k in enumerate(cuts):
             sig = (p.engine, _signature(parts[:k]), prev.id if prev else None)
             if sig in shared:
@@ -41,6 +42,7 @@ def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1)
             _connect(g, pp, writers, prev)
             shared[sig] = pp
             prev = pp
+        assert prev is not None  # cuts is not empty: the loop made or reused a partial prefill
         full = g.add(p.clone(op=PrimOp.FULL_PREFILLING, inputs=p.inputs + (prev.outputs[0],), label=f"{p.label}.full"))
         full.args["prefix_parts"] = cuts[-1]
         _connect(g, full, writers, prev)
@@ -59,7 +61,8 @@ def _signature(parts: list) -> tuple:
 
 def _cuts(parts: list, writers: dict[str, int]) -> list[int]:
     """Prefix lengths k (< len(parts)) after which the next part needs a new producer."""
-    cuts, seen = [], frozenset()
+    cuts: list[int] = []
+    seen: frozenset[int] = frozenset()
     for k, (_, src) in enumerate(parts):
         need = frozenset([writers[src.key]]) if isinstance(src, Ref) and src.key in writers else frozenset()
         if k > 0 and not need <= seen:

@@ -4,7 +4,7 @@ own), computed from the query's trace entry, its e-graph primitive and its engin
 Pure functions over plain data: no OpenTelemetry import here."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from engines.requests import default
 from teola.ir.ops import DECODE_OPS, LLM_OPS, PREFILL_OPS, PrimOp
@@ -94,7 +94,7 @@ def llm_attributes(entry: dict[str, Any], op: PrimOp, args: dict[str, Any]) -> d
     return attrs
 
 
-def _num(v: Any) -> bool:
+def _num(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 

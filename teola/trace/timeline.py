@@ -70,7 +70,7 @@ def batch_mates(trace: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         own[bid] = own.get(bid, 0) + n
     out = {}
     for e in trace:
-        bid = e.get("batch_id")
-        if bid is not None and e.get("batch_size") is not None:
-            out[str(e.get("primitive"))] = max(0, int(e["batch_size"]) - own.get(bid, 0))
+        batch = e.get("batch_id")
+        if batch is not None and e.get("batch_size") is not None:
+            out[str(e.get("primitive"))] = max(0, int(e["batch_size"]) - own.get(batch, 0))
     return out
