@@ -134,7 +134,7 @@ def _app_queries(b: _Builder, spec: dict[str, Any]) -> None:
     """Each query's (or program run's) recorded LLM calls (teola.plan.app_job, program_job): a call
     reading an earlier call of the same model waits for it on its replica (`after`, the latest such
     call); one reading another model's call depends on it (`deps`)."""
-    recorded = (program_job if spec["app"] == program_job.KIND else app_job).record(spec, b.profile)
+    recorded = (program_job if spec["app"] == app_job.PROGRAM_KIND else app_job).record(spec, b.profile)
     engines = {c.engine for q in recorded for c in q}
     missing, extra = sorted(engines - set(b.job.models)), sorted(set(b.job.models) - engines)
     if missing or extra:
