@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_run_job(args: argparse.Namespace) -> int:
     from teola.plan.execute import run_job
+    # stdout carries the result's JSON: vLLM's own log lines (stdout by default) go to stderr. Set before
+    # the engines start, since vLLM reads it when its logger is first configured.
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     try:
         plan = json.loads(Path(args.plan).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
