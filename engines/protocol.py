@@ -49,9 +49,9 @@ from __future__ import annotations
 
 import enum
 import logging
-
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 
 class Feature(str, enum.Enum):

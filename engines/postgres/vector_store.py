@@ -43,15 +43,16 @@ import json
 import os
 import re
 import uuid
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 
-from engines.requests import PrimOp, default, is_staging, is_temporary
 from engines.postgres import staging, tables
 from engines.postgres.pool import close_pool, open_pool, pool_health
-from engines.request_checks import check_no_nul, search_request
 from engines.protocol import EngineProfile, StreamEvent, profile_with
+from engines.request_checks import check_no_nul, search_request
+from engines.requests import PrimOp, default, is_staging, is_temporary
 
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 

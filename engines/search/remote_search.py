@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
-from engines.requests import PrimOp
-from engines.request_checks import search_request
 from engines.protocol import EngineProfile, StreamEvent, profile_with
+from engines.request_checks import search_request
+from engines.requests import PrimOp
 
 log = logging.getLogger("teola.engines")
 

@@ -24,14 +24,15 @@ import hashlib
 import json
 import sys
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
-from engines.requests import PrimOp
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.postgres.vector_store import validate_identifier
-from engines.request_checks import check_no_nul, search_request
 from engines.protocol import EngineProfile, StreamEvent, profile_with
+from engines.request_checks import check_no_nul, search_request
+from engines.requests import PrimOp
 
 _COPY_CHUNK = 2000
 

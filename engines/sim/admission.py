@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from engines.kvswap.choice import SurvivalTracker
-from engines.sim.kv import Holding, block_hashes
 from engines.llm_text.split_parser import SplitParser
 from engines.requests import DECODE_OPS
+from engines.sim.kv import Holding, block_hashes
 
 Emit = Callable[[int, str, Any], Awaitable[None]]
 

@@ -23,9 +23,10 @@ import asyncio
 import math
 import weakref
 from collections import Counter
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -34,7 +35,7 @@ class _LoopState:
     exclusive: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
-_STATES: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState]" = weakref.WeakKeyDictionary()
+_STATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
 
 
 def _state() -> _LoopState:
@@ -55,7 +56,7 @@ class DeviceShare:
     slowdown: tuple[tuple[str, float], ...] = ()
 
     @classmethod
-    def from_profile(cls, kind: str, device: Any) -> "DeviceShare | None":
+    def from_profile(cls, kind: str, device: Any) -> DeviceShare | None:
         """The share of an engine of `kind` under a profile's "device" entry (None: no entry, or the
         entry does not name this kind). ValueError naming a malformed entry."""
         if device is None:

@@ -35,21 +35,30 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from engines.kvswap.choice import SurvivalTracker, save_pays
-from engines.protocol import EngineProfile, StreamEvent
-from engines.sim.device import DeviceShare, computing
-from engines.sim.admission import Emit, SimAdmission, SimSeq
-from engines.sim.cost import IterationCost
-from engines.sim.kv import BlockPool, block_hashes
-from engines.sim.wall_clock import WallClock
-from engines.sim.text import (ASSISTANT_TURN, LengthSampler, continuation_ids, output_id, output_token,
-                              prompt_ids, resize_prompt)
+from engines.llm_text.llm_requests import check_request
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.llm_text.split_parser import SplitParser
-from engines.llm_text.llm_requests import check_request
+from engines.protocol import EngineProfile, StreamEvent
 from engines.requests import DECODE_OPS, PREFILL_OPS
+from engines.sim.admission import Emit, SimAdmission, SimSeq
+from engines.sim.cost import IterationCost
+from engines.sim.device import DeviceShare, computing
+from engines.sim.kv import BlockPool, block_hashes
+from engines.sim.text import (
+    ASSISTANT_TURN,
+    LengthSampler,
+    continuation_ids,
+    output_id,
+    output_token,
+    prompt_ids,
+    resize_prompt,
+)
+from engines.sim.wall_clock import WallClock
+
 
 class SimLLM(SimAdmission):
     """See the module docstring. `cost`: an IterationCost or its fields as a dict; `lengths`: recorded

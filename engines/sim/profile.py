@@ -37,8 +37,8 @@ from typing import Any
 
 from engines.knee import knee
 from engines.sim.device import DeviceShare
-from engines.sim.sim_engine import SimEngine
 from engines.sim.llm import SimLLM
+from engines.sim.sim_engine import SimEngine
 
 PROFILE_DIR = Path(__file__).resolve().parents[1] / "profiles"
 LLM_KINDS = ("vllm",)

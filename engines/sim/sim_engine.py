@@ -9,10 +9,11 @@ import functools
 import math
 import re
 import zlib
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
-from engines.sim.device import DeviceShare, computing
 from engines.protocol import EngineProfile, StreamEvent
+from engines.sim.device import DeviceShare, computing
 from engines.sim.text import count_tokens, memo_caches
 
 DIM = 32

@@ -10,10 +10,11 @@ equals an uninterrupted run: exactly what a resumed greedy vLLM call should do. 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
-from engines.requests import PrimOp
 from engines.protocol import EngineProfile, StreamEvent
+from engines.requests import PrimOp
 
 
 class StepDecoder:

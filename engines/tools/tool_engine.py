@@ -38,16 +38,17 @@ import inspect
 import json
 import logging
 import string
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
+from engines.protocol import EngineProfile, StreamEvent, profile_with
 from engines.requests import PrimOp
 from engines.tools.builtin import add_days, calculator, convert_units, days_between, today, weekday
-from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
 from engines.tools.http_url import call_url
 from engines.tools.wikipedia import wikipedia_tool
-from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 log = logging.getLogger("teola.engines")
 
@@ -282,7 +283,7 @@ class ToolEngine:
         timeout = tool.timeout or self.timeout
         try:
             result = await asyncio.wait_for(self._invoke(tool, args), timeout)
-        except asyncio.TimeoutError as exc:
+        except TimeoutError as exc:
             raise ToolError(f"timed out after {timeout:g} s", name, index) from exc
         except asyncio.CancelledError:
             raise

@@ -24,19 +24,19 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+from engines.core_share import process_share
 from engines.hardware import cpu_llm_dtype
-from engines.models import resolve_model
-from engines.paths import configure_engine_env
-from engines.llm_text.prefix_memo import PrefixMemo
-from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
+from engines.llm_text.prefix_memo import PrefixMemo
+from engines.models import resolve_model
+from engines.paths import configure_engine_env
+from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.request_checks import check_context
 from engines.requests import DECODE_OPS, PREFILL_OPS
-from engines.core_share import process_share
+from engines.vllm import kv_swap as vllm_kv_swap
 from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list, spawn_layout
 from engines.vllm.options import check_options
-from engines.vllm import kv_swap as vllm_kv_swap
 from engines.vllm.sampling import sampling_params, token_logprobs
 from engines.vllm.step_stats import StepCounter, StepCounts
 

@@ -39,13 +39,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
-from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1, KVConnectorMetadata,
-                                                               KVConnectorRole)
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+)
 from vllm.v1.request import RequestStatus
 
-from engines.kvswap.swap import KVSwapManager, SwapTotals
 from engines.kvswap.choice import SwapCosts
 from engines.kvswap.index import SwapIndex, SwapJobs
+from engines.kvswap.swap import KVSwapManager, SwapTotals
 from engines.vllm.kv_swap import forgotten
 
 if TYPE_CHECKING:
@@ -65,14 +68,14 @@ class TeolaSwapMetadata(KVConnectorMetadata):
     jobs: SwapJobs = field(default_factory=SwapJobs)
 
 
-def _swap_param(request: "Request") -> tuple[str, SwapCosts] | None:
+def _swap_param(request: Request) -> tuple[str, SwapCosts] | None:
     params = (request.kv_transfer_params or {}).get(PARAM)
     if not isinstance(params, dict) or not isinstance(params.get("key"), str):
         return None
     return params["key"], SwapCosts.from_dict(params.get("costs"))
 
 
-def _saves_on_finish(request: "Request") -> bool:
+def _saves_on_finish(request: Request) -> bool:
     """Whether the call's KV is offered for saving now that it ended: aborted (teola preempted it),
     or ended normally with "on_finish" (it paused for a tool and its continuation will come back)."""
     if request.status == RequestStatus.FINISHED_ABORTED:
@@ -82,7 +85,7 @@ def _saves_on_finish(request: "Request") -> bool:
                                                                   RequestStatus.FINISHED_LENGTH_CAPPED)
 
 
-def _record_bytes(kv_cache_config: "KVCacheConfig") -> int:
+def _record_bytes(kv_cache_config: KVCacheConfig) -> int:
     """Bytes of one block over all layers (the worker's KVSwapManager.record_bytes)."""
     return sum(g.kv_cache_spec.page_size_bytes * len(g.layer_names) for g in kv_cache_config.kv_cache_groups)
 
@@ -91,7 +94,7 @@ class TeolaSwapConnector(KVConnectorBase_V1):
     """See the module docstring. Option (`kv_connector_extra_config`): host_bytes, the bound on
     host memory held by saved calls (least recently saved dropped first; a dropped call recomputes)."""
 
-    def __init__(self, vllm_config: "VllmConfig", role: KVConnectorRole, kv_cache_config: "KVCacheConfig"):
+    def __init__(self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: KVCacheConfig):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         if len(kv_cache_config.kv_cache_groups) != 1:
             raise ValueError("TeolaSwapConnector supports models with one KV-cache group "
@@ -110,14 +113,14 @@ class TeolaSwapConnector(KVConnectorBase_V1):
         return False  # a best-effort cache: a save that does not happen is a recompute later
 
     # ---- scheduler side ---------------------------------------------------------------------------
-    def get_num_new_matched_tokens(self, request: "Request", num_computed_tokens: int) -> tuple[int, bool]:
+    def get_num_new_matched_tokens(self, request: Request, num_computed_tokens: int) -> tuple[int, bool]:
         swap = _swap_param(request)
         if swap is None:
             return 0, False
         self._local[request.request_id] = num_computed_tokens
         return self.index.matched(swap[0], request.all_token_ids, num_computed_tokens, swap[1]), False
 
-    def update_state_after_alloc(self, request: "Request", blocks: "KVCacheBlocks", num_external_tokens: int):
+    def update_state_after_alloc(self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int):
         swap = _swap_param(request)
         if swap is None:
             return
@@ -126,10 +129,10 @@ class TeolaSwapConnector(KVConnectorBase_V1):
         if num_external_tokens > 0:
             self._loaded[request.request_id] = num_external_tokens
 
-    def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
+    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
         return TeolaSwapMetadata(self.index.take_jobs())
 
-    def request_finished(self, request: "Request", block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+    def request_finished(self, request: Request, block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
         self._local.pop(request.request_id, None)
         loaded = self._loaded.pop(request.request_id, 0)
         marker = forgotten(request.kv_transfer_params)

@@ -45,7 +45,7 @@ class RunningSampler:
                         pass
                 await asyncio.sleep(self.every)
 
-    async def __aenter__(self) -> "RunningSampler":
+    async def __aenter__(self) -> RunningSampler:
         self._task = asyncio.ensure_future(self._run())
         return self
 

@@ -24,11 +24,11 @@ class StepCounts:
     prompt_tokens: int = 0      # prompt tokens computed (prefill), cache hits excluded where vLLM says so
     preempted: int = 0          # requests vLLM itself preempted (out of KV blocks)
 
-    def minus(self, earlier: "StepCounts") -> "StepCounts":
+    def minus(self, earlier: StepCounts) -> StepCounts:
         """The counts since `earlier` (a snapshot taken with `copy`)."""
         return StepCounts(**{k: v - getattr(earlier, k) for k, v in asdict(self).items()})
 
-    def copy(self) -> "StepCounts":
+    def copy(self) -> StepCounts:
         return StepCounts(**asdict(self))
 
     def as_dict(self) -> dict[str, Any]:

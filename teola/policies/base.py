@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import abc
 import bisect
-
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 
 @dataclass(slots=True, eq=False, kw_only=True)

@@ -46,10 +46,25 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from teola.programs.api_handling import (HANDLINGS, ApiCall, api_seconds, choose_handling, memory_over_time,
-                                         predicted_shape)
-from teola.policies.base import (Decision, Limits, PauseModel, Pending, Pick, Policy, RequestQueue, fill_in_order,
-                                 resumes_preserved)
+from teola.policies.base import (
+    Decision,
+    Limits,
+    PauseModel,
+    Pending,
+    Pick,
+    Policy,
+    RequestQueue,
+    fill_in_order,
+    resumes_preserved,
+)
+from teola.programs.api_handling import (
+    HANDLINGS,
+    ApiCall,
+    api_seconds,
+    choose_handling,
+    memory_over_time,
+    predicted_shape,
+)
 
 
 def request_key(e: Pending) -> Hashable:

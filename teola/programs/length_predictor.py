@@ -16,8 +16,9 @@ Its predictions reach the `lamps` / `sjf` policies as a request's "predicted_tok
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class LengthPredictor:
     def bin_of(self, lengths: Sequence[int] | np.ndarray) -> np.ndarray:
         return np.minimum(np.asarray(lengths, dtype=int) // self.bin_width, self.bins - 1)
 
-    def fit(self, x: Sequence[Sequence[float]] | np.ndarray, lengths: Sequence[int]) -> "LengthPredictor":
+    def fit(self, x: Sequence[Sequence[float]] | np.ndarray, lengths: Sequence[int]) -> LengthPredictor:
         """Train on embeddings `x` (n x d) and the output lengths they led to."""
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or len(x) != len(lengths) or len(x) == 0:
@@ -82,7 +83,7 @@ class LengthPredictor:
                 "w": self.w.tolist(), "b": self.b.tolist()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "LengthPredictor":
+    def from_dict(cls, data: dict[str, Any]) -> LengthPredictor:
         p = cls(int(data["bin_width"]), int(data["bins"]))
         p.mean, p.std = np.asarray(data["mean"]), np.asarray(data["std"])
         p.w, p.b = np.asarray(data["w"]), np.asarray(data["b"])
@@ -92,7 +93,7 @@ class LengthPredictor:
         Path(path).write_text(json.dumps(self.to_dict()))
 
     @classmethod
-    def load(cls, path: str | Path) -> "LengthPredictor":
+    def load(cls, path: str | Path) -> LengthPredictor:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
 

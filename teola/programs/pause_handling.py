@@ -35,7 +35,7 @@ class PauseCosts:
     default_api_s: float = 1.0
 
     @classmethod
-    def from_option(cls, value: Any) -> "PauseCosts":
+    def from_option(cls, value: Any) -> PauseCosts:
         """The Runtime option "pause_costs" (a dict of the fields above, or None for the defaults)."""
         if value is None:
             return cls()

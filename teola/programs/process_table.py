@@ -20,8 +20,9 @@ to mutate from several OS threads at once.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 
 @dataclass(slots=True)

@@ -26,11 +26,12 @@ only for the tokens no progress event of any of its runs charged.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from engines.requests import default
-from teola.programs.process_table import ProcessTable
 from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy
+from teola.programs.process_table import ProcessTable
 from teola.programs.program_queues import Priority, ProgramQueues
 
 SERVICE_UNITS = ("tokens", "seconds")

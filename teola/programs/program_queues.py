@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Sequence
 
 from teola.programs.process_table import ProcessTable
 

@@ -10,10 +10,14 @@ writes for models whose template knows no tools (engines/llm_text/chat_messages.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
-from engines.llm_text.chat_messages import RESULT_CLOSE, RESULT_OPEN, TOOL_CLOSE as CLOSE, TOOL_OPEN as OPEN
+from engines.llm_text.chat_messages import RESULT_CLOSE, RESULT_OPEN
+from engines.llm_text.chat_messages import TOOL_CLOSE as CLOSE
+from engines.llm_text.chat_messages import TOOL_OPEN as OPEN
+
 TOOL_INSTRUCTION = ("You can use these tools: {tools}. To use one, write <tool>{{\"name\": \"TOOL\", "
                     "\"arguments\": {{...}}}}</tool> and stop; its result comes back in <result></result>. "
                     "When you know the answer, write it without a tool call.")

@@ -6,19 +6,32 @@ its results and errors, the executor protocol, the batching-policy registry, and
 build a program call's request. `RayExecutor` loads on first use (it needs the `ray` extra)."""
 from typing import Any
 
+from teola.programs.api_handling import HANDLINGS, choose_handling
+from teola.programs.pause_handling import PauseCosts, choose_pause_handling
 from teola.runtime.call_work import CallOutcome
-from teola.runtime.errors import CallFailed, EngineDown, QueryCancelled, QueryError, QueryTimeout, QueryUnavailable
+from teola.runtime.engine_tier.work import Work
+from teola.runtime.errors import (
+    CallFailed,
+    EngineDown,
+    QueryCancelled,
+    QueryError,
+    QueryTimeout,
+    QueryUnavailable,
+)
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.executors.local import LocalExecutor
 from teola.runtime.metrics import Metrics
-from teola.programs.pause_handling import PauseCosts, choose_pause_handling
-from teola.programs.api_handling import HANDLINGS, choose_handling
-from teola.runtime.policy_registry import (DEFAULT_POLICY, ProgramQueues, make_policy, policy_factory, policy_names,
-                                    register_policy)
+from teola.runtime.policy_registry import (
+    DEFAULT_POLICY,
+    ProgramQueues,
+    make_policy,
+    policy_factory,
+    policy_names,
+    register_policy,
+)
 from teola.runtime.requests import llm_request
 from teola.runtime.result import Result
 from teola.runtime.runtime import Runtime
-from teola.runtime.engine_tier.work import Work
 
 __all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "EngineDown", "HANDLINGS", "Executor", "Instance", "LocalExecutor",
            "Metrics", "PauseCosts", "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "QueryUnavailable",

@@ -3,8 +3,9 @@ future with the engine's result and remembers which instance ran the call."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from teola.runtime.errors import CallFailed
 from teola.runtime.executors.executor import Instance

@@ -1,9 +1,8 @@
 """Counters a server can export (`snapshot()` as a dict, `prometheus()` as Prometheus text)."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
-
 
 COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "discarded", "dropped_warmups", "fused",
             "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from teola.runtime.executors.executor import Executor
+from teola.ir.engine_spec import Engine
+from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.executors.local import LocalExecutor
 
 
@@ -64,3 +65,15 @@ def _seconds(config: dict[str, Any], key: str) -> float | None:
     if not isinstance(v, numbers.Real) or isinstance(v, bool) or v <= 0:
         raise ValueError(f"config[{key!r}] must be a number of seconds > 0, got {v!r}")
     return float(v)
+
+
+def inflight_for(max_inflight: Any, spec: Engine, inst: Instance) -> int:
+    """How many batches `inst` of `spec` may run at once: the runtime's `max_inflight` (one number, or
+    per engine name), else the instance's own profile (its batch size when the engine batches
+    continuously; one otherwise)."""
+    if isinstance(max_inflight, int):
+        return max(1, max_inflight)
+    if isinstance(max_inflight, dict) and spec.name in max_inflight:
+        return max(1, int(max_inflight[spec.name]))
+    own, continuous = inst.profile.max_inflight, spec.continuous
+    return own if own > 0 else max(1, inst.profile.max_batch) if continuous else 1

@@ -2,21 +2,22 @@
 `_POLICIES` below; add your own with `register_policy`."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from teola.programs.atlas import ATLASPolicy
 from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue, check_policy
-from teola.programs.fcfs import FCFSPolicy
 from teola.policies.fifo import FifoPolicy
+from teola.policies.per_invocation import PerInvocationPolicy
+from teola.policies.throughput import ThroughputPolicy
+from teola.policies.topology import TopologyPolicy
+from teola.programs.atlas import ATLASPolicy
+from teola.programs.fcfs import FCFSPolicy
 from teola.programs.lamps import LAMPSPolicy
 from teola.programs.mlfq import MLFQPolicy
 from teola.programs.plas import PLASPolicy
-from teola.policies.per_invocation import PerInvocationPolicy
 from teola.programs.program_policy import ProgramPolicy
 from teola.programs.program_queues import ProgramQueues
 from teola.programs.sjf import SJFPolicy
-from teola.policies.throughput import ThroughputPolicy
-from teola.policies.topology import TopologyPolicy
 
 _POLICIES: dict[str, Callable[..., Policy]] = {
     "fifo": FifoPolicy,

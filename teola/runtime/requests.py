@@ -6,11 +6,20 @@ object store: key -> value); no I/O.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from engines.requests import (EmbeddingRequest, IngestionRequest, LLMRequest, RerankRequest, TextSearchRequest,
-                             ToolRequest, VectorSearchRequest, default)
+from engines.requests import (
+    EmbeddingRequest,
+    IngestionRequest,
+    LLMRequest,
+    RerankRequest,
+    TextSearchRequest,
+    ToolRequest,
+    VectorSearchRequest,
+    default,
+)
 from teola.ir.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref, key_range

@@ -9,27 +9,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from engines.protocol import Feature
 from teola.compile.compiler import Compiled
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import LLM_OPS
+from teola.programs.pause_handling import PauseCosts
 from teola.runtime.call_work import CallOutcome, CallWork
-from teola.runtime.graph_tier.dispatch_plan import DispatchPlanCache
 from teola.runtime.engine_tier.engine_scheduler import EngineScheduler
+from teola.runtime.engine_tier.supervisor import Supervisor
+from teola.runtime.engine_tier.tenant_shares import check_weights
 from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.runtime.executors.executor import Executor, Instance
+from teola.runtime.graph_tier.dispatch_plan import DispatchPlanCache
 from teola.runtime.graph_tier.graph_scheduler import QueryRun
-from teola.runtime.metrics import Metrics
-from teola.programs.pause_handling import PauseCosts
-from teola.runtime.policy_registry import DEFAULT_POLICY, Pending, make_policy, policy_names
 from teola.runtime.graph_tier.query_context import QueryContext
-from teola.runtime.result import Result
-from teola.runtime.options import backoff_option, interval_option, make_executor, query_timeout
-from teola.runtime.engine_tier.supervisor import Supervisor
+from teola.runtime.metrics import Metrics
 from teola.runtime.namespaces import Namespaces
-from teola.runtime.engine_tier.tenant_shares import check_weights
+from teola.runtime.options import backoff_option, inflight_for, interval_option, make_executor, query_timeout
+from teola.runtime.policy_registry import DEFAULT_POLICY, Pending, make_policy, policy_names
+from teola.runtime.result import Result
 
 log = logging.getLogger("teola.runtime")
 
@@ -92,7 +93,7 @@ class Runtime:
         self.policy_options: dict[str, dict[str, Any]] = dict(options.get("policy_options") or {})
         self.policy_name = options.get("policy") or DEFAULT_POLICY
         make_policy(self.policy_name, **self.policy_options.get(self.policy_name, {}))  # validate now
-        for name, spec in self.specs.items():
+        for spec in self.specs.values():
             if spec.policy is not None:
                 make_policy(spec.policy, **self.policy_options.get(spec.policy, {}))
         mi = options.get("max_inflight")
@@ -136,7 +137,7 @@ class Runtime:
                 for i in range(spec.instances):
                     b = given[i] if isinstance(given, (list, tuple)) else given
                     inst = await self.executor.launch(spec, i, b)
-                    inst.max_inflight = self._inflight_for(spec, inst)
+                    inst.max_inflight = inflight_for(self.max_inflight, spec, inst)
                     insts.append(inst)
                 self.instances[name] = insts
                 policy_name = spec.policy or self.policy_name
@@ -185,15 +186,6 @@ class Runtime:
         self.instances.clear()
         if errors:
             raise RuntimeError("some engine instances failed to stop: " + "; ".join(errors))
-
-    def _inflight_for(self, spec: Engine, inst: Instance) -> int:
-        mi = self.max_inflight
-        if isinstance(mi, int):
-            return max(1, mi)
-        if isinstance(mi, dict) and spec.name in mi:
-            return max(1, int(mi[spec.name]))
-        own, continuous = inst.profile.max_inflight, spec.continuous
-        return own if own > 0 else max(1, inst.profile.max_batch) if continuous else 1
 
     # ---- what runs -------------------------------------------------------------------------------
     @property

@@ -14,8 +14,9 @@ The pure parts are here; teola.runtime.namespaces calls the engines.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from engines.requests import staging_namespace
 from teola.ir.ops import PrimOp

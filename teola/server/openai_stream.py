@@ -8,11 +8,12 @@ the native query stream (teola.server.streaming); SSE clients, the openai SDK am
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
+import teola.server.openai_format as fmt
 from engines.request_checks import ContextTooLong
 from teola.runtime import CallFailed
-import teola.server.openai_format as fmt
 from teola.server.errors import ApiError
 from teola.server.openai_calls import DoorCall
 from teola.server.openai_errors import door_error_event

@@ -26,7 +26,8 @@ import platform
 import random
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from engines.engine_settings import SETTING_KEYS
 from engines.protocol import StreamEvent
@@ -167,7 +168,7 @@ async def _decode_samples(engine: Any, cells: list[tuple[int, int, int]], repeat
         await one_round(todo)
         say(f"llm: decode round {rnd + 1}/{repeats} measured ({len(cells)} batches)")
     unsettled = [c for c in cells if repeats > 1 and retime_spread is not None and _spread(runs[c]) > retime_spread]
-    for rnd in range(repeats if unsettled else 0):
+    for _round in range(repeats if unsettled else 0):
         todo = list(unsettled)
         order.shuffle(todo)
         await one_round(todo)
@@ -257,7 +258,7 @@ async def record_lengths(app: App, n: int, say: Say) -> dict[str, list[int]]:
 
 def provenance_note(app: App) -> str:
     return (f"measured by `teola profile` on {platform.node()} ({platform.processor() or platform.machine()}, "
-            f"{_cores()} cores) at {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+            f"{_cores()} cores) at {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC "
             f"with the engines of app {app.name!r}")
 
 

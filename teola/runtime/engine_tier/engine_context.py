@@ -5,8 +5,9 @@ callbacks; nothing here reaches back into the scheduler."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Coroutine
+from typing import Any
 
 from teola.policies.base import Pending, Pick, Policy, RequestQueue
 from teola.runtime.engine_tier.running_owners import RunningOwners

@@ -29,9 +29,9 @@ from teola.runtime.engine_tier.preemption import Preemptor
 from teola.runtime.engine_tier.running_owners import RunningOwners
 from teola.runtime.engine_tier.supervisor import Supervisor
 from teola.runtime.engine_tier.tenant_shares import TenantShares
+from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens, estimate_tokens
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
-from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens, estimate_tokens
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
 
@@ -272,7 +272,7 @@ class EngineScheduler:
         self.ctx.running.count(inst, spans, 1)
         self.metrics.observe_batch(self.name, len(requests))
         t = self.loop.time()
-        for e, a, b in spans:
+        for e, _a, _b in spans:
             e.work.started(inst, batch_id, len(requests), t)
         if op == STREAM_OP:
             coro = run_item_stream(self.ctx, inst, op, requests, spans, tokens, picks)

@@ -2,7 +2,8 @@
 engine scheduler can ask exactly those instances to abort a query that ended."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from teola.runtime.executors.executor import Instance
 

@@ -13,7 +13,7 @@ Pure logic over `RequestQueue`s: the engine scheduler asks for a `view` before e
 and reports what it dispatched, and from which queue, with `served`."""
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from teola.policies.base import Pending, RequestQueue
 

@@ -3,8 +3,9 @@
 one without touching schedulers, policies or passes: requests and results are plain data."""
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Protocol
+from typing import Any, Protocol
 
 from engines.protocol import Capability, EngineProfile, StreamEvent
 from teola.ir.engine_spec import Engine

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
-from engines.protocol import Capability, EngineProfile, StreamEvent, capabilities_of, restart_adapter
 from engines.engine_settings import resolve_options
+from engines.protocol import Capability, EngineProfile, StreamEvent, capabilities_of, restart_adapter
 from engines.registry import create_engine
 from teola.ir.engine_spec import Engine
 from teola.runtime.executors.executor import Instance

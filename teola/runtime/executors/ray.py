@@ -19,9 +19,10 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from engines.protocol import Capability, EngineProfile, StreamEvent
 from teola.ir.engine_spec import Engine
@@ -29,8 +30,13 @@ from teola.runtime.errors import EngineDown
 from teola.runtime.executors.executor import Instance
 from teola.runtime.executors.ray_actor import EngineActor, SecretsMissing
 from teola.runtime.executors.ray_data import KEEP, MIN_REF_BYTES, attach_refs
-from teola.runtime.executors.ray_env import (check_forward_env, check_secret_env, secrets_for, split_options,
-                                             worker_env)
+from teola.runtime.executors.ray_env import (
+    check_forward_env,
+    check_secret_env,
+    secrets_for,
+    split_options,
+    worker_env,
+)
 
 ACTOR_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "max_restarts",
                  "runtime_env", "max_concurrency")

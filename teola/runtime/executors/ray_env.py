@@ -8,7 +8,8 @@ alone, as arguments of an actor call (`secrets_for`), which Ray delivers to the 
 store."""
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 # Settings the engines read (offline flags, cache dirs, thread counts, vLLM's knobs, teola's cache
 # and device choice). A name outside these is not forwarded; `forward_env` adds names.

@@ -7,24 +7,25 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from teola.compile.compiler import Compiled
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
-from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
-from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.policies.base import Pending
+from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
+from teola.runtime.graph_tier.dispatch_kind import DispatchKind
+from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
 from teola.runtime.graph_tier.query_context import QueryContext
 from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED
-from teola.runtime.graph_tier.dispatch_kind import DispatchKind
 from teola.runtime.graph_tier.query_work import DispatchWork
-from teola.runtime.result import Result
-from teola.runtime.staging import Staging
 from teola.runtime.graph_tier.speculation import settle, tag
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
 from teola.runtime.outputs import collect_outputs
 from teola.runtime.requests import AtOnce, at_once, build_requests, mark_requests
+from teola.runtime.result import Result
+from teola.runtime.staging import Staging
 
 log = logging.getLogger("teola.runtime")
 
@@ -328,10 +329,7 @@ class QueryRun:
             self.close_work(w)
         outs = self.plan.outputs
         skipped = bool(outs) and all(k in self.skipped for k in outs)
-        if len(outs) == 1:
-            output = self.values.get(outs[0])
-        else:
-            output = {k: self.values.get(k) for k in outs}
+        output = self.values.get(outs[0]) if len(outs) == 1 else {k: self.values.get(k) for k in outs}
         latency = self.loop.time() - self.t0
         self.ctx.ended(self, None, latency)
         if not self.future.done():

@@ -3,8 +3,9 @@ where to queue and withdraw work, which engines are LLMs, the counters, and whom
 the query ends. The runtime builds one; tests can build one over fake schedulers."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from teola.policies.base import Pending
 from teola.runtime.errors import QueryError

@@ -10,7 +10,8 @@ the entry callbacks run under `guard` (an exception there fails the query, not t
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from teola.ir.primitive import Primitive
 from teola.runtime.errors import QueryError

@@ -14,9 +14,7 @@ from typing import Any
 
 from teola.ir.primitive import Primitive
 from teola.runtime.errors import QueryError
-
 from teola.runtime.graph_tier.query_state import RELEASED, QueryState
-
 
 
 def undecided(run: QueryState, idx: int) -> bool:
