@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts: machine facts and result files."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -112,6 +113,18 @@ async def served_here(server_app: Any) -> AsyncIterator[str]:
         server.should_exit = True
         await serving
         sock.close()
+
+
+async def stop_process(proc: subprocess.Popen | None, grace_s: float = 30.0) -> None:
+    """Terminate a child process that still runs; kill it if it has not exited after `grace_s`."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        await asyncio.to_thread(proc.wait, grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def run_study(driver: str, studies: dict[str, str], argv: list[str] | None = None, default: str | None = None,

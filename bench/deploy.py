@@ -37,6 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.common import stop_process
 from bench.deploy_systems import MODEL, RAG_APPS, baseline_one, make_baseline, teola_one
 
 PROFILE = "a100-llama3.1-8b-measured"
@@ -118,13 +119,7 @@ class Emulator:
         return out
 
     async def __aexit__(self, *exc: Any) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                await asyncio.to_thread(self.proc.wait, 30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        await stop_process(self.proc)
 
 
 # ---- apps and queries -----------------------------------------------------------------------------

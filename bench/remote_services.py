@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.common import stop_process
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 Z95 = 1.6448536269514722  # standard normal quantile at 0.95
@@ -230,13 +232,7 @@ class ServiceProcess:
             return (await client.get(f"{self.base_url}/healthz")).json()["calls"]
 
     async def __aexit__(self, *exc: Any) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                await asyncio.to_thread(self.proc.wait, 30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        await stop_process(self.proc)
 
 
 async def _serve(port: int, seed: int, scale: float) -> None:
