@@ -318,7 +318,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                 command="python -m bench.lamps_studies --study agent " + " ".join(argv))
     write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.lamps_studies --study agent (docs/benchmarks.md)")

@@ -59,7 +59,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         md.append(f"| {name} | {r['primitives']} | {r['cold_ms_p50']:.2f} | {r['warm_ms_p50']:.2f} | "
                   f"{r['chunking_ms_p50']:.2f} | {r['cold_graph_ms_p50']:.2f} | {r['warm_graph_ms_p50']:.3f} |")
     write_results("compile", {"repeat": args.repeat, "apps": rows}, "\n".join(md))
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.overheads --study compile (docs/benchmarks.md)")

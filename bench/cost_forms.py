@@ -218,7 +218,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                         for (f, h), v in res.items() for held, per in v.items() for p, r in per.items()],
             "replicate_ceiling": [round(e, 4) for e in ceiling]}
     write_results("cost_forms", data, markdown(res, ceiling, old))
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study cost_forms (docs/benchmarks.md)")

@@ -195,7 +195,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     md = markdown(data)
     write_results(args.out, data, md)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.doc_qa --study quality (docs/benchmarks.md)")

@@ -248,7 +248,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     write_results(args.out, {"runs": names, "pooled": pool(trials)}, md, compact=True)
     write_load_plot(args.out)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.doc_qa --study trials (docs/benchmarks.md)")

@@ -97,7 +97,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     command = "python -m bench.overheads --study embed_batch " + " ".join(argv)
     write_results(args.out, data, markdown(data, command.strip()))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.overheads --study embed_batch (docs/benchmarks.md)")

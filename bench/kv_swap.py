@@ -195,7 +195,3 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     (a.out / "kv_swap.json").write_text(json.dumps(res, indent=2) + "\n")
     (a.out / "kv_swap.md").write_text(to_markdown(res, cmd))
     print(f"wrote {a.out / 'kv_swap.json'} and {a.out / 'kv_swap.md'}")
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.kv_studies --study swap (docs/benchmarks.md)")

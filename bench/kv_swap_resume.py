@@ -140,7 +140,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     data = asyncio.run(measure(args.lengths, args.repeats))
     write_results("kv_swap_resume", data, markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.kv_studies --study swap_resume (docs/benchmarks.md)")

@@ -245,7 +245,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     write_results(name, data, markdown(data))
     write_load_plot(name)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.lamps_studies --study real (docs/benchmarks.md)")

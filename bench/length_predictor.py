@@ -104,7 +104,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data = run(args.trace)
     write_results("length_predictor", data, markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.lamps_studies --study length_predictor (docs/benchmarks.md)")

@@ -132,7 +132,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.Argument
     write_results(args.out, data, markdown(data, "python -m bench.overheads --study load " + " ".join(argv)))
     if any(w["lost"] for w in data["waves"]):
         raise SystemExit("some queries were lost (see above)")
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.overheads --study load (docs/benchmarks.md)")

@@ -89,7 +89,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     command = "python -m bench.overheads --study overlap" + (" --quick" if args.quick else "")
     write_results("overlap", {"layouts": data["layouts"]}, markdown(data, command))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.overheads --study overlap (docs/benchmarks.md)")

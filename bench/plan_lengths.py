@@ -89,6 +89,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     save("summarise", summ_lengths)
     evals = run([prompts.evaluate(s or "", k) for s in summaries for k in range(2)], 64)
     save("evaluate", [n for _, n in evals])
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.plan_studies --study lengths (docs/benchmarks.md)")

@@ -242,7 +242,3 @@ def _finish_table(rows: list[dict[str, Any]]) -> list[str]:
                                   if e["model"] == m and e["event"] == kind) for kind in ("load", "stop")}
             lines.append(f"| {r['method']} | {m} | {pred.get(m, float('nan')):.1f} | {t:.1f} | {ev['load']} | {ev['stop']} |")
     return lines
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.plan_studies --study real (docs/benchmarks.md)")

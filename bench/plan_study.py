@@ -205,7 +205,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                         "best_of_3_search_s_max": max(r["best-of-3"]["search_s"] for r in rows)}}
     write_results(args.out, data, markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.plan_studies --study sim (docs/benchmarks.md)")

@@ -151,7 +151,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.Argument
     write_markdown(res, RESULTS / "prefix_ttft.md")
     print(f"TTFT median: partial {res['ttft_partial_median_ms']:.1f} ms, full {res['ttft_full_median_ms']:.1f} ms, "
           f"ratio {res['ratio_full_over_partial_median']:.2f}x; wrote {RESULTS}/prefix_ttft.json and .md")
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.overheads --study prefix_ttft (docs/benchmarks.md)")

@@ -222,7 +222,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data["flow"], data["system"] = args.flow, args.system
     write_results(args.out, data, markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.doc_qa --study prompts (docs/benchmarks.md)")

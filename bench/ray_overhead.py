@@ -161,7 +161,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     finally:
         ray.shutdown()
     write_results("ray", {"rows": rows}, markdown(args, rows))
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.overheads --study ray (docs/benchmarks.md)")

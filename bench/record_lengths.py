@@ -65,7 +65,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                                     "seconds": round(time.perf_counter() - t0, 1), "rows": rows}, indent=0) + "\n")
     print(f"[record_lengths] wrote {len(rows)} rows to {args.out}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.lamps_studies --study record_lengths (docs/benchmarks.md)")

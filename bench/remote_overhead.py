@@ -87,7 +87,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     load = os.getloadavg()
     md += f"\n\nLoad average at the end of the run: {load[0]:.1f} (other work on the machine shifts both columns)."
     write_results("remote_overhead", {"calls": args.calls, "results": data, "load_average": load}, md)
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.overheads --study remote_llm (docs/benchmarks.md)")

@@ -269,7 +269,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     configure_engine_env()
     asyncio.run(_serve(args.port, args.seed, args.scale))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.remote_apps --study services (docs/benchmarks.md)")

@@ -96,7 +96,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data = asyncio.run(run(args.n, args.tokens, args.seed))
     write_results("resume_fidelity", data, markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.kv_studies --study resume_fidelity (docs/benchmarks.md)")

@@ -198,7 +198,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     write_results("runtime", {"command": cmd, "overhead": over, "poisson": load,
                               "workloads": {k: {kk: (str(vv) if isinstance(vv, dict) else vv) for kk, vv in w.items()}
                                             for k, w in WORKLOADS.items()}}, "\n".join(lines))
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.overheads --study runtime (docs/benchmarks.md)")

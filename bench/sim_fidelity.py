@@ -555,7 +555,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data["probe_reference"] = profile_step(profile)
     write_results(args.out, data, markdown(data, command))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study fidelity (docs/benchmarks.md)")

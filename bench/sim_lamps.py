@@ -520,7 +520,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     page = markdown(data, args.max_seqs, OVERLOAD)
     write_results(args.out, data, page if args.sweep else page + "\n" + reading(data) + "\n")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study lamps (docs/benchmarks.md)")

@@ -180,7 +180,3 @@ def _fig8(args: argparse.Namespace, argv: list[str]) -> int:
     data["command"] = "python -m bench.sim_studies --study paper " + " ".join(argv)
     write_results(args.out or "sim_teola_paper", slim(data), report(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study paper (docs/benchmarks.md)")

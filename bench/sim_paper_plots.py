@@ -74,7 +74,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     for path in plots(json.loads(source.read_text()), source.with_suffix("")):
         print(f"wrote {path}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study paper_plots (docs/benchmarks.md)")

@@ -68,7 +68,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     d = measure(args.queries, args.instances)
     write_results("sim_speed", d, markdown(d, command.strip()))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study speed (docs/benchmarks.md)")

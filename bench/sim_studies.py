@@ -4,7 +4,7 @@ figures), how fast it is (speed), and the SIMULATED studies at the papers' scale
 programs, autellix, lamps).
 
 Usage: python -m bench.sim_studies --study NAME [options]; `--study NAME --help` lists a study's
-options (the same as the module's former command: docs/benchmarks.md maps old commands to new)."""
+options."""
 from __future__ import annotations
 
 import sys

@@ -281,7 +281,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     write_results(args.out, data, markdown(data))
     print(markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study trace_diff (docs/benchmarks.md)")

@@ -154,7 +154,3 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
                                                           ("--outs", a.outs if a.outs != "40,120" else None)))
     write_results(a.out, data, markdown(data, command))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study step_shape (docs/benchmarks.md)")

@@ -117,7 +117,3 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
             "samples": samples}
     write_results(a.out, data, markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.doc_qa --study stop_rules (docs/benchmarks.md)")

@@ -1,6 +1,6 @@
 """bench/'s entry points: a few study drivers (bench.common.run_study picks a study with --study), every
-other module a library; every command a result page or the docs name still runs, as itself or through
-the old -> new table of docs/benchmarks.md. No engines: only parsing and imports."""
+other module a library; every command the docs and the front page name runs (result pages name the
+command as it was when they were written). No engines: only parsing and imports."""
 from __future__ import annotations
 
 import importlib
@@ -18,17 +18,10 @@ BENCH = ROOT / "bench"
 DRIVERS = ("rag", "doc_qa", "remote_apps", "programs", "kv_studies", "lamps_studies", "sim_studies",
            "plan_studies", "overheads", "report")
 COMMAND = re.compile(r"python -m bench\.([a-z_]+)((?: --study [a-z_]+)?)")
-ROW = re.compile(r"^\| `python -m bench\.([a-z_]+)[^`]*` \| (?:`python -m bench\.([a-z_]+) --study ([a-z_]+)|retired)", re.M)
 
 
 def _with_main() -> set[str]:
     return {p.stem for p in BENCH.glob("*.py") if re.search(r"^def main\(", p.read_text(), re.M)}
-
-
-def _old_commands() -> dict[str, tuple[str, str] | None]:
-    """docs/benchmarks.md's table: old module -> (driver, study), None when retired."""
-    text = (ROOT / "docs" / "benchmarks.md").read_text()
-    return {m[1]: (m[2], m[3]) if m[2] else None for m in ROW.finditer(text)}
 
 
 def test_at_most_fifteen_entry_points_all_of_them_drivers():
@@ -54,18 +47,12 @@ def test_each_study_parses_its_help(driver, capsys):
         assert "--study" in capsys.readouterr().out
 
 
-def test_every_named_command_runs_as_itself_or_through_the_table():
-    table = _old_commands()
-    for old, new in table.items():
-        assert old not in _with_main()
-        if new is not None:
-            driver, study = new
-            assert study in importlib.import_module(f"bench.{driver}").STUDIES, (old, new)
-    pages = list((BENCH / "results").glob("*.md")) + [ROOT / "docs" / "benchmarks.md", ROOT / "BENCHMARKS.md"]
+def test_every_named_command_is_a_driver_and_its_study():
+    pages = [ROOT / "docs" / "benchmarks.md", ROOT / "BENCHMARKS.md", BENCH / "results" / "FRONT.md", ROOT / "README.md"]
     for page in pages:
         for module, study in COMMAND.findall(page.read_text()):
-            assert module in DRIVERS or module in table, f"{page.name}: python -m bench.{module}"
-            if module in DRIVERS and study:
+            assert module in DRIVERS, f"{page.name}: python -m bench.{module}"
+            if study:
                 assert study.split()[-1] in importlib.import_module(f"bench.{module}").STUDIES, page.name
 
 
