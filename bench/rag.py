@@ -52,6 +52,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import teola.trace.timeline as timeline
 from bench.common import command_line, percentile, without_keys
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.passes.registry import enabled_by_default, pass_names
@@ -287,17 +288,6 @@ def _exec(t: dict[str, Any]) -> float:
     return max(0.0, (t.get("finished") or 0.0) - (t.get("started") or 0.0))
 
 
-def _merged_parents(name: str, parents: dict[str, list[str]], by: dict[str, dict]) -> list[str]:
-    """Parents, seeing through a prefill fused into this primitive (the pair ran as one request)."""
-    out = []
-    for p in parents.get(name, []):
-        if by.get(p, {}).get("fused_into") == name:
-            out.extend(parents.get(p, []))
-        else:
-            out.append(p)
-    return out
-
-
 def critical_path_bound(parents: dict[str, list[str]], trace: list[dict[str, Any]],
                         exclusive: tuple[str, ...] | list[str] | set[str] = ()) -> float:
     """A lower bound on a query's latency from its e-graph, each primitive weighted by its execution
@@ -355,33 +345,21 @@ def exclusive_engines(runtime: Any) -> tuple[str, ...]:
 
 
 def critical_path_shares(rec: dict[str, Any]) -> dict[str, float] | None:
-    """Split a finished query's latency along its actual critical path (Fig. 11): walk back from the
-    last primitive to finish through the parent that finished last; within each hop, time before
-    the primitive was queued is scheduling/communication, queued->started queueing, started->finished
-    execution (clipped so overlapping streamed hops are not counted twice). Compile time and the
+    """Split a finished query's latency along its actual critical path (Fig. 11), the one the /ui
+    page and the Gantt chart show (teola.trace.timeline.critical_path); within each hop, time
+    before the primitive was queued is scheduling/communication, queued->started queueing,
+    started->finished execution (teola.trace.timeline.path_times: clipped so the hops of one
+    dispatch, a fused prefill and its decode or a streamed group, count once). Compile time and the
     rest of the end-to-end latency (submission, result hand-back) complete the picture."""
     trace = [t for t in rec.get("trace", []) if t.get("finished") is not None]
     if not rec.get("ok") or not trace:
         return None
-    by = {t["primitive"]: t for t in trace}
-    parents = rec["parents"]
-    cur = max(trace, key=lambda t: t["finished"])
-    while cur.get("fused_into"):
-        cur = by[cur["fused_into"]]
-    T = cur["finished"]
-    exec_s = queue_s = gap_s = 0.0
-    while cur is not None:
-        ps = [by[p] for p in _merged_parents(cur["primitive"], parents, by) if p in by]
-        prev = max(ps, key=lambda t: t["finished"]) if ps else None
-        lo = min(prev["finished"], T) if prev else 0.0
-        exec_s += max(0.0, T - max(cur["started"], lo))
-        queue_s += max(0.0, min(cur["started"], T) - max(cur["queued"], lo))
-        gap_s += max(0.0, min(cur["queued"], T) - lo)
-        T, cur = lo, prev
+    times = timeline.path_times(trace, timeline.critical_path(trace, rec["parents"]))
     total = rec["latency"]
+    exec_s, queue_s = times["running"], times["queued"]
     other = max(0.0, total - rec["compile_s"] - exec_s - queue_s)
     return {"compile": rec["compile_s"] / total, "queueing": queue_s / total, "execution": exec_s / total,
-            "scheduling_comm": other / total, "gap_on_path_s": gap_s}
+            "scheduling_comm": other / total, "gap_on_path_s": times["gap"]}
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:

@@ -26,18 +26,22 @@ def critical_path(trace: Sequence[Mapping[str, Any]],
                   parents: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """Names of the primitives on the critical path, first to last.
 
-    Starting from the primitive that finished last (the shallowest on a tie: a decode rather than
-    the prefill fused into it), step to the predecessor that finished last before it was queued (a
-    primitive is dispatched when its last input is ready), or else to one dispatched together with
-    it (a prefill fused with its decode, a streamed group). `parents` (primitive name -> parent
-    names, from the e-graph) restricts the predecessors; without it any primitive counts."""
+    Starting from the primitive that finished last (on a tie, a decode rather than the prefill fused
+    into it, then the shallowest), step to the prefill fused into it if there is one (the runtime
+    records it with `fused_into`: the pair ran as one engine request, dispatched when the last input
+    of either was ready, so the path goes on through the prefill's inputs), else to the predecessor
+    that finished last before it was queued (a primitive is dispatched when its last input is
+    ready), or else to one dispatched together with it (a streamed group). `parents` (primitive
+    name -> parent names, from the e-graph) restricts the predecessors; without it any primitive
+    counts."""
     spans = {str(e.get("primitive")): iv for e in trace if (iv := interval(e)) is not None}
     depth = {str(e.get("primitive")): int(e.get("depth") or 0) for e in trace}
+    fused = {str(e.get("primitive")) for e in trace if e.get("fused_into")}
     if not spans:
         return []
 
     def latest(names: Sequence[str]) -> str:
-        return max(names, key=lambda n: (spans[n][2], -depth.get(n, 0), n))
+        return max(names, key=lambda n: (spans[n][2], n not in fused, -depth.get(n, 0), n))
 
     current = latest(list(spans))
     path = [current]
@@ -46,15 +50,37 @@ def critical_path(trace: Sequence[Mapping[str, Any]],
         queued = spans[current][0]
         options = [n for n in (parents.get(current, ()) if parents is not None else spans)
                    if n in spans and n not in seen]
-        before = [n for n in options if spans[n][2] <= queued + EPS]
         together = [n for n in options if abs(spans[n][0] - queued) <= EPS]
+        before = [n for n in options if spans[n][2] <= queued + EPS]
+        prefill = [n for n in together if n in fused]
         if not before and not together:
             break
-        current = latest(before or together)
+        current = latest(prefill or before or together)
         path.append(current)
         seen.add(current)
     path.reverse()
     return path
+
+
+def path_times(trace: Sequence[Mapping[str, Any]], path: Sequence[str]) -> dict[str, float]:
+    """Where the query's time went along `path` (critical_path's names, first to last), in seconds:
+    "gap" before each primitive was queued (scheduling, communication), "queued" in an engine queue,
+    "running" on its engine. Each hop is clipped to the time after the one before it on the path
+    finished, so the hops of one dispatch (a fused prefill and its decode, a streamed group) count
+    once; the first hop starts at the query's start (0)."""
+    spans = {str(e.get("primitive")): iv for e in trace if (iv := interval(e)) is not None}
+    out = {"gap": 0.0, "queued": 0.0, "running": 0.0}
+    if not path:
+        return out
+    end = spans[path[-1]][2]
+    for k in range(len(path) - 1, -1, -1):
+        q, s, f = spans[path[k]]
+        lo = min(spans[path[k - 1]][2], end) if k else 0.0
+        out["running"] += max(0.0, end - max(s, lo))
+        out["queued"] += max(0.0, min(s, end) - max(q, lo))
+        out["gap"] += max(0.0, min(q, end) - lo)
+        end = lo
+    return out
 
 
 def batch_mates(trace: Sequence[Mapping[str, Any]]) -> dict[str, int]:

@@ -10,6 +10,7 @@ from bench.rag import (
     Settings,
     by_op_means,
     critical_path_bound,
+    critical_path_shares,
     exclusive_engines,
     llamaindex_pipeline,
     markdown,
@@ -114,6 +115,22 @@ def test_bound_skips_failed_primitives():
     trace = [dict(t) for t in FAN_TRACE]
     trace[3]["status"] = "error"  # b3
     assert critical_path_bound(FAN, trace, exclusive=("emb",)) == pytest.approx(9.0)  # 1 + 4 + 4 = longest path
+
+
+def test_fig11_shares_walk_the_critical_path_the_ui_shows():
+    # the hand-made trace of tests/unit/trace: a fused prefill+decode whose decode also reads a key of
+    # an earlier primitive; by hand the path is expand (0-0.3), rerank (gap 0.05, queued 0.05, runs
+    # 0.6), the fused pair (queued 0.2, runs 0.8)
+    trace = [{**_prim("expand.decode", "llm", 0.0, 0.3), "queued": 0.0}, {**_prim("rerank", "rr", 0.4, 1.0), "queued": 0.35},
+             {**_prim("synth.prefill", "llm", 1.2, 2.0, fused_into="synth.decode"), "queued": 1.0},
+             {**_prim("synth.decode", "llm", 1.2, 2.0, fused_with="synth.prefill"), "queued": 1.0}]
+    parents = {"expand.decode": [], "rerank": ["expand.decode"], "synth.prefill": ["rerank", "expand.decode"],
+               "synth.decode": ["synth.prefill", "expand.decode"]}
+    rec = {"ok": True, "latency": 2.5, "compile_s": 0.2, "parents": parents, "trace": trace}
+    assert critical_path_shares(rec) == pytest.approx({
+        "compile": 0.2 / 2.5, "queueing": 0.25 / 2.5, "execution": 1.7 / 2.5,
+        "scheduling_comm": (2.5 - 0.2 - 1.7 - 0.25) / 2.5, "gap_on_path_s": 0.05})
+    assert critical_path_shares({**rec, "ok": False}) is None
 
 
 def test_exclusive_engines_are_those_with_one_batch_of_capacity():

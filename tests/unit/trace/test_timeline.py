@@ -2,7 +2,7 @@
 import pytest
 
 from teola.trace.gantt import CRITICAL, QUEUED, RUNNING, gantt
-from teola.trace.timeline import batch_mates, critical_path, interval
+from teola.trace.timeline import batch_mates, critical_path, interval, path_times
 
 
 def entry(name, engine, q, s, f, batch=None, size=None, requests=1, **extra):
@@ -38,6 +38,38 @@ def test_critical_path_walks_through_a_fused_prefill():
              entry("synth.decode", "llm", 1.0, 1.1, 2.0, depth=0, fused_with="synth.prefill")]
     parents = {"synth.decode": ["synth.prefill"], "synth.prefill": ["rerank"], "rerank": []}
     assert critical_path(trace, parents) == ["rerank", "synth.prefill", "synth.decode"]
+
+
+# A prefill fused into its decode whose decode also reads a key an ancestor of the prefill made
+# (expand.decode): the pair is dispatched once rerank is done, so rerank is on the path, not expand.
+FUSED = [entry("expand.decode", "llm", 0.0, 0.0, 0.3),
+         entry("rerank", "reranker", 0.35, 0.4, 1.0),
+         entry("synth.prefill", "llm", 1.0, 1.2, 2.0, fused_into="synth.decode"),
+         entry("synth.decode", "llm", 1.0, 1.2, 2.0, fused_with="synth.prefill")]
+FUSED_PARENTS = {"expand.decode": [], "rerank": ["expand.decode"], "synth.prefill": ["rerank", "expand.decode"],
+                 "synth.decode": ["synth.prefill", "expand.decode"]}
+
+
+def test_critical_path_goes_through_the_fused_prefill_before_an_earlier_parent():
+    by_hand = ["expand.decode", "rerank", "synth.prefill", "synth.decode"]
+    # without depths (bench records keep none): the decode, not its fused prefill, ends the path
+    assert critical_path(FUSED, FUSED_PARENTS) == by_hand
+    with_depth = [{**e, "depth": d} for e, d in zip(FUSED, (3, 2, 1, 0))]
+    assert critical_path(with_depth, FUSED_PARENTS) == by_hand
+
+
+def test_path_times_count_one_dispatch_once():
+    times = path_times(FUSED, critical_path(FUSED, FUSED_PARENTS))
+    # by hand: synth pair runs 1.2-2.0 after queueing 1.0-1.2; rerank waits 0.35-0.4 and runs
+    # 0.4-1.0 after a 0.3-0.35 gap; expand runs 0-0.3
+    assert times == pytest.approx({"running": 0.8 + 0.6 + 0.3, "queued": 0.2 + 0.05, "gap": 0.05})
+    # a prefill fused with a streamed group: its hop ends when the first item came (1.5)
+    stream = [entry("p", "llm", 0.0, 0.5, 1.5, fused_into="m0"), entry("m0", "llm", 0.0, 0.5, 1.5),
+              entry("m1", "llm", 0.0, 0.5, 2.5)]
+    path = critical_path(stream, {"p": [], "m0": ["p"], "m1": ["p"]})
+    assert path == ["p", "m1"]
+    assert path_times(stream, path) == pytest.approx({"running": 2.0, "queued": 0.5, "gap": 0.0})
+    assert path_times(stream, []) == {"gap": 0.0, "queued": 0.0, "running": 0.0}
 
 
 def test_batch_mates_count_requests_of_other_queries():
