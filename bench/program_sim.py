@@ -25,29 +25,7 @@ from typing import Any
 
 from teola.programs.process_table import ProcessTable
 from teola.runtime import ProgramQueues, policy_factory
-
-
-@dataclass(slots=True)
-class CallSpec:
-    """One LLM call of a program: `prompt` tokens of context it needs, `output` tokens to decode,
-    `parents` indices (into the program's calls) that must finish first; `user`: tokens of new user
-    text the call adds (0: one shipped question, as the generators draw by default); `pause`:
-    seconds of a tool call between its parents' end and its start (ReAct-like programs; the runners
-    of bench.programs_vllm sleep it, this pure simulator has no tool time and refuses it)."""
-
-    prompt: int
-    output: int
-    parents: tuple[int, ...] = ()
-    user: int = 0
-    pause: float = 0.0
-
-
-@dataclass(slots=True)
-class ProgramSpec:
-    pid: str
-    arrival: float
-    calls: list[CallSpec]
-    kind: str = "chat"
+from teola.sim.program_workloads import CallSpec, ProgramSpec
 
 
 @dataclass(slots=True, eq=False)

@@ -1,5 +1,5 @@
-"""Program-level scheduling benchmark (Autellix-shaped workloads) on the simulated engines of
-bench/program_sim.py.
+"""Program-level scheduling benchmark (Autellix-shaped workloads, teola/sim/program_workloads.py)
+on the simulated engines of bench/program_sim.py.
 
 Workloads (prompts sized from shipped question texts, engines.corpora.load_questions("nq_open");
 synthetic sizes if the corpus is missing):
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import random
@@ -27,15 +26,16 @@ import time
 from typing import Any
 
 from bench.common import percentile
-from bench.program_sim import CallSpec, ProgramSpec, simulate
+from bench.program_sim import simulate
 from teola.balancers import make_balancer
+from teola.sim.program_runs import rates_at_target
+from teola.sim.program_workloads import ProgramSpec, workload
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
 POLICIES = ("fcfs", "mlfq", "plas", "atlas")
 # engine model (seconds): per decode step, per running sequence, per prefilled token
 ENGINE = dict(max_batch=8, t_step=0.02, t_seq=0.0005, t_prefill=0.00005)
 QUEUES = dict(num_queues=8, base_quantum=0.25, growth=2.0, beta=8.0, rerank_every=4)  # seconds of service
-SYSTEM = 200  # system prompt tokens shared by every call
 
 
 def question_tokens(n: int = 500) -> tuple[list[int], str]:
@@ -51,100 +51,12 @@ def question_tokens(n: int = 500) -> tuple[list[int], str]:
         return [rng.randint(8, 24) for _ in range(n)], "synthetic prompt sizes"
 
 
-def _out(rng: random.Random, mean: float, lo: int, hi: int) -> int:
-    return int(min(hi, max(lo, rng.expovariate(1.0 / mean))))
-
-
-def chat_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM,
-                 max_calls: int = 24, out_mean: float = 60, out_max: int = 400, calls_mean: float | None = None,
-                 user_mean: float | None = None, user_max: int = 1024) -> ProgramSpec:
-    """A single-threaded program: a long-tailed number of sequential calls (at most `max_calls`)
-    with exponential output lengths (mean `out_mean`, clipped to [4, out_max]).
-
-    By default the number of calls is 1 + Pareto(1.6) - 1 + Exp(mean 2) (mean ~4) and each user turn
-    is 1-4 shipped questions. `calls_mean` draws it instead from a lognormal (sigma 1) of that mean,
-    and `user_mean` gives each call an exponential number of new user tokens (clipped to
-    [8, user_max]), to reproduce published per-workload statistics (bench/sim_programs.py)."""
-    if calls_mean is None:
-        n = min(max_calls, 1 + int(rng.paretovariate(1.6)) - 1 + int(rng.expovariate(1 / 2.0)))
-    else:
-        n = min(max_calls, max(1, round(rng.lognormvariate(math.log(calls_mean) - 0.5, 1.0))))
-    calls, ctx = [], system
-    for i in range(max(1, n)):
-        if user_mean is None:
-            user, extra = rng.choice(qtok) * rng.randint(1, 4), 0
-        else:
-            user = extra = _out(rng, user_mean, 8, user_max)
-        out = _out(rng, out_mean, 4, out_max)
-        calls.append(CallSpec(ctx + user, out, (i - 1,) if i else (), extra))
-        ctx += user + out
-    return ProgramSpec(pid, t, calls, "chat")
-
-
-def tree_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM,
-                 steps: tuple[int, int] = (2, 4), width: tuple[int, int] = (2, 8), out_mean: float = 25,
-                 out_max: int = 120) -> ProgramSpec:
-    """A multi-threaded program: `steps` expansion steps of `width` parallel calls each (ranges,
-    inclusive); every call of a step depends on all calls of the previous step."""
-    q = rng.choice(qtok) * 3
-    calls: list[CallSpec] = []
-    prev: tuple[int, ...] = ()
-    path = 0
-    for _ in range(rng.randint(*steps)):
-        n = rng.randint(*width)
-        step = []
-        for _ in range(n):
-            step.append(len(calls))
-            calls.append(CallSpec(system + q + path, _out(rng, out_mean, 4, out_max), prev))
-        path += 40
-        prev = tuple(step)
-    return ProgramSpec(pid, t, calls, "tree")
-
-
 def recorded_lengths() -> list[int]:
     """Output tokens of the real engine's answers (bench/data/lengths-smollm2-135m.json, recorded by
     bench.record_lengths: 480 answers of SmolLM2-135M, at most 128 tokens)."""
     path = os.path.join(os.path.dirname(__file__), "data", "lengths-smollm2-135m.json")
     with open(path, encoding="utf-8") as f:
         return [int(r["output_tokens"]) for r in json.load(f)["rows"]]
-
-
-def react_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM,
-                  max_steps: int = 8, action_mean: float = 24, action_max: int = 64, observation_mean: float = 60,
-                  observation_max: int = 200, tool_s: tuple[float, float] = (1.72, 3.33), tool_max_s: float = 20.0,
-                  answers: list[int] | None = None) -> ProgramSpec:
-    """A ReAct / BFCL-like tool loop: sequential calls, each but the last writing a short action
-    (thought + tool call: exponential, mean `action_mean` tokens); after each, a tool call lasting a
-    lognormal time with ToolBench's mean and std `tool_s` (LAMPS Table 2; capped at `tool_max_s`)
-    whose observation (exponential, mean `observation_mean` tokens) opens the next call's user turn;
-    the last call writes the answer, its length drawn from `answers` (recorded real answers; default
-    an exponential of mean 60). Steps: 1 + Pareto(1.6) - 1 + Exp(mean 1.5), at most `max_steps`."""
-    n = min(max_steps, 1 + int(rng.paretovariate(1.6)) - 1 + int(rng.expovariate(1 / 1.5)))
-    mu = math.log(tool_s[0] ** 2 / math.sqrt(tool_s[0] ** 2 + tool_s[1] ** 2))
-    sigma = math.sqrt(math.log(1 + (tool_s[1] / tool_s[0]) ** 2))
-    calls, ctx = [], system + rng.choice(qtok)
-    for i in range(max(1, n)):
-        last = i == max(1, n) - 1
-        user = _out(rng, observation_mean, 16, observation_max) if i else 0
-        out = (rng.choice(answers) if answers else _out(rng, 60, 8, 400)) if last else _out(rng, action_mean, 8, action_max)
-        pause = min(tool_max_s, rng.lognormvariate(mu, sigma)) if i else 0.0
-        calls.append(CallSpec(ctx + user, out, (i - 1,) if i else (), user, round(pause, 3)))
-        ctx += user + out
-    return ProgramSpec(pid, t, calls, "react")
-
-
-def workload(kind: str, rate: float, n: int, seed: int, qtok: list[int], system: int = SYSTEM,
-             **shape: Any) -> list[ProgramSpec]:
-    """`n` programs of `kind` ("chat", "tree" or "react") with Poisson arrivals at `rate` programs/s (rate
-    0: all at t=0); `shape` goes to the generator (e.g. max_calls, out_mean for chat)."""
-    rng = random.Random(seed)
-    make = {"chat": chat_program, "tree": tree_program, "react": react_program}[kind]
-    t, out = 0.0, []
-    for i in range(n):
-        gap = rng.expovariate(rate if rate > 0 else 1.0)  # drawn either way: same program shapes at every rate
-        t += gap if rate > 0 else 0.0
-        out.append(make(f"{kind}{i}", t, rng, qtok, system, **shape))
-    return out
 
 
 def capacity(programs: list[ProgramSpec], max_batch: int) -> float:
@@ -171,29 +83,6 @@ def sweep(kind: str, loads: list[float], n: int, seed: int, qtok: list[int]) -> 
             rows.append({"workload": kind, "load": load, "rate": rate, "policy": pol, **summarize(r.latencies),
                          "makespan": r.makespan, "preemptions": r.preemptions})
     return {"capacity": cap, "rows": rows}
-
-
-def rate_at(rows: list[dict[str, Any]], policy: str, target: float, key: str = "mean") -> float | None:
-    """The highest arrival rate at which `policy`'s latency (`key`, default the mean) stays <= target
-    (linear interpolation between swept rates); None if even the lowest rate misses it."""
-    pts = sorted((r["rate"], r[key]) for r in rows if r["policy"] == policy)
-    best = None
-    for (r0, l0), (r1, l1) in zip(pts, pts[1:] + [(None, None)]):
-        if l0 > target:
-            break
-        best = r0
-        if r1 is not None and l1 > target:
-            best = r0 + (r1 - r0) * (target - l0) / (l1 - l0)
-            break
-    return best
-
-
-def rates_at_target(rows: list[dict[str, Any]], policies: tuple[str, ...] | list[str], base: str,
-                    factor: float = 1.5, key: str = "mean") -> tuple[float, dict[str, float | None]]:
-    """Throughput at equal latency: the target (`factor` x `base`'s lowest latency, `key` naming the
-    latency column) and the rate each policy sustains under it (rate_at)."""
-    target = factor * min(r[key] for r in rows if r["policy"] == base)
-    return target, {p: rate_at(rows, p, target, key) for p in policies}
 
 
 def balancer_runs(loads: list[float], n: int, seed: int, qtok: list[int]) -> dict[str, Any]:

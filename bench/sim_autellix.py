@@ -47,7 +47,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from bench.common import RESULTS, percentile, write_results
-from bench.programs import rates_at_target
+from teola.sim.program_runs import rates_at_target
 
 PROFILE = "a100-llama3.1-8b-measured"
 WORKLOADS = ("sharegpt", "bfcl", "lats", "mixed")
@@ -159,7 +159,7 @@ def _profile(name: str) -> dict[str, Any]:
 
 @functools.cache
 def _texts() -> tuple[list[str], list[str]]:
-    from bench.programs_vllm import load_texts
+    from teola.sim.program_runs import load_texts
     questions, filler, _ = load_texts()
     return questions, filler
 
@@ -240,12 +240,12 @@ class Probe:
 
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """One (workload, system, rate) point: run the programs to completion in virtual time and return the
-    latency statistics (bench.programs_vllm.run_set) with the probe's summary."""
-    from bench.programs_vllm import run_set
+    latency statistics (teola.sim.program_runs.run_set) with the probe's summary."""
     from bench.sim_programs import programs
     from teola import Engine
     from teola.runtime import Runtime
     from teola.runtime.policy_registry import make_policy
+    from teola.sim.program_runs import run_set
     from teola.sim.virtual_loop import run_virtual
 
     kind, system = job["kind"], job["system"]

@@ -7,7 +7,7 @@ resumes calls, balancers) drives simulated vLLM instances (engines/sim/llm.py) i
 profile is derived from published figures (engines/profiles/<profile>.json), not measured. The
 simulator's measured error on this machine is in bench/results/sim_fidelity_probe.md.
 
-Workloads at Autellix's shapes (bench/programs.py generators, Poisson arrivals, seed 1): chat
+Workloads at Autellix's shapes (teola/sim/program_workloads.py generators, Poisson arrivals, seed 1): chat
 (single-threaded, long-tailed calls per program, output mean 60 / max 400 tokens; a call keeps the
 last 9,000 characters of its conversation, so it fits Llama-2's 4,096-token context) and tree
 (multi-threaded, 2-4 steps of 2-8 parallel calls, output mean 25 / max 120), prompts from shipped
@@ -43,9 +43,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
-from bench.program_sim import ProgramSpec
-from bench.programs import rates_at_target, workload
-from bench.programs_vllm import BASELINES, FCFS_TEXT, load_texts, run_set, set_policy
+from teola.sim.program_runs import BASELINES, FCFS_TEXT, load_texts, policy_options, rates_at_target, run_set
+from teola.sim.program_workloads import ProgramSpec, workload
 
 POLICIES = ("mlfq", "plas", "atlas")  # each against FCFS, the baseline (--baseline)
 SHAPES = {"chat": {"max_calls": 24, "out_mean": 60, "out_max": 400},
@@ -97,9 +96,8 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     async def scenario() -> dict[str, Any]:
         spec = Engine("llm", kind="vllm", instances=instances, max_efficient_batch=BUDGET, admission="efficient_batch",
                       simulate=prof, **balancer)
-        rt = Runtime({"llm": spec})
+        rt = Runtime({"llm": spec}, policy=policy, policy_options={policy: policy_options(policy, promotion=promotion)})
         await rt.start()
-        set_policy(rt, policy, promotion=promotion)
         try:
             return await run_set(rt, progs, f"{kind}-{policy}-{rate:.3f}", questions, window=window, filler=filler,
                                  token_ratio=ratio, keep_log=True)
@@ -121,7 +119,7 @@ def programs(kind: str, rate: float, n: int, seed: int = 1) -> list[ProgramSpec]
     pools = {k: iter(workload(GENERATOR[k], 0.0, n, seed, [1], **SHAPES[k])) for k in MIXED}
     t, out = 0.0, []
     for _ in range(n):
-        gap = rng.expovariate(rate if rate > 0 else 1.0)  # drawn either way, as in bench.programs.workload
+        gap = rng.expovariate(rate if rate > 0 else 1.0)  # drawn either way, as in program_workloads.workload
         t += gap if rate > 0 else 0.0
         k = rng.choice(MIXED)
         p = next(pools[k])
@@ -230,7 +228,7 @@ def markdown(data: dict[str, Any]) -> str:
 def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
     """Throughput at equal latency against each baseline on each metric (METRICS) and at several
     targets (TARGETS x the baseline's value at the lowest load): the baseline's rate under the
-    target and each policy's ratio to it (bench.programs.rates_at_target on the page's rows)."""
+    target and each policy's ratio to it (teola.sim.program_runs.rates_at_target on the page's rows)."""
     rows = res["rows"]
     first = res.get("baseline", "fcfs")
     bases = [b for b in (first, NOCACHE) if any(r["policy"] == b for r in rows)]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from bench.programs import chat_program, workload
-from bench.programs_vllm import user_turn
 from bench.sim_programs import SHAPES, shape_stats
 from engines.sim.text import count_tokens
+from teola.sim.program_runs import user_turn
+from teola.sim.program_workloads import chat_program, workload
 
 
 def test_a_calls_mean_draws_a_long_tail_around_it_within_the_cap():
@@ -87,7 +87,8 @@ def test_mixed_samples_the_three_workloads_equally_with_one_arrival_process():
 
 
 def test_react_programs_are_tool_loops_with_pauses_and_recorded_answers():
-    from bench.programs import react_program, recorded_lengths
+    from bench.programs import recorded_lengths
+    from teola.sim.program_workloads import react_program
 
     answers = recorded_lengths()
     assert len(answers) >= 100 and max(answers) <= 128
@@ -109,7 +110,7 @@ def test_the_pure_simulator_refuses_tool_pauses():
     import pytest
 
     from bench.program_sim import simulate
-    from bench.programs import react_program
+    from teola.sim.program_workloads import react_program
 
     prog = react_program("r", 0.0, random.Random(3), [20], max_steps=3)
     if len(prog.calls) == 1:

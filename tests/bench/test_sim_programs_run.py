@@ -3,10 +3,10 @@ sharegpt shape's user turns reach the engine at about their drawn size, and the 
 saturated capacity."""
 from __future__ import annotations
 
-from bench.programs import workload
-from bench.programs_vllm import load_texts
 from bench.sim_programs import GENERATOR, SHAPES, run_once, saturated_capacity
 from engines.sim.profile import load_profile
+from teola.sim.program_runs import load_texts
+from teola.sim.program_workloads import workload
 
 
 def sharegpt_setup(n: int = 4):
