@@ -3,7 +3,7 @@ component "agent") under LAMPS vs FCFS + INFERCEPT vs SJF on the real engines, P
 (issue 18). Unlike bench.lamps_real, nothing is forced but the first action's opening (the app's
 `start`): the model writes its tool calls, the tools run for real, and the answer is whatever it writes.
 
-    python -m bench.lamps_studies --study agent [--requests 24] [--rates 0.5,1.0] [--trials 3] [--train 48] [--quick]
+    python -m bench agent_real [--requests 24] [--rates 0.5,1.0] [--trials 3] [--train 48] [--quick]
 
 Questions (fixed seeds; a third of each kind): arithmetic ("What is 37 times 12?"), facts about a
 title of the shipped Wikipedia corpus, and news ("Search the web for today's news about ...").
@@ -295,7 +295,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.lamps_studies --study agent`."""
+    """The options of `python -m bench agent_real`."""
     p.add_argument("--requests", type=int, default=24)
     p.add_argument("--rates", default="0.5,1.0")
     p.add_argument("--trials", type=int, default=3)
@@ -305,7 +305,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.lamps_studies --study agent` (argv: the options given, for its page)."""
+    """Runs `python -m bench agent_real` (argv: the options given, for its page)."""
     import os
 
     rates = [0.5] if args.quick else [float(x) for x in args.rates.split(",")]
@@ -315,6 +315,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     t0 = time.perf_counter()
     data = asyncio.run(run_all(rates, n, trials, n_train))
     data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
-                command="python -m bench.lamps_studies --study agent " + " ".join(argv))
+                command="python -m bench agent_real " + " ".join(argv))
     write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
     return 0

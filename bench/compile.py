@@ -1,5 +1,5 @@
 """Compile + optimize time of one advanced-RAG query: cold (decomposition + all passes) and with
-an optimized-graph cache hit. Usage: python -m bench.overheads --study compile [--repeat N]"""
+an optimized-graph cache hit. Usage: python -m bench compile [--repeat N]"""
 from __future__ import annotations
 
 import argparse
@@ -39,17 +39,17 @@ def measure(build, repeat: int) -> dict:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study compile`."""
+    """The options of `python -m bench compile`."""
     ap.add_argument("--repeat", type=int, default=200)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.overheads --study compile` (argv: the options given, for its page)."""
+    """Runs `python -m bench compile` (argv: the options given, for its page)."""
     rows = {name: measure(b, args.repeat) for name, b in (("advanced_rag", advanced_rag.build),
                                                           ("naive_rag", naive_rag.build))}
     m = machine()
     md = ["## Graph compilation and optimization time", "",
-          f"`python -m bench.overheads --study compile --repeat {args.repeat}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}.",
+          f"`python -m bench compile --repeat {args.repeat}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}.",
           "A query with one ~5,600-token document (about 27 chunks). Cold = chunking + decomposition + "
           "the four passes + depth assignment; warm = chunking + a hit in the optimized-graph cache. "
           "Chunking the document is data preparation done on every query; it is shown apart.", "",

@@ -16,7 +16,7 @@ work, so a form's features are summed per batch as fit_llm does for the linear o
 Scored on each profile's 8 out=40 step shapes (bench.sim_fidelity's table), in-sample and held out
 (the fit without those 8 step measurements; the out=8 steps of the same shapes, other runs, stay).
 
-    python -m bench.sim_studies --study cost_forms
+    python -m bench cost_forms
 """
 from __future__ import annotations
 
@@ -200,11 +200,11 @@ SHOWN = (("concave", "fit.py"), ("linear", "huber"))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """`python -m bench.sim_studies --study cost_forms` has no options of its own."""
+    """`python -m bench cost_forms` has no options of its own."""
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> None:
-    """Run the study (`python -m bench.sim_studies --study cost_forms`): offline, on the stored profiles."""
+    """Run the study (`python -m bench cost_forms`): offline, on the stored profiles."""
     profiles = {p: json.loads((RESULTS / f"{p}_profile.json").read_text()) for p in PROFILES}
     samples = {p: replay(d) for p, d in profiles.items()}
     res = {(f, h): {held: {p: evaluate(samples[p], f, h, held) for p in PROFILES} for held in (False, True)}

@@ -17,7 +17,7 @@ Each run records the emulator's counters (requests, prompt and generated tokens)
 bench/deploy_report.py computes the ratios (baseline mean / teola mean) with bootstrap 95% intervals
 over queries, the per-stage busy time and the equal-work checks.
 
-Run: python -m bench.remote_apps --study deploy [--quick] [--workloads W,...] [--profile P] [--trials N] [--alone N]
+Run: python -m bench deploy [--quick] [--workloads W,...] [--profile P] [--trials N] [--alone N]
 [--queries N] [--fractions F,...]. Writes bench/results/deploy_<profile>.{json,md}
 (--quick: bench/results/quick/; --out NAME to name them).
 """
@@ -274,7 +274,7 @@ async def _main(s: Settings, progress: bool = True, write: Any = None) -> dict[s
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.remote_apps --study deploy`."""
+    """The options of `python -m bench deploy`."""
     p.add_argument("--quick", action="store_true", help="advanced RAG on small documents, 1 trial, 2 alone, "
                                                         "3 queries at one rate (test-sized)")
     p.add_argument("--workloads", default=None, help=f"comma-separated subset of {','.join(WORKLOADS)}")
@@ -294,7 +294,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.remote_apps --study deploy` (argv: the options given, for its page)."""
+    """Runs `python -m bench deploy` (argv: the options given, for its page)."""
     from bench.common import RESULTS, machine
     from bench.deploy_report import markdown
 
@@ -329,7 +329,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error(f"--out must be a plain name (letters, digits, _), got {out!r}")
     folder = RESULTS / "quick" if args.quick else RESULTS
     folder.mkdir(parents=True, exist_ok=True)
-    facts = {"machine": machine(), "quick": args.quick, "command": " ".join(["python -m bench.remote_apps --study deploy", *argv]).strip()}
+    facts = {"machine": machine(), "quick": args.quick, "command": " ".join(["python -m bench deploy", *argv]).strip()}
 
     kept = {}
     if args.append and (folder / f"{out}.json").exists():  # the page's other workloads stay on it

@@ -127,7 +127,7 @@ def load_line(res: dict[str, Any]) -> str:
 def markdown(data: dict[str, Any]) -> str:
     s = data["settings"]
     lines = [f"# Deployment benchmarks: LLM emulated (profile {s['profile']}), everything else measured", "",
-             f"Command: `{data.get('command', 'python -m bench.remote_apps --study deploy')}` (commit {data.get('machine', {}).get('commit')}, "
+             f"Command: `{data.get('command', 'python -m bench deploy')}` (commit {data.get('machine', {}).get('commit')}, "
              f"{data.get('wall_seconds', 0) / 60:.1f} min). The LLM is `teola emulate --profile {s['profile']} "
              "--output-len max`, one emulator process per system (no shared prefix cache); MiniLM, the reranker and "
              "pgvector run in process on this machine's 2 CPU cores, shared with other work (load below). "

@@ -31,7 +31,6 @@ import asyncio
 import json
 import os
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -451,7 +450,7 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.doc_qa`."""
+    """The options of `python -m bench doc_qa`."""
     p.add_argument("--quick", action="store_true", help="naive RAG, small documents, 2 queries alone, one rate")
     p.add_argument("--apps", default=None, help="comma-separated subset of naive_rag,advanced_rag")
     p.add_argument("--sizes", default=None, help="comma-separated subset of small,large")
@@ -464,7 +463,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "runs whose LlamaIndex service rate differs, e.g. with and without --no-core-lending)")
     p.add_argument("--trial", type=int, default=0,
                    help="trial number k: the Poisson arrivals use seed + k, the queries stay the same; pool trials "
-                        "run separately with `python -m bench.doc_qa --study trials` (default 0)")
+                        "run separately with `python -m bench doc_qa_trials` (default 0)")
     p.add_argument("--no-same-mode", action="store_true", help="skip the table with both systems forced to refine")
     p.add_argument("--keep-expansion", action="store_true",
                    help=f"also run {KEEP_EXPANSION!r} on advanced RAG: pass prune_covered_searches off, side by side")
@@ -504,7 +503,7 @@ def positive_numbers(p: argparse.ArgumentParser, flag: str, text: str) -> tuple[
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.doc_qa` (argv: the options given, for its page)."""
+    """Runs `python -m bench doc_qa` (argv: the options given, for its page)."""
     s = Settings.quick() if args.quick else Settings()
     for name in ("n_alone", "n_load"):
         value = getattr(args, name)
@@ -549,7 +548,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         if set(keep) - set(s.sizes):
             p.error(f"unknown size(s) in {args.sizes!r}; known: {', '.join(s.sizes)}")
         s.sizes = {k: v for k, v in s.sizes.items() if k in keep}
-    command = "python -m bench.doc_qa " + " ".join(a for a in (argv))
+    command = "python -m bench doc_qa " + " ".join(a for a in (argv))
     if args.cross_encoder_shape:
         from bench import rag
         rag.ENGINE_OVERRIDES["reranker"] = {**rag.ENGINE_OVERRIDES.get("reranker", {}), "cross_encoder_shape": True}
@@ -590,23 +589,3 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
 SERVER_URLS: list[str] = []  # the `vllm serve` processes of a --remote-llm run (their load is sampled)
 INFLIGHT_EVERY, INFLIGHT_PER = 0.25, 4  # their running requests sampled every 0.25 s, shown per ~1 s
 
-
-STUDIES = {  # --study NAME: the module of bench/ that runs it (default latency)
-    "latency": "doc_qa",
-    "quality": "doc_qa_quality",
-    "trials": "doc_qa_trials",
-    "prompts": "prompts",
-    "stop_rules": "stop_rules",
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.doc_qa [--study NAME] [options]`: the study NAME (default latency)."""
-    from bench.common import run_study
-
-    res = run_study("doc_qa", STUDIES, argv, default="latency", description=__doc__.split("\n\n")[0])
-    return res or 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,9 +3,9 @@ tell them apart (issue 22). bench.doc_qa measures speed with 3-6 queries per poi
 answer moves the "contains gold" rate by 17-33 points; this script asks many more questions and
 reports only what does not depend on timing.
 
-    python -m bench.doc_qa --study quality [--n 40] [--apps naive_rag,advanced_rag] [--sizes small,large]
+    python -m bench doc_qa_quality [--n 40] [--apps naive_rag,advanced_rag] [--sizes small,large]
                                    [--seed S] [--exclude-seeds 0,1 --exclude-n 100]
-    python -m bench.doc_qa --study quality --pool a.json,b.json --out pooled   # paired totals of earlier runs
+    python -m bench doc_qa_quality --pool a.json,b.json --out pooled   # paired totals of earlier runs
 
 Same workload, systems and shipped defaults as bench.doc_qa (NarrativeQA questions over their story
 hidden among other stories; teola's shipped apps vs the real LlamaIndex library with its own
@@ -139,7 +139,7 @@ def pool(paths: list[str]) -> dict[str, dict[str, Any]]:
 def pool_markdown(paths: list[str], command: str) -> str:
     lines = [f"## Document QA answer quality, teola vs LlamaIndex, pooled over {len(paths)} runs (issue 22)", "",
              f"Command: `{command}`. Runs pooled: {', '.join(f'`{p}`' for p in paths)}. Each run's questions are "
-             "disjoint from the others' (bench.doc_qa --study quality --exclude-seeds); pairs are the two systems' "
+             "disjoint from the others' (python -m bench doc_qa_quality --exclude-seeds); pairs are the two systems' "
              "answers to the same question.", "", *PAIRED_HEADER]
     lines += [_paired_line(flow, d) for flow, d in pool(paths).items()]
     return "\n".join(lines) + "\n"
@@ -166,7 +166,7 @@ async def _main(args: argparse.Namespace, command: str) -> dict[str, Any]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.doc_qa --study quality`."""
+    """The options of `python -m bench doc_qa_quality`."""
     p.add_argument("--n", type=int, default=40, help="questions per flow (default 40)")
     p.add_argument("--apps", default="naive_rag,advanced_rag")
     p.add_argument("--sizes", default="small,large", help=f"comma-separated subset of {','.join(SIZES)}")
@@ -180,8 +180,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.doc_qa --study quality` (argv: the options given, for its page)."""
-    command = "python -m bench.doc_qa --study quality " + " ".join(argv)
+    """Runs `python -m bench doc_qa_quality` (argv: the options given, for its page)."""
+    command = "python -m bench doc_qa_quality " + " ".join(argv)
     if args.pool:
         md = pool_markdown(args.pool.split(","), command.strip())
         print(md)

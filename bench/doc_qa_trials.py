@@ -1,8 +1,8 @@
 """Pool separate `bench.doc_qa` runs (trials) into one results section with trial spread and verdicts.
 
-    python -m bench.doc_qa --study trials --runs doc_qa_large_t0,doc_qa_large_t1,doc_qa_large_t2 --out doc_qa_large_trials
+    python -m bench doc_qa_trials --runs doc_qa_large_t0,doc_qa_large_t1,doc_qa_large_t2 --out doc_qa_large_trials
 
-Each run is one trial: `python -m bench.doc_qa ... --trial k` draws its Poisson arrivals with seed + k
+Each run is one trial: `python -m bench doc_qa ... --trial k` draws its Poisson arrivals with seed + k
 over the same queries, and sets its rates as fractions of LlamaIndex's mean latency alone in that run,
 so a trial on a slower machine offers the same relative load. Points are pooled by that fraction.
 Reported per flow and load: teola's speedup over LlamaIndex as the mean over trials of each trial's
@@ -226,13 +226,13 @@ def inflight_lines(pooled: dict[str, Any]) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.doc_qa --study trials`."""
+    """The options of `python -m bench doc_qa_trials`."""
     p.add_argument("--runs", required=True, help="comma-separated bench/results names, one bench.doc_qa run per trial")
     p.add_argument("--out", required=True, help="results name for the pooled section: bench/results/<out>.md/.json")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.doc_qa --study trials` (argv: the options given, for its page)."""
+    """Runs `python -m bench doc_qa_trials` (argv: the options given, for its page)."""
     names = [n.strip() for n in args.runs.split(",") if n.strip()]
     missing = [n for n in names if not (RESULTS / f"{n}.json").exists()]
     if missing:
@@ -243,7 +243,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error(f"runs {names} repeat a Poisson seed ({seeds}): run each trial with its own --trial")
     if any(set(_systems(row)) - set(SYSTEMS) for t in trials for runs in t["runs"].values() for row in runs.values()):
         print("[doc_qa_trials] note: systems beyond teola and LlamaIndex are pooled too", flush=True)
-    command = "python -m bench.doc_qa --study trials " + " ".join(argv)
+    command = "python -m bench doc_qa_trials " + " ".join(argv)
     md = markdown(trials, names, command.strip())
     write_results(args.out, {"runs": names, "pooled": pool(trials)}, md, compact=True)
     write_load_plot(args.out)

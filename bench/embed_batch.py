@@ -1,6 +1,6 @@
 """The embedder's batch efficiency by chunk length: what its max efficient batch should be.
 
-    python -m bench.overheads --study embed_batch [--chunks 96] [--threads 1]
+    python -m bench embed_batch [--chunks 96] [--threads 1]
 
 The embedder (all-MiniLM-L6-v2 through engines.sentence_transformers.embedding, with the hardware default settings teola
 runs it with: on a CPU machine one torch thread, one batch at a time) embeds the same chunks in
@@ -80,20 +80,20 @@ def markdown(data: dict[str, Any], command: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study embed_batch`."""
+    """The options of `python -m bench embed_batch`."""
     p.add_argument("--chunks", type=int, default=96, help="chunks embedded per batch size (default 96)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: teola's hardware default)")
     p.add_argument("--out", default="embed_batch")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.overheads --study embed_batch` (argv: the options given, for its page)."""
+    """Runs `python -m bench embed_batch` (argv: the options given, for its page)."""
     if args.chunks < max(BATCHES):
         p.error(f"--chunks must be >= {max(BATCHES)}")
     from engines.paths import configure_engine_env
 
     configure_engine_env()
     data = asyncio.run(run(args.chunks, args.threads))
-    command = "python -m bench.overheads --study embed_batch " + " ".join(argv)
+    command = "python -m bench embed_batch " + " ".join(argv)
     write_results(args.out, data, markdown(data, command.strip()))
     return 0

@@ -4,8 +4,8 @@ torch's default threads for the embedder and reranker, running concurrently) and
 settings teola chooses for the hardware (engines/engine_settings.py), all else equal, side by side
 in one run.
 
-    python -m bench.overheads --study engine_settings            # 4 queries alone + 8 at Poisson 0.1 q/s per layout
-    python -m bench.overheads --study engine_settings --quick    # 2 alone + 4 loaded
+    python -m bench engine_settings            # 4 queries alone + 8 at Poisson 0.1 q/s per layout
+    python -m bench engine_settings --quick    # 2 alone + 4 loaded
 
 Writes bench/results/engine_settings.{json,md} (its study page, listed in bench/results/INDEX.md) and
 prints the page.
@@ -114,14 +114,14 @@ def _reading(data: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study engine_settings`."""
+    """The options of `python -m bench engine_settings`."""
     p.add_argument("--quick", action="store_true", help="2 queries alone + 4 loaded per layout")
     p.add_argument("--rate", type=float, default=0.1, help="Poisson arrival rate of the loaded run (q/s)")
     p.add_argument("--seed", type=int, default=0)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.overheads --study engine_settings` (argv: the options given, for its page)."""
+    """Runs `python -m bench engine_settings` (argv: the options given, for its page)."""
     n_alone, n_loaded = (2, 4) if args.quick else (4, 8)
     from engines.paths import configure_engine_env
     configure_engine_env()
@@ -129,6 +129,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data: dict[str, Any] = {"machine": machine(), "layouts": {}}
     for name in LAYOUTS:
         data["layouts"][name] = asyncio.run(measure(name, n_alone, n_loaded, args.rate, args.seed))
-    command = "python -m bench.overheads --study engine_settings" + (" --quick" if args.quick else "")
+    command = "python -m bench engine_settings" + (" --quick" if args.quick else "")
     write_results("engine_settings", {"layouts": data["layouts"]}, markdown(data, command))
     return 0

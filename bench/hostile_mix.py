@@ -10,8 +10,8 @@ answer is judged: a JSON 4xx (the native API's or the OpenAI door's error object
 `--deadline` seconds is what the issue asks for; a 2xx (a query the server narrowed and ran), a
 5xx, a non-JSON answer or no answer in time are counted apart.
 
-    python -m bench.overheads --study hostile                   # 60 s, 50 clients
-    python -m bench.overheads --study hostile --quick           # 15 s, 10 clients
+    python -m bench hostile_mix                   # 60 s, 50 clients
+    python -m bench hostile_mix --quick           # 15 s, 10 clients
 """
 from __future__ import annotations
 
@@ -309,7 +309,7 @@ def _ratio(high: float | None, low: float) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study hostile`."""
+    """The options of `python -m bench hostile_mix`."""
     parser.add_argument("--seconds", type=float, default=60.0, help="how long the hostile clients send")
     parser.add_argument("--clients", type=int, default=50, help="hostile clients, each sending one request at a time")
     parser.add_argument("--deadline", type=float, default=5.0, help="seconds within which a 4xx is on time")
@@ -318,12 +318,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.overheads --study hostile` (argv: the options given, for its page)."""
+    """Runs `python -m bench hostile_mix` (argv: the options given, for its page)."""
     seconds, clients = (15.0, 10) if args.quick else (args.seconds, args.clients)
     data = asyncio.run(run(seconds, clients, args.deadline))
     data["machine"] = machine()
     s = summary(data)
     data["summary"] = s
     compact = {k: v for k, v in data.items() if k not in ("hostile", "health", "memory")}
-    write_results(args.out, compact, markdown(data, s, "python -m bench.overheads --study hostile " + " ".join(argv)))
-    print(markdown(data, s, "python -m bench.overheads --study hostile " + " ".join(argv)))
+    write_results(args.out, compact, markdown(data, s, "python -m bench hostile_mix " + " ".join(argv)))
+    print(markdown(data, s, "python -m bench hostile_mix " + " ".join(argv)))

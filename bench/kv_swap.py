@@ -10,7 +10,7 @@ of SmolLM2-135M: 3 KV heads x 64 head dim, block 16, bf16) are gathered into a h
 all into pre-faulted buffers; plus KVSwapManager.swap_out/swap_in end to end (allocating a fresh
 host buffer each swap-out, as the engine would).
 
-    .venv/bin/python -m bench.kv_studies --study swap    # writes bench/results/kv_swap.{json,md}
+    .venv/bin/python -m bench kv_swap    # writes bench/results/kv_swap.{json,md}
 """
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def to_markdown(res: dict, cmd: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.kv_studies --study swap`."""
+    """The options of `python -m bench kv_swap`."""
     p.add_argument("--sizes", default="16,64,256,1024,4096")
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--heads", type=int, default=3)
@@ -167,7 +167,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.kv_studies --study swap` (argv: the options given, for its page)."""
+    """Runs `python -m bench kv_swap` (argv: the options given, for its page)."""
     load_kvswap()
     sizes = [int(s) for s in a.sizes.split(",")]
     num_blocks = a.num_blocks or int(max(sizes) * 1.5)
@@ -185,7 +185,7 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
               f"per-block/batched out {r['speedup_out_vs_per_block']:5.1f}x "
               f"in {r['speedup_in_vs_per_block']:5.1f}x  batched/memcpy "
               f"{r['batched_out_vs_memcpy']:.2f}", flush=True)
-    cmd = "bash scripts/setup.sh && .venv/bin/python -m bench.kv_studies --study swap" + (
+    cmd = "bash scripts/setup.sh && .venv/bin/python -m bench kv_swap" + (
         " " + " ".join(argv)).rstrip()
     res = {"config": {"sizes": sizes, "layers": a.layers, "heads": a.heads, "head_dim": a.head_dim,
                       "block_size": a.block_size, "dtype": a.dtype, "num_blocks": num_blocks,

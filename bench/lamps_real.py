@@ -1,7 +1,7 @@
 """LAMPS vs FCFS with INFERCEPT's handling vs SJF on the real engines (issue 18), next to the
 simulated study (bench/sim_lamps.py).
 
-    python -m bench.lamps_studies --study real [--requests 24] [--rates 0.3,0.6] [--trials 3] [--systems ...] [--quick]
+    python -m bench lamps_real [--requests 24] [--rates 0.3,0.6] [--trials 3] [--systems ...] [--quick]
 
 Requests: LLM calls that pause for real tools and continue in the same context (the segments of one
 program, as `Program.call_with_tools` makes them). SmolLM2-135M does not write tool calls on its
@@ -213,7 +213,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.lamps_studies --study real`."""
+    """The options of `python -m bench lamps_real`."""
     p.add_argument("--requests", type=int, default=24)
     p.add_argument("--rates", default="0.3,0.6")
     p.add_argument("--trials", type=int, default=3)
@@ -226,7 +226,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.lamps_studies --study real` (argv: the options given, for its page)."""
+    """Runs `python -m bench lamps_real` (argv: the options given, for its page)."""
     import os
 
     known = {**SYSTEMS, **EXTRA_SYSTEMS}
@@ -240,7 +240,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     t0 = time.perf_counter()
     data = asyncio.run(run_all(rates, n, trials, systems={x: known[x] for x in names}))
     data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
-                command="python -m bench.lamps_studies --study real " + " ".join(argv))
+                command="python -m bench lamps_real " + " ".join(argv))
     name = args.out if not args.quick else "quick/" + args.out
     write_results(name, data, markdown(data))
     write_load_plot(name)

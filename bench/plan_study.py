@@ -1,12 +1,12 @@
 """SIMULATED: SamuLLM's planner vs its heuristics at the paper's scale (8 GPUs, its four app types),
 on the derived A100 Llama-2 7B / 13B profiles (engines/profiles/, parallel sections derived, not
 measured) with output lengths sampled from ShareGPT's reply lengths
-(teola/plan/length_files/lengths-sharegpt-v3.json, `--study sharegpt_lengths`: the data set
+(teola/plan/length_files/lengths-sharegpt-v3.json, `python -m bench plan_sharegpt_lengths`: the data set
 of the paper's Figure 3; capped at each model's max_tokens, so the 256 and 512 limits differ).
 `--lengths lengths-smollm2-135m-rag` plans with the shipped SmolLM2-135M's RAG-call lengths instead
 (most under 96 tokens: the output limit then changes nothing).
 
-    python -m bench.plan_studies --study sim [--quick] [--lengths NAME]
+    python -m bench plan_study [--quick] [--lengths NAME]
 
 Per job: end-to-end time (search time on this machine + predicted inference time, loading
 included: the paper's metric) of the paper's greedy plan, of best-of-3 (a named deviation), the max
@@ -185,18 +185,18 @@ def _source(lengths: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.plan_studies --study sim`."""
+    """The options of `python -m bench plan_study`."""
     p.add_argument("--quick", action="store_true", help="four small jobs")
     p.add_argument("--lengths", default=LENGTHS, help=f"lengths file name or path (default {LENGTHS})")
     p.add_argument("--out", default="plan_study")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.plan_studies --study sim` (argv: the options given, for its page)."""
+    """Runs `python -m bench plan_study` (argv: the options given, for its page)."""
     rows = [run(_with_lengths(spec, args.lengths)) for spec in jobs(args.quick)]
     data = {"simulated": True, "gpus": 8, "rows": rows, "lengths": args.lengths,
             "lengths_source": _source(args.lengths),
-            "command": "python -m bench.plan_studies --study sim " + " ".join(argv),
+            "command": "python -m bench plan_study " + " ".join(argv),
             "summary": {"mean_vs_better": round(statistics.fmean(r["speedup_vs_better"] for r in rows), 3),
                         "mean_vs_max": round(statistics.fmean(r["speedup_vs_max"] for r in rows), 3),
                         "mean_vs_min": round(statistics.fmean(r["speedup_vs_min"] for r in rows), 3),

@@ -7,7 +7,7 @@ Each trial builds fresh text (so the prefix cache cannot hold it from an earlier
 - "full": the same kind of prompt (also fresh) decoded with no earlier prefill.
 A decoding request with max_tokens=1 ends at its first token, so its latency is its TTFT.
 
-Reproduce: .venv/bin/python -m bench.overheads --study prefix_ttft --trials 8
+Reproduce: .venv/bin/python -m bench prefix_ttft --trials 8
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ async def run(trials: int, warmup: int, prefix_tokens: int, total_tokens: int, s
         "ttft_full_mean_ms": statistics.mean(full) * 1e3,
         "ratio_full_over_partial_median": statistics.median(full) / statistics.median(partial),
         "rows": rows, "machine": machine_info(),
-        "command": f".venv/bin/python -m bench.overheads --study prefix_ttft --trials {trials} --warmup {warmup} "
+        "command": f".venv/bin/python -m bench prefix_ttft --trials {trials} --warmup {warmup} "
                    f"--prefix-tokens {prefix_tokens} --total-tokens {total_tokens} --seed {seed}",
     }
 
@@ -133,7 +133,7 @@ Reproduce: `{res['command']}`
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study prefix_ttft`."""
+    """The options of `python -m bench prefix_ttft`."""
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--prefix-tokens", type=int, default=600)
@@ -142,7 +142,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.overheads --study prefix_ttft` (argv: the options given, for its page)."""
+    """Runs `python -m bench prefix_ttft` (argv: the options given, for its page)."""
     if not 0 < args.prefix_tokens < args.total_tokens <= 2000:
         parser.error("need 0 < --prefix-tokens < --total-tokens <= 2000 (the engine's max_model_len is 2048)")
     res = asyncio.run(run(args.trials, args.warmup, args.prefix_tokens, args.total_tokens, args.seed))

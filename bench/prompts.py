@@ -4,7 +4,7 @@ decoding, on the vLLM adapter. Reports decode tokens per answer, gold answer con
 (`bench.quality`). `teola.compile.components.prompts` holds the chosen one (`QA`, `qa_parts`); how it was
 chosen is written there.
 
-Run: python -m bench.doc_qa --study prompts [--n 24] [--only 3,7] [--contexts RESULTS.json [--flow F] [--system S]]
+Run: python -m bench prompts [--n 24] [--only 3,7] [--contexts RESULTS.json [--flow F] [--system S]]
 
 With `--contexts`, each question's context is what a system's flow actually kept (the final chunks
 recorded by `bench.doc_qa_quality`, with that run's questions and seed) instead of the whole gold
@@ -142,7 +142,7 @@ def retrieved_queries(path: str, n: int, flow: str = "naive_rag/small", system: 
     records = data["runs"][flow][system]["records"]
     if len(records) < n or any(not r.get("context") for r in records[:n]):
         raise SystemExit(f"{path}: {system} on flow {flow!r} has no recorded contexts for {n} questions "
-                         "(run python -m bench.doc_qa --study quality, which records them)")
+                         "(run python -m bench doc_qa_quality, which records them)")
     queries = narrative_qa_queries(n, distractors=SIZES[flow.split("/")[1]], seed=data["seed"])
     return [{**q, "gold": "\n\n".join(r["context"])} for q, r in zip(queries, records)]
 
@@ -176,7 +176,7 @@ def markdown(data: dict[str, Any]) -> str:
              f"{data.get('flow', 'naive_rag/small')} flow retrieves, {data['n']} questions (issue 22)"
              if data.get("contexts") else "## Synthesis prompt chosen by measurement (issue 22)")
     lines = [title, "",
-             f"Command: `python -m bench.doc_qa --study prompts --n {data['n']}"
+             f"Command: `python -m bench prompts --n {data['n']}"
              + (f" --only {data['only']}" if data.get("only") else "")
              + (f" --out {data['out']}" if data.get("out", "prompts") != "prompts" else "")
              + (f" --contexts {data['contexts']}" if data.get("contexts") else "")
@@ -200,7 +200,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.doc_qa --study prompts`."""
+    """The options of `python -m bench prompts`."""
     p.add_argument("--n", type=int, default=24, help="questions per instruction (default 24)")
     p.add_argument("--only", default=None, help="comma-separated candidate numbers (0-based, in table order; default all)")
     p.add_argument("--out", default="prompts", help="results name under bench/results/ (default prompts)")
@@ -211,7 +211,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.doc_qa --study prompts` (argv: the options given, for its page)."""
+    """Runs `python -m bench prompts` (argv: the options given, for its page)."""
     if args.n < 1:
         p.error("--n must be >= 1")
     only = None if args.only is None else [int(x) for x in args.only.split(",")]

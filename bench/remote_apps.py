@@ -28,7 +28,7 @@ Reported: latency mean / p50 / p99 per (rate, system) with the spread over trial
 per trial and its verdict (bench.rag.speedups / verdict), LLM calls, prompt and decode tokens,
 search / tool calls per query, per-op time, teola's actual / critical-path bound and Fig. 11 shares.
 
-Run: python -m bench.remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1,R2,...]
+Run: python -m bench remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1,R2,...]
 --quick: one rate, 4 queries, 1 trial, 1 query alone per system (CI-sized). Writes
 bench/results/remote_apps.{json,md} (--quick: bench/results/quick/).
 """
@@ -335,7 +335,7 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.remote_apps`."""
+    """The options of `python -m bench remote_apps`."""
     p.add_argument("--quick", action="store_true", help="one rate, 4 queries, 1 trial, 1 query alone (CI-sized)")
     p.add_argument("--apps", default=None, help=f"comma-separated subset of {','.join(APPS)}")
     p.add_argument("--trials", type=int, default=None, help="trials (seeds seed..seed+N-1; default 3, --quick 1)")
@@ -354,7 +354,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.remote_apps` (argv: the options given, for its page)."""
+    """Runs `python -m bench remote_apps` (argv: the options given, for its page)."""
     if not args.out.replace("_", "").isalnum():
         p.error(f"--out must be a plain name (letters, digits, _), got {args.out!r}")
     s = Settings.quick() if args.quick else Settings()
@@ -387,7 +387,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         if not all(r > 0 for r in rates):
             p.error("--rates must be positive")
         s.rates = {a: rates for a in APPS}
-    command = command_line("python -m bench.remote_apps", (
+    command = command_line("python -m bench remote_apps", (
         ("--quick", args.quick), ("--apps", args.apps), ("--trials", args.trials), ("--queries", args.queries),
         ("--rates", args.rates), ("--systems", args.systems), ("--max-inflight", args.max_inflight),
         ("--search-max-batch", args.search_max_batch), ("--out", None if args.out == "remote_apps" else args.out)))
@@ -397,21 +397,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         print(json.dumps(speedups(data), indent=1))
     return 0
 
-
-STUDIES = {  # --study NAME: the module of bench/ that runs it (default apps)
-    "apps": "remote_apps",
-    "services": "remote_services",
-    "deploy": "deploy",  # the LLM on emulated GPU servers (`teola emulate`), at equal work
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.remote_apps [--study NAME] [options]`: the study NAME (default apps)."""
-    from bench.common import run_study
-
-    res = run_study("remote_apps", STUDIES, argv, default="apps", description=__doc__.split("\n\n")[0])
-    return res or 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """Per-call overhead of the remote LLM path (engine kind "openai" over a `vllm serve` on loopback)
 vs the in-process vLLM adapter: the same calls (a 1-token prefill-only call, and a 16-token greedy
 decode) on the same model and settings, one call at a time; the engines run one after the other,
-never together. Usage: python -m bench.overheads --study remote_llm [--calls N]"""
+never together. Usage: python -m bench remote_overhead [--calls N]"""
 from __future__ import annotations
 
 import argparse
@@ -68,19 +68,19 @@ def summary(local: dict[str, list[float]], far: dict[str, list[float]]) -> tuple
                        "remote_ms_p90": 1e3 * percentile(far[label], 90)}
         rows.append(f"| {label} | {1e3 * a:.1f} | {1e3 * b:.1f} | {1e3 * (b - a):+.1f} |")
     md = ("## Remote LLM path (vllm serve over HTTP) vs in-process vLLM\n\n"
-          "`python -m bench.overheads --study remote_llm`: the same calls, one at a time, on SmolLM2-135M (CPU), "
+          "`python -m bench remote_overhead`: the same calls, one at a time, on SmolLM2-135M (CPU), "
           "in-process `AsyncLLM` vs engine kind `openai` against `vllm serve` on loopback; median per call.\n\n"
           "| call | in-process ms | remote ms | overhead ms |\n|---|---|---|---|\n" + "\n".join(rows))
     return data, md
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study remote_llm`."""
+    """The options of `python -m bench remote_overhead`."""
     ap.add_argument("--calls", type=int, default=20)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.overheads --study remote_llm` (argv: the options given, for its page)."""
+    """Runs `python -m bench remote_overhead` (argv: the options given, for its page)."""
     local = asyncio.run(in_process(args.calls))
     far = asyncio.run(remote(args.calls))
     data, md = summary(local, far)

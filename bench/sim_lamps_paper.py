@@ -1,7 +1,7 @@
 """SIMULATED: LAMPS' end-to-end experiment (its §6.1-6.2, Fig. 6, GPT-J 6B) at its set-up: LAMPS vs
 INFERCEPT vs vLLM on its datasets, the mechanism behind the gap, and a sweep of what the gain needs.
 
-    python -m bench.sim_studies --study lamps_paper [--profile a100-40gb-gptj-6b-measured] [--duration 1800]
+    python -m bench sim_lamps_paper [--profile a100-40gb-gptj-6b-measured] [--duration 1800]
         [--drain 0] [--rates "single=3,4,5,6;infercept=2,3,4,5;toolbench=2,3,4,5"] [--sweep-at single=5]
         [--no-sweep] [--quick] [--out sim_lamps_paper]
 
@@ -282,10 +282,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data["distributions"] = {mix: distributions(mix, length_scale=args.length_scale) for mix in rates}
     data["wall_s"] = time.perf_counter() - t0
     data["nice"] = os.nice(0)
-    data["command"] = "python -m bench.sim_studies --study lamps_paper " + shlex.join(argv)
+    data["command"] = "python -m bench sim_lamps_paper " + shlex.join(argv)
     write_results(args.out, data, markdown(data))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit("run: python -m bench.sim_studies --study lamps_paper (docs/simulator.md)")
+    raise SystemExit("run: python -m bench sim_lamps_paper (docs/simulator.md)")

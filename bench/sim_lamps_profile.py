@@ -1,6 +1,6 @@
 """The GPT-J 6B profile of LAMPS' set-up built from measured operators: `a100-40gb-gptj-6b-measured`.
 
-    python -m bench.sim_studies --study lamps_profile [DIR]   # DIR: the measured GPU tables (default $TEOLA_GPU_MEASURED)
+    python -m bench sim_lamps_profile [DIR]   # DIR: the measured GPU tables (default $TEOLA_GPU_MEASURED)
 
 No operator table of GPT-J exists; Llama-2-7B's (Vidur, A100) is the nearest shape, so the profile is
 `teola profile --from-measured DIR --gpu a100 --model Llama-2-7b-hf --layers 28 --base a100-40gb-gptj-6b`
@@ -75,4 +75,4 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 
 
 if __name__ == "__main__":
-    raise SystemExit("run: python -m bench.sim_studies --study lamps_profile [DIR] (docs/simulator.md)")
+    raise SystemExit("run: python -m bench sim_lamps_profile [DIR] (docs/simulator.md)")

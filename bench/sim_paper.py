@@ -1,7 +1,7 @@
 """SIMULATED: Teola's Fig. 8-10 set-up at GPU scale, on derived GPU profiles (teola.sim).
 
-    python -m bench.sim_studies --study paper [--profile a100-llama2-7b-measured] [--queries 200] [--quick] [--docs large]
-    python -m bench.sim_studies --study paper --fig8 [--queries 200] [--quick]   (bench/sim_paper_fig8.py)
+    python -m bench sim_paper [--profile a100-llama2-7b-measured] [--queries 200] [--quick] [--docs large]
+    python -m bench sim_paper --fig8 [--queries 200] [--quick]   (bench/sim_paper_fig8.py)
 
 Every number here is simulated: teola's unchanged runtime (passes, graph and engine schedulers,
 policies) on simulated engines in virtual time, with a profile derived from published GPU and model
@@ -131,7 +131,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study paper`."""
+    """The options of `python -m bench sim_paper`."""
     p.add_argument("--profile", default="a100-llama2-7b-measured",
                    help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
     p.add_argument("--queries", type=int, default=200, help="queries per point (default 200)")
@@ -145,7 +145,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.sim_studies --study paper` (argv: the options given, for its page)."""
+    """Runs `python -m bench sim_paper` (argv: the options given, for its page)."""
     if args.fig8:
         return _fig8(args, argv)
     global _docs
@@ -162,7 +162,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             "scale_out": None if not scale else scale_out(
                 args.profile, (1, 2, 4) if args.quick else (1, 2, 4, 8, 16, 32, 64), 200 if args.quick else 10_000)}
     data["wall_s"] = time.perf_counter() - t0
-    data["command"] = "python -m bench.sim_studies --study paper " + " ".join(argv)
+    data["command"] = "python -m bench sim_paper " + " ".join(argv)
     write_results(out, data, markdown(data))
     from bench.common import RESULTS
     from bench.sim_paper_plots import plots
@@ -177,6 +177,6 @@ def _fig8(args: argparse.Namespace, argv: list[str]) -> int:
     t0 = time.perf_counter()
     data = study(8 if args.quick else args.queries, args.quick)
     data["wall_s"] = time.perf_counter() - t0
-    data["command"] = "python -m bench.sim_studies --study paper " + " ".join(argv)
+    data["command"] = "python -m bench sim_paper " + " ".join(argv)
     write_results(args.out or "sim_teola_paper", slim(data), report(data))
     return 0

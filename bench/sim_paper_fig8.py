@@ -1,7 +1,7 @@
 """SIMULATED: Teola's Fig. 8 document-QA rows at the paper's set-up, as far as the simulator allows,
 with the mechanism analysis (bench/results/sim_teola_paper.md).
 
-    python -m bench.sim_studies --study paper --fig8 [--queries 200] [--quick]
+    python -m bench sim_paper --fig8 [--queries 200] [--quick]
 
 The paper's set-up (section 7, ../shared/papers/teola.md) and what is used here:
 - core LLM Llama-2-7B / 13B (1 / 2 RTX 3090s per instance) or Llama-30B (2 A800s): the A100 profiles

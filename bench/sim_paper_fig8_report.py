@@ -1,4 +1,4 @@
-"""The page of `python -m bench.sim_studies --study paper --fig8` (bench/sim_paper_fig8.py)."""
+"""The page of `python -m bench sim_paper --fig8` (bench/sim_paper_fig8.py)."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,6 +1,6 @@
 """PNG plots of bench/results/sim_paper.json (SIMULATED): latency vs rate per app and system, and
-throughput / p99 latency against LLM instances. `python -m bench.sim_studies --study paper`
-writes them next to its tables; `python -m bench.sim_studies --study paper_plots [results/NAME.json]`
+throughput / p99 latency against LLM instances. `python -m bench sim_paper`
+writes them next to its tables; `python -m bench sim_paper_plots [results/NAME.json]`
 redraws them from a result file."""
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def _save(fig: Any, prefix: Path, what: str) -> Path:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study paper_plots`."""
+    """The options of `python -m bench sim_paper_plots`."""
     p.add_argument("source", nargs="?", default=None, help="a result file (default bench/results/sim_paper.json)")
 
 

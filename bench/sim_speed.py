@@ -1,7 +1,7 @@
 """How fast the simulator is (issue 17's target: 10,000 advanced-RAG queries over 64 LLM instances in
 under 60 s of wall time): bench.sim_paper's largest scale-out point alone, timed.
 
-    python -m bench.sim_studies --study speed [--queries 10000] [--instances 64]
+    python -m bench sim_speed [--queries 10000] [--instances 64]
 
 Advanced RAG on the derived A100 Llama-2-7B profile, `--instances` LLM instances and one embedder,
 reranker and vector DB per 8 of them, offered 0.8x the simulated one-instance capacity times the
@@ -55,16 +55,16 @@ def markdown(d: dict[str, Any], command: str) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study speed`."""
+    """The options of `python -m bench sim_speed`."""
     p.add_argument("--queries", type=int, default=10_000)
     p.add_argument("--instances", type=int, default=64)
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.sim_studies --study speed` (argv: the options given, for its page)."""
+    """Runs `python -m bench sim_speed` (argv: the options given, for its page)."""
     if args.queries < 1 or args.instances < 1:
         p.error("--queries and --instances must be >= 1")
-    command = "python -m bench.sim_studies --study speed " + " ".join(argv)
+    command = "python -m bench sim_speed " + " ".join(argv)
     d = measure(args.queries, args.instances)
     write_results("sim_speed", d, markdown(d, command.strip()))
     return 0

@@ -1,6 +1,6 @@
 """Where the simulator's time differs from the real engines', primitive by primitive (issue 17).
 
-    python -m bench.sim_studies --study trace_diff --profile fresh|cpu-smollm2-135m [--n 3] [--system LlamaDist-PO]
+    python -m bench sim_trace_diff --profile fresh|cpu-smollm2-135m [--n 3] [--system LlamaDist-PO]
                                    [--rate 0.15] [--calibrate-tokens]
 
 The same queries (bench.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
@@ -221,7 +221,7 @@ def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study trace_diff`."""
+    """The options of `python -m bench sim_trace_diff`."""
     p.add_argument("--profile", default="cpu-smollm2-135m",
                    help="a profile name or file, or 'fresh': measure one on the started engines first")
     p.add_argument("--n", type=int, default=3)
@@ -236,7 +236,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.sim_studies --study trace_diff` (argv: the options given, for its page)."""
+    """Runs `python -m bench sim_trace_diff` (argv: the options given, for its page)."""
     if args.rate < 0:
         p.error(f"--rate must be >= 0, got {args.rate}")
     if args.real and args.profile == "fresh":
@@ -277,7 +277,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                 log, profile["engines"]["vllm"]["cost"], busy_intervals(real[name], arrivals or []),
                 _context_per_seq(real[name]))) for name, log in steps.items()},
             "wall_s": time.perf_counter() - t0,
-            "command": "python -m bench.sim_studies --study trace_diff " + " ".join(argv)}
+            "command": "python -m bench sim_trace_diff " + " ".join(argv)}
     write_results(args.out, data, markdown(data))
     print(markdown(data))
     return 0

@@ -9,7 +9,7 @@ in a shuffled order per round, from an empty prefix cache, and reports every rou
 the linear step form of engines/sim/cost.py (base + per sequence, fitted here by least squares on
 these medians) and a floor form, max(floor, base + per sequence), against the medians.
 
-    python -m bench.sim_studies --study step_shape [--rounds 4] [--sizes 1,2,3,4,6,8,16] [--outs 40,120]
+    python -m bench step_shape [--rounds 4] [--sizes 1,2,3,4,6,8,16] [--outs 40,120]
 """
 from __future__ import annotations
 
@@ -122,7 +122,7 @@ async def measure(sizes: list[int], outs: list[int], rounds: int, words: int, se
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study step_shape`."""
+    """The options of `python -m bench step_shape`."""
     p.add_argument("--rounds", type=int, default=4)
     p.add_argument("--sizes", default="1,2,3,4,6,8,16", help="batch sizes (at most the engine's max_num_seqs)")
     p.add_argument("--outs", default="40,120", help="output tokens per request")
@@ -132,7 +132,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.sim_studies --study step_shape` (argv: the options given, for its page)."""
+    """Runs `python -m bench step_shape` (argv: the options given, for its page)."""
     import platform
     import time
 
@@ -149,7 +149,7 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     rows = asyncio.run(measure(sizes, outs, a.rounds, a.words, a.seed, options))
     data = {"rows": rows, "outs": outs, "rounds": a.rounds, "words": a.words, "seconds": time.perf_counter() - t0,
             "machine_cpu": machine()["cpu"] or platform.machine(), "options": options}
-    command = command_line("python -m bench.sim_studies --study step_shape", (("--rounds", a.rounds if a.rounds != 4 else None),
+    command = command_line("python -m bench step_shape", (("--rounds", a.rounds if a.rounds != 4 else None),
                                                           ("--sizes", a.sizes if a.sizes != "1,2,3,4,6,8,16" else None),
                                                           ("--outs", a.outs if a.outs != "40,120" else None)))
     write_results(a.out, data, markdown(data, command))

@@ -1,5 +1,5 @@
-"""vLLM engine steps under load against the simulator's iteration cost (`python -m bench.sim_studies
---study trace_diff --rate`).
+"""vLLM engine steps under load against the simulator's iteration cost (`python -m bench sim_trace_diff
+--rate`).
 
 The real LLM logs every engine step (engines/vllm/step_stats.py: when the front end handled it,
 tokens generated, prompt tokens computed, requests still running). Between two consecutive steps

@@ -11,7 +11,7 @@ Rules are chosen on a development file and confirmed on a held-out one (`--dev`,
 held-out file's questions never chose anything. A rule is worth shipping only if it keeps the
 held-out count of gold answers and saves decode tokens.
 
-Run: python -m bench.doc_qa --study stop_rules [--dev doc_qa_quality_seed1] [--held-out doc_qa_quality_seed2]
+Run: python -m bench stop_rules [--dev doc_qa_quality_seed1] [--held-out doc_qa_quality_seed2]
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.doc_qa --study stop_rules`."""
+    """The options of `python -m bench stop_rules`."""
     p.add_argument("--dev", default="doc_qa_quality_seed1", help="results file the rule is chosen on")
     p.add_argument("--held-out", default="doc_qa_quality_seed2", help="results file that confirms it")
     p.add_argument("--model-dir", default=None, help="tokenizer directory (default: the prepared SmolLM2)")
@@ -100,7 +100,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.doc_qa --study stop_rules` (argv: the options given, for its page)."""
+    """Runs `python -m bench stop_rules` (argv: the options given, for its page)."""
     from transformers import AutoTokenizer
 
     from engines.models import resolve_model
@@ -110,10 +110,10 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     for label, name in (("dev", a.dev), ("held-out", a.held_out)):
         path = Path(name) if Path(name).exists() else RESULTS / f"{name}.json"
         if not path.exists():
-            print(f"bench.stop_rules: no results file {path}; run python -m bench.doc_qa --study quality first", file=sys.stderr)
+            print(f"bench.stop_rules: no results file {path}; run python -m bench doc_qa_quality first", file=sys.stderr)
             return 2
         samples[f"{label} ({path.stem})"] = evaluate(json.loads(path.read_text()), fns, tokenizer)
-    data = {"command": " ".join(["python -m bench.doc_qa --study stop_rules", *(argv)]).strip(),
+    data = {"command": " ".join(["python -m bench stop_rules", *(argv)]).strip(),
             "samples": samples}
     write_results(a.out, data, markdown(data))
     return 0

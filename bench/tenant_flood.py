@@ -8,9 +8,9 @@ the flooding tenant keeps `--flood` queries outstanding (each client resends aft
 its Retry-After). Reported: the steady tenant's latencies alone and under the flood, the flood's
 answers, 429s and losses (a lost query: an accepted one that did not answer).
 
-    python -m bench.overheads --study tenants                    # 10 steady queries, 200 flooding clients
-    python -m bench.overheads --study tenants --max-queries 0    # the same without a per-tenant limit
-    python -m bench.overheads --study tenants --quick            # 4 steady queries, 20 flooding clients
+    python -m bench tenant_flood                    # 10 steady queries, 200 flooding clients
+    python -m bench tenant_flood --max-queries 0    # the same without a per-tenant limit
+    python -m bench tenant_flood --quick            # 4 steady queries, 20 flooding clients
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def _s(value: float | None) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.overheads --study tenants`."""
+    """The options of `python -m bench tenant_flood`."""
     parser.add_argument("--app", default="naive_rag")
     parser.add_argument("--steady", type=int, default=10, help="queries of the steady tenant per phase")
     parser.add_argument("--interval", type=float, default=3.0, help="seconds between the steady tenant's queries")
@@ -136,10 +136,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
-    """Runs `python -m bench.overheads --study tenants` (argv: the options given, for its page)."""
+    """Runs `python -m bench tenant_flood` (argv: the options given, for its page)."""
     n_steady, n_flood = (4, 20) if args.quick else (args.steady, args.flood)
     data = asyncio.run(run(args.app, n_steady, args.interval, n_flood, args.max_queries))
     data["machine"] = machine()
-    write_results(args.out, data, markdown(data, "python -m bench.overheads --study tenants " + " ".join(argv)))
+    write_results(args.out, data, markdown(data, "python -m bench tenant_flood " + " ".join(argv)))
     if data["flood"]["lost"] or data["flooded"]["lost"] or data["alone"]["lost"]:
         raise SystemExit("some accepted queries were lost (see above)")

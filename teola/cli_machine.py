@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,14 +32,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """Run `python -m bench.<suite>` with the remaining arguments, from the source checkout (the
+    """Run `python -m bench <study>` with the remaining arguments, from the source checkout (the
     benchmarks are not part of the installed package)."""
     root = Path(__file__).resolve().parents[1]  # the source checkout teola runs from (where bench/ lives)
     suites = _bench_suites(root)
     if args.suite not in suites:
-        raise MachineCliError(f"unknown benchmark suite {args.suite!r}; suites: {', '.join(suites) or 'none'}"
+        raise MachineCliError(f"unknown benchmark study {args.suite!r}; studies: {', '.join(suites) or 'none'}"
                               + ("" if suites else " (benchmarks live in bench/ of a source checkout)"))
-    return subprocess.run([sys.executable, "-m", f"bench.{args.suite}", *args.args], cwd=root).returncode
+    return subprocess.run([sys.executable, "-m", "bench", args.suite, *args.args], cwd=root).returncode
 
 
 def add_commands(sub: Any) -> None:
@@ -48,7 +49,7 @@ def add_commands(sub: Any) -> None:
     tune = sub.add_parser("tune", help="measure candidate engine settings here and keep the fastest (~1.5 min)")
     tune.add_argument("--dry-run", action="store_true", help="print the measurements, write nothing")
     tune.set_defaults(handler=cmd_tune)
-    sp = sub.add_parser("bench", help="run a benchmark suite (bench/<suite>.py)")
+    sp = sub.add_parser("bench", help="run a benchmark study (`python -m bench list` prints them)")
     sp.add_argument("suite")
     sp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the suite")
     sp.set_defaults(handler=cmd_bench)
@@ -66,8 +67,9 @@ def _setup_cli(name: str) -> Any:
 
 
 def _bench_suites(root: Path) -> list[str]:
-    folder = root / "bench"
-    if not (folder / "__init__.py").is_file():
+    """The studies of bench/'s table (bench/lib/catalog.py, read as text: teola does not import bench),
+    with `list` and `report`."""
+    catalog = root / "bench" / "lib" / "catalog.py"
+    if not catalog.is_file():
         return []
-    return sorted(p.stem for p in folder.glob("*.py")
-                  if not p.stem.startswith("_") and "\ndef main(" in p.read_text(encoding="utf-8"))
+    return ["list", "report", *re.findall(r'^    S\("([a-z_0-9]+)"', catalog.read_text(encoding="utf-8"), re.M)]

@@ -32,6 +32,6 @@ def test_only_questions_with_identical_work_everywhere_are_paired():
     assert line.startswith("- 1 q/s: 1 questions")  # the second question decoded 9 tokens under FCFS
     assert "FCFS+INFERCEPT 2.00 s" in line and "LAMPS 1.00 s" in line
     data = {"rows": rows, "train": {"segments": 10, "questions": 4, "alone_s": 2.0, "mean_tokens": 30.0},
-            "requests": 2, "trials": 1, "cap": 8, "command": "python -m bench.lamps_studies --study agent", "wall_s": 60, "load": 1.0}
+            "requests": 2, "trials": 1, "cap": 8, "command": "python -m bench agent_real", "wall_s": 60, "load": 1.0}
     page = markdown(data)
     assert all(f"| 1 | {s} |" in page for s in SYSTEMS) and "| -45% |" in page  # LAMPS 3.0 s against FCFS 5.5 s

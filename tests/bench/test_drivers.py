@@ -1,6 +1,7 @@
-"""bench/'s entry points: a few study drivers (bench.common.run_study picks a study with --study), every
-other module a library; every command the docs and the front page name runs (result pages name the
-command as it was when they were written). No engines: only parsing and imports."""
+"""bench/'s one entry point, `python -m bench STUDY [options]`, and its table of studies
+(bench/lib/catalog.py): every study imports and parses its options, the docs list every study, and every
+command the docs and the front page name is a study of the table (result pages name the command as it
+was when they were written). No engines: only parsing and imports."""
 from __future__ import annotations
 
 import importlib
@@ -11,57 +12,51 @@ from pathlib import Path
 
 import pytest
 
+import bench.lib.catalog as catalog
+from bench.__main__ import main
 from bench.common import run_study
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
-DRIVERS = ("rag", "doc_qa", "remote_apps", "programs", "kv_studies", "lamps_studies", "sim_studies",
-           "plan_studies", "overheads", "report")
-COMMAND = re.compile(r"python -m bench\.([a-z_]+)((?: --study [a-z_]+)?)")
+COMMAND = re.compile(r"python -m bench(\.[a-z_]+| [a-z_]+)")
 
 
-def _with_main() -> set[str]:
-    return {p.stem for p in BENCH.glob("*.py") if re.search(r"^def main\(", p.read_text(), re.M)}
+def test_study_names_are_unique_and_every_subject_is_described():
+    names = [s.name for s in catalog.STUDIES]
+    assert len(names) == len(set(names)) and "list" not in names and "report" not in names
+    assert {s.subject for s in catalog.STUDIES} == set(catalog.SUBJECTS)
 
 
-def test_at_most_fifteen_entry_points_all_of_them_drivers():
-    assert _with_main() == set(DRIVERS)
-    assert len(DRIVERS) <= 15
+@pytest.mark.parametrize("study", [s.name for s in catalog.STUDIES])
+def test_each_study_imports_and_parses_its_help(study, capsys):
+    spec = catalog.BY_NAME[study]
+    module = importlib.import_module(f"bench.{spec.module}")
+    assert callable(module.main) if spec.main else callable(module.add_arguments) and callable(module.run_cli)
+    with pytest.raises(SystemExit) as e:
+        main([study, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage:" in out and (spec.main or f"python -m bench {study}" in out)
 
 
-def test_every_study_of_every_driver_has_options_and_a_run():
-    for driver in DRIVERS:
-        studies = getattr(importlib.import_module(f"bench.{driver}"), "STUDIES", {})
-        for study, module in studies.items():
-            mod = importlib.import_module(f"bench.{module}")
-            assert callable(mod.add_arguments) and callable(mod.run_cli), (driver, study)
+def test_list_prints_every_study_and_an_unknown_study_is_refused(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(re.search(rf"^{s.name} ", out, re.M) for s in catalog.STUDIES)
+    assert main(["no_such_study"]) == 2
+    assert "python -m bench list" in capsys.readouterr().err
+    assert main([]) == 2
 
 
-@pytest.mark.parametrize("driver", [d for d in DRIVERS if d not in ("rag", "report")])
-def test_each_study_parses_its_help(driver, capsys):
-    main = importlib.import_module(f"bench.{driver}").main
-    for study in importlib.import_module(f"bench.{driver}").STUDIES:
-        with pytest.raises(SystemExit) as e:
-            main(["--study", study, "--help"])
-        assert e.value.code == 0
-        assert "--study" in capsys.readouterr().out
+def test_the_docs_hold_the_table_of_studies():
+    assert catalog.markdown_table() in (ROOT / "docs" / "benchmarks.md").read_text()
 
 
-def test_every_named_command_is_a_driver_and_its_study():
+def test_every_named_command_is_a_study():
     pages = [ROOT / "docs" / "benchmarks.md", ROOT / "BENCHMARKS.md", BENCH / "results" / "FRONT.md", ROOT / "README.md"]
     for page in pages:
-        for module, study in COMMAND.findall(page.read_text()):
-            assert module in DRIVERS, f"{page.name}: python -m bench.{module}"
-            if study:
-                assert study.split()[-1] in importlib.import_module(f"bench.{module}").STUDIES, page.name
-
-
-def test_every_driver_and_study_is_in_the_docs():
-    text = (ROOT / "docs" / "benchmarks.md").read_text()
-    for driver in DRIVERS:
-        assert f"`python -m bench.{driver}`" in text
-        for study in getattr(importlib.import_module(f"bench.{driver}"), "STUDIES", {}):
-            assert f"`{study}`" in text, (driver, study)
+        for name in COMMAND.findall(page.read_text()):
+            assert name[1:] in {*catalog.BY_NAME, "list", "report", "STUDY"} and name[0] == " ", f"{page.name}: {name}"
 
 
 @pytest.fixture
@@ -70,9 +65,16 @@ def fake_study(monkeypatch):
     mod = types.ModuleType("bench.fake_study")
     mod.__doc__ = "A fake study."
     mod.add_arguments = lambda p: p.add_argument("--n", type=int, default=1)
-    mod.run_cli = lambda args, argv, p: calls.append((args.study, args.n, argv)) or 0
+    mod.run_cli = lambda args, argv, p: calls.append((args.n, argv)) or 0
     monkeypatch.setitem(sys.modules, "bench.fake_study", mod)
+    monkeypatch.setitem(catalog.BY_NAME, "fake", catalog.Study("fake", "fake_study", "rag", "nothing", False))
     return calls
+
+
+def test_a_study_gets_its_options_as_given(fake_study):
+    assert main(["fake", "--n", "3"]) == 0
+    assert main(["fake"]) == 0
+    assert fake_study == [(3, ["--n", "3"]), (1, [])]
 
 
 def test_run_study_passes_the_options_without_study_and_takes_a_default(fake_study):
@@ -80,7 +82,7 @@ def test_run_study_passes_the_options_without_study_and_takes_a_default(fake_stu
     run_study("x", studies, ["--study", "b", "--n", "3"])
     run_study("x", studies, ["--n", "4"], default="a")
     run_study("x", studies, ["--n=5", "--study=a"])
-    assert fake_study == [("b", 3, ["--n", "3"]), ("a", 4, ["--n", "4"]), ("a", 5, ["--n=5"])]
+    assert fake_study == [(3, ["--n", "3"]), (4, ["--n", "4"]), (5, ["--n=5"])]
 
 
 def test_run_study_refuses_a_missing_or_unknown_study(fake_study, capsys):

@@ -12,10 +12,10 @@ def row(system: str, mean: float) -> dict:
 
 
 def test_an_unknown_system_is_refused_before_any_engine_starts(capsys):
-    from bench.lamps_studies import main
+    from bench.__main__ import main
 
     with pytest.raises(SystemExit):
-        main(["--study", "real", "--systems", "LAMPS,Nope"])
+        main(["lamps_real", "--systems", "LAMPS,Nope"])
     assert "--systems" in capsys.readouterr().err
 
 

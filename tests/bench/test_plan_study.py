@@ -1,4 +1,4 @@
-"""bench/plan_study.py (`python -m bench.plan_studies --study sim`) at its smallest: one tiny job of each
+"""bench/plan_study.py (`python -m bench plan_study`) at its smallest: one tiny job of each
 kind planned by every method, its GPU-time split and its page."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_gpu_time_adds_up_to_gpus_times_inference(rows):
 
 def test_page_names_the_paper_and_the_mechanisms(rows):
     data = {"rows": rows, "gpus": 8, "lengths": ps.LENGTHS, "lengths_source": "test",
-            "command": "python -m bench.plan_studies --study sim --quick",
+            "command": "python -m bench plan_study --quick",
             "summary": {"mean_vs_better": 1.0, "mean_vs_max": 1.0, "mean_vs_min": 1.0, "mean_vs_best_of_3": 1.0,
                         "greedy_search_s_max": 0.1, "best_of_3_search_s_max": 0.1}}
     page = ps.markdown(data)

@@ -38,13 +38,13 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
             "runs": {"naive_rag/small": {"alone": {"teola": row, "LlamaIndex": {**row, "mean": 3.0},
                                                    KEEP_EXPANSION: {**row, "mean": 4.0}}},
                      "advanced_rag/small/refine": {"alone": {"teola": row, "LlamaIndex": row}}}}
-    md = markdown(data, "python -m bench.doc_qa")
+    md = markdown(data, "python -m bench doc_qa")
     assert "| naive_rag/small | alone | teola | 2 | 1 | 2.00 |" in md and "1.50x" in md
     assert f"| naive_rag/small | alone | {KEEP_EXPANSION} | 2 | 1 | 4.00 |" in md and "0.75x" in md  # its speed too
     assert "forced to `refine`" in md
     assert "max efficient batch (stage decomposition splits indexing at it): 4 (bench.rag's" in md  # an old page
     data["settings"]["embedding_batch"] = None
-    assert "splits indexing at it): the engine's shipped default" in markdown(data, "python -m bench.doc_qa")
+    assert "splits indexing at it): the engine's shipped default" in markdown(data, "python -m bench doc_qa")
 
 
 def test_doc_qa_baseline_rows_show_teolas_speed_over_that_baseline():
@@ -54,7 +54,7 @@ def test_doc_qa_baseline_rows_show_teolas_speed_over_that_baseline():
     data = {"settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": None},
             "runs": {"naive_rag/small": {"alone": {"teola": row, "LlamaIndex": {**row, "mean": 3.0},
                                                    "LlamaDist-PO": {**row, "mean": 5.0}}}}}
-    md = markdown(data, "python -m bench.doc_qa --baselines LlamaDist-PO")
+    md = markdown(data, "python -m bench doc_qa --baselines LlamaDist-PO")
     line = next(x for x in md.splitlines() if "| LlamaDist-PO |" in x)
     assert "| 2.50x |" in line  # 5.0 / teola's 2.0, not LlamaIndex's 3.0 / 5.0
 
@@ -84,10 +84,10 @@ def test_doc_qa_runs_a_baseline_with_its_passes_and_policy(monkeypatch):
 def test_doc_qa_rejects_an_unknown_baseline(capsys):
     import pytest
 
-    from bench.doc_qa import main
+    from bench.__main__ import main
 
     with pytest.raises(SystemExit):
-        main(["--baselines", "LlamaDist-XX", "--quick"])
+        main(["doc_qa", "--baselines", "LlamaDist-XX", "--quick"])
     assert "unknown baseline(s) ['LlamaDist-XX']" in capsys.readouterr().err
 
 

@@ -1,7 +1,7 @@
 """Wiring of the LlamaIndex and LangGraph baselines of bench.remote_apps: they read the teola app's
 prompts, send the same prompt parts to the LLM adapter, call the search / tool adapters as the app
 does, and parse plans as teola does. The LLM here is a scripted adapter (the real-engine run is
-`python -m bench.remote_apps --quick`); search and tools are real adapters."""
+`python -m bench remote_apps --quick`); search and tools are real adapters."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -154,9 +154,9 @@ def test_the_paper_baselines_run_on_teolas_runtime_with_their_passes_and_policy(
 
 
 def test_remote_apps_names_the_systems_it_knows(capsys):
-    from bench.remote_apps import main
+    from bench.__main__ import main
 
     with pytest.raises(SystemExit):
-        main(["--systems", "teola,LlamaDist-XX", "--no-write"])
+        main(["remote_apps", "--systems", "teola,LlamaDist-XX", "--no-write"])
     err = capsys.readouterr().err
     assert "unknown system(s) ['LlamaDist-XX']" in err and "LlamaDistPC-TO" in err

@@ -72,9 +72,9 @@ def test_the_prompt_table_compares_each_query_real_and_simulated_prompt_tokens()
 
 
 def test_the_measured_traces_cannot_reuse_the_calibration_queries_seed(capsys):
-    from bench.sim_studies import main
+    from bench.__main__ import main
     with pytest.raises(SystemExit):
-        main(["--study", "fidelity", "--profile", "fresh", "--seed", "1000"])
+        main(["sim_fidelity", "--profile", "fresh", "--seed", "1000"])
     assert "calibration queries' seed" in capsys.readouterr().err
 
 

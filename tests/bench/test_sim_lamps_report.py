@@ -74,7 +74,7 @@ def test_the_page_names_an_overloaded_point():
             "kv_used": 0.5, "kv_max": 0.9, "busy": 1.0, "swap_share": 0.1, "overloaded_at": 350.0}
     row = {"rate": 8.0, "system": "FCFS+INFERCEPT", "requests": 10, **summarize([], 300.0, 300.0), "load": load,
            "steady": False}
-    data = {"command": "python -m bench.sim_studies --study lamps", "wall_s": 60.0, "profile": "p", "warmup": 300.0,
+    data = {"command": "python -m bench sim_lamps", "wall_s": 60.0, "profile": "p", "warmup": 300.0,
             "window": 300.0, "cooldown": 300.0, "mixes": {"toolbench": [row]}}
     page = markdown(data, 64, 2000)
     assert "overloaded: over 2000 calls waiting 50 s into the window" in page and "SIMULATED" in page

@@ -1,4 +1,4 @@
-"""bench/sim_paper_fig8.py (`python -m bench.sim_studies --study paper --fig8`) at its smallest: the quick
+"""bench/sim_paper_fig8.py (`python -m bench sim_paper --fig8`) at its smallest: the quick
 configuration on 4 queries, simulated, and its page."""
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_quick_study_runs_and_its_page_compares_with_the_paper():
     assert {r["system"] for r in entry["rows"]} == {"teola", "teola-equal-work", *BASELINES}
     assert all(r["failed"] == 0 for r in entry["rows"])
     assert {"query_expansion", "indexing", "synthesis"} <= set(entry["alone"]["teola-equal-work"]["components"])
-    data |= {"wall_s": 1.0, "command": "python -m bench.sim_studies --study paper --fig8 --quick"}
+    data |= {"wall_s": 1.0, "command": "python -m bench sim_paper --fig8 --quick"}
     page = report(data)
     assert "SIMULATED" in page and "2.09x" in page and "Where the time goes" in page
     assert report(slim(data)) == page  # the kept results still make the same page
