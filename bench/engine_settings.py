@@ -24,6 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import machine, percentile, write_results  # noqa: E402
+from bench.lib.tables import num, ratio, table
 from bench.workloads import app_query, doc_qa_queries, poisson_arrivals  # noqa: E402
 
 LAYOUTS = {
@@ -71,9 +72,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
     base = data["layouts"]["library defaults"]
     for name, d in data["layouts"].items():
         a, lo = statistics.fmean(d["alone"]), statistics.fmean(d["loaded"])
-        rows.append(f"| {name} | {a:.2f} | {percentile(d['alone'], 50):.2f} | {lo:.2f} | "
-                    f"{percentile(d['loaded'], 99):.2f} | {statistics.fmean(base['alone']) / a:.2f}x | "
-                    f"{statistics.fmean(base['loaded']) / lo:.2f}x |")
+        rows.append([name, num(a, 2), num(percentile(d["alone"], 50), 2), num(lo, 2), num(percentile(d["loaded"], 99), 2),
+                     ratio(statistics.fmean(base["alone"]), a), ratio(statistics.fmean(base["loaded"]), lo)])
     m = data["machine"]
     return "\n".join([
         "## Engine settings: vLLM process layout and thread placement",
@@ -91,9 +91,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "vLLM's engine-core process, bound to cores 1..C-1; embedder and reranker on 1 torch thread, one "
         "batch at a time.",
         "",
-        "| layout | alone mean (s) | alone p50 | loaded mean (s) | loaded p99 | speedup alone | speedup loaded |",
-        "|---|---|---|---|---|---|---|",
-        *rows,
+        *table(["layout", "alone mean (s)", "alone p50", "loaded mean (s)", "loaded p99", "speedup alone",
+                "speedup loaded"], rows),
         "",
         _reading(data),
         "",

@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results  # noqa: E402
+from bench.lib.tables import num, ratio, table
 
 DECODED = 8
 
@@ -108,17 +109,18 @@ def markdown(d: dict[str, Any]) -> str:
              f"{d['block_size']} tokens; a call decodes {d['decoded_before_abort']} tokens, is aborted, the prefix "
              f"cache is emptied, and it resumes (prompt + decoded ids, one more token). *swap*: teola's KV connector "
              f"saved its blocks at the abort and loads them; *recompute*: no key, everything is prefilled. "
-             f"Median of {d['repeats']} runs each.", "",
-             "| context tokens | recompute resume s | swap resume s | speed-up | tokens loaded | copy in ms | copy out ms |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+             f"Median of {d['repeats']} runs each.", ""]
+    rows = []
     for row in d["rows"]:
         rec = statistics.median(x["seconds"] for x in row["recompute"])
         swp = statistics.median(x["seconds"] for x in row["swap"])
         loaded = statistics.median(x["loaded_tokens"] for x in row["swap"])
         cin = statistics.median(x["copy_in_s"] for x in row["swap"]) * 1e3
         cout = statistics.median(x["copy_out_s"] for x in row["swap"]) * 1e3
-        lines.append(f"| {row['recompute'][0]['prompt_tokens']} | {rec:.3f} | {swp:.3f} | {rec / swp:.1f}x | "
-                     f"{loaded:.0f} | {cin:.1f} | {cout:.1f} |")
+        rows.append([row["recompute"][0]["prompt_tokens"], num(rec, 3), num(swp, 3), ratio(rec, swp, 1), num(loaded, 0),
+                     num(cin), num(cout)])
+    lines += table(["context tokens", "recompute resume s", "swap resume s", "speed-up", "tokens loaded", "copy in ms",
+                    "copy out ms"], rows, "r" * 7)
     lines += ["", f"Costs the connector decided with (measured at engine start): prefill "
               f"{c['prefill_s_per_token'] * 1e3:.2f} ms/token, swap kernel {c['swap_bytes_per_s'] / 1e9:.2f} GB/s "
               f"+ {c['swap_fixed_s'] * 1e6:.0f} us per copy. Connector counters over the run: {s['saves']} saves "

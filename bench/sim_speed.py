@@ -21,6 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
+from bench.lib.tables import num, table
 from bench.sim_paper import SYSTEMS, capacity, run
 
 PROFILE = "a100-llama2-7b"
@@ -46,9 +47,9 @@ def markdown(d: dict[str, Any], command: str) -> str:
         f"Command: `{command}`. Advanced RAG, {d['queries']:,} queries over {d['llm_instances']} simulated LLM "
         f"instances ({d['instances']}), derived profile `{PROFILE}`, offered {d['offered_qps']:.1f} q/s. "
         f"1-minute load average {d['load_before']:.1f} before, {d['load_after']:.1f} after.", "",
-        "| queries | LLM instances | wall s | CPU s | primitives | primitives / wall s |", "|---:|---:|---:|---:|---:|---:|",
-        f"| {d['queries']:,} | {d['llm_instances']} | {d['wall_s']:.1f} | {d['cpu_s']:.1f} | {d['primitives']:,} | "
-        f"{d['primitives_per_wall_s']:,.0f} |", "",
+        *table(["queries", "LLM instances", "wall s", "CPU s", "primitives", "primitives / wall s"],
+               [[f"{d['queries']:,}", d["llm_instances"], num(d["wall_s"]), num(d["cpu_s"]), f"{d['primitives']:,}",
+                 num(d["primitives_per_wall_s"], 0, ",")]], "r" * 6), "",
         f"Target: under 60 s of wall time. SIMULATED results of that run (not measurements): throughput "
         f"{sim['throughput_qps']:.1f} q/s, mean {sim['mean_s']:.2f} s, p99 {sim['p99_s']:.2f} s, {sim['failed']} failed.",
     ]) + "\n"

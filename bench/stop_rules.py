@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.common import RESULTS, write_results
 from bench.doc_qa_quality import held_out_queries
+from bench.lib.tables import num, table
 from bench.quality import contains, token_f1, wilson
 
 SENTENCE_STOPS = (". ", "! ", "? ", "\n")
@@ -76,18 +77,18 @@ def evaluate(data: dict[str, Any], rule_fns: dict[str, Callable[[str], str]], to
 
 def markdown(data: dict[str, Any]) -> str:
     lines = ["## Stop rules against run-on answers, measured offline on recorded replies (issue 22)", "",
-             f"Command: `{data['command']}`. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
-             "| sample | flow | system | rule | answer contains gold (k/n, 95% interval) | token F1 | reply tokens | vs none |",
-             "|---|---|---|---|---|---|---:|---:|"]
+             f"Command: `{data['command']}`. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), ""]
+    rows = []
     for sample, res in data["samples"].items():
         for flow, row in res.items():
             for system, cell in row.items():
                 base = cell["none (shipped)"]["tokens"] or 1.0
                 for rule, r in cell.items():
                     lo, hi = wilson(r["contains_k"], r["n"])
-                    lines.append(f"| {sample} | {flow} | {system} | {rule} | {r['contains_k']}/{r['n']} "
-                                 f"({100 * lo:.0f}-{100 * hi:.0f}%) | {r['f1']:.3f} | {r['tokens']:.1f} | "
-                                 f"{100 * (r['tokens'] / base - 1):+.0f}% |")
+                    rows.append([sample, flow, system, rule, f"{r['contains_k']}/{r['n']} ({100 * lo:.0f}-{100 * hi:.0f}%)",
+                                 num(r["f1"], 3), num(r["tokens"]), f"{100 * (r['tokens'] / base - 1):+.0f}%"])
+    lines += table(["sample", "flow", "system", "rule", "answer contains gold (k/n, 95% interval)", "token F1",
+                    "reply tokens", "vs none"], rows, "llllllrr")
     return "\n".join(lines) + "\n"
 
 

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from bench.common import machine, percentile, served_here, write_results
+from bench.lib.tables import machine_facts, num, table
 
 KEYS = {"steady": "steady-key", "flood": "flood-key"}
 
@@ -108,19 +109,14 @@ def markdown(data: dict[str, Any], command: str) -> str:
     ratio = f["p99"] / a["p99"] if a["p99"] and f["p99"] else None
     limit = data["tenant_max_queries"] or "none"
     lines = [f"## A flooding tenant and a steady one ({data['app']}, per-tenant limit {limit})", "",
-             f"Command: `{command}`. Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; commit "
-             f"{m.get('commit', '?')}. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
-             "| steady tenant | queries | answered | p50 (s) | p99 (s) | max (s) |", "|---|---|---|---|---|---|"]
-    for label, s in (("alone", a), (f"under {data['flood_clients']} flooding clients", f)):
-        lines.append(f"| {label} | {s['sent']} | {s['answered']} | {_s(s['p50'])} | {_s(s['p99'])} | {_s(s['max'])} |")
+             f"Command: `{command}`. {machine_facts(m)} " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), ""]
+    lines += table(["steady tenant", "queries", "answered", "p50 (s)", "p99 (s)", "max (s)"],
+                   ([label, s["sent"], s["answered"], num(s["p50"], 2), num(s["p99"], 2), num(s["max"], 2)]
+                    for label, s in (("alone", a), (f"under {data['flood_clients']} flooding clients", f))))
     lines += ["", f"Steady tenant's p99 under the flood / alone: {ratio:.2f}x." if ratio else "",
-              f"Flooding tenant: {fl['sent']} requests, {fl['answered']} answered (p50 {_s(fl['p50'])} s), "
+              f"Flooding tenant: {fl['sent']} requests, {fl['answered']} answered (p50 {num(fl['p50'], 2)} s), "
               f"{fl['limited']} refused with 429, {fl['errors']} other errors, {fl['lost']} lost."]
     return "\n".join(lines)
-
-
-def _s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
