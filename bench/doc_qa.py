@@ -35,7 +35,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import bench.lib.tables as tables
 from bench.common import percentile, without_keys
+from bench.lib.tables import num, pct, ratio
 from bench.quality import score, texts
 from bench.rag import (
     KEEP,
@@ -293,18 +295,12 @@ def reranker_words(command: str) -> str:
     return CROSS_ENCODER_WORDS if "--cross-encoder-shape" in command else "the default reranker"
 
 
-def _f(x: Any, nd: int = 2) -> str:
-    return "-" if x is None else f"{x:.{nd}f}"
-
-
-def _pct(x: Any) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+HEADER = ["flow", "load", "system", "n", "failed", "mean s", "p50 s", "p99 s", "teola speed", "LLM calls", "prompt tok",
+          "decode tok", "answer contains gold", "token F1", "gold story in context"]
 
 
 def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
-    lines = ["| flow | load | system | n | failed | mean s | p50 s | p99 s | teola speed | LLM calls | prompt tok | "
-             "decode tok | answer contains gold | token F1 | gold story in context |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for key in keys:
         for point, row in runs[key].items():
             load = "alone" if point == "alone" else f"{row['rate']:.3f} q/s ({row['fraction']:.3g}x)"
@@ -314,14 +310,14 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
                 r = row.get(system, {})
                 speed = ""
                 if system in (LANGGRAPH, *BASELINES):  # teola's speed over this baseline
-                    speed = f"{r['mean'] / teola:.2f}x" if teola and r.get("mean") else ""
+                    speed = ratio(r["mean"], teola) if teola and r.get("mean") else ""
                 elif system != "LlamaIndex" and base and r.get("mean"):
-                    speed = f"{base / r['mean']:.2f}x"
-                lines.append(f"| {key} | {load} | {system} | {r.get('n', 0)} | {r.get('failed', 0)} | {_f(r.get('mean'))} | "
-                             f"{_f(r.get('p50'))} | {_f(r.get('p99'))} | {speed} | {_f(r.get('calls'), 1)} | "
-                             f"{_f(r.get('prompt_tokens'), 0)} | {_f(r.get('decode_tokens'), 0)} | {_pct(r.get('contains'))} | "
-                             f"{_f(r.get('f1'))} | {_pct(r.get('recall'))} |")
-    return lines
+                    speed = ratio(base, r["mean"])
+                rows.append([key, load, system, r.get("n", 0), r.get("failed", 0), num(r.get("mean"), 2),
+                             num(r.get("p50"), 2), num(r.get("p99"), 2), speed, num(r.get("calls")),
+                             num(r.get("prompt_tokens"), 0), num(r.get("decode_tokens"), 0), pct(r.get("contains")),
+                             num(r.get("f1"), 2), pct(r.get("recall"))])
+    return tables.table(HEADER, rows)
 
 
 def _embed_batch(s: dict[str, Any], used: int | None = None) -> str:

@@ -25,6 +25,7 @@ from typing import Any
 
 from bench.common import write_results
 from bench.doc_qa import SYSTEMS, Systems, summarize
+from bench.lib.tables import num, pct, table
 from bench.quality import paired_difference, wilson
 from bench.rag import make_apps, reset_prefix_cache
 from bench.workloads import narrative_qa_queries
@@ -85,10 +86,6 @@ async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: i
     return runs
 
 
-def _pct(x: Any) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
-
-
 def _paired_line(flow: str, d: dict[str, Any]) -> str:
     return (f"| {flow} | {d['n']} | {d['only_a']} | {d['only_b']} | {100 * d['diff']:+.1f} "
             f"({100 * d['lo']:+.1f} to {100 * d['hi']:+.1f}) | {d['p']:.2f} |")
@@ -104,18 +101,18 @@ def markdown(data: dict[str, Any]) -> str:
             if data.get("exclude_seeds") else "")
     lines = [f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions{seed}{held} per flow (issue 22)", "",
              f"Command: `{data['command']}` ({data['seconds'] / 60:.1f} min). "
-             + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "), "",
-             "| flow | system | n | failed | answer contains gold (k/n, 95% interval) | token F1 | gold story in context | "
-             "gold answer in context | LLM calls | prompt tok | decode tok |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "), ""]
+    rows = []
     for flow, row in data["runs"].items():
         for system in SYSTEMS:
             r = row[system]
             k, ok = r.get("contains_k", 0), r["n"] - r["failed"]
             lo, hi = wilson(k, ok)
-            lines.append(f"| {flow} | {system} | {r['n']} | {r['failed']} | {k}/{ok} = {_pct(r.get('contains'))} "
-                         f"({100 * lo:.0f}-{100 * hi:.0f}%) | {r.get('f1', 0):.3f} | {_pct(r.get('recall'))} | "
-                         f"{_pct(r.get('answer_in_context'))} | "
-                         f"{r.get('calls', 0):.1f} | {r.get('prompt_tokens', 0):.0f} | {r.get('decode_tokens', 0):.0f} |")
+            rows.append([flow, system, r["n"], r["failed"], f"{k}/{ok} = {pct(r.get('contains'))} ({100 * lo:.0f}-{100 * hi:.0f}%)",
+                         num(r.get("f1", 0), 3), pct(r.get("recall")), pct(r.get("answer_in_context")),
+                         num(r.get("calls", 0)), num(r.get("prompt_tokens", 0), 0), num(r.get("decode_tokens", 0), 0)])
+    lines += table(["flow", "system", "n", "failed", "answer contains gold (k/n, 95% interval)", "token F1",
+                    "gold story in context", "gold answer in context", "LLM calls", "prompt tok", "decode tok"], rows)
     lines += ["", "Paired on the same questions (answer contains gold; a failed query counts as wrong):", "", *PAIRED_HEADER]
     lines += [_paired_line(flow, paired(row)) for flow, row in data["runs"].items()]
     return "\n".join(lines) + "\n"

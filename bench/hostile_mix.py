@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from bench.common import machine, percentile, write_results
+from bench.lib.tables import machine_facts, num, ratio, table
 
 KEYS = {"good": "good-key", "bad": "bad-key"}
 BAD = {"Authorization": f"Bearer {KEYS['bad']}"}
@@ -275,37 +276,25 @@ def summary(data: dict[str, Any]) -> dict[str, Any]:
 def markdown(data: dict[str, Any], s: dict[str, Any], command: str) -> str:
     m = data["machine"]
     lines = [f"## A hostile mix: {data['clients']} clients for {data['seconds']:g} s", "",
-             f"Command: `{command}`. Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; commit "
-             f"{m.get('commit', '?')}. " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
-             "| figure | value |", "|---|---|",
-             f"| /healthz probes (every 0.5 s) | {s['health_probes']}, {s['health_failed']} not 200 |",
-             f"| /healthz slowest | {_s(s['health_max'])} s |",
-             f"| server memory idle / max | {s['idle_mib']:.0f} / {_num(s['memory_max_mib'])} MiB "
-             f"({_ratio(s['memory_max_mib'], s['idle_mib'])}) |",
-             f"| hostile requests | {s['hostile_sent']}, {s['hostile_json_4xx']} a JSON 4xx within "
-             f"{data['deadline']:g} s; slowest answer {_s(s['hostile_max_latency'])} s |",
-             f"| well-behaved tenant | {s['good_answered']} of {s['good_sent']} answered; p50 {_s(s['good_p50'])} s, "
-             f"max {_s(s['good_max'])} s |",
-             f"| after the mix | server alive: {data['server_alive']}; a query answers: {data['answers_after']} |",
+             f"Command: `{command}`. {machine_facts(m)} " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
+             *table(["figure", "value"], [
+                 ["/healthz probes (every 0.5 s)", f"{s['health_probes']}, {s['health_failed']} not 200"],
+                 ["/healthz slowest", f"{num(s['health_max'], 2)} s"],
+                 ["server memory idle / max", f"{num(s['idle_mib'], 0)} / {num(s['memory_max_mib'], 0)} MiB "
+                  f"({ratio(s['memory_max_mib'], s['idle_mib'])})"],
+                 ["hostile requests", f"{s['hostile_sent']}, {s['hostile_json_4xx']} a JSON 4xx within "
+                  f"{data['deadline']:g} s; slowest answer {num(s['hostile_max_latency'], 2)} s"],
+                 ["well-behaved tenant", f"{s['good_answered']} of {s['good_sent']} answered; p50 "
+                  f"{num(s['good_p50'], 2)} s, max {num(s['good_max'], 2)} s"],
+                 ["after the mix", f"server alive: {data['server_alive']}; a query answers: {data['answers_after']}"]]),
              "", "A verdict names the status when it is not a JSON 4xx within the deadline (a 200 is a query the "
              "server narrowed and ran; 'late': answered after the deadline; 'no answer': none within the deadline "
-             "+ 30 s).", "", "| hostile kind | verdicts | statuses |", "|---|---|---|"]
-    for kind, verdicts in sorted(s["by_kind"].items()):
-        codes = ", ".join(f"{c}: {n}" for c, n in sorted(s["statuses"][kind].items()))
-        lines.append(f"| {kind} | " + ", ".join(f"{v}: {n}" for v, n in sorted(verdicts.items())) + f" | {codes} |")
+             "+ 30 s).", ""]
+    lines += table(["hostile kind", "verdicts", "statuses"],
+                   ([kind, ", ".join(f"{v}: {n}" for v, n in sorted(verdicts.items())),
+                     ", ".join(f"{c}: {n}" for c, n in sorted(s["statuses"][kind].items()))]
+                    for kind, verdicts in sorted(s["by_kind"].items())))
     return "\n".join(lines)
-
-
-def _s(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}"
-
-
-def _ratio(high: float | None, low: float) -> str:
-    return "-" if high is None or not low else f"{high / low:.2f}x"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

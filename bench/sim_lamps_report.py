@@ -14,6 +14,8 @@ import math
 import statistics
 from typing import Any
 
+from bench.lib.tables import num
+
 BATCHES = 10
 T_975_9 = 2.262  # Student t, 97.5th percentile, 9 degrees of freedom (BATCHES - 1)
 DRIFT = 0.2
@@ -92,10 +94,6 @@ def change(lamps: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
     return pct, 100 * interval(ratios)
 
 
-def _num(x: float) -> str:
-    return "-" if math.isnan(x) else f"{x:.1f}"
-
-
 def _pm(x: float) -> str:
     return "" if math.isnan(x) else f" ± {x:.0f}" if x >= 1 else f" ± {x:.1f}"
 
@@ -135,7 +133,7 @@ def load_table(data: dict[str, Any], cap: int) -> list[str]:
                          f"({ld['waiting_first']:.0f} / {ld['waiting_last']:.0f}; {ld.get('engine_waiting', 0):.1f}) | "
                          f"{ld['preserved']:.0f} | {100 * ld['kv_used']:.0f}% / {100 * ld['kv_max']:.0f}%; "
                          f"{100 * ld.get('kv_preserved', 0):.0f}% | "
-                         f"{100 * ld['swap_share']:.1f}% | {_num(r['halves'][0])} / {_num(r['halves'][1])} |")
+                         f"{100 * ld['swap_share']:.1f}% | {num(r['halves'][0])} / {num(r['halves'][1])} |")
     return lines
 
 
