@@ -8,6 +8,7 @@ import time
 
 from apps import advanced_rag, naive_rag
 from bench.common import machine, write_results
+from bench.lib.tables import num, table
 
 DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(400))
 
@@ -47,15 +48,20 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     """Runs `python -m bench compile` (argv: the options given, for its page)."""
     rows = {name: measure(b, args.repeat) for name, b in (("advanced_rag", advanced_rag.build),
                                                           ("naive_rag", naive_rag.build))}
-    m = machine()
+    data = {"repeat": args.repeat, "apps": rows}
+    write_results("compile", data, markdown({**data, "machine": machine()}))
+
+
+def markdown(data: dict) -> str:
+    """The page of a compile run (its results with bench.common.machine()'s facts)."""
+    m = data["machine"]
     md = ["## Graph compilation and optimization time", "",
-          f"`python -m bench compile --repeat {args.repeat}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}.",
+          f"`python -m bench compile --repeat {data['repeat']}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}.",
           "A query with one ~5,600-token document (about 27 chunks). Cold = chunking + decomposition + "
           "the four passes + depth assignment; warm = chunking + a hit in the optimized-graph cache. "
-          "Chunking the document is data preparation done on every query; it is shown apart.", "",
-          "| app | e-graph primitives | cold total p50 (ms) | warm total p50 (ms) | chunking (ms) | "
-          "graph work cold (ms) | graph work warm (ms) |", "|---|---|---|---|---|---|---|"]
-    for name, r in rows.items():
-        md.append(f"| {name} | {r['primitives']} | {r['cold_ms_p50']:.2f} | {r['warm_ms_p50']:.2f} | "
-                  f"{r['chunking_ms_p50']:.2f} | {r['cold_graph_ms_p50']:.2f} | {r['warm_graph_ms_p50']:.3f} |")
-    write_results("compile", {"repeat": args.repeat, "apps": rows}, "\n".join(md))
+          "Chunking the document is data preparation done on every query; it is shown apart.", ""]
+    md += table(["app", "e-graph primitives", "cold total p50 (ms)", "warm total p50 (ms)", "chunking (ms)",
+                 "graph work cold (ms)", "graph work warm (ms)"],
+                ([name, r["primitives"], num(r["cold_ms_p50"], 2), num(r["warm_ms_p50"], 2), num(r["chunking_ms_p50"], 2),
+                  num(r["cold_graph_ms_p50"], 2), num(r["warm_graph_ms_p50"], 3)] for name, r in data["apps"].items()))
+    return "\n".join(md)

@@ -19,7 +19,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,6 +28,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import machine  # noqa: E402
+from bench.lib.tables import num, table  # noqa: E402
 from engines.kvswap._native import load_kvswap  # noqa: E402
 from engines.kvswap._native.kv_fallback import gather_blocks, scatter_blocks  # noqa: E402
 from engines.kvswap._native.kv_layout import describe_layers  # noqa: E402
@@ -49,16 +50,9 @@ def timeit(fn, repeats: int) -> float:
 
 
 def machine_info() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                                capture_output=True).stdout.strip()
-    except OSError:
-        commit = ""
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__, "python": platform.python_version(),
-            "kernel": platform.release(), "commit": commit,
+    """bench.common.machine()'s facts and the ones a copy kernel depends on."""
+    return {**machine(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+            "kernel": platform.release(),
             "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
 
 
@@ -127,17 +121,14 @@ def to_markdown(res: dict, cmd: str) -> str:
         f"{cfg['repeats']} runs, pre-faulted buffers; *manager* = `KVSwapManager.swap_out` end to end "
         "(allocates the host buffer each time).",
         "",
-        "| N blocks | MiB | memcpy GB/s | batched out GB/s | batched in GB/s | per-block / batched (out) "
-        "| per-block / batched (in) | batched / memcpy (out) | batched / memcpy (in) | manager out ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *table(["N blocks", "MiB", "memcpy GB/s", "batched out GB/s", "batched in GB/s", "per-block / batched (out)",
+                "per-block / batched (in)", "batched / memcpy (out)", "batched / memcpy (in)", "manager out ms"],
+               ([r["blocks"], num(r["bytes"] / 2**20), num(r["memcpy_gbps"]), num(r["batched_out_gbps"]),
+                 num(r["batched_in_gbps"]), f"{num(r['speedup_out_vs_per_block'])}x",
+                 f"{num(r['speedup_in_vs_per_block'])}x", num(r["batched_out_vs_memcpy"], 2),
+                 num(r["batched_in_vs_memcpy"], 2), num(r["manager_out_s"] * 1e3, 2)] for r in res["results"]),
+               "r" * 10),
     ]
-    for r in res["results"]:
-        lines.append(
-            f"| {r['blocks']} | {r['bytes'] / 2**20:.1f} | {r['memcpy_gbps']:.1f} | "
-            f"{r['batched_out_gbps']:.1f} | {r['batched_in_gbps']:.1f} | "
-            f"{r['speedup_out_vs_per_block']:.1f}x | {r['speedup_in_vs_per_block']:.1f}x | "
-            f"{r['batched_out_vs_memcpy']:.2f} | {r['batched_in_vs_memcpy']:.2f} | "
-            f"{r['manager_out_s'] * 1e3:.2f} |")
     lines += [
         "",
         "CPU only (no GPU here): these numbers are host-to-host copies. The CUDA path (one gather "

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import platform
 import random
 import statistics
 import time
 from pathlib import Path
 
+from bench.common import machine
 from engines.vllm.engine import VLLMEngine
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -98,17 +98,11 @@ async def run(trials: int, warmup: int, prefix_tokens: int, total_tokens: int, s
 
 
 def machine_info() -> dict:
-    cpu = platform.processor()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    """bench.common.machine()'s facts and the versions a TTFT depends on."""
     import torch
     import vllm
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "vllm": vllm.__version__, "torch": torch.__version__, "os": platform.platform()}
+    return {**machine(), "vllm": vllm.__version__, "torch": torch.__version__, "os": platform.platform()}
 
 
 def write_markdown(res: dict, path: Path) -> None:
