@@ -13,10 +13,10 @@ after a delay drawn from ToolBench's API durations (mean 1.72 s, std 3.33 s, log
 moments, LAMPS Table 2), seeded by the query text so every system sees the same delay for the same call.
 The model chooses the tool; the tables count what it called.
 
-Every segment's handling is "auto" (teola.programs.pause_handling: INFERCEPT's least waste, chosen when
+Every segment's handling is "auto" (teola.scheduling.program.pause_handling: INFERCEPT's least waste, chosen when
 the segment is queued). Predicted lengths: before the runs, `--train` other questions run alone under
 FCFS; every segment's prompt text (question + what the call wrote so far) and its output tokens train
-teola.programs.length_predictor.LengthPredictor over MiniLM embeddings, which then predicts every segment of
+teola.scheduling.program.length_predictor.LengthPredictor over MiniLM embeddings, which then predicts every segment of
 every run (Runtime option "length_predictor"); its MAE on the runs' segments is reported.
 Systems, one vLLM instance with the same admission budget (CAP calls) for each: FCFS + INFERCEPT
 (policy fcfs), SJF by predicted length (sjf), LAMPS (lamps, its own costs and per-tool means seeded
@@ -110,7 +110,7 @@ class Segments:
         return [s for s in segs if "output_tokens" in s]
 
     def fit(self, rows: list[dict[str, Any]]) -> None:
-        from teola.programs.length_predictor import LengthPredictor
+        from teola.scheduling.program.length_predictor import LengthPredictor
 
         self.model = LengthPredictor().fit(self.encoder.encode([r["text"] for r in rows]),
                                            [r["output_tokens"] for r in rows])
@@ -118,7 +118,7 @@ class Segments:
 
 def tools_called(segs: list[dict[str, Any]]) -> list[str]:
     """The tools the call asked for: the last tool call in each continuation's text."""
-    from teola.programs.tool_syntax import parse_tool_call
+    from teola.compile.tool_syntax import parse_tool_call
 
     names = []
     for s in segs[1:]:

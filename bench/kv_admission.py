@@ -18,7 +18,7 @@ duration only. Ranked behind other calls, its KV would stay pinned while it wait
 paper models and which, once memory is short, leaves most of the KV held by paused calls. With
 `kv_bound=False` only this rule applies (teola's admission then caps the number of calls only), which
 teola's own fcfs / sjf / lamps now do from the request's `resumes_preserved` mark
-(teola.policies.base): without it a continuation ranked behind new calls keeps its KV
+(teola.scheduling.base): without it a continuation ranked behind new calls keeps its KV
 pinned in teola's queue while the cap fills with calls the engine has no memory for, until almost
 nothing runs (issue 18: LAMPS at 2.75 req/s on the INFERCEPT mix). Pure except for reading the
 engine's pool and waiting list; it changes neither.
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from teola.policies.base import Decision, Limits, Pending, Pick, RankedAdmission, RequestQueue
-from teola.runtime.policy_registry import register_policy
+from teola.scheduling.base import Decision, Limits, Pending, Pick, RankedAdmission, RequestQueue
+from teola.scheduling.registry import register_policy
 
 
 def free_tokens(free_blocks: int, block_size: int, waiting: list[int]) -> int | None:

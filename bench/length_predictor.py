@@ -3,7 +3,7 @@
     python -m bench length_predictor [--trace bench/data/lengths-smollm2-135m.json]
 
 Embeds each recorded prompt with the shipped MiniLM (sentence-transformers, the embedding engine),
-trains `teola.programs.length_predictor.LengthPredictor` (50 bins of 10 tokens) on 80% of the rows and reports
+trains `teola.scheduling.program.length_predictor.LengthPredictor` (50 bins of 10 tokens) on 80% of the rows and reports
 LAMPS's metrics (MAE, Acc-5, Acc-15) on the other 20%, next to a constant guess (the training
 median), overall and per prompt style.
 """
@@ -44,7 +44,7 @@ async def embed_all(texts: list[str]) -> np.ndarray:
 
 
 def run(trace: Path) -> dict[str, Any]:
-    from teola.programs.length_predictor import LengthPredictor, accuracy, split
+    from teola.scheduling.program.length_predictor import LengthPredictor, accuracy, split
 
     data = json.loads(trace.read_text())
     rows = data["rows"]

@@ -23,8 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from teola.programs.process_table import ProcessTable
 from teola.runtime import ProgramQueues, policy_factory
+from teola.scheduling.process_table import ProcessTable
 from teola.sim.program_workloads import CallSpec, ProgramSpec
 
 

@@ -43,7 +43,7 @@ THRESHOLD = 256  # locality threshold in prompt tokens (Autellix uses 2,048 with
 def set_policy(rt: Any, name: str, **options: Any) -> None:
     """A fresh policy object (and process table) for the next run; `options` are added to QUEUES for
     the program policies (ignored by the baselines)."""
-    from teola.runtime.policy_registry import make_policy
+    from teola.scheduling.registry import make_policy
     rt.schedulers["llm"].policy = make_policy(name, **policy_options(name, **options))
 
 

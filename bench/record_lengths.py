@@ -1,5 +1,5 @@
 """Record output lengths of the real LLM engine for shipped prompts: the trace LAMPS' length predictor
-(teola.programs.length_predictor) trains on.
+(teola.scheduling.program.length_predictor) trains on.
 
     python -m bench record_lengths [--n 240] [--out bench/data/lengths-smollm2-135m.json]
 

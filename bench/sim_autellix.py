@@ -244,7 +244,7 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     from bench.sim_programs import programs
     from teola import Engine
     from teola.runtime import Runtime
-    from teola.runtime.policy_registry import make_policy
+    from teola.scheduling.registry import make_policy
     from teola.sim.program_runs import run_set
     from teola.sim.virtual_loop import run_virtual
 

@@ -42,7 +42,7 @@ does not); each call returns when it ends, as under vLLM's continuous batching; 
     measured online: the mean number of calls running at each admission); the call is ranked by
     memory over time under that same handling, and that handling is applied. Starvation threshold
     100 engine iterations, counted once LAMPS has scheduled the request (LAMPS §4.4; set-up key
-    `starvation_from`="seen" counts from a call's first sight: teola/programs/lamps.py).
+    `starvation_from`="seen" counts from a call's first sight: teola/scheduling/program/lamps.py).
 `--systems vLLM` runs vLLM as INFERCEPT's and LAMPS' scripts run it: FCFS in call order, every pause
 discarded (the call after the API is a new request at the back of the queue). INFERCEPT's equation 2
 prices recompute at `fwd_seconds_per_token` (a measured-operator profile has no per-token prefill
@@ -153,8 +153,8 @@ class EnginePriority:
         return getattr(self.policy, name)
 
     def schedule(self, queue: Any, now: float, limits: Any) -> Any:
-        from teola.policies.base import Pick, resumes_preserved
-        from teola.programs.lamps import request_key
+        from teola.scheduling.base import Pick, resumes_preserved
+        from teola.scheduling.program.lamps import request_key
 
         decision = self.policy.schedule(queue, now, limits)
         scores, starving = self.policy.scores, self.policy.starving

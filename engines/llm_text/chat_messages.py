@@ -11,7 +11,7 @@ When the template renders tools itself (its source uses ``tools``), messages and
 they are, and the model writes calls in its own syntax. Otherwise (`fallback_messages`) the tool
 definitions and `TOOL_FORMAT` are appended to the system message, earlier calls are written back
 as ``<tool>{"name": ..., "arguments": {...}}</tool>`` (teola's tool syntax,
-teola.programs.tool_syntax) and tool results as a user turn ``<result>...</result>``.
+teola.compile.tool_syntax) and tool results as a user turn ``<result>...</result>``.
 """
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ class Program:
     program_id: the session id; calls from different Program objects with the same id count as one
     program. engine: the LLM engine's name. system: an optional system prompt for every call.
     predictor: an optional `prompt -> predicted output tokens` function (e.g. a
-    teola.programs.length_predictor.LengthPredictor over prompt embeddings); its prediction goes with every
+    teola.scheduling.program.length_predictor.LengthPredictor over prompt embeddings); its prediction goes with every
     call as "predicted_tokens", which the `lamps` and `sjf` policies rank by."""
 
     def __init__(self, target: Any, program_id: str, engine: str = "llm", system: str | None = None,

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from teola.programs.tool_syntax import (
+from teola.compile.tool_syntax import (
     CLOSE,
     OPEN,
     TOOL_INSTRUCTION,

@@ -13,7 +13,7 @@ from teola.balancers.least_loaded import LeastLoaded
 from teola.balancers.least_used import LeastUsed
 from teola.balancers.locality import DEFAULT_THRESHOLD, LocalityAware
 from teola.balancers.round_robin import RoundRobin
-from teola.programs.process_table import ProcessTable
+from teola.scheduling.process_table import ProcessTable
 
 DEFAULT_BALANCER = LeastLoaded.name
 

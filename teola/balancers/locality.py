@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from teola.balancers.least_used import LeastUsed
-from teola.programs.process_table import ProcessTable
+from teola.scheduling.process_table import ProcessTable
 
 DEFAULT_THRESHOLD = 2048
 

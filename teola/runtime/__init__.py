@@ -6,8 +6,6 @@ its results and errors, the executor protocol, the batching-policy registry, and
 build a program call's request. `RayExecutor` loads on first use (it needs the `ray` extra)."""
 from typing import Any
 
-from teola.programs.api_handling import HANDLINGS, choose_handling
-from teola.programs.pause_handling import PauseCosts, choose_pause_handling
 from teola.runtime.call_work import CallOutcome
 from teola.runtime.engine_tier.work import Work
 from teola.runtime.errors import (
@@ -21,7 +19,12 @@ from teola.runtime.errors import (
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.executors.local import LocalExecutor
 from teola.runtime.metrics import Metrics
-from teola.runtime.policy_registry import (
+from teola.runtime.requests import llm_request
+from teola.runtime.result import Result
+from teola.runtime.runtime import Runtime
+from teola.scheduling.program.api_handling import HANDLINGS, choose_handling
+from teola.scheduling.program.pause_handling import PauseCosts, choose_pause_handling
+from teola.scheduling.registry import (
     DEFAULT_POLICY,
     ProgramQueues,
     make_policy,
@@ -29,9 +32,6 @@ from teola.runtime.policy_registry import (
     policy_names,
     register_policy,
 )
-from teola.runtime.requests import llm_request
-from teola.runtime.result import Result
-from teola.runtime.runtime import Runtime
 
 __all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "EngineDown", "HANDLINGS", "Executor", "Instance", "LocalExecutor",
            "Metrics", "PauseCosts", "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "QueryUnavailable",

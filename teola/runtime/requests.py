@@ -20,10 +20,10 @@ from engines.requests import (
     VectorSearchRequest,
     default,
 )
+from teola.compile.tool_syntax import continuation_text, parse_tool_call
 from teola.ir.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref, key_range
-from teola.programs.tool_syntax import continuation_text, parse_tool_call
 from teola.runtime.executors.ray_data import KEEP
 
 

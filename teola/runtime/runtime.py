@@ -16,7 +16,6 @@ from engines.protocol import Feature
 from teola.compile.compiler import Compiled
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import LLM_OPS
-from teola.programs.pause_handling import PauseCosts
 from teola.runtime.call_work import CallOutcome, CallWork
 from teola.runtime.engine_tier.engine_scheduler import EngineScheduler
 from teola.runtime.engine_tier.supervisor import Supervisor
@@ -29,8 +28,9 @@ from teola.runtime.graph_tier.query_context import QueryContext
 from teola.runtime.metrics import Metrics
 from teola.runtime.namespaces import Namespaces
 from teola.runtime.options import backoff_option, inflight_for, interval_option, make_executor, query_timeout
-from teola.runtime.policy_registry import DEFAULT_POLICY, Pending, make_policy, policy_names
 from teola.runtime.result import Result
+from teola.scheduling.program.pause_handling import PauseCosts
+from teola.scheduling.registry import DEFAULT_POLICY, Pending, make_policy, policy_names
 
 log = logging.getLogger("teola.runtime")
 
@@ -58,9 +58,9 @@ class Runtime:
         (teola.runtime.engine_tier.supervisor) and its in-flight queries fail with `QueryUnavailable`;
       restart_backoff: (first, max) seconds between restart attempts of a down instance (1, 30);
       pause_costs: what LLM calls that pause for tools with handling "auto" weigh when the engine's
-        policy has no costs of its own (teola.programs.pause_handling.PauseCosts; default its defaults);
+        policy has no costs of its own (teola.scheduling.program.pause_handling.PauseCosts; default its defaults);
       length_predictor: request -> predicted output tokens, set as "predicted_tokens" on LLM requests
-        that carry none (what `lamps` and `sjf` rank by; e.g. a teola.programs.length_predictor over embeddings);
+        that carry none (what `lamps` and `sjf` rank by; e.g. a teola.scheduling.program.length_predictor over embeddings);
       tenant_shares: {tenant: weight} for fair queuing between tenants on every engine (unlisted
         tenants weigh 1; teola.runtime.engine_tier.tenant_shares). A query's tenant is its config
         "tenant" (the server sets it from the API key), a program call's the `tenant` of `submit_call`.

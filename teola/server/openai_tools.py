@@ -4,7 +4,7 @@ OpenAI's ``tool_calls`` shape (a whole message, or streamed deltas through `Tool
 
 The model writes calls in its chat template's syntax or, when the template knows no tools, in
 teola's (engines/llm_text/chat_messages.py). Recognised: ``<tool>{"name", "arguments"}</tool>``
-(teola.programs.tool_syntax) and ``<tool_call>{"name", "arguments"}</tool_call>`` (Hermes, Qwen
+(teola.compile.tool_syntax) and ``<tool_call>{"name", "arguments"}</tool_call>`` (Hermes, Qwen
 and the templates that copy them); "parameters" is taken for "arguments" (Llama 3.1). A closing tag
 may be missing at the end of the output (the model stopped there). A block that is not such a JSON
 object stays in the message's text, so nothing the model wrote is lost.
@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from teola.programs.tool_syntax import parse_tool_call
+from teola.compile.tool_syntax import parse_tool_call
 from teola.server.errors import ApiError
 
 TAGS = (("<tool>", "</tool>"), ("<tool_call>", "</tool_call>"))

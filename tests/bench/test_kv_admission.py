@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from bench.kv_admission import KVAdmission, free_tokens
-from teola.runtime.policy_registry import Limits, Pending, RequestQueue, make_policy
+from teola.scheduling.registry import Limits, Pending, RequestQueue, make_policy
 
 
 def test_free_tokens_are_the_free_blocks_less_what_the_engine_already_waits_for():

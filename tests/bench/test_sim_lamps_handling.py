@@ -44,8 +44,8 @@ def test_the_baselines_apply_and_report_the_handling_chosen_at_the_pause(monkeyp
 
 
 def test_lamps_queues_auto_and_reports_the_handling_it_was_ranked_under(monkeypatch):
-    from teola.programs.api_handling import HANDLINGS
     from teola.runtime import Runtime
+    from teola.scheduling.program.api_handling import HANDLINGS
 
     sent = []
     submit = Runtime.submit_call

@@ -80,7 +80,7 @@ def test_the_simulated_lamps_counts_starvation_as_teolas_policy_does(monkeypatch
     """Issue 62: the simulator's LAMPS is teola's `lamps` policy with its default reading of §4.4
     (the counter starts once LAMPS has scheduled the request); the set-up's `starvation_from`
     reaches it (the sweep's first-sight variant). A tiny simulated run; no timing."""
-    from teola.programs.lamps import LAMPSPolicy
+    from teola.scheduling.program.lamps import LAMPSPolicy
 
     made = []
     init = LAMPSPolicy.__init__

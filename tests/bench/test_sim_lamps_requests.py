@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from bench.sim_lamps import MIXES, requests
-from teola.programs.lamps import LAMPSPolicy
+from teola.scheduling.program.lamps import LAMPSPolicy
 
 
 def durations(mix: str, n: int = 20000) -> dict[str, list[float]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from teola.policies.base import Pending
+from teola.scheduling.base import Pending
 
 
 class RecordedWork:

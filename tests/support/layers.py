@@ -71,25 +71,25 @@ PACKAGES: tuple[Package, ...] = (
             "`recent.py`, `openai_door.py` + `door_models.py` + `openai_format.py` + `openai_tools.py` + "
             "`openai_errors.py` + `openai_calls.py` (the OpenAI-compatible door: one program call per "
             "request through `Runtime.submit_call`), `tracing.py` (a caller's W3C traceparent)",
-            ("engines.*", "teola", "teola.api", "teola.compile", "teola.ir", "teola.loaders", "teola.programs",
-             "teola.runtime", "teola.telemetry", "teola.trace")),
+            ("engines.*", "teola", "teola.api", "teola.compile", "teola.ir", "teola.loaders", "teola.runtime",
+             "teola.telemetry", "teola.trace")),
     Package("teola", 3, "the package's `__init__`: re-exports the public API", tree=False,
             may_import=("teola.api", "teola.compile", "teola.ir", "teola.passes")),
     Package("teola.api", 3, "the public API: `App` (template, compile, run), `Program` (client sessions, "
             "calls that pause for tools), engines shared by apps",
-            ("engines.*", "teola.compile", "teola.ir", "teola.programs", "teola.runtime", "teola.telemetry")),
+            ("engines.*", "teola.compile", "teola.ir", "teola.runtime", "teola.telemetry")),
     Package("teola.runtime", 2, "the two-tier runtime, reached only through `teola.runtime`'s names: "
             "`runtime.py` (the front door), `graph_tier/` (one `QueryRun` per query: release, object "
             "store, speculation, warm-ups), `engine_tier/` (one scheduler per engine: queue + policy -> "
             "batch, streaming, preemption, supervision), `executors/` (in process, Ray actors), "
             "`requests.py` (what each primitive sends), `outputs.py` (what it writes back), "
-            "`namespaces.py` + `staging.py` (queries' vector-store namespaces), `policy_registry.py`",
-            ("engines.*", "teola.balancers", "teola.compile", "teola.ir", "teola.policies", "teola.programs")),
+            "`namespaces.py` + `staging.py` (queries' vector-store namespaces)",
+            ("engines.*", "teola.balancers", "teola.compile", "teola.ir", "teola.scheduling")),
     Package("teola.compile", 1, "template -> p-graph: `compiler.py` (the cache of optimized graphs), "
             "`decompose.py` (Algorithm 1), `components/` (one decomposer per component kind; the agent's "
-            "writes the tool-call syntax of `teola.programs`), `chunking.py`, `template.py`, "
-            "`config_schema.py`",
-            ("engines.*", "teola.ir", "teola.passes", "teola.programs")),
+            "writes the tool-call syntax of `tool_syntax.py`, which the runtime and the OpenAI door parse), "
+            "`chunking.py`, `template.py`, `config_schema.py`",
+            ("engines.*", "teola.ir", "teola.passes")),
     Package("teola.passes", 1, "one optimization pass per file, their registry, options and the pipeline "
             "runner", ("engines.*", "teola.ir")),
     Package("teola.telemetry", 1, "OpenTelemetry spans and metrics (imported only when on); GenAI "
@@ -99,12 +99,14 @@ PACKAGES: tuple[Package, ...] = (
             "(`Node`, `>>`), `engine_spec.py` (`Engine`, which checks its balancer's name), `generation.py`",
             ("engines.*", "teola.balancers")),
     Package("teola.balancers", 1, "instance balancers (round robin, least loaded, locality-aware, which "
-            "pins a program to an instance through the process table)", ("teola.programs",)),
-    Package("teola.programs", 1, "program-level scheduling as pure logic: ATLAS / PLAS / MLFQ with the "
-            "process table, LAMPS / SJF / FCFS, pause handling, tool-call syntax, length prediction",
-            ("engines.*", "teola.policies")),
-    Package("teola.policies", 1, "Teola's batching policies behind the `Policy` protocol: fifo, "
-            "per-invocation, throughput, topology"),
+            "pins a program to an instance through the process table)", ("teola.scheduling",)),
+    Package("teola.scheduling", 1, "every scheduling decision as pure logic behind the `Policy` protocol "
+            "(`base.py`): `primitive/` (Teola's batching policies: fifo, per-invocation, throughput, "
+            "topology), `program/` (program-level: ATLAS / PLAS / MLFQ, LAMPS / SJF / FCFS, their queues, "
+            "pause handling, length prediction), `process_table.py` (per-program service, read by the "
+            "balancers), `preemption.py` (which calls are preemptible, admission slots, what a preempted "
+            "request has left), `registry.py` (policies by name)",
+            ("engines.*",)),
     Package("teola.emulate", 1, "an emulated GPU vLLM server timed by `engines/sim/` (`teola emulate`)",
             ("engines.*",)),
     Package("teola.trace", 1, "a finished query's timeline, critical path and text forms"),

@@ -218,7 +218,7 @@ def test_no_private_names_taken_from_another_package():
 
 
 def policy_probes(path: Path) -> list[str]:
-    """getattr / hasattr on a policy: a policy declares its hooks (teola.policies.base.Policy)."""
+    """getattr / hasattr on a policy: a policy declares its hooks (teola.scheduling.base.Policy)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \

@@ -1,5 +1,5 @@
 """An LLM call that pauses for tools, as a template component (kind "agent"; LAMPS §2): the model
-writes `<tool>{"name": ..., "arguments": {...}}</tool>` (teola.programs.tool_syntax), its segment stops there,
+writes `<tool>{"name": ..., "arguments": {...}}</tool>` (teola.compile.tool_syntax), its segment stops there,
 the tool engine runs the call, and the same call continues with the result appended to its
 context, up to `max_rounds` tool calls: a ReAct loop in one call. The rounds are unrolled when the
 query compiles, so the graph stays static (Teola §4):
@@ -21,9 +21,9 @@ config: "tool_engine" (a registered engine of kind "tool", required), "tools" (t
 may call, required), "max_rounds" (tool calls at most, 1-8, default 2), "handling" (what the LLM
 engine does with the call's KV during a tool call: "discard" (default), "preserve", "swap", or "auto":
 INFERCEPT's least-waste choice, made by the engine's scheduler when each segment is queued,
-teola.programs.pause_handling),
+teola.scheduling.program.pause_handling),
 "parts" (as the llm component's; default the question), "instruction" (default
-teola.programs.tool_syntax.TOOL_INSTRUCTION listing `tools`), "examples" (worked calls placed after the
+teola.compile.tool_syntax.TOOL_INSTRUCTION listing `tools`), "examples" (worked calls placed after the
 instruction), "start" (text the model's turn begins with, e.g. '<tool>{"name": "' to make the first
 segment a tool call: a model too small to follow the instruction, such as SmolLM2-135M, then
 completes the call), and the generation settings of each segment.
@@ -37,9 +37,9 @@ from teola.compile.components.context import BuildContext, Port
 from teola.compile.components.llm import prompt_parts
 from teola.compile.components.llm_primitives import gen_args
 from teola.compile.components.narrowing import app_only, narrowed_tools
+from teola.compile.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION, expected_tool
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
-from teola.programs.tool_syntax import CLOSE, OPEN, TOOL_INSTRUCTION, expected_tool
 
 
 def decompose_agent(ctx: BuildContext) -> None:

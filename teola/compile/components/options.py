@@ -123,7 +123,7 @@ class AgentOptions(GenOptions):
     handling: Literal["discard", "preserve", "swap", "auto"] | None = Field(
         None, description="What the LLM engine does with the call's KV during a tool call (default discard; "
                           "auto: INFERCEPT's least-waste choice when each segment is queued).")
-    instruction: Text | None = Field(None, description="System instruction (default teola.programs.tool_syntax.TOOL_INSTRUCTION "
+    instruction: Text | None = Field(None, description="System instruction (default teola.compile.tool_syntax.TOOL_INSTRUCTION "
                                      "listing the tools; set by the app only).")
     examples: Text | None = Field(None, description="Worked tool calls placed after the instruction (default none; set by the app only).")
     start: Text | None = Field(None, description="Text the model's turn begins with, e.g. '<tool>{\"name\": \"' "

@@ -17,10 +17,10 @@ import logging
 from typing import Any
 
 from engines.protocol import Capability, StreamEvent
-from teola.policies.base import Pending, Pick
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.supervisor import down_error
 from teola.runtime.executors.executor import Instance, checked_results
+from teola.scheduling.base import Pending, Pick
 
 log = logging.getLogger("teola.runtime")
 

@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from teola.policies.base import Pending, Pick, Policy, RequestQueue
 from teola.runtime.engine_tier.running_owners import RunningOwners
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
+from teola.scheduling.base import Pending, Pick, Policy, RequestQueue
 
 Span = tuple[Pending, int, int]  # an entry and the [first, end) of its requests in one batch
 

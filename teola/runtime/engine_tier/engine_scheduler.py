@@ -19,10 +19,6 @@ from engines.protocol import Capability
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import PrimOp
-from teola.policies.base import Limits, Pending, Pick, Policy, RequestQueue
-from teola.programs.length_predictions import predict_lengths
-from teola.programs.pause_handling import PauseBook, PauseCosts
-from teola.programs.process_table import ProcessTable
 from teola.runtime.engine_tier.batch_runner import abort_on, run_batch, run_each, run_item_stream
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.preemption import Preemptor
@@ -32,6 +28,10 @@ from teola.runtime.engine_tier.tenant_shares import TenantShares
 from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens, estimate_tokens
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
+from teola.scheduling.base import Limits, Pending, Pick, Policy, RequestQueue
+from teola.scheduling.process_table import ProcessTable
+from teola.scheduling.program.length_predictions import predict_lengths
+from teola.scheduling.program.pause_handling import PauseBook, PauseCosts
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
 

@@ -1,4 +1,5 @@
-"""Preemptive LLM calls under a program policy (Autellix §4) on an unpatched vLLM.
+"""Preemptive LLM calls under a program policy (Autellix §4) on an unpatched vLLM: the part that talks
+to engines; the rules it applies are teola.scheduling.preemption's, the victims the policy's.
 
 With a policy whose `preemptive` is true (mlfq, plas, atlas by default), the engine scheduler runs
 each decoding entry, and each partial decode, as one preemptible call: its own engine stream (vLLM
@@ -39,17 +40,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.protocol import Capability, StreamEvent
-from teola.ir.ops import PrimOp
-from teola.policies.base import Pending, Pick, RequestQueue
+from engines.requests import DECODE_OPS
 from teola.runtime.engine_tier.call_items import CallItems
 from teola.runtime.engine_tier.call_resume import Resume, joined, text_of
 from teola.runtime.engine_tier.engine_context import EngineContext
 from teola.runtime.engine_tier.supervisor import down_error
 from teola.runtime.executors.executor import Instance, checked_results
+from teola.scheduling.base import Pending, Pick, RequestQueue
+from teola.scheduling.preemption import STREAM_OP, admission_slots, preemptible, swap_keys, tokens_left
 
 log = logging.getLogger("teola.runtime")
-OP = PrimOp.DECODING.value
-STREAM_OP = PrimOp.PARTIAL_DECODING.value
 
 
 @dataclass(slots=True, eq=False)
@@ -83,12 +83,8 @@ class Preemptor:
 
     @staticmethod
     def applies(op: str, picks: list[Pick]) -> bool:
-        """Whether these picks run as preemptible calls: decoding entries none of whose requests
-        was dispatched otherwise, and partial decodes of one streaming request each (as the graph
-        scheduler dispatches them)."""
-        if op == STREAM_OP:
-            return all(p.entry.taken == 0 and len(p.entry.requests) == 1 for p in picks)
-        return op == OP and all(p.entry.taken == 0 for p in picks)
+        """Whether these picks run as preemptible calls (teola.scheduling.preemption.preemptible)."""
+        return preemptible(op, picks)
 
     def running(self, inst: Instance) -> int:
         """Requests of preemptible calls running on `inst`."""
@@ -96,10 +92,7 @@ class Preemptor:
 
     def free(self, inst: Instance) -> int:
         """Admission slots left on `inst`: none while the calls running there fill its token budget."""
-        running = self.running(inst)
-        if running and self.token_budget and inst.tokens >= self.token_budget:
-            return 0
-        return self.budget - running
+        return admission_slots(self.budget, self.token_budget, self.running(inst), inst.tokens)
 
     # ---- running calls --------------------------------------------------------------------------
     def start(self, inst: Instance, pick: Pick, queue: RequestQueue) -> None:
@@ -233,14 +226,10 @@ class Preemptor:
         resumes = self.resumes.get(e) or [Resume(dict(r)) for r in e.requests]
         left: list[int] = []
         for i, result in zip(call.sent, finals):
-            if isinstance(result, dict) and result.get("aborted"):
-                ids = result.get("output_token_ids")
-                budget = int(resumes[i].request.get("max_tokens") or 0)
-                if not isinstance(ids, list) or budget <= 0:
-                    return False
-                left.append(budget - len(resumes[i].ids) - len(ids))
-            else:
-                left.append(0)
+            n = tokens_left(resumes[i].request, len(resumes[i].ids), result)
+            if n is None:
+                return False
+            left.append(n)
         if not any(n > 0 for n in left) or (call.items is not None and
                                             call.items.all_out(resumes[0].text + text_of(finals[0]))):
             return False
@@ -273,7 +262,7 @@ class Preemptor:
         calls = self.calls.get(inst)
         if not calls:
             return 0
-        waiting = [e for e in self.ctx.waiting(inst) if e.op in (OP, STREAM_OP)]
+        waiting = [e for e in self.ctx.waiting(inst) if e.op in DECODE_OPS]
         running = [e for e, c in calls.items() if not c.stopping]
         victims = self.ctx.policy().victims(running, waiting, self.free(inst), self.ctx.loop.time())
         for e in victims:
@@ -356,8 +345,3 @@ class Preemptor:
         m.resumed_tokens += int(result.get("num_prompt_tokens") or 0)
         m.resumed_cached_tokens += int(result.get("num_cached_tokens") or 0)
         m.resumed_swapped_tokens += int(result.get("kv_swap_loaded_tokens") or 0)
-
-
-def swap_keys(requests: list[dict[str, Any]]) -> list[str]:
-    """The KV swap keys of these requests."""
-    return [r["kv_swap_key"] for r in requests if r.get("kv_swap_key")]

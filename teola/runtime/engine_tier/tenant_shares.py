@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from teola.policies.base import Pending, RequestQueue
+from teola.scheduling.base import Pending, RequestQueue
 
 
 class TenantShares:

@@ -13,7 +13,6 @@ from typing import Any
 from teola.compile.compiler import Compiled
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
-from teola.policies.base import Pending
 from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 from teola.runtime.graph_tier.dispatch_kind import DispatchKind
 from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
@@ -26,6 +25,7 @@ from teola.runtime.outputs import collect_outputs
 from teola.runtime.requests import AtOnce, at_once, build_requests, mark_requests
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
+from teola.scheduling.base import Pending
 
 log = logging.getLogger("teola.runtime")
 

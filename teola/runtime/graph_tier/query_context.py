@@ -7,9 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from teola.policies.base import Pending
 from teola.runtime.errors import QueryError
 from teola.runtime.metrics import Metrics
+from teola.scheduling.base import Pending
 
 
 @dataclass(slots=True, frozen=True, kw_only=True)

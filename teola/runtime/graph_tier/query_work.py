@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from teola.policies.base import Pending
 from teola.runtime.errors import EngineDown, QueryError, QueryUnavailable
 from teola.runtime.executors.executor import Instance
 from teola.runtime.executors.ray_data import IntermediateLost
 from teola.runtime.graph_tier.dispatch_kind import DispatchKind
 from teola.runtime.graph_tier.query_state import QueryState
 from teola.runtime.graph_tier.speculation import defer, discarded, hold, undecided
+from teola.scheduling.base import Pending
 
 
 class DispatchWork:

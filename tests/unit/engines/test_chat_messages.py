@@ -10,7 +10,7 @@ import pytest
 
 from engines.llm_text.chat_messages import fallback_messages, template_takes_tools
 from engines.llm_text.llm_requests import check_request
-from teola.programs.tool_syntax import parse_tool_call
+from teola.compile.tool_syntax import parse_tool_call
 
 TOOLS = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
 CALL = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": {"city": "Paris"}}}

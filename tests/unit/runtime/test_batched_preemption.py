@@ -10,8 +10,8 @@ import pytest
 
 from engines.sim.step_decoder import StepDecoder
 from teola.ir.engine_spec import Engine
-from teola.policies.base import Pending
 from teola.runtime import Runtime
+from teola.scheduling.base import Pending
 from teola.sim.virtual_loop import run_virtual
 from tests.support.borrowed import Borrowed
 from tests.support.entry_work import RecordedWork, decoding_entry

@@ -14,9 +14,9 @@ from engines.sim.llm import SimLLM
 from engines.sim.step_decoder import StepDecoder
 from teola.ir.engine_spec import Engine
 from teola.runtime import Runtime
-from teola.runtime.policy_registry import Limits, RequestQueue, make_policy
+from teola.scheduling.registry import Limits, RequestQueue, make_policy
 from teola.sim.virtual_loop import run_virtual
-from tests.unit.policies.test_policies import entry, picked
+from tests.unit.scheduling.test_policies import entry, picked
 
 
 def test_fcfs_takes_calls_in_arrival_order_up_to_the_free_slots():

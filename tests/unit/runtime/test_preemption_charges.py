@@ -7,9 +7,9 @@ import asyncio
 
 from engines.sim.step_decoder import StepDecoder
 from teola.ir.engine_spec import Engine
-from teola.policies.base import Limits, Pending
 from teola.runtime import Runtime
-from teola.runtime.policy_registry import make_policy
+from teola.scheduling.base import Limits, Pending
+from teola.scheduling.registry import make_policy
 from teola.sim.virtual_loop import run_virtual
 from tests.support.entry_work import decoding_entry
 

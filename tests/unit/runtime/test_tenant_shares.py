@@ -9,9 +9,9 @@ import pytest
 
 from engines.sim.step_decoder import StepDecoder
 from teola.ir.engine_spec import Engine
-from teola.policies.base import Pending, RequestQueue
 from teola.runtime import Runtime
 from teola.runtime.engine_tier.tenant_shares import TenantShares
+from teola.scheduling.base import Pending, RequestQueue
 from teola.sim.virtual_loop import run_virtual
 
 

@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from engines.requests import default
-from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy
-from teola.programs.process_table import ProcessTable
-from teola.programs.program_queues import Priority, ProgramQueues
+from teola.scheduling.base import Decision, Filler, Limits, Pending, Pick, Policy
+from teola.scheduling.process_table import ProcessTable
+from teola.scheduling.program.queues import Priority, ProgramQueues
 
 SERVICE_UNITS = ("tokens", "seconds")
 DEFAULT_QUANTUM = {"tokens": 32.0, "seconds": 0.05}
@@ -42,7 +42,7 @@ DEFAULT_BETA = 8.0
 
 
 class ProgramPolicy(Policy):
-    """The engine-scheduler policy over `ProgramQueues` (teola.policies.base protocol).
+    """The engine-scheduler policy over `ProgramQueues` (teola.scheduling.base protocol).
 
     Each Pending entry is one LLM call: call id = entry.name, program id = entry.query_id (a teola
     query, or a client `Program`). `schedule` admits new entries, charges waiting time since the
@@ -65,7 +65,7 @@ class ProgramPolicy(Policy):
         (e.g. the one the load balancer and `teola.api.program.Program` use). preempt: let the engine
         scheduler preempt running calls of a worse queue for waiting ones (see the module docstring).
         promotion: "preempt" (Algorithm 1) or "admit" (a promoted call is admitted first but preempts
-        only from the queue it was promoted from; teola.programs.program_queues)."""
+        only from the queue it was promoted from; teola.scheduling.program.queues)."""
         if service not in SERVICE_UNITS:
             raise ValueError(f"{self.name}: service must be one of {SERVICE_UNITS}, got {service!r}")
         self.service = service

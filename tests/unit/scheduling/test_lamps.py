@@ -1,4 +1,4 @@
-"""LAMPS (teola.programs.lamps / api_handling) on hand-computed cases: INFERCEPT's waste
+"""LAMPS (teola.scheduling.program.lamps / api_handling) on hand-computed cases: INFERCEPT's waste
 equations choose the handling, memory over time scores calls, the policy runs the least
 memory-hungry call first, starving calls go ahead after `starvation` rounds, scores refresh on
 schedule."""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from teola.programs.api_handling import ApiCall, choose_handling, memory_over_time, waste
-from teola.runtime.policy_registry import Limits, Pending, Pick, RequestQueue, make_policy
+from teola.scheduling.program.api_handling import ApiCall, choose_handling, memory_over_time, waste
+from teola.scheduling.registry import Limits, Pending, Pick, RequestQueue, make_policy
 
 
 def test_waste_equations_on_hand_computed_values():

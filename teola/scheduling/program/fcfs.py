@@ -8,7 +8,7 @@ as in vLLM), at most the engine's max efficient batch of calls run at once, and 
 return when its last one ends), a short call never waits for a long one it was batched with."""
 from __future__ import annotations
 
-from teola.policies.base import Pending, RankedAdmission
+from teola.scheduling.base import Pending, RankedAdmission
 
 
 class FCFSPolicy(RankedAdmission):

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from teola.policies.base import PauseModel, Policy
-from teola.programs.api_handling import api_seconds, choose_handling, predicted_shape
+from teola.scheduling.base import PauseModel, Policy
+from teola.scheduling.program.api_handling import api_seconds, choose_handling, predicted_shape
 
 
 @dataclass(slots=True)

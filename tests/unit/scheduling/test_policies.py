@@ -1,7 +1,7 @@
 """Every batching policy's schedule() on hand-built queues (pure logic, no engines)."""
 import pytest
 
-from teola.runtime.policy_registry import (
+from teola.scheduling.registry import (
     Decision,
     Filler,
     Limits,

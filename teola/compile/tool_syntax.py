@@ -28,7 +28,7 @@ ANY_TOOL = "tool"  # a pausing segment's "api" when it may call any of several t
 def expected_tool(tools: Sequence[str]) -> str:
     """The API a pausing segment names ("api") before the model writes its call: the only tool it
     may call, else ANY_TOOL, whose duration is predicted as the mean over the tools seen
-    (teola.programs.api_handling.api_seconds)."""
+    (teola.scheduling.program.api_handling.api_seconds)."""
     return tools[0] if len(tools) == 1 else ANY_TOOL
 
 

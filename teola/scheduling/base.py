@@ -13,7 +13,7 @@ Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLA
   3. optionally the hooks `Policy` declares with defaults, e.g. `observe(picks, started, finished,
      results)`, called after each batch ran, to keep per-program state such as attained service
      (`Pending.query_id` identifies the program);
-  4. `register_policy("name", factory)` in `teola.runtime.policy_registry`.
+  4. `register_policy("name", factory)` in `teola.scheduling.registry`.
 """
 from __future__ import annotations
 
@@ -229,7 +229,7 @@ def check_policy(policy: Any, name: str) -> Policy:
     """`policy` when it is a `Policy`; otherwise a TypeError naming the fix."""
     if not isinstance(policy, Policy):
         raise TypeError(f"batching policy {name!r} built a {type(policy).__name__}, which does not subclass "
-                        "teola.policies.base.Policy; subclass it (its hooks then have their defaults)")
+                        "teola.scheduling.base.Policy; subclass it (its hooks then have their defaults)")
     return policy
 
 

@@ -2,7 +2,7 @@
 primitive or query, until the batch is full or the oldest has waited `timeout` seconds."""
 from __future__ import annotations
 
-from teola.policies.base import Decision, Filler, Limits, Policy, RequestQueue
+from teola.scheduling.base import Decision, Filler, Limits, Policy, RequestQueue
 
 
 class FifoPolicy(Policy):

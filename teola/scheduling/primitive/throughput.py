@@ -2,8 +2,8 @@
 maximum efficient batch, and it waits up to `timeout` for it (Teola §7 baseline)."""
 from __future__ import annotations
 
-from teola.policies.base import Limits
-from teola.policies.fifo import FifoPolicy
+from teola.scheduling.base import Limits
+from teola.scheduling.primitive.fifo import FifoPolicy
 
 
 class ThroughputPolicy(FifoPolicy):

@@ -2,8 +2,8 @@
 sinks as it uses its quanta (queues, demotion and anti-starvation in `program_queues.py`)."""
 from __future__ import annotations
 
-from teola.programs.process_table import ProcessTable
-from teola.programs.program_policy import ProgramPolicy
+from teola.scheduling.process_table import ProcessTable
+from teola.scheduling.program.policy import ProgramPolicy
 
 
 def mlfq_priority(table: ProcessTable, pid: str, inherited: float) -> float:

@@ -4,7 +4,7 @@ tokens they are predicted to decode, before and after their API call (the reques
 their KV does during the API call. Admission control like `lamps` (no preemption of running calls)."""
 from __future__ import annotations
 
-from teola.policies.base import Pending, RankedAdmission
+from teola.scheduling.base import Pending, RankedAdmission
 
 
 def predicted_length(e: Pending) -> int:

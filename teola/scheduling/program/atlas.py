@@ -13,8 +13,8 @@ The priority is discretized into the MLFQ queues of `program_queues.py` (demotio
 """
 from __future__ import annotations
 
-from teola.programs.process_table import ProcessTable
-from teola.programs.program_policy import ProgramPolicy
+from teola.scheduling.process_table import ProcessTable
+from teola.scheduling.program.policy import ProgramPolicy
 
 
 def atlas_priority(table: ProcessTable, pid: str, inherited: float) -> float:

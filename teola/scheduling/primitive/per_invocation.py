@@ -2,7 +2,7 @@
 the requests of one invocation are batched together and never with another's."""
 from __future__ import annotations
 
-from teola.policies.base import Decision, Filler, Limits, Policy, RequestQueue
+from teola.scheduling.base import Decision, Filler, Limits, Policy, RequestQueue
 
 
 class PerInvocationPolicy(Policy):

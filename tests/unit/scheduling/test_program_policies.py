@@ -9,12 +9,12 @@ import pytest
 
 from bench.program_sim import CallSpec, ProgramSpec, simulate
 from teola.balancers import LeastUsed, LocalityAware, RoundRobin, make_balancer
-from teola.programs.atlas import ATLASPolicy, atlas_priority
-from teola.programs.mlfq import MLFQPolicy, mlfq_priority
-from teola.programs.plas import PLASPolicy, plas_priority
-from teola.programs.process_table import ProcessTable
-from teola.programs.program_queues import Levels, ProgramQueues
-from teola.runtime.policy_registry import Limits, Pending, make_policy
+from teola.scheduling.process_table import ProcessTable
+from teola.scheduling.program.atlas import ATLASPolicy, atlas_priority
+from teola.scheduling.program.mlfq import MLFQPolicy, mlfq_priority
+from teola.scheduling.program.plas import PLASPolicy, plas_priority
+from teola.scheduling.program.queues import Levels, ProgramQueues
+from teola.scheduling.registry import Limits, Pending, make_policy
 
 UNIT = dict(max_batch=2, t_step=1.0, t_seq=0.0, t_prefill=0.0)
 UNIT_QUEUES = dict(num_queues=64, base_quantum=1.0, growth=1.0, beta=None, rerank_every=1)

@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from teola.programs.process_table import ProcessTable
+from teola.scheduling.process_table import ProcessTable
 
 PROMOTIONS = ("preempt", "admit")
 

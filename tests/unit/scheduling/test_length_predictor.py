@@ -1,4 +1,4 @@
-"""LAMPS' output-length predictor (teola.programs.length_predictor): it learns a known relation, beats a
+"""LAMPS' output-length predictor (teola.scheduling.program.length_predictor): it learns a known relation, beats a
 constant guess on the shipped trace of the real engine (bench/data/lengths-smollm2-135m.json, with
 a cheap hashed bag-of-words embedding standing in for MiniLM), saves and loads, and its prediction
 reaches the policy as a request's "predicted_tokens"."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from teola.programs.length_predictor import LengthPredictor, accuracy, split
+from teola.scheduling.program.length_predictor import LengthPredictor, accuracy, split
 
 TRACE = Path(__file__).resolve().parents[3] / "bench" / "data" / "lengths-smollm2-135m.json"
 

@@ -8,8 +8,8 @@ short ones.
 """
 from __future__ import annotations
 
-from teola.programs.process_table import ProcessTable
-from teola.programs.program_policy import ProgramPolicy
+from teola.scheduling.process_table import ProcessTable
+from teola.scheduling.program.policy import ProgramPolicy
 
 
 def plas_priority(table: ProcessTable, pid: str, inherited: float) -> float:

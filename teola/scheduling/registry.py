@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from teola.policies.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue, check_policy
-from teola.policies.fifo import FifoPolicy
-from teola.policies.per_invocation import PerInvocationPolicy
-from teola.policies.throughput import ThroughputPolicy
-from teola.policies.topology import TopologyPolicy
-from teola.programs.atlas import ATLASPolicy
-from teola.programs.fcfs import FCFSPolicy
-from teola.programs.lamps import LAMPSPolicy
-from teola.programs.mlfq import MLFQPolicy
-from teola.programs.plas import PLASPolicy
-from teola.programs.program_policy import ProgramPolicy
-from teola.programs.program_queues import ProgramQueues
-from teola.programs.sjf import SJFPolicy
+from teola.scheduling.base import Decision, Filler, Limits, Pending, Pick, Policy, RequestQueue, check_policy
+from teola.scheduling.primitive.fifo import FifoPolicy
+from teola.scheduling.primitive.per_invocation import PerInvocationPolicy
+from teola.scheduling.primitive.throughput import ThroughputPolicy
+from teola.scheduling.primitive.topology import TopologyPolicy
+from teola.scheduling.program.atlas import ATLASPolicy
+from teola.scheduling.program.fcfs import FCFSPolicy
+from teola.scheduling.program.lamps import LAMPSPolicy
+from teola.scheduling.program.mlfq import MLFQPolicy
+from teola.scheduling.program.plas import PLASPolicy
+from teola.scheduling.program.policy import ProgramPolicy
+from teola.scheduling.program.queues import ProgramQueues
+from teola.scheduling.program.sjf import SJFPolicy
 
 _POLICIES: dict[str, Callable[..., Policy]] = {
     "fifo": FifoPolicy,

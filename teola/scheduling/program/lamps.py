@@ -9,9 +9,9 @@ for an API (it names the tool it will call, "api", or a handling, "pause_kv"), t
 and the tokens decoded after it ("post_tokens"). It scores the call by its memory over time under
 the handling applied to it: the request's "pause_kv" (fixed by the caller, or "auto" resolved by the
 engine's scheduler when the call is queued, after its length prediction, with this policy's own
-costs and the same predicted context: teola.programs.pause_handling), so the handling a call is
+costs and the same predicted context: teola.scheduling.program.pause_handling), so the handling a call is
 ranked under is the one it gets (Algorithm 1 lines 4-5 and 14). A call naming an API but no
-handling is scored under the handling INFERCEPT's waste equations pick (teola.programs.api_handling).
+handling is scored under the handling INFERCEPT's waste equations pick (teola.scheduling.program.api_handling).
 Lower scores run first.
 
 A call resuming on KV its paused call preserved goes first (`base.resumes_preserved`: INFERCEPT
@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from teola.policies.base import (
+from teola.scheduling.base import (
     Decision,
     Limits,
     PauseModel,
@@ -57,7 +57,7 @@ from teola.policies.base import (
     fill_in_order,
     resumes_preserved,
 )
-from teola.programs.api_handling import (
+from teola.scheduling.program.api_handling import (
     HANDLINGS,
     ApiCall,
     api_seconds,

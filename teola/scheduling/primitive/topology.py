@@ -11,7 +11,7 @@ own requests end (`returns_each`; teola.runtime.engine_tier.engine_scheduler), s
 waits for a longer one it was batched with; batching decides what runs together, not who waits."""
 from __future__ import annotations
 
-from teola.policies.base import Decision, Filler, Limits, Policy, RequestQueue
+from teola.scheduling.base import Decision, Filler, Limits, Policy, RequestQueue
 
 
 class TopologyPolicy(Policy):

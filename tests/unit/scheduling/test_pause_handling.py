@@ -1,13 +1,13 @@
 """Handling "auto" of LLM calls that pause for tools, chosen by the engine's scheduler when a segment
-is queued (teola.programs.pause_handling): INFERCEPT's least waste on hand-computed costs, the rest
+is queued (teola.scheduling.program.pause_handling): INFERCEPT's least waste on hand-computed costs, the rest
 of the batch, the policy's own costs (LAMPS), continuations of preserved KV marked, and the agent
 component end to end with a scripted LLM."""
 from __future__ import annotations
 
 import pytest
 
-from teola.programs.lamps import LAMPSPolicy
-from teola.programs.pause_handling import PauseBook, PauseCosts, choose_pause_handling
+from teola.scheduling.program.lamps import LAMPSPolicy
+from teola.scheduling.program.pause_handling import PauseBook, PauseCosts, choose_pause_handling
 from tests.unit.compile.test_agent_component import CALL, agent_app, answer
 
 
@@ -101,7 +101,7 @@ async def test_the_agent_component_with_auto_discards_for_a_slow_tool():
 
 
 def test_a_length_predictor_sets_predictions_and_a_failing_one_is_ignored(caplog):
-    from teola.programs.length_predictions import predict_lengths
+    from teola.scheduling.program.length_predictions import predict_lengths
 
     given, plain, bad = {"predicted_tokens": 5}, {"max_tokens": 64}, {"max_tokens": 64}
     predict_lengths(lambda r: 17, [given, plain], "llm")
@@ -129,8 +129,8 @@ async def test_auto_is_chosen_from_the_length_prediction_with_the_inputs_lamps_r
     # C = 120: preserve 0.5 x 120 = 60 > discard 0.12 x 120 = 14.4 -> discard
     # (from max_tokens, C = 600: preserve 300 < discard 360 -> preserve)
     from teola.ir.engine_spec import Engine
-    from teola.policies.base import Pending
     from teola.runtime import Runtime
+    from teola.scheduling.base import Pending
     from tests.unit.api.test_tool_calls import ScriptedLLM
 
     options = {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}

@@ -1,1 +1,0 @@
-"""Teola's engine batching policies (paper §5.2), pure logic behind the `Policy` protocol in `base.py`: blind FIFO, per-invocation, throughput-oriented and topology-aware. The program-level policies live in `teola.programs`; the runtime's registry names them all."""

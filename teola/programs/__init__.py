@@ -1,1 +1,0 @@
-"""Program-level LLM scheduling (Autellix, LAMPS), as pure logic the engine tier consults: PLAS / ATLAS / MLFQ with their process table and queues, LAMPS / SJF / FCFS ranking, pause handling (INFERCEPT's preserve / discard / swap), tool-call syntax and output-length prediction."""
