@@ -1,6 +1,6 @@
 """The one entry point of the benchmarks: `python -m bench STUDY [options]` runs a study of the table
 in bench/lib/catalog.py, `python -m bench STUDY --help` lists its options, `python -m bench list` prints
-the table and `python -m bench report [--plots [NAME ...]]` rebuilds BENCHMARKS.md (bench/report.py)."""
+the table and `python -m bench report [--plots [NAME ...]]` rebuilds BENCHMARKS.md (bench/lib/report.py)."""
 from __future__ import annotations
 
 import argparse
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(catalog.markdown_table() if rest == ["--markdown"] else catalog.listing())
         return 0
     if name == "report":
-        import bench.report as report
+        import bench.lib.report as report
 
         return report.main(rest) or 0
     if name not in catalog.BY_NAME:

@@ -1,6 +1,6 @@
 """The shipped ReAct agent (apps/react_agent.py: one LLM call that pauses for tools, the template
 component "agent") under LAMPS vs FCFS + INFERCEPT vs SJF on the real engines, Poisson arrivals
-(issue 18). Unlike bench.lamps_real, nothing is forced but the first action's opening (the app's
+(issue 18). Unlike bench.studies.programs.lamps_real, nothing is forced but the first action's opening (the app's
 `start`): the model writes its tool calls, the tools run for real, and the answer is whatever it writes.
 
     python -m bench agent_real [--requests 24] [--rates 0.5,1.0] [--trials 3] [--train 48] [--quick]

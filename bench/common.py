@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).parent / "results"
+ROOT = Path(__file__).resolve().parents[1]  # the source checkout bench/ lives in
+RESULTS = ROOT / "bench" / "results"
 
 
 def machine() -> dict:

@@ -478,7 +478,7 @@ class LlamaIndexRAG:
         tokenizer = renderer.tokenizer
         self.context_window = int(getattr(llm_backend, "max_model_len", 2048))
         # an LLM behind an OpenAI-compatible server is called with LlamaIndex's own OpenAILike
-        # (bench.llamaindex_server; its package is needed only then)
+        # (bench.baselines.llamaindex_server; its package is needed only then)
         self.server = (f"{llm_backend.base_url}/v1", llm_backend.model) if isinstance(
             llm_backend, remote_llm.OpenAILLMEngine) else None
         self.tokenize = lambda text: tokenizer.encode(text, add_special_tokens=False)
@@ -511,7 +511,7 @@ class LlamaIndexRAG:
 
     def _llm(self, client: EngineClient, max_tokens: int) -> Any:
         if self.server is not None:
-            import bench.llamaindex_server as llamaindex_server
+            import bench.baselines.llamaindex_server as llamaindex_server
 
             return llamaindex_server.server_llm(self.server, client.record, max_tokens, self.context_window)
         return EngineLLM(client, max_tokens=max_tokens, context_window=self.context_window)

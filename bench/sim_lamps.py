@@ -16,7 +16,7 @@ Requests: each is one LLM call that pauses for its API k times and continues in 
 (Program-style segments sharing a kv_key). API types and their durations (mean, std seconds) and
 calls per request (mean, std) are the INFERCEPT mix and ToolBench rows of LAMPS Table 2 (taken there
 from INFERCEPT Table 1); the type is drawn uniformly per request. Assumed here (the papers give no
-distribution): API durations are lognormal with the table's mean and std (as bench.lamps_real's
+distribution): API durations are lognormal with the table's mean and std (as bench.studies.programs.lamps_real's
 web tool), tokens written before each API call and for the final answer are lognormal with mean
 40 (clipped to 4..256), API responses add a per-type number of tokens (RESPONSE_TOKENS), prompts are
 100-400 words; a request's calls are capped so the whole context fits the model.
@@ -46,7 +46,7 @@ does not); each call returns when it ends, as under vLLM's continuous batching; 
 `--systems vLLM` runs vLLM as INFERCEPT's and LAMPS' scripts run it: FCFS in call order, every pause
 discarded (the call after the API is a new request at the back of the queue). INFERCEPT's equation 2
 prices recompute at `fwd_seconds_per_token` (a measured-operator profile has no per-token prefill
-coefficient: its token table's full chunk over its tokens). bench/sim_lamps_paper.py runs this module
+coefficient: its token table's full chunk over its tokens). bench/studies/sim/sim_lamps_paper.py runs this module
 at LAMPS' own set-up (the "single" mix: one API call per request; fixed-length runs, `drain`; no prefix
 cache) and varies it (set-up keys: `api_scale` API durations, `length_scale` and `sigma` request lengths and
 their spread, `starvation` LAMPS' threshold, `engine_priority` LAMPS' order inside the engine: EnginePriority).
@@ -56,7 +56,7 @@ orders calls by their request's arrival (vLLM's FCFS, under which a call continu
 keeps its request's place: bench.kv_admission.RequestOrderFCFS) instead of when each was queued.
 
 Measurement: Poisson arrivals for warm-up + window + cool-down seconds of simulated time; only the
-requests arriving inside the window count (bench/sim_lamps_report.py: mean E2E with a 95% interval
+requests arriving inside the window count (bench/studies/sim/sim_lamps_report.py: mean E2E with a 95% interval
 from 10 batch means; a steady-state test). The warm-up covers a request's lifetime (the INFERCEPT
 mix's p99 is ~280 s, nearly all API time) so the number of requests in the system has settled; the
 cool-down keeps the load on while the last measured requests finish. Per point the engine's load
@@ -84,7 +84,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import write_results
 from bench.kv_admission import KVAdmission
-from bench.sim_lamps_report import change, markdown, steady, summarize
+from bench.studies.sim.sim_lamps_report import change, markdown, steady, summarize
 
 MIXES = {
     "infercept": {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.69, 0.17), (2.52, 1.73)),
@@ -138,7 +138,7 @@ def _iteration_cost(entry: dict[str, Any]) -> Any:
 
 class EnginePriority:
     """LAMPS' ranking carried into the engine (set-up "engine_priority", a mechanism check of
-    bench.sim_lamps_paper's sweep): each call it
+    bench.studies.sim.sim_lamps_paper's sweep): each call it
     sends gets its LAMPS score as the request's priority (preserved continuations and starving
     requests first), and the simulated engine runs with `scheduling="priority"`, so the engine's own
     waiting queue (calls preempted when KV runs out) and its preemption victims follow LAMPS' order,
@@ -238,7 +238,7 @@ def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict
 def handling_for(system: str, policy: Any, kind: str, context: int, other: int, costs: dict[str, float]) -> str:
     """The "pause_kv" a segment is queued with: "auto" for LAMPS (resolved by the engine's scheduler
     from LAMPS' own predictions, as LAMPS ranks the call); for the baselines INFERCEPT's choice from
-    `context` and `other` (bench.lamps_real decides so at queue time; here the simulated engine
+    `context` and `other` (bench.studies.programs.lamps_real decides so at queue time; here the simulated engine
     replaces it at the pause: `infercept_at_pause`)."""
     if system == "LAMPS":
         return "auto"
@@ -349,7 +349,7 @@ async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TIC
 def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, window: float, cooldown: float,
               seed: int = 0, setup: dict[str, Any] | None = None) -> dict[str, Any]:
     """One system at one rate: Poisson arrivals over warmup + window + cooldown seconds; the requests
-    arriving in the window are measured (bench.sim_lamps_report.summarize) and the load sampled.
+    arriving in the window are measured (bench.studies.sim.sim_lamps_report.summarize) and the load sampled.
     `setup` (see `engine_setup`): cap (calls teola lets into the engine), kv_blocks (None: the
     profile's), kv_admission (bench.kv_admission), lamps_batch (LAMPS' profiled batch size)."""
     setup = {**DEFAULT_SETUP, **(setup or {})}

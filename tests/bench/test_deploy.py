@@ -1,4 +1,4 @@
-"""The deployment study (bench/deploy.py): its statistics and prompt layout without engines, and a
+"""The deployment study (bench/studies/remote/deploy.py): its statistics and prompt layout without engines, and a
 quick run on real engines against emulated GPU servers checking equal work across the systems."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from bench.deploy import SYSTEMS, Settings, rotate
-from bench.deploy_report import equal_work, markdown, paired, ratio_ci
-from bench.deploy_systems import chat_messages, llm_calls
+from bench.studies.remote.deploy import SYSTEMS, Settings, rotate
+from bench.studies.remote.deploy_report import equal_work, markdown, paired, ratio_ci
+from bench.studies.remote.deploy_systems import chat_messages, llm_calls
 
 
 def test_rotation_interleaves_the_systems():
@@ -78,7 +78,7 @@ def test_the_page_names_the_emulated_profile():
 @pytest.mark.services
 @pytest.mark.slow
 def test_quick_run_does_equal_work_on_every_system():
-    from bench.deploy import _main
+    from bench.studies.remote.deploy import _main
 
     data = asyncio.run(_main(Settings.quick(), progress=False))
     res = data["workloads"]["advanced_rag/small"]

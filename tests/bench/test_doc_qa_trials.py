@@ -1,7 +1,7 @@
-"""bench.doc_qa_trials: pooling separate doc_qa runs (trials) by load fraction."""
+"""bench.studies.rag.doc_qa_trials: pooling separate doc_qa runs (trials) by load fraction."""
 from __future__ import annotations
 
-from bench.doc_qa_trials import bound_ratio, critical_path_means, markdown, pool, tokens_per_step
+from bench.studies.rag.doc_qa_trials import bound_ratio, critical_path_means, markdown, pool, tokens_per_step
 
 
 def rec(latency: float, contains: float = 1.0, by_op: dict | None = None) -> dict:

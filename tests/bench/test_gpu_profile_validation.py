@@ -1,11 +1,11 @@
-"""The published-figure study of the measured GPU profiles (bench/gpu_profile_validation.py): its
+"""The published-figure study of the measured GPU profiles (bench/studies/sim/gpu_profile_validation.py): its
 per-part breakdown of a static batch against a hand computation and against the simulator's replica,
 and each shipped figure's profile and metric."""
 from __future__ import annotations
 
 import pytest
 
-from bench.gpu_profile_validation import PUBLISHED, Published, breakdown, simulate
+from bench.studies.sim.gpu_profile_validation import PUBLISHED, Published, breakdown, simulate
 from engines.sim.cost import IterationCost
 from teola.sim.replica import SimRequest, simulate_replica
 

@@ -1,9 +1,9 @@
-"""bench.lamps_real's options and table (no engines: the run itself is a benchmark)."""
+"""bench.studies.programs.lamps_real's options and table (no engines: the run itself is a benchmark)."""
 from __future__ import annotations
 
 import pytest
 
-from bench import lamps_real
+from bench.studies.programs import lamps_real
 
 
 def row(system: str, mean: float) -> dict:

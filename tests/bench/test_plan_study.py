@@ -1,10 +1,10 @@
-"""bench/plan_study.py (`python -m bench plan_study`) at its smallest: one tiny job of each
+"""bench/studies/plan/plan_study.py (`python -m bench plan_study`) at its smallest: one tiny job of each
 kind planned by every method, its GPU-time split and its page."""
 from __future__ import annotations
 
 import pytest
 
-from bench import plan_study as ps
+from bench.studies.plan import plan_study as ps
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import plots, report  # noqa: E402
+from bench import plots  # noqa: E402
+from bench.lib import report  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RESULTS = Path(plots.__file__).parent / "results"

@@ -1,5 +1,5 @@
 """The benchmark's answer-quality and recall measures."""
-from bench.quality import contains, normalize, recall, score, texts, token_f1
+from bench.lib.quality import contains, normalize, recall, score, texts, token_f1
 
 
 def test_normalize_contains_and_f1():
@@ -22,7 +22,7 @@ def test_recall_finds_a_chunk_of_the_gold_passage():
 
 
 def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
-    from bench.doc_qa import KEEP_EXPANSION, llm_work, markdown, summarize
+    from bench.studies.rag.doc_qa import KEEP_EXPANSION, llm_work, markdown, summarize
 
     trace = [{"primitive": "x.expand.decode[0]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 9},
              {"primitive": "x.expand.decode[1]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 20},
@@ -48,7 +48,7 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
 
 
 def test_doc_qa_baseline_rows_show_teolas_speed_over_that_baseline():
-    from bench.doc_qa import markdown
+    from bench.studies.rag.doc_qa import markdown
 
     row = {"n": 1, "failed": 0, "mean": 2.0}
     data = {"settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": None},
@@ -62,7 +62,7 @@ def test_doc_qa_baseline_rows_show_teolas_speed_over_that_baseline():
 def test_doc_qa_runs_a_baseline_with_its_passes_and_policy(monkeypatch):
     import asyncio
 
-    import bench.doc_qa as dq
+    import bench.studies.rag.doc_qa as dq
     from bench.rag import SYSTEMS as RAG
 
     seen = []
@@ -92,7 +92,7 @@ def test_doc_qa_rejects_an_unknown_baseline(capsys):
 
 
 def test_wilson_interval_matches_hand_computed_bounds():
-    from bench.quality import wilson
+    from bench.lib.quality import wilson
 
     lo, hi = wilson(10, 40)  # p = 0.25, n = 40: 0.142 .. 0.402 (Wilson, z = 1.96)
     assert round(lo, 3) == 0.142 and round(hi, 3) == 0.402
@@ -101,7 +101,7 @@ def test_wilson_interval_matches_hand_computed_bounds():
 
 
 def test_trace_diff_reads_runtime_traces():
-    from bench.sim_trace_diff import edges, per_primitive
+    from bench.studies.sim.sim_trace_diff import edges, per_primitive
 
     run = {"latency": 1.5, "trace": [
         {"primitive": "embed", "engine": "embedding", "queued": 0.0, "started": 0.1, "finished": 0.3},
@@ -115,7 +115,7 @@ def test_trace_diff_reads_runtime_traces():
 
 
 def test_mcnemar_and_paired_difference_on_hand_computed_cases():
-    from bench.quality import mcnemar, paired_difference
+    from bench.lib.quality import mcnemar, paired_difference
 
     assert mcnemar(0, 0) == 1.0
     assert mcnemar(0, 5) == 2 / 32  # both tails of Binomial(5, 1/2) at 0
@@ -134,7 +134,7 @@ def test_mcnemar_and_paired_difference_on_hand_computed_cases():
 def test_held_out_questions_are_disjoint_from_excluded_seeds_and_runs_pool(tmp_path):
     import json
 
-    from bench.doc_qa_quality import held_out_queries, pool
+    from bench.studies.rag.doc_qa_quality import held_out_queries, pool
     from bench.workloads import narrative_qa_queries
 
     assert held_out_queries(4, 2, 1, [], 0) == narrative_qa_queries(4, 2, 1)
@@ -149,7 +149,7 @@ def test_held_out_questions_are_disjoint_from_excluded_seeds_and_runs_pool(tmp_p
 
 
 def test_stop_rules_cut_a_greedy_reply_where_the_engine_would_stop():
-    from bench.stop_rules import SENTENCE_STOPS, cut_at, evaluate
+    from bench.studies.rag.stop_rules import SENTENCE_STOPS, cut_at, evaluate
 
     reply = "Paris is the capital. It is in France.\n\nParis is the capital."
     assert cut_at(reply, ("\n\n",)) == "Paris is the capital. It is in France."
@@ -163,7 +163,7 @@ def test_stop_rules_cut_a_greedy_reply_where_the_engine_would_stop():
     data = {"n": 2, "seed": 0, "runs": {"f": {"teola": {"records": [
         {"question": "q1", "ok": True, "reply": "blue sky. green grass"},
         {"question": "q2", "ok": False, "reply": "green"}]}}}}
-    import bench.stop_rules as sr
+    import bench.studies.rag.stop_rules as sr
     real = sr.gold_answers
     sr.gold_answers = lambda d: [["green grass"], ["green"]]
     try:
@@ -176,7 +176,7 @@ def test_stop_rules_cut_a_greedy_reply_where_the_engine_would_stop():
 
 
 def test_sim_paper_large_documents_hold_about_a_hundred_chunks():
-    import bench.sim_paper as sp
+    import bench.studies.sim.sim_paper as sp
     from teola.compile.chunking import chunk_text
 
     sp._docs = "large"
@@ -190,7 +190,7 @@ def test_sim_paper_large_documents_hold_about_a_hundred_chunks():
 
 
 def test_step_timing_times_busy_steps_against_the_cost_and_marks_other_engines():
-    from bench.step_timing import busy_intervals, step_rows, summary
+    from bench.studies.sim.step_timing import busy_intervals, step_rows, summary
 
     cost = {"base": 0.01, "prefill_token": 0.001, "decode_seq": 0.02, "context_token": 0.0}
     runs = [{"trace": [{"engine": "embedding", "started": 0.5, "finished": 1.0},

@@ -1,4 +1,4 @@
-"""Wiring of the LlamaIndex and LangGraph baselines of bench.remote_apps: they read the teola app's
+"""Wiring of the LlamaIndex and LangGraph baselines of bench.studies.remote.remote_apps: they read the teola app's
 prompts, send the same prompt parts to the LLM adapter, call the search / tool adapters as the app
 does, and parse plans as teola does. The LLM here is a scripted adapter (the real-engine run is
 `python -m bench remote_apps --quick`); search and tools are real adapters."""
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from apps import search_generation, tool_agent
-from bench.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
-from bench.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent, plan_calls
-from bench.remote_apps import MAX_CALLS, PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
+from bench.baselines.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
+from bench.baselines.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent, plan_calls
+from bench.studies.remote.remote_apps import MAX_CALLS, PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
 from teola.compile.components import prompts
 
 PLAN = ('Sure.\n{"tool": "calculator", "args": {"expression": "2+3"}}\n'
@@ -79,7 +79,7 @@ async def test_tool_agent_baselines_plan_call_tools_and_answer(cls):
 
 @pytest.mark.parametrize("cls", [LlamaIndexToolAgent, LangGraphToolAgent])
 async def test_tool_agent_baselines_stop_the_plan_where_teolas_planner_stops(cls):
-    """bench.remote_apps' workload asks for one call: the baselines' plan request ends the decode as
+    """bench.studies.remote.remote_apps' workload asks for one call: the baselines' plan request ends the decode as
     teola's plan request does (same max_tokens, stop texts, split and max_items) and one tool runs."""
     from engines.tools.tool_engine import ToolEngine
     from teola.ir.ops import PrimOp
@@ -138,7 +138,7 @@ def test_plan_calls_parse_as_teola_does():
 def test_the_paper_baselines_run_on_teolas_runtime_with_their_passes_and_policy(monkeypatch):
     import asyncio
 
-    import bench.remote_apps as ra
+    import bench.studies.remote.remote_apps as ra
     from bench.rag import SYSTEMS as RAG
 
     seen = []

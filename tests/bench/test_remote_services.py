@@ -1,4 +1,4 @@
-"""The benchmark's loopback services (bench/remote_services.py): the fitted latency distributions,
+"""The benchmark's loopback services (bench/lib/remote_services.py): the fitted latency distributions,
 their seeded streams, the HTTP endpoints and errors, the tool engine's HTTP path to them, and the
 workload of two-tool questions."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from bench.common import percentile
-from bench.remote_services import (
+from bench.lib.remote_services import (
     SEARCH_LATENCY,
     TOOL_ARGS,
     Delays,

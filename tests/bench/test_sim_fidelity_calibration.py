@@ -1,4 +1,4 @@
-"""bench.sim_fidelity's prompt-token calibration: the profile's token estimate is scaled so the
+"""bench.studies.sim.sim_fidelity's prompt-token calibration: the profile's token estimate is scaled so the
 calibration queries' simulated prompts have the real prompts' token count (simulated apps, virtual
 time)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from bench.sim_fidelity import calibrate_tokens
+from bench.studies.sim.sim_fidelity import calibrate_tokens
 from bench.workloads import doc_qa_queries
 from engines.sim.profile import load_profile
 
@@ -28,7 +28,7 @@ def test_the_token_estimate_is_scaled_to_the_real_prompt_tokens():
 
 
 def test_each_trace_is_simulated_once_per_length_sampler_seed():
-    from bench.sim_fidelity import make_plan, sim_side
+    from bench.studies.sim.sim_fidelity import make_plan, sim_side
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
     profile["engines"]["vllm"]["lengths"] = {"text": [4, 90]}  # two very different lengths
@@ -45,7 +45,7 @@ def test_replayed_lengths_reach_the_calls_they_were_recorded_from():
     simulated LLM samples it, so replaying a run gives every call its own length back (a mismatch
     once gave the expansion's length to the synthesis call)."""
     from bench.rag import SYSTEMS
-    from bench.sim_fidelity import call_lengths, on_simulated_apps, use_replay
+    from bench.studies.sim.sim_fidelity import call_lengths, on_simulated_apps, use_replay
     from bench.workloads import app_query
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
@@ -79,7 +79,7 @@ def test_a_replay_gives_each_call_its_recorded_prompt_length_with_or_without_its
     """The real run's per-call prompt lengths reach the same calls (the simulated retrieval picks its
     own chunks, so its prompts differ from the real ones); outputs=False keeps the sampler's lengths."""
     from bench.rag import SYSTEMS
-    from bench.sim_fidelity import call_lengths, on_simulated_apps, use_replay
+    from bench.studies.sim.sim_fidelity import call_lengths, on_simulated_apps, use_replay
     from bench.workloads import app_query
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
@@ -112,7 +112,7 @@ def test_calibration_records_the_call_kinds_each_system_makes():
     """LlamaDist's expansion is a one-decode "split" call that teola's advanced RAG does not make: a
     calibration run only as teola runs the queries left the sampler no split lengths, and every
     simulated expansion decoded its max_tokens."""
-    from bench.sim_fidelity import lengths_of, on_simulated_apps
+    from bench.studies.sim.sim_fidelity import lengths_of, on_simulated_apps
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
     profile["engines"]["vllm"]["lengths"] = {"text": [30], "split": [20]}

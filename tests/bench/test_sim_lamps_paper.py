@@ -1,4 +1,4 @@
-"""bench.sim_lamps_paper (LAMPS' experiment at its set-up) in its smallest configuration, and the
+"""bench.studies.sim.sim_lamps_paper (LAMPS' experiment at its set-up) in its smallest configuration, and the
 pieces it adds to bench.sim_lamps: the vLLM baseline discards at every pause, the single-API dataset
 pauses once per request, recompute is priced from a measured profile's token table, and fixed-length
 runs count what finished. Tiny simulated runs; no timing."""
@@ -9,7 +9,7 @@ import argparse
 import pytest
 
 import bench.sim_lamps as sim
-import bench.sim_lamps_paper as paper
+import bench.studies.sim.sim_lamps_paper as paper
 
 
 def test_recompute_is_priced_from_the_token_table_of_a_measured_profile():

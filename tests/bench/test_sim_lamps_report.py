@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.sim_lamps_report import (
+from bench.studies.sim.sim_lamps_report import (
     BATCHES,
     T_975_9,
     batch_means,

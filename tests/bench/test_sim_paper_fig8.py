@@ -1,9 +1,9 @@
-"""bench/sim_paper_fig8.py (`python -m bench sim_paper --fig8`) at its smallest: the quick
+"""bench/studies/sim/sim_paper_fig8.py (`python -m bench sim_paper --fig8`) at its smallest: the quick
 configuration on 4 queries, simulated, and its page."""
 from __future__ import annotations
 
-from bench.sim_paper_fig8 import BASELINES, ablation_configs, paper_non_llm, slim, study
-from bench.sim_paper_fig8_report import report
+from bench.studies.sim.sim_paper_fig8 import BASELINES, ablation_configs, paper_non_llm, slim, study
+from bench.studies.sim.sim_paper_fig8_report import report
 
 
 def test_ablations_keep_the_expansion_and_turn_one_mechanism_off_each():
@@ -36,6 +36,6 @@ def test_quick_study_runs_and_its_page_compares_with_the_paper():
 
 
 def test_naive_rag_runs_with_only_its_own_engines_instanced():
-    from bench.sim_paper_fig8 import SYSTEMS, run
+    from bench.studies.sim.sim_paper_fig8 import SYSTEMS, run
     s = run("naive_rag", "a100-llama2-7b-measured", 1.0, 2, SYSTEMS["teola"], "small")
     assert s["failed"] == 0 and "reranker" not in s["busy"]

@@ -1,10 +1,10 @@
-"""bench.speed_probe: the reference decode batch reads an engine's own iteration time, the profile's
+"""bench.studies.sim.speed_probe: the reference decode batch reads an engine's own iteration time, the profile's
 step for its shape is found, and the table says which traces ran at the profile's speed."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bench.speed_probe import PROBE, probe, probe_lines, profile_step
+from bench.studies.sim.speed_probe import PROBE, probe, probe_lines, profile_step
 
 
 def test_the_probe_reads_the_engines_own_decode_step():

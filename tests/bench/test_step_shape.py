@@ -1,7 +1,7 @@
-"""bench.step_shape's fits and page: the floor form recovers a flat-then-linear shape the linear form bends."""
+"""bench.studies.sim.step_shape's fits and page: the floor form recovers a flat-then-linear shape the linear form bends."""
 import pytest
 
-from bench.step_shape import fit_floor, fit_linear, markdown
+from bench.studies.sim.step_shape import fit_floor, fit_linear, markdown
 
 
 def test_linear_fit_recovers_a_line():

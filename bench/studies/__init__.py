@@ -1,0 +1,1 @@
+"""bench/studies: see docs/benchmarks.md."""

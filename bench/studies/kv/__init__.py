@@ -1,0 +1,1 @@
+"""bench/studies/kv: see docs/benchmarks.md."""

@@ -1,0 +1,1 @@
+"""bench/studies/overheads: see docs/benchmarks.md."""

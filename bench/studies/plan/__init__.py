@@ -1,0 +1,1 @@
+"""bench/studies/plan: see docs/benchmarks.md."""

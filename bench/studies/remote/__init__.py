@@ -1,0 +1,1 @@
+"""bench/studies/remote: see docs/benchmarks.md."""

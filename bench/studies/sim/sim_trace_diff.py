@@ -1,0 +1,280 @@
+"""Where the simulator's time differs from the real engines', primitive by primitive (issue 17).
+
+    python -m bench sim_trace_diff --profile fresh|cpu-smollm2-135m [--n 3] [--system LlamaDist-PO]
+                                   [--rate 0.15] [--calibrate-tokens]
+
+The same queries (bench.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
+emptied before each, with teola's config (or --system: a bench.rag baseline's): first on the real engines (recording the LLM's output
+lengths), then on the profile's simulated engines in virtual time with exactly those lengths. Per
+app and primitive: mean time queued and running, measured vs simulated; per query: time before the
+first primitive is queued (compilation, planning) and after the last finishes (result assembly),
+which the simulator does not charge. With --replay each simulated LLM call decodes exactly as many
+tokens as the same call on the real engines (its query's calls in start order), so the comparison
+is of the cost models, not of sampled output lengths. With --rate the queries arrive as a Poisson
+trace (seed 0) on both sides, so concurrent queries share the engines as in bench.studies.sim.sim_fidelity;
+--calibrate-tokens scales the profile's prompt-token estimate to these queries' real prompts. `--profile fresh` measures the profile on the
+started engines just before the real queries (as bench.studies.sim.sim_fidelity does; <out>_profile.json).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import write_results
+from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
+from bench.studies.sim.sim_fidelity import (
+    call_lengths,
+    fresh_profile,
+    on_simulated_apps,
+    prompt_tokens,
+    scale_tokens,
+    use_replay,
+)
+from bench.studies.sim.step_timing import busy_intervals, step_rows, summary
+from bench.studies.sim.step_timing import markdown as steps_markdown
+from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
+from teola.sim.profiler import add_lengths
+
+NAMES = ("naive_rag", "advanced_rag")
+
+
+async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real: bool,
+                      replay: dict[str, Any] | None = None, system: str = "teola",
+                      arrivals: list[float] | None = None, steps: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per app, each query's latency and trace: one at a time with the prefix cache emptied before
+    each, or (arrivals: seconds from the start) as an open-loop trace from one emptied cache.
+    steps: filled with each app's LLM engine steps during its trace, seconds from the trace's start
+    (real engines started with step_stats)."""
+    config, policy = SYSTEMS[system]
+    out: dict[str, Any] = {}
+    for name, app in apps.items():
+        app.runtime.set_policy(policy)
+
+        async def reset() -> None:
+            if real:
+                await reset_prefix_cache(app)
+            else:
+                for inst in app.runtime.instances["llm"]:
+                    inst.handle.reset_prefix_cache()
+
+        async def one(q: dict[str, Any]) -> dict[str, Any]:
+            r = await app.run(app_query(q), {**config, "policy": policy, "timeout": 600})
+            return {"latency": r.latency, "trace": r.trace}
+
+        if replay is not None:
+            use_replay(app, {q["question"]: call_lengths(replay[name][i]["trace"]) for i, q in enumerate(queries)})
+        if arrivals is None:
+            rows = out[name] = []
+            for q in queries:
+                await reset()
+                rows.append(await one(q))
+            continue
+        await reset()
+        log = _step_log(app) if steps is not None else None
+        logged = len(log) if log is not None else 0
+        loop = asyncio.get_running_loop()
+        start, wall = loop.time(), time.time()
+
+        async def at(i: int) -> dict[str, Any]:
+            await asyncio.sleep(max(0.0, start + arrivals[i] - loop.time()))
+            return await one(queries[i])
+        out[name] = list(await asyncio.gather(*(at(i) for i in range(len(queries)))))
+        if log is not None:
+            steps[name] = [(t - wall, g, p, r) for t, g, p, r in list(log)[logged:]]
+    return out
+
+
+def _step_log(app: Any) -> Any:
+    """The engine-step log of the app's (first) LLM, or None when it keeps none."""
+    handle = app.runtime.instances["llm"][0].handle
+    counter = getattr(getattr(handle, "backend", handle), "steps", None)
+    return getattr(counter, "log", None)
+
+
+async def real_side(queries: list[dict[str, Any]], fresh_out: str | None = None,
+                    system: str = "teola", arrivals: list[float] | None = None,
+                    steps: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
+    """The real runs, and (fresh_out: a results name) a profile measured first on the started engines.
+    With arrivals the LLM logs its engine steps, which go into `steps` by app."""
+    apps = make_apps(NAMES, {"llm": {"step_stats": True}} if arrivals else None)
+    for app in apps.values():
+        await app.start()
+    try:
+        profile = await fresh_profile(apps[NAMES[-1]], fresh_out, "sim_trace_diff") if fresh_out else None
+        return await run_queries(apps, queries, real=True, system=system, arrivals=arrivals, steps=steps), profile
+    finally:
+        for app in apps.values():
+            await app.stop()
+
+
+def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any], replay: dict[str, Any] | None = None,
+             system: str = "teola", arrivals: list[float] | None = None) -> dict[str, Any]:
+    return on_simulated_apps(NAMES, profile, lambda apps: run_queries(apps, queries, real=False, replay=replay,
+                                                                      system=system, arrivals=arrivals))
+
+
+def _context_per_seq(runs: list[dict[str, Any]]) -> float:
+    """A decoding call's mean context: its prompt tokens plus half its output."""
+    calls = [t for r in runs for t in r["trace"] if t.get("op") == "decoding" and "fused_into" not in t]
+    return statistics.fmean(int(t.get("num_prompt_tokens") or 0) + int(t.get("num_output_tokens") or 0) / 2
+                            for t in calls) if calls else 0.0
+
+
+def token_scale(real: dict[str, Any], sim: dict[str, Any]) -> float:
+    """Real prompt tokens of every LLM call over simulated ones, for the same queries."""
+    total = lambda side: sum(prompt_tokens(r["trace"]) for runs in side.values() for r in runs)
+    return total(real) / max(1, total(sim))
+
+
+def _queued(t: dict[str, Any]) -> float:
+    """When a primitive was queued (0.0 is a time, not a missing one)."""
+    return t["started"] if t.get("queued") is None else t["queued"]
+
+
+def per_primitive(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """primitive -> engine, mean seconds queued and running, and (LLM calls) mean prompt / output tokens."""
+    acc: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for t in run["trace"]:
+            if t.get("started") is None or t.get("finished") is None:
+                continue
+            a = acc.setdefault(t["primitive"], {"queued": [], "running": [], "engine": t.get("engine") or "-",
+                                                "prompt": [], "output": []})
+            a["queued"].append(t["started"] - _queued(t))
+            a["running"].append(t["finished"] - t["started"])
+            if "num_prompt_tokens" in t:
+                a["prompt"].append(t["num_prompt_tokens"] - t.get("num_cached_tokens", 0))
+            if "num_output_tokens" in t:
+                a["output"].append(t["num_output_tokens"])
+    mean = lambda xs: statistics.fmean(xs) if xs else None
+    return {k: {"engine": v["engine"], "queued": statistics.fmean(v["queued"]), "running": statistics.fmean(v["running"]),
+                "prompt": mean(v["prompt"]), "output": mean(v["output"])} for k, v in acc.items()}
+
+
+def edges(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean seconds before the first primitive is queued and after the last one finishes."""
+    before, after = [], []
+    for run in runs:
+        done = [t for t in run["trace"] if t.get("finished") is not None]
+        if not done:
+            continue
+        before.append(min(_queued(t) for t in done))
+        after.append(run["latency"] - max(t["finished"] for t in done))
+    return {"before": statistics.fmean(before), "after": statistics.fmean(after),
+            "latency": statistics.fmean(r["latency"] for r in runs)}
+
+
+def _tokens(row: dict[str, Any]) -> str:
+    if row["prompt"] is None:
+        return "-"
+    return f"{row['prompt']:.0f}/{row['output']:.0f}" if row["output"] is not None else f"{row['prompt']:.0f}"
+
+
+def markdown(d: dict[str, Any]) -> str:
+    title = "## Simulator vs real engines, primitive by primitive" + (
+        f", {d['rate']} q/s Poisson arrivals" if d.get("rate") else "") + " (issue 17)"
+    lines = [title, "",
+             f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, "
+             + (f"Poisson arrivals at {d['rate']} q/s (seed 0), prefix cache emptied before the trace, "
+                if d.get("rate") else "one at a time, prefix cache emptied before each, ")
+             + f"{d.get('system', 'teola')}'s config. "
+             + (f"The profile's prompt-token estimate is scaled by {d['token_scale']:.3f} so the simulated "
+                "calls have as many prompt tokens as the real ones of these same queries. " if d.get("token_scale") else "")
+             + "Simulated twice: with output lengths sampled from the real "
+             "run's (as bench.studies.sim.sim_fidelity does), and with each call's real output length replayed. Seconds are "
+             "means per query; prompt tokens are the ones not served from the prefix cache.", ""]
+    for name in NAMES:
+        for side, label in (("sim", " (sampled lengths)"), ("replay", " (replayed lengths)")):
+            if side in d:
+                lines += _app_table(name, label, d["real"][name], d[side][name])
+    if d.get("step_summary"):
+        lines += steps_markdown(d["step_summary"])
+    return "\n".join(lines) + "\n"
+
+
+def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict[str, Any]]) -> list[str]:
+    er, es = edges(real), edges(sim)
+    lines = [f"**{name}**{label}: latency measured {er['latency']:.2f} s, simulated {es['latency']:.2f} s "
+             f"({(es['latency'] - er['latency']) / er['latency']:+.0%}); before the first primitive "
+             f"{er['before'] * 1e3:.0f} vs {es['before'] * 1e3:.0f} ms; after the last "
+             f"{er['after'] * 1e3:.0f} vs {es['after'] * 1e3:.0f} ms.", "",
+             "| primitive | engine | prompt / output tokens real ; sim | queued real / sim (s) | running real (s) "
+             "| running sim (s) | error |", "|---|---|---|---:|---:|---:|---:|"]
+    pr, ps = per_primitive(real), per_primitive(sim)
+    for prim, r in sorted(pr.items(), key=lambda kv: -kv[1]["running"]):
+        s = ps.get(prim)
+        if s is None:
+            continue
+        err = (s["running"] - r["running"]) / r["running"] if r["running"] > 0 else 0.0
+        lines.append(f"| {prim} | {r['engine']} | {_tokens(r)} ; {_tokens(s)} | {r['queued']:.3f} / {s['queued']:.3f} "
+                     f"| {r['running']:.3f} | {s['running']:.3f} | {err:+.0%} |")
+    return lines + [""]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench sim_trace_diff`."""
+    p.add_argument("--profile", default="cpu-smollm2-135m",
+                   help="a profile name or file, or 'fresh': measure one on the started engines first")
+    p.add_argument("--n", type=int, default=3)
+    p.add_argument("--real", help="re-simulate the real traces of an earlier run's JSON instead of running engines")
+    p.add_argument("--system", default="teola", choices=tuple(SYSTEMS), help="whose config and policy (default teola)")
+    p.add_argument("--rate", type=float, default=0.0,
+                   help="queries/s of a Poisson trace (seed 0) instead of one query at a time (default 0: one at a time)")
+    p.add_argument("--calibrate-tokens", action="store_true",
+                   help="scale the profile's prompt-token estimate to these queries' real prompt tokens, so the "
+                        "comparison is of the cost models alone")
+    p.add_argument("--out", default="sim_trace_diff")
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench sim_trace_diff` (argv: the options given, for its page)."""
+    if args.rate < 0:
+        p.error(f"--rate must be >= 0, got {args.rate}")
+    if args.real and args.profile == "fresh":
+        p.error("--profile fresh measures the engines; with --real none are started: name a profile")
+    from engines.sim.profile import load_profile
+    fresh = args.profile == "fresh"
+    profile = None if fresh else copy.deepcopy(load_profile(args.profile))
+    t0 = time.perf_counter()
+    if args.real:
+        earlier = json.loads(Path(args.real).read_text(encoding="utf-8"))
+        real, n = earlier["real"], earlier["n"]
+        if earlier.get("system", "teola") != args.system:
+            p.error(f"--real {args.real} ran {earlier.get('system', 'teola')}, not --system {args.system}")
+        if float(earlier.get("rate") or 0.0) != args.rate:
+            p.error(f"--real {args.real} ran at rate {earlier.get('rate') or 0}, not --rate {args.rate}")
+    else:
+        n = args.n
+    queries = doc_qa_queries(n, 10, "truthfulqa", 0)
+    arrivals = poisson_arrivals(n, args.rate, 0) if args.rate else None
+    steps: dict[str, Any] = dict(earlier.get("steps") or {}) if args.real else {}
+    if not args.real:
+        real, measured = asyncio.run(real_side(queries, args.out if fresh else None, args.system, arrivals, steps))
+        profile = measured or profile
+    lengths: dict[str, list[int]] = {"text": [], "split": []}
+    for runs in real.values():
+        for run in runs:
+            add_lengths(lengths, run["trace"])
+    profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
+    strip = lambda side: {k: [{"latency": r["latency"], "trace": r["trace"]} for r in v] for k, v in side.items()}
+    scale = None
+    if args.calibrate_tokens:
+        scale = token_scale(real, sim_side(queries, profile, replay=real, system=args.system, arrivals=arrivals))
+        scale_tokens(profile, scale)
+    data = {"real": strip(real), "sim": strip(sim_side(queries, profile, system=args.system, arrivals=arrivals)),
+            "replay": strip(sim_side(queries, profile, replay=real, system=args.system, arrivals=arrivals)), "n": n,
+            "profile": args.profile, "system": args.system, "rate": args.rate, "token_scale": scale,
+            "steps": steps, "step_summary": {name: summary(step_rows(
+                log, profile["engines"]["vllm"]["cost"], busy_intervals(real[name], arrivals or []),
+                _context_per_seq(real[name]))) for name, log in steps.items()},
+            "wall_s": time.perf_counter() - t0,
+            "command": "python -m bench sim_trace_diff " + " ".join(argv)}
+    write_results(args.out, data, markdown(data))
+    print(markdown(data))
+    return 0
