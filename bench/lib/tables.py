@@ -20,6 +20,11 @@ def num(x: float | None, digits: int = 1, sep: str = "") -> str:
     return NONE if missing(x) else f"{x:{sep}.{digits}f}"
 
 
+def fixed(x: float | None, digits: int = 2) -> str:
+    """`x` with `digits` decimals, "n/a" when missing: the cells of the RAG studies' pages."""
+    return "n/a" if missing(x) else f"{x:.{digits}f}"
+
+
 def pct(x: float | None, digits: int = 0) -> str:
     """A fraction as a percentage: 0.25 -> "25%"; NONE when missing."""
     return NONE if missing(x) else f"{100 * x:.{digits}f}%"

@@ -21,14 +21,13 @@ BIG_FILES = {
 BIG_FUNCTIONS = {
     "bench/rag.py::bench": 113, "bench/rag.py::markdown": 123, "bench/rag.py::plots": 88,
     "bench/sim_autellix.py::markdown": 72, "bench/sim_autellix.py::run_cli": 67, "bench/sim_lamps.py::run_point": 75,
-    "bench/studies/rag/doc_qa.py::run_cli": 62, "bench/studies/rag/doc_qa_trials.py::markdown": 82,
+    "bench/studies/rag/doc_qa.py::run_cli": 62,
     "bench/studies/remote/remote_apps_report.py::markdown": 75,
 }
 # "path: module.name" of private names and modules taken from another package
 PRIVATE = {
     "bench/baselines/langgraph_rag.py: bench.llamaindex_rag._LIST_MARK",
     "bench/studies/plan/plan_real.py: teola.cli._engine_env",
-    "bench/studies/rag/doc_qa_trials.py: bench.rag._f",
     "bench/studies/remote/remote_apps_report.py: bench.rag._f",
     "bench/studies/remote/remote_apps_report.py: bench.rag._trial_means",
     "bench/studies/sim/cost_forms.py: teola.sim.profiler._prose",

@@ -1,7 +1,7 @@
 """bench/lib/tables.py: the one table writer of the study pages and its formatting helpers."""
 from __future__ import annotations
 
-from bench.lib.tables import NONE, ci, machine_facts, num, pct, ratio, table
+from bench.lib.tables import NONE, ci, fixed, machine_facts, num, pct, ratio, table
 
 
 def test_a_table_has_its_header_rule_and_one_line_per_row():
@@ -14,6 +14,7 @@ def test_missing_values_show_as_a_dash_and_numbers_keep_their_digits():
     assert num(float("nan")) == num(None) == pct(None) == NONE
     assert num(12345.6, 0, ",") == "12,346" and num(0.5) == "0.5"
     assert pct(0.256) == "26%" and pct(0.256, 1) == "25.6%"
+    assert fixed(None) == fixed(float("nan")) == "n/a" and fixed(2.0) == "2.00" and fixed(2.0, 0) == "2"
 
 
 def test_a_ratio_refuses_a_zero_or_missing_bottom():
