@@ -16,6 +16,11 @@ where a call's prefill tokens are its prompt tokens not already in the instance'
 Service is charged in engine seconds (every running call gets each step's duration), waiting time
 in seconds queued. Calls are routed to an instance when released, by a balancer's `route`.
 Nothing here reads a clock, so results are exactly reproducible.
+
+No study runs it any more (bench.programs runs teola's runtime on simulated vLLM in virtual time,
+teola/sim); it is kept as the unit-step model of the policies' hand-computed tests (Autellix's
+Figure 2 and anti-starvation, tests/unit/scheduling/test_program_policies.py) until they run on the
+runtime too.
 """
 from __future__ import annotations
 

@@ -1,14 +1,18 @@
-"""Program-level scheduling benchmark (Autellix-shaped workloads, teola/sim/program_workloads.py)
-on the simulated engines of bench/program_sim.py.
+"""SIMULATED: program-level scheduling (Autellix's PLAS / ATLAS / MLFQ against FCFS, and the
+locality-aware balancer against round-robin and least-used) at Autellix's program shapes.
 
-Workloads (prompts sized from shipped question texts, engines.corpora.load_questions("nq_open");
-synthetic sizes if the corpus is missing):
+teola's runtime (program policies, preemption, balancers) drives simulated vLLM instances
+(engines/sim/llm.py) in virtual time, on a GPU profile (default a100-llama2-7b-measured, built from
+measured A100 operators; engines/profiles/): the harness of teola/sim/program_runs.py with the
+runs of bench/sim_programs.py. Workloads (teola/sim/program_workloads.py, seed 1, Poisson
+arrivals, prompts from shipped NQ-open questions):
   chat: single-threaded, ShareGPT-like: a long-tailed number of sequential calls per program
         (mean ~4, max 24); each call's prompt is the conversation so far plus a new question;
   tree: multi-threaded, LATS/MCTS-like: 2-4 expansion steps of 2-8 parallel calls each; every call
         of a step depends on all calls of the previous step.
-Programs arrive as a Poisson process. Policies: FCFS (vLLM default), MLFQ (program-blind), PLAS,
-ATLAS; and with 2 instances, PLAS under the locality-aware, round-robin and least-used balancers.
+One instance: FCFS (vLLM's order), MLFQ (program-blind), PLAS, ATLAS, preemption by recompute.
+Two instances: PLAS under the locality-aware, round-robin and least-used balancers (chat).
+Loads are fractions of FCFS's saturated capacity (bench.sim_programs.saturated_capacity).
 
     .venv/bin/python -m bench.programs            # writes bench/results/programs.{json,md}
     .venv/bin/python -m bench.programs --quick    # fewer programs and rates (a smoke run)
@@ -18,37 +22,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import random
-import statistics
 import sys
 import time
 from typing import Any
 
-from bench.common import percentile
-from bench.program_sim import simulate
-from teola.balancers import make_balancer
-from teola.sim.program_runs import rates_at_target
-from teola.sim.program_workloads import ProgramSpec, workload
+from bench.common import write_results
+from teola.sim.program_runs import load_texts, rates_at_target
 
-RESULTS = os.path.join(os.path.dirname(__file__), "results")
-POLICIES = ("fcfs", "mlfq", "plas", "atlas")
-# engine model (seconds): per decode step, per running sequence, per prefilled token
-ENGINE = dict(max_batch=8, t_step=0.02, t_seq=0.0005, t_prefill=0.00005)
-QUEUES = dict(num_queues=8, base_quantum=0.25, growth=2.0, beta=8.0, rerank_every=4)  # seconds of service
-
-
-def question_tokens(n: int = 500) -> tuple[list[int], str]:
-    """Token counts (4 characters a token) of shipped questions, or synthetic ones."""
-    try:
-        from engines.corpora import load_questions
-        qs = load_questions("nq_open", n)
-        return [max(4, len(q["question"]) // 4) for q in qs], "nq_open questions (engines.corpora)"
-    except Exception as exc:  # the corpus is optional for a simulated benchmark; say which source was used
-        print(f"note: question corpus unavailable ({type(exc).__name__}: {exc}); using synthetic prompt sizes",
-              file=sys.stderr)
-        rng = random.Random(7)
-        return [rng.randint(8, 24) for _ in range(n)], "synthetic prompt sizes"
+BALANCERS = ("locality", "round_robin", "least_used")
+PROFILE = "a100-llama2-7b-measured"
 
 
 def recorded_lengths() -> list[int]:
@@ -59,72 +41,46 @@ def recorded_lengths() -> list[int]:
         return [int(r["output_tokens"]) for r in json.load(f)["rows"]]
 
 
-def capacity(programs: list[ProgramSpec], max_batch: int) -> float:
-    """Programs/s a fully batched instance could sustain (decode steps only): a scale for rates."""
-    tokens = statistics.mean(sum(c.output for c in p.calls) for p in programs)
-    step = ENGINE["t_step"] + ENGINE["t_seq"] * max_batch
-    return max_batch / step / tokens
+def balancer_runs(profile: dict[str, Any], loads: list[float], n: int, questions: list[str],
+                  filler: list[str]) -> dict[str, Any]:
+    """Chat programs on 2 instances under PLAS, routed by each balancer; loads are fractions of the
+    2 instances' FCFS capacity (a burst routed by the locality balancer)."""
+    from bench.sim_programs import BUDGET, run_once, saturated_capacity
 
-
-def summarize(lat: dict[str, float]) -> dict[str, float]:
-    v = list(lat.values())
-    return {"mean": statistics.mean(v), "p95": percentile(v, 95), "p99": percentile(v, 99)}
-
-
-def sweep(kind: str, loads: list[float], n: int, seed: int, qtok: list[int]) -> dict[str, Any]:
-    base = workload(kind, 1.0, n, seed, qtok)
-    cap = capacity(base, ENGINE["max_batch"])
+    n_burst = max(n, 6 * BUDGET * 2)
+    burst = run_once(profile, "chat", "fcfs", 0.0, n_burst, 2, "drop", questions, filler)
+    cap = saturated_capacity(burst["log"], n_burst, BUDGET * 2)
     rows = []
     for load in loads:
-        rate = load * cap
-        progs = workload(kind, rate, n, seed, qtok)
-        for pol in POLICIES:
-            r = simulate(progs, pol, policy_options=None if pol == "fcfs" else QUEUES, **ENGINE)
-            rows.append({"workload": kind, "load": load, "rate": rate, "policy": pol, **summarize(r.latencies),
-                         "makespan": r.makespan, "preemptions": r.preemptions})
-    return {"capacity": cap, "rows": rows}
-
-
-def balancer_runs(loads: list[float], n: int, seed: int, qtok: list[int]) -> dict[str, Any]:
-    """2 instances, chat programs with a 1,500-token system prompt so later calls exceed 2,048
-    tokens; per-instance prefix cache of 40k tokens; PLAS on each instance."""
-    system = 1500
-    base = workload("chat", 1.0, n, seed, qtok, system)
-    engine = {**ENGINE, "t_prefill": 0.0002}
-    cap = 2 * capacity(base, ENGINE["max_batch"])
-    rows = []
-    for load in loads:
-        rate = load * cap
-        progs = workload("chat", rate, n, seed, qtok, system)
-        for name in ("locality", "round_robin", "least_used"):
-            r = simulate(progs, "plas", policy_options=QUEUES, instances=2, cache_capacity=40_000,
-                         system_prompt=system, balancer=make_balancer(name), **engine)
-            rows.append({"load": load, "rate": rate, "balancer": name, **summarize(r.latencies),
-                         "prefill_tokens": r.prefill_tokens, "cached_tokens": r.cached_tokens})
+        for name in BALANCERS:
+            r = run_once(profile, "chat", "plas", load * cap, n, 2, "drop", questions, filler, balancer=name)
+            rows.append({"load": load, "rate": load * cap, "balancer": name,
+                         "longest_prompt": max(c["prompt"] or 0 for c in r["log"]),
+                         **{k: r[k] for k in ("mean", "p95", "p99", "prompt_tokens", "cached_tokens",
+                                              "programs_on_several_instances", "sim_wall_s")}})
+            print(f"[programs] 2 instances load {load} {name}: mean {r['mean']:.1f} s", file=sys.stderr, flush=True)
     return {"capacity": cap, "rows": rows}
 
 
 def markdown(res: dict[str, Any]) -> str:
-    m = res["machine"]
-    out = ["## Program-level scheduling (Autellix PLAS / ATLAS / MLFQ, locality-aware balancing)", "",
-           "**Simulated.** These numbers come from the deterministic step-level engine simulator in "
-           "`bench/program_sim.py` (iteration-level batching, max batch "
-           f"{ENGINE['max_batch']}, step = {ENGINE['t_step']} s + {ENGINE['t_seq']} s/sequence + "
-           f"{ENGINE['t_prefill']} s/prefilled token; preemption is free), not from vLLM. They show how the "
-           "policies order work, not real-engine speed.", "",
-           f"Command: `{res['command']}` ({res['wall_seconds']:.0f} s wall) on {m['platform']}, "
-           f"Python {m['python']}, {m['cpus']} CPUs. Prompts: {res['prompt_source']}. "
-           f"{res['programs']} programs per point, Poisson arrivals, seed {res['seed']}. "
-           f"Queues: {QUEUES} (service = engine seconds).", ""]
+    out = ["## SIMULATED: program-level scheduling (Autellix PLAS / ATLAS / MLFQ, locality-aware balancing)", "",
+           "**Simulated, not measured**: teola's runtime drives simulated vLLM instances in virtual time "
+           f"(teola/sim) on the profile `{res['profile']}`; admission budget {res['budget']} running calls per "
+           "instance; preemption by recompute; policy queues "
+           f"{res['queues']} (teola.sim.program_runs.QUEUES). Before this page the study ran on a step-level "
+           "simulator of its own (bench/program_sim.py, max batch 8, free preemption), whose numbers are not "
+           "comparable. The simulator's error against real engines on this machine: "
+           "[sim_fidelity_probe.md](sim_fidelity_probe.md).", "",
+           f"Command: `{res['command']}` ({res['wall_s']:.0f} s wall). {res['programs']} programs per point, "
+           "Poisson arrivals, seed 1; prompts from shipped NQ-open questions.", ""]
     for kind in ("chat", "tree"):
         s = res["single"][kind]
         out += [f"### {kind} ({'single-threaded' if kind == 'chat' else 'multi-threaded'}), 1 instance; "
-                f"load = arrival rate / decode capacity ({s['capacity']:.3f} programs/s)", "",
+                f"load = arrival rate / FCFS's saturated capacity ({s['capacity']:.3f} programs/s)", "",
                 "| load | rate (prog/s) | policy | mean (s) | P95 (s) | P99 (s) | preemptions |",
                 "|---:|---:|---|---:|---:|---:|---:|"]
-        for r in s["rows"]:
-            out.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {r['policy']} | {r['mean']:.2f} | {r['p95']:.2f} | "
-                       f"{r['p99']:.2f} | {r['preemptions']} |")
+        out += [f"| {r['load']:.2f} | {r['rate']:.3f} | {r['policy']} | {r['mean']:.2f} | {r['p95']:.2f} | "
+                f"{r['p99']:.2f} | {r['preemptions']} |" for r in s["rows"]]
         out.append("")
     t = res["throughput_ratio"]
     ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}x"
@@ -133,25 +89,16 @@ def markdown(res: dict[str, Any]) -> str:
             f"{_fmt(t['fcfs_rate'])} programs/s and ATLAS {_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} "
             "(linear interpolation between swept rates; rates beyond the sweep are not extrapolated).", ""]
     b = res["balancers"]
-    out += ["### 2 instances, chat with a 1,500-token system prompt (calls grow past 2,048 tokens), PLAS, "
-            "40k-token prefix cache per instance", "",
-            "| load | rate (prog/s) | balancer | mean (s) | P95 (s) | P99 (s) | prefilled tokens | cached tokens |",
-            "|---:|---:|---|---:|---:|---:|---:|---:|"]
-    for r in b["rows"]:
-        out.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {r['balancer']} | {r['mean']:.2f} | {r['p95']:.2f} | "
-                   f"{r['p99']:.2f} | {r['prefill_tokens']} | {r['cached_tokens']} |")
-    out += ["", "**Reading (honest):** in this simulator the program-aware policies do not reproduce "
-            "Autellix's gains. On the chat workload PLAS/ATLAS lower the mean only slightly at moderate load "
-            "(e.g. 5.93 vs 6.01 s at load 0.9) and raise P95/P99 (long programs are deprioritized); on the tree "
-            "workload every preemptive policy is worse than FCFS, whose arrival order already keeps a program's "
-            "parallel calls together, while quantum demotion makes programs interleave (processor sharing). "
-            "With a huge quantum ATLAS degenerates to FCFS (6.45 s vs 6.44 s at load 0.9 on tree); with a 2 s "
-            "quantum ATLAS is 7.61 s. Autellix's reported gains are against vLLM without prefix caching and "
-            "on heavier-tailed program mixes; neither effect is modeled here (FCFS pays no recomputation, "
-            "preemption is free), and the quanta / beta were not tuned. The locality-aware balancer halves "
-            "the prefilled tokens of round-robin and has a lower mean latency at every load (P95 is higher at load 1.2: 37.2 vs 34.5 s); least-used, which "
-            "in this model also keeps a sequential program on one idle instance most of the time, is within "
-            "a few percent of it.", ""]
+    out += [f"### 2 instances, chat, PLAS; load = arrival rate / FCFS's capacity on both ({b['capacity']:.3f} "
+            "programs/s)", "",
+            "The locality-aware balancer pins a call to its program's instance only above 2,048 prompt tokens "
+            "(Autellix's threshold, the balancer's default); below it, it routes as least-used does.", "",
+            "| load | rate (prog/s) | balancer | mean (s) | P95 (s) | P99 (s) | prompt tokens | from the prefix cache |"
+            " longest prompt | programs on both instances |",
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out += [f"| {r['load']:.2f} | {r['rate']:.3f} | {r['balancer']} | {r['mean']:.2f} | {r['p95']:.2f} | "
+            f"{r['p99']:.2f} | {r['prompt_tokens']} | {r['cached_tokens']} | {r.get('longest_prompt', 'n/a')} | "
+            f"{r['programs_on_several_instances']} |" for r in b["rows"]]
     return "\n".join(out)
 
 
@@ -162,41 +109,36 @@ def _fmt(x: float | None) -> str:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of `python -m bench.programs`."""
     ap.add_argument("--quick", action="store_true", help="fewer programs and loads (smoke run)")
-    ap.add_argument("--programs", type=int, default=None, help="programs per point")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--programs", type=int, default=None, help="programs per point (default 200, --quick 40)")
+    ap.add_argument("--profile", default=PROFILE, help=f"simulation profile (default {PROFILE})")
+    ap.add_argument("--out", default=None, help="results page name (default programs, --quick programs_quick)")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
     """Runs `python -m bench.programs` (argv: the options given, for its page)."""
+    from bench.sim_programs import BUDGET, sweep
+    from engines.sim.profile import load_profile
+    from teola.sim.program_runs import QUEUES
+
     n = args.programs or (40 if args.quick else 200)
-    loads = [0.8, 1.4] if args.quick else [0.6, 0.9, 1.2, 1.5, 1.8]
+    loads = (0.8, 1.4) if args.quick else (0.6, 0.9, 1.2, 1.5, 1.8)
     t0 = time.perf_counter()
-    qtok, source = question_tokens()
-    single = {kind: sweep(kind, loads, n, args.seed, qtok) for kind in ("chat", "tree")}
-    rows = single["tree"]["rows"]
-    target, at = rates_at_target(rows, ("fcfs", "atlas"), "fcfs", factor=2)
+    profile = load_profile(args.profile)
+    questions, filler, _ = load_texts()
+    single = {kind: sweep(profile, kind, n, 1, "drop", questions, filler, loads) for kind in ("chat", "tree")}
+    target, at = rates_at_target(single["tree"]["rows"], ("fcfs", "atlas"), "fcfs", factor=2)
     fr, ar = at["fcfs"], at["atlas"]
-    ratio = None if not fr or not ar else ar / fr
-    bal = balancer_runs([0.8, 1.4] if args.quick else [0.8, 1.2, 1.6], n, args.seed, qtok)
-    res = {"command": "python -m bench.programs" + (" --quick" if args.quick else "")
-           + (f" --programs {args.programs}" if args.programs else ""),
-           "simulated": True, "engine_model": ENGINE, "queues": QUEUES, "programs": n, "seed": args.seed,
-           "prompt_source": source, "single": single,
-           "throughput_ratio": {"target": target, "fcfs_rate": fr, "atlas_rate": ar, "ratio": ratio},
-           "balancers": bal,
-           "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count()}}
-    res["wall_seconds"] = time.perf_counter() - t0
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "programs.json"), "w") as f:
-        json.dump(res, f, indent=1)
-    with open(os.path.join(args.out, "programs.md"), "w") as f:
-        f.write(markdown(res))
-    print(markdown(res))
+    bal = balancer_runs(profile, [0.8, 1.4] if args.quick else [0.8, 1.2, 1.6], n, questions, filler)
+    res = {"command": "python -m bench programs" + "".join(f" {a}" for a in argv), "simulated": True, "profile": args.profile,
+           "budget": BUDGET, "queues": QUEUES, "programs": n, "single": single,
+           "throughput_ratio": {"target": target, "fcfs_rate": fr, "atlas_rate": ar,
+                                "ratio": None if not fr or not ar else ar / fr},
+           "balancers": bal, "wall_s": time.perf_counter() - t0}
+    write_results(args.out or ("programs_quick" if args.quick else "programs"), res, markdown(res))
     return res
 
 
-STUDIES = {  # --study NAME: the module of bench/ that runs it (default program_sim)
+STUDIES = {  # --study NAME: the module of bench/ that runs it (default program_sim: this one, simulated)
     "program_sim": "programs",
     "vllm": "programs_vllm",
     "heavy": "programs_heavy",

@@ -78,7 +78,10 @@ METRICS = {"mean": "mean program latency",
 
 def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: int, instances: int,
              abort_kv: str, questions: list[str], filler: list[str], seed: int = 1,
-             promotion: str = "preempt") -> dict[str, Any]:
+             promotion: str = "preempt", balancer: str = "locality") -> dict[str, Any]:
+    """`n` programs of `kind` at `rate` under `policy` on `instances` simulated vLLM instances of
+    `profile` (routed by `balancer` when more than one), run to completion in virtual time:
+    teola.sim.program_runs.run_set's statistics with every call's record ("log")."""
     from teola import Engine
     from teola.runtime import Runtime
     from teola.sim.virtual_loop import run_virtual
@@ -91,11 +94,11 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     llm = profile["engines"]["vllm"]
     ratio = llm.get("token_ratio", 1.3)
     window = None if llm.get("max_model_len", 0) >= LONG_CONTEXT else WINDOW
-    balancer = {"balancer": "locality"} if instances > 1 else {}
+    routing = {"balancer": balancer} if instances > 1 else {}
 
     async def scenario() -> dict[str, Any]:
         spec = Engine("llm", kind="vllm", instances=instances, max_efficient_batch=BUDGET, admission="efficient_batch",
-                      simulate=prof, **balancer)
+                      simulate=prof, **routing)
         rt = Runtime({"llm": spec}, policy=policy, policy_options={policy: policy_options(policy, promotion=promotion)})
         await rt.start()
         try:

@@ -40,7 +40,7 @@ STUDIES: tuple[Study, ...] = (
     S("remote_apps", "studies.remote.remote_apps", "remote", "search-augmented generation and a tool agent vs LlamaIndex, LangGraph", True),
     S("remote_services", "lib.remote_services", "remote", "the loopback stand-ins for remote services alone", False),
     S("deploy", "studies.remote.deploy", "remote", "teola vs LangGraph vs LlamaIndex at equal work, the LLM emulated", True),
-    S("programs", "programs", "programs", "SIMULATED: program-level scheduling on the step-level simulator", False),
+    S("programs", "programs", "programs", "SIMULATED: program policies and balancers on the runtime in virtual time", False),
     S("programs_vllm", "programs_vllm", "programs", "program-level scheduling on real vLLM", True),
     S("programs_heavy", "programs_heavy", "programs", "heavy-tailed programs on real vLLM, 3 trials", True),
     S("lamps_real", "studies.programs.lamps_real", "programs", "LAMPS vs FCFS + INFERCEPT vs SJF on real engines", True),
