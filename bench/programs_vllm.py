@@ -4,7 +4,7 @@ teola runtime, programs submitted with `teola.api.program.Program`.
 Workloads: the chat (single-threaded) and tree (multi-threaded) generators of
 teola/sim/program_workloads.py, shrunk for a 2-core machine (few calls, short outputs), run by
 teola/sim/program_runs.py; every call decodes exactly its drawn output length (`ignore_eos`). Prompt text comes from shipped data: NQ-open questions
-(engines.corpora) for the users' questions, Wikipedia lead paragraphs as the per-program document
+(engines.assets.corpora) for the users' questions, Wikipedia lead paragraphs as the per-program document
 of the load-balancer workload. Each run gets its own system-prompt tag, so nothing is reused from
 the prefix cache across runs.
 

@@ -902,7 +902,7 @@ def strip_records(data: dict[str, Any]) -> dict[str, Any]:
 
 # ---- entry point --------------------------------------------------------------------------------
 async def _main(s: Settings, quick: bool, command: str, write: bool) -> dict[str, Any]:
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

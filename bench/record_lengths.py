@@ -25,7 +25,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "lengths-smollm2-135m.j
 
 async def record(n: int, max_tokens: int = MAX_TOKENS) -> list[dict]:
     from bench.workloads import search_queries
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from engines.vllm.engine import VLLMEngine
 
     configure_engine_env()

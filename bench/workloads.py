@@ -1,5 +1,5 @@
 """Fixed-seed workloads for the end-to-end benchmarks (Teola §7), built only from data shipped in pip
-packages (engines/corpora.py):
+packages (engines/assets/corpora.py):
 
 - document QA: questions from NQ-open or TruthfulQA, each asked over `passages` BoolQ passages
   (Wikipedia paragraphs of ~100 words, one 256-token chunk each) drawn at random, so every query
@@ -60,7 +60,7 @@ def poisson_arrivals(n: int, rate: float, seed: int = 0) -> list[float]:
 def doc_qa_queries(n: int, passages: int = 10, source: str = "truthfulqa", seed: int = 0) -> list[dict[str, Any]]:
     """n document-QA queries {"question", "documents", "answers"}: the first n questions of `source`
     after a seeded shuffle, each with `passages` distinct BoolQ passages drawn with the same seed."""
-    from engines.corpora import load_boolq, load_questions
+    from engines.assets.corpora import load_boolq, load_questions
 
     if source not in QUESTION_SOURCES:
         raise ValueError(f"source must be one of {QUESTION_SOURCES}, got {source!r}")
@@ -78,7 +78,7 @@ def narrative_qa_queries(n: int, distractors: int = 2, seed: int = 0) -> list[di
     """n queries {"question", "documents", "answers", "gold"}: NarrativeQA questions after a seeded
     shuffle, each over its gold story plus `distractors` other stories drawn with the same seed, in
     a seeded order (`gold` is the gold story's text)."""
-    from engines.corpora import load_narrativeqa
+    from engines.assets.corpora import load_narrativeqa
 
     rows = load_narrativeqa()
     stories = list(dict.fromkeys(r["passage"] for r in rows))
@@ -96,7 +96,7 @@ def narrative_qa_queries(n: int, distractors: int = 2, seed: int = 0) -> list[di
 
 def search_queries(n: int, seed: int = 0) -> list[dict[str, Any]]:
     """n NQ-open questions {"question", "answers"} for search-augmented generation."""
-    from engines.corpora import load_questions
+    from engines.assets.corpora import load_questions
 
     rng = random.Random(f"search:{seed}")
     questions = load_questions("nq_open")

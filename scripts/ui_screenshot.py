@@ -22,7 +22,7 @@ async def shoot(app_name: str, n: int, out: Path) -> None:
     import uvicorn
     from playwright.async_api import async_playwright
 
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from teola.server import ServerSettings, create_server, resolve_app
 
     configure_engine_env()

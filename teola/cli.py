@@ -234,7 +234,7 @@ def _load_apps(specs: Sequence[str], executor: str) -> dict[str, Any]:
 
 def _engine_env() -> None:
     try:
-        from engines.paths import configure_engine_env
+        from engines.assets.paths import configure_engine_env
     except ImportError:
         return
     configure_engine_env()

@@ -38,9 +38,9 @@ def terminal_err() -> TextIO:
 
 
 def logs_dir() -> Path:
-    """`<cache>/logs` (engines.paths.cache_dir(); ~/.cache/teola without the engines package)."""
+    """`<cache>/logs` (engines.assets.paths.cache_dir(); ~/.cache/teola without the engines package)."""
     try:
-        from engines.paths import cache_dir
+        from engines.assets.paths import cache_dir
         base = cache_dir()
     except ImportError:
         base = Path.home() / ".cache" / "teola"

@@ -17,17 +17,17 @@ class MachineCliError(Exception):
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
-    """Prepare the offline models (engines.setup_cli.run_setup)."""
+    """Prepare the offline models (engines.tuning.setup_cli.run_setup)."""
     return _setup_cli("run_setup")()
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Check the engine stack and report the engine settings in force (engines.setup_cli.run_doctor)."""
+    """Check the engine stack and report the engine settings in force (engines.tuning.setup_cli.run_doctor)."""
     return _setup_cli("run_doctor")()
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    """Probe candidate engine settings on this machine and keep the fastest (engines.tune)."""
+    """Probe candidate engine settings on this machine and keep the fastest (engines.tuning.tune)."""
     return _setup_cli("run_tune")(write=not args.dry_run)
 
 
@@ -57,10 +57,10 @@ def add_commands(sub: Any) -> None:
 
 def _setup_cli(name: str) -> Any:
     try:
-        module = importlib.import_module("engines.setup_cli")
+        module = importlib.import_module("engines.tuning.setup_cli")
     except ModuleNotFoundError as exc:
-        if exc.name in ("engines", "engines.setup_cli"):
-            raise MachineCliError(f"`teola {name.removeprefix('run_')}` needs engines/setup_cli.py, which this "
+        if exc.name in ("engines", "engines.tuning.setup_cli"):
+            raise MachineCliError(f"`teola {name.removeprefix('run_')}` needs engines/tuning/setup_cli.py, which this "
                                   "installation does not have") from None
         raise
     return getattr(module, name)

@@ -261,7 +261,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench remote_services` (argv: the options given, for its page)."""
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     asyncio.run(_serve(args.port, args.seed, args.scale))

@@ -31,12 +31,12 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.assets.models import resolve_model
+from engines.assets.paths import configure_engine_env
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
 from engines.llm_text.llm_requests import PromptRenderer, validate_parts
-from engines.models import resolve_model
 from engines.openai.capabilities import VLLM_NEUTRAL, Capabilities, probe
 from engines.openai.client import RemoteClient, RemoteEngineError, check_client_options
-from engines.paths import configure_engine_env
 from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.requests import DECODE_OPS, PREFILL_OPS
 

@@ -33,7 +33,7 @@ DSN_ENV = "TEOLA_PG_DSN"
 
 
 def _cache_dir() -> Path:
-    from engines.paths import cache_dir
+    from engines.assets.paths import cache_dir
 
     return cache_dir()
 

@@ -39,7 +39,7 @@ _COPY_CHUNK = 2000
 
 def _corpus_source(corpus: str) -> tuple[str, Path]:
     """(table-name stem, source file) for a corpus option value."""
-    from engines.corpora import wiki_summaries_path
+    from engines.assets.corpora import wiki_summaries_path
 
     if corpus == "wiki":
         return "wiki", wiki_summaries_path()
@@ -54,7 +54,7 @@ def _corpus_source(corpus: str) -> tuple[str, Path]:
 
 
 def _corpus_rows(corpus: str, path: Path) -> list[tuple[str, str]]:
-    from engines.corpora import load_wiki_summaries
+    from engines.assets.corpora import load_wiki_summaries
 
     if corpus == "wiki":
         return [(r["title"], r["text"]) for r in load_wiki_summaries()]
@@ -140,7 +140,7 @@ class TextSearchEngine:
         import psycopg
         from psycopg import sql
 
-        from engines.corpora import file_digest
+        from engines.assets.corpora import file_digest
 
         digest = file_digest(self.source)
         t = sql.Identifier(self.table)

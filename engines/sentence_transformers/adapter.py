@@ -8,12 +8,12 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engines.core_share import process_share
+from engines.machine.core_share import process_share
 from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 # sentence-transformers models created with exclusive=True compute one batch at a time in a process
 _EXCLUSIVE = threading.Lock()
-# they lend and borrow cores as one group (engines/core_share.py)
+# they lend and borrow cores as one group (engines/machine/core_share.py)
 SHARE_GROUP = "sentence_transformers"
 
 
@@ -26,8 +26,8 @@ class SentenceTransformersAdapter(ABC):
     default) and exclusive (True: compute one batch at a time with every other exclusive model of the
     process, so models that share cores do not run over each other) and share_cores (True, with
     torch_threads: a batch computed while the process's other core-sharing engines (vLLM) are idle
-    uses one thread per core of the process instead of torch_threads; engines/core_share.py).
-    Defaults for the hardware come from engines/engine_settings.py."""
+    uses one thread per core of the process instead of torch_threads; engines/machine/core_share.py).
+    Defaults for the hardware come from engines/tuning/settings.py."""
 
     ops: frozenset[str]
     default_profile: EngineProfile

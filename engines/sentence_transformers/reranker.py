@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engines.models import MINILM, resolve_model
-from engines.paths import configure_engine_env
+from engines.assets.models import MINILM, resolve_model
+from engines.assets.paths import configure_engine_env
 from engines.protocol import EngineProfile
 from engines.requests import PrimOp
 from engines.sentence_transformers.adapter import SentenceTransformersAdapter

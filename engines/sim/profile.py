@@ -35,7 +35,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engines.knee import knee
+from engines.machine.knee import knee
 from engines.sim.device import DeviceShare
 from engines.sim.llm import SimLLM
 from engines.sim.sim_engine import SimEngine
@@ -119,7 +119,7 @@ def _llm_entry(entry: dict[str, Any]) -> dict[str, Any]:
 
 def _knee_of(entry: dict[str, Any], ops: Any, max_batch: int, tokens_per_item: int = 64) -> int:
     """The max efficient batch of a simulated engine without one in its profile: the knee
-    (engines.knee) of its latency curve, or of its main op's linear cost at `tokens_per_item`
+    (engines.machine.knee) of its latency curve, or of its main op's linear cost at `tokens_per_item`
     tokens per request; 16 when it has neither."""
     curve = _curve(entry.get("latency"))
     if not curve:

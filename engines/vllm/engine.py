@@ -24,13 +24,13 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from engines.core_share import process_share
-from engines.hardware import cpu_llm_dtype
+from engines.assets.models import resolve_model
+from engines.assets.paths import configure_engine_env
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
 from engines.llm_text.prefix_memo import PrefixMemo
-from engines.models import resolve_model
-from engines.paths import configure_engine_env
+from engines.machine.core_share import process_share
+from engines.machine.hardware import cpu_llm_dtype
 from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.request_checks import check_context
 from engines.requests import DECODE_OPS, PREFILL_OPS
@@ -73,8 +73,8 @@ class VLLMEngine:
     share_cores (False; True on a CPU, with cpu_threads_bind a list of cores and the model in the
     engine-core process: the instance starts on all of the process's cores; while the other engines of
     this process that share cores are idle, the instance computes on all of the process's cores, and
-    goes back to its own as soon as one of them has work; engines/core_share.py, on by default on
-    CPU machines through engines/engine_settings.py).
+    goes back to its own as soon as one of them has work; engines/machine/core_share.py, on by default on
+    CPU machines through engines/tuning/settings.py).
 
     `profile`: max_batch = max_num_seqs; max_inflight = max_num_seqs (the runtime hands it at most
     max_num_seqs requests at once, so what waits beyond that waits in teola's queues, in its

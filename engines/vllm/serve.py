@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from engines.hardware import cpu_llm_dtype
+from engines.machine.hardware import cpu_llm_dtype
 from engines.vllm.engine import CPU_BLOCK_SIZE
 
 
@@ -36,7 +36,7 @@ def serve_command(model_dir: str | os.PathLike, served_name: str, port: int, hos
 def cpu_serve_env(kv_cache_space_gib: int = 1) -> dict[str, str]:
     """Environment for a CPU `vllm serve`: offline, the in-process adapter's layout (the model runs
     inside the engine-core process), a small KV cache."""
-    from engines.paths import cache_dir
+    from engines.assets.paths import cache_dir
 
     env = dict(os.environ)
     env.setdefault("HF_HUB_OFFLINE", "1")
@@ -73,7 +73,7 @@ class ServeProcess:
         import subprocess
         import tempfile
 
-        from engines.models import resolve_model
+        from engines.assets.models import resolve_model
 
         if not self.port:
             with socket.socket() as s:

@@ -1,4 +1,4 @@
-"""Moving a running vLLM instance to other CPU cores (teola's core lending, engines/core_share.py).
+"""Moving a running vLLM instance to other CPU cores (teola's core lending, engines/machine/core_share.py).
 
 `WorkerCores` is given to vLLM as its `worker_extension_cls`, so the model worker gains
 `teola_use_cores`, which the engine calls through vLLM's `collective_rpc`: vLLM runs it between two

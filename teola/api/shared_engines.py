@@ -47,8 +47,8 @@ def share_engines(apps: Iterable[Any]) -> int:
     """Give apps that declare the same engine (kind + options + instance count) one shared adapter.
     Only apps not yet started, running in-process, and engines without a given backend take part.
     Returns how many adapters are now shared by more than one app."""
-    from engines.engine_settings import resolve_options
     from engines.registry import create_engine
+    from engines.tuning.settings import resolve_options
 
     groups: dict[str, list[tuple[Any, str]]] = {}
     for app in apps:

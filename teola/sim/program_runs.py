@@ -42,11 +42,11 @@ def percentile(values: list[float], q: float) -> float:
 
 def load_texts(n_questions: int = 400, n_docs: int = 60) -> tuple[list[str], list[str], str]:
     """Questions and ~500-token documents (three lead paragraphs each) from shipped data."""
-    from engines.corpora import load_questions, load_wiki_summaries
+    from engines.assets.corpora import load_questions, load_wiki_summaries
     questions = [q["question"].strip().rstrip("?") + "?" for q in load_questions("nq_open", n_questions)]
     arts = [a["text"] for a in load_wiki_summaries(n=2000) if 500 <= len(a["text"]) <= 900]
     docs = [" ".join(arts[i:i + 3]) for i in range(0, 3 * n_docs, 3)]
-    return questions, docs, "NQ-open questions and Wikipedia lead paragraphs (engines.corpora)"
+    return questions, docs, "NQ-open questions and Wikipedia lead paragraphs (engines.assets.corpora)"
 
 
 def user_turn(rng: random.Random, questions: list[str], filler: list[str] | None, tokens: int,

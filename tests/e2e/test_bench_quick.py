@@ -18,7 +18,7 @@ SYSTEMS = ("teola", "LlamaDist-PO", "LlamaIndex")
 @pytest.fixture(scope="module")
 async def smoke(llm_engine, embedding_engine):
     from bench.rag import Settings, bench, make_apps, markdown, speedups
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     settings = Settings(apps=("naive_rag",), systems=SYSTEMS, rates=("high",), trials=1,

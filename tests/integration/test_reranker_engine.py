@@ -1,7 +1,7 @@
 """RerankerEngine: the offline MiniLM-cosine default ranks relevant text first; CrossEncoder paths load."""
 import pytest
 
-from engines.models import resolve_model
+from engines.assets.models import resolve_model
 from engines.sentence_transformers.reranker import RerankerEngine
 
 pytestmark = pytest.mark.engines

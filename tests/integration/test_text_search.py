@@ -4,7 +4,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from engines.corpora import load_boolq, load_questions, load_wiki_summaries
+from engines.assets.corpora import load_boolq, load_questions, load_wiki_summaries
 from engines.search.text_search import TextSearchEngine
 from engines.tools.tool_engine import ToolEngine
 

@@ -2,10 +2,10 @@
 size and a max efficient batch chosen from it (the knee), which the engine settings pass on."""
 import pytest
 
-from engines.engine_settings import resolve_options
-from engines.hardware import detect
-from engines.knee import knee
-from engines.tune import BATCHES, tune_batches
+from engines.machine.hardware import detect
+from engines.machine.knee import knee
+from engines.tuning.settings import resolve_options
+from engines.tuning.tune import BATCHES, tune_batches
 
 pytestmark = pytest.mark.engines
 

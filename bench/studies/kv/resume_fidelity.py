@@ -43,7 +43,7 @@ async def compare(engine: Any, question: str, tokens: int, k: int, repeat: bool 
 
 
 async def run(n: int, tokens: int, seed: int) -> dict[str, Any]:
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from engines.vllm.engine import VLLMEngine
 
     configure_engine_env()

@@ -9,7 +9,7 @@ batch size, for two kinds of text:
   - "short": the ~20-token sentences `teola tune`'s batch probe used before this page;
   - "app": 256-token chunks (the shipped apps' chunk size, 30 overlap, teola.compile.chunking) of the
     NarrativeQA stories the document-QA benchmark indexes.
-The knee of each curve (engines.knee: the smallest batch within 10% of the best throughput) is the
+The knee of each curve (engines.machine.knee: the smallest batch within 10% of the best throughput) is the
 max efficient batch stage decomposition would split indexing at. LlamaIndex's embedder batch (its
 `embed_batch_size` default, 10) is measured too. Nothing else runs meanwhile.
 """
@@ -40,10 +40,10 @@ async def curve(engine: Any, texts: list[str]) -> dict[int, float]:
 
 
 async def run(n: int, threads: int | None) -> dict[str, Any]:
-    from engines.engine_settings import resolve_options
-    from engines.knee import knee
+    from engines.machine.knee import knee
     from engines.sentence_transformers.embedding import EmbeddingEngine
-    from engines.tune import CHUNKS, app_chunks
+    from engines.tuning.settings import resolve_options
+    from engines.tuning.tune import CHUNKS, app_chunks
 
     options = resolve_options("sentence_transformers", {"max_batch": max(BATCHES)}, tuned={})
     if threads is not None:
@@ -86,7 +86,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     """Runs `python -m bench embed_batch` (argv: the options given, for its page)."""
     if args.chunks < max(BATCHES):
         p.error(f"--chunks must be >= {max(BATCHES)}")
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     data = asyncio.run(run(args.chunks, args.threads))

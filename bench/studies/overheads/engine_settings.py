@@ -1,7 +1,7 @@
 """Engine settings on this machine: the shipped advanced-RAG app on the real engines, once with the
 engine libraries' own process layout (vLLM's separate worker process and its "auto" thread binding;
 torch's default threads for the embedder and reranker, running concurrently) and once with the
-settings teola chooses for the hardware (engines/engine_settings.py), all else equal, side by side
+settings teola chooses for the hardware (engines/tuning/settings.py), all else equal, side by side
 in one run.
 
     python -m bench engine_settings            # 4 queries alone + 8 at Poisson 0.1 q/s per layout
@@ -83,7 +83,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "- library defaults: vLLM's own layout (a separate model-worker process beside the engine core, "
         "`VLLM_CPU_OMP_THREADS_BIND=auto`), torch's default threads for embedder and reranker, which may "
         "run at once;",
-        "- teola's choice (engines/engine_settings.py, `teola doctor` prints it): the model runs inside "
+        "- teola's choice (engines/tuning/settings.py, `teola doctor` prints it): the model runs inside "
         "vLLM's engine-core process, bound to cores 1..C-1; embedder and reranker on 1 torch thread, one "
         "batch at a time.",
         "",
@@ -118,7 +118,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench engine_settings` (argv: the options given, for its page)."""
     n_alone, n_loaded = (2, 4) if args.quick else (4, 8)
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     data: dict[str, Any] = {"machine": machine(), "layouts": {}}

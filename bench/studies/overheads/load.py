@@ -56,7 +56,7 @@ async def one(client: Any, app: str, body: dict[str, Any]) -> dict[str, Any]:
 async def run(app_name: str, n: int, waves: int, arenas: int | None = None) -> dict[str, Any]:
     import httpx
 
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from teola.server import ServerSettings, create_server, resolve_app
 
     configure_engine_env()

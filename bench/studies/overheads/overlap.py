@@ -79,7 +79,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench overlap` (argv: the options given, for its page)."""
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     n = 1 if args.quick else 3

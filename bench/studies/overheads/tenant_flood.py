@@ -73,7 +73,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 async def run(app_name: str, n_steady: int, interval: float, n_flood: int, max_queries: int) -> dict[str, Any]:
     import httpx
 
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from teola.server import ServerSettings, create_server, resolve_app
 
     configure_engine_env()

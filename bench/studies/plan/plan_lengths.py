@@ -18,7 +18,7 @@ import os
 import time
 
 from bench.common import ROOT
-from engines.paths import configure_engine_env
+from engines.assets.paths import configure_engine_env
 from teola.plan import prompts
 from teola.plan.data import chunks, documents, questions
 
@@ -40,7 +40,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     from vllm import LLM, SamplingParams
 
-    from engines.models import resolve_model
+    from engines.assets.models import resolve_model
     t0 = time.perf_counter()
     llm = LLM(model=str(resolve_model("smollm2-135m-instruct")), dtype="bfloat16", max_model_len=2048,
               enforce_eager=True, max_num_seqs=64)

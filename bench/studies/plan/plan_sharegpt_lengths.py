@@ -69,7 +69,7 @@ def _data_path(given: str | None) -> Path:
 def _tokenizer():
     from tokenizers import Tokenizer
 
-    from engines.paths import models_dir
+    from engines.assets.paths import models_dir
     path = models_dir() / "smollm2-135m-instruct" / "tokenizer.json"
     if not path.is_file():
         raise SystemExit(f"{path} not found: prepare the shipped model first (teola setup)")

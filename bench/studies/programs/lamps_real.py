@@ -129,7 +129,7 @@ async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[s
 async def run_all(rates: list[float], n: int, trials: int, progress: bool = True,
                   systems: dict[str, str] | None = None) -> dict[str, Any]:
     """Every system (name -> teola policy; default `SYSTEMS`) on the same traces, one after another."""
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from engines.sim.profile import load_profile
     from engines.tools.tool_engine import ToolEngine
     from engines.vllm.engine import VLLMEngine

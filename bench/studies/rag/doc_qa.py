@@ -326,7 +326,7 @@ def _embed_batch(s: dict[str, Any], used: int | None = None) -> str:
     if s["embedding_batch"]:
         return str(s["embedding_batch"])
     if used:
-        return f"{used}, teola's shipped default for this machine (engines.engine_settings: 8 on a CPU)"
+        return f"{used}, teola's shipped default for this machine (engines.tuning.settings: 8 on a CPU)"
     return "the engine's shipped default (32 unless `teola tune` chose one)"
 
 
@@ -410,7 +410,7 @@ def inflight_series(runs: dict[str, Any]) -> list[str]:
 async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> dict[str, Any]:
     from bench.common import RESULTS, machine
     from bench.plots import write_load_plot
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -484,7 +484,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "a real cross-encoder's cost, no cosine ranking, so teola's defaults keep the expansion); "
                         "its answers are not a quality measure")
     p.add_argument("--no-core-lending", action="store_true",
-                   help="the engines keep their home cores (share_cores off; engines/core_share.py) for both systems")
+                   help="the engines keep their home cores (share_cores off; engines/machine/core_share.py) for both systems")
 
 
 def positive_numbers(p: argparse.ArgumentParser, flag: str, text: str) -> tuple[float, ...]:
@@ -567,7 +567,7 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
     "openai" against it, LlamaIndex calls it with its own OpenAILike (bench/baselines/llamaindex_server.py), so
     both systems send their calls over HTTP to one server with the in-process adapter's settings."""
     from bench import rag
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from engines.vllm.serve import ServeProcess
 
     configure_engine_env()

@@ -143,7 +143,7 @@ def pool_markdown(paths: list[str], command: str) -> str:
 
 
 async def _main(args: argparse.Namespace, command: str) -> dict[str, Any]:
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")

@@ -150,7 +150,7 @@ def retrieved_queries(path: str, n: int, flow: str = "naive_rag/small", system: 
 
 async def run(n: int, only: list[int] | None = None, contexts: str | None = None,
               flow: str = "naive_rag/small", system: str = "teola") -> dict[str, Any]:
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     from engines.vllm.engine import VLLMEngine
 
     configure_engine_env()

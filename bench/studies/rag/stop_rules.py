@@ -104,7 +104,7 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     """Runs `python -m bench stop_rules` (argv: the options given, for its page)."""
     from transformers import AutoTokenizer
 
-    from engines.models import resolve_model
+    from engines.assets.models import resolve_model
     tokenizer = AutoTokenizer.from_pretrained(a.model_dir or resolve_model("smollm2-135m-instruct"))
     fns = rules(tokenizer)
     samples = {}

@@ -236,8 +236,8 @@ async def _main(s: Settings, progress: bool = True, write: Any = None) -> dict[s
     import contextlib
 
     from bench.lib.remote_services import ServiceProcess
+    from engines.assets.paths import configure_engine_env
     from engines.openai.llm import OpenAILLMEngine
-    from engines.paths import configure_engine_env
 
     configure_engine_env()
     names = {WORKLOADS[w][0] for w in s.workloads}

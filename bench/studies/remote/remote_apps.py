@@ -295,7 +295,7 @@ async def bench(apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress
 
 
 async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = "remote_apps") -> dict[str, Any]:
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

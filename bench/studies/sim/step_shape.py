@@ -86,7 +86,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
 
 async def measure(sizes: list[int], outs: list[int], rounds: int, words: int, seed: int,
                   options: dict[str, Any]) -> list[dict[str, Any]]:
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
     configure_engine_env()
     from engines.vllm.engine import VLLMEngine
     from teola.sim.fit import steady_steps
@@ -138,7 +138,7 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
         p.error("need --rounds >= 1, at least 3 distinct batch sizes, and sizes / outs >= 1")
     t0 = time.perf_counter()
     from bench.common import machine
-    from engines.engine_settings import resolve_options
+    from engines.tuning.settings import resolve_options
     # the layout an app's runtime gives the engine (on a CPU machine: bound to cores 1..C-1, in the
     # engine-core process), which `teola profile` measures; VLLMEngine alone would take vLLM's own
     options = resolve_options("vllm", {})

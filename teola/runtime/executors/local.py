@@ -5,9 +5,9 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engines.engine_settings import resolve_options
 from engines.protocol import Capability, EngineProfile, StreamEvent, capabilities_of, restart_adapter
 from engines.registry import create_engine
+from engines.tuning.settings import resolve_options
 from teola.ir.engine_spec import Engine
 from teola.runtime.executors.executor import Instance
 
@@ -18,7 +18,7 @@ class LocalExecutor:
     """Instances are adapter objects (engines.protocol.EngineBackend) in this process. A backend
     passed in is used as given (it may be shared by several instances); otherwise the adapter is
     built with `engines.registry.create_engine` from the spec's options over the settings chosen for
-    this machine (engines.engine_settings: hardware defaults < `teola tune` values < explicit)."""
+    this machine (engines.tuning.settings: hardware defaults < `teola tune` values < explicit)."""
 
     def __init__(self) -> None:
         self._started: list[Any] = []

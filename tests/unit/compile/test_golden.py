@@ -24,7 +24,7 @@ APPS = {"advanced_rag": lambda: advanced_rag.build(reranker=CROSS_ENCODER), "nai
 def cpu_machine(monkeypatch):
     """The golden texts are a CPU machine's without `teola tune` values, wherever the tests run (the
     embedder's max efficient batch, which stage decomposition splits at, is a machine setting)."""
-    import engines.engine_settings as es
+    import engines.tuning.settings as es
 
     monkeypatch.setenv("TEOLA_DEVICE", "cpu")
     monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})

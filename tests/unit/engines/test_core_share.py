@@ -1,10 +1,10 @@
-"""Core lending between engines that share a CPU (engines/core_lending.py, engines/core_share.py)."""
+"""Core lending between engines that share a CPU (engines/machine/core_lending.py, engines/machine/core_share.py)."""
 import asyncio
 
 import pytest
 
-from engines.core_lending import lent_cores
-from engines.core_share import CoreShare
+from engines.machine.core_lending import lent_cores
+from engines.machine.core_share import CoreShare
 
 HOMES = {"vllm": [1], "st": [0]}
 
@@ -55,7 +55,7 @@ async def test_vllm_is_lent_the_cores_while_the_models_idle_and_gives_them_back_
 
 
 async def test_an_engine_starts_anyway_when_the_other_does_not_answer_in_time(monkeypatch):
-    monkeypatch.setattr("engines.core_share.SHRINK_WAIT", 0.05)
+    monkeypatch.setattr("engines.machine.core_share.SHRINK_WAIT", 0.05)
     share, llm = CoreShare([0, 1]), Mover(delay=0.01)
     share.join("vllm", [1], llm)
     share.join("st", [0])

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from engines.engine_settings import busy_threads, default_settings, report, resolve_options, tuned_settings
-from engines.hardware import Hardware
+from engines.machine.hardware import Hardware
+from engines.tuning.settings import busy_threads, default_settings, report, resolve_options, tuned_settings
 from engines.vllm.layout import parse_cpu_list, spawn_layout
 
 SHIPPED = [("vllm", 1), ("sentence_transformers", 1), ("reranker", 1)]  # the advanced-RAG app's compute engines
@@ -101,7 +101,7 @@ def test_spawn_layout_sets_and_restores_environment_and_affinity():
 
 
 def test_cpu_llm_dtype_is_float32_only_where_bfloat16_is_emulated():
-    from engines.hardware import cpu_llm_dtype, native_bf16
+    from engines.machine.hardware import cpu_llm_dtype, native_bf16
 
     avx2 = frozenset({"avx", "avx2", "fma"})
     avx512_bf16 = avx2 | {"avx512f", "avx512_bf16"}
@@ -115,7 +115,7 @@ def test_cpu_llm_dtype_is_float32_only_where_bfloat16_is_emulated():
 
 
 def test_the_batch_probe_embeds_chunks_of_the_apps_size_not_short_sentences():
-    from engines.tune import CHUNKS, app_chunks
+    from engines.tuning.tune import CHUNKS, app_chunks
     from teola.compile.chunking import count_tokens
 
     chunks = app_chunks(64)
@@ -126,7 +126,7 @@ def test_the_batch_probe_embeds_chunks_of_the_apps_size_not_short_sentences():
 
 
 def test_the_cpu_embedder_batches_at_most_eight_chunks_unless_tuned_or_given():
-    from engines.engine_settings import CPU_EMBED_BATCH
+    from engines.tuning.settings import CPU_EMBED_BATCH
 
     cpu, gpu = Hardware(cores=2, gpu=False), Hardware(cores=8, gpu=True)
     assert resolve_options("sentence_transformers", {}, hw=cpu, tuned={})["max_efficient_batch"] == CPU_EMBED_BATCH == 8
@@ -139,7 +139,7 @@ def test_the_cpu_embedder_batches_at_most_eight_chunks_unless_tuned_or_given():
 
 
 def test_an_engine_spec_takes_the_machines_max_efficient_batch_so_stage_decomposition_sees_it(monkeypatch):
-    import engines.engine_settings as es
+    import engines.tuning.settings as es
     from teola import Engine
 
     monkeypatch.setenv("TEOLA_DEVICE", "cpu")
@@ -154,7 +154,7 @@ def test_an_engine_spec_takes_the_machines_max_efficient_batch_so_stage_decompos
 
 
 def test_a_simulated_engine_does_not_take_this_machines_batch(monkeypatch):
-    import engines.engine_settings as es
+    import engines.tuning.settings as es
     from apps import advanced_rag
     from teola.sim.run import use_profile
 
@@ -169,7 +169,7 @@ def test_a_simulated_engine_does_not_take_this_machines_batch(monkeypatch):
 def test_a_simulated_engine_takes_the_profiled_machines_batch(monkeypatch):
     import copy
 
-    import engines.engine_settings as es
+    import engines.tuning.settings as es
     from apps import advanced_rag
     from engines.sim.profile import load_profile
     from teola.sim.run import use_profile

@@ -1,7 +1,7 @@
-"""The maximum efficient batch taken from a latency curve (engines.knee)."""
+"""The maximum efficient batch taken from a latency curve (engines.machine.knee)."""
 import pytest
 
-from engines.knee import knee
+from engines.machine.knee import knee
 
 
 def test_knee_is_where_throughput_stops_growing():

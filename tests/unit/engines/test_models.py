@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from engines import models, paths
+from engines.assets import models, paths
 
 
 def test_existing_folder_is_used_as_is(tmp_path):

@@ -8,7 +8,7 @@ over its cores. Three layers, each overriding the one before:
      process keeps core 0 for its event loop and the sentence-transformers models, which compute one
      batch at a time (`exclusive`) on `torch_threads` = 1 thread, the embedder in batches of at most
      CPU_EMBED_BATCH (8) chunks. Those are the engines' home cores: with `share_cores` an engine that
-     has work while the others idle computes on all the cores (engines/core_lending.py), so one
+     has work while the others idle computes on all the cores (engines/machine/core_lending.py), so one
      query alone runs each step on the whole machine. Measured against vLLM's default layout in
      bench/results/engine_settings.md, against larger batches in bench/results/embed_batch.md, and
      with and without lending in bench/results/core_lending.md;
@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engines.hardware import Hardware
-from engines.paths import cache_dir
+from engines.assets.paths import cache_dir
+from engines.machine.hardware import Hardware
 from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list
 
 ST_KINDS = ("sentence_transformers", "reranker")
@@ -96,7 +96,7 @@ def resolve_options(kind: str, options: Mapping[str, Any], index: int = 0, insta
     if kind not in SETTING_KEYS:
         return dict(options)
     if hw is None:
-        from engines.hardware import detect
+        from engines.machine.hardware import detect
         hw = detect()
     tuned = tuned_settings() if tuned is None else tuned
     return {**default_settings(kind, index, instances, hw), **dict(tuned.get(kind, {})), **dict(options)}
@@ -145,8 +145,8 @@ def report(hw: Hardware, tuned: Mapping[str, Mapping[str, Any]] | None = None,
         lines.append(f"threads computing at once when all are busy: {busy} on {hw.cores} core(s)")
         lending = all(opts.get("share_cores") for kind, opts in resolved if kind in SETTING_KEYS)
         lines.append("core lending: " + (f"on (an engine with work while the others idle computes on all {hw.cores} "
-                                         "cores; engines/core_share.py)" if lending else "off (each engine keeps its cores)"))
-        from engines.hardware import cpu_llm_dtype
+                                         "cores; engines/machine/core_share.py)" if lending else "off (each engine keeps its cores)"))
+        from engines.machine.hardware import cpu_llm_dtype
         native = cpu_llm_dtype("auto") == "auto"
         lines.append("vLLM dtype 'auto': " + ("the model's own (this CPU has native bfloat16)" if native
                                               else "float32 (this CPU has no native bfloat16)"))

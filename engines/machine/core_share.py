@@ -1,5 +1,5 @@
 """The engines of one process that share the machine's CPU cores, lending them to each other by the
-rule of engines/core_lending.py while the runtime runs.
+rule of engines/machine/core_lending.py while the runtime runs.
 
 An engine joins a group with its home cores (`join`); the sentence-transformers models join one
 group ("sentence_transformers", since they compute one batch at a time anyway), each vLLM instance
@@ -21,7 +21,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from engines.core_lending import lent_cores
+from engines.machine.core_lending import lent_cores
 
 log = logging.getLogger(__name__)
 # how long an engine that starts work waits for the others to give back borrowed cores; a vLLM

@@ -1,5 +1,5 @@
 """`teola setup`, `teola doctor` and `teola tune`: prepare the offline models, check the engine stack
-and the engine settings in force, and choose settings by measurement (engines/tune.py).
+and the engine settings in force, and choose settings by measurement (engines/tuning/tune.py).
 
 Both return a process exit code (0 = ok) and print one line per step, so the CLI can `sys.exit()` them.
 """
@@ -8,14 +8,14 @@ from __future__ import annotations
 import sys
 import traceback
 
-from engines.paths import cache_dir, configure_engine_env
+from engines.assets.paths import cache_dir, configure_engine_env
 
 
 def run_setup() -> int:
     """Prepare every known model into the cache (idempotent); 0 on success, 1 on failure."""
     configure_engine_env()
     print(f"[teola setup] cache: {cache_dir()}", flush=True)
-    from engines.models import prepare_models
+    from engines.assets.models import prepare_models
 
     try:
         folders = prepare_models(progress=lambda msg: print(f"[teola setup] {msg}", flush=True))
@@ -32,7 +32,7 @@ def run_setup() -> int:
 def run_doctor() -> int:
     """Print each check with its fix; 0 when all pass, 1 otherwise."""
     configure_engine_env()
-    from engines.models import doctor
+    from engines.assets.models import doctor
 
     checks = doctor()
     width = max(len(name) for name, _, _ in checks)
@@ -46,8 +46,8 @@ def run_doctor() -> int:
 
 def _settings_report() -> None:
     """The engine settings in force on this machine and oversubscription warnings (not failures)."""
-    from engines.engine_settings import report
-    from engines.hardware import detect
+    from engines.machine.hardware import detect
+    from engines.tuning.settings import report
 
     try:
         lines, warnings = report(detect())
@@ -61,7 +61,7 @@ def _settings_report() -> None:
 
 
 def run_tune(write: bool = True) -> int:
-    """Probe candidate engine settings and keep the fastest (engines.tune.run_tune)."""
-    from engines.tune import run_tune as tune
+    """Probe candidate engine settings and keep the fastest (engines.tuning.tune.run_tune)."""
+    from engines.tuning.tune import run_tune as tune
 
     return tune(write)

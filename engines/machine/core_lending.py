@@ -1,6 +1,6 @@
 """Who computes on which cores when engines share a CPU: the rule of teola's core lending.
 
-Every engine that shares the machine's cores has home cores (engines/engine_settings.py: vLLM on
+Every engine that shares the machine's cores has home cores (engines/tuning/settings.py: vLLM on
 cores 1..C-1, the sentence-transformers models on core 0). An engine that has work while every
 other sharing engine is idle borrows all the cores; as soon as another has work too, each computes
 on its home cores again. One query alone thus runs each of its steps on the whole machine, and

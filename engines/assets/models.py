@@ -19,7 +19,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from engines.paths import configure_engine_env, models_dir
+from engines.assets.paths import configure_engine_env, models_dir
 
 SMOLLM2 = "smollm2-135m-instruct"
 MINILM = "all-minilm-l6-v2"
@@ -104,7 +104,7 @@ def resolve_model(name_or_path: str | os.PathLike, prepare: bool = False, progre
     if not is_prepared(name):
         if not prepare:
             raise ValueError(f"model {name!r} is not prepared yet; fix: run `teola setup` "
-                             f"(or call engines.models.prepare_models())")
+                             f"(or call engines.assets.models.prepare_models())")
         _prepare_one(name, progress)
     return smollm2_dir() if name == SMOLLM2 else _minilm_dir()
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 def source_root() -> Path | None:
     """The source checkout holding this package, or None when installed as a wheel."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # engines/assets/paths.py -> the checkout
     return root if (root / "pyproject.toml").is_file() else None
 
 

@@ -10,7 +10,7 @@ Probes (CPU machines; on a GPU machine vLLM's defaults are kept and nothing is p
      chunks with torch_threads = 1 and = C; the candidate whose concurrent pair (decode + embed)
      finishes first wins (the embedder's setting also goes to the reranker, which shares its cores).
   3. Max efficient batch of the embedder and the reranker: with the chosen threads, the latency of
-     batches of 1..64 chunks of the apps' size (256 tokens of shipped story text) alone; the knee of that curve (engines.knee: the smallest batch
+     batches of 1..64 chunks of the apps' size (256 tokens of shipped story text) alone; the knee of that curve (engines.machine.knee: the smallest batch
      within 10% of the best throughput) is what stage decomposition and batching fill up to.
 About two minutes on 2 cores, most of it starting vLLM twice.
 """
@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engines.engine_settings import TUNED_FILE, default_settings
-from engines.hardware import Hardware, detect
-from engines.paths import cache_dir
+from engines.assets.paths import cache_dir
+from engines.machine.hardware import Hardware, detect
+from engines.tuning.settings import TUNED_FILE, default_settings
 
 DECODE = {"parts": [["user", "List ten rivers of Europe, one per line."]], "complete": True,
           "max_tokens": 32, "temperature": 0.0, "ignore_eos": True}
@@ -43,7 +43,7 @@ def app_chunks(n: int, chunk_size: int = 256) -> list[str]:
     story summaries: what indexing embeds. The batch curves (probe 3) use them because the curve's
     shape depends on text length: on ~20-token sentences batching pays up to batch 16, on 256-token
     chunks not at all on a CPU (bench/results/embed_batch.md)."""
-    from engines.corpora import load_narrativeqa
+    from engines.assets.corpora import load_narrativeqa
 
     out: list[str] = []
     for story in dict.fromkeys(r["passage"] for r in load_narrativeqa()):
@@ -122,7 +122,7 @@ async def probe_curve(kind: str, threads: int) -> dict[int, float]:
 
 async def tune_batches(chosen: dict[str, Any], rows: list[dict[str, Any]], say: Callable[[str], None]) -> None:
     """Probe 3: each sentence-transformers engine's max efficient batch from its latency curve."""
-    from engines.knee import knee
+    from engines.machine.knee import knee
 
     for kind in ("sentence_transformers", "reranker"):
         curve = await probe_curve(kind, chosen[kind]["torch_threads"])
@@ -174,7 +174,7 @@ async def tune(hw: Hardware, say: Callable[[str], None]) -> dict[str, Any]:
 
 def run_tune(write: bool = True) -> int:
     """`teola tune`: probe, print the table, write the chosen settings (unless write=False)."""
-    from engines.paths import configure_engine_env
+    from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     hw = detect()
