@@ -14,8 +14,8 @@ One instance: FCFS (vLLM's order), MLFQ (program-blind), PLAS, ATLAS, preemption
 Two instances: PLAS under the locality-aware, round-robin and least-used balancers (chat).
 Loads are fractions of FCFS's saturated capacity (bench.sim_programs.saturated_capacity).
 
-    .venv/bin/python -m bench.programs            # writes bench/results/programs.{json,md}
-    .venv/bin/python -m bench.programs --quick    # fewer programs and rates (a smoke run)
+    .venv/bin/python -m bench programs            # writes bench/results/programs.{json,md}
+    .venv/bin/python -m bench programs --quick    # fewer programs and rates (a smoke run)
 """
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ def _fmt(x: float | None) -> str:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.programs`."""
+    """The options of `python -m bench programs`."""
     ap.add_argument("--quick", action="store_true", help="fewer programs and loads (smoke run)")
     ap.add_argument("--programs", type=int, default=None, help="programs per point (default 200, --quick 40)")
     ap.add_argument("--profile", default=PROFILE, help=f"simulation profile (default {PROFILE})")
@@ -115,7 +115,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
-    """Runs `python -m bench.programs` (argv: the options given, for its page)."""
+    """Runs `python -m bench programs` (argv: the options given, for its page)."""
     from bench.sim_programs import BUDGET, sweep
     from engines.sim.profile import load_profile
     from teola.sim.program_runs import QUEUES
@@ -136,22 +136,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
            "balancers": bal, "wall_s": time.perf_counter() - t0}
     write_results(args.out or ("programs_quick" if args.quick else "programs"), res, markdown(res))
     return res
-
-
-STUDIES = {  # --study NAME: the module of bench/ that runs it (default program_sim: this one, simulated)
-    "program_sim": "programs",
-    "vllm": "programs_vllm",
-    "heavy": "programs_heavy",
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.programs [--study NAME] [options]`: the study NAME (default program_sim)."""
-    from bench.common import run_study
-
-    res = run_study("programs", STUDIES, argv, default="program_sim", description=__doc__.split("\n\n")[0])
-    return 0 if isinstance(res, dict) else res or 0  # program_sim and vllm return their results
-
-
-if __name__ == "__main__":
-    sys.exit(main())

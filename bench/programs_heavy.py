@@ -1,6 +1,6 @@
 """Program-level scheduling on real vLLM with heavy-tailed programs, 3 trials (issue 16).
 
-    python -m bench.programs --study heavy [--trials 3] [--kind chat] [--loads 1.0,2.5,4.0,5.5] [--programs 30] [--kv-swap]
+    python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.5,4.0,5.5] [--programs 30] [--kv-swap]
 
 bench.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so no
 program is much longer than another and there is little for a program-level policy to reorder.
@@ -183,7 +183,7 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.programs --study heavy`."""
+    """The options of `python -m bench programs_heavy`."""
     ap.add_argument("--kind", choices=tuple(SHAPES), default="chat")
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--loads", default="1.0,2.5,4.0,5.5", help="multiples of the burst's capacity")
@@ -196,7 +196,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.programs --study heavy` (argv: the options given, for its page)."""
+    """Runs `python -m bench programs_heavy` (argv: the options given, for its page)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     loads = [float(x) for x in args.loads.split(",")]
     commit, load0, t0 = machine()["commit"], os.getloadavg()[0], time.perf_counter()
@@ -206,11 +206,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     data = {**res, "summary": summ, "equal_latency": equal_latency(summ), "kind": args.kind, "seed": args.seed, "kv_swap": args.kv_swap,
             "programs": args.programs, "commit": commit, "load": (load0, os.getloadavg()[0]),
             "wall_s": time.perf_counter() - t0,
-            "command": "python -m bench.programs --study heavy " + " ".join(argv)}
+            "command": "python -m bench programs_heavy " + " ".join(argv)}
     write_results(args.out, data, markdown(data))
     write_load_plot(args.out)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.programs --study heavy (docs/benchmarks.md)")

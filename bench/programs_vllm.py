@@ -16,8 +16,8 @@ the prefix cache across runs.
      over a long per-program document: locality-aware (Autellix Algorithm 2) vs round-robin vs
      least-used routing, all under PLAS: latency and prefix-cache hits.
 
-    .venv/bin/python -m bench.programs --study vllm            # ~12 min; bench/results/programs_vllm.{json,md}
-    .venv/bin/python -m bench.programs --study vllm --quick    # ~3 min smoke run; bench/results/quick/
+    .venv/bin/python -m bench programs_vllm            # ~12 min; bench/results/programs_vllm.{json,md}
+    .venv/bin/python -m bench programs_vllm --quick    # ~3 min smoke run; bench/results/quick/
 """
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def markdown(res: dict[str, Any]) -> str:
            f"Real engine: {ENGINE['model']} on vLLM {res['vllm']} (CPU), max {ENGINE['max_num_seqs']} running "
            f"sequences, through the teola runtime; programs submitted with `teola.api.program.Program`, every call "
            f"decoding exactly its drawn output length (`ignore_eos`). Workloads: the chat / tree generators of "
-           f"bench/programs.py shrunk to {SHAPES}; text: {res['text_source']}. Poisson program arrivals, seed "
+           f"teola/sim/program_workloads.py shrunk to {SHAPES}; text: {res['text_source']}. Poisson program arrivals, seed "
            f"{res['seed']}; latency = program completion - arrival. Policies: FCFS = teola's `fifo`; MLFQ / PLAS / "
            f"ATLAS with queues {QUEUES} (service = decoded tokens). "
            + "; then ".join(f"`{r['command']}` ({r['wall_seconds']:.0f} s wall)" for r in res["runs"])
@@ -313,7 +313,7 @@ async def amain(args: argparse.Namespace, previous: dict[str, Any] | None) -> di
     res: dict[str, Any] = dict(previous or {})
     res.update({"vllm": vllm.__version__, "seed": args.seed, "text_source": source, "sizes": sizes,
                 "engine": ENGINE, "queues": QUEUES, "shapes": SHAPES})
-    command = "python -m bench.programs --study vllm" + (" --quick" if args.quick else "")
+    command = "python -m bench programs_vllm" + (" --quick" if args.quick else "")
     if args.part != "all":
         command += f" --part {args.part}"
     for part in ("policies", "balancers"):
@@ -332,7 +332,7 @@ async def amain(args: argparse.Namespace, previous: dict[str, Any] | None) -> di
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.programs --study vllm`."""
+    """The options of `python -m bench programs_vllm`."""
     ap.add_argument("--quick", action="store_true", help="one workload, one rate, few programs (smoke run)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--part", choices=("all", "policies", "balancers"), default="all",
@@ -340,7 +340,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
-    """Runs `python -m bench.programs --study vllm` (argv: the options given, for its page)."""
+    """Runs `python -m bench programs_vllm` (argv: the options given, for its page)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     folder = RESULTS / "quick" if args.quick else RESULTS  # quick runs stay out of the index
     previous = None
@@ -357,7 +357,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     (folder / "programs_vllm.md").write_text(text.rstrip() + "\n")
     print(text)
     return res
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.programs --study vllm (docs/benchmarks.md)")

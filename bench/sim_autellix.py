@@ -2,7 +2,7 @@
 Llama-3.1-8B / one A100-80GB, vLLM vs vLLM-opt vs MLFQ vs Autellix, program-level token latency against
 the program arrival rate.
 
-    python -m bench.sim_studies --study autellix [--scale 1.0] [--jobs 2] [--quick]
+    python -m bench sim_autellix [--scale 1.0] [--jobs 2] [--quick]
 
 Every number here is simulated: teola's runtime (its fcfs / mlfq / plas / atlas policies, the preemptor
 that aborts and resumes calls) drives a simulated vLLM (engines/sim/llm.py) in virtual time, on the
@@ -15,7 +15,7 @@ Set-up, each item from the paper (Autellix, arXiv 2502.13965):
     34.14 decode), LATS (MCTS on HotpotQA, 159.7 calls per program, 467.2 prefill, 72.6 decode), Mixed
     (programs sampled equally from the three). Only these summary statistics are published (the traces
     are not available offline), so bench.sim_programs' generators draw from distributions with those
-    means (bench/programs.py; the page sets the drawn statistics beside the paper's);
+    means (teola/sim/program_workloads.py; the page sets the drawn statistics beside the paper's);
   - arrivals: programs (not calls) arrive as a Poisson process (§6.1);
   - engine (§6.2): one Llama-3.1-8B on one A100-80GB, the same max batch for every system (vLLM's
     max_num_seqs 256), KV cache from 80 GB at 0.9 utilisation minus the weights;
@@ -454,7 +454,7 @@ def markdown(data: dict[str, Any]) -> str:
     lines += ["", "The paper's prefill per call is read as new tokens per call for ShareGPT and BFCL (each call re-sends "
               "its conversation, which the prefix cache holds: §3.2 reports >90% hits within a program), and as the "
               "whole prompt for LATS (question + the parents' outputs). The traces themselves are not available "
-              "offline; the generators (bench/programs.py, shapes in bench/sim_programs.py) draw lognormal calls per "
+              "offline; the generators (teola/sim/program_workloads.py, shapes in bench/sim_programs.py) draw lognormal calls per "
               "program and exponential lengths with the published means.", ""]
     for kind, w in data["workloads"].items():
         lines += [f"### {kind}: token latency (ms per decoded token) against rate (estimated capacity "
@@ -537,7 +537,7 @@ def mechanism_section(data: dict[str, Any]) -> list[str]:
 
 # ---- the command -----------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study autellix`."""
+    """The options of `python -m bench sim_autellix`."""
     p.add_argument("--profile", default=PROFILE)
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"from: {', '.join(WORKLOADS)}")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"from: {', '.join(SYSTEMS)}")
@@ -555,7 +555,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.sim_studies --study autellix` (argv: the options given, for its page)."""
+    """Runs `python -m bench sim_autellix` (argv: the options given, for its page)."""
     if args.render:
         import json
         data = json.loads((RESULTS / f"{args.out}.json").read_text())
@@ -592,7 +592,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             "reduction": f"scale {args.scale}: the paper does not say how many programs a trace holds; these counts "
                          "fit this study's time on 2 cores, and with them a point's arrival window is only a few "
                          "program latencies long on LATS, so its high loads are transients, not steady states",
-            "command": "python -m bench.sim_studies --study autellix " + " ".join(argv)}
+            "command": "python -m bench sim_autellix " + " ".join(argv)}
     scales = [float(x) for x in args.kv_scales.split(",") if x] if not args.quick else []
     sk = args.sweep_workload
     if scales and sk in workloads and "gap_load" in workloads[sk]:

@@ -1,6 +1,6 @@
 """SIMULATED: Autellix Fig. 11-style program latency vs arrival rate on a derived GPU profile.
 
-    python -m bench.sim_studies --study programs [--profile a100-llama2-7b-measured] [--programs 150] [--quick] [--nocache-baseline]
+    python -m bench sim_programs [--profile a100-llama2-7b-measured] [--programs 150] [--quick] [--nocache-baseline]
 
 Every number here is simulated: teola's runtime (program policies, the preemptor that aborts and
 resumes calls, balancers) drives simulated vLLM instances (engines/sim/llm.py) in virtual time; the
@@ -258,7 +258,7 @@ def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `python -m bench.sim_studies --study programs`."""
+    """The options of `python -m bench sim_programs`."""
     p.add_argument("--profile", default="a100-llama2-7b-measured",
                    help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
     p.add_argument("--programs", type=int, default=300)
@@ -281,7 +281,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench.sim_studies --study programs` (argv: the options given, for its page)."""
+    """Runs `python -m bench sim_programs` (argv: the options given, for its page)."""
     from engines.sim.profile import load_profile
     profile = load_profile(args.profile)
     questions, filler, _ = load_texts()
@@ -302,10 +302,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             args.promotion)
     shapes = {k: shape_stats(k, n) for k in dict.fromkeys(k for k, _, _ in combos)}
     data = {"profile": args.profile, "programs": n, "promotion": args.promotion, "sweeps": sweeps, "shapes": shapes, "capacity": "saturated", "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
-            "command": "python -m bench.sim_studies --study programs " + " ".join(argv)}
+            "command": "python -m bench sim_programs " + " ".join(argv)}
     write_results(args.out, data, markdown(data))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit("moved: python -m bench.sim_studies --study programs (docs/benchmarks.md)")
