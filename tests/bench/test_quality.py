@@ -62,7 +62,7 @@ def test_doc_qa_baseline_rows_show_teolas_speed_over_that_baseline():
 def test_doc_qa_runs_a_baseline_with_its_passes_and_policy(monkeypatch):
     import asyncio
 
-    import bench.studies.rag.doc_qa as dq
+    import bench.studies.rag.doc_qa_runs as dq
     from bench.rag import SYSTEMS as RAG
 
     seen = []
