@@ -1,8 +1,8 @@
-"""bench.agent_real's accounting (no engines: the run itself is a benchmark): which tools a call
+"""bench.studies.programs.agent_real's accounting (no engines: the run itself is a benchmark): which tools a call
 asked for, how they are grouped, and the pairing of questions that did the same work."""
 from __future__ import annotations
 
-from bench.agent_real import SYSTEMS, markdown, same_work, tool_groups, tools_called
+from bench.studies.programs.agent_real import SYSTEMS, markdown, same_work, tool_groups, tools_called
 
 CALL = '\n<tool>{"name": "%s", "arguments": {}}</tool>\n<result>r</result>\n'
 

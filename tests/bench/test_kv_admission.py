@@ -1,10 +1,10 @@
-"""bench.kv_admission on hand-computed cases: calls go to the simulated engine only while its free
+"""bench.studies.sim.kv_admission on hand-computed cases: calls go to the simulated engine only while its free
 KV covers them (vLLM's admission by KV blocks), in the wrapped policy's order."""
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from bench.kv_admission import KVAdmission, free_tokens
+from bench.studies.sim.kv_admission import KVAdmission, free_tokens
 from teola.scheduling.registry import Limits, Pending, RequestQueue, make_policy
 
 
@@ -76,7 +76,7 @@ def test_a_call_resuming_on_preserved_kv_goes_first_whatever_the_policy_order():
 
 
 def test_lamps_resumes_a_preserved_pause_first_without_the_kv_bound():
-    """Issue 18: with admission capped by the number of calls only (bench.sim_lamps' default), a
+    """Issue 18: with admission capped by the number of calls only (bench.studies.sim.sim_lamps' default), a
     call resuming on preserved KV still goes first; LAMPS' ranking alone puts it last (its context
     is the largest), so its KV stayed pinned in teola's queue while new calls filled the cap."""
     llm = engine(0, [500])  # full, a call waits in the engine: with the KV bound nothing new would go
@@ -95,9 +95,9 @@ def test_lamps_resumes_a_preserved_pause_first_without_the_kv_bound():
 
 
 def test_sim_lamps_bounds_admission_by_kv_only_under_kv_admission(monkeypatch):
-    """bench.sim_lamps wraps the policy with KVAdmission only under --kv-admission; otherwise the
+    """bench.studies.sim.sim_lamps wraps the policy with KVAdmission only under --kv-admission; otherwise the
     policy itself runs preserved continuations first (a tiny simulated run; no timing)."""
-    import bench.sim_lamps as sim
+    import bench.studies.sim.sim_lamps as sim
 
     made = []
 
@@ -116,7 +116,7 @@ def test_sim_lamps_bounds_admission_by_kv_only_under_kv_admission(monkeypatch):
 def test_sim_lamps_marks_the_continuation_of_a_preserved_pause(monkeypatch):
     """A call continuing after a preserved pause carries `resumes_preserved`, as teola.api.tool_calls
     marks it; one after a swapped pause does not."""
-    import bench.sim_lamps as sim
+    import bench.studies.sim.sim_lamps as sim
     from teola.runtime import Runtime
 
     plan = iter(["preserve", "swap"] * 50)

@@ -1,4 +1,4 @@
-"""bench.sim_lamps' handlings (issue 62): the baselines get INFERCEPT's own choice, made when a call
+"""bench.studies.sim.sim_lamps' handlings (issue 62): the baselines get INFERCEPT's own choice, made when a call
 reaches its API call from its context and the running batch's then (the simulated engine's
 `decide_pause`); LAMPS queues "auto", which teola resolves from LAMPS' own predictions, and that
 handling is the one applied and reported. Tiny simulated runs; no timing."""
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import bench.sim_lamps as sim
+import bench.studies.sim.sim_lamps as sim
 
 COSTS = {"fwd": 1e-3, "swap": 1e-5, "api_means": {"qa": 0.5}}
 

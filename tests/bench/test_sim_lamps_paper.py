@@ -1,5 +1,5 @@
 """bench.studies.sim.sim_lamps_paper (LAMPS' experiment at its set-up) in its smallest configuration, and the
-pieces it adds to bench.sim_lamps: the vLLM baseline discards at every pause, the single-API dataset
+pieces it adds to bench.studies.sim.sim_lamps: the vLLM baseline discards at every pause, the single-API dataset
 pauses once per request, recompute is priced from a measured profile's token table, and fixed-length
 runs count what finished. Tiny simulated runs; no timing."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-import bench.sim_lamps as sim
+import bench.studies.sim.sim_lamps as sim
 import bench.studies.sim.sim_lamps_paper as paper
 
 

@@ -1,4 +1,4 @@
-"""Steady-state statistics of bench.sim_lamps on hand-made records: the measured window, batch
+"""Steady-state statistics of bench.studies.sim.sim_lamps on hand-made records: the measured window, batch
 means and their interval, queue growth, the steady-state test and LAMPS' change with its interval."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""bench.sim_lamps' workload: the API durations it draws have LAMPS Table 2's mean and std per API
+"""bench.studies.sim.sim_lamps' workload: the API durations it draws have LAMPS Table 2's mean and std per API
 type, so the mean FCFS + INFERCEPT's handling is given (the table's) is the mean LAMPS learns
 online from the durations it observes (issue 18: with Normal(1.72, 3.33) clipped at 0 the ToolBench
 durations averaged 2.36 s, LAMPS swapped at every pause while the baseline, deciding with 1.72 s,
@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from bench.sim_lamps import MIXES, requests
+from bench.studies.sim.sim_lamps import MIXES, requests
 from teola.scheduling.program.lamps import LAMPSPolicy
 
 
@@ -44,7 +44,7 @@ def test_lamps_learns_the_api_mean_the_infercept_baseline_is_given():
 
 
 def test_lamps_workload_lognormal_params_match_the_moments():
-    from bench.sim_lamps import lognormal_params
+    from bench.studies.sim.sim_lamps import lognormal_params
 
     mu, sigma = lognormal_params(1.72, 3.33)
     assert math.exp(mu + sigma ** 2 / 2) == pytest.approx(1.72)
@@ -55,7 +55,7 @@ def test_lamps_workload_lognormal_params_match_the_moments():
 def test_predicted_lengths_carry_the_measured_predictors_error(tmp_path):
     import json
 
-    from bench.sim_lamps import predicted, prediction_ratios
+    from bench.studies.sim.sim_lamps import predicted, prediction_ratios
 
     assert predicted(40, "r1-0", None) == 40  # no predictor: the true length (an oracle)
     path = tmp_path / "length_predictor.json"

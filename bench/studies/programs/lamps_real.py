@@ -1,5 +1,5 @@
 """LAMPS vs FCFS with INFERCEPT's handling vs SJF on the real engines (issue 18), next to the
-simulated study (bench/sim_lamps.py).
+simulated study (bench/studies/sim/sim_lamps.py).
 
     python -m bench lamps_real [--requests 24] [--rates 0.3,0.6] [--trials 3] [--systems ...] [--quick]
 
@@ -7,7 +7,7 @@ Requests: LLM calls that pause for real tools and continue in the same context (
 program, as `Program.call_with_tools` makes them). SmolLM2-135M does not write tool calls on its
 own (measured, docs/program_scheduling.md), so the tool positions are forced: each request decodes a
 given number of tokens (ignore_eos), calls its tool, and continues with the tool's real result
-appended; segment lengths, prompt sizes and calls per request are drawn as in bench/sim_lamps.py
+appended; segment lengths, prompt sizes and calls per request are drawn as in bench/studies/sim/sim_lamps.py
 (lognormal segments with mean 40 tokens, capped at 96 here).
 
 Tools (all real, run through teola's tool engine):
@@ -20,7 +20,7 @@ Systems, each with the same admission budget (CAP calls in vLLM): FCFS + INFERCE
 the least-waste handling with the batch's actual context), SJF (predicted tokens = the true
 lengths), LAMPS (memory-over-time ranking, its own predicted handling); with `--systems`, also
 FCFS-request + INFERCEPT (calls in their request's arrival order, as vLLM keeps a request resumed
-after its API call at its original place: bench.kv_admission.RequestOrderFCFS). On vLLM (kv_swap on) "swap"
+after its API call at its original place: bench.studies.sim.kv_admission.RequestOrderFCFS). On vLLM (kv_swap on) "swap"
 saves the paused call's blocks to host memory through teola's connector when that beats recomputing
 them and the continuation loads what the prefix cache lost; "preserve" and "discard" both leave the
 blocks to vLLM's prefix cache (vLLM cannot pin them). Counted per run: saves and loads.
@@ -38,11 +38,11 @@ from typing import Any
 
 from bench.common import percentile, serve_in_thread, write_results
 from bench.plots import write_load_plot
-from bench.sim_lamps import EXTRA_SYSTEMS, SYSTEMS, handling_for, lognormal_params, requests
+from bench.studies.sim.sim_lamps import EXTRA_SYSTEMS, SYSTEMS, handling_for, lognormal_params, requests
 
 TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
 RESPONSE_WORDS = 40
-# prompt words: common English words (about 1.3 tokens each, as bench.sim_lamps assumes)
+# prompt words: common English words (about 1.3 tokens each, as bench.studies.sim.sim_lamps assumes)
 WORDS = ["the", "people", "time", "year", "day", "world", "life", "hand", "part", "child", "eye", "woman", "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem", "fact", "water", "house", "river", "city", "music", "story", "family", "school", "state", "night"]
 CAP = 8
 OUT_CAP = 96

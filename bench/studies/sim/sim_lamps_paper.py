@@ -5,20 +5,20 @@ INFERCEPT vs vLLM on its datasets, the mechanism behind the gap, and a sweep of 
         [--drain 0] [--rates "single=3,4,5,6;infercept=2,3,4,5;toolbench=2,3,4,5"] [--sweep-at single=5]
         [--no-sweep] [--quick] [--out sim_lamps_paper]
 
-Every number is simulated (bench/sim_lamps.py's requests on one simulated vLLM instance driven by
+Every number is simulated (bench/studies/sim/sim_lamps.py's requests on one simulated vLLM instance driven by
 teola's runtime in virtual time). The set-up, each part from the paper (../shared/papers/lamps.md) or
 from the run scripts released with it and with INFERCEPT, or assumed (said so):
 - model and GPU (§6.1): GPT-J 6B on an A100 limited to 40 GB: the profile `a100-40gb-gptj-6b-measured`
   (bench/studies/sim/sim_lamps_profile.py: Llama-2-7B's measured operators scaled to GPT-J's shape, DERIVED; KV
   pool 3,528 blocks, ASSUMED as in the datasheet-derived `a100-40gb-gptj-6b`); vLLM's defaults as both
   systems are built on vLLM 0.2: up to 256 sequences, admission bound by free KV blocks
-  (bench/kv_admission.py), no prefix cache (vLLM 0.2 has none, so a discarded context is recomputed
+  (bench/studies/sim/kv_admission.py), no prefix cache (vLLM 0.2 has none, so a discarded context is recomputed
   whole), max_model_len 2048;
 - datasets (§6.1-6.2, Table 2): "single" = the INFERCEPT API types with one API call per request (the
   single-API subset; LAMPS' released run uses a one-API workload), "infercept" = the multi-API INFERCEPT
   dataset (Table 2's calls per request), "toolbench" = Table 2's ToolBench row. Neither dataset is
   available here: API durations and calls per request are Table 2's means and standard deviations
-  (lognormal, ASSUMED shape); output and prompt lengths are ASSUMED (bench/sim_lamps.py's docstring),
+  (lognormal, ASSUMED shape); output and prompt lengths are ASSUMED (bench/studies/sim/sim_lamps.py's docstring),
   not the datasets' (the INFERCEPT dataset records them; ToolBench's are predicted in the paper);
 - systems (§6.1 baselines): vLLM = FCFS with each API call ending the request (KV discarded, the call
   after the API queued as a new request at the back, its context recomputed: the `waiting.append` of
@@ -53,8 +53,8 @@ import sys
 import time
 from typing import Any
 
-from bench import sim_lamps
 from bench.common import write_results
+from bench.studies.sim import sim_lamps
 from bench.studies.sim.sim_lamps_report import latency_table, load_table
 
 PROFILE = "a100-40gb-gptj-6b-measured"
@@ -78,7 +78,7 @@ SWEEP = {"KV pool x0.5": {"kv_scale": 0.5}, "KV pool x2": {"kv_scale": 2.0},
 def setup_for(profile: str, kv_scale: float = 1.0, api_scale: float = 1.0, drain: float = 0.0,
               length_scale: float = 1.0, starvation: int | None = None, engine_priority: bool = False,
               sigma: float = 0.8, starvation_from: str | None = None) -> dict[str, Any]:
-    """bench.sim_lamps' run set-up of the paper's engine (the module docstring)."""
+    """bench.studies.sim.sim_lamps' run set-up of the paper's engine (the module docstring)."""
     from engines.sim.profile import load_profile
 
     entry = load_profile(profile)["engines"]["vllm"]
@@ -107,7 +107,7 @@ def change(a: dict[str, Any], b: dict[str, Any]) -> float:
 
 
 def distributions(mix: str, n: int = 4000, max_len: int = 2048, length_scale: float = 1.0) -> dict[str, Any]:
-    """What bench.sim_lamps draws for `mix` (n requests): per API type the durations' and calls'
+    """What bench.studies.sim.sim_lamps draws for `mix` (n requests): per API type the durations' and calls'
     mean and std against Table 2's, and the tokens written per segment."""
     reqs = sim_lamps.requests(mix, n, 1.0, max_len, 0, length_scale=length_scale)
     out: dict[str, Any] = {}
@@ -199,7 +199,7 @@ def markdown(data: dict[str, Any]) -> str:
              f"SIMULATED** on `{data['profile']}` (Llama-2-7B's measured A100 operators scaled to GPT-J's shape: derived; "
              f"KV pool {data['setup']['kv_blocks']} blocks: assumed); one instance, up to {cap} sequences, admission "
              f"by free KV blocks, no prefix cache (vLLM 0.2); request lengths x{data['setup']['length_scale']:g} of "
-             "bench/sim_lamps.py's assumed ones. Poisson arrivals for "
+             "bench/studies/sim/sim_lamps.py's assumed ones. Poisson arrivals for "
              f"{data['duration']:g} s from an empty system; the mean is over the requests that finished by the end "
              f"(+ {data['drain']:g} s). Set-up, datasets and what is assumed: bench/studies/sim/sim_lamps_paper.py's docstring."), ""]
     lines += ["### Paper vs simulated: LAMPS' change in mean end-to-end latency", ""] + paper_table(data) + [""]
@@ -233,7 +233,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(default single=5, the paper's largest gap against INFERCEPT)")
     p.add_argument("--no-sweep", action="store_true", help="skip the KV / API-duration sweep")
     p.add_argument("--length-scale", type=float, default=1.0,
-                   help="prompt words and segment tokens x this (default 1: bench/sim_lamps.py's assumed lengths)")
+                   help="prompt words and segment tokens x this (default 1: bench/studies/sim/sim_lamps.py's assumed lengths)")
     p.add_argument("--quick", action="store_true", help="single-API at 3 and 5 req/s, 300 s, no sweep (a smoke run)")
     p.add_argument("--out", default="sim_lamps_paper")
 

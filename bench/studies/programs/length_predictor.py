@@ -13,18 +13,15 @@ import argparse
 import asyncio
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.common import write_results
 from bench.lib.tables import num, pct, table
-from bench.record_lengths import DEFAULT_OUT
+from bench.studies.programs.record_lengths import DEFAULT_OUT
 
 
 async def embed_all(texts: list[str]) -> np.ndarray:

@@ -34,7 +34,7 @@ import time
 from typing import Any
 
 from bench.common import percentile, serve_in_thread, write_results
-from bench.sim_lamps import lognormal_params
+from bench.studies.sim.sim_lamps import lognormal_params
 
 MODEL = "smollm2-135m-instruct"
 CAP = 8

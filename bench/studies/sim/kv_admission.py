@@ -1,4 +1,4 @@
-"""Admission bound by KV blocks for bench.sim_lamps (vLLM's rule: a waiting request is admitted
+"""Admission bound by KV blocks for bench.studies.sim.sim_lamps (vLLM's rule: a waiting request is admitted
 only when its blocks can be allocated), with the policy's order deciding who waits.
 
 In LAMPS (and INFERCEPT) the scheduler's own waiting queue is what waits for KV: vLLM admits

@@ -16,11 +16,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.common import ROOT
 
 STYLES = {"plain": "{q}", "detail": "Explain in detail: {q}", "word": "Answer in one word: {q}"}
 MAX_TOKENS = 256
-DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "lengths-smollm2-135m.json"
+DEFAULT_OUT = ROOT / "bench" / "data" / "lengths-smollm2-135m.json"
 
 
 async def record(n: int, max_tokens: int = MAX_TOKENS) -> list[dict]:

@@ -23,7 +23,7 @@ web tool), tokens written before each API call and for the final answer are logn
 
 Systems, all with the same admission (at most --max-seqs calls in the engine, 64 by default; with
 --kv-admission also bound by the engine's free KV blocks, as vLLM admits, so calls that cannot get
-memory wait in teola's queue in the policy's order: bench/kv_admission.py; a call resuming on KV its
+memory wait in teola's queue in the policy's order: bench/studies/sim/kv_admission.py; a call resuming on KV its
 paused call preserved is marked `resumes_preserved`, as teola.api.tool_calls marks it, and fcfs, sjf and
 lamps send it first, as INFERCEPT keeps a preserved request in the running batch (the blind `fifo`
 does not); each call returns when it ends, as under vLLM's continuous batching; none is preempted):
@@ -33,7 +33,7 @@ does not); each call returns when it ends, as under vLLM's continuous batching; 
     context then and the API type's mean duration;
   - SJF: teola ranks waiting calls by predicted tokens (perfect predictions by default, as the
     INFERCEPT dataset records output lengths; with --predictions, the true lengths times the
-    predicted/actual ratios a bench.length_predictor run measured on held-out rows, which is how LAMPS
+    predicted/actual ratios a bench.studies.programs.length_predictor run measured on held-out rows, which is how LAMPS
     runs ToolBench, with a learned predictor), INFERCEPT's handling as above;
   - LAMPS: each pausing call is queued with handling "auto", which teola's engine scheduler resolves
     when it queues the call, after its length prediction, with LAMPS' own predictions (prompt +
@@ -53,7 +53,7 @@ their spread, `starvation` LAMPS' threshold, `engine_priority` LAMPS' order insi
 `--systems FIFO-batches+INFERCEPT` runs the earlier baseline, teola's `fifo` policy, which sends
 calls as batches whose calls all return when the batch's longest one ends; `FCFS-request+INFERCEPT`
 orders calls by their request's arrival (vLLM's FCFS, under which a call continuing after its API
-keeps its request's place: bench.kv_admission.RequestOrderFCFS) instead of when each was queued.
+keeps its request's place: bench.studies.sim.kv_admission.RequestOrderFCFS) instead of when each was queued.
 
 Measurement: Poisson arrivals for warm-up + window + cool-down seconds of simulated time; only the
 requests arriving inside the window count (bench/studies/sim/sim_lamps_report.py: mean E2E with a 95% interval
@@ -80,10 +80,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.common import write_results
-from bench.kv_admission import KVAdmission
+from bench.studies.sim.kv_admission import KVAdmission
 from bench.studies.sim.sim_lamps_report import change, markdown, steady, summarize
 
 MIXES = {
@@ -107,7 +105,7 @@ TICK = 1.0         # seconds between load samples
 OVERLOAD = 1000    # calls waiting at which a point stops: overloaded (its queue would only keep growing)
 DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 # the engine set-up of a run (run_point): calls teola lets into the engine, KV blocks (None: the
-# profile's), admission bound by free KV (bench.kv_admission), LAMPS' profiled calls per batch (None:
+# profile's), admission bound by free KV (bench.studies.sim.kv_admission), LAMPS' profiled calls per batch (None:
 # measured online)
 DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None, "predictions": None,
                  "prefix_caching": True, "drain": None, "api_scale": 1.0, "length_scale": 1.0,
@@ -169,11 +167,10 @@ class EnginePriority:
 
 
 def prediction_ratios(path: str) -> list[float]:
-    """Predicted / actual output length of every held-out row of a bench.length_predictor run (its
+    """Predicted / actual output length of every held-out row of a bench.studies.programs.length_predictor run (its
     JSON, "holdout": [[actual, predicted], ...]): the predictor's measured error, to apply to the
     simulated segments' lengths (`predicted`)."""
     import json
-    from pathlib import Path
 
     file = Path(path)
     if not file.is_file():
@@ -351,7 +348,7 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     """One system at one rate: Poisson arrivals over warmup + window + cooldown seconds; the requests
     arriving in the window are measured (bench.studies.sim.sim_lamps_report.summarize) and the load sampled.
     `setup` (see `engine_setup`): cap (calls teola lets into the engine), kv_blocks (None: the
-    profile's), kv_admission (bench.kv_admission), lamps_batch (LAMPS' profiled batch size)."""
+    profile's), kv_admission (bench.studies.sim.kv_admission), lamps_batch (LAMPS' profiled batch size)."""
     setup = {**DEFAULT_SETUP, **(setup or {})}
     cap = setup["cap"]
     from engines.sim.profile import load_profile, simulated_engine
@@ -476,7 +473,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "num_blocks)")
     p.add_argument("--kv-admission", action="store_true",
                    help="admission bound by KV blocks, as vLLM's: teola sends a call only while the engine has free KV "
-                        "for it, so the policy's order decides who waits for memory (bench/kv_admission.py); without "
+                        "for it, so the policy's order decides who waits for memory (bench/studies/sim/kv_admission.py); without "
                         "it only --max-seqs bounds admission")
     p.add_argument("--lamps-batch", type=int, default=None,
                    help="LAMPS' profiled calls per batch, used to predict the batch's other context in its handling "
@@ -484,7 +481,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "admission)")
     p.add_argument("--predictions", default=None, metavar="JSON",
                    help="SJF and LAMPS get lengths with the error of a measured predictor: each segment's length "
-                        "times a predicted/actual ratio drawn from the held-out rows of this bench.length_predictor "
+                        "times a predicted/actual ratio drawn from the held-out rows of this bench.studies.programs.length_predictor "
                         "result (e.g. bench/results/length_predictor.json); default: the true lengths (an oracle)")
     p.add_argument("--out", default="sim_lamps")
 
