@@ -98,7 +98,7 @@ from teola.compile.components import prompts
 RESPONSE_MODES = {"compact": "compact", "refine": "refine", "tree": "tree_summarize"}
 _SYNC = ("{cls}: the synchronous API is not supported (the engine adapters run on the caller's event "
          "loop); use the async one (aquery, aretrieve, achat, acomplete)")
-_LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*\u2022+])\s+")
+LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*\u2022+])\s+")
 
 
 # ---- engine calls, recorded per query -----------------------------------------------------------
@@ -360,7 +360,7 @@ class ExpandedQueryRetriever(QueryFusionRetriever):
             text = (await self._llm.acomplete(prompt)).text
         else:
             text = await self._llm.apredict(self._expand, query=question)
-        lines = [_LIST_MARK.sub("", line).strip() for line in text.strip("`").split("\n")]
+        lines = [LIST_MARK.sub("", line).strip() for line in text.strip("`").split("\n")]
         queries = [q for q in lines if q][: self.num_queries - 1]
         # the original question first, as the library's fusion retriever (and teola) search it too
         return [QueryBundle(question)] + [QueryBundle(q) for q in queries]

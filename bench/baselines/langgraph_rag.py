@@ -32,7 +32,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
 
 from bench.llamaindex_rag import (
-    _LIST_MARK,
+    LIST_MARK,
     Answer,
     CallLog,
     EngineClient,
@@ -109,7 +109,7 @@ class LangGraphRAG:
             task = "Question:\n\n" + s["question"] + "\n\n" + spec.instructions["expansion_task"]
             text = await self._chat(self.expander, [SystemMessage(spec.instructions["expansion_system"]),
                                                     HumanMessage(task)], log)
-            lines = [_LIST_MARK.sub("", line).strip() for line in text.strip("`").split("\n")]
+            lines = [LIST_MARK.sub("", line).strip() for line in text.strip("`").split("\n")]
             return {"queries": [q for q in lines if q][: spec.num_queries]}
 
         async def retrieve(s: RAGState) -> RAGState:

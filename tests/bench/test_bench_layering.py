@@ -25,7 +25,6 @@ BIG_FUNCTIONS = {
 }
 # "path: module.name" of private names and modules taken from another package
 PRIVATE = {
-    "bench/baselines/langgraph_rag.py: bench.llamaindex_rag._LIST_MARK",
     "bench/studies/plan/plan_real.py: teola.cli._engine_env",
     "bench/studies/remote/remote_apps_report.py: bench.rag._f",
     "bench/studies/remote/remote_apps_report.py: bench.rag._trial_means",

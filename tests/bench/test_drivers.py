@@ -14,7 +14,6 @@ import pytest
 
 import bench.lib.catalog as catalog
 from bench.__main__ import main
-from bench.common import run_study
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -75,21 +74,3 @@ def test_a_study_gets_its_options_as_given(fake_study):
     assert main(["fake", "--n", "3"]) == 0
     assert main(["fake"]) == 0
     assert fake_study == [(3, ["--n", "3"]), (1, [])]
-
-
-def test_run_study_passes_the_options_without_study_and_takes_a_default(fake_study):
-    studies = {"a": "fake_study", "b": "fake_study"}
-    run_study("x", studies, ["--study", "b", "--n", "3"])
-    run_study("x", studies, ["--n", "4"], default="a")
-    run_study("x", studies, ["--n=5", "--study=a"])
-    assert fake_study == [(3, ["--n", "3"]), (4, ["--n", "4"]), (5, ["--n=5"])]
-
-
-def test_run_study_refuses_a_missing_or_unknown_study(fake_study, capsys):
-    for argv in ([], ["--study", "c"], ["--stud", "a"]):
-        with pytest.raises(SystemExit) as e:
-            run_study("x", {"a": "fake_study"}, argv)
-        assert e.value.code == 2
-    with pytest.raises(SystemExit):
-        run_study("x", {"a": "fake_study", "b": "fake_study"}, ["--stud", "b"], default="a")
-    assert not fake_study
