@@ -20,12 +20,10 @@ BIG_FILES = {
 BIG_FUNCTIONS = {
     "bench/rag.py::bench": 113, "bench/rag.py::markdown": 123, "bench/rag.py::plots": 88,
     "bench/sim_autellix.py::markdown": 72, "bench/sim_autellix.py::run_cli": 67, "bench/studies/sim/sim_lamps.py::run_point": 75,
-    "bench/studies/remote/remote_apps_report.py::markdown": 75,
 }
 # "path: module.name" of private names and modules taken from another package
 PRIVATE = {
     "bench/studies/plan/plan_real.py: teola.cli._engine_env",
-    "bench/studies/remote/remote_apps_report.py: bench.rag._f",
     "bench/studies/remote/remote_apps_report.py: bench.rag._trial_means",
     "bench/studies/sim/cost_forms.py: teola.sim.profiler._prose",
     "bench/studies/sim/sim_paper_fig8.py: bench.rag._union",

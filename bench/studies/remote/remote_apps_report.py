@@ -4,7 +4,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.rag import _f, _trial_means, bound_wording, speedups, verdict
+from bench.lib.tables import fixed
+from bench.rag import _trial_means, bound_wording, speedups, verdict
 
 
 def _rate_key(rate: str) -> float:
@@ -19,10 +20,10 @@ def _latency_rows(app: str, res: dict[str, Any]) -> list[str]:
             means = [m for m in _trial_means(e) if m]
             spread = f"{min(means):.2f}-{max(means):.2f}" if means else "n/a"
             lines.append(
-                f"| {app} | {rate} | {system} | {b['n']} | {b['failed']} | {_f(b.get('mean'))} | {spread} | "
-                f"{_f(b.get('p50'))} | {_f(b.get('p99'))} | {_f(w.get('llm_calls'), 1)} | "
-                f"{_f(w.get('prompt_tokens'), 0)} | {_f(w.get('decode_tokens'), 0)} | {_f(w.get('searches'), 1)} | "
-                f"{_f(w.get('tool_calls'), 1)} | {_f(b.get('tokens_per_decode_step'))} |")
+                f"| {app} | {rate} | {system} | {b['n']} | {b['failed']} | {fixed(b.get('mean'))} | {spread} | "
+                f"{fixed(b.get('p50'))} | {fixed(b.get('p99'))} | {fixed(w.get('llm_calls'), 1)} | "
+                f"{fixed(w.get('prompt_tokens'), 0)} | {fixed(w.get('decode_tokens'), 0)} | {fixed(w.get('searches'), 1)} | "
+                f"{fixed(w.get('tool_calls'), 1)} | {fixed(b.get('tokens_per_decode_step'))} |")
     return lines
 
 
@@ -36,7 +37,7 @@ def _time_rows(data: dict[str, Any]) -> list[str]:
         lines += ["", f"**{app}, {rate} q/s**: execution (queueing) seconds per query by op", "",
                   "| op | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
         for op in ops:
-            cells = [(f"{_f(d['exec'])} ({_f(d['queue'])})" if (d := e["summary"].get("by_op", {}).get(op)) else "-")
+            cells = [(f"{fixed(d['exec'])} ({fixed(d['queue'])})" if (d := e["summary"].get("by_op", {}).get(op)) else "-")
                      for e in systems.values()]
             lines.append(f"| {op} | " + " | ".join(cells) + " |")
     return lines
@@ -53,15 +54,40 @@ def _critical_rows(data: dict[str, Any]) -> list[str]:
             c = e.get("critical_path")
             if c:
                 lines.append(f"| {app} | {rate} | {c['compile']:.1%} | {c['queueing']:.1%} | {c['execution']:.1%} | "
-                             f"{c['scheduling_comm']:.1%} | {_f(e['summary'].get('bound_ratio_mean'))} |")
+                             f"{c['scheduling_comm']:.1%} | {fixed(e['summary'].get('bound_ratio_mean'))} |")
     return lines
 
 
 def markdown(data: dict[str, Any], command: str) -> str:
     """The results section: settings, speedups with verdicts, latency and work, where the time goes."""
+    lines = intro_lines(data, command) + speedup_lines(data)
+    lines += ["", "### Latency (seconds, arrival to answer) and work per query", "",
+              ("| app | rate (q/s) | system | n | failed | mean | trial means min-max | p50 | p99 | LLM calls | "
+               "prompt tokens | decode tokens | searches | tool calls | vLLM tokens / decode step |"),
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for app, res in data["apps"].items():
+        lines += _latency_rows(app, res)
+    errors = sorted({f"{app} {rate} {sys_}: {err}" for app, res in data["apps"].items()
+                     for rate, systems in res["runs"].items() for sys_, e in systems.items()
+                     for err in e["summary"]["errors"]})
+    if errors:
+        lines += ["", "Failed queries (first errors):"] + [f"- {e}" for e in errors[:12]]
+    lines += ["", "### Where the time goes"] + _time_rows(data) + _critical_rows(data)
+    lines += ["", "vLLM tokens / decode step: tokens vLLM generated per engine step that decoded, over the trace "
+              "(decode-batching efficiency; 1.0 = one call per step; the engine is shared, one trace at a time).",
+              "", f"Remote service calls served in this run: {data.get('service_calls')}."]
+    alone = [statistics.fmean([r["latency"] for r in e["records"] if r.get("ok")] or [0.0])
+             for res in data["apps"].values() for e in res["runs"].get("alone", {}).values()]
+    if alone:
+        lines.append(f"Single-query latencies range {min(alone):.2f}-{max(alone):.2f} s across apps and systems.")
+    return "\n".join(lines)
+
+
+def intro_lines(data: dict[str, Any], command: str) -> list[str]:
+    """The page's title, the run, the remote latencies, the workloads and the systems."""
     m, s = data.get("machine", {}), data["settings"]
     src = data["latency_sources"]
-    lines = [
+    return [
         "## Remote services: search-augmented generation and a tool agent vs LlamaIndex and LangGraph",
         "",
         (f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} run, {data['wall_seconds'] / 60:.1f} min "
@@ -101,6 +127,12 @@ def markdown(data: dict[str, Any], command: str) -> str:
          "`speculative_call`) while the judge decodes, because neither reads the judge's text; the baselines "
          "run them after the verdict, as the template's edges say."),
         "",
+    ]
+
+
+def speedup_lines(data: dict[str, Any]) -> list[str]:
+    """teola's speedup over each baseline per app and rate, with its verdict."""
+    lines = [
         "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)",
         "",
         "mean over trials of each trial's mean-latency ratio (min-max, std); verdict: faster / slower only if every "
@@ -110,25 +142,6 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(speedups(data), key=lambda r: (r["app"], _rate_key(r["rate"]), r["baseline"])):
-        lines.append(f"| {r['app']} | {r['rate']} | {r['baseline']} | {_f(r['mean'])}x ({_f(r['min'])}-"
-                     f"{_f(r['max'])}) | {_f(r['std'])} | {verdict(r)} | {_f(r['p50'])}x | {_f(r['p99'])}x |")
-    lines += ["", "### Latency (seconds, arrival to answer) and work per query", "",
-              ("| app | rate (q/s) | system | n | failed | mean | trial means min-max | p50 | p99 | LLM calls | "
-               "prompt tokens | decode tokens | searches | tool calls | vLLM tokens / decode step |"),
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for app, res in data["apps"].items():
-        lines += _latency_rows(app, res)
-    errors = sorted({f"{app} {rate} {sys_}: {err}" for app, res in data["apps"].items()
-                     for rate, systems in res["runs"].items() for sys_, e in systems.items()
-                     for err in e["summary"]["errors"]})
-    if errors:
-        lines += ["", "Failed queries (first errors):"] + [f"- {e}" for e in errors[:12]]
-    lines += ["", "### Where the time goes"] + _time_rows(data) + _critical_rows(data)
-    lines += ["", "vLLM tokens / decode step: tokens vLLM generated per engine step that decoded, over the trace "
-              "(decode-batching efficiency; 1.0 = one call per step; the engine is shared, one trace at a time).",
-              "", f"Remote service calls served in this run: {data.get('service_calls')}."]
-    alone = [statistics.fmean([r["latency"] for r in e["records"] if r.get("ok")] or [0.0])
-             for res in data["apps"].values() for e in res["runs"].get("alone", {}).values()]
-    if alone:
-        lines.append(f"Single-query latencies range {min(alone):.2f}-{max(alone):.2f} s across apps and systems.")
-    return "\n".join(lines)
+        lines.append(f"| {r['app']} | {r['rate']} | {r['baseline']} | {fixed(r['mean'])}x ({fixed(r['min'])}-"
+                     f"{fixed(r['max'])}) | {fixed(r['std'])} | {verdict(r)} | {fixed(r['p50'])}x | {fixed(r['p99'])}x |")
+    return lines
