@@ -15,7 +15,7 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
   (setting ``documents``), so they survive restarts; per-tenant caps on documents and bytes refuse an
   upload whole with 429. ``GET /v1/apps/{app}/documents?limit=&after=`` (id, bytes, created; the
   tenant's usage and caps), ``GET /v1/apps/{app}/documents/{id}`` (text/plain: the text as uploaded),
-  ``DELETE /v1/apps/{app}/documents/{id}`` (teola.server.storage_api).
+  ``DELETE /v1/apps/{app}/documents/{id}`` (teola.server.store.routes).
 - ``GET /v1/apps/{app}/namespaces``: the namespaces kept with ``config.namespace`` (recorded by the
   first query using one; a per-tenant cap answers 429 before such a query runs);
   ``DELETE /v1/apps/{app}/namespaces/{namespace}`` drops one and its record.
@@ -23,9 +23,9 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
 - ``GET /v1/apps``; ``GET /v1/apps/{app}/config_schema`` (the JSON schema of the app's ``config.nodes``
   and ``config.passes``: every option typed and bounded); ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
 - ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``: the OpenAI-compatible
-  door for agent code, one program call per request (teola.server.openai_door); its errors are
+  door for agent code, one program call per request (teola.server.openai.door); its errors are
   OpenAI's error object ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's status
-  codes (teola.server.openai_errors).
+  codes (teola.server.openai.errors).
 - ``GET /healthz`` (process up), ``GET /readyz`` (engines started; 503 otherwise),
   ``GET /metrics`` (Prometheus text). OpenAPI at ``/openapi.json`` and ``/docs``.
 
@@ -59,7 +59,7 @@ from teola.server.auth import KeyMiddleware, unauthorized
 from teola.server.errors import ApiError, BodyLimitMiddleware, install_error_handlers
 from teola.server.hosts import AllowedHosts, HostMiddleware, is_loopback
 from teola.server.memory import limit_malloc_arenas
-from teola.server.openai_door import openai_router
+from teola.server.openai.door import openai_router
 from teola.server.queries import (
     build_query,
     check_graph,
@@ -73,7 +73,7 @@ from teola.server.quotas import AdmissionMiddleware
 from teola.server.schemas import ErrorResponse, QueryRequest, QueryResponse
 from teola.server.settings import ServerSettings
 from teola.server.state import ServerState
-from teola.server.storage_api import add_storage_routes
+from teola.server.store.routes import add_storage_routes
 from teola.server.streaming import sse_events, unless_disconnected
 from teola.server.tracing import caller_context, in_context
 from teola.server.ui import add_ui

@@ -1,6 +1,6 @@
 """Errors as JSON: `ApiError` (status, code, detail), the handlers that answer every failure with
 ``{"error": code, "detail": message}`` (on the OpenAI-compatible door's paths, OpenAI's
-``{"error": {"message", "type", "param", "code"}}``: teola.server.openai_errors), and the request
+``{"error": {"message", "type", "param", "code"}}``: teola.server.openai.errors), and the request
 body size limit."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from teola.server.openai_errors import door_response, is_door_path
+from teola.server.openai.errors import door_response, is_door_path
 from teola.server.schemas import CONFIG_KEYS
 
 log = logging.getLogger("teola.server")

@@ -14,7 +14,7 @@ import ipaddress
 import json
 from typing import Any
 
-from teola.server.openai_errors import door_response, is_door_path
+from teola.server.openai.errors import door_response, is_door_path
 
 RESERVED_SUFFIXES = (".localhost", ".test")
 WILDCARD_BINDS = ("", "0.0.0.0", "::", "[::]")

@@ -8,7 +8,7 @@ short loses the engine's count with its abort, so it is charged an estimate (`cu
 its prompt at about 4 bytes a token, plus the text it streamed, or its max_tokens when nothing
 streamed. A tenant is admitted while its window has tokens left, so one query may take it
 past the limit; the next is refused until the window resets. Stored documents and namespaces have
-their own caps (teola.server.documents)."""
+their own caps (teola.server.store.documents)."""
 from __future__ import annotations
 
 import math
@@ -159,7 +159,7 @@ def parse_shares(text: str | None) -> dict[str, float]:
     return shares
 
 
-# uploads too: each one waits for its tenant's turn at the document store (teola.server.store_postgres)
+# uploads too: each one waits for its tenant's turn at the document store (teola.server.store.postgres)
 ADMITTED_PATHS = re.compile(r"^/v1/(apps/[^/]+/(query|documents)|chat/completions|completions|embeddings)$")
 
 

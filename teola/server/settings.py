@@ -33,7 +33,7 @@ class ServerSettings(BaseSettings):
     api_keys: several tenants, ``"tenant-a:key1,key2;tenant-b:key3"`` (env TEOLA_API_KEYS); with
         any key set, every key authenticates and names its tenant (teola.server.tenants).
     api_keys_file: a JSON file ``{"tenant-a": ["key1", "key2"], ...}`` (env TEOLA_API_KEYS_FILE).
-    documents: where uploaded documents and the registry of kept namespaces live (teola.server.store):
+    documents: where uploaded documents and the registry of kept namespaces live (teola.server.store.base):
         ``"postgres"`` (default: tables in the same PostgreSQL as the vectors, started or connected
         on the first upload or kept namespace; durable across restarts) or ``"memory"`` (the server
         process's memory: same API and caps, lost when it exits; for servers and tests without
@@ -70,7 +70,7 @@ class ServerSettings(BaseSettings):
         other user's queries are scheduled, so by default such a query gets 422 (naming the
         running policy); turn it on for single-tenant experiments.
     program_idle_timeout: seconds after its last call that a program of the OpenAI-compatible door
-        (teola.server.openai_door) ends on its own, when no call ended it.
+        (teola.server.openai.door) ends on its own, when no call ended it.
     allowed_hosts: Host names requests may carry besides the default ones, comma-separated
         (``"teola.example.com,*.corp.example"``; ``"*"`` turns the check off; env
         TEOLA_ALLOWED_HOSTS). By default only hosts no public DNS name can point at are served: IP
@@ -92,7 +92,7 @@ class ServerSettings(BaseSettings):
     sse_keepalive: seconds of silence after which a streamed query (``"stream": true``) or a streamed
         call of the OpenAI door sends a ``: keep-alive`` comment, and again every as many seconds
         while it stays idle, so proxies that close idle connections keep the stream open
-        (teola.server.streaming, teola.server.openai_stream); 0: none.
+        (teola.server.streaming, teola.server.openai.stream); 0: none.
     """
 
     model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, env_ignore_empty=True, strict=True, extra="forbid",

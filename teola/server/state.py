@@ -5,16 +5,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from teola.server.compiling import CompilePool
-from teola.server.documents import Documents
 from teola.server.errors import ApiError
 from teola.server.metrics import ServerMetrics
-from teola.server.namespaces import Namespaces
 from teola.server.quotas import TenantQuotas, parse_shares
 from teola.server.recent import RecentQueries
 from teola.server.settings import ServerSettings
-from teola.server.store import TenantStore
-from teola.server.store_memory import MemoryStore
-from teola.server.store_postgres import PostgresStore
+from teola.server.store.base import TenantStore
+from teola.server.store.documents import Documents
+from teola.server.store.memory import MemoryStore
+from teola.server.store.namespaces import Namespaces
+from teola.server.store.postgres import PostgresStore
 from teola.server.tenants import Tenants
 
 
@@ -47,7 +47,7 @@ class ServerState:
 
 
 def open_store(settings: ServerSettings) -> TenantStore:
-    """The backend `settings.documents` names (teola.server.store). Nothing starts here: the
+    """The backend `settings.documents` names (teola.server.store.base). Nothing starts here: the
     PostgreSQL backend connects on first use, so a server whose users never upload never starts it."""
     if settings.documents == "memory":
         return MemoryStore()

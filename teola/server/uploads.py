@@ -20,7 +20,7 @@ from teola.loaders.registry import BY_CONTENT_TYPE, parse_content_type
 from teola.server.errors import ApiError
 from teola.server.queries import read_documents
 from teola.server.settings import ServerSettings
-from teola.server.store import DocumentMeta
+from teola.server.store.base import DocumentMeta
 
 # Read by a loader when sent as the raw body; text/plain stays with read_documents.
 FILE_TYPES = frozenset(BY_CONTENT_TYPE) - {"text/plain"}

@@ -123,7 +123,7 @@ def test_acknowledged_uploads_and_namespaces_survive_sigkill_and_caps_hold_per_t
                 assert sorted(d["id"] for d in listed["documents"]) == sorted(
                     i for i, (t, _) in acknowledged.items() if t == tenant)
                 assert listed["usage"]["documents"] == count
-            from teola.server.documents import document_id
+            from teola.server.store.documents import document_id
             for text in refused:
                 assert c.get(f"/v1/apps/echo/documents/{document_id(text)}", headers=headers(ALPHA)).status_code == 404
             spaces = {t: [n["namespace"] for n in c.get("/v1/apps/echo/namespaces", headers=headers(t)).json()["namespaces"]]

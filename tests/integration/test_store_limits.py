@@ -74,7 +74,7 @@ def query(namespace: str, words: int, seed: int) -> dict:
 
 # ---- finding 3 ---------------------------------------------------------------------------------------
 async def test_what_queries_keep_in_namespaces_is_capped_per_tenant(pg_dsn, cleanup):
-    from teola.server.namespaces import ingested
+    from teola.server.store.namespaces import ingested
 
     one = query("kb", 300, 0)
     rows, size = ingested(rag_app().compile(one["query"], one["config"]))

@@ -65,12 +65,11 @@ PACKAGES: tuple[Package, ...] = (
             "simulated engines are `engines/sim/`",
             ("engines.*", "teola.api", "teola.compile", "teola.server", "teola.trace")),
     Package("teola.server", 4, "FastAPI app: `api.py` (routes), `queries.py` (one HTTP query), `errors.py` "
-            "(JSON errors, body limit), `state.py`, `documents.py` + `namespaces.py` + `store*.py` + "
-            "`storage_api.py` (what tenants keep: uploads and the namespace registry, in PostgreSQL or "
-            "memory), `metrics.py`, `loading.py` (apps by name), `ui.py` + `static/` (the /ui page), "
-            "`recent.py`, `openai_door.py` + `door_models.py` + `openai_format.py` + `openai_tools.py` + "
-            "`openai_errors.py` + `openai_calls.py` (the OpenAI-compatible door: one program call per "
-            "request through `Runtime.submit_call`), `tracing.py` (a caller's W3C traceparent)",
+            "(JSON errors, body limit), `state.py`, `store/` (what tenants keep: uploaded documents and the "
+            "namespace registry, in PostgreSQL or memory, and their endpoints), `metrics.py`, `loading.py` "
+            "(apps by name), `ui.py` + `static/` (the /ui page), `recent.py`, `openai/` (the "
+            "OpenAI-compatible door: one program call per request through `Runtime.submit_call`), "
+            "`tracing.py` (a caller's W3C traceparent)",
             ("engines.*", "teola", "teola.api", "teola.compile", "teola.ir", "teola.loaders", "teola.runtime",
              "teola.telemetry", "teola.trace")),
     Package("teola", 3, "the package's `__init__`: re-exports the public API", tree=False,

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # `priority` is the query's), an OpenAI API body (OpenAI's own default temperature is 1.0), and the
 # planner's job file (its models' max_tokens).
 NOT_REQUESTS = {("teola/runtime/options.py", "config"), ("teola/runtime/graph_tier/graph_scheduler.py", "config"),
-                ("teola/server/openai_format.py", "body"), ("teola/plan/job.py", "m"),
+                ("teola/server/openai/format.py", "body"), ("teola/plan/job.py", "m"),
                 ("teola/sim/profiler.py", "lengths")}
 
 

@@ -10,10 +10,10 @@ import uuid
 import pytest
 
 from teola.server import ApiError, ServerSettings
-from teola.server.documents import Documents, document_id
-from teola.server.namespaces import Namespaces
-from teola.server.store import DocumentMeta
-from teola.server.store_memory import MemoryStore
+from teola.server.store.base import DocumentMeta
+from teola.server.store.documents import Documents, document_id
+from teola.server.store.memory import MemoryStore
+from teola.server.store.namespaces import Namespaces
 
 RUN = uuid.uuid4().hex[:8]  # PostgreSQL keeps rows across runs: every tenant here is this run's own
 CAPS = ServerSettings(documents="memory", max_tenant_documents=5, max_tenant_document_bytes=100,
@@ -25,7 +25,7 @@ async def pg_store(pg_dsn):
     """One PostgresStore for the session, acquiring the server the way a teola server does."""
     import psycopg
 
-    from teola.server.store_postgres import PostgresStore
+    from teola.server.store.postgres import PostgresStore
 
     store = PostgresStore()
     yield store

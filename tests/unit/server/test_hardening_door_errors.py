@@ -10,7 +10,7 @@ from urllib.parse import unquote
 import httpx
 import pytest
 
-import teola.server.openai_format as fmt
+import teola.server.openai.format as fmt
 from teola.server import ServerSettings, create_server
 from tests.unit.server.test_openai_door import door_app, serve
 

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from teola.server import ApiError, ServerSettings
-from teola.server.namespaces import Namespaces, ingested
-from teola.server.store_memory import MemoryStore
+from teola.server.store.memory import MemoryStore
+from teola.server.store.namespaces import Namespaces, ingested
 
 RUN = uuid.uuid4().hex[:8]  # PostgreSQL keeps rows across runs: every tenant here is this run's own
 CAPS = ServerSettings(documents="memory", max_tenant_kept_chunks=10, max_tenant_kept_bytes=1000)
@@ -20,7 +20,7 @@ CAPS = ServerSettings(documents="memory", max_tenant_kept_chunks=10, max_tenant_
 async def pg_store(pg_dsn):
     import psycopg
 
-    from teola.server.store_postgres import PostgresStore
+    from teola.server.store.postgres import PostgresStore
 
     store = PostgresStore()
     yield store

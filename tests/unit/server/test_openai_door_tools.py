@@ -9,7 +9,7 @@ import json
 
 import openai
 
-from teola.server.openai_tools import ToolStream, parse_tool_calls
+from teola.server.openai.tools import ToolStream, parse_tool_calls
 from tests.support.tool_sim import ToolCallingSim
 from tests.unit.server.test_openai_door import serve
 

@@ -1,12 +1,12 @@
 """What the server keeps per tenant beyond one query: uploaded documents and the registry of its
 kept vector-store namespaces, behind one small interface with two backends (setting ``documents``):
 
-- ``"postgres"`` (default, `teola.server.store_postgres`): tables in the same PostgreSQL as the
+- ``"postgres"`` (default, `teola.server.store.postgres`): tables in the same PostgreSQL as the
   vectors; durable, so a restart loses nothing that was acknowledged.
-- ``"memory"`` (`teola.server.store_memory`): dicts in the server process, for servers and tests
+- ``"memory"`` (`teola.server.store.memory`): dicts in the server process, for servers and tests
   without Postgres; the same API and caps, lost at exit.
 
-`teola.server.state.open_store` picks one. Caps are checked by `teola.server.documents` and `teola.server.namespaces` inside `locked(tenant)`,
+`teola.server.state.open_store` picks one. Caps are checked by `teola.server.store.documents` and `teola.server.store.namespaces` inside `locked(tenant)`,
 which serializes every change of one tenant, so concurrent uploads cannot pass a cap together."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The endpoints of what a tenant keeps on the server: uploaded documents (teola.server.documents)
-and kept vector-store namespaces (teola.server.namespaces). Everything is the caller's tenant's:
+"""The endpoints of what a tenant keeps on the server: uploaded documents (teola.server.store.documents)
+and kept vector-store namespaces (teola.server.store.namespaces). Everything is the caller's tenant's:
 another tenant's id or namespace is unknown (404), never forbidden (403)."""
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from teola.loaders.registry import DOCX_TYPE
-from teola.server.documents import MAX_PAGE
 from teola.server.errors import ApiError
 from teola.server.queries import check_documents
 from teola.server.schemas import DocumentList, DocumentsResponse, ErrorResponse, NamespaceList
 from teola.server.state import ServerState
-from teola.server.store import DocumentInfo
+from teola.server.store.base import DocumentInfo
+from teola.server.store.documents import MAX_PAGE
 from teola.server.tenants import namespace_for
 from teola.server.uploads import read_uploads
 

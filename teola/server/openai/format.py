@@ -1,4 +1,4 @@
-"""The OpenAI API shapes of the front door (teola.server.openai_door): a chat or completion request
+"""The OpenAI API shapes of the front door (teola.server.openai.door): a chat or completion request
 read into teola's LLM request (its conversation as "messages" for the model's chat template, a
 completion prompt as "raw_prompt", plus flattened parts for engines that render parts only) and
 generation options, and teola's call results written back as OpenAI responses and stream chunks.
@@ -263,7 +263,7 @@ def usage(result: dict[str, Any]) -> dict[str, Any]:
 def response(chat: bool, call_id: str, model: str, result: dict[str, Any], max_tokens: int,
              tools: tuple[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """The non-streaming answer of one call; `tools`: (its text outside tool calls, its tool calls)
-    when the request offered tools (teola.server.openai_tools.parse_tool_calls)."""
+    when the request offered tools (teola.server.openai.tools.parse_tool_calls)."""
     text = result.get("text", "")
     calls = tools[1] if tools is not None else []
     choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(result, max_tokens, bool(calls)),

@@ -1,5 +1,5 @@
 """Uploaded documents of each tenant: content-addressed, capped per tenant, kept by a
-`teola.server.store` backend (PostgreSQL by default: they survive a restart).
+`teola.server.store.base` backend (PostgreSQL by default: they survive a restart).
 
 A document's id is derived from its text (`document_id`), so uploading the same text again answers
 the same id and stores nothing more. A tenant sees only its own ids: another tenant's id is unknown
@@ -11,7 +11,7 @@ import hashlib
 
 from teola.server.errors import quota_exceeded
 from teola.server.settings import ServerSettings
-from teola.server.store import DocumentInfo, DocumentMeta, TenantStore, Usage
+from teola.server.store.base import DocumentInfo, DocumentMeta, TenantStore, Usage
 
 ID_CHARS = 32  # hex characters of a document id: 128 bits of SHA-256
 MAX_PAGE = 1000  # most documents one listing answers

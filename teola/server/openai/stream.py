@@ -1,4 +1,4 @@
-"""How the OpenAI-compatible door (teola.server.openai_door) streams an answer: OpenAI's chunks as
+"""How the OpenAI-compatible door (teola.server.openai.door) streams an answer: OpenAI's chunks as
 the engine decodes, the first one only with the first token (the chat role in it, as vLLM and
 OpenAI send it), text held back where a tool call may start or while a forced call's arguments
 are decoded, what the call is charged however its stream ends, and a failed call as OpenAI
@@ -11,13 +11,13 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import teola.server.openai_format as fmt
+import teola.server.openai.format as fmt
 from engines.request_checks import ContextTooLong
 from teola.runtime import CallFailed
 from teola.server.errors import ApiError
-from teola.server.openai_calls import DoorCall
-from teola.server.openai_errors import door_error_event
-from teola.server.openai_tools import ForcedCall, ToolStream
+from teola.server.openai.calls import DoorCall
+from teola.server.openai.errors import door_error_event
+from teola.server.openai.tools import ForcedCall, ToolStream
 from teola.server.quotas import Slot, call_tokens, estimate_tokens
 
 KEEPALIVE = ": keep-alive\n\n"
@@ -33,7 +33,7 @@ def call_error(exc: CallFailed) -> ApiError:
 
 class Answer:
     """How a streamed answer is written: chat or completion chunks, and, when tools are offered,
-    text held back from where a tool call may start (teola.server.openai_tools.ToolStream)."""
+    text held back from where a tool call may start (teola.server.openai.tools.ToolStream)."""
 
     def __init__(self, chat: bool, call_id: str, model: str, max_tokens: int, parallel: bool | None,
                  forced: ForcedCall | None = None) -> None:

@@ -18,12 +18,12 @@ on top of it) gets teola's program-level scheduling without importing teola.
 - Auth and tenants as on every other endpoint; with several tenants, prompts carry the tenant's
   prefix-cache salt.
 - ``POST /v1/embeddings`` embeds on an app's embedding engine (``"<app>/<engine>"``), as a query of
-  one embedding primitive batched with every other query's (teola.server.openai_embeddings);
+  one embedding primitive batched with every other query's (teola.server.openai.embeddings);
   ``GET /v1/models`` lists the embedding engines too.
 - Chat messages go to the engine whole ("messages") and are rendered with the model's chat
   template, tools included (engines/llm_text/chat_messages.py: the template's own tool syntax
   when it has one, else teola's); the model's tool calls come back as OpenAI ``tool_calls``
-  (teola.server.openai_tools), whole or as streamed deltas, with finish_reason "tool_calls";
+  (teola.server.openai.tools), whole or as streamed deltas, with finish_reason "tool_calls";
   ``role: "tool"`` results and earlier assistant calls are rendered back into the conversation.
   ``/v1/completions`` prompts are sent raw (no chat template). finish_reason is the engine's.
 - response_format json_object / json_schema and a forced tool_choice ("required" or a named
@@ -36,8 +36,8 @@ on top of it) gets teola's program-level scheduling without importing teola.
 - Bodies are read only when sent as ``Content-Type: application/json`` (415 otherwise: a web page
   cannot make a cross-site text/plain POST spend LLM calls). Headers echoing ids (a program id
   "Zoë") are percent-encoded outside printable ASCII.
-- Every request field is honoured or refused with a 400 naming it (teola.server.openai_format).
-  Errors are OpenAI's error object with OpenAI's status codes (teola.server.openai_errors); a prompt
+- Every request field is honoured or refused with a 400 naming it (teola.server.openai.format).
+  Errors are OpenAI's error object with OpenAI's status codes (teola.server.openai.errors); a prompt
   longer than the model's context window is a 400 `context_length_exceeded`, as OpenAI answers it.
 - A client that disconnects cancels its call, streamed or not: withdrawn from the queue, or
   aborted on the engine (counted in teola_server_queries_cancelled).
@@ -58,16 +58,16 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
-import teola.server.door_models as door_models
-import teola.server.openai_format as fmt
+import teola.server.openai.format as fmt
+import teola.server.openai.models as door_models
 from engines.protocol import Feature
 from teola.runtime import CallFailed, llm_request
 from teola.server.errors import ApiError
-from teola.server.openai_calls import DoorCall
-from teola.server.openai_embeddings import embedding_engines, embeddings
-from teola.server.openai_errors import OpenAIErrorResponse
-from teola.server.openai_stream import Answer, Spend, call_error, stream_answer
-from teola.server.openai_tools import ForcedCall, offered_tools, parse_tool_calls
+from teola.server.openai.calls import DoorCall
+from teola.server.openai.embeddings import embedding_engines, embeddings
+from teola.server.openai.errors import OpenAIErrorResponse
+from teola.server.openai.stream import Answer, Spend, call_error, stream_answer
+from teola.server.openai.tools import ForcedCall, offered_tools, parse_tool_calls
 from teola.server.quotas import call_tokens, estimate_tokens
 from teola.server.state import ServerState
 from teola.server.streaming import unless_disconnected
@@ -259,7 +259,7 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
 
 
 def _generation(body: dict[str, Any], forced: ForcedCall | None) -> dict[str, Any]:
-    """A call's generation options (teola.server.openai_format.generation); a forced tool call
+    """A call's generation options (teola.server.openai.format.generation); a forced tool call
     constrains the output to its arguments' schema."""
     gen = fmt.generation(body)
     if forced is not None:

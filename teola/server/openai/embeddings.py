@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import Request
 
-import teola.server.door_models as door_models
+import teola.server.openai.models as door_models
 from teola.compile.chunk_tokenizer import chunk_tokenizer
 from teola.compile.single_primitive import embedding_query
 from teola.server.errors import ApiError

@@ -1,4 +1,4 @@
-"""`MemoryStore`: the ``documents = "memory"`` backend of `teola.server.store`, dicts in the server
+"""`MemoryStore`: the ``documents = "memory"`` backend of `teola.server.store.base`, dicts in the server
 process (same API and caps as Postgres; everything is lost when the process exits)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
-from teola.server.store import DocumentInfo, DocumentMeta, KeptUsage, NamespaceInfo, Usage
+from teola.server.store.base import DocumentInfo, DocumentMeta, KeptUsage, NamespaceInfo, Usage
 
 
 class _Stored:

@@ -1,5 +1,5 @@
 """`DoorCall`: what the server records of one call through the OpenAI-compatible door
-(teola.server.openai_door), as it records a query: counted in /metrics (teola_server_queries, the
+(teola.server.openai.door), as it records a query: counted in /metrics (teola_server_queries, the
 latency and per-primitive histograms, failures by reason), listed in the /ui recent list (kind
 "openai"), and, when telemetry is on, one OpenTelemetry span in its caller's trace."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`PostgresStore`: the ``documents = "postgres"`` backend of `teola.server.store`, two tables in the
+"""`PostgresStore`: the ``documents = "postgres"`` backend of `teola.server.store.base`, two tables in the
 same PostgreSQL as the vectors (engines.postgres.server: the ``pg_dsn`` setting, else
 ``TEOLA_PG_DSN``, else the embedded server).
 
@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from teola.server.errors import ApiError
-from teola.server.store import DocumentInfo, DocumentMeta, KeptUsage, NamespaceInfo, Usage
+from teola.server.store.base import DocumentInfo, DocumentMeta, KeptUsage, NamespaceInfo, Usage
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS teola_documents (

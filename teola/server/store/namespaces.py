@@ -1,6 +1,6 @@
 """The registry of each tenant's kept vector-store namespaces (``config.namespace``): recorded the
 first time a query uses one, listed and forgotten through the API, capped per tenant
-(``max_tenant_namespaces``), kept by the same `teola.server.store` backend as the documents.
+(``max_tenant_namespaces``), kept by the same `teola.server.store.base` backend as the documents.
 
 What queries store in them is capped per tenant too (``max_tenant_kept_chunks``,
 ``max_tenant_kept_bytes``): a query is charged the chunks its compiled graph ingests before it
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from teola.ir.ops import PrimOp
 from teola.server.errors import quota_exceeded
 from teola.server.settings import ServerSettings
-from teola.server.store import NamespaceInfo, TenantStore
+from teola.server.store.base import NamespaceInfo, TenantStore
 
 if TYPE_CHECKING:
     from teola.compile.compiler import Compiled
