@@ -72,35 +72,39 @@ import argparse
 import asyncio
 import math
 import os
-import random
 import shlex
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from bench.common import write_results
 from bench.studies.sim.kv_admission import KVAdmission
+from bench.studies.sim.sim_lamps_handling import (  # noqa: F401 (the names other studies and tests take from here)
+    EnginePriority,
+    _iteration_cost,
+    fwd_seconds_per_token,
+    handling_for,
+    infercept,
+    infercept_at_pause,
+)
 from bench.studies.sim.sim_lamps_report import change, markdown, steady, summarize
+from bench.studies.sim.sim_lamps_requests import (  # noqa: F401 (the names other studies and tests take from here)
+    MIXES,
+    OUT_MEAN,
+    RESPONSE_TOKENS,
+    lognormal_params,
+    predicted,
+    prediction_ratios,
+    requests,
+)
 
-MIXES = {
-    "infercept": {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.69, 0.17), (2.52, 1.73)),
-                  "ve": ((0.09, 0.014), (28.18, 15.2)), "chatbot": ((28.6, 15.6), (4.45, 1.96)),
-                  "image": ((20.03, 7.8), (6.91, 3.93)), "tts": ((17.24, 7.6), (6.91, 3.93))},
-    "toolbench": {"toolbench": ((1.72, 3.33), (2.45, 1.81))},
-}
-# LAMPS' single-API dataset (its §6.2: "a subset of the INFERCEPT dataset containing only a single API"; in
-# LAMPS' released runs every request of it pauses once): the INFERCEPT types, one API call per request
-MIXES["single"] = {kind: (duration, (1.0, 0.0)) for kind, (duration, _calls) in MIXES["infercept"].items()}
-RESPONSE_TOKENS = {"math": 8, "qa": 48, "ve": 24, "chatbot": 40, "image": 12, "tts": 8, "toolbench": 96}
 SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
 # the earlier baseline, kept for comparison (--systems): teola's `fifo` sends calls as batches that return together;
 # vLLM as INFERCEPT's and LAMPS' scripts run it (an API call ends the request: its KV is discarded and the call
 # after the API is a new request at the back of the FCFS queue, recomputing its context)
 EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo", "FCFS-request+INFERCEPT": "fcfs-request", "vLLM": "fcfs"}
 CAP = 64           # calls running in the engine at once, for every system
-OUT_MEAN = 40
 TICK = 1.0         # seconds between load samples
 OVERLOAD = 1000    # calls waiting at which a point stops: overloaded (its queue would only keep growing)
 DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
@@ -110,156 +114,6 @@ DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None, "predictions": None,
                  "prefix_caching": True, "drain": None, "api_scale": 1.0, "length_scale": 1.0,
                  "starvation": None, "starvation_from": None, "engine_priority": False, "sigma": 0.8}
-
-
-def fwd_seconds_per_token(entry: dict[str, Any]) -> float:
-    """Seconds of model forwarding per recomputed context token (INFERCEPT's T_fwd(C) / C, LAMPS'
-    recompute cost): the profile's `prefill_token`, or for a profile whose token table holds the
-    per-token work (`teola profile --from-measured`: prefill_token 0) a full prefill chunk's
-    iteration (max_num_batched_tokens tokens, attention not counted) over its tokens. With 0 here
-    INFERCEPT's equation 2 prices discarding at nothing and every pause is discarded."""
-    cost = entry["cost"]
-    if float(cost.get("prefill_token", 0.0)) > 0:
-        return float(cost["prefill_token"])
-    chunk = int(entry.get("max_num_batched_tokens", 2048))
-    return _iteration_cost(entry).step_seconds(chunk, 0) / chunk
-
-
-def _iteration_cost(entry: dict[str, Any]) -> Any:
-    """The profile entry's iteration cost without its context and attention terms (LAMPS' step_s
-    and recompute price: a decode step of a batch, a prefill chunk)."""
-    from engines.sim.cost import IterationCost
-
-    cost = entry["cost"]
-    return IterationCost(**{k: cost[k] for k in ("base", "prefill_token", "decode_seq", "token_table") if k in cost})
-
-
-class EnginePriority:
-    """LAMPS' ranking carried into the engine (set-up "engine_priority", a mechanism check of
-    bench.studies.sim.sim_lamps_paper's sweep): each call it
-    sends gets its LAMPS score as the request's priority (preserved continuations and starving
-    requests first), and the simulated engine runs with `scheduling="priority"`, so the engine's own
-    waiting queue (calls preempted when KV runs out) and its preemption victims follow LAMPS' order,
-    as LAMPS on vLLM 0.2 sorts vLLM's waiting and running queues by its policy. Without it the
-    engine keeps its own FCFS order for what is already inside it. `policy`: the (possibly
-    KVAdmission-wrapped) `lamps` policy; every other attribute is the policy's."""
-
-    def __init__(self, policy: Any) -> None:
-        self.policy = policy
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.policy, name)
-
-    def schedule(self, queue: Any, now: float, limits: Any) -> Any:
-        from teola.scheduling.base import Pick, resumes_preserved
-        from teola.scheduling.program.lamps import request_key
-
-        decision = self.policy.schedule(queue, now, limits)
-        scores, starving = self.policy.scores, self.policy.starving
-        picks = []
-        for p in decision.picks:
-            e = p.entry
-            rank = (-2 if resumes_preserved(e) else -1 if request_key(e) in starving
-                    else int(min(scores.get(e, 0.0), 2 ** 62)))
-            picks.append(Pick(e, p.count, rank))
-        decision.picks = picks
-        return decision
-
-
-def prediction_ratios(path: str) -> list[float]:
-    """Predicted / actual output length of every held-out row of a bench.studies.programs.length_predictor run (its
-    JSON, "holdout": [[actual, predicted], ...]): the predictor's measured error, to apply to the
-    simulated segments' lengths (`predicted`)."""
-    import json
-
-    file = Path(path)
-    if not file.is_file():
-        raise SystemExit(f"sim_lamps: --predictions {path}: no such file (run python -m bench length_predictor)")
-    rows = json.loads(file.read_text()).get("holdout") or []
-    ratios = [float(b) / a for a, b in rows if a > 0]
-    if not ratios:
-        raise SystemExit(f"sim_lamps: --predictions {path} holds no held-out predictions (rerun python -m bench length_predictor)")
-    return ratios
-
-
-def predicted(tokens: int, key: str, ratios: list[float] | None) -> int:
-    """The length SJF and LAMPS are told for a segment of `tokens`: the truth without `ratios`, else
-    the truth times one held-out ratio drawn by `key` (the same draw for every system)."""
-    if not ratios:
-        return tokens
-    return max(1, round(tokens * random.Random(key).choice(ratios)))
-
-
-def lognormal_params(mean: float, std: float) -> tuple[float, float]:
-    """(mu, sigma) of the lognormal with this mean and standard deviation (mean > 0)."""
-    sigma2 = math.log(1 + (std / mean) ** 2)
-    return math.log(mean) - sigma2 / 2, math.sqrt(sigma2)
-
-
-def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict[str, Any] | None = None,
-             out_cap: int = 256, length_scale: float = 1.0, sigma: float = 0.8) -> list[dict[str, Any]]:
-    """n requests with Poisson arrivals at `rate` per second (see the module docstring); `types`
-    replaces the mix's API types (name -> ((duration mean, std), (calls mean, std))), `out_cap`
-    the largest segment; `length_scale` multiplies prompt words and segment tokens (mean and cap; the
-    same draws, so 1.0 is the default workload), and a request's segments are then cut to fit
-    `max_len` if they must; `sigma` is the segments' lognormal shape (their spread; the mean stays)."""
-    rng = random.Random(f"{mix}:{seed}")
-    types = MIXES[mix] if types is None else types
-    t, out = 0.0, []
-    mu = math.log(OUT_MEAN * length_scale) - sigma * sigma / 2
-    cap = round(out_cap * length_scale)
-    for i in range(n):
-        t += rng.expovariate(rate)
-        kind = rng.choice(sorted(types))
-        (d_mean, d_std), (k_mean, k_std) = types[kind]
-        words = min(round(rng.randint(100, 400) * length_scale), int((max_len - 400) / 1.3))  # the prompt fits
-        k = max(1, round(rng.gauss(k_mean, k_std)))
-        segs = [min(cap, max(4, round(rng.lognormvariate(mu, sigma)))) for _ in range(k + 1)]
-        budget = max_len - 1.3 * words - 128  # words and response words count ~1.3 tokens; template tokens
-        while k > 1 and sum(segs) + 1.3 * k * RESPONSE_TOKENS.get(kind, 48) > budget:
-            k -= 1
-            segs.pop()
-        room = budget - 1.3 * k * RESPONSE_TOKENS.get(kind, 48)
-        if sum(segs) > room:  # one call still too long for the model (long prompts): shorten its segments
-            segs = [max(4, int(s * room / sum(segs))) for s in segs]
-        # lognormal with the table's moments: a Normal(mean, std) clipped at 0 averages more than the
-        # table's mean when std is large (ToolBench's 1.72 s: 2.36 s), while INFERCEPT's handling is given
-        # the table's mean and LAMPS learns the durations' own (issue 18). One gauss draw each, as before,
-        # so the other draws of the stream are unchanged.
-        d_mu, d_sigma = lognormal_params(d_mean, d_std)
-        apis = [math.exp(d_mu + d_sigma * rng.gauss(0.0, 1.0)) for _ in range(k)]
-        out.append({"id": f"r{i}", "arrival": t, "type": kind, "words": words, "segments": segs, "apis": apis})
-    return out
-
-
-def handling_for(system: str, policy: Any, kind: str, context: int, other: int, costs: dict[str, float]) -> str:
-    """The "pause_kv" a segment is queued with: "auto" for LAMPS (resolved by the engine's scheduler
-    from LAMPS' own predictions, as LAMPS ranks the call); for the baselines INFERCEPT's choice from
-    `context` and `other` (bench.studies.programs.lamps_real decides so at queue time; here the simulated engine
-    replaces it at the pause: `infercept_at_pause`)."""
-    if system == "LAMPS":
-        return "auto"
-    if system == "vLLM":
-        return "discard"
-    return infercept(costs, kind, context, other)
-
-
-def infercept(costs: dict[str, Any], kind: str, context: int, other: int) -> str:
-    """INFERCEPT's least-waste handling (its equations 1-3) of a `kind` API call for a call of
-    `context` tokens beside `other` tokens of running calls, at the type's mean duration."""
-    from teola.runtime import choose_handling
-    return choose_handling(costs["api_means"][kind], context, other, costs["fwd"] * context, costs["swap"] * context)
-
-
-def infercept_at_pause(costs: dict[str, Any], kinds: dict[str, str], decided: dict[str, str]) -> Any:
-    """The simulated engine's `decide_pause` for the baselines: INFERCEPT decides when the call
-    reaches its API call, from its context and the running batch's then; `kinds`: kv_key -> API type;
-    each decision is left in `decided` under the call's kv_key."""
-    def decide(seq: Any, running: int) -> str:
-        key = seq.req["kv_key"]
-        decided[key] = infercept(costs, kinds[key], seq.computed, running)
-        return decided[key]
-    return decide
 
 
 async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str, Any],
@@ -343,21 +197,14 @@ async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TIC
             "swap_share": (llm.stats["swapped_blocks"] - before["swapped_blocks"]) * llm.swap_seconds_per_block / span}
 
 
-def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, window: float, cooldown: float,
-              seed: int = 0, setup: dict[str, Any] | None = None) -> dict[str, Any]:
-    """One system at one rate: Poisson arrivals over warmup + window + cooldown seconds; the requests
-    arriving in the window are measured (bench.studies.sim.sim_lamps_report.summarize) and the load sampled.
-    `setup` (see `engine_setup`): cap (calls teola lets into the engine), kv_blocks (None: the
-    profile's), kv_admission (bench.studies.sim.kv_admission), lamps_batch (LAMPS' profiled batch size)."""
-    setup = {**DEFAULT_SETUP, **(setup or {})}
-    cap = setup["cap"]
-    from engines.sim.profile import load_profile, simulated_engine
-    from teola.ir.engine_spec import Engine
-    from teola.runtime import Runtime
-    from teola.sim.virtual_loop import run_virtual
+def point_config(profile: str, mix: str, system: str, setup: dict[str, Any]) -> tuple[Any, ...]:
+    """A point's profile (its engine entry set up), policy, whether the engine ranks by priority, API
+    types (durations scaled), the costs INFERCEPT's handling reads and the policy's options."""
+    from engines.sim.profile import load_profile
 
     prof = load_profile(profile)
     policy = {**SYSTEMS, **EXTRA_SYSTEMS}[system]
+    cap = setup["cap"]
     ranked_engine = setup["engine_priority"] and policy == "lamps"
     engine = {**prof["engines"]["vllm"], "enable_prefix_caching": setup["prefix_caching"],
               **({"num_blocks": setup["kv_blocks"]} if setup["kv_blocks"] else {}),
@@ -376,6 +223,24 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
                          "batch_size": batch, **({"starvation": setup["starvation"]} if setup["starvation"] else {}),
                          **({"starvation_from": setup["starvation_from"]} if setup.get("starvation_from") else {})}
                }.get(policy, {})
+    return prof, policy, ranked_engine, types, costs, options
+
+
+def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, window: float, cooldown: float,
+              seed: int = 0, setup: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One system at one rate: Poisson arrivals over warmup + window + cooldown seconds; the requests
+    arriving in the window are measured (bench.studies.sim.sim_lamps_report.summarize) and the load sampled.
+    `setup` (see `engine_setup`): cap (calls teola lets into the engine), kv_blocks (None: the
+    profile's), kv_admission (bench.studies.sim.kv_admission), lamps_batch (LAMPS' profiled batch size)."""
+    setup = {**DEFAULT_SETUP, **(setup or {})}
+    cap = setup["cap"]
+    from engines.sim.profile import simulated_engine
+    from teola.ir.engine_spec import Engine
+    from teola.runtime import Runtime
+    from teola.sim.virtual_loop import run_virtual
+
+    prof, policy, ranked_engine, types, costs, options = point_config(profile, mix, system, setup)
+    entry = prof["engines"]["vllm"]
     horizon = warmup + window + cooldown
     reqs = [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, int(entry.get("max_model_len", 4096)),
                                 seed, types=types, length_scale=setup["length_scale"], sigma=setup["sigma"]) if r["arrival"] < horizon]
