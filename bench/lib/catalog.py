@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import bench.lib.tables as tables
+
 
 @dataclass(frozen=True)
 class Study:
@@ -96,6 +98,5 @@ def listing() -> str:
 
 def markdown_table() -> str:
     """The table of studies as docs/benchmarks.md holds it (`python -m bench list --markdown`)."""
-    lines = ["| study | subject | engines | measures |", "|---|---|---|---|"]
-    lines += [f"| `{s.name}` | {s.subject} | {'yes' if s.engines else 'no'} | {s.measures} |" for s in STUDIES]
-    return "\n".join(lines)
+    rows = [[f"`{s.name}`", s.subject, "yes" if s.engines else "no", s.measures] for s in STUDIES]
+    return "\n".join(tables.table(["study", "subject", "engines", "measures"], rows))

@@ -34,6 +34,7 @@ import time
 from typing import Any
 
 from bench.common import percentile, serve_in_thread, write_results
+from bench.lib.tables import num, table
 from bench.studies.sim.sim_lamps import lognormal_params
 
 MODEL = "smollm2-135m-instruct"
@@ -258,12 +259,8 @@ def markdown(data: dict[str, Any]) -> str:
              f"{data['requests']} questions per trace, {data['trials']} trials. Predictor trained on "
              f"{tr['segments']} segments of {tr['questions']} questions run alone ({tr['alone_s']:.2f} s per "
              f"question alone, {tr['mean_tokens']:.1f} output tokens per segment). "
-             + " ".join((__doc__ or "").split("\n\n", 2)[2].split()), "",
-             "| rate (q/s) | system | mean E2E s (trials) | p99 E2E s | mean first action s | p99 first action s "
-             "| LAMPS vs system (mean E2E) | segments / decode tokens per run | predictor MAE (tokens) "
-             "| handlings per run (preserve / discard / swap) | tools called per run |",
-             "|---:|---|---|---:|---:|---:|---:|---|---:|---|---|"]
-    rows = data["rows"]
+             + " ".join((__doc__ or "").split("\n\n", 2)[2].split()), ""]
+    rows, cells = data["rows"], []
     for rate in sorted({r["rate"] for r in rows}):
         agg = {}
         for system in SYSTEMS:
@@ -282,9 +279,13 @@ def markdown(data: dict[str, Any]) -> str:
             agg[system] = a
         for system, a in agg.items():
             delta = "" if system == "LAMPS" or "LAMPS" not in agg else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
-            lines.append(f"| {rate:g} | {system} | {a['mean_s']:.2f} ({a['trials']}) | {a['p99_s']:.2f} | "
-                         f"{a['first_mean_s']:.2f} | {a['first_p99_s']:.2f} | {delta} | {a['segments']:.0f} / "
-                         f"{a['decode_tokens']:.0f} | {a['mae']} | {a['handlings']} | {a['tools']} |")
+            cells.append([f"{rate:g}", system, f"{a['mean_s']:.2f} ({a['trials']})", num(a["p99_s"], 2),
+                          num(a["first_mean_s"], 2), num(a["first_p99_s"], 2), delta,
+                          f"{a['segments']:.0f} / {a['decode_tokens']:.0f}", a["mae"], a["handlings"], a["tools"]])
+    lines += table(["rate (q/s)", "system", "mean E2E s (trials)", "p99 E2E s", "mean first action s",
+                    "p99 first action s", "LAMPS vs system (mean E2E)", "segments / decode tokens per run",
+                    "predictor MAE (tokens)", "handlings per run (preserve / discard / swap)", "tools called per run"],
+                   cells, "rllrrrrlrll")
     lines += ["", "Same work: questions whose segments decoded the same tokens and called the same tools under all "
               "three systems in a trial, and their mean latency there (a run's outputs depend on its batches)."]
     lines += [same_work(rows, rate) for rate in sorted({r["rate"] for r in rows})]

