@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from bench.common import write_results
+from bench.lib.tables import machine_facts, num, table
 
 BATCHES = (1, 2, 4, 8, 10, 16, 32, 64)
 
@@ -64,14 +65,11 @@ async def run(n: int, threads: int | None) -> dict[str, Any]:
 def markdown(data: dict[str, Any], command: str) -> str:
     m = data.get("machine", {})
     lines = ["## Embedder batch efficiency by chunk length (max efficient batch)", "",
-             f"Command: `{command}`. Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; commit "
-             f"{m.get('commit', '?')}. Embedder settings: {data['options']}.", "",
-             (__doc__ or "").split("\n\n", 2)[2].strip(), "",
-             "| chunks | " + " | ".join(f"batch {b}" for b in BATCHES) + " | knee |",
-             "|---|" + "---|" * (len(BATCHES) + 1)]
-    for kind, c in data["curves"].items():
-        lines.append(f"| {kind} ({data['chunks']}) | " + " | ".join(f"{c[b]:.1f}/s" for b in BATCHES)
-                     + f" | {data['knees'][kind]} |")
+             f"Command: `{command}`. {machine_facts(m)} Embedder settings: {data['options']}.", "",
+             (__doc__ or "").split("\n\n", 2)[2].strip(), ""]
+    lines += table(["chunks", *(f"batch {b}" for b in BATCHES), "knee"],
+                   ([f"{kind} ({data['chunks']})", *(f"{num(c[b])}/s" for b in BATCHES), data["knees"][kind]]
+                    for kind, c in data["curves"].items()))
     return "\n".join(lines) + "\n"
 
 
