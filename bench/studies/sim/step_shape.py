@@ -20,6 +20,7 @@ import statistics
 from typing import Any
 
 from bench.common import command_line, write_results
+from bench.lib.tables import num, table
 
 
 def fit_linear(points: list[tuple[int, float]]) -> tuple[float, float]:
@@ -67,15 +68,16 @@ def markdown(data: dict[str, Any], command: str) -> str:
          "streamed tokens while every request of the batch decodes (`teola.sim.fit.steady_steps`, as "
          f"`teola profile` measures it). {data['rounds']} rounds, batch sizes in a new shuffled order each round."),
         "",
-        "| batch | out tokens | step per round (ms) | median (ms) | spread (max/min - 1) | linear form (ms) | error | floor form (ms) | error |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
+    cells = []
     for r in sorted(rows, key=lambda r: (r["batch"], r["out"])):
         b, m = r["batch"], med[(r["batch"], r["out"])]
         lin, flo = base + per * b, max(floor, fbase + fper * b)
-        lines.append(f"| {b} | {r['out']} | {', '.join(f'{x:.1f}' for x in r['step_ms'])} | {m:.1f} | "
-                     f"{max(r['step_ms']) / min(r['step_ms']) - 1:.0%} | {lin:.1f} | {(lin - m) / m:+.0%} | "
-                     f"{flo:.1f} | {(flo - m) / m:+.0%} |")
+        cells.append([b, r["out"], ", ".join(f"{x:.1f}" for x in r["step_ms"]), num(m),
+                      f"{max(r['step_ms']) / min(r['step_ms']) - 1:.0%}", num(lin), f"{(lin - m) / m:+.0%}", num(flo),
+                      f"{(flo - m) / m:+.0%}"])
+    lines += table(["batch", "out tokens", "step per round (ms)", "median (ms)", "spread (max/min - 1)",
+                    "linear form (ms)", "error", "floor form (ms)", "error"], cells, "rrlrrrrrr")
     lin_ok = sum(abs(base + per * b - m) / m <= 0.10 for b, m in points)
     flo_ok = sum(abs(max(floor, fbase + fper * b) - m) / m <= 0.10 for b, m in points)
     lines += ["", (f"Fitted on these medians (in sample): linear {base:.1f} ms + {per:.2f} ms per sequence, "
