@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.lib.tables import num, table
+
 
 def _provenance(profile: str) -> str:
     if profile.endswith("-measured"):
@@ -41,28 +43,28 @@ def report(data: dict[str, Any]) -> str:
              "rates are fractions of each app's simulated teola capacity. " + DOCS_NOTE[docs], ""]
     for app, curve in data["curves"].items():
         lines += [f"### {app} (simulated capacity {curve['capacity_qps']:.2f} q/s)", "",
-                  "| load | rate (q/s) | system | mean (s) | p50 (s) | p99 (s) | throughput (q/s) |",
-                  "|---:|---:|---|---:|---:|---:|---:|"]
-        lines += [f"| {r['fraction']:.2f} | {r['rate']:.2f} | {r['system']} | {r['mean_s']:.2f} | {r['p50_s']:.2f} | "
-                  f"{r['p99_s']:.2f} | {r['throughput_qps']:.2f} |" for r in curve["rows"]]
+                  *table(["load", "rate (q/s)", "system", "mean (s)", "p50 (s)", "p99 (s)", "throughput (q/s)"],
+                         ([num(r["fraction"], 2), num(r["rate"], 2), r["system"], num(r["mean_s"], 2),
+                           num(r["p50_s"], 2), num(r["p99_s"], 2), num(r["throughput_qps"], 2)] for r in curve["rows"]),
+                         "rrlrrrr")]
         lines += ["", "Simulated teola speedup (best baseline's mean / teola's mean) per load: "
                   + "; ".join(_speedups(curve["rows"])) + ".", ""]
     if data.get("ablations"):
         ab = data["ablations"]
-        lines += ["### Ablations, advanced RAG (simulated)", "", "| load | variant | mean (s) | p99 (s) |",
-                  "|---|---|---:|---:|"]
-        lines += [f"| {r['load']} | {r['variant']} | {r['mean_s']:.2f} | {r['p99_s']:.2f} |" for r in ab["rows"]]
+        lines += ["### Ablations, advanced RAG (simulated)", "",
+                  *table(["load", "variant", "mean (s)", "p99 (s)"],
+                         ([r["load"], r["variant"], num(r["mean_s"], 2), num(r["p99_s"], 2)] for r in ab["rows"]), "llrr")]
         lines.append("")
     so = data.get("scale_out")
     if not so:
         return "\n".join(lines) + "\n"
     lines += [f"### Scale-out, advanced RAG (simulated; 1-instance capacity {so['one_instance_capacity_qps']:.2f} q/s, "
               "offered 0.8x capacity per instance)", "",
-              "| LLM instances | queries | offered (q/s) | throughput (q/s) | mean (s) | p99 (s) | simulator wall (s) | "
-              "primitives/s of wall |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {r['llm_instances']} | {r['queries']} | {r['offered_qps']:.1f} | {r['throughput_qps']:.1f} | "
-              f"{r['mean_s']:.2f} | {r['p99_s']:.2f} | {r['wall_s']:.1f} | {r['primitives_per_wall_s']:.0f} |"
-              for r in so["rows"]]
+              *table(["LLM instances", "queries", "offered (q/s)", "throughput (q/s)", "mean (s)", "p99 (s)",
+                      "simulator wall (s)", "primitives/s of wall"],
+                     ([r["llm_instances"], r["queries"], num(r["offered_qps"]), num(r["throughput_qps"]), num(r["mean_s"], 2),
+                       num(r["p99_s"], 2), num(r["wall_s"]), num(r["primitives_per_wall_s"], 0)] for r in so["rows"]),
+                     "r" * 8)]
     lines += ["", "Plots (bench/studies/sim/sim_paper_plots.py): `bench/results/sim_paper_latency.png` (latency vs rate per app and "
               "system), `bench/results/sim_paper_scale_out.png`."]
     return "\n".join(lines) + "\n"
