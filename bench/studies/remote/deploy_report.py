@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from bench.lib.tables import NONE, ci, num, table
+
 BOOTSTRAP = 2000
 SYSTEMS = ("teola", "LangGraph", "LlamaIndex")
 
@@ -69,10 +71,6 @@ def _mean(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
 
 
-def _f(x: Any, nd: int = 2) -> str:
-    return "-" if x is None else f"{x:.{nd}f}"
-
-
 def systems_of(res: dict[str, Any]) -> list[str]:
     """teola first, then the others in the order they appear."""
     names = list(dict.fromkeys(s for row in res["points"].values() for s in row))
@@ -81,42 +79,38 @@ def systems_of(res: dict[str, Any]) -> list[str]:
 
 def latency_rows(res: dict[str, Any]) -> list[str]:
     systems = systems_of(res)
-    lines = ["| point | rate (q/s) | " + " | ".join(f"{s} mean (s)" for s in systems)
-             + "".join(f" | {s} / teola [95% CI]" for s in systems[1:]) + " | failed |",
-             "|---|---|" + "---|" * (2 * len(systems))]
+    rows = []
     for point, row in res["points"].items():
         means = [_mean([r["latency"] for r in row[s]["records"] if r.get("ok")]) if s in row else None for s in systems]
         cis = []
         for base in systems[1:]:
             r = ratio_ci(*paired(row[base], row["teola"])) if base in row and "teola" in row else None
-            cis.append("-" if r is None else f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]")
+            cis.append(NONE if r is None else ci(*r))
         failed = ", ".join(f"{s} {sum(not r.get('ok') for r in row[s]['records'])}" for s in systems if s in row)
         rate = row["teola"]["rate"] if "teola" in row else None
-        lines.append(f"| {point} | {_f(rate, 3)} | " + " | ".join(_f(m) for m in means) + "".join(f" | {c}" for c in cis)
-                     + f" | {failed} |")
-    return lines
+        rows.append([point, num(rate, 3), *(num(m, 2) for m in means), *cis, failed])
+    return table(["point", "rate (q/s)", *(f"{s} mean (s)" for s in systems),
+                  *(f"{s} / teola [95% CI]" for s in systems[1:]), "failed"], rows)
 
 
 def work_rows(res: dict[str, Any]) -> list[str]:
     alone = res["points"].get("alone", {})
-    lines = ["| system | LLM calls | prompt tok | output tok | calls equal to teola's | prefill-only calls | "
-             "server: requests | server: prompt tok | server: generated tok | client CPU (s) |", "|---|" + "---|" * 9]
+    rows = []
     for system, w in equal_work(alone).items():
         sv = w["server"]
-        lines.append(f"| {system} | {_f(w['calls'])} | {_f(w['prompt'], 0)} | {_f(w['output'], 0)} | "
-                     f"{_f(None if w['same_as_teola'] is None else 100 * w['same_as_teola'], 0)}% | "
-                     f"{_f(w['prefills'], 1)} | {_f(sv['request_success'], 1)} | {_f(sv['prompt_tokens'], 0)} | "
-                     f"{_f(sv['generation_tokens'], 0)} | {_f(sv['client_cpu'], 3)} |")
-    return lines
+        rows.append([system, num(w["calls"], 2), num(w["prompt"], 0), num(w["output"], 0),
+                     f"{num(None if w['same_as_teola'] is None else 100 * w['same_as_teola'], 0)}%",
+                     num(w["prefills"], 1), num(sv["request_success"], 1), num(sv["prompt_tokens"], 0),
+                     num(sv["generation_tokens"], 0), num(sv["client_cpu"], 3)])
+    return table(["system", "LLM calls", "prompt tok", "output tok", "calls equal to teola's", "prefill-only calls",
+                  "server: requests", "server: prompt tok", "server: generated tok", "client CPU (s)"], rows)
 
 
 def busy_rows(res: dict[str, Any]) -> list[str]:
     alone = res["points"].get("alone", {})
     per = {s: busy_means(e) for s, e in alone.items()}
     ops = sorted({op for b in per.values() for op in b})
-    lines = ["| system | " + " | ".join(ops) + " |", "|---|" + "---|" * len(ops)]
-    lines += [f"| {s} | " + " | ".join(_f(b.get(op)) for op in ops) + " |" for s, b in per.items()]
-    return lines
+    return table(["system", *ops], ([s, *(num(b.get(op), 2) for op in ops)] for s, b in per.items()))
 
 
 def load_line(res: dict[str, Any]) -> str:
