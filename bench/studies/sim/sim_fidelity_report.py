@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from bench.lib.tables import NONE, num, table
 from bench.rag import RATES
 from bench.studies.sim.speed_probe import probe_lines
 
@@ -77,20 +78,21 @@ def step_lines(data: dict[str, Any]) -> list[str]:
              (f"; each batch run {data['repeats']} times, the median of the runs kept and the runs' range "
               "shown; a batch whose runs spread over 15% of their median is run as many times again, its "
               "number of runs shown" if data.get("repeats", 1) > 1 else "") + "):", ""]
-    extra = " linear part (ms) | its error | batch factor held out: error |" if curved else ""
-    lines += ["| batch | prompt tokens | context tokens in the batch | measured step (ms) | runs (ms) "
-              "| model step (ms) | error |" + extra, "|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" * 3 if curved else "")]
+    extra = ["linear part (ms)", "its error", "batch factor held out: error"] if curved else []
+    rows = []
     for r in its:
         m = r["measured_step_s"]
-        row = (f"| {r['batch']} | {r['prompt_tokens']} | {r['context_tokens']:,} | {m * 1e3:.1f} | "
-               + (f"{min(r['runs']) * 1e3:.0f}-{max(r['runs']) * 1e3:.0f}" if r.get("runs") else "-")
-               + (f" ({len(r['runs'])} runs)" if r.get("runs") and len(r["runs"]) != data.get("repeats", 1) else "")
-               + f" | {r['predicted_step_s'] * 1e3:.1f} | {r['error']:+.0%} |")
+        runs = ((f"{min(r['runs']) * 1e3:.0f}-{max(r['runs']) * 1e3:.0f}" if r.get("runs") else NONE)
+                + (f" ({len(r['runs'])} runs)" if r.get("runs") and len(r["runs"]) != data.get("repeats", 1) else ""))
+        row = [r["batch"], r["prompt_tokens"], f"{r['context_tokens']:,}", num(m * 1e3), runs,
+               num(r["predicted_step_s"] * 1e3), f"{r['error']:+.0%}"]
         if curved:
             held = r.get("held_out_error")
-            row += (f" {r['linear_step_s'] * 1e3:.1f} | {(r['linear_step_s'] - m) / m:+.0%} | "
-                    + (f"{held:+.0%}" if held is not None else "-") + " |")
-        lines.append(row)
+            row += [num(r["linear_step_s"] * 1e3), f"{(r['linear_step_s'] - m) / m:+.0%}",
+                    f"{held:+.0%}" if held is not None else NONE]
+        rows.append(row)
+    lines += table(["batch", "prompt tokens", "context tokens in the batch", "measured step (ms)", "runs (ms)",
+                    "model step (ms)", "error", *extra], rows, "r" * (7 + len(extra)))
     ok = [abs(r["error"]) <= 0.10 for r in its]
     lines += ["", f"{sum(ok)} of {len(ok)} batch shapes within 10% (the target: every one)."]
     if curved:
@@ -116,15 +118,15 @@ def prompt_lines(data: dict[str, Any]) -> list[str]:
         return []
     why = ("it gives each call its real prompt length, so this checks the replay took them" if has_prompts(real)
            else "the simulated retrieval picks its own chunks")
-    out = ["", f"Prompt tokens per query (decoding calls summed), real vs the real-lengths replay ({why}):", "",
-           "| app | rate | system | real mean | simulated mean | error | per-query errors |",
-           "|---|---|---|---:|---:|---:|---|"]
+    out = ["", f"Prompt tokens per query (decoding calls summed), real vs the real-lengths replay ({why}):", ""]
+    rows = []
     for key in keys:
         app, rate, system = key.split("|")
         pairs = [(v["prompt"][0], sim[key][q]) for q, v in real[key].items() if q in sim[key] and v["prompt"][0]]
         r, s = statistics.fmean(a for a, _ in pairs), statistics.fmean(b for _, b in pairs)
-        out.append(f"| {app} | {rate} | {system} | {r:.0f} | {s:.0f} | {(s - r) / r:+.0%} | "
-                   + " ".join(f"{(b - a) / a:+.0%}" for a, b in pairs) + " |")
+        rows.append([app, rate, system, num(r, 0), num(s, 0), f"{(s - r) / r:+.0%}",
+                     " ".join(f"{(b - a) / a:+.0%}" for a, b in pairs)])
+    out += table(["app", "rate", "system", "real mean", "simulated mean", "error", "per-query errors"], rows, "lllrrrl")
     xs, ys = [], []  # per query: prompt-token error, and the real-lengths replay's latency error
     for key in keys:
         for (q, v), real_s, sim_s in zip(real[key].items(), data.get("real", {}).get(key, []),
@@ -165,12 +167,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
              "simulated prompts have as many tokens as their real ones" if data.get("token_scale") else "") +
              f". Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
              f"The simulated mean is over {data.get('sim_seeds', 1)} length-sampler seed(s) per trace. "
-             + replay_text(data), "",
-             "| app | rate | system | measured mean (s) | simulated mean (s) | error "
-             + ("| simulated, real prompts (s) | error " if "prompted" in data else "")
-             + "| simulated, real lengths (s) | error |",
-             "|---|---|---|---:|---:|---:|---:|---:|" + ("---:|---:|" if "prompted" in data else "")]
+             + replay_text(data), ""]
     errs: dict[str, list[float]] = {"sim": [], "prompted": [], "replay": []}
+    rows = []
     for key, real in data["real"].items():
         app, rate, system = key.split("|")
         m = statistics.fmean(real)
@@ -179,8 +178,11 @@ def markdown(data: dict[str, Any], command: str) -> str:
             if col in data:
                 s = statistics.fmean(data[col][key])
                 errs[col].append(abs(s - m) / m)
-                cells.append(f"{s:.2f} | {(s - m) / m:+.0%}")
-        lines.append(f"| {app} | {rate} ({RATES[app][rate]} q/s) | {system} | {m:.2f} | " + " | ".join(cells) + " |")
+                cells += [num(s, 2), f"{(s - m) / m:+.0%}"]
+        rows.append([app, f"{rate} ({RATES[app][rate]} q/s)", system, num(m, 2), *cells])
+    prompted = ["simulated, real prompts (s)", "error"] if "prompted" in data else []
+    lines += table(["app", "rate", "system", "measured mean (s)", "simulated mean (s)", "error", *prompted,
+                    "simulated, real lengths (s)", "error"], rows, "lll" + "r" * (5 + len(prompted)))
     said = {"sim": "Mean absolute error", "prompted": "with the real prompt lengths: mean absolute error",
             "replay": "with the real lengths: mean absolute error"}
     lines += ["", "; ".join(f"{said[c]} {statistics.fmean(e):.0%}, {sum(x <= 0.15 for x in e)} of {len(e)} points "
@@ -195,7 +197,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
                   "own batches: the time difference of two output lengths per extra token" +
                   (f"; each batch timed {data['repeats']} times, its median kept" if data.get("repeats", 1) > 1 else "")
                   + "):", "",
-                  "| batch | prompt tokens | measured step (ms) | model step (ms) | error |", "|---:|---:|---:|---:|---:|"]
-        lines += [f"| {r['batch']} | {r['prompt_tokens']} | {r['measured_step_s'] * 1e3:.1f} | "
-                  f"{r['predicted_step_s'] * 1e3:.1f} | {r['error']:+.0%} |" for r in its if r["error"] is not None]
+                  *table(["batch", "prompt tokens", "measured step (ms)", "model step (ms)", "error"],
+                         ([r["batch"], r["prompt_tokens"], num(r["measured_step_s"] * 1e3),
+                           num(r["predicted_step_s"] * 1e3), f"{r['error']:+.0%}"] for r in its if r["error"] is not None),
+                         "rrrrr")]
     return "\n".join(lines) + "\n"
