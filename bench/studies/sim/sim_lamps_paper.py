@@ -54,6 +54,7 @@ import time
 from typing import Any
 
 from bench.common import write_results
+from bench.lib.tables import NONE, num, pct, table
 from bench.studies.sim import sim_lamps
 from bench.studies.sim.sim_lamps_report import latency_table, load_table
 
@@ -125,7 +126,7 @@ def distributions(mix: str, n: int = 4000, max_len: int = 2048, length_scale: fl
 
 
 def _mean(r: dict[str, Any]) -> str:
-    return f"{r['mean_s']:.1f}" if r["measured"] else "-"
+    return num(r["mean_s"]) if r["measured"] else NONE
 
 
 def _arrived(r: dict[str, Any]) -> int:
@@ -133,63 +134,60 @@ def _arrived(r: dict[str, Any]) -> int:
 
 
 def paper_table(data: dict[str, Any]) -> list[str]:
-    lines = ["| dataset | rate (req/s) | vs | paper (GPT-J 6B, A100) | SIMULATED, same set-up | SIMULATED means (s): LAMPS / baseline | finished (of arrived): LAMPS / baseline | steady: LAMPS / baseline |",
-             "|---|---:|---|---:|---:|---|---|---|"]
+    rows = []
     for (mix, rate), against in PAPER.items():
-        rows = {r["system"]: r for r in data["mixes"].get(mix, []) if r["rate"] == rate}
-        for other, pct in against.items():
-            lamps, base = rows.get("LAMPS"), rows.get(other)
+        at = {r["system"]: r for r in data["mixes"].get(mix, []) if r["rate"] == rate}
+        for other, paper in against.items():
+            lamps, base = at.get("LAMPS"), at.get(other)
             if lamps is None or base is None:
-                lines.append(f"| {DATASET[mix]} | {rate:g} | {other} | {pct:+.1f}% | not run | | | |")
+                rows.append([DATASET[mix], f"{rate:g}", other, f"{paper:+.1f}%", "not run", "", "", ""])
                 continue
-            lines.append(f"| {DATASET[mix]} | {rate:g} | {other} | {pct:+.1f}% | {change(lamps, base):+.1f}% | "
-                         f"{_mean(lamps)} / {_mean(base)} | {lamps['measured']}/{_arrived(lamps)} / "
-                         f"{base['measured']}/{_arrived(base)} | {'yes' if lamps['steady'] else 'no'} / "
-                         f"{'yes' if base['steady'] else 'no'} |")
-    return lines
+            rows.append([DATASET[mix], f"{rate:g}", other, f"{paper:+.1f}%", f"{change(lamps, base):+.1f}%",
+                         f"{_mean(lamps)} / {_mean(base)}",
+                         f"{lamps['measured']}/{_arrived(lamps)} / {base['measured']}/{_arrived(base)}",
+                         f"{'yes' if lamps['steady'] else 'no'} / {'yes' if base['steady'] else 'no'}"])
+    return table(["dataset", "rate (req/s)", "vs", "paper (GPT-J 6B, A100)", "SIMULATED, same set-up",
+                  "SIMULATED means (s): LAMPS / baseline", "finished (of arrived): LAMPS / baseline",
+                  "steady: LAMPS / baseline"], rows, "lrlrrlll")
 
 
 def mechanism_table(rows: list[dict[str, Any]], cap: int) -> list[str]:
-    lines = [(f"| system | mean E2E (s) | API / queueing / in engine (s per request) | calls waiting (mean; last fifth) | "
-             f"calls running (of {cap}) | KV in use (mean / max; held by paused calls) | paused calls holding KV | "
-             "handlings preserve / discard / swap | swap stalls (share of time) | finished / unfinished |"),
-             "|---|---:|---|---|---:|---|---:|---|---:|---|"]
+    cells = []
     for r in rows:
         ld, h = r["load"], r["handlings"]
-        mean = _mean(r)
-        parts = (f"{r['api_s']:.1f} / {r['queue_s']:.1f} / {r['engine_s']:.1f}" if r["measured"] else "-")
-        lines.append(f"| {r['system']} | {mean} | {parts} | {ld['waiting']:.0f}; {ld['waiting_last']:.0f} | "
-                     f"{ld['running']:.1f} | {100 * ld['kv_used']:.0f}% / {100 * ld['kv_max']:.0f}%; "
-                     f"{100 * ld['kv_preserved']:.0f}% | {ld['preserved']:.1f} | {h['preserve']} / {h['discard']} / "
-                     f"{h['swap']} | {100 * ld['swap_share']:.1f}% | {r['measured']} / {r['unfinished']} |")
-    return lines
+        parts = (f"{r['api_s']:.1f} / {r['queue_s']:.1f} / {r['engine_s']:.1f}" if r["measured"] else NONE)
+        cells.append([r["system"], _mean(r), parts, f"{ld['waiting']:.0f}; {ld['waiting_last']:.0f}", num(ld["running"]),
+                      f"{pct(ld['kv_used'])} / {pct(ld['kv_max'])}; {pct(ld['kv_preserved'])}", num(ld["preserved"]),
+                      f"{h['preserve']} / {h['discard']} / {h['swap']}", pct(ld["swap_share"], 1),
+                      f"{r['measured']} / {r['unfinished']}"])
+    return table(["system", "mean E2E (s)", "API / queueing / in engine (s per request)", "calls waiting (mean; last fifth)",
+                  f"calls running (of {cap})", "KV in use (mean / max; held by paused calls)", "paused calls holding KV",
+                  "handlings preserve / discard / swap", "swap stalls (share of time)", "finished / unfinished"],
+                 cells, "lrllrlrlrl")
 
 
 def distribution_table(dist: dict[str, Any]) -> list[str]:
-    lines = ["| dataset | API type | duration mean, std (s): Table 2 / drawn | calls per request mean, std: Table 2 / drawn |",
-             "|---|---|---|---|"]
-    for mix, kinds in dist.items():
-        for kind, d in kinds.items():
-            if kind.startswith("_"):
-                continue
-            lines.append(f"| {DATASET[mix]} | {kind} | ({d['paper_duration'][0]:.3g}, {d['paper_duration'][1]:.3g}) / "
-                         f"({d['duration'][0]:.3g}, {d['duration'][1]:.3g}) | ({d['paper_calls'][0]:.3g}, "
-                         f"{d['paper_calls'][1]:.3g}) / ({d['calls'][0]:.2f}, {d['calls'][1]:.2f}) |")
-    return lines
+    rows = [[DATASET[mix], kind, f"({d['paper_duration'][0]:.3g}, {d['paper_duration'][1]:.3g}) / "
+             f"({d['duration'][0]:.3g}, {d['duration'][1]:.3g})",
+             f"({d['paper_calls'][0]:.3g}, {d['paper_calls'][1]:.3g}) / ({d['calls'][0]:.2f}, {d['calls'][1]:.2f})"]
+            for mix, kinds in dist.items() for kind, d in kinds.items() if not kind.startswith("_")]
+    return table(["dataset", "API type", "duration mean, std (s): Table 2 / drawn",
+                  "calls per request mean, std: Table 2 / drawn"], rows)
 
 
 def sweep_table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| variant | INFERCEPT mean E2E (s) | LAMPS mean E2E (s) | LAMPS vs INFERCEPT | KV in use INFERCEPT / LAMPS | calls waiting INFERCEPT / LAMPS | finished INFERCEPT / LAMPS |",
-             "|---|---:|---:|---:|---|---|---|"]
+    cells = []
     for variant in dict.fromkeys(r["variant"] for r in rows):
         at = {r["system"]: r for r in rows if r["variant"] == variant}
         a, b = at.get("INFERCEPT"), at.get("LAMPS")
         if a is None or b is None:
             continue
-        lines.append(f"| {variant} | {_mean(a)} | {_mean(b)} | {change(b, a):+.1f}% | {100 * a['load']['kv_used']:.0f}% / "
-                     f"{100 * b['load']['kv_used']:.0f}% | {a['load']['waiting']:.0f} / {b['load']['waiting']:.0f} | "
-                     f"{a['measured']} / {b['measured']} |")
-    return lines
+        cells.append([variant, _mean(a), _mean(b), f"{change(b, a):+.1f}%",
+                      f"{pct(a['load']['kv_used'])} / {pct(b['load']['kv_used'])}",
+                      f"{a['load']['waiting']:.0f} / {b['load']['waiting']:.0f}", f"{a['measured']} / {b['measured']}"])
+    return table(["variant", "INFERCEPT mean E2E (s)", "LAMPS mean E2E (s)", "LAMPS vs INFERCEPT",
+                  "KV in use INFERCEPT / LAMPS", "calls waiting INFERCEPT / LAMPS", "finished INFERCEPT / LAMPS"],
+                 cells, "lrrrlll")
 
 
 def markdown(data: dict[str, Any]) -> str:
