@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import write_results
+from bench.lib.tables import num, table
 from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
 from bench.studies.sim.sim_fidelity import (
     call_lengths,
@@ -203,17 +204,18 @@ def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict
     lines = [f"**{name}**{label}: latency measured {er['latency']:.2f} s, simulated {es['latency']:.2f} s "
              f"({(es['latency'] - er['latency']) / er['latency']:+.0%}); before the first primitive "
              f"{er['before'] * 1e3:.0f} vs {es['before'] * 1e3:.0f} ms; after the last "
-             f"{er['after'] * 1e3:.0f} vs {es['after'] * 1e3:.0f} ms.", "",
-             "| primitive | engine | prompt / output tokens real ; sim | queued real / sim (s) | running real (s) "
-             "| running sim (s) | error |", "|---|---|---|---:|---:|---:|---:|"]
+             f"{er['after'] * 1e3:.0f} vs {es['after'] * 1e3:.0f} ms.", ""]
     pr, ps = per_primitive(real), per_primitive(sim)
+    rows = []
     for prim, r in sorted(pr.items(), key=lambda kv: -kv[1]["running"]):
         s = ps.get(prim)
         if s is None:
             continue
         err = (s["running"] - r["running"]) / r["running"] if r["running"] > 0 else 0.0
-        lines.append(f"| {prim} | {r['engine']} | {_tokens(r)} ; {_tokens(s)} | {r['queued']:.3f} / {s['queued']:.3f} "
-                     f"| {r['running']:.3f} | {s['running']:.3f} | {err:+.0%} |")
+        rows.append([prim, r["engine"], f"{_tokens(r)} ; {_tokens(s)}", f"{r['queued']:.3f} / {s['queued']:.3f}",
+                     num(r["running"], 3), num(s["running"], 3), f"{err:+.0%}"])
+    lines += table(["primitive", "engine", "prompt / output tokens real ; sim", "queued real / sim (s)",
+                    "running real (s)", "running sim (s)", "error"], rows, "lllrrrr")
     return lines + [""]
 
 
