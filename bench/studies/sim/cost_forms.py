@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.common import RESULTS, write_results
+from bench.lib.tables import num, pct, table
 from engines.sim.cost import IterationCost
 from engines.sim.llm import SimLLM
 from teola.sim.fit import decode_pairs, nnls
@@ -165,27 +166,29 @@ def markdown(res: dict[str, Any], ceiling: list[float], old: dict[str, list[dict
     lines = ["## Decode-step cost forms against the measured steps (bench/studies/sim/cost_forms.py; offline, stored profiles)", "",
              f"Profiles: {', '.join(f'`{p}_profile.json`' for p in PROFILES)} (8 out=40 step shapes each, 40 in all). "
              f"Replicate ceiling: the out=8 run's step is within 10% of the out=40 run's of the same shape for "
-             f"{sum(abs(e) <= 0.1 for e in ceiling)} of {n} shapes (max {max(map(abs, ceiling)):.0%}).", "",
-             "| form | fit | steps within 10%, in-sample | mean abs / max | held out | mean abs / max | prefill mean abs error |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+             f"{sum(abs(e) <= 0.1 for e in ceiling)} of {n} shapes (max {max(map(abs, ceiling)):.0%}).", ""]
+    rows = []
     for (form, how), r in res.items():
         cells = []
         for held in (False, True):
             e = [abs(x["error"]) for p in PROFILES for x in r[held][p]["shapes"]]
             cells += [f"{sum(x <= 0.1 for x in e)}/{len(e)}", f"{statistics.fmean(e):.1%} / {max(e):.0%}"]
         pre = statistics.fmean(abs(x) for p in PROFILES for x in r[False][p]["prefill_errors"])
-        lines.append(f"| {form} | {how} | " + " | ".join(cells) + f" | {pre:.1%} |")
+        rows.append([form, how, *cells, pct(pre, 1)])
+    lines += table(["form", "fit", "steps within 10%, in-sample", "mean abs / max", "held out", "mean abs / max",
+                    "prefill mean abs error"], rows, "llrrrrr")
     for p in PROFILES:
-        lines += ["", f"`{p}`: step (ms) measured, stored model, and refits (in-sample / held out)", "",
-                  "| batch | prompt | context | measured | stored model | " + " | ".join(f"{f}, {h}" for f, h in SHOWN) + " |",
-                  "|---:|---:|---:|---:|---:|" + "---:|" * len(SHOWN)]
+        lines += ["", f"`{p}`: step (ms) measured, stored model, and refits (in-sample / held out)", ""]
+        rows = []
         for i, x in enumerate(res[SHOWN[0]][False][p]["shapes"]):
             m, o = x["measured_s"], old[p][i]
             cells = [f"{o * 1e3:.1f} ({(o - m) / m:+.0%})"]
             for key in SHOWN:
                 a, b = (res[key][h][p]["shapes"][i]["predicted_s"] for h in (False, True))
                 cells.append(f"{a * 1e3:.1f} ({(a - m) / m:+.0%}) / {b * 1e3:.1f} ({(b - m) / m:+.0%})")
-            lines.append(f"| {x['batch']} | {x['prompt_tokens']} | {x['context_tokens']:,} | {m * 1e3:.1f} | " + " | ".join(cells) + " |")
+            rows.append([x["batch"], x["prompt_tokens"], f"{x['context_tokens']:,}", num(m * 1e3), *cells])
+        lines += table(["batch", "prompt", "context", "measured", "stored model", *(f"{f}, {h}" for f, h in SHOWN)],
+                       rows, "r" * (5 + len(SHOWN)))
         lines.append("")
         lines.append("parameter in-sample / held out: " + "; ".join(
             f"{f}, {h}: {res[(f, h)][False][p]['param']} / {res[(f, h)][True][p]['param']}" for f, h in SHOWN))
