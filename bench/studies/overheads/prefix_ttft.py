@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bench.common import RESULTS, machine
+from bench.lib.tables import num, table
 from engines.vllm.engine import VLLMEngine
 
 INSTRUCTION = ["instruction", "Answer the question using only the records below."]
@@ -106,6 +107,11 @@ def machine_info() -> dict:
 
 def write_markdown(res: dict, path: Path) -> None:
     m = res["machine"]
+    cases = "\n".join(table(["case", "TTFT median (ms)", "TTFT mean (ms)", "cached prompt tokens (mean)"], [
+        ["prefix partially prefilled", num(res["ttft_partial_median_ms"]), num(res["ttft_partial_mean_ms"]),
+         num(res["partial_cached_tokens_mean"], 0)],
+        ["full prefill", num(res["ttft_full_median_ms"]), num(res["ttft_full_mean_ms"]), num(res["full_cached_tokens_mean"], 0)],
+    ], "lrrr"))
     path.write_text(f"""## Prefix reuse: time to first token (bench/studies/overheads/prefix_ttft.py)
 
 A ~{res['prompt_tokens_mean']:.0f}-token prompt whose ~{res['prefix_tokens_mean']:.0f}-token prefix was partially
@@ -113,10 +119,7 @@ prefilled earlier, vs the same kind of prompt prefilled in full. Fresh text ever
 {res['trials']} trials after {res['warmup']} warm-up; model {res['model']} on vLLM {m['vllm']}
 (KV block size {res['block_size']}: only full blocks of the prefix are reused).
 
-| case | TTFT median (ms) | TTFT mean (ms) | cached prompt tokens (mean) |
-|---|---:|---:|---:|
-| prefix partially prefilled | {res['ttft_partial_median_ms']:.1f} | {res['ttft_partial_mean_ms']:.1f} | {res['partial_cached_tokens_mean']:.0f} |
-| full prefill | {res['ttft_full_median_ms']:.1f} | {res['ttft_full_mean_ms']:.1f} | {res['full_cached_tokens_mean']:.0f} |
+{cases}
 
 TTFT ratio (full / partial, medians): **{res['ratio_full_over_partial_median']:.2f}x**
 
