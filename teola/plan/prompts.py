@@ -1,5 +1,5 @@
 """The prompts of the offline apps' LLM stages (one function per stage), shared by the length
-recorder (`python -m bench.plan_studies --study lengths`), the planner's prompt-length estimate and
+recorder (`python -m bench plan_lengths`), the planner's prompt-length estimate and
 `teola run-job`."""
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ sample keeps its feature vector, so a profile can be refitted offline.
 LLM fits also take one row per pair of batches that differ only in output length (same batch size,
 prompts within 25% in tokens): their time difference is the batch's decode steps alone. Without it a
 short batch's time is mostly prefill, the fit matches totals within a few percent and still misses
-the per-step decode time by 30% (`bench.plan_studies --study real`: 129 vs 99 ms per step at 32 sequences), which is
+the per-step decode time by 30% (`python -m bench plan_real`: 129 vs 99 ms per step at 32 sequences), which is
 what an offline job of long decodes spends its time on.
 A decoding batch streamed with progress events also yields its iteration time directly
 (`steady_steps`: the median time between a request's tokens while every request of the batch
