@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS, ROOT, write_results
+from bench.lib.tables import NONE, num, table
 from engines.sim.profile import load_profile
 from teola.plan.job import read_job
 from teola.plan.report import plan_file, schedule_dict
@@ -187,39 +188,40 @@ def markdown(data: dict) -> str:
              f"{_cost_note(data.get('fitted'))} `{data['command']}`", "",
              "Measured: until the last request is answered; teardown = stopping the last instances after it "
              "(not in the plan's prediction). End to end = the plan's search time + the measured time "
-             "(the paper's metric).", "",
-             "| plan | predicted s | measured s | error | search s | end-to-end s | teardown s | load avg 1 min after "
-             "| stages (measured) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "(the paper's metric).", ""]
+    rows = []
     for r in data["rows"]:
         st = "; ".join(f"{', '.join(f'{m} {p}' for m, p in s['plans'].items())} until {s['end_s']} s" for s in r["stages"])
         search = r.get("search_s", data.get("search_s", {}).get(r["method"]))
         e2e = r.get("end_to_end_s", round(r["measured_s"] + search, 2) if search is not None else "-")
-        lines.append(f"| {r['method']} | {r['predicted_s']} | {r['measured_s']} | {r['error']:+.1%} | "
-                     f"{search if search is not None else '-'} | {e2e} | "
-                     f"{r.get('teardown_s', '-')} | {r.get('load_average_1m', '-')} | {st} |")
+        rows.append([r["method"], r["predicted_s"], r["measured_s"], f"{r['error']:+.1%}",
+                     search if search is not None else NONE, e2e, r.get("teardown_s", NONE),
+                     r.get("load_average_1m", NONE), st])
+    lines += table(["plan", "predicted s", "measured s", "error", "search s", "end-to-end s", "teardown s",
+                    "load avg 1 min after", "stages (measured)"], rows, "lrrrrrrrl")
     with_tokens = [r for r in data["rows"] if r.get("tokens")]
     if with_tokens:
         lines += ["", "Output tokens per call, measured vs what the plan assumed (sampled from the recorded lengths):", "",
-                  "| plan | model | calls | measured tokens / call | predicted tokens / call |", "|---|---|---:|---:|---:|"]
-        lines += [f"| {r['method']} | {m} | {t['calls']} | {t['measured']:.1f} | {t['predicted']:.1f} |"
-                  for r in with_tokens for m, t in r["tokens"].items()]
+                  *table(["plan", "model", "calls", "measured tokens / call", "predicted tokens / call"],
+                         ([r["method"], m, t["calls"], num(t["measured"]), num(t["predicted"])]
+                          for r in with_tokens for m, t in r["tokens"].items()), "llrrr")]
     staged = [r for r in data["rows"] if r.get("predicted_stages")]
     if staged:
         lines += ["", "Stage by stage (each stage ends when a model finishes its requests; load = predicted "
-                  "seconds into the stage until its new instances have loaded, after the stops it starts with):", "",
-                  "| plan | stage | plans (predicted) | predicted end s | measured end s | predicted duration s "
-                  "| measured duration s | predicted load s |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+                  "seconds into the stage until its new instances have loaded, after the stops it starts with):", ""]
+        rows = []
         for r in staged:
             prev_p = prev_m = 0.0
             for i, ps in enumerate(r["predicted_stages"]):
                 ms = r["stages"][i] if i < len(r["stages"]) else None
                 plans = ", ".join(f"{m} {p}" for m, p in ps["plans"].items())
-                m_end = f"{ms['end_s']:.1f}" if ms else "-"
-                m_dur = f"{ms['end_s'] - prev_m:.1f}" if ms else "-"
-                lines.append(f"| {r['method']} | {i + 1} | {plans} | {ps['end_s']:.1f} | {m_end} | "
-                             f"{ps['end_s'] - prev_p:.1f} | {m_dur} | {ps['load_s']:.1f} |")
+                m_end = num(ms["end_s"]) if ms else NONE
+                m_dur = num(ms["end_s"] - prev_m) if ms else NONE
+                rows.append([r["method"], i + 1, plans, num(ps["end_s"]), m_end, num(ps["end_s"] - prev_p), m_dur,
+                             num(ps["load_s"])])
                 prev_p, prev_m = ps["end_s"], (ms["end_s"] if ms else prev_m)
+        lines += table(["plan", "stage", "plans (predicted)", "predicted end s", "measured end s", "predicted duration s",
+                        "measured duration s", "predicted load s"], rows, "lrlrrrrr")
     return "\n".join(lines + _finish_table(data["rows"]))
 
 
