@@ -14,6 +14,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from bench.lib.tables import num, table
 from engines.sim.cost import IterationCost
 
 OTHER_ENGINES = ("embedding", "reranker")
@@ -72,13 +73,11 @@ def summary(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def markdown(per_app: dict[str, list[dict[str, Any]]]) -> list[str]:
     lines = ["Engine steps of the real LLM during the traces against the profile's iteration cost "
              "(bench/studies/sim/step_timing.py: a step is timed when the step before it left requests running; "
-             "its model seconds count its prompt tokens and decoding sequences):", "",
-             "| app | steps that | embedder or reranker computing | steps | measured median (ms) | model median (ms) "
-             "| measured / model (median) | measured / model (total s) |",
-             "|---|---|---|---:|---:|---:|---:|---:|"]
-    for app, groups in per_app.items():
-        for g in groups:
-            lines.append(f"| {app} | {'prefill' if g['prefill'] else 'only decode'} | {'yes' if g['other_busy'] else 'no'} "
-                         f"| {g['steps']} | {g['measured_s'] * 1e3:.0f} | {g['predicted_s'] * 1e3:.0f} | {g['ratio']:.2f} "
-                         f"| {g['measured_total_s']:.1f} / {g['predicted_total_s']:.1f} |")
-    return lines + [""]
+             "its model seconds count its prompt tokens and decoding sequences):", ""]
+    rows = [[app, "prefill" if g["prefill"] else "only decode", "yes" if g["other_busy"] else "no", g["steps"],
+             num(g["measured_s"] * 1e3, 0), num(g["predicted_s"] * 1e3, 0), num(g["ratio"], 2),
+             f"{g['measured_total_s']:.1f} / {g['predicted_total_s']:.1f}"]
+            for app, groups in per_app.items() for g in groups]
+    return lines + table(["app", "steps that", "embedder or reranker computing", "steps", "measured median (ms)",
+                          "model median (ms)", "measured / model (median)", "measured / model (total s)"],
+                         rows, "lllrrrrr") + [""]
