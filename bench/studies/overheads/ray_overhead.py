@@ -15,6 +15,7 @@ import statistics
 import time
 
 from bench.common import machine, write_results
+from bench.lib.tables import num, table
 
 SIM = "engines.sim.sim_engine:SimEngine"
 LLM_OPS = ["prefilling", "partial_prefilling", "full_prefilling", "decoding", "partial_decoding"]
@@ -106,27 +107,26 @@ async def measure(runtime: dict, case: dict, runs: list[tuple[int, int]]) -> lis
     return rows
 
 
-def markdown(args, rows: dict) -> str:
-    m = machine()
+def markdown(data: dict) -> str:
+    """The page of a run: its rows, the options it ran with and bench.common.machine()'s facts."""
+    m, o, rows = data["machine"], data["options"], data["rows"]
     md = ["## Ray executor overhead", "",
-          f"`python -m bench ray_overhead --queries {args.queries} --concurrency {args.concurrency} "
-          f"--large-queries {args.large_queries}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}. "
+          f"`python -m bench ray_overhead --queries {o['queries']} --concurrency {o['concurrency']} "
+          f"--large-queries {o['large_queries']}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}. "
           "Advanced-RAG graph on zero-latency deterministic engines; engines in-process (local) vs one Ray "
           "actor per engine on a local Ray cluster, with every result coming back through the driver "
           "(ray-driver) or with embeddings kept in Ray's object store and fetched by the consuming actor "
           "(ray-refs, the default: batches of 100 KiB and more; ray-refs-all: every batch, min_ref_bytes 0). "
           "Case small: 32-d vectors, 6 chunks a query, 16 a batch; large: 384-d vectors, 100 chunks a query, "
           "64 a batch. Time per primitive = wall time / primitives executed; vector floats via "
-          "driver = embedding elements the driver received or sent in one query.", "",
-          "| case | executor | concurrent queries | primitives | µs per primitive | query p50 (ms) "
-          "| vector floats via driver / query |", "|---|---|---|---|---|---|---|"]
-    for key, r in rows.items():
-        case, name, _ = key.split("/")
-        md.append(f"| {case} | {name} | {r['concurrency']} | {r['primitives']} | {r['us_per_primitive']:.0f} "
-                  f"| {r['query_latency_ms_p50']:.1f} | {r['driver_vector_floats_per_query']} |")
+          "driver = embedding elements the driver received or sent in one query.", ""]
+    md += table(["case", "executor", "concurrent queries", "primitives", "µs per primitive", "query p50 (ms)",
+                 "vector floats via driver / query"],
+                ([*key.split("/")[:2], r["concurrency"], r["primitives"], num(r["us_per_primitive"], 0),
+                  num(r["query_latency_ms_p50"]), r["driver_vector_floats_per_query"]] for key, r in rows.items()))
     md.append("")
     for case in CASES:
-        for conc in (1, args.concurrency):
+        for conc in (1, o["concurrency"]):
             base = rows[f"{case}/local/c{conc}"]["us_per_primitive"]
             ratios = ", ".join(f"{name} {rows[f'{case}/{name}/c{conc}']['us_per_primitive'] / base:.1f}x"
                                for name in EXECUTORS if name != "local")
@@ -160,4 +160,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
                     rows[f"{case}/{name}/c{r['concurrency']}"] = r
     finally:
         ray.shutdown()
-    write_results("ray", {"rows": rows}, markdown(args, rows))
+    data = {"options": {k: getattr(args, k) for k in ("queries", "concurrency", "large_queries")}, "rows": rows}
+    write_results("ray", data, markdown({**data, "machine": machine()}))
