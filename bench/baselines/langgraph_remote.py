@@ -27,8 +27,9 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from pydantic import ConfigDict
 
+from bench.baselines.llamaindex_engines import CallLog, EngineClient
 from bench.baselines.llamaindex_remote import LLMCall, backends_of, node_call, node_config, plan_calls, render
-from bench.llamaindex_rag import Answer, CallLog, EngineClient
+from bench.llamaindex_rag import Answer
 
 
 class EngineChatModel(BaseChatModel):

@@ -16,7 +16,7 @@
   (engines.llm_text.split_parser, first `max_calls` items; a line that is JSON but not a tool call fails
   the query, as in teola).
 
-The LLM is bench.llamaindex_rag.EngineLLM (one "decoding" request per call, the prompt's system
+The LLM is bench.baselines.llamaindex_engines.EngineLLM (one "decoding" request per call, the prompt's system
 part + user parts exactly as the teola template's parts); every engine call is logged per query
 (CallLog) like teola's trace. The prompt texts, max_tokens and tool results' rendering (teola's
 `texts_of`, blank-line joined) are the teola app's, read from its template nodes.
@@ -36,7 +36,8 @@ with warnings.catch_warnings():
     from llama_index.core.tools import FunctionTool
     from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
 
-from bench.llamaindex_rag import Answer, CallLog, EngineClient, EngineLLM
+from bench.baselines.llamaindex_engines import CallLog, EngineClient, EngineLLM
+from bench.llamaindex_rag import Answer
 from engines.llm_text.split_parser import SplitParser
 from teola.runtime.requests import texts_of
 

@@ -71,7 +71,7 @@ async def test_settings_are_ours_and_sync_calls_are_refused(llm_engine, embeddin
     from llama_index.core import Settings
 
     import apps.naive_rag
-    from bench.llamaindex_rag import EngineEmbedding, EngineLLM
+    from bench.baselines.llamaindex_engines import EngineEmbedding, EngineLLM
 
     _pipeline(apps.naive_rag, {"llm": llm_engine, "embedding": embedding_engine, "vectordb": vector_store})
     assert isinstance(Settings.llm, EngineLLM) and isinstance(Settings.embed_model, EngineEmbedding)

@@ -12,7 +12,7 @@ the SAME in-process engine adapters for all three (teola's MiniLM, reranker and 
   search generation and the tool agent with their LLM client swapped for `ChatOpenAIClient` below;
 - LlamaIndex: llama-index-core (its splitter swapped for one that writes teola's chunks, as the
   LangGraph graph chunks with teola's chunker) with the LLM class the other remote benches use
-  (bench.llamaindex_rag.EngineLLM over teola's remote-LLM adapter, a second instance pointed at its
+  (bench.baselines.llamaindex_engines.EngineLLM over teola's remote-LLM adapter, a second instance pointed at its
   own server), because llama-index's OpenAI-compatible class (`OpenAILike`) is not installed here.
 
 One prompt text per call: LangGraph's chat messages are a system message and ONE user message of the
@@ -27,7 +27,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.llamaindex_rag import CallLog, EngineClient
+from bench.baselines.llamaindex_engines import CallLog, EngineClient
 from bench.rag import op_times, run_query
 from bench.workloads import app_query
 from engines.llm_text.llm_requests import PART_SEPARATOR, SYSTEM_PART_NAMES
