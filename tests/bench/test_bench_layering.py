@@ -22,7 +22,6 @@ BIG_FUNCTIONS = {
 }
 # "path: module.name" of private names and modules taken from another package
 PRIVATE = {
-    "bench/studies/plan/plan_real.py: teola.cli._engine_env",
     "bench/studies/remote/remote_apps_report.py: bench.rag._trial_means",
     "bench/studies/sim/cost_forms.py: teola.sim.profiler._prose",
     "bench/studies/sim/sim_paper_fig8.py: bench.rag._union",

@@ -127,7 +127,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench plan_real` (argv: the options given, for its page)."""
-    from teola.cli import _engine_env
+    from engines.assets.paths import configure_engine_env
     from teola.plan.execute import run_job
     if args.reread:
         data = json.loads((RESULTS / f"{args.out}.json").read_text())
@@ -137,7 +137,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             row["predicted_stages"] = predicted_stages(schedules[row["method"]])
         write_results(args.out, data, markdown(data))
         return 0
-    _engine_env()
+    configure_engine_env()  # what `teola run-job` sets up before its engines start
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     cores = len(os.sched_getaffinity(0))
     times, fitted = asyncio.run(_measure(32, not args.stored_profile))
     load_s, stop_s = times["load_s"], times["stop_s"]
