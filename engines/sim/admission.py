@@ -58,6 +58,7 @@ class SimSeq:
     arrived: float = 0.0      # loop time the engine got the request
     scheduled: float = -1.0   # loop time it first ran (-1: not yet)
     written: list[int] | None = None  # the ids of the tokens it writes, cycled (None: engines.sim.text.output_id)
+    executor_s: float = 0.0   # seconds of the iterations it ran in (engines/sim/llm.py)
 
     @property
     def keys(self) -> set[str]:

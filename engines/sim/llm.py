@@ -25,7 +25,8 @@ waiting one may preempt a worse running one, like vLLM's priority policy.
 It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
 abort by owner or tag, resume_ids) with outputs from engines/sim/text.py. Each result also reports
 "queued_s": seconds from the engine getting the request to its first iteration (vLLM's
-first_scheduled_time - arrival_time). A request may carry "prompt_token_ids" (real token ids, e.g.
+first_scheduled_time - arrival_time), and "executor_s": the seconds of the iterations it ran in (its
+executor time, the service Autellix charges; time waiting or preempted is not counted). A request may carry "prompt_token_ids" (real token ids, e.g.
 from the model's tokenizer: teola/emulate) instead of the pseudo ids derived from its parts, and
 "output_token_ids" (token k written is its k-th id, cycled) instead of pseudo output ids. On a
 real event loop, `clock = WallClock()` keeps iterations on time (engines/sim/wall_clock.py).
@@ -55,6 +56,7 @@ from engines.sim.text import (
     output_id,
     output_token,
     prompt_ids,
+    request_token_ids,
     resize_prompt,
 )
 from engines.sim.wall_clock import WallClock
@@ -191,10 +193,10 @@ class SimLLM(SimAdmission):
             raise ValueError(f"sim engine {self.name!r} runs {', '.join(sorted(self.ops))}, not {op!r}")
         if self._task is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit, _token_ids(r, "prompt_token_ids"))
+        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit, request_token_ids(r, "prompt_token_ids"))
                 for i, r in enumerate(requests)]
         for seq, r in zip(seqs, requests):
-            seq.written = _token_ids(r, "output_token_ids")
+            seq.written = request_token_ids(r, "output_token_ids")
         out: list[asyncio.Future] = []
         for seq in seqs:
             known = (self.prefixes.answer(seq.ids, seq.req["cache_salt"])
@@ -282,6 +284,7 @@ class SimLLM(SimAdmission):
             await (asyncio.sleep(seconds) if start is None else self.clock.sleep(seconds, start))
         for seq, n in plan:
             if seq.state == "running":
+                seq.executor_s += seconds  # time in a running step: the service Autellix charges
                 await self._advance(seq, n)
 
     def _schedule(self) -> tuple[list[tuple[SimSeq, int]], float]:
@@ -372,7 +375,8 @@ class SimLLM(SimAdmission):
         seq.state = "done"
         self._release(seq, aborted)
         counts = {"num_prompt_tokens": len(seq.ids) - len(seq.out), "num_cached_tokens": max(0, seq.cached),
-                  "queued_s": (seq.scheduled if seq.scheduled >= 0 else asyncio.get_running_loop().time()) - seq.arrived}
+                  "queued_s": (seq.scheduled if seq.scheduled >= 0 else asyncio.get_running_loop().time()) - seq.arrived,
+                  "executor_s": seq.executor_s}
         if aborted:
             counts["aborted"] = True
         result: dict[str, Any] = counts
@@ -391,10 +395,3 @@ class SimLLM(SimAdmission):
         if not seq.future.done():
             seq.future.set_result(result)
 
-
-def _token_ids(request: dict[str, Any], field: str) -> list[int] | None:
-    """A request's `field` (None when absent), checked: a non-empty list of token ids >= 0."""
-    ids = request.get(field) if isinstance(request, dict) else None
-    if ids is not None and (not isinstance(ids, list) or not ids or set(map(type, ids)) != {int} or min(ids) < 0):
-        raise ValueError(f"request {field!r} must be a non-empty list of token ids (ints >= 0), got {ids!r:.80}")
-    return ids

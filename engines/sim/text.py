@@ -17,6 +17,7 @@ import random
 import re
 import zlib
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 SYSTEM_PART_NAMES = ("instruction", "system")
@@ -124,3 +125,11 @@ class LengthSampler:
             return max_tokens
         u = random.Random(zlib.crc32(f"{self.seed}:{key}".encode())).random()
         return max(1, min(max_tokens, values[min(len(values) - 1, int(u * len(values)))]))
+
+
+def request_token_ids(request: dict[str, Any], field: str) -> list[int] | None:
+    """A request's `field` (None when absent), checked: a non-empty list of token ids >= 0."""
+    ids = request.get(field) if isinstance(request, dict) else None
+    if ids is not None and (not isinstance(ids, list) or not ids or set(map(type, ids)) != {int} or min(ids) < 0):
+        raise ValueError(f"request {field!r} must be a non-empty list of token ids (ints >= 0), got {ids!r:.80}")
+    return ids

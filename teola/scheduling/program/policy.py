@@ -4,8 +4,11 @@ priority function.
 
 Service: a number charged per call, in the unit chosen by `service`; it sets the priorities and
 the quanta:
-  "seconds" (default) engine time: every call in a batch is charged the batch's wall time on the
-            engine (Autellix's "model execution time");
+  "seconds" (default) executor time (Autellix's "model execution time"): the seconds a call spent
+            in the engine's running batch, from its results' "executor_s" (the simulated engine
+            reports it); time queued in teola or in the engine is charged as waiting. An engine
+            that reports none (vLLM today) is charged its wall time on the engine, queue included
+            (the named fallback, docs/program_scheduling.md);
   "tokens"  decoded tokens: what the engine reports ("num_output_tokens"), else each finished
             request's `max_tokens` (an upper bound; 0 for prefill-only requests). A named deviation
             (docs/program_scheduling.md): the same count on any machine.
@@ -31,7 +34,8 @@ from typing import Any
 
 from engines.requests import default
 from teola.scheduling.base import Decision, Filler, Limits, Pending, Pick, Policy
-from teola.scheduling.process_table import ProcessTable
+from teola.scheduling.process_table import CallRecord, ProcessTable
+from teola.scheduling.program.quanta import QUANTA_RULES, ObservedQuanta
 from teola.scheduling.program.queues import Priority, ProgramQueues
 
 SERVICE_UNITS = ("tokens", "seconds")
@@ -57,7 +61,8 @@ class ProgramPolicy(Policy):
 
     def __init__(self, num_queues: int = 8, base_quantum: float | None = None, growth: float = 2.0,
                  beta: float | None = DEFAULT_BETA, rerank_every: int = 4, service: str = "seconds",
-                 table: ProcessTable | None = None, preempt: bool = True, promotion: str = "preempt") -> None:
+                 table: ProcessTable | None = None, preempt: bool = True, promotion: str = "preempt",
+                 quanta: str = "observed", quanta_percentile: float = 95.0) -> None:
         """num_queues, base_quantum, growth: the K queues (quantum_i = base_quantum * growth**i,
         in the service unit; default base 32 tokens or 0.05 s). beta: anti-starvation ratio of
         waiting to execution seconds (None turns it off). rerank_every: re-rank at most every N scheduling steps while the queue's
@@ -65,9 +70,14 @@ class ProgramPolicy(Policy):
         (e.g. the one the load balancer and `teola.api.program.Program` use). preempt: let the engine
         scheduler preempt running calls of a worse queue for waiting ones (see the module docstring).
         promotion: "preempt" (Algorithm 1) or "admit" (a promoted call is admitted first but preempts
-        only from the queue it was promoted from; teola.scheduling.program.queues)."""
+        only from the queue it was promoted from; teola.scheduling.program.queues). quanta:
+        "observed" (re-fit base_quantum so the last queue starts at the `quanta_percentile`-th
+        percentile of one completed call's service) or "fixed" (teola.scheduling.program.quanta)."""
         if service not in SERVICE_UNITS:
             raise ValueError(f"{self.name}: service must be one of {SERVICE_UNITS}, got {service!r}")
+        if quanta not in QUANTA_RULES:
+            raise ValueError(f"{self.name}: quanta must be one of {QUANTA_RULES}, got {quanta!r}")
+        self.quanta = ObservedQuanta(num_queues, growth, quanta_percentile) if quanta == "observed" else None
         self.service = service
         self.core = ProgramQueues(type(self).priority, table, num_queues,
                                   DEFAULT_QUANTUM[service] if base_quantum is None else base_quantum,
@@ -120,7 +130,7 @@ class ProgramPolicy(Policy):
         # (a routing balancer) each call of `queue` may have been seen at a different time
         for e in queue:
             if e not in core.calls:
-                core.admit(e, e.query_id, e.name, e.arrival, e.parents)
+                core.admit(e, e.query_id, e.name, e.arrival, self.parents(e))
                 core.wait(e, max(0.0, now - e.arrival))
             else:
                 last = charged.get(e)
@@ -128,6 +138,10 @@ class ProgramPolicy(Policy):
                     core.wait(e, now - last)
             charged[e] = now
             core.starving(e)
+
+    def parents(self, entry: Pending) -> tuple[str, ...] | None:
+        """The parents a call declares, as the process table reads them (ATLAS overrides this)."""
+        return entry.parents
 
     # ---- preemption --------------------------------------------------------------------------------
     def progress(self, entry: Pending, decoded: int, elapsed: float | None = None) -> int:
@@ -202,7 +216,12 @@ class ProgramPolicy(Policy):
                 continue
             streamed_tokens, streamed_seconds = self._progressed.pop(e, (0.0, 0.0))  # charged as it ran
             streamed_tokens += self._banked.pop(e, 0.0)
-            seconds = max(0.0, finished - started - streamed_seconds)
+            executed = executor_seconds(results[off:off + p.count] if results is not None else None, p.count)
+            if executed is None:  # no executor time reported (vLLM): wall time on the engine
+                seconds = max(0.0, finished - started - streamed_seconds)
+            else:  # time in the engine's running batch only; the rest of the wall time was waiting
+                seconds = max(0.0, executed - streamed_seconds)
+                core.wait(e, max(0.0, finished - started - executed))
             if self.service == "seconds":
                 amount = seconds
             else:
@@ -220,7 +239,15 @@ class ProgramPolicy(Policy):
                 core.charge(e, amount, seconds=seconds)
             if self._release(p) and e.taken >= len(e.requests):
                 self._charged.pop(e, None)
-                core.finish(e, finished)
+                self._finished(core.finish(e, finished))
+
+    def _finished(self, record: CallRecord | None) -> None:
+        """A call completed: with quanta="observed", record its service and re-fit the quanta."""
+        if self.quanta is None or record is None:
+            return
+        base = self.quanta.record(record.service)
+        if base is not None:
+            self.core.rescale(base)
 
     def end_program(self, pid: str) -> None:
         """Forget program `pid` (call when its query or session ends)."""
@@ -233,6 +260,20 @@ class ProgramPolicy(Policy):
         for e in [e for e in self._banked if e.query_id == pid]:
             del self._banked[e]
         self.core.end_program(pid)
+
+
+def executor_seconds(results: Sequence[Any] | None, count: int) -> float | None:
+    """A call's seconds in the engine's running batch, from its requests' results: the longest of
+    their "executor_s" (its requests run side by side), or None unless every one reports it."""
+    if results is None or len(results) < count or count == 0:
+        return None
+    out = []
+    for r in results[:count]:
+        v = r.get("executor_s") if isinstance(r, dict) else None
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return None
+        out.append(float(v))
+    return max(out)
 
 
 def _decoded(request: dict[str, Any], result: Any) -> float:

@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from teola.scheduling.process_table import ProcessTable
+from teola.scheduling.process_table import CallRecord, ProcessTable
 
 PROMOTIONS = ("preempt", "admit")
 
@@ -116,6 +116,7 @@ class ProgramQueues:
         self.priority = priority
         self.table = table if table is not None else ProcessTable()
         self.levels = Levels(num_queues, base_quantum, growth)
+        self.growth = growth
         self.beta = beta
         self.rerank_every = rerank_every
         self.calls: dict[Hashable, CallState] = {}
@@ -191,12 +192,18 @@ class ProgramQueues:
         st.promotions += 1
         return True
 
-    def finish(self, key: Hashable, now: float, service: float | None = None) -> None:
-        """The call completed: its program's aggregates are updated in the process table."""
+    def finish(self, key: Hashable, now: float, service: float | None = None) -> CallRecord | None:
+        """The call completed: its program's aggregates are updated in the process table. Returns
+        its process-table record (its whole service), or None for an unknown call."""
         st = self.calls.pop(key, None)
         if st is None:
-            return
-        self.table.call_finished(st.pid, st.call_id, now, service)
+            return None
+        return self.table.call_finished(st.pid, st.call_id, now, service)
+
+    def rescale(self, base_quantum: float) -> None:
+        """New quanta (base_quantum * growth**i); calls keep their queue and the service they used
+        in it, new calls are placed by the new ranges (teola.scheduling.program.quanta)."""
+        self.levels = Levels(len(self.levels), base_quantum, self.growth)
 
     def drop(self, key: Hashable) -> None:
         """Forget a call that will not complete (its query failed or was cancelled)."""

@@ -324,7 +324,8 @@ def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_pri
     async def main():
         backend = EchoLLM()
         rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": backend}, policy="atlas",
-                     policy_options={"atlas": {"base_quantum": 8, "beta": None, "service": "tokens"}})
+                     policy_options={"atlas": {"base_quantum": 8, "beta": None, "service": "tokens",
+                                                    "critical_path": "parents"}})
         await rt.start()
         try:
             async with Program(rt, "P") as prog:
