@@ -3,16 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.lib.tables import num, pct, table
+
 FIDELITY = ("The simulator's measured error: against the real CPU engines of this machine, 12 of 12 points "
             "within 15% of measured mean latency with real output lengths (mean 4%) and with sampled lengths "
             "(mean 9%) on its newest run (bench/results/sim_fidelity_probe.md; over seven runs 6-12 of 12). The GPU "
             "profiles themselves were never run against a real GPU here: the 7B one is built from Vidur's measured "
             "A100 operators (its LLM iteration is 1-40% below the datasheet-derived one: "
             "bench/results/gpu_profiles.md), the 13B one and every non-LLM engine are derived.")
-
-
-def _f(x: float, nd: int = 2) -> str:
-    return f"{x:.{nd}f}"
 
 
 def _speedup_cells(entry: dict[str, Any], key: str) -> str:
@@ -31,24 +29,23 @@ def report(data: dict[str, Any]) -> str:
              "Documents: " + "; ".join(f"{k}: {v}" for k, v in data["docs"].items()) + ". The profiles carry no output-length samples: every LLM call decodes its "
              "max_tokens (expansion 72 = 3 x 24, synthesis 96). teola-equal-work = teola with pass "
              "prune_covered_searches off (it runs the expansion the baselines run). " + FIDELITY, "",
-             "### Paper vs simulated: teola's speed-up over the best LlamaDist baseline (mean latency)", "",
-             f"| core LLM (profile) | non-LLM engines | documents | app | paper (low / high rate) | teola ({fr}) | "
-             f"teola-equal-work ({fr}) | best baseline |",
-             "|---|---|---|---|---|---|---|---|"]
+             "### Paper vs simulated: teola's speed-up over the best LlamaDist baseline (mean latency)", ""]
+    rows = []
     for v in data["variants"]:
         non_llm = "bge-large / bge-reranker-large on a 3090 (derived)" if v["non_llm"] == "paper" else "profile's (BERT-base size, A100)"
         for app, e in v["apps"].items():
             p = data["paper"][app]
             best = ", ".join(sorted({s["best"] for s in e["speedups"]}))
-            lines.append(f"| {v['llm']} ({v['profile']}) | {non_llm} | {v['docs']} | {app} | {p['low']}x / {p['high']}x | "
-                         f"{_speedup_cells(e, 'teola')} | {_speedup_cells(e, 'teola-equal-work')} | {best} |")
+            rows.append([f"{v['llm']} ({v['profile']})", non_llm, v["docs"], app, f"{p['low']}x / {p['high']}x",
+                         _speedup_cells(e, "teola"), _speedup_cells(e, "teola-equal-work"), best])
+    lines += table(["core LLM (profile)", "non-LLM engines", "documents", "app", "paper (low / high rate)", f"teola ({fr})",
+                    f"teola-equal-work ({fr})", "best baseline"], rows)
     for v in data["variants"]:
         for app, e in v["apps"].items():
             lines += ["", f"### {v['name']} {app}: latency vs rate (simulated capacity {e['capacity_qps']:.2f} q/s)", "",
-                      "| load | rate (q/s) | system | mean (s) | p99 (s) | throughput (q/s) |",
-                      "|---:|---:|---|---:|---:|---:|"]
-            lines += [f"| {r['fraction']:g} | {r['rate']:.2f} | {r['system']} | {_f(r['mean_s'])} | {_f(r['p99_s'])} | "
-                      f"{_f(r['throughput_qps'])} |" for r in e["rows"]]
+                      *table(["load", "rate (q/s)", "system", "mean (s)", "p99 (s)", "throughput (q/s)"],
+                             ([f"{r['fraction']:g}", num(r["rate"], 2), r["system"], num(r["mean_s"], 2),
+                               num(r["p99_s"], 2), num(r["throughput_qps"], 2)] for r in e["rows"]), "rrlrrr")]
             lines += _where(e, data["fractions"][-1])
             if e.get("ablations"):
                 lines += _ablations(e["ablations"])
@@ -59,35 +56,32 @@ def _where(e: dict[str, Any], top: float) -> list[str]:
     best = e["speedups"][-1]["best"]
     at = {r["system"]: r for r in e["rows"] if r["fraction"] == top}
     out = ["", f"Where the time goes at {top:g}x load (per engine: busy fraction of the run; mean queued / running "
-               "seconds per query, summed over the query's primitives):", "",
-           "| engine | " + " | ".join(f"{s} busy | {s} queued / running s" for s in ("teola-equal-work", best)) + " |",
-           "|---|" + "---:|---:|" * 2]
+               "seconds per query, summed over the query's primitives):", ""]
+    rows = []
     for eng in sorted(at["teola-equal-work"]["busy"]):
         cells = []
         for s in ("teola-equal-work", best):
             q, r = at[s]["per_query"].get(eng, [0.0, 0.0])
-            cells.append(f"{at[s]['busy'].get(eng, 0.0):.0%} | {q:.3f} / {r:.3f}")
-        out.append(f"| {eng} | " + " | ".join(cells) + " |")
+            cells += [pct(at[s]["busy"].get(eng, 0.0)), f"{q:.3f} / {r:.3f}"]
+        rows.append([eng, *cells])
+    out += table(["engine", *(h for s in ("teola-equal-work", best) for h in (f"{s} busy", f"{s} queued / running s"))],
+                 rows, "lrrrr")
     alone = e["alone"]
     systems = list(alone)
     comps = sorted({c for s in systems for c in alone[s]["components"]})
     out += ["", "One query alone, per component: seconds executing / queued (union over its primitives; components "
-                "that overlap each other count in both):", "",
-            "| component | " + " | ".join(systems) + " |", "|---|" + "---:|" * len(systems)]
-    for c in comps:
-        out.append(f"| {c} | " + " | ".join("{:.3f} / {:.3f}".format(*alone[s]["components"].get(c, [0.0, 0.0]))
-                                            for s in systems) + " |")
-    out.append("| **latency** | " + " | ".join(f"**{alone[s]['latency_s']:.3f}**" for s in systems) + " |")
-    return out
+                "that overlap each other count in both):", ""]
+    rows = [[c, *("{:.3f} / {:.3f}".format(*alone[s]["components"].get(c, [0.0, 0.0])) for s in systems)] for c in comps]
+    rows.append(["**latency**", *(f"**{alone[s]['latency_s']:.3f}**" for s in systems)])
+    return out + table(["component", *systems], rows, "l" + "r" * len(systems))
 
 
 def _ablations(rows: list[dict[str, Any]]) -> list[str]:
     out = ["", "Ablations on teola-equal-work (advanced RAG): each of the paper's mechanisms off "
                "(no-parallelization: passes prune_dependencies and prefill_split off; no-pipelining: "
-               "stage_decomposition and decode_pipelining off; no-topology-batching: FIFO batching):", "",
-           "| load | variant | mean (s) | p99 (s) | mean / teola-equal-work |", "|---|---|---:|---:|---:|"]
+               "stage_decomposition and decode_pipelining off; no-topology-batching: FIFO batching):", ""]
     ref = {r["load"]: r["mean_s"] for r in rows if r["variant"] == "teola-equal-work"}
-    out += [f"| {r['load']} | {r['variant']} | {_f(r['mean_s'])} | {_f(r['p99_s'])} | {r['mean_s'] / ref[r['load']]:.3f} |"
-            for r in rows]
-    return out
+    return out + table(["load", "variant", "mean (s)", "p99 (s)", "mean / teola-equal-work"],
+                       ([r["load"], r["variant"], num(r["mean_s"], 2), num(r["p99_s"], 2),
+                         num(r["mean_s"] / ref[r["load"]], 3)] for r in rows), "llrrr")
 
