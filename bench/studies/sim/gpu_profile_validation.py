@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS
+from bench.lib.tables import pct, table
 from engines.sim.cost import IterationCost
 from engines.sim.profile import load_profile
 from teola.sim.replica import SimRequest, simulate_replica
@@ -251,18 +252,18 @@ def page(rows: list[dict[str, Any]]) -> str:
          "model) more than the engine's scheduling: for a static batch both run one prefill iteration, then one "
          "decode iteration per output token."), "",
         (f"Median |error| {errs[len(errs) // 2]:.0%}, largest {errs[-1]:.0%}; {len(over)} of {len(rows)} "
-         f"figures beyond 25%."), "",
-        ("| source | model | GPU | TP | batch | in / out | metric | published | SIMULATED | error | "
-         "prefill lin | prefill attn | decode lin | decode attn | CPU step | LM head |"),
-        "|---|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         f"figures beyond 25%."), ""]
+    cells = []
     for r in rows:
         mark = "**" if abs(r["error"]) > THRESHOLD else ""
-        src = _source_label(r["source"])
         inout = f"{r['input']:,} / {r['output']:,} in all" if r["lengths"] else f"{r['input']} / {r['output']}"
-        shares = " | ".join(f"{r['parts_s'][p] / r['seconds']:.0%}" for p in PARTS)
-        lines.append(f"| {src} | {r['model']} | {r['gpu']} | {r['tp']} | {r['batch']}{'*' if r['extrapolated'] else ''} "
-                     f"| {inout} | {r['metric']} | {_fmt(r['value'])} | {_fmt(r['simulated'])} "
-                     f"| {mark}{r['error']:+.1%}{mark} | {shares} |")
+        cells.append([_source_label(r["source"]), r["model"], r["gpu"], r["tp"],
+                      f"{r['batch']}{'*' if r['extrapolated'] else ''}", inout, r["metric"], _fmt(r["value"]),
+                      _fmt(r["simulated"]), f"{mark}{r['error']:+.1%}{mark}",
+                      *(pct(r["parts_s"][p] / r["seconds"]) for p in PARTS)])
+    lines += table(["source", "model", "GPU", "TP", "batch", "in / out", "metric", "published", "SIMULATED", "error",
+                    "prefill lin", "prefill attn", "decode lin", "decode attn", "CPU step", "LM head"],
+                   cells, "lllrrllrrrrrrrrr")
     lines += ["", ("The last six columns: share of the simulated time in each part (linear layers and "
                    "all-reduces from the measured token table, attention from the derived / assumed terms, the "
                    "assumed 2 ms CPU step per iteration, the derived LM head weight read per iteration)."), "",
