@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import RESULTS
+from bench.lib.tables import num, table
 from engines.sim.cost import IterationCost
 from engines.sim.profile import load_profile
 
@@ -72,18 +73,17 @@ def page(context: int = CONTEXT) -> str:
              "`chunk` tokens of one prompt. diff = (measured - derived) / derived; ** marks |diff| > 15%; "
              "* marks token counts past the largest measured one (the table's last slope extended).", ""]
     for derived, measured in PAIRS:
-        table = rows(derived, measured, context)
-        big = [r for r in table if abs(r["diff"]) > THRESHOLD]
-        worst = max(table, key=lambda r: abs(r["diff"]))
+        shapes = rows(derived, measured, context)
+        big = [r for r in shapes if abs(r["diff"]) > THRESHOLD]
+        worst = max(shapes, key=lambda r: abs(r["diff"]))
         lines += [f"## {derived} vs {measured}", "",
-                  f"{len(big)} of {len(table)} shapes differ by more than 15%; largest: {worst['shape']} "
-                  f"{worst['size']} at {worst['diff']:+.0%}. {efficiency(measured)}", "",
-                  "| iteration | size | derived ms | measured ms | diff |", "|---|---:|---:|---:|---:|"]
-        for r in table:
-            mark = "**" if abs(r["diff"]) > THRESHOLD else ""
-            size = f"{r['size']}{'*' if r['extrapolated'] else ''}"
-            lines.append(f"| {r['shape']} | {size} | {r['derived_s'] * 1e3:.2f} | {r['measured_s'] * 1e3:.2f} "
-                         f"| {mark}{r['diff']:+.1%}{mark} |")
+                  f"{len(big)} of {len(shapes)} shapes differ by more than 15%; largest: {worst['shape']} "
+                  f"{worst['size']} at {worst['diff']:+.0%}. {efficiency(measured)}", ""]
+        marks = ["**" if abs(r["diff"]) > THRESHOLD else "" for r in shapes]
+        lines += table(["iteration", "size", "derived ms", "measured ms", "diff"],
+                       ([r["shape"], f"{r['size']}{'*' if r['extrapolated'] else ''}", num(r["derived_s"] * 1e3, 2),
+                         num(r["measured_s"] * 1e3, 2), f"{mark}{r['diff']:+.1%}{mark}"] for r, mark in zip(shapes, marks)),
+                       "lrrrr")
         lines.append("")
     return "\n".join(lines)
 
