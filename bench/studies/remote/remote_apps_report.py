@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.lib.tables import fixed
+from bench.lib.tables import NONE, fixed, pct, table
 from bench.rag import _trial_means, bound_wording, speedups, verdict
 
 
@@ -12,19 +12,22 @@ def _rate_key(rate: str) -> float:
     return -1.0 if rate == "alone" else float(rate)
 
 
-def _latency_rows(app: str, res: dict[str, Any]) -> list[str]:
-    lines = []
+LATENCY = ["app", "rate (q/s)", "system", "n", "failed", "mean", "trial means min-max", "p50", "p99", "LLM calls",
+           "prompt tokens", "decode tokens", "searches", "tool calls", "vLLM tokens / decode step"]
+
+
+def _latency_rows(app: str, res: dict[str, Any]) -> list[list[Any]]:
+    rows = []
     for rate in sorted(res["runs"], key=_rate_key):
         for system, e in res["runs"][rate].items():
             b, w = e["summary"], e["summary"].get("work", {})
             means = [m for m in _trial_means(e) if m]
             spread = f"{min(means):.2f}-{max(means):.2f}" if means else "n/a"
-            lines.append(
-                f"| {app} | {rate} | {system} | {b['n']} | {b['failed']} | {fixed(b.get('mean'))} | {spread} | "
-                f"{fixed(b.get('p50'))} | {fixed(b.get('p99'))} | {fixed(w.get('llm_calls'), 1)} | "
-                f"{fixed(w.get('prompt_tokens'), 0)} | {fixed(w.get('decode_tokens'), 0)} | {fixed(w.get('searches'), 1)} | "
-                f"{fixed(w.get('tool_calls'), 1)} | {fixed(b.get('tokens_per_decode_step'))} |")
-    return lines
+            rows.append([app, rate, system, b["n"], b["failed"], fixed(b.get("mean")), spread, fixed(b.get("p50")),
+                         fixed(b.get("p99")), fixed(w.get("llm_calls"), 1), fixed(w.get("prompt_tokens"), 0),
+                         fixed(w.get("decode_tokens"), 0), fixed(w.get("searches"), 1), fixed(w.get("tool_calls"), 1),
+                         fixed(b.get("tokens_per_decode_step"))])
+    return rows
 
 
 def _time_rows(data: dict[str, Any]) -> list[str]:
@@ -34,39 +37,33 @@ def _time_rows(data: dict[str, Any]) -> list[str]:
         rate = max(loaded, key=_rate_key) if loaded else "alone"
         systems = res["runs"][rate]
         ops = sorted({op for e in systems.values() for op in e["summary"].get("by_op", {})})
+        rows = [[op, *((f"{fixed(d['exec'])} ({fixed(d['queue'])})" if (d := e["summary"].get("by_op", {}).get(op))
+                        else NONE) for e in systems.values())] for op in ops]
         lines += ["", f"**{app}, {rate} q/s**: execution (queueing) seconds per query by op", "",
-                  "| op | " + " | ".join(systems) + " |", "|---|" + "---|" * len(systems)]
-        for op in ops:
-            cells = [(f"{fixed(d['exec'])} ({fixed(d['queue'])})" if (d := e["summary"].get("by_op", {}).get(op)) else "-")
-                     for e in systems.values()]
-            lines.append(f"| {op} | " + " | ".join(cells) + " |")
+                  *table(["op", *systems], rows)]
     return lines
 
 
 def _critical_rows(data: dict[str, Any]) -> list[str]:
     lines = ["", "teola's critical path (Fig. 11 shares of end-to-end latency) and actual / critical-path bound "
-             "(" + bound_wording(data.get("exclusive_engines")) + "):", "",
-             "| app | rate | compile | queueing | execution | scheduling / comm / other | actual / bound |",
-             "|---|---|---|---|---|---|---|"]
+             "(" + bound_wording(data.get("exclusive_engines")) + "):", ""]
+    rows = []
     for app, res in data["apps"].items():
         for rate in sorted(res["runs"], key=_rate_key):
             e = res["runs"][rate].get("teola", {})
             c = e.get("critical_path")
             if c:
-                lines.append(f"| {app} | {rate} | {c['compile']:.1%} | {c['queueing']:.1%} | {c['execution']:.1%} | "
-                             f"{c['scheduling_comm']:.1%} | {fixed(e['summary'].get('bound_ratio_mean'))} |")
-    return lines
+                rows.append([app, rate, pct(c["compile"], 1), pct(c["queueing"], 1), pct(c["execution"], 1),
+                             pct(c["scheduling_comm"], 1), fixed(e["summary"].get("bound_ratio_mean"))])
+    return lines + table(["app", "rate", "compile", "queueing", "execution", "scheduling / comm / other", "actual / bound"],
+                         rows)
 
 
 def markdown(data: dict[str, Any], command: str) -> str:
     """The results section: settings, speedups with verdicts, latency and work, where the time goes."""
     lines = intro_lines(data, command) + speedup_lines(data)
     lines += ["", "### Latency (seconds, arrival to answer) and work per query", "",
-              ("| app | rate (q/s) | system | n | failed | mean | trial means min-max | p50 | p99 | LLM calls | "
-               "prompt tokens | decode tokens | searches | tool calls | vLLM tokens / decode step |"),
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for app, res in data["apps"].items():
-        lines += _latency_rows(app, res)
+              *table(LATENCY, [row for app, res in data["apps"].items() for row in _latency_rows(app, res)])]
     errors = sorted({f"{app} {rate} {sys_}: {err}" for app, res in data["apps"].items()
                      for rate, systems in res["runs"].items() for sys_, e in systems.items()
                      for err in e["summary"]["errors"]})
@@ -138,10 +135,8 @@ def speedup_lines(data: dict[str, Any]) -> list[str]:
         "mean over trials of each trial's mean-latency ratio (min-max, std); verdict: faster / slower only if every "
         "trial agrees (one trial: by more than 10%); p50 / p99 ratios over pooled queries.",
         "",
-        "| app | rate (q/s) | baseline | mean (min-max) | std | verdict | p50 | p99 |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for r in sorted(speedups(data), key=lambda r: (r["app"], _rate_key(r["rate"]), r["baseline"])):
-        lines.append(f"| {r['app']} | {r['rate']} | {r['baseline']} | {fixed(r['mean'])}x ({fixed(r['min'])}-"
-                     f"{fixed(r['max'])}) | {fixed(r['std'])} | {verdict(r)} | {fixed(r['p50'])}x | {fixed(r['p99'])}x |")
-    return lines
+    rows = [[r["app"], r["rate"], r["baseline"], f"{fixed(r['mean'])}x ({fixed(r['min'])}-{fixed(r['max'])})",
+             fixed(r["std"]), verdict(r), f"{fixed(r['p50'])}x", f"{fixed(r['p99'])}x"]
+            for r in sorted(speedups(data), key=lambda r: (r["app"], _rate_key(r["rate"]), r["baseline"]))]
+    return lines + table(["app", "rate (q/s)", "baseline", "mean (min-max)", "std", "verdict", "p50", "p99"], rows)
