@@ -14,7 +14,7 @@ import math
 import statistics
 from typing import Any
 
-from bench.lib.tables import num
+from bench.lib.tables import num, pct, table
 
 BATCHES = 10
 T_975_9 = 2.262  # Student t, 97.5th percentile, 9 degrees of freedom (BATCHES - 1)
@@ -89,9 +89,9 @@ def summarize(done: list[dict[str, Any]], warmup: float, window: float) -> dict[
 def change(lamps: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
     """LAMPS' change in mean E2E against `other` (percent) and the 95% half-width of that change
     from the ratios of their batch means (same arrivals)."""
-    pct = 100 * (lamps["mean_s"] / other["mean_s"] - 1)
+    diff = 100 * (lamps["mean_s"] / other["mean_s"] - 1)
     ratios = [a / b for a, b in zip(lamps["batch_means"], other["batch_means"])]
-    return pct, 100 * interval(ratios)
+    return diff, 100 * interval(ratios)
 
 
 def _pm(x: float) -> str:
@@ -99,42 +99,44 @@ def _pm(x: float) -> str:
 
 
 def latency_table(data: dict[str, Any], overload: int) -> list[str]:
-    lines = ["| mix | rate (req/s) | system | measured | mean E2E (s) | p99 E2E (s) | LAMPS vs system (mean) | "
-             "API / queueing / in engine (s per request) | handlings (preserve / discard / swap) | steady |",
-             "|---|---:|---|---:|---:|---:|---:|---|---|---|"]
+    cells = []
     for mix, rows in data["mixes"].items():
         for rate in sorted({r["rate"] for r in rows}):
             at = {r["system"]: r for r in rows if r["rate"] == rate}
             lamps = at.get("LAMPS")
             for system, r in at.items():
                 if not r["measured"]:
-                    lines.append(f"| {mix} | {rate:g} | {system} | 0 | overloaded: over {overload} calls waiting "
-                                 f"{r['load']['overloaded_at'] - data['warmup']:.0f} s into the window | | | | | **no** |")
+                    cells.append([mix, f"{rate:g}", system, 0, f"overloaded: over {overload} calls waiting "
+                                  f"{r['load']['overloaded_at'] - data['warmup']:.0f} s into the window", "", "", "", "",
+                                  "**no**"])
                     continue
                 delta = ""
                 if lamps is not None and lamps["measured"] and system != "LAMPS":
-                    pct, hw = change(lamps, r)
-                    delta = f"{pct:+.0f}%{_pm(hw)}"
+                    diff, hw = change(lamps, r)
+                    delta = f"{diff:+.0f}%{_pm(hw)}"
                 h = r["handlings"]
-                lines.append(f"| {mix} | {rate:g} | {system} | {r['measured']} | {r['mean_s']:.1f}{_pm(r['ci_s'])} | "
-                             f"{r['p99_s']:.0f} | {delta} | {r['api_s']:.1f} / {r['queue_s']:.1f} / {r['engine_s']:.1f} | "
-                             f"{h['preserve']} / {h['discard']} / {h['swap']} | {'yes' if r['steady'] else '**no**'} |")
-    return lines
+                cells.append([mix, f"{rate:g}", system, r["measured"], f"{r['mean_s']:.1f}{_pm(r['ci_s'])}",
+                              num(r["p99_s"], 0), delta, f"{r['api_s']:.1f} / {r['queue_s']:.1f} / {r['engine_s']:.1f}",
+                              f"{h['preserve']} / {h['discard']} / {h['swap']}", "yes" if r["steady"] else "**no**"])
+    return table(["mix", "rate (req/s)", "system", "measured", "mean E2E (s)", "p99 E2E (s)", "LAMPS vs system (mean)",
+                  "API / queueing / in engine (s per request)", "handlings (preserve / discard / swap)", "steady"],
+                 cells, "lrlrrrrlll")
 
 
 def load_table(data: dict[str, Any], cap: int) -> list[str]:
-    lines = [f"| mix | rate (req/s) | system | calls running (of {cap}) | calls waiting (mean; first / last fifth; "
-             "in the engine) | paused calls holding KV | KV blocks in use (mean / max; held by paused calls) | "
-             "swap stalls (share of time) | E2E 1st / 2nd half (s) |", "|---|---:|---|---:|---|---:|---|---:|---|"]
+    cells = []
     for mix, rows in data["mixes"].items():
         for r in sorted(rows, key=lambda r: (r["rate"], r["system"])):
             ld = r["load"]
-            lines.append(f"| {mix} | {r['rate']:g} | {r['system']} | {ld['running']:.1f} | {ld['waiting']:.0f} "
-                         f"({ld['waiting_first']:.0f} / {ld['waiting_last']:.0f}; {ld.get('engine_waiting', 0):.1f}) | "
-                         f"{ld['preserved']:.0f} | {100 * ld['kv_used']:.0f}% / {100 * ld['kv_max']:.0f}%; "
-                         f"{100 * ld.get('kv_preserved', 0):.0f}% | "
-                         f"{100 * ld['swap_share']:.1f}% | {num(r['halves'][0])} / {num(r['halves'][1])} |")
-    return lines
+            cells.append([mix, f"{r['rate']:g}", r["system"], num(ld["running"]),
+                          f"{ld['waiting']:.0f} ({ld['waiting_first']:.0f} / {ld['waiting_last']:.0f}; "
+                          f"{ld.get('engine_waiting', 0):.1f})", num(ld["preserved"], 0),
+                          f"{pct(ld['kv_used'])} / {pct(ld['kv_max'])}; {pct(ld.get('kv_preserved', 0))}",
+                          pct(ld["swap_share"], 1), f"{num(r['halves'][0])} / {num(r['halves'][1])}"])
+    return table(["mix", "rate (req/s)", "system", f"calls running (of {cap})",
+                  "calls waiting (mean; first / last fifth; in the engine)", "paused calls holding KV",
+                  "KV blocks in use (mean / max; held by paused calls)", "swap stalls (share of time)",
+                  "E2E 1st / 2nd half (s)"], cells, "lrlrlrlrl")
 
 
 def admission(data: dict[str, Any], cap: int) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.lib.tables import NONE, num, table
+
 PROBE = (4, 30, 40)  # batch, prompt words, output tokens
 BAND = 0.10          # a trace whose probes are both within this of the profile's step ran at its speed
 
@@ -36,14 +38,13 @@ def probe_lines(probes: dict[str, list[float | None]], reference: float | None) 
         return []
     lines = ["", f"Machine speed during the real traces: a decode batch of the profile's shape ({PROBE[0]} prompts "
              f"of {PROBE[1]} words decoding {PROBE[2]} tokens) timed before and after each trace, against the "
-             f"profile's {reference * 1e3:.1f} ms per step (bench/studies/sim/speed_probe.py):", "",
-             "| trace | before (ms) | after (ms) | vs the profile |", "|---|---:|---:|---|"]
-    inside = 0
+             f"profile's {reference * 1e3:.1f} ms per step (bench/studies/sim/speed_probe.py):", ""]
+    inside, rows = 0, []
     for key, (before, after) in probes.items():
         ratios = [x / reference for x in (before, after) if x]
         inside += bool(ratios) and len(ratios) == 2 and all(abs(r - 1) <= BAND for r in ratios)
-        cell = lambda x: f"{x * 1e3:.1f}" if x else "-"
-        lines.append(f"| {key.replace('|', ' / ')} | {cell(before)} | {cell(after)} | "
-                     + (" / ".join(f"{r:.2f}x" for r in ratios) or "-") + " |")
+        rows.append([key.replace("|", " / "), num(before * 1e3) if before else NONE, num(after * 1e3) if after else NONE,
+                     " / ".join(f"{r:.2f}x" for r in ratios) or NONE])
+    lines += table(["trace", "before (ms)", "after (ms)", "vs the profile"], rows, "lrrl")
     lines += ["", f"{inside} of {len(probes)} traces ran with both probes within {BAND:.0%} of the profile's step."]
     return lines
