@@ -153,16 +153,16 @@ def inflight_table(runs: dict[str, Any]) -> list[str]:
     """Requests running on the `vllm serve` process while each system ran (sampled every 0.25 s from
     its /metrics): the most seen, and the mean over the samples when it ran anything."""
     lines = ["### Requests in flight on the server", "",
-             "Sampled every 0.25 s from the server's `vllm:num_requests_running`: max / mean while busy.", "",
-             "| flow | load | system | max | mean while busy |", "|---|---|---|---|---|"]
+             "Sampled every 0.25 s from the server's `vllm:num_requests_running`: max / mean while busy.", ""]
+    rows = []
     for flow, points in runs.items():
         for load, row in points.items():
             for system, rec in row.items():
                 if not isinstance(rec, dict) or not rec.get("server_inflight"):
                     continue
-                for stats in rec["server_inflight"].values():
-                    lines.append(f"| {flow} | {load} | {system} | {stats['max']} | {stats['mean_busy']:.2f} |")
-    return lines + inflight_series(runs)
+                rows += [[flow, load, system, stats["max"], num(stats["mean_busy"], 2)]
+                         for stats in rec["server_inflight"].values()]
+    return lines + tables.table(["flow", "load", "system", "max", "mean while busy"], rows) + inflight_series(runs)
 
 
 def inflight_series(runs: dict[str, Any]) -> list[str]:

@@ -86,13 +86,12 @@ async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: i
     return runs
 
 
-def _paired_line(flow: str, d: dict[str, Any]) -> str:
-    return (f"| {flow} | {d['n']} | {d['only_a']} | {d['only_b']} | {100 * d['diff']:+.1f} "
-            f"({100 * d['lo']:+.1f} to {100 * d['hi']:+.1f}) | {d['p']:.2f} |")
-
-
-PAIRED_HEADER = ["| flow | questions | right only for teola | right only for LlamaIndex | "
-                 "teola - LlamaIndex, points (95% interval) | McNemar exact p |", "|---|---|---|---|---|---|"]
+def paired_table(pairs: dict[str, dict[str, Any]]) -> list[str]:
+    """teola against LlamaIndex on the same questions, per flow (`pairs`: flow -> paired difference)."""
+    return table(["flow", "questions", "right only for teola", "right only for LlamaIndex",
+                  "teola - LlamaIndex, points (95% interval)", "McNemar exact p"],
+                 ([flow, d["n"], d["only_a"], d["only_b"], f"{100 * d['diff']:+.1f} ({100 * d['lo']:+.1f} to "
+                   f"{100 * d['hi']:+.1f})", num(d["p"], 2)] for flow, d in pairs.items()))
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -113,8 +112,8 @@ def markdown(data: dict[str, Any]) -> str:
                          num(r.get("calls", 0)), num(r.get("prompt_tokens", 0), 0), num(r.get("decode_tokens", 0), 0)])
     lines += table(["flow", "system", "n", "failed", "answer contains gold (k/n, 95% interval)", "token F1",
                     "gold story in context", "gold answer in context", "LLM calls", "prompt tok", "decode tok"], rows)
-    lines += ["", "Paired on the same questions (answer contains gold; a failed query counts as wrong):", "", *PAIRED_HEADER]
-    lines += [_paired_line(flow, paired(row)) for flow, row in data["runs"].items()]
+    lines += ["", "Paired on the same questions (answer contains gold; a failed query counts as wrong):", ""]
+    lines += paired_table({flow: paired(row) for flow, row in data["runs"].items()})
     return "\n".join(lines) + "\n"
 
 
@@ -137,8 +136,8 @@ def pool_markdown(paths: list[str], command: str) -> str:
     lines = [f"## Document QA answer quality, teola vs LlamaIndex, pooled over {len(paths)} runs (issue 22)", "",
              f"Command: `{command}`. Runs pooled: {', '.join(f'`{p}`' for p in paths)}. Each run's questions are "
              "disjoint from the others' (python -m bench doc_qa_quality --exclude-seeds); pairs are the two systems' "
-             "answers to the same question.", "", *PAIRED_HEADER]
-    lines += [_paired_line(flow, d) for flow, d in pool(paths).items()]
+             "answers to the same question.", ""]
+    lines += paired_table(pool(paths))
     return "\n".join(lines) + "\n"
 
 
