@@ -14,9 +14,18 @@ ranked under is the one it gets (Algorithm 1 lines 4-5 and 14). A call naming an
 handling is scored under the handling INFERCEPT's waste equations pick (teola.scheduling.program.api_handling).
 Lower scores run first.
 
-A call resuming on KV its paused call preserved goes first (`base.resumes_preserved`: INFERCEPT
-keeps a preserved request in the running batch; LAMPS' eq. 1 counts preserve's waste over the API's
-duration only).
+A call resuming on KV its paused call preserved is ranked like any other call (LAMPS Algorithm 1
+sorts every request by its score); `preserved_first=True` (a named option) sends it first instead
+(`base.resumes_preserved`: INFERCEPT keeps a preserved request in the running batch).
+
+The running batch is rebuilt by score each iteration (Algorithm 1; `preempt`, default true): at every
+progress event (one per engine iteration, `rerank_every = 1`) and when work arrives at a full
+instance, each waiting call beyond the instance's free slots (none while the running calls fill its
+KV token budget: memory is short) displaces the running call of the worst rank if its own rank is
+better (`victims`). A running call is ranked by its remaining work: its admitted shape with the
+tokens it decoded moved from the output to the context. `C_other` (the context of the other calls
+in a batch, which the handling of a pause weighs) is by default the running batch's: the summed
+estimated tokens of the calls admitted and not ended (`batch_size="running"`).
 
 Starvation (LAMPS §4.4) counts engine iterations: a waiting call's counter is the number of engine
 iterations since it was first seen waiting (or last reset), and it runs only once LAMPS has scheduled
@@ -90,19 +99,21 @@ class LAMPSPolicy(Policy):
     preemptive = True
     # running calls are never charged; their decoded tokens only drive the iteration clock
     wants_progress = True
-    rerank_every = 1 << 30  # it never preempts: no victim checks on progress
+    rerank_every = 1  # a victim check every progress event: the batch is rebuilt each iteration
 
     def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
                  swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None,
-                 batch_size: int | str | None = None, starvation_from: str = "scheduled") -> None:
+                 batch_size: int | str | None = "running", starvation_from: str = "scheduled",
+                 preempt: bool = True, preserved_first: bool = False) -> None:
         """step_s: seconds of one decode iteration; fwd_s_per_token: prefill seconds per context token
         (recompute cost); swap_s_per_token: seconds to move one token's KV one way (None: no swap on
         this engine); api_defaults: tool -> expected seconds before any is observed; batch_size: the
         profiled number of calls in a batch: the handling then counts the context of the batch's other
         calls, (batch_size - 1) x the mean context of the calls admitted so far (LAMPS §3.2.1);
         "measured": the batch size profiled online, the mean number of calls running at each
-        admission (admitted and not yet ended); None:
-        the call is alone. starvation_from: "scheduled" (a request's starvation counter runs once
+        admission (admitted and not yet ended); "running" (default): the summed tokens of the calls
+        running now; None: the call is alone. preempt: rebuild the running batch by score (the module
+        docstring). preserved_first: a call resuming on preserved KV goes first. starvation_from: "scheduled" (a request's starvation counter runs once
         LAMPS has scheduled the request, LAMPS §4.4) or "seen" (from when a call is first seen
         waiting: the module docstring)."""
         if not isinstance(starvation, int) or starvation < 1:
@@ -120,8 +131,13 @@ class LAMPSPolicy(Policy):
         self.step_s = step_s
         self.fwd_s = fwd_s_per_token
         self.swap_s = swap_s_per_token
-        if batch_size not in (None, "measured") and (not isinstance(batch_size, int) or batch_size < 1):
-            raise ValueError("lamps: batch_size must be an int >= 1 (calls per batch), 'measured' or None, "
+        if not isinstance(preempt, bool) or not isinstance(preserved_first, bool):
+            raise ValueError(f"lamps: preempt and preserved_first must be true or false, got {preempt!r}, "
+                             f"{preserved_first!r}")
+        self.preempt = preempt
+        self.preserved_first = preserved_first
+        if batch_size not in (None, "measured", "running") and (not isinstance(batch_size, int) or batch_size < 1):
+            raise ValueError("lamps: batch_size must be an int >= 1 (calls per batch), 'measured', 'running' or None, "
                              f"got {batch_size!r}")
         self.batch_size = batch_size
         self._context = (0.0, 0)  # running mean of admitted calls' tokens, count
@@ -130,6 +146,7 @@ class LAMPSPolicy(Policy):
         self.iterations = 0  # engine iterations seen so far (the module docstring)
         self.waiting_since: dict[Pending, int] = {}  # waiting call -> `iterations` when its counter was 0
         self.admitted_at: dict[Pending, int] = {}  # running call -> `iterations` when it was admitted
+        self.shapes: dict[Pending, tuple[ApiCall, str, int]] = {}  # running call -> (shape, handling, decoded)
         self.starving: set[Hashable] = set()  # request keys (`request_key`) marked starving
         self.scheduled: set[Hashable] = set()  # request keys LAMPS has scheduled (their counters run)
         self.scores: dict[Pending, float] = {}
@@ -155,6 +172,9 @@ class LAMPSPolicy(Policy):
         since = self.admitted_at.get(e)
         if since is not None:
             self.iterations = max(self.iterations, since + decoded)
+        shape = self.shapes.get(e)
+        if shape is not None:
+            self.shapes[e] = (shape[0], shape[1], decoded)
 
     def observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
         """Calls ended: their decoded tokens advance the clock (an engine that streams no progress)."""
@@ -163,6 +183,12 @@ class LAMPSPolicy(Policy):
             if isinstance(result, dict) and isinstance(result.get("num_output_tokens"), int):
                 self.progress(pick.entry, result["num_output_tokens"])
             self.admitted_at.pop(pick.entry, None)
+            self.shapes.pop(pick.entry, None)
+
+    def preempted(self, pick: Pick) -> None:
+        """A running call was preempted: it waits again (ranked afresh when next scheduled)."""
+        self.admitted_at.pop(pick.entry, None)
+        self.shapes.pop(pick.entry, None)
 
     # ---- predictions --------------------------------------------------------------------------------
     def observe_api(self, tool: str, seconds: float) -> None:
@@ -190,6 +216,8 @@ class LAMPSPolicy(Policy):
         """Predicted context (tokens) of the other calls in a batch with this one."""
         if self.batch_size is None:
             return 0
+        if self.batch_size == "running":
+            return sum(shape.prompt + shape.pre for shape, _, _ in self.shapes.values())
         calls = self._running[0] if self.batch_size == "measured" else self.batch_size
         return int(max(0.0, calls - 1) * self._context[0])
 
@@ -221,8 +249,7 @@ class LAMPSPolicy(Policy):
             if stale or e not in self.scores:
                 self.scores[e], self.handling[e] = self.score(e)
         self._age(entries)
-        ranked = sorted(entries, key=lambda e: (not resumes_preserved(e), request_key(e) not in self.starving,
-                                                self.scores[e], e.arrival))
+        ranked = sorted(entries, key=self._key)
         fill = fill_in_order(ranked, limits)
         picked = {p.entry for p in fill.picks}
         for e in picked:
@@ -230,6 +257,7 @@ class LAMPSPolicy(Policy):
                 mean, n = self._context
                 self._context = ((mean * n + float(e.tokens[0])) / (n + 1), n + 1)
             self.admitted_at[e] = self.iterations
+            self.shapes[e] = (self.predict(e), self.handling[e], 0)
             self.waiting_since[e] = self.iterations  # its counter resets (forgotten once it left the queue)
             key = request_key(e)
             self.scheduled.add(key)
@@ -240,6 +268,41 @@ class LAMPSPolicy(Policy):
         mean, n = self._running
         self._running = ((mean * n + len(self.admitted_at)) / (n + 1), n + 1)
         return Decision(fill.picks)
+
+    def _key(self, e: Pending, score: float | None = None) -> tuple:
+        """A call's rank (lower first): preserved resumes first only with `preserved_first`, then
+        starving requests, then by score and arrival."""
+        first = self.preserved_first and resumes_preserved(e)
+        return (not first, request_key(e) not in self.starving,
+                self.scores[e] if score is None else score, e.arrival)
+
+    def running_score(self, e: Pending) -> float:
+        """A running call's score over its remaining work: the `decoded` tokens of its admitted
+        shape move from its output (`pre`) to its context (`prompt`)."""
+        call, handling, decoded = self.shapes[e]
+        d = min(decoded, call.pre)
+        rest = ApiCall(call.prompt + d, call.pre - d, call.api_s, call.response, call.post)
+        context = call.prompt + call.pre
+        return memory_over_time(rest, handling, self.step_s, self.fwd_s * context, (self.swap_s or 0.0) * context)
+
+    def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float) -> list[Pending]:
+        """Algorithm 1's batch rebuilt by score: each waiting call, best first, beyond the `free`
+        admission slots (0 while memory is short) displaces the worst-ranked running call if it
+        ranks better."""
+        if not self.preempt or not waiting or not running:
+            return []
+        for e in waiting:
+            if e not in self.scores:
+                self.scores[e], self.handling[e] = self.score(e)
+        order = sorted(waiting, key=self._key)
+        pool = sorted(((self._key(e, self.running_score(e)), e) for e in running if e in self.shapes),
+                      key=lambda p: p[0], reverse=True)
+        out: list[Pending] = []
+        for w in order[max(0, free):]:
+            if not pool or pool[0][0][:3] <= self._key(w)[:3]:
+                break
+            out.append(pool.pop(0)[1])
+        return out
 
     def _age(self, entries: list[Pending]) -> None:
         """Algorithm 1 lines 21-31 per engine iteration: a call waiting `starvation` iterations
@@ -264,6 +327,7 @@ class LAMPSPolicy(Policy):
         self.scheduled = {k for k in self.scheduled if not (isinstance(k, tuple) and k[0] == pid)}
         for e in [e for e in self.admitted_at if e.query_id == pid]:
             del self.admitted_at[e]
+            self.shapes.pop(e, None)
 
     def _forget(self, e: Pending) -> None:
         self.waiting_since.pop(e, None)

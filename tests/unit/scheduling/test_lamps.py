@@ -171,15 +171,24 @@ def test_the_profiled_batch_context_enters_the_handling_choice():
         make_policy("lamps", batch_size=0)
 
 
-@pytest.mark.parametrize("name", ["lamps", "fcfs", "sjf"])
-def test_a_call_resuming_on_preserved_kv_goes_first(name):
+@pytest.mark.parametrize("name,options", [("lamps", {"preserved_first": True}), ("fcfs", {}), ("sjf", {})])
+def test_a_call_resuming_on_preserved_kv_goes_first(name, options):
     # the continuation is the latest, the longest and the most memory-hungry, and still runs first:
     # its KV stays pinned for as long as it waits (INFERCEPT keeps a preserved request in the batch)
-    policy = make_policy(name)
+    policy = make_policy(name, **options)
     short = entry("short", 4, arrival=0.0)
     resumed = entry("resumed", 200, prompt=3000, arrival=5.0, resumes_preserved=True)
     assert picked(policy, [short, resumed]) == "resumed"
     assert picked(policy, [short, entry("plain", 200, prompt=3000, arrival=5.0)]) == "short"
+
+
+def test_lamps_ranks_a_preserved_resume_by_its_score_like_any_call():
+    # LAMPS Algorithm 1 sorts every request by score: the resume (3000-token prompt, 200 tokens:
+    # 200 x 3000 + 200 x 201 / 2 = 620,100) goes after the short call (4 tokens on a small prompt)
+    policy = make_policy("lamps")
+    short = entry("short", 4, arrival=0.0)
+    resumed = entry("resumed", 200, prompt=3000, arrival=5.0, resumes_preserved=True)
+    assert picked(policy, [short, resumed]) == "short"
 
 
 def segment(request: str, j: int, max_tokens: int, arrival: float, last: bool = False) -> Pending:
