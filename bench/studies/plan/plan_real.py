@@ -232,13 +232,13 @@ def _finish_table(rows: list[dict[str, Any]]) -> list[str]:
     rows = [r for r in rows if r.get("done_at") and r.get("predicted_stages")]
     if not rows:
         return []
-    lines = ["", "Each model's last answer, predicted vs measured, and the measured instance loads and stops:", "",
-             "| plan | model | predicted done s | measured done s | loads (measured) | stops (measured) |",
-             "|---|---|---:|---:|---|---|"]
+    lines = ["", "Each model's last answer, predicted vs measured, and the measured instance loads and stops:", ""]
+    cells = []
     for r in rows:
         pred = {m: ps["end_s"] for ps in r["predicted_stages"] for m in ps["finished"]}
         for m, t in r["done_at"].items():
             ev = {kind: ", ".join(f"{e['start_s']:.1f}-{e['end_s']:.1f}" for e in r.get("events", [])
                                   if e["model"] == m and e["event"] == kind) for kind in ("load", "stop")}
-            lines.append(f"| {r['method']} | {m} | {pred.get(m, float('nan')):.1f} | {t:.1f} | {ev['load']} | {ev['stop']} |")
-    return lines
+            cells.append([r["method"], m, f"{pred.get(m, float('nan')):.1f}", num(t), ev["load"], ev["stop"]])
+    return lines + table(["plan", "model", "predicted done s", "measured done s", "loads (measured)", "stops (measured)"],
+                         cells, "llrrll")

@@ -129,17 +129,15 @@ def markdown(data: dict[str, Any]) -> str:
              "Times are end to end, as the paper's metric: search time measured on this machine plus the "
              "inference time teola's planner simulation predicts (loading included); the inference-only "
              "speed-ups are in brackets. greedy is the paper's single pass; best-of-3 the fastest of three "
-             f"search variants (a named deviation). `{data['command']}`", "",
-             "| job | requests | greedy s | best-of-3 s | max s | min s | vs max | vs min | vs better | "
-             "vs best-of-3 | search s (greedy / best-of-3 / max / min) | stages | paper's app (vs max / vs min) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
-    for r in data["rows"]:
-        e2e = " | ".join(str(r[k]["end_to_end_s"]) for k in METHODS)
-        vs = " | ".join(f"{r[f'speedup_vs_{k}']}x ({r[f'inference_speedup_vs_{k}']}x)" for k in ("max", "min"))
-        lines.append(f"| {r['job']} | {r['requests']} | {e2e} | {vs} | {r['speedup_vs_better']}x | "
-                     f"{r['speedup_vs_best-of-3']}x ({r['inference_speedup_vs_best-of-3']}x) | "
-                     + " / ".join(str(r[k]["search_s"]) for k in METHODS) + f" | {r['greedy']['stages']} | "
-                     f"{PAPER[r['app']]['max']} / {PAPER[r['app']]['min']} |")
+             f"search variants (a named deviation). `{data['command']}`", ""]
+    rows = [[r["job"], r["requests"], *(r[k]["end_to_end_s"] for k in METHODS),
+             *(f"{r[f'speedup_vs_{k}']}x ({r[f'inference_speedup_vs_{k}']}x)" for k in ("max", "min")),
+             f"{r['speedup_vs_better']}x", f"{r['speedup_vs_best-of-3']}x ({r['inference_speedup_vs_best-of-3']}x)",
+             " / ".join(str(r[k]["search_s"]) for k in METHODS), r["greedy"]["stages"],
+             f"{PAPER[r['app']]['max']} / {PAPER[r['app']]['min']}"] for r in data["rows"]]
+    lines += table(["job", "requests", "greedy s", "best-of-3 s", "max s", "min s", "vs max", "vs min", "vs better",
+                    "vs best-of-3", "search s (greedy / best-of-3 / max / min)", "stages", "paper's app (vs max / vs min)"],
+                   rows, "lrrrrrrrrrlrl")
     s = data["summary"]
     lines += ["", f"Mean end-to-end speed-up of the greedy plan over the better heuristic: {s['mean_vs_better']}x "
               f"(over max {s['mean_vs_max']}x, over min {s['mean_vs_min']}x, over best-of-3 "
