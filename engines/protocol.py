@@ -86,6 +86,7 @@ class Capability(enum.StrEnum):
     CANCEL = "cancel"                        # cancel(owners, kv_keys) -> int: abort, saving no KV
     FORGET_KV = "forget_kv"                  # forget_kv(kv_keys): drop KV saved for calls that end
     HEALTH = "health"                        # health() -> bool
+    RERANK = "rerank"                        # rerank(keys, priority) -> int: re-rank queued/running requests
     DROP_NAMESPACE = "drop_namespace"        # drop_namespace(namespace): a vector store's
     PUBLISH_NAMESPACE = "publish_namespace"  # publish_namespace(staging, namespace, rows)
 

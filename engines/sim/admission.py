@@ -84,6 +84,16 @@ class SimAdmission:
     # (the pausing call, the context tokens of the calls still running) -> its handling; None: the request's
     decide_pause: Callable[[SimSeq, int], str] | None = None
 
+    def rerank(self, keys: list[str], priority: int) -> int:
+        """Give the waiting and running requests of these owners / tags the engine priority
+        `priority` (lower first), so a demotion or promotion the policy made after they were sent
+        reaches the engine's own order (`scheduling="priority"`). Returns how many changed."""
+        wanted = set(keys)
+        hit = [s for s in self.waiting + self.running if s.keys & wanted]
+        for seq in hit:
+            seq.req["priority"] = priority
+        return len(hit)
+
     def _rank(self, seq: SimSeq) -> tuple[int, int]:
         return (seq.req["priority"], seq.order)
 

@@ -3,8 +3,11 @@ simulated engine's "executor_s"; queued time counted as waiting), quanta fitted 
 call service, and ATLAS's per-program scalar (Algorithm 1 line 11) against eq. 2 over parents."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from engines.protocol import Capability, capabilities_of
 from engines.sim.llm import SimLLM
 from teola.scheduling.base import Limits, Pending
 from teola.scheduling.process_table import ProcessTable
@@ -122,3 +125,33 @@ def test_bad_options_name_the_option():
     with pytest.raises(ValueError, match="percentile"):
         ObservedQuanta(8, 2.0, percentile=0)
     ProgramQueues(lambda t, p, i: 0.0, ProcessTable()).rescale(1.0)
+
+
+def test_a_rerank_reaches_the_sim_engines_waiting_order():
+    """Priority scheduling, one sequence at a time, 1 s per iteration. A (priority 0, 3 tokens) runs
+    t=0..3; B (priority 1) and C (priority 2) wait, 2 tokens each. At t=0.5 the policy moves C to
+    priority 0: after A, C runs t=3..5 and B t=5..7. Without the rerank the engine keeps the
+    submission priorities: B ends at 5, C at 7."""
+    def finish_times(rerank: bool) -> dict[str, float]:
+        async def main():
+            e = SimLLM("llm", {"base": 1.0}, max_num_seqs=1, token_ratio=1.0, template_tokens=0,
+                       scheduling="priority")
+            assert Capability.RERANK in capabilities_of(e)
+            await e.start()
+            loop = asyncio.get_running_loop()
+            done: dict[str, float] = {}
+
+            async def one(tag: str, prio: int, n: int) -> None:
+                req = {"parts": [["q", "a"]], "max_tokens": n, "ignore_eos": True, "tag": tag, "priority": prio}
+                await e.execute("decoding", [req])
+                done[tag] = loop.time()
+            tasks = [asyncio.ensure_future(one(*a)) for a in (("A", 0, 3), ("B", 1, 2), ("C", 2, 2))]
+            await asyncio.sleep(0.5)
+            if rerank:
+                assert e.rerank(["C"], 0) == 1
+            await asyncio.gather(*tasks)
+            await e.stop()
+            return done
+        return run_virtual(main())
+    assert finish_times(True) == {"A": pytest.approx(3.0), "C": pytest.approx(5.0), "B": pytest.approx(7.0)}
+    assert finish_times(False) == {"A": pytest.approx(3.0), "B": pytest.approx(5.0), "C": pytest.approx(7.0)}
