@@ -11,6 +11,7 @@ import statistics
 import time
 
 from bench.common import percentile, write_results
+from bench.lib.tables import num, table
 
 MODEL = "smollm2-135m-instruct"
 CALLS = {"prefill (1 token)": ("prefilling", 1), "decode (16 tokens)": ("decoding", 16)}
@@ -60,18 +61,23 @@ async def remote(calls: int) -> dict[str, list[float]]:
 
 
 def summary(local: dict[str, list[float]], far: dict[str, list[float]]) -> tuple[dict, str]:
-    rows, data = [], {}
+    data = {}
     for label in CALLS:
         a, b = statistics.median(local[label]), statistics.median(far[label])
         data[label] = {"in_process_ms_p50": 1e3 * a, "remote_ms_p50": 1e3 * b, "overhead_ms_p50": 1e3 * (b - a),
                        "in_process_ms_p90": 1e3 * percentile(local[label], 90),
                        "remote_ms_p90": 1e3 * percentile(far[label], 90)}
-        rows.append(f"| {label} | {1e3 * a:.1f} | {1e3 * b:.1f} | {1e3 * (b - a):+.1f} |")
-    md = ("## Remote LLM path (vllm serve over HTTP) vs in-process vLLM\n\n"
-          "`python -m bench remote_overhead`: the same calls, one at a time, on SmolLM2-135M (CPU), "
-          "in-process `AsyncLLM` vs engine kind `openai` against `vllm serve` on loopback; median per call.\n\n"
-          "| call | in-process ms | remote ms | overhead ms |\n|---|---|---|---|\n" + "\n".join(rows))
-    return data, md
+    return data, markdown(data)
+
+
+def markdown(results: dict[str, dict[str, float]]) -> str:
+    """The page's table from the medians of `summary` (what remote_overhead.json keeps as "results")."""
+    rows = [[label, num(r["in_process_ms_p50"]), num(r["remote_ms_p50"]), f"{r['overhead_ms_p50']:+.1f}"]
+            for label, r in results.items()]
+    return ("## Remote LLM path (vllm serve over HTTP) vs in-process vLLM\n\n"
+            "`python -m bench remote_overhead`: the same calls, one at a time, on SmolLM2-135M (CPU), "
+            "in-process `AsyncLLM` vs engine kind `openai` against `vllm serve` on loopback; median per call.\n\n"
+            + "\n".join(table(["call", "in-process ms", "remote ms", "overhead ms"], rows)))
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
