@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
 import random
 import statistics
 import time
 
-from bench.common import write_results  # noqa: E402
+from bench.common import machine, write_results  # noqa: E402
+from bench.lib.tables import num, table  # noqa: E402
 from engines.sim.sim_engine import SimEngine  # noqa: E402
 from teola import App, Engine, Node  # noqa: E402
 
@@ -172,25 +172,28 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
             r["p99_ratio"] = r["p99"] / base["p99"]
 
     cmd = "python -m bench runtime_overhead" + (" --quick" if args.quick else "")
+    data = {"command": cmd, "overhead": over, "poisson": load, "queries_per_point": n_load, "seed": args.seed,
+            "workloads": {k: {kk: (str(vv) if isinstance(vv, dict) else vv) for kk, vv in w.items()}
+                          for k, w in WORKLOADS.items()}}
+    write_results("runtime", data, markdown({**data, "machine": machine()}))
+
+
+def markdown(data: dict) -> str:
+    """The page of a run: scheduler overhead, then latency under Poisson load per workload and policy."""
+    over, load = data["overhead"], data["poisson"]
     lines = ["## Runtime (teola/runtime): scheduler overhead and batching policies", "",
-             f"Command: `{cmd}` (deterministic test engines from engines/sim/sim_engine.py; no models).",
-             f"Machine: {os.cpu_count()} cores shared with other jobs; one asyncio loop (one core).", "",
+             f"Command: `{data['command']}` (deterministic test engines from engines/sim/sim_engine.py; no models).",
+             f"Machine: {data['machine']['cores']} cores shared with other jobs; one asyncio loop (one core).", "",
              "### (a) Scheduler overhead, zero-latency engines", "",
-             "| queries | in flight | primitives | wall s | primitives/s (wall) | primitives/s (CPU) |",
-             "|---:|---:|---:|---:|---:|---:|",
-             f"| {over['queries']} | {over['concurrency']} | {over['primitives']} | {over['seconds']:.2f} "
-             f"| {over['primitives_per_s']:,.0f} | {over['primitives_per_cpu_s']:,.0f} |", "",
+             *table(["queries", "in flight", "primitives", "wall s", "primitives/s (wall)", "primitives/s (CPU)"],
+                    [[over["queries"], over["concurrency"], over["primitives"], num(over["seconds"], 2),
+                      num(over["primitives_per_s"], 0, ","), num(over["primitives_per_cpu_s"], 0, ",")]], "r" * 6), "",
              f"Advanced-RAG e-graph of {over['primitives_per_graph']} primitives per query; each primitive goes "
              "through dispatch, policy, batch, engine call, output collection and trace.", "",
              "### (b) Poisson load: latency relative to topology-aware batching (lower is better)", "",
-             "| workload | policy | mean s | p99 s | mean / topology | p99 / topology |",
-             "|---|---|---:|---:|---:|---:|"]
-    for wl, rows in load.items():
-        for pol, r in rows.items():
-            lines.append(f"| {wl} | {pol} | {r['mean']:.3f} | {r['p99']:.3f} | {r['mean_ratio']:.2f} "
-                         f"| {r['p99_ratio']:.2f} |")
-    lines += ["", *(f"- {wl}: {w['desc']}, Poisson arrivals at {w['rate']}/s, {n_load} queries, seed {args.seed}."
-                    for wl, w in WORKLOADS.items())]
-    write_results("runtime", {"command": cmd, "overhead": over, "poisson": load,
-                              "workloads": {k: {kk: (str(vv) if isinstance(vv, dict) else vv) for kk, vv in w.items()}
-                                            for k, w in WORKLOADS.items()}}, "\n".join(lines))
+             *table(["workload", "policy", "mean s", "p99 s", "mean / topology", "p99 / topology"],
+                    ([wl, pol, num(r["mean"], 3), num(r["p99"], 3), num(r["mean_ratio"], 2), num(r["p99_ratio"], 2)]
+                     for wl, rows in load.items() for pol, r in rows.items()), "llrrrr")]
+    return "\n".join(lines + ["", *(f"- {wl}: {w['desc']}, Poisson arrivals at {w['rate']}/s, "
+                                    f"{data['queries_per_point']} queries, seed {data['seed']}."
+                                    for wl, w in WORKLOADS.items())])
