@@ -18,7 +18,8 @@ from tests.support.waiting import until
 
 
 def door_app(policy: str = "atlas", engine: SimEngine | None = None) -> tuple[App, Borrowed]:
-    app = App("agent", config={"runtime": {"policy": policy, "policy_options": {policy: {"base_quantum": 1, "service": "tokens"}}}})
+    options = {"base_quantum": 1, "service": "tokens", **({"critical_path": "parents"} if policy == "atlas" else {})}
+    app = App("agent", config={"runtime": {"policy": policy, "policy_options": {policy: options}}})
     llm = Borrowed(engine or SimEngine("llm"))
     app.register_engine(Engine("llm", kind="vllm"), backend=llm)
     app.update_template([Node("llm", name="answer", engine="llm", config={
