@@ -18,6 +18,7 @@ from typing import Any
 
 from engines.protocol import Capability, StreamEvent
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
+from teola.runtime.engine_tier.stream_consumer import Streamed, consume
 from teola.runtime.engine_tier.supervisor import down_error
 from teola.runtime.executors.executor import Instance, checked_results
 from teola.scheduling.base import Pending, Pick
@@ -26,12 +27,13 @@ log = logging.getLogger("teola.runtime")
 
 
 async def run_batch(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
-                    spans: list[Span], tokens: int, picks: list[Pick], text: bool = False) -> None:
-    """Run one batch to its end; every entry gets its results together (or its failure)."""
+                    spans: list[Span], tokens: int, picks: list[Pick]) -> None:
+    """Run one batch to its end; every entry gets its results together (or its failure). Its text
+    streams as it decodes when a request asked for it ("stream_text")."""
     t0 = ctx.loop.time()
     try:
         try:
-            if text:
+            if any(r.get("stream_text") for r in requests):
                 results = await text_stream(ctx, inst, op, requests, spans)
             else:
                 results = await ctx.executor.execute(inst, op, requests)
@@ -153,63 +155,43 @@ async def run_each(ctx: EngineContext, inst: Instance, op: str, requests: list[d
 
 
 async def text_stream(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
-                       spans: list[Span]) -> list[Any]:
+                      spans: list[Span]) -> list[Any]:
     """Run a batch whose requests asked for their text as it decodes ("stream_text"): each
     ("delta", text) goes to its work at once; the finals are the batch's results."""
     owners = [e for e, a, b in spans for _ in range(a, b)]
-    finals: list[Any] = [None] * len(requests)
-    got = 0
-    async for idx, kind, payload in ctx.executor.stream(inst, op, requests):
-        if not 0 <= idx < len(owners):
-            raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {len(owners)}-request batch")
-        if kind == StreamEvent.DELTA:
-            owners[idx].work.delta(payload, ctx.loop.time())
-        elif kind == StreamEvent.FINAL:
-            finals[idx] = payload
-            got += 1
-    if got != len(requests):
-        raise RuntimeError(f"engine {ctx.name!r} ended a stream with {got} of {len(requests)} final results")
-    return finals
+
+    def delta(idx: int, text: Any, t: float) -> None:
+        owners[idx].work.delta(text, t)
+
+    return await consume(ctx, inst, op, requests, {StreamEvent.DELTA: delta})
 
 
 async def item_stream(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
                       owners: list[Pending], isolate: bool) -> list[Any] | None:
     """Run one streaming batch. If it fails, requests that already streamed something fail; the
     others are retried one query at a time (when the batch mixed queries) so only the culprit fails."""
-    open_ = set(range(len(owners)))
-    heard: set[int] = set()
-    finals: list[Any] = [None] * len(owners)
+    got = Streamed.of(len(owners))
+
+    def item(idx: int, payload: Any, t: float) -> None:
+        owners[idx].work.item(payload, t)
+
+    def final(idx: int, payload: Any, t: float) -> None:
+        owners[idx].work.final(payload, t)
+
     try:
-        async for idx, kind, payload in ctx.executor.stream(inst, op, requests):
-            if not 0 <= idx < len(owners):
-                raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} "
-                                   f"of a {len(owners)}-request batch")
-            t = ctx.loop.time()
-            heard.add(idx)
-            if kind == StreamEvent.ITEM:
-                owners[idx].work.item(payload, t)
-            elif kind == StreamEvent.FINAL:
-                open_.discard(idx)
-                finals[idx] = payload
-                owners[idx].work.final(payload, t)
-            else:
-                raise RuntimeError(f"engine {ctx.name!r} streamed an event of kind {kind!r} "
-                                   "(expected 'item' or 'final')")
-        if open_:
-            raise RuntimeError(f"engine {ctx.name!r} ended a stream without a final result "
-                               f"for {len(open_)} request(s)")
-        return finals
+        return await consume(ctx, inst, op, requests, {StreamEvent.ITEM: item, StreamEvent.FINAL: final},
+                             seen=got, strict=True)
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         if not await ctx.alive(inst, exc):
-            for i in sorted(open_):
+            for i in sorted(got.open):
                 owners[i].work.failed(down_error(ctx.name, inst, exc), inst)
             return None
-        retry = [i for i in sorted(open_) if i not in heard]
+        retry = [i for i in sorted(got.open) if i not in got.heard]
         queries = {owners[i].query_id for i in retry}
-        for i in sorted(open_):
-            if i in heard or not isolate or len({o.query_id for o in owners}) == 1:
+        for i in sorted(got.open):
+            if i in got.heard or not isolate or len({o.query_id for o in owners}) == 1:
                 owners[i].work.failed(exc, inst)
         if isolate and len({o.query_id for o in owners}) > 1:
             for qid in queries:

@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import teola.runtime.engine_tier.runners as runners
 from engines.protocol import Capability
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import PrimOp
-from teola.runtime.engine_tier.batch_runner import abort_on, run_batch, run_each, run_item_stream
+from teola.runtime.engine_tier.batch_runner import abort_on
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.preemption import Preemptor
 from teola.runtime.engine_tier.running_owners import RunningOwners
@@ -29,6 +30,7 @@ from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens, es
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
 from teola.scheduling.base import Limits, Pending, Pick, Policy, RequestQueue
+from teola.scheduling.preemption import preemptible
 from teola.scheduling.process_table import ProcessTable
 from teola.scheduling.program.length_predictions import predict_lengths
 from teola.scheduling.program.pause_handling import PauseBook, PauseCosts
@@ -231,16 +233,39 @@ class EngineScheduler:
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
         op = picks[0].entry.op
         self.shares.served([(p.entry, p.count) for p in picks], queue)
-        if self.preemptor is not None and self.preemptor.applies(op, picks):
-            for p in picks:
-                e = p.entry
-                p.count = e.remaining  # a batched call is admitted whole (preemption.py: admission)
-                e.taken = len(e.requests)
-                queue.discard(e)
-                for r in e.requests:
-                    r.update(priority=p.priority or 0, owner=e.query_id)
-                self.preemptor.start(inst, p, queue)
+        runner = runners.choose(runners.BatchFacts(
+            op=op, entries=len(picks), preemptible=self.preemptor is not None and preemptible(op, picks),
+            continuous=self.continuous, returns_each=self._policy.returns_each))
+        if runner is runners.Runner.CALLS:
+            self._start_calls(inst, picks, queue)
             return
+        requests, spans, tokens = self._take(op, picks, queue)
+        batch_id = self._next_batch()
+        inst.inflight += 1
+        inst.outstanding += len(requests)
+        inst.tokens += tokens
+        self.ctx.running.count(inst, spans, 1)
+        self.metrics.observe_batch(self.name, len(requests))
+        t = self.loop.time()
+        for e, _a, _b in spans:
+            e.work.started(inst, batch_id, len(requests), t)
+        self.spawn(runners.BATCH_RUNNERS[runner](self.ctx, inst, op, requests, spans, tokens, picks))
+
+    def _start_calls(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
+        """Each pick's whole entry starts as one preemptible call (preemption.py: admission)."""
+        assert self.preemptor is not None
+        for p in picks:
+            e = p.entry
+            p.count = e.remaining  # a batched call is admitted whole
+            e.taken = len(e.requests)
+            queue.discard(e)
+            for r in e.requests:
+                r.update(priority=p.priority or 0, owner=e.query_id)
+            self.preemptor.start(inst, p, queue)
+
+    def _take(self, op: str, picks: list[Pick], queue: RequestQueue) -> tuple[list[dict[str, Any]], list[Span], int]:
+        """The picked requests taken from their entries: the batch's requests, their spans per
+        entry and their estimated tokens."""
         requests: list[dict[str, Any]] = []
         spans: list[Span] = []
         tokens = 0
@@ -265,23 +290,7 @@ class EngineScheduler:
             spans.append((e, a, b))
             if b == len(e.requests):
                 queue.discard(e)
-        batch_id = self._next_batch()
-        inst.inflight += 1
-        inst.outstanding += len(requests)
-        inst.tokens += tokens
-        self.ctx.running.count(inst, spans, 1)
-        self.metrics.observe_batch(self.name, len(requests))
-        t = self.loop.time()
-        for e, _a, _b in spans:
-            e.work.started(inst, batch_id, len(requests), t)
-        if op == STREAM_OP:
-            coro = run_item_stream(self.ctx, inst, op, requests, spans, tokens, picks)
-        elif self.continuous and len(spans) > 1 and self._policy.returns_each:
-            coro = run_each(self.ctx, inst, op, requests, spans, tokens, picks)
-        else:
-            text = any(r.get("stream_text") for r in requests)
-            coro = run_batch(self.ctx, inst, op, requests, spans, tokens, picks, text)
-        self.spawn(coro)
+        return requests, spans, tokens
 
     def _next_batch(self) -> str:
         self.batches += 1

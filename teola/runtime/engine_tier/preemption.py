@@ -44,10 +44,11 @@ from engines.requests import DECODE_OPS
 from teola.runtime.engine_tier.call_items import CallItems
 from teola.runtime.engine_tier.call_resume import Resume, joined, text_of
 from teola.runtime.engine_tier.engine_context import EngineContext
+from teola.runtime.engine_tier.stream_consumer import Handler, consume
 from teola.runtime.engine_tier.supervisor import down_error
 from teola.runtime.executors.executor import Instance, checked_results
 from teola.scheduling.base import Pending, Pick, RequestQueue
-from teola.scheduling.preemption import STREAM_OP, admission_slots, preemptible, swap_keys, tokens_left
+from teola.scheduling.preemption import STREAM_OP, admission_slots, swap_keys, tokens_left
 
 log = logging.getLogger("teola.runtime")
 
@@ -80,11 +81,6 @@ class Preemptor:
         self.calls: dict[Instance, dict[Pending, RunningCall]] = {}
         self.resumes: dict[Pending, list[Resume]] = {}  # per preempted entry: one per request
         self._tags = itertools.count()
-
-    @staticmethod
-    def applies(op: str, picks: list[Pick]) -> bool:
-        """Whether these picks run as preemptible calls (teola.scheduling.preemption.preemptible)."""
-        return preemptible(op, picks)
 
     def running(self, inst: Instance) -> int:
         """Requests of preemptible calls running on `inst`."""
@@ -157,29 +153,29 @@ class Preemptor:
                 for item in finals[0].get("items") or ():
                     call.items.engine_item(item, call.stopping, ctx.loop.time())
             return finals
-        finals: list[Any] = [None] * n
-        got = 0
-        async for idx, kind, payload in ctx.executor.stream(call.inst, e.op, call.requests):
-            if not 0 <= idx < n:
-                raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {n}-request call")
-            t = ctx.loop.time()
-            if call.items is not None and kind in (StreamEvent.PROGRESS, StreamEvent.DELTA):
-                call.items.release(t)
-            if kind == StreamEvent.PROGRESS:
-                self._progress(call, idx, payload)
-            elif kind == StreamEvent.DELTA:
-                if call.items is None:
-                    e.work.delta(payload, t)
-                else:
-                    call.items.delta(payload, t)
-            elif kind == StreamEvent.ITEM and call.items is not None:
-                call.items.engine_item(payload, call.stopping, t)
-            elif kind == StreamEvent.FINAL:
-                finals[idx] = payload
-                got += 1
-        if got != n:
-            raise RuntimeError(f"engine {ctx.name!r} ended a call's stream with {got} of {n} final results")
-        return finals
+        return await consume(ctx, call.inst, e.op, call.requests, self._handlers(call), what="call")
+
+    def _handlers(self, call: RunningCall) -> dict[StreamEvent, Handler]:
+        """What a call's stream events do: progress charges the policy, text deltas go to the call's
+        work (or, for a partial decode, to its items, each released downstream once it is whole)."""
+        items, work = call.items, call.pick.entry.work
+
+        def progress(idx: int, decoded: Any, t: float) -> None:
+            if items is not None:
+                items.release(t)
+            self._progress(call, idx, decoded)
+
+        def delta(idx: int, text: Any, t: float) -> None:
+            if items is None:
+                work.delta(text, t)
+            else:
+                items.release(t)
+                items.delta(text, t)
+
+        handlers: dict[StreamEvent, Handler] = {StreamEvent.PROGRESS: progress, StreamEvent.DELTA: delta}
+        if items is not None:
+            handlers[StreamEvent.ITEM] = lambda idx, item, t: items.engine_item(item, call.stopping, t)
+        return handlers
 
     def _progress(self, call: RunningCall, idx: int, decoded: Any) -> None:
         policy = self.ctx.policy()
