@@ -104,7 +104,7 @@ class LAMPSPolicy(Policy):
     def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
                  swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None,
                  batch_size: int | str | None = "running", starvation_from: str = "scheduled",
-                 preempt: bool = True, preserved_first: bool = False) -> None:
+                 preempt: bool = True, preserved_first: bool = False, rerank_every: int = 1) -> None:
         """step_s: seconds of one decode iteration; fwd_s_per_token: prefill seconds per context token
         (recompute cost); swap_s_per_token: seconds to move one token's KV one way (None: no swap on
         this engine); api_defaults: tool -> expected seconds before any is observed; batch_size: the
@@ -113,7 +113,8 @@ class LAMPSPolicy(Policy):
         "measured": the batch size profiled online, the mean number of calls running at each
         admission (admitted and not yet ended); "running" (default): the summed tokens of the calls
         running now; None: the call is alone. preempt: rebuild the running batch by score (the module
-        docstring). preserved_first: a call resuming on preserved KV goes first. starvation_from: "scheduled" (a request's starvation counter runs once
+        docstring); rerank_every: progress events between two such checks (1: every iteration, as
+        Algorithm 1). preserved_first: a call resuming on preserved KV goes first. starvation_from: "scheduled" (a request's starvation counter runs once
         LAMPS has scheduled the request, LAMPS §4.4) or "seen" (from when a call is first seen
         waiting: the module docstring)."""
         if not isinstance(starvation, int) or starvation < 1:
@@ -134,7 +135,10 @@ class LAMPSPolicy(Policy):
         if not isinstance(preempt, bool) or not isinstance(preserved_first, bool):
             raise ValueError(f"lamps: preempt and preserved_first must be true or false, got {preempt!r}, "
                              f"{preserved_first!r}")
+        if not isinstance(rerank_every, int) or rerank_every < 1:
+            raise ValueError(f"lamps: rerank_every must be an int >= 1 (progress events), got {rerank_every!r}")
         self.preempt = preempt
+        self.rerank_every = rerank_every
         self.preserved_first = preserved_first
         if batch_size not in (None, "measured", "running") and (not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError("lamps: batch_size must be an int >= 1 (calls per batch), 'measured', 'running' or None, "

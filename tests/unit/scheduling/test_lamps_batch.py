@@ -4,6 +4,8 @@ better call waits; C_other is the running batch's context. Scores of calls witho
 memory over time = pre x prompt + pre x (pre + 1) / 2 (teola.scheduling.program.api_handling)."""
 from __future__ import annotations
 
+import pytest
+
 from teola.scheduling.base import Limits, Pending, Pick, RequestQueue
 from teola.scheduling.registry import make_policy
 
@@ -60,3 +62,10 @@ def test_c_other_is_the_running_batchs_context_by_default():
     alone = make_policy("lamps", batch_size=None)
     alone.schedule(RequestQueue([entry("C", 100)]), 0.0, Limits(1, 1))
     assert alone.other_context() == 0
+
+
+def test_the_batch_check_interval_is_an_option():
+    assert make_policy("lamps").rerank_every == 1  # every progress event: every engine iteration
+    assert make_policy("lamps", rerank_every=8).rerank_every == 8
+    with pytest.raises(ValueError, match="rerank_every"):
+        make_policy("lamps", rerank_every=0)
