@@ -190,8 +190,11 @@ class Policy(abc.ABC):
     def observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
         """A batch of these picks ran from `started` to `finished` with these engine results."""
 
-    def progress(self, entry: Pending, decoded: int, elapsed: float | None = None) -> None:
-        """A running (preemptive) call has decoded `decoded` tokens in `elapsed` seconds so far."""
+    def progress(self, entry: Pending, decoded: int, elapsed: float | None = None) -> int | None:
+        """A running (preemptive) call has decoded `decoded` tokens in `elapsed` seconds so far.
+        Returns its engine priority now (a program policy's queue index: the engine tier re-ranks
+        the call in an engine with `Capability.RERANK` when it changed), or None."""
+        return None
 
     def preempted(self, pick: Pick) -> None:
         """The running call of `pick` was preempted and waits in the queue again."""

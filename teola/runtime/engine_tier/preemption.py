@@ -182,7 +182,11 @@ class Preemptor:
         if not isinstance(decoded, int):
             return
         call.decoded[idx] = decoded
-        policy.progress(call.pick.entry, sum(call.decoded.values()), self.ctx.loop.time() - call.started)
+        level = policy.progress(call.pick.entry, sum(call.decoded.values()), self.ctx.loop.time() - call.started)
+        if isinstance(level, int) and level != call.pick.priority and Capability.RERANK in call.inst.capabilities:
+            # the call's queue changed while it runs: the engine's own order follows (issue 73)
+            call.pick.priority = level
+            self.ctx.spawn(self.ctx.executor.call(call.inst, Capability.RERANK, [call.tag], level))
         call.events += 1
         if call.events % policy.rerank_every == 0:
             self.check(call.inst)

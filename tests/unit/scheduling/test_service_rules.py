@@ -9,6 +9,9 @@ import pytest
 
 from engines.protocol import Capability, capabilities_of
 from engines.sim.llm import SimLLM
+from teola.api.program import Program
+from teola.ir.engine_spec import Engine
+from teola.runtime import Runtime
 from teola.scheduling.base import Limits, Pending
 from teola.scheduling.process_table import ProcessTable
 from teola.scheduling.program.atlas import ATLASPolicy
@@ -155,3 +158,24 @@ def test_a_rerank_reaches_the_sim_engines_waiting_order():
         return run_virtual(main())
     assert finish_times(True) == {"A": pytest.approx(3.0), "C": pytest.approx(5.0), "B": pytest.approx(7.0)}
     assert finish_times(False) == {"A": pytest.approx(3.0), "B": pytest.approx(5.0), "C": pytest.approx(7.0)}
+
+
+async def test_a_demotion_while_running_reaches_the_sim_engine():
+    """mlfq, 8 queues, base quantum 4 tokens, growth 2: queue i starts at 0, 4, 12, 28, 60 tokens.
+    One call decoding 40 tokens is demoted while it runs at token 4 (to 1), 12 (to 2) and 28 (to 3);
+    each new queue index reaches the engine as the running request's priority (Capability.RERANK),
+    so the engine's last priority for it is 3, not the 0 it was sent with."""
+    engine = SimLLM("llm", {"base": 0.001}, scheduling="priority", token_ratio=1.0, template_tokens=0)
+    seen: list[int] = []
+    rerank = engine.rerank
+    engine.rerank = lambda keys, priority: seen.append(priority) or rerank(keys, priority)  # type: ignore[method-assign]
+    opts = {"mlfq": {"base_quantum": 4, "beta": None, "service": "tokens", "quanta": "fixed"}}
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="mlfq", policy_options=opts)
+    await rt.start()
+    try:
+        async with Program(rt, "p") as prog:
+            await prog.call("write", parent_ids=[], max_tokens=40, ignore_eos=True)
+        await asyncio.sleep(0.05)  # the re-rank calls run as tasks of the engine scheduler
+    finally:
+        await rt.stop()
+    assert seen == [1, 2, 3]
