@@ -32,7 +32,7 @@ from langchain_openai import ChatOpenAI
 from langgraph.graph import END, START, StateGraph
 
 from bench.baselines.llamaindex_engines import LIST_MARK, CallLog, EngineClient
-from bench.llamaindex_rag import Answer, RAGSpec, app_chunk_tokenizer
+from bench.baselines.llamaindex_rag import Answer, RAGSpec, app_chunk_tokenizer
 from engines.llm_text.llm_requests import PART_SEPARATOR
 from teola.compile.chunking import chunk_text
 from teola.compile.components import prompts

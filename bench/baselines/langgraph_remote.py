@@ -28,8 +28,8 @@ from langgraph.types import Send
 from pydantic import ConfigDict
 
 from bench.baselines.llamaindex_engines import CallLog, EngineClient
+from bench.baselines.llamaindex_rag import Answer
 from bench.baselines.llamaindex_remote import LLMCall, backends_of, node_call, node_config, plan_calls, render
-from bench.llamaindex_rag import Answer
 
 
 class EngineChatModel(BaseChatModel):

@@ -1,4 +1,4 @@
-"""The engine adapters of the LlamaIndex baseline (bench/llamaindex_rag.py): LlamaIndex's own interfaces
+"""The engine adapters of the LlamaIndex baseline (bench/baselines/llamaindex_rag.py): LlamaIndex's own interfaces
 over the SAME engine adapter instances teola drives, one engine call each. `EngineLLM` (a `CustomLLM`;
 one chat or completion = one "decoding" request, system message -> the "system" prompt part, user
 messages -> "user" parts), `EngineEmbedding` (a `BaseEmbedding`), `EngineVectorStore` (a

@@ -37,7 +37,7 @@ with warnings.catch_warnings():
     from llama_index.core.workflow import Event, StartEvent, StopEvent, Workflow, step
 
 from bench.baselines.llamaindex_engines import CallLog, EngineClient, EngineLLM
-from bench.llamaindex_rag import Answer
+from bench.baselines.llamaindex_rag import Answer
 from engines.llm_text.split_parser import SplitParser
 from teola.runtime.requests import texts_of
 

@@ -1,6 +1,6 @@
 """LlamaIndex's own `OpenAILike` for the LlamaIndex baseline whose LLM is behind an OpenAI-compatible
 server (`python -m bench doc_qa --remote-llm`: `vllm serve`): when the app's LLM engine is the remote
-kind "openai", bench.llamaindex_rag.LlamaIndexRAG calls that server with the library's class, as a
+kind "openai", bench.baselines.llamaindex_rag.LlamaIndexRAG calls that server with the library's class, as a
 LlamaIndex user would, instead of through teola's adapter. Each call is still logged per query
 (`record`), with the server's token counts, like the in-process adapter's calls."""
 from __future__ import annotations

@@ -33,7 +33,7 @@ SUBJECTS = {
 
 S = Study
 STUDIES: tuple[Study, ...] = (
-    S("rag", "rag", "rag", "teola vs the Teola paper's baselines and LlamaIndex, latency vs rate", True, main=True),
+    S("rag", "studies.rag.rag", "rag", "teola vs the Teola paper's baselines and LlamaIndex, latency vs rate", True, main=True),
     S("doc_qa", "studies.rag.doc_qa", "rag", "document QA, teola vs LlamaIndex on their defaults: latency, LLM work, quality", True),
     S("doc_qa_quality", "studies.rag.doc_qa_quality", "rag", "answer quality and retrieval recall on many questions", True),
     S("doc_qa_trials", "studies.rag.doc_qa_trials", "rag", "pools separate doc_qa runs into trials with spread and verdicts", False),
@@ -42,9 +42,9 @@ STUDIES: tuple[Study, ...] = (
     S("remote_apps", "studies.remote.remote_apps", "remote", "search-augmented generation and a tool agent vs LlamaIndex, LangGraph", True),
     S("remote_services", "lib.remote_services", "remote", "the loopback stand-ins for remote services alone", False),
     S("deploy", "studies.remote.deploy", "remote", "teola vs LangGraph vs LlamaIndex at equal work, the LLM emulated", True),
-    S("programs", "programs", "programs", "SIMULATED: program policies and balancers on the runtime in virtual time", False),
-    S("programs_vllm", "programs_vllm", "programs", "program-level scheduling on real vLLM", True),
-    S("programs_heavy", "programs_heavy", "programs", "heavy-tailed programs on real vLLM, 3 trials", True),
+    S("programs", "studies.programs.programs", "programs", "SIMULATED: program policies and balancers on the runtime in virtual time", False),
+    S("programs_vllm", "studies.programs.programs_vllm", "programs", "program-level scheduling on real vLLM", True),
+    S("programs_heavy", "studies.programs.programs_heavy", "programs", "heavy-tailed programs on real vLLM, 3 trials", True),
     S("lamps_real", "studies.programs.lamps_real", "programs", "LAMPS vs FCFS + INFERCEPT vs SJF on real engines", True),
     S("agent_real", "studies.programs.agent_real", "programs", "the ReAct agent app under the three policies", True),
     S("length_predictor", "studies.programs.length_predictor", "programs", "how well the length predictor predicts", True),
@@ -62,8 +62,8 @@ STUDIES: tuple[Study, ...] = (
     S("sim_speed", "studies.sim.sim_speed", "sim", "how fast the simulator is", False),
     S("sim_paper", "studies.sim.sim_paper", "sim", "SIMULATED: Teola Fig. 8-10 on GPU profiles", False),
     S("sim_paper_plots", "studies.sim.sim_paper_plots", "sim", "PNG plots of a sim_paper result file", False),
-    S("sim_programs", "sim_programs", "sim", "SIMULATED: program scheduling at Autellix's scale", False),
-    S("sim_autellix", "sim_autellix", "sim", "SIMULATED: Autellix Fig. 12 at its set-up", False),
+    S("sim_programs", "studies.sim.sim_programs", "sim", "SIMULATED: program scheduling at Autellix's scale", False),
+    S("sim_autellix", "studies.sim.sim_autellix", "sim", "SIMULATED: Autellix Fig. 12 at its set-up", False),
     S("sim_lamps", "studies.sim.sim_lamps", "sim", "SIMULATED: LAMPS vs INFERCEPT vs SJF", False),
     S("sim_lamps_paper", "studies.sim.sim_lamps_paper", "sim", "SIMULATED: LAMPS' Fig. 6 at its set-up vs INFERCEPT and vLLM", False),
     S("sim_lamps_profile", "studies.sim.sim_lamps_profile", "sim", "the GPT-J 6B profile of LAMPS' set-up from measured operators",

@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench.common import ROOT, stop_process
+from bench.lib.results import ROOT, stop_process
 
 Z95 = 1.6448536269514722  # standard normal quantile at 0.95
 

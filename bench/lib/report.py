@@ -8,13 +8,13 @@ study page (bench/results/*.md but FRONT and INDEX), one line each: its title an
 FRONT.md links to a page that does not exist or if BENCHMARKS.md would be over MAX_LINES lines.
 
 `--plots` instead redraws every latency-against-load plot (bench/results/<name>_vs_load.png) from its
-page's committed JSON, without rerunning anything; `--plots NAME ...` draws those pages' (bench/plots.py)."""
+page's committed JSON, without rerunning anything; `--plots NAME ...` draws those pages' (bench/lib/plots.py)."""
 from __future__ import annotations
 
 import argparse
 import re
 
-from bench.common import RESULTS, ROOT, machine
+from bench.lib.results import RESULTS, ROOT, machine
 
 MAX_LINES = 300
 FRONT, INDEX = "FRONT", "INDEX"  # hand-written headline and generated index: not study pages
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="redraw the latency-against-load plots from their JSON (default: every one already drawn)")
     args = p.parse_args(argv)
     if args.plots is not None:
-        from bench.plots import redraw
+        from bench.lib.plots import redraw
 
         for path in redraw(args.plots):
             print(f"wrote {path.relative_to(ROOT)}")

@@ -41,7 +41,7 @@ def ci(mid: float, lo: float, hi: float, digits: int = 2) -> str:
 
 
 def machine_facts(m: dict[str, Any]) -> str:
-    """The sentence a page states its machine with, from bench.common.machine()'s record (what a
+    """The sentence a page states its machine with, from bench.lib.results.machine()'s record (what a
     page's JSON holds under "machine"): "Machine: CPU, N cores; commit C."."""
     return f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; commit {m.get('commit', '?')}."
 

@@ -1,4 +1,4 @@
-"""bench/plots.py: latency against load drawn from a page's JSON (no engines, no benchmark run)."""
+"""bench/lib/plots.py: latency against load drawn from a page's JSON (no engines, no benchmark run)."""
 from __future__ import annotations
 
 import json
@@ -9,11 +9,13 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from bench import plots  # noqa: E402
-from bench.lib import report  # noqa: E402
+from bench.lib import (
+    plots,  # noqa: E402
+    report,  # noqa: E402
+)
 
 PNG = b"\x89PNG\r\n\x1a\n"
-RESULTS = Path(plots.__file__).parent / "results"
+RESULTS = Path(plots.__file__).parents[1] / "results"
 
 
 def _summary(mean: float) -> dict:

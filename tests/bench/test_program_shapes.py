@@ -1,10 +1,10 @@
-"""bench.programs' generators at published statistics (bench.sim_programs' sharegpt / lats shapes)
+"""bench.studies.programs.programs' generators at published statistics (bench.studies.sim.sim_programs' sharegpt / lats shapes)
 and the user turns that carry their sizes."""
 from __future__ import annotations
 
 import random
 
-from bench.sim_programs import SHAPES, shape_stats
+from bench.studies.sim.sim_programs import SHAPES, shape_stats
 from engines.sim.text import count_tokens
 from teola.sim.program_runs import user_turn
 from teola.sim.program_workloads import chat_program, workload
@@ -55,7 +55,7 @@ def test_a_user_turn_has_about_the_asked_tokens_and_ends_with_the_question():
 
 
 def test_capacity_counts_the_tokens_decoded_while_the_budget_was_full():
-    from bench.sim_programs import saturated_capacity
+    from bench.studies.sim.sim_programs import saturated_capacity
     log = [{"program": "p0", "output": 10, "end": 1.0}, {"program": "p1", "output": 10, "end": 2.0},
            {"program": "p2", "output": 10, "end": 3.0}, {"program": "p3", "output": 10, "end": 4.0},
            {"program": "p3", "output": 10, "end": 10.0}]
@@ -71,7 +71,7 @@ def test_bfcl_draws_its_published_statistics():
 
 
 def test_mixed_samples_the_three_workloads_equally_with_one_arrival_process():
-    from bench.sim_programs import MIXED, programs
+    from bench.studies.sim.sim_programs import MIXED, programs
 
     progs = programs("mixed", 2.0, 900)
     kinds = [p.pid.split("-")[0] for p in progs]
@@ -87,7 +87,7 @@ def test_mixed_samples_the_three_workloads_equally_with_one_arrival_process():
 
 
 def test_react_programs_are_tool_loops_with_pauses_and_recorded_answers():
-    from bench.programs import recorded_lengths
+    from bench.studies.programs.programs import recorded_lengths
     from teola.sim.program_workloads import react_program
 
     answers = recorded_lengths()
@@ -109,7 +109,7 @@ def test_react_programs_are_tool_loops_with_pauses_and_recorded_answers():
 def test_the_pure_simulator_refuses_tool_pauses():
     import pytest
 
-    from bench.program_sim import simulate
+    from bench.studies.programs.program_sim import simulate
     from teola.sim.program_workloads import react_program
 
     prog = react_program("r", 0.0, random.Random(3), [20], max_steps=3)

@@ -1,10 +1,10 @@
-"""bench.programs_heavy's reduction of trials to a table: trial means with their range, summed
+"""bench.studies.programs.programs_heavy's reduction of trials to a table: trial means with their range, summed
 counters, and throughput at equal latency from the trial means (hand-computed rows)."""
 from __future__ import annotations
 
 import pytest
 
-from bench.programs_heavy import equal_latency, markdown, summary
+from bench.studies.programs.programs_heavy import equal_latency, markdown, summary
 
 
 def _row(trial: int, load: float, policy: str, mean: float, p99: float, pre: int = 0) -> dict:
@@ -37,7 +37,7 @@ def test_throughput_at_equal_latency_uses_the_trial_means():
 
 
 def page(rows: list[dict]) -> dict:
-    """A page's data around these rows (what bench.programs_heavy.main writes)."""
+    """A page's data around these rows (what bench.studies.programs.programs_heavy.main writes)."""
     return {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
             "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
             "seed": 1, "summary": summary(rows), "equal_latency": equal_latency(summary(rows))}
@@ -75,7 +75,7 @@ def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_hos
 
 
 def test_connector_counts_are_per_run_differences():
-    from bench.programs_heavy import swap_counts
+    from bench.studies.programs.programs_heavy import swap_counts
     before = {"saves": 3, "saves_declined": 1, "loads": 2, "loaded_tokens": 40, "seconds_out": 0.5, "seconds_in": 0.25}
     after = {"saves": 5, "saves_declined": 1, "loads": 4, "loaded_tokens": 70, "seconds_out": 0.75, "seconds_in": 0.5}
     assert swap_counts(before, after) == {"swap_saves": 2, "swap_saves_declined": 0, "swap_loads": 2,

@@ -1,10 +1,10 @@
-"""bench.programs, the simulated program study on teola's runtime in virtual time: the balancer it
+"""bench.studies.programs.programs, the simulated program study on teola's runtime in virtual time: the balancer it
 names routes the programs (round-robin spreads a chat over both instances, locality keeps it), and
 its page shows every run."""
 from __future__ import annotations
 
-from bench.programs import markdown
-from bench.sim_programs import run_once
+from bench.studies.programs.programs import markdown
+from bench.studies.sim.sim_programs import run_once
 from engines.sim.profile import load_profile
 from teola.sim.program_runs import load_texts
 
@@ -29,7 +29,7 @@ def test_the_page_shows_each_run():
     bal = {"capacity": 2.0, "rows": [{"load": 0.8, "rate": 1.6, "balancer": "round_robin", "mean": 1.5, "p95": 2.5,
                                       "p99": 3.5, "prompt_tokens": 100, "cached_tokens": 40,
                                       "longest_prompt": 900, "programs_on_several_instances": 3}]}
-    res = {"command": "python -m bench.programs --quick", "wall_s": 20.0, "profile": "p", "budget": 64,
+    res = {"command": "python -m bench.studies.programs.programs --quick", "wall_s": 20.0, "profile": "p", "budget": 64,
            "queues": {"service": "tokens"}, "programs": 40, "single": single, "balancers": bal,
            "throughput_ratio": {"target": 2.0, "fcfs_rate": 0.8, "atlas_rate": None, "ratio": None}}
     md = markdown(res)

@@ -42,7 +42,7 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
     assert "| naive_rag/small | alone | teola | 2 | 1 | 2.00 |" in md and "1.50x" in md
     assert f"| naive_rag/small | alone | {KEEP_EXPANSION} | 2 | 1 | 4.00 |" in md and "0.75x" in md  # its speed too
     assert "forced to `refine`" in md
-    assert "max efficient batch (stage decomposition splits indexing at it): 4 (bench.rag's" in md  # an old page
+    assert "max efficient batch (stage decomposition splits indexing at it): 4 (bench.studies.rag.rag's" in md  # an old page
     data["settings"]["embedding_batch"] = None
     assert "splits indexing at it): the engine's shipped default" in markdown(data, "python -m bench doc_qa")
 
@@ -63,7 +63,7 @@ def test_doc_qa_runs_a_baseline_with_its_passes_and_policy(monkeypatch):
     import asyncio
 
     import bench.studies.rag.doc_qa_runs as dq
-    from bench.rag import SYSTEMS as RAG
+    from bench.studies.rag.rag import SYSTEMS as RAG
 
     seen = []
 
@@ -134,8 +134,8 @@ def test_mcnemar_and_paired_difference_on_hand_computed_cases():
 def test_held_out_questions_are_disjoint_from_excluded_seeds_and_runs_pool(tmp_path):
     import json
 
+    from bench.lib.workloads import narrative_qa_queries
     from bench.studies.rag.doc_qa_quality import held_out_queries, pool
-    from bench.workloads import narrative_qa_queries
 
     assert held_out_queries(4, 2, 1, [], 0) == narrative_qa_queries(4, 2, 1)
     seen = {(q["question"], q["gold"]) for s in (0, 1) for q in narrative_qa_queries(50, 0, s)}

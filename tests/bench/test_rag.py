@@ -1,4 +1,4 @@
-"""bench/rag.py without engines: speedups over trials, verdicts, the report, and the LlamaIndex
+"""bench/studies/rag/rag.py without engines: speedups over trials, verdicts, the report, and the LlamaIndex
 system being skipped (not crashing) when llama-index-core cannot be imported."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench.rag import (
+from bench.studies.rag.rag import (
     Settings,
     by_op_means,
     critical_path_bound,
@@ -66,7 +66,7 @@ def test_results_without_trials_still_render():
 
 
 def test_llamaindex_missing_is_a_reason_not_a_crash(monkeypatch):
-    monkeypatch.setitem(sys.modules, "bench.llamaindex_rag", None)  # import now raises ImportError
+    monkeypatch.setitem(sys.modules, "bench.baselines.llamaindex_rag", None)  # import now raises ImportError
     rag, why = llamaindex_pipeline(object(), {})
     assert rag is None and "bash scripts/setup.sh" in why
 
@@ -142,7 +142,7 @@ def test_exclusive_engines_are_those_with_one_batch_of_capacity():
 
 
 def test_paper_baselines_turn_every_default_pass_off_speculative_search_included():
-    from bench.rag import PAPER_BASELINES, SYSTEMS
+    from bench.studies.rag.rag import PAPER_BASELINES, SYSTEMS
     from teola.passes.registry import enabled_by_default, pass_names
 
     defaults = [n for n in pass_names() if enabled_by_default(n)]

@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from bench.common import percentile
 from bench.lib.remote_services import (
     SEARCH_LATENCY,
     TOOL_ARGS,
@@ -21,7 +20,8 @@ from bench.lib.remote_services import (
     tool_specs,
     weather,
 )
-from bench.workloads import tool_queries
+from bench.lib.results import percentile
+from bench.lib.workloads import tool_queries
 from tests.support.waiting import until
 
 

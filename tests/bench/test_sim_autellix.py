@@ -1,12 +1,12 @@
-"""bench.sim_autellix at its smallest configuration (--quick: 6 ShareGPT programs, 2 loads, the four
+"""bench.studies.sim.sim_autellix at its smallest configuration (--quick: 6 ShareGPT programs, 2 loads, the four
 systems) end to end in virtual time, and its reading of throughput at equal latency."""
 from __future__ import annotations
 
 import argparse
 import json
 
-import bench.sim_autellix as sa
-import bench.sim_autellix_report as report
+import bench.studies.sim.sim_autellix as sa
+import bench.studies.sim.sim_autellix_report as report
 
 
 def test_quick_run_gives_every_system_the_same_programs_and_a_small_simulated_page(monkeypatch, tmp_path):

@@ -7,8 +7,8 @@ import copy
 
 import pytest
 
+from bench.lib.workloads import doc_qa_queries
 from bench.studies.sim.sim_fidelity import calibrate_tokens
-from bench.workloads import doc_qa_queries
 from engines.sim.profile import load_profile
 
 
@@ -44,9 +44,9 @@ def test_replayed_lengths_reach_the_calls_they_were_recorded_from():
     """LlamaDist's expansion is one decode returning an item list: recorded as "split", as the
     simulated LLM samples it, so replaying a run gives every call its own length back (a mismatch
     once gave the expansion's length to the synthesis call)."""
-    from bench.rag import SYSTEMS
+    from bench.lib.workloads import app_query
+    from bench.studies.rag.rag import SYSTEMS
     from bench.studies.sim.sim_fidelity import call_lengths, on_simulated_apps, use_replay
-    from bench.workloads import app_query
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
     profile["engines"]["vllm"]["lengths"] = {"text": [3, 80], "split": [20, 40]}
@@ -78,9 +78,9 @@ def test_replayed_lengths_reach_the_calls_they_were_recorded_from():
 def test_a_replay_gives_each_call_its_recorded_prompt_length_with_or_without_its_output_length():
     """The real run's per-call prompt lengths reach the same calls (the simulated retrieval picks its
     own chunks, so its prompts differ from the real ones); outputs=False keeps the sampler's lengths."""
-    from bench.rag import SYSTEMS
+    from bench.lib.workloads import app_query
+    from bench.studies.rag.rag import SYSTEMS
     from bench.studies.sim.sim_fidelity import call_lengths, on_simulated_apps, use_replay
-    from bench.workloads import app_query
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
     profile["engines"]["vllm"]["lengths"] = {"text": [30], "split": [20]}

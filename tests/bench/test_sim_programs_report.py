@@ -1,8 +1,8 @@
-"""bench.sim_programs' page: a policy still under the latency target at the highest rate swept is
+"""bench.studies.sim.sim_programs' page: a policy still under the latency target at the highest rate swept is
 marked as a lower bound, and only then."""
 from __future__ import annotations
 
-from bench.sim_programs import markdown
+from bench.studies.sim.sim_programs import markdown
 
 
 def _data(atlas_rate: float) -> dict:

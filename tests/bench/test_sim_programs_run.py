@@ -1,9 +1,9 @@
-"""bench.sim_programs end to end on a simulated engine in virtual time (a few programs): the
+"""bench.studies.sim.sim_programs end to end on a simulated engine in virtual time (a few programs): the
 sharegpt shape's user turns reach the engine at about their drawn size, and the call log gives the
 saturated capacity."""
 from __future__ import annotations
 
-from bench.sim_programs import GENERATOR, SHAPES, run_once, saturated_capacity
+from bench.studies.sim.sim_programs import GENERATOR, SHAPES, run_once, saturated_capacity
 from engines.sim.profile import load_profile
 from teola.sim.program_runs import load_texts
 from teola.sim.program_workloads import workload
@@ -35,7 +35,7 @@ def test_sharegpt_programs_run_with_their_user_turns():
 
 
 def test_the_nocache_baseline_runs_fcfs_without_prefix_hits_and_token_latency_is_per_decoded_token():
-    from bench.sim_programs import NOCACHE
+    from bench.studies.sim.sim_programs import NOCACHE
 
     n = 4
     profile, questions, filler, progs = sharegpt_setup(n)
@@ -56,7 +56,7 @@ def test_the_nocache_baseline_runs_fcfs_without_prefix_hits_and_token_latency_is
 
 
 def test_equal_latency_table_reads_rates_at_each_target_and_marks_lower_bounds():
-    from bench.sim_programs import NOCACHE, equal_latency_table
+    from bench.studies.sim.sim_programs import NOCACHE, equal_latency_table
 
     curves = {"fcfs": (10, 12, 40), NOCACHE: (10, 30, 60), "mlfq": (10, 12, 40), "plas": (10, 11, 13),
               "atlas": (10, 20, 40)}

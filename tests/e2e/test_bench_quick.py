@@ -1,4 +1,4 @@
-"""Smoke test of the end-to-end RAG benchmark harness (bench/rag.py) on the real engines: naive RAG,
+"""Smoke test of the end-to-end RAG benchmark harness (bench/studies/rag/rag.py) on the real engines: naive RAG,
 two queries, one rate, one trial, teola, one LlamaDist baseline and the real LlamaIndex library;
 checks the structure of the results and that LlamaIndex ran on our engines, never timings.
 The app runs on the session's LLM and embedding engines (started once for the whole test run)."""
@@ -17,7 +17,7 @@ SYSTEMS = ("teola", "LlamaDist-PO", "LlamaIndex")
 
 @pytest.fixture(scope="module")
 async def smoke(llm_engine, embedding_engine):
-    from bench.rag import Settings, bench, make_apps, markdown, speedups
+    from bench.studies.rag.rag import Settings, bench, make_apps, markdown, speedups
     from engines.assets.paths import configure_engine_env
 
     configure_engine_env()

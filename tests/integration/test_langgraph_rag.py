@@ -18,7 +18,7 @@ async def test_advanced_rag_expands_retrieves_reranks_and_answers(vllm_server, e
                                                                   reranker_engine):
     import apps.advanced_rag
     from bench.baselines.langgraph_rag import LangGraphRAG
-    from bench.llamaindex_rag import RAGSpec
+    from bench.baselines.llamaindex_rag import RAGSpec
     from tests.fixtures.vllm_server import SERVED_NAME
 
     spec = RAGSpec.from_template(apps.advanced_rag.build().nodes, {"synthesis": {"max_tokens": 32}})

@@ -1,4 +1,4 @@
-"""The LlamaIndex baseline (bench/llamaindex_rag.py) on the real engines, through the session
+"""The LlamaIndex baseline (bench/baselines/llamaindex_rag.py) on the real engines, through the session
 fixtures: it answers from the documents it ingested, uses our adapters for every step, drops its
 namespace afterwards and never opens a network connection."""
 from __future__ import annotations
@@ -31,7 +31,7 @@ def no_network(monkeypatch):
 
 
 def _pipeline(app_module, backends, **overrides):
-    from bench.llamaindex_rag import LlamaIndexRAG, RAGSpec
+    from bench.baselines.llamaindex_rag import LlamaIndexRAG, RAGSpec
 
     return LlamaIndexRAG(backends, RAGSpec.from_template(app_module.build().nodes, overrides))
 

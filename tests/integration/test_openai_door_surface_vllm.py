@@ -20,7 +20,7 @@ import pytest
 import pytest_asyncio
 from pydantic import BaseModel
 
-from bench.common import served_here
+from bench.lib.results import served_here
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
 from tests.support.borrowed import Borrowed

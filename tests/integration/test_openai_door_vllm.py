@@ -8,7 +8,7 @@ import json
 import openai
 import pytest
 
-from bench.common import served_here
+from bench.lib.results import served_here
 from teola import App, Engine, Node
 from teola.server import ServerSettings, create_server
 from tests.support.borrowed import Borrowed

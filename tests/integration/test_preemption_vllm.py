@@ -62,8 +62,8 @@ RATE_CALLS, RATE_TOKENS = 10, 32
 
 
 async def test_resumed_greedy_calls_reproduce_the_uninterrupted_output_at_least_sometimes(llm_engine):
+    from bench.lib.workloads import doc_qa_queries
     from bench.studies.kv.resume_fidelity import compare
-    from bench.workloads import doc_qa_queries
 
     rng = random.Random(3)
     questions = [q["question"] for q in doc_qa_queries(RATE_CALLS, passages=1, seed=3)]

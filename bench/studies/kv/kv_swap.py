@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from bench.common import ROOT, machine  # noqa: E402
+from bench.lib.results import ROOT, machine  # noqa: E402
 from bench.lib.tables import num, table  # noqa: E402
 from engines.kvswap._native import load_kvswap  # noqa: E402
 from engines.kvswap._native.kv_fallback import gather_blocks, scatter_blocks  # noqa: E402
@@ -46,7 +46,7 @@ def timeit(fn, repeats: int) -> float:
 
 
 def machine_info() -> dict:
-    """bench.common.machine()'s facts and the ones a copy kernel depends on."""
+    """bench.lib.results.machine()'s facts and the ones a copy kernel depends on."""
     return {**machine(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
             "kernel": platform.release(),
             "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}

@@ -20,7 +20,7 @@ import statistics
 import time
 from typing import Any
 
-from bench.common import write_results  # noqa: E402
+from bench.lib.results import write_results  # noqa: E402
 from bench.lib.tables import num, ratio, table
 
 DECODED = 8

@@ -14,9 +14,9 @@ import random
 import statistics
 from typing import Any
 
-from bench.common import write_results
+from bench.lib.results import write_results
 from bench.lib.tables import NONE, table
-from bench.workloads import doc_qa_queries
+from bench.lib.workloads import doc_qa_queries
 
 
 def first_difference(a: list[int], b: list[int]) -> int | None:

@@ -7,7 +7,7 @@ import statistics
 import time
 
 from apps import advanced_rag, naive_rag
-from bench.common import machine, write_results
+from bench.lib.results import machine, write_results
 from bench.lib.tables import num, table
 
 DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(400))
@@ -53,7 +53,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
 
 
 def markdown(data: dict) -> str:
-    """The page of a compile run (its results with bench.common.machine()'s facts)."""
+    """The page of a compile run (its results with bench.lib.results.machine()'s facts)."""
     m = data["machine"]
     md = ["## Graph compilation and optimization time", "",
           f"`python -m bench compile --repeat {data['repeat']}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}.",

@@ -20,7 +20,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.common import write_results
+from bench.lib.results import write_results
 from bench.lib.tables import machine_facts, num, table
 
 BATCHES = (1, 2, 4, 8, 10, 16, 32, 64)

@@ -19,9 +19,9 @@ import statistics
 import time
 from typing import Any
 
-from bench.common import machine, percentile, write_results  # noqa: E402
+from bench.lib.results import machine, percentile, write_results  # noqa: E402
 from bench.lib.tables import num, ratio, table
-from bench.workloads import app_query, doc_qa_queries, poisson_arrivals  # noqa: E402
+from bench.lib.workloads import app_query, doc_qa_queries, poisson_arrivals  # noqa: E402
 
 LAYOUTS = {
     "library defaults": {"llm": {"worker_process": True, "cpu_threads_bind": "auto"},

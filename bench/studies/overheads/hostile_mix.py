@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import machine, percentile, write_results
+from bench.lib.results import machine, percentile, write_results
 from bench.lib.tables import machine_facts, num, ratio, table
 
 KEYS = {"good": "good-key", "bad": "bad-key"}

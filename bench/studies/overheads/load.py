@@ -20,7 +20,7 @@ from typing import Any
 
 import psutil
 
-from bench.common import machine, percentile, served_here, write_results
+from bench.lib.results import machine, percentile, served_here, write_results
 from bench.lib.tables import machine_facts, num, table
 
 

@@ -18,10 +18,10 @@ import os
 import statistics
 from typing import Any
 
-from bench.common import machine, write_results
+from bench.lib.results import machine, write_results
 from bench.lib.tables import machine_facts, num, ratio, table
+from bench.lib.workloads import app_query, narrative_qa_queries
 from bench.studies.overheads.engine_settings import LAYOUTS, build_app
-from bench.workloads import app_query, narrative_qa_queries
 
 IN_TURN = {"passes": {"component_order": {"order": [["query_expansion", "indexing"]]}}}
 MODES = {"overlapped": {}, "in turn": IN_TURN}

@@ -20,7 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, machine
+from bench.lib.results import RESULTS, machine
 from bench.lib.tables import num, table
 from engines.vllm.engine import VLLMEngine
 
@@ -98,7 +98,7 @@ async def run(trials: int, warmup: int, prefix_tokens: int, total_tokens: int, s
 
 
 def machine_info() -> dict:
-    """bench.common.machine()'s facts and the versions a TTFT depends on."""
+    """bench.lib.results.machine()'s facts and the versions a TTFT depends on."""
     import torch
     import vllm
 

@@ -14,7 +14,7 @@ import os
 import statistics
 import time
 
-from bench.common import machine, write_results
+from bench.lib.results import machine, write_results
 from bench.lib.tables import num, table
 
 SIM = "engines.sim.sim_engine:SimEngine"
@@ -108,7 +108,7 @@ async def measure(runtime: dict, case: dict, runs: list[tuple[int, int]]) -> lis
 
 
 def markdown(data: dict) -> str:
-    """The page of a run: its rows, the options it ran with and bench.common.machine()'s facts."""
+    """The page of a run: its rows, the options it ran with and bench.lib.results.machine()'s facts."""
     m, o, rows = data["machine"], data["options"], data["rows"]
     md = ["## Ray executor overhead", "",
           f"`python -m bench ray_overhead --queries {o['queries']} --concurrency {o['concurrency']} "

@@ -10,7 +10,7 @@ import os
 import statistics
 import time
 
-from bench.common import percentile, write_results
+from bench.lib.results import percentile, write_results
 from bench.lib.tables import num, table
 
 MODEL = "smollm2-135m-instruct"

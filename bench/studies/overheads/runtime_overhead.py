@@ -19,7 +19,7 @@ import random
 import statistics
 import time
 
-from bench.common import machine, write_results  # noqa: E402
+from bench.lib.results import machine, write_results  # noqa: E402
 from bench.lib.tables import num, table  # noqa: E402
 from engines.sim.sim_engine import SimEngine  # noqa: E402
 from teola import App, Engine, Node  # noqa: E402

@@ -19,7 +19,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.common import machine, percentile, served_here, write_results
+from bench.lib.results import machine, percentile, served_here, write_results
 from bench.lib.tables import machine_facts, num, table
 
 KEYS = {"steady": "steady-key", "flood": "flood-key"}

@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-from bench.common import ROOT
+from bench.lib.results import ROOT
 from engines.assets.paths import configure_engine_env
 from teola.plan import prompts
 from teola.plan.data import chunks, documents, questions

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, ROOT, write_results
+from bench.lib.results import RESULTS, ROOT, write_results
 from bench.lib.tables import NONE, num, table
 from engines.sim.profile import load_profile
 from teola.plan.job import read_job

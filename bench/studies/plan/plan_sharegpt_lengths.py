@@ -20,7 +20,7 @@ import random
 import statistics
 from pathlib import Path
 
-from bench.common import ROOT
+from bench.lib.results import ROOT
 
 OUT = ROOT / "teola" / "plan" / "length_files" / "lengths-sharegpt-v3.json"
 

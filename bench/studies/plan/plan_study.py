@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import write_results
+from bench.lib.results import write_results
 from bench.lib.tables import table
 from teola.plan.job import parse_job
 from teola.plan.lengths import LENGTH_FILES

@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import percentile, serve_in_thread, write_results
+from bench.lib.results import percentile, serve_in_thread, write_results
 from bench.lib.tables import num, table
 from bench.studies.sim.sim_lamps import lognormal_params
 
@@ -147,7 +147,7 @@ async def one(app: Any, segments: Segments, question: str, at: float, start: flo
 
 async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict[str, Any]:
     from apps.react_agent import build
-    from bench.workloads import poisson_arrivals
+    from bench.lib.workloads import poisson_arrivals
     from engines.assets.paths import configure_engine_env
     from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.sim.profile import load_profile

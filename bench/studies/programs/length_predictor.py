@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import write_results
+from bench.lib.results import write_results
 from bench.lib.tables import num, pct, table
 from bench.studies.programs.record_lengths import DEFAULT_OUT
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import ROOT
+from bench.lib.results import ROOT
 
 STYLES = {"plain": "{q}", "detail": "Explain in detail: {q}", "word": "Answer in one word: {q}"}
 MAX_TOKENS = 256
@@ -24,7 +24,7 @@ DEFAULT_OUT = ROOT / "bench" / "data" / "lengths-smollm2-135m.json"
 
 
 async def record(n: int, max_tokens: int = MAX_TOKENS) -> list[dict]:
-    from bench.workloads import search_queries
+    from bench.lib.workloads import search_queries
     from engines.assets.paths import configure_engine_env
     from engines.vllm.engine import VLLMEngine
 

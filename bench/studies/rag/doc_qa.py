@@ -1,21 +1,21 @@
 """Document QA, teola vs the real LlamaIndex library, each with its shipped defaults, on the same engines:
 latency alone and under Poisson load, LLM work per query, answer quality and retrieval recall.
 
-Workload (`bench.workloads.narrative_qa_queries`, fixed seed): NarrativeQA questions, each over its own
+Workload (`bench.lib.workloads.narrative_qa_queries`, fixed seed): NarrativeQA questions, each over its own
 story summary hidden among other stories of the same dataset: "small" documents (the gold story and 2
 others, ~9 chunks of 256 tokens) and "large" ones (the gold story and 28 others, ~100 chunks). Gold
 answers and the gold story give answer quality (`bench.lib.quality`: a gold answer contained in the reply,
 token F1) and retrieval recall (the gold story reached the final context).
 
 Systems: **teola** runs the shipped apps (`apps/naive_rag.py`, `apps/advanced_rag.py`) as they are;
-**LlamaIndex** (`bench/llamaindex_rag.py`) runs the same templates with its own splitter, ingestion,
+**LlamaIndex** (`bench/baselines/llamaindex_rag.py`) runs the same templates with its own splitter, ingestion,
 retrievers, postprocessor and response synthesizer, with the response mode the template names (the
 shipped defaults: tree_summarize for naive RAG, compact for advanced RAG; both pack chunks into the
 context window) and LlamaIndex's own default prompt templates (QA, refine, summary, query generation).
 A second table forces both systems into one other mode (refine) with the same prompt texts (teola's).
 With --keep-expansion, advanced RAG also runs as "teola, expansion kept" (pass prune_covered_searches
 off): the same app doing the expansion LLM call and the expanded searches the pass proves useless.
-With --baselines, the Teola paper's baselines (bench.rag: LlamaDist runs the template as a module chain,
+With --baselines, the Teola paper's baselines (bench.studies.rag.rag: LlamaDist runs the template as a module chain,
 LlamaDistPC runs its parallel modules in parallel, every optimization pass off, with per-invocation (PO)
 or throughput-oriented (TO) batching) also run on teola's runtime over the same engines.
 
@@ -34,12 +34,8 @@ import time
 from typing import Any
 
 import bench.lib.tables as tables
-from bench.common import without_keys
+from bench.lib.results import without_keys
 from bench.lib.tables import num, pct, ratio
-from bench.rag import (
-    exclusive_engines,
-    make_apps,
-)
 from bench.studies.rag.doc_qa_runs import (  # noqa: F401 (the names other studies take from doc_qa)
     Systems,
     bench,
@@ -62,6 +58,10 @@ from bench.studies.rag.doc_qa_systems import (  # noqa: F401
     SYSTEMS,
     TEOLA_PASSES,
     Settings,
+)
+from bench.studies.rag.rag import (
+    exclusive_engines,
+    make_apps,
 )
 
 # ---- report -------------------------------------------------------------------------------------
@@ -101,8 +101,8 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
 
 
 def _embed_batch(s: dict[str, Any], used: int | None = None) -> str:
-    if "embedding_batch" not in s:  # pages before the setting existed ran bench.rag's pre-tuned value
-        return "4 (bench.rag's value pre-tuned on short passages)"
+    if "embedding_batch" not in s:  # pages before the setting existed ran bench.studies.rag.rag's pre-tuned value
+        return "4 (bench.studies.rag.rag's value pre-tuned on short passages)"
     if s["embedding_batch"]:
         return str(s["embedding_batch"])
     if used:
@@ -188,13 +188,13 @@ def inflight_series(runs: dict[str, Any]) -> list[str]:
 
 
 async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> dict[str, Any]:
-    from bench.common import RESULTS, machine
-    from bench.plots import write_load_plot
+    from bench.lib.plots import write_load_plot
+    from bench.lib.results import RESULTS, machine
     from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    from bench.rag import ENGINE_OVERRIDES
+    from bench.studies.rag.rag import ENGINE_OVERRIDES
 
     overrides: dict[str, dict[str, Any]] = {"embedding": {"max_efficient_batch": s.embedding_batch}} if s.embedding_batch else {}
     if ENGINE_OVERRIDES.get("llm", {}).get("kind", "vllm") == "vllm":
@@ -249,10 +249,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only-same-mode", action="store_true", help="only the table with both systems forced to refine")
     p.add_argument("--embedding-batch", type=int, default=None,
                    help="teola's embedder max efficient batch (default: the engine's shipped one; pages before "
-                        "commit 05f7204 ran 4, bench.rag's pre-tuned value for short passages)")
+                        "commit 05f7204 ran 4, bench.studies.rag.rag's pre-tuned value for short passages)")
     p.add_argument("--baselines", default=None,
                    help=f"comma-separated Teola-paper baselines to run beside teola and LlamaIndex on teola's runtime "
-                        f"(bench.rag's: {', '.join(BASELINES)}); default none")
+                        f"(bench.studies.rag.rag's: {', '.join(BASELINES)}); default none")
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
                    help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
@@ -283,10 +283,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     s = settings_from(args, p)
     command = "python -m bench doc_qa " + " ".join(a for a in (argv))
     if args.cross_encoder_shape:
-        from bench import rag
+        from bench.studies.rag import rag
         rag.ENGINE_OVERRIDES["reranker"] = {**rag.ENGINE_OVERRIDES.get("reranker", {}), "cross_encoder_shape": True}
     if args.no_core_lending:
-        from bench import rag
+        from bench.studies.rag import rag
         for engine in ("llm", "embedding", "reranker"):
             rag.ENGINE_OVERRIDES[engine] = {**rag.ENGINE_OVERRIDES.get(engine, {}), "share_cores": False}
     if args.langgraph:
@@ -352,7 +352,7 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
     """The same runs with the LLM served by `vllm serve` (issue 20): teola's apps use engine kind
     "openai" against it, LlamaIndex calls it with its own OpenAILike (bench/baselines/llamaindex_server.py), so
     both systems send their calls over HTTP to one server with the in-process adapter's settings."""
-    from bench import rag
+    from bench.studies.rag import rag
     from engines.assets.paths import configure_engine_env
     from engines.vllm.serve import ServeProcess
 

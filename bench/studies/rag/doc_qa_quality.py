@@ -23,12 +23,12 @@ import os
 import time
 from typing import Any
 
-from bench.common import write_results
 from bench.lib.quality import paired_difference, wilson
+from bench.lib.results import write_results
 from bench.lib.tables import num, pct, table
-from bench.rag import make_apps, reset_prefix_cache
+from bench.lib.workloads import narrative_qa_queries
 from bench.studies.rag.doc_qa import SYSTEMS, Systems, summarize
-from bench.workloads import narrative_qa_queries
+from bench.studies.rag.rag import make_apps, reset_prefix_cache
 
 SIZES = {"small": 2, "large": 28}
 

@@ -7,21 +7,9 @@ import statistics
 import time
 from typing import Any
 
-from bench.common import percentile
 from bench.lib.quality import score, texts
-from bench.rag import (
-    KEEP,
-    by_op_means,
-    critical_path_bound,
-    critical_path_shares,
-    exclusive_engines,
-    op_times,
-    parents_of,
-    reset_prefix_cache,
-    run_open_loop,
-    step_counts,
-)
-from bench.rag import SYSTEMS as RAG_SYSTEMS
+from bench.lib.results import percentile
+from bench.lib.workloads import app_query, narrative_qa_queries, poisson_arrivals
 from bench.studies.rag.doc_qa_systems import (
     BASELINES,
     INFLIGHT_EVERY,
@@ -34,7 +22,19 @@ from bench.studies.rag.doc_qa_systems import (
     TEOLA_PASSES,
     Settings,
 )
-from bench.workloads import app_query, narrative_qa_queries, poisson_arrivals
+from bench.studies.rag.rag import (
+    KEEP,
+    by_op_means,
+    critical_path_bound,
+    critical_path_shares,
+    exclusive_engines,
+    op_times,
+    parents_of,
+    reset_prefix_cache,
+    run_open_loop,
+    step_counts,
+)
+from bench.studies.rag.rag import SYSTEMS as RAG_SYSTEMS
 
 
 # ---- one query ----------------------------------------------------------------------------------
@@ -103,14 +103,14 @@ class Systems:
     """Both systems over one started app: `run(system, queries, arrivals or None)`."""
 
     def __init__(self, app: Any, nodes: dict[str, Any], prompts: str, names: tuple[str, ...] = SYSTEMS) -> None:
-        from bench.llamaindex_rag import LlamaIndexRAG
+        from bench.baselines.llamaindex_rag import LlamaIndexRAG
 
         self.app, self.nodes, self.names = app, nodes, names
         self.rag = LlamaIndexRAG.from_app(app, nodes, prompts)
         self.langgraph = None
         if LANGGRAPH in names:
-            from bench import rag
             from bench.baselines.langgraph_rag import LangGraphRAG
+            from bench.studies.rag import rag
 
             if not SERVER_URLS:
                 raise ValueError("the LangGraph baseline calls a `vllm serve` process: run with --remote-llm")

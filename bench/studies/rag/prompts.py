@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import write_results
 from bench.lib.quality import contains, token_f1, wilson
+from bench.lib.results import write_results
 from bench.lib.tables import NONE, num, pct, table
-from bench.workloads import narrative_qa_queries
+from bench.lib.workloads import narrative_qa_queries
 from teola.compile.components import prompts
 
 QA_BEFORE = ("Answer the question using the context. Be concise and factual. "

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, write_results
 from bench.lib.quality import contains, token_f1, wilson
+from bench.lib.results import RESULTS, write_results
 from bench.lib.tables import num, table
 from bench.studies.rag.doc_qa_quality import held_out_queries
 

@@ -34,7 +34,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench.common import ROOT, stop_process
+from bench.lib.results import ROOT, stop_process
 from bench.studies.remote.deploy_systems import MODEL, RAG_APPS, baseline_one, make_baseline, teola_one
 
 PROFILE = "a100-llama3.1-8b-measured"
@@ -146,8 +146,8 @@ def make_apps(names: set[str], url: str, services: Any) -> dict[str, Any]:
 
 
 def workload_queries(workload: str, n: int, seed: int) -> list[dict[str, Any]]:
+    from bench.lib.workloads import narrative_qa_queries, search_queries
     from bench.studies.remote.remote_apps import agent_queries
-    from bench.workloads import narrative_qa_queries, search_queries
 
     app, distractors = WORKLOADS[workload]
     if app in RAG_APPS:
@@ -169,7 +169,7 @@ class Bench:
 
     async def run(self, system: str, app: Any, impl: Any, queries: list[dict[str, Any]],
                   arrivals: list[float] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        from bench.rag import run_open_loop
+        from bench.studies.rag.rag import run_open_loop
 
         off = {p: False for p in system.removeprefix("teola, ").removesuffix(" off").split(",")} \
             if system.startswith("teola, ") else {}
@@ -194,7 +194,7 @@ class Bench:
 
     async def workload(self, name: str, s: Settings, progress: bool, done: Any = None) -> dict[str, Any]:
         """Every trial, point and system on one workload; `done(result)` after each trial."""
-        from bench.workloads import poisson_arrivals
+        from bench.lib.workloads import poisson_arrivals
 
         app = self.apps[WORKLOADS[name][0]]
         impls = {x: make_baseline(x, app, self.servers[x].url, self.llm_engines[x]) for x in s.systems if x in SYSTEMS[1:]}
@@ -292,7 +292,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench deploy` (argv: the options given, for its page)."""
-    from bench.common import RESULTS, machine
+    from bench.lib.results import RESULTS, machine
     from bench.studies.remote.deploy_report import markdown
 
     s = Settings.quick() if args.quick else Settings()

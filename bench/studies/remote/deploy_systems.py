@@ -28,8 +28,8 @@ import time
 from typing import Any
 
 from bench.baselines.llamaindex_engines import CallLog, EngineClient
-from bench.rag import op_times, run_query
-from bench.workloads import app_query
+from bench.lib.workloads import app_query
+from bench.studies.rag.rag import op_times, run_query
 from engines.llm_text.llm_requests import PART_SEPARATOR, SYSTEM_PART_NAMES
 
 MODEL = "smollm2-135m-instruct"
@@ -117,7 +117,7 @@ def backends_of(app: Any) -> dict[str, Any]:
 def make_baseline(system: str, app: Any, url: str, llm_engine: Any) -> Any:
     """The baseline `system` over a started app's non-LLM adapters; its LLM on the server at `url`
     (LangGraph: ChatOpenAI; LlamaIndex: `llm_engine`, a started remote-LLM adapter on that server)."""
-    from bench.llamaindex_rag import RAGSpec, app_chunk_tokenizer
+    from bench.baselines.llamaindex_rag import RAGSpec, app_chunk_tokenizer
 
     nodes = NODES.get(app.name, {})
     if app.name in RAG_APPS:
@@ -126,7 +126,7 @@ def make_baseline(system: str, app: Any, url: str, llm_engine: Any) -> Any:
         if system == "LangGraph":
             from bench.baselines.langgraph_rag import LangGraphRAG
             return LangGraphRAG(backends, spec, f"{url}/v1", MODEL, app_chunk_tokenizer(app, nodes))
-        from bench.llamaindex_rag import LlamaIndexRAG
+        from bench.baselines.llamaindex_rag import LlamaIndexRAG
         impl = LlamaIndexRAG(backends, spec, app_chunk_tokenizer(app, nodes))
         impl.splitter = teola_chunks(spec.chunk_size, spec.chunk_overlap, app_chunk_tokenizer(app, nodes))
         return impl
@@ -155,7 +155,7 @@ def llm_calls(trace: list[dict[str, Any]]) -> list[list[int]]:
 
 
 def busy(trace: list[dict[str, Any]]) -> dict[str, float]:
-    """Seconds of the query during which an op of each stage was executing (bench.rag.op_times)."""
+    """Seconds of the query during which an op of each stage was executing (bench.studies.rag.rag.op_times)."""
     return {op: round(d["exec"], 4) for op, d in op_times(trace).items()}
 
 

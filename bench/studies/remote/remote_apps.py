@@ -19,13 +19,13 @@ remote search adapter, the tool engine), started once:
   LangGraph  StateGraphs: judge -> conditional edge -> search -> answer; plan -> Send fan-out of the
              tool calls as parallel branches -> answer (bench/baselines/langgraph_remote.py);
   LlamaDist-PO/TO, LlamaDistPC-PO/TO (only when --systems names them) the Teola paper's baselines on
-             teola's runtime, bench.rag's configs: module chain or parallel modules, every pass off.
+             teola's runtime, bench.studies.rag.rag's configs: module chain or parallel modules, every pass off.
 
 Per workload and trial k (seed + k): each system alone on the first `alone` queries (single-query
 latency; teola's give the critical-path bounds), then an open-loop Poisson trace at every rate with
 the same queries and arrivals for every system. vLLM's prefix cache is emptied before each trace.
 Reported: latency mean / p50 / p99 per (rate, system) with the spread over trials, teola's speedup
-per trial and its verdict (bench.rag.speedups / verdict), LLM calls, prompt and decode tokens,
+per trial and its verdict (bench.studies.rag.rag.speedups / verdict), LLM calls, prompt and decode tokens,
 search / tool calls per query, per-op time, teola's actual / critical-path bound and Fig. 11 shares.
 
 Run: python -m bench remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1,R2,...]
@@ -43,9 +43,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.common import command_line, without_keys
 from bench.lib.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
-from bench.rag import (
+from bench.lib.results import command_line, without_keys
+from bench.lib.workloads import poisson_arrivals, search_queries, tool_queries
+from bench.studies.rag.rag import (
     PAPER_BASELINES,
     critical_path_bound,
     critical_path_shares,
@@ -56,11 +57,10 @@ from bench.rag import (
     step_counts,
     summarize,
 )
-from bench.rag import SYSTEMS as RAG_SYSTEMS
-from bench.workloads import poisson_arrivals, search_queries, tool_queries
+from bench.studies.rag.rag import SYSTEMS as RAG_SYSTEMS
 
 SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
-# --systems may also name the Teola paper's baselines (bench.rag.PAPER_BASELINES), run on teola's
+# --systems may also name the Teola paper's baselines (bench.studies.rag.rag.PAPER_BASELINES), run on teola's
 # runtime over the same engines, and teola with one default pass off (its effect measured on and off
 # in one run: the row's "speedup" is that variant's latency / teola's)
 VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
@@ -75,7 +75,7 @@ QUICK_RATE = {"search_generation": 1.0, "tool_agent": 1.0}
 QUERY_TIMEOUT = 300.0
 TOOL_NAMES = tuple(TOOL_ARGS)
 # SmolLM2-135M writes tool calls only after worked examples, and only for some tools. Measured on 8
-# one-tool questions (bench.workloads.tool_queries) at greedy decoding: with the instruction alone, or
+# one-tool questions (bench.lib.workloads.tool_queries) at greedy decoding: with the instruction alone, or
 # with one-call examples, it answers in prose; with the two-call examples below and a "Question: "
 # label it writes a correct first call line for every weather and unit-conversion question, names a
 # tool "math" for arithmetic, answers encyclopedia questions in prose, and its second lines name
@@ -315,8 +315,8 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
                 await app.stop()
     data.update(startup_seconds=startup, quick=quick)
     if write:
-        from bench.common import RESULTS, machine
-        from bench.plots import write_load_plot
+        from bench.lib.plots import write_load_plot
+        from bench.lib.results import RESULTS, machine
         from bench.studies.remote.remote_apps_report import markdown
 
         data["machine"] = machine()
@@ -389,7 +389,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         ("--search-max-batch", args.search_max_batch), ("--out", None if args.out == "remote_apps" else args.out)))
     data = asyncio.run(_main(s, args.quick, command, not args.no_write, args.out))
     if args.no_write:
-        from bench.rag import speedups
+        from bench.studies.rag.rag import speedups
         print(json.dumps(speedups(data), indent=1))
     return 0
 

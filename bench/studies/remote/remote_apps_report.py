@@ -5,7 +5,7 @@ import statistics
 from typing import Any
 
 from bench.lib.tables import NONE, fixed, pct, table
-from bench.rag import _trial_means, bound_wording, speedups, verdict
+from bench.studies.rag.rag import _trial_means, bound_wording, speedups, verdict
 
 
 def _rate_key(rate: str) -> float:
@@ -98,7 +98,7 @@ def intro_lines(data: dict[str, Any], command: str) -> list[str]:
          + "; ".join(f"{k}: {v}" for k, v in src.items() if k != "search") + "."),
         "",
         (f"Workloads: search_generation: NQ-open questions; tool_agent: two-tool questions "
-         f"(`bench.workloads.tool_queries`). {s['n_queries']} queries per point, Poisson arrivals, "
+         f"(`bench.lib.workloads.tool_queries`). {s['n_queries']} queries per point, Poisson arrivals, "
          f"{s['trials']} trial(s) (trial k: seed {s['seed']}+k); alone: the first {s['alone']} queries one at a "
          f"time. Rates (q/s): " + "; ".join(f"{a} {list(r)}" for a, r in s["rates"].items() if a in data["apps"])
          + "."),
@@ -108,7 +108,7 @@ def intro_lines(data: dict[str, Any], command: str) -> list[str]:
          "agent, because the 135M model cannot drive its agents; `bench/baselines/llamaindex_remote.py`); **LangGraph** "
          "(StateGraph with a conditional edge; the agent's tool calls fan out as parallel `Send` branches; "
          "`bench/baselines/langgraph_remote.py`). Same prompts, same engine adapters."
-         + (" The Teola paper's baselines run on teola's runtime over the same engines (bench.rag.SYSTEMS): "
+         + (" The Teola paper's baselines run on teola's runtime over the same engines (bench.studies.rag.rag.SYSTEMS): "
             "**LlamaDist** runs the template as a chain of modules, **LlamaDistPC** runs its parallel modules "
             "in parallel, both with every optimization pass off and per-invocation (PO) or throughput-oriented "
             "(TO) batching." if any(x.startswith("LlamaDist") for x in s.get("systems", ())) else "")

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import RESULTS, write_results
+from bench.lib.results import RESULTS, write_results
 from bench.lib.tables import num, pct, table
 from engines.sim.cost import IterationCost
 from engines.sim.llm import SimLLM

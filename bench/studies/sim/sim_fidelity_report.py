@@ -6,7 +6,7 @@ import statistics
 from typing import Any
 
 from bench.lib.tables import NONE, num, table
-from bench.rag import RATES
+from bench.studies.rag.rag import RATES
 from bench.studies.sim.speed_probe import probe_lines
 
 FIDELITY_SYSTEMS = ("teola", "LlamaDist-PO", "LlamaDistPC-TO")
@@ -159,7 +159,7 @@ def has_prompts(per_call: dict[str, Any]) -> bool:
 def markdown(data: dict[str, Any], command: str) -> str:
     lines = ["## Simulator fidelity: the RAG benchmark measured vs simulated (bench/studies/sim/sim_fidelity.py)", "",
              f"Command: `{command}` ({data['wall_s'] / 60:.1f} min). Profile: `{data['profile_path']}` "
-             f"({data['profile_source']}). Workload: bench.rag's (TruthfulQA questions over 10 BoolQ passages, "
+             f"({data['profile_source']}). Workload: bench.studies.rag.rag's (TruthfulQA questions over 10 BoolQ passages, "
              f"seed {data['seed']}, {data['n']} queries per trace, its low / high Poisson rates); the simulator "
              f"samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000"
              + (", run as each system runs them" if data.get("cal_per_system") else "") + ") on the real engines"

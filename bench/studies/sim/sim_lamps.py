@@ -78,7 +78,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import write_results
+from bench.lib.results import write_results
 from bench.studies.sim.kv_admission import KVAdmission
 from bench.studies.sim.sim_lamps_handling import (  # noqa: F401 (the names other studies and tests take from here)
     EnginePriority,

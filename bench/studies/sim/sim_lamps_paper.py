@@ -53,7 +53,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import write_results
+from bench.lib.results import write_results
 from bench.lib.tables import NONE, num, pct, table
 from bench.studies.sim import sim_lamps
 from bench.studies.sim.sim_lamps_report import latency_table, load_table

@@ -24,7 +24,7 @@ import json
 import os
 from typing import Any
 
-from bench.common import ROOT
+from bench.lib.results import ROOT
 
 NAME = "a100-40gb-gptj-6b-measured"
 GPTJ = {"layers": 28, "vocab": 50400, "hidden": 4096, "params_b": 6.05, "weights_gb": 12.1, "memory_gb": 40.0}

@@ -32,9 +32,9 @@ import sys
 import time
 from typing import Any
 
-from bench.common import write_results
-from bench.rag import ABLATIONS, SYSTEMS
-from bench.workloads import app_query, doc_qa_queries, narrative_qa_queries
+from bench.lib.results import write_results
+from bench.lib.workloads import app_query, doc_qa_queries, narrative_qa_queries
+from bench.studies.rag.rag import ABLATIONS, SYSTEMS
 
 APPS = ("naive_rag", "advanced_rag", "search_generation")
 FRACTIONS = (0.2, 0.4, 0.6, 0.8, 0.95)
@@ -161,7 +161,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data["wall_s"] = time.perf_counter() - t0
     data["command"] = "python -m bench sim_paper " + " ".join(argv)
     write_results(out, data, markdown(data))
-    from bench.common import RESULTS
+    from bench.lib.results import RESULTS
     from bench.studies.sim.sim_paper_plots import plots
     for path in plots(data, RESULTS / out):
         print(f"wrote {path}", file=sys.stderr)

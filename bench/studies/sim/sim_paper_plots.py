@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS
+from bench.lib.results import RESULTS
 
 
 def plots(data: dict[str, Any], prefix: Path) -> list[Path]:

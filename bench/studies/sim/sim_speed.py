@@ -16,7 +16,7 @@ import os
 import time
 from typing import Any
 
-from bench.common import write_results
+from bench.lib.results import write_results
 from bench.lib.tables import num, table
 from bench.studies.sim.sim_paper import SYSTEMS, capacity, run
 

@@ -3,8 +3,8 @@
     python -m bench sim_trace_diff --profile fresh|cpu-smollm2-135m [--n 3] [--system LlamaDist-PO]
                                    [--rate 0.15] [--calibrate-tokens]
 
-The same queries (bench.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
-emptied before each, with teola's config (or --system: a bench.rag baseline's): first on the real engines (recording the LLM's output
+The same queries (bench.studies.rag.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
+emptied before each, with teola's config (or --system: a bench.studies.rag.rag baseline's): first on the real engines (recording the LLM's output
 lengths), then on the profile's simulated engines in virtual time with exactly those lengths. Per
 app and primitive: mean time queued and running, measured vs simulated; per query: time before the
 first primitive is queued (compilation, planning) and after the last finishes (result assembly),
@@ -26,9 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import write_results
+from bench.lib.results import write_results
 from bench.lib.tables import num, table
-from bench.rag import SYSTEMS, make_apps, reset_prefix_cache
+from bench.lib.workloads import app_query, doc_qa_queries, poisson_arrivals
+from bench.studies.rag.rag import SYSTEMS, make_apps, reset_prefix_cache
 from bench.studies.sim.sim_fidelity import (
     call_lengths,
     fresh_profile,
@@ -39,7 +40,6 @@ from bench.studies.sim.sim_fidelity import (
 )
 from bench.studies.sim.step_timing import busy_intervals, step_rows, summary
 from bench.studies.sim.step_timing import markdown as steps_markdown
-from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.sim.profiler import add_lengths
 
 NAMES = ("naive_rag", "advanced_rag")

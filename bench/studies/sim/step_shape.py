@@ -19,7 +19,7 @@ import random
 import statistics
 from typing import Any
 
-from bench.common import command_line, write_results
+from bench.lib.results import command_line, write_results
 from bench.lib.tables import num, table
 
 
@@ -139,7 +139,7 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     if a.rounds < 1 or len(set(sizes)) < 3 or any(x < 1 for x in sizes + outs):
         p.error("need --rounds >= 1, at least 3 distinct batch sizes, and sizes / outs >= 1")
     t0 = time.perf_counter()
-    from bench.common import machine
+    from bench.lib.results import machine
     from engines.tuning.settings import resolve_options
     # the layout an app's runtime gives the engine (on a CPU machine: bound to cores 1..C-1, in the
     # engine-core process), which `teola profile` measures; VLLMEngine alone would take vLLM's own

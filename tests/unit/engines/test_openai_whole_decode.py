@@ -13,7 +13,7 @@ REQUEST = {"parts": [["system", "You answer."], ["user", "Name three rivers."]],
 
 @pytest.fixture(scope="module")
 def emulator_url():
-    from bench.common import serve_in_thread
+    from bench.lib.results import serve_in_thread
     from engines.assets.paths import configure_engine_env
     from teola.emulate.server import create_emulator
     from teola.emulate.settings import EmulatorSettings

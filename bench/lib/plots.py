@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS
+from bench.lib.results import RESULTS
 
 SUFFIX = "_vs_load.png"
 DPI = 100

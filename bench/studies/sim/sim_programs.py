@@ -37,12 +37,9 @@ import dataclasses
 import random
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.common import write_results
+from bench.lib.results import write_results
 from teola.sim.program_runs import BASELINES, FCFS_TEXT, load_texts, policy_options, rates_at_target, run_set
 from teola.sim.program_workloads import ProgramSpec, workload
 
@@ -181,12 +178,12 @@ def markdown(data: dict[str, Any]) -> str:
     title = "" if data.get("out", "sim_programs") == "sim_programs" else f", loads {', '.join(map(str, data['loads']))}"
     if data.get("promotion", "preempt") != "preempt":
         title += f", anti-starvation promotion {data['promotion']!r}"
-    lines = [f"## SIMULATED: program-level scheduling at Autellix's shapes{title} (bench/sim_programs.py)", "",
+    lines = [f"## SIMULATED: program-level scheduling at Autellix's shapes{title} (bench/studies/sim/sim_programs.py)", "",
              f"**Simulated, not measured**, on the derived profile `{data['profile']}` (engines/profiles/). "
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min wall). {data['programs']} programs per point; "
              f"admission budget {BUDGET} running calls per instance; rates are fractions of FCFS's "
              + ("capacity: decoded tokens/s while a burst kept the admission budget full, over a program's mean "
-                "decoded tokens (bench.sim_programs.saturated_capacity). " if data.get("capacity") == "saturated"
+                "decoded tokens (bench.studies.sim.sim_programs.saturated_capacity). " if data.get("capacity") == "saturated"
                 else "burst capacity (programs / makespan of a burst). ") +
              "Throughput at equal latency: the highest rate at which a policy's mean program latency stays within "
              "1.5x FCFS's mean at the lowest load (linear interpolation between measured rates, no extrapolation).", ""]

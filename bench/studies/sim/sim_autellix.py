@@ -14,7 +14,7 @@ Set-up, each item from the paper (Autellix, arXiv 2502.13965):
     mean 6.66 / max 80, 256 prefill and 277 decode tokens per call), BFCL (10.75 / 70 calls, 735 prefill,
     34.14 decode), LATS (MCTS on HotpotQA, 159.7 calls per program, 467.2 prefill, 72.6 decode), Mixed
     (programs sampled equally from the three). Only these summary statistics are published (the traces
-    are not available offline), so bench.sim_programs' generators draw from distributions with those
+    are not available offline), so bench.studies.sim.sim_programs' generators draw from distributions with those
     means (teola/sim/program_workloads.py; the page sets the drawn statistics beside the paper's);
   - arrivals: programs (not calls) arrive as a Poisson process (§6.1);
   - engine (§6.2): one Llama-3.1-8B on one A100-80GB, the same max batch for every system (vLLM's
@@ -45,7 +45,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from bench.common import RESULTS, percentile, write_results
+from bench.lib.results import RESULTS, percentile, write_results
 
 PROFILE = "a100-llama3.1-8b-measured"
 WORKLOADS = ("sharegpt", "bfcl", "lats", "mixed")
@@ -87,7 +87,7 @@ def capacity_estimate(profile: dict[str, Any], kind: str, n: int = 300) -> float
     as many calls as the KV cache holds at the mean context; an iteration costs the profile's
     IterationCost. Over the generated programs: mean decoded tokens, new prompt tokens (user turns; for
     a tree call its parents' outputs once per step) and context per call."""
-    from bench.sim_programs import programs
+    from bench.studies.sim.sim_programs import programs
     from engines.sim.cost import IterationCost
 
     llm = profile["engines"]["vllm"]
@@ -158,7 +158,7 @@ class Probe:
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """One (workload, system, rate) point: run the programs to completion in virtual time and return the
     latency statistics (teola.sim.program_runs.run_set) with the probe's summary."""
-    from bench.sim_programs import programs
+    from bench.studies.sim.sim_programs import programs
     from teola import Engine
     from teola.runtime import Runtime
     from teola.scheduling.registry import make_policy
@@ -307,7 +307,7 @@ def extra_runs(args: argparse.Namespace, workloads: dict[str, Any], caps: dict[s
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench sim_autellix` (argv: the options given, for its page)."""
-    from bench.sim_autellix_report import ANALYSIS, drawn_stats, gap_load, markdown, ratios
+    from bench.studies.sim.sim_autellix_report import ANALYSIS, drawn_stats, gap_load, markdown, ratios
 
     if args.render:
         import json

@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts: machine facts and result files."""
+"""Helpers every study shares: result files and machine facts, the percentile the pages report, and
+serving on loopback (a stand-in service, a teola server, stopping a child process)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]  # the source checkout bench/ lives in
+ROOT = Path(__file__).resolve().parents[2]  # the source checkout bench/ lives in
 RESULTS = ROOT / "bench" / "results"
 
 

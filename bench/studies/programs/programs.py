@@ -4,7 +4,7 @@ locality-aware balancer against round-robin and least-used) at Autellix's progra
 teola's runtime (program policies, preemption, balancers) drives simulated vLLM instances
 (engines/sim/llm.py) in virtual time, on a GPU profile (default a100-llama2-7b-measured, built from
 measured A100 operators; engines/profiles/): the harness of teola/sim/program_runs.py with the
-runs of bench/sim_programs.py. Workloads (teola/sim/program_workloads.py, seed 1, Poisson
+runs of bench/studies/sim/sim_programs.py. Workloads (teola/sim/program_workloads.py, seed 1, Poisson
 arrivals, prompts from shipped NQ-open questions):
   chat: single-threaded, ShareGPT-like: a long-tailed number of sequential calls per program
         (mean ~4, max 24); each call's prompt is the conversation so far plus a new question;
@@ -12,7 +12,7 @@ arrivals, prompts from shipped NQ-open questions):
         of a step depends on all calls of the previous step.
 One instance: FCFS (vLLM's order), MLFQ (program-blind), PLAS, ATLAS, preemption by recompute.
 Two instances: PLAS under the locality-aware, round-robin and least-used balancers (chat).
-Loads are fractions of FCFS's saturated capacity (bench.sim_programs.saturated_capacity).
+Loads are fractions of FCFS's saturated capacity (bench.studies.sim.sim_programs.saturated_capacity).
 
     .venv/bin/python -m bench programs            # writes bench/results/programs.{json,md}
     .venv/bin/python -m bench programs --quick    # fewer programs and rates (a smoke run)
@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from bench.common import write_results
+from bench.lib.results import ROOT, write_results
 from teola.sim.program_runs import load_texts, rates_at_target
 
 BALANCERS = ("locality", "round_robin", "least_used")
@@ -36,7 +36,7 @@ PROFILE = "a100-llama2-7b-measured"
 def recorded_lengths() -> list[int]:
     """Output tokens of the real engine's answers (bench/data/lengths-smollm2-135m.json, recorded by
     bench.record_lengths: 480 answers of SmolLM2-135M, at most 128 tokens)."""
-    path = os.path.join(os.path.dirname(__file__), "data", "lengths-smollm2-135m.json")
+    path = os.path.join(ROOT, "bench", "data", "lengths-smollm2-135m.json")
     with open(path, encoding="utf-8") as f:
         return [int(r["output_tokens"]) for r in json.load(f)["rows"]]
 
@@ -45,7 +45,7 @@ def balancer_runs(profile: dict[str, Any], loads: list[float], n: int, questions
                   filler: list[str]) -> dict[str, Any]:
     """Chat programs on 2 instances under PLAS, routed by each balancer; loads are fractions of the
     2 instances' FCFS capacity (a burst routed by the locality balancer)."""
-    from bench.sim_programs import BUDGET, run_once, saturated_capacity
+    from bench.studies.sim.sim_programs import BUDGET, run_once, saturated_capacity
 
     n_burst = max(n, 6 * BUDGET * 2)
     burst = run_once(profile, "chat", "fcfs", 0.0, n_burst, 2, "drop", questions, filler)
@@ -68,7 +68,7 @@ def markdown(res: dict[str, Any]) -> str:
            f"(teola/sim) on the profile `{res['profile']}`; admission budget {res['budget']} running calls per "
            "instance; preemption by recompute; policy queues "
            f"{res['queues']} (teola.sim.program_runs.QUEUES). Before this page the study ran on a step-level "
-           "simulator of its own (bench/program_sim.py, max batch 8, free preemption), whose numbers are not "
+           "simulator of its own (bench/studies/programs/program_sim.py, max batch 8, free preemption), whose numbers are not "
            "comparable. The simulator's error against real engines on this machine: "
            "[sim_fidelity_probe.md](sim_fidelity_probe.md).", "",
            f"Command: `{res['command']}` ({res['wall_s']:.0f} s wall). {res['programs']} programs per point, "
@@ -116,7 +116,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
     """Runs `python -m bench programs` (argv: the options given, for its page)."""
-    from bench.sim_programs import BUDGET, sweep
+    from bench.studies.sim.sim_programs import BUDGET, sweep
     from engines.sim.profile import load_profile
     from teola.sim.program_runs import QUEUES
 

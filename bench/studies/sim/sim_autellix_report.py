@@ -1,4 +1,4 @@
-"""What bench.sim_autellix's runs say, and its page (SIMULATED: Autellix Fig. 12 at its set-up):
+"""What bench.studies.sim.sim_autellix's runs say, and its page (SIMULATED: Autellix Fig. 12 at its set-up):
 throughput at equal token latency read off the curves, the paper's numbers and the simulated ones
 beside them, the engine's mechanism at the load of the largest gap, a reading generated from the
 numbers, the analysis of the run on record and what the simulator's error is known to be."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench.sim_autellix import AUTELLIX, SYSTEMS, TARGETS
+from bench.studies.sim.sim_autellix import AUTELLIX, SYSTEMS, TARGETS
 from teola.sim.program_runs import rates_at_target
 
 LABEL = {"vllm": "vLLM (FCFS, no prefix cache)", "vllm-opt": "vLLM-opt (FCFS, chunked prefill + prefix cache)",
@@ -129,7 +129,7 @@ def gap_load(rows: list[dict[str, Any]]) -> float:
 def drawn_stats(kind: str, rows: list[dict[str, Any]], n: int) -> dict[str, Any]:
     """What the generator drew for `kind` (calls per program, decode tokens per call) and what the engine
     saw (prompt tokens per call, and the share served from the prefix cache, in vLLM-opt's lowest-load run)."""
-    from bench.sim_programs import shape_stats
+    from bench.studies.sim.sim_programs import shape_stats
     s = shape_stats(kind, n)
     low = min((r for r in rows if r["system"] == "vllm-opt"), key=lambda r: r["load"], default=None)
     if low is not None:
@@ -161,7 +161,7 @@ def n(x: float | None, fmt: str = "{:.1f}") -> str:
 
 def intro(data: dict[str, Any]) -> list[str]:
     """The page's heading, set-up and command."""
-    return ["## SIMULATED: Autellix Fig. 12 (one engine) at its set-up (bench/sim_autellix.py)", "",
+    return ["## SIMULATED: Autellix Fig. 12 (one engine) at its set-up (bench/studies/sim/sim_autellix.py)", "",
              f"**SIMULATED, not measured.** teola's runtime and policies drive a simulated vLLM in virtual time on "
              f"`{data['profile']}` (Llama-3.1-8B, one A100-80GB, KV cache of {data['kv_tokens']:,} tokens, "
              f"max_num_seqs {data['max_num_seqs']}, chunked prefill of {data['chunk']} tokens). The simulator's "
@@ -169,7 +169,7 @@ def intro(data: dict[str, Any]) -> list[str]:
              "below). Command: `" + data["command"] + f"` ({sim_minutes(data):.0f} process-minutes of simulation over "
              f"all points, {data['jobs']} processes at a time; with --cache, points of an interrupted run are read "
              "back, not rerun).", "",
-             "Set-up (bench/sim_autellix.py docstring, each item from the paper): Poisson program arrivals (§6.1); "
+             "Set-up (bench/studies/sim/sim_autellix.py docstring, each item from the paper): Poisson program arrivals (§6.1); "
              "vLLM = FCFS without prefix cache, vLLM-opt = FCFS + chunked prefill + prefix cache, MLFQ = vLLM-opt + "
              "program-blind MLFQ, Autellix = PLAS (ShareGPT, BFCL) or ATLAS (LATS, Mixed) (§6.2, §4.2); all with the "
              "same max batch and admission by the engine's capacity; the engine takes waiting calls by their queue index "
@@ -178,7 +178,7 @@ def intro(data: dict[str, Any]) -> list[str]:
              "queues with the KV swapped to host (§4.2.2); service "
              "in seconds of model time, queues 8 x (0.05 s x 2^i), beta 8 (the paper publishes no quanta nor beta). "
              "Metric: program-level token latency (a program's latency over its decoded tokens, §6.2), mean. "
-             f"Rates are fractions of an estimated capacity (bench.sim_autellix.capacity_estimate). "
+             f"Rates are fractions of an estimated capacity (bench.studies.sim.sim_autellix.capacity_estimate). "
              f"Programs per point: {data['programs']}" + (f" ({data['reduction']})" if data.get("reduction") else "")
              + ".", ""]
 
@@ -217,7 +217,7 @@ def workload_table(data: dict[str, Any]) -> list[str]:
     lines += ["", "The paper's prefill per call is read as new tokens per call for ShareGPT and BFCL (each call re-sends "
               "its conversation, which the prefix cache holds: §3.2 reports >90% hits within a program), and as the "
               "whole prompt for LATS (question + the parents' outputs). The traces themselves are not available "
-              "offline; the generators (teola/sim/program_workloads.py, shapes in bench/sim_programs.py) draw lognormal calls per "
+              "offline; the generators (teola/sim/program_workloads.py, shapes in bench/studies/sim/sim_programs.py) draw lognormal calls per "
               "program and exponential lengths with the published means.", ""]
     return lines
 
@@ -256,7 +256,7 @@ def markdown(data: dict[str, Any]) -> str:
 def mechanism_section(data: dict[str, Any]) -> list[str]:
     lines = ["### Mechanism: the engine over time at the load of the largest gap", "",
              "Sampled every 1/200 of the arrival window, from the first program's arrival to the last's (the drain "
-             "after it, where the longest programs run almost alone, is left out; bench.sim_autellix.Probe): calls "
+             "after it, where the longest programs run almost alone, is left out; bench.studies.sim.sim_autellix.Probe): calls "
              "waiting (teola's queue + the engine's), the running batch, KV blocks held (share of the "
              "cache; 'full': share of samples at >= 95%), preemptions by the policy (calls aborted for a better queue) "
              "and by the engine (KV ran out: recompute), engine busy seconds (whole run).", "",
