@@ -22,9 +22,7 @@ BIG_FUNCTIONS = {
 }
 # "path: module.name" of private names and modules taken from another package
 PRIVATE = {
-    "bench/studies/remote/remote_apps_report.py: bench.studies.rag.rag._trial_means",
     "bench/studies/sim/cost_forms.py: teola.sim.profiler._prose",
-    "bench/studies/sim/sim_paper_fig8.py: bench.studies.rag.rag._union",
     "bench/studies/sim/step_shape.py: teola.sim.profiler._prose",
     "bench/studies/sim/step_shape.py: teola.sim.profiler._reset",
     "bench/studies/sim/step_shape.py: teola.sim.profiler._timed_steps",

@@ -317,7 +317,7 @@ def critical_path_bound(parents: dict[str, list[str]], trace: list[dict[str, Any
         mine = [n for n in parents if by.get(n, {}).get("engine") == engine and _exec(by[n]) > 0]
         if not mine:
             continue
-        busy = _union([(by[n]["started"], by[n]["finished"]) for n in mine])
+        busy = union_seconds([(by[n]["started"], by[n]["finished"]) for n in mine])
         head = min(longest_to(n) - _exec(by[n]) for n in mine)
         tail = min(longest_after(n) for n in mine)
         bound = max(bound, head + busy + tail)
@@ -360,7 +360,7 @@ def critical_path_shares(rec: dict[str, Any]) -> dict[str, float] | None:
             "scheduling_comm": other / total, "gap_on_path_s": times["gap"]}
 
 
-def _union(intervals: list[tuple[float, float]]) -> float:
+def union_seconds(intervals: list[tuple[float, float]]) -> float:
     total, end = 0.0, float("-inf")
     for a, b in sorted(intervals):
         if b > end:
@@ -384,7 +384,7 @@ def op_times(trace: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         count[op] = count.get(op, 0) + 1
         runs.setdefault(op, []).append((t["started"], t["finished"]))
         waits.setdefault(op, []).append((t["queued"], t["started"]))
-    return {op: {"exec": _union(runs[op]), "queue": _union(waits.get(op, [])), "count": count[op]} for op in runs}
+    return {op: {"exec": union_seconds(runs[op]), "queue": union_seconds(waits.get(op, [])), "count": count[op]} for op in runs}
 
 
 def by_op_means(per_query: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
@@ -563,7 +563,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
     return out
 
 
-def _trial_means(entry: dict[str, Any]) -> list[float | None]:
+def trial_means(entry: dict[str, Any]) -> list[float | None]:
     """The mean latency of each trial (one value for results written before trials existed)."""
     if "trials" not in entry:
         return [entry["summary"].get("mean")]
@@ -579,12 +579,12 @@ def speedups(data: dict[str, Any]) -> list[dict[str, Any]]:
     for app, res in data["apps"].items():
         for rate, systems in res["runs"].items():
             t = systems.get("teola", {}).get("summary", {})
-            t_means = _trial_means(systems["teola"]) if "teola" in systems else []
+            t_means = trial_means(systems["teola"]) if "teola" in systems else []
             for sysname, e in systems.items():
                 if sysname == "teola" or "mean" not in e["summary"] or "mean" not in t:
                     continue
                 b = e["summary"]
-                ratios = [bm / tm for bm, tm in zip(_trial_means(e), t_means) if bm and tm]
+                ratios = [bm / tm for bm, tm in zip(trial_means(e), t_means) if bm and tm]
                 if not ratios:
                     continue
                 rows.append({"app": app, "rate": rate, "baseline": sysname, "mean": statistics.fmean(ratios),
@@ -819,7 +819,7 @@ def plots(data: dict[str, Any], prefix: Path) -> list[str]:
             names = list(systems)
             means = [systems[n]["summary"].get("mean", 0) for n in names]
             p99 = [systems[n]["summary"].get("p99", 0) for n in names]
-            trial = [[m for m in _trial_means(systems[n]) if m] or [0.0] for n in names]
+            trial = [[m for m in trial_means(systems[n]) if m] or [0.0] for n in names]
             spread = [[max(0.0, m - min(t)) for m, t in zip(means, trial)],
                       [max(0.0, max(t) - m) for m, t in zip(means, trial)]]
             ax.bar(range(len(names)), means, yerr=spread, capsize=3,

@@ -5,7 +5,7 @@ import statistics
 from typing import Any
 
 from bench.lib.tables import NONE, fixed, pct, table
-from bench.studies.rag.rag import _trial_means, bound_wording, speedups, verdict
+from bench.studies.rag.rag import bound_wording, speedups, trial_means, verdict
 
 
 def _rate_key(rate: str) -> float:
@@ -21,7 +21,7 @@ def _latency_rows(app: str, res: dict[str, Any]) -> list[list[Any]]:
     for rate in sorted(res["runs"], key=_rate_key):
         for system, e in res["runs"][rate].items():
             b, w = e["summary"], e["summary"].get("work", {})
-            means = [m for m in _trial_means(e) if m]
+            means = [m for m in trial_means(e) if m]
             spread = f"{min(means):.2f}-{max(means):.2f}" if means else "n/a"
             rows.append([app, rate, system, b["n"], b["failed"], fixed(b.get("mean")), spread, fixed(b.get("p50")),
                          fixed(b.get("p99")), fixed(w.get("llm_calls"), 1), fixed(w.get("prompt_tokens"), 0),

@@ -123,7 +123,7 @@ def _instances(app: Any) -> dict[str, int]:
 def stages_alone(app_name: str, profile: Any, system: tuple[dict, str], docs: str, n: int = 3) -> dict[str, Any]:
     """One query at a time: per component, mean seconds executing and queued (union over its
     primitives), and the mean latency."""
-    from bench.studies.rag.rag import _union
+    from bench.studies.rag.rag import union_seconds
     from teola.sim.run import use_profile
     from teola.sim.virtual_loop import run_virtual
     app = build(app_name)
@@ -145,8 +145,8 @@ def stages_alone(app_name: str, profile: Any, system: tuple[dict, str], docs: st
         latencies.append(max(t["finished"] for t in trace) - min(t["queued"] for t in trace))
         for comp in sorted({t["primitive"].split(".")[0] for t in trace}):
             mine = [t for t in trace if t["primitive"].split(".")[0] == comp]
-            e = _union([(t["started"], t["finished"]) for t in mine])
-            q = _union([(t["queued"], t["started"]) for t in mine])
+            e = union_seconds([(t["started"], t["finished"]) for t in mine])
+            q = union_seconds([(t["queued"], t["started"]) for t in mine])
             a = acc.setdefault(comp, [0.0, 0.0])
             acc[comp] = [a[0] + e / n, a[1] + q / n]
     return {"latency_s": statistics.fmean(latencies),
