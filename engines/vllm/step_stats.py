@@ -7,7 +7,7 @@ is one such logger (vLLM's `StatLoggerBase` interface, registered through `Async
 `stat_loggers`). IterationStats is not a stable vLLM interface: a field this version lacks counts 0.
 `StepCounter.log` also keeps the last LOG_STEPS steps one by one (when the front end handled it,
 tokens generated, prompt tokens computed, requests running after it), so a benchmark can time
-engine steps under load against a cost model (`python -m bench.sim_studies --study trace_diff`).
+engine steps under load against a cost model (`python -m bench sim_trace_diff`).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 glibc gives each thread that allocates its own malloc arena (up to 8 per core); memory freed in one
 arena is not reused by threads on another and is rarely returned to the system. A server whose
 worker threads (graph compilation, sentence-transformers batches) change from query to query keeps
-growing: measured with `python -m bench.overheads --study load` (100 concurrent queries per wave, naive RAG;
+growing: measured with `python -m bench load` (100 concurrent queries per wave, naive RAG;
 bench/results/load_glibc_arenas.md and load.md), the server's RSS
 grew +216 and +293 MiB over two waves with glibc's default and +8 and +72 MiB with 2 arenas (while
 Python's own allocations, per tracemalloc, did not grow). `limit_malloc_arenas` sets that cap at run

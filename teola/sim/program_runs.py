@@ -31,7 +31,7 @@ def policy_options(name: str, **options: Any) -> dict[str, Any]:
 
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (q in [0, 100]) with linear interpolation between closest ranks (numpy's
-    default, bench.common's); nan for an empty list."""
+    default, and bench.lib.results'); nan for an empty list."""
     xs = sorted(values)
     if not xs:
         return float("nan")

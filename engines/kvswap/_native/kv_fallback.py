@@ -1,6 +1,6 @@
 """Per-block copy loop with the same buffer format as the native kernel: one `copy_` per
 (block, layer), the way vLLM's swap_blocks issues one copy per block. Used when the extension is not
-built, and as the baseline in `python -m bench.kv_studies --study swap` (bench/kv_swap.py)."""
+built, and as the baseline in `python -m bench kv_swap` (bench/studies/kv/kv_swap.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,9 +1,9 @@
 """Output length before it is generated (LAMPS §6): a linear classifier over prompt embeddings that
 puts a prompt's output into one of `bins` bins of `bin_width` tokens, trained with cross-entropy on
-(prompt, output length) pairs recorded from the real engine (`python -m bench.lamps_studies --study
-record_lengths` writes them).
+(prompt, output length) pairs recorded from the real engine (`python -m bench record_lengths`
+writes them).
 LAMPS uses OPT-125M's last-token embedding and 50 bins of 10 tokens; here any embedder works (the
-shipped MiniLM by default in `python -m bench.lamps_studies --study length_predictor`), the
+shipped MiniLM by default in `python -m bench length_predictor`), the
 classifier is plain numpy.
 
     predictor = LengthPredictor().fit(embeddings, lengths)
