@@ -63,7 +63,7 @@ def test_doc_qa_runs_a_baseline_with_its_passes_and_policy(monkeypatch):
     import asyncio
 
     import bench.studies.rag.doc_qa_runs as dq
-    from bench.studies.rag.rag import SYSTEMS as RAG
+    from bench.studies.rag.rag_setup import SYSTEMS as RAG
 
     seen = []
 

@@ -1,23 +1,24 @@
-"""bench/studies/rag/rag.py without engines: speedups over trials, verdicts, the report, and the LlamaIndex
-system being skipped (not crashing) when llama-index-core cannot be imported."""
+"""The end-to-end RAG study (bench/studies/rag/rag*.py) without engines: speedups over trials, verdicts,
+the report, and the LlamaIndex system being skipped (not crashing) when llama-index-core cannot be
+imported."""
 from __future__ import annotations
 
 import sys
 
 import pytest
 
-from bench.studies.rag.rag import (
-    Settings,
+from bench.studies.rag.rag_analysis import (
     by_op_means,
     critical_path_bound,
     critical_path_shares,
     exclusive_engines,
-    llamaindex_pipeline,
-    markdown,
     speedups,
     summarize,
     verdict,
 )
+from bench.studies.rag.rag_page import markdown
+from bench.studies.rag.rag_runs import llamaindex_pipeline
+from bench.studies.rag.rag_setup import Settings
 
 
 def _records(latencies: list[float], trial: int) -> list[dict]:
@@ -142,7 +143,7 @@ def test_exclusive_engines_are_those_with_one_batch_of_capacity():
 
 
 def test_paper_baselines_turn_every_default_pass_off_speculative_search_included():
-    from bench.studies.rag.rag import PAPER_BASELINES, SYSTEMS
+    from bench.studies.rag.rag_setup import PAPER_BASELINES, SYSTEMS
     from teola.passes.registry import enabled_by_default, pass_names
 
     defaults = [n for n in pass_names() if enabled_by_default(n)]

@@ -1,4 +1,4 @@
-"""bench.studies.rag.rag.make_apps: the suite's pre-tuned embedder batch applies unless shipped defaults are asked for."""
+"""bench.studies.rag.rag_setup.make_apps: the suite's pre-tuned embedder batch applies unless shipped defaults are asked for."""
 from __future__ import annotations
 
 
@@ -7,7 +7,7 @@ def _embedding_batch(apps) -> int:
 
 
 def test_bench_tuning_sets_the_embedder_batch_and_shipped_defaults_leave_it_out():
-    from bench.studies.rag.rag import BENCH_TUNING, make_apps
+    from bench.studies.rag.rag_setup import BENCH_TUNING, make_apps
     from teola import Engine
 
     shipped = Engine("embedding", kind="sentence_transformers").max_efficient_batch  # this machine's default

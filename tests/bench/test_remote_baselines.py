@@ -139,7 +139,7 @@ def test_the_paper_baselines_run_on_teolas_runtime_with_their_passes_and_policy(
     import asyncio
 
     import bench.studies.remote.remote_apps as ra
-    from bench.studies.rag.rag import SYSTEMS as RAG
+    from bench.studies.rag.rag_setup import SYSTEMS as RAG
 
     seen = []
 

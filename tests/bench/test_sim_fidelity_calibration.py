@@ -45,7 +45,7 @@ def test_replayed_lengths_reach_the_calls_they_were_recorded_from():
     simulated LLM samples it, so replaying a run gives every call its own length back (a mismatch
     once gave the expansion's length to the synthesis call)."""
     from bench.lib.workloads import app_query
-    from bench.studies.rag.rag import SYSTEMS
+    from bench.studies.rag.rag_setup import SYSTEMS
     from bench.studies.sim.sim_fidelity import call_lengths, on_simulated_apps, use_replay
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
@@ -79,7 +79,7 @@ def test_a_replay_gives_each_call_its_recorded_prompt_length_with_or_without_its
     """The real run's per-call prompt lengths reach the same calls (the simulated retrieval picks its
     own chunks, so its prompts differ from the real ones); outputs=False keeps the sampler's lengths."""
     from bench.lib.workloads import app_query
-    from bench.studies.rag.rag import SYSTEMS
+    from bench.studies.rag.rag_setup import SYSTEMS
     from bench.studies.sim.sim_fidelity import call_lengths, on_simulated_apps, use_replay
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))

@@ -17,7 +17,10 @@ SYSTEMS = ("teola", "LlamaDist-PO", "LlamaIndex")
 
 @pytest.fixture(scope="module")
 async def smoke(llm_engine, embedding_engine):
-    from bench.studies.rag.rag import Settings, bench, make_apps, markdown, speedups
+    from bench.studies.rag.rag_analysis import speedups
+    from bench.studies.rag.rag_page import markdown
+    from bench.studies.rag.rag_setup import Settings, make_apps
+    from bench.studies.rag.rag_suite import bench
     from engines.assets.paths import configure_engine_env
 
     configure_engine_env()

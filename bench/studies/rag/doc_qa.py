@@ -59,10 +59,8 @@ from bench.studies.rag.doc_qa_systems import (  # noqa: F401
     TEOLA_PASSES,
     Settings,
 )
-from bench.studies.rag.rag import (
-    exclusive_engines,
-    make_apps,
-)
+from bench.studies.rag.rag_analysis import exclusive_engines
+from bench.studies.rag.rag_setup import make_apps
 
 # ---- report -------------------------------------------------------------------------------------
 CROSS_ENCODER_WORDS = ("a cross-encoder-shaped reranker (a CrossEncoder on the MiniLM weights with an untrained head: "
@@ -194,7 +192,7 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
 
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    from bench.studies.rag.rag import ENGINE_OVERRIDES
+    from bench.studies.rag.rag_setup import ENGINE_OVERRIDES
 
     overrides: dict[str, dict[str, Any]] = {"embedding": {"max_efficient_batch": s.embedding_batch}} if s.embedding_batch else {}
     if ENGINE_OVERRIDES.get("llm", {}).get("kind", "vllm") == "vllm":
@@ -283,12 +281,12 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     s = settings_from(args, p)
     command = "python -m bench doc_qa " + " ".join(a for a in (argv))
     if args.cross_encoder_shape:
-        from bench.studies.rag import rag
-        rag.ENGINE_OVERRIDES["reranker"] = {**rag.ENGINE_OVERRIDES.get("reranker", {}), "cross_encoder_shape": True}
+        import bench.studies.rag.rag_setup as rag_setup
+        rag_setup.ENGINE_OVERRIDES["reranker"] = {**rag_setup.ENGINE_OVERRIDES.get("reranker", {}), "cross_encoder_shape": True}
     if args.no_core_lending:
-        from bench.studies.rag import rag
+        import bench.studies.rag.rag_setup as rag_setup
         for engine in ("llm", "embedding", "reranker"):
-            rag.ENGINE_OVERRIDES[engine] = {**rag.ENGINE_OVERRIDES.get(engine, {}), "share_cores": False}
+            rag_setup.ENGINE_OVERRIDES[engine] = {**rag_setup.ENGINE_OVERRIDES.get(engine, {}), "share_cores": False}
     if args.langgraph:
         if not args.remote_llm:
             p.error("--langgraph needs --remote-llm: LangGraph's ChatOpenAI calls an OpenAI-compatible server")
@@ -352,18 +350,18 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
     """The same runs with the LLM served by `vllm serve` (issue 20): teola's apps use engine kind
     "openai" against it, LlamaIndex calls it with its own OpenAILike (bench/baselines/llamaindex_server.py), so
     both systems send their calls over HTTP to one server with the in-process adapter's settings."""
-    from bench.studies.rag import rag
+    import bench.studies.rag.rag_setup as rag_setup
     from engines.assets.paths import configure_engine_env
     from engines.vllm.serve import ServeProcess
 
     configure_engine_env()
     with ServeProcess("smollm2-135m-instruct", max_num_seqs=16) as url:
-        rag.ENGINE_OVERRIDES["llm"] = {"kind": "openai", "url": url, "model": "smollm2-135m-instruct"}
+        rag_setup.ENGINE_OVERRIDES["llm"] = {"kind": "openai", "url": url, "model": "smollm2-135m-instruct"}
         SERVER_URLS[:] = [url]
         try:
             asyncio.run(_main(s, quick, command, out))
         finally:
-            rag.ENGINE_OVERRIDES.pop("llm", None)
+            rag_setup.ENGINE_OVERRIDES.pop("llm", None)
             SERVER_URLS.clear()
     return 0
 

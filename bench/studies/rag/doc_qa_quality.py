@@ -28,7 +28,7 @@ from bench.lib.results import write_results
 from bench.lib.tables import num, pct, table
 from bench.lib.workloads import narrative_qa_queries
 from bench.studies.rag.doc_qa import SYSTEMS, Systems, summarize
-from bench.studies.rag.rag import make_apps, reset_prefix_cache
+from bench.studies.rag.rag_setup import make_apps, reset_prefix_cache
 
 SIZES = {"small": 2, "large": 28}
 

@@ -22,19 +22,16 @@ from bench.studies.rag.doc_qa_systems import (
     TEOLA_PASSES,
     Settings,
 )
-from bench.studies.rag.rag import (
-    KEEP,
+from bench.studies.rag.rag_analysis import (
     by_op_means,
     critical_path_bound,
     critical_path_shares,
     exclusive_engines,
     op_times,
-    parents_of,
-    reset_prefix_cache,
-    run_open_loop,
-    step_counts,
 )
-from bench.studies.rag.rag import SYSTEMS as RAG_SYSTEMS
+from bench.studies.rag.rag_runs import KEEP, parents_of, run_open_loop
+from bench.studies.rag.rag_setup import SYSTEMS as RAG_SYSTEMS
+from bench.studies.rag.rag_setup import reset_prefix_cache, step_counts
 
 
 # ---- one query ----------------------------------------------------------------------------------
@@ -109,12 +106,12 @@ class Systems:
         self.rag = LlamaIndexRAG.from_app(app, nodes, prompts)
         self.langgraph = None
         if LANGGRAPH in names:
+            import bench.studies.rag.rag_setup as rag_setup
             from bench.baselines.langgraph_rag import LangGraphRAG
-            from bench.studies.rag import rag
 
             if not SERVER_URLS:
                 raise ValueError("the LangGraph baseline calls a `vllm serve` process: run with --remote-llm")
-            model = rag.ENGINE_OVERRIDES["llm"]["model"]
+            model = rag_setup.ENGINE_OVERRIDES["llm"]["model"]
             self.langgraph = LangGraphRAG.from_app(app, f"{SERVER_URLS[0]}/v1", model, nodes)
         self.steps: dict[str, Any] = {}  # vLLM's engine-step counts of the last run (LLM with step_stats)
         self.inflight: dict[str, Any] = {}  # requests running on each `vllm serve` during the last run

@@ -6,7 +6,7 @@ Each run is one trial: `python -m bench doc_qa ... --trial k` draws its Poisson 
 over the same queries, and sets its rates as fractions of LlamaIndex's mean latency alone in that run,
 so a trial on a slower machine offers the same relative load. Points are pooled by that fraction.
 Reported per flow and load: teola's speedup over LlamaIndex as the mean over trials of each trial's
-mean-latency ratio with its min-max and std, the verdict of bench.studies.rag.rag.verdict (faster / slower only if
+mean-latency ratio with its min-max and std, the verdict of bench.studies.rag.rag_analysis.verdict (faster / slower only if
 every trial agrees), p50 / p99 ratios over the pooled queries; latency, LLM work, answer quality and
 retrieval recall per system; and where the time goes (seconds per query with an engine call of each op
 executing, and queued in teola's engine queues; LlamaIndex calls engines directly, so it queues in
@@ -23,7 +23,7 @@ from bench.lib.plots import write_load_plot
 from bench.lib.results import RESULTS, write_results
 from bench.lib.tables import fixed, pct, table
 from bench.studies.rag.doc_qa import BASELINES, KEEP_EXPANSION, SYSTEMS, reranker_words, summarize
-from bench.studies.rag.rag import bound_wording, speedups, verdict
+from bench.studies.rag.rag_analysis import bound_wording, speedups, verdict
 
 
 def _systems(row: dict[str, Any]) -> list[str]:
@@ -36,7 +36,7 @@ def _load_key(point: str) -> float:
 
 def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
     """doc_qa results of several trials -> {"apps": {flow: {"runs": {point: {system: entry}}}}}, the
-    shape bench.studies.rag.rag.speedups reads. An entry has the pooled records' `summary`, each trial's
+    shape bench.studies.rag.rag_analysis.speedups reads. An entry has the pooled records' `summary`, each trial's
     `trials[k]["summary"]` and the trials' offered rates (q/s; None alone). Only the flows, points and
     systems every trial ran are pooled."""
     flows = set.intersection(*(set(t["runs"]) for t in trials)) if trials else set()
@@ -63,7 +63,7 @@ def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def critical_path_means(records: Any) -> dict[str, float] | None:
-    """Mean Fig. 11 shares (bench.studies.rag.rag.critical_path_shares) over the records that carry them."""
+    """Mean Fig. 11 shares (bench.studies.rag.rag_analysis.critical_path_shares) over the records that carry them."""
     shares = [r["critical_path"] for r in records if r.get("critical_path")]
     return {k: statistics.fmean(c[k] for c in shares) for k in shares[0]} if shares else None
 

@@ -169,7 +169,7 @@ class Bench:
 
     async def run(self, system: str, app: Any, impl: Any, queries: list[dict[str, Any]],
                   arrivals: list[float] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        from bench.studies.rag.rag import run_open_loop
+        from bench.studies.rag.rag_runs import run_open_loop
 
         off = {p: False for p in system.removeprefix("teola, ").removesuffix(" off").split(",")} \
             if system.startswith("teola, ") else {}

@@ -29,7 +29,8 @@ from typing import Any
 
 from bench.baselines.llamaindex_engines import CallLog, EngineClient
 from bench.lib.workloads import app_query
-from bench.studies.rag.rag import op_times, run_query
+from bench.studies.rag.rag_analysis import op_times
+from bench.studies.rag.rag_runs import run_query
 from engines.llm_text.llm_requests import PART_SEPARATOR, SYSTEM_PART_NAMES
 
 MODEL = "smollm2-135m-instruct"
@@ -155,7 +156,7 @@ def llm_calls(trace: list[dict[str, Any]]) -> list[list[int]]:
 
 
 def busy(trace: list[dict[str, Any]]) -> dict[str, float]:
-    """Seconds of the query during which an op of each stage was executing (bench.studies.rag.rag.op_times)."""
+    """Seconds of the query during which an op of each stage was executing (bench.studies.rag.rag_analysis.op_times)."""
     return {op: round(d["exec"], 4) for op, d in op_times(trace).items()}
 
 

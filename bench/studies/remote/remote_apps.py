@@ -25,7 +25,7 @@ Per workload and trial k (seed + k): each system alone on the first `alone` quer
 latency; teola's give the critical-path bounds), then an open-loop Poisson trace at every rate with
 the same queries and arrivals for every system. vLLM's prefix cache is emptied before each trace.
 Reported: latency mean / p50 / p99 per (rate, system) with the spread over trials, teola's speedup
-per trial and its verdict (bench.studies.rag.rag.speedups / verdict), LLM calls, prompt and decode tokens,
+per trial and its verdict (bench.studies.rag.rag_analysis.speedups / verdict), LLM calls, prompt and decode tokens,
 search / tool calls per query, per-op time, teola's actual / critical-path bound and Fig. 11 shares.
 
 Run: python -m bench remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1,R2,...]
@@ -46,21 +46,18 @@ from typing import Any
 from bench.lib.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
 from bench.lib.results import command_line, without_keys
 from bench.lib.workloads import poisson_arrivals, search_queries, tool_queries
-from bench.studies.rag.rag import (
-    PAPER_BASELINES,
+from bench.studies.rag.rag_analysis import (
     critical_path_bound,
     critical_path_shares,
     exclusive_engines,
-    reset_prefix_cache,
-    run_open_loop,
-    run_query,
-    step_counts,
     summarize,
 )
-from bench.studies.rag.rag import SYSTEMS as RAG_SYSTEMS
+from bench.studies.rag.rag_runs import run_open_loop, run_query
+from bench.studies.rag.rag_setup import PAPER_BASELINES, reset_prefix_cache, step_counts
+from bench.studies.rag.rag_setup import SYSTEMS as RAG_SYSTEMS
 
 SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
-# --systems may also name the Teola paper's baselines (bench.studies.rag.rag.PAPER_BASELINES), run on teola's
+# --systems may also name the Teola paper's baselines (bench.studies.rag.rag_setup.PAPER_BASELINES), run on teola's
 # runtime over the same engines, and teola with one default pass off (its effect measured on and off
 # in one run: the row's "speedup" is that variant's latency / teola's)
 VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
@@ -389,7 +386,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         ("--search-max-batch", args.search_max_batch), ("--out", None if args.out == "remote_apps" else args.out)))
     data = asyncio.run(_main(s, args.quick, command, not args.no_write, args.out))
     if args.no_write:
-        from bench.studies.rag.rag import speedups
+        from bench.studies.rag.rag_analysis import speedups
         print(json.dumps(speedups(data), indent=1))
     return 0
 

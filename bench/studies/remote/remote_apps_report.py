@@ -5,7 +5,7 @@ import statistics
 from typing import Any
 
 from bench.lib.tables import NONE, fixed, pct, table
-from bench.studies.rag.rag import bound_wording, speedups, trial_means, verdict
+from bench.studies.rag.rag_analysis import bound_wording, speedups, trial_means, verdict
 
 
 def _rate_key(rate: str) -> float:
@@ -108,7 +108,7 @@ def intro_lines(data: dict[str, Any], command: str) -> list[str]:
          "agent, because the 135M model cannot drive its agents; `bench/baselines/llamaindex_remote.py`); **LangGraph** "
          "(StateGraph with a conditional edge; the agent's tool calls fan out as parallel `Send` branches; "
          "`bench/baselines/langgraph_remote.py`). Same prompts, same engine adapters."
-         + (" The Teola paper's baselines run on teola's runtime over the same engines (bench.studies.rag.rag.SYSTEMS): "
+         + (" The Teola paper's baselines run on teola's runtime over the same engines (bench.studies.rag.rag_setup.SYSTEMS): "
             "**LlamaDist** runs the template as a chain of modules, **LlamaDistPC** runs its parallel modules "
             "in parallel, both with every optimization pass off and per-invocation (PO) or throughput-oriented "
             "(TO) batching." if any(x.startswith("LlamaDist") for x in s.get("systems", ())) else "")

@@ -6,7 +6,7 @@ import statistics
 from typing import Any
 
 from bench.lib.tables import NONE, num, table
-from bench.studies.rag.rag import RATES
+from bench.studies.rag.rag_setup import RATES
 from bench.studies.sim.speed_probe import probe_lines
 
 FIDELITY_SYSTEMS = ("teola", "LlamaDist-PO", "LlamaDistPC-TO")

@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.lib.results import write_results
 from bench.lib.workloads import app_query, doc_qa_queries, narrative_qa_queries
-from bench.studies.rag.rag import ABLATIONS, SYSTEMS
+from bench.studies.rag.rag_setup import ABLATIONS, SYSTEMS
 
 APPS = ("naive_rag", "advanced_rag", "search_generation")
 FRACTIONS = (0.2, 0.4, 0.6, 0.8, 0.95)

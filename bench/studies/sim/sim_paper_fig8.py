@@ -19,7 +19,7 @@ The paper's set-up (section 7, ../shared/papers/teola.md) and what is used here:
   parameters at 71 TFLOPS (the 3090's dense FP16 tensor rate with FP32 accumulation).
 
 Systems: teola with its defaults; teola with the expansion kept ("teola-equal-work": pass
-prune_covered_searches off, so it does the baselines' work); the four LlamaDist baselines (bench/studies/rag/rag.py).
+prune_covered_searches off, so it does the baselines' work); the four LlamaDist baselines (bench/studies/rag/rag_setup.py).
 Ablations on teola-equal-work: each of the paper's mechanisms off (parallelization, pipelining,
 topology-aware batching) and all three off. Where the time goes: per engine, mean queued and running
 seconds per query and busy fraction under load; per component (expansion, indexing, ...) the seconds a
@@ -33,7 +33,7 @@ import sys
 from typing import Any
 
 from bench.lib.workloads import app_query, doc_qa_queries, narrative_qa_queries
-from bench.studies.rag.rag import ABLATIONS, SYSTEMS
+from bench.studies.rag.rag_setup import ABLATIONS, SYSTEMS
 from bench.studies.sim.sim_paper import CROSS_ENCODER, LARGE_DISTRACTORS
 
 PAPER = {"advanced_rag": {"low": 2.09, "high": 1.68}, "naive_rag": {"low": 1.62, "high": 1.46}}
@@ -123,7 +123,7 @@ def _instances(app: Any) -> dict[str, int]:
 def stages_alone(app_name: str, profile: Any, system: tuple[dict, str], docs: str, n: int = 3) -> dict[str, Any]:
     """One query at a time: per component, mean seconds executing and queued (union over its
     primitives), and the mean latency."""
-    from bench.studies.rag.rag import union_seconds
+    from bench.studies.rag.rag_analysis import union_seconds
     from teola.sim.run import use_profile
     from teola.sim.virtual_loop import run_virtual
     app = build(app_name)

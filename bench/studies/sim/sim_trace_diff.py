@@ -29,7 +29,7 @@ from typing import Any
 from bench.lib.results import write_results
 from bench.lib.tables import num, table
 from bench.lib.workloads import app_query, doc_qa_queries, poisson_arrivals
-from bench.studies.rag.rag import SYSTEMS, make_apps, reset_prefix_cache
+from bench.studies.rag.rag_setup import SYSTEMS, make_apps, reset_prefix_cache
 from bench.studies.sim.sim_fidelity import (
     call_lengths,
     fresh_profile,
