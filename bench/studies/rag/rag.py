@@ -34,6 +34,10 @@ in under 30 minutes on the 2-core machine; --quick (one rate, 2 queries, 1 trial
 teola + LlamaDist-PO + LlamaDistPC-TO + LlamaIndex) in under 5 minutes including engine start-up.
 Writes bench/results/rag.{json,md} and rag_*.png (--quick: bench/results/quick/). rag.json, the raw
 per-query traces, is over 200 KB and not committed: this command regenerates it.
+
+This module is the entry point; beside it: rag_setup (systems, ablations, rates, settings, the apps),
+rag_runs (one query, a trace, the isolated runs, LlamaIndex), rag_analysis (the bound, Fig. 11 shares,
+summaries, speedups), rag_suite (the suite), rag_page (the markdown) and rag_plots.
 """
 from __future__ import annotations
 
