@@ -22,7 +22,8 @@ def test_recall_finds_a_chunk_of_the_gold_passage():
 
 
 def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
-    from bench.studies.rag.doc_qa import KEEP_EXPANSION, llm_work, markdown, summarize
+    from bench.studies.rag.doc_qa import KEEP_EXPANSION, markdown
+    from bench.studies.rag.doc_qa_runs import llm_work, summarize
 
     trace = [{"primitive": "x.expand.decode[0]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 9},
              {"primitive": "x.expand.decode[1]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 20},

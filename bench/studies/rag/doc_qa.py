@@ -36,24 +36,13 @@ from typing import Any
 import bench.lib.tables as tables
 from bench.lib.results import without_keys
 from bench.lib.tables import num, pct, ratio
-from bench.studies.rag.doc_qa_runs import (  # noqa: F401 (the names other studies take from doc_qa)
-    Systems,
-    bench,
-    compare,
-    context_key,
-    library_query,
-    llm_work,
-    summarize,
-    synthesis_mode,
-    teola_query,
-)
-from bench.studies.rag.doc_qa_systems import (  # noqa: F401
+from bench.studies.rag.doc_qa_runs import bench
+from bench.studies.rag.doc_qa_systems import (
     BASELINES,
     INFLIGHT_EVERY,
     INFLIGHT_PER,
     KEEP_EXPANSION,
     LANGGRAPH,
-    QUERY_TIMEOUT,
     SERVER_URLS,
     SYSTEMS,
     TEOLA_PASSES,
