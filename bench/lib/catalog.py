@@ -64,6 +64,7 @@ STUDIES: tuple[Study, ...] = (
     S("sim_paper_plots", "studies.sim.sim_paper_plots", "sim", "PNG plots of a sim_paper result file", False),
     S("sim_programs", "studies.sim.sim_programs", "sim", "SIMULATED: program scheduling at Autellix's scale", False),
     S("sim_autellix", "studies.sim.sim_autellix", "sim", "SIMULATED: Autellix Fig. 12 at its set-up", False),
+    S("sim_steady", "studies.sim.sim_steady", "sim", "SIMULATED: Autellix / LAMPS set-ups at steady state, past the knee", False),
     S("sim_lamps", "studies.sim.sim_lamps", "sim", "SIMULATED: LAMPS vs INFERCEPT vs SJF", False),
     S("sim_lamps_paper", "studies.sim.sim_lamps_paper", "sim", "SIMULATED: LAMPS' Fig. 6 at its set-up vs INFERCEPT and vLLM", False),
     S("sim_lamps_profile", "studies.sim.sim_lamps_profile", "sim", "the GPT-J 6B profile of LAMPS' set-up from measured operators",

@@ -1,0 +1,225 @@
+"""SIMULATED, at steady state: Autellix's Fig. 12 set-up (S10) and LAMPS' set-up (S9) with long traces,
+warm-up and cool-down excluded, loads swept upward past the baseline's knee, and throughput at equal
+latency read across it.
+
+    python -m bench sim_steady --study autellix [--workloads sharegpt,bfcl,lats,mixed]
+        [--systems vllm-opt,mlfq,autellix] [--jobs 2] [--out sim_autellix_steady]
+    python -m bench sim_steady --study lamps [--workloads single,infercept,toolbench]
+        [--systems INFERCEPT,SJF,LAMPS] [--jobs 2] [--out sim_lamps_steady]
+    python -m bench sim_steady --quick          # a smoke run: ShareGPT, two loads, short trace
+
+Every number is simulated (teola's runtime driving the simulated vLLM in virtual time; the simulator's
+measured error: bench/results/sim_fidelity_probe.md). The engines, systems and workloads are those of
+bench/studies/sim/sim_autellix.py (S10) and bench/studies/sim/sim_lamps_paper.py (S9, lengths as
+assumed there, not scaled); the rules (trace length, measured window, steady-state test, the knee,
+throughput at equal latency) are bench/studies/sim/steady_state.py's. Per workload:
+  1. the baseline (vLLM-opt for S10, INFERCEPT for S9) unloaded: a light load (UNLOADED x the capacity
+     estimate for S10, UNLOADED_RATE for S9) gives its mean latency m0, which sets the trace;
+  2. every system, one process each (--jobs at a time), runs the fixed load grid (GRID x the capacity
+     estimate; GRID_RATES req/s) upward until its own mean latency passes KNEE x the baseline's m0 (or
+     it is overloaded), or the grid ends;
+  3. throughput at equal latency at TARGETS x the baseline's unloaded latency (S10: token latency, S9:
+     mean end-to-end), interpolated on the curves.
+Finished points go to a JSON-lines cache (--cache, default /tmp/<out>.jsonl), so a stopped run resumes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.lib.results import RESULTS, write_results
+from bench.studies.sim.steady_state import KNEE, Trace, equal_latency, past_knee, trace_for
+
+GRID = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)  # S10 loads, x sim_autellix.capacity_estimate
+GRID_RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)  # S9 rates, req/s
+UNLOADED, UNLOADED_PROGRAMS, UNLOADED_RATE = 0.02, 30, 0.2
+TARGETS = (2.0, 3.0, 5.0)
+STUDIES = {"autellix": {"workloads": ("sharegpt", "bfcl", "lats", "mixed"), "systems": ("vllm-opt", "mlfq", "autellix"),
+                        "base": "vllm-opt", "key": "tok_mean", "out": "sim_autellix_steady"},
+           "lamps": {"workloads": ("single", "infercept", "toolbench"), "systems": ("INFERCEPT", "SJF", "LAMPS"),
+                     "base": "INFERCEPT", "key": "mean", "out": "sim_lamps_steady"}}
+LAMPS_SYSTEMS = {"INFERCEPT": "FCFS-request+INFERCEPT", "SJF": "SJF", "LAMPS": "LAMPS"}  # sim_lamps' names
+LAMPS_MIN = (300.0, 1800.0, 300.0)  # S9's shortest warm-up, window, cool-down (s)
+
+
+def lamps_point(job: dict[str, Any]) -> dict[str, Any]:
+    """One S9 point: sim_lamps.run_point at sim_lamps_paper's set-up, measured at steady state (no drain:
+    every measured request runs to its end, or the point stops as overloaded)."""
+    import bench.studies.sim.sim_lamps as sim_lamps
+    import bench.studies.sim.sim_lamps_paper as paper
+
+    setup = {**paper.setup_for(paper.PROFILE), "drain": None}
+    r = sim_lamps.run_point(paper.PROFILE, job["kind"], LAMPS_SYSTEMS[job["system"]], job["rate"], *job["trace"],
+                            setup=setup)
+    ld = r["load"]
+    over = ld.get("overloaded_at") is not None or not r["measured"]
+    out = {k: job[k] for k in ("kind", "system", "load", "rate")}
+    out.update({"measured": r["measured"], "unfinished": r["unfinished"], "mean": math.inf if over else r["mean_s"],
+                "ci_s": r["ci_s"], "p99_s": r["p99_s"], "steady": r["steady"], "api_s": r["api_s"],
+                "queue_s": r["queue_s"], "engine_s": r["engine_s"], "handlings": r["handlings"],
+                "preemptions": r["preemptions"], "sim_wall_s": r["wall_s"],
+                "mechanism": {k: ld[k] for k in ("waiting", "waiting_first", "waiting_last", "running", "kv_used",
+                                                 "preserved", "engine_waiting", "busy", "overloaded_at") if k in ld}})
+    print(f"[sim_steady] {job['kind']} {job['system']} {job['rate']:g}/s: mean {out['mean']:.1f} s, "
+          f"{out['measured']} measured, steady {out['steady']} ({out['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
+    return out
+
+
+def point(job: dict[str, Any]) -> dict[str, Any]:
+    if job["study"] == "lamps":
+        return lamps_point(job)
+    import bench.studies.sim.sim_steady_programs as programs
+    return programs.run_point(job)
+
+
+def key(job: dict[str, Any]) -> str:
+    return "|".join(str(job[k]) for k in ("study", "kind", "system", "load", "trace"))
+
+
+def cached(path: str | None) -> dict[str, dict[str, Any]]:
+    if not path or not Path(path).exists():
+        return {}
+    rows = (json.loads(line) for line in Path(path).read_text().splitlines() if line.strip())
+    return {r["key"]: r["row"] for r in rows}
+
+
+def cached_point(job: dict[str, Any], cache: str | None) -> dict[str, Any]:
+    """point(job), or its row from the cache; a new row is appended to the cache."""
+    found = cached(cache).get(key(job))
+    if found is not None:
+        return found
+    row = point(job)
+    if cache:
+        with open(cache, "a") as f:
+            f.write(json.dumps({"key": key(job), "row": row}, default=str) + "\n")
+    return row
+
+
+def system_sweep(args: tuple[list[dict[str, Any]], float, str, str | None]) -> list[dict[str, Any]]:
+    """One system's points up the grid (`jobs`, in load order) until its latency (`field`) passes KNEE x
+    `unloaded` (the baseline's unloaded latency in that field)."""
+    jobs, unloaded, field, cache = args
+    rows = []
+    for job in jobs:
+        rows.append(cached_point(job, cache))
+        if past_knee(float(rows[-1][field]), unloaded):
+            break
+    return rows
+
+
+def unloaded_point(study: str, kind: str, profile_cap: float, cache: str | None) -> dict[str, Any]:
+    """The baseline at a light load: its mean latency sets the trace (steady_state.trace_for)."""
+    base = STUDIES[study]["base"]
+    if study == "lamps":
+        job = {"study": study, "kind": kind, "system": base, "load": UNLOADED_RATE, "rate": UNLOADED_RATE,
+               "trace": list(LAMPS_MIN)}
+    else:
+        rate = UNLOADED * profile_cap
+        job = {"study": study, "kind": kind, "system": base, "load": UNLOADED, "rate": rate,
+               "trace": [0.0, UNLOADED_PROGRAMS / rate, 0.0], "limit": 3600.0, "profile": _profile_name()}
+    return cached_point(job, cache)
+
+
+def _profile_name() -> str:
+    import bench.studies.sim.sim_autellix as sim_autellix
+    return sim_autellix.PROFILE
+
+
+def workload_jobs(study: str, kind: str, systems: list[str], trace: Trace, cap: float, grid: tuple[float, ...],
+                  unloaded_mean: float) -> dict[str, list[dict[str, Any]]]:
+    """Each system's jobs up the grid on `trace`."""
+    extra = {} if study == "lamps" else {"limit": 20 * unloaded_mean, "profile": _profile_name()}
+    return {s: [{"study": study, "kind": kind, "system": s, "load": g, "rate": g * cap,
+                 "trace": [trace.warmup, trace.window, trace.cooldown], **extra} for g in grid] for s in systems}
+
+
+def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: str | None,
+                 grid: tuple[float, ...] | None = None, trace: Trace | None = None) -> dict[str, Any]:
+    """Steps 1-3 of the module docstring for one workload."""
+    spec = STUDIES[study]
+    field = spec["key"]
+    if study == "lamps":
+        cap = 1.0
+        grid = grid or GRID_RATES
+    else:
+        import bench.studies.sim.sim_autellix as sim_autellix
+        cap = sim_autellix.capacity_estimate(sim_autellix._profile(sim_autellix.PROFILE), kind)
+        grid = grid or GRID
+    un = unloaded_point(study, kind, cap, cache)
+    m0 = float(un["mean"])
+    trace = trace or (trace_for(m0, min_warmup=LAMPS_MIN[0], min_window=LAMPS_MIN[1], min_cooldown=LAMPS_MIN[2])
+                      if study == "lamps" else trace_for(m0))
+    per_system = workload_jobs(study, kind, systems, trace, cap, grid, m0)
+    work = [(per_system[s], float(un[field]), field, cache) for s in systems]
+    if jobs <= 1:
+        results = [system_sweep(w) for w in work]
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
+            results = list(pool.map(system_sweep, work))
+    rows = [r for rs in results for r in rs]
+    curves = {s: [(r["rate"], float(r[field])) for r in rows if r["system"] == s] for s in systems}
+    reading = {str(f): {"target": f * float(un[field]), **equal_latency(curves, spec["base"], f * float(un[field]))}
+               for f in TARGETS}
+    return {"capacity": cap, "unloaded": un, "trace": [trace.warmup, trace.window, trace.cooldown],
+            "rows": rows, "equal_latency": reading, "knee": KNEE}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of `python -m bench sim_steady`."""
+    p.add_argument("--study", choices=tuple(STUDIES), default="autellix",
+                   help="autellix: Autellix's Fig. 12 set-up (S10); lamps: LAMPS' set-up (S9)")
+    p.add_argument("--workloads", help="comma-separated (default: every workload of the study)")
+    p.add_argument("--systems", help="comma-separated (default: the study's baseline and its rivals)")
+    p.add_argument("--jobs", type=int, default=2, help="systems swept in parallel processes (default 2)")
+    p.add_argument("--cache", help="JSON-lines file of finished points (default /tmp/<out>.jsonl)")
+    p.add_argument("--quick", action="store_true", help="ShareGPT, vLLM-opt and Autellix, two loads, a short trace")
+    p.add_argument("--render", action="store_true", help="rewrite the page from bench/results/<out>.json")
+    p.add_argument("--out", help="result name (default sim_autellix_steady / sim_lamps_steady)")
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench sim_steady`."""
+    from bench.studies.sim.sim_steady_report import markdown
+
+    spec = STUDIES[args.study]
+    out = args.out or spec["out"]
+    if args.render:
+        data = json.loads((RESULTS / f"{out}.json").read_text())
+        data.pop("machine", None)
+        write_results(out, data, markdown(data))
+        return 0
+    kinds = ["sharegpt"] if args.quick else (args.workloads.split(",") if args.workloads else list(spec["workloads"]))
+    systems = ["vllm-opt", "autellix"] if args.quick else (args.systems.split(",") if args.systems else list(spec["systems"]))
+    for k in kinds:
+        if k not in spec["workloads"]:
+            p.error(f"unknown workload {k!r} for --study {args.study}; choose from {', '.join(spec['workloads'])}")
+    for s in systems:
+        if s not in spec["systems"] and not (args.study == "autellix" and s == "vllm"):
+            p.error(f"unknown system {s!r} for --study {args.study}; choose from {', '.join(spec['systems'])}")
+    if spec["base"] not in systems:
+        p.error(f"--systems must include the baseline {spec['base']}")
+    cache = args.cache or f"/tmp/{'quick_' if args.quick else ''}{out}.jsonl"
+    t0 = time.perf_counter()
+    data: dict[str, Any] = {"study": args.study, "systems": systems, "base": spec["base"], "key": spec["key"],
+                            "targets": list(TARGETS), "knee": KNEE, "workloads": {}, "quick": args.quick,
+                            "command": f"python -m bench sim_steady {shlex.join(argv)}".strip(), "nice": os.nice(0)}
+    for k in kinds:
+        quick = {"grid": (0.5, 1.5), "trace": Trace(60.0, 240.0, 30.0)} if args.quick else {}
+        data["workloads"][k] = run_workload(args.study, k, systems, args.jobs, cache, **quick)
+        data["wall_s"] = time.perf_counter() - t0
+        name = f"quick/{out}" if args.quick else out
+        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
+        write_results(name, data, markdown(data))  # after each workload: a stopped run keeps what finished
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit("run: python -m bench sim_steady (docs/benchmarks.md)")

@@ -1,0 +1,153 @@
+"""SIMULATED: one steady-state point of Autellix's Fig. 12 set-up (bench/studies/sim/sim_autellix.py's
+engine, systems and programs) with bench/studies/sim/steady_state.py's trace: programs arrive over
+warm-up + window + cool-down, only those arriving in the window are measured, and the run stops once
+they have all finished and the cool-down's arrivals are done (programs still running then only kept
+the load on and are cancelled). A point whose measured programs are not all finished `limit` seconds
+after the trace's end is overloaded: its latency is inf and its unfinished programs are counted.
+
+Per point, sampled every `tick` simulated seconds inside the window: programs in the system, calls
+waiting in teola's queue and in the engine, calls running, KV blocks held; counted over the window:
+teola's preemptions and the engine's KV preemptions.
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import statistics
+import sys
+import time
+from typing import Any
+
+import bench.studies.sim.sim_autellix as sim_autellix
+from bench.studies.sim.steady_state import Trace, steady
+
+
+class WindowProbe:
+    """Samples the engine every `tick` virtual seconds over the trace's window (from the run's start t0)."""
+
+    def __init__(self, rt: Any, trace: Trace, tick: float) -> None:
+        self.sched, self.metrics, self.trace, self.tick = rt.schedulers["llm"], rt.metrics, trace, tick
+        self.engine = self.sched.instances[0].handle
+        self.samples: list[tuple[int, int, int, float]] = []
+        self.at_start: tuple[int, int] = (0, 0)
+        self.at_end: tuple[int, int] | None = None
+
+    def _counters(self) -> tuple[int, int]:
+        return self.metrics.preemptions, self.engine.stats["preemptions"]
+
+    async def run(self, t0: float) -> None:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, t0 + self.trace.warmup - loop.time()))
+        self.at_start = self._counters()
+        end = t0 + self.trace.warmup + self.trace.window
+        while loop.time() < end:
+            await asyncio.sleep(self.tick)
+            pool, eng = self.engine.pool, self.engine
+            self.samples.append((len(self.sched.queue), len(eng.waiting), len(eng.running),
+                                 (pool.num_blocks - pool.free) / pool.num_blocks))
+        self.at_end = self._counters()
+
+    def summary(self) -> dict[str, float]:
+        s = self.samples or [(0, 0, 0, 0.0)]
+        end = self.at_end or self._counters()
+        return {"teola_queue_mean": statistics.mean(x[0] for x in s), "engine_waiting_mean": statistics.mean(x[1] for x in s),
+                "running_mean": statistics.mean(x[2] for x in s), "kv_mean": statistics.mean(x[3] for x in s),
+                "kv_full": sum(x[3] >= 0.95 for x in s) / len(s), "preemptions": end[0] - self.at_start[0],
+                "kv_preemptions": end[1] - self.at_start[1]}
+
+
+def _runtime(job: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
+    """The engine as sim_autellix.run_point builds it (its comments give each choice's source)."""
+    from engines.sim.profile import load_profile
+    from teola import Engine
+
+    policy, cache = sim_autellix.policy_of(job["kind"], job["system"])
+    profile = load_profile(job["profile"])
+    llm = {**profile["engines"]["vllm"], "scheduling": "priority",
+           "preemption": "swap" if policy != "fcfs" else "recompute", "abort_kv": "swap"}
+    if not cache:
+        llm["enable_prefix_caching"] = False
+    prof = {**profile, "engines": {**profile["engines"], "vllm": llm}}
+    return Engine("llm", kind="vllm", instances=1, simulate=prof), policy, llm
+
+
+def trace_programs(kind: str, rate: float, horizon: float, seed: int = 1) -> list[Any]:
+    """The programs of `kind` arriving at `rate` before `horizon` (the same programs at every rate)."""
+    from bench.studies.sim.sim_programs import programs
+    n = math.ceil(rate * horizon * 1.3) + 20
+    progs = programs(kind, rate, n, seed)
+    while progs and progs[-1].arrival < horizon:  # not enough drawn: draw more
+        n *= 2
+        progs = programs(kind, rate, n, seed)
+    return [p for p in progs if p.arrival < horizon]
+
+
+def run_point(job: dict[str, Any]) -> dict[str, Any]:
+    """One (workload, system, rate) point on trace job["trace"] (warm-up, window, cool-down seconds);
+    job["limit"]: seconds after the trace's end the measured programs may take before the point is overloaded."""
+    from teola.runtime import Runtime
+    from teola.scheduling.registry import make_policy
+    from teola.sim.program_runs import load_texts, run_program
+    from teola.sim.virtual_loop import run_virtual
+
+    trace = Trace(*job["trace"])
+    engine, policy, llm = _runtime(job)
+    progs = trace_programs(job["kind"], job["rate"], trace.horizon, job.get("seed", 1))
+    questions, filler, _ = load_texts()
+
+    async def scenario() -> dict[str, Any]:
+        rt = Runtime({"llm": engine})
+        await rt.start()
+        rt.schedulers["llm"].policy = make_policy(policy, **({} if policy == "fcfs" else {"service": "seconds"}))
+        loop = asyncio.get_running_loop()
+        t0, log = loop.time(), []
+        probe = WindowProbe(rt, trace, max(0.25, trace.window / 400))
+        sampler = asyncio.ensure_future(probe.run(t0))
+        tasks = [asyncio.ensure_future(run_program(rt, p, t0, f"{job['kind']}-{job['system']}", questions, None, log,
+                                                   filler=filler, token_ratio=llm.get("token_ratio", 1.3)))
+                 for p in progs]
+        window = [t for t, p in zip(tasks, progs) if trace.measured(p.arrival)]
+        try:
+            await asyncio.wait(window, timeout=trace.horizon + job["limit"])
+            await asyncio.sleep(max(0.0, t0 + trace.horizon - loop.time()))
+            await sampler
+        finally:
+            sampler.cancel()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, sampler, return_exceptions=True)
+            await rt.stop()
+        lats = [t.result() if t.done() and not t.cancelled() and t.exception() is None else None for t in tasks]
+        return {"lats": lats, "log": log, "mechanism": probe.summary()}
+
+    wall = time.perf_counter()
+    res = run_virtual(scenario())
+    out = {k: job[k] for k in ("kind", "system", "load", "rate")}
+    out.update(summarize(progs, res["lats"], res["log"], trace))
+    out["mechanism"] = res["mechanism"]
+    out["sim_wall_s"] = time.perf_counter() - wall
+    print(f"[sim_steady] {job['kind']} {job['system']} load {job['load']:g}: {out['measured']} measured, "
+          f"{out['unfinished']} unfinished, token latency {1000 * out['tok_mean']:.0f} ms, mean {out['mean']:.1f} s, "
+          f"steady {out['steady']} ({out['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
+    return out
+
+
+def summarize(progs: list[Any], lats: list[float | None], log: list[dict[str, Any]], trace: Trace) -> dict[str, Any]:
+    """The window's statistics: programs measured and unfinished, mean latency and Autellix's token
+    latency (a program's latency over the tokens it decoded; inf when a measured program is unfinished),
+    the steady-state test, and calls and decoded tokens of the measured programs."""
+    decoded: dict[str, int] = {}
+    for c in log:
+        decoded[c["program"]] = decoded.get(c["program"], 0) + (c["output"] or 0)
+    arrivals = [p.arrival for p in progs]
+    ends = [a + lat if lat is not None else None for a, lat in zip(arrivals, lats)]
+    meas = [(p, lat) for p, lat in zip(progs, lats) if trace.measured(p.arrival)]
+    done = [(p, lat) for p, lat in meas if lat is not None]
+    unfinished = len(meas) - len(done)
+    tok = [lat / decoded[p.pid] for p, lat in done if decoded.get(p.pid)]
+    return {"programs": len(progs), "measured": len(meas), "unfinished": unfinished,
+            "mean": statistics.mean(x[1] for x in done) if done and not unfinished else math.inf,
+            "tok_mean": statistics.mean(tok) if tok and not unfinished else math.inf,
+            "finished_mean": statistics.mean(x[1] for x in done) if done else math.nan,
+            "calls": sum(len(p.calls) for p, _ in meas), "decoded": sum(decoded.get(p.pid, 0) for p, _ in meas),
+            **steady(arrivals, ends, trace)}
