@@ -1,0 +1,68 @@
+"""`DispatchRecord`, `frozen_body` and `wire_request` (teola.runtime.engine_tier.dispatch_record):
+a body is read-only, the record's set fields win in the request an adapter receives, neither part
+is written by the merge, and the two meanings of "tag" live in two fields."""
+from __future__ import annotations
+
+import pytest
+
+from teola.runtime.engine_tier.dispatch_record import DispatchRecord, frozen_body, wire_request
+
+
+def body() -> dict:
+    return {"parts": [["text", "hi"]], "max_tokens": 20, "temperature": 0.0, "stream_text": True}
+
+
+def test_writing_to_a_frozen_body_raises():
+    b = frozen_body(body())
+    with pytest.raises(TypeError):
+        b["priority"] = 3  # type: ignore[index]
+    assert "priority" not in b
+
+
+def test_a_body_holding_a_record_field_is_refused_by_name():
+    with pytest.raises(ValueError, match="pause_kv"):
+        frozen_body({**body(), "pause_kv": "swap"})
+
+
+def test_the_record_is_keyword_only():
+    with pytest.raises(TypeError):
+        DispatchRecord(1, "q1")  # type: ignore[misc]
+
+
+def test_an_empty_record_sends_the_body_unchanged_in_a_fresh_dict():
+    b = frozen_body(body())
+    wire = wire_request(b, DispatchRecord())
+    assert wire == body() and type(wire) is dict
+    wire["priority"] = 1
+    assert "priority" not in b
+
+
+def test_record_fields_win_over_the_body():
+    b = frozen_body({**body(), "tag": "client-tag"})
+    rec = DispatchRecord(priority=2, owner="q1", abort_key="q1:n:0", kv_swap_key="k", progress=True,
+                         predicted_tokens=40, pause_kv="swap", resumes_preserved=True)
+    wire = wire_request(b, rec)
+    assert wire["tag"] == "q1:n:0" and wire["priority"] == 2 and wire["owner"] == "q1"
+    assert wire["kv_swap_key"] == "k" and wire["progress"] is True and wire["predicted_tokens"] == 40
+    assert wire["pause_kv"] == "swap" and wire["resumes_preserved"] is True
+    assert b["tag"] == "client-tag"
+
+
+def test_the_speculation_key_and_the_preemption_key_are_two_fields():
+    rec = DispatchRecord(abort_key="q1:n:0")
+    rec.call_tag = "llm:call3"
+    assert rec.abort_key == "q1:n:0"  # a preemptible run does not lose the speculative call's key
+    assert wire_request(frozen_body(body()), rec)["tag"] == "llm:call3"
+    rec.call_tag = None
+    assert wire_request(frozen_body(body()), rec)["tag"] == "q1:n:0"
+
+
+def test_a_resumed_call_keeps_its_body():
+    b = frozen_body(body())
+    rec = DispatchRecord(call_tag="llm:call1", kv_swap_key="llm:call1", resume_ids=(5, 6, 7), max_tokens=17)
+    wire = wire_request(b, rec)
+    assert wire["resume_ids"] == [5, 6, 7] and wire["max_tokens"] == 17
+    assert wire["parts"] == body()["parts"] and wire["stream_text"] is True
+    assert b["max_tokens"] == 20 and "resume_ids" not in b
+    wire["resume_ids"].append(8)
+    assert rec.resume_ids == (5, 6, 7)
