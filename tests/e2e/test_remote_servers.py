@@ -17,13 +17,16 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
+# Four concurrent queries put two calls on each server at once (the overlap asserted); four run
+# while a server is killed (some fail, some not) and two after it is back (the least-used balancer
+# gives the second the restarted server).
 QUESTIONS = ["Who designed the Eiffel Tower?", "Why was the Eiffel Tower built?", "How tall is the Eiffel Tower?",
              "What is the Eiffel Tower made of?", "Where does the Eiffel Tower stand?",
-             "What was the tallest structure before 1930?", "What do locals call the Eiffel Tower?",
-             "When was the Eiffel Tower built?"]
+             "What was the tallest structure before 1930?"]
 
+# Four agents, one tool call each (max_rounds=1): each server runs first segments and continuations.
 AGENT_QUESTIONS = ["What is 17 multiplied by 23?", "What is 12 times 31?", "Where is the Eiffel Tower?",
-                   "What is 144 divided by 12?", "Who designed the Eiffel Tower?", "What is 9 times 8?"]
+                   "What is 144 divided by 12?"]
 
 
 def two_server_app(urls: list[str]):
@@ -39,7 +42,7 @@ async def test_queries_overlap_on_both_servers(vllm_server, plain_vllm_server):
     try:
         before = [await finished(u) for u in urls]
         async with RunningSampler(urls) as sampler:
-            results = await asyncio.gather(*(app.run({**query, "question": q}) for q in QUESTIONS))
+            results = await asyncio.gather(*(app.run({**query, "question": q}) for q in QUESTIONS[:4]))
         assert all(r.output for r in results)
         served = [await finished(u) - b for u, b in zip(urls, before)]
         assert all(n > 0 for n in served), f"requests finished per server: {served}"
@@ -78,7 +81,7 @@ async def test_a_killed_server_fails_only_its_queries_and_is_used_again(vllm_ser
 
 async def test_the_react_agent_continues_its_calls_on_both_servers(vllm_server, plain_vllm_server):
     urls = [vllm_server, plain_vllm_server.url]
-    app = react_agent.build(llm={"kind": "openai", "urls": urls, "balancer": "locality"})
+    app = react_agent.build(llm={"kind": "openai", "urls": urls, "balancer": "locality"}, max_rounds=1)
     query, _ = app.sample()
     await app.start()
     instances = app.runtime.instances["llm"]
