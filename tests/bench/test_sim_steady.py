@@ -77,3 +77,24 @@ def test_a_short_light_trace_reaches_steady_state() -> None:
     assert 0 < r["measured"] < r["programs"]
     assert r["unfinished"] == 0 and math.isfinite(r["mean"])
     assert r["steady"]
+
+
+def test_a_sweep_stops_at_the_knee_and_reads_only_cached_points(tmp_path) -> None:
+    """system_sweep climbs the grid until the latency passes KNEE x unloaded; with `only` it runs nothing
+    and stops at the first point the cache lacks."""
+    import json
+
+    import bench.studies.sim.sim_steady as sim_steady
+
+    jobs = [{"study": "lamps", "kind": "single", "system": "LAMPS", "load": g, "rate": g, "trace": [1, 2, 3]}
+            for g in (1.0, 2.0, 3.0, 4.0)]
+    cache = tmp_path / "points.jsonl"
+    lat = {1.0: 10.0, 2.0: 20.0, 3.0: 80.0}  # unloaded 10 s: the knee (5x) is passed at rate 3
+    cache.write_text("".join(json.dumps({"key": sim_steady.key(j), "row": {"rate": j["rate"], "mean": lat[j["rate"]]}}) + "\n"
+                             for j in jobs[:3]))
+    rows = sim_steady.system_sweep((jobs, 10.0, "mean", str(cache), True))
+    assert [r["rate"] for r in rows] == [1.0, 2.0, 3.0]  # stopped at the knee, rate 4 never asked for
+    rows = sim_steady.system_sweep((jobs, 100.0, "mean", str(cache), True))
+    assert [r["rate"] for r in rows] == [1.0, 2.0, 3.0]  # below the knee: stops where the cache ends, runs nothing
+    cache.write_text(cache.read_text().splitlines(keepends=True)[0])
+    assert len(sim_steady.system_sweep((jobs, 100.0, "mean", str(cache), True))) == 1

@@ -91,10 +91,11 @@ def cached(path: str | None) -> dict[str, dict[str, Any]]:
     return {r["key"]: r["row"] for r in rows}
 
 
-def cached_point(job: dict[str, Any], cache: str | None) -> dict[str, Any]:
-    """point(job), or its row from the cache; a new row is appended to the cache."""
+def cached_point(job: dict[str, Any], cache: str | None, only: bool = False) -> dict[str, Any] | None:
+    """point(job), or its row from the cache; a new row is appended to the cache. `only`: None for a
+    point the cache lacks (nothing is run)."""
     found = cached(cache).get(key(job))
-    if found is not None:
+    if found is not None or only:
         return found
     row = point(job)
     if cache:
@@ -103,19 +104,22 @@ def cached_point(job: dict[str, Any], cache: str | None) -> dict[str, Any]:
     return row
 
 
-def system_sweep(args: tuple[list[dict[str, Any]], float, str, str | None]) -> list[dict[str, Any]]:
+def system_sweep(args: tuple[list[dict[str, Any]], float, str, str | None, bool]) -> list[dict[str, Any]]:
     """One system's points up the grid (`jobs`, in load order) until its latency (`field`) passes KNEE x
-    `unloaded` (the baseline's unloaded latency in that field)."""
-    jobs, unloaded, field, cache = args
+    `unloaded` (the baseline's unloaded latency in that field); with `only`, the cached points so far."""
+    jobs, unloaded, field, cache, only = args
     rows = []
     for job in jobs:
-        rows.append(cached_point(job, cache))
-        if past_knee(float(rows[-1][field]), unloaded):
+        row = cached_point(job, cache, only)
+        if row is None:
+            break
+        rows.append(row)
+        if past_knee(float(row[field]), unloaded):
             break
     return rows
 
 
-def unloaded_point(study: str, kind: str, profile_cap: float, cache: str | None) -> dict[str, Any]:
+def unloaded_job(study: str, kind: str, profile_cap: float) -> dict[str, Any]:
     """The baseline at a light load: its mean latency sets the trace (steady_state.trace_for)."""
     base = STUDIES[study]["base"]
     if study == "lamps":
@@ -125,7 +129,7 @@ def unloaded_point(study: str, kind: str, profile_cap: float, cache: str | None)
         rate = UNLOADED * profile_cap
         job = {"study": study, "kind": kind, "system": base, "load": UNLOADED, "rate": rate,
                "trace": [0.0, UNLOADED_PROGRAMS / rate, 0.0], "limit": 3600.0, "profile": _profile_name()}
-    return cached_point(job, cache)
+    return job
 
 
 def _profile_name() -> str:
@@ -142,8 +146,10 @@ def workload_jobs(study: str, kind: str, systems: list[str], trace: Trace, cap: 
 
 
 def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: str | None,
-                 grid: tuple[float, ...] | None = None, trace: Trace | None = None) -> dict[str, Any]:
-    """Steps 1-3 of the module docstring for one workload."""
+                 grid: tuple[float, ...] | None = None, trace: Trace | None = None,
+                 only: bool = False) -> dict[str, Any] | None:
+    """Steps 1-3 of the module docstring for one workload (`only`: from the cache's points alone; None
+    when it lacks the unloaded point)."""
     spec = STUDIES[study]
     field = spec["key"]
     if study == "lamps":
@@ -153,13 +159,15 @@ def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: st
         import bench.studies.sim.sim_autellix as sim_autellix
         cap = sim_autellix.capacity_estimate(sim_autellix._profile(sim_autellix.PROFILE), kind)
         grid = grid or GRID
-    un = unloaded_point(study, kind, cap, cache)
+    un = cached_point(unloaded_job(study, kind, cap), cache, only)
+    if un is None:
+        return None
     m0 = float(un["mean"])
     trace = trace or (trace_for(m0, min_warmup=LAMPS_MIN[0], min_window=LAMPS_MIN[1], min_cooldown=LAMPS_MIN[2])
                       if study == "lamps" else trace_for(m0))
     per_system = workload_jobs(study, kind, systems, trace, cap, grid, m0)
-    work = [(per_system[s], float(un[field]), field, cache) for s in systems]
-    if jobs <= 1:
+    work = [(per_system[s], float(un[field]), field, cache, only) for s in systems]
+    if jobs <= 1 or only:
         results = [system_sweep(w) for w in work]
     else:
         with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
@@ -182,6 +190,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", help="JSON-lines file of finished points (default /tmp/<out>.jsonl)")
     p.add_argument("--quick", action="store_true", help="ShareGPT, vLLM-opt and Autellix, two loads, a short trace")
     p.add_argument("--render", action="store_true", help="rewrite the page from bench/results/<out>.json")
+    p.add_argument("--cached-only", action="store_true",
+                   help="write the page from the points in --cache alone, running nothing (a sweep still running)")
     p.add_argument("--out", help="result name (default sim_autellix_steady / sim_lamps_steady)")
 
 
@@ -210,10 +220,14 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     t0 = time.perf_counter()
     data: dict[str, Any] = {"study": args.study, "systems": systems, "base": spec["base"], "key": spec["key"],
                             "targets": list(TARGETS), "knee": KNEE, "workloads": {}, "quick": args.quick,
+                            "cached_only": args.cached_only,
                             "command": f"python -m bench sim_steady {shlex.join(argv)}".strip(), "nice": os.nice(0)}
     for k in kinds:
         quick = {"grid": (0.5, 1.5), "trace": Trace(60.0, 240.0, 30.0)} if args.quick else {}
-        data["workloads"][k] = run_workload(args.study, k, systems, args.jobs, cache, **quick)
+        w = run_workload(args.study, k, systems, args.jobs, cache, only=args.cached_only, **quick)
+        if w is None:
+            continue
+        data["workloads"][k] = w
         data["wall_s"] = time.perf_counter() - t0
         name = f"quick/{out}" if args.quick else out
         (RESULTS / "quick").mkdir(parents=True, exist_ok=True)

@@ -93,6 +93,9 @@ def markdown(data: dict[str, Any]) -> str:
                   "Throughput at equal latency (rate each system sustains under the target):", ""]
         lines += reading_table(w, data["systems"], base) + ["", "Every point (mechanism over the window):", ""]
         lines += points_table(w, field) + [""]
+    if data.get("cached_only"):
+        lines += ["PARTIAL: written with --cached-only from the points finished so far; a system's sweep that stops "
+                  "below the knee was still running (its crossing, if any, is read as a lower bound).", ""]
     if data.get("quick"):
         lines += ["Quick mode: a smoke run (two loads, a short trace), not a result."]
     return "\n".join(lines) + "\n"
