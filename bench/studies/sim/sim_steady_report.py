@@ -35,6 +35,13 @@ def _v(x: Any, fmt: str = "{:.3g}") -> str:
     return "overloaded" if math.isinf(x) else ("n/a" if math.isnan(x) else fmt.format(x))
 
 
+def _mean(r: dict[str, Any]) -> str:
+    """The mean latency; for a point with unfinished measured programs, the finished ones' mean beside it."""
+    if r["unfinished"] and "finished_mean" in r:
+        return f"overloaded ({_v(r['finished_mean'], '{:.4g}')} over the finished)"
+    return _v(r["mean"], "{:.4g}")
+
+
 def points_table(w: dict[str, Any], field: str) -> list[str]:
     rows = []
     for r in sorted(w["rows"], key=lambda r: (r["load"], r["system"])):
@@ -50,7 +57,7 @@ def points_table(w: dict[str, Any], field: str) -> list[str]:
                     f"{r.get('preemptions', 0)}; preserve/discard/swap {h.get('preserve', 0)}/{h.get('discard', 0)}/"
                     f"{h.get('swap', 0)}", f"{m.get('waiting_first', math.nan):.1f} / {m.get('waiting_last', math.nan):.1f}"]
         rows.append([f"{r['load']:g}", f"{r['rate']:.3g}", f"SIMULATED {r['system']}", str(r["measured"]),
-                     str(r["unfinished"]), _v(r[field], "{:.4g}"), _v(r["mean"], "{:.4g}"),
+                     str(r["unfinished"]), _v(r[field], "{:.4g}"), _mean(r),
                      "yes" if r["steady"] else "no"] + mech + [f"{r['sim_wall_s']:.0f}"])
     unit = "token latency (s/token)" if field == "tok_mean" else "mean E2E (s)"
     return table(["load", "rate (/s)", "system", "measured", "unfinished", unit, "mean latency (s)", "steady",
