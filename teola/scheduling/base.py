@@ -23,6 +23,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from teola.scheduling.dispatch_record import DispatchRecord, wire_request
+
 
 @dataclass(slots=True, eq=False, kw_only=True)
 class Pending:
@@ -37,6 +39,9 @@ class Pending:
     critical paths; () = a root call); None when unknown (primitives of a teola e-graph).
     tenant: whose query or program it is ("" when untenanted); the engine scheduler queues
     tenants fairly (teola.runtime.engine_tier.tenant_shares) before the policy sees the queue.
+    records: one `DispatchRecord` per request: built empty or with the submitter's hints (a
+    speculative call's abort keys), written afterwards by the engine tier only; an adapter
+    receives `wire(i)` = `dispatch_record.wire_request(requests[i], records[i])`.
     """
 
     query_id: str
@@ -51,6 +56,15 @@ class Pending:
     work: Any = None
     parents: tuple[str, ...] | None = None
     tenant: str = ""
+    records: list[DispatchRecord] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.records:
+            self.records = [DispatchRecord() for _ in self.requests]
+
+    def wire(self, i: int) -> dict[str, Any]:
+        """The request `i` as an adapter receives it (its body with its record on top)."""
+        return wire_request(self.requests[i], self.records[i])
 
     @property
     def remaining(self) -> int:

@@ -68,7 +68,7 @@ async def isolate(ctx: EngineContext, inst: Instance, op: str, spans: list[Span]
         return
     for qid in queries:
         mine = [s for s in spans if s[0].query_id == qid]
-        reqs = [r for e, a, b in mine for r in e.requests[a:b]]
+        reqs = [e.wire(i) for e, a, b in mine for i in range(a, b)]
         try:
             results = await ctx.executor.execute(inst, op, reqs)
             results = checked_results(ctx.name, results, len(reqs))

@@ -151,7 +151,7 @@ class EngineScheduler:
             return True
         if self.preemptor is not None and self.preemptor.cancel(entry):
             return False
-        tags = [r["tag"] for r in entry.requests[:entry.taken] if r.get("tag")]
+        tags = [t for i in range(entry.taken) if (t := entry.wire(i).get("tag"))]
         if tags and self.llm:
             for inst, _ in list(self.ctx.running.running(entry.query_id)):
                 if Capability.ABORT in inst.capabilities:
@@ -259,8 +259,8 @@ class EngineScheduler:
             p.count = e.remaining  # a batched call is admitted whole
             e.taken = len(e.requests)
             queue.discard(e)
-            for r in e.requests:
-                r.update(priority=p.priority or 0, owner=e.query_id)
+            for rec in e.records:
+                rec.priority, rec.owner = p.priority or 0, e.query_id
             self.preemptor.start(inst, p, queue)
 
     def _take(self, op: str, picks: list[Pick], queue: RequestQueue) -> tuple[list[dict[str, Any]], list[Span], int]:
@@ -278,12 +278,12 @@ class EngineScheduler:
             a = e.taken
             b = a + p.count
             e.taken = b
-            reqs = e.requests[a:b]
-            for r in reqs:
+            for rec in e.records[a:b]:
                 if p.priority is not None:
-                    r["priority"] = p.priority
+                    rec.priority = p.priority
                 if self.llm:
-                    r["owner"] = e.query_id  # lets the engine abort this query's requests (abort())
+                    rec.owner = e.query_id  # lets the engine abort this query's requests (abort())
+            reqs = [e.wire(i) for i in range(a, b)]
             if e.tokens is not None:
                 tokens += sum(e.tokens[a:b])
             requests.extend(reqs)

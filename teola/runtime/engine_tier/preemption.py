@@ -103,13 +103,14 @@ class Preemptor:
         progress = ctx.policy().wants_progress  # lamps / sjf never charge running calls
         requests = []
         for i in sent:
-            req = e.requests[i]
-            req["tag"] = tag
+            rec = e.records[i]
+            rec.call_tag = tag
             # names the request's KV across its resumes: an engine with kv_swap saves it on preemption
-            req.setdefault("kv_swap_key", tag if len(e.requests) == 1 else f"{tag}.{i}")
+            if rec.kv_swap_key is None and "kv_swap_key" not in e.requests[i]:
+                rec.kv_swap_key = tag if len(e.requests) == 1 else f"{tag}.{i}"
             if progress:
-                req["progress"] = True
-            requests.append(req)
+                rec.progress = True
+            requests.append(e.wire(i))
         tokens = sum(e.tokens[i] for i in sent) if e.tokens else 0
         call = RunningCall(inst, pick, queue, tag, sent, requests, tokens, ctx.loop.time())
         if e.op == STREAM_OP and e.requests[0].get("split"):
@@ -223,7 +224,7 @@ class Preemptor:
         """Put a preempted call back in its queue to resume later; False if it cannot resume (an
         aborted request gave no token ids, or nothing is left to decode: then `finals` are its results)."""
         e = call.pick.entry
-        resumes = self.resumes.get(e) or [Resume(dict(r)) for r in e.requests]
+        resumes = self.resumes.get(e) or [Resume(e.wire(i)) for i in range(len(e.requests))]
         left: list[int] = []
         for i, result in zip(call.sent, finals):
             n = tokens_left(resumes[i].request, len(resumes[i].ids), result)

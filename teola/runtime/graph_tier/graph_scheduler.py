@@ -19,13 +19,14 @@ from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
 from teola.runtime.graph_tier.query_context import QueryContext
 from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED
 from teola.runtime.graph_tier.query_work import DispatchWork
-from teola.runtime.graph_tier.speculation import settle, tag
+from teola.runtime.graph_tier.speculation import abort_keys, settle
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
 from teola.runtime.outputs import collect_outputs
 from teola.runtime.requests import AtOnce, at_once, build_requests, mark_requests
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
 from teola.scheduling.base import Pending
+from teola.scheduling.dispatch_record import DispatchRecord
 
 log = logging.getLogger("teola.runtime")
 
@@ -194,10 +195,10 @@ class QueryRun:
         mark_requests(reqs, stream_text=self.on_event is not None and kind is not DispatchKind.STREAM
                       and work.idx in self.plan.answer, keep=kind is DispatchKind.PRIM and work.idx in self.remote,
                       cache_salt=self.cache_salt if p.engine in self.ctx.llm_engines else None)
-        tag(self, p, reqs)
         now = self.loop.time()
         entry = Pending(query_id=self.qid, name=p.name, op=p.op.value, depth=depth, arrival=now, requests=reqs,
-                        query_arrival=self.t0, work=work, tenant=self.tenant)
+                        query_arrival=self.t0, work=work, tenant=self.tenant,
+                        records=[DispatchRecord(abort_key=k) for k in abort_keys(self, p, len(reqs))])
         work.entry = entry
         rel = now - self.t0
         for i in work.traced():

@@ -10,8 +10,6 @@ before the decision is held until it (`defer`), and so is the text a speculative
 (`hold`): "yes" sends it on, "no" drops it."""
 from __future__ import annotations
 
-from typing import Any
-
 from teola.ir.primitive import Primitive
 from teola.runtime.errors import QueryError
 from teola.runtime.graph_tier.query_state import RELEASED, QueryState
@@ -28,12 +26,13 @@ def defer(run: QueryState, idx: int, err: QueryError, cause: BaseException) -> N
     run.deferred[idx] = (err, cause)
 
 
-def tag(run: QueryState, p: Primitive, requests: list[dict[str, Any]]) -> None:
-    """A speculative LLM call's requests get a tag naming the call, so that a "no" can abort that
-    call alone in the engine (`EngineScheduler.remove`)."""
+def abort_keys(run: QueryState, p: Primitive, n: int) -> list[str | None]:
+    """The abort key of each of `p`'s `n` requests, handed to the engine tier at submission: a
+    speculative LLM call's keys name the call, so that a "no" can abort that call alone in the
+    engine (`EngineScheduler.remove`); None for any other call."""
     if "speculate_on" in p.args and p.engine in run.ctx.llm_engines:
-        for j, r in enumerate(requests):
-            r["tag"] = f"{run.qid}:{p.name}:{j}"
+        return [f"{run.qid}:{p.name}:{j}" for j in range(n)]
+    return [None] * n
 
 
 def hold(run: QueryState, idx: int, text: str) -> None:

@@ -1,11 +1,11 @@
-"""`DispatchRecord`, `frozen_body` and `wire_request` (teola.runtime.engine_tier.dispatch_record):
+"""`DispatchRecord`, `frozen_body` and `wire_request` (teola.scheduling.dispatch_record):
 a body is read-only, the record's set fields win in the request an adapter receives, neither part
 is written by the merge, and the two meanings of "tag" live in two fields."""
 from __future__ import annotations
 
 import pytest
 
-from teola.runtime.engine_tier.dispatch_record import DispatchRecord, frozen_body, wire_request
+from teola.scheduling.dispatch_record import DispatchRecord, frozen_body, wire_request
 
 
 def body() -> dict:
@@ -66,3 +66,16 @@ def test_a_resumed_call_keeps_its_body():
     assert b["max_tokens"] == 20 and "resume_ids" not in b
     wire["resume_ids"].append(8)
     assert rec.resume_ids == (5, 6, 7)
+
+
+@pytest.mark.parametrize("policy", ["fifo", "atlas"])
+def test_dispatch_writes_the_record_not_the_submitted_body(policy):
+    """fifo runs a plain batch, atlas a preemptible call: either way the engine sees the engine tier's
+    fields (owner; atlas also its priority, call tag, KV key and progress) and the body handed to
+    `submit_call` is left as it was."""
+    from tests.unit.runtime.test_fcfs_calls import run_calls_with_bodies
+    bodies, seen = run_calls_with_bodies(policy, [2, 5])
+    assert bodies == [{"parts": [["user", f"c{i}"]], "max_tokens": n} for i, n in enumerate([2, 5])]
+    assert sorted(r["owner"] for r in seen) == ["p0", "p1"]
+    if policy == "atlas":
+        assert all(r["priority"] == 0 and r["tag"] and r["kv_swap_key"] and r["progress"] for r in seen)

@@ -38,6 +38,19 @@ def step_runtime(policy: str, batch: int = 8) -> tuple[Runtime, StepDecoder]:
 def run_calls(policy: str, lengths: list[int]) -> tuple[list[float], list[float], StepDecoder, list[dict]]:
     """Calls of the given lengths submitted together; when each returned, when each started, the engine
     and the requests it saw."""
+    done, started, engine, seen, _ = _run_calls(policy, lengths)
+    return done, started, engine, seen
+
+
+def run_calls_with_bodies(policy: str, lengths: list[int]) -> tuple[list[dict], list[dict]]:
+    """`run_calls`' request bodies as they are after the calls ended, and the requests the engine saw."""
+    _, _, _, seen, bodies = _run_calls(policy, lengths)
+    return bodies, seen
+
+
+def _run_calls(policy: str, lengths: list[int]) -> tuple[list[float], list[float], StepDecoder, list[dict], list[dict]]:
+    bodies = [{"parts": [["user", f"c{i}"]], "max_tokens": n} for i, n in enumerate(lengths)]
+
     async def main():
         engine = StepDecoder("llm", step=0.01, max_efficient_batch=8)
         seen: list[dict] = []
@@ -54,14 +67,13 @@ def run_calls(policy: str, lengths: list[int]) -> tuple[list[float], list[float]
         sent = loop.time()
 
         async def call(i: int, n: int):
-            out = await rt.submit_call("llm", {"parts": [["user", f"c{i}"]], "max_tokens": n}, program=f"p{i}",
-                                       call_id=f"c{i}", parents=[])
+            out = await rt.submit_call("llm", bodies[i], program=f"p{i}", call_id=f"c{i}", parents=[])
             return loop.time() - sent, out.started - sent
         try:
             res = await asyncio.gather(*(call(i, n) for i, n in enumerate(lengths)))
         finally:
             await rt.stop()
-        return [r[0] for r in res], [r[1] for r in res], engine, seen
+        return [r[0] for r in res], [r[1] for r in res], engine, seen, bodies
     return run_virtual(main())
 
 
