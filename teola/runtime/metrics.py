@@ -29,9 +29,10 @@ class Stat:
         return self.total / self.count if self.count else 0.0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Metrics:
-    """Runtime-wide counters. `queue_lengths` is filled in by the runtime (engine -> queued primitives)."""
+    """Runtime-wide counters. `queue_lengths`: the runtime's engine -> queued primitives, given at
+    construction."""
 
     queries: int = 0
     completed: int = 0

@@ -109,8 +109,7 @@ class Runtime:
         if self.length_predictor is not None and not callable(self.length_predictor):
             raise TypeError(f"Runtime: length_predictor must be callable (request -> tokens), got {self.length_predictor!r}")
         self.supervisor: Supervisor | None = None
-        self.metrics = Metrics()
-        self.metrics.queue_lengths = self.queue_lengths
+        self.metrics = Metrics(queue_lengths=self.queue_lengths)
         self.schedulers: dict[str, EngineScheduler] = {}
         self.instances: dict[str, list[Instance]] = {}
         self.plans = DispatchPlanCache()
