@@ -1,7 +1,7 @@
 """bench.studies.sim.sim_fidelity's per-iteration table: direct step measurements when the profile has them."""
 import pytest
 
-from bench.studies.sim.sim_fidelity import iteration_check, markdown
+from bench.studies.sim.sim_fidelity_report import iteration_check, markdown
 
 
 def _profile(steps):
@@ -35,7 +35,7 @@ def _steps(rows):
 
 
 def test_the_step_bound_is_zero_when_the_linear_form_fits_exactly():
-    from bench.studies.sim.sim_fidelity import step_bound
+    from bench.studies.sim.sim_fidelity_report import step_bound
     exact = [(b, c, 0.02 + 0.001 * b + 1e-6 * c) for b, c in ((1, 100), (2, 300), (4, 900), (16, 5000))]
     assert step_bound(_steps(exact)) == pytest.approx(0.0, abs=1e-6)
 
@@ -43,13 +43,14 @@ def test_the_step_bound_is_zero_when_the_linear_form_fits_exactly():
 def test_the_step_bound_of_a_step_that_falls_with_the_batch_is_the_best_compromise():
     """Batch 1 at 30 ms and batch 4 at 25 ms with no context: a non-decreasing form at best predicts
     one value c for both; |c - 30| / 30 = |c - 25| / 25 gives c = 300 / 11 and a worst error 1/11."""
-    from bench.studies.sim.sim_fidelity import step_bound
+    from bench.studies.sim.sim_fidelity_report import step_bound
     assert step_bound(_steps([(1, 0, 0.030), (4, 0, 0.025)] * 2)) == pytest.approx(1 / 11, rel=1e-4)
     assert step_bound(_steps([(1, 0, 0.030)])) is None  # too few measurements to say anything
 
 
 def test_the_prompt_table_compares_each_query_real_and_simulated_prompt_tokens():
-    from bench.studies.sim.sim_fidelity import call_lengths, prompt_lines
+    from bench.studies.sim.sim_fidelity import call_lengths
+    from bench.studies.sim.sim_fidelity_report import prompt_lines
     trace = [{"primitive": "a.call.prefill", "op": "prefilling", "num_prompt_tokens": 400, "fused_into": "a.call.decode",
               "num_output_tokens": 9, "started": 0.0},
              {"primitive": "a.call.decode", "op": "decoding", "num_prompt_tokens": 400, "num_output_tokens": 9,

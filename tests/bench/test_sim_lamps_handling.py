@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 import bench.studies.sim.sim_lamps as sim
+import bench.studies.sim.sim_lamps_handling as handling
 
 COSTS = {"fwd": 1e-3, "swap": 1e-5, "api_means": {"qa": 0.5}}
 
@@ -21,7 +22,7 @@ COSTS = {"fwd": 1e-3, "swap": 1e-5, "api_means": {"qa": 0.5}}
 ])
 def test_infercept_decides_at_the_pause_from_the_running_batch(context, running, expected):
     decided: dict[str, str] = {}
-    decide = sim.infercept_at_pause(COSTS, {"r0": "qa"}, decided)
+    decide = handling.infercept_at_pause(COSTS, {"r0": "qa"}, decided)
     assert decide(SimpleNamespace(req={"kv_key": "r0"}, computed=context), running) == expected
     assert decided == {"r0": expected}
 
@@ -36,7 +37,7 @@ def test_the_baselines_apply_and_report_the_handling_chosen_at_the_pause(monkeyp
             return "preserve"
         return decide
 
-    monkeypatch.setattr(sim, "infercept", lambda *a: "discard")  # what the request is queued with
+    monkeypatch.setattr(handling, "infercept", lambda *a: "discard")  # what the request is queued with
     monkeypatch.setattr(sim, "infercept_at_pause", deciding)
     out = sim.run_point("a100-llama2-7b", "toolbench", "FCFS+INFERCEPT", 0.5, 0.0, 4.0, 0.0)
     assert at_pause and all(context > 0 for context, _ in at_pause)

@@ -9,7 +9,9 @@ import argparse
 import pytest
 
 import bench.studies.sim.sim_lamps as sim
+import bench.studies.sim.sim_lamps_handling as handling
 import bench.studies.sim.sim_lamps_paper as paper
+import bench.studies.sim.sim_lamps_requests as lamps_requests
 
 
 def test_recompute_is_priced_from_the_token_table_of_a_measured_profile():
@@ -17,16 +19,16 @@ def test_recompute_is_priced_from_the_token_table_of_a_measured_profile():
 
     derived = load_profile("a100-40gb-gptj-6b")["engines"]["vllm"]
     measured = load_profile("a100-40gb-gptj-6b-measured")["engines"]["vllm"]
-    assert sim.fwd_seconds_per_token(derived) == derived["cost"]["prefill_token"]
+    assert handling.fwd_seconds_per_token(derived) == derived["cost"]["prefill_token"]
     assert measured["cost"]["prefill_token"] == 0.0
     # a 2,048-token chunk of the table over its tokens: tens of microseconds per token, not 0
-    assert 3e-5 < sim.fwd_seconds_per_token(measured) < 1e-4
+    assert 3e-5 < handling.fwd_seconds_per_token(measured) < 1e-4
 
 
 def test_the_single_api_dataset_pauses_once_per_request_with_the_infercept_types():
-    reqs = sim.requests("single", 300, 1.0, 2048, 0)
+    reqs = lamps_requests.requests("single", 300, 1.0, 2048, 0)
     assert {len(r["apis"]) for r in reqs} == {1}
-    assert {r["type"] for r in reqs} == set(sim.MIXES["infercept"])
+    assert {r["type"] for r in reqs} == set(lamps_requests.MIXES["infercept"])
 
 
 def test_the_drawn_durations_have_table_2s_means():

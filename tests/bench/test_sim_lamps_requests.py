@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from bench.studies.sim.sim_lamps import MIXES, requests
+from bench.studies.sim.sim_lamps_requests import MIXES, requests
 from teola.scheduling.program.lamps import LAMPSPolicy
 
 
@@ -44,7 +44,7 @@ def test_lamps_learns_the_api_mean_the_infercept_baseline_is_given():
 
 
 def test_lamps_workload_lognormal_params_match_the_moments():
-    from bench.studies.sim.sim_lamps import lognormal_params
+    from bench.studies.sim.sim_lamps_requests import lognormal_params
 
     mu, sigma = lognormal_params(1.72, 3.33)
     assert math.exp(mu + sigma ** 2 / 2) == pytest.approx(1.72)
@@ -55,7 +55,7 @@ def test_lamps_workload_lognormal_params_match_the_moments():
 def test_predicted_lengths_carry_the_measured_predictors_error(tmp_path):
     import json
 
-    from bench.studies.sim.sim_lamps import predicted, prediction_ratios
+    from bench.studies.sim.sim_lamps_requests import predicted, prediction_ratios
 
     assert predicted(40, "r1-0", None) == 40  # no predictor: the true length (an oracle)
     path = tmp_path / "length_predictor.json"

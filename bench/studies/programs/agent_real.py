@@ -35,7 +35,7 @@ from typing import Any
 
 from bench.lib.results import percentile, serve_in_thread, write_results
 from bench.lib.tables import num, table
-from bench.studies.sim.sim_lamps import lognormal_params
+from bench.studies.sim.sim_lamps_requests import lognormal_params
 
 MODEL = "smollm2-135m-instruct"
 CAP = 8

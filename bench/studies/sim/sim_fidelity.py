@@ -34,15 +34,7 @@ from typing import Any
 from bench.lib.results import RESULTS, write_results
 from bench.lib.workloads import app_query, doc_qa_queries, poisson_arrivals
 from bench.studies.rag.rag_setup import RATES, SYSTEMS, make_apps, reset_prefix_cache
-from bench.studies.sim.sim_fidelity_report import (  # noqa: F401 (names the tests and sim_trace_diff take from here)
-    has_prompts,
-    iteration_check,
-    markdown,
-    prompt_lines,
-    replay_text,
-    step_bound,
-    step_lines,
-)
+from bench.studies.sim.sim_fidelity_report import has_prompts, iteration_check, markdown, step_bound
 from bench.studies.sim.speed_probe import probe, profile_step
 from teola.sim.profiler import add_lengths
 

@@ -80,20 +80,17 @@ from typing import Any
 
 from bench.lib.results import write_results
 from bench.studies.sim.kv_admission import KVAdmission
-from bench.studies.sim.sim_lamps_handling import (  # noqa: F401 (the names other studies and tests take from here)
+from bench.studies.sim.sim_lamps_handling import (
     EnginePriority,
     _iteration_cost,
     fwd_seconds_per_token,
     handling_for,
-    infercept,
     infercept_at_pause,
 )
 from bench.studies.sim.sim_lamps_report import change, markdown, steady, summarize
-from bench.studies.sim.sim_lamps_requests import (  # noqa: F401 (the names other studies and tests take from here)
+from bench.studies.sim.sim_lamps_requests import (
     MIXES,
-    OUT_MEAN,
     RESPONSE_TOKENS,
-    lognormal_params,
     predicted,
     prediction_ratios,
     requests,

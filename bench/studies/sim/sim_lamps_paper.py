@@ -55,7 +55,7 @@ from typing import Any
 
 from bench.lib.results import write_results
 from bench.lib.tables import NONE, num, pct, table
-from bench.studies.sim import sim_lamps
+from bench.studies.sim import sim_lamps, sim_lamps_requests
 from bench.studies.sim.sim_lamps_report import latency_table, load_table
 
 PROFILE = "a100-40gb-gptj-6b-measured"
@@ -110,9 +110,9 @@ def change(a: dict[str, Any], b: dict[str, Any]) -> float:
 def distributions(mix: str, n: int = 4000, max_len: int = 2048, length_scale: float = 1.0) -> dict[str, Any]:
     """What bench.studies.sim.sim_lamps draws for `mix` (n requests): per API type the durations' and calls'
     mean and std against Table 2's, and the tokens written per segment."""
-    reqs = sim_lamps.requests(mix, n, 1.0, max_len, 0, length_scale=length_scale)
+    reqs = sim_lamps_requests.requests(mix, n, 1.0, max_len, 0, length_scale=length_scale)
     out: dict[str, Any] = {}
-    for kind, ((d_mean, d_std), (k_mean, k_std)) in sim_lamps.MIXES[mix].items():
+    for kind, ((d_mean, d_std), (k_mean, k_std)) in sim_lamps_requests.MIXES[mix].items():
         rows = [r for r in reqs if r["type"] == kind]
         apis = [a for r in rows for a in r["apis"]]
         calls = [len(r["apis"]) for r in rows]
