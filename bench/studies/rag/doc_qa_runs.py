@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.lib.quality import score, texts
 from bench.lib.results import percentile
-from bench.lib.workloads import app_query, narrative_qa_queries, poisson_arrivals
+from bench.lib.workloads import GOLD_SETS, app_query, poisson_arrivals
 from bench.studies.rag.doc_qa_systems import (
     BASELINES,
     INFLIGHT_EVERY,
@@ -36,16 +36,24 @@ from bench.studies.rag.rag_setup import reset_prefix_cache, step_counts
 
 # ---- one query ----------------------------------------------------------------------------------
 def llm_work(trace: list[dict[str, Any]]) -> dict[str, int]:
-    """LLM calls, prompt tokens and decode tokens of one query (a split decode's items are one call;
-    a call's prompt is counted once, from its decode)."""
+    """The work of one query from its engine trace: LLM calls, prompt tokens and decode tokens (a
+    split decode's items are one call; a call's prompt is counted once, from its decode), prefill-only
+    requests (partial prefillings handed to the engine; ones the graph scheduler dropped are not) and chunks
+    written to the vector store (teola's ingestion requests, the baseline's ingested items)."""
     calls: dict[str, tuple[int, int]] = {}
+    prefill_only = chunks = 0
     for t in trace:
-        if t.get("op") in ("decoding", "partial_decoding"):
+        op = t.get("op")
+        if op in ("decoding", "partial_decoding"):
             key = t["primitive"].split("[")[0]
             p, o = calls.get(key, (0, 0))
             calls[key] = (max(p, t.get("num_prompt_tokens") or 0), max(o, t.get("num_output_tokens") or 0))
+        elif op == "partial_prefilling" and t.get("status", "ok") == "ok":
+            prefill_only += 1
+        elif op == "ingestion":
+            chunks += int(t.get("requests") or t.get("batch_size") or 0)
     return {"calls": len(calls), "prompt_tokens": sum(p for p, _ in calls.values()),
-            "decode_tokens": sum(o for _, o in calls.values())}
+            "decode_tokens": sum(o for _, o in calls.values()), "prefill_only": prefill_only, "chunks": chunks}
 
 
 def context_key(app: Any) -> str:
@@ -60,7 +68,7 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
     key = context_key(app)
     cfg = {"nodes": nodes, "timeout": QUERY_TIMEOUT, "return_values": [key], "passes": passes or {},
            "policy": policy}
-    rec: dict[str, Any] = {"arrival": arrival}
+    rec: dict[str, Any] = {"arrival": arrival, "documents": len(q["documents"])}
     trace: list[dict[str, Any]] = []
     try:
         compiled = app.compile(app_query(q), cfg)  # app.run, in its two steps: the e-graph is needed below
@@ -84,7 +92,7 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
 async def library_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[str, Any]:
     """One query of a library baseline (LlamaIndex or LangGraph: `aquery(question, documents)`)."""
     t0 = time.perf_counter()
-    rec: dict[str, Any] = {"arrival": arrival}
+    rec: dict[str, Any] = {"arrival": arrival, "documents": len(q["documents"])}
     try:
         ans = await asyncio.wait_for(rag.aquery(q["question"], q["documents"]), QUERY_TIMEOUT)
         rec.update(ok=True, reply=ans.text[:300], context=list(ans.sources), **llm_work(ans.trace),
@@ -152,9 +160,11 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     out.update(mean=statistics.fmean(lat), p50=percentile(lat, 50), p99=percentile(lat, 99),
                calls=mean("calls"), prompt_tokens=mean("prompt_tokens"), decode_tokens=mean("decode_tokens"),
                contains=mean("contains"), f1=mean("f1"))
-    for key in ("recall", "answer_in_context"):
+    for key in ("recall", "answer_in_context", "prefill_only"):
         if all(key in r for r in ok):
             out[key] = mean(key)
+    if all(r.get("documents") and "chunks" in r for r in ok):
+        out["chunks_per_doc"] = statistics.fmean(r["chunks"] / r["documents"] for r in ok)
     if all("by_op" in r for r in ok):
         out["by_op"] = by_op_means([r["by_op"] for r in ok])
     return out
@@ -211,14 +221,14 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
                  + ((LANGGRAPH,) if s.langgraph and synthesis_mode(app) == "compact" else ()) + tuple(s.baselines))
         systems = Systems(app, {}, "library", names)
         for size, distractors in s.sizes.items():
-            queries = narrative_qa_queries(max(s.n_alone, s.n_load), distractors, s.seed)
+            queries = GOLD_SETS[s.data](max(s.n_alone, s.n_load), distractors, s.seed)
             for system in names:  # warm-up (not measured): first-call compilation, caches
                 await systems.one(system, queries[0])
             out["runs"][f"{name}/{size}"] = await compare(systems, queries, s.n_alone, s.n_load, s.fractions,
                                                           s.seed + s.trial, f"{name}/{size}", progress, s.rates)
     if s.same_mode and "advanced_rag" in s.apps:
         systems = Systems(apps["advanced_rag"], {"synthesis": {"mode": s.same_mode}}, "teola")
-        queries = narrative_qa_queries(max(s.n_alone, s.n_load), min(s.sizes.values(), default=2), s.seed)
+        queries = GOLD_SETS[s.data](max(s.n_alone, s.n_load), min(s.sizes.values(), default=2), s.seed)
         out["runs"][f"advanced_rag/small/{s.same_mode}"] = await compare(
             systems, queries, s.n_alone, s.n_load, s.same_mode_fractions, s.seed + s.trial,
             f"advanced_rag/{s.same_mode}", progress)

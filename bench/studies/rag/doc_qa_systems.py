@@ -35,6 +35,7 @@ class Settings:
     baselines: tuple[str, ...] = ()           # BASELINES also run, on the default flows (not same_mode)
     langgraph: bool = False                   # LANGGRAPH also runs (remote LLM only, compact flows)
     passes_off: tuple[str, ...] = ()          # with keep_expansion: KEEP_EXPANSION with each of these passes off too
+    data: str = "narrativeqa"                 # bench.lib.workloads.GOLD_SETS: narrativeqa or pubmedqa
 
     @classmethod
     def quick(cls) -> Settings:

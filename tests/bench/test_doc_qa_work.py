@@ -1,0 +1,41 @@
+"""Document QA's work per query: what llm_work and summarize count from engine traces, and the
+PubMedQA workload (short factual passages, each question's abstract among 15 others)."""
+from bench.lib.workloads import pubmed_qa_queries
+from bench.studies.rag.doc_qa_runs import llm_work, summarize
+
+
+def test_llm_work_counts_prefill_only_requests_and_chunks():
+    trace = [
+        {"primitive": "ingestion.ingest[0:8]", "op": "ingestion", "requests": 8},
+        {"primitive": "ingestion.ingest[8:11]", "op": "ingestion", "requests": 3},
+        {"primitive": "synthesis.leaf0.prefill.partial0", "op": "partial_prefilling", "status": "ok"},
+        {"primitive": "synthesis.call1.prefill.partial0", "op": "partial_prefilling", "status": "skipped"},
+        {"primitive": "expand.decode[0]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 9},
+        {"primitive": "expand.decode[1]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 20},
+        {"primitive": "synthesis.leaf0.decode", "op": "decoding", "num_prompt_tokens": 700, "num_output_tokens": 30},
+    ]
+    assert llm_work(trace) == {"calls": 2, "prompt_tokens": 750, "decode_tokens": 50, "prefill_only": 1, "chunks": 11}
+
+
+def test_llm_work_counts_a_library_baselines_ingested_items():
+    trace = [{"primitive": "llamaindex.ingestion0", "op": "ingestion", "batch_size": 7},
+             {"primitive": "llamaindex.decoding1", "op": "decoding", "num_prompt_tokens": 600, "num_output_tokens": 12}]
+    assert llm_work(trace) == {"calls": 1, "prompt_tokens": 600, "decode_tokens": 12, "prefill_only": 0, "chunks": 7}
+
+
+def test_summarize_reports_chunks_per_document_and_prefill_only_requests():
+    recs = [{"ok": True, "latency": 1.0, "calls": 1, "prompt_tokens": 10, "decode_tokens": 2, "contains": 1, "f1": 0.5,
+             "prefill_only": 1, "chunks": 12, "documents": 4},
+            {"ok": True, "latency": 3.0, "calls": 1, "prompt_tokens": 20, "decode_tokens": 4, "contains": 0, "f1": 0.1,
+             "prefill_only": 0, "chunks": 6, "documents": 3}]
+    out = summarize(recs)
+    assert out["chunks_per_doc"] == 2.5 and out["prefill_only"] == 0.5 and out["mean"] == 2.0
+
+
+def test_pubmed_qa_queries_hide_each_abstract_among_others():
+    queries = pubmed_qa_queries(4, distractors=15, seed=0)
+    assert len(queries) == 4 and len({q["question"] for q in queries}) == 4
+    for q in queries:
+        assert len(q["documents"]) == 16 and len(set(q["documents"])) == 16
+        assert q["gold"] in q["documents"] and q["answers"][0] in ("yes", "no", "maybe")
+    assert pubmed_qa_queries(4, 15, 0) == queries and pubmed_qa_queries(4, 15, 1) != queries
