@@ -52,7 +52,7 @@ class Program:
     program. engine: the LLM engine's name. system: an optional system prompt for every call.
     predictor: an optional `prompt -> predicted output tokens` function (e.g. a
     teola.scheduling.program.length_predictor.LengthPredictor over prompt embeddings); its prediction goes with every
-    call as "predicted_tokens", which the `lamps` and `sjf` policies rank by."""
+    call as the hint `predicted_tokens`, which the `lamps` and `sjf` policies rank by."""
 
     def __init__(self, target: Any, program_id: str, engine: str = "llm", system: str | None = None,
                  predictor: Any = None) -> None:
@@ -102,11 +102,10 @@ class Program:
         cid = call_id or f"call-{next(self._ids)}"
         parts = ([["system", self.system]] if self.system else []) + [["user", prompt]]
         self.calls += 1
-        req = llm_request(parts, True, gen)
-        if self.predictor is not None:
-            req["predicted_tokens"] = max(1, int(self.predictor(prompt)))
-        outcome = await rt.submit_call(self.engine, req, program=self.program_id,
-                                       call_id=cid, parents=None if parent_ids is None else list(parent_ids))
+        predicted = None if self.predictor is None else max(1, int(self.predictor(prompt)))
+        outcome = await rt.submit_call(self.engine, llm_request(parts, True, gen), program=self.program_id,
+                                       call_id=cid, parents=None if parent_ids is None else list(parent_ids),
+                                       predicted_tokens=predicted)
         return CallResult(outcome.result.get("text", ""), cid, outcome.result, outcome.instance)
 
     async def call_with_tools(self, prompt: str, tools: Mapping[str, Any], parent_ids: Iterable[str] | None = None,

@@ -7,10 +7,11 @@ Each segment is an LLM request with `stop=["</tool>"]`; when the output holds an
 the call is parsed (`parse_tool_call`), the tool runs, and the next segment is the same prompt with
 `continuation` = [everything written so far + "</tool>", the tool's result in `<result>` tags]. The
 segments share `kv_key` = "<program>/<call id>", and each pausing segment names the API it is
-expected to call (`api`: `tool_syntax.expected_tool`) and what the engine should do with its KV
-during the tool call (`pause_kv`: preserve / discard / swap, or "auto": INFERCEPT's waste equations,
-`choose_pause_handling`, resolved by the engine's scheduler when the segment is queued, from its
-length prediction, as the template "agent" component's segments are). The simulated engine enforces it
+expected to call (`api`: `tool_syntax.expected_tool`) and is submitted with what the engine should
+do with its KV during the tool call (the hint `pause_kv`: preserve / discard / swap, or "auto":
+INFERCEPT's waste equations, `choose_pause_handling`, resolved by the engine's scheduler when the
+segment is queued, from its length prediction, as the template "agent" component's segments are;
+the call's outcome says which handling it got). The simulated engine enforces it
 (engines/sim/admission.py); vLLM cannot pin or swap a finished request's blocks, so on vLLM every
 handling is "discard" with the prefix cache keeping what it can (docs/program_scheduling.md).
 """
@@ -78,20 +79,20 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
     predictor = getattr(program, "predictor", None)
     predicted = None if predictor is None else max(1, int(predictor(parts[-1][1])))
     for round_no in range(max_rounds + 1):
-        req = llm_request(parts, True, {**gen, "stop": stop})
         before = "".join(written) if written else (start or "")
-        req.update(kv_key=key, continuation=[before] if before else [])
-        if pauses and pauses[-1]["handling"] == "preserve":  # its KV waits for it: run it first
-            req["resumes_preserved"] = True
-        if predicted is not None:
-            req["predicted_tokens"] = predicted
         last_round = round_no == max_rounds
-        if not last_round:  # "auto" is resolved when the engine's scheduler queues it
-            req.update(pause_kv=handling, api=expected_tool(sorted(tools)))
+        req = {**llm_request(parts, True, {**gen, "stop": stop}), "kv_key": key,
+               "continuation": [before] if before else [],
+               **({} if last_round else {"api": expected_tool(sorted(tools))})}
         outcome = await rt.submit_call(program.engine, req, program=program.program_id,
                                        call_id=call_id if round_no == 0 else f"{call_id}#{round_no}",
                                        parents=parents if round_no == 0 else [call_id if round_no == 1
-                                                                              else f"{call_id}#{round_no - 1}"])
+                                                                              else f"{call_id}#{round_no - 1}"],
+                                       predicted_tokens=predicted,
+                                       # "auto" is resolved when the engine's scheduler queues it
+                                       pause_kv=None if last_round else handling,
+                                       # its KV waits for it: run it first
+                                       resumes_preserved=bool(pauses and pauses[-1]["handling"] == "preserve"))
         text = outcome.result.get("text", "")
         if round_no == 0 and start:
             text = start + text
@@ -106,5 +107,5 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
             observe_tool(policy, call.name, seconds)
         written += [text + CLOSE, result_segment(value)]
         pauses.append({"tool": call.name, "arguments": call.arguments, "seconds": seconds,
-                       "handling": req["pause_kv"], "error": call.error})
+                       "handling": outcome.pause_kv, "error": call.error})
     raise AssertionError("unreachable: the last round never pauses")

@@ -9,6 +9,11 @@ from typing import Any
 
 from teola.runtime.errors import CallFailed
 from teola.runtime.executors.executor import Instance
+from teola.scheduling.base import Pending
+from teola.scheduling.dispatch_record import DispatchRecord, lift_hints
+
+# The hints `Runtime.submit_call` takes as keyword arguments, kept in the call's dispatch record.
+CALL_HINTS = ("abort_key", "predicted_tokens", "pause_kv", "resumes_preserved")
 
 
 @dataclass(slots=True)
@@ -20,6 +25,7 @@ class CallOutcome:
     result: dict[str, Any]
     instance: str | None
     started: float | None = None
+    pause_kv: str | None = None  # the handling its pause got ("auto" resolved when it was queued)
 
 
 class CallWork:
@@ -64,3 +70,26 @@ class CallWork:
             err = CallFailed(f"call {self.call_id!r} failed on instance {inst.name}: {type(exc).__name__}: {exc}")
             err.__cause__ = exc
             self.future.set_exception(err)
+
+
+def call_entry(request: dict[str, Any], *, program: str, call_id: str, parents: Any, tenant: str, work: CallWork,
+               now: float, hints: dict[str, Any]) -> Pending:
+    """The queue entry of one program call: its body, and a record holding the submitter's hints
+    (keyword arguments, or hint fields a request dict was built with: those leave the body)."""
+    unknown = sorted(set(hints) - set(CALL_HINTS))
+    if unknown:
+        raise TypeError(f"Runtime.submit_call: unknown argument(s) {unknown}; hints are {', '.join(CALL_HINTS)}")
+    body, lifted = lift_hints(request)
+    given = {k: v for k, v in hints.items() if v is not None}
+    return Pending(query_id=program, name=call_id, op="decoding", depth=0, arrival=now, requests=[body],
+                   query_arrival=now, work=work, parents=None if parents is None else tuple(parents), tenant=tenant,
+                   records=[DispatchRecord(**{**lifted, **given})])
+
+
+def legacy_hints(request: dict[str, Any], record: DispatchRecord) -> str | None:
+    """The handling a call's pause got. A request dict built with a "pause_kv" inside (the simulated
+    LAMPS studies read the "auto" they queued back from it) gets it written back: the one write
+    into a caller's dict left, until those callers read `CallOutcome.pause_kv`."""
+    if request.get("pause_kv") is not None:
+        request["pause_kv"] = record.pause_kv
+    return record.pause_kv

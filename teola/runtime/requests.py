@@ -338,16 +338,16 @@ def _tool_call(item: Any, allowed: list[str], prim: Primitive) -> dict[str, Any]
 # ---- segments of a call that pauses for tools (the "agent" component) ----------------------------
 def segment_fields(args: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
     """The request fields of one segment of a pausing call (none for any other LLM call):
-    "kv_key" (the query and the node: every segment of the call shares it), "pause_kv" and "api" on
-    a segment that may stop at a tool call, and "continuation": the text the first segment's turn
-    begins with ("start"), then everything the call has written and its tools returned so far on
-    every segment after the first."""
+    "kv_key" (the query and the node: every segment of the call shares it), "api" on a segment that
+    may stop at a tool call (its handling of the pause is a hint of its dispatch record:
+    `pause_hint`), and "continuation": the text the first segment's turn begins with ("start"),
+    then everything the call has written and its tools returned so far on every segment after the first."""
     node = args.get("kv_node")
     if node is None:
         return {}
     out: dict[str, Any] = {"kv_key": f"{values.get('sys.query', values.get('sys.namespace'))}/{node}"}
     if args.get("pause_kv"):
-        out.update(pause_kv=args["pause_kv"], api=args.get("api"))
+        out["api"] = args.get("api")
     if args.get("start"):  # the first segment's turn begins with this text (its decode value holds it)
         out["continuation"] = [args["start"]]
     if args.get("continuation"):
@@ -357,6 +357,12 @@ def segment_fields(args: dict[str, Any], values: dict[str, Any]) -> dict[str, An
         results = [tool_result(values.get(k), text, allowed) for k, text in zip(result_keys, texts)]
         out["continuation"] = [continuation_text(texts, results)]
     return out
+
+
+def pause_hint(args: dict[str, Any]) -> str | None:
+    """The handling of the pause a segment of a pausing call may stop at ("preserve", "discard",
+    "swap" or "auto"), which the graph tier hands in with its request; None for any other call."""
+    return (args.get("pause_kv") or None) if args.get("kv_node") is not None else None
 
 
 def tool_requests(args: dict[str, Any], text: Any) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ loop (`loop.time()`), so a virtual-time loop drives it unchanged."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,7 @@ from engines.protocol import Feature
 from teola.compile.compiler import Compiled
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import LLM_OPS
-from teola.runtime.call_work import CallOutcome, CallWork
+from teola.runtime.call_work import CallOutcome, CallWork, call_entry, legacy_hints
 from teola.runtime.engine_tier.engine_scheduler import EngineScheduler
 from teola.runtime.engine_tier.supervisor import Supervisor
 from teola.runtime.engine_tier.tenant_shares import check_weights
@@ -59,8 +60,8 @@ class Runtime:
       restart_backoff: (first, max) seconds between restart attempts of a down instance (1, 30);
       pause_costs: what LLM calls that pause for tools with handling "auto" weigh when the engine's
         policy has no costs of its own (teola.scheduling.program.pause_handling.PauseCosts; default its defaults);
-      length_predictor: request -> predicted output tokens, set as "predicted_tokens" on LLM requests
-        that carry none (what `lamps` and `sjf` rank by; e.g. a teola.scheduling.program.length_predictor over embeddings);
+      length_predictor: request -> predicted output tokens, kept as the `predicted_tokens` of LLM
+        requests' dispatch records that have none (what `lamps` and `sjf` rank by; e.g. a teola.scheduling.program.length_predictor over embeddings);
       tenant_shares: {tenant: weight} for fair queuing between tenants on every engine (unlisted
         tenants weigh 1; teola.runtime.engine_tier.tenant_shares). A query's tenant is its config
         "tenant" (the server sets it from the API key), a program call's the `tenant` of `submit_call`.
@@ -292,31 +293,33 @@ class Runtime:
 
     async def submit_call(self, engine: str, request: dict[str, Any], *, program: str, call_id: str,
                           parents: list[str] | tuple[str, ...] | None = None,
-                          on_delta: Callable[[str], None] | None = None, tenant: str = "") -> CallOutcome:
+                          on_delta: Callable[[str], None] | None = None, tenant: str = "",
+                          **hints: Any) -> CallOutcome:
         """Run one LLM call of a client program (teola.api.program.Program) on `engine`'s scheduler,
         tagged with the program id so program-aware policies see all its calls as one program.
         `request` is an LLM request (`requests.llm_request`); `parents`: ids of earlier calls of
         the program it depends on (None = unknown, [] = a root call); `on_delta` receives the text
         as it decodes when the request asks for it ("stream_text"); `tenant`: whose program it is
-        (fair queuing between tenants, see tenant_shares). Cancelling the awaiting task
-        withdraws the call if it is still queued. Raises CallFailed if the engine fails it."""
+        (fair queuing between tenants, see tenant_shares). `hints` go into the call's dispatch record
+        (`call_work.CALL_HINTS`: abort_key, predicted_tokens, pause_kv, resumes_preserved); the
+        outcome's `pause_kv` is the handling applied. Cancelling the awaiting task withdraws the call
+        if it is still queued. Raises CallFailed if the engine fails it."""
         if not self._started:
             raise RuntimeError("Runtime.submit_call: the runtime is not started; await runtime.start() first")
         sched = self.schedulers.get(engine)
         if sched is None:
             raise ValueError(f"no engine {engine!r}; engines: {sorted(self.schedulers)}")
         loop = asyncio.get_running_loop()
-        now = loop.time()
         work = CallWork(future=loop.create_future(), call_id=call_id, on_delta=on_delta)
-        entry = Pending(query_id=program, name=call_id, op="decoding", depth=0, arrival=now, requests=[request],
-                        query_arrival=now, work=work, parents=None if parents is None else tuple(parents),
-                        tenant=tenant)
+        entry = call_entry(request, program=program, call_id=call_id, parents=parents, tenant=tenant, work=work,
+                           now=loop.time(), hints=hints)
         sched.submit(entry)
         try:
-            return await work.future
+            outcome = await work.future
         except asyncio.CancelledError:
             sched.remove(entry)
             raise
+        return dataclasses.replace(outcome, pause_kv=legacy_hints(request, entry.records[0]))
 
     def end_program(self, program: str) -> None:
         """Program `program` ended: policies and balancers forget it (its process-table entry, its

@@ -70,6 +70,11 @@ class Pending:
     def remaining(self) -> int:
         return len(self.requests) - self.taken
 
+    @property
+    def head(self) -> int:
+        """The index of the request this entry sends next (its last once all are taken)."""
+        return min(self.taken, len(self.requests) - 1)
+
 
 class RequestQueue:
     """Queued entries in arrival order (iteration, `first()`), and the same entries bucketed by
@@ -310,13 +315,13 @@ def fill_in_order(ranked: list[Pending], limits: Limits) -> Filler:
 
 def resumes_preserved(e: Pending) -> bool:
     """Whether `e`'s next request continues a call whose KV was preserved while it paused for a
-    tool (request "resumes_preserved", set by teola.api.tool_calls). INFERCEPT keeps a preserved request
+    tool (its record's `resumes_preserved`: the submitter's hint, teola.api.tool_calls, or the engine
+    scheduler's pause book, teola.scheduling.program.pause_handling). INFERCEPT keeps a preserved request
     in the running batch: it resumes as its API returns. Ranked behind other calls instead, it would
     keep its KV pinned while it waits, which neither INFERCEPT's nor LAMPS' waste equations count and
     which, once memory is short, leaves most of the KV to paused calls; the API-call-aware policies
     (fcfs, sjf, lamps) therefore send it first."""
-    req = e.requests[e.taken] if e.taken < len(e.requests) else None
-    return bool(req is not None and req.get("resumes_preserved"))
+    return e.taken < len(e.requests) and e.records[e.taken].resumes_preserved
 
 
 class RankedAdmission(Policy):

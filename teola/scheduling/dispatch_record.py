@@ -24,6 +24,8 @@ from typing import Any
 # the door's client-given abort key, read into `DispatchRecord.abort_key` by the submitter.
 RECORD_FIELDS = frozenset({"priority", "owner", "tag", "resume_ids", "kv_swap_key", "progress",
                            "predicted_tokens", "pause_kv", "resumes_preserved"})
+# The program hints a submitter hands in with a request (keyword arguments of Runtime.submit_call).
+HINTS = ("predicted_tokens", "pause_kv", "resumes_preserved")
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -60,6 +62,13 @@ class DispatchRecord:
     def tag(self) -> str | None:
         """The key the engine knows this request by for an abort."""
         return self.call_tag if self.call_tag is not None else self.abort_key
+
+
+def lift_hints(request: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a copy of `request` without the program hints, the hints it carried): a request dict built
+    with its hints inside is split at submission, before anything queues it."""
+    body = {k: v for k, v in request.items() if k not in HINTS}
+    return body, {k: request[k] for k in HINTS if request.get(k) is not None}
 
 
 def frozen_body(request: Mapping[str, Any]) -> Mapping[str, Any]:

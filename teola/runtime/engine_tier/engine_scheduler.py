@@ -32,7 +32,7 @@ from teola.runtime.metrics import Metrics
 from teola.scheduling.base import Limits, Pending, Pick, Policy, RequestQueue
 from teola.scheduling.preemption import preemptible
 from teola.scheduling.process_table import ProcessTable
-from teola.scheduling.program.length_predictions import predict_lengths
+from teola.scheduling.program.length_predictions import predicted_lengths
 from teola.scheduling.program.pause_handling import PauseBook, PauseCosts
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
@@ -130,16 +130,24 @@ class EngineScheduler:
         engine's entries carry their requests' estimated tokens (prompt + output budget)."""
         if self.llm and entry.tokens is None:
             entry.tokens = [estimate_tokens(r) for r in entry.requests]
-        if self.pauses is not None:  # an LLM engine
-            # the prediction first: "auto" handlings are chosen from it, as LAMPS ranks by it
-            predict_lengths(self.length_predictor, entry.requests, self.name)
-            self.pauses.prepare(entry.query_id, entry.requests, self._policy, entry.tokens)
+        if self.pauses is not None:  # an LLM engine: the program hints go into the records
+            self._hints(entry, self.pauses)
         if self.balancer is None:
             self.queue.push(entry)
         else:
             tokens = max((estimate_prompt_tokens(r) for r in entry.requests), default=0) if self.llm else 0
             self.queues[self.balancer.route(self.instances, entry.query_id, tokens)].push(entry)
         self.kick()
+
+    def _hints(self, entry: Pending, pauses: PauseBook) -> None:
+        """The length predictions first ("auto" handlings are chosen from them, as LAMPS ranks by
+        them), then the pause book's handlings, written into the entry's records."""
+        wires = [entry.wire(i) for i in range(len(entry.requests))]
+        for rec, n in zip(entry.records, predicted_lengths(self.length_predictor, wires, self.name)):
+            if n is not None:
+                rec.predicted_tokens = n
+        for rec, hint in zip(entry.records, pauses.prepare(entry, self._policy)):
+            rec.pause_kv, rec.resumes_preserved = hint.pause_kv, hint.resumes_preserved
 
     def remove(self, entry: Pending) -> bool:
         """Drop a queued entry (its query ended or no longer needs it); False if it was no longer

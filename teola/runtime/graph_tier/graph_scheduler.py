@@ -22,7 +22,7 @@ from teola.runtime.graph_tier.query_work import DispatchWork
 from teola.runtime.graph_tier.speculation import abort_keys, settle
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
 from teola.runtime.outputs import collect_outputs
-from teola.runtime.requests import AtOnce, at_once, build_requests, mark_requests
+from teola.runtime.requests import AtOnce, at_once, build_requests, mark_requests, pause_hint
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
 from teola.scheduling.base import Pending
@@ -196,9 +196,10 @@ class QueryRun:
                       and work.idx in self.plan.answer, keep=kind is DispatchKind.PRIM and work.idx in self.remote,
                       cache_salt=self.cache_salt if p.engine in self.ctx.llm_engines else None)
         now = self.loop.time()
+        pause = pause_hint(p.args)
         entry = Pending(query_id=self.qid, name=p.name, op=p.op.value, depth=depth, arrival=now, requests=reqs,
                         query_arrival=self.t0, work=work, tenant=self.tenant,
-                        records=[DispatchRecord(abort_key=k) for k in abort_keys(self, p, len(reqs))])
+                        records=[DispatchRecord(abort_key=k, pause_kv=pause) for k in abort_keys(self, p, len(reqs))])
         work.entry = entry
         rel = now - self.t0
         for i in work.traced():

@@ -92,10 +92,11 @@ def api_seconds(means: dict[str, float], tool: str | None, default: float = 1.0)
     return sum(means.values()) / len(means) if means else default
 
 
-def predicted_shape(request: dict[str, Any], tokens: int | None) -> tuple[int, int]:
-    """(prompt tokens, tokens decoded before the API call) of an LLM request whose estimated prompt
-    + output is `tokens`: the output is its "predicted_tokens" when a predictor set it, else its
-    max_tokens. Their sum is the context C at the API call that INFERCEPT's equations weigh."""
-    budget = int(request.get("max_tokens") or 0)
+def predicted_shape(max_tokens: Any, predicted: int | None, tokens: int | None) -> tuple[int, int]:
+    """(prompt tokens, tokens decoded before the API call) of an LLM request with this `max_tokens`
+    whose estimated prompt + output is `tokens`: the output is its `predicted` length when a
+    predictor gave one (its dispatch record's `predicted_tokens`), else its max_tokens. Their sum
+    is the context C at the API call that INFERCEPT's equations weigh."""
+    budget = int(max_tokens or 0)
     prompt = max(0, int(tokens) - budget) if tokens else 0
-    return prompt, int(request.get("predicted_tokens") or budget or 1)
+    return prompt, int(predicted or budget or 1)

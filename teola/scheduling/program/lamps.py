@@ -3,11 +3,11 @@ memory over time, with the handling of their API call chosen to waste the least 
 starvation counter.
 
 Per waiting call the policy predicts (`predict`): its output length before the API call (the
-request's "predicted_tokens" if a predictor set it, else its max_tokens) and, when the call pauses
+record's `predicted_tokens` if a predictor gave one, else its max_tokens) and, when the call pauses
 for an API (it names the tool it will call, "api", or a handling, "pause_kv"), the API's duration
 (`api_handling.api_seconds` over an online mean per tool, `observe_api`, seeded by `api_defaults`)
 and the tokens decoded after it ("post_tokens"). It scores the call by its memory over time under
-the handling applied to it: the request's "pause_kv" (fixed by the caller, or "auto" resolved by the
+the handling applied to it: its dispatch record's `pause_kv` (fixed by the caller, or "auto" resolved by the
 engine's scheduler when the call is queued, after its length prediction, with this policy's own
 costs and the same predicted context: teola.scheduling.program.pause_handling), so the handling a call is
 ranked under is the one it gets (Algorithm 1 lines 4-5 and 14). A call naming an API but no
@@ -80,16 +80,15 @@ def request_key(e: Pending) -> Hashable:
     """The request `e`'s call belongs to: (program, "kv_key") when its request names one (the
     segments of one pausing call share it: teola.api.tool_calls, `bench.sim_studies --study lamps`), else
     `e` itself."""
-    req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
-    key = req.get("kv_key")
+    key = e.requests[e.head].get("kv_key")
     return e if key is None else (e.query_id, key)
 
 
 def is_last_segment(e: Pending) -> bool:
-    """Whether `e`'s call is its request's last: it names no API call ("api") and no handling of a
-    pause ("pause_kv")."""
-    req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
-    return not req.get("api") and not req.get("pause_kv")
+    """Whether `e`'s call is its request's last: it names no API call ("api") and its record no
+    handling of a pause (`pause_kv`)."""
+    i = e.head
+    return not e.requests[i].get("api") and not e.records[i].pause_kv
 
 
 class LAMPSPolicy(Policy):
@@ -203,10 +202,12 @@ class LAMPSPolicy(Policy):
     def predict(self, e: Pending) -> ApiCall:
         """The predicted shape of `e`'s next call: prompt and pre-API tokens (`predicted_shape`, as
         its "auto" handling was chosen from) and, when it pauses for an API, that API's duration."""
-        req: dict[str, Any] = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
-        prompt, pre = predicted_shape(req, e.tokens[min(e.taken, len(e.tokens) - 1)] if e.tokens else None)
+        i = e.head
+        req = e.requests[i]
+        prompt, pre = predicted_shape(req.get("max_tokens"), e.records[i].predicted_tokens,
+                                      e.tokens[min(e.taken, len(e.tokens) - 1)] if e.tokens else None)
         tool = req.get("api")
-        if not tool and not req.get("pause_kv"):
+        if not tool and not e.records[i].pause_kv:
             return ApiCall(prompt, pre)
         api_s = api_seconds({k: m for k, (m, _) in self.api_mean.items()}, str(tool) if tool else None)
         return ApiCall(prompt, pre, api_s, int(req.get("api_response_tokens") or 0), int(req.get("post_tokens") or 0))
@@ -233,10 +234,9 @@ class LAMPSPolicy(Policy):
         context = call.prompt + call.pre
         fwd = self.fwd_s * context
         swap = None if self.swap_s is None else self.swap_s * context
-        req = e.requests[e.taken] if e.taken < len(e.requests) else e.requests[-1]
         handling = "none"
         if call.api_s is not None:
-            applied = req.get("pause_kv")
+            applied = e.records[e.head].pause_kv
             if applied not in HANDLINGS:
                 applied = choose_handling(call.api_s, context, other_context, fwd, swap)
             handling = applied

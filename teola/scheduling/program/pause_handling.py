@@ -1,13 +1,15 @@
 """LLM calls that pause for a tool, as their engine's scheduler sees them: the segments of one call
 share a "kv_key" (teola.runtime.requests, teola.api.tool_calls), and every segment but the last
-says what the engine does with its KV during the tool call ("pause_kv").
+says what the engine does with its KV during the tool call (`pause_kv`, a hint its submitter hands
+in with it, kept in its dispatch record). The book decides; the engine scheduler writes its
+decisions into the records (`PauseHint`).
 
 `PauseBook` keeps, per engine, what the queries' paused calls need between their segments:
-  - "auto": a segment queued with "pause_kv": "auto" gets INFERCEPT's least-waste handling
-    (`choose_pause_handling`) when it is queued, after its length prediction: its context C is its
+  - "auto": a segment queued with the handling "auto" (its dispatch record's `pause_kv`) gets
+    INFERCEPT's least-waste handling (`choose_pause_handling`) when it is queued, after its length prediction: its context C is its
     prompt + its predicted output (`predicted_shape`), the same inputs LAMPS scores it by, so the
     handling LAMPS ranks a segment under is the one applied to it;
-  - a continuation of a call whose KV was preserved is marked "resumes_preserved", so policies run
+  - a continuation of a call whose KV was preserved is marked `resumes_preserved`, so policies run
     it first (INFERCEPT keeps such a request in the running batch);
   - the expected duration of a tool call: the policy's running mean per tool when it keeps one
     (LAMPS, fed by `teola.api.tool_calls` as each tool call ends), else the "api_defaults" of
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from teola.scheduling.base import PauseModel, Policy
+from teola.scheduling.base import PauseModel, Pending, Policy
 from teola.scheduling.program.api_handling import api_seconds, choose_handling, predicted_shape
 
 
@@ -80,6 +82,15 @@ def choose_pause_handling(policy: Policy | None, tool: str | None, context: int,
     return choose_handling(api_s, context, other, fwd_s * context, None if swap_s is None else swap_s * context)
 
 
+@dataclass(frozen=True, slots=True)
+class PauseHint:
+    """What `PauseBook.prepare` decided for one queued request: the handling of its pause (None: it
+    does not pause) and whether it continues a call whose KV was preserved."""
+
+    pause_kv: str | None
+    resumes_preserved: bool
+
+
 class PauseBook:
     """The paused calls of one LLM engine's queries (see the module docstring). `batch_size`: the
     engine's max efficient batch; "auto" counts the rest of the batch as (batch_size - 1) x the mean
@@ -91,24 +102,30 @@ class PauseBook:
         self.paused: dict[tuple[str, str], str] = {}  # (query, kv_key) -> the handling of its pause
         self._context = (0.0, 0)
 
-    def prepare(self, query_id: str, requests: list[dict[str, Any]], policy: Policy,
-                tokens: list[int] | None = None) -> None:
-        """Requests of `query_id` are being queued (`tokens`: their estimated prompt + output tokens;
-        their length predictions already set): resolve "auto" and mark continuations of preserved KV."""
-        for i, req in enumerate(requests):
+    def prepare(self, entry: Pending, policy: Policy) -> list[PauseHint]:
+        """`entry`'s requests are being queued (its `tokens`: their estimated prompt + output; its
+        records: their length predictions and the submitter's handlings): what its records get,
+        per request: "auto" resolved, and whether it continues a call whose KV was preserved."""
+        out = []
+        for i, req in enumerate(entry.requests):
+            rec = entry.records[i]
             key = req.get("kv_key")
             if key is None:
+                out.append(PauseHint(rec.pause_kv, rec.resumes_preserved))
                 continue
-            context = sum(predicted_shape(req, tokens[i] if tokens and i < len(tokens) else None))
+            tokens = entry.tokens[i] if entry.tokens and i < len(entry.tokens) else None
+            context = sum(predicted_shape(req.get("max_tokens"), rec.predicted_tokens, tokens))
             mean, n = self._context
             self._context = ((mean * n + context) / (n + 1), n + 1)
-            if self.paused.pop((query_id, key), None) == "preserve":
-                req["resumes_preserved"] = True
-            if req.get("pause_kv") == "auto":
+            preserved = self.paused.pop((entry.query_id, key), None) == "preserve" or rec.resumes_preserved
+            handling = rec.pause_kv
+            if handling == "auto":
                 other = None if own_costs(policy) is not None else self.other_context()
-                req["pause_kv"] = choose_pause_handling(policy, req.get("api"), context, other, self.costs)
-            if req.get("pause_kv"):
-                self.paused[(query_id, key)] = req["pause_kv"]
+                handling = choose_pause_handling(policy, req.get("api"), context, other, self.costs)
+            if handling:
+                self.paused[(entry.query_id, key)] = handling
+            out.append(PauseHint(handling, preserved))
+        return out
 
     def other_context(self) -> int:
         """Predicted tokens of the other calls in a batch with a call."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from teola.scheduling.dispatch_record import DispatchRecord, lift_hints
 from teola.scheduling.program.api_handling import ApiCall, choose_handling, memory_over_time, waste
+from teola.scheduling.program.lamps import is_last_segment
 from teola.scheduling.registry import Limits, Pending, Pick, RequestQueue, make_policy
 
 
@@ -56,8 +58,11 @@ def test_the_worked_handling_example_of_the_docs(tool):
 
 
 def entry(name: str, max_tokens: int, prompt: int = 10, arrival: float = 0.0, **req) -> Pending:
-    return Pending(query_id=name, name=name, op="decoding", depth=0, arrival=arrival, requests=[{"max_tokens": max_tokens, **req}],
-                   tokens=[prompt + max_tokens])
+    """A queued call; the program hints among `req` (predicted_tokens, pause_kv, resumes_preserved)
+    go into its dispatch record, as a submitter hands them in, not into its body."""
+    body, hints = lift_hints({"max_tokens": max_tokens, **req})
+    return Pending(query_id=name, name=name, op="decoding", depth=0, arrival=arrival, requests=[body],
+                   tokens=[prompt + max_tokens], records=[DispatchRecord(**hints)])
 
 
 def picked(policy, entries: list[Pending]) -> str:
@@ -193,10 +198,9 @@ def test_lamps_ranks_a_preserved_resume_by_its_score_like_any_call():
 
 def segment(request: str, j: int, max_tokens: int, arrival: float, last: bool = False) -> Pending:
     """Segment j of a pausing call: the segments share the request's kv_key (teola.api.tool_calls)."""
-    req = {"max_tokens": max_tokens, "kv_key": request}
-    if not last:
-        req["pause_kv"] = "swap"
-    return Pending(query_id=request, name=f"{request}#{j}", op="decoding", depth=0, arrival=arrival, requests=[req], tokens=[10 + max_tokens])
+    return Pending(query_id=request, name=f"{request}#{j}", op="decoding", depth=0, arrival=arrival,
+                   requests=[{"max_tokens": max_tokens, "kv_key": request}], tokens=[10 + max_tokens],
+                   records=[DispatchRecord(pause_kv=None if last else "swap")])
 
 
 def test_a_starving_request_stays_ahead_after_its_api_call_until_it_completes():
@@ -275,3 +279,25 @@ def test_a_measured_batch_size_is_the_mean_number_of_calls_running_at_admission(
     assert policy.other_context() == int((4 / 3 - 1) * 200)
     with pytest.raises(ValueError, match="measured"):
         make_policy("lamps", batch_size="profiled")
+
+
+@pytest.mark.parametrize("hint", ["predicted_tokens", "pause_kv", "resumes_preserved"])
+def test_policies_read_the_hints_from_the_record_not_the_body(hint):
+    """A hint left in a body (where no submitter puts one now) is not read; the record's is."""
+    value = {"predicted_tokens": 3, "pause_kv": "preserve", "resumes_preserved": True}[hint]
+    in_body = Pending(query_id="b", name="b", op="decoding", depth=0, arrival=0.0,
+                      requests=[{"max_tokens": 8, "api": "search", hint: value}], tokens=[18])
+    in_record = entry("r", 8, api="search", **{hint: value})
+    assert hint not in in_record.requests[0] and getattr(in_record.records[0], hint) == value
+    policy = make_policy("lamps", step_s=0.02, fwd_s_per_token=1.0, api_defaults={"search": 0.001},
+                         preserved_first=True)
+    if hint == "predicted_tokens":
+        from teola.scheduling.program.sjf import predicted_length
+        assert (predicted_length(in_body), predicted_length(in_record)) == (8, 3)
+    elif hint == "pause_kv":  # least waste: preserve a 0.001 s API either way; the record says so too
+        assert policy.score(in_record)[1] == "preserve" and not is_last_segment(in_record)
+        assert is_last_segment(Pending(query_id="b", name="b", op="decoding", depth=0, arrival=0.0,
+                                       requests=[{"max_tokens": 8, hint: value}]))
+    else:
+        from teola.scheduling.base import resumes_preserved
+        assert (resumes_preserved(in_body), resumes_preserved(in_record)) == (False, True)

@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import pytest
 
+from teola.scheduling.base import Pending
+from teola.scheduling.dispatch_record import DispatchRecord
 from teola.scheduling.program.lamps import LAMPSPolicy
-from teola.scheduling.program.pause_handling import PauseBook, PauseCosts, choose_pause_handling
+from teola.scheduling.program.pause_handling import PauseBook, PauseCosts, PauseHint, choose_pause_handling
 from tests.unit.compile.test_agent_component import CALL, agent_app, answer
 
 
-def seg(key: str = "k", handling: str | None = "auto", api: str = "calculator") -> dict:
-    return {"kv_key": key, "max_tokens": 32, **({"pause_kv": handling, "api": api} if handling else {})}
+def seg(key: str = "k", handling: str | None = "auto", api: str = "calculator", tokens: int = 1000,
+        query: str = "q") -> Pending:
+    """A queued segment of a pausing call: its handling is a hint in its record, not its body."""
+    return Pending(query_id=query, name=key, op="decoding", depth=0, arrival=0.0, tokens=[tokens],
+                   requests=[{"kv_key": key, "max_tokens": 32, **({"api": api} if handling else {})}],
+                   records=[DispatchRecord(pause_kv=handling)])
+
+
+def prepared(book: PauseBook, e: Pending, policy=None) -> PauseHint:
+    (hint,) = book.prepare(e, policy)
+    return hint
 
 
 @pytest.mark.parametrize("api_s, swap, expected", [
@@ -23,9 +34,9 @@ def seg(key: str = "k", handling: str | None = "auto", api: str = "calculator") 
 ])
 def test_auto_takes_the_least_waste_on_hand_computed_costs(api_s, swap, expected):
     book = PauseBook(PauseCosts(fwd_s_per_token=1e-4, swap_s_per_token=swap, api_defaults={"calculator": api_s}))
-    req = seg()
-    book.prepare("q", [req], policy=None, tokens=[1000])
-    assert req["pause_kv"] == expected
+    e = seg()
+    assert prepared(book, e).pause_kv == expected
+    assert e.records[0].pause_kv == "auto"  # the book decides; the engine scheduler writes the record
 
 
 def test_the_rest_of_the_batch_makes_discard_dearer():
@@ -34,43 +45,35 @@ def test_the_rest_of_the_batch_makes_discard_dearer():
     costs = PauseCosts(fwd_s_per_token=1e-4, api_defaults={"calculator": 0.2})
     alone, batched = PauseBook(costs, batch_size=1), PauseBook(costs, batch_size=4)
     for book, expected in ((alone, "discard"), (batched, "preserve")):
-        req = seg()
-        book.prepare("q", [req], None, [1000])
-        assert req["pause_kv"] == expected
+        assert prepared(book, seg()).pause_kv == expected
 
 
 def test_a_policy_with_its_own_costs_decides():
     lamps = LAMPSPolicy(fwd_s_per_token=1e-4, api_defaults={"calculator": 0.05})
     # the book's own costs say discard (a 10 s tool); LAMPS's means say preserve
     book = PauseBook(PauseCosts(fwd_s_per_token=1e-4, api_defaults={"calculator": 10.0}))
-    req = seg()
-    book.prepare("q", [req], lamps, [1000])
-    assert req["pause_kv"] == "preserve"
+    assert prepared(book, seg(), lamps).pause_kv == "preserve"
     assert choose_pause_handling(None, "calculator", 1000, 0, book.costs) == "discard"
 
 
 def test_a_continuation_of_preserved_kv_is_marked_and_forgotten_with_its_query():
     book = PauseBook(PauseCosts(api_defaults={"calculator": 0.0}))  # a free pause: preserve
-    first, other_query, cont = seg(), seg(), seg(handling=None)
-    book.prepare("q1", [first], None, [100])
-    book.prepare("q2", [other_query], None, [100])
-    assert first["pause_kv"] == "preserve"
-    book.prepare("q1", [cont], None, [150])
-    assert cont.get("resumes_preserved") is True
-    again = seg(handling=None)
-    book.prepare("q1", [again], None, [150])  # the pause was consumed by its continuation
-    assert "resumes_preserved" not in again
+    assert prepared(book, seg(tokens=100, query="q1")) == PauseHint("preserve", False)
+    prepared(book, seg(tokens=100, query="q2"))
+    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(None, True)
+    # the pause was consumed by its continuation
+    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(None, False)
     book.end_program("q2")
     assert book.paused == {}
 
 
 def test_a_discarded_pause_and_calls_without_a_kv_key_are_left_alone():
     book = PauseBook()
-    plain = {"max_tokens": 8, "pause_kv": "auto"}
-    book.prepare("q", [plain, seg(handling="discard")], None, [10, 10])
-    cont = seg(handling=None)
-    book.prepare("q", [cont], None, [20])
-    assert plain["pause_kv"] == "auto" and "resumes_preserved" not in cont
+    plain = Pending(query_id="q", name="p", op="decoding", depth=0, arrival=0.0, requests=[{"max_tokens": 8}],
+                    tokens=[10], records=[DispatchRecord(pause_kv="auto")])
+    assert prepared(book, plain) == PauseHint("auto", False)
+    assert prepared(book, seg(handling="discard", tokens=10)) == PauseHint("discard", False)
+    assert prepared(book, seg(handling=None, tokens=20)) == PauseHint(None, False)
 
 
 @pytest.mark.parametrize("value, message", [
@@ -101,14 +104,13 @@ async def test_the_agent_component_with_auto_discards_for_a_slow_tool():
 
 
 def test_a_length_predictor_sets_predictions_and_a_failing_one_is_ignored(caplog):
-    from teola.scheduling.program.length_predictions import predict_lengths
+    from teola.scheduling.program.length_predictions import predicted_lengths
 
     given, plain, bad = {"predicted_tokens": 5}, {"max_tokens": 64}, {"max_tokens": 64}
-    predict_lengths(lambda r: 17, [given, plain], "llm")
-    assert given["predicted_tokens"] == 5 and plain["predicted_tokens"] == 17
-    predict_lengths(lambda r: 1 / 0, [bad], "llm")
-    predict_lengths(lambda r: "long", [bad], "llm")
-    assert "predicted_tokens" not in bad
+    assert predicted_lengths(lambda r: 17, [given, plain], "llm") == [None, 17]
+    assert predicted_lengths(lambda r: 1 / 0, [bad], "llm") == [None]
+    assert predicted_lengths(lambda r: "long", [bad], "llm") == [None]
+    assert predicted_lengths(None, [bad], "llm") == [None]
     assert "length predictor failed: ZeroDivisionError" in caplog.text and "answered 'long'" in caplog.text
 
 
@@ -130,22 +132,24 @@ async def test_auto_is_chosen_from_the_length_prediction_with_the_inputs_lamps_r
     # (from max_tokens, C = 600: preserve 300 < discard 360 -> preserve)
     from teola.ir.engine_spec import Engine
     from teola.runtime import Runtime
-    from teola.scheduling.base import Pending
     from tests.unit.api.test_tool_calls import ScriptedLLM
 
     options = {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}
     rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": ScriptedLLM(["done"])}, policy="lamps",
                  policy_options={"lamps": options}, length_predictor=lambda r: 20)
-    req = {"parts": [["user", "x" * 396]], "complete": True, "max_tokens": 500, "kv_key": "k", "api": "calc",
-           "pause_kv": "auto"}
+    req = {"parts": [["user", "x" * 396]], "complete": True, "max_tokens": 500, "kv_key": "k", "api": "calc"}
+    sent = dict(req)
     await rt.start()
     try:
-        await rt.submit_call("llm", req, program="p", call_id="c")
+        outcome = await rt.submit_call("llm", req, program="p", call_id="c", pause_kv="auto")
     finally:
         await rt.stop()
-    assert req["predicted_tokens"] == 20 and req["pause_kv"] == "discard"
+    # the hints went into the call's record: the body is as it was handed in; the outcome names the handling
+    assert req == sent and outcome.pause_kv == "discard"
     # the score of that call: 20 x 100 + 210 before the API, 120 tokens held 6 iterations (0.12 s)
-    score, handling = LAMPSPolicy(**options).score(Pending(query_id="p", name="c", op="decoding", depth=0, arrival=0.0, requests=[req], tokens=[600]))
+    score, handling = LAMPSPolicy(**options).score(Pending(query_id="p", name="c", op="decoding", depth=0, arrival=0.0,
+                                                           requests=[req], tokens=[600],
+                                                           records=[DispatchRecord(predicted_tokens=20, pause_kv="discard")]))
     assert handling == "discard" and score == pytest.approx(2210 + 720)
 
 
@@ -157,3 +161,27 @@ async def test_the_agent_components_tool_calls_teach_the_llm_policy_their_durati
     await answer(app)
     mean, n = policy.api_mean["calculator"]
     assert n == 1 and mean >= 0.0
+
+
+async def test_a_legacy_request_with_hints_inside_is_split_at_submission():
+    """A request dict built with hint fields (the simulated LAMPS studies build them so): they go
+    into the record; the queued body holds none; the "auto" it was queued with is written back."""
+    from teola.ir.engine_spec import Engine
+    from teola.runtime import Runtime
+    from tests.unit.api.test_tool_calls import ScriptedLLM
+
+    llm = ScriptedLLM(["done"])
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": llm}, policy="lamps",
+                 policy_options={"lamps": {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}})
+    req = {"parts": [["user", "x" * 396]], "complete": True, "max_tokens": 500, "kv_key": "k", "api": "calc",
+           "pause_kv": "auto", "predicted_tokens": 20}
+    await rt.start()
+    try:
+        outcome = await rt.submit_call("llm", req, program="p", call_id="c")
+        with pytest.raises(TypeError, match="hints are"):
+            await rt.submit_call("llm", dict(req), program="p", call_id="d", priority=3)
+    finally:
+        await rt.stop()
+    assert outcome.pause_kv == req["pause_kv"] == "discard" and req["predicted_tokens"] == 20
+    (seen,) = llm.requests
+    assert seen["pause_kv"] == "discard" and seen["predicted_tokens"] == 20
