@@ -9,12 +9,14 @@ import threading
 from collections import OrderedDict
 from typing import Protocol
 
+from teola.compile.sentence_split import sentence_windows
+
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
 # A token as chunking sees it: its [start, end) character offsets in the text and whether it
 # starts a word (False for a subword piece that continues the word before it).
-Piece = tuple[int, int, bool]
+Piece = tuple[int, int, bool]  # the same alias as teola.compile.sentence_split's
 
 
 class ChunkTokenizer(Protocol):
@@ -36,15 +38,24 @@ def word_pieces(text: str) -> list[Piece]:
     return [(m.start(), m.end(), True) for m in _TOKEN.finditer(text)]
 
 
+# "sentence" (the default): whole sentences up to chunk_size, as LlamaIndex's SentenceSplitter sizes
+# chunks (teola.compile.sentence_split); "window": sliding windows of chunk_size tokens cut at words.
+SPLITS = ("sentence", "window")
+DEFAULT_SPLIT = "sentence"
+
+
 def chunk_text(text: str, chunk_size: int = 256, overlap: int = 30,
                tokenizer: ChunkTokenizer | None = None, *, max_chunks: int | None = None,
-               max_chars: int | None = None) -> list[str]:
-    """Split `text` into windows of at most `chunk_size` tokens, consecutive windows sharing about
+               max_chars: int | None = None, split: str = DEFAULT_SPLIT) -> list[str]:
+    """Split `text` into chunks of at most `chunk_size` tokens, consecutive chunks sharing up to
     `overlap` tokens. Each chunk is the exact source substring its tokens span. Tokens are
-    `tokenizer`'s (e.g. the embedding model's), or words and punctuation marks when it is None; a
-    window ends and starts at word boundaries unless one word fills it. With `max_chunks` or
-    `max_chars`, chunking stops with `ChunkLimitError` as soon as the chunks would pass either."""
-    return chunk_documents([text], chunk_size, overlap, tokenizer, max_chunks=max_chunks, max_chars=max_chars)
+    `tokenizer`'s (e.g. the embedding model's), or words and punctuation marks when it is None.
+    split="sentence" (default) packs whole sentences and overlaps by whole sentences
+    (`teola.compile.sentence_split`); split="window" slides windows of `chunk_size` tokens that end
+    and start at word boundaries unless one word fills one. With `max_chunks` or `max_chars`,
+    chunking stops with `ChunkLimitError` as soon as the chunks would pass either."""
+    return chunk_documents([text], chunk_size, overlap, tokenizer, max_chunks=max_chunks, max_chars=max_chars,
+                           split=split)
 
 
 class ChunkLimitError(ValueError):
@@ -58,7 +69,8 @@ class ChunkLimitError(ValueError):
 
 
 def chunk_documents(texts: list[str], chunk_size: int, overlap: int, tokenizer: ChunkTokenizer | None = None,
-                    *, max_chunks: int | None = None, max_chars: int | None = None) -> list[str]:
+                    *, max_chunks: int | None = None, max_chars: int | None = None,
+                    split: str = DEFAULT_SPLIT) -> list[str]:
     """The chunks of every text in order (`chunk_text` of each), at most `max_chunks` of them
     holding at most `max_chars` characters together: past either, `ChunkLimitError` from inside the
     loop that makes them, so a refused request never holds more than the limits. Texts up to
@@ -67,17 +79,19 @@ def chunk_documents(texts: list[str], chunk_size: int, overlap: int, tokenizer: 
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     if not 0 <= overlap < chunk_size:
         raise ValueError(f"overlap must be in [0, chunk_size), got {overlap} with chunk_size {chunk_size}")
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     budget = _Budget(max_chunks, max_chars)
     out: list[str] = []
     fresh: list[tuple[tuple, tuple[str, ...]]] = []
     for text in texts:
-        key = (text, chunk_size, overlap, tokenizer)
+        key = (text, chunk_size, overlap, tokenizer, split)
         memoized = _memo.get(key) if len(text) <= MEMO_TEXT_CHARS else None
         if memoized is not None:
             for chunk in memoized:
                 budget.take(chunk)
         else:
-            memoized = _chunks(text, chunk_size, overlap, tokenizer, budget)
+            memoized = _chunks(text, chunk_size, overlap, tokenizer, budget, split)
             if len(text) <= MEMO_TEXT_CHARS:
                 fresh.append((key, memoized))
         out.extend(memoized)
@@ -105,8 +119,14 @@ class _Budget:
 
 
 def _chunks(text: str, chunk_size: int, overlap: int, tokenizer: ChunkTokenizer | None,
-            budget: _Budget) -> tuple[str, ...]:
+            budget: _Budget, split: str) -> tuple[str, ...]:
     pieces = word_pieces(text) if tokenizer is None else tokenizer.pieces(text)
+    if split == "sentence":
+        out = []
+        for a, b in sentence_windows(pieces, text, chunk_size, overlap):
+            out.append(text[pieces[a][0]:pieces[b - 1][1]])
+            budget.take(out[-1])
+        return tuple(out)
     chunks: list[str] = []
     i = 0
     while i < len(pieces):

@@ -5,7 +5,7 @@ from collections import deque
 from typing import Any
 
 from teola.compile.chunk_tokenizer import chunk_tokenizer
-from teola.compile.chunking import ChunkLimitError, chunk_documents, document_text
+from teola.compile.chunking import DEFAULT_SPLIT, ChunkLimitError, chunk_documents, document_text
 from teola.compile.components import BuildContext, Port, lookup, options_model
 from teola.ir.engine_spec import Engine
 from teola.ir.graph import Graph
@@ -70,7 +70,7 @@ class ReadTracking(dict):
 
 
 # read by the compiler itself, not by the node's decomposer
-_COMPILER_KEYS = {"indexing": {"chunk_size", "chunk_overlap", "max_chunks", "tokenizer"}}
+_COMPILER_KEYS = {"indexing": {"chunk_size", "chunk_overlap", "max_chunks", "tokenizer", "split"}}
 
 
 def _check_overrides(node: Node, config: dict[str, Any], seen: ReadTracking) -> None:
@@ -145,7 +145,8 @@ def prepare_inputs(order: list[Node], query: dict[str, Any], config: dict[str, A
             limit = cfg.get("max_chunks", MAX_CHUNKS)
             chars = MAX_CHUNK_TEXT_RATIO * sum(len(t) for t in texts)
             try:
-                chunks = chunk_documents(texts, size, overlap, tokenizer, max_chunks=limit, max_chars=chars)
+                chunks = chunk_documents(texts, size, overlap, tokenizer, max_chunks=limit, max_chars=chars,
+                                         split=cfg.get("split") or DEFAULT_SPLIT)
             except ChunkLimitError as exc:
                 raise ValueError(_limit_message(node.name, exc, size, overlap)) from None
             initial[f"{node.name}.chunks"] = chunks

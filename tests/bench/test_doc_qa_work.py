@@ -39,3 +39,22 @@ def test_pubmed_qa_queries_hide_each_abstract_among_others():
         assert len(q["documents"]) == 16 and len(set(q["documents"])) == 16
         assert q["gold"] in q["documents"] and q["answers"][0] in ("yes", "no", "maybe")
     assert pubmed_qa_queries(4, 15, 0) == queries and pubmed_qa_queries(4, 15, 1) != queries
+
+
+def test_teolas_chunks_are_sized_as_llamaindexs_sentence_splitter_sizes_them():
+    from llama_index.core.node_parser import SentenceSplitter
+    from llama_index.core.schema import Document
+
+    from bench.lib.workloads import narrative_qa_queries
+    from teola.compile.chunk_tokenizer import chunk_tokenizer
+    from teola.compile.chunking import chunk_text
+    from teola.ir.engine_spec import Engine
+
+    tok = chunk_tokenizer(Engine("embedding", kind="sentence_transformers", model="all-minilm-l6-v2"))
+    assert tok is not None, "all-MiniLM-L6-v2's tokenizer is installed by the project's setup"
+    splitter = SentenceSplitter(chunk_size=256, chunk_overlap=30, tokenizer=lambda t: [None] * tok.count(t))
+    docs = list(dict.fromkeys(d for q in pubmed_qa_queries(3, 15, 0) + narrative_qa_queries(3, 2, 0)
+                              for d in q["documents"]))
+    library = [len(splitter.get_nodes_from_documents([Document(text=d)])) for d in docs]
+    assert [len(chunk_text(d, 256, 30, tok)) for d in docs] == library  # the default split: sentence
+    assert [len(chunk_text(d, 256, 30, tok, split="window")) for d in docs] != library

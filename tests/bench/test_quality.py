@@ -29,7 +29,7 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
              {"primitive": "x.expand.decode[1]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 20},
              {"primitive": "s.call0.decode", "op": "decoding", "num_prompt_tokens": 700, "num_output_tokens": 30},
              {"primitive": "s.call0.prefill", "op": "full_prefilling", "num_prompt_tokens": 700}]
-    assert llm_work(trace) == {"calls": 2, "prompt_tokens": 750, "decode_tokens": 50}
+    assert llm_work(trace) == {"calls": 2, "prompt_tokens": 750, "decode_tokens": 50, "prefill_only": 0, "chunks": 0}
     recs = [{"ok": True, "latency": 2.0, "calls": 2, "prompt_tokens": 750, "decode_tokens": 50, "contains": True,
              "f1": 0.5, "recall": True},
             {"ok": False, "latency": 9.0, "error": "x"}]

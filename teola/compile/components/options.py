@@ -61,6 +61,10 @@ class IndexingOptions(Options):
     tokenizer: Literal["engine", "words"] | None = Field(
         None, description="What chunk tokens are: 'engine' (default), the embedding engine's model tokenizer when "
                           "its files are on disk, else words and punctuation marks; 'words': always those.")
+    split: Literal["sentence", "window"] | None = Field(
+        None, description="How chunks are cut: 'sentence' (default), whole sentences up to chunk_size and an overlap "
+                          "of whole sentences, as LlamaIndex's SentenceSplitter; 'window', sliding windows of "
+                          "chunk_size tokens cut at words.")
     vectordb: Name | None = Field(None, description="Vector-store engine to ingest into as part of this node.")
 
     @field_validator("chunk_overlap")

@@ -48,9 +48,13 @@ def test_a_window_cut_short_by_a_long_word_does_not_repeat_its_tail_once_per_tok
     # 4096 one-token words, then one word of 5000 subword tokens: before the fix the windows [k, 4096)
     # for every k made 4096 chunks holding 8.4 M characters out of a 13 KB text
     text = "a " * 4096 + "b" * 5000
-    chunks = chunk_text(text, 8192, 4096, CharTokenizer())
+    chunks = chunk_text(text, 8192, 4096, CharTokenizer(), split="window")
     assert sum(map(len, chunks)) <= 3 * len(text)
     assert chunks[0] == text[:2 * 4096 - 1] and "".join(chunks[1:]) == "b" * 5000
+    # packed word by word (one sentence longer than a chunk): the overlap shrinks so the long word fits
+    chunks = chunk_text(text, 8192, 4096, CharTokenizer(), split="sentence")
+    assert sum(map(len, chunks)) <= 3 * len(text)
+    assert chunks[0] == text[:2 * 4096 - 1] and chunks[-1].endswith("b" * 5000) and len(chunks) == 2
 
 
 def peak_while(work) -> int:
@@ -63,15 +67,16 @@ def peak_while(work) -> int:
         tracemalloc.stop()
 
 
-def test_chunking_stops_at_the_limits_inside_its_loop():
+@pytest.mark.parametrize("split", chunking.SPLITS)
+def test_chunking_stops_at_the_limits_inside_its_loop(split):
     text = " ".join(f"{i:06d}" + "x" * 993 for i in range(1000))  # 1 MB in 1,000 words: chunks dominate memory
 
     def refused() -> None:
         with pytest.raises(chunking.ChunkLimitError) as refusal:
-            chunking.chunk_documents([text], 10, 5, None, max_chunks=10)
+            chunking.chunk_documents([text], 10, 5, None, max_chunks=10, split=split)
         assert refusal.value.what == "chunks" and refusal.value.limit == 10
 
-    whole = peak_while(lambda: chunking.chunk_documents([text], 10, 5, None))
+    whole = peak_while(lambda: chunking.chunk_documents([text], 10, 5, None, split=split))
     assert whole > 1_500_000  # ~200 chunks of 10 KB
     assert peak_while(refused) < 500_000  # 11 chunks, then the loop stopped
     with pytest.raises(chunking.ChunkLimitError, match="more than 1000 characters"):

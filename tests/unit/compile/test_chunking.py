@@ -53,12 +53,12 @@ def minilm() -> ModelTokenizer:
 @given(st.text(alphabet="ab c,.\n1", max_size=300), st.integers(1, 12), st.data())
 def test_the_word_count_fallback_keeps_the_sliding_windows(text, size, data):
     overlap = data.draw(st.integers(0, size - 1))
-    assert chunk_text(text, size, overlap) == sliding_windows(text, size, overlap)
+    assert chunk_text(text, size, overlap, split="window") == sliding_windows(text, size, overlap)
 
 
 def test_chunks_count_the_embedding_models_tokens(minilm):
-    chunks = chunk_text(STORY, 64, 8, minilm)
-    assert len(chunks) > len(chunk_text(STORY, 64, 8))  # WordPiece splits numbers and rare words
+    chunks = chunk_text(STORY, 64, 8, minilm, split="window")
+    assert len(chunks) > len(chunk_text(STORY, 64, 8, split="window"))  # WordPiece splits numbers and rare words
     assert all(c in STORY for c in chunks)  # verbatim substrings
     assert max(minilm.count(c) for c in chunks) == 64
     starts = [STORY.index(chunks[0])]
@@ -73,9 +73,9 @@ def test_chunks_count_the_embedding_models_tokens(minilm):
 
 def test_windows_end_at_word_boundaries_unless_one_word_fills_them():
     fake = CharTokenizer()
-    assert chunk_text("abc defg hi", 5, 1, fake) == ["abc", "defg", "hi"]
-    assert chunk_text("abcdefghij", 4, 1, fake) == ["abcd", "defg", "ghij"]  # one long word: plain windows
-    assert chunk_text("", 4, 1, fake) == [] and chunk_text("  \n", 4, 1, fake) == []
+    assert chunk_text("abc defg hi", 5, 1, fake, split="window") == ["abc", "defg", "hi"]
+    assert chunk_text("abcdefghij", 4, 1, fake, split="window") == ["abcd", "defg", "ghij"]  # one long word
+    assert chunk_text("", 4, 1, fake, split="window") == [] and chunk_text("  \n", 4, 1, fake, split="window") == []
 
 
 def test_chunks_are_memoized_per_tokenizer(minilm):
@@ -108,7 +108,30 @@ def test_the_indexing_node_counts_in_its_engines_tokens_or_in_words(minilm):
     query = {"question": "How many anglers?", "documents": [STORY]}
     model = app.compile(query).inputs["indexing.chunks"]
     words = app.compile(query, {"nodes": {"indexing": {"tokenizer": "words"}}}).inputs["indexing.chunks"]
-    assert model == chunk_text(STORY, 256, 30, minilm)
-    assert words == chunk_text(STORY, 256, 30) == sliding_windows(STORY, 256, 30)
+    window = app.compile(query, {"nodes": {"indexing": {"tokenizer": "words", "split": "window"}}}).inputs["indexing.chunks"]
+    assert model == chunk_text(STORY, 256, 30, minilm, split="sentence")  # the node's default split
+    assert words == chunk_text(STORY, 256, 30, split="sentence")
+    assert window == chunk_text(STORY, 256, 30, split="window") == sliding_windows(STORY, 256, 30)
     assert len(model) > len(words)
     assert max(count_tokens(c) for c in model) <= 256  # a chunk of 256 WordPiece tokens has at most 256 words
+
+
+def test_sentence_chunks_hold_whole_sentences_and_overlap_by_whole_sentences():
+    text = "One two three. Four five! Six seven eight nine? Ten eleven.\nTwelve."
+    # words and marks: sentences of 4, 3, 5, 3 and 2 tokens
+    chunks = chunk_text(text, 8, 3, split="sentence")
+    assert chunks == ["One two three. Four five!", "Four five! Six seven eight nine?",
+                      "Ten eleven.\nTwelve."]
+    assert chunk_text(text, 8, 0, split="sentence") == ["One two three. Four five!",
+                                                        "Six seven eight nine? Ten eleven.", "Twelve."]
+    assert max(count_tokens(c) for c in chunk_text(STORY, 64, 8, split="sentence")) <= 64
+
+
+def test_a_sentence_longer_than_a_chunk_is_packed_word_by_word():
+    text = "Short one. " + " ".join(f"w{i}" for i in range(30)) + ". End."
+    chunks = chunk_text(text, 10, 2, split="sentence")
+    assert chunks[0] == "Short one. w0 w1 w2 w3 w4 w5 w6"  # filled word by word after the short sentence
+    assert all(count_tokens(c) <= 10 for c in chunks) and chunks[-1].endswith("End.")
+    words = [c.split() for c in chunks]
+    assert all(a[-2:] == b[:2] for a, b in zip(words[:3], words[1:4]))  # 2 words overlap inside the long sentence
+    assert chunks[-1] == "w29. End."  # the overlap carries the last word and its period
