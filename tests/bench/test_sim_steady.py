@@ -73,7 +73,7 @@ def test_a_short_light_trace_reaches_steady_state() -> None:
 
     cap = sim_autellix.capacity_estimate(sim_autellix._profile(sim_autellix.PROFILE), "sharegpt")
     r = programs.run_point({"kind": "sharegpt", "system": "vllm-opt", "load": 0.3, "rate": 0.3 * cap,
-                            "profile": sim_autellix.PROFILE, "trace": (60.0, 240.0, 30.0), "limit": 600.0})
+                            "profile": sim_autellix.PROFILE, "trace": (60.0, 240.0, 30.0), "overdue": 20.0})
     assert 0 < r["measured"] < r["programs"]
     assert r["unfinished"] == 0 and math.isfinite(r["mean"])
     assert r["steady"]
@@ -98,3 +98,75 @@ def test_a_sweep_stops_at_the_knee_and_reads_only_cached_points(tmp_path) -> Non
     assert [r["rate"] for r in rows] == [1.0, 2.0, 3.0]  # below the knee: stops where the cache ends, runs nothing
     cache.write_text(cache.read_text().splitlines(keepends=True)[0])
     assert len(sim_steady.system_sweep((jobs, 100.0, "mean", str(cache), True))) == 1
+
+
+def test_a_program_is_overdue_by_its_own_unloaded_latency_not_the_workloads_mean() -> None:
+    """Hand-computed. Window [0, 10) s, the workload's unloaded mean 5 s. Program a (arrives at 1 s,
+    1 s alone) is still running at 30 s: 30x its own length, overdue since 1 + 20 x 1 = 21 s. Program b
+    (arrives at 2 s, 20 s alone: the heavy tail) is still running at 150 s: 7.4x, not overdue until
+    2 + 20 x 20 = 402 s. The previous rule (every program's limit the trace's end + 20 x the workload's
+    mean: 10 + 100 = 110 s) gave the opposite verdicts: a not overdue at 30 s, b overdue at 150 s."""
+    from bench.studies.sim.steady_state import deadlines, overdue
+
+    arrivals, solos = [1.0, 2.0], [1.0, 20.0]
+    assert deadlines(arrivals, solos, 20.0) == [21.0, 402.0]
+    assert overdue(arrivals, [None, None], solos, at=30.0) == [0]
+    assert overdue(arrivals, [25.0, None], solos, at=150.0) == []  # a ended at 25 s: late, but not running
+    assert overdue(arrivals, [5.0, None], solos, at=150.0) == []
+    assert overdue(arrivals, [5.0, None], solos, at=402.0) == [1]
+
+
+def test_watch_stops_at_the_first_overdue_program_in_virtual_time() -> None:
+    """Two measured programs end at 5 s and 50 s (virtual); deadlines 21 s and 402 s: all finish, no
+    stop. With the first one ending at 30 s instead, the run stops at its deadline, 21 s."""
+    import asyncio
+
+    from teola.sim.virtual_loop import run_virtual
+
+    async def scenario(ends: list[float], due: list[float]) -> float | None:
+        tasks = [asyncio.ensure_future(asyncio.sleep(e)) for e in ends]
+        t0 = asyncio.get_running_loop().time()
+        stopped = await programs.watch(tasks, [t0 + d for d in due])
+        for t in tasks:
+            t.cancel()
+        return None if stopped is None else stopped - t0
+
+    assert run_virtual(scenario([5.0, 50.0], [21.0, 402.0])) is None
+    assert run_virtual(scenario([30.0, 50.0], [21.0, 402.0])) == pytest.approx(21.0)
+
+
+def test_warmup_covers_the_heavy_tail_of_the_programs_own_latencies() -> None:
+    """Hand-computed. Latencies 1, 1, 1, 1, 16 s (mean 4): E[min(L, t)] = (4 + t) / 5 for t in
+    [1, 16], 95% of 4 = 3.8 at t = 15 s. The previous warm-up (3 x the unloaded mean, 12 s) leaves
+    the number in the system at (4 + 12) / 5 / 4 = 80% of its settled value; the warm-up is now at
+    least KNEE x 15 = 75 s."""
+    from bench.studies.sim.steady_state import KNEE, cover, in_system
+
+    lats = [1.0, 1.0, 1.0, 1.0, 16.0]
+    assert cover(lats) == pytest.approx(15.0)
+    assert cover(lats, 1.0) == pytest.approx(16.0)
+    assert trace_for(4.0).warmup == 12.0
+    assert trace_for(4.0, settle=KNEE * cover(lats)).warmup == pytest.approx(75.0)
+    # arrivals every 0.1 s, latencies cycling through the five: settled, 0.1 s x 4 s mean = 40 in the system
+    arrivals = [0.1 * i for i in range(2000)]
+    ends: list[float | None] = [a + lats[i % 5] for i, a in enumerate(arrivals)]
+    assert in_system(arrivals, ends, 11.95) == pytest.approx(0.8 * 40, abs=1)
+    assert in_system(arrivals, ends, 74.95) == pytest.approx(40, abs=1)
+
+
+def test_solo_latency_hand_computed() -> None:
+    """A cost of 1 ms per prefilled token and 10 ms per decoding sequence. Chat: 100-token prompt
+    (0.1 s) + 10 decode steps (0.1 s), then a 50-token user turn (0.05 s) + 5 steps (0.05 s): 0.3 s.
+    Tree: two 20-token calls (40 tokens: 0.04 s) decoding 3 and 5 tokens (2 steps at batch 2 at 20 ms,
+    2 at batch 1 at 10 ms: 0.06 s), then one call on their 8 output tokens + 20 (0.028 s): 0.128 s."""
+    from bench.studies.sim.sim_steady_solo import solo_latency
+    from engines.sim.cost import IterationCost
+    from teola.sim.program_workloads import CallSpec, ProgramSpec
+
+    cost = IterationCost(prefill_token=0.001, decode_seq=0.01)
+    chat = ProgramSpec("c", 0.0, [CallSpec(100, 11), CallSpec(161, 6, (0,), 50)], "chat")
+    assert solo_latency(chat, cost) == pytest.approx(0.3)
+    tree = ProgramSpec("t", 0.0, [CallSpec(20, 3), CallSpec(20, 5), CallSpec(20, 1, (0, 1))], "tree")
+    assert solo_latency(tree, cost) == pytest.approx(0.128)
+    react = ProgramSpec("r", 0.0, [CallSpec(100, 11), CallSpec(161, 6, (0,), 50, pause=2.0)], "react")
+    assert solo_latency(react, cost) == pytest.approx(2.3)

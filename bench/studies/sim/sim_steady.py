@@ -14,7 +14,9 @@ bench/studies/sim/sim_autellix.py (S10) and bench/studies/sim/sim_lamps_paper.py
 assumed there, not scaled); the rules (trace length, measured window, steady-state test, the knee,
 throughput at equal latency) are bench/studies/sim/steady_state.py's. Per workload:
   1. the baseline (vLLM-opt for S10, INFERCEPT for S9) unloaded: a light load (UNLOADED x the capacity
-     estimate for S10, UNLOADED_RATE for S9) gives its mean latency m0, which sets the trace;
+     estimate for S10, UNLOADED_RATE for S9) gives its mean latency m0, which sets the trace; for S10
+     the warm-up is also at least KNEE x the cover of the programs' own unloaded latencies (settling),
+     and a measured program unfinished OVERDUE x its own unloaded latency makes a point overloaded;
   2. every system, one process each (--jobs at a time), runs the fixed load grid (GRID x the capacity
      estimate; GRID_RATES req/s) upward until its own mean latency passes KNEE x the baseline's m0 (or
      it is overloaded), or the grid ends;
@@ -36,11 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.results import RESULTS, write_results
-from bench.studies.sim.steady_state import KNEE, Trace, equal_latency, past_knee, trace_for
+from bench.studies.sim.steady_state import KNEE, OVERDUE, Trace, cover, equal_latency, past_knee, trace_for
 
 GRID = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)  # S10 loads, x sim_autellix.capacity_estimate
-GRID_RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0)  # S9 rates, req/s
+GRID_RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0, 96.0)  # S9, req/s
 UNLOADED, UNLOADED_PROGRAMS, UNLOADED_RATE = 0.02, 30, 0.2
+SOLO_PROGRAMS = 1000  # programs whose own unloaded latencies set the warm-up (sim_steady_solo)
 TARGETS = (2.0, 3.0, 5.0)
 STUDIES = {"autellix": {"workloads": ("sharegpt", "bfcl", "lats", "mixed"), "systems": ("vllm-opt", "mlfq", "autellix"),
                         "base": "vllm-opt", "key": "tok_mean", "out": "sim_autellix_steady"},
@@ -128,8 +131,19 @@ def unloaded_job(study: str, kind: str, profile_cap: float) -> dict[str, Any]:
     else:
         rate = UNLOADED * profile_cap
         job = {"study": study, "kind": kind, "system": base, "load": UNLOADED, "rate": rate,
-               "trace": [0.0, UNLOADED_PROGRAMS / rate, 0.0], "limit": 3600.0, "profile": _profile_name()}
+               "trace": [0.0, UNLOADED_PROGRAMS / rate, 0.0], "overdue": OVERDUE, "profile": _profile_name()}
     return job
+
+
+def settling(kind: str, n: int = SOLO_PROGRAMS) -> dict[str, float]:
+    """The own unloaded latencies of `kind`'s first `n` programs (sim_steady_solo): mean, 95th
+    percentile, max, and their cover (steady_state.cover), the warm-up's floor over KNEE."""
+    import bench.studies.sim.sim_autellix as sim_autellix
+    from bench.studies.sim.sim_steady_solo import solo_latencies
+
+    solos = sorted(solo_latencies(kind, n, sim_autellix._profile(sim_autellix.PROFILE)))
+    return {"programs": n, "mean": sum(solos) / n, "p95": solos[int(0.95 * n)], "max": solos[-1],
+            "cover": cover(solos)}
 
 
 def _profile_name() -> str:
@@ -137,10 +151,10 @@ def _profile_name() -> str:
     return sim_autellix.PROFILE
 
 
-def workload_jobs(study: str, kind: str, systems: list[str], trace: Trace, cap: float, grid: tuple[float, ...],
-                  unloaded_mean: float) -> dict[str, list[dict[str, Any]]]:
+def workload_jobs(study: str, kind: str, systems: list[str], trace: Trace, cap: float,
+                  grid: tuple[float, ...]) -> dict[str, list[dict[str, Any]]]:
     """Each system's jobs up the grid on `trace`."""
-    extra = {} if study == "lamps" else {"limit": 20 * unloaded_mean, "profile": _profile_name()}
+    extra = {} if study == "lamps" else {"overdue": OVERDUE, "profile": _profile_name()}
     return {s: [{"study": study, "kind": kind, "system": s, "load": g, "rate": g * cap,
                  "trace": [trace.warmup, trace.window, trace.cooldown], **extra} for g in grid] for s in systems}
 
@@ -163,9 +177,13 @@ def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: st
     if un is None:
         return None
     m0 = float(un["mean"])
-    trace = trace or (trace_for(m0, min_warmup=LAMPS_MIN[0], min_window=LAMPS_MIN[1], min_cooldown=LAMPS_MIN[2])
-                      if study == "lamps" else trace_for(m0))
-    per_system = workload_jobs(study, kind, systems, trace, cap, grid, m0)
+    settle = None
+    if study == "lamps":
+        trace = trace or trace_for(m0, min_warmup=LAMPS_MIN[0], min_window=LAMPS_MIN[1], min_cooldown=LAMPS_MIN[2])
+    else:
+        settle = settling(kind)
+        trace = trace or trace_for(m0, settle=KNEE * settle["cover"])
+    per_system = workload_jobs(study, kind, systems, trace, cap, grid)
     work = [(per_system[s], float(un[field]), field, cache, only) for s in systems]
     if jobs <= 1 or only:
         results = [system_sweep(w) for w in work]
@@ -176,7 +194,7 @@ def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: st
     curves = {s: [(r["rate"], float(r[field])) for r in rows if r["system"] == s] for s in systems}
     reading = {str(f): {"target": f * float(un[field]), **equal_latency(curves, spec["base"], f * float(un[field]))}
                for f in TARGETS}
-    return {"capacity": cap, "unloaded": un, "trace": [trace.warmup, trace.window, trace.cooldown],
+    return {"capacity": cap, "unloaded": un, "trace": [trace.warmup, trace.window, trace.cooldown], "settle": settle,
             "rows": rows, "equal_latency": reading, "knee": KNEE}
 
 

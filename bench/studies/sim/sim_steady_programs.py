@@ -2,8 +2,11 @@
 engine, systems and programs) with bench/studies/sim/steady_state.py's trace: programs arrive over
 warm-up + window + cool-down, only those arriving in the window are measured, and the run stops once
 they have all finished and the cool-down's arrivals are done (programs still running then only kept
-the load on and are cancelled). A point whose measured programs are not all finished `limit` seconds
-after the trace's end is overloaded: its latency is inf and its unfinished programs are counted.
+the load on and are cancelled). A point where a measured program is still unfinished job["overdue"]
+x its own unloaded latency after its arrival (steady_state.overdue; the latency from
+bench/studies/sim/sim_steady_solo.py) stops there as overloaded: its latency is inf and its
+unfinished programs are counted. Each finished program's latency over its own unloaded latency (its
+stretch) is summarized, so the long programs' share of a mean is visible.
 
 Per point, sampled every `tick` simulated seconds inside the window: programs in the system, calls
 waiting in teola's queue and in the engine, calls running, KV blocks held; counted over the window:
@@ -19,7 +22,7 @@ import time
 from typing import Any
 
 import bench.studies.sim.sim_autellix as sim_autellix
-from bench.studies.sim.steady_state import Trace, steady
+from bench.studies.sim.steady_state import OVERDUE, Trace, deadlines, steady
 
 
 class WindowProbe:
@@ -82,9 +85,25 @@ def trace_programs(kind: str, rate: float, horizon: float, seed: int = 1) -> lis
     return [p for p in progs if p.arrival < horizon]
 
 
+async def watch(tasks: list[asyncio.Future], due: list[float]) -> float | None:
+    """Wait for `tasks` (the measured programs) in deadline order (`due`, loop times): the time the
+    first is found unfinished at its deadline (overloaded), or None once all have finished."""
+    loop = asyncio.get_running_loop()
+    pending = set(tasks)
+    for d, task in sorted(zip(due, tasks), key=lambda x: x[0]):
+        if not pending:
+            break
+        if not task.done():
+            _, pending = await asyncio.wait(pending, timeout=max(0.0, d - loop.time()))
+            if not task.done():
+                return loop.time()
+    return None
+
+
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """One (workload, system, rate) point on trace job["trace"] (warm-up, window, cool-down seconds);
-    job["limit"]: seconds after the trace's end the measured programs may take before the point is overloaded."""
+    job["overdue"]: x a program's own unloaded latency a measured program may take (module docstring)."""
+    from bench.studies.sim.sim_steady_solo import cost_of, solo_latency
     from teola.runtime import Runtime
     from teola.scheduling.registry import make_policy
     from teola.sim.program_runs import load_texts, run_program
@@ -93,6 +112,8 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     trace = Trace(*job["trace"])
     engine, policy, llm = _runtime(job)
     progs = trace_programs(job["kind"], job["rate"], trace.horizon, job.get("seed", 1))
+    cost, chunk, template = cost_of(sim_autellix._profile(job["profile"]))
+    solos = [solo_latency(p, cost, chunk, template) for p in progs]
     questions, filler, _ = load_texts()
 
     async def scenario() -> dict[str, Any]:
@@ -106,11 +127,15 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
         tasks = [asyncio.ensure_future(run_program(rt, p, t0, f"{job['kind']}-{job['system']}", questions, None, log,
                                                    filler=filler, token_ratio=llm.get("token_ratio", 1.3)))
                  for p in progs]
-        window = [t for t, p in zip(tasks, progs) if trace.measured(p.arrival)]
+        window = [(t, p, s) for t, p, s in zip(tasks, progs, solos) if trace.measured(p.arrival)]
+        due = deadlines([t0 + p.arrival for _, p, _ in window], [s for _, _, s in window],
+                        job.get("overdue", OVERDUE))
+        stopped: float | None = None
         try:
-            await asyncio.wait(window, timeout=trace.horizon + job["limit"])
-            await asyncio.sleep(max(0.0, t0 + trace.horizon - loop.time()))
-            await sampler
+            stopped = await watch([t for t, _, _ in window], due)
+            if stopped is None:  # keep the load on until the trace's last arrival, then end the window's probe
+                await asyncio.sleep(max(0.0, t0 + trace.horizon - loop.time()))
+                await sampler
         finally:
             sampler.cancel()
             for t in tasks:
@@ -118,13 +143,15 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
             await asyncio.gather(*tasks, sampler, return_exceptions=True)
             await rt.stop()
         lats = [t.result() if t.done() and not t.cancelled() and t.exception() is None else None for t in tasks]
-        return {"lats": lats, "log": log, "mechanism": probe.summary()}
+        return {"lats": lats, "log": log, "mechanism": probe.summary(),
+                "stopped": None if stopped is None else stopped - t0}
 
     wall = time.perf_counter()
     res = run_virtual(scenario())
     out = {k: job[k] for k in ("kind", "system", "load", "rate")}
-    out.update(summarize(progs, res["lats"], res["log"], trace))
+    out.update(summarize(progs, res["lats"], res["log"], trace, solos))
     out["mechanism"] = res["mechanism"]
+    out["overloaded_at"] = res["stopped"]
     out["sim_wall_s"] = time.perf_counter() - wall
     print(f"[sim_steady] {job['kind']} {job['system']} load {job['load']:g}: {out['measured']} measured, "
           f"{out['unfinished']} unfinished, token latency {1000 * out['tok_mean']:.0f} ms, mean {out['mean']:.1f} s, "
@@ -132,10 +159,12 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def summarize(progs: list[Any], lats: list[float | None], log: list[dict[str, Any]], trace: Trace) -> dict[str, Any]:
+def summarize(progs: list[Any], lats: list[float | None], log: list[dict[str, Any]], trace: Trace,
+              solos: list[float] | None = None) -> dict[str, Any]:
     """The window's statistics: programs measured and unfinished, mean latency and Autellix's token
     latency (a program's latency over the tokens it decoded; inf when a measured program is unfinished),
-    the steady-state test, and calls and decoded tokens of the measured programs."""
+    the steady-state test, calls and decoded tokens of the measured programs, and with `solos` (each
+    program's own unloaded latency) the finished ones' stretch (latency / own unloaded): mean and max."""
     decoded: dict[str, int] = {}
     for c in log:
         decoded[c["program"]] = decoded.get(c["program"], 0) + (c["output"] or 0)
@@ -150,4 +179,15 @@ def summarize(progs: list[Any], lats: list[float | None], log: list[dict[str, An
             "tok_mean": statistics.mean(tok) if tok and not unfinished else math.inf,
             "finished_mean": statistics.mean(x[1] for x in done) if done else math.nan,
             "calls": sum(len(p.calls) for p, _ in meas), "decoded": sum(decoded.get(p.pid, 0) for p, _ in meas),
-            **steady(arrivals, ends, trace)}
+            **stretch(progs, lats, solos, trace), **steady(arrivals, ends, trace)}
+
+
+def stretch(progs: list[Any], lats: list[float | None], solos: list[float] | None, trace: Trace) -> dict[str, Any]:
+    """The measured, finished programs' latency over their own unloaded latency: mean and max (nan
+    without `solos`), and the measured programs' mean own unloaded latency."""
+    if solos is None:
+        return {}
+    meas = [(lat, s) for p, lat, s in zip(progs, lats, solos) if trace.measured(p.arrival)]
+    r = [lat / s for lat, s in meas if lat is not None and s > 0]
+    return {"stretch_mean": statistics.mean(r) if r else math.nan, "stretch_max": max(r, default=math.nan),
+            "solo_mean": statistics.mean(s for _, s in meas) if meas else math.nan}

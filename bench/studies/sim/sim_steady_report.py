@@ -42,27 +42,37 @@ def _mean(r: dict[str, Any]) -> str:
     return _v(r["mean"], "{:.4g}")
 
 
+def _stretch(r: dict[str, Any]) -> str:
+    """Finished measured programs' latency over their own unloaded latency, and where a point stopped."""
+    text = f"{_v(r.get('stretch_mean'), '{:.2f}')} / {_v(r.get('stretch_max'), '{:.1f}')}"
+    if r.get("overloaded_at") is not None:
+        text += f"; stopped at {r['overloaded_at']:.0f} s: a program overdue"
+    return text
+
+
 def points_table(w: dict[str, Any], field: str) -> list[str]:
     rows = []
     for r in sorted(w["rows"], key=lambda r: (r["load"], r["system"])):
         m = r.get("mechanism", {})
         if "teola_queue_mean" in m:
             mech = [f"{m['teola_queue_mean']:.1f} / {m['engine_waiting_mean']:.1f}", f"{m['running_mean']:.1f}",
-                    f"{100 * m['kv_mean']:.0f}%", f"{m['preemptions']} / {m['kv_preemptions']}",
-                    f"{r['in_system_first']:.1f} / {r['in_system_last']:.1f}"]
+                    f"{100 * m['kv_mean']:.0f}% ({100 * m.get('kv_full', math.nan):.0f}%)",
+                    f"{m['preemptions']} / {m['kv_preemptions']}",
+                    f"{r['in_system_first']:.1f} / {r['in_system_last']:.1f}", _stretch(r)]
         else:
             h = r.get("handlings", {})
             mech = [f"{m.get('waiting', math.nan):.1f} / {m.get('engine_waiting', math.nan):.1f}",
                     f"{m.get('running', math.nan):.1f}", f"{100 * m.get('kv_used', math.nan):.0f}%",
                     f"{r.get('preemptions', 0)}; preserve/discard/swap {h.get('preserve', 0)}/{h.get('discard', 0)}/"
-                    f"{h.get('swap', 0)}", f"{m.get('waiting_first', math.nan):.1f} / {m.get('waiting_last', math.nan):.1f}"]
+                    f"{h.get('swap', 0)}", f"{m.get('waiting_first', math.nan):.1f} / {m.get('waiting_last', math.nan):.1f}",
+                    "n/a"]
         rows.append([f"{r['load']:g}", f"{r['rate']:.3g}", f"SIMULATED {r['system']}", str(r["measured"]),
                      str(r["unfinished"]), _v(r[field], "{:.4g}"), _mean(r),
                      "yes" if r["steady"] else "no"] + mech + [f"{r['sim_wall_s']:.0f}"])
     unit = "token latency (s/token)" if field == "tok_mean" else "mean E2E (s)"
     return table(["load", "rate (/s)", "system", "measured", "unfinished", unit, "mean latency (s)", "steady",
-                  "waiting: teola / engine", "running", "KV in use", "preemptions", "in system / waiting: first / last third",
-                  "wall (s)"], rows)
+                  "waiting: teola / engine", "running", "KV in use (time >= 95%)", "preemptions",
+                  "in system / waiting: first / last third", "latency / own unloaded: mean / max", "wall (s)"], rows)
 
 
 def reading_table(w: dict[str, Any], systems: list[str], base: str) -> list[str]:
@@ -85,7 +95,10 @@ def markdown(data: dict[str, Any]) -> str:
              "simulated vLLM in virtual time); set-ups: bench/studies/sim/sim_autellix.py (S10) and "
              "bench/studies/sim/sim_lamps_paper.py (S9), rules: bench/studies/sim/steady_state.py. " + fidelity(), "",
              "Rules: arrivals over warm-up + window + cool-down = 3 + 10 + 2 x the baseline's unloaded mean latency "
-             "(S9: at least 300 + 1800 + 300 s); only arrivals in the window are measured; steady = programs (S10) / "
+             "(S9: at least 300 + 1800 + 300 s; S10: the warm-up at least 5 x the time the number of programs in the "
+             "system takes to reach 95% of its settled value at the programs' own unloaded latencies); a measured "
+             "program unfinished 20 x its own unloaded latency after its arrival makes the point overloaded (S10; "
+             "S9: 1000 calls waiting); only arrivals in the window are measured; steady = programs (S10) / "
              "waiting calls (S9) in the system do not keep growing over the window; each system climbs the load grid "
              f"until its mean latency passes {data['knee']:g}x the baseline's unloaded mean; throughput at equal "
              "latency is where a curve first crosses the target, linear in rate between swept points (an overloaded "
@@ -93,10 +106,14 @@ def markdown(data: dict[str, Any]) -> str:
              f"Targets ({GOAL[study]}).", ""]
     for k, w in data["workloads"].items():
         un, tr = w["unloaded"], w["trace"]
+        st = w.get("settle")
+        settle = (f" Programs' own unloaded latencies (alone on the engine, {st['programs']} programs): mean "
+                  f"{st['mean']:.3g} s, p95 {st['p95']:.3g} s, max {st['max']:.3g} s; 95% settled after "
+                  f"{st['cover']:.3g} s, so the warm-up is at least {data['knee']:g} x that." if st else "")
         lines += [f"### {k} (SIMULATED)", "",
                   f"Baseline {base} unloaded (rate {un['rate']:.3g}/s): mean latency {float(un['mean']):.3g} s, "
                   f"{field} {float(un[field]):.3g}; trace: warm-up {tr[0]:.0f} s, window {tr[1]:.0f} s, cool-down "
-                  f"{tr[2]:.0f} s of arrivals; capacity scale {w['capacity']:.3g}/s.", "",
+                  f"{tr[2]:.0f} s of arrivals; capacity scale {w['capacity']:.3g}/s." + settle, "",
                   "Throughput at equal latency (rate each system sustains under the target):", ""]
         lines += reading_table(w, data["systems"], base) + ["", "Every point (mechanism over the window):", ""]
         lines += points_table(w, field) + [""]

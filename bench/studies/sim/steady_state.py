@@ -3,10 +3,20 @@ how long a trace is, which arrivals are measured, whether a run reached steady s
 sweep stops, and how throughput at equal latency is read across the knee of the latency curves.
 
 - Trace: Poisson arrivals over warm-up + window + cool-down seconds, each a multiple of the baseline's
-  unloaded mean latency m0 (WARMUP, WINDOW, COOLDOWN: 3, 10 and 2 x m0, so arrivals span 15 x m0, at
-  least `min_*` seconds each). Only what arrives inside the window is measured: the warm-up lets the
-  number of programs in the system settle from an empty start, the cool-down keeps arrivals (the load)
-  on while the last measured ones finish; what arrives in the warm-up or cool-down is run, not counted.
+  unloaded mean latency m0 (WARMUP, WINDOW, COOLDOWN: 3, 10 and 2 x m0, at least `min_*` seconds
+  each), the warm-up at least `settle` seconds. Only what arrives inside the window is measured: the
+  warm-up lets the number of programs in the system settle from an empty start, the cool-down keeps
+  arrivals (the load) on while the last measured ones finish; what arrives in the warm-up or
+  cool-down is run, not counted.
+- Settling (the warm-up's floor): from an empty start, Poisson arrivals at rate r with latencies L
+  have r x E[min(L, t)] programs in the system at time t, against r x E[L] once settled (Little's
+  law). cover(L, COVER) is the t where that reaches COVER (95%) of it; a heavy tail (ShareGPT: a few
+  programs of 80 calls) makes it several times m0. Below the knee the baseline's latencies are at
+  most KNEE x their unloaded values on average, so the warm-up is at least KNEE x cover over the
+  programs' own unloaded latencies (bench/studies/sim/sim_steady_solo.py).
+- Overdue: a measured program still unfinished OVERDUE x its own unloaded latency after its arrival
+  makes the point overloaded (the run stops there). The limit is per program, so a long program
+  running its normal length is not mistaken for a queue that never drains.
 - Steady: the number of programs in the system (arrived, not yet finished), averaged over the
   window's last third, is at most STEADY_GROWTH x its average over the window's first third + 2
   (a queue that keeps growing is not a steady state; the +2 keeps a light load with 0-1 programs in
@@ -30,6 +40,8 @@ from typing import Any
 WARMUP, WINDOW, COOLDOWN = 3.0, 10.0, 2.0  # x the baseline's unloaded mean latency
 KNEE = 5.0  # the sweep stops once the baseline's mean latency passes KNEE x its unloaded mean
 STEADY_GROWTH = 1.2
+COVER = 0.95  # the share of the settled number of programs in the system the warm-up must reach
+OVERDUE = 20.0  # x a program's own unloaded latency: unfinished by then, the point is overloaded
 
 
 @dataclass(frozen=True)
@@ -50,12 +62,41 @@ class Trace:
 
 
 def trace_for(unloaded_mean: float, warmup: float = WARMUP, window: float = WINDOW, cooldown: float = COOLDOWN,
-              min_warmup: float = 0.0, min_window: float = 0.0, min_cooldown: float = 0.0) -> Trace:
-    """The trace for a baseline whose unloaded mean latency is `unloaded_mean` seconds."""
+              min_warmup: float = 0.0, min_window: float = 0.0, min_cooldown: float = 0.0,
+              settle: float = 0.0) -> Trace:
+    """The trace for a baseline whose unloaded mean latency is `unloaded_mean` seconds; `settle`: the
+    warm-up's floor from the programs' own latencies (KNEE x cover, module docstring)."""
     if not unloaded_mean > 0:
         raise ValueError(f"unloaded mean latency must be > 0 s, got {unloaded_mean}")
-    return Trace(max(min_warmup, warmup * unloaded_mean), max(min_window, window * unloaded_mean),
+    return Trace(max(min_warmup, warmup * unloaded_mean, settle), max(min_window, window * unloaded_mean),
                  max(min_cooldown, cooldown * unloaded_mean))
+
+
+def cover(latencies: list[float], frac: float = COVER) -> float:
+    """The t at which E[min(L, t)] over `latencies` reaches `frac` x their mean: how long after an
+    empty start the number of programs in the system reaches `frac` of its settled value."""
+    xs = sorted(latencies)
+    if not xs or not all(x >= 0 for x in xs) or not 0 < frac <= 1:
+        raise ValueError("cover needs latencies >= 0 and 0 < frac <= 1")
+    goal, n, below = frac * sum(xs) / len(xs), len(xs), 0.0
+    # E[min(L, t)] = (sum of the latencies under t + t x how many are at least t) / n: linear between them
+    for i, x in enumerate(xs):
+        if (below + x * (n - i)) / n >= goal:
+            return (goal * n - below) / (n - i)
+        below += x
+    return xs[-1]
+
+
+def deadlines(arrivals: list[float], solos: list[float], factor: float = OVERDUE) -> list[float]:
+    """When each program becomes overdue: its arrival + `factor` x its own unloaded latency."""
+    return [a + factor * s for a, s in zip(arrivals, solos)]
+
+
+def overdue(arrivals: list[float], ends: list[float | None], solos: list[float], at: float,
+            factor: float = OVERDUE) -> list[int]:
+    """The programs (indices) unfinished at `at` (an end of None or after it) past their deadline."""
+    return [i for i, (d, e) in enumerate(zip(deadlines(arrivals, solos, factor), ends))
+            if d <= at and (e is None or e > at)]
 
 
 def in_system(arrivals: list[float], ends: list[float | None], t: float) -> int:
