@@ -3,7 +3,12 @@ comes before retrieved context) are prefilled as soon as they are, as a Partial 
 Prefilling completes the prompt. Attention is causal, so only a prefix can be pre-computed, in
 prompt order. Calls whose prompts start with the same parts (the refine steps' instruction, the
 leaves of tree synthesis)
-share one Partial Prefilling: the engine's prefix cache holds that prefix once."""
+share one Partial Prefilling: the engine's prefix cache holds that prefix once.
+
+A split is made only where the engine's known costs predict it pays (`teola.passes.prefill_split_cost`:
+a prefix of constant text only never pays; with an engine profile, the prefix must add cacheable
+blocks of the query's own data worth more prefill time than the extra request costs); `gate=False`
+splits every ready prefix, as before the gate."""
 from __future__ import annotations
 
 from typing import Annotated
@@ -14,19 +19,27 @@ from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
+from teola.passes.prefill_split_cost import known_costs, predicted_gain
 from teola.passes.result import PassResult
 
 
-def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1) -> PassResult:
+def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1, gate: bool = True,
+                  profile: str | None = None, ref_tokens: Annotated[int, Ge(0), Le(100_000)] = 16) -> PassResult:
     """max_partials: how many growing prefixes may be prefilled ahead (1 = the parts ready first,
-    as in Teola Fig. 6; more also prefills e.g. retrieved context while a previous call decodes)."""
+    as in Teola Fig. 6; more also prefills e.g. retrieved context while a previous call decodes).
+    gate: split only where the predicted gain is positive; profile: the LLM engines' costs to predict
+    with (a shipped profile's name or a file; default none known: only constant-text prefixes, which
+    never pay, are left whole); ref_tokens: the tokens assumed for a part filled at run time."""
     g = graph.copy()
     writers = g.producers()
     modified = False
     shared: dict[tuple, Primitive] = {}
+    costs = known_costs(profile) if gate else None
     for p in g.find(PrimOp.PREFILLING):
         parts = p.args["parts"]
         cuts = _cuts(parts, writers)[:max_partials]
+        if gate:
+            cuts = [k for k in cuts if predicted_gain(parts[:k], costs, ref_tokens) > 0]
         if not cuts:
             continue
         prev: Primitive | None = None

@@ -66,7 +66,7 @@ NOT_AN_APP = 42
 def test_compile_prints_egraph_text(capsys):
     assert main(["compile", "advanced_rag"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("%0 = ") and "partial_prefilling" in out and "return " in out
+    assert out.startswith("%0 = ") and "llm.prefilling" in out and "return " in out
 
 
 @pytest.mark.parametrize("fmt, marker", [("dot", "digraph"), ("mermaid", "flowchart")])
@@ -107,7 +107,7 @@ def test_run_serves_queries_and_prints_timings(capsys, monkeypatch, tmp_path):
     header = captured.out.split("latency")[1]
     for column in ("op", "component", "queued", "started", "finished", "batch", "cached tok"):
         assert column in header
-    assert "partial_prefilling" in captured.out and "synthesis" in captured.out
+    assert "prefilling" in captured.out and "synthesis" in captured.out
     assert "server ready" in captured.err and "stopped" in captured.err
     timeline = captured.out.split("Timeline:\n")[1].splitlines()
     assert {"llm:", "embedding:", "vectordb:", "reranker:"} <= set(timeline)

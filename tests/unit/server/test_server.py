@@ -113,7 +113,7 @@ async def test_list_apps(env):
     assert "synthesis" in apps["advanced_rag"]["components"] and apps["advanced_rag"]["ready"]
 
 
-@pytest.mark.parametrize("fmt, marker", [("text", "partial_prefilling"), ("dot", "digraph"), ("mermaid", "flowchart")])
+@pytest.mark.parametrize("fmt, marker", [("text", "llm.prefilling"), ("dot", "digraph"), ("mermaid", "flowchart")])
 async def test_graph_formats(env, fmt, marker):
     r = await env["client"].get("/v1/apps/advanced_rag/graph", params={"format": fmt})
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
@@ -132,7 +132,7 @@ async def test_query_answers_with_trace(env):
     assert set(body) == {"output", "trace", "query_id", "latency"}
     assert isinstance(body["output"], str) and body["output"]
     ops = {t["op"] for t in body["trace"]}
-    assert {"embedding", "searching", "reranking", "partial_prefilling"} <= ops
+    assert {"embedding", "searching", "reranking", "prefilling"} <= ops
     assert body["query_id"] and body["latency"] >= 0
 
 

@@ -73,7 +73,7 @@ async def test_graph_and_engines(ui_env):
     g = (await c.get("/v1/ui/apps/advanced_rag/graph", headers=ALICE)).json()
     egraph = rag.compile(rag.placeholder_query()).egraph
     assert len(g["nodes"]) == len(egraph) and len(g["edges"]) == egraph.nx.number_of_edges()
-    assert {n["op"] for n in g["nodes"]} >= {"partial_prefilling", "searching", "reranking"}
+    assert {n["op"] for n in g["nodes"]} >= {"prefilling", "searching", "reranking"}
     engines = (await c.get("/v1/ui/engines", headers=BOB)).json()["engines"]
     assert {e["engine"] for e in engines} == {"llm", "embedding", "vectordb", "reranker"}
     assert all(e["started"] and e["capacity"] >= 1 and 0 <= e["utilisation"] <= 1 for e in engines)

@@ -1,0 +1,89 @@
+"""When a Partial Prefilling pays: the cost model pass `prefill_split` gates each split on.
+
+A partial prefill is one more request to the LLM engine. It can only save the prefill of the
+prompt blocks the engine's prefix cache keeps (whole KV blocks) and that nothing cached already:
+blocks made only of constant text (an instruction, a label, the chat template) are cached by the
+previous call of the same component, so in steady state only blocks that hold a query's own data
+(its question, an earlier answer) are new. Predicted gain per call, in seconds of prefill moved off
+the call's critical path:
+
+    gain = (blocks(all prefix tokens) - blocks(leading constant tokens)) * block_size * prefill_token_s
+           - request_s
+
+and the split is made only when gain > 0. Tokens are estimated at compile time: a text part as
+len(text) / CHARS_PER_TOKEN, a part the query or an upstream primitive fills as `ref_tokens`.
+
+The first rule needs no costs: a prefix of constant text only gains nothing and costs a request, so it
+is never split. The formula needs an engine's costs: a profile named in the pass's options, e.g. the
+shipped `cpu-smollm2-135m` measured on this machine (`base`, one engine step, is the request's cost;
+`prefill_token`; `block_size`). Without one, a prefix holding query data is split as before (the
+engines do not report fitted costs to compilation yet).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from teola.ir.refs import Ref
+
+CHARS_PER_TOKEN = 4.0  # English text in a BPE tokenizer (SmolLM2: ~4.2 characters per token)
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillCosts:
+    """An LLM engine's costs as the gate uses them: a request's fixed cost, one prompt token's
+    prefill and the prefix cache's block size (tokens)."""
+
+    request_s: float
+    prefill_token_s: float
+    block_size: int
+    source: str
+
+
+@functools.cache
+def profile_costs(profile: str) -> PrefillCosts:
+    """The `vllm` entry of a shipped profile (by name) or a profile file (by path)."""
+    from engines.sim.profile import load_profile  # only when a profile is named: it loads the simulator
+
+    try:
+        data = load_profile(profile)
+        llm = data["engines"]["vllm"]
+        cost = llm["cost"]
+        return PrefillCosts(float(cost["base"]), float(cost["prefill_token"]), int(llm.get("block_size", 16)),
+                            str(data.get("name", profile)))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"prefill_split: profile {profile!r} gives no vllm costs ({exc})") from None
+
+
+def known_costs(profile: str | None) -> PrefillCosts | None:
+    """The costs a pass option names (None: none known for the graph's engines)."""
+    return profile_costs(profile) if profile else None
+
+
+def estimated_tokens(parts: list, ref_tokens: int) -> tuple[int, int]:
+    """(all tokens, leading constant tokens) of the prompt parts, estimated."""
+    total = lead = 0.0
+    constant = True
+    for _, src in parts:
+        if isinstance(src, Ref):
+            total += ref_tokens
+            constant = False
+        else:
+            total += len(str(src)) / CHARS_PER_TOKEN
+            if constant:
+                lead = total
+    return int(total), int(lead)
+
+
+def predicted_gain(parts: list, costs: PrefillCosts | None, ref_tokens: int) -> float:
+    """Seconds a partial prefill of `parts` saves its call, less the request it costs. A prefix of
+    constant text only saves nothing whatever the costs (the previous call cached it); without known
+    costs any other prefix is assumed to pay (inf)."""
+    if not any(isinstance(src, Ref) for _, src in parts):
+        return -(costs.request_s if costs is not None else 0.0)
+    if costs is None:
+        return float("inf")
+    total, lead = estimated_tokens(parts, ref_tokens)
+    bs = costs.block_size
+    new_blocks = total // bs - lead // bs
+    return new_blocks * bs * costs.prefill_token_s - costs.request_s
