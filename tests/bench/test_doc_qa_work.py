@@ -58,3 +58,34 @@ def test_teolas_chunks_are_sized_as_llamaindexs_sentence_splitter_sizes_them():
     library = [len(splitter.get_nodes_from_documents([Document(text=d)])) for d in docs]
     assert [len(chunk_text(d, 256, 30, tok)) for d in docs] == library  # the default split: sentence
     assert [len(chunk_text(d, 256, 30, tok, split="window")) for d in docs] != library
+
+
+def test_alone_runs_interleave_the_systems_in_a_rotating_order():
+    import asyncio
+
+    from bench.studies.rag.doc_qa_runs import compare
+
+    class FakeSystems:
+        names = ("teola", "LlamaIndex", "teola, expansion kept")
+        inflight: dict = {}
+
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, str]] = []
+            self.steps = {"decode_steps": 2, "generated_tokens": 6, "tokens_per_decode_step": 3.0}
+
+        async def run(self, system, queries, arrivals):
+            self.calls += [(system, q["question"]) for q in queries]
+            return [{"ok": True, "latency": 1.0, "calls": 1, "prompt_tokens": 1, "decode_tokens": 1, "contains": 0,
+                     "f1": 0.0} for _ in queries]
+
+    fake = FakeSystems()
+    queries = [{"question": f"q{i}"} for i in range(3)]
+    points = asyncio.run(compare(fake, queries, 3, 2, (1.0,), 0, "t", progress=False))  # type: ignore[arg-type]
+    alone = fake.calls[:9]
+    assert [s for s, _ in alone] == ["teola", "LlamaIndex", "teola, expansion kept",
+                                     "LlamaIndex", "teola, expansion kept", "teola",
+                                     "teola, expansion kept", "teola", "LlamaIndex"]
+    assert [q for _, q in alone] == ["q0"] * 3 + ["q1"] * 3 + ["q2"] * 3
+    assert [s for s, _ in fake.calls[9::2]] == ["LlamaIndex", "teola, expansion kept", "teola"]  # rate 1: rotated
+    steps = points["alone"]["teola"]["vllm_steps"]
+    assert steps["decode_steps"] == 6 and steps["tokens_per_decode_step"] == 3.0

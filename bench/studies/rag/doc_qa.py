@@ -19,7 +19,10 @@ With --baselines, the Teola paper's baselines (bench.studies.rag.rag: LlamaDist 
 LlamaDistPC runs its parallel modules in parallel, every optimization pass off, with per-invocation (PO)
 or throughput-oriented (TO) batching) also run on teola's runtime over the same engines.
 
-Load: each system first answers every query alone, one after another; the Poisson rates are fractions
+Load: alone, the systems take turns, each query answered by every system before the next, the
+order rotated per query (pages before issue 70's item 3 ran each system's queries in one block,
+teola first); then at each rate each system runs the whole Poisson trace, the order rotated per
+rate. The Poisson rates are fractions
 of LlamaIndex's own single-query service rate (1 / its mean latency alone), so "1.0" offers LlamaIndex
 exactly as much work as it does alone and higher fractions saturate it. Both systems see the same
 queries at the same offsets; vLLM's prefix cache is emptied before every system's run.
@@ -256,6 +259,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baselines", default=None,
                    help=f"comma-separated Teola-paper baselines to run beside teola and LlamaIndex on teola's runtime "
                         f"(bench.studies.rag.rag's: {', '.join(BASELINES)}); default none")
+    p.add_argument("--ungated", action="store_true",
+                   help="also run teola with pass prefill_split's gate off (every ready prompt prefix prefilled "
+                        "ahead, as before the gate), side by side: what the gate does")
     p.add_argument("--data", choices=("narrativeqa", "pubmedqa"), default="narrativeqa",
                    help="the gold-passage data set (bench.lib.workloads.GOLD_SETS); pubmedqa runs one size, "
                         "'small': each abstract among 15 others (default narrativeqa)")
@@ -309,6 +315,7 @@ def settings_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setti
     """The run's Settings from its options (p.error names a wrong one)."""
     s = Settings.quick() if args.quick else Settings()
     s.data = args.data
+    s.ungated = args.ungated
     if s.data == "pubmedqa":
         s.sizes = {"small": 15}
     for name in ("n_alone", "n_load"):

@@ -20,6 +20,8 @@ from bench.studies.rag.doc_qa_systems import (
     SERVER_URLS,
     SYSTEMS,
     TEOLA_PASSES,
+    UNGATED,
+    UNGATED_KEPT,
     Settings,
 )
 from bench.studies.rag.rag_analysis import (
@@ -179,9 +181,15 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
     fraction is then computed from the run)."""
     points: dict[str, Any] = {}
     alone = {}
+    per: dict[str, list[dict[str, Any]]] = {system: [] for system in systems.names}
+    steps: dict[str, dict[str, Any]] = {system: {} for system in systems.names}
+    for i, q in enumerate(queries[:n_alone]):  # interleaved: each query by every system, the order rotated
+        for system in rotated(systems.names, i):
+            per[system] += await systems.run(system, [q], None)
+            steps[system] = added(steps[system], systems.steps)
     for system in systems.names:
-        recs = await systems.run(system, queries[:n_alone], None)
-        alone[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps, "server_inflight": systems.inflight}
+        alone[system] = summarize(per[system]) | {"records": per[system], "vllm_steps": steps[system],
+                                                  "server_inflight": systems.inflight}
     points["alone"] = alone
     base = alone["LlamaIndex"].get("mean")
     if progress:
@@ -193,7 +201,7 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
         arrivals = poisson_arrivals(n_load, rate, seed)
         loaded = queries[:n_load]
         row = {"rate": rate, "fraction": f}
-        for system in systems.names:
+        for system in rotated(systems.names, len(points)):  # the systems' order rotated per rate
             recs = await systems.run(system, loaded, arrivals)
             row[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps,
                                              "server_inflight": systems.inflight}
@@ -202,6 +210,23 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
             print(f"[doc_qa] {label} rate {rate:.3f} q/s ({f:.3g}x): " + ", ".join(
                 f"{s} {row[s].get('mean', float('nan')):.2f} s" for s in systems.names), flush=True)
     return points
+
+
+def rotated(names: tuple[str, ...], k: int) -> tuple[str, ...]:
+    """`names` starting at the k-th (mod len): no system always runs first."""
+    k %= max(1, len(names))
+    return names[k:] + names[:k]
+
+
+def added(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two vLLM engine-step summaries (engines.vllm.step_stats) of one system's runs added up."""
+    out = {**a, **b}
+    for key in set(a) & set(b):
+        if isinstance(a[key], (int, float)) and isinstance(b[key], (int, float)):
+            out[key] = a[key] + b[key]
+    if out.get("decode_steps"):
+        out["tokens_per_decode_step"] = out.get("generated_tokens", 0) / out["decode_steps"]
+    return out
 
 
 def synthesis_mode(app: Any) -> str:
@@ -216,7 +241,8 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
         kept = s.keep_expansion and name == "advanced_rag"
         for off in s.passes_off if kept else ():  # what one more pass does at equal work, side by side
             TEOLA_PASSES[f"{KEEP_EXPANSION}, {off} off"] = {**TEOLA_PASSES[KEEP_EXPANSION], off: False}
-        names = (SYSTEMS + ((KEEP_EXPANSION,) if kept else ())
+        names = (SYSTEMS + ((KEEP_EXPANSION,) if kept else ()) + ((UNGATED,) if s.ungated else ())
+                 + ((UNGATED_KEPT,) if s.ungated and kept else ())
                  + tuple(f"{KEEP_EXPANSION}, {off} off" for off in (s.passes_off if kept else ()))
                  + ((LANGGRAPH,) if s.langgraph and synthesis_mode(app) == "compact" else ()) + tuple(s.baselines))
         systems = Systems(app, {}, "library", names)

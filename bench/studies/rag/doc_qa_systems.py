@@ -13,6 +13,12 @@ BASELINES = PAPER_BASELINES
 # --keep-expansion: teola with pass prune_covered_searches off on advanced RAG (what the pass saves)
 KEEP_EXPANSION = "teola, expansion kept"
 TEOLA_PASSES = {"teola": {}, KEEP_EXPANSION: {"prune_covered_searches": False}}
+# --ungated: teola with pass prefill_split's gate off (every ready prefix split, as before the gate),
+# on each flow; on advanced RAG with --keep-expansion, also the expansion-kept system ungated
+UNGATED = "teola, prefill split ungated"
+UNGATED_KEPT = f"{KEEP_EXPANSION}, prefill split ungated"
+TEOLA_PASSES.update({UNGATED: {"prefill_split": {"gate": False}},
+                     UNGATED_KEPT: {"prune_covered_searches": False, "prefill_split": {"gate": False}}})
 # --langgraph (with --remote-llm): LangGraph's graph with ChatOpenAI on the same server
 # (bench/baselines/langgraph_rag.py), on the flows whose synthesis is compact
 LANGGRAPH = "LangGraph"
@@ -36,6 +42,7 @@ class Settings:
     langgraph: bool = False                   # LANGGRAPH also runs (remote LLM only, compact flows)
     passes_off: tuple[str, ...] = ()          # with keep_expansion: KEEP_EXPANSION with each of these passes off too
     data: str = "narrativeqa"                 # bench.lib.workloads.GOLD_SETS: narrativeqa or pubmedqa
+    ungated: bool = False                     # also run UNGATED (and UNGATED_KEPT with keep_expansion)
 
     @classmethod
     def quick(cls) -> Settings:
