@@ -6,7 +6,7 @@ object store: key -> value); no I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,7 @@ from teola.ir.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref, key_range
 from teola.runtime.executors.ray_data import KEEP
+from teola.scheduling.dispatch_record import frozen_body
 
 
 class PrimitiveInputError(ValueError):
@@ -147,13 +148,14 @@ def map_items(prim: Primitive, values: dict[str, Any]) -> tuple[int, list[tuple[
 
 
 # ---- requests -----------------------------------------------------------------------------------
-def llm_request(parts: list[list[str]], complete: bool, gen: dict[str, Any], priority: int = 0) -> LLMRequest:
-    """One LLM request (engines/protocol.py); "ignore_eos" is added only when `gen` turns it on, and
-    "max_items" when a split output asks for a fixed number of items (`n_items`): the engine stops
-    decoding once that many items are out instead of running on to max_tokens."""
+def llm_request(parts: list[list[str]], complete: bool, gen: dict[str, Any]) -> LLMRequest:
+    """One LLM request body (engines/protocol.py); "ignore_eos" is added only when `gen` turns it on,
+    and "max_items" when a split output asks for a fixed number of items (`n_items`): the engine
+    stops decoding once that many items are out instead of running on to max_tokens. Its engine
+    priority is no body field: the dispatch record holds it (the query's is handed in at submission)."""
     req: LLMRequest = {"parts": parts, "complete": complete, "max_tokens": default(gen, "max_tokens"),
                        "temperature": default(gen, "temperature"), "stop": default(gen, "stop"),
-                       "priority": priority, "split": default(gen, "split")}
+                       "split": default(gen, "split")}
     if gen.get("ignore_eos"):
         req["ignore_eos"] = True
     if gen.get("split") and gen.get("n_items"):
@@ -169,12 +171,11 @@ def kv_value(values: dict[str, Any], prim: Primitive) -> dict[str, Any]:
     return kv
 
 
-def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0,
-                   fused: Primitive | None = None) -> list[dict[str, Any]]:
+def build_requests(prim: Primitive, values: dict[str, Any], fused: Primitive | None = None) -> list[dict[str, Any]]:
     """The engine requests of one primitive (engines/requests.py types), in item order. `fused`: the
     decode a prefill is fused into (dependent pre-scheduling: one decoding request over the full prompt)."""
     if fused is not None:
-        return [fused_request(prim, fused, values, priority)]
+        return [fused_request(prim, fused, values)]
     op = prim.op
     a = prim.args
     if op is PrimOp.EMBEDDING:
@@ -205,12 +206,12 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0,
         return [RerankRequest(query=question, text=t) for t in texts]
     if op in PREFILL_OPS:
         parts = resolve_parts(a["parts"], values)
-        return [llm_request(parts, op is not PrimOp.PARTIAL_PREFILLING, {"max_tokens": 1}, priority)]
+        return [llm_request(parts, op is not PrimOp.PARTIAL_PREFILLING, {"max_tokens": 1})]
     if op is PrimOp.DECODING or op is PrimOp.PARTIAL_DECODING:
         # a segment continuing a call that paused for a tool has no prefill of its own (its prompt
         # is its first segment's, its continuation what the call wrote since: segment_fields)
         parts = resolve_parts(a["parts"], values) if a.get("continuation") else kv_value(values, prim)["parts"]
-        return [{**llm_request(parts, True, a, priority), **segment_fields(a, values)}]
+        return [{**llm_request(parts, True, a), **segment_fields(a, values)}]
     if op is PrimOp.TOOL and a.get("parse") == "tag":
         return tool_requests(a, values.get(prim.inputs[0]))
     if op is PrimOp.TOOL:
@@ -220,23 +221,26 @@ def build_requests(prim: Primitive, values: dict[str, Any], priority: int = 0,
     raise PrimitiveInputError(f"{prim.name}: op {op} does not run on an engine")
 
 
-def mark_requests(requests: list[dict[str, Any]], *, stream_text: bool, keep: bool, cache_salt: str | None) -> None:
-    """The graph tier's fields of one dispatch, set here before its requests are queued: "stream_text"
-    (the answer's tokens go to the query's on_event as they decode), KEEP (the results stay in the
-    executor's object store, teola.runtime.executors.ray_data) and "cache_salt" (the query's salt of
-    the LLM engines' prefix-cache keys). A field that does not apply is left out."""
-    for r in requests:
-        if stream_text:
-            r["stream_text"] = True
-        if keep:
-            r[KEEP] = True
-        if cache_salt is not None:
-            r["cache_salt"] = cache_salt
+def frozen_bodies(requests: list[dict[str, Any]], *, stream_text: bool, keep: bool,
+                  cache_salt: str | None) -> list[Mapping[str, Any]]:
+    """The requests of one dispatch as the read-only bodies the graph tier queues, with its own
+    fields built in: "stream_text" (the answer's tokens go to the query's on_event as they decode),
+    KEEP (the results stay in the executor's object store, teola.runtime.executors.ray_data) and
+    "cache_salt" (the query's salt of the LLM engines' prefix-cache keys). A field that does not
+    apply is left out."""
+    own: dict[str, Any] = {}
+    if stream_text:
+        own["stream_text"] = True
+    if keep:
+        own[KEEP] = True
+    if cache_salt is not None:
+        own["cache_salt"] = cache_salt
+    return [frozen_body({**r, **own}) for r in requests]
 
 
-def fused_request(prefill: Primitive, decode: Primitive, values: dict[str, Any], priority: int = 0) -> dict[str, Any]:
+def fused_request(prefill: Primitive, decode: Primitive, values: dict[str, Any]) -> dict[str, Any]:
     """Dependent pre-scheduling: one decoding request over the prefill's full prompt."""
-    return {**llm_request(resolve_parts(prefill.args["parts"], values), True, decode.args, priority),
+    return {**llm_request(resolve_parts(prefill.args["parts"], values), True, decode.args),
             **segment_fields(decode.args, values)}
 
 

@@ -19,18 +19,20 @@ from __future__ import annotations
 
 import abc
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
-from teola.scheduling.dispatch_record import DispatchRecord, wire_request
+from teola.scheduling.dispatch_record import DispatchRecord, frozen_body, wire_request
 
 
 @dataclass(slots=True, eq=False, kw_only=True)
 class Pending:
     """One primitive node waiting in an engine queue.
 
-    requests: its engine requests (all of the same op); `taken` of them are already dispatched.
+    requests: its engine requests' bodies (all of the same op), read-only (`frozen_body`: the
+    entry freezes a plain dict it is given); `taken` of them are already dispatched.
     tokens: estimated tokens per request (prompt + output) for LLM engines, else None.
     depth: the node's distance to the query's output (Algorithm 2: deeper = more contributive).
     arrival: when the node entered this queue; query_arrival: when its query started.
@@ -49,7 +51,7 @@ class Pending:
     op: str
     depth: int
     arrival: float
-    requests: list[dict[str, Any]]
+    requests: list[Mapping[str, Any]]
     tokens: list[int] | None = None
     query_arrival: float = 0.0
     taken: int = 0
@@ -59,6 +61,7 @@ class Pending:
     records: list[DispatchRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.requests = [r if isinstance(r, MappingProxyType) else frozen_body(r) for r in self.requests]
         if not self.records:
             self.records = [DispatchRecord() for _ in self.requests]
 

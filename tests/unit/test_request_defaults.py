@@ -41,7 +41,7 @@ def test_no_layer_writes_its_own_default_for_a_request_field():
 
 def test_the_runtime_sends_the_tables_defaults():
     req = llm_request([["question", "q"]], True, {})
-    for name in ("max_tokens", "temperature", "stop", "priority", "split"):
+    for name in ("max_tokens", "temperature", "stop", "split"):  # priority: the dispatch record's
         assert req[name] == REQUEST_DEFAULTS[name], name
     assert {k: REQUEST_DEFAULTS[k] for k in DEFAULT_GEN} == DEFAULT_GEN
     search = Primitive(PrimOp.SEARCHING, "vectordb", "search", inputs=("q",), outputs=("r",), args={"map": ("q",)})

@@ -12,6 +12,7 @@ the resumed run's text, which the engine is asked to stream) and sends those not
 line the abort cut short comes out once it is complete."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from engines.llm_text.split_parser import SplitParser
@@ -23,7 +24,7 @@ class CallItems:
 
     __slots__ = ("work", "split", "max_items", "text_wanted", "sent", "held", "parser", "fed")
 
-    def __init__(self, work: Work, request: dict[str, Any]) -> None:
+    def __init__(self, work: Work, request: Mapping[str, Any]) -> None:
         self.work = work
         self.split: str = request["split"]
         self.max_items: int | None = request.get("max_items")

@@ -2,10 +2,11 @@
 token): what an LLM engine's scheduler charges each entry against its instances' token budget."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
-def estimate_prompt_tokens(request: dict[str, Any]) -> int:
+def estimate_prompt_tokens(request: Mapping[str, Any]) -> int:
     """Rough prompt token count of an LLM request (4 characters a token), with what a call that
     continues after a pause carries ("continuation": token-id lists count as their length)."""
     chars = sum(len(t) for _, t in request["parts"])
@@ -18,7 +19,7 @@ def estimate_prompt_tokens(request: dict[str, Any]) -> int:
     return chars // 4 + 1 + ids
 
 
-def estimate_tokens(request: dict[str, Any]) -> int:
+def estimate_tokens(request: Mapping[str, Any]) -> int:
     """Rough token count of an LLM request (4 characters a token) plus its output budget."""
     out = request.get("max_tokens") or 0
     return estimate_prompt_tokens(request) + (out if request.get("complete") and out > 1 else 0)

@@ -22,7 +22,7 @@ from teola.runtime.graph_tier.query_work import DispatchWork
 from teola.runtime.graph_tier.speculation import abort_keys, settle
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
 from teola.runtime.outputs import collect_outputs
-from teola.runtime.requests import AtOnce, at_once, build_requests, mark_requests, pause_hint
+from teola.runtime.requests import AtOnce, at_once, build_requests, frozen_bodies, pause_hint
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
 from teola.scheduling.base import Pending
@@ -148,7 +148,7 @@ class QueryRun:
         group = plan.groups.get(i)
         if group is not None and not self._group_ready(i, group):
             return
-        reqs = build_requests(p, self.values, self.priority, plan.prims[kids[0]] if kids else None)
+        reqs = build_requests(p, self.values, plan.prims[kids[0]] if kids else None)
         if not reqs:  # a map over no items
             self._done_at_once(i, p, AtOnce({p.outputs[0]: []}))
             return
@@ -162,7 +162,11 @@ class QueryRun:
             depth = max(plan.prims[m].depth for m in members)
         else:
             kind = DispatchKind.PRIM
-        self._dispatch(DispatchWork(self, kind=kind, idx=head, requests=reqs, members=members, prefill=prefill), p, depth)
+        llm = p.engine in self.ctx.llm_engines
+        bodies = frozen_bodies(reqs, stream_text=self.on_event is not None and kind is not DispatchKind.STREAM
+                               and head in self.plan.answer, keep=kind is DispatchKind.PRIM and head in self.remote,
+                               cache_salt=self.cache_salt if llm else None)
+        self._dispatch(DispatchWork(self, kind=kind, idx=head, requests=bodies, members=members, prefill=prefill), p, depth)
 
     def _group_ready(self, i: int, group: tuple[int, ...]) -> bool:
         """A member of a stream group is ready; True once every live member is (the group then runs)."""
@@ -191,15 +195,14 @@ class QueryRun:
                 settle(self, key)
 
     def _dispatch(self, work: DispatchWork, p: Primitive, depth: int) -> None:
-        reqs, kind = work.requests, work.kind
-        mark_requests(reqs, stream_text=self.on_event is not None and kind is not DispatchKind.STREAM
-                      and work.idx in self.plan.answer, keep=kind is DispatchKind.PRIM and work.idx in self.remote,
-                      cache_salt=self.cache_salt if p.engine in self.ctx.llm_engines else None)
+        reqs = work.requests
         now = self.loop.time()
-        pause = pause_hint(p.args)
+        # the graph tier's hints: the query's engine priority (LLM engines), a pausing segment's handling
+        pause, prio = pause_hint(p.args), self.priority if p.engine in self.ctx.llm_engines else None
         entry = Pending(query_id=self.qid, name=p.name, op=p.op.value, depth=depth, arrival=now, requests=reqs,
                         query_arrival=self.t0, work=work, tenant=self.tenant,
-                        records=[DispatchRecord(abort_key=k, pause_kv=pause) for k in abort_keys(self, p, len(reqs))])
+                        records=[DispatchRecord(abort_key=k, pause_kv=pause, priority=prio)
+                                 for k in abort_keys(self, p, len(reqs))])
         work.entry = entry
         rel = now - self.t0
         for i in work.traced():

@@ -3,6 +3,7 @@ scheduler's entries). Its callbacks move the query's state in `QueryRun`."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 from teola.runtime.errors import EngineDown, QueryError, QueryUnavailable
@@ -22,7 +23,7 @@ class DispatchWork:
     __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
                  "items", "extra_items")
 
-    def __init__(self, run: QueryState, *, kind: DispatchKind, idx: int, requests: list[dict[str, Any]],
+    def __init__(self, run: QueryState, *, kind: DispatchKind, idx: int, requests: list[Mapping[str, Any]],
                  members: tuple[int, ...] = (), prefill: int | None = None) -> None:
         self.run = run
         self.kind = kind

@@ -216,13 +216,14 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     runtime = app.runtime
     _check_features(runtime.features(engine), gen, app_name, engine, "tool_choice" if forced else "response_format")
     tenant = request.state.tenant
-    call = _engine_request(state, tenant, prompt, gen)
+    call = _engine_request(state, tenant, prompt, gen, bool(body.get("stream")))
+    abort_key = f"door-{uuid.uuid4().hex}"  # a cancelled call that already runs is aborted on the engine by it
     model = body["model"]
     headers = {"x-teola-call": header_value(call_id), "x-teola-program": header_value(pid)}
 
     def submit(on_delta: Callable[[str], None] | None = None) -> Any:
         return runtime.submit_call(engine, call, program=pid, call_id=call_id, parents=parents, on_delta=on_delta,
-                                   tenant=tenant)
+                                   tenant=tenant, abort_key=abort_key)
 
     state.metrics.queries.labels(app_name).inc()
     slot = request.state.slot  # admitted before the body was read (teola.server.quotas.AdmissionMiddleware)
@@ -235,7 +236,6 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     clock.busy(pid)
     prompt_tokens = estimate_tokens("\n".join(text for _, text in prompt["parts"]))  # charged if cut short
     if body.get("stream"):
-        call["stream_text"] = True
         answer = Answer(chat, call_id, model, gen["max_tokens"], parallel, forced)
         stream = stream_answer(submit, done, Spend(slot, prompt_tokens), seen, answer, bool(options.get("include_usage")))
         return StreamingResponse(stream,
@@ -295,15 +295,15 @@ def _check_features(has: frozenset[Feature], gen: dict[str, Any], app: str, engi
                            f"{app!r} does not provide (in-process vLLM and vLLM servers do)", param=param)
 
 
-def _engine_request(state: ServerState, tenant: str, prompt: dict[str, Any], gen: dict[str, Any]) -> dict[str, Any]:
-    """The LLM request of a call: its prompt fields and generation options."""
-    call = llm_request(prompt["parts"], True, gen)
-    call.update({k: v for k, v in prompt.items() if k != "parts" and v is not None})
-    call.update({k: gen[k] for k in SAMPLING if k in gen})
-    call["tag"] = f"door-{uuid.uuid4().hex}"  # a cancelled call that already runs is aborted on the engine by it
-    if state.tenants.several:
-        call["cache_salt"] = state.tenants.salt(tenant)
-    return call
+def _engine_request(state: ServerState, tenant: str, prompt: dict[str, Any], gen: dict[str, Any],
+                    stream: bool) -> dict[str, Any]:
+    """The LLM request body of a call, built whole: its prompt fields, generation options, the
+    tenant's prefix-cache salt (with several tenants) and "stream_text" for a streamed answer."""
+    return {**llm_request(prompt["parts"], True, gen),
+            **{k: v for k, v in prompt.items() if k != "parts" and v is not None},
+            **{k: gen[k] for k in SAMPLING if k in gen},
+            **({"cache_salt": state.tenants.salt(tenant)} if state.tenants.several else {}),
+            **({"stream_text": True} if stream else {})}
 
 
 def _shown(prompt: dict[str, Any]) -> str:

@@ -79,3 +79,38 @@ def test_dispatch_writes_the_record_not_the_submitted_body(policy):
     assert sorted(r["owner"] for r in seen) == ["p0", "p1"]
     if policy == "atlas":
         assert all(r["priority"] == 0 and r["tag"] and r["kv_swap_key"] and r["progress"] for r in seen)
+
+
+def test_a_queued_body_is_read_only_and_the_graph_tier_builds_its_own_fields_in():
+    """Every body an engine queue holds is frozen: a write raises. The graph tier's stream_text,
+    cache_salt and KEEP are built into the body; its query priority goes into the record."""
+    from teola.runtime.executors.ray_data import KEEP
+    from teola.runtime.requests import frozen_bodies
+    from teola.scheduling.base import Pending
+
+    e = Pending(query_id="q", name="n", op="decoding", depth=0, arrival=0.0, requests=[body()])
+    with pytest.raises(TypeError):
+        e.requests[0]["max_tokens"] = 3  # type: ignore[index]
+    [b] = frozen_bodies([{"parts": [["user", "x"]]}], stream_text=True, keep=True, cache_salt="s")
+    assert dict(b) == {"parts": [["user", "x"]], "stream_text": True, KEEP: True, "cache_salt": "s"}
+    with pytest.raises(TypeError):
+        b["cache_salt"] = "other"  # type: ignore[index]
+    # (the query priority's path, config -> record -> engine: tests/unit/server/test_hardening_priority.py)
+
+
+async def test_a_submitters_abort_key_reaches_the_engine_as_the_tag_and_the_body_holds_none():
+    from teola.ir.engine_spec import Engine
+    from teola.runtime import Runtime
+    from tests.unit.api.test_tool_calls import ScriptedLLM
+
+    llm = ScriptedLLM(["a"])
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": llm}, policy="fifo")
+    call = {"parts": [["user", "x"]], "complete": True, "max_tokens": 4}
+    await rt.start()
+    try:
+        await rt.submit_call("llm", call, program="p", call_id="c", abort_key="door-1")
+    finally:
+        await rt.stop()
+    (seen,) = llm.requests
+    assert seen["tag"] == "door-1" and seen["owner"] == "p" and "tag" not in call
+

@@ -282,22 +282,22 @@ def test_a_measured_batch_size_is_the_mean_number_of_calls_running_at_admission(
 
 
 @pytest.mark.parametrize("hint", ["predicted_tokens", "pause_kv", "resumes_preserved"])
-def test_policies_read_the_hints_from_the_record_not_the_body(hint):
-    """A hint left in a body (where no submitter puts one now) is not read; the record's is."""
+def test_policies_read_the_hints_from_the_record_and_a_body_may_not_hold_one(hint):
     value = {"predicted_tokens": 3, "pause_kv": "preserve", "resumes_preserved": True}[hint]
-    in_body = Pending(query_id="b", name="b", op="decoding", depth=0, arrival=0.0,
-                      requests=[{"max_tokens": 8, "api": "search", hint: value}], tokens=[18])
+    with pytest.raises(ValueError, match=hint):  # a queued body is frozen and refuses the record's fields
+        Pending(query_id="b", name="b", op="decoding", depth=0, arrival=0.0,
+                requests=[{"max_tokens": 8, "api": "search", hint: value}], tokens=[18])
+    plain = entry("p", 8, api="search")
     in_record = entry("r", 8, api="search", **{hint: value})
     assert hint not in in_record.requests[0] and getattr(in_record.records[0], hint) == value
     policy = make_policy("lamps", step_s=0.02, fwd_s_per_token=1.0, api_defaults={"search": 0.001},
                          preserved_first=True)
     if hint == "predicted_tokens":
         from teola.scheduling.program.sjf import predicted_length
-        assert (predicted_length(in_body), predicted_length(in_record)) == (8, 3)
-    elif hint == "pause_kv":  # least waste: preserve a 0.001 s API either way; the record says so too
+        assert (predicted_length(plain), predicted_length(in_record)) == (8, 3)
+    elif hint == "pause_kv":
         assert policy.score(in_record)[1] == "preserve" and not is_last_segment(in_record)
-        assert is_last_segment(Pending(query_id="b", name="b", op="decoding", depth=0, arrival=0.0,
-                                       requests=[{"max_tokens": 8, hint: value}]))
+        assert is_last_segment(entry("last", 8)) and not is_last_segment(entry("seg", 8, pause_kv="discard"))
     else:
         from teola.scheduling.base import resumes_preserved
-        assert (resumes_preserved(in_body), resumes_preserved(in_record)) == (False, True)
+        assert (resumes_preserved(plain), resumes_preserved(in_record)) == (False, True)

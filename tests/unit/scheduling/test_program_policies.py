@@ -186,7 +186,7 @@ def test_atlas_critical_path_priority_on_a_small_dag():
 
 
 def pending(qid: str, name: str, arrival: float, max_tokens: int = 16, n: int = 1, op: str = "decoding") -> Pending:
-    reqs = [{"parts": [["user", "hi"]], "complete": True, "max_tokens": max_tokens, "priority": 0} for _ in range(n)]
+    reqs = [{"parts": [["user", "hi"]], "complete": True, "max_tokens": max_tokens} for _ in range(n)]
     return Pending(query_id=qid, name=name, op=op, depth=0, arrival=arrival, requests=reqs, tokens=[max_tokens + 2] * n)
 
 
