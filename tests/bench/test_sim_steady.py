@@ -170,3 +170,20 @@ def test_solo_latency_hand_computed() -> None:
     assert solo_latency(tree, cost) == pytest.approx(0.128)
     react = ProgramSpec("r", 0.0, [CallSpec(100, 11), CallSpec(161, 6, (0,), 50, pause=2.0)], "react")
     assert solo_latency(react, cost) == pytest.approx(2.3)
+
+
+def test_interleaved_sweeps_stop_each_system_at_its_knee_from_the_cache(tmp_path) -> None:
+    """Two systems, every point cached: each sweep ends at its own knee (unloaded 10 s, knee 50 s):
+    A at rate 2 (80 s), B at rate 3 (60 s); nothing is run (the cache holds every point asked for)."""
+    import json
+
+    import bench.studies.sim.sim_steady as sim_steady
+
+    lat = {"A": {1.0: 10.0, 2.0: 80.0, 3.0: 90.0}, "B": {1.0: 10.0, 2.0: 20.0, 3.0: 60.0}}
+    jobs = {s: [{"study": "lamps", "kind": "single", "system": s, "load": g, "rate": g, "trace": [1, 2, 3]}
+                for g in (1.0, 2.0, 3.0)] for s in lat}
+    cache = tmp_path / "points.jsonl"
+    cache.write_text("".join(json.dumps({"key": sim_steady.key(j), "row": {"rate": j["rate"], "mean": lat[s][j["rate"]]}})
+                             + "\n" for s in lat for j in jobs[s]))
+    rows = sim_steady.interleaved_sweeps([(jobs[s], 10.0, "mean", str(cache), False) for s in lat], 2)
+    assert [[r["rate"] for r in rs] for rs in rows] == [[1.0, 2.0], [1.0, 2.0, 3.0]]

@@ -17,7 +17,7 @@ throughput at equal latency) are bench/studies/sim/steady_state.py's. Per worklo
      estimate for S10, UNLOADED_RATE for S9) gives its mean latency m0, which sets the trace; for S10
      the warm-up is also at least KNEE x the cover of the programs' own unloaded latencies (settling),
      and a measured program unfinished OVERDUE x its own unloaded latency makes a point overloaded;
-  2. every system, one process each (--jobs at a time), runs the fixed load grid (GRID x the capacity
+  2. every system (one point per fresh process, --jobs at a time, the systems in turn) runs the fixed load grid (GRID x the capacity
      estimate; GRID_RATES req/s) upward until its own mean latency passes KNEE x the baseline's m0 (or
      it is overloaded), or the grid ends;
   3. throughput at equal latency at TARGETS x the baseline's unloaded latency (S10: token latency, S9:
@@ -33,7 +33,8 @@ import os
 import shlex
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ STUDIES = {"autellix": {"workloads": ("sharegpt", "bfcl", "lats", "mixed"), "sys
                      "base": "INFERCEPT", "key": "mean", "out": "sim_lamps_steady"}}
 LAMPS_SYSTEMS = {"INFERCEPT": "FCFS-request+INFERCEPT", "SJF": "SJF", "LAMPS": "LAMPS"}  # sim_lamps' names
 LAMPS_MIN = (300.0, 1800.0, 300.0)  # S9's shortest warm-up, window, cool-down (s)
+AUTELLIX_MIN_WINDOW = 300.0  # S10's shortest window (s): BFCL's 10 x m0 is ~45 s, 10 programs at 0.25x
 
 
 def lamps_point(job: dict[str, Any]) -> dict[str, Any]:
@@ -122,6 +124,45 @@ def system_sweep(args: tuple[list[dict[str, Any]], float, str, str | None, bool]
     return rows
 
 
+def interleaved_sweeps(work: list[tuple[list[dict[str, Any]], float, str, str | None, bool]],
+                       jobs: int) -> list[list[dict[str, Any]]]:
+    """Every system's sweep (system_sweep's rule), each point run in a fresh process (max_tasks_per_child=1:
+    a point's memory goes back when it ends), `jobs` at a time, the systems taking turns point by point;
+    cached points are taken at once. Only this process appends to the caches."""
+    rows: list[list[dict[str, Any]]] = [[] for _ in work]
+    nxt = [0] * len(work)
+    turn = deque(k for k, w in enumerate(work) if w[0])
+    running: dict[Future[dict[str, Any]], int] = {}
+
+    def advance(k: int, row: dict[str, Any]) -> None:
+        todo, unloaded, field = work[k][:3]
+        rows[k].append(row)
+        nxt[k] += 1
+        if nxt[k] < len(todo) and not past_knee(float(row[field]), unloaded):
+            turn.append(k)
+
+    with ProcessPoolExecutor(max_workers=max(1, jobs), max_tasks_per_child=1) as pool:
+        while turn or running:
+            while turn and len(running) < max(1, jobs):
+                k = turn.popleft()
+                job, cache = work[k][0][nxt[k]], work[k][3]
+                row = cached(cache).get(key(job))
+                if row is not None:
+                    advance(k, row)
+                    continue
+                running[pool.submit(point, job)] = k
+            if running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in done:
+                    k = running.pop(f)
+                    row = f.result()
+                    if work[k][3]:
+                        with open(str(work[k][3]), "a") as out:
+                            out.write(json.dumps({"key": key(work[k][0][nxt[k]]), "row": row}, default=str) + "\n")
+                    advance(k, row)
+    return rows
+
+
 def unloaded_job(study: str, kind: str, profile_cap: float) -> dict[str, Any]:
     """The baseline at a light load: its mean latency sets the trace (steady_state.trace_for)."""
     base = STUDIES[study]["base"]
@@ -182,14 +223,10 @@ def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: st
         trace = trace or trace_for(m0, min_warmup=LAMPS_MIN[0], min_window=LAMPS_MIN[1], min_cooldown=LAMPS_MIN[2])
     else:
         settle = settling(kind)
-        trace = trace or trace_for(m0, settle=KNEE * settle["cover"])
+        trace = trace or trace_for(m0, min_window=AUTELLIX_MIN_WINDOW, settle=KNEE * settle["cover"])
     per_system = workload_jobs(study, kind, systems, trace, cap, grid)
     work = [(per_system[s], float(un[field]), field, cache, only) for s in systems]
-    if jobs <= 1 or only:
-        results = [system_sweep(w) for w in work]
-    else:
-        with ProcessPoolExecutor(max_workers=jobs, max_tasks_per_child=1) as pool:
-            results = list(pool.map(system_sweep, work))
+    results = [system_sweep(w) for w in work] if only else interleaved_sweeps(work, jobs)
     rows = [r for rs in results for r in rs]
     curves = {s: [(r["rate"], float(r[field])) for r in rows if r["system"] == s] for s in systems}
     reading = {str(f): {"target": f * float(un[field]), **equal_latency(curves, spec["base"], f * float(un[field]))}
@@ -204,7 +241,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="autellix: Autellix's Fig. 12 set-up (S10); lamps: LAMPS' set-up (S9)")
     p.add_argument("--workloads", help="comma-separated (default: every workload of the study)")
     p.add_argument("--systems", help="comma-separated (default: the study's baseline and its rivals)")
-    p.add_argument("--jobs", type=int, default=2, help="systems swept in parallel processes (default 2)")
+    p.add_argument("--jobs", type=int, default=2, help="points run in parallel processes (default 2)")
     p.add_argument("--cache", help="JSON-lines file of finished points (default /tmp/<out>.jsonl)")
     p.add_argument("--quick", action="store_true", help="ShareGPT, vLLM-opt and Autellix, two loads, a short trace")
     p.add_argument("--render", action="store_true", help="rewrite the page from bench/results/<out>.json")
