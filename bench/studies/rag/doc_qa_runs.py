@@ -241,7 +241,7 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
         kept = s.keep_expansion and name == "advanced_rag"
         for off in s.passes_off if kept else ():  # what one more pass does at equal work, side by side
             TEOLA_PASSES[f"{KEEP_EXPANSION}, {off} off"] = {**TEOLA_PASSES[KEEP_EXPANSION], off: False}
-        names = (SYSTEMS + ((KEEP_EXPANSION,) if kept else ()) + ((UNGATED,) if s.ungated else ())
+        names = (SYSTEMS + ((KEEP_EXPANSION,) if kept else ()) + ((UNGATED,) if s.ungated and not kept else ())
                  + ((UNGATED_KEPT,) if s.ungated and kept else ())
                  + tuple(f"{KEEP_EXPANSION}, {off} off" for off in (s.passes_off if kept else ()))
                  + ((LANGGRAPH,) if s.langgraph and synthesis_mode(app) == "compact" else ()) + tuple(s.baselines))

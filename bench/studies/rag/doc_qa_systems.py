@@ -13,8 +13,8 @@ BASELINES = PAPER_BASELINES
 # --keep-expansion: teola with pass prune_covered_searches off on advanced RAG (what the pass saves)
 KEEP_EXPANSION = "teola, expansion kept"
 TEOLA_PASSES = {"teola": {}, KEEP_EXPANSION: {"prune_covered_searches": False}}
-# --ungated: teola with pass prefill_split's gate off (every ready prefix split, as before the gate),
-# on each flow; on advanced RAG with --keep-expansion, also the expansion-kept system ungated
+# --ungated: teola with pass prefill_split's gate off (every ready prefix split, as before the gate);
+# on advanced RAG with --keep-expansion, the expansion-kept system ungated instead (equal work)
 UNGATED = "teola, prefill split ungated"
 UNGATED_KEPT = f"{KEEP_EXPANSION}, prefill split ungated"
 TEOLA_PASSES.update({UNGATED: {"prefill_split": {"gate": False}},
