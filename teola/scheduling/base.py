@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import abc
 import bisect
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -31,8 +31,8 @@ from teola.scheduling.dispatch_record import DispatchRecord, frozen_body, wire_r
 class Pending:
     """One primitive node waiting in an engine queue.
 
-    requests: its engine requests' bodies (all of the same op), read-only (`frozen_body`: the
-    entry freezes a plain dict it is given); `taken` of them are already dispatched.
+    requests: its engine requests' bodies (all of the same op), read-only: a tuple of `frozen_body`s
+    (the entry freezes the plain dicts it is given); `taken` of them are already dispatched.
     tokens: estimated tokens per request (prompt + output) for LLM engines, else None.
     depth: the node's distance to the query's output (Algorithm 2: deeper = more contributive).
     arrival: when the node entered this queue; query_arrival: when its query started.
@@ -51,7 +51,7 @@ class Pending:
     op: str
     depth: int
     arrival: float
-    requests: list[Mapping[str, Any]]
+    requests: Sequence[Mapping[str, Any]]
     tokens: list[int] | None = None
     query_arrival: float = 0.0
     taken: int = 0
@@ -61,7 +61,7 @@ class Pending:
     records: list[DispatchRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.requests = [r if isinstance(r, MappingProxyType) else frozen_body(r) for r in self.requests]
+        self.requests = tuple(r if isinstance(r, MappingProxyType) else frozen_body(r) for r in self.requests)
         if not self.records:
             self.records = [DispatchRecord() for _ in self.requests]
 
@@ -72,6 +72,12 @@ class Pending:
     @property
     def remaining(self) -> int:
         return len(self.requests) - self.taken
+
+    def budget(self, i: int) -> Any:
+        """Request `i`'s max_tokens now: its record's once a preempted call resumes it (the budget
+        left), else its body's."""
+        left = self.records[i].max_tokens
+        return self.requests[i].get("max_tokens") if left is None else left
 
     @property
     def head(self) -> int:

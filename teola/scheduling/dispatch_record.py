@@ -40,6 +40,8 @@ class DispatchRecord:
     call_tag: the preemption key of the call this request runs in (engine_tier.preemption);
       separate from `abort_key`: the wire "tag" is `call_tag` while the call runs preemptibly.
     resume_ids / max_tokens: a preempted request's tokens decoded so far and its budget left.
+    stream_text / max_items: a resumed partial decode streams its text (its own parser cuts its
+      items from it) and asks for the items still missing (teola.runtime.engine_tier.call_items).
     kv_swap_key: names the request's KV across its resumes (an engine with kv_swap saves it).
     progress: stream ("progress", tokens) events (a policy that charges running calls).
     predicted_tokens, pause_kv, resumes_preserved: the program hints (length prediction, how a
@@ -52,6 +54,8 @@ class DispatchRecord:
     call_tag: str | None = None
     resume_ids: tuple[int, ...] | None = None
     max_tokens: int | None = None
+    stream_text: bool = False
+    max_items: int | None = None
     kv_swap_key: str | None = None
     progress: bool = False
     predicted_tokens: int | None = None
@@ -86,7 +90,7 @@ def wire_request(body: Mapping[str, Any], record: DispatchRecord) -> dict[str, A
     tag = record.tag
     if tag is not None:
         req["tag"] = tag
-    for name in ("priority", "owner", "kv_swap_key", "predicted_tokens", "pause_kv", "max_tokens"):
+    for name in ("priority", "owner", "kv_swap_key", "predicted_tokens", "pause_kv", "max_tokens", "max_items"):
         value = getattr(record, name)
         if value is not None:
             req[name] = value
@@ -94,6 +98,8 @@ def wire_request(body: Mapping[str, Any], record: DispatchRecord) -> dict[str, A
         req["resume_ids"] = list(record.resume_ids)
     if record.progress:
         req["progress"] = True
+    if record.stream_text:
+        req["stream_text"] = True
     if record.resumes_preserved:
         req["resumes_preserved"] = True
     return req

@@ -66,19 +66,18 @@ class CallItems:
         """Whether `output` (all the call decoded) holds every item it asked for."""
         return self.max_items is not None and len(SplitParser(self.split).feed(output)) >= self.max_items
 
-    def preempted(self, output: str, resumed: dict[str, Any], t: float) -> None:
+    def preempted(self, output: str, t: float) -> int | None:
         """The run was preempted with `output` decoded over all runs: the held items are dropped
-        (the last may be cut short), the items of its complete lines not sent yet go now, and the
-        `resumed` request streams its text and asks the engine for the items still missing
-        (the engine may not count the cut line's end as one: then it decodes one item more)."""
+        (the last may be cut short) and the items of its complete lines not sent yet go now. The
+        resumed request streams its text (its record's `stream_text`) and asks the engine for the
+        items still missing, returned here (None: no fixed count; the engine may not count the cut
+        line's end as one: then it decodes one item more)."""
         self.held = []
         if self.parser is None:
             self.parser = SplitParser(self.split)
         self._take(output)
         self._send(t)
-        resumed["stream_text"] = True
-        if self.max_items is not None:
-            resumed["max_items"] = self.max_items - len(self.parser.items)
+        return None if self.max_items is None else self.max_items - len(self.parser.items)
 
     def ended(self, output: str, t: float) -> None:
         """The call ended with `output` its whole text: its last items go (before its final)."""

@@ -106,7 +106,7 @@ class Preemptor:
             rec = e.records[i]
             rec.call_tag = tag
             # names the request's KV across its resumes: an engine with kv_swap saves it on preemption
-            if rec.kv_swap_key is None and "kv_swap_key" not in e.requests[i]:
+            if rec.kv_swap_key is None:
                 rec.kv_swap_key = tag if len(e.requests) == 1 else f"{tag}.{i}"
             if progress:
                 rec.progress = True
@@ -244,12 +244,13 @@ class Preemptor:
             resume.text += str(result.get("text", ""))
             resume.count += 1
             resume.points.append(len(resume.ids))
-            req = {k: v for k, v in resume.request.items() if k not in ("tag", "progress")}
-            req.update(resume_ids=list(resume.ids), max_tokens=int(resume.request["max_tokens"]) - len(resume.ids))
+            # the resume is the record's: its body stays as it was queued
+            rec = e.records[i]
+            rec.resume_ids, rec.max_tokens = tuple(resume.ids), int(resume.request["max_tokens"]) - len(resume.ids)
+            rec.call_tag, rec.progress = None, False  # its next run sets its own
             if call.items is not None:
-                call.items.preempted(resume.text, req, self.ctx.loop.time())
+                rec.stream_text, rec.max_items = True, call.items.preempted(resume.text, self.ctx.loop.time())
                 resume.items = call.items
-            e.requests[i] = req
         self.ctx.metrics.preemptions += 1
         e.taken = 0
         self.ctx.policy().preempted(call.pick)

@@ -204,7 +204,7 @@ class LAMPSPolicy(Policy):
         its "auto" handling was chosen from) and, when it pauses for an API, that API's duration."""
         i = e.head
         req = e.requests[i]
-        prompt, pre = predicted_shape(req.get("max_tokens"), e.records[i].predicted_tokens,
+        prompt, pre = predicted_shape(e.budget(i), e.records[i].predicted_tokens,
                                       e.tokens[min(e.taken, len(e.tokens) - 1)] if e.tokens else None)
         tool = req.get("api")
         if not tool and not e.records[i].pause_kv:

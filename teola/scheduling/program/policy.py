@@ -230,7 +230,7 @@ class ProgramPolicy(Policy):
                 amount = 0.0
                 for i in range(p.count):
                     r = results[off + i] if results is not None and off + i < len(results) else None
-                    amount += _decoded(e.requests[a + i], r)
+                    amount += _decoded(e.wire(a + i), r)  # its budget left when it resumed
                 amount = max(0.0, amount - streamed_tokens)
             off += p.count
             if self.service == "seconds":

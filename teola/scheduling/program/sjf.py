@@ -12,7 +12,7 @@ def predicted_length(e: Pending) -> int:
     max_tokens, plus its "post_tokens"."""
     i = e.head
     req = e.requests[i]
-    return int(e.records[i].predicted_tokens or req.get("max_tokens") or 1) + int(req.get("post_tokens") or 0)
+    return int(e.records[i].predicted_tokens or e.budget(i) or 1) + int(req.get("post_tokens") or 0)
 
 
 class SJFPolicy(RankedAdmission):

@@ -30,9 +30,8 @@ def test_a_preemption_drops_the_cut_item_and_sends_whole_lines_not_sent_yet():
     feed.engine_item("a", stopping=False, t=1.0)
     feed.engine_item("b", stopping=True, t=2.0)
     feed.engine_item("c", stopping=True, t=2.0)
-    resumed: dict = {}
-    feed.preempted("- a\n- b\n- c", resumed, t=3.0)
-    assert work.items == [(1.0, "a"), (3.0, "b")] and resumed == {"stream_text": True}
+    assert feed.preempted("- a\n- b\n- c", t=3.0) is None  # no fixed count of items to ask for
+    assert work.items == [(1.0, "a"), (3.0, "b")]
     feed.engine_item("at", stopping=False, t=5.0)  # the resumed run's engine saw only "at\n": ignored
     feed.delta("at\n", 5.0)
     feed.delta("- d\n- e", 6.0)
@@ -44,9 +43,7 @@ def test_a_preemption_drops_the_cut_item_and_sends_whole_lines_not_sent_yet():
 def test_the_resumed_request_asks_for_the_items_still_missing_and_no_more_go_downstream():
     feed, work = items(max_items=3)
     feed.engine_item("a", stopping=False, t=1.0)
-    resumed: dict = {}
-    feed.preempted("- a\n- b", resumed, t=2.0)
-    assert resumed == {"stream_text": True, "max_items": 2}
+    assert feed.preempted("- a\n- b", t=2.0) == 2
     assert not feed.all_out("- a\n- b\n- c") and feed.all_out("- a\n- b\n- c\n")
     feed.delta("ee\n- c\n- d\n", 3.0)
     feed.ended("- a\n- bee\n- c\n- d\n", 4.0)
@@ -55,13 +52,13 @@ def test_the_resumed_request_asks_for_the_items_still_missing_and_no_more_go_dow
 
 def test_text_goes_to_the_work_only_when_its_caller_asked_for_it():
     quiet, quiet_work = items()
-    quiet.preempted("", {}, 0.0)
+    quiet.preempted("", 0.0)
     quiet.delta("- a\n", 1.0)
     assert quiet_work.items == [(1.0, "a")]
     loud = CallItems(RecordedWork(1), {"split": "list", "stream_text": True})
     deltas: list[str] = []
     loud.work.delta = lambda text, t: deltas.append(text)
     loud.delta("- a", 1.0)
-    loud.preempted("- a", {}, 2.0)
+    loud.preempted("- a", 2.0)
     loud.delta("\n", 3.0)
     assert deltas == ["- a", "\n"]

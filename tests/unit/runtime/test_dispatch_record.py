@@ -3,6 +3,8 @@ a body is read-only, the record's set fields win in the request an adapter recei
 is written by the merge, and the two meanings of "tag" live in two fields."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from teola.scheduling.dispatch_record import DispatchRecord, frozen_body, wire_request
@@ -114,3 +116,38 @@ async def test_a_submitters_abort_key_reaches_the_engine_as_the_tag_and_the_body
     (seen,) = llm.requests
     assert seen["tag"] == "door-1" and seen["owner"] == "p" and "tag" not in call
 
+
+async def test_a_preempted_call_resumes_from_its_record_with_its_body_unchanged():
+    """mlfq with a 4-token base quantum on a one-call engine: a long call is demoted and preempted for
+    a short one; its resume (token ids so far, budget left) is written into its record, and the
+    queued body is the same read-only object throughout."""
+    from teola.api.program import Program
+    from tests.support.waiting import until
+    from tests.unit.runtime.test_preemption import expected, runtime
+
+    rt, engine = runtime("mlfq", budget=1)
+    entries, seen = [], []
+    real = engine._one
+
+    async def spy(op, i, req, emit):
+        seen.append(dict(req))
+        return await real(op, i, req, emit)
+    engine._one = spy
+    await rt.start()
+    sched = rt.schedulers["llm"]
+    submit = sched.submit
+    sched.submit = lambda e: (entries.append((e, e.requests[0])), submit(e))[1]
+    try:
+        async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
+            long_call = asyncio.ensure_future(long_prog.call("write a lot", parent_ids=[], max_tokens=60))
+            policy = sched.policy
+            await until(lambda: any(st.level > 0 for st in policy.core.calls.values()), timeout=10)
+            await short_prog.call("one line", parent_ids=[], max_tokens=3)
+            result = (await long_call).result
+    finally:
+        await rt.stop()
+    assert result["text"] == expected(60) and result["preemptions"] >= 1
+    long_entry, body = entries[0]
+    assert long_entry.requests[0] is body and body["max_tokens"] == 60 and "resume_ids" not in body
+    resumed = [r for r in seen if r["parts"][-1][1] == "write a lot" and r.get("resume_ids")]
+    assert resumed and all(r["max_tokens"] == 60 - len(r["resume_ids"]) for r in resumed)

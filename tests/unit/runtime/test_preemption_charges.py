@@ -31,7 +31,7 @@ def test_observe_charges_only_what_no_progress_event_charged_over_all_runs():
     assert state.service == 4
     policy.preempted(first)  # the preemptor put the call back: resumed as prompt + 5 ids, 5 tokens to go
     e.taken = 0
-    e.requests[0] = {"parts": [["q", "x"]], "max_tokens": 5, "resume_ids": [0, 1, 2, 3, 4]}
+    e.records[0].resume_ids, e.records[0].max_tokens = (0, 1, 2, 3, 4), 5  # the resume is the record's
     second = policy.schedule([e], 9.0, LIMITS).picks[0]
     e.taken = 1
     policy.progress(e, 2, 2.0)
