@@ -35,7 +35,7 @@ async def test_advanced_rag_query_spans(llm_engine, embedding_engine, vector_sto
     for p in egraph.primitives:
         assert sorted(names[lk.context.span_id] for lk in kids[p.name].links) == sorted(q.name for q in egraph.parents(p))
     llm = [s for s in kids.values() if s.attributes.get("teola.engine") == "llm"]
-    assert llm and {s.attributes["teola.op"] for s in llm} >= {"partial_prefilling", "partial_decoding"}
+    assert llm and {s.attributes["teola.op"] for s in llm} >= {"prefilling", "partial_decoding"}
     for s in llm:
         missing = [k for k in GENAI_LLM if k not in s.attributes]
         assert not missing, (s.name, missing)
