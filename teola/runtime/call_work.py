@@ -16,7 +16,7 @@ from teola.scheduling.dispatch_record import DispatchRecord, lift_hints
 CALL_HINTS = ("abort_key", "predicted_tokens", "pause_kv", "resumes_preserved")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class CallOutcome:
     """A finished program call: the engine's result dict, the instance that ran it ("llm/0") and
     when (loop time) the engine scheduler first sent it to an instance, so a caller can tell the
@@ -49,8 +49,8 @@ class CallWork:
     def results(self, start: int, results: list[Any], t: float) -> None:
         if not self.future.done():
             r = results[0]
-            self.future.set_result(CallOutcome(r if isinstance(r, dict) else {"text": str(r)}, self.instance,
-                                               self.started_at))
+            self.future.set_result(CallOutcome(result=r if isinstance(r, dict) else {"text": str(r)},
+                                               instance=self.instance, started=self.started_at))
 
     def item(self, payload: Any, t: float) -> None:
         pass

@@ -299,7 +299,7 @@ class Filler:
             self.slots -= 1
             n += 1
         if n:
-            self.picks.append(Pick(entry, n))
+            self.picks.append(Pick(entry=entry, count=n))
         if self.slots <= 0 and n == want and want < entry.remaining:
             self.saturated = True
         return n
@@ -349,8 +349,8 @@ class RankedAdmission(Policy):
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
             return Decision()
-        return Decision(fill_in_order(sorted(queue, key=lambda e: (not resumes_preserved(e), self.rank(e))),
-                                      limits).picks)
+        return Decision(picks=fill_in_order(sorted(queue, key=lambda e: (not resumes_preserved(e), self.rank(e))),
+                                            limits).picks)
 
     def progress(self, e: Pending, decoded: int, elapsed: float | None = None) -> None:
         """Running calls are never demoted or preempted."""

@@ -9,7 +9,7 @@ from engines.llm_text.split_parser import split_text
 from teola.runtime.engine_tier.call_items import CallItems
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Resume:
     """What one request of a preempted call carries to its next run."""
 

@@ -236,7 +236,7 @@ class EngineScheduler:
     def _limits(self, inst: Instance) -> Limits:
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
         slots = self.max_batch if self.preemptor is None else min(self.max_batch, self.preemptor.free(inst))
-        return Limits(slots, self.max_efficient_batch, free_tokens)
+        return Limits(max_batch=slots, max_efficient_batch=self.max_efficient_batch, token_budget=free_tokens)
 
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
         op = picks[0].entry.op

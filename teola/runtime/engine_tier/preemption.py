@@ -53,7 +53,7 @@ from teola.scheduling.preemption import STREAM_OP, admission_slots, swap_keys, t
 log = logging.getLogger("teola.runtime")
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, kw_only=True)
 class RunningCall:
     """One run of a call: `sent` are the indices of its entry's requests this run sends (`requests`)."""
 
@@ -112,7 +112,8 @@ class Preemptor:
                 rec.progress = True
             requests.append(e.wire(i))
         tokens = sum(e.tokens[i] for i in sent) if e.tokens else 0
-        call = RunningCall(inst, pick, queue, tag, sent, requests, tokens, ctx.loop.time())
+        call = RunningCall(inst=inst, pick=pick, queue=queue, tag=tag, sent=sent, requests=requests, tokens=tokens,
+                           started=ctx.loop.time())
         if e.op == STREAM_OP and e.requests[0].get("split"):
             call.items = resumes[0].items if resumes is not None else CallItems(e.work, e.requests[0])
         self.calls.setdefault(inst, {})[e] = call
@@ -224,7 +225,7 @@ class Preemptor:
         """Put a preempted call back in its queue to resume later; False if it cannot resume (an
         aborted request gave no token ids, or nothing is left to decode: then `finals` are its results)."""
         e = call.pick.entry
-        resumes = self.resumes.get(e) or [Resume(e.wire(i)) for i in range(len(e.requests))]
+        resumes = self.resumes.get(e) or [Resume(request=e.wire(i)) for i in range(len(e.requests))]
         left: list[int] = []
         for i, result in zip(call.sent, finals):
             n = tokens_left(resumes[i].request, len(resumes[i].ids), result)

@@ -166,7 +166,7 @@ class QueryRun:
         bodies = frozen_bodies(reqs, stream_text=self.on_event is not None and kind is not DispatchKind.STREAM
                                and head in self.plan.answer, keep=kind is DispatchKind.PRIM and head in self.remote,
                                cache_salt=self.cache_salt if llm else None)
-        self._dispatch(DispatchWork(self, kind=kind, idx=head, requests=bodies, members=members, prefill=prefill), p, depth)
+        self._dispatch(DispatchWork(run=self, kind=kind, idx=head, requests=bodies, members=members, prefill=prefill), p, depth)
 
     def _group_ready(self, i: int, group: tuple[int, ...]) -> bool:
         """A member of a stream group is ready; True once every live member is (the group then runs)."""

@@ -23,7 +23,7 @@ class DispatchWork:
     __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
                  "items", "extra_items")
 
-    def __init__(self, run: QueryState, *, kind: DispatchKind, idx: int, requests: list[Mapping[str, Any]],
+    def __init__(self, *, run: QueryState, kind: DispatchKind, idx: int, requests: list[Mapping[str, Any]],
                  members: tuple[int, ...] = (), prefill: int | None = None) -> None:
         self.run = run
         self.kind = kind

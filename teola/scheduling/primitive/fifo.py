@@ -34,5 +34,5 @@ class FifoPolicy(Policy):
                 break
         due = oldest.arrival + self.timeout  # the same float as the timer's deadline, so the timer's wake-up is due
         if fill.full or now >= due:
-            return Decision(fill.picks)
+            return Decision(picks=fill.picks)
         return Decision(wait_until=due)

@@ -13,4 +13,4 @@ class PerInvocationPolicy(Policy):
             return Decision()
         fill = Filler(limits.max_batch, limits.token_budget)
         fill.take(next(iter(queue)))
-        return Decision(fill.picks)
+        return Decision(picks=fill.picks)

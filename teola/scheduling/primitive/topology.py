@@ -40,4 +40,4 @@ class TopologyPolicy(Policy):
                         break
             if fill.full:
                 break
-        return Decision(fill.picks)
+        return Decision(picks=fill.picks)

@@ -271,7 +271,7 @@ class LAMPSPolicy(Policy):
                     self.scheduled.discard(key)
         mean, n = self._running
         self._running = ((mean * n + len(self.admitted_at)) / (n + 1), n + 1)
-        return Decision(fill.picks)
+        return Decision(picks=fill.picks)
 
     def _key(self, e: Pending, score: float | None = None) -> tuple:
         """A call's rank (lower first): preserved resumes first only with `preserved_first`, then

@@ -82,7 +82,7 @@ def choose_pause_handling(policy: Policy | None, tool: str | None, context: int,
     return choose_handling(api_s, context, other, fwd_s * context, None if swap_s is None else swap_s * context)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PauseHint:
     """What `PauseBook.prepare` decided for one queued request: the handling of its pause (None: it
     does not pause) and whether it continues a call whose KV was preserved."""
@@ -111,7 +111,7 @@ class PauseBook:
             rec = entry.records[i]
             key = req.get("kv_key")
             if key is None:
-                out.append(PauseHint(rec.pause_kv, rec.resumes_preserved))
+                out.append(PauseHint(pause_kv=rec.pause_kv, resumes_preserved=rec.resumes_preserved))
                 continue
             tokens = entry.tokens[i] if entry.tokens and i < len(entry.tokens) else None
             context = sum(predicted_shape(req.get("max_tokens"), rec.predicted_tokens, tokens))
@@ -124,7 +124,7 @@ class PauseBook:
                 handling = choose_pause_handling(policy, req.get("api"), context, other, self.costs)
             if handling:
                 self.paused[(entry.query_id, key)] = handling
-            out.append(PauseHint(handling, preserved))
+            out.append(PauseHint(pause_kv=handling, resumes_preserved=preserved))
         return out
 
     def other_context(self) -> int:

@@ -120,7 +120,7 @@ class ProgramPolicy(Policy):
         for p in fill.picks:
             self._outstanding[p.entry] = self._outstanding.get(p.entry, 0) + p.count
             self._starts[id(p)] = p.entry.taken
-        return Decision(fill.picks)
+        return Decision(picks=fill.picks)
 
     def _see(self, queue: Sequence[Pending], now: float) -> None:
         """Admit new calls, charge waiting time, apply anti-starvation."""

@@ -168,7 +168,7 @@ def test_a_withdrawn_preempted_batched_call_drops_only_the_kv_saved_for_its_pree
     p = Preemptor(SimpleNamespace(executor=executor, spawn=asyncio.run), budget=2)
     i0, i1 = SimpleNamespace(capabilities={Capability.FORGET_KV}), SimpleNamespace(capabilities=frozenset())
     bulk = object()
-    p.resumes[bulk] = [Resume({"kv_swap_key": "llm:call0.0", "max_tokens": 2}, final={"text": "t0 t1 "}),
-                       Resume({"kv_swap_key": "llm:call0.1", "max_tokens": 9}, ids=[0, 1, 2], count=1)]
+    p.resumes[bulk] = [Resume(request={"kv_swap_key": "llm:call0.0", "max_tokens": 2}, final={"text": "t0 t1 "}),
+                       Resume(request={"kv_swap_key": "llm:call0.1", "max_tokens": 9}, ids=[0, 1, 2], count=1)]
     p.forget(bulk, [i0, i1])
     assert asked == [(i0, "forget_kv", (["llm:call0.1"],))] and bulk not in p.resumes

@@ -31,6 +31,20 @@ def test_the_record_is_keyword_only():
         DispatchRecord(1, "q1")  # type: ignore[misc]
 
 
+def test_the_seam_objects_around_the_record_are_keyword_only():
+    from teola.runtime.call_work import CallOutcome
+    from teola.runtime.engine_tier.call_resume import Resume
+    from teola.runtime.engine_tier.preemption import RunningCall
+    from teola.runtime.graph_tier.query_work import DispatchWork
+    from teola.scheduling.program.pause_handling import PauseHint
+
+    for cls, args in ((CallOutcome, ({}, None)), (Resume, ({},)), (PauseHint, ("preserve", False)),
+                      (RunningCall, (None,) * 8), (DispatchWork, (None,))):
+        with pytest.raises(TypeError):
+            cls(*args)
+    assert PauseHint(pause_kv="swap", resumes_preserved=True).pause_kv == "swap"
+
+
 def test_an_empty_record_sends_the_body_unchanged_in_a_fresh_dict():
     b = frozen_body(body())
     wire = wire_request(b, DispatchRecord())

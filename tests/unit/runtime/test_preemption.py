@@ -293,7 +293,7 @@ def test_a_withdrawn_preempted_call_has_its_saved_kv_dropped():
     p = Preemptor(SimpleNamespace(executor=SimpleNamespace(call=call), spawn=asyncio.run), budget=1)
     i0, i1 = (SimpleNamespace(capabilities={Capability.FORGET_KV}) for _ in range(2))
     entry = object()
-    p.resumes[entry] = [Resume({"kv_swap_key": "llm:call3", "max_tokens": 9}, ids=[1, 2], count=1)]
+    p.resumes[entry] = [Resume(request={"kv_swap_key": "llm:call3", "max_tokens": 9}, ids=[1, 2], count=1)]
     p.forget(entry, [i0, i1])
     assert asked == [(i0, "forget_kv", (["llm:call3"],)), (i1, "forget_kv", (["llm:call3"],))]
     assert entry not in p.resumes

@@ -58,11 +58,11 @@ def test_a_policy_with_its_own_costs_decides():
 
 def test_a_continuation_of_preserved_kv_is_marked_and_forgotten_with_its_query():
     book = PauseBook(PauseCosts(api_defaults={"calculator": 0.0}))  # a free pause: preserve
-    assert prepared(book, seg(tokens=100, query="q1")) == PauseHint("preserve", False)
+    assert prepared(book, seg(tokens=100, query="q1")) == PauseHint(pause_kv="preserve", resumes_preserved=False)
     prepared(book, seg(tokens=100, query="q2"))
-    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(None, True)
+    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(pause_kv=None, resumes_preserved=True)
     # the pause was consumed by its continuation
-    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(None, False)
+    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(pause_kv=None, resumes_preserved=False)
     book.end_program("q2")
     assert book.paused == {}
 
@@ -71,9 +71,9 @@ def test_a_discarded_pause_and_calls_without_a_kv_key_are_left_alone():
     book = PauseBook()
     plain = Pending(query_id="q", name="p", op="decoding", depth=0, arrival=0.0, requests=[{"max_tokens": 8}],
                     tokens=[10], records=[DispatchRecord(pause_kv="auto")])
-    assert prepared(book, plain) == PauseHint("auto", False)
-    assert prepared(book, seg(handling="discard", tokens=10)) == PauseHint("discard", False)
-    assert prepared(book, seg(handling=None, tokens=20)) == PauseHint(None, False)
+    assert prepared(book, plain) == PauseHint(pause_kv="auto", resumes_preserved=False)
+    assert prepared(book, seg(handling="discard", tokens=10)) == PauseHint(pause_kv="discard", resumes_preserved=False)
+    assert prepared(book, seg(handling=None, tokens=20)) == PauseHint(pause_kv=None, resumes_preserved=False)
 
 
 @pytest.mark.parametrize("value, message", [
