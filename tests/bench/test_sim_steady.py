@@ -114,6 +114,10 @@ def test_a_program_is_overdue_by_its_own_unloaded_latency_not_the_workloads_mean
     assert overdue(arrivals, [25.0, None], solos, at=150.0) == []  # a ended at 25 s: late, but not running
     assert overdue(arrivals, [5.0, None], solos, at=150.0) == []
     assert overdue(arrivals, [5.0, None], solos, at=402.0) == [1]
+    # with the workload's mean own latency (5 s) as a floor, a (1 s alone) is overdue at 1 + 20 x 5 = 101 s
+    assert deadlines(arrivals, solos, 20.0, floor=5.0) == [101.0, 402.0]
+    assert overdue(arrivals, [None, None], solos, at=30.0, floor=5.0) == []
+    assert overdue(arrivals, [None, None], solos, at=101.0, floor=5.0) == [0]
 
 
 def test_watch_stops_at_the_first_overdue_program_in_virtual_time() -> None:

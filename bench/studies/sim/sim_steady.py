@@ -16,7 +16,8 @@ throughput at equal latency) are bench/studies/sim/steady_state.py's. Per worklo
   1. the baseline (vLLM-opt for S10, INFERCEPT for S9) unloaded: a light load (UNLOADED x the capacity
      estimate for S10, UNLOADED_RATE for S9) gives its mean latency m0, which sets the trace; for S10
      the warm-up is also at least KNEE x the cover of the programs' own unloaded latencies (settling),
-     and a measured program unfinished OVERDUE x its own unloaded latency makes a point overloaded;
+     and a measured program unfinished OVERDUE x max(its own unloaded latency, the workload's mean own
+     unloaded latency) makes a point overloaded;
   2. every system (one point per fresh process, --jobs at a time, the systems in turn) runs the fixed load grid (GRID x the capacity
      estimate; GRID_RATES req/s) upward until its own mean latency passes KNEE x the baseline's m0 (or
      it is overloaded), or the grid ends;
@@ -41,7 +42,7 @@ from typing import Any
 from bench.lib.results import RESULTS, write_results
 from bench.studies.sim.steady_state import KNEE, OVERDUE, Trace, cover, equal_latency, past_knee, trace_for
 
-GRID = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)  # S10 loads, x sim_autellix.capacity_estimate
+GRID = (0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)  # S10 loads, x sim_autellix.capacity_estimate
 GRID_RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0, 96.0)  # S9, req/s
 UNLOADED, UNLOADED_PROGRAMS, UNLOADED_RATE = 0.02, 30, 0.2
 SOLO_PROGRAMS = 1000  # programs whose own unloaded latencies set the warm-up (sim_steady_solo)
@@ -193,9 +194,9 @@ def _profile_name() -> str:
 
 
 def workload_jobs(study: str, kind: str, systems: list[str], trace: Trace, cap: float,
-                  grid: tuple[float, ...]) -> dict[str, list[dict[str, Any]]]:
-    """Each system's jobs up the grid on `trace`."""
-    extra = {} if study == "lamps" else {"overdue": OVERDUE, "profile": _profile_name()}
+                  grid: tuple[float, ...], floor: float = 0.0) -> dict[str, list[dict[str, Any]]]:
+    """Each system's jobs up the grid on `trace` (S10: overdue after OVERDUE x max(own, `floor`) s)."""
+    extra = {} if study == "lamps" else {"overdue": OVERDUE, "overdue_floor": floor, "profile": _profile_name()}
     return {s: [{"study": study, "kind": kind, "system": s, "load": g, "rate": g * cap,
                  "trace": [trace.warmup, trace.window, trace.cooldown], **extra} for g in grid] for s in systems}
 
@@ -224,7 +225,7 @@ def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: st
     else:
         settle = settling(kind)
         trace = trace or trace_for(m0, min_window=AUTELLIX_MIN_WINDOW, settle=KNEE * settle["cover"])
-    per_system = workload_jobs(study, kind, systems, trace, cap, grid)
+    per_system = workload_jobs(study, kind, systems, trace, cap, grid, settle["mean"] if settle else 0.0)
     work = [(per_system[s], float(un[field]), field, cache, only) for s in systems]
     results = [system_sweep(w) for w in work] if only else interleaved_sweeps(work, jobs)
     rows = [r for rs in results for r in rs]

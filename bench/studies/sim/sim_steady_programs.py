@@ -3,7 +3,7 @@ engine, systems and programs) with bench/studies/sim/steady_state.py's trace: pr
 warm-up + window + cool-down, only those arriving in the window are measured, and the run stops once
 they have all finished and the cool-down's arrivals are done (programs still running then only kept
 the load on and are cancelled). A point where a measured program is still unfinished job["overdue"]
-x its own unloaded latency after its arrival (steady_state.overdue; the latency from
+x max(its own unloaded latency, job["overdue_floor"]) after its arrival (steady_state.overdue; the latency from
 bench/studies/sim/sim_steady_solo.py) stops there as overloaded: its latency is inf and its
 unfinished programs are counted. Each finished program's latency over its own unloaded latency (its
 stretch) is summarized, so the long programs' share of a mean is visible.
@@ -129,7 +129,7 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
                  for p in progs]
         window = [(t, p, s) for t, p, s in zip(tasks, progs, solos) if trace.measured(p.arrival)]
         due = deadlines([t0 + p.arrival for _, p, _ in window], [s for _, _, s in window],
-                        job.get("overdue", OVERDUE))
+                        job.get("overdue", OVERDUE), job.get("overdue_floor", 0.0))
         stopped: float | None = None
         try:
             stopped = await watch([t for t, _, _ in window], due)

@@ -14,9 +14,11 @@ sweep stops, and how throughput at equal latency is read across the knee of the 
   programs of 80 calls) makes it several times m0. Below the knee the baseline's latencies are at
   most KNEE x their unloaded values on average, so the warm-up is at least KNEE x cover over the
   programs' own unloaded latencies (bench/studies/sim/sim_steady_solo.py).
-- Overdue: a measured program still unfinished OVERDUE x its own unloaded latency after its arrival
-  makes the point overloaded (the run stops there). The limit is per program, so a long program
-  running its normal length is not mistaken for a queue that never drains.
+- Overdue: a measured program still unfinished OVERDUE x max(its own unloaded latency, `floor`) after
+  its arrival makes the point overloaded (the run stops there); the floor is the workload's mean own
+  unloaded latency. The limit is per program, so a long program running its normal length is not
+  mistaken for a queue that never drains; the floor keeps a program of a few tokens (0.06 s alone)
+  from being overdue because one iteration of a full batch takes longer than its whole run alone.
 - Steady: the number of programs in the system (arrived, not yet finished), averaged over the
   window's last third, is at most STEADY_GROWTH x its average over the window's first third + 2
   (a queue that keeps growing is not a steady state; the +2 keeps a light load with 0-1 programs in
@@ -87,15 +89,15 @@ def cover(latencies: list[float], frac: float = COVER) -> float:
     return xs[-1]
 
 
-def deadlines(arrivals: list[float], solos: list[float], factor: float = OVERDUE) -> list[float]:
-    """When each program becomes overdue: its arrival + `factor` x its own unloaded latency."""
-    return [a + factor * s for a, s in zip(arrivals, solos)]
+def deadlines(arrivals: list[float], solos: list[float], factor: float = OVERDUE, floor: float = 0.0) -> list[float]:
+    """When each program becomes overdue: its arrival + `factor` x max(its own unloaded latency, `floor`)."""
+    return [a + factor * max(s, floor) for a, s in zip(arrivals, solos)]
 
 
 def overdue(arrivals: list[float], ends: list[float | None], solos: list[float], at: float,
-            factor: float = OVERDUE) -> list[int]:
+            factor: float = OVERDUE, floor: float = 0.0) -> list[int]:
     """The programs (indices) unfinished at `at` (an end of None or after it) past their deadline."""
-    return [i for i, (d, e) in enumerate(zip(deadlines(arrivals, solos, factor), ends))
+    return [i for i, (d, e) in enumerate(zip(deadlines(arrivals, solos, factor, floor), ends))
             if d <= at and (e is None or e > at)]
 
 
