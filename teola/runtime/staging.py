@@ -20,6 +20,7 @@ from typing import Any
 
 from engines.requests import staging_namespace
 from teola.ir.ops import PrimOp
+from teola.runtime.trace_status import TraceStatus
 
 
 @dataclass(slots=True, frozen=True)
@@ -55,4 +56,4 @@ def staged_rows(trace: Iterable[dict[str, Any]], engine: str) -> int:
     """Rows a query staged on `engine`: the requests of its finished ingestion primitives there
     (one row each)."""
     return sum(t["requests"] for t in trace
-               if t["engine"] == engine and t["op"] == PrimOp.INGESTION.value and t["status"] == "ok")
+               if t["engine"] == engine and t["op"] == PrimOp.INGESTION.value and t["status"] == TraceStatus.OK)

@@ -25,6 +25,7 @@ from teola.runtime.outputs import collect_outputs
 from teola.runtime.requests import AtOnce, at_once, build_requests, frozen_bodies, pause_hint
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
+from teola.runtime.trace_status import TraceStatus
 from teola.scheduling.base import Pending
 from teola.scheduling.dispatch_record import DispatchRecord
 
@@ -123,7 +124,7 @@ class QueryRun:
     def _now(self) -> float:
         return self.loop.time() - self.t0
 
-    def new_trace(self, p: Primitive, status: str, t: float, n: int = 0) -> dict[str, Any]:
+    def new_trace(self, p: Primitive, status: TraceStatus, t: float, n: int = 0) -> dict[str, Any]:
         # "split": the decode returns a list of items (an output-length kind of its own for the simulator)
         return {"primitive": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth, "status": status,
                 "queued": t, "started": None, "finished": None, "instance": None, "batch_id": None,
@@ -183,7 +184,7 @@ class QueryRun:
             self.ctx.metrics.skipped += 1
         else:
             self.values.update(now.outputs)
-        tr = self.trace[i] = self.new_trace(p, "skipped" if now.skipped else "ok", t)
+        tr = self.trace[i] = self.new_trace(p, TraceStatus.SKIPPED if now.skipped else TraceStatus.OK, t)
         tr["started"] = tr["finished"] = t
         if not now.skipped:
             self._count(p, tr)
@@ -208,7 +209,7 @@ class QueryRun:
         for i in work.traced():
             q = self.plan.prims[i]
             self.state[i] = DISPATCHED
-            self.trace[i] = self.new_trace(q, "queued", rel, len(reqs))
+            self.trace[i] = self.new_trace(q, TraceStatus.QUEUED, rel, len(reqs))
         self.works.add(work)
         if self.prim_timeout is not None:
             work.timer = self.loop.call_later(self.prim_timeout, self._prim_timeout, work)
@@ -224,7 +225,7 @@ class QueryRun:
     def _finish_trace(self, i: int, t: float, extras: Any = None) -> dict[str, Any]:
         tr = self.trace[i]
         tr["finished"] = t - self.t0
-        tr["status"] = "ok"
+        tr["status"] = TraceStatus.OK
         if isinstance(extras, dict):
             tr.update((k, extras[k]) for k in LLM_EXTRAS if k in extras)
         self._count(self.plan.prims[i], tr)
@@ -356,8 +357,8 @@ class QueryRun:
             if w.entry is not None:
                 self.ctx.withdraw(self.plan.prims[w.idx].engine, w.entry)
         for tr in self.trace:
-            if tr is not None and tr["status"] == "queued":
-                tr["status"] = "dropped" if tr["started"] is None else "abandoned"
+            if tr is not None and tr["status"] == TraceStatus.QUEUED:
+                tr["status"] = TraceStatus.DROPPED if tr["started"] is None else TraceStatus.ABANDONED
         err.trace = self.trace_list()
         self.ctx.ended(self, err, self.loop.time() - self.t0)
         if not self.future.done():

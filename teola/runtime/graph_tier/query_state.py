@@ -17,6 +17,7 @@ from teola.ir.primitive import Primitive
 from teola.runtime.errors import QueryError
 from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
 from teola.runtime.graph_tier.query_context import QueryContext
+from teola.runtime.trace_status import TraceStatus
 
 # A primitive's states. WAITING: parents not done; DISPATCHED: queued on or running in an engine;
 # DONE: finished (its children may still wait for it); RELEASED: its children were told, exactly once
@@ -43,7 +44,7 @@ class QueryState(Protocol):
 
     def release(self, i: int) -> None: ...
 
-    def new_trace(self, p: Primitive, status: str, t: float, n: int = 0) -> dict[str, Any]: ...
+    def new_trace(self, p: Primitive, status: TraceStatus, t: float, n: int = 0) -> dict[str, Any]: ...
 
     def close_work(self, work: Any) -> None: ...
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from teola.ir.primitive import Primitive
 from teola.runtime.errors import QueryError
 from teola.runtime.graph_tier.query_state import RELEASED, QueryState
+from teola.runtime.trace_status import TraceStatus
 
 
 def undecided(run: QueryState, idx: int) -> bool:
@@ -72,9 +73,9 @@ def _discard(run: QueryState, i: int) -> None:
     t = run.loop.time() - run.t0
     tr = run.trace[i]
     if tr is None:
-        tr = run.trace[i] = run.new_trace(p, "discarded", t)
+        tr = run.trace[i] = run.new_trace(p, TraceStatus.DISCARDED, t)
         tr["started"] = t
-    tr.update(status="discarded", finished=t)
+    tr.update(status=TraceStatus.DISCARDED, finished=t)
     run.ctx.metrics.discarded += 1
     run.skipped.update(p.outputs)
     run.release(i)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from teola.runtime.graph_tier.dispatch_kind import DispatchKind
 from teola.runtime.graph_tier.query_state import DISPATCHED, RELEASED, WAITING, QueryState
+from teola.runtime.trace_status import TraceStatus
 
 
 def drop_waiting_warmups(run: QueryState, c: int) -> None:
@@ -42,8 +43,8 @@ def _drop(run: QueryState, w: int) -> None:
     t = run.loop.time() - run.t0
     tr = run.trace[w]
     if tr is None:
-        tr = run.trace[w] = run.new_trace(p, "skipped", t)
-    tr.update(status="skipped", started=t, finished=t, dropped="its call was ready first")
+        tr = run.trace[w] = run.new_trace(p, TraceStatus.SKIPPED, t)
+    tr.update(status=TraceStatus.SKIPPED, started=t, finished=t, dropped="its call was ready first")
     run.values.update({k: None for k in p.outputs})
     run.ctx.metrics.dropped_warmups += 1
     run.release(w)

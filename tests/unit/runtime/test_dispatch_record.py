@@ -165,3 +165,17 @@ async def test_a_preempted_call_resumes_from_its_record_with_its_body_unchanged(
     assert long_entry.requests[0] is body and body["max_tokens"] == 60 and "resume_ids" not in body
     resumed = [r for r in seen if r["parts"][-1][1] == "write a lot" and r.get("resume_ids")]
     assert resumed and all(r["max_tokens"] == 60 - len(r["resume_ids"]) for r in resumed)
+
+
+async def test_trace_rows_carry_a_trace_status_equal_to_its_string():
+    import json
+
+    from teola.runtime.trace_status import TraceStatus
+    from tests.unit.compile.test_agent_component import CALL, agent_app, answer
+
+    app, _ = agent_app([CALL, "391."])
+    await app.start()
+    res = await answer(app)
+    assert res.trace and all(type(t["status"]) is TraceStatus for t in res.trace)
+    assert {t["status"] for t in res.trace} <= {"ok", "skipped"}
+    assert '"status": "ok"' in json.dumps(res.trace[0]) or '"status": "skipped"' in json.dumps(res.trace[0])
