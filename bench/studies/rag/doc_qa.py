@@ -259,6 +259,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baselines", default=None,
                    help=f"comma-separated Teola-paper baselines to run beside teola and LlamaIndex on teola's runtime "
                         f"(bench.studies.rag.rag's: {', '.join(BASELINES)}); default none")
+    p.add_argument("--alone-only", action="store_true",
+                   help="only the queries alone, no Poisson rates (work per query; for a machine too loaded to time)")
     p.add_argument("--ungated", action="store_true",
                    help="also run teola with pass prefill_split's gate off (every ready prompt prefix prefilled "
                         "ahead, as before the gate), side by side: what the gate does")
@@ -316,6 +318,8 @@ def settings_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setti
     s = Settings.quick() if args.quick else Settings()
     s.data = args.data
     s.ungated = args.ungated
+    if args.alone_only:
+        s.fractions, s.rates = (), ()
     if s.data == "pubmedqa":
         s.sizes = {"small": 15}
     for name in ("n_alone", "n_load"):
