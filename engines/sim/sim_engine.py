@@ -184,7 +184,9 @@ class SimEngine:
             self.busy_s += total
             steps = max((len(f["items"]) for f in finals), default=0)
             step = total / (steps + 1) if steps else total
+            owners = [r["owner"] for r in requests if r.get("owner")]
             self.running += 1
+            self._own(owners, 1)  # a streaming request is executing too: an abort counts it
             counted = True
             for k in range(steps):
                 if step > 0:
@@ -198,6 +200,7 @@ class SimEngine:
             if step > 0:
                 await asyncio.sleep(step)
             self.running -= 1
+            self._own(owners, -1)
             counted = False
             if self.record:
                 self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time(),
@@ -210,10 +213,15 @@ class SimEngine:
         finally:
             if counted:
                 self.running -= 1
+                self._own(owners, -1)
             if sent:
                 self.mid_stream -= 1
             if self._lock is not None:
                 self._lock.release()
+
+    def _own(self, owners: list[str], delta: int) -> None:
+        for o in owners:
+            self._active[o] = self._active.get(o, 0) + delta
 
     async def abort(self, owners: list[str]) -> int:
         """Record the abort; returns how many of these owners' requests are executing (they finish anyway)."""

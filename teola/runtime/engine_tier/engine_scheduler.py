@@ -191,14 +191,15 @@ class EngineScheduler:
             return
         while self.queue and not self._closed:
             pre = self.preemptor
-            inst = self.picker.pick([i for i in self.instances if pre is None or pre.free(i) > 0])
+            free = [i for i in self.instances if (pre is None or pre.free(i) > 0) and self.picker.free(i)]
+            inst = self.picker.pick(free)
             if inst is None:
                 if pre is not None:
                     for i in self.instances:
                         pre.check(i)
                 return  # a finishing batch kicks again
             now = self.loop.time()
-            decision = self._policy.schedule(self._visible(self.queue), now, self._limits(inst))
+            decision = self._policy.schedule(self._visible(self.queue), now, self._limits(inst, len(free)))
             if not decision.picks:
                 if decision.wait_until is not None:
                     self._timer = self.loop.call_at(decision.wait_until, self.kick)  # at, not later: no rounding
@@ -233,10 +234,17 @@ class EngineScheduler:
         view = self.shares.view(queue)
         return queue if view is None else view
 
-    def _limits(self, inst: Instance) -> Limits:
+    def _limits(self, inst: Instance, free: int = 1) -> Limits:
+        """The batch `inst` may take; with `free` instances able to take one, at most its share of the
+        shared queue's requests, so work that is ready at once is spread over the free instances
+        instead of filling the first one while the others idle."""
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
         slots = self.max_batch if self.preemptor is None else min(self.max_batch, self.preemptor.free(inst))
-        return Limits(max_batch=slots, max_efficient_batch=self.max_efficient_batch, token_budget=free_tokens)
+        efficient = self.max_efficient_batch
+        if free > 1:
+            share = -(-sum(e.remaining for e in self.queue) // free)
+            slots, efficient = max(1, min(slots, share)), max(1, min(efficient, share))
+        return Limits(max_batch=slots, max_efficient_batch=efficient, token_budget=free_tokens)
 
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
         op = picks[0].entry.op

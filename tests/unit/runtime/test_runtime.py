@@ -43,7 +43,7 @@ async def test_result_shape_trace_and_metrics():
             assert {"primitive", "op", "engine", "queued", "started", "finished", "instance", "batch_id",
                     "batch_size"} <= set(t)
             assert t["queued"] <= t["started"] <= t["finished"]
-        llm = [t for t in r.trace if t["op"] == "full_prefilling"]
+        llm = [t for t in r.trace if t["op"] == "prefilling"]  # the synthesis prompt (prefill_split's gate keeps it whole)
         assert llm and all("num_cached_tokens" in t for t in llm)
         snap = app.runtime.metrics.snapshot()
         assert snap["completed"] == 1 and snap["primitives"] == len(r.trace)
@@ -51,7 +51,7 @@ async def test_result_shape_trace_and_metrics():
         assert "teola_queries_total 1" in app.runtime.metrics.prometheus()
         assert all(n == 0 for n in snap["queue_lengths"].values())
         again = await app.run(QUERY)  # the same prompts again: the engine's prefix cache holds them
-        hits = sum(t["num_cached_tokens"] or 0 for t in again.trace if t["op"] == "full_prefilling")
+        hits = sum(t["num_cached_tokens"] or 0 for t in again.trace if t["op"] == "prefilling")
         assert hits > 0 and app.runtime.metrics.snapshot()["prefix_cache"]["cached_tokens"] > snap["prefix_cache"]["cached_tokens"]
     finally:
         await app.stop()
@@ -103,12 +103,12 @@ async def test_prefill_is_fused_into_its_decode_and_both_are_traced():
     app = make_rag(sims)
     try:
         t = by_name((await app.run(QUERY)).trace)
-        assert t["synthesis.call0.prefill.full"]["fused_into"] == "synthesis.call0.decode"
-        assert t["synthesis.call0.decode"]["batch_id"] == t["synthesis.call0.prefill.full"]["batch_id"]
+        assert t["synthesis.call0.prefill"]["fused_into"] == "synthesis.call0.decode"
+        assert t["synthesis.call0.decode"]["batch_id"] == t["synthesis.call0.prefill"]["batch_id"]
         r = await app.run(QUERY, {"prescheduling": False})
         t2 = by_name(r.trace)
-        assert "fused_into" not in t2["synthesis.call0.prefill.full"]
-        assert t2["synthesis.call0.decode"]["batch_id"] != t2["synthesis.call0.prefill.full"]["batch_id"]
+        assert "fused_into" not in t2["synthesis.call0.prefill"]
+        assert t2["synthesis.call0.decode"]["batch_id"] != t2["synthesis.call0.prefill"]["batch_id"]
     finally:
         await app.stop()
 
