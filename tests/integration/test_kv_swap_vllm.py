@@ -204,7 +204,7 @@ async def test_a_preempted_batched_call_saves_each_requests_kv_under_its_own_key
     results = work.out
     assert all(r["num_output_tokens"] == 40 and len(r["output_token_ids"]) == 40 for r in results)
     assert all(r["preemptions"] >= 1 for r in results) and rt.metrics.preemptions >= 1
-    keys = [r["kv_swap_key"] for r in requests]
+    keys = [rec.kv_swap_key for rec in bulk.records]  # the engine tier keeps them in the dispatch records
     assert len(set(keys)) == 2
     # each request's first abort saved its own blocks (2 saves at least, one per key)
     assert after["saves"] - before["saves"] >= 2 and after["saves_cancelled"] == before["saves_cancelled"]
