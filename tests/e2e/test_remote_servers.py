@@ -27,6 +27,7 @@ QUESTIONS = ["Who designed the Eiffel Tower?", "Why was the Eiffel Tower built?"
 # Four agents, one tool call each (max_rounds=1): each server runs first segments and continuations.
 AGENT_QUESTIONS = ["What is 17 multiplied by 23?", "What is 12 times 31?", "Where is the Eiffel Tower?",
                    "What is 144 divided by 12?"]
+AGENT_TOKENS = 48
 
 
 def two_server_app(urls: list[str]):
@@ -82,6 +83,9 @@ async def test_a_killed_server_fails_only_its_queries_and_is_used_again(vllm_ser
 async def test_the_react_agent_continues_its_calls_on_both_servers(vllm_server, plain_vllm_server):
     urls = [vllm_server, plain_vllm_server.url]
     app = react_agent.build(llm={"kind": "openai", "urls": urls, "balancer": "locality"}, max_rounds=1)
+    # each call decodes at most AGENT_TOKENS (the app's 96 by default): a tool call with its
+    # arguments took 17-29 tokens; measured with 96, three of the eight calls ran to the cap
+    app.nodes[0].config["max_tokens"] = AGENT_TOKENS
     query, _ = app.sample()
     await app.start()
     instances = app.runtime.instances["llm"]
