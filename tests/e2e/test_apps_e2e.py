@@ -59,7 +59,9 @@ KEEP_EXPANSION = {"passes": {"prune_covered_searches": False}}
 
 
 async def test_advanced_rag_trace_has_partial_prefill_and_decode(e2e_client):
-    body = await query(e2e_client, "advanced_rag", KEEP_EXPANSION)
+    # prefill_split's gate keeps the synthesis's constant prefix whole by default; off, it is split
+    split = {"passes": {**KEEP_EXPANSION["passes"], "prefill_split": {"gate": False}}}
+    body = await query(e2e_client, "advanced_rag", split)
     ops = {t["op"] for t in body["trace"]}
     assert {"partial_prefilling", "partial_decoding"} <= ops, sorted(ops)
 
