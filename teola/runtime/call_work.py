@@ -85,11 +85,3 @@ def call_entry(request: dict[str, Any], *, program: str, call_id: str, parents: 
                    query_arrival=now, work=work, parents=None if parents is None else tuple(parents), tenant=tenant,
                    records=[DispatchRecord(**{**lifted, **given})])
 
-
-def legacy_hints(request: dict[str, Any], record: DispatchRecord) -> str | None:
-    """The handling a call's pause got. A request dict built with a "pause_kv" inside (the simulated
-    LAMPS studies read the "auto" they queued back from it) gets it written back: the one write
-    into a caller's dict left, until those callers read `CallOutcome.pause_kv`."""
-    if request.get("pause_kv") is not None:
-        request["pause_kv"] = record.pause_kv
-    return record.pause_kv

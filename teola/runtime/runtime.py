@@ -17,7 +17,7 @@ from engines.protocol import Feature
 from teola.compile.compiler import Compiled
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import LLM_OPS
-from teola.runtime.call_work import CallOutcome, CallWork, call_entry, legacy_hints
+from teola.runtime.call_work import CallOutcome, CallWork, call_entry
 from teola.runtime.engine_tier.engine_scheduler import EngineScheduler
 from teola.runtime.engine_tier.supervisor import Supervisor
 from teola.runtime.engine_tier.tenant_shares import check_weights
@@ -319,7 +319,7 @@ class Runtime:
         except asyncio.CancelledError:
             sched.remove(entry)
             raise
-        return dataclasses.replace(outcome, pause_kv=legacy_hints(request, entry.records[0]))
+        return dataclasses.replace(outcome, pause_kv=entry.records[0].pause_kv)
 
     def end_program(self, program: str) -> None:
         """Program `program` ended: policies and balancers forget it (its process-table entry, its

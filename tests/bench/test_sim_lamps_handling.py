@@ -54,11 +54,12 @@ def test_lamps_queues_auto_and_reports_the_handling_it_was_ranked_under(monkeypa
     async def recording(self, engine, req, **kw):
         queued = req.get("pause_kv")
         out = await submit(self, engine, req, **kw)
-        sent.append((queued, req.get("pause_kv")))
+        sent.append((queued, out.pause_kv, req.get("pause_kv")))
         return out
 
     monkeypatch.setattr(Runtime, "submit_call", recording)
     out = sim.run_point("a100-llama2-7b", "toolbench", "LAMPS", 0.5, 0.0, 4.0, 0.0)
-    pauses = [(q, applied) for q, applied in sent if q is not None]
-    assert pauses and all(q == "auto" and applied in HANDLINGS for q, applied in pauses)
+    pauses = [(q, applied, after) for q, applied, after in sent if q is not None]
+    # the caller's dict keeps the "auto" it was queued with; the outcome names the handling applied
+    assert pauses and all(q == after == "auto" and applied in HANDLINGS for q, applied, after in pauses)
     assert sum(out["handlings"].values()) <= len(pauses)

@@ -113,7 +113,7 @@ async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[s
                                        on_delta=(lambda _t: first or first.append(loop.time())) if j == 0 else None)
         costs["inflight"].pop(r["id"], None)
         if not last:  # as applied: LAMPS' "auto" is resolved when the call is queued
-            handlings.append(req["pause_kv"])
+            handlings.append(outcome.pause_kv)
         if not first:
             first.append(loop.time())
         if last:

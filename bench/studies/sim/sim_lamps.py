@@ -145,7 +145,7 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
         sent = loop.time()
         outcome = await rt.submit_call("llm", req, program=r["id"], call_id=f"{r['id']}-{j}", parents=None)
         if not last:  # the handling applied: resolved when queued ("auto") or chosen at the pause
-            handlings.append((decided or {}).pop(r["id"], req["pause_kv"]))
+            handlings.append((decided or {}).pop(r["id"], outcome.pause_kv))
         queue_s += (outcome.started if outcome.started is not None else sent) - sent
         queue_s += float(outcome.result.get("queued_s") or 0.0)
         if last:

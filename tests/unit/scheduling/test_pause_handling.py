@@ -165,7 +165,8 @@ async def test_the_agent_components_tool_calls_teach_the_llm_policy_their_durati
 
 async def test_a_legacy_request_with_hints_inside_is_split_at_submission():
     """A request dict built with hint fields (the simulated LAMPS studies build them so): they go
-    into the record; the queued body holds none; the "auto" it was queued with is written back."""
+    into the record; the queued body holds none; the caller's dict is left as it was handed in (the
+    handling applied is the outcome's `pause_kv`, never written back into the dict)."""
     from teola.ir.engine_spec import Engine
     from teola.runtime import Runtime
     from tests.unit.api.test_tool_calls import ScriptedLLM
@@ -175,6 +176,7 @@ async def test_a_legacy_request_with_hints_inside_is_split_at_submission():
                  policy_options={"lamps": {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}})
     req = {"parts": [["user", "x" * 396]], "complete": True, "max_tokens": 500, "kv_key": "k", "api": "calc",
            "pause_kv": "auto", "predicted_tokens": 20}
+    sent = dict(req)
     await rt.start()
     try:
         outcome = await rt.submit_call("llm", req, program="p", call_id="c")
@@ -182,6 +184,6 @@ async def test_a_legacy_request_with_hints_inside_is_split_at_submission():
             await rt.submit_call("llm", dict(req), program="p", call_id="d", priority=3)
     finally:
         await rt.stop()
-    assert outcome.pause_kv == req["pause_kv"] == "discard" and req["predicted_tokens"] == 20
+    assert outcome.pause_kv == "discard" and req == sent
     (seen,) = llm.requests
     assert seen["pause_kv"] == "discard" and seen["predicted_tokens"] == 20
