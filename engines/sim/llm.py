@@ -105,9 +105,10 @@ class SimLLM(SimAdmission):
         self.survival = SurvivalTracker()   # aborted requests' resumes: what the prefix cache kept
         self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim/admission.py)
         self._swap_debt = 0.0               # swap-out seconds the next iteration pays
+        # what teola admits against, as vLLM's adapter reports it: max_num_seqs and the KV cache's tokens
         self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
                                                                     max_batch or max_num_seqs),
-                                     context_window=max_model_len)
+                                     token_budget=num_blocks * block_size, context_window=max_model_len)
         self.waiting: list[SimSeq] = []
         self.running: list[SimSeq] = []
         self._order = itertools.count()
