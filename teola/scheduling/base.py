@@ -33,7 +33,8 @@ class Pending:
 
     requests: its engine requests' bodies (all of the same op), read-only: a tuple of `frozen_body`s
     (the entry freezes the plain dicts it is given); `taken` of them are already dispatched.
-    tokens: estimated tokens per request (prompt + output) for LLM engines, else None.
+    tokens: estimated tokens per request an LLM engine charges against its token budget (prompt +
+    output; under preemption, what the request holds when admitted: teola.scheduling.preemption), else None.
     depth: the node's distance to the query's output (Algorithm 2: deeper = more contributive).
     arrival: when the node entered this queue; query_arrival: when its query started.
     work: the runtime's own bookkeeping object (policies ignore it).
@@ -150,20 +151,22 @@ class RequestQueue:
         return e in self._entries
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
     """What the target engine instance can take now.
 
     max_batch: the most requests one batch may hold. max_efficient_batch: the pre-tuned size past
     which throughput stops growing. token_budget: tokens still free on the instance for LLM
-    engines (0 = no token limit)."""
+    engines (0 = no token limit). first_fits: the first request is taken even past token_budget (it
+    runs alone); False while calls already run on the instance (Autellix's can_fit)."""
 
     max_batch: int
     max_efficient_batch: int
     token_budget: int = 0
+    first_fits: bool = True
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Pick:
     """Take the next `count` requests of `entry`; `priority` (optional) goes to the engine."""
 
@@ -172,7 +175,7 @@ class Pick:
     priority: int | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Decision:
     """A batch (`picks`, all of one op) or nothing. With no picks, `wait_until` asks the scheduler
     to call again at that time even if nothing new arrives (a batching timeout)."""
@@ -266,13 +269,14 @@ def check_policy(policy: Any, name: str) -> Policy:
 
 class Filler:
     """Fills one batch under a request-count cap and an optional token budget. The first request
-    always fits (a request larger than the budget still runs, alone)."""
+    always fits (a request larger than the budget still runs, alone) unless `first_fits` is False."""
 
-    __slots__ = ("slots", "tokens", "picks", "saturated")
+    __slots__ = ("slots", "tokens", "picks", "saturated", "first_fits")
 
-    def __init__(self, slots: int, token_budget: int = 0) -> None:
+    def __init__(self, slots: int, token_budget: int = 0, first_fits: bool = True) -> None:
         self.slots = slots
         self.tokens = token_budget if token_budget > 0 else None
+        self.first_fits = first_fits
         self.picks: list[Pick] = []
         self.saturated = False  # stopped because the batch is full (not because entries ran out)
 
@@ -292,7 +296,7 @@ class Filler:
                 break
             if self.tokens is not None and toks is not None:
                 t = toks[i + n]
-                if t > self.tokens and (self.picks or n):
+                if t > self.tokens and (self.picks or n or not self.first_fits):
                     self.saturated = True
                     break
                 self.tokens -= t
@@ -312,7 +316,7 @@ class Filler:
 def fill_in_order(ranked: list[Pending], limits: Limits) -> Filler:
     """A batch of the first entry's op, taking same-op entries in the given order until it is full
     (the shape of every ranking policy's batch)."""
-    fill = Filler(limits.max_batch, limits.token_budget)
+    fill = Filler(limits.max_batch, limits.token_budget, limits.first_fits)
     op = ranked[0].op
     for e in ranked:
         if e.op == op:

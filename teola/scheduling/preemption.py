@@ -1,5 +1,6 @@
 """The rules of preemptive LLM calls under a program policy (Autellix §4), as pure logic: which picks
-run as preemptible calls, how many admission slots an instance has left, and what a preempted
+run as preemptible calls, what a call holds of the KV cache (`held_tokens`), how many admission
+slots an instance has left, and what a preempted
 request has left to decode. Which running call to displace is the policy's own `victims`
 (teola.scheduling.base.Policy). The engine tier's `Preemptor`
 (teola/runtime/engine_tier/preemption.py) applies these rules to running engine streams."""
@@ -21,6 +22,21 @@ def preemptible(op: str, picks: list[Pick]) -> bool:
     if op == STREAM_OP:
         return all(p.entry.taken == 0 and len(p.entry.requests) == 1 for p in picks)
     return op == OP and all(p.entry.taken == 0 for p in picks)
+
+
+# One KV block of vLLM's default size: the headroom admission keeps per request (see held_tokens).
+KV_HEADROOM = 16
+
+
+def held_tokens(prompt: int, decoded: int) -> int:
+    """The KV tokens a running (or just admitted) request is charged: its `prompt` (with the token
+    ids of earlier runs it resumes from) + the tokens `decoded` in this run + KV_HEADROOM, one block
+    for its partly filled last block and the token it decodes next. Admission by this live count is
+    Autellix Alg. 1's `engine.can_fit` (a waiting call is admitted while the running calls' held
+    tokens plus its own fit the instance's token budget and seats remain), instead of charging each
+    call its whole output budget up front, which over-reserves the KV by every call's unwritten
+    tokens."""
+    return prompt + decoded + KV_HEADROOM
 
 
 def admission_slots(budget: int, token_budget: int, running: int, tokens: int) -> int:

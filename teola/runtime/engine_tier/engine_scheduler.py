@@ -17,6 +17,7 @@ from typing import Any
 
 import teola.runtime.engine_tier.runners as runners
 from engines.protocol import Capability
+from engines.requests import DECODE_OPS
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import PrimOp
@@ -26,7 +27,11 @@ from teola.runtime.engine_tier.preemption import Preemptor
 from teola.runtime.engine_tier.running_owners import RunningOwners
 from teola.runtime.engine_tier.supervisor import Supervisor
 from teola.runtime.engine_tier.tenant_shares import TenantShares
-from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens, estimate_tokens
+from teola.runtime.engine_tier.token_estimates import (
+    estimate_held_tokens,
+    estimate_prompt_tokens,
+    estimate_tokens,
+)
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
 from teola.scheduling.base import Limits, Pending, Pick, Policy, RequestQueue
@@ -104,7 +109,7 @@ class EngineScheduler:
         admitting what the engine holds (max_batch calls while the token budget has room), or at
         most the max efficient batch with the engine option admission="efficient_batch"."""
         self._policy = policy
-        self.preemptor = Preemptor(self.ctx, self.admission_budget(), self.token_budget) \
+        self.preemptor = Preemptor(self.ctx, self.admission_budget(), self.token_budget, live=policy.wants_progress) \
             if self.llm and policy.preemptive else None
         if self._own_table is not None:
             table = policy.table
@@ -129,7 +134,7 @@ class EngineScheduler:
         """Queue one entry (with a router: on the instance it routes to) and schedule soon. An LLM
         engine's entries carry their requests' estimated tokens (prompt + output budget)."""
         if self.llm and entry.tokens is None:
-            entry.tokens = [estimate_tokens(r) for r in entry.requests]
+            entry.tokens = self._charges(entry)
         if self.pauses is not None:  # an LLM engine: the program hints go into the records
             self._hints(entry, self.pauses)
         if self.balancer is None:
@@ -138,6 +143,14 @@ class EngineScheduler:
             tokens = max((estimate_prompt_tokens(r) for r in entry.requests), default=0) if self.llm else 0
             self.queues[self.balancer.route(self.instances, entry.query_id, tokens)].push(entry)
         self.kick()
+
+    def _charges(self, entry: Pending) -> list[int]:
+        """What each request of an LLM entry is charged against the token budget: what it holds when
+        admitted (prompt + headroom, growing as it decodes) for a preemptible call under live admission
+        (teola.scheduling.preemption.held_tokens), else its prompt + whole output budget."""
+        if self.preemptor is not None and self.preemptor.live and entry.op in DECODE_OPS:
+            return [estimate_held_tokens(entry.wire(i)) for i in range(len(entry.requests))]
+        return [estimate_tokens(r) for r in entry.requests]
 
     def _hints(self, entry: Pending, pauses: PauseBook) -> None:
         """The length predictions first ("auto" handlings are chosen from them, as LAMPS ranks by
@@ -240,11 +253,13 @@ class EngineScheduler:
         instead of filling the first one while the others idle."""
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
         slots = self.max_batch if self.preemptor is None else min(self.max_batch, self.preemptor.free(inst))
+        # can_fit: with calls running, the best waiting call waits unless it fits beside them
+        first_fits = self.preemptor is None or not self.preemptor.live or self.preemptor.running(inst) == 0
         efficient = self.max_efficient_batch
         if free > 1:
             share = -(-sum(e.remaining for e in self.queue) // free)
             slots, efficient = max(1, min(slots, share)), max(1, min(efficient, share))
-        return Limits(max_batch=slots, max_efficient_batch=efficient, token_budget=free_tokens)
+        return Limits(max_batch=slots, max_efficient_batch=efficient, token_budget=free_tokens, first_fits=first_fits)
 
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
         op = picks[0].entry.op

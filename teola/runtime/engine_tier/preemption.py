@@ -7,10 +7,14 @@ batches running requests continuously anyway), all of its requests under one tag
 several requests (a map over chunks, an e-graph decoding primitive with a batch of prompts) is one
 call of its program: it is admitted whole, preempted whole and resumed whole. The scheduler:
   - admission: at most `budget` requests run on an instance at once (the engine's max_batch, vLLM's
-    max_num_seqs; or its max efficient batch with `Engine(admission="efficient_batch")`), and no new
-    call while the calls running there already hold the instance's `token_budget` (its KV cache, in
-    the estimated tokens of prompt + output budget; the call that overflows either is the last one
-    in: a batched call is not split), so the policy's order, not vLLM's arrival order, decides who runs;
+    max_num_seqs; or its max efficient batch with `Engine(admission="efficient_batch")`), and, on an
+    instance with a `token_budget` (its KV cache: vLLM's blocks x block size, the simulated engine's
+    pool), a waiting call only if it fits beside the running ones (Autellix Alg. 1's can_fit): each
+    running request holds its prompt + the tokens decoded so far (they grow with its progress
+    events) + one block of headroom, a waiting one its prompt (with the ids it resumes from) + one
+    block (teola.scheduling.preemption.held_tokens); alone on an idle instance a call always runs.
+    So calls wait in teola's queue, where the policy orders them, not in the engine's. (A policy
+    without progress events, lamps / sjf, is charged each call's prompt + whole output budget.)
   - service while running: the call's decoded-token count (summed over its requests) and its seconds
     on the engine stream back ("progress") and the policy charges them as they grow
     (`policy.progress`), so a long call is demoted while it runs (a policy with
@@ -46,6 +50,7 @@ from teola.runtime.engine_tier.call_resume import Resume, joined, text_of
 from teola.runtime.engine_tier.engine_context import EngineContext
 from teola.runtime.engine_tier.stream_consumer import Handler, consume
 from teola.runtime.engine_tier.supervisor import down_error
+from teola.runtime.engine_tier.token_estimates import estimate_held_tokens
 from teola.runtime.executors.executor import Instance, checked_results
 from teola.scheduling.base import Pending, Pick, RequestQueue
 from teola.scheduling.preemption import STREAM_OP, admission_slots, swap_keys, tokens_left
@@ -74,10 +79,13 @@ class RunningCall:
 class Preemptor:
     """The preemptive side of one LLM engine scheduler (see the module docstring)."""
 
-    def __init__(self, ctx: EngineContext, budget: int, token_budget: int = 0) -> None:
+    def __init__(self, ctx: EngineContext, budget: int, token_budget: int = 0, live: bool = False) -> None:
+        """`live`: the entries' tokens are what their requests hold now (estimate_held_tokens), and a
+        running call's grow with its progress events (admission by live KV use)."""
         self.ctx = ctx
         self.budget = max(1, budget)
         self.token_budget = max(0, token_budget)
+        self.live = live
         self.calls: dict[Instance, dict[Pending, RunningCall]] = {}
         self.resumes: dict[Pending, list[Resume]] = {}  # per preempted entry: one per request
         self._tags = itertools.count()
@@ -183,6 +191,10 @@ class Preemptor:
         policy = self.ctx.policy()
         if not isinstance(decoded, int):
             return
+        if self.live:  # the call holds its decoded tokens too
+            grown = decoded - call.decoded.get(idx, 0)
+            call.tokens += grown
+            call.inst.tokens += grown
         call.decoded[idx] = decoded
         level = policy.progress(call.pick.entry, sum(call.decoded.values()), self.ctx.loop.time() - call.started)
         if isinstance(level, int) and level != call.pick.priority and Capability.RERANK in call.inst.capabilities:
@@ -240,6 +252,8 @@ class Preemptor:
             resume = resumes[i]
             if n <= 0:  # it ended (or decoded its last token as the abort hit): not sent again
                 resume.final = joined(resume, result, complete=True)
+                if self.live and e.tokens is not None:
+                    e.tokens[i] = 0
                 continue
             resume.ids += result["output_token_ids"]
             resume.text += str(result.get("text", ""))
@@ -249,6 +263,8 @@ class Preemptor:
             rec = e.records[i]
             rec.resume_ids, rec.max_tokens = tuple(resume.ids), int(resume.request["max_tokens"]) - len(resume.ids)
             rec.call_tag, rec.progress = None, False  # its next run sets its own
+            if self.live and e.tokens is not None:  # it holds its decoded tokens when it resumes
+                e.tokens[i] = estimate_held_tokens(e.wire(i))
             if call.items is not None:
                 rec.stream_text, rec.max_items = True, call.items.preempted(resume.text, self.ctx.loop.time())
                 resume.items = call.items

@@ -1,9 +1,12 @@
 """How many tokens an LLM request will hold, estimated before the engine tokenizes it (4 characters a
-token): what an LLM engine's scheduler charges each entry against its instances' token budget."""
+token): what an LLM engine's scheduler charges each entry against its instances' token budget (its
+whole output budget up front, or, for preemptible calls, what it holds as it decodes)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from teola.scheduling.preemption import held_tokens
 
 
 def estimate_prompt_tokens(request: Mapping[str, Any]) -> int:
@@ -23,3 +26,10 @@ def estimate_tokens(request: Mapping[str, Any]) -> int:
     """Rough token count of an LLM request (4 characters a token) plus its output budget."""
     out = request.get("max_tokens") or 0
     return estimate_prompt_tokens(request) + (out if request.get("complete") and out > 1 else 0)
+
+
+def estimate_held_tokens(request: Mapping[str, Any], decoded: int = 0) -> int:
+    """What a preemptible call's request holds of the KV cache after decoding `decoded` tokens in its
+    current run: its prompt with the token ids it resumes from (its wire request's "resume_ids"),
+    those tokens, and one block of headroom (teola.scheduling.preemption.held_tokens)."""
+    return held_tokens(estimate_prompt_tokens(request) + len(request.get("resume_ids") or ()), decoded)

@@ -108,7 +108,7 @@ class ProgramPolicy(Policy):
             return Decision()
         core = self.core
         order = core.rank(list(queue))
-        fill = Filler(limits.max_batch, limits.token_budget)
+        fill = Filler(limits.max_batch, limits.token_budget, limits.first_fits)
         op = order[0].op
         for e in order:
             if e.op != op:

@@ -29,3 +29,28 @@ def test_the_simulated_engines_kv_capacity_and_seats_reach_the_preemptor():
             await rt.stop()
     assert run_virtual(main()) == (6, 640, 640)
 
+
+async def test_calls_are_admitted_by_the_tokens_they_hold_not_their_whole_output_budget():
+    """4 seats, a 40-token budget, 6 calls of prompt "cN" (2 chars // 4 + 1 = 1 token) decoding 12
+    tokens each, in equal queues (a 1000-token quantum). Each is charged 1 + 16 (one block of
+    headroom) = 17 when admitted: two fit (34), the third (17 > 6 left) waits in teola's queue while
+    they run (they grow as they decode), so at most 2 run at once.
+    Before, each call was charged 1 + 12 = 13 up front and admitted while the sum stayed under 40,
+    plus one past it: 4 ran at once, all 4 seats."""
+    import asyncio
+
+    from engines.sim.step_decoder import StepDecoder
+    from teola.api.program import Program
+
+    engine = StepDecoder("llm", step=0.005, max_batch=4, max_efficient_batch=4)
+    spec = Engine("llm", kind="vllm", model="m", max_efficient_batch=4, token_budget=40)
+    rt = Runtime({"llm": spec}, {"llm": engine}, policy="plas", policy_options={
+        "plas": {"beta": None, "service": "tokens", "base_quantum": 1000, "rerank_every": 1}})
+    await rt.start()
+    try:
+        async with Program(rt, "p") as prog:
+            results = await asyncio.gather(*(prog.call(f"c{i}", parent_ids=[], max_tokens=12) for i in range(6)))
+    finally:
+        await rt.stop()
+    assert [r.result["text"] for r in results] == ["".join(f"t{k} " for k in range(12))] * 6
+    assert engine.peak == 2
