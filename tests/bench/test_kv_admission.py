@@ -7,6 +7,9 @@ from types import SimpleNamespace
 from bench.studies.sim.kv_admission import KVAdmission, free_tokens
 from teola.scheduling.registry import Limits, Pending, RequestQueue, make_policy
 
+ROOMY = Limits(max_batch=256, max_efficient_batch=256)  # room for every queued call
+ONE = Limits(max_batch=1, max_efficient_batch=1)
+
 
 def test_free_tokens_are_the_free_blocks_less_what_the_engine_already_waits_for():
     assert free_tokens(10, 16, []) == 160
@@ -31,17 +34,17 @@ def queue() -> RequestQueue:
 
 def test_a_batch_takes_calls_in_policy_order_until_the_free_kv_is_spent():
     gate = KVAdmission(make_policy("fcfs"), engine(15, []))     # 240 tokens free
-    picks = gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks
+    picks = gate.schedule(queue(), 0.0, ROOMY).picks
     assert [p.entry.name for p in picks] == ["a", "b"]          # 100 + 100; c's 100 > the 40 left
     gate = KVAdmission(make_policy("fcfs"), engine(0, []))      # full, nothing waiting: one call goes
-    assert [p.entry.name for p in gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks] == ["a"]
+    assert [p.entry.name for p in gate.schedule(queue(), 0.0, ROOMY).picks] == ["a"]
 
 
 def test_nothing_is_sent_while_the_engine_waits_for_kv():
     gate = KVAdmission(make_policy("fcfs"), engine(4, [80]))    # 64 free < the 80 a waiting call needs
-    assert gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks == [] and gate.held == 1
+    assert gate.schedule(queue(), 0.0, ROOMY).picks == [] and gate.held == 1
     gate = KVAdmission(make_policy("fcfs"), engine(20, [80]))   # 320 - 80 = 240 left: two more calls
-    assert len(gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks) == 2
+    assert len(gate.schedule(queue(), 0.0, ROOMY).picks) == 2
 
 
 def test_the_wrapper_is_the_policy_for_everything_else():
@@ -57,9 +60,9 @@ def test_request_order_fcfs_puts_a_continuation_ahead_of_later_requests():
     policy = make_policy("fcfs-request")
     cont = Pending(query_id="r0", name="r0-1", op="decoding", depth=0, arrival=9.0, requests=[{"max_tokens": 5, "request_arrival": 1.0}], tokens=[500])
     new = Pending(query_id="r1", name="r1-0", op="decoding", depth=0, arrival=5.0, requests=[{"max_tokens": 5, "request_arrival": 5.0}], tokens=[100])
-    picks = policy.schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks
+    picks = policy.schedule(RequestQueue([new, cont]), 10.0, ONE).picks
     assert picks[0].entry is cont  # its request arrived at 1 s, before r1's at 5 s (teola's fcfs: r1 first)
-    assert make_policy("fcfs").schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks[0].entry is new
+    assert make_policy("fcfs").schedule(RequestQueue([new, cont]), 10.0, ONE).picks[0].entry is new
 
 
 def test_a_call_resuming_on_preserved_kv_goes_first_whatever_the_policy_order():
@@ -69,10 +72,10 @@ def test_a_call_resuming_on_preserved_kv_goes_first_whatever_the_policy_order():
     swapped = Pending(query_id="r8", name="r8-1", op="decoding", depth=0, arrival=8.0, requests=[{"max_tokens": 5, "kv_key": "r8"}], tokens=[900])
     q = RequestQueue([call("a", 0.0, 100), swapped, cont])
     gate = KVAdmission(make_policy("fcfs"), llm)
-    assert [p.entry.name for p in gate.schedule(q, 10.0, Limits(256, 256, 0)).picks] == ["r9-1"]
+    assert [p.entry.name for p in gate.schedule(q, 10.0, ROOMY).picks] == ["r9-1"]
     assert gate.resumes == 1
     q.discard(cont)
-    assert gate.schedule(q, 10.0, Limits(256, 256, 0)).picks == []  # the rest wait for KV
+    assert gate.schedule(q, 10.0, ROOMY).picks == []  # the rest wait for KV
 
 
 def test_lamps_resumes_a_preserved_pause_first_without_the_kv_bound():
@@ -87,11 +90,11 @@ def test_lamps_resumes_a_preserved_pause_first_without_the_kv_bound():
                   requests=[{"max_tokens": 40, "kv_key": "a", "api": "tool", "post_tokens": 40}], tokens=[400])
     lamps = make_policy("lamps", api_defaults={"tool": 0.1}, step_s=0.02, fwd_s_per_token=1e-4,
                         swap_s_per_token=2e-5, batch_size=64)
-    assert lamps.schedule(RequestQueue([new, cont]), 10.0, Limits(1, 1, 0)).picks[0].entry is new
+    assert lamps.schedule(RequestQueue([new, cont]), 10.0, ONE).picks[0].entry is new
     gate = KVAdmission(lamps, llm, kv_bound=False)
-    assert [p.entry.name for p in gate.schedule(RequestQueue([new, cont]), 10.0, Limits(64, 64, 0)).picks] == ["r9-1"]
+    assert [p.entry.name for p in gate.schedule(RequestQueue([new, cont]), 10.0, Limits(max_batch=64, max_efficient_batch=64)).picks] == ["r9-1"]
     # no resume waiting: the policy's batch, not bounded by the engine's free KV
-    assert [p.entry.name for p in gate.schedule(queue(), 0.0, Limits(256, 256, 0)).picks] == ["a", "b", "c"]
+    assert [p.entry.name for p in gate.schedule(queue(), 0.0, ROOMY).picks] == ["a", "b", "c"]
 
 
 def test_sim_lamps_bounds_admission_by_kv_only_under_kv_admission(monkeypatch):

@@ -71,7 +71,7 @@ class KVAdmission:
         resumed = self.resumed(queue, limits.max_batch)
         if resumed:  # INFERCEPT's preserve: the call resumes as its API returns, on the KV it kept
             self.resumes += len(resumed)
-            return Decision([Pick(e, 1) for e in resumed])
+            return Decision(picks=[Pick(entry=e, count=1) for e in resumed])
         if not self.kv_bound:
             return self.policy.schedule(queue, now, limits)
         pool = self.llm.pool
@@ -80,7 +80,9 @@ class KVAdmission:
             self.held += 1
             return Decision()
         tokens = free if not limits.token_budget else min(free, limits.token_budget)
-        return self.policy.schedule(queue, now, Limits(limits.max_batch, limits.max_efficient_batch, tokens))
+        narrowed = Limits(max_batch=limits.max_batch, max_efficient_batch=limits.max_efficient_batch,
+                          token_budget=tokens)
+        return self.policy.schedule(queue, now, narrowed)
 
 
 class RequestOrderFCFS(RankedAdmission):

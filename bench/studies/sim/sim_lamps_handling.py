@@ -55,7 +55,7 @@ class EnginePriority:
             e = p.entry
             rank = (-2 if resumes_preserved(e) else -1 if request_key(e) in starving
                     else int(min(scores.get(e, 0.0), 2 ** 62)))
-            picks.append(Pick(e, p.count, rank))
+            picks.append(Pick(entry=e, count=p.count, priority=rank))
         decision.picks = picks
         return decision
 

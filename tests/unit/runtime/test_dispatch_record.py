@@ -45,6 +45,17 @@ def test_the_seam_objects_around_the_record_are_keyword_only():
     assert PauseHint(pause_kv="swap", resumes_preserved=True).pause_kv == "swap"
 
 
+def test_what_a_policy_reads_and_returns_is_keyword_only():
+    from teola.scheduling.base import Decision, Limits, Pending, Pick
+
+    e = Pending(query_id="q", name="n", op="decoding", depth=0, arrival=0.0, requests=[body()])
+    for cls, args in ((Limits, (4, 2)), (Pick, (e, 1)), (Decision, ([],))):
+        with pytest.raises(TypeError):
+            cls(*args)
+    decision = Decision(picks=[Pick(entry=e, count=1, priority=3)], wait_until=None)
+    assert decision.size == 1 and Limits(max_batch=4, max_efficient_batch=2).token_budget == 0
+
+
 def test_an_empty_record_sends_the_body_unchanged_in_a_fresh_dict():
     b = frozen_body(body())
     wire = wire_request(b, DispatchRecord())

@@ -24,7 +24,7 @@ def test_fcfs_takes_calls_in_arrival_order_up_to_the_free_slots():
                       entry("q3", "middle", 0, 1.5, op="decoding")])
     policy = make_policy("fcfs")
     assert policy.preemptive and not policy.wants_progress
-    assert picked(policy.schedule(q, 3.0, Limits(2, 2))) == [("early", 1), ("middle", 1)]
+    assert picked(policy.schedule(q, 3.0, Limits(max_batch=2, max_efficient_batch=2))) == [("early", 1), ("middle", 1)]
 
 
 def step_runtime(policy: str, batch: int = 8) -> tuple[Runtime, StepDecoder]:

@@ -13,7 +13,7 @@ from teola.scheduling.registry import make_policy
 from teola.sim.virtual_loop import run_virtual
 from tests.support.entry_work import decoding_entry
 
-LIMITS = Limits(1, 1, 0)
+LIMITS = Limits(max_batch=1, max_efficient_batch=1)
 
 
 def test_observe_charges_only_what_no_progress_event_charged_over_all_runs():

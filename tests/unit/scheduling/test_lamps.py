@@ -66,7 +66,7 @@ def entry(name: str, max_tokens: int, prompt: int = 10, arrival: float = 0.0, **
 
 
 def picked(policy, entries: list[Pending]) -> str:
-    return policy.schedule(RequestQueue(entries), 0.0, Limits(1, 1)).picks[0].entry.name
+    return policy.schedule(RequestQueue(entries), 0.0, Limits(max_batch=1, max_efficient_batch=1)).picks[0].entry.name
 
 
 def test_the_call_with_the_least_memory_over_time_runs_first():
@@ -89,7 +89,7 @@ def test_the_call_with_the_least_memory_over_time_runs_first():
 
 def step(policy, pool: list[Pending], decoded: int = 0) -> str:
     """One admission round: the call picked, then `decoded` engine iterations of it (its progress)."""
-    e = policy.schedule(RequestQueue(pool), 0.0, Limits(1, 1)).picks[0].entry
+    e = policy.schedule(RequestQueue(pool), 0.0, Limits(max_batch=1, max_efficient_batch=1)).picks[0].entry
     if decoded:
         policy.progress(e, decoded)
     return e.name
@@ -124,7 +124,7 @@ def test_the_iteration_clock_follows_the_call_that_decoded_the_most():
     assert lamps.iterations == 5 and lamps.counter(c) == 5
     # an engine without progress: a call's decoded tokens arrive when it ends (admitted at 5, 9 tokens)
     assert step(lamps, [c]) == "c"
-    lamps.observe([Pick(c, 1)], 0.0, 1.0, [{"num_output_tokens": 9}])
+    lamps.observe([Pick(entry=c, count=1)], 0.0, 1.0, [{"num_output_tokens": 9}])
     assert lamps.iterations == 14 and c not in lamps.admitted_at
 
 
@@ -154,9 +154,9 @@ def test_sjf_runs_the_shortest_predicted_call_first_whatever_its_api():
     for e in (entry("long", 50, arrival=0.0), entry("chatbot", 5, arrival=1.0, api="chatbot", post_tokens=4),
               entry("short", 8, arrival=2.0, predicted_tokens=3)):
         q.push(e)
-    picked = [p.entry.query_id for p in policy.schedule(q, 3.0, Limits(1, 1, 0)).picks]
+    picked = [p.entry.query_id for p in policy.schedule(q, 3.0, Limits(max_batch=1, max_efficient_batch=1)).picks]
     assert picked == ["short"]  # 3 predicted tokens < 5 + 4 < 50
-    assert policy.preemptive and policy.schedule(RequestQueue(), 0.0, Limits(1, 1, 0)).picks == []
+    assert policy.preemptive and policy.schedule(RequestQueue(), 0.0, Limits(max_batch=1, max_efficient_batch=1)).picks == []
 
 
 def test_the_profiled_batch_context_enters_the_handling_choice():
@@ -168,7 +168,7 @@ def test_the_profiled_batch_context_enters_the_handling_choice():
     q = RequestQueue()
     for name, tokens in (("x", 100), ("y", 300)):
         q.push(entry(name, 1, prompt=tokens - 1))
-    policy.schedule(q, 0.0, Limits(2, 2, 0))
+    policy.schedule(q, 0.0, Limits(max_batch=2, max_efficient_batch=2))
     assert policy.other_context() == 600  # 3 other calls x the 200-token mean admitted
     # recomputing now stalls the other 600 tokens too: 0.5 x 700 = 350 > preserve 100
     assert policy.score(e)[1] == "preserve"
@@ -271,11 +271,11 @@ def test_a_pausing_call_without_an_api_name_is_ranked_with_its_api_phase():
 def test_a_measured_batch_size_is_the_mean_number_of_calls_running_at_admission():
     policy = make_policy("lamps", batch_size="measured")
     a, b = entry("a", 1, prompt=99), entry("b", 1, prompt=299)  # 100 and 300 tokens
-    policy.schedule(RequestQueue([a]), 0.0, Limits(1, 1))      # 1 running
-    policy.schedule(RequestQueue([b]), 0.0, Limits(1, 1))      # 2 running
+    policy.schedule(RequestQueue([a]), 0.0, Limits(max_batch=1, max_efficient_batch=1))      # 1 running
+    policy.schedule(RequestQueue([b]), 0.0, Limits(max_batch=1, max_efficient_batch=1))      # 2 running
     assert policy.other_context() == 100  # (mean 1.5 calls - 1) x the 200-token mean admitted
-    policy.observe([Pick(a, 1), Pick(b, 1)], 0.0, 1.0, [{}, {}])
-    policy.schedule(RequestQueue([entry("c", 1, prompt=199)]), 0.0, Limits(1, 1))  # 1 running: mean 4/3
+    policy.observe([Pick(entry=a, count=1), Pick(entry=b, count=1)], 0.0, 1.0, [{}, {}])
+    policy.schedule(RequestQueue([entry("c", 1, prompt=199)]), 0.0, Limits(max_batch=1, max_efficient_batch=1))  # 1 running: mean 4/3
     assert policy.other_context() == int((4 / 3 - 1) * 200)
     with pytest.raises(ValueError, match="measured"):
         make_policy("lamps", batch_size="profiled")

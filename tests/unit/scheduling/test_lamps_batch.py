@@ -16,7 +16,7 @@ def entry(name: str, max_tokens: int, prompt: int = 10) -> Pending:
 
 
 def admit(policy, e: Pending) -> None:
-    [pick] = policy.schedule(RequestQueue([e]), 0.0, Limits(1, 1)).picks
+    [pick] = policy.schedule(RequestQueue([e]), 0.0, Limits(max_batch=1, max_efficient_batch=1)).picks
     assert pick.entry is e
 
 
@@ -53,14 +53,14 @@ def test_c_other_is_the_running_batchs_context_by_default():
     once B is preempted, 0. With batch_size=None it stays 0."""
     lamps = make_policy("lamps")
     a, b = entry("A", 100), entry("B", 30, prompt=50)
-    picks = lamps.schedule(RequestQueue([a, b]), 0.0, Limits(2, 2)).picks
+    picks = lamps.schedule(RequestQueue([a, b]), 0.0, Limits(max_batch=2, max_efficient_batch=2)).picks
     assert lamps.other_context() == 190
     lamps.observe([p for p in picks if p.entry is a], 0.0, 1.0, [{"num_output_tokens": 100}])
     assert lamps.other_context() == 80
-    lamps.preempted(Pick(b, 1))
+    lamps.preempted(Pick(entry=b, count=1))
     assert lamps.other_context() == 0
     alone = make_policy("lamps", batch_size=None)
-    alone.schedule(RequestQueue([entry("C", 100)]), 0.0, Limits(1, 1))
+    alone.schedule(RequestQueue([entry("C", 100)]), 0.0, Limits(max_batch=1, max_efficient_batch=1))
     assert alone.other_context() == 0
 
 

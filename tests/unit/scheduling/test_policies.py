@@ -57,29 +57,29 @@ def test_schedule_does_not_mutate_the_queue():
 # ---- fifo ---------------------------------------------------------------------------------------
 def test_fifo_dispatches_a_full_batch_at_once():
     q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 5, 0.001, n=3, op="embedding")])
-    d = make_policy("fifo", timeout=1.0).schedule(q, 0.002, Limits(4, 2))
+    d = make_policy("fifo", timeout=1.0).schedule(q, 0.002, Limits(max_batch=4, max_efficient_batch=2))
     assert picked(d) == [("a", 3), ("b", 1)]
 
 
 def test_fifo_waits_for_more_until_the_timeout():
     q = RequestQueue([entry("q1", "a", 0, 0.0, n=2, op="embedding")])
     pol = make_policy("fifo", timeout=0.5)
-    d = pol.schedule(q, 0.1, Limits(4, 2))
+    d = pol.schedule(q, 0.1, Limits(max_batch=4, max_efficient_batch=2))
     assert d.picks == [] and d.wait_until == pytest.approx(0.5)
-    assert picked(pol.schedule(q, 0.5, Limits(4, 2))) == [("a", 2)]
+    assert picked(pol.schedule(q, 0.5, Limits(max_batch=4, max_efficient_batch=2))) == [("a", 2)]
 
 
 def test_fifo_batches_one_op_the_oldest():
     q = RequestQueue([entry("q1", "pre", 0, 0.0, op="prefilling"), entry("q1", "dec", 0, 0.1, op="decoding"),
          entry("q2", "pre2", 0, 0.2, op="prefilling")])
-    d = make_policy("fifo", timeout=0.0).schedule(q, 1.0, Limits(8, 8))
+    d = make_policy("fifo", timeout=0.0).schedule(q, 1.0, Limits(max_batch=8, max_efficient_batch=8))
     assert picked(d) == [("pre", 1), ("pre2", 1)]
 
 
 def test_fifo_continues_a_partly_taken_entry():
     e = entry("q1", "a", 0, 0.0, n=5, op="embedding")
     e.taken = 3
-    d = make_policy("fifo", timeout=0.0).schedule(RequestQueue([e]), 1.0, Limits(8, 8))
+    d = make_policy("fifo", timeout=0.0).schedule(RequestQueue([e]), 1.0, Limits(max_batch=8, max_efficient_batch=8))
     assert picked(d) == [("a", 2)]
 
 
@@ -98,42 +98,42 @@ def test_a_request_larger_than_the_budget_still_runs_alone():
 # ---- po -----------------------------------------------------------------------------------------
 def test_po_takes_one_primitive_at_a_time():
     q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 9, 0.1, n=3, op="embedding")])
-    d = make_policy("po").schedule(q, 0.0, Limits(16, 8))
+    d = make_policy("po").schedule(q, 0.0, Limits(max_batch=16, max_efficient_batch=8))
     assert picked(d) == [("a", 3)] and d.wait_until is None
 
 
 def test_po_splits_a_primitive_larger_than_max_batch():
     q = RequestQueue([entry("q1", "a", 0, 0.0, n=40, op="embedding")])
-    assert picked(make_policy("po").schedule(q, 0.0, Limits(16, 8))) == [("a", 16)]
+    assert picked(make_policy("po").schedule(q, 0.0, Limits(max_batch=16, max_efficient_batch=8))) == [("a", 16)]
 
 
 # ---- to -----------------------------------------------------------------------------------------
 def test_to_fills_the_max_efficient_batch_not_more():
     q = RequestQueue([entry("q1", "a", 0, 0.0, n=5, op="embedding"), entry("q2", "b", 0, 0.0, n=5, op="embedding")])
-    d = make_policy("to").schedule(q, 0.0, Limits(32, 8))
+    d = make_policy("to").schedule(q, 0.0, Limits(max_batch=32, max_efficient_batch=8))
     assert picked(d) == [("a", 5), ("b", 3)]
 
 
 def test_to_waits_for_the_efficient_batch_or_timeout():
     q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding")])
     pol = make_policy("to", timeout=0.05)
-    d = pol.schedule(q, 0.01, Limits(32, 8))
+    d = pol.schedule(q, 0.01, Limits(max_batch=32, max_efficient_batch=8))
     assert d.picks == [] and d.wait_until == pytest.approx(0.05)
-    assert picked(pol.schedule(q, 0.06, Limits(32, 8))) == [("a", 3)]
+    assert picked(pol.schedule(q, 0.06, Limits(max_batch=32, max_efficient_batch=8))) == [("a", 3)]
 
 
 # ---- topology -----------------------------------------------------------------------------------
 def test_topology_buckets_by_earliest_arrival_and_takes_the_deepest():
     q = RequestQueue([entry("q2", "x", 1, 0.5, op="embedding"), entry("q1", "y", 4, 0.6, op="embedding"),
          entry("q2", "z", 3, 0.7, op="embedding"), entry("q1", "w", 4, 0.8, op="embedding")])
-    d = make_policy("topology").schedule(q, 1.0, Limits(32, 8))
+    d = make_policy("topology").schedule(q, 1.0, Limits(max_batch=32, max_efficient_batch=8))
     # bucket q2 arrived first (0.5): its deepest is z; bucket q1: both y and w have depth 4
     assert picked(d) == [("z", 1), ("y", 1), ("w", 1)]
 
 
 def test_topology_fills_max_efficient_batch_slots():
     q = RequestQueue([entry("q1", "a", 2, 0.0, n=6, op="embedding"), entry("q2", "b", 2, 0.1, n=6, op="embedding")])
-    d = make_policy("topology").schedule(q, 1.0, Limits(32, 8))
+    d = make_policy("topology").schedule(q, 1.0, Limits(max_batch=32, max_efficient_batch=8))
     assert picked(d) == [("a", 6), ("b", 2)]
 
 
@@ -171,7 +171,7 @@ def test_register_a_policy():
         name = "newest"
 
         def schedule(self, queue, now, limits):
-            return Decision([Pick(list(queue)[-1], 1, priority=0)]) if queue else Decision()
+            return Decision(picks=[Pick(entry=list(queue)[-1], count=1, priority=0)]) if queue else Decision()
 
     register_policy("newest", Newest)
     try:

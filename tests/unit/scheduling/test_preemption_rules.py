@@ -6,7 +6,7 @@ from teola.scheduling.preemption import admission_slots, preemptible, swap_keys,
 def pick(op, n=1, taken=0):
     e = Pending(query_id="q", name="d", op=op, depth=0, arrival=0.0, requests=[{"i": i} for i in range(n)])
     e.taken = taken
-    return Pick(e, n - taken)
+    return Pick(entry=e, count=n - taken)
 
 
 def test_only_whole_decoding_entries_and_single_partial_decodes_are_preemptible():
