@@ -35,3 +35,26 @@ def test_only_questions_with_identical_work_everywhere_are_paired():
             "requests": 2, "trials": 1, "cap": 8, "command": "python -m bench agent_real", "wall_s": 60, "load": 1.0}
     page = markdown(data)
     assert all(f"| 1 | {s} |" in page for s in SYSTEMS) and "| -45% |" in page  # LAMPS 3.0 s against FCFS 5.5 s
+
+
+async def test_each_segment_records_the_handling_its_pause_got_from_the_trace():
+    # (the predictor kept the request it was handed, whose handling was still "auto": the record is
+    # resolved after the prediction) The app's "auto" is resolved when each segment is queued; the
+    # trace row of a pausing segment names the handling applied, and each segment its own tokens.
+    from bench.studies.programs.agent_real import Segments
+    from tests.unit.compile.test_agent_component import CALL as TOOL_CALL
+    from tests.unit.compile.test_agent_component import agent_app
+
+    segments = Segments(encoder=None)
+    app, llm = agent_app([TOOL_CALL, "391 is the product."], handling="auto")
+    await app.start(length_predictor=segments)
+    try:
+        compiled = app.compile({"question": "What is 17 times 23?"})
+        res = await app.execute(compiled)
+    finally:
+        await app.stop()
+    segs = segments.outputs(compiled.query_id, res.trace)
+    assert [s["handling"] for s in segs] == [r["pause_kv"] for r in llm.requests] == ["discard", "discard"]
+    decoded = {t["primitive"]: t["num_output_tokens"] for t in res.trace if t["primitive"].endswith(".decode")
+               and t["status"] == "ok"}
+    assert [s["output_tokens"] for s in segs] == [decoded["agent.seg0.decode"], decoded["agent.seg1.decode"]]

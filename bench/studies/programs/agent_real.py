@@ -94,20 +94,19 @@ class Segments:
             return None
         text = req["parts"][-1][1] + "\n" + "".join(str(c) for c in req.get("continuation") or [])
         pred = None if self.model is None else int(self.model.predict(self.encoder.encode([text]))[0])
-        # the request itself: an "auto" handling is resolved on it after its length is predicted
-        self.seen.setdefault(key, []).append({"text": text, "req": req, "predicted": pred})
+        self.seen.setdefault(key, []).append({"text": text, "predicted": pred})
         return pred
 
     def outputs(self, qid: str, trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """This query's segments with their output tokens (from its trace, in segment order)."""
+        """This query's segments with their output tokens and the handling their pause got ("auto"
+        resolved when queued; None for the last), from its trace rows, in segment order."""
         segs = self.seen.get(f"{qid}/agent", [])
-        done = sorted((t for t in trace if t["primitive"].startswith("agent.seg") and t.get("num_output_tokens")),
-                      key=lambda t: t["primitive"])
-        for s in segs:
-            if "req" in s:
-                s["handling"] = s.pop("req").get("pause_kv")
+        # a prefill fused into its decode has a row of its own repeating the decode's tokens
+        done = sorted((t for t in trace if t["primitive"].startswith("agent.seg") and t.get("num_output_tokens")
+                       and "fused_into" not in t), key=lambda t: t["primitive"])
         for s, t in zip(segs, done):
             s["output_tokens"] = int(t["num_output_tokens"])
+            s["handling"] = t.get("pause_kv")
         return [s for s in segs if "output_tokens" in s]
 
     def fit(self, rows: list[dict[str, Any]]) -> None:

@@ -45,12 +45,21 @@ class DispatchWork:
         if run.dead:
             return
         rel = t - run.t0
+        pause = self.applied_pause()
         for i in self.traced():
             tr = run.trace[i]
             if tr["started"] is None:
                 tr.update(started=rel, instance=inst.name, batch_id=batch_id, batch_size=batch_size)
+                if pause is not None and i == self.idx:
+                    tr["pause_kv"] = pause
                 run.emit_primitive(tr)
             tr["batches"] += 1
+
+    def applied_pause(self) -> str | None:
+        """The handling a pausing segment's pause got (its dispatch record's, "auto" resolved when it
+        was queued); None for everything else."""
+        records = self.entry.records if self.entry is not None else ()
+        return records[0].pause_kv if len(records) == 1 else None
 
     def _landed(self) -> bool:
         """A batch holding this work came back: False if the query already ended (its leftovers
