@@ -25,6 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from teola.scheduling.dispatch_record import DispatchRecord, frozen_body, wire_request
+from teola.scheduling.kv_room import KVRoom
 
 
 @dataclass(slots=True, eq=False, kw_only=True)
@@ -230,8 +231,10 @@ class Policy(abc.ABC):
     def preempted(self, pick: Pick) -> None:
         """The running call of `pick` was preempted and waits in the queue again."""
 
-    def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float) -> list[Pending]:
-        """Running calls that waiting ones should displace (preemptive policies); none by default."""
+    def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float, *,
+                room: KVRoom | None = None) -> list[Pending]:
+        """Running calls that waiting ones should displace (preemptive policies), with `free`
+        admission slots left and, on an engine with a token budget, its KV `room`; none by default."""
         return []
 
     def end_program(self, pid: str) -> None:

@@ -13,6 +13,7 @@ Time is the event loop's (`loop.time()`), so a virtual-time loop drives this unc
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import teola.runtime.engine_tier.runners as runners
@@ -41,6 +42,7 @@ from teola.scheduling.program.length_predictions import predicted_lengths
 from teola.scheduling.program.pause_handling import PauseBook, PauseCosts
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
+log = logging.getLogger("teola.runtime")
 
 
 class EngineScheduler:
@@ -81,6 +83,7 @@ class EngineScheduler:
             self.queues = {inst: RequestQueue() for inst in instances}
         self._own_table: ProcessTable | None = self.balancer.table if self.balancer is not None else None
         self.preemptor: Preemptor | None = None
+        self._said_unpreemptible = False
         self.batches = 0
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
@@ -111,9 +114,21 @@ class EngineScheduler:
         self._policy = policy
         self.preemptor = Preemptor(self.ctx, self.admission_budget(), self.token_budget, live=policy.wants_progress) \
             if self.llm and policy.preemptive else None
+        if self.preemptor is not None:
+            self._say_unpreemptible()
         if self._own_table is not None:
             table = policy.table
             self.balancer.table = table if isinstance(table, ProcessTable) else self._own_table
+
+    def _say_unpreemptible(self) -> None:
+        """Log once per engine when its instances offer nothing to preempt with: no abort, or no
+        stream (whose results would carry the decoded token ids a call resumes from)."""
+        lacking = sorted({c.value for i in self.instances for c in (Capability.ABORT, Capability.STREAM)
+                          if c not in i.capabilities})
+        if lacking and not self._said_unpreemptible:
+            self._said_unpreemptible = True
+            log.warning("engine %s: policy %r preempts running calls, but the engine offers no %s: its calls "
+                        "run to their end once admitted", self.name, self._policy.name, " or ".join(lacking))
 
     def admission_budget(self) -> int:
         """How many preemptable calls may run on an instance at once (the spec's `admission`)."""
@@ -214,6 +229,8 @@ class EngineScheduler:
             now = self.loop.time()
             decision = self._policy.schedule(self._visible(self.queue), now, self._limits(inst, len(free)))
             if not decision.picks:
+                if pre is not None:  # the best waiting call does not fit: a worse running one may go
+                    pre.check(inst)
                 if decision.wait_until is not None:
                     self._timer = self.loop.call_at(decision.wait_until, self.kick)  # at, not later: no rounding
                 return

@@ -53,6 +53,7 @@ from teola.runtime.engine_tier.supervisor import down_error
 from teola.runtime.engine_tier.token_estimates import estimate_held_tokens
 from teola.runtime.executors.executor import Instance, checked_results
 from teola.scheduling.base import Pending, Pick, RequestQueue
+from teola.scheduling.kv_room import KVRoom
 from teola.scheduling.preemption import STREAM_OP, admission_slots, swap_keys, tokens_left
 
 log = logging.getLogger("teola.runtime")
@@ -283,12 +284,24 @@ class Preemptor:
             return 0
         waiting = [e for e in self.ctx.waiting(inst) if e.op in DECODE_OPS]
         running = [e for e, c in calls.items() if not c.stopping]
-        victims = self.ctx.policy().victims(running, waiting, self.free(inst), self.ctx.loop.time())
+        victims = self.ctx.policy().victims(running, waiting, self.free(inst), self.ctx.loop.time(),
+                                            room=self.room(inst, calls, waiting))
         for e in victims:
             call = calls[e]
             call.stopping = True
             self.ctx.spawn(self._stop(call))
         return len(victims)
+
+    def room(self, inst: Instance, calls: dict[Pending, RunningCall], waiting: list[Pending]) -> KVRoom | None:
+        """What `inst` can still admit, for victims under `can_fit` (None without live admission or a
+        token budget): its seats and tokens left, counting calls already stopping as gone."""
+        if not (self.live and self.token_budget):
+            return None
+        leaving = [c for c in calls.values() if c.stopping]
+        return KVRoom(seats=self.budget - self.running(inst) + sum(len(c.requests) for c in leaving),
+                      tokens=self.token_budget - inst.tokens + sum(c.tokens for c in leaving),
+                      held={e: c.tokens for e, c in calls.items() if not c.stopping},
+                      need={e: sum(e.tokens[e.taken:]) if e.tokens else 0 for e in waiting})
 
     def cancel(self, entry: Pending) -> bool:
         """Stop `entry`'s running call for good (its caller went away): aborted in the engine, its KV

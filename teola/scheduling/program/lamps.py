@@ -66,6 +66,7 @@ from teola.scheduling.base import (
     fill_in_order,
     resumes_preserved,
 )
+from teola.scheduling.kv_room import KVRoom
 from teola.scheduling.program.api_handling import (
     HANDLINGS,
     ApiCall,
@@ -289,10 +290,11 @@ class LAMPSPolicy(Policy):
         context = call.prompt + call.pre
         return memory_over_time(rest, handling, self.step_s, self.fwd_s * context, (self.swap_s or 0.0) * context)
 
-    def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float) -> list[Pending]:
+    def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float, *,
+                room: KVRoom | None = None) -> list[Pending]:
         """Algorithm 1's batch rebuilt by score: each waiting call, best first, beyond the `free`
         admission slots (0 while memory is short) displaces the worst-ranked running call if it
-        ranks better."""
+        ranks better. `room` is not read: memory reaches LAMPS as `free`."""
         if not self.preempt or not waiting or not running:
             return []
         for e in waiting:

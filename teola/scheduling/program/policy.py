@@ -34,6 +34,7 @@ from typing import Any
 
 from engines.requests import default
 from teola.scheduling.base import Decision, Filler, Limits, Pending, Pick, Policy
+from teola.scheduling.kv_room import KVRoom
 from teola.scheduling.process_table import CallRecord, ProcessTable
 from teola.scheduling.program.quanta import QUANTA_RULES, ObservedQuanta
 from teola.scheduling.program.queues import Priority, ProgramQueues
@@ -183,17 +184,24 @@ class ProgramPolicy(Policy):
         self._outstanding.pop(e, None)
         return True
 
-    def victims(self, running: Sequence[Pending], waiting: Sequence[Pending], free: int, now: float) -> list[Pending]:
-        """Running calls to preempt so that waiting calls of a better (lower) queue can run: beyond
-        the `free` admission slots, each waiting call, best first, displaces the running call of the
-        worst queue (the most recently demoted among equals) if that queue is worse than its own."""
-        if not self.preemptive or not waiting or not running:
+    def victims(self, running: Sequence[Pending], waiting: Sequence[Pending], free: int, now: float, *,
+                room: KVRoom | None = None) -> list[Pending]:
+        """Running calls to preempt so that waiting calls of a better (lower) queue can run. Without
+        `room`: beyond the `free` admission slots, each waiting call, best first, displaces the running
+        call of the worst queue (the most recently demoted among equals) if that queue is worse than
+        its own. With `room` (an engine with a token budget: Autellix Alg. 1, running and waiting
+        ranked together under `can_fit`, `kv_victims`): the running calls' KV overflow first, then
+        each waiting call that does not fit."""
+        if not self.preemptive or not running or not (waiting or room is not None):
             return []
-        self._see(waiting, now)
+        if waiting:
+            self._see(waiting, now)
         core = self.core
-        order = core.rank(list(waiting))
+        order = core.rank(list(waiting)) if waiting else []
         pool = sorted((e for e in running if e in core.calls),
                       key=lambda e: (core.calls[e].level, core.calls[e].seq), reverse=True)
+        if room is not None:
+            return kv_victims(core, order, pool, room)
         out: list[Pending] = []
         for w in order[max(0, free):]:
             if not pool or core.level(pool[0]) <= core.preempt_level(w):
@@ -260,6 +268,36 @@ class ProgramPolicy(Policy):
         for e in [e for e in self._banked if e.query_id == pid]:
             del self._banked[e]
         self.core.end_program(pid)
+
+
+def kv_victims(core: ProgramQueues, order: list[Pending], pool: list[Pending], room: KVRoom) -> list[Pending]:
+    """Alg. 1 under `can_fit` on `room`, with `order` the waiting calls best first and `pool` the
+    running ones worst first: while the running calls' held tokens overflow the budget (they grow
+    as they decode), the worst goes (never the last one running); then each waiting call, best
+    first, is admitted if it fits, else running calls of a worse queue than its own go, worst first,
+    until it fits. A call that cannot be made to fit blocks the worse ones behind it (strict
+    priority, as the batch fill admits); running calls are preempted for it only if that lets it run."""
+    out: list[Pending] = []
+    seats, tokens = room.seats, room.tokens
+
+    def drop(victim: Pending) -> None:
+        nonlocal seats, tokens
+        out.append(victim)
+        seats += len(victim.requests)
+        tokens += room.held.get(victim, 0)
+
+    while tokens < 0 and len(pool) > 1:
+        drop(pool.pop(0))
+    for w in order:
+        need, n = room.need.get(w, 0), w.remaining
+        kept = len(out)
+        while not (seats >= n and tokens >= need) and pool and core.level(pool[0]) > core.preempt_level(w):
+            drop(pool.pop(0))
+        if not (seats >= n and tokens >= need):
+            del out[kept:]  # preempting them would not let it run: they keep running
+            break
+        seats, tokens = seats - n, tokens - need
+    return out
 
 
 def executor_seconds(results: Sequence[Any] | None, count: int) -> float | None:

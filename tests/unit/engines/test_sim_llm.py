@@ -320,3 +320,21 @@ def test_a_replayed_prompt_length_is_the_calls_and_keeps_its_cached_start():
     short, long = run(main)
     assert (short["num_prompt_tokens"], short["num_cached_tokens"]) == (24, 16)
     assert (long["num_prompt_tokens"], long["num_cached_tokens"]) == (60, 32)
+
+
+def test_priority_scheduling_keeps_arrival_order_when_no_priority_was_given():
+    """issue 73: the engine reorders only by the priorities it is given; requests sent without one
+    (teola's FCFS policy sends none) run in arrival order."""
+    async def main():
+        e = engine(max_num_seqs=1, scheduling="priority")
+        await e.start()
+        done: list[str] = []
+
+        async def call(name: str) -> None:
+            await e.execute("decoding", [req(5, 3, tag=name)])
+            done.append(name)
+        first = asyncio.ensure_future(call("running"))
+        await asyncio.sleep(0)
+        await asyncio.gather(first, call("second"), call("third"), call("fourth"))
+        return done
+    assert run(main) == ["running", "second", "third", "fourth"]

@@ -33,8 +33,9 @@ def test_the_simulated_engines_kv_capacity_and_seats_reach_the_preemptor():
 async def test_calls_are_admitted_by_the_tokens_they_hold_not_their_whole_output_budget():
     """4 seats, a 40-token budget, 6 calls of prompt "cN" (2 chars // 4 + 1 = 1 token) decoding 12
     tokens each, in equal queues (a 1000-token quantum). Each is charged 1 + 16 (one block of
-    headroom) = 17 when admitted: two fit (34), the third (17 > 6 left) waits in teola's queue while
-    they run (they grow as they decode), so at most 2 run at once.
+    headroom) = 17 when admitted: two fit (34), the third (17 > 6 left) waits in teola's queue. As
+    they decode the two grow by a token each per step: at 4 tokens each they hold 42 > 40, so the
+    newer one is preempted by teola (it resumes later from its 4 tokens). So at most 2 run at once.
     Before, each call was charged 1 + 12 = 13 up front and admitted while the sum stayed under 40,
     plus one past it: 4 ran at once, all 4 seats."""
     import asyncio
@@ -54,3 +55,27 @@ async def test_calls_are_admitted_by_the_tokens_they_hold_not_their_whole_output
         await rt.stop()
     assert [r.result["text"] for r in results] == ["".join(f"t{k} " for k in range(12))] * 6
     assert engine.peak == 2
+    assert rt.metrics.preemptions >= 1
+
+
+async def test_an_engine_with_nothing_to_preempt_with_is_named_once_at_start(caplog):
+    """A preemptive policy on an engine without abort: one warning names what it lacks; switching
+    the policy again does not repeat it."""
+    import logging
+
+    from engines.protocol import Capability
+    from engines.sim.step_decoder import StepDecoder
+
+    class NoAbort(StepDecoder):
+        capabilities = (Capability.STREAM,)
+
+    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": NoAbort("llm", step=0.005)}, policy="plas")
+    with caplog.at_level(logging.WARNING, logger="teola.runtime"):
+        await rt.start()
+        try:
+            sched = rt.schedulers["llm"]
+            sched.policy = sched.policy
+        finally:
+            await rt.stop()
+    said = [r.getMessage() for r in caplog.records if "preempts running calls" in r.getMessage()]
+    assert len(said) == 1 and "no abort" in said[0]
