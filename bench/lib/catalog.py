@@ -42,6 +42,7 @@ STUDIES: tuple[Study, ...] = (
     S("remote_apps", "studies.remote.remote_apps", "remote", "search-augmented generation and a tool agent vs LlamaIndex, LangGraph", True),
     S("remote_services", "lib.remote_services", "remote", "the loopback stand-ins for remote services alone", False),
     S("deploy", "studies.remote.deploy", "remote", "teola vs LangGraph vs LlamaIndex at equal work, the LLM emulated", True),
+    S("client_cpu", "studies.remote.client_cpu", "remote", "client CPU per query on the remote path, profiled", True),
     S("programs", "studies.programs.programs", "programs", "SIMULATED: program policies and balancers on the runtime in virtual time", False),
     S("programs_vllm", "studies.programs.programs_vllm", "programs", "program-level scheduling on real vLLM", True),
     S("programs_heavy", "studies.programs.programs_heavy", "programs", "heavy-tailed programs on real vLLM, 3 trials", True),
