@@ -20,12 +20,13 @@ and a fallback, so vLLM's extras are used when present and any OpenAI-compatible
 A decode's "json_schema" / "json_object" go to the server as `response_format` (declared as
 Feature.STRUCTURED_OUTPUTS only on a server that takes vLLM's fields) and "logprobs" as the
 completions API's `logprobs` (Feature.LOGPROBS). Requests go through the official `openai` async
-client (engines.openai.client). `abort(owners)`
+client's request path as plain JSON (engines.openai.client: no typed models per chunk). `abort(owners)`
 closes those requests' streams: vLLM aborts a request whose client went away.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -210,7 +211,7 @@ class OpenAILLMEngine:
                                lambda i, req, em: self._one(op, i, req, em), emit)
 
     def _body(self, prefill: bool, req: dict[str, Any], ids: list[int]) -> dict[str, Any]:
-        """The keyword arguments of `completions.create` for one request."""
+        """The JSON body of one request to /v1/completions (vLLM's extra fields beside OpenAI's)."""
         max_tokens = 1 if prefill else req["max_tokens"]
         if self.max_model_len and len(ids) + max_tokens > self.max_model_len:
             raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + max_tokens {max_tokens} exceeds "
@@ -226,19 +227,18 @@ class OpenAILLMEngine:
             body["stop"] = req["stop"]
         if req["seed"] is not None:
             body["seed"] = req["seed"]
-        extra: dict[str, Any] = {} if prefill else _response_format(req)
+        if not prefill:
+            body.update(_response_format(req))
         if self.caps.vllm_fields:
-            extra.update(VLLM_NEUTRAL, ignore_eos=req["ignore_eos"] and not prefill)
+            body.update(VLLM_NEUTRAL, ignore_eos=req["ignore_eos"] and not prefill)
             if req["cache_salt"]:
-                extra["cache_salt"] = req["cache_salt"]
+                body["cache_salt"] = req["cache_salt"]
         elif req["cache_salt"]:
             self._unsalted()
         if self.caps.token_ids:
-            extra["return_token_ids"] = True
+            body["return_token_ids"] = True
         if self.caps.priority and req["priority"]:
-            extra["priority"] = req["priority"]
-        if extra:
-            body["extra_body"] = extra
+            body["priority"] = req["priority"]
         if not prefill:
             body.update(stream=True, stream_options={"include_usage": True})
         return body
@@ -267,8 +267,8 @@ class OpenAILLMEngine:
         self.in_flight += 1
         try:
             if prefill:
-                answer = await self.client.api.completions.create(**body)
-                return await final(emit, i, _counts(len(ids), answer.usage))
+                answer = await self.client.complete(body)
+                return await final(emit, i, _counts(len(ids), answer.get("usage")))
             return await final(emit, i, await self._decode(i, req, body, len(ids), emit))
         except openai.APIError as exc:
             raise self.client.error("completions", exc) from exc
@@ -303,7 +303,8 @@ class OpenAILLMEngine:
         usage = ended.get("usage")
         text = "".join(out.text)
         token_ids = out.token_ids if self.caps.token_ids else self.renderer.continuation_ids([text])
-        tokens = int(usage.completion_tokens) if usage is not None and usage.completion_tokens else len(token_ids)
+        tokens = int(usage.get("completion_tokens") or 0) if usage is not None else 0
+        tokens = tokens or len(token_ids)
         result = {"text": text, "items": await out.items(), **_counts(n_prompt, usage),
                   "num_output_tokens": tokens, "output_token_ids": token_ids,
                   # None when decoding was cut short because every item asked for was out
@@ -317,31 +318,31 @@ class OpenAILLMEngine:
     async def _read_whole(self, body: dict[str, Any], out: Decoded, ended: dict[str, Any]) -> None:
         """The decode as one answer (cancelling this closes the connection: vLLM aborts the request)."""
         body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        answer = await self.client.api.completions.create(**body)
-        ended["usage"] = answer.usage
-        for choice in answer.choices or ():
-            ended["finish_reason"] = choice.finish_reason
-            if choice.logprobs is not None:
-                ended["logprobs"].extend(completion_logprobs(choice.logprobs, body.get("logprobs") or 0,
+        answer = await self.client.complete(body)
+        ended["usage"] = usage = answer.get("usage")
+        for choice in answer.get("choices") or ():
+            ended["finish_reason"] = choice.get("finish_reason")
+            if choice.get("logprobs") is not None:
+                ended["logprobs"].extend(completion_logprobs(choice["logprobs"], body.get("logprobs") or 0,
                                                              self.renderer.special_tokens))
-            ids = (choice.model_extra or {}).get("token_ids") or []
-            tokens = len(ids) or int(getattr(answer.usage, "completion_tokens", 0) or 0)
-            await out.feed(choice.text or "", ids, tokens)
+            ids = choice.get("token_ids") or []
+            tokens = len(ids) or int((usage or {}).get("completion_tokens") or 0)
+            await out.feed(choice.get("text") or "", ids, tokens)
 
     async def _read(self, body: dict[str, Any], out: Decoded, ended: dict[str, Any]) -> None:
-        stream = await self.client.api.completions.create(**body)
-        async with stream:  # leaving closes the connection: vLLM aborts the request
-            async for chunk in stream:
-                if chunk.usage is not None:
-                    ended["usage"] = chunk.usage
-                for choice in chunk.choices or ():
-                    if choice.finish_reason:
-                        ended["finish_reason"] = choice.finish_reason
-                    if choice.logprobs is not None:
-                        ended["logprobs"].extend(completion_logprobs(choice.logprobs, body.get("logprobs") or 0,
+        # leaving closes the connection: vLLM aborts the request
+        async with contextlib.aclosing(self.client.stream(body)) as chunks:
+            async for chunk in chunks:
+                if chunk.get("usage") is not None:
+                    ended["usage"] = chunk["usage"]
+                for choice in chunk.get("choices") or ():
+                    if choice.get("finish_reason"):
+                        ended["finish_reason"] = choice["finish_reason"]
+                    if choice.get("logprobs") is not None:
+                        ended["logprobs"].extend(completion_logprobs(choice["logprobs"], body.get("logprobs") or 0,
                                                                      self.renderer.special_tokens))
-                    ids = (choice.model_extra or {}).get("token_ids") or []
-                    text = choice.text or ""
+                    ids = choice.get("token_ids") or []
+                    text = choice.get("text") or ""
                     # without token ids, a streamed chunk with text carries one token (vLLM, OpenAI)
                     if await out.feed(text, ids, len(ids) or int(bool(text))):
                         return  # every item asked for is out: closing the stream stops the decode
@@ -356,17 +357,18 @@ def _response_format(req: dict[str, Any]) -> dict[str, Any]:
     return {"response_format": {"type": "json_object"}} if req["json_object"] else {}
 
 
-def completion_logprobs(logprobs: Any, top: int, special: frozenset[str]) -> list[dict[str, Any]]:
-    """A completions API chunk's logprobs (parallel lists of tokens, logprobs and top-logprob dicts)
-    in the per-token shape of engines/protocol.py; `special` tokens (the end of turn), which the
-    text leaves out, are left out too."""
+def completion_logprobs(logprobs: dict[str, Any], top: int, special: frozenset[str]) -> list[dict[str, Any]]:
+    """A completions API chunk's logprobs (its JSON: parallel lists of tokens, logprobs and
+    top-logprob dicts) in the per-token shape of engines/protocol.py; `special` tokens (the end of
+    turn), which the text leaves out, are left out too."""
     out = []
-    for k, token in enumerate(logprobs.tokens or ()):
+    tops, logps = logprobs.get("top_logprobs") or [], logprobs.get("token_logprobs") or []
+    for k, token in enumerate(logprobs.get("tokens") or ()):
         if token in special:
             continue
-        alternatives = (logprobs.top_logprobs or [])[k] if k < len(logprobs.top_logprobs or []) else None
+        alternatives = tops[k] if k < len(tops) else None
         ranked = sorted((alternatives or {}).items(), key=lambda kv: -kv[1])[:top]
-        out.append({**_token(token, (logprobs.token_logprobs or [])[k]),
+        out.append({**_token(token, logps[k] if k < len(logps) else None),
                     "top_logprobs": [_token(t, lp) for t, lp in ranked]})
     return out
 
@@ -376,7 +378,9 @@ def _token(text: str, logprob: float | None) -> dict[str, Any]:
             "bytes": list(text.encode())}
 
 
-def _counts(n_prompt: int, usage: Any) -> dict[str, Any]:
-    details = getattr(usage, "prompt_tokens_details", None)
-    return {"num_prompt_tokens": int(getattr(usage, "prompt_tokens", None) or n_prompt),
-            "num_cached_tokens": int(getattr(details, "cached_tokens", None) or 0)}
+def _counts(n_prompt: int, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """Prompt and cached tokens from an answer's `usage` JSON (None or partial on some servers)."""
+    usage = usage or {}
+    details = usage.get("prompt_tokens_details") or {}
+    return {"num_prompt_tokens": int(usage.get("prompt_tokens") or n_prompt),
+            "num_cached_tokens": int(details.get("cached_tokens") or 0)}

@@ -73,16 +73,15 @@ def remote(vllm_fields: bool) -> OpenAILLMEngine:
 def test_a_remote_server_gets_response_format_and_logprobs():
     req = check_request("decoding", {"parts": PARTS, "json_schema": SCHEMA, "logprobs": 2}, 16)
     body = remote(True)._body(False, req, [1, 2, 3])
-    assert body["extra_body"]["response_format"] == {"type": "json_schema", "json_schema": {"name": "output",
-                                                                                         "schema": SCHEMA}}
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "output", "schema": SCHEMA}}
     assert body["logprobs"] == 2
     prefill = remote(True)._body(True, req, [1, 2, 3])
-    assert "response_format" not in prefill.get("extra_body", {}) and "logprobs" not in prefill
+    assert "response_format" not in prefill and "logprobs" not in prefill
 
 
 def test_remote_logprobs_become_openais_per_token_shape():
-    chunk = SimpleNamespace(tokens=["Hi", "!", "<|im_end|>"], token_logprobs=[-0.5, None, -0.1],
-                            top_logprobs=[{"Hi": -0.5, "Hello": -1.5, "Hey": -2.0}, None, None])
+    chunk = {"tokens": ["Hi", "!", "<|im_end|>"], "token_logprobs": [-0.5, None, -0.1],
+             "top_logprobs": [{"Hi": -0.5, "Hello": -1.5, "Hey": -2.0}, None, None]}
     first, second = completion_logprobs(chunk, 2, frozenset({"<|im_end|>"}))
     assert first["token"] == "Hi" and [t["token"] for t in first["top_logprobs"]] == ["Hi", "Hello"]
     assert second == {"token": "!", "logprob": -9999.0, "bytes": [33], "top_logprobs": []}

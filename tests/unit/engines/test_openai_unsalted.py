@@ -1,11 +1,10 @@
 """A tenant's cache_salt on a remote server that does not take vLLM's fields (security review, issue
 71): sent without it (tenants then share the server's prefix cache) with one warning per engine
 naming the server, or refused with the engine option unsalted="refuse". The server is a fake
-openai client that records each request body; the tokenizer a fake renderer."""
+client that records each request body; the tokenizer a fake renderer."""
 from __future__ import annotations
 
 import logging
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,9 +18,9 @@ class FakeCompletions:
     def __init__(self) -> None:
         self.bodies: list[dict[str, Any]] = []
 
-    async def create(self, **body: Any) -> Any:
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         self.bodies.append(body)
-        return SimpleNamespace(usage=None)
+        return {"usage": None}
 
 
 class FakeRenderer:
@@ -35,7 +34,7 @@ class FakeRenderer:
 def engine(vllm_fields: bool, **options: Any) -> tuple[OpenAILLMEngine, FakeCompletions]:
     eng = OpenAILLMEngine("llm", url="http://gpu-box:8000", **options)
     completions = FakeCompletions()
-    eng.client = SimpleNamespace(api=SimpleNamespace(completions=completions))  # type: ignore[assignment]
+    eng.client = completions  # type: ignore[assignment]
     eng.renderer = FakeRenderer()  # type: ignore[assignment]
     eng.caps = Capabilities(vllm_fields=vllm_fields)
     return eng, completions
@@ -48,7 +47,7 @@ def prefill(salt: str | None) -> list[dict[str, Any]]:
 async def test_a_vllm_server_gets_the_salt():
     eng, completions = engine(vllm_fields=True)
     await eng.execute("prefilling", prefill("tenant-a"))
-    assert completions.bodies[0]["extra_body"]["cache_salt"] == "tenant-a"
+    assert completions.bodies[0]["cache_salt"] == "tenant-a"
 
 
 async def test_another_server_warns_once_naming_it_that_tenants_share_its_prefix_cache(caplog):

@@ -1,6 +1,7 @@
 """The remote LLM engine sends a decode nobody reads while it runs as one non-streamed answer (less
-client CPU than one parsed chunk per token), and streams when items, deltas or progress are read:
-checked against `teola emulate` (wall-clock GPU timing, exact token counts) on a loopback port."""
+client CPU than one parsed chunk per token), and streams when items, deltas or progress are read,
+both as plain JSON (never the SDK's typed call, which builds a model per streamed chunk): checked
+against `teola emulate` (wall-clock GPU timing, exact token counts) on a loopback port."""
 from __future__ import annotations
 
 import pytest
@@ -30,13 +31,21 @@ async def _engine(url: str):
     engine = OpenAILLMEngine("llm", url=url)
     await engine.start()
     sent: list[bool] = []
-    create = engine.client.api.completions.create
+    complete, stream = engine.client.complete, engine.client.stream
 
-    async def spy(**body):
+    async def spy_complete(body):
         sent.append(bool(body.get("stream")))
-        return await create(**body)
+        return await complete(body)
 
-    engine.client.api.completions.create = spy
+    def spy_stream(body):
+        sent.append(bool(body.get("stream")))
+        return stream(body)
+
+    async def typed_call(**body):
+        raise AssertionError("a completion went through the SDK's typed call (a model per streamed chunk)")
+
+    engine.client.complete, engine.client.stream = spy_complete, spy_stream
+    engine.client.api.completions.create = typed_call
     return engine, sent
 
 
