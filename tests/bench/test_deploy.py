@@ -67,6 +67,31 @@ def test_chat_messages_lay_out_the_parts_as_teolas_renderer():
     assert got == expected
 
 
+@pytest.mark.services
+async def test_llamaindex_agent_calls_go_through_openai_like_with_langgraphs_prompt():
+    """The LlamaIndex agents' LLM is llama-index's own OpenAILike on the chat API (not teola's adapter),
+    sending the prompt LangGraph's ChatOpenAI sends: equal prompt tokens, max_tokens written."""
+    from bench.lib.results import serve_in_thread
+    from bench.studies.remote.deploy_systems import ChatOpenAIClient, OpenAILikeClient
+    from engines.assets.paths import configure_engine_env
+    from teola.emulate.server import create_emulator
+    from teola.emulate.settings import EmulatorSettings
+
+    configure_engine_env()
+    url, server = serve_in_thread(create_emulator(EmulatorSettings("a100-llama3.1-8b-measured", output_len="max")))
+    try:
+        req = {"parts": [["instruction", "You answer."], ["question", "Q: what is 2 + 2?"]], "max_tokens": 8,
+               "stop": ["\n\n"]}
+        client = OpenAILikeClient(url)
+        assert type(client.llm(8)).__mro__[1].__name__ == "OpenAILike"
+        (li,) = await client.execute("decoding", [dict(req)])
+        (lg,) = await ChatOpenAIClient(url).execute("decoding", [dict(req)])
+    finally:
+        server.should_exit = True
+    assert li["num_prompt_tokens"] == lg["num_prompt_tokens"] > 0
+    assert li["num_output_tokens"] == lg["num_output_tokens"] == 8 and li["text"]
+
+
 def test_the_page_names_the_emulated_profile():
     point = {s: _entry([1.0], [[[5, 3]]]) for s in SYSTEMS}
     data = {"settings": {**Settings.quick().__dict__}, "workloads": {"tool_agent": {"rates": [], "points": {"alone": point}}}}

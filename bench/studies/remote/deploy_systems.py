@@ -11,9 +11,11 @@ the SAME in-process engine adapters for all three (teola's MiniLM, reranker and 
   `/v1/chat/completions`: bench/baselines/langgraph_rag.py for RAG, bench/baselines/langgraph_remote.py's graphs for
   search generation and the tool agent with their LLM client swapped for `ChatOpenAIClient` below;
 - LlamaIndex: llama-index-core (its splitter swapped for one that writes teola's chunks, as the
-  LangGraph graph chunks with teola's chunker) with the LLM class the other remote benches use
-  (bench.baselines.llamaindex_engines.EngineLLM over teola's remote-LLM adapter, a second instance pointed at its
-  own server), because llama-index's OpenAI-compatible class (`OpenAILike`) is not installed here.
+  LangGraph graph chunks with teola's chunker) with llama-index's own OpenAI-compatible class
+  (`OpenAILike`, bench.baselines.llamaindex_server) to `/v1/chat/completions` on its own server: in
+  RAG through bench.baselines.llamaindex_rag, in the tool agent and search generation as the client
+  (`OpenAILikeClient` below) behind bench.baselines.llamaindex_remote's LLM. (Before, the tool agent's
+  and search generation's LlamaIndex called teola's remote-LLM adapter, so its client CPU was teola's.)
 
 One prompt text per call: LangGraph's chat messages are a system message and ONE user message of the
 parts joined as teola's renderer joins them (engines.llm_text.llm_requests), and the server renders
@@ -27,7 +29,7 @@ import asyncio
 import time
 from typing import Any
 
-from bench.baselines.llamaindex_engines import CallLog, EngineClient
+from bench.baselines.llamaindex_engines import CallLog
 from bench.lib.workloads import app_query
 from bench.studies.rag.rag_analysis import op_times
 from bench.studies.rag.rag_runs import run_query
@@ -90,6 +92,46 @@ class ChatOpenAIClient:
         return result
 
 
+class OpenAILikeClient:
+    """Stands in for the "llm" EngineClient of bench.baselines.llamaindex_remote's agents: each "decoding"
+    request is one call of LlamaIndex's `OpenAILike` (bench.baselines.llamaindex_server.ServerLLM, one
+    per max_tokens, built once) to the server's chat API."""
+
+    def __init__(self, base_url: str, model: str = MODEL, log: CallLog | None = None,
+                 llms: dict[int, Any] | None = None) -> None:
+        self.base_url, self.model, self.log = base_url, model, log
+        self.llms = {} if llms is None else llms
+
+    def with_log(self, log: CallLog) -> OpenAILikeClient:
+        return OpenAILikeClient(self.base_url, self.model, log, self.llms)
+
+    def llm(self, max_tokens: int) -> Any:
+        from bench.baselines.llamaindex_server import server_llm
+
+        if max_tokens not in self.llms:
+            self.llms[max_tokens] = server_llm((f"{self.base_url}/v1", self.model), None, max_tokens, 2048)
+        return self.llms[max_tokens]
+
+    async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from llama_index.core.base.llms.types import ChatMessage, MessageRole
+
+        if op != "decoding" or len(requests) != 1:
+            raise ValueError(f"OpenAILikeClient sends one decoding request per call, got {op!r} x {len(requests)}")
+        req, started = requests[0], time.perf_counter()
+        messages = [ChatMessage(role=MessageRole.SYSTEM if m.type == "system" else MessageRole.USER,
+                                content=str(m.content)) for m in chat_messages(req["parts"])]
+        stop = {"stop": req["stop"]} if req.get("stop") else {}
+        reply = await self.llm(int(req["max_tokens"])).achat(messages, **stop)
+        usage = getattr(reply.raw, "usage", None)
+        details = getattr(usage, "prompt_tokens_details", None)
+        result = [{"text": reply.message.content or "", "num_prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
+                   "num_output_tokens": getattr(usage, "completion_tokens", 0) or 0,
+                   "num_cached_tokens": getattr(details, "cached_tokens", 0) or 0}]
+        if self.log is not None:
+            self.log.add("llm", "decoding", 1, started, result)
+        return result
+
+
 def teola_chunks(size: int, overlap: int, tokenizer: Any) -> Any:
     """A LlamaIndex text splitter that writes teola's chunks (teola.compile.chunking.chunk_text), so
     the LlamaIndex baseline embeds, stores and retrieves the same chunks as the other systems."""
@@ -117,7 +159,8 @@ def backends_of(app: Any) -> dict[str, Any]:
 
 def make_baseline(system: str, app: Any, url: str, llm_engine: Any) -> Any:
     """The baseline `system` over a started app's non-LLM adapters; its LLM on the server at `url`
-    (LangGraph: ChatOpenAI; LlamaIndex: `llm_engine`, a started remote-LLM adapter on that server)."""
+    (LangGraph: ChatOpenAI; LlamaIndex: OpenAILike; its RAG reads the server and tokenizer from `llm_engine`,
+    a started remote-LLM adapter on that server)."""
     from bench.baselines.llamaindex_rag import RAGSpec, app_chunk_tokenizer
 
     nodes = NODES.get(app.name, {})
@@ -138,7 +181,7 @@ def make_baseline(system: str, app: Any, url: str, llm_engine: Any) -> Any:
         return impl
     from bench.baselines.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent
     impl = (LlamaIndexSearchGeneration if app.name == "search_generation" else LlamaIndexToolAgent)(app)
-    impl.clients["llm"] = EngineClient("llm", llm_engine)
+    impl.clients["llm"] = OpenAILikeClient(url)
     return impl
 
 
