@@ -191,3 +191,22 @@ def test_interleaved_sweeps_stop_each_system_at_its_knee_from_the_cache(tmp_path
                              + "\n" for s in lat for j in jobs[s]))
     rows = sim_steady.interleaved_sweeps([(jobs[s], 10.0, "mean", str(cache), False) for s in lat], 2)
     assert [[r["rate"] for r in rs] for rs in rows] == [[1.0, 2.0], [1.0, 2.0, 3.0]]
+
+
+def test_loads_option_picks_grid_points_in_climbing_order() -> None:
+    import argparse
+
+    import pytest
+
+    from bench.studies.sim.sim_steady import loads_of
+    assert loads_of("1.25,1.0") == (1.0, 1.25)
+    for bad in ("x", "0", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            loads_of(bad)
+
+
+def test_vllm_opt_is_not_held_back_by_teolas_token_budget_and_the_program_policies_are() -> None:
+    """S10's vLLM-opt queues in the engine (as vLLM does); PLAS / MLFQ admit by the engine's KV."""
+    from bench.studies.sim.sim_steady_programs import UNGATED, token_budget_of
+    assert token_budget_of("fcfs") == UNGATED
+    assert token_budget_of("plas") == token_budget_of("mlfq") == 0

@@ -245,10 +245,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=2, help="points run in parallel processes (default 2)")
     p.add_argument("--cache", help="JSON-lines file of finished points (default /tmp/<out>.jsonl)")
     p.add_argument("--quick", action="store_true", help="ShareGPT, vLLM-opt and Autellix, two loads, a short trace")
+    p.add_argument("--loads", type=loads_of,
+                   help="comma-separated loads to run instead of the whole grid (S10: x the capacity estimate, "
+                        "e.g. 1.0,1.25; S9: req/s): one point per system and load, the rest of the rules unchanged")
     p.add_argument("--render", action="store_true", help="rewrite the page from bench/results/<out>.json")
     p.add_argument("--cached-only", action="store_true",
                    help="write the page from the points in --cache alone, running nothing (a sweep still running)")
     p.add_argument("--out", help="result name (default sim_autellix_steady / sim_lamps_steady)")
+
+
+def loads_of(text: str) -> tuple[float, ...]:
+    """--loads: "1.0,1.25" -> (1.0, 1.25), in increasing order (a sweep climbs)."""
+    try:
+        loads = tuple(sorted({float(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--loads takes comma-separated numbers, got {text!r}") from None
+    if not loads or min(loads) <= 0:
+        raise argparse.ArgumentTypeError(f"--loads takes positive loads, got {text!r}")
+    return loads
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
@@ -279,7 +293,9 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                             "cached_only": args.cached_only,
                             "command": f"python -m bench sim_steady {shlex.join(argv)}".strip(), "nice": os.nice(0)}
     for k in kinds:
-        quick = {"grid": (0.5, 1.5), "trace": Trace(60.0, 240.0, 30.0)} if args.quick else {}
+        quick: dict[str, Any] = {"grid": (0.5, 1.5), "trace": Trace(60.0, 240.0, 30.0)} if args.quick else {}
+        if args.loads:
+            quick["grid"] = args.loads
         w = run_workload(args.study, k, systems, args.jobs, cache, only=args.cached_only, **quick)
         if w is None:
             continue

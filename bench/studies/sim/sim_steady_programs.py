@@ -71,7 +71,19 @@ def _runtime(job: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
     if not cache:
         llm["enable_prefix_caching"] = False
     prof = {**profile, "engines": {**profile["engines"], "vllm": llm}}
-    return Engine("llm", kind="vllm", instances=1, simulate=prof), policy, llm
+    return Engine("llm", kind="vllm", instances=1, simulate=prof, token_budget=token_budget_of(policy)), policy, llm
+
+
+# vLLM-opt is vLLM's own scheduler (Autellix's baseline): its calls wait in the engine's queue, where
+# the engine's KV decides who runs, so teola holds none back by tokens (the simulated engine reports
+# its KV capacity since 6a424f6, which teola's FCFS would otherwise charge at prompt + whole output).
+UNGATED = 1 << 62
+
+
+def token_budget_of(policy: str) -> int:
+    """The engine spec's token_budget for a system's policy: unlimited for FCFS (vLLM-opt, vLLM),
+    0 (the engine's reported KV capacity: admission by live KV use) for the program policies."""
+    return UNGATED if policy == "fcfs" else 0
 
 
 def trace_programs(kind: str, rate: float, horizon: float, seed: int = 1) -> list[Any]:
