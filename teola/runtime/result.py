@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from teola.runtime.trace_row import TraceRow
+
 
 @dataclass(slots=True)
 class Result:
@@ -16,7 +18,7 @@ class Result:
     the chunks an answer was synthesized from; keys the query never wrote are absent."""
 
     output: Any
-    trace: list[dict[str, Any]]
+    trace: list[TraceRow]
     query_id: str
     latency: float
     skipped: bool = False

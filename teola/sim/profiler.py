@@ -26,7 +26,7 @@ import platform
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engines.protocol import StreamEvent
@@ -231,7 +231,7 @@ async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[s
     return {"cost": cost, "fit": report}
 
 
-def add_lengths(lengths: dict[str, list[int]], trace: list[dict[str, Any]],
+def add_lengths(lengths: dict[str, list[int]], trace: Sequence[Mapping[str, Any]],
                 field: str = "num_output_tokens") -> None:
     """Add one query's LLM output lengths (from its trace) to `lengths` by kind, as the simulated
     LLM samples them: "split" for a call that returns an item list, whether pipelined (counted once,

@@ -13,7 +13,7 @@ import asyncio
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,7 +198,7 @@ async def _serve(app: App, qs: list[dict[str, Any]], rate: float, config: dict[s
     return SimReport(app.name, "", "", rate, latencies, len(errors), span, busy, primitives, 0.0, errors, breakdown)
 
 
-def add_breakdown(acc: dict[str, list[float]], trace: list[dict[str, Any]]) -> None:
+def add_breakdown(acc: dict[str, list[float]], trace: Sequence[Mapping[str, Any]]) -> None:
     """Add a query's queued and running seconds per engine (control primitives excluded) to `acc`."""
     for t in trace:
         iv = interval(t)

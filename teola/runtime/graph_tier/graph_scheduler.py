@@ -25,13 +25,12 @@ from teola.runtime.outputs import collect_outputs
 from teola.runtime.requests import AtOnce, at_once, build_requests, frozen_bodies, pause_hint
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
+from teola.runtime.trace_row import TraceRow, llm_extras, new_row
 from teola.runtime.trace_status import TraceStatus
 from teola.scheduling.base import Pending
 from teola.scheduling.dispatch_record import DispatchRecord
 
 log = logging.getLogger("teola.runtime")
-
-LLM_EXTRAS = ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens", "finish_reason")
 
 
 class QueryRun:
@@ -48,7 +47,7 @@ class QueryRun:
         n = len(plan.prims)
         self.indeg = list(plan.indeg)
         self.state = bytearray(n)
-        self.trace: list[dict[str, Any] | None] = [None] * n
+        self.trace: list[TraceRow | None] = [None] * n
         self.remaining = n
         self.priority = config.get("priority", 0)
         self.fuse = bool(config.get("prescheduling", ctx.prescheduling))
@@ -124,11 +123,8 @@ class QueryRun:
     def _now(self) -> float:
         return self.loop.time() - self.t0
 
-    def new_trace(self, p: Primitive, status: TraceStatus, t: float, n: int = 0) -> dict[str, Any]:
-        # "split": the decode returns a list of items (an output-length kind of its own for the simulator)
-        return {"primitive": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth, "status": status,
-                "queued": t, "started": None, "finished": None, "instance": None, "batch_id": None,
-                "batch_size": None, "batches": 0, "requests": n, **({"split": True} if p.args.get("split") else {})}
+    def new_trace(self, p: Primitive, status: TraceStatus, t: float, n: int = 0) -> TraceRow:
+        return new_row(p, status, t, n)
 
     def _ready(self, i: int) -> None:
         st = self.state[i]
@@ -222,12 +218,13 @@ class QueryRun:
             work.timer.cancel()
             work.timer = None
 
-    def _finish_trace(self, i: int, t: float, extras: Any = None) -> dict[str, Any]:
+    def _finish_trace(self, i: int, t: float, extras: Any = None) -> TraceRow:
         tr = self.trace[i]
+        assert tr is not None
         tr["finished"] = t - self.t0
         tr["status"] = TraceStatus.OK
         if isinstance(extras, dict):
-            tr.update((k, extras[k]) for k in LLM_EXTRAS if k in extras)
+            llm_extras(tr, extras)
         self._count(self.plan.prims[i], tr)
         self.emit_primitive(tr)
         return tr
@@ -242,7 +239,7 @@ class QueryRun:
             log.warning("query %s: the event listener failed on a %s event: %s: %s", self.qid,
                         event.get("event"), type(exc).__name__, exc)
 
-    def emit_primitive(self, tr: dict[str, Any]) -> None:
+    def emit_primitive(self, tr: TraceRow) -> None:
         """A primitive started (batched on an instance) or finished."""
         if self.on_event is not None:
             done = tr["finished"] is not None
@@ -251,9 +248,10 @@ class QueryRun:
                        "instance": tr["instance"], "batch_size": tr["batch_size"],
                        "t": tr["finished"] if done else tr["started"]})
 
-    def _count(self, p: Primitive, tr: dict[str, Any]) -> None:
+    def _count(self, p: Primitive, tr: TraceRow) -> None:
         m = self.ctx.metrics
         m.primitives += 1
+        assert tr["finished"] is not None
         m.observe_op(p.op.value, tr["finished"] - tr["queued"])
 
     def work_done(self, work: DispatchWork, t: float) -> None:
@@ -305,12 +303,11 @@ class QueryRun:
             self._member_done(m, [], t)
         for m in (*work.members, *(() if work.prefill is None else (work.prefill,))):  # the call's token counts
             tr = self.trace[m]
-            if isinstance(result, dict):
-                for k in LLM_EXTRAS:
-                    if k in result:
-                        tr[k] = result[k]
-        if work.extra_items:
-            self.trace[work.members[-1]]["dropped_items"] = work.extra_items
+            if isinstance(result, dict) and tr is not None:
+                llm_extras(tr, result)
+        last = self.trace[work.members[-1]]
+        if work.extra_items and last is not None:
+            last["dropped_items"] = work.extra_items
 
     def _member_done(self, m: int, value: list[Any], t: float) -> None:
         p = self.plan.prims[m]
@@ -321,7 +318,7 @@ class QueryRun:
             self.release(m)
 
     # ---- endings -----------------------------------------------------------------------------------
-    def trace_list(self) -> list[dict[str, Any]]:
+    def trace_list(self) -> list[TraceRow]:
         return [t for t in self.trace if t is not None]
 
     def _finish(self) -> None:

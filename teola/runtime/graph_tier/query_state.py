@@ -17,6 +17,7 @@ from teola.ir.primitive import Primitive
 from teola.runtime.errors import QueryError
 from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
 from teola.runtime.graph_tier.query_context import QueryContext
+from teola.runtime.trace_row import TraceRow
 from teola.runtime.trace_status import TraceStatus
 
 # A primitive's states. WAITING: parents not done; DISPATCHED: queued on or running in an engine;
@@ -34,7 +35,7 @@ class QueryState(Protocol):
     skipped: set[str]
     indeg: list[int]
     state: bytearray
-    trace: list[dict[str, Any] | None]
+    trace: list[TraceRow | None]
     works: set[Any]
     held: dict[int, list[str]]
     deferred: dict[int, tuple[QueryError, BaseException]]
@@ -44,7 +45,7 @@ class QueryState(Protocol):
 
     def release(self, i: int) -> None: ...
 
-    def new_trace(self, p: Primitive, status: TraceStatus, t: float, n: int = 0) -> dict[str, Any]: ...
+    def new_trace(self, p: Primitive, status: TraceStatus, t: float, n: int = 0) -> TraceRow: ...
 
     def close_work(self, work: Any) -> None: ...
 
@@ -52,7 +53,7 @@ class QueryState(Protocol):
 
     def emit(self, event: dict[str, Any]) -> None: ...
 
-    def emit_primitive(self, tr: dict[str, Any]) -> None: ...
+    def emit_primitive(self, tr: TraceRow) -> None: ...
 
     def guard(self, fn: Any, *args: Any) -> None: ...
 

@@ -49,7 +49,7 @@ class DispatchWork:
         for i in self.traced():
             tr = run.trace[i]
             if tr["started"] is None:
-                tr.update(started=rel, instance=inst.name, batch_id=batch_id, batch_size=batch_size)
+                tr.update({"started": rel, "instance": inst.name, "batch_id": batch_id, "batch_size": batch_size})
                 if pause is not None and i == self.idx:
                     tr["pause_kv"] = pause
                 run.emit_primitive(tr)

@@ -75,7 +75,7 @@ def _discard(run: QueryState, i: int) -> None:
     if tr is None:
         tr = run.trace[i] = run.new_trace(p, TraceStatus.DISCARDED, t)
         tr["started"] = t
-    tr.update(status=TraceStatus.DISCARDED, finished=t)
+    tr.update({"status": TraceStatus.DISCARDED, "finished": t})
     run.ctx.metrics.discarded += 1
     run.skipped.update(p.outputs)
     run.release(i)

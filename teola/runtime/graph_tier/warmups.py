@@ -44,7 +44,7 @@ def _drop(run: QueryState, w: int) -> None:
     tr = run.trace[w]
     if tr is None:
         tr = run.trace[w] = run.new_trace(p, TraceStatus.SKIPPED, t)
-    tr.update(status=TraceStatus.SKIPPED, started=t, finished=t, dropped="its call was ready first")
+    tr.update({"status": TraceStatus.SKIPPED, "started": t, "finished": t, "dropped": "its call was ready first"})
     run.values.update({k: None for k in p.outputs})
     run.ctx.metrics.dropped_warmups += 1
     run.release(w)
