@@ -24,7 +24,7 @@ from typing import Any
 
 from bench.lib.results import command_line, write_results
 from bench.lib.tables import num, table
-from bench.studies.remote.deploy import SYSTEMS, WORKLOADS, Emulator, make_apps, workload_queries
+from bench.studies.remote.deploy import SYSTEMS, VARIANT, WORKLOADS, Emulator, make_apps, workload_queries
 from bench.studies.remote.deploy_systems import MODEL, RAG_APPS, baseline_one, make_baseline, teola_one
 
 DEFAULT_WORKLOADS = ("tool_agent", "advanced_rag/small")
@@ -74,8 +74,10 @@ def profile_summary(stats: pstats.Stats, n: int, top: int) -> dict[str, Any]:
 
 
 async def one_query(system: str, app: Any, impl: Any, q: dict[str, Any], i: int) -> dict[str, Any]:
-    if system == "teola":
-        return await teola_one(app, q, 0.0, i)
+    if system.startswith("teola"):  # "teola, NAME off": teola with that pass off (deploy.VARIANT)
+        off = {p: False for p in system.removeprefix("teola, ").removesuffix(" off").split(",")} \
+            if system != "teola" else {}
+        return await teola_one(app, q, 0.0, i, off)
     return await baseline_one(app, impl, q, 0.0, i)
 
 
@@ -98,7 +100,8 @@ async def measure(system: str, app: Any, impl: Any, queries: list[dict[str, Any]
             "profile": profile_summary(pstats.Stats(prof), len(queries), top)}
 
 
-async def _main(workloads: tuple[str, ...], systems: tuple[str, ...], n: int, top: int) -> dict[str, Any]:
+async def _main(workloads: tuple[str, ...], systems: tuple[str, ...], n: int, top: int,
+                passes_off: tuple[str, ...] = ()) -> dict[str, Any]:
     import contextlib
 
     from bench.lib.remote_services import ServiceProcess
@@ -123,8 +126,9 @@ async def _main(workloads: tuple[str, ...], systems: tuple[str, ...], n: int, to
         for w in workloads:
             app = apps[WORKLOADS[w][0]]
             queries, warm = workload_queries(w, n, 0), workload_queries(w, 1, 1000)[0]
-            for system in systems:
-                impl = make_baseline(system, app, servers[system].url, engines[system]) if system != "teola" else None
+            for system in systems + tuple(VARIANT.format(p) for p in passes_off):
+                impl = make_baseline(system, app, servers[system].url, engines[system]) \
+                    if not system.startswith("teola") else None
                 res = await measure(system, app, impl, queries, warm, top)
                 out.setdefault(w, {})[system] = res
                 print(f"[client_cpu] {w} {system}: {sum(res['cpu']) / n:.4f} s CPU per query "
@@ -162,6 +166,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--systems", default="teola", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     p.add_argument("--queries", type=int, default=5, help="measured queries per system and workload (default 5)")
     p.add_argument("--top", type=int, default=25, help="functions listed per profile (default 25)")
+    p.add_argument("--passes-off", default="", help="comma-separated default passes: teola with each one off "
+                                                    "also runs, as 'teola, NAME off'")
     p.add_argument("--out", default="client_cpu", help="results name (default client_cpu)")
 
 
@@ -178,9 +184,13 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error("--queries and --top must be >= 1")
     if not args.out.replace("_", "").isalnum():
         p.error(f"--out must be a plain name (letters, digits, _), got {args.out!r}")
-    results = asyncio.run(_main(workloads, systems, args.queries, args.top))
+    passes_off = tuple(x.strip() for x in args.passes_off.split(",") if x.strip())
+    if passes_off and "teola" not in systems:
+        p.error("--passes-off needs teola among --systems (the variants run on its app and server)")
+    results = asyncio.run(_main(workloads, systems, args.queries, args.top, passes_off))
     command = command_line("python -m bench client_cpu", (("--workloads", args.workloads), ("--systems", args.systems),
                                                          ("--queries", args.queries), ("--top", args.top),
+                                                         ("--passes-off", args.passes_off),
                                                          ("--out", args.out if args.out != "client_cpu" else None)))
     data = {"command": command, "commit": machine()["commit"], "results": results}
     write_results(args.out, data, markdown(data))

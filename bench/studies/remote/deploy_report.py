@@ -125,8 +125,9 @@ def markdown(data: dict[str, Any]) -> str:
              f"{data.get('wall_seconds', 0) / 60:.1f} min). The LLM is `teola emulate --profile {s['profile']} "
              "--output-len max`, one emulator process per system (no shared prefix cache); MiniLM, the reranker and "
              "pgvector run in process on this machine's 2 CPU cores, shared with other work (load below). "
-             "Systems, prompts and equal work: bench/studies/remote/deploy_systems.py. LlamaIndex's LLM is the remote-LLM adapter "
-             "the other remote benches give it (llama-index's OpenAI-compatible class is not installed here).", "",
+             "Systems, prompts and equal work: bench/studies/remote/deploy_systems.py. LlamaIndex's LLM is llama-index's own "
+             "`OpenAILike` on the chat API since commit e01ba23 (before it, the tool agent's and search generation's "
+             "LlamaIndex called teola's remote-LLM adapter).", "",
              "Systems interleaved (order rotated per trial and rate); each workload's trials, queries and rates "
              "are under its heading. Ratios: baseline mean / teola mean over the same queries, paired "
              f"bootstrap 95% interval ({BOOTSTRAP} resamples, seed 0); > 1 means teola is faster.", ""]
