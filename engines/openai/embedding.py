@@ -63,7 +63,7 @@ class OpenAIEmbeddingEngine:
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """Embed a batch in one request; one L2-normalized vector per request, in order."""
-        if op != "embedding":
+        if op != PrimOp.EMBEDDING:
             raise ValueError(f"engine {self.name!r} (openai embeddings) runs only 'embedding', not {op!r}")
         if self.client is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")

@@ -44,7 +44,7 @@ from engines.llm_text.llm_requests import check_request
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.llm_text.split_parser import SplitParser
 from engines.protocol import EngineProfile, StreamEvent
-from engines.requests import DECODE_OPS, PREFILL_OPS
+from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 from engines.sim.admission import Emit, SimAdmission, SimSeq
 from engines.sim.cost import IterationCost
 from engines.sim.device import DeviceShare, computing
@@ -201,7 +201,7 @@ class SimLLM(SimAdmission):
         out: list[asyncio.Future] = []
         for seq in seqs:
             known = (self.prefixes.answer(seq.ids, seq.req["cache_salt"])
-                     if seq.op == "partial_prefilling" and self.prefixes is not None else None)
+                     if seq.op == PrimOp.PARTIAL_PREFILLING and self.prefixes is not None else None)
             if known is None:
                 self.waiting.append(seq)
                 out.append(seq.future)

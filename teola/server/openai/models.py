@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from teola.ir.ops import PrimOp
 from teola.server.errors import ApiError
 from teola.server.state import ServerState
 
@@ -33,7 +34,7 @@ def resolve(state: ServerState, model: Any, op: str, preferred: str, what: str) 
         engine = preferred if preferred in engines else engines[0] if len(engines) == 1 else ""
     if app is None or engine not in engines:
         served = [f"{n}/{e}" for n, a in sorted(state.apps.items()) for e in engines_running(a, op)]
-        label = "unknown model" if op == "decoding" else f"unknown {op} model"
+        label = "unknown model" if op == PrimOp.DECODING else f"unknown {op} model"
         raise ApiError(404, "model_not_found", f"{label} {model!r}; served: {', '.join(served) or 'none'}",
                        param="model")
     return app_name, app, engine
