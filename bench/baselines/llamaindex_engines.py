@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engines.requests import PrimOp
+
 with warnings.catch_warnings():  # llama-index-core's import may trip pydantic field warnings
     warnings.simplefilter("ignore")
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -70,7 +72,7 @@ class CallLog:
             "primitive": f"{self.system}.{op}{len(self.entries)}", "op": op, "engine": engine, "status": "ok",
             "queued": started - self.t0, "started": started - self.t0,
             "finished": time.perf_counter() - self.t0, "batch_size": n}
-        if op == "decoding" and result and isinstance(result[0], dict):
+        if op == PrimOp.DECODING and result and isinstance(result[0], dict):
             for key in ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens"):
                 entry[key] = result[0].get(key, 0)
         self.entries.append(entry)

@@ -208,10 +208,10 @@ class PgVectorEngine:
         """Run one batch: "ingestion" -> [None, ...]; "searching" -> [[{text, score, id, meta}], ...]."""
         if self._pool is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
-        if op == "ingestion":
+        if op == PrimOp.INGESTION:
             await self.ingest(requests)
             return [None] * len(requests)
-        if op == "searching":
+        if op == PrimOp.SEARCHING:
             return await self.search(requests)
         raise ValueError(f"engine {self.name!r} (pgvector) does not support op {op!r}; it runs {sorted(self.ops)}")
 

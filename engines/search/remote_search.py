@@ -121,7 +121,7 @@ class RemoteSearchEngine:
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """One batch of "searching" requests {"query", "top_k"} -> [[{text, score, title}], ...]."""
-        if op != "searching":
+        if op != PrimOp.SEARCHING:
             raise ValueError(f"engine {self.name!r} (remote search) does not support op {op!r}; it runs ['searching']")
         if self._client is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")

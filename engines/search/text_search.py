@@ -204,7 +204,7 @@ class TextSearchEngine:
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """One batch of "searching" requests -> [[{text, score, title}], ...]."""
-        if op != "searching":
+        if op != PrimOp.SEARCHING:
             raise ValueError(f"engine {self.name!r} (text search) does not support op {op!r}; it runs ['searching']")
         return await self.search(requests)
 

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engines.protocol import EngineProfile, StreamEvent
+from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 from engines.sim.device import DeviceShare, computing
 from engines.sim.text import count_tokens, memo_caches
 
@@ -245,7 +246,7 @@ class SimEngine:
 
     def _delay(self, op: str, requests: list[dict[str, Any]]) -> float:
         d = interpolate(self.op_latency.get(op, self.latency), len(requests))
-        if op in ("decoding", "partial_decoding") and self.token_latency:
+        if op in DECODE_OPS and self.token_latency:
             d += self.token_latency * max(int(r.get("max_tokens") or 0) for r in requests)
         cost = self.op_cost.get(op)
         if cost:
@@ -254,12 +255,12 @@ class SimEngine:
         return d
 
     def _one(self, op: str, r: dict[str, Any]) -> Any:
-        if op == "embedding":
+        if op == PrimOp.EMBEDDING:
             return embed(r["text"], self.dim)
-        if op == "ingestion":
+        if op == PrimOp.INGESTION:
             self.store.setdefault(r["namespace"], []).append((r["text"], r["embedding"], r["meta"]))
             return None
-        if op == "searching":
+        if op == PrimOp.SEARCHING:
             if "query" in r:
                 q = word_set(r["query"])
                 scored = [(len(q & word_set(d)), d) for d in self.corpus]
@@ -268,13 +269,13 @@ class SimEngine:
                 scored = [(sum(a * b for a, b in zip(e, v)), t) for t, v, _ in self.store.get(r["namespace"], [])]
             scored.sort(key=lambda x: (-x[0], x[1]))
             return [{"text": t, "score": float(s)} for s, t in scored[: r["top_k"]]]
-        if op == "reranking":
+        if op == PrimOp.RERANKING:
             return len(word_set(r["query"]) & word_set(r["text"])) + (crc(r["text"]) % 1000) / 1e4
-        if op in ("prefilling", "partial_prefilling", "full_prefilling"):
+        if op in PREFILL_OPS:
             return self._prefill(r)
-        if op in ("decoding", "partial_decoding"):
+        if op in DECODE_OPS:
             return self._decode(r)
-        if op == "tool":
+        if op == PrimOp.TOOL:
             return {"tool": r["tool"], "result": f"{r['tool']}({sorted(r['args'].items())})"}
         raise ValueError(f"sim engine {self.name!r}: unknown op {op!r}")
 

@@ -245,7 +245,7 @@ class ToolEngine:
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """Run a batch of tool calls concurrently; raises ToolBatchError if any failed."""
-        if op != "tool":
+        if op != PrimOp.TOOL:
             raise ValueError(f"engine {self.name!r} (tools) does not support op {op!r}; it runs ['tool']")
         if self._client is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")

@@ -33,7 +33,7 @@ from engines.machine.core_share import process_share
 from engines.machine.hardware import cpu_llm_dtype
 from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.request_checks import check_context
-from engines.requests import DECODE_OPS, PREFILL_OPS
+from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 from engines.vllm import kv_swap as vllm_kv_swap
 from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list, spawn_layout
 from engines.vllm.options import check_options
@@ -351,7 +351,7 @@ class VLLMEngine:
         ids = (self.renderer.request_ids(req)
                + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
         params = self._params(prefill, req, len(ids))
-        known = self.prefixes.answer(ids, req["cache_salt"]) if op == "partial_prefilling" and self.prefixes else None
+        known = self.prefixes.answer(ids, req["cache_salt"]) if op == PrimOp.PARTIAL_PREFILLING and self.prefixes else None
         if known is not None:
             return await final(emit, i, known)
         request_id = f"{self.name}-{next(self._request_ids)}"

@@ -20,6 +20,8 @@ import statistics
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from teola.ir.ops import PrimOp
+
 Say = Callable[[str], None]
 # engine kinds whose batches compete with the LLM for the machine, and a batch of each to time
 _OTHER_OPS = {"sentence_transformers": "embedding", "reranker": "reranking"}
@@ -56,7 +58,7 @@ async def profile_contention(handles: dict[str, Any], prose: Callable[[int, int]
 
         def batch() -> list[dict[str, Any]]:
             texts = [prose(220, next(salt)) for _ in range(8)]
-            return [{"text": t} if op == "embedding" else {"query": query, "text": t} for t in texts]
+            return [{"text": t} if op == PrimOp.EMBEDDING else {"query": query, "text": t} for t in texts]
 
         async def other_batch() -> float:
             return await _timed(handle.execute(op, batch()))

@@ -32,6 +32,7 @@ from typing import Any
 from engines.protocol import StreamEvent
 from engines.tuning.settings import SETTING_KEYS
 from teola.api.app import App
+from teola.ir.ops import PrimOp
 from teola.sim.contention import profile_contention
 from teola.sim.fit import fit_linear, fit_llm, fit_tokens, steady_steps
 from teola.sim.run import query_variants
@@ -240,10 +241,10 @@ def add_lengths(lengths: dict[str, list[int]], trace: Sequence[Mapping[str, Any]
     for tr in trace:
         if "num_output_tokens" not in tr or "fused_into" in tr:
             continue
-        if tr["op"] == "partial_decoding":
+        if tr["op"] == PrimOp.PARTIAL_DECODING:
             if tr["primitive"].endswith("[0]"):
                 lengths.setdefault("split", []).append(int(tr.get(field) or 0))
-        elif tr["op"] == "decoding":
+        elif tr["op"] == PrimOp.DECODING:
             lengths.setdefault("split" if tr.get("split") else "text", []).append(int(tr.get(field) or 0))
 
 

@@ -16,6 +16,7 @@ import time
 
 from bench.lib.results import machine, write_results
 from bench.lib.tables import num, table
+from engines.requests import PrimOp
 
 SIM = "engines.sim.sim_engine:SimEngine"
 LLM_OPS = ["prefilling", "partial_prefilling", "full_prefilling", "decoding", "partial_decoding"]
@@ -60,7 +61,7 @@ async def driver_floats(app, q: dict) -> int:
 
     async def counting(inst, op, requests):
         results = await execute(inst, op, requests)
-        if op == "embedding":
+        if op == PrimOp.EMBEDDING:
             seen.append(floats(results))
         elif op in ("ingestion", "searching"):
             seen.append(floats(requests))

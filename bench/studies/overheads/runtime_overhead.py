@@ -21,6 +21,7 @@ import time
 
 from bench.lib.results import machine, write_results  # noqa: E402
 from bench.lib.tables import num, table  # noqa: E402
+from engines.requests import PrimOp
 from engines.sim.sim_engine import SimEngine  # noqa: E402
 from teola import App, Engine, Node  # noqa: E402
 
@@ -31,13 +32,13 @@ class NullEngine(SimEngine):
     """Zero latency and (almost) zero work: measures the runtime, not the engine."""
 
     def _one(self, op, r):
-        if op == "embedding":
+        if op == PrimOp.EMBEDDING:
             return [1.0, 0.0]
-        if op == "ingestion":
+        if op == PrimOp.INGESTION:
             return None
-        if op == "searching":
+        if op == PrimOp.SEARCHING:
             return [{"text": "t1", "score": 1.0}, {"text": "t2", "score": 0.5}]
-        if op == "reranking":
+        if op == PrimOp.RERANKING:
             return 1.0
         if op in ("decoding", "partial_decoding"):
             return {"text": "1. a\n2. b\n3. c", "items": ["a", "b", "c"], "num_output_tokens": 3}

@@ -34,6 +34,7 @@ from bench.studies.rag.rag_analysis import (
 from bench.studies.rag.rag_runs import KEEP, parents_of, run_open_loop
 from bench.studies.rag.rag_setup import SYSTEMS as RAG_SYSTEMS
 from bench.studies.rag.rag_setup import reset_prefix_cache, step_counts
+from engines.requests import PrimOp
 
 
 # ---- one query ----------------------------------------------------------------------------------
@@ -50,9 +51,9 @@ def llm_work(trace: list[dict[str, Any]]) -> dict[str, int]:
             key = t["primitive"].split("[")[0]
             p, o = calls.get(key, (0, 0))
             calls[key] = (max(p, t.get("num_prompt_tokens") or 0), max(o, t.get("num_output_tokens") or 0))
-        elif op == "partial_prefilling" and t.get("status", "ok") == "ok":
+        elif op == PrimOp.PARTIAL_PREFILLING and t.get("status", "ok") == "ok":
             prefill_only += 1
-        elif op == "ingestion":
+        elif op == PrimOp.INGESTION:
             chunks += int(t.get("requests") or t.get("batch_size") or 0)
     return {"calls": len(calls), "prompt_tokens": sum(p for p, _ in calls.values()),
             "decode_tokens": sum(o for _, o in calls.values()), "prefill_only": prefill_only, "chunks": chunks}

@@ -8,6 +8,7 @@ from typing import Any
 
 import teola.trace.timeline as timeline
 from bench.lib.results import percentile
+from engines.requests import PrimOp
 
 
 def _exec(t: dict[str, Any]) -> float:
@@ -164,7 +165,7 @@ def pipelined_items(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether decode pipelining released split items early: spread of partial-decode finish times."""
     spreads = []
     for r in records:
-        fin = [t["finished"] for t in r.get("trace", []) if t["op"] == "partial_decoding" and t.get("finished")]
+        fin = [t["finished"] for t in r.get("trace", []) if t["op"] == PrimOp.PARTIAL_DECODING and t.get("finished")]
         if len(fin) > 1:
             spreads.append(max(fin) - min(fin))
     return {"queries": len(spreads), "mean_spread_s": statistics.fmean(spreads) if spreads else None}

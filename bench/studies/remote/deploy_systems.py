@@ -34,6 +34,7 @@ from bench.lib.workloads import app_query
 from bench.studies.rag.rag_analysis import op_times
 from bench.studies.rag.rag_runs import run_query
 from engines.llm_text.llm_requests import PART_SEPARATOR, SYSTEM_PART_NAMES
+from engines.requests import PrimOp
 
 MODEL = "smollm2-135m-instruct"
 QUERY_TIMEOUT = 600.0
@@ -79,7 +80,7 @@ class ChatOpenAIClient:
         return self.chats[max_tokens]
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if op != "decoding" or len(requests) != 1:
+        if op != PrimOp.DECODING or len(requests) != 1:
             raise ValueError(f"ChatOpenAIClient sends one decoding request per call, got {op!r} x {len(requests)}")
         req, started = requests[0], time.perf_counter()
         reply = await self.chat(int(req["max_tokens"])).ainvoke(chat_messages(req["parts"]), stop=req.get("stop"))
@@ -115,7 +116,7 @@ class OpenAILikeClient:
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
-        if op != "decoding" or len(requests) != 1:
+        if op != PrimOp.DECODING or len(requests) != 1:
             raise ValueError(f"OpenAILikeClient sends one decoding request per call, got {op!r} x {len(requests)}")
         req, started = requests[0], time.perf_counter()
         messages = [ChatMessage(role=MessageRole.SYSTEM if m.type == "system" else MessageRole.USER,

@@ -55,6 +55,7 @@ from bench.studies.rag.rag_analysis import (
 from bench.studies.rag.rag_runs import run_open_loop, run_query
 from bench.studies.rag.rag_setup import PAPER_BASELINES, reset_prefix_cache, step_counts
 from bench.studies.rag.rag_setup import SYSTEMS as RAG_SYSTEMS
+from engines.requests import PrimOp
 
 SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
 # --systems may also name the Teola paper's baselines (bench.studies.rag.rag_setup.PAPER_BASELINES), run on teola's
@@ -199,8 +200,8 @@ def work(rec: dict[str, Any]) -> dict[str, float]:
             # teola: one map primitive per item (pipelined), run only if it had an item (its engine
             # batch may hold other queries' requests); the baselines: one call of batch_size requests
             n = 1 if not t["primitive"].startswith("llamaindex.") else t["batch_size"]
-            searches += n if op == "searching" else 0
-            tools += n if op == "tool" else 0
+            searches += n if op == PrimOp.SEARCHING else 0
+            tools += n if op == PrimOp.TOOL else 0
     return {"llm_calls": len(calls), "prompt_tokens": sum(c["prompt"] for c in calls.values()),
             "decode_tokens": sum(c["out"] for c in calls.values()), "searches": searches, "tool_calls": tools}
 

@@ -40,6 +40,7 @@ from bench.studies.sim.sim_fidelity import (
 )
 from bench.studies.sim.step_timing import busy_intervals, step_rows, summary
 from bench.studies.sim.step_timing import markdown as steps_markdown
+from engines.requests import PrimOp
 from teola.sim.profiler import add_lengths
 
 NAMES = ("naive_rag", "advanced_rag")
@@ -122,7 +123,7 @@ def sim_side(queries: list[dict[str, Any]], profile: dict[str, Any], replay: dic
 
 def _context_per_seq(runs: list[dict[str, Any]]) -> float:
     """A decoding call's mean context: its prompt tokens plus half its output."""
-    calls = [t for r in runs for t in r["trace"] if t.get("op") == "decoding" and "fused_into" not in t]
+    calls = [t for r in runs for t in r["trace"] if t.get("op") == PrimOp.DECODING and "fused_into" not in t]
     return statistics.fmean(int(t.get("num_prompt_tokens") or 0) + int(t.get("num_output_tokens") or 0) / 2
                             for t in calls) if calls else 0.0
 
