@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 from bench.lib.results import ROOT, write_results
+from bench.lib.tables import num, table
 from teola.sim.program_runs import load_texts, rates_at_target
 
 BALANCERS = ("locality", "round_robin", "least_used")
@@ -77,11 +78,9 @@ def markdown(res: dict[str, Any]) -> str:
         s = res["single"][kind]
         out += [f"### {kind} ({'single-threaded' if kind == 'chat' else 'multi-threaded'}), 1 instance; "
                 f"load = arrival rate / FCFS's saturated capacity ({s['capacity']:.3f} programs/s)", "",
-                "| load | rate (prog/s) | policy | mean (s) | P95 (s) | P99 (s) | preemptions |",
-                "|---:|---:|---|---:|---:|---:|---:|"]
-        out += [f"| {r['load']:.2f} | {r['rate']:.3f} | {r['policy']} | {r['mean']:.2f} | {r['p95']:.2f} | "
-                f"{r['p99']:.2f} | {r['preemptions']} |" for r in s["rows"]]
-        out.append("")
+                *table(["load", "rate (prog/s)", "policy", "mean (s)", "P95 (s)", "P99 (s)", "preemptions"],
+                       ([num(r["load"], 2), num(r["rate"], 3), r["policy"], num(r["mean"], 2), num(r["p95"], 2),
+                         num(r["p99"], 2), r["preemptions"]] for r in s["rows"]), "rrlrrrr"), ""]
     t = res["throughput_ratio"]
     ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}x"
     out += [f"**Throughput at equal latency (tree workload):** with a mean-latency target of "
@@ -93,12 +92,11 @@ def markdown(res: dict[str, Any]) -> str:
             "programs/s)", "",
             "The locality-aware balancer pins a call to its program's instance only above 2,048 prompt tokens "
             "(Autellix's threshold, the balancer's default); below it, it routes as least-used does.", "",
-            "| load | rate (prog/s) | balancer | mean (s) | P95 (s) | P99 (s) | prompt tokens | from the prefix cache |"
-            " longest prompt | programs on both instances |",
-            "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    out += [f"| {r['load']:.2f} | {r['rate']:.3f} | {r['balancer']} | {r['mean']:.2f} | {r['p95']:.2f} | "
-            f"{r['p99']:.2f} | {r['prompt_tokens']} | {r['cached_tokens']} | {r.get('longest_prompt', 'n/a')} | "
-            f"{r['programs_on_several_instances']} |" for r in b["rows"]]
+            *table(["load", "rate (prog/s)", "balancer", "mean (s)", "P95 (s)", "P99 (s)", "prompt tokens",
+                    "from the prefix cache", "longest prompt", "programs on both instances"],
+                   ([num(r["load"], 2), num(r["rate"], 3), r["balancer"], num(r["mean"], 2), num(r["p95"], 2),
+                     num(r["p99"], 2), r["prompt_tokens"], r["cached_tokens"], r.get("longest_prompt", "n/a"),
+                     r["programs_on_several_instances"]] for r in b["rows"]), "rrlrrrrrrr")]
     return "\n".join(out)
 
 

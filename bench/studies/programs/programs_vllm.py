@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from bench.lib.results import RESULTS, machine
+from bench.lib.tables import num, table
 from teola.sim.program_runs import QUEUES, load_texts, policy_options, rates_at_target, run_set
 from teola.sim.program_workloads import workload
 
@@ -190,15 +191,13 @@ def markdown(res: dict[str, Any]) -> str:
         out += [f"### {kind} ({'single-threaded' if kind == 'chat' else 'multi-threaded'}), 1 instance; "
                 f"capacity {s['capacity']:.2f} programs/s ({b['programs']} programs at t=0 under FCFS: "
                 f"{b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens)", "",
-                "| load | rate (prog/s) | policy | programs | mean (s) | P50 (s) | P95 (s) | P99 (s) | wall (s) "
-                "| preemptions | re-sent tokens (cached) |",
-                "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in s["rows"]:
-            out.append(f"| {r['load']:.2f} | {r['rate']:.3f} | {'fcfs' if r['policy'] == 'fifo' else r['policy']} | "
-                       f"{r['programs']} | {r['mean']:.2f} | {r['p50']:.2f} | {r['p95']:.2f} | {r['p99']:.2f} | "
-                       f"{r['wall']:.1f} | {r.get('preemptions', 0)} | {r.get('resumed_tokens', 0)} "
-                       f"({r.get('resumed_cached_tokens', 0)}) |")
-        out.append("")
+                *table(["load", "rate (prog/s)", "policy", "programs", "mean (s)", "P50 (s)", "P95 (s)", "P99 (s)",
+                        "wall (s)", "preemptions", "re-sent tokens (cached)"],
+                       ([num(r["load"], 2), num(r["rate"], 3), "fcfs" if r["policy"] == "fifo" else r["policy"],
+                         r["programs"], *(num(r[k], 2) for k in ("mean", "p50", "p95", "p99")), num(r["wall"]),
+                         r.get("preemptions", 0),
+                         f"{r.get('resumed_tokens', 0)} ({r.get('resumed_cached_tokens', 0)})"] for r in s["rows"]),
+                       "rrlrrrrrrrr"), ""]
     t = res.get("throughput_ratio")
     if t:
         ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}x"
@@ -212,14 +211,12 @@ def markdown(res: dict[str, Any]) -> str:
             f"document, PLAS, {b['programs']} programs ({b['calls_per_program']:.1f} calls each); locality "
             f"threshold {b['threshold']} prompt tokens (every call here is longer, so locality pins every "
             f"program); {_load(b)}", "",
-            "| balancer | rate (prog/s) | mean (s) | P50 (s) | P95 (s) | P99 (s) | prompt tokens | cached tokens "
-            "| programs split over 2 instances | calls per instance |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for r in b["rows"]:
-        split = ", ".join(f"{k}: {v}" for k, v in sorted(r["calls_per_instance"].items()))
-        out.append(f"| {r['balancer']} | {r['rate']:.3f} | {r['mean']:.2f} | {r['p50']:.2f} | {r['p95']:.2f} | "
-                   f"{r['p99']:.2f} | {r['prompt_tokens']} | {r['cached_tokens']} | "
-                   f"{r['programs_on_several_instances']} | {split} |")
+            *table(["balancer", "rate (prog/s)", "mean (s)", "P50 (s)", "P95 (s)", "P99 (s)", "prompt tokens",
+                    "cached tokens", "programs split over 2 instances", "calls per instance"],
+                   ([r["balancer"], num(r["rate"], 3), *(num(r[k], 2) for k in ("mean", "p50", "p95", "p99")),
+                     r["prompt_tokens"], r["cached_tokens"], r["programs_on_several_instances"],
+                     ", ".join(f"{k}: {v}" for k, v in sorted(r["calls_per_instance"].items()))] for r in b["rows"]),
+                   "lrrrrrrrrl")]
     out += ["", "**Reading (generated from the numbers above):**", ""] + [f"- {x}" for x in reading(res)] + [""]
     return "\n".join(out)
 

@@ -40,6 +40,7 @@ import time
 from typing import Any
 
 from bench.lib.results import write_results
+from bench.lib.tables import line, num, rule, table
 from teola.sim.program_runs import BASELINES, FCFS_TEXT, load_texts, policy_options, rates_at_target, run_set
 from teola.sim.program_workloads import ProgramSpec, workload
 
@@ -189,25 +190,12 @@ def markdown(data: dict[str, Any]) -> str:
              "1.5x FCFS's mean at the lowest load (linear interpolation between measured rates, no extrapolation).", ""]
     if data.get("shapes"):
         lines += ["Workloads as generated (seed 1; per call: decode tokens and new user tokens, 0 meaning one "
-                  "shipped question):", "", "| workload | shape | calls per program (mean / max) | decode / call | "
-                  "new user tokens / call |", "|---|---|---:|---:|---:|"]
-        lines += [f"| {k} | " + (f"`{SHAPES[k]}`" if k in SHAPES else f"each program one of {', '.join(MIXED)}, "
-                                 "drawn uniformly") + f" | {v['calls_mean']:.2f} / {v['calls_max']} | {v['out_mean']:.0f} | "
-                  f"{v['user_mean']:.0f} |" for k, v in data["shapes"].items()]
-        lines += [""]
+                  "shipped question):", "", *shapes_table(data["shapes"]), ""]
     for key, res in data["sweeps"].items():
         kind, inst, mode = key.split("|")
         tok = "tok_mean" in res["rows"][0]  # pages before the token-latency columns lack them
         lines += [f"### {kind}, {inst} instance(s), preemption by {mode} (capacity {res['capacity']:.2f} programs/s)",
-                  "", "| load | rate | policy | mean (s) | p50 | p95 | p99 | "
-                  + ("token latency, mean / p99 (ms per decoded token) | prompt tokens from the prefix cache | "
-                     if tok else "") + "preemptions | re-sent tokens (cached) |",
-                  "|---:|---:|---|---:|---:|---:|---:|" + ("---:|---:|" if tok else "") + "---:|---:|"]
-        lines += [f"| {r['load']:.2f} | {r['rate']:.3f} | {r['policy']} | {r['mean']:.1f} | {r['p50']:.1f} | "
-                  f"{r['p95']:.1f} | {r['p99']:.1f} | "
-                  + (f"{1000 * r['tok_mean']:.0f} / {1000 * r['tok_p99']:.0f} | "
-                     f"{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%} | " if tok else "")
-                  + f"{r['preemptions']} | {r['resumed_tokens']} ({r['resumed_cached_tokens']}) |" for r in res["rows"]]
+                  "", *sweep_table(res["rows"], tok)]
         t = res["rate_at_target"]
         base = res.get("baseline", "fifo")  # pages before commit 82110ed ran the fifo strawman
         f = t.get(base)
@@ -225,6 +213,26 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def shapes_table(shapes: dict[str, Any]) -> list[str]:
+    """The workloads as generated: shape, calls per program, decode and new user tokens per call."""
+    return table(["workload", "shape", "calls per program (mean / max)", "decode / call", "new user tokens / call"],
+                 ([k, f"`{SHAPES[k]}`" if k in SHAPES else f"each program one of {', '.join(MIXED)}, drawn uniformly",
+                   f"{v['calls_mean']:.2f} / {v['calls_max']}", num(v["out_mean"], 0), num(v["user_mean"], 0)]
+                  for k, v in shapes.items()), "llrrr")
+
+
+def sweep_table(rows: list[dict[str, Any]], tok: bool) -> list[str]:
+    """One sweep's rows; `tok`: with the token-latency and prefix-cache columns (pages before them lack them)."""
+    extra = ["token latency, mean / p99 (ms per decoded token)", "prompt tokens from the prefix cache"] if tok else []
+    return table(["load", "rate", "policy", "mean (s)", "p50", "p95", "p99", *extra, "preemptions",
+                  "re-sent tokens (cached)"],
+                 ([num(r["load"], 2), num(r["rate"], 3), r["policy"], *(num(r[k]) for k in ("mean", "p50", "p95", "p99")),
+                   *([f"{1000 * r['tok_mean']:.0f} / {1000 * r['tok_p99']:.0f}",
+                      f"{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}"] if tok else []),
+                   r["preemptions"], f"{r['resumed_tokens']} ({r['resumed_cached_tokens']})"] for r in rows),
+                 "rrlrrrr" + "rr" * tok + "rr")
+
+
 def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
     """Throughput at equal latency against each baseline on each metric (METRICS) and at several
     targets (TARGETS x the baseline's value at the lowest load): the baseline's rate under the
@@ -236,8 +244,8 @@ def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
     lines = ["Throughput at equal latency, per baseline, metric and target (the target is a multiple of the "
              "baseline's value at the lowest load; '>=': still under the target at the highest rate swept, so a "
              "lower bound; 'n/a': over it at the lowest rate, or the baseline never reached it):",
-             "", "| baseline | latency metric | target | baseline's rate (programs/s) | "
-             + " | ".join(cols) + " |", "|---|---|---:|---:|" + "---:|" * len(cols)]
+             "", line(["baseline", "latency metric", "target", "baseline's rate (programs/s)", *cols]),
+             rule("llrr" + "r" * len(cols))]
     for base in bases:
         label = "FCFS, no prefix cache (Autellix's vLLM)" if base == NOCACHE else f"FCFS (`{base}`)"
         for metric in METRICS:
@@ -249,8 +257,7 @@ def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
                 cell = lambda p: ("n/a" if not (rates[p] and f) or capped else
                                   (">= " if rates[p] >= top - 1e-9 else "") + f"{rates[p] / f:.2f}x")
                 rate = "n/a" if f is None else (">= " if capped else "") + f"{f:.3f}"
-                lines.append(f"| {label} | {METRICS[metric]} | {factor}x ({unit}) | {rate} | "
-                             + " | ".join(cell(p) for p in cols) + " |")
+                lines.append(line([label, METRICS[metric], f"{factor}x ({unit})", rate, *(cell(p) for p in cols)]))
     return lines + [""]
 
 
