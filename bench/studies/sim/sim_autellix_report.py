@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from bench.lib.tables import line, num, rule, table
 from bench.studies.sim.sim_autellix import AUTELLIX, SYSTEMS, TARGETS
 from teola.sim.program_runs import rates_at_target
 
@@ -190,30 +191,29 @@ def paper_table(data: dict[str, Any]) -> list[str]:
              "target (a multiple of vLLM-opt's at the lowest load; linear interpolation between the swept rates, no "
              "extrapolation); Autellix's rate over the baseline's. '>=': Autellix still under the target at the "
              "highest rate swept (a lower bound).", "",
-             "| workload | baseline | paper | " + " | ".join(f"sim, target {f}x" for f in TARGETS) + " |",
-             "|---|---|---:|" + "---:|" * len(TARGETS)]
+             line(["workload", "baseline", "paper", *(f"sim, target {f}x" for f in TARGETS)]),
+             rule("llr" + "r" * len(TARGETS))]
     for kind, w in data["workloads"].items():
         for base in ("vllm-opt", "mlfq", "vllm"):
             if not any(r["system"] == base for r in w["rows"]):
                 continue
             cells = [cell(w["ratios"][str(f)]["autellix_vs"].get(base)) for f in TARGETS]
-            lines.append(f"| {kind} ({AUTELLIX[kind].upper()}) | {LABEL[base]} | {PAPER[kind]['ratios'][base]:g}x | "
-                         + " | ".join(cells) + " |")
+            lines.append(line([f"{kind} ({AUTELLIX[kind].upper()})", LABEL[base], f"{PAPER[kind]['ratios'][base]:g}x",
+                               *cells]))
     return lines
 
 
 def workload_table(data: dict[str, Any]) -> list[str]:
     """The workloads as drawn beside the published statistics."""
+    rows = [[kind, f"{n(PAPER[kind]['calls_mean'], '{:g}')} / {n(PAPER[kind]['calls_max'], '{:g}')}",
+             f"{w['drawn']['calls_mean']:.2f} / {w['drawn']['calls_max']}", n(PAPER[kind]["decode"], "{:g}"),
+             num(w["drawn"]["out_mean"]), n(PAPER[kind]["prefill"], "{:g}"),
+             n(w["drawn"].get("prompt_per_call"), "{:.0f}"), n(w["drawn"].get("new_per_call"), "{:.0f}")]
+            for kind, w in data["workloads"].items()]
     lines = ["", "### Workloads: drawn vs published", "",
-              "| workload | calls / program, paper (mean / max) | drawn | decode / call, paper | drawn | prefill / "
-              "call, paper | prompt tokens / call at the engine | of which new (not from the prefix cache) |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for kind, w in data["workloads"].items():
-        p, s = PAPER[kind], w["drawn"]
-        lines.append(f"| {kind} | {n(p['calls_mean'], '{:g}')} / {n(p['calls_max'], '{:g}')} | "
-                     f"{s['calls_mean']:.2f} / {s['calls_max']} | {n(p['decode'], '{:g}')} | {s['out_mean']:.1f} | "
-                     f"{n(p['prefill'], '{:g}')} | {n(s.get('prompt_per_call'), '{:.0f}')} | "
-                     f"{n(s.get('new_per_call'), '{:.0f}')} |")
+             *table(["workload", "calls / program, paper (mean / max)", "drawn", "decode / call, paper", "drawn",
+                     "prefill / call, paper", "prompt tokens / call at the engine",
+                     "of which new (not from the prefix cache)"], rows, "lrrrrrrr")]
     lines += ["", "The paper's prefill per call is read as new tokens per call for ShareGPT and BFCL (each call re-sends "
               "its conversation, which the prefix cache holds: §3.2 reports >90% hits within a program), and as the "
               "whole prompt for LATS (question + the parents' outputs). The traces themselves are not available "
@@ -228,18 +228,18 @@ def latency_tables(data: dict[str, Any]) -> list[str]:
     for kind, w in data["workloads"].items():
         lines += [f"### {kind}: token latency (ms per decoded token) against rate (estimated capacity "
                   f"{w['capacity']:.3f} programs/s)", "",
-                  "| load | rate (programs/s) | " + " | ".join(s for s in SYSTEMS if s in w["systems"])
-                  + " | Autellix / vLLM-opt | mean program latency (s), vLLM-opt / Autellix | preemptions "
-                  "(policy / KV), Autellix |", "|---:|---:|" + "---:|" * (len(w["systems"]) + 3)]
+                  line(["load", "rate (programs/s)", *(s for s in SYSTEMS if s in w["systems"]), "Autellix / vLLM-opt",
+                        "mean program latency (s), vLLM-opt / Autellix", "preemptions (policy / KV), Autellix"]),
+                  rule("rr" + "r" * (len(w["systems"]) + 3))]
         by = {(r["system"], r["load"]): r for r in w["rows"]}
         for load in sorted({r["load"] for r in w["rows"]}):
             at = {s: by.get((s, load)) for s in w["systems"]}
             a, o = at.get("autellix"), at.get("vllm-opt")
-            lines.append(f"| {load:.2f} | {load * w['capacity']:.3f} | "
-                         + " | ".join(n(at[s] and 1000 * at[s]["tok_mean"], "{:.0f}") for s in w["systems"])
-                         + f" | {n(a and o and a['tok_mean'] / o['tok_mean'], '{:.2f}')} | "
-                         f"{n(o and o['mean'])} / {n(a and a['mean'])} | "
-                         f"{a['preemptions'] if a else 'n/a'} / {a['mechanism']['kv_preemptions'] if a else 'n/a'} |")
+            lines.append(line([num(load, 2), num(load * w["capacity"], 3),
+                               *(n(at[s] and 1000 * at[s]["tok_mean"], "{:.0f}") for s in w["systems"]),
+                               n(a and o and a["tok_mean"] / o["tok_mean"], "{:.2f}"),
+                               f"{n(o and o['mean'])} / {n(a and a['mean'])}",
+                               f"{a['preemptions'] if a else 'n/a'} / {a['mechanism']['kv_preemptions'] if a else 'n/a'}"]))
         lines.append("")
     return lines
 
@@ -260,19 +260,19 @@ def mechanism_section(data: dict[str, Any]) -> list[str]:
              "waiting (teola's queue + the engine's), the running batch, KV blocks held (share of the "
              "cache; 'full': share of samples at >= 95%), preemptions by the policy (calls aborted for a better queue) "
              "and by the engine (KV ran out: recompute), engine busy seconds (whole run).", "",
-             "| workload | load | system | token latency (ms) | waiting, mean / p95 | running, mean / max | KV held, "
-             "mean / full | preemptions, policy / KV | recomputed tokens (KV) | busy s |",
-             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             line(["workload", "load", "system", "token latency (ms)", "waiting, mean / p95", "running, mean / max",
+                   "KV held, mean / full", "preemptions, policy / KV", "recomputed tokens (KV)", "busy s"]),
+             rule("lrlrrrrrrr")]
     for kind, w in data["workloads"].items():
         load = w["gap_load"]
         for r in w["rows"]:
             if r["load"] != load or r.get("kv_scale", 1.0) != 1.0:
                 continue
             m = r["mechanism"]
-            lines.append(f"| {kind} | {load:.2f} | {r['system']} | {1000 * r['tok_mean']:.0f} | {m['queue_mean']:.1f} / "
-                         f"{m['queue_p95']:.0f} | {m['running_mean']:.1f} / {m['running_max']} | {m['kv_mean']:.0%} / "
-                         f"{m['kv_full']:.0%} | {r['preemptions']} / {m['kv_preemptions']} | "
-                         f"{m['kv_recomputed_tokens']:,} | {m['engine_busy_s']:.0f} |")
+            lines.append(line([kind, num(load, 2), r["system"], num(1000 * r["tok_mean"], 0),
+                               f"{m['queue_mean']:.1f} / {m['queue_p95']:.0f}", f"{m['running_mean']:.1f} / {m['running_max']}",
+                               f"{m['kv_mean']:.0%} / {m['kv_full']:.0%}", f"{r['preemptions']} / {m['kv_preemptions']}",
+                               num(m["kv_recomputed_tokens"], 0, ","), num(m["engine_busy_s"], 0)]))
     sweep = data.get("kv_sweep")
     if sweep:
         lines += ["", f"KV memory per engine (the property the gain should come from: a queue forms when the running "
@@ -280,31 +280,30 @@ def mechanism_section(data: dict[str, Any]) -> list[str]:
                   "scaled; and at the profile's KV with teola's admission also reserving each call's prompt + output "
                   "tokens of KV (what it does on the real vLLM adapter, which declares its KV size; the simulated engine "
                   "declares none, so elsewhere here admission is max_num_seqs calls and the engine alone manages KV):",
-                  "", "| KV cache (tokens) | admission | engine's KV preemption | system | token latency (ms) | mean (s) | "
-                  "waiting, mean | running, mean | KV full | preemptions, policy / KV |",
-                  "|---:|---|---|---|---:|---:|---:|---:|---:|---:|"]
+                  "", line(["KV cache (tokens)", "admission", "engine's KV preemption", "system", "token latency (ms)",
+                            "mean (s)", "waiting, mean", "running, mean", "KV full", "preemptions, policy / KV"]),
+                  rule("rlllrrrrrr")]
         for r in sorted(sweep["rows"], key=lambda r: (r["kv_scale"], bool(r.get("token_budget")),
                                                       r.get("kv_preemption") or "", r["system"])):
             m = r["mechanism"]
             adm = "calls + KV reserved" if r.get("token_budget") else "max_num_seqs calls"
             how = r.get("kv_preemption") or ("recompute" if r["system"] in ("vllm", "vllm-opt") else "swap")
-            lines.append(f"| {int(data['kv_tokens'] * r['kv_scale']):,} | {adm} | {how} | {r['system']} | "
-                         f"{1000 * r['tok_mean']:.0f} | "
-                         f"{r['mean']:.1f} | {m['queue_mean']:.1f} | {m['running_mean']:.1f} | {m['kv_full']:.0%} | "
-                         f"{r['preemptions']} / {m['kv_preemptions']} |")
+            lines.append(line([f"{int(data['kv_tokens'] * r['kv_scale']):,}", adm, how, r["system"],
+                               num(1000 * r["tok_mean"], 0), num(r["mean"]), num(m["queue_mean"]), num(m["running_mean"]),
+                               f"{m['kv_full']:.0%}", f"{r['preemptions']} / {m['kv_preemptions']}"]))
     long = data.get("long")
     if long:
         lines += ["", f"Trace length (load, the other property): each workload at its highest load with {long['factor']}x "
                   "the programs (arrivals over a window that many times longer), vLLM-opt and Autellix:", "",
-                  "| workload | load | programs | system | token latency (ms) | mean (s) | p99 (s) | waiting, mean / p95 | "
-                  "running, mean / max | KV held, mean / full | preemptions, policy / KV |",
-                  "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+                  line(["workload", "load", "programs", "system", "token latency (ms)", "mean (s)", "p99 (s)",
+                        "waiting, mean / p95", "running, mean / max", "KV held, mean / full", "preemptions, policy / KV"]),
+                  rule("lrrlrrrrrrr")]
         for r in long["rows"]:
             m = r["mechanism"]
-            lines.append(f"| {r['kind']} | {r['load']:.2f} | {r['programs']} | {r['system']} | {1000 * r['tok_mean']:.0f} | "
-                         f"{r['mean']:.1f} | {r['p99']:.1f} | {m['queue_mean']:.1f} / {m['queue_p95']:.0f} | "
-                         f"{m['running_mean']:.1f} / {m['running_max']} | {m['kv_mean']:.0%} / {m['kv_full']:.0%} | "
-                         f"{r['preemptions']} / {m['kv_preemptions']} |")
+            lines.append(line([r["kind"], num(r["load"], 2), r["programs"], r["system"], num(1000 * r["tok_mean"], 0),
+                               num(r["mean"]), num(r["p99"]), f"{m['queue_mean']:.1f} / {m['queue_p95']:.0f}",
+                               f"{m['running_mean']:.1f} / {m['running_max']}", f"{m['kv_mean']:.0%} / {m['kv_full']:.0%}",
+                               f"{r['preemptions']} / {m['kv_preemptions']}"]))
     return lines + [""]
 
 
