@@ -14,6 +14,8 @@ fallback, so any OpenAI-compatible server works and vLLM's extras are used when 
 - max_num_seqs and token_budget: vLLM's batch size (from `/server_info`, served with
   VLLM_SERVER_DEV_MODE=1) and KV-cache tokens (blocks x block size, from `/metrics`); None / 0 when
   the server does not tell.
+- block_size: tokens per KV block (from `/metrics`; vLLM's GPU default, 16, when not reported): the
+  unit its prefix cache keeps.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ log = logging.getLogger("teola.engines")
 # vLLM's neutral values, sent explicitly so a server's defaults (`--generation-config auto` reads the
 # model's generation_config.json) cannot change what the in-process adapter would sample
 VLLM_NEUTRAL = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "skip_special_tokens": True}
+DEFAULT_BLOCK_SIZE = 16  # vLLM's default on GPU
 _CACHE_INFO = re.compile(r'^vllm:cache_config_info\{(?P<labels>[^}]*)\}', re.MULTILINE)
 
 
@@ -43,6 +46,7 @@ class Capabilities:
     health_route: str = "/v1/models"
     max_num_seqs: int | None = None
     token_budget: int = 0
+    block_size: int = DEFAULT_BLOCK_SIZE
 
 
 async def probe(client: RemoteClient, model: str, prompt: list[int]) -> Capabilities:
@@ -79,7 +83,7 @@ async def probe(client: RemoteClient, model: str, prompt: list[int]) -> Capabili
     health = await client.get("/health")
     caps.health_route = "/health" if health is not None and health.status_code == 200 else "/v1/models"
     caps.max_num_seqs = _max_num_seqs(config)
-    caps.token_budget = await _token_budget(client)
+    caps.token_budget, caps.block_size = await _cache_info(client)
     _log(where, caps)
     return caps
 
@@ -110,16 +114,21 @@ def _max_num_seqs(config: dict[str, Any] | None) -> int | None:
     return value if isinstance(value, int) and value > 0 else None
 
 
-async def _token_budget(client: RemoteClient) -> int:
+async def _cache_info(client: RemoteClient) -> tuple[int, int]:
+    """(KV-cache tokens, block size) from vLLM's cache_config_info metric; (0, default) without it."""
     answer = await client.get("/metrics")
     match = _CACHE_INFO.search(answer.text) if answer is not None and answer.status_code == 200 else None
     if match is None:
-        return 0
+        return 0, DEFAULT_BLOCK_SIZE
     labels = dict(re.findall(r'(\w+)="([^"]*)"', match["labels"]))
     try:
-        return int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+        block = int(labels["block_size"])
     except (KeyError, ValueError):
-        return 0
+        return 0, DEFAULT_BLOCK_SIZE
+    try:
+        return int(labels["num_gpu_blocks"]) * block, block
+    except (KeyError, ValueError):
+        return 0, block
 
 
 def _log(where: str, caps: Capabilities) -> None:

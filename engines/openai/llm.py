@@ -7,7 +7,9 @@ Prompts are rendered here with the model's chat template (the same `PromptRender
 adapter) as parts + continuation (a call's earlier output and its tool results) + resume ids, and sent
 to `/v1/completions` as token ids, so a partial prefill is an exact token prefix of the later full
 prompt and the server's prefix cache reuses it. Prefill ops send a `max_tokens=1` request that only
-warms the cache; decode ops stream (`stream_options.include_usage`) and, for splittable outputs, emit
+warms the cache (a partial prefill shorter than one KV block, or of a prefix this adapter sent before,
+is answered at once, "skipped", as the in-process adapter does: engines/llm_text/prefix_memo.py, engine
+option skip_known_prefixes); decode ops stream (`stream_options.include_usage`) and, for splittable outputs, emit
 each parsed item as soon as it is complete; a decode whose output nobody reads while it runs (no
 items, no deltas: `execute`, not `stream`) is one non-streamed answer instead (less client CPU).
 
@@ -36,10 +38,12 @@ from engines.assets.models import resolve_model
 from engines.assets.paths import configure_engine_env
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
 from engines.llm_text.llm_requests import PromptRenderer, validate_parts
+from engines.llm_text.prefix_memo import PrefixMemo
 from engines.openai.capabilities import VLLM_NEUTRAL, Capabilities, probe
 from engines.openai.client import RemoteClient, RemoteEngineError, check_client_options
+from engines.openai.wire import completion_logprobs, counts, response_format
 from engines.protocol import EngineProfile, Feature, StreamEvent
-from engines.requests import DECODE_OPS, PREFILL_OPS
+from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 
 # OpenAI's own fields at their neutral values (the vLLM-only ones are in VLLM_NEUTRAL)
 NEUTRAL_SAMPLING = {"top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "n": 1}
@@ -73,7 +77,9 @@ class OpenAILLMEngine:
     (pool size, 64; keep it >= max_num_seqs), unsalted (what a request carrying a tenant's
     `cache_salt` does on a server that does not take vLLM's fields, so every tenant's prompts share
     its prefix cache and one tenant can probe another's through response timing: "warn" (default),
-    sent without it and logged once per engine instance naming the server; "refuse": it fails).
+    sent without it and logged once per engine instance naming the server; "refuse": it fails),
+    skip_known_prefixes (True: a partial prefill under one KV block of the server's, or of a prefix this
+    instance sent before, is answered at once without a request; False: every one is sent).
     """
 
     ops = PREFILL_OPS | DECODE_OPS
@@ -85,7 +91,8 @@ class OpenAILLMEngine:
                  tokenizer: str | None = None, api_key: str | None = None, max_model_len: int | None = None,
                  max_num_seqs: int | None = None, max_efficient_batch: int | None = None,
                  max_tokens: int = 256, timeout: float = 600.0, connect_timeout: float = 10.0,
-                 retries: int = 3, max_connections: int = 64, unsalted: str = "warn"):
+                 retries: int = 3, max_connections: int = 64, unsalted: str = "warn",
+                 skip_known_prefixes: bool = True):
         self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, max_connections)
         for key, value in (("max_num_seqs", max_num_seqs or 1), ("max_tokens", max_tokens),
                            ("max_model_len", max_model_len or 1), ("max_efficient_batch", max_efficient_batch or 1)):
@@ -95,7 +102,11 @@ class OpenAILLMEngine:
             raise ValueError(f"engine {name!r}: option model must be the served model name, got {model!r}")
         if unsalted not in UNSALTED:
             raise ValueError(f"engine {name!r}: option unsalted must be one of {', '.join(UNSALTED)}, got {unsalted!r}")
+        if not isinstance(skip_known_prefixes, bool):
+            raise ValueError(f"engine {name!r}: option skip_known_prefixes must be a bool, got {skip_known_prefixes!r}")
         self.name = name
+        self.skip_known_prefixes = skip_known_prefixes
+        self.prefixes: PrefixMemo | None = None  # once started
         self.unsalted = unsalted
         self._warned_unsalted = False
         self.model = model
@@ -138,6 +149,7 @@ class OpenAILLMEngine:
         self.profile.features = frozenset({Feature.LOGPROBS} | ({Feature.STRUCTURED_OUTPUTS}
                                                                  if self.caps.vllm_fields else set()))
         self.profile.token_budget = self.caps.token_budget
+        self.prefixes = PrefixMemo(self.caps.block_size) if self.skip_known_prefixes else None
         self.client = client
 
     async def _check_model(self, client: RemoteClient) -> None:
@@ -228,7 +240,7 @@ class OpenAILLMEngine:
         if req["seed"] is not None:
             body["seed"] = req["seed"]
         if not prefill:
-            body.update(_response_format(req))
+            body.update(response_format(req))
         if self.caps.vllm_fields:
             body.update(VLLM_NEUTRAL, ignore_eos=req["ignore_eos"] and not prefill)
             if req["cache_salt"]:
@@ -264,11 +276,15 @@ class OpenAILLMEngine:
         ids = (self.renderer.request_ids(req)
                + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
         body = self._body(prefill, req, ids)
+        if op == PrimOp.PARTIAL_PREFILLING and self.prefixes is not None:
+            known = self.prefixes.answer(ids, req["cache_salt"])
+            if known is not None:
+                return await final(emit, i, known)
         self.in_flight += 1
         try:
             if prefill:
                 answer = await self.client.complete(body)
-                return await final(emit, i, _counts(len(ids), answer.get("usage")))
+                return await final(emit, i, counts(len(ids), answer.get("usage")))
             return await final(emit, i, await self._decode(i, req, body, len(ids), emit))
         except openai.APIError as exc:
             raise self.client.error("completions", exc) from exc
@@ -305,7 +321,7 @@ class OpenAILLMEngine:
         token_ids = out.token_ids if self.caps.token_ids else self.renderer.continuation_ids([text])
         tokens = int(usage.get("completion_tokens") or 0) if usage is not None else 0
         tokens = tokens or len(token_ids)
-        result = {"text": text, "items": await out.items(), **_counts(n_prompt, usage),
+        result = {"text": text, "items": await out.items(), **counts(n_prompt, usage),
                   "num_output_tokens": tokens, "output_token_ids": token_ids,
                   # None when decoding was cut short because every item asked for was out
                   "finish_reason": ended.get("finish_reason") or "stop"}
@@ -346,41 +362,3 @@ class OpenAILLMEngine:
                     # without token ids, a streamed chunk with text carries one token (vLLM, OpenAI)
                     if await out.feed(text, ids, len(ids) or int(bool(text))):
                         return  # every item asked for is out: closing the stream stops the decode
-
-
-def _response_format(req: dict[str, Any]) -> dict[str, Any]:
-    """A decode's structured output as vLLM's completions API takes it (OpenAI's chat field, sent
-    in the body's extras: the SDK's completions call has no such argument)."""
-    if req["json_schema"] is not None:
-        return {"response_format": {"type": "json_schema", "json_schema": {"name": "output",
-                                                                           "schema": req["json_schema"]}}}
-    return {"response_format": {"type": "json_object"}} if req["json_object"] else {}
-
-
-def completion_logprobs(logprobs: dict[str, Any], top: int, special: frozenset[str]) -> list[dict[str, Any]]:
-    """A completions API chunk's logprobs (its JSON: parallel lists of tokens, logprobs and
-    top-logprob dicts) in the per-token shape of engines/protocol.py; `special` tokens (the end of
-    turn), which the text leaves out, are left out too."""
-    out = []
-    tops, logps = logprobs.get("top_logprobs") or [], logprobs.get("token_logprobs") or []
-    for k, token in enumerate(logprobs.get("tokens") or ()):
-        if token in special:
-            continue
-        alternatives = tops[k] if k < len(tops) else None
-        ranked = sorted((alternatives or {}).items(), key=lambda kv: -kv[1])[:top]
-        out.append({**_token(token, logps[k] if k < len(logps) else None),
-                    "top_logprobs": [_token(t, lp) for t, lp in ranked]})
-    return out
-
-
-def _token(text: str, logprob: float | None) -> dict[str, Any]:
-    return {"token": text, "logprob": float(logprob if logprob is not None else -9999.0),  # OpenAI's "unlikely"
-            "bytes": list(text.encode())}
-
-
-def _counts(n_prompt: int, usage: dict[str, Any] | None) -> dict[str, Any]:
-    """Prompt and cached tokens from an answer's `usage` JSON (None or partial on some servers)."""
-    usage = usage or {}
-    details = usage.get("prompt_tokens_details") or {}
-    return {"num_prompt_tokens": int(usage.get("prompt_tokens") or n_prompt),
-            "num_cached_tokens": int(details.get("cached_tokens") or 0)}
