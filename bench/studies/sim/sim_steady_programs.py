@@ -9,7 +9,8 @@ unfinished programs are counted. Each finished program's latency over its own un
 stretch) is summarized, so the long programs' share of a mean is visible.
 
 Per point, sampled every `tick` simulated seconds inside the window: programs in the system, calls
-waiting in teola's queue and in the engine, calls running, KV blocks held; counted over the window:
+waiting in teola's queue and in the engine, calls running, KV blocks held, and the tokens teola counts
+as held (its admission's view) over the KV capacity; counted over the window:
 teola's preemptions and the engine's KV preemptions.
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ class WindowProbe:
     def __init__(self, rt: Any, trace: Trace, tick: float) -> None:
         self.sched, self.metrics, self.trace, self.tick = rt.schedulers["llm"], rt.metrics, trace, tick
         self.engine = self.sched.instances[0].handle
-        self.samples: list[tuple[int, int, int, float]] = []
+        self.samples: list[tuple[int, int, int, float, float]] = []
         self.at_start: tuple[int, int] = (0, 0)
         self.at_end: tuple[int, int] | None = None
 
@@ -47,15 +48,22 @@ class WindowProbe:
             await asyncio.sleep(self.tick)
             pool, eng = self.engine.pool, self.engine
             self.samples.append((len(self.sched.queue), len(eng.waiting), len(eng.running),
-                                 (pool.num_blocks - pool.free) / pool.num_blocks))
+                                 (pool.num_blocks - pool.free) / pool.num_blocks, self._held()))
         self.at_end = self._counters()
 
+    def _held(self) -> float:
+        """What teola counts as held on the instance, over the engine's KV capacity (its admission's
+        view of the KV; the engine's own is kv_mean)."""
+        pool = self.engine.pool
+        return self.sched.instances[0].tokens / (pool.num_blocks * pool.block_size)
+
     def summary(self) -> dict[str, float]:
-        s = self.samples or [(0, 0, 0, 0.0)]
+        s = self.samples or [(0, 0, 0, 0.0, 0.0)]
         end = self.at_end or self._counters()
         return {"teola_queue_mean": statistics.mean(x[0] for x in s), "engine_waiting_mean": statistics.mean(x[1] for x in s),
                 "running_mean": statistics.mean(x[2] for x in s), "kv_mean": statistics.mean(x[3] for x in s),
-                "kv_full": sum(x[3] >= 0.95 for x in s) / len(s), "preemptions": end[0] - self.at_start[0],
+                "kv_full": sum(x[3] >= 0.95 for x in s) / len(s), "teola_held_mean": statistics.mean(x[4] for x in s),
+                "preemptions": end[0] - self.at_start[0],
                 "kv_preemptions": end[1] - self.at_start[1]}
 
 
