@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from teola.ir.ops import PrimOp
+from engines.requests import PrimOp
 
 Say = Callable[[str], None]
 # engine kinds whose batches compete with the LLM for the machine, and a batch of each to time

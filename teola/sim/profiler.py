@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engines.protocol import StreamEvent
+from engines.requests import PrimOp
 from engines.tuning.settings import SETTING_KEYS
 from teola.api.app import App
-from teola.ir.ops import PrimOp
 from teola.sim.contention import profile_contention
 from teola.sim.fit import fit_linear, fit_llm, fit_tokens, steady_steps
 from teola.sim.run import query_variants
