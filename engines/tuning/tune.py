@@ -93,24 +93,26 @@ async def probe_embedder(llm: Any, threads: int) -> float:
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 
-async def probe_curve(kind: str, threads: int) -> dict[int, float]:
-    """{batch size: seconds} of the embedder or the reranker alone (best of 2 per size)."""
+async def probe_curve(kind: str, threads: int, batches: tuple[int, ...] = BATCHES,
+                      repeats: int = 2) -> dict[int, float]:
+    """{batch size: seconds} of the embedder or the reranker alone over `batches` (best of `repeats`
+    per size)."""
     from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.sentence_transformers.reranker import RerankerEngine
 
     engine = (EmbeddingEngine if kind == "sentence_transformers" else RerankerEngine)(
-        f"tune-{kind}", torch_threads=threads, exclusive=True, max_batch=max(BATCHES))
+        f"tune-{kind}", torch_threads=threads, exclusive=True, max_batch=max(batches))
     op = "embedding" if kind == "sentence_transformers" else "reranking"
-    chunks = app_chunks(max(BATCHES))
+    chunks = app_chunks(max(batches))
     reqs = ([{"text": c} for c in chunks] if op == "embedding"
             else [{"query": "Who does the story say the hero travels with?", "text": c} for c in chunks])
     await engine.start()
     try:
         await engine.execute(op, reqs[:8])  # warm-up
         curve = {}
-        for b in BATCHES:
+        for b in batches:
             times = []
-            for _ in range(2):
+            for _ in range(repeats):
                 t0 = time.perf_counter()
                 await engine.execute(op, reqs[:b])
                 times.append(time.perf_counter() - t0)
@@ -120,12 +122,14 @@ async def probe_curve(kind: str, threads: int) -> dict[int, float]:
         await engine.stop()
 
 
-async def tune_batches(chosen: dict[str, Any], rows: list[dict[str, Any]], say: Callable[[str], None]) -> None:
-    """Probe 3: each sentence-transformers engine's max efficient batch from its latency curve."""
+async def tune_batches(chosen: dict[str, Any], rows: list[dict[str, Any]], say: Callable[[str], None],
+                       batches: tuple[int, ...] = BATCHES, repeats: int = 2) -> None:
+    """Probe 3: each sentence-transformers engine's max efficient batch from its latency curve over
+    `batches` (best of `repeats` per size)."""
     from engines.machine.knee import knee
 
     for kind in ("sentence_transformers", "reranker"):
-        curve = await probe_curve(kind, chosen[kind]["torch_threads"])
+        curve = await probe_curve(kind, chosen[kind]["torch_threads"], batches, repeats)
         best = knee(curve)
         chosen[kind]["max_efficient_batch"] = best
         rows.append({"engine": kind, "candidate": f"max_efficient_batch={best}", "settings": {"curve": curve},
