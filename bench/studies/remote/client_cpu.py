@@ -24,8 +24,8 @@ from typing import Any
 
 from bench.lib.results import command_line, write_results
 from bench.lib.tables import num, table
-from bench.studies.remote.deploy import SYSTEMS, VARIANT, WORKLOADS, Emulator, make_apps, workload_queries
-from bench.studies.remote.deploy_systems import MODEL, RAG_APPS, baseline_one, make_baseline, teola_one
+from bench.studies.remote.deploy import SYSTEMS, VARIANT, WORKLOADS, start_systems, workload_queries
+from bench.studies.remote.deploy_systems import baseline_one, make_baseline, teola_one
 
 DEFAULT_WORKLOADS = ("tool_agent", "advanced_rag/small")
 # package groups for the self-time table, first match wins (a path fragment of the function's file)
@@ -104,25 +104,13 @@ async def _main(workloads: tuple[str, ...], systems: tuple[str, ...], n: int, to
                 passes_off: tuple[str, ...] = ()) -> dict[str, Any]:
     import contextlib
 
-    from bench.lib.remote_services import ServiceProcess
     from engines.assets.paths import configure_engine_env
-    from engines.openai.llm import OpenAILLMEngine
 
     configure_engine_env()
     names = {WORKLOADS[w][0] for w in workloads}
     out: dict[str, Any] = {}
     async with contextlib.AsyncExitStack() as stack:
-        servers = {x: await stack.enter_async_context(Emulator("a100-llama3.1-8b-measured")) for x in systems}
-        services = (await stack.enter_async_context(ServiceProcess(seed=0)) if names - set(RAG_APPS) else None)
-        apps = make_apps(names, servers["teola"].url if "teola" in servers else next(iter(servers.values())).url,
-                         services)
-        engines = {x: OpenAILLMEngine(f"{x}-llm", url=servers[x].url, model=MODEL) for x in systems if x != "teola"}
-        for a in apps.values():
-            await a.start()
-            stack.push_async_callback(a.stop)
-        for e in engines.values():
-            await e.start()
-            stack.push_async_callback(e.stop)
+        servers, apps, engines = await start_systems(stack, "a100-llama3.1-8b-measured", tuple(systems), names, 0)
         for w in workloads:
             app = apps[WORKLOADS[w][0]]
             queries, warm = workload_queries(w, n, 0), workload_queries(w, 1, 1000)[0]

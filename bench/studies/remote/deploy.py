@@ -232,28 +232,37 @@ class Bench:
         return result
 
 
+async def start_systems(stack: Any, profile: str, systems: tuple[str, ...], names: set[str],
+                        seed: int) -> tuple[dict[str, Emulator], dict[str, Any], dict[str, Any]]:
+    """Started on `stack` (an AsyncExitStack): an emulated server per system, the loopback tool/search
+    services when a workload needs them, teola's apps `names` (on teola's server, else the first) and
+    each baseline's remote LLM engine. Returns (servers, apps, engines)."""
+    from bench.lib.remote_services import ServiceProcess
+    from engines.openai.llm import OpenAILLMEngine
+
+    servers = {x: await stack.enter_async_context(Emulator(profile)) for x in dict.fromkeys(systems)}
+    services = await stack.enter_async_context(ServiceProcess(seed=seed)) if names - set(RAG_APPS) else None
+    apps = make_apps(names, servers.get("teola", next(iter(servers.values()))).url, services)
+    engines = {x: OpenAILLMEngine(f"{x}-llm", url=servers[x].url, model=MODEL) for x in servers if x != "teola"}
+    for a in apps.values():
+        await a.start()
+        stack.push_async_callback(a.stop)
+    for e in engines.values():
+        await e.start()
+        stack.push_async_callback(e.stop)
+    return servers, apps, engines
+
+
 async def _main(s: Settings, progress: bool = True, write: Any = None) -> dict[str, Any]:
     import contextlib
 
-    from bench.lib.remote_services import ServiceProcess
     from engines.assets.paths import configure_engine_env
-    from engines.openai.llm import OpenAILLMEngine
 
     configure_engine_env()
     names = {WORKLOADS[w][0] for w in s.workloads}
     t0 = time.perf_counter()
     async with contextlib.AsyncExitStack() as stack:
-        servers = {x: await stack.enter_async_context(Emulator(s.profile)) for x in {"teola", *s.systems}}
-        services = (await stack.enter_async_context(ServiceProcess(seed=s.seed))
-                    if names - set(RAG_APPS) else None)
-        apps = make_apps(names, servers["teola"].url, services)
-        engines = {x: OpenAILLMEngine(f"{x}-llm", url=servers[x].url, model=MODEL) for x in s.systems if x != "teola"}
-        for a in apps.values():
-            await a.start()
-            stack.push_async_callback(a.stop)
-        for e in engines.values():
-            await e.start()
-            stack.push_async_callback(e.stop)
+        servers, apps, engines = await start_systems(stack, s.profile, ("teola", *s.systems), names, s.seed)
         startup = time.perf_counter() - t0
         bench = Bench(apps, servers, engines)
         out = {"settings": asdict(s), "startup_seconds": startup, "workloads": {}}
