@@ -24,10 +24,15 @@ def free_port() -> int:
 class EmulatorProcess:
     """`teola emulate` in a subprocess; `url` once /health answers."""
 
-    def __init__(self, *args: str) -> None:
-        self.port = free_port()
+    def __init__(self, *args: str, profile: str = PROFILE, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "teola.cli", "emulate", "--profile", PROFILE, "--port", str(self.port), *args]
+        self.args = ("--profile", profile, "--port", str(self.port), *args)
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (again, on the same port after `kill`); return once /health answers."""
+        cmd = [sys.executable, "-m", "teola.cli", "emulate", *self.args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -41,6 +46,11 @@ class EmulatorProcess:
             time.sleep(0.2)
         self.stop()
         raise RuntimeError(f"teola emulate did not answer /health within {START_TIMEOUT:.0f} s")
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would, and reap it."""
+        self.proc.kill()
+        self.proc.communicate(timeout=30)
 
     def stop(self) -> str:
         """Stop the server; its output (the last line reports CPU per request)."""
