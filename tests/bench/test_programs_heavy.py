@@ -80,3 +80,13 @@ def test_connector_counts_are_per_run_differences():
     after = {"saves": 5, "saves_declined": 1, "loads": 4, "loaded_tokens": 70, "seconds_out": 0.75, "seconds_in": 0.5}
     assert swap_counts(before, after) == {"swap_saves": 2, "swap_saves_declined": 0, "swap_loads": 2,
                                           "swap_loaded_tokens": 30, "swap_seconds_out": 0.25, "swap_seconds_in": 0.25}
+
+
+def test_a_page_older_than_its_counters_renders_them_as_not_available():
+    """Pages written before resumed_unrun and resumed_swapped_tokens were counted (bench/results/programs_heavy.json)
+    keep their other columns; the missing counters read "n/a"."""
+    data = page(ROWS)
+    old = [{k: v for k, v in r.items() if k not in ("resumed_swapped_tokens", "resumed_unrun")} for r in data["summary"]]
+    text = markdown({**data, "summary": old})
+    # PLAS at load 1.0: 8 preemptions, 80 re-sent tokens, 40 of them from the prefix cache, 40 recomputed
+    assert "| 8 (n/a) | 80 (40; n/a) | 40 |" in text

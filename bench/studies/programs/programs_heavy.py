@@ -140,13 +140,14 @@ def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def heavy_row(r: dict[str, Any], swap: bool) -> list[Any]:
-    """One row of the heavy-tailed table; the connector's columns when the run swapped KV (`swap`)."""
+    """One row of the heavy-tailed table; the connector's columns when the run swapped KV (`swap`).
+    A page older than a counter (resumed_unrun, resumed_swapped_tokens, the connector's) shows it as "n/a"."""
     recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"]  # vLLM's cached count includes host loads
     cells = [num(r["load"], 2), num(r["rate"], 3), SHOWN.get(r["policy"], r["policy"]), r["trials"],
              f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f})",
              f"{r['p99']:.2f} ({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f})",
              f"{r['preemptions']} ({r.get('resumed_unrun', 'n/a')})",
-             f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r['resumed_swapped_tokens']})", recomputed]
+             f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r.get('resumed_swapped_tokens', 'n/a')})", recomputed]
     if not swap:
         return cells
     if "swap_saves" not in r:
