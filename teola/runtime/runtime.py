@@ -26,9 +26,10 @@ from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.graph_tier.dispatch_plan import DispatchPlanCache
 from teola.runtime.graph_tier.graph_scheduler import QueryRun
 from teola.runtime.graph_tier.query_context import QueryContext
+from teola.runtime.launch import launch_instances
 from teola.runtime.metrics import Metrics
 from teola.runtime.namespaces import Namespaces
-from teola.runtime.options import backoff_option, inflight_for, interval_option, make_executor, query_timeout
+from teola.runtime.options import backoff_option, interval_option, make_executor, query_timeout
 from teola.runtime.result import Result
 from teola.scheduling.program.pause_handling import PauseCosts
 from teola.scheduling.registry import DEFAULT_POLICY, Pending, make_policy, policy_names
@@ -129,23 +130,14 @@ class Runtime:
             self.supervisor = Supervisor(self.executor, self.instances, self.metrics,
                                          lambda eng: self.schedulers[eng].kick(), self.health_interval,
                                          self.restart_backoff)
+            await launch_instances(self.executor, self.specs, self.backends, self.max_inflight, self.instances)
             for name, spec in self.specs.items():
-                given = self.backends.get(name)
-                if isinstance(given, (list, tuple)) and len(given) != spec.instances:
-                    raise ValueError(f"engine {name!r}: {len(given)} backends given for {spec.instances} instances")
-                insts = []
-                for i in range(spec.instances):
-                    b = given[i] if isinstance(given, (list, tuple)) else given
-                    inst = await self.executor.launch(spec, i, b)
-                    inst.max_inflight = inflight_for(self.max_inflight, spec, inst)
-                    insts.append(inst)
-                self.instances[name] = insts
                 policy_name = spec.policy or self.policy_name
                 policy = make_policy(policy_name, **self.policy_options.get(policy_name, {}))
                 llm = bool(spec.ops) and spec.ops <= LLM_OPS
                 self.schedulers[name] = EngineScheduler(
-                    spec, insts, executor=self.executor, policy=policy, metrics=self.metrics, llm=llm,
-                    tenant_shares=self.tenant_shares, pause_costs=self.pause_costs,
+                    spec, self.instances[name], executor=self.executor, policy=policy, metrics=self.metrics,
+                    llm=llm, tenant_shares=self.tenant_shares, pause_costs=self.pause_costs,
                     length_predictor=self.length_predictor, supervisor=self.supervisor)
             self.supervisor.start()
         except BaseException:

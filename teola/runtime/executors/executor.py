@@ -38,7 +38,12 @@ class Instance:
 
 
 class Executor(Protocol):
-    """Runs engine instances. All methods are called from the runtime's event loop."""
+    """Runs engine instances. All methods are called from the runtime's event loop.
+
+    parallel_launch: whether instances of different engines may be launched at once (each runs in
+    its own process, so one's start cannot disturb another's: teola.runtime.launch)."""
+
+    parallel_launch: bool
 
     async def launch(self, spec: Engine, index: int, backend: Any | None) -> Instance:
         """Build (unless `backend` is given) and start instance `index` of `spec`."""

@@ -18,7 +18,10 @@ class LocalExecutor:
     """Instances are adapter objects (engines.protocol.EngineBackend) in this process. A backend
     passed in is used as given (it may be shared by several instances); otherwise the adapter is
     built with `engines.registry.create_engine` from the spec's options over the settings chosen for
-    this machine (engines.tuning.settings: hardware defaults < `teola tune` values < explicit)."""
+    this machine (engines.tuning.settings: hardware defaults < `teola tune` values < explicit).
+    Engines start one after another (teola.runtime.launch says why)."""
+
+    parallel_launch = False
 
     def __init__(self) -> None:
         self._started: list[Any] = []

@@ -85,7 +85,11 @@ class RayExecutor:
     runtime_env, beside the allow-list (teola.runtime.executors.ray_env.FORWARD_NAMES); Ray stores
     it, so a secret-looking name is refused. secret_env: {engine kind or name: [variable names]}
     sent to that engine's actors only, by actor call, beside the built-in ones (`TEOLA_PG_DSN` for
-    pgvector and text search, `HF_TOKEN` for the Hugging Face engines)."""
+    pgvector and text search, `HF_TOKEN` for the Hugging Face engines).
+
+    Different engines' actors are launched at once (`parallel_launch`): each loads in its own process."""
+
+    parallel_launch = True
 
     def __init__(self, address: str | None = None, namespace: str = "teola", num_cpus: int | None = None,
                  init_options: dict[str, Any] | None = None, data_path: str = "driver",
