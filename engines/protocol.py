@@ -30,6 +30,7 @@ Request / result shapes per op (one request per item; the runtime batches reques
                   "owner": str, "tag": str,       # optional: keys abort() can name (query / request)
                   "stream_text": bool,            # optional: stream ("delta", text) as it decodes
                   "progress": bool,               # optional: stream ("progress", tokens decoded so far)
+                                                  # and ("kv", KVReport) where the engine reports it
                   "resume_ids": list[int],        # optional, decodes: token ids decoded before a
                                                   # preemption; the prompt continues with them
                   "kv_swap_key": str}             # optional, decodes: names the call's KV across
@@ -51,7 +52,7 @@ import enum
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 
 class Feature(str, enum.Enum):
@@ -72,7 +73,23 @@ class StreamEvent(enum.StrEnum):
     ITEM = "item"          # a complete item of a splittable output (payload: its text)
     DELTA = "delta"        # decoded text, for requests with "stream_text"
     PROGRESS = "progress"  # tokens decoded so far, for requests with "progress"
+    KV = "kv"              # what the engine itself counts for a request with "progress" (KVReport)
     FINAL = "final"        # the request's result, its last event
+
+
+class KVReport(TypedDict):
+    """The payload of a StreamEvent.KV: the engine's own numbers for one request, sent once it has
+    been scheduled (its prompt is tokenized and in the KV cache) and again as it takes KV blocks.
+
+    prompt_tokens: the request's prompt as the engine tokenized it, with the ids it resumes from;
+    block_size: the tokens one KV block of the engine holds;
+    used_blocks, total_blocks: the engine's KV blocks in use (a block shared through the prefix
+    cache counts once) and in all, where the engine can say (None where it cannot)."""
+
+    prompt_tokens: int
+    block_size: int
+    used_blocks: int | None
+    total_blocks: int | None
 
 
 class Capability(enum.StrEnum):
@@ -125,6 +142,9 @@ class EngineProfile:
     a shared device's, take many: a batch of calls lasts as long as its slowest call, and a new batch
     should not wait for that tail.
     features: what an LLM engine honours beyond the common request fields (`Feature`).
+    costs: for LLM engines, what a request, a prompt token's prefill and a decode step cost and the
+    KV block size, from a named profile or fitted at start (engines.llm_text.costs.EngineCosts as a
+    dict; {} = unknown); passes gate the requests and streams they add on them.
     """
 
     max_batch: int = 64
@@ -134,6 +154,7 @@ class EngineProfile:
     context_window: int = 0
     max_inflight: int = 0
     features: frozenset[Feature] = frozenset()
+    costs: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -27,6 +27,7 @@ from typing import Any
 
 from engines.kvswap.choice import SurvivalTracker
 from engines.llm_text.split_parser import SplitParser
+from engines.protocol import KVReport, StreamEvent
 from engines.requests import DECODE_OPS
 from engines.sim.kv import Holding, block_hashes
 
@@ -93,6 +94,17 @@ class SimAdmission:
         for seq in hit:
             seq.req["priority"] = priority
         return len(hit)
+
+    async def report_kv(self, seq: SimSeq) -> None:
+        """Send a decoding sequence's StreamEvent.KV (engines.protocol.KVReport: its prompt tokens
+        with the ids it resumes from, the block size, the pool's blocks in use and in all) at its first
+        token and whenever its next token starts a new block."""
+        bs = self.pool.block_size
+        if seq.emit is None or not (len(seq.out) == 1 or len(seq.ids) % bs == 1):
+            return
+        used = self.pool.num_blocks - self.pool.free
+        await seq.emit(seq.index, StreamEvent.KV, KVReport(prompt_tokens=len(seq.ids) - len(seq.out), block_size=bs,
+                                                           used_blocks=used, total_blocks=self.pool.num_blocks))
 
     def _rank(self, seq: SimSeq) -> tuple[int, int]:
         return (seq.req["priority"], seq.order)

@@ -356,6 +356,7 @@ class SimLLM(SimAdmission):
         if emit is not None and req["stream_text"]:
             await emit(seq.index, StreamEvent.DELTA, token)
         if emit is not None and req["progress"]:
+            await self.report_kv(seq)
             await emit(seq.index, StreamEvent.PROGRESS, len(seq.out))
         if seq.parser is None:
             return False

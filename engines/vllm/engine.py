@@ -27,11 +27,12 @@ from typing import Any
 from engines.assets.models import resolve_model
 from engines.assets.paths import configure_engine_env
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
+from engines.llm_text.cost_probe import check_costs_option, engine_costs
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.machine.core_share import process_share
 from engines.machine.hardware import cpu_llm_dtype
-from engines.protocol import EngineProfile, Feature, StreamEvent
+from engines.protocol import EngineProfile, Feature, KVReport, StreamEvent
 from engines.request_checks import check_context
 from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 from engines.vllm import kv_swap as vllm_kv_swap
@@ -52,6 +53,7 @@ class VLLMEngine:
     so short partially prefilled prefixes are cached; vLLM's default, 16, on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE
     or 1; sets that process-wide variable), gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
     max_tokens (default per request, 256), max_efficient_batch (min(max_num_seqs, 16)),
+    costs (True: fitted at start by a short probe, engines/llm_text/cost_probe.py; a profile; False: none),
     engine_args (dict of extra `AsyncEngineArgs` fields, passed through), shutdown_timeout (seconds the
     engine core gets to exit cleanly before it is killed; 30), cpu_threads_bind (CPU only: the cores
     this instance's worker binds its threads to, vLLM's VLLM_CPU_OMP_THREADS_BIND for this instance
@@ -94,7 +96,7 @@ class VLLMEngine:
                  max_num_batched_tokens: int | None = None, block_size: int | None = None,
                  kv_cache_space_gib: int | None = None, gpu_memory_utilization: float | None = None,
                  enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
-                 max_tokens: int = 256, max_efficient_batch: int | None = None,
+                 max_tokens: int = 256, max_efficient_batch: int | None = None, costs: bool | str = True,
                  engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
                  cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
                  kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None,
@@ -105,6 +107,7 @@ class VLLMEngine:
                       max_efficient_batch=max_efficient_batch, device=device, kv_cache_space_gib=kv_cache_space_gib,
                       cpu_threads_bind=cpu_threads_bind, worker_process=worker_process, engine_args=engine_args)
         vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
+        self.costs_option = check_costs_option(name, costs)
         self.kv_swap = kv_swap
         self.kv_swap_bytes = kv_swap_bytes
         self.kv_swap_costs = kv_swap_costs
@@ -151,6 +154,7 @@ class VLLMEngine:
             self._share_group = f"vllm:{self.name}:{id(self)}"
             share = process_share()
             share.join(self._share_group, parse_cpu_list(self.cpu_threads_bind), self._use_cores, share.all_cores)
+        self.profile.costs = await engine_costs(self, self.costs_option, self.block_size or CPU_BLOCK_SIZE)
         if self.kv_swap:
             token = self.renderer.tokenizer(" the", add_special_tokens=False)["input_ids"][0]
             self.swap_costs = await vllm_kv_swap.measure_costs(self._engine, token, self.kv_swap_costs,
@@ -298,7 +302,8 @@ class VLLMEngine:
 
     def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """Yield (i, "item", text) for each complete item as it is parsed, (i, "delta", text) and
-        (i, "progress", tokens) when asked for, then (i, "final", result)."""
+        (i, "progress", tokens) and, with progress, one (i, "kv", KVReport) at its first output (its prompt
+        tokens and block size; no block counts) when asked for, then (i, "final", result)."""
         return stream_batch(lambda emit: self._run_batch(op, requests, emit))
 
     async def _run_batch(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:
@@ -362,8 +367,13 @@ class VLLMEngine:
         self._own(req["owner"], request_id, True)
         self._own(req["tag"], request_id, True)
         logprobs: list[dict[str, Any]] | None = [] if req["logprobs"] is not None and out is not None else None
+        unreported = emit is not None and out is not None and req["progress"]
         try:
             async for last in outputs:
+                if unreported:  # its prompt as vLLM counts it; its KV use is the engine core's (not read here)
+                    unreported = False
+                    await emit(i, StreamEvent.KV, KVReport(prompt_tokens=len(last.prompt_token_ids or ids),
+                                                           block_size=self.block_size or 0, used_blocks=None, total_blocks=None))
                 if logprobs is not None:
                     logprobs.extend(token_logprobs(last.outputs[0], req["logprobs"], self.renderer.special_ids))
                 if out is not None and await out.feed(last.outputs[0].text, last.outputs[0].token_ids):

@@ -24,19 +24,20 @@ def preemptible(op: str, picks: list[Pick]) -> bool:
     return op == OP and all(p.entry.taken == 0 for p in picks)
 
 
-# One KV block of vLLM's default size: the headroom admission keeps per request (see held_tokens).
+# One KV block of vLLM's GPU default size: the headroom per request until the engine reports its own
+# block size (see held_tokens and teola.scheduling.kv_ledger).
 KV_HEADROOM = 16
 
 
-def held_tokens(prompt: int, decoded: int) -> int:
+def held_tokens(prompt: int, decoded: int, block: int = KV_HEADROOM) -> int:
     """The KV tokens a running (or just admitted) request is charged: its `prompt` (with the token
-    ids of earlier runs it resumes from) + the tokens `decoded` in this run + KV_HEADROOM, one block
-    for its partly filled last block and the token it decodes next. Admission by this live count is
-    Autellix Alg. 1's `engine.can_fit` (a waiting call is admitted while the running calls' held
-    tokens plus its own fit the instance's token budget and seats remain), instead of charging each
-    call its whole output budget up front, which over-reserves the KV by every call's unwritten
-    tokens."""
-    return prompt + decoded + KV_HEADROOM
+    ids of earlier runs it resumes from) + the tokens `decoded` in this run + one engine `block`
+    (KV_HEADROOM until the engine reports its block size) for its partly filled last block and the
+    token it decodes next. Admission by this live count is Autellix Alg. 1's `engine.can_fit` (a
+    waiting call is admitted while the running calls' held tokens plus its own fit the instance's
+    token budget and seats remain), instead of charging each call its whole output budget up front,
+    which over-reserves the KV by every call's unwritten tokens."""
+    return prompt + decoded + block
 
 
 def admission_slots(budget: int, token_budget: int, running: int, tokens: int) -> int:

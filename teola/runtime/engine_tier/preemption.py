@@ -12,7 +12,8 @@ call of its program: it is admitted whole, preempted whole and resumed whole. Th
     pool), a waiting call only if it fits beside the running ones (Autellix Alg. 1's can_fit): each
     running request holds its prompt + the tokens decoded so far (they grow with its progress
     events) + one block of headroom, a waiting one its prompt (with the ids it resumes from) + one
-    block (teola.scheduling.preemption.held_tokens); alone on an idle instance a call always runs.
+    block (teola.scheduling.preemption.held_tokens), on the engine's own numbers once it reports
+    them (teola.scheduling.kv_ledger); alone on an idle instance a call always runs.
     So calls wait in teola's queue, where the policy orders them, not in the engine's. (A policy
     without progress events, lamps / sjf, is charged each call's prompt + whole output budget.)
   - service while running: the call's decoded-token count (summed over its requests) and its seconds
@@ -40,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from engines.protocol import Capability, StreamEvent
@@ -48,33 +48,17 @@ from engines.requests import DECODE_OPS
 from teola.runtime.engine_tier.call_items import CallItems
 from teola.runtime.engine_tier.call_resume import Resume, joined, text_of
 from teola.runtime.engine_tier.engine_context import EngineContext
+from teola.runtime.engine_tier.running_call import RunningCall
 from teola.runtime.engine_tier.stream_consumer import Handler, consume
 from teola.runtime.engine_tier.supervisor import down_error
 from teola.runtime.engine_tier.token_estimates import estimate_held_tokens
 from teola.runtime.executors.executor import Instance, checked_results
 from teola.scheduling.base import Pending, Pick, RequestQueue
+from teola.scheduling.kv_ledger import KVLedger
 from teola.scheduling.kv_room import KVRoom
-from teola.scheduling.preemption import STREAM_OP, admission_slots, swap_keys, tokens_left
+from teola.scheduling.preemption import STREAM_OP, admission_slots, held_tokens, swap_keys, tokens_left
 
 log = logging.getLogger("teola.runtime")
-
-
-@dataclass(slots=True, eq=False, kw_only=True)
-class RunningCall:
-    """One run of a call: `sent` are the indices of its entry's requests this run sends (`requests`)."""
-
-    inst: Instance
-    pick: Pick
-    queue: RequestQueue
-    tag: str
-    sent: list[int]
-    requests: list[dict[str, Any]]
-    tokens: int
-    started: float
-    stopping: bool = False
-    events: int = 0
-    decoded: dict[int, int] = field(default_factory=dict)  # per position in `requests`: tokens so far
-    items: CallItems | None = None   # a partial decode's items, over all its runs
 
 
 class Preemptor:
@@ -89,6 +73,7 @@ class Preemptor:
         self.live = live
         self.calls: dict[Instance, dict[Pending, RunningCall]] = {}
         self.resumes: dict[Pending, list[Resume]] = {}  # per preempted entry: one per request
+        self.ledgers: dict[Instance, KVLedger] = {}      # per instance: its KV on the engine's numbers
         self._tags = itertools.count()
 
     def running(self, inst: Instance) -> int:
@@ -120,14 +105,15 @@ class Preemptor:
             if progress:
                 rec.progress = True
             requests.append(e.wire(i))
-        tokens = sum(e.tokens[i] for i in sent) if e.tokens else 0
-        call = RunningCall(inst=inst, pick=pick, queue=queue, tag=tag, sent=sent, requests=requests, tokens=tokens,
-                           started=ctx.loop.time())
+        pad = self.ledger(inst).headroom_change() if self.live else 0  # one engine block, once reported
+        held = {j: e.tokens[i] + pad if e.tokens else 0 for j, i in enumerate(sent)}
+        call = RunningCall(inst=inst, pick=pick, queue=queue, tag=tag, sent=sent, requests=requests,
+                           tokens=sum(held.values()), started=ctx.loop.time(), held=held)
         if e.op == STREAM_OP and e.requests[0].get("split"):
             call.items = resumes[0].items if resumes is not None else CallItems(e.work, e.requests[0])
         self.calls.setdefault(inst, {})[e] = call
         inst.outstanding += len(sent)
-        inst.tokens += tokens
+        inst.tokens += call.tokens
         ctx.running.count(inst, [(e, 0, len(sent))], 1)
         ctx.metrics.observe_batch(ctx.name, len(sent))
         e.work.started(inst, ctx.next_batch(), len(sent), call.started)
@@ -183,7 +169,8 @@ class Preemptor:
                 items.release(t)
                 items.delta(text, t)
 
-        handlers: dict[StreamEvent, Handler] = {StreamEvent.PROGRESS: progress, StreamEvent.DELTA: delta}
+        handlers: dict[StreamEvent, Handler] = {StreamEvent.PROGRESS: progress, StreamEvent.DELTA: delta,
+                                                StreamEvent.KV: lambda idx, report, t: self._kv(call, idx, report)}
         if items is not None:
             handlers[StreamEvent.ITEM] = lambda idx, item, t: items.engine_item(item, call.stopping, t)
         return handlers
@@ -196,6 +183,9 @@ class Preemptor:
             grown = decoded - call.decoded.get(idx, 0)
             call.tokens += grown
             call.inst.tokens += grown
+            call.held[idx] = call.held.get(idx, 0) + grown
+            if idx in call.prompt:
+                self.ledger(call.inst).grew(grown)
         call.decoded[idx] = decoded
         level = policy.progress(call.pick.entry, sum(call.decoded.values()), self.ctx.loop.time() - call.started)
         if isinstance(level, int) and level != call.pick.priority and Capability.RERANK in call.inst.capabilities:
@@ -206,6 +196,28 @@ class Preemptor:
         if call.events % policy.rerank_every == 0:
             self.check(call.inst)
 
+    def ledger(self, inst: Instance) -> KVLedger:
+        """`inst`'s KV on the engine's numbers (teola.scheduling.kv_ledger)."""
+        return self.ledgers.setdefault(inst, KVLedger())
+
+    def _kv(self, call: RunningCall, idx: int, report: Any) -> None:
+        """The engine's own numbers for request `idx` of `call` (engines.protocol.KVReport): its first
+        report replaces teola's estimate of its prompt and headroom; used blocks rebase the instance."""
+        if not (self.live and isinstance(report, dict)):
+            return
+        ledger, inst, before = self.ledger(call.inst), call.inst, call.inst.tokens
+        if idx not in call.prompt and idx in call.held:
+            call.prompt[idx] = int(report["prompt_tokens"])
+            held = ledger.first_report(call.held[idx], call.prompt[idx], call.decoded.get(idx, 0),
+                                       int(report["block_size"]))
+            call.tokens += held - call.held[idx]
+            inst.tokens += held - call.held[idx]
+            call.held[idx] = held
+        if report.get("used_blocks") is not None:
+            inst.tokens += ledger.rebase(int(report["used_blocks"]))
+        if inst.tokens < before and self.ctx.waiting(inst):  # room opened: a waiting call may fit now
+            self.ctx.kick()
+
     def _drop(self, call: RunningCall) -> None:
         calls = self.calls.get(call.inst)
         e = call.pick.entry
@@ -214,6 +226,11 @@ class Preemptor:
         del calls[e]
         call.inst.outstanding -= len(call.sent)
         call.inst.tokens -= call.tokens
+        if self.live:
+            ledger = self.ledger(call.inst)
+            ledger.left(sum(call.held[j] for j in call.prompt))
+            if not calls:
+                call.inst.tokens += ledger.emptied()
         self.ctx.running.count(call.inst, [(e, 0, len(call.sent))], -1)
 
     def _deliver(self, call: RunningCall, finals: list[Any]) -> None:
@@ -249,7 +266,7 @@ class Preemptor:
                                             call.items.all_out(resumes[0].text + text_of(finals[0]))):
             return False
         self.resumes[e] = resumes
-        for i, result, n in zip(call.sent, finals, left):
+        for j, (i, result, n) in enumerate(zip(call.sent, finals, left)):
             resume = resumes[i]
             if n <= 0:  # it ended (or decoded its last token as the abort hit): not sent again
                 resume.final = joined(resume, result, complete=True)
@@ -265,7 +282,8 @@ class Preemptor:
             rec.resume_ids, rec.max_tokens = tuple(resume.ids), int(resume.request["max_tokens"]) - len(resume.ids)
             rec.call_tag, rec.progress = None, False  # its next run sets its own
             if self.live and e.tokens is not None:  # it holds its decoded tokens when it resumes
-                e.tokens[i] = estimate_held_tokens(e.wire(i))
+                e.tokens[i] = (estimate_held_tokens(e.wire(i)) if j not in call.prompt
+                               else held_tokens(call.prompt[j] + len(result["output_token_ids"]), 0))
             if call.items is not None:
                 rec.stream_text, rec.max_items = True, call.items.preempted(resume.text, self.ctx.loop.time())
                 resume.items = call.items
@@ -298,10 +316,12 @@ class Preemptor:
         if not (self.live and self.token_budget):
             return None
         leaving = [c for c in calls.values() if c.stopping]
+        pad = self.ledger(inst).headroom_change()
         return KVRoom(seats=self.budget - self.running(inst) + sum(len(c.requests) for c in leaving),
                       tokens=self.token_budget - inst.tokens + sum(c.tokens for c in leaving),
                       held={e: c.tokens for e, c in calls.items() if not c.stopping},
-                      need={e: sum(e.tokens[e.taken:]) if e.tokens else 0 for e in waiting})
+                      need={e: sum(e.tokens[e.taken:]) + pad * (len(e.tokens) - e.taken) if e.tokens else 0
+                            for e in waiting})
 
     def cancel(self, entry: Pending) -> bool:
         """Stop `entry`'s running call for good (its caller went away): aborted in the engine, its KV

@@ -338,3 +338,21 @@ def test_priority_scheduling_keeps_arrival_order_when_no_priority_was_given():
         await asyncio.gather(first, call("second"), call("third"), call("fourth"))
         return done
     assert run(main) == ["running", "second", "third", "fourth"]
+
+
+def test_a_decode_with_progress_reports_the_engines_own_kv_numbers():
+    """issue 73: a 40-token prompt (37 words + 3) decoding 20 tokens in 16-token blocks, 50 blocks in
+    all: a StreamEvent.KV at its first token (40 prompt tokens in ceil(40 / 16) = 3 blocks) and when
+    its next token starts a new block (40 + 9 = 49 tokens: 3 blocks full, the 4th taken next step),
+    each before that token's progress event; none without "progress"."""
+    async def main(progress: bool):
+        e = engine(num_blocks=50, block_size=16)
+        await e.start()
+        events = [(kind, value) async for _i, kind, value in e.stream("decoding", [req(37, 20, progress=progress)])]
+        await e.stop()
+        return events
+    events = run(lambda: main(True))
+    kv = [(i, v) for i, (k, v) in enumerate(events) if k == "kv"]
+    assert [v for _, v in kv] == [{"prompt_tokens": 40, "block_size": 16, "used_blocks": 3, "total_blocks": 50}] * 2
+    assert [events[i + 1] for i, _ in kv] == [("progress", 1), ("progress", 9)]
+    assert not [k for k, _ in run(lambda: main(False)) if k == "kv"]

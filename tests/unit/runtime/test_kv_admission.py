@@ -79,3 +79,41 @@ async def test_an_engine_with_nothing_to_preempt_with_is_named_once_at_start(cap
             await rt.stop()
     said = [r.getMessage() for r in caplog.records if "preempts running calls" in r.getMessage()]
     assert len(said) == 1 and "no abort" in said[0]
+
+
+def test_running_calls_are_counted_by_the_engines_kv_report_not_teolas_estimate():
+    """6 calls of a 200-character one-word prompt decoding 12 tokens, on a simulated engine with 10
+    blocks of 16 tokens (160) and 8 seats. Teola estimates each at 200 // 4 + 1 = 51 + 16 = 67 tokens;
+    the engine tokenizes it to 4 (one word + the 3-token assistant turn). Before (estimates only):
+    67 + 67 = 134 of 160, the third's 67 > 26 left, so 2 ran at once until one ended. Now each running
+    call is charged 4 + decoded + 16 from its first report and the instance the engine's used blocks
+    (one per call), so the later calls start while the first ones run: all 6 at once at the peak,
+    and the engine never preempts (its pool is never short: 6 calls x 1 block)."""
+    import asyncio
+
+    from teola.api.program import Program
+
+    class Peak(SimLLM):
+        peak = 0
+
+        async def _iteration(self) -> None:
+            self.peak = max(self.peak, len(self.running))
+            await super()._iteration()
+
+    async def main():
+        engine = Peak("llm", COST, token_ratio=1.0, template_tokens=0, num_blocks=10, block_size=16, max_num_seqs=8)
+        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="plas", policy_options={
+            "plas": {"beta": None, "service": "tokens", "base_quantum": 1000, "rerank_every": 1}})
+        await rt.start()
+        try:
+            async with Program(rt, "p") as prog:
+                results = await asyncio.gather(*(prog.call(f"{i}" + "x" * 199, parent_ids=[], max_tokens=12)
+                                                 for i in range(6)))
+        finally:
+            await rt.stop()
+        return engine, rt, results
+
+    engine, rt, results = run_virtual(main())
+    assert [r.result["num_prompt_tokens"] for r in results] == [4] * 6
+    assert engine.peak == 6
+    assert engine.stats["preemptions"] == 0 and rt.metrics.preemptions == 0
