@@ -210,3 +210,30 @@ def test_vllm_opt_is_not_held_back_by_teolas_token_budget_and_the_program_polici
     from bench.studies.sim.sim_steady_programs import UNGATED, token_budget_of
     assert token_budget_of("fcfs") == UNGATED
     assert token_budget_of("plas") == token_budget_of("mlfq") == 0
+
+
+def test_the_level_probe_counts_calls_running_and_service_per_queue() -> None:
+    """Two samples of PLAS's queues: call "a" in Q0 running with no service yet, call "b" in Q3
+    waiting with 2.0 s of service, then "b" with 4.0 s: Q0 1 call (1 running), 0.0 s; Q3 1 call
+    (0 running), mean service (2 + 4) / 2 = 3.0 s, starting where the policy's levels say. FCFS has
+    no queues: nothing."""
+    from types import SimpleNamespace
+
+    from bench.studies.sim.sim_steady_levels import LevelProbe
+    from teola.scheduling.registry import make_policy
+
+    policy = make_policy("plas")
+    core = policy.core
+    core.admit("a", "p1", "c1", 0.0)
+    core.admit("b", "p2", "c2", 0.0)
+    core.calls["b"].level, core.calls["b"].service = 3, 2.0
+    sched = SimpleNamespace(policy=policy, preemptor=SimpleNamespace(calls={"inst": {"a": SimpleNamespace(stopping=False)}}))
+    probe = LevelProbe()
+    probe.sample(sched)
+    core.calls["b"].service = 4.0
+    probe.sample(sched)
+    assert probe.summary() == {"0": {"from": 0.0, "calls": 1.0, "running": 1.0, "service": 0.0},
+                               "3": {"from": core.levels.lows[3], "calls": 1.0, "running": 0.0, "service": 3.0}}
+    fcfs = LevelProbe()
+    fcfs.sample(SimpleNamespace(policy=make_policy("fcfs"), preemptor=None))
+    assert fcfs.summary() == {}

@@ -9,8 +9,9 @@ unfinished programs are counted. Each finished program's latency over its own un
 stretch) is summarized, so the long programs' share of a mean is visible.
 
 Per point, sampled every `tick` simulated seconds inside the window: programs in the system, calls
-waiting in teola's queue and in the engine, calls running, KV blocks held, and the tokens teola counts
-as held (its admission's view) over the KV capacity; counted over the window:
+waiting in teola's queue and in the engine, calls running, KV blocks held, the tokens teola counts
+as held (its admission's view) over the KV capacity, and the program policy's calls per queue
+(bench/studies/sim/sim_steady_levels.py); counted over the window:
 teola's preemptions and the engine's KV preemptions.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from typing import Any
 
 import bench.studies.sim.sim_autellix as sim_autellix
+from bench.studies.sim.sim_steady_levels import LevelProbe
 from bench.studies.sim.steady_state import OVERDUE, Trace, deadlines, steady
 
 
@@ -35,6 +37,7 @@ class WindowProbe:
         self.samples: list[tuple[int, int, int, float, float]] = []
         self.at_start: tuple[int, int] = (0, 0)
         self.at_end: tuple[int, int] | None = None
+        self.levels = LevelProbe()
 
     def _counters(self) -> tuple[int, int]:
         return self.metrics.preemptions, self.engine.stats["preemptions"]
@@ -49,6 +52,7 @@ class WindowProbe:
             pool, eng = self.engine.pool, self.engine
             self.samples.append((len(self.sched.queue), len(eng.waiting), len(eng.running),
                                  (pool.num_blocks - pool.free) / pool.num_blocks, self._held()))
+            self.levels.sample(self.sched)
         self.at_end = self._counters()
 
     def _held(self) -> float:
@@ -57,14 +61,14 @@ class WindowProbe:
         pool = self.engine.pool
         return self.sched.instances[0].tokens / (pool.num_blocks * pool.block_size)
 
-    def summary(self) -> dict[str, float]:
+    def summary(self) -> dict[str, Any]:
         s = self.samples or [(0, 0, 0, 0.0, 0.0)]
         end = self.at_end or self._counters()
         return {"teola_queue_mean": statistics.mean(x[0] for x in s), "engine_waiting_mean": statistics.mean(x[1] for x in s),
                 "running_mean": statistics.mean(x[2] for x in s), "kv_mean": statistics.mean(x[3] for x in s),
                 "kv_full": sum(x[3] >= 0.95 for x in s) / len(s), "teola_held_mean": statistics.mean(x[4] for x in s),
                 "preemptions": end[0] - self.at_start[0],
-                "kv_preemptions": end[1] - self.at_start[1]}
+                "kv_preemptions": end[1] - self.at_start[1], "levels": self.levels.summary()}
 
 
 def _runtime(job: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:

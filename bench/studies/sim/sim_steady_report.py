@@ -56,7 +56,8 @@ def points_table(w: dict[str, Any], field: str) -> list[str]:
         m = r.get("mechanism", {})
         if "teola_queue_mean" in m:
             mech = [f"{m['teola_queue_mean']:.1f} / {m['engine_waiting_mean']:.1f}", f"{m['running_mean']:.1f}",
-                    f"{100 * m['kv_mean']:.0f}% ({100 * m.get('kv_full', math.nan):.0f}%)",
+                    f"{100 * m['kv_mean']:.0f}% ({100 * m.get('kv_full', math.nan):.0f}%) / "
+                    + _v(100 * m.get('teola_held_mean', math.nan), "{:.0f}%"),
                     f"{m['preemptions']} / {m['kv_preemptions']}",
                     f"{r['in_system_first']:.1f} / {r['in_system_last']:.1f}", _stretch(r)]
         else:
@@ -71,8 +72,27 @@ def points_table(w: dict[str, Any], field: str) -> list[str]:
                      "yes" if r["steady"] else "no"] + mech + [f"{r['sim_wall_s']:.0f}"])
     unit = "token latency (s/token)" if field == "tok_mean" else "mean E2E (s)"
     return table(["load", "rate (/s)", "system", "measured", "unfinished", unit, "mean latency (s)", "steady",
-                  "waiting: teola / engine", "running", "KV in use (time >= 95%)", "preemptions",
+                  "waiting: teola / engine", "running", "KV: engine's use (time >= 95%) / teola's count",
+                  "preemptions: teola / engine",
                   "in system / waiting: first / last third", "latency / own unloaded: mean / max", "wall (s)"], rows)
+
+
+def levels_table(w: dict[str, Any]) -> list[str]:
+    """Per point of a program policy: each queue's start (the program's service where it begins, in
+    seconds, as the policy's observed quanta set it), its calls on average over the window (of them
+    running: admitted to the engine), and their own mean service since they arrived or were promoted."""
+    rows = [r for r in sorted(w["rows"], key=lambda r: (r["load"], r["system"])) if r.get("mechanism", {}).get("levels")]
+    if not rows:
+        return []
+    width = max(max(map(int, r["mechanism"]["levels"])) + 1 for r in rows)
+    cells = []
+    for r in rows:
+        lv = r["mechanism"]["levels"]
+        cells.append([f"{r['load']:g}", f"SIMULATED {r['system']}"] + [
+            f"from {_v(lv[str(i)]['from'])} s: {lv[str(i)]['calls']:.1f} ({lv[str(i)]['running']:.1f}); "
+            f"{lv[str(i)]['service']:.2f} s" if str(i) in lv else "none" for i in range(width)])
+    return ["Service per level (each queue: where it starts; calls in it on average (of them running); their mean "
+            "service):", ""] + table(["load", "system"] + [f"Q{i}" for i in range(width)], cells) + [""]
 
 
 def reading_table(w: dict[str, Any], systems: list[str], base: str) -> list[str]:
@@ -117,7 +137,7 @@ def markdown(data: dict[str, Any]) -> str:
                   f"{tr[2]:.0f} s of arrivals; capacity scale {w['capacity']:.3g}/s." + settle, "",
                   "Throughput at equal latency (rate each system sustains under the target):", ""]
         lines += reading_table(w, data["systems"], base) + ["", "Every point (mechanism over the window):", ""]
-        lines += points_table(w, field) + [""]
+        lines += points_table(w, field) + [""] + levels_table(w)
     if data.get("cached_only"):
         lines += ["PARTIAL: written with --cached-only from the points finished so far; a system's sweep that stops "
                   "below the knee was still running (its crossing, if any, is read as a lower bound).", ""]
