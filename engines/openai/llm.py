@@ -37,6 +37,7 @@ from typing import Any
 from engines.assets.models import resolve_model
 from engines.assets.paths import configure_engine_env
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
+from engines.llm_text.cost_probe import check_costs_option, engine_costs
 from engines.llm_text.llm_requests import PromptRenderer, validate_parts
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.openai.capabilities import VLLM_NEUTRAL, Capabilities, probe
@@ -79,7 +80,9 @@ class OpenAILLMEngine:
     its prefix cache and one tenant can probe another's through response timing: "warn" (default),
     sent without it and logged once per engine instance naming the server; "refuse": it fails),
     skip_known_prefixes (True: a partial prefill under one KV block of the server's, or of a prefix this
-    instance sent before, is answered at once without a request; False: every one is sent).
+    instance sent before, is answered at once without a request; False: every one is sent), costs (True:
+    the server's costs as this client sees them, round trip included, fitted at start by a short probe,
+    engines/llm_text/cost_probe.py; a profile's name or file: its costs; False: none reported).
     """
 
     ops = PREFILL_OPS | DECODE_OPS
@@ -92,7 +95,7 @@ class OpenAILLMEngine:
                  max_num_seqs: int | None = None, max_efficient_batch: int | None = None,
                  max_tokens: int = 256, timeout: float = 600.0, connect_timeout: float = 10.0,
                  retries: int = 3, max_connections: int = 64, unsalted: str = "warn",
-                 skip_known_prefixes: bool = True):
+                 skip_known_prefixes: bool = True, costs: bool | str = True):
         self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, max_connections)
         for key, value in (("max_num_seqs", max_num_seqs or 1), ("max_tokens", max_tokens),
                            ("max_model_len", max_model_len or 1), ("max_efficient_batch", max_efficient_batch or 1)):
@@ -105,6 +108,7 @@ class OpenAILLMEngine:
         if not isinstance(skip_known_prefixes, bool):
             raise ValueError(f"engine {name!r}: option skip_known_prefixes must be a bool, got {skip_known_prefixes!r}")
         self.name = name
+        self.costs_option = check_costs_option(name, costs)
         self.skip_known_prefixes = skip_known_prefixes
         self.prefixes: PrefixMemo | None = None  # once started
         self.unsalted = unsalted
@@ -151,6 +155,7 @@ class OpenAILLMEngine:
         self.profile.token_budget = self.caps.token_budget
         self.prefixes = PrefixMemo(self.caps.block_size) if self.skip_known_prefixes else None
         self.client = client
+        self.profile.costs = await engine_costs(self, self.costs_option, self.caps.block_size)
 
     async def _check_model(self, client: RemoteClient) -> None:
         import openai

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from engines.registry import backend_ranks_by
+from teola.api.engine_costs import adopt_engine_costs
 from teola.compile.compiler import Compiled, GraphCache, compile_query
 from teola.compile.single_primitive import embedding_query
 from teola.compile.template import placeholder_query, validate_template
@@ -107,9 +108,13 @@ class App:
             runtime = Runtime(self.engines, self.backends, **{**self.config.get("runtime", {}), **runtime_options})
             await runtime.start()
             self._runtime = runtime
+            if adopt_engine_costs(self.engines, runtime):
+                self.cache.clear()
 
     async def run(self, query: dict[str, Any], config: dict[str, Any] | None = None) -> Result:
-        """Compile and execute one query; returns a Result with `.output` and `.trace`."""
+        """Compile and execute one query; returns a Result with `.output` and `.trace`. The engines
+        start first, so the query is compiled with the costs they report."""
+        await self.start()
         compiled = self.compile(query, config)
         return await self.execute(compiled, config)
 

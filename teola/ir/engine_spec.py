@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engines.llm_text.costs import EngineCosts
 from engines.protocol import EngineProfile
 from engines.registry import engine_kinds, kind_continuous, kind_defaults, kind_ranks_by
 from engines.tuning.settings import machine_max_efficient_batch
@@ -93,6 +94,8 @@ class Engine:
         # runs and ends on its own, so the runtime keeps several batches in flight on an instance and
         # hands each entry its results as its own requests end
         self.continuous = declared is not None and kind_continuous(kind, options)
+        # an LLM engine's costs as its started adapter reports them (App.start adopts them; None before)
+        self.costs: EngineCosts | None = None
 
     def instance_options(self, index: int) -> dict[str, Any]:
         """The adapter options of instance `index`: the options, with `urls[index]` as `url`."""
@@ -102,7 +105,7 @@ class Engine:
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window,
-                          remote=self.remote, ranks_by=self.ranks_by)
+                          remote=self.remote, ranks_by=self.ranks_by, costs=self.costs)
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from engines.llm_text.costs import EngineCosts
 from teola.ir.ops import CONTROL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
@@ -29,6 +30,7 @@ class EngineInfo:
     context_window: int = 0
     remote: bool = False
     ranks_by: str = ""
+    costs: EngineCosts | None = None  # an LLM engine's reported costs (EngineProfile.costs), once started
 
 
 @dataclass(slots=True)
@@ -46,6 +48,8 @@ class Graph:
     engines: dict[str, EngineInfo] = field(default_factory=dict)
     components: tuple[str, ...] = ()  # the template's nodes, including any a pass left without primitives
     nx: nx.DiGraph = field(default_factory=nx.DiGraph)
+    # what a cost-gated pass decided where it knew the engine's costs: "<pass> <label>" -> decision
+    gates: dict[str, str] = field(default_factory=dict)
     _next_id: int = 0
 
     # ---- construction -------------------------------------------------------------------
@@ -69,7 +73,7 @@ class Graph:
     def copy(self) -> Graph:
         """A deep copy of the structure with cloned primitives (same ids)."""
         g = Graph(inputs=self.inputs, outputs=self.outputs, engines=self.engines, components=self.components,
-                  _next_id=self._next_id)
+                  gates=dict(self.gates), _next_id=self._next_id)
         for pid, data in self.nx.nodes(data=True):
             p = data["prim"].clone()
             p.id = pid
@@ -190,6 +194,7 @@ class Graph:
             )
         if self.outputs:
             lines.append(f"return {', '.join(self.outputs)}")
+        lines.extend(f"# gate {key}: {decision}" for key, decision in sorted(self.gates.items()))
         return "\n".join(lines)
 
     __str__ = to_text

@@ -19,7 +19,8 @@ from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
-from teola.passes.prefill_split_cost import known_costs, predicted_gain
+from teola.passes.engine_costs import costs_for, record
+from teola.passes.prefill_split_cost import predicted_gain
 from teola.passes.result import PassResult
 
 
@@ -28,18 +29,17 @@ def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1,
     """max_partials: how many growing prefixes may be prefilled ahead (1 = the parts ready first,
     as in Teola Fig. 6; more also prefills e.g. retrieved context while a previous call decodes).
     gate: split only where the predicted gain is positive; profile: the LLM engines' costs to predict
-    with (a shipped profile's name or a file; default none known: only constant-text prefixes, which
-    never pay, are left whole); ref_tokens: the tokens assumed for a part filled at run time."""
+    with (a shipped profile's name or a file; default: the costs the call's engine reported at start;
+    with none known only constant-text prefixes, which never pay, are left whole); ref_tokens: the tokens assumed for a part filled at run time."""
     g = graph.copy()
     writers = g.producers()
     modified = False
     shared: dict[tuple, Primitive] = {}
-    costs = known_costs(profile) if gate else None
     for p in g.find(PrimOp.PREFILLING):
         parts = p.args["parts"]
         cuts = _cuts(parts, writers)[:max_partials]
-        if gate:
-            cuts = [k for k in cuts if predicted_gain(parts[:k], costs, ref_tokens) > 0]
+        if gate and cuts:
+            cuts = _gated(g, p, cuts, costs_for(g, p.engine, profile), ref_tokens)
         if not cuts:
             continue
         prev: Primitive | None = None
@@ -65,6 +65,16 @@ def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1,
         writers[p.outputs[0]] = full.id
         modified = True
     return PassResult(g, modified)
+
+
+def _gated(g: Graph, p: Primitive, cuts: list[int], costs, ref_tokens: int) -> list[int]:
+    """The cuts predicted to pay; with known costs the decision on the longest is recorded."""
+    parts = p.args["parts"]
+    gains = [predicted_gain(parts[:k], costs, ref_tokens) for k in cuts]
+    kept = [k for k, gain in zip(cuts, gains) if gain > 0]
+    if costs is not None:
+        record(g, "prefill_split", p.name, "split" if kept else "kept whole", max(gains), costs)
+    return kept
 
 
 def _signature(parts: list) -> tuple:

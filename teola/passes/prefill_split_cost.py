@@ -16,47 +16,24 @@ len(text) / CHARS_PER_TOKEN, a part the query or an upstream primitive fills as 
 The first rule needs no costs: a prefix of constant text only gains nothing and costs a request, so it
 is never split. The formula needs an engine's costs: a profile named in the pass's options, e.g. the
 shipped `cpu-smollm2-135m` measured on this machine (`base`, one engine step, is the request's cost;
-`prefill_token`; `block_size`). Without one, a prefix holding query data is split as before (the
-engines do not report fitted costs to compilation yet).
+`prefill_token`; `block_size`), else the costs the call's engine reported when it started (fitted at
+start by a short probe: engines.llm_text.cost_probe). Without any, a prefix holding query data is
+split as before.
 """
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
-
+from engines.llm_text.costs import EngineCosts
 from teola.ir.refs import Ref
+from teola.passes.engine_costs import profile_costs
 
 CHARS_PER_TOKEN = 4.0  # English text in a BPE tokenizer (SmolLM2: ~4.2 characters per token)
 
-
-@dataclass(frozen=True, slots=True)
-class PrefillCosts:
-    """An LLM engine's costs as the gate uses them: a request's fixed cost, one prompt token's
-    prefill and the prefix cache's block size (tokens)."""
-
-    request_s: float
-    prefill_token_s: float
-    block_size: int
-    source: str
-
-
-@functools.cache
-def profile_costs(profile: str) -> PrefillCosts:
-    """The `vllm` entry of a shipped profile (by name) or a profile file (by path)."""
-    from engines.sim.profile import load_profile  # only when a profile is named: it loads the simulator
-
-    try:
-        data = load_profile(profile)
-        llm = data["engines"]["vllm"]
-        cost = llm["cost"]
-        return PrefillCosts(float(cost["base"]), float(cost["prefill_token"]), int(llm.get("block_size", 16)),
-                            str(data.get("name", profile)))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"prefill_split: profile {profile!r} gives no vllm costs ({exc})") from None
+# An LLM engine's costs as the gate uses them (request_s, prefill_token_s, block_size)
+PrefillCosts = EngineCosts
 
 
 def known_costs(profile: str | None) -> PrefillCosts | None:
-    """The costs a pass option names (None: none known for the graph's engines)."""
+    """The costs a pass option names (None: none named)."""
     return profile_costs(profile) if profile else None
 
 

@@ -32,31 +32,13 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-import scipy.optimize
-
+from engines.llm_text.least_squares import nnls
 from engines.sim.llm import IterationCost, SimLLM
 from engines.sim.text import ASSISTANT_TURN
 from teola.sim.virtual_loop import run_virtual
 
 LLM_TERMS = ("base", "prefill_token", "decode_seq", "context_token", "prefill_attention")
 LINEAR_TERMS = ("base", "per_item", "per_token", "per_padded_token")
-
-
-def nnls(rows: Sequence[Sequence[float]], y: Sequence[float], relative: bool = False) -> list[float]:
-    """Least squares with coefficients >= 0 (scipy.optimize.nnls: the constrained optimum, not an
-    unconstrained fit with negative terms dropped).
-    relative: minimise relative rather than absolute errors (each row weighted by 1 / y), so a
-    few long measurements do not outweigh many short ones."""
-    a, b = np.asarray(rows, dtype=float), np.asarray(y, dtype=float)
-    if a.ndim != 2 or a.shape[0] != b.shape[0]:
-        raise ValueError(f"nnls needs one row of features per measurement: got {a.shape[0] if a.ndim else 0} "
-                         f"rows and {b.shape[0]} measurements")
-    if relative:
-        w = 1.0 / np.maximum(b, 1e-12)
-        a, b = a * w[:, None], b * w
-    coef, _ = scipy.optimize.nnls(a, b)
-    return [float(c) for c in coef]
 
 
 def llm_features(texts: list[str], out_tokens: int, settings: dict[str, Any]) -> list[float]:
