@@ -2,6 +2,7 @@
 optimized graphs is cleared, and the cost-gated passes decide with them (recorded in the e-graph's
 text)."""
 import asyncio
+import dataclasses
 
 from apps import tool_agent
 from engines.llm_text.costs import EngineCosts
@@ -48,4 +49,16 @@ def test_a_cheap_request_and_a_costly_prefill_make_the_same_prefix_split():
 
 def test_without_reported_costs_compilation_is_as_before():
     text = compiled_text(agent_with_costs(None))
-    assert "# gate" not in text and "answer.call.prefill.partial0" in text
+    assert "# gate" not in text and "answer.call.prefill.partial0" in text and text.count("partial_decoding") == 2
+
+
+def test_a_free_decode_step_leaves_the_planner_whole_a_slow_one_pipelines_it():
+    free = EngineCosts(request_s=0.05, prefill_token_s=0.003, decode_step_s=0.0, block_size=32, source="t")
+    text = compiled_text(agent_with_costs(free))
+    assert "partial_decoding" not in text and "llm.decoding" in text
+    assert "# gate decode_pipelining plan.call.decode: kept whole, predicted gain +0 ms (t)" in text
+    slow = dataclasses.replace(free, decode_step_s=0.03)
+    text = compiled_text(agent_with_costs(slow))
+    # 96 tokens x 30 ms x 1/2 = 1.44 s of decode after the first item; its readers are tools (no costs)
+    assert text.count("partial_decoding") == 2
+    assert "# gate decode_pipelining plan.call.decode: pipelined, predicted gain +1440 ms (t)" in text
