@@ -32,7 +32,7 @@ TOPICS = [
     ("Synthesis prompts", ("prompts",)),
     ("Remote services: search-augmented generation and a tool agent", ("remote_apps", "sweep_", "remote_overhead")),
     ("Engines and runtime overheads", ("embed_batch", "overlap", "engine_settings", "compile", "runtime", "ray",
-                                       "load", "prefix_ttft", "core_lending")),
+                                       "load", "prefix_ttft", "core_lending", "pass_gate")),
     ("Serving several tenants: limits and fair shares under a flood, a hostile mix", ("tenant_", "hostile_")),
     ("Program scheduling, preemption and KV swap on vLLM", ("programs", "kv_", "resume_fidelity")),
     ("LAMPS and calls that pause for tools, real engines", ("lamps_real", "agent_real", "length_predictor")),
