@@ -79,7 +79,7 @@ STUDIES: tuple[Study, ...] = (
       False),
     S("prefix_ttft", "studies.overheads.prefix_ttft", "overheads", "time to first token with and without a partial prefill", True),
     S("overlap", "studies.overheads.overlap", "overheads", "expansion and indexing overlapped vs in turn", True),
-    S("pass_gate", "studies.passes.pass_gate", "overheads", "cost-gated passes: predicted gain vs measured, pass on vs off",
+    S("pass_gate", "studies.overheads.pass_gate", "overheads", "cost-gated passes: predicted gain vs measured, pass on vs off",
       True),
     S("embed_batch", "studies.overheads.embed_batch", "overheads", "the embedder's batch efficiency by chunk length", True),
     S("engine_settings", "studies.overheads.engine_settings", "overheads", "vLLM process layout and thread placement", True),

@@ -5,7 +5,7 @@ import json
 
 import bench.lib.results as results
 from bench.__main__ import main
-from bench.studies.passes.pass_gate import gates
+from bench.studies.overheads.pass_gate import gates
 
 TEXT = """%0 = llm.prefilling() :: a.call.prefill reads[] writes[a.kv] [depth=1 n=1]
 return a.text

@@ -25,7 +25,7 @@ from typing import Any
 
 from bench.lib.results import command_line, machine, write_results
 from bench.lib.workloads import app_query, narrative_qa_queries, tool_queries
-from bench.studies.passes.pass_gate_report import markdown
+from bench.studies.overheads.pass_gate_report import markdown
 
 PASSES = ("prefill_split", "decode_pipelining")
 APPS = ("naive_rag", "advanced_rag", "tool_agent")
