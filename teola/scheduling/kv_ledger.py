@@ -9,8 +9,11 @@ The rule (Autellix Alg. 1's `engine.can_fit` on what the engine knows):
 - where the engine reports its used blocks, the instance is charged those (a prefix shared through
   the prefix cache counts once, as the engine holds it) plus what teola charges the requests the
   engine has not reported yet (admitted since, or still waiting inside the engine), plus what the
-  reported requests decoded since the report; a reported request that leaves takes its charge with
-  it until the next report. Without used blocks, the instance is charged the sum over its requests.
+  reported requests decoded since the report; a reported request that leaves (ends or is preempted)
+  stays counted until the engine's next report says what it freed (a prefix it shared stays in the
+  engine: counting its whole charge as freed would admit calls into room that is not there, then
+  shed them at the next report). Without used blocks, the instance is charged the sum over its
+  requests, and a request that leaves takes its charge with it.
 
 The ledger keeps `adjust`, what the instance's count carries beyond the sum of its requests' charges
 (the engine's used tokens at the last report less the reported requests' charges then); the
@@ -31,6 +34,7 @@ class KVLedger:
     block: int = KV_HEADROOM
     reported: int = 0
     adjust: int = 0
+    rebased: bool = False  # the engine reports its used blocks
 
     def headroom_change(self) -> int:
         """What one request's charge changes by once the engine's block replaces KV_HEADROOM."""
@@ -49,15 +53,21 @@ class KVLedger:
         """A reported request decoded `tokens` more."""
         self.reported += tokens
 
-    def left(self, tokens: int) -> None:
-        """Reported requests charged `tokens` in all stopped running."""
+    def left(self, tokens: int) -> int:
+        """Reported requests charged `tokens` in all stopped running (the caller took their charges
+        off the count). Returns the change to the count: with used blocks reported, `tokens` back
+        (they stay counted until the next report), else 0."""
         self.reported -= tokens
+        if not self.rebased:
+            return 0
+        self.adjust += tokens
+        return tokens
 
     def rebase(self, used_blocks: int) -> int:
         """The engine reports `used_blocks` in use: the instance's count becomes those blocks' tokens
         plus the charges of the requests it has not reported. Returns the change to the count."""
         adjust = used_blocks * self.block - self.reported
-        delta, self.adjust = adjust - self.adjust, adjust
+        delta, self.adjust, self.rebased = adjust - self.adjust, adjust, True
         return delta
 
     def emptied(self) -> int:

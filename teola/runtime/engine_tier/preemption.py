@@ -228,7 +228,7 @@ class Preemptor:
         call.inst.tokens -= call.tokens
         if self.live:
             ledger = self.ledger(call.inst)
-            ledger.left(sum(call.held[j] for j in call.prompt))
+            call.inst.tokens += ledger.left(sum(call.held[j] for j in call.prompt))
             if not calls:
                 call.inst.tokens += ledger.emptied()
         self.ctx.running.count(call.inst, [(e, 0, len(call.sent))], -1)
