@@ -52,7 +52,9 @@ import enum
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+from engines.stream_events import KVReport as KVReport  # re-exported: the payload of a StreamEvent.KV
 
 
 class Feature(str, enum.Enum):
@@ -75,21 +77,6 @@ class StreamEvent(enum.StrEnum):
     PROGRESS = "progress"  # tokens decoded so far, for requests with "progress"
     KV = "kv"              # what the engine itself counts for a request with "progress" (KVReport)
     FINAL = "final"        # the request's result, its last event
-
-
-class KVReport(TypedDict):
-    """The payload of a StreamEvent.KV: the engine's own numbers for one request, sent once it has
-    been scheduled (its prompt is tokenized and in the KV cache) and again as it takes KV blocks.
-
-    prompt_tokens: the request's prompt as the engine tokenized it, with the ids it resumes from;
-    block_size: the tokens one KV block of the engine holds;
-    used_blocks, total_blocks: the engine's KV blocks in use (a block shared through the prefix
-    cache counts once) and in all, where the engine can say (None where it cannot)."""
-
-    prompt_tokens: int
-    block_size: int
-    used_blocks: int | None
-    total_blocks: int | None
 
 
 class Capability(enum.StrEnum):

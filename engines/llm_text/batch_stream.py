@@ -5,7 +5,8 @@ each request's events as they come, and `Decoded` accumulates one streamed decod
 deltas, progress, split items).
 
 An adapter supplies `one(i, request, emit)`: run request `i` (already checked) and return its result,
-calling `emit(i, kind, value)` for "delta", "progress", "item" and finally "final"."""
+calling `emit(i, kind, payload)` for "delta", "progress", "item" (payloads: engines.stream_events) and
+finally "final" (its result)."""
 from __future__ import annotations
 
 import asyncio
@@ -15,8 +16,9 @@ from typing import Any
 from engines.llm_text.llm_requests import check_request
 from engines.llm_text.split_parser import SplitParser, emit_items
 from engines.protocol import StreamEvent
+from engines.stream_events import Delta, Item, Progress
 
-Emit = Callable[[int, str, Any], Awaitable[None]]
+Emit = Callable[[int, StreamEvent, Any], Awaitable[None]]
 RunOne = Callable[[int, dict[str, Any], Emit | None], Awaitable[dict[str, Any]]]
 
 
@@ -43,8 +45,8 @@ async def stream_batch(run: Callable[[Emit], Awaitable[list[Any]]]) -> AsyncIter
     Closing the iterator early cancels the batch."""
     queue: asyncio.Queue = asyncio.Queue()
 
-    async def emit(i: int, kind: str, value: Any) -> None:
-        queue.put_nowait((i, kind, value))
+    async def emit(i: int, kind: StreamEvent, payload: Any) -> None:
+        queue.put_nowait((i, kind, payload))
 
     batch = asyncio.ensure_future(run(emit))
     batch.add_done_callback(lambda _: queue.put_nowait(None))
@@ -87,9 +89,9 @@ class Decoded:
         self.token_ids.extend(token_ids)
         self.tokens += len(token_ids) if tokens is None else tokens
         if self.deltas and text:
-            await self.emit(self.i, StreamEvent.DELTA, text)
+            await self.emit(self.i, StreamEvent.DELTA, Delta(text=text))
         if self.progress and (token_ids or tokens):
-            await self.emit(self.i, StreamEvent.PROGRESS, self.tokens)
+            await self.emit(self.i, StreamEvent.PROGRESS, Progress(tokens=self.tokens))
         if self.parser is not None and text:
             self.stopped = await emit_items(self.parser, text, self.max_items, self.i, self.emit)
         return self.stopped
@@ -104,5 +106,5 @@ class Decoded:
             for item in self.parser.finish()[:limit]:
                 items.append(item)
                 if self.emit is not None:
-                    await self.emit(self.i, StreamEvent.ITEM, item)
+                    await self.emit(self.i, StreamEvent.ITEM, Item(text=item))
         return items

@@ -15,6 +15,7 @@ import json
 import re
 
 from engines.protocol import StreamEvent
+from engines.stream_events import Item
 
 SPLITS = ("list", "jsonl")
 _MARKED = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*\u2022+])\s+(?P<item>.*\S)\s*$")
@@ -87,5 +88,5 @@ async def emit_items(parser: SplitParser, text: str, max_items: int | None, i: i
         new = new[:max(0, max_items - (len(parser.items) - len(new)))]
     if emit is not None:
         for item in new:
-            await emit(i, StreamEvent.ITEM, item)
+            await emit(i, StreamEvent.ITEM, Item(text=item))
     return max_items is not None and len(parser.items) >= max_items

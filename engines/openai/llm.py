@@ -217,8 +217,8 @@ class OpenAILLMEngine:
         return await self._run(op, requests, None)
 
     def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
-        """Yield (i, "item", text) for each complete item as it is parsed, (i, "delta", text) and
-        (i, "progress", tokens) when asked for, then (i, "final", result)."""
+        """Yield (i, "item", Item) for each complete item as it is parsed, (i, "delta", Delta) and
+        (i, "progress", Progress) when asked for, then (i, "final", result) (engines.stream_events)."""
         return stream_batch(lambda emit: self._run(op, requests, emit))
 
     async def _run(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:

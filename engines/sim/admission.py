@@ -27,9 +27,10 @@ from typing import Any
 
 from engines.kvswap.choice import SurvivalTracker
 from engines.llm_text.split_parser import SplitParser
-from engines.protocol import KVReport, StreamEvent
+from engines.protocol import StreamEvent
 from engines.requests import DECODE_OPS
 from engines.sim.kv import Holding, block_hashes
+from engines.stream_events import KVReport
 
 Emit = Callable[[int, str, Any], Awaitable[None]]
 
@@ -96,7 +97,7 @@ class SimAdmission:
         return len(hit)
 
     async def report_kv(self, seq: SimSeq) -> None:
-        """Send a decoding sequence's StreamEvent.KV (engines.protocol.KVReport: its prompt tokens
+        """Send a decoding sequence's StreamEvent.KV (engines.stream_events.KVReport: its prompt tokens
         with the ids it resumes from, the block size, the pool's blocks in use and in all) at its first
         token and whenever its next token starts a new block."""
         bs = self.pool.block_size

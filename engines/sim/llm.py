@@ -60,6 +60,7 @@ from engines.sim.text import (
     resize_prompt,
 )
 from engines.sim.wall_clock import WallClock
+from engines.stream_events import Delta, Item, Progress
 
 
 class SimLLM(SimAdmission):
@@ -354,10 +355,10 @@ class SimLLM(SimAdmission):
         """Stream one decoded token; True once a split output has all the items it asked for."""
         emit, req = seq.emit, seq.req
         if emit is not None and req["stream_text"]:
-            await emit(seq.index, StreamEvent.DELTA, token)
+            await emit(seq.index, StreamEvent.DELTA, Delta(text=token))
         if emit is not None and req["progress"]:
             await self.report_kv(seq)
-            await emit(seq.index, StreamEvent.PROGRESS, len(seq.out))
+            await emit(seq.index, StreamEvent.PROGRESS, Progress(tokens=len(seq.out)))
         if seq.parser is None:
             return False
         new = seq.parser.feed(token)
@@ -366,7 +367,7 @@ class SimLLM(SimAdmission):
             new = new[:max(0, cap - (len(seq.parser.items) - len(new)))]
         if emit is not None:
             for item in new:
-                await emit(seq.index, StreamEvent.ITEM, item)
+                await emit(seq.index, StreamEvent.ITEM, Item(text=item))
         return cap is not None and len(seq.parser.items) >= cap
 
     async def _finish(self, seq: SimSeq, aborted: bool = False) -> None:
@@ -389,7 +390,7 @@ class SimLLM(SimAdmission):
                 for item in seq.parser.finish()[:None if cap is None else max(0, cap - len(items))]:
                     items.append(item)
                     if seq.emit is not None:
-                        await seq.emit(seq.index, StreamEvent.ITEM, item)
+                        await seq.emit(seq.index, StreamEvent.ITEM, Item(text=item))
             result = {"text": "".join(seq.text), "items": items[:cap] if cap else items, **counts,
                       "num_output_tokens": len(seq.out), "output_token_ids": list(seq.out)}
         if seq.emit is not None:

@@ -16,6 +16,7 @@ from engines.protocol import EngineProfile, StreamEvent
 from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 from engines.sim.device import DeviceShare, computing
 from engines.sim.text import count_tokens, memo_caches
+from engines.stream_events import Delta, Item
 
 DIM = 32
 _WORD = re.compile(r"[a-z0-9]+")
@@ -197,7 +198,7 @@ class SimEngine:
                         if not sent:
                             sent = True
                             self.mid_stream += 1
-                        yield i, StreamEvent.ITEM, f["items"][k]
+                        yield i, StreamEvent.ITEM, Item(text=f["items"][k])
             if step > 0:
                 await asyncio.sleep(step)
             self.running -= 1
@@ -209,7 +210,7 @@ class SimEngine:
             for i, f in enumerate(finals):
                 if requests[i].get("stream_text"):
                     for piece in re.findall(r"\S+\s*", f["text"]):
-                        yield i, StreamEvent.DELTA, piece
+                        yield i, StreamEvent.DELTA, Delta(text=piece)
                 yield i, StreamEvent.FINAL, f
         finally:
             if counted:

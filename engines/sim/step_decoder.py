@@ -15,6 +15,7 @@ from typing import Any
 
 from engines.protocol import EngineProfile, StreamEvent
 from engines.requests import PrimOp
+from engines.stream_events import Delta, Progress
 
 
 class StepDecoder:
@@ -76,9 +77,9 @@ class StepDecoder:
             ids.append(k)
             if emit is not None:
                 if req.get("stream_text"):
-                    await emit(i, StreamEvent.DELTA, f"t{k} ")
+                    await emit(i, StreamEvent.DELTA, Delta(text=f"t{k} "))
                 if req.get("progress"):
-                    await emit(i, StreamEvent.PROGRESS, len(ids))
+                    await emit(i, StreamEvent.PROGRESS, Progress(tokens=len(ids)))
             return False
 
         aborted = await self._decode(req, token)

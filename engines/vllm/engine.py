@@ -301,9 +301,9 @@ class VLLMEngine:
         return await self._run_batch(op, requests, None)
 
     def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
-        """Yield (i, "item", text) for each complete item as it is parsed, (i, "delta", text) and
-        (i, "progress", tokens) and, with progress, one (i, "kv", KVReport) at its first output (its prompt
-        tokens and block size; no block counts) when asked for, then (i, "final", result)."""
+        """Yield (i, "item", Item) for each complete item as it is parsed, (i, "delta", Delta) and (i, "progress",
+        Progress) and, with progress, one (i, "kv", KVReport) at its first output (its prompt tokens and block
+        size; no block counts) when asked for, then (i, "final", result); payloads: engines.stream_events."""
         return stream_batch(lambda emit: self._run_batch(op, requests, emit))
 
     async def _run_batch(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from engines.protocol import StreamEvent
 from engines.sim.llm import SimLLM
 from engines.sim.profile import load_profile, simulated_engine
 from engines.sim.wall_clock import WallClock
@@ -88,9 +89,9 @@ class EnginePool:
         done = False
         try:
             async for _, kind, value in engine.stream(DECODE, [request]):
-                if kind == "progress":
-                    yield "token", value
-                elif kind == "final":
+                if kind == StreamEvent.PROGRESS:
+                    yield "token", value.tokens
+                elif kind == StreamEvent.FINAL:
                     done = True
                     self._count(index, reason, value)
                     yield "final", value

@@ -52,7 +52,7 @@ class CallWork:
             self.future.set_result(CallOutcome(result=r if isinstance(r, dict) else {"text": str(r)},
                                                instance=self.instance, started=self.started_at))
 
-    def item(self, payload: Any, t: float) -> None:
+    def item(self, text: str, t: float) -> None:
         pass
 
     def final(self, result: Any, t: float) -> None:

@@ -1,5 +1,5 @@
 """`KVLedger`: one LLM engine instance's KV cache as preemptive admission counts it, on the engine's
-own numbers once the engine reports them (engines.protocol.KVReport, StreamEvent.KV).
+own numbers once the engine reports them (engines.stream_events.KVReport, StreamEvent.KV).
 
 The rule (Autellix Alg. 1's `engine.can_fit` on what the engine knows):
 - a running request is charged `held_tokens(prompt, decoded, block)`: its prompt as the engine

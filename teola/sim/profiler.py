@@ -64,7 +64,7 @@ async def _timed_steps(engine: Any, reqs: list[dict[str, Any]]) -> tuple[float, 
     events: list[tuple[float, int, int]] = []
     async for i, kind, value in engine.stream("decoding", [r | {"progress": True} for r in reqs]):
         if kind == StreamEvent.PROGRESS:
-            events.append((clock() - t, i, int(value)))
+            events.append((clock() - t, i, value.tokens))
         elif kind == StreamEvent.FINAL:
             results[i] = value
     return clock() - t, results, events

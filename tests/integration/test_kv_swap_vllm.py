@@ -61,7 +61,7 @@ async def interrupted(engine: VLLMEngine, key: str) -> dict:
            "progress": True}
     final, aborted = None, False
     async for _, kind, payload in engine.stream("decoding", [req]):
-        if kind == "progress" and payload >= STOP_AT and not aborted:
+        if kind == "progress" and payload.tokens >= STOP_AT and not aborted:
             aborted = await engine.abort([key]) == 1
         elif kind == "final":
             final = payload

@@ -64,7 +64,7 @@ async def test_abort_closes_the_stream_and_the_server_stops_the_request(remote_l
             async for _i, kind, value in remote_llm.stream("decoding", [{
                     "parts": [["user", "Tell a long story."]], "max_tokens": 1500, "ignore_eos": True,
                     "owner": "q-abort", "progress": True}]):
-                if kind == "progress" and value >= 4:
+                if kind == "progress" and value.tokens >= 4:
                     decoded.set()
                 if kind == "final":
                     return value

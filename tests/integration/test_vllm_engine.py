@@ -118,7 +118,7 @@ async def test_stream_yields_items_before_the_request_finishes(llm_engine):
     events = [e async for e in llm_engine.stream("decoding", [req])]
     kinds = [k for _, k, _ in events]
     assert kinds[-1] == "final" and kinds.count("final") == 1
-    items = [v for _, k, v in events if k == "item"]
+    items = [v.text for _, k, v in events if k == "item"]
     final = events[-1][2]
     assert len(items) >= 2 and items == final["items"]
     # every item but the last was complete (its line ended) while tokens were still being generated
@@ -133,7 +133,7 @@ async def test_max_items_stops_decoding_once_the_items_are_out(llm_engine):
     assert len(full[0]["items"]) >= 3, full[0]["text"]  # the model writes more than 2 items
     events = [e async for e in llm_engine.stream(
         "decoding", [{"parts": parts, "max_tokens": 96, "split": "list", "max_items": 2}])]
-    items = [v for _, k, v in events if k == "item"]
+    items = [v.text for _, k, v in events if k == "item"]
     final = events[-1][2]
     assert items == final["items"] == full[0]["items"][:2]
     assert final["num_output_tokens"] < full[0]["num_output_tokens"]  # the rest was never decoded
@@ -170,7 +170,7 @@ async def test_abort_stops_only_that_owners_running_request(llm_engine):
 async def test_stream_text_sends_the_decoded_text_as_it_comes(llm_engine):
     req = {"parts": [QUESTION], "max_tokens": 24, "stream_text": True}
     events = [e async for e in llm_engine.stream("decoding", [req])]
-    deltas = [p for _, kind, p in events if kind == "delta"]
+    deltas = [p.text for _, kind, p in events if kind == "delta"]
     assert len(deltas) > 1 and events[-1][1] == "final"
     assert "".join(deltas) == events[-1][2]["text"]
 

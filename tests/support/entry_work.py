@@ -26,8 +26,8 @@ class RecordedWork:
         self.done_at = t
         self.done.set()
 
-    def item(self, payload: Any, t: float) -> None:
-        self.items.append((t, payload))
+    def item(self, text: str, t: float) -> None:
+        self.items.append((t, text))
 
     def final(self, result: Any, t: float) -> None:
         self.results(0, [result], t)

@@ -141,8 +141,9 @@ PACKAGES: tuple[Package, ...] = (
             "core lending between engines (`core_lending.py`, `core_share.py`), the knee of a latency "
             "curve (`knee.py`)"),
     Package("engines.protocol", 0, "the engine boundary, at the root of engines/ and imported by both "
-            "sides: the `Engine` protocol, the op names and typed requests of each op (`requests.py`) "
-            "and their checks", modules=(f"{_E}.requests", f"{_E}.request_checks")),
+            "sides: the `Engine` protocol, the payload of each stream event kind (`stream_events.py`), "
+            "the op names and typed requests of each op (`requests.py`) and their checks",
+            modules=(f"{_E}.stream_events", f"{_E}.requests", f"{_E}.request_checks")),
     Package("engines", 0, "the package's `__init__`", tree=False),
 )
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from bench.lib.results import write_results  # noqa: E402
 from bench.lib.tables import num, ratio, table
+from engines.protocol import StreamEvent
 
 DECODED = 8
 
@@ -46,9 +47,9 @@ async def preempt(engine: Any, parts: list, key: str | None) -> list[int]:
            **({"kv_swap_key": key} if key else {})}
     final, asked = None, False
     async for _, kind, payload in engine.stream("decoding", [req]):
-        if kind == "progress" and payload >= DECODED and not asked:
+        if kind == StreamEvent.PROGRESS and payload.tokens >= DECODED and not asked:
             asked = await engine.abort([tag]) == 1
-        elif kind == "final":
+        elif kind == StreamEvent.FINAL:
             final = payload
     return final["output_token_ids"]
 

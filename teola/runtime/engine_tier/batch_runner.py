@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from engines.protocol import Capability, StreamEvent
+from engines.stream_events import Delta, Item
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.stream_consumer import Streamed, consume
 from teola.runtime.engine_tier.supervisor import down_error
@@ -157,11 +158,11 @@ async def run_each(ctx: EngineContext, inst: Instance, op: str, requests: list[d
 async def text_stream(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
                       spans: list[Span]) -> list[Any]:
     """Run a batch whose requests asked for their text as it decodes ("stream_text"): each
-    ("delta", text) goes to its work at once; the finals are the batch's results."""
+    delta's text goes to its work at once; the finals are the batch's results."""
     owners = [e for e, a, b in spans for _ in range(a, b)]
 
-    def delta(idx: int, text: Any, t: float) -> None:
-        owners[idx].work.delta(text, t)
+    def delta(idx: int, payload: Delta, t: float) -> None:
+        owners[idx].work.delta(payload.text, t)
 
     return await consume(ctx, inst, op, requests, {StreamEvent.DELTA: delta})
 
@@ -172,8 +173,8 @@ async def item_stream(ctx: EngineContext, inst: Instance, op: str, requests: lis
     others are retried one query at a time (when the batch mixed queries) so only the culprit fails."""
     got = Streamed.of(len(owners))
 
-    def item(idx: int, payload: Any, t: float) -> None:
-        owners[idx].work.item(payload, t)
+    def item(idx: int, payload: Item, t: float) -> None:
+        owners[idx].work.item(payload.text, t)
 
     def final(idx: int, payload: Any, t: float) -> None:
         owners[idx].work.final(payload, t)

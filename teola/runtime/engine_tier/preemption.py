@@ -45,6 +45,7 @@ from typing import Any
 
 from engines.protocol import Capability, StreamEvent
 from engines.requests import DECODE_OPS
+from engines.stream_events import Delta, KVReport, Progress
 from teola.runtime.engine_tier.call_items import CallItems
 from teola.runtime.engine_tier.call_resume import Resume, joined, text_of
 from teola.runtime.engine_tier.engine_context import EngineContext
@@ -157,28 +158,26 @@ class Preemptor:
         work (or, for a partial decode, to its items, each released downstream once it is whole)."""
         items, work = call.items, call.pick.entry.work
 
-        def progress(idx: int, decoded: Any, t: float) -> None:
+        def progress(idx: int, payload: Progress, t: float) -> None:
             if items is not None:
                 items.release(t)
-            self._progress(call, idx, decoded)
+            self._progress(call, idx, payload.tokens)
 
-        def delta(idx: int, text: Any, t: float) -> None:
+        def delta(idx: int, payload: Delta, t: float) -> None:
             if items is None:
-                work.delta(text, t)
+                work.delta(payload.text, t)
             else:
                 items.release(t)
-                items.delta(text, t)
+                items.delta(payload.text, t)
 
         handlers: dict[StreamEvent, Handler] = {StreamEvent.PROGRESS: progress, StreamEvent.DELTA: delta,
                                                 StreamEvent.KV: lambda idx, report, t: self._kv(call, idx, report)}
         if items is not None:
-            handlers[StreamEvent.ITEM] = lambda idx, item, t: items.engine_item(item, call.stopping, t)
+            handlers[StreamEvent.ITEM] = lambda idx, item, t: items.engine_item(item.text, call.stopping, t)
         return handlers
 
-    def _progress(self, call: RunningCall, idx: int, decoded: Any) -> None:
+    def _progress(self, call: RunningCall, idx: int, decoded: int) -> None:
         policy = self.ctx.policy()
-        if not isinstance(decoded, int):
-            return
         if self.live:  # the call holds its decoded tokens too
             grown = decoded - call.decoded.get(idx, 0)
             call.tokens += grown
@@ -200,21 +199,20 @@ class Preemptor:
         """`inst`'s KV on the engine's numbers (teola.scheduling.kv_ledger)."""
         return self.ledgers.setdefault(inst, KVLedger())
 
-    def _kv(self, call: RunningCall, idx: int, report: Any) -> None:
-        """The engine's own numbers for request `idx` of `call` (engines.protocol.KVReport): its first
+    def _kv(self, call: RunningCall, idx: int, report: KVReport) -> None:
+        """The engine's own numbers for request `idx` of `call` (engines.stream_events.KVReport): its first
         report replaces teola's estimate of its prompt and headroom; used blocks rebase the instance."""
-        if not (self.live and isinstance(report, dict)):
+        if not self.live:
             return
         ledger, inst, before = self.ledger(call.inst), call.inst, call.inst.tokens
         if idx not in call.prompt and idx in call.held:
-            call.prompt[idx] = int(report["prompt_tokens"])
-            held = ledger.first_report(call.held[idx], call.prompt[idx], call.decoded.get(idx, 0),
-                                       int(report["block_size"]))
+            call.prompt[idx] = report.prompt_tokens
+            held = ledger.first_report(call.held[idx], call.prompt[idx], call.decoded.get(idx, 0), report.block_size)
             call.tokens += held - call.held[idx]
             inst.tokens += held - call.held[idx]
             call.held[idx] = held
-        if report.get("used_blocks") is not None:
-            inst.tokens += ledger.rebase(int(report["used_blocks"]))
+        if report.used_blocks is not None:
+            inst.tokens += ledger.rebase(report.used_blocks)
         if inst.tokens < before and self.ctx.waiting(inst):  # room opened: a waiting call may fit now
             self.ctx.kick()
 

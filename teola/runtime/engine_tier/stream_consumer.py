@@ -1,8 +1,9 @@
 """The one loop that consumes an engine's stream of `(index, kind, payload)` events: a batch whose
 answers stream their text (batch_runner.text_stream), a Partial Decoding batch whose items go
 downstream as they are parsed (batch_runner.item_stream), a preemptible call with its progress
-(preemption.Preemptor). Each caller says what to do per event kind; the loop checks the indices,
-collects the final results and fails, naming the engine, a stream that ends without every one."""
+(preemption.Preemptor). Each caller says what to do per event kind; the loop checks the indices and
+that each payload is its kind's type (engines.stream_events), collects the final results and fails,
+naming the engine, a stream that ends without every one."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -10,11 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.protocol import StreamEvent
+from engines.stream_events import Delta, Item, KVReport, Progress
 from teola.runtime.engine_tier.engine_context import EngineContext
 from teola.runtime.executors.executor import Instance
 
-# (request index, payload, loop time) -> None
+# (request index, payload, loop time) -> None; the payload is its kind's type in PAYLOADS (a final: the result)
 Handler = Callable[[int, Any, float], None]
+PAYLOADS: Mapping[StreamEvent, type] = {StreamEvent.ITEM: Item, StreamEvent.DELTA: Delta, StreamEvent.PROGRESS: Progress,
+                                        StreamEvent.KV: KVReport}
 
 
 @dataclass(slots=True)
@@ -43,6 +47,10 @@ async def consume(ctx: EngineContext, inst: Instance, op: str, requests: list[di
     async for idx, kind, payload in ctx.executor.stream(inst, op, requests):
         if not 0 <= idx < n:
             raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {n}-request {what}")
+        expected = PAYLOADS.get(kind)
+        if expected is not None and not isinstance(payload, expected):
+            raise RuntimeError(f"engine {ctx.name!r} streamed a {str(kind)!r} event carrying {type(payload).__name__}, "
+                               f"not engines.stream_events.{expected.__name__}")
         got.heard.add(idx)
         if kind == StreamEvent.FINAL:
             got.finals[idx] = payload

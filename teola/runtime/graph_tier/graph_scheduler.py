@@ -286,7 +286,7 @@ class QueryRun:
             self._finish_trace(work.prefill, t)["fused_into"] = self.plan.prims[work.members[0]].name
             self.release(work.prefill)
 
-    def stream_item(self, work: DispatchWork, text: Any, t: float) -> None:
+    def stream_item(self, work: DispatchWork, text: str, t: float) -> None:
         self._stream_prefill_done(work, t)
         k = work.items
         work.items += 1

@@ -99,7 +99,7 @@ class DispatchWork:
         again (each run counted as a start), so it is no longer in flight."""
         self._landed()
 
-    def item(self, text: Any, t: float) -> None:
+    def item(self, text: str, t: float) -> None:
         if not self.run.dead:
             self.run.guard(self.run.stream_item, self, text, t)
 

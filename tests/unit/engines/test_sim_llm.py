@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from engines.sim.llm import SimLLM
+from engines.stream_events import KVReport, Progress
 from teola.sim.virtual_loop import run_virtual
 
 COST = {"base": 1.0, "prefill_token": 0.01, "decode_seq": 0.1, "context_token": 0.0}
@@ -151,7 +152,7 @@ def test_a_split_output_streams_its_items_while_decoding():
             events.append((asyncio.get_running_loop().time(), kind, value))
         return events
     events = run(main)
-    items = [(t, v) for t, k, v in events if k == "item"]
+    items = [(t, v.text) for t, k, v in events if k == "item"]
     final = [v for _, k, v in events if k == "final"][0]
     assert len(items) == 3 and [v for _, v in items] == final["items"]
     assert items[0][0] < items[-1][0]  # the first item came out before decoding ended
@@ -353,6 +354,6 @@ def test_a_decode_with_progress_reports_the_engines_own_kv_numbers():
         return events
     events = run(lambda: main(True))
     kv = [(i, v) for i, (k, v) in enumerate(events) if k == "kv"]
-    assert [v for _, v in kv] == [{"prompt_tokens": 40, "block_size": 16, "used_blocks": 3, "total_blocks": 50}] * 2
-    assert [events[i + 1] for i, _ in kv] == [("progress", 1), ("progress", 9)]
+    assert [v for _, v in kv] == [KVReport(prompt_tokens=40, block_size=16, used_blocks=3, total_blocks=50)] * 2
+    assert [events[i + 1] for i, _ in kv] == [("progress", Progress(tokens=1)), ("progress", Progress(tokens=9))]
     assert not [k for k, _ in run(lambda: main(False)) if k == "kv"]

@@ -6,6 +6,7 @@ import pytest
 
 import teola.runtime.engine_tier.runners as runners
 from engines.protocol import StreamEvent
+from engines.stream_events import Delta, Item, Progress
 from teola.runtime.engine_tier.stream_consumer import Streamed, consume
 
 Runner = runners.Runner
@@ -47,16 +48,16 @@ def run(events, handlers, n=2, **kw):
 
 def test_finals_come_back_in_request_order_and_handlers_hear_their_kinds():
     heard = []
-    finals = run([(1, StreamEvent.DELTA, "b"), (0, StreamEvent.DELTA, "a"), (1, StreamEvent.FINAL, "B"),
-                  (0, StreamEvent.PROGRESS, 3), (0, StreamEvent.FINAL, "A")],
-                 {StreamEvent.DELTA: lambda i, p, t: heard.append((i, p))})
+    finals = run([(1, StreamEvent.DELTA, Delta(text="b")), (0, StreamEvent.DELTA, Delta(text="a")),
+                  (1, StreamEvent.FINAL, "B"), (0, StreamEvent.PROGRESS, Progress(tokens=3)), (0, StreamEvent.FINAL, "A")],
+                 {StreamEvent.DELTA: lambda i, p, t: heard.append((i, p.text))})
     assert finals == ["A", "B"] and heard == [(1, "b"), (0, "a")]
 
 
 def test_a_stream_without_every_final_fails_and_says_which_remain():
     seen = Streamed.of(2)
     with pytest.raises(RuntimeError, match="without a final result for 1 of 2"):
-        run([(0, StreamEvent.DELTA, "a"), (1, StreamEvent.FINAL, "B")], {}, seen=seen)
+        run([(0, StreamEvent.DELTA, Delta(text="a")), (1, StreamEvent.FINAL, "B")], {}, seen=seen)
     assert seen.open == {0} and seen.heard == {0, 1} and seen.finals == [None, "B"]
 
 
@@ -64,4 +65,17 @@ def test_a_bad_index_or_an_unexpected_kind_is_an_error_naming_the_engine():
     with pytest.raises(RuntimeError, match="engine 'llm' streamed request index 5 of a 2-request batch"):
         run([(5, StreamEvent.FINAL, "x")], {})
     with pytest.raises(RuntimeError, match="streamed an event of kind"):
-        run([(0, StreamEvent.DELTA, "x")], {StreamEvent.ITEM: lambda i, p, t: None}, strict=True)
+        run([(0, StreamEvent.DELTA, Delta(text="x"))], {StreamEvent.ITEM: lambda i, p, t: None}, strict=True)
+
+
+@pytest.mark.parametrize(("kind", "payload", "expected"), [
+    (StreamEvent.ITEM, "an item as bare text", "Item"),
+    (StreamEvent.DELTA, Item(text="x"), "Delta"),
+    (StreamEvent.PROGRESS, 3, "Progress"),
+])
+def test_a_payload_not_of_its_kinds_type_is_an_error_naming_the_engine_and_the_type(kind, payload, expected):
+    heard = []
+    with pytest.raises(RuntimeError, match=f"engine 'llm' streamed a '{kind}' event carrying .*, "
+                                           f"not engines.stream_events.{expected}"):
+        run([(0, kind, payload)], {kind: lambda i, p, t: heard.append(p)})
+    assert heard == []  # the handler never saw it
