@@ -104,16 +104,3 @@ def test_react_programs_are_tool_loops_with_pauses_and_recorded_answers():
         assert all(8 <= c.output <= 64 for c in p.calls[:-1]) and p.calls[-1].output in answers
     pauses = [c.pause for p in progs for c in p.calls[1:]]
     assert 1.0 < sum(pauses) / len(pauses) < 2.5  # ToolBench's mean 1.72 s, capped at 20 s
-
-
-def test_the_pure_simulator_refuses_tool_pauses():
-    import pytest
-
-    from bench.studies.programs.program_sim import simulate
-    from teola.sim.program_workloads import react_program
-
-    prog = react_program("r", 0.0, random.Random(3), [20], max_steps=3)
-    if len(prog.calls) == 1:
-        prog = react_program("r", 0.0, random.Random(5), [20], max_steps=3)
-    with pytest.raises(ValueError, match="tool pauses"):
-        simulate([prog], "fcfs")

@@ -69,7 +69,7 @@ def markdown(res: dict[str, Any]) -> str:
            f"(teola/sim) on the profile `{res['profile']}`; admission budget {res['budget']} running calls per "
            "instance; preemption by recompute; policy queues "
            f"{res['queues']} (teola.sim.program_runs.QUEUES). Before this page the study ran on a step-level "
-           "simulator of its own (bench/studies/programs/program_sim.py, max batch 8, free preemption), whose numbers are not "
+           "simulator of its own (max batch 8, free preemption; retired since), whose numbers are not "
            "comparable. The simulator's error against real engines on this machine: "
            "[sim_fidelity_probe.md](sim_fidelity_probe.md).", "",
            f"Command: `{res['command']}` ({res['wall_s']:.0f} s wall). {res['programs']} programs per point, "

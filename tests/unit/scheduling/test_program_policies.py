@@ -1,5 +1,6 @@
 """Program-aware LLM scheduling (Autellix): process table, MLFQ core, PLAS / ATLAS policies and the
-locality-aware load balancer, against hand-computed cases."""
+locality-aware load balancer, against hand-computed cases (whole programs on the runtime:
+test_program_runs_by_hand.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -7,7 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.studies.programs.program_sim import CallSpec, ProgramSpec, simulate
 from teola.balancers import LeastUsed, LocalityAware, RoundRobin, make_balancer
 from teola.scheduling.process_table import ProcessTable
 from teola.scheduling.program.atlas import ATLASPolicy, atlas_priority
@@ -15,74 +15,6 @@ from teola.scheduling.program.mlfq import MLFQPolicy, mlfq_priority
 from teola.scheduling.program.plas import PLASPolicy, plas_priority
 from teola.scheduling.program.queues import Levels, ProgramQueues
 from teola.scheduling.registry import Limits, Pending, make_policy
-
-UNIT = dict(max_batch=2, t_step=1.0, t_seq=0.0, t_prefill=0.0)
-UNIT_QUEUES = dict(num_queues=64, base_quantum=1.0, growth=1.0, beta=None, rerank_every=1)
-
-
-def figure2_programs() -> list[ProgramSpec]:
-    decode_steps = {"A": [4, 3, 1, 1], "B": [3, 3, 4], "C": [1, 2], "D": [4]}
-    return [ProgramSpec(pid, 0.0, [CallSpec(1, n, (i - 1,) if i else ()) for i, n in enumerate(steps)])
-            for pid, steps in decode_steps.items()]
-
-
-def test_figure2_fcfs_waits_18_units_and_plas_12():
-    """Autellix Figure 2: four programs arrive at t=0 on an engine with max batch 2; each call of a
-    program is issued when the previous one finishes. Decode steps per call:
-    A {4,3,1,1}, B {3,3,4}, C {1,2}, D {4}. Waiting = unit steps a released call spends queued.
-
-    FCFS (arrival order, no preemption):
-        t=0-3  A1 B1      wait C1, D1 (3 each)              -> 6
-        t=3    A1 C1      B1 done at 3, C1 starts (the text's "C until t=3"); wait D1, B2 -> 2
-        t=4-7  D1 B2      (D starts at 4) wait A2, C2 (3 each) -> 6
-        t=7    D1 A2      B2 done; wait C2, B3              -> 2
-        t=8-10 A2 C2      wait B3 (2)                        -> 2
-        t=10-  B3 A3, B3 A4, B3, B3: nobody waits            -> 0     total 18.
-    PLAS (priority = program's attained service: completed calls plus the call's own progress,
-    i.e. unit-quantum MLFQ discretization; a queued call preempts only a strictly worse one):
-        t=0  A1 B1 (p 0,0)          wait C1 D1               -> 2
-        t=1  C1 D1 (p 0,0)          A1 B1 now have p=1       -> 2
-        t=2  D1 A1 (C1 done; p 1,1) wait B1 (p1), C2 (p1)   -> 2
-        t=3  B1 C2 (p 1,1 preempt D1, A1 at p 2)            -> 2
-        t=4  B1 C2 (p 2,2)          wait A1, D1 (p 2)        -> 2   (C done at 5)
-        t=5  A1 D1 (p 2,2)          wait B2 (p 3)            -> 1
-        t=6  A1 D1 (p 3,3)          wait B2 (p 3)            -> 1   (D done at 7)
-        t=7- B2 A2, then B3, A3, A4: nobody waits            -> 0     total 12.
-    """
-    fcfs = simulate(figure2_programs(), "fcfs", **UNIT)
-    plas = simulate(figure2_programs(), "plas", policy_options=UNIT_QUEUES, **UNIT)
-    assert fcfs.total_wait == 18
-    assert plas.total_wait == 12
-    assert fcfs.completion == {"D": 8, "C": 10, "A": 12, "B": 14}
-    assert plas.completion == {"C": 5, "D": 7, "A": 12, "B": 14}
-
-
-def test_figure2_mlfq_preempts_long_calls_but_still_blocks_program_d():
-    """Autellix Figure 2(c), program-blind MLFQ with the classic doubling quanta 1, 2, 4, ... steps
-    (every new call enters Q0; a queued call preempts a running one of a strictly lower queue;
-    ties run first-come first-served, a demoted call joins its new queue's tail).
-        t=0  A1 B1 (Q0)                wait C1 D1                   -> 2   A1 B1 demoted to Q1
-        t=1  C1 D1 (Q0, preempt A1 B1) wait A1 B1                   -> 2   C1 done; D1 -> Q1
-        t=2  D1 C2 (C2 new, Q0)        wait A1 B1 (Q1, not < D1)    -> 2   C2 -> Q1
-        t=3  D1 C2 (Q1)                wait A1 B1                   -> 2   C done at 4; D1 -> Q2
-        t=4  A1 B1 (Q1, preempt D1)    wait D1                      -> 1
-        t=5  A1 B1                     wait D1                      -> 1   B1 done, B2 in Q0; A1 -> Q2
-        t=6  A1 B2                     wait D1 (Q2 behind A1)       -> 1   A1 done, A2 in Q0
-        t=7-11  A2 B2, B2 A2, A2 B3, A3 B3, A4 B3: A's and B's new calls enter Q0/Q1 ahead of
-             D1 in Q2, which waits every step                   -> 5   A done at 12
-        t=12 D1 B3 (Q2)                                             -> 0   D and B done at 13
-    Total 16, D finishing last with B: the paper's narrative ("MLFQ preempts A and B's long
-    calls to start C and D, then repeatedly prioritizes A and B's subsequent calls from t=6-12,
-    delaying D"). The paper's caption counts 18 units for its drawing; its exact preemption points
-    are only in the figure image, so we assert the value hand-computed for the documented rules
-    above, which sits between PLAS (12) and FCFS (18) and leaves D last, as in the paper."""
-    mlfq = simulate(figure2_programs(), "mlfq", policy_options={**UNIT_QUEUES, "growth": 2.0}, **UNIT)
-    assert mlfq.total_wait == 16
-    assert mlfq.completion == {"C": 4, "A": 12, "D": 13, "B": 13}
-    fcfs = simulate(figure2_programs(), "fcfs", **UNIT)
-    plas = simulate(figure2_programs(), "plas", policy_options=UNIT_QUEUES, **UNIT)
-    assert plas.total_wait < mlfq.total_wait < fcfs.total_wait
-    assert mlfq.completion["D"] > fcfs.completion["D"] > plas.completion["D"]   # program-level HoL on D
 
 
 def test_levels_ranges_follow_quanta():
@@ -138,21 +70,6 @@ def test_anti_starvation_promotes_starving_program_and_resets_only_call_counters
     assert q.table.call("L", "l2").wait == 8.0              # the table keeps the real totals
     assert q.rank(["l2", "s1"]) == ["s1", "l2"]             # promoted to Q0's tail, behind s1
     assert not q.starving("s1")                              # already in Q0
-
-
-def test_anti_starvation_in_simulation_lets_a_long_program_through():
-    """One long program L (3 calls of 6 steps) against 300 one-step programs arriving one per step
-    on a 1-slot engine: the shorts alone saturate it. Without anti-starvation L's demoted calls
-    never run until the stream ends (L completes at 300 + 18 = 318); with beta = 1 L's waiting calls
-    are promoted to Q0 again and again, so L completes while shorts are still arriving."""
-    progs = [ProgramSpec("L", 0.0, [CallSpec(1, 6), CallSpec(1, 6, (0,)), CallSpec(1, 6, (1,))])]
-    progs += [ProgramSpec(f"s{i}", float(i), [CallSpec(1, 1)]) for i in range(300)]
-    opts = dict(num_queues=4, base_quantum=1.0, growth=2.0, rerank_every=1)
-    unit = dict(max_batch=1, t_step=1.0, t_seq=0.0, t_prefill=0.0)
-    starved = simulate(progs, "plas", policy_options={**opts, "beta": None}, **unit)
-    rescued = simulate(progs, "plas", policy_options={**opts, "beta": 1.0}, **unit)
-    assert starved.latencies["L"] == 318
-    assert rescued.latencies["L"] < 300
 
 
 def test_atlas_critical_path_priority_on_a_small_dag():
