@@ -228,8 +228,8 @@ class Policy(abc.ABC):
         the call in an engine with `Capability.RERANK` when it changed), or None."""
         return None
 
-    def preempted(self, pick: Pick) -> None:
-        """The running call of `pick` was preempted and waits in the queue again."""
+    def preempted(self, pick: Pick, now: float | None = None) -> None:
+        """The running call of `pick` was preempted at `now` and waits in the queue again."""
 
     def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float, *,
                 room: KVRoom | None = None) -> list[Pending]:

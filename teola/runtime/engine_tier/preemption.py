@@ -287,7 +287,7 @@ class Preemptor:
                 resume.items = call.items
         self.ctx.metrics.preemptions += 1
         e.taken = 0
-        self.ctx.policy().preempted(call.pick)
+        self.ctx.policy().preempted(call.pick, self.ctx.loop.time())
         call.queue.push(e)
         e.work.requeued(self.ctx.loop.time())
         return True

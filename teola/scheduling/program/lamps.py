@@ -189,7 +189,7 @@ class LAMPSPolicy(Policy):
             self.admitted_at.pop(pick.entry, None)
             self.shapes.pop(pick.entry, None)
 
-    def preempted(self, pick: Pick) -> None:
+    def preempted(self, pick: Pick, now: float | None = None) -> None:
         """A running call was preempted: it waits again (ranked afresh when next scheduled)."""
         self.admitted_at.pop(pick.entry, None)
         self.shapes.pop(pick.entry, None)

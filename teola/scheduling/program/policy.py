@@ -164,11 +164,14 @@ class ProgramPolicy(Policy):
                 core.charge(entry, new_tokens, seconds=new_seconds)
         return core.level(entry)
 
-    def preempted(self, pick: Pick) -> None:
-        """The running call of `pick` was stopped to wait again (instead of `observe`): what it
-        decoded stays charged (and is not charged again when it ends), its next run's progress
-        counts from zero."""
+    def preempted(self, pick: Pick, now: float | None = None) -> None:
+        """The running call of `pick` was stopped at `now` to wait again (instead of `observe`): what
+        it decoded stays charged (and is not charged again when it ends), its next run's progress
+        counts from zero, and its waiting counts from `now` (not from when it was last seen queued,
+        before the run it just had: that run is executed time, already charged as service)."""
         self._starts.pop(id(pick), None)
+        if now is not None:
+            self._charged[pick.entry] = now
         tokens, _ = self._progressed.pop(pick.entry, (0.0, 0.0))
         if tokens:
             self._banked[pick.entry] = self._banked.get(pick.entry, 0.0) + tokens

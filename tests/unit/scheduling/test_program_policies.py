@@ -365,3 +365,18 @@ def test_default_service_is_autellix_model_execution_time():
     assert pol.progress(e, 50, elapsed=0.3) > 0
     pol.observe(d.picks, 0.0, 0.3, [{"num_output_tokens": 50}])
     assert pol.table.get("P").service == pytest.approx(0.3)
+
+
+def test_a_preempted_call_waits_from_its_preemption_not_from_before_its_run():
+    """Autellix counts waiting as time queued, not time run. A call picked at t=0 runs 4 s (4 tokens,
+    charged as service), is preempted at t=4 and next seen queued at t=5: it has waited 1 s (4 to 5),
+    not 5 s (0 to 5: its run counted again, as waiting, which fed the anti-starvation ratio W / T)."""
+    pol = PLASPolicy(num_queues=4, base_quantum=2.0, growth=2.0, beta=None, service="tokens", rerank_every=1)
+    call = pending("P", "c", 0.0, max_tokens=16)
+    d = pol.schedule([call], 0.0, Limits(max_batch=1, max_efficient_batch=1))
+    call.taken = 1
+    pol.progress(call, 4, elapsed=4.0)
+    pol.preempted(d.picks[0], 4.0)
+    call.taken = 0
+    pol.schedule([call], 5.0, Limits(max_batch=1, max_efficient_batch=1))
+    assert pol.table.call("P", "c").wait == pytest.approx(1.0)

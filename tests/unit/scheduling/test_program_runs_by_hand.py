@@ -122,14 +122,14 @@ def test_anti_starvation_promotes_a_long_program_past_a_stream_of_short_ones():
         0  L starts (it arrived first). 1: L has 1 token (Q1), s0 (Q0) preempts it; [1,2) lost, s0[2,3).
         3  s1 (arrived 1) runs [3,4) on the idle engine (R1), then each sk runs [k+2, k+3): s11 ends 14.
        14  L, last in line, decodes its 2 tokens: [14,16). L ends at 16.
-    With beta = 1 (promote a call to Q0 when its program's waited over executed seconds reach 1): the
-    policy charges a queued call the time since it was last seen queued (teola.scheduling.program.policy
-    `_see`), which for a preempted call includes the run it just had (its seconds count as executed
-    too), so at each preemption L counts 1 s waited for 1 s executed and is promoted to Q0's tail at
-    once (counting the run only as executed would promote it 1 s later and change the times below):
-        1  L preempted as above and promoted behind s1 (arrived 1); s0[2,3), s1[3,4).
+    With beta = 1 (promote a call to Q0 when its program's waited over executed seconds reach 1; a
+    preempted call waits from its preemption, teola.scheduling.program.policy `preempted`):
+        1  L preempted as above (1 s executed, 0 waited): not promoted yet; s0[2,3).
+        2  L has waited 1 s (1 to 2) for 1 s executed: promoted to Q0's tail, behind s1 (arrived 1) and
+           ahead of s2, admitted after it in the same scheduling step; s1[3,4).
         4  L runs [4,5): 1 more token (1 in its queue since the promotion: Q1); s2, s3, s4 wait in Q0:
-        5  L preempted ([5,6) lost) and promoted again, behind s5 (arrived 5): s2[6,7), s3[7,8),
+        5  L preempted ([5,6) lost) and promoted again at once (since its promotion it waited 2 s, 2 to 4,
+           for 1 s executed), behind s5 (arrived 5): s2[6,7), s3[7,8),
            s4[8,9), s5[9,10).
        10  L decodes its last token [10,11): L ends at 11, while shorts still arrive; s6..s11 run
            [11,12) ... [16,17)."""
