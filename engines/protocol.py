@@ -28,9 +28,9 @@ Request / result shapes per op (one request per item; the runtime batches reques
                   "logprobs": int | None,         # optional (Feature.LOGPROBS): per output token its
                                                   # logprob and this many top alternatives
                   "owner": str, "tag": str,       # optional: keys abort() can name (query / request)
-                  "stream_text": bool,            # optional: stream ("delta", text) as it decodes
-                  "progress": bool,               # optional: stream ("progress", tokens decoded so far)
-                                                  # and ("kv", KVReport) where the engine reports it
+                  "stream_text": bool,            # optional: stream (DELTA, Delta) as it decodes
+                  "progress": bool,               # optional: stream (PROGRESS, Progress: tokens decoded
+                                                  # so far) and (KV, KVReport) where the engine reports it
                   "resume_ids": list[int],        # optional, decodes: token ids decoded before a
                                                   # preemption; the prompt continues with them
                   "kv_swap_key": str}             # optional, decodes: names the call's KV across
@@ -70,13 +70,14 @@ class Feature(str, enum.Enum):
 
 
 class StreamEvent(enum.StrEnum):
-    """The kind of one event an engine's `stream` yields, as (request index, kind, payload)."""
+    """The kind of one event an engine's `stream` yields, as (request index, kind, payload); each
+    kind's payload type is in engines/stream_events.py."""
 
-    ITEM = "item"          # a complete item of a splittable output (payload: its text)
-    DELTA = "delta"        # decoded text, for requests with "stream_text"
-    PROGRESS = "progress"  # tokens decoded so far, for requests with "progress"
+    ITEM = "item"          # a complete item of a splittable output (Item: its text)
+    DELTA = "delta"        # decoded text, for requests with "stream_text" (Delta)
+    PROGRESS = "progress"  # tokens decoded so far, for requests with "progress" (Progress)
     KV = "kv"              # what the engine itself counts for a request with "progress" (KVReport)
-    FINAL = "final"        # the request's result, its last event
+    FINAL = "final"        # the request's result, its last event (what execute returns for it)
 
 
 class Capability(enum.StrEnum):
