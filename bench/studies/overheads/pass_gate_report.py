@@ -53,8 +53,9 @@ def markdown(data: dict[str, Any]) -> str:
              "", f"Command: `{data['command']}`. {machine_facts(data['machine'])}", "",
              "Predicted: the pass's cost model (teola/passes/*_cost.py, docs/passes.md) on the LLM's costs, "
              "summed over the query's calls, read back from the e-graph's `# gate` lines. Measured: latency "
-             "with the pass off minus on (positive: the pass saves time), each query alone, the two sides "
-             "alternating which runs first. 'gate applies': queries where the gate would turn the pass on. "
+             "with the pass off minus on (positive: the pass saves time), each query alone after one unmeasured "
+             "run of it (prefix cache primed), the two sides alternating which runs first. A pass with no call "
+             "to apply to runs the same graph on both sides: its row is the noise floor. 'gate applies': queries where the gate would turn the pass on. "
              "Work per side: prompt / output tokens / LLM requests (equal work: equal tokens).", "",
              "Costs the predictions used:", ""]
     lines += [costs_line(app, r["costs"]) for app, r in data["apps"].items()]
