@@ -63,11 +63,23 @@ def profile_costs(profile: str) -> EngineCosts:
         data = json.loads(path.read_text(encoding="utf-8"))
         llm = data["engines"]["vllm"]
         cost = llm["cost"]
-        return EngineCosts(request_s=float(cost["base"]), prefill_token_s=float(cost["prefill_token"]),
-                           decode_step_s=float(cost.get("decode_seq", 0.0)) + float(cost["base"]),
+        table = [(float(n), float(t)) for n, t in cost.get("token_table", [])]
+        base, prefill = float(cost["base"]), float(cost["prefill_token"])
+        if table:  # a GPU profile: a step's seconds by the tokens it computes, beside `base`
+            prefill += (_at(table, 1024) - _at(table, 1)) / 1023
+        return EngineCosts(request_s=base, prefill_token_s=prefill,
+                           decode_step_s=base + float(cost.get("decode_seq", 0.0)) + (_at(table, 1) if table else 0.0),
                            block_size=int(llm.get("block_size", 16)), source=str(data.get("name", profile)))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"profile {profile!r} gives no vllm costs ({type(exc).__name__}: {exc})") from None
+
+
+def _at(table: list[tuple[float, float]], n: float) -> float:
+    """A token table's seconds at n tokens, linear between its points (its ends beyond them)."""
+    for (n0, t0), (n1, t1) in zip(table, table[1:]):
+        if n <= n1:
+            return t0 if n <= n0 else t0 + (t1 - t0) * (n - n0) / (n1 - n0)
+    return table[-1][1]
 
 
 def check_costs_option(name: str, costs: Any) -> bool | str:
