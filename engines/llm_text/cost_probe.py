@@ -21,6 +21,7 @@ from typing import Any
 
 from engines.llm_text.costs import FITTED, EngineCosts, check_costs_option, profile_costs
 from engines.llm_text.least_squares import nnls
+from engines.requests import PrimOp
 
 PREFILL_WORDS = (8, 24, 56)  # prompt lengths of the prefill-only requests
 DECODE_WORDS, DECODE_TOKENS = 8, 5  # the decode: a short prompt, a few steps
@@ -55,15 +56,15 @@ async def probe_costs(engine: Any, block_size: int) -> EngineCosts:
     clock = asyncio.get_running_loop().time
     nonce = uuid.uuid4().hex[:8]
     began = clock()
-    await engine.execute("prefilling", [request(4, f"warm {nonce}", 1)])
+    await engine.execute(PrimOp.PREFILLING, [request(4, f"warm {nonce}", 1)])
     samples: list[tuple[int, int, float]] = []
-    plan = [("prefilling", w, 1) for w in PREFILL_WORDS] + [("decoding", DECODE_WORDS, DECODE_TOKENS)]
+    plan = [(PrimOp.PREFILLING, w, 1) for w in PREFILL_WORDS] + [(PrimOp.DECODING, DECODE_WORDS, DECODE_TOKENS)]
     for j, (op, words, out) in enumerate(plan):
         t = clock()
         result = (await engine.execute(op, [request(words, f"probe {nonce} {j}", out)]))[0]
         took = clock() - t
         new = int(result["num_prompt_tokens"]) - int(result.get("num_cached_tokens") or 0)
-        samples.append((new, int(result.get("num_output_tokens", out)) if op == "decoding" else 1, took))
+        samples.append((new, int(result.get("num_output_tokens", out)) if op == PrimOp.DECODING else 1, took))
     return fit(samples, block_size, clock() - began)
 
 
