@@ -24,18 +24,8 @@ from __future__ import annotations
 
 from engines.llm_text.costs import EngineCosts
 from teola.ir.refs import Ref
-from teola.passes.engine_costs import profile_costs
 
 CHARS_PER_TOKEN = 4.0  # English text in a BPE tokenizer (SmolLM2: ~4.2 characters per token)
-
-# An LLM engine's costs as the gate uses them (request_s, prefill_token_s, block_size)
-PrefillCosts = EngineCosts
-
-
-def known_costs(profile: str | None) -> PrefillCosts | None:
-    """The costs a pass option names (None: none named)."""
-    return profile_costs(profile) if profile else None
-
 
 def estimated_tokens(parts: list, ref_tokens: int) -> tuple[int, int]:
     """(all tokens, leading constant tokens) of the prompt parts, estimated."""
@@ -52,7 +42,7 @@ def estimated_tokens(parts: list, ref_tokens: int) -> tuple[int, int]:
     return int(total), int(lead)
 
 
-def predicted_gain(parts: list, costs: PrefillCosts | None, ref_tokens: int) -> float:
+def predicted_gain(parts: list, costs: EngineCosts | None, ref_tokens: int) -> float:
     """Seconds a partial prefill of `parts` saves its call, less the request it costs. A prefix of
     constant text only saves nothing whatever the costs (the previous call cached it); without known
     costs any other prefix is assumed to pay (inf)."""

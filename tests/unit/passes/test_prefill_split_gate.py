@@ -2,13 +2,15 @@
 the engine's known costs predict that it saves more prefill than the request it adds."""
 import pytest
 
+from engines.llm_text.costs import EngineCosts
 from teola import PrimOp, Ref
 from teola.passes import get_pass
-from teola.passes.prefill_split_cost import PrefillCosts, predicted_gain, profile_costs
+from teola.passes.engine_costs import profile_costs
+from teola.passes.prefill_split_cost import predicted_gain
 from tests.factories import make_graph
 
 P, D, E = PrimOp.PREFILLING, PrimOp.DECODING, PrimOp.EMBEDDING
-COSTS = PrefillCosts(request_s=0.06, prefill_token_s=0.003, block_size=32, source="test")
+COSTS = EngineCosts(request_s=0.06, prefill_token_s=0.003, block_size=32, source="test")
 
 
 def rag_call(prefix: list) -> object:
