@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.studies.sim.gpu_profile_validation import PUBLISHED, Published, breakdown, simulate
+from bench.studies.sim.gpu_figures import PUBLISHED, Published
+from bench.studies.sim.gpu_profile_validation import breakdown, simulate
 from engines.sim.cost import IterationCost
 from teola.sim.replica import SimRequest, simulate_replica
 
