@@ -2,6 +2,7 @@
 texts, a prefill's state, a decode's text or items. Pure functions, like teola.runtime.requests."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from teola.ir.ops import PREFILL_OPS, PrimOp
@@ -9,7 +10,7 @@ from teola.ir.primitive import Primitive
 from teola.runtime.requests import PrimitiveInputError
 
 
-def collect_outputs(prim: Primitive, requests: list[dict[str, Any]], results: list[Any]) -> dict[str, Any]:
+def collect_outputs(prim: Primitive, requests: Sequence[Mapping[str, Any]], results: list[Any]) -> dict[str, Any]:
     """The object-store values `prim` writes, from its requests and the engine's results."""
     op = prim.op
     if len(results) != len(requests):

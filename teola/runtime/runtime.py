@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from engines.protocol import Feature
@@ -347,7 +347,7 @@ class Runtime:
     def _withdraw_entry(self, engine: str, entry: Pending) -> bool:
         return self.schedulers[engine].remove(entry)
 
-    def _tool_done(self, args: dict[str, Any], requests: list[dict[str, Any]], trace: dict[str, Any]) -> None:
+    def _tool_done(self, args: dict[str, Any], requests: Sequence[Mapping[str, Any]], trace: Mapping[str, Any]) -> None:
         """A tool primitive finished. A template "agent" round's (args "api_of": its LLM engine)
         tool calls each took the tool batch's time, which that engine's policy learns API durations
         from (`Policy.observe_api`)."""

@@ -14,6 +14,7 @@ from teola.compile.compiler import Compiled
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
+from teola.runtime.graph_tier import completions
 from teola.runtime.graph_tier.dispatch_kind import DispatchKind
 from teola.runtime.graph_tier.dispatch_plan import DispatchPlan
 from teola.runtime.graph_tier.query_context import QueryContext
@@ -21,11 +22,10 @@ from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED
 from teola.runtime.graph_tier.query_work import DispatchWork
 from teola.runtime.graph_tier.speculation import abort_keys, settle
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
-from teola.runtime.outputs import collect_outputs
 from teola.runtime.requests import AtOnce, at_once, build_requests, frozen_bodies, pause_hint
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
-from teola.runtime.trace_row import TraceRow, llm_extras, new_row
+from teola.runtime.trace_row import TraceRow, new_row
 from teola.runtime.trace_status import TraceStatus
 from teola.scheduling.base import Pending
 from teola.scheduling.dispatch_record import DispatchRecord
@@ -183,7 +183,7 @@ class QueryRun:
         tr = self.trace[i] = self.new_trace(p, TraceStatus.SKIPPED if now.skipped else TraceStatus.OK, t)
         tr["started"] = tr["finished"] = t
         if not now.skipped:
-            self._count(p, tr)
+            completions.count_primitive(self, p, tr)
         self.release(i)
 
     def _settle(self, p: Primitive) -> None:
@@ -218,16 +218,14 @@ class QueryRun:
             work.timer.cancel()
             work.timer = None
 
-    def _finish_trace(self, i: int, t: float, extras: Any = None) -> TraceRow:
-        tr = self.trace[i]
-        assert tr is not None
-        tr["finished"] = t - self.t0
-        tr["status"] = TraceStatus.OK
-        if isinstance(extras, dict):
-            llm_extras(tr, extras)
-        self._count(self.plan.prims[i], tr)
-        self.emit_primitive(tr)
-        return tr
+    def work_done(self, work: DispatchWork, t: float) -> None:
+        completions.work_done(self, work, t)
+
+    def stream_item(self, work: DispatchWork, text: str, t: float) -> None:
+        completions.stream_item(self, work, text, t)
+
+    def stream_final(self, work: DispatchWork, result: Any, t: float) -> None:
+        completions.stream_final(self, work, result, t)
 
     # ---- events -------------------------------------------------------------------------------------
     def emit(self, event: dict[str, Any]) -> None:
@@ -247,75 +245,6 @@ class QueryRun:
                        "primitive": tr["primitive"], "op": tr["op"], "engine": tr["engine"],
                        "instance": tr["instance"], "batch_size": tr["batch_size"],
                        "t": tr["finished"] if done else tr["started"]})
-
-    def _count(self, p: Primitive, tr: TraceRow) -> None:
-        m = self.ctx.metrics
-        m.primitives += 1
-        assert tr["finished"] is not None
-        m.observe_op(p.op.value, tr["finished"] - tr["queued"])
-
-    def work_done(self, work: DispatchWork, t: float) -> None:
-        self.close_work(work)
-        plan, values = self.plan, self.values
-        if work.kind is DispatchKind.PRIM:
-            p = plan.prims[work.idx]
-            values.update(collect_outputs(p, work.requests, work.res))
-            extras = work.res[0] if p.op.value in _LLM_OP_VALUES else None
-            if extras is not None:
-                self.ctx.metrics.observe_llm(extras)
-            tr = self._finish_trace(work.idx, t, extras)
-            if p.op is PrimOp.TOOL:
-                self.ctx.tool_done(p.args, work.requests, tr)
-            self.release(work.idx)
-            return
-        # fused prefill + decoding
-        pre, d = plan.prims[work.prefill], plan.prims[work.idx]
-        result = work.res[0]
-        self.ctx.metrics.observe_llm(result)
-        values[pre.outputs[0]] = _fused_state(work.requests[0], result)
-        values.update(collect_outputs(d, work.requests, work.res))
-        self._finish_trace(work.prefill, t, result)["fused_into"] = d.name
-        self._finish_trace(work.idx, t, result)["fused_with"] = pre.name
-        self.state[work.idx] = DONE
-        self.release(work.prefill)
-
-    def _stream_prefill_done(self, work: DispatchWork, t: float, result: Any = None) -> None:
-        if work.prefill is not None and self.state[work.prefill] < DONE:
-            pre = self.plan.prims[work.prefill]
-            self.values[pre.outputs[0]] = _fused_state(work.requests[0], result if isinstance(result, dict) else {})
-            self._finish_trace(work.prefill, t)["fused_into"] = self.plan.prims[work.members[0]].name
-            self.release(work.prefill)
-
-    def stream_item(self, work: DispatchWork, text: str, t: float) -> None:
-        self._stream_prefill_done(work, t)
-        k = work.items
-        work.items += 1
-        if k >= len(work.members):
-            work.extra_items += 1
-            return
-        self._member_done(work.members[k], [text], t)
-
-    def stream_final(self, work: DispatchWork, result: Any, t: float) -> None:
-        self.close_work(work)
-        self.ctx.metrics.observe_llm(result)
-        self._stream_prefill_done(work, t, result)
-        for m in work.members[work.items:]:
-            self._member_done(m, [], t)
-        for m in (*work.members, *(() if work.prefill is None else (work.prefill,))):  # the call's token counts
-            tr = self.trace[m]
-            if isinstance(result, dict) and tr is not None:
-                llm_extras(tr, result)
-        last = self.trace[work.members[-1]]
-        if work.extra_items and last is not None:
-            last["dropped_items"] = work.extra_items
-
-    def _member_done(self, m: int, value: list[Any], t: float) -> None:
-        p = self.plan.prims[m]
-        self.values[p.outputs[0]] = value
-        self._finish_trace(m, t)
-        self.state[m] = DONE
-        if self.indeg[m] == 0:
-            self.release(m)
 
     # ---- endings -----------------------------------------------------------------------------------
     def trace_list(self) -> list[TraceRow]:
@@ -382,14 +311,3 @@ class QueryRun:
         self.fail(QueryTimeout(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} exceeded "
                                f"{self.prim_timeout} s (config 'primitive_timeout')", self.qid, p.name, p.engine))
 
-
-_LLM_OP_VALUES = frozenset({PrimOp.PREFILLING.value, PrimOp.PARTIAL_PREFILLING.value, PrimOp.FULL_PREFILLING.value,
-                            PrimOp.DECODING.value})
-
-
-def _fused_state(request: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
-    state: dict[str, Any] = {"parts": request["parts"], "fused": True}
-    for k in ("num_prompt_tokens", "num_cached_tokens"):
-        if k in result:
-            state[k] = result[k]
-    return state

@@ -3,7 +3,7 @@ where to queue and withdraw work, which engines are LLMs, the counters, and whom
 the query ends. The runtime builds one; tests can build one over fake schedulers."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,4 +30,4 @@ class QueryContext:
     ended: Callable[[Any, QueryError | None, float], None]  # the run: a QueryState
     cleanup: Callable[[Any], None]
     remote_data: bool = False
-    tool_done: Callable[[dict[str, Any], list[dict[str, Any]], dict[str, Any]], None] = lambda *_: None
+    tool_done: Callable[[dict[str, Any], Sequence[Mapping[str, Any]], Mapping[str, Any]], None] = lambda *_: None
