@@ -1,6 +1,6 @@
 """bench.studies.rag.doc_qa with --remote-llm: the requests each system kept in flight on the `vllm serve`
 process, per load point and over time at the highest load, and the sampler's summary they come from."""
-from bench.studies.rag.doc_qa import inflight_series, inflight_table
+from bench.studies.rag.doc_qa_page import inflight_series, inflight_table
 from engines.vllm.serve_metrics import RunningSampler
 
 

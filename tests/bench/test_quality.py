@@ -22,8 +22,9 @@ def test_recall_finds_a_chunk_of_the_gold_passage():
 
 
 def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
-    from bench.studies.rag.doc_qa import KEEP_EXPANSION, markdown
+    from bench.studies.rag.doc_qa import markdown
     from bench.studies.rag.doc_qa_runs import llm_work, summarize
+    from bench.studies.rag.doc_qa_systems import KEEP_EXPANSION
 
     trace = [{"primitive": "x.expand.decode[0]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 9},
              {"primitive": "x.expand.decode[1]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 20},

@@ -27,8 +27,8 @@ from bench.lib.quality import paired_difference, wilson
 from bench.lib.results import write_results
 from bench.lib.tables import num, pct, table
 from bench.lib.workloads import narrative_qa_queries
-from bench.studies.rag.doc_qa import SYSTEMS
 from bench.studies.rag.doc_qa_runs import Systems, summarize
+from bench.studies.rag.doc_qa_systems import SYSTEMS
 from bench.studies.rag.rag_setup import make_apps, reset_prefix_cache
 
 SIZES = {"small": 2, "large": 28}

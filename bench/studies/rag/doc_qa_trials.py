@@ -22,8 +22,9 @@ from typing import Any
 from bench.lib.plots import write_load_plot
 from bench.lib.results import RESULTS, write_results
 from bench.lib.tables import fixed, pct, table
-from bench.studies.rag.doc_qa import BASELINES, KEEP_EXPANSION, SYSTEMS, reranker_words
+from bench.studies.rag.doc_qa_page import reranker_words
 from bench.studies.rag.doc_qa_runs import summarize
+from bench.studies.rag.doc_qa_systems import BASELINES, KEEP_EXPANSION, SYSTEMS
 from bench.studies.rag.rag_analysis import bound_wording, speedups, verdict
 
 

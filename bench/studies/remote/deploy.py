@@ -316,7 +316,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                 p.error(f"--{flag} must be >= 1")
             setattr(s, flag, value)
     if args.fractions:
-        from bench.studies.rag.doc_qa import positive_numbers
+        from bench.studies.rag.doc_qa_options import positive_numbers
         s.fractions = positive_numbers(p, "--fractions", args.fractions)
     if args.profile:
         s.profile = args.profile
