@@ -4,6 +4,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
+
 COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "discarded", "dropped_warmups", "fused",
             "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
             "engine_failures", "engine_restarts", "preemptions", "resumed_tokens", "resumed_cached_tokens",
@@ -60,6 +62,18 @@ class Metrics:
     cached_tokens: int = 0
     cache_hits: int = 0
     queue_lengths: Callable[[], dict[str, int]] = field(default=lambda: {})
+
+    def query_ended(self, err: QueryError | None, latency: float) -> None:
+        """A query ended: completed (its latency observed), cancelled, timed out or failed."""
+        if err is None:
+            self.completed += 1
+            self.query_latency.add(latency)
+        elif isinstance(err, QueryCancelled):
+            self.cancelled += 1
+        elif isinstance(err, QueryTimeout):
+            self.timed_out += 1
+        else:
+            self.failed += 1
 
     def observe_op(self, op: str, seconds: float) -> None:
         s = self.op_latency.get(op)

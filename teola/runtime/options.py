@@ -1,5 +1,6 @@
-"""Runtime options that need more than a type check: the executor, the health-probe interval and
-the restart backoff, and a query's config (each raising an error that names the option)."""
+"""Runtime options that need more than a type check: `Runtime`'s arguments as a whole, the executor,
+the health-probe interval and the restart backoff, and a query's config (each raising an error that
+names the option)."""
 from __future__ import annotations
 
 import numbers
@@ -8,6 +9,36 @@ from typing import Any
 from teola.ir.engine_spec import Engine
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.executors.local import LocalExecutor
+from teola.scheduling.registry import DEFAULT_POLICY, make_policy
+
+OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
+           "restart_backoff", "pause_costs", "length_predictor", "tenant_shares")
+
+
+def check_options(engines: dict[str, Any], backends: dict[str, Any], options: dict[str, Any]) -> None:
+    """Check `Runtime`'s arguments before anything is built: option names, the engine specs, a backend
+    for each registered engine only, every policy named (with its policy_options), max_inflight's type
+    and length_predictor's; the options built from their values are checked where they are built."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"Runtime: unknown option(s) {unknown}; options are {list(OPTIONS)}")
+    for name, spec in engines.items():
+        if not isinstance(spec, Engine):
+            raise TypeError(f"Runtime: engines[{name!r}] must be an Engine, got {spec!r}")
+    for name in backends:
+        if name not in engines:
+            raise ValueError(f"Runtime: a backend is given for {name!r}, which is not a registered engine; "
+                             f"engines: {sorted(engines)}")
+    policy_options = dict(options.get("policy_options") or {})
+    for policy in (options.get("policy") or DEFAULT_POLICY, *(s.policy for s in engines.values())):
+        if policy is not None:
+            make_policy(policy, **policy_options.get(policy, {}))
+    mi = options.get("max_inflight")
+    if mi is not None and not isinstance(mi, (int, dict)):
+        raise TypeError(f"Runtime: max_inflight must be an int or a dict engine -> int, got {mi!r}")
+    predictor = options.get("length_predictor")
+    if predictor is not None and not callable(predictor):
+        raise TypeError(f"Runtime: length_predictor must be callable (request -> tokens), got {predictor!r}")
 
 
 def make_executor(executor: Any, ray_options: dict[str, Any] | None) -> Executor:

@@ -21,23 +21,21 @@ from teola.runtime.call_work import CallOutcome, CallWork, call_entry
 from teola.runtime.engine_tier.engine_scheduler import EngineScheduler
 from teola.runtime.engine_tier.supervisor import Supervisor
 from teola.runtime.engine_tier.tenant_shares import check_weights
-from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
+from teola.runtime.errors import QueryCancelled, QueryError
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.graph_tier.dispatch_plan import DispatchPlanCache
 from teola.runtime.graph_tier.graph_scheduler import QueryRun
 from teola.runtime.graph_tier.query_context import QueryContext
+from teola.runtime.health import engine_health
 from teola.runtime.launch import launch_instances
 from teola.runtime.metrics import Metrics
 from teola.runtime.namespaces import Namespaces
-from teola.runtime.options import backoff_option, interval_option, make_executor, query_timeout
+from teola.runtime.options import backoff_option, check_options, interval_option, make_executor, query_timeout
 from teola.runtime.result import Result
 from teola.scheduling.program.pause_handling import PauseCosts
 from teola.scheduling.registry import DEFAULT_POLICY, Pending, make_policy, policy_names
 
 log = logging.getLogger("teola.runtime")
-
-OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
-           "restart_backoff", "pause_costs", "length_predictor", "tenant_shares")
 
 
 class Runtime:
@@ -79,37 +77,19 @@ class Runtime:
     """
 
     def __init__(self, engines: dict[str, Engine], backends: dict[str, Any] | None = None, **options: Any) -> None:
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise TypeError(f"Runtime: unknown option(s) {unknown}; options are {list(OPTIONS)}")
-        for name, spec in engines.items():
-            if not isinstance(spec, Engine):
-                raise TypeError(f"Runtime: engines[{name!r}] must be an Engine, got {spec!r}")
+        check_options(engines, backends or {}, options)
         self.specs = dict(engines)
         self.backends = dict(backends or {})
-        for name in self.backends:
-            if name not in self.specs:
-                raise ValueError(f"Runtime: a backend is given for {name!r}, which is not a registered engine; "
-                                 f"engines: {sorted(self.specs)}")
         self.executor: Executor = make_executor(options.get("executor"), options.get("ray"))
         self.policy_options: dict[str, dict[str, Any]] = dict(options.get("policy_options") or {})
         self.policy_name = options.get("policy") or DEFAULT_POLICY
-        make_policy(self.policy_name, **self.policy_options.get(self.policy_name, {}))  # validate now
-        for spec in self.specs.values():
-            if spec.policy is not None:
-                make_policy(spec.policy, **self.policy_options.get(spec.policy, {}))
-        mi = options.get("max_inflight")
-        if mi is not None and not isinstance(mi, (int, dict)):
-            raise TypeError(f"Runtime: max_inflight must be an int or a dict engine -> int, got {mi!r}")
-        self.max_inflight = mi
+        self.max_inflight = options.get("max_inflight")
         self.prescheduling = bool(options.get("prescheduling", True))
         self.health_interval = interval_option(options.get("health_interval", 5.0))
         self.restart_backoff = backoff_option(options.get("restart_backoff", (1.0, 30.0)))
         self.pause_costs = PauseCosts.from_option(options.get("pause_costs"))
         self.length_predictor = options.get("length_predictor")
         self.tenant_shares = check_weights(options.get("tenant_shares") or {})
-        if self.length_predictor is not None and not callable(self.length_predictor):
-            raise TypeError(f"Runtime: length_predictor must be callable (request -> tokens), got {self.length_predictor!r}")
         self.supervisor: Supervisor | None = None
         self.metrics = Metrics(queue_lengths=self.queue_lengths)
         self.schedulers: dict[str, EngineScheduler] = {}
@@ -197,19 +177,7 @@ class Runtime:
         """Per engine: started, healthy (every instance up), its instances' names, the ones down
         (being restarted) with why, queued entries, batches in flight, the batches its instances
         may run at once (capacity) and restarts so far."""
-        out: dict[str, dict[str, Any]] = {}
-        for name in self.specs:
-            sched = self.schedulers.get(name)
-            insts = self.instances.get(name, [])
-            status = {i.name: self.supervisor.status(i) for i in insts} if self.supervisor else {}
-            down = {n: s["last_error"] for n, s in status.items() if not s["healthy"]}
-            out[name] = {"started": sched is not None, "healthy": sched is not None and not down,
-                         "instances": [i.name for i in insts], "down": down,
-                         "restarts": sum(s["restarts"] for s in status.values()),
-                         "queued": sched.queued() if sched else 0, "inflight": sum(i.inflight for i in insts),
-                         "capacity": sum(i.max_inflight for i in insts),
-                         "policy": sched.policy.name if sched else None}
-        return out
+        return engine_health(self.specs, self.schedulers, self.instances, self.supervisor)
 
     def stats(self) -> dict[str, Any]:
         """The runtime's counters as a dict (`Metrics.snapshot()`): queries, primitives, latencies,
@@ -359,16 +327,7 @@ class Runtime:
                 sched.policy.observe_api(req["tool"], trace["finished"] - trace["started"])
 
     def _query_ended(self, run: QueryRun, err: QueryError | None, latency: float) -> None:
-        m = self.metrics
-        if err is None:
-            m.completed += 1
-            m.query_latency.add(latency)
-        elif isinstance(err, QueryCancelled):
-            m.cancelled += 1
-        elif isinstance(err, QueryTimeout):
-            m.timed_out += 1
-        else:
-            m.failed += 1
+        self.metrics.query_ended(err, latency)
         if err is not None:  # stop what still runs for it on the engines (vLLM aborts its requests)
             for sched in self.schedulers.values():
                 sched.abort(run.qid)
