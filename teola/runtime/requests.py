@@ -1,7 +1,8 @@
 """Primitive semantics before the engine: what requests a primitive sends to its engine (the
 segments of a call that pauses for tools included), how control primitives evaluate, and when a
-primitive is skipped. What it writes back is teola.runtime.outputs. Pure functions over `values` (the
-object store: key -> value); no I/O.
+primitive is skipped. What it writes back is teola.runtime.outputs; the fields a pausing call's
+segments add are teola.runtime.pausing_segments. Pure functions over `values` (the object store:
+key -> value); no I/O.
 """
 from __future__ import annotations
 
@@ -20,11 +21,11 @@ from engines.requests import (
     VectorSearchRequest,
     default,
 )
-from teola.compile.tool_syntax import continuation_text, parse_tool_call
 from teola.ir.ops import CONTROL_OPS, PREFILL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref, key_range
 from teola.runtime.executors.ray_data import KEEP
+from teola.runtime.pausing_segments import segment_fields, tool_requests
 from teola.scheduling.dispatch_record import frozen_body
 
 
@@ -337,56 +338,3 @@ def _tool_call(item: Any, allowed: list[str], prim: Primitive) -> dict[str, Any]
         raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r} is not allowed here; allowed tools: "
                                   f"{', '.join(allowed) or 'none'}")
     return ToolRequest(tool=call["tool"], args=args)
-
-
-# ---- segments of a call that pauses for tools (the "agent" component) ----------------------------
-def segment_fields(args: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """The request fields of one segment of a pausing call (none for any other LLM call):
-    "kv_key" (the query and the node: every segment of the call shares it), "api" on a segment that
-    may stop at a tool call (its handling of the pause is a hint of its dispatch record:
-    `pause_hint`), and "continuation": the text the first segment's turn begins with ("start"),
-    then everything the call has written and its tools returned so far on every segment after the first."""
-    node = args.get("kv_node")
-    if node is None:
-        return {}
-    out: dict[str, Any] = {"kv_key": f"{values.get('sys.query', values.get('sys.namespace'))}/{node}"}
-    if args.get("pause_kv"):
-        out["api"] = args.get("api")
-    if args.get("start"):  # the first segment's turn begins with this text (its decode value holds it)
-        out["continuation"] = [args["start"]]
-    if args.get("continuation"):
-        text_keys, result_keys = args["continuation"]
-        allowed = args.get("tools") or []
-        texts = [str(values.get(k) or "") for k in text_keys]
-        results = [tool_result(values.get(k), text, allowed) for k, text in zip(result_keys, texts)]
-        out["continuation"] = [continuation_text(texts, results)]
-    return out
-
-
-def pause_hint(args: dict[str, Any]) -> str | None:
-    """The handling of the pause a segment of a pausing call may stop at ("preserve", "discard",
-    "swap" or "auto"), which the graph tier hands in with its request; None for any other call."""
-    return (args.get("pause_kv") or None) if args.get("kv_node") is not None else None
-
-
-def tool_requests(args: dict[str, Any], text: Any) -> list[dict[str, Any]]:
-    """The tool request a segment's text ends with: none when it wrote no parsable call of an allowed
-    tool (the continuation then tells the model why: `tool_result`). A failing tool comes back as an
-    "error: ..." result (the tool engine's "on_error": "result") instead of failing the query."""
-    call = parse_tool_call(text if isinstance(text, str) else "")
-    allowed = args.get("allowed") or []
-    if call is None or call.error is not None or call.name not in allowed:
-        return []
-    return [{"tool": call.name, "args": call.arguments, "on_error": "result"}]
-
-
-def tool_result(value: Any, text: str, allowed: list[str]) -> Any:
-    """What the model reads back after the tool call in `text`: the tool's result, or why there is none."""
-    if isinstance(value, list) and value:
-        return value[0]
-    call = parse_tool_call(text)
-    if call is None:
-        return "error: no tool call"
-    if call.error is not None:
-        return f"error: {call.error}"
-    return f"error: unknown tool {call.name!r}; tools: {', '.join(allowed) or 'none'}"

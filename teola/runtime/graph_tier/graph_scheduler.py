@@ -22,7 +22,8 @@ from teola.runtime.graph_tier.query_state import DISPATCHED, DONE, RELEASED
 from teola.runtime.graph_tier.query_work import DispatchWork
 from teola.runtime.graph_tier.speculation import abort_keys, settle
 from teola.runtime.graph_tier.warmups import drop_waiting_warmups
-from teola.runtime.requests import AtOnce, at_once, build_requests, frozen_bodies, pause_hint
+from teola.runtime.pausing_segments import pause_hint
+from teola.runtime.requests import AtOnce, at_once, build_requests, frozen_bodies
 from teola.runtime.result import Result
 from teola.runtime.staging import Staging
 from teola.runtime.trace_row import TraceRow, new_row
