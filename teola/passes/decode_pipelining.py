@@ -3,9 +3,9 @@ item goes downstream as soon as it is parsed from the stream, and readers that m
 are split per item so each one starts on its own item.
 
 A decode is split only where the engine's known costs predict it pays
-(`teola.passes.decode_pipelining_cost`: the decode left after the first item, which the items'
-readers overlap, against the requests the split readers add); without known costs every splittable
-decode is, and `gate=False` splits every one."""
+(`teola.passes.decode_pipelining_cost`: the first items' reader work, which the rest of the decode
+overlaps, against the requests the split readers add); without known costs every splittable decode
+is, and `gate=False` splits every one."""
 from __future__ import annotations
 
 from engines.requests import DECODE_OPS, PREFILL_OPS
@@ -13,8 +13,9 @@ from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import part_key
-from teola.passes.decode_pipelining_cost import predicted_gain
-from teola.passes.engine_costs import costs_for, record
+from teola.passes.decode_pipelining_cost import ReaderWork, llm_item_s, predicted_gain
+from teola.passes.engine_costs import costs_for, profile_op_cost, record, record_unreliable, unreliable
+from teola.passes.prefill_split_cost import estimated_tokens
 from teola.passes.result import PassResult
 from teola.passes.split_map import redistribute
 
@@ -55,9 +56,45 @@ def _pays(g: Graph, d: Primitive, n: int, profile: str | None) -> bool:
     costs = costs_for(g, d.engine, profile)
     if costs is None:
         return True
-    readers = [costs_for(g, r.engine, profile) for r in g.consumers(d.outputs[0])
-               if r.args.get("map") and r.op in PREFILL_OPS | DECODE_OPS]
-    gain = predicted_gain(int(d.args.get("max_tokens") or DEFAULT_MAX_TOKENS), n, costs,
-                          sum(c.request_s for c in readers if c is not None))
-    record(g, "decode_pipelining", d.name, "pipelined" if gain > 0 else "kept whole", gain, costs)
+    if unreliable(costs):
+        record_unreliable(g, "decode_pipelining", d.name, costs)
+        return False
+    out_tokens = int(d.args.get("max_tokens") or DEFAULT_MAX_TOKENS)
+    readers = reader_work(g, d, out_tokens // max(n, 1), profile)
+    gain = predicted_gain(out_tokens, n, costs, readers)
+    note = f"no costs for {', '.join(readers.unknown)}" if readers.unknown else ""
+    record(g, "decode_pipelining", d.name, "pipelined" if gain > 0 else "kept whole", gain, costs, note)
     return gain > 0
+
+
+def reader_work(g: Graph, d: Primitive, item_tokens: int, profile: str | None) -> ReaderWork:
+    """The work of one of `d`'s items along its chain of readers (each maps over what the one before
+    wrote, up to the join that gathers them), and the fixed cost each reader's extra request adds."""
+    work = ReaderWork()
+    chain, seen = [(c, d.outputs[0]) for c in g.consumers(d.outputs[0])], set()
+    while chain:
+        r, key = chain.pop()
+        if r.id in seen or key not in r.args.get("map", ()):
+            continue
+        seen.add(r.id)
+        _add_reader(g, r, item_tokens, profile, work)
+        chain.extend((c, out) for out in r.outputs for c in g.consumers(out))
+    return work
+
+
+def _add_reader(g: Graph, r: Primitive, item_tokens: int, profile: str | None, work: ReaderWork) -> None:
+    info = g.engines.get(r.engine or "")
+    if r.op in PREFILL_OPS | DECODE_OPS:
+        costs = costs_for(g, r.engine, profile)
+        if costs is not None and not unreliable(costs):
+            decode = int(r.args.get("max_tokens") or DEFAULT_MAX_TOKENS) if r.op in DECODE_OPS else 0
+            prompt = estimated_tokens(r.args.get("parts", []), item_tokens)[0]
+            work.item_s += llm_item_s(costs, prompt, decode)
+            work.request_s += costs.request_s
+            return
+    elif profile and info is not None and (op := profile_op_cost(profile, info.kind, r.op)) is not None:
+        base, per_item = op
+        work.item_s += base + per_item
+        work.request_s += base
+        return
+    work.unknown.append(r.name)

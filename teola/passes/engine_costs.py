@@ -1,19 +1,40 @@
-"""The LLM costs a cost-gated pass predicts with: a profile named in the pass's options, else what
+"""The costs a cost-gated pass predicts with: a profile named in the pass's options, else what
 the engine the call goes to reported when it started (`EngineInfo.costs`: fitted at start or its own
-named profile; engines.llm_text.costs), else none (each pass says what it does without)."""
+named profile; engines.llm_text.costs), else none (each pass says what it does without).
+
+A fit whose error is over MAX_FIT_ERROR is not trusted (a probe taken while other work held the
+cores gave 0 ms per prompt token at 15% error): a gate given such costs keeps the graph as it is
+and says why in its `# gate` line, rather than predicting with them or acting as if none were known."""
 from __future__ import annotations
 
 import functools
+import json
+from pathlib import Path
 
 from engines.llm_text import costs as llm_costs
-from engines.llm_text.costs import EngineCosts
+from engines.llm_text.costs import FITTED, EngineCosts
 from teola.ir.graph import Graph
+from teola.ir.ops import PrimOp
+
+MAX_FIT_ERROR = 0.10  # mean relative error of a start-up fit beyond which its costs are not used
 
 
 @functools.cache
 def profile_costs(profile: str) -> EngineCosts:
     """The `vllm` costs of a shipped profile (by name) or a profile file (by path)."""
     return llm_costs.profile_costs(profile)
+
+
+@functools.cache
+def profile_op_cost(profile: str, kind: str, op: PrimOp) -> tuple[float, float] | None:
+    """(base, per_item) seconds of `op` on an engine of `kind` in a profile (its `op_cost` table),
+    None where the profile has none."""
+    path = Path(profile) if Path(profile).is_file() else llm_costs.PROFILE_DIR / f"{profile}.json"
+    try:
+        cost = json.loads(path.read_text(encoding="utf-8"))["engines"][kind]["op_cost"][op.value]
+        return float(cost["base"]), float(cost["per_item"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def costs_for(graph: Graph, engine: str | None, profile: str | None) -> EngineCosts | None:
@@ -23,6 +44,19 @@ def costs_for(graph: Graph, engine: str | None, profile: str | None) -> EngineCo
     return info.costs if info is not None else None
 
 
-def record(graph: Graph, pass_name: str, name: str, decision: str, gain_s: float, costs: EngineCosts) -> None:
+def unreliable(costs: EngineCosts) -> bool:
+    """A start-up fit too poor to predict with."""
+    return costs.source == FITTED and costs.error > MAX_FIT_ERROR
+
+
+def record(graph: Graph, pass_name: str, name: str, decision: str, gain_s: float, costs: EngineCosts,
+           note: str = "") -> None:
     """Write a gate's decision and predicted gain into the graph (its text shows it)."""
-    graph.gates[f"{pass_name} {name}"] = f"{decision}, predicted gain {gain_s * 1e3:+.0f} ms ({costs.source})"
+    extra = f"; {note}" if note else ""
+    graph.gates[f"{pass_name} {name}"] = (f"{decision}, predicted gain {gain_s * 1e3:+.0f} ms "
+                                          f"({costs.source}){extra}")
+
+
+def record_unreliable(graph: Graph, pass_name: str, name: str, costs: EngineCosts) -> None:
+    graph.gates[f"{pass_name} {name}"] = (f"kept whole, costs not used ({costs.source}, fit error "
+                                          f"{costs.error:.0%} over {MAX_FIT_ERROR:.0%})")

@@ -19,7 +19,7 @@ from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
-from teola.passes.engine_costs import costs_for, record
+from teola.passes.engine_costs import costs_for, record, record_unreliable, unreliable
 from teola.passes.prefill_split_cost import predicted_gain
 from teola.passes.result import PassResult
 
@@ -68,7 +68,11 @@ def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1,
 
 
 def _gated(g: Graph, p: Primitive, cuts: list[int], costs, ref_tokens: int) -> list[int]:
-    """The cuts predicted to pay; with known costs the decision on the longest is recorded."""
+    """The cuts predicted to pay; with known costs the decision on the longest is recorded (none
+    with costs too poorly fitted to predict with)."""
+    if costs is not None and unreliable(costs):
+        record_unreliable(g, "prefill_split", p.name, costs)
+        return []
     parts = p.args["parts"]
     gains = [predicted_gain(parts[:k], costs, ref_tokens) for k in cuts]
     kept = [k for k, gain in zip(cuts, gains) if gain > 0]

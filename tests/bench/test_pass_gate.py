@@ -10,14 +10,20 @@ from bench.studies.overheads.pass_gate import gates
 TEXT = """%0 = llm.prefilling() :: a.call.prefill reads[] writes[a.kv] [depth=1 n=1]
 return a.text
 # gate decode_pipelining query_expansion.expand.decode: pipelined, predicted gain +1680 ms (fitted at start)
-# gate prefill_split synthesis.call0.prefill: kept whole, predicted gain -61 ms (cpu-smollm2-135m)"""
+# gate prefill_split synthesis.call0.prefill: kept whole, predicted gain -61 ms (cpu-smollm2-135m)
+# gate decode_pipelining plan.call.decode: kept whole, predicted gain +0 ms (t); no costs for tools.call
+# gate prefill_split answer.call.prefill: kept whole, costs not used (fitted at start, fit error 15% over 10%)"""
 
 
 def test_gate_lines_are_read_back_per_pass():
-    assert gates(TEXT, "prefill_split") == [{"call": "synthesis.call0.prefill", "applies": False, "gain_s": -0.061,
-                                             "costs": "cpu-smollm2-135m"}]
-    (d,) = gates(TEXT, "decode_pipelining")
+    assert gates(TEXT, "prefill_split") == [
+        {"call": "synthesis.call0.prefill", "applies": False, "gain_s": -0.061, "costs": "cpu-smollm2-135m",
+         "note": ""},
+        {"call": "answer.call.prefill", "applies": False, "gain_s": 0.0,
+         "costs": "fitted at start, fit error 15% over 10%", "note": "costs not used"}]
+    d, t = gates(TEXT, "decode_pipelining")
     assert d["applies"] and d["gain_s"] == 1.68 and d["costs"] == "fitted at start"
+    assert not t["applies"] and t["gain_s"] == 0.0 and t["note"] == "no costs for tools.call"
 
 
 def test_quick_simulated_run_writes_predicted_and_measured_per_pass(tmp_path, monkeypatch):

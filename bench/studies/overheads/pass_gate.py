@@ -33,17 +33,21 @@ APPS = ("naive_rag", "advanced_rag", "tool_agent")
 SIM_APPS = APPS[:2]  # the shipped profiles model no tool engine
 # the advanced app at equal work keeps its expansion (the default prunes it on these documents)
 BASE_PASSES: dict[str, dict[str, Any]] = {"advanced_rag": {"prune_covered_searches": False}}
-GATE_LINE = re.compile(r"^# gate (\w+) (\S+): (pipelined|split|kept whole), predicted gain ([+-]\d+) ms \((.*)\)$")
+GATE_LINE = re.compile(r"^# gate (\w+) (\S+): (pipelined|split|kept whole), predicted gain ([+-]\d+) ms "
+                       r"\(([^)]*)\)(?:; (.*))?$")
+UNUSED_LINE = re.compile(r"^# gate (\w+) (\S+): kept whole, costs not used \((.*)\)$")  # a poor fit
 
 
 def gates(text: str, pass_name: str) -> list[dict[str, Any]]:
     """The `# gate` lines of one pass in an e-graph's text: call, applied, predicted gain (s), costs."""
     out = []
     for line in text.splitlines():
-        m = GATE_LINE.match(line)
-        if m and m.group(1) == pass_name:
+        if (m := GATE_LINE.match(line)) and m.group(1) == pass_name:
             out.append({"call": m.group(2), "applies": m.group(3) != "kept whole",
-                        "gain_s": int(m.group(4)) / 1e3, "costs": m.group(5)})
+                        "gain_s": int(m.group(4)) / 1e3, "costs": m.group(5), "note": m.group(6) or ""})
+        elif (m := UNUSED_LINE.match(line)) and m.group(1) == pass_name:
+            out.append({"call": m.group(2), "applies": False, "gain_s": 0.0, "costs": m.group(3),
+                        "note": "costs not used"})
     return out
 
 

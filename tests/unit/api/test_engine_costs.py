@@ -52,13 +52,13 @@ def test_without_reported_costs_compilation_is_as_before():
     assert "# gate" not in text and "answer.call.prefill.partial0" in text and text.count("partial_decoding") == 2
 
 
-def test_a_free_decode_step_leaves_the_planner_whole_a_slow_one_pipelines_it():
+def test_the_planners_readers_are_tools_of_unknown_cost_so_it_stays_whole_however_slow_its_decode():
     free = EngineCosts(request_s=0.05, prefill_token_s=0.003, decode_step_s=0.0, block_size=32, source="t")
-    text = compiled_text(agent_with_costs(free))
-    assert "partial_decoding" not in text and "llm.decoding" in text
-    assert "# gate decode_pipelining plan.call.decode: kept whole, predicted gain +0 ms (t)" in text
     slow = dataclasses.replace(free, decode_step_s=0.03)
-    text = compiled_text(agent_with_costs(slow))
-    # 96 tokens x 30 ms x 1/2 = 1.44 s of decode after the first item; its readers are tools (no costs)
-    assert text.count("partial_decoding") == 2
-    assert "# gate decode_pipelining plan.call.decode: pipelined, predicted gain +1440 ms (t)" in text
+    for costs in (free, slow):
+        text = compiled_text(agent_with_costs(costs))
+        # 96 tokens x 30 ms x 1/2 = 1.44 s of decode after the first item, but the work its readers
+        # (tool calls) would overlap is unknown: no overlap is claimed
+        assert "partial_decoding" not in text and "llm.decoding" in text
+        assert ("# gate decode_pipelining plan.call.decode: kept whole, predicted gain +0 ms (t); "
+                "no costs for tools.call") in text

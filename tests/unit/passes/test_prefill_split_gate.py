@@ -1,8 +1,10 @@
 """Pass prefill_split's gate (teola.passes.prefill_split_cost): a partial prefill is made only where
 the engine's known costs predict that it saves more prefill than the request it adds."""
+import dataclasses
+
 import pytest
 
-from engines.llm_text.costs import EngineCosts
+from engines.llm_text.costs import FITTED, EngineCosts
 from teola import PrimOp, Ref
 from teola.passes import get_pass
 from teola.passes.engine_costs import profile_costs
@@ -48,3 +50,16 @@ def test_the_shipped_cpu_profile_gives_the_costs_it_was_measured_with():
     assert c.block_size == 32 and 0 < c.prefill_token_s < c.request_s
     with pytest.raises(ValueError, match="profile .no-such-profile. gives no vllm costs"):
         profile_costs("no-such-profile")
+
+
+def test_a_poorly_fitted_engine_splits_nothing_and_says_why():
+    g = rag_call([("instruction", "Answer."), ("question", Ref("query.question"))])
+    for error, splits in ((0.15, False), (0.05, True)):
+        fitted = dataclasses.replace(COSTS, source=FITTED, error=error, block_size=8, prefill_token_s=0.03)
+        g.engines["llm"] = dataclasses.replace(g.engines["llm"], costs=fitted)
+        r = get_pass("prefill_split")(g)
+        assert r.modified == splits  # a good fit: 2 new blocks of 8 tokens at 30 ms = 480 ms > the 60 ms request
+    poor = dataclasses.replace(COSTS, source=FITTED, error=0.15)
+    g.engines["llm"] = dataclasses.replace(g.engines["llm"], costs=poor)
+    assert get_pass("prefill_split")(g).graph.gates == {
+        "prefill_split c1": "kept whole, costs not used (fitted at start, fit error 15% over 10%)"}
