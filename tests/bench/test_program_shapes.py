@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from bench.studies.sim.sim_programs import SHAPES, shape_stats
+from bench.studies.sim.program_setup import SHAPES, shape_stats
 from engines.sim.text import count_tokens
 from teola.sim.program_runs import user_turn
 from teola.sim.program_workloads import chat_program, workload
@@ -71,7 +71,7 @@ def test_bfcl_draws_its_published_statistics():
 
 
 def test_mixed_samples_the_three_workloads_equally_with_one_arrival_process():
-    from bench.studies.sim.sim_programs import MIXED, programs
+    from bench.studies.sim.program_setup import MIXED, programs
 
     progs = programs("mixed", 2.0, 900)
     kinds = [p.pid.split("-")[0] for p in progs]

@@ -2,7 +2,7 @@
 marked as a lower bound, and only then."""
 from __future__ import annotations
 
-from bench.studies.sim.sim_programs import markdown
+from bench.studies.sim.sim_programs_page import markdown
 
 
 def _data(atlas_rate: float) -> dict:

@@ -3,7 +3,8 @@ sharegpt shape's user turns reach the engine at about their drawn size, and the 
 saturated capacity."""
 from __future__ import annotations
 
-from bench.studies.sim.sim_programs import GENERATOR, SHAPES, run_once, saturated_capacity
+from bench.studies.sim.program_setup import GENERATOR, SHAPES
+from bench.studies.sim.sim_programs import run_once, saturated_capacity
 from engines.sim.profile import load_profile
 from teola.sim.program_runs import load_texts
 from teola.sim.program_workloads import workload
@@ -35,7 +36,7 @@ def test_sharegpt_programs_run_with_their_user_turns():
 
 
 def test_the_nocache_baseline_runs_fcfs_without_prefix_hits_and_token_latency_is_per_decoded_token():
-    from bench.studies.sim.sim_programs import NOCACHE
+    from bench.studies.sim.program_setup import NOCACHE
 
     n = 4
     profile, questions, filler, progs = sharegpt_setup(n)
@@ -56,7 +57,8 @@ def test_the_nocache_baseline_runs_fcfs_without_prefix_hits_and_token_latency_is
 
 
 def test_equal_latency_table_reads_rates_at_each_target_and_marks_lower_bounds():
-    from bench.studies.sim.sim_programs import NOCACHE, equal_latency_table
+    from bench.studies.sim.program_setup import NOCACHE
+    from bench.studies.sim.sim_programs_page import equal_latency_table
 
     curves = {"fcfs": (10, 12, 40), NOCACHE: (10, 30, 60), "mlfq": (10, 12, 40), "plas": (10, 11, 13),
               "atlas": (10, 20, 40)}

@@ -46,7 +46,8 @@ def balancer_runs(profile: dict[str, Any], loads: list[float], n: int, questions
                   filler: list[str]) -> dict[str, Any]:
     """Chat programs on 2 instances under PLAS, routed by each balancer; loads are fractions of the
     2 instances' FCFS capacity (a burst routed by the locality balancer)."""
-    from bench.studies.sim.sim_programs import BUDGET, run_once, saturated_capacity
+    from bench.studies.sim.program_setup import BUDGET
+    from bench.studies.sim.sim_programs import run_once, saturated_capacity
 
     n_burst = max(n, 6 * BUDGET * 2)
     burst = run_once(profile, "chat", "fcfs", 0.0, n_burst, 2, "drop", questions, filler)
@@ -114,7 +115,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
     """Runs `python -m bench programs` (argv: the options given, for its page)."""
-    from bench.studies.sim.sim_programs import BUDGET, sweep
+    from bench.studies.sim.program_setup import BUDGET
+    from bench.studies.sim.sim_programs import sweep
     from engines.sim.profile import load_profile
     from teola.sim.program_runs import QUEUES
 

@@ -87,7 +87,7 @@ def capacity_estimate(profile: dict[str, Any], kind: str, n: int = 300) -> float
     as many calls as the KV cache holds at the mean context; an iteration costs the profile's
     IterationCost. Over the generated programs: mean decoded tokens, new prompt tokens (user turns; for
     a tree call its parents' outputs once per step) and context per call."""
-    from bench.studies.sim.sim_programs import programs
+    from bench.studies.sim.program_setup import programs
     from engines.sim.cost import IterationCost
 
     llm = profile["engines"]["vllm"]
@@ -158,7 +158,7 @@ class Probe:
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """One (workload, system, rate) point: run the programs to completion in virtual time and return the
     latency statistics (teola.sim.program_runs.run_set) with the probe's summary."""
-    from bench.studies.sim.sim_programs import programs
+    from bench.studies.sim.program_setup import programs
     from teola import Engine
     from teola.runtime import Runtime
     from teola.scheduling.registry import make_policy

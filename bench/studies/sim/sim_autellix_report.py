@@ -130,7 +130,7 @@ def gap_load(rows: list[dict[str, Any]]) -> float:
 def drawn_stats(kind: str, rows: list[dict[str, Any]], n: int) -> dict[str, Any]:
     """What the generator drew for `kind` (calls per program, decode tokens per call) and what the engine
     saw (prompt tokens per call, and the share served from the prefix cache, in vLLM-opt's lowest-load run)."""
-    from bench.studies.sim.sim_programs import shape_stats
+    from bench.studies.sim.program_setup import shape_stats
     s = shape_stats(kind, n)
     low = min((r for r in rows if r["system"] == "vllm-opt"), key=lambda r: r["load"], default=None)
     if low is not None:

@@ -33,45 +33,31 @@ latency over the tokens it decoded, its §6.2 metric); throughput at equal laten
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import random
 import sys
 import time
 from typing import Any
 
 from bench.lib.results import write_results
-from bench.lib.tables import line, num, rule, table
-from teola.sim.program_runs import BASELINES, FCFS_TEXT, load_texts, policy_options, rates_at_target, run_set
-from teola.sim.program_workloads import ProgramSpec, workload
+from bench.studies.sim.program_setup import BUDGET, KINDS, NOCACHE, POLICIES, programs, shape_stats
+from bench.studies.sim.sim_programs_page import markdown
+from teola.sim.program_runs import BASELINES, load_texts, policy_options, rates_at_target, run_set
 
-POLICIES = ("mlfq", "plas", "atlas")  # each against FCFS, the baseline (--baseline)
-SHAPES = {"chat": {"max_calls": 24, "out_mean": 60, "out_max": 400},
-          "tree": {"steps": (2, 4), "width": (2, 8), "out_mean": 25, "out_max": 120},
-          # Autellix's published workload statistics (§6.1, Fig. 11), not tuned here. ShareGPT: calls per
-          # program long-tailed, mean 6.66, max 80; 256 prefill (new user) and 277 decode tokens per call.
-          "sharegpt": {"max_calls": 80, "calls_mean": 6.66, "user_mean": 256, "user_max": 1024, "out_mean": 277,
-                       "out_max": 1024},
-          # BFCL v3 (ReAct tool loops): 10.75 calls per program (max 70), 735.06 prefill and 34.14 decode
-          # tokens per call; the prefill is taken as new tokens per call, as ShareGPT's 256 is
-          "bfcl": {"max_calls": 70, "calls_mean": 10.75, "user_mean": 735, "user_max": 2048, "out_mean": 34.14,
-                   "out_max": 400},
-          # LATS (MCTS on HotpotQA): 159.7 calls per program, 72.6 decode tokens per call (its 467 prefill
-          # tokens are not set: a call's prompt is the question plus its parents' outputs)
-          "lats": {"steps": (8, 24), "width": (5, 15), "out_mean": 72.6, "out_max": 400}}
-GENERATOR = {"chat": "chat", "tree": "tree", "sharegpt": "chat", "bfcl": "chat", "lats": "tree"}
-MIXED = ("sharegpt", "bfcl", "lats")  # Autellix's Mixed workload: programs sampled equally from these (§6.1)
-KINDS = (*SHAPES, "mixed")
 WINDOW = 9000  # characters of conversation a chat call keeps (~2,500 tokens: fits Llama-2's 4,096)
 LONG_CONTEXT = 32768  # a profile with at least this context keeps whole conversations (no window)
-BUDGET = 64  # running calls admitted per instance (the engine's max efficient batch)
 LOADS = (0.5, 0.8, 1.0, 1.2, 1.5)
 MODES = {"drop": "recompute", "swap": "swap", "auto": "swap when worth it (auto)"}
-# Autellix's "vLLM" baseline (§6.2): FCFS with vLLM's prefix caching off, the baseline of its 4-15x
-# (its "vLLM-opt", with prefix caching, is what `fcfs` runs here)
-NOCACHE = "fcfs-nocache"
-TARGETS = (1.5, 3, 5, 10)  # latency targets for throughput at equal latency, x the baseline's lowest-load value
-METRICS = {"mean": "mean program latency",
-           "tok_mean": "mean token latency (Autellix's: a program's latency over the tokens it decoded)"}
+# what a sweep keeps of each point's statistics (teola.sim.program_runs.run_set)
+ROW_KEYS = ("mean", "p50", "p95", "p99", "tok_mean", "tok_p99", "preemptions", "resumed_tokens", "resumed_cached_tokens",
+            "sim_wall_s", "calls", "prompt_tokens", "cached_tokens", "output_tokens")
+
+
+def run_settings(profile: dict[str, Any], policy: str, abort_kv: str) -> tuple[str, dict[str, Any]]:
+    """The policy teola runs and the profile its engines simulate: `abort_kv` as the preemption mode, and
+    for NOCACHE (Autellix's "vLLM") FCFS with the prefix cache off."""
+    cache = {"enable_prefix_caching": False} if policy == NOCACHE else {}
+    prof = {**profile, "engines": {**profile["engines"],
+                                   "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv, **cache}}}
+    return ("fcfs" if policy == NOCACHE else policy), prof
 
 
 def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: int, instances: int,
@@ -84,10 +70,7 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     from teola.runtime import Runtime
     from teola.sim.virtual_loop import run_virtual
 
-    cache = {"enable_prefix_caching": False} if policy == NOCACHE else {}
-    policy = "fcfs" if policy == NOCACHE else policy
-    prof = {**profile, "engines": {**profile["engines"],
-                                   "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv, **cache}}}
+    policy, prof = run_settings(profile, policy, abort_kv)
     progs = programs(kind, rate, n, seed)
     llm = profile["engines"]["vllm"]
     ratio = llm.get("token_ratio", 1.3)
@@ -108,33 +91,6 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     out = run_virtual(scenario())
     out["sim_wall_s"] = time.perf_counter() - wall
     return out
-
-
-def programs(kind: str, rate: float, n: int, seed: int = 1) -> list[ProgramSpec]:
-    """`n` programs of `kind` with Poisson arrivals at `rate` programs/s (0: all at t=0). "mixed"
-    draws each program's kind uniformly from MIXED and takes that kind's next program (the same
-    programs at every rate)."""
-    if kind != "mixed":
-        return workload(GENERATOR[kind], rate, n, seed, [1], **SHAPES[kind])
-    rng = random.Random(seed)
-    pools = {k: iter(workload(GENERATOR[k], 0.0, n, seed, [1], **SHAPES[k])) for k in MIXED}
-    t, out = 0.0, []
-    for _ in range(n):
-        gap = rng.expovariate(rate if rate > 0 else 1.0)  # drawn either way, as in program_workloads.workload
-        t += gap if rate > 0 else 0.0
-        k = rng.choice(MIXED)
-        p = next(pools[k])
-        out.append(dataclasses.replace(p, pid=f"{k}-{p.pid}", arrival=t))
-    return out
-
-
-def shape_stats(kind: str, n: int) -> dict[str, float]:
-    """What the generator draws for `n` programs of `kind` (seed 1): calls per program (mean, max),
-    decode and new-user tokens per call (means), to set beside the published statistics."""
-    progs = programs(kind, 0.0, n)
-    calls = [c for p in progs for c in p.calls]
-    return {"calls_mean": len(calls) / n, "calls_max": max(len(p.calls) for p in progs),
-            "out_mean": sum(c.output for c in calls) / len(calls), "user_mean": sum(c.user for c in calls) / len(calls)}
 
 
 def saturated_capacity(log: list[dict[str, Any]], n: int, budget: int) -> float:
@@ -165,100 +121,11 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
         for policy in (*bases, *POLICIES):
             r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions, filler,
                          promotion=promotion)
-            rows.append({"load": load, "rate": load * cap, "policy": policy,
-                         **{k: r[k] for k in ("mean", "p50", "p95", "p99", "tok_mean", "tok_p99", "preemptions", "resumed_tokens",
-                                              "resumed_cached_tokens", "sim_wall_s", "calls", "prompt_tokens", "cached_tokens",
-                                              "output_tokens")}})
+            rows.append({"load": load, "rate": load * cap, "policy": policy, **{k: r[k] for k in ROW_KEYS}})
             print(f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
                   f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
     target, tput = rates_at_target(rows, (baseline, *POLICIES), baseline)
     return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput, "baseline": baseline}
-
-
-def markdown(data: dict[str, Any]) -> str:
-    title = "" if data.get("out", "sim_programs") == "sim_programs" else f", loads {', '.join(map(str, data['loads']))}"
-    if data.get("promotion", "preempt") != "preempt":
-        title += f", anti-starvation promotion {data['promotion']!r}"
-    lines = [f"## SIMULATED: program-level scheduling at Autellix's shapes{title} (bench/studies/sim/sim_programs.py)", "",
-             f"**Simulated, not measured**, on the derived profile `{data['profile']}` (engines/profiles/). "
-             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min wall). {data['programs']} programs per point; "
-             f"admission budget {BUDGET} running calls per instance; rates are fractions of FCFS's "
-             + ("capacity: decoded tokens/s while a burst kept the admission budget full, over a program's mean "
-                "decoded tokens (bench.studies.sim.sim_programs.saturated_capacity). " if data.get("capacity") == "saturated"
-                else "burst capacity (programs / makespan of a burst). ") +
-             "Throughput at equal latency: the highest rate at which a policy's mean program latency stays within "
-             "1.5x FCFS's mean at the lowest load (linear interpolation between measured rates, no extrapolation).", ""]
-    if data.get("shapes"):
-        lines += ["Workloads as generated (seed 1; per call: decode tokens and new user tokens, 0 meaning one "
-                  "shipped question):", "", *shapes_table(data["shapes"]), ""]
-    for key, res in data["sweeps"].items():
-        kind, inst, mode = key.split("|")
-        tok = "tok_mean" in res["rows"][0]  # pages before the token-latency columns lack them
-        lines += [f"### {kind}, {inst} instance(s), preemption by {mode} (capacity {res['capacity']:.2f} programs/s)",
-                  "", *sweep_table(res["rows"], tok)]
-        t = res["rate_at_target"]
-        base = res.get("baseline", "fifo")  # pages before commit 82110ed ran the fifo strawman
-        f = t.get(base)
-        top = max(r["rate"] for r in res["rows"])
-        bound = lambda p: ">= " if t[p] >= top - 1e-9 else ""  # under the target at the highest rate swept
-        ratios = ", ".join(f"{p} {bound(p)}{t[p] / f:.2f}x" if (t[p] and f) else f"{p} n/a"
-                           for p in POLICIES)
-        bounded = any(bound(p) for p in POLICIES if t[p])
-        lines += ["", f"FCFS here is {FCFS_TEXT[base]}.",
-                  "", f"Rate at mean latency <= {res['target_s']:.1f} s: FCFS {f if f is None else round(f, 3)} "
-                  f"programs/s; vs FCFS: {ratios}" + (" ('>=': still under the target at the highest rate swept, so a "
-                                                       "lower bound)" if bounded else "") + ".", ""]
-        if tok:
-            lines += equal_latency_table(res, top)
-    return "\n".join(lines) + "\n"
-
-
-def shapes_table(shapes: dict[str, Any]) -> list[str]:
-    """The workloads as generated: shape, calls per program, decode and new user tokens per call."""
-    return table(["workload", "shape", "calls per program (mean / max)", "decode / call", "new user tokens / call"],
-                 ([k, f"`{SHAPES[k]}`" if k in SHAPES else f"each program one of {', '.join(MIXED)}, drawn uniformly",
-                   f"{v['calls_mean']:.2f} / {v['calls_max']}", num(v["out_mean"], 0), num(v["user_mean"], 0)]
-                  for k, v in shapes.items()), "llrrr")
-
-
-def sweep_table(rows: list[dict[str, Any]], tok: bool) -> list[str]:
-    """One sweep's rows; `tok`: with the token-latency and prefix-cache columns (pages before them lack them)."""
-    extra = ["token latency, mean / p99 (ms per decoded token)", "prompt tokens from the prefix cache"] if tok else []
-    return table(["load", "rate", "policy", "mean (s)", "p50", "p95", "p99", *extra, "preemptions",
-                  "re-sent tokens (cached)"],
-                 ([num(r["load"], 2), num(r["rate"], 3), r["policy"], *(num(r[k]) for k in ("mean", "p50", "p95", "p99")),
-                   *([f"{1000 * r['tok_mean']:.0f} / {1000 * r['tok_p99']:.0f}",
-                      f"{r['cached_tokens'] / max(1, r['prompt_tokens']):.1%}"] if tok else []),
-                   r["preemptions"], f"{r['resumed_tokens']} ({r['resumed_cached_tokens']})"] for r in rows),
-                 "rrlrrrr" + "rr" * tok + "rr")
-
-
-def equal_latency_table(res: dict[str, Any], top: float) -> list[str]:
-    """Throughput at equal latency against each baseline on each metric (METRICS) and at several
-    targets (TARGETS x the baseline's value at the lowest load): the baseline's rate under the
-    target and each policy's ratio to it (teola.sim.program_runs.rates_at_target on the page's rows)."""
-    rows = res["rows"]
-    first = res.get("baseline", "fcfs")
-    bases = [b for b in (first, NOCACHE) if any(r["policy"] == b for r in rows)]
-    cols = (first, *POLICIES) if NOCACHE in bases else POLICIES  # against NOCACHE, FCFS with the cache too
-    lines = ["Throughput at equal latency, per baseline, metric and target (the target is a multiple of the "
-             "baseline's value at the lowest load; '>=': still under the target at the highest rate swept, so a "
-             "lower bound; 'n/a': over it at the lowest rate, or the baseline never reached it):",
-             "", line(["baseline", "latency metric", "target", "baseline's rate (programs/s)", *cols]),
-             rule("llrr" + "r" * len(cols))]
-    for base in bases:
-        label = "FCFS, no prefix cache (Autellix's vLLM)" if base == NOCACHE else f"FCFS (`{base}`)"
-        for metric in METRICS:
-            for factor in TARGETS:
-                target, rates = rates_at_target(rows, (base, *cols), base, factor=factor, key=metric)
-                f = rates.get(base)
-                unit = f"{target:.1f} s" if metric == "mean" else f"{1000 * target:.0f} ms/token"
-                capped = f is not None and f >= top - 1e-9  # the baseline never reached the target: no ratio
-                cell = lambda p: ("n/a" if not (rates[p] and f) or capped else
-                                  (">= " if rates[p] >= top - 1e-9 else "") + f"{rates[p] / f:.2f}x")
-                rate = "n/a" if f is None else (">= " if capped else "") + f"{f:.3f}"
-                lines.append(line([label, METRICS[metric], f"{factor}x ({unit})", rate, *(cell(p) for p in cols)]))
-    return lines + [""]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

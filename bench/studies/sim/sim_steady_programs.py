@@ -100,7 +100,7 @@ def token_budget_of(policy: str) -> int:
 
 def trace_programs(kind: str, rate: float, horizon: float, seed: int = 1) -> list[Any]:
     """The programs of `kind` arriving at `rate` before `horizon` (the same programs at every rate)."""
-    from bench.studies.sim.sim_programs import programs
+    from bench.studies.sim.program_setup import programs
     n = math.ceil(rate * horizon * 1.3) + 20
     progs = programs(kind, rate, n, seed)
     while progs and progs[-1].arrival < horizon:  # not enough drawn: draw more

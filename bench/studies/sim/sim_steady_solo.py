@@ -80,7 +80,7 @@ def solo_latency(spec: Any, cost: Any, max_batched: int = 8192, template: int = 
 
 def solo_latencies(kind: str, n: int, profile: dict[str, Any], seed: int = 1) -> list[float]:
     """solo_latency of the first `n` programs of `kind` (the same programs at every rate)."""
-    from bench.studies.sim.sim_programs import programs
+    from bench.studies.sim.program_setup import programs
 
     cost, chunk, template = cost_of(profile)
     return [solo_latency(p, cost, chunk, template) for p in programs(kind, 1.0, n, seed)]
