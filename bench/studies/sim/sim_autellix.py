@@ -46,28 +46,25 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from bench.lib.results import RESULTS, percentile, write_results
+from bench.studies.sim.sim_autellix_extra import kv_sweep_jobs, long_trace_jobs
+from bench.studies.sim.sim_autellix_setup import (
+    LOADS,
+    PROFILE,
+    PROGRAMS,
+    SYSTEMS,
+    WORKLOADS,
+    capacity_estimate,
+    policy_of,
+)
 
-PROFILE = "a100-llama3.1-8b-measured"
-WORKLOADS = ("sharegpt", "bfcl", "lats", "mixed")
-AUTELLIX = {"sharegpt": "plas", "bfcl": "plas", "lats": "atlas", "mixed": "atlas"}  # §4.2.1, §6.3
-SYSTEMS = ("vllm", "vllm-opt", "mlfq", "autellix")
-PROGRAMS = {"sharegpt": 300, "bfcl": 400, "lats": 40, "mixed": 90}  # programs per point at --scale 1
-# fractions of capacity_estimate, up to past the knee of vLLM-opt's curve (single-threaded programs keep
-# one call each in the engine, so their queue forms only once ~max_num_seqs programs are active at once)
-LOADS = {"sharegpt": (0.5, 1.5, 2.25, 3.0), "bfcl": (0.5, 0.8, 1.1, 1.5, 2.25, 3.0), "lats": (0.5, 1.0, 1.5, 2.0),
-         "mixed": (0.5, 1.0, 1.5, 2.0)}
-TARGETS = (1.5, 3.0, 5.0)  # x vLLM-opt's token latency at the lowest load
+# what a point's row keeps of its job and of its statistics (teola.sim.program_runs.run_set)
+JOB_KEYS = ("kind", "system", "load", "rate", "kv_scale", "token_budget", "kv_preemption")
+ROW_KEYS = ("programs", "calls", "mean", "p50", "p95", "p99", "tok_mean", "tok_p99", "wall", "output_tokens",
+            "prompt_tokens", "cached_tokens", "preemptions", "resumed_tokens", "resumed_cached_tokens",
+            "resumed_swapped_tokens", "mechanism")
 
 
 # ---- the workload ----------------------------------------------------------------------------------
-def policy_of(kind: str, system: str) -> tuple[str, bool]:
-    """The teola policy a system runs on workload `kind`, and whether the prefix cache is on."""
-    if system not in SYSTEMS:
-        raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
-    return {"vllm": ("fcfs", False), "vllm-opt": ("fcfs", True), "mlfq": ("mlfq", True),
-            "autellix": (AUTELLIX[kind], True)}[system]
-
-
 @functools.cache
 def _profile(name: str) -> dict[str, Any]:
     from engines.sim.profile import load_profile
@@ -79,46 +76,6 @@ def _texts() -> tuple[list[str], list[str]]:
     from teola.sim.program_runs import load_texts
     questions, filler, _ = load_texts()
     return questions, filler
-
-
-def capacity_estimate(profile: dict[str, Any], kind: str, n: int = 300) -> float:
-    """Programs/s one engine could sustain on `kind` (a scale for the rates, not a measurement): per
-    iteration a full batch B decodes B tokens and prefills its share of new tokens, B = max_num_seqs or
-    as many calls as the KV cache holds at the mean context; an iteration costs the profile's
-    IterationCost. Over the generated programs: mean decoded tokens, new prompt tokens (user turns; for
-    a tree call its parents' outputs once per step) and context per call."""
-    from bench.studies.sim.program_setup import programs
-    from engines.sim.cost import IterationCost
-
-    llm = profile["engines"]["vllm"]
-    cost = IterationCost(**{k: tuple(map(tuple, v)) if isinstance(v, list) else v
-                            for k, v in llm["cost"].items() if k in IterationCost.__dataclass_fields__})
-    progs = programs(kind, 0.0, n)
-    calls = [c for p in progs for c in p.calls]
-    decode = sum(c.output for c in calls) / n
-    new, context = 0.0, 0.0
-    for p in progs:
-        ctx = 100.0
-        steps: set[tuple[int, ...]] = set()
-        for c in p.calls:
-            if p.kind == "tree":
-                parents = sum(p.calls[k].output for k in c.parents)
-                if c.parents not in steps:  # siblings share their parents' outputs as a cached prefix
-                    steps.add(c.parents)
-                    new += parents
-                context += 100 + parents + c.output / 2
-            else:
-                new += c.user
-                ctx += c.user
-                context += ctx + c.output / 2
-                ctx += c.output
-    context /= len(calls)
-    new /= n
-    kv = llm["num_blocks"] * llm["block_size"]
-    batch = max(1, min(llm["max_num_seqs"], int(kv / context)))
-    prefill = batch * new / max(1.0, decode)  # new prompt tokens per iteration at this mix
-    t = cost.seconds(int(prefill), batch, int(batch * context), prefill * context)
-    return batch / t / decode
 
 
 # ---- one run ---------------------------------------------------------------------------------------
@@ -155,6 +112,23 @@ class Probe:
                 "engine_busy_s": self.engine.stats["busy_s"]}
 
 
+def simulated_profile(job: dict[str, Any], profile: dict[str, Any], policy: str, cache: bool) -> dict[str, Any]:
+    """The profile one point simulates: its vLLM entry with the engine's order, its KV preemption, the
+    prefix cache and the KV cache scaled as the job asks."""
+    # the engine takes waiting calls by their queue index (teola starts vLLM with scheduling_policy="priority";
+    # Autellix's own scheduler orders them by queue, Alg. 1); under FCFS every priority is equal, so this is
+    # vLLM's arrival order. When KV runs out the engine preempts by recompute (vLLM's rule) under FCFS, by
+    # swap under MLFQ and Autellix, which also swap the KV of the calls they preempt (§4.2.2)
+    preemptive = policy != "fcfs"
+    llm = {**profile["engines"]["vllm"], "scheduling": "priority",
+           "preemption": job.get("kv_preemption") or ("swap" if preemptive else "recompute"), "abort_kv": "swap"}
+    if not cache:
+        llm["enable_prefix_caching"] = False
+    if job.get("kv_scale", 1.0) != 1.0:
+        llm["num_blocks"] = max(64, int(llm["num_blocks"] * job["kv_scale"]))
+    return {**profile, "engines": {**profile["engines"], "vllm": llm}}
+
+
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """One (workload, system, rate) point: run the programs to completion in virtual time and return the
     latency statistics (teola.sim.program_runs.run_set) with the probe's summary."""
@@ -167,19 +141,8 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
 
     kind, system = job["kind"], job["system"]
     policy, cache = policy_of(kind, system)
-    profile = _profile(job["profile"])
-    # the engine takes waiting calls by their queue index (teola starts vLLM with scheduling_policy="priority";
-    # Autellix's own scheduler orders them by queue, Alg. 1); under FCFS every priority is equal, so this is
-    # vLLM's arrival order. When KV runs out the engine preempts by recompute (vLLM's rule) under FCFS, by
-    # swap under MLFQ and Autellix, which also swap the KV of the calls they preempt (§4.2.2)
-    preemptive = policy != "fcfs"
-    llm = {**profile["engines"]["vllm"], "scheduling": "priority",
-           "preemption": job.get("kv_preemption") or ("swap" if preemptive else "recompute"), "abort_kv": "swap"}
-    if not cache:
-        llm["enable_prefix_caching"] = False
-    if job.get("kv_scale", 1.0) != 1.0:
-        llm["num_blocks"] = max(64, int(llm["num_blocks"] * job["kv_scale"]))
-    prof = {**profile, "engines": {**profile["engines"], "vllm": llm}}
+    prof = simulated_profile(job, _profile(job["profile"]), policy, cache)
+    llm = prof["engines"]["vllm"]
     progs = programs(kind, job["rate"], job["n"])
     questions, filler = _texts()
     horizon = progs[-1].arrival if progs else 1.0
@@ -205,11 +168,8 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
 
     wall = time.perf_counter()
     r = run_virtual(scenario())
-    keep = ("programs", "calls", "mean", "p50", "p95", "p99", "tok_mean", "tok_p99", "wall", "output_tokens",
-            "prompt_tokens", "cached_tokens", "preemptions", "resumed_tokens", "resumed_cached_tokens",
-            "resumed_swapped_tokens", "mechanism")
-    out = {k: job[k] for k in ("kind", "system", "load", "rate", "kv_scale", "token_budget", "kv_preemption") if k in job}
-    out.update({"policy": system, **{k: r[k] for k in keep}, "sim_wall_s": time.perf_counter() - wall})
+    out = {k: job[k] for k in JOB_KEYS if k in job}
+    out.update({"policy": system, **{k: r[k] for k in ROW_KEYS}, "sim_wall_s": time.perf_counter() - wall})
     print(f"[sim_autellix] {kind} {system} load {job['load']} kv x{job.get('kv_scale', 1.0)}: token latency "
           f"{1000 * r['tok_mean']:.0f} ms, mean {r['mean']:.1f} s, {r['preemptions']} preemptions, "
           f"{r['mechanism']['kv_preemptions']} KV preemptions ({out['sim_wall_s']:.0f} s wall)",
@@ -276,38 +236,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def extra_runs(args: argparse.Namespace, workloads: dict[str, Any], caps: dict[str, float], n: dict[str, int],
                loads: dict[str, Any], kv_tokens: int) -> dict[str, Any]:
-    """The runs beyond the curves: the KV-size sweep at the load of the largest gap ("kv_sweep") and
-    each workload's highest load with a longer trace ("long")."""
+    """The runs beyond the curves (bench/studies/sim/sim_autellix_extra.py): the KV-size sweep at the load
+    of the largest gap ("kv_sweep") and each workload's highest load with a longer trace ("long")."""
     out: dict[str, Any] = {}
-    kinds = list(workloads)
-    scales = [float(x) for x in args.kv_scales.split(",") if x] if not args.quick else []
-    sk = args.sweep_workload
-    if scales and sk in workloads and "gap_load" in workloads[sk]:
-        load = workloads[sk]["gap_load"]
-        sweep_jobs = [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
-                       "profile": args.profile, "kv_scale": x} for x in scales for s in ("vllm-opt", "autellix")]
-        sweep_jobs += [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
-                        "profile": args.profile, "kv_scale": 1.0, "token_budget": kv_tokens}
-                       for s in ("vllm-opt", "autellix")]
-        # control: the same two with the engine's KV preemption swapped (swap for FCFS, recompute for Autellix),
-        # to tell the policy's order from the cheaper preemption
-        mid = scales[len(scales) // 2]
-        sweep_jobs += [{"kind": sk, "system": s, "load": load, "rate": load * caps[sk], "n": n[sk],
-                        "profile": args.profile, "kv_scale": mid, "kv_preemption": how}
-                       for s, how in (("vllm-opt", "swap"), ("autellix", "recompute"))]
+    sweep = kv_sweep_jobs(args, workloads, caps, n, kv_tokens)
+    if sweep is not None:
+        sk, load, jobs = sweep
         base = [r for r in workloads[sk]["rows"] if r["load"] == load and r["system"] in ("vllm-opt", "autellix")]
         out["kv_sweep"] = {"kind": sk, "load": load,
-                           "rows": run_jobs(sweep_jobs, args.jobs, args.cache) + [{**r, "kv_scale": 1.0} for r in base]}
-    if args.long > 1 and not args.quick:  # the same highest load with a longer trace: does a queue form once more programs overlap?
-        long_jobs = [{"kind": k, "system": s, "load": max(loads[k]), "rate": max(loads[k]) * caps[k],
-                      "n": n[k] * args.long, "profile": args.profile} for k in kinds for s in ("vllm-opt", "autellix")]
-        out["long"] = {"factor": args.long, "rows": run_jobs(long_jobs, args.jobs, args.cache)}
+                           "rows": run_jobs(jobs, args.jobs, args.cache) + [{**r, "kv_scale": 1.0} for r in base]}
+    longer = long_trace_jobs(args, list(workloads), caps, n, loads)
+    if longer is not None:
+        out["long"] = {"factor": args.long, "rows": run_jobs(longer, args.jobs, args.cache)}
     return out
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench sim_autellix` (argv: the options given, for its page)."""
-    from bench.studies.sim.sim_autellix_report import ANALYSIS, drawn_stats, gap_load, markdown, ratios
+    from bench.studies.sim.sim_autellix_analysis import ANALYSIS
+    from bench.studies.sim.sim_autellix_report import curves, markdown
 
     if args.render:
         import json
@@ -330,14 +277,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     jobs = [{"kind": k, "system": s, "load": load, "rate": load * caps[k], "n": n[k], "profile": args.profile}
             for k in kinds for load in loads[k] for s in systems]
     rows = run_jobs(jobs, args.jobs, args.cache)
-    workloads: dict[str, Any] = {}
-    for k in kinds:
-        rk = [r for r in rows if r["kind"] == k]
-        workloads[k] = {"capacity": caps[k], "programs": n[k], "systems": [s for s in systems],
-                        "rows": rk, "drawn": drawn_stats(k, rk, n[k])}
-        if "vllm-opt" in systems and "autellix" in systems:
-            workloads[k]["ratios"] = {str(f): ratios(rk, f) for f in TARGETS}
-            workloads[k]["gap_load"] = gap_load(rk)
+    workloads = curves(kinds, systems, rows, caps, n)
     llm = profile["engines"]["vllm"]
     data = {"profile": args.profile, "kv_tokens": llm["num_blocks"] * llm["block_size"],
             "max_num_seqs": llm["max_num_seqs"], "chunk": llm["max_num_batched_tokens"], "jobs": args.jobs,

