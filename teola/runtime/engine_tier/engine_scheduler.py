@@ -18,27 +18,23 @@ from typing import Any
 
 import teola.runtime.engine_tier.runners as runners
 from engines.protocol import Capability
-from engines.requests import DECODE_OPS
 from teola.balancers import DEFAULT_BALANCER, LeastLoaded, make_balancer
 from teola.ir.engine_spec import Engine
 from teola.ir.ops import PrimOp
+from teola.runtime.engine_tier.arrival import charges, write_hints
 from teola.runtime.engine_tier.batch_runner import abort_on
 from teola.runtime.engine_tier.engine_context import EngineContext, Span
 from teola.runtime.engine_tier.preemption import Preemptor
 from teola.runtime.engine_tier.running_owners import RunningOwners
 from teola.runtime.engine_tier.supervisor import Supervisor
+from teola.runtime.engine_tier.taking import start_calls, take
 from teola.runtime.engine_tier.tenant_shares import TenantShares
-from teola.runtime.engine_tier.token_estimates import (
-    estimate_held_tokens,
-    estimate_prompt_tokens,
-    estimate_tokens,
-)
+from teola.runtime.engine_tier.token_estimates import estimate_prompt_tokens
 from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.metrics import Metrics
 from teola.scheduling.base import Limits, Pending, Pick, Policy, RequestQueue
 from teola.scheduling.preemption import preemptible
 from teola.scheduling.process_table import ProcessTable
-from teola.scheduling.program.length_predictions import predicted_lengths
 from teola.scheduling.program.pause_handling import PauseBook, PauseCosts
 
 STREAM_OP = PrimOp.PARTIAL_DECODING.value
@@ -93,12 +89,16 @@ class EngineScheduler:
         self.supervisor = supervisor
         self.loop = asyncio.get_running_loop()
         self._closed = False
-        self.ctx = EngineContext(name=self.name, executor=executor, metrics=metrics, loop=self.loop,
-                                 running=RunningOwners(), spawn=self.spawn, alive=self.alive, observe=self._observe,
-                                 landed=self._landed, kick=self.kick, policy=lambda: self._policy,
-                                 waiting=lambda inst: self.queues.get(inst) or self.queue,
-                                 next_batch=self._next_batch)
+        self.ctx = self._context()
         self.policy = policy
+
+    def _context(self) -> EngineContext:
+        """The narrow view of this scheduler that its batch runners and preemptor get."""
+        return EngineContext(name=self.name, executor=self.executor, metrics=self.metrics, loop=self.loop,
+                             running=RunningOwners(), spawn=self.spawn, alive=self.alive, observe=self._observe,
+                             landed=self._landed, kick=self.kick, policy=lambda: self._policy,
+                             waiting=lambda inst: self.queues.get(inst) or self.queue,
+                             next_batch=self._next_batch)
 
     # ---- policy and programs --------------------------------------------------------------------
     @property
@@ -149,33 +149,15 @@ class EngineScheduler:
         """Queue one entry (with a router: on the instance it routes to) and schedule soon. An LLM
         engine's entries carry their requests' estimated tokens (prompt + output budget)."""
         if self.llm and entry.tokens is None:
-            entry.tokens = self._charges(entry)
+            entry.tokens = charges(entry, live=self.preemptor is not None and self.preemptor.live)
         if self.pauses is not None:  # an LLM engine: the program hints go into the records
-            self._hints(entry, self.pauses)
+            write_hints(entry, self.pauses, self._policy, self.length_predictor, self.name)
         if self.balancer is None:
             self.queue.push(entry)
         else:
             tokens = max((estimate_prompt_tokens(r) for r in entry.requests), default=0) if self.llm else 0
             self.queues[self.balancer.route(self.instances, entry.query_id, tokens)].push(entry)
         self.kick()
-
-    def _charges(self, entry: Pending) -> list[int]:
-        """What each request of an LLM entry is charged against the token budget: what it holds when
-        admitted (prompt + headroom, growing as it decodes) for a preemptible call under live admission
-        (teola.scheduling.preemption.held_tokens), else its prompt + whole output budget."""
-        if self.preemptor is not None and self.preemptor.live and entry.op in DECODE_OPS:
-            return [estimate_held_tokens(entry.wire(i)) for i in range(len(entry.requests))]
-        return [estimate_tokens(r) for r in entry.requests]
-
-    def _hints(self, entry: Pending, pauses: PauseBook) -> None:
-        """The length predictions first ("auto" handlings are chosen from them, as LAMPS ranks by
-        them), then the pause book's handlings, written into the entry's records."""
-        wires = [entry.wire(i) for i in range(len(entry.requests))]
-        for rec, n in zip(entry.records, predicted_lengths(self.length_predictor, wires, self.name)):
-            if n is not None:
-                rec.predicted_tokens = n
-        for rec, hint in zip(entry.records, pauses.prepare(entry, self._policy)):
-            rec.pause_kv, rec.resumes_preserved = hint.pause_kv, hint.resumes_preserved
 
     def remove(self, entry: Pending) -> bool:
         """Drop a queued entry (its query ended or no longer needs it); False if it was no longer
@@ -285,9 +267,10 @@ class EngineScheduler:
             op=op, entries=len(picks), preemptible=self.preemptor is not None and preemptible(op, picks),
             continuous=self.continuous, returns_each=self._policy.returns_each))
         if runner is runners.Runner.CALLS:
-            self._start_calls(inst, picks, queue)
+            assert self.preemptor is not None
+            start_calls(self.preemptor, inst, picks, queue)
             return
-        requests, spans, tokens = self._take(op, picks, queue)
+        requests, spans, tokens = take(op, picks, queue, policy=self._policy.name, llm=self.llm)
         batch_id = self._next_batch()
         inst.inflight += 1
         inst.outstanding += len(requests)
@@ -298,47 +281,6 @@ class EngineScheduler:
         for e, _a, _b in spans:
             e.work.started(inst, batch_id, len(requests), t)
         self.spawn(runners.BATCH_RUNNERS[runner](self.ctx, inst, op, requests, spans, tokens, picks))
-
-    def _start_calls(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
-        """Each pick's whole entry starts as one preemptible call (preemption.py: admission)."""
-        assert self.preemptor is not None
-        for p in picks:
-            e = p.entry
-            p.count = e.remaining  # a batched call is admitted whole
-            e.taken = len(e.requests)
-            queue.discard(e)
-            for rec in e.records:
-                rec.priority, rec.owner = p.priority or 0, e.query_id
-            self.preemptor.start(inst, p, queue)
-
-    def _take(self, op: str, picks: list[Pick], queue: RequestQueue) -> tuple[list[dict[str, Any]], list[Span], int]:
-        """The picked requests taken from their entries: the batch's requests, their spans per
-        entry and their estimated tokens."""
-        requests: list[dict[str, Any]] = []
-        spans: list[Span] = []
-        tokens = 0
-        for p in picks:
-            e = p.entry
-            if e.op != op:
-                raise AssertionError(f"policy {self._policy.name!r} mixed ops {op} and {e.op} in one batch")
-            if p.count < 1 or p.count > e.remaining:
-                raise AssertionError(f"policy {self._policy.name!r} picked {p.count} of {e.remaining} requests")
-            a = e.taken
-            b = a + p.count
-            e.taken = b
-            for rec in e.records[a:b]:
-                if p.priority is not None:
-                    rec.priority = p.priority
-                if self.llm:
-                    rec.owner = e.query_id  # lets the engine abort this query's requests (abort())
-            reqs = [e.wire(i) for i in range(a, b)]
-            if e.tokens is not None:
-                tokens += sum(e.tokens[a:b])
-            requests.extend(reqs)
-            spans.append((e, a, b))
-            if b == len(e.requests):
-                queue.discard(e)
-        return requests, spans, tokens
 
     def _next_batch(self) -> str:
         self.batches += 1
