@@ -39,9 +39,9 @@ from typing import Any
 from bench.lib.plots import write_load_plot
 from bench.lib.results import percentile, serve_in_thread, write_results
 from bench.lib.tables import num, table
-from bench.studies.sim.sim_lamps import EXTRA_SYSTEMS, SYSTEMS
 from bench.studies.sim.sim_lamps_handling import handling_for
 from bench.studies.sim.sim_lamps_requests import lognormal_params, requests
+from bench.studies.sim.sim_lamps_setup import EXTRA_SYSTEMS, SYSTEMS
 
 TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
 RESPONSE_WORDS = 40

@@ -73,44 +73,24 @@ import asyncio
 import math
 import os
 import shlex
-import statistics
 import sys
 import time
 from typing import Any
 
 from bench.lib.results import write_results
 from bench.studies.sim.kv_admission import KVAdmission
-from bench.studies.sim.sim_lamps_handling import (
-    EnginePriority,
-    _iteration_cost,
-    fwd_seconds_per_token,
-    handling_for,
-    infercept_at_pause,
+from bench.studies.sim.sim_lamps_handling import EnginePriority, handling_for, infercept_at_pause
+from bench.studies.sim.sim_lamps_load import OVERLOAD, TICK, sample
+from bench.studies.sim.sim_lamps_report import markdown, reading, steady, summarize
+from bench.studies.sim.sim_lamps_requests import RESPONSE_TOKENS, arriving, segment_call
+from bench.studies.sim.sim_lamps_setup import (
+    CAP,
+    DEFAULT_RATES,
+    DEFAULT_SETUP,
+    SYSTEMS,
+    parse_rates,
+    point_config,
 )
-from bench.studies.sim.sim_lamps_report import change, markdown, steady, summarize
-from bench.studies.sim.sim_lamps_requests import (
-    MIXES,
-    RESPONSE_TOKENS,
-    predicted,
-    prediction_ratios,
-    requests,
-)
-
-SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
-# the earlier baseline, kept for comparison (--systems): teola's `fifo` sends calls as batches that return together;
-# vLLM as INFERCEPT's and LAMPS' scripts run it (an API call ends the request: its KV is discarded and the call
-# after the API is a new request at the back of the FCFS queue, recomputing its context)
-EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo", "FCFS-request+INFERCEPT": "fcfs-request", "vLLM": "fcfs"}
-CAP = 64           # calls running in the engine at once, for every system
-TICK = 1.0         # seconds between load samples
-OVERLOAD = 1000    # calls waiting at which a point stops: overloaded (its queue would only keep growing)
-DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
-# the engine set-up of a run (run_point): calls teola lets into the engine, KV blocks (None: the
-# profile's), admission bound by free KV (bench.studies.sim.kv_admission), LAMPS' profiled calls per batch (None:
-# measured online)
-DEFAULT_SETUP = {"cap": CAP, "kv_blocks": None, "kv_admission": False, "lamps_batch": None, "predictions": None,
-                 "prefix_caching": True, "drain": None, "api_scale": 1.0, "length_scale": 1.0,
-                 "starvation": None, "starvation_from": None, "engine_priority": False, "sigma": 0.8}
 
 
 async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str, Any],
@@ -128,16 +108,9 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
     handlings = []
     api_s = queue_s = 0.0
     segs = r["segments"]
-    for j, out in enumerate(segs):
-        req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
-               "kv_key": r["id"], "predicted_tokens": predicted(out, f"{r['id']}-{j}", costs.get("ratios")),
-               "request_arrival": t0}
-        if handlings and handlings[-1] == "preserve":  # as teola.api.tool_calls marks it: its KV waits for it
-            req["resumes_preserved"] = True
+    for j in range(len(segs)):
+        req = segment_call(r, j, parts, cont, handlings, costs, t0)
         last = j == len(segs) - 1
-        if not last:
-            req.update(api=r["type"], post_tokens=predicted(segs[j + 1], f"{r['id']}-{j + 1}", costs.get("ratios")),
-                       api_response_tokens=RESPONSE_TOKENS[r["type"]])
         context = sum(segs[:j + 1]) + j * RESPONSE_TOKENS[r["type"]] + int(1.3 * r["words"])
         other = sum(s.computed for s in llm.running)
         if not last:
@@ -161,66 +134,39 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
             "handlings": handlings}
 
 
-async def sample(rt: Any, llm: Any, start: float, stop: float, tick: float = TICK,
-                 overload: int = OVERLOAD) -> dict[str, Any]:
-    """The engine's load every `tick` seconds over [start, stop): calls running in it, calls waiting
-    (teola's queue + the engine's), paused calls holding KV (preserved), KV blocks in use; and the
-    engine's busy time and swap stalls over the span. Stops early ("overloaded_at") once more than
-    OVERLOAD calls wait."""
-    loop = asyncio.get_running_loop()
-    sched = rt.schedulers["llm"]
-    await asyncio.sleep(max(0.0, start - loop.time()))
-    before = dict(llm.stats)
-    running, waiting, preserved, used, held_kv, in_engine = [], [], [], [], [], []
-    overloaded = None
-    while loop.time() < stop:
-        running.append(len(llm.running))
-        waiting.append(sched.queued() + len(llm.waiting))
-        preserved.append(sum(1 for e in llm.paused.values() if e.held is not None))
-        used.append(1 - llm.pool.free / llm.pool.num_blocks)
-        held_kv.append(sum(e.held.blocks for e in llm.paused.values() if e.held is not None) / llm.pool.num_blocks)
-        in_engine.append(len(llm.waiting))
-        if waiting[-1] > overload:
-            overloaded = loop.time()
-            break
-        await asyncio.sleep(tick)
-    span = max(tick, loop.time() - start)
-    fifth = max(1, len(waiting) // 5)
-    return {"running": statistics.fmean(running), "waiting": statistics.fmean(waiting),
-            "waiting_first": statistics.fmean(waiting[:fifth]), "waiting_last": statistics.fmean(waiting[-fifth:]),
-            "waiting_series": waiting, "preserved": statistics.fmean(preserved), "kv_used": statistics.fmean(used),
-            "kv_preserved": statistics.fmean(held_kv), "engine_waiting": statistics.fmean(in_engine),
-            "kv_max": max(used), "busy": (llm.stats["busy_s"] - before["busy_s"]) / span, "overloaded_at": overloaded,
-            "swap_share": (llm.stats["swapped_blocks"] - before["swapped_blocks"]) * llm.swap_seconds_per_block / span}
+async def start_runtime(prof: dict[str, Any], policy: str, options: dict[str, Any], setup: dict[str, Any],
+                        ranked_engine: bool) -> tuple[Any, Any]:
+    """teola's runtime on one simulated vLLM of `prof` (at most setup's cap calls in it), started, its
+    policy wrapped by KV-bound admission and the engine's ranking where the set-up asks."""
+    from engines.sim.profile import simulated_engine
+    from teola.ir.engine_spec import Engine
+    from teola.runtime import Runtime
 
-
-def point_config(profile: str, mix: str, system: str, setup: dict[str, Any]) -> tuple[Any, ...]:
-    """A point's profile (its engine entry set up), policy, whether the engine ranks by priority, API
-    types (durations scaled), the costs INFERCEPT's handling reads and the policy's options."""
-    from engines.sim.profile import load_profile
-
-    prof = load_profile(profile)
-    policy = {**SYSTEMS, **EXTRA_SYSTEMS}[system]
     cap = setup["cap"]
-    ranked_engine = setup["engine_priority"] and policy == "lamps"
-    engine = {**prof["engines"]["vllm"], "enable_prefix_caching": setup["prefix_caching"],
-              **({"num_blocks": setup["kv_blocks"]} if setup["kv_blocks"] else {}),
-              **({"scheduling": "priority"} if ranked_engine else {})}  # the profile entry's engine settings
-    prof = {**prof, "engines": {**prof["engines"], "vllm": engine}}
-    entry = prof["engines"]["vllm"]
-    block = int(entry.get("block_size", 16))
-    scale = float(setup["api_scale"])  # every API type's duration (mean and std) times this
-    types = {k: ((d * scale, sd * scale), calls) for k, ((d, sd), calls) in MIXES[mix].items()}
-    means = {k: v[0][0] for k, v in types.items()}
-    costs = {"fwd": fwd_seconds_per_token(entry), "swap": float(entry.get("swap_seconds_per_block", 0.0)) / block,
-             "api_means": means, "ratios": prediction_ratios(setup["predictions"]) if setup["predictions"] else None}
-    batch = setup["lamps_batch"] or "measured"
-    options = {"lamps": {"step_s": _iteration_cost(entry).step_seconds(0, setup["lamps_batch"] or cap),
-                         "fwd_s_per_token": costs["fwd"], "swap_s_per_token": costs["swap"], "api_defaults": means,
-                         "batch_size": batch, **({"starvation": setup["starvation"]} if setup["starvation"] else {}),
-                         **({"starvation_from": setup["starvation_from"]} if setup.get("starvation_from") else {})}
-               }.get(policy, {})
-    return prof, policy, ranked_engine, types, costs, options
+    llm = simulated_engine("llm", "vllm", prof, {"max_num_seqs": cap})
+    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=cap, max_batch=cap)}, {"llm": llm},
+                 policy=policy, policy_options={policy: options} if options else None)
+    await rt.start()
+    if setup["kv_admission"]:
+        rt.schedulers["llm"].policy = KVAdmission(rt.schedulers["llm"].policy, llm)
+    if ranked_engine:
+        rt.schedulers["llm"].policy = EnginePriority(rt.schedulers["llm"].policy)
+    return rt, llm
+
+
+async def measure(rt: Any, llm: Any, measured: list[Any], warmup: float, window: float,
+                  drain: float | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The load sampled over the window and the measured requests' records: all of them (none once
+    overloaded), or with a `drain`, those finished by the window's end + drain, whatever the queue."""
+    if drain is None:
+        load = await sample(rt, llm, warmup, warmup + window)
+        done = [] if load["overloaded_at"] is not None else await asyncio.gather(*measured)
+    else:  # a fixed-length run: what finished by the window's end + drain counts, whatever the queue
+        load = await sample(rt, llm, warmup, warmup + window, overload=math.inf)
+        loop = asyncio.get_running_loop()
+        await asyncio.wait(measured, timeout=max(0.0, warmup + window + drain - loop.time()))
+        done = [t.result() for t in measured if t.done() and not t.cancelled()]
+    return load, list(done)
 
 
 def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, window: float, cooldown: float,
@@ -229,42 +175,25 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
     arriving in the window are measured (bench.studies.sim.sim_lamps_report.summarize) and the load sampled.
     `setup` (see `engine_setup`): cap (calls teola lets into the engine), kv_blocks (None: the
     profile's), kv_admission (bench.studies.sim.kv_admission), lamps_batch (LAMPS' profiled batch size)."""
+    from teola.sim.virtual_loop import run_virtual
+
     setup = {**DEFAULT_SETUP, **(setup or {})}
     cap = setup["cap"]
-    from engines.sim.profile import simulated_engine
-    from teola.ir.engine_spec import Engine
-    from teola.runtime import Runtime
-    from teola.sim.virtual_loop import run_virtual
 
     prof, policy, ranked_engine, types, costs, options = point_config(profile, mix, system, setup)
     entry = prof["engines"]["vllm"]
     horizon = warmup + window + cooldown
-    reqs = [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, int(entry.get("max_model_len", 4096)),
-                                seed, types=types, length_scale=setup["length_scale"], sigma=setup["sigma"]) if r["arrival"] < horizon]
+    reqs = arriving(mix, rate, horizon, int(entry.get("max_model_len", 4096)), seed, types, setup)
 
     async def scenario() -> dict[str, Any]:
-        llm = simulated_engine("llm", "vllm", prof, {"max_num_seqs": cap})
-        rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=cap, max_batch=cap)}, {"llm": llm},
-                     policy=policy, policy_options={policy: options} if options else None)
-        await rt.start()
-        if setup["kv_admission"]:
-            rt.schedulers["llm"].policy = KVAdmission(rt.schedulers["llm"].policy, llm)
-        if ranked_engine:
-            rt.schedulers["llm"].policy = EnginePriority(rt.schedulers["llm"].policy)
+        rt, llm = await start_runtime(prof, policy, options, setup, ranked_engine)
         decided: dict[str, str] = {}
         if system not in ("LAMPS", "vLLM"):
             llm.decide_pause = infercept_at_pause(costs, {r["id"]: r["type"] for r in reqs}, decided)
         tasks = [asyncio.ensure_future(one(rt, llm, r, system, costs, decided)) for r in reqs]
         measured = [t for t, r in zip(tasks, reqs) if warmup <= r["arrival"] < warmup + window]
         try:
-            if setup["drain"] is None:
-                load = await sample(rt, llm, warmup, warmup + window)
-                done = [] if load["overloaded_at"] is not None else await asyncio.gather(*measured)
-            else:  # a fixed-length run: what finished by the window's end + drain counts, whatever the queue
-                load = await sample(rt, llm, warmup, warmup + window, overload=math.inf)
-                loop = asyncio.get_running_loop()
-                await asyncio.wait(measured, timeout=max(0.0, warmup + window + setup["drain"] - loop.time()))
-                done = [t.result() for t in measured if t.done() and not t.cancelled()]
+            load, done = await measure(rt, llm, measured, warmup, window, setup["drain"])
         finally:  # requests of the cool-down still running only kept the load on
             for t in tasks:
                 t.cancel()
@@ -279,40 +208,6 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
            "unfinished": sum(1 for r in reqs if warmup <= r["arrival"] < warmup + window) - len(res["done"]),
            "preemptions": res["stats"]["preemptions"], "wall_s": time.perf_counter() - t0}
     out["steady"] = bool(res["done"]) and steady(res["load"]["waiting_series"], TICK, window, out["halves"], cap)
-    return out
-
-
-def reading(data: dict[str, Any]) -> str:
-    """Per mix: LAMPS's change in mean latency where both systems are at steady state, each system's
-    highest steady rate, and how much of a request is API time."""
-    out = ["**Reading** (all simulated; target from the issue: LAMPS -40% or better vs FCFS + INFERCEPT)."]
-    for mix, rows in data["mixes"].items():
-        vs: dict[str, list[float]] = {s: [] for s in dict.fromkeys(r["system"] for r in rows) if s != "LAMPS"}
-        for rate in sorted({r["rate"] for r in rows}):
-            at = {r["system"]: r for r in rows if r["rate"] == rate}
-            for other in vs:
-                if "LAMPS" in at and other in at and at["LAMPS"]["steady"] and at[other]["steady"]:
-                    vs[other].append(change(at["LAMPS"], at[other])[0])
-        api = statistics.fmean(r["api_s"] for r in rows if r["measured"])
-        span = {k: (f"{min(v):+.0f}% to {max(v):+.0f}%" if v else "no common steady point") for k, v in vs.items()}
-        top = {s: max((r["rate"] for r in rows if r["system"] == s and r["steady"]), default=None)
-               for s in dict.fromkeys(r["system"] for r in rows)}
-        tops = ", ".join(f"{s} {'none' if t is None else f'{t:g} req/s'}" for s, t in top.items())
-        versus = "; ".join(f"{v} vs {k}" for k, v in span.items())
-        out.append(f"{mix}: where both are at steady state, LAMPS' change in mean latency: {versus}; highest steady "
-                   f"rate measured: {tops}; a request spends {api:.1f} s in its API calls on average, which no "
-                   "schedule shortens.")
-    return " ".join(out)
-
-
-def parse_rates(text: str) -> dict[str, tuple[float, ...]]:
-    """"infercept=1,2,3;toolbench=4,8" -> {mix: rates} (mixes not named are not run)."""
-    out = {}
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        mix, _, rates = part.partition("=")
-        if mix not in MIXES or not rates:
-            raise SystemExit(f"--rates: expected mix=r1,r2;... with mixes {', '.join(MIXES)}, got {part!r}")
-        out[mix] = tuple(float(x) for x in rates.split(","))
     return out
 
 

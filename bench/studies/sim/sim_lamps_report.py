@@ -168,3 +168,26 @@ def markdown(data: dict[str, Any], cap: int, overload: int) -> str:
         lines += latency_table(data, overload) + [""]
     lines += ["Load over the measured window (sampled every simulated second):", ""] + load_table(data, cap)
     return "\n".join(lines) + "\n"
+
+
+def reading(data: dict[str, Any]) -> str:
+    """Per mix: LAMPS's change in mean latency where both systems are at steady state, each system's
+    highest steady rate, and how much of a request is API time."""
+    out = ["**Reading** (all simulated; target from the issue: LAMPS -40% or better vs FCFS + INFERCEPT)."]
+    for mix, rows in data["mixes"].items():
+        vs: dict[str, list[float]] = {s: [] for s in dict.fromkeys(r["system"] for r in rows) if s != "LAMPS"}
+        for rate in sorted({r["rate"] for r in rows}):
+            at = {r["system"]: r for r in rows if r["rate"] == rate}
+            for other in vs:
+                if "LAMPS" in at and other in at and at["LAMPS"]["steady"] and at[other]["steady"]:
+                    vs[other].append(change(at["LAMPS"], at[other])[0])
+        api = statistics.fmean(r["api_s"] for r in rows if r["measured"])
+        span = {k: (f"{min(v):+.0f}% to {max(v):+.0f}%" if v else "no common steady point") for k, v in vs.items()}
+        top = {s: max((r["rate"] for r in rows if r["system"] == s and r["steady"]), default=None)
+               for s in dict.fromkeys(r["system"] for r in rows)}
+        tops = ", ".join(f"{s} {'none' if t is None else f'{t:g} req/s'}" for s, t in top.items())
+        versus = "; ".join(f"{v} vs {k}" for k, v in span.items())
+        out.append(f"{mix}: where both are at steady state, LAMPS' change in mean latency: {versus}; highest steady "
+                   f"rate measured: {tops}; a request spends {api:.1f} s in its API calls on average, which no "
+                   "schedule shortens.")
+    return " ".join(out)

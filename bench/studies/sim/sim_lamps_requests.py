@@ -86,3 +86,26 @@ def requests(mix: str, n: int, rate: float, max_len: int, seed: int, types: dict
         apis = [math.exp(d_mu + d_sigma * rng.gauss(0.0, 1.0)) for _ in range(k)]
         out.append({"id": f"r{i}", "arrival": t, "type": kind, "words": words, "segments": segs, "apis": apis})
     return out
+
+
+def arriving(mix: str, rate: float, horizon: float, max_model_len: int, seed: int, types: dict[str, Any],
+             setup: dict[str, Any]) -> list[dict[str, Any]]:
+    """The requests of `mix` arriving at `rate` before `horizon` (lengths scaled and spread as `setup` says)."""
+    return [r for r in requests(mix, math.ceil(rate * horizon * 1.2) + 50, rate, max_model_len, seed, types=types,
+                                length_scale=setup["length_scale"], sigma=setup["sigma"]) if r["arrival"] < horizon]
+
+
+def segment_call(r: dict[str, Any], j: int, parts: list[list[str]], cont: list[Any], handlings: list[str],
+                 costs: dict[str, Any], t0: float) -> dict[str, Any]:
+    """The call of request `r`'s segment `j`: its prompt parts and the continuation so far, its predicted
+    length, whether it resumes a preserved pause, and (but the last) the API call it pauses for."""
+    segs = r["segments"]
+    req = {"parts": parts, "complete": True, "max_tokens": segs[j], "ignore_eos": True, "continuation": list(cont),
+           "kv_key": r["id"], "predicted_tokens": predicted(segs[j], f"{r['id']}-{j}", costs.get("ratios")),
+           "request_arrival": t0}
+    if handlings and handlings[-1] == "preserve":  # as teola.api.tool_calls marks it: its KV waits for it
+        req["resumes_preserved"] = True
+    if j < len(segs) - 1:
+        req.update(api=r["type"], post_tokens=predicted(segs[j + 1], f"{r['id']}-{j + 1}", costs.get("ratios")),
+                   api_response_tokens=RESPONSE_TOKENS[r["type"]])
+    return req
