@@ -46,7 +46,8 @@ from bench.lib.plots import write_load_plot
 from bench.lib.results import machine, write_results
 from bench.lib.tables import num, table
 from bench.studies.programs.programs import recorded_lengths
-from bench.studies.programs.programs_vllm import ENGINE, set_policy
+from bench.studies.programs.programs_vllm import set_policy
+from bench.studies.programs.programs_vllm_setup import ENGINE
 from teola.sim.program_runs import BASELINES, FCFS_TEXT, QUEUES, load_texts, rates_at_target, run_set
 from teola.sim.program_workloads import workload
 
