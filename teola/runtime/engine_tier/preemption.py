@@ -47,17 +47,18 @@ from engines.protocol import Capability, StreamEvent
 from engines.requests import DECODE_OPS
 from engines.stream_events import Delta, KVReport, Progress
 from teola.runtime.engine_tier.call_items import CallItems
+from teola.runtime.engine_tier.call_requeue import requeue
 from teola.runtime.engine_tier.call_resume import Resume, joined, text_of
+from teola.runtime.engine_tier.call_stops import forget_kv_on, stop_call
 from teola.runtime.engine_tier.engine_context import EngineContext
 from teola.runtime.engine_tier.running_call import RunningCall
 from teola.runtime.engine_tier.stream_consumer import Handler, consume
 from teola.runtime.engine_tier.supervisor import down_error
-from teola.runtime.engine_tier.token_estimates import estimate_held_tokens
 from teola.runtime.executors.executor import Instance, checked_results
 from teola.scheduling.base import Pending, Pick, RequestQueue
 from teola.scheduling.kv_ledger import KVLedger
 from teola.scheduling.kv_room import KVRoom
-from teola.scheduling.preemption import STREAM_OP, admission_slots, held_tokens, swap_keys, tokens_left
+from teola.scheduling.preemption import STREAM_OP, admission_slots, swap_keys
 
 log = logging.getLogger("teola.runtime")
 
@@ -137,7 +138,7 @@ class Preemptor:
         for req, final in zip(call.requests, finals):
             if req.get("resume_ids"):
                 self.note_resumed(final)
-        if not (call.stopping and self._requeue(call, finals)):
+        if not (call.stopping and requeue(ctx, call, finals, self.resumes, live=self.live)):
             self._deliver(call, finals)
         ctx.kick()
 
@@ -249,49 +250,6 @@ class Preemptor:
             e.work.results(0, results, t)
         self.ctx.observe([call.pick], call.started, t, results)
 
-    def _requeue(self, call: RunningCall, finals: list[Any]) -> bool:
-        """Put a preempted call back in its queue to resume later; False if it cannot resume (an
-        aborted request gave no token ids, or nothing is left to decode: then `finals` are its results)."""
-        e = call.pick.entry
-        resumes = self.resumes.get(e) or [Resume(request=e.wire(i)) for i in range(len(e.requests))]
-        left: list[int] = []
-        for i, result in zip(call.sent, finals):
-            n = tokens_left(resumes[i].request, len(resumes[i].ids), result)
-            if n is None:
-                return False
-            left.append(n)
-        if not any(n > 0 for n in left) or (call.items is not None and
-                                            call.items.all_out(resumes[0].text + text_of(finals[0]))):
-            return False
-        self.resumes[e] = resumes
-        for j, (i, result, n) in enumerate(zip(call.sent, finals, left)):
-            resume = resumes[i]
-            if n <= 0:  # it ended (or decoded its last token as the abort hit): not sent again
-                resume.final = joined(resume, result, complete=True)
-                if self.live and e.tokens is not None:
-                    e.tokens[i] = 0
-                continue
-            resume.ids += result["output_token_ids"]
-            resume.text += str(result.get("text", ""))
-            resume.count += 1
-            resume.points.append(len(resume.ids))
-            # the resume is the record's: its body stays as it was queued
-            rec = e.records[i]
-            rec.resume_ids, rec.max_tokens = tuple(resume.ids), int(resume.request["max_tokens"]) - len(resume.ids)
-            rec.call_tag, rec.progress = None, False  # its next run sets its own
-            if self.live and e.tokens is not None:  # it holds its decoded tokens when it resumes
-                e.tokens[i] = (estimate_held_tokens(e.wire(i)) if j not in call.prompt
-                               else held_tokens(call.prompt[j] + len(result["output_token_ids"]), 0))
-            if call.items is not None:
-                rec.stream_text, rec.max_items = True, call.items.preempted(resume.text, self.ctx.loop.time())
-                resume.items = call.items
-        self.ctx.metrics.preemptions += 1
-        e.taken = 0
-        self.ctx.policy().preempted(call.pick, self.ctx.loop.time())
-        call.queue.push(e)
-        e.work.requeued(self.ctx.loop.time())
-        return True
-
     # ---- choosing victims -----------------------------------------------------------------------
     def check(self, inst: Instance) -> int:
         """Preempt the calls on `inst` that the policy says waiting calls should displace."""
@@ -305,7 +263,7 @@ class Preemptor:
         for e in victims:
             call = calls[e]
             call.stopping = True
-            self.ctx.spawn(self._stop(call))
+            self.ctx.spawn(stop_call(self.ctx, call))
         return len(victims)
 
     def room(self, inst: Instance, calls: dict[Pending, RunningCall], waiting: list[Pending]) -> KVRoom | None:
@@ -329,7 +287,7 @@ class Preemptor:
             call = calls.get(entry)
             if call is not None:
                 call.stopping = False  # an abort that is not a preemption: the call ends here
-                self.ctx.spawn(self._stop(call, cancel=True))
+                self.ctx.spawn(stop_call(self.ctx, call, cancel=True))
                 return True
         return False
 
@@ -356,29 +314,7 @@ class Preemptor:
             return
         for inst in instances:
             if Capability.FORGET_KV in inst.capabilities:
-                self.ctx.spawn(self._forget_on(inst, keys))
-
-    async def _forget_on(self, inst: Instance, keys: list[str]) -> None:
-        try:
-            await self.ctx.executor.call(inst, Capability.FORGET_KV, keys)
-        except Exception as exc:  # the saved copy then waits for its least-recently-used drop
-            log.warning("engine %s: dropping the saved KV of a withdrawn call failed: %s: %s", inst.name,
-                        type(exc).__name__, exc)
-
-    async def _stop(self, call: RunningCall, cancel: bool = False) -> None:
-        keys = swap_keys(call.requests)
-        try:
-            if cancel and keys and Capability.CANCEL in call.inst.capabilities:
-                await self.ctx.executor.call(call.inst, Capability.CANCEL, [call.tag], keys)
-            else:
-                await self.ctx.executor.call(call.inst, Capability.ABORT, [call.tag])
-        except Exception as exc:  # the call then runs to its end: only the engine time is lost
-            call.stopping = False
-            log.warning("engine %s: stopping call %s failed: %s: %s", call.inst.name, call.pick.entry.name,
-                        type(exc).__name__, exc)
-            return
-        if not call.stopping:
-            self.ctx.metrics.aborted_requests += len(call.requests)
+                self.ctx.spawn(forget_kv_on(self.ctx, inst, keys))
 
     def note_resumed(self, result: Any) -> None:
         """Count what a resumed run re-sent and what the prefix cache held of it. A run stopped again
