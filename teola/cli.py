@@ -17,17 +17,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import importlib.util
-import json
 import os
 import socket
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from teola.cli_apps import (
+    CliError,
+    add_engine_options,
+    add_query_options,
+    config_from_args,
+    engine_env,
+    load_apps,
+    print_response,
+    print_result,
+    progress,
+    query_from_args,
+)
 from teola.cli_documents import add_commands as add_documents_commands
 from teola.cli_ingest import add_commands as add_ingest_commands
 from teola.cli_logging import run_logged, terminal_err, terminal_out, uvicorn_log_config
@@ -41,19 +49,9 @@ from teola.plan.cli import add_commands as add_plan_commands
 from teola.server.loading import AppNotFound, builtin_apps, resolve_app
 from teola.sim.cli import SimCliError
 from teola.sim.cli import add_commands as add_sim_commands
-from teola.trace.gantt import terminal_gantt
-from teola.trace.table import timing_table
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
-
-
-class CliError(Exception):
-    """A user-facing failure: printed as `teola: error: <message>` with exit code `code`."""
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,9 +85,9 @@ def _dispatch(args: argparse.Namespace) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     """Print an app's optimized graph (or p-graph) for a sample or given query; no engine starts."""
     app = resolve_app(args.app)
-    query = _query_from_args(args) if args.question else app.placeholder_query()
+    query = query_from_args(args) if args.question else app.placeholder_query()
     try:
-        compiled = app.compile(query, _config_from_args(args))
+        compiled = app.compile(query, config_from_args(args))
     except (ValueError, TypeError) as exc:
         raise CliError(f"cannot compile app {app.name!r}: {exc}", 2) from None
     graph = compiled.egraph if args.graph == "egraph" else compiled.pgraph
@@ -104,11 +102,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from teola.server import ServerSettings, create_server
     from teola.server.http_protocol import uvicorn_options
 
-    _engine_env()
-    apps = _load_apps(args.apps, args.executor)
+    engine_env()
+    apps = load_apps(args.apps, args.executor)
     settings = ServerSettings.from_env(api_key=args.api_key)
-    server = create_server(apps, settings, progress=_progress, host=args.host)
-    _progress(f"serving {', '.join(apps)} on http://{args.host}:{args.port} (docs at /docs)")
+    server = create_server(apps, settings, progress=progress, host=args.host)
+    progress(f"serving {', '.join(apps)} on http://{args.host}:{args.port} (docs at /docs)")
     uvicorn.run(server, host=args.host, port=args.port, log_level=args.log_level, log_config=uvicorn_log_config(),
                 **uvicorn_options())
     return 0
@@ -118,11 +116,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Quick start: serve the app on 127.0.0.1 (a free port), send one sample query over HTTP, print the
     answer and the per-primitive timing breakdown; stop (or keep serving with --keep-serving)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if args.verbose else "INFO")  # INFO: into the log
-    _engine_env()
-    apps = _load_apps([args.app], args.executor)
+    engine_env()
+    apps = load_apps([args.app], args.executor)
     name = next(iter(apps))
     if args.question:
-        query, source = _query_from_args(args), "command line"
+        query, source = query_from_args(args), "command line"
     else:
         query, source = apps[name].sample()
     return asyncio.run(_run_quickstart(apps, name, query, source, args))
@@ -140,11 +138,11 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((args.host, args.port))
     port = sock.getsockname()[1]
-    server_app = create_server(apps, ServerSettings.from_env(), progress=_progress, host=args.host)
+    server_app = create_server(apps, ServerSettings.from_env(), progress=progress, host=args.host)
     config = uvicorn.Config(server_app, log_level="warning", lifespan="on", log_config=uvicorn_log_config(),
                             **uvicorn_options())
     server = uvicorn.Server(config)
-    _progress(f"starting app {name!r} (real engines take a while to start: importing vLLM, loading models) ...")
+    progress(f"starting app {name!r} (real engines take a while to start: importing vLLM, loading models) ...")
     t0 = time.perf_counter()
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
@@ -154,14 +152,14 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
                 raise CliError(f"the server for {name!r} exited during start-up")
             await asyncio.sleep(0.05)
         url = f"http://{args.host}:{port}"
-        _progress(f"server ready at {url} after {time.perf_counter() - t0:.1f}s")
+        progress(f"server ready at {url} after {time.perf_counter() - t0:.1f}s")
         docs = query.get("documents") or []
-        _progress(f"query: {query['question']!r} with {len(docs)} document(s) ({source})")
+        progress(f"query: {query['question']!r} with {len(docs)} document(s) ({source})")
         async with httpx.AsyncClient(base_url=url, timeout=None) as client:
-            response = await client.post(f"/v1/apps/{name}/query", json={"query": query, "config": _config_from_args(args)})
-        code = _print_response(response, as_json=args.json)
+            response = await client.post(f"/v1/apps/{name}/query", json={"query": query, "config": config_from_args(args)})
+        code = print_response(response, as_json=args.json)
         if args.keep_serving:
-            _progress(f"still serving at {url} (Ctrl-C to stop)")
+            progress(f"still serving at {url} (Ctrl-C to stop)")
             await serving
         return code
     finally:
@@ -171,20 +169,20 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
         elif not serving.cancelled() and serving.exception() is not None and not isinstance(serving.exception(), SystemExit):
             raise serving.exception()  # type: ignore[misc]
         sock.close()
-        _progress("stopped")
+        progress("stopped")
 
 
 def cmd_query(args: argparse.Namespace) -> int:
     """Send one query to a running server (--url) or run it in this process (--in-process)."""
-    query = _query_from_args(args)
-    config = _config_from_args(args)
+    query = query_from_args(args)
+    config = config_from_args(args)
     if args.stream:
         if args.in_process:
             raise CliError("--stream reads a server's event stream; leave out --in-process", 2)
         return stream_query(args, query, config)
     if args.in_process:
-        _engine_env()
-        app = next(iter(_load_apps([args.app], "local").values()))
+        engine_env()
+        app = next(iter(load_apps([args.app], "local").values()))
         return asyncio.run(_query_in_process(app, query, config, args.json))
     import httpx
 
@@ -196,13 +194,13 @@ def cmd_query(args: argparse.Namespace) -> int:
     except httpx.TransportError as exc:
         raise CliError(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}); start one with "
                        f"`teola serve {args.app}` or use --in-process") from None
-    return _print_response(response, as_json=args.json)
+    return print_response(response, as_json=args.json)
 
 
 async def _query_in_process(app: Any, query: dict[str, Any], config: dict[str, Any], as_json: bool) -> int:
     from teola.runtime import QueryError
 
-    _progress(f"starting engines of app {app.name!r} ...")
+    progress(f"starting engines of app {app.name!r} ...")
     try:
         await app.start()
         result = await app.run(query, config)
@@ -213,114 +211,20 @@ async def _query_in_process(app: Any, query: dict[str, Any], config: dict[str, A
     finally:
         await app.stop()
     body = {"output": result.output, "trace": result.trace, "query_id": result.query_id, "latency": result.latency}
-    _print_result(body, as_json)
+    print_result(body, as_json)
     return 0
 
 
-# ---- helpers --------------------------------------------------------------------------------------
-def _load_apps(specs: Sequence[str], executor: str) -> dict[str, Any]:
-    if executor == "ray" and importlib.util.find_spec("ray") is None:
-        raise CliError("--executor ray needs Ray: pip install 'teola[ray]'", 2)
-    apps: dict[str, Any] = {}
-    for spec in specs:
-        app = resolve_app(spec)
-        if app.name in apps:
-            raise CliError(f"two apps are named {app.name!r}; each served app needs its own name", 2)
-        if executor == "ray":
-            app.config.setdefault("runtime", {})["executor"] = "ray"
-        apps[app.name] = app
-    return apps
-
-
-def _engine_env() -> None:
-    try:
-        from engines.assets.paths import configure_engine_env
-    except ImportError:
-        return
-    configure_engine_env()
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-
-
-def _query_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    if not args.question:
-        raise CliError("--question is required", 2)
-    query: dict[str, Any] = {"question": args.question}
-    docs = []
-    for path in args.document or []:
-        try:
-            docs.append(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise CliError(f"cannot read document {path!r}: {exc.strerror}", 2) from None
-    if docs:
-        query["documents"] = docs
-    return query
-
-
-def _config_from_args(args: argparse.Namespace) -> dict[str, Any]:
-    raw = getattr(args, "config", None)
-    if not raw:
-        return {}
-    try:
-        config = json.loads(Path(raw[1:]).read_text() if raw.startswith("@") else raw)
-    except (json.JSONDecodeError, OSError) as exc:
-        raise CliError(f"--config must be a JSON object or @file.json: {exc}", 2) from None
-    if not isinstance(config, dict):
-        raise CliError("--config must be a JSON object", 2)
-    return config
-
-
-def _print_response(response: Any, as_json: bool) -> int:
-    try:
-        body = response.json()
-    except ValueError:
-        raise CliError(f"server answered {response.status_code} with a non-JSON body: {response.text[:500]}") from None
-    if response.status_code != 200:
-        raise CliError(f"query failed with HTTP {response.status_code}: {body.get('detail', body)}")
-    _print_result(body, as_json)
-    return 0
-
-
-def _print_result(body: dict[str, Any], as_json: bool) -> None:
-    out = terminal_out()
-    if as_json:
-        print(json.dumps(body, indent=2, default=str), file=out, flush=True)
-        return
-    output = body.get("output")
-    answer = output.strip() if isinstance(output, str) else json.dumps(output, indent=2, default=str)
-    print(f"\nAnswer:\n{answer}\n\nquery {body.get('query_id')}  latency "
-          f"{1000 * float(body.get('latency') or 0):.0f} ms\n", file=out)
-    print(timing_table(body.get("trace") or []), file=out)
-    print("\nTimeline:\n" + terminal_gantt(body.get("trace") or []), file=out, flush=True)
-
-
-def _progress(message: str) -> None:
-    print(f"[teola] {message}", file=terminal_err(), flush=True)
-
-
-def _parser() -> argparse.ArgumentParser:
-    apps_help = f"built-in app ({', '.join(builtin_apps())}) or module:attr"
-    p = argparse.ArgumentParser(prog="teola", description="Serve LLM apps as optimized primitive-level dataflow graphs.")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-
-    def query_options(sp: argparse.ArgumentParser, required: bool) -> None:
-        sp.add_argument("--question", "-q", required=required, help="the question")
-        sp.add_argument("--document", "-d", action="append", metavar="FILE", help="a UTF-8 document (repeatable)")
-        sp.add_argument("--config", help='query config as JSON (e.g. \'{"passes": {"prefill_split": false}}\') or @file')
-
-    def engine_options(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--executor", choices=("local", "ray"), default="local",
-                        help="where engine instances run (default: in this process)")
-        sp.add_argument("--verbose", "-v", action="store_true", help="show the engines' and libraries' output "
-                        "(vLLM, torch, ...) here instead of in a log file under <cache>/logs")
-
+def _add_app_commands(sub: Any, apps_help: str) -> None:
+    """The commands that load an app: `run`, `serve`, `query` and `compile`."""
     sp = sub.add_parser("run", help="quick start: serve an app, send one sample query, print answer and timings")
     sp.add_argument("app", help=apps_help)
     sp.add_argument("--host", default=DEFAULT_HOST)
     sp.add_argument("--port", type=int, default=0, help="0 = a free port (default)")
     sp.add_argument("--keep-serving", action="store_true", help="keep serving after the sample query")
     sp.add_argument("--json", action="store_true", help="print the raw JSON response")
-    query_options(sp, required=False)
-    engine_options(sp)
+    add_query_options(sp, required=False)
+    add_engine_options(sp)
     sp.set_defaults(handler=cmd_run)
 
     sp = sub.add_parser("serve", help="serve apps over HTTP")
@@ -329,12 +233,12 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--port", type=int, default=DEFAULT_PORT)
     sp.add_argument("--api-key", default=None, help="require this bearer key (default: env TEOLA_API_KEY)")
     sp.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
-    engine_options(sp)
+    add_engine_options(sp)
     sp.set_defaults(handler=cmd_serve)
 
     sp = sub.add_parser("query", help="send one query to a server (or run it in-process)")
     sp.add_argument("app", help="app name on the server (or, with --in-process, " + apps_help + ")")
-    query_options(sp, required=True)
+    add_query_options(sp, required=True)
     sp.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
     sp.add_argument("--api-key", default=os.environ.get("TEOLA_API_KEY"))
     sp.add_argument("--in-process", action="store_true", help="start the engines here instead of using a server")
@@ -346,9 +250,16 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("app", help=apps_help)
     sp.add_argument("--format", choices=("text", "dot", "mermaid"), default="text")
     sp.add_argument("--graph", choices=("egraph", "pgraph"), default="egraph")
-    query_options(sp, required=False)
+    add_query_options(sp, required=False)
     sp.set_defaults(handler=cmd_compile)
 
+
+def _parser() -> argparse.ArgumentParser:
+    apps_help = f"built-in app ({', '.join(builtin_apps())}) or module:attr"
+    p = argparse.ArgumentParser(prog="teola", description="Serve LLM apps as optimized primitive-level dataflow graphs.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    _add_app_commands(sub, apps_help)
     add_ingest_commands(sub)
     add_documents_commands(sub)
     add_machine_commands(sub)

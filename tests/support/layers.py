@@ -56,7 +56,7 @@ PACKAGES: tuple[Package, ...] = (
     Package("teola.cli", 5, "the `teola` command (`cli.py`) and its subcommands' helpers (`cli_*.py`)",
             ("engines.*", "teola.client", "teola.emulate", "teola.loaders", "teola.plan", "teola.runtime",
              "teola.server", "teola.sim", "teola.trace"),
-            modules=("teola.cli_documents", "teola.cli_ingest", "teola.cli_ingest_files",
+            modules=("teola.cli_apps", "teola.cli_documents", "teola.cli_ingest", "teola.cli_ingest_files",
                      "teola.cli_logging", "teola.cli_machine", "teola.cli_remote")),
     Package("teola.plan", 4, "SamuLLM planning on top of the simulator and the runtime",
             ("engines.*", "teola.balancers", "teola.ir", "teola.runtime", "teola.server", "teola.sim")),

@@ -14,8 +14,9 @@ import pytest
 from apps.advanced_rag import build as build_advanced_rag
 from engines.sim.sim_engine import SimEngine
 from teola import App, Engine, Node
-from teola.cli import main, timing_table
+from teola.cli import main
 from teola.server.loading import AppNotFound, resolve_app
+from teola.trace.table import timing_table
 
 
 @pytest.fixture(autouse=True)
