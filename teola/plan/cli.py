@@ -51,7 +51,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run_job(args: argparse.Namespace) -> int:
-    from teola.plan.execute import run_job
+    from teola.plan.run_job import run_job
     # stdout carries the result's JSON: vLLM's own log lines (stdout by default) go to stderr. Set before
     # the engines start, since vLLM reads it when its logger is first configured.
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")

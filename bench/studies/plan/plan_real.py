@@ -128,7 +128,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench plan_real` (argv: the options given, for its page)."""
     from engines.assets.paths import configure_engine_env
-    from teola.plan.execute import run_job
+    from teola.plan.run_job import run_job
     if args.reread:
         data = json.loads((RESULTS / f"{args.out}.json").read_text())
         _, _, schedules, _ = schedules_for(data["load_s"], data["requests"], data["cores"], data.get("fitted"),

@@ -50,7 +50,7 @@ def test_every_request_is_answered_once_and_the_fuser_reads_the_answers():
 
 
 def test_output_tokens_sum_up_measured_and_predicted_lengths_per_model():
-    from teola.plan.execute import output_tokens
+    from teola.plan.run_job import output_tokens
 
     trace = [{"model": "a", "num_output_tokens": 10, "predicted_tokens": 20},
              {"model": "b", "num_output_tokens": 5, "predicted_tokens": 5},
