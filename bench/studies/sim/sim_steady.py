@@ -29,10 +29,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shlex
-import sys
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -40,46 +38,23 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.results import RESULTS, write_results
-from bench.studies.sim.steady_state import KNEE, OVERDUE, Trace, cover, equal_latency, past_knee, trace_for
-
-GRID = (0.25, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)  # S10 loads, x sim_autellix.capacity_estimate
-GRID_RATES = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 20.0, 24.0, 32.0, 40.0, 48.0, 64.0, 96.0)  # S9, req/s
-UNLOADED, UNLOADED_PROGRAMS, UNLOADED_RATE = 0.02, 30, 0.2
-SOLO_PROGRAMS = 1000  # programs whose own unloaded latencies set the warm-up (sim_steady_solo)
-TARGETS = (2.0, 3.0, 5.0)
-STUDIES = {"autellix": {"workloads": ("sharegpt", "bfcl", "lats", "mixed"), "systems": ("vllm-opt", "mlfq", "autellix"),
-                        "base": "vllm-opt", "key": "tok_mean", "out": "sim_autellix_steady"},
-           "lamps": {"workloads": ("single", "infercept", "toolbench"), "systems": ("INFERCEPT", "SJF", "LAMPS"),
-                     "base": "INFERCEPT", "key": "mean", "out": "sim_lamps_steady"}}
-LAMPS_SYSTEMS = {"INFERCEPT": "FCFS-request+INFERCEPT", "SJF": "SJF", "LAMPS": "LAMPS"}  # sim_lamps' names
-LAMPS_MIN = (300.0, 1800.0, 300.0)  # S9's shortest warm-up, window, cool-down (s)
-AUTELLIX_MIN_WINDOW = 300.0  # S10's shortest window (s): BFCL's 10 x m0 is ~45 s, 10 programs at 0.25x
-
-
-def lamps_point(job: dict[str, Any]) -> dict[str, Any]:
-    """One S9 point: sim_lamps.run_point at sim_lamps_paper's set-up, measured at steady state (no drain:
-    every measured request runs to its end, or the point stops as overloaded)."""
-    import bench.studies.sim.sim_lamps as sim_lamps
-    import bench.studies.sim.sim_lamps_paper as paper
-
-    setup = {**paper.setup_for(paper.PROFILE), "drain": None}
-    r = sim_lamps.run_point(paper.PROFILE, job["kind"], LAMPS_SYSTEMS[job["system"]], job["rate"], *job["trace"],
-                            setup=setup)
-    ld = r["load"]
-    over = ld.get("overloaded_at") is not None or not r["measured"]
-    out = {k: job[k] for k in ("kind", "system", "load", "rate")}
-    out.update({"measured": r["measured"], "unfinished": r["unfinished"], "mean": math.inf if over else r["mean_s"],
-                "ci_s": r["ci_s"], "p99_s": r["p99_s"], "steady": r["steady"], "api_s": r["api_s"],
-                "queue_s": r["queue_s"], "engine_s": r["engine_s"], "handlings": r["handlings"],
-                "preemptions": r["preemptions"], "sim_wall_s": r["wall_s"],
-                "mechanism": {k: ld[k] for k in ("waiting", "waiting_first", "waiting_last", "running", "kv_used",
-                                                 "preserved", "engine_waiting", "busy", "overloaded_at") if k in ld}})
-    print(f"[sim_steady] {job['kind']} {job['system']} {job['rate']:g}/s: mean {out['mean']:.1f} s, "
-          f"{out['measured']} measured, steady {out['steady']} ({out['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
-    return out
+from bench.studies.sim.sim_steady_lamps import lamps_point
+from bench.studies.sim.sim_steady_setup import (
+    AUTELLIX_MIN_WINDOW,
+    GRID,
+    GRID_RATES,
+    LAMPS_MIN,
+    STUDIES,
+    TARGETS,
+    settling,
+    unloaded_job,
+    workload_jobs,
+)
+from bench.studies.sim.steady_state import KNEE, Trace, equal_latency, past_knee, trace_for
 
 
 def point(job: dict[str, Any]) -> dict[str, Any]:
+    """One point of either study, run (S9: sim_steady_lamps, S10: sim_steady_programs)."""
     if job["study"] == "lamps":
         return lamps_point(job)
     import bench.studies.sim.sim_steady_programs as programs
@@ -164,43 +139,6 @@ def interleaved_sweeps(work: list[tuple[list[dict[str, Any]], float, str, str | 
     return rows
 
 
-def unloaded_job(study: str, kind: str, profile_cap: float) -> dict[str, Any]:
-    """The baseline at a light load: its mean latency sets the trace (steady_state.trace_for)."""
-    base = STUDIES[study]["base"]
-    if study == "lamps":
-        job = {"study": study, "kind": kind, "system": base, "load": UNLOADED_RATE, "rate": UNLOADED_RATE,
-               "trace": list(LAMPS_MIN)}
-    else:
-        rate = UNLOADED * profile_cap
-        job = {"study": study, "kind": kind, "system": base, "load": UNLOADED, "rate": rate,
-               "trace": [0.0, UNLOADED_PROGRAMS / rate, 0.0], "overdue": OVERDUE, "profile": _profile_name()}
-    return job
-
-
-def settling(kind: str, n: int = SOLO_PROGRAMS) -> dict[str, float]:
-    """The own unloaded latencies of `kind`'s first `n` programs (sim_steady_solo): mean, 95th
-    percentile, max, and their cover (steady_state.cover), the warm-up's floor over KNEE."""
-    import bench.studies.sim.sim_autellix as sim_autellix
-    from bench.studies.sim.sim_steady_solo import solo_latencies
-
-    solos = sorted(solo_latencies(kind, n, sim_autellix._profile(sim_autellix.PROFILE)))
-    return {"programs": n, "mean": sum(solos) / n, "p95": solos[int(0.95 * n)], "max": solos[-1],
-            "cover": cover(solos)}
-
-
-def _profile_name() -> str:
-    import bench.studies.sim.sim_autellix as sim_autellix
-    return sim_autellix.PROFILE
-
-
-def workload_jobs(study: str, kind: str, systems: list[str], trace: Trace, cap: float,
-                  grid: tuple[float, ...], floor: float = 0.0) -> dict[str, list[dict[str, Any]]]:
-    """Each system's jobs up the grid on `trace` (S10: overdue after OVERDUE x max(own, `floor`) s)."""
-    extra = {} if study == "lamps" else {"overdue": OVERDUE, "overdue_floor": floor, "profile": _profile_name()}
-    return {s: [{"study": study, "kind": kind, "system": s, "load": g, "rate": g * cap,
-                 "trace": [trace.warmup, trace.window, trace.cooldown], **extra} for g in grid] for s in systems}
-
-
 def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: str | None,
                  grid: tuple[float, ...] | None = None, trace: Trace | None = None,
                  only: bool = False) -> dict[str, Any] | None:
@@ -265,6 +203,19 @@ def loads_of(text: str) -> tuple[float, ...]:
     return loads
 
 
+def check_choices(study: str, kinds: list[str], systems: list[str], p: argparse.ArgumentParser) -> None:
+    """A parser error for a workload or system `study` does not have, or systems without its baseline."""
+    spec = STUDIES[study]
+    for k in kinds:
+        if k not in spec["workloads"]:
+            p.error(f"unknown workload {k!r} for --study {study}; choose from {', '.join(spec['workloads'])}")
+    for s in systems:
+        if s not in spec["systems"] and not (study == "autellix" and s == "vllm"):
+            p.error(f"unknown system {s!r} for --study {study}; choose from {', '.join(spec['systems'])}")
+    if spec["base"] not in systems:
+        p.error(f"--systems must include the baseline {spec['base']}")
+
+
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench sim_steady`."""
     from bench.studies.sim.sim_steady_report import markdown
@@ -278,14 +229,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         return 0
     kinds = ["sharegpt"] if args.quick else (args.workloads.split(",") if args.workloads else list(spec["workloads"]))
     systems = ["vllm-opt", "autellix"] if args.quick else (args.systems.split(",") if args.systems else list(spec["systems"]))
-    for k in kinds:
-        if k not in spec["workloads"]:
-            p.error(f"unknown workload {k!r} for --study {args.study}; choose from {', '.join(spec['workloads'])}")
-    for s in systems:
-        if s not in spec["systems"] and not (args.study == "autellix" and s == "vllm"):
-            p.error(f"unknown system {s!r} for --study {args.study}; choose from {', '.join(spec['systems'])}")
-    if spec["base"] not in systems:
-        p.error(f"--systems must include the baseline {spec['base']}")
+    check_choices(args.study, kinds, systems, p)
     cache = args.cache or f"/tmp/{'quick_' if args.quick else ''}{out}.jsonl"
     t0 = time.perf_counter()
     data: dict[str, Any] = {"study": args.study, "systems": systems, "base": spec["base"], "key": spec["key"],

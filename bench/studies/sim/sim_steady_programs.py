@@ -124,13 +124,65 @@ async def watch(tasks: list[asyncio.Future], due: list[float]) -> float | None:
     return None
 
 
+async def hold_window(measured: list[Any], due: list[float], sampler: Any, end: float) -> float | None:
+    """Watch the window's programs against their deadlines (watch); when none overran, keep the load on
+    until `end` (the trace's last arrival) and let the window's probe finish. The time a program
+    overran, or None."""
+    stopped = await watch(measured, due)
+    if stopped is None:  # keep the load on until the trace's last arrival, then end the window's probe
+        await asyncio.sleep(max(0.0, end - asyncio.get_running_loop().time()))
+        await sampler
+    return stopped
+
+
+async def started(engine: Any, policy: str) -> Any:
+    """teola's runtime on `engine`, started, under a fresh `policy` (program policies count service in
+    model seconds, Autellix's unit)."""
+    from teola.runtime import Runtime
+    from teola.scheduling.registry import make_policy
+
+    rt = Runtime({"llm": engine})
+    await rt.start()
+    rt.schedulers["llm"].policy = make_policy(policy, **({} if policy == "fcfs" else {"service": "seconds"}))
+    return rt
+
+
+async def run_window(job: dict[str, Any], engine: Any, policy: str, llm: dict[str, Any], progs: list[Any],
+                     solos: list[float], trace: Trace) -> dict[str, Any]:
+    """The programs of one point on teola's runtime (in virtual time): each program's latency (None if
+    unfinished), every call's record, the window's probe, and when a measured program overran, when."""
+    from teola.sim.program_runs import load_texts, run_program
+
+    questions, filler, _ = load_texts()
+    rt = await started(engine, policy)
+    loop = asyncio.get_running_loop()
+    t0, log = loop.time(), []
+    probe = WindowProbe(rt, trace, max(0.25, trace.window / 400))
+    sampler = asyncio.ensure_future(probe.run(t0))
+    tasks = [asyncio.ensure_future(run_program(rt, p, t0, f"{job['kind']}-{job['system']}", questions, None, log,
+                                               filler=filler, token_ratio=llm.get("token_ratio", 1.3)))
+             for p in progs]
+    window = [(t, p, s) for t, p, s in zip(tasks, progs, solos) if trace.measured(p.arrival)]
+    due = deadlines([t0 + p.arrival for _, p, _ in window], [s for _, _, s in window],
+                    job.get("overdue", OVERDUE), job.get("overdue_floor", 0.0))
+    stopped: float | None = None
+    try:
+        stopped = await hold_window([t for t, _, _ in window], due, sampler, t0 + trace.horizon)
+    finally:
+        sampler.cancel()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, sampler, return_exceptions=True)
+        await rt.stop()
+    lats = [t.result() if t.done() and not t.cancelled() and t.exception() is None else None for t in tasks]
+    return {"lats": lats, "log": log, "mechanism": probe.summary(),
+            "stopped": None if stopped is None else stopped - t0}
+
+
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
     """One (workload, system, rate) point on trace job["trace"] (warm-up, window, cool-down seconds);
     job["overdue"]: x a program's own unloaded latency a measured program may take (module docstring)."""
     from bench.studies.sim.sim_steady_solo import cost_of, solo_latency
-    from teola.runtime import Runtime
-    from teola.scheduling.registry import make_policy
-    from teola.sim.program_runs import load_texts, run_program
     from teola.sim.virtual_loop import run_virtual
 
     trace = Trace(*job["trace"])
@@ -138,40 +190,9 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     progs = trace_programs(job["kind"], job["rate"], trace.horizon, job.get("seed", 1))
     cost, chunk, template = cost_of(sim_autellix._profile(job["profile"]))
     solos = [solo_latency(p, cost, chunk, template) for p in progs]
-    questions, filler, _ = load_texts()
-
-    async def scenario() -> dict[str, Any]:
-        rt = Runtime({"llm": engine})
-        await rt.start()
-        rt.schedulers["llm"].policy = make_policy(policy, **({} if policy == "fcfs" else {"service": "seconds"}))
-        loop = asyncio.get_running_loop()
-        t0, log = loop.time(), []
-        probe = WindowProbe(rt, trace, max(0.25, trace.window / 400))
-        sampler = asyncio.ensure_future(probe.run(t0))
-        tasks = [asyncio.ensure_future(run_program(rt, p, t0, f"{job['kind']}-{job['system']}", questions, None, log,
-                                                   filler=filler, token_ratio=llm.get("token_ratio", 1.3)))
-                 for p in progs]
-        window = [(t, p, s) for t, p, s in zip(tasks, progs, solos) if trace.measured(p.arrival)]
-        due = deadlines([t0 + p.arrival for _, p, _ in window], [s for _, _, s in window],
-                        job.get("overdue", OVERDUE), job.get("overdue_floor", 0.0))
-        stopped: float | None = None
-        try:
-            stopped = await watch([t for t, _, _ in window], due)
-            if stopped is None:  # keep the load on until the trace's last arrival, then end the window's probe
-                await asyncio.sleep(max(0.0, t0 + trace.horizon - loop.time()))
-                await sampler
-        finally:
-            sampler.cancel()
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, sampler, return_exceptions=True)
-            await rt.stop()
-        lats = [t.result() if t.done() and not t.cancelled() and t.exception() is None else None for t in tasks]
-        return {"lats": lats, "log": log, "mechanism": probe.summary(),
-                "stopped": None if stopped is None else stopped - t0}
 
     wall = time.perf_counter()
-    res = run_virtual(scenario())
+    res = run_virtual(run_window(job, engine, policy, llm, progs, solos, trace))
     out = {k: job[k] for k in ("kind", "system", "load", "rate")}
     out.update(summarize(progs, res["lats"], res["log"], trace, solos))
     out["mechanism"] = res["mechanism"]
