@@ -12,7 +12,7 @@ import pytest
 from apps import search_generation, tool_agent
 from bench.baselines.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
 from bench.baselines.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent, plan_calls
-from bench.studies.remote.remote_apps import MAX_CALLS, PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
+from bench.studies.remote.remote_apps_setup import MAX_CALLS, PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
 from teola.compile.components import prompts
 
 PLAN = ('Sure.\n{"tool": "calculator", "args": {"expression": "2+3"}}\n'

@@ -125,7 +125,7 @@ def make_apps(names: set[str], url: str, services: Any) -> dict[str, Any]:
     import importlib
 
     from bench.lib.remote_services import tool_specs
-    from bench.studies.remote import remote_apps as ra
+    from bench.studies.remote import remote_apps_setup as ra
     from teola.api.shared_engines import share_engines
 
     llm = {"kind": "openai", "url": url, "model": MODEL}
@@ -147,7 +147,7 @@ def make_apps(names: set[str], url: str, services: Any) -> dict[str, Any]:
 
 def workload_queries(workload: str, n: int, seed: int) -> list[dict[str, Any]]:
     from bench.lib.workloads import narrative_qa_queries, search_queries
-    from bench.studies.remote.remote_apps import agent_queries
+    from bench.studies.remote.remote_apps_setup import agent_queries
 
     app, distractors = WORKLOADS[workload]
     if app in RAG_APPS:

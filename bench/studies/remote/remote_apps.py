@@ -38,83 +38,33 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
-from bench.lib.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, TOOL_ARGS, ServiceProcess, tool_specs
+from bench.lib.remote_services import LATENCY_SOURCES, SEARCH_LATENCY, ServiceProcess, tool_specs
 from bench.lib.results import command_line, without_keys
-from bench.lib.workloads import poisson_arrivals, search_queries, tool_queries
+from bench.lib.workloads import poisson_arrivals, search_queries
 from bench.studies.rag.rag_analysis import (
     critical_path_bound,
-    critical_path_shares,
     exclusive_engines,
-    summarize,
 )
 from bench.studies.rag.rag_runs import run_open_loop, run_query
 from bench.studies.rag.rag_setup import PAPER_BASELINES, reset_prefix_cache, step_counts
-from bench.studies.rag.rag_setup import SYSTEMS as RAG_SYSTEMS
-from engines.requests import PrimOp
-
-SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
-# --systems may also name the Teola paper's baselines (bench.studies.rag.rag_setup.PAPER_BASELINES), run on teola's
-# runtime over the same engines, and teola with one default pass off (its effect measured on and off
-# in one run: the row's "speedup" is that variant's latency / teola's)
-VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
-    "teola-no-speculative-call": ({"passes": {"speculative_call": False}}, "topology"),
-}
-RUNTIME_SYSTEMS = {**RAG_SYSTEMS, **VARIANTS}  # systems that run on teola's runtime
-APPS = ("search_generation", "tool_agent")
-# Queries per second. Alone, a query takes a few seconds (two LLM calls of <=96 tokens + ~1 s of
-# remote latency); vLLM batches concurrent decodes, so saturation is well above 1 / latency.
-RATES = {"search_generation": (0.5, 1.0, 2.0, 4.0, 8.0), "tool_agent": (0.5, 1.0, 2.0, 4.0, 8.0)}
-QUICK_RATE = {"search_generation": 1.0, "tool_agent": 1.0}
-QUERY_TIMEOUT = 300.0
-TOOL_NAMES = tuple(TOOL_ARGS)
-# SmolLM2-135M writes tool calls only after worked examples, and only for some tools. Measured on 8
-# one-tool questions (bench.lib.workloads.tool_queries) at greedy decoding: with the instruction alone, or
-# with one-call examples, it answers in prose; with the two-call examples below and a "Question: "
-# label it writes a correct first call line for every weather and unit-conversion question, names a
-# tool "math" for arithmetic, answers encyclopedia questions in prose, and its second lines name
-# tools that do not exist. So the agent makes one call per question and the questions ask for a
-# city's weather or a unit conversion (the two tool kinds, ~0.25 s and ~0.03 s median latency).
-PLAN_INSTRUCTION = (
-    "You call tools. Tools: calculator(expression), convert_units(value, from_unit, to_unit), weather(city), "
-    "wiki_lookup(query). Reply with one JSON object per line and nothing else. Examples:")
-PLAN_EXAMPLES = (
-    'Question: What is 3 times 4, and what is the weather in Rome?\n'
-    '{"tool": "calculator", "args": {"expression": "3*4"}}\n{"tool": "weather", "args": {"city": "Rome"}}\n\n'
-    'Question: Convert 5 km to mi, and who or what is the Nile?\n'
-    '{"tool": "convert_units", "args": {"value": 5, "from_unit": "km", "to_unit": "mi"}}\n'
-    '{"tool": "wiki_lookup", "args": {"query": "Nile"}}')
-MAX_CALLS = 1
-TOOL_KINDS = ("weather", "convert_units")
-
-
-def agent_queries(n: int, seed: int) -> list[dict[str, Any]]:
-    """The tool agent's questions, labelled as in PLAN_EXAMPLES."""
-    return [{**q, "question": "Question: " + q["question"]} for q in tool_queries(n, seed, 1, TOOL_KINDS)]
-
-
-@dataclass
-class Settings:
-    apps: tuple[str, ...] = APPS
-    systems: tuple[str, ...] = SYSTEMS
-    rates: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(RATES))
-    n_queries: int = 20
-    trials: int = 3
-    alone: int = 5
-    seed: int = 0
-    latency_scale: float = 1.0
-    # teola's runtime: batches vLLM may run at once (None: the runtime's default); remote search
-    # requests per batch (None: the adapter's default)
-    max_inflight: int | None = None
-    search_max_batch: int | None = None
-
-    @classmethod
-    def quick(cls) -> Settings:
-        return cls(rates={a: (r,) for a, r in QUICK_RATE.items()}, n_queries=4, trials=1, alone=1)
+from bench.studies.remote.remote_apps_setup import (
+    APPS,
+    MAX_CALLS,
+    PLAN_EXAMPLES,
+    PLAN_INSTRUCTION,
+    QUERY_TIMEOUT,
+    RUNTIME_SYSTEMS,
+    SYSTEMS,
+    TOOL_NAMES,
+    VARIANTS,
+    Settings,
+    agent_queries,
+)
+from bench.studies.remote.remote_apps_summary import summarize_runs
 
 
 # ---- apps, systems, one query ---------------------------------------------------------------------
@@ -185,32 +135,6 @@ async def _trace(system: str, app: Any, impl: Any, queries: list[dict[str, Any]]
     return await run_open_loop(arrivals, lambda i: one(i, arrivals[i]))
 
 
-# ---- per-query counts ---------------------------------------------------------------------------
-def work(rec: dict[str, Any]) -> dict[str, float]:
-    """LLM calls, prompt tokens, decode tokens, search and tool calls of one query's trace."""
-    calls: dict[str, dict[str, int]] = {}
-    searches = tools = 0
-    for t in rec.get("trace", []):
-        op = t.get("op")
-        if op in ("decoding", "partial_decoding") and t.get("status", "ok") == "ok":
-            c = calls.setdefault(t["primitive"].split("[")[0], {"prompt": 0, "out": 0})
-            c["prompt"] = max(c["prompt"], t.get("num_prompt_tokens", 0))
-            c["out"] = max(c["out"], t.get("num_output_tokens", 0))
-        elif op in ("searching", "tool") and t.get("status", "ok") == "ok" and t.get("batch_size"):
-            # teola: one map primitive per item (pipelined), run only if it had an item (its engine
-            # batch may hold other queries' requests); the baselines: one call of batch_size requests
-            n = 1 if not t["primitive"].startswith("llamaindex.") else t["batch_size"]
-            searches += n if op == PrimOp.SEARCHING else 0
-            tools += n if op == PrimOp.TOOL else 0
-    return {"llm_calls": len(calls), "prompt_tokens": sum(c["prompt"] for c in calls.values()),
-            "decode_tokens": sum(c["out"] for c in calls.values()), "searches": searches, "tool_calls": tools}
-
-
-def mean_work(records: list[dict[str, Any]]) -> dict[str, float]:
-    ok = [work(r) for r in records if r.get("ok")]
-    return {k: statistics.fmean(w[k] for w in ok) for k in ok[0]} if ok else {}
-
-
 # ---- the suite ----------------------------------------------------------------------------------
 def _entry(res: dict[str, Any], rate: str, system: str, lam: float | None) -> dict[str, Any]:
     return res["runs"].setdefault(rate, {}).setdefault(system, {"rate": lam, "records": [], "trials": []})
@@ -246,17 +170,7 @@ async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
                 _add(_entry(res, f"{lam:g}", system, lam), recs, k, s.seed + k, time.perf_counter() - t0, steps)
                 bar.update()
     res["bounds"] = bounds
-    for systems in res["runs"].values():
-        for system, entry in systems.items():
-            entry["summary"] = {**summarize(entry["records"], bounds), "work": mean_work(entry["records"]),
-                                "tokens_per_decode_step": tokens_per_step(entry["trials"])}
-            for j, tr in enumerate(entry["trials"]):
-                mine = [r for r in entry["records"] if r["trial"] == j]
-                tr["summary"] = {key: v for key, v in summarize(mine, bounds).items() if key != "by_op"}
-            if system == "teola":
-                shares = [c for c in map(critical_path_shares, entry["records"]) if c]
-                entry["critical_path"] = {key: statistics.fmean(c[key] for c in shares) for key in shares[0]} \
-                    if shares else None
+    summarize_runs(res["runs"], bounds)
     return res
 
 
@@ -266,13 +180,6 @@ def _add(entry: dict[str, Any], recs: list[dict[str, Any]], k: int, seed: int, s
         r["trial"] = k
     entry["records"] += recs
     entry["trials"].append({"seed": seed, "seconds": seconds, "loadavg_after": os.getloadavg(), "vllm_steps": steps or {}})
-
-
-def tokens_per_step(trials: list[dict[str, Any]]) -> float | None:
-    """vLLM's generated tokens per decode step over the trials' traces (decode-batching efficiency)."""
-    steps = sum(t.get("vllm_steps", {}).get("decode_steps", 0) for t in trials)
-    return sum(t["vllm_steps"].get("generated_tokens", 0) for t in trials if t.get("vllm_steps")) / steps \
-        if steps else None
 
 
 async def bench(apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress: bool = True) -> dict[str, Any]:

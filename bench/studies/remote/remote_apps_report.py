@@ -103,6 +103,14 @@ def intro_lines(data: dict[str, Any], command: str) -> list[str]:
          f"time. Rates (q/s): " + "; ".join(f"{a} {list(r)}" for a, r in s["rates"].items() if a in data["apps"])
          + "."),
         "",
+        *systems_lines(s),
+    ]
+
+
+def systems_lines(s: dict[str, Any]) -> list[str]:
+    """The systems compared (the paper's baselines and teola's variants where they ran) and how the
+    agent's plan call and search generation run in each."""
+    return [
         ("Systems: **teola** (all passes, topology-aware batching); **LlamaIndex** (llama-index-core: a Workflow "
          "for search generation; FunctionTools in an explicit plan -> concurrent tools -> answer pipeline for the "
          "agent, because the 135M model cannot drive its agents; `bench/baselines/llamaindex_remote.py`); **LangGraph** "
