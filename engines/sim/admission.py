@@ -1,6 +1,6 @@
-"""A simulated LLM's sequences and how they get KV blocks: admission (prefix-cache hits, a swapped
-or aborted request's KV swapped back in, a paused call's held KV), preemption, and what happens to a
-call's KV while it pauses for a tool (LAMPS / INFERCEPT handlings):
+"""A simulated LLM's sequences, each iteration's plan, and how sequences get KV blocks: admission
+(prefix-cache hits, a swapped or aborted request's KV swapped back in, a paused call's held KV),
+preemption, and what happens to a call's KV while it pauses for a tool (LAMPS / INFERCEPT handlings):
 
 - "preserve": the finished call's blocks stay allocated (not evictable) until the call that
   continues it (same "kv_key") is admitted and takes them over: nothing is recomputed;
@@ -78,8 +78,8 @@ class PausedKV:
 
 
 class SimAdmission:
-    """Admission, preemption and pause handling of SimLLM (a mixin: it uses the engine's pool,
-    queues, stats and swap cost)."""
+    """Each iteration's plan, admission, preemption and pause handling of SimLLM (a mixin: it uses
+    the engine's pool, queues, stats and swap cost)."""
 
     paused: dict[str, PausedKV]
     survival: SurvivalTracker
@@ -106,6 +106,44 @@ class SimAdmission:
         used = self.pool.num_blocks - self.pool.free
         await seq.emit(seq.index, StreamEvent.KV, KVReport(prompt_tokens=len(seq.ids) - len(seq.out), block_size=bs,
                                                            used_blocks=used, total_blocks=self.pool.num_blocks))
+
+    def _schedule(self) -> tuple[list[tuple[SimSeq, int]], float]:
+        """This iteration's work: (sequence, tokens to compute) pairs, and swap seconds."""
+        plan: list[tuple[SimSeq, int]] = []
+        budget, extra = self.budget, 0.0
+        if self.scheduling == "priority":
+            self.running.sort(key=lambda s: (s.req["priority"], s.order))
+        for seq in list(self.running):
+            if seq.state != "running" or budget <= 0:
+                continue
+            n = min(len(seq.ids) - seq.computed, budget)
+            while not self.pool.allocate(seq.held, self._blocks_for(seq, n)):
+                victim = self.running[-1]
+                extra += self._preempt(victim)
+                plan = [(s, k) for s, k in plan if s is not victim]
+                if victim is seq:
+                    break
+            if seq.state == "running":
+                plan.append((seq, n))
+                budget -= n
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            seq = min(self.waiting, key=self._rank) if self.scheduling == "priority" else self._head()
+            admitted, seconds = self._admit(seq, budget)
+            if not admitted:
+                worst = self.running[-1] if self.running else None
+                if (self.scheduling == "priority" and worst is not None
+                        and worst.req["priority"] > seq.req["priority"]):
+                    extra += self._preempt(worst)
+                    plan = [(s, k) for s, k in plan if s is not worst]
+                    continue
+                if not self.running and self.reclaim_preserved(seq):  # else nothing could ever run again
+                    continue
+                break
+            extra += seconds
+            n = min(len(seq.ids) - seq.computed, budget)
+            plan.append((seq, n))
+            budget -= n
+        return plan, extra
 
     def _rank(self, seq: SimSeq) -> tuple[int, int]:
         return (seq.req["priority"], seq.order)

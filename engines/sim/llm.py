@@ -45,25 +45,33 @@ from engines.llm_text.prefix_memo import PrefixMemo
 from engines.llm_text.split_parser import SplitParser
 from engines.protocol import EngineProfile, StreamEvent
 from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
-from engines.sim.admission import Emit, SimAdmission, SimSeq
+from engines.sim.admission import Emit, SimSeq
 from engines.sim.cost import IterationCost
+from engines.sim.decoding import SimDecoding
 from engines.sim.device import DeviceShare, computing
-from engines.sim.kv import BlockPool, block_hashes
+from engines.sim.kv import BlockPool
 from engines.sim.text import (
     ASSISTANT_TURN,
     LengthSampler,
     continuation_ids,
-    output_id,
-    output_token,
     prompt_ids,
     request_token_ids,
     resize_prompt,
 )
 from engines.sim.wall_clock import WallClock
-from engines.stream_events import Delta, Item, Progress
 
 
-class SimLLM(SimAdmission):
+def check_modes(name: str, *, scheduling: str, abort_kv: str, preemption: str) -> None:
+    """Raise ValueError naming sim engine `name` and the first mode it does not model."""
+    if scheduling not in ("fcfs", "priority"):
+        raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
+    if abort_kv not in ("drop", "swap", "auto"):
+        raise ValueError(f"sim engine {name!r}: abort_kv must be 'drop', 'swap' or 'auto', got {abort_kv!r}")
+    if preemption not in ("recompute", "swap"):
+        raise ValueError(f"sim engine {name!r}: preemption must be 'recompute' or 'swap', got {preemption!r}")
+
+
+class SimLLM(SimDecoding):
     """See the module docstring. `cost`: an IterationCost or its fields as a dict; `lengths`: recorded
     output lengths per kind (engines.sim.text.LengthSampler); the rest mirror vLLM's settings."""
 
@@ -78,12 +86,7 @@ class SimLLM(SimAdmission):
                  max_batch: int | None = None, max_efficient_batch: int | None = None, n_items: int = 3,
                  abort_kv: str = "drop", device: DeviceShare | None = None, skip_known_prefixes: bool = True,
                  enable_prefix_caching: bool = True, **_ignored: Any) -> None:
-        if scheduling not in ("fcfs", "priority"):
-            raise ValueError(f"sim engine {name!r}: scheduling must be 'fcfs' or 'priority', got {scheduling!r}")
-        if abort_kv not in ("drop", "swap", "auto"):
-            raise ValueError(f"sim engine {name!r}: abort_kv must be 'drop', 'swap' or 'auto', got {abort_kv!r}")
-        if preemption not in ("recompute", "swap"):
-            raise ValueError(f"sim engine {name!r}: preemption must be 'recompute' or 'swap', got {preemption!r}")
+        check_modes(name, scheduling=scheduling, abort_kv=abort_kv, preemption=preemption)
         self.name = name
         self.cost = cost if isinstance(cost, IterationCost) else IterationCost(**(cost or {}))
         self.max_num_seqs = max_num_seqs
@@ -102,14 +105,18 @@ class SimLLM(SimAdmission):
         self.swap_seconds_per_block = swap_seconds_per_block
         self.abort_kv = abort_kv
         self.device = device  # its share of a machine other simulated engines use (engines/sim/device.py)
-        self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
-        self.survival = SurvivalTracker()   # aborted requests' resumes: what the prefix cache kept
-        self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim/admission.py)
-        self._swap_debt = 0.0               # swap-out seconds the next iteration pays
         # what teola admits against, as vLLM's adapter reports it: max_num_seqs and the KV cache's tokens
         self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
                                                                     max_batch or max_num_seqs),
                                      token_budget=num_blocks * block_size, context_window=max_model_len)
+        self._start_empty()
+
+    def _start_empty(self) -> None:
+        """No sequences, no KV held for aborted or paused calls, no iterations counted yet."""
+        self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
+        self.survival = SurvivalTracker()   # aborted requests' resumes: what the prefix cache kept
+        self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim/admission.py)
+        self._swap_debt = 0.0               # swap-out seconds the next iteration pays
         self.waiting: list[SimSeq] = []
         self.running: list[SimSeq] = []
         self._order = itertools.count()
@@ -118,7 +125,8 @@ class SimLLM(SimAdmission):
         self.stats = {"iterations": 0, "busy_s": 0.0, "prompt_tokens": 0, "cached_tokens": 0,
                       "preemptions": 0, "swapped_blocks": 0, "recomputed_tokens": 0, "aborted": 0,
                       "swapped_in_tokens": 0, "resumed_blocks": 0, "resumed_cached_blocks": 0, "swaps_declined": 0}
-        self.iterations: list[tuple[float, int, int, int]] = []  # (seconds, prefill tok, decode seqs, context tok)
+        # (seconds, prefill tokens, decoding sequences, context tokens) of each iteration, when recorded
+        self.iterations: list[tuple[float, int, int, int]] = []
         self.record_iterations = False
         self.clock: WallClock | None = None  # None: iterations take loop time as they come (the virtual loop)
 
@@ -288,113 +296,3 @@ class SimLLM(SimAdmission):
             if seq.state == "running":
                 seq.executor_s += seconds  # time in a running step: the service Autellix charges
                 await self._advance(seq, n)
-
-    def _schedule(self) -> tuple[list[tuple[SimSeq, int]], float]:
-        """This iteration's work: (sequence, tokens to compute) pairs, and swap seconds."""
-        budget, plan, extra = self.budget, [], 0.0
-        if self.scheduling == "priority":
-            self.running.sort(key=lambda s: (s.req["priority"], s.order))
-        for seq in list(self.running):
-            if seq.state != "running" or budget <= 0:
-                continue
-            n = min(len(seq.ids) - seq.computed, budget)
-            while not self.pool.allocate(seq.held, self._blocks_for(seq, n)):
-                victim = self.running[-1]
-                extra += self._preempt(victim)
-                plan = [(s, k) for s, k in plan if s is not victim]
-                if victim is seq:
-                    break
-            if seq.state == "running":
-                plan.append((seq, n))
-                budget -= n
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            seq = min(self.waiting, key=self._rank) if self.scheduling == "priority" else self._head()
-            admitted, seconds = self._admit(seq, budget)
-            if not admitted:
-                worst = self.running[-1] if self.running else None
-                if (self.scheduling == "priority" and worst is not None
-                        and worst.req["priority"] > seq.req["priority"]):
-                    extra += self._preempt(worst)
-                    plan = [(s, k) for s, k in plan if s is not worst]
-                    continue
-                if not self.running and self.reclaim_preserved(seq):  # else nothing could ever run again
-                    continue
-                break
-            extra += seconds
-            n = min(len(seq.ids) - seq.computed, budget)
-            plan.append((seq, n))
-            budget -= n
-        return plan, extra
-
-    async def _advance(self, seq: SimSeq, n: int) -> None:
-        """Apply one iteration's work to a sequence: its KV grows by n tokens; full blocks are
-        cached; when its context is all computed it samples a token or (a prefill) finishes."""
-        bs = self.pool.block_size
-        seq.computed += n
-        if seq.computed // bs > len(seq.held.hashes):  # a block filled up
-            parent = seq.held.hashes[-1] if seq.held.hashes else 0
-            for h in block_hashes(seq.ids, bs, start=len(seq.held.hashes), stop=seq.computed // bs, parent=parent):
-                self.pool.seal(seq.held, h)
-        if seq.computed < len(seq.ids):
-            return
-        if seq.op in PREFILL_OPS:
-            await self._finish(seq)
-            return
-        k = len(seq.req["resume_ids"]) + len(seq.out)
-        token = output_token(k, seq.req["split"], seq.req["max_items"] or self.n_items,
-                             seq.target + len(seq.req["resume_ids"]), seq.topic)
-        token_id = output_id(k) if seq.written is None else seq.written[len(seq.out) % len(seq.written)]
-        seq.out.append(token_id)
-        seq.ids.append(token_id)
-        seq.text.append(token)
-        stopped = await self._emit_token(seq, token)
-        if stopped or len(seq.out) >= seq.target:
-            await self._finish(seq)
-
-    async def _emit_token(self, seq: SimSeq, token: str) -> bool:
-        """Stream one decoded token; True once a split output has all the items it asked for."""
-        emit, req = seq.emit, seq.req
-        if emit is not None and req["stream_text"]:
-            await emit(seq.index, StreamEvent.DELTA, Delta(text=token))
-        if emit is not None and req["progress"]:
-            await self.report_kv(seq)
-            await emit(seq.index, StreamEvent.PROGRESS, Progress(tokens=len(seq.out)))
-        if seq.parser is None:
-            return False
-        new = seq.parser.feed(token)
-        cap = req["max_items"]
-        if cap is not None:
-            new = new[:max(0, cap - (len(seq.parser.items) - len(new)))]
-        if emit is not None:
-            for item in new:
-                await emit(seq.index, StreamEvent.ITEM, Item(text=item))
-        return cap is not None and len(seq.parser.items) >= cap
-
-    async def _finish(self, seq: SimSeq, aborted: bool = False) -> None:
-        if seq.state == "running":
-            self.running.remove(seq)
-        elif seq.state == "waiting":
-            self.waiting.remove(seq)
-        seq.state = "done"
-        self._release(seq, aborted)
-        counts = {"num_prompt_tokens": len(seq.ids) - len(seq.out), "num_cached_tokens": max(0, seq.cached),
-                  "queued_s": (seq.scheduled if seq.scheduled >= 0 else asyncio.get_running_loop().time()) - seq.arrived,
-                  "executor_s": seq.executor_s}
-        if aborted:
-            counts["aborted"] = True
-        result: dict[str, Any] = counts
-        if seq.op in DECODE_OPS:
-            items = list(seq.parser.items) if seq.parser is not None else []
-            cap = seq.req["max_items"]
-            if seq.parser is not None and not (cap is not None and len(items) >= cap):
-                for item in seq.parser.finish()[:None if cap is None else max(0, cap - len(items))]:
-                    items.append(item)
-                    if seq.emit is not None:
-                        await seq.emit(seq.index, StreamEvent.ITEM, Item(text=item))
-            result = {"text": "".join(seq.text), "items": items[:cap] if cap else items, **counts,
-                      "num_output_tokens": len(seq.out), "output_token_ids": list(seq.out)}
-        if seq.emit is not None:
-            await seq.emit(seq.index, StreamEvent.FINAL, result)
-        if not seq.future.done():
-            seq.future.set_result(result)
-
