@@ -5,7 +5,7 @@ import pytest
 
 from engines.sim.device import DeviceShare
 from teola.sim.contention import profile_contention
-from teola.sim.profiler import _prose
+from teola.sim.profile_batches import prose as _prose
 
 pytestmark = pytest.mark.engines
 

@@ -55,7 +55,7 @@ async def _measure(max_num_seqs: int, fit: bool) -> tuple[dict[str, float], dict
     instance alone, warm), and `load_s` / `stop_s`: two instances started, then stopped, together,
     one per core, as the job's stages start and stop them (a data-parallel pair, or two models)."""
     from engines.vllm.engine import VLLMEngine
-    from teola.sim.profiler import profile_llm
+    from teola.sim.profile_llm import profile_llm
     loads: list[float] = []
     stops: list[float] = []
     entries: dict[str, dict[str, Any]] = {}

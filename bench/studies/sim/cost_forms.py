@@ -33,7 +33,7 @@ from bench.lib.tables import num, pct, table
 from engines.sim.cost import IterationCost
 from engines.sim.llm import SimLLM
 from teola.sim.fit import decode_pairs, nnls
-from teola.sim.profiler import _prose
+from teola.sim.profile_batches import prose as _prose
 from teola.sim.virtual_loop import run_virtual
 
 PROFILES = ("sim_fidelity_device", "sim_fidelity_steps", "sim_fidelity_memo", "sim_trace_diff_avx2",

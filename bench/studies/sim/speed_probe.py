@@ -16,7 +16,7 @@ BAND = 0.10          # a trace whose probes are both within this of the profile'
 async def probe(app: Any, salt: int) -> float | None:
     """Seconds of one decode iteration of PROBE on the app's LLM engine (None: no LLM engine, or
     too few streamed tokens to read the step)."""
-    from teola.sim.profiler import decode_step
+    from teola.sim.profile_batches import decode_step
     names = [n for n, spec in app.engines.items() if spec.kind == "vllm"]
     if not names:
         return None

@@ -92,7 +92,9 @@ async def measure(sizes: list[int], outs: list[int], rounds: int, words: int, se
     configure_engine_env()
     from engines.vllm.engine import VLLMEngine
     from teola.sim.fit import steady_steps
-    from teola.sim.profiler import _prose, _reset, _timed_steps
+    from teola.sim.profile_batches import prose as _prose
+    from teola.sim.profile_batches import reset_prefix_cache as _reset
+    from teola.sim.profile_batches import timed_steps as _timed_steps
 
     engine = VLLMEngine("llm", model="smollm2-135m-instruct", **options)
     await engine.start()

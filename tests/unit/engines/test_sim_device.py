@@ -74,7 +74,7 @@ def test_a_device_entry_names_what_is_wrong():
 
 def test_profiling_sim_engines_with_known_contention_recovers_it():
     from teola.sim.contention import profile_contention
-    from teola.sim.profiler import _prose
+    from teola.sim.profile_batches import prose as _prose
 
     async def main():
         llm = SimLLM("llm", COST, max_num_seqs=4, device=DeviceShare.from_profile("vllm", DEVICE))

@@ -83,7 +83,7 @@ def test_nnls_names_a_shape_mismatch():
 def _profiled(cost: dict, **settings) -> dict:
     """profile_llm's entry for a simulated engine with `cost`, run on the virtual clock."""
     from engines.sim.llm import SimLLM
-    from teola.sim.profiler import profile_llm
+    from teola.sim.profile_llm import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
     async def main() -> dict:
@@ -114,7 +114,7 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
     import asyncio
 
     from engines.sim.llm import SimLLM
-    from teola.sim.profiler import profile_llm
+    from teola.sim.profile_llm import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
     true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
@@ -155,7 +155,7 @@ def test_a_batch_whose_runs_disagree_is_timed_again_and_only_that_batch():
     import asyncio
 
     from engines.sim.llm import SimLLM
-    from teola.sim.profiler import profile_llm
+    from teola.sim.profile_llm import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
     true = {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6}
@@ -197,7 +197,7 @@ def test_repeated_decode_rounds_time_every_batch_once_each_in_a_new_order():
     a drift in the machine's speed lands on different batches in different rounds instead of on
     one batch's every run."""
     from engines.sim.llm import SimLLM
-    from teola.sim.profiler import profile_llm
+    from teola.sim.profile_llm import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
     shapes: list = []
@@ -229,7 +229,7 @@ def test_repeated_decode_rounds_time_every_batch_once_each_in_a_new_order():
 def test_profiling_with_sampling_options_sends_them_with_every_decoding_request():
     """A model served with seeded sampling is fitted on requests that sample the same way."""
     from engines.sim.llm import SimLLM
-    from teola.sim.profiler import profile_llm
+    from teola.sim.profile_llm import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
     seen: list[dict] = []
@@ -292,7 +292,7 @@ def test_the_decode_step_time_is_fitted_from_the_pairs_not_left_to_the_totals():
 def test_the_two_output_lengths_of_a_decode_batch_share_prompts_from_an_empty_cache():
     """Their time difference is then decode steps alone (no prefill of other prompt lengths in it)."""
     from engines.sim.llm import SimLLM
-    from teola.sim.profiler import profile_llm
+    from teola.sim.profile_llm import profile_llm
     from teola.sim.virtual_loop import run_virtual
 
     batches: list[tuple[int, tuple[str, ...], int]] = []
