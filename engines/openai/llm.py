@@ -28,7 +28,6 @@ closes those requests' streams: vLLM aborts a request whose client went away.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -40,14 +39,13 @@ from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, strea
 from engines.llm_text.cost_probe import check_costs_option, engine_costs
 from engines.llm_text.llm_requests import PromptRenderer, validate_parts
 from engines.llm_text.prefix_memo import PrefixMemo
-from engines.openai.capabilities import VLLM_NEUTRAL, Capabilities, probe
+from engines.openai.capabilities import Capabilities, probe
 from engines.openai.client import RemoteClient, RemoteEngineError, check_client_options
-from engines.openai.wire import completion_logprobs, counts, response_format
+from engines.openai.reading import read_stream, read_whole
+from engines.openai.wire import completion_body, counts
 from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 
-# OpenAI's own fields at their neutral values (the vLLM-only ones are in VLLM_NEUTRAL)
-NEUTRAL_SAMPLING = {"top_p": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0, "n": 1}
 DEFAULT_MAX_NUM_SEQS = 16
 UNSALTED = ("warn", "refuse")
 
@@ -228,36 +226,11 @@ class OpenAILLMEngine:
                                lambda i, req, em: self._one(op, i, req, em), emit)
 
     def _body(self, prefill: bool, req: dict[str, Any], ids: list[int]) -> dict[str, Any]:
-        """The JSON body of one request to /v1/completions (vLLM's extra fields beside OpenAI's)."""
-        max_tokens = 1 if prefill else req["max_tokens"]
-        if self.max_model_len and len(ids) + max_tokens > self.max_model_len:
-            raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + max_tokens {max_tokens} exceeds "
-                             f"max_model_len {self.max_model_len}; send a shorter prompt or serve a longer context")
-        body: dict[str, Any] = {"model": self.model, "prompt": ids, "max_tokens": max_tokens, **NEUTRAL_SAMPLING,
-                                "temperature": 0.0 if prefill else req["temperature"]}
-        if not prefill:
-            body.update(top_p=req["top_p"], presence_penalty=req["presence_penalty"],
-                        frequency_penalty=req["frequency_penalty"])
-            if req["logprobs"] is not None:
-                body["logprobs"] = req["logprobs"]
-        if req["stop"] and not prefill:
-            body["stop"] = req["stop"]
-        if req["seed"] is not None:
-            body["seed"] = req["seed"]
-        if not prefill:
-            body.update(response_format(req))
-        if self.caps.vllm_fields:
-            body.update(VLLM_NEUTRAL, ignore_eos=req["ignore_eos"] and not prefill)
-            if req["cache_salt"]:
-                body["cache_salt"] = req["cache_salt"]
-        elif req["cache_salt"]:
+        """The JSON body of one request to /v1/completions (engines.openai.wire.completion_body); a
+        tenant's cache_salt on a server that does not take it goes by option `unsalted`."""
+        body = completion_body(self.name, self.model, self.max_model_len, self.caps, prefill, req, ids)
+        if req["cache_salt"] and not self.caps.vllm_fields:
             self._unsalted()
-        if self.caps.token_ids:
-            body["return_token_ids"] = True
-        if self.caps.priority and req["priority"]:
-            body["priority"] = req["priority"]
-        if not prefill:
-            body.update(stream=True, stream_options={"include_usage": True})
         return body
 
     def _unsalted(self) -> None:
@@ -303,7 +276,9 @@ class OpenAILLMEngine:
         # a decode nobody reads while it runs (no items to pass on or stop at, no deltas) is one
         # answer, not a stream: parsing one chunk per token costs the client ~0.4 ms of CPU a token
         whole = emit is None and not req["split"]
-        reader = asyncio.ensure_future(self._read_whole(body, out, ended) if whole else self._read(body, out, ended))
+        read = read_whole if whole else read_stream
+        assert self.client is not None and self.renderer is not None  # _run checked that it started
+        reader = asyncio.ensure_future(read(self.client, body, out, ended, self.renderer.special_tokens))
         live = _Live(reader, owners=[k for k in (req["owner"], req["tag"]) if k is not None])
         for key in live.owners:
             self._live.setdefault(key, set()).add(live)
@@ -335,35 +310,3 @@ class OpenAILLMEngine:
         if live.aborted:
             result["aborted"] = True
         return result
-
-    async def _read_whole(self, body: dict[str, Any], out: Decoded, ended: dict[str, Any]) -> None:
-        """The decode as one answer (cancelling this closes the connection: vLLM aborts the request)."""
-        body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
-        answer = await self.client.complete(body)
-        ended["usage"] = usage = answer.get("usage")
-        for choice in answer.get("choices") or ():
-            ended["finish_reason"] = choice.get("finish_reason")
-            if choice.get("logprobs") is not None:
-                ended["logprobs"].extend(completion_logprobs(choice["logprobs"], body.get("logprobs") or 0,
-                                                             self.renderer.special_tokens))
-            ids = choice.get("token_ids") or []
-            tokens = len(ids) or int((usage or {}).get("completion_tokens") or 0)
-            await out.feed(choice.get("text") or "", ids, tokens)
-
-    async def _read(self, body: dict[str, Any], out: Decoded, ended: dict[str, Any]) -> None:
-        # leaving closes the connection: vLLM aborts the request
-        async with contextlib.aclosing(self.client.stream(body)) as chunks:
-            async for chunk in chunks:
-                if chunk.get("usage") is not None:
-                    ended["usage"] = chunk["usage"]
-                for choice in chunk.get("choices") or ():
-                    if choice.get("finish_reason"):
-                        ended["finish_reason"] = choice["finish_reason"]
-                    if choice.get("logprobs") is not None:
-                        ended["logprobs"].extend(completion_logprobs(choice["logprobs"], body.get("logprobs") or 0,
-                                                                     self.renderer.special_tokens))
-                    ids = choice.get("token_ids") or []
-                    text = choice.get("text") or ""
-                    # without token ids, a streamed chunk with text carries one token (vLLM, OpenAI)
-                    if await out.feed(text, ids, len(ids) or int(bool(text))):
-                        return  # every item asked for is out: closing the stream stops the decode

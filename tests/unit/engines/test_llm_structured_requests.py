@@ -11,7 +11,8 @@ import pytest
 
 from engines.llm_text.llm_requests import check_request
 from engines.openai.capabilities import Capabilities
-from engines.openai.llm import OpenAILLMEngine, completion_logprobs
+from engines.openai.llm import OpenAILLMEngine
+from engines.openai.wire import completion_logprobs
 from engines.protocol import Feature
 from engines.vllm.engine import VLLMEngine
 from engines.vllm.sampling import structured_outputs, token_logprobs
