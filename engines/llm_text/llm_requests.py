@@ -129,6 +129,19 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
                                   or split is None):
         raise ValueError(f"request 'max_items' must be an int >= 1 on a request with a 'split', got {max_items!r}"
                          f" (split {split!r})")
+    salt, owner, tag, resume, swap_key = _check_routing(op, req)
+    return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
+            "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(default(req, "ignore_eos")),
+            "seed": req.get("seed"), "max_items": max_items, "owner": owner,
+            "stream_text": bool(default(req, "stream_text")), "cache_salt": salt, "tag": tag,
+            "progress": bool(default(req, "progress")), "resume_ids": resume or [],
+            "kv_swap_key": swap_key,
+            **check_sampling(req), **check_chat(op, req), **check_pause(op, req)}
+
+
+def _check_routing(op: str, req: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
+    """Whose call a request is and where it resumes: its cache_salt, owner, tag, resume_ids and
+    kv_swap_key, checked (ValueError naming the field otherwise)."""
     salt = req.get("cache_salt")
     if salt is not None and (not isinstance(salt, str) or not salt):
         raise ValueError(f"request 'cache_salt' must be a non-empty string or None, got {salt!r}")
@@ -145,13 +158,7 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
     swap_key = req.get("kv_swap_key")
     if swap_key is not None and (op not in DECODE_OPS or not isinstance(swap_key, str) or not swap_key):
         raise ValueError(f"request 'kv_swap_key' must be a non-empty string on a decoding request, got {swap_key!r}")
-    return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
-            "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(default(req, "ignore_eos")),
-            "seed": req.get("seed"), "max_items": max_items, "owner": owner,
-            "stream_text": bool(default(req, "stream_text")), "cache_salt": salt, "tag": tag,
-            "progress": bool(default(req, "progress")), "resume_ids": resume or [],
-            "kv_swap_key": swap_key,
-            **check_sampling(req), **check_chat(op, req), **check_pause(op, req)}
+    return salt, owner, tag, resume, swap_key
 
 
 MAX_LOGPROBS = 20  # top alternatives per token (OpenAI's limit, vLLM's default max_logprobs)

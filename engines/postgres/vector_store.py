@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -50,21 +49,10 @@ import numpy as np
 
 from engines.postgres import staging, tables
 from engines.postgres.pool import close_pool, open_pool, pool_health
+from engines.postgres.tables import validate_identifier
 from engines.protocol import EngineProfile, StreamEvent, profile_with
 from engines.request_checks import check_no_nul, search_request
 from engines.requests import PrimOp, default, is_staging, is_temporary
-
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
-
-
-def validate_identifier(value: Any, option: str) -> str:
-    """A lower-case SQL identifier of at most 48 characters, or a ValueError naming `option`."""
-    if not isinstance(value, str) or not _IDENT.match(value):
-        raise ValueError(
-            f"option {option}={value!r}: use lower-case letters, digits and '_' (not starting with a "
-            f"digit, at most 48 characters)"
-        )
-    return value
 
 
 class PgVectorEngine:
@@ -313,25 +301,10 @@ class PgVectorEngine:
                 staged = any(stages[i] is not None for i in idx)
                 params = ([namespaces[i] for i in idx], *([[stages[i] for i in idx]] if staged else []),
                           [vectors[i] for i in idx], [ks[i] for i in idx])
-                cur = await conn.execute(self._search_sql(form, staged), params)
+                cur = await conn.execute(tables.search_sql(self.table, form, staged), params)
                 for pos, rid, text, meta, score in await cur.fetchall():
                     out[idx[pos - 1]].append({"text": text, "score": float(score), "id": rid, "meta": meta})
         return out
-
-    def _search_sql(self, exact: bool, staged: bool = False) -> Any:
-        """A LATERAL join over the batch. HNSW serves only an ORDER BY on `<=>`: the same distance
-        through `cosine_distance()` makes the planner scan the namespace and sort (exact).
-        `staged`: the batch carries staging namespaces, each searched with its request's namespace."""
-        from psycopg import sql
-
-        distance = "cosine_distance(t.embedding, q.emb)" if exact else "t.embedding <=> q.emb"
-        columns, where = ("%s::text[], %s::text[], ", "ns, stage, ") if staged else ("%s::text[], ", "ns, ")
-        match = "t.namespace = ANY(ARRAY[q.ns, q.stage])" if staged else "t.namespace = q.ns"
-        return sql.SQL("SELECT q.idx, r.id, r.text, r.meta, r.score FROM unnest(" + columns + "%s::vector[], "
-                       "%s::int[]) WITH ORDINALITY AS q(" + where + "emb, k, idx) CROSS JOIN LATERAL ("
-                       "  SELECT t.id, t.text, t.meta, 1 - (t.embedding <=> q.emb) AS score FROM {t} t"
-                       "  WHERE " + match + " ORDER BY " + distance + " LIMIT q.k) r "
-                       "ORDER BY q.idx, r.score DESC").format(t=sql.Identifier(self.table))
 
     # ---- namespaces ------------------------------------------------------------------------------
 

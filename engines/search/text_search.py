@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.postgres.pool import close_pool, open_pool, pool_health
-from engines.postgres.vector_store import validate_identifier
+from engines.postgres.tables import validate_identifier
 from engines.protocol import EngineProfile, StreamEvent, profile_with
 from engines.request_checks import check_no_nul, search_request
 from engines.requests import PrimOp

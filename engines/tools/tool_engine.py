@@ -36,71 +36,20 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import logging
 import string
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
 from engines.protocol import EngineProfile, StreamEvent, profile_with
 from engines.requests import PrimOp
 from engines.tools.builtin import add_days, calculator, convert_units, days_between, today, weekday
-from engines.tools.http_url import call_url
+from engines.tools.http_call import HTTP_METHODS, IDEMPOTENT, call_http
+from engines.tools.tool import Tool, ToolBatchError, ToolError, ToolHTTPError, check_timeout
 from engines.tools.wikipedia import wikipedia_tool
 
-log = logging.getLogger("teola.engines")
-
-_HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
 MAX_RESPONSE_BYTES = 1 << 20
-
-
-class ToolError(RuntimeError):
-    """One tool call failed; `.tool` and `.index` (position in the batch) say which."""
-
-    def __init__(self, message: str, tool: str, index: int) -> None:
-        super().__init__(message)
-        self.tool = tool
-        self.index = index
-
-
-class ToolHTTPError(RuntimeError):
-    """An HTTP tool call failed; its message is safe to show the tenant (no URL, no response body)."""
-
-
-class ToolBatchError(RuntimeError):
-    """Some requests of a batch failed; `.failures` holds one `ToolError` per failed request."""
-
-    def __init__(self, failures: list[ToolError], batch_size: int) -> None:
-        lines = "; ".join(f"request {f.index} ({f.tool}): {f}" for f in failures)
-        super().__init__(f"{len(failures)} of {batch_size} tool calls failed: {lines}")
-        self.failures = failures
-
-
-@dataclass(slots=True)
-class Tool:
-    """A registered tool: a Python callable or an HTTP endpoint."""
-
-    name: str
-    description: str = ""
-    fn: Callable[..., Any] | None = None
-    url: str | None = None
-    method: str = "GET"
-    headers: dict[str, str] = field(default_factory=dict)
-    timeout: float | None = None
-    idempotent: bool = False
-
-
-@dataclass(slots=True)
-class _Reply:
-    """An HTTP tool's answer; `body` None: larger than the engine's max_response_bytes."""
-
-    status: int
-    content_type: str
-    encoding: str
-    body: bytes | None = None
-    retry_after: str | None = None
 
 
 class ToolEngine:
@@ -161,7 +110,7 @@ class ToolEngine:
         self._check_name(name)
         if not callable(fn):
             raise TypeError(f"tool {name!r}: fn must be callable, got {type(fn).__name__}")
-        self._tools[name] = Tool(name, description, fn=fn, timeout=_check_timeout(name, timeout))
+        self._tools[name] = Tool(name, description, fn=fn, timeout=check_timeout(name, timeout))
 
     def register_http_tool(
         self,
@@ -179,8 +128,8 @@ class ToolEngine:
         OPTIONS, False otherwise (say True for a POST that only reads)."""
         self._check_name(name)
         method = str(method).upper()
-        if method not in _HTTP_METHODS:
-            raise ValueError(f"http tool {name!r}: method={method!r}; use one of {', '.join(_HTTP_METHODS)}")
+        if method not in HTTP_METHODS:
+            raise ValueError(f"http tool {name!r}: method={method!r}; use one of {', '.join(HTTP_METHODS)}")
         if idempotent is not None and not isinstance(idempotent, bool):
             raise ValueError(f"http tool {name!r}: idempotent={idempotent!r} must be true, false or left out")
         parts = urlsplit(url)
@@ -193,7 +142,7 @@ class ToolEngine:
                 raise ValueError(f"http tool {name!r}: placeholder {{{field_name}}} must be a plain argument name")
         self._tools[name] = Tool(
             name, description, url=url, method=method, headers=dict(headers or {}),
-            timeout=_check_timeout(name, timeout),
+            timeout=check_timeout(name, timeout),
             idempotent=method in IDEMPOTENT if idempotent is None else idempotent,
         )
 
@@ -303,85 +252,6 @@ class ToolEngine:
                 return await tool.fn(**args)
             result = await asyncio.to_thread(tool.fn, **args)
             return await result if inspect.isawaitable(result) else result
-        return await self._http(tool, args)
-
-    async def _http(self, tool: Tool, args: dict[str, Any]) -> Any:
-        import httpx
-
-        assert tool.url is not None
-        url, rest = call_url(tool.url, args)
-        kwargs: dict[str, Any] = {"headers": tool.headers}
-        where = f"{tool.method} {_without_query(url)}"
-        try:
-            if tool.method in ("GET", "DELETE"):
-                # merged into the URL's own query: httpx's params= would replace it (placeholders there included)
-                url = str(httpx.URL(url).copy_merge_params(
-                    {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}))
-            else:
-                kwargs["json"] = rest
-            if tool.idempotent:
-                reply = await self.retry.call(lambda: self._request(tool.method, url, kwargs, True),
-                                              lambda r: r.status, lambda r: r.retry_after, f"tool {tool.name}: {where}")
-            else:
-                reply = await self._request(tool.method, url, kwargs, False)
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            log.warning("tool %s: %s failed: %s: %s", tool.name, where, type(exc).__name__, exc)
-            raise ToolHTTPError(f"request failed ({type(exc).__name__})") from None
-        if reply.body is None:
-            log.warning("tool %s: %s answered more than %d bytes", tool.name, where, self.max_response_bytes)
-            raise ToolHTTPError(f"response larger than {self.max_response_bytes} bytes")
-        if not 200 <= reply.status < 300:
-            log.warning("tool %s: HTTP %d from %s: %r", tool.name, reply.status, where, reply.body[:200])
-            raise ToolHTTPError(f"HTTP {reply.status}")
-        if reply.content_type.split(";")[0].strip().endswith("json"):
-            return json.loads(reply.body)
-        try:
-            return reply.body.decode(reply.encoding, errors="replace")
-        except LookupError:  # a charset Python does not know
-            return reply.body.decode("utf-8", errors="replace")
-
-    async def _request(self, method: str, url: str, kwargs: dict[str, Any], idempotent: bool) -> _Reply:
-        """One HTTP request, its body read up to `max_response_bytes`. An
-        idempotent one is sent once more if the server closed a pooled keep-alive connection just as
-        it was reused (httpx's "Server disconnected without sending a response": the request never
-        reached the tool, as urllib3 also assumes when it retries)."""
-        import httpx
-
-        try:
-            return await self._read(method, url, kwargs)
-        except httpx.RemoteProtocolError:
-            if not idempotent:
-                raise
-            return await self._read(method, url, kwargs)
-
-    async def _read(self, method: str, url: str, kwargs: dict[str, Any]) -> _Reply:
-        async with self._client.stream(method, url, **kwargs) as response:
-            reply = _Reply(response.status_code, response.headers.get("content-type", ""),
-                           response.charset_encoding or "utf-8", retry_after=response.headers.get("retry-after"))
-            body = bytearray()
-            async for chunk in response.aiter_bytes():
-                body += chunk
-                if len(body) > self.max_response_bytes:
-                    return reply
-            reply.body = bytes(body)
-            return reply
-
-
-IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
-
-
-def _without_query(url: str) -> str:
-    """A URL as it may be logged: no query string or fragment (an API key may be there)."""
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-
-
-def _check_timeout(name: str, timeout: Any) -> float | None:
-    if timeout is None:
-        return None
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"tool {name!r}: timeout={timeout!r} must be a positive number of seconds")
-    return float(timeout)
-
+        return await call_http(self._client, self.retry, self.max_response_bytes, tool, args)
 
 # ---- default tools ---------------------------------------------------------------------------------
