@@ -115,6 +115,13 @@ def create_emulator(settings: EmulatorSettings, tokens: ModelTokens | None = Non
     app = FastAPI(title="teola emulate", version=VERSION, lifespan=lifespan)
     app.state.emulator = emulator
 
+    _add_completion_routes(app, emulator)
+    _add_status_routes(app, emulator, settings)
+    return app
+
+
+def _add_completion_routes(app: FastAPI, emulator: Emulator) -> None:
+    """/v1/completions and /v1/chat/completions, whole or streamed."""
     async def complete(request: Request, chat: bool) -> Response:
         try:
             body = await request.json()
@@ -136,6 +143,9 @@ def create_emulator(settings: EmulatorSettings, tokens: ModelTokens | None = Non
     async def chat_completions(request: Request) -> Response:
         return await complete(request, chat=True)
 
+
+def _add_status_routes(app: FastAPI, emulator: Emulator, settings: EmulatorSettings) -> None:
+    """/v1/models, /health, /version and /metrics, as vLLM serves them."""
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return emulator.models()
@@ -152,8 +162,6 @@ def create_emulator(settings: EmulatorSettings, tokens: ModelTokens | None = Non
     async def prometheus() -> Response:
         text = metrics.render(settings.names[0], emulator.pool.states())
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
-
-    return app
 
 
 def _cpu() -> float:

@@ -48,6 +48,13 @@ def add_ui(server: FastAPI, state: ServerState, key_check: Callable[[Request], N
 
 
 def _add_data_routes(api: APIRouter, state: ServerState) -> None:
+    """The data the page shows: recent queries, apps' graphs and samples, live engines."""
+    _add_query_routes(api, state)
+    _add_app_routes(api, state)
+
+
+def _add_query_routes(api: APIRouter, state: ServerState) -> None:
+    """The caller's recent queries and one query's detail."""
     @api.get("/queries", summary="The caller's recent queries, newest first")
     async def queries(request: Request) -> dict[str, Any]:
         return {"queries": state.recent.listing(request.state.tenant)}
@@ -62,6 +69,9 @@ def _add_data_routes(api: APIRouter, state: ServerState) -> None:
                            f"last {state.recent.capacity})")
         return plain(detail)
 
+
+def _add_app_routes(api: APIRouter, state: ServerState) -> None:
+    """An app's optimized graph and sample query; every app's engines, live."""
     @api.get("/apps/{app}/graph", summary="An app's optimized graph as nodes and edges")
     async def graph(app: str) -> dict[str, Any]:
         target = state.app(app)

@@ -48,7 +48,7 @@ on top of it) gets teola's program-level scheduling without importing teola.
 from __future__ import annotations
 
 import asyncio
-import itertools
+import functools
 import json
 import uuid
 from collections.abc import Callable
@@ -60,20 +60,20 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 import teola.server.openai.format as fmt
 import teola.server.openai.models as door_models
-from engines.protocol import Feature
-from teola.runtime import CallFailed, llm_request
+import teola.server.openai.replies as replies
+from teola.runtime import CallFailed
 from teola.server.errors import ApiError
+from teola.server.openai.call_plan import plan_call, tool_calls_of
 from teola.server.openai.calls import DoorCall
 from teola.server.openai.embeddings import embedding_engines, embeddings
 from teola.server.openai.errors import OpenAIErrorResponse
 from teola.server.openai.stream import Answer, Spend, call_error, stream_answer
-from teola.server.openai.tools import ForcedCall, offered_tools, parse_tool_calls
+from teola.server.openai.tools import ForcedCall, offered_tools
 from teola.server.quotas import call_tokens, estimate_tokens
 from teola.server.state import ServerState
 from teola.server.streaming import unless_disconnected
 from teola.server.tracing import caller_context
 
-_call_ids = itertools.count(1)
 _ERRORS = {status: {"model": OpenAIErrorResponse} for status in (400, 401, 404, 413, 415, 429, 500, 502, 503)}
 _ANSWER = {200: {"description": "an OpenAI response object, or server-sent chunks when stream is true",
                  "content": {"application/json": {"schema": {"type": "object"}}, "text/event-stream": {}}}}
@@ -84,6 +84,10 @@ _COMMON = {"model": {"type": "string"}, "stream": {"type": "boolean"}, "max_toke
 _CHAT = {"tools": {"type": "array", "items": {"type": "object"}}, "tool_choice": {},
          "parallel_tool_calls": {"type": "boolean"}, "response_format": {"type": "object"},
          "max_completion_tokens": {"type": "integer"}}
+_EMBEDDINGS_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
+    "type": "object", "required": ["model", "input"], "properties": {
+        "model": {"type": "string"}, "input": {}, "encoding_format": {"type": "string"},
+        "dimensions": {"type": "integer"}, "user": {"type": "string"}}}}}}}
 
 
 def _body_schema(required: str, schema: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -149,10 +153,7 @@ def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
         return await _serve(state, clock, request, body, {"parts": [["user", text]], "raw_prompt": text}, None)
 
     @api.post("/v1/embeddings", summary="OpenAI-compatible embeddings (one query of one embedding primitive)",
-              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
-                  "type": "object", "required": ["model", "input"], "properties": {
-                      "model": {"type": "string"}, "input": {}, "encoding_format": {"type": "string"},
-                      "dimensions": {"type": "integer"}, "user": {"type": "string"}}}}}}})
+              openapi_extra=_EMBEDDINGS_BODY)
     async def embed(request: Request) -> Any:
         return await embeddings(state, request, await _json(request))
     return api
@@ -180,66 +181,44 @@ def _llm_engines(app: Any) -> list[str]:
     return door_models.engines_running(app, "decoding")
 
 
-def _program(request: Request, body: dict[str, Any]) -> tuple[str, bool, str, list[str] | None]:
-    """(program id, whether it ends after this call, call id, parent call ids) of a request."""
-    tenant = getattr(request.state, "tenant", "default")
-    given = request.headers.get("x-teola-program") or body.get("user")
-    if given is not None and (not isinstance(given, str) or not given.strip()):
-        raise ApiError(400, "invalid_value", f"the program id (x-teola-program or user) must be a non-empty "
-                       f"string, got {given!r}", param="user")
-    ends = request.headers.get("x-teola-program-end", "").lower() in ("1", "true", "yes") or given is None
-    pid = f"{tenant}/{given.strip() if given else 'call-' + uuid.uuid4().hex[:12]}"
-    call_id = request.headers.get("x-teola-call") or f"call-{next(_call_ids)}"
-    header = request.headers.get("x-teola-parent")
-    parents = [p.strip() for p in header.split(",") if p.strip()] if header is not None else None
-    return pid, ends, call_id, parents
-
-
-SAMPLING = ("seed", "top_p", "presence_penalty", "frequency_penalty", "json_object", "json_schema", "logprobs")
-
-
 async def _serve(state: ServerState, clock: ProgramClock, request: Request, body: dict[str, Any],
                  prompt: dict[str, Any], parallel: bool | None, forced: ForcedCall | None = None) -> Any:
     """One call. `prompt`: its prompt fields (parts, and messages with tools or raw_prompt);
     `parallel`: None when no tool calls are parsed from the text, else whether several may come
     back; `forced`: the tool call tool_choice forces, decoded under structured outputs."""
-    chat = "messages" in prompt
-    app_name, app, engine = door_models.resolve(state, body.get("model"), "decoding", "llm", "engine")
-    gen = _generation(body, forced)
-    pid, ends, call_id, parents = _program(request, body)
-    options = body.get("stream_options") or {}
-    if not isinstance(options, dict):
-        raise ApiError(400, "invalid_value", f"stream_options must be an object, got {options!r:.80}",
-                       param="stream_options")
-    if app.runtime is None:
-        await app.start()
-    runtime = app.runtime
-    _check_features(runtime.features(engine), gen, app_name, engine, "tool_choice" if forced else "response_format")
-    tenant = request.state.tenant
-    call = _engine_request(state, tenant, prompt, gen, bool(body.get("stream")))
-    abort_key = f"door-{uuid.uuid4().hex}"  # a cancelled call that already runs is aborted on the engine by it
-    model = body["model"]
-    headers = {"x-teola-call": header_value(call_id), "x-teola-program": header_value(pid)}
-
-    def submit(on_delta: Callable[[str], None] | None = None) -> Any:
-        return runtime.submit_call(engine, call, program=pid, call_id=call_id, parents=parents, on_delta=on_delta,
-                                   tenant=tenant, abort_key=abort_key)
-
-    state.metrics.queries.labels(app_name).inc()
+    plan = await plan_call(state, request, body, prompt, forced)
+    runtime = plan.app.runtime
+    # a cancelled call that already runs is aborted on the engine by it
+    submit = functools.partial(plan.submit, f"door-{uuid.uuid4().hex}")
+    headers = {"x-teola-call": header_value(plan.call_id), "x-teola-program": header_value(plan.pid)}
+    state.metrics.queries.labels(plan.app_name).inc()
     slot = request.state.slot  # admitted before the body was read (teola.server.quotas.AdmissionMiddleware)
-    seen = DoorCall(state, app_name, app, engine, call_id, pid, tenant, call, "chat" if chat else "text_completion",
-                    caller_context(request), _shown(prompt))
+    seen = plan.observed(state, caller_context(request))
 
     def done() -> None:
-        clock.end(runtime, pid) if ends else clock.touch(runtime, pid)
+        clock.end(runtime, plan.pid) if plan.ends else clock.touch(runtime, plan.pid)
 
-    clock.busy(pid)
+    clock.busy(plan.pid)
     prompt_tokens = estimate_tokens("\n".join(text for _, text in prompt["parts"]))  # charged if cut short
+    max_tokens = plan.gen["max_tokens"]
     if body.get("stream"):
-        answer = Answer(chat, call_id, model, gen["max_tokens"], parallel, forced)
-        stream = stream_answer(submit, done, Spend(slot, prompt_tokens), seen, answer, bool(options.get("include_usage")))
+        answer = Answer(plan.chat, plan.call_id, plan.model, max_tokens, parallel, forced)
+        stream = stream_answer(submit, done, Spend(slot, prompt_tokens), seen, answer,
+                               bool(plan.options.get("include_usage")))
         return StreamingResponse(stream,
                                  media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+    outcome = await _whole(state, plan.app_name, request, submit, done, seen, prompt_tokens + max_tokens)
+    slot.charge(call_tokens(outcome.result))
+    result = outcome.result
+    tools = tool_calls_of(result.get("text", ""), parallel, forced)
+    return JSONResponse(replies.response(plan.chat, plan.call_id, plan.model, result, max_tokens, tools), headers=headers)
+
+
+async def _whole(state: ServerState, app_name: str, request: Request, submit: Callable[[], Any],
+                 done: Callable[[], None], seen: DoorCall, bound: int) -> Any:
+    """The outcome of a call answered whole. A failure is recorded on `seen`; a call cut short is
+    charged `bound` tokens (its prompt estimate and max_tokens: the engine's count is lost)."""
+    slot = request.state.slot
     try:
         outcome = await unless_disconnected(state, app_name, request, submit())
     except CallFailed as exc:
@@ -247,66 +226,15 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
         raise call_error(exc) from None
     except BaseException as exc:  # the client went away (ApiError 499), the handler was cancelled, a bug
         seen.failed(exc, "internal" if isinstance(exc, Exception) and not isinstance(exc, ApiError) else None)
-        slot.charge(prompt_tokens + gen["max_tokens"])  # cut short: the engine's count is lost, so its bound
+        slot.charge(bound)  # cut short: the engine's count is lost, so its bound
         raise
     finally:
         done()
     seen.finished(outcome)
-    slot.charge(call_tokens(outcome.result))
-    result = outcome.result
-    tools = _tool_calls(result.get("text", ""), parallel, forced)
-    return JSONResponse(fmt.response(chat, call_id, model, result, gen["max_tokens"], tools), headers=headers)
-
-
-def _generation(body: dict[str, Any], forced: ForcedCall | None) -> dict[str, Any]:
-    """A call's generation options (teola.server.openai.format.generation); a forced tool call
-    constrains the output to its arguments' schema."""
-    gen = fmt.generation(body)
-    if forced is not None:
-        if fmt.constrained(gen):
-            raise ApiError(400, "invalid_value", "a request forcing a tool call (tool_choice) cannot also set a JSON "
-                           "response_format: the call's arguments are the JSON", param="response_format")
-        gen["json_schema"] = forced.schema
-    return gen
-
-
-def _tool_calls(text: str, parallel: bool | None, forced: ForcedCall | None) -> tuple[str, list[dict[str, Any]]] | None:
-    """(the text outside tool calls, the calls) of an answer to a request offering tools, else None."""
-    if forced is not None and (calls := forced.calls(text)):
-        return "", calls
-    return parse_tool_calls(text, parallel) if parallel is not None else None
+    return outcome
 
 
 def header_value(text: str) -> str:
     """`text` as an HTTP header value: characters outside printable ASCII (a program id "Zoë")
     percent-encoded (UTF-8), as Latin-1 headers cannot carry them."""
     return quote(text, safe="".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%"))
-
-
-def _check_features(has: frozenset[Feature], gen: dict[str, Any], app: str, engine: str, structured: str) -> None:
-    """400 naming the capability a call needs that its engine does not declare (and the field that
-    asks for it: `structured` for structured outputs)."""
-    needs = {Feature.STRUCTURED_OUTPUTS: structured} if fmt.constrained(gen) else {}
-    if gen.get("logprobs") is not None:
-        needs[Feature.LOGPROBS] = "logprobs"
-    for feature, param in needs.items():
-        if feature not in has:
-            raise ApiError(400, "unsupported_value", f"{param} needs {feature}, which engine {engine!r} of app "
-                           f"{app!r} does not provide (in-process vLLM and vLLM servers do)", param=param)
-
-
-def _engine_request(state: ServerState, tenant: str, prompt: dict[str, Any], gen: dict[str, Any],
-                    stream: bool) -> dict[str, Any]:
-    """The LLM request body of a call, built whole: its prompt fields, generation options, the
-    tenant's prefix-cache salt (with several tenants) and "stream_text" for a streamed answer."""
-    return {**llm_request(prompt["parts"], True, gen),
-            **{k: v for k, v in prompt.items() if k != "parts" and v is not None},
-            **{k: gen[k] for k in SAMPLING if k in gen},
-            **({"cache_salt": state.tenants.salt(tenant)} if state.tenants.several else {}),
-            **({"stream_text": True} if stream else {})}
-
-
-def _shown(prompt: dict[str, Any]) -> str:
-    """What the /ui list shows of a call: its raw prompt, or its conversation's last user or tool message."""
-    messages = prompt.get("messages") or []
-    return prompt.get("raw_prompt") or next((m["content"] for m in reversed(messages) if m["role"] in ("user", "tool")), "")

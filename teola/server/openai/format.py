@@ -1,7 +1,8 @@
 """The OpenAI API shapes of the front door (teola.server.openai.door): a chat or completion request
 read into teola's LLM request (its conversation as "messages" for the model's chat template, a
 completion prompt as "raw_prompt", plus flattened parts for engines that render parts only) and
-generation options, and teola's call results written back as OpenAI responses and stream chunks.
+generation options. teola's call results are written back as OpenAI responses and stream chunks by
+teola.server.openai.replies.
 
 Every field of a request is honoured or refused with a 400 naming it (`check_fields`): nothing is
 dropped silently. Honoured: model, messages / prompt, stream, stream_options.include_usage,
@@ -14,7 +15,6 @@ other field, and n > 1, echo, best_of > 1 and suffix."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from teola.server.errors import ApiError
@@ -161,19 +161,7 @@ def generation(body: dict[str, Any]) -> dict[str, Any]:
     gen = {"max_tokens": max_tokens, "temperature": float(temperature), "stop": stop or None}
     if body.get("ignore_eos"):  # vLLM's extension: decode exactly max_tokens tokens
         gen["ignore_eos"] = True
-    if body.get("seed") is not None:
-        if isinstance(body["seed"], bool) or not isinstance(body["seed"], int):
-            raise _invalid(f"seed must be an int, got {body['seed']!r}", "seed")
-        gen["seed"] = body["seed"]
-    for name, low, high in (("top_p", 0.0, 1.0), ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0)):
-        value = body.get(name)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high or (
-                name == "top_p" and value == 0):
-            raise _invalid(f"{name} must be a number in {'(0' if name == 'top_p' else f'[{low:g}'}, {high:g}], "
-                           f"got {value!r}", name)
-        gen[name] = float(value)
+    gen.update(_sampling(body))
     top = logprobs(body, "messages" in body)
     if top is not None:
         gen["logprobs"] = top
@@ -183,6 +171,25 @@ def generation(body: dict[str, Any]) -> dict[str, Any]:
     elif fmt.get("type") == "json_schema":
         gen["json_schema"] = response_schema(fmt)
     return gen
+
+
+def _sampling(body: dict[str, Any]) -> dict[str, Any]:
+    """A request's seed, top_p and penalties, those it sets, validated."""
+    options: dict[str, Any] = {}
+    if body.get("seed") is not None:
+        if isinstance(body["seed"], bool) or not isinstance(body["seed"], int):
+            raise _invalid(f"seed must be an int, got {body['seed']!r}", "seed")
+        options["seed"] = body["seed"]
+    for name, low, high in (("top_p", 0.0, 1.0), ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0)):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high or (
+                name == "top_p" and value == 0):
+            raise _invalid(f"{name} must be a number in {'(0' if name == 'top_p' else f'[{low:g}'}, {high:g}], "
+                           f"got {value!r}", name)
+        options[name] = float(value)
+    return options
 
 
 def logprobs(body: dict[str, Any], chat: bool) -> int | None:
@@ -205,23 +212,6 @@ def logprobs(body: dict[str, Any], chat: bool) -> int | None:
     return value
 
 
-def choice_logprobs(chat: bool, tokens: list[dict[str, Any]] | None, offset: int = 0) -> dict[str, Any] | None:
-    """A choice's "logprobs" from the engine's per-token logprobs (engines/protocol.py): chat's
-    {"content": [...], "refusal": None}; a completion's parallel lists (tokens, token_logprobs,
-    top_logprobs as {token: logprob}, text_offset from `offset` characters into the answer)."""
-    if tokens is None:
-        return None
-    if chat:
-        return {"content": tokens, "refusal": None}
-    offsets, at = [], offset
-    for t in tokens:
-        offsets.append(at)
-        at += len(t["token"])
-    return {"tokens": [t["token"] for t in tokens], "token_logprobs": [t["logprob"] for t in tokens],
-            "top_logprobs": [{a["token"]: a["logprob"] for a in t["top_logprobs"]} for t in tokens],
-            "text_offset": offsets}
-
-
 def response_schema(fmt: dict[str, Any]) -> dict[str, Any]:
     """The JSON schema of a response_format {"type": "json_schema", "json_schema": {"name", "schema",
     "strict"}}; the output is decoded under it whatever "strict" says."""
@@ -236,67 +226,3 @@ def response_schema(fmt: dict[str, Any]) -> dict[str, Any]:
 def constrained(gen: dict[str, Any]) -> bool:
     """Whether a call's output is constrained (json_object or json_schema: structured outputs)."""
     return bool(gen.get("json_object")) or gen.get("json_schema") is not None
-
-
-# vLLM's reasons, as OpenAI names them ("abort": the call was cut short, e.g. its client left)
-FINISH_REASONS = {"stop": "stop", "length": "length", "abort": "stop", "error": "stop"}
-
-
-def finish_reason(result: dict[str, Any], max_tokens: int, tool_calls: bool = False) -> str:
-    """OpenAI's finish_reason of a call: "tool_calls" when the answer is tool calls, else the
-    engine's own reason; an engine that reports none (the simulated one, an older remote adapter)
-    gets "length" when it decoded max_tokens tokens and "stop" otherwise."""
-    if tool_calls:
-        return "tool_calls"
-    reason = result.get("finish_reason")
-    if reason is None:
-        return "length" if result.get("num_output_tokens", 0) >= max_tokens else "stop"
-    return FINISH_REASONS.get(str(reason), "stop")
-
-
-def usage(result: dict[str, Any]) -> dict[str, Any]:
-    prompt, out = int(result.get("num_prompt_tokens", 0)), int(result.get("num_output_tokens", 0))
-    return {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out,
-            "prompt_tokens_details": {"cached_tokens": int(result.get("num_cached_tokens", 0))}}
-
-
-def response(chat: bool, call_id: str, model: str, result: dict[str, Any], max_tokens: int,
-             tools: tuple[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """The non-streaming answer of one call; `tools`: (its text outside tool calls, its tool calls)
-    when the request offered tools (teola.server.openai.tools.parse_tool_calls)."""
-    text = result.get("text", "")
-    calls = tools[1] if tools is not None else []
-    choice: dict[str, Any] = {"index": 0, "finish_reason": finish_reason(result, max_tokens, bool(calls)),
-                              "logprobs": choice_logprobs(chat, result.get("logprobs"))}
-    if chat:
-        choice["message"] = {"role": "assistant", "content": text}
-        if calls:
-            choice["message"].update(content=tools[0] or None, tool_calls=calls)
-    else:
-        choice["text"] = text
-    return {"id": call_id, "object": "chat.completion" if chat else "text_completion", "created": int(time.time()),
-            "model": model, "choices": [choice], "usage": usage(result)}
-
-
-def chunk(chat: bool, call_id: str, model: str, text: str | None = None, finish: str | None = None,
-          role: bool = False, use: dict[str, Any] | None = None, calls: list[dict[str, Any]] | None = None,
-          logprobs: dict[str, Any] | None = None) -> str:
-    """One server-sent event of a streamed answer (OpenAI's chunk format); `calls`: tool calls,
-    each sent whole in one delta (with its index, id, name and arguments); `logprobs`: the
-    choice's logprobs (`choice_logprobs`)."""
-    choices: list[dict[str, Any]] = []
-    if use is None:
-        if chat:
-            delta: dict[str, Any] = {"role": "assistant"} if role else {}
-            if text is not None:
-                delta["content"] = text
-            if calls:
-                delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(calls)]
-            choices = [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}]
-        else:
-            choices = [{"index": 0, "text": text or "", "finish_reason": finish, "logprobs": logprobs}]
-    body = {"id": call_id, "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": int(time.time()), "model": model, "choices": choices}
-    if use is not None:
-        body["usage"] = use
-    return f"data: {json.dumps(body)}\n\n"

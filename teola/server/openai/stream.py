@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import teola.server.openai.format as fmt
+import teola.server.openai.replies as replies
 from engines.request_checks import ContextTooLong
 from teola.runtime import CallFailed
 from teola.server.errors import ApiError
@@ -49,7 +49,7 @@ class Answer:
         if self.chat and not self.started and kw.get("use") is None:
             kw["role"] = True
         self.started = self.started or kw.get("use") is None
-        return fmt.chunk(self.chat, self.call_id, self.model, text, **kw)
+        return replies.chunk(self.chat, self.call_id, self.model, text, **kw)
 
     def text(self, piece: str) -> str | None:
         """The chunk of a decoded piece, or None while it is held back."""
@@ -72,8 +72,8 @@ class Answer:
                 out.append(self.chunk(rest))
             if calls:
                 out.append(self.chunk(calls=calls))
-        return out + [self.chunk(None, finish=fmt.finish_reason(result, self.max_tokens, bool(calls)),
-                                 logprobs=fmt.choice_logprobs(self.chat, result.get("logprobs")))]
+        return out + [self.chunk(None, finish=replies.finish_reason(result, self.max_tokens, bool(calls)),
+                                 logprobs=replies.choice_logprobs(self.chat, result.get("logprobs")))]
 
 
 class Spend:
@@ -129,7 +129,7 @@ async def stream_answer(submit: Callable[..., Any], done: Callable[[], None], sp
         for sent in answer.ending(outcome.result):
             yield sent
         if include_usage:
-            yield answer.chunk(use=fmt.usage(outcome.result))
+            yield answer.chunk(use=replies.usage(outcome.result))
         yield "data: [DONE]\n\n"
     finally:
         spend.settle(task)  # before any await: a closed stream's generator may be cancelled again at one

@@ -36,6 +36,12 @@ _LABEL = Query(None, max_length=200, description="a label stored with each new d
 
 def add_storage_routes(api: APIRouter, state: ServerState) -> None:
     """Document upload, listing, reading and deletion; namespace listing and deletion."""
+    _add_document_routes(api, state)
+    _add_namespace_routes(api, state)
+
+
+def _add_document_routes(api: APIRouter, state: ServerState) -> None:
+    """Upload and list a tenant's documents of an app; read and delete one."""
     @api.post("/v1/apps/{app}/documents", summary="Upload documents", status_code=201,
               response_model=DocumentsResponse, openapi_extra=_UPLOAD_BODY, responses=_QUOTA)
     async def upload(app: str, request: Request, namespace: str | None = _LABEL) -> JSONResponse:
@@ -77,6 +83,9 @@ def add_storage_routes(api: APIRouter, state: ServerState) -> None:
             raise ApiError(404, "unknown_document", f"unknown document id {doc_id!r} for app {app!r}")
         return Response(status_code=204)
 
+
+def _add_namespace_routes(api: APIRouter, state: ServerState) -> None:
+    """List a tenant's kept namespaces of an app; delete one (its rows in the vector store too)."""
     @api.get("/v1/apps/{app}/namespaces", summary="The caller's kept namespaces of an app",
              response_model=NamespaceList)
     async def list_namespaces(app: str, request: Request) -> NamespaceList:
