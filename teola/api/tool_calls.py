@@ -81,9 +81,7 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
     for round_no in range(max_rounds + 1):
         before = "".join(written) if written else (start or "")
         last_round = round_no == max_rounds
-        req = {**llm_request(parts, True, {**gen, "stop": stop}), "kv_key": key,
-               "continuation": [before] if before else [],
-               **({} if last_round else {"api": expected_tool(sorted(tools))})}
+        req = _segment_request(parts, {**gen, "stop": stop}, key, before, None if last_round else sorted(tools))
         outcome = await rt.submit_call(program.engine, req, program=program.program_id,
                                        call_id=call_id if round_no == 0 else f"{call_id}#{round_no}",
                                        parents=parents if round_no == 0 else [call_id if round_no == 1
@@ -106,6 +104,19 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
         if call.error is None and call.name in tools:
             observe_tool(policy, call.name, seconds)
         written += [text + CLOSE, result_segment(value)]
-        pauses.append({"tool": call.name, "arguments": call.arguments, "seconds": seconds,
-                       "handling": outcome.pause_kv, "error": call.error})
+        pauses.append(_pause(call, seconds, outcome.pause_kv))
     raise AssertionError("unreachable: the last round never pauses")
+
+
+def _segment_request(parts: list[list[str]], gen: dict[str, Any], key: str, before: str,
+                     tools: list[str] | None) -> dict[str, Any]:
+    """One segment's LLM request: the call's prompt, its KV key, what the turn holds so far (`before`)
+    as the continuation, and the API it may stop at (none on the last round: `tools` None)."""
+    return {**llm_request(parts, True, gen), "kv_key": key, "continuation": [before] if before else [],
+            **({} if tools is None else {"api": expected_tool(tools)})}
+
+
+def _pause(call: ToolCall, seconds: float, handling: str | None) -> dict[str, Any]:
+    """What the result's "pauses" say of one pause: the tool call, its seconds, the handling applied."""
+    return {"tool": call.name, "arguments": call.arguments, "seconds": seconds, "handling": handling,
+            "error": call.error}
