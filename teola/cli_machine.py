@@ -72,4 +72,5 @@ def _bench_suites(root: Path) -> list[str]:
     catalog = root / "bench" / "lib" / "catalog.py"
     if not catalog.is_file():
         return []
-    return ["list", "report", *re.findall(r'^    S\("([a-z_0-9]+)"', catalog.read_text(encoding="utf-8"), re.M)]
+    # an entry is `S("name", ...)`, its name on the same line or, formatted, on the next
+    return ["list", "report", *re.findall(r'^\s*S\(\s*"([a-z_0-9]+)"', catalog.read_text(encoding="utf-8"), re.M)]
