@@ -2,7 +2,9 @@
 asked for, how they are grouped, and the pairing of questions that did the same work."""
 from __future__ import annotations
 
-from bench.studies.programs.agent_real import SYSTEMS, markdown, same_work, tool_groups, tools_called
+from bench.studies.programs.agent_real import markdown, tools_called
+from bench.studies.programs.agent_real_page import same_work, tool_groups
+from bench.studies.programs.agent_real_setup import SYSTEMS
 
 CALL = '\n<tool>{"name": "%s", "arguments": {}}</tool>\n<result>r</result>\n'
 

