@@ -103,7 +103,7 @@ def test_wilson_interval_matches_hand_computed_bounds():
 
 
 def test_trace_diff_reads_runtime_traces():
-    from bench.studies.sim.sim_trace_diff import edges, per_primitive
+    from bench.studies.sim.sim_trace_diff_page import edges, per_primitive
 
     run = {"latency": 1.5, "trace": [
         {"primitive": "embed", "engine": "embedding", "queued": 0.0, "started": 0.1, "finished": 0.3},

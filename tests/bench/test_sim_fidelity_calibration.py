@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from bench.lib.workloads import doc_qa_queries
-from bench.studies.sim.sim_fidelity import calibrate_tokens
+from bench.studies.sim.replay_lengths import calibrate_tokens
 from engines.sim.profile import load_profile
 
 
@@ -46,7 +46,7 @@ def test_replayed_lengths_reach_the_calls_they_were_recorded_from():
     once gave the expansion's length to the synthesis call)."""
     from bench.lib.workloads import app_query
     from bench.studies.rag.rag_setup import SYSTEMS
-    from bench.studies.sim.sim_fidelity import call_lengths, on_simulated_apps, use_replay
+    from bench.studies.sim.replay_lengths import call_lengths, on_simulated_apps, use_replay
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
     profile["engines"]["vllm"]["lengths"] = {"text": [3, 80], "split": [20, 40]}
@@ -80,7 +80,7 @@ def test_a_replay_gives_each_call_its_recorded_prompt_length_with_or_without_its
     own chunks, so its prompts differ from the real ones); outputs=False keeps the sampler's lengths."""
     from bench.lib.workloads import app_query
     from bench.studies.rag.rag_setup import SYSTEMS
-    from bench.studies.sim.sim_fidelity import call_lengths, on_simulated_apps, use_replay
+    from bench.studies.sim.replay_lengths import call_lengths, on_simulated_apps, use_replay
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
     profile["engines"]["vllm"]["lengths"] = {"text": [30], "split": [20]}
@@ -112,7 +112,7 @@ def test_calibration_records_the_call_kinds_each_system_makes():
     """LlamaDist's expansion is a one-decode "split" call that teola's advanced RAG does not make: a
     calibration run only as teola runs the queries left the sampler no split lengths, and every
     simulated expansion decoded its max_tokens."""
-    from bench.studies.sim.sim_fidelity import lengths_of, on_simulated_apps
+    from bench.studies.sim.replay_lengths import lengths_of, on_simulated_apps
 
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
     profile["engines"]["vllm"]["lengths"] = {"text": [30], "split": [20]}

@@ -49,7 +49,7 @@ def test_the_step_bound_of_a_step_that_falls_with_the_batch_is_the_best_compromi
 
 
 def test_the_prompt_table_compares_each_query_real_and_simulated_prompt_tokens():
-    from bench.studies.sim.sim_fidelity import call_lengths
+    from bench.studies.sim.replay_lengths import call_lengths
     from bench.studies.sim.sim_fidelity_report import prompt_lines
     trace = [{"primitive": "a.call.prefill", "op": "prefilling", "num_prompt_tokens": 400, "fused_into": "a.call.decode",
               "num_output_tokens": 9, "started": 0.0},

@@ -27,23 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.results import write_results
-from bench.lib.tables import num, table
 from bench.lib.workloads import app_query, doc_qa_queries, poisson_arrivals
 from bench.studies.rag.rag_setup import SYSTEMS, make_apps, reset_prefix_cache
-from bench.studies.sim.sim_fidelity import (
+from bench.studies.sim.replay_lengths import (
     call_lengths,
-    fresh_profile,
     on_simulated_apps,
     prompt_tokens,
     scale_tokens,
     use_replay,
 )
+from bench.studies.sim.sim_fidelity import fresh_profile
+from bench.studies.sim.sim_trace_diff_page import NAMES, markdown
 from bench.studies.sim.step_timing import busy_intervals, step_rows, summary
-from bench.studies.sim.step_timing import markdown as steps_markdown
 from engines.requests import PrimOp
 from teola.sim.profiler import add_lengths
-
-NAMES = ("naive_rag", "advanced_rag")
 
 
 async def run_queries(apps: dict[str, Any], queries: list[dict[str, Any]], real: bool,
@@ -134,92 +131,6 @@ def token_scale(real: dict[str, Any], sim: dict[str, Any]) -> float:
     return total(real) / max(1, total(sim))
 
 
-def _queued(t: dict[str, Any]) -> float:
-    """When a primitive was queued (0.0 is a time, not a missing one)."""
-    return t["started"] if t.get("queued") is None else t["queued"]
-
-
-def per_primitive(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """primitive -> engine, mean seconds queued and running, and (LLM calls) mean prompt / output tokens."""
-    acc: dict[str, dict[str, Any]] = {}
-    for run in runs:
-        for t in run["trace"]:
-            if t.get("started") is None or t.get("finished") is None:
-                continue
-            a = acc.setdefault(t["primitive"], {"queued": [], "running": [], "engine": t.get("engine") or "-",
-                                                "prompt": [], "output": []})
-            a["queued"].append(t["started"] - _queued(t))
-            a["running"].append(t["finished"] - t["started"])
-            if "num_prompt_tokens" in t:
-                a["prompt"].append(t["num_prompt_tokens"] - t.get("num_cached_tokens", 0))
-            if "num_output_tokens" in t:
-                a["output"].append(t["num_output_tokens"])
-    mean = lambda xs: statistics.fmean(xs) if xs else None
-    return {k: {"engine": v["engine"], "queued": statistics.fmean(v["queued"]), "running": statistics.fmean(v["running"]),
-                "prompt": mean(v["prompt"]), "output": mean(v["output"])} for k, v in acc.items()}
-
-
-def edges(runs: list[dict[str, Any]]) -> dict[str, float]:
-    """Mean seconds before the first primitive is queued and after the last one finishes."""
-    before, after = [], []
-    for run in runs:
-        done = [t for t in run["trace"] if t.get("finished") is not None]
-        if not done:
-            continue
-        before.append(min(_queued(t) for t in done))
-        after.append(run["latency"] - max(t["finished"] for t in done))
-    return {"before": statistics.fmean(before), "after": statistics.fmean(after),
-            "latency": statistics.fmean(r["latency"] for r in runs)}
-
-
-def _tokens(row: dict[str, Any]) -> str:
-    if row["prompt"] is None:
-        return "-"
-    return f"{row['prompt']:.0f}/{row['output']:.0f}" if row["output"] is not None else f"{row['prompt']:.0f}"
-
-
-def markdown(d: dict[str, Any]) -> str:
-    title = "## Simulator vs real engines, primitive by primitive" + (
-        f", {d['rate']} q/s Poisson arrivals" if d.get("rate") else "") + " (issue 17)"
-    lines = [title, "",
-             f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, "
-             + (f"Poisson arrivals at {d['rate']} q/s (seed 0), prefix cache emptied before the trace, "
-                if d.get("rate") else "one at a time, prefix cache emptied before each, ")
-             + f"{d.get('system', 'teola')}'s config. "
-             + (f"The profile's prompt-token estimate is scaled by {d['token_scale']:.3f} so the simulated "
-                "calls have as many prompt tokens as the real ones of these same queries. " if d.get("token_scale") else "")
-             + "Simulated twice: with output lengths sampled from the real "
-             "run's (as bench.studies.sim.sim_fidelity does), and with each call's real output length replayed. Seconds are "
-             "means per query; prompt tokens are the ones not served from the prefix cache.", ""]
-    for name in NAMES:
-        for side, label in (("sim", " (sampled lengths)"), ("replay", " (replayed lengths)")):
-            if side in d:
-                lines += _app_table(name, label, d["real"][name], d[side][name])
-    if d.get("step_summary"):
-        lines += steps_markdown(d["step_summary"])
-    return "\n".join(lines) + "\n"
-
-
-def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict[str, Any]]) -> list[str]:
-    er, es = edges(real), edges(sim)
-    lines = [f"**{name}**{label}: latency measured {er['latency']:.2f} s, simulated {es['latency']:.2f} s "
-             f"({(es['latency'] - er['latency']) / er['latency']:+.0%}); before the first primitive "
-             f"{er['before'] * 1e3:.0f} vs {es['before'] * 1e3:.0f} ms; after the last "
-             f"{er['after'] * 1e3:.0f} vs {es['after'] * 1e3:.0f} ms.", ""]
-    pr, ps = per_primitive(real), per_primitive(sim)
-    rows = []
-    for prim, r in sorted(pr.items(), key=lambda kv: -kv[1]["running"]):
-        s = ps.get(prim)
-        if s is None:
-            continue
-        err = (s["running"] - r["running"]) / r["running"] if r["running"] > 0 else 0.0
-        rows.append([prim, r["engine"], f"{_tokens(r)} ; {_tokens(s)}", f"{r['queued']:.3f} / {s['queued']:.3f}",
-                     num(r["running"], 3), num(s["running"], 3), f"{err:+.0%}"])
-    lines += table(["primitive", "engine", "prompt / output tokens real ; sim", "queued real / sim (s)",
-                    "running real (s)", "running sim (s)", "error"], rows, "lllrrrr")
-    return lines + [""]
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench sim_trace_diff`."""
     p.add_argument("--profile", default="cpu-smollm2-135m",
@@ -235,6 +146,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="sim_trace_diff")
 
 
+def recorded_lengths(real: dict[str, list[dict[str, Any]]]) -> dict[str, list[int]]:
+    """The real runs' LLM output lengths by kind, sorted (what the simulated LLM then draws from)."""
+    lengths: dict[str, list[int]] = {"text": [], "split": []}
+    for runs in real.values():
+        for run in runs:
+            add_lengths(lengths, run["trace"])
+    return {k: sorted(v) for k, v in lengths.items() if v}
+
+
+def step_summaries(steps: dict[str, Any], profile: dict[str, Any], real: dict[str, Any],
+                   arrivals: list[float] | None) -> dict[str, Any]:
+    """Per app, the summary of its engine's step log against the profile's cost, over its busy time."""
+    return {name: summary(step_rows(log, profile["engines"]["vllm"]["cost"], busy_intervals(real[name], arrivals or []),
+                                    _context_per_seq(real[name]))) for name, log in steps.items()}
+
+
+def earlier_run(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict[str, Any]:
+    """The real side of an earlier run (--real), refused if it ran another system or rate."""
+    earlier = json.loads(Path(args.real).read_text(encoding="utf-8"))
+    if earlier.get("system", "teola") != args.system:
+        p.error(f"--real {args.real} ran {earlier.get('system', 'teola')}, not --system {args.system}")
+    if float(earlier.get("rate") or 0.0) != args.rate:
+        p.error(f"--real {args.real} ran at rate {earlier.get('rate') or 0}, not --rate {args.rate}")
+    return earlier
+
+
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench sim_trace_diff` (argv: the options given, for its page)."""
     if args.rate < 0:
@@ -246,12 +183,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     profile = None if fresh else copy.deepcopy(load_profile(args.profile))
     t0 = time.perf_counter()
     if args.real:
-        earlier = json.loads(Path(args.real).read_text(encoding="utf-8"))
+        earlier = earlier_run(args, p)
         real, n = earlier["real"], earlier["n"]
-        if earlier.get("system", "teola") != args.system:
-            p.error(f"--real {args.real} ran {earlier.get('system', 'teola')}, not --system {args.system}")
-        if float(earlier.get("rate") or 0.0) != args.rate:
-            p.error(f"--real {args.real} ran at rate {earlier.get('rate') or 0}, not --rate {args.rate}")
     else:
         n = args.n
     queries = doc_qa_queries(n, 10, "truthfulqa", 0)
@@ -260,11 +193,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     if not args.real:
         real, measured = asyncio.run(real_side(queries, args.out if fresh else None, args.system, arrivals, steps))
         profile = measured or profile
-    lengths: dict[str, list[int]] = {"text": [], "split": []}
-    for runs in real.values():
-        for run in runs:
-            add_lengths(lengths, run["trace"])
-    profile["engines"]["vllm"]["lengths"] = {k: sorted(v) for k, v in lengths.items() if v}
+    profile["engines"]["vllm"]["lengths"] = recorded_lengths(real)
     strip = lambda side: {k: [{"latency": r["latency"], "trace": r["trace"]} for r in v] for k, v in side.items()}
     scale = None
     if args.calibrate_tokens:
@@ -273,9 +202,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data = {"real": strip(real), "sim": strip(sim_side(queries, profile, system=args.system, arrivals=arrivals)),
             "replay": strip(sim_side(queries, profile, replay=real, system=args.system, arrivals=arrivals)), "n": n,
             "profile": args.profile, "system": args.system, "rate": args.rate, "token_scale": scale,
-            "steps": steps, "step_summary": {name: summary(step_rows(
-                log, profile["engines"]["vllm"]["cost"], busy_intervals(real[name], arrivals or []),
-                _context_per_seq(real[name]))) for name, log in steps.items()},
+            "steps": steps, "step_summary": step_summaries(steps, profile, real, arrivals),
             "wall_s": time.perf_counter() - t0,
             "command": "python -m bench sim_trace_diff " + " ".join(argv)}
     write_results(args.out, data, markdown(data))
