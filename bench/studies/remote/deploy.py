@@ -28,13 +28,11 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bench.lib.results import ROOT, stop_process
+from bench.studies.remote.deploy_emulator import METRICS, Emulator
 from bench.studies.remote.deploy_systems import MODEL, RAG_APPS, baseline_one, make_baseline, teola_one
 
 PROFILE = "a100-llama3.1-8b-measured"
@@ -48,10 +46,6 @@ FRACTIONS = (1.0, 2.0, 4.0, 8.0)
 # --passes-off NAME,...: teola with that default pass off runs beside it as "teola, NAME off", on
 # teola's app and server (what the pass does at equal work, measured side by side)
 VARIANT = "teola, {} off"
-METRICS = ("vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-           "vllm:prefix_cache_hits_total", "process_cpu_seconds_total")
-
-
 @dataclass
 class Settings:
     workloads: tuple[str, ...] = tuple(WORKLOADS)
@@ -67,56 +61,6 @@ class Settings:
     @classmethod
     def quick(cls) -> Settings:
         return cls(workloads=("advanced_rag/small",), trials=1, alone=2, queries=3, fractions=(1.0,))
-
-
-# ---- the emulated servers -------------------------------------------------------------------------
-class Emulator:
-    """`teola emulate --profile P --output-len max` in a child process on a free loopback port."""
-
-    def __init__(self, profile: str, startup_timeout: float = 180.0) -> None:
-        from bench.lib.remote_services import free_port
-
-        self.profile, self.startup_timeout = profile, startup_timeout
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen | None = None
-
-    async def __aenter__(self) -> Emulator:
-        import httpx
-
-        cmd = [sys.executable, "-m", "teola.cli", "emulate", "--profile", self.profile, "--port", str(self.port),
-               "--output-len", "max", "--model", MODEL]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT)
-        deadline = time.monotonic() + self.startup_timeout
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"teola emulate exited with code {self.proc.returncode} during start-up")
-                try:
-                    if (await client.get(f"{self.url}/health")).is_success:
-                        return self
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    await self.__aexit__()
-                    raise RuntimeError(f"teola emulate did not answer on {self.url} in {self.startup_timeout:.0f} s")
-                await asyncio.sleep(0.3)
-
-    async def counters(self) -> dict[str, float]:
-        """METRICS summed over their label sets."""
-        import httpx
-
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            text = (await client.get(f"{self.url}/metrics")).text
-        out = {m: 0.0 for m in METRICS}
-        for line in text.splitlines():
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            if name in out:
-                out[name] += float(line.rsplit(" ", 1)[1])
-        return out
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await stop_process(self.proc)
 
 
 # ---- apps and queries -----------------------------------------------------------------------------
@@ -299,11 +243,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="results name (default deploy_<profile>)")
 
 
-def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
-    """Runs `python -m bench deploy` (argv: the options given, for its page)."""
-    from bench.lib.results import RESULTS, machine
-    from bench.studies.remote.deploy_report import markdown
-
+def settings_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> Settings:
+    """The run's Settings from its options (p.error names a wrong one)."""
     s = Settings.quick() if args.quick else Settings()
     if args.workloads:
         s.workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
@@ -330,6 +271,15 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         s.passes_off = tuple(x.strip() for x in args.passes_off.split(",") if x.strip())
         if unknown := sorted(set(s.passes_off) - set(pass_names())):
             p.error(f"unknown pass(es) {unknown}; known: {', '.join(pass_names())}")
+    return s
+
+
+def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
+    """Runs `python -m bench deploy` (argv: the options given, for its page)."""
+    from bench.lib.results import RESULTS, machine
+    from bench.studies.remote.deploy_report import markdown
+
+    s = settings_from(args, p)
     out = args.out or "deploy_" + s.profile.replace(".", "_").replace("-", "_")
     if not out.replace("_", "").isalnum():
         p.error(f"--out must be a plain name (letters, digits, _), got {out!r}")

@@ -1,0 +1,64 @@
+"""The emulated LLM server of the deployment study (bench/studies/remote/deploy.py): `teola emulate` in a
+child process on a free loopback port, and the vLLM counters it reports."""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from typing import Any
+
+from bench.lib.results import ROOT, stop_process
+from bench.studies.remote.deploy_systems import MODEL
+
+METRICS = ("vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+           "vllm:prefix_cache_hits_total", "process_cpu_seconds_total")
+
+
+class Emulator:
+    """`teola emulate --profile P --output-len max` in a child process on a free loopback port."""
+
+    def __init__(self, profile: str, startup_timeout: float = 180.0) -> None:
+        from bench.lib.remote_services import free_port
+
+        self.profile, self.startup_timeout = profile, startup_timeout
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    async def __aenter__(self) -> Emulator:
+        import httpx
+
+        cmd = [sys.executable, "-m", "teola.cli", "emulate", "--profile", self.profile, "--port", str(self.port),
+               "--output-len", "max", "--model", MODEL]
+        self.proc = subprocess.Popen(cmd, cwd=ROOT)
+        deadline = time.monotonic() + self.startup_timeout
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"teola emulate exited with code {self.proc.returncode} during start-up")
+                try:
+                    if (await client.get(f"{self.url}/health")).is_success:
+                        return self
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    await self.__aexit__()
+                    raise RuntimeError(f"teola emulate did not answer on {self.url} in {self.startup_timeout:.0f} s")
+                await asyncio.sleep(0.3)
+
+    async def counters(self) -> dict[str, float]:
+        """METRICS summed over their label sets."""
+        import httpx
+
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            text = (await client.get(f"{self.url}/metrics")).text
+        out = {m: 0.0 for m in METRICS}
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in out:
+                out[name] += float(line.rsplit(" ", 1)[1])
+        return out
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await stop_process(self.proc)
