@@ -1,6 +1,7 @@
 """`Engine`: how an app declares an engine it uses (the adapter is built at start-up)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from engines.llm_text.costs import EngineCosts
@@ -47,25 +48,15 @@ class Engine:
                  admission: str = "capacity", **options: Any) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
-        try:
-            declared = kind_defaults(kind, options) if isinstance(kind, str) else None
-        except ValueError as e:
-            raise ValueError(f"Engine {name!r}: {e}") from None
-        if ops is None and declared is None:
-            raise ValueError(f"Engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}"
-                             " (a custom kind must also pass ops=[...])")
+        declared = _declared(name, kind, ops, options)
         kind_ops, profile = declared if declared is not None else (frozenset(), EngineProfile())
-        if not isinstance(instances, int) or instances < 1:
-            raise ValueError(f"Engine {name!r}: instances must be an int >= 1, got {instances!r}")
+        _check_arguments(name, instances, resources, admission)
         self.urls = _check_urls(name, options, instances)
         instances = len(self.urls) if self.urls else instances
         self.name = name
         self.kind = kind
         self.instances = instances
-        try:
-            self.ops = frozenset(PrimOp(o) for o in (ops if ops is not None else kind_ops))
-        except ValueError as e:
-            raise ValueError(f"Engine {name!r}: {e}; ops are {[o.value for o in PrimOp]}") from None
+        self.ops = _prim_ops(name, ops if ops is not None else kind_ops)
         self.max_efficient_batch_given = max_efficient_batch is not None
         self.max_efficient_batch = (max_efficient_batch or machine_max_efficient_batch(kind, options)
                                     or profile.max_efficient_batch)
@@ -77,12 +68,8 @@ class Engine:
         self.token_budget = token_budget
         window = options.get("max_model_len", profile.context_window)
         self.context_window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else 0
-        if resources is not None and not isinstance(resources, dict):
-            raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")
         self.policy = policy
         self.balancer, self.balancer_options = _check_balancer(name, balancer, balancer_options)
-        if admission not in ADMISSIONS:
-            raise ValueError(f"Engine {name!r}: admission must be one of {', '.join(ADMISSIONS)}, got {admission!r}")
         self.admission = admission
         self.resources = dict(resources or {})
         self.options = options
@@ -109,6 +96,39 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"
+
+
+def _declared(name: str, kind: Any, ops: list[str] | None,
+              options: dict[str, Any]) -> tuple[frozenset[str], EngineProfile] | None:
+    """The ops and profile the adapter of `kind` declares (engines.registry.kind_defaults); None for a
+    kind the registry does not know, which must then give its `ops`."""
+    try:
+        declared = kind_defaults(kind, options) if isinstance(kind, str) else None
+    except ValueError as e:
+        raise ValueError(f"Engine {name!r}: {e}") from None
+    if ops is None and declared is None:
+        raise ValueError(f"Engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}"
+                         " (a custom kind must also pass ops=[...])")
+    return declared
+
+
+def _prim_ops(name: str, ops: Iterable[str]) -> frozenset[PrimOp]:
+    """The engine's ops as PrimOp members; an unknown op name raises ValueError listing the ops."""
+    try:
+        return frozenset(PrimOp(o) for o in ops)
+    except ValueError as e:
+        raise ValueError(f"Engine {name!r}: {e}; ops are {[o.value for o in PrimOp]}") from None
+
+
+def _check_arguments(name: str, instances: Any, resources: Any, admission: Any) -> None:
+    """The plain arguments checked eagerly: instances an int >= 1, resources a dict of Ray actor
+    options (or None), admission one of ADMISSIONS."""
+    if not isinstance(instances, int) or instances < 1:
+        raise ValueError(f"Engine {name!r}: instances must be an int >= 1, got {instances!r}")
+    if resources is not None and not isinstance(resources, dict):
+        raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")
+    if admission not in ADMISSIONS:
+        raise ValueError(f"Engine {name!r}: admission must be one of {', '.join(ADMISSIONS)}, got {admission!r}")
 
 
 def _check_urls(name: str, options: dict[str, Any], instances: int) -> list[str]:
