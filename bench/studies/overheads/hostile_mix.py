@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import socket
@@ -28,73 +27,7 @@ from typing import Any
 
 from bench.lib.results import machine, percentile, write_results
 from bench.lib.tables import machine_facts, num, ratio, table
-
-KEYS = {"good": "good-key", "bad": "bad-key"}
-BAD = {"Authorization": f"Bearer {KEYS['bad']}"}
-GOOD = {"Authorization": f"Bearer {KEYS['good']}"}
-JSON_TYPE = {"Content-Type": "application/json"}
-DOC_60K = ("The river flows past the old mill and the town keeps its records in the hall. " * 780)[:60_000]
-SMALL_DOC = "York was founded by the Romans in 71 AD as Eboracum. " * 20
-
-
-def _q(app: str, query: dict[str, Any], config: dict[str, Any] | None = None,
-       headers: dict[str, str] | None = None) -> tuple[str, str, dict[str, str], bytes]:
-    body = {"query": query, **({"config": config} if config else {})}
-    return "POST", f"/v1/apps/{app}/query", {**BAD, **JSON_TYPE, **(headers or {})}, json.dumps(body).encode()
-
-
-def _door(body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[str, str, dict, bytes]:
-    content = raw if raw is not None else json.dumps(body).encode()
-    return "POST", "/v1/chat/completions", {**BAD, **JSON_TYPE, **(headers or {})}, content
-
-
-def _chat(**extra: Any) -> dict[str, Any]:
-    return {"model": "naive_rag/llm", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, **extra}
-
-
-def _nested(depth: int) -> bytes:
-    return b'{"model": "naive_rag/llm", "messages": ' + b"[" * depth + b"]" * depth + b"}"
-
-
-QUESTION = {"question": "Who founded York?"}
-HOSTILE: dict[str, Any] = {
-    # 1: overlap one token short of the chunk size on a 60 KB document
-    "chunk_overlap": lambda: _q("naive_rag", {**QUESTION, "documents": [DOC_60K]},
-                                {"nodes": {"indexing": {"chunk_size": 8192, "chunk_overlap": 8191}}}),
-    # 2: a time limit that ends before compilation does
-    "compile_timeout": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC * 40] * 16}, {"timeout": 0.001}),
-    # 3: a kept namespace filled by queries
-    "namespace_growth": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC * 20] * 64},
-                                   {"namespace": f"x{random.randrange(4)}",
-                                    "nodes": {"indexing": {"max_chunks": 100_000}}}),
-    # 4: a query that asks for every tool, or another tool engine
-    "tools_widen": lambda: _q("tool_agent", QUESTION, {"nodes": {"tools": {"tools": []}}}),
-    "tools_add": lambda: _q("tool_agent", QUESTION, {"nodes": {"tools": {"tools": ["calculator", "http_get"]}}}),
-    # 8: a priority ahead of every other tenant
-    "priority": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC]}, {"priority": -1_000_000}),
-    # 10: a new metrics series per unknown app
-    "unknown_app": lambda: _q(f"app{random.randrange(10**9)}", QUESTION),
-    # 6, 7: no key, a wrong key, a foreign Host, the door with a cross-site content type
-    "no_key": lambda: ("POST", "/v1/apps/naive_rag/query", dict(JSON_TYPE), b"x" * 1_000_000),
-    "wrong_key": lambda: ("GET", "/v1/ui/queries", {"Authorization": "Bearer nope"}, b""),
-    "foreign_host": lambda: ("GET", "/v1/ui/queries", {**BAD, "Host": "rebind.attacker.example"}, b""),
-    "door_text_plain": lambda: _door(_chat(), {"Content-Type": "text/plain"}),
-    # low findings on the door
-    "door_user_not_latin1": lambda: _door(_chat(user="Zoë")),
-    "door_nested": lambda: _door(None, raw=_nested(50_000)),
-    "door_tool_calls_not_list": lambda: _door({**_chat(), "messages": [
-        {"role": "assistant", "content": None, "tool_calls": {"id": 1}}, {"role": "user", "content": "hi"}]}),
-    "door_stop_huge": lambda: _door(_chat(stop=["x" * 8] * 100_000)),
-    # malformed bodies of every kind
-    "not_json": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"{not json"),
-    "not_utf8": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b'{"query": "\xff\xfe"}'),
-    "wrong_types": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE},
-                            json.dumps({"query": {"question": 5, "documents": "x"}}).encode()),
-    "missing_query": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"{}"),
-    "empty_body": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b""),
-    "array_body": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"[" * 100_000 + b"]" * 100_000),
-    "huge_document": lambda: _q("naive_rag", {**QUESTION, "documents": ["a" * 2_000_000]}),
-}
+from bench.studies.overheads.hostile_requests import GOOD, HOSTILE, KEYS, QUESTION, SMALL_DOC
 
 
 async def send(client: Any, kind: str, deadline: float) -> dict[str, Any]:
@@ -201,6 +134,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+async def ready_and_warm(client: Any, server: subprocess.Popen) -> None:
+    """Wait until the server is ready (up to 15 min), then one warm-up query per app, and 2 s of rest."""
+    import httpx
+
+    for _ in range(1800):
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited during start-up ({server.returncode})")
+        try:
+            if (await client.get("/readyz")).status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        await asyncio.sleep(0.5)
+    warm = await client.post("/v1/apps/naive_rag/query", headers=GOOD,
+                             json={"query": {"question": "Who founded York?", "documents": [SMALL_DOC]}})
+    warm_tools = await client.post("/v1/apps/tool_agent/query", headers=GOOD, json={"query": QUESTION})
+    assert warm.status_code == 200 and warm_tools.status_code == 200, (warm.text, warm_tools.text)
+    await asyncio.sleep(2)
+
+
 async def run(seconds: float, clients: int, deadline: float) -> dict[str, Any]:
     import httpx
 
@@ -210,20 +163,7 @@ async def run(seconds: float, clients: int, deadline: float) -> dict[str, Any]:
     limits = httpx.Limits(max_connections=clients + 10, max_keepalive_connections=clients + 10)
     try:
         async with httpx.AsyncClient(base_url=base, timeout=900, limits=limits) as client:
-            for _ in range(1800):
-                if server.poll() is not None:
-                    raise SystemExit(f"the server exited during start-up ({server.returncode})")
-                try:
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.5)
-            warm = await client.post("/v1/apps/naive_rag/query", headers=GOOD,
-                                     json={"query": {"question": "Who founded York?", "documents": [SMALL_DOC]}})
-            warm_tools = await client.post("/v1/apps/tool_agent/query", headers=GOOD, json={"query": QUESTION})
-            assert warm.status_code == 200 and warm_tools.status_code == 200, (warm.text, warm_tools.text)
-            await asyncio.sleep(2)
+            await ready_and_warm(client, server)
             idle = rss_mib(server.pid)
             print(f"[hostile] idle server: {idle:.0f} MiB; {clients} hostile clients for {seconds:g} s", flush=True)
             stop = asyncio.Event()
