@@ -75,6 +75,7 @@ from teola.scheduling.program.api_handling import (
     memory_over_time,
     predicted_shape,
 )
+from teola.scheduling.program.lamps_options import check_options
 
 
 def request_key(e: Pending) -> Hashable:
@@ -117,36 +118,27 @@ class LAMPSPolicy(Policy):
         Algorithm 1). preserved_first: a call resuming on preserved KV goes first. starvation_from: "scheduled" (a request's starvation counter runs once
         LAMPS has scheduled the request, LAMPS §4.4) or "seen" (from when a call is first seen
         waiting: the module docstring)."""
-        if not isinstance(starvation, int) or starvation < 1:
-            raise ValueError(f"lamps: starvation must be an int >= 1 (engine iterations), got {starvation!r}")
-        if not isinstance(refresh, int) or refresh < 1:
-            raise ValueError(f"lamps: refresh must be an int >= 1 (rounds between score updates), got {refresh!r}")
-        if not step_s > 0 or fwd_s_per_token < 0 or (swap_s_per_token is not None and swap_s_per_token < 0):
-            raise ValueError("lamps: step_s must be > 0 and the per-token costs >= 0")
-        if starvation_from not in ("scheduled", "seen"):
-            raise ValueError("lamps: starvation_from must be 'scheduled' (LAMPS §4.4) or 'seen', "
-                             f"got {starvation_from!r}")
+        check_options(starvation=starvation, refresh=refresh, step_s=step_s, fwd_s_per_token=fwd_s_per_token,
+                      swap_s_per_token=swap_s_per_token, starvation_from=starvation_from, preempt=preempt,
+                      preserved_first=preserved_first, rerank_every=rerank_every, batch_size=batch_size)
         self.starvation = starvation
         self.starvation_from = starvation_from
         self.refresh = refresh
         self.step_s = step_s
         self.fwd_s = fwd_s_per_token
         self.swap_s = swap_s_per_token
-        if not isinstance(preempt, bool) or not isinstance(preserved_first, bool):
-            raise ValueError(f"lamps: preempt and preserved_first must be true or false, got {preempt!r}, "
-                             f"{preserved_first!r}")
-        if not isinstance(rerank_every, int) or rerank_every < 1:
-            raise ValueError(f"lamps: rerank_every must be an int >= 1 (progress events), got {rerank_every!r}")
         self.preempt = preempt
         self.rerank_every = rerank_every
         self.preserved_first = preserved_first
-        if batch_size not in (None, "measured", "running") and (not isinstance(batch_size, int) or batch_size < 1):
-            raise ValueError("lamps: batch_size must be an int >= 1 (calls per batch), 'measured', 'running' or None, "
-                             f"got {batch_size!r}")
         self.batch_size = batch_size
+        self.api_mean: dict[str, tuple[float, int]] = {k: (float(v), 0) for k, v in (api_defaults or {}).items()}
+        self._start_bookkeeping()
+
+    def _start_bookkeeping(self) -> None:
+        """What LAMPS keeps per call as it runs: admitted calls' mean context, the iteration clock,
+        waiting and running calls' counters, shapes and scores, and the request keys it has scheduled."""
         self._context = (0.0, 0)  # running mean of admitted calls' tokens, count
         self._running = (0.0, 0)  # running mean of the calls running after each admission, count
-        self.api_mean: dict[str, tuple[float, int]] = {k: (float(v), 0) for k, v in (api_defaults or {}).items()}
         self.iterations = 0  # engine iterations seen so far (the module docstring)
         self.waiting_since: dict[Pending, int] = {}  # waiting call -> `iterations` when its counter was 0
         self.admitted_at: dict[Pending, int] = {}  # running call -> `iterations` when it was admitted
