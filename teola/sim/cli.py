@@ -158,6 +158,12 @@ def cmd_profile_measured(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any, apps_help: str) -> None:
     """Register `simulate` and `profile` on teola's sub-command parser."""
+    _add_simulate(sub, apps_help)
+    _add_profile(sub, apps_help)
+
+
+def _add_simulate(sub: Any, apps_help: str) -> None:
+    """`teola simulate`: an app on simulated engines in virtual time, at one or more rates or a trace."""
     sp = sub.add_parser("simulate", help="serve an app on simulated engines in virtual time (no engine starts)")
     sp.add_argument("app", help=apps_help)
     sp.add_argument("--profile", required=True,
@@ -178,6 +184,9 @@ def add_commands(sub: Any, apps_help: str) -> None:
     sp.add_argument("--plot", help="also write latency vs rate and the per-engine breakdown to this PNG")
     sp.set_defaults(handler=cmd_simulate)
 
+
+def _add_profile(sub: Any, apps_help: str) -> None:
+    """`teola profile`: this machine's engines measured, or a GPU profile built from measured tables."""
     sp = sub.add_parser("profile", help="measure this machine's engines and fit a simulation profile (~5 min)")
     sp.add_argument("app", nargs="?", default="advanced_rag", help=apps_help + " (default advanced_rag)")
     sp.add_argument("--out", help=f"profile file to write (default {PROFILE_DIR}/measured-<app>.json)")
