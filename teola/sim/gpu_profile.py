@@ -139,8 +139,15 @@ def _cost(shape: _Shape, spec: GpuSpec, tp: int, table: list[list[float]],
     cost = {"base": round(cpu_step_s + lm_head, 7), "prefill_token": 0.0, "decode_seq": 0.0,
             "context_token": float(f"{context:.4g}"), "prefill_attention": float(f"{attention:.4g}"),
             "token_table": table}
+    return cost, _cost_sources(shape, spec, tp, cpu_step_s, lm_head, gbps)
+
+
+def _cost_sources(shape: _Shape, spec: GpuSpec, tp: int, cpu_step_s: float, lm_head: float,
+                  gbps: float) -> dict[str, Any]:
+    """Where each number of `_cost` comes from: measured (the operator tables), derived from them, or
+    assumed (with the assumption's source)."""
     ar = " + 2 all-reduces per layer from the NCCL table" if tp > 1 else ""
-    sources = {
+    return {
         "token_table": {"kind": "measured", "source": f"{VIDUR} operator medians: {shape.layers} layers x "
                         f"sum of {', '.join(LAYER_OPS)} + emb once{ar}, "
                         f"tensor-parallel degree {tp}, from {shape.table.path.name}"},
@@ -162,7 +169,6 @@ def _cost(shape: _Shape, spec: GpuSpec, tp: int, table: list[list[float]],
                               f"TFLOPS BF16 ({spec.source}); {spec.attention_mfu_source}"},
         "prefill_token, decode_seq": {"kind": "none", "source": "0: the token table holds the per-token work"},
     }
-    return cost, sources
 
 
 def _parallel(shape: _Shape, spec: GpuSpec, tables: dict[int, list[list[float]]]) -> dict[str, Any]:
