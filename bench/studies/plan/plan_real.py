@@ -190,6 +190,13 @@ def markdown(data: dict) -> str:
              "Measured: until the last request is answered; teardown = stopping the last instances after it "
              "(not in the plan's prediction). End to end = the plan's search time + the measured time "
              "(the paper's metric).", ""]
+    lines += plans_table(data) + tokens_lines(data["rows"]) + stages_lines(data["rows"])
+    return "\n".join(lines + _finish_table(data["rows"]))
+
+
+def plans_table(data: dict[str, Any]) -> list[str]:
+    """Per plan: predicted and measured seconds, the error, search, end-to-end and teardown seconds, the
+    load average after it and its measured stages."""
     rows = []
     for r in data["rows"]:
         st = "; ".join(f"{', '.join(f'{m} {p}' for m, p in s['plans'].items())} until {s['end_s']} s" for s in r["stages"])
@@ -198,15 +205,27 @@ def markdown(data: dict) -> str:
         rows.append([r["method"], r["predicted_s"], r["measured_s"], f"{r['error']:+.1%}",
                      search if search is not None else NONE, e2e, r.get("teardown_s", NONE),
                      r.get("load_average_1m", NONE), st])
-    lines += table(["plan", "predicted s", "measured s", "error", "search s", "end-to-end s", "teardown s",
-                    "load avg 1 min after", "stages (measured)"], rows, "lrrrrrrrl")
-    with_tokens = [r for r in data["rows"] if r.get("tokens")]
+    return table(["plan", "predicted s", "measured s", "error", "search s", "end-to-end s", "teardown s",
+                  "load avg 1 min after", "stages (measured)"], rows, "lrrrrrrrl")
+
+
+def tokens_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Output tokens per call, measured against what each plan assumed (none if no run recorded them)."""
+    lines: list[str] = []
+    with_tokens = [r for r in rows if r.get("tokens")]
     if with_tokens:
         lines += ["", "Output tokens per call, measured vs what the plan assumed (sampled from the recorded lengths):", "",
                   *table(["plan", "model", "calls", "measured tokens / call", "predicted tokens / call"],
                          ([r["method"], m, t["calls"], num(t["measured"]), num(t["predicted"])]
                           for r in with_tokens for m, t in r["tokens"].items()), "llrrr")]
-    staged = [r for r in data["rows"] if r.get("predicted_stages")]
+    return lines
+
+
+def stages_lines(rows_in: list[dict[str, Any]]) -> list[str]:
+    """Stage by stage, predicted against measured ends, durations and the predicted load (none if no
+    plan recorded its predicted stages)."""
+    lines: list[str] = []
+    staged = [r for r in rows_in if r.get("predicted_stages")]
     if staged:
         lines += ["", "Stage by stage (each stage ends when a model finishes its requests; load = predicted "
                   "seconds into the stage until its new instances have loaded, after the stops it starts with):", ""]
@@ -223,7 +242,7 @@ def markdown(data: dict) -> str:
                 prev_p, prev_m = ps["end_s"], (ms["end_s"] if ms else prev_m)
         lines += table(["plan", "stage", "plans (predicted)", "predicted end s", "measured end s", "predicted duration s",
                         "measured duration s", "predicted load s"], rows, "lrlrrrrr")
-    return "\n".join(lines + _finish_table(data["rows"]))
+    return lines
 
 
 def _finish_table(rows: list[dict[str, Any]]) -> list[str]:

@@ -37,52 +37,23 @@ import time
 from typing import Any
 
 from bench.lib.plots import write_load_plot
-from bench.lib.results import percentile, serve_in_thread, write_results
+from bench.lib.results import percentile, write_results
 from bench.lib.tables import num, table
+from bench.studies.programs.lamps_real_tools import (
+    RESPONSE_WORDS,
+    TYPES,
+    WORDS,
+    result_text,
+    start_web_api,
+    tool_call,
+)
 from bench.studies.sim.sim_lamps_handling import handling_for
-from bench.studies.sim.sim_lamps_requests import lognormal_params, requests
+from bench.studies.sim.sim_lamps_requests import requests
 from bench.studies.sim.sim_lamps_setup import EXTRA_SYSTEMS, SYSTEMS
 
-TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
-RESPONSE_WORDS = 40
-# prompt words: common English words (about 1.3 tokens each, as bench.studies.sim.sim_lamps assumes)
-WORDS = ["the", "people", "time", "year", "day", "world", "life", "hand", "part", "child", "eye", "woman", "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem", "fact", "water", "house", "river", "city", "music", "story", "family", "school", "state", "night"]
 CAP = 8
 OUT_CAP = 96
 MODEL = "smollm2-135m-instruct"
-
-
-# ---- the loopback HTTP tool ---------------------------------------------------------------------
-def start_web_api() -> tuple[str, Any]:
-    """A FastAPI app on a loopback port in a thread: GET /search?q=..&ms=.. answers after `ms`."""
-    from fastapi import FastAPI
-
-    api = FastAPI()
-
-    @api.get("/search")
-    async def search(q: str, ms: float) -> dict[str, Any]:
-        await asyncio.sleep(ms / 1000)
-        return {"query": q, "results": [f"result {i} for {q}" for i in range(3)]}
-
-    return serve_in_thread(api)
-
-
-def web_delay(rng: random.Random) -> float:
-    """Seconds, lognormal with ToolBench's mean 1.72 s and std 3.33 s."""
-    return rng.lognormvariate(*lognormal_params(*TYPES["web"][0]))
-
-
-def tool_call(kind: str, rng: random.Random) -> tuple[str, dict[str, Any]]:
-    if kind == "math":
-        return "calculator", {"expression": f"{rng.randint(2, 99)} * {rng.randint(2, 99)} + {rng.randint(1, 9)}"}
-    topic = rng.choice(["river", "music", "war", "city", "planet", "language", "king", "science", "sport", "island"])
-    if kind == "qa":
-        return "wikipedia", {"query": topic, "top_k": 1}
-    return "web", {"q": topic, "ms": round(1000 * web_delay(rng), 1)}
-
-
-def result_text(result: Any) -> str:
-    return " ".join(str(result).split()[:RESPONSE_WORDS])
 
 
 # ---- one request ----------------------------------------------------------------------------------
@@ -129,17 +100,11 @@ async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[s
 
 
 # ---- runs -----------------------------------------------------------------------------------------
-async def run_all(rates: list[float], n: int, trials: int, progress: bool = True,
-                  systems: dict[str, str] | None = None) -> dict[str, Any]:
-    """Every system (name -> teola policy; default `SYSTEMS`) on the same traces, one after another."""
-    from engines.assets.paths import configure_engine_env
+def handling_costs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The costs INFERCEPT's handling reads (prefill and swap seconds per token, each API type's mean
+    duration) and LAMPS' options, from the shipped CPU profile."""
     from engines.sim.profile import load_profile
-    from engines.tools.tool_engine import ToolEngine
-    from engines.vllm.engine import VLLMEngine
-    from teola.ir.engine_spec import Engine
-    from teola.runtime import Runtime
 
-    configure_engine_env()
     cost = load_profile("cpu-smollm2-135m")["engines"]["vllm"]
     block = int(cost.get("block_size", 32))
     means = {k: v[0][0] for k, v in TYPES.items()}
@@ -147,6 +112,37 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
                              "swap": float(cost.get("swap_seconds_per_block", 0.0)) / block}
     lamps = {"step_s": cost["cost"]["base"] + CAP * cost["cost"]["decode_seq"], "fwd_s_per_token": costs["fwd"],
              "swap_s_per_token": costs["swap"], "api_defaults": means, "batch_size": CAP}
+    return costs, lamps
+
+
+async def run_trace(rt: Any, tools: Any, llm: Any, reqs: list[dict[str, Any]], system: str, costs: dict[str, Any],
+                    tag: str) -> dict[str, Any]:
+    """The trace's requests under the policy set, the prefix cache emptied first: latency and time to the
+    first token (mean, p99), wall seconds, handlings chosen and the KV swaps done."""
+    await llm.reset_prefix_cache()
+    swap0 = await llm.kv_swap_stats()
+    t0 = time.perf_counter()
+    start = asyncio.get_running_loop().time()
+    done = await asyncio.gather(*(one(rt, tools, r, system, costs, start, tag) for r in reqs))
+    lat, ttft = [d["latency"] for d in done], [d["ttft"] for d in done]
+    return {"mean_s": statistics.fmean(lat), "p99_s": percentile(lat, 99), "ttft_mean_s": statistics.fmean(ttft),
+            "ttft_p99_s": percentile(ttft, 99), "wall_s": time.perf_counter() - t0,
+            "handlings": {h: sum(d["handlings"].count(h) for d in done) for h in ("preserve", "discard", "swap")},
+            "swap": {k: v - swap0.get(k, 0) for k, v in (await llm.kv_swap_stats()).items()
+                     if k in ("saves", "loads", "saved_tokens", "loaded_tokens")}}
+
+
+async def run_all(rates: list[float], n: int, trials: int, progress: bool = True,
+                  systems: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every system (name -> teola policy; default `SYSTEMS`) on the same traces, one after another."""
+    from engines.assets.paths import configure_engine_env
+    from engines.tools.tool_engine import ToolEngine
+    from engines.vllm.engine import VLLMEngine
+    from teola.ir.engine_spec import Engine
+    from teola.runtime import Runtime
+
+    configure_engine_env()
+    costs, lamps = handling_costs()
     url, server = start_web_api()
     tools = ToolEngine("tools", wikipedia=True, http_tools=[{"name": "web", "url": url + "/search?q={q}&ms={ms}",
                                                              "timeout": 60}], timeout=60)
@@ -163,19 +159,8 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
             for trial in range(trials):
                 for system, policy in (systems or SYSTEMS).items():
                     rt.set_policy(policy)
-                    await llm.reset_prefix_cache()
-                    swap0 = await llm.kv_swap_stats()
-                    t0 = time.perf_counter()
-                    start = asyncio.get_running_loop().time()
-                    done = await asyncio.gather(*(one(rt, tools, r, system, costs, start, f"{rate}/{trial}/{system}") for r in reqs))
-                    lat, ttft = [d["latency"] for d in done], [d["ttft"] for d in done]
-                    rows.append({"rate": rate, "trial": trial, "system": system, "mean_s": statistics.fmean(lat),
-                                 "p99_s": percentile(lat, 99), "ttft_mean_s": statistics.fmean(ttft),
-                                 "ttft_p99_s": percentile(ttft, 99), "wall_s": time.perf_counter() - t0,
-                                 "handlings": {h: sum(d["handlings"].count(h) for d in done)
-                                               for h in ("preserve", "discard", "swap")},
-                                 "swap": {k: v - swap0.get(k, 0) for k, v in (await llm.kv_swap_stats()).items()
-                                          if k in ("saves", "loads", "saved_tokens", "loaded_tokens")}})
+                    row = await run_trace(rt, tools, llm, reqs, system, costs, f"{rate}/{trial}/{system}")
+                    rows.append({"rate": rate, "trial": trial, "system": system, **row})
                     if progress:
                         r = rows[-1]
                         print(f"[lamps_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s "
@@ -187,6 +172,17 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
     return {"rows": rows, "requests": n, "trials": trials, "cap": CAP}
 
 
+def trials_mean(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One system's trials at one rate: mean latencies, each trial's mean, handlings and KV swaps per run."""
+    a: dict[str, Any] = {k: statistics.fmean(r[k] for r in rs) for k in ("mean_s", "p99_s", "ttft_mean_s", "ttft_p99_s")}
+    a["trials"] = "/".join(f"{r['mean_s']:.1f}" for r in rs)
+    a["handlings"] = " / ".join(f"{statistics.fmean(r['handlings'][h] for r in rs):.0f}"
+                                for h in ("preserve", "discard", "swap"))
+    a["swaps"] = " / ".join(f"{statistics.fmean(r.get('swap', {}).get(k, 0) for r in rs):.0f}"
+                            for k in ("saves", "loads"))
+    return a
+
+
 def markdown(data: dict[str, Any]) -> str:
     lines = ["## LAMPS vs FCFS + INFERCEPT vs SJF on the real engines (issue 18)", "",
              f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min; load average at the end "
@@ -195,15 +191,8 @@ def markdown(data: dict[str, Any]) -> str:
              + (__doc__ or "").split("\n\n", 2)[2].split("Systems,")[0].strip().replace("\n", " "), ""]
     rows, cells = data["rows"], []
     for rate in sorted({r["rate"] for r in rows}):
-        agg = {}
-        for system in dict.fromkeys(r["system"] for r in rows):
-            rs = [r for r in rows if r["rate"] == rate and r["system"] == system]
-            agg[system] = {k: statistics.fmean(r[k] for r in rs) for k in ("mean_s", "p99_s", "ttft_mean_s", "ttft_p99_s")}
-            agg[system]["trials"] = "/".join(f"{r['mean_s']:.1f}" for r in rs)
-            agg[system]["handlings"] = " / ".join(f"{statistics.fmean(r['handlings'][h] for r in rs):.0f}"
-                                                  for h in ("preserve", "discard", "swap"))
-            agg[system]["swaps"] = " / ".join(f"{statistics.fmean(r.get('swap', {}).get(k, 0) for r in rs):.0f}"
-                                              for k in ("saves", "loads"))
+        agg = {system: trials_mean([r for r in rows if r["rate"] == rate and r["system"] == system])
+               for system in dict.fromkeys(r["system"] for r in rows)}
         for system, a in agg.items():
             delta = ("" if system == "LAMPS" or "LAMPS" not in agg
                      else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%")

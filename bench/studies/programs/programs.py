@@ -75,6 +75,13 @@ def markdown(res: dict[str, Any]) -> str:
            "[sim_fidelity_probe.md](sim_fidelity_probe.md).", "",
            f"Command: `{res['command']}` ({res['wall_s']:.0f} s wall). {res['programs']} programs per point, "
            "Poisson arrivals, seed 1; prompts from shipped NQ-open questions.", ""]
+    out += single_instance_lines(res) + balancer_lines(res["balancers"])
+    return "\n".join(out)
+
+
+def single_instance_lines(res: dict[str, Any]) -> list[str]:
+    """Each workload on one instance under each policy, then throughput at equal latency on the tree one."""
+    out: list[str] = []
     for kind in ("chat", "tree"):
         s = res["single"][kind]
         out += [f"### {kind} ({'single-threaded' if kind == 'chat' else 'multi-threaded'}), 1 instance; "
@@ -88,8 +95,12 @@ def markdown(res: dict[str, Any]) -> str:
             f"{t['target']:.2f} s (2x FCFS's mean at the lowest load), FCFS sustains "
             f"{_fmt(t['fcfs_rate'])} programs/s and ATLAS {_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} "
             "(linear interpolation between swept rates; rates beyond the sweep are not extrapolated).", ""]
-    b = res["balancers"]
-    out += [f"### 2 instances, chat, PLAS; load = arrival rate / FCFS's capacity on both ({b['capacity']:.3f} "
+    return out
+
+
+def balancer_lines(b: dict[str, Any]) -> list[str]:
+    """Two instances, chat, PLAS, under each balancer."""
+    return [f"### 2 instances, chat, PLAS; load = arrival rate / FCFS's capacity on both ({b['capacity']:.3f} "
             "programs/s)", "",
             "The locality-aware balancer pins a call to its program's instance only above 2,048 prompt tokens "
             "(Autellix's threshold, the balancer's default); below it, it routes as least-used does.", "",
@@ -98,7 +109,6 @@ def markdown(res: dict[str, Any]) -> str:
                    ([num(r["load"], 2), num(r["rate"], 3), r["balancer"], num(r["mean"], 2), num(r["p95"], 2),
                      num(r["p99"], 2), r["prompt_tokens"], r["cached_tokens"], r.get("longest_prompt", "n/a"),
                      r["programs_on_several_instances"]] for r in b["rows"]), "rrlrrrrrrr")]
-    return "\n".join(out)
 
 
 def _fmt(x: float | None) -> str:
