@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from teola.sim.program_workloads import ProgramSpec
@@ -18,6 +19,8 @@ SYSTEM = ("You are a concise assistant inside an agentic program. Answer the use
 # the program policies' queues; service in decoded tokens (calls of the real-engine studies decode
 # 6-24 tokens, so the first queue holds ~1 call)
 QUEUES = {"base_quantum": 16.0, "growth": 2.0, "num_queues": 8, "service": "tokens"}
+# the runtime's counters of preemption and resumption, reported per set as what the set added to them
+RESUME_COUNTERS = ("preemptions", "resumed_tokens", "resumed_cached_tokens", "resumed_swapped_tokens", "resumed_unrun")
 BASELINES = ("fcfs", "fifo")  # FCFS as vLLM runs it, or teola's batching strawman (pages before 82110ed)
 FCFS_TEXT = {"fcfs": "policy `fcfs`: calls in arrival order, each returning when it ends, the same admission (vLLM's order)",
              "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends"}
@@ -90,35 +93,48 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
             if call.pause:  # a tool call between the parent's action and this call (react programs)
                 await asyncio.sleep(call.pause)
             if spec.kind == "tree":
-                thoughts = " ".join(f"Idea {k + 1}: {p.strip()}" for k, p in enumerate(parents))
-                prompt = f"Question: {root_q}\n{thoughts}\nPropose candidate step {i + 1}."
-            elif spec.kind == "react" and i:
-                prompt = conversation[0] + f"Observation: {user_turn(rng, questions, filler, call.user, token_ratio)}\n"
-            else:
-                prompt = conversation[0] + f"User: {user_turn(rng, questions, filler, call.user, token_ratio)}\n"
+                prompt = _tree_prompt(root_q, parents, i)
+            else:  # a react program's later calls read the tool's observation
+                turn = user_turn(rng, questions, filler, call.user, token_ratio)
+                prompt = conversation[0] + f"{'Observation' if spec.kind == 'react' and i else 'User'}: {turn}\n"
             res = await prog.call(prompt, parent_ids=[f"c{p}" for p in call.parents], call_id=f"c{i}",
                                   max_tokens=call.output, ignore_eos=True)
             if spec.kind in ("chat", "react"):
                 conversation[0] = prompt + f"Assistant: {res.strip()}\n"
                 if window is not None:
                     conversation[0] = conversation[0][-window:]
-            r = res.result
-            log.append({"program": spec.pid, "call": i, "instance": res.instance, "output": r.get("num_output_tokens"),
-                        "prompt": r.get("num_prompt_tokens"), "cached": r.get("num_cached_tokens"),
-                        "end": clock() - t0})
+            log.append(_call_record(spec.pid, i, res, clock() - t0))
             return res
 
         root_q = questions[rng.randrange(len(questions))]
         conversation = [f"Document: {doc}\n" if doc else ""]
-        if spec.kind in ("chat", "react"):  # sequential: each call after the previous one
-            for i in range(len(spec.calls)):
-                tasks[i] = asyncio.ensure_future(one(i))
-                await tasks[i]
-        else:
-            for i in range(len(spec.calls)):
-                tasks[i] = asyncio.ensure_future(one(i))
-            await asyncio.gather(*tasks.values())
+        await _launch(one, tasks, len(spec.calls), sequential=spec.kind in ("chat", "react"))
     return clock() - arrival
+
+
+def _tree_prompt(root_q: str, parents: list[Any], i: int) -> str:
+    """A tree program's call: the root question, its parents' ideas, and the step it proposes."""
+    thoughts = " ".join(f"Idea {k + 1}: {p.strip()}" for k, p in enumerate(parents))
+    return f"Question: {root_q}\n{thoughts}\nPropose candidate step {i + 1}."
+
+
+def _call_record(pid: Any, i: int, res: Any, end: float) -> dict[str, Any]:
+    """The log's record of call `i` of program `pid`: where it ran, its tokens, when it ended."""
+    r = res.result
+    return {"program": pid, "call": i, "instance": res.instance, "output": r.get("num_output_tokens"),
+            "prompt": r.get("num_prompt_tokens"), "cached": r.get("num_cached_tokens"), "end": end}
+
+
+async def _launch(one: Callable[[int], Awaitable[Any]], tasks: dict[int, asyncio.Future], n: int, *,
+                  sequential: bool) -> None:
+    """Start calls 0..n-1 (each waits for its parents' tasks in `tasks`): one after the other (chats
+    and react programs), or all at once; returns when every call has ended."""
+    for i in range(n):
+        tasks[i] = asyncio.ensure_future(one(i))
+        if sequential:
+            await tasks[i]
+    if not sequential:
+        await asyncio.gather(*tasks.values())
 
 
 async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[str],
@@ -131,12 +147,19 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
     every call's record (program, tokens, end time) as "log"."""
     log: list[dict[str, Any]] = []
     m = rt.metrics
-    before = (m.preemptions, m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens, m.resumed_unrun)
+    before = {k: getattr(m, k) for k in RESUME_COUNTERS}
     clock = asyncio.get_running_loop().time
     t0 = clock()
     lats = await asyncio.gather(*(run_program(rt, p, t0, tag, questions, docs[k % len(docs)] if docs else None, log,
                                               window, filler, token_ratio) for k, p in enumerate(progs)))
     wall = clock() - t0
+    return {**_set_summary(progs, lats, log, wall), **{k: getattr(m, k) - before[k] for k in RESUME_COUNTERS},
+            **({"log": log} if keep_log else {})}
+
+
+def _set_summary(progs: list[ProgramSpec], lats: list[float], log: list[dict[str, Any]],
+                 wall: float) -> dict[str, Any]:
+    """A set's latency statistics, throughput, tokens and where its calls ran (run_set)."""
     decoded: dict[str, int] = {}
     for c in log:
         decoded[c["program"]] = decoded.get(c["program"], 0) + (c["output"] or 0)
@@ -153,10 +176,7 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
             "tok_mean": statistics.mean(tok) if tok else None, "tok_p99": percentile(tok, 99) if tok else None,
             "wall": wall, "throughput": len(progs) / wall, "output_tokens": sum(c["output"] or 0 for c in log),
             "prompt_tokens": prompt, "cached_tokens": cached, "calls_per_instance": per_inst,
-            "programs_on_several_instances": moved, "preemptions": m.preemptions - before[0],
-            "resumed_tokens": m.resumed_tokens - before[1], "resumed_cached_tokens": m.resumed_cached_tokens - before[2],
-            "resumed_swapped_tokens": m.resumed_swapped_tokens - before[3], "resumed_unrun": m.resumed_unrun - before[4],
-            **({"log": log} if keep_log else {})}
+            "programs_on_several_instances": moved}
 
 
 def rate_at(rows: list[dict[str, Any]], policy: str, target: float, key: str = "mean") -> float | None:
