@@ -83,20 +83,7 @@ def _speedup_table(data: dict[str, Any]) -> list[str]:
 
 def _latency_table(data: dict[str, Any]) -> list[str]:
     """Per app: teola's queries alone (with the mean bound), then every system at every rate; failed queries."""
-    rows = []
-    for app, res in data["apps"].items():
-        iso = res["isolated"]["summary"]
-        bmean = statistics.fmean(b for b in res["isolated"]["bounds"] if b > 0) if any(
-            b > 0 for b in res["isolated"]["bounds"]) else None
-        rows.append((app, "alone", "teola", iso["n"], iso["failed"], fixed(iso.get("mean")), fixed(iso.get("p50")),
-                     fixed(iso.get("p99")), f"{fixed(iso.get('bound_ratio_mean'))} (bound mean {fixed(bmean)} s)",
-                     fixed(iso.get("decode_tokens_mean"), 0), fixed(iso.get("cached_tokens_mean"), 0)))
-        for rate, systems in res["runs"].items():
-            for sysname, e in systems.items():
-                b = e["summary"]
-                rows.append((app, f"{rate} ({e['rate']})", sysname, b["n"], b["failed"], fixed(b.get("mean")),
-                             fixed(b.get("p50")), fixed(b.get("p99")), fixed(b.get("bound_ratio_mean")),
-                             fixed(b.get("decode_tokens_mean"), 0), fixed(b.get("cached_tokens_mean"), 0)))
+    rows = [row for app, res in data["apps"].items() for row in _latency_rows(app, res)]
     header = ("app", "rate (q/s)", "system", "n", "failed", "mean", "p50", "p99", "actual / bound (mean)",
               "decode tokens/query", "cached prompt tokens/query")
     lines = ["", "### Latency (seconds, arrival to answer) and ratio to the critical-path lower bound", "",
@@ -106,6 +93,24 @@ def _latency_table(data: dict[str, Any]) -> list[str]:
     if errors:
         lines += ["", "Failed queries:"] + [f"- {a} {r} {s_}: {err}" for a, r, s_, err in errors]
     return lines
+
+
+def _latency_rows(app: str, res: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """One app's rows: teola's queries alone (with the mean bound), then every system at every rate."""
+    rows = []
+    iso = res["isolated"]["summary"]
+    bmean = statistics.fmean(b for b in res["isolated"]["bounds"] if b > 0) if any(
+        b > 0 for b in res["isolated"]["bounds"]) else None
+    rows.append((app, "alone", "teola", iso["n"], iso["failed"], fixed(iso.get("mean")), fixed(iso.get("p50")),
+                 fixed(iso.get("p99")), f"{fixed(iso.get('bound_ratio_mean'))} (bound mean {fixed(bmean)} s)",
+                 fixed(iso.get("decode_tokens_mean"), 0), fixed(iso.get("cached_tokens_mean"), 0)))
+    for rate, systems in res["runs"].items():
+        for sysname, e in systems.items():
+            b = e["summary"]
+            rows.append((app, f"{rate} ({e['rate']})", sysname, b["n"], b["failed"], fixed(b.get("mean")),
+                         fixed(b.get("p50")), fixed(b.get("p99")), fixed(b.get("bound_ratio_mean")),
+                         fixed(b.get("decode_tokens_mean"), 0), fixed(b.get("cached_tokens_mean"), 0)))
+    return rows
 
 
 def _by_op_tables(data: dict[str, Any]) -> list[str]:

@@ -79,34 +79,44 @@ def step_lines(data: dict[str, Any]) -> list[str]:
               "shown; a batch whose runs spread over 15% of their median is run as many times again, its "
               "number of runs shown" if data.get("repeats", 1) > 1 else "") + "):", ""]
     extra = ["linear part (ms)", "its error", "batch factor held out: error"] if curved else []
-    rows = []
-    for r in its:
-        m = r["measured_step_s"]
-        runs = ((f"{min(r['runs']) * 1e3:.0f}-{max(r['runs']) * 1e3:.0f}" if r.get("runs") else NONE)
-                + (f" ({len(r['runs'])} runs)" if r.get("runs") and len(r["runs"]) != data.get("repeats", 1) else ""))
-        row = [r["batch"], r["prompt_tokens"], f"{r['context_tokens']:,}", num(m * 1e3), runs,
-               num(r["predicted_step_s"] * 1e3), f"{r['error']:+.0%}"]
-        if curved:
-            held = r.get("held_out_error")
-            row += [num(r["linear_step_s"] * 1e3), f"{(r['linear_step_s'] - m) / m:+.0%}",
-                    f"{held:+.0%}" if held is not None else NONE]
-        rows.append(row)
+    rows = [step_row(r, curved, data.get("repeats", 1)) for r in its]
     lines += table(["batch", "prompt tokens", "context tokens in the batch", "measured step (ms)", "runs (ms)",
                     "model step (ms)", "error", *extra], rows, "r" * (7 + len(extra)))
+    return lines + ["", steps_within(data, its, curved)]
+
+
+def step_row(r: dict[str, Any], curved: bool, repeats: int) -> list[Any]:
+    """One batch shape: measured step, the runs' range, the model's step and error; with a batch curve,
+    its linear part, that part's error and the held-out factor's error."""
+    m = r["measured_step_s"]
+    runs = ((f"{min(r['runs']) * 1e3:.0f}-{max(r['runs']) * 1e3:.0f}" if r.get("runs") else NONE)
+            + (f" ({len(r['runs'])} runs)" if r.get("runs") and len(r["runs"]) != repeats else ""))
+    row = [r["batch"], r["prompt_tokens"], f"{r['context_tokens']:,}", num(m * 1e3), runs,
+           num(r["predicted_step_s"] * 1e3), f"{r['error']:+.0%}"]
+    if curved:
+        held = r.get("held_out_error")
+        row += [num(r["linear_step_s"] * 1e3), f"{(r['linear_step_s'] - m) / m:+.0%}",
+                f"{held:+.0%}" if held is not None else NONE]
+    return row
+
+
+def steps_within(data: dict[str, Any], its: list[dict[str, Any]], curved: bool) -> str:
+    """How many batch shapes the model gets within 10%: in all, by its linear part alone and with the
+    held-out factors, and the best the linear form can do."""
     ok = [abs(r["error"]) <= 0.10 for r in its]
-    lines += ["", f"{sum(ok)} of {len(ok)} batch shapes within 10% (the target: every one)."]
+    text = f"{sum(ok)} of {len(ok)} batch shapes within 10% (the target: every one)."
     if curved:
         lin = [abs(r["linear_step_s"] - r["measured_step_s"]) / r["measured_step_s"] <= 0.10 for r in its]
         held = [abs(r["held_out_error"]) <= 0.10 for r in its if r.get("held_out_error") is not None]
-        lines[-1] += (" The model is the linear form times a decode batch curve whose factors come from these "
+        text += (" The model is the linear form times a decode batch curve whose factors come from these "
                       f"step measurements, so its errors are in sample. The linear part alone: {sum(lin)} of "
                       f"{len(lin)}; with each batch's factor taken only from its rows at the other prompt size: "
                       f"{sum(held)} of {len(held)}.")
     if data.get("step_bound") is not None:
-        lines[-1] += (f" The best the linear form can do: a minimax fit of base + decode_seq x batch + context_token "
-                      "x context on the profile's step measurements (each shape at both output lengths) "
-                      f"still misses one by {data['step_bound']:.1%}.")
-    return lines
+        text += (f" The best the linear form can do: a minimax fit of base + decode_seq x batch + context_token "
+                 "x context on the profile's step measurements (each shape at both output lengths) "
+                 f"still misses one by {data['step_bound']:.1%}.")
+    return text
 
 
 def prompt_lines(data: dict[str, Any]) -> list[str]:
@@ -168,6 +178,15 @@ def markdown(data: dict[str, Any], command: str) -> str:
              f". Load average before / after: {data['load_before']:.1f} / {data['load_after']:.1f}.", "",
              f"The simulated mean is over {data.get('sim_seeds', 1)} length-sampler seed(s) per trace. "
              + replay_text(data), ""]
+    lines += error_lines(data)
+    lines += prompt_lines(data)
+    lines += probe_lines(data.get("probes") or {}, data.get("probe_reference"))
+    return "\n".join(lines + model_step_lines(data)) + "\n"
+
+
+def error_lines(data: dict[str, Any]) -> list[str]:
+    """Per app, rate and system: measured against simulated (sampled lengths, real prompts, real lengths)
+    and their errors, then the mean absolute errors and the points within 15%."""
     errs: dict[str, list[float]] = {"sim": [], "prompted": [], "replay": []}
     rows = []
     for key, real in data["real"].items():
@@ -181,14 +200,19 @@ def markdown(data: dict[str, Any], command: str) -> str:
                 cells += [num(s, 2), f"{(s - m) / m:+.0%}"]
         rows.append([app, f"{rate} ({RATES[app][rate]} q/s)", system, num(m, 2), *cells])
     prompted = ["simulated, real prompts (s)", "error"] if "prompted" in data else []
-    lines += table(["app", "rate", "system", "measured mean (s)", "simulated mean (s)", "error", *prompted,
-                    "simulated, real lengths (s)", "error"], rows, "lll" + "r" * (5 + len(prompted)))
+    lines = table(["app", "rate", "system", "measured mean (s)", "simulated mean (s)", "error", *prompted,
+                   "simulated, real lengths (s)", "error"], rows, "lll" + "r" * (5 + len(prompted)))
     said = {"sim": "Mean absolute error", "prompted": "with the real prompt lengths: mean absolute error",
             "replay": "with the real lengths: mean absolute error"}
     lines += ["", "; ".join(f"{said[c]} {statistics.fmean(e):.0%}, {sum(x <= 0.15 for x in e)} of {len(e)} points "
                             "within 15%" for c, e in errs.items() if e) + " (the target: every point)."]
-    lines += prompt_lines(data)
-    lines += probe_lines(data.get("probes") or {}, data.get("probe_reference"))
+    return lines
+
+
+def model_step_lines(data: dict[str, Any]) -> list[str]:
+    """The cost model's decode step against the profile's: measured directly (step_lines) or from its
+    batches' differences of two output lengths."""
+    lines: list[str] = []
     its = data["iterations"]
     if its and its[0].get("direct"):
         lines += step_lines(data)
@@ -201,4 +225,4 @@ def markdown(data: dict[str, Any], command: str) -> str:
                          ([r["batch"], r["prompt_tokens"], num(r["measured_step_s"] * 1e3),
                            num(r["predicted_step_s"] * 1e3), f"{r['error']:+.0%}"] for r in its if r["error"] is not None),
                          "rrrrr")]
-    return "\n".join(lines) + "\n"
+    return lines

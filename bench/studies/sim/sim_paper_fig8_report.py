@@ -30,6 +30,11 @@ def report(data: dict[str, Any]) -> str:
              "max_tokens (expansion 72 = 3 x 24, synthesis 96). teola-equal-work = teola with pass "
              "prune_covered_searches off (it runs the expansion the baselines run). " + FIDELITY, "",
              "### Paper vs simulated: teola's speed-up over the best LlamaDist baseline (mean latency)", ""]
+    return "\n".join(lines + speedup_table(data, fr) + variant_lines(data))
+
+
+def speedup_table(data: dict[str, Any], fr: str) -> list[str]:
+    """Per variant and app: the paper's speed-up beside teola's and teola-equal-work's simulated ones."""
     rows = []
     for v in data["variants"]:
         non_llm = "bge-large / bge-reranker-large on a 3090 (derived)" if v["non_llm"] == "paper" else "profile's (BERT-base size, A100)"
@@ -38,8 +43,13 @@ def report(data: dict[str, Any]) -> str:
             best = ", ".join(sorted({s["best"] for s in e["speedups"]}))
             rows.append([f"{v['llm']} ({v['profile']})", non_llm, v["docs"], app, f"{p['low']}x / {p['high']}x",
                          _speedup_cells(e, "teola"), _speedup_cells(e, "teola-equal-work"), best])
-    lines += table(["core LLM (profile)", "non-LLM engines", "documents", "app", "paper (low / high rate)", f"teola ({fr})",
-                    f"teola-equal-work ({fr})", "best baseline"], rows)
+    return table(["core LLM (profile)", "non-LLM engines", "documents", "app", "paper (low / high rate)", f"teola ({fr})",
+                  f"teola-equal-work ({fr})", "best baseline"], rows)
+
+
+def variant_lines(data: dict[str, Any]) -> list[str]:
+    """Per variant and app: latency against rate, where the time goes at the top load, the ablations."""
+    lines: list[str] = []
     for v in data["variants"]:
         for app, e in v["apps"].items():
             lines += ["", f"### {v['name']} {app}: latency vs rate (simulated capacity {e['capacity_qps']:.2f} q/s)", "",
@@ -49,7 +59,7 @@ def report(data: dict[str, Any]) -> str:
             lines += _where(e, data["fractions"][-1])
             if e.get("ablations"):
                 lines += _ablations(e["ablations"])
-    return "\n".join(lines)
+    return lines
 
 
 def _where(e: dict[str, Any], top: float) -> list[str]:

@@ -41,6 +41,16 @@ def report(data: dict[str, Any]) -> str:
              "max_tokens). The simulator's measured error on this machine: bench/results/sim_fidelity_probe.md. "
              f"Command: `{data['command']}` ({data['wall_s']:.0f} s wall). {data['queries']} queries per point; "
              "rates are fractions of each app's simulated teola capacity. " + DOCS_NOTE[docs], ""]
+    lines += curve_lines(data) + ablation_lines(data)
+    so = data.get("scale_out")
+    if not so:
+        return "\n".join(lines) + "\n"
+    return "\n".join(lines + scale_out_lines(so)) + "\n"
+
+
+def curve_lines(data: dict[str, Any]) -> list[str]:
+    """Per app: each load and system's latency and throughput, and teola's speedup per load."""
+    lines: list[str] = []
     for app, curve in data["curves"].items():
         lines += [f"### {app} (simulated capacity {curve['capacity_qps']:.2f} q/s)", "",
                   *table(["load", "rate (q/s)", "system", "mean (s)", "p50 (s)", "p99 (s)", "throughput (q/s)"],
@@ -49,16 +59,24 @@ def report(data: dict[str, Any]) -> str:
                          "rrlrrrr")]
         lines += ["", "Simulated teola speedup (best baseline's mean / teola's mean) per load: "
                   + "; ".join(_speedups(curve["rows"])) + ".", ""]
+    return lines
+
+
+def ablation_lines(data: dict[str, Any]) -> list[str]:
+    """Advanced RAG with each variant of the passes (none if the run had no ablations)."""
+    lines: list[str] = []
     if data.get("ablations"):
         ab = data["ablations"]
         lines += ["### Ablations, advanced RAG (simulated)", "",
                   *table(["load", "variant", "mean (s)", "p99 (s)"],
                          ([r["load"], r["variant"], num(r["mean_s"], 2), num(r["p99_s"], 2)] for r in ab["rows"]), "llrr")]
         lines.append("")
-    so = data.get("scale_out")
-    if not so:
-        return "\n".join(lines) + "\n"
-    lines += [f"### Scale-out, advanced RAG (simulated; 1-instance capacity {so['one_instance_capacity_qps']:.2f} q/s, "
+    return lines
+
+
+def scale_out_lines(so: dict[str, Any]) -> list[str]:
+    """Advanced RAG on 1, 2, ... LLM instances at 0.8x capacity each, and the plots."""
+    lines = [f"### Scale-out, advanced RAG (simulated; 1-instance capacity {so['one_instance_capacity_qps']:.2f} q/s, "
               "offered 0.8x capacity per instance)", "",
               *table(["LLM instances", "queries", "offered (q/s)", "throughput (q/s)", "mean (s)", "p99 (s)",
                       "simulator wall (s)", "primitives/s of wall"],
@@ -67,4 +85,4 @@ def report(data: dict[str, Any]) -> str:
                      "r" * 8)]
     lines += ["", "Plots (bench/studies/sim/sim_paper_plots.py): `bench/results/sim_paper_latency.png` (latency vs rate per app and "
               "system), `bench/results/sim_paper_scale_out.png`."]
-    return "\n".join(lines) + "\n"
+    return lines

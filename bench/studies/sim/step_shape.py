@@ -51,6 +51,22 @@ def fit_floor(points: list[tuple[int, float]]) -> tuple[float, float, float]:
     return best[1]
 
 
+def shapes_table(rows: list[dict[str, Any]], med: dict[tuple[int, int], float], linear: tuple[float, float],
+                 floored: tuple[float, float, float]) -> list[str]:
+    """One row per batch shape: each round's step, their median and spread, and the linear and floor
+    forms' steps (fitted on the medians) with their errors."""
+    (base, per), (floor, fbase, fper) = linear, floored
+    cells = []
+    for r in sorted(rows, key=lambda r: (r["batch"], r["out"])):
+        b, m = r["batch"], med[(r["batch"], r["out"])]
+        lin, flo = base + per * b, max(floor, fbase + fper * b)
+        cells.append([b, r["out"], ", ".join(f"{x:.1f}" for x in r["step_ms"]), num(m),
+                      f"{max(r['step_ms']) / min(r['step_ms']) - 1:.0%}", num(lin), f"{(lin - m) / m:+.0%}", num(flo),
+                      f"{(flo - m) / m:+.0%}"])
+    return table(["batch", "out tokens", "step per round (ms)", "median (ms)", "spread (max/min - 1)",
+                  "linear form (ms)", "error", "floor form (ms)", "error"], cells, "rrlrrrrrr")
+
+
 def markdown(data: dict[str, Any], command: str) -> str:
     rows, outs = data["rows"], data["outs"]
     med = {(r["batch"], r["out"]): statistics.median(r["step_ms"]) for r in rows}
@@ -69,15 +85,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
          f"`teola profile` measures it). {data['rounds']} rounds, batch sizes in a new shuffled order each round."),
         "",
     ]
-    cells = []
-    for r in sorted(rows, key=lambda r: (r["batch"], r["out"])):
-        b, m = r["batch"], med[(r["batch"], r["out"])]
-        lin, flo = base + per * b, max(floor, fbase + fper * b)
-        cells.append([b, r["out"], ", ".join(f"{x:.1f}" for x in r["step_ms"]), num(m),
-                      f"{max(r['step_ms']) / min(r['step_ms']) - 1:.0%}", num(lin), f"{(lin - m) / m:+.0%}", num(flo),
-                      f"{(flo - m) / m:+.0%}"])
-    lines += table(["batch", "out tokens", "step per round (ms)", "median (ms)", "spread (max/min - 1)",
-                    "linear form (ms)", "error", "floor form (ms)", "error"], cells, "rrlrrrrrr")
+    lines += shapes_table(rows, med, (base, per), (floor, fbase, fper))
     lin_ok = sum(abs(base + per * b - m) / m <= 0.10 for b, m in points)
     flo_ok = sum(abs(max(floor, fbase + fper * b) - m) / m <= 0.10 for b, m in points)
     lines += ["", (f"Fitted on these medians (in sample): linear {base:.1f} ms + {per:.2f} ms per sequence, "
