@@ -1,6 +1,7 @@
 """The one entry point of the benchmarks: `python -m bench STUDY [options]` runs a study of the table
 in bench/lib/catalog.py, `python -m bench STUDY --help` lists its options, `python -m bench list` prints
 the table and `python -m bench report [--plots [NAME ...]]` rebuilds BENCHMARKS.md (bench/lib/report.py)."""
+
 from __future__ import annotations
 
 import argparse

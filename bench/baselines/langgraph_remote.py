@@ -14,6 +14,7 @@ and tool adapters. Graphs (langgraph `StateGraph`, run with `ainvoke`):
   `num_items` as the request's `max_items`: the decode ends once that many JSON lines are complete);
   plan lines are parsed as teola parses them (bench.baselines.llamaindex_remote.plan_calls).
 """
+
 from __future__ import annotations
 
 import operator
@@ -44,12 +45,24 @@ class EngineChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "teola-engine"
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
-        raise RuntimeError("EngineChatModel: use the async API (ainvoke); the adapters run on the caller's loop")
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        raise RuntimeError(
+            "EngineChatModel: use the async API (ainvoke); the adapters run on the caller's loop"
+        )
 
-    async def _agenerate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
-                         **kwargs: Any) -> ChatResult:
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         parts = []
         for i, m in enumerate(messages):
             if isinstance(m, SystemMessage) and i == 0:
@@ -57,10 +70,19 @@ class EngineChatModel(BaseChatModel):
             elif isinstance(m, HumanMessage):
                 parts.append(["user", str(m.content)])
             else:
-                raise ValueError(f"EngineChatModel takes a system message then human messages, got "
-                                 f"{type(m).__name__} at position {i}")
-        request = {"parts": parts, "complete": True, "max_tokens": kwargs.get("max_tokens", self.max_tokens),
-                   "temperature": self.temperature, "stop": stop, "priority": 0, "split": kwargs.get("split")}
+                raise ValueError(
+                    f"EngineChatModel takes a system message then human messages, got "
+                    f"{type(m).__name__} at position {i}"
+                )
+        request = {
+            "parts": parts,
+            "complete": True,
+            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+            "temperature": self.temperature,
+            "stop": stop,
+            "priority": 0,
+            "split": kwargs.get("split"),
+        }
         if kwargs.get("max_items"):  # a split call that ends once this many items are out
             request["max_items"] = kwargs["max_items"]
         (result,) = await self.client.execute("decoding", [request])
@@ -105,8 +127,9 @@ class LangGraphSearchGeneration:
             return {"results": hits}
 
         async def answer(s: SearchState) -> SearchState:
-            m = await llm.ainvoke(_say(self.core, s["question"], render(s["results"])),
-                                  max_tokens=self.core.max_tokens)
+            m = await llm.ainvoke(
+                _say(self.core, s["question"], render(s["results"])), max_tokens=self.core.max_tokens
+            )
             return {"answer": str(m.content)}
 
         g = StateGraph(SearchState)
@@ -153,8 +176,9 @@ class LangGraphToolAgent:
         tools = self.clients["tools"].with_log(log)
 
         async def plan(s: AgentState) -> AgentState:
-            m = await llm.ainvoke(_say(self.plan, s["question"]), max_tokens=self.plan.max_tokens,
-                                  **self.plan.stop_rule())
+            m = await llm.ainvoke(
+                _say(self.plan, s["question"]), max_tokens=self.plan.max_tokens, **self.plan.stop_rule()
+            )
             return {"calls": plan_calls(str(m.content), self.max_calls, self.allowed)}
 
         def fan_out(s: AgentState) -> list[Send] | str:
@@ -166,8 +190,9 @@ class LangGraphToolAgent:
 
         async def answer(s: AgentState) -> AgentState:
             results = [r for _, r in sorted(s.get("results", []), key=lambda p: p[0])]
-            m = await llm.ainvoke(_say(self.answer, s["question"], render(results)),
-                                  max_tokens=self.answer.max_tokens)
+            m = await llm.ainvoke(
+                _say(self.answer, s["question"], render(results)), max_tokens=self.answer.max_tokens
+            )
             return {"answer": str(m.content)}
 
         g = StateGraph(AgentState)

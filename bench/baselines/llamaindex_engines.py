@@ -5,6 +5,7 @@ messages -> "user" parts), `EngineEmbedding` (a `BaseEmbedding`), `EngineVectorS
 `BasePydanticVectorStore` over the pgvector adapter's "ingestion"/"searching" ops, one namespace per
 query), `EngineReranker` (a `BaseNodePostprocessor`) and `ExpandedQueryRetriever` (LlamaIndex's
 `QueryFusionRetriever` with one explicit expansion call). Only the async API is supported."""
+
 from __future__ import annotations
 
 import re
@@ -52,8 +53,10 @@ with warnings.catch_warnings():  # llama-index-core's import may trip pydantic f
     from pydantic import PrivateAttr
 
 
-_SYNC = ("{cls}: the synchronous API is not supported (the engine adapters run on the caller's event "
-         "loop); use the async one (aquery, aretrieve, achat, acomplete)")
+_SYNC = (
+    "{cls}: the synchronous API is not supported (the engine adapters run on the caller's event "
+    "loop); use the async one (aquery, aretrieve, achat, acomplete)"
+)
 LIST_MARK = re.compile(r"^\s*(?:\(?\d{1,3}[.):]|[-*\u2022+])\s+")
 
 
@@ -69,9 +72,15 @@ class CallLog:
 
     def add(self, engine: str, op: str, n: int, started: float, result: list[Any]) -> None:
         entry: dict[str, Any] = {
-            "primitive": f"{self.system}.{op}{len(self.entries)}", "op": op, "engine": engine, "status": "ok",
-            "queued": started - self.t0, "started": started - self.t0,
-            "finished": time.perf_counter() - self.t0, "batch_size": n}
+            "primitive": f"{self.system}.{op}{len(self.entries)}",
+            "op": op,
+            "engine": engine,
+            "status": "ok",
+            "queued": started - self.t0,
+            "started": started - self.t0,
+            "finished": time.perf_counter() - self.t0,
+            "batch_size": n,
+        }
         if op == PrimOp.DECODING and result and isinstance(result[0], dict):
             for key in ("num_prompt_tokens", "num_cached_tokens", "num_output_tokens"):
                 entry[key] = result[0].get(key, 0)
@@ -121,13 +130,23 @@ class EngineLLM(CustomLLM):
 
     @property
     def metadata(self) -> LLMMetadata:
-        return LLMMetadata(context_window=self.context_window, num_output=self.max_tokens,
-                           is_chat_model=True, model_name=self.model_name)
+        return LLMMetadata(
+            context_window=self.context_window,
+            num_output=self.max_tokens,
+            is_chat_model=True,
+            model_name=self.model_name,
+        )
 
     async def _decode(self, parts: list[list[str]], **kwargs: Any) -> str:
-        request = {"parts": parts, "complete": True, "max_tokens": kwargs.get("max_tokens", self.max_tokens),
-                   "temperature": kwargs.get("temperature", self.temperature), "stop": kwargs.get("stop"),
-                   "priority": 0, "split": kwargs.get("split")}
+        request = {
+            "parts": parts,
+            "complete": True,
+            "max_tokens": kwargs.get("max_tokens", self.max_tokens),
+            "temperature": kwargs.get("temperature", self.temperature),
+            "stop": kwargs.get("stop"),
+            "priority": 0,
+            "split": kwargs.get("split"),
+        }
         if kwargs.get("max_items"):  # a split call that ends once this many items are out
             request["max_items"] = kwargs["max_items"]
         (result,) = await self._client.execute("decoding", [request])
@@ -163,8 +182,10 @@ def messages_to_parts(messages: Sequence[ChatMessage]) -> list[list[str]]:
         elif m.role == MessageRole.USER:
             parts.append(["user", m.content or ""])
         else:
-            raise ValueError(f"EngineLLM takes a system message then user messages, got a {m.role.value!r} "
-                             f"message at position {i}")
+            raise ValueError(
+                f"EngineLLM takes a system message then user messages, got a {m.role.value!r} "
+                f"message at position {i}"
+            )
     return parts
 
 
@@ -219,9 +240,15 @@ class EngineVectorStore(BasePydanticVectorStore):
         return self._client.backend
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        requests = [{"namespace": self.namespace, "text": n.get_content(metadata_mode=MetadataMode.NONE),
-                     "embedding": n.get_embedding(), "meta": node_to_metadata_dict(n, remove_text=True)}
-                    for n in nodes]
+        requests = [
+            {
+                "namespace": self.namespace,
+                "text": n.get_content(metadata_mode=MetadataMode.NONE),
+                "embedding": n.get_embedding(),
+                "meta": node_to_metadata_dict(n, remove_text=True),
+            }
+            for n in nodes
+        ]
         if requests:
             await self._client.execute("ingestion", requests)
         return [n.node_id for n in nodes]
@@ -229,12 +256,20 @@ class EngineVectorStore(BasePydanticVectorStore):
     async def aquery(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         if query.query_embedding is None:
             raise ValueError("EngineVectorStore: the query has no embedding (only dense search is supported)")
-        (hits,) = await self._client.execute("searching", [
-            {"namespace": self.namespace, "embedding": list(query.query_embedding),
-             "top_k": query.similarity_top_k}])
+        (hits,) = await self._client.execute(
+            "searching",
+            [
+                {
+                    "namespace": self.namespace,
+                    "embedding": list(query.query_embedding),
+                    "top_k": query.similarity_top_k,
+                }
+            ],
+        )
         nodes = [metadata_dict_to_node(h["meta"], text=h["text"]) for h in hits]
-        return VectorStoreQueryResult(nodes=nodes, similarities=[h["score"] for h in hits],
-                                      ids=[n.node_id for n in nodes])
+        return VectorStoreQueryResult(
+            nodes=nodes, similarities=[h["score"] for h in hits], ids=[n.node_id for n in nodes]
+        )
 
     async def aclear(self) -> None:
         await self._client.backend.drop_namespace(self.namespace)
@@ -277,16 +312,18 @@ class EngineReranker(BaseNodePostprocessor):
         ranked = sorted(zip(scores, nodes), key=lambda p: -float(p[0]))[: self.top_n]
         return [NodeWithScore(node=n.node, score=float(s)) for s, n in ranked]
 
-    async def _apostprocess_nodes(self, nodes: list[NodeWithScore],
-                                  query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         pairs = self._pairs(nodes, query_bundle)
         if not pairs:
             return []
         scores = await self._client.execute("reranking", [{"query": q, "text": t} for q, t in pairs])
         return self._best(nodes, scores)
 
-    def _postprocess_nodes(self, nodes: list[NodeWithScore],
-                           query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
         pairs = self._pairs(nodes, query_bundle)
         if not pairs:
             return []
@@ -301,14 +338,32 @@ class ExpandedQueryRetriever(QueryFusionRetriever):
     `num_queries` search queries with the teola expansion prompt; each, and the question itself, is retrieved concurrently by
     the wrapped retrievers and the results are fused (LlamaIndex's own code for both)."""
 
-    def __init__(self, retriever: Any, expander: EngineLLM, num_queries: int, top_k: int,
-                 system: str, task: str, library_prompt: bool = False) -> None:
+    def __init__(
+        self,
+        retriever: Any,
+        expander: EngineLLM,
+        num_queries: int,
+        top_k: int,
+        system: str,
+        task: str,
+        library_prompt: bool = False,
+    ) -> None:
         # num_queries counts the original query in the library: ask it for `num_queries` new ones
-        super().__init__([retriever], llm=expander, mode="simple", similarity_top_k=top_k,
-                         num_queries=num_queries + 1, use_async=True)
+        super().__init__(
+            [retriever],
+            llm=expander,
+            mode="simple",
+            similarity_top_k=top_k,
+            num_queries=num_queries + 1,
+            use_async=True,
+        )
         self._library_prompt = library_prompt
-        self._expand = ChatPromptTemplate([ChatMessage(role=MessageRole.SYSTEM, content=system),
-                                           ChatMessage(role=MessageRole.USER, content="Question:\n\n{query}\n\n" + task)])
+        self._expand = ChatPromptTemplate(
+            [
+                ChatMessage(role=MessageRole.SYSTEM, content=system),
+                ChatMessage(role=MessageRole.USER, content="Question:\n\n{query}\n\n" + task),
+            ]
+        )
 
     async def aexpand(self, question: str) -> list[QueryBundle]:
         if self._library_prompt:  # the library's own query-generation prompt, as `_get_queries` formats it

@@ -39,6 +39,7 @@ objects here so no default (OpenAI) is ever resolved.
 Only the async API is supported (`aquery`, `achat`, ...): the adapters live on the caller's event loop
 (the synchronous methods raise, except the reranker's, which calls the adapter's blocking `score`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -91,36 +92,56 @@ class RAGSpec:
     top_k: int = 3
     mode: str = "tree"
     max_tokens: int = 128
-    num_queries: int = 0                 # 0: no query expansion
+    num_queries: int = 0  # 0: no query expansion
     expansion_max_tokens: int = 72
-    top_n: int = 0                       # 0: no reranking
+    top_n: int = 0  # 0: no reranking
     instructions: dict[str, str] = field(default_factory=dict)
-    prompts: str = "teola"               # "teola": teola's prompt texts; "library": LlamaIndex's defaults
+    prompts: str = "teola"  # "teola": teola's prompt texts; "library": LlamaIndex's defaults
 
     @classmethod
-    def from_template(cls, nodes: Sequence[Any], overrides: dict[str, dict[str, Any]] | None = None) -> RAGSpec:
+    def from_template(
+        cls, nodes: Sequence[Any], overrides: dict[str, dict[str, Any]] | None = None
+    ) -> RAGSpec:
         """From a teola app's template nodes (`app.nodes`), with per-node-name config overrides as in
         a query config's "nodes" (e.g. {"synthesis": {"max_tokens": 16}})."""
         cfg = {n.kind: {**n.config, **(overrides or {}).get(n.name, {})} for n in nodes}
-        unknown = set(cfg) - {"indexing", "ingestion", "query_embedding", "search", "rerank", "synthesis",
-                              "query_expansion"}
+        unknown = set(cfg) - {
+            "indexing",
+            "ingestion",
+            "query_embedding",
+            "search",
+            "rerank",
+            "synthesis",
+            "query_expansion",
+        }
         if unknown:
-            raise ValueError(f"the LlamaIndex baseline covers document-QA RAG templates; unsupported components "
-                             f"{sorted(unknown)}")
+            raise ValueError(
+                f"the LlamaIndex baseline covers document-QA RAG templates; unsupported components "
+                f"{sorted(unknown)}"
+            )
         idx, synth, exp = cfg.get("indexing", {}), cfg.get("synthesis", {}), cfg.get("query_expansion")
         mode = synth.get("mode", "compact")  # teola's synthesis default
         if mode not in RESPONSE_MODES:
-            raise ValueError(f"synthesis mode {mode!r} has no LlamaIndex counterpart; use one of {sorted(RESPONSE_MODES)}")
+            raise ValueError(
+                f"synthesis mode {mode!r} has no LlamaIndex counterpart; use one of {sorted(RESPONSE_MODES)}"
+            )
         n_q = int(exp.get("num_queries", 3)) if exp is not None else 0
-        return cls(chunk_size=int(idx.get("chunk_size", 256)), chunk_overlap=int(idx.get("chunk_overlap", 30)),
-                   top_k=int(cfg.get("search", {}).get("top_k", 16)), mode=mode,
-                   max_tokens=int(synth.get("max_tokens", 128)), num_queries=n_q,
-                   expansion_max_tokens=int((exp or {}).get("max_tokens", 24 * n_q)),
-                   top_n=int(cfg["rerank"].get("top_n", 3)) if "rerank" in cfg else 0,
-                   instructions={"qa": synth.get("instruction", prompts.QA),
-                                 "refine": synth.get("refine_instruction", prompts.REFINE),
-                                 "expansion_system": (exp or {}).get("instruction", prompts.EXPANSION_SYSTEM),
-                                 "expansion_task": (exp or {}).get("task", prompts.EXPANSION).replace("{n}", str(n_q))})
+        return cls(
+            chunk_size=int(idx.get("chunk_size", 256)),
+            chunk_overlap=int(idx.get("chunk_overlap", 30)),
+            top_k=int(cfg.get("search", {}).get("top_k", 16)),
+            mode=mode,
+            max_tokens=int(synth.get("max_tokens", 128)),
+            num_queries=n_q,
+            expansion_max_tokens=int((exp or {}).get("max_tokens", 24 * n_q)),
+            top_n=int(cfg["rerank"].get("top_n", 3)) if "rerank" in cfg else 0,
+            instructions={
+                "qa": synth.get("instruction", prompts.QA),
+                "refine": synth.get("refine_instruction", prompts.REFINE),
+                "expansion_system": (exp or {}).get("instruction", prompts.EXPANSION_SYSTEM),
+                "expansion_task": (exp or {}).get("task", prompts.EXPANSION).replace("{n}", str(n_q)),
+            },
+        )
 
 
 @dataclass(slots=True)
@@ -145,7 +166,9 @@ def model_chunk_tokens(tokenizer: ModelTokenizer) -> Any:
     return lambda text: [None] * tokenizer.count(text)
 
 
-def app_chunk_tokenizer(app: Any, overrides: dict[str, dict[str, Any]] | None = None) -> ModelTokenizer | None:
+def app_chunk_tokenizer(
+    app: Any, overrides: dict[str, dict[str, Any]] | None = None
+) -> ModelTokenizer | None:
     """What the app's indexing node counts chunk tokens in (None: words and punctuation marks)."""
     index = next((n for n in app.nodes if n.kind == "indexing"), None)
     if index is None:
@@ -172,7 +195,9 @@ class LlamaIndexRAG:
     """Runs a RAG app with LlamaIndex over teola's engine adapters. `backends` maps the engine names
     "llm", "embedding", "vectordb" and (for reranking) "reranker" to started adapters."""
 
-    def __init__(self, backends: dict[str, Any], spec: RAGSpec, chunk_tokens_in: ModelTokenizer | None = None) -> None:
+    def __init__(
+        self, backends: dict[str, Any], spec: RAGSpec, chunk_tokens_in: ModelTokenizer | None = None
+    ) -> None:
         need = {"llm", "embedding", "vectordb"} | ({"reranker"} if spec.top_n else set())
         missing = need - set(backends)
         if missing:
@@ -187,15 +212,19 @@ class LlamaIndexRAG:
         self.context_window = int(getattr(llm_backend, "max_model_len", 2048))
         # an LLM behind an OpenAI-compatible server is called with LlamaIndex's own OpenAILike
         # (bench.baselines.llamaindex_server; its package is needed only then)
-        self.server = (f"{llm_backend.base_url}/v1", llm_backend.model) if isinstance(
-            llm_backend, remote_llm.OpenAILLMEngine) else None
+        self.server = (
+            (f"{llm_backend.base_url}/v1", llm_backend.model)
+            if isinstance(llm_backend, remote_llm.OpenAILLMEngine)
+            else None
+        )
         self.tokenize = lambda text: tokenizer.encode(text, add_special_tokens=False)
         # Chunk sizes count tokens the way teola's chunker does (`chunk_tokens_in`: the embedding
         # model's; words without it), so both index alike; prompts are fitted to the context window
         # with the LLM's own tokenizer.
         counter = chunk_tokens if chunk_tokens_in is None else model_chunk_tokens(chunk_tokens_in)
-        self.splitter = SentenceSplitter(chunk_size=spec.chunk_size, chunk_overlap=spec.chunk_overlap,
-                                         tokenizer=counter)
+        self.splitter = SentenceSplitter(
+            chunk_size=spec.chunk_size, chunk_overlap=spec.chunk_overlap, tokenizer=counter
+        )
         # Every LlamaIndex default points at our objects, so nothing falls back to OpenAI / tiktoken.
         Settings.tokenizer = self.tokenize
         Settings.llm = self._llm(self.clients["llm"], spec.max_tokens)
@@ -204,8 +233,9 @@ class LlamaIndexRAG:
         Settings.context_window = self.context_window
 
     @classmethod
-    def from_app(cls, app: Any, nodes: dict[str, dict[str, Any]] | None = None,
-                 prompts: str = "teola") -> LlamaIndexRAG:
+    def from_app(
+        cls, app: Any, nodes: dict[str, dict[str, Any]] | None = None, prompts: str = "teola"
+    ) -> LlamaIndexRAG:
         """The pipeline for a started teola app, on that app's engine adapters (instance 0 of each);
         `prompts`: "teola" (teola's prompt texts) or "library" (LlamaIndex's default templates)."""
         if app.runtime is None:
@@ -233,28 +263,46 @@ class LlamaIndexRAG:
         store = EngineVectorStore(c["vectordb"], namespace=f"llamaindex-{uuid.uuid4().hex[:12]}")
         try:
             docs = [Document(text=d if isinstance(d, str) else d["text"]) for d in documents]
-            await IngestionPipeline(transformations=[self.splitter, embed], vector_store=store,
-                                    disable_cache=True).arun(documents=docs)
+            await IngestionPipeline(
+                transformations=[self.splitter, embed], vector_store=store, disable_cache=True
+            ).arun(documents=docs)
             index = VectorStoreIndex.from_vector_store(store, embed_model=embed)
             retriever = index.as_retriever(similarity_top_k=spec.top_k)
             if spec.num_queries:
                 retriever = ExpandedQueryRetriever(
-                    retriever, self._llm(c["llm"], spec.expansion_max_tokens), spec.num_queries,
-                    spec.top_k * spec.num_queries, spec.instructions["expansion_system"],
-                    spec.instructions["expansion_task"], library_prompt=spec.prompts == "library")
+                    retriever,
+                    self._llm(c["llm"], spec.expansion_max_tokens),
+                    spec.num_queries,
+                    spec.top_k * spec.num_queries,
+                    spec.instructions["expansion_system"],
+                    spec.instructions["expansion_task"],
+                    library_prompt=spec.prompts == "library",
+                )
             post = [EngineReranker(c["reranker"], top_n=spec.top_n)] if spec.top_n else []
             templates: dict[str, Any] = {}
             if spec.prompts != "library":
                 # the layout of teola's synthesis prompts (teola.compile.components.prompts.qa_parts)
                 qa = _teola_template(spec.instructions["qa"], "{context_str}")
-                templates = {"text_qa_template": qa, "summary_template": qa, "refine_template": _teola_template(
-                    spec.instructions["refine"], "{context_msg}", "{existing_answer}")}
+                templates = {
+                    "text_qa_template": qa,
+                    "summary_template": qa,
+                    "refine_template": _teola_template(
+                        spec.instructions["refine"], "{context_msg}", "{existing_answer}"
+                    ),
+                }
             synth = get_response_synthesizer(
-                llm=self._llm(c["llm"], spec.max_tokens), response_mode=RESPONSE_MODES[spec.mode],
-                use_async=True, **templates)
+                llm=self._llm(c["llm"], spec.max_tokens),
+                response_mode=RESPONSE_MODES[spec.mode],
+                use_async=True,
+                **templates,
+            )
             engine = RetrieverQueryEngine(retriever, response_synthesizer=synth, node_postprocessors=post)
             response = await engine.aquery(question)
-            return Answer(str(response.response or ""), [n.node.get_content() for n in response.source_nodes],
-                          log.entries, time.perf_counter() - log.t0)
+            return Answer(
+                str(response.response or ""),
+                [n.node.get_content() for n in response.source_nodes],
+                log.entries,
+                time.perf_counter() - log.t0,
+            )
         finally:
             await asyncio.shield(store.aclear())

@@ -21,6 +21,7 @@ part + user parts exactly as the teola template's parts); every engine call is l
 (CallLog) like teola's trace. The prompt texts, max_tokens and tool results' rendering (teola's
 `texts_of`, blank-line joined) are the teola app's, read from its template nodes.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -80,9 +81,9 @@ def node_call(app: Any, name: str) -> LLMCall:
     if parts[0][0] != "instruction":
         raise ValueError(f"node {name!r}: the first prompt part must be the instruction")
     names = [p[0] for p in parts]
-    if "question" not in names or any(str(p[1]).startswith("$") for p in parts[1:names.index("question")]):
+    if "question" not in names or any(str(p[1]).startswith("$") for p in parts[1 : names.index("question")]):
         raise ValueError(f"node {name!r}: expected instruction, literal parts, then the question")
-    literals = tuple(str(p[1]) for p in parts[1:names.index("question")])
+    literals = tuple(str(p[1]) for p in parts[1 : names.index("question")])
     split = node.config.get("split")
     max_items = int(node.config.get("num_items", 4)) if split else None  # decompose_llm's default
     return LLMCall(parts[0][1], int(node.config.get("max_tokens", 128)), literals, split, max_items)
@@ -90,7 +91,8 @@ def node_call(app: Any, name: str) -> LLMCall:
 
 def messages(instruction: str, *user: str) -> list[ChatMessage]:
     return [ChatMessage(role=MessageRole.SYSTEM, content=instruction)] + [
-        ChatMessage(role=MessageRole.USER, content=u) for u in user]
+        ChatMessage(role=MessageRole.USER, content=u) for u in user
+    ]
 
 
 def render(value: Any) -> str:
@@ -119,16 +121,22 @@ class Searched(Event):
 class SearchGenerationWorkflow(Workflow):
     """judge -> route -> search -> answer, as LlamaIndex workflow steps."""
 
-    def __init__(self, llm: EngineLLM, judge: LLMCall, core: LLMCall, search: FunctionTool,
-                 no_search_marker: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        llm: EngineLLM,
+        judge: LLMCall,
+        core: LLMCall,
+        search: FunctionTool,
+        no_search_marker: str,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.llm, self.judge_call, self.core_call, self.search_tool = llm, judge, core, search
         self.marker = no_search_marker.lower()
 
     @step
     async def judge(self, ev: StartEvent) -> Judged:
-        r = await self.llm.achat(self.judge_call.messages(ev.question),
-                                 max_tokens=self.judge_call.max_tokens)
+        r = await self.llm.achat(self.judge_call.messages(ev.question), max_tokens=self.judge_call.max_tokens)
         return Judged(question=ev.question, judge=r.message.content or "")
 
     @step
@@ -140,8 +148,9 @@ class SearchGenerationWorkflow(Workflow):
 
     @step
     async def answer(self, ev: Searched) -> StopEvent:
-        r = await self.llm.achat(self.core_call.messages(ev.question, render(ev.results)),
-                                 max_tokens=self.core_call.max_tokens)
+        r = await self.llm.achat(
+            self.core_call.messages(ev.question, render(ev.results)), max_tokens=self.core_call.max_tokens
+        )
         return StopEvent(result=r.message.content or "")
 
 
@@ -166,8 +175,9 @@ class LlamaIndexSearchGeneration:
             return hits
 
         tool = FunctionTool.from_defaults(async_fn=web_search, name="web_search")
-        wf = SearchGenerationWorkflow(EngineLLM(llm_client), self.judge, self.core, tool, self.marker,
-                                      timeout=self.timeout)
+        wf = SearchGenerationWorkflow(
+            EngineLLM(llm_client), self.judge, self.core, tool, self.marker, timeout=self.timeout
+        )
         text = await wf.run(question=question)
         return Answer(str(text), [], log.entries, time.perf_counter() - log.t0)
 
@@ -180,9 +190,12 @@ def plan_calls(text: str, max_calls: int | None, allowed: list[str]) -> list[dic
     calls = []
     for item in items[:max_calls]:
         call = json.loads(item)
-        if not isinstance(call, dict) or not isinstance(call.get("tool"), str) or not isinstance(
-                call.get("args", {}), dict):
-            raise ValueError(f"a tool call must be {{\"tool\": name, \"args\": {{...}}}}, got {item!r}")
+        if (
+            not isinstance(call, dict)
+            or not isinstance(call.get("tool"), str)
+            or not isinstance(call.get("args", {}), dict)
+        ):
+            raise ValueError(f'a tool call must be {{"tool": name, "args": {{...}}}}, got {item!r}')
         if allowed and call["tool"] not in allowed:
             raise ValueError(f"tool {call['tool']!r} is not allowed here; allowed tools: {allowed}")
         calls.append({"tool": call["tool"], "args": call.get("args", {})})
@@ -203,17 +216,22 @@ class LlamaIndexToolAgent:
             async def call(**args: Any) -> Any:
                 [result] = await client.execute("tool", [{"tool": name, "args": args}])
                 return result
+
             return FunctionTool.from_defaults(async_fn=call, name=name, description=f"the {name} tool")
+
         return {name: make(name) for name in self.allowed}
 
     async def aquery(self, question: str) -> Answer:
         log = CallLog()
         llm = EngineLLM(self.clients["llm"].with_log(log))
         tools = self._tools(self.clients["tools"].with_log(log))
-        r = await llm.achat(self.plan.messages(question), max_tokens=self.plan.max_tokens, **self.plan.stop_rule())
+        r = await llm.achat(
+            self.plan.messages(question), max_tokens=self.plan.max_tokens, **self.plan.stop_rule()
+        )
         calls = plan_calls(r.message.content or "", self.max_calls, self.allowed)
         outputs = await asyncio.gather(*(tools[c["tool"]].acall(**c["args"]) for c in calls))
         results = [o.raw_output for o in outputs]
-        a = await llm.achat(self.answer.messages(question, render(results)),
-                            max_tokens=self.answer.max_tokens)
+        a = await llm.achat(
+            self.answer.messages(question, render(results)), max_tokens=self.answer.max_tokens
+        )
         return Answer(a.message.content or "", [], log.entries, time.perf_counter() - log.t0)

@@ -3,6 +3,7 @@ server (`python -m bench doc_qa --remote-llm`: `vllm serve`): when the app's LLM
 kind "openai", bench.baselines.llamaindex_rag.LlamaIndexRAG calls that server with the library's class, as a
 LlamaIndex user would, instead of through teola's adapter. Each call is still logged per query
 (`record`), with the server's token counts, like the in-process adapter's calls."""
+
 from __future__ import annotations
 
 import time
@@ -32,18 +33,40 @@ class ServerLLM(OpenAILike):
         if self._record is not None:
             usage = getattr(response.raw, "usage", None)
             cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
-            self._record("decoding", 1, started, [{
-                "num_prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
-                "num_output_tokens": getattr(usage, "completion_tokens", 0) or 0,
-                "num_cached_tokens": cached or 0}])
+            self._record(
+                "decoding",
+                1,
+                started,
+                [
+                    {
+                        "num_prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
+                        "num_output_tokens": getattr(usage, "completion_tokens", 0) or 0,
+                        "num_cached_tokens": cached or 0,
+                    }
+                ],
+            )
         return response
 
 
-def server_llm(server: tuple[str, str], record: Record | None, max_tokens: int, context_window: int,
-               temperature: float = 0.0) -> ServerLLM:
+def server_llm(
+    server: tuple[str, str],
+    record: Record | None,
+    max_tokens: int,
+    context_window: int,
+    temperature: float = 0.0,
+) -> ServerLLM:
     """The baseline's LLM on `server` (its /v1 URL, the served model), logging through `record`."""
     url, model = server
-    llm = ServerLLM(model=model, api_base=url, api_key="none", is_chat_model=True, context_window=context_window,
-                    max_tokens=max_tokens, temperature=temperature, max_retries=0, timeout=600.0)
+    llm = ServerLLM(
+        model=model,
+        api_base=url,
+        api_key="none",
+        is_chat_model=True,
+        context_window=context_window,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        max_retries=0,
+        timeout=600.0,
+    )
     llm._record = record
     return llm

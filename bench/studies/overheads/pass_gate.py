@@ -15,6 +15,7 @@ work shows.
     python -m bench pass_gate                      # 3 queries per app, real engines
     python -m bench pass_gate --quick --simulate cpu-smollm2-135m   # 1 query per app, SIMULATED
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,10 @@ APPS = ("naive_rag", "advanced_rag", "tool_agent")
 SIM_APPS = APPS[:2]  # the shipped profiles model no tool engine
 # the advanced app at equal work keeps its expansion (the default prunes it on these documents)
 BASE_PASSES: dict[str, dict[str, Any]] = {"advanced_rag": {"prune_covered_searches": False}}
-GATE_LINE = re.compile(r"^# gate (\w+) (\S+): (pipelined|split|kept whole), predicted gain ([+-]\d+) ms "
-                       r"\(([^)]*)\)(?:; (.*))?$")
+GATE_LINE = re.compile(
+    r"^# gate (\w+) (\S+): (pipelined|split|kept whole), predicted gain ([+-]\d+) ms "
+    r"\(([^)]*)\)(?:; (.*))?$"
+)
 UNUSED_LINE = re.compile(r"^# gate (\w+) (\S+): kept whole, costs not used \((.*)\)$")  # a poor fit
 
 
@@ -43,11 +46,25 @@ def gates(text: str, pass_name: str) -> list[dict[str, Any]]:
     out = []
     for line in text.splitlines():
         if (m := GATE_LINE.match(line)) and m.group(1) == pass_name:
-            out.append({"call": m.group(2), "applies": m.group(3) != "kept whole",
-                        "gain_s": int(m.group(4)) / 1e3, "costs": m.group(5), "note": m.group(6) or ""})
+            out.append(
+                {
+                    "call": m.group(2),
+                    "applies": m.group(3) != "kept whole",
+                    "gain_s": int(m.group(4)) / 1e3,
+                    "costs": m.group(5),
+                    "note": m.group(6) or "",
+                }
+            )
         elif (m := UNUSED_LINE.match(line)) and m.group(1) == pass_name:
-            out.append({"call": m.group(2), "applies": False, "gain_s": 0.0, "costs": m.group(3),
-                        "note": "costs not used"})
+            out.append(
+                {
+                    "call": m.group(2),
+                    "applies": False,
+                    "gain_s": 0.0,
+                    "costs": m.group(3),
+                    "note": "costs not used",
+                }
+            )
     return out
 
 
@@ -58,9 +75,11 @@ def config(app: str, pass_name: str, on: bool | dict[str, Any]) -> dict[str, Any
 def work(trace: list[dict[str, Any]]) -> dict[str, int]:
     """LLM work of one query: prompt and output tokens, engine requests of LLM primitives."""
     rows = [t for t in trace if t.get("num_prompt_tokens") is not None]
-    return {"prompt_tokens": sum(int(t["num_prompt_tokens"] or 0) for t in rows),
-            "output_tokens": sum(int(t.get("num_output_tokens") or 0) for t in rows),
-            "llm_requests": sum(int(t.get("requests") or 0) for t in rows)}
+    return {
+        "prompt_tokens": sum(int(t["num_prompt_tokens"] or 0) for t in rows),
+        "output_tokens": sum(int(t.get("num_output_tokens") or 0) for t in rows),
+        "llm_requests": sum(int(t.get("requests") or 0) for t in rows),
+    }
 
 
 def queries(app: str, n: int, seed: int) -> list[dict[str, Any]]:
@@ -70,14 +89,18 @@ def queries(app: str, n: int, seed: int) -> list[dict[str, Any]]:
     return [app_query(q) for q in narrative_qa_queries(n + 1, distractors=2, seed=seed)]
 
 
-async def measure_pass(app: Any, name: str, pass_name: str, q: dict[str, Any], first_on: bool,
-                       profile: str | None) -> dict[str, Any]:
+async def measure_pass(
+    app: Any, name: str, pass_name: str, q: dict[str, Any], first_on: bool, profile: str | None
+) -> dict[str, Any]:
     """One query with `pass_name` on and off (in the order given) and its predicted gain."""
     gate_opts: dict[str, Any] = {"profile": profile} if profile else {}
     predicted = gates(app.compile(q, config(name, pass_name, gate_opts)).egraph.to_text(), pass_name)
-    row: dict[str, Any] = {"gates": predicted, "predicted_s": sum(g["gain_s"] for g in predicted),
-                           "gate_applies": any(g["applies"] for g in predicted)}
-    for on in ((True, False) if first_on else (False, True)):
+    row: dict[str, Any] = {
+        "gates": predicted,
+        "predicted_s": sum(g["gain_s"] for g in predicted),
+        "gate_applies": any(g["applies"] for g in predicted),
+    }
+    for on in (True, False) if first_on else (False, True):
         r = await app.run(q, config(name, pass_name, {"gate": False} if on else False))
         side = "on" if on else "off"
         row[side] = {"latency": r.latency, **work(r.trace)}
@@ -101,8 +124,11 @@ async def measure_app(app: Any, name: str, n: int, seed: int, profile: str | Non
             for pass_name in PASSES:
                 row = await measure_pass(app, name, pass_name, q, i % 2 == 0, profile)
                 rows[pass_name].append(row)
-                print(f"[pass_gate] {name} / {pass_name}: predicted {row['predicted_s']:+.3f} s, "
-                      f"measured {row['effect_s']:+.3f} s", flush=True)
+                print(
+                    f"[pass_gate] {name} / {pass_name}: predicted {row['predicted_s']:+.3f} s, "
+                    f"measured {row['effect_s']:+.3f} s",
+                    flush=True,
+                )
     finally:
         await app.stop()
     return {"costs": costs, "passes": rows}
@@ -110,6 +136,7 @@ async def measure_app(app: Any, name: str, n: int, seed: int, profile: str | Non
 
 def build(name: str) -> Any:
     import importlib
+
     return importlib.import_module(f"apps.{name}").build()
 
 
@@ -134,22 +161,35 @@ def run_simulated(apps: tuple[str, ...], n: int, seed: int, sim_profile: str) ->
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean predicted and measured effect of one pass on one app, and how often their signs agree."""
     agree = sum((r["predicted_s"] > 0) == (r["effect_s"] > 0) for r in rows)
-    return {"n": len(rows), "predicted_s": statistics.fmean(r["predicted_s"] for r in rows),
-            "effect_s": statistics.fmean(r["effect_s"] for r in rows), "sign_agrees": agree,
-            "gate_applies": sum(r["gate_applies"] for r in rows),
-            "on_latency": statistics.fmean(r["on"]["latency"] for r in rows),
-            "off_latency": statistics.fmean(r["off"]["latency"] for r in rows)}
+    return {
+        "n": len(rows),
+        "predicted_s": statistics.fmean(r["predicted_s"] for r in rows),
+        "effect_s": statistics.fmean(r["effect_s"] for r in rows),
+        "sign_agrees": agree,
+        "gate_applies": sum(r["gate_applies"] for r in rows),
+        "on_latency": statistics.fmean(r["on"]["latency"] for r in rows),
+        "off_latency": statistics.fmean(r["off"]["latency"] for r in rows),
+    }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench pass_gate`."""
     p.add_argument("--quick", action="store_true", help="1 query per app")
     p.add_argument("--queries", type=int, default=3, help="queries per app (default 3)")
-    p.add_argument("--apps", default=None, help=f"comma-separated among {', '.join(APPS)} (default all; "
-                   f"simulated: {', '.join(SIM_APPS)})")
-    p.add_argument("--profile", default=None, help="predict with this profile instead of the engines' fitted costs")
-    p.add_argument("--simulate", default=None, metavar="PROFILE",
-                   help="run on this profile's simulated engines in virtual time (SIMULATED; predicts with it)")
+    p.add_argument(
+        "--apps",
+        default=None,
+        help=f"comma-separated among {', '.join(APPS)} (default all; simulated: {', '.join(SIM_APPS)})",
+    )
+    p.add_argument(
+        "--profile", default=None, help="predict with this profile instead of the engines' fitted costs"
+    )
+    p.add_argument(
+        "--simulate",
+        default=None,
+        metavar="PROFILE",
+        help="run on this profile's simulated engines in virtual time (SIMULATED; predicts with it)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="pass_gate", help="page name under bench/results/")
 
@@ -164,14 +204,28 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         results = run_simulated(apps, n, args.seed, args.simulate)
     else:
         from engines.assets.paths import configure_engine_env
+
         configure_engine_env()
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         results = run_real(apps, n, args.seed, args.profile)
     summaries = {a: {pn: summary(rows) for pn, rows in r["passes"].items()} for a, r in results.items()}
-    command = command_line("python -m bench pass_gate", (("--quick", args.quick), ("--queries", None if args.quick
-                           else args.queries if args.queries != 3 else None), ("--apps", args.apps), ("--profile", args.profile), ("--simulate", args.simulate),
-                           ("--out", None if args.out == "pass_gate" else args.out)))
-    data = {"machine": machine(), "simulated": bool(args.simulate), "apps": results, "summaries": summaries,
-            "command": command}
+    command = command_line(
+        "python -m bench pass_gate",
+        (
+            ("--quick", args.quick),
+            ("--queries", None if args.quick else args.queries if args.queries != 3 else None),
+            ("--apps", args.apps),
+            ("--profile", args.profile),
+            ("--simulate", args.simulate),
+            ("--out", None if args.out == "pass_gate" else args.out),
+        ),
+    )
+    data = {
+        "machine": machine(),
+        "simulated": bool(args.simulate),
+        "apps": results,
+        "summaries": summaries,
+        "command": command,
+    }
     write_results(args.out, {k: v for k, v in data.items() if k != "machine"}, markdown(data))
     return 0

@@ -9,6 +9,7 @@ A decoding request with max_tokens=1 ends at its first token, so its latency is 
 
 Reproduce: .venv/bin/python -m bench prefix_ttft --trials 8
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,10 @@ INSTRUCTION = ["instruction", "Answer the question using only the records below.
 
 def _sentences(rng: random.Random):
     while True:
-        yield (f"Record {rng.randrange(10**9)}: shipment {rng.randrange(10**4)} of "
-               f"{rng.choice(['steel', 'grain', 'copper', 'cotton', 'timber'])} weighed {rng.randrange(10**5)} kg.")
+        yield (
+            f"Record {rng.randrange(10**9)}: shipment {rng.randrange(10**4)} of "
+            f"{rng.choice(['steel', 'grain', 'copper', 'cotton', 'timber'])} weighed {rng.randrange(10**5)} kg."
+        )
 
 
 def _fill(engine: VLLMEngine, head: list, name: str, target: int, rng: random.Random, complete: bool) -> list:
@@ -43,7 +46,9 @@ def _fill(engine: VLLMEngine, head: list, name: str, target: int, rng: random.Ra
         text = candidate
 
 
-def make_prompt(engine: VLLMEngine, rng: random.Random, prefix_tokens: int, total_tokens: int) -> tuple[list, list]:
+def make_prompt(
+    engine: VLLMEngine, rng: random.Random, prefix_tokens: int, total_tokens: int
+) -> tuple[list, list]:
     """(prefix parts, all parts) with about prefix_tokens / total_tokens tokens."""
     prefix = _fill(engine, [INSTRUCTION], "records", prefix_tokens, rng, complete=False)
     question = ["question", "Which shipment was the heaviest?"]
@@ -66,22 +71,32 @@ async def run(trials: int, warmup: int, prefix_tokens: int, total_tokens: int, s
                     record["prefix_tokens"] = pre["num_prompt_tokens"]
                 start = time.perf_counter()
                 [out] = await engine.execute("decoding", [{"parts": full, "max_tokens": 1}])
-                record[mode] = {"ttft_s": time.perf_counter() - start, "num_prompt_tokens": out["num_prompt_tokens"],
-                                "num_cached_tokens": out["num_cached_tokens"]}
+                record[mode] = {
+                    "ttft_s": time.perf_counter() - start,
+                    "num_prompt_tokens": out["num_prompt_tokens"],
+                    "num_cached_tokens": out["num_cached_tokens"],
+                }
             if trial >= warmup:
                 rows.append(record)
-                print(f"trial {trial - warmup}: partial {record['partial']['ttft_s'] * 1e3:.1f} ms "
-                      f"(cached {record['partial']['num_cached_tokens']}/{record['partial']['num_prompt_tokens']}), "
-                      f"full {record['full']['ttft_s'] * 1e3:.1f} ms "
-                      f"(cached {record['full']['num_cached_tokens']}/{record['full']['num_prompt_tokens']})", flush=True)
+                print(
+                    f"trial {trial - warmup}: partial {record['partial']['ttft_s'] * 1e3:.1f} ms "
+                    f"(cached {record['partial']['num_cached_tokens']}/{record['partial']['num_prompt_tokens']}), "
+                    f"full {record['full']['ttft_s'] * 1e3:.1f} ms "
+                    f"(cached {record['full']['num_cached_tokens']}/{record['full']['num_prompt_tokens']})",
+                    flush=True,
+                )
         block_size = engine.block_size
     finally:
         await engine.stop()
     partial = [r["partial"]["ttft_s"] for r in rows]
     full = [r["full"]["ttft_s"] for r in rows]
     return {
-        "benchmark": "prefix_ttft", "trials": trials, "warmup": warmup, "seed": seed,
-        "model": engine.model, "block_size": block_size,
+        "benchmark": "prefix_ttft",
+        "trials": trials,
+        "warmup": warmup,
+        "seed": seed,
+        "model": engine.model,
+        "block_size": block_size,
         "prefix_tokens_mean": statistics.mean(r["prefix_tokens"] for r in rows),
         "prompt_tokens_mean": statistics.mean(r["full"]["num_prompt_tokens"] for r in rows),
         "partial_cached_tokens_mean": statistics.mean(r["partial"]["num_cached_tokens"] for r in rows),
@@ -91,9 +106,10 @@ async def run(trials: int, warmup: int, prefix_tokens: int, total_tokens: int, s
         "ttft_partial_mean_ms": statistics.mean(partial) * 1e3,
         "ttft_full_mean_ms": statistics.mean(full) * 1e3,
         "ratio_full_over_partial_median": statistics.median(full) / statistics.median(partial),
-        "rows": rows, "machine": machine_info(),
+        "rows": rows,
+        "machine": machine_info(),
         "command": f".venv/bin/python -m bench prefix_ttft --trials {trials} --warmup {warmup} "
-                   f"--prefix-tokens {prefix_tokens} --total-tokens {total_tokens} --seed {seed}",
+        f"--prefix-tokens {prefix_tokens} --total-tokens {total_tokens} --seed {seed}",
     }
 
 
@@ -107,24 +123,39 @@ def machine_info() -> dict:
 
 def write_markdown(res: dict, path: Path) -> None:
     m = res["machine"]
-    cases = "\n".join(table(["case", "TTFT median (ms)", "TTFT mean (ms)", "cached prompt tokens (mean)"], [
-        ["prefix partially prefilled", num(res["ttft_partial_median_ms"]), num(res["ttft_partial_mean_ms"]),
-         num(res["partial_cached_tokens_mean"], 0)],
-        ["full prefill", num(res["ttft_full_median_ms"]), num(res["ttft_full_mean_ms"]), num(res["full_cached_tokens_mean"], 0)],
-    ], "lrrr"))
+    cases = "\n".join(
+        table(
+            ["case", "TTFT median (ms)", "TTFT mean (ms)", "cached prompt tokens (mean)"],
+            [
+                [
+                    "prefix partially prefilled",
+                    num(res["ttft_partial_median_ms"]),
+                    num(res["ttft_partial_mean_ms"]),
+                    num(res["partial_cached_tokens_mean"], 0),
+                ],
+                [
+                    "full prefill",
+                    num(res["ttft_full_median_ms"]),
+                    num(res["ttft_full_mean_ms"]),
+                    num(res["full_cached_tokens_mean"], 0),
+                ],
+            ],
+            "lrrr",
+        )
+    )
     path.write_text(f"""## Prefix reuse: time to first token (bench/studies/overheads/prefix_ttft.py)
 
-A ~{res['prompt_tokens_mean']:.0f}-token prompt whose ~{res['prefix_tokens_mean']:.0f}-token prefix was partially
+A ~{res["prompt_tokens_mean"]:.0f}-token prompt whose ~{res["prefix_tokens_mean"]:.0f}-token prefix was partially
 prefilled earlier, vs the same kind of prompt prefilled in full. Fresh text every trial;
-{res['trials']} trials after {res['warmup']} warm-up; model {res['model']} on vLLM {m['vllm']}
-(KV block size {res['block_size']}: only full blocks of the prefix are reused).
+{res["trials"]} trials after {res["warmup"]} warm-up; model {res["model"]} on vLLM {m["vllm"]}
+(KV block size {res["block_size"]}: only full blocks of the prefix are reused).
 
 {cases}
 
-TTFT ratio (full / partial, medians): **{res['ratio_full_over_partial_median']:.2f}x**
+TTFT ratio (full / partial, medians): **{res["ratio_full_over_partial_median"]:.2f}x**
 
-Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, torch {m['torch']}, {m['os']}.
-Reproduce: `{res['command']}`
+Machine: {m["cpu"]}, {m["cores"]} cores, Python {m["python"]}, torch {m["torch"]}, {m["os"]}.
+Reproduce: `{res["command"]}`
 """)
 
 
@@ -145,5 +176,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.Argument
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "prefix_ttft.json").write_text(json.dumps(res, indent=2))
     write_markdown(res, RESULTS / "prefix_ttft.md")
-    print(f"TTFT median: partial {res['ttft_partial_median_ms']:.1f} ms, full {res['ttft_full_median_ms']:.1f} ms, "
-          f"ratio {res['ratio_full_over_partial_median']:.2f}x; wrote {RESULTS}/prefix_ttft.json and .md")
+    print(
+        f"TTFT median: partial {res['ttft_partial_median_ms']:.1f} ms, full {res['ttft_full_median_ms']:.1f} ms, "
+        f"ratio {res['ratio_full_over_partial_median']:.2f}x; wrote {RESULTS}/prefix_ttft.json and .md"
+    )

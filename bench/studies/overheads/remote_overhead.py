@@ -2,6 +2,7 @@
 vs the in-process vLLM adapter: the same calls (a 1-token prefill-only call, and a 16-token greedy
 decode) on the same model and settings, one call at a time; the engines run one after the other,
 never together. Usage: python -m bench remote_overhead [--calls N]"""
+
 from __future__ import annotations
 
 import argparse
@@ -19,8 +20,11 @@ CALLS = {"prefill (1 token)": ("prefilling", 1), "decode (16 tokens)": ("decodin
 
 def request(i: int, max_tokens: int) -> dict:
     # a different question per call, so the prefix cache holds only the shared template start
-    return {"parts": [["instruction", "Answer briefly."], ["question", f"What is {i} plus {i + 1}?"]],
-            "max_tokens": max_tokens, "ignore_eos": True}
+    return {
+        "parts": [["instruction", "Answer briefly."], ["question", f"What is {i} plus {i + 1}?"]],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+    }
 
 
 async def timed(engine, calls: int) -> dict[str, list[float]]:
@@ -64,20 +68,28 @@ def summary(local: dict[str, list[float]], far: dict[str, list[float]]) -> tuple
     data = {}
     for label in CALLS:
         a, b = statistics.median(local[label]), statistics.median(far[label])
-        data[label] = {"in_process_ms_p50": 1e3 * a, "remote_ms_p50": 1e3 * b, "overhead_ms_p50": 1e3 * (b - a),
-                       "in_process_ms_p90": 1e3 * percentile(local[label], 90),
-                       "remote_ms_p90": 1e3 * percentile(far[label], 90)}
+        data[label] = {
+            "in_process_ms_p50": 1e3 * a,
+            "remote_ms_p50": 1e3 * b,
+            "overhead_ms_p50": 1e3 * (b - a),
+            "in_process_ms_p90": 1e3 * percentile(local[label], 90),
+            "remote_ms_p90": 1e3 * percentile(far[label], 90),
+        }
     return data, markdown(data)
 
 
 def markdown(results: dict[str, dict[str, float]]) -> str:
     """The page's table from the medians of `summary` (what remote_overhead.json keeps as "results")."""
-    rows = [[label, num(r["in_process_ms_p50"]), num(r["remote_ms_p50"]), f"{r['overhead_ms_p50']:+.1f}"]
-            for label, r in results.items()]
-    return ("## Remote LLM path (vllm serve over HTTP) vs in-process vLLM\n\n"
-            "`python -m bench remote_overhead`: the same calls, one at a time, on SmolLM2-135M (CPU), "
-            "in-process `AsyncLLM` vs engine kind `openai` against `vllm serve` on loopback; median per call.\n\n"
-            + "\n".join(table(["call", "in-process ms", "remote ms", "overhead ms"], rows)))
+    rows = [
+        [label, num(r["in_process_ms_p50"]), num(r["remote_ms_p50"]), f"{r['overhead_ms_p50']:+.1f}"]
+        for label, r in results.items()
+    ]
+    return (
+        "## Remote LLM path (vllm serve over HTTP) vs in-process vLLM\n\n"
+        "`python -m bench remote_overhead`: the same calls, one at a time, on SmolLM2-135M (CPU), "
+        "in-process `AsyncLLM` vs engine kind `openai` against `vllm serve` on loopback; median per call.\n\n"
+        + "\n".join(table(["call", "in-process ms", "remote ms", "overhead ms"], rows))
+    )
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

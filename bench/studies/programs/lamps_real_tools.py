@@ -2,6 +2,7 @@
 and their durations, the prompt words, and the tools a request calls at its pauses (a loopback web API
 answering after ToolBench's delays, the calculator, the Wikipedia lookup) with the text their results
 add to the context."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,10 +12,48 @@ from typing import Any
 from bench.lib.results import serve_in_thread
 from bench.studies.sim.sim_lamps_requests import lognormal_params
 
-TYPES = {"math": ((9e-5, 6e-5), (3.75, 1.3)), "qa": ((0.01, 0.005), (2.52, 1.73)), "web": ((1.72, 3.33), (2.45, 1.81))}
+TYPES = {
+    "math": ((9e-5, 6e-5), (3.75, 1.3)),
+    "qa": ((0.01, 0.005), (2.52, 1.73)),
+    "web": ((1.72, 3.33), (2.45, 1.81)),
+}
 RESPONSE_WORDS = 40
 # prompt words: common English words (about 1.3 tokens each, as bench.studies.sim.sim_lamps assumes)
-WORDS = ["the", "people", "time", "year", "day", "world", "life", "hand", "part", "child", "eye", "woman", "place", "work", "week", "case", "point", "government", "company", "number", "group", "problem", "fact", "water", "house", "river", "city", "music", "story", "family", "school", "state", "night"]
+WORDS = [
+    "the",
+    "people",
+    "time",
+    "year",
+    "day",
+    "world",
+    "life",
+    "hand",
+    "part",
+    "child",
+    "eye",
+    "woman",
+    "place",
+    "work",
+    "week",
+    "case",
+    "point",
+    "government",
+    "company",
+    "number",
+    "group",
+    "problem",
+    "fact",
+    "water",
+    "house",
+    "river",
+    "city",
+    "music",
+    "story",
+    "family",
+    "school",
+    "state",
+    "night",
+]
 
 
 def start_web_api() -> tuple[str, Any]:
@@ -38,8 +77,12 @@ def web_delay(rng: random.Random) -> float:
 
 def tool_call(kind: str, rng: random.Random) -> tuple[str, dict[str, Any]]:
     if kind == "math":
-        return "calculator", {"expression": f"{rng.randint(2, 99)} * {rng.randint(2, 99)} + {rng.randint(1, 9)}"}
-    topic = rng.choice(["river", "music", "war", "city", "planet", "language", "king", "science", "sport", "island"])
+        return "calculator", {
+            "expression": f"{rng.randint(2, 99)} * {rng.randint(2, 99)} + {rng.randint(1, 9)}"
+        }
+    topic = rng.choice(
+        ["river", "music", "war", "city", "planet", "language", "king", "science", "sport", "island"]
+    )
     if kind == "qa":
         return "wikipedia", {"query": topic, "top_k": 1}
     return "web", {"q": topic, "ms": round(1000 * web_delay(rng), 1)}

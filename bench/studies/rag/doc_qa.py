@@ -27,6 +27,7 @@ of LlamaIndex's own single-query service rate (1 / its mean latency alone), so "
 exactly as much work as it does alone and higher fractions saturate it. Both systems see the same
 queries at the same offsets; vLLM's prefix cache is emptied before every system's run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,7 +65,9 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     from bench.studies.rag.rag_setup import ENGINE_OVERRIDES
 
-    overrides: dict[str, dict[str, Any]] = {"embedding": {"max_efficient_batch": s.embedding_batch}} if s.embedding_batch else {}
+    overrides: dict[str, dict[str, Any]] = (
+        {"embedding": {"max_efficient_batch": s.embedding_batch}} if s.embedding_batch else {}
+    )
     if ENGINE_OVERRIDES.get("llm", {}).get("kind", "vllm") == "vllm":
         overrides["llm"] = {"step_stats": True}  # vLLM's tokens per decode step, per system and point
     apps = make_apps(s.apps, overrides, bench_tuning=False)
@@ -78,15 +81,21 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
         for app in apps.values():
             await app.stop()
     spec = next((a.engines.get("embedding") for a in apps.values() if "embedding" in a.engines), None)
-    data.update(seconds=time.perf_counter() - t0, quick=quick, machine=machine(), command=command,
-                embedding_batch_used=spec.max_efficient_batch if spec is not None else None,
-                remote_llm=ENGINE_OVERRIDES.get("llm", {}).get("kind") == "openai")
+    data.update(
+        seconds=time.perf_counter() - t0,
+        quick=quick,
+        machine=machine(),
+        command=command,
+        embedding_batch_used=spec.max_efficient_batch if spec is not None else None,
+        remote_llm=ENGINE_OVERRIDES.get("llm", {}).get("kind") == "openai",
+    )
     md = markdown(data, command)
     folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of the index
     folder.mkdir(parents=True, exist_ok=True)
     # the records stay (the trials study pools them) without their texts, in compact JSON
-    (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "reply", "context"), separators=(",", ":"),
-                                                   default=str))
+    (folder / f"{out}.json").write_text(
+        json.dumps(without_keys(data, "reply", "context"), separators=(",", ":"), default=str)
+    )
     (folder / f"{out}.md").write_text(md)
     write_load_plot(out, folder)
     print(md)
@@ -106,14 +115,24 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     command = "python -m bench doc_qa " + " ".join(a for a in (argv))
     if args.cross_encoder_shape:
         import bench.studies.rag.rag_setup as rag_setup
-        rag_setup.ENGINE_OVERRIDES["reranker"] = {**rag_setup.ENGINE_OVERRIDES.get("reranker", {}), "cross_encoder_shape": True}
+
+        rag_setup.ENGINE_OVERRIDES["reranker"] = {
+            **rag_setup.ENGINE_OVERRIDES.get("reranker", {}),
+            "cross_encoder_shape": True,
+        }
     if args.no_core_lending:
         import bench.studies.rag.rag_setup as rag_setup
+
         for engine in ("llm", "embedding", "reranker"):
-            rag_setup.ENGINE_OVERRIDES[engine] = {**rag_setup.ENGINE_OVERRIDES.get(engine, {}), "share_cores": False}
+            rag_setup.ENGINE_OVERRIDES[engine] = {
+                **rag_setup.ENGINE_OVERRIDES.get(engine, {}),
+                "share_cores": False,
+            }
     if args.langgraph:
         if not args.remote_llm:
-            p.error("--langgraph needs --remote-llm: LangGraph's ChatOpenAI calls an OpenAI-compatible server")
+            p.error(
+                "--langgraph needs --remote-llm: LangGraph's ChatOpenAI calls an OpenAI-compatible server"
+            )
         s.langgraph = True
     if args.remote_llm:
         return remote_main(s, args.quick, command.strip(), args.out)
@@ -139,5 +158,3 @@ def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
             rag_setup.ENGINE_OVERRIDES.pop("llm", None)
             SERVER_URLS.clear()
     return 0
-
-

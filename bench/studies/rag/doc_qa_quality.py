@@ -15,6 +15,7 @@ Per system: a gold answer contained in the reply (count, rate and its 95% Wilson
 F1, the gold story in the final context (recall), a gold answer string in the final context (what
 synthesis could copy), and LLM work per query.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,17 +35,22 @@ from bench.studies.rag.rag_setup import make_apps, reset_prefix_cache
 SIZES = {"small": 2, "large": 28}
 
 
-async def burst(systems: Systems, system: str, queries: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
+async def burst(
+    systems: Systems, system: str, queries: list[dict[str, Any]], concurrency: int
+) -> list[dict[str, Any]]:
     await reset_prefix_cache(systems.app)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(q: dict[str, Any]) -> dict[str, Any]:
         async with gate:
             return await systems.one(system, q)
+
     return list(await asyncio.gather(*(one(q) for q in queries)))
 
 
-def held_out_queries(n: int, distractors: int, seed: int, exclude_seeds: list[int], exclude_n: int) -> list[dict[str, Any]]:
+def held_out_queries(
+    n: int, distractors: int, seed: int, exclude_seeds: list[int], exclude_n: int
+) -> list[dict[str, Any]]:
     """The first n questions of `seed` that are not among the first `exclude_n` of any excluded seed
     (those chose a prompt or were measured already), so a new sample is disjoint from earlier ones."""
     seen = {(q["question"], q["gold"]) for s in exclude_seeds for q in narrative_qa_queries(exclude_n, 0, s)}
@@ -65,8 +71,15 @@ def paired(row: dict[str, Any]) -> dict[str, Any]:
     return paired_difference(hits(row, "teola"), hits(row, "LlamaIndex"))
 
 
-async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: int, concurrency: int,
-                  seed: int, exclude: tuple[list[int], int] = ([], 0)) -> dict[str, Any]:
+async def measure(
+    apps: dict[str, Any],
+    names: list[str],
+    sizes: list[str],
+    n: int,
+    concurrency: int,
+    seed: int,
+    exclude: tuple[list[int], int] = ([], 0),
+) -> dict[str, Any]:
     runs: dict[str, Any] = {}
     for name in names:
         systems = Systems(apps[name], {}, "library")
@@ -78,41 +91,110 @@ async def measure(apps: dict[str, Any], names: list[str], sizes: list[str], n: i
                 recs = await burst(systems, system, queries, concurrency)
                 row[system] = summarize(recs) | {
                     "contains_k": sum(int(r.get("contains", 0) > 0) for r in recs if r.get("ok")),
-                    "records": [{"question": q["question"]} | {k: r.get(k) for k in ("ok", "contains", "f1", "recall", "answer_in_context", "reply", "context", "error")}
-                                for q, r in zip(queries, recs)]}
-                print(f"[doc_qa_quality] {name}/{size} {system}: contains {row[system].get('contains', 0):.0%} "
-                      f"F1 {row[system].get('f1', 0):.3f} recall {row[system].get('recall', 0):.0%} "
-                      f"answer in context {row[system].get('answer_in_context', 0):.0%} "
-                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                    "records": [
+                        {"question": q["question"]}
+                        | {
+                            k: r.get(k)
+                            for k in (
+                                "ok",
+                                "contains",
+                                "f1",
+                                "recall",
+                                "answer_in_context",
+                                "reply",
+                                "context",
+                                "error",
+                            )
+                        }
+                        for q, r in zip(queries, recs)
+                    ],
+                }
+                print(
+                    f"[doc_qa_quality] {name}/{size} {system}: contains {row[system].get('contains', 0):.0%} "
+                    f"F1 {row[system].get('f1', 0):.3f} recall {row[system].get('recall', 0):.0%} "
+                    f"answer in context {row[system].get('answer_in_context', 0):.0%} "
+                    f"({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
     return runs
 
 
 def paired_table(pairs: dict[str, dict[str, Any]]) -> list[str]:
     """teola against LlamaIndex on the same questions, per flow (`pairs`: flow -> paired difference)."""
-    return table(["flow", "questions", "right only for teola", "right only for LlamaIndex",
-                  "teola - LlamaIndex, points (95% interval)", "McNemar exact p"],
-                 ([flow, d["n"], d["only_a"], d["only_b"], f"{100 * d['diff']:+.1f} ({100 * d['lo']:+.1f} to "
-                   f"{100 * d['hi']:+.1f})", num(d["p"], 2)] for flow, d in pairs.items()))
+    return table(
+        [
+            "flow",
+            "questions",
+            "right only for teola",
+            "right only for LlamaIndex",
+            "teola - LlamaIndex, points (95% interval)",
+            "McNemar exact p",
+        ],
+        (
+            [
+                flow,
+                d["n"],
+                d["only_a"],
+                d["only_b"],
+                f"{100 * d['diff']:+.1f} ({100 * d['lo']:+.1f} to {100 * d['hi']:+.1f})",
+                num(d["p"], 2),
+            ]
+            for flow, d in pairs.items()
+        ),
+    )
 
 
 def markdown(data: dict[str, Any]) -> str:
     seed = f" (seed {data['seed']})" if data.get("seed") else ""
-    held = (f", excluding the first {data['exclude_n']} questions of seeds {data['exclude_seeds']}"
-            if data.get("exclude_seeds") else "")
-    lines = [f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions{seed}{held} per flow (issue 22)", "",
-             f"Command: `{data['command']}` ({data['seconds'] / 60:.1f} min). "
-             + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "), ""]
+    held = (
+        f", excluding the first {data['exclude_n']} questions of seeds {data['exclude_seeds']}"
+        if data.get("exclude_seeds")
+        else ""
+    )
+    lines = [
+        f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions{seed}{held} per flow (issue 22)",
+        "",
+        f"Command: `{data['command']}` ({data['seconds'] / 60:.1f} min). "
+        + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "),
+        "",
+    ]
     rows = []
     for flow, row in data["runs"].items():
         for system in SYSTEMS:
             r = row[system]
             k, ok = r.get("contains_k", 0), r["n"] - r["failed"]
             lo, hi = wilson(k, ok)
-            rows.append([flow, system, r["n"], r["failed"], f"{k}/{ok} = {pct(r.get('contains'))} ({100 * lo:.0f}-{100 * hi:.0f}%)",
-                         num(r.get("f1", 0), 3), pct(r.get("recall")), pct(r.get("answer_in_context")),
-                         num(r.get("calls", 0)), num(r.get("prompt_tokens", 0), 0), num(r.get("decode_tokens", 0), 0)])
-    lines += table(["flow", "system", "n", "failed", "answer contains gold (k/n, 95% interval)", "token F1",
-                    "gold story in context", "gold answer in context", "LLM calls", "prompt tok", "decode tok"], rows)
+            rows.append(
+                [
+                    flow,
+                    system,
+                    r["n"],
+                    r["failed"],
+                    f"{k}/{ok} = {pct(r.get('contains'))} ({100 * lo:.0f}-{100 * hi:.0f}%)",
+                    num(r.get("f1", 0), 3),
+                    pct(r.get("recall")),
+                    pct(r.get("answer_in_context")),
+                    num(r.get("calls", 0)),
+                    num(r.get("prompt_tokens", 0), 0),
+                    num(r.get("decode_tokens", 0), 0),
+                ]
+            )
+    lines += table(
+        [
+            "flow",
+            "system",
+            "n",
+            "failed",
+            "answer contains gold (k/n, 95% interval)",
+            "token F1",
+            "gold story in context",
+            "gold answer in context",
+            "LLM calls",
+            "prompt tok",
+            "decode tok",
+        ],
+        rows,
+    )
     lines += ["", "Paired on the same questions (answer contains gold; a failed query counts as wrong):", ""]
     lines += paired_table({flow: paired(row) for flow, row in data["runs"].items()})
     return "\n".join(lines) + "\n"
@@ -134,10 +216,14 @@ def pool(paths: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def pool_markdown(paths: list[str], command: str) -> str:
-    lines = [f"## Document QA answer quality, teola vs LlamaIndex, pooled over {len(paths)} runs (issue 22)", "",
-             f"Command: `{command}`. Runs pooled: {', '.join(f'`{p}`' for p in paths)}. Each run's questions are "
-             "disjoint from the others' (python -m bench doc_qa_quality --exclude-seeds); pairs are the two systems' "
-             "answers to the same question.", ""]
+    lines = [
+        f"## Document QA answer quality, teola vs LlamaIndex, pooled over {len(paths)} runs (issue 22)",
+        "",
+        f"Command: `{command}`. Runs pooled: {', '.join(f'`{p}`' for p in paths)}. Each run's questions are "
+        "disjoint from the others' (python -m bench doc_qa_quality --exclude-seeds); pairs are the two systems' "
+        "answers to the same question.",
+        "",
+    ]
     lines += paired_table(pool(paths))
     return "\n".join(lines) + "\n"
 
@@ -153,13 +239,27 @@ async def _main(args: argparse.Namespace, command: str) -> dict[str, Any]:
         await app.start()
     t0 = time.perf_counter()
     try:
-        runs = await measure(apps, names, args.sizes.split(","), args.n, args.concurrency, args.seed,
-                             (args.exclude_seeds, args.exclude_n))
+        runs = await measure(
+            apps,
+            names,
+            args.sizes.split(","),
+            args.n,
+            args.concurrency,
+            args.seed,
+            (args.exclude_seeds, args.exclude_n),
+        )
     finally:
         for app in apps.values():
             await app.stop()
-    return {"command": command, "n": args.n, "seed": args.seed, "exclude_seeds": args.exclude_seeds,
-            "exclude_n": args.exclude_n, "runs": runs, "seconds": time.perf_counter() - t0}
+    return {
+        "command": command,
+        "n": args.n,
+        "seed": args.seed,
+        "exclude_seeds": args.exclude_seeds,
+        "exclude_n": args.exclude_n,
+        "runs": runs,
+        "seconds": time.perf_counter() - t0,
+    }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -169,10 +269,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sizes", default="small,large", help=f"comma-separated subset of {','.join(SIZES)}")
     p.add_argument("--concurrency", type=int, default=8, help="queries in flight per burst (default 8)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--exclude-seeds", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
-                   help="leave out questions that the first --exclude-n of these seeds ask (e.g. 0,1)")
-    p.add_argument("--exclude-n", type=int, default=100, help="how many questions per excluded seed (default 100)")
-    p.add_argument("--pool", default="", help="comma-separated result JSON files: print their pooled paired totals, run nothing")
+    p.add_argument(
+        "--exclude-seeds",
+        type=lambda v: [int(x) for x in v.split(",") if x],
+        default=[],
+        help="leave out questions that the first --exclude-n of these seeds ask (e.g. 0,1)",
+    )
+    p.add_argument(
+        "--exclude-n", type=int, default=100, help="how many questions per excluded seed (default 100)"
+    )
+    p.add_argument(
+        "--pool",
+        default="",
+        help="comma-separated result JSON files: print their pooled paired totals, run nothing",
+    )
     p.add_argument("--out", default="doc_qa_quality")
 
 

@@ -1,5 +1,6 @@
 """Document QA's measurement: one query of each system, a run alone and under Poisson load, its
 summary (bench.studies.rag.doc_qa runs it and writes the page)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -55,8 +56,13 @@ def llm_work(trace: list[dict[str, Any]]) -> dict[str, int]:
             prefill_only += 1
         elif op == PrimOp.INGESTION:
             chunks += int(t.get("requests") or t.get("batch_size") or 0)
-    return {"calls": len(calls), "prompt_tokens": sum(p for p, _ in calls.values()),
-            "decode_tokens": sum(o for _, o in calls.values()), "prefill_only": prefill_only, "chunks": chunks}
+    return {
+        "calls": len(calls),
+        "prompt_tokens": sum(p for p, _ in calls.values()),
+        "decode_tokens": sum(o for _, o in calls.values()),
+        "prefill_only": prefill_only,
+        "chunks": chunks,
+    }
 
 
 def context_key(app: Any) -> str:
@@ -65,12 +71,23 @@ def context_key(app: Any) -> str:
     return f"{kinds['rerank']}.context" if "rerank" in kinds else f"{kinds['search']}.results"
 
 
-async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arrival: float,
-                      passes: dict[str, Any] | None = None, policy: str = "topology") -> dict[str, Any]:
+async def teola_query(
+    app: Any,
+    q: dict[str, Any],
+    nodes: dict[str, Any],
+    arrival: float,
+    passes: dict[str, Any] | None = None,
+    policy: str = "topology",
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     key = context_key(app)
-    cfg = {"nodes": nodes, "timeout": QUERY_TIMEOUT, "return_values": [key], "passes": passes or {},
-           "policy": policy}
+    cfg = {
+        "nodes": nodes,
+        "timeout": QUERY_TIMEOUT,
+        "return_values": [key],
+        "passes": passes or {},
+        "policy": policy,
+    }
     rec: dict[str, Any] = {"arrival": arrival, "documents": len(q["documents"])}
     trace: list[dict[str, Any]] = []
     try:
@@ -80,14 +97,22 @@ async def teola_query(app: Any, q: dict[str, Any], nodes: dict[str, Any], arriva
         trace = [{k: t.get(k) for k in KEEP if t.get(k) is not None} for t in result.trace]
         reply = str(result.output)
         context = texts(result.values.get(key))
-        rec.update(ok=True, reply=reply[:300], context=context, **llm_work(result.trace),
-                   by_op=op_times(result.trace), **score(reply, context, q["answers"], q.get("gold")))
+        rec.update(
+            ok=True,
+            reply=reply[:300],
+            context=context,
+            **llm_work(result.trace),
+            by_op=op_times(result.trace),
+            **score(reply, context, q["answers"], q.get("gold")),
+        )
     except Exception as exc:  # noqa: BLE001 -- a failed query is recorded and counted, the run goes on
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
     rec["latency"] = time.perf_counter() - t0
     if rec.get("ok"):  # the Fig. 11 shares and the critical-path bound, then the bulky e-graph goes
-        rec.update(critical_path=critical_path_shares({**rec, "trace": trace}),
-                   bound=critical_path_bound(rec["parents"], trace, exclusive_engines(app.runtime)))
+        rec.update(
+            critical_path=critical_path_shares({**rec, "trace": trace}),
+            bound=critical_path_bound(rec["parents"], trace, exclusive_engines(app.runtime)),
+        )
     rec.pop("parents", None)
     return rec
 
@@ -98,8 +123,14 @@ async def library_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[str
     rec: dict[str, Any] = {"arrival": arrival, "documents": len(q["documents"])}
     try:
         ans = await asyncio.wait_for(rag.aquery(q["question"], q["documents"]), QUERY_TIMEOUT)
-        rec.update(ok=True, reply=ans.text[:300], context=list(ans.sources), **llm_work(ans.trace),
-                   by_op=op_times(ans.trace), **score(ans.text, ans.sources, q["answers"], q.get("gold")))
+        rec.update(
+            ok=True,
+            reply=ans.text[:300],
+            context=list(ans.sources),
+            **llm_work(ans.trace),
+            by_op=op_times(ans.trace),
+            **score(ans.text, ans.sources, q["answers"], q.get("gold")),
+        )
     except Exception as exc:  # noqa: BLE001
         rec.update(ok=False, error=f"{type(exc).__name__}: {exc}"[:300])
     rec["latency"] = time.perf_counter() - t0
@@ -110,7 +141,9 @@ async def library_query(rag: Any, q: dict[str, Any], arrival: float) -> dict[str
 class Systems:
     """Both systems over one started app: `run(system, queries, arrivals or None)`."""
 
-    def __init__(self, app: Any, nodes: dict[str, Any], prompts: str, names: tuple[str, ...] = SYSTEMS) -> None:
+    def __init__(
+        self, app: Any, nodes: dict[str, Any], prompts: str, names: tuple[str, ...] = SYSTEMS
+    ) -> None:
         from bench.baselines.llamaindex_rag import LlamaIndexRAG
 
         self.app, self.nodes, self.names = app, nodes, names
@@ -137,7 +170,9 @@ class Systems:
             return await library_query(self.langgraph, q, arrival)
         return await library_query(self.rag, q, arrival)
 
-    async def run(self, system: str, queries: list[dict[str, Any]], arrivals: list[float] | None) -> list[dict[str, Any]]:
+    async def run(
+        self, system: str, queries: list[dict[str, Any]], arrivals: list[float] | None
+    ) -> list[dict[str, Any]]:
         from engines.vllm.serve_metrics import RunningSampler
 
         await reset_prefix_cache(self.app)
@@ -160,9 +195,16 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     if not ok:
         return out
     mean = lambda k: statistics.fmean(float(r[k]) for r in ok)  # noqa: E731
-    out.update(mean=statistics.fmean(lat), p50=percentile(lat, 50), p99=percentile(lat, 99),
-               calls=mean("calls"), prompt_tokens=mean("prompt_tokens"), decode_tokens=mean("decode_tokens"),
-               contains=mean("contains"), f1=mean("f1"))
+    out.update(
+        mean=statistics.fmean(lat),
+        p50=percentile(lat, 50),
+        p99=percentile(lat, 99),
+        calls=mean("calls"),
+        prompt_tokens=mean("prompt_tokens"),
+        decode_tokens=mean("decode_tokens"),
+        contains=mean("contains"),
+        f1=mean("f1"),
+    )
     for key in ("recall", "answer_in_context", "prefill_only"):
         if all(key in r for r in ok):
             out[key] = mean(key)
@@ -173,9 +215,17 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int, n_load: int,
-                  fractions: tuple[float, ...], seed: int, label: str, progress: bool = True,
-                  rates: tuple[float, ...] = ()) -> dict[str, Any]:
+async def compare(
+    systems: Systems,
+    queries: list[dict[str, Any]],
+    n_alone: int,
+    n_load: int,
+    fractions: tuple[float, ...],
+    seed: int,
+    label: str,
+    progress: bool = True,
+    rates: tuple[float, ...] = (),
+) -> dict[str, Any]:
     """Alone (the first `n_alone` queries), then at each rate (the first `n_load`): teola and
     LlamaIndex on the same queries and offsets (Poisson arrivals drawn with `seed`). The rates are
     `fractions` of LlamaIndex's service rate alone, or with `rates` those absolute rates (q/s; the
@@ -189,27 +239,39 @@ async def compare(systems: Systems, queries: list[dict[str, Any]], n_alone: int,
             per[system] += await systems.run(system, [q], None)
             steps[system] = added(steps[system], systems.steps)
     for system in systems.names:
-        alone[system] = summarize(per[system]) | {"records": per[system], "vllm_steps": steps[system],
-                                                  "server_inflight": systems.inflight}
+        alone[system] = summarize(per[system]) | {
+            "records": per[system],
+            "vllm_steps": steps[system],
+            "server_inflight": systems.inflight,
+        }
     points["alone"] = alone
     base = alone["LlamaIndex"].get("mean")
     if progress:
-        print(f"[doc_qa] {label} alone: " + ", ".join(f"{s} {alone[s].get('mean', float('nan')):.2f} s" for s in systems.names),
-              flush=True)
+        print(
+            f"[doc_qa] {label} alone: "
+            + ", ".join(f"{s} {alone[s].get('mean', float('nan')):.2f} s" for s in systems.names),
+            flush=True,
+        )
     if not base:
         return points
-    for f, rate in ([(r * base, r) for r in rates] if rates else [(f, f / base) for f in fractions]):
+    for f, rate in [(r * base, r) for r in rates] if rates else [(f, f / base) for f in fractions]:
         arrivals = poisson_arrivals(n_load, rate, seed)
         loaded = queries[:n_load]
         row = {"rate": rate, "fraction": f}
         for system in rotated(systems.names, len(points)):  # the systems' order rotated per rate
             recs = await systems.run(system, loaded, arrivals)
-            row[system] = summarize(recs) | {"records": recs, "vllm_steps": systems.steps,
-                                             "server_inflight": systems.inflight}
+            row[system] = summarize(recs) | {
+                "records": recs,
+                "vllm_steps": systems.steps,
+                "server_inflight": systems.inflight,
+            }
         points[f"x{f:g}"] = row
         if progress:
-            print(f"[doc_qa] {label} rate {rate:.3f} q/s ({f:.3g}x): " + ", ".join(
-                f"{s} {row[s].get('mean', float('nan')):.2f} s" for s in systems.names), flush=True)
+            print(
+                f"[doc_qa] {label} rate {rate:.3f} q/s ({f:.3g}x): "
+                + ", ".join(f"{s} {row[s].get('mean', float('nan')):.2f} s" for s in systems.names),
+                flush=True,
+            )
     return points
 
 
@@ -242,21 +304,42 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
         kept = s.keep_expansion and name == "advanced_rag"
         for off in s.passes_off if kept else ():  # what one more pass does at equal work, side by side
             TEOLA_PASSES[f"{KEEP_EXPANSION}, {off} off"] = {**TEOLA_PASSES[KEEP_EXPANSION], off: False}
-        names = (SYSTEMS + ((KEEP_EXPANSION,) if kept else ()) + ((UNGATED,) if s.ungated and not kept else ())
-                 + ((UNGATED_KEPT,) if s.ungated and kept else ())
-                 + tuple(f"{KEEP_EXPANSION}, {off} off" for off in (s.passes_off if kept else ()))
-                 + ((LANGGRAPH,) if s.langgraph and synthesis_mode(app) == "compact" else ()) + tuple(s.baselines))
+        names = (
+            SYSTEMS
+            + ((KEEP_EXPANSION,) if kept else ())
+            + ((UNGATED,) if s.ungated and not kept else ())
+            + ((UNGATED_KEPT,) if s.ungated and kept else ())
+            + tuple(f"{KEEP_EXPANSION}, {off} off" for off in (s.passes_off if kept else ()))
+            + ((LANGGRAPH,) if s.langgraph and synthesis_mode(app) == "compact" else ())
+            + tuple(s.baselines)
+        )
         systems = Systems(app, {}, "library", names)
         for size, distractors in s.sizes.items():
             queries = GOLD_SETS[s.data](max(s.n_alone, s.n_load), distractors, s.seed)
             for system in names:  # warm-up (not measured): first-call compilation, caches
                 await systems.one(system, queries[0])
-            out["runs"][f"{name}/{size}"] = await compare(systems, queries, s.n_alone, s.n_load, s.fractions,
-                                                          s.seed + s.trial, f"{name}/{size}", progress, s.rates)
+            out["runs"][f"{name}/{size}"] = await compare(
+                systems,
+                queries,
+                s.n_alone,
+                s.n_load,
+                s.fractions,
+                s.seed + s.trial,
+                f"{name}/{size}",
+                progress,
+                s.rates,
+            )
     if s.same_mode and "advanced_rag" in s.apps:
         systems = Systems(apps["advanced_rag"], {"synthesis": {"mode": s.same_mode}}, "teola")
         queries = GOLD_SETS[s.data](max(s.n_alone, s.n_load), min(s.sizes.values(), default=2), s.seed)
         out["runs"][f"advanced_rag/small/{s.same_mode}"] = await compare(
-            systems, queries, s.n_alone, s.n_load, s.same_mode_fractions, s.seed + s.trial,
-            f"advanced_rag/{s.same_mode}", progress)
+            systems,
+            queries,
+            s.n_alone,
+            s.n_load,
+            s.same_mode_fractions,
+            s.seed + s.trial,
+            f"advanced_rag/{s.same_mode}",
+            progress,
+        )
     return out

@@ -12,6 +12,7 @@ retrieval recall per system; and where the time goes (seconds per query with an 
 executing, and queued in teola's engine queues; LlamaIndex calls engines directly, so it queues in
 none of teola's queues).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,13 +57,15 @@ def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
             for system in systems:
                 per = [r[system]["records"] for r in rows]
                 alone = [t["runs"][flow].get("alone", {}).get(system, {}).get("records", []) for t in trials]
-                runs[point][system] = {"summary": summarize([rec for recs in per for rec in recs]),
-                                       "trials": [{"summary": summarize(recs)} for recs in per],
-                                       "rates": [r.get("rate") for r in rows],
-                                       "critical_path": critical_path_means(rec for recs in per for rec in recs),
-                                       "bound_ratio": bound_ratio(per, alone),
-                                       "tokens_per_decode_step": tokens_per_step([r[system] for r in rows]),
-                                       "server_inflight": [r[system].get("server_inflight") or {} for r in rows]}
+                runs[point][system] = {
+                    "summary": summarize([rec for recs in per for rec in recs]),
+                    "trials": [{"summary": summarize(recs)} for recs in per],
+                    "rates": [r.get("rate") for r in rows],
+                    "critical_path": critical_path_means(rec for recs in per for rec in recs),
+                    "bound_ratio": bound_ratio(per, alone),
+                    "tokens_per_decode_step": tokens_per_step([r[system] for r in rows]),
+                    "server_inflight": [r[system].get("server_inflight") or {} for r in rows],
+                }
         apps[flow] = {"runs": runs}
     return {"apps": apps}
 
@@ -77,30 +80,51 @@ def bound_ratio(per_trial: list[list[dict[str, Any]]], alone: list[list[dict[str
     """Mean actual latency / critical-path bound, for the queries that also ran alone in the same
     trial (record i is query i in both lists): the bound is that query's e-graph weighted by its
     primitives' times when it ran alone."""
-    ratios = [rec["latency"] / a["bound"] for recs, al in zip(per_trial, alone) for rec, a in zip(recs, al)
-              if rec.get("ok") and a.get("bound")]
+    ratios = [
+        rec["latency"] / a["bound"]
+        for recs, al in zip(per_trial, alone)
+        for rec, a in zip(recs, al)
+        if rec.get("ok") and a.get("bound")
+    ]
     return statistics.fmean(ratios) if ratios else None
 
 
 def tokens_per_step(entries: list[dict[str, Any]]) -> float | None:
     """vLLM's generated tokens per decode step over the trials that counted engine steps."""
     steps = [e["vllm_steps"] for e in entries if e.get("vllm_steps", {}).get("decode_steps")]
-    return sum(x["generated_tokens"] for x in steps) / sum(x["decode_steps"] for x in steps) if steps else None
+    return (
+        sum(x["generated_tokens"] for x in steps) / sum(x["decode_steps"] for x in steps) if steps else None
+    )
 
 
 def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> str:
     """The pooled page of the trials: its sections (bench.studies.rag.doc_qa_trials_page) over the pooled runs."""
     pooled = pool(trials)
     order = {name: i for i, name in enumerate((*SYSTEMS, *BASELINES))}
-    lines = header_lines(trials, names, command, pooled, __doc__ or "") + speedup_lines(pooled, order) + equal_work_lines(pooled)
-    lines += latency_lines(pooled) + time_lines(trials, pooled, order) + inflight_lines(pooled) + by_op_lines(pooled)
+    lines = (
+        header_lines(trials, names, command, pooled, __doc__ or "")
+        + speedup_lines(pooled, order)
+        + equal_work_lines(pooled)
+    )
+    lines += (
+        latency_lines(pooled)
+        + time_lines(trials, pooled, order)
+        + inflight_lines(pooled)
+        + by_op_lines(pooled)
+    )
     return "\n".join(lines).rstrip() + "\n"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench doc_qa_trials`."""
-    p.add_argument("--runs", required=True, help="comma-separated bench/results names, one bench.studies.rag.doc_qa run per trial")
-    p.add_argument("--out", required=True, help="results name for the pooled section: bench/results/<out>.md/.json")
+    p.add_argument(
+        "--runs",
+        required=True,
+        help="comma-separated bench/results names, one bench.studies.rag.doc_qa run per trial",
+    )
+    p.add_argument(
+        "--out", required=True, help="results name for the pooled section: bench/results/<out>.md/.json"
+    )
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
@@ -113,7 +137,12 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     seeds = [t["settings"]["seed"] + t["settings"].get("trial", 0) for t in trials]
     if len(set(seeds)) < len(seeds):
         p.error(f"runs {names} repeat a Poisson seed ({seeds}): run each trial with its own --trial")
-    if any(set(_systems(row)) - set(SYSTEMS) for t in trials for runs in t["runs"].values() for row in runs.values()):
+    if any(
+        set(_systems(row)) - set(SYSTEMS)
+        for t in trials
+        for runs in t["runs"].values()
+        for row in runs.values()
+    ):
         print("[doc_qa_trials] note: systems beyond teola and LlamaIndex are pooled too", flush=True)
     command = "python -m bench doc_qa_trials " + " ".join(argv)
     md = markdown(trials, names, command.strip())

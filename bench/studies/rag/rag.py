@@ -39,6 +39,7 @@ This module is the entry point; beside it: rag_setup (systems, ablations, rates,
 rag_runs (one query, a trace, the isolated runs, LlamaIndex), rag_analysis (the bound, Fig. 11 shares,
 summaries, speedups), rag_suite (the suite), rag_page (the markdown) and rag_plots.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -112,15 +113,29 @@ def render(path: Path, note: str | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.studies.rag.rag", description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="one rate, 2 queries per app, 1 trial, no ablations, one baseline of each kind "
-                   "(<5 min with engine start-up)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="one rate, 2 queries per app, 1 trial, no ablations, one baseline of each kind "
+        "(<5 min with engine start-up)",
+    )
     p.add_argument("--apps", default=None, help="comma-separated subset of naive_rag,advanced_rag")
-    p.add_argument("--systems", default=None, help=f"comma-separated subset of {','.join(ALL_SYSTEMS)} (teola is "
-                   "always run: speedups are relative to it)")
-    p.add_argument("--trials", type=int, default=None,
-                   help="runs of each (app, rate, system) trace with seeds seed..seed+N-1 (default 2; --quick 1)")
+    p.add_argument(
+        "--systems",
+        default=None,
+        help=f"comma-separated subset of {','.join(ALL_SYSTEMS)} (teola is "
+        "always run: speedups are relative to it)",
+    )
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=None,
+        help="runs of each (app, rate, system) trace with seeds seed..seed+N-1 (default 2; --quick 1)",
+    )
     p.add_argument("--no-write", action="store_true", help="print a summary, write no result files")
-    p.add_argument("--render", metavar="JSON", help="re-render the markdown and plots from a results JSON (no runs)")
+    p.add_argument(
+        "--render", metavar="JSON", help="re-render the markdown and plots from a results JSON (no runs)"
+    )
     p.add_argument("--note", default=None, help="with --render: a note on machine load to include")
     args = p.parse_args(argv)
     if args.render:
@@ -141,8 +156,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.trials < 1:
             p.error(f"--trials must be >= 1, got {args.trials}")
         s.trials = args.trials
-    command = command_line("python -m bench.studies.rag.rag", (("--quick", args.quick), ("--apps", args.apps),
-                                                    ("--systems", args.systems), ("--trials", args.trials)))
+    command = command_line(
+        "python -m bench.studies.rag.rag",
+        (
+            ("--quick", args.quick),
+            ("--apps", args.apps),
+            ("--systems", args.systems),
+            ("--trials", args.trials),
+        ),
+    )
     data = asyncio.run(_main(s, args.quick, command, not args.no_write))
     if args.no_write:
         print(json.dumps(speedups(data), indent=1))
@@ -151,4 +173,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

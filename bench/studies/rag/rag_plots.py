@@ -1,5 +1,6 @@
 """The end-to-end RAG study's plots: latency per system, per-op execution, teola's critical-path shares
 (Fig. 11) and the ablations."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,13 +14,16 @@ def plots(data: dict[str, Any], prefix: Path) -> list[str]:
     """Write <prefix>_latency.png, _breakdown.png and, when the run has them, _critical_path.png and
     _ablation.png; returns the names written."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     apps = list(data["apps"])
     rates = sorted({r for res in data["apps"].values() for r in res["runs"]}, key=["low", "high"].index)
     written = [_latency(plt, data, apps, rates, prefix), _breakdown(plt, data, apps, rates, prefix)]
-    written += [w for w in (_critical_path(plt, data, apps, rates, prefix), _ablation(plt, data, prefix)) if w]
+    written += [
+        w for w in (_critical_path(plt, data, apps, rates, prefix), _ablation(plt, data, prefix)) if w
+    ]
     return written
 
 
@@ -41,10 +45,17 @@ def _latency(plt: Any, data: dict[str, Any], apps: list[str], rates: list[str], 
             means = [systems[n]["summary"].get("mean", 0) for n in names]
             p99 = [systems[n]["summary"].get("p99", 0) for n in names]
             trial = [[m for m in trial_means(systems[n]) if m] or [0.0] for n in names]
-            spread = [[max(0.0, m - min(t)) for m, t in zip(means, trial)],
-                      [max(0.0, max(t) - m) for m, t in zip(means, trial)]]
-            ax.bar(range(len(names)), means, yerr=spread, capsize=3,
-                   color=["tab:red" if n == "teola" else "tab:gray" for n in names])
+            spread = [
+                [max(0.0, m - min(t)) for m, t in zip(means, trial)],
+                [max(0.0, max(t) - m) for m, t in zip(means, trial)],
+            ]
+            ax.bar(
+                range(len(names)),
+                means,
+                yerr=spread,
+                capsize=3,
+                color=["tab:red" if n == "teola" else "tab:gray" for n in names],
+            )
             ax.scatter(range(len(names)), p99, marker="_", s=300, color="k", label="p99")
             ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
             ax.set_title(f"{app}, {rate} rate ({RATES[app][rate]} q/s); bars: trial min-max", fontsize=9)
@@ -75,10 +86,16 @@ def _breakdown(plt: Any, data: dict[str, Any], apps: list[str], rates: list[str]
     return _save(plt, fig, prefix, "breakdown")
 
 
-def _critical_path(plt: Any, data: dict[str, Any], apps: list[str], rates: list[str], prefix: Path) -> str | None:
+def _critical_path(
+    plt: Any, data: dict[str, Any], apps: list[str], rates: list[str], prefix: Path
+) -> str | None:
     """teola's Fig. 11 shares per app and rate, stacked; None (nothing written) if no run has them."""
-    rows = [(f"{app}\n{rate}", e["critical_path"]) for app in apps for rate in rates
-            if (e := data["apps"][app]["runs"].get(rate, {}).get("teola")) and e.get("critical_path")]
+    rows = [
+        (f"{app}\n{rate}", e["critical_path"])
+        for app in apps
+        for rate in rates
+        if (e := data["apps"][app]["runs"].get(rate, {}).get("teola")) and e.get("critical_path")
+    ]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 2, 3.5))
@@ -104,8 +121,11 @@ def _ablation(plt: Any, data: dict[str, Any], prefix: Path) -> str | None:
     fig, axes = plt.subplots(1, len(parts), figsize=(5 * len(parts), 3.4), squeeze=False)
     for j, (k, d) in enumerate(parts):
         ax = axes[0][j]
-        ax.bar(range(len(variants)), [d.get(v, {}).get("mean", 0) for v in variants],
-               color=["tab:red"] + ["tab:gray"] * (len(variants) - 1))
+        ax.bar(
+            range(len(variants)),
+            [d.get(v, {}).get("mean", 0) for v in variants],
+            color=["tab:red"] + ["tab:gray"] * (len(variants) - 1),
+        )
         ax.set_xticks(range(len(variants)), variants, rotation=20, ha="right", fontsize=8)
         ax.set_ylabel("mean latency (s)")
         ax.set_title(f"ablation, {'single query' if k == 'single' else 'high rate'}", fontsize=9)

@@ -1,5 +1,6 @@
 """The end-to-end RAG study's systems, ablations, rates and settings, and the apps it builds on the shared
 engines (bench.studies.rag.rag runs them; other studies take the same systems and apps from here)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,30 +48,38 @@ class Settings:
     # 2 trials x (2 low + 3 high) queries x 6 systems: ~23-25 min of runs on the 2-core machine
     # (estimated from the per-trace times of earlier runs), leaving room under 30 min.
     n_queries: dict[str, int] = field(default_factory=lambda: {"low": 2, "high": 3})
-    trials: int = 2                    # each (app, rate, system) trace, with seeds seed, seed+1, ...
+    trials: int = 2  # each (app, rate, system) trace, with seeds seed, seed+1, ...
     passages: int = 10
     source: str = "truthfulqa"
     seed: int = 0
     ablations: tuple[str, ...] = tuple(ABLATIONS)
     ablation_app: str = "advanced_rag"
-    ablation_single: int = 2          # queries run alone per ablation variant
-    ablation_load: bool = True        # ablations also under the high rate
+    ablation_single: int = 2  # queries run alone per ablation variant
+    ablation_load: bool = True  # ablations also under the high rate
     warmup: bool = True
-    warmup_configs: int = 2            # warm-up queries per app: teola's config, then LlamaDist's
+    warmup_configs: int = 2  # warm-up queries per app: teola's config, then LlamaDist's
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)  # per-node overrides, every system
-    budget_s: float = 25 * 60          # later ablation-under-load runs are skipped past this (noted)
+    budget_s: float = 25 * 60  # later ablation-under-load runs are skipped past this (noted)
 
     @classmethod
     def quick(cls) -> Settings:
         """Under 5 minutes with engine start-up: one rate, 2 queries, 1 trial, no ablations, and one
         baseline of each kind (chain with PO, parallel modules with TO, LlamaIndex)."""
-        return cls(systems=("teola", "LlamaDist-PO", "LlamaDistPC-TO", LLAMAINDEX), rates=("high",),
-                   n_queries={"high": 2}, trials=1, ablations=(), ablation_load=False, warmup_configs=1)
+        return cls(
+            systems=("teola", "LlamaDist-PO", "LlamaDistPC-TO", LLAMAINDEX),
+            rates=("high",),
+            n_queries={"high": 2},
+            trials=1,
+            ablations=(),
+            ablation_load=False,
+            warmup_configs=1,
+        )
 
 
 # ---- apps and engines ---------------------------------------------------------------------------
-def make_apps(names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | None = None,
-              bench_tuning: bool = True) -> dict[str, Any]:
+def make_apps(
+    names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | None = None, bench_tuning: bool = True
+) -> dict[str, Any]:
     """The apps on the default embedded engines, sharing one adapter per engine (one LLM load).
     overrides: more engine options by engine name (e.g. {"llm": {"step_stats": True}});
     bench_tuning=False leaves out this suite's pre-tuned embedder batch (BENCH_TUNING), so the
@@ -89,13 +98,16 @@ def make_apps(names: tuple[str, ...], overrides: dict[str, dict[str, Any]] | Non
     return apps
 
 
-def engine_options(bench_tuning: bool = True, overrides: dict[str, dict[str, Any]] | None = None
-                   ) -> dict[str, dict[str, Any]]:
+def engine_options(
+    bench_tuning: bool = True, overrides: dict[str, dict[str, Any]] | None = None
+) -> dict[str, dict[str, Any]]:
     """Engine options by engine name: BENCH_TUNING (unless bench_tuning is false), then
     ENGINE_OVERRIDES, then `overrides`, later layers winning per option."""
     layers = [BENCH_TUNING if bench_tuning else {}, ENGINE_OVERRIDES, overrides or {}]
-    return {k: {o: v for layer in layers for o, v in layer.get(k, {}).items()}
-            for k in {k for layer in layers for k in layer}}
+    return {
+        k: {o: v for layer in layers for o, v in layer.get(k, {}).items()}
+        for k in {k for layer in layers for k in layer}
+    }
 
 
 def step_counts(app: Any) -> Any:
@@ -113,7 +125,9 @@ async def reset_prefix_cache(app: Any) -> bool:
     ok = bool(insts)
     for inst in insts:
         h = getattr(inst.handle, "backend", inst.handle)
-        if isinstance(getattr(h, "base_url", None), str):  # a remote `vllm serve` (engines.vllm.serve.ServeProcess)
+        if isinstance(
+            getattr(h, "base_url", None), str
+        ):  # a remote `vllm serve` (engines.vllm.serve.ServeProcess)
             ok = await _reset_remote(h.base_url) and ok
             continue
         if getattr(h, "_engine", None) is None or not hasattr(h, "reset_prefix_cache"):
@@ -129,4 +143,3 @@ async def _reset_remote(base_url: str) -> bool:
 
     async with httpx.AsyncClient(timeout=60) as client:
         return (await client.post(f"{base_url.rstrip('/')}/reset_prefix_cache")).status_code == 200
-

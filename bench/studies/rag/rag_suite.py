@@ -1,5 +1,6 @@
 """The end-to-end RAG suite: per app, warm-up, the trials (isolated runs for the bounds, then every rate's
 trace with every system), the pooled summaries and the ablations (Figs. 9-10)."""
+
 from __future__ import annotations
 
 import os
@@ -62,8 +63,13 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
     if s.ablation_app in s.apps:
         steps += len(s.ablations) * (1 + (s.ablation_load and "high" in s.rates))
     bar = tqdm(total=steps, desc="rag bench", disable=not progress, dynamic_ncols=True)
-    out: dict[str, Any] = {"settings": asdict(s), "rates": {a: RATES[a] for a in s.apps},
-                           "engine_overrides": engine_options(), "apps": {}, "skipped": {}}
+    out: dict[str, Any] = {
+        "settings": asdict(s),
+        "rates": {a: RATES[a] for a in s.apps},
+        "engine_overrides": engine_options(),
+        "apps": {},
+        "skipped": {},
+    }
     t_start = time.perf_counter()
     for name in s.apps:
         out["apps"][name] = await _app(apps[name], name, s, out["skipped"], bar, t_start)
@@ -72,8 +78,9 @@ async def bench(apps: dict[str, Any], s: Settings, progress: bool = True) -> dic
     return out
 
 
-async def _app(app: Any, name: str, s: Settings, skipped: dict[str, Any], bar: Any,
-               t_start: float) -> dict[str, Any]:
+async def _app(
+    app: Any, name: str, s: Settings, skipped: dict[str, Any], bar: Any, t_start: float
+) -> dict[str, Any]:
     """One app's part of the result: its isolated runs and bounds, its runs per rate and system, its
     ablations (if it is the ablation app). A LlamaIndex system that cannot run is noted in `skipped`."""
     extra = {"nodes": s.nodes} if s.nodes else {}
@@ -109,9 +116,17 @@ async def _app(app: Any, name: str, s: Settings, skipped: dict[str, Any], bar: A
     return res
 
 
-async def _trial(app: Any, name: str, s: Settings, k: int, systems: list[str], rag: Any,
-                 runs: dict[str, Any], bounds: list[float], bar: Any
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+async def _trial(
+    app: Any,
+    name: str,
+    s: Settings,
+    k: int,
+    systems: list[str],
+    rag: Any,
+    runs: dict[str, Any],
+    bounds: list[float],
+    bar: Any,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Trial k of one app: its queries alone with teola (their bounds appended to `bounds`), then every
     rate's trace with every system (records added to `runs`); returns (queries, isolated records)."""
     extra = {"nodes": s.nodes} if s.nodes else {}
@@ -139,8 +154,14 @@ async def _trial(app: Any, name: str, s: Settings, k: int, systems: list[str], r
                 r["trial"] = k
             entry = runs.setdefault(rate, {}).setdefault(system, {"rate": lam, "records": [], "trials": []})
             entry["records"] += recs
-            entry["trials"].append({"seed": seed, "arrivals": arrivals, "seconds": time.perf_counter() - t_trace,
-                                    "loadavg_after": os.getloadavg()})
+            entry["trials"].append(
+                {
+                    "seed": seed,
+                    "arrivals": arrivals,
+                    "seconds": time.perf_counter() - t_trace,
+                    "loadavg_after": os.getloadavg(),
+                }
+            )
             bar.update()
     return queries, iso
 
@@ -153,13 +174,22 @@ def _pool_runs(runs: dict[str, Any], bounds: list[float]) -> None:
             _pool(entry, bounds)
             if system == "teola":
                 shares = [c for c in map(critical_path_shares, entry["records"]) if c]
-                entry["critical_path"] = {key: statistics.fmean(c[key] for c in shares) for key in shares[0]} \
-                    if shares else None
+                entry["critical_path"] = (
+                    {key: statistics.fmean(c[key] for c in shares) for key in shares[0]} if shares else None
+                )
                 entry["pipelined_items"] = pipelined_items(entry["records"])
 
 
-async def _ablations(app: Any, name: str, s: Settings, trial0: dict[str, Any], res: dict[str, Any],
-                     bounds: list[float], t_start: float, bar: Any) -> None:
+async def _ablations(
+    app: Any,
+    name: str,
+    s: Settings,
+    trial0: dict[str, Any],
+    res: dict[str, Any],
+    bounds: list[float],
+    t_start: float,
+    bar: Any,
+) -> None:
     """The ablation variants on trial 0's queries: alone, then (unless the time budget is used up by then)
     under the high rate against teola's trial-0 records at that rate. The time budget counts from `t_start`."""
     extra = {"nodes": s.nodes} if s.nodes else {}

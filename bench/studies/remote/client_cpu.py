@@ -13,6 +13,7 @@ the plain CPU column for the size and the profile for the shares).
 Run: python -m bench client_cpu [--workloads tool_agent,advanced_rag/small] [--queries N]
 [--systems teola,LangGraph,LlamaIndex] [--top K] [--out NAME]. Writes bench/results/client_cpu.{json,md}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,10 @@ GROUPS = (
     ("teola api", ("teola/api/", "teola/")),
     ("engines: remote LLM adapter", ("engines/openai/", "engines/llm_text/")),
     ("engines: other", ("engines/",)),
-    ("openai + httpx + pydantic", ("/openai/", "/httpx/", "/httpcore/", "/h11/", "/anyio/", "/pydantic",
-                                   "/langchain", "/langsmith/")),
+    (
+        "openai + httpx + pydantic",
+        ("/openai/", "/httpx/", "/httpcore/", "/h11/", "/anyio/", "/pydantic", "/langchain", "/langsmith/"),
+    ),
     ("tokenizer + chat template", ("/transformers/", "/tokenizers/", "/jinja2/")),
     ("llama-index", ("/llama_index/",)),
     ("embedder + reranker (torch)", ("/torch/", "/sentence_transformers/", "/numpy/")),
@@ -64,25 +67,42 @@ def profile_summary(stats: pstats.Stats, n: int, top: int) -> dict[str, Any]:
     rows = []
     for (filename, line, func), (_cc, nc, tt, ct, _callers) in raw.items():
         groups[group_of(filename)] = groups.get(group_of(filename), 0.0) + tt / n
-        short = filename.split("/main/", 1)[-1].split("site-packages/", 1)[-1].split("/lib/python3.11/", 1)[-1]
-        rows.append({"function": f"{short}:{line}({func})", "cumulative": ct / n, "self": tt / n, "calls": nc / n,
-                     "ours": any(p in filename for p in ("/teola/", "/engines/", "/bench/"))})
+        short = (
+            filename.split("/main/", 1)[-1].split("site-packages/", 1)[-1].split("/lib/python3.11/", 1)[-1]
+        )
+        rows.append(
+            {
+                "function": f"{short}:{line}({func})",
+                "cumulative": ct / n,
+                "self": tt / n,
+                "calls": nc / n,
+                "ours": any(p in filename for p in ("/teola/", "/engines/", "/bench/")),
+            }
+        )
     by_self = sorted(rows, key=lambda r: -r["self"])[:top]
     ours = sorted((r for r in rows if r["ours"]), key=lambda r: -r["cumulative"])[:top]
-    return {"total": sum(groups.values()), "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
-            "top": ours, "top_self": by_self}
+    return {
+        "total": sum(groups.values()),
+        "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
+        "top": ours,
+        "top_self": by_self,
+    }
 
 
 async def one_query(system: str, app: Any, impl: Any, q: dict[str, Any], i: int) -> dict[str, Any]:
     if system.startswith("teola"):  # "teola, NAME off": teola with that pass off (deploy.VARIANT)
-        off = {p: False for p in system.removeprefix("teola, ").removesuffix(" off").split(",")} \
-            if system != "teola" else {}
+        off = (
+            {p: False for p in system.removeprefix("teola, ").removesuffix(" off").split(",")}
+            if system != "teola"
+            else {}
+        )
         return await teola_one(app, q, 0.0, i, off)
     return await baseline_one(app, impl, q, 0.0, i)
 
 
-async def measure(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], warm: dict[str, Any],
-                  top: int) -> dict[str, Any]:
+async def measure(
+    system: str, app: Any, impl: Any, queries: list[dict[str, Any]], warm: dict[str, Any], top: int
+) -> dict[str, Any]:
     await one_query(system, app, impl, warm, -1)
     cpu, wall, recs = [], [], []
     for i, q in enumerate(queries):
@@ -96,12 +116,18 @@ async def measure(system: str, app: Any, impl: Any, queries: list[dict[str, Any]
         await one_query(system, app, impl, q, i)
     prof.disable()
     failed = [r.get("error") for r in recs if not r.get("ok")]
-    return {"cpu": cpu, "wall": wall, "failed": failed, "calls": [r.get("calls") for r in recs],
-            "profile": profile_summary(pstats.Stats(prof), len(queries), top)}
+    return {
+        "cpu": cpu,
+        "wall": wall,
+        "failed": failed,
+        "calls": [r.get("calls") for r in recs],
+        "profile": profile_summary(pstats.Stats(prof), len(queries), top),
+    }
 
 
-async def _main(workloads: tuple[str, ...], systems: tuple[str, ...], n: int, top: int,
-                passes_off: tuple[str, ...] = ()) -> dict[str, Any]:
+async def _main(
+    workloads: tuple[str, ...], systems: tuple[str, ...], n: int, top: int, passes_off: tuple[str, ...] = ()
+) -> dict[str, Any]:
     import contextlib
 
     from engines.assets.paths import configure_engine_env
@@ -110,52 +136,104 @@ async def _main(workloads: tuple[str, ...], systems: tuple[str, ...], n: int, to
     names = {WORKLOADS[w][0] for w in workloads}
     out: dict[str, Any] = {}
     async with contextlib.AsyncExitStack() as stack:
-        servers, apps, engines = await start_systems(stack, "a100-llama3.1-8b-measured", tuple(systems), names, 0)
+        servers, apps, engines = await start_systems(
+            stack, "a100-llama3.1-8b-measured", tuple(systems), names, 0
+        )
         for w in workloads:
             app = apps[WORKLOADS[w][0]]
             queries, warm = workload_queries(w, n, 0), workload_queries(w, 1, 1000)[0]
             for system in systems + tuple(VARIANT.format(p) for p in passes_off):
-                impl = make_baseline(system, app, servers[system].url, engines[system]) \
-                    if not system.startswith("teola") else None
+                impl = (
+                    make_baseline(system, app, servers[system].url, engines[system])
+                    if not system.startswith("teola")
+                    else None
+                )
                 res = await measure(system, app, impl, queries, warm, top)
                 out.setdefault(w, {})[system] = res
-                print(f"[client_cpu] {w} {system}: {sum(res['cpu']) / n:.4f} s CPU per query "
-                      f"(profiled {res['profile']['total']:.4f})", flush=True)
+                print(
+                    f"[client_cpu] {w} {system}: {sum(res['cpu']) / n:.4f} s CPU per query "
+                    f"(profiled {res['profile']['total']:.4f})",
+                    flush=True,
+                )
     return out
 
 
 def markdown(data: dict[str, Any]) -> str:
-    lines = ["# Client CPU per query on the remote path (LLM emulated, a100-llama3.1-8b-measured)", "",
-             f"Command: `{data['command']}` (commit {data['commit']}). " + __doc__.split("\n\n")[1].replace("\n", " "),
-             ""]
+    lines = [
+        "# Client CPU per query on the remote path (LLM emulated, a100-llama3.1-8b-measured)",
+        "",
+        f"Command: `{data['command']}` (commit {data['commit']}). "
+        + __doc__.split("\n\n")[1].replace("\n", " "),
+        "",
+    ]
     for w, by_system in data["results"].items():
-        lines += [f"## {w}", "", *table(["system", "CPU per query (s)", "wall per query (s)", "profiled (s)",
-                                        "failed"],
-                                       [[s, num(sum(r["cpu"]) / len(r["cpu"]), 4), num(sum(r["wall"]) / len(r["wall"]), 3),
-                                         num(r["profile"]["total"], 4), len(r["failed"])]
-                                        for s, r in by_system.items()]), ""]
+        lines += [
+            f"## {w}",
+            "",
+            *table(
+                ["system", "CPU per query (s)", "wall per query (s)", "profiled (s)", "failed"],
+                [
+                    [
+                        s,
+                        num(sum(r["cpu"]) / len(r["cpu"]), 4),
+                        num(sum(r["wall"]) / len(r["wall"]), 3),
+                        num(r["profile"]["total"], 4),
+                        len(r["failed"]),
+                    ]
+                    for s, r in by_system.items()
+                ],
+            ),
+            "",
+        ]
         for s, r in by_system.items():
-            lines += [f"### {w}: {s}, self seconds per query by package (profiled)", "",
-                      *table(["package", "self (s)"], [[g, num(v, 4)] for g, v in r["profile"]["groups"].items()
-                                                      if v >= 0.0005]), "",
-                      f"### {w}: {s}, top functions by self seconds per query (profiled)", "",
-                      *table(["function", "self (s)", "cumulative (s)", "calls"],
-                             [[f"`{t['function']}`", num(t["self"], 4), num(t["cumulative"], 4), num(t["calls"], 1)]
-                              for t in r["profile"].get("top_self", [])]), "",
-                      f"### {w}: {s}, teola's and the bench's functions by cumulative seconds per query (profiled)", "",
-                      *table(["function", "cumulative (s)", "self (s)", "calls"],
-                            [[f"`{t['function']}`", num(t["cumulative"], 4), num(t["self"], 4), num(t["calls"], 1)]
-                             for t in r["profile"]["top"]]), ""]
+            lines += [
+                f"### {w}: {s}, self seconds per query by package (profiled)",
+                "",
+                *table(
+                    ["package", "self (s)"],
+                    [[g, num(v, 4)] for g, v in r["profile"]["groups"].items() if v >= 0.0005],
+                ),
+                "",
+                f"### {w}: {s}, top functions by self seconds per query (profiled)",
+                "",
+                *table(
+                    ["function", "self (s)", "cumulative (s)", "calls"],
+                    [
+                        [f"`{t['function']}`", num(t["self"], 4), num(t["cumulative"], 4), num(t["calls"], 1)]
+                        for t in r["profile"].get("top_self", [])
+                    ],
+                ),
+                "",
+                f"### {w}: {s}, teola's and the bench's functions by cumulative seconds per query (profiled)",
+                "",
+                *table(
+                    ["function", "cumulative (s)", "self (s)", "calls"],
+                    [
+                        [f"`{t['function']}`", num(t["cumulative"], 4), num(t["self"], 4), num(t["calls"], 1)]
+                        for t in r["profile"]["top"]
+                    ],
+                ),
+                "",
+            ]
     return "\n".join(lines)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workloads", default=",".join(DEFAULT_WORKLOADS), help=f"comma-separated subset of {','.join(WORKLOADS)}")
+    p.add_argument(
+        "--workloads",
+        default=",".join(DEFAULT_WORKLOADS),
+        help=f"comma-separated subset of {','.join(WORKLOADS)}",
+    )
     p.add_argument("--systems", default="teola", help=f"comma-separated subset of {','.join(SYSTEMS)}")
-    p.add_argument("--queries", type=int, default=5, help="measured queries per system and workload (default 5)")
+    p.add_argument(
+        "--queries", type=int, default=5, help="measured queries per system and workload (default 5)"
+    )
     p.add_argument("--top", type=int, default=25, help="functions listed per profile (default 25)")
-    p.add_argument("--passes-off", default="", help="comma-separated default passes: teola with each one off "
-                                                    "also runs, as 'teola, NAME off'")
+    p.add_argument(
+        "--passes-off",
+        default="",
+        help="comma-separated default passes: teola with each one off also runs, as 'teola, NAME off'",
+    )
     p.add_argument("--out", default="client_cpu", help="results name (default client_cpu)")
 
 
@@ -176,10 +254,17 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     if passes_off and "teola" not in systems:
         p.error("--passes-off needs teola among --systems (the variants run on its app and server)")
     results = asyncio.run(_main(workloads, systems, args.queries, args.top, passes_off))
-    command = command_line("python -m bench client_cpu", (("--workloads", args.workloads), ("--systems", args.systems),
-                                                         ("--queries", args.queries), ("--top", args.top),
-                                                         ("--passes-off", args.passes_off),
-                                                         ("--out", args.out if args.out != "client_cpu" else None)))
+    command = command_line(
+        "python -m bench client_cpu",
+        (
+            ("--workloads", args.workloads),
+            ("--systems", args.systems),
+            ("--queries", args.queries),
+            ("--top", args.top),
+            ("--passes-off", args.passes_off),
+            ("--out", args.out if args.out != "client_cpu" else None),
+        ),
+    )
     data = {"command": command, "commit": machine()["commit"], "results": results}
     write_results(args.out, data, markdown(data))
     return 0

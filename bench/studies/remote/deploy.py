@@ -21,6 +21,7 @@ Run: python -m bench deploy [--quick] [--workloads W,...] [--profile P] [--trial
 [--queries N] [--fractions F,...]. Writes bench/results/deploy_<profile>.{json,md}
 (--quick: bench/results/quick/; --out NAME to name them).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,14 +39,19 @@ from bench.studies.remote.deploy_systems import MODEL, RAG_APPS, baseline_one, m
 PROFILE = "a100-llama3.1-8b-measured"
 SYSTEMS = ("teola", "LangGraph", "LlamaIndex")
 WORKLOADS: dict[str, tuple[str, int | None]] = {  # name -> (app, distractor stories for RAG)
-    "advanced_rag/small": ("advanced_rag", 2), "advanced_rag/large": ("advanced_rag", 28),
-    "naive_rag/small": ("naive_rag", 2), "naive_rag/large": ("naive_rag", 28),
-    "tool_agent": ("tool_agent", None), "search_generation": ("search_generation", None),
+    "advanced_rag/small": ("advanced_rag", 2),
+    "advanced_rag/large": ("advanced_rag", 28),
+    "naive_rag/small": ("naive_rag", 2),
+    "naive_rag/large": ("naive_rag", 28),
+    "tool_agent": ("tool_agent", None),
+    "search_generation": ("search_generation", None),
 }
 FRACTIONS = (1.0, 2.0, 4.0, 8.0)
 # --passes-off NAME,...: teola with that default pass off runs beside it as "teola, NAME off", on
 # teola's app and server (what the pass does at equal work, measured side by side)
 VARIANT = "teola, {} off"
+
+
 @dataclass
 class Settings:
     workloads: tuple[str, ...] = tuple(WORKLOADS)
@@ -79,12 +85,19 @@ def make_apps(names: set[str], url: str, services: Any) -> dict[str, Any]:
             apps[name] = importlib.import_module(f"apps.{name}").build(llm=llm)
         elif name == "search_generation":
             from apps import search_generation
+
             apps[name] = search_generation.build(llm=llm, search={"url": services.search_url})
         else:
             from apps import tool_agent
-            apps[name] = tool_agent.build(llm=llm, tools={"defaults": False, "http_tools": tool_specs(services.base_url)},
-                                          tool_names=ra.TOOL_NAMES, max_calls=ra.MAX_CALLS,
-                                          plan_instruction=ra.PLAN_INSTRUCTION, plan_examples=ra.PLAN_EXAMPLES)
+
+            apps[name] = tool_agent.build(
+                llm=llm,
+                tools={"defaults": False, "http_tools": tool_specs(services.base_url)},
+                tool_names=ra.TOOL_NAMES,
+                max_calls=ra.MAX_CALLS,
+                plan_instruction=ra.PLAN_INSTRUCTION,
+                plan_examples=ra.PLAN_EXAMPLES,
+            )
     share_engines(apps.values())
     return apps
 
@@ -108,15 +121,21 @@ def rotate(xs: tuple[str, ...], k: int) -> tuple[str, ...]:
 class Bench:
     """Every system over one set of started apps, each with its own emulator."""
 
-    def __init__(self, apps: dict[str, Any], servers: dict[str, Emulator], llm_engines: dict[str, Any]) -> None:
+    def __init__(
+        self, apps: dict[str, Any], servers: dict[str, Emulator], llm_engines: dict[str, Any]
+    ) -> None:
         self.apps, self.servers, self.llm_engines = apps, servers, llm_engines
 
-    async def run(self, system: str, app: Any, impl: Any, queries: list[dict[str, Any]],
-                  arrivals: list[float] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def run(
+        self, system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         from bench.studies.rag.rag_runs import run_open_loop
 
-        off = {p: False for p in system.removeprefix("teola, ").removesuffix(" off").split(",")} \
-            if system.startswith("teola, ") else {}
+        off = (
+            {p: False for p in system.removeprefix("teola, ").removesuffix(" off").split(",")}
+            if system.startswith("teola, ")
+            else {}
+        )
 
         def one(i: int, arrival: float) -> Any:
             if system.startswith("teola"):
@@ -132,8 +151,12 @@ class Bench:
         seconds, cpu, after = time.perf_counter() - t0, time.process_time() - cpu0, await server.counters()
         # cpu: this process's CPU seconds during the run (the client side: runtime or library, HTTP,
         # and the in-process embedder, reranker and pgvector client)
-        run = {"seconds": seconds, "cpu": cpu, "loadavg": os.getloadavg(),
-               "server": {k.split(":")[-1]: round(after[k] - before[k], 3) for k in METRICS}}
+        run = {
+            "seconds": seconds,
+            "cpu": cpu,
+            "loadavg": os.getloadavg(),
+            "server": {k.split(":")[-1]: round(after[k] - before[k], 3) for k in METRICS},
+        }
         return recs, run
 
     async def workload(self, name: str, s: Settings, progress: bool, done: Any = None) -> dict[str, Any]:
@@ -141,43 +164,65 @@ class Bench:
         from bench.lib.workloads import poisson_arrivals
 
         app = self.apps[WORKLOADS[name][0]]
-        impls = {x: make_baseline(x, app, self.servers[x].url, self.llm_engines[x]) for x in s.systems if x in SYSTEMS[1:]}
+        impls = {
+            x: make_baseline(x, app, self.servers[x].url, self.llm_engines[x])
+            for x in s.systems
+            if x in SYSTEMS[1:]
+        }
         systems = s.systems + tuple(VARIANT.format(off) for off in s.passes_off)
         reference = "LangGraph" if "LangGraph" in systems else systems[0]  # whose service rate sets the rates
         for system in systems:  # warm-up: first-call costs outside the numbers
             await self.run(system, app, impls.get(system), workload_queries(name, 1, s.seed + 1000), None)
         points: dict[str, Any] = {}
         rates: list[float] = []
-        result = {"rates": rates, "points": points, "trials_done": 0,
-                  "settings": {k: getattr(s, k) for k in ("trials", "alone", "queries", "fractions", "passes_off")}}
+        result = {
+            "rates": rates,
+            "points": points,
+            "trials_done": 0,
+            "settings": {k: getattr(s, k) for k in ("trials", "alone", "queries", "fractions", "passes_off")},
+        }
         for k in range(s.trials):
             queries = workload_queries(name, max(s.alone, s.queries), s.seed + k)
-            plan: list[tuple[str, float | None]] = [("alone", None)] + [(f"x{f:g}", None) for f in s.fractions]
+            plan: list[tuple[str, float | None]] = [("alone", None)] + [
+                (f"x{f:g}", None) for f in s.fractions
+            ]
             for j, (point, _) in enumerate(plan):
                 if point != "alone" and not rates:
-                    base = statistics.fmean(r["latency"] for r in points["alone"][reference]["records"] if r.get("ok"))
+                    base = statistics.fmean(
+                        r["latency"] for r in points["alone"][reference]["records"] if r.get("ok")
+                    )
                     rates += [f / base for f in s.fractions]
                 lam = rates[j - 1] if j else None
                 arrivals = poisson_arrivals(s.queries, lam, s.seed + k) if lam else None
                 for system in rotate(rotate(systems, k), j):
-                    recs, run = await self.run(system, app, impls.get(system),
-                                               queries[: s.alone] if lam is None else queries[: s.queries], arrivals)
-                    entry = points.setdefault(point, {}).setdefault(system, {"rate": lam, "records": [], "runs": []})
+                    recs, run = await self.run(
+                        system,
+                        app,
+                        impls.get(system),
+                        queries[: s.alone] if lam is None else queries[: s.queries],
+                        arrivals,
+                    )
+                    entry = points.setdefault(point, {}).setdefault(
+                        system, {"rate": lam, "records": [], "runs": []}
+                    )
                     entry["records"] += [{**r, "trial": k} for r in recs]
                     entry["runs"].append({**run, "trial": k, "order": j})
                     if progress:
                         ok = [r["latency"] for r in recs if r.get("ok")]
-                        print(f"[deploy] {name} trial {k} {point} {system}: {len(ok)}/{len(recs)} ok, mean "
-                              f"{statistics.fmean(ok) if ok else float('nan'):.2f} s, load {os.getloadavg()[0]:.1f}",
-                              flush=True)
+                        print(
+                            f"[deploy] {name} trial {k} {point} {system}: {len(ok)}/{len(recs)} ok, mean "
+                            f"{statistics.fmean(ok) if ok else float('nan'):.2f} s, load {os.getloadavg()[0]:.1f}",
+                            flush=True,
+                        )
             result["trials_done"] = k + 1
             if done is not None:
                 done(result)
         return result
 
 
-async def start_systems(stack: Any, profile: str, systems: tuple[str, ...], names: set[str],
-                        seed: int) -> tuple[dict[str, Emulator], dict[str, Any], dict[str, Any]]:
+async def start_systems(
+    stack: Any, profile: str, systems: tuple[str, ...], names: set[str], seed: int
+) -> tuple[dict[str, Emulator], dict[str, Any], dict[str, Any]]:
     """Started on `stack` (an AsyncExitStack): an emulated server per system, the loopback tool/search
     services when a workload needs them, teola's apps `names` (on teola's server, else the first) and
     each baseline's remote LLM engine. Returns (servers, apps, engines)."""
@@ -187,7 +232,9 @@ async def start_systems(stack: Any, profile: str, systems: tuple[str, ...], name
     servers = {x: await stack.enter_async_context(Emulator(profile)) for x in dict.fromkeys(systems)}
     services = await stack.enter_async_context(ServiceProcess(seed=seed)) if names - set(RAG_APPS) else None
     apps = make_apps(names, servers.get("teola", next(iter(servers.values()))).url, services)
-    engines = {x: OpenAILLMEngine(f"{x}-llm", url=servers[x].url, model=MODEL) for x in servers if x != "teola"}
+    engines = {
+        x: OpenAILLMEngine(f"{x}-llm", url=servers[x].url, model=MODEL) for x in servers if x != "teola"
+    }
     for a in apps.values():
         await a.start()
         stack.push_async_callback(a.stop)
@@ -212,7 +259,9 @@ async def _main(s: Settings, progress: bool = True, write: Any = None) -> dict[s
         out = {"settings": asdict(s), "startup_seconds": startup, "workloads": {}}
         for w in s.workloads:
 
-            def done(result: dict[str, Any], w: str = w) -> None:  # each finished trial is on the page at once
+            def done(
+                result: dict[str, Any], w: str = w
+            ) -> None:  # each finished trial is on the page at once
                 out["workloads"][w] = result
                 out["wall_seconds"] = time.perf_counter() - t0
                 if write is not None:
@@ -225,21 +274,38 @@ async def _main(s: Settings, progress: bool = True, write: Any = None) -> dict[s
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench deploy`."""
-    p.add_argument("--quick", action="store_true", help="advanced RAG on small documents, 1 trial, 2 alone, "
-                                                        "3 queries at one rate (test-sized)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="advanced RAG on small documents, 1 trial, 2 alone, 3 queries at one rate (test-sized)",
+    )
     p.add_argument("--workloads", default=None, help=f"comma-separated subset of {','.join(WORKLOADS)}")
-    p.add_argument("--profile", default=None, help=f"the emulator's GPU profile (default {PROFILE}; "
-                                                   "`teola emulate --help` lists the shipped ones)")
+    p.add_argument(
+        "--profile",
+        default=None,
+        help=f"the emulator's GPU profile (default {PROFILE}; `teola emulate --help` lists the shipped ones)",
+    )
     p.add_argument("--trials", type=int, default=None, help="trials (default 3)")
     p.add_argument("--alone", type=int, default=None, help="queries alone per system and trial (default 3)")
     p.add_argument("--queries", type=int, default=None, help="queries per Poisson trace (default 6)")
-    p.add_argument("--fractions", default=None,
-                   help="rates as fractions of LangGraph's service rate alone (default 1,2,4,8)")
-    p.add_argument("--systems", default=None, help=f"comma-separated subset of {','.join(SYSTEMS)} (teola always runs)")
-    p.add_argument("--passes-off", default=None,
-                   help="comma-separated default passes: teola with each one off also runs, as 'teola, NAME off'")
-    p.add_argument("--append", action="store_true",
-                   help="keep the other workloads already on the page (each workload's settings are on it)")
+    p.add_argument(
+        "--fractions",
+        default=None,
+        help="rates as fractions of LangGraph's service rate alone (default 1,2,4,8)",
+    )
+    p.add_argument(
+        "--systems", default=None, help=f"comma-separated subset of {','.join(SYSTEMS)} (teola always runs)"
+    )
+    p.add_argument(
+        "--passes-off",
+        default=None,
+        help="comma-separated default passes: teola with each one off also runs, as 'teola, NAME off'",
+    )
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the other workloads already on the page (each workload's settings are on it)",
+    )
     p.add_argument("--out", default=None, help="results name (default deploy_<profile>)")
 
 
@@ -258,11 +324,15 @@ def settings_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setti
             setattr(s, flag, value)
     if args.fractions:
         from bench.studies.rag.doc_qa_options import positive_numbers
+
         s.fractions = positive_numbers(p, "--fractions", args.fractions)
     if args.profile:
         s.profile = args.profile
     if args.systems:
-        s.systems = ("teola", *(x.strip() for x in args.systems.split(",") if x.strip() and x.strip() != "teola"))
+        s.systems = (
+            "teola",
+            *(x.strip() for x in args.systems.split(",") if x.strip() and x.strip() != "teola"),
+        )
         if unknown := [x for x in s.systems if x not in SYSTEMS]:
             p.error(f"unknown system(s) {unknown}; known: {list(SYSTEMS)}")
     if args.passes_off:
@@ -285,7 +355,11 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error(f"--out must be a plain name (letters, digits, _), got {out!r}")
     folder = RESULTS / "quick" if args.quick else RESULTS
     folder.mkdir(parents=True, exist_ok=True)
-    facts = {"machine": machine(), "quick": args.quick, "command": " ".join(["python -m bench deploy", *argv]).strip()}
+    facts = {
+        "machine": machine(),
+        "quick": args.quick,
+        "command": " ".join(["python -m bench deploy", *argv]).strip(),
+    }
 
     kept = {}
     if args.append and (folder / f"{out}.json").exists():  # the page's other workloads stay on it
@@ -293,7 +367,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 
     def write(data: dict[str, Any]) -> None:
         data.update(facts)
-        data["workloads"] = {**{w: r for w, r in kept.items() if w not in data["workloads"]}, **data["workloads"]}
+        data["workloads"] = {
+            **{w: r for w, r in kept.items() if w not in data["workloads"]},
+            **data["workloads"],
+        }
         (folder / f"{out}.json").write_text(json.dumps(data, separators=(",", ":"), default=str))
         (folder / f"{out}.md").write_text(markdown(data).rstrip() + "\n")
 

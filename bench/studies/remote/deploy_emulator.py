@@ -1,5 +1,6 @@
 """The emulated LLM server of the deployment study (bench/studies/remote/deploy.py): `teola emulate` in a
 child process on a free loopback port, and the vLLM counters it reports."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,8 +12,13 @@ from typing import Any
 from bench.lib.results import ROOT, stop_process
 from bench.studies.remote.deploy_systems import MODEL
 
-METRICS = ("vllm:request_success_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-           "vllm:prefix_cache_hits_total", "process_cpu_seconds_total")
+METRICS = (
+    "vllm:request_success_total",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_hits_total",
+    "process_cpu_seconds_total",
+)
 
 
 class Emulator:
@@ -29,14 +35,28 @@ class Emulator:
     async def __aenter__(self) -> Emulator:
         import httpx
 
-        cmd = [sys.executable, "-m", "teola.cli", "emulate", "--profile", self.profile, "--port", str(self.port),
-               "--output-len", "max", "--model", MODEL]
+        cmd = [
+            sys.executable,
+            "-m",
+            "teola.cli",
+            "emulate",
+            "--profile",
+            self.profile,
+            "--port",
+            str(self.port),
+            "--output-len",
+            "max",
+            "--model",
+            MODEL,
+        ]
         self.proc = subprocess.Popen(cmd, cwd=ROOT)
         deadline = time.monotonic() + self.startup_timeout
         async with httpx.AsyncClient(timeout=2.0) as client:
             while True:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"teola emulate exited with code {self.proc.returncode} during start-up")
+                    raise RuntimeError(
+                        f"teola emulate exited with code {self.proc.returncode} during start-up"
+                    )
                 try:
                     if (await client.get(f"{self.url}/health")).is_success:
                         return self
@@ -44,7 +64,9 @@ class Emulator:
                     pass
                 if time.monotonic() > deadline:
                     await self.__aexit__()
-                    raise RuntimeError(f"teola emulate did not answer on {self.url} in {self.startup_timeout:.0f} s")
+                    raise RuntimeError(
+                        f"teola emulate did not answer on {self.url} in {self.startup_timeout:.0f} s"
+                    )
                 await asyncio.sleep(0.3)
 
     async def counters(self) -> dict[str, float]:

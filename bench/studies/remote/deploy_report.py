@@ -1,6 +1,7 @@
 """The page of the deployment study (bench/studies/remote/deploy.py): latency per point and system, each baseline's
 mean over teola's with a paired bootstrap 95% interval over queries, the equal-work checks (LLM calls,
 prompt and output tokens per call, client- and server-side) and the per-stage busy time."""
+
 from __future__ import annotations
 
 import statistics
@@ -46,11 +47,14 @@ def equal_work(point: dict[str, Any]) -> dict[str, Any]:
         mine = calls_of(entry)
         rows = list(mine.values())
         same = [mine[k] == ref[k] for k in mine.keys() & ref.keys()]
-        out[system] = {"calls": _mean([len(c) for c in rows]), "prompt": _mean([sum(p for p, _ in c) for c in rows]),
-                       "output": _mean([sum(o for _, o in c) for c in rows]),
-                       "same_as_teola": (sum(same) / len(same)) if same else None,
-                       "prefills": _mean([r.get("prefills", 0) for r in entry["records"] if r.get("ok")]),
-                       "server": _server(entry["runs"], len(entry["records"]))}
+        out[system] = {
+            "calls": _mean([len(c) for c in rows]),
+            "prompt": _mean([sum(p for p, _ in c) for c in rows]),
+            "output": _mean([sum(o for _, o in c) for c in rows]),
+            "same_as_teola": (sum(same) / len(same)) if same else None,
+            "prefills": _mean([r.get("prefills", 0) for r in entry["records"] if r.get("ok")]),
+            "server": _server(entry["runs"], len(entry["records"])),
+        }
     return out
 
 
@@ -81,16 +85,29 @@ def latency_rows(res: dict[str, Any]) -> list[str]:
     systems = systems_of(res)
     rows = []
     for point, row in res["points"].items():
-        means = [_mean([r["latency"] for r in row[s]["records"] if r.get("ok")]) if s in row else None for s in systems]
+        means = [
+            _mean([r["latency"] for r in row[s]["records"] if r.get("ok")]) if s in row else None
+            for s in systems
+        ]
         cis = []
         for base in systems[1:]:
             r = ratio_ci(*paired(row[base], row["teola"])) if base in row and "teola" in row else None
             cis.append(NONE if r is None else ci(*r))
-        failed = ", ".join(f"{s} {sum(not r.get('ok') for r in row[s]['records'])}" for s in systems if s in row)
+        failed = ", ".join(
+            f"{s} {sum(not r.get('ok') for r in row[s]['records'])}" for s in systems if s in row
+        )
         rate = row["teola"]["rate"] if "teola" in row else None
         rows.append([point, num(rate, 3), *(num(m, 2) for m in means), *cis, failed])
-    return table(["point", "rate (q/s)", *(f"{s} mean (s)" for s in systems),
-                  *(f"{s} / teola [95% CI]" for s in systems[1:]), "failed"], rows)
+    return table(
+        [
+            "point",
+            "rate (q/s)",
+            *(f"{s} mean (s)" for s in systems),
+            *(f"{s} / teola [95% CI]" for s in systems[1:]),
+            "failed",
+        ],
+        rows,
+    )
 
 
 def work_rows(res: dict[str, Any]) -> list[str]:
@@ -98,12 +115,35 @@ def work_rows(res: dict[str, Any]) -> list[str]:
     rows = []
     for system, w in equal_work(alone).items():
         sv = w["server"]
-        rows.append([system, num(w["calls"], 2), num(w["prompt"], 0), num(w["output"], 0),
-                     f"{num(None if w['same_as_teola'] is None else 100 * w['same_as_teola'], 0)}%",
-                     num(w["prefills"], 1), num(sv["request_success"], 1), num(sv["prompt_tokens"], 0),
-                     num(sv["generation_tokens"], 0), num(sv["client_cpu"], 3)])
-    return table(["system", "LLM calls", "prompt tok", "output tok", "calls equal to teola's", "prefill-only calls",
-                  "server: requests", "server: prompt tok", "server: generated tok", "client CPU (s)"], rows)
+        rows.append(
+            [
+                system,
+                num(w["calls"], 2),
+                num(w["prompt"], 0),
+                num(w["output"], 0),
+                f"{num(None if w['same_as_teola'] is None else 100 * w['same_as_teola'], 0)}%",
+                num(w["prefills"], 1),
+                num(sv["request_success"], 1),
+                num(sv["prompt_tokens"], 0),
+                num(sv["generation_tokens"], 0),
+                num(sv["client_cpu"], 3),
+            ]
+        )
+    return table(
+        [
+            "system",
+            "LLM calls",
+            "prompt tok",
+            "output tok",
+            "calls equal to teola's",
+            "prefill-only calls",
+            "server: requests",
+            "server: prompt tok",
+            "server: generated tok",
+            "client CPU (s)",
+        ],
+        rows,
+    )
 
 
 def busy_rows(res: dict[str, Any]) -> list[str]:
@@ -120,24 +160,45 @@ def load_line(res: dict[str, Any]) -> str:
 
 def markdown(data: dict[str, Any]) -> str:
     s = data["settings"]
-    lines = [f"# Deployment benchmarks: LLM emulated (profile {s['profile']}), everything else measured", "",
-             f"Command: `{data.get('command', 'python -m bench deploy')}` (commit {data.get('machine', {}).get('commit')}, "
-             f"{data.get('wall_seconds', 0) / 60:.1f} min). The LLM is `teola emulate --profile {s['profile']} "
-             "--output-len max`, one emulator process per system (no shared prefix cache); MiniLM, the reranker and "
-             "pgvector run in process on this machine's 2 CPU cores, shared with other work (load below). "
-             "Systems, prompts and equal work: bench/studies/remote/deploy_systems.py. LlamaIndex's LLM is llama-index's own "
-             "`OpenAILike` on the chat API since commit e01ba23 (before it, the tool agent's and search generation's "
-             "LlamaIndex called teola's remote-LLM adapter).", "",
-             "Systems interleaved (order rotated per trial and rate); each workload's trials, queries and rates "
-             "are under its heading. Ratios: baseline mean / teola mean over the same queries, paired "
-             f"bootstrap 95% interval ({BOOTSTRAP} resamples, seed 0); > 1 means teola is faster.", ""]
+    lines = [
+        f"# Deployment benchmarks: LLM emulated (profile {s['profile']}), everything else measured",
+        "",
+        f"Command: `{data.get('command', 'python -m bench deploy')}` (commit {data.get('machine', {}).get('commit')}, "
+        f"{data.get('wall_seconds', 0) / 60:.1f} min). The LLM is `teola emulate --profile {s['profile']} "
+        "--output-len max`, one emulator process per system (no shared prefix cache); MiniLM, the reranker and "
+        "pgvector run in process on this machine's 2 CPU cores, shared with other work (load below). "
+        "Systems, prompts and equal work: bench/studies/remote/deploy_systems.py. LlamaIndex's LLM is llama-index's own "
+        "`OpenAILike` on the chat API since commit e01ba23 (before it, the tool agent's and search generation's "
+        "LlamaIndex called teola's remote-LLM adapter).",
+        "",
+        "Systems interleaved (order rotated per trial and rate); each workload's trials, queries and rates "
+        "are under its heading. Ratios: baseline mean / teola mean over the same queries, paired "
+        f"bootstrap 95% interval ({BOOTSTRAP} resamples, seed 0); > 1 means teola is faster.",
+        "",
+    ]
     for name, res in data["workloads"].items():
         ws = res.get("settings", s)
-        setup = (f"Trials {res.get('trials_done', ws['trials'])} of {ws['trials']}, {ws['alone']} queries alone, "
-                 f"{ws['queries']} per trace, rates {', '.join(f'{f:g}' for f in ws['fractions'])} x LangGraph's "
-                 "service rate alone.")
-        lines += [f"## {name}", "", setup, "", *latency_rows(res), "", load_line(res), "",
-                  "Work per query alone (client traces; server: the emulator's counters per query):", "",
-                  *work_rows(res), "", "Busy time per stage alone (s per query, union of its calls' execution):", "",
-                  *busy_rows(res), ""]
+        setup = (
+            f"Trials {res.get('trials_done', ws['trials'])} of {ws['trials']}, {ws['alone']} queries alone, "
+            f"{ws['queries']} per trace, rates {', '.join(f'{f:g}' for f in ws['fractions'])} x LangGraph's "
+            "service rate alone."
+        )
+        lines += [
+            f"## {name}",
+            "",
+            setup,
+            "",
+            *latency_rows(res),
+            "",
+            load_line(res),
+            "",
+            "Work per query alone (client traces; server: the emulator's counters per query):",
+            "",
+            *work_rows(res),
+            "",
+            "Busy time per stage alone (s per query, union of its calls' execution):",
+            "",
+            *busy_rows(res),
+            "",
+        ]
     return "\n".join(lines)

@@ -23,6 +23,7 @@ the model's chat template, which teola renders client-side; per-call prompt toke
 the results. Fixed output lengths: the servers run `--output-len max`, so every call writes exactly
 its max_tokens (no end of sequence, as with ignore_eos) for every client alike.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -63,8 +64,13 @@ class ChatOpenAIClient:
     """Stands in for the "llm" EngineClient of bench.baselines.langgraph_remote's graphs: each "decoding"
     request is one `ChatOpenAI.ainvoke` to the server (one ChatOpenAI per max_tokens, built once)."""
 
-    def __init__(self, base_url: str, model: str = MODEL, log: CallLog | None = None,
-                 chats: dict[int, Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str = MODEL,
+        log: CallLog | None = None,
+        chats: dict[int, Any] | None = None,
+    ) -> None:
         self.base_url, self.model, self.log = base_url, model, log
         self.chats = {} if chats is None else chats
 
@@ -75,19 +81,34 @@ class ChatOpenAIClient:
         from langchain_openai import ChatOpenAI
 
         if max_tokens not in self.chats:
-            self.chats[max_tokens] = ChatOpenAI(base_url=f"{self.base_url}/v1", api_key="EMPTY", model=self.model,
-                                                temperature=0.0, max_retries=0, max_tokens=max_tokens)
+            self.chats[max_tokens] = ChatOpenAI(
+                base_url=f"{self.base_url}/v1",
+                api_key="EMPTY",
+                model=self.model,
+                temperature=0.0,
+                max_retries=0,
+                max_tokens=max_tokens,
+            )
         return self.chats[max_tokens]
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if op != PrimOp.DECODING or len(requests) != 1:
-            raise ValueError(f"ChatOpenAIClient sends one decoding request per call, got {op!r} x {len(requests)}")
+            raise ValueError(
+                f"ChatOpenAIClient sends one decoding request per call, got {op!r} x {len(requests)}"
+            )
         req, started = requests[0], time.perf_counter()
-        reply = await self.chat(int(req["max_tokens"])).ainvoke(chat_messages(req["parts"]), stop=req.get("stop"))
+        reply = await self.chat(int(req["max_tokens"])).ainvoke(
+            chat_messages(req["parts"]), stop=req.get("stop")
+        )
         usage = reply.usage_metadata or {}
-        result = [{"text": str(reply.content), "num_prompt_tokens": usage.get("input_tokens", 0),
-                   "num_output_tokens": usage.get("output_tokens", 0),
-                   "num_cached_tokens": (usage.get("input_token_details") or {}).get("cache_read", 0)}]
+        result = [
+            {
+                "text": str(reply.content),
+                "num_prompt_tokens": usage.get("input_tokens", 0),
+                "num_output_tokens": usage.get("output_tokens", 0),
+                "num_cached_tokens": (usage.get("input_token_details") or {}).get("cache_read", 0),
+            }
+        ]
         if self.log is not None:
             self.log.add("llm", "decoding", 1, started, result)
         return result
@@ -98,8 +119,13 @@ class OpenAILikeClient:
     request is one call of LlamaIndex's `OpenAILike` (bench.baselines.llamaindex_server.ServerLLM, one
     per max_tokens, built once) to the server's chat API."""
 
-    def __init__(self, base_url: str, model: str = MODEL, log: CallLog | None = None,
-                 llms: dict[int, Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str = MODEL,
+        log: CallLog | None = None,
+        llms: dict[int, Any] | None = None,
+    ) -> None:
         self.base_url, self.model, self.log = base_url, model, log
         self.llms = {} if llms is None else llms
 
@@ -117,17 +143,28 @@ class OpenAILikeClient:
         from llama_index.core.base.llms.types import ChatMessage, MessageRole
 
         if op != PrimOp.DECODING or len(requests) != 1:
-            raise ValueError(f"OpenAILikeClient sends one decoding request per call, got {op!r} x {len(requests)}")
+            raise ValueError(
+                f"OpenAILikeClient sends one decoding request per call, got {op!r} x {len(requests)}"
+            )
         req, started = requests[0], time.perf_counter()
-        messages = [ChatMessage(role=MessageRole.SYSTEM if m.type == "system" else MessageRole.USER,
-                                content=str(m.content)) for m in chat_messages(req["parts"])]
+        messages = [
+            ChatMessage(
+                role=MessageRole.SYSTEM if m.type == "system" else MessageRole.USER, content=str(m.content)
+            )
+            for m in chat_messages(req["parts"])
+        ]
         stop = {"stop": req["stop"]} if req.get("stop") else {}
         reply = await self.llm(int(req["max_tokens"])).achat(messages, **stop)
         usage = getattr(reply.raw, "usage", None)
         details = getattr(usage, "prompt_tokens_details", None)
-        result = [{"text": reply.message.content or "", "num_prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
-                   "num_output_tokens": getattr(usage, "completion_tokens", 0) or 0,
-                   "num_cached_tokens": getattr(details, "cached_tokens", 0) or 0}]
+        result = [
+            {
+                "text": reply.message.content or "",
+                "num_prompt_tokens": getattr(usage, "prompt_tokens", 0) or 0,
+                "num_output_tokens": getattr(usage, "completion_tokens", 0) or 0,
+                "num_cached_tokens": getattr(details, "cached_tokens", 0) or 0,
+            }
+        ]
         if self.log is not None:
             self.log.add("llm", "decoding", 1, started, result)
         return result
@@ -170,17 +207,21 @@ def make_baseline(system: str, app: Any, url: str, llm_engine: Any) -> Any:
         spec = RAGSpec.from_template(app.nodes, nodes)
         if system == "LangGraph":
             from bench.baselines.langgraph_rag import LangGraphRAG
+
             return LangGraphRAG(backends, spec, f"{url}/v1", MODEL, app_chunk_tokenizer(app, nodes))
         from bench.baselines.llamaindex_rag import LlamaIndexRAG
+
         impl = LlamaIndexRAG(backends, spec, app_chunk_tokenizer(app, nodes))
         impl.splitter = teola_chunks(spec.chunk_size, spec.chunk_overlap, app_chunk_tokenizer(app, nodes))
         return impl
     if system == "LangGraph":
         from bench.baselines.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
+
         impl = (LangGraphSearchGeneration if app.name == "search_generation" else LangGraphToolAgent)(app)
         impl.clients["llm"] = ChatOpenAIClient(url)
         return impl
     from bench.baselines.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent
+
     impl = (LlamaIndexSearchGeneration if app.name == "search_generation" else LlamaIndexToolAgent)(app)
     impl.clients["llm"] = OpenAILikeClient(url)
     return impl
@@ -206,13 +247,21 @@ def busy(trace: list[dict[str, Any]]) -> dict[str, float]:
 
 def _finish(rec: dict[str, Any], trace: list[dict[str, Any]], t0: float) -> dict[str, Any]:
     rec["latency"] = time.perf_counter() - t0
-    rec.update(calls=llm_calls(trace), busy=busy(trace), prefills=sum(
-        1 for t in trace if t.get("op") in ("prefilling", "partial_prefilling") and not t.get("fused_into")))
+    rec.update(
+        calls=llm_calls(trace),
+        busy=busy(trace),
+        prefills=sum(
+            1
+            for t in trace
+            if t.get("op") in ("prefilling", "partial_prefilling") and not t.get("fused_into")
+        ),
+    )
     return rec
 
 
-async def teola_one(app: Any, q: dict[str, Any], arrival: float, index: int,
-                    passes_off: dict[str, bool] | None = None) -> dict[str, Any]:
+async def teola_one(
+    app: Any, q: dict[str, Any], arrival: float, index: int, passes_off: dict[str, bool] | None = None
+) -> dict[str, Any]:
     """One teola query (`passes_off`: more passes off, for a variant measured beside teola)."""
     t0 = time.perf_counter()
     query = app_query(q) if app.name in RAG_APPS else {"question": q["question"]}

@@ -32,6 +32,7 @@ Run: python -m bench remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1
 --quick: one rate, 4 queries, 1 trial, 1 query alone per system (CI-sized). Writes
 bench/results/remote_apps.{json,md} (--quick: bench/results/quick/).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,7 +69,9 @@ from bench.studies.remote.remote_apps_summary import summarize_runs
 
 
 # ---- apps, systems, one query ---------------------------------------------------------------------
-def make_apps(names: tuple[str, ...], svc: ServiceProcess, search_max_batch: int | None = None) -> dict[str, Any]:
+def make_apps(
+    names: tuple[str, ...], svc: ServiceProcess, search_max_batch: int | None = None
+) -> dict[str, Any]:
     from apps import search_generation, tool_agent
     from teola.api.shared_engines import share_engines
 
@@ -76,9 +79,14 @@ def make_apps(names: tuple[str, ...], svc: ServiceProcess, search_max_batch: int
     llm = {"kind": "vllm", "model": "smollm2-135m-instruct", "step_stats": True}  # decode steps per trace
     builds = {
         "search_generation": lambda: search_generation.build(llm=llm, search=search),
-        "tool_agent": lambda: tool_agent.build(llm=llm, tools={"defaults": False, "http_tools": tool_specs(svc.base_url)},
-                                               tool_names=TOOL_NAMES, max_calls=MAX_CALLS,
-                                               plan_instruction=PLAN_INSTRUCTION, plan_examples=PLAN_EXAMPLES),
+        "tool_agent": lambda: tool_agent.build(
+            llm=llm,
+            tools={"defaults": False, "http_tools": tool_specs(svc.base_url)},
+            tool_names=TOOL_NAMES,
+            max_calls=MAX_CALLS,
+            plan_instruction=PLAN_INSTRUCTION,
+            plan_examples=PLAN_EXAMPLES,
+        ),
     }
     apps = {name: builds[name]() for name in names}
     share_engines(apps.values())
@@ -89,8 +97,10 @@ def baseline(system: str, app: Any) -> Any:
     """The baseline object with `aquery(question) -> Answer` for `system` on a started app."""
     if system == "LlamaIndex":
         from bench.baselines.llamaindex_remote import LlamaIndexSearchGeneration, LlamaIndexToolAgent
+
         return (LlamaIndexSearchGeneration if app.name == "search_generation" else LlamaIndexToolAgent)(app)
     from bench.baselines.langgraph_remote import LangGraphSearchGeneration, LangGraphToolAgent
+
     return (LangGraphSearchGeneration if app.name == "search_generation" else LangGraphToolAgent)(app)
 
 
@@ -106,8 +116,15 @@ async def run_baseline_query(impl: Any, query: dict[str, Any], arrival: float, i
     return rec
 
 
-async def run_points(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None,
-                     offset: int, steps: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+async def run_points(
+    system: str,
+    app: Any,
+    impl: Any,
+    queries: list[dict[str, Any]],
+    arrivals: list[float] | None,
+    offset: int,
+    steps: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """A Poisson trace (or, with `arrivals` None, the queries alone one after another). `steps`, when
     given, receives vLLM's engine-step counts of the trace (the engine is shared, so one trace at a time)."""
     await reset_prefix_cache(app)
@@ -120,8 +137,9 @@ async def run_points(system: str, app: Any, impl: Any, queries: list[dict[str, A
             steps.update(after.minus(before).as_dict())
 
 
-async def _trace(system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None,
-                 offset: int) -> list[dict[str, Any]]:
+async def _trace(
+    system: str, app: Any, impl: Any, queries: list[dict[str, Any]], arrivals: list[float] | None, offset: int
+) -> list[dict[str, Any]]:
 
     def one(i: int, arrival: float) -> Any:
         q = {"question": queries[i]["question"]}
@@ -157,8 +175,11 @@ async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
             recs = await run_points(system, app, impls.get(system), queries[: s.alone], None, offset, steps)
             if system == "teola":
                 for r in recs:
-                    bounds[r["i"]] = (critical_path_bound(r["parents"], r["trace"], exclusive_engines(app.runtime))
-                                      if r.get("ok") else 0.0)
+                    bounds[r["i"]] = (
+                        critical_path_bound(r["parents"], r["trace"], exclusive_engines(app.runtime))
+                        if r.get("ok")
+                        else 0.0
+                    )
             _add(_entry(res, "alone", system, None), recs, k, s.seed + k, None, steps)
             bar.update()
         for lam in s.rates[app.name]:
@@ -167,29 +188,44 @@ async def bench_app(app: Any, s: Settings, bar: Any) -> dict[str, Any]:
                 bar.set_postfix_str(f"{app.name} trial {k} {lam} q/s {system}")
                 t0, steps = time.perf_counter(), {}
                 recs = await run_points(system, app, impls.get(system), queries, arrivals, offset, steps)
-                _add(_entry(res, f"{lam:g}", system, lam), recs, k, s.seed + k, time.perf_counter() - t0, steps)
+                _add(
+                    _entry(res, f"{lam:g}", system, lam), recs, k, s.seed + k, time.perf_counter() - t0, steps
+                )
                 bar.update()
     res["bounds"] = bounds
     summarize_runs(res["runs"], bounds)
     return res
 
 
-def _add(entry: dict[str, Any], recs: list[dict[str, Any]], k: int, seed: int, seconds: float | None,
-         steps: dict[str, Any] | None = None) -> None:
+def _add(
+    entry: dict[str, Any],
+    recs: list[dict[str, Any]],
+    k: int,
+    seed: int,
+    seconds: float | None,
+    steps: dict[str, Any] | None = None,
+) -> None:
     for r in recs:
         r["trial"] = k
     entry["records"] += recs
-    entry["trials"].append({"seed": seed, "seconds": seconds, "loadavg_after": os.getloadavg(), "vllm_steps": steps or {}})
+    entry["trials"].append(
+        {"seed": seed, "seconds": seconds, "loadavg_after": os.getloadavg(), "vllm_steps": steps or {}}
+    )
 
 
-async def bench(apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress: bool = True) -> dict[str, Any]:
+async def bench(
+    apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress: bool = True
+) -> dict[str, Any]:
     from tqdm import tqdm
 
     steps = sum(s.trials * len(s.systems) * (1 + len(s.rates[a])) for a in s.apps)
     bar = tqdm(total=steps, desc="remote apps", disable=not progress, dynamic_ncols=True)
-    out: dict[str, Any] = {"settings": asdict(s), "latency_sources": LATENCY_SOURCES,
-                           "search_latency": {"p50": SEARCH_LATENCY.p50, "p95": SEARCH_LATENCY.p95,
-                                              "mean": SEARCH_LATENCY.mean}, "apps": {}}
+    out: dict[str, Any] = {
+        "settings": asdict(s),
+        "latency_sources": LATENCY_SOURCES,
+        "search_latency": {"p50": SEARCH_LATENCY.p50, "p95": SEARCH_LATENCY.p95, "mean": SEARCH_LATENCY.mean},
+        "apps": {},
+    }
     t0 = time.perf_counter()
     for name in s.apps:
         out["apps"][name] = await bench_app(apps[name], s, bar)
@@ -199,7 +235,9 @@ async def bench(apps: dict[str, Any], s: Settings, svc: ServiceProcess, progress
     return out
 
 
-async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = "remote_apps") -> dict[str, Any]:
+async def _main(
+    s: Settings, quick: bool, command: str, write: bool, out: str = "remote_apps"
+) -> dict[str, Any]:
     from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
@@ -214,7 +252,9 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
         startup = time.perf_counter() - t0
         try:
             data = await bench(apps, s, svc)
-            data["exclusive_engines"] = sorted({e for a in apps.values() for e in exclusive_engines(a.runtime)})
+            data["exclusive_engines"] = sorted(
+                {e for a in apps.values() for e in exclusive_engines(a.runtime)}
+            )
         finally:
             for app in apps.values():
                 await app.stop()
@@ -237,21 +277,40 @@ async def _main(s: Settings, quick: bool, command: str, write: bool, out: str = 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench remote_apps`."""
-    p.add_argument("--quick", action="store_true", help="one rate, 4 queries, 1 trial, 1 query alone (CI-sized)")
+    p.add_argument(
+        "--quick", action="store_true", help="one rate, 4 queries, 1 trial, 1 query alone (CI-sized)"
+    )
     p.add_argument("--apps", default=None, help=f"comma-separated subset of {','.join(APPS)}")
-    p.add_argument("--trials", type=int, default=None, help="trials (seeds seed..seed+N-1; default 3, --quick 1)")
+    p.add_argument(
+        "--trials", type=int, default=None, help="trials (seeds seed..seed+N-1; default 3, --quick 1)"
+    )
     p.add_argument("--queries", type=int, default=None, help="queries per point (default 20, --quick 4)")
     p.add_argument("--rates", default=None, help="comma-separated rates (q/s) for every app")
-    p.add_argument("--systems", default=None,
-                   help=f"comma-separated subset of {','.join(SYSTEMS)}, optionally with the Teola paper's "
-                        f"baselines on teola's runtime ({','.join(PAPER_BASELINES)}) and teola with a pass off "
-                        f"({','.join(VARIANTS)})")
-    p.add_argument("--max-inflight", type=int, default=None,
-                   help="teola: batches the vLLM instance may run at once (default: the runtime's)")
-    p.add_argument("--search-max-batch", type=int, default=None,
-                   help="remote search requests per batch (default: the adapter's)")
+    p.add_argument(
+        "--systems",
+        default=None,
+        help=f"comma-separated subset of {','.join(SYSTEMS)}, optionally with the Teola paper's "
+        f"baselines on teola's runtime ({','.join(PAPER_BASELINES)}) and teola with a pass off "
+        f"({','.join(VARIANTS)})",
+    )
+    p.add_argument(
+        "--max-inflight",
+        type=int,
+        default=None,
+        help="teola: batches the vLLM instance may run at once (default: the runtime's)",
+    )
+    p.add_argument(
+        "--search-max-batch",
+        type=int,
+        default=None,
+        help="remote search requests per batch (default: the adapter's)",
+    )
     p.add_argument("--no-write", action="store_true", help="print the summary, write no result files")
-    p.add_argument("--out", default="remote_apps", help="results name: bench/results/<out>.md/.json (default remote_apps)")
+    p.add_argument(
+        "--out",
+        default="remote_apps",
+        help="results name: bench/results/<out>.md/.json (default remote_apps)",
+    )
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
@@ -288,13 +347,23 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         if not all(r > 0 for r in rates):
             p.error("--rates must be positive")
         s.rates = {a: rates for a in APPS}
-    command = command_line("python -m bench remote_apps", (
-        ("--quick", args.quick), ("--apps", args.apps), ("--trials", args.trials), ("--queries", args.queries),
-        ("--rates", args.rates), ("--systems", args.systems), ("--max-inflight", args.max_inflight),
-        ("--search-max-batch", args.search_max_batch), ("--out", None if args.out == "remote_apps" else args.out)))
+    command = command_line(
+        "python -m bench remote_apps",
+        (
+            ("--quick", args.quick),
+            ("--apps", args.apps),
+            ("--trials", args.trials),
+            ("--queries", args.queries),
+            ("--rates", args.rates),
+            ("--systems", args.systems),
+            ("--max-inflight", args.max_inflight),
+            ("--search-max-batch", args.search_max_batch),
+            ("--out", None if args.out == "remote_apps" else args.out),
+        ),
+    )
     data = asyncio.run(_main(s, args.quick, command, not args.no_write, args.out))
     if args.no_write:
         from bench.studies.rag.rag_analysis import speedups
+
         print(json.dumps(speedups(data), indent=1))
     return 0
-

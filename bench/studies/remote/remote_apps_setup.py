@@ -1,6 +1,7 @@
 """The systems, apps and settings of the remote-services study (bench/studies/remote/remote_apps.py; the
 deployment study shares the tool agent's prompt): the systems compared and teola's variants, the rates,
 the tool agent's tools, instruction and worked examples, its questions, and a run's Settings."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -34,13 +35,15 @@ TOOL_NAMES = tuple(TOOL_ARGS)
 # city's weather or a unit conversion (the two tool kinds, ~0.25 s and ~0.03 s median latency).
 PLAN_INSTRUCTION = (
     "You call tools. Tools: calculator(expression), convert_units(value, from_unit, to_unit), weather(city), "
-    "wiki_lookup(query). Reply with one JSON object per line and nothing else. Examples:")
+    "wiki_lookup(query). Reply with one JSON object per line and nothing else. Examples:"
+)
 PLAN_EXAMPLES = (
-    'Question: What is 3 times 4, and what is the weather in Rome?\n'
+    "Question: What is 3 times 4, and what is the weather in Rome?\n"
     '{"tool": "calculator", "args": {"expression": "3*4"}}\n{"tool": "weather", "args": {"city": "Rome"}}\n\n'
-    'Question: Convert 5 km to mi, and who or what is the Nile?\n'
+    "Question: Convert 5 km to mi, and who or what is the Nile?\n"
     '{"tool": "convert_units", "args": {"value": 5, "from_unit": "km", "to_unit": "mi"}}\n'
-    '{"tool": "wiki_lookup", "args": {"query": "Nile"}}')
+    '{"tool": "wiki_lookup", "args": {"query": "Nile"}}'
+)
 MAX_CALLS = 1
 TOOL_KINDS = ("weather", "convert_units")
 

@@ -1,6 +1,7 @@
 """What the remote-services study keeps of its runs (bench/studies/remote/remote_apps.py): each query's
 work (LLM calls, prompt and decode tokens, searches, tool calls), and per system and rate the pooled and
 per-trial summaries, vLLM's tokens per decode step and teola's critical-path shares."""
+
 from __future__ import annotations
 
 import statistics
@@ -26,8 +27,13 @@ def work(rec: dict[str, Any]) -> dict[str, float]:
             n = 1 if not t["primitive"].startswith("llamaindex.") else t["batch_size"]
             searches += n if op == PrimOp.SEARCHING else 0
             tools += n if op == PrimOp.TOOL else 0
-    return {"llm_calls": len(calls), "prompt_tokens": sum(c["prompt"] for c in calls.values()),
-            "decode_tokens": sum(c["out"] for c in calls.values()), "searches": searches, "tool_calls": tools}
+    return {
+        "llm_calls": len(calls),
+        "prompt_tokens": sum(c["prompt"] for c in calls.values()),
+        "decode_tokens": sum(c["out"] for c in calls.values()),
+        "searches": searches,
+        "tool_calls": tools,
+    }
 
 
 def mean_work(records: list[dict[str, Any]]) -> dict[str, float]:
@@ -38,8 +44,11 @@ def mean_work(records: list[dict[str, Any]]) -> dict[str, float]:
 def tokens_per_step(trials: list[dict[str, Any]]) -> float | None:
     """vLLM's generated tokens per decode step over the trials' traces (decode-batching efficiency)."""
     steps = sum(t.get("vllm_steps", {}).get("decode_steps", 0) for t in trials)
-    return sum(t["vllm_steps"].get("generated_tokens", 0) for t in trials if t.get("vllm_steps")) / steps \
-        if steps else None
+    return (
+        sum(t["vllm_steps"].get("generated_tokens", 0) for t in trials if t.get("vllm_steps")) / steps
+        if steps
+        else None
+    )
 
 
 def summarize_runs(runs: dict[str, Any], bounds: list[float]) -> None:
@@ -47,12 +56,16 @@ def summarize_runs(runs: dict[str, Any], bounds: list[float]) -> None:
     work, tokens per decode step) and each trial's; teola's its mean critical-path shares."""
     for systems in runs.values():
         for system, entry in systems.items():
-            entry["summary"] = {**summarize(entry["records"], bounds), "work": mean_work(entry["records"]),
-                                "tokens_per_decode_step": tokens_per_step(entry["trials"])}
+            entry["summary"] = {
+                **summarize(entry["records"], bounds),
+                "work": mean_work(entry["records"]),
+                "tokens_per_decode_step": tokens_per_step(entry["trials"]),
+            }
             for j, tr in enumerate(entry["trials"]):
                 mine = [r for r in entry["records"] if r["trial"] == j]
                 tr["summary"] = {key: v for key, v in summarize(mine, bounds).items() if key != "by_op"}
             if system == "teola":
                 shares = [c for c in map(critical_path_shares, entry["records"]) if c]
-                entry["critical_path"] = {key: statistics.fmean(c[key] for c in shares) for key in shares[0]} \
-                    if shares else None
+                entry["critical_path"] = (
+                    {key: statistics.fmean(c[key] for c in shares) for key in shares[0]} if shares else None
+                )

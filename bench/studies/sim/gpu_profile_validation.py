@@ -5,6 +5,7 @@ profile of engines/profiles/, the error in percent, and where the simulated time
 
     python -m bench gpu_profile_validation [--out bench/results/gpu_profile_validation.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,21 +57,33 @@ def simulate(pub: Published) -> dict[str, Any]:
     prompts = sum(p for p, _ in lengths)
     # every prompt prefills in one iteration (a static batch; vLLM without chunked prefill at a token
     # budget above the prompts' sum) and every request holds its KV to the end
-    res = simulate_replica(reqs, cost, max_num_seqs=len(reqs), budget=prompts,
-                           kv_tokens=sum(p + o for p, o in lengths))
+    res = simulate_replica(
+        reqs, cost, max_num_seqs=len(reqs), budget=prompts, kv_tokens=sum(p + o for p, o in lengths)
+    )
     parts = breakdown(cost, cpu, lengths)
     assert abs(sum(parts.values()) - res.end) <= 1e-9 * max(1.0, res.end), (parts, res.end)
     seconds = res.end
     if pub.metric == "ttft_ms":  # the first iteration alone
-        parts = {**dict.fromkeys(PARTS, 0.0), "prefill_linear": parts["prefill_linear"],
-                 "prefill_attention": parts["prefill_attention"], "cpu_step": cpu, "lm_head": cost.base - cpu}
+        parts = {
+            **dict.fromkeys(PARTS, 0.0),
+            "prefill_linear": parts["prefill_linear"],
+            "prefill_attention": parts["prefill_attention"],
+            "cpu_step": cpu,
+            "lm_head": cost.base - cpu,
+        }
         seconds = sum(parts.values())
     if pub.metric == "throughput_tok_s":
         sim = sum(o for _, o in lengths) / seconds / pub.tp
     else:
         sim = seconds * 1000.0
-    return {**asdict(pub), "simulated": sim, "error": (sim - pub.value) / pub.value, "seconds": seconds,
-            "parts_s": parts, "extrapolated": prompts > largest}
+    return {
+        **asdict(pub),
+        "simulated": sim,
+        "error": (sim - pub.value) / pub.value,
+        "seconds": seconds,
+        "parts_s": parts,
+        "extrapolated": prompts > largest,
+    }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,5 +96,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     rows = [simulate(pub) for pub in PUBLISHED]
     out = Path(args.out)
     out.write_text(page(rows), encoding="utf-8")
-    out.with_suffix(".json").write_text(json.dumps({"label": "SIMULATED", "rows": rows}, indent=1), encoding="utf-8")
+    out.with_suffix(".json").write_text(
+        json.dumps({"label": "SIMULATED", "rows": rows}, indent=1), encoding="utf-8"
+    )
     print(f"wrote {out} and {out.with_suffix('.json').name}")

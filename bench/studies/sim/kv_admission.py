@@ -23,6 +23,7 @@ pinned in teola's queue while the cap fills with calls the engine has no memory 
 nothing runs (issue 18: LAMPS at 2.75 req/s on the INFERCEPT mix). Pure except for reading the
 engine's pool and waiting list; it changes neither.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -50,7 +51,7 @@ class KVAdmission:
         """kv_bound: also send calls only while the engine's free KV covers them (False: calls
         resuming on preserved KV go first, the rest is the policy's batch, unbounded by KV)."""
         self.policy, self.llm, self.kv_bound = policy, llm, kv_bound
-        self.held = 0     # scheduling rounds held because the engine's KV was spoken for
+        self.held = 0  # scheduling rounds held because the engine's KV was spoken for
         self.resumes = 0  # calls sent ahead of the policy's order to resume on their preserved KV
 
     def __getattr__(self, name: str) -> Any:
@@ -80,8 +81,9 @@ class KVAdmission:
             self.held += 1
             return Decision()
         tokens = free if not limits.token_budget else min(free, limits.token_budget)
-        narrowed = Limits(max_batch=limits.max_batch, max_efficient_batch=limits.max_efficient_batch,
-                          token_budget=tokens)
+        narrowed = Limits(
+            max_batch=limits.max_batch, max_efficient_batch=limits.max_efficient_batch, token_budget=tokens
+        )
         return self.policy.schedule(queue, now, narrowed)
 
 

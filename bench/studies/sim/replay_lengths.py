@@ -2,6 +2,7 @@
 sim_trace_diff.py): each query's output and prompt lengths by kind, a simulated LLM that replays them,
 the apps started on a profile's simulated engines in virtual time, and the profile's prompt-token
 estimate calibrated against the real prompts."""
+
 from __future__ import annotations
 
 import copy
@@ -62,8 +63,9 @@ def use_replay(app: Any, per_question: dict[str, dict[str, Any]] | None, outputs
         inst.handle.sampler = base if per_question is None else ReplayLengths(per_question, base, outputs)
 
 
-async def lengths_of(app: Any, queries: list[dict[str, Any]], prompts: list[int] | None = None,
-                     system: str = "teola") -> dict[str, list[int]]:
+async def lengths_of(
+    app: Any, queries: list[dict[str, Any]], prompts: list[int] | None = None, system: str = "teola"
+) -> dict[str, list[int]]:
     """Output lengths by kind of the queries' LLM calls run as `system` does (bench.studies.rag.rag's SYSTEMS);
     `prompts` collects each decode's prompt tokens."""
     config, policy = SYSTEMS[system]
@@ -79,21 +81,27 @@ async def lengths_of(app: Any, queries: list[dict[str, Any]], prompts: list[int]
 
 def prompt_tokens(trace_: list[dict[str, Any]]) -> int:
     """Prompt tokens of a query's decoding calls (each call once: not the prefill fused into it)."""
-    return sum(int(t.get("num_prompt_tokens") or 0) for t in trace_
-               if t.get("op") in ("decoding", "partial_decoding") and "fused_into" not in t)
+    return sum(
+        int(t.get("num_prompt_tokens") or 0)
+        for t in trace_
+        if t.get("op") in ("decoding", "partial_decoding") and "fused_into" not in t
+    )
 
 
-def calibrate_tokens(profile: dict[str, Any], names: tuple[str, ...], cal: list[dict[str, Any]],
-                     real: list[int]) -> float:
+def calibrate_tokens(
+    profile: dict[str, Any], names: tuple[str, ...], cal: list[dict[str, Any]], real: list[int]
+) -> float:
     """Scale the profile's prompt-token estimate (token_ratio, template_tokens) so the calibration
     queries' simulated prompts have as many tokens as they had on the real engines (a profile's ratio
     comes from its own prose: 1.24 tokens per counted word, where BoolQ passages have 1.14).
     Returns the scale applied."""
+
     async def body(apps: dict[str, Any]) -> list[int]:
         out: list[int] = []
         for app in apps.values():
             await lengths_of(app, cal, out)
         return out
+
     simulated = on_simulated_apps(names, profile, body)
     scale = sum(real) / max(1, sum(simulated))
     scale_tokens(profile, scale)
@@ -124,4 +132,5 @@ def on_simulated_apps(names: tuple[str, ...], profile: dict[str, Any], body: Any
         finally:
             for app in apps.values():
                 await app.stop()
+
     return run_virtual(scenario())

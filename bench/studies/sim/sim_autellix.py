@@ -34,6 +34,7 @@ profile over a program's decoded tokens, with its prefill): a scale for the x ax
 Each run also samples the engine over time (queue, running batch, KV occupancy, preemptions) for the
 mechanism analysis, and `--kv-scales` reruns one workload at one load with less KV memory.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,21 +60,39 @@ from bench.studies.sim.sim_autellix_setup import (
 
 # what a point's row keeps of its job and of its statistics (teola.sim.program_runs.run_set)
 JOB_KEYS = ("kind", "system", "load", "rate", "kv_scale", "token_budget", "kv_preemption")
-ROW_KEYS = ("programs", "calls", "mean", "p50", "p95", "p99", "tok_mean", "tok_p99", "wall", "output_tokens",
-            "prompt_tokens", "cached_tokens", "preemptions", "resumed_tokens", "resumed_cached_tokens",
-            "resumed_swapped_tokens", "mechanism")
+ROW_KEYS = (
+    "programs",
+    "calls",
+    "mean",
+    "p50",
+    "p95",
+    "p99",
+    "tok_mean",
+    "tok_p99",
+    "wall",
+    "output_tokens",
+    "prompt_tokens",
+    "cached_tokens",
+    "preemptions",
+    "resumed_tokens",
+    "resumed_cached_tokens",
+    "resumed_swapped_tokens",
+    "mechanism",
+)
 
 
 # ---- the workload ----------------------------------------------------------------------------------
 @functools.cache
 def _profile(name: str) -> dict[str, Any]:
     from engines.sim.profile import load_profile
+
     return load_profile(name)
 
 
 @functools.cache
 def _texts() -> tuple[list[str], list[str]]:
     from teola.sim.program_runs import load_texts
+
     questions, filler, _ = load_texts()
     return questions, filler
 
@@ -103,16 +122,24 @@ class Probe:
     def summary(self) -> dict[str, float]:
         s = self.samples or [(0, 0, 0, 0.0)]
         queue = [x[0] + x[1] for x in s]
-        return {"samples": len(s), "queue_mean": statistics.mean(queue), "queue_p95": percentile(queue, 95),
-                "engine_waiting_mean": statistics.mean(x[1] for x in s),
-                "running_mean": statistics.mean(x[2] for x in s), "running_max": max(x[2] for x in s),
-                "kv_mean": statistics.mean(x[3] for x in s), "kv_full": sum(x[3] >= 0.95 for x in s) / len(s),
-                "kv_preemptions": self.engine.stats["preemptions"],
-                "kv_recomputed_tokens": self.engine.stats["recomputed_tokens"],
-                "engine_busy_s": self.engine.stats["busy_s"]}
+        return {
+            "samples": len(s),
+            "queue_mean": statistics.mean(queue),
+            "queue_p95": percentile(queue, 95),
+            "engine_waiting_mean": statistics.mean(x[1] for x in s),
+            "running_mean": statistics.mean(x[2] for x in s),
+            "running_max": max(x[2] for x in s),
+            "kv_mean": statistics.mean(x[3] for x in s),
+            "kv_full": sum(x[3] >= 0.95 for x in s) / len(s),
+            "kv_preemptions": self.engine.stats["preemptions"],
+            "kv_recomputed_tokens": self.engine.stats["recomputed_tokens"],
+            "engine_busy_s": self.engine.stats["busy_s"],
+        }
 
 
-def simulated_profile(job: dict[str, Any], profile: dict[str, Any], policy: str, cache: bool) -> dict[str, Any]:
+def simulated_profile(
+    job: dict[str, Any], profile: dict[str, Any], policy: str, cache: bool
+) -> dict[str, Any]:
     """The profile one point simulates: its vLLM entry with the engine's order, its KV preemption, the
     prefix cache and the KV cache scaled as the job asks."""
     # the engine takes waiting calls by their queue index (teola starts vLLM with scheduling_policy="priority";
@@ -120,8 +147,12 @@ def simulated_profile(job: dict[str, Any], profile: dict[str, Any], policy: str,
     # vLLM's arrival order. When KV runs out the engine preempts by recompute (vLLM's rule) under FCFS, by
     # swap under MLFQ and Autellix, which also swap the KV of the calls they preempt (§4.2.2)
     preemptive = policy != "fcfs"
-    llm = {**profile["engines"]["vllm"], "scheduling": "priority",
-           "preemption": job.get("kv_preemption") or ("swap" if preemptive else "recompute"), "abort_kv": "swap"}
+    llm = {
+        **profile["engines"]["vllm"],
+        "scheduling": "priority",
+        "preemption": job.get("kv_preemption") or ("swap" if preemptive else "recompute"),
+        "abort_kv": "swap",
+    }
     if not cache:
         llm["enable_prefix_caching"] = False
     if job.get("kv_scale", 1.0) != 1.0:
@@ -150,16 +181,27 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     async def scenario() -> dict[str, Any]:
         # token_budget: teola's admission also reserves each call's prompt + output tokens of KV, as on the
         # real vLLM adapter, which declares its KV size (the simulated engine declares none)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", instances=1, simulate=prof,
-                                    token_budget=job.get("token_budget", 0))})
+        rt = Runtime(
+            {
+                "llm": Engine(
+                    "llm", kind="vllm", instances=1, simulate=prof, token_budget=job.get("token_budget", 0)
+                )
+            }
+        )
         await rt.start()
         options = {} if policy == "fcfs" else {"service": "seconds"}  # Autellix's unit: model time
         rt.schedulers["llm"].policy = make_policy(policy, **options)
         probe = Probe(rt, max(0.25, horizon / 200), horizon)
         sampler = asyncio.ensure_future(probe.run())
         try:
-            r = await run_set(rt, progs, f"{kind}-{system}-{job['rate']:.4f}", questions, filler=filler,
-                              token_ratio=llm.get("token_ratio", 1.3))
+            r = await run_set(
+                rt,
+                progs,
+                f"{kind}-{system}-{job['rate']:.4f}",
+                questions,
+                filler=filler,
+                token_ratio=llm.get("token_ratio", 1.3),
+            )
         finally:
             sampler.cancel()
             await rt.stop()
@@ -170,17 +212,29 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     r = run_virtual(scenario())
     out = {k: job[k] for k in JOB_KEYS if k in job}
     out.update({"policy": system, **{k: r[k] for k in ROW_KEYS}, "sim_wall_s": time.perf_counter() - wall})
-    print(f"[sim_autellix] {kind} {system} load {job['load']} kv x{job.get('kv_scale', 1.0)}: token latency "
-          f"{1000 * r['tok_mean']:.0f} ms, mean {r['mean']:.1f} s, {r['preemptions']} preemptions, "
-          f"{r['mechanism']['kv_preemptions']} KV preemptions ({out['sim_wall_s']:.0f} s wall)",
-          file=sys.stderr, flush=True)
+    print(
+        f"[sim_autellix] {kind} {system} load {job['load']} kv x{job.get('kv_scale', 1.0)}: token latency "
+        f"{1000 * r['tok_mean']:.0f} ms, mean {r['mean']:.1f} s, {r['preemptions']} preemptions, "
+        f"{r['mechanism']['kv_preemptions']} KV preemptions ({out['sim_wall_s']:.0f} s wall)",
+        file=sys.stderr,
+        flush=True,
+    )
     return out
 
 
 def _key(job: dict[str, Any]) -> str:
-    return "|".join(str(job.get(k, d)) for k, d in (("profile", ""), ("kind", ""), ("system", ""), ("load", ""),
-                                                      ("n", ""), ("kv_scale", 1.0), ("token_budget", 0))) \
-        + (f"|{job['kv_preemption']}" if job.get("kv_preemption") else "")
+    return "|".join(
+        str(job.get(k, d))
+        for k, d in (
+            ("profile", ""),
+            ("kind", ""),
+            ("system", ""),
+            ("load", ""),
+            ("n", ""),
+            ("kv_scale", 1.0),
+            ("token_budget", 0),
+        )
+    ) + (f"|{job['kv_preemption']}" if job.get("kv_preemption") else "")
 
 
 def run_jobs(jobs: list[dict[str, Any]], workers: int, cache: str | None = None) -> list[dict[str, Any]]:
@@ -222,29 +276,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workloads", default=",".join(WORKLOADS), help=f"from: {', '.join(WORKLOADS)}")
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"from: {', '.join(SYSTEMS)}")
     p.add_argument("--scale", type=float, default=1.0, help=f"programs per point x this ({PROGRAMS} at 1)")
-    p.add_argument("--loads", help=f"fractions of the estimated capacity, for every workload (default {LOADS})")
+    p.add_argument(
+        "--loads", help=f"fractions of the estimated capacity, for every workload (default {LOADS})"
+    )
     p.add_argument("--jobs", type=int, default=2, help="simulations run in parallel processes")
-    p.add_argument("--kv-scales", default="0.125,0.25,0.5", help="KV cache sizes (x the profile's) for the sweep; '' for none")
+    p.add_argument(
+        "--kv-scales",
+        default="0.125,0.25,0.5",
+        help="KV cache sizes (x the profile's) for the sweep; '' for none",
+    )
     p.add_argument("--sweep-workload", default="sharegpt")
-    p.add_argument("--long", type=int, default=3, help="also run vLLM-opt and Autellix at each workload's highest load "
-                   "with this many times the programs (1: not)")
-    p.add_argument("--quick", action="store_true", help="sharegpt only, 6 programs, 2 loads, no sweep (a smoke run)")
+    p.add_argument(
+        "--long",
+        type=int,
+        default=3,
+        help="also run vLLM-opt and Autellix at each workload's highest load "
+        "with this many times the programs (1: not)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="sharegpt only, 6 programs, 2 loads, no sweep (a smoke run)"
+    )
     p.add_argument("--out", default="sim_autellix")
-    p.add_argument("--cache", help="JSON-lines file of finished points: appended as they end, reused on a rerun")
-    p.add_argument("--render", action="store_true", help="re-write the page from bench/results/<out>.json (no runs)")
+    p.add_argument(
+        "--cache", help="JSON-lines file of finished points: appended as they end, reused on a rerun"
+    )
+    p.add_argument(
+        "--render", action="store_true", help="re-write the page from bench/results/<out>.json (no runs)"
+    )
 
 
-def extra_runs(args: argparse.Namespace, workloads: dict[str, Any], caps: dict[str, float], n: dict[str, int],
-               loads: dict[str, Any], kv_tokens: int) -> dict[str, Any]:
+def extra_runs(
+    args: argparse.Namespace,
+    workloads: dict[str, Any],
+    caps: dict[str, float],
+    n: dict[str, int],
+    loads: dict[str, Any],
+    kv_tokens: int,
+) -> dict[str, Any]:
     """The runs beyond the curves (bench/studies/sim/sim_autellix_extra.py): the KV-size sweep at the load
     of the largest gap ("kv_sweep") and each workload's highest load with a longer trace ("long")."""
     out: dict[str, Any] = {}
     sweep = kv_sweep_jobs(args, workloads, caps, n, kv_tokens)
     if sweep is not None:
         sk, load, jobs = sweep
-        base = [r for r in workloads[sk]["rows"] if r["load"] == load and r["system"] in ("vllm-opt", "autellix")]
-        out["kv_sweep"] = {"kind": sk, "load": load,
-                           "rows": run_jobs(jobs, args.jobs, args.cache) + [{**r, "kv_scale": 1.0} for r in base]}
+        base = [
+            r for r in workloads[sk]["rows"] if r["load"] == load and r["system"] in ("vllm-opt", "autellix")
+        ]
+        out["kv_sweep"] = {
+            "kind": sk,
+            "load": load,
+            "rows": run_jobs(jobs, args.jobs, args.cache) + [{**r, "kv_scale": 1.0} for r in base],
+        }
     longer = long_trace_jobs(args, list(workloads), caps, n, loads)
     if longer is not None:
         out["long"] = {"factor": args.long, "rows": run_jobs(longer, args.jobs, args.cache)}
@@ -258,6 +340,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 
     if args.render:
         import json
+
         data = json.loads((RESULTS / f"{args.out}.json").read_text())
         data.pop("machine", None)
         data["analysis"] = ANALYSIS
@@ -274,18 +357,29 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     n = {k: 6 if args.quick else max(2, round(PROGRAMS[k] * args.scale)) for k in kinds}
     profile = _profile(args.profile)
     caps = {k: capacity_estimate(profile, k) for k in kinds}
-    jobs = [{"kind": k, "system": s, "load": load, "rate": load * caps[k], "n": n[k], "profile": args.profile}
-            for k in kinds for load in loads[k] for s in systems]
+    jobs = [
+        {"kind": k, "system": s, "load": load, "rate": load * caps[k], "n": n[k], "profile": args.profile}
+        for k in kinds
+        for load in loads[k]
+        for s in systems
+    ]
     rows = run_jobs(jobs, args.jobs, args.cache)
     workloads = curves(kinds, systems, rows, caps, n)
     llm = profile["engines"]["vllm"]
-    data = {"profile": args.profile, "kv_tokens": llm["num_blocks"] * llm["block_size"],
-            "max_num_seqs": llm["max_num_seqs"], "chunk": llm["max_num_batched_tokens"], "jobs": args.jobs,
-            "programs": ", ".join(f"{k} {v}" for k, v in n.items()), "loads": loads, "workloads": workloads,
-            "reduction": f"scale {args.scale}: the paper does not say how many programs a trace holds; these counts "
-                         "fit this study's time on 2 cores, and with them a point's arrival window is only a few "
-                         "program latencies long on LATS, so its high loads are transients, not steady states",
-            "command": "python -m bench sim_autellix " + " ".join(argv)}
+    data = {
+        "profile": args.profile,
+        "kv_tokens": llm["num_blocks"] * llm["block_size"],
+        "max_num_seqs": llm["max_num_seqs"],
+        "chunk": llm["max_num_batched_tokens"],
+        "jobs": args.jobs,
+        "programs": ", ".join(f"{k} {v}" for k, v in n.items()),
+        "loads": loads,
+        "workloads": workloads,
+        "reduction": f"scale {args.scale}: the paper does not say how many programs a trace holds; these counts "
+        "fit this study's time on 2 cores, and with them a point's arrival window is only a few "
+        "program latencies long on LATS, so its high loads are transients, not steady states",
+        "command": "python -m bench sim_autellix " + " ".join(argv),
+    }
     data.update(extra_runs(args, workloads, caps, n, loads, data["kv_tokens"]))
     data["wall_s"] = time.perf_counter() - t0
     data["analysis"] = ANALYSIS
@@ -293,5 +387,3 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
     write_results(f"quick/{args.out}" if args.quick else args.out, data, markdown(data))
     return 0
-
-

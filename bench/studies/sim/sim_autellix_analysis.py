@@ -1,6 +1,7 @@
 """The hand-written words of the SIMULATED Autellix page (bench/studies/sim/sim_autellix_report.py renders
 it): the analysis of the run on record, written after reading its numbers, and what the simulator's error
 is known to be."""
+
 from __future__ import annotations
 
 SIM_ERROR = (
@@ -15,7 +16,8 @@ SIM_ERROR = (
     "profile are less exposed to a uniform cost error than absolute latencies. One known artefact matters here: "
     "a call's output tokens are not cached under the ids the next call of the conversation re-sends (the simulated "
     "engine decodes placeholder ids and re-tokenizes the answer's text), so every follow-up call prefills its "
-    "previous answer again (about 1.3 tokens per output token), where vLLM usually finds it in the prefix cache.")
+    "previous answer again (about 1.3 tokens per output token), where vLLM usually finds it in the prefix cache."
+)
 # the analysis of the run on record (hand-written after reading its numbers; `--render` re-writes the page)
 ANALYSIS: list[str] = [
     "The paper's headline does not reproduce at its set-up in this simulator: Autellix's token-latency curve lies on "

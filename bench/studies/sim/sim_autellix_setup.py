@@ -2,6 +2,7 @@
 systems and the policy each runs, programs per point, loads and latency targets, and the rate scale (the
 programs/s one engine of a profile could sustain on a workload, estimated from the profile's iteration
 cost; the loads are fractions of it, and the steady-state study uses it too)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,8 +14,12 @@ SYSTEMS = ("vllm", "vllm-opt", "mlfq", "autellix")
 PROGRAMS = {"sharegpt": 300, "bfcl": 400, "lats": 40, "mixed": 90}  # programs per point at --scale 1
 # fractions of capacity_estimate, up to past the knee of vLLM-opt's curve (single-threaded programs keep
 # one call each in the engine, so their queue forms only once ~max_num_seqs programs are active at once)
-LOADS = {"sharegpt": (0.5, 1.5, 2.25, 3.0), "bfcl": (0.5, 0.8, 1.1, 1.5, 2.25, 3.0), "lats": (0.5, 1.0, 1.5, 2.0),
-         "mixed": (0.5, 1.0, 1.5, 2.0)}
+LOADS = {
+    "sharegpt": (0.5, 1.5, 2.25, 3.0),
+    "bfcl": (0.5, 0.8, 1.1, 1.5, 2.25, 3.0),
+    "lats": (0.5, 1.0, 1.5, 2.0),
+    "mixed": (0.5, 1.0, 1.5, 2.0),
+}
 TARGETS = (1.5, 3.0, 5.0)  # x vLLM-opt's token latency at the lowest load
 
 
@@ -22,8 +27,12 @@ def policy_of(kind: str, system: str) -> tuple[str, bool]:
     """The teola policy a system runs on workload `kind`, and whether the prefix cache is on."""
     if system not in SYSTEMS:
         raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
-    return {"vllm": ("fcfs", False), "vllm-opt": ("fcfs", True), "mlfq": ("mlfq", True),
-            "autellix": (AUTELLIX[kind], True)}[system]
+    return {
+        "vllm": ("fcfs", False),
+        "vllm-opt": ("fcfs", True),
+        "mlfq": ("mlfq", True),
+        "autellix": (AUTELLIX[kind], True),
+    }[system]
 
 
 def capacity_estimate(profile: dict[str, Any], kind: str, n: int = 300) -> float:
@@ -36,8 +45,13 @@ def capacity_estimate(profile: dict[str, Any], kind: str, n: int = 300) -> float
     from engines.sim.cost import IterationCost
 
     llm = profile["engines"]["vllm"]
-    cost = IterationCost(**{k: tuple(map(tuple, v)) if isinstance(v, list) else v
-                            for k, v in llm["cost"].items() if k in IterationCost.__dataclass_fields__})
+    cost = IterationCost(
+        **{
+            k: tuple(map(tuple, v)) if isinstance(v, list) else v
+            for k, v in llm["cost"].items()
+            if k in IterationCost.__dataclass_fields__
+        }
+    )
     progs = programs(kind, 0.0, n)
     calls = [c for p in progs for c in p.calls]
     decode = sum(c.output for c in calls) / n

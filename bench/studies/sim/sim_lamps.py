@@ -66,6 +66,7 @@ calls pass OVERLOAD stops there as overloaded. Each measured request's time is s
 calls, queueing (teola's queue until sent to the engine + the engine's until its first iteration)
 and the rest, in the engine (prefill, decode and the swap stalls it shares with its batch).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -93,8 +94,14 @@ from bench.studies.sim.sim_lamps_setup import (
 )
 
 
-async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str, Any],
-              decided: dict[str, str] | None = None) -> dict[str, Any]:
+async def one(
+    rt: Any,
+    llm: Any,
+    r: dict[str, Any],
+    system: str,
+    costs: dict[str, Any],
+    decided: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Run request `r` (its segments and API pauses); its latency, time in API calls and time queued
     (in teola's queue until the call went to the engine, then in the engine's until its first iteration).
     `decided`: the handlings the engine chose at the pauses (`infercept_at_pause`), by kv_key."""
@@ -102,8 +109,10 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
     await asyncio.sleep(max(0.0, r["arrival"] - loop.time()))
     t0 = loop.time()
     policy = rt.schedulers["llm"].policy
-    parts = [["system", "You are an assistant that calls tools."],
-             ["user", " ".join(f"{r['id']}w{j}" for j in range(r["words"]))]]
+    parts = [
+        ["system", "You are an assistant that calls tools."],
+        ["user", " ".join(f"{r['id']}w{j}" for j in range(r["words"]))],
+    ]
     cont: list[Any] = []
     handlings = []
     api_s = queue_s = 0.0
@@ -111,7 +120,7 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
     for j in range(len(segs)):
         req = segment_call(r, j, parts, cont, handlings, costs, t0)
         last = j == len(segs) - 1
-        context = sum(segs[:j + 1]) + j * RESPONSE_TOKENS[r["type"]] + int(1.3 * r["words"])
+        context = sum(segs[: j + 1]) + j * RESPONSE_TOKENS[r["type"]] + int(1.3 * r["words"])
         other = sum(s.computed for s in llm.running)
         if not last:
             req["pause_kv"] = handling_for(system, policy, r["type"], context, other, costs)
@@ -130,12 +139,18 @@ async def one(rt: Any, llm: Any, r: dict[str, Any], system: str, costs: dict[str
         if hasattr(policy, "observe_api"):
             policy.observe_api(r["type"], r["apis"][j])
     rt.end_program(r["id"])
-    return {"arrival": r["arrival"], "latency": loop.time() - t0, "api_s": api_s, "queue_s": queue_s,
-            "handlings": handlings}
+    return {
+        "arrival": r["arrival"],
+        "latency": loop.time() - t0,
+        "api_s": api_s,
+        "queue_s": queue_s,
+        "handlings": handlings,
+    }
 
 
-async def start_runtime(prof: dict[str, Any], policy: str, options: dict[str, Any], setup: dict[str, Any],
-                        ranked_engine: bool) -> tuple[Any, Any]:
+async def start_runtime(
+    prof: dict[str, Any], policy: str, options: dict[str, Any], setup: dict[str, Any], ranked_engine: bool
+) -> tuple[Any, Any]:
     """teola's runtime on one simulated vLLM of `prof` (at most setup's cap calls in it), started, its
     policy wrapped by KV-bound admission and the engine's ranking where the set-up asks."""
     from engines.sim.profile import simulated_engine
@@ -144,8 +159,12 @@ async def start_runtime(prof: dict[str, Any], policy: str, options: dict[str, An
 
     cap = setup["cap"]
     llm = simulated_engine("llm", "vllm", prof, {"max_num_seqs": cap})
-    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=cap, max_batch=cap)}, {"llm": llm},
-                 policy=policy, policy_options={policy: options} if options else None)
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", max_efficient_batch=cap, max_batch=cap)},
+        {"llm": llm},
+        policy=policy,
+        policy_options={policy: options} if options else None,
+    )
     await rt.start()
     if setup["kv_admission"]:
         rt.schedulers["llm"].policy = KVAdmission(rt.schedulers["llm"].policy, llm)
@@ -154,8 +173,9 @@ async def start_runtime(prof: dict[str, Any], policy: str, options: dict[str, An
     return rt, llm
 
 
-async def measure(rt: Any, llm: Any, measured: list[Any], warmup: float, window: float,
-                  drain: float | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+async def measure(
+    rt: Any, llm: Any, measured: list[Any], warmup: float, window: float, drain: float | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The load sampled over the window and the measured requests' records: all of them (none once
     overloaded), or with a `drain`, those finished by the window's end + drain, whatever the queue."""
     if drain is None:
@@ -169,8 +189,17 @@ async def measure(rt: Any, llm: Any, measured: list[Any], warmup: float, window:
     return load, list(done)
 
 
-def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, window: float, cooldown: float,
-              seed: int = 0, setup: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_point(
+    profile: str,
+    mix: str,
+    system: str,
+    rate: float,
+    warmup: float,
+    window: float,
+    cooldown: float,
+    seed: int = 0,
+    setup: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One system at one rate: Poisson arrivals over warmup + window + cooldown seconds; the requests
     arriving in the window are measured (bench.studies.sim.sim_lamps_report.summarize) and the load sampled.
     `setup` (see `engine_setup`): cap (calls teola lets into the engine), kv_blocks (None: the
@@ -203,68 +232,122 @@ def run_point(profile: str, mix: str, system: str, rate: float, warmup: float, w
 
     t0 = time.perf_counter()
     res = run_virtual(scenario())
-    out = {"mix": mix, "system": system, "rate": rate, "requests": len(reqs),
-           **summarize(res["done"], warmup, window), "load": res["load"],
-           "unfinished": sum(1 for r in reqs if warmup <= r["arrival"] < warmup + window) - len(res["done"]),
-           "preemptions": res["stats"]["preemptions"], "wall_s": time.perf_counter() - t0}
-    out["steady"] = bool(res["done"]) and steady(res["load"]["waiting_series"], TICK, window, out["halves"], cap)
+    out = {
+        "mix": mix,
+        "system": system,
+        "rate": rate,
+        "requests": len(reqs),
+        **summarize(res["done"], warmup, window),
+        "load": res["load"],
+        "unfinished": sum(1 for r in reqs if warmup <= r["arrival"] < warmup + window) - len(res["done"]),
+        "preemptions": res["stats"]["preemptions"],
+        "wall_s": time.perf_counter() - t0,
+    }
+    out["steady"] = bool(res["done"]) and steady(
+        res["load"]["waiting_series"], TICK, window, out["halves"], cap
+    )
     return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench sim_lamps`."""
-    p.add_argument("--profile", default="a100-llama2-7b-measured",
-                   help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
-    p.add_argument("--rates", default=DEFAULT_RATES, help=f"arrival rates per mix, req/s (default {DEFAULT_RATES})")
-    p.add_argument("--warmup", type=float, default=300.0, help="seconds of arrivals before measuring (default 300)")
+    p.add_argument(
+        "--profile",
+        default="a100-llama2-7b-measured",
+        help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)",
+    )
+    p.add_argument(
+        "--rates", default=DEFAULT_RATES, help=f"arrival rates per mix, req/s (default {DEFAULT_RATES})"
+    )
+    p.add_argument(
+        "--warmup", type=float, default=300.0, help="seconds of arrivals before measuring (default 300)"
+    )
     p.add_argument("--window", type=float, default=1200.0, help="seconds of arrivals measured (default 1200)")
     p.add_argument("--cooldown", type=float, default=300.0, help="seconds of arrivals after (default 300)")
     p.add_argument("--systems", default=",".join(SYSTEMS), help="systems to run (default all)")
     p.add_argument("--sweep", action="store_true", help="load per rate only: the page shows no comparison")
     p.add_argument("--quick", action="store_true", help="INFERCEPT mix at 1 and 2 req/s, 100 + 200 + 100 s")
-    p.add_argument("--max-seqs", type=int, default=CAP,
-                   help=f"calls teola lets into the engine at once, also the engine's max_num_seqs (default {CAP}; "
-                        "vLLM's default is 256)")
-    p.add_argument("--kv-blocks", type=int, default=None,
-                   help="KV pool of the simulated engine in blocks of the profile's block size (default: the profile's "
-                        "num_blocks)")
-    p.add_argument("--kv-admission", action="store_true",
-                   help="admission bound by KV blocks, as vLLM's: teola sends a call only while the engine has free KV "
-                        "for it, so the policy's order decides who waits for memory (bench/studies/sim/kv_admission.py); without "
-                        "it only --max-seqs bounds admission")
-    p.add_argument("--lamps-batch", type=int, default=None,
-                   help="LAMPS' profiled calls per batch, used to predict the batch's other context in its handling "
-                        "choice (LAMPS §3.2.1; default: measured online, the mean number of calls running at each "
-                        "admission)")
-    p.add_argument("--predictions", default=None, metavar="JSON",
-                   help="SJF and LAMPS get lengths with the error of a measured predictor: each segment's length "
-                        "times a predicted/actual ratio drawn from the held-out rows of this bench.studies.programs.length_predictor "
-                        "result (e.g. bench/results/length_predictor.json); default: the true lengths (an oracle)")
+    p.add_argument(
+        "--max-seqs",
+        type=int,
+        default=CAP,
+        help=f"calls teola lets into the engine at once, also the engine's max_num_seqs (default {CAP}; "
+        "vLLM's default is 256)",
+    )
+    p.add_argument(
+        "--kv-blocks",
+        type=int,
+        default=None,
+        help="KV pool of the simulated engine in blocks of the profile's block size (default: the profile's "
+        "num_blocks)",
+    )
+    p.add_argument(
+        "--kv-admission",
+        action="store_true",
+        help="admission bound by KV blocks, as vLLM's: teola sends a call only while the engine has free KV "
+        "for it, so the policy's order decides who waits for memory (bench/studies/sim/kv_admission.py); without "
+        "it only --max-seqs bounds admission",
+    )
+    p.add_argument(
+        "--lamps-batch",
+        type=int,
+        default=None,
+        help="LAMPS' profiled calls per batch, used to predict the batch's other context in its handling "
+        "choice (LAMPS §3.2.1; default: measured online, the mean number of calls running at each "
+        "admission)",
+    )
+    p.add_argument(
+        "--predictions",
+        default=None,
+        metavar="JSON",
+        help="SJF and LAMPS get lengths with the error of a measured predictor: each segment's length "
+        "times a predicted/actual ratio drawn from the held-out rows of this bench.studies.programs.length_predictor "
+        "result (e.g. bench/results/length_predictor.json); default: the true lengths (an oracle)",
+    )
     p.add_argument("--out", default="sim_lamps")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench sim_lamps` (argv: the options given, for its page)."""
     from engines.sim.profile import load_profile
+
     blocks = args.kv_blocks or int(load_profile(args.profile)["engines"]["vllm"].get("num_blocks", 0))
-    setup = {"cap": args.max_seqs, "kv_blocks": blocks, "kv_admission": args.kv_admission,
-             "lamps_batch": args.lamps_batch, "predictions": args.predictions}
+    setup = {
+        "cap": args.max_seqs,
+        "kv_blocks": blocks,
+        "kv_admission": args.kv_admission,
+        "lamps_batch": args.lamps_batch,
+        "predictions": args.predictions,
+    }
     mixes = {"infercept": (1.0, 2.0)} if args.quick else parse_rates(args.rates)
-    warmup, window, cooldown = (100.0, 200.0, 100.0) if args.quick else (args.warmup, args.window, args.cooldown)
+    warmup, window, cooldown = (
+        (100.0, 200.0, 100.0) if args.quick else (args.warmup, args.window, args.cooldown)
+    )
     systems = [s for s in args.systems.split(",") if s]
     t0 = time.perf_counter()
-    data: dict[str, Any] = {"profile": args.profile, "warmup": warmup, "window": window, "cooldown": cooldown,
-                            "sweep": args.sweep, "setup": setup, "mixes": {}}
+    data: dict[str, Any] = {
+        "profile": args.profile,
+        "warmup": warmup,
+        "window": window,
+        "cooldown": cooldown,
+        "sweep": args.sweep,
+        "setup": setup,
+        "mixes": {},
+    }
     for mix, rates in mixes.items():
         rows = data["mixes"][mix] = []
         for rate in rates:
             for system in systems:
                 rows.append(run_point(args.profile, mix, system, rate, warmup, window, cooldown, setup=setup))
                 r = rows[-1]
-                print(f"[sim_lamps] {mix} {rate:g}/s {system}: mean {r['mean_s']:.2f} s (api {r['api_s']:.1f} queue "
-                      f"{r['queue_s']:.1f} engine {r['engine_s']:.1f}) running {r['load']['running']:.1f} waiting "
-                      f"{r['load']['waiting_first']:.0f}->{r['load']['waiting_last']:.0f} kv {r['load']['kv_used']:.2f} "
-                      f"steady {r['steady']} ({r['wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
+                print(
+                    f"[sim_lamps] {mix} {rate:g}/s {system}: mean {r['mean_s']:.2f} s (api {r['api_s']:.1f} queue "
+                    f"{r['queue_s']:.1f} engine {r['engine_s']:.1f}) running {r['load']['running']:.1f} waiting "
+                    f"{r['load']['waiting_first']:.0f}->{r['load']['waiting_last']:.0f} kv {r['load']['kv_used']:.2f} "
+                    f"steady {r['steady']} ({r['wall_s']:.0f} s wall)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     data["wall_s"] = time.perf_counter() - t0
     data["nice"] = os.nice(0)
     data["command"] = "python -m bench sim_lamps " + shlex.join(argv)

@@ -1,6 +1,7 @@
 """How the LAMPS studies' systems handle a call that pauses for an API (bench.studies.sim.sim_lamps):
 INFERCEPT's least-waste choice of preserve / discard / swap, the engine's priorities under LAMPS, and
 the per-token costs both read from the profile."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,7 +26,9 @@ def _iteration_cost(entry: dict[str, Any]) -> Any:
     from engines.sim.cost import IterationCost
 
     cost = entry["cost"]
-    return IterationCost(**{k: cost[k] for k in ("base", "prefill_token", "decode_seq", "token_table") if k in cost})
+    return IterationCost(
+        **{k: cost[k] for k in ("base", "prefill_token", "decode_seq", "token_table") if k in cost}
+    )
 
 
 class EnginePriority:
@@ -53,14 +56,21 @@ class EnginePriority:
         picks = []
         for p in decision.picks:
             e = p.entry
-            rank = (-2 if resumes_preserved(e) else -1 if request_key(e) in starving
-                    else int(min(scores.get(e, 0.0), 2 ** 62)))
+            rank = (
+                -2
+                if resumes_preserved(e)
+                else -1
+                if request_key(e) in starving
+                else int(min(scores.get(e, 0.0), 2**62))
+            )
             picks.append(Pick(entry=e, count=p.count, priority=rank))
         decision.picks = picks
         return decision
 
 
-def handling_for(system: str, policy: Any, kind: str, context: int, other: int, costs: dict[str, float]) -> str:
+def handling_for(
+    system: str, policy: Any, kind: str, context: int, other: int, costs: dict[str, float]
+) -> str:
     """The "pause_kv" a segment is queued with: "auto" for LAMPS (resolved by the engine's scheduler
     from LAMPS' own predictions, as LAMPS ranks the call); for the baselines INFERCEPT's choice from
     `context` and `other` (bench.studies.programs.lamps_real decides so at queue time; here the simulated engine
@@ -76,15 +86,20 @@ def infercept(costs: dict[str, Any], kind: str, context: int, other: int) -> str
     """INFERCEPT's least-waste handling (its equations 1-3) of a `kind` API call for a call of
     `context` tokens beside `other` tokens of running calls, at the type's mean duration."""
     from teola.runtime import choose_handling
-    return choose_handling(costs["api_means"][kind], context, other, costs["fwd"] * context, costs["swap"] * context)
+
+    return choose_handling(
+        costs["api_means"][kind], context, other, costs["fwd"] * context, costs["swap"] * context
+    )
 
 
 def infercept_at_pause(costs: dict[str, Any], kinds: dict[str, str], decided: dict[str, str]) -> Any:
     """The simulated engine's `decide_pause` for the baselines: INFERCEPT decides when the call
     reaches its API call, from its context and the running batch's then; `kinds`: kv_key -> API type;
     each decision is left in `decided` under the call's kv_key."""
+
     def decide(seq: Any, running: int) -> str:
         key = seq.req["kv_key"]
         decided[key] = infercept(costs, kinds[key], seq.computed, running)
         return decided[key]
+
     return decide

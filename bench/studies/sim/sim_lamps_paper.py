@@ -42,6 +42,7 @@ use, handlings and time in API calls come from the same runs; the sweep reruns I
 with half and double the KV pool, API durations x0.25 and x4, so the page says which property the gain
 follows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,32 +59,62 @@ from bench.studies.sim import sim_lamps, sim_lamps_requests
 from bench.studies.sim.sim_lamps_paper_page import PAPER, markdown
 
 PROFILE = "a100-40gb-gptj-6b-measured"
-SYSTEMS = {"vLLM": "vLLM", "INFERCEPT": "FCFS-request+INFERCEPT", "LAMPS": "LAMPS"}  # page name -> sim_lamps system
+SYSTEMS = {
+    "vLLM": "vLLM",
+    "INFERCEPT": "FCFS-request+INFERCEPT",
+    "LAMPS": "LAMPS",
+}  # page name -> sim_lamps system
 DEFAULT_RATES = "single=3,4,5,6;infercept=2,3,4,5;toolbench=2,3,4,5"
-SWEEP = {"KV pool x0.5": {"kv_scale": 0.5}, "KV pool x2": {"kv_scale": 2.0},
-         "API durations x0.25": {"api_scale": 0.25}, "API durations x4": {"api_scale": 4.0},
-         "request lengths x0.5": {"length_scale": 0.5},
-         "segment lengths spread x2 (lognormal sigma 1.6)": {"sigma": 1.6},
-         "LAMPS without starvation marks (threshold 10^9 iterations)": {"starvation": 10 ** 9},
-         "LAMPS counting starvation from a call's first sight (starvation_from='seen')": {"starvation_from": "seen"},
-         "LAMPS ranking inside the engine too (its waiting queue, preemption)": {"engine_priority": True}}
+SWEEP = {
+    "KV pool x0.5": {"kv_scale": 0.5},
+    "KV pool x2": {"kv_scale": 2.0},
+    "API durations x0.25": {"api_scale": 0.25},
+    "API durations x4": {"api_scale": 4.0},
+    "request lengths x0.5": {"length_scale": 0.5},
+    "segment lengths spread x2 (lognormal sigma 1.6)": {"sigma": 1.6},
+    "LAMPS without starvation marks (threshold 10^9 iterations)": {"starvation": 10**9},
+    "LAMPS counting starvation from a call's first sight (starvation_from='seen')": {
+        "starvation_from": "seen"
+    },
+    "LAMPS ranking inside the engine too (its waiting queue, preemption)": {"engine_priority": True},
+}
 
 
-def setup_for(profile: str, kv_scale: float = 1.0, api_scale: float = 1.0, drain: float = 0.0,
-              length_scale: float = 1.0, starvation: int | None = None, engine_priority: bool = False,
-              sigma: float = 0.8, starvation_from: str | None = None) -> dict[str, Any]:
+def setup_for(
+    profile: str,
+    kv_scale: float = 1.0,
+    api_scale: float = 1.0,
+    drain: float = 0.0,
+    length_scale: float = 1.0,
+    starvation: int | None = None,
+    engine_priority: bool = False,
+    sigma: float = 0.8,
+    starvation_from: str | None = None,
+) -> dict[str, Any]:
     """bench.studies.sim.sim_lamps' run set-up of the paper's engine (the module docstring)."""
     from engines.sim.profile import load_profile
 
     entry = load_profile(profile)["engines"]["vllm"]
-    return {"cap": int(entry.get("max_num_seqs", 256)), "kv_blocks": max(1, round(int(entry["num_blocks"]) * kv_scale)),
-            "kv_admission": True, "lamps_batch": None, "predictions": None, "prefix_caching": False,
-            "drain": drain, "api_scale": api_scale, "length_scale": length_scale, "starvation": starvation,
-            "starvation_from": starvation_from,
-            "engine_priority": engine_priority, "sigma": sigma}
+    return {
+        "cap": int(entry.get("max_num_seqs", 256)),
+        "kv_blocks": max(1, round(int(entry["num_blocks"]) * kv_scale)),
+        "kv_admission": True,
+        "lamps_batch": None,
+        "predictions": None,
+        "prefix_caching": False,
+        "drain": drain,
+        "api_scale": api_scale,
+        "length_scale": length_scale,
+        "starvation": starvation,
+        "starvation_from": starvation_from,
+        "engine_priority": engine_priority,
+        "sigma": sigma,
+    }
 
 
-def point(profile: str, mix: str, name: str, rate: float, duration: float, setup: dict[str, Any]) -> dict[str, Any]:
+def point(
+    profile: str, mix: str, name: str, rate: float, duration: float, setup: dict[str, Any]
+) -> dict[str, Any]:
     """One system at one rate: a fixed run of `duration` seconds of arrivals (sim_lamps.run_point)."""
     r = sim_lamps.run_point(profile, mix, SYSTEMS[name], rate, 0.0, duration, 0.0, setup=setup)
     r["system"] = name
@@ -102,34 +133,61 @@ def distributions(mix: str, n: int = 4000, max_len: int = 2048, length_scale: fl
         rows = [r for r in reqs if r["type"] == kind]
         apis = [a for r in rows for a in r["apis"]]
         calls = [len(r["apis"]) for r in rows]
-        out[kind] = {"paper_duration": [d_mean, d_std], "duration": [statistics.fmean(apis), statistics.pstdev(apis)],
-                     "paper_calls": [k_mean, k_std], "calls": [statistics.fmean(calls), statistics.pstdev(calls)]}
+        out[kind] = {
+            "paper_duration": [d_mean, d_std],
+            "duration": [statistics.fmean(apis), statistics.pstdev(apis)],
+            "paper_calls": [k_mean, k_std],
+            "calls": [statistics.fmean(calls), statistics.pstdev(calls)],
+        }
     segs = [s for r in reqs for s in r["segments"]]
     words = [r["words"] for r in reqs]
-    out["_lengths"] = {"segment_tokens": [statistics.fmean(segs), statistics.pstdev(segs)],
-                       "prompt_words": [statistics.fmean(words), statistics.pstdev(words)]}
+    out["_lengths"] = {
+        "segment_tokens": [statistics.fmean(segs), statistics.pstdev(segs)],
+        "prompt_words": [statistics.fmean(words), statistics.pstdev(words)],
+    }
     return out
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default=PROFILE, help=f"simulation profile (default {PROFILE})")
-    p.add_argument("--rates", default=DEFAULT_RATES, help=f"rates per dataset, req/s (default {DEFAULT_RATES})")
-    p.add_argument("--duration", type=float, default=1800.0,
-                   help="seconds of Poisson arrivals per point (default 1800, the papers' --window)")
-    p.add_argument("--drain", type=float, default=0.0,
-                   help="seconds after the arrivals end that finishing requests still count (default 0)")
+    p.add_argument(
+        "--rates", default=DEFAULT_RATES, help=f"rates per dataset, req/s (default {DEFAULT_RATES})"
+    )
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=1800.0,
+        help="seconds of Poisson arrivals per point (default 1800, the papers' --window)",
+    )
+    p.add_argument(
+        "--drain",
+        type=float,
+        default=0.0,
+        help="seconds after the arrivals end that finishing requests still count (default 0)",
+    )
     p.add_argument("--systems", default=",".join(SYSTEMS), help=f"systems (default {','.join(SYSTEMS)})")
-    p.add_argument("--sweep-at", default="single=5", help="dataset=rate of the mechanism tables and the sweep "
-                   "(default single=5, the paper's largest gap against INFERCEPT)")
+    p.add_argument(
+        "--sweep-at",
+        default="single=5",
+        help="dataset=rate of the mechanism tables and the sweep "
+        "(default single=5, the paper's largest gap against INFERCEPT)",
+    )
     p.add_argument("--no-sweep", action="store_true", help="skip the KV / API-duration sweep")
-    p.add_argument("--length-scale", type=float, default=1.0,
-                   help="prompt words and segment tokens x this (default 1: bench/studies/sim/sim_lamps.py's assumed lengths)")
-    p.add_argument("--quick", action="store_true", help="single-API at 3 and 5 req/s, 300 s, no sweep (a smoke run)")
+    p.add_argument(
+        "--length-scale",
+        type=float,
+        default=1.0,
+        help="prompt words and segment tokens x this (default 1: bench/studies/sim/sim_lamps.py's assumed lengths)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="single-API at 3 and 5 req/s, 300 s, no sweep (a smoke run)"
+    )
     p.add_argument("--out", default="sim_lamps_paper")
 
 
-def sweep(args: argparse.Namespace, rows: list[dict[str, Any]], mix: str, rate: float,
-          duration: float) -> list[dict[str, Any]]:
+def sweep(
+    args: argparse.Namespace, rows: list[dict[str, Any]], mix: str, rate: float, duration: float
+) -> list[dict[str, Any]]:
     """INFERCEPT and LAMPS at `mix` and `rate` as run (their `rows` there, run again if missing) and with
     each SWEEP variant's property changed."""
     out = []
@@ -141,10 +199,15 @@ def sweep(args: argparse.Namespace, rows: list[dict[str, Any]], mix: str, rate: 
                     out.append({**found[0], "variant": variant})
                     continue
             varied = {**change_by, "length_scale": args.length_scale * change_by.get("length_scale", 1.0)}
-            r = point(args.profile, mix, name, rate, duration, setup_for(args.profile, drain=args.drain, **varied))
+            r = point(
+                args.profile, mix, name, rate, duration, setup_for(args.profile, drain=args.drain, **varied)
+            )
             out.append({**r, "variant": variant})
-            print(f"[sim_lamps_paper] sweep {variant} {name}: mean {r['mean_s']:.1f} s finished {r['measured']}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[sim_lamps_paper] sweep {variant} {name}: mean {r['mean_s']:.1f} s finished {r['measured']}",
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 
@@ -158,17 +221,27 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     mix_at, _, rate_at = args.sweep_at.partition("=")
     setup = setup_for(args.profile, drain=args.drain, length_scale=args.length_scale)
     t0 = time.perf_counter()
-    data: dict[str, Any] = {"profile": args.profile, "duration": duration, "drain": args.drain, "setup": setup,
-                            "paper": {f"{m}@{r:g}": v for (m, r), v in PAPER.items()}, "mixes": {}}
+    data: dict[str, Any] = {
+        "profile": args.profile,
+        "duration": duration,
+        "drain": args.drain,
+        "setup": setup,
+        "paper": {f"{m}@{r:g}": v for (m, r), v in PAPER.items()},
+        "mixes": {},
+    }
     for mix, mix_rates in rates.items():
         rows = data["mixes"][mix] = []
         for rate in mix_rates:
             for name in systems:
                 rows.append(point(args.profile, mix, name, rate, duration, setup))
                 r = rows[-1]
-                print(f"[sim_lamps_paper] {mix} {rate:g}/s {name}: mean {r['mean_s']:.1f} s finished {r['measured']} "
-                      f"unfinished {r['unfinished']} waiting {r['load']['waiting']:.0f} kv {r['load']['kv_used']:.2f} "
-                      f"({r['wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
+                print(
+                    f"[sim_lamps_paper] {mix} {rate:g}/s {name}: mean {r['mean_s']:.1f} s finished {r['measured']} "
+                    f"unfinished {r['unfinished']} waiting {r['load']['waiting']:.0f} kv {r['load']['kv_used']:.2f} "
+                    f"({r['wall_s']:.0f} s wall)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     if mix_at in rates and float(rate_at) in rates[mix_at]:
         data["mechanism"] = {"mix": mix_at, "rate": float(rate_at)}
     if not (args.quick or args.no_sweep):

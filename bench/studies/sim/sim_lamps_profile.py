@@ -17,6 +17,7 @@ with GPT-J's differences applied, each labelled in the profile (`cost_provenance
   the pool is the derived `a100-40gb-gptj-6b`'s 3,528 blocks (40 GB - 12.1 GB weights - ~2 GB), not
   the builder's 80 GB x 0.9; max_model_len 2048, max_num_seqs 256 kept from it too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,36 +37,52 @@ def build(data_dir: str) -> dict[str, Any]:
     from teola.sim.gpu_profile import CPU_STEP_S, build_gpu_profile
 
     base = load_profile("a100-40gb-gptj-6b")
-    prof = build_gpu_profile(data_dir, "a100", "Llama-2-7b-hf", 1, base=base, layers=GPTJ["layers"], name=NAME)
+    prof = build_gpu_profile(
+        data_dir, "a100", "Llama-2-7b-hf", 1, base=base, layers=GPTJ["layers"], name=NAME
+    )
     entry = prof["engines"]["vllm"]
     gbps = entry["cost_provenance"]["achieved_gbps"]["value"]
     lm_head = 2 * GPTJ["vocab"] * GPTJ["hidden"] / (gbps * 1e9)
     entry["cost"]["base"] = round(CPU_STEP_S + lm_head, 7)
     entry["cost_provenance"]["base"]["parts"]["lm_head_s"] = {
-        "value": round(lm_head, 7), "kind": "derived",
-        "source": f"GPT-J's LM head {GPTJ['vocab']} x {GPTJ['hidden']} x 2 bytes at the achieved bandwidth"}
+        "value": round(lm_head, 7),
+        "kind": "derived",
+        "source": f"GPT-J's LM head {GPTJ['vocab']} x {GPTJ['hidden']} x 2 bytes at the achieved bandwidth",
+    }
     entry["num_blocks"] = int(base["engines"]["vllm"]["num_blocks"])
-    entry["parallel"].update(params_b=GPTJ["params_b"], weights_gb=GPTJ["weights_gb"], gpu_memory_gb=GPTJ["memory_gb"])
+    entry["parallel"].update(
+        params_b=GPTJ["params_b"], weights_gb=GPTJ["weights_gb"], gpu_memory_gb=GPTJ["memory_gb"]
+    )
     entry["cost_provenance"]["gptj_shape"] = {
-        "kind": "derived", "source": "GPT-J 6B from Llama-2-7B's measured layer: 28 layers x the Llama-2-7B layer's "
+        "kind": "derived",
+        "source": "GPT-J 6B from Llama-2-7B's measured layer: 28 layers x the Llama-2-7B layer's "
         "operator medians (GPT-J layer 201.3M weights vs 202.4M, hidden 4096 both, no GQA: same KV bytes per token "
         "and attention FLOPs); LM head of GPT-J's 50,400 vocabulary; KV pool 3,528 blocks kept from the derived "
-        "a100-40gb-gptj-6b (LAMPS' 40 GB limit; assumed 2 GB for activations). Built by bench/studies/sim/sim_lamps_profile.py"}
-    prof["source"] = (f"GPT-J 6B (LAMPS' set-up: ../shared/papers/lamps.md §6.1) from MEASURED Llama-2-7B operators, "
-                      f"scaled to GPT-J's shape (DERIVED; bench/studies/sim/sim_lamps_profile.py says how). {prof['source']}")
+        "a100-40gb-gptj-6b (LAMPS' 40 GB limit; assumed 2 GB for activations). Built by bench/studies/sim/sim_lamps_profile.py",
+    }
+    prof["source"] = (
+        f"GPT-J 6B (LAMPS' set-up: ../shared/papers/lamps.md §6.1) from MEASURED Llama-2-7B operators, "
+        f"scaled to GPT-J's shape (DERIVED; bench/studies/sim/sim_lamps_profile.py says how). {prof['source']}"
+    )
     return prof
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("dir", nargs="?", default=None,
-                   help="folder of the measured GPU tables (compute__*.csv.gz; default $TEOLA_GPU_MEASURED)")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        default=None,
+        help="folder of the measured GPU tables (compute__*.csv.gz; default $TEOLA_GPU_MEASURED)",
+    )
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Writes engines/profiles/a100-40gb-gptj-6b-measured.json."""
     data_dir = args.dir or os.environ.get("TEOLA_GPU_MEASURED")
     if not data_dir:
-        raise SystemExit("sim_lamps_profile: give the folder of the measured GPU tables (or set $TEOLA_GPU_MEASURED)")
+        raise SystemExit(
+            "sim_lamps_profile: give the folder of the measured GPU tables (or set $TEOLA_GPU_MEASURED)"
+        )
     out = ROOT / "engines" / "profiles" / f"{NAME}.json"
     out.write_text(json.dumps(build(data_dir), indent=1) + "\n", encoding="utf-8")
     print(f"wrote {out}")

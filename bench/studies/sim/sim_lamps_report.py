@@ -8,6 +8,7 @@ on the same arrivals). `steady` says whether the point is at steady state: the c
 (in teola's queue and the engine's) did not grow over the window by more than the engine holds
 (CAP calls), and the mean E2E of the window's second half is within DRIFT of its first half's.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,9 @@ def in_window(done: list[dict[str, Any]], warmup: float, window: float) -> list[
     return [d for d in done if warmup <= d["arrival"] < warmup + window]
 
 
-def batch_means(rows: list[dict[str, Any]], warmup: float, window: float, key: str = "latency",
-                batches: int = BATCHES) -> list[float]:
+def batch_means(
+    rows: list[dict[str, Any]], warmup: float, window: float, key: str = "latency", batches: int = BATCHES
+) -> list[float]:
     """Mean of `key` per equal span of arrival time in the window (nan for an empty span)."""
     sums, counts = [0.0] * batches, [0] * batches
     for d in rows:
@@ -68,22 +70,38 @@ def summarize(done: list[dict[str, Any]], warmup: float, window: float) -> dict[
     rows = in_window(done, warmup, window)
     if not rows:  # an overloaded point, stopped before its requests finished
         nan = math.nan
-        return {"measured": 0, "mean_s": nan, "ci_s": nan, "p99_s": nan, "api_s": nan, "queue_s": nan,
-                "engine_s": nan, "halves": (nan, nan), "batch_means": [nan] * BATCHES,
-                "handlings": {"preserve": 0, "discard": 0, "swap": 0}}
+        return {
+            "measured": 0,
+            "mean_s": nan,
+            "ci_s": nan,
+            "p99_s": nan,
+            "api_s": nan,
+            "queue_s": nan,
+            "engine_s": nan,
+            "halves": (nan, nan),
+            "batch_means": [nan] * BATCHES,
+            "handlings": {"preserve": 0, "discard": 0, "swap": 0},
+        }
     lat = sorted(d["latency"] for d in rows)
     half = warmup + window / 2
     first = [d["latency"] for d in rows if d["arrival"] < half]
     second = [d["latency"] for d in rows if d["arrival"] >= half]
     means = batch_means(rows, warmup, window)
-    return {"measured": len(rows), "mean_s": statistics.fmean(lat), "ci_s": interval(means),
-            "p99_s": lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))],
-            "api_s": statistics.fmean(d["api_s"] for d in rows),
-            "queue_s": statistics.fmean(d["queue_s"] for d in rows),
-            "engine_s": statistics.fmean(d["latency"] - d["api_s"] - d["queue_s"] for d in rows),
-            "halves": (statistics.fmean(first) if first else math.nan, statistics.fmean(second) if second else math.nan),
-            "batch_means": means,
-            "handlings": {h: sum(d["handlings"].count(h) for d in rows) for h in ("preserve", "discard", "swap")}}
+    return {
+        "measured": len(rows),
+        "mean_s": statistics.fmean(lat),
+        "ci_s": interval(means),
+        "p99_s": lat[min(len(lat) - 1, round(0.99 * (len(lat) - 1)))],
+        "api_s": statistics.fmean(d["api_s"] for d in rows),
+        "queue_s": statistics.fmean(d["queue_s"] for d in rows),
+        "engine_s": statistics.fmean(d["latency"] - d["api_s"] - d["queue_s"] for d in rows),
+        "halves": (
+            statistics.fmean(first) if first else math.nan,
+            statistics.fmean(second) if second else math.nan,
+        ),
+        "batch_means": means,
+        "handlings": {h: sum(d["handlings"].count(h) for d in rows) for h in ("preserve", "discard", "swap")},
+    }
 
 
 def change(lamps: dict[str, Any], other: dict[str, Any]) -> tuple[float, float]:
@@ -106,21 +124,57 @@ def latency_table(data: dict[str, Any], overload: int) -> list[str]:
             lamps = at.get("LAMPS")
             for system, r in at.items():
                 if not r["measured"]:
-                    cells.append([mix, f"{rate:g}", system, 0, f"overloaded: over {overload} calls waiting "
-                                  f"{r['load']['overloaded_at'] - data['warmup']:.0f} s into the window", "", "", "", "",
-                                  "**no**"])
+                    cells.append(
+                        [
+                            mix,
+                            f"{rate:g}",
+                            system,
+                            0,
+                            f"overloaded: over {overload} calls waiting "
+                            f"{r['load']['overloaded_at'] - data['warmup']:.0f} s into the window",
+                            "",
+                            "",
+                            "",
+                            "",
+                            "**no**",
+                        ]
+                    )
                     continue
                 delta = ""
                 if lamps is not None and lamps["measured"] and system != "LAMPS":
                     diff, hw = change(lamps, r)
                     delta = f"{diff:+.0f}%{_pm(hw)}"
                 h = r["handlings"]
-                cells.append([mix, f"{rate:g}", system, r["measured"], f"{r['mean_s']:.1f}{_pm(r['ci_s'])}",
-                              num(r["p99_s"], 0), delta, f"{r['api_s']:.1f} / {r['queue_s']:.1f} / {r['engine_s']:.1f}",
-                              f"{h['preserve']} / {h['discard']} / {h['swap']}", "yes" if r["steady"] else "**no**"])
-    return table(["mix", "rate (req/s)", "system", "measured", "mean E2E (s)", "p99 E2E (s)", "LAMPS vs system (mean)",
-                  "API / queueing / in engine (s per request)", "handlings (preserve / discard / swap)", "steady"],
-                 cells, "lrlrrrrlll")
+                cells.append(
+                    [
+                        mix,
+                        f"{rate:g}",
+                        system,
+                        r["measured"],
+                        f"{r['mean_s']:.1f}{_pm(r['ci_s'])}",
+                        num(r["p99_s"], 0),
+                        delta,
+                        f"{r['api_s']:.1f} / {r['queue_s']:.1f} / {r['engine_s']:.1f}",
+                        f"{h['preserve']} / {h['discard']} / {h['swap']}",
+                        "yes" if r["steady"] else "**no**",
+                    ]
+                )
+    return table(
+        [
+            "mix",
+            "rate (req/s)",
+            "system",
+            "measured",
+            "mean E2E (s)",
+            "p99 E2E (s)",
+            "LAMPS vs system (mean)",
+            "API / queueing / in engine (s per request)",
+            "handlings (preserve / discard / swap)",
+            "steady",
+        ],
+        cells,
+        "lrlrrrrlll",
+    )
 
 
 def load_table(data: dict[str, Any], cap: int) -> list[str]:
@@ -128,42 +182,76 @@ def load_table(data: dict[str, Any], cap: int) -> list[str]:
     for mix, rows in data["mixes"].items():
         for r in sorted(rows, key=lambda r: (r["rate"], r["system"])):
             ld = r["load"]
-            cells.append([mix, f"{r['rate']:g}", r["system"], num(ld["running"]),
-                          f"{ld['waiting']:.0f} ({ld['waiting_first']:.0f} / {ld['waiting_last']:.0f}; "
-                          f"{ld.get('engine_waiting', 0):.1f})", num(ld["preserved"], 0),
-                          f"{pct(ld['kv_used'])} / {pct(ld['kv_max'])}; {pct(ld.get('kv_preserved', 0))}",
-                          pct(ld["swap_share"], 1), f"{num(r['halves'][0])} / {num(r['halves'][1])}"])
-    return table(["mix", "rate (req/s)", "system", f"calls running (of {cap})",
-                  "calls waiting (mean; first / last fifth; in the engine)", "paused calls holding KV",
-                  "KV blocks in use (mean / max; held by paused calls)", "swap stalls (share of time)",
-                  "E2E 1st / 2nd half (s)"], cells, "lrlrlrlrl")
+            cells.append(
+                [
+                    mix,
+                    f"{r['rate']:g}",
+                    r["system"],
+                    num(ld["running"]),
+                    f"{ld['waiting']:.0f} ({ld['waiting_first']:.0f} / {ld['waiting_last']:.0f}; "
+                    f"{ld.get('engine_waiting', 0):.1f})",
+                    num(ld["preserved"], 0),
+                    f"{pct(ld['kv_used'])} / {pct(ld['kv_max'])}; {pct(ld.get('kv_preserved', 0))}",
+                    pct(ld["swap_share"], 1),
+                    f"{num(r['halves'][0])} / {num(r['halves'][1])}",
+                ]
+            )
+    return table(
+        [
+            "mix",
+            "rate (req/s)",
+            "system",
+            f"calls running (of {cap})",
+            "calls waiting (mean; first / last fifth; in the engine)",
+            "paused calls holding KV",
+            "KV blocks in use (mean / max; held by paused calls)",
+            "swap stalls (share of time)",
+            "E2E 1st / 2nd half (s)",
+        ],
+        cells,
+        "lrlrlrlrl",
+    )
 
 
 def admission(data: dict[str, Any], cap: int) -> str:
     """How calls were admitted into the engine in this run (the same for every system)."""
     setup = data.get("setup") or {}
     pool = f", a KV pool of {setup['kv_blocks']} blocks" if setup.get("kv_blocks") else ""
-    told = (f"; SJF and LAMPS are told each segment's length times a predicted/actual ratio drawn from the held-out "
-            f"rows of {setup['predictions']} (a measured predictor's error)" if setup.get("predictions") else
-            "; SJF and LAMPS are told the true lengths")
+    told = (
+        f"; SJF and LAMPS are told each segment's length times a predicted/actual ratio drawn from the held-out "
+        f"rows of {setup['predictions']} (a measured predictor's error)"
+        if setup.get("predictions")
+        else "; SJF and LAMPS are told the true lengths"
+    )
     if setup.get("kv_admission"):
-        return (f"for every system admission bound by KV blocks (a call is sent only while the engine has free KV "
-                f"for it: bench/studies/sim/kv_admission.py) and at most {cap} calls in the engine{pool}{told}")
+        return (
+            f"for every system admission bound by KV blocks (a call is sent only while the engine has free KV "
+            f"for it: bench/studies/sim/kv_admission.py) and at most {cap} calls in the engine{pool}{told}"
+        )
     return f"{cap} calls in the engine for every system{pool}{told}"
 
 
 def markdown(data: dict[str, Any], cap: int, overload: int) -> str:
     sweep = data.get("sweep", False)
-    title = ("## SIMULATED: load per arrival rate for bench.studies.sim.sim_lamps (rate sweep)" if sweep else
-             "## SIMULATED: LAMPS vs FCFS + INFERCEPT vs SJF on API-augmented requests at steady state (issue 18)")
-    lines = [title, "",
-             f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min" + (f" at nice {data['nice']}" if data.get('nice') else "") + f"). **Simulated** on the "
-             f"`{data['profile']}` profile (docs/simulator.md: what in it is measured, derived or assumed); one instance; {admission(data, cap)}. "
-             f"Poisson arrivals for {data['warmup']:g} s of warm-up + {data['window']:g} s measured + "
-             f"{data['cooldown']:g} s of cool-down (simulated time); only requests arriving in the measured window "
-             "count; ± is the 95% interval from 10 batch means (bench/studies/sim/sim_lamps_report.py). Workload and assumptions: "
-             "bench/studies/sim/sim_lamps.py's docstring (INFERCEPT / ToolBench API mixes from LAMPS Table 2; segment lengths "
-             "assumed). The simulator's error on this machine: bench/results/sim_fidelity_probe.md.", ""]
+    title = (
+        "## SIMULATED: load per arrival rate for bench.studies.sim.sim_lamps (rate sweep)"
+        if sweep
+        else "## SIMULATED: LAMPS vs FCFS + INFERCEPT vs SJF on API-augmented requests at steady state (issue 18)"
+    )
+    lines = [
+        title,
+        "",
+        f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min"
+        + (f" at nice {data['nice']}" if data.get("nice") else "")
+        + f"). **Simulated** on the "
+        f"`{data['profile']}` profile (docs/simulator.md: what in it is measured, derived or assumed); one instance; {admission(data, cap)}. "
+        f"Poisson arrivals for {data['warmup']:g} s of warm-up + {data['window']:g} s measured + "
+        f"{data['cooldown']:g} s of cool-down (simulated time); only requests arriving in the measured window "
+        "count; ± is the 95% interval from 10 batch means (bench/studies/sim/sim_lamps_report.py). Workload and assumptions: "
+        "bench/studies/sim/sim_lamps.py's docstring (INFERCEPT / ToolBench API mixes from LAMPS Table 2; segment lengths "
+        "assumed). The simulator's error on this machine: bench/results/sim_fidelity_probe.md.",
+        "",
+    ]
     if not sweep:
         lines += latency_table(data, overload) + [""]
     lines += ["Load over the measured window (sampled every simulated second):", ""] + load_table(data, cap)
@@ -182,12 +270,18 @@ def reading(data: dict[str, Any]) -> str:
                 if "LAMPS" in at and other in at and at["LAMPS"]["steady"] and at[other]["steady"]:
                     vs[other].append(change(at["LAMPS"], at[other])[0])
         api = statistics.fmean(r["api_s"] for r in rows if r["measured"])
-        span = {k: (f"{min(v):+.0f}% to {max(v):+.0f}%" if v else "no common steady point") for k, v in vs.items()}
-        top = {s: max((r["rate"] for r in rows if r["system"] == s and r["steady"]), default=None)
-               for s in dict.fromkeys(r["system"] for r in rows)}
+        span = {
+            k: (f"{min(v):+.0f}% to {max(v):+.0f}%" if v else "no common steady point") for k, v in vs.items()
+        }
+        top = {
+            s: max((r["rate"] for r in rows if r["system"] == s and r["steady"]), default=None)
+            for s in dict.fromkeys(r["system"] for r in rows)
+        }
         tops = ", ".join(f"{s} {'none' if t is None else f'{t:g} req/s'}" for s, t in top.items())
         versus = "; ".join(f"{v} vs {k}" for k, v in span.items())
-        out.append(f"{mix}: where both are at steady state, LAMPS' change in mean latency: {versus}; highest steady "
-                   f"rate measured: {tops}; a request spends {api:.1f} s in its API calls on average, which no "
-                   "schedule shortens.")
+        out.append(
+            f"{mix}: where both are at steady state, LAMPS' change in mean latency: {versus}; highest steady "
+            f"rate measured: {tops}; a request spends {api:.1f} s in its API calls on average, which no "
+            "schedule shortens."
+        )
     return " ".join(out)

@@ -25,6 +25,7 @@ its searches and the indexing they overlap with all run, with advanced RAG's rer
 cross-encoder (as the paper's; see CROSS_ENCODER). Large runs the two RAG apps' curves and the
 ablations; scale-out only with --scale-out.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,8 @@ from bench.studies.rag.rag_setup import ABLATIONS, SYSTEMS
 APPS = ("naive_rag", "advanced_rag", "search_generation")
 FRACTIONS = (0.2, 0.4, 0.6, 0.8, 0.95)
 DOCS = ("small", "large")
-LARGE_DISTRACTORS = 28   # stories beside the gold one: ~100 chunks, as bench.studies.rag.doc_qa's "large"
-_docs = "small"          # set once by main(); every run of one invocation uses the same documents
+LARGE_DISTRACTORS = 28  # stories beside the gold one: ~100 chunks, as bench.studies.rag.doc_qa's "large"
+_docs = "small"  # set once by main(); every run of one invocation uses the same documents
 
 
 # The paper's advanced RAG reranks with a cross-encoder (the GPU profile's reranker is bge-class).
@@ -51,8 +52,13 @@ CROSS_ENCODER = {"model": "bge-reranker-large"}
 
 def build(name: str) -> Any:
     import importlib
+
     module = importlib.import_module(f"apps.{name}")
-    return module.build(reranker=CROSS_ENCODER) if _docs == "large" and name == "advanced_rag" else module.build()
+    return (
+        module.build(reranker=CROSS_ENCODER)
+        if _docs == "large" and name == "advanced_rag"
+        else module.build()
+    )
 
 
 def queries(name: str, n: int) -> list[dict[str, Any]]:
@@ -65,11 +71,21 @@ def queries(name: str, n: int) -> list[dict[str, Any]]:
     return [qs[i % len(qs)] | ({"question": f"{qs[i % len(qs)]['question']} (user {i})"}) for i in range(n)]
 
 
-def run(name: str, profile: str, rate: float, n: int, system: tuple[dict, str], instances: dict | None = None,
-        seed: int = 0) -> dict[str, Any]:
+def run(
+    name: str,
+    profile: str,
+    rate: float,
+    n: int,
+    system: tuple[dict, str],
+    instances: dict | None = None,
+    seed: int = 0,
+) -> dict[str, Any]:
     from teola.sim.run import simulate
+
     config, policy = system
-    report = simulate(build(name), profile, rate, queries(name, n), instances, {**config, "policy": policy}, seed)
+    report = simulate(
+        build(name), profile, rate, queries(name, n), instances, {**config, "policy": policy}, seed
+    )
     return report.summary()
 
 
@@ -87,7 +103,11 @@ def latency_vs_rate(profile: str, n: int, apps: tuple[str, ...], systems: tuple[
             for system in systems:
                 s = run(name, profile, f * cap, n, SYSTEMS[system])
                 rows.append({"fraction": f, "rate": f * cap, "system": system, **_brief(s)})
-                print(f"[sim_paper] {name} {f:.2f}x {system}: mean {s['mean_s']:.2f} s", file=sys.stderr, flush=True)
+                print(
+                    f"[sim_paper] {name} {f:.2f}x {system}: mean {s['mean_s']:.2f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         out[name] = {"capacity_qps": cap, "rows": rows}
     return out
 
@@ -111,10 +131,22 @@ def scale_out(profile: str, counts: tuple[int, ...], at_max: int) -> dict[str, A
         inst = {"llm": k, "embedding": max(1, k // 8), "reranker": max(1, k // 8), "vectordb": max(1, k // 8)}
         n = max(100, round(at_max * k / max(counts)))
         s = run("advanced_rag", profile, 0.8 * one * k, n, SYSTEMS["teola"], inst)
-        rows.append({"llm_instances": k, "offered_qps": 0.8 * one * k, **_brief(s), "wall_s": s["wall_s"],
-                     "primitives": s["primitives"], "primitives_per_wall_s": s["primitives_per_wall_s"]})
-        print(f"[sim_paper] scale-out {k}: {s['throughput_qps']:.1f} q/s, p99 {s['p99_s']:.2f} s, "
-              f"{s['wall_s']:.1f} s wall", file=sys.stderr, flush=True)
+        rows.append(
+            {
+                "llm_instances": k,
+                "offered_qps": 0.8 * one * k,
+                **_brief(s),
+                "wall_s": s["wall_s"],
+                "primitives": s["primitives"],
+                "primitives_per_wall_s": s["primitives_per_wall_s"],
+            }
+        )
+        print(
+            f"[sim_paper] scale-out {k}: {s['throughput_qps']:.1f} q/s, p99 {s['p99_s']:.2f} s, "
+            f"{s['wall_s']:.1f} s wall",
+            file=sys.stderr,
+            flush=True,
+        )
     return {"one_instance_capacity_qps": one, "rows": rows}
 
 
@@ -124,21 +156,30 @@ def _brief(s: dict[str, Any]) -> dict[str, Any]:
 
 def markdown(data: dict[str, Any]) -> str:
     from bench.studies.sim.sim_paper_report import report
+
     return report(data)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench sim_paper`."""
-    p.add_argument("--profile", default="a100-llama2-7b-measured",
-                   help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
+    p.add_argument(
+        "--profile",
+        default="a100-llama2-7b-measured",
+        help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)",
+    )
     p.add_argument("--queries", type=int, default=200, help="queries per point (default 200)")
     p.add_argument("--quick", action="store_true", help="naive RAG, 2 systems, 40 queries, scale-out to 4")
     p.add_argument("--docs", choices=DOCS, default="small", help="document size (see the module docstring)")
     p.add_argument("--scale-out", action="store_true", help="with --docs large, also run the scale-out sweep")
-    p.add_argument("--fig8", action="store_true",
-                   help="Fig. 8's document-QA rows at the paper's set-up with the mechanism analysis "
-                        "(bench/studies/sim/sim_paper_fig8.py; page sim_teola_paper)")
-    p.add_argument("--out", default=None, help="results name (default sim_paper, sim_paper_large with --docs large)")
+    p.add_argument(
+        "--fig8",
+        action="store_true",
+        help="Fig. 8's document-QA rows at the paper's set-up with the mechanism analysis "
+        "(bench/studies/sim/sim_paper_fig8.py; page sim_teola_paper)",
+    )
+    p.add_argument(
+        "--out", default=None, help="results name (default sim_paper, sim_paper_large with --docs large)"
+    )
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
@@ -153,16 +194,24 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     apps = ("naive_rag",) if args.quick else APPS if args.docs == "small" else APPS[:2]
     systems = ("teola", "LlamaDist-PO") if args.quick else tuple(SYSTEMS)
     scale = args.docs == "small" or args.scale_out
-    data = {"profile": args.profile, "queries": n, "docs": args.docs,
-            "curves": latency_vs_rate(args.profile, n, apps, systems),
-            "ablations": None if args.quick else ablations(args.profile, n),
-            "scale_out": None if not scale else scale_out(
-                args.profile, (1, 2, 4) if args.quick else (1, 2, 4, 8, 16, 32, 64), 200 if args.quick else 10_000)}
+    data = {
+        "profile": args.profile,
+        "queries": n,
+        "docs": args.docs,
+        "curves": latency_vs_rate(args.profile, n, apps, systems),
+        "ablations": None if args.quick else ablations(args.profile, n),
+        "scale_out": None
+        if not scale
+        else scale_out(
+            args.profile, (1, 2, 4) if args.quick else (1, 2, 4, 8, 16, 32, 64), 200 if args.quick else 10_000
+        ),
+    }
     data["wall_s"] = time.perf_counter() - t0
     data["command"] = "python -m bench sim_paper " + " ".join(argv)
     write_results(out, data, markdown(data))
     from bench.lib.results import RESULTS
     from bench.studies.sim.sim_paper_plots import plots
+
     for path in plots(data, RESULTS / out):
         print(f"wrote {path}", file=sys.stderr)
     return 0
@@ -171,6 +220,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 def _fig8(args: argparse.Namespace, argv: list[str]) -> int:
     from bench.studies.sim.sim_paper_fig8 import slim, study
     from bench.studies.sim.sim_paper_fig8_report import report
+
     t0 = time.perf_counter()
     data = study(8 if args.quick else args.queries, args.quick)
     data["wall_s"] = time.perf_counter() - t0

@@ -30,6 +30,7 @@ Latency is reported as program latency and as Autellix's program-level token lat
 latency over the tokens it decoded, its §6.2 metric); throughput at equal latency is given for both.
 `--nocache-baseline` adds Autellix's "vLLM" baseline, FCFS with the prefix cache off (`fcfs-nocache`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,22 +48,52 @@ LONG_CONTEXT = 32768  # a profile with at least this context keeps whole convers
 LOADS = (0.5, 0.8, 1.0, 1.2, 1.5)
 MODES = {"drop": "recompute", "swap": "swap", "auto": "swap when worth it (auto)"}
 # what a sweep keeps of each point's statistics (teola.sim.program_runs.run_set)
-ROW_KEYS = ("mean", "p50", "p95", "p99", "tok_mean", "tok_p99", "preemptions", "resumed_tokens", "resumed_cached_tokens",
-            "sim_wall_s", "calls", "prompt_tokens", "cached_tokens", "output_tokens")
+ROW_KEYS = (
+    "mean",
+    "p50",
+    "p95",
+    "p99",
+    "tok_mean",
+    "tok_p99",
+    "preemptions",
+    "resumed_tokens",
+    "resumed_cached_tokens",
+    "sim_wall_s",
+    "calls",
+    "prompt_tokens",
+    "cached_tokens",
+    "output_tokens",
+)
 
 
 def run_settings(profile: dict[str, Any], policy: str, abort_kv: str) -> tuple[str, dict[str, Any]]:
     """The policy teola runs and the profile its engines simulate: `abort_kv` as the preemption mode, and
     for NOCACHE (Autellix's "vLLM") FCFS with the prefix cache off."""
     cache = {"enable_prefix_caching": False} if policy == NOCACHE else {}
-    prof = {**profile, "engines": {**profile["engines"],
-                                   "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv, **cache}}}
+    prof = {
+        **profile,
+        "engines": {
+            **profile["engines"],
+            "vllm": {**profile["engines"]["vllm"], "abort_kv": abort_kv, **cache},
+        },
+    }
     return ("fcfs" if policy == NOCACHE else policy), prof
 
 
-def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: int, instances: int,
-             abort_kv: str, questions: list[str], filler: list[str], seed: int = 1,
-             promotion: str = "preempt", balancer: str = "locality") -> dict[str, Any]:
+def run_once(
+    profile: dict[str, Any],
+    kind: str,
+    policy: str,
+    rate: float,
+    n: int,
+    instances: int,
+    abort_kv: str,
+    questions: list[str],
+    filler: list[str],
+    seed: int = 1,
+    promotion: str = "preempt",
+    balancer: str = "locality",
+) -> dict[str, Any]:
     """`n` programs of `kind` at `rate` under `policy` on `instances` simulated vLLM instances of
     `profile` (routed by `balancer` when more than one), run to completion in virtual time:
     teola.sim.program_runs.run_set's statistics with every call's record ("log")."""
@@ -78,15 +109,33 @@ def run_once(profile: dict[str, Any], kind: str, policy: str, rate: float, n: in
     routing = {"balancer": balancer} if instances > 1 else {}
 
     async def scenario() -> dict[str, Any]:
-        spec = Engine("llm", kind="vllm", instances=instances, max_efficient_batch=BUDGET, admission="efficient_batch",
-                      simulate=prof, **routing)
-        rt = Runtime({"llm": spec}, policy=policy, policy_options={policy: policy_options(policy, promotion=promotion)})
+        spec = Engine(
+            "llm",
+            kind="vllm",
+            instances=instances,
+            max_efficient_batch=BUDGET,
+            admission="efficient_batch",
+            simulate=prof,
+            **routing,
+        )
+        rt = Runtime(
+            {"llm": spec}, policy=policy, policy_options={policy: policy_options(policy, promotion=promotion)}
+        )
         await rt.start()
         try:
-            return await run_set(rt, progs, f"{kind}-{policy}-{rate:.3f}", questions, window=window, filler=filler,
-                                 token_ratio=ratio, keep_log=True)
+            return await run_set(
+                rt,
+                progs,
+                f"{kind}-{policy}-{rate:.3f}",
+                questions,
+                window=window,
+                filler=filler,
+                token_ratio=ratio,
+                keep_log=True,
+            )
         finally:
             await rt.stop()
+
     wall = time.perf_counter()
     out = run_virtual(scenario())
     out["sim_wall_s"] = time.perf_counter() - wall
@@ -109,9 +158,19 @@ def saturated_capacity(log: list[dict[str, Any]], n: int, budget: int) -> float:
     return sum(c["output"] or 0 for c in log if c["end"] <= t_sat) / t_sat / per_program
 
 
-def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: str, questions: list[str],
-          filler: list[str], loads: tuple[float, ...], baseline: str = "fcfs", nocache: bool = False,
-          promotion: str = "preempt") -> dict[str, Any]:
+def sweep(
+    profile: dict[str, Any],
+    kind: str,
+    n: int,
+    instances: int,
+    abort_kv: str,
+    questions: list[str],
+    filler: list[str],
+    loads: tuple[float, ...],
+    baseline: str = "fcfs",
+    nocache: bool = False,
+    promotion: str = "preempt",
+) -> dict[str, Any]:
     n_burst = max(n, 6 * BUDGET * instances)
     burst = run_once(profile, kind, baseline, 0.0, n_burst, instances, abort_kv, questions, filler)
     cap = saturated_capacity(burst["log"], n_burst, BUDGET * instances)
@@ -119,48 +178,97 @@ def sweep(profile: dict[str, Any], kind: str, n: int, instances: int, abort_kv: 
     bases = (baseline, NOCACHE) if nocache else (baseline,)
     for load in loads:
         for policy in (*bases, *POLICIES):
-            r = run_once(profile, kind, policy, load * cap, n, instances, abort_kv, questions, filler,
-                         promotion=promotion)
+            r = run_once(
+                profile,
+                kind,
+                policy,
+                load * cap,
+                n,
+                instances,
+                abort_kv,
+                questions,
+                filler,
+                promotion=promotion,
+            )
             rows.append({"load": load, "rate": load * cap, "policy": policy, **{k: r[k] for k in ROW_KEYS}})
-            print(f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
-                  f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
+            print(
+                f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
+                f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)",
+                file=sys.stderr,
+                flush=True,
+            )
     target, tput = rates_at_target(rows, (baseline, *POLICIES), baseline)
     return {"capacity": cap, "rows": rows, "target_s": target, "rate_at_target": tput, "baseline": baseline}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench sim_programs`."""
-    p.add_argument("--profile", default="a100-llama2-7b-measured",
-                   help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)")
+    p.add_argument(
+        "--profile",
+        default="a100-llama2-7b-measured",
+        help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)",
+    )
     p.add_argument("--programs", type=int, default=300)
-    p.add_argument("--quick", action="store_true", help="chat only, 1 instance, recompute, 30 programs, 2 loads")
+    p.add_argument(
+        "--quick", action="store_true", help="chat only, 1 instance, recompute, 30 programs, 2 loads"
+    )
     p.add_argument("--instances", default="1,4", help="instance counts to sweep (default 1,4)")
-    p.add_argument("--loads", help=f"fractions of the FCFS capacity to sweep (default {','.join(map(str, LOADS))}); "
-                   "extend them until every policy's mean passes the latency target, or its rate is a lower bound")
-    p.add_argument("--kinds", default="chat,tree", help=f"workload shapes, from: {', '.join(KINDS)} (sharegpt, bfcl and "
-                   "lats take Autellix's published per-workload statistics; mixed samples those three equally)")
-    p.add_argument("--modes", default="drop,swap", help="preemption modes: drop (recompute), swap, auto (swap "
-                   "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.save_pays)")
-    p.add_argument("--baseline", choices=BASELINES, default="fcfs",
-                   help="FCFS as vLLM runs it (fcfs, default) or teola's fifo batching strawman (the pages before 82110ed)")
-    p.add_argument("--nocache-baseline", action="store_true",
-                   help=f"also run {NOCACHE}: FCFS with the prefix cache off, Autellix's 'vLLM' baseline")
-    p.add_argument("--promotion", choices=("preempt", "admit"), default="preempt",
-                   help="anti-starvation promotion of MLFQ / PLAS / ATLAS: preempt (Autellix's Algorithm 1, default) "
-                   "or admit (a promoted call preempts only from the queue it was promoted from)")
+    p.add_argument(
+        "--loads",
+        help=f"fractions of the FCFS capacity to sweep (default {','.join(map(str, LOADS))}); "
+        "extend them until every policy's mean passes the latency target, or its rate is a lower bound",
+    )
+    p.add_argument(
+        "--kinds",
+        default="chat,tree",
+        help=f"workload shapes, from: {', '.join(KINDS)} (sharegpt, bfcl and "
+        "lats take Autellix's published per-workload statistics; mixed samples those three equally)",
+    )
+    p.add_argument(
+        "--modes",
+        default="drop,swap",
+        help="preemption modes: drop (recompute), swap, auto (swap "
+        "when worth it, counting the prefix cache's survival: engines/kv_swap_choice.save_pays)",
+    )
+    p.add_argument(
+        "--baseline",
+        choices=BASELINES,
+        default="fcfs",
+        help="FCFS as vLLM runs it (fcfs, default) or teola's fifo batching strawman (the pages before 82110ed)",
+    )
+    p.add_argument(
+        "--nocache-baseline",
+        action="store_true",
+        help=f"also run {NOCACHE}: FCFS with the prefix cache off, Autellix's 'vLLM' baseline",
+    )
+    p.add_argument(
+        "--promotion",
+        choices=("preempt", "admit"),
+        default="preempt",
+        help="anti-starvation promotion of MLFQ / PLAS / ATLAS: preempt (Autellix's Algorithm 1, default) "
+        "or admit (a promoted call preempts only from the queue it was promoted from)",
+    )
     p.add_argument("--out", default="sim_programs")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench sim_programs` (argv: the options given, for its page)."""
     from engines.sim.profile import load_profile
+
     profile = load_profile(args.profile)
     questions, filler, _ = load_texts()
     t0 = time.perf_counter()
     n = 30 if args.quick else args.programs
-    combos = [("chat", 1, "drop")] if args.quick else [
-        (k, i, m) for k in args.kinds.split(",") for i in map(int, args.instances.split(","))
-        for m in args.modes.split(",")]
+    combos = (
+        [("chat", 1, "drop")]
+        if args.quick
+        else [
+            (k, i, m)
+            for k in args.kinds.split(",")
+            for i in map(int, args.instances.split(","))
+            for m in args.modes.split(",")
+        ]
+    )
     for kind in {k for k, _, _ in combos} - set(KINDS):
         p.error(f"unknown workload kind {kind!r}; choose from {', '.join(KINDS)}")
     for mode in {m for _, _, m in combos} - set(MODES):
@@ -169,10 +277,30 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     sweeps = {}
     for kind, inst, mode in combos:
         sweeps[f"{kind}|{inst}|{MODES[mode]}"] = sweep(
-            profile, kind, n * inst, inst, mode, questions, filler, loads, args.baseline, args.nocache_baseline,
-            args.promotion)
+            profile,
+            kind,
+            n * inst,
+            inst,
+            mode,
+            questions,
+            filler,
+            loads,
+            args.baseline,
+            args.nocache_baseline,
+            args.promotion,
+        )
     shapes = {k: shape_stats(k, n) for k in dict.fromkeys(k for k, _, _ in combos)}
-    data = {"profile": args.profile, "programs": n, "promotion": args.promotion, "sweeps": sweeps, "shapes": shapes, "capacity": "saturated", "loads": loads, "out": args.out, "wall_s": time.perf_counter() - t0,
-            "command": "python -m bench sim_programs " + " ".join(argv)}
+    data = {
+        "profile": args.profile,
+        "programs": n,
+        "promotion": args.promotion,
+        "sweeps": sweeps,
+        "shapes": shapes,
+        "capacity": "saturated",
+        "loads": loads,
+        "out": args.out,
+        "wall_s": time.perf_counter() - t0,
+        "command": "python -m bench sim_programs " + " ".join(argv),
+    }
     write_results(args.out, data, markdown(data))
     return 0

@@ -9,6 +9,7 @@ instance count (the capacity run itself, 100 queries on one instance, is not in 
 Reports the wall and CPU seconds of the simulation, primitives executed per wall second, and the
 simulated results (labelled simulated).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,26 +30,53 @@ def measure(queries: int, k: int) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     cpu0 = time.process_time()
     s = run("advanced_rag", PROFILE, 0.8 * one * k, queries, SYSTEMS["teola"], inst)
-    return {"queries": queries, "llm_instances": k, "instances": inst, "offered_qps": 0.8 * one * k,
-            "wall_s": s["wall_s"], "cpu_s": time.process_time() - cpu0, "primitives": s["primitives"],
-            "primitives_per_wall_s": s["primitives_per_wall_s"], "load_before": load_before,
-            "load_after": os.getloadavg()[0],
-            "simulated": {key: s[key] for key in ("throughput_qps", "mean_s", "p99_s", "failed")}}
+    return {
+        "queries": queries,
+        "llm_instances": k,
+        "instances": inst,
+        "offered_qps": 0.8 * one * k,
+        "wall_s": s["wall_s"],
+        "cpu_s": time.process_time() - cpu0,
+        "primitives": s["primitives"],
+        "primitives_per_wall_s": s["primitives_per_wall_s"],
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "simulated": {key: s[key] for key in ("throughput_qps", "mean_s", "p99_s", "failed")},
+    }
 
 
 def markdown(d: dict[str, Any], command: str) -> str:
     sim = d["simulated"]
-    return "\n".join([
-        "## Simulator speed (issue 17)", "",
-        f"Command: `{command}`. Advanced RAG, {d['queries']:,} queries over {d['llm_instances']} simulated LLM "
-        f"instances ({d['instances']}), derived profile `{PROFILE}`, offered {d['offered_qps']:.1f} q/s. "
-        f"1-minute load average {d['load_before']:.1f} before, {d['load_after']:.1f} after.", "",
-        *table(["queries", "LLM instances", "wall s", "CPU s", "primitives", "primitives / wall s"],
-               [[f"{d['queries']:,}", d["llm_instances"], num(d["wall_s"]), num(d["cpu_s"]), f"{d['primitives']:,}",
-                 num(d["primitives_per_wall_s"], 0, ",")]], "r" * 6), "",
-        f"Target: under 60 s of wall time. SIMULATED results of that run (not measurements): throughput "
-        f"{sim['throughput_qps']:.1f} q/s, mean {sim['mean_s']:.2f} s, p99 {sim['p99_s']:.2f} s, {sim['failed']} failed.",
-    ]) + "\n"
+    return (
+        "\n".join(
+            [
+                "## Simulator speed (issue 17)",
+                "",
+                f"Command: `{command}`. Advanced RAG, {d['queries']:,} queries over {d['llm_instances']} simulated LLM "
+                f"instances ({d['instances']}), derived profile `{PROFILE}`, offered {d['offered_qps']:.1f} q/s. "
+                f"1-minute load average {d['load_before']:.1f} before, {d['load_after']:.1f} after.",
+                "",
+                *table(
+                    ["queries", "LLM instances", "wall s", "CPU s", "primitives", "primitives / wall s"],
+                    [
+                        [
+                            f"{d['queries']:,}",
+                            d["llm_instances"],
+                            num(d["wall_s"]),
+                            num(d["cpu_s"]),
+                            f"{d['primitives']:,}",
+                            num(d["primitives_per_wall_s"], 0, ","),
+                        ]
+                    ],
+                    "r" * 6,
+                ),
+                "",
+                f"Target: under 60 s of wall time. SIMULATED results of that run (not measurements): throughput "
+                f"{sim['throughput_qps']:.1f} q/s, mean {sim['mean_s']:.2f} s, p99 {sim['p99_s']:.2f} s, {sim['failed']} failed.",
+            ]
+        )
+        + "\n"
+    )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -25,6 +25,7 @@ throughput at equal latency) are bench/studies/sim/steady_state.py's. Per worklo
      mean end-to-end), interpolated on the curves.
 Finished points go to a JSON-lines cache (--cache, default /tmp/<out>.jsonl), so a stopped run resumes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,6 +59,7 @@ def point(job: dict[str, Any]) -> dict[str, Any]:
     if job["study"] == "lamps":
         return lamps_point(job)
     import bench.studies.sim.sim_steady_programs as programs
+
     return programs.run_point(job)
 
 
@@ -100,8 +102,9 @@ def system_sweep(args: tuple[list[dict[str, Any]], float, str, str | None, bool]
     return rows
 
 
-def interleaved_sweeps(work: list[tuple[list[dict[str, Any]], float, str, str | None, bool]],
-                       jobs: int) -> list[list[dict[str, Any]]]:
+def interleaved_sweeps(
+    work: list[tuple[list[dict[str, Any]], float, str, str | None, bool]], jobs: int
+) -> list[list[dict[str, Any]]]:
     """Every system's sweep (system_sweep's rule), each point run in a fresh process (max_tasks_per_child=1:
     a point's memory goes back when it ends), `jobs` at a time, the systems taking turns point by point;
     cached points are taken at once. Only this process appends to the caches."""
@@ -134,14 +137,23 @@ def interleaved_sweeps(work: list[tuple[list[dict[str, Any]], float, str, str | 
                     row = f.result()
                     if work[k][3]:
                         with open(str(work[k][3]), "a") as out:
-                            out.write(json.dumps({"key": key(work[k][0][nxt[k]]), "row": row}, default=str) + "\n")
+                            out.write(
+                                json.dumps({"key": key(work[k][0][nxt[k]]), "row": row}, default=str) + "\n"
+                            )
                     advance(k, row)
     return rows
 
 
-def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: str | None,
-                 grid: tuple[float, ...] | None = None, trace: Trace | None = None,
-                 only: bool = False) -> dict[str, Any] | None:
+def run_workload(
+    study: str,
+    kind: str,
+    systems: list[str],
+    jobs: int,
+    cache: str | None,
+    grid: tuple[float, ...] | None = None,
+    trace: Trace | None = None,
+    only: bool = False,
+) -> dict[str, Any] | None:
     """Steps 1-3 of the module docstring for one workload (`only`: from the cache's points alone; None
     when it lacks the unloaded point)."""
     spec = STUDIES[study]
@@ -151,6 +163,7 @@ def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: st
         grid = grid or GRID_RATES
     else:
         import bench.studies.sim.sim_autellix as sim_autellix
+
         cap = sim_autellix.capacity_estimate(sim_autellix._profile(sim_autellix.PROFILE), kind)
         grid = grid or GRID
     un = cached_point(unloaded_job(study, kind, cap), cache, only)
@@ -159,7 +172,9 @@ def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: st
     m0 = float(un["mean"])
     settle = None
     if study == "lamps":
-        trace = trace or trace_for(m0, min_warmup=LAMPS_MIN[0], min_window=LAMPS_MIN[1], min_cooldown=LAMPS_MIN[2])
+        trace = trace or trace_for(
+            m0, min_warmup=LAMPS_MIN[0], min_window=LAMPS_MIN[1], min_cooldown=LAMPS_MIN[2]
+        )
     else:
         settle = settling(kind)
         trace = trace or trace_for(m0, min_window=AUTELLIX_MIN_WINDOW, settle=KNEE * settle["cover"])
@@ -168,27 +183,48 @@ def run_workload(study: str, kind: str, systems: list[str], jobs: int, cache: st
     results = [system_sweep(w) for w in work] if only else interleaved_sweeps(work, jobs)
     rows = [r for rs in results for r in rs]
     curves = {s: [(r["rate"], float(r[field])) for r in rows if r["system"] == s] for s in systems}
-    reading = {str(f): {"target": f * float(un[field]), **equal_latency(curves, spec["base"], f * float(un[field]))}
-               for f in TARGETS}
-    return {"capacity": cap, "unloaded": un, "trace": [trace.warmup, trace.window, trace.cooldown], "settle": settle,
-            "rows": rows, "equal_latency": reading, "knee": KNEE}
+    reading = {
+        str(f): {"target": f * float(un[field]), **equal_latency(curves, spec["base"], f * float(un[field]))}
+        for f in TARGETS
+    }
+    return {
+        "capacity": cap,
+        "unloaded": un,
+        "trace": [trace.warmup, trace.window, trace.cooldown],
+        "settle": settle,
+        "rows": rows,
+        "equal_latency": reading,
+        "knee": KNEE,
+    }
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench sim_steady`."""
-    p.add_argument("--study", choices=tuple(STUDIES), default="autellix",
-                   help="autellix: Autellix's Fig. 12 set-up (S10); lamps: LAMPS' set-up (S9)")
+    p.add_argument(
+        "--study",
+        choices=tuple(STUDIES),
+        default="autellix",
+        help="autellix: Autellix's Fig. 12 set-up (S10); lamps: LAMPS' set-up (S9)",
+    )
     p.add_argument("--workloads", help="comma-separated (default: every workload of the study)")
     p.add_argument("--systems", help="comma-separated (default: the study's baseline and its rivals)")
     p.add_argument("--jobs", type=int, default=2, help="points run in parallel processes (default 2)")
     p.add_argument("--cache", help="JSON-lines file of finished points (default /tmp/<out>.jsonl)")
-    p.add_argument("--quick", action="store_true", help="ShareGPT, vLLM-opt and Autellix, two loads, a short trace")
-    p.add_argument("--loads", type=loads_of,
-                   help="comma-separated loads to run instead of the whole grid (S10: x the capacity estimate, "
-                        "e.g. 1.0,1.25; S9: req/s): one point per system and load, the rest of the rules unchanged")
+    p.add_argument(
+        "--quick", action="store_true", help="ShareGPT, vLLM-opt and Autellix, two loads, a short trace"
+    )
+    p.add_argument(
+        "--loads",
+        type=loads_of,
+        help="comma-separated loads to run instead of the whole grid (S10: x the capacity estimate, "
+        "e.g. 1.0,1.25; S9: req/s): one point per system and load, the rest of the rules unchanged",
+    )
     p.add_argument("--render", action="store_true", help="rewrite the page from bench/results/<out>.json")
-    p.add_argument("--cached-only", action="store_true",
-                   help="write the page from the points in --cache alone, running nothing (a sweep still running)")
+    p.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="write the page from the points in --cache alone, running nothing (a sweep still running)",
+    )
     p.add_argument("--out", help="result name (default sim_autellix_steady / sim_lamps_steady)")
 
 
@@ -227,15 +263,32 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         data.pop("machine", None)
         write_results(out, data, markdown(data))
         return 0
-    kinds = ["sharegpt"] if args.quick else (args.workloads.split(",") if args.workloads else list(spec["workloads"]))
-    systems = ["vllm-opt", "autellix"] if args.quick else (args.systems.split(",") if args.systems else list(spec["systems"]))
+    kinds = (
+        ["sharegpt"]
+        if args.quick
+        else (args.workloads.split(",") if args.workloads else list(spec["workloads"]))
+    )
+    systems = (
+        ["vllm-opt", "autellix"]
+        if args.quick
+        else (args.systems.split(",") if args.systems else list(spec["systems"]))
+    )
     check_choices(args.study, kinds, systems, p)
     cache = args.cache or f"/tmp/{'quick_' if args.quick else ''}{out}.jsonl"
     t0 = time.perf_counter()
-    data: dict[str, Any] = {"study": args.study, "systems": systems, "base": spec["base"], "key": spec["key"],
-                            "targets": list(TARGETS), "knee": KNEE, "workloads": {}, "quick": args.quick,
-                            "cached_only": args.cached_only,
-                            "command": f"python -m bench sim_steady {shlex.join(argv)}".strip(), "nice": os.nice(0)}
+    data: dict[str, Any] = {
+        "study": args.study,
+        "systems": systems,
+        "base": spec["base"],
+        "key": spec["key"],
+        "targets": list(TARGETS),
+        "knee": KNEE,
+        "workloads": {},
+        "quick": args.quick,
+        "cached_only": args.cached_only,
+        "command": f"python -m bench sim_steady {shlex.join(argv)}".strip(),
+        "nice": os.nice(0),
+    }
     for k in kinds:
         quick: dict[str, Any] = {"grid": (0.5, 1.5), "trace": Trace(60.0, 240.0, 30.0)} if args.quick else {}
         if args.loads:

@@ -3,6 +3,7 @@ mechanism): sampled with the window's other counters, for each queue the calls i
 teola's queue, or running: admitted to the engine) and the service they were charged since they
 last arrived or were promoted (the policy's unit: seconds by default). A policy without queues
 (FCFS) gives nothing."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +28,9 @@ class LevelProbe:
         core = policy.core
         self.lows = list(core.levels.lows)
         pre = sched.preemptor
-        running = {e for calls in pre.calls.values() for e, c in calls.items() if not c.stopping} if pre else set()
+        running = (
+            {e for calls in pre.calls.values() for e, c in calls.items() if not c.stopping} if pre else set()
+        )
         self.samples += 1
         for key, st in core.calls.items():
             self.calls[st.level] = self.calls.get(st.level, 0) + 1
@@ -40,7 +43,12 @@ class LevelProbe:
         if not self.samples:
             return {}
         n = self.samples
-        return {str(i): {"from": self.lows[i] if i < len(self.lows) else None, "calls": self.calls[i] / n,
-                         "running": self.running.get(i, 0) / n,
-                         "service": self.service[i] / self.calls[i] if self.calls[i] else 0.0}
-                for i in sorted(self.calls)}
+        return {
+            str(i): {
+                "from": self.lows[i] if i < len(self.lows) else None,
+                "calls": self.calls[i] / n,
+                "running": self.running.get(i, 0) / n,
+                "service": self.service[i] / self.calls[i] if self.calls[i] else 0.0,
+            }
+            for i in sorted(self.calls)
+        }

@@ -14,6 +14,7 @@ as held (its admission's view) over the KV capacity, and the program policy's ca
 (bench/studies/sim/sim_steady_levels.py); counted over the window:
 teola's preemptions and the engine's KV preemptions.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,15 @@ class WindowProbe:
         while loop.time() < end:
             await asyncio.sleep(self.tick)
             pool, eng = self.engine.pool, self.engine
-            self.samples.append((len(self.sched.queue), len(eng.waiting), len(eng.running),
-                                 (pool.num_blocks - pool.free) / pool.num_blocks, self._held()))
+            self.samples.append(
+                (
+                    len(self.sched.queue),
+                    len(eng.waiting),
+                    len(eng.running),
+                    (pool.num_blocks - pool.free) / pool.num_blocks,
+                    self._held(),
+                )
+            )
             self.levels.sample(self.sched)
         self.at_end = self._counters()
 
@@ -64,11 +72,17 @@ class WindowProbe:
     def summary(self) -> dict[str, Any]:
         s = self.samples or [(0, 0, 0, 0.0, 0.0)]
         end = self.at_end or self._counters()
-        return {"teola_queue_mean": statistics.mean(x[0] for x in s), "engine_waiting_mean": statistics.mean(x[1] for x in s),
-                "running_mean": statistics.mean(x[2] for x in s), "kv_mean": statistics.mean(x[3] for x in s),
-                "kv_full": sum(x[3] >= 0.95 for x in s) / len(s), "teola_held_mean": statistics.mean(x[4] for x in s),
-                "preemptions": end[0] - self.at_start[0],
-                "kv_preemptions": end[1] - self.at_start[1], "levels": self.levels.summary()}
+        return {
+            "teola_queue_mean": statistics.mean(x[0] for x in s),
+            "engine_waiting_mean": statistics.mean(x[1] for x in s),
+            "running_mean": statistics.mean(x[2] for x in s),
+            "kv_mean": statistics.mean(x[3] for x in s),
+            "kv_full": sum(x[3] >= 0.95 for x in s) / len(s),
+            "teola_held_mean": statistics.mean(x[4] for x in s),
+            "preemptions": end[0] - self.at_start[0],
+            "kv_preemptions": end[1] - self.at_start[1],
+            "levels": self.levels.summary(),
+        }
 
 
 def _runtime(job: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
@@ -78,12 +92,20 @@ def _runtime(job: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
 
     policy, cache = sim_autellix.policy_of(job["kind"], job["system"])
     profile = load_profile(job["profile"])
-    llm = {**profile["engines"]["vllm"], "scheduling": "priority",
-           "preemption": "swap" if policy != "fcfs" else "recompute", "abort_kv": "swap"}
+    llm = {
+        **profile["engines"]["vllm"],
+        "scheduling": "priority",
+        "preemption": "swap" if policy != "fcfs" else "recompute",
+        "abort_kv": "swap",
+    }
     if not cache:
         llm["enable_prefix_caching"] = False
     prof = {**profile, "engines": {**profile["engines"], "vllm": llm}}
-    return Engine("llm", kind="vllm", instances=1, simulate=prof, token_budget=token_budget_of(policy)), policy, llm
+    return (
+        Engine("llm", kind="vllm", instances=1, simulate=prof, token_budget=token_budget_of(policy)),
+        policy,
+        llm,
+    )
 
 
 # vLLM-opt is vLLM's own scheduler (Autellix's baseline): its calls wait in the engine's queue, where
@@ -101,6 +123,7 @@ def token_budget_of(policy: str) -> int:
 def trace_programs(kind: str, rate: float, horizon: float, seed: int = 1) -> list[Any]:
     """The programs of `kind` arriving at `rate` before `horizon` (the same programs at every rate)."""
     from bench.studies.sim.program_setup import programs
+
     n = math.ceil(rate * horizon * 1.3) + 20
     progs = programs(kind, rate, n, seed)
     while progs and progs[-1].arrival < horizon:  # not enough drawn: draw more
@@ -147,8 +170,15 @@ async def started(engine: Any, policy: str) -> Any:
     return rt
 
 
-async def run_window(job: dict[str, Any], engine: Any, policy: str, llm: dict[str, Any], progs: list[Any],
-                     solos: list[float], trace: Trace) -> dict[str, Any]:
+async def run_window(
+    job: dict[str, Any],
+    engine: Any,
+    policy: str,
+    llm: dict[str, Any],
+    progs: list[Any],
+    solos: list[float],
+    trace: Trace,
+) -> dict[str, Any]:
     """The programs of one point on teola's runtime (in virtual time): each program's latency (None if
     unfinished), every call's record, the window's probe, and when a measured program overran, when."""
     from teola.sim.program_runs import load_texts, run_program
@@ -159,12 +189,29 @@ async def run_window(job: dict[str, Any], engine: Any, policy: str, llm: dict[st
     t0, log = loop.time(), []
     probe = WindowProbe(rt, trace, max(0.25, trace.window / 400))
     sampler = asyncio.ensure_future(probe.run(t0))
-    tasks = [asyncio.ensure_future(run_program(rt, p, t0, f"{job['kind']}-{job['system']}", questions, None, log,
-                                               filler=filler, token_ratio=llm.get("token_ratio", 1.3)))
-             for p in progs]
+    tasks = [
+        asyncio.ensure_future(
+            run_program(
+                rt,
+                p,
+                t0,
+                f"{job['kind']}-{job['system']}",
+                questions,
+                None,
+                log,
+                filler=filler,
+                token_ratio=llm.get("token_ratio", 1.3),
+            )
+        )
+        for p in progs
+    ]
     window = [(t, p, s) for t, p, s in zip(tasks, progs, solos) if trace.measured(p.arrival)]
-    due = deadlines([t0 + p.arrival for _, p, _ in window], [s for _, _, s in window],
-                    job.get("overdue", OVERDUE), job.get("overdue_floor", 0.0))
+    due = deadlines(
+        [t0 + p.arrival for _, p, _ in window],
+        [s for _, _, s in window],
+        job.get("overdue", OVERDUE),
+        job.get("overdue_floor", 0.0),
+    )
     stopped: float | None = None
     try:
         stopped = await hold_window([t for t, _, _ in window], due, sampler, t0 + trace.horizon)
@@ -175,8 +222,12 @@ async def run_window(job: dict[str, Any], engine: Any, policy: str, llm: dict[st
         await asyncio.gather(*tasks, sampler, return_exceptions=True)
         await rt.stop()
     lats = [t.result() if t.done() and not t.cancelled() and t.exception() is None else None for t in tasks]
-    return {"lats": lats, "log": log, "mechanism": probe.summary(),
-            "stopped": None if stopped is None else stopped - t0}
+    return {
+        "lats": lats,
+        "log": log,
+        "mechanism": probe.summary(),
+        "stopped": None if stopped is None else stopped - t0,
+    }
 
 
 def run_point(job: dict[str, Any]) -> dict[str, Any]:
@@ -198,14 +249,23 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     out["mechanism"] = res["mechanism"]
     out["overloaded_at"] = res["stopped"]
     out["sim_wall_s"] = time.perf_counter() - wall
-    print(f"[sim_steady] {job['kind']} {job['system']} load {job['load']:g}: {out['measured']} measured, "
-          f"{out['unfinished']} unfinished, token latency {1000 * out['tok_mean']:.0f} ms, mean {out['mean']:.1f} s, "
-          f"steady {out['steady']} ({out['sim_wall_s']:.0f} s wall)", file=sys.stderr, flush=True)
+    print(
+        f"[sim_steady] {job['kind']} {job['system']} load {job['load']:g}: {out['measured']} measured, "
+        f"{out['unfinished']} unfinished, token latency {1000 * out['tok_mean']:.0f} ms, mean {out['mean']:.1f} s, "
+        f"steady {out['steady']} ({out['sim_wall_s']:.0f} s wall)",
+        file=sys.stderr,
+        flush=True,
+    )
     return out
 
 
-def summarize(progs: list[Any], lats: list[float | None], log: list[dict[str, Any]], trace: Trace,
-              solos: list[float] | None = None) -> dict[str, Any]:
+def summarize(
+    progs: list[Any],
+    lats: list[float | None],
+    log: list[dict[str, Any]],
+    trace: Trace,
+    solos: list[float] | None = None,
+) -> dict[str, Any]:
     """The window's statistics: programs measured and unfinished, mean latency and Autellix's token
     latency (a program's latency over the tokens it decoded; inf when a measured program is unfinished),
     the steady-state test, calls and decoded tokens of the measured programs, and with `solos` (each
@@ -219,20 +279,31 @@ def summarize(progs: list[Any], lats: list[float | None], log: list[dict[str, An
     done = [(p, lat) for p, lat in meas if lat is not None]
     unfinished = len(meas) - len(done)
     tok = [lat / decoded[p.pid] for p, lat in done if decoded.get(p.pid)]
-    return {"programs": len(progs), "measured": len(meas), "unfinished": unfinished,
-            "mean": statistics.mean(x[1] for x in done) if done and not unfinished else math.inf,
-            "tok_mean": statistics.mean(tok) if tok and not unfinished else math.inf,
-            "finished_mean": statistics.mean(x[1] for x in done) if done else math.nan,
-            "calls": sum(len(p.calls) for p, _ in meas), "decoded": sum(decoded.get(p.pid, 0) for p, _ in meas),
-            **stretch(progs, lats, solos, trace), **steady(arrivals, ends, trace)}
+    return {
+        "programs": len(progs),
+        "measured": len(meas),
+        "unfinished": unfinished,
+        "mean": statistics.mean(x[1] for x in done) if done and not unfinished else math.inf,
+        "tok_mean": statistics.mean(tok) if tok and not unfinished else math.inf,
+        "finished_mean": statistics.mean(x[1] for x in done) if done else math.nan,
+        "calls": sum(len(p.calls) for p, _ in meas),
+        "decoded": sum(decoded.get(p.pid, 0) for p, _ in meas),
+        **stretch(progs, lats, solos, trace),
+        **steady(arrivals, ends, trace),
+    }
 
 
-def stretch(progs: list[Any], lats: list[float | None], solos: list[float] | None, trace: Trace) -> dict[str, Any]:
+def stretch(
+    progs: list[Any], lats: list[float | None], solos: list[float] | None, trace: Trace
+) -> dict[str, Any]:
     """The measured, finished programs' latency over their own unloaded latency: mean and max (nan
     without `solos`), and the measured programs' mean own unloaded latency."""
     if solos is None:
         return {}
     meas = [(lat, s) for p, lat, s in zip(progs, lats, solos) if trace.measured(p.arrival)]
     r = [lat / s for lat, s in meas if lat is not None and s > 0]
-    return {"stretch_mean": statistics.mean(r) if r else math.nan, "stretch_max": max(r, default=math.nan),
-            "solo_mean": statistics.mean(s for _, s in meas) if meas else math.nan}
+    return {
+        "stretch_mean": statistics.mean(r) if r else math.nan,
+        "stretch_max": max(r, default=math.nan),
+        "solo_mean": statistics.mean(s for _, s in meas) if meas else math.nan,
+    }

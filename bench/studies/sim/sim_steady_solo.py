@@ -14,6 +14,7 @@ estimate prices the siblings' prompts as if none were cached). The
 steady-state study (bench/studies/sim/steady_state.py) sets each program's overdue limit and the
 warm-up from these latencies.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,8 +25,13 @@ def cost_of(profile: dict[str, Any]) -> tuple[Any, int, int]:
     from engines.sim.cost import IterationCost
 
     llm = profile["engines"]["vllm"]
-    cost = IterationCost(**{k: tuple(map(tuple, v)) if isinstance(v, list) else v
-                            for k, v in llm["cost"].items() if k in IterationCost.__dataclass_fields__})
+    cost = IterationCost(
+        **{
+            k: tuple(map(tuple, v)) if isinstance(v, list) else v
+            for k, v in llm["cost"].items()
+            if k in IterationCost.__dataclass_fields__
+        }
+    )
     return cost, int(llm.get("max_num_batched_tokens", 8192)), int(llm.get("template_tokens", 0))
 
 

@@ -1,6 +1,7 @@
 """The page of the simulator's trace comparison (bench/studies/sim/sim_trace_diff.py): per app and
 primitive, the real run's timings beside the simulated and replayed ones, the gaps between primitives,
 and the engines' step timings."""
+
 from __future__ import annotations
 
 import statistics
@@ -24,8 +25,10 @@ def per_primitive(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         for t in run["trace"]:
             if t.get("started") is None or t.get("finished") is None:
                 continue
-            a = acc.setdefault(t["primitive"], {"queued": [], "running": [], "engine": t.get("engine") or "-",
-                                                "prompt": [], "output": []})
+            a = acc.setdefault(
+                t["primitive"],
+                {"queued": [], "running": [], "engine": t.get("engine") or "-", "prompt": [], "output": []},
+            )
             a["queued"].append(t["started"] - _queued(t))
             a["running"].append(t["finished"] - t["started"])
             if "num_prompt_tokens" in t:
@@ -33,8 +36,16 @@ def per_primitive(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if "num_output_tokens" in t:
                 a["output"].append(t["num_output_tokens"])
     mean = lambda xs: statistics.fmean(xs) if xs else None
-    return {k: {"engine": v["engine"], "queued": statistics.fmean(v["queued"]), "running": statistics.fmean(v["running"]),
-                "prompt": mean(v["prompt"]), "output": mean(v["output"])} for k, v in acc.items()}
+    return {
+        k: {
+            "engine": v["engine"],
+            "queued": statistics.fmean(v["queued"]),
+            "running": statistics.fmean(v["running"]),
+            "prompt": mean(v["prompt"]),
+            "output": mean(v["output"]),
+        }
+        for k, v in acc.items()
+    }
 
 
 def edges(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -46,8 +57,11 @@ def edges(runs: list[dict[str, Any]]) -> dict[str, float]:
             continue
         before.append(min(_queued(t) for t in done))
         after.append(run["latency"] - max(t["finished"] for t in done))
-    return {"before": statistics.fmean(before), "after": statistics.fmean(after),
-            "latency": statistics.fmean(r["latency"] for r in runs)}
+    return {
+        "before": statistics.fmean(before),
+        "after": statistics.fmean(after),
+        "latency": statistics.fmean(r["latency"] for r in runs),
+    }
 
 
 def _tokens(row: dict[str, Any]) -> str:
@@ -57,18 +71,32 @@ def _tokens(row: dict[str, Any]) -> str:
 
 
 def markdown(d: dict[str, Any]) -> str:
-    title = "## Simulator vs real engines, primitive by primitive" + (
-        f", {d['rate']} q/s Poisson arrivals" if d.get("rate") else "") + " (issue 17)"
-    lines = [title, "",
-             f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, "
-             + (f"Poisson arrivals at {d['rate']} q/s (seed 0), prefix cache emptied before the trace, "
-                if d.get("rate") else "one at a time, prefix cache emptied before each, ")
-             + f"{d.get('system', 'teola')}'s config. "
-             + (f"The profile's prompt-token estimate is scaled by {d['token_scale']:.3f} so the simulated "
-                "calls have as many prompt tokens as the real ones of these same queries. " if d.get("token_scale") else "")
-             + "Simulated twice: with output lengths sampled from the real "
-             "run's (as bench.studies.sim.sim_fidelity does), and with each call's real output length replayed. Seconds are "
-             "means per query; prompt tokens are the ones not served from the prefix cache.", ""]
+    title = (
+        "## Simulator vs real engines, primitive by primitive"
+        + (f", {d['rate']} q/s Poisson arrivals" if d.get("rate") else "")
+        + " (issue 17)"
+    )
+    lines = [
+        title,
+        "",
+        f"Command: `{d['command']}` ({d['wall_s'] / 60:.1f} min). {d['n']} queries per app, "
+        + (
+            f"Poisson arrivals at {d['rate']} q/s (seed 0), prefix cache emptied before the trace, "
+            if d.get("rate")
+            else "one at a time, prefix cache emptied before each, "
+        )
+        + f"{d.get('system', 'teola')}'s config. "
+        + (
+            f"The profile's prompt-token estimate is scaled by {d['token_scale']:.3f} so the simulated "
+            "calls have as many prompt tokens as the real ones of these same queries. "
+            if d.get("token_scale")
+            else ""
+        )
+        + "Simulated twice: with output lengths sampled from the real "
+        "run's (as bench.studies.sim.sim_fidelity does), and with each call's real output length replayed. Seconds are "
+        "means per query; prompt tokens are the ones not served from the prefix cache.",
+        "",
+    ]
     for name in NAMES:
         for side, label in (("sim", " (sampled lengths)"), ("replay", " (replayed lengths)")):
             if side in d:
@@ -80,10 +108,13 @@ def markdown(d: dict[str, Any]) -> str:
 
 def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict[str, Any]]) -> list[str]:
     er, es = edges(real), edges(sim)
-    lines = [f"**{name}**{label}: latency measured {er['latency']:.2f} s, simulated {es['latency']:.2f} s "
-             f"({(es['latency'] - er['latency']) / er['latency']:+.0%}); before the first primitive "
-             f"{er['before'] * 1e3:.0f} vs {es['before'] * 1e3:.0f} ms; after the last "
-             f"{er['after'] * 1e3:.0f} vs {es['after'] * 1e3:.0f} ms.", ""]
+    lines = [
+        f"**{name}**{label}: latency measured {er['latency']:.2f} s, simulated {es['latency']:.2f} s "
+        f"({(es['latency'] - er['latency']) / er['latency']:+.0%}); before the first primitive "
+        f"{er['before'] * 1e3:.0f} vs {es['before'] * 1e3:.0f} ms; after the last "
+        f"{er['after'] * 1e3:.0f} vs {es['after'] * 1e3:.0f} ms.",
+        "",
+    ]
     pr, ps = per_primitive(real), per_primitive(sim)
     rows = []
     for prim, r in sorted(pr.items(), key=lambda kv: -kv[1]["running"]):
@@ -91,8 +122,28 @@ def _app_table(name: str, label: str, real: list[dict[str, Any]], sim: list[dict
         if s is None:
             continue
         err = (s["running"] - r["running"]) / r["running"] if r["running"] > 0 else 0.0
-        rows.append([prim, r["engine"], f"{_tokens(r)} ; {_tokens(s)}", f"{r['queued']:.3f} / {s['queued']:.3f}",
-                     num(r["running"], 3), num(s["running"], 3), f"{err:+.0%}"])
-    lines += table(["primitive", "engine", "prompt / output tokens real ; sim", "queued real / sim (s)",
-                    "running real (s)", "running sim (s)", "error"], rows, "lllrrrr")
+        rows.append(
+            [
+                prim,
+                r["engine"],
+                f"{_tokens(r)} ; {_tokens(s)}",
+                f"{r['queued']:.3f} / {s['queued']:.3f}",
+                num(r["running"], 3),
+                num(s["running"], 3),
+                f"{err:+.0%}",
+            ]
+        )
+    lines += table(
+        [
+            "primitive",
+            "engine",
+            "prompt / output tokens real ; sim",
+            "queued real / sim (s)",
+            "running real (s)",
+            "running sim (s)",
+            "error",
+        ],
+        rows,
+        "lllrrrr",
+    )
     return lines + [""]

@@ -33,6 +33,7 @@ sweep stops, and how throughput at equal latency is read across the knee of the 
   rate as a lower bound (">="); one already over T at its first point gives none. The gain is the
   system's rate over the baseline's at the same T.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,15 +64,25 @@ class Trace:
         return self.warmup <= arrival < self.warmup + self.window
 
 
-def trace_for(unloaded_mean: float, warmup: float = WARMUP, window: float = WINDOW, cooldown: float = COOLDOWN,
-              min_warmup: float = 0.0, min_window: float = 0.0, min_cooldown: float = 0.0,
-              settle: float = 0.0) -> Trace:
+def trace_for(
+    unloaded_mean: float,
+    warmup: float = WARMUP,
+    window: float = WINDOW,
+    cooldown: float = COOLDOWN,
+    min_warmup: float = 0.0,
+    min_window: float = 0.0,
+    min_cooldown: float = 0.0,
+    settle: float = 0.0,
+) -> Trace:
     """The trace for a baseline whose unloaded mean latency is `unloaded_mean` seconds; `settle`: the
     warm-up's floor from the programs' own latencies (KNEE x cover, module docstring)."""
     if not unloaded_mean > 0:
         raise ValueError(f"unloaded mean latency must be > 0 s, got {unloaded_mean}")
-    return Trace(max(min_warmup, warmup * unloaded_mean, settle), max(min_window, window * unloaded_mean),
-                 max(min_cooldown, cooldown * unloaded_mean))
+    return Trace(
+        max(min_warmup, warmup * unloaded_mean, settle),
+        max(min_window, window * unloaded_mean),
+        max(min_cooldown, cooldown * unloaded_mean),
+    )
 
 
 def cover(latencies: list[float], frac: float = COVER) -> float:
@@ -89,16 +100,27 @@ def cover(latencies: list[float], frac: float = COVER) -> float:
     return xs[-1]
 
 
-def deadlines(arrivals: list[float], solos: list[float], factor: float = OVERDUE, floor: float = 0.0) -> list[float]:
+def deadlines(
+    arrivals: list[float], solos: list[float], factor: float = OVERDUE, floor: float = 0.0
+) -> list[float]:
     """When each program becomes overdue: its arrival + `factor` x max(its own unloaded latency, `floor`)."""
     return [a + factor * max(s, floor) for a, s in zip(arrivals, solos)]
 
 
-def overdue(arrivals: list[float], ends: list[float | None], solos: list[float], at: float,
-            factor: float = OVERDUE, floor: float = 0.0) -> list[int]:
+def overdue(
+    arrivals: list[float],
+    ends: list[float | None],
+    solos: list[float],
+    at: float,
+    factor: float = OVERDUE,
+    floor: float = 0.0,
+) -> list[int]:
     """The programs (indices) unfinished at `at` (an end of None or after it) past their deadline."""
-    return [i for i, (d, e) in enumerate(zip(deadlines(arrivals, solos, factor, floor), ends))
-            if d <= at and (e is None or e > at)]
+    return [
+        i
+        for i, (d, e) in enumerate(zip(deadlines(arrivals, solos, factor, floor), ends))
+        if d <= at and (e is None or e > at)
+    ]
 
 
 def in_system(arrivals: list[float], ends: list[float | None], t: float) -> int:
@@ -106,7 +128,9 @@ def in_system(arrivals: list[float], ends: list[float | None], t: float) -> int:
     return sum(1 for a, e in zip(arrivals, ends) if a <= t and (e is None or e > t))
 
 
-def steady(arrivals: list[float], ends: list[float | None], trace: Trace, samples: int = 60) -> dict[str, Any]:
+def steady(
+    arrivals: list[float], ends: list[float | None], trace: Trace, samples: int = 60
+) -> dict[str, Any]:
     """The steady-state test (module docstring) on the programs in the system over the window."""
     ts = [trace.warmup + trace.window * (i + 0.5) / samples for i in range(samples)]
     counts = [in_system(arrivals, ends, t) for t in ts]
@@ -137,9 +161,14 @@ def equal_latency(curves: dict[str, list[tuple[float, float]]], base: str, targe
     for name, pts in curves.items():
         r, bound = crossing(pts, target)
         ratio = r / b if r is not None and b else None
-        out[name] = {"rate": r, "lower_bound": bound, "ratio": ratio,
-                     "ratio_note": ">=" if bound and not b_bound else ("<=" if b_bound and not bound else
-                                                                       ("?" if bound and b_bound else ""))}
+        out[name] = {
+            "rate": r,
+            "lower_bound": bound,
+            "ratio": ratio,
+            "ratio_note": ">="
+            if bound and not b_bound
+            else ("<=" if b_bound and not bound else ("?" if bound and b_bound else "")),
+        }
     return out
 
 
