@@ -13,6 +13,7 @@
 An app is a built-in name (`apps.<name>.build()`) or `module:attr` (an App, or a zero-argument callable
 returning one). Every command returns a process exit code: 0 ok, 1 failed, 2 bad usage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,7 +71,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     """Run the command; a user-facing failure becomes `teola: error: ...` on the terminal and an exit code."""
     try:
         return int(args.handler(args) or 0)
-    except (AppNotFound, CliError, SimCliError, PlanCliError, EmulateCliError, MachineCliError, RemoteCliError) as exc:
+    except (
+        AppNotFound,
+        CliError,
+        SimCliError,
+        PlanCliError,
+        EmulateCliError,
+        MachineCliError,
+        RemoteCliError,
+    ) as exc:
         print(f"teola: error: {exc}", file=terminal_err(), flush=True)
         return exc.code if isinstance(exc, (CliError, RemoteCliError)) else 2
     except KeyboardInterrupt:
@@ -107,8 +116,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = ServerSettings.from_env(api_key=args.api_key)
     server = create_server(apps, settings, progress=progress, host=args.host)
     progress(f"serving {', '.join(apps)} on http://{args.host}:{args.port} (docs at /docs)")
-    uvicorn.run(server, host=args.host, port=args.port, log_level=args.log_level, log_config=uvicorn_log_config(),
-                **uvicorn_options())
+    uvicorn.run(
+        server,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        log_config=uvicorn_log_config(),
+        **uvicorn_options(),
+    )
     return 0
 
 
@@ -126,8 +141,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return asyncio.run(_run_quickstart(apps, name, query, source, args))
 
 
-async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any], source: str,
-                          args: argparse.Namespace) -> int:
+async def _run_quickstart(
+    apps: dict[str, Any], name: str, query: dict[str, Any], source: str, args: argparse.Namespace
+) -> int:
     import httpx
     import uvicorn
 
@@ -139,10 +155,13 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
     sock.bind((args.host, args.port))
     port = sock.getsockname()[1]
     server_app = create_server(apps, ServerSettings.from_env(), progress=progress, host=args.host)
-    config = uvicorn.Config(server_app, log_level="warning", lifespan="on", log_config=uvicorn_log_config(),
-                            **uvicorn_options())
+    config = uvicorn.Config(
+        server_app, log_level="warning", lifespan="on", log_config=uvicorn_log_config(), **uvicorn_options()
+    )
     server = uvicorn.Server(config)
-    progress(f"starting app {name!r} (real engines take a while to start: importing vLLM, loading models) ...")
+    progress(
+        f"starting app {name!r} (real engines take a while to start: importing vLLM, loading models) ..."
+    )
     t0 = time.perf_counter()
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
@@ -156,7 +175,9 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
         docs = query.get("documents") or []
         progress(f"query: {query['question']!r} with {len(docs)} document(s) ({source})")
         async with httpx.AsyncClient(base_url=url, timeout=None) as client:
-            response = await client.post(f"/v1/apps/{name}/query", json={"query": query, "config": config_from_args(args)})
+            response = await client.post(
+                f"/v1/apps/{name}/query", json={"query": query, "config": config_from_args(args)}
+            )
         code = print_response(response, as_json=args.json)
         if args.keep_serving:
             progress(f"still serving at {url} (Ctrl-C to stop)")
@@ -166,7 +187,11 @@ async def _run_quickstart(apps: dict[str, Any], name: str, query: dict[str, Any]
         server.should_exit = True
         if not serving.done():
             await serving
-        elif not serving.cancelled() and serving.exception() is not None and not isinstance(serving.exception(), SystemExit):
+        elif (
+            not serving.cancelled()
+            and serving.exception() is not None
+            and not isinstance(serving.exception(), SystemExit)
+        ):
             raise serving.exception()  # type: ignore[misc]
         sock.close()
         progress("stopped")
@@ -189,11 +214,17 @@ def cmd_query(args: argparse.Namespace) -> int:
     headers = {"Authorization": f"Bearer {args.api_key}"} if args.api_key else {}
     url = args.url.rstrip("/")
     try:
-        response = httpx.post(f"{url}/v1/apps/{args.app}/query", json={"query": query, "config": config},
-                              headers=headers, timeout=None)
+        response = httpx.post(
+            f"{url}/v1/apps/{args.app}/query",
+            json={"query": query, "config": config},
+            headers=headers,
+            timeout=None,
+        )
     except httpx.TransportError as exc:
-        raise CliError(f"cannot reach the server at {url} ({type(exc).__name__}: {exc}); start one with "
-                       f"`teola serve {args.app}` or use --in-process") from None
+        raise CliError(
+            f"cannot reach the server at {url} ({type(exc).__name__}: {exc}); start one with "
+            f"`teola serve {args.app}` or use --in-process"
+        ) from None
     return print_response(response, as_json=args.json)
 
 
@@ -210,14 +241,21 @@ async def _query_in_process(app: Any, query: dict[str, Any], config: dict[str, A
         raise CliError(f"query failed: {exc}") from None
     finally:
         await app.stop()
-    body = {"output": result.output, "trace": result.trace, "query_id": result.query_id, "latency": result.latency}
+    body = {
+        "output": result.output,
+        "trace": result.trace,
+        "query_id": result.query_id,
+        "latency": result.latency,
+    }
     print_result(body, as_json)
     return 0
 
 
 def _add_app_commands(sub: Any, apps_help: str) -> None:
     """The commands that load an app: `run`, `serve`, `query` and `compile`."""
-    sp = sub.add_parser("run", help="quick start: serve an app, send one sample query, print answer and timings")
+    sp = sub.add_parser(
+        "run", help="quick start: serve an app, send one sample query, print answer and timings"
+    )
     sp.add_argument("app", help=apps_help)
     sp.add_argument("--host", default=DEFAULT_HOST)
     sp.add_argument("--port", type=int, default=0, help="0 = a free port (default)")
@@ -241,8 +279,12 @@ def _add_app_commands(sub: Any, apps_help: str) -> None:
     add_query_options(sp, required=True)
     sp.add_argument("--url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}")
     sp.add_argument("--api-key", default=os.environ.get("TEOLA_API_KEY"))
-    sp.add_argument("--in-process", action="store_true", help="start the engines here instead of using a server")
-    sp.add_argument("--stream", action="store_true", help="print the answer's tokens as they arrive, then the timings")
+    sp.add_argument(
+        "--in-process", action="store_true", help="start the engines here instead of using a server"
+    )
+    sp.add_argument(
+        "--stream", action="store_true", help="print the answer's tokens as they arrive, then the timings"
+    )
     sp.add_argument("--json", action="store_true", help="print the raw JSON response")
     sp.set_defaults(handler=cmd_query)
 
@@ -256,7 +298,9 @@ def _add_app_commands(sub: Any, apps_help: str) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     apps_help = f"built-in app ({', '.join(builtin_apps())}) or module:attr"
-    p = argparse.ArgumentParser(prog="teola", description="Serve LLM apps as optimized primitive-level dataflow graphs.")
+    p = argparse.ArgumentParser(
+        prog="teola", description="Serve LLM apps as optimized primitive-level dataflow graphs."
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     _add_app_commands(sub, apps_help)

@@ -1,6 +1,7 @@
 """What the `teola` commands that load apps and run queries share (`run`, `serve`, `query`,
 `compile`): their usage errors (`CliError`), the apps loaded by name, the engines' environment, the
 query and config given on the command line, and the answer printed with its timings."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,14 +30,26 @@ def add_query_options(sp: argparse.ArgumentParser, required: bool) -> None:
     """--question, --document (repeatable) and --config: a query given on the command line."""
     sp.add_argument("--question", "-q", required=required, help="the question")
     sp.add_argument("--document", "-d", action="append", metavar="FILE", help="a UTF-8 document (repeatable)")
-    sp.add_argument("--config", help='query config as JSON (e.g. \'{"passes": {"prefill_split": false}}\') or @file')
+    sp.add_argument(
+        "--config", help='query config as JSON (e.g. \'{"passes": {"prefill_split": false}}\') or @file'
+    )
+
 
 def add_engine_options(sp: argparse.ArgumentParser) -> None:
     """--executor and --verbose: where a command's engines run and where their output goes."""
-    sp.add_argument("--executor", choices=("local", "ray"), default="local",
-                    help="where engine instances run (default: in this process)")
-    sp.add_argument("--verbose", "-v", action="store_true", help="show the engines' and libraries' output "
-                    "(vLLM, torch, ...) here instead of in a log file under <cache>/logs")
+    sp.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where engine instances run (default: in this process)",
+    )
+    sp.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="show the engines' and libraries' output "
+        "(vLLM, torch, ...) here instead of in a log file under <cache>/logs",
+    )
 
 
 def load_apps(specs: Sequence[str], executor: str) -> dict[str, Any]:
@@ -94,7 +107,9 @@ def print_response(response: Any, as_json: bool) -> int:
     try:
         body = response.json()
     except ValueError:
-        raise CliError(f"server answered {response.status_code} with a non-JSON body: {response.text[:500]}") from None
+        raise CliError(
+            f"server answered {response.status_code} with a non-JSON body: {response.text[:500]}"
+        ) from None
     if response.status_code != 200:
         raise CliError(f"query failed with HTTP {response.status_code}: {body.get('detail', body)}")
     print_result(body, as_json)
@@ -108,8 +123,11 @@ def print_result(body: dict[str, Any], as_json: bool) -> None:
         return
     output = body.get("output")
     answer = output.strip() if isinstance(output, str) else json.dumps(output, indent=2, default=str)
-    print(f"\nAnswer:\n{answer}\n\nquery {body.get('query_id')}  latency "
-          f"{1000 * float(body.get('latency') or 0):.0f} ms\n", file=out)
+    print(
+        f"\nAnswer:\n{answer}\n\nquery {body.get('query_id')}  latency "
+        f"{1000 * float(body.get('latency') or 0):.0f} ms\n",
+        file=out,
+    )
     print(timing_table(body.get("trace") or []), file=out)
     print("\nTimeline:\n" + terminal_gantt(body.get("trace") or []), file=out, flush=True)
 

@@ -1,4 +1,5 @@
 """`teola documents list|delete --app A`: the caller's uploaded documents of an app on a server."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,13 +17,24 @@ def cmd_list(args: argparse.Namespace) -> int:
         docs = _documents(client, args)
     out = terminal_out()
     if args.json:
-        rows = [{"id": d.id, "bytes": d.bytes, "created": d.created.isoformat(), "sha256": d.sha256, "name": d.name,
-                 "namespace": d.namespace} for d in docs]
+        rows = [
+            {
+                "id": d.id,
+                "bytes": d.bytes,
+                "created": d.created.isoformat(),
+                "sha256": d.sha256,
+                "name": d.name,
+                "namespace": d.namespace,
+            }
+            for d in docs
+        ]
         print(json.dumps(rows, indent=2), file=out, flush=True)
         return 0
     table = [("id", "bytes", "created", "namespace", "name")]
-    table += [(d.id, str(d.bytes), d.created.strftime("%Y-%m-%d %H:%M:%S"), d.namespace or "-", d.name or "-")
-              for d in docs]
+    table += [
+        (d.id, str(d.bytes), d.created.strftime("%Y-%m-%d %H:%M:%S"), d.namespace or "-", d.name or "-")
+        for d in docs
+    ]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1], file=out)
@@ -60,7 +72,9 @@ def add_commands(sub: Any) -> None:
     """Add `documents list` and `documents delete` to the `teola` parser's subcommands."""
     docs = sub.add_parser("documents", help="list or delete an app's uploaded documents on a server")
     actions = docs.add_subparsers(dest="action", metavar="ACTION", required=True)
-    sp = actions.add_parser("list", help="the documents: id, size of their text, upload time, namespace, name")
+    sp = actions.add_parser(
+        "list", help="the documents: id, size of their text, upload time, namespace, name"
+    )
     sp.add_argument("--json", action="store_true", help="print them as JSON (with their sha256)")
     sp.set_defaults(handler=cmd_list)
     sp = actions.add_parser("delete", help="delete documents by id, or all of them")

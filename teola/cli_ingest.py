@@ -6,6 +6,7 @@ with the SHA-256 of the file's bytes and its name; `ingest` lists those first, s
 is stored is not sent again, from this machine or another. A changed file is uploaded and its older
 version (same name and namespace) deleted. The server does not chunk at upload (queries chunk), so
 progress counts documents and bytes; the summary adds the bytes of text the server extracted."""
+
 from __future__ import annotations
 
 import argparse
@@ -44,6 +45,7 @@ class Progress:
         self.bar = None
         if err.isatty() and files:
             from tqdm import tqdm
+
             self.bar = tqdm(total=size, unit="B", unit_scale=True, desc="ingest", file=err, leave=False)
             self.bar.set_postfix_str(f"0/{files} documents")
 
@@ -94,6 +96,7 @@ async def _upload_all(args: argparse.Namespace, plan: Plan) -> Outcome:
     gate = asyncio.Semaphore(args.concurrency)
     try:
         async with AsyncClient(args.url, args.api_key) as client:
+
             async def one(f: LocalFile, older: list[str]) -> None:
                 async with gate:
                     problem = await _upload_one(client, args, f, older, outcome)
@@ -105,8 +108,9 @@ async def _upload_all(args: argparse.Namespace, plan: Plan) -> Outcome:
     return outcome
 
 
-async def _upload_one(client: AsyncClient, args: argparse.Namespace, f: LocalFile, older: list[str],
-                      outcome: Outcome) -> str | None:
+async def _upload_one(
+    client: AsyncClient, args: argparse.Namespace, f: LocalFile, older: list[str], outcome: Outcome
+) -> str | None:
     """Send one file (the client retries 429, 503 and broken connections) and delete its older
     versions; the problem when it failed, else None."""
     try:
@@ -126,7 +130,9 @@ async def _upload_one(client: AsyncClient, args: argparse.Namespace, f: LocalFil
         except NotFoundError:
             pass  # deleted meanwhile, e.g. by a concurrent ingest
         except TeolaError as exc:
-            outcome.warnings.append(f"{f.name}: its older version {old} is kept: deleting it failed: {_problem(exc)}")
+            outcome.warnings.append(
+                f"{f.name}: its older version {old} is kept: deleting it failed: {_problem(exc)}"
+            )
     return None
 
 
@@ -147,25 +153,42 @@ def _text_bytes(args: argparse.Namespace, outcome: Outcome) -> int | None:
         return None
 
 
-def _print_summary(args: argparse.Namespace, plan: Plan, outcome: Outcome, text_bytes: int | None,
-                   seconds: float) -> None:
-    rows = [("uploaded", [f for f, _ in outcome.uploaded]), ("unchanged", plan.unchanged),
-            ("failed", [f for f, _ in outcome.failed])]
+def _print_summary(
+    args: argparse.Namespace, plan: Plan, outcome: Outcome, text_bytes: int | None, seconds: float
+) -> None:
+    rows = [
+        ("uploaded", [f for f, _ in outcome.uploaded]),
+        ("unchanged", plan.unchanged),
+        ("failed", [f for f, _ in outcome.failed]),
+    ]
     out = terminal_out()
     if args.json:
         body = {name: {"files": len(fs), "bytes": sum(f.size for f in fs)} for name, fs in rows}
         body["skipped"] = {"files": len(plan.skipped), "paths": [p for p, _ in plan.skipped]}
-        body.update(text_bytes=text_bytes, replaced=outcome.replaced, warnings=outcome.warnings,
-                    seconds=round(seconds, 3), failures={f.name: why for f, why in outcome.failed},
-                    document_ids={f.name: i for f, i in outcome.uploaded if i})
+        body.update(
+            text_bytes=text_bytes,
+            replaced=outcome.replaced,
+            warnings=outcome.warnings,
+            seconds=round(seconds, 3),
+            failures={f.name: why for f, why in outcome.failed},
+            document_ids={f.name: i for f, i in outcome.uploaded if i},
+        )
         print(json.dumps(body, indent=2), file=out, flush=True)
         return
     verb = "would upload" if args.dry_run else "uploaded"
-    print(f"{verb:<12} {len(outcome.uploaded):>5} files  {size_text(sum(f.size for f in rows[0][1])):>9}", file=out)
-    print(f"{'unchanged':<12} {len(plan.unchanged):>5} files  {size_text(sum(f.size for f in plan.unchanged)):>9}",
-          file=out)
+    print(
+        f"{verb:<12} {len(outcome.uploaded):>5} files  {size_text(sum(f.size for f in rows[0][1])):>9}",
+        file=out,
+    )
+    print(
+        f"{'unchanged':<12} {len(plan.unchanged):>5} files  {size_text(sum(f.size for f in plan.unchanged)):>9}",
+        file=out,
+    )
     print(f"{'skipped':<12} {len(plan.skipped):>5} files", file=out)
-    print(f"{'failed':<12} {len(outcome.failed):>5} files  {size_text(sum(f.size for f in rows[2][1])):>9}", file=out)
+    print(
+        f"{'failed':<12} {len(outcome.failed):>5} files  {size_text(sum(f.size for f in rows[2][1])):>9}",
+        file=out,
+    )
     for path, why in plan.skipped:
         print(f"  skipped {path}: {why}", file=out)
     for f, why in outcome.failed:
@@ -192,12 +215,22 @@ def size_text(n: int) -> str:
 
 def add_commands(sub: Any) -> None:
     """Add `ingest` to the `teola` parser's subcommands."""
-    sp = sub.add_parser("ingest", help="upload files and folders to an app's documents (skips unchanged files)")
-    sp.add_argument("paths", nargs="+", metavar="PATH", help="files and folders (recursed; hidden files skipped)")
+    sp = sub.add_parser(
+        "ingest", help="upload files and folders to an app's documents (skips unchanged files)"
+    )
+    sp.add_argument(
+        "paths", nargs="+", metavar="PATH", help="files and folders (recursed; hidden files skipped)"
+    )
     sp.add_argument("--app", required=True, help="the app on the server")
-    sp.add_argument("--namespace", default=None, help="a label stored with each new document (listed and "
-                    "filtered by `teola documents`); not a vector-store namespace")
-    sp.add_argument("--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="uploads at once (default 4)")
+    sp.add_argument(
+        "--namespace",
+        default=None,
+        help="a label stored with each new document (listed and "
+        "filtered by `teola documents`); not a vector-store namespace",
+    )
+    sp.add_argument(
+        "--concurrency", type=int, default=DEFAULT_CONCURRENCY, help="uploads at once (default 4)"
+    )
     sp.add_argument("--dry-run", action="store_true", help="list what would be uploaded; send nothing")
     sp.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_server_options(sp)

@@ -1,6 +1,7 @@
 """What `teola ingest` reads and decides before it sends anything: the files under the given paths,
 their SHA-256, and for each one whether the server already has it (by content hash), has an older
 version of it (same name and namespace, other hash), or not at all."""
+
 from __future__ import annotations
 
 import hashlib
@@ -45,8 +46,11 @@ def find_files(paths: Iterable[str]) -> tuple[list[tuple[Path, str]], list[tuple
             entries = [(root, root.name)]
         elif root.is_dir():
             top = root.resolve().name
-            entries = [(p, f"{top}/{p.relative_to(root).as_posix()}") for p in sorted(root.rglob("*"))
-                       if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)]
+            entries = [
+                (p, f"{top}/{p.relative_to(root).as_posix()}")
+                for p in sorted(root.rglob("*"))
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            ]
         else:
             raise ValueError(f"no such file or folder: {raw!r}")
         for path, name in entries:
@@ -70,8 +74,9 @@ def hash_files(found: list[tuple[Path, str]], skipped: list[tuple[str, str]]) ->
     return files
 
 
-def make_plan(files: list[LocalFile], stored: list[Document], namespace: str | None,
-              skipped: list[tuple[str, str]]) -> Plan:
+def make_plan(
+    files: list[LocalFile], stored: list[Document], namespace: str | None, skipped: list[tuple[str, str]]
+) -> Plan:
     """Decide per file: unchanged when a stored document has its SHA-256 (whatever its name), else
     upload; a stored document of the same name and namespace with another hash is its older version,
     deleted after the upload unless another file here still has that content."""

@@ -9,6 +9,7 @@ descriptors 1 and 2, which catches torch's C++ messages, tqdm bars and the outpu
 duplicates of the original descriptors (`terminal_out()` / `terminal_err()`); the descriptors are
 restored when the command ends. `--verbose` skips all this: everything stays on the terminal.
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,6 +42,7 @@ def logs_dir() -> Path:
     """`<cache>/logs` (engines.assets.paths.cache_dir(); ~/.cache/teola without the engines package)."""
     try:
         from engines.assets.paths import cache_dir
+
         base = cache_dir()
     except ImportError:
         base = Path.home() / ".cache" / "teola"
@@ -53,7 +55,7 @@ def new_log_path(command: str) -> Path:
     """A fresh log file path for `command`; the oldest logs beyond KEEP_LOGS are deleted."""
     folder = logs_dir()
     old = sorted(folder.glob("*.log"), key=lambda p: p.stat().st_mtime)
-    for path in old[:max(0, len(old) - KEEP_LOGS + 1)]:
+    for path in old[: max(0, len(old) - KEEP_LOGS + 1)]:
         path.unlink(missing_ok=True)
     return folder / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
@@ -77,7 +79,8 @@ def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
 class _EchoFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.WARNING and any(
-            record.name == name or record.name.startswith(name + ".") for name in ECHO_LOGGERS)
+            record.name == name or record.name.startswith(name + ".") for name in ECHO_LOGGERS
+        )
 
 
 class OutputLog:
@@ -106,12 +109,22 @@ class OutputLog:
         _flush(stream)
         saved = self._saved_fds[fd] = os.dup(fd)
         if _fileno(stream) == fd:  # the usual case: sys.stdout/err write to fd 1/2, hence to the log below
-            _terminal[name] = open(saved, "w", buffering=1, encoding=getattr(stream, "encoding", None) or "utf-8",
-                                   errors="backslashreplace", closefd=False)
+            _terminal[name] = open(
+                saved,
+                "w",
+                buffering=1,
+                encoding=getattr(stream, "encoding", None) or "utf-8",
+                errors="backslashreplace",
+                closefd=False,
+            )
         else:  # sys.stdout/err were replaced (e.g. captured by pytest): keep that object as the terminal
             _terminal[name] = stream
             self._saved_streams[attr] = stream
-            setattr(sys, attr, open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False))
+            setattr(
+                sys,
+                attr,
+                open(fd, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False),
+            )
         os.dup2(self._file.fileno(), fd)
 
     def _route_logging(self) -> None:
@@ -209,8 +222,12 @@ def run_logged(command: str, run: Callable[[], int]) -> int:
     exit code other than 0 and 130, or an exception) the last lines of the log follow the error."""
     log = OutputLog(new_log_path(command))
     with log:
-        print(f"[teola] engine and library output (vLLM, torch, transformers, ...) goes to {log.path}; "
-              "--verbose shows it here", file=terminal_err(), flush=True)
+        print(
+            f"[teola] engine and library output (vLLM, torch, transformers, ...) goes to {log.path}; "
+            "--verbose shows it here",
+            file=terminal_err(),
+            flush=True,
+        )
         code = run()
     if code not in (0, 130):
         log.report_failure()

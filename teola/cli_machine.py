@@ -1,6 +1,7 @@
 """The `teola` commands about this machine and checkout: `setup` (prepare the offline models),
 `doctor` (check the engine stack), `tune` (measure engine settings here) and `bench` (run a
 benchmark suite of the source checkout)."""
+
 from __future__ import annotations
 
 import argparse
@@ -37,16 +38,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     root = Path(__file__).resolve().parents[1]  # the source checkout teola runs from (where bench/ lives)
     suites = _bench_suites(root)
     if args.suite not in suites:
-        raise MachineCliError(f"unknown benchmark study {args.suite!r}; studies: {', '.join(suites) or 'none'}"
-                              + ("" if suites else " (benchmarks live in bench/ of a source checkout)"))
+        raise MachineCliError(
+            f"unknown benchmark study {args.suite!r}; studies: {', '.join(suites) or 'none'}"
+            + ("" if suites else " (benchmarks live in bench/ of a source checkout)")
+        )
     return subprocess.run([sys.executable, "-m", "bench", args.suite, *args.args], cwd=root).returncode
 
 
 def add_commands(sub: Any) -> None:
     """Add `setup`, `doctor`, `tune` and `bench` to the `teola` parser's subcommands."""
     sub.add_parser("setup", help="prepare the offline models").set_defaults(handler=cmd_setup)
-    sub.add_parser("doctor", help="check the engine stack, show the engine settings").set_defaults(handler=cmd_doctor)
-    tune = sub.add_parser("tune", help="measure candidate engine settings here and keep the fastest (~1.5 min)")
+    sub.add_parser("doctor", help="check the engine stack, show the engine settings").set_defaults(
+        handler=cmd_doctor
+    )
+    tune = sub.add_parser(
+        "tune", help="measure candidate engine settings here and keep the fastest (~1.5 min)"
+    )
     tune.add_argument("--dry-run", action="store_true", help="print the measurements, write nothing")
     tune.set_defaults(handler=cmd_tune)
     sp = sub.add_parser("bench", help="run a benchmark study (`python -m bench list` prints them)")
@@ -60,8 +67,10 @@ def _setup_cli(name: str) -> Any:
         module = importlib.import_module("engines.tuning.setup_cli")
     except ModuleNotFoundError as exc:
         if exc.name in ("engines", "engines.tuning.setup_cli"):
-            raise MachineCliError(f"`teola {name.removeprefix('run_')}` needs engines/tuning/setup_cli.py, which this "
-                                  "installation does not have") from None
+            raise MachineCliError(
+                f"`teola {name.removeprefix('run_')}` needs engines/tuning/setup_cli.py, which this "
+                "installation does not have"
+            ) from None
         raise
     return getattr(module, name)
 
@@ -73,4 +82,8 @@ def _bench_suites(root: Path) -> list[str]:
     if not catalog.is_file():
         return []
     # an entry is `S("name", ...)`, its name on the same line or, formatted, on the next
-    return ["list", "report", *re.findall(r'^\s*S\(\s*"([a-z_0-9]+)"', catalog.read_text(encoding="utf-8"), re.M)]
+    return [
+        "list",
+        "report",
+        *re.findall(r'^\s*S\(\s*"([a-z_0-9]+)"', catalog.read_text(encoding="utf-8"), re.M),
+    ]

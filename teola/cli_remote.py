@@ -1,6 +1,7 @@
 """What the `teola` commands that talk to a running server share (`ingest`, `documents`,
 `query --stream`): the --url and --api-key options, a `teola.client.Client` made from them, the
 client's errors turned into one-line command errors, and the streamed query."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,9 @@ class RemoteCliError(Exception):
 
 def add_server_options(sp: argparse.ArgumentParser) -> None:
     """--url and --api-key, defaulting to $TEOLA_URL and $TEOLA_API_KEY as the client does."""
-    sp.add_argument("--url", default=None, help="the server (default: $TEOLA_URL, else http://127.0.0.1:8000)")
+    sp.add_argument(
+        "--url", default=None, help="the server (default: $TEOLA_URL, else http://127.0.0.1:8000)"
+    )
     sp.add_argument("--api-key", default=None, help="bearer key (default: $TEOLA_API_KEY)")
 
 
@@ -40,8 +43,10 @@ def server_errors(what: str, client: Client) -> Iterator[None]:
     try:
         yield
     except APIConnectionError as exc:
-        raise RemoteCliError(f"{what}: cannot reach the server at {client.base_url} ({exc}); start one with "
-                             "`teola serve APP`, or pass --url") from None
+        raise RemoteCliError(
+            f"{what}: cannot reach the server at {client.base_url} ({exc}); start one with "
+            "`teola serve APP`, or pass --url"
+        ) from None
     except APIError as exc:
         raise RemoteCliError(f"{what} failed with HTTP {exc.status} ({exc.code}): {exc.message}") from None
     except TeolaError as exc:
@@ -52,8 +57,9 @@ def stream_query(args: argparse.Namespace, query: Mapping[str, Any], config: Map
     """`teola query --stream`: print the answer's tokens as they arrive, then its timing table. An
     answer that came without tokens (a non-LLM last step) is printed whole when it arrives."""
     if args.json:
-        raise RemoteCliError("--stream prints the answer as it comes and --json one JSON body at the end; "
-                             "choose one", 2)
+        raise RemoteCliError(
+            "--stream prints the answer as it comes and --json one JSON body at the end; choose one", 2
+        )
     out = terminal_out()
     with client_from(args) as client, server_errors(f"query of app {args.app!r}", client):
         with client.stream(args.app, dict(query), dict(config)) as stream:
@@ -61,7 +67,11 @@ def stream_query(args: argparse.Namespace, query: Mapping[str, Any], config: Map
                 if isinstance(event, events.Token):
                     print(event.text, end="", file=out, flush=True)
                 elif isinstance(event, events.Answer) and not stream.text:
-                    whole = event.text if event.text is not None else json.dumps(event.output, indent=2, default=str)
+                    whole = (
+                        event.text
+                        if event.text is not None
+                        else json.dumps(event.output, indent=2, default=str)
+                    )
                     print(whole, end="", file=out, flush=True)
             result = stream.result()
     print(f"\n\nquery {result.query_id}  latency {1000 * result.latency:.0f} ms\n", file=out)

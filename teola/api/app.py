@@ -1,4 +1,5 @@
 """`App`: a template of components plus the engines they run on; compiles and runs queries."""
+
 from __future__ import annotations
 
 import asyncio
@@ -94,8 +95,9 @@ class App:
         """Compile a query into its p-graph and optimized e-graph (cached by config shape)."""
         if not self.nodes:
             raise ValueError(f"app {self.name!r} has no template; call app.update_template([...]) first")
-        return compile_query(self.nodes, self.engines, self.version, query, self._config(config), self.cache,
-                             self.lint)
+        return compile_query(
+            self.nodes, self.engines, self.version, query, self._config(config), self.cache, self.lint
+        )
 
     def _config(self, config: dict[str, Any] | None) -> dict[str, Any]:
         if config is not None and not isinstance(config, dict):
@@ -105,7 +107,9 @@ class App:
     async def start(self, **runtime_options: Any) -> None:
         """Start the engines (idempotent). Called by the first `run` if not called before."""
         if self._runtime is None:
-            runtime = Runtime(self.engines, self.backends, **{**self.config.get("runtime", {}), **runtime_options})
+            runtime = Runtime(
+                self.engines, self.backends, **{**self.config.get("runtime", {}), **runtime_options}
+            )
             await runtime.start()
             self._runtime = runtime
             if adopt_engine_costs(self.engines, runtime):
@@ -118,8 +122,12 @@ class App:
         compiled = self.compile(query, config)
         return await self.execute(compiled, config)
 
-    async def execute(self, compiled: Compiled, config: dict[str, Any] | None = None,
-                      on_event: Callable[[dict[str, Any]], None] | None = None) -> Result:
+    async def execute(
+        self,
+        compiled: Compiled,
+        config: dict[str, Any] | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Result:
         """Execute a query compiled with `compile(query, config)` (pass the same config: its
         runtime keys such as timeout and priority apply here). Starts the engines if needed.
         `on_event` receives the query's progress and answer-token events (`Runtime.submit`)."""
@@ -136,7 +144,9 @@ class App:
         self._record(telemetry, compiled, result.trace, start_ns, result, None)
         return result
 
-    async def embed(self, texts: list[str], engine: str = "embedding", config: dict[str, Any] | None = None) -> list[Any]:
+    async def embed(
+        self, texts: list[str], engine: str = "embedding", config: dict[str, Any] | None = None
+    ) -> list[Any]:
         """The embedding vectors of `texts` on `engine`, in order, computed as a query of one
         EMBEDDING primitive, so its requests are batched with every other query's on that engine.
         `config`: the query's runtime keys (timeout, tenant, ...)."""
@@ -145,22 +155,36 @@ class App:
             raise ValueError(f"app {self.name!r} has no engine {engine!r}; engines: {sorted(self.engines)}")
         return (await self.execute(embedding_query(spec, texts), config)).output
 
-    def _record(self, telemetry: Any, compiled: Compiled, trace: list, start_ns: int, result: Result | None,
-                error: BaseException | None) -> None:
+    def _record(
+        self,
+        telemetry: Any,
+        compiled: Compiled,
+        trace: list,
+        start_ns: int,
+        result: Result | None,
+        error: BaseException | None,
+    ) -> None:
         """Hand a finished query to the telemetry recorder; a recorder failure never fails the query."""
         try:
             telemetry.record(self.name, compiled, trace, start_ns, self.engines, result, error)
         except Exception as exc:
-            log.warning("app %s: recording query %s for OpenTelemetry failed: %s: %s", self.name,
-                        compiled.query_id, type(exc).__name__, exc)
+            log.warning(
+                "app %s: recording query %s for OpenTelemetry failed: %s: %s",
+                self.name,
+                compiled.query_id,
+                type(exc).__name__,
+                exc,
+            )
 
     def run_sync(self, query: dict[str, Any], config: dict[str, Any] | None = None) -> Any:
         """`run` for callers without an event loop (starts and stops the engines around it)."""
+
         async def once() -> Any:
             try:
                 return await self.run(query, config)
             finally:
                 await self.stop()
+
         return asyncio.run(once())
 
     async def stop(self) -> None:

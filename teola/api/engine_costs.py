@@ -1,6 +1,7 @@
 """The costs a started LLM engine reports (`EngineProfile.costs`: a named profile's, or fitted at
 start) handed to compilation: each engine spec takes its first instance's, so passes that add
 requests or streams gate them on the costs of the engine the call goes to."""
+
 from __future__ import annotations
 
 from engines.llm_text.costs import EngineCosts

@@ -15,6 +15,7 @@ Leaving the `async with` block (or `await prog.end()`) removes the program from 
 
 Each call goes through `Runtime.submit_call` (the engine scheduler, not the graph scheduler).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -36,7 +37,9 @@ class CallResult(str):
     result: dict[str, Any]
     instance: str | None
 
-    def __new__(cls, text: str, call_id: str, result: dict[str, Any], instance: str | None = None) -> CallResult:
+    def __new__(
+        cls, text: str, call_id: str, result: dict[str, Any], instance: str | None = None
+    ) -> CallResult:
         obj = super().__new__(cls, text)
         obj.call_id = call_id
         obj.result = result
@@ -54,8 +57,14 @@ class Program:
     teola.scheduling.program.length_predictor.LengthPredictor over prompt embeddings); its prediction goes with every
     call as the hint `predicted_tokens`, which the `lamps` and `sjf` policies rank by."""
 
-    def __init__(self, target: Any, program_id: str, engine: str = "llm", system: str | None = None,
-                 predictor: Any = None) -> None:
+    def __init__(
+        self,
+        target: Any,
+        program_id: str,
+        engine: str = "llm",
+        system: str | None = None,
+        predictor: Any = None,
+    ) -> None:
         if not isinstance(program_id, str) or not program_id:
             raise ValueError(f"Program: program_id must be a non-empty string, got {program_id!r}")
         if not isinstance(target, Runtime) and not callable(getattr(target, "start", None)):
@@ -85,8 +94,9 @@ class Program:
         await target.start()  # an App: starts its engines on first use
         return target.runtime
 
-    async def call(self, prompt: str, parent_ids: Iterable[str] | None = None, call_id: str | None = None,
-                   **gen: Any) -> CallResult:
+    async def call(
+        self, prompt: str, parent_ids: Iterable[str] | None = None, call_id: str | None = None, **gen: Any
+    ) -> CallResult:
         """Submit one LLM call of this program and wait for its text.
 
         parent_ids: ids of earlier calls of this program whose output this call depends on (ATLAS
@@ -97,20 +107,35 @@ class Program:
             raise ValueError("Program.call: prompt must be a non-empty string")
         unknown = sorted(set(gen) - set(GEN_OPTIONS))
         if unknown:
-            raise TypeError(f"Program.call: unknown generation option(s) {unknown}; use {', '.join(GEN_OPTIONS)}")
+            raise TypeError(
+                f"Program.call: unknown generation option(s) {unknown}; use {', '.join(GEN_OPTIONS)}"
+            )
         rt = await self._runtime()
         cid = call_id or f"call-{next(self._ids)}"
         parts = ([["system", self.system]] if self.system else []) + [["user", prompt]]
         self.calls += 1
         predicted = None if self.predictor is None else max(1, int(self.predictor(prompt)))
-        outcome = await rt.submit_call(self.engine, llm_request(parts, True, gen), program=self.program_id,
-                                       call_id=cid, parents=None if parent_ids is None else list(parent_ids),
-                                       predicted_tokens=predicted)
+        outcome = await rt.submit_call(
+            self.engine,
+            llm_request(parts, True, gen),
+            program=self.program_id,
+            call_id=cid,
+            parents=None if parent_ids is None else list(parent_ids),
+            predicted_tokens=predicted,
+        )
         return CallResult(outcome.result.get("text", ""), cid, outcome.result, outcome.instance)
 
-    async def call_with_tools(self, prompt: str, tools: Mapping[str, Any], parent_ids: Iterable[str] | None = None,
-                              call_id: str | None = None, max_rounds: int = 4, handling: str = "auto",
-                              start: str | None = None, **gen: Any) -> CallResult:
+    async def call_with_tools(
+        self,
+        prompt: str,
+        tools: Mapping[str, Any],
+        parent_ids: Iterable[str] | None = None,
+        call_id: str | None = None,
+        max_rounds: int = 4,
+        handling: str = "auto",
+        start: str | None = None,
+        **gen: Any,
+    ) -> CallResult:
         """One LLM call that may pause for tools (teola.api.tool_calls): the model writes
         `<tool>{"name", "arguments"}</tool>`, generation stops, `tools[name](**arguments)` (sync or
         async) runs, and the call continues with the result, up to `max_rounds` tool calls.
@@ -126,12 +151,16 @@ class Program:
         if not isinstance(tools, Mapping) or not tools:
             raise ValueError("Program.call_with_tools: tools must be a non-empty mapping of name -> callable")
         if handling not in ("auto", *HANDLINGS):
-            raise ValueError(f"Program.call_with_tools: handling must be 'auto' or one of {HANDLINGS}, got {handling!r}")
+            raise ValueError(
+                f"Program.call_with_tools: handling must be 'auto' or one of {HANDLINGS}, got {handling!r}"
+            )
         if not isinstance(max_rounds, int) or max_rounds < 0:
             raise ValueError(f"Program.call_with_tools: max_rounds must be an int >= 0, got {max_rounds!r}")
         unknown = sorted(set(gen) - set(GEN_OPTIONS))
         if unknown:
-            raise TypeError(f"Program.call_with_tools: unknown generation option(s) {unknown}; use {', '.join(GEN_OPTIONS)}")
+            raise TypeError(
+                f"Program.call_with_tools: unknown generation option(s) {unknown}; use {', '.join(GEN_OPTIONS)}"
+            )
         if start is not None and not isinstance(start, str):
             raise TypeError(f"Program.call_with_tools: start must be a string, got {type(start).__name__}")
         rt = await self._runtime()
@@ -139,8 +168,18 @@ class Program:
         instruction = TOOL_INSTRUCTION.format(tools=", ".join(sorted(tools)))
         system = f"{self.system}\n\n{instruction}" if self.system else instruction
         self.calls += 1
-        text, result, instance = await continue_with_tools(rt, self, cid, [["system", system], ["user", prompt]],
-                                                           tools, parent_ids, max_rounds, handling, gen, start)
+        text, result, instance = await continue_with_tools(
+            rt,
+            self,
+            cid,
+            [["system", system], ["user", prompt]],
+            tools,
+            parent_ids,
+            max_rounds,
+            handling,
+            gen,
+            start,
+        )
         return CallResult(text, cid, result, instance)
 
     async def end(self) -> None:

@@ -1,5 +1,6 @@
 """Engines shared by several apps in one process: apps that register the same engine (same kind
 and options) use one adapter, so a server with four apps loads the LLM once."""
+
 from __future__ import annotations
 
 import asyncio
@@ -66,7 +67,9 @@ def share_engines(apps: Iterable[Any]) -> int:
             continue
         app0, name0 = members[0]
         spec = app0.engines[name0]
-        backend = SharedBackend(create_engine(name0, spec.kind, resolve_options(spec.kind, spec.instance_options(0))))
+        backend = SharedBackend(
+            create_engine(name0, spec.kind, resolve_options(spec.kind, spec.instance_options(0)))
+        )
         for app, name in members:
             app.backends[name] = backend
         shared += 1

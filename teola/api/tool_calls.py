@@ -15,6 +15,7 @@ the call's outcome says which handling it got). The simulated engine enforces it
 (engines/sim/admission.py); vLLM cannot pin or swap a finished request's blocks, so on vLLM every
 handling is "discard" with the prefix cache keeping what it can (docs/program_scheduling.md).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -33,8 +34,19 @@ from teola.compile.tool_syntax import (
 )
 from teola.runtime import choose_pause_handling, llm_request
 
-__all__ = ["CLOSE", "OPEN", "TOOL_INSTRUCTION", "Tool", "ToolCall", "choose_pause_handling", "continue_with_tools",
-           "observe_tool", "parse_tool_call", "result_segment", "run_tool"]
+__all__ = [
+    "CLOSE",
+    "OPEN",
+    "TOOL_INSTRUCTION",
+    "Tool",
+    "ToolCall",
+    "choose_pause_handling",
+    "continue_with_tools",
+    "observe_tool",
+    "parse_tool_call",
+    "result_segment",
+    "run_tool",
+]
 
 Tool = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
@@ -63,16 +75,25 @@ def observe_tool(policy: Any, tool: str | None, seconds: float) -> None:
         policy.observe_api(tool, seconds)
 
 
-async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[list[str]], tools: Mapping[str, Tool],
-                              parent_ids: Any, max_rounds: int, handling: str,
-                              gen: dict[str, Any], start: str | None = None) -> tuple[str, dict[str, Any], str | None]:
+async def continue_with_tools(
+    rt: Any,
+    program: Any,
+    call_id: str,
+    parts: list[list[str]],
+    tools: Mapping[str, Tool],
+    parent_ids: Any,
+    max_rounds: int,
+    handling: str,
+    gen: dict[str, Any],
+    start: str | None = None,
+) -> tuple[str, dict[str, Any], str | None]:
     """Run the segments of one pausing call on `program.engine` (see the module docstring); returns
     (the text after the last tool call, the last segment's result with "pauses" and "transcript",
     the instance that ran it). `start`: the text the model's answer begins with (sent as the first
     segment's continuation and counted as that segment's text)."""
     policy = rt.schedulers[program.engine].policy
     key = f"{program.program_id}/{call_id}"
-    written: list[str] = []   # everything the model and the tools added to the assistant turn
+    written: list[str] = []  # everything the model and the tools added to the assistant turn
     pauses: list[dict[str, Any]] = []
     parents = None if parent_ids is None else list(parent_ids)
     stop = list(gen.get("stop") or []) + [CLOSE]
@@ -81,16 +102,21 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
     for round_no in range(max_rounds + 1):
         before = "".join(written) if written else (start or "")
         last_round = round_no == max_rounds
-        req = _segment_request(parts, {**gen, "stop": stop}, key, before, None if last_round else sorted(tools))
-        outcome = await rt.submit_call(program.engine, req, program=program.program_id,
-                                       call_id=call_id if round_no == 0 else f"{call_id}#{round_no}",
-                                       parents=parents if round_no == 0 else [call_id if round_no == 1
-                                                                              else f"{call_id}#{round_no - 1}"],
-                                       predicted_tokens=predicted,
-                                       # "auto" is resolved when the engine's scheduler queues it
-                                       pause_kv=None if last_round else handling,
-                                       # its KV waits for it: run it first
-                                       resumes_preserved=bool(pauses and pauses[-1]["handling"] == "preserve"))
+        req = _segment_request(
+            parts, {**gen, "stop": stop}, key, before, None if last_round else sorted(tools)
+        )
+        outcome = await rt.submit_call(
+            program.engine,
+            req,
+            program=program.program_id,
+            call_id=call_id if round_no == 0 else f"{call_id}#{round_no}",
+            parents=parents if round_no == 0 else [call_id if round_no == 1 else f"{call_id}#{round_no - 1}"],
+            predicted_tokens=predicted,
+            # "auto" is resolved when the engine's scheduler queues it
+            pause_kv=None if last_round else handling,
+            # its KV waits for it: run it first
+            resumes_preserved=bool(pauses and pauses[-1]["handling"] == "preserve"),
+        )
         text = outcome.result.get("text", "")
         if round_no == 0 and start:
             text = start + text
@@ -108,15 +134,25 @@ async def continue_with_tools(rt: Any, program: Any, call_id: str, parts: list[l
     raise AssertionError("unreachable: the last round never pauses")
 
 
-def _segment_request(parts: list[list[str]], gen: dict[str, Any], key: str, before: str,
-                     tools: list[str] | None) -> dict[str, Any]:
+def _segment_request(
+    parts: list[list[str]], gen: dict[str, Any], key: str, before: str, tools: list[str] | None
+) -> dict[str, Any]:
     """One segment's LLM request: the call's prompt, its KV key, what the turn holds so far (`before`)
     as the continuation, and the API it may stop at (none on the last round: `tools` None)."""
-    return {**llm_request(parts, True, gen), "kv_key": key, "continuation": [before] if before else [],
-            **({} if tools is None else {"api": expected_tool(tools)})}
+    return {
+        **llm_request(parts, True, gen),
+        "kv_key": key,
+        "continuation": [before] if before else [],
+        **({} if tools is None else {"api": expected_tool(tools)}),
+    }
 
 
 def _pause(call: ToolCall, seconds: float, handling: str | None) -> dict[str, Any]:
     """What the result's "pauses" say of one pause: the tool call, its seconds, the handling applied."""
-    return {"tool": call.name, "arguments": call.arguments, "seconds": seconds, "handling": handling,
-            "error": call.error}
+    return {
+        "tool": call.name,
+        "arguments": call.arguments,
+        "seconds": seconds,
+        "handling": handling,
+        "error": call.error,
+    }

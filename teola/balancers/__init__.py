@@ -4,6 +4,7 @@
   - per-call routers (Autellix §4.3), which route each call to one instance's own queue when it
     arrives: "locality" (Algorithm 2, `LocalityAware`), "least_used", "round_robin".
 Pure logic over duck-typed instances; the engine scheduler (teola.runtime) applies them."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -30,8 +31,13 @@ def balancer_names() -> list[str]:
     return sorted(_ROUTERS)
 
 
-def make_balancer(name: str, *, load: Callable[[Any], float] | None = None, table: ProcessTable | None = None,
-                  **options: Any) -> Any:
+def make_balancer(
+    name: str,
+    *,
+    load: Callable[[Any], float] | None = None,
+    table: ProcessTable | None = None,
+    **options: Any,
+) -> Any:
     """Build a per-call router by name: "locality", "least_used" or "round_robin". `load` (how used
     an instance is) goes to the routers that compare loads, `table` (the process table to keep pins
     in) to the locality router; the others ignore them. Other options go to the constructor (e.g.
@@ -41,8 +47,9 @@ def make_balancer(name: str, *, load: Callable[[Any], float] | None = None, tabl
     cls, allowed = _ROUTERS[name]
     unknown = sorted(set(options) - allowed)
     if unknown:
-        raise ValueError(f"load balancer {name!r}: unknown option(s) {unknown}; "
-                         f"options are {sorted(allowed) or 'none'}")
+        raise ValueError(
+            f"load balancer {name!r}: unknown option(s) {unknown}; options are {sorted(allowed) or 'none'}"
+        )
     if cls is LocalityAware:
         return cls(table=table, load=load, **options)
     if cls is LeastUsed:
@@ -50,5 +57,13 @@ def make_balancer(name: str, *, load: Callable[[Any], float] | None = None, tabl
     return cls()
 
 
-__all__ = ["DEFAULT_BALANCER", "DEFAULT_THRESHOLD", "LeastLoaded", "LeastUsed", "LocalityAware", "RoundRobin",
-           "balancer_names", "make_balancer"]
+__all__ = [
+    "DEFAULT_BALANCER",
+    "DEFAULT_THRESHOLD",
+    "LeastLoaded",
+    "LeastUsed",
+    "LocalityAware",
+    "RoundRobin",
+    "balancer_names",
+    "make_balancer",
+]

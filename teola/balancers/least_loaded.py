@@ -2,6 +2,7 @@
 batch goes to the least loaded instance that can take one (outstanding requests for general
 engines, occupied token slots for LLM engines). Instances are duck-typed: `inflight`,
 `max_inflight`, `outstanding` and `tokens` (teola.runtime.Instance)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,4 +1,5 @@
 """LeastUsed: route every call to the least-used instance (ties: the first in the list)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -12,7 +13,9 @@ def default_load(inst: Any) -> float:
         v = getattr(inst, attr, None)
         if isinstance(v, (int, float)):
             return v
-    raise TypeError(f"cannot tell the load of instance {inst!r}: give it an 'outstanding' count or pass load=")
+    raise TypeError(
+        f"cannot tell the load of instance {inst!r}: give it an 'outstanding' count or pass load="
+    )
 
 
 class LeastUsed:

@@ -11,6 +11,7 @@ to `route`, not only the free ones: a long call waits for its program's instance
 
 `pick(instances)` (no call information) is the least-used instance.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -28,8 +29,12 @@ class LocalityAware:
 
     name = "locality"
 
-    def __init__(self, threshold: int = DEFAULT_THRESHOLD, table: ProcessTable | None = None,
-                 load: Callable[[Any], float] | None = None) -> None:
+    def __init__(
+        self,
+        threshold: int = DEFAULT_THRESHOLD,
+        table: ProcessTable | None = None,
+        load: Callable[[Any], float] | None = None,
+    ) -> None:
         if not isinstance(threshold, int) or threshold < 0:
             raise ValueError(f"locality balancer: threshold must be an int >= 0 tokens, got {threshold!r}")
         self.threshold = threshold

@@ -1,4 +1,5 @@
 """RoundRobin: route calls to instances in cyclic order, ignoring load and locality."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence

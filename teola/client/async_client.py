@@ -1,5 +1,6 @@
 """`AsyncClient`: the asyncio client of a teola server's native API (httpx.AsyncClient), with the
 methods of `teola.client.Client`, awaited; and `AsyncQueryStream`, a streamed query's events."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,11 +24,20 @@ class AsyncClient:
     (each method's documentation is there), awaited. Close it (``await client.aclose()`` or
     ``async with``) when done."""
 
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
-                 timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT, retries: Retries | None = None,
-                 headers: Mapping[str, str] | None = None, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        retries: Retries | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         self.retries = retries if retries is not None else Retries()
-        self._http = httpx.AsyncClient(transport=transport, **http_options(base_url, api_key, timeout, headers))
+        self._http = httpx.AsyncClient(
+            transport=transport, **http_options(base_url, api_key, timeout, headers)
+        )
 
     @property
     def base_url(self) -> str:
@@ -44,24 +54,43 @@ class AsyncClient:
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
-    async def query(self, app: str, query: str | Mapping[str, Any], config: Mapping[str, Any] | None = None, *,
-                    documents: Iterable[str] | None = None, document_ids: Iterable[str] | None = None) -> QueryResult:
+    async def query(
+        self,
+        app: str,
+        query: str | Mapping[str, Any],
+        config: Mapping[str, Any] | None = None,
+        *,
+        documents: Iterable[str] | None = None,
+        document_ids: Iterable[str] | None = None,
+    ) -> QueryResult:
         """`Client.query`."""
-        return await self._call(calls.query(app, query, config, documents=documents, document_ids=document_ids))
+        return await self._call(
+            calls.query(app, query, config, documents=documents, document_ids=document_ids)
+        )
 
-    def stream(self, app: str, query: str | Mapping[str, Any], config: Mapping[str, Any] | None = None, *,
-               documents: Iterable[str] | None = None, document_ids: Iterable[str] | None = None) -> AsyncQueryStream:
+    def stream(
+        self,
+        app: str,
+        query: str | Mapping[str, Any],
+        config: Mapping[str, Any] | None = None,
+        *,
+        documents: Iterable[str] | None = None,
+        document_ids: Iterable[str] | None = None,
+    ) -> AsyncQueryStream:
         """`Client.stream`: ``async with client.stream(...) as events: async for event in events``
         (the request is sent when the stream is entered or first read)."""
         call = calls.query(app, query, config, documents=documents, document_ids=document_ids, stream=True)
         return AsyncQueryStream(self._send(call, stream=True))
 
-    async def upload(self, app: str, texts: str | Iterable[str], *, namespace: str | None = None) -> list[str]:
+    async def upload(
+        self, app: str, texts: str | Iterable[str], *, namespace: str | None = None
+    ) -> list[str]:
         """`Client.upload`."""
         return await self._call(calls.upload(app, texts, namespace))
 
-    async def upload_files(self, app: str, files: FileLike | Iterable[FileLike], *,
-                           namespace: str | None = None) -> list[str]:
+    async def upload_files(
+        self, app: str, files: FileLike | Iterable[FileLike], *, namespace: str | None = None
+    ) -> list[str]:
         """`Client.upload_files`."""
         return await self._call(calls.upload_files(app, files, namespace))
 

@@ -1,6 +1,7 @@
 """Every endpoint of the server's native API as a `Call`: the request to send (method, path, body)
 and how to read its answer. Both clients send these; neither builds a request or reads an answer
 itself, so the sync and the async client cannot drift apart."""
+
 from __future__ import annotations
 
 import os
@@ -40,25 +41,37 @@ class Call(Generic[T]):
 
     def request(self, http: httpx.Client | httpx.AsyncClient) -> httpx.Request:
         """The request, built afresh for each try."""
-        return http.build_request(self.method, self.path, params=self.params, json=self.json, files=self.files)
+        return http.build_request(
+            self.method, self.path, params=self.params, json=self.json, files=self.files
+        )
 
 
-def query(app: str, question: str | Mapping[str, Any], config: Mapping[str, Any] | None = None, *,
-          documents: Iterable[str] | None = None, document_ids: Iterable[str] | None = None,
-          stream: bool = False) -> Call[QueryResult]:
+def query(
+    app: str,
+    question: str | Mapping[str, Any],
+    config: Mapping[str, Any] | None = None,
+    *,
+    documents: Iterable[str] | None = None,
+    document_ids: Iterable[str] | None = None,
+    stream: bool = False,
+) -> Call[QueryResult]:
     """``POST /v1/apps/{app}/query``: `question` is the question, or the whole query object."""
     if isinstance(question, str):
         body: dict[str, Any] = {"question": question}
     elif isinstance(question, Mapping):
         body = dict(question)
     else:
-        raise TypeError(f"query: pass the question as a str or the query as a dict, not {type(question).__name__}")
+        raise TypeError(
+            f"query: pass the question as a str or the query as a dict, not {type(question).__name__}"
+        )
     if documents is not None:
         body["documents"] = [*body.get("documents", []), *_texts("documents", documents)]
     if document_ids is not None:
         body["document_ids"] = [*body.get("document_ids", []), *_texts("document_ids", document_ids)]
     if config is not None and not isinstance(config, Mapping):
-        raise TypeError(f"query: config must be a dict (see docs/configuration.md), not {type(config).__name__}")
+        raise TypeError(
+            f"query: config must be a dict (see docs/configuration.md), not {type(config).__name__}"
+        )
     payload = {"query": body, "config": dict(config or {}), "stream": stream}
     return Call("POST", f"{_app(app)}/query", _json(results.query_result), json=payload, idempotent=False)
 
@@ -69,10 +82,14 @@ def upload(app: str, texts: str | Iterable[str], namespace: str | None = None) -
     docs = [texts] if isinstance(texts, str) else _texts("texts", texts)
     if not docs:
         raise ValueError("upload: give at least one text")
-    return Call("POST", f"{_app(app)}/documents", _json(_ids), params=_label(namespace), json={"documents": docs})
+    return Call(
+        "POST", f"{_app(app)}/documents", _json(_ids), params=_label(namespace), json={"documents": docs}
+    )
 
 
-def upload_files(app: str, files: FileLike | Iterable[FileLike], namespace: str | None = None) -> Call[list[str]]:
+def upload_files(
+    app: str, files: FileLike | Iterable[FileLike], namespace: str | None = None
+) -> Call[list[str]]:
     """``POST /v1/apps/{app}/documents`` as multipart files, read now so a retry can send them again.
     Several files come as a list; a tuple is one file, ``(name, content[, content type])``."""
     items = [files] if isinstance(files, (str, os.PathLike, tuple)) else list(files)
@@ -130,7 +147,9 @@ def health() -> Call[bool]:
 
 def ready() -> Call[Readiness]:
     """``GET /readyz``: its 503 (not ready) is an answer, not an error."""
-    return Call("GET", "/readyz", lambda r: results.readiness(r.json(), r.status_code), answers=frozenset({503}))
+    return Call(
+        "GET", "/readyz", lambda r: results.readiness(r.json(), r.status_code), answers=frozenset({503})
+    )
 
 
 def metrics() -> Call[str]:
@@ -182,8 +201,10 @@ def _file_part(item: FileLike) -> tuple[str, bytes, str]:
     if not isinstance(item, tuple):
         return Path(item).name, Path(item).read_bytes(), UNTYPED
     if len(item) not in (2, 3):
-        raise TypeError("upload_files: a tuple is one file, (name, content[, content type]); several files: a list; "
-                        f"got {item!r}")
+        raise TypeError(
+            "upload_files: a tuple is one file, (name, content[, content type]); several files: a list; "
+            f"got {item!r}"
+        )
     name, content = item[0], item[1]
     if isinstance(content, str):
         data = content.encode("utf-8")
@@ -192,6 +213,8 @@ def _file_part(item: FileLike) -> tuple[str, bytes, str]:
     elif callable(getattr(content, "read", None)):
         data = content.read()
     else:
-        raise TypeError(f"upload_files: the content of {name!r} must be str, bytes or an open binary file, "
-                        f"not {type(content).__name__}")
+        raise TypeError(
+            f"upload_files: the content of {name!r} must be str, bytes or an open binary file, "
+            f"not {type(content).__name__}"
+        )
     return name, data, item[2] if len(item) == 3 else UNTYPED

@@ -1,5 +1,6 @@
 """`Client`: the blocking client of a teola server's native API (httpx.Client), and `QueryStream`,
 the events of one streamed query. `teola.client.AsyncClient` has the same methods, awaited."""
+
 from __future__ import annotations
 
 import itertools
@@ -29,9 +30,16 @@ class Client:
     `teola.client.errors` exception of their status. Close it (or use ``with``) when done.
     """
 
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, *,
-                 timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT, retries: Retries | None = None,
-                 headers: Mapping[str, str] | None = None, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout | None = DEFAULT_TIMEOUT,
+        retries: Retries | None = None,
+        headers: Mapping[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
         self.retries = retries if retries is not None else Retries()
         self._http = httpx.Client(transport=transport, **http_options(base_url, api_key, timeout, headers))
 
@@ -51,16 +59,30 @@ class Client:
         self.close()
 
     # ---- queries ----------------------------------------------------------------------------------
-    def query(self, app: str, query: str | Mapping[str, Any], config: Mapping[str, Any] | None = None, *,
-              documents: Iterable[str] | None = None, document_ids: Iterable[str] | None = None) -> QueryResult:
+    def query(
+        self,
+        app: str,
+        query: str | Mapping[str, Any],
+        config: Mapping[str, Any] | None = None,
+        *,
+        documents: Iterable[str] | None = None,
+        document_ids: Iterable[str] | None = None,
+    ) -> QueryResult:
         """Run one query of `app` and return its output and trace. `query`: the question, or the
         whole query object (``{"question": ..., "documents": [...]}``); `config`: the per-query
         configuration (docs/configuration.md); `documents`: texts, `document_ids`: uploaded ids,
         added to the query's."""
         return self._call(calls.query(app, query, config, documents=documents, document_ids=document_ids))
 
-    def stream(self, app: str, query: str | Mapping[str, Any], config: Mapping[str, Any] | None = None, *,
-               documents: Iterable[str] | None = None, document_ids: Iterable[str] | None = None) -> QueryStream:
+    def stream(
+        self,
+        app: str,
+        query: str | Mapping[str, Any],
+        config: Mapping[str, Any] | None = None,
+        *,
+        documents: Iterable[str] | None = None,
+        document_ids: Iterable[str] | None = None,
+    ) -> QueryStream:
         """Run one query of `app` as a stream of typed events (`teola.client.events`): iterate the
         returned `QueryStream`; its `result()` is the `QueryResult`. Arguments as `query`. Close it
         (or use ``with``): closing before the end cancels the query on the server."""
@@ -74,8 +96,9 @@ class Client:
         with each new document and listed by `documents` (not a kept vector-store namespace)."""
         return self._call(calls.upload(app, texts, namespace))
 
-    def upload_files(self, app: str, files: FileLike | Iterable[FileLike], *,
-                     namespace: str | None = None) -> list[str]:
+    def upload_files(
+        self, app: str, files: FileLike | Iterable[FileLike], *, namespace: str | None = None
+    ) -> list[str]:
         """Store files for `app`: a path, a ``(name, content)`` pair (content str, bytes or an open
         binary file) or a ``(name, content, content_type)`` triple, or a list of them; their ids, in
         order. The server reads PDF, HTML, Markdown, DOCX and text: by the content type when given,

@@ -12,6 +12,7 @@ the HTTP status, the server's error code and its message (``{"error": code, "det
             ├── UnavailableError 503: an engine restarting, engines not started, store unreachable
             └── TimeoutError     504: the query ran past its time limit (also a builtin TimeoutError)
 """
+
 from __future__ import annotations
 
 import builtins
@@ -36,8 +37,15 @@ class APIError(TeolaError):
     e.g. ``too_many_queries``), `message` (its detail, naming the problem and the fix), and
     `retry_after` (seconds the server asked to wait, from ``Retry-After``; None without one)."""
 
-    def __init__(self, message: str, *, status: int | None = None, code: str = "", retry_after: float | None = None,
-                 response: httpx.Response | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        code: str = "",
+        retry_after: float | None = None,
+        response: httpx.Response | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
@@ -82,8 +90,14 @@ class TimeoutError(ServerError, builtins.TimeoutError):  # noqa: A001 - the name
     None, when the client's own timeout ran out. A builtin ``TimeoutError`` too."""
 
 
-_BY_STATUS: dict[int, type[APIError]] = {401: AuthenticationError, 403: AuthenticationError, 404: NotFoundError,
-                                         429: RateLimitError, 503: UnavailableError, 504: TimeoutError}
+_BY_STATUS: dict[int, type[APIError]] = {
+    401: AuthenticationError,
+    403: AuthenticationError,
+    404: NotFoundError,
+    429: RateLimitError,
+    503: UnavailableError,
+    504: TimeoutError,
+}
 
 
 def error_class(status: int) -> type[APIError]:
@@ -97,8 +111,13 @@ def error_class(status: int) -> type[APIError]:
     return APIError
 
 
-def error_for(status: int, code: str, message: str, retry_after: float | None = None,
-              response: httpx.Response | None = None) -> APIError:
+def error_for(
+    status: int,
+    code: str,
+    message: str,
+    retry_after: float | None = None,
+    response: httpx.Response | None = None,
+) -> APIError:
     """The exception for `status`, the server's `code` and `message`."""
     return error_class(status)(message, status=status, code=code, retry_after=retry_after, response=response)
 
@@ -115,7 +134,10 @@ def error_from_response(response: httpx.Response) -> APIError:
         code, message = body["error"], str(body.get("detail", message))
     elif isinstance(body, dict) and isinstance(body.get("error"), dict):
         inner = body["error"]
-        code, message = str(inner.get("code") or inner.get("type") or code), str(inner.get("message", message))
+        code, message = (
+            str(inner.get("code") or inner.get("type") or code),
+            str(inner.get("message", message)),
+        )
     return error_for(response.status_code, code, message, retry_after(response.headers), response)
 
 
@@ -145,6 +167,7 @@ def connection_error(exc: httpx.TransportError) -> TeolaError:
     """The client's exception for a transport failure: TimeoutError (status None) when the client's
     own timeout ran out, else APIConnectionError."""
     if isinstance(exc, httpx.TimeoutException):
-        return TimeoutError(f"no answer within the client's timeout ({type(exc).__name__}: {exc})",
-                            code="client_timeout")
+        return TimeoutError(
+            f"no answer within the client's timeout ({type(exc).__name__}: {exc})", code="client_timeout"
+        )
     return APIConnectionError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)

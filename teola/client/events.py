@@ -7,6 +7,7 @@ when the answer comes from a non-LLM step), `Trace` and `Done`. A kind this clie
 (a newer server) arrives as `UnknownEvent`. A failure mid-stream is the server's ``error`` event,
 which the reader raises as the `teola.client.errors` exception of its status.
 """
+
 from __future__ import annotations
 
 import json
@@ -106,8 +107,11 @@ def parse_event(name: str, data: Any) -> Event:
     Fields a newer server adds are ignored; a malformed known event falls back to `UnknownEvent`."""
     if name == EventKind.ERROR.value and isinstance(data, dict):
         status = data.get("status")
-        raise error_for(status if isinstance(status, int) else 500, str(data.get("error", "error")),
-                        str(data.get("detail", "")))
+        raise error_for(
+            status if isinstance(status, int) else 500,
+            str(data.get("error", "error")),
+            str(data.get("detail", "")),
+        )
     cls = _TYPES.get(name)
     if cls is None or not isinstance(data, dict):
         return UnknownEvent(name=name, data=data)
@@ -149,7 +153,9 @@ class EventReader:
         done event (the server went away)."""
         self._dispatch()
         if not self.done:
-            raise APIConnectionError("the event stream ended before its done event (the server closed the connection)")
+            raise APIConnectionError(
+                "the event stream ended before its done event (the server closed the connection)"
+            )
 
     def _dispatch(self) -> Event | None:
         if not self._data:
@@ -171,7 +177,8 @@ class EventReader:
         elif isinstance(event, Answer):
             self._answer = event
         elif isinstance(event, Trace) and self._answer is not None:
-            self.result = QueryResult(output=self._answer.output, trace=event.trace, query_id=event.query_id,
-                                      latency=event.latency)
+            self.result = QueryResult(
+                output=self._answer.output, trace=event.trace, query_id=event.query_id, latency=event.latency
+            )
         elif isinstance(event, Done):
             self.done = True

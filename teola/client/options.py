@@ -1,4 +1,5 @@
 """The connection options both clients take: the server's URL, the API key, timeouts, headers."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,12 @@ KEY_ENV = "TEOLA_API_KEY"
 DEFAULT_TIMEOUT = httpx.Timeout(330.0, connect=10.0)
 
 
-def http_options(base_url: str | None, api_key: str | None, timeout: float | httpx.Timeout | None,
-                 headers: Mapping[str, str] | None) -> dict[str, Any]:
+def http_options(
+    base_url: str | None,
+    api_key: str | None,
+    timeout: float | httpx.Timeout | None,
+    headers: Mapping[str, str] | None,
+) -> dict[str, Any]:
     """The keyword arguments of the httpx client: `base_url` (else ``$TEOLA_URL``, else
     http://127.0.0.1:8000), ``Authorization: Bearer`` `api_key` (else ``$TEOLA_API_KEY``, else none:
     a server without keys), `timeout` in seconds (None: wait forever), extra `headers`."""

@@ -1,4 +1,5 @@
 """What the client's calls return: plain dataclasses read from the server's JSON answers."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -110,16 +111,33 @@ def parse_time(value: str) -> datetime:
 
 
 def query_result(body: dict[str, Any]) -> QueryResult:
-    return QueryResult(output=body.get("output"), trace=list(body.get("trace") or []),
-                       query_id=str(body.get("query_id", "")), latency=float(body.get("latency") or 0.0))
+    return QueryResult(
+        output=body.get("output"),
+        trace=list(body.get("trace") or []),
+        query_id=str(body.get("query_id", "")),
+        latency=float(body.get("latency") or 0.0),
+    )
 
 
 def document_page(body: dict[str, Any]) -> DocumentPage:
-    docs = [Document(id=d["id"], bytes=int(d["bytes"]), created=parse_time(d["created"]), sha256=d.get("sha256"),
-                     name=d.get("name"), namespace=d.get("namespace")) for d in body["documents"]]
+    docs = [
+        Document(
+            id=d["id"],
+            bytes=int(d["bytes"]),
+            created=parse_time(d["created"]),
+            sha256=d.get("sha256"),
+            name=d.get("name"),
+            namespace=d.get("namespace"),
+        )
+        for d in body["documents"]
+    ]
     u = body["usage"]
-    usage = Usage(documents=int(u["documents"]), bytes=int(u["bytes"]), max_documents=int(u["max_documents"]),
-                  max_bytes=int(u["max_bytes"]))
+    usage = Usage(
+        documents=int(u["documents"]),
+        bytes=int(u["bytes"]),
+        max_documents=int(u["max_documents"]),
+        max_bytes=int(u["max_bytes"]),
+    )
     return DocumentPage(documents=docs, next_after=body.get("next_after"), usage=usage)
 
 
@@ -129,10 +147,22 @@ def namespace_list(body: dict[str, Any]) -> NamespaceList:
 
 
 def app_list(body: dict[str, Any]) -> list[AppInfo]:
-    return [AppInfo(name=a["name"], engines=[EngineInfo(name=e["name"], kind=e.get("kind")) for e in a["engines"]],
-                    components=list(a["components"]), ready=bool(a["ready"])) for a in body["apps"]]
+    return [
+        AppInfo(
+            name=a["name"],
+            engines=[EngineInfo(name=e["name"], kind=e.get("kind")) for e in a["engines"]],
+            components=list(a["components"]),
+            ready=bool(a["ready"]),
+        )
+        for a in body["apps"]
+    ]
 
 
 def readiness(body: dict[str, Any], status_code: int) -> Readiness:
-    return Readiness(ready=status_code == 200 and body.get("status") == "ready", status=str(body.get("status", "")),
-                     apps=dict(body.get("apps") or {}), down=dict(body.get("down") or {}), detail=body.get("detail"))
+    return Readiness(
+        ready=status_code == 200 and body.get("status") == "ready",
+        status=str(body.get("status", "")),
+        apps=dict(body.get("apps") or {}),
+        down=dict(body.get("down") or {}),
+        detail=body.get("detail"),
+    )

@@ -11,6 +11,7 @@ Retried, at most ``attempts`` tries in all:
 - other transport failures (a connection reset, a read timeout) only for idempotent requests:
   reads, deletes and uploads (an upload of the same text stores it once), never a query.
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,12 +42,18 @@ class Retries:
         if not isinstance(self.attempts, int) or self.attempts < 1:
             raise ValueError(f"Retries.attempts must be an int >= 1 (1 never retries), got {self.attempts!r}")
         if self.max_wait < 0 or self.backoff < 0:
-            raise ValueError(f"Retries.max_wait and backoff must be >= 0, got {self.max_wait!r}, {self.backoff!r}")
+            raise ValueError(
+                f"Retries.max_wait and backoff must be >= 0, got {self.max_wait!r}, {self.backoff!r}"
+            )
 
     def after_answer(self, attempt: int, response: httpx.Response, code: str) -> float | None:
         """Seconds to wait before trying again after try number `attempt` (from 1) answered the
         error `response` with the server's error `code`; None: do not retry (raise it)."""
-        if attempt >= self.attempts or response.status_code not in RETRIED_STATUSES or code in NEVER_RETRIED_CODES:
+        if (
+            attempt >= self.attempts
+            or response.status_code not in RETRIED_STATUSES
+            or code in NEVER_RETRIED_CODES
+        ):
             return None
         asked = retry_after(response.headers)
         wait = asked if asked is not None else self._backoff(attempt)
@@ -66,8 +73,14 @@ class Retries:
 NO_RETRIES = Retries(attempts=1)
 
 
-def wait_or_raise(retries: Retries, attempt: int, idempotent: bool, *, answer: httpx.Response | None = None,
-                  failure: httpx.TransportError | None = None) -> float:
+def wait_or_raise(
+    retries: Retries,
+    attempt: int,
+    idempotent: bool,
+    *,
+    answer: httpx.Response | None = None,
+    failure: httpx.TransportError | None = None,
+) -> float:
     """Seconds to wait before the next try after try `attempt` got the error `answer` (its body read)
     or the transport `failure`; raises the client's exception for it when it is not retried."""
     if answer is not None:
@@ -75,15 +88,29 @@ def wait_or_raise(retries: Retries, attempt: int, idempotent: bool, *, answer: h
         wait = retries.after_answer(attempt, answer, error.code)
         if wait is None:
             raise error
-        log.info("%s %s answered %s %s; try %d of %d in %.2fs", answer.request.method, answer.request.url.path,
-                 answer.status_code, error.code, attempt + 1, retries.attempts, wait)
+        log.info(
+            "%s %s answered %s %s; try %d of %d in %.2fs",
+            answer.request.method,
+            answer.request.url.path,
+            answer.status_code,
+            error.code,
+            attempt + 1,
+            retries.attempts,
+            wait,
+        )
         return wait
     assert failure is not None, "wait_or_raise needs an answer or a failure"
     wait = retries.after_failure(attempt, failure, idempotent)
     if wait is None:
         raise connection_error(failure) from failure
-    log.info("%s: %s; try %d of %d in %.2fs", failure.request.url if _has_request(failure) else "request",
-             type(failure).__name__, attempt + 1, retries.attempts, wait)
+    log.info(
+        "%s: %s; try %d of %d in %.2fs",
+        failure.request.url if _has_request(failure) else "request",
+        type(failure).__name__,
+        attempt + 1,
+        retries.attempts,
+        wait,
+    )
     return wait
 
 

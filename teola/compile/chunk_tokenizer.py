@@ -3,6 +3,7 @@ folder, so a chunk of `chunk_size` tokens is what the embedder reads (LlamaIndex
 counts in a tokenizer too); words and punctuation marks (`teola.compile.chunking.count_tokens`) when no
 tokenizer is on disk. Nothing is downloaded: the folder is the one the engine loads its model from.
 """
+
 from __future__ import annotations
 
 import functools

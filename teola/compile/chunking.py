@@ -2,6 +2,7 @@
 
 Tokens are the embedding model's when a tokenizer is given (`teola.compile.chunk_tokenizer`), else
 words and punctuation marks (`count_tokens`)."""
+
 from __future__ import annotations
 
 import re
@@ -44,9 +45,16 @@ SPLITS = ("sentence", "window")
 DEFAULT_SPLIT = "sentence"
 
 
-def chunk_text(text: str, chunk_size: int = 256, overlap: int = 30,
-               tokenizer: ChunkTokenizer | None = None, *, max_chunks: int | None = None,
-               max_chars: int | None = None, split: str = DEFAULT_SPLIT) -> list[str]:
+def chunk_text(
+    text: str,
+    chunk_size: int = 256,
+    overlap: int = 30,
+    tokenizer: ChunkTokenizer | None = None,
+    *,
+    max_chunks: int | None = None,
+    max_chars: int | None = None,
+    split: str = DEFAULT_SPLIT,
+) -> list[str]:
     """Split `text` into chunks of at most `chunk_size` tokens, consecutive chunks sharing up to
     `overlap` tokens. Each chunk is the exact source substring its tokens span. Tokens are
     `tokenizer`'s (e.g. the embedding model's), or words and punctuation marks when it is None.
@@ -54,8 +62,9 @@ def chunk_text(text: str, chunk_size: int = 256, overlap: int = 30,
     (`teola.compile.sentence_split`); split="window" slides windows of `chunk_size` tokens that end
     and start at word boundaries unless one word fills one. With `max_chunks` or `max_chars`,
     chunking stops with `ChunkLimitError` as soon as the chunks would pass either."""
-    return chunk_documents([text], chunk_size, overlap, tokenizer, max_chunks=max_chunks, max_chars=max_chars,
-                           split=split)
+    return chunk_documents(
+        [text], chunk_size, overlap, tokenizer, max_chunks=max_chunks, max_chars=max_chars, split=split
+    )
 
 
 class ChunkLimitError(ValueError):
@@ -68,9 +77,16 @@ class ChunkLimitError(ValueError):
         self.limit = limit
 
 
-def chunk_documents(texts: list[str], chunk_size: int, overlap: int, tokenizer: ChunkTokenizer | None = None,
-                    *, max_chunks: int | None = None, max_chars: int | None = None,
-                    split: str = DEFAULT_SPLIT) -> list[str]:
+def chunk_documents(
+    texts: list[str],
+    chunk_size: int,
+    overlap: int,
+    tokenizer: ChunkTokenizer | None = None,
+    *,
+    max_chunks: int | None = None,
+    max_chars: int | None = None,
+    split: str = DEFAULT_SPLIT,
+) -> list[str]:
     """The chunks of every text in order (`chunk_text` of each), at most `max_chunks` of them
     holding at most `max_chars` characters together: past either, `ChunkLimitError` from inside the
     loop that makes them, so a refused request never holds more than the limits. Texts up to
@@ -118,20 +134,21 @@ class _Budget:
             raise ChunkLimitError("characters", self.max_chars)
 
 
-def _chunks(text: str, chunk_size: int, overlap: int, tokenizer: ChunkTokenizer | None,
-            budget: _Budget, split: str) -> tuple[str, ...]:
+def _chunks(
+    text: str, chunk_size: int, overlap: int, tokenizer: ChunkTokenizer | None, budget: _Budget, split: str
+) -> tuple[str, ...]:
     pieces = word_pieces(text) if tokenizer is None else tokenizer.pieces(text)
     if split == "sentence":
         out = []
         for a, b in sentence_windows(pieces, text, chunk_size, overlap):
-            out.append(text[pieces[a][0]:pieces[b - 1][1]])
+            out.append(text[pieces[a][0] : pieces[b - 1][1]])
             budget.take(out[-1])
         return tuple(out)
     chunks: list[str] = []
     i = 0
     while i < len(pieces):
         end = _word_end(pieces, i, i + chunk_size)
-        chunk = text[pieces[i][0]:pieces[end - 1][1]]
+        chunk = text[pieces[i][0] : pieces[end - 1][1]]
         budget.take(chunk)
         chunks.append(chunk)
         if end >= len(pieces):
@@ -229,4 +246,6 @@ def document_text(doc: object, index: int) -> str:
         return doc
     if isinstance(doc, dict) and isinstance(doc.get("text"), str):
         return doc["text"]
-    raise TypeError(f"query['documents'][{index}] must be a string or {{'text': str}}, got {type(doc).__name__}")
+    raise TypeError(
+        f"query['documents'][{index}] must be a string or {{'text': str}}, got {type(doc).__name__}"
+    )

@@ -1,5 +1,6 @@
 """Compilation of one query: p-graph (decomposition) -> e-graph (passes), with a cache of
 optimized graphs keyed by template version and config shape."""
+
 from __future__ import annotations
 
 import json
@@ -95,8 +96,15 @@ def _size(v: Any) -> int:
     return -1
 
 
-def compile_query(order: list[Node], engines: dict[str, Engine], version: int, query: dict[str, Any],
-                  config: dict[str, Any], cache: GraphCache | None, lint: bool = False) -> Compiled:
+def compile_query(
+    order: list[Node],
+    engines: dict[str, Engine],
+    version: int,
+    query: dict[str, Any],
+    config: dict[str, Any],
+    cache: GraphCache | None,
+    lint: bool = False,
+) -> Compiled:
     t0 = time.perf_counter()
     if not isinstance(config, dict):
         raise TypeError(f"config must be a dict, got {type(config).__name__}")
@@ -112,9 +120,11 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
     if not isinstance(namespace, str):
         raise TypeError("config['namespace'] must be a string")
     if config.get("namespace") and is_temporary(namespace):
-        raise ValueError(f"config['namespace']={namespace!r}: names starting with {STAGING_PREFIX!r} or "
-                         f"{QUERY_PREFIX!r} are the runtime's staging namespaces and per-query namespaces; "
-                         "choose another name")
+        raise ValueError(
+            f"config['namespace']={namespace!r}: names starting with {STAGING_PREFIX!r} or "
+            f"{QUERY_PREFIX!r} are the runtime's staging namespaces and per-query namespaces; "
+            "choose another name"
+        )
     inputs["sys.namespace"] = namespace
     t_prepared = time.perf_counter()
     key = shape_key(version, config, inputs)
@@ -132,4 +142,6 @@ def compile_query(order: list[Node], engines: dict[str, Engine], version: int, q
             cache.put(key, (pgraph, egraph, applied))
     else:
         pgraph, egraph, applied = hit
-    return Compiled(pgraph, egraph, inputs, hit is not None, applied, time.perf_counter() - t0, t_prepared - t0)
+    return Compiled(
+        pgraph, egraph, inputs, hit is not None, applied, time.perf_counter() - t0, t_prepared - t0
+    )

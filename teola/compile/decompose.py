@@ -1,4 +1,5 @@
 """Query + template + config -> primitive-level dataflow graph (Teola Algorithm 1)."""
+
 from __future__ import annotations
 
 from collections import deque
@@ -23,8 +24,10 @@ def check_overlap(chunk_size: int, overlap: int, where: str) -> None:
     """ValueError unless 0 <= `overlap` <= `chunk_size` // 2: consecutive windows then step at least
     half a window, so chunks repeat a document's text about twice at most."""
     if not 0 <= overlap <= chunk_size // 2:
-        raise ValueError(f"{where}: chunk_overlap {overlap} must be between 0 and half of chunk_size "
-                         f"({chunk_size} // 2 = {chunk_size // 2}); lower chunk_overlap or raise chunk_size")
+        raise ValueError(
+            f"{where}: chunk_overlap {overlap} must be between 0 and half of chunk_size "
+            f"({chunk_size} // 2 = {chunk_size // 2}); lower chunk_overlap or raise chunk_size"
+        )
 
 
 def node_config(node: Node, config: dict[str, Any]) -> dict[str, Any]:
@@ -45,8 +48,11 @@ def check_node_options(order: list[Node], config: dict[str, Any]) -> None:
             continue
         merged = node_config(node, config)
         overrides = (config.get("nodes") or {}).get(node.name) or {}
-        validate_options(model, merged, lambda key, n=node.name, o=overrides:
-                         f"config.nodes.{n}" if key in o else f"node {n!r} config")
+        validate_options(
+            model,
+            merged,
+            lambda key, n=node.name, o=overrides: f"config.nodes.{n}" if key in o else f"node {n!r} config",
+        )
 
 
 class ReadTracking(dict):
@@ -80,8 +86,10 @@ def _check_overrides(node: Node, config: dict[str, Any], seen: ReadTracking) -> 
     unused = sorted(set(overrides) - seen.read - _COMPILER_KEYS.get(node.kind, set()))
     if unused:
         used = sorted(k for k in seen.read if isinstance(k, str))
-        raise ValueError(f"config.nodes.{node.name}.{unused[0]}: option(s) {', '.join(map(repr, unused))} are not "
-                         f"used by this {node.kind} node as configured; it reads: {', '.join(used) or 'none'}")
+        raise ValueError(
+            f"config.nodes.{node.name}.{unused[0]}: option(s) {', '.join(map(repr, unused))} are not "
+            f"used by this {node.kind} node as configured; it reads: {', '.join(used) or 'none'}"
+        )
 
 
 def query_inputs(query: dict[str, Any]) -> dict[str, Any]:
@@ -90,20 +98,35 @@ def query_inputs(query: dict[str, Any]) -> dict[str, Any]:
     return {f"query.{k}": v for k, v in query.items()}
 
 
-def build_pgraph(order: list[Node], engines: dict[str, Engine], query: dict[str, Any],
-                 config: dict[str, Any], initial: dict[str, Any]) -> Graph:
+def build_pgraph(
+    order: list[Node],
+    engines: dict[str, Engine],
+    query: dict[str, Any],
+    config: dict[str, Any],
+    initial: dict[str, Any],
+) -> Graph:
     """Decompose every node (in template order) into a sub-graph of primitives; join the
     sub-graphs along the template's edges (tail primitives -> head primitives) and along every
     data dependency. `initial` holds the query's values and receives compile-time data (chunks)."""
-    graph = Graph(engines={name: e.info() for name, e in engines.items()}, components=tuple(n.name for n in order))
+    graph = Graph(
+        engines={name: e.info() for name, e in engines.items()}, components=tuple(n.name for n in order)
+    )
     exports: dict[str, dict[str, Port]] = {}
     subs: dict[str, list[Primitive]] = {}
     kinds = {name: e.kind for name, e in engines.items()}
     for node in order:
         fn, _, _ = lookup(node.kind)
         seen = ReadTracking(node_config(node, config))
-        ctx = BuildContext(graph, node, seen, query, initial, _ancestors(node, exports), kinds,
-                           own_namespace=config.get("namespace") is None)
+        ctx = BuildContext(
+            graph,
+            node,
+            seen,
+            query,
+            initial,
+            _ancestors(node, exports),
+            kinds,
+            own_namespace=config.get("namespace") is None,
+        )
         if node.kind == "aggregate":
             fn(ctx, [exports[p.name] for p in node.upstream])  # type: ignore[call-arg]
         else:
@@ -124,8 +147,9 @@ def build_pgraph(order: list[Node], engines: dict[str, Engine], query: dict[str,
     return graph
 
 
-def prepare_inputs(order: list[Node], query: dict[str, Any], config: dict[str, Any],
-                   engines: dict[str, Engine] | None = None) -> dict[str, Any]:
+def prepare_inputs(
+    order: list[Node], query: dict[str, Any], config: dict[str, Any], engines: dict[str, Engine] | None = None
+) -> dict[str, Any]:
     """The values a query starts with: its own fields and data prepared at compile time (chunks,
     counted in the tokens of the indexing node's embedding engine when `engines` has it)."""
     initial = query_inputs(query)
@@ -145,8 +169,15 @@ def prepare_inputs(order: list[Node], query: dict[str, Any], config: dict[str, A
             limit = cfg.get("max_chunks", MAX_CHUNKS)
             chars = MAX_CHUNK_TEXT_RATIO * sum(len(t) for t in texts)
             try:
-                chunks = chunk_documents(texts, size, overlap, tokenizer, max_chunks=limit, max_chars=chars,
-                                         split=cfg.get("split") or DEFAULT_SPLIT)
+                chunks = chunk_documents(
+                    texts,
+                    size,
+                    overlap,
+                    tokenizer,
+                    max_chunks=limit,
+                    max_chars=chars,
+                    split=cfg.get("split") or DEFAULT_SPLIT,
+                )
             except ChunkLimitError as exc:
                 raise ValueError(_limit_message(node.name, exc, size, overlap)) from None
             initial[f"{node.name}.chunks"] = chunks
@@ -155,10 +186,14 @@ def prepare_inputs(order: list[Node], query: dict[str, Any], config: dict[str, A
 
 def _limit_message(node: str, exc: ChunkLimitError, size: int, overlap: int) -> str:
     if exc.what == "chunks":
-        return (f"node {node!r}: the documents make more than {exc.limit} chunks of {size} tokens; send fewer "
-                "or smaller documents, or raise config 'max_chunks'")
-    return (f"node {node!r}: the chunks of {size} tokens overlapping by {overlap} would hold more than "
-            f"{MAX_CHUNK_TEXT_RATIO} times the documents' text ({exc.limit} characters); lower chunk_overlap")
+        return (
+            f"node {node!r}: the documents make more than {exc.limit} chunks of {size} tokens; send fewer "
+            "or smaller documents, or raise config 'max_chunks'"
+        )
+    return (
+        f"node {node!r}: the chunks of {size} tokens overlapping by {overlap} would hold more than "
+        f"{MAX_CHUNK_TEXT_RATIO} times the documents' text ({exc.limit} characters); lower chunk_overlap"
+    )
 
 
 def _ancestors(node: Node, exports: dict[str, dict[str, Port]]) -> list[tuple[Node, dict[str, Port]]]:

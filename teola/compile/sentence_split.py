@@ -7,6 +7,7 @@ number of chunks: a chunk ends at a sentence end, so most chunks hold fewer than
 tokens, and the overlap never cuts a sentence (it may be empty when the last sentence is longer than
 `overlap`). A sentence longer than `chunk_size` is packed and overlapped word by word instead.
 """
+
 from __future__ import annotations
 
 import re
@@ -50,7 +51,9 @@ def _units(pieces: Sequence[Piece], a: int, b: int, size: int) -> list[tuple[int
     return out
 
 
-def sentence_windows(pieces: Sequence[Piece], text: str, chunk_size: int, overlap: int) -> Iterator[tuple[int, int]]:
+def sentence_windows(
+    pieces: Sequence[Piece], text: str, chunk_size: int, overlap: int
+) -> Iterator[tuple[int, int]]:
     """Piece-index ranges [a, b) of the chunks of `text` (whose tokens are `pieces`), one at a time
     (the caller may stop at a limit)."""
     units = sentence_units(pieces, sentence_spans(text), chunk_size)

@@ -2,6 +2,7 @@
 `/v1/embeddings`), compiled into a one-primitive graph so it runs through the runtime like any
 query: the graph scheduler dispatches it and the engine's scheduler batches its requests with
 every other query's (its policy, its batch limits)."""
+
 from __future__ import annotations
 
 import functools
@@ -26,16 +27,25 @@ def embedding_query(engine: Engine, texts: list[str]) -> Compiled:
         raise ValueError(f"engine {engine.name!r} ({engine.kind}) does not run embedding")
     start = time.perf_counter()
     graph = _embedding_graph(engine.name, engine.info())
-    return Compiled(pgraph=graph, egraph=graph, inputs={TEXTS: list(texts)}, cache_hit=True, passes_applied=[],
-                    seconds=time.perf_counter() - start)
+    return Compiled(
+        pgraph=graph,
+        egraph=graph,
+        inputs={TEXTS: list(texts)},
+        cache_hit=True,
+        passes_applied=[],
+        seconds=time.perf_counter() - start,
+    )
 
 
 @functools.lru_cache(maxsize=64)
 def _embedding_graph(name: str, info: EngineInfo) -> Graph:
     """The one-primitive graph (shared and read-only, like a cached compiled graph)."""
     graph = Graph(inputs=frozenset({TEXTS}), engines={name: info}, components=("embed",))
-    graph.add(Primitive(PrimOp.EMBEDDING, name, "embed", inputs=(TEXTS,), outputs=(EMBEDDINGS,),
-                        args={"map": [TEXTS]}))
+    graph.add(
+        Primitive(
+            PrimOp.EMBEDDING, name, "embed", inputs=(TEXTS,), outputs=(EMBEDDINGS,), args={"map": [TEXTS]}
+        )
+    )
     graph.outputs = (EMBEDDINGS,)
     graph.assign_depths()
     graph.lint()

@@ -1,4 +1,5 @@
 """Validation of a workflow template (the nodes an app passes to `update_template`)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -37,8 +38,10 @@ def validate_template(nodes: Iterable[object], engines: dict[str, Engine]) -> li
     for n in checked:
         for d in n.downstream:
             if id(d) not in members:
-                raise ValueError(f"node {n.name!r} >> {d.name!r}, but {d.name!r} is not in the template; "
-                                 "add it to update_template([...])")
+                raise ValueError(
+                    f"node {n.name!r} >> {d.name!r}, but {d.name!r} is not in the template; "
+                    "add it to update_template([...])"
+                )
             g.add_edge(n.name, d.name)
     if not nx.is_directed_acyclic_graph(g):
         cycle = " >> ".join(u for u, _ in nx.find_cycle(g))
@@ -47,18 +50,26 @@ def validate_template(nodes: Iterable[object], engines: dict[str, Engine]) -> li
         _, needs_engine, splittable = lookup(n.kind)
         if needs_engine:
             if n.engine is None:
-                raise ValueError(f"node {n.name!r} ({n.kind}) needs engine=...; registered engines: {sorted(engines)}")
+                raise ValueError(
+                    f"node {n.name!r} ({n.kind}) needs engine=...; registered engines: {sorted(engines)}"
+                )
             if n.engine not in engines:
-                raise ValueError(f"node {n.name!r} uses engine {n.engine!r}, which is not registered; "
-                                 f"register it with app.register_engine(Engine({n.engine!r}, kind=...)) "
-                                 f"or use one of {sorted(engines)}")
+                raise ValueError(
+                    f"node {n.name!r} uses engine {n.engine!r}, which is not registered; "
+                    f"register it with app.register_engine(Engine({n.engine!r}, kind=...)) "
+                    f"or use one of {sorted(engines)}"
+                )
         elif n.engine is not None:
-            raise ValueError(f"node {n.name!r} ({n.kind}) is a control node and runs on no engine; drop engine=")
+            raise ValueError(
+                f"node {n.name!r} ({n.kind}) is a control node and runs on no engine; drop engine="
+            )
         if n.anno == "splittable":
             is_llm = n.engine is not None and n.engine in engines and engines[n.engine].ops & LLM_OPS
             if not (splittable and is_llm):
-                raise ValueError(f"node {n.name!r} ({n.kind}): anno='splittable' applies only to LLM nodes whose "
-                                 "output is a list (query_expansion, llm with split=...); remove it")
+                raise ValueError(
+                    f"node {n.name!r} ({n.kind}): anno='splittable' applies only to LLM nodes whose "
+                    "output is a list (query_expansion, llm with split=...); remove it"
+                )
     order = nx.lexicographical_topological_sort(g, key=lambda name: g.nodes[name]["order"])
     return [names[name] for name in order]
 
@@ -72,5 +83,5 @@ def placeholder_query(nodes: Iterable[Node]) -> dict[str, Any]:
         for part in parts if isinstance(parts, list) else []:
             src = part[1] if isinstance(part, (list, tuple)) and len(part) == 2 else None
             if isinstance(src, str) and src.startswith("$query."):
-                query.setdefault(src[len("$query."):], "sample")
+                query.setdefault(src[len("$query.") :], "sample")
     return query

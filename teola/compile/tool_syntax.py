@@ -7,6 +7,7 @@ its segment stops at CLOSE; the call continues with everything written so far + 
 in `<result>` tags (`continuation_text`). The tags are the ones the OpenAI door's chat rendering
 writes for models whose template knows no tools (engines/llm_text/chat_messages.py).
 """
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,11 @@ from engines.llm_text.chat_messages import RESULT_CLOSE, RESULT_OPEN
 from engines.llm_text.chat_messages import TOOL_CLOSE as CLOSE
 from engines.llm_text.chat_messages import TOOL_OPEN as OPEN
 
-TOOL_INSTRUCTION = ("You can use these tools: {tools}. To use one, write <tool>{{\"name\": \"TOOL\", "
-                    "\"arguments\": {{...}}}}</tool> and stop; its result comes back in <result></result>. "
-                    "When you know the answer, write it without a tool call.")
+TOOL_INSTRUCTION = (
+    'You can use these tools: {tools}. To use one, write <tool>{{"name": "TOOL", '
+    '"arguments": {{...}}}}</tool> and stop; its result comes back in <result></result>. '
+    "When you know the answer, write it without a tool call."
+)
 
 ANY_TOOL = "tool"  # a pausing segment's "api" when it may call any of several tools
 
@@ -46,7 +49,7 @@ def parse_tool_call(text: str) -> ToolCall | None:
     start = text.rfind(OPEN)
     if start < 0:
         return None
-    body = text[start + len(OPEN):].strip()
+    body = text[start + len(OPEN) :].strip()
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as exc:

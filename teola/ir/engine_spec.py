@@ -1,4 +1,5 @@
 """`Engine`: how an app declares an engine it uses (the adapter is built at start-up)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -41,11 +42,23 @@ class Engine:
     it). Every other keyword is passed to the adapter (model, device, dtype, dsn, ...).
     """
 
-    def __init__(self, name: str, kind: str, *, instances: int = 1, max_efficient_batch: int | None = None,
-                 max_batch: int | None = None, token_budget: int = 0, ops: list[str] | None = None,
-                 policy: str | None = None, resources: dict[str, Any] | None = None,
-                 balancer: str = DEFAULT_BALANCER, balancer_options: dict[str, Any] | None = None,
-                 admission: str = "capacity", **options: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        *,
+        instances: int = 1,
+        max_efficient_batch: int | None = None,
+        max_batch: int | None = None,
+        token_budget: int = 0,
+        ops: list[str] | None = None,
+        policy: str | None = None,
+        resources: dict[str, Any] | None = None,
+        balancer: str = DEFAULT_BALANCER,
+        balancer_options: dict[str, Any] | None = None,
+        admission: str = "capacity",
+        **options: Any,
+    ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Engine name must be a non-empty string, got {name!r}")
         declared = _declared(name, kind, ops, options)
@@ -58,8 +71,9 @@ class Engine:
         self.instances = instances
         self.ops = _prim_ops(name, ops if ops is not None else kind_ops)
         self.max_efficient_batch_given = max_efficient_batch is not None
-        self.max_efficient_batch = (max_efficient_batch or machine_max_efficient_batch(kind, options)
-                                    or profile.max_efficient_batch)
+        self.max_efficient_batch = (
+            max_efficient_batch or machine_max_efficient_batch(kind, options) or profile.max_efficient_batch
+        )
         if self.max_efficient_batch < 1:
             raise ValueError(f"Engine {name!r}: max_efficient_batch must be >= 1")
         # an explicit max_batch caps the adapter's; the default leaves the adapter's profile in force
@@ -67,7 +81,9 @@ class Engine:
         self.max_batch = max_batch or max(self.max_efficient_batch, profile.max_batch)
         self.token_budget = token_budget
         window = options.get("max_model_len", profile.context_window)
-        self.context_window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else 0
+        self.context_window = (
+            window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else 0
+        )
         self.policy = policy
         self.balancer, self.balancer_options = _check_balancer(name, balancer, balancer_options)
         self.admission = admission
@@ -91,15 +107,24 @@ class Engine:
         return {**{k: v for k, v in self.options.items() if k != "urls"}, "url": self.urls[index]}
 
     def info(self) -> EngineInfo:
-        return EngineInfo(self.kind, self.ops, self.max_efficient_batch, self.token_budget, self.context_window,
-                          remote=self.remote, ranks_by=self.ranks_by, costs=self.costs)
+        return EngineInfo(
+            self.kind,
+            self.ops,
+            self.max_efficient_batch,
+            self.token_budget,
+            self.context_window,
+            remote=self.remote,
+            ranks_by=self.ranks_by,
+            costs=self.costs,
+        )
 
     def __repr__(self) -> str:
         return f"Engine({self.name!r}, kind={self.kind!r})"
 
 
-def _declared(name: str, kind: Any, ops: list[str] | None,
-              options: dict[str, Any]) -> tuple[frozenset[str], EngineProfile] | None:
+def _declared(
+    name: str, kind: Any, ops: list[str] | None, options: dict[str, Any]
+) -> tuple[frozenset[str], EngineProfile] | None:
     """The ops and profile the adapter of `kind` declares (engines.registry.kind_defaults); None for a
     kind the registry does not know, which must then give its `ops`."""
     try:
@@ -107,8 +132,10 @@ def _declared(name: str, kind: Any, ops: list[str] | None,
     except ValueError as e:
         raise ValueError(f"Engine {name!r}: {e}") from None
     if ops is None and declared is None:
-        raise ValueError(f"Engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}"
-                         " (a custom kind must also pass ops=[...])")
+        raise ValueError(
+            f"Engine {name!r}: unknown kind {kind!r}; known kinds: {', '.join(engine_kinds())}"
+            " (a custom kind must also pass ops=[...])"
+        )
     return declared
 
 
@@ -128,7 +155,9 @@ def _check_arguments(name: str, instances: Any, resources: Any, admission: Any) 
     if resources is not None and not isinstance(resources, dict):
         raise TypeError(f"Engine {name!r}: resources must be a dict of Ray actor options, got {resources!r}")
     if admission not in ADMISSIONS:
-        raise ValueError(f"Engine {name!r}: admission must be one of {', '.join(ADMISSIONS)}, got {admission!r}")
+        raise ValueError(
+            f"Engine {name!r}: admission must be one of {', '.join(ADMISSIONS)}, got {admission!r}"
+        )
 
 
 def _check_urls(name: str, options: dict[str, Any], instances: int) -> list[str]:
@@ -138,12 +167,16 @@ def _check_urls(name: str, options: dict[str, Any], instances: int) -> list[str]
     if urls is None:
         return []
     if "url" in options:
-        raise ValueError(f"Engine {name!r}: give url (one server) or urls (one instance per server), not both")
+        raise ValueError(
+            f"Engine {name!r}: give url (one server) or urls (one instance per server), not both"
+        )
     if not isinstance(urls, (list, tuple)) or not urls or not all(isinstance(u, str) and u for u in urls):
         raise ValueError(f"Engine {name!r}: urls must be a non-empty list of server URLs, got {urls!r}")
     if instances not in (1, len(urls)):
-        raise ValueError(f"Engine {name!r}: instances={instances} but {len(urls)} urls; each URL is one "
-                         f"instance (leave instances out)")
+        raise ValueError(
+            f"Engine {name!r}: instances={instances} but {len(urls)} urls; each URL is one "
+            f"instance (leave instances out)"
+        )
     return list(urls)
 
 
@@ -151,15 +184,20 @@ def _check_balancer(name: str, balancer: Any, options: Any) -> tuple[str, dict[s
     """Validate an engine's balancer choice eagerly (unknown names and options raise ValueError)."""
     known = [DEFAULT_BALANCER, *balancer_names()]
     if balancer not in known:
-        raise ValueError(f"Engine {name!r}: unknown balancer {balancer!r}; known balancers: {', '.join(known)}")
+        raise ValueError(
+            f"Engine {name!r}: unknown balancer {balancer!r}; known balancers: {', '.join(known)}"
+        )
     if options is not None and not isinstance(options, dict):
-        raise TypeError(f"Engine {name!r}: balancer_options must be a dict (e.g. {{'threshold': 2048}}), "
-                        f"got {options!r}")
+        raise TypeError(
+            f"Engine {name!r}: balancer_options must be a dict (e.g. {{'threshold': 2048}}), got {options!r}"
+        )
     options = dict(options or {})
     if balancer == DEFAULT_BALANCER:
         if options:
-            raise ValueError(f"Engine {name!r}: balancer {DEFAULT_BALANCER!r} takes no balancer_options, "
-                             f"got {sorted(options)}")
+            raise ValueError(
+                f"Engine {name!r}: balancer {DEFAULT_BALANCER!r} takes no balancer_options, "
+                f"got {sorted(options)}"
+            )
         return balancer, options
     try:
         make_balancer(balancer, **options)

@@ -1,4 +1,5 @@
 """The graph IR shared by p-graphs and e-graphs: primitives over a networkx DiGraph."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -72,8 +73,14 @@ class Graph:
 
     def copy(self) -> Graph:
         """A deep copy of the structure with cloned primitives (same ids)."""
-        g = Graph(inputs=self.inputs, outputs=self.outputs, engines=self.engines, components=self.components,
-                  gates=dict(self.gates), _next_id=self._next_id)
+        g = Graph(
+            inputs=self.inputs,
+            outputs=self.outputs,
+            engines=self.engines,
+            components=self.components,
+            gates=dict(self.gates),
+            _next_id=self._next_id,
+        )
         for pid, data in self.nx.nodes(data=True):
             p = data["prim"].clone()
             p.id = pid
@@ -116,8 +123,11 @@ class Graph:
         return [p for p in self.primitives if key in p.inputs]
 
     def find(self, op: PrimOp | None = None, component: str | None = None) -> list[Primitive]:
-        return [p for p in self.primitives
-                if (op is None or p.op == op) and (component is None or p.component == component)]
+        return [
+            p
+            for p in self.primitives
+            if (op is None or p.op == op) and (component is None or p.component == component)
+        ]
 
     # ---- invariants ---------------------------------------------------------------------
     def lint(self) -> None:
@@ -142,11 +152,15 @@ class Graph:
                 if k not in writers:
                     raise GraphError(f"{p.name} ({p.op}) reads {k!r}, which nothing writes")
                 if not self.nx.has_edge(writers[k], p.id):
-                    raise GraphError(f"{p.name} reads {k!r} from {self[writers[k]].name} but has no edge from it")
+                    raise GraphError(
+                        f"{p.name} reads {k!r} from {self[writers[k]].name} but has no edge from it"
+                    )
             for part in p.args.get("parts", ()):
                 src = part[1]
                 if isinstance(src, Ref) and src.key not in p.inputs:
-                    raise GraphError(f"{p.name}: prompt part {part[0]!r} refers to {src.key!r}, not among its inputs")
+                    raise GraphError(
+                        f"{p.name}: prompt part {part[0]!r} refers to {src.key!r}, not among its inputs"
+                    )
             for k in p.args.get("map", ()):
                 if k not in p.inputs:
                     raise GraphError(f"{p.name}: maps over {k!r}, not among its inputs")
@@ -204,8 +218,10 @@ class Graph:
         num = self._numbering()
         out = ["digraph egraph {", "  rankdir=LR;", "  node [shape=box, fontname=Helvetica];"]
         for p in self.primitives:
-            out.append(f'  n{num[p.id]} [label="%{num[p.id]} {p.op.value}\\n{p.name}\\n'
-                       f'{p.engine or "control"} d={p.depth}"];')
+            out.append(
+                f'  n{num[p.id]} [label="%{num[p.id]} {p.op.value}\\n{p.name}\\n'
+                f'{p.engine or "control"} d={p.depth}"];'
+            )
         for u, v in sorted((num[a], num[b]) for a, b in self.nx.edges):
             out.append(f"  n{u} -> n{v};")
         out.append("}")

@@ -1,4 +1,5 @@
 """`Node`: one component of a workflow template."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,8 +20,14 @@ class Node(RShiftMixin):
     override them under `config["nodes"][name]`. name: unique within the app; defaults to kind.
     """
 
-    def __init__(self, kind: str, engine: str | None = None, anno: str | None = None,
-                 config: dict[str, Any] | None = None, name: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        engine: str | None = None,
+        anno: str | None = None,
+        config: dict[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
         if not isinstance(kind, str) or not kind:
             raise TypeError(f"Node kind must be a non-empty string, got {kind!r}")
         if anno not in ANNOTATIONS:

@@ -1,5 +1,6 @@
 """Primitive operations (Teola Table 1, plus TOOL) and the op families passes reason about. The op
 names themselves live with the engine requests (engines/requests.py), which both sides import."""
+
 from __future__ import annotations
 
 from engines.requests import DECODE_OPS, LLM_OPS, PREFILL_OPS, PrimOp

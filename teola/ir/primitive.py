@@ -1,4 +1,5 @@
 """The primitive: one node of a p-graph or e-graph."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,5 @@
 """References from a primitive's arguments to values in the per-query object store."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """`>>` for template nodes, in one place: `a >> b` returns b; `[a, b] >> c` returns c."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """The errors of the loaders: each names the file, its kind and the problem, and says what to do."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """How much one file may hold before a loader refuses it."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -5,6 +5,7 @@ marks, link targets and image paths cost tokens and pull embeddings toward URLs,
 reader sees carry the meaning. What stays: headings, paragraphs, list items (``- `` or ``1. ``),
 table rows (cells joined by `` | ``), code blocks as they are, link texts and image alt texts; raw
 HTML blocks become their visible text. Nested list items are indented by two spaces a level."""
+
 from __future__ import annotations
 
 from markdown_it import MarkdownIt
@@ -24,8 +25,13 @@ def load(data: bytes, name: str, limits: LoaderLimits, charset: str | None = Non
     """The text of a Markdown file without its markup. LoaderError when none is left."""
     text = strip(decode(data, KIND, name, charset), name)
     if not text:
-        raise LoaderError("no_text", KIND, name, "no text once its markup is stripped (or block quotes and "
-                          f"lists nested deeper than {_PARSER.options['maxNesting']} levels, which the parser drops)")
+        raise LoaderError(
+            "no_text",
+            KIND,
+            name,
+            "no text once its markup is stripped (or block quotes and "
+            f"lists nested deeper than {_PARSER.options['maxNesting']} levels, which the parser drops)",
+        )
     return text
 
 

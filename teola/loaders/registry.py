@@ -1,4 +1,5 @@
 """Which loader reads a file: by its content type, else by its file name's extension."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -38,11 +39,15 @@ BY_EXTENSION: dict[str, Loader] = {
 }
 # What clients send when they do not know a file's type: the extension decides then.
 GENERIC_TYPES = frozenset({"", "application/octet-stream", "binary/octet-stream"})
-SUPPORTED = ("application/pdf (.pdf), text/html (.html, .htm), text/markdown (.md), "
-             f"{DOCX_TYPE} (.docx) and text/plain (.txt)")
+SUPPORTED = (
+    "application/pdf (.pdf), text/html (.html, .htm), text/markdown (.md), "
+    f"{DOCX_TYPE} (.docx) and text/plain (.txt)"
+)
 
 
-def load(data: bytes, content_type: str | None, filename: str | None, limits: LoaderLimits | None = None) -> str:
+def load(
+    data: bytes, content_type: str | None, filename: str | None, limits: LoaderLimits | None = None
+) -> str:
     """The text of one file. The loader is chosen by `content_type` (its parameters, such as
     ``charset``, are honoured); when that is missing or generic (application/octet-stream), by the
     extension of `filename`; any other ``text/*`` type is read as plain text.
@@ -54,22 +59,33 @@ def load(data: bytes, content_type: str | None, filename: str | None, limits: Lo
     name = repr(filename) if filename else "the uploaded file"
     kind = mime or "no content type"
     if len(data) > limits.max_bytes:
-        raise LoaderLimitError("file_too_large", kind, name, f"{len(data)} bytes; at most {limits.max_bytes}",
-                               limit="max_bytes")
+        raise LoaderLimitError(
+            "file_too_large", kind, name, f"{len(data)} bytes; at most {limits.max_bytes}", limit="max_bytes"
+        )
     loader, guessed = loader_for(mime, filename)
     if loader is None:
-        raise UnsupportedFileType("unsupported_media_type", kind, name, f"no loader for this type; supported: "
-                                  f"{SUPPORTED}")
+        raise UnsupportedFileType(
+            "unsupported_media_type", kind, name, f"no loader for this type; supported: {SUPPORTED}"
+        )
     try:
         result = loader(data, name, limits, charset)
     except LoaderError as exc:
         if guessed and exc.code == "not_text":
-            raise UnsupportedFileType("unsupported_media_type", kind, name, "neither UTF-8 text nor a supported "
-                                      f"type; supported: {SUPPORTED}") from None
+            raise UnsupportedFileType(
+                "unsupported_media_type",
+                kind,
+                name,
+                f"neither UTF-8 text nor a supported type; supported: {SUPPORTED}",
+            ) from None
         raise
     if len(result) > limits.max_chars:
-        raise LoaderLimitError("text_too_long", kind, name, f"{len(result)} characters of text; at most "
-                               f"{limits.max_chars}; split the file", limit="max_chars")
+        raise LoaderLimitError(
+            "text_too_long",
+            kind,
+            name,
+            f"{len(result)} characters of text; at most {limits.max_chars}; split the file",
+            limit="max_chars",
+        )
     return result
 
 

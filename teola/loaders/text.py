@@ -1,4 +1,5 @@
 """Plain text: bytes decoded as UTF-8 (or the charset the content type names)."""
+
 from __future__ import annotations
 
 import codecs
@@ -17,13 +18,22 @@ def decode(data: bytes, kind: str, name: str, charset: str | None = None) -> str
         try:
             encoding = codecs.lookup(charset).name
         except LookupError:
-            raise LoaderError("unknown_charset", kind, name, f"unknown charset {charset!r} in the content type; "
-                              "send UTF-8 (charset=utf-8)") from None
+            raise LoaderError(
+                "unknown_charset",
+                kind,
+                name,
+                f"unknown charset {charset!r} in the content type; send UTF-8 (charset=utf-8)",
+            ) from None
     try:
         return data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise LoaderError("not_text", kind, name, f"byte {exc.start} ({data[exc.start:exc.start + 1]!r}) is not "
-                          f"valid {encoding.removesuffix('-sig').upper()}; send the text as UTF-8") from None
+        raise LoaderError(
+            "not_text",
+            kind,
+            name,
+            f"byte {exc.start} ({data[exc.start : exc.start + 1]!r}) is not "
+            f"valid {encoding.removesuffix('-sig').upper()}; send the text as UTF-8",
+        ) from None
 
 
 def load(data: bytes, name: str, limits: LoaderLimits, charset: str | None = None) -> str:

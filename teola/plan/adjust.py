@@ -12,6 +12,7 @@ running model m with plan p:
 A stage's pairs are all scheduled (or their models finished) before any pair of the next stage is
 considered, so a pair that does not fit waits for the next finish. A pair is scheduled only when the
 models it reads from are finished or running beside it (model-level pipelining)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -24,13 +25,14 @@ Stage = dict[str, Plan]
 class StageAdjuster:
     """Which (model, plan) pairs run after each finish, following `stages` (see the module docstring)."""
 
-    def __init__(self, stages: Sequence[Mapping[str, Plan]], gpus: int,
-                 upstream: Mapping[str, set[str]] | None = None) -> None:
+    def __init__(
+        self, stages: Sequence[Mapping[str, Plan]], gpus: int, upstream: Mapping[str, set[str]] | None = None
+    ) -> None:
         self.stages = [dict(s) for s in stages]
         self.gpus = gpus
         self.upstream = {m: set(v) for m, v in (upstream or {}).items()}
-        self.pending = [set(s) for s in self.stages]   # models whose pair in that stage is not scheduled yet
-        self.pos = 0                                   # the stage whose pairs are being scheduled
+        self.pending = [set(s) for s in self.stages]  # models whose pair in that stage is not scheduled yet
+        self.pos = 0  # the stage whose pairs are being scheduled
         self.started = False
 
     def first(self) -> Stage:
@@ -61,7 +63,11 @@ class StageAdjuster:
         if self.pos < len(self.stages):
             for m in list(self.stages[self.pos]):
                 p = self.stages[self.pos][m]
-                if m in self.pending[self.pos] and p.gpus <= free and self._inputs_run(m, out, tentative, finished):
+                if (
+                    m in self.pending[self.pos]
+                    and p.gpus <= free
+                    and self._inputs_run(m, out, tentative, finished)
+                ):
                     out[m] = p
                     free -= p.gpus
                     self.pending[self.pos].discard(m)

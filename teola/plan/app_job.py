@@ -15,6 +15,7 @@ texts are placeholders): they are sampled as for the other job kinds, by (model,
 call's component as its stage (e.g. "synthesis"). `samples` queries are recorded (default 8, at
 most N) and query i takes recording i mod samples.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 from engines.requests import DECODE_OPS, LLM_OPS
 
 KIND = "app_queries"
-PROGRAM_KIND = "program_runs"     # N runs of a Program (teola.plan.program_job), planned the same way
+PROGRAM_KIND = "program_runs"  # N runs of a Program (teola.plan.program_job), planned the same way
 
 
 @dataclass(slots=True)
@@ -35,13 +36,14 @@ class Call:
     prompt: int
     cached: int
     max_tokens: int
-    deps: tuple[int, ...]     # earlier calls of the query (indices) whose output it reads
-    delay: float              # seconds of non-LLM steps between those calls (or the query's start) and it
+    deps: tuple[int, ...]  # earlier calls of the query (indices) whose output it reads
+    delay: float  # seconds of non-LLM steps between those calls (or the query's start) and it
 
 
 def load_app(target: str) -> Any:
     """The App a job's `target` names (a shipped app's name or module:attr)."""
     from teola.server.loading import AppNotFound, resolve_app
+
     try:
         return resolve_app(target)
     except AppNotFound as e:
@@ -51,6 +53,7 @@ def load_app(target: str) -> Any:
 def app_queries(app: Any, spec: dict[str, Any], n: int) -> list[dict[str, Any]]:
     """n queries: variants of the job's `query` (default: the app's sample query), each its own question."""
     from teola.sim.run import query_variants
+
     base = spec.get("query") or app.sample()[0]
     return query_variants(base, n)
 
@@ -58,6 +61,7 @@ def app_queries(app: Any, spec: dict[str, Any], n: int) -> list[dict[str, Any]]:
 def record(spec: dict[str, Any], profile: str | None) -> list[list[Call]]:
     """The LLM calls of `samples` queries of the job's app (see the module docstring)."""
     from teola.sim.virtual_loop import run_virtual
+
     app, samples = simulated_app(spec, profile)
     queries = app_queries(app, spec, samples)
     return run_virtual(_record(app, queries, dict(spec.get("config") or {})))
@@ -67,10 +71,13 @@ def simulated_app(spec: dict[str, Any], profile: str | None) -> tuple[Any, int]:
     """The job's app with every engine simulated from `steps_profile` (default: `profile`), and how
     many queries (runs) to record."""
     from teola.sim.run import use_profile
+
     steps = spec.get("steps_profile") or profile
     if steps is None:
-        raise ValueError(f"an {spec['app']} job needs 'steps_profile' (the simulation profile of its app's "
-                         "engines) or --profile")
+        raise ValueError(
+            f"an {spec['app']} job needs 'steps_profile' (the simulation profile of its app's "
+            "engines) or --profile"
+        )
     app = load_app(spec["target"])
     use_profile(app, steps)
     return app, max(1, min(int(spec.get("samples", 8)), count(spec)))
@@ -99,9 +106,9 @@ def calls_of(graph: Any, trace: list[dict[str, Any]]) -> list[Call]:
     through non-call primitives; its delay the longest path of non-LLM seconds on the way."""
     rows = {row["primitive"]: row for row in trace}
     calls: list[Call] = []
-    index: dict[int, int] = {}            # decoding primitive id -> call index
-    ups: dict[int, set[int]] = {}         # primitive id -> nearest calls it reads from
-    off: dict[int, float] = {}            # primitive id -> non-LLM seconds since those calls, before it
+    index: dict[int, int] = {}  # decoding primitive id -> call index
+    ups: dict[int, set[int]] = {}  # primitive id -> nearest calls it reads from
+    off: dict[int, float] = {}  # primitive id -> non-LLM seconds since those calls, before it
     for p in _topological(graph):
         up: set[int] = set()
         wait = 0.0
@@ -116,13 +123,23 @@ def calls_of(graph: Any, trace: list[dict[str, Any]]) -> list[Call]:
         if p.op in DECODE_OPS and "num_output_tokens" in row:
             prompt = int(row.get("num_prompt_tokens") or 1)
             index[p.id] = len(calls)
-            calls.append(Call(p.engine, p.component, prompt, min(int(row.get("num_cached_tokens") or 0), prompt - 1),
-                              _max_tokens(p, row), tuple(sorted(up)), wait))
+            calls.append(
+                Call(
+                    p.engine,
+                    p.component,
+                    prompt,
+                    min(int(row.get("num_cached_tokens") or 0), prompt - 1),
+                    _max_tokens(p, row),
+                    tuple(sorted(up)),
+                    wait,
+                )
+            )
     return calls
 
 
 def _topological(graph: Any) -> list[Any]:
     import networkx as nx
+
     return [graph[i] for i in nx.topological_sort(graph.nx)]
 
 

@@ -23,6 +23,7 @@ TP initialisation when t > 1, unless measured seconds are given per degree; stop
 measured operators (`teola profile --from-measured`) gives "token_tables" per degree in its parallel
 section, and a degree's iteration then uses its measured table instead of the scaling above.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -54,7 +55,9 @@ class ModelCost:
         data = load_profile(profile)
         entry = data["engines"].get("vllm")
         if entry is None:
-            raise ValueError(f"profile {data.get('name')!r} has no 'vllm' entry: the planner needs an LLM cost model")
+            raise ValueError(
+                f"profile {data.get('name')!r} has no 'vllm' entry: the planner needs an LLM cost model"
+            )
         self.name = str(data.get("name", profile))
         self.provenance = data["provenance"]
         self.entry = entry
@@ -86,25 +89,37 @@ class ModelCost:
         if measured is not None:
             # built from measured operators (teola/sim/gpu_profile.py): the degree's own token table
             # (its all-reduces included); attention splits its heads over the degree
-            return IterationCost(base=c.base, context_token=c.context_token / tp,
-                                 prefill_attention=c.prefill_attention / tp, token_table=measured,
-                                 decode_batch_factor=c.decode_batch_factor)
+            return IterationCost(
+                base=c.base,
+                context_token=c.context_token / tp,
+                prefill_attention=c.prefill_attention / tp,
+                token_table=measured,
+                decode_batch_factor=c.decode_batch_factor,
+            )
         overhead = float(p.get("step_overhead_s", 0.0))
         link = float(p["nvlink_gbps"] if tp <= int(p.get("nvlink_group", 1)) else p["pcie_gbps"]) * 1e9
         layers, hidden = int(p["layers"]), int(p["hidden"])
         per_token = 2 * layers * hidden * 2 * 2 * (tp - 1) / tp / link
-        return IterationCost(base=(c.base - overhead) / tp + overhead + 2 * layers * float(p["allreduce_latency_s"]),
-                             prefill_token=c.prefill_token / tp + per_token,
-                             decode_seq=c.decode_seq / tp + per_token,
-                             context_token=c.context_token / tp,
-                             prefill_attention=c.prefill_attention / tp,
-                             decode_batch_factor=c.decode_batch_factor)
+        return IterationCost(
+            base=(c.base - overhead) / tp + overhead + 2 * layers * float(p["allreduce_latency_s"]),
+            prefill_token=c.prefill_token / tp + per_token,
+            decode_seq=c.decode_seq / tp + per_token,
+            context_token=c.context_token / tp,
+            prefill_attention=c.prefill_attention / tp,
+            decode_batch_factor=c.decode_batch_factor,
+        )
 
     def kv_tokens(self, tp: int) -> int:
         p = self.par
         if "kv_bytes_per_token" not in p:
-            return int(self.entry.get("num_blocks", 8192)) * int(self.entry.get("block_size", 16)) if tp == 1 else 0
-        free = tp * float(p["gpu_memory_gb"]) * float(p.get("memory_utilization", 0.9)) - float(p["weights_gb"])
+            return (
+                int(self.entry.get("num_blocks", 8192)) * int(self.entry.get("block_size", 16))
+                if tp == 1
+                else 0
+            )
+        free = tp * float(p["gpu_memory_gb"]) * float(p.get("memory_utilization", 0.9)) - float(
+            p["weights_gb"]
+        )
         return max(0, int(free * 1e9 / float(p["kv_bytes_per_token"])))
 
     def load_seconds(self, tp: int) -> float:
@@ -112,14 +127,18 @@ class ModelCost:
         if "seconds" in load:
             given = {int(k): float(v) for k, v in load["seconds"].items()}
             if tp not in given:
-                raise ValueError(f"profile {self.name!r}: no measured load time for tp={tp} (has {sorted(given)})")
+                raise ValueError(
+                    f"profile {self.name!r}: no measured load time for tp={tp} (has {sorted(given)})"
+                )
             return given[tp]
         if not load:
             return 0.0
         weights = float(self.par.get("weights_gb", 0.0))
-        return (float(load.get("startup_s", 0.0)) + weights / (tp * float(load["read_gbps"]))
-                + (float(load.get("tp_init_s", 0.0)) if tp > 1 else 0.0))
-
+        return (
+            float(load.get("startup_s", 0.0))
+            + weights / (tp * float(load["read_gbps"]))
+            + (float(load.get("tp_init_s", 0.0)) if tp > 1 else 0.0)
+        )
 
     def stop_seconds(self, tp: int) -> float:
         """Seconds to shut the instances of a plan down (they stop together)."""
@@ -135,6 +154,7 @@ def fit_load(samples: list[tuple[int, float, float]]) -> dict[str, float]:
     """Loading-cost coefficients from measured loads, (tp degree, weights GB, seconds) each:
     seconds = startup_s + weights / (tp x read_gbps) + tp_init_s x [tp > 1] (non-negative least squares)."""
     from teola.sim.fit import nnls
+
     if len(samples) < 3:
         raise ValueError(f"fitting load costs needs at least 3 measured loads, got {len(samples)}")
     rows = [[1.0, w / t, 1.0 if t > 1 else 0.0] for t, w, _ in samples]

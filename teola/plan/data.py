@@ -1,6 +1,7 @@
 """The data sets an offline job reads (all shipped in pip packages, see engines/assets/corpora.py):
 questions (TruthfulQA, NQ-open, FiQA) and documents (MultiLexSum legal case write-ups, ~90-3,000
 words, skewed like the paper's book sets; Wikipedia lead paragraphs), documents cut into chunks."""
+
 from __future__ import annotations
 
 import json
@@ -14,7 +15,9 @@ DOCUMENT_SETS = ("multilexsum", "wiki")
 def questions(name: str, n: int) -> list[dict[str, Any]]:
     """[{"question"}] x n from a shipped question set."""
     if name not in QUESTION_SETS:
-        raise ValueError(f"dataset {name!r} is not a question set; question sets: {', '.join(sorted(QUESTION_SETS))}")
+        raise ValueError(
+            f"dataset {name!r} is not a question set; question sets: {', '.join(sorted(QUESTION_SETS))}"
+        )
     rows = load_questions(name, n)
     if len(rows) < n:
         raise ValueError(f"dataset {name!r} has {len(rows)} questions, the job asks for {n}")
@@ -40,4 +43,4 @@ def chunks(text: str, words: int) -> list[str]:
     if words < 1:
         raise ValueError(f"chunk_words must be >= 1, got {words}")
     w = text.split()
-    return [" ".join(w[i:i + words]) for i in range(0, max(1, len(w)), words)]
+    return [" ".join(w[i : i + words]) for i in range(0, max(1, len(w)), words)]

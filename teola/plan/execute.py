@@ -16,6 +16,7 @@ loaded), and the stage's new instances start loading in the background once thos
 when its last request is answered; stopping the last instances after that is reported apart
 (`teardown_s`).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,15 @@ class _Running:
 class Executor:
     """Runs one job's workload through the stages of a plan (see the module docstring)."""
 
-    def __init__(self, job: Job, wl: Workload, devices: list[int], say: Say,
-                 make_engine: Callable[..., Any] | None = None, runtime_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        wl: Workload,
+        devices: list[int],
+        say: Say,
+        make_engine: Callable[..., Any] | None = None,
+        runtime_options: dict[str, Any] | None = None,
+    ) -> None:
         """make_engine(name, device, model spec) builds an instance's adapter (tests: simulated ones);
         None: the runtime's executor builds it from the registry. runtime_options: passed to each
         instance's Runtime (e.g. {"executor": "ray"})."""
@@ -68,8 +76,10 @@ class Executor:
         self.stage_log: list[dict[str, Any]] = []
         self.replans: list[dict[str, Any]] = []
         self.replanner: Replanner | None = None
-        self.events: list[dict[str, Any]] = []  # load / stop of each model's instances, s from the job's start
-        self.done_at: dict[str, float] = {}     # when each model answered its last request
+        self.events: list[
+            dict[str, Any]
+        ] = []  # load / stop of each model's instances, s from the job's start
+        self.done_at: dict[str, float] = {}  # when each model answered its last request
         self.teardown_s = 0.0
         self.stopping: dict[asyncio.Task, int] = {}  # stops in flight -> the devices they will free
         self.t0 = 0.0
@@ -83,8 +93,9 @@ class Executor:
     def finished(self, m: str) -> bool:
         return len(self.outputs[m]) == len(self.wl.requests[m])
 
-    async def run(self, stages: list[dict[str, Plan]], replanner: Replanner | None = None,
-                  max_replans: int = 3) -> float:
+    async def run(
+        self, stages: list[dict[str, Plan]], replanner: Replanner | None = None, max_replans: int = 3
+    ) -> float:
         """Run the stages, adjusted at each finish by the paper's dynamic scheduler; with a
         `replanner` (a deviation), observed lengths are fed to it and, when it says so at a stage
         boundary, the rest of the plan is searched again from the job's current state."""
@@ -117,13 +128,21 @@ class Executor:
         return _clock() - self.t0
 
     def _replan(self, replanner: Replanner) -> list[dict[str, Plan]]:
-        state = State({m: set(out) for m, out in self.outputs.items()},
-                      loaded={m: r.plan for m, r in self.running.items()}, time=0.0)
+        state = State(
+            {m: set(out) for m, out in self.outputs.items()},
+            loaded={m: r.plan for m, r in self.running.items()},
+            time=0.0,
+        )
         diverged = replanner.diverged()
         new = replanner.replan(state)
         replanner.observed.clear()  # the resampled lengths are the new baseline
-        self.replans.append({"after_stage": len(self.stage_log), "diverged": diverged,
-                             "predicted_rest_s": round(new.completion_s, 2)})
+        self.replans.append(
+            {
+                "after_stage": len(self.stage_log),
+                "diverged": diverged,
+                "predicted_rest_s": round(new.completion_s, 2),
+            }
+        )
         self.say(f"re-planned after stage {len(self.stage_log)}: {diverged}")
         return [dict(st.plans) for st in new.stages]
 
@@ -133,8 +152,11 @@ class Executor:
         can be produced gets one device, as many as fit."""
         out: dict[str, Plan] = {}
         for m in self.wl.requests:
-            if (not self.finished(m) and len(out) < self.devices
-                    and all(self.finished(u) or u in out for u in self.wl.upstream[m])):
+            if (
+                not self.finished(m)
+                and len(out) < self.devices
+                and all(self.finished(u) or u in out for u in self.wl.upstream[m])
+            ):
                 out[m] = Plan(1, 1)
         return out
 
@@ -148,16 +170,23 @@ class Executor:
             raise ValueError(f"stage {i + 1} needs {need} more devices, {free} are free")
         for m in new:
             self._start(m, stage[m])
-        self.say(f"stage {i + 1}: {', '.join(f'{m} {p}' for m, p in stage.items())} (started at {start:.1f} s)")
+        self.say(
+            f"stage {i + 1}: {', '.join(f'{m} {p}' for m, p in stage.items())} (started at {start:.1f} s)"
+        )
         for m in stage:
             self._dispatch(m)
         while not any(self.finished(m) for m in stage):
             self._raise_failed_load()
             self.changed.clear()
             await self.changed.wait()
-        self.stage_log.append({"start_s": round(start, 2), "end_s": round(_clock() - t0, 2),
-                               "plans": {m: str(p) for m, p in stage.items()},
-                               "finished": [m for m in stage if self.finished(m)]})
+        self.stage_log.append(
+            {
+                "start_s": round(start, 2),
+                "end_s": round(_clock() - t0, 2),
+                "plans": {m: str(p) for m, p in stage.items()},
+                "finished": [m for m in stage if self.finished(m)],
+            }
+        )
 
     def _raise_failed_load(self) -> None:
         for run in self.running.values():
@@ -168,7 +197,9 @@ class Executor:
         """Starts the instances in the background, on devices the stops in flight free; the model's
         requests are dispatched once they are loaded."""
         if plan.tp != 1:
-            raise ValueError(f"model {m!r}: plan {plan} needs tensor parallelism, which run-job does not do locally")
+            raise ValueError(
+                f"model {m!r}: plan {plan} needs tensor parallelism, which run-job does not do locally"
+            )
         run = _Running(plan, [], [])
         self.running[m] = run
         run.loading = asyncio.create_task(self._load(m, run, list(self.stopping)))
@@ -182,8 +213,15 @@ class Executor:
             await asyncio.gather(*(rt.start() for rt in run.runtimes))
             run.loaded = True
         finally:
-            self.events.append({"model": m, "plan": str(run.plan), "event": "load", "start_s": round(begin, 2),
-                                "end_s": round(self._now(), 2)})
+            self.events.append(
+                {
+                    "model": m,
+                    "plan": str(run.plan),
+                    "event": "load",
+                    "start_s": round(begin, 2),
+                    "end_s": round(self._now(), 2),
+                }
+            )
             self.changed.set()
         if self.running.get(m) is run:
             self._dispatch(m)
@@ -204,8 +242,15 @@ class Executor:
         await asyncio.gather(*run.tasks.values(), return_exceptions=True)
         await asyncio.gather(*(rt.stop() for rt in run.runtimes), return_exceptions=True)
         self.free.extend(run.cores)
-        self.events.append({"model": m, "plan": str(run.plan), "event": "stop", "start_s": round(begin, 2),
-                            "end_s": round(self._now(), 2)})
+        self.events.append(
+            {
+                "model": m,
+                "plan": str(run.plan),
+                "event": "stop",
+                "start_s": round(begin, 2),
+                "end_s": round(self._now(), 2),
+            }
+        )
 
     def _ready(self, m: str, r: Request) -> bool:
         if r.after is not None and r.after not in self.outputs[m]:
@@ -217,7 +262,7 @@ class Executor:
         if run is None or not run.loaded:
             return
         reqs = self.wl.requests[m]
-        for r in (reqs if keys is None else [reqs[k] for k in keys]):
+        for r in reqs if keys is None else [reqs[k] for k in keys]:
             if r.key not in self.outputs[m] and r.key not in run.tasks and self._ready(m, r):
                 runtime = run.runtimes[r.group % len(run.runtimes)]
                 run.tasks[r.key] = asyncio.create_task(self._call(m, r, runtime))
@@ -238,18 +283,28 @@ class Executor:
             upstream = [self.outputs[m][r.after]]
         spec = self.job.models[m]
         gen = {"max_tokens": r.max_tokens, "temperature": float(default(spec.engine, "temperature"))}
-        req = {**llm_request([["question", prompts.build(r.stage, r.inputs, upstream)]], True, gen),
-               "seed": int(spec.engine.get("seed", 0))}
-        outcome = await runtime.submit_call(m, req, program=f"{self.job.name}:{m}:{r.group}", call_id=f"{m}:{r.key}",
-                                            parents=None)
+        req = {
+            **llm_request([["question", prompts.build(r.stage, r.inputs, upstream)]], True, gen),
+            "seed": int(spec.engine.get("seed", 0)),
+        }
+        outcome = await runtime.submit_call(
+            m, req, program=f"{self.job.name}:{m}:{r.group}", call_id=f"{m}:{r.key}", parents=None
+        )
         out = outcome.result
         self.outputs[m][r.key] = out["text"]
         self.running[m].tasks.pop(r.key, None)
         if self.finished(m):
             self.done_at[m] = self._now()
         stage = spec.lengths or r.stage
-        self.trace.append({"model": m, "stage": stage, "key": r.key,
-                           "num_output_tokens": out["num_output_tokens"], "predicted_tokens": r.target})
+        self.trace.append(
+            {
+                "model": m,
+                "stage": stage,
+                "key": r.key,
+                "num_output_tokens": out["num_output_tokens"],
+                "predicted_tokens": r.target,
+            }
+        )
         if self.replanner is not None:
             self.replanner.observe(m, r.stage, out["num_output_tokens"])
         for dm, dk in self.dependents.get((m, r.key), []):

@@ -15,6 +15,7 @@ the whole job, and all of them must fit the devices together: a plan that change
 between stages, or runs engines one after another on the same devices, is refused (named in
 docs/planning.md); a single-LLM-engine app's plan is always one stage.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,15 +40,21 @@ def fixed_plans(stages: list[dict[str, Plan]], devices: int) -> dict[str, Plan]:
     for i, st in enumerate(stages):
         for m, p in st.items():
             if plans.setdefault(m, p) != p:
-                raise ValueError(f"the plan changes {m!r} from {plans[m]} to {p} at stage {i + 1}: an app's queries run "
-                                 "on one runtime whose engines are fixed while it runs, so run-job runs an app job "
-                                 "only with one plan per LLM engine (docs/planning.md, deviations)")
+                raise ValueError(
+                    f"the plan changes {m!r} from {plans[m]} to {p} at stage {i + 1}: an app's queries run "
+                    "on one runtime whose engines are fixed while it runs, so run-job runs an app job "
+                    "only with one plan per LLM engine (docs/planning.md, deviations)"
+                )
             if p.tp != 1:
-                raise ValueError(f"model {m!r}: plan {p} needs tensor parallelism, which run-job does not do locally")
+                raise ValueError(
+                    f"model {m!r}: plan {p} needs tensor parallelism, which run-job does not do locally"
+                )
     need = sum(p.gpus for p in plans.values())
     if need > devices:
-        raise ValueError(f"the app's LLM engines need {need} devices together ({', '.join(f'{m} {p}' for m, p in plans.items())}), "
-                         f"{devices} are available: run-job runs an app's engines side by side, not stage after stage")
+        raise ValueError(
+            f"the app's LLM engines need {need} devices together ({', '.join(f'{m} {p}' for m, p in plans.items())}), "
+            f"{devices} are available: run-job runs an app's engines side by side, not stage after stage"
+        )
     return plans
 
 
@@ -57,16 +64,21 @@ def build_app(job: Job, plans: dict[str, Plan]) -> Any:
     app = load_app(spec["target"])
     if spec.get("simulate"):
         from teola.sim.run import use_profile
+
         use_profile(app, spec["simulate"])
     for m, plan in plans.items():
         engine = app.engines.get(m)
         if engine is None:
-            raise ValueError(f"app {spec['target']!r} has no engine {m!r} (its engines: {', '.join(app.engines)})")
+            raise ValueError(
+                f"app {spec['target']!r} has no engine {m!r} (its engines: {', '.join(app.engines)})"
+            )
         opts = {k: v for k, v in job.models[m].engine.items() if k not in _GENERATION}
         balancer = opts.pop("balancer", "round_robin")
         if balancer not in (DEFAULT_BALANCER, *balancer_names()):
-            raise ValueError(f"model {m!r}: unknown balancer {balancer!r}; balancers: "
-                             f"{', '.join((DEFAULT_BALANCER, *balancer_names()))}")
+            raise ValueError(
+                f"model {m!r}: unknown balancer {balancer!r}; balancers: "
+                f"{', '.join((DEFAULT_BALANCER, *balancer_names()))}"
+            )
         engine.options.update(opts)
         engine.instances, engine.balancer, engine.balancer_options = plan.dp, balancer, {}
     return app
@@ -80,8 +92,10 @@ async def run_queries(job: Job, wl: Workload, app: Any, say: Say) -> dict[str, A
     t0 = loop.time()
     await app.start()
     events = [{"model": "app", "event": "load", "start_s": 0.0, "end_s": round(loop.time() - t0, 2)}]
-    say(f"{app.name}: {n} {'program runs' if job.app == PROGRAM_KIND else 'queries'} on engines "
-        + ", ".join(f"{name} x{e.instances}" for name, e in app.engines.items()))
+    say(
+        f"{app.name}: {n} {'program runs' if job.app == PROGRAM_KIND else 'queries'} on engines "
+        + ", ".join(f"{name} x{e.instances}" for name, e in app.engines.items())
+    )
     unit = _program_unit(job, app, t0) if job.app == PROGRAM_KIND else _query_unit(job, app, t0)
     calls: dict[int, list[tuple[str, str, float, int]]] = {}
 
@@ -96,11 +110,19 @@ async def run_queries(job: Job, wl: Workload, app: Any, say: Say) -> dict[str, A
         await app.stop()
         teardown = loop.time() - t1
     done_at, trace = _match(job, wl, calls)
-    return {"measured_s": max(finished, default=0.0), "done_at": done_at, "trace": trace, "events": events,
-            "teardown_s": teardown, "queries": n}
+    return {
+        "measured_s": max(finished, default=0.0),
+        "done_at": done_at,
+        "trace": trace,
+        "events": events,
+        "teardown_s": teardown,
+        "queries": n,
+    }
 
 
-Unit = Callable[[int], Awaitable[list[tuple[str, str, float, int]]]]  # i -> (engine, stage, finished s, output tokens)
+Unit = Callable[
+    [int], Awaitable[list[tuple[str, str, float, int]]]
+]  # i -> (engine, stage, finished s, output tokens)
 
 
 def _query_unit(job: Job, app: Any, t0: float) -> Unit:
@@ -112,8 +134,17 @@ def _query_unit(job: Job, app: Any, t0: float) -> Unit:
     async def unit(i: int) -> list[tuple[str, str, float, int]]:
         start = loop.time() - t0
         result = await app.run(queries[i], config)
-        return [(r["engine"], r["primitive"].split(".")[0], start + float(r["finished"]), int(r["num_output_tokens"]))
-                for r in result.trace if r["op"] in decode and "num_output_tokens" in r]
+        return [
+            (
+                r["engine"],
+                r["primitive"].split(".")[0],
+                start + float(r["finished"]),
+                int(r["num_output_tokens"]),
+            )
+            for r in result.trace
+            if r["op"] in decode and "num_output_tokens" in r
+        ]
+
     return unit
 
 
@@ -128,13 +159,18 @@ def _program_unit(job: Job, app: Any, t0: float) -> Unit:
             await program(target, i)
         finally:
             RUN.reset(token)
-        return [(c.engine, STAGE, c.finished - t0, int(c.result.get("num_output_tokens") or 0))
-                for c in log.calls if c.run == i]
+        return [
+            (c.engine, STAGE, c.finished - t0, int(c.result.get("num_output_tokens") or 0))
+            for c in log.calls
+            if c.run == i
+        ]
+
     return unit
 
 
-def _match(job: Job, wl: Workload, calls: dict[int, list[tuple[str, str, float, int]]]
-           ) -> tuple[dict[str, float], list[dict[str, Any]]]:
+def _match(
+    job: Job, wl: Workload, calls: dict[int, list[tuple[str, str, float, int]]]
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """When each model answered its last call, and every call's output tokens next to the planned
     request's (the query's or run's requests of that model, in the order its calls finished)."""
     done_at: dict[str, float] = {}
@@ -146,6 +182,13 @@ def _match(job: Job, wl: Workload, calls: dict[int, list[tuple[str, str, float, 
                 continue
             req = mine[m].pop(0) if mine[m] else None
             done_at[m] = max(done_at.get(m, 0.0), at)
-            trace.append({"model": m, "stage": job.models[m].lengths or stage, "key": req.key if req else -1,
-                          "num_output_tokens": tokens, "predicted_tokens": req.target if req else 0})
+            trace.append(
+                {
+                    "model": m,
+                    "stage": job.models[m].lengths or stage,
+                    "key": req.key if req else -1,
+                    "num_output_tokens": tokens,
+                    "predicted_tokens": req.target if req else 0,
+                }
+            )
     return done_at, trace

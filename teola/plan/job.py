@@ -22,6 +22,7 @@ calls and non-LLM steps, "samples" queries are recorded, "query" / "config" repl
 sample query / add query config, and "simulate": PROFILE runs every engine of the app as that
 profile's simulated engine in `teola run-job` (teola.plan.app_job).
 """
+
 from __future__ import annotations
 
 import json
@@ -65,7 +66,9 @@ def read_job(path: str | Path) -> dict[str, Any]:
         try:
             import yaml  # PyYAML: installed with vLLM (the cpu extra); JSON needs nothing
         except ImportError:
-            raise ValueError(f"job file {p}: reading YAML needs PyYAML (`pip install pyyaml`), or write the job as JSON") from None
+            raise ValueError(
+                f"job file {p}: reading YAML needs PyYAML (`pip install pyyaml`), or write the job as JSON"
+            ) from None
         return yaml.safe_load(text)
     try:
         return json.loads(text)
@@ -87,13 +90,17 @@ def parse_job(data: dict[str, Any], where: str = "job") -> Job:
         if len(parts) < 2:
             raise ValueError(f"{where}: a mix needs 'parts', a list of at least two sub-jobs")
         if any(part.app in ("app_queries", "program_runs") for part in parts):
-            raise ValueError(f"{where}: a mix's parts are offline job kinds; app_queries and program_runs jobs "
-                             "run alone (run-job runs them through their app)")
+            raise ValueError(
+                f"{where}: a mix's parts are offline job kinds; app_queries and program_runs jobs "
+                "run alone (run-job runs them through their app)"
+            )
         models: dict[str, ModelSpec] = {}
         for part in parts:
             clash = set(models) & set(part.models)
             if clash:
-                raise ValueError(f"{where}: model names must differ between the parts of a mix; {sorted(clash)} repeat")
+                raise ValueError(
+                    f"{where}: model names must differ between the parts of a mix; {sorted(clash)} repeat"
+                )
             models.update(part.models)
         return Job(name, app, data, models, parts, data.get("lengths"), seed)
     models = _models(data.get("models"), where)
@@ -107,24 +114,33 @@ def load_job(path: str | Path) -> Job:
 
 def _models(raw: Any, where: str) -> dict[str, ModelSpec]:
     if not isinstance(raw, dict) or not raw:
-        raise ValueError(f"{where}: 'models' must map model names to {{\"profile\": ..., \"max_tokens\": ...}}")
+        raise ValueError(f'{where}: \'models\' must map model names to {{"profile": ..., "max_tokens": ...}}')
     out = {}
     for name, m in raw.items():
         m = m or {}
         unknown = set(m) - _MODEL_KEYS
         if unknown:
-            raise ValueError(f"{where}: model {name!r} has unknown keys {sorted(unknown)}; known: {sorted(_MODEL_KEYS)}")
+            raise ValueError(
+                f"{where}: model {name!r} has unknown keys {sorted(unknown)}; known: {sorted(_MODEL_KEYS)}"
+            )
         max_tokens = m.get("max_tokens", 256)
         if not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"{where}: model {name!r}: max_tokens must be a positive int, got {max_tokens!r}")
-        out[name] = ModelSpec(name, m.get("profile"), max_tokens, m.get("lengths"), dict(m.get("engine") or {}))
+            raise ValueError(
+                f"{where}: model {name!r}: max_tokens must be a positive int, got {max_tokens!r}"
+            )
+        out[name] = ModelSpec(
+            name, m.get("profile"), max_tokens, m.get("lengths"), dict(m.get("engine") or {})
+        )
     return out
 
 
 def _check_roles(app: str, data: dict[str, Any], models: dict[str, ModelSpec], where: str) -> None:
     def known(role: str, value: Any) -> None:
         if value not in models:
-            raise ValueError(f"{where}: {role} {value!r} is not one of the job's models ({', '.join(models)})")
+            raise ValueError(
+                f"{where}: {role} {value!r} is not one of the job's models ({', '.join(models)})"
+            )
+
     if app == "ensembling":
         answerers = data.get("answerers")
         if not isinstance(answerers, list) or not answerers:
@@ -151,10 +167,14 @@ def _check_roles(app: str, data: dict[str, Any], models: dict[str, ModelSpec], w
 
 def _check_app_queries(data: dict[str, Any], where: str) -> None:
     if not isinstance(data.get("target"), str) or not data["target"]:
-        raise ValueError(f"{where}: {data['app']} needs 'target', a shipped app's name (e.g. naive_rag) or module:attr")
+        raise ValueError(
+            f"{where}: {data['app']} needs 'target', a shipped app's name (e.g. naive_rag) or module:attr"
+        )
     if data["app"] == "program_runs":
         if not isinstance(data.get("program"), str) or ":" not in data["program"]:
-            raise ValueError(f"{where}: program_runs needs 'program', module:function of an async program(target, i)")
+            raise ValueError(
+                f"{where}: program_runs needs 'program', module:function of an async program(target, i)"
+            )
         if not isinstance(data.get("runs"), int) or data["runs"] < 1:
             raise ValueError(f"{where}: 'runs' (how many runs of the program) must be an int >= 1")
     elif not isinstance(data.get("queries"), int) or data["queries"] < 1:

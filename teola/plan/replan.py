@@ -6,6 +6,7 @@ their mean differs by more than `tolerance` (after `min_samples` observations), 
 before the model the plan expected to finish first, the remaining requests get lengths resampled
 from what was observed and the greedy search runs again from the current state (finished
 requests, running plans)."""
+
 from __future__ import annotations
 
 import statistics

@@ -7,6 +7,7 @@ first model finishes (then every running model's plan is reconsidered: preemptio
 candidate raises the stage's throughput (GPUs may stay idle). "best-of-3" is a named deviation, not
 the default: it searches three variants and keeps the fastest plan; its search time is the sum of
 all three (docs/planning.md)."""
+
 from __future__ import annotations
 
 import time
@@ -28,7 +29,7 @@ class StageRecord:
     plans: dict[str, Plan]
     loads: dict[str, float]
     finished: list[str]
-    left: dict[str, int]            # requests each model still had at the stage's start
+    left: dict[str, int]  # requests each model still had at the stage's start
 
 
 @dataclass
@@ -85,8 +86,13 @@ def _fill(ev: StageEval, stage: Stage) -> Stage:
     its loading carries over to the next stage if that keeps its plan."""
     while True:
         free = ev.gpus - ev.gpus_of(stage)
-        options = [(m, p) for m in ev.eligible(stage) if m not in stage
-                   for p in ev.wl.models[m].plans(ev.gpus) if p.gpus <= free]
+        options = [
+            (m, p)
+            for m in ev.eligible(stage)
+            if m not in stage
+            for p in ev.wl.models[m].plans(ev.gpus)
+            if p.gpus <= free
+        ]
         if not options:
             return stage
         m, p = max(options, key=lambda mp: (ev.throughput({**stage, mp[0]: mp[1]}), mp[1].gpus))
@@ -106,7 +112,9 @@ def min_heuristic(ev: StageEval) -> Stage:
     """As many models as possible at once, the GPUs split as evenly as possible (more to the models
     with more work left), each model with its fastest plan on its share."""
     names = _closure(ev)
-    names.sort(key=lambda m: -sum(r.prompt + r.target for r in ev.wl.requests[m] if r.key not in ev.state.done[m]))
+    names.sort(
+        key=lambda m: -sum(r.prompt + r.target for r in ev.wl.requests[m] if r.key not in ev.state.done[m])
+    )
     kept: list[str] = []
     for m in names:  # at most one model per GPU, never one whose inputs come from a model left out
         if len(kept) < ev.gpus and all(not ev.unfinished(u) or u in kept for u in ev.wl.upstream[m]):
@@ -120,10 +128,12 @@ def min_heuristic(ev: StageEval) -> Stage:
             fits = [p for p in ev.wl.models[m].plans(ev.gpus) if p.gpus <= g]
             if fits:
                 top = max(p.gpus for p in fits)
-                stage[m] = min((p for p in fits if p.gpus == top), key=lambda p: ev.run(m, p, {**stage, m: p}).end)
+                stage[m] = min(
+                    (p for p in fits if p.gpus == top), key=lambda p: ev.run(m, p, {**stage, m: p}).end
+                )
         if len(stage) == k:
             return stage
-        names = [m for m in names if m in stage] or names[:k - 1]
+        names = [m for m in names if m in stage] or names[: k - 1]
     raise ValueError("no model fits the GPUs")
 
 
@@ -137,16 +147,24 @@ def _closure(ev: StageEval) -> list[str]:
         chosen.extend(more)
 
 
-CHOOSERS: dict[str, Chooser] = {"greedy": greedy, "greedy-fill": lambda ev: greedy(ev, fill=True),
-                                "greedy-keep": lambda ev: greedy(ev, keep=True, fill=True),
-                                "max": max_heuristic, "min": min_heuristic}
+CHOOSERS: dict[str, Chooser] = {
+    "greedy": greedy,
+    "greedy-fill": lambda ev: greedy(ev, fill=True),
+    "greedy-keep": lambda ev: greedy(ev, keep=True, fill=True),
+    "max": max_heuristic,
+    "min": min_heuristic,
+}
 # best-of-3's variants: the paper's pass, then two that load models ahead on idle GPUs
-_VARIANTS = {"greedy": "from empty (the paper's pass)", "greedy-fill": "from empty, idle GPUs loading ahead",
-             "greedy-keep": "keeping running models, idle GPUs loading ahead"}
+_VARIANTS = {
+    "greedy": "from empty (the paper's pass)",
+    "greedy-fill": "from empty, idle GPUs loading ahead",
+    "greedy-keep": "keeping running models, idle GPUs loading ahead",
+}
 
 
-def plan_stages(wl: Workload, gpus: int, method: str = "greedy", state: State | None = None,
-                max_stages: int = 10_000) -> Schedule:
+def plan_stages(
+    wl: Workload, gpus: int, method: str = "greedy", state: State | None = None, max_stages: int = 10_000
+) -> Schedule:
     """Stages until every model is done, chosen by `method`: "greedy" is the paper's Algorithm 1,
     one pass, every stage started from an empty set; "best-of-3" (a deviation, named) searches three
     times, from an empty stage, from an empty stage loading models ahead on the GPUs the gain rule
@@ -159,15 +177,20 @@ def plan_stages(wl: Workload, gpus: int, method: str = "greedy", state: State | 
         raise ValueError(f"--gpus must be >= 1, got {gpus}")
     for m, cost in wl.models.items():
         if not cost.plans(gpus):
-            raise ValueError(f"model {m!r} ({cost.name}) fits no plan on {gpus} GPUs (degrees {cost.degrees()})")
+            raise ValueError(
+                f"model {m!r} ({cost.name}) fits no plan on {gpus} GPUs (degrees {cost.degrees()})"
+            )
     if method == "best-of-3":
         runs = {v: _plan(wl, gpus, v, state, max_stages) for v in _VARIANTS}
         name = min(runs, key=lambda v: runs[v].completion_s)
         best = runs[name]
         best.method, best.search_s = "best-of-3", sum(r.search_s for r in runs.values())
         best.simulations = sum(r.simulations for r in runs.values())
-        best.notes.append(f"stages started {_VARIANTS[name]} ("
-                          + ", ".join(f"{r.completion_s:.1f} s {_VARIANTS[v]}" for v, r in runs.items()) + ")")
+        best.notes.append(
+            f"stages started {_VARIANTS[name]} ("
+            + ", ".join(f"{r.completion_s:.1f} s {_VARIANTS[v]}" for v, r in runs.items())
+            + ")"
+        )
         return best
     return _plan(wl, gpus, method, state, max_stages)
 

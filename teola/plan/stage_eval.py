@@ -8,6 +8,7 @@ At a stage's start the models it stops (they leave it or change plan, finished o
 down together, each after its own loading if it is still loading, while the stage runs (a stop may
 outlast a short stage); the models the stage starts load once every stop in flight is done
 (teola run-job's executor does the same), so a new model's loading begins `leave_s` into the stage. A model kept at its plan keeps running, or loading."""
+
 from __future__ import annotations
 
 import math
@@ -27,9 +28,11 @@ class State:
 
     done: dict[str, set[int]]
     progress: dict[str, dict[int, int]] = field(default_factory=dict)  # in-flight decoded tokens, per model
-    loaded: dict[str, Plan] = field(default_factory=dict)                # plans running (or loading) at the boundary
-    load_left: dict[str, float] = field(default_factory=dict)           # seconds of loading still to go
-    stop_left: dict[str, float] = field(default_factory=dict)           # seconds until a stopped model's devices are free
+    loaded: dict[str, Plan] = field(default_factory=dict)  # plans running (or loading) at the boundary
+    load_left: dict[str, float] = field(default_factory=dict)  # seconds of loading still to go
+    stop_left: dict[str, float] = field(
+        default_factory=dict
+    )  # seconds until a stopped model's devices are free
     time: float = 0.0
 
     @classmethod
@@ -40,8 +43,8 @@ class State:
 @dataclass
 class ModelRun:
     load: float
-    end: float                      # stage-relative seconds at which its last runnable request finishes
-    finish: dict[int, float]        # stage-relative finish time per request key
+    end: float  # stage-relative seconds at which its last runnable request finishes
+    finish: dict[int, float]  # stage-relative finish time per request key
     curve: list[tuple[float, float]]
     progress: dict[int, int] = field(default_factory=dict)
 
@@ -61,16 +64,24 @@ class StageEval:
 
     def eligible(self, stage: Stage) -> list[str]:
         """Unfinished models whose upstream models are finished or in `stage`."""
-        return [m for m in self.wl.requests if self.unfinished(m)
-                and all(not self.unfinished(u) or u in stage for u in self.wl.upstream[m])]
+        return [
+            m
+            for m in self.wl.requests
+            if self.unfinished(m) and all(not self.unfinished(u) or u in stage for u in self.wl.upstream[m])
+        ]
 
     def stops(self, stage: Stage) -> dict[str, float]:
         """Seconds into `stage` until each model being stopped has shut down: the ones it stops, and
         those still stopping from an earlier boundary (see the module docstring)."""
         st = self.state
         out = dict(st.stop_left)
-        out.update({m: st.load_left.get(m, 0.0) + self.wl.models[m].stop_seconds(p.tp)
-                    for m, p in st.loaded.items() if stage.get(m) != p})
+        out.update(
+            {
+                m: st.load_left.get(m, 0.0) + self.wl.models[m].stop_seconds(p.tp)
+                for m, p in st.loaded.items()
+                if stage.get(m) != p
+            }
+        )
         return out
 
     def leave_s(self, stage: Stage) -> float:
@@ -89,8 +100,9 @@ class StageEval:
             self.cache[key] = out
         return out
 
-    def _simulate(self, m: str, plan: Plan, ready: dict[str, dict[int, float]], horizon: float,
-                  after: float) -> ModelRun:
+    def _simulate(
+        self, m: str, plan: Plan, ready: dict[str, dict[int, float]], horizon: float, after: float
+    ) -> ModelRun:
         cost, st = self.wl.models[m], self.state
         keep = st.loaded.get(m) == plan
         load = st.load_left.get(m, 0.0) if keep else after + cost.load_seconds(plan.tp)
@@ -104,9 +116,15 @@ class StageEval:
             at = _ready_at(r, ready, st)
             if at == math.inf:
                 continue
-            sr = SimRequest(r.key, r.prompt, r.target, max(0.0, at - load),
-                            r.after if r.after is not None and r.after not in done else None, carried.get(r.key, 0),
-                            r.cached)
+            sr = SimRequest(
+                r.key,
+                r.prompt,
+                r.target,
+                max(0.0, at - load),
+                r.after if r.after is not None and r.after not in done else None,
+                carried.get(r.key, 0),
+                r.cached,
+            )
             runnable.append(sr)
             groups.setdefault(r.group, []).append(sr)
         finish: dict[int, float] = {}
@@ -114,8 +132,14 @@ class StageEval:
         end = load
         self.sims += 1
         for part in _split(list(groups.values()), plan.dp):
-            res = simulate_replica(part, cost.iteration(plan.tp), cost.max_num_seqs, cost.budget,
-                                   cost.kv_tokens(plan.tp), horizon - load)
+            res = simulate_replica(
+                part,
+                cost.iteration(plan.tp),
+                cost.max_num_seqs,
+                cost.budget,
+                cost.kv_tokens(plan.tp),
+                horizon - load,
+            )
             finish.update({k: load + t for k, t in res.finish.items()})
             progress.update(res.progress)
             end = max(end, load + res.end)
@@ -133,7 +157,9 @@ class StageEval:
         """The stage ends when its first model finishes its remaining requests."""
         d = min(self.run(m, p, stage).end for m, p in stage.items())
         if d == math.inf:
-            raise ValueError(f"stage {sorted(stage)}: no model in it can finish (their inputs are outside it)")
+            raise ValueError(
+                f"stage {sorted(stage)}: no model in it can finish (their inputs are outside it)"
+            )
         return d
 
     def throughput(self, stage: Stage) -> float:
@@ -158,10 +184,12 @@ class StageEval:
             full = self.run(m, p, stage)
             done[m] |= {k for k, t in full.finish.items() if t <= d + EPS}
             loaded[m] = p
-            if full.load > d:   # still loading: the rest of it is paid only if the plan is kept
+            if full.load > d:  # still loading: the rest of it is paid only if the plan is kept
                 left[m] = full.load - d
             else:
-                progress[m] = {k: n for k, n in self.run(m, p, stage, horizon=d).progress.items() if k not in done[m]}
+                progress[m] = {
+                    k: n for k, n in self.run(m, p, stage, horizon=d).progress.items() if k not in done[m]
+                }
         stopping = {m: t - d for m, t in self.stops(stage).items() if t - d > EPS}
         return State(done, progress, loaded, left, stopping, st.time + d), d
 
@@ -189,5 +217,3 @@ def _split(groups: list[list[SimRequest]], dp: int) -> list[list[SimRequest]]:
     for b in bins:
         b.sort(key=lambda r: r.key)
     return [b for b in bins if b]
-
-

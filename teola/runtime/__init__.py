@@ -4,6 +4,7 @@ Everything outside this package uses these names only (a test walks the imports 
 `Runtime` (submit / submit_call / cancel / end_program / policy / engines() / health() / stats()),
 its results and errors, the executor protocol, the batching-policy registry, and `llm_request` to
 build a program call's request. `RayExecutor` loads on first use (it needs the `ray` extra)."""
+
 from typing import Any
 
 from teola.runtime.call_work import CallOutcome
@@ -33,14 +34,39 @@ from teola.scheduling.registry import (
     register_policy,
 )
 
-__all__ = ["CallFailed", "CallOutcome", "DEFAULT_POLICY", "EngineDown", "HANDLINGS", "Executor", "Instance", "LocalExecutor",
-           "Metrics", "PauseCosts", "ProgramQueues", "QueryCancelled", "QueryError", "QueryTimeout", "QueryUnavailable",
-           "RayExecutor", "Result", "Runtime", "Work",
-           "choose_handling", "choose_pause_handling", "llm_request", "make_policy", "policy_factory", "policy_names", "register_policy"]
+__all__ = [
+    "CallFailed",
+    "CallOutcome",
+    "DEFAULT_POLICY",
+    "EngineDown",
+    "HANDLINGS",
+    "Executor",
+    "Instance",
+    "LocalExecutor",
+    "Metrics",
+    "PauseCosts",
+    "ProgramQueues",
+    "QueryCancelled",
+    "QueryError",
+    "QueryTimeout",
+    "QueryUnavailable",
+    "RayExecutor",
+    "Result",
+    "Runtime",
+    "Work",
+    "choose_handling",
+    "choose_pause_handling",
+    "llm_request",
+    "make_policy",
+    "policy_factory",
+    "policy_names",
+    "register_policy",
+]
 
 
 def __getattr__(name: str) -> Any:
     if name == "RayExecutor":
         from teola.runtime.executors.ray import RayExecutor
+
         return RayExecutor
     raise AttributeError(f"module 'teola.runtime' has no attribute {name!r}")

@@ -1,5 +1,6 @@
 """`CallWork`: the `Work` of one program call submitted with `Runtime.submit_call`; it resolves a
 future with the engine's result and remembers which instance ran the call."""
+
 from __future__ import annotations
 
 import asyncio
@@ -34,7 +35,9 @@ class CallWork:
 
     __slots__ = ("future", "call_id", "instance", "on_delta", "started_at")
 
-    def __init__(self, *, future: asyncio.Future, call_id: str, on_delta: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, *, future: asyncio.Future, call_id: str, on_delta: Callable[[str], None] | None = None
+    ) -> None:
         self.future = future
         self.call_id = call_id
         self.instance: str | None = None
@@ -49,8 +52,13 @@ class CallWork:
     def results(self, start: int, results: list[Any], t: float) -> None:
         if not self.future.done():
             r = results[0]
-            self.future.set_result(CallOutcome(result=r if isinstance(r, dict) else {"text": str(r)},
-                                               instance=self.instance, started=self.started_at))
+            self.future.set_result(
+                CallOutcome(
+                    result=r if isinstance(r, dict) else {"text": str(r)},
+                    instance=self.instance,
+                    started=self.started_at,
+                )
+            )
 
     def item(self, text: str, t: float) -> None:
         pass
@@ -67,21 +75,43 @@ class CallWork:
 
     def failed(self, exc: BaseException, inst: Instance) -> None:
         if not self.future.done():
-            err = CallFailed(f"call {self.call_id!r} failed on instance {inst.name}: {type(exc).__name__}: {exc}")
+            err = CallFailed(
+                f"call {self.call_id!r} failed on instance {inst.name}: {type(exc).__name__}: {exc}"
+            )
             err.__cause__ = exc
             self.future.set_exception(err)
 
 
-def call_entry(request: dict[str, Any], *, program: str, call_id: str, parents: Any, tenant: str, work: CallWork,
-               now: float, hints: dict[str, Any]) -> Pending:
+def call_entry(
+    request: dict[str, Any],
+    *,
+    program: str,
+    call_id: str,
+    parents: Any,
+    tenant: str,
+    work: CallWork,
+    now: float,
+    hints: dict[str, Any],
+) -> Pending:
     """The queue entry of one program call: its body, and a record holding the submitter's hints
     (keyword arguments, or hint fields a request dict was built with: those leave the body)."""
     unknown = sorted(set(hints) - set(CALL_HINTS))
     if unknown:
-        raise TypeError(f"Runtime.submit_call: unknown argument(s) {unknown}; hints are {', '.join(CALL_HINTS)}")
+        raise TypeError(
+            f"Runtime.submit_call: unknown argument(s) {unknown}; hints are {', '.join(CALL_HINTS)}"
+        )
     body, lifted = lift_hints(request)
     given = {k: v for k, v in hints.items() if v is not None}
-    return Pending(query_id=program, name=call_id, op="decoding", depth=0, arrival=now, requests=[body],
-                   query_arrival=now, work=work, parents=None if parents is None else tuple(parents), tenant=tenant,
-                   records=[DispatchRecord(**{**lifted, **given})])
-
+    return Pending(
+        query_id=program,
+        name=call_id,
+        op="decoding",
+        depth=0,
+        arrival=now,
+        requests=[body],
+        query_arrival=now,
+        work=work,
+        parents=None if parents is None else tuple(parents),
+        tenant=tenant,
+        records=[DispatchRecord(**{**lifted, **given})],
+    )

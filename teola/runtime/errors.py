@@ -1,4 +1,5 @@
 """The errors a query or a program call can end with."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,8 +9,14 @@ class QueryError(RuntimeError):
     """A query failed. `primitive` and `engine` name where (None when it was not one primitive's
     fault); `trace` holds what ran before the failure."""
 
-    def __init__(self, message: str, query_id: str, primitive: str | None = None, engine: str | None = None,
-                 trace: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        query_id: str,
+        primitive: str | None = None,
+        engine: str | None = None,
+        trace: list[dict[str, Any]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.query_id = query_id
         self.primitive = primitive

@@ -4,6 +4,7 @@ actors), so an app's LLM, embedder, reranker and store actors load side by side 
 In process they start in turn: an in-process vLLM start sets the process's environment and CPU
 affinity for the engine-core process it spawns, which another engine loading at that moment would
 inherit."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,8 +16,13 @@ from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.options import inflight_for
 
 
-async def launch_instances(executor: Executor, specs: Mapping[str, Engine], backends: Mapping[str, Any],
-                           max_inflight: Any, into: dict[str, list[Instance]]) -> None:
+async def launch_instances(
+    executor: Executor,
+    specs: Mapping[str, Engine],
+    backends: Mapping[str, Any],
+    max_inflight: Any,
+    into: dict[str, list[Instance]],
+) -> None:
     """Launch every instance of `specs` into `into` (engine name -> its instances, in the specs'
     order). Instances are added as they start, so that after a failure the caller can stop exactly
     those that did; the first failure is raised once every launch has ended."""

@@ -1,4 +1,5 @@
 """Counters a server can export (`snapshot()` as a dict, `prometheus()` as Prometheus text)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -6,10 +7,30 @@ from dataclasses import dataclass, field
 
 from teola.runtime.errors import QueryCancelled, QueryError, QueryTimeout
 
-COUNTERS = ("queries", "completed", "failed", "cancelled", "timed_out", "primitives", "skipped", "discarded", "dropped_warmups", "fused",
-            "cleanup_failures", "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
-            "engine_failures", "engine_restarts", "preemptions", "resumed_tokens", "resumed_cached_tokens",
-            "resumed_swapped_tokens", "resumed_unrun")
+COUNTERS = (
+    "queries",
+    "completed",
+    "failed",
+    "cancelled",
+    "timed_out",
+    "primitives",
+    "skipped",
+    "discarded",
+    "dropped_warmups",
+    "fused",
+    "cleanup_failures",
+    "prompt_tokens",
+    "cached_tokens",
+    "cache_hits",
+    "aborted_requests",
+    "engine_failures",
+    "engine_restarts",
+    "preemptions",
+    "resumed_tokens",
+    "resumed_cached_tokens",
+    "resumed_swapped_tokens",
+    "resumed_unrun",
+)
 
 
 @dataclass(slots=True)
@@ -43,18 +64,30 @@ class Metrics:
     timed_out: int = 0
     primitives: int = 0
     skipped: int = 0
-    discarded: int = 0  # speculative primitives whose condition said no (teola.runtime.graph_tier.speculation)
-    dropped_warmups: int = 0  # queued prefix warm-ups withdrawn so their call need not wait (teola.runtime.graph_tier.warmups)
+    discarded: int = (
+        0  # speculative primitives whose condition said no (teola.runtime.graph_tier.speculation)
+    )
+    dropped_warmups: int = (
+        0  # queued prefix warm-ups withdrawn so their call need not wait (teola.runtime.graph_tier.warmups)
+    )
     fused: int = 0
     cleanup_failures: int = 0
     aborted_requests: int = 0  # engine requests stopped mid-run because their query ended
     engine_failures: int = 0  # engine instances found down (teola.runtime.engine_tier.supervisor)
     engine_restarts: int = 0  # ... and brought back
-    preemptions: int = 0  # running LLM calls stopped for better-ranked ones (teola.runtime.engine_tier.preemption)
+    preemptions: int = (
+        0  # running LLM calls stopped for better-ranked ones (teola.runtime.engine_tier.preemption)
+    )
     resumed_tokens: int = 0  # prompt tokens their resumed runs that ran sent again (prompt + decoded so far)
-    resumed_cached_tokens: int = 0  # ... of which the engine did not compute (vLLM: prefix cache + host loads)
-    resumed_swapped_tokens: int = 0  # ... of those, what the engine reported loading from host memory (kv_swap)
-    resumed_unrun: int = 0  # resumed runs stopped again before the engine computed anything (not in the above)
+    resumed_cached_tokens: int = (
+        0  # ... of which the engine did not compute (vLLM: prefix cache + host loads)
+    )
+    resumed_swapped_tokens: int = (
+        0  # ... of those, what the engine reported loading from host memory (kv_swap)
+    )
+    resumed_unrun: int = (
+        0  # resumed runs stopped again before the engine computed anything (not in the above)
+    )
     query_latency: Stat = field(default_factory=Stat)
     op_latency: dict[str, Stat] = field(default_factory=dict)
     batch_size: dict[str, Stat] = field(default_factory=dict)
@@ -96,14 +129,25 @@ class Metrics:
 
     def snapshot(self) -> dict:
         def stats(d: dict[str, Stat]) -> dict:
-            return {k: {"count": s.count, "sum": s.total, "mean": s.mean, "max": s.max} for k, s in sorted(d.items())}
+            return {
+                k: {"count": s.count, "sum": s.total, "mean": s.mean, "max": s.max}
+                for k, s in sorted(d.items())
+            }
+
         return {
             **{name: getattr(self, name) for name in COUNTERS},
-            "query_latency": {"count": self.query_latency.count, "mean": self.query_latency.mean,
-                              "max": self.query_latency.max},
-            "op_latency": stats(self.op_latency), "batch_size": stats(self.batch_size),
-            "prefix_cache": {"prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_tokens,
-                             "hits": self.cache_hits},
+            "query_latency": {
+                "count": self.query_latency.count,
+                "mean": self.query_latency.mean,
+                "max": self.query_latency.max,
+            },
+            "op_latency": stats(self.op_latency),
+            "batch_size": stats(self.batch_size),
+            "prefix_cache": {
+                "prompt_tokens": self.prompt_tokens,
+                "cached_tokens": self.cached_tokens,
+                "hits": self.cache_hits,
+            },
             "queue_lengths": dict(self.queue_lengths()),
         }
 

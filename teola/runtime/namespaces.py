@@ -2,6 +2,7 @@
 query ends; a kept one (config "namespace") receives its query's documents through a staging
 namespace, published when the query succeeds and dropped when it fails (teola.runtime.staging);
 a kept namespace is dropped only when asked (`Namespaces.drop`)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,13 @@ class Namespaces:
     runtime's engine -> instances (read when called, so restarts and late starts are seen);
     `tasks`: the runtime's background work, which `Runtime.stop` and `wait_idle` wait for."""
 
-    def __init__(self, executor: Executor, instances: dict[str, list[Instance]], metrics: Metrics,
-                 tasks: set[asyncio.Task]) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        instances: dict[str, list[Instance]],
+        metrics: Metrics,
+        tasks: set[asyncio.Task],
+    ) -> None:
         self.executor = executor
         self.instances = instances
         self.metrics = metrics
@@ -35,8 +41,12 @@ class Namespaces:
 
     def stores(self, engines: Iterable[str]) -> list[Instance]:
         """The instances of these engines whose adapters keep namespaces (drop_namespace)."""
-        return [inst for eng in sorted(engines) for inst in self.instances.get(eng, ())
-                if Capability.DROP_NAMESPACE in inst.capabilities]
+        return [
+            inst
+            for eng in sorted(engines)
+            for inst in self.instances.get(eng, ())
+            if Capability.DROP_NAMESPACE in inst.capabilities
+        ]
 
     async def drop(self, namespace: str) -> int:
         """Delete `namespace` from every instance that stores namespaces; returns how many were asked."""
@@ -54,13 +64,19 @@ class Namespaces:
         """Before it starts, give a query that keeps its documents its staging: its ingestion
         requests write there, its searches read there too (teola.runtime.requests), and a failure
         drops it. Engines that cannot publish get direct writes, logged once per engine."""
-        staging, direct = plan_staging(run.qid, config.get("namespace"), run.plan.ingest_engines, self.can_publish)
+        staging, direct = plan_staging(
+            run.qid, config.get("namespace"), run.plan.ingest_engines, self.can_publish
+        )
         for eng in direct:
             if eng not in self.warned:
                 self.warned.add(eng)
-                log.warning("engine %r cannot publish a staging namespace (its adapter has no %s): documents "
-                            "kept in a namespace are written to it batch by batch, so a process killed during "
-                            "ingestion can leave part of a document there", eng, PUBLISH)
+                log.warning(
+                    "engine %r cannot publish a staging namespace (its adapter has no %s): documents "
+                    "kept in a namespace are written to it batch by batch, so a process killed during "
+                    "ingestion can leave part of a document there",
+                    eng,
+                    PUBLISH,
+                )
         if staging is not None:
             run.staging, run.needs_cleanup = staging, True
             run.values["sys.staging"] = staging.by_engine()
@@ -82,12 +98,20 @@ class Namespaces:
             try:
                 if inst is None:
                     raise RuntimeError(f"engine {eng!r} has no instance")
-                await self.executor.call(inst, PUBLISH, staging.name, staging.namespace, staged_rows(trace, eng))
+                await self.executor.call(
+                    inst, PUBLISH, staging.name, staging.namespace, staged_rows(trace, eng)
+                )
             except Exception as e:
                 await self._discard(staging)
-                raise QueryError(f"query {staging.query_id}: its documents were not kept in namespace "
-                                 f"{staging.namespace!r}: publishing them on engine {eng!r} failed: "
-                                 f"{type(e).__name__}: {e}", staging.query_id, None, eng, list(trace)) from e
+                raise QueryError(
+                    f"query {staging.query_id}: its documents were not kept in namespace "
+                    f"{staging.namespace!r}: publishing them on engine {eng!r} failed: "
+                    f"{type(e).__name__}: {e}",
+                    staging.query_id,
+                    None,
+                    eng,
+                    list(trace),
+                ) from e
 
     # ---- clean-up --------------------------------------------------------------------------------
     def spawn_cleanup(self, run: Any) -> None:
@@ -116,5 +140,11 @@ class Namespaces:
             await self.executor.call(inst, Capability.DROP_NAMESPACE, namespace)
         except Exception as e:
             self.metrics.cleanup_failures += 1
-            log.warning("query %s: dropping namespace %r on %s failed: %s: %s",
-                        qid, namespace, inst.name, type(e).__name__, e)
+            log.warning(
+                "query %s: dropping namespace %r on %s failed: %s: %s",
+                qid,
+                namespace,
+                inst.name,
+                type(e).__name__,
+                e,
+            )

@@ -1,6 +1,7 @@
 """Runtime options that need more than a type check: `Runtime`'s arguments as a whole, the executor,
 the health-probe interval and the restart backoff, and a query's config (each raising an error that
 names the option)."""
+
 from __future__ import annotations
 
 import numbers
@@ -11,8 +12,19 @@ from teola.runtime.executors.executor import Executor, Instance
 from teola.runtime.executors.local import LocalExecutor
 from teola.scheduling.registry import DEFAULT_POLICY, make_policy
 
-OPTIONS = ("executor", "ray", "policy", "policy_options", "max_inflight", "prescheduling", "health_interval",
-           "restart_backoff", "pause_costs", "length_predictor", "tenant_shares")
+OPTIONS = (
+    "executor",
+    "ray",
+    "policy",
+    "policy_options",
+    "max_inflight",
+    "prescheduling",
+    "health_interval",
+    "restart_backoff",
+    "pause_costs",
+    "length_predictor",
+    "tenant_shares",
+)
 
 
 def check_options(engines: dict[str, Any], backends: dict[str, Any], options: dict[str, Any]) -> None:
@@ -27,8 +39,10 @@ def check_options(engines: dict[str, Any], backends: dict[str, Any], options: di
             raise TypeError(f"Runtime: engines[{name!r}] must be an Engine, got {spec!r}")
     for name in backends:
         if name not in engines:
-            raise ValueError(f"Runtime: a backend is given for {name!r}, which is not a registered engine; "
-                             f"engines: {sorted(engines)}")
+            raise ValueError(
+                f"Runtime: a backend is given for {name!r}, which is not a registered engine; "
+                f"engines: {sorted(engines)}"
+            )
     policy_options = dict(options.get("policy_options") or {})
     for policy in (options.get("policy") or DEFAULT_POLICY, *(s.policy for s in engines.values())):
         if policy is not None:
@@ -46,8 +60,11 @@ def make_executor(executor: Any, ray_options: dict[str, Any] | None) -> Executor
         return LocalExecutor()
     if executor == "ray":
         from teola.runtime.executors.ray import RayExecutor
+
         if ray_options is not None and not isinstance(ray_options, dict):
-            raise TypeError(f"Runtime: ray options must be a dict (e.g. {{'address': 'auto'}}), got {ray_options!r}")
+            raise TypeError(
+                f"Runtime: ray options must be a dict (e.g. {{'address': 'auto'}}), got {ray_options!r}"
+            )
         return RayExecutor(**(ray_options or {}))
     if isinstance(executor, str):
         raise ValueError(f"Runtime: unknown executor {executor!r}; use 'local' or 'ray'")
@@ -58,15 +75,22 @@ def interval_option(value: Any) -> float | None:
     if value is None or value == 0:
         return None
     if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-        raise ValueError(f"Runtime: health_interval must be seconds >= 0 (0 or None: no periodic probe), got {value!r}")
+        raise ValueError(
+            f"Runtime: health_interval must be seconds >= 0 (0 or None: no periodic probe), got {value!r}"
+        )
     return float(value)
 
 
 def backoff_option(value: Any) -> tuple[float, float]:
-    if (not isinstance(value, (list, tuple)) or len(value) != 2
-            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and b > 0 for b in value)
-            or value[0] > value[1]):
-        raise ValueError(f"Runtime: restart_backoff must be (first, max) seconds with 0 < first <= max, got {value!r}")
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 2
+        or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and b > 0 for b in value)
+        or value[0] > value[1]
+    ):
+        raise ValueError(
+            f"Runtime: restart_backoff must be (first, max) seconds with 0 < first <= max, got {value!r}"
+        )
     return float(value[0]), float(value[1])
 
 

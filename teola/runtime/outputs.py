@@ -1,5 +1,6 @@
 """What a primitive writes to its query's object store once its engine answered: the reranker's best
 texts, a prefill's state, a decode's text or items. Pure functions, like teola.runtime.requests."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -10,11 +11,15 @@ from teola.ir.primitive import Primitive
 from teola.runtime.requests import PrimitiveInputError
 
 
-def collect_outputs(prim: Primitive, requests: Sequence[Mapping[str, Any]], results: list[Any]) -> dict[str, Any]:
+def collect_outputs(
+    prim: Primitive, requests: Sequence[Mapping[str, Any]], results: list[Any]
+) -> dict[str, Any]:
     """The object-store values `prim` writes, from its requests and the engine's results."""
     op = prim.op
     if len(results) != len(requests):
-        raise PrimitiveInputError(f"{prim.name}: engine returned {len(results)} results for {len(requests)} requests")
+        raise PrimitiveInputError(
+            f"{prim.name}: engine returned {len(results)} results for {len(requests)} requests"
+        )
     out = prim.outputs[0]
     if op is PrimOp.RERANKING:
         order = sorted(range(len(results)), key=lambda i: -float(results[i]))
@@ -29,7 +34,9 @@ def collect_outputs(prim: Primitive, requests: Sequence[Mapping[str, Any]], resu
 
 def decode_value(prim: Primitive, result: Any) -> Any:
     if not isinstance(result, dict):
-        raise PrimitiveInputError(f"{prim.name}: a decode result must be a dict with 'text', got {type(result).__name__}")
+        raise PrimitiveInputError(
+            f"{prim.name}: a decode result must be a dict with 'text', got {type(result).__name__}"
+        )
     if prim.args.get("split"):
         items = list(result.get("items", []))
         n = prim.args.get("n_items")

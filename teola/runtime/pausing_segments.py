@@ -3,6 +3,7 @@ segment adds (its KV key, the API it may stop at, the continuation text), the ha
 the graph tier hands in, the tool request a segment's text ends with, and what the model reads back
 after it. Pure functions over the primitive's args and the query's object store, like
 teola.runtime.requests."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -4,6 +4,7 @@ primitive is skipped. What it writes back is teola.runtime.outputs; the fields a
 segments add are teola.runtime.pausing_segments. Pure functions over `values` (the object store:
 key -> value); no I/O.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,9 @@ class AtOnce:
     skipped: bool = False
 
 
-def at_once(prim: Primitive, values: dict[str, Any], skipped: set[str] | frozenset[str],
-            control: bool) -> AtOnce | None:
+def at_once(
+    prim: Primitive, values: dict[str, Any], skipped: set[str] | frozenset[str], control: bool
+) -> AtOnce | None:
     """What a primitive whose parents are done does at once: it is skipped (`is_skipped`), or it is
     a control op the graph scheduler evaluates itself (`run_control`). None: it goes to its engine."""
     if is_skipped(prim, values, skipped):
@@ -105,7 +107,7 @@ def resolve_part(src: str | Ref, values: dict[str, Any]) -> str:
         return v
     texts = texts_of(v)
     if src.index is not None and src.stop is not None:
-        texts = texts[src.index:src.stop]
+        texts = texts[src.index : src.stop]
     elif src.index is not None:
         return texts[src.index] if 0 <= src.index < len(texts) else ""
     return (src.join if src.join is not None else "\n\n").join(texts)
@@ -133,7 +135,7 @@ def map_items(prim: Primitive, values: dict[str, Any]) -> tuple[int, list[tuple[
         start = r[0] if r is not None else 0
         if sl is not None:
             a, b = sl
-            items = items[max(0, a - start):max(0, b - start)]
+            items = items[max(0, a - start) : max(0, b - start)]
             offset = a
         else:
             offset = start
@@ -143,8 +145,9 @@ def map_items(prim: Primitive, values: dict[str, Any]) -> tuple[int, list[tuple[
     n = len(columns[0]) if columns else 0
     for k, col in zip(keys, columns):
         if len(col) != n:
-            raise PrimitiveInputError(f"{prim.name}: map inputs are not aligned ({keys[0]!r} has {n} items, "
-                                      f"{k!r} has {len(col)})")
+            raise PrimitiveInputError(
+                f"{prim.name}: map inputs are not aligned ({keys[0]!r} has {n} items, {k!r} has {len(col)})"
+            )
     return first, list(zip(*columns))
 
 
@@ -154,9 +157,14 @@ def llm_request(parts: list[list[str]], complete: bool, gen: dict[str, Any]) -> 
     and "max_items" when a split output asks for a fixed number of items (`n_items`): the engine
     stops decoding once that many items are out instead of running on to max_tokens. Its engine
     priority is no body field: the dispatch record holds it (the query's is handed in at submission)."""
-    req: LLMRequest = {"parts": parts, "complete": complete, "max_tokens": default(gen, "max_tokens"),
-                       "temperature": default(gen, "temperature"), "stop": default(gen, "stop"),
-                       "split": default(gen, "split")}
+    req: LLMRequest = {
+        "parts": parts,
+        "complete": complete,
+        "max_tokens": default(gen, "max_tokens"),
+        "temperature": default(gen, "temperature"),
+        "stop": default(gen, "stop"),
+        "split": default(gen, "split"),
+    }
     if gen.get("ignore_eos"):
         req["ignore_eos"] = True
     if gen.get("split") and gen.get("n_items"):
@@ -168,11 +176,15 @@ def kv_value(values: dict[str, Any], prim: Primitive) -> dict[str, Any]:
     key = prim.inputs[0]
     kv = values.get(key)
     if not isinstance(kv, dict) or "parts" not in kv:
-        raise PrimitiveInputError(f"{prim.name}: expects the prefill state under {key!r}, got {type(kv).__name__}")
+        raise PrimitiveInputError(
+            f"{prim.name}: expects the prefill state under {key!r}, got {type(kv).__name__}"
+        )
     return kv
 
 
-def build_requests(prim: Primitive, values: dict[str, Any], fused: Primitive | None = None) -> list[dict[str, Any]]:
+def build_requests(
+    prim: Primitive, values: dict[str, Any], fused: Primitive | None = None
+) -> list[dict[str, Any]]:
     """The engine requests of one primitive (engines/requests.py types), in item order. `fused`: the
     decode a prefill is fused into (dependent pre-scheduling: one decoding request over the full prompt)."""
     if fused is not None:
@@ -186,9 +198,13 @@ def build_requests(prim: Primitive, values: dict[str, Any], fused: Primitive | N
         ns = _staging(values, prim) or _namespace(values, prim)
         first, items = map_items(prim, values)
         if len(a["map"]) < 2:
-            raise PrimitiveInputError(f"{prim.name}: ingestion maps over (embeddings, chunks), got {a['map']!r}")
-        return [IngestionRequest(namespace=ns, text=_text(chunk, prim), embedding=emb, meta={"chunk": first + i})
-                for i, (emb, chunk, *_) in enumerate(items)]
+            raise PrimitiveInputError(
+                f"{prim.name}: ingestion maps over (embeddings, chunks), got {a['map']!r}"
+            )
+        return [
+            IngestionRequest(namespace=ns, text=_text(chunk, prim), embedding=emb, meta={"chunk": first + i})
+            for i, (emb, chunk, *_) in enumerate(items)
+        ]
     if op is PrimOp.SEARCHING:
         top_k = default(a, "top_k")
         _, items = map_items(prim, values)
@@ -211,7 +227,9 @@ def build_requests(prim: Primitive, values: dict[str, Any], fused: Primitive | N
     if op is PrimOp.DECODING or op is PrimOp.PARTIAL_DECODING:
         # a segment continuing a call that paused for a tool has no prefill of its own (its prompt
         # is its first segment's, its continuation what the call wrote since: segment_fields)
-        parts = resolve_parts(a["parts"], values) if a.get("continuation") else kv_value(values, prim)["parts"]
+        parts = (
+            resolve_parts(a["parts"], values) if a.get("continuation") else kv_value(values, prim)["parts"]
+        )
         return [{**llm_request(parts, True, a), **segment_fields(a, values)}]
     if op is PrimOp.TOOL and a.get("parse") == "tag":
         return tool_requests(a, values.get(prim.inputs[0]))
@@ -222,8 +240,9 @@ def build_requests(prim: Primitive, values: dict[str, Any], fused: Primitive | N
     raise PrimitiveInputError(f"{prim.name}: op {op} does not run on an engine")
 
 
-def frozen_bodies(requests: list[dict[str, Any]], *, stream_text: bool, keep: bool,
-                  cache_salt: str | None) -> list[Mapping[str, Any]]:
+def frozen_bodies(
+    requests: list[dict[str, Any]], *, stream_text: bool, keep: bool, cache_salt: str | None
+) -> list[Mapping[str, Any]]:
     """The requests of one dispatch as the read-only bodies the graph tier queues, with its own
     fields built in: "stream_text" (the answer's tokens go to the query's on_event as they decode),
     KEEP (the results stay in the executor's object store, teola.runtime.executors.ray_data) and
@@ -241,12 +260,16 @@ def frozen_bodies(requests: list[dict[str, Any]], *, stream_text: bool, keep: bo
 
 def fused_request(prefill: Primitive, decode: Primitive, values: dict[str, Any]) -> dict[str, Any]:
     """Dependent pre-scheduling: one decoding request over the prefill's full prompt."""
-    return {**llm_request(resolve_parts(prefill.args["parts"], values), True, decode.args),
-            **segment_fields(decode.args, values)}
+    return {
+        **llm_request(resolve_parts(prefill.args["parts"], values), True, decode.args),
+        **segment_fields(decode.args, values),
+    }
 
 
 # ---- control ops --------------------------------------------------------------------------------
-def run_control(prim: Primitive, values: dict[str, Any], skipped: set[str] | frozenset[str] = frozenset()) -> dict[str, Any]:
+def run_control(
+    prim: Primitive, values: dict[str, Any], skipped: set[str] | frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """Evaluate a CONDITION or AGGREGATE primitive (run by the graph scheduler itself)."""
     a = prim.args
     guard = a.get("guard")
@@ -264,7 +287,9 @@ def run_control(prim: Primitive, values: dict[str, Any], skipped: set[str] | fro
         elif pred == "equals":
             ok = text.strip() == want.strip()
         else:
-            raise PrimitiveInputError(f"{prim.name}: unknown predicate {pred!r}; use contains, not_contains or equals")
+            raise PrimitiveInputError(
+                f"{prim.name}: unknown predicate {pred!r}; use contains, not_contains or equals"
+            )
         return {prim.outputs[0]: ok}
     if prim.op is PrimOp.AGGREGATE:
         mode = a.get("mode", "first")
@@ -275,14 +300,18 @@ def run_control(prim: Primitive, values: dict[str, Any], skipped: set[str] | fro
                 acc.extend(v if isinstance(v, (list, tuple)) else [v])
             return {prim.outputs[0]: acc}
         if mode == "join":
-            return {prim.outputs[0]: a.get("sep", "\n\n").join(t for k in data for t in texts_of(values.get(k)))}
+            return {
+                prim.outputs[0]: a.get("sep", "\n\n").join(t for k in data for t in texts_of(values.get(k)))
+            }
         if mode == "first":
             for k in data:
                 if k not in skipped:
                     return {prim.outputs[0]: values.get(k)}
             return {prim.outputs[0]: None}
         raise PrimitiveInputError(f"{prim.name}: unknown aggregate mode {mode!r}; use first, concat or join")
-    raise PrimitiveInputError(f"{prim.name}: op {prim.op} is not a control op ({sorted(o.value for o in CONTROL_OPS)})")
+    raise PrimitiveInputError(
+        f"{prim.name}: op {prim.op} is not a control op ({sorted(o.value for o in CONTROL_OPS)})"
+    )
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -317,8 +346,9 @@ def _rerank_inputs(prim: Primitive, values: dict[str, Any]) -> tuple[str, list[s
         elif results is None and isinstance(v, (list, tuple)):
             results = v
     if question is None or results is None:
-        raise PrimitiveInputError(f"{prim.name}: reranking needs a question (str) and results (list) among "
-                                  f"{list(prim.inputs)}")
+        raise PrimitiveInputError(
+            f"{prim.name}: reranking needs a question (str) and results (list) among {list(prim.inputs)}"
+        )
     return question, list(dict.fromkeys(texts_of(results)))
 
 
@@ -328,13 +358,21 @@ def _tool_call(item: Any, allowed: list[str], prim: Primitive) -> dict[str, Any]
         try:
             call = json.loads(item)
         except json.JSONDecodeError as e:
-            raise PrimitiveInputError(f"{prim.name}: tool call is not valid JSON ({e.msg}): {item[:200]!r}") from None
+            raise PrimitiveInputError(
+                f"{prim.name}: tool call is not valid JSON ({e.msg}): {item[:200]!r}"
+            ) from None
     if not isinstance(call, dict) or not isinstance(call.get("tool"), str):
-        raise PrimitiveInputError(f"{prim.name}: a tool call must be {{\"tool\": name, \"args\": {{...}}}}, got {item!r}")
+        raise PrimitiveInputError(
+            f'{prim.name}: a tool call must be {{"tool": name, "args": {{...}}}}, got {item!r}'
+        )
     args = call.get("args", {})
     if not isinstance(args, dict):
-        raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r}: 'args' must be an object, got {args!r}")
+        raise PrimitiveInputError(
+            f"{prim.name}: tool {call['tool']!r}: 'args' must be an object, got {args!r}"
+        )
     if call["tool"] not in allowed:  # an empty list allows no tool
-        raise PrimitiveInputError(f"{prim.name}: tool {call['tool']!r} is not allowed here; allowed tools: "
-                                  f"{', '.join(allowed) or 'none'}")
+        raise PrimitiveInputError(
+            f"{prim.name}: tool {call['tool']!r} is not allowed here; allowed tools: "
+            f"{', '.join(allowed) or 'none'}"
+        )
     return ToolRequest(tool=call["tool"], args=args)

@@ -1,4 +1,5 @@
 """`Result`: what a finished query returns."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

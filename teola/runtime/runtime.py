@@ -5,6 +5,7 @@ engine (lower tier), engine instances behind an executor, and runtime-wide metri
 query, `submit_call` one LLM call of a client program, `cancel` / `end_program` end them, and
 `policy`, `engines()`, `health()`, `stats()` describe what runs. It reads time only from its event
 loop (`loop.time()`), so a virtual-time loop drives it unchanged."""
+
 from __future__ import annotations
 
 import asyncio
@@ -76,7 +77,9 @@ class Runtime:
     and "policy" (switches the runtime-wide policy of engines without their own).
     """
 
-    def __init__(self, engines: dict[str, Engine], backends: dict[str, Any] | None = None, **options: Any) -> None:
+    def __init__(
+        self, engines: dict[str, Engine], backends: dict[str, Any] | None = None, **options: Any
+    ) -> None:
         check_options(engines, backends or {}, options)
         self.specs = dict(engines)
         self.backends = dict(backends or {})
@@ -107,27 +110,48 @@ class Runtime:
         if self._started:
             return
         try:
-            self.supervisor = Supervisor(self.executor, self.instances, self.metrics,
-                                         lambda eng: self.schedulers[eng].kick(), self.health_interval,
-                                         self.restart_backoff)
-            await launch_instances(self.executor, self.specs, self.backends, self.max_inflight, self.instances)
+            self.supervisor = Supervisor(
+                self.executor,
+                self.instances,
+                self.metrics,
+                lambda eng: self.schedulers[eng].kick(),
+                self.health_interval,
+                self.restart_backoff,
+            )
+            await launch_instances(
+                self.executor, self.specs, self.backends, self.max_inflight, self.instances
+            )
             for name, spec in self.specs.items():
                 policy_name = spec.policy or self.policy_name
                 policy = make_policy(policy_name, **self.policy_options.get(policy_name, {}))
                 llm = bool(spec.ops) and spec.ops <= LLM_OPS
                 self.schedulers[name] = EngineScheduler(
-                    spec, self.instances[name], executor=self.executor, policy=policy, metrics=self.metrics,
-                    llm=llm, tenant_shares=self.tenant_shares, pause_costs=self.pause_costs,
-                    length_predictor=self.length_predictor, supervisor=self.supervisor)
+                    spec,
+                    self.instances[name],
+                    executor=self.executor,
+                    policy=policy,
+                    metrics=self.metrics,
+                    llm=llm,
+                    tenant_shares=self.tenant_shares,
+                    pause_costs=self.pause_costs,
+                    length_predictor=self.length_predictor,
+                    supervisor=self.supervisor,
+                )
             self.supervisor.start()
         except BaseException:
             await self._shutdown_instances()
             raise
-        self._ctx = QueryContext(submit=self._submit_entry, withdraw=self._withdraw_entry,
-                                 llm_engines=frozenset(n for n, s in self.schedulers.items() if s.llm),
-                                 metrics=self.metrics, prescheduling=self.prescheduling, ended=self._query_ended,
-                                 cleanup=self.namespaces.spawn_cleanup, tool_done=self._tool_done,
-                                 remote_data=getattr(self.executor, "data_path", None) == "refs")
+        self._ctx = QueryContext(
+            submit=self._submit_entry,
+            withdraw=self._withdraw_entry,
+            llm_engines=frozenset(n for n, s in self.schedulers.items() if s.llm),
+            metrics=self.metrics,
+            prescheduling=self.prescheduling,
+            ended=self._query_ended,
+            cleanup=self.namespaces.spawn_cleanup,
+            tool_done=self._tool_done,
+            remote_data=getattr(self.executor, "data_path", None) == "refs",
+        )
         self._started = True
 
     async def stop(self) -> None:
@@ -171,7 +195,9 @@ class Runtime:
 
     def features(self, engine: str) -> frozenset[Feature]:
         """What every started instance of `engine` declares it can do (engines.protocol.Feature)."""
-        return frozenset.intersection(*[i.profile.features for i in self.instances.get(engine, [])] or [frozenset()])
+        return frozenset.intersection(
+            *[i.profile.features for i in self.instances.get(engine, [])] or [frozenset()]
+        )
 
     def health(self) -> dict[str, dict[str, Any]]:
         """Per engine: started, healthy (every instance up), its instances' names, the ones down
@@ -205,8 +231,12 @@ class Runtime:
         self.policy_name = name
 
     # ---- queries --------------------------------------------------------------------------------
-    async def submit(self, compiled: Compiled, config: dict[str, Any] | None = None,
-                     on_event: Callable[[dict[str, Any]], None] | None = None) -> Result:
+    async def submit(
+        self,
+        compiled: Compiled,
+        config: dict[str, Any] | None = None,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Result:
         """Execute one compiled query; returns its `Result` or raises `QueryError` (or a subclass:
         `QueryCancelled`, `QueryTimeout`). Many queries may run at once.
 
@@ -225,8 +255,10 @@ class Runtime:
         plan = self.plans.get(compiled.egraph)
         for p in plan.prims:
             if p.engine is not None and p.engine not in self.schedulers:
-                raise ValueError(f"primitive {p.name!r} needs engine {p.engine!r}, which this runtime does not run; "
-                                 f"engines: {sorted(self.schedulers)}")
+                raise ValueError(
+                    f"primitive {p.name!r} needs engine {p.engine!r}, which this runtime does not run; "
+                    f"engines: {sorted(self.schedulers)}"
+                )
         qid = compiled.query_id
         if qid in self._runs:
             raise ValueError(f"query {qid} is already running; compile the query again for a new id")
@@ -251,10 +283,18 @@ class Runtime:
 
     run = submit  # the name App and earlier code use
 
-    async def submit_call(self, engine: str, request: dict[str, Any], *, program: str, call_id: str,
-                          parents: list[str] | tuple[str, ...] | None = None,
-                          on_delta: Callable[[str], None] | None = None, tenant: str = "",
-                          **hints: Any) -> CallOutcome:
+    async def submit_call(
+        self,
+        engine: str,
+        request: dict[str, Any],
+        *,
+        program: str,
+        call_id: str,
+        parents: list[str] | tuple[str, ...] | None = None,
+        on_delta: Callable[[str], None] | None = None,
+        tenant: str = "",
+        **hints: Any,
+    ) -> CallOutcome:
         """Run one LLM call of a client program (teola.api.program.Program) on `engine`'s scheduler,
         tagged with the program id so program-aware policies see all its calls as one program.
         `request` is an LLM request (`requests.llm_request`); `parents`: ids of earlier calls of
@@ -271,8 +311,16 @@ class Runtime:
             raise ValueError(f"no engine {engine!r}; engines: {sorted(self.schedulers)}")
         loop = asyncio.get_running_loop()
         work = CallWork(future=loop.create_future(), call_id=call_id, on_delta=on_delta)
-        entry = call_entry(request, program=program, call_id=call_id, parents=parents, tenant=tenant, work=work,
-                           now=loop.time(), hints=hints)
+        entry = call_entry(
+            request,
+            program=program,
+            call_id=call_id,
+            parents=parents,
+            tenant=tenant,
+            work=work,
+            now=loop.time(),
+            hints=hints,
+        )
         sched.submit(entry)
         try:
             outcome = await work.future
@@ -315,7 +363,9 @@ class Runtime:
     def _withdraw_entry(self, engine: str, entry: Pending) -> bool:
         return self.schedulers[engine].remove(entry)
 
-    def _tool_done(self, args: dict[str, Any], requests: Sequence[Mapping[str, Any]], trace: Mapping[str, Any]) -> None:
+    def _tool_done(
+        self, args: dict[str, Any], requests: Sequence[Mapping[str, Any]], trace: Mapping[str, Any]
+    ) -> None:
         """A tool primitive finished. A template "agent" round's (args "api_of": its LLM engine)
         tool calls each took the tool batch's time, which that engine's policy learns API durations
         from (`Policy.observe_api`)."""
@@ -342,4 +392,3 @@ class Runtime:
         if not isinstance(namespace, str) or not namespace:
             raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
         return await self.namespaces.drop(namespace)
-

@@ -12,6 +12,7 @@ A failed query's staged rows are dropped instead (`drop_namespace` of the stagin
 engine whose adapter cannot publish gets direct writes into the kept namespace, logged once.
 The pure parts are here; teola.runtime.namespaces calls the engines.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -37,8 +38,9 @@ class Staging:
         return {e: self.name for e in self.engines}
 
 
-def plan_staging(query_id: str, namespace: Any, ingest_engines: Iterable[str],
-                 can_publish: Callable[[str], bool]) -> tuple[Staging | None, list[str]]:
+def plan_staging(
+    query_id: str, namespace: Any, ingest_engines: Iterable[str], can_publish: Callable[[str], bool]
+) -> tuple[Staging | None, list[str]]:
     """The staging of a query that keeps its documents in `namespace` (config "namespace"; None:
     a namespace generated for the query, dropped at its end, needs none), and the engines it
     ingests into that cannot publish (they get direct writes)."""
@@ -55,5 +57,8 @@ def plan_staging(query_id: str, namespace: Any, ingest_engines: Iterable[str],
 def staged_rows(trace: Iterable[dict[str, Any]], engine: str) -> int:
     """Rows a query staged on `engine`: the requests of its finished ingestion primitives there
     (one row each)."""
-    return sum(t["requests"] for t in trace
-               if t["engine"] == engine and t["op"] == PrimOp.INGESTION.value and t["status"] == TraceStatus.OK)
+    return sum(
+        t["requests"]
+        for t in trace
+        if t["engine"] == engine and t["op"] == PrimOp.INGESTION.value and t["status"] == TraceStatus.OK
+    )

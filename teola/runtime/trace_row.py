@@ -1,6 +1,7 @@
 """`TraceRow`: one row of a query's trace (`Result.trace`), one per primitive, as the graph tier
 builds it. Its kind is a `TraceStatus`; its op is the primitive's `PrimOp` value (a plain string, so
 a row serializes and formats as it always has; it compares equal to the `PrimOp` member)."""
+
 from __future__ import annotations
 
 from typing import NotRequired, TypedDict
@@ -48,10 +49,24 @@ class TraceRow(TypedDict):
 
 def new_row(p: Primitive, status: TraceStatus, t: float, n: int = 0) -> TraceRow:
     """The row of primitive `p` as it is queued (or done at once) at `t`, with `n` requests."""
-    row = TraceRow(primitive=p.name, op=p.op.value, engine=p.engine, depth=p.depth, status=status, queued=t,
-                   started=None, finished=None, instance=None, batch_id=None, batch_size=None, batches=0,
-                   requests=n)
-    if p.args.get("split"):  # the decode returns a list of items (an output-length kind of its own for the simulator)
+    row = TraceRow(
+        primitive=p.name,
+        op=p.op.value,
+        engine=p.engine,
+        depth=p.depth,
+        status=status,
+        queued=t,
+        started=None,
+        finished=None,
+        instance=None,
+        batch_id=None,
+        batch_size=None,
+        batches=0,
+        requests=n,
+    )
+    if p.args.get(
+        "split"
+    ):  # the decode returns a list of items (an output-length kind of its own for the simulator)
         row["split"] = True
     return row
 

@@ -1,5 +1,6 @@
 """`TraceStatus`: the status of one row of a query's trace (`Result.trace`), as the graph tier
 writes it. A `StrEnum`: a row's status still compares equal to, and serializes as, its string."""
+
 from __future__ import annotations
 
 import enum

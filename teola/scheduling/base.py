@@ -15,6 +15,7 @@ Writing a new policy (e.g. a program-aware LLM policy such as Autellix PLAS/ATLA
      (`Pending.query_id` identifies the program);
   4. `register_policy("name", factory)` in `teola.scheduling.registry`.
 """
+
 from __future__ import annotations
 
 import abc
@@ -231,8 +232,15 @@ class Policy(abc.ABC):
     def preempted(self, pick: Pick, now: float | None = None) -> None:
         """The running call of `pick` was preempted at `now` and waits in the queue again."""
 
-    def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float, *,
-                room: KVRoom | None = None) -> list[Pending]:
+    def victims(
+        self,
+        running: list[Pending],
+        waiting: list[Pending],
+        free: int,
+        now: float,
+        *,
+        room: KVRoom | None = None,
+    ) -> list[Pending]:
         """Running calls that waiting ones should displace (preemptive policies), with `free`
         admission slots left and, on an engine with a token budget, its KV `room`; none by default."""
         return []
@@ -265,8 +273,10 @@ class PauseModel:
 def check_policy(policy: Any, name: str) -> Policy:
     """`policy` when it is a `Policy`; otherwise a TypeError naming the fix."""
     if not isinstance(policy, Policy):
-        raise TypeError(f"batching policy {name!r} built a {type(policy).__name__}, which does not subclass "
-                        "teola.scheduling.base.Policy; subclass it (its hooks then have their defaults)")
+        raise TypeError(
+            f"batching policy {name!r} built a {type(policy).__name__}, which does not subclass "
+            "teola.scheduling.base.Policy; subclass it (its hooks then have their defaults)"
+        )
     return policy
 
 
@@ -356,8 +366,11 @@ class RankedAdmission(Policy):
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
             return Decision()
-        return Decision(picks=fill_in_order(sorted(queue, key=lambda e: (not resumes_preserved(e), self.rank(e))),
-                                            limits).picks)
+        return Decision(
+            picks=fill_in_order(
+                sorted(queue, key=lambda e: (not resumes_preserved(e), self.rank(e))), limits
+            ).picks
+        )
 
     def progress(self, e: Pending, decoded: int, elapsed: float | None = None) -> None:
         """Running calls are never demoted or preempted."""

@@ -13,6 +13,7 @@ A request has two parts with one owner each:
 (engines.requests.LLMRequest and the other TypedDicts): the adapters do not change, and neither
 part is written by the merge.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -22,8 +23,19 @@ from typing import Any
 
 # The fields a record owns. A body may not hold them (`frozen_body` refuses them), except "tag":
 # the door's client-given abort key, read into `DispatchRecord.abort_key` by the submitter.
-RECORD_FIELDS = frozenset({"priority", "owner", "tag", "resume_ids", "kv_swap_key", "progress",
-                           "predicted_tokens", "pause_kv", "resumes_preserved"})
+RECORD_FIELDS = frozenset(
+    {
+        "priority",
+        "owner",
+        "tag",
+        "resume_ids",
+        "kv_swap_key",
+        "progress",
+        "predicted_tokens",
+        "pause_kv",
+        "resumes_preserved",
+    }
+)
 # The program hints a submitter hands in with a request (keyword arguments of Runtime.submit_call).
 HINTS = ("predicted_tokens", "pause_kv", "resumes_preserved")
 
@@ -90,7 +102,15 @@ def wire_request(body: Mapping[str, Any], record: DispatchRecord) -> dict[str, A
     tag = record.tag
     if tag is not None:
         req["tag"] = tag
-    for name in ("priority", "owner", "kv_swap_key", "predicted_tokens", "pause_kv", "max_tokens", "max_items"):
+    for name in (
+        "priority",
+        "owner",
+        "kv_swap_key",
+        "predicted_tokens",
+        "pause_kv",
+        "max_tokens",
+        "max_items",
+    ):
         value = getattr(record, name)
         if value is not None:
             req[name] = value

@@ -19,6 +19,7 @@ The ledger keeps `adjust`, what the instance's count carries beyond the sum of i
 (the engine's used tokens at the last report less the reported requests' charges then); the
 Preemptor adds the deltas it returns to the instance's token count.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,7 @@
 """`KVRoom`: what an LLM engine instance can still admit, in its KV cache's tokens, when a
 preemptive policy chooses victims (Autellix Alg. 1's `engine.can_fit`; the rule that fills it is
 teola.scheduling.preemption.kv_room)."""
+
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
@@ -18,4 +19,3 @@ class KVRoom:
     tokens: int
     held: Mapping[Hashable, int]
     need: Mapping[Hashable, int]
-

@@ -4,6 +4,7 @@ slots an instance has left, and what a preempted
 request has left to decode. Which running call to displace is the policy's own `victims`
 (teola.scheduling.base.Policy). The engine tier's `Preemptor`
 (teola/runtime/engine_tier/preemption.py) applies these rules to running engine streams."""
+
 from __future__ import annotations
 
 from typing import Any

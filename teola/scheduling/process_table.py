@@ -18,6 +18,7 @@ Concurrency: the table is plain dicts with no locks. It is meant to be used from
 loop (the runtime's), where every method runs to completion without interleaving; it is not safe
 to mutate from several OS threads at once.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -92,7 +93,9 @@ class ProcessTable:
         return iter(list(self._programs))
 
     # ---- calls --------------------------------------------------------------------------------
-    def call_arrived(self, pid: str, call_id: str, now: float, parents: Iterable[str] | None = None) -> CallRecord:
+    def call_arrived(
+        self, pid: str, call_id: str, now: float, parents: Iterable[str] | None = None
+    ) -> CallRecord:
         """Record a new LLM call (idempotent: a known active call is returned unchanged).
 
         Its inherited ATLAS priority (eq. 2): with `parents` None (unknown, e.g. an e-graph call),
@@ -144,7 +147,9 @@ class ProcessTable:
         rec.service += amount
         rec.run += amount if seconds is None else seconds
 
-    def call_finished(self, pid: str, call_id: str, now: float, service: float | None = None) -> CallRecord | None:
+    def call_finished(
+        self, pid: str, call_id: str, now: float, service: float | None = None
+    ) -> CallRecord | None:
         """The call completed: update the program's service and waiting sums, its critical path (max with the
         call's priority + service) and last completion; the call leaves the active set. `service`,
         if given, is added to what was charged with `add_service`. Unknown calls return None
@@ -189,6 +194,8 @@ class ProcessTable:
         entry = self._programs.get(pid)
         rec = None if entry is None else entry.calls.get(call_id)
         if rec is None:
-            raise KeyError(f"process table has no active call {call_id!r} of program {pid!r}; "
-                           "record it with call_arrived() first")
+            raise KeyError(
+                f"process table has no active call {call_id!r} of program {pid!r}; "
+                "record it with call_arrived() first"
+            )
         return rec

@@ -1,5 +1,6 @@
 """Batching policies by name: `make_policy("topology")`. Every built-in policy is listed in
 `_POLICIES` below; add your own with `register_policy`."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -38,7 +39,9 @@ DEFAULT_POLICY = "topology"
 def register_policy(name: str, factory: Callable[..., Policy]) -> None:
     """Make `{"policy": name}` build `factory(**options)`."""
     if not isinstance(name, str) or not name or not callable(factory):
-        raise ValueError("register_policy(name, factory): name must be a non-empty string and factory callable")
+        raise ValueError(
+            "register_policy(name, factory): name must be a non-empty string and factory callable"
+        )
     _POLICIES[name] = factory
 
 
@@ -62,8 +65,29 @@ def make_policy(name: str, **options: Any) -> Policy:
     return check_policy(policy_factory(name)(**options), name)
 
 
-__all__ = ["ATLASPolicy", "DEFAULT_POLICY", "Decision", "FifoPolicy", "Filler", "LAMPSPolicy", "Limits", "MLFQPolicy",
-           "PLASPolicy",
-           "Pending", "PerInvocationPolicy", "Pick", "Policy", "ProgramPolicy", "ProgramQueues", "RequestQueue", "SJFPolicy",
-           "ThroughputPolicy", "TopologyPolicy", "make_policy", "policy_factory", "policy_names", "register_policy",
-           "unregister_policy"]
+__all__ = [
+    "ATLASPolicy",
+    "DEFAULT_POLICY",
+    "Decision",
+    "FifoPolicy",
+    "Filler",
+    "LAMPSPolicy",
+    "Limits",
+    "MLFQPolicy",
+    "PLASPolicy",
+    "Pending",
+    "PerInvocationPolicy",
+    "Pick",
+    "Policy",
+    "ProgramPolicy",
+    "ProgramQueues",
+    "RequestQueue",
+    "SJFPolicy",
+    "ThroughputPolicy",
+    "TopologyPolicy",
+    "make_policy",
+    "policy_factory",
+    "policy_names",
+    "register_policy",
+    "unregister_policy",
+]

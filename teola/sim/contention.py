@@ -13,6 +13,7 @@ The median over pairs of loaded / alone (at least 1) is the profile's "device" s
 (engines/sim/device.py); the engines that compute one batch at a time between them (`exclusive`)
 are listed as they are configured.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,9 @@ Say = Callable[[str], None]
 _OTHER_OPS = {"sentence_transformers": "embedding", "reranker": "reranking"}
 
 
-async def profile_contention(handles: dict[str, Any], prose: Callable[[int, int], str], say: Say,
-                             repeats: int = 5) -> dict[str, Any] | None:
+async def profile_contention(
+    handles: dict[str, Any], prose: Callable[[int, int], str], say: Say, repeats: int = 5
+) -> dict[str, Any] | None:
     """handles: {engine kind: a started engine}. Returns the profile's "device" entry, or None
     when there is no LLM or no other compute engine to pair it with."""
     llm = handles.get("vllm")
@@ -79,8 +81,10 @@ async def profile_contention(handles: dict[str, Any], prose: Callable[[int, int]
         slowdown[kind] = {"vllm": _factor(other_pairs)}
         fit[f"vllm|{kind}"] = {"call_s": llm_pairs, "factor": slowdown["vllm"][kind]}
         fit[f"{kind}|vllm"] = {"batch_s": other_pairs, "factor": slowdown[kind]["vllm"]}
-        say(f"contention: an LLM call x{slowdown['vllm'][kind]:.2f} while {kind} computes; "
-            f"a {kind} batch x{slowdown[kind]['vllm']:.2f} while the LLM runs calls")
+        say(
+            f"contention: an LLM call x{slowdown['vllm'][kind]:.2f} while {kind} computes; "
+            f"a {kind} batch x{slowdown[kind]['vllm']:.2f} while the LLM runs calls"
+        )
     exclusive = sorted(k for k, h in others.items() if getattr(h, "exclusive", False))
     return {"exclusive": exclusive, "slowdown": {k: v for k, v in slowdown.items() if v}, "fit": fit}
 
@@ -102,8 +106,9 @@ def _factor(pairs: list[tuple[float, float]]) -> float:
     return round(max(1.0, statistics.median(b / a for a, b in pairs)), 3) if pairs else 1.0
 
 
-async def _paired(measure: Callable[[], Awaitable[float]], load: Callable[[asyncio.Event], Awaitable[None]],
-                  repeats: int) -> list[tuple[float, float]]:
+async def _paired(
+    measure: Callable[[], Awaitable[float]], load: Callable[[asyncio.Event], Awaitable[None]], repeats: int
+) -> list[tuple[float, float]]:
     """(alone, loaded) seconds of `measure`, `repeats` times: once alone, then once while `load`
     runs batch after batch in the background. The load is stopped between batches, not cancelled
     mid-batch: a cancelled engine call may keep computing and overlap the next "alone" measure."""

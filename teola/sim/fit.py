@@ -24,6 +24,7 @@ batch size on iterations that only decode, since no linear form follows this mac
 at every batch. fit_llm simulates each batch total again under the whole model; fit_llm_rows alone
 (an offline refit) leaves the totals' predictions as the linear part's.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,6 +61,7 @@ def _simulated(texts: list[str], out: int, settings: dict[str, Any], cost: Itera
         took = loop.time() - start
         await engine.stop()
         return took
+
     return run_virtual(main())
 
 
@@ -70,24 +72,40 @@ def fit_tokens(samples: list[tuple[int, int]]) -> tuple[float, int]:
     return round(ratio, 4), max(0, round(template) - len(ASSISTANT_TURN))
 
 
-def fit_llm(samples: list[dict[str, Any]], settings: dict[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
+def fit_llm(
+    samples: list[dict[str, Any]], settings: dict[str, Any]
+) -> tuple[dict[str, float], dict[str, Any]]:
     """samples: {"texts": [prompt, ...], "out_tokens", "seconds"} (one measured batch each; "runs",
     the timings a repeated batch's median "seconds" came from, is kept in the report). Returns
     the cost dict and the fit's report (per-sample relative errors, mean absolute error)."""
     rows = [llm_features(s["texts"], s["out_tokens"], settings) for s in samples]
-    brief = [{"batch": len(s["texts"]), "prompt_tokens": s.get("prompt_tokens"), "out_tokens": s["out_tokens"],
-              "features": [round(x, 6) for x in row], "seconds": s["seconds"]}
-             | ({"runs": s["runs"]} if "runs" in s else {}) | ({"steps": s["steps"]} if s.get("steps") else {})
-             for s, row in zip(samples, rows)]
+    brief = [
+        {
+            "batch": len(s["texts"]),
+            "prompt_tokens": s.get("prompt_tokens"),
+            "out_tokens": s["out_tokens"],
+            "features": [round(x, 6) for x in row],
+            "seconds": s["seconds"],
+        }
+        | ({"runs": s["runs"]} if "runs" in s else {})
+        | ({"steps": s["steps"]} if s.get("steps") else {})
+        for s, row in zip(samples, rows)
+    ]
     cost, report = fit_llm_rows(brief)
     if cost.get("decode_batch_factor"):
         # the curve scales decode-only iterations, so each batch total is simulated again under the
         # whole model; the linear part's prediction stays in "linear_s"
         full = IterationCost(**cost)
         for s, e in zip(samples, report["samples"]):
-            e["linear_s"], e["predicted_s"] = e["predicted_s"], round(
-                _simulated(s["texts"], s["out_tokens"], settings, full), 5)
-            e["error"] = round((e["predicted_s"] - e["measured_s"]) / e["measured_s"], 4) if e["measured_s"] > 0 else 0.0
+            e["linear_s"], e["predicted_s"] = (
+                e["predicted_s"],
+                round(_simulated(s["texts"], s["out_tokens"], settings, full), 5),
+            )
+            e["error"] = (
+                round((e["predicted_s"] - e["measured_s"]) / e["measured_s"], 4)
+                if e["measured_s"] > 0
+                else 0.0
+            )
         report["mean_abs_error"] = round(statistics.fmean(abs(e["error"]) for e in report["samples"]), 4)
     return cost, report
 
@@ -99,7 +117,11 @@ def decode_pairs(samples: list[dict[str, Any]]) -> list[tuple[int, int]]:
     for i, a in enumerate(samples):
         for j in range(i + 1, len(samples)):
             b = samples[j]
-            if a["batch"] != b["batch"] or min(a["out_tokens"], b["out_tokens"]) <= 0 or a["out_tokens"] == b["out_tokens"]:
+            if (
+                a["batch"] != b["batch"]
+                or min(a["out_tokens"], b["out_tokens"]) <= 0
+                or a["out_tokens"] == b["out_tokens"]
+            ):
                 continue
             pa, pb = a.get("prompt_tokens"), b.get("prompt_tokens")
             if pa and pb and abs(pa - pb) > 0.25 * max(pa, pb):
@@ -108,7 +130,9 @@ def decode_pairs(samples: list[dict[str, Any]]) -> list[tuple[int, int]]:
     return pairs
 
 
-def steady_steps(events: Sequence[tuple[float, int, int]], prompt_tokens: Sequence[int]) -> dict[str, Any] | None:
+def steady_steps(
+    events: Sequence[tuple[float, int, int]], prompt_tokens: Sequence[int]
+) -> dict[str, Any] | None:
     """The decode iteration time of one streamed batch: events are (seconds, request index, tokens
     decoded so far). Only the window in which every request decodes counts (after the last first
     token, before the first request's last token): there each iteration decodes the whole batch. A
@@ -125,8 +149,11 @@ def steady_steps(events: Sequence[tuple[float, int, int]], prompt_tokens: Sequen
     gaps: list[float] = []
     context = 0.0
     for i, seq in per.items():
-        ctx = [(prompt_tokens[i] + n1, (t2 - t1) / (n2 - n1), n2 - n1)
-               for (t1, n1), (t2, n2) in zip(seq, seq[1:]) if t1 >= start and t2 <= end and n2 > n1]
+        ctx = [
+            (prompt_tokens[i] + n1, (t2 - t1) / (n2 - n1), n2 - n1)
+            for (t1, n1), (t2, n2) in zip(seq, seq[1:])
+            if t1 >= start and t2 <= end and n2 > n1
+        ]
         for _, gap, k in ctx:
             gaps.extend([gap] * k)
         context += statistics.fmean(c for c, _, _ in ctx) if ctx else prompt_tokens[i]
@@ -145,28 +172,50 @@ def fit_llm_rows(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[
     """Fit from samples that carry their "features" (fit_llm's, or a stored profile's report, whose
     samples say "measured_s": refitting needs no engine). The report has every sample's error and,
     per decode pair, the measured and predicted seconds of its extra decode steps."""
+
     def secs(s: dict[str, Any]) -> float:
         return float(s["seconds"] if "seconds" in s else s["measured_s"])
+
     rows = [list(s["features"]) for s in samples]
     y = [secs(s) for s in samples]
     pairs = [(i, j) for i, j in decode_pairs(samples) if y[j] > y[i]]  # a noise-inverted pair says nothing
     diff = [[hi - lo for hi, lo in zip(rows[j], rows[i])] for i, j in pairs]
     stepped = [s for s in samples if s.get("steps")]
-    coef = nnls(rows + diff + [step_row(s["steps"]) for s in stepped],
-                y + [y[j] - y[i] for i, j in pairs] + [float(s["steps"]["step_s"]) for s in stepped], relative=True)
-    brief = [{k: v for k, v in s.items() if k not in ("measured_s", "predicted_s", "error")} | {"seconds": secs(s)}
-             for s in samples]
+    coef = nnls(
+        rows + diff + [step_row(s["steps"]) for s in stepped],
+        y + [y[j] - y[i] for i, j in pairs] + [float(s["steps"]["step_s"]) for s in stepped],
+        relative=True,
+    )
+    brief = [
+        {k: v for k, v in s.items() if k not in ("measured_s", "predicted_s", "error")} | {"seconds": secs(s)}
+        for s in samples
+    ]
     report = _report(rows, coef, brief)
     report["decode_steps"] = [
-        {"batch": samples[j]["batch"], "out_tokens": [samples[i]["out_tokens"], samples[j]["out_tokens"]],
-         "measured_s": round(y[j] - y[i], 5), "predicted_s": round(sum(c * x for c, x in zip(coef, d)), 5)}
-        for (i, j), d in zip(pairs, diff)]
+        {
+            "batch": samples[j]["batch"],
+            "out_tokens": [samples[i]["out_tokens"], samples[j]["out_tokens"]],
+            "measured_s": round(y[j] - y[i], 5),
+            "predicted_s": round(sum(c * x for c, x in zip(coef, d)), 5),
+        }
+        for (i, j), d in zip(pairs, diff)
+    ]
     report["steps"] = []
     for s in stepped:
-        measured, predicted = float(s["steps"]["step_s"]), sum(c * x for c, x in zip(coef, step_row(s["steps"])))
-        report["steps"].append({"batch": s["batch"], "prompt_tokens": s.get("prompt_tokens"),
-                                "out_tokens": s["out_tokens"], **s["steps"], "measured_s": round(measured, 6),
-                                "linear_s": round(predicted, 6)})
+        measured, predicted = (
+            float(s["steps"]["step_s"]),
+            sum(c * x for c, x in zip(coef, step_row(s["steps"]))),
+        )
+        report["steps"].append(
+            {
+                "batch": s["batch"],
+                "prompt_tokens": s.get("prompt_tokens"),
+                "out_tokens": s["out_tokens"],
+                **s["steps"],
+                "measured_s": round(measured, 6),
+                "linear_s": round(predicted, 6),
+            }
+        )
     cost: dict[str, Any] = dict(zip(LLM_TERMS, coef))
     curve = batch_curve(report["steps"])
     if curve:
@@ -185,7 +234,10 @@ def batch_curve(steps: list[dict[str, Any]]) -> list[list[float]]:
         if r.get("measured_s", 0) > 0 and r.get("linear_s", 0) > 0:
             w = float(r.get("gaps") or 1)
             logs.setdefault(int(r["batch"]), []).append((math.log(r["measured_s"] / r["linear_s"]), w))
-    return [[b, round(math.exp(sum(x * w for x, w in v) / sum(w for _, w in v)), 4)] for b, v in sorted(logs.items())]
+    return [
+        [b, round(math.exp(sum(x * w for x, w in v) / sum(w for _, w in v)), 4)]
+        for b, v in sorted(logs.items())
+    ]
 
 
 def _score_steps(steps: list[dict[str, Any]], curve: dict[int, float]) -> None:
@@ -196,8 +248,15 @@ def _score_steps(steps: list[dict[str, Any]], curve: dict[int, float]) -> None:
         m = r["measured_s"]
         r["predicted_s"] = round(r["linear_s"] * curve.get(r["batch"], 1.0), 6)
         r["error"] = round((r["predicted_s"] - m) / m, 4) if m > 0 else None
-        others = [o for o in steps if o["batch"] == r["batch"] and o.get("prompt_tokens") and r.get("prompt_tokens")
-                  and abs(o["prompt_tokens"] - r["prompt_tokens"]) > 0.25 * max(o["prompt_tokens"], r["prompt_tokens"])]
+        others = [
+            o
+            for o in steps
+            if o["batch"] == r["batch"]
+            and o.get("prompt_tokens")
+            and r.get("prompt_tokens")
+            and abs(o["prompt_tokens"] - r["prompt_tokens"])
+            > 0.25 * max(o["prompt_tokens"], r["prompt_tokens"])
+        ]
         held = dict(batch_curve(others)).get(r["batch"]) if others else None
         r["held_out_error"] = round((r["linear_s"] * held - m) / m, 4) if held and m > 0 else None
 
@@ -205,7 +264,9 @@ def _score_steps(steps: list[dict[str, Any]], curve: dict[int, float]) -> None:
 def fit_linear(samples: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, Any]]:
     """samples: {"items", "tokens", "seconds"} per measured batch, and "padded" (items x the longest
     request's tokens; taken as "tokens" when absent, which leaves the two token terms one)."""
-    rows = [[1.0, float(s["items"]), float(s["tokens"]), float(s.get("padded", s["tokens"]))] for s in samples]
+    rows = [
+        [1.0, float(s["items"]), float(s["tokens"]), float(s.get("padded", s["tokens"]))] for s in samples
+    ]
     if all(r[2] == r[3] for r in rows):  # no batch of unequal texts: the padded term cannot be told apart
         coef = nnls([r[:3] for r in rows], [s["seconds"] for s in samples], relative=True) + [0.0]
     else:
@@ -217,7 +278,12 @@ def _report(rows: list[list[float]], coef: list[float], samples: list[dict[str, 
     errors = []
     for row, s in zip(rows, samples):
         predicted = sum(c * x for c, x in zip(coef, row))
-        errors.append({**{k: v for k, v in s.items() if k != "seconds"}, "measured_s": round(s["seconds"], 5),
-                       "predicted_s": round(predicted, 5),
-                       "error": round((predicted - s["seconds"]) / s["seconds"], 4) if s["seconds"] > 0 else 0.0})
+        errors.append(
+            {
+                **{k: v for k, v in s.items() if k != "seconds"},
+                "measured_s": round(s["seconds"], 5),
+                "predicted_s": round(predicted, 5),
+                "error": round((predicted - s["seconds"]) / s["seconds"], 4) if s["seconds"] > 0 else 0.0,
+            }
+        )
     return {"samples": errors, "mean_abs_error": round(statistics.fmean(abs(e["error"]) for e in errors), 4)}

@@ -12,6 +12,7 @@
 
 Only the Python standard library reads them, so the simulator does not need pandas.
 """
+
 from __future__ import annotations
 
 import csv
@@ -21,8 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # every operator of a layer but the embedding lookup, which an iteration runs once, not per layer
-LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj", "post_attention_layernorm",
-             "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+LAYER_OPS = (
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
 # the operators that read the layer's weight matrices (all of its bytes but the norms')
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 DIM_COLUMNS = ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size", "use_gated_mlp")
@@ -66,16 +76,20 @@ def read_operator_table(path: Path) -> OperatorTable:
     rows = _rows(path)
     shapes = {tuple(r[c] for c in DIM_COLUMNS) for r in rows}
     if len(shapes) != 1:
-        raise ValueError(f"{path}: expected the operators of one model shape, found {len(shapes)} ({sorted(shapes)})")
+        raise ValueError(
+            f"{path}: expected the operators of one model shape, found {len(shapes)} ({sorted(shapes)})"
+        )
     shape = next(iter(shapes))
-    dims: dict[str, int | bool] = {c: (v == "True") if c == "use_gated_mlp" else int(v) for c, v in zip(DIM_COLUMNS, shape)}
+    dims: dict[str, int | bool] = {
+        c: (v == "True") if c == "use_gated_mlp" else int(v) for c, v in zip(DIM_COLUMNS, shape)
+    }
     sums: dict[tuple[int, int], dict[str, list[float]]] = {}
     for r in rows:
         key = (int(r["num_tensor_parallel_workers"]), int(r["num_tokens"]))
         cell = sums.setdefault(key, {})
         for col, value in r.items():
             if col.startswith("time_stats.") and col.endswith(".median") and value not in ("", None):
-                cell.setdefault(col[len("time_stats."):-len(".median")], []).append(float(value))
+                cell.setdefault(col[len("time_stats.") : -len(".median")], []).append(float(value))
     ops = {k: {op: sum(v) / len(v) for op, v in cell.items()} for k, cell in sums.items()}
     return OperatorTable(Path(path), dims, ops)
 
@@ -88,7 +102,8 @@ def read_allreduce_table(path: Path) -> dict[int, list[tuple[int, float]]]:
         if r.get("collective", "all_reduce") != "all_reduce" or r["devices_per_node"] != r["num_workers"]:
             continue
         out.setdefault(int(r["num_workers"]), {}).setdefault(int(r["size"]), []).append(
-            float(r["time_stats.all_reduce.median"]))
+            float(r["time_stats.all_reduce.median"])
+        )
     return {w: sorted((s, sum(v) / len(v)) for s, v in sizes.items()) for w, sizes in out.items()}
 
 
@@ -109,8 +124,10 @@ def interpolate(points: list[tuple[int, float]], x: float) -> float:
 def _rows(path: Path) -> list[dict[str, str]]:
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"measured table {path} not found (give the folder of the measured GPU data, "
-                         f"e.g. --from-measured ../shared/data/gpu-measured)")
+        raise ValueError(
+            f"measured table {path} not found (give the folder of the measured GPU data, "
+            f"e.g. --from-measured ../shared/data/gpu-measured)"
+        )
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8", newline="") as f:
         return list(csv.DictReader(f))

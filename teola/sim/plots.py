@@ -1,6 +1,7 @@
 """PNG plots of simulations (`teola simulate --plot FILE`): latency against arrival rate, and where
 a query's time goes per engine (queued vs running) at each rate. Needs matplotlib
 (`pip install 'teola[bench]'`), imported only when a plot is asked for."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ def plot_reports(reports: Sequence[SimReport], path: str | Path) -> Path:
         raise ValueError("plot_reports needs at least one simulation report")
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
@@ -27,8 +29,11 @@ def plot_reports(reports: Sequence[SimReport], path: str | Path) -> Path:
     reports = sorted(reports, key=lambda r: r.rate)
     rates = [r.rate for r in reports]
     fig, (lat, brk) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for label, values in (("mean", [r.summary()["mean_s"] for r in reports]),
-                          ("p50", [r.percentile(50) for r in reports]), ("p99", [r.percentile(99) for r in reports])):
+    for label, values in (
+        ("mean", [r.summary()["mean_s"] for r in reports]),
+        ("p50", [r.percentile(50) for r in reports]),
+        ("p99", [r.percentile(99) for r in reports]),
+    ):
         lat.plot(rates, values, marker="o", label=label)
     lat.set(xlabel="arrival rate (queries/s)", ylabel="latency (simulated s)", title="latency vs rate")
     lat.grid(alpha=0.3)
@@ -54,7 +59,10 @@ def _breakdown(ax, reports: Sequence[SimReport]) -> None:
             ax.bar(xs, vals, bottom=bottom, color=f"C{i}", alpha=alpha, label=f"{engine} {part}")
             bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(list(xs), [f"{r.rate:g}" for r in reports])
-    ax.set(xlabel="arrival rate (queries/s)", ylabel="seconds per query (summed over primitives)",
-           title="per-engine time: running (solid) vs queued (light)")
+    ax.set(
+        xlabel="arrival rate (queries/s)",
+        ylabel="seconds per query (summed over primitives)",
+        title="per-engine time: running (solid) vs queued (light)",
+    )
     ax.margins(y=0.1)
     ax.legend(fontsize=7, ncol=2, loc="upper left")

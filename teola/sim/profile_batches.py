@@ -2,6 +2,7 @@
 unique prose prompts from the shipped corpora (salted so that no two share a prefix), a decoding
 batch run through the engine's stream with progress events (its iteration time read directly), a
 call timed on the loop's clock, and the engine's prefix cache emptied between batches."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,13 +19,16 @@ def prose(n_words: int, salt: int) -> str:
     prompts share no prefix)."""
     if not _WORDS:
         from engines.assets.corpora import load_wiki_summaries
+
         for doc in load_wiki_summaries(n=400):
             _WORDS.extend(doc["text"].split())
     start = (salt * 97) % max(1, len(_WORDS) - n_words)
-    return f"Case {salt}: " + " ".join(_WORDS[start:start + n_words])
+    return f"Case {salt}: " + " ".join(_WORDS[start : start + n_words])
 
 
-async def timed_steps(engine: Any, reqs: list[dict[str, Any]]) -> tuple[float, list[Any], list[tuple[float, int, int]]]:
+async def timed_steps(
+    engine: Any, reqs: list[dict[str, Any]]
+) -> tuple[float, list[Any], list[tuple[float, int, int]]]:
     """Run a decoding batch through the engine's stream with progress events: seconds, results, and
     (seconds since start, request index, tokens decoded so far) per event, from which steady_steps
     reads the engine's iteration time directly."""
@@ -50,11 +54,14 @@ async def decode_step(engine: Any, batch: int, words: int, out: int, salt: int) 
     return steps
 
 
-async def run_batch(engine: Any, texts: list[str], out: int,
-                     sampling: dict[str, Any] | None) -> tuple[float, list[Any], dict[str, Any] | None]:
+async def run_batch(
+    engine: Any, texts: list[str], out: int, sampling: dict[str, Any] | None
+) -> tuple[float, list[Any], dict[str, Any] | None]:
     """Decode `out` tokens (EOS ignored) after each of `texts` as one batch: seconds, results, and
     steady_steps' dict (None when the window held too few gaps)."""
-    reqs = [{"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})} for t in texts]
+    reqs = [
+        {"parts": [["question", t]], "max_tokens": out, "ignore_eos": True, **(sampling or {})} for t in texts
+    ]
     took, res, events = await timed_steps(engine, reqs)
     return took, res, steady_steps(events, [r["num_prompt_tokens"] for r in res])
 

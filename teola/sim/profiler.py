@@ -18,6 +18,7 @@ machine setting, engines/tuning/settings.py), which simulated runs of the profil
 prefix cache by accident; the two output lengths of a decode batch share their prompts, with the
 prefix cache emptied before each (where the engine can), so their difference is decode alone.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,12 +40,18 @@ from teola.sim.run import query_variants
 Say = Callable[[str], None]
 
 
-async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[str, Any]],
-                         sizes: tuple[int, ...], lengths: tuple[int, ...]) -> dict[str, Any]:
+async def profile_linear(
+    engine: Any,
+    op: str,
+    make: Callable[[int, int], dict[str, Any]],
+    sizes: tuple[int, ...],
+    lengths: tuple[int, ...],
+) -> dict[str, Any]:
     """Time batches of `sizes` requests of texts of `lengths` words, and (batches of 2 or more, two
     lengths or more) of one longest text with shortest ones, whose padding to the longest text
     separates per_token from per_padded_token; fit base/per_item/per_token/per_padded_token."""
     from teola.compile.chunking import count_tokens
+
     await engine.execute(op, [make(lengths[0], 0)])  # warm-up
     samples, salt = [], 1
     for n in sizes:
@@ -55,14 +62,17 @@ async def profile_linear(engine: Any, op: str, make: Callable[[int, int], dict[s
             reqs = [make(w, salt + i) for i, w in enumerate(words)]
             salt += n
             took, _ = await timed(engine.execute(op, reqs))
-            tokens = [count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", ""))) for r in reqs]
+            tokens = [
+                count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", ""))) for r in reqs
+            ]
             samples.append({"items": n, "tokens": sum(tokens), "padded": n * max(tokens), "seconds": took})
     cost, report = fit_linear(samples)
     return {"cost": cost, "fit": report}
 
 
-def add_lengths(lengths: dict[str, list[int]], trace: Sequence[Mapping[str, Any]],
-                field: str = "num_output_tokens") -> None:
+def add_lengths(
+    lengths: dict[str, list[int]], trace: Sequence[Mapping[str, Any]], field: str = "num_output_tokens"
+) -> None:
     """Add one query's LLM output lengths (from its trace) to `lengths` by kind, as the simulated
     LLM samples them: "split" for a call that returns an item list, whether pipelined (counted once,
     at its first item) or one decode (its trace entry says "split"), "text" for other decodes.
@@ -87,18 +97,22 @@ async def record_lengths(app: App, n: int, say: Say) -> dict[str, list[int]]:
 
 
 def provenance_note(app: App) -> str:
-    return (f"measured by `teola profile` on {platform.node()} ({platform.processor() or platform.machine()}, "
-            f"{_cores()} cores) at {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC "
-            f"with the engines of app {app.name!r}")
+    return (
+        f"measured by `teola profile` on {platform.node()} ({platform.processor() or platform.machine()}, "
+        f"{_cores()} cores) at {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC "
+        f"with the engines of app {app.name!r}"
+    )
 
 
 def _cores() -> int:
     import os
+
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-async def profile_app(app: App, name: str, say: Say, queries: int = 4, quick: bool = False,
-                      repeats: int = 1) -> dict[str, Any]:
+async def profile_app(
+    app: App, name: str, say: Say, queries: int = 4, quick: bool = False, repeats: int = 1
+) -> dict[str, Any]:
     """Everything above for one app's engines; returns the profile dict. `repeats`: timings of each
     LLM decoding batch (profile_llm)."""
     await app.start()
@@ -108,8 +122,9 @@ async def profile_app(app: App, name: str, say: Say, queries: int = 4, quick: bo
         await app.stop()
 
 
-async def profile_started(app: App, name: str, say: Say, queries: int = 4, quick: bool = False,
-                          repeats: int = 1) -> dict[str, Any]:
+async def profile_started(
+    app: App, name: str, say: Say, queries: int = 4, quick: bool = False, repeats: int = 1
+) -> dict[str, Any]:
     """profile_app on an app already started (a benchmark that measures its engines in the same run
     as the workload it then simulates, so both see the same machine)."""
     lengths = await record_lengths(app, queries, say) if queries else {}
@@ -141,8 +156,9 @@ async def _profile_kind(kind: str, handle: Any, say: Say, quick: bool, repeats: 
         # one query per batch, as a rerank primitive sends its query's hits: the default bi-encoder
         # encodes each distinct query once, so a query per pair would time twice the sequences
         query = prose(12, 0)
-        fit = await profile_linear(handle, "reranking", lambda w, s: {"query": query, "text": prose(w, s)},
-                                   sizes, (60, 220))
+        fit = await profile_linear(
+            handle, "reranking", lambda w, s: {"query": query, "text": prose(w, s)}, sizes, (60, 220)
+        )
         return {"op_cost": {"reranking": fit["cost"]}, "fit": {"reranking": fit["fit"]}}
     if kind == "pgvector":
         return await _profile_pgvector(handle, sizes)
@@ -153,15 +169,23 @@ async def _profile_pgvector(handle: Any, sizes: tuple[int, ...]) -> dict[str, An
     ns = f"teola-profile-{int(time.time())}"
     vec = [1.0] + [0.0] * 383
     try:
-        ingest = await profile_linear(handle, "ingestion", lambda w, s: {
-            "namespace": ns, "text": prose(w, s), "embedding": vec, "meta": {}}, sizes + (64,), (200,))
-        search = await profile_linear(handle, "searching", lambda w, s: {
-            "namespace": ns, "embedding": vec, "top_k": 16}, sizes, (0,))
+        ingest = await profile_linear(
+            handle,
+            "ingestion",
+            lambda w, s: {"namespace": ns, "text": prose(w, s), "embedding": vec, "meta": {}},
+            sizes + (64,),
+            (200,),
+        )
+        search = await profile_linear(
+            handle, "searching", lambda w, s: {"namespace": ns, "embedding": vec, "top_k": 16}, sizes, (0,)
+        )
     finally:
         drop = getattr(handle, "drop_namespace", None)
         if drop is not None:
             result = drop(ns)
             if asyncio.iscoroutine(result):
                 await result
-    return {"op_cost": {"ingestion": ingest["cost"], "searching": search["cost"]},
-            "fit": {"ingestion": ingest["fit"], "searching": search["fit"]}}
+    return {
+        "op_cost": {"ingestion": ingest["cost"], "searching": search["cost"]},
+        "fit": {"ingestion": ingest["fit"], "searching": search["fit"]},
+    }

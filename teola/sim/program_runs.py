@@ -4,6 +4,7 @@ the harness every program study shares, on real engines (vLLM) or in the simulat
 (teola.sim.virtual_loop.run_virtual: the loop's clock is the only clock read here). Also: the
 shipped texts the prompts are made of, the program policies' queue options and baselines, and
 throughput at equal latency over a sweep of rates."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,16 +15,26 @@ from typing import Any
 
 from teola.sim.program_workloads import ProgramSpec
 
-SYSTEM = ("You are a concise assistant inside an agentic program. Answer the user's question in one short "
-          "sentence, using the conversation and any document given.")
+SYSTEM = (
+    "You are a concise assistant inside an agentic program. Answer the user's question in one short "
+    "sentence, using the conversation and any document given."
+)
 # the program policies' queues; service in decoded tokens (calls of the real-engine studies decode
 # 6-24 tokens, so the first queue holds ~1 call)
 QUEUES = {"base_quantum": 16.0, "growth": 2.0, "num_queues": 8, "service": "tokens"}
 # the runtime's counters of preemption and resumption, reported per set as what the set added to them
-RESUME_COUNTERS = ("preemptions", "resumed_tokens", "resumed_cached_tokens", "resumed_swapped_tokens", "resumed_unrun")
+RESUME_COUNTERS = (
+    "preemptions",
+    "resumed_tokens",
+    "resumed_cached_tokens",
+    "resumed_swapped_tokens",
+    "resumed_unrun",
+)
 BASELINES = ("fcfs", "fifo")  # FCFS as vLLM runs it, or teola's batching strawman (pages before 82110ed)
-FCFS_TEXT = {"fcfs": "policy `fcfs`: calls in arrival order, each returning when it ends, the same admission (vLLM's order)",
-             "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends"}
+FCFS_TEXT = {
+    "fcfs": "policy `fcfs`: calls in arrival order, each returning when it ends, the same admission (vLLM's order)",
+    "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends",
+}
 
 
 def policy_options(name: str, **options: Any) -> dict[str, Any]:
@@ -46,14 +57,16 @@ def percentile(values: list[float], q: float) -> float:
 def load_texts(n_questions: int = 400, n_docs: int = 60) -> tuple[list[str], list[str], str]:
     """Questions and ~500-token documents (three lead paragraphs each) from shipped data."""
     from engines.assets.corpora import load_questions, load_wiki_summaries
+
     questions = [q["question"].strip().rstrip("?") + "?" for q in load_questions("nq_open", n_questions)]
     arts = [a["text"] for a in load_wiki_summaries(n=2000) if 500 <= len(a["text"]) <= 900]
-    docs = [" ".join(arts[i:i + 3]) for i in range(0, 3 * n_docs, 3)]
+    docs = [" ".join(arts[i : i + 3]) for i in range(0, 3 * n_docs, 3)]
     return questions, docs, "NQ-open questions and Wikipedia lead paragraphs (engines.assets.corpora)"
 
 
-def user_turn(rng: random.Random, questions: list[str], filler: list[str] | None, tokens: int,
-              token_ratio: float) -> str:
+def user_turn(
+    rng: random.Random, questions: list[str], filler: list[str] | None, tokens: int, token_ratio: float
+) -> str:
     """A shipped question, preceded (when `tokens` > 0) by words of `filler` texts until the turn has
     about `tokens` tokens: words and punctuation marks counted as the simulated engine counts them
     (engines.sim.text.count_tokens), `token_ratio` tokens each."""
@@ -72,9 +85,18 @@ def user_turn(rng: random.Random, questions: list[str], filler: list[str] | None
     return " ".join(words + [q])
 
 
-async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions: list[str],
-                      doc: str | None, log: list[dict[str, Any]], window: int | None = None,
-                      filler: list[str] | None = None, token_ratio: float = 1.3) -> float:
+async def run_program(
+    rt: Any,
+    spec: ProgramSpec,
+    t0: float,
+    tag: str,
+    questions: list[str],
+    doc: str | None,
+    log: list[dict[str, Any]],
+    window: int | None = None,
+    filler: list[str] | None = None,
+    token_ratio: float = 1.3,
+) -> float:
     """Wait for the program's arrival, run its calls (each as soon as its parents finished) and
     return its latency (completion - arrival). `window`: a chat keeps only its last `window`
     characters of conversation (None: all of it). A call with `user` tokens asks a user turn of
@@ -87,6 +109,7 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
     rng = random.Random(spec.pid)
     tasks: dict[int, asyncio.Future] = {}
     async with Program(rt, f"{tag}:{spec.pid}", system=f"[{tag}] {SYSTEM}") as prog:
+
         async def one(i: int) -> Any:
             call = spec.calls[i]
             parents = [await tasks[p] for p in call.parents]
@@ -96,9 +119,16 @@ async def run_program(rt: Any, spec: ProgramSpec, t0: float, tag: str, questions
                 prompt = _tree_prompt(root_q, parents, i)
             else:  # a react program's later calls read the tool's observation
                 turn = user_turn(rng, questions, filler, call.user, token_ratio)
-                prompt = conversation[0] + f"{'Observation' if spec.kind == 'react' and i else 'User'}: {turn}\n"
-            res = await prog.call(prompt, parent_ids=[f"c{p}" for p in call.parents], call_id=f"c{i}",
-                                  max_tokens=call.output, ignore_eos=True)
+                prompt = (
+                    conversation[0] + f"{'Observation' if spec.kind == 'react' and i else 'User'}: {turn}\n"
+                )
+            res = await prog.call(
+                prompt,
+                parent_ids=[f"c{p}" for p in call.parents],
+                call_id=f"c{i}",
+                max_tokens=call.output,
+                ignore_eos=True,
+            )
             if spec.kind in ("chat", "react"):
                 conversation[0] = prompt + f"Assistant: {res.strip()}\n"
                 if window is not None:
@@ -121,12 +151,20 @@ def _tree_prompt(root_q: str, parents: list[Any], i: int) -> str:
 def _call_record(pid: Any, i: int, res: Any, end: float) -> dict[str, Any]:
     """The log's record of call `i` of program `pid`: where it ran, its tokens, when it ended."""
     r = res.result
-    return {"program": pid, "call": i, "instance": res.instance, "output": r.get("num_output_tokens"),
-            "prompt": r.get("num_prompt_tokens"), "cached": r.get("num_cached_tokens"), "end": end}
+    return {
+        "program": pid,
+        "call": i,
+        "instance": res.instance,
+        "output": r.get("num_output_tokens"),
+        "prompt": r.get("num_prompt_tokens"),
+        "cached": r.get("num_cached_tokens"),
+        "end": end,
+    }
 
 
-async def _launch(one: Callable[[int], Awaitable[Any]], tasks: dict[int, asyncio.Future], n: int, *,
-                  sequential: bool) -> None:
+async def _launch(
+    one: Callable[[int], Awaitable[Any]], tasks: dict[int, asyncio.Future], n: int, *, sequential: bool
+) -> None:
     """Start calls 0..n-1 (each waits for its parents' tasks in `tasks`): one after the other (chats
     and react programs), or all at once; returns when every call has ended."""
     for i in range(n):
@@ -137,9 +175,17 @@ async def _launch(one: Callable[[int], Awaitable[Any]], tasks: dict[int, asyncio
         await asyncio.gather(*tasks.values())
 
 
-async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[str],
-                  docs: list[str] | None = None, window: int | None = None, filler: list[str] | None = None,
-                  token_ratio: float = 1.3, keep_log: bool = False) -> dict[str, Any]:
+async def run_set(
+    rt: Any,
+    progs: list[ProgramSpec],
+    tag: str,
+    questions: list[str],
+    docs: list[str] | None = None,
+    window: int | None = None,
+    filler: list[str] | None = None,
+    token_ratio: float = 1.3,
+    keep_log: bool = False,
+) -> dict[str, Any]:
     """Run `progs` (arrival times relative to now) to completion; latency statistics (program
     latency in seconds; "tok_mean" / "tok_p99": Autellix's program-level token latency, a program's
     latency over the tokens it decoded, in seconds per token). `filler` and
@@ -150,15 +196,34 @@ async def run_set(rt: Any, progs: list[ProgramSpec], tag: str, questions: list[s
     before = {k: getattr(m, k) for k in RESUME_COUNTERS}
     clock = asyncio.get_running_loop().time
     t0 = clock()
-    lats = await asyncio.gather(*(run_program(rt, p, t0, tag, questions, docs[k % len(docs)] if docs else None, log,
-                                              window, filler, token_ratio) for k, p in enumerate(progs)))
+    lats = await asyncio.gather(
+        *(
+            run_program(
+                rt,
+                p,
+                t0,
+                tag,
+                questions,
+                docs[k % len(docs)] if docs else None,
+                log,
+                window,
+                filler,
+                token_ratio,
+            )
+            for k, p in enumerate(progs)
+        )
+    )
     wall = clock() - t0
-    return {**_set_summary(progs, lats, log, wall), **{k: getattr(m, k) - before[k] for k in RESUME_COUNTERS},
-            **({"log": log} if keep_log else {})}
+    return {
+        **_set_summary(progs, lats, log, wall),
+        **{k: getattr(m, k) - before[k] for k in RESUME_COUNTERS},
+        **({"log": log} if keep_log else {}),
+    }
 
 
-def _set_summary(progs: list[ProgramSpec], lats: list[float], log: list[dict[str, Any]],
-                 wall: float) -> dict[str, Any]:
+def _set_summary(
+    progs: list[ProgramSpec], lats: list[float], log: list[dict[str, Any]], wall: float
+) -> dict[str, Any]:
     """A set's latency statistics, throughput, tokens and where its calls ran (run_set)."""
     decoded: dict[str, int] = {}
     for c in log:
@@ -171,12 +236,23 @@ def _set_summary(progs: list[ProgramSpec], lats: list[float], log: list[dict[str
     for c in log:
         per_inst[c["instance"]] = per_inst.get(c["instance"], 0) + 1
     moved = sum(1 for p in progs if len({c["instance"] for c in log if c["program"] == p.pid}) > 1)
-    return {"programs": len(progs), "calls": len(log), "mean": statistics.mean(lats),
-            "p50": percentile(lats, 50), "p95": percentile(lats, 95), "p99": percentile(lats, 99),
-            "tok_mean": statistics.mean(tok) if tok else None, "tok_p99": percentile(tok, 99) if tok else None,
-            "wall": wall, "throughput": len(progs) / wall, "output_tokens": sum(c["output"] or 0 for c in log),
-            "prompt_tokens": prompt, "cached_tokens": cached, "calls_per_instance": per_inst,
-            "programs_on_several_instances": moved}
+    return {
+        "programs": len(progs),
+        "calls": len(log),
+        "mean": statistics.mean(lats),
+        "p50": percentile(lats, 50),
+        "p95": percentile(lats, 95),
+        "p99": percentile(lats, 99),
+        "tok_mean": statistics.mean(tok) if tok else None,
+        "tok_p99": percentile(tok, 99) if tok else None,
+        "wall": wall,
+        "throughput": len(progs) / wall,
+        "output_tokens": sum(c["output"] or 0 for c in log),
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "calls_per_instance": per_inst,
+        "programs_on_several_instances": moved,
+    }
 
 
 def rate_at(rows: list[dict[str, Any]], policy: str, target: float, key: str = "mean") -> float | None:
@@ -194,11 +270,14 @@ def rate_at(rows: list[dict[str, Any]], policy: str, target: float, key: str = "
     return best
 
 
-def rates_at_target(rows: list[dict[str, Any]], policies: tuple[str, ...] | list[str], base: str,
-                    factor: float = 1.5, key: str = "mean") -> tuple[float, dict[str, float | None]]:
+def rates_at_target(
+    rows: list[dict[str, Any]],
+    policies: tuple[str, ...] | list[str],
+    base: str,
+    factor: float = 1.5,
+    key: str = "mean",
+) -> tuple[float, dict[str, float | None]]:
     """Throughput at equal latency: the target (`factor` x `base`'s lowest latency, `key` naming the
     latency column) and the rate each policy sustains under it (rate_at)."""
     target = factor * min(r[key] for r in rows if r["policy"] == base)
     return target, {p: rate_at(rows, p, target, key) for p in policies}
-
-

@@ -2,6 +2,7 @@
 shapes): single-threaded chats, multi-threaded trees (LATS/MCTS-like) and ReAct tool loops, with
 Poisson arrivals. Pure and seeded: the same arguments give the same programs. teola.sim.program_runs
 runs them through the real runtime, in real time (vLLM) or virtual time (the simulator)."""
+
 from __future__ import annotations
 
 import math
@@ -40,9 +41,19 @@ def _out(rng: random.Random, mean: float, lo: int, hi: int) -> int:
     return int(min(hi, max(lo, rng.expovariate(1.0 / mean))))
 
 
-def chat_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM_TOKENS,
-                 max_calls: int = 24, out_mean: float = 60, out_max: int = 400, calls_mean: float | None = None,
-                 user_mean: float | None = None, user_max: int = 1024) -> ProgramSpec:
+def chat_program(
+    pid: str,
+    t: float,
+    rng: random.Random,
+    qtok: list[int],
+    system: int = SYSTEM_TOKENS,
+    max_calls: int = 24,
+    out_mean: float = 60,
+    out_max: int = 400,
+    calls_mean: float | None = None,
+    user_mean: float | None = None,
+    user_max: int = 1024,
+) -> ProgramSpec:
     """A single-threaded program: a long-tailed number of sequential calls (at most `max_calls`)
     with exponential output lengths (mean `out_mean`, clipped to [4, out_max]).
 
@@ -66,9 +77,17 @@ def chat_program(pid: str, t: float, rng: random.Random, qtok: list[int], system
     return ProgramSpec(pid, t, calls, "chat")
 
 
-def tree_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM_TOKENS,
-                 steps: tuple[int, int] = (2, 4), width: tuple[int, int] = (2, 8), out_mean: float = 25,
-                 out_max: int = 120) -> ProgramSpec:
+def tree_program(
+    pid: str,
+    t: float,
+    rng: random.Random,
+    qtok: list[int],
+    system: int = SYSTEM_TOKENS,
+    steps: tuple[int, int] = (2, 4),
+    width: tuple[int, int] = (2, 8),
+    out_mean: float = 25,
+    out_max: int = 120,
+) -> ProgramSpec:
     """A multi-threaded program: `steps` expansion steps of `width` parallel calls each (ranges,
     inclusive); every call of a step depends on all calls of the previous step."""
     q = rng.choice(qtok) * 3
@@ -86,10 +105,21 @@ def tree_program(pid: str, t: float, rng: random.Random, qtok: list[int], system
     return ProgramSpec(pid, t, calls, "tree")
 
 
-def react_program(pid: str, t: float, rng: random.Random, qtok: list[int], system: int = SYSTEM_TOKENS,
-                  max_steps: int = 8, action_mean: float = 24, action_max: int = 64, observation_mean: float = 60,
-                  observation_max: int = 200, tool_s: tuple[float, float] = (1.72, 3.33), tool_max_s: float = 20.0,
-                  answers: list[int] | None = None) -> ProgramSpec:
+def react_program(
+    pid: str,
+    t: float,
+    rng: random.Random,
+    qtok: list[int],
+    system: int = SYSTEM_TOKENS,
+    max_steps: int = 8,
+    action_mean: float = 24,
+    action_max: int = 64,
+    observation_mean: float = 60,
+    observation_max: int = 200,
+    tool_s: tuple[float, float] = (1.72, 3.33),
+    tool_max_s: float = 20.0,
+    answers: list[int] | None = None,
+) -> ProgramSpec:
     """A ReAct / BFCL-like tool loop: sequential calls, each but the last writing a short action
     (thought + tool call: exponential, mean `action_mean` tokens); after each, a tool call lasting a
     lognormal time with ToolBench's mean and std `tool_s` (LAMPS Table 2; capped at `tool_max_s`)
@@ -103,25 +133,34 @@ def react_program(pid: str, t: float, rng: random.Random, qtok: list[int], syste
     for i in range(max(1, n)):
         last = i == max(1, n) - 1
         user = _out(rng, observation_mean, 16, observation_max) if i else 0
-        out = (rng.choice(answers) if answers else _out(rng, 60, 8, 400)) if last else _out(rng, action_mean, 8, action_max)
+        out = (
+            (rng.choice(answers) if answers else _out(rng, 60, 8, 400))
+            if last
+            else _out(rng, action_mean, 8, action_max)
+        )
         pause = min(tool_max_s, rng.lognormvariate(mu, sigma)) if i else 0.0
         calls.append(CallSpec(ctx + user, out, (i - 1,) if i else (), user, round(pause, 3)))
         ctx += user + out
     return ProgramSpec(pid, t, calls, "react")
 
 
-def workload(kind: str, rate: float, n: int, seed: int, qtok: list[int], system: int = SYSTEM_TOKENS,
-             **shape: Any) -> list[ProgramSpec]:
+def workload(
+    kind: str, rate: float, n: int, seed: int, qtok: list[int], system: int = SYSTEM_TOKENS, **shape: Any
+) -> list[ProgramSpec]:
     """`n` programs of `kind` ("chat", "tree" or "react") with Poisson arrivals at `rate` programs/s (rate
     0: all at t=0); `shape` goes to the generator (e.g. max_calls, out_mean for chat)."""
     rng = random.Random(seed)
-    makers: dict[str, Callable[..., ProgramSpec]] = {"chat": chat_program, "tree": tree_program, "react": react_program}
+    makers: dict[str, Callable[..., ProgramSpec]] = {
+        "chat": chat_program,
+        "tree": tree_program,
+        "react": react_program,
+    }
     make = makers[kind]
     t, out = 0.0, []
     for i in range(n):
-        gap = rng.expovariate(rate if rate > 0 else 1.0)  # drawn either way: same program shapes at every rate
+        gap = rng.expovariate(
+            rate if rate > 0 else 1.0
+        )  # drawn either way: same program shapes at every rate
         t += gap if rate > 0 else 0.0
         out.append(make(f"{kind}{i}", t, rng, qtok, system, **shape))
     return out
-
-

@@ -14,6 +14,7 @@ Simplifications: a request is admitted only when KV space for its whole prompt a
 (no preemption), and cached blocks still count in it. A request may become ready at a given time (its inputs come from another model) or
 when its predecessor (`after`, a chain on the same replica) finishes.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -41,10 +42,14 @@ class SimRequest:
 
 @dataclass(slots=True)
 class ReplicaResult:
-    end: float                                   # seconds until the last request finished (or the horizon)
+    end: float  # seconds until the last request finished (or the horizon)
     finish: dict[int, float] = field(default_factory=dict)
-    progress: dict[int, int] = field(default_factory=dict)  # decoded tokens of requests in flight at the horizon
-    curve: list[tuple[float, float]] = field(default_factory=list)  # (time, cumulative prompt + output tokens)
+    progress: dict[int, int] = field(
+        default_factory=dict
+    )  # decoded tokens of requests in flight at the horizon
+    curve: list[tuple[float, float]] = field(
+        default_factory=list
+    )  # (time, cumulative prompt + output tokens)
 
 
 @dataclass(slots=True)
@@ -56,16 +61,23 @@ class _Seq:
     entry_decoded: int = 0
 
 
-def simulate_replica(reqs: list[SimRequest], cost: IterationCost, max_num_seqs: int, budget: int,
-                     kv_tokens: int, horizon: float = math.inf) -> ReplicaResult:
+def simulate_replica(
+    reqs: list[SimRequest],
+    cost: IterationCost,
+    max_num_seqs: int,
+    budget: int,
+    kv_tokens: int,
+    horizon: float = math.inf,
+) -> ReplicaResult:
     """Run `reqs` to completion (or to `horizon` seconds) on one replica; see the module docstring."""
     sim = _Replica(reqs, cost, max_num_seqs, budget, kv_tokens)
     return sim.run(horizon)
 
 
 class _Replica:
-    def __init__(self, reqs: list[SimRequest], cost: IterationCost, max_num_seqs: int, budget: int,
-                 kv_tokens: int) -> None:
+    def __init__(
+        self, reqs: list[SimRequest], cost: IterationCost, max_num_seqs: int, budget: int, kv_tokens: int
+    ) -> None:
         self.cost = cost
         self.max_seqs = max_num_seqs
         self.budget = budget
@@ -77,8 +89,8 @@ class _Replica:
         self.waiting: deque[SimRequest] = deque()
         self.prefilling: list[_Seq] = []
         self.decoding: list[tuple[int, int, _Seq]] = []  # heap of (g at which it finishes, order, seq)
-        self.g = 0             # decode iterations so far (every iteration decodes every decoding sequence)
-        self.ctx = 0           # total context of the decoding sequences
+        self.g = 0  # decode iterations so far (every iteration decodes every decoding sequence)
+        self.ctx = 0  # total context of the decoding sequences
         self.kv_used = 0
         self.t = 0.0
         self.out = ReplicaResult(0.0, curve=[(0.0, 0.0)])

@@ -7,6 +7,7 @@ Every engine of the app becomes a simulated engine of the profile (engines/sim/p
 arrive as a Poisson process, and the unchanged runtime (passes, graph scheduler, engine schedulers,
 policies, balancers) serves them on a `VirtualEventLoop`: the latencies are simulated seconds.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,14 +36,14 @@ class SimReport:
     rate: float
     latencies: list[float]
     failed: int
-    span: float                      # first arrival to last completion
-    utilisation: dict[str, float]    # engine instance -> busy fraction of the span
+    span: float  # first arrival to last completion
+    utilisation: dict[str, float]  # engine instance -> busy fraction of the span
     primitives: int
     wall_s: float
     errors: list[str] = field(default_factory=list)
     # engine -> [queued s, running s] summed over the queries' primitives (`add_breakdown`)
     breakdown: dict[str, list[float]] = field(default_factory=dict)
-    arrivals: str = "Poisson"        # how queries arrived ("trace <file>": teola/sim/trace_workload.py)
+    arrivals: str = "Poisson"  # how queries arrived ("trace <file>": teola/sim/trace_workload.py)
 
     @property
     def throughput(self) -> float:
@@ -56,12 +57,23 @@ class SimReport:
 
     def summary(self) -> dict[str, Any]:
         lat = self.latencies
-        return {"app": self.app, "profile": self.profile, "provenance": self.provenance, "rate": self.rate,
-                "queries": len(lat) + self.failed, "failed": self.failed,
-                "mean_s": statistics.fmean(lat) if lat else float("nan"), "p50_s": self.percentile(50),
-                "p99_s": self.percentile(99), "throughput_qps": self.throughput, "span_s": self.span,
-                "utilisation": self.utilisation, "primitives": self.primitives, "wall_s": self.wall_s,
-                "primitives_per_wall_s": self.primitives / self.wall_s if self.wall_s > 0 else 0.0}
+        return {
+            "app": self.app,
+            "profile": self.profile,
+            "provenance": self.provenance,
+            "rate": self.rate,
+            "queries": len(lat) + self.failed,
+            "failed": self.failed,
+            "mean_s": statistics.fmean(lat) if lat else float("nan"),
+            "p50_s": self.percentile(50),
+            "p99_s": self.percentile(99),
+            "throughput_qps": self.throughput,
+            "span_s": self.span,
+            "utilisation": self.utilisation,
+            "primitives": self.primitives,
+            "wall_s": self.wall_s,
+            "primitives_per_wall_s": self.primitives / self.wall_s if self.wall_s > 0 else 0.0,
+        }
 
     def mean_breakdown(self) -> dict[str, tuple[float, float]]:
         """engine -> (mean queued s, mean running s) of its primitives per finished query."""
@@ -77,32 +89,43 @@ class SimReport:
 
     def table(self) -> str:
         s = self.summary()
-        lines = [f"simulated ({self.provenance} profile {self.profile!r}): app {self.app}, {self.arrivals} {self.rate:g} q/s, "
-                 f"{s['queries']} queries ({self.failed} failed)",
-                 f"  latency  mean {s['mean_s']:.3f} s   p50 {s['p50_s']:.3f} s   p99 {s['p99_s']:.3f} s",
-                 f"  throughput {s['throughput_qps']:.3f} q/s over {self.span:.1f} simulated s",
-                 "  utilisation " + "  ".join(f"{k} {v:.0%}" + (f" (mean of {n})" if n > 1 else "")
-                                              for k, (v, n) in sorted(self.per_engine().items())),
-                 f"  {self.primitives} primitives in {self.wall_s:.2f} s wall "
-                 f"({s['primitives_per_wall_s']:.0f} primitives/s)"]
+        lines = [
+            f"simulated ({self.provenance} profile {self.profile!r}): app {self.app}, {self.arrivals} {self.rate:g} q/s, "
+            f"{s['queries']} queries ({self.failed} failed)",
+            f"  latency  mean {s['mean_s']:.3f} s   p50 {s['p50_s']:.3f} s   p99 {s['p99_s']:.3f} s",
+            f"  throughput {s['throughput_qps']:.3f} q/s over {self.span:.1f} simulated s",
+            "  utilisation "
+            + "  ".join(
+                f"{k} {v:.0%}" + (f" (mean of {n})" if n > 1 else "")
+                for k, (v, n) in sorted(self.per_engine().items())
+            ),
+            f"  {self.primitives} primitives in {self.wall_s:.2f} s wall "
+            f"({s['primitives_per_wall_s']:.0f} primitives/s)",
+        ]
         lines += [f"  error: {e}" for e in self.errors[:5]]
         return "\n".join(lines)
 
 
-def use_profile(app: App, profile: str | Path | dict[str, Any], instances: dict[str, int] | None = None) -> None:
+def use_profile(
+    app: App, profile: str | Path | dict[str, Any], instances: dict[str, int] | None = None
+) -> None:
     """Make every engine of `app` (not yet started) a simulated engine of `profile`, with
     `instances` overriding how many instances an engine has."""
     if app.runtime is not None:
         raise RuntimeError(f"app {app.name!r} is running; choose simulation before its first query")
     unknown = sorted(set(instances or {}) - set(app.engines))
     if unknown:
-        raise ValueError(f"--instances names {unknown}, which app {app.name!r} does not have "
-                         f"(its engines: {', '.join(sorted(app.engines))})")
+        raise ValueError(
+            f"--instances names {unknown}, which app {app.name!r} does not have "
+            f"(its engines: {', '.join(sorted(app.engines))})"
+        )
     data = load_profile(profile)
     missing = sorted({e.kind for e in app.engines.values()} - set(data["engines"]))
     if missing:
-        raise ValueError(f"simulation profile {data.get('name', profile)!r} has no model for engine kind(s) "
-                         f"{missing} used by app {app.name!r}")
+        raise ValueError(
+            f"simulation profile {data.get('name', profile)!r} has no model for engine kind(s) "
+            f"{missing} used by app {app.name!r}"
+        )
     for name, spec in app.engines.items():
         spec.options["simulate"] = data
         if not spec.max_efficient_batch_given:  # this machine's setting is not the simulated engine's
@@ -131,10 +154,19 @@ def query_variants(base: dict[str, Any], n: int) -> list[dict[str, Any]]:
     return out
 
 
-def simulate(app: App, profile: str | Path | dict[str, Any], rate: float, queries: int | list[dict[str, Any]],
-             instances: dict[str, int] | None = None, config: dict[str, Any] | None = None, seed: int = 0,
-             progress: Callable[[str], None] | None = None, on_query: Callable[[], None] | None = None,
-             arrivals: list[float] | None = None, on_start: Callable[[App], None] | None = None) -> SimReport:
+def simulate(
+    app: App,
+    profile: str | Path | dict[str, Any],
+    rate: float,
+    queries: int | list[dict[str, Any]],
+    instances: dict[str, int] | None = None,
+    config: dict[str, Any] | None = None,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+    on_query: Callable[[], None] | None = None,
+    arrivals: list[float] | None = None,
+    on_start: Callable[[App], None] | None = None,
+) -> SimReport:
     """Serve `queries` (a count of variants of the app's sample, or a list) arriving at Poisson
     `rate` queries/s on `app` with simulated engines; returns the report. Runs its own virtual loop.
     `progress` gets a line every tenth of the queries; `on_query` is called as each one ends.
@@ -156,9 +188,17 @@ def simulate(app: App, profile: str | Path | dict[str, Any], rate: float, querie
     return report
 
 
-async def _serve(app: App, qs: list[dict[str, Any]], rate: float, config: dict[str, Any], seed: int,
-                 progress: Callable[[str], None] | None, on_query: Callable[[], None] | None,
-                 given: list[float] | None = None, on_start: Callable[[App], None] | None = None) -> SimReport:
+async def _serve(
+    app: App,
+    qs: list[dict[str, Any]],
+    rate: float,
+    config: dict[str, Any],
+    seed: int,
+    progress: Callable[[str], None] | None,
+    on_query: Callable[[], None] | None,
+    given: list[float] | None = None,
+    on_start: Callable[[App], None] | None = None,
+) -> SimReport:
     loop = asyncio.get_running_loop()
     await app.start()
     try:
@@ -187,15 +227,23 @@ async def _serve(app: App, qs: list[dict[str, Any]], rate: float, config: dict[s
             if on_query is not None:
                 on_query()
             if progress is not None and (len(latencies) + len(errors)) % max(1, len(qs) // 10) == 0:
-                progress(f"{len(latencies) + len(errors)}/{len(qs)} queries done at t={loop.time() - t0:.1f} s")
+                progress(
+                    f"{len(latencies) + len(errors)}/{len(qs)} queries done at t={loop.time() - t0:.1f} s"
+                )
+
         await asyncio.gather(*(one(q, at) for q, at in zip(qs, arrivals)))
         span = loop.time() - t0
-        busy = {f"{name}/{inst.index}": _busy(inst.handle) / span if span > 0 else 0.0
-                for name, insts in app.runtime.instances.items() for inst in insts}
+        busy = {
+            f"{name}/{inst.index}": _busy(inst.handle) / span if span > 0 else 0.0
+            for name, insts in app.runtime.instances.items()
+            for inst in insts
+        }
         primitives = app.runtime.metrics.primitives
     finally:
         await app.stop()
-    return SimReport(app.name, "", "", rate, latencies, len(errors), span, busy, primitives, 0.0, errors, breakdown)
+    return SimReport(
+        app.name, "", "", rate, latencies, len(errors), span, busy, primitives, 0.0, errors, breakdown
+    )
 
 
 def add_breakdown(acc: dict[str, list[float]], trace: Sequence[Mapping[str, Any]]) -> None:

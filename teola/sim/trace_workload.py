@@ -6,6 +6,7 @@ to the first row; each LLM decoding call of that query takes the row's prompt le
 row's output length (not capped by the call's max_tokens: the trace is what users asked for). A row
 longer than the model's context is cut to fit: its output to at most half the context, then its
 prompt to the rest."""
+
 from __future__ import annotations
 
 import csv
@@ -45,7 +46,9 @@ def read_trace(path: str | Path, limit: int | None = None) -> list[TraceRequest]
         for row in reader:
             if limit is not None and len(rows) >= limit:
                 break
-            rows.append((float(row["arrived_at"]), int(row["num_prefill_tokens"]), int(row["num_decode_tokens"])))
+            rows.append(
+                (float(row["arrived_at"]), int(row["num_prefill_tokens"]), int(row["num_decode_tokens"]))
+            )
     if not rows:
         raise ValueError(f"--trace {path}: no requests")
     t0 = min(a for a, _, _ in rows)

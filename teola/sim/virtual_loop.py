@@ -11,6 +11,7 @@ clock to that timer instead of sleeping. Work handed to threads (`run_in_executo
 Real sockets are polled but never waited for while a timer is pending: a simulation should not
 depend on real network I/O (its engines and tools live on the loop).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -68,6 +69,7 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
         def done(_: asyncio.Future) -> None:
             self._threads -= 1
+
         future.add_done_callback(done)
         return future
 

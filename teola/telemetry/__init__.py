@@ -8,6 +8,7 @@ default http/protobuf; `OTEL_EXPORTER_OTLP_HEADERS`; `OTEL_SERVICE_NAME`, defaul
 OpenTelemetry itself is an optional dependency (`pip install teola[otel]`): it is imported only
 when telemetry is on. Tests and embedders set `app.telemetry = Telemetry(tracer_provider=...)`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -42,7 +43,9 @@ def telemetry_from_env() -> Any:
     try:
         from teola.telemetry.otlp import otlp_providers
     except ImportError as exc:
-        raise ImportError(f"{' or '.join(ENDPOINT_VARS)} is set, so teola exports OpenTelemetry spans, but "
-                          f"OpenTelemetry is not installed ({exc}); {INSTALL_HINT}, or unset the variable") from exc
+        raise ImportError(
+            f"{' or '.join(ENDPOINT_VARS)} is set, so teola exports OpenTelemetry spans, but "
+            f"OpenTelemetry is not installed ({exc}); {INSTALL_HINT}, or unset the variable"
+        ) from exc
     tracer_provider, meter_provider = otlp_providers()
     return Telemetry(tracer_provider, meter_provider, capture_content_from_env())

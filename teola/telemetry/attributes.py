@@ -2,6 +2,7 @@
 attributes (GenAI semantic conventions for LLM calls, embeddings, retrieval and tools, plus teola's
 own), computed from the query's trace entry, its e-graph primitive and its engine registration.
 Pure functions over plain data: no OpenTelemetry import here."""
+
 from __future__ import annotations
 
 from typing import Any, TypeGuard
@@ -36,17 +37,28 @@ def span_name(op: PrimOp, prim_name: str, engine: str | None, model: str | None,
     return f"teola.{op.value} {prim_name}"
 
 
-def primitive_attributes(entry: dict[str, Any], op: PrimOp, args: dict[str, Any], kind: str | None,
-                         model: str | None) -> dict[str, Any]:
+def primitive_attributes(
+    entry: dict[str, Any], op: PrimOp, args: dict[str, Any], kind: str | None, model: str | None
+) -> dict[str, Any]:
     """The span attributes of one primitive: teola.* always, gen_ai.* for GenAI operations.
 
     entry: the primitive's trace dict (Result.trace); args: its e-graph primitive's args; kind and
     model: its engine's registration (None for control primitives)."""
-    attrs: dict[str, Any] = {"teola.op": op.value, "teola.ir.primitive": entry.get("primitive", ""),
-                             "teola.depth": int(entry.get("depth") or 0), "teola.status": entry.get("status", "")}
-    for key, name in (("engine", "teola.engine"), ("instance", "teola.instance"), ("batch_id", "teola.batch_id"),
-                      ("batch_size", "teola.batch_size"), ("requests", "teola.requests"),
-                      ("fused_into", "teola.fused_into"), ("fused_with", "teola.fused_with")):
+    attrs: dict[str, Any] = {
+        "teola.op": op.value,
+        "teola.ir.primitive": entry.get("primitive", ""),
+        "teola.depth": int(entry.get("depth") or 0),
+        "teola.status": entry.get("status", ""),
+    }
+    for key, name in (
+        ("engine", "teola.engine"),
+        ("instance", "teola.instance"),
+        ("batch_id", "teola.batch_id"),
+        ("batch_size", "teola.batch_size"),
+        ("requests", "teola.requests"),
+        ("fused_into", "teola.fused_into"),
+        ("fused_with", "teola.fused_with"),
+    ):
         if entry.get(key) is not None:
             attrs[name] = entry[key]
     queued, started, finished = entry.get("queued"), entry.get("started"), entry.get("finished")
@@ -81,9 +93,11 @@ def llm_attributes(entry: dict[str, Any], op: PrimOp, args: dict[str, Any]) -> d
         "gen_ai.request.max_tokens": 1 if prefill else int(default(args, "max_tokens")),
         "gen_ai.request.temperature": float(default(args, "temperature")),
     }
-    usage = (("num_prompt_tokens", "gen_ai.usage.input_tokens"),
-             ("num_cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
-             ("num_output_tokens", "gen_ai.usage.output_tokens"))
+    usage = (
+        ("num_prompt_tokens", "gen_ai.usage.input_tokens"),
+        ("num_cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+        ("num_output_tokens", "gen_ai.usage.output_tokens"),
+    )
     for key, name in usage:
         if entry.get(key) is not None:
             attrs[name] = int(entry[key])
@@ -98,15 +112,25 @@ def _num(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def call_attributes(app: str, entry: dict[str, Any], request: dict[str, Any], kind: str | None,
-                    model: str | None, operation: str) -> dict[str, Any]:
+def call_attributes(
+    app: str,
+    entry: dict[str, Any],
+    request: dict[str, Any],
+    kind: str | None,
+    model: str | None,
+    operation: str,
+) -> dict[str, Any]:
     """The span attributes of one program call from the OpenAI-compatible door: `entry` is its
     trace dict (engine, instance, program, timings, usage, finish_reason), `request` its LLM
     request, `operation` "chat" or "text_completion"."""
-    attrs: dict[str, Any] = {"gen_ai.operation.name": operation, "teola.api.app": app, "teola.door": "openai",
-                             "gen_ai.response.id": entry.get("primitive", ""),
-                             "gen_ai.request.max_tokens": int(default(request, "max_tokens")),
-                             "gen_ai.request.temperature": float(default(request, "temperature"))}
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": operation,
+        "teola.api.app": app,
+        "teola.door": "openai",
+        "gen_ai.response.id": entry.get("primitive", ""),
+        "gen_ai.request.max_tokens": int(default(request, "max_tokens")),
+        "gen_ai.request.temperature": float(default(request, "temperature")),
+    }
     if request.get("top_p") is not None:
         attrs["gen_ai.request.top_p"] = float(request["top_p"])
     if request.get("seed") is not None:
@@ -115,15 +139,21 @@ def call_attributes(app: str, entry: dict[str, Any], request: dict[str, Any], ki
         attrs["gen_ai.provider.name"] = PROVIDERS.get(kind, kind)
     if model:
         attrs["gen_ai.request.model"] = model
-    for key, name in (("engine", "teola.engine"), ("instance", "teola.instance"), ("program", "teola.program"),
-                      ("status", "teola.status")):
+    for key, name in (
+        ("engine", "teola.engine"),
+        ("instance", "teola.instance"),
+        ("program", "teola.program"),
+        ("status", "teola.status"),
+    ):
         if entry.get(key) is not None:
             attrs[name] = entry[key]
     if _num(entry.get("started")):
         attrs["teola.queue_seconds"] = max(0.0, entry["started"] - (entry.get("queued") or 0.0))
-    for key, name in (("num_prompt_tokens", "gen_ai.usage.input_tokens"),
-                      ("num_cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
-                      ("num_output_tokens", "gen_ai.usage.output_tokens")):
+    for key, name in (
+        ("num_prompt_tokens", "gen_ai.usage.input_tokens"),
+        ("num_cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+        ("num_output_tokens", "gen_ai.usage.output_tokens"),
+    ):
         if entry.get(key) is not None:
             attrs[name] = int(entry[key])
     if entry.get("finish_reason"):

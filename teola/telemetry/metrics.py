@@ -1,6 +1,7 @@
 """The GenAI client metrics of the OpenTelemetry semantic conventions, recorded per LLM or
 embedding primitive: `gen_ai.client.operation.duration` (seconds, queued to finished) and
 `gen_ai.client.token.usage` (tokens, `gen_ai.token.type` input or output)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,11 +23,17 @@ class GenAIMetrics:
     def __init__(self, meter_provider: Any = None) -> None:
         meter = otel_metrics.get_meter("teola", meter_provider=meter_provider)
         self.duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s", description="GenAI operation duration.",
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+            "gen_ai.client.operation.duration",
+            unit="s",
+            description="GenAI operation duration.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        )
         self.tokens = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}", description="Number of input and output tokens used.",
-            explicit_bucket_boundaries_advisory=list(TOKEN_BUCKETS))
+            "gen_ai.client.token.usage",
+            unit="{token}",
+            description="Number of input and output tokens used.",
+            explicit_bucket_boundaries_advisory=list(TOKEN_BUCKETS),
+        )
         self._seen: set[tuple[Any, ...]] = set()
 
     def observe(self, entry: dict[str, Any], op: PrimOp, attrs: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
 """OTLP tracer and meter providers configured from the standard OTEL_* environment variables."""
+
 from __future__ import annotations
 
 import os
@@ -16,10 +17,15 @@ PROTOCOLS = ("http/protobuf", "grpc")
 def otlp_providers() -> tuple[Any, Any]:
     """(TracerProvider, MeterProvider) exporting over OTLP; the exporters read the endpoint and
     headers from the environment themselves. Both flush at interpreter exit."""
-    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-                or "http/protobuf").strip()
+    protocol = (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        or "http/protobuf"
+    ).strip()
     if protocol not in PROTOCOLS:
-        raise ValueError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: teola exports with one of {', '.join(PROTOCOLS)}")
+        raise ValueError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: teola exports with one of {', '.join(PROTOCOLS)}"
+        )
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter

@@ -9,6 +9,7 @@ request carried a W3C traceparent. A primitive span starts
 when the primitive was queued at its engine and ends when it finished; its `teola.queued` and
 `teola.started` events mark queueing vs running. Requires the `opentelemetry-api` package
 (`pip install teola[otel]`)."""
+
 from __future__ import annotations
 
 import json
@@ -32,24 +33,43 @@ class Telemetry:
     answer text on the query span (`gen_ai.input.messages` / `gen_ai.output.messages`); off by
     default, since prompts and answers may hold personal data."""
 
-    def __init__(self, tracer_provider: Any = None, meter_provider: Any = None, capture_content: bool = False) -> None:
+    def __init__(
+        self, tracer_provider: Any = None, meter_provider: Any = None, capture_content: bool = False
+    ) -> None:
         self.tracer = otel_trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         self.metrics = GenAIMetrics(meter_provider)
         self.capture_content = bool(capture_content)
 
-    def record(self, app: str, compiled: Any, trace: list[dict[str, Any]], start_ns: int,
-               engines: Mapping[str, Any], result: Any = None, error: BaseException | None = None) -> None:
+    def record(
+        self,
+        app: str,
+        compiled: Any,
+        trace: list[dict[str, Any]],
+        start_ns: int,
+        engines: Mapping[str, Any],
+        result: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
         """Emit the spans and metrics of one query. compiled: its `Compiled`; trace: its per-primitive
         trace; start_ns: wall-clock time (time.time_ns()) its trace times count from; engines: the
         app's Engine registrations by name; result: its Result (None when it failed with `error`)."""
         egraph = compiled.egraph
         prims = {p.name: p for p in egraph.primitives}
         parents = {p.name: [q.name for q in egraph.parents(p)] for p in prims.values()}
-        latency = result.latency if result is not None else max((e.get("finished") or e.get("queued") or 0)
-                                                               for e in trace) if trace else 0.0
+        latency = (
+            result.latency
+            if result is not None
+            else max((e.get("finished") or e.get("queued") or 0) for e in trace)
+            if trace
+            else 0.0
+        )
         on_path = set(critical_path(trace, parents))
-        root = self.tracer.start_span(f"query {app}", kind=SpanKind.SERVER, start_time=start_ns,
-                                      attributes=self._query_attributes(app, compiled, trace, result))
+        root = self.tracer.start_span(
+            f"query {app}",
+            kind=SpanKind.SERVER,
+            start_time=start_ns,
+            attributes=self._query_attributes(app, compiled, trace, result),
+        )
         root_ctx = otel_trace.set_span_in_context(root)
         contexts: dict[str, Any] = {}
         entries = {str(e.get("primitive")): e for e in trace}
@@ -64,8 +84,14 @@ class Telemetry:
             attrs["teola.parents"] = parents[p.name]
             attrs["teola.critical_path"] = p.name in on_path
             links = [Link(contexts[q], {"teola.link": "parent"}) for q in parents[p.name] if q in contexts]
-            span = self._primitive_span(entry, attrs, links, root_ctx, start_ns,
-                                        span_name(p.op, p.name, p.engine, model, attrs.get("gen_ai.tool.name")))
+            span = self._primitive_span(
+                entry,
+                attrs,
+                links,
+                root_ctx,
+                start_ns,
+                span_name(p.op, p.name, p.engine, model, attrs.get("gen_ai.tool.name")),
+            )
             contexts[p.name] = span.get_span_context()
             self.metrics.observe(entry, p.op, attrs)
         if error is not None:
@@ -73,15 +99,30 @@ class Telemetry:
             root.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         root.end(end_time=start_ns + int(latency * NS))
 
-    def record_call(self, app: str, entry: dict[str, Any], request: dict[str, Any], start_ns: int, kind: str | None,
-                    model: str | None, operation: str, parent: Any = None, error: BaseException | None = None) -> None:
+    def record_call(
+        self,
+        app: str,
+        entry: dict[str, Any],
+        request: dict[str, Any],
+        start_ns: int,
+        kind: str | None,
+        model: str | None,
+        operation: str,
+        parent: Any = None,
+        error: BaseException | None = None,
+    ) -> None:
         """Emit the span of one program call from the OpenAI-compatible door (`{operation} {model}`,
         kind SERVER). entry: its trace dict (times in seconds from start_ns, usage, finish reason);
         request: its LLM request; parent: the caller's context (its W3C traceparent), None for a
         new trace."""
         attrs = call_attributes(app, entry, request, kind, model, operation)
-        span = self.tracer.start_span(f"{operation} {model or entry.get('engine')}", context=parent,
-                                      kind=SpanKind.SERVER, start_time=start_ns, attributes=attrs)
+        span = self.tracer.start_span(
+            f"{operation} {model or entry.get('engine')}",
+            context=parent,
+            kind=SpanKind.SERVER,
+            start_time=start_ns,
+            attributes=attrs,
+        )
         if isinstance(entry.get("started"), (int, float)):
             span.add_event("teola.started", timestamp=start_ns + int(entry["started"] * NS))
         if error is not None:
@@ -89,17 +130,28 @@ class Telemetry:
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         span.end(end_time=start_ns + int(float(entry.get("finished") or 0.0) * NS))
 
-    def _primitive_span(self, entry: dict[str, Any], attrs: dict[str, Any], links: list[Link],
-                        ctx: Any, start_ns: int, name: str) -> Any:
+    def _primitive_span(
+        self,
+        entry: dict[str, Any],
+        attrs: dict[str, Any],
+        links: list[Link],
+        ctx: Any,
+        start_ns: int,
+        name: str,
+    ) -> Any:
         q = entry.get("queued") or 0.0
         iv = interval(entry)
         kind = SpanKind.CLIENT if attrs.get("teola.engine") else SpanKind.INTERNAL  # control ops run in teola
-        span = self.tracer.start_span(name, context=ctx, kind=kind, start_time=start_ns + int(q * NS),
-                                      attributes=attrs, links=links)
+        span = self.tracer.start_span(
+            name, context=ctx, kind=kind, start_time=start_ns + int(q * NS), attributes=attrs, links=links
+        )
         span.add_event("teola.queued", timestamp=start_ns + int(q * NS))
         if iv is not None:
-            span.add_event("teola.started", {"teola.batch_size": int(entry.get("batch_size") or 0)},
-                           timestamp=start_ns + int(iv[1] * NS))
+            span.add_event(
+                "teola.started",
+                {"teola.batch_size": int(entry.get("batch_size") or 0)},
+                timestamp=start_ns + int(iv[1] * NS),
+            )
         status = entry.get("status")
         if status not in ("ok", "skipped"):
             span.set_status(Status(StatusCode.ERROR, f"primitive {status}"))
@@ -107,11 +159,17 @@ class Telemetry:
         span.end(end_time=start_ns + int(end * NS))
         return span
 
-    def _query_attributes(self, app: str, compiled: Any, trace: list[dict[str, Any]], result: Any) -> dict[str, Any]:
-        attrs: dict[str, Any] = {"teola.api.app": app, "teola.query_id": compiled.query_id,
-                                 "teola.primitives": len(compiled.egraph), "teola.graph_cache_hit": compiled.cache_hit,
-                                 "teola.passes": list(compiled.passes_applied),
-                                 "teola.compile_seconds": float(compiled.seconds)}
+    def _query_attributes(
+        self, app: str, compiled: Any, trace: list[dict[str, Any]], result: Any
+    ) -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            "teola.api.app": app,
+            "teola.query_id": compiled.query_id,
+            "teola.primitives": len(compiled.egraph),
+            "teola.graph_cache_hit": compiled.cache_hit,
+            "teola.passes": list(compiled.passes_applied),
+            "teola.compile_seconds": float(compiled.seconds),
+        }
         if result is not None:
             attrs["teola.latency_seconds"] = float(result.latency)
             attrs["teola.skipped"] = bool(result.skipped)
@@ -120,7 +178,11 @@ class Telemetry:
             if isinstance(question, str):
                 attrs["gen_ai.input.messages"] = _messages("user", question)
             if result is not None and result.output is not None:
-                out = result.output if isinstance(result.output, str) else json.dumps(result.output, default=str)
+                out = (
+                    result.output
+                    if isinstance(result.output, str)
+                    else json.dumps(result.output, default=str)
+                )
                 attrs["gen_ai.output.messages"] = _messages("assistant", out)
         return attrs
 

@@ -1,6 +1,7 @@
 """A query's timeline as a text Gantt chart (what `teola run` and `teola query` print under the
 timing table): one row per primitive, grouped by engine, `-` while queued at its engine, `#` while
 running (`=` for primitives on the critical path, which is also marked `*` before the name)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -12,8 +13,9 @@ QUEUED, RUNNING, CRITICAL = "-", "#", "="
 LABEL = 30
 
 
-def gantt(trace: Sequence[Mapping[str, Any]], width: int = 60,
-          parents: Mapping[str, Sequence[str]] | None = None) -> str:
+def gantt(
+    trace: Sequence[Mapping[str, Any]], width: int = 60, parents: Mapping[str, Sequence[str]] | None = None
+) -> str:
     """The text Gantt of `trace` (Result.trace) in `width` columns of time. `parents` (primitive
     name -> parent names) makes the critical path follow the e-graph's edges."""
     if width < 10:
@@ -33,10 +35,12 @@ def gantt(trace: Sequence[Mapping[str, Any]], width: int = 60,
         for e, iv in members:
             name = str(e.get("primitive", "?"))
             crit = name in on_path
-            label = ("* " if crit else "  ") + (name if len(name) <= LABEL else name[:LABEL - 1] + "~")
+            label = ("* " if crit else "  ") + (name if len(name) <= LABEL else name[: LABEL - 1] + "~")
             out.append(f"{label:<{LABEL + 2}}|{_bar(iv, end, width, crit)}|{_note(e, mates.get(name, 0))}")
-    out.append(f"{QUEUED} queued  {RUNNING} running  {CRITICAL} running on the critical path (*)  "
-               f"b: batch size  mates: requests of other queries in the batch  c: cached prompt tokens")
+    out.append(
+        f"{QUEUED} queued  {RUNNING} running  {CRITICAL} running on the critical path (*)  "
+        f"b: batch size  mates: requests of other queries in the batch  c: cached prompt tokens"
+    )
     return "\n".join(out)
 
 

@@ -1,6 +1,7 @@
 """A finished query's timeline from its trace: each primitive's queued/running interval and the
 critical path (the chain of primitives that set the query's latency). Pure functions over trace
 dicts (`Result.trace`); the terminal Gantt, the /ui page and the OpenTelemetry spans read them."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -22,8 +23,9 @@ def interval(entry: Mapping[str, Any]) -> tuple[float, float, float] | None:
     return q, max(q, s), max(s, f)
 
 
-def critical_path(trace: Sequence[Mapping[str, Any]],
-                  parents: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+def critical_path(
+    trace: Sequence[Mapping[str, Any]], parents: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
     """Names of the primitives on the critical path, first to last.
 
     Starting from the primitive that finished last (on a tie, a decode rather than the prefill fused
@@ -48,8 +50,11 @@ def critical_path(trace: Sequence[Mapping[str, Any]],
     seen = {current}
     while True:
         queued = spans[current][0]
-        options = [n for n in (parents.get(current, ()) if parents is not None else spans)
-                   if n in spans and n not in seen]
+        options = [
+            n
+            for n in (parents.get(current, ()) if parents is not None else spans)
+            if n in spans and n not in seen
+        ]
         together = [n for n in options if abs(spans[n][0] - queued) <= EPS]
         before = [n for n in options if spans[n][2] <= queued + EPS]
         prefill = [n for n in together if n in fused]

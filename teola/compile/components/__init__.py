@@ -1,4 +1,5 @@
 """Component kinds: each decomposes one template node into primitives (Teola Algorithm 1)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -42,8 +43,13 @@ _KINDS: dict[str, tuple[Decomposer, bool, bool]] = {
 _OPTIONS: dict[str, type[Options]] = dict(BUILTIN_OPTIONS)
 
 
-def register_component(kind: str, fn: Decomposer, needs_engine: bool = True, splittable: bool = False,
-                       options: type[Options] | None = None) -> None:
+def register_component(
+    kind: str,
+    fn: Decomposer,
+    needs_engine: bool = True,
+    splittable: bool = False,
+    options: type[Options] | None = None,
+) -> None:
     """Add a component kind: `fn(ctx)` adds primitives with `ctx.add(...)` and fills
     `ctx.sub.exports` with the ports it offers downstream. `options`, a subclass of
     `teola.compile.components.options.Options`, types and bounds the keys its nodes' config may hold
@@ -51,7 +57,9 @@ def register_component(kind: str, fn: Decomposer, needs_engine: bool = True, spl
     if not isinstance(kind, str) or not kind:
         raise ValueError("component kind must be a non-empty string")
     if options is not None and not (isinstance(options, type) and issubclass(options, Options)):
-        raise TypeError("register_component(options=...) takes a subclass of teola.compile.components.options.Options")
+        raise TypeError(
+            "register_component(options=...) takes a subclass of teola.compile.components.options.Options"
+        )
     _KINDS[kind] = (fn, needs_engine, splittable)
     if options is None:
         _OPTIONS.pop(kind, None)
@@ -74,5 +82,13 @@ def lookup(kind: str) -> tuple[Decomposer, bool, bool]:
     return _KINDS[kind]
 
 
-__all__ = ["BuildContext", "Options", "Port", "SubGraph", "register_component", "component_kinds", "lookup",
-           "options_model"]
+__all__ = [
+    "BuildContext",
+    "Options",
+    "Port",
+    "SubGraph",
+    "register_component",
+    "component_kinds",
+    "lookup",
+    "options_model",
+]

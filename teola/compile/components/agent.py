@@ -31,6 +31,7 @@ completes the call), and the generation settings of each segment.
 A query may narrow `tools` to a subset of the app's and change the other options, but never
 `tool_engine`, `instruction`, `examples` or `parts`: those are the app's (teola.compile.components.narrowing).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,66 +62,137 @@ class _Call:
 def decompose_agent(ctx: BuildContext) -> None:
     tool_engine, tools = _tools(ctx)
     rounds = ctx.int_config("max_rounds", 2, maximum=8)
-    handling = ctx.config.get("handling", "discard")  # AgentOptions checked it is discard, preserve, swap or auto
+    handling = ctx.config.get(
+        "handling", "discard"
+    )  # AgentOptions checked it is discard, preserve, swap or auto
     gen = gen_args(ctx.config, f"node {ctx.node.name!r}")
     parts = _parts(ctx, tools)
     engine = ctx.engine()
-    call = _Call(engine=engine, tool_engine=tool_engine, tools=tools, parts=parts,
-                 reads=tuple(dict.fromkeys(src.key for _, src in parts if not isinstance(src, str))), gen=gen,
-                 stops=[gen["stop"]] if isinstance(gen["stop"], str) else list(gen["stop"] or []),
-                 pause={"kv_node": ctx.node.name, "pause_kv": handling, "api": expected_tool(tools)})
+    call = _Call(
+        engine=engine,
+        tool_engine=tool_engine,
+        tools=tools,
+        parts=parts,
+        reads=tuple(dict.fromkeys(src.key for _, src in parts if not isinstance(src, str))),
+        gen=gen,
+        stops=[gen["stop"]] if isinstance(gen["stop"], str) else list(gen["stop"] or []),
+        pause={"kv_node": ctx.node.name, "pause_kv": handling, "api": expected_tool(tools)},
+    )
     texts = [_first_segment(ctx, call)]
     results: list[str] = []
     for r in range(rounds):
         _round(ctx, call, r, last=r == rounds - 1, texts=texts, results=results)
-    answer = ctx.add(Primitive(PrimOp.AGGREGATE, None, ctx.node.name, inputs=tuple(reversed(texts)),
-                               outputs=(ctx.key("text"),), args={"mode": "first"}, label="answer"))
+    answer = ctx.add(
+        Primitive(
+            PrimOp.AGGREGATE,
+            None,
+            ctx.node.name,
+            inputs=tuple(reversed(texts)),
+            outputs=(ctx.key("text"),),
+            args={"mode": "first"},
+            label="answer",
+        )
+    )
     ctx.sub.exports["text"] = Port(answer.outputs[0])
 
 
 def _first_segment(ctx: BuildContext, call: _Call) -> str:
     """seg0: the prompt's prefill and the decode up to the first tool call; its text's key."""
     kv = ctx.key("seg0.kv")
-    ctx.add(Primitive(PrimOp.PREFILLING, call.engine, ctx.node.name, inputs=call.reads, outputs=(kv,),
-                      args={"parts": list(call.parts)}, label="seg0.prefill"))
+    ctx.add(
+        Primitive(
+            PrimOp.PREFILLING,
+            call.engine,
+            ctx.node.name,
+            inputs=call.reads,
+            outputs=(kv,),
+            args={"parts": list(call.parts)},
+            label="seg0.prefill",
+        )
+    )
     start = ctx.config.get("start") or ""
-    return ctx.add(Primitive(PrimOp.DECODING, call.engine, ctx.node.name, inputs=(kv,), outputs=(ctx.key("seg0.text"),),
-                             args={**call.gen, "stop": call.stops + [CLOSE], **call.pause,
-                                   **({"start": start} if start else {})},
-                             label="seg0.decode")).outputs[0]
+    return ctx.add(
+        Primitive(
+            PrimOp.DECODING,
+            call.engine,
+            ctx.node.name,
+            inputs=(kv,),
+            outputs=(ctx.key("seg0.text"),),
+            args={
+                **call.gen,
+                "stop": call.stops + [CLOSE],
+                **call.pause,
+                **({"start": start} if start else {}),
+            },
+            label="seg0.decode",
+        )
+    ).outputs[0]
 
 
 def _round(ctx: BuildContext, call: _Call, r: int, last: bool, texts: list[str], results: list[str]) -> None:
     """Round r: the test for a tool call in the last segment, the tool, and the segment that continues
     after its result (appended to `texts` and `results`). The last round's segment does not pause."""
-    branch = ctx.add(Primitive(PrimOp.CONDITION, None, ctx.node.name, inputs=(texts[r],),
-                               outputs=(ctx.key(f"round{r}.branch"),),
-                               args={"predicate": "contains", "value": OPEN, "case_sensitive": True},
-                               label=f"round{r}.test")).outputs[0]
-    results.append(ctx.add(Primitive(PrimOp.TOOL, call.tool_engine, ctx.node.name, inputs=(texts[r], branch),
-                                     outputs=(ctx.key(f"round{r}.result"),),
-                                     args={"guard": branch, "parse": "tag", "allowed": call.tools,
-                                           "api_of": call.engine},
-                                     label=f"round{r}.tool")).outputs[0])
-    args = {**call.gen, "stop": call.stops if last else call.stops + [CLOSE], **({} if last else call.pause),
-            "kv_node": ctx.node.name, "parts": list(call.parts), "continuation": [list(texts), list(results)],
-            "tools": call.tools}
-    texts.append(ctx.add(Primitive(PrimOp.DECODING, call.engine, ctx.node.name,
-                                   inputs=call.reads + tuple(texts) + tuple(results),
-                                   outputs=(ctx.key(f"seg{r + 1}.text"),), args=args,
-                                   label=f"seg{r + 1}.decode")).outputs[0])
+    branch = ctx.add(
+        Primitive(
+            PrimOp.CONDITION,
+            None,
+            ctx.node.name,
+            inputs=(texts[r],),
+            outputs=(ctx.key(f"round{r}.branch"),),
+            args={"predicate": "contains", "value": OPEN, "case_sensitive": True},
+            label=f"round{r}.test",
+        )
+    ).outputs[0]
+    results.append(
+        ctx.add(
+            Primitive(
+                PrimOp.TOOL,
+                call.tool_engine,
+                ctx.node.name,
+                inputs=(texts[r], branch),
+                outputs=(ctx.key(f"round{r}.result"),),
+                args={"guard": branch, "parse": "tag", "allowed": call.tools, "api_of": call.engine},
+                label=f"round{r}.tool",
+            )
+        ).outputs[0]
+    )
+    args = {
+        **call.gen,
+        "stop": call.stops if last else call.stops + [CLOSE],
+        **({} if last else call.pause),
+        "kv_node": ctx.node.name,
+        "parts": list(call.parts),
+        "continuation": [list(texts), list(results)],
+        "tools": call.tools,
+    }
+    texts.append(
+        ctx.add(
+            Primitive(
+                PrimOp.DECODING,
+                call.engine,
+                ctx.node.name,
+                inputs=call.reads + tuple(texts) + tuple(results),
+                outputs=(ctx.key(f"seg{r + 1}.text"),),
+                args=args,
+                label=f"seg{r + 1}.decode",
+            )
+        ).outputs[0]
+    )
 
 
 def _tools(ctx: BuildContext) -> tuple[str, list[str]]:
     name = ctx.config.get("tool_engine")
     if not isinstance(name, str) or ctx.engine_kinds.get(name) != "tool":
         tool_engines = sorted(n for n, k in ctx.engine_kinds.items() if k == "tool")
-        raise ValueError(f"config.nodes.{ctx.node.name}.tool_engine: must name a registered engine of kind 'tool' "
-                         f"(registered: {tool_engines or 'none'}), got {name!r}")
+        raise ValueError(
+            f"config.nodes.{ctx.node.name}.tool_engine: must name a registered engine of kind 'tool' "
+            f"(registered: {tool_engines or 'none'}), got {name!r}"
+        )
     tools = ctx.config.get("tools")
     if not isinstance(tools, list) or not tools or not all(isinstance(t, str) and t for t in tools):
-        raise ValueError(f"config.nodes.{ctx.node.name}.tools: must list the tool names the model may call, "
-                         f"got {tools!r}")
+        raise ValueError(
+            f"config.nodes.{ctx.node.name}.tools: must list the tool names the model may call, got {tools!r}"
+        )
     app_only(ctx, "tool_engine", "instruction", "examples", "parts")
     return name, narrowed_tools(ctx)
 

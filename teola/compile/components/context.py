@@ -1,4 +1,5 @@
 """What a component decomposer sees while it builds its sub-graph (Teola Algorithm 1, line 4)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -61,7 +62,8 @@ class BuildContext:
                     return exports[p]
         raise ValueError(
             f"node {self.node.name!r} ({self.node.kind}) needs a {' or '.join(repr(p) for p in ports)} input, "
-            "but no upstream node produces one; connect such a node before it with >>")
+            "but no upstream node produces one; connect such a node before it with >>"
+        )
 
     def find_optional(self, *ports: str) -> Port | None:
         try:
@@ -72,16 +74,20 @@ class BuildContext:
     def question(self) -> str:
         """The key of the query's question (required by most components)."""
         if "question" not in self.query:
-            raise ValueError(f"node {self.node.name!r} ({self.node.kind}) needs query['question']; "
-                             "send {'question': '...'} in the query")
+            raise ValueError(
+                f"node {self.node.name!r} ({self.node.kind}) needs query['question']; "
+                "send {'question': '...'} in the query"
+            )
         return "query.question"
 
     def engine(self, default_kind: str | None = None) -> str:
         """The node's engine name, checked to be registered."""
         name = self.node.engine
         if name is None:
-            raise ValueError(f"node {self.node.name!r} ({self.node.kind}) needs engine=...; "
-                             f"registered engines: {sorted(self.engine_kinds)}")
+            raise ValueError(
+                f"node {self.node.name!r} ({self.node.kind}) needs engine=...; "
+                f"registered engines: {sorted(self.engine_kinds)}"
+            )
         return name
 
     def int_config(self, name: str, default: int, minimum: int = 1, maximum: int = 10_000) -> int:
@@ -89,6 +95,7 @@ class BuildContext:
         (the upper bounds keep one query's graph small enough to compile in well under a second)."""
         v = self.config.get(name, default)
         if not isinstance(v, int) or isinstance(v, bool) or not minimum <= v <= maximum:
-            raise ValueError(f"config.nodes.{self.node.name}.{name}: must be an int in [{minimum}, {maximum}], "
-                             f"got {v!r}")
+            raise ValueError(
+                f"config.nodes.{self.node.name}.{name}: must be an int in [{minimum}, {maximum}], got {v!r}"
+            )
         return v

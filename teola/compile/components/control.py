@@ -1,4 +1,5 @@
 """Control components: condition (branch) and aggregate."""
+
 from __future__ import annotations
 
 from teola.compile.components.context import BuildContext, Port
@@ -15,12 +16,25 @@ def decompose_condition(ctx: BuildContext) -> None:
     src = ctx.find("text")
     preds = [p for p in PREDICATES if p in ctx.config]
     if len(preds) != 1:
-        raise ValueError(f"node {ctx.node.name!r}: a condition needs exactly one of {PREDICATES} in config, "
-                         f"e.g. {{'contains': 'SEARCH: YES'}}")
-    p = ctx.add(Primitive(PrimOp.CONDITION, None, ctx.node.name, inputs=(src.key,), outputs=(ctx.key("branch"),),
-                          args={"predicate": preds[0], "value": str(ctx.config[preds[0]]),
-                                "case_sensitive": bool(ctx.config.get("case_sensitive", False))},
-                          label="test"))
+        raise ValueError(
+            f"node {ctx.node.name!r}: a condition needs exactly one of {PREDICATES} in config, "
+            f"e.g. {{'contains': 'SEARCH: YES'}}"
+        )
+    p = ctx.add(
+        Primitive(
+            PrimOp.CONDITION,
+            None,
+            ctx.node.name,
+            inputs=(src.key,),
+            outputs=(ctx.key("branch"),),
+            args={
+                "predicate": preds[0],
+                "value": str(ctx.config[preds[0]]),
+                "case_sensitive": bool(ctx.config.get("case_sensitive", False)),
+            },
+            label="test",
+        )
+    )
     ctx.sub.exports["branch"] = Port(p.outputs[0])
 
 
@@ -38,6 +52,15 @@ def decompose_aggregate(ctx: BuildContext, parent_exports: list[dict[str, Port]]
         keys.append(port.key)
     if not keys:
         raise ValueError(f"node {ctx.node.name!r}: an aggregate needs at least one upstream node")
-    p = ctx.add(Primitive(PrimOp.AGGREGATE, None, ctx.node.name, inputs=tuple(keys), outputs=(ctx.key("text"),),
-                          args={"mode": mode}, label="merge"))
+    p = ctx.add(
+        Primitive(
+            PrimOp.AGGREGATE,
+            None,
+            ctx.node.name,
+            inputs=tuple(keys),
+            outputs=(ctx.key("text"),),
+            args={"mode": mode},
+            label="merge",
+        )
+    )
     ctx.sub.exports["text"] = Port(p.outputs[0])

@@ -1,4 +1,5 @@
 """Query expansion: one LLM call that writes N search queries (splittable: one item per query)."""
+
 from __future__ import annotations
 
 import teola.compile.components.prompts as prompts
@@ -16,8 +17,20 @@ def decompose_query_expansion(ctx: BuildContext) -> None:
     # user text is data: only the literal "{n}" is filled in (never str.format, whose fields can
     # read attributes of its arguments)
     task = task.replace("{n}", str(n))
-    parts = [("instruction", system), ("label", "Question:"), ("question", Ref(ctx.question())), ("task", task)]
-    _, decode, port = llm_call(ctx, "expand", parts, "queries", gen_args(ctx.config, f"node {ctx.node.name!r}", max_tokens=24 * n),
-                               split="list", n_items=n)
+    parts = [
+        ("instruction", system),
+        ("label", "Question:"),
+        ("question", Ref(ctx.question())),
+        ("task", task),
+    ]
+    _, decode, port = llm_call(
+        ctx,
+        "expand",
+        parts,
+        "queries",
+        gen_args(ctx.config, f"node {ctx.node.name!r}", max_tokens=24 * n),
+        split="list",
+        n_items=n,
+    )
     decode.args["splittable"] = ctx.node.anno == "splittable"
     ctx.sub.exports["queries"] = port

@@ -3,6 +3,7 @@
 config["parts"]: [[name, source], ...] in prompt order; a source is literal text, "$query.<field>"
 for a query field, or "$<port>" for an upstream port ("$text", "$context", "$results").
 """
+
 from __future__ import annotations
 
 from teola.compile.components.context import BuildContext
@@ -16,8 +17,15 @@ def decompose_llm(ctx: BuildContext) -> None:
     if split not in (None, "list", "jsonl"):
         raise ValueError(f"node {ctx.node.name!r}: config 'split' must be 'list' or 'jsonl', got {split!r}")
     n_items = ctx.int_config("num_items", 4) if split else 0
-    _, decode, port = llm_call(ctx, "call", parts, "items" if split else "text", gen_args(ctx.config, f"node {ctx.node.name!r}"),
-                               split=split, n_items=n_items)
+    _, decode, port = llm_call(
+        ctx,
+        "call",
+        parts,
+        "items" if split else "text",
+        gen_args(ctx.config, f"node {ctx.node.name!r}"),
+        split=split,
+        n_items=n_items,
+    )
     if split:
         decode.args["splittable"] = ctx.node.anno == "splittable"
         ctx.sub.exports["items"] = port
@@ -31,7 +39,9 @@ def prompt_parts(ctx: BuildContext, raw: list) -> list[tuple[str, str | Ref]]:
     parts = []
     for item in raw:
         if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
-            raise ValueError(f"node {ctx.node.name!r}: each config 'parts' entry must be [name, source], got {item!r}")
+            raise ValueError(
+                f"node {ctx.node.name!r}: each config 'parts' entry must be [name, source], got {item!r}"
+            )
         parts.append((item[0], part_source(ctx, item[1])))
     return parts
 
@@ -44,7 +54,9 @@ def part_source(ctx: BuildContext, src: str) -> str | Ref:
     if name.startswith("query."):
         field = name.split(".", 1)[1]
         if field not in ctx.query:
-            raise ValueError(f"node {ctx.node.name!r}: prompt part refers to query[{field!r}], which the query lacks")
+            raise ValueError(
+                f"node {ctx.node.name!r}: prompt part refers to query[{field!r}], which the query lacks"
+            )
         return Ref(name)
     port = ctx.find(name)
     if name in ("context", "results"):

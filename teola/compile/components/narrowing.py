@@ -10,6 +10,7 @@ the app allows, never widens it. The app author's own `Node(config=...)` is the 
 A query is a tenant's request and the tools are the operator's (an HTTP tool carries its auth
 headers), so these are enforced when the query compiles, naming the option and the fix.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,10 @@ def narrowed_tools(ctx: BuildContext) -> list[str]:
         raise ValueError(f"config.nodes.{ctx.node.name}.tools: must be a list of tool names, got {tools!r}")
     extra = [t for t in tools if t not in ceiling]
     if extra:
-        raise ValueError(f"config.nodes.{ctx.node.name}.tools: {extra} not among the tools the app allows node "
-                         f"{ctx.node.name!r} ({', '.join(ceiling) or 'none'}); a query may only pick a subset of them")
+        raise ValueError(
+            f"config.nodes.{ctx.node.name}.tools: {extra} not among the tools the app allows node "
+            f"{ctx.node.name!r} ({', '.join(ceiling) or 'none'}); a query may only pick a subset of them"
+        )
     return list(tools)
 
 
@@ -43,8 +46,10 @@ def app_only(ctx: BuildContext, *keys: str) -> None:
     app's own value (a query may repeat the app's value, never change it)."""
     for key in keys:
         if _plain(ctx.config.get(key)) != _plain(ctx.node.config.get(key)):
-            raise ValueError(f"config.nodes.{ctx.node.name}.{key}: set by the app only; a query cannot change it "
-                             f"(leave it out; a query may narrow 'tools' to a subset of the app's)")
+            raise ValueError(
+                f"config.nodes.{ctx.node.name}.{key}: set by the app only; a query cannot change it "
+                f"(leave it out; a query may narrow 'tools' to a subset of the app's)"
+            )
 
 
 def _plain(value: Any) -> Any:

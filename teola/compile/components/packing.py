@@ -10,6 +10,7 @@ tokens average 1.03-1.07, 1.61 at most; per word or mark, 1.12-1.14, 1.84 at mos
 tokenizer splits finer than the chunk tokens needs a larger `token_ratio` in the synthesis node's
 config.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,9 @@ def context_budget(window: int, fixed_texts: list[str], reserved: int, ratio: fl
     return window - reserved - TEMPLATE_TOKENS - TEXT_SLACK - sum(llm_tokens(t, ratio) for t in fixed_texts)
 
 
-def pack_ranges(n: int, item_tokens: int, budget: int, ratio: float = TOKEN_RATIO,
-                pack_size: int | None = None) -> list[tuple[int, int]]:
+def pack_ranges(
+    n: int, item_tokens: int, budget: int, ratio: float = TOKEN_RATIO, pack_size: int | None = None
+) -> list[tuple[int, int]]:
     """Consecutive [start, stop) ranges covering items 0..n-1, each as many items as fit `budget`
     LLM tokens (items of at most `item_tokens` chunk tokens); one item a range when the sizes are
     unknown, `pack_size` items when given."""

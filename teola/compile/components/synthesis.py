@@ -11,6 +11,7 @@ fixes the chunks per prompt, `token_ratio` the LLM-tokens-per-counted-token boun
 the instruction and the question after its context (`prompts.qa_parts`) and ends with config `ask`
 (`prompts.ASK`; null leaves it out).
 """
+
 from __future__ import annotations
 
 import teola.compile.components.prompts as prompts
@@ -48,7 +49,9 @@ def decompose_synthesis(ctx: BuildContext) -> None:
 def _packs(ctx: BuildContext, context: Port, fixed: list[str], reserved: int) -> list[tuple[int, int]]:
     ratio = ctx.config.get("token_ratio", TOKEN_RATIO)
     if not isinstance(ratio, (int, float)) or isinstance(ratio, bool) or not 0.1 <= ratio <= 100:
-        raise ValueError(f"node {ctx.node.name!r}: config 'token_ratio' must be a number in [0.1, 100], got {ratio!r}")
+        raise ValueError(
+            f"node {ctx.node.name!r}: config 'token_ratio' must be a number in [0.1, 100], got {ratio!r}"
+        )
     pack_size = ctx.int_config("pack_size", 0, minimum=1) if "pack_size" in ctx.config else None
     budget = context_budget(_window(ctx), [t for t in fixed if isinstance(t, str)], reserved, ratio)
     return pack_ranges(context.n, context.item_tokens, budget, ratio, pack_size)
@@ -59,29 +62,38 @@ def _chunks(context: Port, pack: tuple[int, int]) -> Ref:
     return Ref(context.key, index=a) if b - a == 1 else Ref(context.key, index=a, join="\n\n", stop=b)
 
 
-def _refine(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
-            packs: list[tuple[int, int]]) -> Port:
+def _refine(
+    ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str, packs: list[tuple[int, int]]
+) -> Port:
     refine = ctx.config.get("refine_instruction", prompts.REFINE)
     port = None
     last = len(packs) - 1
     ask = _ask(ctx)
     for i, pack in enumerate(packs):
-        parts = prompts.qa_parts(question, _chunks(context, pack), qa if i == 0 else refine,
-                                 Ref(port.key) if port is not None else None, ask)
+        parts = prompts.qa_parts(
+            question,
+            _chunks(context, pack),
+            qa if i == 0 else refine,
+            Ref(port.key) if port is not None else None,
+            ask,
+        )
         _, _, port = llm_call(ctx, f"call{i}", parts, "answer" if i == last else f"answer{i}", gen)
     return port
 
 
-def _tree(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
-          packs: list[tuple[int, int]]) -> Port:
+def _tree(
+    ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str, packs: list[tuple[int, int]]
+) -> Port:
     """Leaves answer from one pack each; levels of `fan_in` answers merge until one is left."""
     ask = _ask(ctx)
     if len(packs) == 1:
-        return llm_call(ctx, "leaf0", prompts.qa_parts(question, _chunks(context, packs[0]), qa, None, ask),
-                        "answer", gen)[2]
+        return llm_call(
+            ctx, "leaf0", prompts.qa_parts(question, _chunks(context, packs[0]), qa, None, ask), "answer", gen
+        )[2]
     merge = ctx.config.get("merge_instruction", prompts.TREE_MERGE)
-    fan_in = ctx.int_config("fan_in", _fan_in(ctx, gen["max_tokens"], [merge, ctx.query["question"]]),
-                            minimum=2, maximum=64)
+    fan_in = ctx.int_config(
+        "fan_in", _fan_in(ctx, gen["max_tokens"], [merge, ctx.query["question"]]), minimum=2, maximum=64
+    )
     level = []
     for i, pack in enumerate(packs):
         parts = prompts.qa_parts(question, _chunks(context, pack), qa, None, ask)
@@ -91,7 +103,7 @@ def _tree(ctx: BuildContext, context: Port, question: Ref, gen: dict, qa: str,
         depth += 1
         nxt = []
         for j in range(0, len(level), fan_in):
-            group = level[j:j + fan_in]
+            group = level[j : j + fan_in]
             parts: list = [("instruction", merge)]
             parts += [(f"candidate{k}", Ref(p.key)) for k, p in enumerate(group)]
             parts += [("question_label", prompts.QUESTION_LABEL), ("question", question)]

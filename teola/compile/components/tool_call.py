@@ -2,6 +2,7 @@
 
 config: "tools" (the names the node may call; default none). A query's `tools` picks a subset of
 the app's (an empty list: no tools), never adds one (teola.compile.components.narrowing)."""
+
 from __future__ import annotations
 
 from teola.compile.components.context import BuildContext, Port
@@ -12,8 +13,16 @@ from teola.ir.primitive import Primitive
 
 def decompose_tool(ctx: BuildContext) -> None:
     calls = ctx.find("items", "queries")
-    p = ctx.add(Primitive(PrimOp.TOOL, ctx.engine(), ctx.node.name, inputs=(calls.key,),
-                          outputs=(ctx.key("results"),), args={"map": (calls.key,),
-                          "allowed": narrowed_tools(ctx)},
-                          num_requests=calls.n, label="call"))
+    p = ctx.add(
+        Primitive(
+            PrimOp.TOOL,
+            ctx.engine(),
+            ctx.node.name,
+            inputs=(calls.key,),
+            outputs=(ctx.key("results"),),
+            args={"map": (calls.key,), "allowed": narrowed_tools(ctx)},
+            num_requests=calls.n,
+            label="call",
+        )
+    )
     ctx.sub.exports.update(results=Port(p.outputs[0], calls.n), context=Port(p.outputs[0], calls.n))

@@ -1,6 +1,7 @@
 """What an LLM engine's entry gets when it arrives at its engine scheduler: what each of its requests
 is charged against the token budget, and the hints written into its dispatch records (predicted
 output lengths, then the handling of a pausing call's pause)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,7 +23,9 @@ def charges(entry: Pending, *, live: bool) -> list[int]:
     return [estimate_tokens(r) for r in entry.requests]
 
 
-def write_hints(entry: Pending, pauses: PauseBook, policy: Policy, length_predictor: Any, engine: str) -> None:
+def write_hints(
+    entry: Pending, pauses: PauseBook, policy: Policy, length_predictor: Any, engine: str
+) -> None:
     """The length predictions first ("auto" handlings are chosen from them, as LAMPS ranks by
     them), then the pause book's handlings, written into the entry's records. `length_predictor`:
     the Runtime option of that name; `engine` names the engine in its errors."""

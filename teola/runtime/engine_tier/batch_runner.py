@@ -10,6 +10,7 @@
   they are parsed; `text_stream`: batches whose requests asked for their decoded text as it comes
   (the answer's tokens).
 The instance's slot is released (`ctx.landed`) when a batch lands."""
+
 from __future__ import annotations
 
 import asyncio
@@ -27,8 +28,15 @@ from teola.scheduling.base import Pending, Pick
 log = logging.getLogger("teola.runtime")
 
 
-async def run_batch(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
-                    spans: list[Span], tokens: int, picks: list[Pick]) -> None:
+async def run_batch(
+    ctx: EngineContext,
+    inst: Instance,
+    op: str,
+    requests: list[dict[str, Any]],
+    spans: list[Span],
+    tokens: int,
+    picks: list[Pick],
+) -> None:
     """Run one batch to its end; every entry gets its results together (or its failure). Its text
     streams as it decodes when a request asked for it ("stream_text")."""
     t0 = ctx.loop.time()
@@ -52,7 +60,7 @@ async def run_batch(ctx: EngineContext, inst: Instance, op: str, requests: list[
         off = 0
         for e, a, b in spans:
             n = b - a
-            e.work.results(a, results[off:off + n], t)
+            e.work.results(a, results[off : off + n], t)
             off += n
         ctx.observe(picks, t0, t, results)
     finally:
@@ -82,12 +90,19 @@ async def isolate(ctx: EngineContext, inst: Instance, op: str, spans: list[Span]
         t = ctx.loop.time()
         off = 0
         for e, a, b in mine:
-            e.work.results(a, results[off:off + b - a], t)
+            e.work.results(a, results[off : off + b - a], t)
             off += b - a
 
 
-async def run_item_stream(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
-                          spans: list[Span], tokens: int, picks: list[Pick]) -> None:
+async def run_item_stream(
+    ctx: EngineContext,
+    inst: Instance,
+    op: str,
+    requests: list[dict[str, Any]],
+    spans: list[Span],
+    tokens: int,
+    picks: list[Pick],
+) -> None:
     """Run a Partial Decoding batch: items go to their entries as they are parsed."""
     owners = [e for e, a, b in spans for _ in range(a, b)]
     t0 = ctx.loop.time()
@@ -98,7 +113,9 @@ async def run_item_stream(ctx: EngineContext, inst: Instance, op: str, requests:
         ctx.landed(inst, requests, spans, tokens)
 
 
-async def abort_on(ctx: EngineContext, inst: Instance, owners: list[str], kv_keys: list[str] | None = None) -> None:
+async def abort_on(
+    ctx: EngineContext, inst: Instance, owners: list[str], kv_keys: list[str] | None = None
+) -> None:
     """Ask `inst` to stop the running requests of `owners` (query ids or request tags) for good;
     `kv_keys`: the KV swap keys among them, which an adapter with `cancel` tells its engine not to
     save (those calls never resume)."""
@@ -108,14 +125,26 @@ async def abort_on(ctx: EngineContext, inst: Instance, owners: list[str], kv_key
         else:
             stopped = await ctx.executor.call(inst, Capability.ABORT, owners)
     except Exception as exc:  # the batch still lands; only the engine time is not saved
-        log.warning("engine %s: aborting the requests of %s failed: %s: %s", inst.name, ", ".join(owners),
-                    type(exc).__name__, exc)
+        log.warning(
+            "engine %s: aborting the requests of %s failed: %s: %s",
+            inst.name,
+            ", ".join(owners),
+            type(exc).__name__,
+            exc,
+        )
         return
     ctx.metrics.aborted_requests += int(stopped or 0)
 
 
-async def run_each(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
-                   spans: list[Span], tokens: int, picks: list[Pick]) -> None:
+async def run_each(
+    ctx: EngineContext,
+    inst: Instance,
+    op: str,
+    requests: list[dict[str, Any]],
+    spans: list[Span],
+    tokens: int,
+    picks: list[Pick],
+) -> None:
     """Run the batch, one engine call per entry, all at once; hand each entry its results when they
     land. A failure fails only the entry whose requests failed (engine down: every failed entry gets
     the engine-down error). The batch's slot on the instance is released when its last entry lands."""
@@ -129,7 +158,7 @@ async def run_each(ctx: EngineContext, inst: Instance, op: str, requests: list[d
 
     async def one(e: Pending, a: int, b: int, at: int) -> BaseException | None:
         try:
-            mine = requests[at:at + b - a]
+            mine = requests[at : at + b - a]
             if any(r.get("stream_text") for r in mine):  # an answer whose tokens stream to the client
                 res = await text_stream(ctx, inst, op, mine, [(e, a, b)])
             else:
@@ -139,7 +168,7 @@ async def run_each(ctx: EngineContext, inst: Instance, op: str, requests: list[d
             raise
         except Exception as exc:  # noqa: BLE001 -- reported to this entry's work below
             return exc
-        results[at:at + b - a] = res
+        results[at : at + b - a] = res
         e.work.results(a, res, loop.time())
         return None
 
@@ -155,8 +184,9 @@ async def run_each(ctx: EngineContext, inst: Instance, op: str, requests: list[d
         ctx.landed(inst, requests, spans, tokens)
 
 
-async def text_stream(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
-                      spans: list[Span]) -> list[Any]:
+async def text_stream(
+    ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]], spans: list[Span]
+) -> list[Any]:
     """Run a batch whose requests asked for their text as it decodes ("stream_text"): each
     delta's text goes to its work at once; the finals are the batch's results."""
     owners = [e for e, a, b in spans for _ in range(a, b)]
@@ -167,8 +197,14 @@ async def text_stream(ctx: EngineContext, inst: Instance, op: str, requests: lis
     return await consume(ctx, inst, op, requests, {StreamEvent.DELTA: delta})
 
 
-async def item_stream(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
-                      owners: list[Pending], isolate: bool) -> list[Any] | None:
+async def item_stream(
+    ctx: EngineContext,
+    inst: Instance,
+    op: str,
+    requests: list[dict[str, Any]],
+    owners: list[Pending],
+    isolate: bool,
+) -> list[Any] | None:
     """Run one streaming batch. If it fails, requests that already streamed something fail; the
     others are retried one query at a time (when the batch mixed queries) so only the culprit fails."""
     got = Streamed.of(len(owners))
@@ -180,8 +216,9 @@ async def item_stream(ctx: EngineContext, inst: Instance, op: str, requests: lis
         owners[idx].work.final(payload, t)
 
     try:
-        return await consume(ctx, inst, op, requests, {StreamEvent.ITEM: item, StreamEvent.FINAL: final},
-                             seen=got, strict=True)
+        return await consume(
+            ctx, inst, op, requests, {StreamEvent.ITEM: item, StreamEvent.FINAL: final}, seen=got, strict=True
+        )
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -197,5 +234,7 @@ async def item_stream(ctx: EngineContext, inst: Instance, op: str, requests: lis
         if isolate and len({o.query_id for o in owners}) > 1:
             for qid in queries:
                 mine = [i for i in retry if owners[i].query_id == qid]
-                await item_stream(ctx, inst, op, [requests[i] for i in mine], [owners[i] for i in mine], False)
+                await item_stream(
+                    ctx, inst, op, [requests[i] for i in mine], [owners[i] for i in mine], False
+                )
         return None

@@ -10,6 +10,7 @@ without being preempted. A resumed run's engine sees only that run's text, so fr
 preemption on the call's own parser cuts the items from its whole output (earlier runs' text, then
 the resumed run's text, which the engine is asked to stream) and sends those not sent yet: the
 line the abort cut short comes out once it is complete."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -89,11 +90,11 @@ class CallItems:
         self._send(t)
 
     def _take(self, output: str) -> None:
-        self.parser.feed(output[self.fed:])
+        self.parser.feed(output[self.fed :])
         self.fed = len(output)
 
     def _send(self, t: float) -> None:
-        items = self.parser.items if self.max_items is None else self.parser.items[:self.max_items]
-        for item in items[self.sent:]:
+        items = self.parser.items if self.max_items is None else self.parser.items[: self.max_items]
+        for item in items[self.sent :]:
             self.work.item(item, t)
         self.sent = max(self.sent, len(items))

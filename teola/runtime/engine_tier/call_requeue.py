@@ -1,6 +1,7 @@
 """A preempted call back in its queue (teola.runtime.engine_tier.preemption): each request that has
 not ended carries its token ids and text so far to its next run (`Resume`, kept by the Preemptor per
 entry), its dispatch record is set to resume from them, and its work hears `requeued`."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,8 +14,14 @@ from teola.scheduling.base import Pending
 from teola.scheduling.preemption import held_tokens, tokens_left
 
 
-def requeue(ctx: EngineContext, call: RunningCall, finals: list[Any], resumes_of: dict[Pending, list[Resume]],
-            *, live: bool) -> bool:
+def requeue(
+    ctx: EngineContext,
+    call: RunningCall,
+    finals: list[Any],
+    resumes_of: dict[Pending, list[Resume]],
+    *,
+    live: bool,
+) -> bool:
     """Put a preempted call back in its queue to resume later; False if it cannot resume (an
     aborted request gave no token ids, or nothing is left to decode: then `finals` are its results).
     `resumes_of`: the Preemptor's resume state per entry; `live`: admission by live KV use (the
@@ -27,8 +34,9 @@ def requeue(ctx: EngineContext, call: RunningCall, finals: list[Any], resumes_of
         if n is None:
             return False
         left.append(n)
-    if not any(n > 0 for n in left) or (call.items is not None and
-                                        call.items.all_out(resumes[0].text + text_of(finals[0]))):
+    if not any(n > 0 for n in left) or (
+        call.items is not None and call.items.all_out(resumes[0].text + text_of(finals[0]))
+    ):
         return False
     resumes_of[e] = resumes
     for j, (i, result, n) in enumerate(zip(call.sent, finals, left)):
@@ -44,11 +52,17 @@ def requeue(ctx: EngineContext, call: RunningCall, finals: list[Any], resumes_of
         resume.points.append(len(resume.ids))
         # the resume is the record's: its body stays as it was queued
         rec = e.records[i]
-        rec.resume_ids, rec.max_tokens = tuple(resume.ids), int(resume.request["max_tokens"]) - len(resume.ids)
+        rec.resume_ids, rec.max_tokens = (
+            tuple(resume.ids),
+            int(resume.request["max_tokens"]) - len(resume.ids),
+        )
         rec.call_tag, rec.progress = None, False  # its next run sets its own
         if live and e.tokens is not None:  # it holds its decoded tokens when it resumes
-            e.tokens[i] = (estimate_held_tokens(e.wire(i)) if j not in call.prompt
-                           else held_tokens(call.prompt[j] + len(result["output_token_ids"]), 0))
+            e.tokens[i] = (
+                estimate_held_tokens(e.wire(i))
+                if j not in call.prompt
+                else held_tokens(call.prompt[j] + len(result["output_token_ids"]), 0)
+            )
         if call.items is not None:
             rec.stream_text, rec.max_items = True, call.items.preempted(resume.text, ctx.loop.time())
             resume.items = call.items

@@ -1,5 +1,6 @@
 """`Resume`: what one request of a preempted call carries to its next run
 (teola.runtime.engine_tier.preemption), and `joined`: its result over all its runs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,13 +14,13 @@ from teola.runtime.engine_tier.call_items import CallItems
 class Resume:
     """What one request of a preempted call carries to its next run."""
 
-    request: dict[str, Any]          # the request as first sent
+    request: dict[str, Any]  # the request as first sent
     ids: list[int] = field(default_factory=list)
     text: str = ""
     count: int = 0
     points: list[int] = field(default_factory=list)  # tokens decoded when each preemption hit
-    final: Any = None                # its joined result once it ended (then it is not sent again)
-    items: CallItems | None = None   # a partial decode's items, carried to its next run
+    final: Any = None  # its joined result once it ended (then it is not sent again)
+    items: CallItems | None = None  # a partial decode's items, carried to its next run
 
 
 def text_of(result: Any) -> str:
@@ -37,10 +38,13 @@ def joined(resume: Resume, result: Any, complete: bool = False) -> Any:
         out.pop("aborted", None)
     if not resume.count:
         return out
-    out.update(text=resume.text + text_of(result),
-               num_output_tokens=len(resume.ids) + int(result.get("num_output_tokens") or 0),
-               output_token_ids=resume.ids + list(result.get("output_token_ids") or []),
-               preemptions=resume.count, resumed_at=list(resume.points))
+    out.update(
+        text=resume.text + text_of(result),
+        num_output_tokens=len(resume.ids) + int(result.get("num_output_tokens") or 0),
+        output_token_ids=resume.ids + list(result.get("output_token_ids") or []),
+        preemptions=resume.count,
+        resumed_at=list(resume.points),
+    )
     split = resume.request.get("split")
     if split:  # items parsed from the whole output, not only from the last run's
         items = split_text(out["text"], split)

@@ -2,6 +2,7 @@
 by its tag (preempted: its requests come back with their token ids), or cancelled for good (its KV
 not saved), and the KV an engine saved for a withdrawn call dropped. A failed stop is logged: the
 call then runs to its end, or the saved copy waits for its least-recently-used drop."""
+
 from __future__ import annotations
 
 import logging
@@ -19,8 +20,12 @@ async def forget_kv_on(ctx: EngineContext, inst: Instance, keys: list[str]) -> N
     try:
         await ctx.executor.call(inst, Capability.FORGET_KV, keys)
     except Exception as exc:  # the saved copy then waits for its least-recently-used drop
-        log.warning("engine %s: dropping the saved KV of a withdrawn call failed: %s: %s", inst.name,
-                    type(exc).__name__, exc)
+        log.warning(
+            "engine %s: dropping the saved KV of a withdrawn call failed: %s: %s",
+            inst.name,
+            type(exc).__name__,
+            exc,
+        )
 
 
 async def stop_call(ctx: EngineContext, call: RunningCall, cancel: bool = False) -> None:
@@ -32,8 +37,13 @@ async def stop_call(ctx: EngineContext, call: RunningCall, cancel: bool = False)
             await ctx.executor.call(call.inst, Capability.ABORT, [call.tag])
     except Exception as exc:  # the call then runs to its end: only the engine time is lost
         call.stopping = False
-        log.warning("engine %s: stopping call %s failed: %s: %s", call.inst.name, call.pick.entry.name,
-                    type(exc).__name__, exc)
+        log.warning(
+            "engine %s: stopping call %s failed: %s: %s",
+            call.inst.name,
+            call.pick.entry.name,
+            type(exc).__name__,
+            exc,
+        )
         return
     if not call.stopping:
         ctx.metrics.aborted_requests += len(call.requests)

@@ -2,6 +2,7 @@
 narrow object the scheduler builds (the batch runner and the preemptor take it instead of the
 scheduler). It holds the scheduler's executor, metrics and loop, the record of running owners, and
 callbacks; nothing here reaches back into the scheduler."""
+
 from __future__ import annotations
 
 import asyncio

@@ -10,6 +10,7 @@ Two ways to spread work over instances (the engine spec's `balancer`, teola.bala
     locality router keeps its program pins in the policy's process table when the policy has one,
     so a pin disappears when the program ends.
 Time is the event loop's (`loop.time()`), so a virtual-time loop drives this unchanged."""
+
 from __future__ import annotations
 
 import asyncio
@@ -53,10 +54,20 @@ class EngineScheduler:
     shared queue, where `picker` chooses the instance for each batch). When entries of several
     tenants wait, the policy sees only those of the tenants within their fair share (`shares`)."""
 
-    def __init__(self, spec: Engine, instances: list[Instance], *, executor: Executor, policy: Policy,
-                 metrics: Metrics, llm: bool, tenant_shares: dict[str, float] | None = None,
-                 pause_costs: PauseCosts | None = None, length_predictor: Any = None,
-                 supervisor: Supervisor | None = None) -> None:
+    def __init__(
+        self,
+        spec: Engine,
+        instances: list[Instance],
+        *,
+        executor: Executor,
+        policy: Policy,
+        metrics: Metrics,
+        llm: bool,
+        tenant_shares: dict[str, float] | None = None,
+        pause_costs: PauseCosts | None = None,
+        length_predictor: Any = None,
+        supervisor: Supervisor | None = None,
+    ) -> None:
         self.spec = spec
         self.name = spec.name
         self.instances = instances
@@ -75,7 +86,9 @@ class EngineScheduler:
         self.balancer: Any = None
         self.queues: dict[Instance, RequestQueue] = {}
         if spec.balancer != DEFAULT_BALANCER:
-            self.balancer = make_balancer(spec.balancer, load=self.load, table=ProcessTable(), **spec.balancer_options)
+            self.balancer = make_balancer(
+                spec.balancer, load=self.load, table=ProcessTable(), **spec.balancer_options
+            )
             self.queues = {inst: RequestQueue() for inst in instances}
         self._own_table: ProcessTable | None = self.balancer.table if self.balancer is not None else None
         self.preemptor: Preemptor | None = None
@@ -94,11 +107,21 @@ class EngineScheduler:
 
     def _context(self) -> EngineContext:
         """The narrow view of this scheduler that its batch runners and preemptor get."""
-        return EngineContext(name=self.name, executor=self.executor, metrics=self.metrics, loop=self.loop,
-                             running=RunningOwners(), spawn=self.spawn, alive=self.alive, observe=self._observe,
-                             landed=self._landed, kick=self.kick, policy=lambda: self._policy,
-                             waiting=lambda inst: self.queues.get(inst) or self.queue,
-                             next_batch=self._next_batch)
+        return EngineContext(
+            name=self.name,
+            executor=self.executor,
+            metrics=self.metrics,
+            loop=self.loop,
+            running=RunningOwners(),
+            spawn=self.spawn,
+            alive=self.alive,
+            observe=self._observe,
+            landed=self._landed,
+            kick=self.kick,
+            policy=lambda: self._policy,
+            waiting=lambda inst: self.queues.get(inst) or self.queue,
+            next_batch=self._next_batch,
+        )
 
     # ---- policy and programs --------------------------------------------------------------------
     @property
@@ -112,8 +135,11 @@ class EngineScheduler:
         admitting what the engine holds (max_batch calls while the token budget has room), or at
         most the max efficient batch with the engine option admission="efficient_batch"."""
         self._policy = policy
-        self.preemptor = Preemptor(self.ctx, self.admission_budget(), self.token_budget, live=policy.wants_progress) \
-            if self.llm and policy.preemptive else None
+        self.preemptor = (
+            Preemptor(self.ctx, self.admission_budget(), self.token_budget, live=policy.wants_progress)
+            if self.llm and policy.preemptive
+            else None
+        )
         if self.preemptor is not None:
             self._say_unpreemptible()
         if self._own_table is not None:
@@ -123,12 +149,23 @@ class EngineScheduler:
     def _say_unpreemptible(self) -> None:
         """Log once per engine when its instances offer nothing to preempt with: no abort, or no
         stream (whose results would carry the decoded token ids a call resumes from)."""
-        lacking = sorted({c.value for i in self.instances for c in (Capability.ABORT, Capability.STREAM)
-                          if c not in i.capabilities})
+        lacking = sorted(
+            {
+                c.value
+                for i in self.instances
+                for c in (Capability.ABORT, Capability.STREAM)
+                if c not in i.capabilities
+            }
+        )
         if lacking and not self._said_unpreemptible:
             self._said_unpreemptible = True
-            log.warning("engine %s: policy %r preempts running calls, but the engine offers no %s: its calls "
-                        "run to their end once admitted", self.name, self._policy.name, " or ".join(lacking))
+            log.warning(
+                "engine %s: policy %r preempts running calls, but the engine offers no %s: its calls "
+                "run to their end once admitted",
+                self.name,
+                self._policy.name,
+                " or ".join(lacking),
+            )
 
     def admission_budget(self) -> int:
         """How many preemptable calls may run on an instance at once (the spec's `admission`)."""
@@ -214,7 +251,9 @@ class EngineScheduler:
                 if pre is not None:  # the best waiting call does not fit: a worse running one may go
                     pre.check(inst)
                 if decision.wait_until is not None:
-                    self._timer = self.loop.call_at(decision.wait_until, self.kick)  # at, not later: no rounding
+                    self._timer = self.loop.call_at(
+                        decision.wait_until, self.kick
+                    )  # at, not later: no rounding
                 return
             self._dispatch(inst, decision.picks, self.queue)
 
@@ -237,7 +276,9 @@ class EngineScheduler:
                     self._dispatch(inst, decision.picks, queue)
                     progress = True
                 elif decision.wait_until is not None:
-                    wait_until = decision.wait_until if wait_until is None else min(wait_until, decision.wait_until)
+                    wait_until = (
+                        decision.wait_until if wait_until is None else min(wait_until, decision.wait_until)
+                    )
         if wait_until is not None and not self._closed:
             self._timer = self.loop.call_at(wait_until, self.kick)
 
@@ -258,14 +299,22 @@ class EngineScheduler:
         if free > 1:
             share = -(-sum(e.remaining for e in self.queue) // free)
             slots, efficient = max(1, min(slots, share)), max(1, min(efficient, share))
-        return Limits(max_batch=slots, max_efficient_batch=efficient, token_budget=free_tokens, first_fits=first_fits)
+        return Limits(
+            max_batch=slots, max_efficient_batch=efficient, token_budget=free_tokens, first_fits=first_fits
+        )
 
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:
         op = picks[0].entry.op
         self.shares.served([(p.entry, p.count) for p in picks], queue)
-        runner = runners.choose(runners.BatchFacts(
-            op=op, entries=len(picks), preemptible=self.preemptor is not None and preemptible(op, picks),
-            continuous=self.continuous, returns_each=self._policy.returns_each))
+        runner = runners.choose(
+            runners.BatchFacts(
+                op=op,
+                entries=len(picks),
+                preemptible=self.preemptor is not None and preemptible(op, picks),
+                continuous=self.continuous,
+                returns_each=self._policy.returns_each,
+            )
+        )
         if runner is runners.Runner.CALLS:
             assert self.preemptor is not None
             start_calls(self.preemptor, inst, picks, queue)
@@ -296,8 +345,7 @@ class EngineScheduler:
         """After a failed batch: whether the instance is still healthy (with no supervisor, assume so)."""
         return True if self.supervisor is None else await self.supervisor.alive(inst, exc)
 
-    def _landed(self, inst: Instance, requests: list[dict[str, Any]], spans: list[Span],
-                tokens: int) -> None:
+    def _landed(self, inst: Instance, requests: list[dict[str, Any]], spans: list[Span], tokens: int) -> None:
         inst.inflight -= 1
         inst.outstanding -= len(requests)
         inst.tokens -= tokens

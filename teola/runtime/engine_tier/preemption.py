@@ -36,6 +36,7 @@ A partial decode (decode pipelining's `partial_decoding`: one streaming request 
 downstream as they are parsed) sends each item downstream once, whole and in order, over all its
 runs (teola.runtime.engine_tier.call_items).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -75,7 +76,7 @@ class Preemptor:
         self.live = live
         self.calls: dict[Instance, dict[Pending, RunningCall]] = {}
         self.resumes: dict[Pending, list[Resume]] = {}  # per preempted entry: one per request
-        self.ledgers: dict[Instance, KVLedger] = {}      # per instance: its KV on the engine's numbers
+        self.ledgers: dict[Instance, KVLedger] = {}  # per instance: its KV on the engine's numbers
         self._tags = itertools.count()
 
     def running(self, inst: Instance) -> int:
@@ -109,8 +110,17 @@ class Preemptor:
             requests.append(e.wire(i))
         pad = self.ledger(inst).headroom_change() if self.live else 0  # one engine block, once reported
         held = {j: e.tokens[i] + pad if e.tokens else 0 for j, i in enumerate(sent)}
-        call = RunningCall(inst=inst, pick=pick, queue=queue, tag=tag, sent=sent, requests=requests,
-                           tokens=sum(held.values()), started=ctx.loop.time(), held=held)
+        call = RunningCall(
+            inst=inst,
+            pick=pick,
+            queue=queue,
+            tag=tag,
+            sent=sent,
+            requests=requests,
+            tokens=sum(held.values()),
+            started=ctx.loop.time(),
+            held=held,
+        )
         if e.op == STREAM_OP and e.requests[0].get("split"):
             call.items = resumes[0].items if resumes is not None else CallItems(e.work, e.requests[0])
         self.calls.setdefault(inst, {})[e] = call
@@ -171,8 +181,11 @@ class Preemptor:
                 items.release(t)
                 items.delta(payload.text, t)
 
-        handlers: dict[StreamEvent, Handler] = {StreamEvent.PROGRESS: progress, StreamEvent.DELTA: delta,
-                                                StreamEvent.KV: lambda idx, report, t: self._kv(call, idx, report)}
+        handlers: dict[StreamEvent, Handler] = {
+            StreamEvent.PROGRESS: progress,
+            StreamEvent.DELTA: delta,
+            StreamEvent.KV: lambda idx, report, t: self._kv(call, idx, report),
+        }
         if items is not None:
             handlers[StreamEvent.ITEM] = lambda idx, item, t: items.engine_item(item.text, call.stopping, t)
         return handlers
@@ -187,8 +200,14 @@ class Preemptor:
             if idx in call.prompt:
                 self.ledger(call.inst).grew(grown)
         call.decoded[idx] = decoded
-        level = policy.progress(call.pick.entry, sum(call.decoded.values()), self.ctx.loop.time() - call.started)
-        if isinstance(level, int) and level != call.pick.priority and Capability.RERANK in call.inst.capabilities:
+        level = policy.progress(
+            call.pick.entry, sum(call.decoded.values()), self.ctx.loop.time() - call.started
+        )
+        if (
+            isinstance(level, int)
+            and level != call.pick.priority
+            and Capability.RERANK in call.inst.capabilities
+        ):
             # the call's queue changed while it runs: the engine's own order follows (issue 73)
             call.pick.priority = level
             self.ctx.spawn(self.ctx.executor.call(call.inst, Capability.RERANK, [call.tag], level))
@@ -208,7 +227,9 @@ class Preemptor:
         ledger, inst, before = self.ledger(call.inst), call.inst, call.inst.tokens
         if idx not in call.prompt and idx in call.held:
             call.prompt[idx] = report.prompt_tokens
-            held = ledger.first_report(call.held[idx], call.prompt[idx], call.decoded.get(idx, 0), report.block_size)
+            held = ledger.first_report(
+                call.held[idx], call.prompt[idx], call.decoded.get(idx, 0), report.block_size
+            )
             call.tokens += held - call.held[idx]
             inst.tokens += held - call.held[idx]
             call.held[idx] = held
@@ -258,26 +279,33 @@ class Preemptor:
             return 0
         waiting = [e for e in self.ctx.waiting(inst) if e.op in DECODE_OPS]
         running = [e for e, c in calls.items() if not c.stopping]
-        victims = self.ctx.policy().victims(running, waiting, self.free(inst), self.ctx.loop.time(),
-                                            room=self.room(inst, calls, waiting))
+        victims = self.ctx.policy().victims(
+            running, waiting, self.free(inst), self.ctx.loop.time(), room=self.room(inst, calls, waiting)
+        )
         for e in victims:
             call = calls[e]
             call.stopping = True
             self.ctx.spawn(stop_call(self.ctx, call))
         return len(victims)
 
-    def room(self, inst: Instance, calls: dict[Pending, RunningCall], waiting: list[Pending]) -> KVRoom | None:
+    def room(
+        self, inst: Instance, calls: dict[Pending, RunningCall], waiting: list[Pending]
+    ) -> KVRoom | None:
         """What `inst` can still admit, for victims under `can_fit` (None without live admission or a
         token budget): its seats and tokens left, counting calls already stopping as gone."""
         if not (self.live and self.token_budget):
             return None
         leaving = [c for c in calls.values() if c.stopping]
         pad = self.ledger(inst).headroom_change()
-        return KVRoom(seats=self.budget - self.running(inst) + sum(len(c.requests) for c in leaving),
-                      tokens=self.token_budget - inst.tokens + sum(c.tokens for c in leaving),
-                      held={e: c.tokens for e, c in calls.items() if not c.stopping},
-                      need={e: sum(e.tokens[e.taken:]) + pad * (len(e.tokens) - e.taken) if e.tokens else 0
-                            for e in waiting})
+        return KVRoom(
+            seats=self.budget - self.running(inst) + sum(len(c.requests) for c in leaving),
+            tokens=self.token_budget - inst.tokens + sum(c.tokens for c in leaving),
+            held={e: c.tokens for e, c in calls.items() if not c.stopping},
+            need={
+                e: sum(e.tokens[e.taken :]) + pad * (len(e.tokens) - e.taken) if e.tokens else 0
+                for e in waiting
+            },
+        )
 
     def cancel(self, entry: Pending) -> bool:
         """Stop `entry`'s running call for good (its caller went away): aborted in the engine, its KV
@@ -323,8 +351,10 @@ class Preemptor:
         as `resumed_unrun` instead."""
         if not isinstance(result, dict):
             return
-        if result.get("aborted") and not any(int(result.get(k) or 0) > 0 for k in (
-                "num_output_tokens", "num_cached_tokens", "kv_swap_loaded_tokens")):
+        if result.get("aborted") and not any(
+            int(result.get(k) or 0) > 0
+            for k in ("num_output_tokens", "num_cached_tokens", "kv_swap_loaded_tokens")
+        ):
             self.ctx.metrics.resumed_unrun += 1
             return
         m = self.ctx.metrics

@@ -1,5 +1,6 @@
 """Which runner executes a batch the engine scheduler decided: a table read top to bottom, the first
 row whose condition holds wins. The scheduler states the batch's facts; nothing else chooses."""
+
 from __future__ import annotations
 
 import enum
@@ -15,16 +16,16 @@ STREAM_OP = PrimOp.PARTIAL_DECODING.value
 class Runner(enum.Enum):
     CALLS = "calls"  # each entry a preemptible call on its own stream (preemption.Preemptor)
     ITEMS = "items"  # a Partial Decoding batch: items go downstream as they are parsed
-    EACH = "each"    # one engine call per entry, all at once: each entry's results as they land
+    EACH = "each"  # one engine call per entry, all at once: each entry's results as they land
     BATCH = "batch"  # one engine call: every entry's results together (text streamed where asked)
 
 
 @dataclass(frozen=True, slots=True)
 class BatchFacts:
     op: str
-    entries: int        # entries (picks) in the batch
-    preemptible: bool   # a preemptive policy, and picks it runs as calls (teola.scheduling.preemption)
-    continuous: bool    # the engine batches continuously (vLLM)
+    entries: int  # entries (picks) in the batch
+    preemptible: bool  # a preemptive policy, and picks it runs as calls (teola.scheduling.preemption)
+    continuous: bool  # the engine batches continuously (vLLM)
     returns_each: bool  # the policy wants each entry's results as soon as they land
 
 

@@ -1,6 +1,7 @@
 """`RunningCall`: one run of a preemptible LLM call on an engine instance, as the Preemptor
 (teola/runtime/engine_tier/preemption.py) tracks it: what it sent, what it decoded and what it is
 charged of the instance's KV cache (teola.scheduling.kv_ledger)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ class RunningCall:
     stopping: bool = False
     events: int = 0
     decoded: dict[int, int] = field(default_factory=dict)  # per position in `requests`: tokens so far
-    held: dict[int, int] = field(default_factory=dict)     # per position: its KV charge (live admission)
-    prompt: dict[int, int] = field(default_factory=dict)   # per position: its prompt tokens, as the engine reported
-    items: CallItems | None = None   # a partial decode's items, over all its runs
+    held: dict[int, int] = field(default_factory=dict)  # per position: its KV charge (live admission)
+    prompt: dict[int, int] = field(
+        default_factory=dict
+    )  # per position: its prompt tokens, as the engine reported
+    items: CallItems | None = None  # a partial decode's items, over all its runs

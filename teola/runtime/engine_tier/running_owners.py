@@ -1,5 +1,6 @@
 """`RunningOwners`: which queries (owners) have requests running on which engine instance, so the
 engine scheduler can ask exactly those instances to abort a query that ended."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

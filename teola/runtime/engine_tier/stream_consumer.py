@@ -4,6 +4,7 @@ downstream as they are parsed (batch_runner.item_stream), a preemptible call wit
 (preemption.Preemptor). Each caller says what to do per event kind; the loop checks the indices and
 that each payload is its kind's type (engines.stream_events), collects the final results and fails,
 naming the engine, a stream that ends without every one."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -17,8 +18,12 @@ from teola.runtime.executors.executor import Instance
 
 # (request index, payload, loop time) -> None; the payload is its kind's type in PAYLOADS (a final: the result)
 Handler = Callable[[int, Any, float], None]
-PAYLOADS: Mapping[StreamEvent, type] = {StreamEvent.ITEM: Item, StreamEvent.DELTA: Delta, StreamEvent.PROGRESS: Progress,
-                                        StreamEvent.KV: KVReport}
+PAYLOADS: Mapping[StreamEvent, type] = {
+    StreamEvent.ITEM: Item,
+    StreamEvent.DELTA: Delta,
+    StreamEvent.PROGRESS: Progress,
+    StreamEvent.KV: KVReport,
+}
 
 
 @dataclass(slots=True)
@@ -35,9 +40,17 @@ class Streamed:
         return cls([None] * n, set(), set(range(n)))
 
 
-async def consume(ctx: EngineContext, inst: Instance, op: str, requests: list[dict[str, Any]],
-                  handlers: Mapping[StreamEvent, Handler], *, seen: Streamed | None = None,
-                  strict: bool = False, what: str = "batch") -> list[Any]:
+async def consume(
+    ctx: EngineContext,
+    inst: Instance,
+    op: str,
+    requests: list[dict[str, Any]],
+    handlers: Mapping[StreamEvent, Handler],
+    *,
+    seen: Streamed | None = None,
+    strict: bool = False,
+    what: str = "batch",
+) -> list[Any]:
     """Run `requests` on `inst` as one stream; call `handlers[kind](index, payload, time)` for each
     event (a final result's handler after it is recorded); returns the finals in request order.
     With `strict`, an event kind with no handler (other than "final") is an error; otherwise it is
@@ -49,8 +62,10 @@ async def consume(ctx: EngineContext, inst: Instance, op: str, requests: list[di
             raise RuntimeError(f"engine {ctx.name!r} streamed request index {idx} of a {n}-request {what}")
         expected = PAYLOADS.get(kind)
         if expected is not None and not isinstance(payload, expected):
-            raise RuntimeError(f"engine {ctx.name!r} streamed a {str(kind)!r} event carrying {type(payload).__name__}, "
-                               f"not engines.stream_events.{expected.__name__}")
+            raise RuntimeError(
+                f"engine {ctx.name!r} streamed a {str(kind)!r} event carrying {type(payload).__name__}, "
+                f"not engines.stream_events.{expected.__name__}"
+            )
         got.heard.add(idx)
         if kind == StreamEvent.FINAL:
             got.finals[idx] = payload
@@ -62,6 +77,8 @@ async def consume(ctx: EngineContext, inst: Instance, op: str, requests: list[di
             kinds = ", ".join(repr(str(k)) for k in (*handlers, StreamEvent.FINAL))
             raise RuntimeError(f"engine {ctx.name!r} streamed an event of kind {kind!r} (expected {kinds})")
     if got.open:
-        raise RuntimeError(f"engine {ctx.name!r} ended a {what}'s stream without a final result for "
-                           f"{len(got.open)} of {n} request(s)")
+        raise RuntimeError(
+            f"engine {ctx.name!r} ended a {what}'s stream without a final result for "
+            f"{len(got.open)} of {n} request(s)"
+        )
     return got.finals

@@ -7,6 +7,7 @@ give it no new batches, queued work waits for it), its in-flight batches fail wi
 (queries answer 503 over HTTP), and it is restarted (`Executor.restart`: stop, then start the
 adapter again, e.g. a new vLLM engine-core process) with exponential backoff until it is healthy.
 Time is the event loop's, so a virtual clock drives this unchanged."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,16 +24,22 @@ log = logging.getLogger("teola.runtime")
 
 PROBE_TIMEOUT = 30.0  # seconds a health probe may take before the instance counts as down
 RECHECK = 0.5  # a failed probe is repeated once after this many seconds: a busy engine (a saturated
-               # connection pool, a long batch) is not restarted for one slow answer
+# connection pool, a long batch) is not restarted for one slow answer
 
 
 class Supervisor:
     """Probes and restarts the instances of a runtime. `kick(engine)` wakes an engine's scheduler
     when one of its instances is back; `backoff` is (first, max) seconds between restart attempts."""
 
-    def __init__(self, executor: Executor, instances: dict[str, list[Instance]], metrics: Metrics,
-                 kick: Callable[[str], None], interval: float | None = 5.0,
-                 backoff: tuple[float, float] = (1.0, 30.0)) -> None:
+    def __init__(
+        self,
+        executor: Executor,
+        instances: dict[str, list[Instance]],
+        metrics: Metrics,
+        kick: Callable[[str], None],
+        interval: float | None = 5.0,
+        backoff: tuple[float, float] = (1.0, 30.0),
+    ) -> None:
         self.executor = executor
         self.instances = instances
         self.metrics = metrics
@@ -124,8 +131,14 @@ class Supervisor:
                 raise
             except Exception as exc:
                 self.last_error[inst.name] = f"restart attempt {attempt} failed: {type(exc).__name__}: {exc}"
-                log.error("engine instance %s: restart attempt %d failed (%s: %s); next try in %.0f s",
-                          inst.name, attempt, type(exc).__name__, exc, delay)
+                log.error(
+                    "engine instance %s: restart attempt %d failed (%s: %s); next try in %.0f s",
+                    inst.name,
+                    attempt,
+                    type(exc).__name__,
+                    exc,
+                    delay,
+                )
                 await asyncio.sleep(delay)
                 delay = min(most, delay * 2)
         inst.healthy = True
@@ -136,13 +149,19 @@ class Supervisor:
 
     def status(self, inst: Instance) -> dict[str, Any]:
         """healthy, restarting, restarts so far and the last error of one instance."""
-        return {"healthy": inst.healthy, "restarting": inst.name in self._restarting,
-                "restarts": self.restarts.get(inst.name, 0), "last_error": self.last_error.get(inst.name)}
+        return {
+            "healthy": inst.healthy,
+            "restarting": inst.name in self._restarting,
+            "restarts": self.restarts.get(inst.name, 0),
+            "last_error": self.last_error.get(inst.name),
+        }
 
 
 def down_error(engine: str, inst: Instance, exc: BaseException) -> EngineDown:
     """The error in-flight work of a dead instance fails with."""
-    err = EngineDown(f"engine {engine!r} instance {inst.name} went down while running this "
-                     f"({type(exc).__name__}: {exc}); teola is restarting it, retry shortly")
+    err = EngineDown(
+        f"engine {engine!r} instance {inst.name} went down while running this "
+        f"({type(exc).__name__}: {exc}); teola is restarting it, retry shortly"
+    )
     err.__cause__ = exc
     return err

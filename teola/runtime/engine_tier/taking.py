@@ -1,6 +1,7 @@
 """What a policy's picks take from their entries once the engine scheduler has chosen an instance:
 the next requests of each entry as one batch (with each entry's span in it and the batch's estimated
 tokens), or, for preemptible calls, each pick's whole entry started as one call of the preemptor."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,8 +12,9 @@ from teola.runtime.executors.executor import Instance
 from teola.scheduling.base import Pick, RequestQueue
 
 
-def take(op: str, picks: list[Pick], queue: RequestQueue, *, policy: str,
-         llm: bool) -> tuple[list[dict[str, Any]], list[Span], int]:
+def take(
+    op: str, picks: list[Pick], queue: RequestQueue, *, policy: str, llm: bool
+) -> tuple[list[dict[str, Any]], list[Span], int]:
     """The picked requests taken from their entries: the batch's requests, their spans per
     entry and their estimated tokens. `policy` names the policy in errors; on an `llm` engine each
     taken request's record is owned by its query (so the engine can abort the query's requests)."""

@@ -11,6 +11,7 @@ filtered, so single-tenant scheduling is exactly the policy's own.
 
 Pure logic over `RequestQueue`s: the engine scheduler asks for a `view` before each policy call
 and reports what it dispatched, and from which queue, with `served`."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -70,6 +71,8 @@ def check_weights(weights: Mapping[str, float]) -> dict[str, float]:
     out: dict[str, float] = {}
     for tenant, w in weights.items():
         if not isinstance(tenant, str) or isinstance(w, bool) or not isinstance(w, (int, float)) or not w > 0:
-            raise ValueError(f"tenant_shares: {tenant!r} -> {w!r}; each share must be a number > 0 for a tenant name")
+            raise ValueError(
+                f"tenant_shares: {tenant!r} -> {w!r}; each share must be a number > 0 for a tenant name"
+            )
         out[tenant] = float(w)
     return out

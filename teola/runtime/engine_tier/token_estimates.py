@@ -1,6 +1,7 @@
 """How many tokens an LLM request will hold, estimated before the engine tokenizes it (4 characters a
 token): what an LLM engine's scheduler charges each entry against its instances' token budget (its
 whole output budget up front, or, for preemptible calls, what it holds as it decodes)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

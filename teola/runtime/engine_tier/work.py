@@ -1,6 +1,7 @@
 """`Work`: what an engine scheduler reports back to for each queued entry. The graph scheduler's
 dispatches (`query_work.DispatchWork`) and single program calls (`call_work.CallWork`) both
 implement it, so the engine scheduler knows nothing about who submitted the entry."""
+
 from __future__ import annotations
 
 from typing import Any, Protocol

@@ -1,6 +1,7 @@
 """Where engine instances live and how batches reach them. The engine schedulers talk only to an
 `Executor`, so a Ray executor (instances as actors on other machines) can replace the in-process
 one without touching schedulers, policies or passes: requests and results are plain data."""
+
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
@@ -53,7 +54,9 @@ class Executor(Protocol):
         """One batch of same-op requests -> one result per request, in order (EngineBackend.execute)."""
         ...
 
-    def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    def stream(
+        self, instance: Instance, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """Streaming decode (EngineBackend.stream): (request index, "item" | "final", payload)."""
         ...
 
@@ -65,8 +68,7 @@ class Executor(Protocol):
         """Stop the instance's adapter (errors of a dead one ignored) and start it again, in place."""
         ...
 
-    async def shutdown(self, instance: Instance) -> None:
-        ...
+    async def shutdown(self, instance: Instance) -> None: ...
 
 
 def checked_results(engine: str, results: Any, n: int) -> list[Any]:

@@ -1,4 +1,5 @@
 """The default executor: engine adapters in this process, called on the runtime's event loop."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,29 +29,46 @@ class LocalExecutor:
 
     async def launch(self, spec: Engine, index: int, backend: Any | None) -> Instance:
         if backend is None:
-            backend = create_engine(spec.name, spec.kind,
-                                    resolve_options(spec.kind, spec.instance_options(index), index, spec.instances))
+            backend = create_engine(
+                spec.name,
+                spec.kind,
+                resolve_options(spec.kind, spec.instance_options(index), index, spec.instances),
+            )
         missing = [m for m in ("execute", "start", "stop") if not callable(getattr(backend, m, None))]
         if missing:
-            raise TypeError(f"engine {spec.name!r}: backend {backend!r} lacks {missing} "
-                            "(it must implement engines.protocol.EngineBackend)")
+            raise TypeError(
+                f"engine {spec.name!r}: backend {backend!r} lacks {missing} "
+                "(it must implement engines.protocol.EngineBackend)"
+            )
         if not any(b is backend for b in self._started):
             await backend.start()
             self._started.append(backend)
         profile = getattr(backend, "profile", None)
         if not isinstance(profile, EngineProfile):
-            profile = EngineProfile(max_batch=spec.max_batch, max_efficient_batch=spec.max_efficient_batch,
-                                    token_budget=spec.token_budget)
-        return Instance(engine=spec.name, index=index, handle=backend, profile=profile,
-                        capabilities=capabilities_of(backend))
+            profile = EngineProfile(
+                max_batch=spec.max_batch,
+                max_efficient_batch=spec.max_efficient_batch,
+                token_budget=spec.token_budget,
+            )
+        return Instance(
+            engine=spec.name,
+            index=index,
+            handle=backend,
+            profile=profile,
+            capabilities=capabilities_of(backend),
+        )
 
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return await instance.handle.execute(op, requests)
 
-    def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    def stream(
+        self, instance: Instance, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         if Capability.STREAM not in instance.capabilities:
-            raise TypeError(f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
-                            "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}")
+            raise TypeError(
+                f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
+                "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}"
+            )
         return instance.handle.stream(op, requests)
 
     async def call(self, instance: Instance, method: Capability, *args: Any) -> Any:

@@ -12,6 +12,7 @@ the restarted actor starts its adapter again, so later queries succeed. An actor
 
 The workers' environment is an allow-list, and secrets reach only the actors that need them, by
 actor call (teola.runtime.executors.ray_env)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,8 +39,16 @@ from teola.runtime.executors.ray_env import (
     worker_env,
 )
 
-ACTOR_OPTIONS = ("num_cpus", "num_gpus", "memory", "resources", "scheduling_strategy", "max_restarts",
-                 "runtime_env", "max_concurrency")
+ACTOR_OPTIONS = (
+    "num_cpus",
+    "num_gpus",
+    "memory",
+    "resources",
+    "scheduling_strategy",
+    "max_restarts",
+    "runtime_env",
+    "max_concurrency",
+)
 
 
 DATA_PATHS = ("refs", "driver")
@@ -91,11 +100,18 @@ class RayExecutor:
 
     parallel_launch = True
 
-    def __init__(self, address: str | None = None, namespace: str = "teola", num_cpus: int | None = None,
-                 init_options: dict[str, Any] | None = None, data_path: str = "driver",
-                 min_ref_bytes: int = MIN_REF_BYTES, share_actors: bool = True,
-                 forward_env: list[str] | tuple[str, ...] = (),
-                 secret_env: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        namespace: str = "teola",
+        num_cpus: int | None = None,
+        init_options: dict[str, Any] | None = None,
+        data_path: str = "driver",
+        min_ref_bytes: int = MIN_REF_BYTES,
+        share_actors: bool = True,
+        forward_env: list[str] | tuple[str, ...] = (),
+        secret_env: dict[str, list[str]] | None = None,
+    ) -> None:
         if data_path not in DATA_PATHS:
             raise ValueError(f"RayExecutor: data_path must be one of {list(DATA_PATHS)}, got {data_path!r}")
         if not isinstance(min_ref_bytes, int) or isinstance(min_ref_bytes, bool) or min_ref_bytes < 0:
@@ -128,9 +144,14 @@ class RayExecutor:
 
     def _init(self) -> Any:
         import ray
+
         if not ray.is_initialized():
-            kw: dict[str, Any] = {"namespace": self.namespace, "include_dashboard": False,
-                                  "log_to_driver": True, **self.init_options}
+            kw: dict[str, Any] = {
+                "namespace": self.namespace,
+                "include_dashboard": False,
+                "log_to_driver": True,
+                **self.init_options,
+            }
             if self.address:
                 kw["address"] = self.address
             elif self.num_cpus is not None:
@@ -144,10 +165,17 @@ class RayExecutor:
         self._init()
         unknown = sorted(set(spec.resources) - set(ACTOR_OPTIONS))
         if unknown:
-            raise ValueError(f"engine {spec.name!r}: unknown Ray resource option(s) {unknown}; "
-                             f"options: {list(ACTOR_OPTIONS)}")
-        opts = {"num_cpus": 0, "max_restarts": 1, "max_task_retries": 0, "max_concurrency": 64,
-                **spec.resources}
+            raise ValueError(
+                f"engine {spec.name!r}: unknown Ray resource option(s) {unknown}; "
+                f"options: {list(ACTOR_OPTIONS)}"
+            )
+        opts = {
+            "num_cpus": 0,
+            "max_restarts": 1,
+            "max_task_retries": 0,
+            "max_concurrency": 64,
+            **spec.resources,
+        }
         if self.share_actors and backend is None:
             opts.update(name=shared_actor_name(spec, index), get_if_exists=True)
         public, credentials = split_options(spec.instance_options(index))
@@ -157,9 +185,15 @@ class RayExecutor:
         handle = self._create(plan)
         info = await handle.acquire.remote(plan.secrets)
         p = info["profile"]
-        profile = EngineProfile(**p) if p else EngineProfile(max_batch=spec.max_batch,
-                                                            max_efficient_batch=spec.max_efficient_batch,
-                                                            token_budget=spec.token_budget)
+        profile = (
+            EngineProfile(**p)
+            if p
+            else EngineProfile(
+                max_batch=spec.max_batch,
+                max_efficient_batch=spec.max_efficient_batch,
+                token_budget=spec.token_budget,
+            )
+        )
         inst = Instance(engine=spec.name, index=index, handle=handle, profile=profile)
         self._plans[id(inst)] = plan
         self._record(inst, info)
@@ -167,6 +201,7 @@ class RayExecutor:
 
     def _create(self, plan: ActorPlan) -> Any:
         import ray
+
         return ray.remote(EngineActor).options(**plan.options).remote(*plan.args)
 
     def _record(self, instance: Instance, info: dict[str, Any]) -> None:
@@ -177,14 +212,20 @@ class RayExecutor:
     async def execute(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         await self._wait_up(instance)
         if self.data_path == "refs" and any(r.get(KEEP) for r in requests):
-            head, data = instance.handle.execute_split.options(num_returns=2).remote(op, requests, self.min_ref_bytes)
+            head, data = instance.handle.execute_split.options(num_returns=2).remote(
+                op, requests, self.min_ref_bytes
+            )
             return attach_refs(await self._guard(instance, head), data, instance.name)
         return await self._guard(instance, instance.handle.execute.remote(op, requests))
 
-    async def stream(self, instance: Instance, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, instance: Instance, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         if Capability.STREAM not in instance.capabilities:
-            raise TypeError(f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
-                            "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}")
+            raise TypeError(
+                f"engine {instance.engine!r} cannot stream (its adapter has no stream()); "
+                "turn decode pipelining off for it with {'passes': {'decode_pipelining': False}}"
+            )
         await self._wait_up(instance)
         gen = instance.handle.stream.remote(op, requests)
         async for ref in gen:
@@ -205,6 +246,7 @@ class RayExecutor:
     async def shutdown(self, instance: Instance) -> None:
         """Release the actor; the last runtime holding it stops its adapter and kills it."""
         import ray
+
         reviving = self._reviving.pop(id(instance), None)
         if reviving is not None:
             reviving.cancel()
@@ -218,17 +260,22 @@ class RayExecutor:
 
     async def _guard(self, instance: Instance, ref: Any) -> Any:
         import ray
+
         try:
             return await ref
         except ray.exceptions.RayActorError as e:
             self._down.add(id(instance))
-            raise EngineDown(f"engine instance {instance.name} (Ray actor) died: {type(e).__name__}; "
-                             "it is restarted, on a live node if its node is gone, for later queries") from e
+            raise EngineDown(
+                f"engine instance {instance.name} (Ray actor) died: {type(e).__name__}; "
+                "it is restarted, on a live node if its node is gone, for later queries"
+            ) from e
         except ray.exceptions.RayTaskError as e:
             if isinstance(e.cause, SecretsMissing):  # Ray restarted it while the driver was not looking
                 self._down.add(id(instance))
-                raise EngineDown(f"engine instance {instance.name} (Ray actor) was restarted by Ray; "
-                                 "it gets its secrets again before new work") from None
+                raise EngineDown(
+                    f"engine instance {instance.name} (Ray actor) was restarted by Ray; "
+                    "it gets its secrets again before new work"
+                ) from None
             raise e.as_instanceof_cause() from None
 
     async def _wait_up(self, instance: Instance) -> None:
@@ -246,6 +293,7 @@ class RayExecutor:
 
     async def _revive(self, instance: Instance) -> None:
         import ray
+
         deadline = time.monotonic() + self.restart_timeout
         last = "no answer"
         while True:
@@ -263,15 +311,18 @@ class RayExecutor:
             except (ray.exceptions.RayActorError, TimeoutError) as e:
                 last = type(e).__name__
             if time.monotonic() > deadline:
-                raise RuntimeError(f"engine instance {instance.name} (Ray actor) did not come back within "
-                                   f"{self.restart_timeout:.0f} s after it died ({last}); no live node may have "
-                                   f"the resources it asks for: {self._plans[id(instance)].options}") from None
+                raise RuntimeError(
+                    f"engine instance {instance.name} (Ray actor) did not come back within "
+                    f"{self.restart_timeout:.0f} s after it died ({last}); no live node may have "
+                    f"the resources it asks for: {self._plans[id(instance)].options}"
+                ) from None
             await asyncio.sleep(0.2)
 
     def _replace(self, instance: Instance, dead: Any) -> None:
         """A new actor, with the same options, for an instance whose actor Ray will not restart (its
         restarts used up): Ray places it on a live node with the resources it asks for."""
         import ray
+
         ray.kill(dead, no_restart=True)  # should Ray be restarting it after all, it stays down
         instance.handle = self._create(self._plans[id(instance)])
 
@@ -279,11 +330,14 @@ class RayExecutor:
         """Disconnect from Ray if this executor started the connection."""
         if self._owns_ray:
             import ray
+
             ray.shutdown()
             self._owns_ray = False
 
 
 def shared_actor_name(spec: Engine, index: int) -> str:
     """The Ray name of the actor every runtime declaring this engine instance shares."""
-    key = json.dumps([spec.name, spec.kind, spec.options, spec.resources, index], sort_keys=True, default=repr)
+    key = json.dumps(
+        [spec.name, spec.kind, spec.options, spec.resources, index], sort_keys=True, default=repr
+    )
     return f"teola-{spec.name}-{index}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"

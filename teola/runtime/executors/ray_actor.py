@@ -1,5 +1,6 @@
 """The engine actor: what runs inside each Ray actor process of the Ray executor
 (teola.runtime.executors.ray), holding one engine adapter."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,9 @@ class EngineActor:
     travel in the constructor's arguments (Ray stores those): they come with `acquire`, and until
     then, after a restart too, the adapter is not built (`SecretsMissing`)."""
 
-    def __init__(self, name: str, kind: str, options: dict[str, Any], backend: Any = None,
-                 sealed: bool = False) -> None:
+    def __init__(
+        self, name: str, kind: str, options: dict[str, Any], backend: Any = None, sealed: bool = False
+    ) -> None:
         self.name = name
         self.kind = kind
         self.options = dict(options)
@@ -44,6 +46,7 @@ class EngineActor:
                 if not self.started:
                     if self.backend is None:
                         from engines.registry import create_engine
+
                         self.backend = create_engine(self.name, self.kind, dict(self.options))
                     await self.backend.start()
                     self.started = True
@@ -70,12 +73,16 @@ class EngineActor:
     async def start(self) -> dict[str, Any]:
         backend = await self._ready()
         import ray
+
         profile = getattr(backend, "profile", None)
         # the whole profile crosses, so a remote instance is scheduled as a local one would be
         # (context window, max_inflight included)
-        return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "profile": dataclasses.asdict(profile) if isinstance(profile, EngineProfile) else None,
-                "methods": sorted(c.value for c in capabilities_of(backend))}
+        return {
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "profile": dataclasses.asdict(profile) if isinstance(profile, EngineProfile) else None,
+            "methods": sorted(c.value for c in capabilities_of(backend)),
+        }
 
     async def restart(self) -> None:
         """Stop the adapter (errors of a dead one ignored) and start it again in this actor."""
@@ -110,4 +117,5 @@ class EngineActor:
 
     def where(self) -> dict[str, Any]:
         import ray
+
         return {"pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id()}

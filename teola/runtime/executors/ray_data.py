@@ -14,6 +14,7 @@ The driver owns the kept objects (they are its task's return values), so they ou
 actor (they sit in its node's object store); if they are lost anyway (the node died), the batch
 that reads them fails with `IntermediateLost` naming the producer, and with it only the queries
 whose intermediate outputs were there."""
+
 from __future__ import annotations
 
 import asyncio
@@ -60,8 +61,9 @@ def approx_bytes(value: Any) -> int:
     return 8
 
 
-def split_results(requests: list[dict[str, Any]], results: list[Any],
-                  min_bytes: int = MIN_REF_BYTES) -> tuple[tuple[list[Any], list[int]], list[Any] | None]:
+def split_results(
+    requests: list[dict[str, Any]], results: list[Any], min_bytes: int = MIN_REF_BYTES
+) -> tuple[tuple[list[Any], list[int]], list[Any] | None]:
     """In the actor: ((results with None for the kept ones, kept indices), kept results). Results of
     requests marked `KEEP` are kept when together they are at least `min_bytes`; the kept list is
     the actor task's second return value, which the driver holds as a ref and never fetches."""
@@ -103,12 +105,16 @@ async def resolve_inputs(requests: list[dict[str, Any]]) -> list[dict[str, Any]]
         got = await asyncio.gather(*order, return_exceptions=True)
         for ref, value in zip(order, got):
             if isinstance(value, BaseException):
-                raise IntermediateLost(f"an intermediate output produced on engine instance {refs[ref]} "
-                                       f"(kept in Ray's object store) is gone: {type(value).__name__}: "
-                                       f"{str(value)[:300]}") from None
+                raise IntermediateLost(
+                    f"an intermediate output produced on engine instance {refs[ref]} "
+                    f"(kept in Ray's object store) is gone: {type(value).__name__}: "
+                    f"{str(value)[:300]}"
+                ) from None
             fetched[ref] = value
-    return [{k: (fetched[v.ref][v.index] if isinstance(v, RemoteItem) else v) for k, v in r.items() if k != KEEP}
-            for r in requests]
+    return [
+        {k: (fetched[v.ref][v.index] if isinstance(v, RemoteItem) else v) for k, v in r.items() if k != KEEP}
+        for r in requests
+    ]
 
 
 def count_remote(value: Any) -> int:

@@ -2,6 +2,7 @@
 store, their primitives' trace rows are finished and counted, and the primitives are released.
 `QueryRun.work_done`, `stream_item` and `stream_final` hand each `DispatchWork` here by kind: a
 primitive, a prefill fused with its decode, or a stream group's items and final result."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -68,7 +69,9 @@ def work_done(run: QueryState, work: DispatchWork, t: float) -> None:
 def _stream_prefill_done(run: QueryState, work: DispatchWork, t: float, result: Any = None) -> None:
     if work.prefill is not None and run.state[work.prefill] < DONE:
         pre = run.plan.prims[work.prefill]
-        run.values[pre.outputs[0]] = _fused_state(work.requests[0], result if isinstance(result, dict) else {})
+        run.values[pre.outputs[0]] = _fused_state(
+            work.requests[0], result if isinstance(result, dict) else {}
+        )
         finish_trace(run, work.prefill, t)["fused_into"] = run.plan.prims[work.members[0]].name
         run.release(work.prefill)
 
@@ -87,7 +90,7 @@ def stream_final(run: QueryState, work: DispatchWork, result: Any, t: float) -> 
     run.close_work(work)
     run.ctx.metrics.observe_llm(result)
     _stream_prefill_done(run, work, t, result)
-    for m in work.members[work.items:]:
+    for m in work.members[work.items :]:
         _member_done(run, m, [], t)
     for m in (*work.members, *(() if work.prefill is None else (work.prefill,))):  # the call's token counts
         tr = run.trace[m]
@@ -107,8 +110,14 @@ def _member_done(run: QueryState, m: int, value: list[Any], t: float) -> None:
         run.release(m)
 
 
-_LLM_OP_VALUES = frozenset({PrimOp.PREFILLING.value, PrimOp.PARTIAL_PREFILLING.value, PrimOp.FULL_PREFILLING.value,
-                            PrimOp.DECODING.value})
+_LLM_OP_VALUES = frozenset(
+    {
+        PrimOp.PREFILLING.value,
+        PrimOp.PARTIAL_PREFILLING.value,
+        PrimOp.FULL_PREFILLING.value,
+        PrimOp.DECODING.value,
+    }
+)
 
 
 def _fused_state(request: Mapping[str, Any], result: dict[str, Any]) -> dict[str, Any]:

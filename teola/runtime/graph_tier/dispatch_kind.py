@@ -1,4 +1,5 @@
 """`DispatchKind`: what one dispatch of a query to an engine scheduler runs (`DispatchWork.kind`)."""
+
 from __future__ import annotations
 
 import enum

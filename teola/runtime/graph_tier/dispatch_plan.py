@@ -1,6 +1,7 @@
 """What the graph scheduler precomputes once per e-graph (e-graphs are cached and shared by
 queries of the same shape): index order, in-degrees, children, Partial Decoding stream groups and
 dependent pre-scheduling (fusion) opportunities."""
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -24,14 +25,18 @@ class DispatchPlan:
     children: list[tuple[int, ...]]
     roots: list[int]
     control: list[bool]
-    groups: dict[int, tuple[int, ...]] = field(default_factory=dict)   # PD index -> its group, by item
-    fuse: dict[int, tuple[int, ...]] = field(default_factory=dict)     # prefill index -> fused children
+    groups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # PD index -> its group, by item
+    fuse: dict[int, tuple[int, ...]] = field(default_factory=dict)  # prefill index -> fused children
     outputs: tuple[str, ...] = ()
     ingest_engines: frozenset[str] = frozenset()
     answer: frozenset[int] = frozenset()  # decodes whose text is the output (directly or via control prims)
     remote: dict[int, frozenset[str]] = field(default_factory=dict)  # see remote_outputs
-    speculative: dict[str, tuple[int, ...]] = field(default_factory=dict)  # branch key -> its speculative prims
-    warmups: dict[int, tuple[int, ...]] = field(default_factory=dict)  # index -> its Partial Prefilling parents
+    speculative: dict[str, tuple[int, ...]] = field(
+        default_factory=dict
+    )  # branch key -> its speculative prims
+    warmups: dict[int, tuple[int, ...]] = field(
+        default_factory=dict
+    )  # index -> its Partial Prefilling parents
 
 
 def build_plan(graph: Graph) -> DispatchPlan:
@@ -40,9 +45,15 @@ def build_plan(graph: Graph) -> DispatchPlan:
     g = graph.nx
     indeg = [g.in_degree(p.id) for p in prims]
     children = [tuple(sorted(index[c] for c in g.successors(p.id))) for p in prims]
-    plan = DispatchPlan(prims, indeg, children, [i for i, d in enumerate(indeg) if d == 0],
-                [p.op in CONTROL_OPS for p in prims], outputs=tuple(graph.outputs),
-                ingest_engines=frozenset(p.engine for p in prims if p.op is PrimOp.INGESTION and p.engine))
+    plan = DispatchPlan(
+        prims,
+        indeg,
+        children,
+        [i for i, d in enumerate(indeg) if d == 0],
+        [p.op in CONTROL_OPS for p in prims],
+        outputs=tuple(graph.outputs),
+        ingest_engines=frozenset(p.engine for p in prims if p.op is PrimOp.INGESTION and p.engine),
+    )
     streams: dict[str, list[int]] = {}
     for i, p in enumerate(prims):
         if p.op is PrimOp.PARTIAL_DECODING:
@@ -100,9 +111,14 @@ def _opaque_keys(plan: DispatchPlan, i: int, key: str) -> frozenset[str] | None:
             if more is None:
                 return None
             keys |= more
-        elif not (q.op in PASS_THROUGH and q.engine is not None and not q.args.get("text_query")
-                  and tuple(q.args.get("map", ()))[:1] == (key,) and key not in q.args["map"][1:]
-                  and q.args.get("guard") != key):
+        elif not (
+            q.op in PASS_THROUGH
+            and q.engine is not None
+            and not q.args.get("text_query")
+            and tuple(q.args.get("map", ()))[:1] == (key,)
+            and key not in q.args["map"][1:]
+            and q.args.get("guard") != key
+        ):
             return None
     return frozenset(keys)
 
@@ -128,7 +144,9 @@ def _answer_decodes(prims: list[Primitive], outputs: tuple[str, ...]) -> frozens
     return frozenset(found)
 
 
-def _fusable_children(graph: Graph, plan: DispatchPlan, i: int, index: dict[int, int]) -> tuple[int, ...] | None:
+def _fusable_children(
+    graph: Graph, plan: DispatchPlan, i: int, index: dict[int, int]
+) -> tuple[int, ...] | None:
     """A prefill fuses into its decode(s) when they are its only children, on its engine, read
     nothing but its state (and keys its own ancestors produce), and its state is not an output."""
     p = plan.prims[i]

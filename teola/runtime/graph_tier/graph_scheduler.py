@@ -2,6 +2,7 @@
 per-query object store, runs control primitives itself, dispatches every other primitive node
 (with its query id, depth, arrival time and requests) to its engine's scheduler, and collects the
 per-primitive trace. Everything here runs on the event loop through callbacks: no task per primitive."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,14 @@ log = logging.getLogger("teola.runtime")
 class QueryRun:
     """One query in flight."""
 
-    def __init__(self, ctx: QueryContext, compiled: Compiled, config: dict[str, Any], plan: DispatchPlan,
-                 on_event: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: QueryContext,
+        compiled: Compiled,
+        config: dict[str, Any],
+        plan: DispatchPlan,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.on_event = on_event
         self.qid = compiled.query_id
@@ -59,10 +66,14 @@ class QueryRun:
         self.cache_salt: str | None = config.get("cache_salt")
         self.tenant: str = config.get("tenant") or ""
         rv = set(self.return_values)  # values the caller reads must come back to the driver
-        self.remote = frozenset(i for i, keys in plan.remote.items() if not keys & rv) if ctx.remote_data else ()
+        self.remote = (
+            frozenset(i for i, keys in plan.remote.items() if not keys & rv) if ctx.remote_data else ()
+        )
         self.ok = False
         self.works: set[DispatchWork] = set()
-        self.deferred: dict[int, tuple[QueryError, BaseException]] = {}  # teola.runtime.graph_tier.speculation
+        self.deferred: dict[
+            int, tuple[QueryError, BaseException]
+        ] = {}  # teola.runtime.graph_tier.speculation
         self.held: dict[int, list[str]] = {}  # streamed text of undecided speculative calls (same)
         self.inflight = 0
         self.dead = False
@@ -90,8 +101,13 @@ class QueryRun:
             fn(*args)
             self._drain()
         except Exception as exc:  # turned into this query's failure, with the cause chained
-            self.fail(QueryError(f"query {self.qid}: internal error in the graph scheduler: "
-                                 f"{type(exc).__name__}: {exc}", self.qid), exc)
+            self.fail(
+                QueryError(
+                    f"query {self.qid}: internal error in the graph scheduler: {type(exc).__name__}: {exc}",
+                    self.qid,
+                ),
+                exc,
+            )
 
     def _drain(self) -> None:
         stack = self._stack
@@ -101,8 +117,16 @@ class QueryRun:
                 self._ready(i)
             except Exception as exc:
                 p = self.plan.prims[i]
-                self.fail(QueryError(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} could not "
-                                     f"run: {type(exc).__name__}: {exc}", self.qid, p.name, p.engine), exc)
+                self.fail(
+                    QueryError(
+                        f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} could not "
+                        f"run: {type(exc).__name__}: {exc}",
+                        self.qid,
+                        p.name,
+                        p.engine,
+                    ),
+                    exc,
+                )
 
     def release(self, i: int) -> None:
         if self.state[i] == RELEASED:
@@ -156,15 +180,28 @@ class QueryRun:
             kind = DispatchKind.STREAM if p.op is PrimOp.PARTIAL_DECODING else DispatchKind.FUSED
             self.ctx.metrics.fused += 1
         elif group is not None:  # Partial Decoding items served by one streaming request
-            kind, head, members = DispatchKind.STREAM, group[0], tuple(m for m in group if self.state[m] < DONE)
+            kind, head, members = (
+                DispatchKind.STREAM,
+                group[0],
+                tuple(m for m in group if self.state[m] < DONE),
+            )
             depth = max(plan.prims[m].depth for m in members)
         else:
             kind = DispatchKind.PRIM
         llm = p.engine in self.ctx.llm_engines
-        bodies = frozen_bodies(reqs, stream_text=self.on_event is not None and kind is not DispatchKind.STREAM
-                               and head in self.plan.answer, keep=kind is DispatchKind.PRIM and head in self.remote,
-                               cache_salt=self.cache_salt if llm else None)
-        self._dispatch(DispatchWork(run=self, kind=kind, idx=head, requests=bodies, members=members, prefill=prefill), p, depth)
+        bodies = frozen_bodies(
+            reqs,
+            stream_text=self.on_event is not None
+            and kind is not DispatchKind.STREAM
+            and head in self.plan.answer,
+            keep=kind is DispatchKind.PRIM and head in self.remote,
+            cache_salt=self.cache_salt if llm else None,
+        )
+        self._dispatch(
+            DispatchWork(run=self, kind=kind, idx=head, requests=bodies, members=members, prefill=prefill),
+            p,
+            depth,
+        )
 
     def _group_ready(self, i: int, group: tuple[int, ...]) -> bool:
         """A member of a stream group is ready; True once every live member is (the group then runs)."""
@@ -197,10 +234,21 @@ class QueryRun:
         now = self.loop.time()
         # the graph tier's hints: the query's engine priority (LLM engines), a pausing segment's handling
         pause, prio = pause_hint(p.args), self.priority if p.engine in self.ctx.llm_engines else None
-        entry = Pending(query_id=self.qid, name=p.name, op=p.op.value, depth=depth, arrival=now, requests=reqs,
-                        query_arrival=self.t0, work=work, tenant=self.tenant,
-                        records=[DispatchRecord(abort_key=k, pause_kv=pause, priority=prio)
-                                 for k in abort_keys(self, p, len(reqs))])
+        entry = Pending(
+            query_id=self.qid,
+            name=p.name,
+            op=p.op.value,
+            depth=depth,
+            arrival=now,
+            requests=reqs,
+            query_arrival=self.t0,
+            work=work,
+            tenant=self.tenant,
+            records=[
+                DispatchRecord(abort_key=k, pause_kv=pause, priority=prio)
+                for k in abort_keys(self, p, len(reqs))
+            ],
+        )
         work.entry = entry
         rel = now - self.t0
         for i in work.traced():
@@ -235,17 +283,30 @@ class QueryRun:
             if self.on_event is not None:
                 self.on_event(event)
         except Exception as exc:
-            log.warning("query %s: the event listener failed on a %s event: %s: %s", self.qid,
-                        event.get("event"), type(exc).__name__, exc)
+            log.warning(
+                "query %s: the event listener failed on a %s event: %s: %s",
+                self.qid,
+                event.get("event"),
+                type(exc).__name__,
+                exc,
+            )
 
     def emit_primitive(self, tr: TraceRow) -> None:
         """A primitive started (batched on an instance) or finished."""
         if self.on_event is not None:
             done = tr["finished"] is not None
-            self.emit({"event": "primitive", "status": "finished" if done else "started",
-                       "primitive": tr["primitive"], "op": tr["op"], "engine": tr["engine"],
-                       "instance": tr["instance"], "batch_size": tr["batch_size"],
-                       "t": tr["finished"] if done else tr["started"]})
+            self.emit(
+                {
+                    "event": "primitive",
+                    "status": "finished" if done else "started",
+                    "primitive": tr["primitive"],
+                    "op": tr["op"],
+                    "engine": tr["engine"],
+                    "instance": tr["instance"],
+                    "batch_size": tr["batch_size"],
+                    "t": tr["finished"] if done else tr["started"],
+                }
+            )
 
     # ---- endings -----------------------------------------------------------------------------------
     def trace_list(self) -> list[TraceRow]:
@@ -309,6 +370,12 @@ class QueryRun:
 
     def _prim_timeout(self, work: DispatchWork) -> None:
         p = self.plan.prims[work.idx if work.prefill is None else work.prefill]
-        self.fail(QueryTimeout(f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} exceeded "
-                               f"{self.prim_timeout} s (config 'primitive_timeout')", self.qid, p.name, p.engine))
-
+        self.fail(
+            QueryTimeout(
+                f"primitive {p.name!r} ({p.op.value}) on engine {p.engine!r} exceeded "
+                f"{self.prim_timeout} s (config 'primitive_timeout')",
+                self.qid,
+                p.name,
+                p.engine,
+            )
+        )

@@ -1,6 +1,7 @@
 """`QueryContext`: the narrow view of the runtime a query in flight (`QueryRun`) works with:
 where to queue and withdraw work, which engines are LLMs, the counters, and whom to tell when
 the query ends. The runtime builds one; tests can build one over fake schedulers."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -30,4 +31,6 @@ class QueryContext:
     ended: Callable[[Any, QueryError | None, float], None]  # the run: a QueryState
     cleanup: Callable[[Any], None]
     remote_data: bool = False
-    tool_done: Callable[[dict[str, Any], Sequence[Mapping[str, Any]], Mapping[str, Any]], None] = lambda *_: None
+    tool_done: Callable[[dict[str, Any], Sequence[Mapping[str, Any]], Mapping[str, Any]], None] = lambda *_: (
+        None
+    )

@@ -7,6 +7,7 @@ The data: the query's `plan` (teola.runtime.graph_tier.dispatch_plan), per-primi
 speculation's `held` text and `deferred` failures, and whether the query is `dead`.
 The calls: release a primitive, start / close a trace or a work, fail the query, emit events, and
 the entry callbacks run under `guard` (an exception there fails the query, not the loop)."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """`DispatchWork`: one dispatch of a query to an engine scheduler (the `Work` of the graph
 scheduler's entries). Its callbacks move the query's state in `QueryRun`."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,11 +21,31 @@ class DispatchWork:
     decode, or a Partial Decoding group served by one streaming request (optionally fused with the
     prefill before it: `prefill` is then its index)."""
 
-    __slots__ = ("run", "kind", "idx", "members", "prefill", "requests", "res", "done", "entry", "timer",
-                 "items", "extra_items")
+    __slots__ = (
+        "run",
+        "kind",
+        "idx",
+        "members",
+        "prefill",
+        "requests",
+        "res",
+        "done",
+        "entry",
+        "timer",
+        "items",
+        "extra_items",
+    )
 
-    def __init__(self, *, run: QueryState, kind: DispatchKind, idx: int, requests: list[Mapping[str, Any]],
-                 members: tuple[int, ...] = (), prefill: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        run: QueryState,
+        kind: DispatchKind,
+        idx: int,
+        requests: list[Mapping[str, Any]],
+        members: tuple[int, ...] = (),
+        prefill: int | None = None,
+    ) -> None:
         self.run = run
         self.kind = kind
         self.idx = idx
@@ -49,7 +70,9 @@ class DispatchWork:
         for i in self.traced():
             tr = run.trace[i]
             if tr["started"] is None:
-                tr.update({"started": rel, "instance": inst.name, "batch_id": batch_id, "batch_size": batch_size})
+                tr.update(
+                    {"started": rel, "instance": inst.name, "batch_id": batch_id, "batch_size": batch_size}
+                )
                 if pause is not None and i == self.idx:
                     tr["pause_kv"] = pause
                 run.emit_primitive(tr)
@@ -75,7 +98,7 @@ class DispatchWork:
         if not self._landed() or discarded(self.run, self.idx):
             return
         run = self.run
-        self.res[start:start + len(results)] = results
+        self.res[start : start + len(results)] = results
         self.done += len(results)
         if self.done == len(self.requests):
             run.guard(run.work_done, self, t)
@@ -86,8 +109,13 @@ class DispatchWork:
         run = self.run
         p = run.plan.prims[self.idx]
         kind = QueryUnavailable if isinstance(exc, (EngineDown, IntermediateLost)) else QueryError
-        err = kind(f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
-                   f"(instance {inst.name}): {type(exc).__name__}: {exc}", run.qid, p.name, p.engine)
+        err = kind(
+            f"primitive {p.name!r} ({p.op.value}) failed on engine {p.engine!r} "
+            f"(instance {inst.name}): {type(exc).__name__}: {exc}",
+            run.qid,
+            p.name,
+            p.engine,
+        )
         if undecided(run, self.idx):
             run.close_work(self)
             defer(run, self.idx, err, exc)

@@ -8,6 +8,7 @@ aborted in the engine, any other batch already on an engine lands unread, the qu
 for it); "yes" fails the query if one of them failed meanwhile. A speculative primitive that fails
 before the decision is held until it (`defer`), and so is the text a speculative call streams
 (`hold`): "yes" sends it on, "no" drops it."""
+
 from __future__ import annotations
 
 from teola.ir.primitive import Primitive

@@ -7,6 +7,7 @@ would then delay the call it was meant to speed up. So the graph scheduler withd
 queue (or never sends it, if it was not sent yet) and lets the call go: trace status "skipped",
 counter `dropped_warmups`. A warm-up already running on the engine is waited for: it is short, and
 its blocks are about to be cached."""
+
 from __future__ import annotations
 
 from teola.runtime.graph_tier.dispatch_kind import DispatchKind
@@ -30,7 +31,13 @@ def _withdrawn(run: QueryState, w: int) -> bool:
     """Take `w`'s queued work back from its engine; False if it has started."""
     tr = run.trace[w]
     works = [x for x in run.works if x.idx == w and x.kind is DispatchKind.PRIM]
-    if tr is None or tr["started"] is not None or len(works) != 1 or works[0].entry is None or works[0].entry.taken:
+    if (
+        tr is None
+        or tr["started"] is not None
+        or len(works) != 1
+        or works[0].entry is None
+        or works[0].entry.taken
+    ):
         return False  # on an engine already (or handed to a preemptor that will start it)
     if not run.ctx.withdraw(run.plan.prims[w].engine, works[0].entry):
         return False
@@ -44,7 +51,9 @@ def _drop(run: QueryState, w: int) -> None:
     tr = run.trace[w]
     if tr is None:
         tr = run.trace[w] = run.new_trace(p, TraceStatus.SKIPPED, t)
-    tr.update({"status": TraceStatus.SKIPPED, "started": t, "finished": t, "dropped": "its call was ready first"})
+    tr.update(
+        {"status": TraceStatus.SKIPPED, "started": t, "finished": t, "dropped": "its call was ready first"}
+    )
     run.values.update({k: None for k in p.outputs})
     run.ctx.metrics.dropped_warmups += 1
     run.release(w)

@@ -1,5 +1,6 @@
 """Blind FIFO batching (the strawman of Teola §5.2): requests in arrival order, whatever their
 primitive or query, until the batch is full or the oldest has waited `timeout` seconds."""
+
 from __future__ import annotations
 
 from teola.scheduling.base import Decision, Filler, Limits, Policy, RequestQueue
@@ -32,7 +33,9 @@ class FifoPolicy(Policy):
             fill.take(e)
             if fill.full:
                 break
-        due = oldest.arrival + self.timeout  # the same float as the timer's deadline, so the timer's wake-up is due
+        due = (
+            oldest.arrival + self.timeout
+        )  # the same float as the timer's deadline, so the timer's wake-up is due
         if fill.full or now >= due:
             return Decision(picks=fill.picks)
         return Decision(wait_until=due)

@@ -1,5 +1,6 @@
 """Per-invocation batching (PO): one primitive's requests at a time, oldest first, with no waiting:
 the requests of one invocation are batched together and never with another's."""
+
 from __future__ import annotations
 
 from teola.scheduling.base import Decision, Filler, Limits, Policy, RequestQueue

@@ -1,5 +1,6 @@
 """Throughput-oriented batching (TO): like FIFO, but the batch to fill is the engine's pre-tuned
 maximum efficient batch, and it waits up to `timeout` for it (Teola §7 baseline)."""
+
 from __future__ import annotations
 
 from teola.scheduling.base import Limits

@@ -9,6 +9,7 @@ A batch holds one op: the op of the first bucket's deepest entry.
 On an engine that batches continuously (vLLM) each entry of a batch gets its results as soon as its
 own requests end (`returns_each`; teola.runtime.engine_tier.engine_scheduler), so a query's short decode never
 waits for a longer one it was batched with; batching decides what runs together, not who waits."""
+
 from __future__ import annotations
 
 from teola.scheduling.base import Decision, Filler, Limits, Policy, RequestQueue
@@ -23,7 +24,9 @@ class TopologyPolicy(Policy):
             return Decision()
         if not isinstance(queue, RequestQueue):  # a plain list of entries in arrival order
             queue = RequestQueue(queue)
-        slots = limits.max_batch if limits.token_budget > 0 else min(limits.max_efficient_batch, limits.max_batch)
+        slots = (
+            limits.max_batch if limits.token_budget > 0 else min(limits.max_efficient_batch, limits.max_batch)
+        )
         fill = Filler(slots, limits.token_budget)
         op = None
         for bucket in queue.buckets():  # by earliest arrival

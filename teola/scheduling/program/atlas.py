@@ -11,6 +11,7 @@ calls of (the call's inherited priority + its service) (Algorithm 1 line 4). A n
     primitive of a teola e-graph) still inherits the program's scalar.
 The priority is discretized into the MLFQ queues of `queues.py` (demotion, anti-starvation, multi-step).
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -6,6 +6,7 @@ Each decoding call runs as its own engine stream and returns when it is done (co
 as in vLLM), at most the engine's max efficient batch of calls run at once, and none is preempted
 (teola.runtime.engine_tier.preemption). Unlike `fifo` (Teola's strawman, which sends a batch whose calls all
 return when its last one ends), a short call never waits for a long one it was batched with."""
+
 from __future__ import annotations
 
 from teola.scheduling.base import Pending, RankedAdmission

@@ -50,6 +50,7 @@ admitted; iterations that only prefill, or that run while no admitted call decod
 
 `schedule` is pure: it reads the queue and keeps only the policy's own counters.
 """
+
 from __future__ import annotations
 
 from collections.abc import Hashable
@@ -102,10 +103,20 @@ class LAMPSPolicy(Policy):
     wants_progress = True
     rerank_every = 1  # a victim check every progress event: the batch is rebuilt each iteration
 
-    def __init__(self, starvation: int = 100, refresh: int = 1, step_s: float = 0.02, fwd_s_per_token: float = 1e-4,
-                 swap_s_per_token: float | None = None, api_defaults: dict[str, float] | None = None,
-                 batch_size: int | str | None = "running", starvation_from: str = "scheduled",
-                 preempt: bool = True, preserved_first: bool = False, rerank_every: int = 1) -> None:
+    def __init__(
+        self,
+        starvation: int = 100,
+        refresh: int = 1,
+        step_s: float = 0.02,
+        fwd_s_per_token: float = 1e-4,
+        swap_s_per_token: float | None = None,
+        api_defaults: dict[str, float] | None = None,
+        batch_size: int | str | None = "running",
+        starvation_from: str = "scheduled",
+        preempt: bool = True,
+        preserved_first: bool = False,
+        rerank_every: int = 1,
+    ) -> None:
         """step_s: seconds of one decode iteration; fwd_s_per_token: prefill seconds per context token
         (recompute cost); swap_s_per_token: seconds to move one token's KV one way (None: no swap on
         this engine); api_defaults: tool -> expected seconds before any is observed; batch_size: the
@@ -118,9 +129,18 @@ class LAMPSPolicy(Policy):
         Algorithm 1). preserved_first: a call resuming on preserved KV goes first. starvation_from: "scheduled" (a request's starvation counter runs once
         LAMPS has scheduled the request, LAMPS §4.4) or "seen" (from when a call is first seen
         waiting: the module docstring)."""
-        check_options(starvation=starvation, refresh=refresh, step_s=step_s, fwd_s_per_token=fwd_s_per_token,
-                      swap_s_per_token=swap_s_per_token, starvation_from=starvation_from, preempt=preempt,
-                      preserved_first=preserved_first, rerank_every=rerank_every, batch_size=batch_size)
+        check_options(
+            starvation=starvation,
+            refresh=refresh,
+            step_s=step_s,
+            fwd_s_per_token=fwd_s_per_token,
+            swap_s_per_token=swap_s_per_token,
+            starvation_from=starvation_from,
+            preempt=preempt,
+            preserved_first=preserved_first,
+            rerank_every=rerank_every,
+            batch_size=batch_size,
+        )
         self.starvation = starvation
         self.starvation_from = starvation_from
         self.refresh = refresh
@@ -131,7 +151,9 @@ class LAMPSPolicy(Policy):
         self.rerank_every = rerank_every
         self.preserved_first = preserved_first
         self.batch_size = batch_size
-        self.api_mean: dict[str, tuple[float, int]] = {k: (float(v), 0) for k, v in (api_defaults or {}).items()}
+        self.api_mean: dict[str, tuple[float, int]] = {
+            k: (float(v), 0) for k, v in (api_defaults or {}).items()
+        }
         self._start_bookkeeping()
 
     def _start_bookkeeping(self) -> None:
@@ -142,7 +164,9 @@ class LAMPSPolicy(Policy):
         self.iterations = 0  # engine iterations seen so far (the module docstring)
         self.waiting_since: dict[Pending, int] = {}  # waiting call -> `iterations` when its counter was 0
         self.admitted_at: dict[Pending, int] = {}  # running call -> `iterations` when it was admitted
-        self.shapes: dict[Pending, tuple[ApiCall, str, int]] = {}  # running call -> (shape, handling, decoded)
+        self.shapes: dict[
+            Pending, tuple[ApiCall, str, int]
+        ] = {}  # running call -> (shape, handling, decoded)
         self.starving: set[Hashable] = set()  # request keys (`request_key`) marked starving
         self.scheduled: set[Hashable] = set()  # request keys LAMPS has scheduled (their counters run)
         self.scores: dict[Pending, float] = {}
@@ -197,18 +221,24 @@ class LAMPSPolicy(Policy):
         its "auto" handling was chosen from) and, when it pauses for an API, that API's duration."""
         i = e.head
         req = e.requests[i]
-        prompt, pre = predicted_shape(e.budget(i), e.records[i].predicted_tokens,
-                                      e.tokens[min(e.taken, len(e.tokens) - 1)] if e.tokens else None)
+        prompt, pre = predicted_shape(
+            e.budget(i),
+            e.records[i].predicted_tokens,
+            e.tokens[min(e.taken, len(e.tokens) - 1)] if e.tokens else None,
+        )
         tool = req.get("api")
         if not tool and not e.records[i].pause_kv:
             return ApiCall(prompt, pre)
         api_s = api_seconds({k: m for k, (m, _) in self.api_mean.items()}, str(tool) if tool else None)
-        return ApiCall(prompt, pre, api_s, int(req.get("api_response_tokens") or 0), int(req.get("post_tokens") or 0))
+        return ApiCall(
+            prompt, pre, api_s, int(req.get("api_response_tokens") or 0), int(req.get("post_tokens") or 0)
+        )
 
     def pause_costs(self) -> PauseModel:
         """LAMPS's own costs decide a pause's handling: its per-token costs, per-tool means, batch."""
-        return PauseModel(self.fwd_s, self.swap_s, {k: m for k, (m, _) in self.api_mean.items()},
-                          self.other_context())
+        return PauseModel(
+            self.fwd_s, self.swap_s, {k: m for k, (m, _) in self.api_mean.items()}, self.other_context()
+        )
 
     def other_context(self) -> int:
         """Predicted context (tokens) of the other calls in a batch with this one."""
@@ -270,8 +300,12 @@ class LAMPSPolicy(Policy):
         """A call's rank (lower first): preserved resumes first only with `preserved_first`, then
         starving requests, then by score and arrival."""
         first = self.preserved_first and resumes_preserved(e)
-        return (not first, request_key(e) not in self.starving,
-                self.scores[e] if score is None else score, e.arrival)
+        return (
+            not first,
+            request_key(e) not in self.starving,
+            self.scores[e] if score is None else score,
+            e.arrival,
+        )
 
     def running_score(self, e: Pending) -> float:
         """A running call's score over its remaining work: the `decoded` tokens of its admitted
@@ -280,10 +314,19 @@ class LAMPSPolicy(Policy):
         d = min(decoded, call.pre)
         rest = ApiCall(call.prompt + d, call.pre - d, call.api_s, call.response, call.post)
         context = call.prompt + call.pre
-        return memory_over_time(rest, handling, self.step_s, self.fwd_s * context, (self.swap_s or 0.0) * context)
+        return memory_over_time(
+            rest, handling, self.step_s, self.fwd_s * context, (self.swap_s or 0.0) * context
+        )
 
-    def victims(self, running: list[Pending], waiting: list[Pending], free: int, now: float, *,
-                room: KVRoom | None = None) -> list[Pending]:
+    def victims(
+        self,
+        running: list[Pending],
+        waiting: list[Pending],
+        free: int,
+        now: float,
+        *,
+        room: KVRoom | None = None,
+    ) -> list[Pending]:
         """Algorithm 1's batch rebuilt by score: each waiting call, best first, beyond the `free`
         admission slots (0 while memory is short) displaces the worst-ranked running call if it
         ranks better. `room` is not read: memory reaches LAMPS as `free`."""
@@ -293,10 +336,13 @@ class LAMPSPolicy(Policy):
             if e not in self.scores:
                 self.scores[e], self.handling[e] = self.score(e)
         order = sorted(waiting, key=self._key)
-        pool = sorted(((self._key(e, self.running_score(e)), e) for e in running if e in self.shapes),
-                      key=lambda p: p[0], reverse=True)
+        pool = sorted(
+            ((self._key(e, self.running_score(e)), e) for e in running if e in self.shapes),
+            key=lambda p: p[0],
+            reverse=True,
+        )
         out: list[Pending] = []
-        for w in order[max(0, free):]:
+        for w in order[max(0, free) :]:
             if not pool or pool[0][0][:3] <= self._key(w)[:3]:
                 break
             out.append(pool.pop(0)[1])

@@ -1,6 +1,7 @@
 """Predicted output lengths of LLM calls from the Runtime option "length_predictor" (LAMPS §6: the
 `lamps` and `sjf` policies rank by them). Each LLM engine's scheduler asks for them when a call is
 queued and keeps them in the requests' dispatch records (`DispatchRecord.predicted_tokens`)."""
+
 from __future__ import annotations
 
 import logging
@@ -10,8 +11,9 @@ from typing import Any
 log = logging.getLogger("teola.runtime")
 
 
-def predicted_lengths(predict: Callable[[Mapping[str, Any]], Any] | None, requests: Sequence[Mapping[str, Any]],
-                      engine: str) -> list[int | None]:
+def predicted_lengths(
+    predict: Callable[[Mapping[str, Any]], Any] | None, requests: Sequence[Mapping[str, Any]], engine: str
+) -> list[int | None]:
     """The predicted output tokens of each request (None: no prediction) from the Runtime option
     "length_predictor": a callable from a request to its predicted output tokens before its next
     pause. A request that carries "predicted_tokens" already (its submitter's hint, in the request
@@ -19,8 +21,9 @@ def predicted_lengths(predict: Callable[[Mapping[str, Any]], Any] | None, reques
     than a number >= 1 is logged and the request keeps its max_tokens as the prediction."""
     out: list[int | None] = []
     for req in requests:
-        out.append(None if predict is None or req.get("predicted_tokens") is not None
-                   else _one(predict, req, engine))
+        out.append(
+            None if predict is None or req.get("predicted_tokens") is not None else _one(predict, req, engine)
+        )
     return out
 
 

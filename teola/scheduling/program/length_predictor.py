@@ -13,6 +13,7 @@ classifier is plain numpy.
 Its predictions reach the `lamps` / `sjf` policies as a request's "predicted_tokens"
 (`Program(..., predictor=...)`).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,13 @@ class LengthPredictor:
     """Multinomial logistic regression over standardized embeddings (full-batch gradient descent,
     L2 penalty, deterministic)."""
 
-    def __init__(self, bin_width: int = 10, bins: int = 50, l2: float = 1e-3, epochs: int = 400,
-                 lr: float = 0.5) -> None:
+    def __init__(
+        self, bin_width: int = 10, bins: int = 50, l2: float = 1e-3, epochs: int = 400, lr: float = 0.5
+    ) -> None:
         if bin_width < 1 or bins < 2 or epochs < 1 or lr <= 0 or l2 < 0:
-            raise ValueError("LengthPredictor: bin_width >= 1, bins >= 2, epochs >= 1, lr > 0 and l2 >= 0 required")
+            raise ValueError(
+                "LengthPredictor: bin_width >= 1, bins >= 2, epochs >= 1, lr > 0 and l2 >= 0 required"
+            )
         self.bin_width = bin_width
         self.bins = bins
         self.l2 = l2
@@ -48,8 +52,10 @@ class LengthPredictor:
         """Train on embeddings `x` (n x d) and the output lengths they led to."""
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or len(x) != len(lengths) or len(x) == 0:
-            raise ValueError(f"LengthPredictor.fit: x must be n x d with one length per row, got {x.shape} "
-                             f"and {len(lengths)} lengths")
+            raise ValueError(
+                f"LengthPredictor.fit: x must be n x d with one length per row, got {x.shape} "
+                f"and {len(lengths)} lengths"
+            )
         self.mean = x.mean(axis=0)
         self.std = x.std(axis=0) + 1e-08
         z = (x - self.mean) / self.std
@@ -79,8 +85,14 @@ class LengthPredictor:
     def to_dict(self) -> dict[str, Any]:
         if self.w is None:
             raise RuntimeError("LengthPredictor: nothing to save before fit")
-        return {"bin_width": self.bin_width, "bins": self.bins, "mean": self.mean.tolist(), "std": self.std.tolist(),
-                "w": self.w.tolist(), "b": self.b.tolist()}
+        return {
+            "bin_width": self.bin_width,
+            "bins": self.bins,
+            "mean": self.mean.tolist(),
+            "std": self.std.tolist(),
+            "w": self.w.tolist(),
+            "b": self.b.tolist(),
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LengthPredictor:
@@ -100,8 +112,12 @@ class LengthPredictor:
 def accuracy(predicted: Sequence[float], actual: Sequence[int]) -> dict[str, float]:
     """LAMPS's metrics: mean absolute error, and the shares within 5 and 15 tokens."""
     err = np.abs(np.asarray(predicted, dtype=float) - np.asarray(actual, dtype=float))
-    return {"mae": float(err.mean()), "acc5": float((err <= 5).mean()), "acc15": float((err <= 15).mean()),
-            "n": int(len(err))}
+    return {
+        "mae": float(err.mean()),
+        "acc5": float((err <= 5).mean()),
+        "acc15": float((err <= 15).mean()),
+        "n": int(len(err)),
+    }
 
 
 def split(n: int, holdout: float = 0.2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

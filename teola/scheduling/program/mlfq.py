@@ -1,5 +1,6 @@
 """MLFQ, the program-blind baseline of Autellix (§4.2): every new call enters the top queue and
 sinks as it uses its quanta (queues, demotion and anti-starvation in `program_queues.py`)."""
+
 from __future__ import annotations
 
 from teola.scheduling.process_table import ProcessTable

@@ -15,6 +15,7 @@ decisions into the records (`PauseHint`).
     (LAMPS, fed by `teola.api.tool_calls` as each tool call ends), else the "api_defaults" of
     `PauseCosts` (the Runtime option "pause_costs").
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -43,10 +44,16 @@ class PauseCosts:
             return cls()
         if isinstance(value, cls):
             return value
-        if not isinstance(value, dict) or set(value) - {"fwd_s_per_token", "swap_s_per_token", "api_defaults",
-                                                          "default_api_s"}:
-            raise ValueError("Runtime: pause_costs must be a dict with keys among fwd_s_per_token, swap_s_per_token, "
-                             f"api_defaults, default_api_s; got {value!r}")
+        if not isinstance(value, dict) or set(value) - {
+            "fwd_s_per_token",
+            "swap_s_per_token",
+            "api_defaults",
+            "default_api_s",
+        }:
+            raise ValueError(
+                "Runtime: pause_costs must be a dict with keys among fwd_s_per_token, swap_s_per_token, "
+                f"api_defaults, default_api_s; got {value!r}"
+            )
         costs = cls(**value)
         numbers = [costs.fwd_s_per_token, costs.default_api_s, *costs.api_defaults.values()]
         if costs.swap_s_per_token is not None:
@@ -62,8 +69,13 @@ def own_costs(policy: Policy | None) -> PauseModel | None:
     return None if policy is None else policy.pause_costs()
 
 
-def choose_pause_handling(policy: Policy | None, tool: str | None, context: int, other: int | None = None,
-                          costs: PauseCosts | None = None) -> str:
+def choose_pause_handling(
+    policy: Policy | None,
+    tool: str | None,
+    context: int,
+    other: int | None = None,
+    costs: PauseCosts | None = None,
+) -> str:
     """The handling of a pause for `tool` (None: not known yet, the mean over the tools seen) with
     `context` tokens of this call and `other` of the rest of the batch (None: the policy's own
     prediction when it has one, else 0). The policy's cost constants and per-tool means when it keeps
@@ -79,7 +91,9 @@ def choose_pause_handling(policy: Policy | None, tool: str | None, context: int,
         means = {k: float(v) for k, v in costs.api_defaults.items()}
         other = 0 if other is None else other
     api_s = api_seconds(means, tool, costs.default_api_s)
-    return choose_handling(api_s, context, other, fwd_s * context, None if swap_s is None else swap_s * context)
+    return choose_handling(
+        api_s, context, other, fwd_s * context, None if swap_s is None else swap_s * context
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,6 +6,7 @@ quantum demotion, anti-starvation and multi-step ranking. Programs that have rec
 service so far (short programs, new programs) go first, so long programs' later calls stop blocking
 short ones.
 """
+
 from __future__ import annotations
 
 from teola.scheduling.process_table import ProcessTable

@@ -27,6 +27,7 @@ waiting calls of a better queue when the engine's admission budget is full
 charged once: a preempted call's result at its end (the output of all its runs joined) is charged
 only for the tokens no progress event of any of its runs charged.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -60,10 +61,20 @@ class ProgramPolicy(Policy):
     name = "program"
     priority: Priority
 
-    def __init__(self, num_queues: int = 8, base_quantum: float | None = None, growth: float = 2.0,
-                 beta: float | None = DEFAULT_BETA, rerank_every: int = 4, service: str = "seconds",
-                 table: ProcessTable | None = None, preempt: bool = True, promotion: str = "preempt",
-                 quanta: str = "observed", quanta_percentile: float = 95.0) -> None:
+    def __init__(
+        self,
+        num_queues: int = 8,
+        base_quantum: float | None = None,
+        growth: float = 2.0,
+        beta: float | None = DEFAULT_BETA,
+        rerank_every: int = 4,
+        service: str = "seconds",
+        table: ProcessTable | None = None,
+        preempt: bool = True,
+        promotion: str = "preempt",
+        quanta: str = "observed",
+        quanta_percentile: float = 95.0,
+    ) -> None:
         """num_queues, base_quantum, growth: the K queues (quantum_i = base_quantum * growth**i,
         in the service unit; default base 32 tokens or 0.05 s). beta: anti-starvation ratio of
         waiting to execution seconds (None turns it off). rerank_every: re-rank at most every N scheduling steps while the queue's
@@ -80,9 +91,16 @@ class ProgramPolicy(Policy):
             raise ValueError(f"{self.name}: quanta must be one of {QUANTA_RULES}, got {quanta!r}")
         self.quanta = ObservedQuanta(num_queues, growth, quanta_percentile) if quanta == "observed" else None
         self.service = service
-        self.core = ProgramQueues(type(self).priority, table, num_queues,
-                                  DEFAULT_QUANTUM[service] if base_quantum is None else base_quantum,
-                                  growth, beta, rerank_every, promotion)
+        self.core = ProgramQueues(
+            type(self).priority,
+            table,
+            num_queues,
+            DEFAULT_QUANTUM[service] if base_quantum is None else base_quantum,
+            growth,
+            beta,
+            rerank_every,
+            promotion,
+        )
         self._outstanding: dict[Pending, int] = {}
         self._starts: dict[int, int] = {}
         self._charged: dict[Pending, float] = {}  # when each queued call's waiting was last charged
@@ -187,8 +205,15 @@ class ProgramPolicy(Policy):
         self._outstanding.pop(e, None)
         return True
 
-    def victims(self, running: Sequence[Pending], waiting: Sequence[Pending], free: int, now: float, *,
-                room: KVRoom | None = None) -> list[Pending]:
+    def victims(
+        self,
+        running: Sequence[Pending],
+        waiting: Sequence[Pending],
+        free: int,
+        now: float,
+        *,
+        room: KVRoom | None = None,
+    ) -> list[Pending]:
         """Running calls to preempt so that waiting calls of a better (lower) queue can run. Without
         `room`: beyond the `free` admission slots, each waiting call, best first, displaces the running
         call of the worst queue (the most recently demoted among equals) if that queue is worse than
@@ -201,19 +226,23 @@ class ProgramPolicy(Policy):
             self._see(waiting, now)
         core = self.core
         order = core.rank(list(waiting)) if waiting else []
-        pool = sorted((e for e in running if e in core.calls),
-                      key=lambda e: (core.calls[e].level, core.calls[e].seq), reverse=True)
+        pool = sorted(
+            (e for e in running if e in core.calls),
+            key=lambda e: (core.calls[e].level, core.calls[e].seq),
+            reverse=True,
+        )
         if room is not None:
             return kv_victims(core, order, pool, room)
         out: list[Pending] = []
-        for w in order[max(0, free):]:
+        for w in order[max(0, free) :]:
             if not pool or core.level(pool[0]) <= core.preempt_level(w):
                 break
             out.append(pool.pop(0))
         return out
 
-    def observe(self, picks: Sequence[Pick], started: float, finished: float,
-                results: Sequence[Any] | None = None) -> None:
+    def observe(
+        self, picks: Sequence[Pick], started: float, finished: float, results: Sequence[Any] | None = None
+    ) -> None:
         """Charge the batch's service to its calls and complete the calls whose requests all ran.
         `results` (optional, one per picked request in order) lets a runtime report exact decoded
         tokens ("num_output_tokens") instead of the max_tokens upper bound."""
@@ -227,7 +256,9 @@ class ProgramPolicy(Policy):
                 continue
             streamed_tokens, streamed_seconds = self._progressed.pop(e, (0.0, 0.0))  # charged as it ran
             streamed_tokens += self._banked.pop(e, 0.0)
-            executed = executor_seconds(results[off:off + p.count] if results is not None else None, p.count)
+            executed = executor_seconds(
+                results[off : off + p.count] if results is not None else None, p.count
+            )
             if executed is None:  # no executor time reported (vLLM): wall time on the engine
                 seconds = max(0.0, finished - started - streamed_seconds)
             else:  # time in the engine's running batch only; the rest of the wall time was waiting
@@ -237,7 +268,9 @@ class ProgramPolicy(Policy):
                 amount = seconds
             else:
                 if a is None:
-                    raise ValueError(f"{self.name}: observe() got a pick of {e.name!r} that this policy did not make")
+                    raise ValueError(
+                        f"{self.name}: observe() got a pick of {e.name!r} that this policy did not make"
+                    )
                 amount = 0.0
                 for i in range(p.count):
                     r = results[off + i] if results is not None and off + i < len(results) else None

@@ -12,6 +12,7 @@ first-come first-served. The rule (`quanta="observed"`, the default):
 `window` of them, from the first `min_calls` on; until then the configured base quantum holds.
 `quanta="fixed"` keeps base_quantum * growth**i for the whole run (teola's earlier default).
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,15 @@ QUANTA_RULES = ("observed", "fixed")
 class ObservedQuanta:
     """Records completed calls' service and proposes the base quantum of the rule above."""
 
-    def __init__(self, num_queues: int, growth: float, percentile: float = 95.0, min_calls: int = 16,
-                 refit_every: int = 16, window: int = 512) -> None:
+    def __init__(
+        self,
+        num_queues: int,
+        growth: float,
+        percentile: float = 95.0,
+        min_calls: int = 16,
+        refit_every: int = 16,
+        window: int = 512,
+    ) -> None:
         if not 0 < percentile <= 100:
             raise ValueError(f"quanta: percentile must be in (0, 100], got {percentile!r}")
         if not isinstance(min_calls, int) or min_calls < 1:

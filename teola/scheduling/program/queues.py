@@ -24,6 +24,7 @@ call that exhausts its quantum lands exactly where its attained service would pl
   - Multi-step scheduling: the ranking is recomputed only when the set of queued calls changes
     or every `rerank_every` scheduling steps, so priorities do not churn (and preempt) each step.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -51,7 +52,7 @@ class Levels:
             raise ValueError(f"mlfq: base_quantum must be > 0, got {base_quantum!r}")
         if not growth >= 1:
             raise ValueError(f"mlfq: growth must be >= 1 (quanta grow from queue to queue), got {growth!r}")
-        self.quanta = [base_quantum * growth ** i for i in range(num_queues)]
+        self.quanta = [base_quantum * growth**i for i in range(num_queues)]
         self.quanta[-1] = math.inf
         lows, lo = [], 0.0
         for q in self.quanta:
@@ -100,14 +101,26 @@ class ProgramQueues:
     """The MLFQ state machine over calls identified by any hashable key (the runtime uses the
     Pending entry itself; simulators use their own ids). Pure bookkeeping, no I/O, no clock."""
 
-    def __init__(self, priority: Priority, table: ProcessTable | None = None, num_queues: int = 8,
-                 base_quantum: float = 32.0, growth: float = 2.0, beta: float | None = 8.0,
-                 rerank_every: int = 4, promotion: str = "preempt") -> None:
+    def __init__(
+        self,
+        priority: Priority,
+        table: ProcessTable | None = None,
+        num_queues: int = 8,
+        base_quantum: float = 32.0,
+        growth: float = 2.0,
+        beta: float | None = 8.0,
+        rerank_every: int = 4,
+        promotion: str = "preempt",
+    ) -> None:
         if not callable(priority):
-            raise TypeError(f"ProgramQueues: priority must be a function (table, pid, inherited) -> float, "
-                            f"got {priority!r}")
+            raise TypeError(
+                f"ProgramQueues: priority must be a function (table, pid, inherited) -> float, "
+                f"got {priority!r}"
+            )
         if beta is not None and not beta > 0:
-            raise ValueError(f"mlfq: beta (anti-starvation wait/service ratio) must be > 0 or None, got {beta!r}")
+            raise ValueError(
+                f"mlfq: beta (anti-starvation wait/service ratio) must be > 0 or None, got {beta!r}"
+            )
         if not isinstance(rerank_every, int) or rerank_every < 1:
             raise ValueError(f"mlfq: rerank_every must be an int >= 1, got {rerank_every!r}")
         if promotion not in PROMOTIONS:
@@ -127,16 +140,18 @@ class ProgramQueues:
         self.reranks = 0
 
     # ---- lifecycle ----------------------------------------------------------------------------
-    def admit(self, key: Hashable, pid: str, call_id: str, now: float,
-              parents: Iterable[str] | None = None) -> CallState:
+    def admit(
+        self, key: Hashable, pid: str, call_id: str, now: float, parents: Iterable[str] | None = None
+    ) -> CallState:
         """A call arrives (idempotent per key): record it in the process table and place it in the
         queue its program priority falls into."""
         st = self.calls.get(key)
         if st is not None:
             return st
         rec = self.table.call_arrived(pid, call_id, now, parents)
-        st = self.calls[key] = CallState(pid, call_id, self.levels.level_of(self.program_priority(pid, rec.priority)),
-                                         next(self._seq))
+        st = self.calls[key] = CallState(
+            pid, call_id, self.levels.level_of(self.program_priority(pid, rec.priority)), next(self._seq)
+        )
         return st
 
     def program_priority(self, pid: str, inherited: float = 0.0) -> float:

@@ -2,6 +2,7 @@
 tokens they are predicted to decode, before and after their API call (the dispatch record's
 `predicted_tokens`, else its max_tokens, plus "post_tokens"), blind to API durations and to what
 their KV does during the API call. Admission control like `lamps` (no preemption of running calls)."""
+
 from __future__ import annotations
 
 from teola.scheduling.base import Pending, RankedAdmission
