@@ -160,12 +160,15 @@ class Limits:
     max_batch: the most requests one batch may hold. max_efficient_batch: the pre-tuned size past
     which throughput stops growing. token_budget: tokens still free on the instance for LLM
     engines (0 = no token limit). first_fits: the first request is taken even past token_budget (it
-    runs alone); False while calls already run on the instance (Autellix's can_fit)."""
+    runs alone); False while calls already run on the instance (Autellix's can_fit). headroom: the
+    tokens each request takes beyond what its entry charges (once the engine reports its KV block
+    size, the block less the headroom charges were estimated with: teola.scheduling.kv_ledger)."""
 
     max_batch: int
     max_efficient_batch: int
     token_budget: int = 0
     first_fits: bool = True
+    headroom: int = 0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -282,14 +285,16 @@ def check_policy(policy: Any, name: str) -> Policy:
 
 class Filler:
     """Fills one batch under a request-count cap and an optional token budget. The first request
-    always fits (a request larger than the budget still runs, alone) unless `first_fits` is False."""
+    always fits (a request larger than the budget still runs, alone) unless `first_fits` is False.
+    Each request takes its entry's charge plus `headroom` tokens (Limits.headroom)."""
 
-    __slots__ = ("slots", "tokens", "picks", "saturated", "first_fits")
+    __slots__ = ("slots", "tokens", "picks", "saturated", "first_fits", "headroom")
 
-    def __init__(self, slots: int, token_budget: int = 0, first_fits: bool = True) -> None:
+    def __init__(self, slots: int, token_budget: int = 0, first_fits: bool = True, headroom: int = 0) -> None:
         self.slots = slots
         self.tokens = token_budget if token_budget > 0 else None
         self.first_fits = first_fits
+        self.headroom = headroom
         self.picks: list[Pick] = []
         self.saturated = False  # stopped because the batch is full (not because entries ran out)
 
@@ -308,7 +313,7 @@ class Filler:
                 self.saturated = True
                 break
             if self.tokens is not None and toks is not None:
-                t = toks[i + n]
+                t = toks[i + n] + self.headroom
                 if t > self.tokens and (self.picks or n or not self.first_fits):
                     self.saturated = True
                     break
@@ -329,7 +334,7 @@ class Filler:
 def fill_in_order(ranked: list[Pending], limits: Limits) -> Filler:
     """A batch of the first entry's op, taking same-op entries in the given order until it is full
     (the shape of every ranking policy's batch)."""
-    fill = Filler(limits.max_batch, limits.token_budget, limits.first_fits)
+    fill = Filler(limits.max_batch, limits.token_budget, limits.first_fits, limits.headroom)
     op = ranked[0].op
     for e in ranked:
         if e.op == op:

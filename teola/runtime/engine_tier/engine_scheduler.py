@@ -295,12 +295,22 @@ class EngineScheduler:
         slots = self.max_batch if self.preemptor is None else min(self.max_batch, self.preemptor.free(inst))
         # can_fit: with calls running, the best waiting call waits unless it fits beside them
         first_fits = self.preemptor is None or not self.preemptor.live or self.preemptor.running(inst) == 0
+        # charges were estimated with a 16-token headroom; the engine's own block, once reported
+        headroom = (
+            self.preemptor.ledger(inst).headroom_change()
+            if self.preemptor is not None and self.preemptor.live
+            else 0
+        )
         efficient = self.max_efficient_batch
         if free > 1:
             share = -(-sum(e.remaining for e in self.queue) // free)
             slots, efficient = max(1, min(slots, share)), max(1, min(efficient, share))
         return Limits(
-            max_batch=slots, max_efficient_batch=efficient, token_budget=free_tokens, first_fits=first_fits
+            max_batch=slots,
+            max_efficient_batch=efficient,
+            token_budget=free_tokens,
+            first_fits=first_fits,
+            headroom=headroom,
         )
 
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:

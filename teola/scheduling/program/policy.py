@@ -127,7 +127,7 @@ class ProgramPolicy(Policy):
             return Decision()
         core = self.core
         order = core.rank(list(queue))
-        fill = Filler(limits.max_batch, limits.token_budget, limits.first_fits)
+        fill = Filler(limits.max_batch, limits.token_budget, limits.first_fits, limits.headroom)
         op = order[0].op
         for e in order:
             if e.op != op:

@@ -117,3 +117,24 @@ def test_running_calls_are_counted_by_the_engines_kv_report_not_teolas_estimate(
     assert [r.result["num_prompt_tokens"] for r in results] == [4] * 6
     assert engine.peak == 6
     assert engine.stats["preemptions"] == 0 and rt.metrics.preemptions == 0
+
+
+def test_the_batch_fill_charges_each_request_the_engines_block_once_reported():
+    """Waiting calls are charged their prompt + a 16-token headroom (teola's estimate of a block);
+    once the engine reports 64-token blocks, each request the batch fill admits takes 48 more
+    (Limits.headroom), as the Preemptor's room already counted."""
+    from teola.api.program import Program
+
+    async def main():
+        rt = sim_runtime(num_blocks=40, block_size=64, max_num_seqs=6)
+        await rt.start()
+        try:
+            sched = rt.schedulers["llm"]
+            inst = sched.instances[0]
+            before = sched._limits(inst).headroom
+            async with Program(rt, "p") as prog:
+                await prog.call("hello", parent_ids=[], max_tokens=4)
+            return before, sched._limits(inst).headroom, sched.preemptor.ledger(inst).block
+        finally:
+            await rt.stop()
+    assert run_virtual(main()) == (0, 48, 64)

@@ -95,6 +95,17 @@ def test_a_request_larger_than_the_budget_still_runs_alone():
     assert f.take(e) == 1 and f.full
 
 
+def test_each_request_takes_the_engines_headroom_beyond_its_charge():
+    # two requests charged 40 tokens each in a budget of 100: both fit as charged (80), but with the
+    # engine's 32-token block reported each holds 16 more than the 16-token headroom it was charged
+    assert Filler(8, 100).take(entry("q1", "c", 0, 0.0, n=2, tokens=40)) == 2
+    f = Filler(8, 100, headroom=16)
+    assert f.take(entry("q1", "c", 0, 0.0, n=2, tokens=40)) == 1 and f.full and f.tokens == 44
+    queue = RequestQueue([entry("q1", "c", 0, 0.0, n=2, tokens=40, op="decoding")])
+    limits = Limits(max_batch=8, max_efficient_batch=8, token_budget=100, headroom=16)
+    assert picked(make_policy("plas").schedule(queue, 0.0, limits)) == [("c", 1)]
+
+
 # ---- po -----------------------------------------------------------------------------------------
 def test_po_takes_one_primitive_at_a_time():
     q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 9, 0.1, n=3, op="embedding")])
