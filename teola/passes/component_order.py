@@ -3,6 +3,7 @@
 of `first`. For measuring what overlapping two components buys (e.g. query expansion and indexing
 on engines that share cores): `{"passes": {"component_order": {"order": [["query_expansion", "indexing"]]}}}`.
 `order_components` is the mechanism, shared with the module_chain baseline."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -44,8 +45,11 @@ def order_components(graph: Graph, pairs: list[tuple[str, str]] | list[list[str]
 
 def component_order(graph: Graph, order: Any = ()) -> PassResult:
     if not isinstance(order, (list, tuple)) or not all(
-            isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(c, str) for c in p) for p in order):
-        raise ValueError(f"component_order: option 'order' must be a list of [first, then] component names, got {order!r}")
+        isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(c, str) for c in p) for p in order
+    ):
+        raise ValueError(
+            f"component_order: option 'order' must be a list of [first, then] component names, got {order!r}"
+        )
     try:
         g, modified = order_components(graph, list(order))
     except ValueError as e:

@@ -6,6 +6,7 @@ A decode is split only where the engine's known costs predict it pays
 (`teola.passes.decode_pipelining_cost`: the first items' reader work, which the rest of the decode
 overlaps, against the requests the split readers add); without known costs every splittable decode
 is, and `gate=False` splits every one."""
+
 from __future__ import annotations
 
 from engines.requests import DECODE_OPS, PREFILL_OPS
@@ -38,8 +39,11 @@ def decode_pipelining(graph: Graph, gate: bool = True, profile: str | None = Non
         readers = [c for c in g.consumers(out)]
         parts = []
         for i in range(n):
-            pd = g.add(d.clone(op=PrimOp.PARTIAL_DECODING, outputs=(part_key(out, i, i + 1),),
-                               label=f"{d.label}[{i}]"))
+            pd = g.add(
+                d.clone(
+                    op=PrimOp.PARTIAL_DECODING, outputs=(part_key(out, i, i + 1),), label=f"{d.label}[{i}]"
+                )
+            )
             pd.args.update(item=i, stream=out)
             for q in g.parents(d):
                 g.connect(q, pd)

@@ -20,6 +20,7 @@ and the shared cores of a CPU machine are not in the model; `python -m bench pas
 prediction beside the measured effect. Without the decode's own costs every splittable decode is
 pipelined, as before the gate.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

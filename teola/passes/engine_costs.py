@@ -5,6 +5,7 @@ named profile; engines.llm_text.costs), else none (each pass says what it does w
 A fit whose error is over MAX_FIT_ERROR is not trusted (a probe taken while other work held the
 cores gave 0 ms per prompt token at 15% error): a gate given such costs keeps the graph as it is
 and says why in its `# gate` line, rather than predicting with them or acting as if none were known."""
+
 from __future__ import annotations
 
 import functools
@@ -49,14 +50,17 @@ def unreliable(costs: EngineCosts) -> bool:
     return costs.source == FITTED and costs.error > MAX_FIT_ERROR
 
 
-def record(graph: Graph, pass_name: str, name: str, decision: str, gain_s: float, costs: EngineCosts,
-           note: str = "") -> None:
+def record(
+    graph: Graph, pass_name: str, name: str, decision: str, gain_s: float, costs: EngineCosts, note: str = ""
+) -> None:
     """Write a gate's decision and predicted gain into the graph (its text shows it)."""
     extra = f"; {note}" if note else ""
-    graph.gates[f"{pass_name} {name}"] = (f"{decision}, predicted gain {gain_s * 1e3:+.0f} ms "
-                                          f"({costs.source}){extra}")
+    graph.gates[f"{pass_name} {name}"] = (
+        f"{decision}, predicted gain {gain_s * 1e3:+.0f} ms ({costs.source}){extra}"
+    )
 
 
 def record_unreliable(graph: Graph, pass_name: str, name: str, costs: EngineCosts) -> None:
-    graph.gates[f"{pass_name} {name}"] = (f"kept whole, costs not used ({costs.source}, fit error "
-                                          f"{costs.error:.0%} over {MAX_FIT_ERROR:.0%})")
+    graph.gates[f"{pass_name} {name}"] = (
+        f"kept whole, costs not used ({costs.source}, fit error {costs.error:.0%} over {MAX_FIT_ERROR:.0%})"
+    )

@@ -1,5 +1,6 @@
 """Option errors in one shape: pydantic's validation errors as one message naming each problem's
 path (`config.nodes.search.top_k: ...`), for component and pass options alike."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -23,7 +24,9 @@ def describe_errors(exc: ValidationError, prefix: str | Callable[[Any], str]) ->
     return "; ".join(lines)
 
 
-def validate_options(model: type[BaseModel], options: dict[str, Any], prefix: str | Callable[[Any], str]) -> None:
+def validate_options(
+    model: type[BaseModel], options: dict[str, Any], prefix: str | Callable[[Any], str]
+) -> None:
     """ValueError naming `prefix.<key>` for every option the model rejects."""
     try:
         model.model_validate(options)

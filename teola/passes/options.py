@@ -2,6 +2,7 @@
 the graph is an option, typed by its annotation (bounds as `annotated_types` metadata, e.g.
 `max_partials: Annotated[int, Ge(1), Le(16)] = 1`), defaulting to its default. Unannotated
 options accept any value (the pass checks them)."""
+
 from __future__ import annotations
 
 import inspect
@@ -33,8 +34,11 @@ def _model(fn: Any, name: str) -> type[BaseModel]:
     for p in _options_of(fn):
         default = ... if p.default is p.empty else p.default
         fields[p.name] = (hints.get(p.name, Any), default)
-    return create_model(f"{''.join(w.title() for w in name.split('_'))}Options",
-                        __config__=ConfigDict(extra="forbid", strict=True), **fields)
+    return create_model(
+        f"{''.join(w.title() for w in name.split('_'))}Options",
+        __config__=ConfigDict(extra="forbid", strict=True),
+        **fields,
+    )
 
 
 def pass_options_model(name: str) -> type[BaseModel] | None:

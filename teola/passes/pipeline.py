@@ -1,4 +1,5 @@
 """Runs the enabled passes in order until none changes the graph (bounded fixed point)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,8 +32,10 @@ def check_options(name: str, options: dict[str, Any]) -> None:
         model.model_validate(options)
     except ValidationError as exc:
         known = option_names(name)
-        raise PassOptionError(f"{describe_errors(exc, f'config.passes.{name}')}; "
-                              f"options: {', '.join(known) or 'none (use true or false)'}") from None
+        raise PassOptionError(
+            f"{describe_errors(exc, f'config.passes.{name}')}; "
+            f"options: {', '.join(known) or 'none (use true or false)'}"
+        ) from None
 
 
 def enabled_passes(passes_config: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
@@ -58,7 +61,9 @@ def enabled_passes(passes_config: dict[str, Any] | None) -> list[tuple[str, dict
     return out
 
 
-def run_pipeline(graph: Graph, passes_config: dict[str, Any] | None = None, lint: bool = False) -> tuple[Graph, list[str]]:
+def run_pipeline(
+    graph: Graph, passes_config: dict[str, Any] | None = None, lint: bool = False
+) -> tuple[Graph, list[str]]:
     """Apply the passes; returns the optimized graph and the names of the passes that changed it.
     With lint=True the graph is checked after every pass."""
     steps = enabled_passes(passes_config)
@@ -77,7 +82,9 @@ def run_pipeline(graph: Graph, passes_config: dict[str, Any] | None = None, lint
                 try:
                     result.graph.lint()
                 except Exception as e:
-                    raise PassError(f"pass {name!r} broke the graph (after {', '.join(ran) or 'no passes'}): {e}") from e
+                    raise PassError(
+                        f"pass {name!r} broke the graph (after {', '.join(ran) or 'no passes'}): {e}"
+                    ) from e
             ran.append(name)
             graph = result.graph
             if result.modified:

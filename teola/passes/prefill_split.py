@@ -9,6 +9,7 @@ A split is made only where the engine's known costs predict it pays (`teola.pass
 a prefix of constant text only never pays; with an engine profile, the prefix must add cacheable
 blocks of the query's own data worth more prefill time than the extra request costs); `gate=False`
 splits every ready prefix, as before the gate."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -24,8 +25,13 @@ from teola.passes.prefill_split_cost import predicted_gain
 from teola.passes.result import PassResult
 
 
-def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1, gate: bool = True,
-                  profile: str | None = None, ref_tokens: Annotated[int, Ge(0), Le(100_000)] = 16) -> PassResult:
+def prefill_split(
+    graph: Graph,
+    max_partials: Annotated[int, Ge(1), Le(64)] = 1,
+    gate: bool = True,
+    profile: str | None = None,
+    ref_tokens: Annotated[int, Ge(0), Le(100_000)] = 16,
+) -> PassResult:
     """max_partials: how many growing prefixes may be prefilled ahead (1 = the parts ready first,
     as in Teola Fig. 6; more also prefills e.g. retrieved context while a previous call decodes).
     gate: split only where the predicted gain is positive; profile: the LLM engines' costs to predict
@@ -49,14 +55,22 @@ def prefill_split(graph: Graph, max_partials: Annotated[int, Ge(1), Le(64)] = 1,
                 prev = shared[sig]
                 continue
             reads = tuple(dict.fromkeys(r.key for _, r in parts[:k] if isinstance(r, Ref)))
-            pp = g.add(p.clone(op=PrimOp.PARTIAL_PREFILLING, outputs=(f"{p.outputs[0]}.prefix{j}",),
-                               inputs=reads + ((prev.outputs[0],) if prev else ()), label=f"{p.label}.partial{j}"))
+            pp = g.add(
+                p.clone(
+                    op=PrimOp.PARTIAL_PREFILLING,
+                    outputs=(f"{p.outputs[0]}.prefix{j}",),
+                    inputs=reads + ((prev.outputs[0],) if prev else ()),
+                    label=f"{p.label}.partial{j}",
+                )
+            )
             pp.args = {"parts": parts[:k]}
             _connect(g, pp, writers, prev)
             shared[sig] = pp
             prev = pp
         assert prev is not None  # cuts is not empty: the loop made or reused a partial prefill
-        full = g.add(p.clone(op=PrimOp.FULL_PREFILLING, inputs=p.inputs + (prev.outputs[0],), label=f"{p.label}.full"))
+        full = g.add(
+            p.clone(op=PrimOp.FULL_PREFILLING, inputs=p.inputs + (prev.outputs[0],), label=f"{p.label}.full")
+        )
         full.args["prefix_parts"] = cuts[-1]
         _connect(g, full, writers, prev)
         for c in g.children(p):

@@ -20,12 +20,14 @@ shipped `cpu-smollm2-135m` measured on this machine (`base`, one engine step, is
 start by a short probe: engines.llm_text.cost_probe). Without any, a prefix holding query data is
 split as before.
 """
+
 from __future__ import annotations
 
 from engines.llm_text.costs import EngineCosts
 from teola.ir.refs import Ref
 
 CHARS_PER_TOKEN = 4.0  # English text in a BPE tokenizer (SmolLM2: ~4.2 characters per token)
+
 
 def estimated_tokens(parts: list, ref_tokens: int) -> tuple[int, int]:
     """(all tokens, leading constant tokens) of the prompt parts, estimated."""

@@ -21,6 +21,7 @@ Then the answer is the same without the other searches: the pass removes them, a
 primitive that only fed them (their query embeddings, the query-expansion LLM call). Turn it off
 per query with `{"passes": {"prune_covered_searches": false}}`.
 """
+
 from __future__ import annotations
 
 from engines.requests import default
@@ -30,8 +31,18 @@ from teola.ir.primitive import Primitive
 from teola.passes.result import PassResult
 
 # What may be removed once nothing reads it: work without side effects outside the query.
-_PURE = frozenset({PrimOp.EMBEDDING, PrimOp.SEARCHING, PrimOp.AGGREGATE, PrimOp.PREFILLING,
-                   PrimOp.PARTIAL_PREFILLING, PrimOp.FULL_PREFILLING, PrimOp.DECODING, PrimOp.PARTIAL_DECODING})
+_PURE = frozenset(
+    {
+        PrimOp.EMBEDDING,
+        PrimOp.SEARCHING,
+        PrimOp.AGGREGATE,
+        PrimOp.PREFILLING,
+        PrimOp.PARTIAL_PREFILLING,
+        PrimOp.FULL_PREFILLING,
+        PrimOp.DECODING,
+        PrimOp.PARTIAL_DECODING,
+    }
+)
 
 
 def prune_covered_searches(graph: Graph) -> PassResult:
@@ -65,7 +76,9 @@ def _prune_gather(g: Graph, gather: Primitive, chunks: int) -> list[str]:
         return []
     writers = g.producers()
     first = _writer(g, writers, gather.inputs[0])
-    if first is None or not (_covers(first, chunks) or all(_ranks_alike(g, first, r, writers) for r in readers)):
+    if first is None or not (
+        _covers(first, chunks) or all(_ranks_alike(g, first, r, writers) for r in readers)
+    ):
         return []
     rest = [k for k in gather.inputs[1:] if _search_results(g, writers, k)]
     if not rest:
@@ -81,8 +94,11 @@ def _prune_gather(g: Graph, gather: Primitive, chunks: int) -> list[str]:
 
 def _covers(search: Primitive, chunks: int) -> bool:
     """One query's search that returns every chunk of the index."""
-    return (search.op is PrimOp.SEARCHING and search.num_requests == 1
-            and 0 < chunks <= int(default(search.args, "top_k")))
+    return (
+        search.op is PrimOp.SEARCHING
+        and search.num_requests == 1
+        and 0 < chunks <= int(default(search.args, "top_k"))
+    )
 
 
 def _ranks_alike(g: Graph, search: Primitive, reranker: Primitive, writers: dict[str, int]) -> bool:
@@ -95,8 +111,12 @@ def _ranks_alike(g: Graph, search: Primitive, reranker: Primitive, writers: dict
     if not scorer.startswith("cosine:") or _ranks_by(g, search) != "cosine":
         return False
     query_vector = _writer(g, writers, search.inputs[0]) if search.inputs else None
-    if (query_vector is None or query_vector.op is not PrimOp.EMBEDDING or _ranks_by(g, query_vector) != scorer
-            or query_vector.inputs[:1] != reranker.inputs[:1]):
+    if (
+        query_vector is None
+        or query_vector.op is not PrimOp.EMBEDDING
+        or _ranks_by(g, query_vector) != scorer
+        or query_vector.inputs[:1] != reranker.inputs[:1]
+    ):
         return False  # the search's query is not the reranker's query embedded by the same model
     for ingest in g.find(PrimOp.INGESTION):  # the stored vectors come from the same model
         stored = _writer(g, writers, ingest.inputs[0]) if ingest.inputs else None
@@ -121,8 +141,12 @@ def _search_results(g: Graph, writers: dict[str, int], key: str) -> bool:
     p = g[writers[key]]
     if p.op is PrimOp.SEARCHING:
         return True
-    return (p.op is PrimOp.AGGREGATE and p.args.get("mode") == "concat" and bool(p.inputs)
-            and all(_search_results(g, writers, k) for k in p.inputs))
+    return (
+        p.op is PrimOp.AGGREGATE
+        and p.args.get("mode") == "concat"
+        and bool(p.inputs)
+        and all(_search_results(g, writers, k) for k in p.inputs)
+    )
 
 
 def _remove_unread(g: Graph, keys: list[str]) -> None:

@@ -1,4 +1,5 @@
 """Passes by name, in pipeline order. Custom passes register with `register_pass`."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

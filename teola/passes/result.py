@@ -1,4 +1,5 @@
 """What a pass returns."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

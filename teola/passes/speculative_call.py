@@ -22,6 +22,7 @@ A call is moved only when its decodes read nothing but its prefill (and keys rea
 condition), it is not the query's output itself, and each reader of its text is either unguarded
 or an AGGREGATE; otherwise it keeps its guard.
 """
+
 from __future__ import annotations
 
 from teola.ir.graph import Graph
@@ -53,13 +54,16 @@ def speculative_call(graph: Graph) -> PassResult:
     return PassResult(g, modified)
 
 
-def _call(g: Graph, p: Primitive, guard: str, cond: Primitive,
-          writers: dict[str, int]) -> tuple[list[Primitive], list[Primitive]] | None:
+def _call(
+    g: Graph, p: Primitive, guard: str, cond: Primitive, writers: dict[str, int]
+) -> tuple[list[Primitive], list[Primitive]] | None:
     """The decodes of the call `p` starts and the readers of their text, or None when the call
     cannot be moved."""
     decodes = [c for k in p.outputs for c in g.consumers(k)]
-    if not decodes or any(d.op not in _DECODES or d.engine != p.engine or d.args.get("guard") not in (None, guard)
-                          for d in decodes):
+    if not decodes or any(
+        d.op not in _DECODES or d.engine != p.engine or d.args.get("guard") not in (None, guard)
+        for d in decodes
+    ):
         return None
     own = set(p.outputs)
     for d in decodes:
@@ -69,14 +73,16 @@ def _call(g: Graph, p: Primitive, guard: str, cond: Primitive,
             return None  # the call's text is the query's answer: nothing could take its place on "no"
     ids = {p.id} | {d.id for d in decodes}
     readers = {r.id: r for d in decodes for k in d.outputs for r in g.consumers(k) if r.id not in ids}
-    if not readers or any(r.op is not PrimOp.AGGREGATE and r.args.get("guard") not in (None, guard)
-                          for r in readers.values()):
+    if not readers or any(
+        r.op is not PrimOp.AGGREGATE and r.args.get("guard") not in (None, guard) for r in readers.values()
+    ):
         return None
     return decodes, list(readers.values())
 
 
-def _speculate(g: Graph, p: Primitive, decodes: list[Primitive], readers: list[Primitive],
-               cond: Primitive, guard: str) -> None:
+def _speculate(
+    g: Graph, p: Primitive, decodes: list[Primitive], readers: list[Primitive], cond: Primitive, guard: str
+) -> None:
     for q in (p, *decodes):
         if q.args.pop("guard", None) is not None:
             q.inputs = tuple(k for k in q.inputs if k != guard)
@@ -102,8 +108,17 @@ def _gate(g: Graph, r: Primitive, texts: dict[str, Primitive], cond: Primitive, 
         d = texts.get(k)
         if d is None:
             continue
-        gate = g.add(Primitive(PrimOp.AGGREGATE, None, d.component, inputs=(k, guard), outputs=(f"{k}.taken",),
-                               args={"mode": "first", "guard": guard}, label=f"{d.label}.gate"))
+        gate = g.add(
+            Primitive(
+                PrimOp.AGGREGATE,
+                None,
+                d.component,
+                inputs=(k, guard),
+                outputs=(f"{k}.taken",),
+                args={"mode": "first", "guard": guard},
+                label=f"{d.label}.gate",
+            )
+        )
         g.connect(d, gate)
         g.connect(cond, gate)
         g.connect(gate, r)

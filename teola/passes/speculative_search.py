@@ -15,6 +15,7 @@ Turn it off per query with `{"passes": {"speculative_search": false}}`.
 
 The moved search carries `args["speculate_on"]` = the branch key it used to be guarded by.
 """
+
 from __future__ import annotations
 
 import networkx as nx

@@ -1,6 +1,7 @@
 """Pass 2, stage decomposition: a batchable primitive with more requests than its engine's
 maximum efficient batch becomes micro-batch stages that pipeline with downstream batchable
 primitives; an Aggregate joins the stages where a reader needs the whole list."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -14,7 +15,9 @@ from teola.passes.split_map import ranges, split_primitive
 DEFAULT_MAX_EFFICIENT_BATCH = 16
 
 
-def stage_decomposition(graph: Graph, batch_size: Annotated[int, Ge(1), Le(100_000)] | None = None) -> PassResult:
+def stage_decomposition(
+    graph: Graph, batch_size: Annotated[int, Ge(1), Le(100_000)] | None = None
+) -> PassResult:
     """batch_size overrides the engines' max efficient batch (for experiments)."""
     g = graph.copy()
     modified = False
