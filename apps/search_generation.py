@@ -1,5 +1,6 @@
 """Search-engine-empowered generation (Teola Fig. 2a): a small LLM drafts an answer and judges
 whether a search is needed (Condition); if so, the top-4 search results go to the core LLM."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,8 +10,11 @@ from teola import App, Engine, Node
 from teola.compile.components import prompts
 
 
-def build(llm: dict[str, Any] | None = None, judge_llm: dict[str, Any] | None = None,
-          search: dict[str, Any] | None = None) -> App:
+def build(
+    llm: dict[str, Any] | None = None,
+    judge_llm: dict[str, Any] | None = None,
+    search: dict[str, Any] | None = None,
+) -> App:
     """`judge_llm` options register a separate small engine for the judge; by default the judge
     shares the core LLM engine."""
     app = App("search_generation")
@@ -21,13 +25,27 @@ def build(llm: dict[str, Any] | None = None, judge_llm: dict[str, Any] | None = 
         judge_engine = "judge_llm"
     app.register_engine(Engine("search", kind="search", **(search or {})))
 
-    judge = Node("llm", name="judge", engine=judge_engine, config={
-        "parts": [["instruction", prompts.JUDGE], ["question", "$query.question"]], "max_tokens": 64})
+    judge = Node(
+        "llm",
+        name="judge",
+        engine=judge_engine,
+        config={"parts": [["instruction", prompts.JUDGE], ["question", "$query.question"]], "max_tokens": 64},
+    )
     need_search = Node("condition", name="need_search", config={"not_contains": "SEARCH: NO"})
     web = Node("web_search", engine="search", config={"top_k": 4})
-    core = Node("llm", name="core", engine="llm", config={
-        "parts": [["instruction", prompts.SEARCH_ANSWER], ["question", "$query.question"], ["context", "$context"]],
-        "max_tokens": 96})
+    core = Node(
+        "llm",
+        name="core",
+        engine="llm",
+        config={
+            "parts": [
+                ["instruction", prompts.SEARCH_ANSWER],
+                ["question", "$query.question"],
+                ["context", "$context"],
+            ],
+            "max_tokens": 96,
+        },
+    )
     answer = Node("aggregate", name="answer", config={"mode": "first"})
     judge >> need_search >> web >> core
     [core, judge] >> answer

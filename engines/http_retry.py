@@ -9,6 +9,7 @@ retries, and the last answer is returned as it is (the caller reports its status
 (timeouts, refused connections) are not retried here. Callers retry only idempotent requests: a
 POST that is not known to be idempotent may have taken effect before the error.
 """
+
 from __future__ import annotations
 
 import email.utils
@@ -61,15 +62,28 @@ class RetryPolicy:
     def from_options(cls, engine: str, retries: Any, max_retry_wait: Any) -> RetryPolicy:
         """The policy of engine `engine`'s options, ValueError naming the option when invalid."""
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-            raise ValueError(f"engine {engine!r}: option retries={retries!r} must be an int >= 0 "
-                             f"(0 turns retries of 429/5xx answers off)")
-        if isinstance(max_retry_wait, bool) or not isinstance(max_retry_wait, (int, float)) or max_retry_wait < 0:
-            raise ValueError(f"engine {engine!r}: option max_retry_wait={max_retry_wait!r} must be a number of "
-                             f"seconds >= 0")
+            raise ValueError(
+                f"engine {engine!r}: option retries={retries!r} must be an int >= 0 "
+                f"(0 turns retries of 429/5xx answers off)"
+            )
+        if (
+            isinstance(max_retry_wait, bool)
+            or not isinstance(max_retry_wait, (int, float))
+            or max_retry_wait < 0
+        ):
+            raise ValueError(
+                f"engine {engine!r}: option max_retry_wait={max_retry_wait!r} must be a number of "
+                f"seconds >= 0"
+            )
         return cls(retries, float(max_retry_wait))
 
-    async def call(self, send: Callable[[], Awaitable[T]], status: Callable[[T], int],
-                   retry_after: Callable[[T], str | None], where: str) -> T:
+    async def call(
+        self,
+        send: Callable[[], Awaitable[T]],
+        status: Callable[[T], int],
+        retry_after: Callable[[T], str | None],
+        where: str,
+    ) -> T:
         """`await send()`, again while its answer's `status` is retryable and the policy allows;
         the last answer. `where` names the call in the log (no query string: it may hold a key)."""
         if self.retries == 0:
@@ -81,16 +95,26 @@ class RetryPolicy:
 
         def note(state: RetryCallState) -> None:
             answer = state.outcome.result()  # type: ignore[union-attr]
-            log.warning("%s: HTTP %d; retry %d of %d in %.2f s", where, status(answer), state.attempt_number,
-                        self.retries, state.upcoming_sleep)
+            log.warning(
+                "%s: HTTP %d; retry %d of %d in %.2f s",
+                where,
+                status(answer),
+                state.attempt_number,
+                self.retries,
+                state.upcoming_sleep,
+            )
 
         backoff = wait_exponential_jitter(multiplier=BACKOFF_S, max=MAX_BACKOFF_S, jitter=BACKOFF_S)
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.retries + 1) | stop_before_delay(self.max_retry_wait),
-            wait=wait, retry=retry_if_result(lambda answer: status(answer) in RETRY_STATUSES),
-            before_sleep=note, retry_error_callback=lambda state: state.outcome.result(),  # type: ignore[union-attr]
-            reraise=True)
+            wait=wait,
+            retry=retry_if_result(lambda answer: status(answer) in RETRY_STATUSES),
+            before_sleep=note,
+            retry_error_callback=lambda state: state.outcome.result(),  # type: ignore[union-attr]
+            reraise=True,
+        )
 
         async def attempt() -> T:  # a coroutine function: tenacity calls a plain callable synchronously
             return await send()
+
         return await retrying(attempt)

@@ -46,6 +46,7 @@ Request / result shapes per op (one request per item; the runtime batches reques
                 "kv_swap_loaded_tokens": int}     # optional (vLLM with kv_swap): KV swapped in
 - "tool":        {"tool": str, "args": dict}                     -> Any JSON-serializable
 """
+
 from __future__ import annotations
 
 import enum
@@ -63,7 +64,7 @@ class Feature(str, enum.Enum):
     probing it."""
 
     STRUCTURED_OUTPUTS = "structured outputs"  # "json_object" / "json_schema": constrained decoding
-    LOGPROBS = "logprobs"                      # "logprobs": log-probabilities of the output tokens
+    LOGPROBS = "logprobs"  # "logprobs": log-probabilities of the output tokens
 
     def __str__(self) -> str:
         return self.value
@@ -73,11 +74,11 @@ class StreamEvent(enum.StrEnum):
     """The kind of one event an engine's `stream` yields, as (request index, kind, payload); each
     kind's payload type is in engines/stream_events.py."""
 
-    ITEM = "item"          # a complete item of a splittable output (Item: its text)
-    DELTA = "delta"        # decoded text, for requests with "stream_text" (Delta)
+    ITEM = "item"  # a complete item of a splittable output (Item: its text)
+    DELTA = "delta"  # decoded text, for requests with "stream_text" (Delta)
     PROGRESS = "progress"  # tokens decoded so far, for requests with "progress" (Progress)
-    KV = "kv"              # what the engine itself counts for a request with "progress" (KVReport)
-    FINAL = "final"        # the request's result, its last event (what execute returns for it)
+    KV = "kv"  # what the engine itself counts for a request with "progress" (KVReport)
+    FINAL = "final"  # the request's result, its last event (what execute returns for it)
 
 
 class Capability(enum.StrEnum):
@@ -86,13 +87,13 @@ class Capability(enum.StrEnum):
     its methods say. The executor reads them once, when it starts an instance (`capabilities_of`),
     and the runtime checks `Instance.capabilities` instead of probing the adapter."""
 
-    STREAM = "stream"                        # stream(op, requests): events as it runs (StreamEvent)
-    ABORT = "abort"                          # abort(owners) -> int: stop running requests early
-    CANCEL = "cancel"                        # cancel(owners, kv_keys) -> int: abort, saving no KV
-    FORGET_KV = "forget_kv"                  # forget_kv(kv_keys): drop KV saved for calls that end
-    HEALTH = "health"                        # health() -> bool
-    RERANK = "rerank"                        # rerank(keys, priority) -> int: re-rank queued/running requests
-    DROP_NAMESPACE = "drop_namespace"        # drop_namespace(namespace): a vector store's
+    STREAM = "stream"  # stream(op, requests): events as it runs (StreamEvent)
+    ABORT = "abort"  # abort(owners) -> int: stop running requests early
+    CANCEL = "cancel"  # cancel(owners, kv_keys) -> int: abort, saving no KV
+    FORGET_KV = "forget_kv"  # forget_kv(kv_keys): drop KV saved for calls that end
+    HEALTH = "health"  # health() -> bool
+    RERANK = "rerank"  # rerank(keys, priority) -> int: re-rank queued/running requests
+    DROP_NAMESPACE = "drop_namespace"  # drop_namespace(namespace): a vector store's
     PUBLISH_NAMESPACE = "publish_namespace"  # publish_namespace(staging, namespace, rows)
 
 
@@ -106,11 +107,15 @@ def capabilities_of(backend: Any) -> frozenset[Capability]:
     try:
         caps = frozenset(Capability(c) for c in declared)
     except ValueError as exc:
-        raise TypeError(f"engine adapter {backend!r}: capabilities must be engines.protocol.Capability "
-                        f"values ({[c.value for c in Capability]}): {exc}") from None
+        raise TypeError(
+            f"engine adapter {backend!r}: capabilities must be engines.protocol.Capability "
+            f"values ({[c.value for c in Capability]}): {exc}"
+        ) from None
     if caps - found:
-        raise TypeError(f"engine adapter {backend!r} declares capabilities {sorted(caps - found)} "
-                        "without the methods of those names")
+        raise TypeError(
+            f"engine adapter {backend!r} declares capabilities {sorted(caps - found)} "
+            "without the methods of those names"
+        )
     return caps
 
 
@@ -173,17 +178,23 @@ class EngineBackend(Protocol):
     # requests still return a result (marked "aborted").
 
 
-def profile_with(default: EngineProfile, max_batch: int | None = None,
-                 max_efficient_batch: int | None = None) -> EngineProfile:
+def profile_with(
+    default: EngineProfile, max_batch: int | None = None, max_efficient_batch: int | None = None
+) -> EngineProfile:
     """An adapter's profile: its kind's `default` with the options a user gave (positive ints;
     max_efficient_batch is capped at max_batch). Raises ValueError naming a bad option."""
     for field_name, value in (("max_batch", max_batch), ("max_efficient_batch", max_efficient_batch)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"option {field_name} must be a positive int or omitted, got {value!r}")
     mb = max_batch or default.max_batch
-    return EngineProfile(max_batch=mb, max_efficient_batch=min(max_efficient_batch or default.max_efficient_batch, mb),
-                         token_budget=default.token_budget, context_window=default.context_window,
-                         max_inflight=default.max_inflight, features=default.features)
+    return EngineProfile(
+        max_batch=mb,
+        max_efficient_batch=min(max_efficient_batch or default.max_efficient_batch, mb),
+        token_budget=default.token_budget,
+        context_window=default.context_window,
+        max_inflight=default.max_inflight,
+        features=default.features,
+    )
 
 
 async def restart_adapter(backend: Any) -> None:
@@ -192,6 +203,10 @@ async def restart_adapter(backend: Any) -> None:
     try:
         await backend.stop()
     except Exception as exc:
-        logging.getLogger("teola.engines").warning("engine %s: stopping it before a restart failed: %s: %s",
-                                                    getattr(backend, "name", backend), type(exc).__name__, exc)
+        logging.getLogger("teola.engines").warning(
+            "engine %s: stopping it before a restart failed: %s: %s",
+            getattr(backend, "name", backend),
+            type(exc).__name__,
+            exc,
+        )
     await backend.start()

@@ -3,6 +3,7 @@
 Adapters import heavy libraries (vllm, torch, psycopg) lazily, so the table holds import paths.
 Users add kinds with `register_engine_kind("mykind", factory)`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -34,7 +35,9 @@ def engine_kinds() -> list[str]:
     return sorted(_KINDS)
 
 
-def kind_defaults(kind: str, options: dict[str, Any] | None = None) -> tuple[frozenset[str], EngineProfile] | None:
+def kind_defaults(
+    kind: str, options: dict[str, Any] | None = None
+) -> tuple[frozenset[str], EngineProfile] | None:
     """What an engine kind's adapter declares about itself: its ops and its default profile
     (max batch, max efficient batch), read from the adapter class (`ops`, `default_profile`)
     without building it. A factory whose adapter depends on the options declares
@@ -108,6 +111,7 @@ def create_engine(name: str, kind: str, options: dict[str, Any]) -> EngineBacken
     With the option `simulate=<profile>` the adapter is the kind's simulated engine (engines.sim.profile)."""
     if options.get("simulate"):
         from engines.sim.profile import simulated_engine
+
         rest = {k: v for k, v in options.items() if k != "simulate"}
         return simulated_engine(name, kind, options["simulate"], rest)
     if kind not in _KINDS and ":" in kind:

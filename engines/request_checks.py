@@ -1,6 +1,7 @@
 """Checks of request fields every engine that takes text needs: a searching request's query text and
 top_k, text free of NUL characters (PostgreSQL text cannot store them; no engine wants them), and an
 LLM request that fits its model's context window."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,9 +17,11 @@ class ContextTooLong(ValueError):
 def check_context(engine: str, n_prompt: int, max_tokens: int, window: int) -> None:
     """Raise ContextTooLong naming the engine and the numbers when `n_prompt + max_tokens > window`."""
     if n_prompt + max_tokens > window:
-        raise ContextTooLong(f"engine {engine!r}: prompt of {n_prompt} tokens + max_tokens {max_tokens} exceeds "
-                             f"the model's context window of {window} tokens (max_model_len); raise the engine "
-                             f"option max_model_len or send a shorter prompt")
+        raise ContextTooLong(
+            f"engine {engine!r}: prompt of {n_prompt} tokens + max_tokens {max_tokens} exceeds "
+            f"the model's context window of {window} tokens (max_model_len); raise the engine "
+            f"option max_model_len or send a shorter prompt"
+        )
 
 
 def search_request(req: Any, key: str, where: str) -> tuple[str, int]:

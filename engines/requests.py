@@ -3,6 +3,7 @@ of each operation as a TypedDict, and the default of every request field a sende
 The runtime builds requests with these types (teola/runtime/requests.py) and every adapter reads a
 missing field's default from `REQUEST_DEFAULTS` (`default(req, field)`), so no layer writes a default
 of its own. Results per op are described in engines/protocol.py."""
+
 from __future__ import annotations
 
 import enum
@@ -37,24 +38,24 @@ LLM_OPS = PREFILL_OPS | DECODE_OPS
 # The default of every request field a sender may leave out, in one place.
 REQUEST_DEFAULTS: dict[str, Any] = {
     # searching
-    "top_k": 16,          # results per search query
-    "exact": False,       # vector store: exact scan instead of the approximate index
+    "top_k": 16,  # results per search query
+    "exact": False,  # vector store: exact scan instead of the approximate index
     # LLM calls
-    "complete": True,     # False: a prompt prefix only (partial prefilling)
-    "max_tokens": 128,    # output budget of a call
-    "temperature": 0.0,   # greedy
-    "stop": None,         # stop texts
-    "priority": 0,        # engine priority; lower runs first
-    "split": None,        # how to cut a streamed output into items ("list", "jsonl")
+    "complete": True,  # False: a prompt prefix only (partial prefilling)
+    "max_tokens": 128,  # output budget of a call
+    "temperature": 0.0,  # greedy
+    "stop": None,  # stop texts
+    "priority": 0,  # engine priority; lower runs first
+    "split": None,  # how to cut a streamed output into items ("list", "jsonl")
     "ignore_eos": False,  # decode exactly max_tokens tokens
     "stream_text": False,  # stream ("delta", text) as it decodes
-    "progress": False,    # stream ("progress", tokens decoded so far)
-    "top_p": 1.0,         # nucleus sampling: keep the smallest token set of this probability
-    "presence_penalty": 0.0,   # OpenAI's penalties on tokens already in the output
+    "progress": False,  # stream ("progress", tokens decoded so far)
+    "top_p": 1.0,  # nucleus sampling: keep the smallest token set of this probability
+    "presence_penalty": 0.0,  # OpenAI's penalties on tokens already in the output
     "frequency_penalty": 0.0,
     "json_object": False,  # constrain the output to one JSON object (guided decoding)
-    "json_schema": None,   # constrain the output to JSON matching this schema (guided decoding)
-    "logprobs": None,      # None: no logprobs; k >= 0: each output token's logprob and its k top alternatives
+    "json_schema": None,  # constrain the output to JSON matching this schema (guided decoding)
+    "logprobs": None,  # None: no logprobs; k >= 0: each output token's logprob and its k top alternatives
 }
 
 

@@ -11,6 +11,7 @@ and read by field:
                           lists its shape per op), not wrapped
 
 They are frozen, plain data (they pickle, so a Ray actor's stream carries them unchanged)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -13,6 +13,7 @@ scheduling policies are.
 Usage: .venv/bin/python scripts/query_path.py [--app advanced_rag] [--profile a100-llama2-7b]
            [--packages teola/runtime,teola/scheduling] [--top 15]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,14 +66,21 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--app", default="advanced_rag")
     p.add_argument("--profile", default="a100-llama2-7b", help="a shipped simulation profile")
-    p.add_argument("--packages", default="teola/runtime,teola/scheduling",
-                   help="comma-separated folders whose files make up the path")
+    p.add_argument(
+        "--packages",
+        default="teola/runtime,teola/scheduling",
+        help="comma-separated folders whose files make up the path",
+    )
     p.add_argument("--top", type=int, default=15, help="files listed by entries")
     args = p.parse_args(argv)
-    path = trace_path(args.app, args.profile, [x.strip().rstrip("/") for x in args.packages.split(",") if x.strip()])
+    path = trace_path(
+        args.app, args.profile, [x.strip().rstrip("/") for x in args.packages.split(",") if x.strip()]
+    )
     entries = Counter(path)
     print(f"{args.app}, one query on simulated engines ({args.profile}), packages {args.packages}:")
-    print(f"files {len(entries)}, entries {len(path)}, returns to a file already left {len(path) - len(entries)}")
+    print(
+        f"files {len(entries)}, entries {len(path)}, returns to a file already left {len(path) - len(entries)}"
+    )
     for name, n in entries.most_common(args.top):
         print(f"{n:6d}  {name}")
     return 0

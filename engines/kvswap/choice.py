@@ -14,6 +14,7 @@ numbers on the machine it runs on (`engines/vllm/kv_swap.py`) and sends them wit
 `save_pays` decides a save on abort; `SurvivalTracker` estimates the `survival` share it weighs, for
 both the real connector and the simulator.
 """
+
 from __future__ import annotations
 
 import math
@@ -37,10 +38,16 @@ class SwapCosts:
     def __post_init__(self) -> None:
         for name in ("prefill_s_per_token", "swap_bytes_per_s", "swap_fixed_s"):
             value = getattr(self, name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) \
-                    or value < 0 or (value == 0 and name == "swap_bytes_per_s"):
-                raise ValueError(f"swap cost {name} must be a finite number >= 0 "
-                                 f"(> 0 for swap_bytes_per_s), got {value!r}")
+            if (
+                not isinstance(value, (int, float))
+                or isinstance(value, bool)
+                or not math.isfinite(value)
+                or value < 0
+                or (value == 0 and name == "swap_bytes_per_s")
+            ):
+                raise ValueError(
+                    f"swap cost {name} must be a finite number >= 0 (> 0 for swap_bytes_per_s), got {value!r}"
+                )
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -49,11 +56,16 @@ class SwapCosts:
     def from_dict(cls, d: Any) -> SwapCosts:
         """From `as_dict()` output; ValueError naming the problem otherwise."""
         if not isinstance(d, dict):
-            raise ValueError(f"swap costs must be a dict of prefill_s_per_token, swap_bytes_per_s, "
-                             f"swap_fixed_s, got {d!r:.80}")
+            raise ValueError(
+                f"swap costs must be a dict of prefill_s_per_token, swap_bytes_per_s, "
+                f"swap_fixed_s, got {d!r:.80}"
+            )
         try:
-            return cls(float(d["prefill_s_per_token"]), float(d["swap_bytes_per_s"]),
-                       float(d.get("swap_fixed_s", 0.0)))
+            return cls(
+                float(d["prefill_s_per_token"]),
+                float(d["swap_bytes_per_s"]),
+                float(d.get("swap_fixed_s", 0.0)),
+            )
         except KeyError as e:
             raise ValueError(f"swap costs lack {e.args[0]!r}") from None
 
@@ -69,7 +81,7 @@ def swap_seconds(nbytes: int, costs: SwapCosts, moves: int = 1) -> float:
 
 
 def choose(tokens: int, nbytes: int, costs: SwapCosts, moves: int = 1) -> Choice:
-    """"swap" when moving `nbytes` (`moves` times) is strictly cheaper than prefilling `tokens`
+    """ "swap" when moving `nbytes` (`moves` times) is strictly cheaper than prefilling `tokens`
     again, else "recompute" (also when there is nothing to move)."""
     if tokens < 0 or nbytes < 0 or moves < 1:
         raise ValueError(f"tokens and nbytes must be >= 0 and moves >= 1, got {tokens}, {nbytes}, {moves}")
@@ -78,8 +90,14 @@ def choose(tokens: int, nbytes: int, costs: SwapCosts, moves: int = 1) -> Choice
     return "swap" if swap_seconds(nbytes, costs, moves) < recompute_seconds(tokens, costs) else "recompute"
 
 
-def save_pays(computed: int, block_size: int, block_move_s: float, prefill_token_s: float,
-              survival: float = 0.0, fixed_s: float = 0.0) -> bool:
+def save_pays(
+    computed: int,
+    block_size: int,
+    block_move_s: float,
+    prefill_token_s: float,
+    survival: float = 0.0,
+    fixed_s: float = 0.0,
+) -> bool:
     """Whether saving an aborted call's KV is expected to pay. All ceil(computed / block_size) of its
     blocks go out now. On resume the prefix cache still holds a share `survival` of its full blocks,
     but never the last, partly filled one (it caches full blocks only): what it lost is loaded back
@@ -89,8 +107,10 @@ def save_pays(computed: int, block_size: int, block_move_s: float, prefill_token
         2 * fixed_s + (blocks + lost blocks) * block_move_s < lost tokens * prefill_token_s
     With survival 0 that is the plain round trip against recomputing everything (`choose`, moves=2)."""
     if computed < 0 or block_size < 1 or block_move_s < 0 or prefill_token_s < 0 or fixed_s < 0:
-        raise ValueError(f"bad save inputs: computed {computed}, block_size {block_size}, block_move_s "
-                         f"{block_move_s}, prefill_token_s {prefill_token_s}, fixed_s {fixed_s}")
+        raise ValueError(
+            f"bad save inputs: computed {computed}, block_size {block_size}, block_move_s "
+            f"{block_move_s}, prefill_token_s {prefill_token_s}, fixed_s {fixed_s}"
+        )
     if not 0.0 <= survival <= 1.0:
         raise ValueError(f"survival must be a share in [0, 1], got {survival!r}")
     full, tail = divmod(computed, block_size)
@@ -111,8 +131,8 @@ class SurvivalTracker:
         if limit < 1:
             raise ValueError(f"survival tracker limit must be >= 1, got {limit!r}")
         self.limit = limit
-        self.blocks = 0   # full blocks of the resumed calls
-        self.cached = 0   # ... of which the prefix cache still held
+        self.blocks = 0  # full blocks of the resumed calls
+        self.cached = 0  # ... of which the prefix cache still held
         self._watch: OrderedDict[Hashable, int] = OrderedDict()
 
     def watch(self, key: Hashable, blocks: int) -> None:

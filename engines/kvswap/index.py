@@ -12,6 +12,7 @@ decoded ids) then loads all but its last token, which is computed as a decode st
 recomputed tail goes through prefill kernels, whose rounding may flip a greedy near-tie). The
 tokens an entry covers are checked against the resumed prompt.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -43,8 +44,19 @@ class _Entry:
     saved: bool = False  # False: its save is still queued in the jobs not handed out yet
 
 
-COUNTERS = ("saves", "saved_tokens", "saves_declined", "saves_too_big", "saves_cancelled", "lru_drops", "loads",
-            "loaded_tokens", "unused", "resumed_blocks", "resumed_cached_blocks")
+COUNTERS = (
+    "saves",
+    "saved_tokens",
+    "saves_declined",
+    "saves_too_big",
+    "saves_cancelled",
+    "lru_drops",
+    "loads",
+    "loaded_tokens",
+    "unused",
+    "resumed_blocks",
+    "resumed_cached_blocks",
+)
 WATCHED = 4096  # aborted calls whose resume is watched for what the prefix cache kept (oldest forgotten)
 
 
@@ -53,8 +65,10 @@ class SwapIndex:
 
     def __init__(self, block_size: int, record_bytes: int, capacity_bytes: int) -> None:
         if block_size < 1 or record_bytes < 1 or capacity_bytes < 0:
-            raise ValueError(f"bad swap index geometry: block_size {block_size}, record_bytes {record_bytes}, "
-                             f"capacity_bytes {capacity_bytes}")
+            raise ValueError(
+                f"bad swap index geometry: block_size {block_size}, record_bytes {record_bytes}, "
+                f"capacity_bytes {capacity_bytes}"
+            )
         self.block_size = block_size
         self.record_bytes = record_bytes
         self.capacity_bytes = capacity_bytes
@@ -73,8 +87,15 @@ class SwapIndex:
     def used_bytes(self) -> int:
         return sum(e.blocks for e in self.entries.values()) * self.record_bytes
 
-    def save(self, key: str, req_id: str, token_ids: Sequence[int], block_ids: Sequence[int],
-             computed: int, costs: SwapCosts) -> bool:
+    def save(
+        self,
+        key: str,
+        req_id: str,
+        token_ids: Sequence[int],
+        block_ids: Sequence[int],
+        computed: int,
+        costs: SwapCosts,
+    ) -> bool:
         """An aborted call: save the blocks of its `computed` tokens if the round trip through host
         memory is expected to cost less than prefilling again what the prefix cache will have lost
         (`save_pays`: a share `survival` of the full blocks is kept, never the partly filled last
@@ -88,8 +109,14 @@ class SwapIndex:
         computed = min(computed, blocks * self.block_size)
         nbytes = blocks * self.record_bytes
         self._survival.watch(key, computed // self.block_size)
-        if not save_pays(computed, self.block_size, self.record_bytes / costs.swap_bytes_per_s,
-                         costs.prefill_s_per_token, self.survival(), costs.swap_fixed_s):
+        if not save_pays(
+            computed,
+            self.block_size,
+            self.record_bytes / costs.swap_bytes_per_s,
+            costs.prefill_s_per_token,
+            self.survival(),
+            costs.swap_fixed_s,
+        ):
             self.counters["saves_declined"] += blocks > 0
             return False
         if nbytes > self.capacity_bytes:
@@ -132,7 +159,10 @@ class SwapIndex:
         if -(-usable // self.block_size) != entry.blocks or list(token_ids[:usable]) != entry.tokens[:usable]:
             return 0
         extra = usable - local
-        if extra <= 0 or choose(extra, (entry.blocks - local // self.block_size) * self.record_bytes, costs) != "swap":
+        if (
+            extra <= 0
+            or choose(extra, (entry.blocks - local // self.block_size) * self.record_bytes, costs) != "swap"
+        ):
             return 0
         return extra
 
@@ -151,8 +181,11 @@ class SwapIndex:
             self.counters["unused"] += 1  # cheaper to recompute, tokens differ, or the prefix cache had it
             self._forget(key, entry)
             return
-        first, n = local // self.block_size, -(-(local + loaded) // self.block_size) - local // self.block_size
-        self._jobs.loads.append((key, list(block_ids[first:first + n]), first))
+        first, n = (
+            local // self.block_size,
+            -(-(local + loaded) // self.block_size) - local // self.block_size,
+        )
+        self._jobs.loads.append((key, list(block_ids[first : first + n]), first))
         self.counters["loads"] += 1
         self.counters["loaded_tokens"] += loaded
 

@@ -13,6 +13,7 @@ per-block copy loop (`backend="fallback"`).
 
 Not thread-safe: call it from the engine's scheduling thread.
 """
+
 from __future__ import annotations
 
 import logging
@@ -94,8 +95,14 @@ class KVSwapManager:
     pin_memory: page-lock host buffers (default: when the caches are on CUDA).
     """
 
-    def __init__(self, caches: Sequence[torch.Tensor], *, block_dim: int = 0,
-                 backend: Backend = "auto", pin_memory: bool | None = None) -> None:
+    def __init__(
+        self,
+        caches: Sequence[torch.Tensor],
+        *,
+        block_dim: int = 0,
+        backend: Backend = "auto",
+        pin_memory: bool | None = None,
+    ) -> None:
         if backend not in ("auto", "native", "fallback"):
             raise ValueError(f"backend must be 'auto', 'native' or 'fallback', got {backend!r}")
         self.caches = list(caches)
@@ -154,8 +161,14 @@ class KVSwapManager:
         if n:
             self._gather(ids, extent)
         self._sync()
-        stats = SwapStats("out", len(block_tables), n, n * self._record_bytes,
-                          time.perf_counter() - t0, self._copies(n, 1 if n else 0))
+        stats = SwapStats(
+            "out",
+            len(block_tables),
+            n,
+            n * self._record_bytes,
+            time.perf_counter() - t0,
+            self._copies(n, 1 if n else 0),
+        )
         start = 0
         for rid, table in block_tables.items():
             self._swapped[rid] = _Swapped(extent, start, len(table))
@@ -163,8 +176,9 @@ class KVSwapManager:
         self.totals.add(stats)
         return stats
 
-    def swap_in(self, block_tables: Mapping[Hashable, Sequence[int]], *,
-                skip: Mapping[Hashable, int] | None = None) -> SwapStats:
+    def swap_in(
+        self, block_tables: Mapping[Hashable, Sequence[int]], *, skip: Mapping[Hashable, int] | None = None
+    ) -> SwapStats:
         """Copy swapped-out requests back into the given (new) block ids and forget their host copy.
 
         Each table must have as many blocks as were swapped out for that request, less its `skip`
@@ -176,11 +190,14 @@ class KVSwapManager:
                 raise ValueError(f"request {rid!r} is not swapped out")
             first = skip.get(rid, 0)
             if not isinstance(first, int) or not 0 <= first <= self._swapped[rid].count:
-                raise ValueError(f"request {rid!r}: skip must be an int in [0, "
-                                 f"{self._swapped[rid].count}], got {first!r}")
+                raise ValueError(
+                    f"request {rid!r}: skip must be an int in [0, {self._swapped[rid].count}], got {first!r}"
+                )
             if len(table) != self._swapped[rid].count - first:
-                raise ValueError(f"request {rid!r}: {len(table)} destination blocks given, "
-                                 f"{self._swapped[rid].count} were swapped out, {first} skipped")
+                raise ValueError(
+                    f"request {rid!r}: {len(table)} destination blocks given, "
+                    f"{self._swapped[rid].count} were swapped out, {first} skipped"
+                )
         self._ids(block_tables, unique=True, what="swap_in")
         runs = self._runs(block_tables, skip)
         t0 = time.perf_counter()
@@ -188,8 +205,14 @@ class KVSwapManager:
             self._scatter(extent[start:stop], ids)
         self._sync()
         n = sum(len(t) for t in block_tables.values())
-        stats = SwapStats("in", len(block_tables), n, n * self._record_bytes,
-                          time.perf_counter() - t0, self._copies(n, len(runs)))
+        stats = SwapStats(
+            "in",
+            len(block_tables),
+            n,
+            n * self._record_bytes,
+            time.perf_counter() - t0,
+            self._copies(n, len(runs)),
+        )
         for rid in block_tables:
             del self._swapped[rid]
         self.totals.add(stats)
@@ -200,8 +223,9 @@ class KVSwapManager:
         for rid in request_ids:
             self._swapped.pop(rid, None)
 
-    def _ids(self, block_tables: Mapping[Hashable, Sequence[int]], *, unique: bool,
-             what: str) -> torch.Tensor:
+    def _ids(
+        self, block_tables: Mapping[Hashable, Sequence[int]], *, unique: bool, what: str
+    ) -> torch.Tensor:
         try:
             flat = [operator.index(b) for table in block_tables.values() for b in table]
         except TypeError as exc:
@@ -212,8 +236,10 @@ class KVSwapManager:
 
     def _runs(self, block_tables: Mapping[Hashable, Sequence[int]], skip: Mapping[Hashable, int]):
         """Group requests whose host records are adjacent in one extent into one copy each."""
-        items = sorted(((self._swapped[rid], skip.get(rid, 0), table) for rid, table in block_tables.items()),
-                       key=lambda it: (id(it[0].extent), it[0].start))
+        items = sorted(
+            ((self._swapped[rid], skip.get(rid, 0), table) for rid, table in block_tables.items()),
+            key=lambda it: (id(it[0].extent), it[0].start),
+        )
         runs: list[tuple[torch.Tensor, int, int, list[int]]] = []
         for s, first, table in items:
             start, stop = s.start + first, s.start + s.count

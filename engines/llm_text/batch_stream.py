@@ -7,6 +7,7 @@ deltas, progress, split items).
 An adapter supplies `one(i, request, emit)`: run request `i` (already checked) and return its result,
 calling `emit(i, kind, payload)` for "delta", "progress", "item" (payloads: engines.stream_events) and
 finally "final" (its result)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,8 +23,16 @@ Emit = Callable[[int, StreamEvent, Any], Awaitable[None]]
 RunOne = Callable[[int, dict[str, Any], Emit | None], Awaitable[dict[str, Any]]]
 
 
-async def run_batch(name: str, kind: str, ops: frozenset[str], op: str, requests: Any, default_max_tokens: int,
-                    one: RunOne, emit: Emit | None) -> list[Any]:
+async def run_batch(
+    name: str,
+    kind: str,
+    ops: frozenset[str],
+    op: str,
+    requests: Any,
+    default_max_tokens: int,
+    one: RunOne,
+    emit: Emit | None,
+) -> list[Any]:
     """Check `op` and the requests, run them all at once; one result per request, in order. Any
     failure fails the batch and cancels its other requests."""
     if op not in ops:
@@ -40,7 +49,9 @@ async def run_batch(name: str, kind: str, ops: frozenset[str], op: str, requests
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def stream_batch(run: Callable[[Emit], Awaitable[list[Any]]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+async def stream_batch(
+    run: Callable[[Emit], Awaitable[list[Any]]],
+) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
     """Yield the (i, kind, value) events `run(emit)` emits while it runs; re-raise its failure.
     Closing the iterator early cancels the batch."""
     queue: asyncio.Queue = asyncio.Queue()
@@ -100,7 +111,7 @@ class Decoded:
         """The items of the whole output; the trailing ones (not yet emitted) are emitted now."""
         if self.parser is None:
             return []
-        items = self.parser.items[:self.max_items]
+        items = self.parser.items[: self.max_items]
         if not self.stopped:
             limit = None if self.max_items is None else max(0, self.max_items - len(items))
             for item in self.parser.finish()[:limit]:

@@ -12,6 +12,7 @@ new tokens and outputs k tokens is modelled as
 relative error is kept (`EngineCosts.error`), as is the probe's own time. On this machine's vLLM with
 SmolLM2-135M it takes under a second of engine time. The remote adapter runs the same probe against
 its server, so request_s holds the network's round trip too."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,31 @@ from engines.requests import PrimOp
 
 PREFILL_WORDS = (8, 24, 56)  # prompt lengths of the prefill-only requests
 DECODE_WORDS, DECODE_TOKENS = 8, 5  # the decode: a short prompt, a few steps
-_WORDS = ("the", "river", "carries", "cold", "water", "past", "old", "stone", "mills", "while", "farmers",
-          "count", "grain", "in", "quiet", "barns", "near", "a", "market", "town", "where", "bells", "ring")
+_WORDS = (
+    "the",
+    "river",
+    "carries",
+    "cold",
+    "water",
+    "past",
+    "old",
+    "stone",
+    "mills",
+    "while",
+    "farmers",
+    "count",
+    "grain",
+    "in",
+    "quiet",
+    "barns",
+    "near",
+    "a",
+    "market",
+    "town",
+    "where",
+    "bells",
+    "ring",
+)
 
 
 def probe_text(words: int, salt: str) -> str:
@@ -36,8 +60,12 @@ def probe_text(words: int, salt: str) -> str:
 
 
 def request(words: int, salt: str, out_tokens: int) -> dict[str, Any]:
-    return {"parts": [["question", probe_text(words, salt)]], "max_tokens": out_tokens, "ignore_eos": True,
-            "temperature": 0.0}
+    return {
+        "parts": [["question", probe_text(words, salt)]],
+        "max_tokens": out_tokens,
+        "ignore_eos": True,
+        "temperature": 0.0,
+    }
 
 
 def fit(samples: list[tuple[int, int, float]], block_size: int, probe_s: float) -> EngineCosts:
@@ -46,9 +74,15 @@ def fit(samples: list[tuple[int, int, float]], block_size: int, probe_s: float) 
     y = [s for _, _, s in samples]
     request_s, prefill_s, decode_s = nnls(rows, y, relative=True)
     errors = [abs(request_s + prefill_s * r[1] + decode_s * r[2] - t) / t for r, t in zip(rows, y) if t > 0]
-    return EngineCosts(request_s=request_s, prefill_token_s=prefill_s, decode_step_s=decode_s,
-                       block_size=block_size, source=FITTED, error=round(statistics.fmean(errors), 4),
-                       probe_s=round(probe_s, 4))
+    return EngineCosts(
+        request_s=request_s,
+        prefill_token_s=prefill_s,
+        decode_step_s=decode_s,
+        block_size=block_size,
+        source=FITTED,
+        error=round(statistics.fmean(errors), 4),
+        probe_s=round(probe_s, 4),
+    )
 
 
 async def probe_costs(engine: Any, block_size: int) -> EngineCosts:
@@ -58,7 +92,9 @@ async def probe_costs(engine: Any, block_size: int) -> EngineCosts:
     began = clock()
     await engine.execute(PrimOp.PREFILLING, [request(4, f"warm {nonce}", 1)])
     samples: list[tuple[int, int, float]] = []
-    plan = [(PrimOp.PREFILLING, w, 1) for w in PREFILL_WORDS] + [(PrimOp.DECODING, DECODE_WORDS, DECODE_TOKENS)]
+    plan = [(PrimOp.PREFILLING, w, 1) for w in PREFILL_WORDS] + [
+        (PrimOp.DECODING, DECODE_WORDS, DECODE_TOKENS)
+    ]
     for j, (op, words, out) in enumerate(plan):
         t = clock()
         result = (await engine.execute(op, [request(words, f"probe {nonce} {j}", out)]))[0]

@@ -6,6 +6,7 @@ requests and streams they add on these (teola.passes.*_cost).
 They come from a profile named in the engine's option `costs` (a shipped profile of engines/profiles,
 e.g. `cpu-smollm2-135m`, or a profile file: its `vllm` entry's `base`, `prefill_token`, `decode_seq`
 and `block_size`), or are fitted at start by a short probe (engines.llm_text.cost_probe)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,9 +47,11 @@ class EngineCosts:
 
     def describe(self) -> str:
         fit = f", fit error {self.error:.0%}" if self.source == FITTED else ""
-        return (f"{self.source}{fit}: request {self.request_s * 1e3:.1f} ms, prefill "
-                f"{self.prefill_token_s * 1e3:.2f} ms/token, decode {self.decode_step_s * 1e3:.1f} ms/step, "
-                f"block {self.block_size}")
+        return (
+            f"{self.source}{fit}: request {self.request_s * 1e3:.1f} ms, prefill "
+            f"{self.prefill_token_s * 1e3:.2f} ms/token, decode {self.decode_step_s * 1e3:.1f} ms/step, "
+            f"block {self.block_size}"
+        )
 
 
 FITTED = "fitted at start"
@@ -67,9 +70,13 @@ def profile_costs(profile: str) -> EngineCosts:
         base, prefill = float(cost["base"]), float(cost["prefill_token"])
         if table:  # a GPU profile: a step's seconds by the tokens it computes, beside `base`
             prefill += (_at(table, 1024) - _at(table, 1)) / 1023
-        return EngineCosts(request_s=base, prefill_token_s=prefill,
-                           decode_step_s=base + float(cost.get("decode_seq", 0.0)) + (_at(table, 1) if table else 0.0),
-                           block_size=int(llm.get("block_size", 16)), source=str(data.get("name", profile)))
+        return EngineCosts(
+            request_s=base,
+            prefill_token_s=prefill,
+            decode_step_s=base + float(cost.get("decode_seq", 0.0)) + (_at(table, 1) if table else 0.0),
+            block_size=int(llm.get("block_size", 16)),
+            source=str(data.get("name", profile)),
+        )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"profile {profile!r} gives no vllm costs ({type(exc).__name__}: {exc})") from None
 
@@ -91,7 +98,9 @@ def check_costs_option(name: str, costs: Any) -> bool | str:
         try:
             profile_costs(costs)
         except ValueError as exc:
-            raise ValueError(f"engine {name!r}: option costs: {exc}; give true (fit at start), false or a "
-                             f"profile of {PROFILE_DIR}") from None
+            raise ValueError(
+                f"engine {name!r}: option costs: {exc}; give true (fit at start), false or a "
+                f"profile of {PROFILE_DIR}"
+            ) from None
         return costs
     raise ValueError(f"engine {name!r}: option costs must be true, false or a profile name, got {costs!r}")

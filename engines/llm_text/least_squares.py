@@ -1,5 +1,6 @@
 """Non-negative least squares, the one fitting method of teola's cost models: `teola profile`'s fits
 (teola.sim.fit) and the short probe an LLM engine runs at start (engines.llm_text.cost_probe)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,8 +16,10 @@ def nnls(rows: Sequence[Sequence[float]], y: Sequence[float], relative: bool = F
     few long measurements do not outweigh many short ones."""
     a, b = np.asarray(rows, dtype=float), np.asarray(y, dtype=float)
     if a.ndim != 2 or a.shape[0] != b.shape[0]:
-        raise ValueError(f"nnls needs one row of features per measurement: got {a.shape[0] if a.ndim else 0} "
-                         f"rows and {b.shape[0]} measurements")
+        raise ValueError(
+            f"nnls needs one row of features per measurement: got {a.shape[0] if a.ndim else 0} "
+            f"rows and {b.shape[0]} measurements"
+        )
     if relative:
         w = 1.0 / np.maximum(b, 1e-12)
         a, b = a * w[:, None], b * w

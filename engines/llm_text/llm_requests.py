@@ -2,6 +2,7 @@
 sees it: `parts` validated and rendered with the model's chat template (`PromptRenderer`, so a
 partial prefill of the first parts is a token prefix of the later full prompt), and a request dict
 checked and normalized, a missing field taking its one default (`check_request`)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -24,8 +25,12 @@ def validate_parts(parts: Any) -> list[tuple[str, str]]:
         raise ValueError(f"request 'parts' must be a non-empty list of [name, text] pairs, got {parts!r:.80}")
     out = []
     for i, part in enumerate(parts):
-        if (not isinstance(part, (list, tuple)) or len(part) != 2
-                or not isinstance(part[0], str) or not isinstance(part[1], str)):
+        if (
+            not isinstance(part, (list, tuple))
+            or len(part) != 2
+            or not isinstance(part[0], str)
+            or not isinstance(part[1], str)
+        ):
             raise ValueError(f"request 'parts'[{i}] must be a [name, text] pair of strings, got {part!r:.80}")
         out.append((part[0], part[1]))
     return out
@@ -36,8 +41,10 @@ class PromptRenderer:
 
     def __init__(self, tokenizer):
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the model's tokenizer has no chat template; use an instruct/chat model folder "
-                             "whose tokenizer_config.json (or chat_template.jinja) defines one")
+            raise ValueError(
+                "the model's tokenizer has no chat template; use an instruct/chat model folder "
+                "whose tokenizer_config.json (or chat_template.jinja) defines one"
+            )
         self.tokenizer = tokenizer
         # what decoded text leaves out (skip_special_tokens): the end of turn, the template's markers
         self.special_ids = frozenset(tokenizer.all_special_ids)
@@ -56,14 +63,17 @@ class PromptRenderer:
 
     def text(self, parts: Sequence[tuple[str, str]], complete: bool) -> str:
         """The prompt text (special tokens included, as the template writes them)."""
-        rendered = self.tokenizer.apply_chat_template(self.messages(parts, complete), tokenize=False,
-                                                      add_generation_prompt=complete)
+        rendered = self.tokenizer.apply_chat_template(
+            self.messages(parts, complete), tokenize=False, add_generation_prompt=complete
+        )
         if complete:
             return rendered
         cut = rendered.find(_SENTINEL)
         if cut < 0:
-            raise ValueError("the chat template does not place the user message verbatim, so a partial "
-                             "prompt cannot be rendered; set passes.prefill_split=false for this engine")
+            raise ValueError(
+                "the chat template does not place the user message verbatim, so a partial "
+                "prompt cannot be rendered; set passes.prefill_split=false for this engine"
+            )
         return rendered[:cut]
 
     def request_ids(self, req: dict[str, Any]) -> list[int]:
@@ -85,7 +95,9 @@ class PromptRenderer:
         """Token ids of a continuation: id lists as they are, texts tokenized (no special tokens)."""
         out: list[int] = []
         for seg in segments:
-            out.extend(seg if isinstance(seg, list) else self.tokenizer(seg, add_special_tokens=False)["input_ids"])
+            out.extend(
+                seg if isinstance(seg, list) else self.tokenizer(seg, add_special_tokens=False)["input_ids"]
+            )
         return out
 
 
@@ -125,18 +137,36 @@ def check_request(op: str, req: Any, max_tokens_default: int) -> dict[str, Any]:
     if split is not None and split not in SPLITS:
         raise ValueError(f"request 'split' must be one of {', '.join(SPLITS)} or None, got {split!r}")
     max_items = req.get("max_items")
-    if max_items is not None and (not isinstance(max_items, int) or isinstance(max_items, bool) or max_items < 1
-                                  or split is None):
-        raise ValueError(f"request 'max_items' must be an int >= 1 on a request with a 'split', got {max_items!r}"
-                         f" (split {split!r})")
+    if max_items is not None and (
+        not isinstance(max_items, int) or isinstance(max_items, bool) or max_items < 1 or split is None
+    ):
+        raise ValueError(
+            f"request 'max_items' must be an int >= 1 on a request with a 'split', got {max_items!r}"
+            f" (split {split!r})"
+        )
     salt, owner, tag, resume, swap_key = _check_routing(op, req)
-    return {"parts": parts, "complete": complete, "max_tokens": max_tokens, "temperature": float(temperature),
-            "stop": stop, "priority": priority, "split": split, "ignore_eos": bool(default(req, "ignore_eos")),
-            "seed": req.get("seed"), "max_items": max_items, "owner": owner,
-            "stream_text": bool(default(req, "stream_text")), "cache_salt": salt, "tag": tag,
-            "progress": bool(default(req, "progress")), "resume_ids": resume or [],
-            "kv_swap_key": swap_key,
-            **check_sampling(req), **check_chat(op, req), **check_pause(op, req)}
+    return {
+        "parts": parts,
+        "complete": complete,
+        "max_tokens": max_tokens,
+        "temperature": float(temperature),
+        "stop": stop,
+        "priority": priority,
+        "split": split,
+        "ignore_eos": bool(default(req, "ignore_eos")),
+        "seed": req.get("seed"),
+        "max_items": max_items,
+        "owner": owner,
+        "stream_text": bool(default(req, "stream_text")),
+        "cache_salt": salt,
+        "tag": tag,
+        "progress": bool(default(req, "progress")),
+        "resume_ids": resume or [],
+        "kv_swap_key": swap_key,
+        **check_sampling(req),
+        **check_chat(op, req),
+        **check_pause(op, req),
+    }
 
 
 def _check_routing(op: str, req: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
@@ -152,12 +182,19 @@ def _check_routing(op: str, req: dict[str, Any]) -> tuple[Any, Any, Any, Any, An
     if tag is not None and not isinstance(tag, str):
         raise ValueError(f"request 'tag' must be a string (a key abort() can name) or None, got {tag!r}")
     resume = req.get("resume_ids")
-    if resume is not None and (op not in DECODE_OPS or not isinstance(resume, list)
-                               or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in resume)):
-        raise ValueError(f"request 'resume_ids' must be a list of token ids on a decoding request, got {resume!r}")
+    if resume is not None and (
+        op not in DECODE_OPS
+        or not isinstance(resume, list)
+        or not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in resume)
+    ):
+        raise ValueError(
+            f"request 'resume_ids' must be a list of token ids on a decoding request, got {resume!r}"
+        )
     swap_key = req.get("kv_swap_key")
     if swap_key is not None and (op not in DECODE_OPS or not isinstance(swap_key, str) or not swap_key):
-        raise ValueError(f"request 'kv_swap_key' must be a non-empty string on a decoding request, got {swap_key!r}")
+        raise ValueError(
+            f"request 'kv_swap_key' must be a non-empty string on a decoding request, got {swap_key!r}"
+        )
     return salt, owner, tag, resume, swap_key
 
 
@@ -170,7 +207,11 @@ def check_sampling(req: dict[str, Any]) -> dict[str, Any]:
     (a JSON schema object the output is constrained to; not with json_object) and "logprobs"
     (None, or 0-20 top alternatives returned with each output token's logprob)."""
     out = {}
-    for name, low, high in (("top_p", 0.0, 1.0), ("presence_penalty", -2.0, 2.0), ("frequency_penalty", -2.0, 2.0)):
+    for name, low, high in (
+        ("top_p", 0.0, 1.0),
+        ("presence_penalty", -2.0, 2.0),
+        ("frequency_penalty", -2.0, 2.0),
+    ):
         value = default(req, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
             raise ValueError(f"request {name!r} must be a number in [{low:g}, {high:g}], got {value!r}")
@@ -185,9 +226,13 @@ def check_sampling(req: dict[str, Any]) -> dict[str, Any]:
         raise ValueError("a request constrains its output with 'json_object' or 'json_schema', not both")
     out["json_schema"] = schema
     top = default(req, "logprobs")
-    if top is not None and (isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_LOGPROBS):
-        raise ValueError(f"request 'logprobs' must be None or an int in [0, {MAX_LOGPROBS}] (top alternatives per "
-                         f"token), got {top!r}")
+    if top is not None and (
+        isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_LOGPROBS
+    ):
+        raise ValueError(
+            f"request 'logprobs' must be None or an int in [0, {MAX_LOGPROBS}] (top alternatives per "
+            f"token), got {top!r}"
+        )
     out["logprobs"] = top
     return out
 
@@ -195,7 +240,11 @@ def check_sampling(req: dict[str, Any]) -> dict[str, Any]:
 def check_chat(op: str, req: dict[str, Any]) -> dict[str, Any]:
     """A decoding request's whole conversation ("messages", "tools": engines/llm_text/chat_messages.py)
     or raw prompt text ("raw_prompt"), sent instead of its parts; ValueError naming the problem."""
-    messages, tools, raw = check_messages(req.get("messages")), check_tools(req.get("tools")), req.get("raw_prompt")
+    messages, tools, raw = (
+        check_messages(req.get("messages")),
+        check_tools(req.get("tools")),
+        req.get("raw_prompt"),
+    )
     if raw is not None and (not isinstance(raw, str) or not raw):
         raise ValueError(f"request 'raw_prompt' must be a non-empty string, got {raw!r:.80}")
     if (messages is not None or raw is not None) and op not in DECODE_OPS:
@@ -213,14 +262,21 @@ def check_pause(op: str, req: dict[str, Any]) -> dict[str, Any]:
     continuing call sends the same key)."""
     pause_kv = req.get("pause_kv")
     if pause_kv is not None and (op not in DECODE_OPS or pause_kv not in PAUSE_KV):
-        raise ValueError(f"request 'pause_kv' must be one of {', '.join(PAUSE_KV)} on a decoding request, "
-                         f"got {pause_kv!r}")
+        raise ValueError(
+            f"request 'pause_kv' must be one of {', '.join(PAUSE_KV)} on a decoding request, got {pause_kv!r}"
+        )
     kv_key = req.get("kv_key")
     if kv_key is not None and (not isinstance(kv_key, str) or not kv_key):
-        raise ValueError(f"request 'kv_key' must be a non-empty string (names a paused call's KV), got {kv_key!r}")
+        raise ValueError(
+            f"request 'kv_key' must be a non-empty string (names a paused call's KV), got {kv_key!r}"
+        )
     if pause_kv is not None and kv_key is None:
         raise ValueError("request 'pause_kv' needs a 'kv_key' naming the KV for the call that continues it")
-    return {"continuation": check_continuation(op, req.get("continuation")), "pause_kv": pause_kv, "kv_key": kv_key}
+    return {
+        "continuation": check_continuation(op, req.get("continuation")),
+        "pause_kv": pause_kv,
+        "kv_key": kv_key,
+    }
 
 
 def check_continuation(op: str, value: Any) -> list[str | list[int]]:
@@ -230,12 +286,16 @@ def check_continuation(op: str, value: Any) -> list[str | list[int]]:
     if value is None:
         return []
     if op not in DECODE_OPS or not isinstance(value, list):
-        raise ValueError(f"request 'continuation' must be a list of texts and token-id lists on a decoding request, "
-                         f"got {value!r:.80}")
+        raise ValueError(
+            f"request 'continuation' must be a list of texts and token-id lists on a decoding request, "
+            f"got {value!r:.80}"
+        )
     for i, seg in enumerate(value):
         ok = isinstance(seg, str) or (isinstance(seg, list) and _token_ids(seg))
         if not ok:
-            raise ValueError(f"request 'continuation'[{i}] must be a text or a list of token ids, got {seg!r:.80}")
+            raise ValueError(
+                f"request 'continuation'[{i}] must be a text or a list of token ids, got {seg!r:.80}"
+            )
     return list(value)
 
 

@@ -13,6 +13,7 @@ adapter can answer them at once.
 evicted the blocks, or the prefill that noted them failed or was aborted, the full prefill computes
 them, as it would have without the partial prefill.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -28,7 +29,9 @@ class PrefixMemo:
 
     def __init__(self, block_size: int, capacity: int = 4096) -> None:
         if block_size < 1 or capacity < 1:
-            raise ValueError(f"PrefixMemo needs block_size >= 1 and capacity >= 1, got {block_size}, {capacity}")
+            raise ValueError(
+                f"PrefixMemo needs block_size >= 1 and capacity >= 1, got {block_size}, {capacity}"
+            )
         self.block_size = block_size
         self.capacity = capacity
         self._seen: OrderedDict[tuple, None] = OrderedDict()

@@ -9,6 +9,7 @@ JSON (code fences, chatter) are kept in `rejected`.
 A line is complete once its newline has arrived, so every item but the last is emitted while the
 model is still generating; `finish()` returns the trailing item(s).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,9 @@ class SplitParser:
 
     def __init__(self, split: str):
         if split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)} (or None for no splitting), got {split!r}")
+            raise ValueError(
+                f"split must be one of {', '.join(SPLITS)} (or None for no splitting), got {split!r}"
+            )
         self.split = split
         self.items: list[str] = []
         self.rejected: list[str] = []
@@ -85,7 +88,7 @@ async def emit_items(parser: SplitParser, text: str, max_items: int | None, i: i
     `i`; True once `max_items` items are out."""
     new = parser.feed(text)
     if max_items is not None:  # items before this delta + new ones, capped at max_items
-        new = new[:max(0, max_items - (len(parser.items) - len(new)))]
+        new = new[: max(0, max_items - (len(parser.items) - len(new)))]
     if emit is not None:
         for item in new:
             await emit(i, StreamEvent.ITEM, Item(text=item))

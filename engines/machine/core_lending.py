@@ -7,13 +7,15 @@ on its home cores again. One query alone thus runs each of its steps on the whol
 under load the engines keep the split that measured best for concurrent work
 (bench/results/core_lending.md).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 
 
-def lent_cores(name: str, busy: Set[str], homes: Mapping[str, Sequence[int]],
-               all_cores: Sequence[int]) -> list[int]:
+def lent_cores(
+    name: str, busy: Set[str], homes: Mapping[str, Sequence[int]], all_cores: Sequence[int]
+) -> list[int]:
     """The cores engine `name` computes on: all of `all_cores` when it is the only engine of
     `homes` with work (`busy`) and at least one other engine shares the cores (alone in the
     process it keeps its home: it cannot know what else runs on the machine), else its home."""

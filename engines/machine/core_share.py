@@ -13,6 +13,7 @@ sentence-transformers models) take their cores at their next batch.
 Only engines in this process take part: under the Ray executor every engine is alone in its actor
 and keeps its home cores.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,8 +52,13 @@ class CoreShare:
         self.all_cores = sorted(all_cores if all_cores is not None else os.sched_getaffinity(0))
         self.groups: dict[str, _Group] = {}
 
-    def join(self, group: str, home: Sequence[int], apply: Apply | None = None,
-             current: Sequence[int] | None = None) -> None:
+    def join(
+        self,
+        group: str,
+        home: Sequence[int],
+        apply: Apply | None = None,
+        current: Sequence[int] | None = None,
+    ) -> None:
         """Add an engine to `group` (created with `home` cores; `apply` moves a running group, which
         computes on `current` cores now, its home if not given)."""
         g = self.groups.get(group)
@@ -123,7 +129,9 @@ class CoreShare:
             if g.desired != g.current and (g.mover is None or g.mover.done()):
                 try:
                     g.mover = asyncio.get_running_loop().create_task(self._move(name, g))
-                except RuntimeError:  # no event loop (an engine joined from a thread): moved at the next change
+                except (
+                    RuntimeError
+                ):  # no event loop (an engine joined from a thread): moved at the next change
                     continue
             if g.mover is not None and not g.mover.done() and not set(g.desired) >= set(g.current):
                 moves.append((name, g.mover))

@@ -2,6 +2,7 @@
 
 Cheap to call (no torch or vLLM import when the answer is in the installed packages), so the engine
 settings can be chosen before any engine starts."""
+
 from __future__ import annotations
 
 import importlib.metadata

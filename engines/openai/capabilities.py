@@ -17,6 +17,7 @@ fallback, so any OpenAI-compatible server works and vLLM's extras are used when 
 - block_size: tokens per KV block (from `/metrics`; vLLM's GPU default, 16, when not reported): the
   unit its prefix cache keeps.
 """
+
 from __future__ import annotations
 
 import logging
@@ -32,7 +33,7 @@ log = logging.getLogger("teola.engines")
 # model's generation_config.json) cannot change what the in-process adapter would sample
 VLLM_NEUTRAL = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "skip_special_tokens": True}
 DEFAULT_BLOCK_SIZE = 16  # vLLM's default on GPU
-_CACHE_INFO = re.compile(r'^vllm:cache_config_info\{(?P<labels>[^}]*)\}', re.MULTILINE)
+_CACHE_INFO = re.compile(r"^vllm:cache_config_info\{(?P<labels>[^}]*)\}", re.MULTILINE)
 
 
 @dataclass(slots=True)
@@ -59,7 +60,8 @@ async def probe(client: RemoteClient, model: str, prompt: list[int]) -> Capabili
     base = {"model": model, "prompt": prompt, "max_tokens": 1, "temperature": 0.0}
     try:
         answer = await client.api.completions.create(
-            **base, extra_body={**VLLM_NEUTRAL, "return_token_ids": True, "cache_salt": "teola-probe"})
+            **base, extra_body={**VLLM_NEUTRAL, "return_token_ids": True, "cache_salt": "teola-probe"}
+        )
         caps.vllm_fields = True
     except openai.BadRequestError:
         answer = await _plain(client, base)
@@ -132,17 +134,40 @@ async def _cache_info(client: RemoteClient) -> tuple[int, int]:
 
 
 def _log(where: str, caps: Capabilities) -> None:
-    log.info("%s: vLLM sampling fields %s", where, "accepted" if caps.vllm_fields else
-             "rejected: only OpenAI's fields are sent (top_k, min_p, repetition_penalty, ignore_eos and "
-             "cache_salt are dropped; tenants' salted prompts: engine option unsalted)")
-    log.info("%s: output token ids %s", where, "returned" if caps.token_ids else
-             "not returned: output tokens are counted from usage and their ids re-tokenized locally")
-    log.info("%s: priority scheduling %s", where, "on: teola's priorities are sent" if caps.priority else
-             "off (start vLLM with --scheduling-policy priority): no priorities are sent; teola's own "
-             "queue order still applies")
-    log.info("%s: cached-token counts %s", where, "reported" if caps.cached_tokens else
-             "not reported (start vLLM with --enable-prompt-tokens-details): counted as 0")
+    log.info(
+        "%s: vLLM sampling fields %s",
+        where,
+        "accepted"
+        if caps.vllm_fields
+        else "rejected: only OpenAI's fields are sent (top_k, min_p, repetition_penalty, ignore_eos and "
+        "cache_salt are dropped; tenants' salted prompts: engine option unsalted)",
+    )
+    log.info(
+        "%s: output token ids %s",
+        where,
+        "returned"
+        if caps.token_ids
+        else "not returned: output tokens are counted from usage and their ids re-tokenized locally",
+    )
+    log.info(
+        "%s: priority scheduling %s",
+        where,
+        "on: teola's priorities are sent"
+        if caps.priority
+        else "off (start vLLM with --scheduling-policy priority): no priorities are sent; teola's own "
+        "queue order still applies",
+    )
+    log.info(
+        "%s: cached-token counts %s",
+        where,
+        "reported"
+        if caps.cached_tokens
+        else "not reported (start vLLM with --enable-prompt-tokens-details): counted as 0",
+    )
     log.info("%s: health route %s", where, caps.health_route)
-    log.info("%s: max_num_seqs %s, KV-cache tokens %s", where,
-             caps.max_num_seqs if caps.max_num_seqs else "not reported (engine option max_num_seqs applies)",
-             caps.token_budget or "not reported (no token budget)")
+    log.info(
+        "%s: max_num_seqs %s, KV-cache tokens %s",
+        where,
+        caps.max_num_seqs if caps.max_num_seqs else "not reported (engine option max_num_seqs applies)",
+        caps.token_budget or "not reported (no token budget)",
+    )

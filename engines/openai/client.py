@@ -13,6 +13,7 @@ token id of a pre-tokenized prompt through its parameter transform, and its stre
 model per chunk, one chunk per token (measured: about 0.9 ms of client CPU per streamed token, most
 of teola's client CPU per query on the remote path: `python -m bench client_cpu`).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,20 +53,27 @@ class RemoteContextTooLong(RemoteEngineError, ContextTooLong):
     """The remote server refused a request whose prompt does not fit its model's context window."""
 
 
-def check_client_options(name: str, url: Any, timeout: Any, connect_timeout: Any, retries: Any,
-                         max_connections: Any) -> str:
+def check_client_options(
+    name: str, url: Any, timeout: Any, connect_timeout: Any, retries: Any, max_connections: Any
+) -> str:
     """Validate the connection options every remote adapter takes; returns the base URL without a
     trailing slash or `/v1`. ValueError naming the option otherwise."""
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-        raise ValueError(f"engine {name!r}: option url must be the server's base URL such as "
-                         f"'http://gpu-box:8000' (with or without /v1), got {url!r}")
+        raise ValueError(
+            f"engine {name!r}: option url must be the server's base URL such as "
+            f"'http://gpu-box:8000' (with or without /v1), got {url!r}"
+        )
     for field, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"engine {name!r}: option {field} must be a positive number of seconds, got {value!r}")
+            raise ValueError(
+                f"engine {name!r}: option {field} must be a positive number of seconds, got {value!r}"
+            )
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError(f"engine {name!r}: option retries must be an int >= 0, got {retries!r}")
     if isinstance(max_connections, bool) or not isinstance(max_connections, int) or max_connections < 1:
-        raise ValueError(f"engine {name!r}: option max_connections must be a positive int, got {max_connections!r}")
+        raise ValueError(
+            f"engine {name!r}: option max_connections must be a positive int, got {max_connections!r}"
+        )
     base = url.rstrip("/")
     return base[:-3] if base.endswith("/v1") else base
 
@@ -73,19 +81,32 @@ def check_client_options(name: str, url: Any, timeout: Any, connect_timeout: Any
 class RemoteClient:
     """One server: `api` (an `openai.AsyncOpenAI` on `<base>/v1`) and `get` for its other routes."""
 
-    def __init__(self, name: str, base_url: str, api_key: str | None, timeout: float, connect_timeout: float,
-                 retries: int, max_connections: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        base_url: str,
+        api_key: str | None,
+        timeout: float,
+        connect_timeout: float,
+        retries: int,
+        max_connections: int,
+    ) -> None:
         import openai
 
         self.name = name
         self.base_url = base_url
         self.retries = retries
-        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(max_connections=max_connections,
-                                                        max_keepalive_connections=max_connections)
+        limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
+            max_connections=max_connections, max_keepalive_connections=max_connections
+        )
         timeouts = openai.Timeout(timeout, connect=connect_timeout)
         self.api = openai.AsyncOpenAI(
-            base_url=f"{base_url}/v1", api_key=api_key or "none", max_retries=retries, timeout=timeouts,
-            http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeouts))
+            base_url=f"{base_url}/v1",
+            api_key=api_key or "none",
+            max_retries=retries,
+            timeout=timeouts,
+            http_client=openai.DefaultAsyncHttpxClient(limits=limits, timeout=timeouts),
+        )
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=PROBE_TIMEOUT)
 
@@ -125,8 +146,10 @@ class RemoteClient:
             if data and not done and b"\n".join(data).strip() != b"[DONE]":
                 yield self._chunk(b"\n".join(data))
         except _transport_errors() as exc:
-            raise RemoteEngineError(f"engine {self.name!r}: {self.base_url}/v1/completions: the stream broke: "
-                                    f"{type(exc).__name__}: {exc}") from exc
+            raise RemoteEngineError(
+                f"engine {self.name!r}: {self.base_url}/v1/completions: the stream broke: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         finally:
             await response.aclose()
 
@@ -137,8 +160,10 @@ class RemoteClient:
         error = chunk.get("error") if isinstance(chunk, dict) else None
         if error:
             message = error.get("message") if isinstance(error, dict) else error
-            raise RemoteEngineError(f"engine {self.name!r}: {self.base_url}/v1/completions failed while streaming: "
-                                    f"{str(message)[:500]}")
+            raise RemoteEngineError(
+                f"engine {self.name!r}: {self.base_url}/v1/completions failed while streaming: "
+                f"{str(message)[:500]}"
+            )
         return chunk
 
     def error(self, route: str, exc: Exception) -> RemoteEngineError:
@@ -153,8 +178,9 @@ class RemoteClient:
             return RemoteEngineError(f"{where} answered HTTP {exc.status_code}: {str(body)[:500]}")
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc
-            return RemoteEngineError(f"{where} failed after {self.retries + 1} attempts: "
-                                     f"{type(cause).__name__}: {cause}")
+            return RemoteEngineError(
+                f"{where} failed after {self.retries + 1} attempts: {type(cause).__name__}: {cause}"
+            )
         return RemoteEngineError(f"{where} failed: {type(exc).__name__}: {exc}")
 
     async def aclose(self) -> None:

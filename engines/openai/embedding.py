@@ -3,6 +3,7 @@
 batch of n requests is one HTTP request with n inputs; vectors are L2-normalized here, as the
 protocol promises, whatever the server returns. Requests go through the official `openai` async
 client (engines.openai.client: pooled connections, retries honouring Retry-After)."""
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,19 @@ class OpenAIEmbeddingEngine:
     ops = frozenset({PrimOp.EMBEDDING})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
-    def __init__(self, name: str, url: str | None = None, model: str = "all-minilm-l6-v2",
-                 api_key: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None,
-                 timeout: float = 120.0, connect_timeout: float = 10.0, retries: int = 3, max_connections: int = 16):
+    def __init__(
+        self,
+        name: str,
+        url: str | None = None,
+        model: str = "all-minilm-l6-v2",
+        api_key: str | None = None,
+        max_batch: int | None = None,
+        max_efficient_batch: int | None = None,
+        timeout: float = 120.0,
+        connect_timeout: float = 10.0,
+        retries: int = 3,
+        max_connections: int = 16,
+    ):
         self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, max_connections)
         if not isinstance(model, str) or not model:
             raise ValueError(f"engine {name!r}: option model must be the served model name, got {model!r}")
@@ -77,19 +88,25 @@ class OpenAIEmbeddingEngine:
         self.calls.append(len(texts))
         data = sorted(await self._embed(self.client, texts), key=lambda d: d.index)
         if len(data) != len(texts):
-            raise RemoteEngineError(f"engine {self.name!r}: asked for {len(texts)} embeddings, got {len(data)}")
+            raise RemoteEngineError(
+                f"engine {self.name!r}: asked for {len(texts)} embeddings, got {len(data)}"
+            )
         return [_normalized(d.embedding) for d in data]
 
     async def _embed(self, client: RemoteClient, texts: list[str]) -> list[Any]:
         import openai
 
         try:
-            answer = await client.api.embeddings.create(model=self.model, input=texts, encoding_format="float")
+            answer = await client.api.embeddings.create(
+                model=self.model, input=texts, encoding_format="float"
+            )
         except openai.APIError as exc:
             raise client.error("embeddings", exc) from exc
         return list(answer.data or [])
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No partial outputs: yields (i, "final", result) per request after the batch."""
         for i, result in enumerate(await self.execute(op, requests)):
             yield i, StreamEvent.FINAL, result

@@ -3,6 +3,7 @@
 The option `api` picks the adapter: "completions" (default: an LLM served by `vllm serve` or any
 server with the OpenAI completions API, engines.openai.llm) or "embeddings" (engines.openai.embedding).
 `urls=[...]` instead of `url` starts one instance per server (`Engine.instance_options`)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -25,6 +25,7 @@ completions API's `logprobs` (Feature.LOGPROBS). Requests go through the officia
 client's request path as plain JSON (engines.openai.client: no typed models per chunk). `abort(owners)`
 closes those requests' streams: vLLM aborts a request whose client went away.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -55,6 +56,7 @@ log = logging.getLogger("teola.engines")
 @dataclass(slots=True, eq=False)
 class _Live:
     """One request being decoded: what abort() needs to stop it."""
+
     reader: asyncio.Future
     aborted: bool = False
     owners: list[str] = field(default_factory=list)
@@ -85,26 +87,51 @@ class OpenAILLMEngine:
 
     ops = PREFILL_OPS | DECODE_OPS
     continuous = True
-    default_profile = EngineProfile(max_batch=DEFAULT_MAX_NUM_SEQS, max_efficient_batch=8, context_window=2048,
-                                    max_inflight=DEFAULT_MAX_NUM_SEQS)
+    default_profile = EngineProfile(
+        max_batch=DEFAULT_MAX_NUM_SEQS,
+        max_efficient_batch=8,
+        context_window=2048,
+        max_inflight=DEFAULT_MAX_NUM_SEQS,
+    )
 
-    def __init__(self, name: str, url: str | None = None, model: str = "smollm2-135m-instruct",
-                 tokenizer: str | None = None, api_key: str | None = None, max_model_len: int | None = None,
-                 max_num_seqs: int | None = None, max_efficient_batch: int | None = None,
-                 max_tokens: int = 256, timeout: float = 600.0, connect_timeout: float = 10.0,
-                 retries: int = 3, max_connections: int = 64, unsalted: str = "warn",
-                 skip_known_prefixes: bool = True, costs: bool | str = True):
+    def __init__(
+        self,
+        name: str,
+        url: str | None = None,
+        model: str = "smollm2-135m-instruct",
+        tokenizer: str | None = None,
+        api_key: str | None = None,
+        max_model_len: int | None = None,
+        max_num_seqs: int | None = None,
+        max_efficient_batch: int | None = None,
+        max_tokens: int = 256,
+        timeout: float = 600.0,
+        connect_timeout: float = 10.0,
+        retries: int = 3,
+        max_connections: int = 64,
+        unsalted: str = "warn",
+        skip_known_prefixes: bool = True,
+        costs: bool | str = True,
+    ):
         self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, max_connections)
-        for key, value in (("max_num_seqs", max_num_seqs or 1), ("max_tokens", max_tokens),
-                           ("max_model_len", max_model_len or 1), ("max_efficient_batch", max_efficient_batch or 1)):
+        for key, value in (
+            ("max_num_seqs", max_num_seqs or 1),
+            ("max_tokens", max_tokens),
+            ("max_model_len", max_model_len or 1),
+            ("max_efficient_batch", max_efficient_batch or 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"engine {name!r}: option {key} must be a positive int, got {value!r}")
         if not isinstance(model, str) or not model:
             raise ValueError(f"engine {name!r}: option model must be the served model name, got {model!r}")
         if unsalted not in UNSALTED:
-            raise ValueError(f"engine {name!r}: option unsalted must be one of {', '.join(UNSALTED)}, got {unsalted!r}")
+            raise ValueError(
+                f"engine {name!r}: option unsalted must be one of {', '.join(UNSALTED)}, got {unsalted!r}"
+            )
         if not isinstance(skip_known_prefixes, bool):
-            raise ValueError(f"engine {name!r}: option skip_known_prefixes must be a bool, got {skip_known_prefixes!r}")
+            raise ValueError(
+                f"engine {name!r}: option skip_known_prefixes must be a bool, got {skip_known_prefixes!r}"
+            )
         self.name = name
         self.costs_option = check_costs_option(name, costs)
         self.skip_known_prefixes = skip_known_prefixes
@@ -148,8 +175,9 @@ class OpenAILLMEngine:
         if self.max_num_seqs_option is None and self.caps.max_num_seqs:
             self._size(self.caps.max_num_seqs)
         # OpenAI's completions API returns logprobs; structured outputs are vLLM's (its sampling fields)
-        self.profile.features = frozenset({Feature.LOGPROBS} | ({Feature.STRUCTURED_OUTPUTS}
-                                                                 if self.caps.vllm_fields else set()))
+        self.profile.features = frozenset(
+            {Feature.LOGPROBS} | ({Feature.STRUCTURED_OUTPUTS} if self.caps.vllm_fields else set())
+        )
         self.profile.token_budget = self.caps.token_budget
         self.prefixes = PrefixMemo(self.caps.block_size) if self.skip_known_prefixes else None
         self.client = client
@@ -163,9 +191,11 @@ class OpenAILLMEngine:
         except openai.APIError as exc:
             raise client.error("models", exc) from exc
         if self.model not in served:
-            raise RemoteEngineError(f"engine {self.name!r}: {self.base_url} does not serve model {self.model!r} "
-                                    f"(served: {sorted(served) or 'none'}); set the engine option model to the "
-                                    f"server's --served-model-name")
+            raise RemoteEngineError(
+                f"engine {self.name!r}: {self.base_url} does not serve model {self.model!r} "
+                f"(served: {sorted(served) or 'none'}); set the engine option model to the "
+                f"server's --served-model-name"
+            )
         reported = (served[self.model].model_extra or {}).get("max_model_len")
         if self.max_model_len is None and isinstance(reported, int):
             self.max_model_len = self.profile.context_window = reported
@@ -177,9 +207,11 @@ class OpenAILLMEngine:
         try:
             path = resolve_model(self.tokenizer_name, prepare=True)
         except (ValueError, RuntimeError) as exc:
-            raise ValueError(f"engine {self.name!r}: cannot load the tokenizer {self.tokenizer_name!r} locally "
-                             f"({exc}); set the engine option tokenizer to a local folder holding the served "
-                             f"model's tokenizer files") from None
+            raise ValueError(
+                f"engine {self.name!r}: cannot load the tokenizer {self.tokenizer_name!r} locally "
+                f"({exc}); set the engine option tokenizer to a local folder holding the served "
+                f"model's tokenizer files"
+            ) from None
         return PromptRenderer(AutoTokenizer.from_pretrained(str(path)))
 
     async def health(self) -> bool:
@@ -222,8 +254,16 @@ class OpenAILLMEngine:
     async def _run(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:
         if self.client is None or self.renderer is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        return await run_batch(self.name, "openai", self.ops, op, requests, self.max_tokens,
-                               lambda i, req, em: self._one(op, i, req, em), emit)
+        return await run_batch(
+            self.name,
+            "openai",
+            self.ops,
+            op,
+            requests,
+            self.max_tokens,
+            lambda i, req, em: self._one(op, i, req, em),
+            emit,
+        )
 
     def _body(self, prefill: bool, req: dict[str, Any], ids: list[int]) -> dict[str, Any]:
         """The JSON body of one request to /v1/completions (engines.openai.wire.completion_body); a
@@ -236,14 +276,20 @@ class OpenAILLMEngine:
     def _unsalted(self) -> None:
         """A tenant's cache_salt this server cannot take (option `unsalted`)."""
         if self.unsalted == "refuse":
-            raise RemoteEngineError(f"engine {self.name!r}: its server does not take vLLM's cache_salt, so tenants "
-                                    "would share its prefix cache; serve vLLM, or set the engine option "
-                                    "unsalted='warn' to accept that")
+            raise RemoteEngineError(
+                f"engine {self.name!r}: its server does not take vLLM's cache_salt, so tenants "
+                "would share its prefix cache; serve vLLM, or set the engine option "
+                "unsalted='warn' to accept that"
+            )
         if not self._warned_unsalted:
             self._warned_unsalted = True
-            log.warning("engine %s (%s): the server does not take vLLM's cache_salt; tenants' prompts share its "
-                        "prefix cache, so one tenant can probe another's prompts through response timing (serve "
-                        "vLLM, or set the engine option unsalted='refuse')", self.name, self.base_url)
+            log.warning(
+                "engine %s (%s): the server does not take vLLM's cache_salt; tenants' prompts share its "
+                "prefix cache, so one tenant can probe another's prompts through response timing (serve "
+                "vLLM, or set the engine option unsalted='refuse')",
+                self.name,
+                self.base_url,
+            )
 
     async def _one(self, op: str, i: int, req: dict[str, Any], emit: Emit | None) -> dict[str, Any]:
         import openai
@@ -251,8 +297,11 @@ class OpenAILLMEngine:
         prefill = op in PREFILL_OPS
         # a call continued after a tool call (its earlier output and the tool results), then (when
         # preempted) the tokens it decoded before
-        ids = (self.renderer.request_ids(req)
-               + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
+        ids = (
+            self.renderer.request_ids(req)
+            + self.renderer.continuation_ids(req["continuation"])
+            + req["resume_ids"]
+        )
         body = self._body(prefill, req, ids)
         if op == PrimOp.PARTIAL_PREFILLING and self.prefixes is not None:
             known = self.prefixes.answer(ids, req["cache_salt"])
@@ -269,8 +318,9 @@ class OpenAILLMEngine:
         finally:
             self.in_flight -= 1
 
-    async def _decode(self, i: int, req: dict[str, Any], body: dict[str, Any], n_prompt: int,
-                      emit: Emit | None) -> dict[str, Any]:
+    async def _decode(
+        self, i: int, req: dict[str, Any], body: dict[str, Any], n_prompt: int, emit: Emit | None
+    ) -> dict[str, Any]:
         out = Decoded(i, req, emit)
         ended: dict[str, Any] = {"logprobs": []}
         # a decode nobody reads while it runs (no items to pass on or stop at, no deltas) is one
@@ -301,10 +351,15 @@ class OpenAILLMEngine:
         token_ids = out.token_ids if self.caps.token_ids else self.renderer.continuation_ids([text])
         tokens = int(usage.get("completion_tokens") or 0) if usage is not None else 0
         tokens = tokens or len(token_ids)
-        result = {"text": text, "items": await out.items(), **counts(n_prompt, usage),
-                  "num_output_tokens": tokens, "output_token_ids": token_ids,
-                  # None when decoding was cut short because every item asked for was out
-                  "finish_reason": ended.get("finish_reason") or "stop"}
+        result = {
+            "text": text,
+            "items": await out.items(),
+            **counts(n_prompt, usage),
+            "num_output_tokens": tokens,
+            "output_token_ids": token_ids,
+            # None when decoding was cut short because every item asked for was out
+            "finish_reason": ended.get("finish_reason") or "stop",
+        }
         if req["logprobs"] is not None:
             result["logprobs"] = ended["logprobs"]
         if live.aborted:

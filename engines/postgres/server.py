@@ -15,6 +15,7 @@ installed when SIGTERM still has its default disposition, so an application's ow
 A server left running by a killed run (its `postmaster.pid` names a live postmaster but no process
 that used it is alive any more) is stopped with `pg_ctl stop` before the data directory is reused.
 """
+
 from __future__ import annotations
 
 import json
@@ -183,8 +184,9 @@ class PgServerManager:
             with PostgresServer._lock:
                 self._servers[path].ensure_postgres_running()
         except Exception as exc:
-            raise RuntimeError(f"could not restart the embedded PostgreSQL server in {path} "
-                               f"(log: {path / 'log'}): {exc}") from exc
+            raise RuntimeError(
+                f"could not restart the embedded PostgreSQL server in {path} (log: {path / 'log'}): {exc}"
+            ) from exc
         close_socket_dir(self._servers[path].get_uri(), path)
 
     def release(self, dsn: str | None = None, data_dir: str | Path | None = None) -> None:
@@ -245,8 +247,12 @@ def restrict_socket(data_dir: Path) -> None:
     conf = data_dir / "postgresql.conf"
     text = conf.read_text()
     if SOCKET_PERMISSIONS not in text:
-        conf.write_text(text + "\n# teola: trust authentication, so only the server's OS user may connect\n"
-                        + SOCKET_PERMISSIONS + "\n")
+        conf.write_text(
+            text
+            + "\n# teola: trust authentication, so only the server's OS user may connect\n"
+            + SOCKET_PERMISSIONS
+            + "\n"
+        )
 
 
 def close_socket_dir(dsn: str, data_dir: Path) -> None:

@@ -18,6 +18,7 @@ session advisory lock that the writing store holds on a connection of its own wh
   killed or stopped writer, on this machine or another one sharing the server; a live writer's lock
   is held and its staging is left alone.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -58,10 +59,12 @@ async def ensure_registry(conn: Any) -> None:
     """Create the registry table (one per database, shared by every collection)."""
     from psycopg import sql
 
-    await conn.execute(sql.SQL(
-        "CREATE TABLE IF NOT EXISTS {} (tbl text NOT NULL, namespace text NOT NULL, owner integer NOT NULL, "
-        "created timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (tbl, namespace, owner))"
-    ).format(sql.Identifier(REGISTRY)))
+    await conn.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} (tbl text NOT NULL, namespace text NOT NULL, owner integer NOT NULL, "
+            "created timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (tbl, namespace, owner))"
+        ).format(sql.Identifier(REGISTRY))
+    )
 
 
 async def register(conn: Any, table: str, namespaces: list[str], owner: int) -> None:
@@ -69,9 +72,12 @@ async def register(conn: Any, table: str, namespaces: list[str], owner: int) -> 
     transaction, so a row is never staged without its record)."""
     from psycopg import sql
 
-    await conn.execute(sql.SQL(
-        "INSERT INTO {} (tbl, namespace, owner) SELECT %s, unnest(%s::text[]), %s ON CONFLICT DO NOTHING"
-    ).format(sql.Identifier(REGISTRY)), (table, namespaces, owner))
+    await conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (tbl, namespace, owner) SELECT %s, unnest(%s::text[]), %s ON CONFLICT DO NOTHING"
+        ).format(sql.Identifier(REGISTRY)),
+        (table, namespaces, owner),
+    )
 
 
 class StagingMismatch(RuntimeError):
@@ -87,14 +93,18 @@ async def publish(conn: Any, table: str, staging: str, namespace: str, expected:
     t, reg = sql.Identifier(table), sql.Identifier(REGISTRY)
     try:
         async with conn.transaction():
-            cur = await conn.execute(sql.SQL("UPDATE {} SET namespace = %s WHERE namespace = %s").format(t),
-                                     (namespace, staging))
+            cur = await conn.execute(
+                sql.SQL("UPDATE {} SET namespace = %s WHERE namespace = %s").format(t), (namespace, staging)
+            )
             moved = cur.rowcount
             if expected is not None and moved != expected:
-                raise StagingMismatch(f"staging namespace {staging!r} of table {table!r} holds {moved} rows, the "
-                                      f"query sent {expected}; nothing was published into {namespace!r}")
-            await conn.execute(sql.SQL("DELETE FROM {} WHERE tbl = %s AND namespace = %s").format(reg),
-                               (table, staging))
+                raise StagingMismatch(
+                    f"staging namespace {staging!r} of table {table!r} holds {moved} rows, the "
+                    f"query sent {expected}; nothing was published into {namespace!r}"
+                )
+            await conn.execute(
+                sql.SQL("DELETE FROM {} WHERE tbl = %s AND namespace = %s").format(reg), (table, staging)
+            )
     except StagingMismatch:
         await discard(conn, table, staging)
         raise
@@ -106,10 +116,13 @@ async def discard(conn: Any, table: str, staging: str) -> int:
     from psycopg import sql
 
     async with conn.transaction():
-        cur = await conn.execute(sql.SQL("DELETE FROM {} WHERE namespace = %s").format(sql.Identifier(table)),
-                                 (staging,))
-        await conn.execute(sql.SQL("DELETE FROM {} WHERE tbl = %s AND namespace = %s").format(sql.Identifier(REGISTRY)),
-                           (table, staging))
+        cur = await conn.execute(
+            sql.SQL("DELETE FROM {} WHERE namespace = %s").format(sql.Identifier(table)), (staging,)
+        )
+        await conn.execute(
+            sql.SQL("DELETE FROM {} WHERE tbl = %s AND namespace = %s").format(sql.Identifier(REGISTRY)),
+            (table, staging),
+        )
         return cur.rowcount
 
 
@@ -118,8 +131,12 @@ async def drop_orphans(conn: Any, table: str, own: int) -> list[str]:
     returns them. `conn`: an autocommit connection; `own`: this store's key (never gone)."""
     from psycopg import sql
 
-    cur = await conn.execute(sql.SQL("SELECT namespace, array_agg(owner) FROM {} WHERE tbl = %s GROUP BY namespace")
-                             .format(sql.Identifier(REGISTRY)), (table,))
+    cur = await conn.execute(
+        sql.SQL("SELECT namespace, array_agg(owner) FROM {} WHERE tbl = %s GROUP BY namespace").format(
+            sql.Identifier(REGISTRY)
+        ),
+        (table,),
+    )
     dropped = []
     for staging, owners in await cur.fetchall():
         if own in owners:

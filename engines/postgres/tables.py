@@ -1,5 +1,6 @@
 """The pgvector store's collection tables: their names, their DDL, the statement that searches them,
 and the ephemeral tables that killed processes left behind."""
+
 from __future__ import annotations
 
 import re
@@ -11,12 +12,16 @@ _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,47}$")
 def validate_identifier(value: Any, option: str) -> str:
     """A lower-case SQL identifier of at most 48 characters, or a ValueError naming `option`."""
     if not isinstance(value, str) or not _IDENT.match(value):
-        raise ValueError(f"option {option}={value!r}: use lower-case letters, digits and '_' (not starting with a "
-                         f"digit, at most 48 characters)")
+        raise ValueError(
+            f"option {option}={value!r}: use lower-case letters, digits and '_' (not starting with a "
+            f"digit, at most 48 characters)"
+        )
     return value
 
 
-def collection_ddl(table: str, dim: int, persistent: bool, index: str, hnsw_m: int, hnsw_ef_construction: int) -> Any:
+def collection_ddl(
+    table: str, dim: int, persistent: bool, index: str, hnsw_m: int, hnsw_ef_construction: int
+) -> Any:
     """CREATE statements (idempotent) of a collection table, its namespace btree and, with
     index="hnsw", its HNSW cosine index. An ephemeral (not persistent) table is UNLOGGED."""
     from psycopg import sql
@@ -29,14 +34,21 @@ def collection_ddl(table: str, dim: int, persistent: bool, index: str, hnsw_m: i
             "namespace text NOT NULL, text text NOT NULL, meta jsonb NOT NULL DEFAULT '{{}}', "
             "embedding vector({dim}) NOT NULL)"
         ).format(unlogged=unlogged, t=t, dim=sql.Literal(dim)),
-        sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} (namespace)").format(i=sql.Identifier(f"{table}_ns"), t=t),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {t} (namespace)").format(
+            i=sql.Identifier(f"{table}_ns"), t=t
+        ),
     ]
     if index == "hnsw":
         parts.append(
             sql.SQL(
                 "CREATE INDEX IF NOT EXISTS {i} ON {t} USING hnsw (embedding vector_cosine_ops) "
                 "WITH (m = {m}, ef_construction = {ef})"
-            ).format(i=sql.Identifier(f"{table}_hnsw"), t=t, m=sql.Literal(hnsw_m), ef=sql.Literal(hnsw_ef_construction))
+            ).format(
+                i=sql.Identifier(f"{table}_hnsw"),
+                t=t,
+                m=sql.Literal(hnsw_m),
+                ef=sql.Literal(hnsw_ef_construction),
+            )
         )
     return sql.SQL("; ").join(parts)
 
@@ -51,11 +63,13 @@ def search_sql(table: str, exact: bool, staged: bool = False) -> Any:
     distance = "cosine_distance(t.embedding, q.emb)" if exact else "t.embedding <=> q.emb"
     columns, where = ("%s::text[], %s::text[], ", "ns, stage, ") if staged else ("%s::text[], ", "ns, ")
     match = "t.namespace = ANY(ARRAY[q.ns, q.stage])" if staged else "t.namespace = q.ns"
-    return sql.SQL("SELECT q.idx, r.id, r.text, r.meta, r.score FROM unnest(" + columns + "%s::vector[], "
-                   "%s::int[]) WITH ORDINALITY AS q(" + where + "emb, k, idx) CROSS JOIN LATERAL ("
-                   "  SELECT t.id, t.text, t.meta, 1 - (t.embedding <=> q.emb) AS score FROM {t} t"
-                   "  WHERE " + match + " ORDER BY " + distance + " LIMIT q.k) r "
-                   "ORDER BY q.idx, r.score DESC").format(t=sql.Identifier(table))
+    return sql.SQL(
+        "SELECT q.idx, r.id, r.text, r.meta, r.score FROM unnest(" + columns + "%s::vector[], "
+        "%s::int[]) WITH ORDINALITY AS q(" + where + "emb, k, idx) CROSS JOIN LATERAL ("
+        "  SELECT t.id, t.text, t.meta, 1 - (t.embedding <=> q.emb) AS score FROM {t} t"
+        "  WHERE " + match + " ORDER BY " + distance + " LIMIT q.k) r "
+        "ORDER BY q.idx, r.score DESC"
+    ).format(t=sql.Identifier(table))
 
 
 async def drop_dead_tables(conn: Any, collection: str) -> None:

@@ -37,6 +37,7 @@ Options: dsn (else TEOLA_PG_DSN, else the embedded server), collection ("teola_c
 persistent (True), index ("hnsw" or "none" = exact scan), hnsw_m (16), hnsw_ef_construction (64),
 ef_search (100), pool_min (1), pool_max (4), max_batch (256), max_efficient_batch (64), data_dir.
 """
+
 from __future__ import annotations
 
 import json
@@ -90,7 +91,9 @@ class PgVectorEngine:
         if index not in ("hnsw", "none"):
             raise ValueError(f"option index={index!r}: use 'hnsw' or 'none' (exact scan)")
         if not 1 <= pool_min <= pool_max:
-            raise ValueError(f"options pool_min={pool_min}, pool_max={pool_max}: need 1 <= pool_min <= pool_max")
+            raise ValueError(
+                f"options pool_min={pool_min}, pool_max={pool_max}: need 1 <= pool_min <= pool_max"
+            )
         self.name = name
         self.dim = dim
         self.persistent = bool(persistent)
@@ -125,8 +128,16 @@ class PgVectorEngine:
                 await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 if not (self._dsn_option or os.environ.get("TEOLA_PG_DSN")):
                     await tables.drop_dead_tables(conn, self.collection)
-                await conn.execute(tables.collection_ddl(self.table, self.dim, self.persistent, self.index,
-                                                         self.hnsw_m, self.hnsw_ef_construction))
+                await conn.execute(
+                    tables.collection_ddl(
+                        self.table,
+                        self.dim,
+                        self.persistent,
+                        self.index,
+                        self.hnsw_m,
+                        self.hnsw_ef_construction,
+                    )
+                )
                 if self.persistent:
                     await staging.ensure_registry(conn)
                     await self._owner.acquire(self._dsn)
@@ -201,9 +212,13 @@ class PgVectorEngine:
             return [None] * len(requests)
         if op == PrimOp.SEARCHING:
             return await self.search(requests)
-        raise ValueError(f"engine {self.name!r} (pgvector) does not support op {op!r}; it runs {sorted(self.ops)}")
+        raise ValueError(
+            f"engine {self.name!r} (pgvector) does not support op {op!r}; it runs {sorted(self.ops)}"
+        )
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No streaming output: yields each request's final result."""
         results = await self.execute(op, requests)
         for i, result in enumerate(results):
@@ -285,8 +300,10 @@ class PgVectorEngine:
                 raise ValueError(f"{where}: 'exact' must be true or false, got {flag!r}")
             stage = req.get("staging")
             if stage is not None and not (isinstance(stage, str) and is_staging(stage)):
-                raise ValueError(f"{where}: 'staging' must be a staging namespace "
-                                 f"(engines.requests.staging_namespace), got {stage!r}")
+                raise ValueError(
+                    f"{where}: 'staging' must be a staging namespace "
+                    f"(engines.requests.staging_namespace), got {stage!r}"
+                )
             namespaces.append(ns)
             stages.append(stage)
             vectors.append(self._vector(req.get("embedding"), where))
@@ -299,8 +316,12 @@ class PgVectorEngine:
                 if not idx:
                     continue
                 staged = any(stages[i] is not None for i in idx)
-                params = ([namespaces[i] for i in idx], *([[stages[i] for i in idx]] if staged else []),
-                          [vectors[i] for i in idx], [ks[i] for i in idx])
+                params = (
+                    [namespaces[i] for i in idx],
+                    *([[stages[i] for i in idx]] if staged else []),
+                    [vectors[i] for i in idx],
+                    [ks[i] for i in idx],
+                )
                 cur = await conn.execute(tables.search_sql(self.table, form, staged), params)
                 for pos, rid, text, meta, score in await cur.fetchall():
                     out[idx[pos - 1]].append({"text": text, "score": float(score), "id": rid, "meta": meta})
@@ -321,7 +342,8 @@ class PgVectorEngine:
             if is_temporary(namespace):
                 return await staging.discard(conn, self.table, namespace)
             cur = await conn.execute(
-                sql.SQL("DELETE FROM {} WHERE namespace = %s").format(sql.Identifier(self.table)), (namespace,)
+                sql.SQL("DELETE FROM {} WHERE namespace = %s").format(sql.Identifier(self.table)),
+                (namespace,),
             )
             return cur.rowcount
 
@@ -333,8 +355,10 @@ class PgVectorEngine:
         if self._pool is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
         if not is_staging(staging_ns) or is_staging(namespace):
-            raise ValueError(f"engine {self.name!r}: publish_namespace moves a staging namespace into a kept one, "
-                             f"got {staging_ns!r} -> {namespace!r}")
+            raise ValueError(
+                f"engine {self.name!r}: publish_namespace moves a staging namespace into a kept one, "
+                f"got {staging_ns!r} -> {namespace!r}"
+            )
         check_no_nul(namespace, f"engine {self.name!r}: publish_namespace namespace")
         async with self._pool.connection() as conn:
             return await staging.publish(conn, self.table, staging_ns, namespace, expected)
@@ -356,4 +380,3 @@ class PgVectorEngine:
 
 def _as_is(text: str) -> str:
     return text
-

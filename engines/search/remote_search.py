@@ -24,6 +24,7 @@ at once (EngineProfile.max_inflight), so each query's results come back when its
 (measured: bench/results/sweep_mi4_sb1.md vs sweep_mi4_sb64.md, 0.80 vs 1.12 s of search per query
 at 8 q/s).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,11 +49,15 @@ def check_url(name: str, url: Any) -> str:
     """`url` if it is an absolute http(s) URL without a query string, else ValueError naming it."""
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"engine {name!r}: option url={url!r} must be an absolute http:// or https:// URL "
-                         f"of the search endpoint, e.g. 'http://127.0.0.1:8900/search'")
+        raise ValueError(
+            f"engine {name!r}: option url={url!r} must be an absolute http:// or https:// URL "
+            f"of the search endpoint, e.g. 'http://127.0.0.1:8900/search'"
+        )
     if parts.query or parts.fragment:
-        raise ValueError(f"engine {name!r}: option url={url!r} must not carry a query string; the adapter adds "
-                         f"q= and top_k=")
+        raise ValueError(
+            f"engine {name!r}: option url={url!r} must not carry a query string; the adapter adds "
+            f"q= and top_k="
+        )
     return url
 
 
@@ -79,18 +84,35 @@ class RemoteSearchEngine:
     ops = frozenset({PrimOp.SEARCHING})
     default_profile = EngineProfile(max_batch=1, max_efficient_batch=1, max_inflight=64)
 
-    def __init__(self, name: str, *, url: str, timeout: float = 10.0, max_connections: int = 64,
-                 headers: dict[str, str] | None = None, retries: int = DEFAULT_RETRIES,
-                 max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT, max_batch: int | None = None,
-                 max_efficient_batch: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        url: str,
+        timeout: float = 10.0,
+        max_connections: int = 64,
+        headers: dict[str, str] | None = None,
+        retries: int = DEFAULT_RETRIES,
+        max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
+        max_batch: int | None = None,
+        max_efficient_batch: int | None = None,
+    ) -> None:
         self.name = name
         self.url = check_url(name, url)
         if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0):
-            raise ValueError(f"engine {name!r}: option timeout={timeout!r} must be a positive number of seconds")
-        if not (isinstance(max_connections, int) and not isinstance(max_connections, bool) and max_connections > 0):
-            raise ValueError(f"engine {name!r}: option max_connections={max_connections!r} must be a positive int")
-        if headers is not None and not (isinstance(headers, dict) and all(
-                isinstance(k, str) and isinstance(v, str) for k, v in headers.items())):
+            raise ValueError(
+                f"engine {name!r}: option timeout={timeout!r} must be a positive number of seconds"
+            )
+        if not (
+            isinstance(max_connections, int) and not isinstance(max_connections, bool) and max_connections > 0
+        ):
+            raise ValueError(
+                f"engine {name!r}: option max_connections={max_connections!r} must be a positive int"
+            )
+        if headers is not None and not (
+            isinstance(headers, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items())
+        ):
             raise ValueError(f"engine {name!r}: option headers must be a dict of str to str")
         self.timeout = float(timeout)
         self.max_connections = max_connections
@@ -104,10 +126,12 @@ class RemoteSearchEngine:
         import httpx
 
         if self._client is None:
-            limits = httpx.Limits(max_connections=self.max_connections,
-                                  max_keepalive_connections=self.max_connections)
-            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits, headers=self.headers,
-                                             follow_redirects=False)
+            limits = httpx.Limits(
+                max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+            )
+            self._client = httpx.AsyncClient(
+                timeout=self.timeout, limits=limits, headers=self.headers, follow_redirects=False
+            )
 
     async def stop(self) -> None:
         """Close the HTTP client."""
@@ -122,7 +146,9 @@ class RemoteSearchEngine:
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """One batch of "searching" requests {"query", "top_k"} -> [[{text, score, title}], ...]."""
         if op != PrimOp.SEARCHING:
-            raise ValueError(f"engine {self.name!r} (remote search) does not support op {op!r}; it runs ['searching']")
+            raise ValueError(
+                f"engine {self.name!r} (remote search) does not support op {op!r}; it runs ['searching']"
+            )
         if self._client is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
         calls = []
@@ -136,7 +162,9 @@ class RemoteSearchEngine:
             for t in tasks:
                 t.cancel()
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No streaming output: yields each request's final result."""
         results = await self.execute(op, requests)
         for i, result in enumerate(results):
@@ -149,11 +177,16 @@ class RemoteSearchEngine:
         try:
             response = await self.retry.call(
                 lambda: self._client.get(self.url, params={"q": query, "top_k": top_k}),
-                lambda r: r.status_code, lambda r: r.headers.get("retry-after"), where)
+                lambda r: r.status_code,
+                lambda r: r.headers.get("retry-after"),
+                where,
+            )
         except httpx.TimeoutException as exc:
             raise RemoteSearchError(f"{where} timed out after {self.timeout:g} s") from exc
         except httpx.TransportError as exc:
-            raise RemoteSearchError(f"{where}: cannot reach the search API ({type(exc).__name__}: {exc})") from exc
+            raise RemoteSearchError(
+                f"{where}: cannot reach the search API ({type(exc).__name__}: {exc})"
+            ) from exc
         if not response.is_success:
             log.warning("%s: HTTP %d: %r", where, response.status_code, response.text[:200])
             raise RemoteSearchError(f"{where}: HTTP {response.status_code}")

@@ -18,6 +18,7 @@ A batch of queries runs as one statement.
 Options: dsn, data_dir, corpus ("wiki"), match ("any"), progress (True), pool_min (1), pool_max (2),
 max_batch (64), max_efficient_batch (16).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,7 +50,7 @@ def _corpus_source(corpus: str) -> tuple[str, Path]:
         return stem, path
     raise ValueError(
         f"option corpus={corpus!r}: use 'wiki' (the bundled Wikipedia lead paragraphs) or the path of an "
-        f"existing .jsonl file of {{\"title\", \"text\"}} objects"
+        f'existing .jsonl file of {{"title", "text"}} objects'
     )
 
 
@@ -99,7 +100,9 @@ class TextSearchEngine:
         max_efficient_batch: int | None = None,
     ) -> None:
         if match not in ("any", "all"):
-            raise ValueError(f"option match={match!r}: use 'any' (any word, ranked) or 'all' (websearch syntax)")
+            raise ValueError(
+                f"option match={match!r}: use 'any' (any word, ranked) or 'all' (websearch syntax)"
+            )
         stem, self.source = _corpus_source(corpus)
         self.name = name
         self.corpus = corpus
@@ -129,7 +132,9 @@ class TextSearchEngine:
             await self._ensure_loaded(dsn)
         except psycopg.Error as exc:
             release_dsn(self._dsn_option, self._data_dir)
-            raise RuntimeError(f"engine {self.name!r}: cannot load corpus into {describe_dsn(dsn)}: {exc}") from exc
+            raise RuntimeError(
+                f"engine {self.name!r}: cannot load corpus into {describe_dsn(dsn)}: {exc}"
+            ) from exc
         except BaseException:
             release_dsn(self._dsn_option, self._data_dir)
             raise
@@ -171,12 +176,16 @@ class TextSearchEngine:
                 )
                 async with conn.cursor() as cur:
                     for lo in range(0, len(rows), _COPY_CHUNK):
-                        async with cur.copy(sql.SQL("COPY {} (id, title, text) FROM STDIN").format(t)) as copy:
-                            for i, (title, text) in enumerate(rows[lo:lo + _COPY_CHUNK], lo):
+                        async with cur.copy(
+                            sql.SQL("COPY {} (id, title, text) FROM STDIN").format(t)
+                        ) as copy:
+                            for i, (title, text) in enumerate(rows[lo : lo + _COPY_CHUNK], lo):
                                 await copy.write_row((i, title, text))
                         self._report(f"{min(lo + _COPY_CHUNK, len(rows))}/{len(rows)} rows")
                 await conn.execute(
-                    sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(sql.Identifier(f"{self.table}_tsv"), t)
+                    sql.SQL("CREATE INDEX {} ON {} USING gin (tsv)").format(
+                        sql.Identifier(f"{self.table}_tsv"), t
+                    )
                 )
                 await conn.execute(
                     "INSERT INTO teola_corpora (name, digest, n_rows) VALUES (%s, %s, %s) ON CONFLICT (name) "
@@ -205,10 +214,14 @@ class TextSearchEngine:
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """One batch of "searching" requests -> [[{text, score, title}], ...]."""
         if op != PrimOp.SEARCHING:
-            raise ValueError(f"engine {self.name!r} (text search) does not support op {op!r}; it runs ['searching']")
+            raise ValueError(
+                f"engine {self.name!r} (text search) does not support op {op!r}; it runs ['searching']"
+            )
         return await self.search(requests)
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No streaming output: yields each request's final result."""
         results = await self.execute(op, requests)
         for i, result in enumerate(results):
@@ -228,7 +241,9 @@ class TextSearchEngine:
             queries.append(q)
             ks.append(k)
         if self.match == "any":
-            tsquery = sql.SQL("NULLIF(replace(plainto_tsquery('english', u.qt)::text, ' & ', ' | '), '')::tsquery")
+            tsquery = sql.SQL(
+                "NULLIF(replace(plainto_tsquery('english', u.qt)::text, ' & ', ' | '), '')::tsquery"
+            )
         else:
             tsquery = sql.SQL("websearch_to_tsquery('english', u.qt)")
         query = sql.SQL(

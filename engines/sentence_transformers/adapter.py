@@ -1,5 +1,6 @@
 """`SentenceTransformersAdapter`: what the sentence-transformers engines (embedding, reranker) share.
 A batch is one model call run in a worker thread, so the event loop keeps serving other engines."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,23 +33,38 @@ class SentenceTransformersAdapter(ABC):
     ops: frozenset[str]
     default_profile: EngineProfile
 
-    def __init__(self, name: str, device: str | None, max_batch: int | None, max_efficient_batch: int | None,
-                 torch_threads: int | None = None, exclusive: bool = False, share_cores: bool = False):
-        if torch_threads is not None and (isinstance(torch_threads, bool) or not isinstance(torch_threads, int)
-                                          or torch_threads < 1):
-            raise ValueError(f"engine {name!r}: option torch_threads must be a positive int or omitted, "
-                             f"got {torch_threads!r}")
+    def __init__(
+        self,
+        name: str,
+        device: str | None,
+        max_batch: int | None,
+        max_efficient_batch: int | None,
+        torch_threads: int | None = None,
+        exclusive: bool = False,
+        share_cores: bool = False,
+    ):
+        if torch_threads is not None and (
+            isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1
+        ):
+            raise ValueError(
+                f"engine {name!r}: option torch_threads must be a positive int or omitted, "
+                f"got {torch_threads!r}"
+            )
         if not isinstance(exclusive, bool):
             raise ValueError(f"engine {name!r}: option exclusive must be true or false, got {exclusive!r}")
         if not isinstance(share_cores, bool):
-            raise ValueError(f"engine {name!r}: option share_cores must be true or false, got {share_cores!r}")
+            raise ValueError(
+                f"engine {name!r}: option share_cores must be true or false, got {share_cores!r}"
+            )
         self.torch_threads = torch_threads
         self.exclusive = exclusive
         self.share_cores = share_cores and torch_threads is not None
         self._sharing = False
         if device is not None and not isinstance(device, str):
-            raise ValueError(f"engine {name!r}: option device must be a torch device string like 'cpu' or "
-                             f"'cuda:0', or omitted, got {device!r}")
+            raise ValueError(
+                f"engine {name!r}: option device must be a torch device string like 'cpu' or "
+                f"'cuda:0', or omitted, got {device!r}"
+            )
         try:
             self.profile = profile_with(self.default_profile, max_batch, max_efficient_batch)
         except ValueError as e:
@@ -64,12 +80,13 @@ class SentenceTransformersAdapter(ABC):
             self._model = await asyncio.to_thread(self._load_with_threads)
             if self.share_cores:
                 share = process_share()
-                share.join(SHARE_GROUP, share.all_cores[:self.torch_threads])
+                share.join(SHARE_GROUP, share.all_cores[: self.torch_threads])
                 self._sharing = True
 
     def _load_with_threads(self) -> Any:
         if self.torch_threads is not None:
             import torch
+
             torch.set_num_threads(self.torch_threads)
         return self._load()
 
@@ -93,7 +110,9 @@ class SentenceTransformersAdapter(ABC):
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         """One result per request, in order; the whole batch is one model call."""
         if op not in self.ops:
-            raise ValueError(f"engine {self.name!r} ({type(self).__name__}) runs only {sorted(self.ops)}, not {op!r}")
+            raise ValueError(
+                f"engine {self.name!r} ({type(self).__name__}) runs only {sorted(self.ops)}, not {op!r}"
+            )
         inputs = self._inputs(requests)
         if not self._sharing:
             return await asyncio.to_thread(self._compute, inputs, None)
@@ -113,11 +132,14 @@ class SentenceTransformersAdapter(ABC):
     def _run_on(self, inputs: list[Any], threads: int | None) -> list[Any]:
         if threads is not None:
             import torch
+
             if torch.get_num_threads() != threads:
                 torch.set_num_threads(threads)
         return self._run(inputs)
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No partial outputs: yields (i, "final", result) per request after the batch."""
         for i, result in enumerate(await self.execute(op, requests)):
             yield i, StreamEvent.FINAL, result

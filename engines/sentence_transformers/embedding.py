@@ -3,6 +3,7 @@
 A batch of n requests is one `encode` call with batch_size=n (one forward pass of the model), run in a
 worker thread so the event loop keeps serving other engines while the model computes.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -43,9 +44,17 @@ class EmbeddingEngine(SentenceTransformersAdapter):
             return None
         return folder if (folder / "tokenizer.json").is_file() else None
 
-    def __init__(self, name: str, model: str = MINILM, device: str | None = None,
-                 max_batch: int | None = None, max_efficient_batch: int | None = None,
-                 torch_threads: int | None = None, exclusive: bool = False, share_cores: bool = False):
+    def __init__(
+        self,
+        name: str,
+        model: str = MINILM,
+        device: str | None = None,
+        max_batch: int | None = None,
+        max_efficient_batch: int | None = None,
+        torch_threads: int | None = None,
+        exclusive: bool = False,
+        share_cores: bool = False,
+    ):
         super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores)
         self.model_name = model
         self.ranking = self.ranks_by({"model": model})
@@ -72,8 +81,13 @@ class EmbeddingEngine(SentenceTransformersAdapter):
         if not texts:
             return []
         self.calls.append(len(texts))
-        vectors = model.encode(texts, batch_size=len(texts), normalize_embeddings=True,
-                               convert_to_numpy=True, show_progress_bar=False)
+        vectors = model.encode(
+            texts,
+            batch_size=len(texts),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         return vectors.tolist()
 
     def _inputs(self, requests: list[dict[str, Any]]) -> list[str]:

@@ -13,6 +13,7 @@ with an untrained scoring head (seeded, so runs agree): it costs what a MiniLM c
 so no pass may prove the query expansion useless; its scores carry no relevance, so it is for timing
 studies only, never for answer quality.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,24 +42,46 @@ class RerankerEngine(SentenceTransformersAdapter):
             return ""
         return f"cosine:{options.get('bi_encoder', MINILM)}"
 
-    def __init__(self, name: str, model: str | None = None, bi_encoder: str = MINILM,
-                 device: str | None = None, max_batch: int | None = None, max_efficient_batch: int | None = None,
-                 torch_threads: int | None = None, exclusive: bool = False, share_cores: bool = False,
-                 cross_encoder_shape: bool = False):
+    def __init__(
+        self,
+        name: str,
+        model: str | None = None,
+        bi_encoder: str = MINILM,
+        device: str | None = None,
+        max_batch: int | None = None,
+        max_efficient_batch: int | None = None,
+        torch_threads: int | None = None,
+        exclusive: bool = False,
+        share_cores: bool = False,
+        cross_encoder_shape: bool = False,
+    ):
         if not isinstance(cross_encoder_shape, bool):
-            raise ValueError(f"engine {name!r}: option cross_encoder_shape must be true or false, got {cross_encoder_shape!r}")
+            raise ValueError(
+                f"engine {name!r}: option cross_encoder_shape must be true or false, got {cross_encoder_shape!r}"
+            )
         if cross_encoder_shape and model is not None:
-            raise ValueError(f"engine {name!r}: cross_encoder_shape builds its CrossEncoder from the bi_encoder's "
-                             f"weights; give model= (a trained CrossEncoder) or cross_encoder_shape=True, not both")
+            raise ValueError(
+                f"engine {name!r}: cross_encoder_shape builds its CrossEncoder from the bi_encoder's "
+                f"weights; give model= (a trained CrossEncoder) or cross_encoder_shape=True, not both"
+            )
         if model is not None and not isinstance(model, str):
-            raise ValueError(f"engine {name!r}: option model must be the path of a sentence-transformers "
-                             f"CrossEncoder folder, or omitted for the offline MiniLM cosine scorer")
+            raise ValueError(
+                f"engine {name!r}: option model must be the path of a sentence-transformers "
+                f"CrossEncoder folder, or omitted for the offline MiniLM cosine scorer"
+            )
         super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores)
         self.model_name = model
         self.bi_encoder_name = bi_encoder
-        self.mode = ("cross_encoder" if model is not None else "cross_encoder_shape" if cross_encoder_shape
-                     else "bi_encoder_cosine")
-        self.ranking = self.ranks_by({"model": model, "bi_encoder": bi_encoder, "cross_encoder_shape": cross_encoder_shape})
+        self.mode = (
+            "cross_encoder"
+            if model is not None
+            else "cross_encoder_shape"
+            if cross_encoder_shape
+            else "bi_encoder_cosine"
+        )
+        self.ranking = self.ranks_by(
+            {"model": model, "bi_encoder": bi_encoder, "cross_encoder_shape": cross_encoder_shape}
+        )
 
     def _load(self) -> Any:
         configure_engine_env()
@@ -71,7 +94,9 @@ class RerankerEngine(SentenceTransformersAdapter):
             from sentence_transformers import CrossEncoder
 
             torch.manual_seed(0)  # the untrained head: the same scores in every run
-            return CrossEncoder(str(resolve_model(self.bi_encoder_name, prepare=True)), num_labels=1, device=self.device)
+            return CrossEncoder(
+                str(resolve_model(self.bi_encoder_name, prepare=True)), num_labels=1, device=self.device
+            )
         from sentence_transformers import SentenceTransformer
 
         return SentenceTransformer(str(resolve_model(self.bi_encoder_name, prepare=True)), device=self.device)
@@ -83,12 +108,19 @@ class RerankerEngine(SentenceTransformersAdapter):
             return []
         self.calls.append(len(pairs))
         if self.mode != "bi_encoder_cosine":
-            scores = model.predict(pairs, batch_size=len(pairs), show_progress_bar=False, convert_to_numpy=True)
+            scores = model.predict(
+                pairs, batch_size=len(pairs), show_progress_bar=False, convert_to_numpy=True
+            )
             return [float(s) for s in scores]
         queries = sorted({q for q, _ in pairs})
         texts = [t for _, t in pairs]
-        vectors = model.encode(queries + texts, batch_size=len(queries) + len(texts),
-                               normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        vectors = model.encode(
+            queries + texts,
+            batch_size=len(queries) + len(texts),
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
         row = {q: i for i, q in enumerate(queries)}
         offset = len(queries)
         return [float(vectors[row[q]] @ vectors[offset + i]) for i, (q, _) in enumerate(pairs)]
@@ -96,8 +128,14 @@ class RerankerEngine(SentenceTransformersAdapter):
     def _inputs(self, requests: list[dict[str, Any]]) -> list[tuple[str, str]]:
         pairs = []
         for i, req in enumerate(requests):
-            if not (isinstance(req, dict) and isinstance(req.get("query"), str) and isinstance(req.get("text"), str)):
-                raise ValueError(f"reranking request {i} must be {{'query': str, 'text': str}}, got {req!r:.80}")
+            if not (
+                isinstance(req, dict)
+                and isinstance(req.get("query"), str)
+                and isinstance(req.get("text"), str)
+            ):
+                raise ValueError(
+                    f"reranking request {i} must be {{'query': str, 'text': str}}, got {req!r:.80}"
+                )
             pairs.append((req["query"], req["text"]))
         return pairs
 

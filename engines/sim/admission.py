@@ -17,6 +17,7 @@ When nothing runs and the next waiting call cannot get blocks because preserved 
 memory, the most recently paused preserved call loses its KV (it continues as if discarded):
 `reclaim_preserved`, so preserve cannot deadlock the engine.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,16 +52,18 @@ class SimSeq:
     parser: SplitParser | None
     held: Holding = field(default_factory=Holding)
     computed: int = 0
-    cached: int = -1          # prefix-cache hit of the first admission (tokens)
+    cached: int = -1  # prefix-cache hit of the first admission (tokens)
     out: list[int] = field(default_factory=list)
     text: list[str] = field(default_factory=list)
-    swapped: int = 0          # blocks held in swap space while preempted by swap
-    state: str = "waiting"    # waiting | running | done
+    swapped: int = 0  # blocks held in swap space while preempted by swap
+    state: str = "waiting"  # waiting | running | done
     topic: str = "w"
-    arrived: float = 0.0      # loop time the engine got the request
-    scheduled: float = -1.0   # loop time it first ran (-1: not yet)
-    written: list[int] | None = None  # the ids of the tokens it writes, cycled (None: engines.sim.text.output_id)
-    executor_s: float = 0.0   # seconds of the iterations it ran in (engines/sim/llm.py)
+    arrived: float = 0.0  # loop time the engine got the request
+    scheduled: float = -1.0  # loop time it first ran (-1: not yet)
+    written: list[int] | None = (
+        None  # the ids of the tokens it writes, cycled (None: engines.sim.text.output_id)
+    )
+    executor_s: float = 0.0  # seconds of the iterations it ran in (engines/sim/llm.py)
 
     @property
     def keys(self) -> set[str]:
@@ -104,8 +107,16 @@ class SimAdmission:
         if seq.emit is None or not (len(seq.out) == 1 or len(seq.ids) % bs == 1):
             return
         used = self.pool.num_blocks - self.pool.free
-        await seq.emit(seq.index, StreamEvent.KV, KVReport(prompt_tokens=len(seq.ids) - len(seq.out), block_size=bs,
-                                                           used_blocks=used, total_blocks=self.pool.num_blocks))
+        await seq.emit(
+            seq.index,
+            StreamEvent.KV,
+            KVReport(
+                prompt_tokens=len(seq.ids) - len(seq.out),
+                block_size=bs,
+                used_blocks=used,
+                total_blocks=self.pool.num_blocks,
+            ),
+        )
 
     def _schedule(self) -> tuple[list[tuple[SimSeq, int]], float]:
         """This iteration's work: (sequence, tokens to compute) pairs, and swap seconds."""
@@ -131,8 +142,11 @@ class SimAdmission:
             admitted, seconds = self._admit(seq, budget)
             if not admitted:
                 worst = self.running[-1] if self.running else None
-                if (self.scheduling == "priority" and worst is not None
-                        and worst.req["priority"] > seq.req["priority"]):
+                if (
+                    self.scheduling == "priority"
+                    and worst is not None
+                    and worst.req["priority"] > seq.req["priority"]
+                ):
                     extra += self._preempt(worst)
                     plan = [(s, k) for s, k in plan if s is not worst]
                     continue
@@ -171,7 +185,9 @@ class SimAdmission:
             if not self.pool.allocate(seq.held, need):
                 return False, 0.0
             seconds, seq.swapped = seq.swapped * self.swap_seconds_per_block, 0
-        elif (key := hash(tuple(seq.ids))) in self.host_kv:  # a preempted request resumes: swap its KV back in
+        elif (
+            key := hash(tuple(seq.ids))
+        ) in self.host_kv:  # a preempted request resumes: swap its KV back in
             # as vLLM's KV connector is asked: only the tokens past the local prefix-cache hit load
             # from host memory (teola_kv_connector.get_num_new_matched_tokens)
             computed = self.host_kv[key]
@@ -191,7 +207,9 @@ class SimAdmission:
                 self.stats["prompt_tokens"] += seq.prompt_len
             self.stats["swapped_in_tokens"] += loaded
         else:
-            hashes = block_hashes(seq.ids, bs, stop=(len(seq.ids) - 1) // bs)  # the last token is always computed
+            hashes = block_hashes(
+                seq.ids, bs, stop=(len(seq.ids) - 1) // bs
+            )  # the last token is always computed
             hit = self.pool.cached_blocks(hashes)
             need = math.ceil(min(len(seq.ids), hit * bs + budget) / bs) - hit
             self.pool.acquire(seq.held, hashes[:hit])  # first: acquired blocks are no longer evictable
@@ -240,7 +258,6 @@ class SimAdmission:
         self.waiting.insert(0, seq)
         return seconds
 
-
     def _release(self, seq: SimSeq, aborted: bool) -> None:
         """A finished call gives its blocks back, unless it pauses with "preserve" or "swap"."""
         handling, key = seq.req.get("pause_kv"), seq.req.get("kv_key")
@@ -270,7 +287,9 @@ class SimAdmission:
         if not self.pool.allocate(held, total - held.blocks):
             return False, 0.0
         del self.paused[seq.req["kv_key"]]
-        seconds = 0.0 if entry.handling == "preserve" else math.ceil(computed / bs) * self.swap_seconds_per_block
+        seconds = (
+            0.0 if entry.handling == "preserve" else math.ceil(computed / bs) * self.swap_seconds_per_block
+        )
         seq.held, seq.computed, seq.cached = held, computed, computed
         self.stats["prompt_tokens"] += seq.prompt_len
         self.stats["resumed_paused_tokens"] = self.stats.get("resumed_paused_tokens", 0) + computed

@@ -15,6 +15,7 @@ from measured operator timings (`teola profile --from-measured`, teola/sim/gpu_p
 linear layers and tensor-parallel all-reduces of a GPU iteration this way, since their time is not
 proportional to the token count (flat while reading the weights dominates, linear once the GEMMs are
 compute-bound)."""
+
 from __future__ import annotations
 
 import bisect
@@ -35,20 +36,31 @@ class IterationCost:
     token_table: tuple[tuple[int, float], ...] = ()  # ((tokens, seconds), ...), tokens ascending
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "decode_batch_factor", _knots(self.decode_batch_factor, "decode_batch_factor"))
+        object.__setattr__(
+            self, "decode_batch_factor", _knots(self.decode_batch_factor, "decode_batch_factor")
+        )
         object.__setattr__(self, "token_table", _knots(self.token_table, "token_table"))
 
-    def seconds(self, prefill_tokens: int, decode_seqs: int, context_tokens: int, prefill_pairs: float = 0.0) -> float:
-        linear = (self.step_seconds(prefill_tokens, decode_seqs) + self.context_token * context_tokens
-                  + self.prefill_attention * prefill_pairs / 1000.0)
+    def seconds(
+        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, prefill_pairs: float = 0.0
+    ) -> float:
+        linear = (
+            self.step_seconds(prefill_tokens, decode_seqs)
+            + self.context_token * context_tokens
+            + self.prefill_attention * prefill_pairs / 1000.0
+        )
         if prefill_tokens == 0 and decode_seqs > 0 and self.decode_batch_factor:
             return linear * self.factor(decode_seqs)
         return linear
 
     def step_seconds(self, prefill_tokens: int, decode_seqs: int) -> float:
         """The part of an iteration's seconds that does not depend on context (no batch curve)."""
-        return (self.base + self.prefill_token * prefill_tokens + self.decode_seq * decode_seqs
-                + self.table_seconds(prefill_tokens + decode_seqs))
+        return (
+            self.base
+            + self.prefill_token * prefill_tokens
+            + self.decode_seq * decode_seqs
+            + self.table_seconds(prefill_tokens + decode_seqs)
+        )
 
     def table_seconds(self, tokens: int) -> float:
         """The token table at `tokens` tokens (0.0 without a table or without tokens)."""

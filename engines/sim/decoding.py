@@ -33,7 +33,9 @@ class SimDecoding(SimAdmission):
         seq.computed += n
         if seq.computed // bs > len(seq.held.hashes):  # a block filled up
             parent = seq.held.hashes[-1] if seq.held.hashes else 0
-            for h in block_hashes(seq.ids, bs, start=len(seq.held.hashes), stop=seq.computed // bs, parent=parent):
+            for h in block_hashes(
+                seq.ids, bs, start=len(seq.held.hashes), stop=seq.computed // bs, parent=parent
+            ):
                 self.pool.seal(seq.held, h)
         if seq.computed < len(seq.ids):
             return
@@ -41,8 +43,13 @@ class SimDecoding(SimAdmission):
             await self._finish(seq)
             return
         k = len(seq.req["resume_ids"]) + len(seq.out)
-        token = output_token(k, seq.req["split"], seq.req["max_items"] or self.n_items,
-                             seq.target + len(seq.req["resume_ids"]), seq.topic)
+        token = output_token(
+            k,
+            seq.req["split"],
+            seq.req["max_items"] or self.n_items,
+            seq.target + len(seq.req["resume_ids"]),
+            seq.topic,
+        )
         token_id = output_id(k) if seq.written is None else seq.written[len(seq.out) % len(seq.written)]
         seq.out.append(token_id)
         seq.ids.append(token_id)
@@ -64,7 +71,7 @@ class SimDecoding(SimAdmission):
         new = seq.parser.feed(token)
         cap = req["max_items"]
         if cap is not None:
-            new = new[:max(0, cap - (len(seq.parser.items) - len(new)))]
+            new = new[: max(0, cap - (len(seq.parser.items) - len(new)))]
         if emit is not None:
             for item in new:
                 await emit(seq.index, StreamEvent.ITEM, Item(text=item))
@@ -77,9 +84,13 @@ class SimDecoding(SimAdmission):
             self.waiting.remove(seq)
         seq.state = "done"
         self._release(seq, aborted)
-        counts = {"num_prompt_tokens": len(seq.ids) - len(seq.out), "num_cached_tokens": max(0, seq.cached),
-                  "queued_s": (seq.scheduled if seq.scheduled >= 0 else asyncio.get_running_loop().time()) - seq.arrived,
-                  "executor_s": seq.executor_s}
+        counts = {
+            "num_prompt_tokens": len(seq.ids) - len(seq.out),
+            "num_cached_tokens": max(0, seq.cached),
+            "queued_s": (seq.scheduled if seq.scheduled >= 0 else asyncio.get_running_loop().time())
+            - seq.arrived,
+            "executor_s": seq.executor_s,
+        }
         if aborted:
             counts["aborted"] = True
         result: dict[str, Any] = counts
@@ -87,12 +98,17 @@ class SimDecoding(SimAdmission):
             items = list(seq.parser.items) if seq.parser is not None else []
             cap = seq.req["max_items"]
             if seq.parser is not None and not (cap is not None and len(items) >= cap):
-                for item in seq.parser.finish()[:None if cap is None else max(0, cap - len(items))]:
+                for item in seq.parser.finish()[: None if cap is None else max(0, cap - len(items))]:
                     items.append(item)
                     if seq.emit is not None:
                         await seq.emit(seq.index, StreamEvent.ITEM, Item(text=item))
-            result = {"text": "".join(seq.text), "items": items[:cap] if cap else items, **counts,
-                      "num_output_tokens": len(seq.out), "output_token_ids": list(seq.out)}
+            result = {
+                "text": "".join(seq.text),
+                "items": items[:cap] if cap else items,
+                **counts,
+                "num_output_tokens": len(seq.out),
+                "output_token_ids": list(seq.out),
+            }
         if seq.emit is not None:
             await seq.emit(seq.index, StreamEvent.FINAL, result)
         if not seq.future.done():

@@ -17,6 +17,7 @@ they are not, and a profile says how with a top-level "device" entry (`teola pro
 The state is per event loop, so the engines of one simulation share it and separate simulations
 (each on its own virtual loop) never see each other.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -66,9 +67,13 @@ class DeviceShare:
         exclusive = device.get("exclusive") or []
         slowdown = device.get("slowdown") or {}
         if not isinstance(exclusive, list) or not all(isinstance(k, str) for k in exclusive):
-            raise ValueError(f"profile 'device.exclusive' must be a list of engine kinds, got {exclusive!r:.80}")
+            raise ValueError(
+                f"profile 'device.exclusive' must be a list of engine kinds, got {exclusive!r:.80}"
+            )
         if not isinstance(slowdown, dict) or not all(isinstance(v, dict) for v in slowdown.values()):
-            raise ValueError(f"profile 'device.slowdown' must be {{kind: {{other kind: factor}}}}, got {slowdown!r:.80}")
+            raise ValueError(
+                f"profile 'device.slowdown' must be {{kind: {{other kind: factor}}}}, got {slowdown!r:.80}"
+            )
         mine = slowdown.get(kind) or {}
         for other, f in mine.items():
             if isinstance(f, bool) or not isinstance(f, (int, float)) or not math.isfinite(f) or f < 1.0:

@@ -10,6 +10,7 @@ LRU of the unreferenced ones (evictable), and the private blocks sequences hold.
 `prefix_caching=False` (vLLM's `enable_prefix_caching=False`) no block is ever shared or kept: a
 sequence's full blocks get keys of their own and are freed when it releases them.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -17,8 +18,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 
-def block_hashes(ids: list[int], block_size: int, start: int = 0, stop: int | None = None,
-                 parent: int = 0) -> list[int]:
+def block_hashes(
+    ids: list[int], block_size: int, start: int = 0, stop: int | None = None, parent: int = 0
+) -> list[int]:
     """Chained hashes of the full blocks `start..stop-1` of `ids` (`parent`: the hash of block
     start-1, 0 for the first block)."""
     out: list[int] = []
@@ -26,7 +28,7 @@ def block_hashes(ids: list[int], block_size: int, start: int = 0, stop: int | No
     last = len(ids) // block_size if stop is None else stop
     for b in range(start, last):
         # hash() of a tuple of ints is the same in every process (only str/bytes hashing is salted)
-        h = hash((h, *ids[b * block_size:(b + 1) * block_size]))
+        h = hash((h, *ids[b * block_size : (b + 1) * block_size]))
         out.append(h)
     return out
 
@@ -52,8 +54,10 @@ class BlockPool:
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.prefix_caching = prefix_caching
-        self._own = itertools.count(-1, -1)  # keys of unshared blocks (prefix caching off); hashes never collide
-        self.refs: dict[int, int] = {}                  # resident hashed block -> sequences holding it
+        self._own = itertools.count(
+            -1, -1
+        )  # keys of unshared blocks (prefix caching off); hashes never collide
+        self.refs: dict[int, int] = {}  # resident hashed block -> sequences holding it
         self.lru: OrderedDict[int, None] = OrderedDict()  # resident blocks nobody holds, oldest first
         self.private = 0
         self.evictions = 0

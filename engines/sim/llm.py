@@ -31,6 +31,7 @@ from the model's tokenizer: teola/emulate) instead of the pseudo ids derived fro
 "output_token_ids" (token k written is its k-th id, cycled) instead of pseudo output ids. On a
 real event loop, `clock = WallClock()` keeps iterations on time (engines/sim/wall_clock.py).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -78,14 +79,33 @@ class SimLLM(SimDecoding):
     ops = PREFILL_OPS | DECODE_OPS
     default_profile = EngineProfile(max_batch=256, max_efficient_batch=32)
 
-    def __init__(self, name: str, cost: IterationCost | dict[str, float] | None = None, *, max_num_seqs: int = 256,
-                 max_num_batched_tokens: int = 8192, num_blocks: int = 8192, block_size: int = 16,
-                 token_ratio: float = 1.15, template_tokens: int = 12, max_model_len: int = 8192,
-                 max_tokens: int = 256, lengths: dict[str, list[int]] | None = None, seed: int = 0,
-                 scheduling: str = "fcfs", preemption: str = "recompute", swap_seconds_per_block: float = 0.0,
-                 max_batch: int | None = None, max_efficient_batch: int | None = None, n_items: int = 3,
-                 abort_kv: str = "drop", device: DeviceShare | None = None, skip_known_prefixes: bool = True,
-                 enable_prefix_caching: bool = True, **_ignored: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        cost: IterationCost | dict[str, float] | None = None,
+        *,
+        max_num_seqs: int = 256,
+        max_num_batched_tokens: int = 8192,
+        num_blocks: int = 8192,
+        block_size: int = 16,
+        token_ratio: float = 1.15,
+        template_tokens: int = 12,
+        max_model_len: int = 8192,
+        max_tokens: int = 256,
+        lengths: dict[str, list[int]] | None = None,
+        seed: int = 0,
+        scheduling: str = "fcfs",
+        preemption: str = "recompute",
+        swap_seconds_per_block: float = 0.0,
+        max_batch: int | None = None,
+        max_efficient_batch: int | None = None,
+        n_items: int = 3,
+        abort_kv: str = "drop",
+        device: DeviceShare | None = None,
+        skip_known_prefixes: bool = True,
+        enable_prefix_caching: bool = True,
+        **_ignored: Any,
+    ) -> None:
         check_modes(name, scheduling=scheduling, abort_kv=abort_kv, preemption=preemption)
         self.name = name
         self.cost = cost if isinstance(cost, IterationCost) else IterationCost(**(cost or {}))
@@ -106,25 +126,39 @@ class SimLLM(SimDecoding):
         self.abort_kv = abort_kv
         self.device = device  # its share of a machine other simulated engines use (engines/sim/device.py)
         # what teola admits against, as vLLM's adapter reports it: max_num_seqs and the KV cache's tokens
-        self.profile = EngineProfile(max_batch or max_num_seqs, min(max_efficient_batch or max_num_seqs,
-                                                                    max_batch or max_num_seqs),
-                                     token_budget=num_blocks * block_size, context_window=max_model_len)
+        self.profile = EngineProfile(
+            max_batch or max_num_seqs,
+            min(max_efficient_batch or max_num_seqs, max_batch or max_num_seqs),
+            token_budget=num_blocks * block_size,
+            context_window=max_model_len,
+        )
         self._start_empty()
 
     def _start_empty(self) -> None:
         """No sequences, no KV held for aborted or paused calls, no iterations counted yet."""
         self.host_kv: dict[int, int] = {}  # hash of an aborted request's tokens -> its computed tokens
-        self.survival = SurvivalTracker()   # aborted requests' resumes: what the prefix cache kept
-        self.paused: dict = {}              # kv_key -> a paused call's KV (engines/sim/admission.py)
-        self._swap_debt = 0.0               # swap-out seconds the next iteration pays
+        self.survival = SurvivalTracker()  # aborted requests' resumes: what the prefix cache kept
+        self.paused: dict = {}  # kv_key -> a paused call's KV (engines/sim/admission.py)
+        self._swap_debt = 0.0  # swap-out seconds the next iteration pays
         self.waiting: list[SimSeq] = []
         self.running: list[SimSeq] = []
         self._order = itertools.count()
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self.stats = {"iterations": 0, "busy_s": 0.0, "prompt_tokens": 0, "cached_tokens": 0,
-                      "preemptions": 0, "swapped_blocks": 0, "recomputed_tokens": 0, "aborted": 0,
-                      "swapped_in_tokens": 0, "resumed_blocks": 0, "resumed_cached_blocks": 0, "swaps_declined": 0}
+        self.stats = {
+            "iterations": 0,
+            "busy_s": 0.0,
+            "prompt_tokens": 0,
+            "cached_tokens": 0,
+            "preemptions": 0,
+            "swapped_blocks": 0,
+            "recomputed_tokens": 0,
+            "aborted": 0,
+            "swapped_in_tokens": 0,
+            "resumed_blocks": 0,
+            "resumed_cached_blocks": 0,
+            "swaps_declined": 0,
+        }
         # (seconds, prefill tokens, decoding sequences, context tokens) of each iteration, when recorded
         self.iterations: list[tuple[float, int, int, int]] = []
         self.record_iterations = False
@@ -153,7 +187,9 @@ class SimLLM(SimDecoding):
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return list(await asyncio.gather(*self._submit(op, requests, None)))
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         queue: asyncio.Queue = asyncio.Queue()
 
         async def emit(i: int, kind: str, value: Any) -> None:
@@ -188,8 +224,13 @@ class SimLLM(SimDecoding):
         """abort_kv="auto": the rule of the real connector's save (`save_pays`), with the share of
         full blocks that calls resumed on this engine so far found still in the prefix cache (0
         before any resume)."""
-        return save_pays(computed, self.pool.block_size, self.swap_seconds_per_block, self.cost.prefill_token,
-                         self.survival.share())
+        return save_pays(
+            computed,
+            self.pool.block_size,
+            self.swap_seconds_per_block,
+            self.cost.prefill_token,
+            self.survival.share(),
+        )
 
     def reset_prefix_cache(self) -> int:
         """Empty the prefix cache (blocks no running request holds), like vLLM's call of that name."""
@@ -203,14 +244,21 @@ class SimLLM(SimDecoding):
             raise ValueError(f"sim engine {self.name!r} runs {', '.join(sorted(self.ops))}, not {op!r}")
         if self._task is None:
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
-        seqs = [self._seq(op, i, check_request(op, r, self.max_tokens), emit, request_token_ids(r, "prompt_token_ids"))
-                for i, r in enumerate(requests)]
+        seqs = [
+            self._seq(
+                op, i, check_request(op, r, self.max_tokens), emit, request_token_ids(r, "prompt_token_ids")
+            )
+            for i, r in enumerate(requests)
+        ]
         for seq, r in zip(seqs, requests):
             seq.written = request_token_ids(r, "output_token_ids")
         out: list[asyncio.Future] = []
         for seq in seqs:
-            known = (self.prefixes.answer(seq.ids, seq.req["cache_salt"])
-                     if seq.op == PrimOp.PARTIAL_PREFILLING and self.prefixes is not None else None)
+            known = (
+                self.prefixes.answer(seq.ids, seq.req["cache_salt"])
+                if seq.op == PrimOp.PARTIAL_PREFILLING and self.prefixes is not None
+                else None
+            )
             if known is None:
                 self.waiting.append(seq)
                 out.append(seq.future)
@@ -226,7 +274,9 @@ class SimLLM(SimDecoding):
             await seq.emit(seq.index, StreamEvent.FINAL, result)
         return result
 
-    def _seq(self, op: str, i: int, req: dict[str, Any], emit: Emit | None, token_ids: list[int] | None) -> SimSeq:
+    def _seq(
+        self, op: str, i: int, req: dict[str, Any], emit: Emit | None, token_ids: list[int] | None
+    ) -> SimSeq:
         decode = op in DECODE_OPS
         kind = "split" if req["split"] else "text"
         if token_ids is not None:
@@ -244,14 +294,28 @@ class SimLLM(SimDecoding):
             target = max(1, total - len(req["resume_ids"])) if total > len(req["resume_ids"]) else 1
             ids = ids + list(req["resume_ids"])
         if len(ids) + target > self.max_model_len:
-            raise ValueError(f"engine {self.name!r}: prompt of {len(ids)} tokens + {target} output tokens exceeds "
-                             f"max_model_len {self.max_model_len}")
+            raise ValueError(
+                f"engine {self.name!r}: prompt of {len(ids)} tokens + {target} output tokens exceeds "
+                f"max_model_len {self.max_model_len}"
+            )
         parser = SplitParser(req["split"]) if decode and req["split"] else None
         # one word of the prompt, letters only, so each output token's text is one counted token
         topic = "".join(ch for ch in (req["parts"][-1][1].split() or ["w"])[0] if ch.isalpha())[:12] or "w"
         loop = asyncio.get_running_loop()
-        return SimSeq(op, i, req, ids, prompt_len, target, next(self._order), loop.create_future(), emit, parser,
-                      topic=topic, arrived=loop.time())
+        return SimSeq(
+            op,
+            i,
+            req,
+            ids,
+            prompt_len,
+            target,
+            next(self._order),
+            loop.create_future(),
+            emit,
+            parser,
+            topic=topic,
+            arrived=loop.time(),
+        )
 
     def _replayed_prompt(self, ids: list[int], kind: str, req: dict[str, Any]) -> list[int]:
         """The prompt resized to the length a replayed trace gives this call, when the sampler replays one."""

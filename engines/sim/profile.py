@@ -29,6 +29,7 @@ The "vllm" entry builds an `engines.sim.llm.SimLLM` (iteration-level); every oth
 placeholders of the right shape). `simulated_engine` builds the adapter for one engine.
 A profile is named by a path or by the name of a file shipped in engines/profiles/.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,10 @@ def load_profile(profile: str | Path | dict[str, Any]) -> dict[str, Any]:
         if not path.is_file():
             path = PROFILE_DIR / f"{profile}.json"
         if not path.is_file():
-            raise ValueError(f"simulation profile {str(profile)!r} not found: not a file, and not one of the shipped "
-                             f"profiles ({', '.join(profile_names()) or 'none'}); `teola profile` writes one")
+            raise ValueError(
+                f"simulation profile {str(profile)!r} not found: not a file, and not one of the shipped "
+                f"profiles ({', '.join(profile_names()) or 'none'}); `teola profile` writes one"
+            )
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
@@ -76,21 +79,26 @@ def load_profile(profile: str | Path | dict[str, Any]) -> dict[str, Any]:
         where = str(path)
     engines = data.get("engines") if isinstance(data, dict) else None
     if not isinstance(engines, dict) or not all(isinstance(v, dict) for v in engines.values()):
-        raise ValueError(f"{where}: expected {{\"engines\": {{kind: {{...}}}}}}")
+        raise ValueError(f'{where}: expected {{"engines": {{kind: {{...}}}}}}')
     if data.get("provenance") not in PROVENANCES:
-        raise ValueError(f"{where}: 'provenance' must be one of {', '.join(PROVENANCES)}, got {data.get('provenance')!r}")
+        raise ValueError(
+            f"{where}: 'provenance' must be one of {', '.join(PROVENANCES)}, got {data.get('provenance')!r}"
+        )
     return data
 
 
-def simulated_engine(name: str, kind: str, profile: str | Path | dict[str, Any],
-                     options: dict[str, Any] | None = None) -> SimLLM | SimEngine:
+def simulated_engine(
+    name: str, kind: str, profile: str | Path | dict[str, Any], options: dict[str, Any] | None = None
+) -> SimLLM | SimEngine:
     """The simulated adapter for engine `name` of `kind` under `profile` (the engine's own options
     that a simulated engine understands, such as max_num_seqs, override the profile's)."""
     data = load_profile(profile)
     entry = data["engines"].get(kind)
     if entry is None:
-        raise ValueError(f"engine {name!r}: simulation profile {data.get('name', profile)!r} has no model of kind "
-                         f"{kind!r} (it has {', '.join(sorted(data['engines'])) or 'none'})")
+        raise ValueError(
+            f"engine {name!r}: simulation profile {data.get('name', profile)!r} has no model of kind "
+            f"{kind!r} (it has {', '.join(sorted(data['engines'])) or 'none'})"
+        )
     options = options or {}
     device = DeviceShare.from_profile(kind, data.get("device"))
     if kind in LLM_KINDS:
@@ -100,20 +108,43 @@ def simulated_engine(name: str, kind: str, profile: str | Path | dict[str, Any],
     if not ops:
         raise ValueError(f"engine {name!r}: simulated kind {kind!r} needs 'ops' in its profile entry")
     max_batch = int(entry.get("max_batch", 64))
-    return SimEngine(name, ops, latency=_curve(entry.get("latency")),
-                     op_latency={op: _curve(c) for op, c in (entry.get("op_latency") or {}).items()},
-                     op_cost=entry.get("op_cost"),
-                     max_batch=max_batch,
-                     max_efficient_batch=int(entry.get("max_efficient_batch") or _knee_of(entry, ops, max_batch)),
-                     serial=bool(entry.get("serial", True)), record=False,
-                     corpus=list(entry.get("corpus") or []), device=device)
+    return SimEngine(
+        name,
+        ops,
+        latency=_curve(entry.get("latency")),
+        op_latency={op: _curve(c) for op, c in (entry.get("op_latency") or {}).items()},
+        op_cost=entry.get("op_cost"),
+        max_batch=max_batch,
+        max_efficient_batch=int(entry.get("max_efficient_batch") or _knee_of(entry, ops, max_batch)),
+        serial=bool(entry.get("serial", True)),
+        record=False,
+        corpus=list(entry.get("corpus") or []),
+        device=device,
+    )
 
 
 def _llm_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    keys = ("cost", "max_num_seqs", "max_num_batched_tokens", "num_blocks", "block_size", "token_ratio",
-            "template_tokens", "max_model_len", "max_tokens", "lengths", "seed", "scheduling", "preemption",
-            "swap_seconds_per_block", "max_batch", "max_efficient_batch", "n_items", "abort_kv",
-            "enable_prefix_caching")
+    keys = (
+        "cost",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "num_blocks",
+        "block_size",
+        "token_ratio",
+        "template_tokens",
+        "max_model_len",
+        "max_tokens",
+        "lengths",
+        "seed",
+        "scheduling",
+        "preemption",
+        "swap_seconds_per_block",
+        "max_batch",
+        "max_efficient_batch",
+        "n_items",
+        "abort_kv",
+        "enable_prefix_caching",
+    )
     return {k: entry[k] for k in keys if k in entry}
 
 
@@ -126,8 +157,9 @@ def _knee_of(entry: dict[str, Any], ops: Any, max_batch: int, tokens_per_item: i
         for op in ops:
             cost = (entry.get("op_cost") or {}).get(op)
             if cost:
-                per = cost.get("per_item", 0.0) + tokens_per_item * (cost.get("per_token", 0.0)
-                                                                     + cost.get("per_padded_token", 0.0))
+                per = cost.get("per_item", 0.0) + tokens_per_item * (
+                    cost.get("per_token", 0.0) + cost.get("per_padded_token", 0.0)
+                )
                 curve = {b: cost.get("base", 0.0) + per * b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)}
                 break
     curve = {b: t for b, t in curve.items() if b <= max_batch and t > 0}

@@ -2,6 +2,7 @@
 the requests, and latency from a batch-size profile (the engine of the runtime benchmarks, the unit
 tests and, later, the simulator). Batches on one SimEngine run one at a time (like one GPU) unless
 `serial=False`. Not a model: its answers are reproducible placeholders, never meant as real output."""
+
 from __future__ import annotations
 
 import asyncio
@@ -61,8 +62,12 @@ def linear_cost(cost: dict[str, float], tokens: list[int]) -> float:
     request's tokens (a transformer batch is padded to its longest text, so a batch of unequal
     texts costs more than its token sum says)."""
     n = len(tokens)
-    return (cost.get("base", 0.0) + cost.get("per_item", 0.0) * n + cost.get("per_token", 0.0) * sum(tokens)
-            + cost.get("per_padded_token", 0.0) * n * max(tokens, default=0))
+    return (
+        cost.get("base", 0.0)
+        + cost.get("per_item", 0.0) * n
+        + cost.get("per_token", 0.0) * sum(tokens)
+        + cost.get("per_padded_token", 0.0) * n * max(tokens, default=0)
+    )
 
 
 def interpolate(profile: dict[int, float], n: int) -> float:
@@ -94,13 +99,26 @@ class SimEngine:
     dim: length of the embedding vectors (default 32). device: its share of a machine other
     simulated engines also use (engines/sim/device.py; applies to `execute`)."""
 
-    def __init__(self, name: str, ops: frozenset[str] | list[str] | None = None, *,
-                 latency: dict[int, float] | None = None, op_latency: dict[str, dict[int, float]] | None = None,
-                 token_latency: float = 0.0, n_items: int = 3, fail_on: str | None = None,
-                 corpus: list[str] | None = None, serial: bool = True, max_batch: int = 64,
-                 max_efficient_batch: int = 16, token_budget: int = 0, record: bool = True,
-                 op_cost: dict[str, dict[str, float]] | None = None, dim: int = DIM,
-                 device: DeviceShare | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        ops: frozenset[str] | list[str] | None = None,
+        *,
+        latency: dict[int, float] | None = None,
+        op_latency: dict[str, dict[int, float]] | None = None,
+        token_latency: float = 0.0,
+        n_items: int = 3,
+        fail_on: str | None = None,
+        corpus: list[str] | None = None,
+        serial: bool = True,
+        max_batch: int = 64,
+        max_efficient_batch: int = 16,
+        token_budget: int = 0,
+        record: bool = True,
+        op_cost: dict[str, dict[str, float]] | None = None,
+        dim: int = DIM,
+        device: DeviceShare | None = None,
+    ) -> None:
         self.name = name
         self.dim = dim
         self.device = device
@@ -123,8 +141,8 @@ class SimEngine:
         self.started = False
         self.aborted: list[str] = []  # owners whose running requests abort() was asked to stop
         self._active: dict[str, int] = {}  # owner -> requests executing now
-        self.running = 0    # batches executing now
-        self.busy_s = 0.0   # seconds of batches executed (what a simulation reports as utilisation)
+        self.running = 0  # batches executing now
+        self.busy_s = 0.0  # seconds of batches executed (what a simulation reports as utilisation)
         self.mid_stream = 0  # streaming batches that have sent an item and not yet finished
 
     # ---- EngineBackend ----------------------------------------------------------------------------
@@ -171,10 +189,14 @@ class SimEngine:
                         self._active[o] -= 1
         out = [self._one(op, r) for r in requests]
         if self.record:
-            self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time()})
+            self.batches.append(
+                {"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time()}
+            )
         return out
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         if self._lock is not None:
             await self._lock.acquire()
         counted = sent = False
@@ -205,8 +227,15 @@ class SimEngine:
             self._own(owners, -1)
             counted = False
             if self.record:
-                self.batches.append({"op": op, "size": len(requests), "start": t0, "end": asyncio.get_running_loop().time(),
-                                     "stream": True})
+                self.batches.append(
+                    {
+                        "op": op,
+                        "size": len(requests),
+                        "start": t0,
+                        "end": asyncio.get_running_loop().time(),
+                        "stream": True,
+                    }
+                )
             for i, f in enumerate(finals):
                 if requests[i].get("stream_text"):
                     for piece in re.findall(r"\S+\s*", f["text"]):
@@ -243,7 +272,9 @@ class SimEngine:
         if self.fail_on is not None:
             for r in requests:
                 if self.fail_on in repr(r):
-                    raise RuntimeError(f"sim engine {self.name!r}: injected failure ({self.fail_on!r} in a request)")
+                    raise RuntimeError(
+                        f"sim engine {self.name!r}: injected failure ({self.fail_on!r} in a request)"
+                    )
 
     def _delay(self, op: str, requests: list[dict[str, Any]]) -> float:
         d = interpolate(self.op_latency.get(op, self.latency), len(requests))
@@ -251,8 +282,13 @@ class SimEngine:
             d += self.token_latency * max(int(r.get("max_tokens") or 0) for r in requests)
         cost = self.op_cost.get(op)
         if cost:
-            d += linear_cost(cost, [count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", "")))
-                                    for r in requests])
+            d += linear_cost(
+                cost,
+                [
+                    count_tokens(str(r.get("text", ""))) + count_tokens(str(r.get("query", "")))
+                    for r in requests
+                ],
+            )
         return d
 
     def _one(self, op: str, r: dict[str, Any]) -> Any:
@@ -267,7 +303,9 @@ class SimEngine:
                 scored = [(len(q & word_set(d)), d) for d in self.corpus]
             else:
                 e = r["embedding"]
-                scored = [(sum(a * b for a, b in zip(e, v)), t) for t, v, _ in self.store.get(r["namespace"], [])]
+                scored = [
+                    (sum(a * b for a, b in zip(e, v)), t) for t, v, _ in self.store.get(r["namespace"], [])
+                ]
             scored.sort(key=lambda x: (-x[0], x[1]))
             return [{"text": t, "score": float(s)} for s, t in scored[: r["top_k"]]]
         if op == PrimOp.RERANKING:
@@ -285,7 +323,7 @@ class SimEngine:
         cached = 0
         h = 0
         for i in range(16, len(toks) + 1, 16):  # full 16-token blocks, like vLLM's prefix cache
-            h = crc(f"{h}:{' '.join(toks[i - 16:i])}")
+            h = crc(f"{h}:{' '.join(toks[i - 16 : i])}")
             if h in self._prefixes:
                 cached = i
             if self.record:

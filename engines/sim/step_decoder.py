@@ -7,6 +7,7 @@ equals an uninterrupted run: exactly what a resumed greedy vLLM call should do. 
 ("progress", decoded so far) and ("delta", text) like the vLLM adapter, aborts by owner or tag
 (returning what it decoded, marked "aborted"), and records how many requests ran at once.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,13 +24,15 @@ class StepDecoder:
 
     ops = frozenset({PrimOp.DECODING})
 
-    def __init__(self, name: str, step: float = 0.01, max_batch: int = 64, max_efficient_batch: int = 8) -> None:
+    def __init__(
+        self, name: str, step: float = 0.01, max_batch: int = 64, max_efficient_batch: int = 8
+    ) -> None:
         self.name = name
         self.step = step
         self.profile = EngineProfile(max_batch, max_efficient_batch)
         self.started = False
         self.running = 0
-        self.peak = 0            # most requests decoding at once
+        self.peak = 0  # most requests decoding at once
         self.aborted: list[str] = []
         self.finished: list[str] = []  # tags/owners of calls in the order they finished (not aborted)
         self._stop: set[str] = set()
@@ -54,20 +57,25 @@ class StepDecoder:
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         return list(await asyncio.gather(*(self._one(op, i, r, None) for i, r in enumerate(requests))))
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         queue: asyncio.Queue = asyncio.Queue()
 
         async def emit(i: int, kind: str, value: Any) -> None:
             queue.put_nowait((i, kind, value))
 
-        batch = asyncio.ensure_future(asyncio.gather(*(self._one(op, i, r, emit) for i, r in enumerate(requests))))
+        batch = asyncio.ensure_future(
+            asyncio.gather(*(self._one(op, i, r, emit) for i, r in enumerate(requests)))
+        )
         batch.add_done_callback(lambda _: queue.put_nowait(None))
         while (event := await queue.get()) is not None:
             yield event
         batch.result()
 
-    async def _one(self, op: str, i: int, req: dict[str, Any],
-                   emit: Callable[[int, str, Any], Awaitable[None]] | None) -> dict[str, Any]:
+    async def _one(
+        self, op: str, i: int, req: dict[str, Any], emit: Callable[[int, str, Any], Awaitable[None]] | None
+    ) -> dict[str, Any]:
         if op not in self.ops:
             raise ValueError(f"step decoder {self.name!r} runs only decoding, not {op!r}")
         start = len(req.get("resume_ids") or [])
@@ -84,8 +92,14 @@ class StepDecoder:
 
         aborted = await self._decode(req, token)
         prompt = sum(len(str(t).split()) for _, t in req.get("parts", [])) + start
-        result = {"text": "".join(f"t{k} " for k in ids), "items": [], "num_output_tokens": len(ids),
-                  "output_token_ids": ids, "num_prompt_tokens": prompt, "num_cached_tokens": 0}
+        result = {
+            "text": "".join(f"t{k} " for k in ids),
+            "items": [],
+            "num_output_tokens": len(ids),
+            "output_token_ids": ids,
+            "num_prompt_tokens": prompt,
+            "num_cached_tokens": 0,
+        }
         return await self._end(i, req, result, aborted, emit)
 
     async def _decode(self, req: dict[str, Any], token: Callable[[int], Awaitable[bool]]) -> bool:
@@ -113,8 +127,14 @@ class StepDecoder:
                     del self._live[k]
                     self._stop.discard(k)
 
-    async def _end(self, i: int, req: dict[str, Any], result: dict[str, Any], aborted: bool,
-                   emit: Callable[[int, str, Any], Awaitable[None]] | None) -> dict[str, Any]:
+    async def _end(
+        self,
+        i: int,
+        req: dict[str, Any],
+        result: dict[str, Any],
+        aborted: bool,
+        emit: Callable[[int, str, Any], Awaitable[None]] | None,
+    ) -> dict[str, Any]:
         """Mark and record the request's end, stream its final result."""
         if aborted:
             result["aborted"] = True

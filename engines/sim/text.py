@@ -10,6 +10,7 @@ Outputs: a split ("list") output is numbered lines, one per item, its tokens spr
 other outputs are plain words. Token k of an output always has the same id and text, so a call
 resumed after preemption continues exactly where it stopped.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,11 +50,16 @@ def memo_caches() -> tuple:
     return (count_tokens, _piece_hashes, text_ids)
 
 
-ASSISTANT_TURN = (2_000_000, 2_000_001, 2_000_002)  # the assistant turn's opening tokens, ending a complete prompt
+ASSISTANT_TURN = (
+    2_000_000,
+    2_000_001,
+    2_000_002,
+)  # the assistant turn's opening tokens, ending a complete prompt
 
 
-def prompt_ids(parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 1.15,
-               template_tokens: int = 12) -> list[int]:
+def prompt_ids(
+    parts: Sequence[tuple[str, str]], complete: bool, ratio: float = 1.15, template_tokens: int = 12
+) -> list[int]:
     """Pseudo token ids of a prompt (see the module docstring)."""
     ids = [1_000_000 + k for k in range(template_tokens)]
     for _, text in parts:
@@ -71,7 +77,7 @@ def resize_prompt(ids: Sequence[int], n: int, tail: int = 0) -> list[int]:
     turn's opening), so the prompt's start, what a prefix cache matches, stays as it was."""
     cut = len(ids) - tail
     keep = max(0, n - tail)
-    head = list(ids[:min(cut, keep)]) + [PAD_ID] * max(0, keep - cut)
+    head = list(ids[: min(cut, keep)]) + [PAD_ID] * max(0, keep - cut)
     return head + list(ids[cut:])
 
 
@@ -87,7 +93,7 @@ def continuation_ids(segments: Sequence[str | list[int]], ratio: float = 1.15) -
 def output_token(k: int, split: str | None, n_items: int, total: int, topic: str) -> str:
     """The text of token k of an output of `total` tokens."""
     if split is None:
-        return ("answer " if k == 0 else f"{topic}{k} ")
+        return "answer " if k == 0 else f"{topic}{k} "
     per = max(1, total // max(1, n_items))
     item, pos = divmod(k, per)
     if item >= n_items:
@@ -130,6 +136,10 @@ class LengthSampler:
 def request_token_ids(request: dict[str, Any], field: str) -> list[int] | None:
     """A request's `field` (None when absent), checked: a non-empty list of token ids >= 0."""
     ids = request.get(field) if isinstance(request, dict) else None
-    if ids is not None and (not isinstance(ids, list) or not ids or set(map(type, ids)) != {int} or min(ids) < 0):
-        raise ValueError(f"request {field!r} must be a non-empty list of token ids (ints >= 0), got {ids!r:.80}")
+    if ids is not None and (
+        not isinstance(ids, list) or not ids or set(map(type, ids)) != {int} or min(ids) < 0
+    ):
+        raise ValueError(
+            f"request {field!r} must be a non-empty list of token ids (ints >= 0), got {ids!r:.80}"
+        )
     return ids

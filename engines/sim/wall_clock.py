@@ -8,6 +8,7 @@ now, after the engine was idle), and a late loop catches up by not sleeping. Whi
 `lag` seconds, the engine's clock is that much behind the wall clock: a request arriving then
 joins the next iteration as if it had arrived at the engine's time, and tokens go out `lag` late,
 so a client sees the profile's latency plus the lag at its last token minus the lag at its arrival."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,7 @@ class WallClock:
 
     def __init__(self) -> None:
         self.ended: float | None = None  # nominal end of the last iteration while the engine is busy
-        self.lag = 0.0                   # seconds the last iteration started behind its nominal start
+        self.lag = 0.0  # seconds the last iteration started behind its nominal start
         self.max_lag = 0.0
 
     def idle(self) -> None:

@@ -1,5 +1,6 @@
 """The default tools of the tool engine: `calculator` (arithmetic parsed with `ast`, never `eval`),
 `convert_units`, and the date helpers `add_days`, `days_between`, `weekday`, `today`."""
+
 from __future__ import annotations
 
 import ast
@@ -10,15 +11,33 @@ from collections.abc import Callable
 from typing import Any
 
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
 }
 _UNARY: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCS: dict[str, Callable[..., Any]] = {
-    "sqrt": math.sqrt, "log": math.log, "log10": math.log10, "log2": math.log2, "exp": math.exp,
-    "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin, "acos": math.acos,
-    "atan": math.atan, "abs": abs, "round": round, "floor": math.floor, "ceil": math.ceil,
-    "min": min, "max": max,
+    "sqrt": math.sqrt,
+    "log": math.log,
+    "log10": math.log10,
+    "log2": math.log2,
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "asin": math.asin,
+    "acos": math.acos,
+    "atan": math.atan,
+    "abs": abs,
+    "round": round,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "min": min,
+    "max": max,
 }
 _CONSTS = {"pi": math.pi, "e": math.e, "tau": math.tau}
 _MAX_BITS = 10_000
@@ -37,14 +56,25 @@ def _eval(node: ast.AST) -> Any:
         left, right = _eval(node.left), _eval(node.right)
         if isinstance(node.op, ast.Pow) and abs(left) > 1 and abs(right) * math.log2(abs(left)) > _MAX_BITS:
             raise ValueError("result too large")
-        if isinstance(node.op, ast.Mult) and isinstance(left, int) and isinstance(right, int) \
-                and left.bit_length() + right.bit_length() > _MAX_BITS:
+        if (
+            isinstance(node.op, ast.Mult)
+            and isinstance(left, int)
+            and isinstance(right, int)
+            and left.bit_length() + right.bit_length() > _MAX_BITS
+        ):
             raise ValueError("result too large")
         return _BINOPS[type(node.op)](left, right)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS and not node.keywords:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCS
+        and not node.keywords
+    ):
         return _FUNCS[node.func.id](*(_eval(a) for a in node.args))
-    raise ValueError(f"unsupported syntax {ast.unparse(node)!r}: use numbers, + - * / // % **, parentheses, "
-                     f"{', '.join(sorted(_CONSTS))} and {', '.join(sorted(_FUNCS))}()")
+    raise ValueError(
+        f"unsupported syntax {ast.unparse(node)!r}: use numbers, + - * / // % **, parentheses, "
+        f"{', '.join(sorted(_CONSTS))} and {', '.join(sorted(_FUNCS))}()"
+    )
 
 
 def calculator(expression: str) -> float | int:
@@ -74,21 +104,48 @@ def calculator(expression: str) -> float | int:
 
 _UNITS: dict[str, tuple[str, float]] = {
     # length (m)
-    "mm": ("length", 1e-3), "cm": ("length", 1e-2), "m": ("length", 1.0), "km": ("length", 1e3),
-    "in": ("length", 0.0254), "ft": ("length", 0.3048), "yd": ("length", 0.9144), "mi": ("length", 1609.344),
+    "mm": ("length", 1e-3),
+    "cm": ("length", 1e-2),
+    "m": ("length", 1.0),
+    "km": ("length", 1e3),
+    "in": ("length", 0.0254),
+    "ft": ("length", 0.3048),
+    "yd": ("length", 0.9144),
+    "mi": ("length", 1609.344),
     # mass (kg)
-    "mg": ("mass", 1e-6), "g": ("mass", 1e-3), "kg": ("mass", 1.0), "t": ("mass", 1e3),
-    "oz": ("mass", 0.028349523125), "lb": ("mass", 0.45359237),
+    "mg": ("mass", 1e-6),
+    "g": ("mass", 1e-3),
+    "kg": ("mass", 1.0),
+    "t": ("mass", 1e3),
+    "oz": ("mass", 0.028349523125),
+    "lb": ("mass", 0.45359237),
     # time (s)
-    "ms": ("time", 1e-3), "s": ("time", 1.0), "min": ("time", 60.0), "h": ("time", 3600.0),
-    "day": ("time", 86400.0), "week": ("time", 604800.0), "year": ("time", 31557600.0),
+    "ms": ("time", 1e-3),
+    "s": ("time", 1.0),
+    "min": ("time", 60.0),
+    "h": ("time", 3600.0),
+    "day": ("time", 86400.0),
+    "week": ("time", 604800.0),
+    "year": ("time", 31557600.0),
     # volume (l)
-    "ml": ("volume", 1e-3), "l": ("volume", 1.0), "gal": ("volume", 3.785411784), "m3": ("volume", 1e3),
+    "ml": ("volume", 1e-3),
+    "l": ("volume", 1.0),
+    "gal": ("volume", 3.785411784),
+    "m3": ("volume", 1e3),
     # speed (m/s)
-    "m/s": ("speed", 1.0), "km/h": ("speed", 1 / 3.6), "mph": ("speed", 0.44704), "knot": ("speed", 1852 / 3600),
+    "m/s": ("speed", 1.0),
+    "km/h": ("speed", 1 / 3.6),
+    "mph": ("speed", 0.44704),
+    "knot": ("speed", 1852 / 3600),
     # data (byte)
-    "b": ("data", 1.0), "kb": ("data", 1e3), "mb": ("data", 1e6), "gb": ("data", 1e9), "tb": ("data", 1e12),
-    "kib": ("data", 1024.0), "mib": ("data", 1024.0**2), "gib": ("data", 1024.0**3),
+    "b": ("data", 1.0),
+    "kb": ("data", 1e3),
+    "mb": ("data", 1e6),
+    "gb": ("data", 1e9),
+    "tb": ("data", 1e12),
+    "kib": ("data", 1024.0),
+    "mib": ("data", 1024.0**2),
+    "gib": ("data", 1024.0**3),
 }
 _TEMPS = {"c", "f", "k"}
 

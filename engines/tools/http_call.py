@@ -38,8 +38,9 @@ class _Reply:
     retry_after: str | None = None
 
 
-async def call_http(client: Any, retry: RetryPolicy, max_response_bytes: int, tool: Tool,
-                    args: dict[str, Any]) -> Any:
+async def call_http(
+    client: Any, retry: RetryPolicy, max_response_bytes: int, tool: Tool, args: dict[str, Any]
+) -> Any:
     """Call HTTP tool `tool` with `args` over `client`: the URL filled (engines.tools.http_url), the
     rest of the args as query parameters or a JSON body, an idempotent call retried by `retry`, the
     answer decoded (JSON or text). Failures raise ToolHTTPError with a message safe for the tenant;
@@ -53,13 +54,20 @@ async def call_http(client: Any, retry: RetryPolicy, max_response_bytes: int, to
     try:
         if tool.method in ("GET", "DELETE"):
             # merged into the URL's own query: httpx's params= would replace it (placeholders there included)
-            url = str(httpx.URL(url).copy_merge_params(
-                {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}))
+            url = str(
+                httpx.URL(url).copy_merge_params(
+                    {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}
+                )
+            )
         else:
             kwargs["json"] = rest
         if tool.idempotent:
-            reply = await retry.call(lambda: _request(client, max_response_bytes, tool.method, url, kwargs, True),
-                                          lambda r: r.status, lambda r: r.retry_after, f"tool {tool.name}: {where}")
+            reply = await retry.call(
+                lambda: _request(client, max_response_bytes, tool.method, url, kwargs, True),
+                lambda r: r.status,
+                lambda r: r.retry_after,
+                f"tool {tool.name}: {where}",
+            )
         else:
             reply = await _request(client, max_response_bytes, tool.method, url, kwargs, False)
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -79,8 +87,9 @@ async def call_http(client: Any, retry: RetryPolicy, max_response_bytes: int, to
         return reply.body.decode("utf-8", errors="replace")
 
 
-async def _request(client: Any, max_response_bytes: int, method: str, url: str, kwargs: dict[str, Any],
-               idempotent: bool) -> _Reply:
+async def _request(
+    client: Any, max_response_bytes: int, method: str, url: str, kwargs: dict[str, Any], idempotent: bool
+) -> _Reply:
     """One HTTP request, its body read up to `max_response_bytes`. An
     idempotent one is sent once more if the server closed a pooled keep-alive connection just as
     it was reused (httpx's "Server disconnected without sending a response": the request never
@@ -95,10 +104,16 @@ async def _request(client: Any, max_response_bytes: int, method: str, url: str, 
         return await _read(client, max_response_bytes, method, url, kwargs)
 
 
-async def _read(client: Any, max_response_bytes: int, method: str, url: str, kwargs: dict[str, Any]) -> _Reply:
+async def _read(
+    client: Any, max_response_bytes: int, method: str, url: str, kwargs: dict[str, Any]
+) -> _Reply:
     async with client.stream(method, url, **kwargs) as response:
-        reply = _Reply(response.status_code, response.headers.get("content-type", ""),
-                       response.charset_encoding or "utf-8", retry_after=response.headers.get("retry-after"))
+        reply = _Reply(
+            response.status_code,
+            response.headers.get("content-type", ""),
+            response.charset_encoding or "utf-8",
+            retry_after=response.headers.get("retry-after"),
+        )
         body = bytearray()
         async for chunk in response.aiter_bytes():
             body += chunk

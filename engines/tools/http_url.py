@@ -9,6 +9,7 @@ can only fill its own placeholder:
   instead of replacing them (`?api_key=...&scope=read` stays as written);
 - the remaining arguments are returned for the caller to send as query parameters or a JSON body.
 """
+
 from __future__ import annotations
 
 import string
@@ -40,8 +41,10 @@ def call_url(template: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     rest = {k: v for k, v in args.items() if k not in fields}
     clash = sorted(set(rest) & fixed_params(template))
     if clash:
-        raise ValueError(f"argument(s) {', '.join(map(repr, clash))} set a query parameter the tool's URL fixes; "
-                         "leave them out")
+        raise ValueError(
+            f"argument(s) {', '.join(map(repr, clash))} set a query parameter the tool's URL fixes; "
+            "leave them out"
+        )
     return urlunsplit((parts.scheme, parts.netloc, path, query, fragment)), rest
 
 
@@ -52,6 +55,8 @@ def _segment(template: str, quoted: dict[str, str], args: dict[str, Any]) -> str
     segment = template.format(**quoted)
     if segment in ("", ".", ".."):
         shown = ", ".join(f"{n}={args[n]!r}" for n in names)
-        raise ValueError(f"argument(s) {shown} would make a URL path segment {segment!r}; a path argument cannot "
-                         "be empty, '.' or '..'")
+        raise ValueError(
+            f"argument(s) {shown} would make a URL path segment {segment!r}; a path argument cannot "
+            "be empty, '.' or '..'"
+        )
     return segment

@@ -31,6 +31,7 @@ Default tools (option `defaults=True`): `calculator` (arithmetic parsed with `as
 dict of `TextSearchEngine` options) also `wikipedia`, a lookup over the local Wikipedia corpus table
 (engines.tools.wikipedia).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -82,7 +83,11 @@ class ToolEngine:
     ) -> None:
         if not (isinstance(timeout, (int, float)) and timeout > 0):
             raise ValueError(f"option timeout={timeout!r}: must be a positive number of seconds")
-        if isinstance(max_response_bytes, bool) or not isinstance(max_response_bytes, int) or max_response_bytes < 1:
+        if (
+            isinstance(max_response_bytes, bool)
+            or not isinstance(max_response_bytes, int)
+            or max_response_bytes < 1
+        ):
             raise ValueError(f"option max_response_bytes={max_response_bytes!r}: must be a positive int")
         self.name = name
         self.max_response_bytes = max_response_bytes
@@ -136,12 +141,20 @@ class ToolEngine:
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ValueError(f"http tool {name!r}: url={url!r} must be an absolute http:// or https:// URL")
         if "{" in parts.netloc or "{" in parts.scheme:
-            raise ValueError(f"http tool {name!r}: url={url!r}: placeholders are allowed in the path and query only")
+            raise ValueError(
+                f"http tool {name!r}: url={url!r}: placeholders are allowed in the path and query only"
+            )
         for _, field_name, _, _ in string.Formatter().parse(url):
             if field_name is not None and not field_name.isidentifier():
-                raise ValueError(f"http tool {name!r}: placeholder {{{field_name}}} must be a plain argument name")
+                raise ValueError(
+                    f"http tool {name!r}: placeholder {{{field_name}}} must be a plain argument name"
+                )
         self._tools[name] = Tool(
-            name, description, url=url, method=method, headers=dict(headers or {}),
+            name,
+            description,
+            url=url,
+            method=method,
+            headers=dict(headers or {}),
             timeout=check_timeout(name, timeout),
             idempotent=method in IDEMPOTENT if idempotent is None else idempotent,
         )
@@ -198,9 +211,15 @@ class ToolEngine:
             raise ValueError(f"engine {self.name!r} (tools) does not support op {op!r}; it runs ['tool']")
         if self._client is None:
             raise RuntimeError(f"engine {self.name!r} is not started: await engine.start() first")
-        outcomes = await asyncio.gather(*(self._call(i, r) for i, r in enumerate(requests)), return_exceptions=True)
-        outcomes = [f"error: {o.args[0]}" if isinstance(o, ToolError) and isinstance(r, dict)
-                    and r.get("on_error") == "result" else o for o, r in zip(outcomes, requests)]
+        outcomes = await asyncio.gather(
+            *(self._call(i, r) for i, r in enumerate(requests)), return_exceptions=True
+        )
+        outcomes = [
+            f"error: {o.args[0]}"
+            if isinstance(o, ToolError) and isinstance(r, dict) and r.get("on_error") == "result"
+            else o
+            for o, r in zip(outcomes, requests)
+        ]
         failures = [o for o in outcomes if isinstance(o, BaseException)]
         if failures:
             for f in failures:
@@ -209,7 +228,9 @@ class ToolEngine:
             raise ToolBatchError(failures, len(requests)) from failures[0]
         return outcomes
 
-    async def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
+    async def stream(
+        self, op: str, requests: list[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """No streaming output: yields each request's final result."""
         results = await self.execute(op, requests)
         for i, result in enumerate(results):
@@ -225,7 +246,9 @@ class ToolEngine:
             raise ToolError("a tool request must be a dict {'tool': str, 'args': dict}", str(name), index)
         tool = self._tools.get(name)
         if tool is None:
-            raise ToolError(f"unknown tool {name!r}; known tools: {', '.join(sorted(self._tools))}", name, index)
+            raise ToolError(
+                f"unknown tool {name!r}; known tools: {', '.join(sorted(self._tools))}", name, index
+            )
         args = req.get("args") or {}
         if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
             raise ToolError(f"'args' must be a dict with str keys, got {type(args).__name__}", name, index)
@@ -253,5 +276,6 @@ class ToolEngine:
             result = await asyncio.to_thread(tool.fn, **args)
             return await result if inspect.isawaitable(result) else result
         return await call_http(self._client, self.retry, self.max_response_bytes, tool, args)
+
 
 # ---- default tools ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The `wikipedia` tool: a lookup over the local Wikipedia corpus table (engines.search.text_search),
 added by the tool engine's option `wikipedia=`. Its arguments come from a model, so `top_k` is
 bounded: one call returns at most `MAX_TOP_K` lead paragraphs."""
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable

@@ -20,6 +20,7 @@ over its cores. Three layers, each overriding the one before:
 `busy_threads` counts the threads that compute at once under a set of settings, which `teola
 doctor` compares with the core count.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,9 +33,11 @@ from engines.machine.hardware import Hardware
 from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list
 
 ST_KINDS = ("sentence_transformers", "reranker")
-SETTING_KEYS = {"vllm": ("worker_process", "cpu_threads_bind", "share_cores"),
-                "sentence_transformers": ("torch_threads", "exclusive", "max_efficient_batch", "share_cores"),
-                "reranker": ("torch_threads", "exclusive", "max_efficient_batch", "share_cores")}
+SETTING_KEYS = {
+    "vllm": ("worker_process", "cpu_threads_bind", "share_cores"),
+    "sentence_transformers": ("torch_threads", "exclusive", "max_efficient_batch", "share_cores"),
+    "reranker": ("torch_threads", "exclusive", "max_efficient_batch", "share_cores"),
+}
 TUNED_FILE = "engine-settings.json"
 # The embedder's max efficient batch on a CPU: on the apps' 256-token chunks one thread embeds
 # ~14 chunks/s at any batch from 1 to 16 and 9% fewer at 32, the engine's own default (sized for
@@ -53,7 +56,7 @@ def default_settings(kind: str, index: int, instances: int, hw: Hardware) -> dic
         if llm_cores:
             share = max(1, len(llm_cores) // instances)
             start = (index * share) % len(llm_cores)
-            mine = llm_cores[start:start + share] or llm_cores[-share:]
+            mine = llm_cores[start : start + share] or llm_cores[-share:]
             out["cpu_threads_bind"] = cpu_list(mine)
             out["share_cores"] = True
         return out
@@ -75,7 +78,9 @@ def tuned_settings(path: Path | None = None) -> dict[str, dict[str, Any]]:
         raise ValueError(f"{path}: not valid JSON ({e}); delete it or run `teola tune` again") from None
     chosen = data.get("chosen") if isinstance(data, dict) else None
     if not isinstance(chosen, dict) or not all(isinstance(v, dict) for v in chosen.values()):
-        raise ValueError(f"{path}: expected {{\"chosen\": {{kind: {{setting: value}}}}}}; run `teola tune` again")
+        raise ValueError(
+            f'{path}: expected {{"chosen": {{kind: {{setting: value}}}}}}; run `teola tune` again'
+        )
     return {k: {s: v for s, v in opts.items() if s in SETTING_KEYS.get(k, ())} for k, opts in chosen.items()}
 
 
@@ -90,13 +95,20 @@ def machine_max_efficient_batch(kind: str, options: Mapping[str, Any]) -> int | 
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else None
 
 
-def resolve_options(kind: str, options: Mapping[str, Any], index: int = 0, instances: int = 1,
-                    hw: Hardware | None = None, tuned: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+def resolve_options(
+    kind: str,
+    options: Mapping[str, Any],
+    index: int = 0,
+    instances: int = 1,
+    hw: Hardware | None = None,
+    tuned: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """An engine instance's adapter options: hardware defaults < tuned values < explicit `options`."""
     if kind not in SETTING_KEYS:
         return dict(options)
     if hw is None:
         from engines.machine.hardware import detect
+
         hw = detect()
     tuned = tuned_settings() if tuned is None else tuned
     return {**default_settings(kind, index, instances, hw), **dict(tuned.get(kind, {})), **dict(options)}
@@ -123,14 +135,22 @@ def busy_threads(instances: list[tuple[str, Mapping[str, Any]]], hw: Hardware) -
     return total
 
 
-def report(hw: Hardware, tuned: Mapping[str, Mapping[str, Any]] | None = None,
-           engines: tuple[tuple[str, str], ...] = (("llm", "vllm"), ("embedding", "sentence_transformers"),
-                                                    ("reranker", "reranker"))) -> tuple[list[str], list[str]]:
+def report(
+    hw: Hardware,
+    tuned: Mapping[str, Mapping[str, Any]] | None = None,
+    engines: tuple[tuple[str, str], ...] = (
+        ("llm", "vllm"),
+        ("embedding", "sentence_transformers"),
+        ("reranker", "reranker"),
+    ),
+) -> tuple[list[str], list[str]]:
     """Lines describing the settings in force for `engines` (name, kind; default: the shipped apps'
     engines, one instance each, no explicit options) and warnings about oversubscription."""
     tuned = tuned_settings() if tuned is None else tuned
-    lines = [f"hardware: {hw.describe()}",
-             f"tuned settings: {json.dumps(dict(tuned)) if tuned else 'none (run `teola tune`)'}"]
+    lines = [
+        f"hardware: {hw.describe()}",
+        f"tuned settings: {json.dumps(dict(tuned)) if tuned else 'none (run `teola tune`)'}",
+    ]
     resolved = []
     for name, kind in engines:
         opts = resolve_options(kind, {}, hw=hw, tuned=tuned)
@@ -144,16 +164,33 @@ def report(hw: Hardware, tuned: Mapping[str, Mapping[str, Any]] | None = None,
     else:
         lines.append(f"threads computing at once when all are busy: {busy} on {hw.cores} core(s)")
         lending = all(opts.get("share_cores") for kind, opts in resolved if kind in SETTING_KEYS)
-        lines.append("core lending: " + (f"on (an engine with work while the others idle computes on all {hw.cores} "
-                                         "cores; engines/machine/core_share.py)" if lending else "off (each engine keeps its cores)"))
+        lines.append(
+            "core lending: "
+            + (
+                f"on (an engine with work while the others idle computes on all {hw.cores} "
+                "cores; engines/machine/core_share.py)"
+                if lending
+                else "off (each engine keeps its cores)"
+            )
+        )
         from engines.machine.hardware import cpu_llm_dtype
+
         native = cpu_llm_dtype("auto") == "auto"
-        lines.append("vLLM dtype 'auto': " + ("the model's own (this CPU has native bfloat16)" if native
-                                              else "float32 (this CPU has no native bfloat16)"))
+        lines.append(
+            "vLLM dtype 'auto': "
+            + (
+                "the model's own (this CPU has native bfloat16)"
+                if native
+                else "float32 (this CPU has no native bfloat16)"
+            )
+        )
     if not hw.gpu and busy > hw.cores:
-        warnings.append(f"{busy} busy threads on {hw.cores} core(s): engines will slow each other down; "
-                        "give them disjoint cores (cpu_threads_bind=, torch_threads=) or run `teola tune`")
+        warnings.append(
+            f"{busy} busy threads on {hw.cores} core(s): engines will slow each other down; "
+            "give them disjoint cores (cpu_threads_bind=, torch_threads=) or run `teola tune`"
+        )
     import os
+
     omp = os.environ.get("OMP_NUM_THREADS")
     if omp and omp.isdigit() and int(omp) > hw.cores:
         warnings.append(f"OMP_NUM_THREADS={omp} is more than the {hw.cores} usable core(s)")

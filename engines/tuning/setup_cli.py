@@ -3,6 +3,7 @@ and the engine settings in force, and choose settings by measurement (engines/tu
 
 Both return a process exit code (0 = ok) and print one line per step, so the CLI can `sys.exit()` them.
 """
+
 from __future__ import annotations
 
 import sys
@@ -40,7 +41,10 @@ def run_doctor() -> int:
         print(f"{'ok  ' if ok else 'FAIL'} {name:<{width}}  {message}", flush=True)
     failed = [name for name, ok, _ in checks if not ok]
     _settings_report()
-    print(f"{len(checks) - len(failed)}/{len(checks)} checks passed" + (f"; failing: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(checks) - len(failed)}/{len(checks)} checks passed"
+        + (f"; failing: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0
 
 

@@ -14,6 +14,7 @@ Probes (CPU machines; on a GPU machine vLLM's defaults are kept and nothing is p
      within 10% of the best throughput) is what stage decomposition and batching fill up to.
 About two minutes on 2 cores, most of it starting vLLM twice.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -27,11 +28,18 @@ from engines.assets.paths import cache_dir
 from engines.machine.hardware import Hardware, detect
 from engines.tuning.settings import TUNED_FILE, default_settings
 
-DECODE = {"parts": [["user", "List ten rivers of Europe, one per line."]], "complete": True,
-          "max_tokens": 32, "temperature": 0.0, "ignore_eos": True}
+DECODE = {
+    "parts": [["user", "List ten rivers of Europe, one per line."]],
+    "complete": True,
+    "max_tokens": 32,
+    "temperature": 0.0,
+    "ignore_eos": True,
+}
 # short sentences: the embedder-threads probe (3), a small load beside vLLM's decode
-CHUNKS = [f"Passage {i}: the river flows through the old town past the cathedral and the market square."
-          for i in range(32)]
+CHUNKS = [
+    f"Passage {i}: the river flows through the old town past the cathedral and the market square."
+    for i in range(32)
+]
 
 
 _TOKEN = re.compile(r"\w+|[^\w\s]", re.UNICODE)  # tokens as the apps' chunker counts them
@@ -48,11 +56,15 @@ def app_chunks(n: int, chunk_size: int = 256) -> list[str]:
     out: list[str] = []
     for story in dict.fromkeys(r["passage"] for r in load_narrativeqa()):
         spans = [m.span() for m in _TOKEN.finditer(story)]
-        out += [story[spans[i][0]:spans[min(i + chunk_size, len(spans)) - 1][1]]
-                for i in range(0, len(spans), chunk_size)]
+        out += [
+            story[spans[i][0] : spans[min(i + chunk_size, len(spans)) - 1][1]]
+            for i in range(0, len(spans), chunk_size)
+        ]
         if len(out) >= n:
             return out[:n]
-    raise ValueError(f"the shipped stories give only {len(out)} chunks of {chunk_size} tokens, fewer than {n}")
+    raise ValueError(
+        f"the shipped stories give only {len(out)} chunks of {chunk_size} tokens, fewer than {n}"
+    )
 
 
 async def _decode(engine: Any) -> float:
@@ -83,6 +95,7 @@ async def probe_embedder(llm: Any, threads: int) -> float:
         async def embed() -> None:
             for _ in range(3):
                 await emb.execute("embedding", [{"text": c} for c in CHUNKS])
+
         t0 = time.perf_counter()
         await asyncio.gather(_decode(llm), embed())
         return time.perf_counter() - t0
@@ -93,19 +106,24 @@ async def probe_embedder(llm: Any, threads: int) -> float:
 BATCHES = (1, 2, 4, 8, 16, 32, 64)
 
 
-async def probe_curve(kind: str, threads: int, batches: tuple[int, ...] = BATCHES,
-                      repeats: int = 2) -> dict[int, float]:
+async def probe_curve(
+    kind: str, threads: int, batches: tuple[int, ...] = BATCHES, repeats: int = 2
+) -> dict[int, float]:
     """{batch size: seconds} of the embedder or the reranker alone over `batches` (best of `repeats`
     per size)."""
     from engines.sentence_transformers.embedding import EmbeddingEngine
     from engines.sentence_transformers.reranker import RerankerEngine
 
     engine = (EmbeddingEngine if kind == "sentence_transformers" else RerankerEngine)(
-        f"tune-{kind}", torch_threads=threads, exclusive=True, max_batch=max(batches))
+        f"tune-{kind}", torch_threads=threads, exclusive=True, max_batch=max(batches)
+    )
     op = "embedding" if kind == "sentence_transformers" else "reranking"
     chunks = app_chunks(max(batches))
-    reqs = ([{"text": c} for c in chunks] if op == "embedding"
-            else [{"query": "Who does the story say the hero travels with?", "text": c} for c in chunks])
+    reqs = (
+        [{"text": c} for c in chunks]
+        if op == "embedding"
+        else [{"query": "Who does the story say the hero travels with?", "text": c} for c in chunks]
+    )
     await engine.start()
     try:
         await engine.execute(op, reqs[:8])  # warm-up
@@ -122,8 +140,13 @@ async def probe_curve(kind: str, threads: int, batches: tuple[int, ...] = BATCHE
         await engine.stop()
 
 
-async def tune_batches(chosen: dict[str, Any], rows: list[dict[str, Any]], say: Callable[[str], None],
-                       batches: tuple[int, ...] = BATCHES, repeats: int = 2) -> None:
+async def tune_batches(
+    chosen: dict[str, Any],
+    rows: list[dict[str, Any]],
+    say: Callable[[str], None],
+    batches: tuple[int, ...] = BATCHES,
+    repeats: int = 2,
+) -> None:
     """Probe 3: each sentence-transformers engine's max efficient batch from its latency curve over
     `batches` (best of `repeats` per size)."""
     from engines.machine.knee import knee
@@ -132,10 +155,18 @@ async def tune_batches(chosen: dict[str, Any], rows: list[dict[str, Any]], say: 
         curve = await probe_curve(kind, chosen[kind]["torch_threads"], batches, repeats)
         best = knee(curve)
         chosen[kind]["max_efficient_batch"] = best
-        rows.append({"engine": kind, "candidate": f"max_efficient_batch={best}", "settings": {"curve": curve},
-                     "seconds": curve[best]})
-        say(f"{kind}: batch latency {', '.join(f'{b}: {t * 1e3:.0f} ms' for b, t in curve.items())} "
-            f"-> max efficient batch {best}")
+        rows.append(
+            {
+                "engine": kind,
+                "candidate": f"max_efficient_batch={best}",
+                "settings": {"curve": curve},
+                "seconds": curve[best],
+            }
+        )
+        say(
+            f"{kind}: batch latency {', '.join(f'{b}: {t * 1e3:.0f} ms' for b, t in curve.items())} "
+            f"-> max efficient batch {best}"
+        )
 
 
 async def tune(hw: Hardware, say: Callable[[str], None]) -> dict[str, Any]:
@@ -143,8 +174,10 @@ async def tune(hw: Hardware, say: Callable[[str], None]) -> dict[str, Any]:
     if hw.gpu:
         say("GPU machine: vLLM's and torch's defaults are kept; nothing to probe")
         return {"hardware": hw.describe(), "measured": [], "chosen": {}}
-    candidates = {"vLLM default layout": {"worker_process": True, "cpu_threads_bind": "auto"},
-                  "teola hardware default": default_settings("vllm", 0, 1, hw)}
+    candidates = {
+        "vLLM default layout": {"worker_process": True, "cpu_threads_bind": "auto"},
+        "teola hardware default": default_settings("vllm", 0, 1, hw),
+    }
     rows, best = [], None
     for label, settings in candidates.items():
         say(f"vllm: starting with {label} {settings} ...")
@@ -163,8 +196,14 @@ async def tune(hw: Hardware, say: Callable[[str], None]) -> dict[str, Any]:
         st_best = None
         for threads in sorted({1, hw.cores}):
             seconds = await probe_embedder(best[2], threads)
-            rows.append({"engine": "sentence_transformers", "candidate": f"torch_threads={threads}",
-                         "settings": {"torch_threads": threads, "exclusive": True}, "seconds": seconds})
+            rows.append(
+                {
+                    "engine": "sentence_transformers",
+                    "candidate": f"torch_threads={threads}",
+                    "settings": {"torch_threads": threads, "exclusive": True},
+                    "seconds": seconds,
+                }
+            )
             say(f"embedding: torch_threads={threads} while vLLM decodes: {seconds:.2f} s")
             if st_best is None or seconds < st_best[0]:
                 st_best = (seconds, threads)
@@ -185,6 +224,7 @@ def run_tune(write: bool = True) -> int:
 
     def say(msg: str) -> None:
         print(f"[teola tune] {msg}", flush=True)
+
     say(f"hardware: {hw.describe()}")
     result = asyncio.run(tune(hw, say))
     print(f"\n{'engine':<22} {'candidate':<24} {'seconds':>8}")

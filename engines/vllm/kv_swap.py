@@ -9,6 +9,7 @@ max_model_len - 1 if shorter; unique cache salts so the
 prefix cache holds nothing) over their token difference. Either can be fixed with the `kv_swap_costs`
 option (a partial dict overrides the measured fields).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -26,39 +27,52 @@ CALIBRATION_TOKENS = (32, 544)
 _ids = itertools.count()
 
 
-def check_options(name: str, kv_swap: Any, kv_swap_bytes: Any, kv_swap_costs: Any,
-                  engine_args: dict[str, Any]) -> None:
+def check_options(
+    name: str, kv_swap: Any, kv_swap_bytes: Any, kv_swap_costs: Any, engine_args: dict[str, Any]
+) -> None:
     """ValueError naming the problem for a bad kv_swap option combination."""
     if not isinstance(kv_swap, bool):
         raise ValueError(f"engine {name!r}: option kv_swap must be true or false, got {kv_swap!r}")
-    if kv_swap_bytes is not None and (not isinstance(kv_swap_bytes, int) or isinstance(kv_swap_bytes, bool)
-                                      or kv_swap_bytes < 1):
-        raise ValueError(f"engine {name!r}: option kv_swap_bytes must be a positive number of bytes, "
-                         f"got {kv_swap_bytes!r}")
+    if kv_swap_bytes is not None and (
+        not isinstance(kv_swap_bytes, int) or isinstance(kv_swap_bytes, bool) or kv_swap_bytes < 1
+    ):
+        raise ValueError(
+            f"engine {name!r}: option kv_swap_bytes must be a positive number of bytes, got {kv_swap_bytes!r}"
+        )
     if kv_swap_costs is not None:
         if not isinstance(kv_swap_costs, dict) or set(kv_swap_costs) - set(SwapCosts.__slots__):
-            raise ValueError(f"engine {name!r}: option kv_swap_costs must be a dict with some of "
-                             f"{', '.join(SwapCosts.__slots__)}, got {kv_swap_costs!r}")
+            raise ValueError(
+                f"engine {name!r}: option kv_swap_costs must be a dict with some of "
+                f"{', '.join(SwapCosts.__slots__)}, got {kv_swap_costs!r}"
+            )
         SwapCosts.from_dict({"prefill_s_per_token": 0.0, "swap_bytes_per_s": 1.0, **kv_swap_costs})
     if (kv_swap_bytes is not None or kv_swap_costs is not None) and not kv_swap:
         raise ValueError(f"engine {name!r}: kv_swap_bytes / kv_swap_costs need kv_swap: true")
     if kv_swap and {"kv_transfer_config", "worker_extension_cls"} & set(engine_args):
-        raise ValueError(f"engine {name!r}: kv_swap sets vLLM's kv_transfer_config and worker_extension_cls; "
-                         f"do not pass them in engine_args too")
+        raise ValueError(
+            f"engine {name!r}: kv_swap sets vLLM's kv_transfer_config and worker_extension_cls; "
+            f"do not pass them in engine_args too"
+        )
 
 
 def engine_args(host_bytes: int | None) -> dict[str, Any]:
     """AsyncEngineArgs fields that load the connector with its host-memory bound."""
     from vllm.config import KVTransferConfig
 
-    return {"kv_transfer_config": KVTransferConfig(
-        kv_connector=CONNECTOR, kv_connector_module_path=MODULE, kv_role="kv_both",
-        kv_connector_extra_config={"host_bytes": int(host_bytes or DEFAULT_HOST_BYTES)}),
-        "worker_extension_cls": WORKER_EXTENSION}
+    return {
+        "kv_transfer_config": KVTransferConfig(
+            kv_connector=CONNECTOR,
+            kv_connector_module_path=MODULE,
+            kv_role="kv_both",
+            kv_connector_extra_config={"host_bytes": int(host_bytes or DEFAULT_HOST_BYTES)},
+        ),
+        "worker_extension_cls": WORKER_EXTENSION,
+    }
 
 
-async def measure_costs(engine: Any, token_id: int, override: dict[str, float] | None,
-                        max_model_len: int) -> SwapCosts:
+async def measure_costs(
+    engine: Any, token_id: int, override: dict[str, float] | None, max_model_len: int
+) -> SwapCosts:
     """The engine's SwapCosts on this machine (see the module docstring); `engine` is AsyncLLM."""
     given = dict(override or {})
     measured: dict[str, float] = {}
@@ -66,7 +80,10 @@ async def measure_costs(engine: Any, token_id: int, override: dict[str, float] |
         kernel = (await engine.collective_rpc("teola_kv_swap_measure"))[0]
         measured.update(swap_bytes_per_s=kernel["swap_bytes_per_s"], swap_fixed_s=kernel["swap_fixed_s"])
     if "prefill_s_per_token" not in given:
-        lengths = (CALIBRATION_TOKENS[0], max(CALIBRATION_TOKENS[0] + 1, min(CALIBRATION_TOKENS[1], max_model_len - 1)))
+        lengths = (
+            CALIBRATION_TOKENS[0],
+            max(CALIBRATION_TOKENS[0] + 1, min(CALIBRATION_TOKENS[1], max_model_len - 1)),
+        )
         short, long_ = [await _prefill_seconds(engine, token_id, n) for n in lengths]
         measured["prefill_s_per_token"] = max(long_ - short, 0.0) / (lengths[1] - lengths[0])
     return SwapCosts.from_dict({**measured, **given})
@@ -81,8 +98,9 @@ async def _prefill_seconds(engine: Any, token_id: int, n: int, repeats: int = 2)
     for _ in range(repeats):
         prompt = tokens_prompt([token_id] * n, cache_salt=f"teola-calibrate-{uuid.uuid4().hex}")
         t0 = time.perf_counter()
-        async for _ in engine.generate(prompt, SamplingParams(max_tokens=1, temperature=0.0),
-                                       request_id=f"teola-calibrate-{next(_ids)}"):
+        async for _ in engine.generate(
+            prompt, SamplingParams(max_tokens=1, temperature=0.0), request_id=f"teola-calibrate-{next(_ids)}"
+        ):
             pass
         best = min(best, time.perf_counter() - t0)
     return best
@@ -118,7 +136,9 @@ async def forget(engine: Any, keys: list[str], running: bool) -> None:
     """Send the marker of `forget_params` through vLLM's pre-aborted request (`engine`: AsyncLLM) and
     return once the connector's `request_finished` has seen it, so a call's abort sent afterwards
     finds its key cancelled and saves nothing."""
-    await engine.notify_kv_transfer_request_rejected(f"teola-forget-{next(_ids)}", forget_params(keys, running))
+    await engine.notify_kv_transfer_request_rejected(
+        f"teola-forget-{next(_ids)}", forget_params(keys, running)
+    )
     # vLLM's engine core takes aborts eagerly, ahead of the requests queued before them (its
     # aborts_queue), so the marker's place in the input queue alone does not order it before the
     # abort: a utility call is answered only once the input queue reached it, past the marker

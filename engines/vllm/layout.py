@@ -9,6 +9,7 @@ process is spawned (it inherits the environment and the CPU affinity of the thre
   vLLM's own values). With a worker process it is vLLM's VLLM_CPU_OMP_THREADS_BIND; in-process, the
   engine core is started with that CPU affinity and as many OpenMP threads as cores.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +20,7 @@ VLLM_KEYWORDS = ("auto", "nobind")
 
 
 def parse_cpu_list(spec: str) -> list[int]:
-    """"0-2,5" -> [0, 1, 2, 5]. Raises ValueError naming the bad part."""
+    """ "0-2,5" -> [0, 1, 2, 5]. Raises ValueError naming the bad part."""
     cores: list[int] = []
     for part in spec.split(","):
         part = part.strip()

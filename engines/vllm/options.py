@@ -1,5 +1,6 @@
 """The in-process vLLM engine's options, checked when the engine is built: a wrong type or value is
 a ValueError naming the engine and the option."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,58 +76,107 @@ class VLLMOptions:
 
     def vllm_options(self) -> dict[str, Any]:
         """The options that are vLLM's own engine arguments (None: vLLM's default)."""
-        return {"dtype": self.dtype, "max_model_len": self.max_model_len, "max_num_seqs": self.max_num_seqs,
-                "max_num_batched_tokens": self.max_num_batched_tokens, "block_size": self.block_size,
-                "gpu_memory_utilization": self.gpu_memory_utilization, "enforce_eager": self.enforce_eager,
-                "tensor_parallel_size": self.tensor_parallel_size, "seed": self.seed}
+        return {
+            "dtype": self.dtype,
+            "max_model_len": self.max_model_len,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "block_size": self.block_size,
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "enforce_eager": self.enforce_eager,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "seed": self.seed,
+        }
 
     def check(self) -> bool | str:
         """Raise ValueError naming this engine and the first option it cannot run with; returns the costs option."""
-        check_options(self.name, max_model_len=self.max_model_len, max_num_seqs=self.max_num_seqs,
-                      tensor_parallel_size=self.tensor_parallel_size, max_tokens=self.max_tokens,
-                      max_num_batched_tokens=self.max_num_batched_tokens, block_size=self.block_size,
-                      max_efficient_batch=self.max_efficient_batch, device=self.device,
-                      kv_cache_space_gib=self.kv_cache_space_gib, cpu_threads_bind=self.cpu_threads_bind,
-                      worker_process=self.worker_process, engine_args=self.engine_args)
-        vllm_kv_swap.check_options(self.name, self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs,
-                                   self.engine_args or {})
+        check_options(
+            self.name,
+            max_model_len=self.max_model_len,
+            max_num_seqs=self.max_num_seqs,
+            tensor_parallel_size=self.tensor_parallel_size,
+            max_tokens=self.max_tokens,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            block_size=self.block_size,
+            max_efficient_batch=self.max_efficient_batch,
+            device=self.device,
+            kv_cache_space_gib=self.kv_cache_space_gib,
+            cpu_threads_bind=self.cpu_threads_bind,
+            worker_process=self.worker_process,
+            engine_args=self.engine_args,
+        )
+        vllm_kv_swap.check_options(
+            self.name, self.kv_swap, self.kv_swap_bytes, self.kv_swap_costs, self.engine_args or {}
+        )
         costs = check_costs_option(self.name, self.costs)
         check_share_cores(self.name, self.share_cores)
         return costs
 
 
-def check_options(name: str, *, max_model_len: Any, max_num_seqs: Any, tensor_parallel_size: Any, max_tokens: Any,
-                  max_num_batched_tokens: Any, block_size: Any, max_efficient_batch: Any, device: Any,
-                  kv_cache_space_gib: Any, cpu_threads_bind: Any, worker_process: Any, engine_args: Any) -> None:
+def check_options(
+    name: str,
+    *,
+    max_model_len: Any,
+    max_num_seqs: Any,
+    tensor_parallel_size: Any,
+    max_tokens: Any,
+    max_num_batched_tokens: Any,
+    block_size: Any,
+    max_efficient_batch: Any,
+    device: Any,
+    kv_cache_space_gib: Any,
+    cpu_threads_bind: Any,
+    worker_process: Any,
+    engine_args: Any,
+) -> None:
     """Raise ValueError naming engine `name` and the first option vLLM would reject."""
-    for field, value in (("max_model_len", max_model_len), ("max_num_seqs", max_num_seqs),
-                         ("tensor_parallel_size", tensor_parallel_size), ("max_tokens", max_tokens)):
+    for field, value in (
+        ("max_model_len", max_model_len),
+        ("max_num_seqs", max_num_seqs),
+        ("tensor_parallel_size", tensor_parallel_size),
+        ("max_tokens", max_tokens),
+    ):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"engine {name!r}: option {field} must be a positive int, got {value!r}")
-    for field, value in (("max_num_batched_tokens", max_num_batched_tokens), ("block_size", block_size),
-                         ("max_efficient_batch", max_efficient_batch)):
+    for field, value in (
+        ("max_num_batched_tokens", max_num_batched_tokens),
+        ("block_size", block_size),
+        ("max_efficient_batch", max_efficient_batch),
+    ):
         if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"engine {name!r}: option {field} must be a positive int or omitted, got {value!r}")
+            raise ValueError(
+                f"engine {name!r}: option {field} must be a positive int or omitted, got {value!r}"
+            )
     _check_placement(name, device, kv_cache_space_gib, cpu_threads_bind, worker_process)
     if engine_args is not None and not isinstance(engine_args, dict):
         raise ValueError(f"engine {name!r}: option engine_args must be a dict of AsyncEngineArgs fields")
 
 
-def _check_placement(name: str, device: Any, kv_cache_space_gib: Any, cpu_threads_bind: Any,
-                     worker_process: Any) -> None:
+def _check_placement(
+    name: str, device: Any, kv_cache_space_gib: Any, cpu_threads_bind: Any, worker_process: Any
+) -> None:
     """Where the instance runs: its device, its CPU KV cache, its cores and its process layout."""
     if device not in (None, "cpu", "cuda", "xpu", "tpu", "rocm"):
-        raise ValueError(f"engine {name!r}: option device must be one of cpu, cuda, xpu, tpu, rocm "
-                         f"(or omitted to use the platform vLLM was built for), got {device!r}")
+        raise ValueError(
+            f"engine {name!r}: option device must be one of cpu, cuda, xpu, tpu, rocm "
+            f"(or omitted to use the platform vLLM was built for), got {device!r}"
+        )
     if kv_cache_space_gib is not None and (not isinstance(kv_cache_space_gib, int) or kv_cache_space_gib < 1):
-        raise ValueError(f"engine {name!r}: option kv_cache_space_gib must be a whole number of GiB >= 1 "
-                         f"(vLLM's VLLM_CPU_KVCACHE_SPACE), got {kv_cache_space_gib!r}")
-    if cpu_threads_bind is not None and (not isinstance(cpu_threads_bind, str) or not cpu_threads_bind.strip()):
-        raise ValueError(f"engine {name!r}: option cpu_threads_bind must be 'auto', 'nobind' or a CPU list "
-                         f"such as '0' or '0-1', got {cpu_threads_bind!r}")
+        raise ValueError(
+            f"engine {name!r}: option kv_cache_space_gib must be a whole number of GiB >= 1 "
+            f"(vLLM's VLLM_CPU_KVCACHE_SPACE), got {kv_cache_space_gib!r}"
+        )
+    if cpu_threads_bind is not None and (
+        not isinstance(cpu_threads_bind, str) or not cpu_threads_bind.strip()
+    ):
+        raise ValueError(
+            f"engine {name!r}: option cpu_threads_bind must be 'auto', 'nobind' or a CPU list "
+            f"such as '0' or '0-1', got {cpu_threads_bind!r}"
+        )
     if worker_process is not None and not isinstance(worker_process, bool):
-        raise ValueError(f"engine {name!r}: option worker_process must be true, false or omitted, "
-                         f"got {worker_process!r}")
+        raise ValueError(
+            f"engine {name!r}: option worker_process must be true, false or omitted, got {worker_process!r}"
+        )
     if cpu_threads_bind is not None and cpu_threads_bind not in VLLM_KEYWORDS:
         try:
             parse_cpu_list(cpu_threads_bind)

@@ -18,13 +18,19 @@ def call_counts(last: Any, prompt_tokens: int) -> dict[str, Any]:
     return counts
 
 
-async def decode_result(out: Decoded, last: Any, counts: dict[str, Any],
-                        logprobs: list[dict[str, Any]] | None) -> dict[str, Any]:
+async def decode_result(
+    out: Decoded, last: Any, counts: dict[str, Any], logprobs: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     """A decode's result: what `out` accumulated, its `counts`, and `logprobs` when they were asked for."""
-    result = {"text": "".join(out.text), "items": await out.items(), **counts, "num_output_tokens": out.tokens,
-              "output_token_ids": out.token_ids,
-              # None when decoding was cut short because every item asked for was out
-              "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop"}
+    result = {
+        "text": "".join(out.text),
+        "items": await out.items(),
+        **counts,
+        "num_output_tokens": out.tokens,
+        "output_token_ids": out.token_ids,
+        # None when decoding was cut short because every item asked for was out
+        "finish_reason": (last.outputs[0].finish_reason if last.outputs else None) or "stop",
+    }
     if logprobs is not None:
         result["logprobs"] = logprobs
     return result

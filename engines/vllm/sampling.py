@@ -1,6 +1,7 @@
 """What a request asks of vLLM's sampler (`SamplingParams`), and what comes back beyond text: structured
 outputs (a request's "json_schema" / "json_object" as vLLM's StructuredOutputsParams) and per-token
 logprobs (vLLM's `SamplingParams(logprobs=k)` output in the shape of engines/protocol.py)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,12 +14,23 @@ def sampling_params(prefill: bool, req: dict[str, Any], seed: int | None, extra_
     from vllm.sampling_params import RequestOutputKind, StructuredOutputsParams
 
     if prefill:
-        return SamplingParams(max_tokens=1, temperature=0.0, seed=seed, output_kind=RequestOutputKind.FINAL_ONLY)
+        return SamplingParams(
+            max_tokens=1, temperature=0.0, seed=seed, output_kind=RequestOutputKind.FINAL_ONLY
+        )
     return SamplingParams(
-        max_tokens=req["max_tokens"], temperature=req["temperature"], stop=req["stop"], ignore_eos=req["ignore_eos"],
-        seed=seed, output_kind=RequestOutputKind.DELTA, top_p=req["top_p"], presence_penalty=req["presence_penalty"],
-        frequency_penalty=req["frequency_penalty"], structured_outputs=structured_outputs(req, StructuredOutputsParams),
-        logprobs=req["logprobs"], extra_args=extra_args)
+        max_tokens=req["max_tokens"],
+        temperature=req["temperature"],
+        stop=req["stop"],
+        ignore_eos=req["ignore_eos"],
+        seed=seed,
+        output_kind=RequestOutputKind.DELTA,
+        top_p=req["top_p"],
+        presence_penalty=req["presence_penalty"],
+        frequency_penalty=req["frequency_penalty"],
+        structured_outputs=structured_outputs(req, StructuredOutputsParams),
+        logprobs=req["logprobs"],
+        extra_args=extra_args,
+    )
 
 
 def structured_outputs(req: dict[str, Any], params: Any) -> Any:
@@ -37,7 +49,9 @@ def token_logprobs(output: Any, top: int, special: frozenset[int]) -> list[dict[
         if token_id in special:
             continue
         chosen = entries[token_id]
-        ranked = sorted((e for e in entries.values() if e.rank is not None and e.rank <= top), key=lambda e: e.rank)
+        ranked = sorted(
+            (e for e in entries.values() if e.rank is not None and e.rank <= top), key=lambda e: e.rank
+        )
         out.append({**_token(chosen), "top_logprobs": [_token(e) for e in ranked]})
     return out
 

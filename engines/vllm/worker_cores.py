@@ -3,6 +3,7 @@
 `WorkerCores` is given to vLLM as its `worker_extension_cls`, so the model worker gains
 `teola_use_cores`, which the engine calls through vLLM's `collective_rpc`: vLLM runs it between two
 steps, in the process that computes the model."""
+
 from __future__ import annotations
 
 import os

@@ -15,6 +15,7 @@ Specs (`teola emulate --output-len SPEC`):
     lognormal:MEDIAN,SIGMA   log-normal with this median and shape (rounded, at least 1)
     FILE.json           a JSON list of observed lengths (their empirical distribution)
 """
+
 from __future__ import annotations
 
 import array
@@ -25,8 +26,10 @@ import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
-SPEC_HELP = ("max | fixed:N | uniform:LO,HI | exponential:MEAN | lognormal:MEDIAN,SIGMA | FILE.json "
-             "(a list of observed lengths)")
+SPEC_HELP = (
+    "max | fixed:N | uniform:LO,HI | exponential:MEAN | lognormal:MEDIAN,SIGMA | FILE.json "
+    "(a list of observed lengths)"
+)
 
 
 class OutputLengths:
@@ -41,7 +44,9 @@ class OutputLengths:
         """The length of a call with these prompt ids, in [1, max_tokens]."""
         if self.kind == "max":
             return max_tokens
-        key = zlib.crc32(array.array("q", prompt_ids).tobytes(), zlib.crc32(f"{self.seed}:{request_seed}".encode()))
+        key = zlib.crc32(
+            array.array("q", prompt_ids).tobytes(), zlib.crc32(f"{self.seed}:{request_seed}".encode())
+        )
         rng = random.Random(key)
         if self.kind == "fixed":
             n = self.params[0]

@@ -2,6 +2,7 @@
 "vllm" entry) on the server's own event loop, run on the wall clock, behind one port. Each request
 goes to the least loaded instance (fewest running + waiting requests; ties to the lowest index), as
 vLLM's data-parallel front end balances its engines."""
+
 from __future__ import annotations
 
 import itertools
@@ -23,18 +24,20 @@ class EngineState:
 
     running: int
     waiting: int
-    kv_usage: float               # used KV blocks / all blocks (vLLM's kv_cache_usage_perc: 1 = full)
-    stats: dict[str, float]       # the simulated engine's counters (prompt_tokens, cached_tokens, ...)
-    generated: int                # output tokens of finished calls
-    finished: dict[str, int]      # finished calls by finish reason ("length", "stop", "abort")
-    lag: float                    # seconds the engine's last iteration started behind the wall clock
-    max_lag: float                # the most it has been behind (engines/sim/wall_clock.py)
+    kv_usage: float  # used KV blocks / all blocks (vLLM's kv_cache_usage_perc: 1 = full)
+    stats: dict[str, float]  # the simulated engine's counters (prompt_tokens, cached_tokens, ...)
+    generated: int  # output tokens of finished calls
+    finished: dict[str, int]  # finished calls by finish reason ("length", "stop", "abort")
+    lag: float  # seconds the engine's last iteration started behind the wall clock
+    max_lag: float  # the most it has been behind (engines/sim/wall_clock.py)
 
 
 class EnginePool:
     """`instances` simulated engines of `profile` (a shipped name, a path or a dict)."""
 
-    def __init__(self, profile: str | dict[str, Any], instances: int = 1, max_model_len: int | None = None) -> None:
+    def __init__(
+        self, profile: str | dict[str, Any], instances: int = 1, max_model_len: int | None = None
+    ) -> None:
         if instances < 1:
             raise ValueError(f"--instances must be >= 1, got {instances}")
         self.profile = load_profile(profile)
@@ -67,7 +70,9 @@ class EnginePool:
         """The least loaded engine."""
         return min(self.engines, key=lambda e: len(e.running) + len(e.waiting))
 
-    async def complete(self, prompt_ids: list[int], tokens: int, reason: str, written: list[int]) -> dict[str, Any]:
+    async def complete(
+        self, prompt_ids: list[int], tokens: int, reason: str, written: list[int]
+    ) -> dict[str, Any]:
         """`generate` without the per-token events (a call answered whole): its final result."""
         engine = self.pick()
         index = self.engines.index(engine)
@@ -75,8 +80,9 @@ class EnginePool:
         self._count(index, reason, result)
         return result
 
-    async def generate(self, prompt_ids: list[int], tokens: int, reason: str,
-                       written: list[int]) -> AsyncIterator[tuple[str, Any]]:
+    async def generate(
+        self, prompt_ids: list[int], tokens: int, reason: str, written: list[int]
+    ) -> AsyncIterator[tuple[str, Any]]:
         """Run one call that writes exactly `tokens` tokens (token k has id written[k % len(written)],
         so a later prompt holding this answer hits its blocks in the prefix cache) after `prompt_ids`
         and finishes for `reason` ("length" or "stop"): yields ("token", n) as the n-th token is
@@ -105,12 +111,27 @@ class EnginePool:
         self.finished[index][reason] = self.finished[index].get(reason, 0) + 1
 
     def states(self) -> list[EngineState]:
-        return [EngineState(len(e.running), len(e.waiting), 1.0 - e.pool.free / e.pool.num_blocks, dict(e.stats),
-                            self.generated[i], dict(self.finished[i]), clock.lag, clock.max_lag)
-                for i, (e, clock) in enumerate(zip(self.engines, self.clocks))]
+        return [
+            EngineState(
+                len(e.running),
+                len(e.waiting),
+                1.0 - e.pool.free / e.pool.num_blocks,
+                dict(e.stats),
+                self.generated[i],
+                dict(self.finished[i]),
+                clock.lag,
+                clock.max_lag,
+            )
+            for i, (e, clock) in enumerate(zip(self.engines, self.clocks))
+        ]
 
 
 def _request(prompt_ids: list[int], tokens: int, written: list[int]) -> dict[str, Any]:
     """A simulated engine's decoding request that writes exactly `tokens` tokens."""
-    return {"parts": [["user", "-"]], "prompt_token_ids": prompt_ids, "output_token_ids": written,
-            "max_tokens": tokens, "ignore_eos": True}
+    return {
+        "parts": [["user", "-"]],
+        "prompt_token_ids": prompt_ids,
+        "output_token_ids": written,
+        "max_tokens": tokens,
+        "ignore_eos": True,
+    }

@@ -7,6 +7,7 @@ timed by simulated engines on the wall clock.
 A request is tokenized with the model's tokenizer (teola/emulate/tokens.py), read into a `Call`
 (teola/emulate/call.py: how many tokens it writes), and its prompt token ids go to the least loaded
 simulated engine (teola/emulate/pool.py), which writes its tokens as the profile's GPU would."""
+
 from __future__ import annotations
 
 import contextlib
@@ -37,7 +38,9 @@ class Emulator:
         self.pool = EnginePool(settings.profile, settings.instances, settings.max_model_len)
         lengths = OutputLengths(settings.output_len, settings.seed)
         self.tokens = tokens or ModelTokens(settings.model)  # last: loading transformers takes seconds
-        self.reader = CallReader(self.tokens, lengths, settings.names, self.pool.max_model_len, settings.output)
+        self.reader = CallReader(
+            self.tokens, lengths, settings.names, self.pool.max_model_len, settings.output
+        )
         self.created = int(time.time())
         self.cpu_at_start = 0.0  # process CPU seconds when the engines started
 
@@ -85,18 +88,44 @@ class Emulator:
         yield DONE
 
     def models(self) -> dict[str, Any]:
-        return {"object": "list", "data": [
-            {"id": name, "object": "model", "created": self.created, "owned_by": "vllm", "root": str(self.tokens.path),
-             "parent": None, "max_model_len": self.pool.max_model_len,
-             "permission": [{"id": f"modelperm-{name}", "object": "model_permission", "created": self.created,
-                             "allow_create_engine": False, "allow_sampling": True, "allow_logprobs": True,
-                             "allow_search_indices": False, "allow_view": True, "allow_fine_tuning": False,
-                             "organization": "*", "group": None, "is_blocking": False}]}
-            for name in self.settings.names]}
+        return {
+            "object": "list",
+            "data": [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": self.created,
+                    "owned_by": "vllm",
+                    "root": str(self.tokens.path),
+                    "parent": None,
+                    "max_model_len": self.pool.max_model_len,
+                    "permission": [
+                        {
+                            "id": f"modelperm-{name}",
+                            "object": "model_permission",
+                            "created": self.created,
+                            "allow_create_engine": False,
+                            "allow_sampling": True,
+                            "allow_logprobs": True,
+                            "allow_search_indices": False,
+                            "allow_view": True,
+                            "allow_fine_tuning": False,
+                            "organization": "*",
+                            "group": None,
+                            "is_blocking": False,
+                        }
+                    ],
+                }
+                for name in self.settings.names
+            ],
+        }
 
 
-def create_emulator(settings: EmulatorSettings, tokens: ModelTokens | None = None,
-                    on_stop: Callable[[Emulator], None] | None = None) -> FastAPI:
+def create_emulator(
+    settings: EmulatorSettings,
+    tokens: ModelTokens | None = None,
+    on_stop: Callable[[Emulator], None] | None = None,
+) -> FastAPI:
     """The FastAPI app of an emulated vLLM server (its engines start with the app's lifespan and
     `on_stop` is called with the `Emulator` as they stop); `app.state.emulator` is the `Emulator`."""
     emulator = Emulator(settings, tokens)
@@ -122,11 +151,14 @@ def create_emulator(settings: EmulatorSettings, tokens: ModelTokens | None = Non
 
 def _add_completion_routes(app: FastAPI, emulator: Emulator) -> None:
     """/v1/completions and /v1/chat/completions, whole or streamed."""
+
     async def complete(request: Request, chat: bool) -> Response:
         try:
             body = await request.json()
         except ValueError:
-            return JSONResponse(EmulatorError(400, "the request body is not valid JSON").body(), status_code=400)
+            return JSONResponse(
+                EmulatorError(400, "the request body is not valid JSON").body(), status_code=400
+            )
         try:
             call = emulator.reader.read(body, chat, request.headers.get("x-request-id"))
         except EmulatorError as exc:
@@ -146,6 +178,7 @@ def _add_completion_routes(app: FastAPI, emulator: Emulator) -> None:
 
 def _add_status_routes(app: FastAPI, emulator: Emulator, settings: EmulatorSettings) -> None:
     """/v1/models, /health, /version and /metrics, as vLLM serves them."""
+
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return emulator.models()

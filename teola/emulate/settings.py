@@ -1,5 +1,6 @@
 """What `teola emulate` serves: the profile whose GPU costs time the engines, how many engines, the
 model whose tokenizer counts the tokens, the name clients use for it, and how outputs end."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,12 +16,12 @@ class EmulatorSettings:
 
     profile: str
     instances: int = 1
-    model: str = DEFAULT_MODEL          # a teola model name or a local Hugging Face folder (its tokenizer)
+    model: str = DEFAULT_MODEL  # a teola model name or a local Hugging Face folder (its tokenizer)
     served_model_name: str | None = None  # the model name clients send (default: `model` as given)
-    output: str = "sample"              # "sample": lengths from `output_len`; "echo": the prompt's tokens
-    output_len: str = "max"             # a spec of teola.emulate.lengths.OutputLengths
+    output: str = "sample"  # "sample": lengths from `output_len`; "echo": the prompt's tokens
+    output_len: str = "max"  # a spec of teola.emulate.lengths.OutputLengths
     seed: int = 0
-    max_model_len: int | None = None    # default: the profile's
+    max_model_len: int | None = None  # default: the profile's
 
     def __post_init__(self) -> None:
         if self.output not in OUTPUT_MODES:

@@ -3,6 +3,7 @@ text completion, its stream chunks (server-sent events ending with `data: [DONE]
 with `prompt_tokens_details.cached_tokens` (the prefix-cache hit, as vLLM reports it with
 --enable-prompt-tokens-details). A stream chunk is formatted from a prefix built once per call,
 since a chunk goes out for every written token."""
+
 from __future__ import annotations
 
 import json
@@ -15,28 +16,58 @@ DONE = "data: [DONE]\n\n"
 
 
 def usage(prompt: int, completion: int, cached: int) -> dict[str, Any]:
-    return {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+    return {
+        "prompt_tokens": prompt,
+        "total_tokens": prompt + completion,
+        "completion_tokens": completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def result_usage(result: dict[str, Any]) -> dict[str, Any]:
     """The usage of a finished call from the simulated engine's counts."""
-    return usage(int(result["num_prompt_tokens"]), int(result.get("num_output_tokens", 0)),
-                 int(result.get("num_cached_tokens", 0)))
+    return usage(
+        int(result["num_prompt_tokens"]),
+        int(result.get("num_output_tokens", 0)),
+        int(result.get("num_cached_tokens", 0)),
+    )
 
 
 def response(call: Call, text: str, result: dict[str, Any]) -> dict[str, Any]:
     """The non-streamed answer."""
     if call.chat:
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text, "refusal": None,
-                                                         "annotations": None, "audio": None, "function_call": None,
-                                                         "tool_calls": [], "reasoning_content": None},
-                                  "logprobs": None, "finish_reason": call.reason, "stop_reason": None}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": text,
+                "refusal": None,
+                "annotations": None,
+                "audio": None,
+                "function_call": None,
+                "tool_calls": [],
+                "reasoning_content": None,
+            },
+            "logprobs": None,
+            "finish_reason": call.reason,
+            "stop_reason": None,
+        }
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": call.reason, "stop_reason": None,
-                  "prompt_logprobs": None}
-    body = {"id": call.id, "object": "chat.completion" if call.chat else "text_completion",
-            "created": int(time.time()), "model": call.model, "choices": [choice]}
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": call.reason,
+            "stop_reason": None,
+            "prompt_logprobs": None,
+        }
+    body = {
+        "id": call.id,
+        "object": "chat.completion" if call.chat else "text_completion",
+        "created": int(time.time()),
+        "model": call.model,
+        "choices": [choice],
+    }
     if call.chat:
         body.update(service_tier=None, system_fingerprint=None)
     body.update(usage=result_usage(result), prompt_logprobs=None, kv_transfer_params=None)
@@ -49,15 +80,19 @@ class ChunkWriter:
     def __init__(self, call: Call) -> None:
         self.call = call
         kind = "chat.completion.chunk" if call.chat else "text_completion"
-        self._head = (f'data: {{"id":{json.dumps(call.id)},"object":"{kind}","created":{int(time.time())},'
-                      f'"model":{json.dumps(call.model)},"choices":[')
+        self._head = (
+            f'data: {{"id":{json.dumps(call.id)},"object":"{kind}","created":{int(time.time())},'
+            f'"model":{json.dumps(call.model)},"choices":['
+        )
 
     def first(self) -> str:
         """A chat stream's opening chunk (the assistant role, empty content); "" for completions."""
         if not self.call.chat:
             return ""
-        return self._event('{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
-                           '"finish_reason":null}', self._usage(0, 0))
+        return self._event(
+            '{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}',
+            self._usage(0, 0),
+        )
 
     def token(self, text: str, written: int, finish: bool) -> str:
         """The chunk of one written token (`written`: tokens so far); the last carries finish_reason."""
@@ -74,7 +109,7 @@ class ChunkWriter:
         """The usage chunk (no choices) when the client asked for include_usage; "" otherwise."""
         if not self.call.include_usage:
             return ""
-        return f"{self._head}],\"usage\":{_compact(result_usage(result))}}}\n\n"
+        return f'{self._head}],"usage":{_compact(result_usage(result))}}}\n\n'
 
     def _usage(self, written: int, cached: int) -> str | None:
         if not self.call.continuous_usage:

@@ -7,6 +7,7 @@ Written text: one filler word of the vocabulary repeated (" the the the ..."), c
 that the text re-tokenizes to exactly as many tokens as were written; in echo mode the prompt's own
 tokens, decoded one by one (special tokens as empty text, as vLLM's skip_special_tokens does; a
 character split over two tokens shows as U+FFFD)."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ class ModelTokens:
         from transformers import AutoTokenizer
 
         from engines.assets.models import resolve_model
+
         self.path: Path = resolve_model(model)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
         self.filler_id, self.filler_text = self._filler()
@@ -34,11 +36,16 @@ class ModelTokens:
             prompt = prompt[0]
         if isinstance(prompt, str) and prompt:
             return list(self.tokenizer(prompt)["input_ids"])
-        if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0
-                                                       for t in prompt):
+        if (
+            isinstance(prompt, list)
+            and prompt
+            and all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt)
+        ):
             return list(prompt)
-        raise ValueError("prompt must be one non-empty string or one non-empty list of token ids "
-                         "(batched prompts are not served: send one request per prompt)")
+        raise ValueError(
+            "prompt must be one non-empty string or one non-empty list of token ids "
+            "(batched prompts are not served: send one request per prompt)"
+        )
 
     def chat_ids(self, messages: Any, tools: Any = None, add_generation_prompt: bool = True) -> list[int]:
         """Token ids of a conversation rendered with the model's chat template."""
@@ -46,10 +53,13 @@ class ModelTokens:
             raise ValueError("messages must be a non-empty list of {role, content} objects")
         convo = [{**m, "content": _text(m.get("content"))} for m in messages]
         try:
-            text = self.tokenizer.apply_chat_template(convo, tools=tools or None, tokenize=False,
-                                                      add_generation_prompt=add_generation_prompt)
+            text = self.tokenizer.apply_chat_template(
+                convo, tools=tools or None, tokenize=False, add_generation_prompt=add_generation_prompt
+            )
         except Exception as exc:  # jinja's own errors: the conversation does not fit the template
-            raise ValueError(f"the chat template of {self.path.name} cannot render these messages: {exc}") from None
+            raise ValueError(
+                f"the chat template of {self.path.name} cannot render these messages: {exc}"
+            ) from None
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def pieces(self, ids: Sequence[int]) -> list[str]:
@@ -60,11 +70,15 @@ class ModelTokens:
         """A word whose repetitions tokenize to one token each (the first of FILLER_WORDS that does)."""
         for word in FILLER_WORDS:
             ids = [self.tokenizer(word * n, add_special_tokens=False)["input_ids"] for n in (1, 2, 3, 64)]
-            if all(len(x) == n and len(set(x)) == 1 for x, n in zip(ids, (1, 2, 3, 64))) and \
-                    len({x[0] for x in ids}) == 1:
+            if (
+                all(len(x) == n and len(set(x)) == 1 for x, n in zip(ids, (1, 2, 3, 64)))
+                and len({x[0] for x in ids}) == 1
+            ):
                 return ids[0][0], word
-        raise ValueError(f"the tokenizer of {self.path} splits every filler word {FILLER_WORDS} into several "
-                         "tokens; emulated output counts would not re-tokenize exactly")
+        raise ValueError(
+            f"the tokenizer of {self.path} splits every filler word {FILLER_WORDS} into several "
+            "tokens; emulated output counts would not re-tokenize exactly"
+        )
 
 
 def _text(content: Any) -> str:
@@ -72,5 +86,7 @@ def _text(content: Any) -> str:
     if content is None or isinstance(content, str):
         return content or ""
     if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text")
+        return "".join(
+            str(p.get("text", "")) for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
     raise ValueError(f"message content must be a string or a list of parts, got {content!r:.80}")

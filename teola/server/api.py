@@ -41,6 +41,7 @@ restarted; ``Retry-After``), or every compile thread busy (``compile_busy``); 50
 the query ran past its time limit; 499 (logged only) the client disconnected and its query was
 cancelled.
 """
+
 from __future__ import annotations
 
 import logging
@@ -82,13 +83,19 @@ log = logging.getLogger("teola.server")
 
 GRAPH_FORMATS = ("text", "dot", "mermaid")
 APP_METHODS = ("compile", "execute", "start", "stop")
-_ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 415, 422, 429, 500, 502, 503, 504)}
+_ERRORS = {
+    status: {"model": ErrorResponse} for status in (400, 401, 404, 413, 415, 422, 429, 500, 502, 503, 504)
+}
 # text/plain answers; the route's default (JSON) media type stays, so its errors are documented as JSON
 _TEXT_200 = {200: {"description": "text", "content": {"text/plain": {"schema": {"type": "string"}}}}}
 
 
-def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = None,
-                  progress: Callable[[str], None] | None = None, host: str | None = None) -> FastAPI:
+def create_server(
+    apps: Mapping[str, Any],
+    settings: ServerSettings | None = None,
+    progress: Callable[[str], None] | None = None,
+    host: str | None = None,
+) -> FastAPI:
     """A FastAPI application serving `apps` (URL name -> teola App).
 
     Engines of every app start in the server's lifespan start-up (unless
@@ -112,8 +119,12 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
     if host is not None and not is_loopback(host) and state.tenants.open:
         _warn_open(host, progress)
     say = progress or (lambda msg: log.info("%s", msg))
-    server = FastAPI(title="teola", version=_version(), lifespan=_lifespan(state, say),
-                     description="Serve LLM apps as optimized primitive-level dataflow graphs.")
+    server = FastAPI(
+        title="teola",
+        version=_version(),
+        lifespan=_lifespan(state, say),
+        description="Serve LLM apps as optimized primitive-level dataflow graphs.",
+    )
     server.state.teola = state
     install_error_handlers(server)
     # the last added runs first: Host, then the key, then the tenant's admission, all before the body is read
@@ -134,9 +145,11 @@ def create_server(apps: Mapping[str, Any], settings: ServerSettings | None = Non
 
 def _warn_open(host: str, progress: Callable[[str], None] | None) -> None:
     """Binding beyond loopback with no API key serves every query and document to anyone."""
-    message = (f"WARNING: binding {host} serves beyond this machine WITHOUT ANY API KEY: anyone who reaches "
-               "the port can run queries and read the recent ones and every document. Set TEOLA_API_KEY or "
-               "TEOLA_API_KEYS (or --api-key), or bind 127.0.0.1.")
+    message = (
+        f"WARNING: binding {host} serves beyond this machine WITHOUT ANY API KEY: anyone who reaches "
+        "the port can run queries and read the recent ones and every document. Set TEOLA_API_KEY or "
+        "TEOLA_API_KEYS (or --api-key), or bind 127.0.0.1."
+    )
     log.warning("%s", message)
     if progress is not None:
         progress(message)
@@ -164,6 +177,7 @@ def _lifespan(state: ServerState, say: Callable[[str], None]) -> Callable[[FastA
             finally:
                 state.compiler.close()
                 await state.store.close()  # releases the PostgreSQL the documents were kept in
+
     return lifespan
 
 
@@ -178,11 +192,13 @@ def _share_tenants(state: ServerState) -> None:
 
 def _key_check(state: ServerState) -> Callable[[Request], None]:
     """Authenticate the caller and put its tenant in ``request.state.tenant``."""
+
     def check_key(request: Request) -> None:
         tenant = state.tenants.caller(request.headers.get("authorization", ""))
         if tenant is None:
             raise unauthorized()
         request.state.tenant = tenant
+
     return check_key
 
 
@@ -194,27 +210,43 @@ def _probes(state: ServerState) -> APIRouter:
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @public.get("/readyz", summary="Readiness: every app's engines are started and healthy",
-                responses={503: {"description": "engines not started yet, or an engine is down and restarting"}})
+    @public.get(
+        "/readyz",
+        summary="Readiness: every app's engines are started and healthy",
+        responses={503: {"description": "engines not started yet, or an engine is down and restarting"}},
+    )
     async def readyz() -> JSONResponse:
-        status = {name: app.runtime is not None or not state.settings.start_engines
-                  for name, app in state.apps.items()}
-        down = {f"{name}.{engine}": info["down"] for name, app in state.apps.items() if app.runtime is not None
-                for engine, info in app.runtime.health().items() if info["down"]}
+        status = {
+            name: app.runtime is not None or not state.settings.start_engines
+            for name, app in state.apps.items()
+        }
+        down = {
+            f"{name}.{engine}": info["down"]
+            for name, app in state.apps.items()
+            if app.runtime is not None
+            for engine, info in app.runtime.health().items()
+            if info["down"]
+        }
         ready = state.started and all(status.values()) and not down
-        body: dict[str, Any] = {"status": "ready" if ready else "down" if down else "starting", "apps": status}
+        body: dict[str, Any] = {
+            "status": "ready" if ready else "down" if down else "starting",
+            "apps": status,
+        }
         if down:
             body["down"] = down
             body["detail"] = "engine(s) down and restarting: " + ", ".join(sorted(down))
         return JSONResponse(body, status_code=200 if ready else 503)
+
     return public
 
 
 def _add_app_routes(api: APIRouter, state: ServerState) -> None:
     """/metrics, the app list and an app's graph."""
+
     @api.get("/metrics", summary="Prometheus metrics", responses=_TEXT_200)
     async def metrics() -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
+
         return Response(state.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @api.get("/v1/apps", summary="The apps served here")
@@ -230,7 +262,11 @@ def _add_app_routes(api: APIRouter, state: ServerState) -> None:
     async def graph(app: str, format: str = "text", graph: str = "egraph") -> PlainTextResponse:
         target = state.app(app)
         if format not in GRAPH_FORMATS:
-            raise ApiError(422, "invalid_format", f"unknown graph format {format!r}; use one of {', '.join(GRAPH_FORMATS)}")
+            raise ApiError(
+                422,
+                "invalid_format",
+                f"unknown graph format {format!r}; use one of {', '.join(GRAPH_FORMATS)}",
+            )
         if graph not in ("egraph", "pgraph"):
             raise ApiError(422, "invalid_graph", f"unknown graph {graph!r}; use egraph (optimized) or pgraph")
         g = getattr(target.compile(target.placeholder_query()), graph)
@@ -239,15 +275,26 @@ def _add_app_routes(api: APIRouter, state: ServerState) -> None:
 
 def _add_query_routes(api: APIRouter, state: ServerState) -> None:
     """Queries."""
-    @api.post("/v1/apps/{app}/query", summary="Run one query", response_model=QueryResponse,
-              responses={200: {"content": {"text/event-stream": {}},
-                               "description": "JSON, or server-sent events when stream is true"}})
+
+    @api.post(
+        "/v1/apps/{app}/query",
+        summary="Run one query",
+        response_model=QueryResponse,
+        responses={
+            200: {
+                "content": {"text/event-stream": {}},
+                "description": "JSON, or server-sent events when stream is true",
+            }
+        },
+    )
     async def query(body: QueryRequest, app: str, request: Request) -> Any:
         target = state.app(app)
         state.metrics.queries.labels(app).inc()
         started = time.monotonic()
         tenant = request.state.tenant
-        slot = request.state.slot  # admitted before the body was read (teola.server.quotas.AdmissionMiddleware)
+        slot = (
+            request.state.slot
+        )  # admitted before the body was read (teola.server.quotas.AdmissionMiddleware)
         try:
             config = body.config.to_dict()
             limit = min(state.settings.query_timeout, config.get("timeout") or math.inf)
@@ -267,14 +314,23 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
         config["timeout"] = limit
         state.recent.begin(tenant, app, compiled)
         if body.stream:
-            return StreamingResponse(sse_events(state, app, target, compiled, config, limit, slot,
-                                                caller_context(request)),
-                                     media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return StreamingResponse(
+                sse_events(state, app, target, compiled, config, limit, slot, caller_context(request)),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
         work = run_query(state, app, target, compiled, config, limit, slot=slot)
         result = await unless_disconnected(state, app, request, in_context(caller_context(request), work))
-        return JSONResponse(plain({"output": result.output, "trace": result.trace,
-                                   "query_id": result.query_id, "latency": result.latency}))
+        return JSONResponse(
+            plain(
+                {
+                    "output": result.output,
+                    "trace": result.trace,
+                    "query_id": result.query_id,
+                    "latency": result.latency,
+                }
+            )
+        )
 
 
 async def _stop_all(state: ServerState, say: Callable[[str], None]) -> None:
@@ -295,12 +351,15 @@ async def _stop_all(state: ServerState, say: Callable[[str], None]) -> None:
 
 def _describe(name: str, app: Any) -> dict[str, Any]:
     engines = getattr(app, "engines", {}) or {}
-    return {"name": name,
-            "engines": [{"name": e, "kind": getattr(spec, "kind", None)} for e, spec in engines.items()],
-            "components": [getattr(n, "name", str(n)) for n in getattr(app, "nodes", [])],
-            "ready": getattr(app, "runtime", None) is not None}
+    return {
+        "name": name,
+        "engines": [{"name": e, "kind": getattr(spec, "kind", None)} for e, spec in engines.items()],
+        "components": [getattr(n, "name", str(n)) for n in getattr(app, "nodes", [])],
+        "ready": getattr(app, "runtime", None) is not None,
+    }
 
 
 def _version() -> str:
     from teola import __version__
+
     return __version__

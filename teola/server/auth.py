@@ -1,6 +1,7 @@
 """`KeyMiddleware`: the API key is checked from the request's headers before anything reads its
 body, so a caller without a valid key costs the server one header lookup, not a buffered body of
 up to ``max_body_bytes``. The routes' own key check (teola.server.api) then finds the tenant set."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,7 +10,9 @@ from teola.server.errors import ApiError, error_response
 from teola.server.tenants import Tenants
 
 # open without a key: the probes, the OpenAPI description and the /ui page (it holds no data)
-PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/ui"})
+PUBLIC_PATHS = frozenset(
+    {"/healthz", "/readyz", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/ui"}
+)
 PUBLIC_PREFIXES = ("/ui/static/",)
 
 
@@ -38,8 +41,12 @@ class KeyMiddleware:
             return
         given = [v.decode("latin-1") for k, v in scope.get("headers") or () if k == b"authorization"]
         if len(given) > 1:
-            error = ApiError(400, "duplicate_authorization", f"the request carries {len(given)} Authorization "
-                             "headers; send one: 'Authorization: Bearer <key>'")
+            error = ApiError(
+                400,
+                "duplicate_authorization",
+                f"the request carries {len(given)} Authorization "
+                "headers; send one: 'Authorization: Bearer <key>'",
+            )
         elif self.tenants.caller(given[0] if given else "") is None:
             error = unauthorized()
         else:

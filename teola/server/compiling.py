@@ -10,6 +10,7 @@ Tenants share the threads fairly: waiting compilations start round-robin by tena
 runs at most ``threads - 1`` at once (with 2 threads or more), so a thread is always left for the
 others: a tenant flooding the server with slow compilations cannot make every other tenant's
 queries time out while compiling. (Compilation holds the GIL, so one tenant loses little by it.)"""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,14 @@ class CompileJob:
 
     __slots__ = ("tenant", "fn", "args", "on_end", "future", "started")
 
-    def __init__(self, tenant: str, fn: Callable[..., Any], args: tuple, on_end: Callable[[], None] | None,
-                 future: asyncio.Future) -> None:
+    def __init__(
+        self,
+        tenant: str,
+        fn: Callable[..., Any],
+        args: tuple,
+        on_end: Callable[[], None] | None,
+        future: asyncio.Future,
+    ) -> None:
         self.tenant, self.fn, self.args, self.on_end, self.future = tenant, fn, args, on_end, future
         self.started = False
 
@@ -46,14 +53,20 @@ class CompilePool:
         self._waiting: OrderedDict[str, deque[CompileJob]] = OrderedDict()  # round-robin order of tenants
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="teola-compile")
 
-    def submit(self, tenant: str, fn: Callable[..., Any], *args: Any,
-               on_end: Callable[[], None] | None = None) -> CompileJob:
+    def submit(
+        self, tenant: str, fn: Callable[..., Any], *args: Any, on_end: Callable[[], None] | None = None
+    ) -> CompileJob:
         """Compile `fn(*args)` for `tenant` in a compile thread; `on_end` is called once the thread
         has ended (or the job was withdrawn before it started). ApiError 503 when the pool is full."""
         if self.pending >= self.threads + self.backlog:
-            raise ApiError(503, "compile_busy", f"{self.pending} queries are compiling or waiting to (at most "
-                           f"{self.threads} threads, setting compile_threads, and {self.backlog} waiting, setting "
-                           "compile_queue); retry shortly", headers={"Retry-After": str(COMPILE_RETRY_AFTER)})
+            raise ApiError(
+                503,
+                "compile_busy",
+                f"{self.pending} queries are compiling or waiting to (at most "
+                f"{self.threads} threads, setting compile_threads, and {self.backlog} waiting, setting "
+                "compile_queue); retry shortly",
+                headers={"Retry-After": str(COMPILE_RETRY_AFTER)},
+            )
         job = CompileJob(tenant, fn, args, on_end, asyncio.get_running_loop().create_future())
         self.pending += 1
         self._waiting.setdefault(tenant, deque()).append(job)

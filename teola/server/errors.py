@@ -2,6 +2,7 @@
 ``{"error": code, "detail": message}`` (on the OpenAI-compatible door's paths, OpenAI's
 ``{"error": {"message", "type", "param", "code"}}``: teola.server.openai.errors), and the request
 body size limit."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,14 @@ class ApiError(Exception):
     """An error answered as ``{"error": code, "detail": detail}`` with an HTTP status. `param`: the
     request field it is about (OpenAI's error object names it; other paths do not show it)."""
 
-    def __init__(self, status: int, code: str, detail: str, headers: dict[str, str] | None = None,
-                 param: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        headers: dict[str, str] | None = None,
+        param: str | None = None,
+    ) -> None:
         super().__init__(detail)
         self.status = status
         self.code = code
@@ -39,7 +46,9 @@ def error_response(path: str, exc: ApiError) -> JSONResponse:
     """The answer of `exc` on `path`: OpenAI's error object on the door's paths, else teola's."""
     if is_door_path(path):
         return door_response(exc.status, exc.code, exc.detail, exc.param, exc.headers)
-    return JSONResponse({"error": exc.code, "detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+    return JSONResponse(
+        {"error": exc.code, "detail": exc.detail}, status_code=exc.status, headers=exc.headers
+    )
 
 
 def install_error_handlers(server: FastAPI) -> None:
@@ -58,22 +67,29 @@ def install_error_handlers(server: FastAPI) -> None:
             detail = "the request body could not be parsed as JSON (invalid UTF-8, or nested too deeply)"
         if is_door_path(request.url.path):
             return door_response(exc.status_code, code, detail, None, getattr(exc, "headers", None))
-        return JSONResponse({"error": code, "detail": detail}, status_code=exc.status_code,
-                            headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            {"error": code, "detail": detail},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
 
     @server.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         # a bug or an input no check foresaw: still a JSON answer in the path's error shape, never plain text
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
-        return error_response(request.url.path, ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}"[:500]))
+        return error_response(
+            request.url.path, ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}"[:500])
+        )
 
     @server.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         status, detail = _validation_message(exc.errors())
         if is_door_path(request.url.path):
             return door_response(status, "invalid_request", detail)
-        return JSONResponse({"error": "malformed_json" if status == 400 else "invalid_request", "detail": detail},
-                            status_code=status)
+        return JSONResponse(
+            {"error": "malformed_json" if status == 400 else "invalid_request", "detail": detail},
+            status_code=status,
+        )
 
 
 def _validation_message(errors: list[dict[str, Any]]) -> tuple[int, str]:
@@ -92,16 +108,27 @@ def _validation_message(errors: list[dict[str, Any]]) -> tuple[int, str]:
         elif kind == "extra_forbidden":
             messages.append(f"{where}: unknown field")
         elif where == "request body" and kind in ("model_attributes_type", "dict_type"):
-            messages.append('request body must be a JSON object {"query": {"question": ...}, "config": {...}} '
-                            "sent with Content-Type: application/json")
+            messages.append(
+                'request body must be a JSON object {"query": {"question": ...}, "config": {...}} '
+                "sent with Content-Type: application/json"
+            )
         elif kind == "missing":
-            messages.append(f"{where}: field required" + (
-                ' (send JSON {"query": {"question": ...}, "config": {...}})' if where == "request body" else ""))
+            messages.append(
+                f"{where}: field required"
+                + (
+                    ' (send JSON {"query": {"question": ...}, "config": {...}})'
+                    if where == "request body"
+                    else ""
+                )
+            )
         else:
             messages.append(f"{where}: {e.get('msg', kind)}")
     if unknown_config:
-        messages.insert(0, f"unknown config key(s) {', '.join(repr(k) for k in unknown_config)}; "
-                           f"known keys: {', '.join(CONFIG_KEYS)}")
+        messages.insert(
+            0,
+            f"unknown config key(s) {', '.join(repr(k) for k in unknown_config)}; "
+            f"known keys: {', '.join(CONFIG_KEYS)}",
+        )
     return 422, "; ".join(messages) or "invalid request"
 
 
@@ -149,9 +176,15 @@ class BodyLimitMiddleware:
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            await self._reject(scope, send, 408, "body_timeout", f"the request body was not received within "
-                               f"{self.timeout:g}s ({size} bytes came); send it whole at once (setting body_timeout, "
-                               "env TEOLA_BODY_TIMEOUT)")
+            await self._reject(
+                scope,
+                send,
+                408,
+                "body_timeout",
+                f"the request body was not received within "
+                f"{self.timeout:g}s ({size} bytes came); send it whole at once (setting body_timeout, "
+                "env TEOLA_BODY_TIMEOUT)",
+            )
             return
         buffered = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         replayed = False
@@ -166,8 +199,10 @@ class BodyLimitMiddleware:
         await self.app(scope, replay, send)
 
     def _too_large(self, size: int) -> str:
-        return (f"request body of {size}+ bytes exceeds the limit of {self.limit} bytes (setting max_body_bytes, "
-                "env TEOLA_MAX_BODY_BYTES)")
+        return (
+            f"request body of {size}+ bytes exceeds the limit of {self.limit} bytes (setting max_body_bytes, "
+            "env TEOLA_MAX_BODY_BYTES)"
+        )
 
     async def _reject(self, scope: dict, send: Callable, status: int, code: str, detail: str) -> None:
         path = scope.get("path", "")

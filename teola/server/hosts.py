@@ -8,6 +8,7 @@ served from that address), names without a dot (``localhost``, the machine's own
 under ``.localhost`` and ``.test`` (reserved, RFC 6761): no public DNS name can be made to
 resolve to them. Other names are served when listed in the ``allowed_hosts`` setting (``*`` lists
 every host) or when they are the host the server binds (`create_server(host=...)`)."""
+
 from __future__ import annotations
 
 import ipaddress
@@ -48,7 +49,7 @@ def hostname(host: str) -> str:
     """The name of a ``Host`` header value: lower case, without port, brackets or a final dot."""
     host = host.strip().lower()
     if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else ""
+        return host[1 : host.find("]")] if "]" in host else ""
     name, sep, port = host.rpartition(":")
     if sep and port.isdigit() and ":" not in name:
         host = name
@@ -91,8 +92,10 @@ class HostMiddleware:
         if len(hosts) > 1:
             detail = "the request carries several Host headers; send one"
         elif hosts and not self.allowed.allows(hosts[0]):
-            detail = (f"host {hosts[0]!r:.100} is not served here; list it in the allowed_hosts setting (env "
-                      "TEOLA_ALLOWED_HOSTS, comma-separated) if this server is meant to answer to that name")
+            detail = (
+                f"host {hosts[0]!r:.100} is not served here; list it in the allowed_hosts setting (env "
+                "TEOLA_ALLOWED_HOSTS, comma-separated) if this server is meant to answer to that name"
+            )
         else:
             await self.app(scope, receive, send)
             return
@@ -104,6 +107,11 @@ async def _send_400(scope: dict[str, Any], send: Any, detail: str) -> None:
         body = bytes(door_response(400, "host_not_allowed", detail).body)
     else:
         body = json.dumps({"error": "host_not_allowed", "detail": detail}).encode()
-    await send({"type": "http.response.start", "status": 400,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

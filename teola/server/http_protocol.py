@@ -3,6 +3,7 @@ request line or headers, an oversized URL or header block) is answered 400 with 
 shape ``{"error": "bad_http_request", "detail": ...}`` instead of uvicorn's plain text.
 
 `uvicorn_options()` gives the ``http=`` option for `uvicorn.Config` / `uvicorn.run`."""
+
 from __future__ import annotations
 
 import json
@@ -10,10 +11,13 @@ from typing import Any
 
 
 def _json_400(msg: str) -> bytes:
-    body = json.dumps({"error": "bad_http_request",
-                       "detail": f"the HTTP request could not be parsed: {msg}"}).encode()
-    head = (b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
-            b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n")
+    body = json.dumps(
+        {"error": "bad_http_request", "detail": f"the HTTP request could not be parsed: {msg}"}
+    ).encode()
+    head = (
+        b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+        b"content-length: " + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+    )
     return head + body
 
 

@@ -4,6 +4,7 @@ or ``module:attr`` naming an App instance or a zero-argument callable returning 
 Built-in names are the modules of the apps package: ``apps`` (the shipped apps of a checkout) unless
 ``TEOLA_APPS_PACKAGE`` names another package; it is looked up by name, so teola itself does not
 depend on any app."""
+
 from __future__ import annotations
 
 import importlib
@@ -32,7 +33,9 @@ def builtin_apps() -> list[str]:
         package = importlib.import_module(apps_package())
     except ImportError:
         return []
-    return sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.ispkg and not m.name.startswith("_"))
+    return sorted(
+        m.name for m in pkgutil.iter_modules(package.__path__) if not m.ispkg and not m.name.startswith("_")
+    )
 
 
 def resolve_app(spec: str, **build_options: Any) -> Any:
@@ -51,8 +54,10 @@ def resolve_app(spec: str, **build_options: Any) -> Any:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
             if exc.name and module_name.startswith(exc.name):
-                raise AppNotFound(f"cannot import module {module_name!r} for app {spec!r} (is it on PYTHONPATH?); "
-                                  f"built-in apps: {', '.join(builtin_apps())}") from None
+                raise AppNotFound(
+                    f"cannot import module {module_name!r} for app {spec!r} (is it on PYTHONPATH?); "
+                    f"built-in apps: {', '.join(builtin_apps())}"
+                ) from None
             raise
         if not hasattr(module, attr):
             raise AppNotFound(f"module {module_name!r} has no attribute {attr!r}")
@@ -60,8 +65,10 @@ def resolve_app(spec: str, **build_options: Any) -> Any:
     else:
         names = builtin_apps()
         if spec not in names:
-            raise AppNotFound(f"unknown app {spec!r}; built-in apps: {', '.join(names) or 'none'} "
-                              "(or give module:attr for your own)")
+            raise AppNotFound(
+                f"unknown app {spec!r}; built-in apps: {', '.join(names) or 'none'} "
+                "(or give module:attr for your own)"
+            )
         module = importlib.import_module(f"{apps_package()}.{spec}")
         obj = getattr(module, "build", None)
         if obj is None:
@@ -93,10 +100,14 @@ def env_engine_options(build: Any) -> dict[str, Any]:
     except ValueError as exc:
         raise ValueError(f"${ENGINE_OPTIONS_ENV} is not JSON: {exc}") from None
     if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
-        raise ValueError(f"${ENGINE_OPTIONS_ENV} must be a JSON object {{engine: {{option: value}}}}, got {raw[:80]!r}")
+        raise ValueError(
+            f"${ENGINE_OPTIONS_ENV} must be a JSON object {{engine: {{option: value}}}}, got {raw[:80]!r}"
+        )
     params = inspect.signature(build).parameters
     unknown = sorted(set(options) - set(params))
     if unknown and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        raise ValueError(f"${ENGINE_OPTIONS_ENV} names engine(s) {unknown} the app's build function does not take; "
-                         f"it takes {sorted(params)}")
+        raise ValueError(
+            f"${ENGINE_OPTIONS_ENV} names engine(s) {unknown} the app's build function does not take; "
+            f"it takes {sorted(params)}"
+        )
     return options

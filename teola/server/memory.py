@@ -8,6 +8,7 @@ bench/results/load_glibc_arenas.md and load.md), the server's RSS
 grew +216 and +293 MiB over two waves with glibc's default and +8 and +72 MiB with 2 arenas (while
 Python's own allocations, per tracemalloc, did not grow). `limit_malloc_arenas` sets that cap at run
 time (`mallopt(M_ARENA_MAX)`), as the environment variable MALLOC_ARENA_MAX would at start-up."""
+
 from __future__ import annotations
 
 import ctypes

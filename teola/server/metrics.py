@@ -2,6 +2,7 @@
 not share counters). Query counters and per-primitive histograms are recorded by the server from
 each query's trace; the runtimes' own counters (queue lengths, batches, prefix-cache hits) are read
 at scrape time from ``app.runtime.stats()``."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -11,7 +12,24 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
@@ -22,25 +40,61 @@ class ServerMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.queries = Counter("teola_server_queries", "Queries received, by app.", ["app"], registry=r)
-        self.failed = Counter("teola_server_queries_failed", "Queries that ended in an error, by app and reason "
-                              "(invalid, engine, timeout, internal, limited: a tenant over its limits).", ["app", "reason"], registry=r)
-        self.cancelled = Counter("teola_server_queries_cancelled", "Queries cancelled because their client went "
-                                 "away before the answer (reason disconnect), by app; their engine work was "
-                                 "dropped or aborted.", ["app", "reason"], registry=r)
-        self.query_latency = Histogram("teola_server_query_latency_seconds", "End-to-end latency of answered queries.",
-                                       ["app"], buckets=LATENCY_BUCKETS, registry=r)
-        self.op_latency = Histogram("teola_primitive_latency_seconds", "Execution time of one primitive "
-                                    "(started -> finished), by op and engine.", ["app", "op", "engine"],
-                                    buckets=LATENCY_BUCKETS, registry=r)
-        self.op_queueing = Histogram("teola_primitive_queueing_seconds", "Time a primitive waited in its engine "
-                                     "queue (queued -> started).", ["app", "op", "engine"],
-                                     buckets=LATENCY_BUCKETS, registry=r)
-        self.batch_size = Histogram("teola_primitive_batch_size", "Size of the engine batch each primitive ran in.",
-                                    ["app", "engine"], buckets=BATCH_BUCKETS, registry=r)
-        self.cached_tokens = Counter("teola_prefix_cache_hit_tokens", "Prompt tokens served from the LLM "
-                                     "prefix cache, from query traces.", ["app", "engine"], registry=r)
-        self.cache_hits = Counter("teola_prefix_cache_hits", "LLM primitives with at least one cached prompt token.",
-                                  ["app", "engine"], registry=r)
+        self.failed = Counter(
+            "teola_server_queries_failed",
+            "Queries that ended in an error, by app and reason "
+            "(invalid, engine, timeout, internal, limited: a tenant over its limits).",
+            ["app", "reason"],
+            registry=r,
+        )
+        self.cancelled = Counter(
+            "teola_server_queries_cancelled",
+            "Queries cancelled because their client went "
+            "away before the answer (reason disconnect), by app; their engine work was "
+            "dropped or aborted.",
+            ["app", "reason"],
+            registry=r,
+        )
+        self.query_latency = Histogram(
+            "teola_server_query_latency_seconds",
+            "End-to-end latency of answered queries.",
+            ["app"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.op_latency = Histogram(
+            "teola_primitive_latency_seconds",
+            "Execution time of one primitive (started -> finished), by op and engine.",
+            ["app", "op", "engine"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.op_queueing = Histogram(
+            "teola_primitive_queueing_seconds",
+            "Time a primitive waited in its engine queue (queued -> started).",
+            ["app", "op", "engine"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "teola_primitive_batch_size",
+            "Size of the engine batch each primitive ran in.",
+            ["app", "engine"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.cached_tokens = Counter(
+            "teola_prefix_cache_hit_tokens",
+            "Prompt tokens served from the LLM prefix cache, from query traces.",
+            ["app", "engine"],
+            registry=r,
+        )
+        self.cache_hits = Counter(
+            "teola_prefix_cache_hits",
+            "LLM primitives with at least one cached prompt token.",
+            ["app", "engine"],
+            registry=r,
+        )
         r.register(_RuntimeCollector(apps))
 
     def observe_query(self, app: str, latency: float, trace: Iterable[Mapping[str, Any]]) -> None:
@@ -80,18 +134,41 @@ class _RuntimeCollector(Collector):
 
     def collect(self) -> Iterable:
         ready = GaugeMetricFamily("teola_app_ready", "1 when the app's engines are started.", labels=["app"])
-        up = GaugeMetricFamily("teola_engine_up", "1 when every instance of the engine is healthy, 0 while one "
-                               "is down and restarting.", labels=["app", "engine"])
-        queue = GaugeMetricFamily("teola_engine_queue_length", "Primitives waiting in an engine's queue.",
-                                  labels=["app", "engine"])
-        batches = SummaryMetricFamily("teola_engine_batch_size", "Batch sizes formed by the engine schedulers.",
-                                      labels=["app", "engine"])
-        op_lat = SummaryMetricFamily("teola_runtime_op_latency_seconds", "Primitive latency by op, as counted by "
-                                     "the runtime.", labels=["app", "op"])
-        counters = {name: CounterMetricFamily(f"teola_runtime_{name}", f"Runtime counter {name!r}.", labels=["app"])
-                    for name in ("queries", "completed", "failed", "cancelled", "timed_out", "primitives",
-                                 "prompt_tokens", "cached_tokens", "cache_hits", "aborted_requests",
-                                 "engine_failures", "engine_restarts")}
+        up = GaugeMetricFamily(
+            "teola_engine_up",
+            "1 when every instance of the engine is healthy, 0 while one is down and restarting.",
+            labels=["app", "engine"],
+        )
+        queue = GaugeMetricFamily(
+            "teola_engine_queue_length", "Primitives waiting in an engine's queue.", labels=["app", "engine"]
+        )
+        batches = SummaryMetricFamily(
+            "teola_engine_batch_size",
+            "Batch sizes formed by the engine schedulers.",
+            labels=["app", "engine"],
+        )
+        op_lat = SummaryMetricFamily(
+            "teola_runtime_op_latency_seconds",
+            "Primitive latency by op, as counted by the runtime.",
+            labels=["app", "op"],
+        )
+        counters = {
+            name: CounterMetricFamily(f"teola_runtime_{name}", f"Runtime counter {name!r}.", labels=["app"])
+            for name in (
+                "queries",
+                "completed",
+                "failed",
+                "cancelled",
+                "timed_out",
+                "primitives",
+                "prompt_tokens",
+                "cached_tokens",
+                "cache_hits",
+                "aborted_requests",
+                "engine_failures",
+                "engine_restarts",
+            )
+        }
         for name, app in sorted(self._apps().items()):
             runtime = app.runtime
             ready.add_metric([name], 1.0 if runtime is not None else 0.0)

@@ -1,6 +1,7 @@
 """One query over HTTP: the query dict from the request (uploaded documents resolved, limits
 checked), running it under its time limit with failures turned into `ApiError`s, server-sent
 events, document uploads, and JSON-safe output."""
+
 from __future__ import annotations
 
 import asyncio
@@ -53,13 +54,24 @@ def check_graph(settings: ServerSettings, compiled: Compiled) -> None:
     """413 when a query's optimized graph holds more primitives than the server runs for one query."""
     n = len(compiled.egraph.primitives)
     if n > settings.max_primitives:
-        raise ApiError(413, "graph_too_large", f"the query compiles to {n} primitives; at most "
-                       f"{settings.max_primitives} per query (setting max_primitives, env TEOLA_MAX_PRIMITIVES): "
-                       "send fewer or smaller documents or smaller num_queries / top_k / top_n")
+        raise ApiError(
+            413,
+            "graph_too_large",
+            f"the query compiles to {n} primitives; at most "
+            f"{settings.max_primitives} per query (setting max_primitives, env TEOLA_MAX_PRIMITIVES): "
+            "send fewer or smaller documents or smaller num_queries / top_k / top_n",
+        )
 
 
-async def compile_query(pool: CompilePool, app: Any, query: dict[str, Any], config: dict[str, Any], limit: float,
-                        tenant: str, slot: Slot | None = None) -> Compiled:
+async def compile_query(
+    pool: CompilePool,
+    app: Any,
+    query: dict[str, Any],
+    config: dict[str, Any],
+    limit: float,
+    tenant: str,
+    slot: Slot | None = None,
+) -> Compiled:
     """Compile once for the request, in one of the server's compile threads (teola.server.compiling,
     shared fairly by tenants) so the event loop (health checks, other queries) keeps running, within
     the query's time limit (504 past it; a compilation already running goes on in its thread and
@@ -79,8 +91,12 @@ async def compile_query(pool: CompilePool, app: Any, query: dict[str, Any], conf
         raise
     except TimeoutError as exc:
         pool.withdraw(job)  # a compilation still waiting for a thread never starts
-        raise ApiError(504, "timeout", f"compiling the query took longer than its time limit of {limit:g}s; "
-                       "send fewer or smaller documents or smaller top_k / num_queries / top_n") from exc
+        raise ApiError(
+            504,
+            "timeout",
+            f"compiling the query took longer than its time limit of {limit:g}s; "
+            "send fewer or smaller documents or smaller top_k / num_queries / top_n",
+        ) from exc
     except (ValueError, TypeError) as exc:
         raise ApiError(422, "invalid_query", f"{type(exc).__name__}: {exc}") from exc
 
@@ -104,22 +120,33 @@ def check_policy(settings: ServerSettings, app: Any, config: dict[str, Any]) -> 
         running = (getattr(app, "config", None) or {}).get("runtime", {}).get("policy") or DEFAULT_POLICY
     if wanted is None or settings.allow_policy_switch or wanted == running:
         return
-    raise ApiError(422, "policy_switch_not_allowed",
-                   f"config.policy {wanted!r}: this server runs the {running!r} batching policy for every "
-                   "query on these engines, and a query may not switch it for everyone (server setting "
-                   "allow_policy_switch, env TEOLA_ALLOW_POLICY_SWITCH=1)")
+    raise ApiError(
+        422,
+        "policy_switch_not_allowed",
+        f"config.policy {wanted!r}: this server runs the {running!r} batching policy for every "
+        "query on these engines, and a query may not switch it for everyone (server setting "
+        "allow_policy_switch, env TEOLA_ALLOW_POLICY_SWITCH=1)",
+    )
 
 
 def check_documents(settings: ServerSettings, docs: list[str]) -> None:
     """413 when a request carries too many or too large documents."""
     if len(docs) > settings.max_documents:
-        raise ApiError(413, "too_many_documents", f"{len(docs)} documents; at most {settings.max_documents} per "
-                       "query (setting max_documents, env TEOLA_MAX_DOCUMENTS)")
+        raise ApiError(
+            413,
+            "too_many_documents",
+            f"{len(docs)} documents; at most {settings.max_documents} per "
+            "query (setting max_documents, env TEOLA_MAX_DOCUMENTS)",
+        )
     for i, doc in enumerate(docs):
         check_text(doc, f"document {i}")
         if len(doc) > settings.max_document_chars:
-            raise ApiError(413, "document_too_large", f"document {i} has {len(doc)} characters; at most "
-                           f"{settings.max_document_chars} (setting max_document_chars, env TEOLA_MAX_DOCUMENT_CHARS)")
+            raise ApiError(
+                413,
+                "document_too_large",
+                f"document {i} has {len(doc)} characters; at most "
+                f"{settings.max_document_chars} (setting max_document_chars, env TEOLA_MAX_DOCUMENT_CHARS)",
+            )
 
 
 def check_text(text: str, where: str) -> None:
@@ -130,13 +157,24 @@ def check_text(text: str, where: str) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ApiError(422, "invalid_text", f"{where} contains a lone surrogate at character {exc.start} "
-                       "(not valid UTF-8); send valid Unicode text") from None
+        raise ApiError(
+            422,
+            "invalid_text",
+            f"{where} contains a lone surrogate at character {exc.start} "
+            "(not valid UTF-8); send valid Unicode text",
+        ) from None
 
 
-async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
-                    limit: float, on_event: Callable[[dict[str, Any]], None] | None = None,
-                    slot: Slot | None = None) -> Any:
+async def run_query(
+    state: ServerState,
+    name: str,
+    app: Any,
+    compiled: Compiled,
+    config: dict[str, Any],
+    limit: float,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    slot: Slot | None = None,
+) -> Any:
     """Run one compiled query under the time limit, turning failures into ApiErrors (and counting them).
     `on_event` receives its progress and answer-token events (`Runtime.submit`). `slot`, the
     tenant's admission (teola.server.quotas, released when the response is sent), is charged the
@@ -161,7 +199,11 @@ async def run_query(state: ServerState, name: str, app: Any, compiled: Compiled,
     except QueryError as exc:
         state.metrics.failed.labels(name, "engine").inc()
         detail = str(exc)
-        where = [f"{k} {v!r}" for k, v in (("primitive", exc.primitive), ("engine", exc.engine)) if v and str(v) not in detail]
+        where = [
+            f"{k} {v!r}"
+            for k, v in (("primitive", exc.primitive), ("engine", exc.engine))
+            if v and str(v) not in detail
+        ]
         if where:
             detail += f" ({', '.join(where)})"
         log.warning("app %s query %s failed: %s", name, getattr(exc, "query_id", "?"), detail)
@@ -211,26 +253,39 @@ async def _read_documents(request: Request) -> list[str]:
                 try:
                     texts.append(raw.decode("utf-8"))
                 except UnicodeDecodeError:
-                    raise ApiError(422, "invalid_document", f"file {getattr(value, 'filename', key)!r} is not "
-                                   "UTF-8 text") from None
+                    raise ApiError(
+                        422, "invalid_document", f"file {getattr(value, 'filename', key)!r} is not UTF-8 text"
+                    ) from None
             elif key in ("document", "documents"):
                 texts.append(str(value))
         return texts
     raw = await request.body()
     if not raw:
-        raise ApiError(400, "empty_body", 'the request body is empty; send {"documents": ["text", ...]}, a text/plain '
-                       "body or multipart files")
+        raise ApiError(
+            400,
+            "empty_body",
+            'the request body is empty; send {"documents": ["text", ...]}, a text/plain '
+            "body or multipart files",
+        )
     if ctype in ("", "application/json"):
         try:
             data = json.loads(raw.decode("utf-8"))  # strict: bytes that are not UTF-8 are the client's error
         except UnicodeDecodeError as exc:
-            raise ApiError(400, "malformed_json", f"JSON body is not UTF-8: byte {exc.start} "
-                           f"({raw[exc.start:exc.start + 1]!r}) is invalid") from None
+            raise ApiError(
+                400,
+                "malformed_json",
+                f"JSON body is not UTF-8: byte {exc.start} ({raw[exc.start : exc.start + 1]!r}) is invalid",
+            ) from None
         except json.JSONDecodeError as exc:
-            raise ApiError(400, "malformed_json", f"malformed JSON body: {exc.msg} at position {exc.pos}") from None
+            raise ApiError(
+                400, "malformed_json", f"malformed JSON body: {exc.msg} at position {exc.pos}"
+            ) from None
         except RecursionError:
-            raise ApiError(400, "malformed_json", "JSON body is nested too deeply "
-                           '(a document upload is {"documents": ["text", ...]})') from None
+            raise ApiError(
+                400,
+                "malformed_json",
+                'JSON body is nested too deeply (a document upload is {"documents": ["text", ...]})',
+            ) from None
         docs = data.get("documents") if isinstance(data, dict) else None
         if not isinstance(docs, list) or not all(isinstance(d, str) for d in docs):
             raise ApiError(422, "invalid_documents", 'body must be {"documents": ["text", ...]}')
@@ -240,8 +295,11 @@ async def _read_documents(request: Request) -> list[str]:
             return [raw.decode("utf-8")]
         except UnicodeDecodeError:
             raise ApiError(422, "invalid_document", "body is not UTF-8 text") from None
-    raise ApiError(415, "unsupported_media_type", f"unsupported content type {ctype!r}; send multipart/form-data, "
-                   "application/json or text/plain")
+    raise ApiError(
+        415,
+        "unsupported_media_type",
+        f"unsupported content type {ctype!r}; send multipart/form-data, application/json or text/plain",
+    )
 
 
 def plain(value: Any) -> Any:

@@ -9,6 +9,7 @@ its prompt at about 4 bytes a token, plus the text it streamed, or its max_token
 streamed. A tenant is admitted while its window has tokens left, so one query may take it
 past the limit; the next is refused until the window resets. Stored documents and namespaces have
 their own caps (teola.server.store.documents)."""
+
 from __future__ import annotations
 
 import math
@@ -58,6 +59,7 @@ class Slot:
                 let_go = True
                 self.holds -= 1
                 self._give_back()
+
         return done
 
     def release(self) -> None:
@@ -86,15 +88,25 @@ class TenantQuotas:
     def admit(self, tenant: str) -> Slot:
         """A slot for one more query of `tenant`, or ApiError 429 naming the limit it is over."""
         if self.max_queries and self.running.get(tenant, 0) >= self.max_queries:
-            raise ApiError(429, "too_many_queries", f"tenant {tenant!r} already has {self.max_queries} queries "
-                           "running, its limit (setting tenant_max_queries, env TEOLA_TENANT_MAX_QUERIES); "
-                           "retry when one has answered", headers={"Retry-After": "1"})
+            raise ApiError(
+                429,
+                "too_many_queries",
+                f"tenant {tenant!r} already has {self.max_queries} queries "
+                "running, its limit (setting tenant_max_queries, env TEOLA_TENANT_MAX_QUERIES); "
+                "retry when one has answered",
+                headers={"Retry-After": "1"},
+            )
         if self.tokens_per_minute and not self.limiter.test(self.token_item, tenant):
             reset = self.limiter.get_window_stats(self.token_item, tenant).reset_time
             wait = max(1, math.ceil(reset - time.time()))
-            raise ApiError(429, "token_rate_exceeded", f"tenant {tenant!r} used its {self.tokens_per_minute} LLM "
-                           "tokens of this minute (setting tenant_tokens_per_minute, env "
-                           f"TEOLA_TENANT_TOKENS_PER_MINUTE); retry in {wait}s", headers={"Retry-After": str(wait)})
+            raise ApiError(
+                429,
+                "token_rate_exceeded",
+                f"tenant {tenant!r} used its {self.tokens_per_minute} LLM "
+                "tokens of this minute (setting tenant_tokens_per_minute, env "
+                f"TEOLA_TENANT_TOKENS_PER_MINUTE); retry in {wait}s",
+                headers={"Retry-After": str(wait)},
+            )
         self.running[tenant] = self.running.get(tenant, 0) + 1
         return Slot(self, tenant)
 
@@ -120,12 +132,20 @@ def cut_short_tokens(trace: list[dict[str, Any]], compiled: Any) -> int:
     count (its query failed, timed out or was cancelled meanwhile): each such decode at its
     max_tokens, and the query's input text once, as the prompt they read."""
     prims = {p.name: p for p in compiled.egraph.primitives}
-    cut = [row for row in trace if row.get("op") in LLM_OP_VALUES and row.get("started") is not None
-           and not any(row.get(k) is not None for k in TOKEN_KEYS)]
+    cut = [
+        row
+        for row in trace
+        if row.get("op") in LLM_OP_VALUES
+        and row.get("started") is not None
+        and not any(row.get(k) is not None for k in TOKEN_KEYS)
+    ]
     if not cut:
         return 0
-    decoded = sum(int(prims[row["primitive"]].args.get("max_tokens") or 0) for row in cut
-                  if row.get("op") in DECODE_OP_VALUES and row["primitive"] in prims)
+    decoded = sum(
+        int(prims[row["primitive"]].args.get("max_tokens") or 0)
+        for row in cut
+        if row.get("op") in DECODE_OP_VALUES and row["primitive"] in prims
+    )
     return decoded + estimate_tokens(_input_text(compiled.inputs))
 
 
@@ -154,7 +174,9 @@ def parse_shares(text: str | None) -> dict[str, float]:
         except ValueError:
             value = math.nan
         if not tenant.strip() or not value > 0 or math.isinf(value):
-            raise ValueError(f"tenant_shares (TEOLA_TENANT_SHARES): {part!r} is not 'tenant:weight' with a weight > 0")
+            raise ValueError(
+                f"tenant_shares (TEOLA_TENANT_SHARES): {part!r} is not 'tenant:weight' with a weight > 0"
+            )
         shares[tenant.strip()] = value
     return shares
 
@@ -187,7 +209,9 @@ class AdmissionMiddleware:
         app = _app_of(path)
         try:
             if app is not None:
-                self.state.app(app)  # an unknown app is a 404 before any accounting: /metrics has no label for it
+                self.state.app(
+                    app
+                )  # an unknown app is a 404 before any accounting: /metrics has no label for it
             slot = self.state.quotas.admit(tenant)
         except ApiError as exc:
             if exc.status == 429:

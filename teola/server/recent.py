@@ -3,6 +3,7 @@ what the /ui page draws of one: its trace, its e-graph's edges, the critical pat
 other queries shared its engine batches. Calls through the OpenAI-compatible door are listed too,
 as one-primitive entries of kind "openai". Bounded per tenant: a tenant's oldest entries are
 forgotten, so one tenant's flood never flushes another's history."""
+
 from __future__ import annotations
 
 import time
@@ -35,12 +36,24 @@ class RecentQueries:
         """A query of `tenant` on `app` starts running."""
         question = compiled.inputs.get("query.question")
         egraph = compiled.egraph
-        self._add(tenant, compiled.query_id, {
-            "query_id": compiled.query_id, "app": app, "tenant": tenant, "status": "running",
-            "started_at": time.time(), "latency": None, "error": None, "trace": [],
-            "question": question[:QUESTION_CHARS] if isinstance(question, str) else None,
-            "primitives": len(egraph), "graph_cache_hit": bool(compiled.cache_hit),
-            "parents": {p.name: [q.name for q in egraph.parents(p)] for p in egraph.primitives}})
+        self._add(
+            tenant,
+            compiled.query_id,
+            {
+                "query_id": compiled.query_id,
+                "app": app,
+                "tenant": tenant,
+                "status": "running",
+                "started_at": time.time(),
+                "latency": None,
+                "error": None,
+                "trace": [],
+                "question": question[:QUESTION_CHARS] if isinstance(question, str) else None,
+                "primitives": len(egraph),
+                "graph_cache_hit": bool(compiled.cache_hit),
+                "parents": {p.name: [q.name for q in egraph.parents(p)] for p in egraph.primitives},
+            },
+        )
 
     def begin_call(self, tenant: str, app: str, call_id: str, prompt: str) -> str:
         """A call through the OpenAI-compatible door starts: listed like a query of one primitive
@@ -49,11 +62,25 @@ class RecentQueries:
         while key in self._items:
             n += 1
             key = f"{call_id}~{n}"
-        self._add(tenant, key, {
-            "query_id": key, "app": app, "tenant": tenant, "status": "running", "kind": "openai",
-            "started_at": time.time(), "latency": None, "error": None, "trace": [],
-            "question": prompt[:QUESTION_CHARS], "primitives": 1, "graph_cache_hit": False,
-            "parents": {call_id: []}})
+        self._add(
+            tenant,
+            key,
+            {
+                "query_id": key,
+                "app": app,
+                "tenant": tenant,
+                "status": "running",
+                "kind": "openai",
+                "started_at": time.time(),
+                "latency": None,
+                "error": None,
+                "trace": [],
+                "question": prompt[:QUESTION_CHARS],
+                "primitives": 1,
+                "graph_cache_hit": False,
+                "parents": {call_id: []},
+            },
+        )
         return key
 
     def finish_call(self, key: str, entry: dict[str, Any], error: BaseException | None = None) -> None:
@@ -62,9 +89,12 @@ class RecentQueries:
         item = self._items.get(key)
         if item is None:
             return
-        item.update(status=entry.get("status", "failed" if error is not None else "ok"), trace=[entry],
-                    latency=float(entry.get("finished") or 0.0),
-                    error=None if error is None else f"{type(error).__name__}: {error}")
+        item.update(
+            status=entry.get("status", "failed" if error is not None else "ok"),
+            trace=[entry],
+            latency=float(entry.get("finished") or 0.0),
+            error=None if error is None else f"{type(error).__name__}: {error}",
+        )
 
     def finish(self, query_id: str, result: Any = None, error: BaseException | None = None) -> None:
         """The query ended with `result` (a Result) or failed with `error` (its trace, if any, kept)."""
@@ -74,15 +104,20 @@ class RecentQueries:
         if result is not None:
             item.update(status="ok", latency=float(result.latency), trace=list(result.trace))
         else:
-            item.update(status="failed", error=f"{type(error).__name__}: {error}",
-                        trace=list(getattr(error, "trace", None) or []),
-                        latency=time.time() - item["started_at"])
+            item.update(
+                status="failed",
+                error=f"{type(error).__name__}: {error}",
+                trace=list(getattr(error, "trace", None) or []),
+                latency=time.time() - item["started_at"],
+            )
 
     def listing(self, tenant: str) -> list[dict[str, Any]]:
         """`tenant`'s recent queries, newest first, without their traces."""
         keys = ("query_id", "app", "status", "started_at", "latency", "question", "primitives", "error")
-        return [{**{k: self._items[key][k] for k in keys}, "kind": self._items[key].get("kind", "query")}
-                for key in reversed(self._order.get(tenant, {}))]
+        return [
+            {**{k: self._items[key][k] for k in keys}, "kind": self._items[key].get("kind", "query")}
+            for key in reversed(self._order.get(tenant, {}))
+        ]
 
     def detail(self, tenant: str, query_id: str) -> dict[str, Any] | None:
         """One query of `tenant` with its timeline: trace, e-graph parents, critical path and batch
@@ -94,11 +129,18 @@ class RecentQueries:
         trace = item["trace"]
         mates = batch_mates(trace)
         others = self._batch_index(item["app"], tenant, query_id)
-        return {**{k: v for k, v in item.items() if k != "tenant"},
-                "critical_path": critical_path(trace, item["parents"]),
-                "batch_mates": {t["primitive"]: {"requests": mates.get(t["primitive"], 0),
-                                                 "queries": sorted(others.get(t.get("batch_id"), ()))}
-                                for t in trace if t.get("batch_id") is not None}}
+        return {
+            **{k: v for k, v in item.items() if k != "tenant"},
+            "critical_path": critical_path(trace, item["parents"]),
+            "batch_mates": {
+                t["primitive"]: {
+                    "requests": mates.get(t["primitive"], 0),
+                    "queries": sorted(others.get(t.get("batch_id"), ())),
+                }
+                for t in trace
+                if t.get("batch_id") is not None
+            },
+        }
 
     def _batch_index(self, app: str, tenant: str, query_id: str) -> dict[str, set[str]]:
         """batch id -> this tenant's other recent queries on `app` with a primitive in that batch."""

@@ -1,5 +1,6 @@
 """Server settings: limits, timeouts and the optional API key, each overridable from the environment
 (pydantic-settings)."""
+
 from __future__ import annotations
 
 import os
@@ -95,9 +96,9 @@ class ServerSettings(BaseSettings):
         (teola.server.streaming, teola.server.openai.stream); 0: none.
     """
 
-    model_config = SettingsConfigDict(env_prefix=_ENV_PREFIX, env_ignore_empty=True, strict=True, extra="forbid",
-                                      validate_assignment=True)
-
+    model_config = SettingsConfigDict(
+        env_prefix=_ENV_PREFIX, env_ignore_empty=True, strict=True, extra="forbid", validate_assignment=True
+    )
 
     max_body_bytes: int = 16 * 1024 * 1024
     max_documents: int = 64
@@ -157,27 +158,51 @@ class ServerSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> ServerSettings:
-        for name in ("max_body_bytes", "max_documents", "max_document_chars", "max_tenant_documents",
-                     "max_tenant_document_bytes", "max_tenant_namespaces", "max_tenant_kept_chunks",
-                     "max_tenant_kept_bytes", "max_primitives", "compile_threads", "max_file_bytes",
-                     "max_file_pages"):
+        for name in (
+            "max_body_bytes",
+            "max_documents",
+            "max_document_chars",
+            "max_tenant_documents",
+            "max_tenant_document_bytes",
+            "max_tenant_namespaces",
+            "max_tenant_kept_chunks",
+            "max_tenant_kept_bytes",
+            "max_primitives",
+            "compile_threads",
+            "max_file_bytes",
+            "max_file_pages",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ServerSettings.{name} must be an int >= 1, got {value!r}")
-        if not isinstance(self.malloc_arenas, int) or isinstance(self.malloc_arenas, bool) or self.malloc_arenas < 0:
+        if (
+            not isinstance(self.malloc_arenas, int)
+            or isinstance(self.malloc_arenas, bool)
+            or self.malloc_arenas < 0
+        ):
             raise ValueError(f"ServerSettings.malloc_arenas must be an int >= 0, got {self.malloc_arenas!r}")
-        if isinstance(self.sse_keepalive, bool) or not isinstance(self.sse_keepalive, (int, float)) \
-                or not self.sse_keepalive >= 0:
-            raise ValueError(f"ServerSettings.sse_keepalive must be a number of seconds >= 0 (0: no keep-alive "
-                             f"comments), got {self.sse_keepalive!r}")
+        if (
+            isinstance(self.sse_keepalive, bool)
+            or not isinstance(self.sse_keepalive, (int, float))
+            or not self.sse_keepalive >= 0
+        ):
+            raise ValueError(
+                f"ServerSettings.sse_keepalive must be a number of seconds >= 0 (0: no keep-alive "
+                f"comments), got {self.sse_keepalive!r}"
+            )
         for name in ("program_idle_timeout", "body_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"ServerSettings.{name} must be a number of seconds > 0, got {value!r}")
         if not isinstance(self.query_timeout, (int, float)) or self.query_timeout <= 0:
-            raise ValueError(f"ServerSettings.query_timeout must be a number of seconds > 0, "
-                             f"got {self.query_timeout!r}")
-        if not isinstance(self.compile_queue, int) or isinstance(self.compile_queue, bool) or self.compile_queue < 0:
+            raise ValueError(
+                f"ServerSettings.query_timeout must be a number of seconds > 0, got {self.query_timeout!r}"
+            )
+        if (
+            not isinstance(self.compile_queue, int)
+            or isinstance(self.compile_queue, bool)
+            or self.compile_queue < 0
+        ):
             raise ValueError(f"ServerSettings.compile_queue must be an int >= 0, got {self.compile_queue!r}")
         for name in ("tenant_max_queries", "tenant_tokens_per_minute"):
             value = getattr(self, name)
@@ -186,8 +211,10 @@ class ServerSettings(BaseSettings):
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
             raise ValueError("ServerSettings.api_key must be a non-empty string or None")
         if self.documents not in ("postgres", "memory"):
-            raise ValueError(f"ServerSettings.documents must be 'postgres' or 'memory' (env TEOLA_DOCUMENTS), "
-                             f"got {self.documents!r}")
+            raise ValueError(
+                f"ServerSettings.documents must be 'postgres' or 'memory' (env TEOLA_DOCUMENTS), "
+                f"got {self.documents!r}"
+            )
         return self
 
     @classmethod
@@ -206,8 +233,9 @@ class ServerSettings(BaseSettings):
                 parsed[name] = TypeAdapter(annotation).validate_python(value)
             except ValidationError:
                 kind = getattr(annotation, "__name__", str(annotation))
-                raise ValueError(f"environment variable {_ENV_PREFIX}{name.upper()}={value!r} is not a valid "
-                                 f"{kind}") from None
+                raise ValueError(
+                    f"environment variable {_ENV_PREFIX}{name.upper()}={value!r} is not a valid {kind}"
+                ) from None
         return cls(**(parsed | values))
 
 
@@ -220,7 +248,9 @@ class _Environ(EnvSettingsSource):
 
     def _load_env_vars(self) -> Mapping[str, str | None]:
         # names matched case-insensitively (lower case, as the source looks them up); "" is unset
-        return {k.lower(): v for k, v in self._environ.items() if v != "" and k.upper() != f"{_ENV_PREFIX}EXTRA"}
+        return {
+            k.lower(): v for k, v in self._environ.items() if v != "" and k.upper() != f"{_ENV_PREFIX}EXTRA"
+        }
 
 
 def _describe(exc: ValidationError) -> str:

@@ -1,4 +1,5 @@
 """`ServerState`: what the endpoints of one server share (apps, settings, metrics, uploads)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -29,20 +30,26 @@ class ServerState:
         self.store = open_store(settings)  # closed by the server's lifespan (teola.server.api)
         self.documents = Documents(self.store, settings)
         self.namespaces = Namespaces(self.store, settings)
-        self.tenants = Tenants.from_settings(settings.api_key, settings.api_keys, settings.api_keys_file,
-                                             settings.secret)
+        self.tenants = Tenants.from_settings(
+            settings.api_key, settings.api_keys, settings.api_keys_file, settings.secret
+        )
         self.quotas = TenantQuotas(settings.tenant_max_queries, settings.tenant_tokens_per_minute)
         self.tenant_shares = parse_shares(settings.tenant_shares)
         self.recent = RecentQueries()  # what the /ui page shows (teola.server.ui)
-        self.compiler = CompilePool(settings.compile_threads, settings.compile_queue)  # closed by the lifespan
+        self.compiler = CompilePool(
+            settings.compile_threads, settings.compile_queue
+        )  # closed by the lifespan
         self.started = False
 
     def app(self, name: str) -> Any:
         """The app served as `name`; ApiError 404 naming the served apps otherwise."""
         app = self.apps.get(name)
         if app is None:
-            raise ApiError(404, "unknown_app", f"unknown app {name!r}; apps served here: "
-                           f"{', '.join(sorted(self.apps)) or 'none'}")
+            raise ApiError(
+                404,
+                "unknown_app",
+                f"unknown app {name!r}; apps served here: {', '.join(sorted(self.apps)) or 'none'}",
+            )
         return app
 
 

@@ -15,6 +15,7 @@ seconds (15 by default; 0: none), so proxies that cut idle connections keep a lo
 open; SSE clients skip comments (teola.client.events.EventReader does).
 A client that disconnects, from a stream or from a plain request, cancels its query: queued
 primitives leave the engine queues and running LLM requests are aborted in vLLM."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,16 @@ if TYPE_CHECKING:
     from teola.server.state import ServerState
 
 
-async def sse_events(state: ServerState, name: str, app: Any, compiled: Compiled, config: dict[str, Any],
-                     limit: float, slot: Slot | None = None, parent: Any = None) -> AsyncIterator[bytes]:
+async def sse_events(
+    state: ServerState,
+    name: str,
+    app: Any,
+    compiled: Compiled,
+    config: dict[str, Any],
+    limit: float,
+    slot: Slot | None = None,
+    parent: Any = None,
+) -> AsyncIterator[bytes]:
     """The events of one query, sent as they happen. Closing the stream cancels the query. `slot`:
     the tenant's admission (teola.server.quotas), charged by the query; `parent`: the
     caller's trace context (teola.server.tracing), which the query's spans join."""

@@ -10,6 +10,7 @@ ids answer 404), and with several tenants each tenant's LLM prompts get their ow
 salt, so one tenant cannot probe another's prompts through cache timing. A salt is an HMAC of the
 tenant's name under the server's secret (`secret` setting, else a random one kept in the cache
 folder), so nobody who knows a tenant's name can compute it; a new secret rotates every salt."""
+
 from __future__ import annotations
 
 import hashlib
@@ -66,8 +67,9 @@ class Tenants:
         return found
 
     @classmethod
-    def from_settings(cls, api_key: str | None, api_keys: str | None, api_keys_file: str | None,
-                      secret: str | None = None) -> Tenants:
+    def from_settings(
+        cls, api_key: str | None, api_keys: str | None, api_keys_file: str | None, secret: str | None = None
+    ) -> Tenants:
         """Parse the three key settings; ValueError naming the setting and the problem."""
         keys: dict[str, str] = {}
         if api_key:
@@ -77,32 +79,44 @@ class Tenants:
             for i, group in enumerate(g for g in api_keys.split(";") if g.strip()):
                 tenant, sep, listed = group.partition(":")
                 if not sep:
-                    raise ValueError(f"api_keys (TEOLA_API_KEYS) group {i}: expected 'tenant:key1,key2', got {group!r}")
+                    raise ValueError(
+                        f"api_keys (TEOLA_API_KEYS) group {i}: expected 'tenant:key1,key2', got {group!r}"
+                    )
                 for key in listed.split(","):
                     _add(keys, tenant.strip(), key.strip(), "api_keys")
                     named += 1
             if not named:
-                raise ValueError(f"api_keys (TEOLA_API_KEYS) {api_keys!r} names no key, which would leave the server "
-                                 "open to everyone; give 'tenant-a:key1,key2;tenant-b:key3', or unset it")
+                raise ValueError(
+                    f"api_keys (TEOLA_API_KEYS) {api_keys!r} names no key, which would leave the server "
+                    "open to everyone; give 'tenant-a:key1,key2;tenant-b:key3', or unset it"
+                )
         if api_keys_file:
             path = Path(api_keys_file)
             try:
                 data = json.loads(path.read_text())
             except (OSError, json.JSONDecodeError) as exc:
-                raise ValueError(f"api_keys_file {str(path)!r}: cannot read a JSON object of tenant -> keys: {exc}") from None
+                raise ValueError(
+                    f"api_keys_file {str(path)!r}: cannot read a JSON object of tenant -> keys: {exc}"
+                ) from None
             if not isinstance(data, dict):
                 raise ValueError(f"api_keys_file {str(path)!r}: expected a JSON object {{tenant: [keys]}}")
             for tenant, listed in data.items():
                 if not isinstance(listed, list) or not all(isinstance(k, str) for k in listed):
-                    raise ValueError(f"api_keys_file {str(path)!r}: tenant {tenant!r} needs a list of key strings")
+                    raise ValueError(
+                        f"api_keys_file {str(path)!r}: tenant {tenant!r} needs a list of key strings"
+                    )
                 if not listed:
-                    raise ValueError(f"api_keys_file {str(path)!r}: tenant {tenant!r} has no key; give it at least "
-                                     "one or remove it")
+                    raise ValueError(
+                        f"api_keys_file {str(path)!r}: tenant {tenant!r} has no key; give it at least "
+                        "one or remove it"
+                    )
                 for key in listed:
                     _add(keys, tenant, key, "api_keys_file")
             if not data:
-                raise ValueError(f"api_keys_file {str(path)!r} names no tenant, which would leave the server open to "
-                                 'everyone; write {"tenant-a": ["key1"], ...} into it, or unset the setting')
+                raise ValueError(
+                    f"api_keys_file {str(path)!r} names no tenant, which would leave the server open to "
+                    'everyone; write {"tenant-a": ["key1"], ...} into it, or unset the setting'
+                )
         return cls(keys, secret)
 
 
@@ -136,14 +150,17 @@ def load_secret(configured: str | None, folder: Path | None = None) -> bytes:
         return configured.encode()
     if folder is None:
         from engines.assets.paths import cache_dir
+
         folder = cache_dir()
     path = Path(folder) / SECRET_FILE
     if not path.exists():
         _make_secret(path)
     secret = path.read_text().strip()
     if not secret:
-        raise ValueError(f"the server secret file {str(path)!r} is empty; delete it (a new secret is made; every "
-                         "tenant's cache salt changes) or set the secret setting (env TEOLA_SECRET)")
+        raise ValueError(
+            f"the server secret file {str(path)!r} is empty; delete it (a new secret is made; every "
+            "tenant's cache salt changes) or set the secret setting (env TEOLA_SECRET)"
+        )
     return secret.encode()
 
 

@@ -2,6 +2,7 @@
 propagator on both doors (POST /v1/apps/{app}/query and the OpenAI-compatible door), so teola's
 spans of the request join the caller's trace. Without the header, or without OpenTelemetry
 installed (an optional dependency), requests start traces of their own."""
+
 from __future__ import annotations
 
 import asyncio

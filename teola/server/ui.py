@@ -10,6 +10,7 @@ the server's API keys, and each tenant sees only its own queries.
 - ``GET /v1/ui/apps/{app}/sample``: the app's sample query (what the page's Run button sends).
 - ``GET /v1/ui/engines``: per app and engine: queued entries, batches in flight, capacity, health.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -55,6 +56,7 @@ def _add_data_routes(api: APIRouter, state: ServerState) -> None:
 
 def _add_query_routes(api: APIRouter, state: ServerState) -> None:
     """The caller's recent queries and one query's detail."""
+
     @api.get("/queries", summary="The caller's recent queries, newest first")
     async def queries(request: Request) -> dict[str, Any]:
         return {"queries": state.recent.listing(request.state.tenant)}
@@ -65,22 +67,30 @@ def _add_query_routes(api: APIRouter, state: ServerState) -> None:
 
         detail = state.recent.detail(request.state.tenant, query_id)
         if detail is None:
-            raise ApiError(404, "unknown_query", f"no recent query {query_id!r} (the server keeps each tenant's "
-                           f"last {state.recent.capacity})")
+            raise ApiError(
+                404,
+                "unknown_query",
+                f"no recent query {query_id!r} (the server keeps each tenant's last {state.recent.capacity})",
+            )
         return plain(detail)
 
 
 def _add_app_routes(api: APIRouter, state: ServerState) -> None:
     """An app's optimized graph and sample query; every app's engines, live."""
+
     @api.get("/apps/{app}/graph", summary="An app's optimized graph as nodes and edges")
     async def graph(app: str) -> dict[str, Any]:
         target = state.app(app)
         g = target.compile(target.placeholder_query()).egraph
         num = {p.id: i for i, p in enumerate(g.primitives)}
-        return {"app": app,
-                "nodes": [{"id": num[p.id], "name": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth}
-                          for p in g.primitives],
-                "edges": sorted([num[u], num[v]] for u, v in g.nx.edges)}
+        return {
+            "app": app,
+            "nodes": [
+                {"id": num[p.id], "name": p.name, "op": p.op.value, "engine": p.engine, "depth": p.depth}
+                for p in g.primitives
+            ],
+            "edges": sorted([num[u], num[v]] for u, v in g.nx.edges),
+        }
 
     @api.get("/apps/{app}/sample", summary="An app's sample query")
     async def sample(app: str) -> dict[str, Any]:
@@ -98,11 +108,21 @@ def _add_app_routes(api: APIRouter, state: ServerState) -> None:
             for engine, spec in app.engines.items():
                 h = health.get(engine, {})
                 cap = h.get("capacity") or 0
-                out.append({"app": name, "engine": engine, "kind": spec.kind, "started": bool(h.get("started")),
-                            "healthy": bool(h.get("healthy")), "queued": h.get("queued", 0),
-                            "inflight": h.get("inflight", 0), "capacity": cap,
-                            "utilisation": (h.get("inflight", 0) / cap) if cap else 0.0,
-                            "instances": len(h.get("instances", [])), "policy": h.get("policy")})
+                out.append(
+                    {
+                        "app": name,
+                        "engine": engine,
+                        "kind": spec.kind,
+                        "started": bool(h.get("started")),
+                        "healthy": bool(h.get("healthy")),
+                        "queued": h.get("queued", 0),
+                        "inflight": h.get("inflight", 0),
+                        "capacity": cap,
+                        "utilisation": (h.get("inflight", 0) / cap) if cap else 0.0,
+                        "instances": len(h.get("instances", [])),
+                        "policy": h.get("policy"),
+                    }
+                )
         return {"engines": out}
 
 

@@ -8,6 +8,7 @@ supported ones.
 
 Each text comes with its `DocumentMeta`: the SHA-256 of what was sent for it (a file's bytes, or the
 text's UTF-8), the file's name, and the upload's ``namespace`` query parameter (a label)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -25,17 +26,25 @@ from teola.server.store.base import DocumentMeta
 # Read by a loader when sent as the raw body; text/plain stays with read_documents.
 FILE_TYPES = frozenset(BY_CONTENT_TYPE) - {"text/plain"}
 FORM_FIELDS = ("document", "documents")  # multipart text fields taken as documents
-SETTING_OF_LIMIT = {"max_bytes": "max_file_bytes", "max_pages": "max_file_pages", "max_chars": "max_document_chars"}
+SETTING_OF_LIMIT = {
+    "max_bytes": "max_file_bytes",
+    "max_pages": "max_file_pages",
+    "max_chars": "max_document_chars",
+}
 
 
 def loader_limits(settings: ServerSettings) -> LoaderLimits:
     """The loaders' limits of a server: its file bytes and PDF pages, and its document characters."""
-    return LoaderLimits(max_bytes=settings.max_file_bytes, max_pages=settings.max_file_pages,
-                        max_chars=settings.max_document_chars)
+    return LoaderLimits(
+        max_bytes=settings.max_file_bytes,
+        max_pages=settings.max_file_pages,
+        max_chars=settings.max_document_chars,
+    )
 
 
-async def read_uploads(request: Request, settings: ServerSettings,
-                       namespace: str | None = None) -> list[tuple[str, DocumentMeta]]:
+async def read_uploads(
+    request: Request, settings: ServerSettings, namespace: str | None = None
+) -> list[tuple[str, DocumentMeta]]:
     """The texts of a document upload, each with its meta: multipart files and fields, a raw file
     body (PDF, HTML, Markdown, DOCX), JSON ``{"documents": [...]}`` or text/plain. ApiError 4xx
     naming the problem."""
@@ -51,8 +60,12 @@ async def read_uploads(request: Request, settings: ServerSettings,
     elif mime in ("", "application/json") or mime.startswith("text/"):
         return [(t, _meta(t.encode("utf-8"), None, namespace)) for t in await read_documents(request)]
     else:
-        raise ApiError(415, "unsupported_media_type", f"unsupported content type {mime!r}; send application/json "
-                       f'{{"documents": [...]}}, multipart/form-data files, or a file as the body: {SUPPORTED}')
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"unsupported content type {mime!r}; send application/json "
+            f'{{"documents": [...]}}, multipart/form-data files, or a file as the body: {SUPPORTED}',
+        )
     for i, (text, _) in enumerate(texts):
         if not text.strip():
             raise ApiError(422, "empty_document", f"document {i} is empty (or only whitespace)")
@@ -63,13 +76,18 @@ def _meta(sent: bytes, name: str | None, namespace: str | None) -> DocumentMeta:
     return DocumentMeta(sha256=hashlib.sha256(sent).hexdigest(), name=name, namespace=namespace)
 
 
-async def _read_form(request: Request, settings: ServerSettings,
-                     namespace: str | None) -> list[tuple[str, DocumentMeta]]:
+async def _read_form(
+    request: Request, settings: ServerSettings, namespace: str | None
+) -> list[tuple[str, DocumentMeta]]:
     form = await request.form()
     files = [(key, value) for key, value in form.multi_items() if not isinstance(value, str)]
     if len(files) > settings.max_documents:
-        raise ApiError(413, "too_many_documents", f"{len(files)} files; at most {settings.max_documents} per "
-                       "upload (setting max_documents, env TEOLA_MAX_DOCUMENTS)")
+        raise ApiError(
+            413,
+            "too_many_documents",
+            f"{len(files)} files; at most {settings.max_documents} per "
+            "upload (setting max_documents, env TEOLA_MAX_DOCUMENTS)",
+        )
     texts = []
     for key, value in form.multi_items():
         if isinstance(value, str):
@@ -77,8 +95,12 @@ async def _read_form(request: Request, settings: ServerSettings,
                 texts.append((value, _meta(value.encode("utf-8"), None, namespace)))
             continue
         if value.size is not None and value.size > settings.max_file_bytes:
-            raise ApiError(413, "file_too_large", f"file {value.filename or key!r} has {value.size} bytes; at most "
-                           f"{settings.max_file_bytes} (setting max_file_bytes, env TEOLA_MAX_FILE_BYTES)")
+            raise ApiError(
+                413,
+                "file_too_large",
+                f"file {value.filename or key!r} has {value.size} bytes; at most "
+                f"{settings.max_file_bytes} (setting max_file_bytes, env TEOLA_MAX_FILE_BYTES)",
+            )
         data = await value.read()
         text = await _load(data, value.content_type, value.filename or key, settings)
         texts.append((text, _meta(data, value.filename or None, namespace)))

@@ -1,5 +1,6 @@
 """Native extensions built by `csrc/build.sh` (run by scripts/setup.sh). Nothing here is required:
 callers fall back to pure-torch code when an extension is missing."""
+
 from __future__ import annotations
 
 import importlib
@@ -25,8 +26,10 @@ def load_kvswap() -> ModuleType:
             return _kvswap
         except ImportError as exc:
             _kvswap_error = str(exc)
-    raise ImportError(f"the teola_kvswap extension is not available ({_kvswap_error}); "
-                      "build it with `bash csrc/build.sh` (scripts/setup.sh does this)")
+    raise ImportError(
+        f"the teola_kvswap extension is not available ({_kvswap_error}); "
+        "build it with `bash csrc/build.sh` (scripts/setup.sh does this)"
+    )
 
 
 def kvswap_available() -> bool:

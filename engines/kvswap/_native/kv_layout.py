@@ -6,6 +6,7 @@ A layer's cache is seen as [outer, num_blocks, inner...] with `block_dim` the bl
 1 for the older [2, num_blocks, block_size, num_kv_heads, head_size]. A block record in a swap buffer
 is every layer's (plane, block) chunks back to back, in layer then plane order.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -29,23 +30,29 @@ class LayerChunks:
 
 def _byte_view(t: torch.Tensor, block_dim: int, layer: int) -> torch.Tensor:
     if block_dim not in (0, 1):
-        raise ValueError(f"block_dim must be 0 ([num_blocks, ...]) or 1 ([2, num_blocks, ...]), "
-                         f"got {block_dim}")
+        raise ValueError(
+            f"block_dim must be 0 ([num_blocks, ...]) or 1 ([2, num_blocks, ...]), got {block_dim}"
+        )
     if t.dim() < block_dim + 2:
-        raise ValueError(f"cache of layer {layer} has shape {tuple(t.shape)}; expected at least "
-                         f"{block_dim + 2} dims with blocks on dim {block_dim}")
+        raise ValueError(
+            f"cache of layer {layer} has shape {tuple(t.shape)}; expected at least "
+            f"{block_dim + 2} dims with blocks on dim {block_dim}"
+        )
     inner = sorted((t.stride(d), t.size(d)) for d in range(block_dim + 1, t.dim()))
     expect = 1
     for stride, size in inner:
         if size == 1:
             continue
         if stride != expect:
-            raise ValueError(f"cache of layer {layer} (shape {tuple(t.shape)}, strides {t.stride()}) "
-                             f"does not keep one block's data contiguous after dim {block_dim}")
+            raise ValueError(
+                f"cache of layer {layer} (shape {tuple(t.shape)}, strides {t.stride()}) "
+                f"does not keep one block's data contiguous after dim {block_dim}"
+            )
         expect *= size
     if not _non_overlapping_dense(t):
-        raise ValueError(f"cache of layer {layer} must be a dense tensor "
-                         f"(shape {tuple(t.shape)}, strides {t.stride()})")
+        raise ValueError(
+            f"cache of layer {layer} must be a dense tensor (shape {tuple(t.shape)}, strides {t.stride()})"
+        )
     es = t.element_size()
     outer = t.size(0) if block_dim == 1 else 1
     inner_bytes = expect * es
@@ -53,7 +60,8 @@ def _byte_view(t: torch.Tensor, block_dim: int, layer: int) -> torch.Tensor:
     return storage.as_strided(
         (outer, t.size(block_dim), inner_bytes),
         (t.stride(0) * es if block_dim == 1 else 0, t.stride(block_dim) * es, 1),
-        t.storage_offset() * es)
+        t.storage_offset() * es,
+    )
 
 
 def _non_overlapping_dense(t: torch.Tensor) -> bool:
@@ -80,8 +88,9 @@ def describe_layers(caches: Sequence[torch.Tensor], block_dim: int) -> tuple[lis
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"cache of layer {i} is a {type(t).__name__}, not a torch.Tensor")
         if t.device != device:
-            raise ValueError(f"cache of layer {i} is on {t.device}, layer 0 on {device}; "
-                             "all layers must share one device")
+            raise ValueError(
+                f"cache of layer {i} is on {t.device}, layer 0 on {device}; all layers must share one device"
+            )
         raw = _byte_view(t, block_dim, i)
         if outer is None:
             outer = raw.shape[0]
@@ -102,5 +111,7 @@ def check_block_ids(ids: torch.Tensor, num_blocks: int, *, unique: bool, what: s
         raise ValueError(f"{what}: block id {bad} is out of range [0, {num_blocks})")
     if unique and torch.unique(ids).numel() != ids.numel():
         vals, counts = torch.unique(ids, return_counts=True)
-        raise ValueError(f"{what}: block id {int(vals[counts > 1][0])} appears twice; "
-                         "each destination block may be written once")
+        raise ValueError(
+            f"{what}: block id {int(vals[counts > 1][0])} appears twice; "
+            "each destination block may be written once"
+        )

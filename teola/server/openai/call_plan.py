@@ -23,7 +23,15 @@ from teola.server.openai.tools import ForcedCall, parse_tool_calls
 from teola.server.state import ServerState
 
 _call_ids = itertools.count(1)
-SAMPLING = ("seed", "top_p", "presence_penalty", "frequency_penalty", "json_object", "json_schema", "logprobs")
+SAMPLING = (
+    "seed",
+    "top_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "json_object",
+    "json_schema",
+    "logprobs",
+)
 
 
 @dataclass(kw_only=True)
@@ -50,34 +58,76 @@ class CallPlan:
     def submit(self, abort_key: str, on_delta: Callable[[str], None] | None = None) -> Any:
         """Queue the call on its engine's scheduler (`abort_key`: what aborts it on the engine once it
         runs; `on_delta`: called with each piece of streamed text)."""
-        return self.app.runtime.submit_call(self.engine, self.call, program=self.pid, call_id=self.call_id,
-                                            parents=self.parents, on_delta=on_delta, tenant=self.tenant,
-                                            abort_key=abort_key)
+        return self.app.runtime.submit_call(
+            self.engine,
+            self.call,
+            program=self.pid,
+            call_id=self.call_id,
+            parents=self.parents,
+            on_delta=on_delta,
+            tenant=self.tenant,
+            abort_key=abort_key,
+        )
 
     def observed(self, state: ServerState, parent: Any) -> DoorCall:
         """What the server records of the call from now on (`parent`: the caller's trace context)."""
-        return DoorCall(state, self.app_name, self.app, self.engine, self.call_id, self.pid, self.tenant, self.call,
-                        "chat" if self.chat else "text_completion", parent, self.shown)
+        return DoorCall(
+            state,
+            self.app_name,
+            self.app,
+            self.engine,
+            self.call_id,
+            self.pid,
+            self.tenant,
+            self.call,
+            "chat" if self.chat else "text_completion",
+            parent,
+            self.shown,
+        )
 
 
-async def plan_call(state: ServerState, request: Request, body: dict[str, Any], prompt: dict[str, Any],
-                    forced: ForcedCall | None) -> CallPlan:
+async def plan_call(
+    state: ServerState,
+    request: Request,
+    body: dict[str, Any],
+    prompt: dict[str, Any],
+    forced: ForcedCall | None,
+) -> CallPlan:
     """The plan of a call with these prompt fields (its app started if it was not yet)."""
     app_name, app, engine = door_models.resolve(state, body.get("model"), "decoding", "llm", "engine")
     gen = generation_of(body, forced)
     pid, ends, call_id, parents = program_of(request, body)
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
-        raise ApiError(400, "invalid_value", f"stream_options must be an object, got {options!r:.80}",
-                       param="stream_options")
+        raise ApiError(
+            400,
+            "invalid_value",
+            f"stream_options must be an object, got {options!r:.80}",
+            param="stream_options",
+        )
     if app.runtime is None:
         await app.start()
-    _check_features(app.runtime.features(engine), gen, app_name, engine, "tool_choice" if forced else "response_format")
+    _check_features(
+        app.runtime.features(engine), gen, app_name, engine, "tool_choice" if forced else "response_format"
+    )
     tenant = request.state.tenant
     call = _engine_request(state, tenant, prompt, gen, bool(body.get("stream")))
-    return CallPlan(chat="messages" in prompt, app_name=app_name, app=app, engine=engine, gen=gen, pid=pid, ends=ends,
-                    call_id=call_id, parents=parents, options=options, tenant=tenant, call=call, model=body["model"],
-                    shown=_shown(prompt))
+    return CallPlan(
+        chat="messages" in prompt,
+        app_name=app_name,
+        app=app,
+        engine=engine,
+        gen=gen,
+        pid=pid,
+        ends=ends,
+        call_id=call_id,
+        parents=parents,
+        options=options,
+        tenant=tenant,
+        call=call,
+        model=body["model"],
+        shown=_shown(prompt),
+    )
 
 
 def program_of(request: Request, body: dict[str, Any]) -> tuple[str, bool, str, list[str] | None]:
@@ -85,8 +135,12 @@ def program_of(request: Request, body: dict[str, Any]) -> tuple[str, bool, str, 
     tenant = getattr(request.state, "tenant", "default")
     given = request.headers.get("x-teola-program") or body.get("user")
     if given is not None and (not isinstance(given, str) or not given.strip()):
-        raise ApiError(400, "invalid_value", f"the program id (x-teola-program or user) must be a non-empty "
-                       f"string, got {given!r}", param="user")
+        raise ApiError(
+            400,
+            "invalid_value",
+            f"the program id (x-teola-program or user) must be a non-empty string, got {given!r}",
+            param="user",
+        )
     ends = request.headers.get("x-teola-program-end", "").lower() in ("1", "true", "yes") or given is None
     pid = f"{tenant}/{given.strip() if given else 'call-' + uuid.uuid4().hex[:12]}"
     call_id = request.headers.get("x-teola-call") or f"call-{next(_call_ids)}"
@@ -101,20 +155,29 @@ def generation_of(body: dict[str, Any], forced: ForcedCall | None) -> dict[str, 
     gen = fmt.generation(body)
     if forced is not None:
         if fmt.constrained(gen):
-            raise ApiError(400, "invalid_value", "a request forcing a tool call (tool_choice) cannot also set a JSON "
-                           "response_format: the call's arguments are the JSON", param="response_format")
+            raise ApiError(
+                400,
+                "invalid_value",
+                "a request forcing a tool call (tool_choice) cannot also set a JSON "
+                "response_format: the call's arguments are the JSON",
+                param="response_format",
+            )
         gen["json_schema"] = forced.schema
     return gen
 
 
-def tool_calls_of(text: str, parallel: bool | None, forced: ForcedCall | None) -> tuple[str, list[dict[str, Any]]] | None:
+def tool_calls_of(
+    text: str, parallel: bool | None, forced: ForcedCall | None
+) -> tuple[str, list[dict[str, Any]]] | None:
     """(the text outside tool calls, the calls) of an answer to a request offering tools, else None."""
     if forced is not None and (calls := forced.calls(text)):
         return "", calls
     return parse_tool_calls(text, parallel) if parallel is not None else None
 
 
-def _check_features(has: frozenset[Feature], gen: dict[str, Any], app: str, engine: str, structured: str) -> None:
+def _check_features(
+    has: frozenset[Feature], gen: dict[str, Any], app: str, engine: str, structured: str
+) -> None:
     """400 naming the capability a call needs that its engine does not declare (and the field that
     asks for it: `structured` for structured outputs)."""
     needs = {Feature.STRUCTURED_OUTPUTS: structured} if fmt.constrained(gen) else {}
@@ -122,22 +185,32 @@ def _check_features(has: frozenset[Feature], gen: dict[str, Any], app: str, engi
         needs[Feature.LOGPROBS] = "logprobs"
     for feature, param in needs.items():
         if feature not in has:
-            raise ApiError(400, "unsupported_value", f"{param} needs {feature}, which engine {engine!r} of app "
-                           f"{app!r} does not provide (in-process vLLM and vLLM servers do)", param=param)
+            raise ApiError(
+                400,
+                "unsupported_value",
+                f"{param} needs {feature}, which engine {engine!r} of app "
+                f"{app!r} does not provide (in-process vLLM and vLLM servers do)",
+                param=param,
+            )
 
 
-def _engine_request(state: ServerState, tenant: str, prompt: dict[str, Any], gen: dict[str, Any],
-                    stream: bool) -> dict[str, Any]:
+def _engine_request(
+    state: ServerState, tenant: str, prompt: dict[str, Any], gen: dict[str, Any], stream: bool
+) -> dict[str, Any]:
     """The LLM request body of a call, built whole: its prompt fields, generation options, the
     tenant's prefix-cache salt (with several tenants) and "stream_text" for a streamed answer."""
-    return {**llm_request(prompt["parts"], True, gen),
-            **{k: v for k, v in prompt.items() if k != "parts" and v is not None},
-            **{k: gen[k] for k in SAMPLING if k in gen},
-            **({"cache_salt": state.tenants.salt(tenant)} if state.tenants.several else {}),
-            **({"stream_text": True} if stream else {})}
+    return {
+        **llm_request(prompt["parts"], True, gen),
+        **{k: v for k, v in prompt.items() if k != "parts" and v is not None},
+        **{k: gen[k] for k in SAMPLING if k in gen},
+        **({"cache_salt": state.tenants.salt(tenant)} if state.tenants.several else {}),
+        **({"stream_text": True} if stream else {}),
+    }
 
 
 def _shown(prompt: dict[str, Any]) -> str:
     """What the /ui list shows of a call: its raw prompt, or its conversation's last user or tool message."""
     messages = prompt.get("messages") or []
-    return prompt.get("raw_prompt") or next((m["content"] for m in reversed(messages) if m["role"] in ("user", "tool")), "")
+    return prompt.get("raw_prompt") or next(
+        (m["content"] for m in reversed(messages) if m["role"] in ("user", "tool")), ""
+    )

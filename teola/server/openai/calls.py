@@ -2,6 +2,7 @@
 (teola.server.openai.door), as it records a query: counted in /metrics (teola_server_queries, the
 latency and per-primitive histograms, failures by reason), listed in the /ui recent list (kind
 "openai"), and, when telemetry is on, one OpenTelemetry span in its caller's trace."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,10 +21,28 @@ class DoorCall:
     its LLM request; `operation`: "chat" or "text_completion"; `parent`: the caller's trace context
     (teola.server.tracing.caller_context) or None; `prompt`: what the /ui list shows of it."""
 
-    def __init__(self, state: ServerState, app_name: str, app: Any, engine: str, call_id: str, program: str,
-                 tenant: str, request: dict[str, Any], operation: str, parent: Any, prompt: str) -> None:
+    def __init__(
+        self,
+        state: ServerState,
+        app_name: str,
+        app: Any,
+        engine: str,
+        call_id: str,
+        program: str,
+        tenant: str,
+        request: dict[str, Any],
+        operation: str,
+        parent: Any,
+        prompt: str,
+    ) -> None:
         self.state, self.app_name, self.app, self.engine = state, app_name, app, engine
-        self.call_id, self.program, self.request, self.operation, self.parent = call_id, program, request, operation, parent
+        self.call_id, self.program, self.request, self.operation, self.parent = (
+            call_id,
+            program,
+            request,
+            operation,
+            parent,
+        )
         self.t0 = asyncio.get_running_loop().time()
         self.start_ns = time.time_ns()
         self.key = state.recent.begin_call(tenant, app_name, call_id, prompt)
@@ -46,9 +65,15 @@ class DoorCall:
 
     def _entry(self, status: str, outcome: Any) -> dict[str, Any]:
         """The call as a trace entry (times in seconds from its start), like a query's primitive."""
-        entry: dict[str, Any] = {"primitive": self.call_id, "op": "decoding", "engine": self.engine,
-                                 "program": self.program, "status": status, "queued": 0.0,
-                                 "finished": asyncio.get_running_loop().time() - self.t0}
+        entry: dict[str, Any] = {
+            "primitive": self.call_id,
+            "op": "decoding",
+            "engine": self.engine,
+            "program": self.program,
+            "status": status,
+            "queued": 0.0,
+            "finished": asyncio.get_running_loop().time() - self.t0,
+        }
         if outcome is not None:
             entry["instance"] = outcome.instance
             if outcome.started is not None:
@@ -59,14 +84,30 @@ class DoorCall:
         return entry
 
     def _span(self, entry: dict[str, Any], error: BaseException | None) -> None:
-        telemetry = self.app.telemetry if getattr(self.app, "telemetry", None) is not None else telemetry_from_env()
+        telemetry = (
+            self.app.telemetry if getattr(self.app, "telemetry", None) is not None else telemetry_from_env()
+        )
         if telemetry is None:
             return
         spec = self.app.engines.get(self.engine)
         model = (getattr(spec, "options", None) or {}).get("model")
         try:
-            telemetry.record_call(self.app_name, entry, self.request, self.start_ns, getattr(spec, "kind", None),
-                                  model, self.operation, self.parent, error)
+            telemetry.record_call(
+                self.app_name,
+                entry,
+                self.request,
+                self.start_ns,
+                getattr(spec, "kind", None),
+                model,
+                self.operation,
+                self.parent,
+                error,
+            )
         except Exception as exc:  # a recorder failure never fails the call
-            log.warning("app %s: recording call %s for OpenTelemetry failed: %s: %s", self.app_name, self.call_id,
-                        type(exc).__name__, exc)
+            log.warning(
+                "app %s: recording call %s for OpenTelemetry failed: %s: %s",
+                self.app_name,
+                self.call_id,
+                type(exc).__name__,
+                exc,
+            )

@@ -45,6 +45,7 @@ on top of it) gets teola's program-level scheduling without importing teola.
   entry of kind "openai" in the /ui recent list, and an OpenTelemetry span (`chat {model}`; when
   telemetry is on, teola.telemetry) inside the caller's trace when it sends a W3C traceparent.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -75,25 +76,72 @@ from teola.server.streaming import unless_disconnected
 from teola.server.tracing import caller_context
 
 _ERRORS = {status: {"model": OpenAIErrorResponse} for status in (400, 401, 404, 413, 415, 429, 500, 502, 503)}
-_ANSWER = {200: {"description": "an OpenAI response object, or server-sent chunks when stream is true",
-                 "content": {"application/json": {"schema": {"type": "object"}}, "text/event-stream": {}}}}
-_COMMON = {"model": {"type": "string"}, "stream": {"type": "boolean"}, "max_tokens": {"type": "integer"},
-           "temperature": {"type": "number"}, "stop": {}, "user": {"type": "string"}, "seed": {"type": "integer"},
-           "stream_options": {"type": "object"}, "top_p": {"type": "number"}, "n": {"type": "integer"},
-           "presence_penalty": {"type": "number"}, "frequency_penalty": {"type": "number"}}
-_CHAT = {"tools": {"type": "array", "items": {"type": "object"}}, "tool_choice": {},
-         "parallel_tool_calls": {"type": "boolean"}, "response_format": {"type": "object"},
-         "max_completion_tokens": {"type": "integer"}}
-_EMBEDDINGS_BODY = {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-    "type": "object", "required": ["model", "input"], "properties": {
-        "model": {"type": "string"}, "input": {}, "encoding_format": {"type": "string"},
-        "dimensions": {"type": "integer"}, "user": {"type": "string"}}}}}}}
+_ANSWER = {
+    200: {
+        "description": "an OpenAI response object, or server-sent chunks when stream is true",
+        "content": {"application/json": {"schema": {"type": "object"}}, "text/event-stream": {}},
+    }
+}
+_COMMON = {
+    "model": {"type": "string"},
+    "stream": {"type": "boolean"},
+    "max_tokens": {"type": "integer"},
+    "temperature": {"type": "number"},
+    "stop": {},
+    "user": {"type": "string"},
+    "seed": {"type": "integer"},
+    "stream_options": {"type": "object"},
+    "top_p": {"type": "number"},
+    "n": {"type": "integer"},
+    "presence_penalty": {"type": "number"},
+    "frequency_penalty": {"type": "number"},
+}
+_CHAT = {
+    "tools": {"type": "array", "items": {"type": "object"}},
+    "tool_choice": {},
+    "parallel_tool_calls": {"type": "boolean"},
+    "response_format": {"type": "object"},
+    "max_completion_tokens": {"type": "integer"},
+}
+_EMBEDDINGS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["model", "input"],
+                    "properties": {
+                        "model": {"type": "string"},
+                        "input": {},
+                        "encoding_format": {"type": "string"},
+                        "dimensions": {"type": "integer"},
+                        "user": {"type": "string"},
+                    },
+                }
+            }
+        },
+    }
+}
 
 
-def _body_schema(required: str, schema: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": {
-        "type": "object", "required": ["model", required],
-        "properties": {**_COMMON, **(extra or {}), required: schema}}}}}}
+def _body_schema(
+    required: str, schema: dict[str, Any], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["model", required],
+                        "properties": {**_COMMON, **(extra or {}), required: schema},
+                    }
+                }
+            },
+        }
+    }
 
 
 class ProgramClock:
@@ -130,32 +178,51 @@ def openai_router(state: ServerState, auth: Callable[..., None]) -> APIRouter:
 
     @api.get("/v1/models", summary="The LLM and embedding engines served through the OpenAI-compatible API")
     async def models() -> dict[str, Any]:
-        ids = [f"{name}/{engine}" for name, app in sorted(state.apps.items())
-               for engine in _llm_engines(app) + embedding_engines(app)]
+        ids = [
+            f"{name}/{engine}"
+            for name, app in sorted(state.apps.items())
+            for engine in _llm_engines(app) + embedding_engines(app)
+        ]
         return {"object": "list", "data": [{"id": i, "object": "model", "owned_by": "teola"} for i in ids]}
 
-    @api.post("/v1/chat/completions", summary="OpenAI-compatible chat completion (one program call)",
-              responses=_ANSWER, openapi_extra=_body_schema("messages", {"type": "array", "items": {"type": "object"}}, _CHAT))
+    @api.post(
+        "/v1/chat/completions",
+        summary="OpenAI-compatible chat completion (one program call)",
+        responses=_ANSWER,
+        openapi_extra=_body_schema("messages", {"type": "array", "items": {"type": "object"}}, _CHAT),
+    )
     async def chat(request: Request) -> Any:
         body = await _json(request)
         fmt.check_fields(body, chat=True)
         messages = fmt.chat_messages(body.get("messages"))
         tools, parallel, forced = offered_tools(body)
         prompt = {"parts": fmt.chat_parts(messages), "messages": messages, "tools": tools}
-        return await _serve(state, clock, request, body, prompt, parallel if tools and not forced else None, forced)
+        return await _serve(
+            state, clock, request, body, prompt, parallel if tools and not forced else None, forced
+        )
 
-    @api.post("/v1/completions", summary="OpenAI-compatible completion (one program call)",
-              responses=_ANSWER, openapi_extra=_body_schema("prompt", {"type": "string"}))
+    @api.post(
+        "/v1/completions",
+        summary="OpenAI-compatible completion (one program call)",
+        responses=_ANSWER,
+        openapi_extra=_body_schema("prompt", {"type": "string"}),
+    )
     async def completions(request: Request) -> Any:
         body = await _json(request)
         fmt.check_fields(body, chat=False)
         text = fmt.completion_prompt(body.get("prompt"))
-        return await _serve(state, clock, request, body, {"parts": [["user", text]], "raw_prompt": text}, None)
+        return await _serve(
+            state, clock, request, body, {"parts": [["user", text]], "raw_prompt": text}, None
+        )
 
-    @api.post("/v1/embeddings", summary="OpenAI-compatible embeddings (one query of one embedding primitive)",
-              openapi_extra=_EMBEDDINGS_BODY)
+    @api.post(
+        "/v1/embeddings",
+        summary="OpenAI-compatible embeddings (one query of one embedding primitive)",
+        openapi_extra=_EMBEDDINGS_BODY,
+    )
     async def embed(request: Request) -> Any:
         return await embeddings(state, request, await _json(request))
+
     return api
 
 
@@ -164,8 +231,11 @@ async def _json(request: Request) -> dict[str, Any]:
     send a cross-site text/plain or form POST without asking, but not a JSON one."""
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if ctype != "application/json":
-        raise ApiError(415, "unsupported_media_type", f"the body must be sent with Content-Type: application/json, "
-                       f"got {ctype or 'none'!r:.80}")
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"the body must be sent with Content-Type: application/json, got {ctype or 'none'!r:.80}",
+        )
     try:
         body = json.loads(await request.body())
     except ValueError as exc:
@@ -181,8 +251,15 @@ def _llm_engines(app: Any) -> list[str]:
     return door_models.engines_running(app, "decoding")
 
 
-async def _serve(state: ServerState, clock: ProgramClock, request: Request, body: dict[str, Any],
-                 prompt: dict[str, Any], parallel: bool | None, forced: ForcedCall | None = None) -> Any:
+async def _serve(
+    state: ServerState,
+    clock: ProgramClock,
+    request: Request,
+    body: dict[str, Any],
+    prompt: dict[str, Any],
+    parallel: bool | None,
+    forced: ForcedCall | None = None,
+) -> Any:
     """One call. `prompt`: its prompt fields (parts, and messages with tools or raw_prompt);
     `parallel`: None when no tool calls are parsed from the text, else whether several may come
     back; `forced`: the tool call tool_choice forces, decoded under structured outputs."""
@@ -203,19 +280,30 @@ async def _serve(state: ServerState, clock: ProgramClock, request: Request, body
     max_tokens = plan.gen["max_tokens"]
     if body.get("stream"):
         answer = Answer(plan.chat, plan.call_id, plan.model, max_tokens, parallel, forced)
-        stream = stream_answer(submit, done, Spend(slot, prompt_tokens), seen, answer,
-                               bool(plan.options.get("include_usage")))
-        return StreamingResponse(stream,
-                                 media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"})
+        stream = stream_answer(
+            submit, done, Spend(slot, prompt_tokens), seen, answer, bool(plan.options.get("include_usage"))
+        )
+        return StreamingResponse(
+            stream, media_type="text/event-stream", headers={**headers, "Cache-Control": "no-cache"}
+        )
     outcome = await _whole(state, plan.app_name, request, submit, done, seen, prompt_tokens + max_tokens)
     slot.charge(call_tokens(outcome.result))
     result = outcome.result
     tools = tool_calls_of(result.get("text", ""), parallel, forced)
-    return JSONResponse(replies.response(plan.chat, plan.call_id, plan.model, result, max_tokens, tools), headers=headers)
+    return JSONResponse(
+        replies.response(plan.chat, plan.call_id, plan.model, result, max_tokens, tools), headers=headers
+    )
 
 
-async def _whole(state: ServerState, app_name: str, request: Request, submit: Callable[[], Any],
-                 done: Callable[[], None], seen: DoorCall, bound: int) -> Any:
+async def _whole(
+    state: ServerState,
+    app_name: str,
+    request: Request,
+    submit: Callable[[], Any],
+    done: Callable[[], None],
+    seen: DoorCall,
+    bound: int,
+) -> Any:
     """The outcome of a call answered whole. A failure is recorded on `seen`; a call cut short is
     charged `bound` tokens (its prompt estimate and max_tokens: the engine's count is lost)."""
     slot = request.state.slot

@@ -8,6 +8,7 @@ The texts are one query of one EMBEDDING primitive (teola.compile.single_primiti
 query (tenant, time limit, /metrics, /ui), so the engine's scheduler batches them with every other
 query's embeddings. ``usage.prompt_tokens`` counts the texts in the engine model's tokenizer when
 its kind declares one on disk, else estimates them (4 bytes a token)."""
+
 from __future__ import annotations
 
 import base64
@@ -43,19 +44,31 @@ def inputs(body: dict[str, Any]) -> list[str]:
     """The texts of a request; 400 naming the field otherwise."""
     unknown = sorted(k for k, v in body.items() if k not in FIELDS and v is not None)
     if unknown:
-        raise _invalid(f"unsupported parameter(s) {', '.join(map(repr, unknown))}: /v1/embeddings serves "
-                       f"{', '.join(sorted(FIELDS))}", unknown[0], "unsupported_parameter")
+        raise _invalid(
+            f"unsupported parameter(s) {', '.join(map(repr, unknown))}: /v1/embeddings serves "
+            f"{', '.join(sorted(FIELDS))}",
+            unknown[0],
+            "unsupported_parameter",
+        )
     texts = body.get("input")
     texts = [texts] if isinstance(texts, str) else texts
     if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-        raise _invalid(f"input must be a string or a non-empty list of strings (token ids are not served), got "
-                       f"{body.get('input')!r:.80}", "input")
+        raise _invalid(
+            f"input must be a string or a non-empty list of strings (token ids are not served), got "
+            f"{body.get('input')!r:.80}",
+            "input",
+        )
     if len(texts) > MAX_INPUTS or not all(texts):
-        raise _invalid(f"input holds 1 to {MAX_INPUTS} non-empty strings, got {len(texts)}"
-                       f"{' with an empty one' if not all(texts) else ''}", "input")
+        raise _invalid(
+            f"input holds 1 to {MAX_INPUTS} non-empty strings, got {len(texts)}"
+            f"{' with an empty one' if not all(texts) else ''}",
+            "input",
+        )
     if body.get("encoding_format") is not None and body["encoding_format"] not in ENCODINGS:
-        raise _invalid(f"encoding_format must be 'float' or 'base64', got {body['encoding_format']!r:.40}",
-                       "encoding_format")
+        raise _invalid(
+            f"encoding_format must be 'float' or 'base64', got {body['encoding_format']!r:.40}",
+            "encoding_format",
+        )
     dims = body.get("dimensions")
     if dims is not None and (isinstance(dims, bool) or not isinstance(dims, int) or dims < 1):
         raise _invalid(f"dimensions must be a positive int, got {dims!r:.40}", "dimensions")
@@ -73,7 +86,8 @@ async def embeddings(state: ServerState, request: Request, body: dict[str, Any])
     """The OpenAI embeddings answer of one request (see the module docstring)."""
     texts = inputs(body)
     app_name, app, engine = door_models.resolve(
-        state, body.get("model"), "embedding", "embedding", "embedding engine")
+        state, body.get("model"), "embedding", "embedding", "embedding engine"
+    )
     spec = app.engines[engine]
     if app.runtime is None:
         await app.start()
@@ -89,13 +103,22 @@ async def embeddings(state: ServerState, request: Request, body: dict[str, Any])
     vectors = result.output
     dims = body.get("dimensions")
     if dims is not None and vectors and dims != len(vectors[0]):
-        raise _invalid(f"dimensions {dims} is not served: {body['model']} embeds in {len(vectors[0])} dimensions "
-                       "(shortened vectors are not served)", "dimensions", "unsupported_value")
+        raise _invalid(
+            f"dimensions {dims} is not served: {body['model']} embeds in {len(vectors[0])} dimensions "
+            "(shortened vectors are not served)",
+            "dimensions",
+            "unsupported_value",
+        )
     counter = chunk_tokenizer(spec)
     tokens = sum(counter.count(t) if counter is not None else estimate_tokens(t) for t in texts)
     slot.charge(tokens)
     encoding = body.get("encoding_format") or "float"
-    return {"object": "list", "model": body["model"],
-            "data": [{"object": "embedding", "index": i, "embedding": _encoded(v, encoding)}
-                     for i, v in enumerate(vectors)],
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    return {
+        "object": "list",
+        "model": body["model"],
+        "data": [
+            {"object": "embedding", "index": i, "embedding": _encoded(v, encoding)}
+            for i, v in enumerate(vectors)
+        ],
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }

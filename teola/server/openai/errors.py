@@ -5,6 +5,7 @@ raises the error class it raises against OpenAI (400 `BadRequestError`, 401 `Aut
 and `e.param` are set. Every other path keeps teola's ``{"error": code, "detail": message}``
 (teola.server.errors, whose handlers call `door_response` for the door's paths). The field a
 request error is about travels as `ApiError.param`."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,16 @@ from pydantic import BaseModel
 DOOR_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/embeddings", "/v1/responses")
 # teola's own 422 (invalid fields) is OpenAI's 400; the rest keep their status
 STATUS = {422: 400}
-TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-         404: "invalid_request_error", 409: "invalid_request_error", 413: "invalid_request_error",
-         415: "invalid_request_error", 429: "rate_limit_error"}
+TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    409: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
 
 
 class OpenAIError(BaseModel):
@@ -49,11 +57,13 @@ def error_object(status: int, code: str, message: str, param: str | None = None)
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
-def door_response(status: int, code: str, message: str, param: str | None = None,
-                  headers: dict[str, str] | None = None) -> JSONResponse:
+def door_response(
+    status: int, code: str, message: str, param: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     """The JSON answer of a failure on the door's paths (status 422 answered as 400)."""
-    return JSONResponse(error_object(status, code, message, param), status_code=STATUS.get(status, status),
-                        headers=headers)
+    return JSONResponse(
+        error_object(status, code, message, param), status_code=STATUS.get(status, status), headers=headers
+    )
 
 
 def door_error_event(status: int, code: str, message: str, param: str | None = None) -> str:

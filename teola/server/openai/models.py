@@ -25,8 +25,9 @@ def resolve(state: ServerState, model: Any, op: str, preferred: str, what: str) 
     is not a non-empty string is a 400; one naming nothing served is a 404 listing what is served.
     """
     if not isinstance(model, str) or not model:
-        raise ApiError(400, "invalid_request", f"model must name an app served here (or '<app>/<{what}>')",
-                       param="model")
+        raise ApiError(
+            400, "invalid_request", f"model must name an app served here (or '<app>/<{what}>')", param="model"
+        )
     app_name, _, engine = model.partition("/")
     app = state.apps.get(app_name)
     engines = engines_running(app, op) if app is not None else []
@@ -35,6 +36,7 @@ def resolve(state: ServerState, model: Any, op: str, preferred: str, what: str) 
     if app is None or engine not in engines:
         served = [f"{n}/{e}" for n, a in sorted(state.apps.items()) for e in engines_running(a, op)]
         label = "unknown model" if op == PrimOp.DECODING else f"unknown {op} model"
-        raise ApiError(404, "model_not_found", f"{label} {model!r}; served: {', '.join(served) or 'none'}",
-                       param="model")
+        raise ApiError(
+            404, "model_not_found", f"{label} {model!r}; served: {', '.join(served) or 'none'}", param="model"
+        )
     return app_name, app, engine

@@ -5,6 +5,7 @@ are decoded, what the call is charged however its stream ends, and a failed call
 answers it. While nothing is sent (the call queued or prefilling, a forced call's arguments held
 back), a ``: keep-alive`` comment line goes out every `ServerSettings.sse_keepalive` seconds, as on
 the native query stream (teola.server.streaming); SSE clients, the openai SDK among them, skip it."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,15 @@ class Answer:
     """How a streamed answer is written: chat or completion chunks, and, when tools are offered,
     text held back from where a tool call may start (teola.server.openai.tools.ToolStream)."""
 
-    def __init__(self, chat: bool, call_id: str, model: str, max_tokens: int, parallel: bool | None,
-                 forced: ForcedCall | None = None) -> None:
+    def __init__(
+        self,
+        chat: bool,
+        call_id: str,
+        model: str,
+        max_tokens: int,
+        parallel: bool | None,
+        forced: ForcedCall | None = None,
+    ) -> None:
         self.chat, self.call_id, self.model, self.max_tokens = chat, call_id, model, max_tokens
         self.tools = ToolStream(parallel) if parallel is not None else None
         self.forced = forced
@@ -72,8 +80,13 @@ class Answer:
                 out.append(self.chunk(rest))
             if calls:
                 out.append(self.chunk(calls=calls))
-        return out + [self.chunk(None, finish=replies.finish_reason(result, self.max_tokens, bool(calls)),
-                                 logprobs=replies.choice_logprobs(self.chat, result.get("logprobs")))]
+        return out + [
+            self.chunk(
+                None,
+                finish=replies.finish_reason(result, self.max_tokens, bool(calls)),
+                logprobs=replies.choice_logprobs(self.chat, result.get("logprobs")),
+            )
+        ]
 
 
 class Spend:
@@ -101,8 +114,14 @@ class Spend:
             self.slot.charge(tokens)
 
 
-async def stream_answer(submit: Callable[..., Any], done: Callable[[], None], spend: Spend, seen: DoorCall,
-                  answer: Answer, include_usage: bool) -> AsyncIterator[str]:
+async def stream_answer(
+    submit: Callable[..., Any],
+    done: Callable[[], None],
+    spend: Spend,
+    seen: DoorCall,
+    answer: Answer,
+    include_usage: bool,
+) -> AsyncIterator[str]:
     """The call's text as OpenAI stream chunks; a client that goes away withdraws (or aborts) it."""
     queue: asyncio.Queue = asyncio.Queue()
 

@@ -12,6 +12,7 @@ object stays in the message's text, so nothing the model wrote is lost.
 tool_choice "required" or a named function forces one call: the output is decoded under the
 engine's structured outputs as the tool's arguments object (`ForcedCall`) and returned as a call.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,13 +43,26 @@ class ForcedCall:
 
     @classmethod
     def of(cls, tools: list[dict[str, Any]]) -> ForcedCall:
-        params = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object", "properties": {}}
-                  for t in tools}
+        params = {
+            t["function"]["name"]: t["function"].get("parameters") or {"type": "object", "properties": {}}
+            for t in tools
+        }
         if len(params) == 1:
             return cls(tuple(params), next(iter(params.values())))
-        return cls(tuple(params), {"anyOf": [
-            {"type": "object", "properties": {"name": {"const": name}, "arguments": schema},
-             "required": ["name", "arguments"], "additionalProperties": False} for name, schema in params.items()]})
+        return cls(
+            tuple(params),
+            {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {"name": {"const": name}, "arguments": schema},
+                        "required": ["name", "arguments"],
+                        "additionalProperties": False,
+                    }
+                    for name, schema in params.items()
+                ]
+            },
+        )
 
     def calls(self, text: str) -> list[dict[str, Any]]:
         """The forced call in OpenAI's shape, or [] when `text` is not the JSON the schema asks for
@@ -58,15 +72,24 @@ class ForcedCall:
         except ValueError:
             return []
         if len(self.names) > 1:
-            if not isinstance(obj, dict) or obj.get("name") not in self.names or not isinstance(obj.get("arguments"), dict):
+            if (
+                not isinstance(obj, dict)
+                or obj.get("name") not in self.names
+                or not isinstance(obj.get("arguments"), dict)
+            ):
                 return []
             name, obj = obj["name"], obj["arguments"]
         else:
             name = self.names[0]
         if not isinstance(obj, dict):
             return []
-        return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                 "function": {"name": name, "arguments": json.dumps(obj)}}]
+        return [
+            {
+                "id": f"call_{uuid.uuid4().hex[:24]}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(obj)},
+            }
+        ]
 
 
 def offered_tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, bool, ForcedCall | None]:
@@ -86,16 +109,34 @@ def offered_tools(body: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, bo
     checked = []
     for i, tool in enumerate(tools):
         fn = tool.get("function") if isinstance(tool, dict) else None
-        if not isinstance(tool, dict) or tool.get("type", "function") != "function" or not isinstance(fn, dict):
-            raise _invalid(f"tools[{i}] must be {{'type': 'function', 'function': {{'name', 'description', "
-                           f"'parameters'}}}}, got {tool!r:.80}", f"tools[{i}]")
+        if (
+            not isinstance(tool, dict)
+            or tool.get("type", "function") != "function"
+            or not isinstance(fn, dict)
+        ):
+            raise _invalid(
+                f"tools[{i}] must be {{'type': 'function', 'function': {{'name', 'description', "
+                f"'parameters'}}}}, got {tool!r:.80}",
+                f"tools[{i}]",
+            )
         if not isinstance(fn.get("name"), str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", fn["name"]):
-            raise _invalid(f"tools[{i}].function.name must be 1-64 letters, digits, '_' or '-', got {fn.get('name')!r}",
-                           f"tools[{i}].function.name")
+            raise _invalid(
+                f"tools[{i}].function.name must be 1-64 letters, digits, '_' or '-', got {fn.get('name')!r}",
+                f"tools[{i}].function.name",
+            )
         if not isinstance(fn.get("parameters", {}), dict):
-            raise _invalid(f"tools[{i}].function.parameters must be a JSON schema object", f"tools[{i}].function.parameters")
-        checked.append({"type": "function", "function": {k: fn[k] for k in ("name", "description", "parameters")
-                                                         if fn.get(k) is not None}})
+            raise _invalid(
+                f"tools[{i}].function.parameters must be a JSON schema object",
+                f"tools[{i}].function.parameters",
+            )
+        checked.append(
+            {
+                "type": "function",
+                "function": {
+                    k: fn[k] for k in ("name", "description", "parameters") if fn.get(k) is not None
+                },
+            }
+        )
     if choice == "none":
         return None, False, None
     parallel = body.get("parallel_tool_calls")
@@ -112,12 +153,18 @@ def _forced(choice: Any, tools: list[dict[str, Any]]) -> ForcedCall | None:
     fn = choice.get("function") if isinstance(choice, dict) else None
     name = fn.get("name") if isinstance(fn, dict) else None
     if not isinstance(choice, dict) or choice.get("type") != "function" or not isinstance(name, str):
-        raise _invalid(f"tool_choice must be \"auto\", \"none\", \"required\" or {{'type': 'function', 'function': "
-                       f"{{'name': ...}}}}, got {choice!r:.80}", "tool_choice")
+        raise _invalid(
+            f"tool_choice must be \"auto\", \"none\", \"required\" or {{'type': 'function', 'function': "
+            f"{{'name': ...}}}}, got {choice!r:.80}",
+            "tool_choice",
+        )
     named = [t for t in tools if t["function"]["name"] == name]
     if not named:
-        raise _invalid(f"tool_choice names {name!r}, which is not among the request's tools "
-                       f"({', '.join(t['function']['name'] for t in tools)})", "tool_choice")
+        raise _invalid(
+            f"tool_choice names {name!r}, which is not among the request's tools "
+            f"({', '.join(t['function']['name'] for t in tools)})",
+            "tool_choice",
+        )
     return ForcedCall.of(named)
 
 
@@ -130,14 +177,21 @@ def parse_tool_calls(text: str, parallel: bool = True) -> tuple[str, list[dict[s
     for match in _BLOCK.finditer(text):
         body = next(g for g in match.groups() if g is not None)
         parsed = parse_tool_call("<tool>" + body.strip())
-        call = _llama_call(body) or ((parsed.name, parsed.arguments) if parsed and parsed.error is None else None)
+        call = _llama_call(body) or (
+            (parsed.name, parsed.arguments) if parsed and parsed.error is None else None
+        )
         if call is None:
             continue  # not a call: it stays in the text
-        kept.append(text[at:match.start()])
+        kept.append(text[at : match.start()])
         at = match.end()
         if parallel or not calls:
-            calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                          "function": {"name": call[0], "arguments": json.dumps(call[1])}})
+            calls.append(
+                {
+                    "id": f"call_{uuid.uuid4().hex[:24]}",
+                    "type": "function",
+                    "function": {"name": call[0], "arguments": json.dumps(call[1])},
+                }
+            )
     kept.append(text[at:])
     return "".join(kept).strip(), calls
 
@@ -148,8 +202,12 @@ def _llama_call(body: str) -> tuple[str, dict[str, Any]] | None:
         obj = json.loads(body)
     except ValueError:
         return None
-    if (isinstance(obj, dict) and isinstance(obj.get("name"), str) and "arguments" not in obj
-            and isinstance(obj.get("parameters"), dict)):
+    if (
+        isinstance(obj, dict)
+        and isinstance(obj.get("name"), str)
+        and "arguments" not in obj
+        and isinstance(obj.get("parameters"), dict)
+    ):
         return obj["name"], obj["parameters"]
     return None
 

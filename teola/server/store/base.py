@@ -8,6 +8,7 @@ kept vector-store namespaces, behind one small interface with two backends (sett
 
 `teola.server.state.open_store` picks one. Caps are checked by `teola.server.store.documents` and `teola.server.store.namespaces` inside `locked(tenant)`,
 which serializes every change of one tenant, so concurrent uploads cannot pass a cap together."""
+
 from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
@@ -67,8 +68,9 @@ class TenantChanges(Protocol):
 
     async def existing_ids(self, app: str, ids: list[str]) -> set[str]: ...
 
-    async def insert_documents(self, app: str, docs: dict[str, str],
-                               meta: dict[str, DocumentMeta] | None = None) -> None:
+    async def insert_documents(
+        self, app: str, docs: dict[str, str], meta: dict[str, DocumentMeta] | None = None
+    ) -> None:
         """Store new `docs` (id -> text), each with its `meta` (none when left out)."""
         ...
 
@@ -99,7 +101,9 @@ class TenantStore(Protocol):
         """The texts of those `ids` the tenant has in `app` (unknown ids are left out)."""
         ...
 
-    async def list_documents(self, tenant: str, app: str, limit: int, after: str | None) -> list[DocumentInfo]:
+    async def list_documents(
+        self, tenant: str, app: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
         """Up to `limit` documents in id order, starting after the id `after`."""
         ...
 

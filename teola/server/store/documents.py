@@ -5,6 +5,7 @@ A document's id is derived from its text (`document_id`), so uploading the same 
 the same id and stores nothing more. A tenant sees only its own ids: another tenant's id is unknown
 (404), never forbidden. An upload that would take the tenant past ``max_tenant_documents`` or
 ``max_tenant_document_bytes`` (totals over all its apps) is refused whole with 429."""
+
 from __future__ import annotations
 
 import hashlib
@@ -30,7 +31,9 @@ class Documents:
         self.max_documents = settings.max_tenant_documents
         self.max_bytes = settings.max_tenant_document_bytes
 
-    async def add(self, tenant: str, app: str, texts: list[str], meta: list[DocumentMeta] | None = None) -> list[str]:
+    async def add(
+        self, tenant: str, app: str, texts: list[str], meta: list[DocumentMeta] | None = None
+    ) -> list[str]:
         """Store `texts` (all or none) and return their ids, in order; stored once committed. A text
         already stored keeps the meta of its first upload. ApiError 429 when the new ones would take
         the tenant past a cap."""
@@ -42,31 +45,40 @@ class Documents:
             new = {i: t for i, t in wanted.items() if i not in known}
             if new:
                 usage = await changes.usage()
-                self._check_caps(tenant, app, usage, len(new), sum(len(t.encode("utf-8")) for t in new.values()))
+                self._check_caps(
+                    tenant, app, usage, len(new), sum(len(t.encode("utf-8")) for t in new.values())
+                )
                 await changes.insert_documents(app, new, {i: metas[i] for i in new if i in metas})
         return ids
 
     def _check_caps(self, tenant: str, app: str, usage: Usage, count: int, size: int) -> None:
         over = None
         if usage.documents + count > self.max_documents:
-            over = (f"{usage.documents} + {count} new documents exceed its cap of {self.max_documents} documents "
-                    "(setting max_tenant_documents, env TEOLA_MAX_TENANT_DOCUMENTS)")
+            over = (
+                f"{usage.documents} + {count} new documents exceed its cap of {self.max_documents} documents "
+                "(setting max_tenant_documents, env TEOLA_MAX_TENANT_DOCUMENTS)"
+            )
         elif usage.bytes + size > self.max_bytes:
-            over = (f"{usage.bytes} + {size} new bytes exceed its cap of {self.max_bytes} bytes "
-                    "(setting max_tenant_document_bytes, env TEOLA_MAX_TENANT_DOCUMENT_BYTES)")
+            over = (
+                f"{usage.bytes} + {size} new bytes exceed its cap of {self.max_bytes} bytes "
+                "(setting max_tenant_document_bytes, env TEOLA_MAX_TENANT_DOCUMENT_BYTES)"
+            )
         if over is not None:
             raise quota_exceeded(
                 f"tenant {tenant!r} stores {usage.documents} documents ({usage.bytes} bytes, all apps); {over}. "
                 f"Nothing of this upload was stored. Free space with DELETE /v1/apps/{app}/documents/<id> "
-                f"(GET /v1/apps/{app}/documents lists them), or ask the operator for a larger cap")
+                f"(GET /v1/apps/{app}/documents lists them), or ask the operator for a larger cap"
+            )
 
     async def get_many(self, tenant: str, app: str, ids: list[str]) -> list[str]:
         """Texts of `ids` in order; KeyError naming the unknown ids."""
         found = await self.store.texts(tenant, app, list(dict.fromkeys(ids)))
         missing = [i for i in ids if i not in found]
         if missing:
-            raise KeyError(f"unknown document id(s) {missing} for app {app!r} (upload with "
-                           f"POST /v1/apps/{app}/documents; GET /v1/apps/{app}/documents lists yours)")
+            raise KeyError(
+                f"unknown document id(s) {missing} for app {app!r} (upload with "
+                f"POST /v1/apps/{app}/documents; GET /v1/apps/{app}/documents lists yours)"
+            )
         return [found[i] for i in ids]
 
     async def get(self, tenant: str, app: str, doc_id: str) -> str | None:

@@ -1,5 +1,6 @@
 """`MemoryStore`: the ``documents = "memory"`` backend of `teola.server.store.base`, dicts in the server
 process (same API and caps as Postgres; everything is lost when the process exits)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -46,8 +47,12 @@ class MemoryStore:
     async def texts(self, tenant: str, app: str, ids: list[str]) -> dict[str, str]:
         return {i: self._docs[(tenant, app, i)].text for i in ids if (tenant, app, i) in self._docs}
 
-    async def list_documents(self, tenant: str, app: str, limit: int, after: str | None) -> list[DocumentInfo]:
-        ids = sorted(i for (t, a, i) in self._docs if t == tenant and a == app and (after is None or i > after))
+    async def list_documents(
+        self, tenant: str, app: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
+        ids = sorted(
+            i for (t, a, i) in self._docs if t == tenant and a == app and (after is None or i > after)
+        )
         docs = [(i, self._docs[(tenant, app, i)]) for i in ids[:limit]]
         return [DocumentInfo(i, d.bytes, d.created, d.meta) for i, d in docs]
 
@@ -61,8 +66,11 @@ class MemoryStore:
         return sum(1 for (t, _, _) in self._namespaces if t == tenant)
 
     async def list_namespaces(self, tenant: str, app: str) -> list[NamespaceInfo]:
-        return [NamespaceInfo(n, created) for (t, a, n), created in sorted(self._namespaces.items())
-                if t == tenant and a == app]
+        return [
+            NamespaceInfo(n, created)
+            for (t, a, n), created in sorted(self._namespaces.items())
+            if t == tenant and a == app
+        ]
 
     async def delete_namespace(self, tenant: str, app: str, namespace: str) -> bool:
         self._kept.pop((tenant, app, namespace), None)
@@ -92,8 +100,9 @@ class _MemoryChanges:
     async def existing_ids(self, app: str, ids: list[str]) -> set[str]:
         return set(await self._store.texts(self._tenant, app, ids))
 
-    async def insert_documents(self, app: str, docs: dict[str, str],
-                               meta: dict[str, DocumentMeta] | None = None) -> None:
+    async def insert_documents(
+        self, app: str, docs: dict[str, str], meta: dict[str, DocumentMeta] | None = None
+    ) -> None:
         meta = meta or {}
         self.docs.update({(self._tenant, app, i): _Stored(text, meta.get(i)) for i, text in docs.items()})
 

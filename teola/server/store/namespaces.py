@@ -7,6 +7,7 @@ What queries store in them is capped per tenant too (``max_tenant_kept_chunks``,
 runs, and refused whole with 429 past a cap; deleting a namespace frees what it was charged. A
 query that fails after its charge stays charged (it may have stored part) until its namespace is
 deleted."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -43,7 +44,8 @@ class Namespaces:
                     f"tenant {tenant!r} keeps {count} namespaces (all apps), its cap (setting max_tenant_namespaces, "
                     f"env TEOLA_MAX_TENANT_NAMESPACES); namespace {namespace!r} would be one more, so the query did "
                     f"not run. Reuse one (GET /v1/apps/{app}/namespaces lists them) or free one with "
-                    f"DELETE /v1/apps/{app}/namespaces/<namespace>")
+                    f"DELETE /v1/apps/{app}/namespaces/<namespace>"
+                )
             await changes.insert_namespace(app, namespace)
 
     async def charge(self, tenant: str, app: str, namespace: str | None, compiled: Compiled) -> None:
@@ -59,16 +61,21 @@ class Namespaces:
             kept = await changes.kept_usage()
             over = None
             if kept.chunks + rows > self.max_chunks:
-                over = (f"{kept.chunks} + {rows} new chunks exceed its cap of {self.max_chunks} "
-                        "(setting max_tenant_kept_chunks, env TEOLA_MAX_TENANT_KEPT_CHUNKS)")
+                over = (
+                    f"{kept.chunks} + {rows} new chunks exceed its cap of {self.max_chunks} "
+                    "(setting max_tenant_kept_chunks, env TEOLA_MAX_TENANT_KEPT_CHUNKS)"
+                )
             elif kept.bytes + size > self.max_bytes:
-                over = (f"{kept.bytes} + {size} new bytes exceed its cap of {self.max_bytes} "
-                        "(setting max_tenant_kept_bytes, env TEOLA_MAX_TENANT_KEPT_BYTES)")
+                over = (
+                    f"{kept.bytes} + {size} new bytes exceed its cap of {self.max_bytes} "
+                    "(setting max_tenant_kept_bytes, env TEOLA_MAX_TENANT_KEPT_BYTES)"
+                )
             if over is not None:
                 raise quota_exceeded(
                     f"tenant {tenant!r} keeps {kept.chunks} chunks ({kept.bytes} bytes) in its namespaces (all "
                     f"apps); {over}, so the query did not run. Send fewer documents, or free space with "
-                    f"DELETE /v1/apps/{app}/namespaces/<namespace> (GET /v1/apps/{app}/namespaces lists them)")
+                    f"DELETE /v1/apps/{app}/namespaces/<namespace> (GET /v1/apps/{app}/namespaces lists them)"
+                )
             await changes.add_kept(app, namespace, rows, size)
 
     async def names(self, tenant: str, app: str) -> list[NamespaceInfo]:

@@ -12,6 +12,7 @@ connection, so one tenant's concurrent uploads hold one pooled connection, not a
 An embedded server whose postmaster died (killed, crashed) is started again by the next call that
 needs it, and every pooled connection is checked before use, so the store serves again instead of
 answering 503 until the process restarts."""
+
 from __future__ import annotations
 
 import asyncio
@@ -103,8 +104,10 @@ class PostgresStore:
             return await open_pool(dsn, POOL_MIN, POOL_MAX, check=True, timeout=POOL_TIMEOUT)
         except Exception as exc:
             release_dsn(self._dsn_option)
-            raise _unavailable(f"could not connect to {describe_dsn(dsn)} or create the document tables "
-                               f"({type(exc).__name__}: {exc})") from exc
+            raise _unavailable(
+                f"could not connect to {describe_dsn(dsn)} or create the document tables "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
 
     @asynccontextmanager
     async def _connection(self) -> AsyncIterator[Any]:
@@ -124,7 +127,9 @@ class PostgresStore:
         # the tenant's turn in this process before a connection: waiting on the advisory lock
         # (other processes) holds one connection per tenant at most
         async with self._turn(tenant), self._connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("teola-tenant:" + tenant,))
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("teola-tenant:" + tenant,)
+            )
             yield _PgChanges(conn, tenant)
 
     @asynccontextmanager
@@ -147,21 +152,29 @@ class PostgresStore:
 
     async def texts(self, tenant: str, app: str, ids: list[str]) -> dict[str, str]:
         async with self._connection() as conn:
-            cur = await conn.execute("SELECT id, text FROM teola_documents WHERE tenant = %s AND app = %s "
-                                     "AND id = ANY(%s)", (tenant, app, list(ids)))
+            cur = await conn.execute(
+                "SELECT id, text FROM teola_documents WHERE tenant = %s AND app = %s AND id = ANY(%s)",
+                (tenant, app, list(ids)),
+            )
             return dict(await cur.fetchall())
 
-    async def list_documents(self, tenant: str, app: str, limit: int, after: str | None) -> list[DocumentInfo]:
+    async def list_documents(
+        self, tenant: str, app: str, limit: int, after: str | None
+    ) -> list[DocumentInfo]:
         async with self._connection() as conn:
-            cur = await conn.execute("SELECT id, bytes, created, sha256, name, namespace FROM teola_documents "
-                                     "WHERE tenant = %s AND app = %s AND id > %s ORDER BY id LIMIT %s",
-                                     (tenant, app, after or "", limit))
+            cur = await conn.execute(
+                "SELECT id, bytes, created, sha256, name, namespace FROM teola_documents "
+                "WHERE tenant = %s AND app = %s AND id > %s ORDER BY id LIMIT %s",
+                (tenant, app, after or "", limit),
+            )
             return [DocumentInfo(*row[:3], DocumentMeta(*row[3:])) for row in await cur.fetchall()]
 
     async def delete_document(self, tenant: str, app: str, doc_id: str) -> bool:
         async with self._connection() as conn:
-            cur = await conn.execute("DELETE FROM teola_documents WHERE tenant = %s AND app = %s AND id = %s",
-                                     (tenant, app, doc_id))
+            cur = await conn.execute(
+                "DELETE FROM teola_documents WHERE tenant = %s AND app = %s AND id = %s",
+                (tenant, app, doc_id),
+            )
             return cur.rowcount > 0
 
     async def has_namespace(self, tenant: str, app: str, namespace: str) -> bool:
@@ -170,14 +183,19 @@ class PostgresStore:
 
     async def list_namespaces(self, tenant: str, app: str) -> list[NamespaceInfo]:
         async with self._connection() as conn:
-            cur = await conn.execute("SELECT namespace, created FROM teola_namespaces WHERE tenant = %s AND app = %s "
-                                     "ORDER BY namespace", (tenant, app))
+            cur = await conn.execute(
+                "SELECT namespace, created FROM teola_namespaces WHERE tenant = %s AND app = %s "
+                "ORDER BY namespace",
+                (tenant, app),
+            )
             return [NamespaceInfo(*row) for row in await cur.fetchall()]
 
     async def delete_namespace(self, tenant: str, app: str, namespace: str) -> bool:
         async with self._connection() as conn:
-            cur = await conn.execute("DELETE FROM teola_namespaces WHERE tenant = %s AND app = %s AND namespace = %s",
-                                     (tenant, app, namespace))
+            cur = await conn.execute(
+                "DELETE FROM teola_namespaces WHERE tenant = %s AND app = %s AND namespace = %s",
+                (tenant, app, namespace),
+            )
             return cur.rowcount > 0
 
     async def close(self) -> None:
@@ -218,34 +236,50 @@ class _PgChanges:
         return await _usage(self._conn, self._tenant)
 
     async def existing_ids(self, app: str, ids: list[str]) -> set[str]:
-        cur = await self._conn.execute("SELECT id FROM teola_documents WHERE tenant = %s AND app = %s AND id = ANY(%s)",
-                                       (self._tenant, app, list(ids)))
+        cur = await self._conn.execute(
+            "SELECT id FROM teola_documents WHERE tenant = %s AND app = %s AND id = ANY(%s)",
+            (self._tenant, app, list(ids)),
+        )
         return {row[0] for row in await cur.fetchall()}
 
-    async def insert_documents(self, app: str, docs: dict[str, str],
-                               meta: dict[str, DocumentMeta] | None = None) -> None:
+    async def insert_documents(
+        self, app: str, docs: dict[str, str], meta: dict[str, DocumentMeta] | None = None
+    ) -> None:
         meta = meta or {}
-        rows = [(self._tenant, app, i, text, len(text.encode("utf-8")), m.sha256, m.name, m.namespace)
-                for i, text in docs.items() for m in [meta.get(i) or DocumentMeta()]]
+        rows = [
+            (self._tenant, app, i, text, len(text.encode("utf-8")), m.sha256, m.name, m.namespace)
+            for i, text in docs.items()
+            for m in [meta.get(i) or DocumentMeta()]
+        ]
         async with self._conn.cursor() as cur:
             await cur.executemany(
                 "INSERT INTO teola_documents (tenant, app, id, text, bytes, sha256, name, namespace) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING", rows)
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                rows,
+            )
 
     async def namespace_count(self) -> int:
-        cur = await self._conn.execute("SELECT count(*) FROM teola_namespaces WHERE tenant = %s", (self._tenant,))
+        cur = await self._conn.execute(
+            "SELECT count(*) FROM teola_namespaces WHERE tenant = %s", (self._tenant,)
+        )
         return (await cur.fetchone())[0]
 
     async def has_namespace(self, app: str, namespace: str) -> bool:
         return await _has_namespace(self._conn, self._tenant, app, namespace)
 
     async def insert_namespace(self, app: str, namespace: str) -> None:
-        await self._conn.execute("INSERT INTO teola_namespaces (tenant, app, namespace) VALUES (%s, %s, %s) "
-                                 "ON CONFLICT DO NOTHING", (self._tenant, app, namespace))
+        await self._conn.execute(
+            "INSERT INTO teola_namespaces (tenant, app, namespace) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            (self._tenant, app, namespace),
+        )
 
     async def kept_usage(self) -> KeptUsage:
-        cur = await self._conn.execute("SELECT coalesce(sum(chunks), 0), coalesce(sum(bytes), 0) FROM teola_namespaces "
-                                       "WHERE tenant = %s", (self._tenant,))
+        cur = await self._conn.execute(
+            "SELECT coalesce(sum(chunks), 0), coalesce(sum(bytes), 0) FROM teola_namespaces "
+            "WHERE tenant = %s",
+            (self._tenant,),
+        )
         chunks, size = await cur.fetchone()
         return KeptUsage(int(chunks), int(size))
 
@@ -253,24 +287,33 @@ class _PgChanges:
         await self._conn.execute(
             "INSERT INTO teola_namespaces (tenant, app, namespace, chunks, bytes) VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (tenant, app, namespace) DO UPDATE SET chunks = teola_namespaces.chunks + EXCLUDED.chunks, "
-            "bytes = teola_namespaces.bytes + EXCLUDED.bytes", (self._tenant, app, namespace, chunks, size))
+            "bytes = teola_namespaces.bytes + EXCLUDED.bytes",
+            (self._tenant, app, namespace, chunks, size),
+        )
 
 
 async def _usage(conn: Any, tenant: str) -> Usage:
-    cur = await conn.execute("SELECT count(*), coalesce(sum(bytes), 0) FROM teola_documents WHERE tenant = %s",
-                             (tenant,))
+    cur = await conn.execute(
+        "SELECT count(*), coalesce(sum(bytes), 0) FROM teola_documents WHERE tenant = %s", (tenant,)
+    )
     count, size = await cur.fetchone()
     return Usage(int(count), int(size))
 
 
 async def _has_namespace(conn: Any, tenant: str, app: str, namespace: str) -> bool:
-    cur = await conn.execute("SELECT 1 FROM teola_namespaces WHERE tenant = %s AND app = %s AND namespace = %s",
-                             (tenant, app, namespace))
+    cur = await conn.execute(
+        "SELECT 1 FROM teola_namespaces WHERE tenant = %s AND app = %s AND namespace = %s",
+        (tenant, app, namespace),
+    )
     return await cur.fetchone() is not None
 
 
 def _unavailable(problem: str) -> ApiError:
-    return ApiError(503, "store_unavailable",
-                    f"the document store (PostgreSQL) is unavailable: {problem}. Set pg_dsn (env TEOLA_PG_DSN) "
-                    "to a reachable PostgreSQL, or documents=memory (env TEOLA_DOCUMENTS=memory) to keep uploads "
-                    "in the server's memory (lost on restart)", headers={"Retry-After": RETRY_AFTER})
+    return ApiError(
+        503,
+        "store_unavailable",
+        f"the document store (PostgreSQL) is unavailable: {problem}. Set pg_dsn (env TEOLA_PG_DSN) "
+        "to a reachable PostgreSQL, or documents=memory (env TEOLA_DOCUMENTS=memory) to keep uploads "
+        "in the server's memory (lost on restart)",
+        headers={"Retry-After": RETRY_AFTER},
+    )
