@@ -7,8 +7,17 @@ setup:
 run: setup
 	.venv/bin/python -m teola.cli run advanced_rag
 
+# Every test exactly once, in two runs split by marker (together they select the whole suite): the tests
+# that need no engine, start no service and time nothing on the wall clock on two pytest-xdist workers,
+# then the rest in one process, so each session engine starts once. The second runs whatever the first
+# gives; a failure of either fails the target.
+FAST := not engines and not services and not slow
+PARALLEL := $(FAST) and not wall_clock
 test: setup
-	.venv/bin/python -m pytest -q -p no:cacheprovider
+	status=0; \
+	.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 -m "$(PARALLEL)" || status=$$?; \
+	.venv/bin/python -m pytest -q -p no:cacheprovider -m "not ($(PARALLEL))" || status=$$?; \
+	exit $$status
 
 # What CI runs before the tests: the linter on the whole tree, the type checker on teola/ and engines/
 # (strict on the seam between the tiers and the engines). Settings: pyproject.toml.
@@ -18,7 +27,7 @@ lint: setup
 
 # The fast loop: the checks, then every test that needs no engine and starts no service.
 check: lint
-	.venv/bin/python -m pytest -q -p no:cacheprovider -m "not engines and not services and not slow"
+	.venv/bin/python -m pytest -q -p no:cacheprovider -m "$(FAST)"
 
 # ruff format on the whole tree, then the layering test (file and function caps). Not yet applied to
 # the tree, so format-check is not part of lint: see docs/contributing.md.

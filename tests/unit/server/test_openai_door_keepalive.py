@@ -22,6 +22,7 @@ async def raw_lines(http, path: str, body: dict) -> list[str]:
         return [line async for line in r.aiter_lines() if line]
 
 
+@pytest.mark.wall_clock
 @pytest.mark.parametrize("path, body", CALLS)
 async def test_a_slow_first_token_is_preceded_by_keep_alive_comments(path, body):
     settings = ServerSettings(sse_keepalive=0.05)

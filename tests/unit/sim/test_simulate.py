@@ -91,6 +91,7 @@ def schedule(virtual: bool) -> tuple[list, list[int]]:
     return run_virtual(main()) if virtual else asyncio.run(main())
 
 
+@pytest.mark.wall_clock
 def test_virtual_and_wall_clock_give_the_same_schedule():
     virtual, wall = schedule(True), schedule(False)
     assert virtual[1] == wall[1]
