@@ -172,7 +172,7 @@ def time_lines(trials: list[dict[str, Any]], pooled: dict[str, Any], order: dict
     """teola's critical-path shares, its actual / bound ratio and every system's tokens per decode step."""
     shown = sorted(
         {n for res in pooled["apps"].values() for systems in res["runs"].values() for n in systems},
-        key=lambda n: order.get(n, 99),
+        key=lambda n: (order.get(n, 99), n),  # by name among equals: a set's order changes per run
     )
     rows = []
     for flow, res in pooled["apps"].items():
