@@ -33,10 +33,11 @@ from engines.llm_text.cost_probe import engine_costs
 from engines.llm_text.llm_requests import PromptRenderer, tokens_prompt, validate_parts
 from engines.llm_text.prefix_memo import PrefixMemo
 from engines.machine.core_share import process_share
-from engines.protocol import EngineProfile, Feature, KVReport, StreamEvent
+from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.request_checks import check_context
 from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 from engines.vllm import kv_swap as vllm_kv_swap
+from engines.vllm.kv_usage import KVUsage
 from engines.vllm.launch import CPU_BLOCK_SIZE, engine_args, set_kv_cache_space
 from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list, spawn_layout
 from engines.vllm.options import VLLMOptions
@@ -70,6 +71,7 @@ class VLLMEngine(VLLMOptions):
         self.costs_option = self.check()
         self.swap_costs = None
         self.steps = StepCounter() if self.step_stats else None
+        self.kv = KVUsage()
         self.skip_known_prefixes = bool(self.skip_known_prefixes)
         self.prefixes = None  # a PrefixMemo once started
         self.options = self.vllm_options()
@@ -155,7 +157,7 @@ class VLLMEngine(VLLMOptions):
             # no local name for the engine: a lingering reference to this frame must not keep it alive
             self._engine = AsyncLLM.from_engine_args(
                 AsyncEngineArgs(**args),
-                stat_loggers=([self.steps.factory] if self.steps is not None else None),
+                stat_loggers=[self.kv.factory] + ([self.steps.factory] if self.steps is not None else []),
             )
         config = self._engine.vllm_config
         self.block_size = config.cache_config.block_size
@@ -163,6 +165,7 @@ class VLLMEngine(VLLMOptions):
         self.step_tokens = config.scheduler_config.max_num_batched_tokens
         # what may be in flight is what the KV cache holds; max_num_batched_tokens bounds one step only
         blocks = config.cache_config.num_gpu_blocks or 0
+        self.kv.total = blocks
         self.profile.token_budget = blocks * self.block_size if blocks else self.step_tokens
         self.max_model_len = config.model_config.max_model_len
 
@@ -254,8 +257,8 @@ class VLLMEngine(VLLMOptions):
 
     def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
         """Yield (i, "item", Item) for each complete item as it is parsed, (i, "delta", Delta) and (i, "progress",
-        Progress) and, with progress, one (i, "kv", KVReport) at its first output (its prompt tokens and block
-        size; no block counts) when asked for, then (i, "final", result); payloads: engines.stream_events."""
+        Progress) and, with progress, (i, "kv", KVReport) at its first output and at each block it takes (its
+        prompt tokens, the block size, the engine's blocks in use and in all), then (i, "final", result); payloads: engines.stream_events."""
         return stream_batch(lambda emit: self._run_batch(op, requests, emit))
 
     async def _run_batch(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:
@@ -361,23 +364,16 @@ class VLLMEngine(VLLMOptions):
         )
         self._own(req["owner"], request_id, True)
         self._own(req["tag"], request_id, True)
-        unreported = emit is not None and out is not None and req["progress"]
+        seen = 0 if emit is not None and out is not None and req["progress"] else -1  # its KV blocks reported
+        decoded = 0  # its outputs come as deltas (RequestOutputKind.DELTA)
         try:
             async for last in outputs:
-                if (
-                    unreported
-                ):  # its prompt as vLLM counts it; its KV use is the engine core's (not read here)
-                    unreported = False
-                    await emit(
-                        i,
-                        StreamEvent.KV,
-                        KVReport(
-                            prompt_tokens=len(last.prompt_token_ids or ids),
-                            block_size=self.block_size or 0,
-                            used_blocks=None,
-                            total_blocks=None,
-                        ),
-                    )
+                if seen >= 0:  # its prompt as vLLM counts it, the engine's blocks in use (kv_usage.py)
+                    decoded += len(last.outputs[0].token_ids)
+                    prompt = len(last.prompt_token_ids or ids)
+                    seen, report = self.kv.due(prompt, decoded, self.block_size or 0, seen)
+                    if report is not None:
+                        await emit(i, StreamEvent.KV, report)
                 if logprobs is not None:
                     logprobs.extend(
                         token_logprobs(last.outputs[0], req["logprobs"], self.renderer.special_ids)
