@@ -110,11 +110,11 @@ def test_refused_queries_leave_nothing_in_the_chunk_memo():
     app = build_naive_rag()
 
     def refused_queries() -> None:
-        for seed in range(40):  # 40 distinct 90 KB documents, each query over its chunk limit
+        for seed in range(25):  # 25 distinct 90 KB documents, each query over its chunk limit
             with pytest.raises(ValueError, match="more than 20 chunks"):
                 app.compile({"question": "q", "documents": [doc(90_000, seed)]}, words_config(max_chunks=20))
 
-    assert retained_after(refused_queries) < 2 * 1024 * 1024  # 40 x (90 KB + its chunks) before the fix
+    assert retained_after(refused_queries) < 2 * 1024 * 1024  # 25 x (90 KB + its chunks) before the fix
 
 
 def test_the_chunk_memo_is_bounded_by_the_characters_it_holds(monkeypatch):
@@ -124,12 +124,13 @@ def test_the_chunk_memo_is_bounded_by_the_characters_it_holds(monkeypatch):
     app = build_naive_rag()
 
     def accepted_queries() -> None:
-        for seed in range(40):  # 40 distinct 90 KB documents: ~7.5 M characters of text and chunks
+        # 25 distinct 90 KB documents: 4.7 M characters of text and chunks (an unbounded memo grew 4.8 MB)
+        for seed in range(25):
             app.compile({"question": "q", "documents": [doc(90_000, seed)]}, words_config())
 
     grown = retained_after(accepted_queries)
     assert memo.chars <= 2_000_000 and grown < 3_000_000, (memo.chars, grown)
-    app.compile({"question": "q", "documents": [doc(90_000, 39)]}, words_config())
+    app.compile({"question": "q", "documents": [doc(90_000, 24)]}, words_config())
     assert memo.hits >= 1  # the most recent ones are still served from it
 
 
