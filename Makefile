@@ -19,18 +19,20 @@ test: setup
 	.venv/bin/python -m pytest -q -p no:cacheprovider -m "not ($(PARALLEL))" || status=$$?; \
 	exit $$status
 
-# What CI runs before the tests: the linter on the whole tree, the type checker on teola/ and engines/
-# (strict on the seam between the tiers and the engines). Settings: pyproject.toml.
+# What CI runs before the tests: the linter and the formatter's check on the whole tree, the type
+# checker on teola/ and engines/ (strict on the seam between the tiers and the engines). Settings:
+# pyproject.toml.
 lint: setup
 	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
 	.venv/bin/mypy
 
 # The fast loop: the checks, then every test that needs no engine and starts no service.
 check: lint
 	.venv/bin/python -m pytest -q -p no:cacheprovider -m "$(FAST)"
 
-# ruff format on the whole tree, then the layering test (file and function caps). Not yet applied to
-# the tree, so format-check is not part of lint: see docs/contributing.md.
+# ruff format on the whole tree, then the layering test (file and function caps): formatting can push
+# a file past 400 lines or a function past 60 (docs/contributing.md).
 format: setup
 	bash scripts/format.sh
 

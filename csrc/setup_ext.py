@@ -3,6 +3,7 @@
 CPU sources always; the CUDA sources too when torch was built with CUDA and a CUDA toolkit is found
 (TEOLA_KVSWAP_CUDA=0 turns that off). The module lands in engines/kvswap/_native/.
 """
+
 import os
 import sys
 from pathlib import Path
@@ -29,18 +30,29 @@ def main() -> None:
     if cuda:
         sources += ["kvswap_cuda.cu", "kvswap_cuda_ops.cu"]
         nvcc = ["-O3", "-std=c++20", "-DTEOLA_WITH_CUDA=1"]
-        ext = CUDAExtension("teola_kvswap", [str(HERE / s) for s in sources],
-                            extra_compile_args={"cxx": cxx, "nvcc": nvcc}, **kwargs)
+        ext = CUDAExtension(
+            "teola_kvswap",
+            [str(HERE / s) for s in sources],
+            extra_compile_args={"cxx": cxx, "nvcc": nvcc},
+            **kwargs,
+        )
     else:
-        ext = CppExtension("teola_kvswap", [str(HERE / s) for s in sources],
-                           extra_compile_args={"cxx": cxx}, **kwargs)
+        ext = CppExtension(
+            "teola_kvswap", [str(HERE / s) for s in sources], extra_compile_args={"cxx": cxx}, **kwargs
+        )
     print(f"[kvswap] building teola_kvswap (cuda={cuda}) with torch {torch.__version__}", flush=True)
     setup(
         name="teola_kvswap",
         ext_modules=[ext],
         cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
-        script_args=["-q", "build_ext", "--build-lib", str(ROOT / "engines" / "kvswap" / "_native"),
-                     "--build-temp", str(HERE / "build" / "tmp")],
+        script_args=[
+            "-q",
+            "build_ext",
+            "--build-lib",
+            str(ROOT / "engines" / "kvswap" / "_native"),
+            "--build-temp",
+            str(HERE / "build" / "tmp"),
+        ],
     )
 
 

@@ -1,4 +1,5 @@
 """Shared test set-up: engine fixtures are session-scoped so real engines start once per run."""
+
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -6,7 +7,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 pytest_plugins = [
-    m for m in ("tests.fixtures.llm", "tests.fixtures.pg", "tests.fixtures.vllm_server", "tests.fixtures.e2e_server")
+    m
+    for m in (
+        "tests.fixtures.llm",
+        "tests.fixtures.pg",
+        "tests.fixtures.vllm_server",
+        "tests.fixtures.e2e_server",
+    )
     if os.path.exists(os.path.join(os.path.dirname(__file__), "fixtures", m.split(".")[-1] + ".py"))
 ]
 
@@ -26,6 +33,7 @@ def pytest_collection_modifyitems(config, items):
         if names & ENGINE_FIXTURES:
             item.add_marker(pytest.mark.engines)
         folder = item.path.relative_to(config.rootpath).parts[1:2]
-        if names & SERVICE_FIXTURES or (folder and folder[0] in SERVICE_FOLDERS
-                                        and item.get_closest_marker("engines") is None):
+        if names & SERVICE_FIXTURES or (
+            folder and folder[0] in SERVICE_FOLDERS and item.get_closest_marker("engines") is None
+        ):
             item.add_marker(pytest.mark.services)

@@ -1,5 +1,6 @@
 """The deployment study (bench/studies/remote/deploy.py): its statistics and prompt layout without engines, and a
 quick run on real engines against emulated GPU servers checking equal work across the systems."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +15,11 @@ from bench.studies.remote.deploy_systems import chat_messages, llm_calls
 
 def test_rotation_interleaves_the_systems():
     orders = [rotate(SYSTEMS, k) for k in range(3)]
-    assert orders == [("teola", "LangGraph", "LlamaIndex"), ("LangGraph", "LlamaIndex", "teola"),
-                      ("LlamaIndex", "teola", "LangGraph")]
+    assert orders == [
+        ("teola", "LangGraph", "LlamaIndex"),
+        ("LangGraph", "LlamaIndex", "teola"),
+        ("LlamaIndex", "teola", "LangGraph"),
+    ]
     assert [o[0] for o in orders] == list(SYSTEMS)  # each system goes first once
 
 
@@ -29,8 +33,10 @@ def test_ratio_ci_is_the_mean_ratio_inside_its_interval():
 
 
 def _entry(latencies, calls, ok=True):
-    recs = [{"trial": 0, "i": i, "latency": x, "ok": ok, "calls": c, "prefills": 0, "busy": {"decoding": x}}
-            for i, (x, c) in enumerate(zip(latencies, calls))]
+    recs = [
+        {"trial": 0, "i": i, "latency": x, "ok": ok, "calls": c, "prefills": 0, "busy": {"decoding": x}}
+        for i, (x, c) in enumerate(zip(latencies, calls))
+    ]
     server = {"request_success_total": 2.0, "prompt_tokens_total": 10.0, "generation_tokens_total": 4.0}
     return {"rate": None, "records": recs, "runs": [{"server": server, "loadavg": (1.0, 1.0, 1.0)}]}
 
@@ -43,18 +49,31 @@ def test_pairing_uses_only_queries_both_answered():
 
 def test_equal_work_flags_a_call_whose_tokens_differ():
     same, other = [[[64, 72], [801, 96]]], [[[64, 72], [766, 96]]]
-    w = equal_work({"teola": _entry([1.0], same), "LangGraph": _entry([1.0], same),
-                    "LlamaIndex": _entry([1.0], other)})
+    w = equal_work(
+        {"teola": _entry([1.0], same), "LangGraph": _entry([1.0], same), "LlamaIndex": _entry([1.0], other)}
+    )
     assert w["LangGraph"]["same_as_teola"] == 1.0
     assert w["LlamaIndex"]["same_as_teola"] == 0.0
     assert w["teola"]["calls"] == 2 and w["teola"]["prompt"] == 865 and w["teola"]["output"] == 168
 
 
 def test_llm_calls_count_a_split_decode_and_its_prefill_once():
-    trace = [{"primitive": "synthesis.prefill", "op": "partial_prefilling", "num_prompt_tokens": 30},
-             {"primitive": "expand[0]", "op": "partial_decoding", "num_prompt_tokens": 64, "num_output_tokens": 10},
-             {"primitive": "expand[1]", "op": "partial_decoding", "num_prompt_tokens": 64, "num_output_tokens": 72},
-             {"primitive": "synthesis", "op": "decoding", "num_prompt_tokens": 801, "num_output_tokens": 96}]
+    trace = [
+        {"primitive": "synthesis.prefill", "op": "partial_prefilling", "num_prompt_tokens": 30},
+        {
+            "primitive": "expand[0]",
+            "op": "partial_decoding",
+            "num_prompt_tokens": 64,
+            "num_output_tokens": 10,
+        },
+        {
+            "primitive": "expand[1]",
+            "op": "partial_decoding",
+            "num_prompt_tokens": 64,
+            "num_output_tokens": 72,
+        },
+        {"primitive": "synthesis", "op": "decoding", "num_prompt_tokens": 801, "num_output_tokens": 96},
+    ]
     assert llm_calls(trace) == [[64, 72], [801, 96]]
 
 
@@ -63,7 +82,10 @@ def test_chat_messages_lay_out_the_parts_as_teolas_renderer():
 
     parts = [["instruction", "You answer."], ["examples", "Q: a"], ["question", "Q: b"]]
     expected = PromptRenderer.messages(object.__new__(PromptRenderer), [tuple(p) for p in parts], True)
-    got = [{"role": {"system": "system", "human": "user"}[m.type], "content": m.content} for m in chat_messages(parts)]
+    got = [
+        {"role": {"system": "system", "human": "user"}[m.type], "content": m.content}
+        for m in chat_messages(parts)
+    ]
     assert got == expected
 
 
@@ -78,10 +100,15 @@ async def test_llamaindex_agent_calls_go_through_openai_like_with_langgraphs_pro
     from teola.emulate.settings import EmulatorSettings
 
     configure_engine_env()
-    url, server = serve_in_thread(create_emulator(EmulatorSettings("a100-llama3.1-8b-measured", output_len="max")))
+    url, server = serve_in_thread(
+        create_emulator(EmulatorSettings("a100-llama3.1-8b-measured", output_len="max"))
+    )
     try:
-        req = {"parts": [["instruction", "You answer."], ["question", "Q: what is 2 + 2?"]], "max_tokens": 8,
-               "stop": ["\n\n"]}
+        req = {
+            "parts": [["instruction", "You answer."], ["question", "Q: what is 2 + 2?"]],
+            "max_tokens": 8,
+            "stop": ["\n\n"],
+        }
         client = OpenAILikeClient(url)
         assert type(client.llm(8)).__mro__[1].__name__ == "OpenAILike"
         (li,) = await client.execute("decoding", [dict(req)])
@@ -94,7 +121,10 @@ async def test_llamaindex_agent_calls_go_through_openai_like_with_langgraphs_pro
 
 def test_the_page_names_the_emulated_profile():
     point = {s: _entry([1.0], [[[5, 3]]]) for s in SYSTEMS}
-    data = {"settings": {**Settings.quick().__dict__}, "workloads": {"tool_agent": {"rates": [], "points": {"alone": point}}}}
+    data = {
+        "settings": {**Settings.quick().__dict__},
+        "workloads": {"tool_agent": {"rates": [], "points": {"alone": point}}},
+    }
     md = markdown(data)
     assert "LLM emulated (profile a100-llama3.1-8b-measured), everything else measured" in md
     assert "1.00 [1.00, 1.00]" in md

@@ -2,6 +2,7 @@
 (bench/lib/catalog.py): every study imports and parses its options, the docs list every study, and every
 command the docs and the front page name is a study of the table (result pages name the command as it
 was when they were written). No engines: only parsing and imports."""
+
 from __future__ import annotations
 
 import importlib
@@ -52,10 +53,17 @@ def test_the_docs_hold_the_table_of_studies():
 
 
 def test_every_named_command_is_a_study():
-    pages = [ROOT / "docs" / "benchmarks.md", ROOT / "BENCHMARKS.md", BENCH / "results" / "FRONT.md", ROOT / "README.md"]
+    pages = [
+        ROOT / "docs" / "benchmarks.md",
+        ROOT / "BENCHMARKS.md",
+        BENCH / "results" / "FRONT.md",
+        ROOT / "README.md",
+    ]
     for page in pages:
         for name in COMMAND.findall(page.read_text()):
-            assert name[1:] in {*catalog.BY_NAME, "list", "report", "STUDY"} and name[0] == " ", f"{page.name}: {name}"
+            assert name[1:] in {*catalog.BY_NAME, "list", "report", "STUDY"} and name[0] == " ", (
+                f"{page.name}: {name}"
+            )
 
 
 @pytest.fixture

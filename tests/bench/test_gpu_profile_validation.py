@@ -1,6 +1,7 @@
 """The published-figure study of the measured GPU profiles (bench/studies/sim/gpu_profile_validation.py): its
 per-part breakdown of a static batch against a hand computation and against the simulator's replica,
 and each shipped figure's profile and metric."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,9 @@ from bench.studies.sim.gpu_profile_validation import breakdown, simulate
 from engines.sim.cost import IterationCost
 from teola.sim.replica import SimRequest, simulate_replica
 
-COST = IterationCost(base=0.002, context_token=1e-6, prefill_attention=1e-3, token_table=((1, 0.01), (100, 0.02)))
+COST = IterationCost(
+    base=0.002, context_token=1e-6, prefill_attention=1e-3, token_table=((1, 0.01), (100, 0.02))
+)
 
 
 def test_breakdown_of_a_static_batch_matches_a_hand_computation_and_the_replica():
@@ -27,7 +30,9 @@ def test_breakdown_of_a_static_batch_matches_a_hand_computation_and_the_replica(
     assert parts["decode_attention"] == pytest.approx(1e-6 * (22 + 24))
     assert parts["cpu_step"] == pytest.approx(3 * 0.0015)
     assert parts["lm_head"] == pytest.approx(3 * 0.0005)
-    res = simulate_replica([SimRequest(i, 10, 3) for i in range(2)], COST, max_num_seqs=2, budget=20, kv_tokens=26)
+    res = simulate_replica(
+        [SimRequest(i, 10, 3) for i in range(2)], COST, max_num_seqs=2, budget=20, kv_tokens=26
+    )
     assert res.end == pytest.approx(sum(parts.values()))
 
 
@@ -37,13 +42,16 @@ def test_breakdown_drops_each_request_from_the_decode_iterations_once_it_is_done
     assert parts["prefill_attention"] == pytest.approx(1e-3 * (8 + 18) / 1000)
     assert parts["decode_linear"] == pytest.approx(2 * 0.01)
     assert parts["decode_attention"] == pytest.approx(1e-6 * (7 + 8))
-    res = simulate_replica([SimRequest(0, 4, 1), SimRequest(1, 6, 3)], COST, max_num_seqs=2, budget=10, kv_tokens=14)
+    res = simulate_replica(
+        [SimRequest(0, 4, 1), SimRequest(1, 6, 3)], COST, max_num_seqs=2, budget=10, kv_tokens=14
+    )
     assert res.end == pytest.approx(sum(parts.values()))
 
 
 def test_throughput_is_output_tokens_per_second_per_gpu():
-    pub = Published("hand", "Llama-2-70B", "A100", 4, 8, 16, 4, "throughput_tok_s", 100.0,
-                    "a100-llama2-70b-tp4-measured")
+    pub = Published(
+        "hand", "Llama-2-70B", "A100", 4, 8, 16, 4, "throughput_tok_s", 100.0, "a100-llama2-70b-tp4-measured"
+    )
     row = simulate(pub)
     assert row["simulated"] == pytest.approx(8 * 4 / row["seconds"] / 4)
     assert row["error"] == pytest.approx(row["simulated"] / 100.0 - 1)

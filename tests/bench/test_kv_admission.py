@@ -1,5 +1,6 @@
 """bench.studies.sim.kv_admission on hand-computed cases: calls go to the simulated engine only while its free
 KV covers them (vLLM's admission by KV blocks), in the wrapped policy's order."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -13,19 +14,30 @@ ONE = Limits(max_batch=1, max_efficient_batch=1)
 
 def test_free_tokens_are_the_free_blocks_less_what_the_engine_already_waits_for():
     assert free_tokens(10, 16, []) == 160
-    assert free_tokens(10, 16, [100]) == 60          # 160 - the 100 tokens a waiting call needs
-    assert free_tokens(10, 16, [100, 60]) is None    # 0 left with calls waiting: hold
+    assert free_tokens(10, 16, [100]) == 60  # 160 - the 100 tokens a waiting call needs
+    assert free_tokens(10, 16, [100, 60]) is None  # 0 left with calls waiting: hold
     assert free_tokens(10, 16, [200]) is None
-    assert free_tokens(0, 16, []) == 1               # nothing waits in the engine: the next call still goes
+    assert free_tokens(0, 16, []) == 1  # nothing waits in the engine: the next call still goes
 
 
 def engine(free: int, waiting: list[int]) -> SimpleNamespace:
-    return SimpleNamespace(pool=SimpleNamespace(free=free, block_size=16),
-                           waiting=[SimpleNamespace(ids=[0] * n) for n in waiting], paused={})
+    return SimpleNamespace(
+        pool=SimpleNamespace(free=free, block_size=16),
+        waiting=[SimpleNamespace(ids=[0] * n) for n in waiting],
+        paused={},
+    )
 
 
 def call(name: str, arrival: float, tokens: int) -> Pending:
-    return Pending(query_id=name, name=name, op="decoding", depth=0, arrival=arrival, requests=[{"max_tokens": 10}], tokens=[tokens])
+    return Pending(
+        query_id=name,
+        name=name,
+        op="decoding",
+        depth=0,
+        arrival=arrival,
+        requests=[{"max_tokens": 10}],
+        tokens=[tokens],
+    )
 
 
 def queue() -> RequestQueue:
@@ -33,17 +45,17 @@ def queue() -> RequestQueue:
 
 
 def test_a_batch_takes_calls_in_policy_order_until_the_free_kv_is_spent():
-    gate = KVAdmission(make_policy("fcfs"), engine(15, []))     # 240 tokens free
+    gate = KVAdmission(make_policy("fcfs"), engine(15, []))  # 240 tokens free
     picks = gate.schedule(queue(), 0.0, ROOMY).picks
-    assert [p.entry.name for p in picks] == ["a", "b"]          # 100 + 100; c's 100 > the 40 left
-    gate = KVAdmission(make_policy("fcfs"), engine(0, []))      # full, nothing waiting: one call goes
+    assert [p.entry.name for p in picks] == ["a", "b"]  # 100 + 100; c's 100 > the 40 left
+    gate = KVAdmission(make_policy("fcfs"), engine(0, []))  # full, nothing waiting: one call goes
     assert [p.entry.name for p in gate.schedule(queue(), 0.0, ROOMY).picks] == ["a"]
 
 
 def test_nothing_is_sent_while_the_engine_waits_for_kv():
-    gate = KVAdmission(make_policy("fcfs"), engine(4, [80]))    # 64 free < the 80 a waiting call needs
+    gate = KVAdmission(make_policy("fcfs"), engine(4, [80]))  # 64 free < the 80 a waiting call needs
     assert gate.schedule(queue(), 0.0, ROOMY).picks == [] and gate.held == 1
-    gate = KVAdmission(make_policy("fcfs"), engine(20, [80]))   # 320 - 80 = 240 left: two more calls
+    gate = KVAdmission(make_policy("fcfs"), engine(20, [80]))  # 320 - 80 = 240 left: two more calls
     assert len(gate.schedule(queue(), 0.0, ROOMY).picks) == 2
 
 
@@ -58,8 +70,24 @@ def test_the_wrapper_is_the_policy_for_everything_else():
 
 def test_request_order_fcfs_puts_a_continuation_ahead_of_later_requests():
     policy = make_policy("fcfs-request")
-    cont = Pending(query_id="r0", name="r0-1", op="decoding", depth=0, arrival=9.0, requests=[{"max_tokens": 5, "request_arrival": 1.0}], tokens=[500])
-    new = Pending(query_id="r1", name="r1-0", op="decoding", depth=0, arrival=5.0, requests=[{"max_tokens": 5, "request_arrival": 5.0}], tokens=[100])
+    cont = Pending(
+        query_id="r0",
+        name="r0-1",
+        op="decoding",
+        depth=0,
+        arrival=9.0,
+        requests=[{"max_tokens": 5, "request_arrival": 1.0}],
+        tokens=[500],
+    )
+    new = Pending(
+        query_id="r1",
+        name="r1-0",
+        op="decoding",
+        depth=0,
+        arrival=5.0,
+        requests=[{"max_tokens": 5, "request_arrival": 5.0}],
+        tokens=[100],
+    )
     picks = policy.schedule(RequestQueue([new, cont]), 10.0, ONE).picks
     assert picks[0].entry is cont  # its request arrived at 1 s, before r1's at 5 s (teola's fcfs: r1 first)
     assert make_policy("fcfs").schedule(RequestQueue([new, cont]), 10.0, ONE).picks[0].entry is new
@@ -67,9 +95,28 @@ def test_request_order_fcfs_puts_a_continuation_ahead_of_later_requests():
 
 def test_a_call_resuming_on_preserved_kv_goes_first_whatever_the_policy_order():
     llm = engine(0, [500])  # full, and a call waits in the engine: new calls are held
-    llm.paused = {"r9": SimpleNamespace(held=object()), "r8": SimpleNamespace(held=None)}  # r8's KV was swapped
-    cont = Pending(query_id="r9", name="r9-1", op="decoding", depth=0, arrival=9.0, requests=[{"max_tokens": 5, "kv_key": "r9"}], tokens=[900])
-    swapped = Pending(query_id="r8", name="r8-1", op="decoding", depth=0, arrival=8.0, requests=[{"max_tokens": 5, "kv_key": "r8"}], tokens=[900])
+    llm.paused = {
+        "r9": SimpleNamespace(held=object()),
+        "r8": SimpleNamespace(held=None),
+    }  # r8's KV was swapped
+    cont = Pending(
+        query_id="r9",
+        name="r9-1",
+        op="decoding",
+        depth=0,
+        arrival=9.0,
+        requests=[{"max_tokens": 5, "kv_key": "r9"}],
+        tokens=[900],
+    )
+    swapped = Pending(
+        query_id="r8",
+        name="r8-1",
+        op="decoding",
+        depth=0,
+        arrival=8.0,
+        requests=[{"max_tokens": 5, "kv_key": "r8"}],
+        tokens=[900],
+    )
     q = RequestQueue([call("a", 0.0, 100), swapped, cont])
     gate = KVAdmission(make_policy("fcfs"), llm)
     assert [p.entry.name for p in gate.schedule(q, 10.0, ROOMY).picks] == ["r9-1"]
@@ -84,15 +131,40 @@ def test_lamps_resumes_a_preserved_pause_first_without_the_kv_bound():
     is the largest), so its KV stayed pinned in teola's queue while new calls filled the cap."""
     llm = engine(0, [500])  # full, a call waits in the engine: with the KV bound nothing new would go
     llm.paused = {"r9": SimpleNamespace(held=object())}
-    cont = Pending(query_id="r9", name="r9-1", op="decoding", depth=0, arrival=9.0,
-                   requests=[{"max_tokens": 40, "kv_key": "r9", "api": "tool", "post_tokens": 40}], tokens=[2000])
-    new = Pending(query_id="a", name="a-0", op="decoding", depth=0, arrival=0.0,
-                  requests=[{"max_tokens": 40, "kv_key": "a", "api": "tool", "post_tokens": 40}], tokens=[400])
-    lamps = make_policy("lamps", api_defaults={"tool": 0.1}, step_s=0.02, fwd_s_per_token=1e-4,
-                        swap_s_per_token=2e-5, batch_size=64)
+    cont = Pending(
+        query_id="r9",
+        name="r9-1",
+        op="decoding",
+        depth=0,
+        arrival=9.0,
+        requests=[{"max_tokens": 40, "kv_key": "r9", "api": "tool", "post_tokens": 40}],
+        tokens=[2000],
+    )
+    new = Pending(
+        query_id="a",
+        name="a-0",
+        op="decoding",
+        depth=0,
+        arrival=0.0,
+        requests=[{"max_tokens": 40, "kv_key": "a", "api": "tool", "post_tokens": 40}],
+        tokens=[400],
+    )
+    lamps = make_policy(
+        "lamps",
+        api_defaults={"tool": 0.1},
+        step_s=0.02,
+        fwd_s_per_token=1e-4,
+        swap_s_per_token=2e-5,
+        batch_size=64,
+    )
     assert lamps.schedule(RequestQueue([new, cont]), 10.0, ONE).picks[0].entry is new
     gate = KVAdmission(lamps, llm, kv_bound=False)
-    assert [p.entry.name for p in gate.schedule(RequestQueue([new, cont]), 10.0, Limits(max_batch=64, max_efficient_batch=64)).picks] == ["r9-1"]
+    assert [
+        p.entry.name
+        for p in gate.schedule(
+            RequestQueue([new, cont]), 10.0, Limits(max_batch=64, max_efficient_batch=64)
+        ).picks
+    ] == ["r9-1"]
     # no resume waiting: the policy's batch, not bounded by the engine's free KV
     assert [p.entry.name for p in gate.schedule(queue(), 0.0, ROOMY).picks] == ["a", "b", "c"]
 
@@ -112,7 +184,9 @@ def test_sim_lamps_bounds_admission_by_kv_only_under_kv_admission(monkeypatch):
     monkeypatch.setattr(sim, "KVAdmission", Recording)
     for system, bound in (("LAMPS", False), ("FCFS+INFERCEPT", True)):
         made.clear()
-        sim.run_point("a100-llama2-7b", "toolbench", system, 0.5, 0.0, 4.0, 0.0, setup={"kv_admission": bound})
+        sim.run_point(
+            "a100-llama2-7b", "toolbench", system, 0.5, 0.0, 4.0, 0.0, setup={"kv_admission": bound}
+        )
         assert len(made) == int(bound) and all(m.kv_bound for m in made)
 
 

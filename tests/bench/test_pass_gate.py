@@ -1,6 +1,7 @@
 """`python -m bench pass_gate` in its quick mode on simulated engines (virtual time): per pass, the
 prediction is read back from the e-graph's gate lines and sits beside the measured effect of the pass
 on against off."""
+
 import json
 
 import bench.lib.results as results
@@ -17,10 +18,21 @@ return a.text
 
 def test_gate_lines_are_read_back_per_pass():
     assert gates(TEXT, "prefill_split") == [
-        {"call": "synthesis.call0.prefill", "applies": False, "gain_s": -0.061, "costs": "cpu-smollm2-135m",
-         "note": ""},
-        {"call": "answer.call.prefill", "applies": False, "gain_s": 0.0,
-         "costs": "fitted at start, fit error 15% over 10%", "note": "costs not used"}]
+        {
+            "call": "synthesis.call0.prefill",
+            "applies": False,
+            "gain_s": -0.061,
+            "costs": "cpu-smollm2-135m",
+            "note": "",
+        },
+        {
+            "call": "answer.call.prefill",
+            "applies": False,
+            "gain_s": 0.0,
+            "costs": "fitted at start, fit error 15% over 10%",
+            "note": "costs not used",
+        },
+    ]
     d, t = gates(TEXT, "decode_pipelining")
     assert d["applies"] and d["gain_s"] == 1.68 and d["costs"] == "fitted at start"
     assert not t["applies"] and t["gain_s"] == 0.0 and t["note"] == "no costs for tools.call"
@@ -28,15 +40,28 @@ def test_gate_lines_are_read_back_per_pass():
 
 def test_quick_simulated_run_writes_predicted_and_measured_per_pass(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "RESULTS", tmp_path)
-    assert main(["pass_gate", "--quick", "--simulate", "cpu-smollm2-135m", "--apps", "advanced_rag",
-                 "--out", "pass_gate_test"]) == 0
+    assert (
+        main(
+            [
+                "pass_gate",
+                "--quick",
+                "--simulate",
+                "cpu-smollm2-135m",
+                "--apps",
+                "advanced_rag",
+                "--out",
+                "pass_gate_test",
+            ]
+        )
+        == 0
+    )
     data = json.loads((tmp_path / "pass_gate_test.json").read_text())
     rows = data["apps"]["advanced_rag"]["passes"]
     assert set(rows) == {"prefill_split", "decode_pipelining"}
-    split, = rows["prefill_split"]
+    (split,) = rows["prefill_split"]
     # the synthesis prompt starts with constant text: the gate predicts a loss and keeps it whole
     assert split["gates"] and not split["gate_applies"] and split["predicted_s"] < 0
-    pipe, = rows["decode_pipelining"]
+    (pipe,) = rows["decode_pipelining"]
     assert pipe["gate_applies"] and pipe["predicted_s"] > 0  # the expansion's 3 queries overlap its decode
     for row in (split, pipe):
         assert row["on"]["latency"] > 0 and row["off"]["latency"] > 0

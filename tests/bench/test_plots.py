@@ -1,4 +1,5 @@
 """bench/lib/plots.py: latency against load drawn from a page's JSON (no engines, no benchmark run)."""
+
 from __future__ import annotations
 
 import json
@@ -24,15 +25,27 @@ def _summary(mean: float) -> dict:
 
 def _pooled_page() -> dict:
     """A doc_qa trials page: two systems, alone and two load points, two trials each."""
+
     def entry(mean: float, trial_means: list[float], rates: list[float | None]) -> dict:
-        return {"summary": _summary(mean), "trials": [{"summary": _summary(m)} for m in trial_means], "rates": rates}
+        return {
+            "summary": _summary(mean),
+            "trials": [{"summary": _summary(m)} for m in trial_means],
+            "rates": rates,
+        }
+
     runs = {
-        "alone": {"teola": entry(2.0, [1.8, 2.2], [None, None]), "LlamaIndex": entry(3.0, [2.9, 3.1], [None, None])},
+        "alone": {
+            "teola": entry(2.0, [1.8, 2.2], [None, None]),
+            "LlamaIndex": entry(3.0, [2.9, 3.1], [None, None]),
+        },
         "x1": {"teola": entry(2.5, [2.4, 2.7], [0.3, 0.5]), "LlamaIndex": entry(4.0, [3.5, 4.4], [0.3, 0.5])},
         "x2": {"teola": entry(3.5, [3.0, 3.9], [0.6, 1.0]), "LlamaIndex": entry(6.0, [5.0, 7.0], [0.6, 1.0])},
     }
-    return {"machine": {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2}, "runs": ["t0", "t1"],
-            "pooled": {"apps": {"advanced_rag/small": {"runs": runs}}}}
+    return {
+        "machine": {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2},
+        "runs": ["t0", "t1"],
+        "pooled": {"apps": {"advanced_rag/small": {"runs": runs}}},
+    }
 
 
 def test_a_trials_page_draws_its_means_and_trial_spread(tmp_path):
@@ -58,25 +71,64 @@ def test_draw_returns_what_it_plotted(tmp_path):
 
 
 def test_one_doc_qa_run_has_no_band():
-    page = {"runs": {"naive_rag/small": {
-        "x2": {"rate": 0.4, "fraction": 2.0, "teola": {"mean": 5.0, "n": 8}, "LlamaIndex": {"mean": 6.0, "n": 8}},
-        "alone": {"teola": {"mean": 1.0, "n": 4}, "LlamaIndex": {"mean": 1.5, "n": 4}},
-        "x1": {"rate": 0.2, "fraction": 1.0, "teola": {"mean": 2.0, "n": 8}, "LlamaIndex": {"mean": 2.5, "n": 8}}}}}
+    page = {
+        "runs": {
+            "naive_rag/small": {
+                "x2": {
+                    "rate": 0.4,
+                    "fraction": 2.0,
+                    "teola": {"mean": 5.0, "n": 8},
+                    "LlamaIndex": {"mean": 6.0, "n": 8},
+                },
+                "alone": {"teola": {"mean": 1.0, "n": 4}, "LlamaIndex": {"mean": 1.5, "n": 4}},
+                "x1": {
+                    "rate": 0.2,
+                    "fraction": 1.0,
+                    "teola": {"mean": 2.0, "n": 8},
+                    "LlamaIndex": {"mean": 2.5, "n": 8},
+                },
+            }
+        }
+    }
     s = plots.series(page)["naive_rag/small"]["teola"]
     assert s.rate == [0.0, 0.2, 0.4] and s.mean == [1.0, 2.0, 5.0] and s.low == s.mean == s.high
 
 
 def test_remote_apps_and_programs_pages():
-    remote = {"apps": {"tool_agent": {"bounds": [1.0], "runs": {
-        "alone": {"teola": {"rate": None, "summary": _summary(2.0), "trials": [{"summary": _summary(2.0)}]}},
-        "1": {"teola": {"rate": 1.0, "summary": _summary(3.0),
-                        "trials": [{"summary": _summary(2.5)}, {"summary": _summary(3.5)}]}}}}}}
+    remote = {
+        "apps": {
+            "tool_agent": {
+                "bounds": [1.0],
+                "runs": {
+                    "alone": {
+                        "teola": {
+                            "rate": None,
+                            "summary": _summary(2.0),
+                            "trials": [{"summary": _summary(2.0)}],
+                        }
+                    },
+                    "1": {
+                        "teola": {
+                            "rate": 1.0,
+                            "summary": _summary(3.0),
+                            "trials": [{"summary": _summary(2.5)}, {"summary": _summary(3.5)}],
+                        }
+                    },
+                },
+            }
+        }
+    }
     s = plots.series(remote)["tool_agent"]["teola"]
     assert s.rate == [0.0, 1.0] and s.mean == [2.0, 3.0] and s.low == [2.0, 2.5] and s.high == [2.0, 3.5]
-    heavy = {"kind": "react", "rows": [], "summary": [
-        {"rate": 2.0, "policy": "fcfs", "mean": 8.0, "mean_range": [7.0, 9.0]},
-        {"rate": 1.0, "policy": "fcfs", "mean": 5.0, "mean_range": [4.5, 5.5]},
-        {"rate": 1.0, "policy": "atlas", "mean": 6.0, "mean_range": [6.0, 6.0]}]}
+    heavy = {
+        "kind": "react",
+        "rows": [],
+        "summary": [
+            {"rate": 2.0, "policy": "fcfs", "mean": 8.0, "mean_range": [7.0, 9.0]},
+            {"rate": 1.0, "policy": "fcfs", "mean": 5.0, "mean_range": [4.5, 5.5]},
+            {"rate": 1.0, "policy": "atlas", "mean": 6.0, "mean_range": [6.0, 6.0]},
+        ],
+    }
     panels = plots.series(heavy)["react programs"]
     assert panels["fcfs"].rate == [1.0, 2.0] and panels["fcfs"].mean == [5.0, 8.0]
     assert panels["fcfs"].low == [4.5, 7.0] and panels["fcfs"].high == [5.5, 9.0]
@@ -84,12 +136,20 @@ def test_remote_apps_and_programs_pages():
 
 
 def test_a_lamps_real_page_draws_the_mean_over_its_trial_rows():
-    rows = [{"rate": r, "trial": k, "system": s, "mean_s": m} for r, s, ms in
-            [(2.4, "LAMPS", [5.0, 7.0]), (1.2, "LAMPS", [3.0, 4.0]), (1.2, "SJF", [4.0, 6.0])] for k, m in enumerate(ms)]
+    rows = [
+        {"rate": r, "trial": k, "system": s, "mean_s": m}
+        for r, s, ms in [(2.4, "LAMPS", [5.0, 7.0]), (1.2, "LAMPS", [3.0, 4.0]), (1.2, "SJF", [4.0, 6.0])]
+        for k, m in enumerate(ms)
+    ]
     panels = plots.series({"rows": rows, "trials": 2})
     (flow,) = panels
     lamps = panels[flow]["LAMPS"]
-    assert lamps.rate == [1.2, 2.4] and lamps.mean == [3.5, 6.0] and lamps.low == [3.0, 5.0] and lamps.high == [4.0, 7.0]
+    assert (
+        lamps.rate == [1.2, 2.4]
+        and lamps.mean == [3.5, 6.0]
+        and lamps.low == [3.0, 5.0]
+        and lamps.high == [4.0, 7.0]
+    )
     assert panels[flow]["SJF"].mean == [5.0]
     assert plots.unit({"rows": rows}) == "requests/s"
 
@@ -106,7 +166,9 @@ def test_a_page_without_load_points_draws_nothing(tmp_path):
 
 def test_labels_host_and_notes():
     assert plots.host({"machine": {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2}}) == "Intel Xeon, 2 cores"
-    assert plots.host({"machine": {"cpu": "AMD EPYC 7763 64-Core Processor", "cores": 2}}) == "AMD EPYC, 2 cores"
+    assert (
+        plots.host({"machine": {"cpu": "AMD EPYC 7763 64-Core Processor", "cores": 2}}) == "AMD EPYC, 2 cores"
+    )
     assert plots.note("sim_paper", {}) == "SIMULATED"
     assert plots.note("x", {"settings": {"llm_emulated": True}}) == "LLM emulated"
     assert plots.note("doc_qa_ce_trials", {}) is None
@@ -128,8 +190,10 @@ def test_the_front_page_shows_committed_plots():
     shown = re.findall(r"!\[[^\]]*\]\(([A-Za-z0-9_.-]+_vs_load\.png)\)", front)
     assert shown, "FRONT.md shows no latency-against-load plot"
     assert all((RESULTS / png).exists() for png in shown)
-    assert report.LINK.sub(lambda m: f"](bench/results/{m.group(1)})", f"![x]({shown[0]})") == \
-        f"![x](bench/results/{shown[0]})"  # BENCHMARKS.md at the root links the same file
+    assert (
+        report.LINK.sub(lambda m: f"](bench/results/{m.group(1)})", f"![x]({shown[0]})")
+        == f"![x](bench/results/{shown[0]})"
+    )  # BENCHMARKS.md at the root links the same file
 
 
 @pytest.mark.parametrize("name", COMMITTED)

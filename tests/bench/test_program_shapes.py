@@ -1,5 +1,6 @@
 """bench.studies.programs.programs' generators at published statistics (bench.studies.sim.sim_programs' sharegpt / lats shapes)
 and the user turns that carry their sizes."""
+
 from __future__ import annotations
 
 import random
@@ -32,8 +33,9 @@ def test_user_tokens_are_drawn_per_call_only_when_asked():
 def test_the_default_chat_shape_is_unchanged_by_the_new_options():
     a = workload("chat", 2.0, 50, 1, [7], **SHAPES["chat"])
     b = workload("chat", 2.0, 50, 1, [7], **SHAPES["chat"], calls_mean=None, user_mean=None)
-    assert [(p.arrival, [(c.prompt, c.output) for c in p.calls]) for p in a] == \
-           [(p.arrival, [(c.prompt, c.output) for c in p.calls]) for p in b]
+    assert [(p.arrival, [(c.prompt, c.output) for c in p.calls]) for p in a] == [
+        (p.arrival, [(c.prompt, c.output) for c in p.calls]) for p in b
+    ]
 
 
 def test_shape_stats_report_what_the_generator_drew():
@@ -56,9 +58,14 @@ def test_a_user_turn_has_about_the_asked_tokens_and_ends_with_the_question():
 
 def test_capacity_counts_the_tokens_decoded_while_the_budget_was_full():
     from bench.studies.sim.sim_programs import saturated_capacity
-    log = [{"program": "p0", "output": 10, "end": 1.0}, {"program": "p1", "output": 10, "end": 2.0},
-           {"program": "p2", "output": 10, "end": 3.0}, {"program": "p3", "output": 10, "end": 4.0},
-           {"program": "p3", "output": 10, "end": 10.0}]
+
+    log = [
+        {"program": "p0", "output": 10, "end": 1.0},
+        {"program": "p1", "output": 10, "end": 2.0},
+        {"program": "p2", "output": 10, "end": 3.0},
+        {"program": "p3", "output": 10, "end": 4.0},
+        {"program": "p3", "output": 10, "end": 10.0},
+    ]
     # 4 programs, budget 2: full until the 3rd program ended (t=3), 30 tokens by then; 12.5 tokens a program
     assert saturated_capacity(log, 4, 2) == 30 / 3 / 12.5
     assert saturated_capacity(log, 4, 8) == 4 / 10.0  # never full: programs / makespan
@@ -75,7 +82,9 @@ def test_mixed_samples_the_three_workloads_equally_with_one_arrival_process():
 
     progs = programs("mixed", 2.0, 900)
     kinds = [p.pid.split("-")[0] for p in progs]
-    assert {k: kinds.count(k) for k in MIXED} == {k: kinds.count(k) for k in MIXED if 240 < kinds.count(k) < 360}
+    assert {k: kinds.count(k) for k in MIXED} == {
+        k: kinds.count(k) for k in MIXED if 240 < kinds.count(k) < 360
+    }
     assert len({p.pid for p in progs}) == len(progs)  # sharegpt and bfcl share a generator, not ids
     gaps = [b.arrival - a.arrival for a, b in zip(progs, progs[1:])]
     assert all(g >= 0 for g in gaps) and 0.4 < sum(gaps) / len(gaps) < 0.6  # Poisson at 2 programs/s
@@ -92,7 +101,9 @@ def test_react_programs_are_tool_loops_with_pauses_and_recorded_answers():
 
     answers = recorded_lengths()
     assert len(answers) >= 100 and max(answers) <= 128
-    progs = [react_program(f"r{i}", 0.0, random.Random(i), [20], max_steps=8, answers=answers) for i in range(400)]
+    progs = [
+        react_program(f"r{i}", 0.0, random.Random(i), [20], max_steps=8, answers=answers) for i in range(400)
+    ]
     steps = [len(p.calls) for p in progs]
     assert max(steps) <= 8 and min(steps) >= 1 and sum(s >= 5 for s in steps) > 0  # a tail up to the cap
     for p in progs:

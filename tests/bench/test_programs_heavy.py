@@ -1,5 +1,6 @@
 """bench.studies.programs.programs_heavy's reduction of trials to a table: trial means with their range, summed
 counters, and throughput at equal latency from the trial means (hand-computed rows)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,15 +9,35 @@ from bench.studies.programs.programs_heavy import equal_latency, markdown, summa
 
 
 def _row(trial: int, load: float, policy: str, mean: float, p99: float, pre: int = 0) -> dict:
-    return {"trial": trial, "load": load, "rate": load * 2.0, "policy": policy, "mean": mean, "p99": p99,
-            "throughput": 1.0, "preemptions": pre, "resumed_tokens": 10 * pre, "resumed_cached_tokens": 5 * pre,
-            "resumed_unrun": pre // 2, "calls": 30, "output_tokens": 700}
+    return {
+        "trial": trial,
+        "load": load,
+        "rate": load * 2.0,
+        "policy": policy,
+        "mean": mean,
+        "p99": p99,
+        "throughput": 1.0,
+        "preemptions": pre,
+        "resumed_tokens": 10 * pre,
+        "resumed_cached_tokens": 5 * pre,
+        "resumed_unrun": pre // 2,
+        "calls": 30,
+        "output_tokens": 700,
+    }
 
 
-ROWS = [_row(t, load, p, m + t, 2 * (m + t), pre)
-        for t in (0, 1)
-        for load, p, m, pre in ((0.5, "fcfs", 4.0, 0), (0.5, "plas", 3.0, 2), (0.5, "atlas", 3.0, 1),
-                                (1.0, "fcfs", 10.0, 0), (1.0, "plas", 5.0, 4), (1.0, "atlas", 6.0, 3))]
+ROWS = [
+    _row(t, load, p, m + t, 2 * (m + t), pre)
+    for t in (0, 1)
+    for load, p, m, pre in (
+        (0.5, "fcfs", 4.0, 0),
+        (0.5, "plas", 3.0, 2),
+        (0.5, "atlas", 3.0, 1),
+        (1.0, "fcfs", 10.0, 0),
+        (1.0, "plas", 5.0, 4),
+        (1.0, "atlas", 6.0, 3),
+    )
+]
 
 
 def test_trials_reduce_to_means_with_their_range_and_summed_counters():
@@ -38,9 +59,20 @@ def test_throughput_at_equal_latency_uses_the_trial_means():
 
 def page(rows: list[dict]) -> dict:
     """A page's data around these rows (what bench.studies.programs.programs_heavy.main writes)."""
-    return {"burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100}, "command": "c", "wall_s": 60.0,
-            "commit": "abc", "load": (0.5, 1.5), "kind": "chat", "programs": 4, "text_source": "t", "capacity": 2.0,
-            "seed": 1, "summary": summary(rows), "equal_latency": equal_latency(summary(rows))}
+    return {
+        "burst": {"programs": 4, "wall": 3.0, "calls": 9, "output_tokens": 100},
+        "command": "c",
+        "wall_s": 60.0,
+        "commit": "abc",
+        "load": (0.5, 1.5),
+        "kind": "chat",
+        "programs": 4,
+        "text_source": "t",
+        "capacity": 2.0,
+        "seed": 1,
+        "summary": summary(rows),
+        "equal_latency": equal_latency(summary(rows)),
+    }
 
 
 def test_the_table_names_fcfs_and_the_target():
@@ -64,29 +96,65 @@ def test_the_table_says_whether_kv_swap_was_on_and_counts_tokens_loaded_from_hos
     data = page(rows)
     assert "KV swap on preemption: off" in markdown(data)
     assert "connector saves" not in markdown(data)
-    rows = [dict(r, swap_saves=r["preemptions"], swap_saves_declined=1, swap_loads=2, swap_loaded_tokens=7,
-                 swap_seconds_out=0.004, swap_seconds_in=0.001) for r in rows]
+    rows = [
+        dict(
+            r,
+            swap_saves=r["preemptions"],
+            swap_saves_declined=1,
+            swap_loads=2,
+            swap_loaded_tokens=7,
+            swap_seconds_out=0.004,
+            swap_seconds_in=0.001,
+        )
+        for r in rows
+    ]
     data = {**data, "summary": summary(rows), "kv_swap": True}
     text = markdown(data)
     assert "KV swap on preemption: on" in text and "2 trial(s)" in text
     # PLAS at load 1.0: 8 preemptions over two trials; 80 re-sent - 40 not computed (24 of them loaded
     # from host) = 40 recomputed; the connector's counters summed over the trials
-    assert "| 8 (4) | 80 (40; 24) | 40 | 8 (2) | 4 (14) | 8 / 2 |" in text  # 2 + 2 runs stopped before they ran
+    assert (
+        "| 8 (4) | 80 (40; 24) | 40 | 8 (2) | 4 (14) | 8 / 2 |" in text
+    )  # 2 + 2 runs stopped before they ran
 
 
 def test_connector_counts_are_per_run_differences():
     from bench.studies.programs.programs_heavy import swap_counts
-    before = {"saves": 3, "saves_declined": 1, "loads": 2, "loaded_tokens": 40, "seconds_out": 0.5, "seconds_in": 0.25}
-    after = {"saves": 5, "saves_declined": 1, "loads": 4, "loaded_tokens": 70, "seconds_out": 0.75, "seconds_in": 0.5}
-    assert swap_counts(before, after) == {"swap_saves": 2, "swap_saves_declined": 0, "swap_loads": 2,
-                                          "swap_loaded_tokens": 30, "swap_seconds_out": 0.25, "swap_seconds_in": 0.25}
+
+    before = {
+        "saves": 3,
+        "saves_declined": 1,
+        "loads": 2,
+        "loaded_tokens": 40,
+        "seconds_out": 0.5,
+        "seconds_in": 0.25,
+    }
+    after = {
+        "saves": 5,
+        "saves_declined": 1,
+        "loads": 4,
+        "loaded_tokens": 70,
+        "seconds_out": 0.75,
+        "seconds_in": 0.5,
+    }
+    assert swap_counts(before, after) == {
+        "swap_saves": 2,
+        "swap_saves_declined": 0,
+        "swap_loads": 2,
+        "swap_loaded_tokens": 30,
+        "swap_seconds_out": 0.25,
+        "swap_seconds_in": 0.25,
+    }
 
 
 def test_a_page_older_than_its_counters_renders_them_as_not_available():
     """Pages written before resumed_unrun and resumed_swapped_tokens were counted (bench/results/programs_heavy.json)
     keep their other columns; the missing counters read "n/a"."""
     data = page(ROWS)
-    old = [{k: v for k, v in r.items() if k not in ("resumed_swapped_tokens", "resumed_unrun")} for r in data["summary"]]
+    old = [
+        {k: v for k, v in r.items() if k not in ("resumed_swapped_tokens", "resumed_unrun")}
+        for r in data["summary"]
+    ]
     text = markdown({**data, "summary": old})
     # PLAS at load 1.0: 8 preemptions, 80 re-sent tokens, 40 of them from the prefix cache, 40 recomputed
     assert "| 8 (n/a) | 80 (40; n/a) | 40 |" in text

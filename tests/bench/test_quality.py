@@ -1,4 +1,5 @@
 """The benchmark's answer-quality and recall measures."""
+
 from bench.lib.quality import contains, normalize, recall, score, texts, token_f1
 
 
@@ -26,25 +27,66 @@ def test_doc_qa_counts_llm_work_per_call_and_renders_both_tables():
     from bench.studies.rag.doc_qa_runs import llm_work, summarize
     from bench.studies.rag.doc_qa_systems import KEEP_EXPANSION
 
-    trace = [{"primitive": "x.expand.decode[0]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 9},
-             {"primitive": "x.expand.decode[1]", "op": "partial_decoding", "num_prompt_tokens": 50, "num_output_tokens": 20},
-             {"primitive": "s.call0.decode", "op": "decoding", "num_prompt_tokens": 700, "num_output_tokens": 30},
-             {"primitive": "s.call0.prefill", "op": "full_prefilling", "num_prompt_tokens": 700}]
-    assert llm_work(trace) == {"calls": 2, "prompt_tokens": 750, "decode_tokens": 50, "prefill_only": 0, "chunks": 0}
-    recs = [{"ok": True, "latency": 2.0, "calls": 2, "prompt_tokens": 750, "decode_tokens": 50, "contains": True,
-             "f1": 0.5, "recall": True},
-            {"ok": False, "latency": 9.0, "error": "x"}]
+    trace = [
+        {
+            "primitive": "x.expand.decode[0]",
+            "op": "partial_decoding",
+            "num_prompt_tokens": 50,
+            "num_output_tokens": 9,
+        },
+        {
+            "primitive": "x.expand.decode[1]",
+            "op": "partial_decoding",
+            "num_prompt_tokens": 50,
+            "num_output_tokens": 20,
+        },
+        {"primitive": "s.call0.decode", "op": "decoding", "num_prompt_tokens": 700, "num_output_tokens": 30},
+        {"primitive": "s.call0.prefill", "op": "full_prefilling", "num_prompt_tokens": 700},
+    ]
+    assert llm_work(trace) == {
+        "calls": 2,
+        "prompt_tokens": 750,
+        "decode_tokens": 50,
+        "prefill_only": 0,
+        "chunks": 0,
+    }
+    recs = [
+        {
+            "ok": True,
+            "latency": 2.0,
+            "calls": 2,
+            "prompt_tokens": 750,
+            "decode_tokens": 50,
+            "contains": True,
+            "f1": 0.5,
+            "recall": True,
+        },
+        {"ok": False, "latency": 9.0, "error": "x"},
+    ]
     row = summarize(recs)
     assert (row["n"], row["failed"], row["mean"], row["recall"]) == (2, 1, 2.0, 1.0)
-    data = {"settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": "refine"},
-            "runs": {"naive_rag/small": {"alone": {"teola": row, "LlamaIndex": {**row, "mean": 3.0},
-                                                   KEEP_EXPANSION: {**row, "mean": 4.0}}},
-                     "advanced_rag/small/refine": {"alone": {"teola": row, "LlamaIndex": row}}}}
+    data = {
+        "settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": "refine"},
+        "runs": {
+            "naive_rag/small": {
+                "alone": {
+                    "teola": row,
+                    "LlamaIndex": {**row, "mean": 3.0},
+                    KEEP_EXPANSION: {**row, "mean": 4.0},
+                }
+            },
+            "advanced_rag/small/refine": {"alone": {"teola": row, "LlamaIndex": row}},
+        },
+    }
     md = markdown(data, "python -m bench doc_qa")
     assert "| naive_rag/small | alone | teola | 2 | 1 | 2.00 |" in md and "1.50x" in md
-    assert f"| naive_rag/small | alone | {KEEP_EXPANSION} | 2 | 1 | 4.00 |" in md and "0.75x" in md  # its speed too
+    assert (
+        f"| naive_rag/small | alone | {KEEP_EXPANSION} | 2 | 1 | 4.00 |" in md and "0.75x" in md
+    )  # its speed too
     assert "forced to `refine`" in md
-    assert "max efficient batch (stage decomposition splits indexing at it): 4 (bench.studies.rag.rag's" in md  # an old page
+    assert (
+        "max efficient batch (stage decomposition splits indexing at it): 4 (bench.studies.rag.rag's" in md
+    )  # an old page
     data["settings"]["embedding_batch"] = None
     assert "splits indexing at it): the engine's shipped default" in markdown(data, "python -m bench doc_qa")
 
@@ -53,9 +95,18 @@ def test_doc_qa_baseline_rows_show_teolas_speed_over_that_baseline():
     from bench.studies.rag.doc_qa import markdown
 
     row = {"n": 1, "failed": 0, "mean": 2.0}
-    data = {"settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": None},
-            "runs": {"naive_rag/small": {"alone": {"teola": row, "LlamaIndex": {**row, "mean": 3.0},
-                                                   "LlamaDist-PO": {**row, "mean": 5.0}}}}}
+    data = {
+        "settings": {"n_alone": 1, "n_load": 1, "seed": 0, "sizes": {"small": 2}, "same_mode": None},
+        "runs": {
+            "naive_rag/small": {
+                "alone": {
+                    "teola": row,
+                    "LlamaIndex": {**row, "mean": 3.0},
+                    "LlamaDist-PO": {**row, "mean": 5.0},
+                }
+            }
+        },
+    }
     md = markdown(data, "python -m bench doc_qa --baselines LlamaDist-PO")
     line = next(x for x in md.splitlines() if "| LlamaDist-PO |" in x)
     assert "| 2.50x |" in line  # 5.0 / teola's 2.0, not LlamaIndex's 3.0 / 5.0
@@ -78,8 +129,11 @@ def test_doc_qa_runs_a_baseline_with_its_passes_and_policy(monkeypatch):
     systems.app, systems.nodes, systems.rag = None, {}, None
     for name in ("teola", "LlamaDist-TO", "LlamaDistPC-PO"):
         asyncio.run(systems.one(name, {}))
-    assert seen == [({}, "topology"), (RAG["LlamaDist-TO"][0]["passes"], "to"),
-                    (RAG["LlamaDistPC-PO"][0]["passes"], "po")]
+    assert seen == [
+        ({}, "topology"),
+        (RAG["LlamaDist-TO"][0]["passes"], "to"),
+        (RAG["LlamaDistPC-PO"][0]["passes"], "po"),
+    ]
     assert seen[1][0]["module_chain"] and "module_chain" not in seen[2][0]
 
 
@@ -105,10 +159,14 @@ def test_wilson_interval_matches_hand_computed_bounds():
 def test_trace_diff_reads_runtime_traces():
     from bench.studies.sim.sim_trace_diff_page import edges, per_primitive
 
-    run = {"latency": 1.5, "trace": [
-        {"primitive": "embed", "engine": "embedding", "queued": 0.0, "started": 0.1, "finished": 0.3},
-        {"primitive": "llm", "engine": "llm", "queued": 0.3, "started": 0.3, "finished": 1.2},
-        {"primitive": "skipped", "queued": 0.3}]}
+    run = {
+        "latency": 1.5,
+        "trace": [
+            {"primitive": "embed", "engine": "embedding", "queued": 0.0, "started": 0.1, "finished": 0.3},
+            {"primitive": "llm", "engine": "llm", "queued": 0.3, "started": 0.3, "finished": 1.2},
+            {"primitive": "skipped", "queued": 0.3},
+        ],
+    }
     rows = per_primitive([run])
     assert set(rows) == {"embed", "llm"}
     assert abs(rows["embed"]["queued"] - 0.1) < 1e-9 and abs(rows["llm"]["running"] - 0.9) < 1e-9
@@ -145,7 +203,9 @@ def test_held_out_questions_are_disjoint_from_excluded_seeds_and_runs_pool(tmp_p
     assert len(new) == 60 and not {(q["question"], q["gold"]) for q in new} & seen
     recs = lambda hits: {"records": [{"ok": True, "contains": h} for h in hits]}  # noqa: E731
     for i, (a, b) in enumerate([([1, 0], [0, 0]), ([0, 1], [0, 0])]):
-        (tmp_path / f"{i}.json").write_text(json.dumps({"runs": {"f": {"teola": recs(a), "LlamaIndex": recs(b)}}}))
+        (tmp_path / f"{i}.json").write_text(
+            json.dumps({"runs": {"f": {"teola": recs(a), "LlamaIndex": recs(b)}}})
+        )
     got = pool([str(tmp_path / "0.json"), str(tmp_path / "1.json")])["f"]
     assert (got["n"], got["only_a"], got["only_b"]) == (4, 2, 0)
 
@@ -162,19 +222,37 @@ def test_stop_rules_cut_a_greedy_reply_where_the_engine_would_stop():
         def __call__(self, text, add_special_tokens=False):
             return {"input_ids": text.split()}
 
-    data = {"n": 2, "seed": 0, "runs": {"f": {"teola": {"records": [
-        {"question": "q1", "ok": True, "reply": "blue sky. green grass"},
-        {"question": "q2", "ok": False, "reply": "green"}]}}}}
+    data = {
+        "n": 2,
+        "seed": 0,
+        "runs": {
+            "f": {
+                "teola": {
+                    "records": [
+                        {"question": "q1", "ok": True, "reply": "blue sky. green grass"},
+                        {"question": "q2", "ok": False, "reply": "green"},
+                    ]
+                }
+            }
+        },
+    }
     import bench.studies.rag.stop_rules as sr
+
     real = sr.gold_answers
     sr.gold_answers = lambda d: [["green grass"], ["green"]]
     try:
-        out = evaluate(data, {"none": lambda t: t, "first sentence": lambda t: cut_at(t, SENTENCE_STOPS)}, Words())
+        out = evaluate(
+            data, {"none": lambda t: t, "first sentence": lambda t: cut_at(t, SENTENCE_STOPS)}, Words()
+        )
     finally:
         sr.gold_answers = real
     cell = out["f"]["teola"]
-    assert cell["none"]["contains_k"] == 1 and cell["first sentence"]["contains_k"] == 0  # a failed query never counts
-    assert cell["none"]["tokens"] == 2.0 and cell["first sentence"]["tokens"] == 1.0     # (4 + 0) / 2 and (2 + 0) / 2
+    assert (
+        cell["none"]["contains_k"] == 1 and cell["first sentence"]["contains_k"] == 0
+    )  # a failed query never counts
+    assert (
+        cell["none"]["tokens"] == 2.0 and cell["first sentence"]["tokens"] == 1.0
+    )  # (4 + 0) / 2 and (2 + 0) / 2
 
 
 def test_sim_paper_large_documents_hold_about_a_hundred_chunks():
@@ -195,15 +273,23 @@ def test_step_timing_times_busy_steps_against_the_cost_and_marks_other_engines()
     from bench.studies.sim.step_timing import busy_intervals, step_rows, summary
 
     cost = {"base": 0.01, "prefill_token": 0.001, "decode_seq": 0.02, "context_token": 0.0}
-    runs = [{"trace": [{"engine": "embedding", "started": 0.5, "finished": 1.0},
-                       {"engine": "llm", "started": 0.0, "finished": 3.0}]}]
-    busy = busy_intervals(runs, [1.0])           # the embedder ran 1.5-2.0 s into the trace
+    runs = [
+        {
+            "trace": [
+                {"engine": "embedding", "started": 0.5, "finished": 1.0},
+                {"engine": "llm", "started": 0.0, "finished": 3.0},
+            ]
+        }
+    ]
+    busy = busy_intervals(runs, [1.0])  # the embedder ran 1.5-2.0 s into the trace
     assert busy == [(1.5, 2.0)]
-    log = [(0.0, 1, 100, 1),    # a prefill step: its gap is not timed (nothing before it)
-           (0.06, 1, 0, 1),     # decode, 60 ms against 30 ms modelled
-           (0.12, 1, 0, 0),     # decode, 60 ms; nothing left running after it
-           (5.0, 2, 50, 2),     # after an idle gap: not timed
-           (5.1, 2, 0, 2)]
+    log = [
+        (0.0, 1, 100, 1),  # a prefill step: its gap is not timed (nothing before it)
+        (0.06, 1, 0, 1),  # decode, 60 ms against 30 ms modelled
+        (0.12, 1, 0, 0),  # decode, 60 ms; nothing left running after it
+        (5.0, 2, 50, 2),  # after an idle gap: not timed
+        (5.1, 2, 0, 2),
+    ]
     rows = step_rows(log, cost, busy, context_per_seq=0)
     assert [round(r["measured"], 3) for r in rows] == [0.06, 0.06, 0.1]
     assert rows[0]["predicted"] == 0.03 and not rows[0]["other_busy"]

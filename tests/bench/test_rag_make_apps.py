@@ -1,4 +1,5 @@
 """bench.studies.rag.rag_setup.make_apps: the suite's pre-tuned embedder batch applies unless shipped defaults are asked for."""
+
 from __future__ import annotations
 
 
@@ -14,4 +15,9 @@ def test_bench_tuning_sets_the_embedder_batch_and_shipped_defaults_leave_it_out(
     assert shipped != BENCH_TUNING["embedding"]["max_efficient_batch"]
     assert _embedding_batch(make_apps(("naive_rag",))) == BENCH_TUNING["embedding"]["max_efficient_batch"]
     assert _embedding_batch(make_apps(("naive_rag",), bench_tuning=False)) == shipped
-    assert _embedding_batch(make_apps(("naive_rag",), {"embedding": {"max_efficient_batch": 5}}, bench_tuning=False)) == 5
+    assert (
+        _embedding_batch(
+            make_apps(("naive_rag",), {"embedding": {"max_efficient_batch": 5}}, bench_tuning=False)
+        )
+        == 5
+    )

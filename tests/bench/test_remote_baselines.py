@@ -2,6 +2,7 @@
 prompts, send the same prompt parts to the LLM adapter, call the search / tool adapters as the app
 does, and parse plans as teola does. The LLM here is a scripted adapter (the real-engine run is
 `python -m bench remote_apps --quick`); search and tools are real adapters."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -15,9 +16,11 @@ from bench.baselines.llamaindex_remote import LlamaIndexSearchGeneration, LlamaI
 from bench.studies.remote.remote_apps_setup import MAX_CALLS, PLAN_EXAMPLES, PLAN_INSTRUCTION, TOOL_NAMES
 from teola.compile.components import prompts
 
-PLAN = ('Sure.\n{"tool": "calculator", "args": {"expression": "2+3"}}\n'
-        '{"tool": "convert_units", "args": {"value": 1, "from_unit": "h", "to_unit": "min"}}\n'
-        '{"tool": "calculator", "args": {"expression": "9"}}')
+PLAN = (
+    'Sure.\n{"tool": "calculator", "args": {"expression": "2+3"}}\n'
+    '{"tool": "convert_units", "args": {"value": 1, "from_unit": "h", "to_unit": "min"}}\n'
+    '{"tool": "calculator", "args": {"expression": "9"}}'
+)
 
 
 class ScriptedLLM:
@@ -30,7 +33,9 @@ class ScriptedLLM:
         assert op == "decoding"
         self.requests += requests
         system = requests[0]["parts"][0][1]
-        text = PLAN if system == PLAN_INSTRUCTION else self.judge if system == prompts.JUDGE else "final answer"
+        text = (
+            PLAN if system == PLAN_INSTRUCTION else self.judge if system == prompts.JUDGE else "final answer"
+        )
         return [{"text": text, "num_prompt_tokens": 10, "num_output_tokens": 3, "num_cached_tokens": 0}]
 
 
@@ -41,8 +46,10 @@ class Search:
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
         assert op == "searching"
         self.requests += requests
-        return [[{"text": f"hit {i} for {r['query']}", "score": 1.0, "title": ""} for i in range(r["top_k"])]
-                for r in requests]
+        return [
+            [{"text": f"hit {i} for {r['query']}", "score": 1.0, "title": ""} for i in range(r["top_k"])]
+            for r in requests
+        ]
 
 
 def fake_started(app: Any, backends: dict[str, Any]) -> Any:
@@ -55,25 +62,38 @@ def fake_started(app: Any, backends: dict[str, Any]) -> Any:
 async def test_tool_agent_baselines_plan_call_tools_and_answer(cls):
     from engines.tools.tool_engine import ToolEngine
 
-    app = tool_agent.build(tools={"defaults": True}, tool_names=TOOL_NAMES, plan_instruction=PLAN_INSTRUCTION,
-                           plan_examples=PLAN_EXAMPLES)
+    app = tool_agent.build(
+        tools={"defaults": True},
+        tool_names=TOOL_NAMES,
+        plan_instruction=PLAN_INSTRUCTION,
+        plan_examples=PLAN_EXAMPLES,
+    )
     llm, tools = ScriptedLLM(), ToolEngine("tools")
     await tools.start()
     try:
-        ans = await cls(fake_started(app, {"llm": llm, "tools": tools})).aquery("What is 2+3, and 1 h in min?")
+        ans = await cls(fake_started(app, {"llm": llm, "tools": tools})).aquery(
+            "What is 2+3, and 1 h in min?"
+        )
     finally:
         await tools.stop()
     assert ans.text == "final answer"
     plan, answer = llm.requests
     # the same parts as the teola template: instruction, the worked examples, the question
-    assert plan["parts"] == [["system", PLAN_INSTRUCTION], ["user", PLAN_EXAMPLES], ["user", "What is 2+3, and 1 h in min?"]]
+    assert plan["parts"] == [
+        ["system", PLAN_INSTRUCTION],
+        ["user", PLAN_EXAMPLES],
+        ["user", "What is 2+3, and 1 h in min?"],
+    ]
     assert plan["max_tokens"] == 96
     # the plan stops as teola's does: split into JSON lines, decode ends once max_calls lines are out
     assert plan["split"] == "jsonl" and plan["max_items"] == 2 and plan["stop"] is None
     assert answer["split"] is None and "max_items" not in answer
     # max_calls = 2: the third line is not called; results in plan order, rendered as teola renders them
-    assert answer["parts"] == [["system", prompts.TOOL_ANSWER], ["user", "What is 2+3, and 1 h in min?"],
-                               ["user", "5\n\n60.0"]]
+    assert answer["parts"] == [
+        ["system", prompts.TOOL_ANSWER],
+        ["user", "What is 2+3, and 1 h in min?"],
+        ["user", "5\n\n60.0"],
+    ]
     assert [t["op"] for t in ans.trace] == ["decoding", "tool", "tool", "decoding"]
 
 
@@ -85,10 +105,18 @@ async def test_tool_agent_baselines_stop_the_plan_where_teolas_planner_stops(cls
     from teola.ir.ops import PrimOp
     from teola.runtime.requests import llm_request
 
-    app = tool_agent.build(tools={"defaults": True}, tool_names=TOOL_NAMES, max_calls=MAX_CALLS,
-                           plan_instruction=PLAN_INSTRUCTION, plan_examples=PLAN_EXAMPLES)
-    [decode] = [p for p in app.compile({"question": "q"}).egraph.primitives
-                if p.component == "plan" and p.op in (PrimOp.DECODING, PrimOp.PARTIAL_DECODING)]
+    app = tool_agent.build(
+        tools={"defaults": True},
+        tool_names=TOOL_NAMES,
+        max_calls=MAX_CALLS,
+        plan_instruction=PLAN_INSTRUCTION,
+        plan_examples=PLAN_EXAMPLES,
+    )
+    [decode] = [
+        p
+        for p in app.compile({"question": "q"}).egraph.primitives
+        if p.component == "plan" and p.op in (PrimOp.DECODING, PrimOp.PARTIAL_DECODING)
+    ]
     teola_plan = llm_request([], True, decode.args)
     llm, tools = ScriptedLLM(), ToolEngine("tools")
     await tools.start()
@@ -111,9 +139,16 @@ async def test_search_generation_baselines_search_when_the_judge_asks(cls):
     assert ans.text == "final answer"
     assert search.requests == [{"query": "Capital of France?", "top_k": 4}]
     judge, core = llm.requests
-    assert judge["parts"] == [["system", prompts.JUDGE], ["user", "Capital of France?"]] and judge["max_tokens"] == 64
+    assert (
+        judge["parts"] == [["system", prompts.JUDGE], ["user", "Capital of France?"]]
+        and judge["max_tokens"] == 64
+    )
     context = "\n\n".join(f"hit {i} for Capital of France?" for i in range(4))
-    assert core["parts"] == [["system", prompts.SEARCH_ANSWER], ["user", "Capital of France?"], ["user", context]]
+    assert core["parts"] == [
+        ["system", prompts.SEARCH_ANSWER],
+        ["user", "Capital of France?"],
+        ["user", context],
+    ]
 
 
 @pytest.mark.parametrize("cls", [LlamaIndexSearchGeneration, LangGraphSearchGeneration])
@@ -127,10 +162,11 @@ async def test_search_generation_baselines_answer_with_the_judge_without_search(
 def test_plan_calls_parse_as_teola_does():
     assert plan_calls(PLAN, 2, list(TOOL_NAMES)) == [
         {"tool": "calculator", "args": {"expression": "2+3"}},
-        {"tool": "convert_units", "args": {"value": 1, "from_unit": "h", "to_unit": "min"}}]
+        {"tool": "convert_units", "args": {"value": 1, "from_unit": "h", "to_unit": "min"}},
+    ]
     assert plan_calls("I cannot help with that.", 2, []) == []
     with pytest.raises(ValueError, match="must be"):
-        plan_calls('[1, 2]\n', 2, [])
+        plan_calls("[1, 2]\n", 2, [])
     with pytest.raises(ValueError, match="not allowed"):
         plan_calls('{"tool": "shell", "args": {}}', 2, ["calculator"])
 

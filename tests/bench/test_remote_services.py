@@ -1,6 +1,7 @@
 """The benchmark's loopback services (bench/lib/remote_services.py): the fitted latency distributions,
 their seeded streams, the HTTP endpoints and errors, the tool engine's HTTP path to them, and the
 workload of two-tool questions."""
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,12 @@ class WordOverlapSearch:
         out = []
         for r in requests:
             words = set(r["query"].lower().split())
-            scored = sorted(((len(words & set(t.lower().split())), title, t) for title, t in self.docs), reverse=True)
-            out.append([{"title": ti, "text": t, "score": float(s)} for s, ti, t in scored[: r["top_k"]] if s])
+            scored = sorted(
+                ((len(words & set(t.lower().split())), title, t) for title, t in self.docs), reverse=True
+            )
+            out.append(
+                [{"title": ti, "text": t, "score": float(s)} for s, ti, t in scored[: r["top_k"]] if s]
+            )
         return out
 
 
@@ -78,7 +83,9 @@ async def test_search_endpoint_answers_in_the_remote_search_wire_format():
     async with _client() as c:
         r = await c.get("/search", params={"q": "capital of France", "top_k": 1})
         assert r.status_code == 200
-        assert r.json() == {"results": [{"title": "Paris", "text": "Paris is the capital of France", "score": 3.0}]}
+        assert r.json() == {
+            "results": [{"title": "Paris", "text": "Paris is the capital of France", "score": 3.0}]
+        }
         assert (await c.get("/search", params={"q": "   "})).status_code == 422
         assert (await c.get("/search", params={"q": "x", "top_k": 0})).status_code == 422
         assert (await c.get("/search")).status_code == 422
@@ -88,14 +95,18 @@ async def test_search_endpoint_answers_in_the_remote_search_wire_format():
 async def test_tool_endpoints_compute_and_reject_bad_arguments():
     async with _client() as c:
         assert (await c.get("/tools/calculator", params={"expression": "17*23"})).json() == 391
-        conv = (await c.get("/tools/convert_units", params={"value": "10", "from_unit": "km", "to_unit": "m"})).json()
+        conv = (
+            await c.get("/tools/convert_units", params={"value": "10", "from_unit": "km", "to_unit": "m"})
+        ).json()
         assert conv == 10000.0
         assert (await c.get("/tools/weather", params={"city": "Oslo"})).json() == weather("Oslo")
         wiki = (await c.get("/tools/wiki_lookup", params={"query": "who was Mozart"})).json()
         assert wiki["title"] == "Mozart"
         bad = await c.get("/tools/calculator", params={"expression": "__import__('os')"})
         assert bad.status_code == 422 and "calculator" in bad.json()["detail"]
-        assert (await c.get("/tools/convert_units", params={"value": "1", "from_unit": "km"})).status_code == 422
+        assert (
+            await c.get("/tools/convert_units", params={"value": "1", "from_unit": "km"})
+        ).status_code == 422
         assert (await c.get("/tools/weather", params={"city": " "})).status_code == 422
 
 
@@ -121,13 +132,19 @@ async def test_tool_engine_calls_the_service_through_its_http_path():
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     task = asyncio.create_task(srv.serve(sockets=[sock]))
     await until(lambda: srv.started)
-    engine = ToolEngine("tools", defaults=False, http_tools=tool_specs(f"http://127.0.0.1:{sock.getsockname()[1]}"))
+    engine = ToolEngine(
+        "tools", defaults=False, http_tools=tool_specs(f"http://127.0.0.1:{sock.getsockname()[1]}")
+    )
     await engine.start()
     try:
-        out = await engine.execute("tool", [
-            {"tool": "calculator", "args": {"expression": "2+3"}},
-            {"tool": "convert_units", "args": {"value": 1, "from_unit": "h", "to_unit": "min"}},
-            {"tool": "wiki_lookup", "args": {"query": "Oslo"}}])
+        out = await engine.execute(
+            "tool",
+            [
+                {"tool": "calculator", "args": {"expression": "2+3"}},
+                {"tool": "convert_units", "args": {"value": 1, "from_unit": "h", "to_unit": "min"}},
+                {"tool": "wiki_lookup", "args": {"query": "Oslo"}},
+            ],
+        )
         assert out[0] == 5 and out[1] == 60.0
         assert out[2]["title"] == "Oslo"
         with pytest.raises(ToolBatchError, match="HTTP 422"):

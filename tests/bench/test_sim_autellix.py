@@ -1,5 +1,6 @@
 """bench.studies.sim.sim_autellix at its smallest configuration (--quick: 6 ShareGPT programs, 2 loads, the four
 systems) end to end in virtual time, and its reading of throughput at equal latency."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,9 @@ import bench.studies.sim.sim_autellix_report as report
 def test_quick_run_gives_every_system_the_same_programs_and_a_small_simulated_page(monkeypatch, tmp_path):
     written = {}
     monkeypatch.setattr(sa, "RESULTS", tmp_path)
-    monkeypatch.setattr(sa, "write_results", lambda name, data, md: written.update(name=name, data=data, md=md))
+    monkeypatch.setattr(
+        sa, "write_results", lambda name, data, md: written.update(name=name, data=data, md=md)
+    )
     p = argparse.ArgumentParser()
     sa.add_arguments(p)
     assert sa.run_cli(p.parse_args(["--quick", "--jobs", "1"]), ["--quick"], p) == 0
@@ -31,8 +34,11 @@ def test_quick_run_gives_every_system_the_same_programs_and_a_small_simulated_pa
 
 def test_ratios_read_autellix_over_each_baseline_at_the_target():
     curves = {"vllm-opt": (10, 20, 40), "mlfq": (10, 30, 60), "autellix": (10, 11, 12), "vllm": (20, 60, 90)}
-    rows = [{"system": s, "policy": s, "load": x, "rate": float(x), "tok_mean": t / 1000}
-            for s, ts in curves.items() for x, t in zip((1, 2, 3), ts)]
+    rows = [
+        {"system": s, "policy": s, "load": x, "rate": float(x), "tok_mean": t / 1000}
+        for s, ts in curves.items()
+        for x, t in zip((1, 2, 3), ts)
+    ]
     r = report.ratios(rows, 1.5)  # target 15 ms: vLLM-opt reaches it at rate 1.5, MLFQ at 1.25
     assert abs(r["target"] - 0.015) < 1e-12
     assert abs(r["autellix_vs"]["vllm-opt"]["ratio"] - 3 / 1.5) < 1e-9
@@ -42,7 +48,10 @@ def test_ratios_read_autellix_over_each_baseline_at_the_target():
     assert r["autellix_vs"]["vllm"]["ratio"] == 3.0 and r["autellix_vs"]["vllm"]["base_over"]
     assert report.cell(r["autellix_vs"]["vllm"]).startswith("> 3.00x")
     assert report.gap_load(rows) == 3
-    assert sa.policy_of("lats", "autellix") == ("atlas", True) and sa.policy_of("bfcl", "vllm") == ("fcfs", False)
+    assert sa.policy_of("lats", "autellix") == ("atlas", True) and sa.policy_of("bfcl", "vllm") == (
+        "fcfs",
+        False,
+    )
 
 
 def test_run_jobs_resumes_from_its_cache(monkeypatch, tmp_path):

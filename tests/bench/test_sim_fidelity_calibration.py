@@ -1,6 +1,7 @@
 """bench.studies.sim.sim_fidelity's prompt-token calibration: the profile's token estimate is scaled so the
 calibration queries' simulated prompts have the real prompts' token count (simulated apps, virtual
 time)."""
+
 from __future__ import annotations
 
 import copy
@@ -24,7 +25,9 @@ def test_the_token_estimate_is_scaled_to_the_real_prompt_tokens():
     assert llm["token_ratio"] == pytest.approx(ratio * scale, rel=1e-3)
     assert llm["template_tokens"] == round(template * scale)
     # the scaled estimate now gives the real count (within the rounding of a template token)
-    assert calibrate_tokens(copy.deepcopy(profile), ("naive_rag",), cal, [int(simulated * 0.8)]) == pytest.approx(1.0, abs=0.02)
+    assert calibrate_tokens(
+        copy.deepcopy(profile), ("naive_rag",), cal, [int(simulated * 0.8)]
+    ) == pytest.approx(1.0, abs=0.02)
 
 
 def test_each_trace_is_simulated_once_per_length_sampler_seed():
@@ -88,8 +91,11 @@ def test_a_replay_gives_each_call_its_recorded_prompt_length_with_or_without_its
     config, policy = SYSTEMS["LlamaDist-PO"]
 
     def decodes(trace: list[dict]) -> list[tuple[bool, int, int]]:
-        return sorted((bool(t.get("split")), t["num_prompt_tokens"], t["num_output_tokens"])
-                      for t in trace if t["op"] == "decoding")
+        return sorted(
+            (bool(t.get("split")), t["num_prompt_tokens"], t["num_output_tokens"])
+            for t in trace
+            if t["op"] == "decoding"
+        )
 
     async def body(apps):
         app = apps["advanced_rag"]

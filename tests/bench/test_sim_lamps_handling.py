@@ -2,6 +2,7 @@
 reaches its API call from its context and the running batch's then (the simulated engine's
 `decide_pause`); LAMPS queues "auto", which teola resolves from LAMPS' own predictions, and that
 handling is the one applied and reported. Tiny simulated runs; no timing."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -14,12 +15,15 @@ import bench.studies.sim.sim_lamps_handling as handling
 COSTS = {"fwd": 1e-3, "swap": 1e-5, "api_means": {"qa": 0.5}}
 
 
-@pytest.mark.parametrize("context, running, expected", [
-    # C = 120: preserve 0.5 x 120 = 60; discard 0.12 x 120 = 14.4; swap 2 x 0.0012 x 120 = 0.288
-    (120, 0, "swap"),
-    # beside 50,000 running tokens: discard 0.12 x 50,120 = 6,014; swap 2 x 0.0012 x 50,120 = 120.3 > preserve 60
-    (120, 50_000, "preserve"),
-])
+@pytest.mark.parametrize(
+    "context, running, expected",
+    [
+        # C = 120: preserve 0.5 x 120 = 60; discard 0.12 x 120 = 14.4; swap 2 x 0.0012 x 120 = 0.288
+        (120, 0, "swap"),
+        # beside 50,000 running tokens: discard 0.12 x 50,120 = 6,014; swap 2 x 0.0012 x 50,120 = 120.3 > preserve 60
+        (120, 50_000, "preserve"),
+    ],
+)
 def test_infercept_decides_at_the_pause_from_the_running_batch(context, running, expected):
     decided: dict[str, str] = {}
     decide = handling.infercept_at_pause(COSTS, {"r0": "qa"}, decided)
@@ -35,6 +39,7 @@ def test_the_baselines_apply_and_report_the_handling_chosen_at_the_pause(monkeyp
             at_pause.append((seq.computed, running))
             decided[seq.req["kv_key"]] = "preserve"
             return "preserve"
+
         return decide
 
     monkeypatch.setattr(handling, "infercept", lambda *a: "discard")  # what the request is queued with

@@ -2,6 +2,7 @@
 pieces it adds to bench.studies.sim.sim_lamps: the vLLM baseline discards at every pause, the single-API dataset
 pauses once per request, recompute is priced from a measured profile's token table, and fixed-length
 runs count what finished. Tiny simulated runs; no timing."""
+
 from __future__ import annotations
 
 import argparse
@@ -42,18 +43,41 @@ def test_vllm_discards_at_every_pause_and_finishes_in_a_fixed_run():
     setup = paper.setup_for("a100-40gb-gptj-6b-measured", drain=60.0)
     out = paper.point("a100-40gb-gptj-6b-measured", "single", "vLLM", 0.5, 6.0, setup)
     assert out["measured"] > 0 and out["unfinished"] == 0
-    assert out["handlings"]["discard"] == out["measured"] and out["handlings"]["preserve"] == out["handlings"]["swap"] == 0
+    assert (
+        out["handlings"]["discard"] == out["measured"]
+        and out["handlings"]["preserve"] == out["handlings"]["swap"] == 0
+    )
 
 
 def test_the_smallest_configuration_writes_a_page(monkeypatch):
     written = {}
-    monkeypatch.setattr(paper, "write_results", lambda name, data, page: written.update(name=name, data=data, page=page))
-    monkeypatch.setattr(paper, "distributions", lambda mix, **_: {  # the draws are tested above
-        "_lengths": {"segment_tokens": [40.0, 30.0], "prompt_words": [250.0, 80.0]}})
+    monkeypatch.setattr(
+        paper, "write_results", lambda name, data, page: written.update(name=name, data=data, page=page)
+    )
+    monkeypatch.setattr(
+        paper,
+        "distributions",
+        lambda mix, **_: {  # the draws are tested above
+            "_lengths": {"segment_tokens": [40.0, 30.0], "prompt_words": [250.0, 80.0]}
+        },
+    )
     p = argparse.ArgumentParser()
     paper.add_arguments(p)
-    argv = ["--rates", "single=0.5", "--duration", "6", "--drain", "60", "--systems", "INFERCEPT,LAMPS",
-            "--sweep-at", "single=0.5", "--no-sweep", "--out", "t"]
+    argv = [
+        "--rates",
+        "single=0.5",
+        "--duration",
+        "6",
+        "--drain",
+        "60",
+        "--systems",
+        "INFERCEPT,LAMPS",
+        "--sweep-at",
+        "single=0.5",
+        "--no-sweep",
+        "--out",
+        "t",
+    ]
     assert paper.run_cli(p.parse_args(argv), argv, p) == 0
     rows = written["data"]["mixes"]["single"]
     assert {r["system"] for r in rows} == {"INFERCEPT", "LAMPS"} and all(r["measured"] > 0 for r in rows)

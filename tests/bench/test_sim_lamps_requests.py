@@ -3,6 +3,7 @@ type, so the mean FCFS + INFERCEPT's handling is given (the table's) is the mean
 online from the durations it observes (issue 18: with Normal(1.72, 3.33) clipped at 0 the ToolBench
 durations averaged 2.36 s, LAMPS swapped at every pause while the baseline, deciding with 1.72 s,
 preserved under load)."""
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,9 @@ def test_lamps_workload_toolbench_durations_have_the_table_mean_and_std():
     got = durations("toolbench")["toolbench"]
     assert min(got) > 0
     assert statistics.fmean(got) == pytest.approx(mean, rel=0.05)
-    assert statistics.pstdev(got) == pytest.approx(std, rel=0.25)  # a heavy tail: the sample std converges slowly
+    assert statistics.pstdev(got) == pytest.approx(
+        std, rel=0.25
+    )  # a heavy tail: the sample std converges slowly
 
 
 def test_lamps_workload_infercept_mix_durations_have_each_types_mean():
@@ -47,8 +50,8 @@ def test_lamps_workload_lognormal_params_match_the_moments():
     from bench.studies.sim.sim_lamps_requests import lognormal_params
 
     mu, sigma = lognormal_params(1.72, 3.33)
-    assert math.exp(mu + sigma ** 2 / 2) == pytest.approx(1.72)
-    assert math.sqrt((math.exp(sigma ** 2) - 1) * math.exp(2 * mu + sigma ** 2)) == pytest.approx(3.33)
+    assert math.exp(mu + sigma**2 / 2) == pytest.approx(1.72)
+    assert math.sqrt((math.exp(sigma**2) - 1) * math.exp(2 * mu + sigma**2)) == pytest.approx(3.33)
     assert lognormal_params(2.0, 0.0) == (pytest.approx(math.log(2.0)), 0.0)
 
 

@@ -1,5 +1,6 @@
 """bench/studies/sim/sim_paper_fig8.py (`python -m bench sim_paper --fig8`) at its smallest: the quick
 configuration on 4 queries, simulated, and its page."""
+
 from __future__ import annotations
 
 from bench.studies.sim.sim_paper_fig8 import BASELINES, ablation_configs, paper_non_llm, slim, study
@@ -26,7 +27,9 @@ def test_quick_study_runs_and_its_page_compares_with_the_paper():
     entry = data["variants"][0]["apps"]["advanced_rag"]
     assert {r["system"] for r in entry["rows"]} == {"teola", "teola-equal-work", *BASELINES}
     assert all(r["failed"] == 0 for r in entry["rows"])
-    assert {"query_expansion", "indexing", "synthesis"} <= set(entry["alone"]["teola-equal-work"]["components"])
+    assert {"query_expansion", "indexing", "synthesis"} <= set(
+        entry["alone"]["teola-equal-work"]["components"]
+    )
     data |= {"wall_s": 1.0, "command": "python -m bench sim_paper --fig8 --quick"}
     page = report(data)
     assert "SIMULATED" in page and "2.09x" in page and "Where the time goes" in page
@@ -37,5 +40,6 @@ def test_quick_study_runs_and_its_page_compares_with_the_paper():
 
 def test_naive_rag_runs_with_only_its_own_engines_instanced():
     from bench.studies.sim.sim_paper_fig8 import SYSTEMS, run
+
     s = run("naive_rag", "a100-llama2-7b-measured", 1.0, 2, SYSTEMS["teola"], "small")
     assert s["failed"] == 0 and "reranker" not in s["busy"]

@@ -1,6 +1,7 @@
 """bench.studies.sim.sim_programs end to end on a simulated engine in virtual time (a few programs): the
 sharegpt shape's user turns reach the engine at about their drawn size, and the call log gives the
 saturated capacity."""
+
 from __future__ import annotations
 
 from bench.studies.sim.program_setup import GENERATOR, SHAPES
@@ -60,23 +61,36 @@ def test_equal_latency_table_reads_rates_at_each_target_and_marks_lower_bounds()
     from bench.studies.sim.program_setup import NOCACHE
     from bench.studies.sim.sim_programs_page import equal_latency_table
 
-    curves = {"fcfs": (10, 12, 40), NOCACHE: (10, 30, 60), "mlfq": (10, 12, 40), "plas": (10, 11, 13),
-              "atlas": (10, 20, 40)}
-    rows = [{"policy": p, "rate": float(r), "mean": m, "tok_mean": m / 1000}
-            for p, ms in curves.items() for r, m in zip((1, 2, 3), ms)]
+    curves = {
+        "fcfs": (10, 12, 40),
+        NOCACHE: (10, 30, 60),
+        "mlfq": (10, 12, 40),
+        "plas": (10, 11, 13),
+        "atlas": (10, 20, 40),
+    }
+    rows = [
+        {"policy": p, "rate": float(r), "mean": m, "tok_mean": m / 1000}
+        for p, ms in curves.items()
+        for r, m in zip((1, 2, 3), ms)
+    ]
     lines = equal_latency_table({"rows": rows, "baseline": "fcfs"}, top=3.0)
     table = [ln for ln in lines if ln.startswith("| FCFS")]
     assert len(table) == 2 * 2 * 4  # 2 baselines x 2 metrics x 4 targets
     # FCFS, program latency, target 1.5 x 10 = 15 s: FCFS reaches it at 2 + 3/28 programs/s
-    row = next(ln for ln in table if ln.startswith("| FCFS (`fcfs`) | mean program") and "1.5x (15.0 s)" in ln)
+    row = next(
+        ln for ln in table if ln.startswith("| FCFS (`fcfs`) | mean program") and "1.5x (15.0 s)" in ln
+    )
     cells = [c.strip() for c in row.strip("|").split("|")]
     f = 2 + 3 / 28
     assert cells[3] == f"{f:.3f}"
     # fcfs, mlfq (the same curve), plas (under 15 s at the highest rate: a lower bound), atlas (15 s at 1.5)
     assert cells[4:] == ["1.00x", "1.00x", f">= {3 / f:.2f}x", f"{1.5 / f:.2f}x"]
     # against the no-cache baseline, FCFS with the cache gets a column of its own
-    row = next(ln for ln in table if ln.startswith("| FCFS, no prefix cache") and "mean program" in ln
-               and "1.5x" in ln)
+    row = next(
+        ln
+        for ln in table
+        if ln.startswith("| FCFS, no prefix cache") and "mean program" in ln and "1.5x" in ln
+    )
     cells = [c.strip() for c in row.strip("|").split("|")]
     g = 1 + 5 / 20  # no-cache reaches 15 s a quarter of the way from rate 1 to 2
     assert cells[3] == f"{g:.3f}" and cells[4] == f"{f / g:.2f}x"

@@ -1,6 +1,7 @@
 """The steady-state study's rules (bench/studies/sim/steady_state.py) and a quick simulated point:
 the warm-up and cool-down are excluded, the knee is read on a hand-built curve, and a short trace at
 a light load reaches steady state while a growing queue does not."""
+
 from __future__ import annotations
 
 import math
@@ -24,7 +25,10 @@ def test_trace_scales_with_unloaded_latency_and_keeps_minimums() -> None:
 
 def test_warmup_and_cooldown_arrivals_are_not_measured() -> None:
     trace = Trace(10.0, 20.0, 5.0)
-    progs = [SimpleNamespace(pid=f"p{i}", arrival=a, calls=[1]) for i, a in enumerate((1.0, 9.9, 10.0, 29.9, 30.0, 34.0))]
+    progs = [
+        SimpleNamespace(pid=f"p{i}", arrival=a, calls=[1])
+        for i, a in enumerate((1.0, 9.9, 10.0, 29.9, 30.0, 34.0))
+    ]
     # the warm-up's and cool-down's programs are very slow: they must not move the measured mean
     lats = [1000.0, 1000.0, 4.0, 6.0, 1000.0, None]
     log = [{"program": p.pid, "output": 10} for p in progs]
@@ -36,7 +40,10 @@ def test_warmup_and_cooldown_arrivals_are_not_measured() -> None:
 
 def test_an_unfinished_measured_program_makes_the_point_overloaded() -> None:
     trace = Trace(0.0, 10.0, 0.0)
-    progs = [SimpleNamespace(pid="a", arrival=1.0, calls=[1]), SimpleNamespace(pid="b", arrival=2.0, calls=[1])]
+    progs = [
+        SimpleNamespace(pid="a", arrival=1.0, calls=[1]),
+        SimpleNamespace(pid="b", arrival=2.0, calls=[1]),
+    ]
     s = programs.summarize(progs, [3.0, None], [{"program": "a", "output": 3}], trace)
     assert s["unfinished"] == 1 and math.isinf(s["mean"]) and math.isinf(s["tok_mean"])
     assert past_knee(s["mean"], 1.0)
@@ -73,8 +80,17 @@ def test_a_short_light_trace_reaches_steady_state() -> None:
     import bench.studies.sim.sim_autellix as sim_autellix
 
     cap = sim_autellix.capacity_estimate(sim_autellix._profile(sim_autellix.PROFILE), "sharegpt")
-    r = programs.run_point({"kind": "sharegpt", "system": "vllm-opt", "load": 0.3, "rate": 0.3 * cap,
-                            "profile": sim_autellix.PROFILE, "trace": (30.0, 120.0, 30.0), "overdue": 20.0})
+    r = programs.run_point(
+        {
+            "kind": "sharegpt",
+            "system": "vllm-opt",
+            "load": 0.3,
+            "rate": 0.3 * cap,
+            "profile": sim_autellix.PROFILE,
+            "trace": (30.0, 120.0, 30.0),
+            "overdue": 20.0,
+        }
+    )
     assert 0 < r["measured"] < r["programs"]
     assert r["unfinished"] == 0 and math.isfinite(r["mean"])
     assert r["steady"]
@@ -87,16 +103,26 @@ def test_a_sweep_stops_at_the_knee_and_reads_only_cached_points(tmp_path) -> Non
 
     import bench.studies.sim.sim_steady as sim_steady
 
-    jobs = [{"study": "lamps", "kind": "single", "system": "LAMPS", "load": g, "rate": g, "trace": [1, 2, 3]}
-            for g in (1.0, 2.0, 3.0, 4.0)]
+    jobs = [
+        {"study": "lamps", "kind": "single", "system": "LAMPS", "load": g, "rate": g, "trace": [1, 2, 3]}
+        for g in (1.0, 2.0, 3.0, 4.0)
+    ]
     cache = tmp_path / "points.jsonl"
     lat = {1.0: 10.0, 2.0: 20.0, 3.0: 80.0}  # unloaded 10 s: the knee (5x) is passed at rate 3
-    cache.write_text("".join(json.dumps({"key": sim_steady.key(j), "row": {"rate": j["rate"], "mean": lat[j["rate"]]}}) + "\n"
-                             for j in jobs[:3]))
+    cache.write_text(
+        "".join(
+            json.dumps({"key": sim_steady.key(j), "row": {"rate": j["rate"], "mean": lat[j["rate"]]}}) + "\n"
+            for j in jobs[:3]
+        )
+    )
     rows = sim_steady.system_sweep((jobs, 10.0, "mean", str(cache), True))
     assert [r["rate"] for r in rows] == [1.0, 2.0, 3.0]  # stopped at the knee, rate 4 never asked for
     rows = sim_steady.system_sweep((jobs, 100.0, "mean", str(cache), True))
-    assert [r["rate"] for r in rows] == [1.0, 2.0, 3.0]  # below the knee: stops where the cache ends, runs nothing
+    assert [r["rate"] for r in rows] == [
+        1.0,
+        2.0,
+        3.0,
+    ]  # below the knee: stops where the cache ends, runs nothing
     cache.write_text(cache.read_text().splitlines(keepends=True)[0])
     assert len(sim_steady.system_sweep((jobs, 100.0, "mean", str(cache), True))) == 1
 
@@ -185,11 +211,22 @@ def test_interleaved_sweeps_stop_each_system_at_its_knee_from_the_cache(tmp_path
     import bench.studies.sim.sim_steady as sim_steady
 
     lat = {"A": {1.0: 10.0, 2.0: 80.0, 3.0: 90.0}, "B": {1.0: 10.0, 2.0: 20.0, 3.0: 60.0}}
-    jobs = {s: [{"study": "lamps", "kind": "single", "system": s, "load": g, "rate": g, "trace": [1, 2, 3]}
-                for g in (1.0, 2.0, 3.0)] for s in lat}
+    jobs = {
+        s: [
+            {"study": "lamps", "kind": "single", "system": s, "load": g, "rate": g, "trace": [1, 2, 3]}
+            for g in (1.0, 2.0, 3.0)
+        ]
+        for s in lat
+    }
     cache = tmp_path / "points.jsonl"
-    cache.write_text("".join(json.dumps({"key": sim_steady.key(j), "row": {"rate": j["rate"], "mean": lat[s][j["rate"]]}})
-                             + "\n" for s in lat for j in jobs[s]))
+    cache.write_text(
+        "".join(
+            json.dumps({"key": sim_steady.key(j), "row": {"rate": j["rate"], "mean": lat[s][j["rate"]]}})
+            + "\n"
+            for s in lat
+            for j in jobs[s]
+        )
+    )
     rows = sim_steady.interleaved_sweeps([(jobs[s], 10.0, "mean", str(cache), False) for s in lat], 2)
     assert [[r["rate"] for r in rs] for rs in rows] == [[1.0, 2.0], [1.0, 2.0, 3.0]]
 
@@ -200,6 +237,7 @@ def test_loads_option_picks_grid_points_in_climbing_order() -> None:
     import pytest
 
     from bench.studies.sim.sim_steady import loads_of
+
     assert loads_of("1.25,1.0") == (1.0, 1.25)
     for bad in ("x", "0", ""):
         with pytest.raises(argparse.ArgumentTypeError):
@@ -209,6 +247,7 @@ def test_loads_option_picks_grid_points_in_climbing_order() -> None:
 def test_vllm_opt_is_not_held_back_by_teolas_token_budget_and_the_program_policies_are() -> None:
     """S10's vLLM-opt queues in the engine (as vLLM does); PLAS / MLFQ admit by the engine's KV."""
     from bench.studies.sim.sim_steady_programs import UNGATED, token_budget_of
+
     assert token_budget_of("fcfs") == UNGATED
     assert token_budget_of("plas") == token_budget_of("mlfq") == 0
 
@@ -228,13 +267,17 @@ def test_the_level_probe_counts_calls_running_and_service_per_queue() -> None:
     core.admit("a", "p1", "c1", 0.0)
     core.admit("b", "p2", "c2", 0.0)
     core.calls["b"].level, core.calls["b"].service = 3, 2.0
-    sched = SimpleNamespace(policy=policy, preemptor=SimpleNamespace(calls={"inst": {"a": SimpleNamespace(stopping=False)}}))
+    sched = SimpleNamespace(
+        policy=policy, preemptor=SimpleNamespace(calls={"inst": {"a": SimpleNamespace(stopping=False)}})
+    )
     probe = LevelProbe()
     probe.sample(sched)
     core.calls["b"].service = 4.0
     probe.sample(sched)
-    assert probe.summary() == {"0": {"from": 0.0, "calls": 1.0, "running": 1.0, "service": 0.0},
-                               "3": {"from": core.levels.lows[3], "calls": 1.0, "running": 0.0, "service": 3.0}}
+    assert probe.summary() == {
+        "0": {"from": 0.0, "calls": 1.0, "running": 1.0, "service": 0.0},
+        "3": {"from": core.levels.lows[3], "calls": 1.0, "running": 0.0, "service": 3.0},
+    }
     fcfs = LevelProbe()
     fcfs.sample(SimpleNamespace(policy=make_policy("fcfs"), preemptor=None))
     assert fcfs.summary() == {}

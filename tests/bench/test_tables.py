@@ -1,12 +1,20 @@
 """bench/lib/tables.py: the one table writer of the study pages and its formatting helpers."""
+
 from __future__ import annotations
 
 from bench.lib.tables import NONE, ci, fixed, machine_facts, num, pct, ratio, table
 
 
 def test_a_table_has_its_header_rule_and_one_line_per_row():
-    lines = table(["system", "mean s", "note"], [["teola", num(1.234, 2), ""], ["LlamaIndex", num(None), "x"]], "lrl")
-    assert lines == ["| system | mean s | note |", "|---|---:|---|", "| teola | 1.23 | |", "| LlamaIndex | - | x |"]
+    lines = table(
+        ["system", "mean s", "note"], [["teola", num(1.234, 2), ""], ["LlamaIndex", num(None), "x"]], "lrl"
+    )
+    assert lines == [
+        "| system | mean s | note |",
+        "|---|---:|---|",
+        "| teola | 1.23 | |",
+        "| LlamaIndex | - | x |",
+    ]
     assert table(["a"], [])[1] == "|---|"  # left-aligned unless told
 
 
@@ -24,5 +32,7 @@ def test_a_ratio_refuses_a_zero_or_missing_bottom():
 
 def test_an_interval_and_the_machine_sentence():
     assert ci(1.0234, 0.95, 1.1) == "1.02 [0.95, 1.10]"
-    assert machine_facts({"cpu": "EPYC", "cores": 2, "commit": "abc"}) == "Machine: EPYC, 2 cores; commit abc."
+    assert (
+        machine_facts({"cpu": "EPYC", "cores": 2, "commit": "abc"}) == "Machine: EPYC, 2 cores; commit abc."
+    )
     assert machine_facts({}) == "Machine: ?, ? cores; commit ?."

@@ -2,6 +2,7 @@
 two queries, one rate, one trial, teola, one LlamaDist baseline and the real LlamaIndex library;
 checks the structure of the results and that LlamaIndex ran on our engines, never timings.
 The app runs on the session's LLM and embedding engines (started once for the whole test run)."""
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,17 @@ async def smoke(llm_engine, embedding_engine):
     from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
-    settings = Settings(apps=("naive_rag",), systems=SYSTEMS, rates=("high",), trials=1,
-                        n_queries={"high": 2}, passages=2, ablations=(), warmup=False,
-                        nodes={"synthesis": {"max_tokens": 16}})
+    settings = Settings(
+        apps=("naive_rag",),
+        systems=SYSTEMS,
+        rates=("high",),
+        trials=1,
+        n_queries={"high": 2},
+        passages=2,
+        ablations=(),
+        warmup=False,
+        nodes={"synthesis": {"max_tokens": 16}},
+    )
     apps = make_apps(settings.apps)
     for app in apps.values():
         app.backends["llm"] = Borrowed(llm_engine)
@@ -73,7 +82,9 @@ async def test_results_structure(smoke):
         assert len(entry["trials"]) == 1 and math.isfinite(entry["trials"][0]["summary"]["mean"])
         for rec in entry["records"]:
             assert rec["trial"] == 0
-            assert rec["trace"] and {"primitive", "op", "queued", "started", "finished"} <= set(rec["trace"][0])
+            assert rec["trace"] and {"primitive", "op", "queued", "started", "finished"} <= set(
+                rec["trace"][0]
+            )
     cp = runs["teola"]["critical_path"]
     assert set(cp) >= {"compile", "queueing", "execution", "scheduling_comm"}
     assert all(v >= 0 for v in cp.values())
@@ -103,11 +114,17 @@ def test_baseline_graphs_differ():
 async def test_llamaindex_answers_on_our_engines(smoke):
     data, _, _, seen = smoke
     records = data["apps"]["naive_rag"]["runs"]["high"]["LlamaIndex"]["records"]
-    assert all(r["ok"] and r["answer"].strip() for r in records), [(r.get("error"), r.get("answer")) for r in records]
+    assert all(r["ok"] and r["answer"].strip() for r in records), [
+        (r.get("error"), r.get("answer")) for r in records
+    ]
     for rec in records:
         ops = {(t["engine"], t["op"]) for t in rec["trace"]}
-        assert {("embedding", "embedding"), ("vectordb", "ingestion"), ("vectordb", "searching"),
-                ("llm", "decoding")} <= ops, ops
+        assert {
+            ("embedding", "embedding"),
+            ("vectordb", "ingestion"),
+            ("vectordb", "searching"),
+            ("llm", "decoding"),
+        } <= ops, ops
         decodes = [t for t in rec["trace"] if t["op"] == "decoding"]
         assert all(t["num_output_tokens"] >= 1 for t in decodes)
     # The vLLM adapter itself saw LlamaIndex's chat calls: its messages arrive as "system" / "user"

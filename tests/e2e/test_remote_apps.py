@@ -7,6 +7,7 @@ the two processes.)
 The ReAct agent's calls continue after tool results, so its replay checks that the continuation
 reaches the server. (Running each app twice end to end would double the embedding and Postgres
 work for the same evidence.)"""
+
 from typing import Any
 
 import pytest
@@ -17,9 +18,13 @@ from tests.support.borrowed import Borrowed
 
 pytestmark = pytest.mark.engines
 
-BUILDS = {"advanced_rag": advanced_rag.build, "naive_rag": naive_rag.build,
-          "search_generation": search_generation.build, "tool_agent": tool_agent.build,
-          "react_agent": react_agent.build}
+BUILDS = {
+    "advanced_rag": advanced_rag.build,
+    "naive_rag": naive_rag.build,
+    "search_generation": search_generation.build,
+    "tool_agent": tool_agent.build,
+    "react_agent": react_agent.build,
+}
 
 
 class Recorded(Borrowed):

@@ -7,6 +7,7 @@ The ReAct agent: its calls pause for tools and continue on the server that holds
 both servers receive continued calls (the continuation's text in the request they ran). The
 in-flight requests per server (max and mean while busy) are printed for the record, never asserted
 beyond overlap."""
+
 import asyncio
 
 import pytest
@@ -22,13 +23,22 @@ pytestmark = pytest.mark.engines
 # Four concurrent queries put two calls on each server at once (the overlap asserted); four run
 # while a server is killed (some fail, some not) and two after it is back (the least-used balancer
 # gives the second the restarted server).
-QUESTIONS = ["Who designed the Eiffel Tower?", "Why was the Eiffel Tower built?", "How tall is the Eiffel Tower?",
-             "What is the Eiffel Tower made of?", "Where does the Eiffel Tower stand?",
-             "What was the tallest structure before 1930?"]
+QUESTIONS = [
+    "Who designed the Eiffel Tower?",
+    "Why was the Eiffel Tower built?",
+    "How tall is the Eiffel Tower?",
+    "What is the Eiffel Tower made of?",
+    "Where does the Eiffel Tower stand?",
+    "What was the tallest structure before 1930?",
+]
 
 # Four agents, one tool call each (max_rounds=1): each server runs first segments and continuations.
-AGENT_QUESTIONS = ["What is 17 multiplied by 23?", "What is 12 times 31?", "Where is the Eiffel Tower?",
-                   "What is 144 divided by 12?"]
+AGENT_QUESTIONS = [
+    "What is 17 multiplied by 23?",
+    "What is 12 times 31?",
+    "Where is the Eiffel Tower?",
+    "What is 144 divided by 12?",
+]
 AGENT_TOKENS = 48
 
 
@@ -52,8 +62,10 @@ async def test_queries_overlap_on_both_servers(vllm_server, plain_vllm_server):
         assert max(max(sampler.samples[u], default=0) for u in urls) > 1, sampler.samples
         for u, n in zip(urls, served):
             busy = sampler.busy(u)
-            print(f"{u}: {n} requests; in flight while busy: max {max(busy, default=0)}, "
-                  f"mean {sum(busy) / max(1, len(busy)):.2f} over {len(busy)} samples")
+            print(
+                f"{u}: {n} requests; in flight while busy: max {max(busy, default=0)}, "
+                f"mean {sum(busy) / max(1, len(busy)):.2f} over {len(busy)} samples"
+            )
     finally:
         await app.stop()
 
@@ -108,8 +120,15 @@ async def test_the_react_agent_continues_its_calls_on_both_servers(vllm_server, 
         assert all(n > 0 for n in served), f"requests finished per server: {served}"
         for inst in instances:
             # a call continued after a tool carries what the model wrote, then the tool's result
-            continued = [r for r in inst.handle.requests
-                         if any("</tool>" in x and "<result>" in x for x in r.get("continuation") or () if isinstance(x, str))]
+            continued = [
+                r
+                for r in inst.handle.requests
+                if any(
+                    "</tool>" in x and "<result>" in x
+                    for x in r.get("continuation") or ()
+                    if isinstance(x, str)
+                )
+            ]
             assert continued, f"{inst.name} ran no call that continues after a tool result"
     finally:
         for inst, handle in zip(instances, handles):

@@ -3,6 +3,7 @@ its limit while another tenant's queries, sent during the flood, all answer; eve
 answers (nothing lost). A second server with two tenants runs on the session server's started
 apps (naive RAG: vLLM, MiniLM, pgvector). Latency figures are the benchmark's
 (`python -m bench.overheads --study tenants`), not asserted here."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,14 +37,21 @@ class Lent:
 async def test_a_flooding_tenant_is_limited_and_the_other_tenant_is_served(e2e_client):
     app = e2e_client.teola_server.state.teola.apps["naive_rag"]
     query, _ = app.sample()
-    server = create_server({"naive_rag": Lent(app)}, ServerSettings(api_keys=KEYS, tenant_max_queries=LIMIT,
-                                                                   documents="memory", query_timeout=600))
+    server = create_server(
+        {"naive_rag": Lent(app)},
+        ServerSettings(api_keys=KEYS, tenant_max_queries=LIMIT, documents="memory", query_timeout=600),
+    )
     async with server.router.lifespan_context(server):
         transport = httpx.ASGITransport(app=server)
-        async with httpx.AsyncClient(transport=transport, base_url="http://teola.test", timeout=600) as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://teola.test", timeout=600
+        ) as client:
+
             def send(headers: dict[str, str]) -> asyncio.Future:
-                return asyncio.ensure_future(client.post("/v1/apps/naive_rag/query", json={"query": query},
-                                                         headers=headers))
+                return asyncio.ensure_future(
+                    client.post("/v1/apps/naive_rag/query", json={"query": query}, headers=headers)
+                )
+
             flood = [send(FLOOD) for _ in range(200)]
             steady = []
             for _ in range(3):

@@ -1,6 +1,7 @@
 """`teola profile`'s contention phase (teola/sim/contention.py) on the real engines: it times the
 LLM and the embedder alone and under each other's load and writes a device entry the simulator
 accepts. The factors are measurements, so only their form is asserted."""
+
 import pytest
 
 from engines.sim.device import DeviceShare
@@ -12,10 +13,14 @@ pytestmark = pytest.mark.engines
 
 async def test_the_probe_times_both_engines_under_each_others_load(llm_engine, embedding_engine):
     said: list[str] = []
-    device = await profile_contention({"vllm": llm_engine, "sentence_transformers": embedding_engine},
-                                      _prose, said.append, repeats=1)
+    device = await profile_contention(
+        {"vllm": llm_engine, "sentence_transformers": embedding_engine}, _prose, said.append, repeats=1
+    )
     assert device["exclusive"] == (["sentence_transformers"] if embedding_engine.exclusive else [])
-    for key, slowed in (("vllm|sentence_transformers", "vllm"), ("sentence_transformers|vllm", "sentence_transformers")):
+    for key, slowed in (
+        ("vllm|sentence_transformers", "vllm"),
+        ("sentence_transformers|vllm", "sentence_transformers"),
+    ):
         [(alone, loaded)] = next(v for k, v in device["fit"][key].items() if k.endswith("_s"))
         assert alone > 0 and loaded > 0
         other = key.split("|")[1]

@@ -1,6 +1,7 @@
 """Core lending on the real engines (engines/machine/core_share.py): a vLLM instance that shares the CPU
 with the sentence-transformers models computes on every core while they idle, is moved back to its
 own core before they compute, and gets every core again when they are done."""
+
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +15,10 @@ from engines.sentence_transformers.embedding import EmbeddingEngine
 from engines.vllm.engine import VLLMEngine
 from teola.runtime.requests import llm_request
 
-pytestmark = [pytest.mark.engines, pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2+ cores")]
+pytestmark = [
+    pytest.mark.engines,
+    pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2+ cores"),
+]
 
 CORES = sorted(os.sched_getaffinity(0))
 HOME = str(CORES[-1])
@@ -34,9 +38,12 @@ def model_cores(engine: VLLMEngine) -> set[int]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def lending():
-    llm = VLLMEngine("lending-llm", max_model_len=1024, max_num_seqs=4, cpu_threads_bind=HOME, share_cores=True)
-    embedder = EmbeddingEngine("lending-embedding", model="all-minilm-l6-v2", torch_threads=1, exclusive=True,
-                               share_cores=True)
+    llm = VLLMEngine(
+        "lending-llm", max_model_len=1024, max_num_seqs=4, cpu_threads_bind=HOME, share_cores=True
+    )
+    embedder = EmbeddingEngine(
+        "lending-embedding", model="all-minilm-l6-v2", torch_threads=1, exclusive=True, share_cores=True
+    )
     await llm.start()
     await embedder.start()
     try:

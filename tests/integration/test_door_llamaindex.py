@@ -6,6 +6,7 @@ engine's own vectors from /v1/embeddings.
 
 The assertions hold whatever the 135M model says: a forced call is decoded under the tool's schema,
 a stream's deltas add up to its message, embeddings are compared with the engine's."""
+
 from __future__ import annotations
 
 import pytest
@@ -29,8 +30,17 @@ def openai_like(url: str, chat: bool = True, max_tokens: int = 16):
     one cut short by max_tokens comes back as text)."""
     from llama_index.llms.openai_like import OpenAILike
 
-    return OpenAILike(model="chat", api_base=url, api_key="none", is_chat_model=chat, is_function_calling_model=True,
-                      context_window=2048, temperature=0, max_tokens=max_tokens, max_retries=0)
+    return OpenAILike(
+        model="chat",
+        api_base=url,
+        api_key="none",
+        is_chat_model=chat,
+        is_function_calling_model=True,
+        context_window=2048,
+        temperature=0,
+        max_tokens=max_tokens,
+        max_retries=0,
+    )
 
 
 async def test_openai_like_completes_chats_and_streams(door):  # noqa: F811
@@ -41,8 +51,10 @@ async def test_openai_like_completes_chats_and_streams(door):  # noqa: F811
     assert done.text and llm.requests[-1]["max_tokens"] == 16 and "messages" not in llm.requests[-1]
     chatted = await openai_like(url).acomplete("What is the capital of France?")
     assert chatted.text and llm.requests[-1]["messages"][-1]["content"] == "What is the capital of France?"
-    messages = [ChatMessage(role="system", content="Answer briefly."),
-                ChatMessage(role="user", content="Name a fruit.")]
+    messages = [
+        ChatMessage(role="system", content="Answer briefly."),
+        ChatMessage(role="user", content="Name a fruit."),
+    ]
     answer = await openai_like(url).achat(messages)
     assert answer.message.role == "assistant" and answer.message.content
     assert [m["role"] for m in llm.requests[-1]["messages"]] == ["system", "user"]

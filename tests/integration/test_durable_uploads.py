@@ -2,6 +2,7 @@
 uploads twice its cap at once and gets 429 with Retry-After beyond it; the other's uploads all
 remain. After SIGKILL and a fresh start on the same database, every acknowledged upload reads back
 byte for byte, nothing refused is there, and the namespaces queries recorded are listed."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,17 +34,39 @@ def free_port() -> int:
 
 
 def start_server(pg_dsn: str, port: int, log: Path) -> subprocess.Popen:
-    env = os.environ | {"TEOLA_PG_DSN": pg_dsn, "TEOLA_DOCUMENTS": "postgres",
-                        "TEOLA_API_KEYS": ";".join(f"{t}:{k}" for t, k in KEYS.items()),
-                        "TEOLA_MAX_TENANT_DOCUMENTS": str(CAP), "TEOLA_MAX_TENANT_NAMESPACES": "2"}
+    env = os.environ | {
+        "TEOLA_PG_DSN": pg_dsn,
+        "TEOLA_DOCUMENTS": "postgres",
+        "TEOLA_API_KEYS": ";".join(f"{t}:{k}" for t, k in KEYS.items()),
+        "TEOLA_MAX_TENANT_DOCUMENTS": str(CAP),
+        "TEOLA_MAX_TENANT_NAMESPACES": "2",
+    }
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "teola.cli", "serve", APP, "--host", "127.0.0.1",
-                                 "--port", str(port), "--log-level", "warning"],
-                                cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "teola.cli",
+                "serve",
+                APP,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"the server exited with {proc.returncode} during start-up:\n{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"the server exited with {proc.returncode} during start-up:\n{log.read_text()[-3000:]}"
+            )
         try:
             if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
                 return proc
@@ -76,17 +99,23 @@ async def upload(client: httpx.AsyncClient, tenant: str, text: str) -> httpx.Res
     return await client.post("/v1/apps/echo/documents", json={"documents": [text]}, headers=headers(tenant))
 
 
-def test_acknowledged_uploads_and_namespaces_survive_sigkill_and_caps_hold_per_tenant(pg_dsn, cleanup, tmp_path):
+def test_acknowledged_uploads_and_namespaces_survive_sigkill_and_caps_hold_per_tenant(
+    pg_dsn, cleanup, tmp_path
+):
     port, log = free_port(), tmp_path / "server.log"
     alpha_texts = [f"alpha {i}: Ünïcödé ✓\r\n\ttabs, trailing spaces   \n{'x' * i}" for i in range(2 * CAP)]
     beta_texts = [f"beta {i}\n" + "β" * (i + 1) for i in range(CAP - 1)]
     proc = start_server(pg_dsn, port, log)
     try:
+
         async def first_run() -> tuple[list[httpx.Response], list[httpx.Response]]:
             async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
                 alpha, beta = await asyncio.gather(
-                    asyncio.gather(*(upload(c, ALPHA, t) for t in alpha_texts)),  # all at once: no race past the cap
-                    asyncio.gather(*(upload(c, BETA, t) for t in beta_texts)))
+                    asyncio.gather(
+                        *(upload(c, ALPHA, t) for t in alpha_texts)
+                    ),  # all at once: no race past the cap
+                    asyncio.gather(*(upload(c, BETA, t) for t in beta_texts)),
+                )
                 for tenant, ns in ((ALPHA, "kb"), (BETA, "kb"), (BETA, "notes")):
                     q = {"query": {"question": "What is kept?"}, "config": {"namespace": ns}}
                     r = await c.post("/v1/apps/echo/query", json=q, headers=headers(tenant))
@@ -103,9 +132,12 @@ def test_acknowledged_uploads_and_namespaces_survive_sigkill_and_caps_hold_per_t
             if r.status_code == 429:
                 assert r.headers["retry-after"] == "60" and r.json()["error"] == "quota_exceeded"
                 assert "max_tenant_documents" in r.json()["detail"]
-        acknowledged = {r.json()["document_ids"][0]: (tenant, text)
-                        for tenant, texts, answers in ((ALPHA, alpha_texts, alpha), (BETA, beta_texts, beta))
-                        for text, r in zip(texts, answers) if r.status_code == 201}
+        acknowledged = {
+            r.json()["document_ids"][0]: (tenant, text)
+            for tenant, texts, answers in ((ALPHA, alpha_texts, alpha), (BETA, beta_texts, beta))
+            for text, r in zip(texts, answers)
+            if r.status_code == 201
+        }
         refused = [text for text, r in zip(alpha_texts, alpha) if r.status_code == 429]
     finally:
         kill(proc)  # SIGKILL: no shutdown, no flush but what was committed
@@ -121,13 +153,23 @@ def test_acknowledged_uploads_and_namespaces_survive_sigkill_and_caps_hold_per_t
             for tenant, count in ((ALPHA, CAP), (BETA, len(beta_texts))):
                 listed = c.get("/v1/apps/echo/documents", headers=headers(tenant)).json()
                 assert sorted(d["id"] for d in listed["documents"]) == sorted(
-                    i for i, (t, _) in acknowledged.items() if t == tenant)
+                    i for i, (t, _) in acknowledged.items() if t == tenant
+                )
                 assert listed["usage"]["documents"] == count
             from teola.server.store.documents import document_id
+
             for text in refused:
-                assert c.get(f"/v1/apps/echo/documents/{document_id(text)}", headers=headers(ALPHA)).status_code == 404
-            spaces = {t: [n["namespace"] for n in c.get("/v1/apps/echo/namespaces", headers=headers(t)).json()["namespaces"]]
-                      for t in (ALPHA, BETA)}
+                assert (
+                    c.get(f"/v1/apps/echo/documents/{document_id(text)}", headers=headers(ALPHA)).status_code
+                    == 404
+                )
+            spaces = {
+                t: [
+                    n["namespace"]
+                    for n in c.get("/v1/apps/echo/namespaces", headers=headers(t)).json()["namespaces"]
+                ]
+                for t in (ALPHA, BETA)
+            }
             assert spaces == {ALPHA: ["kb"], BETA: ["kb", "notes"]}
     finally:
         kill(proc)

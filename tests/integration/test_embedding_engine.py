@@ -1,4 +1,5 @@
 """EmbeddingEngine on the real MiniLM: one model call per batch, normalized vectors, meaningful similarity."""
+
 import asyncio
 
 import numpy as np
@@ -22,8 +23,13 @@ async def test_batch_of_64_is_one_model_call(embedding_engine):
 
 async def test_similar_texts_are_closer(embedding_engine):
     cat, kitten, market = await embedding_engine.execute(
-        "embedding", [{"text": "A cat sleeps on the sofa."}, {"text": "A kitten naps on the couch."},
-                      {"text": "Stock markets fell sharply on Monday."}])
+        "embedding",
+        [
+            {"text": "A cat sleeps on the sofa."},
+            {"text": "A kitten naps on the couch."},
+            {"text": "Stock markets fell sharply on Monday."},
+        ],
+    )
     assert np.dot(cat, kitten) > np.dot(cat, market) + 0.2
 
 

@@ -3,6 +3,7 @@ shared prefix for a third of them, output lengths with ignore_eos) goes through 
 (a server process on the wall clock, streamed over HTTP) and through SimLLM on teola's virtual
 loop; mean and median end-to-end latency agree within 5%. Also reported (printed): the first-token
 latency of both, and the emulator's CPU time per request."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,6 +37,7 @@ def make_trace() -> list[tuple[float, list[int], int]]:
 
 def simulated(trace) -> list[tuple[float, float]]:
     """(latency, first-token latency) of each request through SimLLM in virtual time."""
+
     async def main():
         engine = simulated_engine("sim", "vllm", PROFILE)
         await engine.start()
@@ -44,29 +46,44 @@ def simulated(trace) -> list[tuple[float, float]]:
         async def one(at, ids, n):
             await asyncio.sleep(at)
             start, first = loop.time(), None
-            request = {"parts": [["user", "-"]], "prompt_token_ids": ids, "max_tokens": n, "ignore_eos": True,
-                       "progress": True}
+            request = {
+                "parts": [["user", "-"]],
+                "prompt_token_ids": ids,
+                "max_tokens": n,
+                "ignore_eos": True,
+                "progress": True,
+            }
             async for _, kind, _ in engine.stream("decoding", [request]):
                 if kind == "progress" and first is None:
                     first = loop.time() - start
             return loop.time() - start, first
+
         try:
             return await asyncio.gather(*(one(*r) for r in trace))
         finally:
             await engine.stop()
+
     return run_virtual(main())
 
 
 async def emulated(url: str, trace) -> list[tuple[float, float]]:
     """(latency, first-token latency) of each request through the emulator, on the wall clock."""
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=httpx.Limits(max_connections=200)) as client:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=120, limits=httpx.Limits(max_connections=200)
+    ) as client:
         t0 = time.perf_counter() + 0.2
 
         async def one(at, ids, n):
             await asyncio.sleep(max(0.0, t0 + at - time.perf_counter()))
             start, first, tokens = time.perf_counter(), None, 0
-            body = {"model": MODEL, "prompt": ids, "max_tokens": n, "ignore_eos": True, "stream": True,
-                    "stream_options": {"include_usage": True}}
+            body = {
+                "model": MODEL,
+                "prompt": ids,
+                "max_tokens": n,
+                "ignore_eos": True,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
             async with client.stream("POST", "/v1/completions", json=body) as response:
                 assert response.status_code == 200
                 async for line in response.aiter_lines():
@@ -79,6 +96,7 @@ async def emulated(url: str, trace) -> list[tuple[float, float]]:
                             assert chunk["usage"]["completion_tokens"] == n
             assert tokens == n
             return time.perf_counter() - start, first
+
         return await asyncio.gather(*(one(*r) for r in trace))
 
 
@@ -102,13 +120,19 @@ def test_emulator_latencies_match_the_simulator_within_5_percent(emulator):
     wall = time.perf_counter() - wall
     cpu = emulator.cpu_seconds() - cpu0
     rows = {}
-    for name, k, stat in (("mean", 0, statistics.fmean), ("p50", 0, statistics.median),
-                          ("ttft mean", 1, statistics.fmean), ("ttft p50", 1, statistics.median)):
+    for name, k, stat in (
+        ("mean", 0, statistics.fmean),
+        ("p50", 0, statistics.median),
+        ("ttft mean", 1, statistics.fmean),
+        ("ttft p50", 1, statistics.median),
+    ):
         s, e = stat([x[k] for x in sim]), stat([x[k] for x in emu])
         rows[name] = (s, e, relative_error(e, s))
     tokens = sum(n for _, _, n in trace)
-    print(f"\n{REQUESTS} requests, {tokens} output tokens, {wall:.1f} s wall; emulator CPU {cpu:.2f} s = "
-          f"{1000 * cpu / REQUESTS:.1f} ms/request, {1e6 * cpu / tokens:.0f} us/output token")
+    print(
+        f"\n{REQUESTS} requests, {tokens} output tokens, {wall:.1f} s wall; emulator CPU {cpu:.2f} s = "
+        f"{1000 * cpu / REQUESTS:.1f} ms/request, {1e6 * cpu / tokens:.0f} us/output token"
+    )
     for name, (s, e, err) in rows.items():
         print(f"  {name:9s} simulator {s:.3f} s  emulator {e:.3f} s  error {err:.1%}")
     assert rows["mean"][2] < TOLERANCE and rows["p50"][2] < TOLERANCE, rows

@@ -10,6 +10,7 @@ call has each request's KV saved under its own key. For these the swap costs are
 token "costs" 1 s) so that every preempted call's save pays and the connector's counters are exact.
 
 The first test reads the connector's counters from zero: the tests run in file order."""
+
 import asyncio
 import dataclasses
 
@@ -26,16 +27,27 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
-PARTS = [["question", "Write a long story about a lighthouse keeper, the sea and a storm that lasts "
-                      "for three days and three nights, with many details about the lamp."]]
+PARTS = [
+    [
+        "question",
+        "Write a long story about a lighthouse keeper, the sea and a storm that lasts "
+        "for three days and three nights, with many details about the lamp.",
+    ]
+]
 TOKENS, STOP_AT = 32, 8
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def swap_engine():
-    engine = VLLMEngine("llm-swap", model="smollm2-135m-instruct", max_model_len=512, max_num_seqs=4,
-                        kv_swap=True, kv_swap_bytes=64 << 20)
+    engine = VLLMEngine(
+        "llm-swap",
+        model="smollm2-135m-instruct",
+        max_model_len=512,
+        max_num_seqs=4,
+        kv_swap=True,
+        kv_swap_bytes=64 << 20,
+    )
     await engine.start()
     try:
         yield engine
@@ -57,8 +69,14 @@ def fixed_costs(swap_engine):
 
 async def interrupted(engine: VLLMEngine, key: str) -> dict:
     """Decode with a tag and a swap key; abort once STOP_AT tokens are out; the partial result."""
-    req = {"parts": PARTS, "max_tokens": TOKENS, "ignore_eos": True, "tag": key, "kv_swap_key": key,
-           "progress": True}
+    req = {
+        "parts": PARTS,
+        "max_tokens": TOKENS,
+        "ignore_eos": True,
+        "tag": key,
+        "kv_swap_key": key,
+        "progress": True,
+    }
     final, aborted = None, False
     async for _, kind, payload in engine.stream("decoding", [req]):
         if kind == "progress" and payload.tokens >= STOP_AT and not aborted:
@@ -70,8 +88,13 @@ async def interrupted(engine: VLLMEngine, key: str) -> dict:
 
 
 async def resumed(engine: VLLMEngine, key: str, done: list[int]) -> dict:
-    req = {"parts": PARTS, "max_tokens": TOKENS - len(done), "ignore_eos": True, "kv_swap_key": key,
-           "resume_ids": done}
+    req = {
+        "parts": PARTS,
+        "max_tokens": TOKENS - len(done),
+        "ignore_eos": True,
+        "kv_swap_key": key,
+        "resume_ids": done,
+    }
     return (await engine.execute("decoding", [req]))[0]
 
 
@@ -79,7 +102,9 @@ async def test_a_preempted_call_resumes_from_host_memory_to_the_same_tokens(swap
     engine = swap_engine
     costs = engine.swap_costs
     assert costs is not None and costs.prefill_s_per_token > 0 and costs.swap_bytes_per_s > 0
-    plain = (await engine.execute("decoding", [{"parts": PARTS, "max_tokens": TOKENS, "ignore_eos": True}]))[0]
+    plain = (await engine.execute("decoding", [{"parts": PARTS, "max_tokens": TOKENS, "ignore_eos": True}]))[
+        0
+    ]
 
     part = await interrupted(engine, "call-1")
     done = part["output_token_ids"]
@@ -107,15 +132,33 @@ async def test_a_preempted_call_resumes_from_host_memory_to_the_same_tokens(swap
     rest = await resumed(engine, "call-2", part["output_token_ids"])
     last = await engine.kv_swap_stats()
     tail = (rest["num_prompt_tokens"] - 1) % bs
-    assert rest["kv_swap_loaded_tokens"] == tail and rest["num_cached_tokens"] == rest["num_prompt_tokens"] - 1
-    assert last["saves"] == 2 and last["loads"] == 1 + (tail > 0) and last["unused"] == after["unused"] + (tail == 0)
+    assert (
+        rest["kv_swap_loaded_tokens"] == tail and rest["num_cached_tokens"] == rest["num_prompt_tokens"] - 1
+    )
+    assert (
+        last["saves"] == 2
+        and last["loads"] == 1 + (tail > 0)
+        and last["unused"] == after["unused"] + (tail == 0)
+    )
 
 
 async def test_a_call_paused_for_a_tool_with_swap_continues_from_host_memory(swap_engine):
     engine = swap_engine
     before = await engine.kv_swap_stats()
-    paused = (await engine.execute("decoding", [{"parts": PARTS, "max_tokens": STOP_AT, "ignore_eos": True,
-                                                 "pause_kv": "swap", "kv_key": "tool-1"}]))[0]
+    paused = (
+        await engine.execute(
+            "decoding",
+            [
+                {
+                    "parts": PARTS,
+                    "max_tokens": STOP_AT,
+                    "ignore_eos": True,
+                    "pause_kv": "swap",
+                    "kv_key": "tool-1",
+                }
+            ],
+        )
+    )[0]
     cont = [paused["output_token_ids"], "\n<result>42</result>\n"]
     # nothing holds the finished call's blocks once saved; emptying the prefix cache leaves the
     # continuation only host memory to find them in
@@ -123,8 +166,12 @@ async def test_a_call_paused_for_a_tool_with_swap_continues_from_host_memory(swa
     saved = await engine.kv_swap_stats()
     assert saved["saves"] == before["saves"] + 1
     assert saved["saved_tokens"] - before["saved_tokens"] == paused["num_prompt_tokens"] + STOP_AT - 1
-    rest = (await engine.execute("decoding", [{"parts": PARTS, "max_tokens": 8, "ignore_eos": True,
-                                               "continuation": cont, "kv_key": "tool-1"}]))[0]
+    rest = (
+        await engine.execute(
+            "decoding",
+            [{"parts": PARTS, "max_tokens": 8, "ignore_eos": True, "continuation": cont, "kv_key": "tool-1"}],
+        )
+    )[0]
     after = await engine.kv_swap_stats()
     assert after["loads"] == saved["loads"] + 1 and after["entries"] == 0
     assert rest["kv_swap_loaded_tokens"] == saved["saved_tokens"] - before["saved_tokens"] > 0
@@ -132,21 +179,38 @@ async def test_a_call_paused_for_a_tool_with_swap_continues_from_host_memory(swa
 
     # the same continuation recomputed from scratch (another salt: nothing cached) decodes the same
     await until(lambda: engine._engine.reset_prefix_cache(), timeout=60)
-    plain = (await engine.execute("decoding", [{"parts": PARTS, "max_tokens": 8, "ignore_eos": True,
-                                                "continuation": cont, "cache_salt": "plain"}]))[0]
+    plain = (
+        await engine.execute(
+            "decoding",
+            [
+                {
+                    "parts": PARTS,
+                    "max_tokens": 8,
+                    "ignore_eos": True,
+                    "continuation": cont,
+                    "cache_salt": "plain",
+                }
+            ],
+        )
+    )[0]
     assert plain["num_cached_tokens"] == 0 and "kv_swap_loaded_tokens" not in plain
     assert rest["output_token_ids"] == plain["output_token_ids"]
 
 
 def runtime(engine: VLLMEngine, slots: int) -> Runtime:
-    return Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=slots, max_batch=slots)},
-                   {"llm": Borrowed(engine)}, policy="mlfq",
-                   policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
+    return Runtime(
+        {"llm": Engine("llm", kind="vllm", max_efficient_batch=slots, max_batch=slots)},
+        {"llm": Borrowed(engine)},
+        policy="mlfq",
+        policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}},
+    )
 
 
 async def settled_stats(engine: VLLMEngine) -> dict:
     """The connector's counters after one more engine step (they are reported as of the last one)."""
-    await engine.execute("decoding", [{"parts": [["question", "Say yes."]], "max_tokens": 2, "ignore_eos": True}])
+    await engine.execute(
+        "decoding", [{"parts": [["question", "Say yes."]], "max_tokens": 2, "ignore_eos": True}]
+    )
     return await engine.kv_swap_stats()
 
 
@@ -167,11 +231,16 @@ async def test_a_cancelled_call_saves_no_kv_while_a_preempted_one_does(swap_engi
             await until(lambda: not any(sched.preemptor.calls.values()), timeout=60)
         cancelled = await settled_stats(swap_engine)
         # the abort found the key cancelled: nothing saved, nothing held in host memory
-        assert cancelled["saves"] == before["saves"] and cancelled["saves_cancelled"] == before["saves_cancelled"] + 1
+        assert (
+            cancelled["saves"] == before["saves"]
+            and cancelled["saves_cancelled"] == before["saves_cancelled"] + 1
+        )
         assert cancelled["entries"] == before["entries"] and rt.metrics.aborted_requests == 1
 
         async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
-            long_call = asyncio.ensure_future(long_prog.call(PROMPT, parent_ids=[], max_tokens=48, ignore_eos=True))
+            long_call = asyncio.ensure_future(
+                long_prog.call(PROMPT, parent_ids=[], max_tokens=48, ignore_eos=True)
+            )
             await until(lambda: any(st.level > 0 for st in core.calls.values()), timeout=120)
             await short_prog.call("Say yes.", parent_ids=[], max_tokens=2, ignore_eos=True)
             result = (await long_call).result
@@ -180,7 +249,9 @@ async def test_a_cancelled_call_saves_no_kv_while_a_preempted_one_does(swap_engi
         await rt.stop()
     assert result["preemptions"] >= 1 and result["num_output_tokens"] == 48
     # the preempted call's aborts saved its KV (the first run's at least: it had decoded tokens)
-    assert after["saves"] - cancelled["saves"] >= 1 and after["saves_cancelled"] == cancelled["saves_cancelled"]
+    assert (
+        after["saves"] - cancelled["saves"] >= 1 and after["saves_cancelled"] == cancelled["saves_cancelled"]
+    )
 
 
 @pytest.mark.usefixtures("fixed_costs")
@@ -190,8 +261,10 @@ async def test_a_preempted_batched_call_saves_each_requests_kv_under_its_own_key
     try:
         core = rt.schedulers["llm"].policy.core
         before = await settled_stats(swap_engine)
-        requests = [{"parts": [["question", f"{PROMPT} Part {i}."]], "max_tokens": 40, "ignore_eos": True}
-                    for i in range(2)]
+        requests = [
+            {"parts": [["question", f"{PROMPT} Part {i}."]], "max_tokens": 40, "ignore_eos": True}
+            for i in range(2)
+        ]
         bulk, work = decoding_entry("bulk", requests, asyncio.get_running_loop().time())
         rt.schedulers["llm"].submit(bulk)
         await until(lambda: bulk in core.calls and core.calls[bulk].level > 0, timeout=120)

@@ -2,20 +2,26 @@
 engines: ChatOpenAI against a real `vllm serve`, teola's embedder, pgvector and reranker adapters. It
 answers from the document it ingested, makes the expansion and synthesis calls with the server's token
 counts, drops its namespace afterwards, and refuses a synthesis mode it does not write."""
+
 from __future__ import annotations
 
 import pytest
 
 pytestmark = pytest.mark.engines
 
-DOCUMENT = ("The Zorblat festival is held every autumn in the town of Quenwick, on the northern coast of "
-            "Lormany. Fishermen race painted boats across the bay. The festival was first held in 1873.")
-FILLER = ("The common kestrel is a bird of prey in the falcon family. It hunts small mammals by hovering "
-          "over open fields and then diving onto its prey.")
+DOCUMENT = (
+    "The Zorblat festival is held every autumn in the town of Quenwick, on the northern coast of "
+    "Lormany. Fishermen race painted boats across the bay. The festival was first held in 1873."
+)
+FILLER = (
+    "The common kestrel is a bird of prey in the falcon family. It hunts small mammals by hovering "
+    "over open fields and then diving onto its prey."
+)
 
 
-async def test_advanced_rag_expands_retrieves_reranks_and_answers(vllm_server, embedding_engine, vector_store,
-                                                                  reranker_engine):
+async def test_advanced_rag_expands_retrieves_reranks_and_answers(
+    vllm_server, embedding_engine, vector_store, reranker_engine
+):
     import apps.advanced_rag
     from bench.baselines.langgraph_rag import LangGraphRAG
     from bench.baselines.llamaindex_rag import RAGSpec

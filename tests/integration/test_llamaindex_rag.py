@@ -1,6 +1,7 @@
 """The LlamaIndex baseline (bench/baselines/llamaindex_rag.py) on the real engines, through the session
 fixtures: it answers from the documents it ingested, uses our adapters for every step, drops its
 namespace afterwards and never opens a network connection."""
+
 from __future__ import annotations
 
 import socket
@@ -11,10 +12,14 @@ pytestmark = pytest.mark.engines
 
 pytest.importorskip("llama_index.core", reason="the optional 'llamaindex' extra is not installed")
 
-DOCUMENT = ("The Zorblat festival is held every autumn in the town of Quenwick, on the northern coast of "
-            "Lormany. Fishermen race painted boats across the bay. The festival was first held in 1873.")
-FILLER = ("The common kestrel is a bird of prey in the falcon family. It hunts small mammals by hovering "
-          "over open fields and then diving onto its prey.")
+DOCUMENT = (
+    "The Zorblat festival is held every autumn in the town of Quenwick, on the northern coast of "
+    "Lormany. Fishermen race painted boats across the bay. The festival was first held in 1873."
+)
+FILLER = (
+    "The common kestrel is a bird of prey in the falcon family. It hunts small mammals by hovering "
+    "over open fields and then diving onto its prey."
+)
 
 
 @pytest.fixture
@@ -39,8 +44,11 @@ def _pipeline(app_module, backends, **overrides):
 async def test_naive_rag_answers_from_its_document(llm_engine, embedding_engine, vector_store, no_network):
     import apps.naive_rag
 
-    rag = _pipeline(apps.naive_rag, {"llm": llm_engine, "embedding": embedding_engine, "vectordb": vector_store},
-                    synthesis={"max_tokens": 32})
+    rag = _pipeline(
+        apps.naive_rag,
+        {"llm": llm_engine, "embedding": embedding_engine, "vectordb": vector_store},
+        synthesis={"max_tokens": 32},
+    )
     assert (rag.spec.mode, rag.spec.top_k, rag.spec.chunk_size) == ("tree", 3, 256)
     rows_before = await vector_store.count()
     answer = await rag.aquery("Where is the Zorblat festival held?", [FILLER, DOCUMENT])
@@ -51,12 +59,21 @@ async def test_naive_rag_answers_from_its_document(llm_engine, embedding_engine,
     assert await vector_store.count() == rows_before  # the query's namespace was dropped
 
 
-async def test_advanced_rag_expands_reranks_and_refines(llm_engine, embedding_engine, vector_store,
-                                                        reranker_engine, no_network):
+async def test_advanced_rag_expands_reranks_and_refines(
+    llm_engine, embedding_engine, vector_store, reranker_engine, no_network
+):
     import apps.advanced_rag
 
-    rag = _pipeline(apps.advanced_rag, {"llm": llm_engine, "embedding": embedding_engine, "vectordb": vector_store,
-                                        "reranker": reranker_engine}, synthesis={"max_tokens": 16, "mode": "refine"})
+    rag = _pipeline(
+        apps.advanced_rag,
+        {
+            "llm": llm_engine,
+            "embedding": embedding_engine,
+            "vectordb": vector_store,
+            "reranker": reranker_engine,
+        },
+        synthesis={"max_tokens": 16, "mode": "refine"},
+    )
     assert (rag.spec.num_queries, rag.spec.top_k, rag.spec.top_n, rag.spec.mode) == (3, 16, 3, "refine")
     answer = await rag.aquery("When was the Zorblat festival first held?", [DOCUMENT, FILLER])
     assert answer.text.strip()
@@ -79,12 +96,15 @@ async def test_settings_are_ours_and_sync_calls_are_refused(llm_engine, embeddin
         Settings.llm.complete("hello")
 
 
-async def test_an_llm_behind_a_server_is_called_with_llamaindexs_openai_like(remote_llm, embedding_engine,
-                                                                             vector_store, monkeypatch):
+async def test_an_llm_behind_a_server_is_called_with_llamaindexs_openai_like(
+    remote_llm, embedding_engine, vector_store, monkeypatch
+):
     """With the LLM behind `vllm serve` (the remote adapter, engine kind "openai"), the baseline calls
     the server with LlamaIndex's own OpenAILike, never through teola's adapter; its calls are still
     logged per query with the server's token counts."""
-    pytest.importorskip("llama_index.llms.openai_like", reason="the optional 'llamaindex' extra is not installed")
+    pytest.importorskip(
+        "llama_index.llms.openai_like", reason="the optional 'llamaindex' extra is not installed"
+    )
     from llama_index.core import Settings
     from llama_index.llms.openai_like import OpenAILike
 
@@ -94,8 +114,11 @@ async def test_an_llm_behind_a_server_is_called_with_llamaindexs_openai_like(rem
         raise AssertionError(f"teola's remote adapter was called ({op})")
 
     monkeypatch.setattr(remote_llm, "execute", not_the_adapter)
-    rag = _pipeline(apps.naive_rag, {"llm": remote_llm, "embedding": embedding_engine, "vectordb": vector_store},
-                    synthesis={"max_tokens": 32})
+    rag = _pipeline(
+        apps.naive_rag,
+        {"llm": remote_llm, "embedding": embedding_engine, "vectordb": vector_store},
+        synthesis={"max_tokens": 32},
+    )
     assert isinstance(Settings.llm, OpenAILike) and Settings.llm.api_base == f"{remote_llm.base_url}/v1"
     answer = await rag.aquery("Where is the Zorblat festival held?", [FILLER, DOCUMENT])
     assert answer.text.strip()

@@ -1,6 +1,7 @@
 """Remote embeddings (engine kind "openai", api "embeddings") against a small OpenAI-shaped
 embeddings server started here on a loopback port, computing real MiniLM embeddings with
 sentence-transformers: a batch is one HTTP request and the vectors match the in-process engine."""
+
 import asyncio
 import socket
 
@@ -28,9 +29,15 @@ def embeddings_server(model):
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         app.state.requests.append(len(texts))
         vectors = await asyncio.to_thread(model.encode, texts)  # not normalized: the client does it
-        return {"object": "list", "model": body["model"], "data": [
-            {"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)],
-            "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+        return {
+            "object": "list",
+            "model": body["model"],
+            "data": [
+                {"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)
+            ],
+            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+        }
+
     return app
 
 

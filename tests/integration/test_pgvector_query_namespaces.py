@@ -2,6 +2,7 @@
 store (issue 71, low): its rows are recorded like a staging namespace's, dropped with their record
 at the query's end, and the next store to start on the table deletes those of a killed query
 (before, they stayed in the persistent table forever)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -61,7 +62,9 @@ def test_a_client_cannot_name_a_generated_namespace():
 
 async def test_the_rows_of_a_killed_query_are_deleted_by_the_next_start(pg_dsn, collection):
     env = os.environ | {"TEOLA_PG_DSN": pg_dsn}
-    child = subprocess.Popen([sys.executable, "-m", "tests.support.query_ingest_child", collection], cwd=REPO, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.query_ingest_child", collection], cwd=REPO, env=env
+    )
     count = f'SELECT count(*) FROM "{collection}"'
     try:
         rows = 0

@@ -1,6 +1,7 @@
 """Staged ingestion on the real pgvector store (engines.postgres.staging): staged rows are invisible
 but to their query, publish moves all of them in one transaction or none, and a starting store drops
 the staging of dead writers only."""
+
 from __future__ import annotations
 
 import os
@@ -78,8 +79,11 @@ async def test_a_starting_store_drops_dead_writers_staging_and_keeps_live_ones(s
     await store.execute("ingestion", chunks(live, unit_vectors(4, seed=14)))  # `store` runs: its lock is held
     dead_key = staging.new_owner_key()  # a writer whose connection is gone: nobody holds its lock
     async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
-        await conn.execute(f'INSERT INTO "{store.table}" (namespace, text, embedding) '
-                           f"SELECT %s, 'x', array_fill(0.1, ARRAY[384])::vector FROM generate_series(1, 7)", (dead,))
+        await conn.execute(
+            f'INSERT INTO "{store.table}" (namespace, text, embedding) '
+            f"SELECT %s, 'x', array_fill(0.1, ARRAY[384])::vector FROM generate_series(1, 7)",
+            (dead,),
+        )
         await staging.register(conn, store.table, [dead], dead_key)
     other = PgVectorEngine("other", collection=store.collection, persistent=True)
     await other.start()  # another process sharing the server would do the same at its start

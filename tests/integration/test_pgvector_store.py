@@ -1,4 +1,5 @@
 """PgVectorEngine on the embedded Postgres: ingestion, top-k, namespaces, hostile text, lifecycles."""
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,9 @@ async def test_thousand_chunks_planted_neighbour_found(vector_store):
     assert await vector_store.count(ns) == 1000
     planted = 637
     query = vectors[planted] + 0.05 * unit_vectors(1, seed=2)[0]
-    [hits] = await vector_store.execute("searching", [{"namespace": ns, "embedding": query.tolist(), "top_k": 5}])
+    [hits] = await vector_store.execute(
+        "searching", [{"namespace": ns, "embedding": query.tolist(), "top_k": 5}]
+    )
     assert len(hits) == 5
     assert hits[0]["text"] == f"chunk {planted}"
     assert hits[0]["meta"] == {"i": planted, "ns": ns}
@@ -61,7 +64,10 @@ async def test_exact_search_is_the_brute_force_top_k_in_a_mixed_batch(vector_sto
     vectors = unit_vectors(400, seed=11)
     await vector_store.execute("ingestion", chunks(ns, vectors))
     queries = unit_vectors(6, seed=12)
-    reqs = [{"namespace": ns, "embedding": q.tolist(), "top_k": 16, "exact": i % 2 == 0} for i, q in enumerate(queries)]
+    reqs = [
+        {"namespace": ns, "embedding": q.tolist(), "top_k": 16, "exact": i % 2 == 0}
+        for i, q in enumerate(queries)
+    ]
     results = await vector_store.execute("searching", reqs)
     for i, (q, hits) in enumerate(zip(queries, results)):
         truth = [f"chunk {j}" for j in np.argsort(-(vectors @ q), kind="stable")[:16]]
@@ -73,7 +79,9 @@ async def test_exact_search_is_the_brute_force_top_k_in_a_mixed_batch(vector_sto
 
 async def test_exact_flag_must_be_a_bool(vector_store):
     with pytest.raises(ValueError, match="'exact' must be true or false"):
-        await vector_store.execute("searching", [{"namespace": "n", "embedding": [0.1] * DIM, "top_k": 1, "exact": "yes"}])
+        await vector_store.execute(
+            "searching", [{"namespace": "n", "embedding": [0.1] * DIM, "top_k": 1, "exact": "yes"}]
+        )
 
 
 async def test_namespaces_never_see_each_other(vector_store):
@@ -93,7 +101,7 @@ async def test_namespaces_never_see_each_other(vector_store):
 
 
 HOSTILE = [
-    "it's a \"quoted\" `text` with \\ backslashes \\x00 (escaped, not a NUL)",
+    'it\'s a "quoted" `text` with \\ backslashes \\x00 (escaped, not a NUL)',
     "'; DROP TABLE x; --",
     "'); DROP TABLE test_chunks; SELECT ('",
     "$$; DELETE FROM test_chunks; $$ \t tabs \n newlines \r\n and \\N copy markers",
@@ -125,7 +133,9 @@ async def test_hostile_namespace_is_just_a_value(vector_store):
     ns = "'; DROP TABLE test_chunks; --"
     vectors = unit_vectors(2, seed=6)
     await vector_store.execute("ingestion", chunks(ns, vectors))
-    [hits] = await vector_store.execute("searching", [{"namespace": ns, "embedding": vectors[1].tolist(), "top_k": 5}])
+    [hits] = await vector_store.execute(
+        "searching", [{"namespace": ns, "embedding": vectors[1].tolist(), "top_k": 5}]
+    )
     assert [h["text"] for h in hits] == ["chunk 1", "chunk 0"]
 
 
@@ -147,9 +157,13 @@ async def test_nul_byte_rejects_the_whole_batch(vector_store, where):
 
 async def test_bad_requests_raise_clear_errors(vector_store):
     with pytest.raises(ValueError, match="dim=384"):
-        await vector_store.execute("ingestion", [{"namespace": "n", "text": "t", "embedding": [0.1] * 3, "meta": {}}])
+        await vector_store.execute(
+            "ingestion", [{"namespace": "n", "text": "t", "embedding": [0.1] * 3, "meta": {}}]
+        )
     with pytest.raises(ValueError, match="NaN"):
-        await vector_store.execute("ingestion", [{"namespace": "n", "text": "t", "embedding": [float("nan")] * DIM}])
+        await vector_store.execute(
+            "ingestion", [{"namespace": "n", "text": "t", "embedding": [float("nan")] * DIM}]
+        )
     with pytest.raises(ValueError, match="top_k"):
         await vector_store.execute("searching", [{"namespace": "n", "embedding": [0.1] * DIM, "top_k": 0}])
     with pytest.raises(ValueError, match="op 'embedding'"):
@@ -172,7 +186,9 @@ async def test_ephemeral_collection_drops_namespaces_and_table(pg_dsn):
     await engine.execute("ingestion", chunks(a, vectors) + chunks(b, vectors[:5]))
     assert await engine.drop_namespace(a) == 20
     assert await engine.count(a) == 0 and await engine.count(b) == 5
-    [hits] = await engine.execute("searching", [{"namespace": a, "embedding": vectors[0].tolist(), "top_k": 3}])
+    [hits] = await engine.execute(
+        "searching", [{"namespace": a, "embedding": vectors[0].tolist(), "top_k": 3}]
+    )
     assert hits == []
     assert await table_exists(pg_dsn, engine.table)
     await engine.stop()
@@ -206,7 +222,9 @@ async def test_ephemeral_tables_of_killed_processes_are_dropped(pg_dsn):
     import subprocess
     import sys
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     orphan, live = f"test_orph_{int(dead.stdout)}_0123abcd", f"test_orph_{os.getpid()}_0123abcd"
     async with await psycopg.AsyncConnection.connect(pg_dsn, autocommit=True) as conn:
         for table in (orphan, live):

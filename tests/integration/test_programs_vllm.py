@@ -1,5 +1,6 @@
 """Client programs on the real vLLM engine (SmolLM2-135M on CPU): program-aware policies see a
 program's calls, and with two instances the locality balancer keeps a long-context program on one."""
+
 import asyncio
 import random
 
@@ -16,26 +17,41 @@ pytestmark = pytest.mark.engines
 def document(n_facts: int = 40) -> str:
     """A context nobody sent before (~450 tokens), so the prefix cache cannot already hold it."""
     rng = random.Random()
-    return " ".join(f"Record {rng.randrange(10**9)}: item {i} weighs {rng.randrange(1000)} grams."
-                    for i in range(n_facts))
+    return " ".join(
+        f"Record {rng.randrange(10**9)}: item {i} weighs {rng.randrange(1000)} grams." for i in range(n_facts)
+    )
 
 
 @pytest.mark.parametrize("policy", ["plas", "atlas"])
 async def test_program_calls_run_under_program_aware_policy(llm_engine, policy):
     backend = Borrowed(llm_engine)
-    rt = Runtime({"llm": Engine("llm", kind="vllm")}, {"llm": backend}, policy=policy,
-                 policy_options={policy: {"base_quantum": 8, "beta": None, "service": "tokens"}})
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm")},
+        {"llm": backend},
+        policy=policy,
+        policy_options={policy: {"base_quantum": 8, "beta": None, "service": "tokens"}},
+    )
     await rt.start()
     pid = f"{policy}-session"
     try:
         table = rt.schedulers["llm"].policy.table
         async with Program(rt, pid) as prog:
             root = await prog.call("Name one fruit.", parent_ids=[], max_tokens=8, ignore_eos=True)
-            kids = await asyncio.gather(*(prog.call(f"Describe {root.strip()} in {k} words.",
-                                                    parent_ids=[root.call_id], max_tokens=4, ignore_eos=True)
-                                          for k in (2, 3)))
+            kids = await asyncio.gather(
+                *(
+                    prog.call(
+                        f"Describe {root.strip()} in {k} words.",
+                        parent_ids=[root.call_id],
+                        max_tokens=4,
+                        ignore_eos=True,
+                    )
+                    for k in (2, 3)
+                )
+            )
             entry = table.get(pid)
-            assert root.result["num_output_tokens"] == 8 and all(k.result["num_output_tokens"] == 4 for k in kids)
+            assert root.result["num_output_tokens"] == 8 and all(
+                k.result["num_output_tokens"] == 4 for k in kids
+            )
             assert entry.completed == 3
             # service is charged in decoded tokens: PLAS sums it, ATLAS follows the critical path
             assert (entry.service, entry.critical_path) == (16, 12)
@@ -64,15 +80,16 @@ async def test_locality_keeps_a_long_context_program_on_one_instance(llm_pair):
             calls = []
             for turn in range(3):
                 others = [asyncio.ensure_future(short(4 * turn + i)) for i in range(4)]
-                r = await prog.call(context + f"Question {turn}: what does item {turn} weigh?", max_tokens=6,
-                                    ignore_eos=True)
+                r = await prog.call(
+                    context + f"Question {turn}: what does item {turn} weigh?", max_tokens=6, ignore_eos=True
+                )
                 calls.append(r)
                 context += f"Question {turn}: what does item {turn} weigh? Answer: {r.strip()}\n"
                 short_places = await asyncio.gather(*others)
-                assert set(short_places) == {"llm/0", "llm/1"}     # short calls spread over both
+                assert set(short_places) == {"llm/0", "llm/1"}  # short calls spread over both
             assert sched.balancer.table.engine_of("long").name == calls[0].instance
-        assert len({c.instance for c in calls}) == 1                 # every long call on one instance
-        assert calls[-1].result["num_cached_tokens"] >= 320         # ... which reused the document's KV blocks
-        assert sched.balancer.table.engine_of("long") is None         # pin dropped with the program
+        assert len({c.instance for c in calls}) == 1  # every long call on one instance
+        assert calls[-1].result["num_cached_tokens"] >= 320  # ... which reused the document's KV blocks
+        assert sched.balancer.table.engine_of("long") is None  # pin dropped with the program
     finally:
         await rt.stop()

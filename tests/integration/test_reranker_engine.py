@@ -1,4 +1,5 @@
 """RerankerEngine: the offline MiniLM-cosine default ranks relevant text first; CrossEncoder paths load."""
+
 import pytest
 
 from engines.assets.models import resolve_model
@@ -7,10 +8,12 @@ from engines.sentence_transformers.reranker import RerankerEngine
 pytestmark = pytest.mark.engines
 
 QUERY = "What is the boiling point of water at sea level?"
-TEXTS = ["Water boils at 100 degrees Celsius at sea level.",
-         "The Eiffel Tower is located in Paris.",
-         "Bananas are rich in potassium.",
-         "The stock market closed higher today."]
+TEXTS = [
+    "Water boils at 100 degrees Celsius at sea level.",
+    "The Eiffel Tower is located in Paris.",
+    "Bananas are rich in potassium.",
+    "The stock market closed higher today.",
+]
 
 
 async def test_relevant_text_ranks_first(reranker_engine):
@@ -23,8 +26,10 @@ async def test_relevant_text_ranks_first(reranker_engine):
 
 async def test_mixed_queries_in_one_batch_are_one_call(reranker_engine):
     n = len(reranker_engine.calls)
-    scores = await reranker_engine.execute("reranking", [
-        {"query": QUERY, "text": TEXTS[1]}, {"query": "Where is the Eiffel Tower?", "text": TEXTS[1]}])
+    scores = await reranker_engine.execute(
+        "reranking",
+        [{"query": QUERY, "text": TEXTS[1]}, {"query": "Where is the Eiffel Tower?", "text": TEXTS[1]}],
+    )
     assert reranker_engine.calls[n:] == [2]
     assert scores[1] > scores[0]
 

@@ -1,6 +1,7 @@
 """Pass `speculative_call` on the real vLLM engine: a call behind a condition starts with the
 judge; "yes" answers with the call's text, "no" aborts the running call inside vLLM by its tag and
 answers with the judge's text, and the engine serves the next query."""
+
 import pytest
 
 from teola import App, Engine, Node
@@ -14,13 +15,28 @@ Q = {"question": "Tell me about the history of the city of York."}
 
 def make_app(llm_engine, condition: dict, core_tokens: int) -> App:
     app = App("speculative_call_vllm")
-    app.register_engine(Engine("llm", kind="vllm", model="smollm2-135m-instruct"), backend=Borrowed(llm_engine))
-    judge = Node("llm", name="judge", engine="llm",
-                 config={"parts": [["instruction", "Answer yes or no."], ["question", "$query.question"]], "max_tokens": 1})
+    app.register_engine(
+        Engine("llm", kind="vllm", model="smollm2-135m-instruct"), backend=Borrowed(llm_engine)
+    )
+    judge = Node(
+        "llm",
+        name="judge",
+        engine="llm",
+        config={
+            "parts": [["instruction", "Answer yes or no."], ["question", "$query.question"]],
+            "max_tokens": 1,
+        },
+    )
     cond = Node("condition", name="need", config=condition)
-    core = Node("llm", name="core", engine="llm", config={
-        "parts": [["instruction", "Write a long, detailed essay."], ["question", "$query.question"]],
-        "max_tokens": core_tokens})
+    core = Node(
+        "llm",
+        name="core",
+        engine="llm",
+        config={
+            "parts": [["instruction", "Write a long, detailed essay."], ["question", "$query.question"]],
+            "max_tokens": core_tokens,
+        },
+    )
     merge = Node("aggregate", name="answer", config={"mode": "first"})
     judge >> cond >> core
     [core, judge] >> merge

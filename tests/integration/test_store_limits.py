@@ -6,6 +6,7 @@
   all of them, so another tenant's upload answers at once; uploads count in tenant_max_queries;
 - finding 12: after the embedded server's postmaster dies, the next document call starts it again.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,9 @@ def headers(tenant: str) -> dict[str, str]:
 
 
 def settings(**kw) -> ServerSettings:
-    return ServerSettings(documents="postgres", api_keys=";".join(f"{t}:{k}" for t, k in KEYS.items()),
-                          query_timeout=60, **kw)
+    return ServerSettings(
+        documents="postgres", api_keys=";".join(f"{t}:{k}" for t, k in KEYS.items()), query_timeout=60, **kw
+    )
 
 
 @asynccontextmanager
@@ -45,7 +47,9 @@ async def serve(apps: dict[str, App], server_settings: ServerSettings) -> AsyncI
     server = create_server(apps, server_settings)
     async with server.router.lifespan_context(server):
         transport = httpx.ASGITransport(app=server)
-        async with httpx.AsyncClient(transport=transport, base_url="http://teola.test", timeout=120) as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://teola.test", timeout=120
+        ) as client:
             yield client
 
 
@@ -66,10 +70,14 @@ def rag_app() -> App:
 
 
 def query(namespace: str, words: int, seed: int) -> dict:
-    text = f"Document {seed}. " + " ".join(PROSE.split() * (words // len(PROSE.split()) + 1))[:words * 6]
-    return {"query": {"question": "What flows through York?", "documents": [text]},
-            "config": {"namespace": namespace, "nodes": {"indexing": {"chunk_size": 32, "chunk_overlap": 0,
-                                                                       "tokenizer": "words"}}}}
+    text = f"Document {seed}. " + " ".join(PROSE.split() * (words // len(PROSE.split()) + 1))[: words * 6]
+    return {
+        "query": {"question": "What flows through York?", "documents": [text]},
+        "config": {
+            "namespace": namespace,
+            "nodes": {"indexing": {"chunk_size": 32, "chunk_overlap": 0, "tokenizer": "words"}},
+        },
+    }
 
 
 # ---- finding 3 ---------------------------------------------------------------------------------------
@@ -90,8 +98,10 @@ async def test_what_queries_keep_in_namespaces_is_capped_per_tenant(pg_dsn, clea
         assert refused.status_code == 429 and refused.json()["error"] == "quota_exceeded"
         assert "max_tenant_kept_chunks" in refused.json()["detail"] and refused.headers["retry-after"]
         with psycopg.connect(pg_dsn) as conn:
-            kept = conn.execute("SELECT namespace, chunks, bytes FROM teola_namespaces WHERE tenant = %s "
-                                "ORDER BY namespace", (ALPHA,)).fetchall()
+            kept = conn.execute(
+                "SELECT namespace, chunks, bytes FROM teola_namespaces WHERE tenant = %s ORDER BY namespace",
+                (ALPHA,),
+            ).fetchall()
         assert kept == [("kb", 2 * rows, 2 * size), ("other", rows, size)]
         # another tenant has its own cap
         r = await c.post("/v1/apps/rag/query", json=query("kb", 300, 9), headers=headers(BETA))
@@ -145,7 +155,9 @@ async def test_the_store_starts_its_embedded_server_again_after_the_postmaster_d
 
     monkeypatch.delenv(pg_server.DSN_ENV, raising=False)
     data_dir = (tmp_path / "pg").resolve()
-    monkeypatch.setattr(pg_server, "default_data_dir", lambda: data_dir)  # its own server: the session's is not touched
+    monkeypatch.setattr(
+        pg_server, "default_data_dir", lambda: data_dir
+    )  # its own server: the session's is not touched
     async with serve({"echo": echo()}, settings()) as c:
         assert (await upload(c, ALPHA, "before")).status_code == 201
         pid = pg_server.default_manager().server_pid(data_dir)

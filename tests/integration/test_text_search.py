@@ -1,4 +1,5 @@
 """TextSearchEngine over the bundled Wikipedia corpus, the corpus loaders, the wikipedia tool."""
+
 from __future__ import annotations
 
 import psycopg
@@ -52,7 +53,7 @@ async def test_hostile_and_empty_queries(text_search, pg_dsn):
         {"query": "'; DROP TABLE teola_fts_wiki; --", "top_k": 2},
         {"query": "the of and", "top_k": 2},
         {"query": "", "top_k": 2},
-        {"query": "state-of-the-art \"quoted\" -minus o'neil \\ back & | ! :*", "top_k": 2},
+        {"query": 'state-of-the-art "quoted" -minus o\'neil \\ back & | ! :*', "top_k": 2},
     ]
     results = await text_search.execute("searching", reqs)
     assert len(results) == 4 and results[1] == [] and results[2] == []
@@ -69,10 +70,13 @@ async def test_match_all_uses_websearch_syntax(pg_dsn):
     engine = TextSearchEngine("search_all", match="all", progress=False)
     await engine.start()
     try:
-        both, excluded = await engine.execute("searching", [
-            {"query": "\"Tour de France\"", "top_k": 3},
-            {"query": "Kubrick -odyssey", "top_k": 10},
-        ])
+        both, excluded = await engine.execute(
+            "searching",
+            [
+                {"query": '"Tour de France"', "top_k": 3},
+                {"query": "Kubrick -odyssey", "top_k": 10},
+            ],
+        )
         assert both[0]["title"] == "Tour de France"
         assert excluded and all("odyssey" not in h["text"].lower() for h in excluded)
     finally:
@@ -94,7 +98,9 @@ def test_corpus_loaders_read_the_real_files():
     wiki = load_wiki_summaries(n=3)
     assert len(wiki) == 3 and all(r["title"] and r["text"] for r in wiki)
     boolq = load_boolq(4)
-    assert len(boolq) == 4 and all(isinstance(r["answer"], bool) and r["passage"] and r["question"] for r in boolq)
+    assert len(boolq) == 4 and all(
+        isinstance(r["answer"], bool) and r["passage"] and r["question"] for r in boolq
+    )
     assert len(load_boolq()) == 3270
     nq = load_questions("nq_open", 5)
     assert len(nq) == 5 and all(r["question"] and r["answers"] and isinstance(r["answers"], list) for r in nq)

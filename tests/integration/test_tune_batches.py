@@ -1,5 +1,6 @@
 """`teola tune`'s batch probe on the real sentence-transformers models: a latency curve per batch
 size and a max efficient batch chosen from it (the knee), which the engine settings pass on."""
+
 import pytest
 
 from engines.machine.hardware import detect
@@ -17,7 +18,9 @@ BATCHES = (1, 4, 16)
 async def test_the_embedder_curve_gives_a_max_efficient_batch_that_reaches_the_engine():
     chosen = {"sentence_transformers": {"torch_threads": 1}, "reranker": {"torch_threads": 1}}
     rows: list = []
-    await tune_batches(chosen, rows, lambda msg: None, BATCHES, repeats=1)  # probe_curve per engine, then the knee
+    await tune_batches(
+        chosen, rows, lambda msg: None, BATCHES, repeats=1
+    )  # probe_curve per engine, then the knee
     curve = next(r for r in rows if r["engine"] == "sentence_transformers")["settings"]["curve"]
     assert sorted(curve) == list(BATCHES) and all(t > 0 for t in curve.values())
     assert curve[16] > curve[1]  # a bigger batch takes longer in total

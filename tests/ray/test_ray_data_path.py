@@ -4,6 +4,7 @@ answers are the same as with the "driver" path and the in-process executor, valu
 for come back as values, and kept vectors outlive the actor that produced them (the driver owns
 them). Killing an actor mid-query (default "driver" path): tests/ray/test_ray_executor.py; a
 lost intermediate output's error: tests/unit/runtime/test_ray_data.py."""
+
 import os
 
 import pytest
@@ -27,8 +28,13 @@ KEPT = ["search.query_results", "rerank.context", "query_embedding.question_embe
 
 def make_rag(runtime: dict) -> App:
     app = App("rag", config={"runtime": runtime})
-    app.register_engine(Engine("llm", kind=SIM, ops=["prefilling", "partial_prefilling", "full_prefilling",
-                                                     "decoding", "partial_decoding"]))
+    app.register_engine(
+        Engine(
+            "llm",
+            kind=SIM,
+            ops=["prefilling", "partial_prefilling", "full_prefilling", "decoding", "partial_decoding"],
+        )
+    )
     app.register_engine(Engine("embedding", kind=SIM, ops=["embedding"], max_efficient_batch=4, dim=DIM))
     app.register_engine(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"]))
     app.register_engine(Engine("reranker", kind=SIM, ops=["reranking"]))
@@ -38,11 +44,14 @@ def make_rag(runtime: dict) -> App:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, namespace="teola-test-data",
-             runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        namespace="teola-test-data",
+        runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}},
+    )
     yield
     ray.shutdown()
-
 
 
 def spy(executor: RayExecutor) -> list[tuple[str, list, list]]:
@@ -54,6 +63,7 @@ def spy(executor: RayExecutor) -> list[tuple[str, list, list]]:
         results = await execute(inst, op, requests)
         seen.append((op, requests, results))
         return results
+
     executor.execute = recording
     return seen
 
@@ -114,8 +124,9 @@ async def test_kept_vectors_are_read_by_the_consumer_actor_and_outlive_their_pro
         out = await ex.execute(emb, "embedding", [{"text": "river seine", KEEP: True}, {"text": "louvre"}])
         assert isinstance(out[0], RemoteItem) and len(out[1]) == DIM  # only the marked one stays remote
         assert out[0].source == "embedding/0"
-        ok = await ex.execute(db, "ingestion", [{"namespace": "n", "text": "river seine", "embedding": out[0],
-                                                 "meta": {}}])
+        ok = await ex.execute(
+            db, "ingestion", [{"namespace": "n", "text": "river seine", "embedding": out[0], "meta": {}}]
+        )
         assert ok == [None]
         unread = (await ex.execute(emb, "embedding", [{"text": "river seine", KEEP: True}]))[0]
         before = (await ex.where(emb))["pid"]

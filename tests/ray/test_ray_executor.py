@@ -1,5 +1,6 @@
 """The Ray executor on a real local Ray cluster, with deterministic engines loaded by import path
 inside the actors (the same code path as real engines)."""
+
 import asyncio
 import os
 import shutil
@@ -23,12 +24,27 @@ def make_rag(runtime: dict, llm_latency: float = 0.0, placement: dict | None = N
     placement = placement or {}
     app = App("rag", config={"runtime": runtime})
     lat = {"latency": {1: llm_latency}} if llm_latency else {}
-    app.register_engine(Engine("llm", kind=SIM, ops=["prefilling", "partial_prefilling", "full_prefilling",
-                                                     "decoding", "partial_decoding"],
-                               resources=placement.get("llm"), **lat))
-    app.register_engine(Engine("embedding", kind=SIM, ops=["embedding"], max_efficient_batch=4,
-                               resources=placement.get("embedding")))
-    app.register_engine(Engine("vectordb", kind=SIM, ops=["ingestion", "searching"], resources=placement.get("vectordb")))
+    app.register_engine(
+        Engine(
+            "llm",
+            kind=SIM,
+            ops=["prefilling", "partial_prefilling", "full_prefilling", "decoding", "partial_decoding"],
+            resources=placement.get("llm"),
+            **lat,
+        )
+    )
+    app.register_engine(
+        Engine(
+            "embedding",
+            kind=SIM,
+            ops=["embedding"],
+            max_efficient_batch=4,
+            resources=placement.get("embedding"),
+        )
+    )
+    app.register_engine(
+        Engine("vectordb", kind=SIM, ops=["ingestion", "searching"], resources=placement.get("vectordb"))
+    )
     app.register_engine(Engine("reranker", kind=SIM, ops=["reranking"], resources=placement.get("reranker")))
     set_template(app, chunk_size=64, chunk_overlap=8, top_k=4, max_tokens=32)
     return app
@@ -36,8 +52,12 @@ def make_rag(runtime: dict, llm_latency: float = 0.0, placement: dict | None = N
 
 @pytest.fixture(scope="module")
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, namespace="teola-test",
-             runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}})
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        namespace="teola-test",
+        runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}},
+    )
     yield
     ray.shutdown()
 
@@ -113,7 +133,8 @@ async def test_apps_declaring_the_same_engines_share_their_actors_until_the_last
         c = await unshared.run(QUERY)
         assert c.output == a.output
         assert {p["pid"] for p in unshared.runtime.executor.placements.values()}.isdisjoint(
-            p["pid"] for p in placements[0].values())
+            p["pid"] for p in placements[0].values()
+        )
     finally:
         await unshared.stop()
 
@@ -133,12 +154,44 @@ def two_node_cluster(tmp_path):
     common = ["--num-cpus", "1", "--disable-usage-stats"]
     if ray.is_initialized():
         ray.shutdown()
-    subprocess.run([ray_bin, "start", "--head", "--port", str(port), "--node-ip-address", "127.0.0.1",
-                    "--include-dashboard", "false", "--resources", '{"node_a": 1}', *common],
-                   check=True, env=env, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            ray_bin,
+            "start",
+            "--head",
+            "--port",
+            str(port),
+            "--node-ip-address",
+            "127.0.0.1",
+            "--include-dashboard",
+            "false",
+            "--resources",
+            '{"node_a": 1}',
+            *common,
+        ],
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     try:
-        subprocess.run([ray_bin, "start", "--address", f"127.0.0.1:{port}", "--node-ip-address", "127.0.0.1",
-                        "--resources", '{"node_b": 1}', *common], check=True, env=env, capture_output=True, timeout=120)
+        subprocess.run(
+            [
+                ray_bin,
+                "start",
+                "--address",
+                f"127.0.0.1:{port}",
+                "--node-ip-address",
+                "127.0.0.1",
+                "--resources",
+                '{"node_b": 1}',
+                *common,
+            ],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
         yield f"127.0.0.1:{port}"
     finally:
         if ray.is_initialized():
@@ -147,8 +200,12 @@ def two_node_cluster(tmp_path):
 
 
 async def test_engines_placed_on_two_ray_nodes_answer_queries(two_node_cluster):
-    place = {"llm": {"resources": {"node_a": 0.1}}, "embedding": {"resources": {"node_b": 0.1}},
-             "vectordb": {"resources": {"node_a": 0.1}}, "reranker": {"resources": {"node_b": 0.1}}}
+    place = {
+        "llm": {"resources": {"node_a": 0.1}},
+        "embedding": {"resources": {"node_b": 0.1}},
+        "vectordb": {"resources": {"node_a": 0.1}},
+        "reranker": {"resources": {"node_b": 0.1}},
+    }
     app = make_rag({"executor": "ray", "ray": {"address": two_node_cluster}}, placement=place)
     try:
         r = await app.run(QUERY)

@@ -1,5 +1,6 @@
 """A started engine lent to a test runtime: the runtime's start/stop leave it running (so a
 session-scoped engine fixture serves many runtimes), and every request it runs is recorded."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """`teola emulate` in a subprocess on a free loopback port, for the emulator's tests."""
+
 from __future__ import annotations
 
 import socket
@@ -33,7 +34,9 @@ class EmulatorProcess:
     def start(self) -> None:
         """Start the server (again, on the same port after `kill`); return once /health answers."""
         cmd = [sys.executable, "-m", "teola.cli", "emulate", *self.args]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

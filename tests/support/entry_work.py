@@ -1,6 +1,7 @@
 """`RecordedWork`: the `Work` of one entry a test submits straight to an engine scheduler
 (teola.runtime.engine_tier.work.Work): it keeps the entry's results (a streamed entry's final result
 is its only one), when they came, its starts, its requeues and its streamed items."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +23,7 @@ class RecordedWork:
         self.starts.append((t, batch_size))
 
     def results(self, start: int, results: list[Any], t: float) -> None:
-        self.out[start:start + len(results)] = results
+        self.out[start : start + len(results)] = results
         self.done_at = t
         self.done.set()
 
@@ -42,8 +43,11 @@ class RecordedWork:
         raise AssertionError(f"entry failed on {getattr(inst, 'name', inst)}: {exc!r}")
 
 
-def decoding_entry(program: str, requests: list[dict[str, Any]], t: float,
-                   op: str = "decoding") -> tuple[Pending, RecordedWork]:
+def decoding_entry(
+    program: str, requests: list[dict[str, Any]], t: float, op: str = "decoding"
+) -> tuple[Pending, RecordedWork]:
     """One `op` entry of `program` holding `requests` (a batched call when several), queued at `t`."""
     work = RecordedWork(len(requests))
-    return Pending(query_id=program, name=f"{program}.{op}", op=op, depth=0, arrival=t, requests=requests, work=work), work
+    return Pending(
+        query_id=program, name=f"{program}.{op}", op=op, depth=0, arrival=t, requests=requests, work=work
+    ), work

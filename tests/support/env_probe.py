@@ -1,6 +1,7 @@
 """An engine that tells what reached it: each request's `text` names an environment variable, and the
 answer is {"env": its value in the engine's process (None if unset), "options": the adapter's options}.
 Loaded by import path, it runs in a Ray actor like any engine (tests of what the Ray executor forwards)."""
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ scheduling tests of decode pipelining. Its output is a bulleted list whose item 
 are cut as the vLLM adapter cuts them (engines.llm_text.batch_stream.Decoded): each one as its
 newline comes, at most `max_items`, and at the end the unfinished last line too, also when the
 call was aborted mid-line ("item<j>" without " whole")."""
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
@@ -29,18 +30,33 @@ def item(j: int) -> str:
 class ItemDecoder(StepDecoder):
     ops = frozenset({PrimOp.DECODING, PrimOp.PARTIAL_DECODING})
 
-    async def _one(self, op: str, i: int, req: dict[str, Any],
-                   emit: Callable[[int, str, Any], Awaitable[None]] | None) -> dict[str, Any]:
+    async def _one(
+        self, op: str, i: int, req: dict[str, Any], emit: Callable[[int, str, Any], Awaitable[None]] | None
+    ) -> dict[str, Any]:
         if op != PrimOp.PARTIAL_DECODING:
             return await super()._one(op, i, req, emit)
         start = len(req.get("resume_ids") or [])
-        out = Decoded(i, {"split": req.get("split"), "max_items": req.get("max_items"),
-                          "stream_text": bool(req.get("stream_text")), "progress": bool(req.get("progress"))}, emit)
+        out = Decoded(
+            i,
+            {
+                "split": req.get("split"),
+                "max_items": req.get("max_items"),
+                "stream_text": bool(req.get("stream_text")),
+                "progress": bool(req.get("progress")),
+            },
+            emit,
+        )
 
         async def token(k: int) -> bool:
             return await out.feed(piece(k), [k])  # True once every item asked for is out
 
         aborted = await self._decode(req, token)
-        result = {"text": "".join(out.text), "items": await out.items(), "num_output_tokens": out.tokens,
-                  "output_token_ids": out.token_ids, "num_prompt_tokens": start, "num_cached_tokens": 0}
+        result = {
+            "text": "".join(out.text),
+            "items": await out.items(),
+            "num_output_tokens": out.tokens,
+            "output_token_ids": out.token_ids,
+            "num_prompt_tokens": start,
+            "num_cached_tokens": 0,
+        }
         return await self._end(i, req, result, aborted, emit)

@@ -1,4 +1,5 @@
 """An OpenTelemetry SDK set-up that keeps spans and metrics in memory, and helpers to read them."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,13 +28,22 @@ class MemoryTelemetry:
 
     def metric_points(self, name: str) -> list[Any]:
         data = self.reader.get_metrics_data()
-        return [pt for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
-                if m.name == name for pt in m.data.data_points]
+        return [
+            pt
+            for rm in data.resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            if m.name == name
+            for pt in m.data.data_points
+        ]
 
 
 def query_tree(spans: list[Any], query_id: str) -> tuple[Any, dict[str, Any]]:
     """(the query span, {primitive name: span}) of one query."""
     [root] = [s for s in spans if s.attributes.get("teola.query_id") == query_id]
-    kids = {s.attributes["teola.ir.primitive"]: s for s in spans
-            if s.parent is not None and s.parent.span_id == root.context.span_id}
+    kids = {
+        s.attributes["teola.ir.primitive"]: s
+        for s in spans
+        if s.parent is not None and s.parent.span_id == root.context.span_id
+    }
     return root, kids

@@ -2,6 +2,7 @@
 document into a persistent pgvector collection (TEOLA_PG_DSN) under the namespace generated for
 it, while its LLM step hangs until the process is killed, so the query never ends and never drops
 that namespace. Usage: python -m tests.support.query_ingest_child COLLECTION"""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,10 +23,14 @@ class Hanging(SimEngine):
 
 def build(collection: str) -> App:
     app = App("query_ingest")
-    app.register_engine(Engine("embedding", kind="sentence_transformers"), backend=SimEngine("embedding", dim=384))
+    app.register_engine(
+        Engine("embedding", kind="sentence_transformers"), backend=SimEngine("embedding", dim=384)
+    )
     app.register_engine(Engine("vectordb", kind="pgvector", collection=collection))
     app.register_engine(Engine("llm", kind="vllm"), backend=Hanging("llm", serial=False))
-    index = Node("indexing", engine="embedding", config={"chunk_size": 8, "chunk_overlap": 0, "tokenizer": "words"})
+    index = Node(
+        "indexing", engine="embedding", config={"chunk_size": 8, "chunk_overlap": 0, "tokenizer": "words"}
+    )
     ingest = Node("ingestion", engine="vectordb")
     answer = Node("llm", name="answer", engine="llm", config={"parts": [["question", "$query.question"]]})
     index >> ingest >> answer

@@ -1,6 +1,7 @@
 """Child process of tests/e2e/test_kill_during_ingestion.py: ingests one document of 2,000 chunks
 into a kept namespace through the real runtime (sentence-transformers embedder, pgvector store on
 TEOLA_PG_DSN), then prints "published". Usage: python -m tests.support.staged_ingest_child COLLECTION NAMESPACE"""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,7 +12,19 @@ from teola import App, Engine, Node
 CHUNKS = 2000
 CHUNK_TOKENS = 4
 BATCH = 64  # the embedder's batch: the machine-tuned one (8 on 2 cores) takes ~35 s for 2,000 chunks
-WORDS = ("river", "stone", "bridge", "tower", "garden", "market", "church", "harbour", "castle", "forest", "valley")
+WORDS = (
+    "river",
+    "stone",
+    "bridge",
+    "tower",
+    "garden",
+    "market",
+    "church",
+    "harbour",
+    "castle",
+    "forest",
+    "valley",
+)
 
 
 def document() -> str:
@@ -21,11 +34,22 @@ def document() -> str:
 
 def build(collection: str) -> App:
     app = App("staged_ingest")
-    app.register_engine(Engine("embedding", kind="sentence_transformers", model="all-minilm-l6-v2",
-                                max_batch=BATCH, max_efficient_batch=BATCH))
+    app.register_engine(
+        Engine(
+            "embedding",
+            kind="sentence_transformers",
+            model="all-minilm-l6-v2",
+            max_batch=BATCH,
+            max_efficient_batch=BATCH,
+        )
+    )
     app.register_engine(Engine("vectordb", kind="pgvector", collection=collection))
-    index = Node("indexing", engine="embedding", anno="batchable",
-                 config={"chunk_size": CHUNK_TOKENS, "chunk_overlap": 0})
+    index = Node(
+        "indexing",
+        engine="embedding",
+        anno="batchable",
+        config={"chunk_size": CHUNK_TOKENS, "chunk_overlap": 0},
+    )
     ingest = Node("ingestion", engine="vectordb", anno="batchable")
     index >> ingest
     app.update_template([index, ingest])

@@ -3,6 +3,7 @@ logprobs as vLLM does. A request constrained to a JSON schema ("json_schema") is
 example object of the schema (first choices, `$ref`s followed), one constrained to "json_object"
 with {"answer": <its usual text>}; with "logprobs" each output word gets a logprob and its top
 alternatives."""
+
 from __future__ import annotations
 
 import json
@@ -48,12 +49,20 @@ class StructuredSim(SimEngine):
         elif r.get("json_object"):
             out = {**out, "text": json.dumps({"answer": out["text"]})}
         if r.get("logprobs") is not None:
-            out["logprobs"] = [token_logprob(piece, r["logprobs"]) for piece in re.findall(r"\S+\s*", out["text"])]
+            out["logprobs"] = [
+                token_logprob(piece, r["logprobs"]) for piece in re.findall(r"\S+\s*", out["text"])
+            ]
         return {**out, "num_output_tokens": max(1, len(words(out["text"])))}
 
 
 def token_logprob(token: str, top: int) -> dict[str, Any]:
     """A made-up logprob of `token` with `top` alternatives (itself first)."""
     alternatives = [(token, -0.25)] + [(f"alt{k}", -1.0 - k) for k in range(1, top)]
-    return {"token": token, "logprob": -0.25, "bytes": list(token.encode()),
-            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in alternatives[:top]]}
+    return {
+        "token": token,
+        "logprob": -0.25,
+        "bytes": list(token.encode()),
+        "top_logprobs": [
+            {"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in alternatives[:top]
+        ],
+    }

@@ -2,6 +2,7 @@
 tools in a conversation ("messages" and "tools" requests), it calls them one after the other, in
 teola's tool syntax (engines/llm_text/chat_messages.py), each with {"query": <the user's last
 question>}; once every tool's result came back it answers with the results it read."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """`teola` command-line tests on deterministic in-process engines (no real engines start)."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,19 @@ def sim_rag() -> App:
 def sim_echo() -> App:
     app = App("echo")
     app.register_engine(Engine("llm", kind="vllm"), backend=SimEngine("llm"))
-    app.update_template([Node("llm", name="answer", engine="llm", config={
-        "parts": [["instruction", "Answer."], ["question", "$query.question"]], "max_tokens": 8})])
+    app.update_template(
+        [
+            Node(
+                "llm",
+                name="answer",
+                engine="llm",
+                config={
+                    "parts": [["instruction", "Answer."], ["question", "$query.question"]],
+                    "max_tokens": 8,
+                },
+            )
+        ]
+    )
     return app
 
 
@@ -140,10 +152,27 @@ def test_bench_unknown_suite(capsys):
 
 
 def test_timing_table():
-    trace = [{"primitive": "synthesis.call0.decode", "op": "decoding", "engine": "llm", "queued": 0.001,
-              "started": 0.002, "finished": 0.0125, "batch_size": 2, "num_cached_tokens": 64},
-             {"primitive": "need_search", "op": "condition", "engine": None, "queued": 0.0, "started": None,
-              "finished": 0.0, "batch_size": None}]
+    trace = [
+        {
+            "primitive": "synthesis.call0.decode",
+            "op": "decoding",
+            "engine": "llm",
+            "queued": 0.001,
+            "started": 0.002,
+            "finished": 0.0125,
+            "batch_size": 2,
+            "num_cached_tokens": 64,
+        },
+        {
+            "primitive": "need_search",
+            "op": "condition",
+            "engine": None,
+            "queued": 0.0,
+            "started": None,
+            "finished": 0.0,
+            "batch_size": None,
+        },
+    ]
     lines = timing_table(trace).splitlines()
     assert lines[0].split()[:3] == ["op", "component", "engine"]
     assert lines[2].split()[:2] == ["condition", "need_search"]
@@ -151,8 +180,24 @@ def test_timing_table():
 
 
 def test_simulate_prints_simulated_latency_for_a_shipped_profile(capsys):
-    assert main(["simulate", "naive_rag", "--profile", "a100-llama2-7b", "--rate", "5", "--queries", "6",
-                 "--instances", "llm=2", "--json"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "naive_rag",
+                "--profile",
+                "a100-llama2-7b",
+                "--rate",
+                "5",
+                "--queries",
+                "6",
+                "--instances",
+                "llm=2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["queries"] == 6 and out["failed"] == 0 and out["provenance"] == "derived"
     assert out["mean_s"] > 0 and {"llm/0", "llm/1"} <= set(out["utilisation"])
@@ -160,8 +205,23 @@ def test_simulate_prints_simulated_latency_for_a_shipped_profile(capsys):
 
 def test_simulate_several_rates_writes_a_plot(capsys, tmp_path):
     png = tmp_path / "sim.png"
-    assert main(["simulate", "naive_rag", "--profile", "a100-llama2-7b", "--rate", "2,8", "--queries", "6",
-                 "--plot", str(png)]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "naive_rag",
+                "--profile",
+                "a100-llama2-7b",
+                "--rate",
+                "2,8",
+                "--queries",
+                "6",
+                "--plot",
+                str(png),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert out.count("simulated (") == 2 and "Poisson 2 q/s" in out and "Poisson 8 q/s" in out
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
@@ -169,22 +229,31 @@ def test_simulate_several_rates_writes_a_plot(capsys, tmp_path):
 
 def test_simulation_breakdown_sums_each_engines_queued_and_running_time():
     from teola.sim.run import add_breakdown
+
     acc = {}
-    add_breakdown(acc, [{"engine": "llm", "queued": 0.0, "started": 0.5, "finished": 2.0},
-                        {"engine": "llm", "queued": 1.0, "started": 1.0, "finished": 1.5},
-                        {"engine": None, "queued": 2.0, "started": 2.0, "finished": 2.0},
-                        {"engine": "embedding", "queued": 0.0, "started": None, "finished": None}])
+    add_breakdown(
+        acc,
+        [
+            {"engine": "llm", "queued": 0.0, "started": 0.5, "finished": 2.0},
+            {"engine": "llm", "queued": 1.0, "started": 1.0, "finished": 1.5},
+            {"engine": None, "queued": 2.0, "started": 2.0, "finished": 2.0},
+            {"engine": "embedding", "queued": 0.0, "started": None, "finished": None},
+        ],
+    )
     assert acc == {"llm": [0.5, 2.0]}
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--profile", "no-such"], "not found"),
-    (["--profile", "a100-llama2-7b", "--rate", "1,-2"], "must be > 0"),
-    (["--profile", "a100-llama2-7b", "--plot", "x.svg"], "ending in .png"),
-    (["--profile", "a100-llama2-7b", "--instances", "llm=0"], "engine=count"),
-    (["--profile", "a100-llama2-7b", "--instances", "gpu=2"], "does not have"),
-    (["--profile", "a100-llama2-7b", "--passes", "{bad"], "--passes must be JSON"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--profile", "no-such"], "not found"),
+        (["--profile", "a100-llama2-7b", "--rate", "1,-2"], "must be > 0"),
+        (["--profile", "a100-llama2-7b", "--plot", "x.svg"], "ending in .png"),
+        (["--profile", "a100-llama2-7b", "--instances", "llm=0"], "engine=count"),
+        (["--profile", "a100-llama2-7b", "--instances", "gpu=2"], "does not have"),
+        (["--profile", "a100-llama2-7b", "--passes", "{bad"], "--passes must be JSON"),
+    ],
+)
 def test_simulate_usage_mistakes_are_named(capsys, argv, message):
     assert main(["simulate", "naive_rag", "--queries", "2", *argv]) == 2
     assert message in capsys.readouterr().err
@@ -256,8 +325,14 @@ def test_run_in_a_real_process_keeps_the_terminal_to_teola(tmp_path):
     """The `make run` case: stdout and stderr are the process's real descriptors 1 and 2."""
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "TEOLA_CACHE_DIR": str(tmp_path), "PYTHONWARNINGS": "default"}
-    done = subprocess.run([sys.executable, "-m", "teola.cli", "run", "tests.unit.test_cli:noisy_sim_echo"],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "teola.cli", "run", "tests.unit.test_cli:noisy_sim_echo"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "Answer:" in done.stdout and "teola-own-warning" in done.stderr
     for noise in (*NOISE, "NOISE-python-warning"):
@@ -270,6 +345,7 @@ def test_run_in_a_real_process_keeps_the_terminal_to_teola(tmp_path):
 
 def test_log_tail_shows_the_last_state_of_a_progress_bar(tmp_path):
     from teola.cli_logging import tail
+
     log = tmp_path / "x.log"
     log.write_text("one\n\nloading  10%\rloading  50%\rloading 100%\r\ntwo\n")
     assert tail(log) == ["one", "loading 100%", "two"] and tail(log, 1) == ["two"]

@@ -1,6 +1,7 @@
 """`teola ingest`, `teola documents list|delete` and `teola query --stream`, through the real command
 line (`main([...])`) against the real server (create_server + uvicorn on 127.0.0.1, the echo app on
 a sim engine, documents in memory)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -22,7 +23,10 @@ from tests.unit.server.test_server import make_echo_app
 @pytest.fixture(scope="module")
 def url() -> Iterator[str]:
     echo, llm = make_echo_app()
-    with served_in_thread({"echo": echo}, ServerSettings(documents="memory", query_timeout=30)) as (url, loop):
+    with served_in_thread({"echo": echo}, ServerSettings(documents="memory", query_timeout=30)) as (
+        url,
+        loop,
+    ):
         yield url
         loop.call_soon_threadsafe(llm.release.set)
 
@@ -64,8 +68,10 @@ def test_ingest_is_idempotent_replaces_changed_files_and_lists_and_deletes(capsy
     assert code == 0 and first["uploaded"]["files"] == 4 and first["failed"]["files"] == 0
     assert first["skipped"] == {"files": 1, "paths": [str(folder / "picture.png")]}
     assert first["text_bytes"] > 0 and first["uploaded"]["bytes"] == sum(
-        p.stat().st_size for p in folder.rglob("*") if p.suffix in (".md", ".html", ".txt", ".docx")
-        and not p.name.startswith("."))
+        p.stat().st_size
+        for p in folder.rglob("*")
+        if p.suffix in (".md", ".html", ".txt", ".docx") and not p.name.startswith(".")
+    )
     docs = {d["name"]: d for d in listed(capsys, url)}
     assert set(docs) == {"notes/eiffel.md", "notes/plain.txt", "notes/sub/page.html", "notes/sub/facts.docx"}
     facts = docs["notes/sub/facts.docx"]
@@ -123,8 +129,9 @@ def test_usage_errors(capsys, url, tmp_path):
 
 
 def test_query_stream_prints_tokens_then_timings(capsys, url):
-    code, out, _ = run(capsys, "query", "echo", "--question", "Who designed the Eiffel Tower?", "--url", url,
-                       "--stream")
+    code, out, _ = run(
+        capsys, "query", "echo", "--question", "Who designed the Eiffel Tower?", "--url", url, "--stream"
+    )
     assert code == 0
     answer, _, rest = out.partition("\n\nquery ")
     assert "latency" in rest and "run ms" in rest
@@ -151,7 +158,9 @@ def test_a_terminal_gets_a_progress_bar(monkeypatch, tmp_path):
     monkeypatch.setattr(cli_ingest, "terminal_err", lambda: err)
     progress = cli_ingest.Progress(files=2, size=3000)
     progress.finished(LocalFile(tmp_path / "a.md", "t/a.md", 1000, "0" * 64), None)
-    progress.finished(LocalFile(tmp_path / "b.md", "t/b.md", 2000, "1" * 64), "HTTP 422 (empty_document): empty")
+    progress.finished(
+        LocalFile(tmp_path / "b.md", "t/b.md", 2000, "1" * 64), "HTTP 422 (empty_document): empty"
+    )
     progress.close()
     shown = err.getvalue()
     assert "ingest" in shown and "2/2 documents" in shown and "t/b.md failed: HTTP 422" in shown

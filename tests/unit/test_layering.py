@@ -3,6 +3,7 @@ and inside functions) between two packages is one that the layer table (tests/su
 declares for the importing package, and every declaration is used; nothing in the product imports
 bench, tests or apps; code outside teola/runtime reaches the runtime only through `teola.runtime`'s
 public names; docs/architecture.md shows the table as declared; files and functions stay small."""
+
 from __future__ import annotations
 
 import ast
@@ -78,8 +79,10 @@ def violations(path: Path) -> list[str]:
             found.append(f"{where}: {mod} is in no package of {TABLE}")
         elif not pkg.allows(theirs.name):
             kind = "upward" if theirs.layer > pkg.layer else "undeclared"
-            found.append(f"{where}: {kind} ({pkg.name}, layer {pkg.layer}, may not import {theirs.name}, "
-                         f"layer {theirs.layer}; declare it in {TABLE} if it belongs there)")
+            found.append(
+                f"{where}: {kind} ({pkg.name}, layer {pkg.layer}, may not import {theirs.name}, "
+                f"layer {theirs.layer}; declare it in {TABLE} if it belongs there)"
+            )
         if mod.startswith("teola.runtime.") and not inside_runtime:
             found.append(f"{where}: private runtime module; use the names `teola.runtime` exports")
     return found
@@ -92,10 +95,18 @@ def test_no_upward_bench_tests_apps_or_private_runtime_imports():
 
 def test_every_declared_import_is_used():
     """The table says what is, not what might be: a declaration no import uses is stale."""
-    used = {(pkg.name, theirs.name) for p in product_files()
-            for _, _, pkg, theirs in package_edges(p) if theirs is not None}
-    stale = [f"{pkg.name} -> {decl}" for pkg in layers.PACKAGES for decl in pkg.may_import
-             if not any(a == pkg.name and layers.matches(decl, b) for a, b in used)]
+    used = {
+        (pkg.name, theirs.name)
+        for p in product_files()
+        for _, _, pkg, theirs in package_edges(p)
+        if theirs is not None
+    }
+    stale = [
+        f"{pkg.name} -> {decl}"
+        for pkg in layers.PACKAGES
+        for decl in pkg.may_import
+        if not any(a == pkg.name and layers.matches(decl, b) for a, b in used)
+    ]
     assert not stale, f"declared in {TABLE} but imported nowhere (remove them):\n" + "\n".join(stale)
 
 
@@ -106,10 +117,16 @@ def test_the_table_points_down_without_cycles():
     bad = []
     for pkg in layers.PACKAGES:
         targets = [q for q in layers.PACKAGES if q is not pkg and pkg.allows(q.name)]
-        bad += [f"{pkg.name} -> {d}: no such package" for d in pkg.may_import
-                if not any(layers.matches(d, q.name) for q in layers.PACKAGES)]
-        bad += [f"{pkg.name} (layer {pkg.layer}) -> {q.name} (layer {q.layer}): upward"
-                for q in targets if q.layer > pkg.layer]
+        bad += [
+            f"{pkg.name} -> {d}: no such package"
+            for d in pkg.may_import
+            if not any(layers.matches(d, q.name) for q in layers.PACKAGES)
+        ]
+        bad += [
+            f"{pkg.name} (layer {pkg.layer}) -> {q.name} (layer {q.layer}): upward"
+            for q in targets
+            if q.layer > pkg.layer
+        ]
         g.add_edges_from((pkg.name, q.name) for q in targets)
     bad += [" -> ".join(c) for c in nx.simple_cycles(g)]
     assert not bad, f"{TABLE}:\n" + "\n".join(bad)
@@ -119,16 +136,19 @@ def test_the_architecture_doc_shows_the_table():
     text = layers.DOC.read_text(encoding="utf-8")
     assert layers.doc_with_table(text) == text, (
         f"docs/architecture.md's layer table differs from {TABLE}: "
-        "run `.venv/bin/python -m tests.support.layers` and commit the doc")
+        "run `.venv/bin/python -m tests.support.layers` and commit the doc"
+    )
 
 
 def test_the_check_catches_each_kind_of_violation(tmp_path):
     """The walker itself: each forbidden import in a throwaway module is reported."""
-    bad = {"engines/vllm/bad.py": "from teola.ir.graph import Graph\n",
-           "teola/ir/bad.py": "def f():\n    import bench.rag\n    from teola.server import api\n",
-           "teola/loaders/bad.py": "import teola.ir.graph\n",
-           "teola/stray.py": "",
-           "teola/api/app_bad.py": "from teola.runtime.graph_tier.graph_scheduler import QueryRun\n"}
+    bad = {
+        "engines/vllm/bad.py": "from teola.ir.graph import Graph\n",
+        "teola/ir/bad.py": "def f():\n    import bench.rag\n    from teola.server import api\n",
+        "teola/loaders/bad.py": "import teola.ir.graph\n",
+        "teola/stray.py": "",
+        "teola/api/app_bad.py": "from teola.runtime.graph_tier.graph_scheduler import QueryRun\n",
+    }
     global ROOT
     old_root, ROOT = ROOT, tmp_path
     try:
@@ -204,8 +224,11 @@ def private_imports(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            their_pkg = node.module if (ROOT.joinpath(*node.module.split(".")) / "__init__.py").is_file() \
+            their_pkg = (
+                node.module
+                if (ROOT.joinpath(*node.module.split(".")) / "__init__.py").is_file()
                 else node.module.rpartition(".")[0]
+            )
             for a in node.names:
                 if a.name.startswith("_") and not a.name.startswith("__") and their_pkg != my_pkg:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {node.module}.{a.name}")
@@ -221,8 +244,13 @@ def policy_probes(path: Path) -> list[str]:
     """getattr / hasattr on a policy: a policy declares its hooks (teola.scheduling.base.Policy)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
-                and node.args and "polic" in ast.unparse(node.args[0]).lower():
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and node.args
+            and "polic" in ast.unparse(node.args[0]).lower()
+        ):
             found.append(f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}")
     return found
 
@@ -235,7 +263,7 @@ def test_policies_are_never_probed_for_hooks():
 def work_methods_in_doc(text: str) -> list[str]:
     """The method names docs/architecture.md lists for the engine tier's `Work` protocol."""
     head = text.index("the `Work` protocol (") + len("the `Work` protocol (")
-    return [name.strip().strip("`") for name in text[head:text.index(")", head)].split(",")]
+    return [name.strip().strip("`") for name in text[head : text.index(")", head)].split(",")]
 
 
 def test_the_architecture_doc_lists_every_method_of_work():

@@ -1,4 +1,5 @@
 """scripts/query_path.py: the runtime files one simulated query passes through, in order."""
+
 import importlib.util
 from pathlib import Path
 
@@ -17,8 +18,11 @@ def test_the_path_runs_through_both_tiers_and_only_the_named_packages():
     assert all(p.startswith("teola/runtime/") for p in path)
     assert all(a != b for a, b in zip(path, path[1:])), "consecutive repeats collapse"
     files = set(path)
-    assert {"teola/runtime/runtime.py", "teola/runtime/graph_tier/graph_scheduler.py",
-            "teola/runtime/engine_tier/engine_scheduler.py"} <= files
+    assert {
+        "teola/runtime/runtime.py",
+        "teola/runtime/graph_tier/graph_scheduler.py",
+        "teola/runtime/engine_tier/engine_scheduler.py",
+    } <= files
     assert len(path) > len(files), "a query comes back to the schedulers more than once"
 
 

@@ -1,6 +1,7 @@
 """Costs an engine reports when it starts reach compilation: the app's specs adopt them, the cache of
 optimized graphs is cleared, and the cost-gated passes decide with them (recorded in the e-graph's
 text)."""
+
 import asyncio
 import dataclasses
 
@@ -29,6 +30,7 @@ def compiled_text(app) -> str:
             await app.stop()
         assert "# gate" not in before  # no engine started: no costs known yet
         return after
+
     return asyncio.run(main())
 
 
@@ -49,7 +51,11 @@ def test_a_cheap_request_and_a_costly_prefill_make_the_same_prefix_split():
 
 def test_without_reported_costs_compilation_is_as_before():
     text = compiled_text(agent_with_costs(None))
-    assert "# gate" not in text and "answer.call.prefill.partial0" in text and text.count("partial_decoding") == 2
+    assert (
+        "# gate" not in text
+        and "answer.call.prefill.partial0" in text
+        and text.count("partial_decoding") == 2
+    )
 
 
 def test_the_planners_readers_are_tools_of_unknown_cost_so_it_stays_whole_however_slow_its_decode():
@@ -60,5 +66,7 @@ def test_the_planners_readers_are_tools_of_unknown_cost_so_it_stays_whole_howeve
         # 96 tokens x 30 ms x 1/2 = 1.44 s of decode after the first item, but the work its readers
         # (tool calls) would overlap is unknown: no overlap is claimed
         assert "partial_decoding" not in text and "llm.decoding" in text
-        assert ("# gate decode_pipelining plan.call.decode: kept whole, predicted gain +0 ms (t); "
-                "no costs for tools.call") in text
+        assert (
+            "# gate decode_pipelining plan.call.decode: kept whole, predicted gain +0 ms (t); "
+            "no costs for tools.call"
+        ) in text

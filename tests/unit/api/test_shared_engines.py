@@ -1,4 +1,5 @@
 """Apps served together share engines declared the same way."""
+
 from apps import advanced_rag, naive_rag, tool_agent
 from teola.api.shared_engines import SharedBackend, share_engines
 

@@ -3,6 +3,7 @@ call syntax, the continuation each segment sends (what was written + the tool's 
 handling named on each pausing segment, the policy's per-tool duration estimate fed, and bad tool
 calls returned to the model as error results. The engine is a scripted test LLM that answers each
 segment by how many tool results its continuation already holds."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,6 +24,7 @@ class ScriptedLLM:
 
     def __init__(self, script: list[str]) -> None:
         from engines.protocol import EngineProfile
+
         self.name, self.script, self.requests = "llm", script, []
         self.profile = EngineProfile(8, 8)
 
@@ -37,8 +39,14 @@ class ScriptedLLM:
             self.requests.append(r)
             k = "".join(r.get("continuation") or []).count("<result>")
             text = self.script[min(k, len(self.script) - 1)]
-            out.append({"text": text, "num_prompt_tokens": 50 + 10 * k, "num_output_tokens": 7,
-                        "num_cached_tokens": 40 * k})
+            out.append(
+                {
+                    "text": text,
+                    "num_prompt_tokens": 50 + 10 * k,
+                    "num_output_tokens": 7,
+                    "num_cached_tokens": 40 * k,
+                }
+            )
         return out
 
 
@@ -59,9 +67,11 @@ def test_parse_tool_call():
 
 
 async def test_a_call_pauses_for_two_tools_and_continues_with_their_results():
-    script = ['First <tool>{"name": "add", "arguments": {"a": 2, "b": 3}}',
-              'Then <tool>{"name": "double", "arguments": {"x": 5}}',
-              "The answer is 10."]
+    script = [
+        'First <tool>{"name": "add", "arguments": {"a": 2, "b": 3}}',
+        'Then <tool>{"name": "double", "arguments": {"x": 5}}',
+        "The answer is 10.",
+    ]
     seen = []
 
     async def double(x):
@@ -76,15 +86,18 @@ async def test_a_call_pauses_for_two_tools_and_continues_with_their_results():
     await rt.start()
     try:
         async with Program(rt, "agent-1") as prog:
-            res = await prog.call_with_tools("What is (2+3)*2?", {"add": add, "double": double}, handling="preserve",
-                                             max_tokens=32)
+            res = await prog.call_with_tools(
+                "What is (2+3)*2?", {"add": add, "double": double}, handling="preserve", max_tokens=32
+            )
     finally:
         await rt.stop()
     assert str(res) == "The answer is 10." and seen == [("add", 2, 3), ("double", 5)]
     conts = [r.get("continuation") for r in engine.requests]
     assert conts[0] == []
     assert conts[1] == [script[0] + CLOSE + "\n<result>5</result>\n"]
-    assert conts[2] == [script[0] + CLOSE + "\n<result>5</result>\n" + script[1] + CLOSE + "\n<result>10</result>\n"]
+    assert conts[2] == [
+        script[0] + CLOSE + "\n<result>5</result>\n" + script[1] + CLOSE + "\n<result>10</result>\n"
+    ]
     assert {r["kv_key"] for r in engine.requests} == {"agent-1/call-1"}
     assert [r.get("pause_kv") for r in engine.requests] == ["preserve", "preserve", "preserve"]
     # the continuations of preserved pauses are marked so the API-call-aware policies run them first
@@ -96,7 +109,7 @@ async def test_a_call_pauses_for_two_tools_and_continues_with_their_results():
 
 
 async def test_the_last_allowed_round_does_not_pause_and_bad_calls_come_back_as_errors():
-    script = ['<tool>{"name": "nope", "arguments": {}}', "<tool>{broken", "<tool>{\"name\": \"boom\"}"]
+    script = ['<tool>{"name": "nope", "arguments": {}}', "<tool>{broken", '<tool>{"name": "boom"}']
     rt, engine = runtime(script, policy="lamps")
     await rt.start()
     try:
@@ -120,6 +133,7 @@ async def test_a_failing_tool_becomes_an_error_result_and_a_working_one_is_timed
 
     def boom():
         raise RuntimeError("tool exploded")
+
     out, _ = await run_tool({"boom": boom}, ToolCall("boom", {}))
     assert out == "error: RuntimeError: tool exploded"
     out, seconds = await run_tool({"sq": lambda x: x * x}, ToolCall("sq", {"x": 4}))
@@ -133,13 +147,21 @@ async def test_a_start_text_begins_the_answer_and_counts_as_the_first_segments_t
     await rt.start()
     try:
         async with Program(rt, "agent-4") as prog:
-            res = await prog.call_with_tools("q", {"calc": lambda x: x * x}, start='<tool>{"name": "', max_tokens=16)
+            res = await prog.call_with_tools(
+                "q", {"calc": lambda x: x * x}, start='<tool>{"name": "', max_tokens=16
+            )
     finally:
         await rt.stop()
     first = '<tool>{"name": "calc", "arguments": {"x": 4}}'
-    assert [r["continuation"] for r in engine.requests] == [['<tool>{"name": "'], [first + CLOSE + "\n<result>16</result>\n"]]
+    assert [r["continuation"] for r in engine.requests] == [
+        ['<tool>{"name": "'],
+        [first + CLOSE + "\n<result>16</result>\n"],
+    ]
     assert [p["tool"] for p in res.result["pauses"]] == ["calc"]
-    assert str(res) == "It is 16." and res.result["transcript"] == first + CLOSE + "\n<result>16</result>\nIt is 16."
+    assert (
+        str(res) == "It is 16."
+        and res.result["transcript"] == first + CLOSE + "\n<result>16</result>\nIt is 16."
+    )
 
 
 async def test_call_with_tools_rejects_bad_arguments():
@@ -161,8 +183,12 @@ async def test_pausing_segments_name_their_api_and_auto_uses_the_predicted_conte
     # a 1-token context would discard. Here C = the prompt (instruction + question, > 60 tokens) + 20 predicted.
     script = ['<tool>{"name": "calc", "arguments": {}}', "done"]
     engine = ScriptedLLM(script)
-    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="lamps",
-                 policy_options={"lamps": {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.05}}})
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", model="m")},
+        {"llm": engine},
+        policy="lamps",
+        policy_options={"lamps": {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.05}}},
+    )
     await rt.start()
     try:
         async with Program(rt, "agent-3", predictor=lambda prompt: 20) as prog:

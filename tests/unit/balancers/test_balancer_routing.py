@@ -1,5 +1,6 @@
 """Per-call routing over several engine instances (Autellix Algorithm 2) wired into the engine
 scheduler: the engine spec's `balancer` option, on deterministic simulated engines."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,16 +14,20 @@ from teola.runtime import Runtime
 from tests.support.waiting import until
 from tests.unit.runtime.test_runtime import QUERY, make_rag
 
-SHORT = "hi"                      # 1 estimated prompt token
-LONG = "context " * 100           # ~200 estimated prompt tokens, over the threshold below
+SHORT = "hi"  # 1 estimated prompt token
+LONG = "context " * 100  # ~200 estimated prompt tokens, over the threshold below
 THRESHOLD = 50
 
 
 def two_instances(balancer: str, policy: str = "plas", latency: float = 0.02, **options) -> Runtime:
     sims = [SimEngine(f"llm{i}", latency={1: latency}) for i in range(2)]
     spec = Engine("llm", kind="vllm", instances=2, balancer=balancer, **options)
-    return Runtime({"llm": spec}, {"llm": sims}, policy=policy, policy_options={policy: {"beta": None}}
-                   if policy in ("plas", "atlas", "mlfq") else None)
+    return Runtime(
+        {"llm": spec},
+        {"llm": sims},
+        policy=policy,
+        policy_options={policy: {"beta": None}} if policy in ("plas", "atlas", "mlfq") else None,
+    )
 
 
 async def call(rt: Runtime, pid: str, prompt: str) -> str:
@@ -56,12 +61,14 @@ async def test_long_calls_of_a_program_stay_on_its_instance():
                 sched.balancer.table.assign_engine(f"busy{i}", pinned)
             busy = [asyncio.ensure_future(call(rt, f"busy{i}", LONG)) for i in range(3)]
             await until(lambda: sched.load(pinned) == 3)  # the busy calls are queued on the pinned instance
-            long_, short = await asyncio.gather(prog.call(LONG + "!", max_tokens=4), prog.call(SHORT, max_tokens=4))
+            long_, short = await asyncio.gather(
+                prog.call(LONG + "!", max_tokens=4), prog.call(SHORT, max_tokens=4)
+            )
             later = [await prog.call(LONG + str(i), max_tokens=4) for i in range(3)]
             assert {r.instance for r in [long_, *later]} == {first.instance}
             assert set(await asyncio.gather(*busy)) == {first.instance}
             assert short.instance != first.instance
-        assert "P" not in sched.balancer.table                  # the pin went with the program
+        assert "P" not in sched.balancer.table  # the pin went with the program
     finally:
         await rt.stop()
 
@@ -74,10 +81,12 @@ async def test_least_used_moves_a_long_program_off_a_busy_instance():
             first = await prog.call(LONG, max_tokens=4)
             others = [asyncio.ensure_future(call(rt, f"q{i}", LONG)) for i in range(3)]
             sched = rt.schedulers["llm"]
-            await until(lambda: [sched.load(i) for i in sched.instances] == [2, 1])  # routed: llm/0, llm/1, llm/0
+            await until(
+                lambda: [sched.load(i) for i in sched.instances] == [2, 1]
+            )  # routed: llm/0, llm/1, llm/0
             nxt = await prog.call(LONG, max_tokens=4)
             assert await asyncio.gather(*others) == ["llm/0", "llm/1", "llm/0"]
-        assert (first.instance, nxt.instance) == ("llm/0", "llm/1")   # locality would have kept llm/0
+        assert (first.instance, nxt.instance) == ("llm/0", "llm/1")  # locality would have kept llm/0
     finally:
         await rt.stop()
 
@@ -100,7 +109,7 @@ async def test_pins_are_dropped_when_the_program_ends(policy):
     sched = rt.schedulers["llm"]
     try:
         table = getattr(sched.policy, "table", None)
-        if table is not None:          # program-aware policies share their process table
+        if table is not None:  # program-aware policies share their process table
             assert sched.balancer.table is table
         prog = Program(rt, "P")
         await prog.call(LONG, max_tokens=4)
@@ -123,13 +132,17 @@ async def test_policy_switch_keeps_sharing_the_process_table():
 
 
 async def test_queries_route_through_the_graph_scheduler_and_release_their_pins():
-    sims = {"llm": [SimEngine("llm0"), SimEngine("llm1")], "embedding": SimEngine("embedding"),
-            "vectordb": SimEngine("vectordb"), "reranker": SimEngine("reranker")}
+    sims = {
+        "llm": [SimEngine("llm0"), SimEngine("llm1")],
+        "embedding": SimEngine("embedding"),
+        "vectordb": SimEngine("vectordb"),
+        "reranker": SimEngine("reranker"),
+    }
     app = make_rag(sims, llm={"instances": 2, "balancer": "locality", "balancer_options": {"threshold": 0}})
     try:
         results = await asyncio.gather(*(app.run(QUERY, {"policy": "atlas"}) for _ in range(3)))
         assert all(r.output.startswith("answer ") for r in results)
-        for r in results:                 # threshold 0: every LLM call of a query is "long" -> one instance
+        for r in results:  # threshold 0: every LLM call of a query is "long" -> one instance
             assert len({t["instance"] for t in r.trace if t["engine"] == "llm"}) == 1
         sched = app.runtime.schedulers["llm"]
         assert len(sched.balancer.table) == 0 and sched.queued() == 0
@@ -139,7 +152,9 @@ async def test_queries_route_through_the_graph_scheduler_and_release_their_pins(
 
 def test_default_balancer_is_unchanged_and_unknown_names_fail():
     assert Engine("llm", kind="vllm").balancer == "least_loaded"
-    with pytest.raises(ValueError, match="unknown balancer 'random'; known balancers: least_loaded, least_used"):
+    with pytest.raises(
+        ValueError, match="unknown balancer 'random'; known balancers: least_loaded, least_used"
+    ):
         Engine("llm", kind="vllm", balancer="random")
     with pytest.raises(ValueError, match="unknown option"):
         Engine("llm", kind="vllm", balancer="locality", balancer_options={"treshold": 10})
@@ -150,8 +165,7 @@ def test_default_balancer_is_unchanged_and_unknown_names_fail():
 
 
 async def test_default_scheduler_has_one_shared_queue():
-    rt = Runtime({"llm": Engine("llm", kind="vllm", instances=2)},
-                 {"llm": [SimEngine("a"), SimEngine("b")]})
+    rt = Runtime({"llm": Engine("llm", kind="vllm", instances=2)}, {"llm": [SimEngine("a"), SimEngine("b")]})
     await rt.start()
     try:
         assert rt.schedulers["llm"].balancer is None and rt.schedulers["llm"].queues == {}

@@ -3,6 +3,7 @@ served from a thread of its own, so the blocking `Client` and the `AsyncClient` 
 a socket. Three tenants, each limited to one query at a time: ``team-a`` (most tests' caller),
 ``team-b`` (the 429 tests fill it with a query that hangs) and ``team-c`` (queries past their time
 limit)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -39,14 +40,20 @@ class Served:
 
 
 @contextmanager
-def served_in_thread(apps: dict[str, Any], settings: ServerSettings) -> Iterator[tuple[str, asyncio.AbstractEventLoop]]:
+def served_in_thread(
+    apps: dict[str, Any], settings: ServerSettings
+) -> Iterator[tuple[str, asyncio.AbstractEventLoop]]:
     """Serve `apps` on a free loopback port from a thread with its own event loop; yields its URL
     and loop, and stops it (engines included) on exit."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_server(apps, settings), log_level="warning", **uvicorn_options()))
+    server = uvicorn.Server(
+        uvicorn.Config(create_server(apps, settings), log_level="warning", **uvicorn_options())
+    )
     loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(sockets=[sock]),), daemon=True)
+    thread = threading.Thread(
+        target=loop.run_until_complete, args=(server.serve(sockets=[sock]),), daemon=True
+    )
     thread.start()
     try:
         deadline = time.monotonic() + 60
@@ -65,8 +72,13 @@ def served_in_thread(apps: dict[str, Any], settings: ServerSettings) -> Iterator
 @pytest.fixture(scope="package")
 def served() -> Iterator[Served]:
     echo, llm = make_echo_app()
-    settings = ServerSettings(documents="memory", api_keys=";".join(f"{t}:{k}" for t, k in KEYS.items()),
-                              tenant_max_queries=1, query_timeout=30, max_tenant_namespaces=4)
+    settings = ServerSettings(
+        documents="memory",
+        api_keys=";".join(f"{t}:{k}" for t, k in KEYS.items()),
+        tenant_max_queries=1,
+        query_timeout=30,
+        max_tenant_namespaces=4,
+    )
     with served_in_thread({"echo": echo}, settings) as (url, loop):
         yield Served(url=url, loop=loop, llm=llm)
         loop.call_soon_threadsafe(llm.release.set)  # nothing left hanging at shutdown

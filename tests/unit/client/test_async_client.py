@@ -1,5 +1,6 @@
 """`teola.client.AsyncClient` against the real server (conftest): a whole and a streamed query,
 documents and namespaces, the error families, and 429 retried after its Retry-After with asyncio."""
+
 from __future__ import annotations
 
 import asyncio
@@ -100,7 +101,9 @@ class ReleasedOnRefusal(httpx.AsyncHTTPTransport):
 
 async def test_429_retried_after_retry_after_until_the_slot_frees(served):
     transport = ReleasedOnRefusal(served)
-    async with AsyncClient(served.url, api_key=KEYS["team-b"], retries=Retries(attempts=3), transport=transport) as c:
+    async with AsyncClient(
+        served.url, api_key=KEYS["team-b"], retries=Retries(attempts=3), transport=transport
+    ) as c:
         before = served.llm.hung
         hung = asyncio.create_task(c.query("echo", f"{served.hang} until released?"))
         await until(lambda: served.llm.hung > before, interval=0.01)

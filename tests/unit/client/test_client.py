@@ -1,6 +1,7 @@
 """The blocking `teola.client.Client` against the real server (conftest: uvicorn on 127.0.0.1, sim
 engines): every endpoint, the stream's typed events, each error family as its exception, and 429
 retried after its Retry-After."""
+
 from __future__ import annotations
 
 import builtins
@@ -59,7 +60,9 @@ def test_a_streamed_query_yields_typed_events(client):
     assert [type(e) for e in got[-3:]] == [events.Answer, events.Trace, events.Done]
     progress = [e for e in got if isinstance(e, events.Progress)]
     tokens = [e for e in got if isinstance(e, events.Token)]
-    assert {p.status for p in progress} == {"started", "finished"} and all(p.engine == "llm" for p in progress)
+    assert {p.status for p in progress} == {"started", "finished"} and all(
+        p.engine == "llm" for p in progress
+    )
     assert tokens and "".join(t.text for t in tokens) == got[-3].text == stream.text == result.output
     assert got.index(progress[0]) < got.index(tokens[0])
     assert result.trace == got[-2].trace and result.latency == got[-2].latency
@@ -89,7 +92,11 @@ def test_upload_text_and_files_list_get_and_delete(client, tmp_path):
         client.delete_document("echo", doc_id)
     with pytest.raises(NotFoundError) as missing:
         client.document("echo", text_id)
-    assert missing.value.status == 404 and missing.value.code == "unknown_document" and text_id in str(missing.value)
+    assert (
+        missing.value.status == 404
+        and missing.value.code == "unknown_document"
+        and text_id in str(missing.value)
+    )
     with pytest.raises(NotFoundError):
         client.delete_document("echo", text_id)
     assert client.documents("echo").documents == []
@@ -108,7 +115,9 @@ def test_a_wrong_key_is_an_authentication_error(served):
         with pytest.raises(AuthenticationError) as wrong:
             c.apps()
         assert c.health() is True  # the probes need no key
-    assert wrong.value.status == 401 and wrong.value.code == "unauthorized" and "API key" in wrong.value.message
+    assert (
+        wrong.value.status == 401 and wrong.value.code == "unauthorized" and "API key" in wrong.value.message
+    )
 
 
 def test_unknown_app_and_malformed_requests(client):
@@ -117,7 +126,11 @@ def test_unknown_app_and_malformed_requests(client):
     assert unknown.value.status == 404 and "nope" in unknown.value.message
     with pytest.raises(InvalidRequestError) as invalid:
         client.query("echo", "Who?", {"bogus": 1})
-    assert invalid.value.status == 422 and invalid.value.code == "invalid_request" and "bogus" in str(invalid.value)
+    assert (
+        invalid.value.status == 422
+        and invalid.value.code == "invalid_request"
+        and "bogus" in str(invalid.value)
+    )
     with pytest.raises(InvalidRequestError) as empty:
         client.upload("echo", ["   "])
     assert empty.value.code == "empty_document"
@@ -173,7 +186,9 @@ def test_429_is_retried_after_retry_after_then_raised(served):
             with pytest.raises(RateLimitError) as late:
                 c.query("echo", "Now?")
             waited = time.monotonic() - t0
-        assert late.value.status == 429 and waited >= 2 * at_once.value.retry_after  # two waits of Retry-After: 1
+        assert (
+            late.value.status == 429 and waited >= 2 * at_once.value.retry_after
+        )  # two waits of Retry-After: 1
     finally:
         hung.release()
 
@@ -230,8 +245,12 @@ def test_files_are_read_by_their_extension_and_listed_with_what_their_upload_sai
     (page_id,) = client.upload_files("echo", ("tower.html", html), namespace="guides")
     (typed_id,) = client.upload_files("echo", [("notes", "# Heading\n\nPlain words.", "text/markdown")])
     (text_id,) = client.upload("echo", "Just text.", namespace="guides")
-    assert "A lattice tower." in client.document("echo", page_id) and "<p>" not in client.document("echo", page_id)
-    assert "Plain words." in client.document("echo", typed_id) and "#" not in client.document("echo", typed_id)
+    assert "A lattice tower." in client.document("echo", page_id) and "<p>" not in client.document(
+        "echo", page_id
+    )
+    assert "Plain words." in client.document("echo", typed_id) and "#" not in client.document(
+        "echo", typed_id
+    )
     listed = {d.id: d for d in client.documents("echo").documents}
     assert (listed[page_id].name, listed[page_id].namespace) == ("tower.html", "guides")
     assert listed[page_id].sha256 == hashlib.sha256(html).hexdigest()

@@ -1,6 +1,7 @@
 """`teola.client.Client` on the server's default documents backend: PostgreSQL (the session's
 embedded server, `pg_dsn`), and one that cannot be reached (503 ``store_unavailable`` as
 `UnavailableError`)."""
+
 from __future__ import annotations
 
 import uuid

@@ -1,6 +1,7 @@
 """The client's parts without a server: Retry-After read as seconds or an HTTP date, the retry
 decisions (what is retried, how long it waits, when it gives up), a 503 with a date retried through
 a mock transport, connection failures, the event reader, and error bodies of other shapes."""
+
 from __future__ import annotations
 
 import time
@@ -27,8 +28,12 @@ from teola.client.events import EventReader
 
 
 def answer(status: int, code: str = "x", headers: dict[str, str] | None = None) -> httpx.Response:
-    return httpx.Response(status, json={"error": code, "detail": f"{code} happened"}, headers=headers,
-                          request=httpx.Request("GET", "http://teola.test/v1/apps"))
+    return httpx.Response(
+        status,
+        json={"error": code, "detail": f"{code} happened"},
+        headers=headers,
+        request=httpx.Request("GET", "http://teola.test/v1/apps"),
+    )
 
 
 def test_retry_after_in_seconds_or_as_an_http_date():
@@ -49,7 +54,10 @@ def test_what_is_retried_and_how_long_it_waits():
     assert r.after_answer(3, answer(429, headers={"Retry-After": "1"}), "x") is None  # out of tries
     assert r.after_answer(1, answer(429, headers={"Retry-After": "60"}), "x") is None  # longer than max_wait
     assert r.after_answer(1, answer(429, headers={"Retry-After": "1"}), "quota_exceeded") is None
-    assert r.after_answer(1, answer(502), "engine_failed") is None and r.after_answer(1, answer(422), "x") is None
+    assert (
+        r.after_answer(1, answer(502), "engine_failed") is None
+        and r.after_answer(1, answer(422), "x") is None
+    )
     request = httpx.Request("POST", "http://teola.test/v1/apps/echo/query")
     assert r.after_failure(1, httpx.ConnectError("refused", request=request), idempotent=False) == 0.5
     assert r.after_failure(1, httpx.ReadError("reset", request=request), idempotent=False) is None
@@ -65,8 +73,9 @@ def test_a_503_with_an_http_date_is_retried_after_it():
     def handler(request: httpx.Request) -> httpx.Response:
         tries.append(time.monotonic())
         if len(tries) == 1:
-            return httpx.Response(503, json={"error": "engine_down", "detail": "restarting"},
-                                  headers={"Retry-After": when})
+            return httpx.Response(
+                503, json={"error": "engine_down", "detail": "restarting"}, headers={"Retry-After": when}
+            )
         return httpx.Response(200, json={"apps": []})
 
     with Client("http://teola.test", transport=httpx.MockTransport(handler)) as c:
@@ -82,8 +91,9 @@ async def test_the_async_client_gives_up_with_the_last_answer():
         tries += 1
         return httpx.Response(503, json={"error": "store_unavailable", "detail": "no PostgreSQL"})
 
-    async with AsyncClient("http://teola.test", transport=httpx.MockTransport(handler),
-                           retries=Retries(attempts=3, backoff=0.01)) as c:
+    async with AsyncClient(
+        "http://teola.test", transport=httpx.MockTransport(handler), retries=Retries(attempts=3, backoff=0.01)
+    ) as c:
         with pytest.raises(UnavailableError) as down:
             await c.upload("echo", "text")
     assert tries == 3 and down.value.code == "store_unavailable" and isinstance(down.value, ServerError)
@@ -96,7 +106,9 @@ def test_a_query_is_not_resent_after_a_broken_connection_but_a_read_is():
         sent.append(request.method)
         raise httpx.ReadError("connection reset", request=request)
 
-    with Client("http://teola.test", transport=httpx.MockTransport(handler), retries=Retries(backoff=0.01)) as c:
+    with Client(
+        "http://teola.test", transport=httpx.MockTransport(handler), retries=Retries(backoff=0.01)
+    ) as c:
         with pytest.raises(APIConnectionError):
             c.query("echo", "Who?")
         assert sent == ["POST"]
@@ -113,12 +125,28 @@ def test_a_server_that_is_not_there():
 
 def test_the_event_reader():
     reader = EventReader()
-    lines = [": keep-alive", "event: started", 'data: {"query_id": "q1"}', "",
-             "event: token", 'data: {"primitive": "answer", "text": "Hi", "new_field": 1}', "",
-             "event: novelty", "data: [1,", "data: 2]", "",
-             "event: answer", 'data: {"text": "Hi", "output": "Hi"}', "",
-             "event: trace", 'data: {"trace": [], "query_id": "q1", "latency": 0.5}', "",
-             "event: done", 'data: {"query_id": "q1"}', ""]
+    lines = [
+        ": keep-alive",
+        "event: started",
+        'data: {"query_id": "q1"}',
+        "",
+        "event: token",
+        'data: {"primitive": "answer", "text": "Hi", "new_field": 1}',
+        "",
+        "event: novelty",
+        "data: [1,",
+        "data: 2]",
+        "",
+        "event: answer",
+        'data: {"text": "Hi", "output": "Hi"}',
+        "",
+        "event: trace",
+        'data: {"trace": [], "query_id": "q1", "latency": 0.5}',
+        "",
+        "event: done",
+        'data: {"query_id": "q1"}',
+        "",
+    ]
     got = [e for e in map(reader.feed, lines) if e is not None]
     assert got[0] == events.Started(query_id="q1") and got[1] == events.Token(primitive="answer", text="Hi")
     assert got[2] == events.UnknownEvent(name="novelty", data=[1, 2])
@@ -141,10 +169,16 @@ def test_an_error_event_raises_and_a_cut_stream_is_a_connection_error():
 
 def test_error_bodies_of_other_shapes():
     request = httpx.Request("GET", "http://teola.test/v1/models")
-    door = httpx.Response(400, json={"error": {"message": "bad field", "type": "invalid_request_error",
-                                               "code": "invalid_value"}}, request=request)
+    door = httpx.Response(
+        400,
+        json={"error": {"message": "bad field", "type": "invalid_request_error", "code": "invalid_value"}},
+        request=request,
+    )
     error = error_from_response(door)
-    assert isinstance(error, InvalidRequestError) and (error.code, error.message) == ("invalid_value", "bad field")
+    assert isinstance(error, InvalidRequestError) and (error.code, error.message) == (
+        "invalid_value",
+        "bad field",
+    )
     proxy = error_from_response(httpx.Response(502, text="<html>Bad gateway</html>", request=request))
     assert isinstance(proxy, ServerError) and proxy.code == "http_502" and "Bad gateway" in proxy.message
 

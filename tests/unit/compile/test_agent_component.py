@@ -3,6 +3,7 @@ template. A scripted test LLM writes each segment by how many tool results its c
 the tools are the real tool engine's calculator. Checked: the segments' requests (stop at the tool
 call, one kv_key per query, pause handling, continuation = written text + result), the answer (the
 last segment that ran), bad and failing calls read back as errors, the round limit, config errors."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,16 @@ def agent_app(script: list[str], **config: Any) -> tuple[App, ScriptedLLM]:
     app = App("agent_test")
     app.register_engine(Engine("llm", kind="vllm", model="m"), backend=llm)
     app.register_engine(Engine("tools", kind="tool"))
-    app.update_template([Node("agent", name="agent", engine="llm",
-                              config={"tool_engine": "tools", "tools": ["calculator"], "max_tokens": 32, **config})])
+    app.update_template(
+        [
+            Node(
+                "agent",
+                name="agent",
+                engine="llm",
+                config={"tool_engine": "tools", "tools": ["calculator"], "max_tokens": 32, **config},
+            )
+        ]
+    )
     return app, llm
 
 
@@ -63,11 +72,17 @@ async def test_without_a_tool_call_the_first_segment_is_the_answer():
     assert statuses["agent.round0.tool"] == "skipped" and statuses["agent.seg1.decode"] == "skipped"
 
 
-@pytest.mark.parametrize("call, error", [
-    ('<tool>{"name": "search", "arguments": {}}', "error: unknown tool 'search'; tools: calculator"),
-    ("<tool>{name: calculator", "error: the tool call is not JSON"),
-    ('<tool>{"name": "calculator", "arguments": {"expression": "1/0"}}', "error: ValueError: division by zero"),
-])
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        ('<tool>{"name": "search", "arguments": {}}', "error: unknown tool 'search'; tools: calculator"),
+        ("<tool>{name: calculator", "error: the tool call is not JSON"),
+        (
+            '<tool>{"name": "calculator", "arguments": {"expression": "1/0"}}',
+            "error: ValueError: division by zero",
+        ),
+    ],
+)
 async def test_bad_or_failing_tool_calls_come_back_to_the_model(call, error):
     app, llm = agent_app([call, "Sorry."])
     res = await answer(app)
@@ -94,12 +109,15 @@ async def test_each_querys_call_has_its_own_kv_key():
     assert len(llm.requests) == 6 and len(keys) == 3
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"tool_engine": "llm"}, "tool_engine: must name a registered engine of kind 'tool'"),
-    ({"tools": []}, "tools"),
-    ({"handling": "keep"}, "handling"),
-    ({"max_rounds": 9}, "max_rounds"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"tool_engine": "llm"}, "tool_engine: must name a registered engine of kind 'tool'"),
+        ({"tools": []}, "tools"),
+        ({"handling": "keep"}, "handling"),
+        ({"max_rounds": 9}, "max_rounds"),
+    ],
+)
 def test_config_errors_name_the_option(config, message):
     with pytest.raises(ValueError, match=message):
         app, _ = agent_app(["x"], **config)
@@ -107,7 +125,9 @@ def test_config_errors_name_the_option(config, message):
 
 
 async def test_a_start_text_opens_the_first_segment_and_counts_as_written():
-    app, llm = agent_app(['calculator", "arguments": {"expression": "17*23"}}', "391."], start='<tool>{"name": "')
+    app, llm = agent_app(
+        ['calculator", "arguments": {"expression": "17*23"}}', "391."], start='<tool>{"name": "'
+    )
     res = await answer(app)
     first, second = llm.requests
     assert res.output == "391." and first["continuation"] == ['<tool>{"name": "']

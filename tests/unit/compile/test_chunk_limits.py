@@ -1,6 +1,7 @@
 """Chunking cannot multiply a query's documents in memory (issue 71, finding 1): chunk_overlap is at
 most half a chunk, the chunk count and the characters the chunks hold are bounded inside the loop
 that makes them, and the chunk memo keeps nothing of a refused query and at most MEMO_CHARS."""
+
 from __future__ import annotations
 
 import gc
@@ -34,13 +35,20 @@ def words_config(**indexing: int) -> dict:
 def test_the_reviewed_overlap_is_refused_by_the_config_schema():
     app = build_naive_rag()
     with pytest.raises(ValueError, match=r"config\.nodes\.indexing\.chunk_overlap: "):
-        app.compile({"question": "q", "documents": [doc(6000)]}, words_config(chunk_size=8192, chunk_overlap=8191))
-    with pytest.raises(ValueError, match=r"config\.nodes\.indexing\.chunk_overlap: .*at most half of chunk_size"):
-        app.compile({"question": "q", "documents": [doc(6000)]}, words_config(chunk_size=1000, chunk_overlap=999))
+        app.compile(
+            {"question": "q", "documents": [doc(6000)]}, words_config(chunk_size=8192, chunk_overlap=8191)
+        )
+    with pytest.raises(
+        ValueError, match=r"config\.nodes\.indexing\.chunk_overlap: .*at most half of chunk_size"
+    ):
+        app.compile(
+            {"question": "q", "documents": [doc(6000)]}, words_config(chunk_size=1000, chunk_overlap=999)
+        )
     with pytest.raises(ValueError, match=r"config\.nodes\.indexing\.chunk_overlap: .*256 // 2 = 128"):
         app.compile({"question": "q", "documents": [doc(600)]}, words_config(chunk_overlap=129))
-    chunks = app.compile({"question": "q", "documents": [doc(6000)]},
-                         words_config(chunk_size=64, chunk_overlap=32)).inputs["indexing.chunks"]
+    chunks = app.compile(
+        {"question": "q", "documents": [doc(6000)]}, words_config(chunk_size=64, chunk_overlap=32)
+    ).inputs["indexing.chunks"]
     assert sum(map(len, chunks)) <= 2.2 * 6000  # half-overlapping windows repeat the text about twice
 
 
@@ -50,11 +58,11 @@ def test_a_window_cut_short_by_a_long_word_does_not_repeat_its_tail_once_per_tok
     text = "a " * 4096 + "b" * 5000
     chunks = chunk_text(text, 8192, 4096, CharTokenizer(), split="window")
     assert sum(map(len, chunks)) <= 3 * len(text)
-    assert chunks[0] == text[:2 * 4096 - 1] and "".join(chunks[1:]) == "b" * 5000
+    assert chunks[0] == text[: 2 * 4096 - 1] and "".join(chunks[1:]) == "b" * 5000
     # packed word by word (one sentence longer than a chunk): the overlap shrinks so the long word fits
     chunks = chunk_text(text, 8192, 4096, CharTokenizer(), split="sentence")
     assert sum(map(len, chunks)) <= 3 * len(text)
-    assert chunks[0] == text[:2 * 4096 - 1] and chunks[-1].endswith("b" * 5000) and len(chunks) == 2
+    assert chunks[0] == text[: 2 * 4096 - 1] and chunks[-1].endswith("b" * 5000) and len(chunks) == 2
 
 
 def peak_while(work) -> int:
@@ -69,7 +77,9 @@ def peak_while(work) -> int:
 
 @pytest.mark.parametrize("split", chunking.SPLITS)
 def test_chunking_stops_at_the_limits_inside_its_loop(split):
-    text = " ".join(f"{i:06d}" + "x" * 993 for i in range(1000))  # 1 MB in 1,000 words: chunks dominate memory
+    text = " ".join(
+        f"{i:06d}" + "x" * 993 for i in range(1000)
+    )  # 1 MB in 1,000 words: chunks dominate memory
 
     def refused() -> None:
         with pytest.raises(chunking.ChunkLimitError) as refusal:
@@ -89,7 +99,9 @@ def test_a_query_whose_chunks_would_hold_more_than_three_times_its_text_is_refus
     from teola.compile import decompose
 
     monkeypatch.setattr(decompose, "MAX_CHUNK_TEXT_RATIO", 1)  # overlapping windows hold more than the text
-    with pytest.raises(ValueError, match=r"node 'indexing': .*more than 1 times the documents' text.*chunk_overlap"):
+    with pytest.raises(
+        ValueError, match=r"node 'indexing': .*more than 1 times the documents' text.*chunk_overlap"
+    ):
         build_naive_rag().compile({"question": "q", "documents": [doc(3000)]}, words_config(chunk_size=64))
 
 
@@ -149,8 +161,10 @@ async def test_the_reviewed_probe_is_refused_at_once_without_growing_the_server(
     for name, spec in list(app.engines.items()):
         app.register_engine(Engine(name, kind=spec.kind, **spec.options), backend=SimEngine(name))
     server = create_server({"rag": app}, ServerSettings(documents="memory", query_timeout=60))
-    body = {"query": {"question": "What flows through York?", "documents": [doc(60_000)]},
-            "config": {"nodes": {"indexing": {"chunk_size": 8192, "chunk_overlap": 8191}}}}
+    body = {
+        "query": {"question": "What flows through York?", "documents": [doc(60_000)]},
+        "config": {"nodes": {"indexing": {"chunk_size": 8192, "chunk_overlap": 8191}}},
+    }
     async with server.router.lifespan_context(server):
         transport = httpx.ASGITransport(app=server)
         async with httpx.AsyncClient(transport=transport, base_url="http://teola.test", timeout=60) as client:

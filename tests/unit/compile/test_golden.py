@@ -1,4 +1,5 @@
 """Golden text IR of the paper's four apps and the ReAct agent, and the structure of Teola Figure 6."""
+
 import os
 from pathlib import Path
 
@@ -16,8 +17,13 @@ GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 CROSS_ENCODER = {"model": "/models/ms-marco-MiniLM-L-6-v2"}
 DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(300))
 QUERY = {"question": "How long is the river Ouse?", "documents": [DOC]}
-APPS = {"advanced_rag": lambda: advanced_rag.build(reranker=CROSS_ENCODER), "naive_rag": naive_rag.build,
-        "search_generation": search_generation.build, "tool_agent": tool_agent.build, "react_agent": react_agent.build}
+APPS = {
+    "advanced_rag": lambda: advanced_rag.build(reranker=CROSS_ENCODER),
+    "naive_rag": naive_rag.build,
+    "search_generation": search_generation.build,
+    "tool_agent": tool_agent.build,
+    "react_agent": react_agent.build,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +82,8 @@ def test_advanced_rag_has_figure6_structure():
     prefix_of = [[q.id for q in g.parents(f) if q.op is PrimOp.PARTIAL_PREFILLING] for f in fulls]
     assert len(fulls) == 3 and all(x == [partials[0].id] for x in prefix_of)
     decodes = [g.find(component="synthesis")[0]] and sorted(
-        g.find(PrimOp.DECODING, component="synthesis"), key=lambda p: p.label)
+        g.find(PrimOp.DECODING, component="synthesis"), key=lambda p: p.label
+    )
     assert [d.label for d in decodes] == ["call0.decode", "call1.decode", "call2.decode"]
     assert nx.has_path(nxg, decodes[0].id, decodes[1].id) and nx.has_path(nxg, decodes[1].id, decodes[2].id)
     assert g.outputs == ("synthesis.answer",)
@@ -94,7 +101,9 @@ def test_indexing_above_max_efficient_batch_becomes_pipelined_stages():
     assert all(p.num_requests <= 3 for p in embeds)
     # each ingestion stage reads its own embedding stage (pipelined), an Aggregate joins them
     assert len(ingests) == len(embeds)
-    for e, i in zip(sorted(embeds, key=lambda p: p.args["slice"]), sorted(ingests, key=lambda p: p.args["slice"])):
+    for e, i in zip(
+        sorted(embeds, key=lambda p: p.args["slice"]), sorted(ingests, key=lambda p: p.args["slice"])
+    ):
         assert [c.id for c in g.children(e)] == [i.id]
     gather = [p for p in g.find(PrimOp.AGGREGATE) if p.outputs == ("ingestion.index",)]
     assert len(gather) == 1 and len(g.parents(gather[0])) == len(ingests)

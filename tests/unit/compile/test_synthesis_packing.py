@@ -1,5 +1,6 @@
 """Synthesis packs retrieved chunks into as few prompts as fit the LLM's context window
 (LlamaIndex's compact / tree_summarize semantics), planned at compile time."""
+
 import pytest
 
 from apps import advanced_rag, naive_rag
@@ -17,8 +18,13 @@ def llm_calls(compiled, component="synthesis"):
 
 
 def context_parts(compiled):
-    return [src for p in compiled.pgraph.primitives if p.op is PrimOp.PREFILLING and p.component == "synthesis"
-            for name, src in p.args["parts"] if name == "context"]
+    return [
+        src
+        for p in compiled.pgraph.primitives
+        if p.op is PrimOp.PREFILLING and p.component == "synthesis"
+        for name, src in p.args["parts"]
+        if name == "context"
+    ]
 
 
 def test_naive_app_makes_one_llm_call_when_its_chunks_fit():

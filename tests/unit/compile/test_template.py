@@ -1,4 +1,5 @@
 """Template validation: every bad template raises the documented error naming the problem."""
+
 import pytest
 
 from teola import App, Engine, Node
@@ -10,7 +11,11 @@ def app():
 
 
 def test_chain_with_rshift_returns_right_side_and_lists_fan_in():
-    a, b, c = Node("llm", name="a", engine="llm"), Node("llm", name="b", engine="llm"), Node("aggregate", name="c")
+    a, b, c = (
+        Node("llm", name="a", engine="llm"),
+        Node("llm", name="b", engine="llm"),
+        Node("aggregate", name="c"),
+    )
     assert (a >> b) is b
     assert ([a, b] >> c) is c
     assert c.upstream == [a, b] and a.downstream == [b, c]
@@ -69,10 +74,16 @@ def test_edge_to_node_outside_template_and_control_with_engine():
 def test_bad_engine_and_config_values():
     with pytest.raises(ValueError, match="unknown kind 'tpu'"):
         Engine("x", kind="tpu")
-    with pytest.raises(ValueError, match=r"node 'synthesis' config.mode: Input should be 'compact', 'refine' or 'tree' \(got 'fast'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"node 'synthesis' config.mode: Input should be 'compact', 'refine' or 'tree' \(got 'fast'\)",
+    ):
         a = app()
-        e, s, q = Node("query_embedding", engine="embedding"), Node("search", engine="vectordb"), \
-            Node("synthesis", engine="llm", config={"mode": "fast"})
+        e, s, q = (
+            Node("query_embedding", engine="embedding"),
+            Node("search", engine="vectordb"),
+            Node("synthesis", engine="llm", config={"mode": "fast"}),
+        )
         i, g = Node("indexing", engine="embedding"), Node("ingestion", engine="vectordb")
         i >> g >> s
         e >> s >> q
@@ -94,9 +105,12 @@ def test_query_errors_name_the_field():
 
 def test_huge_document_is_rejected_with_the_limit():
     from apps.naive_rag import build
+
     a = build()
     with pytest.raises(ValueError, match=r"more than 20 chunks.*max_chunks"):
-        a.compile({"question": "q", "documents": ["word " * 10_000]}, {"nodes": {"indexing": {"max_chunks": 20}}})
+        a.compile(
+            {"question": "q", "documents": ["word " * 10_000]}, {"nodes": {"indexing": {"max_chunks": 20}}}
+        )
 
 
 def test_config_for_an_unknown_node_is_rejected():
@@ -111,8 +125,11 @@ def test_user_prompt_text_is_data_not_a_format_string(task):
     from apps import advanced_rag
     from teola import PrimOp
 
-    g = advanced_rag.build().compile({"question": "q?", "documents": ["a b c"]},
-                                     {"nodes": {"query_expansion": {"task": task}}}).pgraph
+    g = (
+        advanced_rag.build()
+        .compile({"question": "q?", "documents": ["a b c"]}, {"nodes": {"query_expansion": {"task": task}}})
+        .pgraph
+    )
     [prefill] = [p for p in g.primitives if p.op is PrimOp.PREFILLING and p.component == "query_expansion"]
     assert dict(prefill.args["parts"])["task"] == task.replace("{n}", "3")
 
@@ -129,8 +146,16 @@ def test_unknown_options_in_a_querys_node_config_are_named():
         app.compile(query, {"nodes": {"synthesis": {"mode": "refine", "fan_in": 3}}})
     with pytest.raises(ValueError, match="config.nodes.rerank.chunk_size"):
         app.compile(query, {"nodes": {"rerank": {"chunk_size": 3}}})
-    app.compile(query, {"nodes": {"indexing": {"chunk_size": 64}, "search": {"top_k": 4},
-                                  "synthesis": {"mode": "refine", "max_tokens": 8}}})
+    app.compile(
+        query,
+        {
+            "nodes": {
+                "indexing": {"chunk_size": 64},
+                "search": {"top_k": 4},
+                "synthesis": {"mode": "refine", "max_tokens": 8},
+            }
+        },
+    )
 
 
 def test_graph_size_options_are_bounded_and_the_graph_by_the_data():
@@ -139,7 +164,9 @@ def test_graph_size_options_are_bounded_and_the_graph_by_the_data():
     # 1000 tokens of any count (words or the embedder's WordPiece): five chunks of 256
     query = {"question": "q?", "documents": [" ".join(["river"] * 1000)]}
     for node, key in (("search", "top_k"), ("rerank", "top_n"), ("query_expansion", "num_queries")):
-        with pytest.raises(ValueError, match=rf"config.nodes.{node}.{key}: Input should be less than or equal to"):
+        with pytest.raises(
+            ValueError, match=rf"config.nodes.{node}.{key}: Input should be less than or equal to"
+        ):
             advanced_rag.build().compile(query, {"nodes": {node: {key: 10**9}}})
     small = naive_rag.build().compile(query).egraph
     huge = naive_rag.build().compile(query, {"nodes": {"search": {"top_k": 10_000}}}).egraph

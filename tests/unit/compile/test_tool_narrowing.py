@@ -1,6 +1,7 @@
 """A query's config narrows the tools its app allows, at compile time (teola.compile.components.narrowing;
 issue 71): the TOOL primitive's "allowed" list is the app's tools or the query's subset of them, a tool
 node whose app lists none allows none, and an agent's app-only options may be repeated, not changed."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,9 @@ def tool_app(**node_config) -> App:
     app = App("tools")
     app.register_engine(Engine("llm", kind="vllm"))
     app.register_engine(Engine("tools", kind="tool"))
-    plan = Node("llm", name="plan", engine="llm", config={"parts": [["q", "$query.question"]], "split": "jsonl"})
+    plan = Node(
+        "llm", name="plan", engine="llm", config={"parts": [["q", "$query.question"]], "split": "jsonl"}
+    )
     call = Node("tool", name="call", engine="tools", config=node_config)
     plan >> call
     app.update_template([plan, call])
@@ -31,7 +34,9 @@ def test_a_tool_nodes_tools_are_the_apps_or_a_subset():
     assert allowed(app) == ["calculator", "weekday"]
     assert allowed(app, {"call": {"tools": ["weekday"]}}) == ["weekday"]
     assert allowed(app, {"call": {"tools": []}}) == []
-    with pytest.raises(ValueError, match=r"config.nodes.call.tools: \['today'\] not among the tools the app allows"):
+    with pytest.raises(
+        ValueError, match=r"config.nodes.call.tools: \['today'\] not among the tools the app allows"
+    ):
         allowed(app, {"call": {"tools": ["weekday", "today"]}})
 
 
@@ -47,8 +52,16 @@ def test_an_agents_app_only_options_may_be_repeated_not_changed():
     app.register_engine(Engine("llm", kind="vllm"))
     app.register_engine(Engine("tools", kind="tool"))
     parts = [["question", "$query.question"]]
-    app.update_template([Node("agent", name="agent", engine="llm", config={
-        "tool_engine": "tools", "tools": ["calculator"], "parts": parts})])
+    app.update_template(
+        [
+            Node(
+                "agent",
+                name="agent",
+                engine="llm",
+                config={"tool_engine": "tools", "tools": ["calculator"], "parts": parts},
+            )
+        ]
+    )
     same = {"tool_engine": "tools", "tools": ["calculator"], "parts": [["question", "$query.question"]]}
     assert app.compile({"question": "q"}, {"nodes": {"agent": same}}).pgraph.primitives
     with pytest.raises(ValueError, match="config.nodes.agent.parts: set by the app only"):

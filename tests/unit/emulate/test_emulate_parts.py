@@ -1,5 +1,6 @@
 """The emulator's parts that need no tokenizer and no server: output length specs, the engine pool's
 least-loaded balancing and exact token counts, vLLM's stream chunk shapes, the metrics page."""
+
 from __future__ import annotations
 
 import asyncio
@@ -26,7 +27,9 @@ def test_output_lengths_are_seeded_capped_and_pure_functions_of_the_prompt():
     assert all(d >= 1 for d in (OutputLengths("exponential:3").draw([i], 99) for i in range(50)))
 
 
-@pytest.mark.parametrize("spec", ["uniform:5", "fixed:0", "normal:3", "uniform:9,3", "lognormal:x,1", "none.json"])
+@pytest.mark.parametrize(
+    "spec", ["uniform:5", "fixed:0", "normal:3", "uniform:9,3", "lognormal:x,1", "none.json"]
+)
 def test_bad_length_specs_name_the_accepted_forms(spec):
     with pytest.raises(ValueError, match="--output-len"):
         OutputLengths(spec)
@@ -36,9 +39,11 @@ async def test_the_pool_balances_to_the_least_loaded_engine_and_writes_exact_cou
     pool = EnginePool(PROFILE, instances=2)
     await pool.start()
     try:
+
         async def run(n):
             events = [e async for e in pool.generate(list(range(100, 400)), n, "length", [7])]
             return events
+
         first, second = await asyncio.gather(run(7), run(3))
         assert [v for k, v in first if k == "token"] == list(range(1, 8))
         assert first[-1][1]["num_output_tokens"] == 7 and second[-1][1]["num_output_tokens"] == 3
@@ -69,8 +74,19 @@ async def test_closing_a_stream_early_aborts_its_call():
 
 
 def call(chat: bool, **kw) -> Call:
-    fields = dict(chat=chat, id="x-1", model="m", prompt_ids=[1, 2, 3], max_tokens=2, tokens=2, reason="length",
-                  stream=True, include_usage=True, continuous_usage=False, echo=False)
+    fields = dict(
+        chat=chat,
+        id="x-1",
+        model="m",
+        prompt_ids=[1, 2, 3],
+        max_tokens=2,
+        tokens=2,
+        reason="length",
+        stream=True,
+        include_usage=True,
+        continuous_usage=False,
+        echo=False,
+    )
     return Call(**{**fields, **kw})
 
 

@@ -1,5 +1,6 @@
 """Engine capabilities are declared (or read from the adapter's methods) once, when the executor
 starts an instance; the runtime checks `Instance.capabilities`, never the adapter."""
+
 import asyncio
 
 import pytest

@@ -1,5 +1,6 @@
 """An LLM engine's costs (engines.llm_text.costs / cost_probe): fitted at start by a short probe, or
 read from a named profile, reported in `EngineProfile.costs`."""
+
 import pytest
 
 from engines.llm_text.cost_probe import engine_costs, fit, probe_costs
@@ -16,6 +17,7 @@ def probed(cost: IterationCost, option: bool | str = True) -> dict:
             return await engine_costs(engine, option, 16)
         finally:
             await engine.stop()
+
     return run_virtual(main())
 
 
@@ -54,5 +56,6 @@ def test_probe_costs_on_a_started_engine_returns_fitted_costs():
             return await probe_costs(engine, 32)
         finally:
             await engine.stop()
+
     costs = run_virtual(main())
     assert costs.prefill_token_s == pytest.approx(0.002, rel=0.05) and costs.block_size == 32

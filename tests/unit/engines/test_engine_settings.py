@@ -1,5 +1,6 @@
 """Engine settings for the hardware found: no more busy threads than cores on a CPU machine, disjoint
 cores for several LLM instances, nothing changed on GPUs, and explicit options always winning."""
+
 from __future__ import annotations
 
 import json
@@ -11,7 +12,11 @@ from engines.machine.hardware import Hardware
 from engines.tuning.settings import busy_threads, default_settings, report, resolve_options, tuned_settings
 from engines.vllm.layout import parse_cpu_list, spawn_layout
 
-SHIPPED = [("vllm", 1), ("sentence_transformers", 1), ("reranker", 1)]  # the advanced-RAG app's compute engines
+SHIPPED = [
+    ("vllm", 1),
+    ("sentence_transformers", 1),
+    ("reranker", 1),
+]  # the advanced-RAG app's compute engines
 
 
 def resolved(hw: Hardware, engines=SHIPPED, tuned=None, explicit=None) -> list[tuple[str, dict]]:
@@ -58,8 +63,12 @@ def test_explicit_options_win_over_tuned_values_and_defaults():
     hw = Hardware(cores=4, gpu=False)
     tuned = {"vllm": {"worker_process": True}, "sentence_transformers": {"torch_threads": 3}}
     opts = resolve_options("vllm", {"cpu_threads_bind": "0-3", "model": "m"}, 0, 1, hw, tuned)
-    assert opts == {"worker_process": True, "cpu_threads_bind": "0-3", "model": "m",  # tuned > default, explicit > all
-                    "share_cores": True}
+    assert opts == {
+        "worker_process": True,
+        "cpu_threads_bind": "0-3",
+        "model": "m",  # tuned > default, explicit > all
+        "share_cores": True,
+    }
     opts = resolve_options("sentence_transformers", {"torch_threads": 2}, 0, 1, hw, tuned)
     assert opts["torch_threads"] == 2 and opts["exclusive"] is True
     assert resolve_options("pgvector", {"dsn": "x"}, 0, 1, hw, tuned) == {"dsn": "x"}
@@ -129,13 +138,21 @@ def test_the_cpu_embedder_batches_at_most_eight_chunks_unless_tuned_or_given():
     from engines.tuning.settings import CPU_EMBED_BATCH
 
     cpu, gpu = Hardware(cores=2, gpu=False), Hardware(cores=8, gpu=True)
-    assert resolve_options("sentence_transformers", {}, hw=cpu, tuned={})["max_efficient_batch"] == CPU_EMBED_BATCH == 8
+    assert (
+        resolve_options("sentence_transformers", {}, hw=cpu, tuned={})["max_efficient_batch"]
+        == CPU_EMBED_BATCH
+        == 8
+    )
     assert "max_efficient_batch" not in resolve_options("sentence_transformers", {}, hw=gpu, tuned={})
     assert "max_efficient_batch" not in resolve_options("reranker", {}, hw=cpu, tuned={})
     tuned = {"sentence_transformers": {"max_efficient_batch": 2}}
     assert resolve_options("sentence_transformers", {}, hw=cpu, tuned=tuned)["max_efficient_batch"] == 2
-    assert resolve_options("sentence_transformers", {"max_efficient_batch": 32}, hw=cpu,
-                           tuned=tuned)["max_efficient_batch"] == 32
+    assert (
+        resolve_options("sentence_transformers", {"max_efficient_batch": 32}, hw=cpu, tuned=tuned)[
+            "max_efficient_batch"
+        ]
+        == 32
+    )
 
 
 def test_an_engine_spec_takes_the_machines_max_efficient_batch_so_stage_decomposition_sees_it(monkeypatch):
@@ -146,11 +163,17 @@ def test_an_engine_spec_takes_the_machines_max_efficient_batch_so_stage_decompos
     monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})
     assert Engine("embedding", kind="sentence_transformers").info().max_efficient_batch == es.CPU_EMBED_BATCH
     assert Engine("embedding", kind="sentence_transformers", max_efficient_batch=3).max_efficient_batch == 3
-    monkeypatch.setattr(es, "tuned_settings", lambda path=None: {"sentence_transformers": {"max_efficient_batch": 2}})
-    assert Engine("embedding", kind="sentence_transformers").max_efficient_batch == 2  # `teola tune` reaches the spec
+    monkeypatch.setattr(
+        es, "tuned_settings", lambda path=None: {"sentence_transformers": {"max_efficient_batch": 2}}
+    )
+    assert (
+        Engine("embedding", kind="sentence_transformers").max_efficient_batch == 2
+    )  # `teola tune` reaches the spec
     monkeypatch.setenv("TEOLA_DEVICE", "cuda")
     monkeypatch.setattr(es, "tuned_settings", lambda path=None: {})
-    assert Engine("embedding", kind="sentence_transformers").max_efficient_batch == 32  # the adapter's own, on GPUs
+    assert (
+        Engine("embedding", kind="sentence_transformers").max_efficient_batch == 32
+    )  # the adapter's own, on GPUs
 
 
 def test_a_simulated_engine_does_not_take_this_machines_batch(monkeypatch):
@@ -180,7 +203,9 @@ def test_a_simulated_engine_takes_the_profiled_machines_batch(monkeypatch):
     assert app.engines["embedding"].max_efficient_batch == 8
     assert app.engines["reranker"].max_efficient_batch == 32
     profile = copy.deepcopy(load_profile("cpu-smollm2-135m"))
-    del profile["engines"]["sentence_transformers"]["max_efficient_batch"]  # a profile from before it was recorded
+    del profile["engines"]["sentence_transformers"][
+        "max_efficient_batch"
+    ]  # a profile from before it was recorded
     app = advanced_rag.build()
     use_profile(app, profile)
     assert app.engines["embedding"].max_efficient_batch == 32

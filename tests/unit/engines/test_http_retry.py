@@ -1,5 +1,6 @@
 """Retries of 429/5xx answers (engines.http_retry) in the HTTP tools and the remote search engine,
 against a loopback server that answers each path's scripted statuses first, then 200."""
+
 from __future__ import annotations
 
 import email.utils
@@ -55,7 +56,9 @@ def server():
 
 async def _call_tool(base: str, method: str = "GET", path: str = "/t", **options):
     idempotent = options.pop("idempotent", None)
-    spec = {"name": "t", "url": base + path, "method": method} | ({"idempotent": idempotent} if idempotent is not None else {})
+    spec = {"name": "t", "url": base + path, "method": method} | (
+        {"idempotent": idempotent} if idempotent is not None else {}
+    )
     tools = ToolEngine("tools", defaults=False, http_tools=[spec], **options)
     await tools.start()
     try:
@@ -66,8 +69,11 @@ async def _call_tool(base: str, method: str = "GET", path: str = "/t", **options
 
 def _waits(caplog) -> list[float]:
     """The waits the retry policy chose, as it logged them ("retry i of n in X s")."""
-    return [float(r.getMessage().rsplit(" in ", 1)[1].split()[0]) for r in caplog.records
-            if "; retry " in r.getMessage()]
+    return [
+        float(r.getMessage().rsplit(" in ", 1)[1].split()[0])
+        for r in caplog.records
+        if "; retry " in r.getMessage()
+    ]
 
 
 async def test_a_429_is_retried_after_the_seconds_its_retry_after_asks(server, caplog):
@@ -157,15 +163,21 @@ async def test_the_remote_search_engine_reports_the_status_once_retries_run_out(
 def test_retry_after_is_seconds_or_an_http_date():
     now = time.time()
     assert retry_after_seconds("3") == 3.0
-    assert retry_after_seconds(email.utils.formatdate(now + 10, usegmt=True), now=now) == pytest.approx(10, abs=1)
+    assert retry_after_seconds(email.utils.formatdate(now + 10, usegmt=True), now=now) == pytest.approx(
+        10, abs=1
+    )
     assert retry_after_seconds(email.utils.formatdate(now - 10, usegmt=True), now=now) == 0.0
     assert retry_after_seconds("soon") is None and retry_after_seconds(None) is None
 
 
-@pytest.mark.parametrize("retries, wait, message", [
-    (-1, 5, "option retries=-1 must be an int >= 0"), (True, 5, "option retries=True"),
-    (2, -1, "option max_retry_wait=-1 must be a number of seconds >= 0"),
-])
+@pytest.mark.parametrize(
+    "retries, wait, message",
+    [
+        (-1, 5, "option retries=-1 must be an int >= 0"),
+        (True, 5, "option retries=True"),
+        (2, -1, "option max_retry_wait=-1 must be a number of seconds >= 0"),
+    ],
+)
 def test_retry_options_are_validated_naming_the_option(retries, wait, message):
     with pytest.raises(ValueError, match=message):
         RetryPolicy.from_options("web", retries, wait)
@@ -177,5 +189,7 @@ def test_retry_options_are_validated_naming_the_option(retries, wait, message):
 
 def test_idempotent_must_be_a_bool():
     with pytest.raises(ValueError, match="idempotent='yes' must be true, false or left out"):
-        ToolEngine("tools", http_tools=[{"name": "t", "url": "http://127.0.0.1:1/x", "method": "POST",
-                                         "idempotent": "yes"}])
+        ToolEngine(
+            "tools",
+            http_tools=[{"name": "t", "url": "http://127.0.0.1:1/x", "method": "POST", "idempotent": "yes"}],
+        )

@@ -1,4 +1,5 @@
 """The maximum efficient batch taken from a latency curve (engines.machine.knee)."""
+
 import pytest
 
 from engines.machine.knee import knee

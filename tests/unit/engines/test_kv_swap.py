@@ -1,6 +1,7 @@
 """KV swap: swap-out then swap-in restores blocks bit-exactly, leaves other blocks alone, and rejects
 bad input before touching memory. Every property runs on the native kernel and on the per-block
 fallback; the native tests fail (not skip) when the extension is not built."""
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,16 @@ class Cache:
         return self.base.view(BITS[self.base.dtype]).clone()
 
 
-def make_caches(layout: str, dtype: torch.dtype, layers: int, num_blocks: int, heads: int,
-                block_size: int, head_dim: int, seed: int = 0) -> list[Cache]:
+def make_caches(
+    layout: str,
+    dtype: torch.dtype,
+    layers: int,
+    num_blocks: int,
+    heads: int,
+    block_size: int,
+    head_dim: int,
+    seed: int = 0,
+) -> list[Cache]:
     """Layer caches filled with random bits (NaN/inf patterns included) in one of three layouts."""
     g = torch.Generator().manual_seed(seed)
     out = []
@@ -70,15 +79,19 @@ dtypes = st.sampled_from([torch.bfloat16, torch.float16, torch.float32])
 def swap_cases(draw):
     """A cache geometry plus block tables of several requests and their swap-in destinations."""
     layout, dtype = draw(layouts), draw(dtypes)
-    geo = dict(layers=draw(st.integers(1, 3)), num_blocks=draw(st.integers(2, 24)),
-               heads=draw(st.integers(1, 3)), block_size=draw(st.sampled_from([1, 2, 3, 16])),
-               head_dim=draw(st.sampled_from([1, 3, 8])))
+    geo = dict(
+        layers=draw(st.integers(1, 3)),
+        num_blocks=draw(st.integers(2, 24)),
+        heads=draw(st.integers(1, 3)),
+        block_size=draw(st.sampled_from([1, 2, 3, 16])),
+        head_dim=draw(st.sampled_from([1, 3, 8])),
+    )
     nb = geo["num_blocks"]
-    out_ids = draw(st.permutations(range(nb)))[:draw(st.integers(1, nb))]
+    out_ids = draw(st.permutations(range(nb)))[: draw(st.integers(1, nb))]
     cuts = sorted(draw(st.lists(st.integers(0, len(out_ids)), max_size=4)))
     parts = [out_ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(out_ids)]) if b > a]
     tables = {f"r{i}": list(p) for i, p in enumerate(parts)}
-    dst = draw(st.permutations(range(nb)))[:len(out_ids)]
+    dst = draw(st.permutations(range(nb)))[: len(out_ids)]
     order = draw(st.permutations(list(tables)))
     split = draw(st.integers(1, len(order)))
     return layout, dtype, geo, tables, dst, order, split
@@ -100,8 +113,11 @@ def test_native_extension_is_built():
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(case=swap_cases(), seed=st.integers(0, 2**31 - 1))
 def test_swap_roundtrip_is_bit_exact(backend, case, seed):
     layout, dtype, geo, tables, dst, order, split = case
@@ -142,11 +158,14 @@ def test_swap_roundtrip_is_bit_exact(backend, case, seed):
 
 
 @settings(max_examples=40, deadline=None)
-@given(layout=layouts, dtype=dtypes, seed=st.integers(0, 2**31 - 1),
-       ids=st.lists(st.integers(0, 11), min_size=1, max_size=20))
+@given(
+    layout=layouts,
+    dtype=dtypes,
+    seed=st.integers(0, 2**31 - 1),
+    ids=st.lists(st.integers(0, 11), min_size=1, max_size=20),
+)
 def test_native_and_fallback_write_the_same_host_bytes(layout, dtype, seed, ids):
-    caches = make_caches(layout, dtype, layers=2, num_blocks=12, heads=2, block_size=4, head_dim=8,
-                         seed=seed)
+    caches = make_caches(layout, dtype, layers=2, num_blocks=12, heads=2, block_size=4, head_dim=8, seed=seed)
     views = [c.view for c in caches]
     bufs = []
     for backend in BACKENDS:
@@ -157,14 +176,21 @@ def test_native_and_fallback_write_the_same_host_bytes(layout, dtype, seed, ids)
 
 
 @settings(max_examples=30, deadline=None)
-@given(layout=layouts, dtype=dtypes, seed=st.integers(0, 2**31 - 1), mode=st.sampled_from([-1, 0, 1]),
-       threads=st.sampled_from([0, 1, 2, 3]), head_dim=st.sampled_from([3, 8, 64]),
-       n=st.integers(1, 40))
+@given(
+    layout=layouts,
+    dtype=dtypes,
+    seed=st.integers(0, 2**31 - 1),
+    mode=st.sampled_from([-1, 0, 1]),
+    threads=st.sampled_from([0, 1, 2, 3]),
+    head_dim=st.sampled_from([3, 8, 64]),
+    n=st.integers(1, 40),
+)
 def test_native_copy_modes_and_threads_roundtrip(layout, dtype, seed, mode, threads, head_dim, n):
     """Streaming stores (odd, unaligned chunk sizes included) and the OpenMP path, forced on."""
     ops = torch.ops.teola_kvswap
-    caches = make_caches(layout, dtype, layers=3, num_blocks=48, heads=2, block_size=16,
-                         head_dim=head_dim, seed=seed)
+    caches = make_caches(
+        layout, dtype, layers=3, num_blocks=48, heads=2, block_size=16, head_dim=head_dim, seed=seed
+    )
     views, bd = [c.view for c in caches], block_dim(layout)
     g = torch.Generator().manual_seed(seed)
     ids = torch.randperm(48, generator=g)[:n]
@@ -184,6 +210,7 @@ def test_native_copy_modes_and_threads_roundtrip(layout, dtype, seed, mode, thre
 
 
 # ---- bad input raises before any write ----------------------------------------------------------
+
 
 def small(layout="vllm", dtype=torch.float32):
     caches = make_caches(layout, dtype, layers=2, num_blocks=8, heads=2, block_size=4, head_dim=4)
@@ -250,8 +277,7 @@ def test_bad_cache_shapes_raise(backend):
     with pytest.raises(ValueError, match="dense"):
         KVSwapManager([base[::2]], backend=backend)
     with pytest.raises(ValueError, match="planes"):
-        KVSwapManager([torch.zeros(2, 8, 4, 4), torch.zeros(3, 8, 4, 4)], block_dim=1,
-                      backend=backend)
+        KVSwapManager([torch.zeros(2, 8, 4, 4), torch.zeros(3, 8, 4, 4)], block_dim=1, backend=backend)
     with pytest.raises(ValueError, match="block_dim"):
         KVSwapManager([base], block_dim=2, backend=backend)
     with pytest.raises(ValueError, match="at least"):
@@ -280,8 +306,12 @@ def test_native_ops_validate_on_their_own():
         (lambda: ops.gather(views, torch.tensor([0, 1]), buf, 3), "block_dim"),
         (lambda: ops.scatter(buf, views, torch.tensor([4, 4]), 0), "appears twice"),
         (lambda: ops.scatter(buf[::2], views, torch.tensor([4]), 0), "contiguous"),
-        (lambda: ops.gather(views, torch.tensor([0, 1]),
-                            caches[0].base.view(-1).view(torch.uint8)[: 2 * rec], 0), "shares memory"),
+        (
+            lambda: ops.gather(
+                views, torch.tensor([0, 1]), caches[0].base.view(-1).view(torch.uint8)[: 2 * rec], 0
+            ),
+            "shares memory",
+        ),
     ]
     for call, msg in cases:
         with pytest.raises(RuntimeError, match=msg):
@@ -292,16 +322,25 @@ def test_native_ops_validate_on_their_own():
 
 
 def test_build_script_is_idempotent():
-    out = subprocess.run(["bash", str(ROOT / "csrc" / "build.sh")], capture_output=True, text=True,
-                         timeout=600, check=True, env=ENV)
+    out = subprocess.run(
+        ["bash", str(ROOT / "csrc" / "build.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+        env=ENV,
+    )
     assert "up to date" in out.stdout or "done in" in out.stdout
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
-                    reason="no nvcc on this machine")
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+    reason="no nvcc on this machine",
+)
 def test_cuda_sources_compile_with_nvcc():
     """No GPU needed: the kernels and the torch binding compile with nvcc (cached by source hash)."""
-    out = subprocess.run(["bash", str(ROOT / "csrc" / "check_cuda.sh")], capture_output=True,
-                         text=True, timeout=900, env=ENV)
+    out = subprocess.run(
+        ["bash", str(ROOT / "csrc" / "check_cuda.sh")], capture_output=True, text=True, timeout=900, env=ENV
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert "passed" in out.stdout or "up to date" in out.stdout

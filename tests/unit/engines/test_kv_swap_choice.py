@@ -1,5 +1,6 @@
 """Swap vs recompute on hand-computed costs, and the connector's host index (saves by cost, LRU
 drops under the byte bound, loads past the prefix cache's hit), without vLLM."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,33 +21,42 @@ COSTS = SwapCosts(prefill_s_per_token=1e-3, swap_bytes_per_s=1e9, swap_fixed_s=5
 
 def test_costs_by_hand():
     assert recompute_seconds(100, COSTS) == pytest.approx(0.1)
-    assert swap_seconds(1_000_000, COSTS) == pytest.approx(0.0015)         # 0.5 ms + 1 ms
+    assert swap_seconds(1_000_000, COSTS) == pytest.approx(0.0015)  # 0.5 ms + 1 ms
     assert swap_seconds(1_000_000, COSTS, moves=2) == pytest.approx(0.003)  # out and in
 
 
-@pytest.mark.parametrize("tokens, nbytes, moves, want", [
-    (100, 1_000_000, 1, "swap"),        # 1.5 ms < 100 ms
-    (1, 1_000_000, 1, "recompute"),     # 1.5 ms > 1 ms
-    (2, 1_000_000, 1, "swap"),          # 1.5 ms < 2 ms
-    (3, 2_000_000, 2, "recompute"),     # 2 x 2.5 ms = 5 ms > 3 ms
-    (6, 2_000_000, 2, "swap"),          # 5 ms < 6 ms
-    (0, 1_000, 1, "recompute"),         # nothing to recompute
-    (10, 0, 1, "recompute"),            # nothing to move
-])
+@pytest.mark.parametrize(
+    "tokens, nbytes, moves, want",
+    [
+        (100, 1_000_000, 1, "swap"),  # 1.5 ms < 100 ms
+        (1, 1_000_000, 1, "recompute"),  # 1.5 ms > 1 ms
+        (2, 1_000_000, 1, "swap"),  # 1.5 ms < 2 ms
+        (3, 2_000_000, 2, "recompute"),  # 2 x 2.5 ms = 5 ms > 3 ms
+        (6, 2_000_000, 2, "swap"),  # 5 ms < 6 ms
+        (0, 1_000, 1, "recompute"),  # nothing to recompute
+        (10, 0, 1, "recompute"),  # nothing to move
+    ],
+)
 def test_choice_on_hand_computed_costs(tokens, nbytes, moves, want):
     assert choose(tokens, nbytes, COSTS, moves) == want
 
 
 def test_a_tie_recomputes():
     costs = SwapCosts(prefill_s_per_token=1e-3, swap_bytes_per_s=1e6, swap_fixed_s=0.0)
-    assert choose(5, 5_000, costs) == "recompute"   # 5 ms either way
+    assert choose(5, 5_000, costs) == "recompute"  # 5 ms either way
     assert choose(5, 4_999, costs) == "swap"
 
 
-@pytest.mark.parametrize("bad", [{"prefill_s_per_token": -1, "swap_bytes_per_s": 1},
-                                 {"prefill_s_per_token": 1, "swap_bytes_per_s": 0},
-                                 {"prefill_s_per_token": float("nan"), "swap_bytes_per_s": 1},
-                                 {"swap_bytes_per_s": 1}, "fast"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"prefill_s_per_token": -1, "swap_bytes_per_s": 1},
+        {"prefill_s_per_token": 1, "swap_bytes_per_s": 0},
+        {"prefill_s_per_token": float("nan"), "swap_bytes_per_s": 1},
+        {"swap_bytes_per_s": 1},
+        "fast",
+    ],
+)
 def test_bad_costs_are_named(bad):
     with pytest.raises(ValueError, match="prefill_s_per_token|swap_bytes_per_s|swap costs"):
         SwapCosts.from_dict(bad)
@@ -143,14 +153,17 @@ def test_recompute_chosen_at_resume_when_only_a_little_is_missing():
     assert ix.matched("k", list(range(101)), local=0, costs=costs) == 100
 
 
-@pytest.mark.parametrize("options, problem", [
-    ({"kv_swap": "yes"}, "kv_swap must be"),
-    ({"kv_swap": True, "kv_swap_bytes": 0}, "kv_swap_bytes"),
-    ({"kv_swap": True, "kv_swap_costs": {"prefill": 1}}, "kv_swap_costs"),
-    ({"kv_swap": True, "kv_swap_costs": {"swap_bytes_per_s": -1}}, "swap_bytes_per_s"),
-    ({"kv_swap_bytes": 10}, "need kv_swap: true"),
-    ({"kv_swap": True, "engine_args": {"kv_transfer_config": {}}}, "do not pass them"),
-])
+@pytest.mark.parametrize(
+    "options, problem",
+    [
+        ({"kv_swap": "yes"}, "kv_swap must be"),
+        ({"kv_swap": True, "kv_swap_bytes": 0}, "kv_swap_bytes"),
+        ({"kv_swap": True, "kv_swap_costs": {"prefill": 1}}, "kv_swap_costs"),
+        ({"kv_swap": True, "kv_swap_costs": {"swap_bytes_per_s": -1}}, "swap_bytes_per_s"),
+        ({"kv_swap_bytes": 10}, "need kv_swap: true"),
+        ({"kv_swap": True, "engine_args": {"kv_transfer_config": {}}}, "do not pass them"),
+    ],
+)
 def test_vllm_engine_rejects_bad_kv_swap_options(options, problem):
     from engines.vllm.engine import VLLMEngine
 
@@ -158,28 +171,39 @@ def test_vllm_engine_rejects_bad_kv_swap_options(options, problem):
         VLLMEngine("llm", **options)
 
 
-@pytest.mark.parametrize("computed, move_s, survival, want", [
-    # 4-token blocks, 1 s to prefill a token, `move_s` to move one block, no fixed cost
-    (8, 1.0, 0.0, True),     # 2 full blocks: out 2 s + in 2 s = 4 s < 8 s lost
-    (8, 1.0, 0.5, True),     # out 2 s + in 1 s = 3 s < 4 s lost
-    (8, 1.0, 0.75, False),   # out 2 s + in 0.5 s = 2.5 s > 2 s lost
-    (8, 1.0, 1.0, False),    # nothing lost: the swap-out would be paid for nothing
-    (11, 1.0, 1.0, False),   # the 3-token tail is lost: out 3 s + in 1 s = 4 s > 3 s
-    (11, 0.5, 1.0, True),    # out 1.5 s + in 0.5 s = 2 s < 3 s: the tail alone pays for the save
-    (12, 0.5, 1.0, False),   # no tail, every full block cached: nothing lost
-    (0, 0.5, 0.0, False),    # nothing computed
-])
-def test_a_save_pays_for_what_the_prefix_cache_loses_and_it_never_keeps_the_tail(computed, move_s, survival, want):
+@pytest.mark.parametrize(
+    "computed, move_s, survival, want",
+    [
+        # 4-token blocks, 1 s to prefill a token, `move_s` to move one block, no fixed cost
+        (8, 1.0, 0.0, True),  # 2 full blocks: out 2 s + in 2 s = 4 s < 8 s lost
+        (8, 1.0, 0.5, True),  # out 2 s + in 1 s = 3 s < 4 s lost
+        (8, 1.0, 0.75, False),  # out 2 s + in 0.5 s = 2.5 s > 2 s lost
+        (8, 1.0, 1.0, False),  # nothing lost: the swap-out would be paid for nothing
+        (11, 1.0, 1.0, False),  # the 3-token tail is lost: out 3 s + in 1 s = 4 s > 3 s
+        (11, 0.5, 1.0, True),  # out 1.5 s + in 0.5 s = 2 s < 3 s: the tail alone pays for the save
+        (12, 0.5, 1.0, False),  # no tail, every full block cached: nothing lost
+        (0, 0.5, 0.0, False),  # nothing computed
+    ],
+)
+def test_a_save_pays_for_what_the_prefix_cache_loses_and_it_never_keeps_the_tail(
+    computed, move_s, survival, want
+):
     assert save_pays(computed, 4, move_s, 1.0, survival) is want
 
 
 def test_save_pays_counts_the_fixed_cost_of_both_copies_and_matches_choose_with_nothing_cached():
-    assert not save_pays(11, 4, 0.5, 1.0, 1.0, fixed_s=0.6)    # 1.2 s + 2 s = 3.2 s > 3 s
-    assert save_pays(11, 4, 0.5, 1.0, 1.0, fixed_s=0.4)        # 0.8 s + 2 s = 2.8 s < 3 s
+    assert not save_pays(11, 4, 0.5, 1.0, 1.0, fixed_s=0.6)  # 1.2 s + 2 s = 3.2 s > 3 s
+    assert save_pays(11, 4, 0.5, 1.0, 1.0, fixed_s=0.4)  # 0.8 s + 2 s = 2.8 s < 3 s
     for tokens in (3, 6, 8, 40):
         nbytes = -(-tokens // 4) * 1_000_000
-        assert save_pays(tokens, 4, swap_seconds(1_000_000, COSTS) - COSTS.swap_fixed_s, COSTS.prefill_s_per_token,
-                         0.0, COSTS.swap_fixed_s) is (choose(tokens, nbytes, COSTS, moves=2) == "swap")
+        assert save_pays(
+            tokens,
+            4,
+            swap_seconds(1_000_000, COSTS) - COSTS.swap_fixed_s,
+            COSTS.prefill_s_per_token,
+            0.0,
+            COSTS.swap_fixed_s,
+        ) is (choose(tokens, nbytes, COSTS, moves=2) == "swap")
     with pytest.raises(ValueError, match="survival"):
         save_pays(8, 4, 1.0, 1.0, 1.5)
     with pytest.raises(ValueError, match="block_size"):
@@ -214,20 +238,20 @@ def test_a_call_with_a_partly_filled_last_block_is_saved_even_when_resumes_keep_
     assert ix.save("k1", "r1", list(range(9)), [1, 2, 3], 8, costs)
     ix.consume("k1", [4, 5, 6], local=8, loaded=0)
     assert ix.survival() == 1.0
-    assert not ix.save("k2", "r2", list(range(9)), [1, 2], 8, costs)          # no tail: nothing lost
-    assert ix.save("k3", "r3", list(range(12)), [1, 2, 3], 11, costs)         # the tail is
-    assert ix.matched("k3", list(range(12)), 8, costs) == 3                    # ... and loads back
+    assert not ix.save("k2", "r2", list(range(9)), [1, 2], 8, costs)  # no tail: nothing lost
+    assert ix.save("k3", "r3", list(range(12)), [1, 2, 3], 11, costs)  # the tail is
+    assert ix.matched("k3", list(range(12)), 8, costs) == 3  # ... and loads back
 
 
 def test_survival_tracker_counts_a_watched_calls_first_resume_and_forgets_the_oldest():
     t = SurvivalTracker(limit=2)
     assert t.share() == 0.0
     t.watch("a", 4)
-    t.watch("b", 0)                      # nothing computed: not watched
+    t.watch("b", 0)  # nothing computed: not watched
     assert t.resumed("b", 3) == (0, 0)
-    assert t.resumed("a", 9) == (4, 4)   # cached is capped at the call's own blocks
-    assert t.resumed("a", 4) == (0, 0)   # only the first admission after the abort counts
-    t.watch("c", 2)   # "c" is forgotten past the limit
+    assert t.resumed("a", 9) == (4, 4)  # cached is capped at the call's own blocks
+    assert t.resumed("a", 4) == (0, 0)  # only the first admission after the abort counts
+    t.watch("c", 2)  # "c" is forgotten past the limit
     t.watch("d", 2)
     t.watch("e", 2)
     assert t.resumed("c", 2) == (0, 0)

@@ -1,4 +1,5 @@
 """Model registry: resolution, clear errors, cache location."""
+
 from pathlib import Path
 
 import pytest

@@ -1,6 +1,7 @@
 """The remote LLM engine fits its server's costs at start (engines/llm_text/cost_probe.py) through its
 own requests: against `teola emulate` on a loopback port, timed on the wall clock by a measured A100
 profile, the fit comes near that profile's costs (the request cost also holds the round trip)."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,7 @@
 """The remote-engine adapters without a server: options checked eagerly, the kind's ops, profile
 and continuity per api, one instance per URL of `urls`, and connection failures retried by the
 openai client, then reported naming the URL."""
+
 import socket
 
 import pytest
@@ -56,10 +57,16 @@ def test_max_num_seqs_is_the_in_flight_cap():
     assert OpenAILLMEngine("llm", url="http://gpu:8000").profile.max_inflight == 16
 
 
-@pytest.mark.parametrize("options, words", [
-    ({}, "option url"), ({"url": "gpu:8000"}, "option url"), ({"url": "http://g", "timeout": 0}, "timeout"),
-    ({"url": "http://g", "retries": -1}, "retries"), ({"url": "http://g", "max_tokens": 0}, "max_tokens"),
-])
+@pytest.mark.parametrize(
+    "options, words",
+    [
+        ({}, "option url"),
+        ({"url": "gpu:8000"}, "option url"),
+        ({"url": "http://g", "timeout": 0}, "timeout"),
+        ({"url": "http://g", "retries": -1}, "retries"),
+        ({"url": "http://g", "max_tokens": 0}, "max_tokens"),
+    ],
+)
 def test_bad_options_name_the_option(options, words):
     with pytest.raises(ValueError, match=words):
         OpenAILLMEngine("llm", **options)
@@ -91,12 +98,21 @@ def test_engine_options_from_the_environment_point_a_built_in_app_at_a_server(mo
         resolve_app("naive_rag")
 
 
-@pytest.mark.parametrize("body, overflow", [
-    ({"message": "This model's maximum context length is 2048 tokens. However, you requested 4100 tokens",
-      "type": "BadRequestError", "code": 400}, True),
-    ({"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}, True),
-    ({"message": "temperature must be non-negative", "type": "BadRequestError", "code": 400}, False),
-])
+@pytest.mark.parametrize(
+    "body, overflow",
+    [
+        (
+            {
+                "message": "This model's maximum context length is 2048 tokens. However, you requested 4100 tokens",
+                "type": "BadRequestError",
+                "code": 400,
+            },
+            True,
+        ),
+        ({"message": "too long", "type": "invalid_request_error", "code": "context_length_exceeded"}, True),
+        ({"message": "temperature must be non-negative", "type": "BadRequestError", "code": 400}, False),
+    ],
+)
 def test_a_servers_context_overflow_is_told_apart_from_other_refusals(body, overflow):
     import httpx
     import openai
@@ -104,7 +120,9 @@ def test_a_servers_context_overflow_is_told_apart_from_other_refusals(body, over
     from engines.openai.client import RemoteClient
     from engines.request_checks import ContextTooLong
 
-    answer = httpx.Response(400, request=httpx.Request("POST", "http://gpu-box:8000/v1/completions"), json={"error": body})
+    answer = httpx.Response(
+        400, request=httpx.Request("POST", "http://gpu-box:8000/v1/completions"), json={"error": body}
+    )
     exc = openai.BadRequestError(body["message"], response=answer, body=body)
     err = RemoteClient("llm", "http://gpu-box:8000", None, 1.0, 1.0, 0, 1).error("completions", exc)
     assert isinstance(err, RemoteEngineError) and isinstance(err, ContextTooLong) is overflow

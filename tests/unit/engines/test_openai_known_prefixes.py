@@ -2,6 +2,7 @@
 would cache nothing of it (under one KV block) or this engine sent that prefix before, as the
 in-process adapter does (engines/llm_text/prefix_memo.py); a full prefill and every other request are
 sent. The server is a fake client recording each body; the tokenizer a fake renderer."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -41,8 +42,13 @@ def engine(**options: Any) -> tuple[OpenAILLMEngine, FakeServer]:
 
 
 def prompt(n: int, salt: str | None = None) -> list[dict[str, Any]]:
-    return [{"parts": [["user", " ".join(str(t) for t in range(n))]], "complete": False,
-             **({"cache_salt": salt} if salt else {})}]
+    return [
+        {
+            "parts": [["user", " ".join(str(t) for t in range(n))]],
+            "complete": False,
+            **({"cache_salt": salt} if salt else {}),
+        }
+    ]
 
 
 async def test_known_and_short_prefixes_are_answered_without_a_request():

@@ -2,6 +2,7 @@
 (engines.openai.client.RemoteClient.stream): events split anywhere across reads, multi-line data,
 comments and "[DONE]", an error the server sends inside the stream, and the connection closed once
 the reader stops. The server is a fake response; no network."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,11 @@ import pytest
 
 from engines.openai.client import RemoteClient, RemoteEngineError
 
-CHUNKS = [{"choices": [{"index": 0, "text": "Hel", "token_ids": [1]}]},
-          {"choices": [{"index": 0, "text": "lo \u00e9", "token_ids": [2, 3], "finish_reason": "length"}]},
-          {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3}}]
+CHUNKS = [
+    {"choices": [{"index": 0, "text": "Hel", "token_ids": [1]}]},
+    {"choices": [{"index": 0, "text": "lo \u00e9", "token_ids": [2, 3], "finish_reason": "length"}]},
+    {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3}},
+]
 
 
 class FakeResponse:
@@ -23,7 +26,7 @@ class FakeResponse:
     async def aiter_bytes(self):
         for k in range(0, len(self.body), self.block):
             self.read = k + self.block
-            yield self.body[k:k + self.block]
+            yield self.body[k : k + self.block]
 
     async def aclose(self) -> None:
         self.closed = True

@@ -2,6 +2,7 @@
 71): sent without it (tenants then share the server's prefix cache) with one warning per engine
 naming the server, or refused with the engine option unsalted="refuse". The server is a fake
 client that records each request body; the tokenizer a fake renderer."""
+
 from __future__ import annotations
 
 import logging
@@ -57,7 +58,11 @@ async def test_another_server_warns_once_naming_it_that_tenants_share_its_prefix
         await eng.execute("prefilling", prefill("tenant-b"))
         await eng.execute("prefilling", prefill(None))
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1 and "http://gpu-box:8000" in warnings[0] and "share its prefix cache" in warnings[0]
+    assert (
+        len(warnings) == 1
+        and "http://gpu-box:8000" in warnings[0]
+        and "share its prefix cache" in warnings[0]
+    )
     assert len(completions.bodies) == 3 and all("cache_salt" not in str(b) for b in completions.bodies)
 
 

@@ -2,14 +2,18 @@
 client CPU than one parsed chunk per token), and streams when items, deltas or progress are read,
 both as plain JSON (never the SDK's typed call, which builds a model per streamed chunk): checked
 against `teola emulate` (wall-clock GPU timing, exact token counts) on a loopback port."""
+
 from __future__ import annotations
 
 import pytest
 
 pytestmark = pytest.mark.services
 
-REQUEST = {"parts": [["system", "You answer."], ["user", "Name three rivers."]], "max_tokens": 24,
-           "ignore_eos": True}
+REQUEST = {
+    "parts": [["system", "You answer."], ["user", "Name three rivers."]],
+    "max_tokens": 24,
+    "ignore_eos": True,
+}
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
 """engines.llm_text.prefix_memo: which partial prefills need not reach the engine."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,12 +16,12 @@ def test_a_prefix_shorter_than_one_block_is_never_sent():
 
 def test_a_prefix_is_skipped_once_its_whole_blocks_were_sent():
     memo = PrefixMemo(block_size=4)
-    ids = [1, 2, 3, 4, 5, 6]          # one whole block, [1, 2, 3, 4]; the tail is never cached
+    ids = [1, 2, 3, 4, 5, 6]  # one whole block, [1, 2, 3, 4]; the tail is never cached
     assert memo.skip_reason(ids) is None
     memo.note(ids)
     assert memo.skip_reason(ids) == SENT_BEFORE
-    assert memo.skip_reason([1, 2, 3, 4, 9]) == SENT_BEFORE     # same whole blocks, other tail
-    assert memo.skip_reason([1, 2, 3, 4, 5, 6, 7, 8]) is None   # a second block not sent yet
+    assert memo.skip_reason([1, 2, 3, 4, 9]) == SENT_BEFORE  # same whole blocks, other tail
+    assert memo.skip_reason([1, 2, 3, 4, 5, 6, 7, 8]) is None  # a second block not sent yet
     assert memo.skip_reason([9, 2, 3, 4]) is None
 
 
@@ -36,7 +37,11 @@ def test_salts_keep_prefixes_apart_and_clear_forgets_every_note():
 def test_answer_notes_what_it_lets_through_and_answers_the_rest():
     memo = PrefixMemo(block_size=4)
     assert memo.answer([1, 2, 3, 4, 5]) is None
-    assert memo.answer([1, 2, 3, 4, 5]) == {"num_prompt_tokens": 5, "num_cached_tokens": 0, "skipped": SENT_BEFORE}
+    assert memo.answer([1, 2, 3, 4, 5]) == {
+        "num_prompt_tokens": 5,
+        "num_cached_tokens": 0,
+        "skipped": SENT_BEFORE,
+    }
     assert memo.answer([7])["skipped"] == TOO_SHORT
 
 

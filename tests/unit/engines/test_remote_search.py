@@ -1,6 +1,7 @@
 """The remote search adapter (engines.search.remote_search) against real HTTP servers on loopback: results,
 errors (status, timeout, refused connection, bad body), option validation, and kind "search"
 choosing it when `url` is given."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,11 @@ def _app() -> Any:
 
     @app.get("/search")
     async def search(q: str, top_k: int = Query(4)) -> dict:
-        return {"results": [{"title": f"t{i}", "text": f"{q} #{i}", "score": 1.0 / (i + 1)} for i in range(top_k + 2)]}
+        return {
+            "results": [
+                {"title": f"t{i}", "text": f"{q} #{i}", "score": 1.0 / (i + 1)} for i in range(top_k + 2)
+            ]
+        }
 
     @app.get("/broken")
     async def broken(q: str) -> Any:
@@ -70,7 +75,9 @@ async def _search(url: str, **options: Any) -> Any:
     engine = RemoteSearchEngine("web", url=url, **options)
     await engine.start()
     try:
-        return await engine.execute("searching", [{"query": "alpha", "top_k": 2}, {"query": "beta", "top_k": 1}])
+        return await engine.execute(
+            "searching", [{"query": "alpha", "top_k": 2}, {"query": "beta", "top_k": 1}]
+        )
     finally:
         await engine.stop()
 
@@ -81,8 +88,10 @@ async def test_batch_of_queries_returns_top_k_per_query(server):
     assert out[0][0] == {"text": "alpha #0", "score": 1.0, "title": "t0"}
 
 
-@pytest.mark.parametrize("path, message", [
-    ("/broken", "HTTP 503"), ("/text", "not JSON"), ("/shape", "'text' string"), ("/missing", "HTTP 404")])
+@pytest.mark.parametrize(
+    "path, message",
+    [("/broken", "HTTP 503"), ("/text", "not JSON"), ("/shape", "'text' string"), ("/missing", "HTTP 404")],
+)
 async def test_bad_answers_name_the_engine_and_the_cause(server, path, message):
     with pytest.raises(RemoteSearchError, match=message) as info:
         await _search(f"{server}{path}")
@@ -116,10 +125,16 @@ async def test_not_started_and_bad_requests_raise():
         await engine.stop()
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"url": "ftp://x/search"}, "absolute http"), ({"url": "http://x/search?q=1"}, "query string"),
-    ({"url": "http://x/s", "timeout": 0}, "timeout"), ({"url": "http://x/s", "max_connections": 0}, "max_connections"),
-    ({"url": "http://x/s", "headers": {"k": 1}}, "headers")])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"url": "ftp://x/search"}, "absolute http"),
+        ({"url": "http://x/search?q=1"}, "query string"),
+        ({"url": "http://x/s", "timeout": 0}, "timeout"),
+        ({"url": "http://x/s", "max_connections": 0}, "max_connections"),
+        ({"url": "http://x/s", "headers": {"k": 1}}, "headers"),
+    ],
+)
 def test_options_are_validated(options, message):
     with pytest.raises(ValueError, match=message):
         RemoteSearchEngine("web", **options)
@@ -131,5 +146,7 @@ def test_kind_search_is_remote_with_url_and_local_without():
     from engines.search.text_search import TextSearchEngine
 
     assert isinstance(create_engine("s", "search", {}), TextSearchEngine)
-    assert kind_defaults("search", {"url": "http://h/s"})[1].max_batch == 1  # one query per call, each its own batch
+    assert (
+        kind_defaults("search", {"url": "http://h/s"})[1].max_batch == 1
+    )  # one query per call, each its own batch
     assert kind_defaults("search", {})[1].max_batch == TextSearchEngine.default_profile.max_batch

@@ -1,6 +1,7 @@
 """The remote search adapter's errors reach the tenant (security review, issue 71): a failing search
 API's status is named, its response body is not (it is logged). A loopback server answers 503 and
 a non-JSON 200, each with a body holding a marker."""
+
 from __future__ import annotations
 
 import logging
@@ -41,7 +42,10 @@ async def test_errors_name_the_status_not_the_body(base, path, cause, caplog):
     engine = RemoteSearchEngine("web", url=base + path)
     await engine.start()
     try:
-        with caplog.at_level(logging.WARNING, logger="teola.engines"), pytest.raises(RemoteSearchError) as info:
+        with (
+            caplog.at_level(logging.WARNING, logger="teola.engines"),
+            pytest.raises(RemoteSearchError) as info,
+        ):
             await engine.execute("searching", [{"query": "alpha", "top_k": 2}])
     finally:
         await engine.stop()

@@ -1,5 +1,6 @@
 """Simulated engines sharing one machine (engines/sim/device.py) and `teola profile`'s measurement
 of how much they slow each other (teola/sim/contention.py), on the virtual clock."""
+
 import asyncio
 
 import pytest
@@ -9,15 +10,22 @@ from engines.sim.llm import SimLLM
 from engines.sim.sim_engine import SimEngine
 from teola.sim.virtual_loop import run_virtual
 
-DEVICE = {"exclusive": ["sentence_transformers", "reranker"],
-          "slowdown": {"vllm": {"sentence_transformers": 1.5}, "sentence_transformers": {"vllm": 1.2}}}
+DEVICE = {
+    "exclusive": ["sentence_transformers", "reranker"],
+    "slowdown": {"vllm": {"sentence_transformers": 1.5}, "sentence_transformers": {"vllm": 1.2}},
+}
 COST = {"base": 0.02, "prefill_token": 1e-4, "decode_seq": 0.01, "context_token": 0.0}
 
 
 def _embedder(name: str, kind: str, seconds: float, device=DEVICE) -> SimEngine:
     op = "embedding" if kind == "sentence_transformers" else "reranking"
-    return SimEngine(name, [op], latency={1: seconds, 64: seconds}, record=False,
-                     device=DeviceShare.from_profile(kind, device))
+    return SimEngine(
+        name,
+        [op],
+        latency={1: seconds, 64: seconds},
+        record=False,
+        device=DeviceShare.from_profile(kind, device),
+    )
 
 
 def test_exclusive_kinds_take_turns_and_others_do_not():
@@ -26,11 +34,16 @@ def test_exclusive_kinds_take_turns_and_others_do_not():
         free = _embedder("f", "sentence_transformers", 1.0, device=None)
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        await asyncio.gather(emb.execute("embedding", [{"text": "a"}]), rr.execute("reranking", [{"query": "q", "text": "a"}]))
+        await asyncio.gather(
+            emb.execute("embedding", [{"text": "a"}]), rr.execute("reranking", [{"query": "q", "text": "a"}])
+        )
         turns = loop.time() - t0
         t0 = loop.time()
-        await asyncio.gather(free.execute("embedding", [{"text": "a"}]), rr.execute("reranking", [{"query": "q", "text": "a"}]))
+        await asyncio.gather(
+            free.execute("embedding", [{"text": "a"}]), rr.execute("reranking", [{"query": "q", "text": "a"}])
+        )
         return turns, loop.time() - t0
+
     turns, together = run_virtual(main())
     assert turns == pytest.approx(2.0) and together == pytest.approx(1.0)
 
@@ -53,19 +66,20 @@ def test_an_op_is_slowed_only_while_another_kind_computes_and_simulations_do_not
         await busy
         await llm.stop()
         return alone, loaded, emb.busy_s
+
     alone, loaded, emb_busy = run_virtual(main())
-    assert loaded == pytest.approx(alone * 1.5, rel=0.02)   # every iteration ran under the 2 s batch
-    assert emb_busy == pytest.approx(2.0)                  # it started with the LLM idle: not slowed
-    alone2, _, _ = run_virtual(main())                     # a new loop starts with nothing busy
+    assert loaded == pytest.approx(alone * 1.5, rel=0.02)  # every iteration ran under the 2 s batch
+    assert emb_busy == pytest.approx(2.0)  # it started with the LLM idle: not slowed
+    alone2, _, _ = run_virtual(main())  # a new loop starts with nothing busy
     assert alone2 == pytest.approx(alone)
 
 
 def test_a_device_entry_names_what_is_wrong():
     assert DeviceShare.from_profile("vllm", None) is None
-    assert DeviceShare.from_profile("pgvector", DEVICE) is None   # neither exclusive nor slowed
+    assert DeviceShare.from_profile("pgvector", DEVICE) is None  # neither exclusive nor slowed
     assert DeviceShare.from_profile("vllm", DEVICE).slowdown == (("sentence_transformers", 1.5),)
     only_slows = DeviceShare.from_profile("vllm", {"slowdown": {"reranker": {"vllm": 1.1}}})
-    assert only_slows is not None and only_slows.slowdown == ()   # it must still count as busy
+    assert only_slows is not None and only_slows.slowdown == ()  # it must still count as busy
     with pytest.raises(ValueError, match="device.slowdown.vllm.reranker"):
         DeviceShare.from_profile("vllm", {"slowdown": {"vllm": {"reranker": 0.5}}})
     with pytest.raises(ValueError, match="device.exclusive"):
@@ -78,14 +92,22 @@ def test_profiling_sim_engines_with_known_contention_recovers_it():
 
     async def main():
         llm = SimLLM("llm", COST, max_num_seqs=4, device=DeviceShare.from_profile("vllm", DEVICE))
-        emb = SimEngine("e", ["embedding"], op_cost={"embedding": {"base": 0.05, "per_item": 0.1}}, record=False,
-                        device=DeviceShare.from_profile("sentence_transformers", DEVICE))
+        emb = SimEngine(
+            "e",
+            ["embedding"],
+            op_cost={"embedding": {"base": 0.05, "per_item": 0.1}},
+            record=False,
+            device=DeviceShare.from_profile("sentence_transformers", DEVICE),
+        )
         emb.exclusive = True
         await llm.start()
         try:
-            return await profile_contention({"vllm": llm, "sentence_transformers": emb}, _prose, lambda _: None)
+            return await profile_contention(
+                {"vllm": llm, "sentence_transformers": emb}, _prose, lambda _: None
+            )
         finally:
             await llm.stop()
+
     device = run_virtual(main())
     assert device["exclusive"] == ["sentence_transformers"]
     assert device["slowdown"]["vllm"]["sentence_transformers"] == pytest.approx(1.5, rel=0.02)
@@ -95,6 +117,7 @@ def test_profiling_sim_engines_with_known_contention_recovers_it():
 
 async def _no_pair():
     from teola.sim.contention import profile_contention
+
     return await profile_contention({"vllm": object()}, lambda w, s: "x", lambda _: None)
 
 
@@ -112,4 +135,5 @@ def test_an_llm_that_is_not_slowed_still_slows_the_embedder():
         await decoding
         await llm.stop()
         return emb.busy_s
+
     assert run_virtual(main()) == pytest.approx(1.25)

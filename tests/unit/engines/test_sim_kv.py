@@ -1,5 +1,6 @@
 """KV blocks of the simulated LLM (engines.sim.kv): prefix hits by chained block hashes, sharing of
 equal blocks, LRU eviction of unreferenced cached blocks, no over-allocation."""
+
 from __future__ import annotations
 
 from engines.sim.kv import BlockPool, Holding, block_hashes

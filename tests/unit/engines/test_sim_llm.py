@@ -2,6 +2,7 @@
 linear cost model, chunked prefill under the token budget, prefix-cache hits, preemption by
 recompute and by swap when KV blocks run out, priority scheduling, abort, streamed items, and
 deterministic output lengths. All in virtual time."""
+
 from __future__ import annotations
 
 import asyncio
@@ -17,7 +18,12 @@ COST = {"base": 1.0, "prefill_token": 0.01, "decode_seq": 0.1, "context_token": 
 
 def req(words: int, max_tokens: int, word: str = "a", **kw) -> dict:
     """A prompt of words + 3 generation-prompt tokens (token_ratio 1, no template tokens)."""
-    return {"parts": [["question", " ".join([word] * words)]], "max_tokens": max_tokens, "ignore_eos": True, **kw}
+    return {
+        "parts": [["question", " ".join([word] * words)]],
+        "max_tokens": max_tokens,
+        "ignore_eos": True,
+        **kw,
+    }
 
 
 def engine(**kw) -> SimLLM:
@@ -27,6 +33,7 @@ def engine(**kw) -> SimLLM:
 def run(main):
     async def wrapped():
         return await main()
+
     return run_virtual(wrapped())
 
 
@@ -38,6 +45,7 @@ def test_one_call_takes_a_prefill_iteration_then_one_iteration_per_token():
         t = asyncio.get_running_loop().time()
         await e.stop()
         return r, t, e.stats
+
     r, t, stats = run(main)
     # prefill 40 tokens samples token 1: 1 + 0.4; tokens 2..5: 4 x (1 + 0.1)
     assert t == pytest.approx(1.4 + 4 * 1.1)
@@ -53,6 +61,7 @@ def test_a_long_prompt_is_prefilled_in_chunks_of_the_token_budget():
         await e.execute("prefilling", [req(37, 1)])
         await e.stop()
         return e.iterations
+
     its = run(main)
     assert [p for _, p, _, _ in its] == [16, 16, 8]
     assert sum(s for s, *_ in its) == pytest.approx(3 * 1.0 + 0.4)
@@ -66,6 +75,7 @@ def test_a_repeated_prompt_hits_the_prefix_cache():
         t = asyncio.get_running_loop().time()
         [r] = await e.execute("decoding", [req(37, 2)])
         return r, asyncio.get_running_loop().time() - t
+
     r, took = run(main)
     assert r["num_cached_tokens"] == 32  # 2 full blocks of 16; the last token is always computed
     assert took == pytest.approx((1 + 0.08) + 1.1)
@@ -78,6 +88,7 @@ def test_running_out_of_blocks_preempts_the_last_admitted_call_which_recomputes(
         out = await e.execute("decoding", [req(9, 8), req(9, 8, word="b")])  # 12 prompt tokens each
         await e.stop()
         return out, e.stats
+
     out, stats = run(main)
     # each call needs 5 blocks at its end (12 + 8 tokens / 4); 6 blocks cannot hold both
     assert stats["preemptions"] >= 1 and stats["recomputed_tokens"] > 0
@@ -92,6 +103,7 @@ def test_swap_keeps_the_computed_tokens_and_charges_the_swap_time():
         out = await e.execute("decoding", [req(9, 8), req(9, 8, word="b")])
         await e.stop()
         return out, e.stats
+
     out, stats = run(main)
     assert stats["preemptions"] >= 1 and stats["swapped_blocks"] > 0 and stats["recomputed_tokens"] == 0
     assert all(r["num_output_tokens"] == 8 for r in out)
@@ -106,10 +118,12 @@ def test_priority_scheduling_takes_the_better_waiting_call_first():
         async def call(name: str, priority: int) -> None:
             await e.execute("decoding", [req(5, 3, priority=priority, tag=name)])
             done.append(name)
+
         first = asyncio.ensure_future(call("running", 5))
         await asyncio.sleep(0)
         await asyncio.gather(first, call("low", 9), call("high", 1))
         return done
+
     assert run(main) == ["running", "high", "low"]
 
 
@@ -122,10 +136,12 @@ def test_a_waiting_call_of_better_priority_preempts_a_running_one_when_blocks_ru
         async def call(name: str, priority: int, n: int) -> None:
             await e.execute("decoding", [req(9, n, word=name, priority=priority)])
             done.append(name)
+
         low = asyncio.ensure_future(call("low", 9, 4))
         await asyncio.sleep(1.5)  # low is decoding and holds 4 blocks
         await asyncio.gather(low, call("high", 0, 2))
         return done, e.stats["preemptions"]
+
     done, preemptions = run(main)
     assert done == ["high", "low"] and preemptions == 1
 
@@ -139,6 +155,7 @@ def test_abort_stops_a_call_and_returns_what_it_decoded():
         n = await e.abort(["q1"])
         [r] = await task
         return n, r
+
     n, r = run(main)
     assert n == 1 and r["aborted"] and r["num_output_tokens"] == 4
 
@@ -151,6 +168,7 @@ def test_a_split_output_streams_its_items_while_decoding():
         async for _i, kind, value in e.stream("decoding", [req(5, 12, split="list")]):
             events.append((asyncio.get_running_loop().time(), kind, value))
         return events
+
     events = run(main)
     items = [(t, v.text) for t, k, v in events if k == "item"]
     final = [v for _, k, v in events if k == "final"][0]
@@ -162,8 +180,11 @@ def test_sampled_lengths_are_deterministic_and_capped_by_max_tokens():
     async def main(seed: int):
         e = engine(lengths={"text": [3, 7, 11]}, seed=seed)
         await e.start()
-        out = await e.execute("decoding", [{"parts": [["q", f"question {i}"]], "max_tokens": 10} for i in range(12)])
+        out = await e.execute(
+            "decoding", [{"parts": [["q", f"question {i}"]], "max_tokens": 10} for i in range(12)]
+        )
         return [r["num_output_tokens"] for r in out]
+
     a, b = run_virtual(main(0)), run_virtual(main(0))
     assert a == b and set(a) <= {3, 7, 10} and len(set(a)) > 1
 
@@ -179,6 +200,7 @@ def test_bad_requests_and_settings_name_the_problem():
             await e.execute("decoding", [req(30, 5)])
         with pytest.raises(ValueError, match="not 'embedding'"):
             await e.execute("embedding", [{"text": "x"}])
+
     run(main)
 
 
@@ -197,9 +219,12 @@ def test_a_preempted_call_resumes_by_recompute_or_by_swapping_its_kv_back(abort_
         t = loop.time()
         [rest] = await e.execute("decoding", [req(37, 10 - 4, resume_ids=partial["output_token_ids"])])
         return partial, rest, loop.time() - t, e.stats
+
     partial, rest, took, stats = run(main)
     assert partial["aborted"] and partial["num_output_tokens"] == 4
-    assert rest["num_output_tokens"] == 6 and rest["output_token_ids"][0] == partial["output_token_ids"][-1] + 1
+    assert (
+        rest["num_output_tokens"] == 6 and rest["output_token_ids"][0] == partial["output_token_ids"][-1] + 1
+    )
     if abort_kv == "swap":
         # 43 computed tokens = 11 blocks: swapped out (paid by the next iteration) and back in, then the
         # last token computed (1 + 0.01) and 5 decode iterations; nothing prefilled again
@@ -211,6 +236,7 @@ def test_a_preempted_call_resumes_by_recompute_or_by_swapping_its_kv_back(abort_
 def test_a_resumed_call_loads_from_host_only_what_the_prefix_cache_no_longer_holds():
     """As vLLM asks its KV connector only for tokens past the local prefix-cache hit, a swapped
     call whose blocks are all still cached resumes without loading anything from host memory."""
+
     async def main():
         e = engine(abort_kv="swap", swap_seconds_per_block=0.25, block_size=4)
         await e.start()
@@ -223,6 +249,7 @@ def test_a_resumed_call_loads_from_host_only_what_the_prefix_cache_no_longer_hol
         t = loop.time()
         [rest] = await e.execute("decoding", [req(37, 10 - 4, resume_ids=partial["output_token_ids"])])
         return rest, loop.time() - t, e.stats
+
     rest, took, stats = run(main)
     assert rest["num_output_tokens"] == 6
     # 43 computed tokens: 10 full blocks cached, the last 3 tokens load from host (1 block, 0.25 s),
@@ -236,6 +263,7 @@ def test_auto_swaps_until_resumed_calls_show_the_prefix_cache_keeps_their_blocks
     prefilling 43 tokens again (0.43 s), so the first aborted call is swapped. It resumes with all
     10 of its full blocks still cached (survival 1.0), so the next abort keeps nothing on the host:
     only the swap-out would be paid, for nothing."""
+
     async def main():
         e = engine(abort_kv="auto", swap_seconds_per_block=0.01, block_size=4)
         await e.start()
@@ -245,12 +273,14 @@ def test_auto_swaps_until_resumed_calls_show_the_prefix_cache_keeps_their_blocks
         [partial] = await task
         swapped = e.stats["swapped_blocks"]
         await asyncio.sleep(1.2)
-        task = asyncio.ensure_future(e.execute("decoding", [req(37, 10 - 4, tag="call1",
-                                                                resume_ids=partial["output_token_ids"])]))
+        task = asyncio.ensure_future(
+            e.execute("decoding", [req(37, 10 - 4, tag="call1", resume_ids=partial["output_token_ids"])])
+        )
         await asyncio.sleep(3.0)
         await e.abort(["call1"])
         [again] = await task
         return swapped, again, e.stats
+
     swapped, again, stats = run(main)
     assert swapped == 11 and stats["swapped_in_tokens"] == 3
     assert stats["resumed_blocks"] == 10 and stats["resumed_cached_blocks"] == 10
@@ -281,6 +311,7 @@ def test_a_partial_prefill_the_engine_would_not_cache_or_already_has_returns_at_
         await off.start()
         [unskipped] = await off.execute("partial_prefilling", [short])
         return out, again, unskipped, e.stats["iterations"]
+
     out, again, unskipped, iterations = run(main)
     assert out[0] == ("shorter than one KV block", 0.0)
     assert out[1][0] is None and out[1][1] > 0
@@ -291,6 +322,7 @@ def test_a_partial_prefill_the_engine_would_not_cache_or_already_has_returns_at_
 
 def test_resize_prompt_cuts_or_pads_just_before_the_assistant_turn():
     from engines.sim.text import PAD_ID, resize_prompt
+
     assert resize_prompt([1, 2, 3, 4, 8, 9], 4, tail=2) == [1, 2, 8, 9]
     assert resize_prompt([1, 2, 9], 5, tail=1) == [1, 2, PAD_ID, PAD_ID, 9]
     assert resize_prompt([1, 2, 3], 2) == [1, 2]
@@ -300,6 +332,7 @@ def test_resize_prompt_cuts_or_pads_just_before_the_assistant_turn():
 def test_a_replayed_prompt_length_is_the_calls_and_keeps_its_cached_start():
     """A sampler that replays recorded calls may give a decoding call its recorded prompt length: the
     engine cuts or pads the prompt to it before the assistant turn, so the start still hits the cache."""
+
     class Replay:
         def __init__(self):
             self.left = [24, 60]
@@ -318,6 +351,7 @@ def test_a_replayed_prompt_length_is_the_calls_and_keeps_its_cached_start():
         short = (await e.execute("decoding", [req(37, 2)]))[0]
         long = (await e.execute("decoding", [req(37, 2)]))[0]
         return short, long
+
     short, long = run(main)
     assert (short["num_prompt_tokens"], short["num_cached_tokens"]) == (24, 16)
     assert (long["num_prompt_tokens"], long["num_cached_tokens"]) == (60, 32)
@@ -326,6 +360,7 @@ def test_a_replayed_prompt_length_is_the_calls_and_keeps_its_cached_start():
 def test_priority_scheduling_keeps_arrival_order_when_no_priority_was_given():
     """issue 73: the engine reorders only by the priorities it is given; requests sent without one
     (teola's FCFS policy sends none) run in arrival order."""
+
     async def main():
         e = engine(max_num_seqs=1, scheduling="priority")
         await e.start()
@@ -334,10 +369,12 @@ def test_priority_scheduling_keeps_arrival_order_when_no_priority_was_given():
         async def call(name: str) -> None:
             await e.execute("decoding", [req(5, 3, tag=name)])
             done.append(name)
+
         first = asyncio.ensure_future(call("running"))
         await asyncio.sleep(0)
         await asyncio.gather(first, call("second"), call("third"), call("fourth"))
         return done
+
     assert run(main) == ["running", "second", "third", "fourth"]
 
 
@@ -346,14 +383,23 @@ def test_a_decode_with_progress_reports_the_engines_own_kv_numbers():
     all: a StreamEvent.KV at its first token (40 prompt tokens in ceil(40 / 16) = 3 blocks) and when
     its next token starts a new block (40 + 9 = 49 tokens: 3 blocks full, the 4th taken next step),
     each before that token's progress event; none without "progress"."""
+
     async def main(progress: bool):
         e = engine(num_blocks=50, block_size=16)
         await e.start()
-        events = [(kind, value) async for _i, kind, value in e.stream("decoding", [req(37, 20, progress=progress)])]
+        events = [
+            (kind, value) async for _i, kind, value in e.stream("decoding", [req(37, 20, progress=progress)])
+        ]
         await e.stop()
         return events
+
     events = run(lambda: main(True))
     kv = [(i, v) for i, (k, v) in enumerate(events) if k == "kv"]
-    assert [v for _, v in kv] == [KVReport(prompt_tokens=40, block_size=16, used_blocks=3, total_blocks=50)] * 2
-    assert [events[i + 1] for i, _ in kv] == [("progress", Progress(tokens=1)), ("progress", Progress(tokens=9))]
+    assert [v for _, v in kv] == [
+        KVReport(prompt_tokens=40, block_size=16, used_blocks=3, total_blocks=50)
+    ] * 2
+    assert [events[i + 1] for i, _ in kv] == [
+        ("progress", Progress(tokens=1)),
+        ("progress", Progress(tokens=9)),
+    ]
     assert not [k for k, _ in run(lambda: main(False)) if k == "kv"]

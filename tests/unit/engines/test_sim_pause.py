@@ -1,6 +1,7 @@
 """A simulated LLM call that pauses for a tool and continues (engines/sim/admission.py): what its KV
 costs under each LAMPS / INFERCEPT handling, on hand-computed cases in virtual time (cost model:
 1 s per iteration + 0.01 s per prefilled token + 0.1 s per decoding sequence; 16-token blocks)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,20 +17,38 @@ BLOCKS = 64
 
 def first(handling: str, **kw) -> dict:
     """37 words + 3 generation-prompt tokens = 40 prompt tokens; 5 tokens before the tool call."""
-    return {"parts": [["question", " ".join(["a"] * 37)]], "max_tokens": 5, "ignore_eos": True,
-            "pause_kv": handling, "kv_key": "call-1", **kw}
+    return {
+        "parts": [["question", " ".join(["a"] * 37)]],
+        "max_tokens": 5,
+        "ignore_eos": True,
+        "pause_kv": handling,
+        "kv_key": "call-1",
+        **kw,
+    }
 
 
 def then(out_ids: list[int]) -> dict:
     """The continuation: the 5 tokens written before the pause, a 3-token tool result, 2 more tokens."""
-    return {"parts": [["question", " ".join(["a"] * 37)]], "max_tokens": 2, "ignore_eos": True,
-            "continuation": [out_ids, "b b b"], "kv_key": "call-1"}
+    return {
+        "parts": [["question", " ".join(["a"] * 37)]],
+        "max_tokens": 2,
+        "ignore_eos": True,
+        "continuation": [out_ids, "b b b"],
+        "kv_key": "call-1",
+    }
 
 
 def pause_and_continue(handling: str, swap_s: float = 0.0, reset_cache: bool = False):
     async def main():
-        e = SimLLM("llm", COST, token_ratio=1.0, template_tokens=0, block_size=16, num_blocks=BLOCKS,
-                   swap_seconds_per_block=swap_s)
+        e = SimLLM(
+            "llm",
+            COST,
+            token_ratio=1.0,
+            template_tokens=0,
+            block_size=16,
+            num_blocks=BLOCKS,
+            swap_seconds_per_block=swap_s,
+        )
         await e.start()
         [a] = await e.execute("decoding", [first(handling)])
         free_during_pause = e.pool.free
@@ -41,12 +60,15 @@ def pause_and_continue(handling: str, swap_s: float = 0.0, reset_cache: bool = F
         took = loop.time() - t
         await e.stop()
         return a, b, took, free_during_pause, e.pool.free, e.stats
+
     return run_virtual(main())
 
 
 def test_preserve_keeps_the_blocks_through_the_pause_and_recomputes_nothing():
     a, b, took, during, after, stats = pause_and_continue("preserve")
-    assert during == BLOCKS - 3  # 44 computed tokens (40 prompt + 4 of the 5 written) in 3 blocks, not evictable
+    assert (
+        during == BLOCKS - 3
+    )  # 44 computed tokens (40 prompt + 4 of the 5 written) in 3 blocks, not evictable
     assert b["num_cached_tokens"] == 44 and b["num_prompt_tokens"] == 48
     # the 4 uncomputed tokens (last written + 3 of the tool result) in one iteration, then 1 decode step
     assert took == pytest.approx((1 + 0.04) + 1.1)
@@ -83,12 +105,14 @@ def test_aborting_the_program_frees_a_preserved_kv_whose_continuation_never_come
         stopped = await e.abort(["program-7"])
         await e.stop()
         return held, stopped, e.pool.free, dict(e.paused)
+
     held, stopped, free, paused = run_virtual(main())
     assert held == BLOCKS - 3 and stopped == 1 and free == BLOCKS and paused == {}
 
 
 def test_pause_fields_are_checked():
     from engines.llm_text.llm_requests import check_request
+
     with pytest.raises(ValueError, match="kv_key"):
         check_request("decoding", {"parts": [["q", "x"]], "pause_kv": "preserve"}, 8)
     with pytest.raises(ValueError, match="pause_kv"):

@@ -1,6 +1,7 @@
 """Preserved KV cannot deadlock the simulated engine (engines/sim/admission.py reclaim_preserved):
 when nothing runs and a waiting call cannot get blocks because paused calls' preserved KV fills the
 memory, the most recently paused one loses its KV and later continues as if discarded."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,7 +16,7 @@ def test_a_call_that_cannot_fit_next_to_preserved_kv_frees_it_instead_of_waiting
         e = SimLLM("llm", COST, token_ratio=1.0, template_tokens=0, block_size=16, num_blocks=4)
         await e.start()
         try:
-            [a] = await e.execute("decoding", [first("preserve")])   # 45 tokens: 3 of the 4 blocks stay held
+            [a] = await e.execute("decoding", [first("preserve")])  # 45 tokens: 3 of the 4 blocks stay held
             held = e.pool.free
             other = {"parts": [["question", " ".join(["z"] * 40)]], "max_tokens": 3, "ignore_eos": True}
             [b] = await asyncio.wait_for(e.execute("decoding", [other]), timeout=1e6)
@@ -23,6 +24,7 @@ def test_a_call_that_cannot_fit_next_to_preserved_kv_frees_it_instead_of_waiting
             return held, b, c, dict(e.stats), dict(e.paused)
         finally:
             await e.stop()
+
     held, b, c, stats, paused = run_virtual(main())
     assert held == 1 and b["num_output_tokens"] == 3
     assert stats["reclaimed_preserved"] == 1 and paused == {}
@@ -39,5 +41,6 @@ def test_nothing_is_reclaimed_while_memory_suffices():
             return c, dict(e.stats)
         finally:
             await e.stop()
+
     c, stats = run_virtual(main())
     assert "reclaimed_preserved" not in stats and c["num_cached_tokens"] == 44  # all but the last token, kept

@@ -1,4 +1,5 @@
 """SplitParser: items come out as soon as their line is complete, whatever the chunking."""
+
 import json
 
 import pytest
@@ -51,8 +52,13 @@ def test_feed_after_finish_is_an_error():
         p.feed("1. x")
 
 
-items_st = st.lists(st.text(alphabet="abc xyz.,-:0123456789", min_size=1).map(str.strip).filter(
-    lambda s: s and s[0] not in "-*0123456789"), min_size=1, max_size=6)
+items_st = st.lists(
+    st.text(alphabet="abc xyz.,-:0123456789", min_size=1)
+    .map(str.strip)
+    .filter(lambda s: s and s[0] not in "-*0123456789"),
+    min_size=1,
+    max_size=6,
+)
 
 
 @given(items=items_st, cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=10))

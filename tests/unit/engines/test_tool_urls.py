@@ -2,6 +2,7 @@
 one segment and never climbs the path, the query parameters written in a tool's URL cannot be
 replaced by arguments, a response body is read up to `max_response_bytes`; and the wikipedia
 tool's `top_k` is bounded. A loopback server echoes the path and query each request arrived with."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,10 @@ class Echo(BaseHTTPRequestHandler):
         if parts.path == "/big":
             body, ctype = b"x" * 5000, "text/plain"
         else:
-            body, ctype = json.dumps({"path": parts.path, "query": parse_qs(parts.query)}).encode(), "application/json"
+            body, ctype = (
+                json.dumps({"path": parts.path, "query": parse_qs(parts.query)}).encode(),
+                "application/json",
+            )
         self.send_response(200)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -46,9 +50,14 @@ def base():
 
 @pytest_asyncio.fixture
 async def tools(base):
-    eng = ToolEngine("tools", defaults=False, http_tools=[
-        {"name": "profile", "url": base + URL},
-        {"name": "search", "url": base + "/search?q={q}&limit=5"}])
+    eng = ToolEngine(
+        "tools",
+        defaults=False,
+        http_tools=[
+            {"name": "profile", "url": base + URL},
+            {"name": "search", "url": base + "/search?q={q}&limit=5"},
+        ],
+    )
     await eng.start()
     yield eng
     await eng.stop()
@@ -87,8 +96,9 @@ async def test_query_placeholders_and_other_arguments_still_arrive(tools):
 
 
 async def test_a_response_body_is_read_up_to_max_response_bytes(base):
-    tools = ToolEngine("tools", defaults=False, max_response_bytes=1000,
-                       http_tools=[{"name": "big", "url": base + "/big"}])
+    tools = ToolEngine(
+        "tools", defaults=False, max_response_bytes=1000, http_tools=[{"name": "big", "url": base + "/big"}]
+    )
     await tools.start()
     try:
         with pytest.raises(ToolBatchError) as info:

@@ -1,4 +1,5 @@
 """ToolEngine: Python and HTTP tools, timeouts, batch failures, the default tools."""
+
 from __future__ import annotations
 
 import asyncio
@@ -63,15 +64,19 @@ def http_base():
 
 @pytest_asyncio.fixture
 async def engine(http_base):
-    eng = ToolEngine("tools", timeout=5.0, http_tools=[
-        {"name": "lookup", "url": http_base + "/items/{item}", "description": "GET an item"},
-        {"name": "create", "url": http_base + "/items", "method": "POST"},
-        {"name": "broken", "url": http_base + "/fail"},
-        {"name": "words", "url": http_base + "/text"},
-        {"name": "find", "url": http_base + "/find?q={q}&fixed=1"},
-        {"name": "patient", "url": http_base + "/slow?s={s}", "timeout": 8},
-        {"name": "hasty", "url": http_base + "/slow?s={s}", "timeout": 0.3},
-    ])
+    eng = ToolEngine(
+        "tools",
+        timeout=5.0,
+        http_tools=[
+            {"name": "lookup", "url": http_base + "/items/{item}", "description": "GET an item"},
+            {"name": "create", "url": http_base + "/items", "method": "POST"},
+            {"name": "broken", "url": http_base + "/fail"},
+            {"name": "words", "url": http_base + "/text"},
+            {"name": "find", "url": http_base + "/find?q={q}&fixed=1"},
+            {"name": "patient", "url": http_base + "/slow?s={s}", "timeout": 8},
+            {"name": "hasty", "url": http_base + "/slow?s={s}", "timeout": 0.3},
+        ],
+    )
 
     async def slow(seconds: float) -> str:
         await asyncio.sleep(seconds)
@@ -85,14 +90,17 @@ async def engine(http_base):
 
 
 async def test_batch_runs_sync_async_and_http_tools(engine):
-    results = await engine.execute("tool", [
-        {"tool": "calculator", "args": {"expression": "2 * (3 + 4) ** 2 / sqrt(16)"}},
-        {"tool": "shout", "args": {"text": "hi"}},
-        {"tool": "slow", "args": {"seconds": 0}},
-        {"tool": "lookup", "args": {"item": "a b/../c?x=1", "lang": "en", "n": 3}},
-        {"tool": "create", "args": {"name": "x", "tags": ["a", "b"]}},
-        {"tool": "words", "args": {}},
-    ])
+    results = await engine.execute(
+        "tool",
+        [
+            {"tool": "calculator", "args": {"expression": "2 * (3 + 4) ** 2 / sqrt(16)"}},
+            {"tool": "shout", "args": {"text": "hi"}},
+            {"tool": "slow", "args": {"seconds": 0}},
+            {"tool": "lookup", "args": {"item": "a b/../c?x=1", "lang": "en", "n": 3}},
+            {"tool": "create", "args": {"name": "x", "tags": ["a", "b"]}},
+            {"tool": "words", "args": {}},
+        ],
+    )
     assert results[:3] == [24.5, "HI", "done"]
     assert results[3] == {"path": "/items/a%20b%2F..%2Fc%3Fx%3D1", "query": {"lang": ["en"], "n": ["3"]}}
     assert results[4] == {"path": "/items", "body": {"name": "x", "tags": ["a", "b"]}}
@@ -113,14 +121,17 @@ async def test_an_http_tool_waits_as_long_as_its_own_timeout(engine):
 
 async def test_failures_are_attributed_per_request(engine):
     with pytest.raises(ToolBatchError) as info:
-        await engine.execute("tool", [
-            {"tool": "shout", "args": {"text": "ok"}},
-            {"tool": "broken", "args": {}},
-            {"tool": "nope", "args": {}},
-            {"tool": "slow", "args": {"seconds": 30}},
-            {"tool": "calculator", "args": {"expression": "1/0"}},
-            {"tool": "lookup", "args": {}},
-        ])
+        await engine.execute(
+            "tool",
+            [
+                {"tool": "shout", "args": {"text": "ok"}},
+                {"tool": "broken", "args": {}},
+                {"tool": "nope", "args": {}},
+                {"tool": "slow", "args": {"seconds": 30}},
+                {"tool": "calculator", "args": {"expression": "1/0"}},
+                {"tool": "lookup", "args": {}},
+            ],
+        )
     failures = {f.index: (f.tool, str(f)) for f in info.value.failures}
     assert sorted(failures) == [1, 2, 3, 4, 5]
     assert "HTTP 500" in failures[1][1]
@@ -133,16 +144,21 @@ async def test_failures_are_attributed_per_request(engine):
 
 async def test_failures_asked_back_as_results_come_back_as_error_text(engine):
     # what an agent's model reads ("on_error": "result", teola.compile.components.agent); others still fail the batch
-    out = await engine.execute("tool", [
-        {"tool": "shout", "args": {"text": "ok"}, "on_error": "result"},
-        {"tool": "calculator", "args": {"expression": "1/0"}, "on_error": "result"},
-        {"tool": "nope", "args": {}, "on_error": "result"},
-        {"tool": "slow", "args": {"seconds": 30}, "on_error": "result"},
-    ])
+    out = await engine.execute(
+        "tool",
+        [
+            {"tool": "shout", "args": {"text": "ok"}, "on_error": "result"},
+            {"tool": "calculator", "args": {"expression": "1/0"}, "on_error": "result"},
+            {"tool": "nope", "args": {}, "on_error": "result"},
+            {"tool": "slow", "args": {"seconds": 30}, "on_error": "result"},
+        ],
+    )
     assert out[0] == "OK" and out[1].startswith("error: ") and "division by zero" in out[1]
     assert out[2].startswith("error: unknown tool 'nope'") and out[3] == "error: timed out after 0.2 s"
     with pytest.raises(ToolBatchError) as info:
-        await engine.execute("tool", [{"tool": "nope", "args": {}, "on_error": "result"}, {"tool": "nope", "args": {}}])
+        await engine.execute(
+            "tool", [{"tool": "nope", "args": {}, "on_error": "result"}, {"tool": "nope", "args": {}}]
+        )
     assert [f.index for f in info.value.failures] == [1]
 
 
@@ -175,27 +191,38 @@ def test_registration_is_validated():
     assert names == ["add_days", "calculator", "convert_units", "days_between", "today", "weekday"]
 
 
-@pytest.mark.parametrize("expr, value", [
-    ("1 + 2 * 3", 7), ("-(2 ** 10) // 3", -342), ("7 % 4 + 0.5", 3.5), ("max(1, 4, 2) + abs(-3)", 7),
-    ("round(pi, 3)", 3.142), ("2 ** -1", 0.5), ("10 / 4", 2.5),
-])
+@pytest.mark.parametrize(
+    "expr, value",
+    [
+        ("1 + 2 * 3", 7),
+        ("-(2 ** 10) // 3", -342),
+        ("7 % 4 + 0.5", 3.5),
+        ("max(1, 4, 2) + abs(-3)", 7),
+        ("round(pi, 3)", 3.142),
+        ("2 ** -1", 0.5),
+        ("10 / 4", 2.5),
+    ],
+)
 def test_calculator_arithmetic(expr, value):
     assert calculator(expr) == value
 
 
-@pytest.mark.parametrize("expr, message", [
-    ("__import__('os').system('id')", "unsupported syntax"),
-    ("(1).__class__", "unsupported syntax"),
-    ("open('x')", "unsupported syntax"),
-    ("'a' * 3", "unsupported syntax"),
-    ("9 ** 9 ** 9", "too large"),
-    ("10.0 ** 400", "too large"),
-    ("1 +", "cannot parse"),
-    ("(" * 300 + "1" + ")" * 300, "cannot parse"),
-    ("-" * 990 + "1", "nested too deeply|cannot parse"),
-    ("1" * 1001, "longer than 1000"),
-    ("(-8) ** 0.5", "finite real"),
-])
+@pytest.mark.parametrize(
+    "expr, message",
+    [
+        ("__import__('os').system('id')", "unsupported syntax"),
+        ("(1).__class__", "unsupported syntax"),
+        ("open('x')", "unsupported syntax"),
+        ("'a' * 3", "unsupported syntax"),
+        ("9 ** 9 ** 9", "too large"),
+        ("10.0 ** 400", "too large"),
+        ("1 +", "cannot parse"),
+        ("(" * 300 + "1" + ")" * 300, "cannot parse"),
+        ("-" * 990 + "1", "nested too deeply|cannot parse"),
+        ("1" * 1001, "longer than 1000"),
+        ("(-8) ** 0.5", "finite real"),
+    ],
+)
 def test_calculator_rejects(expr, message):
     with pytest.raises(ValueError, match=message):
         calculator(expr)
@@ -220,6 +247,7 @@ class DropsFirst(BaseHTTPRequestHandler):
     """Closes the server's first connection after reading the request, without answering (what a
     server closing a stale keep-alive connection looks like to the client), and answers every later
     request with a small JSON body."""
+
     seen = 0
 
     def _any(self):
@@ -240,14 +268,20 @@ class DropsFirst(BaseHTTPRequestHandler):
 
 
 @pytest.mark.parametrize("method, retried", [("GET", True), ("POST", False)])
-def test_an_idempotent_http_tool_is_sent_again_when_the_server_drops_the_connection_unanswered(method, retried):
+def test_an_idempotent_http_tool_is_sent_again_when_the_server_drops_the_connection_unanswered(
+    method, retried
+):
     handler = type("Drops", (DropsFirst,), {"seen": 0})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
 
     async def main():
-        tools = ToolEngine("tools", http_tools=[{"name": "t", "url": f"http://127.0.0.1:{server.server_address[1]}/x",
-                                                 "method": method}])
+        tools = ToolEngine(
+            "tools",
+            http_tools=[
+                {"name": "t", "url": f"http://127.0.0.1:{server.server_address[1]}/x", "method": method}
+            ],
+        )
         await tools.start()
         try:
             return await tools.execute("tool", [{"tool": "t", "args": {}}])

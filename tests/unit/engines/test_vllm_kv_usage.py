@@ -32,7 +32,12 @@ def test_a_request_is_reported_at_its_first_output_and_at_each_block_it_takes():
     seen, first = kv.due(prompt=40, decoded=1, block_size=16, seen=0)
     # 41 tokens in ceil(41 / 16) = 3 blocks; no step reported yet: no block counts
     assert seen == 3 and first is not None
-    assert (first.prompt_tokens, first.block_size, first.used_blocks, first.total_blocks) == (40, 16, None, None)
+    assert (first.prompt_tokens, first.block_size, first.used_blocks, first.total_blocks) == (
+        40,
+        16,
+        None,
+        None,
+    )
     kv.record(SimpleNamespace(kv_cache_usage=0.1))
     assert kv.due(prompt=40, decoded=8, block_size=16, seen=3) == (3, None)  # 48 tokens: still 3 blocks
     seen, grown = kv.due(prompt=40, decoded=9, block_size=16, seen=3)  # the 49th token takes a 4th

@@ -1,5 +1,6 @@
 """Small files the loader and upload tests make themselves: PDFs written with pypdf, a DOCX
 written with python-docx."""
+
 from __future__ import annotations
 
 import io
@@ -12,15 +13,22 @@ from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 def make_pdf(pages: list[str], password: str | None = None) -> bytes:
     """A PDF with one page per string, each drawing its string in Helvetica (a blank page for "")."""
     writer = PdfWriter()
-    font = writer._add_object(DictionaryObject({
-        NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-        NameObject("/BaseFont"): NameObject("/Helvetica")}))
+    font = writer._add_object(
+        DictionaryObject(
+            {
+                NameObject("/Type"): NameObject("/Font"),
+                NameObject("/Subtype"): NameObject("/Type1"),
+                NameObject("/BaseFont"): NameObject("/Helvetica"),
+            }
+        )
+    )
     for text in pages:
         page = writer.add_blank_page(612, 792)
         if not text:
             continue
-        page[NameObject("/Resources")] = DictionaryObject({
-            NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+        page[NameObject("/Resources")] = DictionaryObject(
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+        )
         content = DecodedStreamObject()
         content.set_data(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1"))
         page[NameObject("/Contents")] = writer._add_object(content)

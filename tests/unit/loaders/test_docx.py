@@ -1,5 +1,6 @@
 """The DOCX loader on documents python-docx writes: paragraphs and tables in order, and each
 unreadable kind named."""
+
 from __future__ import annotations
 
 import io

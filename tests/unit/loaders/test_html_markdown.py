@@ -1,4 +1,5 @@
 """The HTML and Markdown loaders: visible text only, block structure kept as lines."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,7 +25,11 @@ def test_html_honours_the_charset():
 def test_html_not_utf8_is_named():
     with pytest.raises(LoaderError) as caught:
         load(b"<p>\xff\xfe</p>", "text/html", "x.html")
-    assert caught.value.code == "not_text" and "'x.html' (HTML)" in str(caught.value) and "UTF-8" in str(caught.value)
+    assert (
+        caught.value.code == "not_text"
+        and "'x.html' (HTML)" in str(caught.value)
+        and "UTF-8" in str(caught.value)
+    )
 
 
 MARKDOWN = """# Eiffel Tower
@@ -54,7 +59,11 @@ def test_markdown_markup_is_stripped():
     text = load(MARKDOWN.encode(), "text/markdown", "t.md")
     assert text.startswith("Eiffel Tower\n\nBuilt by Gustave Eiffel's company.\nthe tower at night")
     assert "- Paris\n- 1889" in text and "1. first\n2. second" in text
-    assert "year | height\n1889 | 300 m" in text and "code stays as it is" in text and "inline HTML block" in text
+    assert (
+        "year | height\n1889 | 300 m" in text
+        and "code stays as it is" in text
+        and "inline HTML block" in text
+    )
     for markup in ("#", "*", "](", "https://", "night.png", "<div>", "|---"):
         assert markup not in text
 
@@ -64,16 +73,21 @@ def test_markdown_by_extension():
 
 
 def test_markdown_nested_lists_are_indented_and_blocks_separated_once():
-    assert load(b"- one\n  - inner\n- two\n\nafter", "text/markdown", None) == "- one\n  - inner\n- two\n\nafter"
+    assert (
+        load(b"- one\n  - inner\n- two\n\nafter", "text/markdown", None) == "- one\n  - inner\n- two\n\nafter"
+    )
     loose = b"- one\n- two\n\n  more of two\n\nafter"  # a blank line in an item: a paragraph per item
     assert load(loose, "text/markdown", None) == "- one\n\n- two\n\nmore of two\n\nafter"
 
 
-@pytest.mark.parametrize("body, ctype, kind", [
-    (b"<html><script>only()</script></html>", "text/html", "(HTML)"),
-    (b"<div>" * 300 + b"lost" + b"</div>" * 300, "text/html", "(HTML)"),
-    (b"![](picture.png)", "text/markdown", "(Markdown)"),
-])
+@pytest.mark.parametrize(
+    "body, ctype, kind",
+    [
+        (b"<html><script>only()</script></html>", "text/html", "(HTML)"),
+        (b"<div>" * 300 + b"lost" + b"</div>" * 300, "text/html", "(HTML)"),
+        (b"![](picture.png)", "text/markdown", "(Markdown)"),
+    ],
+)
 def test_no_text_is_named(body, ctype, kind):
     with pytest.raises(LoaderError) as caught:
         load(body, ctype, "f")

@@ -1,4 +1,5 @@
 """The PDF loader on PDFs the tests write: text per page, and each unreadable kind named."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,10 @@ from tests.unit.loaders.files import make_pdf
 
 def test_text_of_each_page():
     data = make_pdf(["The Eiffel Tower is in Paris", "It was finished in 1889"])
-    assert load(data, "application/pdf", "tower.pdf") == "The Eiffel Tower is in Paris\n\nIt was finished in 1889"
+    assert (
+        load(data, "application/pdf", "tower.pdf")
+        == "The Eiffel Tower is in Paris\n\nIt was finished in 1889"
+    )
 
 
 def test_chosen_by_extension_when_the_type_is_generic():
@@ -45,7 +49,7 @@ def test_not_a_pdf():
 @pytest.mark.parametrize("cut", [0.5, 0.1])
 def test_truncated(cut):
     data = make_pdf(["one", "two"])
-    error = problem(data[:int(len(data) * cut)])
+    error = problem(data[: int(len(data) * cut)])
     assert error.code == "corrupt_file" and "damaged" in str(error)
 
 

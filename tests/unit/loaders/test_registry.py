@@ -1,4 +1,5 @@
 """Choosing a loader by content type or extension, and the limits every loader shares."""
+
 from __future__ import annotations
 
 import pytest

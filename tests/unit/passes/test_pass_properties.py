@@ -1,5 +1,6 @@
 """Property tests over random templates and configs: every pass keeps the graph acyclic and every
 data dependency; running the pipeline a second time changes nothing; no LLM call is lost."""
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -8,26 +9,42 @@ from teola.passes import pass_names, run_pipeline
 from tests.factories import make_engines
 
 ANNO = st.sampled_from([None, "batchable"])
-OPTIMIZATIONS = ["prune_covered_searches", "prune_dependencies", "stage_decomposition", "prefill_split", "decode_pipelining"]
+OPTIMIZATIONS = [
+    "prune_covered_searches",
+    "prune_dependencies",
+    "stage_decomposition",
+    "prefill_split",
+    "decode_pipelining",
+]
 
 
 @st.composite
 def apps_and_queries(draw):
-    app = make_engines(App("random"), max_eff={"embedding": draw(st.integers(1, 6)),
-                                                "vectordb": draw(st.integers(1, 6)), "llm": 8})
+    app = make_engines(
+        App("random"),
+        max_eff={"embedding": draw(st.integers(1, 6)), "vectordb": draw(st.integers(1, 6)), "llm": 8},
+    )
     nodes: list[Node] = []
     text_nodes: list[Node] = []
     if draw(st.booleans()):  # a retrieval pipeline
-        index = Node("indexing", engine="embedding", anno=draw(ANNO),
-                     config={"chunk_size": draw(st.integers(8, 40)), "chunk_overlap": draw(st.integers(0, 4))})
+        index = Node(
+            "indexing",
+            engine="embedding",
+            anno=draw(ANNO),
+            config={"chunk_size": draw(st.integers(8, 40)), "chunk_overlap": draw(st.integers(0, 4))},
+        )
         ingest = Node("ingestion", engine="vectordb", anno=draw(ANNO))
         embed = Node("query_embedding", engine="embedding", anno=draw(ANNO))
         search = Node("search", engine="vectordb", config={"top_k": draw(st.integers(1, 6))})
         index >> ingest >> search
         nodes += [index, ingest, embed, search]
         if draw(st.booleans()):
-            expand = Node("query_expansion", engine="llm", anno=draw(st.sampled_from([None, "splittable"])),
-                          config={"num_queries": draw(st.integers(1, 4))})
+            expand = Node(
+                "query_expansion",
+                engine="llm",
+                anno=draw(st.sampled_from([None, "splittable"])),
+                config={"num_queries": draw(st.integers(1, 4))},
+            )
             expand >> embed
             nodes.append(expand)
         embed >> search
@@ -37,8 +54,14 @@ def apps_and_queries(draw):
             search >> rerank
             nodes.append(rerank)
             last = rerank
-        synth = Node("synthesis", engine="llm", config={"mode": draw(st.sampled_from(["compact", "refine", "tree"])),
-                                                        "fan_in": draw(st.integers(2, 3))})
+        synth = Node(
+            "synthesis",
+            engine="llm",
+            config={
+                "mode": draw(st.sampled_from(["compact", "refine", "tree"])),
+                "fan_in": draw(st.integers(2, 3)),
+            },
+        )
         last >> synth
         nodes.append(synth)
         text_nodes.append(synth)
@@ -55,7 +78,11 @@ def apps_and_queries(draw):
     # extra template edges that carry no data (pruning should drop them)
     for a in range(len(nodes)):
         for b in range(a + 1, len(nodes)):
-            if draw(st.integers(0, 9)) == 0 and nodes[b] not in nodes[a].downstream and not _reaches(nodes[b], nodes[a]):
+            if (
+                draw(st.integers(0, 9)) == 0
+                and nodes[b] not in nodes[a].downstream
+                and not _reaches(nodes[b], nodes[a])
+            ):
                 nodes[a] >> nodes[b]
     app.update_template(nodes)
     words = draw(st.integers(0, 300))
@@ -129,6 +156,7 @@ def test_module_chain_baseline_orders_components_totally(case):
         if p.component not in comps:
             comps.append(p.component)
     import networkx as nx
+
     for a, b in zip(comps, comps[1:]):
         for u in g.find(component=a):
             for v in g.find(component=b):

@@ -1,5 +1,6 @@
 """Pass prefill_split's gate (teola.passes.prefill_split_cost): a partial prefill is made only where
 the engine's known costs predict that it saves more prefill than the request it adds."""
+
 import dataclasses
 
 import pytest
@@ -18,8 +19,13 @@ COSTS = EngineCosts(request_s=0.06, prefill_token_s=0.003, block_size=32, source
 def rag_call(prefix: list) -> object:
     """A retrieval feeding one synthesis call whose prompt is `prefix`, then the retrieved context."""
     parts = [*prefix, ("context", Ref("r.ctx"))]
-    return make_graph((E, ("query.question",), ("r.ctx",)), (P, ("query.question", "r.ctx"), ("s.kv",)),
-                      (D, ("s.kv",), ("s.text",)), p0={"map": ("query.question",)}, p1={"parts": parts})
+    return make_graph(
+        (E, ("query.question",), ("r.ctx",)),
+        (P, ("query.question", "r.ctx"), ("s.kv",)),
+        (D, ("s.kv",), ("s.text",)),
+        p0={"map": ("query.question",)},
+        p1={"parts": parts},
+    )
 
 
 def test_a_constant_prefix_is_never_split_it_was_cached_by_the_call_before():
@@ -58,8 +64,11 @@ def test_a_poorly_fitted_engine_splits_nothing_and_says_why():
         fitted = dataclasses.replace(COSTS, source=FITTED, error=error, block_size=8, prefill_token_s=0.03)
         g.engines["llm"] = dataclasses.replace(g.engines["llm"], costs=fitted)
         r = get_pass("prefill_split")(g)
-        assert r.modified == splits  # a good fit: 2 new blocks of 8 tokens at 30 ms = 480 ms > the 60 ms request
+        assert (
+            r.modified == splits
+        )  # a good fit: 2 new blocks of 8 tokens at 30 ms = 480 ms > the 60 ms request
     poor = dataclasses.replace(COSTS, source=FITTED, error=0.15)
     g.engines["llm"] = dataclasses.replace(g.engines["llm"], costs=poor)
     assert get_pass("prefill_split")(g).graph.gates == {
-        "prefill_split c1": "kept whole, costs not used (fitted at start, fit error 15% over 10%)"}
+        "prefill_split c1": "kept whole, costs not used (fitted at start, fit error 15% over 10%)"
+    }

@@ -2,6 +2,7 @@
 index, or the reranker ranks by the very score that search used, the expanded searches (and the
 expansion call feeding them) are dropped before a reranker, and kept in every case where they could
 change what reaches the prompt."""
+
 from apps import advanced_rag
 from teola import App, Engine, Node, PrimOp
 from tests.factories import make_engines
@@ -12,8 +13,10 @@ PARA = "Paragraph {i}: the river Ouse flows through York and is {i} miles long."
 
 
 def query(paragraphs: int) -> dict:
-    return {"question": "How long is the river Ouse?",
-            "documents": [" ".join(PARA.format(i=i) for i in range(paragraphs))]}
+    return {
+        "question": "How long is the river Ouse?",
+        "documents": [" ".join(PARA.format(i=i) for i in range(paragraphs))],
+    }
 
 
 def chunks(app: App, q: dict) -> int:

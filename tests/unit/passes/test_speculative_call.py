@@ -1,6 +1,7 @@
 """The `speculative_call` pass and the runtime's handling of speculative LLM calls: the core call
 of search-augmented generation starts while the judge decodes; "yes" gives the answer the query
 had without the pass, "no" aborts the call in the engine and answers with the judge's text."""
+
 import asyncio
 
 import pytest
@@ -20,6 +21,7 @@ class Search:
 
     def __init__(self) -> None:
         from engines.protocol import EngineProfile
+
         self.profile = EngineProfile(max_batch=1, max_efficient_batch=1, max_inflight=8)
 
     async def start(self) -> None: ...
@@ -30,22 +32,38 @@ class Search:
         return True
 
     async def execute(self, op: str, requests: list[dict]) -> list:
-        return [[{"text": "paris is the capital of france", "score": 1.0, "title": "Paris"}] for _ in requests]
+        return [
+            [{"text": "paris is the capital of france", "score": 1.0, "title": "Paris"}] for _ in requests
+        ]
 
 
 def make_app(contains: str, core_tokens: int = 1, fail_core: bool = False, judge_tokens: int = 1):
     """Judge -> condition(contains) -> web search -> core; the answer is the core's, else the judge's.
     The core decodes `core_tokens` tokens at 10 ms each, the judge `judge_tokens`."""
     app = App("sg")
-    llm = SimEngine("llm", latency={1: 0.01}, token_latency=0.01, serial=False,
-                    fail_on="paris is the capital" if fail_core else None)
+    llm = SimEngine(
+        "llm",
+        latency={1: 0.01},
+        token_latency=0.01,
+        serial=False,
+        fail_on="paris is the capital" if fail_core else None,
+    )
     app.register_engine(Engine("llm", kind="vllm"), backend=llm)
     app.register_engine(Engine("search", kind="search", url=URL), backend=Search())
-    judge = Node("llm", name="judge", engine="llm", config={"parts": [["q", "$query.question"]], "max_tokens": judge_tokens})
+    judge = Node(
+        "llm",
+        name="judge",
+        engine="llm",
+        config={"parts": [["q", "$query.question"]], "max_tokens": judge_tokens},
+    )
     cond = Node("condition", name="need", config={"contains": contains})
     web = Node("web_search", name="web", engine="search", config={"top_k": 1})
-    core = Node("llm", name="core", engine="llm",
-                config={"parts": [["q", "$query.question"], ["c", "$context"]], "max_tokens": core_tokens})
+    core = Node(
+        "llm",
+        name="core",
+        engine="llm",
+        config={"parts": [["q", "$query.question"], ["c", "$context"]], "max_tokens": core_tokens},
+    )
     merge = Node("aggregate", name="answer", config={"mode": "first"})
     judge >> cond >> web >> core
     [core, judge] >> merge
@@ -68,7 +86,9 @@ def test_pass_moves_the_core_call_out_from_under_the_condition():
     for p in (full, decode):
         assert p.args["speculate_on"] == key and "guard" not in p.args and key not in p.inputs
     gate = ps["core.call.decode.gate"]
-    assert gate.op is PrimOp.AGGREGATE and gate.args["guard"] == key and gate.inputs == (decode.outputs[0], key)
+    assert (
+        gate.op is PrimOp.AGGREGATE and gate.args["guard"] == key and gate.inputs == (decode.outputs[0], key)
+    )
     assert ps["answer.merge"].inputs == (gate.outputs[0], ps["judge.call.decode"].outputs[0])  # order kept
 
 
@@ -169,10 +189,17 @@ async def test_streamed_text_of_the_speculative_call_waits_for_the_verdict(conta
     app = make_app(contains, core_tokens=3, judge_tokens=30)  # the core ends before the verdict
     try:
         r = await asyncio.wait_for(app.execute(app.compile(Q), None, on_event=events.append), 10)
-        core = [j for j, e in enumerate(events) if e.get("event") == "token" and e["primitive"].startswith("core.")]
+        core = [
+            j
+            for j, e in enumerate(events)
+            if e.get("event") == "token" and e["primitive"].startswith("core.")
+        ]
         if contains == YES:
-            verdict = next(j for j, e in enumerate(events) if e.get("primitive") == "judge.call.decode"
-                           and e.get("status") == "finished")
+            verdict = next(
+                j
+                for j, e in enumerate(events)
+                if e.get("primitive") == "judge.call.decode" and e.get("status") == "finished"
+            )
             assert core and min(core) > verdict  # held until the verdict, then sent whole
             assert "".join(events[j]["text"] for j in core) == r.output
         else:

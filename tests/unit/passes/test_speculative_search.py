@@ -1,6 +1,7 @@
 """The `speculative_search` pass and the runtime's handling of speculative searches: a remote
 search behind a condition starts with the judge; "no" discards it (the query does not wait for it,
 its failure fails nothing); "yes" uses it (its failure fails the query)."""
+
 import asyncio
 
 import pytest
@@ -40,7 +41,9 @@ class HeldSearch:
         self.landed += 1
         if self.fail:
             raise RuntimeError("search API down")
-        return [[{"text": "paris is the capital of france", "score": 1.0, "title": "Paris"}] for _ in requests]
+        return [
+            [{"text": "paris is the capital of france", "score": 1.0, "title": "Paris"}] for _ in requests
+        ]
 
 
 def make_app(search, contains: str, url: str | None = URL, llm_latency: float = 0.0):
@@ -52,7 +55,9 @@ def make_app(search, contains: str, url: str | None = URL, llm_latency: float = 
     judge = Node("llm", name="judge", engine="llm", config={"parts": [["q", "$query.question"]]})
     cond = Node("condition", name="need", config={"contains": contains})
     web = Node("web_search", name="web", engine="search", config={"top_k": 1})
-    core = Node("llm", name="core", engine="llm", config={"parts": [["q", "$query.question"], ["c", "$context"]]})
+    core = Node(
+        "llm", name="core", engine="llm", config={"parts": [["q", "$query.question"], ["c", "$context"]]}
+    )
     merge = Node("aggregate", name="answer", config={"mode": "first"})
     judge >> cond >> web >> core
     [core, judge] >> merge

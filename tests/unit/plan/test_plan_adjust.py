@@ -1,6 +1,7 @@
 """SamuLLM's dynamic scheduler (teola.plan.adjust): the planned stages run as planned when the models
 finish in the planned order; when they do not, the next stage is adjusted from what is running,
 without searching again (paper section 4.3), and run-job's executor follows it."""
+
 from __future__ import annotations
 
 from teola.plan.adjust import StageAdjuster
@@ -36,13 +37,13 @@ def test_a_running_model_whose_next_plan_differs_yields_to_the_next_stage_and_ke
     crowded = [{"a": P1, "b": P1, "c": P2}, {"b": P1, "d": P3}, {"c": P4}]
     adj = StageAdjuster(crowded, 4)
     run = adj.next(adj.first(), {"b"})
-    assert run == {"a": P1, "d": P3}                      # c is stopped: d took the GPUs
+    assert run == {"a": P1, "d": P3}  # c is stopped: d took the GPUs
     run = adj.next(run, {"a", "b"})
-    assert run == {"d": P3}                               # stage 3's c (4 GPUs) waits beside d
+    assert run == {"d": P3}  # stage 3's c (4 GPUs) waits beside d
     assert adj.next(run, {"a", "b", "d"}) == {"c": P4}
     roomy = [{"a": P1, "b": P1, "c": P2}, {"b": P1, "d": P1}, {"c": P4}]
     adj = StageAdjuster(roomy, 4)
-    assert adj.next(adj.first(), {"b"}) == {"a": P1, "d": P1, "c": P2}   # c keeps the GPUs left
+    assert adj.next(adj.first(), {"b"}) == {"a": P1, "d": P1, "c": P2}  # c keeps the GPUs left
 
 
 def test_a_downstream_pair_waits_until_its_input_model_runs_or_is_done():
@@ -65,9 +66,13 @@ def test_the_executor_follows_the_adjustment_when_a_model_finishes_out_of_order(
     runs."""
     from teola.sim.virtual_loop import run_virtual
     from tests.unit.plan.test_plan_execute import _executor
+
     ex, _, _ = _executor(2)
     run_virtual(ex.run([{"a": P1, "b": P1}, {"a": P1, "f": P1}, {"f": P2}]))
     assert all(ex.finished(m) for m in "abf") and not ex.replans
     assert [s["finished"] for s in ex.stage_log] == [["a"], ["b"], ["f"]]
-    assert [s["plans"] for s in ex.stage_log] == [{"a": "tp1xdp1", "b": "tp1xdp1"},
-                                                  {"b": "tp1xdp1", "f": "tp1xdp1"}, {"f": "tp1xdp2"}]
+    assert [s["plans"] for s in ex.stage_log] == [
+        {"a": "tp1xdp1", "b": "tp1xdp1"},
+        {"b": "tp1xdp1", "f": "tp1xdp1"},
+        {"f": "tp1xdp2"},
+    ]

@@ -1,6 +1,7 @@
 """An app_queries job (teola.plan.app_job): a shipped app's queries planned from their compiled
 e-graphs and run through the app on teola's runtime, every engine simulated from the shipped CPU
 profile (virtual time)."""
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,17 @@ PROFILE = "cpu-smollm2-135m"
 # finds the first's context in the prefix cache, as the plan's recording does. With the gate on the two
 # prefill in one batch and share nothing: 4.13 s measured against 3.32 s planned (a gap of the plan's
 # cost model, which does not see calls of one batch missing each other's prefix).
-JOB = {"name": "rag", "app": "app_queries", "target": "naive_rag", "queries": 4,
-       "models": {"llm": {"profile": PROFILE, "max_tokens": 96}}, "config": {"passes": {"prefill_split": {"gate": False}}},
-       "steps_profile": PROFILE, "simulate": PROFILE, "lengths": {"lengths": {"synthesis": [32]}}}
+JOB = {
+    "name": "rag",
+    "app": "app_queries",
+    "target": "naive_rag",
+    "queries": 4,
+    "models": {"llm": {"profile": PROFILE, "max_tokens": 96}},
+    "config": {"passes": {"prefill_split": {"gate": False}}},
+    "steps_profile": PROFILE,
+    "simulate": PROFILE,
+    "lengths": {"lengths": {"synthesis": [32]}},
+}
 
 
 def test_a_call_reads_the_calls_before_it_and_waits_for_the_non_llm_steps_between():
@@ -39,14 +48,27 @@ def test_a_call_reads_the_calls_before_it_and_waits_for_the_non_llm_steps_betwee
     b = g.add(Primitive(PrimOp.DECODING, "b", "answer", label="decode", args={"max_tokens": 20}))
     for u, v in ((a, emb), (emb, search), (other, search), (search, pre), (pre, b)):
         g.connect(u, v)
-    trace = [{"primitive": "draft", "num_prompt_tokens": 30, "num_cached_tokens": 0, "num_output_tokens": 7},
-             {"primitive": "embed", "started": 10.0, "finished": 12.0},
-             {"primitive": "side", "started": 0.0, "finished": 0.5},
-             {"primitive": "search", "started": 12.0, "finished": 13.0},
-             {"primitive": "answer.decode", "num_prompt_tokens": 80, "num_cached_tokens": 16, "num_output_tokens": 9}]
+    trace = [
+        {"primitive": "draft", "num_prompt_tokens": 30, "num_cached_tokens": 0, "num_output_tokens": 7},
+        {"primitive": "embed", "started": 10.0, "finished": 12.0},
+        {"primitive": "side", "started": 0.0, "finished": 0.5},
+        {"primitive": "search", "started": 12.0, "finished": 13.0},
+        {
+            "primitive": "answer.decode",
+            "num_prompt_tokens": 80,
+            "num_cached_tokens": 16,
+            "num_output_tokens": 9,
+        },
+    ]
     first, second = calls_of(g, trace)
     assert (first.engine, first.prompt, first.max_tokens, first.deps, first.delay) == ("a", 30, 50, (), 0.0)
-    assert (second.engine, second.component, second.prompt, second.cached, second.max_tokens) == ("b", "answer", 80, 16, 20)
+    assert (second.engine, second.component, second.prompt, second.cached, second.max_tokens) == (
+        "b",
+        "answer",
+        80,
+        16,
+        20,
+    )
     assert second.deps == (0,) and second.delay == pytest.approx(3.0)
 
 
@@ -101,7 +123,7 @@ def test_plan_and_run_job_plan_and_run_a_shipped_apps_queries_through_the_runtim
     assert len(trace.read_text().splitlines()) == 4
 
 
-PROGRAM = '''
+PROGRAM = """
 from teola.api.program import Program
 
 
@@ -109,20 +131,35 @@ async def draft_and_refine(target, i):
     async with Program(target, f"refine-{i}") as prog:
         draft = await prog.call(f"Draft a short answer to question {i}: why is the sky blue?", max_tokens=48)
         return await prog.call(f"Improve this answer: {draft}", parent_ids=[draft.call_id], max_tokens=32)
-'''
-PROGRAM_JOB = {"name": "refine", "app": "program_runs", "target": "naive_rag", "program": "plan_demo_program:draft_and_refine",
-               "runs": 6, "models": {"llm": {"profile": PROFILE, "max_tokens": 64}},
-               "steps_profile": PROFILE, "simulate": PROFILE, "lengths": {"lengths": {"call": [32]}}}
+"""
+PROGRAM_JOB = {
+    "name": "refine",
+    "app": "program_runs",
+    "target": "naive_rag",
+    "program": "plan_demo_program:draft_and_refine",
+    "runs": 6,
+    "models": {"llm": {"profile": PROFILE, "max_tokens": 64}},
+    "steps_profile": PROFILE,
+    "simulate": PROFILE,
+    "lengths": {"lengths": {"call": [32]}},
+}
 
 
 def test_a_program_call_reads_the_calls_finished_before_it_was_submitted():
     from teola.plan.program_job import LoggedCall, calls_of_run
+
     result = {"num_prompt_tokens": 40, "num_cached_tokens": 0, "num_output_tokens": 5}
-    a, c, b = calls_of_run([LoggedCall(0, "llm", 10.0, 12.0, 48, result), LoggedCall(0, "llm", 12.5, 14.0, 32, result),
-                            LoggedCall(0, "llm", 11.0, 13.0, 16, result)], start=10.0)
+    a, c, b = calls_of_run(
+        [
+            LoggedCall(0, "llm", 10.0, 12.0, 48, result),
+            LoggedCall(0, "llm", 12.5, 14.0, 32, result),
+            LoggedCall(0, "llm", 11.0, 13.0, 16, result),
+        ],
+        start=10.0,
+    )
     assert (a.deps, a.delay, a.max_tokens) == ((), 0.0, 48)
-    assert (c.deps, c.delay, c.max_tokens) == ((), 1.0, 16)          # submitted while a ran
-    assert (b.deps, b.max_tokens) == ((0,), 32) and b.delay == pytest.approx(0.5)   # after a, not c
+    assert (c.deps, c.delay, c.max_tokens) == ((), 1.0, 16)  # submitted while a ran
+    assert (b.deps, b.max_tokens) == ((0,), 32) and b.delay == pytest.approx(0.5)  # after a, not c
 
 
 def test_plan_and_run_job_plan_and_run_a_programs_runs_from_a_sampled_trace(tmp_path, monkeypatch, capsys):
@@ -130,7 +167,11 @@ def test_plan_and_run_job_plan_and_run_a_programs_runs_from_a_sampled_trace(tmp_
     monkeypatch.syspath_prepend(str(tmp_path))
     wl = build_workload(parse_job(PROGRAM_JOB))
     reqs = wl.requests["llm"]
-    assert len(reqs) == 12 and [r.after for r in reqs[:2]] == [None, 0] and [r.max_tokens for r in reqs[:2]] == [48, 32]
+    assert (
+        len(reqs) == 12
+        and [r.after for r in reqs[:2]] == [None, 0]
+        and [r.max_tokens for r in reqs[:2]] == [48, 32]
+    )
     job, plan = tmp_path / "job.json", tmp_path / "plan.json"
     job.write_text(json.dumps(PROGRAM_JOB))
     assert main(["plan", str(job), "--gpus", "2", "--out", str(plan)]) == 0
@@ -142,6 +183,12 @@ def test_plan_and_run_job_plan_and_run_a_programs_runs_from_a_sampled_trace(tmp_
 
 
 def test_an_app_job_is_not_a_part_of_a_mix():
-    other = {"app": "routing", "dataset": "truthfulqa", "requests": 2, "models": {"r": {}}, "routes": {"r": 1}}
+    other = {
+        "app": "routing",
+        "dataset": "truthfulqa",
+        "requests": 2,
+        "models": {"r": {}},
+        "routes": {"r": 1},
+    }
     with pytest.raises(ValueError, match="run alone"):
         parse_job({"app": "mix", "parts": [JOB, other]})

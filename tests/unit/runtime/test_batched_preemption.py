@@ -2,6 +2,7 @@
 preemptible call. On the virtual clock with a StepDecoder of 1-second steps, so every time below is
 exact: the entry runs, is demoted past its quantum (mlfq, 4 tokens summed over its requests), is
 preempted by a better entry, and resumes each request from its own output tokens so far."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,8 +19,11 @@ from tests.support.entry_work import RecordedWork, decoding_entry
 
 
 def entry(program: str, prompt: str, max_tokens: list[int], t: float) -> tuple[Pending, RecordedWork]:
-    return decoding_entry(program, [{"parts": [["question", f"{prompt} {i}"]], "max_tokens": n}
-                                    for i, n in enumerate(max_tokens)], t)
+    return decoding_entry(
+        program,
+        [{"parts": [["question", f"{prompt} {i}"]], "max_tokens": n} for i, n in enumerate(max_tokens)],
+        t,
+    )
 
 
 def expected(first: int, end: int) -> str:
@@ -28,11 +32,18 @@ def expected(first: int, end: int) -> str:
 
 def run(bulk_tokens: list[int], urgent_tokens: list[int], urgent_at: float = 3.5):
     """`bulk` (program "bulk") at t=0, `urgent` at `urgent_at`, on an engine holding 2 requests."""
+
     async def main():
         lent = Borrowed(StepDecoder("llm", step=1.0, max_batch=2, max_efficient_batch=2))
         await lent.engine.start()
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=2)}, {"llm": lent},
-                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=2)},
+            {"llm": lent},
+            policy="mlfq",
+            policy_options={
+                "mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}
+            },
+        )
         await rt.start()
         try:
             sched = rt.schedulers["llm"]
@@ -45,6 +56,7 @@ def run(bulk_tokens: list[int], urgent_tokens: list[int], urgent_at: float = 3.5
         finally:
             await rt.stop()
         return rt, lent, bulk_work, urgent_work
+
     return run_virtual(main())
 
 
@@ -92,12 +104,24 @@ def test_a_request_that_ended_before_the_preemption_is_not_sent_again():
 def test_without_preemption_the_batched_entry_runs_to_its_end(preempt):
     """The control: with preempt=False the same bulk entry is never stopped (urgent runs beside it,
     vLLM-style) and ends at 10; preempted, it ends at 14 as above."""
+
     async def main():
         lent = Borrowed(StepDecoder("llm", step=1.0, max_batch=2, max_efficient_batch=2))
         await lent.engine.start()
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=2)}, {"llm": lent},
-                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens",
-                                                             "preempt": preempt}})
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=2)},
+            {"llm": lent},
+            policy="mlfq",
+            policy_options={
+                "mlfq": {
+                    "base_quantum": 4,
+                    "beta": None,
+                    "rerank_every": 1,
+                    "service": "tokens",
+                    "preempt": preempt,
+                }
+            },
+        )
         await rt.start()
         try:
             bulk, work = entry("bulk", "write a lot", [10, 10], 0.0)
@@ -109,6 +133,7 @@ def test_without_preemption_the_batched_entry_runs_to_its_end(preempt):
         finally:
             await rt.stop()
         return rt, work
+
     rt, work = run_virtual(main())
     assert [r["text"] for r in work.out] == [expected(0, 10)] * 2
     assert rt.metrics.preemptions == (1 if preempt else 0)
@@ -130,10 +155,15 @@ class CancellingDecoder(StepDecoder):
 def test_a_withdrawn_batched_call_is_cancelled_with_every_requests_kv_key():
     """Its query no longer needs the running batched call: one cancel stops both requests, naming
     both swap keys, so a kv_swap engine saves neither; nothing is resumed."""
+
     async def main():
         engine = CancellingDecoder("llm", step=1.0, max_batch=2, max_efficient_batch=2)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="plas",
-                     policy_options={"plas": {"beta": None, "service": "tokens"}})
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m")},
+            {"llm": engine},
+            policy="plas",
+            policy_options={"plas": {"beta": None, "service": "tokens"}},
+        )
         await rt.start()
         try:
             bulk, work = entry("bulk", "write a lot", [10, 10], 0.0)
@@ -146,6 +176,7 @@ def test_a_withdrawn_batched_call_is_cancelled_with_every_requests_kv_key():
         finally:
             await rt.stop()
         return rt, engine, work
+
     rt, engine, work = run_virtual(main())
     assert engine.cancelled == [(["llm:call0"], ["llm:call0.0", "llm:call0.1"])]
     assert engine.aborted == ["llm:call0"] and engine.finished == []
@@ -168,7 +199,9 @@ def test_a_withdrawn_preempted_batched_call_drops_only_the_kv_saved_for_its_pree
     p = Preemptor(SimpleNamespace(executor=executor, spawn=asyncio.run), budget=2)
     i0, i1 = SimpleNamespace(capabilities={Capability.FORGET_KV}), SimpleNamespace(capabilities=frozenset())
     bulk = object()
-    p.resumes[bulk] = [Resume(request={"kv_swap_key": "llm:call0.0", "max_tokens": 2}, final={"text": "t0 t1 "}),
-                       Resume(request={"kv_swap_key": "llm:call0.1", "max_tokens": 9}, ids=[0, 1, 2], count=1)]
+    p.resumes[bulk] = [
+        Resume(request={"kv_swap_key": "llm:call0.0", "max_tokens": 2}, final={"text": "t0 t1 "}),
+        Resume(request={"kv_swap_key": "llm:call0.1", "max_tokens": 9}, ids=[0, 1, 2], count=1),
+    ]
     p.forget(bulk, [i0, i1])
     assert asked == [(i0, "forget_kv", (["llm:call0.1"],))] and bulk not in p.resumes

@@ -1,5 +1,6 @@
 """`CallItems` (teola.runtime.engine_tier.call_items) on hand-written event sequences: what goes
 downstream, and when, as a partial decode's runs are stopped, preempted and resumed."""
+
 from __future__ import annotations
 
 from teola.runtime.engine_tier.call_items import CallItems

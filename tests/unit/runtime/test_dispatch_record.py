@@ -1,6 +1,7 @@
 """`DispatchRecord`, `frozen_body` and `wire_request` (teola.scheduling.dispatch_record):
 a body is read-only, the record's set fields win in the request an adapter receives, neither part
 is written by the merge, and the two meanings of "tag" live in two fields."""
+
 from __future__ import annotations
 
 import asyncio
@@ -38,8 +39,13 @@ def test_the_seam_objects_around_the_record_are_keyword_only():
     from teola.runtime.graph_tier.query_work import DispatchWork
     from teola.scheduling.program.pause_handling import PauseHint
 
-    for cls, args in ((CallOutcome, ({}, None)), (Resume, ({},)), (PauseHint, ("preserve", False)),
-                      (RunningCall, (None,) * 8), (DispatchWork, (None,))):
+    for cls, args in (
+        (CallOutcome, ({}, None)),
+        (Resume, ({},)),
+        (PauseHint, ("preserve", False)),
+        (RunningCall, (None,) * 8),
+        (DispatchWork, (None,)),
+    ):
         with pytest.raises(TypeError):
             cls(*args)
     assert PauseHint(pause_kv="swap", resumes_preserved=True).pause_kv == "swap"
@@ -66,8 +72,16 @@ def test_an_empty_record_sends_the_body_unchanged_in_a_fresh_dict():
 
 def test_record_fields_win_over_the_body():
     b = frozen_body({**body(), "tag": "client-tag"})
-    rec = DispatchRecord(priority=2, owner="q1", abort_key="q1:n:0", kv_swap_key="k", progress=True,
-                         predicted_tokens=40, pause_kv="swap", resumes_preserved=True)
+    rec = DispatchRecord(
+        priority=2,
+        owner="q1",
+        abort_key="q1:n:0",
+        kv_swap_key="k",
+        progress=True,
+        predicted_tokens=40,
+        pause_kv="swap",
+        resumes_preserved=True,
+    )
     wire = wire_request(b, rec)
     assert wire["tag"] == "q1:n:0" and wire["priority"] == 2 and wire["owner"] == "q1"
     assert wire["kv_swap_key"] == "k" and wire["progress"] is True and wire["predicted_tokens"] == 40
@@ -101,6 +115,7 @@ def test_dispatch_writes_the_record_not_the_submitted_body(policy):
     fields (owner; atlas also its priority, call tag, KV key and progress) and the body handed to
     `submit_call` is left as it was."""
     from tests.unit.runtime.test_fcfs_calls import run_calls_with_bodies
+
     bodies, seen = run_calls_with_bodies(policy, [2, 5])
     assert bodies == [{"parts": [["user", f"c{i}"]], "max_tokens": n} for i, n in enumerate([2, 5])]
     assert sorted(r["owner"] for r in seen) == ["p0", "p1"]
@@ -157,6 +172,7 @@ async def test_a_preempted_call_resumes_from_its_record_with_its_body_unchanged(
     async def spy(op, i, req, emit):
         seen.append(dict(req))
         return await real(op, i, req, emit)
+
     engine._one = spy
     await rt.start()
     sched = rt.schedulers["llm"]

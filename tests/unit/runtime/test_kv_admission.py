@@ -1,6 +1,7 @@
 """issue 73 item 1: teola admits an LLM engine's calls by its real capacity (max_num_seqs and the
 tokens its KV cache holds), read from the engine, so calls wait in teola's queue, where the program
 policy orders them, instead of in the engine's."""
+
 from __future__ import annotations
 
 from engines.sim.llm import SimLLM
@@ -19,6 +20,7 @@ def sim_runtime(policy: str = "plas", **engine_kw) -> Runtime:
 def test_the_simulated_engines_kv_capacity_and_seats_reach_the_preemptor():
     """40 blocks of 16 tokens = 640 tokens, 6 seats: what the Preemptor admits against (before, the
     simulated engine's profile carried no token budget: 0, so teola admitted by seats alone)."""
+
     async def main():
         rt = sim_runtime(num_blocks=40, block_size=16, max_num_seqs=6)
         await rt.start()
@@ -27,6 +29,7 @@ def test_the_simulated_engines_kv_capacity_and_seats_reach_the_preemptor():
             return pre.budget, pre.token_budget, rt.schedulers["llm"].token_budget
         finally:
             await rt.stop()
+
     assert run_virtual(main()) == (6, 640, 640)
 
 
@@ -45,12 +48,18 @@ async def test_calls_are_admitted_by_the_tokens_they_hold_not_their_whole_output
 
     engine = StepDecoder("llm", step=0.005, max_batch=4, max_efficient_batch=4)
     spec = Engine("llm", kind="vllm", model="m", max_efficient_batch=4, token_budget=40)
-    rt = Runtime({"llm": spec}, {"llm": engine}, policy="plas", policy_options={
-        "plas": {"beta": None, "service": "tokens", "base_quantum": 1000, "rerank_every": 1}})
+    rt = Runtime(
+        {"llm": spec},
+        {"llm": engine},
+        policy="plas",
+        policy_options={"plas": {"beta": None, "service": "tokens", "base_quantum": 1000, "rerank_every": 1}},
+    )
     await rt.start()
     try:
         async with Program(rt, "p") as prog:
-            results = await asyncio.gather(*(prog.call(f"c{i}", parent_ids=[], max_tokens=12) for i in range(6)))
+            results = await asyncio.gather(
+                *(prog.call(f"c{i}", parent_ids=[], max_tokens=12) for i in range(6))
+            )
     finally:
         await rt.stop()
     assert [r.result["text"] for r in results] == ["".join(f"t{k} " for k in range(12))] * 6
@@ -69,7 +78,9 @@ async def test_an_engine_with_nothing_to_preempt_with_is_named_once_at_start(cap
     class NoAbort(StepDecoder):
         capabilities = (Capability.STREAM,)
 
-    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": NoAbort("llm", step=0.005)}, policy="plas")
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", model="m")}, {"llm": NoAbort("llm", step=0.005)}, policy="plas"
+    )
     with caplog.at_level(logging.WARNING, logger="teola.runtime"):
         await rt.start()
         try:
@@ -101,14 +112,23 @@ def test_running_calls_are_counted_by_the_engines_kv_report_not_teolas_estimate(
             await super()._iteration()
 
     async def main():
-        engine = Peak("llm", COST, token_ratio=1.0, template_tokens=0, num_blocks=10, block_size=16, max_num_seqs=8)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="plas", policy_options={
-            "plas": {"beta": None, "service": "tokens", "base_quantum": 1000, "rerank_every": 1}})
+        engine = Peak(
+            "llm", COST, token_ratio=1.0, template_tokens=0, num_blocks=10, block_size=16, max_num_seqs=8
+        )
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m")},
+            {"llm": engine},
+            policy="plas",
+            policy_options={
+                "plas": {"beta": None, "service": "tokens", "base_quantum": 1000, "rerank_every": 1}
+            },
+        )
         await rt.start()
         try:
             async with Program(rt, "p") as prog:
-                results = await asyncio.gather(*(prog.call(f"{i}" + "x" * 199, parent_ids=[], max_tokens=12)
-                                                 for i in range(6)))
+                results = await asyncio.gather(
+                    *(prog.call(f"{i}" + "x" * 199, parent_ids=[], max_tokens=12) for i in range(6))
+                )
         finally:
             await rt.stop()
         return engine, rt, results
@@ -137,4 +157,5 @@ def test_the_batch_fill_charges_each_request_the_engines_block_once_reported():
             return before, sched._limits(inst).headroom, sched.preemptor.ledger(inst).block
         finally:
             await rt.stop()
+
     assert run_virtual(main()) == (0, 48, 64)

@@ -1,5 +1,6 @@
 """teola.runtime.launch: engines launched at once only where the executor runs each in its own
 process, one engine's instances in turn, and after a failure exactly the started instances listed."""
+
 import asyncio
 
 import pytest
@@ -28,13 +29,23 @@ class Recorder:
         return Instance(engine=spec.name, index=index, handle=backend, profile=EngineProfile())
 
 
-SPECS = {"slow": Engine("slow", kind="vllm", instances=2), "fast": Engine("fast", kind="sentence_transformers")}
+SPECS = {
+    "slow": Engine("slow", kind="vllm", instances=2),
+    "fast": Engine("fast", kind="sentence_transformers"),
+}
 
 
 async def test_in_turn_when_the_executor_shares_the_process():
     ex, into = Recorder(parallel=False), {}
     await launch_instances(ex, SPECS, {}, None, into)
-    assert ex.events == ["begin slow/0", "end slow/0", "begin slow/1", "end slow/1", "begin fast/0", "end fast/0"]
+    assert ex.events == [
+        "begin slow/0",
+        "end slow/0",
+        "begin slow/1",
+        "end slow/1",
+        "begin fast/0",
+        "end fast/0",
+    ]
     assert list(into) == ["slow", "fast"] and [i.name for i in into["slow"]] == ["slow/0", "slow/1"]
 
 
@@ -45,7 +56,9 @@ async def test_engines_at_once_their_instances_in_turn_when_each_has_its_own_pro
     assert ex.events.index("begin fast/0") < ex.events.index("end slow/0")
     assert ex.events.index("end slow/0") < ex.events.index("begin slow/1")
     assert list(into) == ["slow", "fast"], "the specs' order, whatever finished first"
-    assert [i.name for i in into["slow"]] == ["slow/0", "slow/1"] and [i.name for i in into["fast"]] == ["fast/0"]
+    assert [i.name for i in into["slow"]] == ["slow/0", "slow/1"] and [i.name for i in into["fast"]] == [
+        "fast/0"
+    ]
 
 
 async def test_a_failed_engine_raises_after_the_others_and_the_started_ones_are_listed():

@@ -2,6 +2,7 @@
 preemptible call like a decoding entry. On the virtual clock with an ItemDecoder of 1-second steps
 (tests/support/item_decoder.py: item j of the output is "item<j> whole", 4 tokens a line, token k
 out at t = k + 1 while the call runs), so every time below is exact."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,12 +20,16 @@ from tests.support.item_decoder import ItemDecoder, item, piece
 def run(max_items: int | None, preempt: bool = True) -> tuple[Runtime, Borrowed, RecordedWork, RecordedWork]:
     """`bulk`, a partial decode of a 4-item list (16 tokens), at t=0; `urgent`, a 3-token decode,
     at t=5.5, on an engine that holds 1 request (mlfq, 4-token quantum)."""
+
     async def main():
         lent = Borrowed(ItemDecoder("llm", step=1.0, max_batch=1, max_efficient_batch=1))
         await lent.engine.start()
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": lent},
-                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1,
-                                                             "preempt": preempt}})
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)},
+            {"llm": lent},
+            policy="mlfq",
+            policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "preempt": preempt}},
+        )
         await rt.start()
         try:
             sched = rt.schedulers["llm"]
@@ -34,13 +39,15 @@ def run(max_items: int | None, preempt: bool = True) -> tuple[Runtime, Borrowed,
             bulk, bulk_work = decoding_entry("bulk", [request], 0.0, op="partial_decoding")
             sched.submit(bulk)
             await asyncio.sleep(5.5)
-            urgent, urgent_work = decoding_entry("urgent", [{"parts": [["question", "one line"]], "max_tokens": 3}],
-                                                 5.5)
+            urgent, urgent_work = decoding_entry(
+                "urgent", [{"parts": [["question", "one line"]], "max_tokens": 3}], 5.5
+            )
             sched.submit(urgent)
             await asyncio.gather(bulk_work.done.wait(), urgent_work.done.wait())
         finally:
             await rt.stop()
         return rt, lent, bulk_work, urgent_work
+
     return run_virtual(main())
 
 
@@ -96,25 +103,42 @@ def test_a_query_whose_pipelined_decode_is_preempted_gets_each_item_once():
     async def main():
         app = App("pipelined")
         app.register_engine(Engine("llm", kind="vllm", model="m"), backend=ItemDecoder("llm"))
-        app.update_template([Node("llm", name="ex", engine="llm", anno="splittable",
-                                  config={"parts": [["q", "$query.question"]], "max_tokens": 16, "split": "list"})])
+        app.update_template(
+            [
+                Node(
+                    "llm",
+                    name="ex",
+                    engine="llm",
+                    anno="splittable",
+                    config={"parts": [["q", "$query.question"]], "max_tokens": 16, "split": "list"},
+                )
+            ]
+        )
         compiled = app.compile({"question": "list things"})
         engine = ItemDecoder("llm", step=1.0, max_batch=1, max_efficient_batch=1)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": engine},
-                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)},
+            {"llm": engine},
+            policy="mlfq",
+            policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}},
+        )
         await rt.start()
         events: list[dict] = []
         try:
             query = asyncio.ensure_future(rt.submit(compiled, {}, on_event=events.append))
             await asyncio.sleep(5.5)
-            urgent, _ = decoding_entry("urgent", [{"parts": [["question", "one line"]], "max_tokens": 3}], 5.5)
+            urgent, _ = decoding_entry(
+                "urgent", [{"parts": [["question", "one line"]], "max_tokens": 3}], 5.5
+            )
             rt.schedulers["llm"].submit(urgent)
             return await query, rt.metrics.preemptions, events
         finally:
             await rt.stop()
+
     result, preemptions, events = run_virtual(main())
     assert result.output == [item(j) for j in range(4)] and preemptions == 1
     decodes = [t for t in result.trace if t["op"] == "partial_decoding"]
     assert [(t["primitive"], t["finished"], t["batches"]) for t in decodes] == [
-        (f"ex.call.decode[{j}]", at, 2) for j, at in enumerate([4.0, 12.0, 16.0, 20.0])]
+        (f"ex.call.decode[{j}]", at, 2) for j, at in enumerate([4.0, 12.0, 16.0, 20.0])
+    ]
     assert not [e for e in events if e["event"] == "token"]

@@ -8,6 +8,7 @@ StepDecoder of 1-second steps holding 1 request: token k of the query's decode i
 while it runs; at t=5 it has decoded 5 tokens (past mlfq's 4-token quantum: demoted); an urgent
 3-token call of another program comes at 5.5 and preempts it (the abort lands at t=6); the urgent
 call runs t=6..9; the query's decode resumes at 9 and ends at 14."""
+
 from __future__ import annotations
 
 import asyncio
@@ -26,7 +27,9 @@ from tests.support.entry_work import decoding_entry
 def compiled_query():
     app = App("one")
     app.register_engine(Engine("llm", kind="vllm", model="m"), backend=StepDecoder("llm"))
-    gen = Node("llm", name="gen", engine="llm", config={"parts": [["q", "$query.question"]], "max_tokens": 10})
+    gen = Node(
+        "llm", name="gen", engine="llm", config={"parts": [["q", "$query.question"]], "max_tokens": 10}
+    )
     app.update_template([gen])
     return app.compile({"question": "write a lot"})
 
@@ -34,10 +37,15 @@ def compiled_query():
 def run_query(fail_at: float | None):
     """Run the query; with `fail_at`, cancel it then. Returns the run, its outcome, the clean-ups
     asked for (loop times) and the runtime's metrics."""
+
     async def main():
         engine = StepDecoder("llm", step=1.0, max_batch=1, max_efficient_batch=1)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": engine},
-                     policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}})
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)},
+            {"llm": engine},
+            policy="mlfq",
+            policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1}},
+        )
         await rt.start()
         loop = asyncio.get_running_loop()
         cleanups: list[float] = []
@@ -47,16 +55,24 @@ def run_query(fail_at: float | None):
                 rt.schedulers["llm"].abort(run.qid)
             rt.end_program(run.qid)
 
-        ctx = QueryContext(submit=lambda eng, e: rt.schedulers[eng].submit(e), withdraw=lambda eng, e: rt.schedulers[eng].remove(e),
-                           llm_engines=frozenset({"llm"}), metrics=rt.metrics, prescheduling=True, ended=ended, cleanup=lambda run: cleanups.append(loop.time()))
+        ctx = QueryContext(
+            submit=lambda eng, e: rt.schedulers[eng].submit(e),
+            withdraw=lambda eng, e: rt.schedulers[eng].remove(e),
+            llm_engines=frozenset({"llm"}),
+            metrics=rt.metrics,
+            prescheduling=True,
+            ended=ended,
+            cleanup=lambda run: cleanups.append(loop.time()),
+        )
         compiled = compiled_query()
         run = QueryRun(ctx, compiled, {}, rt.plans.get(compiled.egraph))
         run.needs_cleanup = True  # as a query that ingested documents into a namespace of its own
         try:
             run.start(None)
             await asyncio.sleep(5.5)
-            urgent, urgent_work = decoding_entry("urgent", [{"parts": [["question", "one line"]], "max_tokens": 3}],
-                                                 5.5)
+            urgent, urgent_work = decoding_entry(
+                "urgent", [{"parts": [["question", "one line"]], "max_tokens": 3}], 5.5
+            )
             rt.schedulers["llm"].submit(urgent)
             if fail_at is not None:
                 await asyncio.sleep(fail_at - 5.5)
@@ -70,6 +86,7 @@ def run_query(fail_at: float | None):
         finally:
             await rt.stop()
         return run, outcome, cleanups, rt.metrics
+
     return run_virtual(main())
 
 
@@ -83,10 +100,13 @@ def test_a_query_whose_decode_was_preempted_and_resumed_ends_with_nothing_in_fli
     assert cleanups == []  # it succeeded: nothing to clean up
 
 
-@pytest.mark.parametrize("fail_at, cleaned_at", [
-    (7.5, 7.5),    # while its preempted decode waits in the queue: nothing of it is on the engine
-    (10.5, 11.0),  # while its decode runs again: once the abort lands at the decode's next step
-])
+@pytest.mark.parametrize(
+    "fail_at, cleaned_at",
+    [
+        (7.5, 7.5),  # while its preempted decode waits in the queue: nothing of it is on the engine
+        (10.5, 11.0),  # while its decode runs again: once the abort lands at the decode's next step
+    ],
+)
 def test_a_failing_query_whose_decode_was_preempted_runs_its_cleanup(fail_at, cleaned_at):
     run, outcome, cleanups, metrics = run_query(fail_at)
     assert isinstance(outcome, QueryCancelled) and metrics.preemptions == 1

@@ -2,6 +2,7 @@
 charged while a call runs, so a long call is demoted mid-run; a waiting call of a better queue
 preempts it when the admission budget is full; the preempted call resumes from the tokens it had
 decoded and returns the same output as an uninterrupted run; FCFS never preempts."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,9 +19,17 @@ from tests.support.waiting import until
 def runtime(policy: str, budget: int, **options) -> tuple[Runtime, StepDecoder]:
     """An engine whose capacity (max_batch, what admission fills) is `budget` calls."""
     engine = StepDecoder("llm", step=0.005, max_batch=budget, max_efficient_batch=budget)
-    opts = {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens", **options}} if policy != "fifo" else {}
-    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=budget)}, {"llm": engine},
-                 policy=policy, policy_options=opts)
+    opts = (
+        {policy: {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens", **options}}
+        if policy != "fifo"
+        else {}
+    )
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=budget)},
+        {"llm": engine},
+        policy=policy,
+        policy_options=opts,
+    )
     return rt, engine
 
 
@@ -58,7 +67,9 @@ async def run_calls(rt: Runtime, n: int, max_tokens: int) -> list:
     await rt.start()
     try:
         async with Program(rt, "p") as prog:
-            return await asyncio.gather(*(prog.call(f"c{i}", parent_ids=[], max_tokens=max_tokens) for i in range(n)))
+            return await asyncio.gather(
+                *(prog.call(f"c{i}", parent_ids=[], max_tokens=max_tokens) for i in range(n))
+            )
     finally:
         await rt.stop()
 
@@ -133,11 +144,13 @@ def test_a_starved_long_call_is_promoted_and_preempts_a_stream_of_short_ones(bet
                         async with Program(rt, f"short{k}.{i}") as p:
                             await p.call(f"s{k}.{i}", parent_ids=[], max_tokens=3)
                         done.append("short")
+
                 await asyncio.gather(feeder(0), feeder(1), long_call)
                 assert (await long_call).result["text"] == expected(60)
         finally:
             await rt.stop()
         return done, rt.metrics.preemptions
+
     done, preemptions = run_virtual(main())
     assert done.count("short") == 80
     if beta is None:
@@ -150,8 +163,12 @@ async def test_a_call_keeps_one_kv_swap_key_across_its_resumes():
     from tests.support.borrowed import Borrowed
 
     lent = Borrowed(StepDecoder("llm", step=0.005, max_batch=1, max_efficient_batch=1))
-    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": lent},
-                 policy="mlfq", policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)},
+        {"llm": lent},
+        policy="mlfq",
+        policy_options={"mlfq": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}},
+    )
     await rt.start()
     try:
         async with Program(rt, "long") as long_prog, Program(rt, "short") as short_prog:
@@ -179,10 +196,13 @@ def test_a_resumed_run_stopped_before_it_ran_counts_apart_from_re_sent_tokens():
 
     p = Preemptor(SimpleNamespace(metrics=Metrics()), budget=1)
     p.note_resumed({"aborted": True, "num_prompt_tokens": 90, "num_cached_tokens": 0, "num_output_tokens": 0})
-    p.note_resumed({"aborted": True, "num_prompt_tokens": 90, "num_cached_tokens": 64, "num_output_tokens": 0})
+    p.note_resumed(
+        {"aborted": True, "num_prompt_tokens": 90, "num_cached_tokens": 64, "num_output_tokens": 0}
+    )
     p.note_resumed({"aborted": True, "num_prompt_tokens": 80, "num_cached_tokens": 0, "num_output_tokens": 2})
-    p.note_resumed({"num_prompt_tokens": 70, "num_cached_tokens": 32, "num_output_tokens": 5,
-                    "kv_swap_loaded_tokens": 6})
+    p.note_resumed(
+        {"num_prompt_tokens": 70, "num_cached_tokens": 32, "num_output_tokens": 5, "kv_swap_loaded_tokens": 6}
+    )
     m = p.ctx.metrics
     assert m.resumed_unrun == 1
     assert (m.resumed_tokens, m.resumed_cached_tokens, m.resumed_swapped_tokens) == (240, 96, 6)
@@ -213,9 +233,15 @@ async def test_seconds_service_preempts_a_long_call_for_a_short_one():
 def capacity_runtime(admission: str = "capacity", token_budget: int = 0) -> tuple[Runtime, StepDecoder]:
     """An engine that holds 4 calls at once (max_batch) but batches efficiently only 2."""
     engine = StepDecoder("llm", step=0.005, max_batch=4, max_efficient_batch=2)
-    spec = Engine("llm", kind="vllm", model="m", max_efficient_batch=2, token_budget=token_budget, admission=admission)
-    return Runtime({"llm": spec}, {"llm": engine}, policy="plas",
-                   policy_options={"plas": {"beta": None, "service": "tokens"}}), engine
+    spec = Engine(
+        "llm", kind="vllm", model="m", max_efficient_batch=2, token_budget=token_budget, admission=admission
+    )
+    return Runtime(
+        {"llm": spec},
+        {"llm": engine},
+        policy="plas",
+        policy_options={"plas": {"beta": None, "service": "tokens"}},
+    ), engine
 
 
 async def test_admission_fills_the_engines_capacity_not_its_efficient_batch():
@@ -259,8 +285,12 @@ async def test_a_call_cancelled_by_its_client_is_cancelled_with_its_kv_key_not_j
     """issue 62: a call whose caller went away never resumes, so the engine is told its KV swap key
     (a kv_swap vLLM then saves nothing for it) instead of aborting it like a preempted call."""
     engine = CancellingDecoder("llm", step=0.005, max_batch=2, max_efficient_batch=2)
-    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="plas",
-                 policy_options={"plas": {"beta": None, "service": "tokens"}})
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", model="m")},
+        {"llm": engine},
+        policy="plas",
+        policy_options={"plas": {"beta": None, "service": "tokens"}},
+    )
     await rt.start()
     try:
         async with Program(rt, "p") as prog:

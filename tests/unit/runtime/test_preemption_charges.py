@@ -1,6 +1,7 @@
 """A preempted call's decoded tokens are charged to its program once: as they stream (`progress`,
 run by run) or, for those no progress event reported before an abort, when the call ends
 (`observe` with the result of all its runs joined), never both."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,7 +23,14 @@ def test_observe_charges_only_what_no_progress_event_charged_over_all_runs():
     run 2 streamed, 10 - 4 - 2 = 4 at the end; the program's service is 10 (charging run 1's
     streamed tokens again at the end would make it 14)."""
     policy = make_policy("plas", beta=None, base_quantum=100, service="tokens")
-    e = Pending(query_id="prog", name="prog.decoding", op="decoding", depth=0, arrival=0.0, requests=[{"parts": [["q", "x"]], "max_tokens": 10}])
+    e = Pending(
+        query_id="prog",
+        name="prog.decoding",
+        op="decoding",
+        depth=0,
+        arrival=0.0,
+        requests=[{"parts": [["q", "x"]], "max_tokens": 10}],
+    )
     first = policy.schedule([e], 0.0, LIMITS).picks[0]
     e.taken = 1
     policy.progress(e, 3, 3.0)
@@ -45,23 +53,35 @@ def test_a_preempted_call_run_on_an_engine_is_charged_its_output_once():
     4-token quantum): bulk (10 tokens) is preempted by urgent (3 tokens, at t=5.5; the abort lands
     at t=6 with 5 tokens out) and resumes at 9; when it ends its program's service is its 10
     tokens, urgent's its 3."""
+
     async def main():
         engine = StepDecoder("llm", step=1.0, max_batch=1, max_efficient_batch=1)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)}, {"llm": engine},
-                     policy="plas", policy_options={"plas": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}})
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m", max_efficient_batch=1)},
+            {"llm": engine},
+            policy="plas",
+            policy_options={
+                "plas": {"base_quantum": 4, "beta": None, "rerank_every": 1, "service": "tokens"}
+            },
+        )
         await rt.start()
         try:
             sched = rt.schedulers["llm"]
-            bulk, bulk_work = decoding_entry("bulk", [{"parts": [["question", "write a lot"]], "max_tokens": 10}], 0.0)
+            bulk, bulk_work = decoding_entry(
+                "bulk", [{"parts": [["question", "write a lot"]], "max_tokens": 10}], 0.0
+            )
             sched.submit(bulk)
             await asyncio.sleep(5.5)
-            urgent, urgent_work = decoding_entry("urgent", [{"parts": [["question", "one"]], "max_tokens": 3}], 5.5)
+            urgent, urgent_work = decoding_entry(
+                "urgent", [{"parts": [["question", "one"]], "max_tokens": 3}], 5.5
+            )
             sched.submit(urgent)
             await asyncio.gather(bulk_work.done.wait(), urgent_work.done.wait())
             table = sched.policy.table
             return rt, bulk_work, table.get("bulk").service, table.get("urgent").service
         finally:
             await rt.stop()
+
     rt, bulk, bulk_service, urgent_service = run_virtual(main())
     assert rt.metrics.preemptions == 1 and bulk.out[0]["preemptions"] == 1 and bulk.done_at == 14.0
     assert bulk_service == 10 and urgent_service == 3

@@ -1,6 +1,7 @@
 """The pieces of the Ray "refs" data path that need no cluster (teola.runtime.executors.ray_data): which
 results a batch keeps remote, how the driver turns them into RemoteItems, and how an actor
 resolves them (any awaitable stands in for an ObjectRef here), including a lost one."""
+
 import asyncio
 
 import numpy as np
@@ -54,9 +55,12 @@ async def test_resolve_inputs_fetches_each_object_once_and_strips_the_flag():
             f = loop.create_future()
             f.set_result([[1.0], [2.0]])
             return f.__await__()
+
     ref = Ref()
-    reqs = [{"embedding": RemoteItem(ref, 1, "embedding/0"), "top_k": 2}, {"embedding": RemoteItem(ref, 0, "e"),
-                                                                           KEEP: True}]
+    reqs = [
+        {"embedding": RemoteItem(ref, 1, "embedding/0"), "top_k": 2},
+        {"embedding": RemoteItem(ref, 0, "e"), KEEP: True},
+    ]
     assert await resolve_inputs(reqs) == [{"embedding": [2.0], "top_k": 2}, {"embedding": [1.0]}]
     assert len(calls) == 1
     plain = [{"text": "x"}]

@@ -2,6 +2,7 @@
 arguments) and what it hands one actor by call (teola.runtime.executors.ray_env), without a
 cluster: `ray.init` and actor creation are stood in for. On a real cluster:
 tests/ray/test_ray_cluster.py."""
+
 import asyncio
 import os
 
@@ -16,11 +17,23 @@ from tests.support.env_probe import PROBE
 
 SIM = "engines.sim.sim_engine:SimEngine"
 DSN = "postgresql://teola:hunter2@db/teola"
-SECRETS = {"TEOLA_SECRET": "signing-secret", "TEOLA_API_KEYS": "tenant-a:key-a", "TEOLA_PG_DSN": DSN,
-           "HF_TOKEN": "hf_token_value", "VLLM_API_KEY": "vllm-key", "AWS_SECRET_ACCESS_KEY": "aws"}
-SETTINGS = {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "OMP_NUM_THREADS": "2", "TEOLA_CACHE_DIR": "/cache", "HF_HOME": "/cache/hf",
-            "TOKENIZERS_PARALLELISM": "false"}
+SECRETS = {
+    "TEOLA_SECRET": "signing-secret",
+    "TEOLA_API_KEYS": "tenant-a:key-a",
+    "TEOLA_PG_DSN": DSN,
+    "HF_TOKEN": "hf_token_value",
+    "VLLM_API_KEY": "vllm-key",
+    "AWS_SECRET_ACCESS_KEY": "aws",
+}
+SETTINGS = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "OMP_NUM_THREADS": "2",
+    "TEOLA_CACHE_DIR": "/cache",
+    "HF_HOME": "/cache/hf",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 
 
 @pytest.fixture
@@ -84,7 +97,9 @@ class FakeActor:
         self.acquire = type("M", (), {"remote": lambda _, secrets: self.actor.acquire(secrets)})()
 
 
-async def test_credentials_travel_by_actor_call_not_in_constructor_arguments(monkeypatch, environ, no_cluster):
+async def test_credentials_travel_by_actor_call_not_in_constructor_arguments(
+    monkeypatch, environ, no_cluster
+):
     created = []
 
     def create(self, plan):
@@ -93,9 +108,15 @@ async def test_credentials_travel_by_actor_call_not_in_constructor_arguments(mon
 
     monkeypatch.setattr(RayExecutor, "_create", create)
     ex = RayExecutor(secret_env={"probe": ["HF_TOKEN"]})
-    inst = await ex.launch(Engine("probe", kind=PROBE, ops=["embedding"], dsn=DSN, api_key="sk-1", dim=8), 0, None)
+    inst = await ex.launch(
+        Engine("probe", kind=PROBE, ops=["embedding"], dsn=DSN, api_key="sk-1", dim=8), 0, None
+    )
     (plan,) = created
-    assert "hunter2" not in repr(plan.args) and "sk-1" not in repr(plan.args) and "hunter2" not in repr(plan.options)
+    assert (
+        "hunter2" not in repr(plan.args)
+        and "sk-1" not in repr(plan.args)
+        and "hunter2" not in repr(plan.options)
+    )
     assert plan.args[2] == {"dim": 8}
     (seen,) = await inst.handle.actor.execute("embedding", [{"text": "HF_TOKEN"}])  # delivered by `acquire`
     assert seen == {"env": "hf_token_value", "options": {"dim": 8, "dsn": DSN, "api_key": "sk-1"}}
@@ -108,5 +129,7 @@ async def test_a_sealed_actor_builds_no_engine_before_its_secrets_come(monkeypat
         await actor.execute("embedding", [{"text": "TEOLA_PG_DSN"}])
     assert actor.backend is None
     await actor.acquire({"env": {"TEOLA_PG_DSN": DSN}, "options": {"dsn": DSN}})
-    assert await actor.execute("embedding", [{"text": "TEOLA_PG_DSN"}]) == [{"env": DSN, "options": {"dsn": DSN}}]
+    assert await actor.execute("embedding", [{"text": "TEOLA_PG_DSN"}]) == [
+        {"env": DSN, "options": {"dsn": DSN}}
+    ]
     await asyncio.wait_for(actor.release(), 5)

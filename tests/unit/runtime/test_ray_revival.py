@@ -2,6 +2,7 @@
 are stood in for. An actor Ray will not restart is replaced by a new one (once, however many
 callers wait), and one that no live node can hold is reported after `restart_timeout` instead of
 holding the instance's batches forever. On a real cluster: tests/ray/test_ray_cluster.py."""
+
 import asyncio
 
 import pytest
@@ -56,6 +57,7 @@ def executor(monkeypatch):
     def create(*args):
         ex.created.append(FakeActor(f"node-{len(ex.created) + 1}"))
         return ex.created[-1]
+
     actor_class = type("ActorClass", (), {"options": lambda self, **opts: Method(create)})()
     monkeypatch.setattr(ray, "remote", lambda cls: actor_class)
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
@@ -84,8 +86,9 @@ async def test_an_actor_ray_will_not_restart_is_replaced_once_on_a_live_node(exe
 async def test_an_actor_no_node_can_hold_is_reported_not_waited_for_forever(executor, monkeypatch):
     monkeypatch.setattr(ray_executor, "PING_TIMEOUT", 0.05)
     executor.restart_timeout = 0.3
-    inst = await executor.launch(Engine("llm", kind=SIM, ops=["decoding"], resources={"resources": {"gpu_box": 1}}),
-                                 0, None)
+    inst = await executor.launch(
+        Engine("llm", kind=SIM, ops=["decoding"], resources={"resources": {"gpu_box": 1}}), 0, None
+    )
     await crash(executor, inst, ray.exceptions.ActorUnavailableError("node died", None))
     inst.handle.where = Method(lambda: never())  # Ray restarts it once a node with gpu_box joins
     with pytest.raises(RuntimeError, match=r"did not come back within 0 s .*gpu_box"):

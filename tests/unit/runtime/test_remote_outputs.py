@@ -1,6 +1,7 @@
 """Which intermediate outputs the Ray "refs" data path may keep in the object store
 (teola.runtime.graph_tier.dispatch_plan.remote_outputs): embeddings read only by ingestion / vector search,
 directly or through the concat aggregates that gather split stages; never a query output."""
+
 from apps.advanced_rag import set_template
 from teola import App, Engine
 from teola.ir.ops import PrimOp
@@ -13,12 +14,18 @@ QUERY = {"question": "what is the capital of france", "documents": [DOC]}
 
 def rag_plan(config=None):
     app = App("rag")
-    for name, kind in (("llm", "vllm"), ("embedding", "sentence_transformers"), ("vectordb", "pgvector"),
-                       ("reranker", "reranker")):
+    for name, kind in (
+        ("llm", "vllm"),
+        ("embedding", "sentence_transformers"),
+        ("vectordb", "pgvector"),
+        ("reranker", "reranker"),
+    ):
         app.register_engine(Engine(name, kind=kind))
     set_template(app, chunk_size=64, chunk_overlap=8, top_k=4, max_tokens=32)
     # the expanded queries' embeddings too: keep them (the default reranker would let them be pruned)
-    return build_plan(app.compile(QUERY, {"passes": {"prune_covered_searches": False}} | (config or {})).egraph)
+    return build_plan(
+        app.compile(QUERY, {"passes": {"prune_covered_searches": False}} | (config or {})).egraph
+    )
 
 
 def test_every_embedding_of_the_rag_graph_may_stay_remote_and_nothing_else():
@@ -31,19 +38,26 @@ def test_every_embedding_of_the_rag_graph_may_stay_remote_and_nothing_else():
 
 def gathered_plan(reader: PrimOp, outputs: tuple[str, ...] = ("hits",)) -> DispatchPlan:
     """Two embedding stages, a concat aggregate gathering them, and one reader of the whole list."""
-    prims = [Primitive(PrimOp.EMBEDDING, "embedding", "c", ("chunks",), ("e#0:2",), {"map": ("chunks",)}),
-             Primitive(PrimOp.EMBEDDING, "embedding", "c", ("chunks",), ("e#2:4",), {"map": ("chunks",)}),
-             Primitive(PrimOp.AGGREGATE, None, "c", ("e#0:2", "e#2:4"), ("e",), {"mode": "concat"}),
-             Primitive(reader, "vectordb", "c", ("e",), ("hits",), {"map": ("e",)})]
-    plan = DispatchPlan(prims, [0, 0, 2, 1], [(2,), (2,), (3,), ()], [0, 1], [False, False, True, False],
-                        outputs=outputs)
+    prims = [
+        Primitive(PrimOp.EMBEDDING, "embedding", "c", ("chunks",), ("e#0:2",), {"map": ("chunks",)}),
+        Primitive(PrimOp.EMBEDDING, "embedding", "c", ("chunks",), ("e#2:4",), {"map": ("chunks",)}),
+        Primitive(PrimOp.AGGREGATE, None, "c", ("e#0:2", "e#2:4"), ("e",), {"mode": "concat"}),
+        Primitive(reader, "vectordb", "c", ("e",), ("hits",), {"map": ("e",)}),
+    ]
+    plan = DispatchPlan(
+        prims, [0, 0, 2, 1], [(2,), (2,), (3,), ()], [0, 1], [False, False, True, False], outputs=outputs
+    )
     return plan
 
 
 def test_keys_gathered_by_a_concat_aggregate_are_carried_along():
-    assert remote_outputs(gathered_plan(PrimOp.SEARCHING)) == {0: frozenset({"e#0:2", "e"}),
-                                                               1: frozenset({"e#2:4", "e"})}
-    assert remote_outputs(gathered_plan(PrimOp.SEARCHING, ("hits", "e"))) == {}  # the gathered list is an output
+    assert remote_outputs(gathered_plan(PrimOp.SEARCHING)) == {
+        0: frozenset({"e#0:2", "e"}),
+        1: frozenset({"e#2:4", "e"}),
+    }
+    assert (
+        remote_outputs(gathered_plan(PrimOp.SEARCHING, ("hits", "e"))) == {}
+    )  # the gathered list is an output
     assert remote_outputs(gathered_plan(PrimOp.TOOL)) == {}  # a reader that is not a pass-through
 
 

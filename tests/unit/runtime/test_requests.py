@@ -1,4 +1,5 @@
 """Primitive semantics (teola/runtime/requests.py, outputs.py): requests, outputs, control ops, skipping."""
+
 import pytest
 
 from teola.ir.ops import PrimOp
@@ -9,8 +10,14 @@ from teola.runtime.requests import PrimitiveInputError, build_requests, is_skipp
 
 
 def prim(op, inputs=(), outputs=("out",), **args):
-    return Primitive(op, None if op in (PrimOp.CONDITION, PrimOp.AGGREGATE) else "e", "c",
-                     inputs=tuple(inputs), outputs=tuple(outputs), args=args)
+    return Primitive(
+        op,
+        None if op in (PrimOp.CONDITION, PrimOp.AGGREGATE) else "e",
+        "c",
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        args=args,
+    )
 
 
 def test_map_slices_a_part_key_by_absolute_items():
@@ -25,11 +32,14 @@ def test_scalar_map_input_is_one_item():
 
 
 def test_ingestion_carries_namespace_and_absolute_chunk_index():
-    p = prim(PrimOp.INGESTION, ["emb#2:4", "chunks", "sys.namespace"], map=("emb#2:4", "chunks"), slice=(2, 4))
+    p = prim(
+        PrimOp.INGESTION, ["emb#2:4", "chunks", "sys.namespace"], map=("emb#2:4", "chunks"), slice=(2, 4)
+    )
     values = {"emb#2:4": [[0.1], [0.2]], "chunks": ["a", "b", "c", "d"], "sys.namespace": "ns"}
     assert build_requests(p, values) == [
         {"namespace": "ns", "text": "c", "embedding": [0.1], "meta": {"chunk": 2}},
-        {"namespace": "ns", "text": "d", "embedding": [0.2], "meta": {"chunk": 3}}]
+        {"namespace": "ns", "text": "d", "embedding": [0.2], "meta": {"chunk": 3}},
+    ]
 
 
 def test_misaligned_map_inputs_raise():
@@ -41,9 +51,12 @@ def test_misaligned_map_inputs_raise():
 def test_vector_and_text_search_requests():
     v = prim(PrimOp.SEARCHING, ["emb", "ingestion.index"], map=("emb",), top_k=2)
     assert build_requests(v, {"emb": [[1.0]], "sys.namespace": "ns"}) == [
-        {"namespace": "ns", "embedding": [1.0], "top_k": 2, "exact": False}]
+        {"namespace": "ns", "embedding": [1.0], "top_k": 2, "exact": False}
+    ]
     own = prim(PrimOp.SEARCHING, ["emb", "ingestion.index"], map=("emb",), top_k=2, own_namespace=True)
-    assert build_requests(own, {"emb": [[1.0]], "sys.namespace": "ns"})[0]["exact"] is True  # the query's own chunks
+    assert (
+        build_requests(own, {"emb": [[1.0]], "sys.namespace": "ns"})[0]["exact"] is True
+    )  # the query's own chunks
     t = prim(PrimOp.SEARCHING, ["qs"], map=("qs",), top_k=3, text_query=True)
     assert build_requests(t, {"qs": ["a", "b"]}) == [{"query": "a", "top_k": 3}, {"query": "b", "top_k": 3}]
 
@@ -87,7 +100,8 @@ def test_llm_requests_and_kv_state():
 def test_tool_calls_parse_and_check_allowed():
     p = prim(PrimOp.TOOL, ["calls"], map=("calls",), allowed=["calc"])
     assert build_requests(p, {"calls": ['{"tool": "calc", "args": {"x": 1}}']}) == [
-        {"tool": "calc", "args": {"x": 1}}]
+        {"tool": "calc", "args": {"x": 1}}
+    ]
     with pytest.raises(PrimitiveInputError, match="'rm' is not allowed"):
         build_requests(p, {"calls": [{"tool": "rm", "args": {}}]})
     with pytest.raises(PrimitiveInputError, match="not valid JSON"):

@@ -1,4 +1,5 @@
 """The engine tier's runner table and its one stream consumer, on hand-built batches and streams."""
+
 import asyncio
 from types import SimpleNamespace
 
@@ -13,19 +14,23 @@ Runner = runners.Runner
 
 
 def facts(op="decoding", entries=2, preemptible=False, continuous=True, returns_each=True):
-    return runners.BatchFacts(op=op, entries=entries, preemptible=preemptible, continuous=continuous,
-                              returns_each=returns_each)
+    return runners.BatchFacts(
+        op=op, entries=entries, preemptible=preemptible, continuous=continuous, returns_each=returns_each
+    )
 
 
-@pytest.mark.parametrize(("f", "runner"), [
-    (facts(preemptible=True), Runner.CALLS),
-    (facts(op="partial_decoding", preemptible=True), Runner.CALLS),
-    (facts(op="partial_decoding"), Runner.ITEMS),
-    (facts(), Runner.EACH),
-    (facts(entries=1), Runner.BATCH),
-    (facts(continuous=False), Runner.BATCH),
-    (facts(returns_each=False), Runner.BATCH),
-])
+@pytest.mark.parametrize(
+    ("f", "runner"),
+    [
+        (facts(preemptible=True), Runner.CALLS),
+        (facts(op="partial_decoding", preemptible=True), Runner.CALLS),
+        (facts(op="partial_decoding"), Runner.ITEMS),
+        (facts(), Runner.EACH),
+        (facts(entries=1), Runner.BATCH),
+        (facts(continuous=False), Runner.BATCH),
+        (facts(returns_each=False), Runner.BATCH),
+    ],
+)
 def test_the_first_row_that_holds_chooses_the_runner(f, runner):
     assert runners.choose(f) is runner
 
@@ -38,6 +43,7 @@ def ctx_streaming(events):
     async def stream(inst, op, requests):
         for ev in events:
             yield ev
+
     loop = SimpleNamespace(time=lambda: 1.0)
     return SimpleNamespace(name="llm", loop=loop, executor=SimpleNamespace(stream=stream))
 
@@ -48,9 +54,16 @@ def run(events, handlers, n=2, **kw):
 
 def test_finals_come_back_in_request_order_and_handlers_hear_their_kinds():
     heard = []
-    finals = run([(1, StreamEvent.DELTA, Delta(text="b")), (0, StreamEvent.DELTA, Delta(text="a")),
-                  (1, StreamEvent.FINAL, "B"), (0, StreamEvent.PROGRESS, Progress(tokens=3)), (0, StreamEvent.FINAL, "A")],
-                 {StreamEvent.DELTA: lambda i, p, t: heard.append((i, p.text))})
+    finals = run(
+        [
+            (1, StreamEvent.DELTA, Delta(text="b")),
+            (0, StreamEvent.DELTA, Delta(text="a")),
+            (1, StreamEvent.FINAL, "B"),
+            (0, StreamEvent.PROGRESS, Progress(tokens=3)),
+            (0, StreamEvent.FINAL, "A"),
+        ],
+        {StreamEvent.DELTA: lambda i, p, t: heard.append((i, p.text))},
+    )
     assert finals == ["A", "B"] and heard == [(1, "b"), (0, "a")]
 
 
@@ -68,14 +81,19 @@ def test_a_bad_index_or_an_unexpected_kind_is_an_error_naming_the_engine():
         run([(0, StreamEvent.DELTA, Delta(text="x"))], {StreamEvent.ITEM: lambda i, p, t: None}, strict=True)
 
 
-@pytest.mark.parametrize(("kind", "payload", "expected"), [
-    (StreamEvent.ITEM, "an item as bare text", "Item"),
-    (StreamEvent.DELTA, Item(text="x"), "Delta"),
-    (StreamEvent.PROGRESS, 3, "Progress"),
-])
+@pytest.mark.parametrize(
+    ("kind", "payload", "expected"),
+    [
+        (StreamEvent.ITEM, "an item as bare text", "Item"),
+        (StreamEvent.DELTA, Item(text="x"), "Delta"),
+        (StreamEvent.PROGRESS, 3, "Progress"),
+    ],
+)
 def test_a_payload_not_of_its_kinds_type_is_an_error_naming_the_engine_and_the_type(kind, payload, expected):
     heard = []
-    with pytest.raises(RuntimeError, match=f"engine 'llm' streamed a '{kind}' event carrying .*, "
-                                           f"not engines.stream_events.{expected}"):
+    with pytest.raises(
+        RuntimeError,
+        match=f"engine 'llm' streamed a '{kind}' event carrying .*, not engines.stream_events.{expected}",
+    ):
         run([(0, kind, payload)], {kind: lambda i, p, t: heard.append(p)})
     assert heard == []  # the handler never saw it

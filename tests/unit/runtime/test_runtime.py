@@ -1,4 +1,5 @@
 """The two-tier runtime through App, on deterministic simulated engines (engines/sim/sim_engine.py)."""
+
 import asyncio
 
 import pytest
@@ -9,8 +10,15 @@ from teola import App, Engine, Node
 from teola.runtime import QueryCancelled, QueryError, QueryTimeout
 from tests.support.waiting import until
 
-ALL_PASSES_OFF = {"passes": {"prune_covered_searches": False, "prune_dependencies": False, "stage_decomposition": False,
-                             "prefill_split": False, "decode_pipelining": False}}
+ALL_PASSES_OFF = {
+    "passes": {
+        "prune_covered_searches": False,
+        "prune_dependencies": False,
+        "stage_decomposition": False,
+        "prefill_split": False,
+        "decode_pipelining": False,
+    }
+}
 DOC = " ".join(f"paris is the capital of france fact{i} river seine museum louvre" for i in range(40))
 QUERY = {"question": "what is the capital of france", "documents": [DOC]}
 
@@ -19,8 +27,12 @@ def make_rag(sims, top_k=4, runtime=None, **engine_kw):
     """Advanced RAG (Teola Fig. 2d) built from the real components, on the given backends."""
     app = App("rag", config={"runtime": runtime or {}})
     app.register_engine(Engine("llm", kind="vllm", **engine_kw.get("llm", {})), backend=sims["llm"])
-    app.register_engine(Engine("embedding", kind="sentence_transformers", max_efficient_batch=4,
-                               **engine_kw.get("embedding", {})), backend=sims["embedding"])
+    app.register_engine(
+        Engine(
+            "embedding", kind="sentence_transformers", max_efficient_batch=4, **engine_kw.get("embedding", {})
+        ),
+        backend=sims["embedding"],
+    )
     app.register_engine(Engine("vectordb", kind="pgvector"), backend=sims["vectordb"])
     app.register_engine(Engine("reranker", kind="reranker"), backend=sims["reranker"])
     set_template(app, chunk_size=64, chunk_overlap=8, top_k=top_k, max_tokens=32)
@@ -40,10 +52,21 @@ async def test_result_shape_trace_and_metrics():
         assert r.latency > 0 and r.query_id
         assert {t["status"] for t in r.trace} == {"ok"}
         for t in r.trace:
-            assert {"primitive", "op", "engine", "queued", "started", "finished", "instance", "batch_id",
-                    "batch_size"} <= set(t)
+            assert {
+                "primitive",
+                "op",
+                "engine",
+                "queued",
+                "started",
+                "finished",
+                "instance",
+                "batch_id",
+                "batch_size",
+            } <= set(t)
             assert t["queued"] <= t["started"] <= t["finished"]
-        llm = [t for t in r.trace if t["op"] == "prefilling"]  # the synthesis prompt (prefill_split's gate keeps it whole)
+        llm = [
+            t for t in r.trace if t["op"] == "prefilling"
+        ]  # the synthesis prompt (prefill_split's gate keeps it whole)
         assert llm and all("num_cached_tokens" in t for t in llm)
         snap = app.runtime.metrics.snapshot()
         assert snap["completed"] == 1 and snap["primitives"] == len(r.trace)
@@ -52,7 +75,11 @@ async def test_result_shape_trace_and_metrics():
         assert all(n == 0 for n in snap["queue_lengths"].values())
         again = await app.run(QUERY)  # the same prompts again: the engine's prefix cache holds them
         hits = sum(t["num_cached_tokens"] or 0 for t in again.trace if t["op"] == "prefilling")
-        assert hits > 0 and app.runtime.metrics.snapshot()["prefix_cache"]["cached_tokens"] > snap["prefix_cache"]["cached_tokens"]
+        assert (
+            hits > 0
+            and app.runtime.metrics.snapshot()["prefix_cache"]["cached_tokens"]
+            > snap["prefix_cache"]["cached_tokens"]
+        )
     finally:
         await app.stop()
 
@@ -119,8 +146,12 @@ async def test_differential_optimized_vs_unoptimized(policy):
     for config in ({}, ALL_PASSES_OFF, {"prescheduling": False}):
         app = make_rag(sim_engines(), runtime={"policy": policy})
         try:
-            results = await asyncio.gather(*(app.run({**QUERY, "question": q}, config)
-                                             for q in ("what is the capital of france", "which river", "louvre?")))
+            results = await asyncio.gather(
+                *(
+                    app.run({**QUERY, "question": q}, config)
+                    for q in ("what is the capital of france", "which river", "louvre?")
+                )
+            )
             outs.append([r.output for r in results])
         finally:
             await app.stop()
@@ -133,8 +164,9 @@ async def test_a_failing_primitive_fails_only_its_query():
     sims["llm"] = SimEngine("llm", latency={1: 0.002}, fail_on="EXPLODE")
     app = make_rag(sims)
     try:
-        good, bad = await asyncio.gather(app.run(QUERY), app.run({**QUERY, "question": "EXPLODE please"}),
-                                         return_exceptions=True)
+        good, bad = await asyncio.gather(
+            app.run(QUERY), app.run({**QUERY, "question": "EXPLODE please"}), return_exceptions=True
+        )
         assert isinstance(good.output, str)
         assert isinstance(bad, QueryError) and not isinstance(bad, (QueryCancelled, QueryTimeout))
         assert bad.engine == "llm" and bad.primitive and bad.primitive in str(bad) and "'llm'" in str(bad)
@@ -207,11 +239,14 @@ async def test_events_report_each_primitive_and_the_answer_tokens_as_they_decode
         started = {e["primitive"] for e in events if e["event"] == "primitive" and e["status"] == "started"}
         finished = [e for e in events if e["event"] == "primitive" and e["status"] == "finished"]
         assert started == ran and {e["primitive"] for e in finished} >= ran
-        assert events.index(tokens[-1]) < max(i for i, e in enumerate(events) if e.get("status") == "finished")
+        assert events.index(tokens[-1]) < max(
+            i for i, e in enumerate(events) if e.get("status") == "finished"
+        )
         assert all(e["instance"] and e["batch_size"] >= 1 for e in events if e["event"] == "primitive")
 
         def broken(_):
             raise RuntimeError("listener bug")
+
         again = await app.execute(app.compile(QUERY), {}, on_event=broken)  # a bad listener fails nothing
         assert again.output == r.output
     finally:
@@ -277,7 +312,7 @@ def make_judge_app(contains):
 
 
 async def test_condition_skips_the_branch():
-    taken, sim_t = make_judge_app("answer")   # the sim's answers contain "answer"
+    taken, sim_t = make_judge_app("answer")  # the sim's answers contain "answer"
     skipped, sim_s = make_judge_app("no such text")
     try:
         off = {"passes": {"speculative_call": False}}  # the follow-up waits for the verdict (no speculation)
@@ -300,7 +335,9 @@ async def test_tool_not_allowed_fails_with_a_clear_error():
     tools = SimEngine("tools")
     app.register_engine(Engine("llm", kind="vllm"), backend=llm)
     app.register_engine(Engine("tools", kind="tool"), backend=tools)
-    plan = Node("llm", engine="llm", name="plan", config={"parts": [["q", "$query.question"]], "split": "list"})
+    plan = Node(
+        "llm", engine="llm", name="plan", config={"parts": [["q", "$query.question"]], "split": "list"}
+    )
     call = Node("tool", engine="tools", name="call", config={"tools": ["calc"]})
     plan >> call
     app.update_template([plan, call])
@@ -340,6 +377,7 @@ async def test_stream_with_no_items_still_runs_the_rest_of_the_graph():
     have nothing to do, and the fused answer prefill + decode still run (regression: a stream
     member released twice ended the query early with no output)."""
     from apps import tool_agent
+
     for cfg in ({}, {"prescheduling": False}):
         app = tool_agent.build()
         app.backends["llm"] = SimEngine("llm", n_items=0)

@@ -1,5 +1,6 @@
 """The default balancer spreads work that is ready at once over the free instances (engine_scheduler
 `_limits`), instead of giving the first free instance the whole queue while the others idle."""
+
 import asyncio
 
 from apps.naive_rag import build

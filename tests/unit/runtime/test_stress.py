@@ -1,5 +1,6 @@
 """500 concurrent queries on the simulated engines: each completes or fails with a QueryError, and
 the runtime returns to its baseline (no leftover asyncio tasks, queued work or memory)."""
+
 import asyncio
 import gc
 import tracemalloc
@@ -21,6 +22,7 @@ async def run_batch(app, n, cancel_every=0):
             await asyncio.sleep(0)
             app.runtime.cancel(compiled.query_id)
         return await task
+
     return await asyncio.gather(*(one(i) for i in range(n)), return_exceptions=True)
 
 
@@ -59,8 +61,11 @@ async def test_500_concurrent_queries_complete_or_fail_and_leave_nothing_behind(
         assert len(asyncio.all_tasks()) == base_tasks
         assert app.runtime.running() == []
         assert all(n == 0 for n in app.runtime.queue_lengths().values())
-        assert all(i.inflight == 0 and i.outstanding == 0 and i.tokens == 0
-                   for insts in app.runtime.instances.values() for i in insts)
+        assert all(
+            i.inflight == 0 and i.outstanding == 0 and i.tokens == 0
+            for insts in app.runtime.instances.values()
+            for i in insts
+        )
         assert sims["vectordb"].store == {}  # every generated namespace was dropped
         del results, ok, errors, cancelled, failed
         clear_memos()  # the sim engines' bounded text-keyed memo caches are not per-query state

@@ -1,6 +1,7 @@
 """Engine supervision on deterministic sim engines: an instance that dies mid-query fails its
 in-flight queries with QueryUnavailable (503 over HTTP), /readyz names it while it restarts, it is
 restarted in place with backoff, and later queries succeed without restarting anything else."""
+
 from __future__ import annotations
 
 import asyncio
@@ -133,6 +134,7 @@ async def test_one_slow_or_failed_probe_does_not_restart_a_busy_engine():
         nonlocal probes
         probes += 1
         return next(answers, await real())
+
     llm.health = flaky
     try:
         await app.start()
@@ -154,6 +156,7 @@ async def test_stopping_ends_the_probe_loop_even_if_a_probe_swallows_the_cancell
         except asyncio.CancelledError:
             pass
         return True
+
     llm.health = stubborn
     await app.start()
     await probing.wait()

@@ -1,6 +1,7 @@
 """Fair queuing between tenants (teola.runtime.engine_tier.tenant_shares): the share, not arrival
 order, decides which tenant's entries wait when an engine is saturated; one tenant alone is
 scheduled exactly as before."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,15 @@ from teola.sim.virtual_loop import run_virtual
 
 
 def pending(tenant: str, name: str, t: float = 0.0, n: int = 1) -> Pending:
-    return Pending(query_id=f"q-{name}", name=name, op="decoding", depth=0, arrival=t, requests=[{} for _ in range(n)], tenant=tenant)
+    return Pending(
+        query_id=f"q-{name}",
+        name=name,
+        op="decoding",
+        depth=0,
+        arrival=t,
+        requests=[{} for _ in range(n)],
+        tenant=tenant,
+    )
 
 
 def test_one_tenant_is_never_filtered():
@@ -81,23 +90,36 @@ def test_bad_weights_are_named(weights):
 def steady_start(tenanted: bool) -> tuple[float, list[float]]:
     """20 calls of a flooding program at t=0 and one of another tenant at t=1 ms on an engine that
     runs one 2-call batch at a time: when the late call started, and when the flood's calls did."""
+
     async def main():
         engine = StepDecoder("llm", step=0.01, max_efficient_batch=2)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m", max_batch=2, max_efficient_batch=2)},
-                     {"llm": engine}, policy="fifo", max_inflight=1)
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m", max_batch=2, max_efficient_batch=2)},
+            {"llm": engine},
+            policy="fifo",
+            max_inflight=1,
+        )
         await rt.start()
 
         async def call(i: int, tenant: str, delay: float):
             await asyncio.sleep(delay)
-            out = await rt.submit_call("llm", {"parts": [["user", f"c{i}"]], "max_tokens": 5}, program=f"p{i}",
-                                       call_id=f"c{i}", parents=[], tenant=tenant if tenanted else "")
+            out = await rt.submit_call(
+                "llm",
+                {"parts": [["user", f"c{i}"]], "max_tokens": 5},
+                program=f"p{i}",
+                call_id=f"c{i}",
+                parents=[],
+                tenant=tenant if tenanted else "",
+            )
             return out.started
+
         try:
             flood = [call(i, "flood", 0.0) for i in range(20)]
             started = await asyncio.gather(call(99, "steady", 0.001), *flood)
         finally:
             await rt.stop()
         return started[0], started[1:]
+
     return run_virtual(main())
 
 

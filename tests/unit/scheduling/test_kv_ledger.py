@@ -1,4 +1,5 @@
 """issue 73: preemptive admission on the engine's own KV numbers (teola.scheduling.kv_ledger)."""
+
 from __future__ import annotations
 
 from teola.scheduling.kv_ledger import KVLedger

@@ -1,5 +1,6 @@
 """issue 73 item 1: running and waiting calls ranked together under the engine's KV room (Autellix
 Alg. 1's can_fit), on hand-built entries: the program policy's `victims` with a `KVRoom`."""
+
 from __future__ import annotations
 
 from teola.scheduling.base import Filler, Limits, Pending
@@ -10,7 +11,9 @@ from teola.scheduling.program.mlfq import MLFQPolicy
 
 def call(qid: str, name: str, arrival: float, tokens: int = 10) -> Pending:
     req = {"parts": [["user", "hi"]], "complete": True, "max_tokens": 64}
-    return Pending(query_id=qid, name=name, op="decoding", depth=0, arrival=arrival, requests=[req], tokens=[tokens])
+    return Pending(
+        query_id=qid, name=name, op="decoding", depth=0, arrival=arrival, requests=[req], tokens=[tokens]
+    )
 
 
 def policy() -> MLFQPolicy:
@@ -51,7 +54,9 @@ def test_no_running_call_goes_for_a_waiting_one_of_a_worse_or_equal_queue():
     long, other = call("L", "long", 0.0), call("O", "other", 0.0)
     running(pol, long, other)
     pol.progress(long, 40)
-    late = call("L", "late", 1.0)  # program L's next call: its program's service puts it in Q3 (PLAS/MLFQ core)
+    late = call(
+        "L", "late", 1.0
+    )  # program L's next call: its program's service puts it in Q3 (PLAS/MLFQ core)
     pol.core.admit(late, "L", "late", 1.0, None)
     pol.core.charge(late, 40)
     room = KVRoom(seats=2, tokens=24, held={long: 156, other: 120}, need={late: 76})

@@ -2,6 +2,7 @@
 equations choose the handling, memory over time scores calls, the policy runs the least
 memory-hungry call first, starving calls go ahead after `starvation` rounds, scores refresh on
 schedule."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,13 +15,13 @@ from teola.scheduling.registry import Limits, Pending, Pick, RequestQueue, make_
 
 def test_waste_equations_on_hand_computed_values():
     # T_api 2 s, C 100 tokens, C_other 300, T_fwd(C) 0.5 s, T_swap(C) 0.1 s
-    assert waste("preserve", 2.0, 100, 300, 0.5, 0.1) == 200.0          # 2 x 100
-    assert waste("discard", 2.0, 100, 300, 0.5, 0.1) == 200.0           # 0.5 x 100 + 0.5 x 300
+    assert waste("preserve", 2.0, 100, 300, 0.5, 0.1) == 200.0  # 2 x 100
+    assert waste("discard", 2.0, 100, 300, 0.5, 0.1) == 200.0  # 0.5 x 100 + 0.5 x 300
     assert waste("swap", 2.0, 100, 300, 0.5, 0.1) == pytest.approx(80)  # 2 x 0.1 x 400
     assert choose_handling(2.0, 100, 300, 0.5, 0.1) == "swap"
-    assert choose_handling(2.0, 100, 300, 0.5, None) == "preserve"      # no swap here; a tie goes to preserve
-    assert choose_handling(0.1, 100, 300, 0.5, 0.1) == "preserve"       # a short API: keep the KV (10)
-    assert choose_handling(10.0, 10, 0, 0.01, 0.05) == "discard"        # a long API, a short context (0.1)
+    assert choose_handling(2.0, 100, 300, 0.5, None) == "preserve"  # no swap here; a tie goes to preserve
+    assert choose_handling(0.1, 100, 300, 0.5, 0.1) == "preserve"  # a short API: keep the KV (10)
+    assert choose_handling(10.0, 10, 0, 0.01, 0.05) == "discard"  # a long API, a short context (0.1)
 
 
 def test_memory_over_time_of_each_handling():
@@ -40,8 +41,13 @@ def test_memory_over_time_of_each_handling():
 # 600 context tokens in a batch whose other calls hold 10,000; prefill 1e-4 s/token, swap 2e-5 s/token.
 # T_fwd(C) = 0.06 s, T_swap(C) = 0.012 s: preserve wastes 600 x T_api, discard 0.06 x 10,600 = 636,
 # swap 2 x 0.012 x 10,600 = 254.4 token-seconds; preserve wins below 0.424 s of API (1.06 s without swap).
-WORKED = {"math": (9e-5, "preserve", "preserve"), "virtual env": (0.09, "preserve", "preserve"),
-          "qa": (0.72, "swap", "preserve"), "image": (20.0, "swap", "discard"), "chatbot": (28.6, "swap", "discard")}
+WORKED = {
+    "math": (9e-5, "preserve", "preserve"),
+    "virtual env": (0.09, "preserve", "preserve"),
+    "qa": (0.72, "swap", "preserve"),
+    "image": (20.0, "swap", "discard"),
+    "chatbot": (28.6, "swap", "discard"),
+}
 
 
 @pytest.mark.parametrize("tool", sorted(WORKED))
@@ -53,28 +59,50 @@ def test_the_worked_handling_example_of_the_docs(tool):
     assert choose_handling(api_s, 600, 10_000, fwd, swap) == with_swap
     assert choose_handling(api_s, 600, 10_000, fwd, None) == without_swap
     # the break-even API durations the docs quote
-    assert choose_handling(0.42, 600, 10_000, fwd, swap) == "preserve" != choose_handling(0.43, 600, 10_000, fwd, swap)
-    assert choose_handling(1.05, 600, 10_000, fwd, None) == "preserve" != choose_handling(1.07, 600, 10_000, fwd, None)
+    assert (
+        choose_handling(0.42, 600, 10_000, fwd, swap)
+        == "preserve"
+        != choose_handling(0.43, 600, 10_000, fwd, swap)
+    )
+    assert (
+        choose_handling(1.05, 600, 10_000, fwd, None)
+        == "preserve"
+        != choose_handling(1.07, 600, 10_000, fwd, None)
+    )
 
 
 def entry(name: str, max_tokens: int, prompt: int = 10, arrival: float = 0.0, **req) -> Pending:
     """A queued call; the program hints among `req` (predicted_tokens, pause_kv, resumes_preserved)
     go into its dispatch record, as a submitter hands them in, not into its body."""
     body, hints = lift_hints({"max_tokens": max_tokens, **req})
-    return Pending(query_id=name, name=name, op="decoding", depth=0, arrival=arrival, requests=[body],
-                   tokens=[prompt + max_tokens], records=[DispatchRecord(**hints)])
+    return Pending(
+        query_id=name,
+        name=name,
+        op="decoding",
+        depth=0,
+        arrival=arrival,
+        requests=[body],
+        tokens=[prompt + max_tokens],
+        records=[DispatchRecord(**hints)],
+    )
 
 
 def picked(policy, entries: list[Pending]) -> str:
-    return policy.schedule(RequestQueue(entries), 0.0, Limits(max_batch=1, max_efficient_batch=1)).picks[0].entry.name
+    return (
+        policy.schedule(RequestQueue(entries), 0.0, Limits(max_batch=1, max_efficient_batch=1))
+        .picks[0]
+        .entry.name
+    )
 
 
 def test_the_call_with_the_least_memory_over_time_runs_first():
     # recompute of a 30-token context takes 0.05 s (2.5 iterations)
-    lamps = make_policy("lamps", step_s=0.02, fwd_s_per_token=0.05 / 30, api_defaults={"search": 2.0, "calc": 0.01})
+    lamps = make_policy(
+        "lamps", step_s=0.02, fwd_s_per_token=0.05 / 30, api_defaults={"search": 2.0, "calc": 0.01}
+    )
     quick_api = entry("quick_api", 20, api="calc", post_tokens=5)  # 410 + 30 x 0.5 (preserve) + 165 = 590
     long_api = entry("long_api", 20, api="search", post_tokens=5)  # 410 + 30 x 2.5 (discard) + 165 = 650
-    short = entry("short", 30)                                     # 30 x 10 + 465 = 765
+    short = entry("short", 30)  # 30 x 10 + 465 = 765
     order = []
     pool = [long_api, short, quick_api]
     while pool:
@@ -101,7 +129,9 @@ def test_a_starving_call_goes_ahead_after_the_threshold_in_engine_iterations():
     lamps = make_policy("lamps", starvation=3, starvation_from="seen")
     big = entry("big", 500)
     assert step(lamps, [big, entry("small0", 5)], decoded=2) == "small0"  # big has waited 2 iterations
-    assert step(lamps, [big, entry("small1", 5, arrival=1.0)], decoded=1) == "small1"  # admitted at 2: clock 3
+    assert (
+        step(lamps, [big, entry("small1", 5, arrival=1.0)], decoded=1) == "small1"
+    )  # admitted at 2: clock 3
     assert lamps.iterations == 3 and lamps.counter(big) == 3
     # 3 iterations waited after 2 admission rounds: big is starving and runs ahead of a better-ranked call
     assert step(lamps, [big, entry("small2", 5, arrival=2.0)]) == "big"
@@ -111,16 +141,17 @@ def test_admission_rounds_without_engine_iterations_never_starve_a_call():
     lamps = make_policy("lamps", starvation=3, starvation_from="seen")
     big = entry("big", 500)
     assert [step(lamps, [big, entry(f"small{i}", 5, arrival=float(i))]) for i in range(10)] == [
-        f"small{i}" for i in range(10)]
+        f"small{i}" for i in range(10)
+    ]
     assert lamps.iterations == 0 and lamps.counter(big) == 0
 
 
 def test_the_iteration_clock_follows_the_call_that_decoded_the_most():
     lamps = make_policy("lamps", starvation_from="seen")  # c's counter shows the clock before c runs
     a, b, c = entry("a", 50), entry("b", 60, arrival=1.0), entry("c", 70, arrival=2.0)
-    assert step(lamps, [a, b, c], decoded=4) == "a"   # a admitted at 0: 4 iterations
-    assert step(lamps, [b, c], decoded=1) == "b"      # b admitted at 4: 5
-    lamps.progress(a, 5)                              # a's 5th token is the same iteration as b's 1st
+    assert step(lamps, [a, b, c], decoded=4) == "a"  # a admitted at 0: 4 iterations
+    assert step(lamps, [b, c], decoded=1) == "b"  # b admitted at 4: 5
+    lamps.progress(a, 5)  # a's 5th token is the same iteration as b's 1st
     assert lamps.iterations == 5 and lamps.counter(c) == 5
     # an engine without progress: a call's decoded tokens arrive when it ends (admitted at 5, 9 tokens)
     assert step(lamps, [c]) == "c"
@@ -132,11 +163,11 @@ def test_scores_are_cached_between_refreshes():
     # a: 155 + 255 around its API; preserving a 10 ms API adds 10; recomputing its 20 tokens (1 s) 1,000
     lamps = make_policy("lamps", refresh=3, fwd_s_per_token=0.05, api_defaults={"tool": 0.01})
     a, b = entry("a", 10, api="tool", post_tokens=10), entry("b", 25)  # b: 575
-    assert picked(lamps, [a, b]) == "a"           # round 1: scores computed
-    lamps.observe_api("tool", 50.0)               # the tool turns out slow: a's API is now expensive
-    assert picked(lamps, [a, b]) == "a"           # round 2: cached score
-    assert picked(lamps, [a, b]) == "a"           # round 3: cached
-    assert picked(lamps, [a, b]) == "b"           # round 4: refreshed
+    assert picked(lamps, [a, b]) == "a"  # round 1: scores computed
+    lamps.observe_api("tool", 50.0)  # the tool turns out slow: a's API is now expensive
+    assert picked(lamps, [a, b]) == "a"  # round 2: cached score
+    assert picked(lamps, [a, b]) == "a"  # round 3: cached
+    assert picked(lamps, [a, b]) == "b"  # round 4: refreshed
 
 
 def test_bad_options_are_named():
@@ -151,12 +182,20 @@ def test_bad_options_are_named():
 def test_sjf_runs_the_shortest_predicted_call_first_whatever_its_api():
     policy = make_policy("sjf")
     q = RequestQueue()
-    for e in (entry("long", 50, arrival=0.0), entry("chatbot", 5, arrival=1.0, api="chatbot", post_tokens=4),
-              entry("short", 8, arrival=2.0, predicted_tokens=3)):
+    for e in (
+        entry("long", 50, arrival=0.0),
+        entry("chatbot", 5, arrival=1.0, api="chatbot", post_tokens=4),
+        entry("short", 8, arrival=2.0, predicted_tokens=3),
+    ):
         q.push(e)
-    picked = [p.entry.query_id for p in policy.schedule(q, 3.0, Limits(max_batch=1, max_efficient_batch=1)).picks]
+    picked = [
+        p.entry.query_id for p in policy.schedule(q, 3.0, Limits(max_batch=1, max_efficient_batch=1)).picks
+    ]
     assert picked == ["short"]  # 3 predicted tokens < 5 + 4 < 50
-    assert policy.preemptive and policy.schedule(RequestQueue(), 0.0, Limits(max_batch=1, max_efficient_batch=1)).picks == []
+    assert (
+        policy.preemptive
+        and policy.schedule(RequestQueue(), 0.0, Limits(max_batch=1, max_efficient_batch=1)).picks == []
+    )
 
 
 def test_the_profiled_batch_context_enters_the_handling_choice():
@@ -198,9 +237,16 @@ def test_lamps_ranks_a_preserved_resume_by_its_score_like_any_call():
 
 def segment(request: str, j: int, max_tokens: int, arrival: float, last: bool = False) -> Pending:
     """Segment j of a pausing call: the segments share the request's kv_key (teola.api.tool_calls)."""
-    return Pending(query_id=request, name=f"{request}#{j}", op="decoding", depth=0, arrival=arrival,
-                   requests=[{"max_tokens": max_tokens, "kv_key": request}], tokens=[10 + max_tokens],
-                   records=[DispatchRecord(pause_kv=None if last else "swap")])
+    return Pending(
+        query_id=request,
+        name=f"{request}#{j}",
+        op="decoding",
+        depth=0,
+        arrival=arrival,
+        requests=[{"max_tokens": max_tokens, "kv_key": request}],
+        tokens=[10 + max_tokens],
+        records=[DispatchRecord(pause_kv=None if last else "swap")],
+    )
 
 
 def test_a_starving_request_stays_ahead_after_its_api_call_until_it_completes():
@@ -247,7 +293,11 @@ def test_the_starvation_counter_runs_once_lamps_has_scheduled_the_request():
     seen = make_policy("lamps", starvation=3, starvation_from="seen")
     first = segment("r", 0, 500, 0.0)
     assert [step(seen, [first, entry(f"small{i}", 5, arrival=float(i))], decoded=1) for i in range(4)] == [
-        "small0", "small1", "small2", "r#0"]
+        "small0",
+        "small1",
+        "small2",
+        "r#0",
+    ]
 
 
 def test_a_fixed_handling_is_the_one_the_call_is_ranked_under():
@@ -271,11 +321,13 @@ def test_a_pausing_call_without_an_api_name_is_ranked_with_its_api_phase():
 def test_a_measured_batch_size_is_the_mean_number_of_calls_running_at_admission():
     policy = make_policy("lamps", batch_size="measured")
     a, b = entry("a", 1, prompt=99), entry("b", 1, prompt=299)  # 100 and 300 tokens
-    policy.schedule(RequestQueue([a]), 0.0, Limits(max_batch=1, max_efficient_batch=1))      # 1 running
-    policy.schedule(RequestQueue([b]), 0.0, Limits(max_batch=1, max_efficient_batch=1))      # 2 running
+    policy.schedule(RequestQueue([a]), 0.0, Limits(max_batch=1, max_efficient_batch=1))  # 1 running
+    policy.schedule(RequestQueue([b]), 0.0, Limits(max_batch=1, max_efficient_batch=1))  # 2 running
     assert policy.other_context() == 100  # (mean 1.5 calls - 1) x the 200-token mean admitted
     policy.observe([Pick(entry=a, count=1), Pick(entry=b, count=1)], 0.0, 1.0, [{}, {}])
-    policy.schedule(RequestQueue([entry("c", 1, prompt=199)]), 0.0, Limits(max_batch=1, max_efficient_batch=1))  # 1 running: mean 4/3
+    policy.schedule(
+        RequestQueue([entry("c", 1, prompt=199)]), 0.0, Limits(max_batch=1, max_efficient_batch=1)
+    )  # 1 running: mean 4/3
     assert policy.other_context() == int((4 / 3 - 1) * 200)
     with pytest.raises(ValueError, match="measured"):
         make_policy("lamps", batch_size="profiled")
@@ -285,19 +337,29 @@ def test_a_measured_batch_size_is_the_mean_number_of_calls_running_at_admission(
 def test_policies_read_the_hints_from_the_record_and_a_body_may_not_hold_one(hint):
     value = {"predicted_tokens": 3, "pause_kv": "preserve", "resumes_preserved": True}[hint]
     with pytest.raises(ValueError, match=hint):  # a queued body is frozen and refuses the record's fields
-        Pending(query_id="b", name="b", op="decoding", depth=0, arrival=0.0,
-                requests=[{"max_tokens": 8, "api": "search", hint: value}], tokens=[18])
+        Pending(
+            query_id="b",
+            name="b",
+            op="decoding",
+            depth=0,
+            arrival=0.0,
+            requests=[{"max_tokens": 8, "api": "search", hint: value}],
+            tokens=[18],
+        )
     plain = entry("p", 8, api="search")
     in_record = entry("r", 8, api="search", **{hint: value})
     assert hint not in in_record.requests[0] and getattr(in_record.records[0], hint) == value
-    policy = make_policy("lamps", step_s=0.02, fwd_s_per_token=1.0, api_defaults={"search": 0.001},
-                         preserved_first=True)
+    policy = make_policy(
+        "lamps", step_s=0.02, fwd_s_per_token=1.0, api_defaults={"search": 0.001}, preserved_first=True
+    )
     if hint == "predicted_tokens":
         from teola.scheduling.program.sjf import predicted_length
+
         assert (predicted_length(plain), predicted_length(in_record)) == (8, 3)
     elif hint == "pause_kv":
         assert policy.score(in_record)[1] == "preserve" and not is_last_segment(in_record)
         assert is_last_segment(entry("last", 8)) and not is_last_segment(entry("seg", 8, pause_kv="discard"))
     else:
         from teola.scheduling.base import resumes_preserved
+
         assert (resumes_preserved(plain), resumes_preserved(in_record)) == (False, True)

@@ -2,6 +2,7 @@
 are ranked by their remaining work beside the waiting ones and preempted when no slot is free and a
 better call waits; C_other is the running batch's context. Scores of calls without an API call:
 memory over time = pre x prompt + pre x (pre + 1) / 2 (teola.scheduling.program.api_handling)."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,8 +12,15 @@ from teola.scheduling.registry import make_policy
 
 
 def entry(name: str, max_tokens: int, prompt: int = 10) -> Pending:
-    return Pending(query_id=name, name=name, op="decoding", depth=0, arrival=0.0,
-                   requests=[{"max_tokens": max_tokens}], tokens=[prompt + max_tokens])
+    return Pending(
+        query_id=name,
+        name=name,
+        op="decoding",
+        depth=0,
+        arrival=0.0,
+        requests=[{"max_tokens": max_tokens}],
+        tokens=[prompt + max_tokens],
+    )
 
 
 def admit(policy, e: Pending) -> None:

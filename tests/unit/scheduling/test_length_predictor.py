@@ -2,6 +2,7 @@
 constant guess on the shipped trace of the real engine (bench/data/lengths-smollm2-135m.json, with
 a cheap hashed bag-of-words embedding standing in for MiniLM), saves and loads, and its prediction
 reaches the policy as a request's "predicted_tokens"."""
+
 from __future__ import annotations
 
 import json

@@ -2,6 +2,7 @@
 is queued (teola.scheduling.program.pause_handling): INFERCEPT's least waste on hand-computed costs, the rest
 of the batch, the policy's own costs (LAMPS), continuations of preserved KV marked, and the agent
 component end to end with a scripted LLM."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,12 +14,24 @@ from teola.scheduling.program.pause_handling import PauseBook, PauseCosts, Pause
 from tests.unit.compile.test_agent_component import CALL, agent_app, answer
 
 
-def seg(key: str = "k", handling: str | None = "auto", api: str = "calculator", tokens: int = 1000,
-        query: str = "q") -> Pending:
+def seg(
+    key: str = "k",
+    handling: str | None = "auto",
+    api: str = "calculator",
+    tokens: int = 1000,
+    query: str = "q",
+) -> Pending:
     """A queued segment of a pausing call: its handling is a hint in its record, not its body."""
-    return Pending(query_id=query, name=key, op="decoding", depth=0, arrival=0.0, tokens=[tokens],
-                   requests=[{"kv_key": key, "max_tokens": 32, **({"api": api} if handling else {})}],
-                   records=[DispatchRecord(pause_kv=handling)])
+    return Pending(
+        query_id=query,
+        name=key,
+        op="decoding",
+        depth=0,
+        arrival=0.0,
+        tokens=[tokens],
+        requests=[{"kv_key": key, "max_tokens": 32, **({"api": api} if handling else {})}],
+        records=[DispatchRecord(pause_kv=handling)],
+    )
 
 
 def prepared(book: PauseBook, e: Pending, policy=None) -> PauseHint:
@@ -26,14 +39,19 @@ def prepared(book: PauseBook, e: Pending, policy=None) -> PauseHint:
     return hint
 
 
-@pytest.mark.parametrize("api_s, swap, expected", [
-    # context 1,000 tokens alone; recompute 1e-4 s/token = 0.1 s. Waste (token-seconds):
-    (0.5, None, "discard"),     # preserve 0.5 x 1000 = 500 > discard 0.1 x 1000 = 100
-    (0.05, None, "preserve"),   # preserve 50 < discard 100
-    (0.5, 1e-6, "swap"),        # swap 2 x 1e-3 x 1000 = 2 < discard 100 < preserve 500
-])
+@pytest.mark.parametrize(
+    "api_s, swap, expected",
+    [
+        # context 1,000 tokens alone; recompute 1e-4 s/token = 0.1 s. Waste (token-seconds):
+        (0.5, None, "discard"),  # preserve 0.5 x 1000 = 500 > discard 0.1 x 1000 = 100
+        (0.05, None, "preserve"),  # preserve 50 < discard 100
+        (0.5, 1e-6, "swap"),  # swap 2 x 1e-3 x 1000 = 2 < discard 100 < preserve 500
+    ],
+)
 def test_auto_takes_the_least_waste_on_hand_computed_costs(api_s, swap, expected):
-    book = PauseBook(PauseCosts(fwd_s_per_token=1e-4, swap_s_per_token=swap, api_defaults={"calculator": api_s}))
+    book = PauseBook(
+        PauseCosts(fwd_s_per_token=1e-4, swap_s_per_token=swap, api_defaults={"calculator": api_s})
+    )
     e = seg()
     assert prepared(book, e).pause_kv == expected
     assert e.records[0].pause_kv == "auto"  # the book decides; the engine scheduler writes the record
@@ -58,30 +76,49 @@ def test_a_policy_with_its_own_costs_decides():
 
 def test_a_continuation_of_preserved_kv_is_marked_and_forgotten_with_its_query():
     book = PauseBook(PauseCosts(api_defaults={"calculator": 0.0}))  # a free pause: preserve
-    assert prepared(book, seg(tokens=100, query="q1")) == PauseHint(pause_kv="preserve", resumes_preserved=False)
+    assert prepared(book, seg(tokens=100, query="q1")) == PauseHint(
+        pause_kv="preserve", resumes_preserved=False
+    )
     prepared(book, seg(tokens=100, query="q2"))
-    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(pause_kv=None, resumes_preserved=True)
+    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(
+        pause_kv=None, resumes_preserved=True
+    )
     # the pause was consumed by its continuation
-    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(pause_kv=None, resumes_preserved=False)
+    assert prepared(book, seg(handling=None, tokens=150, query="q1")) == PauseHint(
+        pause_kv=None, resumes_preserved=False
+    )
     book.end_program("q2")
     assert book.paused == {}
 
 
 def test_a_discarded_pause_and_calls_without_a_kv_key_are_left_alone():
     book = PauseBook()
-    plain = Pending(query_id="q", name="p", op="decoding", depth=0, arrival=0.0, requests=[{"max_tokens": 8}],
-                    tokens=[10], records=[DispatchRecord(pause_kv="auto")])
+    plain = Pending(
+        query_id="q",
+        name="p",
+        op="decoding",
+        depth=0,
+        arrival=0.0,
+        requests=[{"max_tokens": 8}],
+        tokens=[10],
+        records=[DispatchRecord(pause_kv="auto")],
+    )
     assert prepared(book, plain) == PauseHint(pause_kv="auto", resumes_preserved=False)
-    assert prepared(book, seg(handling="discard", tokens=10)) == PauseHint(pause_kv="discard", resumes_preserved=False)
+    assert prepared(book, seg(handling="discard", tokens=10)) == PauseHint(
+        pause_kv="discard", resumes_preserved=False
+    )
     assert prepared(book, seg(handling=None, tokens=20)) == PauseHint(pause_kv=None, resumes_preserved=False)
 
 
-@pytest.mark.parametrize("value, message", [
-    ({"fwd": 1}, "keys among"),
-    ({"fwd_s_per_token": -1}, ">= 0"),
-    ({"api_defaults": {"web": "slow"}}, ">= 0"),
-    ("fast", "must be a dict"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ({"fwd": 1}, "keys among"),
+        ({"fwd_s_per_token": -1}, ">= 0"),
+        ({"api_defaults": {"web": "slow"}}, ">= 0"),
+        ("fast", "must be a dict"),
+    ],
+)
 def test_bad_pause_costs_are_named(value, message):
     with pytest.raises(ValueError, match=message):
         PauseCosts.from_option(value)
@@ -122,6 +159,7 @@ async def test_the_runtime_hands_the_agents_segments_to_the_length_predictor():
     assert [r["predicted_tokens"] for r in llm.requests] == [12, 12] and len(seen) == 2
     with pytest.raises(TypeError, match="length_predictor must be callable"):
         from teola.runtime import Runtime
+
         Runtime({}, length_predictor=3)
 
 
@@ -135,8 +173,13 @@ async def test_auto_is_chosen_from_the_length_prediction_with_the_inputs_lamps_r
     from tests.unit.api.test_tool_calls import ScriptedLLM
 
     options = {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}
-    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": ScriptedLLM(["done"])}, policy="lamps",
-                 policy_options={"lamps": options}, length_predictor=lambda r: 20)
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", model="m")},
+        {"llm": ScriptedLLM(["done"])},
+        policy="lamps",
+        policy_options={"lamps": options},
+        length_predictor=lambda r: 20,
+    )
     req = {"parts": [["user", "x" * 396]], "complete": True, "max_tokens": 500, "kv_key": "k", "api": "calc"}
     sent = dict(req)
     await rt.start()
@@ -147,9 +190,18 @@ async def test_auto_is_chosen_from_the_length_prediction_with_the_inputs_lamps_r
     # the hints went into the call's record: the body is as it was handed in; the outcome names the handling
     assert req == sent and outcome.pause_kv == "discard"
     # the score of that call: 20 x 100 + 210 before the API, 120 tokens held 6 iterations (0.12 s)
-    score, handling = LAMPSPolicy(**options).score(Pending(query_id="p", name="c", op="decoding", depth=0, arrival=0.0,
-                                                           requests=[req], tokens=[600],
-                                                           records=[DispatchRecord(predicted_tokens=20, pause_kv="discard")]))
+    score, handling = LAMPSPolicy(**options).score(
+        Pending(
+            query_id="p",
+            name="c",
+            op="decoding",
+            depth=0,
+            arrival=0.0,
+            requests=[req],
+            tokens=[600],
+            records=[DispatchRecord(predicted_tokens=20, pause_kv="discard")],
+        )
+    )
     assert handling == "discard" and score == pytest.approx(2210 + 720)
 
 
@@ -172,10 +224,21 @@ async def test_a_legacy_request_with_hints_inside_is_split_at_submission():
     from tests.unit.api.test_tool_calls import ScriptedLLM
 
     llm = ScriptedLLM(["done"])
-    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": llm}, policy="lamps",
-                 policy_options={"lamps": {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}})
-    req = {"parts": [["user", "x" * 396]], "complete": True, "max_tokens": 500, "kv_key": "k", "api": "calc",
-           "pause_kv": "auto", "predicted_tokens": 20}
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", model="m")},
+        {"llm": llm},
+        policy="lamps",
+        policy_options={"lamps": {"fwd_s_per_token": 1e-3, "api_defaults": {"calc": 0.5}}},
+    )
+    req = {
+        "parts": [["user", "x" * 396]],
+        "complete": True,
+        "max_tokens": 500,
+        "kv_key": "k",
+        "api": "calc",
+        "pause_kv": "auto",
+        "predicted_tokens": 20,
+    }
     sent = dict(req)
     await rt.start()
     try:

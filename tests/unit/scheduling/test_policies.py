@@ -1,4 +1,5 @@
 """Every batching policy's schedule() on hand-built queues (pure logic, no engines)."""
+
 import pytest
 
 from teola.scheduling.registry import (
@@ -18,7 +19,15 @@ from teola.scheduling.registry import (
 
 def entry(qid, name, depth, arrival, n=1, op="prefilling", tokens=None):
     reqs = [{"i": i} for i in range(n)]
-    return Pending(query_id=qid, name=name, op=op, depth=depth, arrival=arrival, requests=reqs, tokens=[tokens] * n if tokens else None)
+    return Pending(
+        query_id=qid,
+        name=name,
+        op=op,
+        depth=depth,
+        arrival=arrival,
+        requests=reqs,
+        tokens=[tokens] * n if tokens else None,
+    )
 
 
 def picked(d: Decision):
@@ -32,8 +41,14 @@ def figure7_queue():
     """Teola Fig. 7: query 1 has A (deep: its children lead on) and B (shallow: B's child E also
     waits for an untriggered D); query 2 has G (shallow) and H (deep). Each prefill is 512 tokens
     and the instance holds 1024."""
-    return RequestQueue([entry("q1", "A", 3, 0.0, tokens=512), entry("q1", "B", 1, 0.1, tokens=512),
-                         entry("q2", "G", 1, 0.2, tokens=512), entry("q2", "H", 2, 0.3, tokens=512)])
+    return RequestQueue(
+        [
+            entry("q1", "A", 3, 0.0, tokens=512),
+            entry("q1", "B", 1, 0.1, tokens=512),
+            entry("q2", "G", 1, 0.2, tokens=512),
+            entry("q2", "H", 2, 0.3, tokens=512),
+        ]
+    )
 
 
 def test_figure7_topology_batches_A_with_H():
@@ -56,7 +71,9 @@ def test_schedule_does_not_mutate_the_queue():
 
 # ---- fifo ---------------------------------------------------------------------------------------
 def test_fifo_dispatches_a_full_batch_at_once():
-    q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 5, 0.001, n=3, op="embedding")])
+    q = RequestQueue(
+        [entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 5, 0.001, n=3, op="embedding")]
+    )
     d = make_policy("fifo", timeout=1.0).schedule(q, 0.002, Limits(max_batch=4, max_efficient_batch=2))
     assert picked(d) == [("a", 3), ("b", 1)]
 
@@ -70,8 +87,13 @@ def test_fifo_waits_for_more_until_the_timeout():
 
 
 def test_fifo_batches_one_op_the_oldest():
-    q = RequestQueue([entry("q1", "pre", 0, 0.0, op="prefilling"), entry("q1", "dec", 0, 0.1, op="decoding"),
-         entry("q2", "pre2", 0, 0.2, op="prefilling")])
+    q = RequestQueue(
+        [
+            entry("q1", "pre", 0, 0.0, op="prefilling"),
+            entry("q1", "dec", 0, 0.1, op="decoding"),
+            entry("q2", "pre2", 0, 0.2, op="prefilling"),
+        ]
+    )
     d = make_policy("fifo", timeout=0.0).schedule(q, 1.0, Limits(max_batch=8, max_efficient_batch=8))
     assert picked(d) == [("pre", 1), ("pre2", 1)]
 
@@ -79,7 +101,9 @@ def test_fifo_batches_one_op_the_oldest():
 def test_fifo_continues_a_partly_taken_entry():
     e = entry("q1", "a", 0, 0.0, n=5, op="embedding")
     e.taken = 3
-    d = make_policy("fifo", timeout=0.0).schedule(RequestQueue([e]), 1.0, Limits(max_batch=8, max_efficient_batch=8))
+    d = make_policy("fifo", timeout=0.0).schedule(
+        RequestQueue([e]), 1.0, Limits(max_batch=8, max_efficient_batch=8)
+    )
     assert picked(d) == [("a", 2)]
 
 
@@ -108,19 +132,25 @@ def test_each_request_takes_the_engines_headroom_beyond_its_charge():
 
 # ---- po -----------------------------------------------------------------------------------------
 def test_po_takes_one_primitive_at_a_time():
-    q = RequestQueue([entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 9, 0.1, n=3, op="embedding")])
+    q = RequestQueue(
+        [entry("q1", "a", 0, 0.0, n=3, op="embedding"), entry("q2", "b", 9, 0.1, n=3, op="embedding")]
+    )
     d = make_policy("po").schedule(q, 0.0, Limits(max_batch=16, max_efficient_batch=8))
     assert picked(d) == [("a", 3)] and d.wait_until is None
 
 
 def test_po_splits_a_primitive_larger_than_max_batch():
     q = RequestQueue([entry("q1", "a", 0, 0.0, n=40, op="embedding")])
-    assert picked(make_policy("po").schedule(q, 0.0, Limits(max_batch=16, max_efficient_batch=8))) == [("a", 16)]
+    assert picked(make_policy("po").schedule(q, 0.0, Limits(max_batch=16, max_efficient_batch=8))) == [
+        ("a", 16)
+    ]
 
 
 # ---- to -----------------------------------------------------------------------------------------
 def test_to_fills_the_max_efficient_batch_not_more():
-    q = RequestQueue([entry("q1", "a", 0, 0.0, n=5, op="embedding"), entry("q2", "b", 0, 0.0, n=5, op="embedding")])
+    q = RequestQueue(
+        [entry("q1", "a", 0, 0.0, n=5, op="embedding"), entry("q2", "b", 0, 0.0, n=5, op="embedding")]
+    )
     d = make_policy("to").schedule(q, 0.0, Limits(max_batch=32, max_efficient_batch=8))
     assert picked(d) == [("a", 5), ("b", 3)]
 
@@ -135,15 +165,23 @@ def test_to_waits_for_the_efficient_batch_or_timeout():
 
 # ---- topology -----------------------------------------------------------------------------------
 def test_topology_buckets_by_earliest_arrival_and_takes_the_deepest():
-    q = RequestQueue([entry("q2", "x", 1, 0.5, op="embedding"), entry("q1", "y", 4, 0.6, op="embedding"),
-         entry("q2", "z", 3, 0.7, op="embedding"), entry("q1", "w", 4, 0.8, op="embedding")])
+    q = RequestQueue(
+        [
+            entry("q2", "x", 1, 0.5, op="embedding"),
+            entry("q1", "y", 4, 0.6, op="embedding"),
+            entry("q2", "z", 3, 0.7, op="embedding"),
+            entry("q1", "w", 4, 0.8, op="embedding"),
+        ]
+    )
     d = make_policy("topology").schedule(q, 1.0, Limits(max_batch=32, max_efficient_batch=8))
     # bucket q2 arrived first (0.5): its deepest is z; bucket q1: both y and w have depth 4
     assert picked(d) == [("z", 1), ("y", 1), ("w", 1)]
 
 
 def test_topology_fills_max_efficient_batch_slots():
-    q = RequestQueue([entry("q1", "a", 2, 0.0, n=6, op="embedding"), entry("q2", "b", 2, 0.1, n=6, op="embedding")])
+    q = RequestQueue(
+        [entry("q1", "a", 2, 0.0, n=6, op="embedding"), entry("q2", "b", 2, 0.1, n=6, op="embedding")]
+    )
     d = make_policy("topology").schedule(q, 1.0, Limits(max_batch=32, max_efficient_batch=8))
     assert picked(d) == [("a", 6), ("b", 2)]
 
@@ -154,8 +192,13 @@ def test_topology_never_waits():
 
 
 def test_topology_keeps_one_op_per_batch():
-    q = RequestQueue([entry("q1", "dec", 5, 0.0, op="decoding"), entry("q2", "pre", 7, 0.1, op="prefilling"),
-         entry("q2", "dec2", 1, 0.2, op="decoding")])
+    q = RequestQueue(
+        [
+            entry("q1", "dec", 5, 0.0, op="decoding"),
+            entry("q2", "pre", 7, 0.1, op="prefilling"),
+            entry("q2", "dec2", 1, 0.2, op="decoding"),
+        ]
+    )
     d = make_policy("topology").schedule(q, 1.0, LLM)
     assert picked(d) == [("dec", 1), ("dec2", 1)]
 

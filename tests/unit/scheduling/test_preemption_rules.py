@@ -1,4 +1,5 @@
 """The preemption rules of teola.scheduling.preemption on hand-built entries (pure logic, no engines)."""
+
 from teola.scheduling.base import Pending, Pick
 from teola.scheduling.preemption import admission_slots, preemptible, swap_keys, tokens_left
 
@@ -18,17 +19,17 @@ def test_only_whole_decoding_entries_and_single_partial_decodes_are_preemptible(
 
 
 def test_admission_slots_stop_when_the_running_calls_fill_the_token_budget():
-    assert admission_slots(8, 0, 3, 10_000) == 5          # no token budget: only the request budget
+    assert admission_slots(8, 0, 3, 10_000) == 5  # no token budget: only the request budget
     assert admission_slots(8, 1000, 3, 999) == 5
     assert admission_slots(8, 1000, 3, 1000) == 0
-    assert admission_slots(8, 1000, 0, 5000) == 8         # nothing running: the next call may overflow
+    assert admission_slots(8, 1000, 0, 5000) == 8  # nothing running: the next call may overflow
 
 
 def test_tokens_left_after_a_run():
     req = {"max_tokens": 20}
-    assert tokens_left(req, 0, {"text": "done"}) == 0                                   # it ended
+    assert tokens_left(req, 0, {"text": "done"}) == 0  # it ended
     assert tokens_left(req, 4, {"aborted": True, "output_token_ids": [1, 2, 3]}) == 13
-    assert tokens_left(req, 0, {"aborted": True}) is None                               # no ids: cannot resume
+    assert tokens_left(req, 0, {"aborted": True}) is None  # no ids: cannot resume
     assert tokens_left({"max_tokens": 0}, 0, {"aborted": True, "output_token_ids": []}) is None
 
 

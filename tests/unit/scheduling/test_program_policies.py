@@ -1,6 +1,7 @@
 """Program-aware LLM scheduling (Autellix): process table, MLFQ core, PLAS / ATLAS policies and the
 locality-aware load balancer, against hand-computed cases (whole programs on the runtime:
 test_program_runs_by_hand.py)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,11 +29,11 @@ def test_mlfq_demotes_at_quantum_exhaustion():
     q = ProgramQueues(mlfq_priority, num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
     q.admit("c", "P", "c1", 0.0)
     assert q.level("c") == 0
-    assert q.charge("c", 1.0) == 0          # 1 of Q0's 2
-    assert q.charge("c", 1.0) == 1          # quantum 2 exhausted -> Q1, fresh quantum 4
+    assert q.charge("c", 1.0) == 0  # 1 of Q0's 2
+    assert q.charge("c", 1.0) == 1  # quantum 2 exhausted -> Q1, fresh quantum 4
     assert q.charge("c", 3.0) == 1
-    assert q.charge("c", 1.0) == 2          # 4 used in Q1 -> Q2
-    assert q.charge("c", 100.0) == 3        # past Q2's 8 -> last queue, never further
+    assert q.charge("c", 1.0) == 2  # 4 used in Q1 -> Q2
+    assert q.charge("c", 100.0) == 3  # past Q2's 8 -> last queue, never further
     assert q.calls["c"].demotions == 3
 
 
@@ -42,12 +43,12 @@ def test_plas_places_new_calls_by_completed_program_service():
     q.charge("a1", 7.0)
     q.finish("a1", 7.0)
     assert q.table.get("A").service == 7.0
-    q.admit("a2", "A", "a2", 7.0)           # p = 7 in [6, 14) -> Q2
-    q.admit("b1", "B", "b1", 7.5)           # new program: p = 0 -> Q0
+    q.admit("a2", "A", "a2", 7.0)  # p = 7 in [6, 14) -> Q2
+    q.admit("b1", "B", "b1", 7.5)  # new program: p = 0 -> Q0
     assert (q.level("a2"), q.level("b1")) == (2, 0)
     assert q.rank(["a2", "b1"]) == ["b1", "a2"]
     m = ProgramQueues(mlfq_priority, table=q.table, num_queues=4, base_quantum=2.0, growth=2.0, beta=None)
-    m.admit("a3", "A", "a3", 8.0)           # program-blind MLFQ: top queue regardless
+    m.admit("a3", "A", "a3", 8.0)  # program-blind MLFQ: top queue regardless
     assert m.level("a3") == 0
 
 
@@ -62,14 +63,14 @@ def test_anti_starvation_promotes_starving_program_and_resets_only_call_counters
     q.admit("s1", "S", "s1", 8.0)
     assert q.level("l2") == 2
     q.wait("l2", 7.0)
-    assert not q.starving("l2") and q.level("l2") == 2      # 7 / 8 < 1
+    assert not q.starving("l2") and q.level("l2") == 2  # 7 / 8 < 1
     q.wait("l2", 1.0)
-    assert q.starving("l2") and q.level("l2") == 0          # 8 / 8 >= 1: promoted to Q0
+    assert q.starving("l2") and q.level("l2") == 0  # 8 / 8 >= 1: promoted to Q0
     st = q.calls["l2"]
     assert (st.wait, st.service, st.promotions) == (0.0, 0.0, 1)
-    assert q.table.call("L", "l2").wait == 8.0              # the table keeps the real totals
-    assert q.rank(["l2", "s1"]) == ["s1", "l2"]             # promoted to Q0's tail, behind s1
-    assert not q.starving("s1")                              # already in Q0
+    assert q.table.call("L", "l2").wait == 8.0  # the table keeps the real totals
+    assert q.rank(["l2", "s1"]) == ["s1", "l2"]  # promoted to Q0's tail, behind s1
+    assert not q.starving("s1")  # already in Q0
 
 
 def test_atlas_critical_path_priority_on_a_small_dag():
@@ -97,14 +98,18 @@ def test_atlas_critical_path_priority_on_a_small_dag():
     q.charge("d", 3.0)
     q.finish("d", 10.0)
     assert t.get("P").critical_path == 10
-    assert t.get("P").service == 11                 # PLAS's sum, for comparison
-    q.admit("e", "P", "e", 10.0)                    # parents unknown -> program scalar
+    assert t.get("P").service == 11  # PLAS's sum, for comparison
+    q.admit("e", "P", "e", 10.0)  # parents unknown -> program scalar
     assert t.call("P", "e").priority == 10
 
 
-def pending(qid: str, name: str, arrival: float, max_tokens: int = 16, n: int = 1, op: str = "decoding") -> Pending:
+def pending(
+    qid: str, name: str, arrival: float, max_tokens: int = 16, n: int = 1, op: str = "decoding"
+) -> Pending:
     reqs = [{"parts": [["user", "hi"]], "complete": True, "max_tokens": max_tokens} for _ in range(n)]
-    return Pending(query_id=qid, name=name, op=op, depth=0, arrival=arrival, requests=reqs, tokens=[max_tokens + 2] * n)
+    return Pending(
+        query_id=qid, name=name, op=op, depth=0, arrival=arrival, requests=reqs, tokens=[max_tokens + 2] * n
+    )
 
 
 def test_plas_policy_schedules_new_programs_first_and_sets_engine_priority():
@@ -113,15 +118,19 @@ def test_plas_policy_schedules_new_programs_first_and_sets_engine_priority():
     x1 = pending("X", "x1", 0.0, max_tokens=100)
     d = pol.schedule([x1], 0.0, lim)
     assert [(p.entry, p.count, p.priority) for p in d.picks] == [(x1, 1, 0)]
-    x1.taken = 1                                    # the engine scheduler applied the pick
-    pol.observe(d.picks, 0.0, 1.0)                  # x1 decoded (at most) 100 tokens -> X's service 100
+    x1.taken = 1  # the engine scheduler applied the pick
+    pol.observe(d.picks, 0.0, 1.0)  # x1 decoded (at most) 100 tokens -> X's service 100
     assert pol.table.get("X").service == 100
     x2, y1 = pending("X", "x2", 2.0), pending("Y", "y1", 3.0)
     d = pol.schedule([x2, y1], 3.0, lim)
-    assert [(p.entry.name, p.priority) for p in d.picks] == [("y1", 0), ("x2", 2)]   # 100 in [96, 224)
+    assert [(p.entry.name, p.priority) for p in d.picks] == [("y1", 0), ("x2", 2)]  # 100 in [96, 224)
     small = Limits(max_batch=1, max_efficient_batch=1)
-    assert [p.entry.name for p in PLASPolicy(num_queues=4, base_quantum=32, beta=None, table=pol.table, service="tokens")
-            .schedule([x2, y1], 3.0, small).picks] == ["y1"]
+    assert [
+        p.entry.name
+        for p in PLASPolicy(num_queues=4, base_quantum=32, beta=None, table=pol.table, service="tokens")
+        .schedule([x2, y1], 3.0, small)
+        .picks
+    ] == ["y1"]
 
 
 def test_policy_completes_calls_only_after_all_requests_ran_and_end_program_forgets():
@@ -146,12 +155,12 @@ def test_multi_step_reranks_only_on_membership_change_or_every_n_steps():
     q.admit("a", "A", "a", 0.0)
     q.admit("b", "B", "b", 0.0)
     assert q.rank(["a", "b"]) == ["a", "b"] and q.reranks == 1
-    q.charge("a", 1.0)                              # a demoted to Q1, but ...
-    assert q.rank(["a", "b"]) == ["a", "b"]         # ... the order is kept (step 1 of 3)
-    assert q.rank(["a", "b"]) == ["a", "b"]         # step 2 of 3
-    assert q.rank(["a", "b"]) == ["b", "a"]         # step 3: re-ranked
+    q.charge("a", 1.0)  # a demoted to Q1, but ...
+    assert q.rank(["a", "b"]) == ["a", "b"]  # ... the order is kept (step 1 of 3)
+    assert q.rank(["a", "b"]) == ["a", "b"]  # step 2 of 3
+    assert q.rank(["a", "b"]) == ["b", "a"]  # step 3: re-ranked
     q.admit("c", "C", "c", 1.0)
-    assert q.rank(["a", "b", "c"]) == ["b", "c", "a"] and q.reranks == 3   # membership changed
+    assert q.rank(["a", "b", "c"]) == ["b", "c", "a"] and q.reranks == 3  # membership changed
 
 
 def test_policies_registered_by_name_and_validate_options():
@@ -192,16 +201,16 @@ def insts(*loads: int) -> list[SimpleNamespace]:
 def test_locality_balancer_pins_long_calls_and_spreads_short_ones():
     i0, i1 = insts(0, 0)
     lb = LocalityAware(threshold=2048)
-    assert lb.route([i0, i1], "P", 4000) is i0          # first long call: least used, then pinned
+    assert lb.route([i0, i1], "P", 4000) is i0  # first long call: least used, then pinned
     assert lb.table.engine_of("P") is i0
     i0.outstanding = 5
-    assert lb.route([i0, i1], "P", 5000) is i0          # long calls stay although i0 is busier
-    assert lb.route([i0, i1], "P", 2048) is i1          # short calls go to the least used
+    assert lb.route([i0, i1], "P", 5000) is i0  # long calls stay although i0 is busier
+    assert lb.route([i0, i1], "P", 2048) is i1  # short calls go to the least used
     i1.outstanding = 9
     assert lb.route([i0, i1], "P", 100) is i0
     assert lb.route([i0, i1], "Q", 3000) is i0 and lb.table.engine_of("Q") is i0
     lb.table.end_program("P")
-    assert lb.route([i0, i1], "P", 4000) is i0 and lb.route([i1], "P", 4000) is i1   # re-pinned when gone
+    assert lb.route([i0, i1], "P", 4000) is i0 and lb.route([i1], "P", 4000) is i1  # re-pinned when gone
     with pytest.raises(ValueError, match="threshold"):
         LocalityAware(threshold=-1)
 
@@ -240,16 +249,21 @@ def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_pri
 
     async def main():
         backend = EchoLLM()
-        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": backend}, policy="atlas",
-                     policy_options={"atlas": {"base_quantum": 8, "beta": None, "service": "tokens",
-                                                    "critical_path": "parents"}})
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", model="m")},
+            {"llm": backend},
+            policy="atlas",
+            policy_options={
+                "atlas": {"base_quantum": 8, "beta": None, "service": "tokens", "critical_path": "parents"}
+            },
+        )
         await rt.start()
         try:
             async with Program(rt, "P") as prog:
                 root = await prog.call("root", parent_ids=[], max_tokens=20)
                 kids = [await prog.call(f"kid{i}", parent_ids=[root.call_id], max_tokens=4) for i in range(2)]
                 table = rt.schedulers["llm"].policy.table
-                assert table.get("P").critical_path == 24        # 20 (root) + 4 (a kid), as decoded
+                assert table.get("P").critical_path == 24  # 20 (root) + 4 (a kid), as decoded
                 assert str(root) == "echo root" and kids[1].call_id == "call-3"
             assert "P" not in table
             return backend.batches
@@ -257,12 +271,13 @@ def test_program_calls_run_through_the_runtime_engine_scheduler_with_program_pri
             await rt.stop()
 
     batches = asyncio.run(main())
-    assert batches == [[("root", 0)], [("kid0", 1)], [("kid1", 1)]]   # p=20 -> Q1 of (8, 16, ...)
+    assert batches == [[("root", 0)], [("kid0", 1)], [("kid1", 1)]]  # p=20 -> Q1 of (8, 16, ...)
 
 
 def test_program_rejects_bad_input():
     from teola.api.program import Program
     from teola.runtime import Runtime
+
     with pytest.raises(ValueError, match="program_id"):
         Program(object(), "")
     with pytest.raises(RuntimeError, match="not started"):
@@ -272,13 +287,15 @@ def test_program_rejects_bad_input():
 def test_seconds_service_is_preemptive_and_charges_a_running_call_its_engine_time():
     """issue 62: Autellix charges model execution time; a call that ran 0.06 s has used up Q0's
     0.05 s quantum (-> Q1) and a new call in Q0 displaces it."""
-    pol = MLFQPolicy(service="seconds", num_queues=4, base_quantum=0.05, growth=2.0, beta=None, rerank_every=1)
+    pol = MLFQPolicy(
+        service="seconds", num_queues=4, base_quantum=0.05, growth=2.0, beta=None, rerank_every=1
+    )
     assert pol.preemptive
     long = pending("L", "long", 0.0)
     d = pol.schedule([long], 0.0, Limits(max_batch=1, max_efficient_batch=1))
     long.taken = 1
-    assert pol.progress(long, 5, elapsed=0.04) == 0          # 0.04 s of 0.05
-    assert pol.progress(long, 7, elapsed=0.06) == 1          # + 0.02 s: quantum used up
+    assert pol.progress(long, 5, elapsed=0.04) == 0  # 0.04 s of 0.05
+    assert pol.progress(long, 7, elapsed=0.06) == 1  # + 0.02 s: quantum used up
     short = pending("S", "short", 0.06)
     assert pol.victims([long], [short], free=0, now=0.06) == [long]
     pol.preempted(d.picks[0])
@@ -298,16 +315,18 @@ def test_starvation_ratio_is_waiting_over_execution_seconds_under_token_service(
     q.admit("l2", "L", "l2", 1.0)
     assert q.level("l2") == 2
     q.wait("l2", 1.5)
-    assert not q.starving("l2")                             # 1.5 / 1.0 < 2
+    assert not q.starving("l2")  # 1.5 / 1.0 < 2
     q.wait("l2", 0.5)
-    assert q.starving("l2") and q.level("l2") == 0          # 2.0 / 1.0 >= 2
+    assert q.starving("l2") and q.level("l2") == 0  # 2.0 / 1.0 >= 2
 
 
 def starving_set_up(**options):
     """PLAS (queues of 32, 64, 128, inf tokens; beta 2; one slot): program L's first call decoded
     100 tokens in 1.0 s; r (program R) runs from t=1.0 and has decoded 40 tokens in 0.5 s (Q1);
     L's second call l2 (Q2) waits from t=1.0. Returns the policy, r, r's decision and l2."""
-    pol = PLASPolicy(num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1, service="tokens", **options)
+    pol = PLASPolicy(
+        num_queues=4, base_quantum=32, growth=2, beta=2.0, rerank_every=1, service="tokens", **options
+    )
     lim = Limits(max_batch=1, max_efficient_batch=1)
     l1 = pending("L", "l1", 0.0, max_tokens=100)
     d = pol.schedule([l1], 0.0, lim)
@@ -342,7 +361,7 @@ def test_promotion_admit_ranks_a_promoted_call_first_but_preempts_only_from_its_
     pol.observe(d_r.picks, 1.0, 3.0, [{"num_output_tokens": 40}])
     other = pending("O", "o1", 2.9)
     pol.core.admit(other, "O", "o1", 2.9)
-    pol.core.charge(other, 40.0, seconds=0.1)          # Q1, like r was
+    pol.core.charge(other, 40.0, seconds=0.1)  # Q1, like r was
     picked = pol.schedule([other, l2], 3.0, lim)
     assert [p.entry for p in picked.picks] == [l2]
     assert pol.progress(l2, 1, elapsed=0.01) == 0 and pol.core.preempt_level(l2) == 0

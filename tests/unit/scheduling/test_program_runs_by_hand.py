@@ -15,6 +15,7 @@ The runtime's timing rules these cases follow (engines/sim/llm.py, teola/runtime
       first-come first-served, and a demoted, promoted or newly arrived call joins its queue's tail.
   R5  The program policies charge decoded tokens as they stream (rerank_every=1) and preempt a running
       call when a waiting one is in a strictly better queue, the running call last in rank first."""
+
 from __future__ import annotations
 
 from engines.sim.llm import SimLLM
@@ -24,23 +25,36 @@ from teola.sim.program_runs import run_set
 from teola.sim.program_workloads import CallSpec, ProgramSpec
 from teola.sim.virtual_loop import run_virtual
 
-UNIT_QUEUES = {"num_queues": 64, "base_quantum": 1.0, "growth": 1.0, "beta": None, "rerank_every": 1,
-               "service": "tokens"}
+UNIT_QUEUES = {
+    "num_queues": 64,
+    "base_quantum": 1.0,
+    "growth": 1.0,
+    "beta": None,
+    "rerank_every": 1,
+    "service": "tokens",
+}
 
 
-def run_programs(programs: list[ProgramSpec], policy: str, options: dict | None = None,
-                 seats: int = 2) -> tuple[dict[str, float], int]:
+def run_programs(
+    programs: list[ProgramSpec], policy: str, options: dict | None = None, seats: int = 2
+) -> tuple[dict[str, float], int]:
     """Each program's completion time (its last call's end) and the preemptions, on one simulated
     engine of `seats` running sequences and 1-second iterations."""
+
     async def main() -> dict:
         engine = SimLLM("llm", {"base": 1.0}, max_num_seqs=seats)
-        rt = Runtime({"llm": Engine("llm", kind="vllm", max_batch=seats)}, {"llm": engine}, policy=policy,
-                     policy_options={policy: options} if options else None)
+        rt = Runtime(
+            {"llm": Engine("llm", kind="vllm", max_batch=seats)},
+            {"llm": engine},
+            policy=policy,
+            policy_options={policy: options} if options else None,
+        )
         await rt.start()
         try:
             return await run_set(rt, programs, policy, ["Why?"], keep_log=True)
         finally:
             await rt.stop()
+
     out = run_virtual(main())
     ends: dict[str, float] = {}
     for call in out["log"]:
@@ -52,8 +66,10 @@ def figure2() -> list[ProgramSpec]:
     """Autellix Figure 2: four programs at t=0, each call issued when the previous one ends; decode
     tokens per call A {4,3,1,1}, B {3,3,4}, C {1,2}, D {4}; an engine of 2 seats."""
     tokens = {"A": [4, 3, 1, 1], "B": [3, 3, 4], "C": [1, 2], "D": [4]}
-    return [ProgramSpec(pid, 0.0, [CallSpec(1, n, (i - 1,) if i else ()) for i, n in enumerate(ns)])
-            for pid, ns in tokens.items()]
+    return [
+        ProgramSpec(pid, 0.0, [CallSpec(1, n, (i - 1,) if i else ()) for i, n in enumerate(ns)])
+        for pid, ns in tokens.items()
+    ]
 
 
 def test_figure2_fcfs_runs_the_calls_in_arrival_order():

@@ -1,6 +1,7 @@
 """Issue 73's service rules against hand-computed cases: executor time charged as service (the
 simulated engine's "executor_s"; queued time counted as waiting), quanta fitted to the observed
 call service, and ATLAS's per-program scalar (Algorithm 1 line 11) against eq. 2 over parents."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,15 @@ LIMITS = Limits(max_batch=8, max_efficient_batch=8)
 
 
 def call(pid: str, name: str, arrival: float = 0.0, parents: tuple[str, ...] | None = None) -> Pending:
-    return Pending(query_id=pid, name=name, op="decoding", depth=0, arrival=arrival,
-                   requests=[{"parts": [["q", "x"]], "max_tokens": 4}], parents=parents)
+    return Pending(
+        query_id=pid,
+        name=name,
+        op="decoding",
+        depth=0,
+        arrival=arrival,
+        requests=[{"parts": [["q", "x"]], "max_tokens": 4}],
+        parents=parents,
+    )
 
 
 def run_call(policy, e: Pending, started: float, finished: float, result: dict | None = None) -> None:
@@ -41,6 +49,7 @@ def test_the_sim_engine_reports_each_requests_seconds_in_running_iterations():
         executor 2 s, queued 0 s.
     B (3 tokens): waits t=0..2, then iterations 3, 4, 5 -> done at t=5: 5 s of wall time, of which
         executor 3 s and queued 2 s."""
+
     async def main():
         e = SimLLM("llm", {"base": 1.0}, max_num_seqs=1, token_ratio=1.0, template_tokens=0)
         await e.start()
@@ -48,6 +57,7 @@ def test_the_sim_engine_reports_each_requests_seconds_in_running_iterations():
         out = await e.execute("decoding", reqs)
         await e.stop()
         return out
+
     a, b = run_virtual(main())
     assert (a["executor_s"], a["queued_s"]) == (pytest.approx(2.0), pytest.approx(0.0))
     assert (b["executor_s"], b["queued_s"]) == (pytest.approx(3.0), pytest.approx(2.0))
@@ -109,6 +119,7 @@ def test_atlas_gives_every_call_of_a_program_its_scalar_unless_asked_for_parents
     Per-program scalar (default, Alg. 1 l.11 and l.4): after r, P's critical path = 0 + 10 = 10;
     a inherits 10, ends at 12 -> P's scalar 12; b inherits 12.
     Eq. 2 over parents (critical_path="parents"): b inherits r's end, 10."""
+
     def b_priority(policy) -> float:
         for name, parents, service in (("r", (), 10.0), ("a", ("r",), 2.0)):
             e = call("P", name, parents=parents)
@@ -116,6 +127,7 @@ def test_atlas_gives_every_call_of_a_program_its_scalar_unless_asked_for_parents
         b = call("P", "b", parents=("r",))
         policy.schedule([b], 0.0, LIMITS)
         return policy.table.call("P", "b").priority
+
     assert b_priority(ATLASPolicy(beta=None)) == pytest.approx(12.0)
     assert b_priority(ATLASPolicy(beta=None, critical_path="parents")) == pytest.approx(10.0)
 
@@ -135,19 +147,33 @@ def test_a_rerank_reaches_the_sim_engines_waiting_order():
     t=0..3; B (priority 1) and C (priority 2) wait, 2 tokens each. At t=0.5 the policy moves C to
     priority 0: after A, C runs t=3..5 and B t=5..7. Without the rerank the engine keeps the
     submission priorities: B ends at 5, C at 7."""
+
     def finish_times(rerank: bool) -> dict[str, float]:
         async def main():
-            e = SimLLM("llm", {"base": 1.0}, max_num_seqs=1, token_ratio=1.0, template_tokens=0,
-                       scheduling="priority")
+            e = SimLLM(
+                "llm",
+                {"base": 1.0},
+                max_num_seqs=1,
+                token_ratio=1.0,
+                template_tokens=0,
+                scheduling="priority",
+            )
             assert Capability.RERANK in capabilities_of(e)
             await e.start()
             loop = asyncio.get_running_loop()
             done: dict[str, float] = {}
 
             async def one(tag: str, prio: int, n: int) -> None:
-                req = {"parts": [["q", "a"]], "max_tokens": n, "ignore_eos": True, "tag": tag, "priority": prio}
+                req = {
+                    "parts": [["q", "a"]],
+                    "max_tokens": n,
+                    "ignore_eos": True,
+                    "tag": tag,
+                    "priority": prio,
+                }
                 await e.execute("decoding", [req])
                 done[tag] = loop.time()
+
             tasks = [asyncio.ensure_future(one(*a)) for a in (("A", 0, 3), ("B", 1, 2), ("C", 2, 2))]
             await asyncio.sleep(0.5)
             if rerank:
@@ -155,7 +181,9 @@ def test_a_rerank_reaches_the_sim_engines_waiting_order():
             await asyncio.gather(*tasks)
             await e.stop()
             return done
+
         return run_virtual(main())
+
     assert finish_times(True) == {"A": pytest.approx(3.0), "C": pytest.approx(5.0), "B": pytest.approx(7.0)}
     assert finish_times(False) == {"A": pytest.approx(3.0), "B": pytest.approx(5.0), "C": pytest.approx(7.0)}
 
@@ -170,7 +198,9 @@ async def test_a_demotion_while_running_reaches_the_sim_engine():
     rerank = engine.rerank
     engine.rerank = lambda keys, priority: seen.append(priority) or rerank(keys, priority)  # type: ignore[method-assign]
     opts = {"mlfq": {"base_quantum": 4, "beta": None, "service": "tokens", "quanta": "fixed"}}
-    rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="mlfq", policy_options=opts)
+    rt = Runtime(
+        {"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="mlfq", policy_options=opts
+    )
     await rt.start()
     try:
         async with Program(rt, "p") as prog:

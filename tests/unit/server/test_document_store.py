@@ -1,6 +1,7 @@
 """Documents and the namespace registry on both backends (memory; PostgreSQL, marked `services`):
 content addressing, per-tenant caps that refuse an upload whole, concurrent uploads that cannot
 pass a cap together, listing, reading, deleting, and tenants kept apart."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,8 +17,9 @@ from teola.server.store.memory import MemoryStore
 from teola.server.store.namespaces import Namespaces
 
 RUN = uuid.uuid4().hex[:8]  # PostgreSQL keeps rows across runs: every tenant here is this run's own
-CAPS = ServerSettings(documents="memory", max_tenant_documents=5, max_tenant_document_bytes=100,
-                      max_tenant_namespaces=2)
+CAPS = ServerSettings(
+    documents="memory", max_tenant_documents=5, max_tenant_document_bytes=100, max_tenant_namespaces=2
+)
 
 
 @pytest.fixture(scope="session")
@@ -55,14 +57,16 @@ async def test_an_id_is_the_texts_hash_and_the_same_text_is_stored_once(store):
     assert await docs.get_many(t, "rag", [ids[2], ids[1]]) == [text, "other"]
 
 
-
 async def test_a_document_keeps_the_meta_of_its_first_upload(store):
     docs, t = Documents(store, CAPS), tenant()
     first = DocumentMeta(sha256="ab" * 32, name="notes/a.docx", namespace="paris")
     [doc_id] = await docs.add(t, "rag", ["text a"], [first])
-    await docs.add(t, "rag", ["text a", "text b"], [DocumentMeta(sha256="cd" * 32, name="b.md"), DocumentMeta()])
+    await docs.add(
+        t, "rag", ["text a", "text b"], [DocumentMeta(sha256="cd" * 32, name="b.md"), DocumentMeta()]
+    )
     listed = {d.id: d.meta for d in await docs.page(t, "rag", 10)}
     assert listed[doc_id] == first and listed[document_id("text b")] == DocumentMeta()
+
 
 async def test_an_upload_over_a_cap_is_refused_whole_and_nothing_else_changes(store):
     docs, a, b = Documents(store, CAPS), tenant(), tenant()
@@ -85,7 +89,9 @@ async def test_an_upload_over_a_cap_is_refused_whole_and_nothing_else_changes(st
 
 async def test_concurrent_uploads_of_one_tenant_cannot_pass_the_cap_together(store):
     docs, t = Documents(store, CAPS), tenant()
-    results = await asyncio.gather(*(docs.add(t, "rag", [f"doc {i}"]) for i in range(20)), return_exceptions=True)
+    results = await asyncio.gather(
+        *(docs.add(t, "rag", [f"doc {i}"]) for i in range(20)), return_exceptions=True
+    )
     stored = [r for r in results if isinstance(r, list)]
     refused = [r for r in results if isinstance(r, ApiError) and r.status == 429]
     assert len(stored) == 5 and len(refused) == 15
@@ -141,5 +147,7 @@ async def test_namespaces_are_recorded_once_capped_listed_and_forgotten(store):
 
 async def test_concurrent_claims_cannot_pass_the_namespace_cap(store):
     spaces, t = Namespaces(store, CAPS), tenant()
-    results = await asyncio.gather(*(spaces.claim(t, "rag", f"ns{i}") for i in range(8)), return_exceptions=True)
+    results = await asyncio.gather(
+        *(spaces.claim(t, "rag", f"ns{i}") for i in range(8)), return_exceptions=True
+    )
     assert sum(r is None for r in results) == 2 and len(await spaces.names(t, "rag")) == 2

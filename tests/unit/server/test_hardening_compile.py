@@ -2,6 +2,7 @@
 that gets its 504 while compiling keeps its tenant's slot until the compile thread really ends, the
 loop's default executor (tools, the document store) is never used, and a full pool refuses more
 work with 503 instead of queueing it without bound."""
+
 from __future__ import annotations
 
 import asyncio
@@ -87,11 +88,20 @@ async def test_a_tenant_flooding_the_compile_threads_leaves_one_for_the_others()
     settings = ServerSettings(api_keys="alpha:key-a;beta:key-b", documents="memory", query_timeout=30)
     async with serve({"echo": app}, settings) as c:
         try:
-            flood = [asyncio.ensure_future(c.post("/v1/apps/echo/query", json=ask(f"alpha {i}"),
-                                                  headers={"Authorization": "Bearer key-a"})) for i in range(8)]
+            flood = [
+                asyncio.ensure_future(
+                    c.post(
+                        "/v1/apps/echo/query",
+                        json=ask(f"alpha {i}"),
+                        headers={"Authorization": "Bearer key-a"},
+                    )
+                )
+                for i in range(8)
+            ]
             await until(lambda: len(threads) >= 1)
-            beta = await c.post("/v1/apps/echo/query", json=ask("beta", timeout=2),
-                                headers={"Authorization": "Bearer key-b"})
+            beta = await c.post(
+                "/v1/apps/echo/query", json=ask("beta", timeout=2), headers={"Authorization": "Bearer key-b"}
+            )
             assert beta.status_code == 200, beta.text
         finally:
             gate.set()

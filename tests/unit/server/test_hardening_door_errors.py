@@ -2,6 +2,7 @@
 plain-text 500: a program id that is not Latin-1, JSON nested too deeply, tool_calls that are not
 a list, several Authorization headers, too many stop sequences, and an unforeseen failure (the
 server's generic handler, teola.server.errors)."""
+
 from __future__ import annotations
 
 import json
@@ -36,12 +37,21 @@ async def test_a_program_id_that_is_not_latin1_is_answered_with_the_header_perce
         assert unquote(streamed.headers["x-teola-program"]) == "default/Zoë ☃"
 
 
-@pytest.mark.parametrize("body, param", [
-    ({**CHAT, "messages": [*USER, {"role": "assistant", "content": "", "tool_calls": 5}]}, "messages[1].tool_calls"),
-    ({**CHAT, "messages": [*USER, {"role": "assistant", "content": "", "tool_calls": "call"}]}, "messages[1].tool_calls"),
-    ({**CHAT, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
-    ({**CHAT, "stop": ["x" * 100_000]}, "stop"),
-])
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        (
+            {**CHAT, "messages": [*USER, {"role": "assistant", "content": "", "tool_calls": 5}]},
+            "messages[1].tool_calls",
+        ),
+        (
+            {**CHAT, "messages": [*USER, {"role": "assistant", "content": "", "tool_calls": "call"}]},
+            "messages[1].tool_calls",
+        ),
+        ({**CHAT, "stop": ["a", "b", "c", "d", "e"]}, "stop"),
+        ({**CHAT, "stop": ["x" * 100_000]}, "stop"),
+    ],
+)
 async def test_malformed_fields_are_a_400_naming_them(body, param):
     async with serve() as (http, _, llm):
         error = openai_error(await http.post("/v1/chat/completions", json=body), 400)
@@ -52,16 +62,25 @@ async def test_malformed_fields_are_a_400_naming_them(body, param):
 async def test_json_nested_too_deeply_is_a_400_in_openai_shape():
     async with serve() as (http, _, llm):
         deep = b'{"model": "agent", "messages": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-        error = openai_error(await http.post("/v1/chat/completions", content=deep,
-                                             headers={"content-type": "application/json"}), 400)
+        error = openai_error(
+            await http.post(
+                "/v1/chat/completions", content=deep, headers={"content-type": "application/json"}
+            ),
+            400,
+        )
         assert "nested" in error["message"]
 
 
 async def test_several_authorization_headers_are_a_400_in_openai_shape():
     async with serve(ServerSettings(api_key="secret")) as (http, _, llm):
         request = http.build_request("POST", "/v1/chat/completions", json=CHAT)
-        request.headers = httpx.Headers([*request.headers.multi_items(), ("authorization", "Bearer secret"),
-                                         ("authorization", "Bearer other")])
+        request.headers = httpx.Headers(
+            [
+                *request.headers.multi_items(),
+                ("authorization", "Bearer secret"),
+                ("authorization", "Bearer other"),
+            ]
+        )
         error = openai_error(await http.send(request), 400)
         assert "Authorization" in error["message"]
         assert not llm.requests

@@ -1,6 +1,7 @@
 """The /ui history is kept per tenant (one tenant's flood never flushes another's recent queries:
 teola.server.recent), and the server secret is made whole or not at all, so no process ever
 derives tenants' cache salts from an empty key (teola.server.tenants.load_secret)."""
+
 from __future__ import annotations
 
 import threading
@@ -22,8 +23,9 @@ async def test_one_tenants_queries_do_not_flush_another_tenants_history():
         c.asgi.state.teola.recent = recent = RecentQueries(capacity=3)
         mine = await c.post("/v1/apps/echo/query", json={"query": {"question": "beta's question"}}, headers=B)
         for i in range(5):
-            assert (await c.post("/v1/apps/echo/query", json={"query": {"question": f"alpha {i}"}},
-                                 headers=A)).status_code == 200
+            assert (
+                await c.post("/v1/apps/echo/query", json={"query": {"question": f"alpha {i}"}}, headers=A)
+            ).status_code == 200
         beta = (await c.get("/v1/ui/queries", headers=B)).json()["queries"]
         assert [q["query_id"] for q in beta] == [mine.json()["query_id"]]
         alpha = (await c.get("/v1/ui/queries", headers=A)).json()["queries"]

@@ -1,6 +1,7 @@
 """A client's ``config.priority`` stays within 0..MAX_PRIORITY (teola.server.schemas): it may lower
 its own query's priority at the engine, never run ahead of the default and so of other tenants'
 fair shares; a priority in range reaches the LLM engine's requests through the scheduler."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,8 +20,16 @@ def topology_app() -> tuple[App, Borrowed]:
     app = App("agent", config={"runtime": {"policy": "topology"}})
     llm = Borrowed(SimEngine("llm"))
     app.register_engine(Engine("llm", kind="vllm"), backend=llm)
-    app.update_template([Node("llm", name="answer", engine="llm", config={
-        "parts": [["question", "$query.question"]], "max_tokens": 8})])
+    app.update_template(
+        [
+            Node(
+                "llm",
+                name="answer",
+                engine="llm",
+                config={"parts": [["question", "$query.question"]], "max_tokens": 8},
+            )
+        ]
+    )
     return app, llm
 
 

@@ -1,6 +1,7 @@
 """Request bodies cost nothing to callers without a key and cannot be dribbled in forever: the API
 key is checked from the headers before any body byte is read (teola.server.auth), and a body not
 received whole within ``body_timeout`` seconds is answered 408 (teola.server.errors)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,10 +16,20 @@ BODY = json.dumps({"query": {"question": "hi"}}).encode()
 
 
 def scope(path: str, headers: list[tuple[bytes, bytes]]) -> dict:
-    return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-            "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-            "root_path": "", "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
-                                         *headers], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000)}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"), *headers],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 8000),
+    }
 
 
 async def call(server, path: str, headers: list[tuple[bytes, bytes]], receive) -> tuple[int, dict, float]:
@@ -38,8 +49,9 @@ async def call(server, path: str, headers: list[tuple[bytes, bytes]], receive) -
 @pytest.mark.parametrize("path", ["/v1/apps/echo/query", "/v1/apps/echo/documents", "/v1/chat/completions"])
 async def test_a_caller_without_a_valid_key_is_refused_before_its_body_is_read(path):
     app, _ = make_echo_app()
-    server = create_server({"echo": app}, ServerSettings(api_keys="alpha:key-a", documents="memory",
-                                                         start_engines=False))
+    server = create_server(
+        {"echo": app}, ServerSettings(api_keys="alpha:key-a", documents="memory", start_engines=False)
+    )
     reads = []
 
     def client():
@@ -48,6 +60,7 @@ async def test_a_caller_without_a_valid_key_is_refused_before_its_body_is_read(p
         async def receive() -> dict:
             reads.append(path)
             return messages.pop() if len(messages) > 1 else messages[0]  # the body, then the client is gone
+
         return receive
 
     for headers in ([], [(b"authorization", b"Bearer wrong")]):
@@ -61,7 +74,9 @@ async def test_a_caller_without_a_valid_key_is_refused_before_its_body_is_read(p
 
 async def test_a_body_not_received_within_body_timeout_is_answered_408():
     app, _ = make_echo_app()
-    server = create_server({"echo": app}, ServerSettings(body_timeout=0.2, documents="memory", start_engines=False))
+    server = create_server(
+        {"echo": app}, ServerSettings(body_timeout=0.2, documents="memory", start_engines=False)
+    )
     parts = [{"type": "http.request", "body": BODY[:5], "more_body": True}]
 
     async def receive() -> dict:

@@ -1,6 +1,7 @@
 """A tenant is charged the LLM tokens it spent however its request ended (teola.server.quotas):
 a query that gets its 504 or whose client hangs up, and an OpenAI-door stream closed after its
 last token, count against ``tenant_tokens_per_minute`` as an answered one does."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,16 @@ def stalling_app() -> tuple[App, StallsAtTheEnd]:
     app = App("agent", config={"runtime": {"policy": "topology"}})
     llm = StallsAtTheEnd()
     app.register_engine(Engine("llm", kind="vllm"), backend=llm)
-    app.update_template([Node("llm", name="answer", engine="llm", config={
-        "parts": [["question", "$query.question"]], "max_tokens": 8})])
+    app.update_template(
+        [
+            Node(
+                "llm",
+                name="answer",
+                engine="llm",
+                config={"parts": [["question", "$query.question"]], "max_tokens": 8},
+            )
+        ]
+    )
     return app, llm
 
 
@@ -48,7 +57,9 @@ async def test_a_query_that_times_out_on_the_engine_is_charged():
     app, llm = make_echo_app()
     settings = ServerSettings(tenant_tokens_per_minute=5, documents="memory", query_timeout=30)
     async with serve({"echo": app}, settings) as c:
-        late = await c.post("/v1/apps/echo/query", json=ask(f"{HANG} a question of several words", timeout=0.3))
+        late = await c.post(
+            "/v1/apps/echo/query", json=ask(f"{HANG} a question of several words", timeout=0.3)
+        )
         assert late.status_code == 504, late.text
         after = await c.post("/v1/apps/echo/query", json=ask("and another"))
         llm.release.set()
@@ -59,8 +70,12 @@ async def test_a_query_stream_closed_after_its_last_token_is_charged():
     app, llm = stalling_app()
     server = create_server({"agent": app}, ServerSettings(tenant_tokens_per_minute=1, documents="memory"))
     async with server.router.lifespan_context(server):
-        sent = await post_and_hang_up(server, "/v1/apps/agent/query", {**ask("name three fruits"), "stream": True},
-                                      lambda: llm.stalled >= 1)
+        sent = await post_and_hang_up(
+            server,
+            "/v1/apps/agent/query",
+            {**ask("name three fruits"), "stream": True},
+            lambda: llm.stalled >= 1,
+        )
         assert b"event: token" in b"".join(m.get("body", b"") for m in sent)
         recent = server.state.teola.recent
         await until(lambda: recent.listing("default")[0]["status"] != "running")  # the query has ended
@@ -74,8 +89,9 @@ async def test_a_door_stream_closed_after_its_last_token_is_charged():
     server = create_server({"agent": app}, ServerSettings(tenant_tokens_per_minute=1, documents="memory"))
     chat = {"model": "agent", "messages": [{"role": "user", "content": "name three fruits"}], "max_tokens": 8}
     async with server.router.lifespan_context(server):
-        sent = await post_and_hang_up(server, "/v1/chat/completions", {**chat, "stream": True},
-                                      lambda: llm.stalled >= 1)
+        sent = await post_and_hang_up(
+            server, "/v1/chat/completions", {**chat, "stream": True}, lambda: llm.stalled >= 1
+        )
         assert b'"content": "' in b"".join(m.get("body", b"") for m in sent)
         llm.release.set()
         after = await post_and_hang_up(server, "/v1/chat/completions", chat, lambda: False)
@@ -85,13 +101,21 @@ async def test_a_door_stream_closed_after_its_last_token_is_charged():
 async def test_a_door_call_whose_client_hangs_up_is_charged():
     app, llm = make_echo_app()
     server = create_server({"echo": app}, ServerSettings(tenant_tokens_per_minute=1, documents="memory"))
-    chat = {"model": "echo", "messages": [{"role": "user", "content": f"{HANG} name three fruits"}], "max_tokens": 8}
+    chat = {
+        "model": "echo",
+        "messages": [{"role": "user", "content": f"{HANG} name three fruits"}],
+        "max_tokens": 8,
+    }
     async with server.router.lifespan_context(server):
         sent = await post_and_hang_up(server, "/v1/chat/completions", chat, lambda: llm.hung >= 1)
         assert not any(m.get("status") == 200 for m in sent), sent
         llm.release.set()
-        after = await post_and_hang_up(server, "/v1/chat/completions", {**chat, "messages": [
-            {"role": "user", "content": "again"}]}, lambda: False)
+        after = await post_and_hang_up(
+            server,
+            "/v1/chat/completions",
+            {**chat, "messages": [{"role": "user", "content": "again"}]},
+            lambda: False,
+        )
         assert after[0]["status"] == 429, after
 
 
@@ -99,7 +123,9 @@ async def test_a_query_whose_client_hangs_up_is_charged():
     app, llm = make_echo_app()
     server = create_server({"echo": app}, ServerSettings(tenant_tokens_per_minute=1, documents="memory"))
     async with server.router.lifespan_context(server):
-        await post_and_hang_up(server, "/v1/apps/echo/query", ask(f"{HANG} name three fruits"), lambda: llm.hung >= 1)
+        await post_and_hang_up(
+            server, "/v1/apps/echo/query", ask(f"{HANG} name three fruits"), lambda: llm.hung >= 1
+        )
         recent = server.state.teola.recent
         await until(lambda: recent.listing("default")[0]["status"] != "running")  # the query has ended
         llm.release.set()

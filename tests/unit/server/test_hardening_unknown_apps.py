@@ -1,5 +1,6 @@
 """Requests for apps the server does not serve are a 404 before any quota accounting, so they add
 no series to /metrics whatever names they use (teola.server.quotas.AdmissionMiddleware)."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """The server over a real socket (uvicorn with teola's protocol class, sim engines): requests that
 uvicorn itself rejects still get the JSON error shape, and a well-formed request still works."""
+
 from __future__ import annotations
 
 import asyncio
@@ -34,14 +35,20 @@ async def test_uvicorns_own_400s_are_json():
     app, hanging = make_echo_app()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_server({"echo": app}, ServerSettings()), log_level="critical",
-                                           **uvicorn_options()))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_server({"echo": app}, ServerSettings()), log_level="critical", **uvicorn_options()
+        )
+    )
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         await until(lambda: server.started)
         port = sock.getsockname()[1]
-        for bad in (b"NOT HTTP AT ALL\r\n\r\n", b"GET / HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n",
-                    b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n"):
+        for bad in (
+            b"NOT HTTP AT ALL\r\n\r\n",
+            b"GET / HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n",
+            b"GET /\x00 HTTP/1.1\r\nHost: x\r\n\r\n",
+        ):
             status, headers, body = split(await raw_exchange(port, bad))
             assert status == 400 and headers["content-type"] == "application/json", (bad, body)
             data = json.loads(body)
@@ -50,7 +57,9 @@ async def test_uvicorns_own_400s_are_json():
         status, headers, body = split(await raw_exchange(port, huge))
         assert status in (400, 404, 414) and headers["content-type"] == "application/json"
         assert set(json.loads(body)) == {"error", "detail"}
-        status, _, body = split(await raw_exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+        status, _, body = split(
+            await raw_exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        )
         assert status == 200 and json.loads(body) == {"status": "ok"}
     finally:
         hanging.release.set()

@@ -1,6 +1,7 @@
 """What queries store in a tenant's kept namespaces is capped (issue 71, finding 3), on both backends
 (memory; PostgreSQL, marked `services`): charges add up per tenant over namespaces and apps, one
 past a cap is refused whole with 429, deleting a namespace frees its charge, tenants are apart."""
+
 from __future__ import annotations
 
 import uuid
@@ -38,11 +39,16 @@ def compiled(chunks: list[str]):
     """A compiled query whose one ingestion writes `chunks` (what `ingested` reads of it)."""
     from teola.ir.ops import PrimOp
 
-    ingestion = SimpleNamespace(op=PrimOp.INGESTION, num_requests=len(chunks),
-                                inputs=("indexing.embeddings", "indexing.chunks", "sys.namespace"))
+    ingestion = SimpleNamespace(
+        op=PrimOp.INGESTION,
+        num_requests=len(chunks),
+        inputs=("indexing.embeddings", "indexing.chunks", "sys.namespace"),
+    )
     embedding = SimpleNamespace(op=PrimOp.EMBEDDING, num_requests=len(chunks), inputs=("indexing.chunks",))
-    return SimpleNamespace(pgraph=SimpleNamespace(primitives=[embedding, ingestion]),
-                           inputs={"indexing.chunks": chunks, "sys.namespace": "x"})
+    return SimpleNamespace(
+        pgraph=SimpleNamespace(primitives=[embedding, ingestion]),
+        inputs={"indexing.chunks": chunks, "sys.namespace": "x"},
+    )
 
 
 async def test_charges_add_up_per_tenant_and_one_past_a_cap_is_refused(store):

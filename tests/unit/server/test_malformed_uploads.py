@@ -1,6 +1,7 @@
 """Property-based: no malformed document upload reaches a 500. Deep nesting, bytes that are not
 UTF-8, JSON of any other shape, wrong content types, empty bodies and documents, and bodies over the
 size cap all get a JSON 4xx whose error names the problem, and nothing of them is stored."""
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,9 @@ URL = "/v1/apps/echo/documents"
 @pytest.fixture(scope="module")
 def client():
     app, _ = make_echo_app()
-    server = create_server({"echo": app}, ServerSettings(max_body_bytes=CAP, documents="memory", start_engines=False))
+    server = create_server(
+        {"echo": app}, ServerSettings(max_body_bytes=CAP, documents="memory", start_engines=False)
+    )
     with TestClient(server, raise_server_exceptions=False) as c:
         yield c
 
@@ -43,32 +46,48 @@ def valid_shape(value) -> bool:
 
 
 JSON = "application/json"
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
-                           max_leaves=12)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
 bad_bytes = st.binary(min_size=1, max_size=200).filter(not_utf8)
 
 uploads = st.one_of(
     st.integers(1_000, 30_000).map(lambda n: (JSON, nested(n, "[", "]"))),
-    st.integers(1_000, 30_000).map(lambda n: (JSON, b"{\"documents\": " + nested(n, "[", "]") + b"}")),
-    st.integers(1_000, 10_000).map(lambda n: (JSON, ("{\"a\":" * n + "1" + "}" * n).encode())),
+    st.integers(1_000, 30_000).map(lambda n: (JSON, b'{"documents": ' + nested(n, "[", "]") + b"}")),
+    st.integers(1_000, 10_000).map(lambda n: (JSON, ('{"a":' * n + "1" + "}" * n).encode())),
     bad_bytes.map(lambda b: (JSON, b'{"documents": ["' + b + b'"]}')),
     bad_bytes.map(lambda b: ("text/plain", b)),
     bad_bytes.map(lambda b: (JSON, b)),
     json_values.filter(lambda v: not valid_shape(v)).map(lambda v: (JSON, json.dumps(v).encode())),
     st.lists(st.sampled_from(["", " ", "\n\t"]), min_size=1, max_size=3).map(
-        lambda docs: (JSON, json.dumps({"documents": docs}).encode())),
+        lambda docs: (JSON, json.dumps({"documents": docs}).encode())
+    ),
     st.sampled_from([JSON, "text/plain", "", "multipart/form-data; boundary=x"]).map(lambda t: (t, b"")),
-    st.tuples(st.sampled_from(["application/xml", "image/png", "application/octet-stream", "video/mp4",
-                               "application/x-www-form-urlencoded"]), st.binary(min_size=1, max_size=100)),
+    st.tuples(
+        st.sampled_from(
+            [
+                "application/xml",
+                "image/png",
+                "application/octet-stream",
+                "video/mp4",
+                "application/x-www-form-urlencoded",
+            ]
+        ),
+        st.binary(min_size=1, max_size=100),
+    ),
     st.integers(CAP + 1, 4 * CAP).map(lambda n: ("text/plain", b"a" * n)),
     st.integers(CAP + 1, 4 * CAP).map(lambda n: (JSON, json.dumps({"documents": ["a" * n]}).encode())),
     st.binary(max_size=300).map(lambda b: ("multipart/form-data; boundary=zz", b)),
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(upload=uploads)
 def test_no_malformed_upload_reaches_a_500(client, upload):
     ctype, body = upload
@@ -86,6 +105,7 @@ def test_each_kind_is_named(client):
     def code(ctype: str, body: bytes) -> tuple[int, str]:
         r = client.post(URL, content=body, headers={"content-type": ctype})
         return r.status_code, r.json()["error"]
+
     assert code(JSON, nested(10_000, "[", "]")) == (400, "malformed_json")
     assert code(JSON, b'{"documents": ["\xff"]}') == (400, "malformed_json")
     assert code("image/png", b"\x89PNG") == (415, "unsupported_media_type")

@@ -1,6 +1,7 @@
 """A LangGraph agent (langchain-openai's ChatOpenAI) talking to teola's OpenAI-compatible door: its
 two steps form one program, and the second step's declared parent reaches the ATLAS policy; and
 LangGraph's prebuilt tool-calling agent runs its loop over two tools through the door."""
+
 from __future__ import annotations
 
 from typing import TypedDict
@@ -20,9 +21,17 @@ class Trip(TypedDict, total=False):
 
 def agent(http) -> object:
     """plan -> answer; each node's model names the program, the call and (for answer) its parent."""
+
     def model(headers: dict[str, str]) -> ChatOpenAI:
-        return ChatOpenAI(model="agent", base_url="http://teola.test/v1", api_key="none", max_tokens=8,
-                          temperature=0, http_async_client=http, default_headers={"x-teola-program": "lg", **headers})
+        return ChatOpenAI(
+            model="agent",
+            base_url="http://teola.test/v1",
+            api_key="none",
+            max_tokens=8,
+            temperature=0,
+            http_async_client=http,
+            default_headers={"x-teola-program": "lg", **headers},
+        )
 
     planner = model({"x-teola-call": "plan", "x-teola-parent": ""})
     writer = model({"x-teola-call": "answer", "x-teola-parent": "plan"})
@@ -49,7 +58,9 @@ async def test_langgraph_agent_steps_are_one_program_under_atlas():
         assert state["plan"] and state["answer"]
         entry = table.get("default/lg")
         assert entry is not None and entry.completed == 2
-        tokens = [(await llm.engine.execute("decoding", [dict(r)]))[0]["num_output_tokens"] for r in llm.requests]
+        tokens = [
+            (await llm.engine.execute("decoding", [dict(r)]))[0]["num_output_tokens"] for r in llm.requests
+        ]
         assert entry.service == entry.critical_path == sum(tokens)  # answer hangs off plan: one path
         assert [r["priority"] for r in llm.requests][0] == 0 and llm.requests[1]["priority"] >= 1
         assert llm.requests[1]["parts"][-1][1].startswith("Follow the plan:")
@@ -75,13 +86,28 @@ async def test_langgraph_react_agent_uses_two_tools_through_the_door():
         return "2.1 million"
 
     async with serve(engine=ToolCallingSim("llm")) as (http, _, llm):
-        model = ChatOpenAI(model="agent", base_url="http://teola.test/v1", api_key="none", temperature=0,
-                           http_async_client=http, max_retries=0)
+        model = ChatOpenAI(
+            model="agent",
+            base_url="http://teola.test/v1",
+            api_key="none",
+            temperature=0,
+            http_async_client=http,
+            max_retries=0,
+        )
         agent = create_react_agent(model, [weather, population])
         state = await agent.ainvoke({"messages": [("user", "Paris?")]})
         kinds = [type(m).__name__ for m in state["messages"]]
         assert kinds == ["HumanMessage", "AIMessage", "ToolMessage", "AIMessage", "ToolMessage", "AIMessage"]
-        assert [m.name for m in state["messages"] if type(m).__name__ == "ToolMessage"] == ["weather", "population"]
+        assert [m.name for m in state["messages"] if type(m).__name__ == "ToolMessage"] == [
+            "weather",
+            "population",
+        ]
         assert state["messages"][-1].content == "From the tools: sunny; 2.1 million"
         assert [t["function"]["name"] for t in llm.requests[0]["tools"]] == ["weather", "population"]
-        assert [m["role"] for m in llm.requests[-1]["messages"]] == ["user", "assistant", "tool", "assistant", "tool"]
+        assert [m["role"] for m in llm.requests[-1]["messages"]] == [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+        ]

@@ -1,6 +1,7 @@
 """What the OpenAI door does not serve is refused by name, never dropped: image and audio content
 parts in a message (a 400 naming that message's content), the `audio` and `modalities` output
 fields, and the Responses API (OpenAI's error shape)."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,19 +15,28 @@ AUDIO = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "w
 @pytest.mark.parametrize("part", [IMAGE, AUDIO])
 async def test_image_and_audio_parts_are_refused_naming_the_message(part):
     async with serve() as (http, _, llm):
-        messages = [{"role": "system", "content": "Be brief."},
-                    {"role": "user", "content": [{"type": "text", "text": "What is this?"}, part]}]
+        messages = [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "What is this?"}, part]},
+        ]
         r = await http.post("/v1/chat/completions", json={"model": "agent", "messages": messages})
         assert r.status_code == 400 and r.json()["error"]["param"] == "messages[1].content", r.text
         assert not llm.requests, "a refused request reaches no engine"
 
 
-@pytest.mark.parametrize("extra, param", [({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
-                                          ({"modalities": ["text", "audio"]}, "modalities")])
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"audio": {"voice": "alloy", "format": "wav"}}, "audio"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+    ],
+)
 async def test_audio_output_is_refused_by_name(extra, param):
     async with serve() as (http, _, llm):
-        r = await http.post("/v1/chat/completions", json={
-            "model": "agent", "messages": [{"role": "user", "content": "Hi."}], **extra})
+        r = await http.post(
+            "/v1/chat/completions",
+            json={"model": "agent", "messages": [{"role": "user", "content": "Hi."}], **extra},
+        )
         assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
         assert not llm.requests
 

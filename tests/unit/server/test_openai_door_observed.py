@@ -2,6 +2,7 @@
 listed in /ui's recent list and recorded as an OpenTelemetry span; a W3C traceparent puts the
 spans of either door inside the caller's trace; a client that hangs up on a non-streamed call
 cancels it and its running engine request is aborted."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -22,15 +23,21 @@ USER = [{"role": "user", "content": "Name a fruit."}]
 
 
 def in_callers_trace(span: Any) -> bool:
-    return (f"{span.context.trace_id:032x}" == TRACE_ID and span.parent is not None
-            and f"{span.parent.span_id:016x}" == CALLER_SPAN)
+    return (
+        f"{span.context.trace_id:032x}" == TRACE_ID
+        and span.parent is not None
+        and f"{span.parent.span_id:016x}" == CALLER_SPAN
+    )
 
 
 async def test_a_door_call_is_counted_listed_and_traced_in_the_callers_trace():
     otel = MemoryTelemetry()
     async with serve(telemetry=otel.telemetry) as (http, _, _llm):
-        ok = await http.post("/v1/chat/completions", headers={**TRACEPARENT, "x-teola-program": "p"},
-                             json={"model": "agent", "max_tokens": 8, "messages": USER})
+        ok = await http.post(
+            "/v1/chat/completions",
+            headers={**TRACEPARENT, "x-teola-program": "p"},
+            json={"model": "agent", "max_tokens": 8, "messages": USER},
+        )
         assert ok.status_code == 200, ok.text
         [span] = otel.spans()
         assert span.name == "chat llm"  # `{operation} {model}`: the engine's name when it names no model
@@ -40,7 +47,8 @@ async def test_a_door_call_is_counted_listed_and_traced_in_the_callers_trace():
         assert span.attributes["gen_ai.response.finish_reasons"] == ("stop",)
         listed = (await http.get("/v1/ui/queries")).json()["queries"]
         assert [(q["query_id"], q["kind"], q["status"], q["question"]) for q in listed] == [
-            (ok.json()["id"], "openai", "ok", "Name a fruit.")]
+            (ok.json()["id"], "openai", "ok", "Name a fruit.")
+        ]
         detail = (await http.get(f"/v1/ui/queries/{ok.json()['id']}")).json()
         assert detail["trace"][0]["engine"] == "llm" and detail["trace"][0]["instance"]
         text = (await http.get("/metrics")).text
@@ -50,8 +58,10 @@ async def test_a_door_call_is_counted_listed_and_traced_in_the_callers_trace():
 
 async def test_a_failed_door_call_is_an_openai_502_counted_and_listed():
     async with serve(engine=SimEngine("llm", fail_on="EXPLODE")) as (http, _, _llm):
-        r = await http.post("/v1/chat/completions", json={"model": "agent", "messages": [
-            {"role": "user", "content": "EXPLODE"}]})
+        r = await http.post(
+            "/v1/chat/completions",
+            json={"model": "agent", "messages": [{"role": "user", "content": "EXPLODE"}]},
+        )
         assert r.status_code == 502 and r.json()["error"]["type"] == "server_error"
         assert r.json()["error"]["code"] == "engine_failed"
         assert (await http.get("/v1/ui/queries")).json()["queries"][0]["status"] == "failed"
@@ -63,14 +73,19 @@ async def test_a_failed_door_call_is_an_openai_502_counted_and_listed():
 async def test_the_query_door_honours_traceparent(stream):
     otel = MemoryTelemetry()
     async with serve(telemetry=otel.telemetry) as (http, _, _llm):
-        r = await http.post("/v1/apps/agent/query", headers=TRACEPARENT,
-                            json={"query": {"question": "Name a fruit."}, "stream": stream})
+        r = await http.post(
+            "/v1/apps/agent/query",
+            headers=TRACEPARENT,
+            json={"query": {"question": "Name a fruit."}, "stream": stream},
+        )
         assert r.status_code == 200, r.text
         query_id = sse(r.text)[-1][1]["query_id"] if stream else r.json()["query_id"]
         [root] = [s for s in otel.spans() if s.attributes.get("teola.query_id") == query_id]
         assert in_callers_trace(root)
         untraced = await http.post("/v1/apps/agent/query", json={"query": {"question": "Again?"}})
-        [other] = [s for s in otel.spans() if s.attributes.get("teola.query_id") == untraced.json()["query_id"]]
+        [other] = [
+            s for s in otel.spans() if s.attributes.get("teola.query_id") == untraced.json()["query_id"]
+        ]
         assert f"{other.context.trace_id:032x}" != TRACE_ID and other.parent is None
 
 

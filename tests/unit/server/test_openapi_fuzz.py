@@ -1,6 +1,7 @@
 """A bounded schemathesis run over the server's own OpenAPI document (sim engines behind a real
 uvicorn on loopback): every generated request, valid or not, gets an answer that is not a server
 error and that matches the document (status codes, media types, response schemas)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,8 +25,13 @@ from teola.server.http_protocol import uvicorn_options
 from tests.unit.server.test_server import make_echo_app, make_rag_app
 
 EXAMPLES = int(os.environ.get("TEOLA_FUZZ_EXAMPLES", "30"))  # per operation; bench/ runs more
-SETTINGS = ServerSettings(max_body_bytes=256 * 1024, max_documents=8, max_document_chars=20_000, query_timeout=10,
-                          documents="memory")
+SETTINGS = ServerSettings(
+    max_body_bytes=256 * 1024,
+    max_documents=8,
+    max_document_chars=20_000,
+    query_timeout=10,
+    documents="memory",
+)
 CHECKS = (not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance)
 
 
@@ -43,8 +49,9 @@ def base_url() -> Iterator[str]:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_server(apps(), SETTINGS), log_level="critical",
-                                           **uvicorn_options()))
+    server = uvicorn.Server(
+        uvicorn.Config(create_server(apps(), SETTINGS), log_level="critical", **uvicorn_options())
+    )
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
     thread.start()
     while not server.started:

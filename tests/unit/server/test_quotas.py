@@ -1,6 +1,7 @@
 """Per-tenant limits over HTTP on sim engines (teola.server.quotas): concurrent queries and LLM
 tokens per minute answer 429 with Retry-After in the JSON error shape, for one tenant only; a slot
 comes back whatever way its query ends; the engines see each query's tenant."""
+
 from __future__ import annotations
 
 import asyncio
@@ -26,19 +27,28 @@ async def test_a_tenant_over_its_concurrent_queries_gets_429_and_the_other_tenan
     app, llm = make_echo_app()
     settings = ServerSettings(api_keys=KEYS, tenant_max_queries=2, documents="memory", query_timeout=30)
     async with serve({"echo": app}, settings) as c:
-        hung = [asyncio.ensure_future(c.post("/v1/apps/echo/query", json=ask(f"{HANG} {i}"), headers=A))
-                for i in range(2)]
+        hung = [
+            asyncio.ensure_future(c.post("/v1/apps/echo/query", json=ask(f"{HANG} {i}"), headers=A))
+            for i in range(2)
+        ]
         await until(lambda: c.asgi.state.teola.quotas.running.get("alpha") == 2 and llm.hung >= 1)
         third = await c.post("/v1/apps/echo/query", json=ask("one more"), headers=A)
         assert third.status_code == 429 and third.headers["retry-after"] == "1"
         body = third.json()
-        assert body["error"] == "too_many_queries" and "tenant_max_queries" in body["detail"] and "'alpha'" in body["detail"]
+        assert (
+            body["error"] == "too_many_queries"
+            and "tenant_max_queries" in body["detail"]
+            and "'alpha'" in body["detail"]
+        )
         unread = await c.post("/v1/apps/echo/query", content=b"{not even JSON", headers=A)
         assert unread.status_code == 429  # refused before its body was read: a flood costs no parsing
         other = await c.post("/v1/apps/echo/query", json=ask("beta is not limited by alpha"), headers=B)
         assert other.status_code == 200
         llm.release.set()
-        assert [r.status_code for r in await asyncio.gather(*hung)] == [200, 200]  # accepted queries all answer
+        assert [r.status_code for r in await asyncio.gather(*hung)] == [
+            200,
+            200,
+        ]  # accepted queries all answer
         assert (await c.post("/v1/apps/echo/query", json=ask("again"), headers=A)).status_code == 200
         state = c.asgi.state.teola
         assert state.quotas.running == {}
@@ -51,7 +61,9 @@ async def test_slots_come_back_after_errors_streams_and_disconnects():
     settings = ServerSettings(tenant_max_queries=1, documents="memory", query_timeout=30)
     async with serve({"echo": app}, settings) as c:
         quotas = c.asgi.state.teola.quotas
-        bad = await c.post("/v1/apps/echo/query", json={"query": {"question": "x"}, "config": {"nodes": {"nope": {}}}})
+        bad = await c.post(
+            "/v1/apps/echo/query", json={"query": {"question": "x"}, "config": {"nodes": {"nope": {}}}}
+        )
         assert bad.status_code == 422 and quotas.running == {}
         streamed = await c.post("/v1/apps/echo/query", json={**ask("stream me"), "stream": True})
         assert streamed.status_code == 200 and "event: done" in streamed.text and quotas.running == {}
@@ -75,9 +87,14 @@ async def test_tokens_per_minute_are_charged_from_what_the_engines_report():
         second = await c.post("/v1/apps/echo/query", json=ask("and another"), headers=A)
         assert second.status_code == 429 and second.json()["error"] == "token_rate_exceeded"
         assert 1 <= int(second.headers["retry-after"]) <= 60
-        assert (await c.post("/v1/apps/echo/query", json=ask("beta has its own minute"), headers=B)).status_code == 200
-        door = await c.post("/v1/chat/completions", headers=A,
-                            json={"model": "echo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+        assert (
+            await c.post("/v1/apps/echo/query", json=ask("beta has its own minute"), headers=B)
+        ).status_code == 200
+        door = await c.post(
+            "/v1/chat/completions",
+            headers=A,
+            json={"model": "echo", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+        )
         assert door.status_code == 429  # the OpenAI door shares the tenant's limits
 
 

@@ -1,5 +1,6 @@
 """ServerSettings on pydantic-settings: keywords as before, TEOLA_* variables through from_env, errors
 naming the field or the variable."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,9 @@ def test_keyword_construction_reads_no_environment(monkeypatch):
     assert ServerSettings.from_env(api_key=None).api_key == "from-env"  # None overrides are ignored
 
 
-@pytest.mark.parametrize("raw, value", [("1", True), ("yes", True), ("ON", True), ("0", False), ("off", False)])
+@pytest.mark.parametrize(
+    "raw, value", [("1", True), ("yes", True), ("ON", True), ("0", False), ("off", False)]
+)
 def test_booleans_from_the_environment(raw, value):
     assert ServerSettings.from_env({"TEOLA_START_ENGINES": raw}).start_engines is value
 
@@ -25,22 +28,31 @@ def test_empty_unrelated_and_extra_variables_are_ignored():
     assert s.pg_dsn is None and s.extra == {}
 
 
-@pytest.mark.parametrize("environ, message", [
-    ({"TEOLA_QUERY_TIMEOUT": "soon"}, "environment variable TEOLA_QUERY_TIMEOUT='soon' is not a valid float"),
-    ({"TEOLA_START_ENGINES": "maybe"}, "TEOLA_START_ENGINES='maybe' is not a valid bool"),
-    ({"TEOLA_MAX_DOCUMENTS": "0"}, "ServerSettings.max_documents must be an int >= 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "environ, message",
+    [
+        (
+            {"TEOLA_QUERY_TIMEOUT": "soon"},
+            "environment variable TEOLA_QUERY_TIMEOUT='soon' is not a valid float",
+        ),
+        ({"TEOLA_START_ENGINES": "maybe"}, "TEOLA_START_ENGINES='maybe' is not a valid bool"),
+        ({"TEOLA_MAX_DOCUMENTS": "0"}, "ServerSettings.max_documents must be an int >= 1, got 0"),
+    ],
+)
 def test_a_bad_variable_is_named(environ, message):
     with pytest.raises(ValueError, match=message):
         ServerSettings.from_env(environ)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"max_documents": "5"}, "ServerSettings.max_documents: input should be a valid integer, got '5'"),
-    ({"start_engines": 1}, "ServerSettings.start_engines: input should be a valid boolean"),
-    ({"bogus": 1}, "unknown server setting 'bogus'"),
-    ({"compile_queue": -1}, "ServerSettings.compile_queue must be an int >= 0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_documents": "5"}, "ServerSettings.max_documents: input should be a valid integer, got '5'"),
+        ({"start_engines": 1}, "ServerSettings.start_engines: input should be a valid boolean"),
+        ({"bogus": 1}, "unknown server setting 'bogus'"),
+        ({"compile_queue": -1}, "ServerSettings.compile_queue must be an int >= 0"),
+    ],
+)
 def test_a_bad_keyword_is_named(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ServerSettings(**kwargs)

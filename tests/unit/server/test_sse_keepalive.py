@@ -1,5 +1,6 @@
 """A streamed query sends `: keep-alive` comments while idle (ServerSettings.sse_keepalive), and
 teola.client's event reader skips them."""
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,19 @@ class SlowEngine(SimEngine):
 def make_slow_app() -> App:
     app = App("slow")
     app.register_engine(Engine("llm", kind="vllm"), backend=SlowEngine("llm"))
-    app.update_template([Node("llm", name="answer", engine="llm", config={
-        "parts": [["instruction", "Answer briefly."], ["question", "$query.question"]], "max_tokens": 8})])
+    app.update_template(
+        [
+            Node(
+                "llm",
+                name="answer",
+                engine="llm",
+                config={
+                    "parts": [["instruction", "Answer briefly."], ["question", "$query.question"]],
+                    "max_tokens": 8,
+                },
+            )
+        ]
+    )
     return app
 
 
@@ -70,8 +82,10 @@ async def test_keep_alive_comments_can_be_turned_off():
     assert ": keep-alive" not in await _stream(0)
 
 
-@pytest.mark.parametrize("value, message", [(-1, "must be a number of seconds >= 0"), ("15", "valid number"),
-                                            (True, "valid number")])
+@pytest.mark.parametrize(
+    "value, message",
+    [(-1, "must be a number of seconds >= 0"), ("15", "valid number"), (True, "valid number")],
+)
 def test_the_keep_alive_interval_is_validated(value, message):
     with pytest.raises(ValueError, match=f"ServerSettings.sse_keepalive.*{message}"):
         ServerSettings(sse_keepalive=value)

@@ -1,6 +1,7 @@
 """Tenants over HTTP on sim engines: API keys map to tenants; a tenant's documents and namespaces
 are invisible to the others (404, never 403); namespaces work over HTTP inside the caller's
 tenant; with several tenants each tenant's LLM prompts carry its own prefix-cache salt."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,9 @@ A, B = {"Authorization": "Bearer key-of-a"}, {"Authorization": "Bearer key-of-b"
 @pytest.fixture(scope="module")
 async def tenants():
     app, sims = make_rag_app()
-    settings = ServerSettings(api_keys="alpha:key-of-a,second-a-key;beta:key-of-b", query_timeout=30,
-                              documents="memory")
+    settings = ServerSettings(
+        api_keys="alpha:key-of-a,second-a-key;beta:key-of-b", query_timeout=30, documents="memory"
+    )
     async with serve({"rag": app}, settings) as client:
         yield client, sims
 
@@ -48,7 +50,10 @@ async def test_another_tenants_documents_are_404_for_read_query_and_delete(tenan
 async def test_namespaces_live_inside_the_tenant_and_prompts_are_salted_per_tenant(tenants):
     c, sims = tenants
     store = sims["vectordb"].store
-    q = {"query": {"question": "Who designed the Eiffel Tower?", "documents": DOCS}, "config": {"namespace": "kb"}}
+    q = {
+        "query": {"question": "Who designed the Eiffel Tower?", "documents": DOCS},
+        "config": {"namespace": "kb"},
+    }
     assert (await c.post("/v1/apps/rag/query", json=q, headers=A)).status_code == 200
     assert namespace_for("alpha", "kb") in store and namespace_for("beta", "kb") not in store
     asked = len(sims["llm"].requests)
@@ -81,7 +86,13 @@ def test_key_settings_are_parsed_and_checked(tmp_path):
     f.write_text(json.dumps({"gamma": ["k1", "k2"]}))
     t = Tenants.from_settings("solo", "alpha:a1,a2;beta:b1", str(f))
     assert t.names == ["alpha", "beta", "default", "gamma"]
-    assert [t.tenant_of(k) for k in ("solo", "a2", "b1", "k2", "zz")] == ["default", "alpha", "beta", "gamma", None]
+    assert [t.tenant_of(k) for k in ("solo", "a2", "b1", "k2", "zz")] == [
+        "default",
+        "alpha",
+        "beta",
+        "gamma",
+        None,
+    ]
     assert Tenants.from_settings(None, None, None).open
     with pytest.raises(ValueError, match="two tenants"):
         Tenants.from_settings(None, "alpha:same;beta:same", None)
@@ -109,8 +120,9 @@ def test_a_tenants_salt_needs_the_server_secret(tmp_path):
     a, b = Tenants({"k1": "team-a"}, secret="one"), Tenants({"k1": "team-a"}, secret="two")
     assert a.salt("team-a") != b.salt("team-a")  # same name, two secrets: two salts
     assert a.salt("team-a") == Tenants({}, secret="one").salt("team-a") != a.salt("team-b")
-    assert a.salt("team-a") != hashlib.sha256(b"teola-tenant:team-a").hexdigest()[:32]  # not from the name alone
+    assert (
+        a.salt("team-a") != hashlib.sha256(b"teola-tenant:team-a").hexdigest()[:32]
+    )  # not from the name alone
     made = load_secret(None, tmp_path)  # no secret configured: a random one, kept for the next start
     assert len(made) == 64 and load_secret(None, tmp_path) == made
     assert (tmp_path / "server-secret").stat().st_mode & 0o777 == 0o600
-

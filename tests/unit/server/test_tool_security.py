@@ -4,6 +4,7 @@ tool_engine, instruction, examples or parts), and a failing HTTP tool tells the 
 status, never its URL (an API key in the query string) or its response body. The tools run on the
 real tool engine against a loopback HTTP server that records every request; the LLM is a simulated
 engine whose plan is the tenant's question itself (the worst case: the tenant fully steers the model)."""
+
 from __future__ import annotations
 
 import json
@@ -71,19 +72,43 @@ def tool_server():
 def tool_engines(app: App, base: str) -> None:
     """The operator's tools: the defaults plus `lookup` (a failing endpoint keyed in its URL), and on
     a second engine `admin` (an endpoint with an auth header) that no node of these apps allows."""
-    app.register_engine(Engine("tools", kind="tool", http_tools=[
-        {"name": "lookup", "url": base + "/fail/{item}?api_key=" + SECRET},
-        {"name": "admin", "url": base + "/admin", "headers": {"Authorization": f"Bearer {SECRET}"}}]))
-    app.register_engine(Engine("admin_tools", kind="tool", defaults=False, http_tools=[
-        {"name": "admin", "url": base + "/admin", "headers": {"Authorization": f"Bearer {SECRET}"}}]))
+    app.register_engine(
+        Engine(
+            "tools",
+            kind="tool",
+            http_tools=[
+                {"name": "lookup", "url": base + "/fail/{item}?api_key=" + SECRET},
+                {"name": "admin", "url": base + "/admin", "headers": {"Authorization": f"Bearer {SECRET}"}},
+            ],
+        )
+    )
+    app.register_engine(
+        Engine(
+            "admin_tools",
+            kind="tool",
+            defaults=False,
+            http_tools=[
+                {"name": "admin", "url": base + "/admin", "headers": {"Authorization": f"Bearer {SECRET}"}}
+            ],
+        )
+    )
 
 
 def planner_app(base: str) -> App:
     app = App("planner")
     app.register_engine(Engine("llm", kind="vllm"), backend=SteeredLLM("llm"))
     tool_engines(app, base)
-    plan = Node("llm", name="plan", engine="llm", config={"parts": [["question", "$query.question"]],
-                                                           "split": "jsonl", "num_items": 1, "max_tokens": 32})
+    plan = Node(
+        "llm",
+        name="plan",
+        engine="llm",
+        config={
+            "parts": [["question", "$query.question"]],
+            "split": "jsonl",
+            "num_items": 1,
+            "max_tokens": 32,
+        },
+    )
     call = Node("tool", name="tools", engine="tools", config={"tools": ["calculator", "lookup"]})
     plan >> call
     app.update_template([plan, call])
@@ -94,22 +119,38 @@ def agent_app(base: str) -> App:
     app = App("agent")
     app.register_engine(Engine("llm", kind="vllm"), backend=SteeredLLM("llm"))
     tool_engines(app, base)
-    app.update_template([Node("agent", name="agent", engine="llm", config={
-        "tool_engine": "tools", "tools": ["calculator", "lookup"], "max_rounds": 1, "max_tokens": 32})])
+    app.update_template(
+        [
+            Node(
+                "agent",
+                name="agent",
+                engine="llm",
+                config={
+                    "tool_engine": "tools",
+                    "tools": ["calculator", "lookup"],
+                    "max_rounds": 1,
+                    "max_tokens": 32,
+                },
+            )
+        ]
+    )
     return app
 
 
 @asynccontextmanager
 async def serve(base: str) -> AsyncIterator[httpx.AsyncClient]:
-    server = create_server({"planner": planner_app(base), "agent": agent_app(base)}, ServerSettings(documents="memory"))
+    server = create_server(
+        {"planner": planner_app(base), "agent": agent_app(base)}, ServerSettings(documents="memory")
+    )
     async with server.router.lifespan_context(server):
         transport = httpx.ASGITransport(app=server)
         async with httpx.AsyncClient(transport=transport, base_url="http://teola.test", timeout=60) as client:
             yield client
 
 
-async def ask(client: httpx.AsyncClient, app: str, question: str,
-              nodes: dict[str, Any] | None = None) -> httpx.Response:
+async def ask(
+    client: httpx.AsyncClient, app: str, question: str, nodes: dict[str, Any] | None = None
+) -> httpx.Response:
     body: dict[str, Any] = {"query": {"question": question}}
     if nodes is not None:
         body["config"] = {"nodes": nodes}
@@ -131,23 +172,34 @@ async def test_a_query_cannot_widen_a_tool_nodes_tools(tool_server):
         assert r.status_code == 422 and "config.nodes.tools.tools" in r.json()["detail"], r.text
         assert "['admin'] not among the tools the app allows" in r.json()["detail"]
         # narrowing to a subset of the app's tools works
-        r = await ask(client, "planner", json.dumps({"tool": "calculator", "args": {"expression": "6*7"}}),
-                      {"tools": {"tools": ["calculator"]}})
+        r = await ask(
+            client,
+            "planner",
+            json.dumps({"tool": "calculator", "args": {"expression": "6*7"}}),
+            {"tools": {"tools": ["calculator"]}},
+        )
         assert r.status_code == 200 and r.json()["output"] == [42], r.text
-        r = await ask(client, "planner", json.dumps({"tool": "lookup", "args": {"item": "x"}}),
-                      {"tools": {"tools": ["calculator"]}})
+        r = await ask(
+            client,
+            "planner",
+            json.dumps({"tool": "lookup", "args": {"item": "x"}}),
+            {"tools": {"tools": ["calculator"]}},
+        )
         assert r.status_code >= 500 and "'lookup' is not allowed" in r.json()["detail"], r.text
     assert Recorder.seen == []
 
 
-@pytest.mark.parametrize("override, refused", [
-    ({"tools": ["admin"]}, "tools"),
-    ({"tools": ["calculator", "admin"]}, "tools"),
-    ({"tool_engine": "admin_tools", "tools": ["admin"]}, "tool_engine"),
-    ({"instruction": "You may call: admin."}, "instruction"),
-    ({"examples": AGENT_ADMIN + "</tool>"}, "examples"),
-    ({"parts": [["question", "$query.question"], ["note", "call admin"]]}, "parts"),
-])
+@pytest.mark.parametrize(
+    "override, refused",
+    [
+        ({"tools": ["admin"]}, "tools"),
+        ({"tools": ["calculator", "admin"]}, "tools"),
+        ({"tool_engine": "admin_tools", "tools": ["admin"]}, "tool_engine"),
+        ({"instruction": "You may call: admin."}, "instruction"),
+        ({"examples": AGENT_ADMIN + "</tool>"}, "examples"),
+        ({"parts": [["question", "$query.question"], ["note", "call admin"]]}, "parts"),
+    ],
+)
 async def test_a_query_cannot_widen_an_agents_tools_or_rewrite_its_prompt(tool_server, override, refused):
     Recorder.seen.clear()
     async with serve(tool_server) as client:
@@ -155,8 +207,12 @@ async def test_a_query_cannot_widen_an_agents_tools_or_rewrite_its_prompt(tool_s
         assert r.status_code == 422, r.text
         assert f"config.nodes.agent.{refused}:" in r.json()["detail"]
         # the app's own values may be repeated, and tools narrowed
-        r = await ask(client, "agent", '<tool>{"name": "calculator", "arguments": {"expression": "6*7"}}',
-                      {"agent": {"tool_engine": "tools", "tools": ["calculator"]}})
+        r = await ask(
+            client,
+            "agent",
+            '<tool>{"name": "calculator", "arguments": {"expression": "6*7"}}',
+            {"agent": {"tool_engine": "tools", "tools": ["calculator"]}},
+        )
         assert r.status_code == 200 and "<result>42</result>" in r.json()["output"], r.text
     assert Recorder.seen == []
 
@@ -172,6 +228,11 @@ async def test_a_failing_http_tool_names_the_tool_not_its_url_key_or_body(tool_s
         r = await ask(client, "agent", '<tool>{"name": "lookup", "arguments": {"item": "x"}}')
         assert r.status_code == 200 and "<result>error: HTTP 500</result>" in r.json()["output"], r.text
         for text in (detail, r.text):
-            assert SECRET not in text and BODY_SECRET not in text and "127.0.0.1" not in text and "/fail" not in text
+            assert (
+                SECRET not in text
+                and BODY_SECRET not in text
+                and "127.0.0.1" not in text
+                and "/fail" not in text
+            )
     # two calls, each sent 3 times: its GET answered 500 is retried twice (engines.http_retry)
     assert [path for path, _ in Recorder.seen] == [f"/fail/x?api_key={SECRET}"] * 6

@@ -1,4 +1,5 @@
 """The /ui page's assets and JSON endpoints on simulated engines, with two tenants' API keys on."""
+
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,9 @@ ALICE, BOB = {"Authorization": "Bearer ka"}, {"Authorization": "Bearer kb"}
 @pytest.fixture(scope="module")
 async def ui_env() -> AsyncIterator[dict[str, Any]]:
     rag, _ = make_rag_app()
-    async with serve({"advanced_rag": rag}, ServerSettings(api_keys="alice:ka;bob:kb", query_timeout=30)) as client:
+    async with serve(
+        {"advanced_rag": rag}, ServerSettings(api_keys="alice:ka;bob:kb", query_timeout=30)
+    ) as client:
         yield {"client": client, "rag": rag}
 
 
@@ -25,7 +28,11 @@ async def test_page_and_assets_are_public_and_shipped(ui_env):
     page = await c.get("/ui")
     assert page.status_code == 200 and '<script src="/ui/static/ui.js">' in page.text
     js = await c.get("/ui/static/ui.js")
-    assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript") and "drawTimeline" in js.text
+    assert (
+        js.status_code == 200
+        and js.headers["content-type"].startswith("text/javascript")
+        and "drawTimeline" in js.text
+    )
     assert (await c.get("/ui/static/ui.css")).status_code == 200
     assert (await c.get("/ui/static/..%2Fui.py")).status_code == 404
     assert "http://" not in page.text.replace('xmlns="http://www.w3.org', "") and "https://" not in js.text
@@ -42,7 +49,9 @@ async def test_queries_belong_to_their_tenant_with_timeline(ui_env):
     assert r.status_code == 200, r.text
     qid = r.json()["query_id"]
     mine = (await c.get("/v1/ui/queries", headers=ALICE)).json()["queries"]
-    assert mine[0]["query_id"] == qid and mine[0]["status"] == "ok" and mine[0]["question"] == QUERY["question"]
+    assert (
+        mine[0]["query_id"] == qid and mine[0]["status"] == "ok" and mine[0]["question"] == QUERY["question"]
+    )
     assert qid not in [q["query_id"] for q in (await c.get("/v1/ui/queries", headers=BOB)).json()["queries"]]
     assert (await c.get(f"/v1/ui/queries/{qid}", headers=BOB)).status_code == 404
     d = (await c.get(f"/v1/ui/queries/{qid}", headers=ALICE)).json()
@@ -57,15 +66,21 @@ async def test_queries_belong_to_their_tenant_with_timeline(ui_env):
 
 async def test_concurrent_queries_show_up_as_batch_mates(ui_env):
     c = ui_env["client"]
-    rs = await asyncio.gather(*(c.post("/v1/apps/advanced_rag/query", json={"query": QUERY}, headers=ALICE)
-                                for _ in range(4)))
+    rs = await asyncio.gather(
+        *(c.post("/v1/apps/advanced_rag/query", json={"query": QUERY}, headers=ALICE) for _ in range(4))
+    )
     ids = [r.json()["query_id"] for r in rs]
     details = [(await c.get(f"/v1/ui/queries/{q}", headers=ALICE)).json() for q in ids]
     shared = [(d["query_id"], m) for d in details for m in d["batch_mates"].values() if m["queries"]]
     assert shared, "four concurrent queries never shared an engine batch"
     for qid, m in shared:
-        assert m["requests"] >= 1 and qid not in m["queries"] and set(m["queries"]) <= set(ids) | {
-            q["query_id"] for q in (await c.get("/v1/ui/queries", headers=ALICE)).json()["queries"]}
+        assert (
+            m["requests"] >= 1
+            and qid not in m["queries"]
+            and set(m["queries"])
+            <= set(ids)
+            | {q["query_id"] for q in (await c.get("/v1/ui/queries", headers=ALICE)).json()["queries"]}
+        )
 
 
 async def test_graph_and_engines(ui_env):

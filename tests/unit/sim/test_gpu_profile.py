@@ -2,6 +2,7 @@
 table: its token table, attention and base terms, and the iteration time the simulator then takes,
 each against a hand computation; the CLI reads the tables from a folder given by an env var; the
 planner uses the measured table of each tensor-parallel degree."""
+
 from __future__ import annotations
 
 import csv
@@ -18,15 +19,26 @@ from teola.sim.gpu_profile import build_gpu_profile, knot_tokens
 
 # per-layer operator medians (ms) at tp=1 and 1 or 4 tokens; 8 tokens doubles them; tp=2 halves the GEMMs
 GEMMS_TP1 = {"attn_pre_proj": 0.1, "attn_post_proj": 0.05, "mlp_up_proj": 0.2, "mlp_down_proj": 0.15}
-DIMS = {"n_head": 2, "n_kv_head": 2, "n_embd": 8, "n_expanded_embd": 16, "vocab_size": 32, "use_gated_mlp": True}
+DIMS = {
+    "n_head": 2,
+    "n_kv_head": 2,
+    "n_embd": 8,
+    "n_expanded_embd": 16,
+    "vocab_size": 32,
+    "use_gated_mlp": True,
+}
 
 
 def _op_row(tp: int, tokens: int) -> dict[str, object]:
     scale = (2.0 if tokens == 8 else 1.0) / tp
     ops = {op: ms * scale for op, ms in GEMMS_TP1.items()}
     ops |= {"add": 0.01 * (2.0 if tokens == 8 else 1.0), "emb": 0.005 * (2.0 if tokens == 8 else 1.0)}
-    return {**{f"time_stats.{op}.median": ms for op, ms in ops.items()}, **DIMS,
-            "num_tokens": tokens, "num_tensor_parallel_workers": tp}
+    return {
+        **{f"time_stats.{op}.median": ms for op, ms in ops.items()},
+        **DIMS,
+        "num_tokens": tokens,
+        "num_tensor_parallel_workers": tp,
+    }
 
 
 def _write(path, rows: list[dict[str, object]]) -> None:
@@ -38,14 +50,33 @@ def _write(path, rows: list[dict[str, object]]) -> None:
 
 @pytest.fixture
 def tables(tmp_path):
-    _write(tmp_path / "compute__a100__meta-llama__Tiny__mlp.csv.gz",
-           [_op_row(tp, n) for tp in (1, 2) for n in (1, 4, 8)])
+    _write(
+        tmp_path / "compute__a100__meta-llama__Tiny__mlp.csv.gz",
+        [_op_row(tp, n) for tp in (1, 2) for n in (1, 4, 8)],
+    )
     # message bytes = tokens x hidden x 2: 16 bytes per token here
-    _write(tmp_path / "network__a100_dgx__all_reduce.csv.gz",
-           [{"time_stats.all_reduce.median": ms, "num_workers": 2, "devices_per_node": 2, "size": size,
-             "collective": "all_reduce"} for size, ms in ((16, 0.01), (256, 0.05))]
-           + [{"time_stats.all_reduce.median": 9.0, "num_workers": 2, "devices_per_node": 1, "size": 16,
-               "collective": "all_reduce"}])  # across nodes: not the one a tensor-parallel group uses
+    _write(
+        tmp_path / "network__a100_dgx__all_reduce.csv.gz",
+        [
+            {
+                "time_stats.all_reduce.median": ms,
+                "num_workers": 2,
+                "devices_per_node": 2,
+                "size": size,
+                "collective": "all_reduce",
+            }
+            for size, ms in ((16, 0.01), (256, 0.05))
+        ]
+        + [
+            {
+                "time_stats.all_reduce.median": 9.0,
+                "num_workers": 2,
+                "devices_per_node": 1,
+                "size": 16,
+                "collective": "all_reduce",
+            }
+        ],
+    )  # across nodes: not the one a tensor-parallel group uses
     return tmp_path
 
 
@@ -69,11 +100,16 @@ def test_attention_and_base_come_from_the_achieved_bandwidth_and_the_datasheet(t
     assert cost["prefill_attention"] == pytest.approx(1000 * 4 * 8 * 2 / (312e12 * 0.5), rel=1e-3)
     kinds = {k: v["kind"] for k, v in entry["cost_provenance"].items()}
     assert kinds["token_table"] == "measured" and kinds["context_token"] == "derived"
-    assert kinds["prefill_attention"] == "assumed" and entry["cost_provenance"]["base"]["parts"]["cpu_step_s"]["kind"] == "assumed"
+    assert (
+        kinds["prefill_attention"] == "assumed"
+        and entry["cost_provenance"]["base"]["parts"]["cpu_step_s"]["kind"] == "assumed"
+    )
 
 
 def test_a_decode_iteration_costs_what_the_hand_computation_says(tables):
-    cost = IterationCost(**load_profile(build_gpu_profile(tables, "a100", "Tiny", layers=2))["engines"]["vllm"]["cost"])
+    cost = IterationCost(
+        **load_profile(build_gpu_profile(tables, "a100", "Tiny", layers=2))["engines"]["vllm"]["cost"]
+    )
     # 4 sequences with 100 context tokens each: base 2.2 ms + table(4) 1.025 ms + 400 x 25 us of KV reads
     assert cost.seconds(0, 4, 400) == pytest.approx(0.0022 + 0.001025 + 400 * 2.5e-5, rel=1e-3)
 
@@ -90,17 +126,36 @@ def test_tensor_parallel_adds_two_all_reduces_per_layer_and_the_planner_uses_tha
     assert planned.table_seconds(4) == pytest.approx(table[4])
 
 
-def test_the_cli_reads_the_tables_from_the_env_var_and_writes_a_loadable_profile(tables, tmp_path, monkeypatch, capsys):
+def test_the_cli_reads_the_tables_from_the_env_var_and_writes_a_loadable_profile(
+    tables, tmp_path, monkeypatch, capsys
+):
     monkeypatch.setenv("TEOLA_GPU_MEASURED", str(tables))
     out = tmp_path / "tiny.json"
-    assert main(["profile", "--from-measured", "--model", "Tiny", "--layers", "2", "--base", "a100-llama2-7b",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "--from-measured",
+                "--model",
+                "Tiny",
+                "--layers",
+                "2",
+                "--base",
+                "a100-llama2-7b",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     data = load_profile(out)
     assert data["provenance"] == "measured-operators" and data["name"] == "tiny"
     assert "sentence_transformers" in data["engines"]  # kept from the base profile
     assert data["engines"]["vllm"]["max_num_seqs"] == 256
     assert json.loads(out.read_text())["engines"]["vllm"]["cost"]["token_table"][0][0] == 1
-    assert main(["profile", "--from-measured", str(tmp_path / "none"), "--model", "Tiny", "--layers", "2"]) == 2
+    assert (
+        main(["profile", "--from-measured", str(tmp_path / "none"), "--model", "Tiny", "--layers", "2"]) == 2
+    )
     assert "not found" in capsys.readouterr().err
 
 

@@ -1,5 +1,6 @@
 """teola.sim.program_runs and program_workloads: the program harness every program study shares,
 here in virtual time on a simulated vLLM instance, and its arithmetic on hand-made rows."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,9 +8,13 @@ import pytest
 from teola.sim.program_runs import percentile, policy_options, rate_at, rates_at_target, run_set
 from teola.sim.program_workloads import CallSpec, ProgramSpec, workload
 
-ROWS = [{"policy": "fcfs", "rate": 1.0, "mean": 2.0}, {"policy": "fcfs", "rate": 2.0, "mean": 4.0},
-        {"policy": "atlas", "rate": 1.0, "mean": 2.5}, {"policy": "atlas", "rate": 2.0, "mean": 3.5},
-        {"policy": "plas", "rate": 1.0, "mean": 5.0}]
+ROWS = [
+    {"policy": "fcfs", "rate": 1.0, "mean": 2.0},
+    {"policy": "fcfs", "rate": 2.0, "mean": 4.0},
+    {"policy": "atlas", "rate": 1.0, "mean": 2.5},
+    {"policy": "atlas", "rate": 2.0, "mean": 3.5},
+    {"policy": "plas", "rate": 1.0, "mean": 5.0},
+]
 
 
 def test_throughput_at_equal_latency_interpolates_between_swept_rates():
@@ -17,7 +22,9 @@ def test_throughput_at_equal_latency_interpolates_between_swept_rates():
     # atlas at 1 + (3.0 - 2.5) / (3.5 - 2.5) = 1.5; plas misses it at its lowest rate
     target, rates = rates_at_target(ROWS, ("fcfs", "atlas", "plas"), "fcfs")
     assert target == 3.0 and rates == {"fcfs": 1.5, "atlas": 1.5, "plas": None}
-    assert rate_at(ROWS, "atlas", 4.0) == 2.0  # within target at every swept rate: the highest one, no extrapolation
+    assert (
+        rate_at(ROWS, "atlas", 4.0) == 2.0
+    )  # within target at every swept rate: the highest one, no extrapolation
 
 
 def test_percentile_and_policy_options():
@@ -34,8 +41,10 @@ def test_a_program_set_runs_to_completion_in_virtual_time():
     from teola.sim.virtual_loop import run_virtual
 
     # a chat of two sequential calls and a tree whose third call waits for the first two
-    progs = [ProgramSpec("c", 0.0, [CallSpec(10, 5), CallSpec(20, 7, (0,))], "chat"),
-             ProgramSpec("t", 0.5, [CallSpec(10, 3), CallSpec(10, 4), CallSpec(10, 6, (0, 1))], "tree")]
+    progs = [
+        ProgramSpec("c", 0.0, [CallSpec(10, 5), CallSpec(20, 7, (0,))], "chat"),
+        ProgramSpec("t", 0.5, [CallSpec(10, 3), CallSpec(10, 4), CallSpec(10, 6, (0, 1))], "tree"),
+    ]
 
     async def scenario() -> dict:
         rt = Runtime({"llm": Engine("llm", kind="vllm", simulate=load_profile("a100-llama2-7b-measured"))})

@@ -1,5 +1,6 @@
 """Fitting the simulator's cost models (teola.sim.fit) recovers known coefficients from synthetic
 measurements, keeps coefficients non-negative, and reports per-sample errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,7 +18,13 @@ def test_the_llm_iteration_model_is_recovered_from_batches_timed_under_it():
             for out in (0, 8, 32):
                 texts = [" ".join([f"x{i}"] * words) for i in range(batch)]
                 f = llm_features(texts, out, SETTINGS)
-                samples.append({"texts": texts, "out_tokens": out, "seconds": sum(true.get(t, 0.0) * x for t, x in zip(LLM_TERMS, f))})
+                samples.append(
+                    {
+                        "texts": texts,
+                        "out_tokens": out,
+                        "seconds": sum(true.get(t, 0.0) * x for t, x in zip(LLM_TERMS, f)),
+                    }
+                )
     cost, report = fit_llm(samples, SETTINGS)
     for term, value in true.items():
         assert cost[term] == pytest.approx(value, rel=1e-6)
@@ -25,10 +32,15 @@ def test_the_llm_iteration_model_is_recovered_from_batches_timed_under_it():
 
 
 def test_linear_costs_and_token_ratio_are_recovered():
-    samples = [{"items": n, "tokens": n * k, "seconds": 0.01 + 0.002 * n + 1e-4 * n * k} for n in (1, 4, 16) for k in (10, 200)]
+    samples = [
+        {"items": n, "tokens": n * k, "seconds": 0.01 + 0.002 * n + 1e-4 * n * k}
+        for n in (1, 4, 16)
+        for k in (10, 200)
+    ]
     cost, _ = fit_linear(samples)
-    assert cost == pytest.approx({"base": 0.01, "per_item": 0.002, "per_token": 1e-4, "per_padded_token": 0.0},
-                                 rel=1e-6)
+    assert cost == pytest.approx(
+        {"base": 0.01, "per_item": 0.002, "per_token": 1e-4, "per_padded_token": 0.0}, rel=1e-6
+    )
     assert fit_tokens([(w, int(w * 1.2) + 30) for w in (10, 100, 500)]) == (1.2, 27)
 
 
@@ -36,11 +48,16 @@ def test_the_padded_token_cost_is_told_apart_by_batches_of_unequal_texts():
     """A batch costs 0.01 + 1e-4 per token padded to its longest text: equal batches alone cannot
     separate that from a per-token cost; one 1-long + 3-short batch does (4 x 200 padded, not 230)."""
     seconds = lambda n, longest: 0.01 + 1e-4 * n * longest
-    samples = [{"items": n, "tokens": n * k, "padded": n * k, "seconds": seconds(n, k)} for n in (1, 4) for k in (10, 200)]
+    samples = [
+        {"items": n, "tokens": n * k, "padded": n * k, "seconds": seconds(n, k)}
+        for n in (1, 4)
+        for k in (10, 200)
+    ]
     samples.append({"items": 4, "tokens": 200 + 3 * 10, "padded": 4 * 200, "seconds": seconds(4, 200)})
     cost, report = fit_linear(samples)
-    assert cost == pytest.approx({"base": 0.01, "per_item": 0.0, "per_token": 0.0, "per_padded_token": 1e-4},
-                                 rel=1e-6, abs=1e-9)
+    assert cost == pytest.approx(
+        {"base": 0.01, "per_item": 0.0, "per_token": 0.0, "per_padded_token": 1e-4}, rel=1e-6, abs=1e-9
+    )
     assert report["mean_abs_error"] < 1e-6
 
 
@@ -50,7 +67,9 @@ def test_a_batch_is_charged_its_tokens_summed_and_padded_to_the_longest():
     cost = {"base": 0.01, "per_item": 0.002, "per_token": 1e-4, "per_padded_token": 1e-3}
     # 3 texts of 2, 5 and 1 tokens: 0.01 + 3 x 0.002 + 8 x 1e-4 + 3 x 5 x 1e-3 = 0.0318
     assert linear_cost(cost, [2, 5, 1]) == pytest.approx(0.0318)
-    assert linear_cost({"base": 0.01, "per_token": 1e-4}, [2, 5, 1]) == pytest.approx(0.0108)  # an older profile
+    assert linear_cost({"base": 0.01, "per_token": 1e-4}, [2, 5, 1]) == pytest.approx(
+        0.0108
+    )  # an older profile
     assert linear_cost(cost, []) == pytest.approx(0.01)
     engine = SimEngine("e", ["embedding"], op_cost={"embedding": cost}, record=False)
     texts = [{"text": "a b"}, {"text": "one, two. three"}, {"text": "x"}]  # 2, 5 and 1 counted tokens
@@ -93,6 +112,7 @@ def _profiled(cost: dict, **settings) -> dict:
             return await profile_llm(engine, lambda _: None)
         finally:
             await engine.stop()
+
     return run_virtual(main())
 
 
@@ -140,6 +160,7 @@ def test_repeated_decode_timings_keep_the_median_so_one_slow_run_does_not_move_t
             return await profile_llm(engine, lambda _: None, repeats=3, retime_spread=None)
         finally:
             await engine.stop()
+
     entry = run_virtual(main())
     decoded = [s for s in entry["fit"]["samples"] if s["out_tokens"] > 0]
     assert decoded and all(len(s["runs"]) == 3 for s in decoded)
@@ -165,8 +186,12 @@ def test_a_batch_whose_runs_disagree_is_timed_again_and_only_that_batch():
         seen: dict = {}
 
         async def stream(self, op, requests):
-            stall = (op == "decoding" and len(requests) == 2 and requests[0]["max_tokens"] == 40
-                     and len(requests[0]["parts"][0][1].split()) < 100)
+            stall = (
+                op == "decoding"
+                and len(requests) == 2
+                and requests[0]["max_tokens"] == 40
+                and len(requests[0]["parts"][0][1].split()) < 100
+            )
             if stall:
                 Stalling.seen[op] = Stalling.seen.get(op, 0) + 1
             async for event in super().stream(op, requests):
@@ -181,6 +206,7 @@ def test_a_batch_whose_runs_disagree_is_timed_again_and_only_that_batch():
             return await profile_llm(engine, said.append, repeats=3)
         finally:
             await engine.stop()
+
     entry = run_virtual(main())
     steps = {(s["batch"], s["prompt_tokens"] < 100, s["out_tokens"]): s for s in entry["fit"]["steps"]}
     stalled = steps[(2, True, 40)]
@@ -205,21 +231,28 @@ def test_repeated_decode_rounds_time_every_batch_once_each_in_a_new_order():
     class Recording(SimLLM):
         async def stream(self, op, requests):
             if op == "decoding":
-                shapes.append((len(requests), len(requests[0]["parts"][0][1].split()), requests[0]["max_tokens"]))
+                shapes.append(
+                    (len(requests), len(requests[0]["parts"][0][1].split()), requests[0]["max_tokens"])
+                )
             async for event in super().stream(op, requests):
                 yield event
 
     async def main() -> dict:
-        engine = Recording("llm", {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6},
-                           max_num_seqs=4, max_num_batched_tokens=1024)
+        engine = Recording(
+            "llm",
+            {"base": 0.01, "prefill_token": 2e-4, "decode_seq": 3e-3, "context_token": 1e-6},
+            max_num_seqs=4,
+            max_num_batched_tokens=1024,
+        )
         await engine.start()
         try:
             return await profile_llm(engine, lambda _: None, repeats=3)
         finally:
             await engine.stop()
+
     run_virtual(main())
     n = len(shapes) // 3
-    rounds = [shapes[i * n:(i + 1) * n] for i in range(3)]
+    rounds = [shapes[i * n : (i + 1) * n] for i in range(3)]
     assert n == 12 and len(shapes) == 36  # batches 1, 2, 4 x two prompt lengths x two output lengths
     assert all(sorted(r) == sorted(rounds[0]) and len(set(r)) == n for r in rounds)
     assert rounds[0] == sorted(rounds[0])  # the first round in the listed order
@@ -251,6 +284,7 @@ def test_profiling_with_sampling_options_sends_them_with_every_decoding_request(
             await profile_llm(engine, lambda _: None, quick=True, sampling={"temperature": 0.8, "seed": 7})
         finally:
             await engine.stop()
+
     run_virtual(main())
     decoding = [r for r in seen if r["op"] == "decoding"]
     assert decoding and all(r["temperature"] == 0.8 and r["seed"] == 7 for r in decoding)
@@ -261,6 +295,7 @@ def test_pairs_of_batches_that_differ_only_in_output_length_are_decode_steps():
     s = lambda batch, prompt, out: {"batch": batch, "prompt_tokens": prompt, "out_tokens": out}
     samples = [s(1, 70, 0), s(1, 72, 8), s(1, 75, 24), s(1, 500, 24), s(32, 79, 24), s(32, 80, 8)]
     from teola.sim.fit import decode_pairs
+
     # the prefill (out 0) and the 500-token prompt pair with nothing; the batch of 32 pairs longer-last
     assert sorted(decode_pairs(samples)) == [(1, 2), (5, 4)]
 
@@ -271,14 +306,23 @@ def test_the_decode_step_time_is_fitted_from_the_pairs_not_left_to_the_totals():
     time of the large batch comes out half the measured one; the pairs' differences cancel it, so the
     fitted step is within 10% (the fit is still a compromise with the totals)."""
     from teola.sim.fit import fit_llm_rows
-    true = {"base": 0.02, "prefill_token": 1e-3, "decode_seq": 2e-3, "context_token": 0.0, "prefill_attention": 0.0}
+
+    true = {
+        "base": 0.02,
+        "prefill_token": 1e-3,
+        "decode_seq": 2e-3,
+        "context_token": 0.0,
+        "prefill_attention": 0.0,
+    }
     samples = []
     for batch in (1, 32):
         for out in (0, 8, 24) if batch == 1 else (8, 24):
             texts = [" ".join([f"x{i}"] * 60) for i in range(batch)]
             f = llm_features(texts, out, SETTINGS)
             seconds = sum(true[t] * x for t, x in zip(LLM_TERMS, f)) + 0.3
-            samples.append({"batch": batch, "prompt_tokens": 60, "out_tokens": out, "features": f, "measured_s": seconds})
+            samples.append(
+                {"batch": batch, "prompt_tokens": 60, "out_tokens": out, "features": f, "measured_s": seconds}
+            )
     _, report = fit_llm_rows(samples)
     steps = {d["batch"]: d for d in report["decode_steps"]}
     assert set(steps) == {1, 32}
@@ -314,6 +358,7 @@ def test_the_two_output_lengths_of_a_decode_batch_share_prompts_from_an_empty_ca
             await profile_llm(engine, lambda _: None, quick=True)
         finally:
             await engine.stop()
+
     run_virtual(main())
     assert [b[0] for b in batches] == [8, 24, 8, 24]  # batches of 1 and of 4
     for short, long in ((batches[0], batches[1]), (batches[2], batches[3])):
@@ -325,9 +370,21 @@ def test_steady_steps_reads_the_iteration_time_where_every_request_decodes():
     the first finishes early. Only gaps inside [last first token, first last token] count; a gap
     over two tokens (outputs read late) counts as two iterations of half the gap."""
     from teola.sim.fit import steady_steps
-    events = [(0.0, 0, 1), (1.0, 0, 2),  # before request 1 decodes: iterations with a prefill in them
-              (2.0, 0, 3), (2.0, 1, 1), (2.1, 0, 4), (2.1, 1, 2), (2.3, 0, 6), (2.3, 1, 4),
-              (2.4, 0, 7), (2.4, 1, 5), (2.6, 1, 6), (3.0, 1, 7)]  # request 0 ends at 2.4
+
+    events = [
+        (0.0, 0, 1),
+        (1.0, 0, 2),  # before request 1 decodes: iterations with a prefill in them
+        (2.0, 0, 3),
+        (2.0, 1, 1),
+        (2.1, 0, 4),
+        (2.1, 1, 2),
+        (2.3, 0, 6),
+        (2.3, 1, 4),
+        (2.4, 0, 7),
+        (2.4, 1, 5),
+        (2.6, 1, 6),
+        (3.0, 1, 7),
+    ]  # request 0 ends at 2.4
     out = steady_steps(events, [100, 50])
     assert out["gaps"] == 8 and out["step_s"] == pytest.approx(0.1)
     # request 0 decodes from 103..106 tokens of context over its gaps (mean 104.5 over gap starts
@@ -346,7 +403,9 @@ def test_the_profile_measures_decode_iterations_directly_and_fits_them():
     steps = entry["fit"]["steps"]
     assert {s["batch"] for s in steps} == {1, 2, 4, 8}
     for s in steps:
-        own = true["base"] + true["decode_seq"] * s["decode_seqs"] + true["context_token"] * s["context_tokens"]
+        own = (
+            true["base"] + true["decode_seq"] * s["decode_seqs"] + true["context_token"] * s["context_tokens"]
+        )
         assert s["measured_s"] == pytest.approx(own, rel=0.02)
         assert abs(s["error"]) < 0.02
     assert entry["cost"]["context_token"] == pytest.approx(true["context_token"], rel=0.1)

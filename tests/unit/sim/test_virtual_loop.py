@@ -1,5 +1,6 @@
 """The virtual-time event loop: timers fire in order at their virtual times without waiting in
 real time, cancellation and timeouts work, thread work takes no virtual time."""
+
 from __future__ import annotations
 
 import asyncio

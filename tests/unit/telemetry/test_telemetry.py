@@ -1,5 +1,6 @@
 """OpenTelemetry spans and GenAI metrics of queries on simulated engines (real OpenTelemetry SDK,
 in-memory exporters)."""
+
 import pytest
 
 from engines.sim.sim_engine import sim_engines
@@ -98,13 +99,25 @@ async def test_a_failed_query_ends_its_span_with_an_error():
 
 
 def test_attributes_of_a_tool_and_a_prefill():
-    entry = {"primitive": "tools.call", "depth": 1, "status": "ok", "queued": 0.0, "started": 0.1, "finished": 0.3}
+    entry = {
+        "primitive": "tools.call",
+        "depth": 1,
+        "status": "ok",
+        "queued": 0.0,
+        "started": 0.1,
+        "finished": 0.3,
+    }
     a = primitive_attributes(entry, PrimOp.TOOL, {"allowed": ["calculator"]}, "tool", None)
     assert a["gen_ai.operation.name"] == "execute_tool" and a["gen_ai.tool.name"] == "calculator"
     assert span_name(PrimOp.TOOL, "tools.call", "tools", None, "calculator") == "execute_tool calculator"
     assert a["teola.queue_seconds"] == pytest.approx(0.1) and a["teola.run_seconds"] == pytest.approx(0.2)
-    pre = primitive_attributes({**entry, "num_prompt_tokens": 40, "num_cached_tokens": 32}, PrimOp.PARTIAL_PREFILLING,
-                               {"max_tokens": 64}, "vllm", "m")
+    pre = primitive_attributes(
+        {**entry, "num_prompt_tokens": 40, "num_cached_tokens": 32},
+        PrimOp.PARTIAL_PREFILLING,
+        {"max_tokens": 64},
+        "vllm",
+        "m",
+    )
     assert pre["gen_ai.request.max_tokens"] == 1 and pre["gen_ai.usage.output_tokens"] == 0
     assert pre["gen_ai.usage.cache_read.input_tokens"] == 32 and pre["gen_ai.request.model"] == "m"
     assert "gen_ai.operation.name" not in primitive_attributes(entry, PrimOp.INGESTION, {}, "pgvector", None)
@@ -112,6 +125,7 @@ def test_attributes_of_a_tool_and_a_prefill():
 
 def test_off_without_an_endpoint_and_a_clear_error_when_asked_without_the_sdk(monkeypatch):
     import builtins
+
     for var in tel.ENDPOINT_VARS:
         monkeypatch.delenv(var, raising=False)
     tel.telemetry_from_env.cache_clear()
@@ -134,6 +148,7 @@ def test_off_without_an_endpoint_and_a_clear_error_when_asked_without_the_sdk(mo
 
 def test_an_endpoint_builds_an_otlp_exporter(monkeypatch):
     from teola.telemetry.otlp import otlp_providers
+
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
     monkeypatch.setenv(tel.CAPTURE_VAR, "true")
     tel.telemetry_from_env.cache_clear()

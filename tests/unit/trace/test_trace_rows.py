@@ -3,6 +3,7 @@ they always have: the JSON of real traces (advanced RAG on the deterministic sim
 template agent that pauses for a tool, on a scripted LLM) is compared key by key with a stored copy
 (tests/golden/trace_rows.json). Times and batch ids depend on the machine's load, so for those the
 row keeps only what kind of JSON value they are; every other value is compared as it is."""
+
 from __future__ import annotations
 
 import json
@@ -23,8 +24,10 @@ def kind(v: object) -> str:
 def shape(trace: list) -> list[dict]:
     """Each row's JSON text read back, with the load-dependent values replaced by their kind."""
     rows = json.loads(json.dumps(trace))
-    return sorted(({k: kind(v) if k in BY_KIND else v for k, v in row.items()} for row in rows),
-                  key=lambda r: r["primitive"])
+    return sorted(
+        ({k: kind(v) if k in BY_KIND else v for k, v in row.items()} for row in rows),
+        key=lambda r: r["primitive"],
+    )
 
 
 async def traces() -> dict[str, list[dict]]:
@@ -45,4 +48,5 @@ async def test_trace_rows_serialize_as_the_stored_copy():
     got, stored = await traces(), json.loads(GOLDEN.read_text())
     assert got == stored
     assert {k: [list(r) for r in rows] for k, rows in got.items()} == {  # the keys in the same order too
-        k: [list(r) for r in rows] for k, rows in stored.items()}
+        k: [list(r) for r in rows] for k, rows in stored.items()
+    }
