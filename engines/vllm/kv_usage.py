@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from engines.stream_events import KVReport
+from engines.vllm.step_stats import stat_logger
 
 
 class KVUsage:
@@ -53,24 +54,4 @@ class KVUsage:
             self.steps += 1
 
     def factory(self, vllm_config: Any, engine_index: int = 0) -> Any:
-        from vllm.v1.metrics.loggers import StatLoggerBase
-
-        state = self
-
-        class _Logger(StatLoggerBase):
-            def __init__(self, *_: Any, **__: Any) -> None:
-                pass
-
-            def record(
-                self,
-                scheduler_stats: Any,
-                iteration_stats: Any,
-                mm_cache_stats: Any = None,
-                engine_idx: int = 0,
-            ) -> None:
-                state.record(scheduler_stats)
-
-            def log_engine_initialized(self) -> None:
-                pass
-
-        return _Logger(vllm_config, engine_index)
+        return stat_logger(lambda scheduler_stats, _: self.record(scheduler_stats))

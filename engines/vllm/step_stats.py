@@ -13,6 +13,7 @@ engine steps under load against a cost model (`python -m bench sim_trace_diff`).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -53,47 +54,50 @@ class StepCounter:
         self.log: deque[tuple[float, int, int, int]] = deque(maxlen=LOG_STEPS)
 
     def factory(self, vllm_config: Any, engine_index: int = 0) -> Any:
-        from vllm.v1.metrics.loggers import StatLoggerBase
+        return stat_logger(self.record)
 
-        counts, log = self.counts, self.log
+    def record(self, scheduler_stats: Any, iteration_stats: Any) -> None:
+        """One engine step's stats (IterationStats None: a step without outputs, not counted)."""
+        if iteration_stats is None:
+            return
+        counts = self.counts
+        generated = int(getattr(iteration_stats, "num_generation_tokens", 0) or 0)
+        counts.steps += 1
+        counts.decode_steps += generated > 0
+        counts.generated_tokens += generated
+        prompt = getattr(iteration_stats, "prompt_token_stats", None)
+        computed = getattr(prompt, "computed", None) if prompt is not None else None
+        prompt_tokens = int(
+            computed if computed is not None else getattr(iteration_stats, "num_prompt_tokens", 0) or 0
+        )
+        counts.prompt_tokens += prompt_tokens
+        running = getattr(scheduler_stats, "num_running_reqs", None)
+        self.log.append(
+            (
+                float(getattr(iteration_stats, "iteration_timestamp", 0.0) or 0.0),
+                generated,
+                prompt_tokens,
+                int(running) if running is not None else -1,
+            )
+        )
+        counts.preempted += int(getattr(iteration_stats, "num_preempted_reqs", 0) or 0)
 
-        class _Logger(StatLoggerBase):
-            def __init__(self, *_: Any, **__: Any) -> None:
-                pass
 
-            def record(
-                self,
-                scheduler_stats: Any,
-                iteration_stats: Any,
-                mm_cache_stats: Any = None,
-                engine_idx: int = 0,
-            ) -> None:
-                if iteration_stats is None:
-                    return
-                generated = int(getattr(iteration_stats, "num_generation_tokens", 0) or 0)
-                counts.steps += 1
-                counts.decode_steps += generated > 0
-                counts.generated_tokens += generated
-                prompt = getattr(iteration_stats, "prompt_token_stats", None)
-                computed = getattr(prompt, "computed", None) if prompt is not None else None
-                prompt_tokens = int(
-                    computed
-                    if computed is not None
-                    else getattr(iteration_stats, "num_prompt_tokens", 0) or 0
-                )
-                counts.prompt_tokens += prompt_tokens
-                running = getattr(scheduler_stats, "num_running_reqs", None)
-                log.append(
-                    (
-                        float(getattr(iteration_stats, "iteration_timestamp", 0.0) or 0.0),
-                        generated,
-                        prompt_tokens,
-                        int(running) if running is not None else -1,
-                    )
-                )
-                counts.preempted += int(getattr(iteration_stats, "num_preempted_reqs", 0) or 0)
+def stat_logger(on_step: Callable[[Any, Any], None]) -> Any:
+    """A vLLM stat logger (its StatLoggerBase interface, for AsyncLLM's `stat_loggers`) that hands each
+    engine step's SchedulerStats and IterationStats to `on_step`, in the front-end process."""
+    from vllm.v1.metrics.loggers import StatLoggerBase
 
-            def log_engine_initialized(self) -> None:
-                pass
+    class _Logger(StatLoggerBase):
+        def __init__(self) -> None:
+            pass
 
-        return _Logger(vllm_config, engine_index)
+        def record(
+            self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
+        ) -> None:
+            on_step(scheduler_stats, iteration_stats)
+
+        def log_engine_initialized(self) -> None:
+            pass
+
+    return _Logger()
