@@ -25,7 +25,8 @@ def check_context(engine: str, n_prompt: int, max_tokens: int, window: int) -> N
 
 
 def search_request(req: Any, key: str, where: str) -> tuple[str, int]:
-    """A searching request's text field `key` (no NUL) and its top_k (default: engines.requests), validated."""
+    """A searching request's text field `key` (no NUL) and its top_k (default: engines.requests),
+    validated."""
     if not isinstance(req, dict):
         raise TypeError(f"{where}: expected a dict, got {type(req).__name__}")
     value, k = req.get(key), default(req, "top_k")

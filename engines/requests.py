@@ -130,10 +130,11 @@ class RerankRequest(TypedDict):
 class LLMRequest(TypedDict, total=False):
     """One LLM call (every LLM op). `parts` is required; the rest default (REQUEST_DEFAULTS) or are
     absent: max_items (with a split), seed, top_p, presence/frequency penalties, json_object,
-    json_schema and logprobs (sampling; the last three need the engine's Feature), messages / tools or raw_prompt (a decode's whole conversation, or its raw text,
-    rendered instead of `parts`: engines/llm_text), owner / tag (keys abort() names), cache_salt, resume_ids
-    and kv_swap_key (a preempted call's resume), and the fields of a call that pauses for tools
-    (continuation, pause_kv, kv_key, api, predicted_tokens, resumes_preserved)."""
+    json_schema and logprobs (sampling; the last three need the engine's Feature), messages / tools or
+    raw_prompt (a decode's whole conversation, or its raw text, rendered instead of `parts`:
+    engines/llm_text), owner / tag (keys abort() names), cache_salt, resume_ids and kv_swap_key (a preempted
+    call's resume), and the fields of a call that pauses for tools (continuation, pause_kv, kv_key, api,
+    predicted_tokens, resumes_preserved)."""
 
     parts: list[list[str]]
     complete: bool

@@ -18,7 +18,10 @@ class Hardware:
     gpu: bool
 
     def describe(self) -> str:
-        return f"{self.cores} core{'s' if self.cores != 1 else ''}, {'GPU' if self.gpu else 'no GPU (CPU engines)'}"
+        return (
+            f"{self.cores} core{'s' if self.cores != 1 else ''}, "
+            f"{'GPU' if self.gpu else 'no GPU (CPU engines)'}"
+        )
 
 
 def usable_cores() -> int:

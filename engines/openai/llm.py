@@ -9,8 +9,8 @@ to `/v1/completions` as token ids, so a partial prefill is an exact token prefix
 prompt and the server's prefix cache reuses it. Prefill ops send a `max_tokens=1` request that only
 warms the cache (a partial prefill shorter than one KV block, or of a prefix this adapter sent before,
 is answered at once, "skipped", as the in-process adapter does: engines/llm_text/prefix_memo.py, engine
-option skip_known_prefixes); decode ops stream (`stream_options.include_usage`) and, for splittable outputs, emit
-each parsed item as soon as it is complete; a decode whose output nobody reads while it runs (no
+option skip_known_prefixes); decode ops stream (`stream_options.include_usage`) and, for splittable outputs,
+emit each parsed item as soon as it is complete; a decode whose output nobody reads while it runs (no
 items, no deltas: `execute`, not `stream`) is one non-streamed answer instead (less client CPU).
 
 Like in-process vLLM the engine batches continuously (`continuous`): every request of a batch is its

@@ -61,7 +61,8 @@ async def ensure_registry(conn: Any) -> None:
 
     await conn.execute(
         sql.SQL(
-            "CREATE TABLE IF NOT EXISTS {} (tbl text NOT NULL, namespace text NOT NULL, owner integer NOT NULL, "
+            "CREATE TABLE IF NOT EXISTS {} (tbl text NOT NULL, namespace text NOT NULL, "
+            "owner integer NOT NULL, "
             "created timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (tbl, namespace, owner))"
         ).format(sql.Identifier(REGISTRY))
     )

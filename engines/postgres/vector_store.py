@@ -143,7 +143,8 @@ class PgVectorEngine:
                     await self._owner.acquire(self._dsn)
                     await staging.drop_orphans(conn, self.table, self._owner.key)
                 cur = await conn.execute(
-                    "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
+                    "SELECT atttypmod FROM pg_attribute "
+                    "WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
                     (self.table,),
                 )
                 row = await cur.fetchone()
@@ -151,7 +152,8 @@ class PgVectorEngine:
             await self._owner.release()
             self._release()
             raise RuntimeError(
-                f"engine {self.name!r}: cannot prepare table {self.table!r} on {describe_dsn(self._dsn or '')}: "
+                f"engine {self.name!r}: cannot prepare table {self.table!r} "
+                f"on {describe_dsn(self._dsn or '')}: "
                 f"{exc}; the server needs the pgvector extension (CREATE EXTENSION vector) and a user "
                 f"allowed to create tables"
             ) from exc
@@ -161,7 +163,8 @@ class PgVectorEngine:
             self._release()
             raise ValueError(
                 f"engine {self.name!r}: table {self.table!r} already exists with embedding dim "
-                f"{row[0] if row else '?'}, but option dim={self.dim}; pick another collection= or set dim= to match"
+                f"{row[0] if row else '?'}, but option dim={self.dim}; "
+                f"pick another collection= or set dim= to match"
             )
         ef_search = self.ef_search
 

@@ -157,7 +157,8 @@ class TextSearchEngine:
                     "n_rows integer NOT NULL, loaded_at timestamptz NOT NULL DEFAULT now())"
                 )
                 cur = await conn.execute(
-                    "SELECT digest, n_rows FROM teola_corpora WHERE name = %s AND to_regclass(%s) IS NOT NULL",
+                    "SELECT digest, n_rows FROM teola_corpora "
+                    "WHERE name = %s AND to_regclass(%s) IS NOT NULL",
                     (self.table, self.table),
                 )
                 row = await cur.fetchone()

@@ -30,7 +30,8 @@ class RerankerEngine(SentenceTransformersAdapter):
     (the embedding model for the default; "all-minilm-l6-v2"), cross_encoder_shape (False; True:
     a cross-encoder's cost and ranking kind on the bi-encoder's weights, for timing studies; see the
     module docstring), device (None = library choice),
-    max_batch (64), max_efficient_batch (32), torch_threads, exclusive, share_cores (see SentenceTransformersAdapter)."""
+    max_batch (64), max_efficient_batch (32), torch_threads, exclusive, share_cores (see
+    SentenceTransformersAdapter)."""
 
     ops = frozenset({PrimOp.RERANKING})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
@@ -57,7 +58,8 @@ class RerankerEngine(SentenceTransformersAdapter):
     ):
         if not isinstance(cross_encoder_shape, bool):
             raise ValueError(
-                f"engine {name!r}: option cross_encoder_shape must be true or false, got {cross_encoder_shape!r}"
+                f"engine {name!r}: option cross_encoder_shape must be true or false, "
+                f"got {cross_encoder_shape!r}"
             )
         if cross_encoder_shape and model is not None:
             raise ValueError(

@@ -1,1 +1,2 @@
-"""Simulated engines for the simulator and scheduling tests: cost models, KV admission, devices, the deterministic test engine."""
+"""Simulated engines for the simulator and scheduling tests: cost models, KV admission, devices, the
+deterministic test engine."""

@@ -9,8 +9,8 @@ they are not, and a profile says how with a top-level "device" entry (`teola pro
                "source": "..."}
 
 - exclusive: engine kinds that compute one batch at a time between them, as teola's real
-  sentence-transformers engines do with `exclusive=True` (engines/sentence_transformers/adapter.py): a batch of one
-  waits while a batch of another runs;
+  sentence-transformers engines do with `exclusive=True` (engines/sentence_transformers/adapter.py): a batch
+  of one waits while a batch of another runs;
 - slowdown: an op of the first kind takes this many times its modelled seconds when it starts while
   an engine of the second kind is computing (the largest factor among the busy kinds applies).
 

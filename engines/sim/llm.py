@@ -10,26 +10,27 @@ free KV blocks allow (chunked prefill; prefix-cache hits skip the cached blocks;
 
 seconds on the event loop's clock (`IterationCost`, SamuLLM's linear form plus prefill attention, which
 is what makes long prompts superlinear on a CPU; an iteration that only decodes is scaled by the
-profile's decode batch curve, if any; `teola profile` fits it to a real engine). When a sequence needs a block and none is free, the last admitted running sequence
-is preempted, by recompute (its blocks are freed; it is re-prefilled, mostly from the prefix cache)
-or by swap (its blocks move out and back in at `swap_seconds_per_block`, the batched swap kernel's
-measured cost). `abort_kv="swap"` models teola's own preemption (abort, then resume with the
-decoded token ids) through a KV swap: an aborted running request's KV moves to host memory, and a
-later request with exactly its tokens (prompt + resume_ids) swaps it back in instead of prefilling
-("drop", vLLM's behaviour: the blocks are freed; the prefix cache may still hold them). `abort_kv="auto"`
-swaps an aborted call only when engines.kvswap.choice.save_pays says so (out now and in later
-against recomputing what the prefix cache will have lost: the share of full blocks earlier resumed
-calls found still cached is neither loaded nor recomputed; the partly filled last block always is). With `scheduling="priority"` waiting sequences are taken by request priority and a
-waiting one may preempt a worse running one, like vLLM's priority policy.
+profile's decode batch curve, if any; `teola profile` fits it to a real engine). When a sequence needs a block
+and none is free, the last admitted running sequence is preempted, by recompute (its blocks are freed; it is
+re-prefilled, mostly from the prefix cache) or by swap (its blocks move out and back in at
+`swap_seconds_per_block`, the batched swap kernel's measured cost). `abort_kv="swap"` models teola's own
+preemption (abort, then resume with the decoded token ids) through a KV swap: an aborted running request's KV
+moves to host memory, and a later request with exactly its tokens (prompt + resume_ids) swaps it back in
+instead of prefilling ("drop", vLLM's behaviour: the blocks are freed; the prefix cache may still hold them).
+`abort_kv="auto"` swaps an aborted call only when engines.kvswap.choice.save_pays says so (out now and in
+later against recomputing what the prefix cache will have lost: the share of full blocks earlier resumed
+calls found still cached is neither loaded nor recomputed; the partly filled last block always is). With
+`scheduling="priority"` waiting sequences are taken by request priority and a waiting one may preempt a worse
+running one, like vLLM's priority policy.
 
 It speaks engines/protocol.py for the LLM ops (execute, stream with items / deltas / progress,
 abort by owner or tag, resume_ids) with outputs from engines/sim/text.py. Each result also reports
 "queued_s": seconds from the engine getting the request to its first iteration (vLLM's
 first_scheduled_time - arrival_time), and "executor_s": the seconds of the iterations it ran in (its
-executor time, the service Autellix charges; time waiting or preempted is not counted). A request may carry "prompt_token_ids" (real token ids, e.g.
-from the model's tokenizer: teola/emulate) instead of the pseudo ids derived from its parts, and
-"output_token_ids" (token k written is its k-th id, cycled) instead of pseudo output ids. On a
-real event loop, `clock = WallClock()` keeps iterations on time (engines/sim/wall_clock.py).
+executor time, the service Autellix charges; time waiting or preempted is not counted). A request may carry
+"prompt_token_ids" (real token ids, e.g. from the model's tokenizer: teola/emulate) instead of the pseudo ids
+derived from its parts, and "output_token_ids" (token k written is its k-th id, cycled) instead of pseudo
+output ids. On a real event loop, `clock = WallClock()` keeps iterations on time (engines/sim/wall_clock.py).
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ class SimLLM(SimDecoding):
         self.max_num_seqs = max_num_seqs
         self.budget = max_num_batched_tokens
         self.pool = BlockPool(num_blocks, block_size, prefix_caching=enable_prefix_caching)
-        # partial prefills answered at once, as the vLLM adapter answers them (engines/llm_text/prefix_memo.py)
+        # partial prefills answered at once, as the vLLM adapter answers them
+        # (engines/llm_text/prefix_memo.py)
         self.prefixes = PrefixMemo(block_size) if skip_known_prefixes else None
         self.token_ratio = token_ratio
         self.template_tokens = template_tokens

@@ -6,8 +6,8 @@ a failed call returns "error: <why>" instead of failing the batch (an agent's mo
 - Python tools: `register_tool(name, fn, description)`; `fn(**args)` may be sync (run in a worker
   thread) or async. HTTP tools: `register_http_tool(name, url, method, timeout)` or the option
   `http_tools=[{"name", "url", "method", "timeout", "description", "headers", "idempotent"}]`;
-  `{placeholders}` in the URL path/query are filled from args (engines.tools.http_url: a path argument is one encoded
-  segment and never "", "." or ".."; never in the scheme or host), the remaining args go as query
+  `{placeholders}` in the URL path/query are filled from args (engines.tools.http_url: a path argument is one
+  encoded segment and never "", "." or ".."; never in the scheme or host), the remaining args go as query
   parameters (GET, DELETE) or as a JSON body (POST, PUT, PATCH), and an arg named like a query
   parameter written in the URL is refused (those are fixed). A JSON response is decoded, anything
   else is returned as text; a non-2xx status is an error; a response body over `max_response_bytes`

@@ -10,8 +10,9 @@ Probes (CPU machines; on a GPU machine vLLM's defaults are kept and nothing is p
      chunks with torch_threads = 1 and = C; the candidate whose concurrent pair (decode + embed)
      finishes first wins (the embedder's setting also goes to the reranker, which shares its cores).
   3. Max efficient batch of the embedder and the reranker: with the chosen threads, the latency of
-     batches of 1..64 chunks of the apps' size (256 tokens of shipped story text) alone; the knee of that curve (engines.machine.knee: the smallest batch
-     within 10% of the best throughput) is what stage decomposition and batching fill up to.
+     batches of 1..64 chunks of the apps' size (256 tokens of shipped story text) alone; the knee of that
+     curve (engines.machine.knee: the smallest batch within 10% of the best throughput) is what stage
+     decomposition and batching fill up to.
 About two minutes on 2 cores, most of it starting vLLM twice.
 """
 

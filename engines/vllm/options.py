@@ -16,35 +16,35 @@ class VLLMOptions:
     """The options of a vLLM instance (engines.vllm.engine.VLLMEngine), after its `name`.
 
     All optional: model (short name or HF folder; default "smollm2-135m-instruct"),
-    dtype ("auto": the model's own, float32 on a CPU without native bfloat16), device (None = the platform vLLM was built for; "cpu"/"cuda" are checked against it),
-    max_model_len (2048), max_num_seqs (16), max_num_batched_tokens (vLLM default), block_size (32 on CPU,
-    so short partially prefilled prefixes are cached; vLLM's default, 16, on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default $VLLM_CPU_KVCACHE_SPACE
-    or 1; sets that process-wide variable), gpu_memory_utilization (GPU only), enforce_eager (True on CPU), tensor_parallel_size (1), seed (0),
-    max_tokens (default per request, 256), max_efficient_batch (min(max_num_seqs, 16)),
-    costs (True: fitted at start by a short probe, engines/llm_text/cost_probe.py; a profile; False: none),
-    engine_args (dict of extra `AsyncEngineArgs` fields, passed through), shutdown_timeout (seconds the
-    engine core gets to exit cleanly before it is killed; 30), cpu_threads_bind (CPU only: the cores
-    this instance's worker binds its threads to, vLLM's VLLM_CPU_OMP_THREADS_BIND for this instance
-    alone: "auto" (vLLM's default: on x86 one core is kept for the engine-core scheduler and the
-    worker gets the rest, so every instance on a 2-core machine lands on the same core), "nobind",
-    or a list such as "0" or "2-3"; give each instance of a multi-instance engine its own cores),
-    worker_process (True: vLLM's separate model-worker process; False: the model runs inside the
-    engine-core process; default False on CPU, where the extra busy-polling process costs time on few
-    cores, and vLLM's own default on GPUs; see engines/vllm/layout.py), kv_swap (False; True: load
-    teola's KV connector, so a call aborted by teola's preemption saves its KV blocks to host memory
-    when that beats recomputing them, and its resume loads them back; a call that pauses for a tool
-    with pause_kv="swap" is saved the same way when it stops, and its continuation (same kv_key)
-    loads it; engines/vllm/kv_connector.py),
-    kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs (fix some of the
-    measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s), step_stats
-    (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
+    dtype ("auto": the model's own, float32 on a CPU without native bfloat16), device (None = the platform
+    vLLM was built for; "cpu"/"cuda" are checked against it), max_model_len (2048), max_num_seqs (16),
+    max_num_batched_tokens (vLLM default), block_size (32 on CPU, so short partially prefilled prefixes are
+    cached; vLLM's default, 16, on GPU), kv_cache_space_gib (CPU KV cache in whole GiB; default
+    $VLLM_CPU_KVCACHE_SPACE or 1; sets that process-wide variable), gpu_memory_utilization (GPU only),
+    enforce_eager (True on CPU), tensor_parallel_size (1), seed (0), max_tokens (default per request, 256),
+    max_efficient_batch (min(max_num_seqs, 16)), costs (True: fitted at start by a short probe,
+    engines/llm_text/cost_probe.py; a profile; False: none), engine_args (dict of extra `AsyncEngineArgs`
+    fields, passed through), shutdown_timeout (seconds the engine core gets to exit cleanly before it is
+    killed; 30), cpu_threads_bind (CPU only: the cores this instance's worker binds its threads to, vLLM's
+    VLLM_CPU_OMP_THREADS_BIND for this instance alone: "auto" (vLLM's default: on x86 one core is kept for the
+    engine-core scheduler and the worker gets the rest, so every instance on a 2-core machine lands on the
+    same core), "nobind", or a list such as "0" or "2-3"; give each instance of a multi-instance engine its
+    own cores), worker_process (True: vLLM's separate model-worker process; False: the model runs inside the
+    engine-core process; default False on CPU, where the extra busy-polling process costs time on few cores,
+    and vLLM's own default on GPUs; see engines/vllm/layout.py), kv_swap (False; True: load teola's KV
+    connector, so a call aborted by teola's preemption saves its KV blocks to host memory when that beats
+    recomputing them, and its resume loads them back; a call that pauses for a tool with pause_kv="swap" is
+    saved the same way when it stops, and its continuation (same kv_key) loads it;
+    engines/vllm/kv_connector.py), kv_swap_bytes (host-memory bound of kv_swap, default 2 GiB), kv_swap_costs
+    (fix some of the measured swap/recompute costs: prefill_s_per_token, swap_bytes_per_s, swap_fixed_s),
+    step_stats (False; True: count vLLM's engine steps and the tokens they produce, read with `step_counts()`;
     engines/vllm/step_stats.py), skip_known_prefixes (True: a partial prefill vLLM would not cache (under one
-    KV block) or whose blocks this instance sent moments ago returns at once, "skipped"; engines/llm_text/prefix_memo.py),
-    share_cores (False; True on a CPU, with cpu_threads_bind a list of cores and the model in the
-    engine-core process: the instance starts on all of the process's cores; while the other engines of
-    this process that share cores are idle, the instance computes on all of the process's cores, and
-    goes back to its own as soon as one of them has work; engines/machine/core_share.py, on by default on
-    CPU machines through engines/tuning/settings.py).
+    KV block) or whose blocks this instance sent moments ago returns at once, "skipped";
+    engines/llm_text/prefix_memo.py), share_cores (False; True on a CPU, with cpu_threads_bind a list of cores
+    and the model in the engine-core process: the instance starts on all of the process's cores; while the
+    other engines of this process that share cores are idle, the instance computes on all of the process's
+    cores, and goes back to its own as soon as one of them has work; engines/machine/core_share.py, on by
+    default on CPU machines through engines/tuning/settings.py).
     """
 
     name: str
@@ -89,7 +89,8 @@ class VLLMOptions:
         }
 
     def check(self) -> bool | str:
-        """Raise ValueError naming this engine and the first option it cannot run with; returns the costs option."""
+        """Raise ValueError naming this engine and the first option it cannot run with; returns the costs
+        option."""
         check_options(
             self.name,
             max_model_len=self.max_model_len,
