@@ -2,8 +2,8 @@
 
     teola run advanced_rag            # one sample question on the embedded engines: answer, timings, Gantt
     teola serve advanced_rag --port 8000
-    teola query advanced_rag --question "..." --document notes.txt [--url http://127.0.0.1:8000 | --in-process]
-                             [--stream]
+    teola query advanced_rag --question "..." --document notes.txt
+                             [--url http://127.0.0.1:8000 | --in-process] [--stream]
     teola ingest docs/ --app advanced_rag | teola documents list|delete --app advanced_rag
     teola compile advanced_rag --format mermaid
     teola setup | teola doctor | teola tune [--dry-run] | teola bench compile

@@ -181,7 +181,8 @@ def _print_summary(
         file=out,
     )
     print(
-        f"{'unchanged':<12} {len(plan.unchanged):>5} files  {size_text(sum(f.size for f in plan.unchanged)):>9}",
+        f"{'unchanged':<12} {len(plan.unchanged):>5} files  "
+        f"{size_text(sum(f.size for f in plan.unchanged)):>9}",
         file=out,
     )
     print(f"{'skipped':<12} {len(plan.skipped):>5} files", file=out)

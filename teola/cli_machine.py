@@ -23,7 +23,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """Check the engine stack and report the engine settings in force (engines.tuning.setup_cli.run_doctor)."""
+    """Check the engine stack and report the engine settings in force
+    (engines.tuning.setup_cli.run_doctor)."""
     return _setup_cli("run_doctor")()
 
 

@@ -54,8 +54,8 @@ class Program:
     program_id: the session id; calls from different Program objects with the same id count as one
     program. engine: the LLM engine's name. system: an optional system prompt for every call.
     predictor: an optional `prompt -> predicted output tokens` function (e.g. a
-    teola.scheduling.program.length_predictor.LengthPredictor over prompt embeddings); its prediction goes with every
-    call as the hint `predicted_tokens`, which the `lamps` and `sjf` policies rank by."""
+    teola.scheduling.program.length_predictor.LengthPredictor over prompt embeddings); its prediction goes
+    with every call as the hint `predicted_tokens`, which the `lamps` and `sjf` policies rank by."""
 
     def __init__(
         self,
@@ -159,7 +159,8 @@ class Program:
         unknown = sorted(set(gen) - set(GEN_OPTIONS))
         if unknown:
             raise TypeError(
-                f"Program.call_with_tools: unknown generation option(s) {unknown}; use {', '.join(GEN_OPTIONS)}"
+                f"Program.call_with_tools: unknown generation option(s) {unknown}; "
+                f"use {', '.join(GEN_OPTIONS)}"
             )
         if start is not None and not isinstance(start, str):
             raise TypeError(f"Program.call_with_tools: start must be a string, got {type(start).__name__}")

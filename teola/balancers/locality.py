@@ -6,8 +6,8 @@ share only the system prompt, which every instance caches); a longer call goes t
 instance, recorded in the process table the first time (so the program's growing context stays in
 one instance's prefix cache). "Used" is the instance's load (`least_used.default_load` unless a
 `load` callable is given); ties go to the lowest position in `instances`. Pass every live instance
-to `route`, not only the free ones: a long call waits for its program's instance rather than losing its cached context
-(a program is re-pinned only when its instance is no longer in the list).
+to `route`, not only the free ones: a long call waits for its program's instance rather than losing its cached
+context (a program is re-pinned only when its instance is no longer in the list).
 
 `pick(instances)` (no call information) is the least-used instance.
 """

@@ -20,7 +20,8 @@ T = TypeVar("T")
 Content = str | bytes | IO[bytes]
 # a file to upload: a path, (file name, content) or (file name, content, content type)
 FileLike = str | os.PathLike | tuple[str, Content] | tuple[str, Content, str]
-# without a content type the server picks the reader by the name's extension (.pdf, .html, .md, .docx; else text)
+# without a content type the server picks the reader by the name's extension
+# (.pdf, .html, .md, .docx; else text)
 UNTYPED = "application/octet-stream"
 
 

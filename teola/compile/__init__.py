@@ -1,1 +1,2 @@
-"""Template -> primitive graph: decomposition of each component (`components/`), chunking, template validation, configuration schemas and the cache of optimized graphs."""
+"""Template -> primitive graph: decomposition of each component (`components/`), chunking, template
+validation, configuration schemas and the cache of optimized graphs."""

@@ -21,11 +21,12 @@ class Engine:
 
     name: how nodes refer to it. kind: the adapter ("vllm", "sentence_transformers", "reranker",
     "pgvector", "search", "tool", "openai" (a server's OpenAI-compatible API: `url=`, `model=`,
-    `api="completions"` for an LLM served by `vllm serve` or `api="embeddings"`), or one added with `engines.registry.register_engine_kind`).
-    instances: how many engine instances to start; with the option `urls=[...]` (several servers of a
-    remote kind, instead of `url`) one per URL, each instance getting its own as `url`. max_efficient_batch: the batch size beyond which
-    throughput stops growing (stage decomposition splits there); max_batch: the most requests in one
-    batch; both default to what the kind's adapter declares (`default_profile`). ops: required for custom kinds.
+    `api="completions"` for an LLM served by `vllm serve` or `api="embeddings"`), or one added with
+    `engines.registry.register_engine_kind`). instances: how many engine instances to start; with the
+    option `urls=[...]` (several servers of a remote kind, instead of `url`) one per URL, each instance
+    getting its own as `url`. max_efficient_batch: the batch size beyond which throughput stops growing
+    (stage decomposition splits there); max_batch: the most requests in one batch; both default to what
+    the kind's adapter declares (`default_profile`). ops: required for custom kinds.
     policy: the engine scheduler's batching policy (default: the app's). resources: where and with
     what an instance runs under the Ray executor: Ray actor options such as
     {"num_cpus": 1, "num_gpus": 1, "memory": 4e9, "resources": {"node_b": 0.1}, "max_restarts": 1}

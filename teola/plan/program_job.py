@@ -42,7 +42,8 @@ class LoggedCall:
 
 
 class CallLog:
-    """A started Runtime whose `submit_call`s are timed and kept (by run, `RUN`); the rest is the runtime's."""
+    """A started Runtime whose `submit_call`s are timed and kept (by run, `RUN`); the rest is the
+    runtime's."""
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime

@@ -87,7 +87,8 @@ def table(job_name: str, wl: Workload, schedules: dict[str, Schedule], chosen: s
     ]
     for k, v in schedules.items():
         lines.append(
-            f"{LABELS.get(k, k):<16} {v.end_to_end_s:>12.1f} {v.end_to_end_s / max(s.end_to_end_s, 1e-9):>12.2f}x "
+            f"{LABELS.get(k, k):<16} {v.end_to_end_s:>12.1f} "
+            f"{v.end_to_end_s / max(s.end_to_end_s, 1e-9):>12.2f}x "
             f"{v.search_s:>8.2f} {v.completion_s:>11.1f} {len(v.stages):>6}"
         )
     lines.append("end-to-end = search time + predicted inference time (the paper's metric)")

@@ -67,7 +67,8 @@ def _run_app_job(
     trace_path: str | None,
     replan: bool,
 ) -> dict[str, Any]:
-    """An app_queries (program_runs) job: its queries (runs) through the app on one runtime (teola.plan.execute_app)."""
+    """An app_queries (program_runs) job: its queries (runs) through the app on one runtime
+    (teola.plan.execute_app)."""
     from teola.plan import execute_app
 
     if replan:

@@ -7,7 +7,8 @@ throughput is its work (FLOPs ~ 2 x parameters x tokens processed) over its dura
 At a stage's start the models it stops (they leave it or change plan, finished ones included) shut
 down together, each after its own loading if it is still loading, while the stage runs (a stop may
 outlast a short stage); the models the stage starts load once every stop in flight is done
-(teola run-job's executor does the same), so a new model's loading begins `leave_s` into the stage. A model kept at its plan keeps running, or loading."""
+(teola run-job's executor does the same), so a new model's loading begins `leave_s` into the stage. A model
+kept at its plan keeps running, or loading."""
 
 from __future__ import annotations
 

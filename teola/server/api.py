@@ -21,7 +21,8 @@ Endpoints (JSON unless noted; every error is ``{"error": code, "detail": message
   ``DELETE /v1/apps/{app}/namespaces/{namespace}`` drops one and its record.
   Documents and namespaces belong to the caller's tenant (teola.server.tenants): other tenants get 404.
 - ``GET /v1/apps``; ``GET /v1/apps/{app}/config_schema`` (the JSON schema of the app's ``config.nodes``
-  and ``config.passes``: every option typed and bounded); ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
+  and ``config.passes``: every option typed and bounded);
+  ``GET /v1/apps/{app}/graph?format=text|dot|mermaid&graph=egraph|pgraph`` (text/plain).
 - ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``: the OpenAI-compatible
   door for agent code, one program call per request (teola.server.openai.door); its errors are
   OpenAI's error object ``{"error": {"message", "type", "param", "code"}}`` with OpenAI's status

@@ -14,9 +14,10 @@ length sampler), then times controlled batches on each engine directly:
   (teola.sim.contention: the profile's "device" entry).
 It writes a profile (engines/sim/profile.py's format, provenance "measured") with every fit's
 per-sample error, and for the embedding / reranker engines the max efficient batch they ran with (a
-machine setting, engines/tuning/settings.py), which simulated runs of the profile then use. Prompts are prose from the shipped corpora, each unique, so nothing hits the
-prefix cache by accident; the two output lengths of a decode batch share their prompts, with the
-prefix cache emptied before each (where the engine can), so their difference is decode alone.
+machine setting, engines/tuning/settings.py), which simulated runs of the profile then use. Prompts are prose
+from the shipped corpora, each unique, so nothing hits the prefix cache by accident; the two output lengths of
+a decode batch share their prompts, with the prefix cache emptied before each (where the engine can), so their
+difference is decode alone.
 """
 
 from __future__ import annotations

@@ -32,7 +32,10 @@ RESUME_COUNTERS = (
 )
 BASELINES = ("fcfs", "fifo")  # FCFS as vLLM runs it, or teola's batching strawman (pages before 82110ed)
 FCFS_TEXT = {
-    "fcfs": "policy `fcfs`: calls in arrival order, each returning when it ends, the same admission (vLLM's order)",
+    "fcfs": (
+        "policy `fcfs`: calls in arrival order, each returning when it ends, "
+        "the same admission (vLLM's order)"
+    ),
     "fifo": "teola's `fifo` batching strawman: a batch's calls all return when its longest ends",
 }
 

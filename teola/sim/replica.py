@@ -11,8 +11,8 @@ admitted after the replica's first iteration skips prefilling its `cached` leadi
 prompt's blocks shared with the requests before it: chat template and instruction); the ones
 admitted together at the start all prefill in full, as their shared blocks are not computed yet.
 Simplifications: a request is admitted only when KV space for its whole prompt and output is free
-(no preemption), and cached blocks still count in it. A request may become ready at a given time (its inputs come from another model) or
-when its predecessor (`after`, a chain on the same replica) finishes.
+(no preemption), and cached blocks still count in it. A request may become ready at a given time (its inputs
+come from another model) or when its predecessor (`after`, a chain on the same replica) finishes.
 """
 
 from __future__ import annotations

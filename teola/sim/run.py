@@ -90,7 +90,8 @@ class SimReport:
     def table(self) -> str:
         s = self.summary()
         lines = [
-            f"simulated ({self.provenance} profile {self.profile!r}): app {self.app}, {self.arrivals} {self.rate:g} q/s, "
+            f"simulated ({self.provenance} profile {self.profile!r}): app {self.app}, "
+            f"{self.arrivals} {self.rate:g} q/s, "
             f"{s['queries']} queries ({self.failed} failed)",
             f"  latency  mean {s['mean_s']:.3f} s   p50 {s['p50_s']:.3f} s   p99 {s['p99_s']:.3f} s",
             f"  throughput {s['throughput_qps']:.3f} q/s over {self.span:.1f} simulated s",

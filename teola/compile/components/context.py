@@ -61,7 +61,8 @@ class BuildContext:
                 if p in exports:
                     return exports[p]
         raise ValueError(
-            f"node {self.node.name!r} ({self.node.kind}) needs a {' or '.join(repr(p) for p in ports)} input, "
+            f"node {self.node.name!r} ({self.node.kind}) needs a "
+            f"{' or '.join(repr(p) for p in ports)} input, "
             "but no upstream node produces one; connect such a node before it with >>"
         )
 

@@ -78,8 +78,8 @@ class IndexingOptions(Options):
     )
     split: Literal["sentence", "window"] | None = Field(
         None,
-        description="How chunks are cut: 'sentence' (default), whole sentences up to chunk_size and an overlap "
-        "of whole sentences, as LlamaIndex's SentenceSplitter; 'window', sliding windows of "
+        description="How chunks are cut: 'sentence' (default), whole sentences up to chunk_size and "
+        "an overlap of whole sentences, as LlamaIndex's SentenceSplitter; 'window', sliding windows of "
         "chunk_size tokens cut at words.",
     )
     vectordb: Name | None = Field(

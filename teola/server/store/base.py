@@ -6,8 +6,9 @@ kept vector-store namespaces, behind one small interface with two backends (sett
 - ``"memory"`` (`teola.server.store.memory`): dicts in the server process, for servers and tests
   without Postgres; the same API and caps, lost at exit.
 
-`teola.server.state.open_store` picks one. Caps are checked by `teola.server.store.documents` and `teola.server.store.namespaces` inside `locked(tenant)`,
-which serializes every change of one tenant, so concurrent uploads cannot pass a cap together."""
+`teola.server.state.open_store` picks one. Caps are checked by `teola.server.store.documents` and
+`teola.server.store.namespaces` inside `locked(tenant)`, which serializes every change of one tenant, so
+concurrent uploads cannot pass a cap together."""
 
 from __future__ import annotations
 

@@ -65,7 +65,8 @@ class Documents:
             )
         if over is not None:
             raise quota_exceeded(
-                f"tenant {tenant!r} stores {usage.documents} documents ({usage.bytes} bytes, all apps); {over}. "
+                f"tenant {tenant!r} stores {usage.documents} documents ({usage.bytes} bytes, all apps); "
+                f"{over}. "
                 f"Nothing of this upload was stored. Free space with DELETE /v1/apps/{app}/documents/<id> "
                 f"(GET /v1/apps/{app}/documents lists them), or ask the operator for a larger cap"
             )
@@ -86,7 +87,8 @@ class Documents:
         return (await self.store.texts(tenant, app, [doc_id])).get(doc_id)
 
     async def page(self, tenant: str, app: str, limit: int, after: str | None = None) -> list[DocumentInfo]:
-        """The tenant's documents of `app` in id order, at most `limit` (1..MAX_PAGE), after the id `after`."""
+        """The tenant's documents of `app` in id order, at most `limit` (1..MAX_PAGE), after the id
+        `after`."""
         if not 1 <= limit <= MAX_PAGE:
             raise ValueError(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
         return await self.store.list_documents(tenant, app, limit, after)

@@ -41,8 +41,9 @@ class Namespaces:
             count = await changes.namespace_count()
             if count + 1 > self.max_namespaces:
                 raise quota_exceeded(
-                    f"tenant {tenant!r} keeps {count} namespaces (all apps), its cap (setting max_tenant_namespaces, "
-                    f"env TEOLA_MAX_TENANT_NAMESPACES); namespace {namespace!r} would be one more, so the query did "
+                    f"tenant {tenant!r} keeps {count} namespaces (all apps), its cap "
+                    f"(setting max_tenant_namespaces, env TEOLA_MAX_TENANT_NAMESPACES); "
+                    f"namespace {namespace!r} would be one more, so the query did "
                     f"not run. Reuse one (GET /v1/apps/{app}/namespaces lists them) or free one with "
                     f"DELETE /v1/apps/{app}/namespaces/<namespace>"
                 )
@@ -72,8 +73,8 @@ class Namespaces:
                 )
             if over is not None:
                 raise quota_exceeded(
-                    f"tenant {tenant!r} keeps {kept.chunks} chunks ({kept.bytes} bytes) in its namespaces (all "
-                    f"apps); {over}, so the query did not run. Send fewer documents, or free space with "
+                    f"tenant {tenant!r} keeps {kept.chunks} chunks ({kept.bytes} bytes) in its namespaces "
+                    f"(all apps); {over}, so the query did not run. Send fewer documents, or free space with "
                     f"DELETE /v1/apps/{app}/namespaces/<namespace> (GET /v1/apps/{app}/namespaces lists them)"
                 )
             await changes.add_kept(app, namespace, rows, size)

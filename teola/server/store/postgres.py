@@ -285,8 +285,10 @@ class _PgChanges:
 
     async def add_kept(self, app: str, namespace: str, chunks: int, size: int) -> None:
         await self._conn.execute(
-            "INSERT INTO teola_namespaces (tenant, app, namespace, chunks, bytes) VALUES (%s, %s, %s, %s, %s) "
-            "ON CONFLICT (tenant, app, namespace) DO UPDATE SET chunks = teola_namespaces.chunks + EXCLUDED.chunks, "
+            "INSERT INTO teola_namespaces (tenant, app, namespace, chunks, bytes) "
+            "VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (tenant, app, namespace) DO UPDATE SET "
+            "chunks = teola_namespaces.chunks + EXCLUDED.chunks, "
             "bytes = teola_namespaces.bytes + EXCLUDED.bytes",
             (self._tenant, app, namespace, chunks, size),
         )
