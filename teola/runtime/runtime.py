@@ -59,9 +59,11 @@ class Runtime:
         (teola.runtime.engine_tier.supervisor) and its in-flight queries fail with `QueryUnavailable`;
       restart_backoff: (first, max) seconds between restart attempts of a down instance (1, 30);
       pause_costs: what LLM calls that pause for tools with handling "auto" weigh when the engine's
-        policy has no costs of its own (teola.scheduling.program.pause_handling.PauseCosts; default its defaults);
+        policy has no costs of its own (teola.scheduling.program.pause_handling.PauseCosts;
+        default its defaults);
       length_predictor: request -> predicted output tokens, kept as the `predicted_tokens` of LLM
-        requests' dispatch records that have none (what `lamps` and `sjf` rank by; e.g. a teola.scheduling.program.length_predictor over embeddings);
+        requests' dispatch records that have none (what `lamps` and `sjf` rank by; e.g. a
+        teola.scheduling.program.length_predictor over embeddings);
       tenant_shares: {tenant: weight} for fair queuing between tenants on every engine (unlisted
         tenants weigh 1; teola.runtime.engine_tier.tenant_shares). A query's tenant is its config
         "tenant" (the server sets it from the API key), a program call's the `tenant` of `submit_call`.

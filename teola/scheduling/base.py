@@ -221,7 +221,8 @@ class Policy(abc.ABC):
 
     @abc.abstractmethod
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
-        """The next batch from `queue` at time `now` within `limits` (pure: no I/O, no change to the queue)."""
+        """The next batch from `queue` at time `now` within `limits`
+        (pure: no I/O, no change to the queue)."""
 
     def observe(self, picks: list[Pick], started: float, finished: float, results: list[Any] | None) -> None:
         """A batch of these picks ran from `started` to `finished` with these engine results."""

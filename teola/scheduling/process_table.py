@@ -1,9 +1,9 @@
 """The process table (Autellix §4.2.1): what the scheduler and the load balancer know about each
 running program (an agentic session, or one teola query).
 
-Per program: attained service and queueing (waiting) time of its completed calls, the engine instance it is pinned to, its
-active LLM calls (arrival, parents, wait, service, the critical-path priority each inherited), the
-critical-path end of its completed calls (ATLAS looks up a call's declared parents there), and the
+Per program: attained service and queueing (waiting) time of its completed calls, the engine instance it is
+pinned to, its active LLM calls (arrival, parents, wait, service, the critical-path priority each inherited),
+the critical-path end of its completed calls (ATLAS looks up a call's declared parents there), and the
 times of its last call arrival and last call completion. `end_program(pid)` removes the entry.
 
 Service is a plain number in whatever unit the caller charges (decoded tokens or engine seconds;

@@ -131,9 +131,10 @@ class EngineScheduler:
     @policy.setter
     def policy(self, policy: Policy) -> None:
         """Switch the policy; a locality router keeps its pins in the new policy's process table. A
-        preemptive policy on an LLM engine runs its calls through a Preemptor (teola.runtime.engine_tier.preemption)
-        admitting what the engine holds (max_batch calls while the token budget has room), or at
-        most the max efficient batch with the engine option admission="efficient_batch"."""
+        preemptive policy on an LLM engine runs its calls through a Preemptor
+        (teola.runtime.engine_tier.preemption) admitting what the engine holds (max_batch calls while the
+        token budget has room), or at most the max efficient batch with the engine option
+        admission="efficient_batch"."""
         self._policy = policy
         self.preemptor = (
             Preemptor(self.ctx, self.admission_budget(), self.token_budget, live=policy.wants_progress)

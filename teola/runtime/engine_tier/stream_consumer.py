@@ -16,7 +16,8 @@ from engines.stream_events import Delta, Item, KVReport, Progress
 from teola.runtime.engine_tier.engine_context import EngineContext
 from teola.runtime.executors.executor import Instance
 
-# (request index, payload, loop time) -> None; the payload is its kind's type in PAYLOADS (a final: the result)
+# (request index, payload, loop time) -> None; the payload is its kind's type in PAYLOADS
+# (a final: the result)
 Handler = Callable[[int, Any, float], None]
 PAYLOADS: Mapping[StreamEvent, type] = {
     StreamEvent.ITEM: Item,

@@ -2,11 +2,11 @@
 of the server.
 
 An instance is probed (its adapter's `health()`) every `interval` seconds and at once after a
-batch on it fails; it is down when two probes in a row fail. An unhealthy instance is marked down (`Instance.healthy = False`: schedulers
-give it no new batches, queued work waits for it), its in-flight batches fail with `EngineDown`
-(queries answer 503 over HTTP), and it is restarted (`Executor.restart`: stop, then start the
-adapter again, e.g. a new vLLM engine-core process) with exponential backoff until it is healthy.
-Time is the event loop's, so a virtual clock drives this unchanged."""
+batch on it fails; it is down when two probes in a row fail. An unhealthy instance is marked down
+(`Instance.healthy = False`: schedulers give it no new batches, queued work waits for it), its in-flight
+batches fail with `EngineDown` (queries answer 503 over HTTP), and it is restarted (`Executor.restart`: stop,
+then start the adapter again, e.g. a new vLLM engine-core process) with exponential backoff until it is
+healthy. Time is the event loop's, so a virtual clock drives this unchanged."""
 
 from __future__ import annotations
 

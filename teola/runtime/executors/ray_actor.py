@@ -92,7 +92,8 @@ class EngineActor:
         await restart_adapter(self.backend)
 
     async def execute(self, op: str, requests: list[dict[str, Any]]) -> list[Any]:
-        """Run a batch, with the refs among the requests' fields resolved (teola.runtime.executors.ray_data)."""
+        """Run a batch, with the refs among the requests' fields resolved
+        (teola.runtime.executors.ray_data)."""
         return await (await self._ready()).execute(op, await resolve_inputs(requests))
 
     async def execute_split(self, op: str, requests: list[dict[str, Any]], min_ref_bytes: int):

@@ -1,1 +1,2 @@
-"""The graph tier: one `QueryRun` per query releases every primitive whose inputs are ready, keeps its object store, speculation and warm-ups."""
+"""The graph tier: one `QueryRun` per query releases every primitive whose inputs are ready, keeps its object
+store, speculation and warm-ups."""

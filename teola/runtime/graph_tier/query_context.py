@@ -16,9 +16,9 @@ from teola.scheduling.base import Pending
 @dataclass(slots=True, frozen=True, kw_only=True)
 class QueryContext:
     """submit(engine, entry) queues an entry on an engine scheduler; withdraw(engine, entry) drops
-    it if still queued; llm_engines: the LLM engines (cache salts and speculation tags go to their requests); prescheduling:
-    the default for fusing a prefill into its decode; ended(run, error or None, latency) is called
-    once per query; cleanup(run) drops a failed query's namespace in the background; remote_data:
+    it if still queued; llm_engines: the LLM engines (cache salts and speculation tags go to their requests);
+    prescheduling: the default for fusing a prefill into its decode; ended(run, error or None, latency) is
+    called once per query; cleanup(run) drops a failed query's namespace in the background; remote_data:
     the executor keeps intermediate outputs that only engines read on its side (Ray "refs" path);
     tool_done(args, requests, trace): a tool primitive with these args and requests finished, as its
     trace row says (the tool calls of a pausing LLM call teach its engine's policy their durations)."""

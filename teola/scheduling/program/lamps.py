@@ -11,8 +11,8 @@ the handling applied to it: its dispatch record's `pause_kv` (fixed by the calle
 engine's scheduler when the call is queued, after its length prediction, with this policy's own
 costs and the same predicted context: teola.scheduling.program.pause_handling), so the handling a call is
 ranked under is the one it gets (Algorithm 1 lines 4-5 and 14). A call naming an API but no
-handling is scored under the handling INFERCEPT's waste equations pick (teola.scheduling.program.api_handling).
-Lower scores run first.
+handling is scored under the handling INFERCEPT's waste equations pick
+(teola.scheduling.program.api_handling). Lower scores run first.
 
 A call resuming on KV its paused call preserved is ranked like any other call (LAMPS Algorithm 1
 sorts every request by its score); `preserved_first=True` (a named option) sends it first instead
@@ -36,8 +36,8 @@ and only its continuations after an API call (or a call left waiting after part 
 `starvation_from="seen"` (off by default) counts every waiting call from when it is first seen, the
 literal reading of Algorithm 1 lines 21-31, which leave the activation out. At `starvation`
 iterations (100 in the paper) its *request* is marked starving and goes ahead of the ranking until
-the request completes ("prioritization continues until request completion"): the segments of one pausing call share a
-"kv_key" (`request_key`), so its continuations after later API calls go ahead too, and the mark ends
+the request completes ("prioritization continues until request completion"): the segments of one pausing call
+share a "kv_key" (`request_key`), so its continuations after later API calls go ahead too, and the mark ends
 when its last segment (a call with neither "api" nor "pause_kv") is scheduled or its program ends
 (`end_program`). A call without a kv_key is its own request. The counter resets when the call is
 scheduled and starts at 0 for a continuation (§4.4: a request not prioritized resets when it reaches
@@ -97,7 +97,8 @@ def is_last_segment(e: Pending) -> bool:
 class LAMPSPolicy(Policy):
     name = "lamps"
     # admission control without preemption: at most the engine's max efficient batch of calls run in
-    # the engine (teola.runtime.engine_tier.preemption), so this ranking, not the engine's arrival order, decides
+    # the engine (teola.runtime.engine_tier.preemption), so this ranking, not the engine's arrival
+    # order, decides
     preemptive = True
     # running calls are never charged; their decoded tokens only drive the iteration clock
     wants_progress = True
@@ -126,9 +127,9 @@ class LAMPSPolicy(Policy):
         admission (admitted and not yet ended); "running" (default): the summed tokens of the calls
         running now; None: the call is alone. preempt: rebuild the running batch by score (the module
         docstring); rerank_every: progress events between two such checks (1: every iteration, as
-        Algorithm 1). preserved_first: a call resuming on preserved KV goes first. starvation_from: "scheduled" (a request's starvation counter runs once
-        LAMPS has scheduled the request, LAMPS §4.4) or "seen" (from when a call is first seen
-        waiting: the module docstring)."""
+        Algorithm 1). preserved_first: a call resuming on preserved KV goes first. starvation_from:
+        "scheduled" (a request's starvation counter runs once LAMPS has scheduled the request, LAMPS §4.4) or
+        "seen" (from when a call is first seen waiting: the module docstring)."""
         check_options(
             starvation=starvation,
             refresh=refresh,

@@ -6,9 +6,9 @@ decisions into the records (`PauseHint`).
 
 `PauseBook` keeps, per engine, what the queries' paused calls need between their segments:
   - "auto": a segment queued with the handling "auto" (its dispatch record's `pause_kv`) gets
-    INFERCEPT's least-waste handling (`choose_pause_handling`) when it is queued, after its length prediction: its context C is its
-    prompt + its predicted output (`predicted_shape`), the same inputs LAMPS scores it by, so the
-    handling LAMPS ranks a segment under is the one applied to it;
+    INFERCEPT's least-waste handling (`choose_pause_handling`) when it is queued, after its length prediction:
+    its context C is its prompt + its predicted output (`predicted_shape`), the same inputs LAMPS scores it
+    by, so the handling LAMPS ranks a segment under is the one applied to it;
   - a continuation of a call whose KV was preserved is marked `resumes_preserved`, so policies run
     it first (INFERCEPT keeps such a request in the running batch);
   - the expected duration of a tool call: the policy's running mean per tool when it keeps one

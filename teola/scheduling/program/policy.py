@@ -77,10 +77,10 @@ class ProgramPolicy(Policy):
     ) -> None:
         """num_queues, base_quantum, growth: the K queues (quantum_i = base_quantum * growth**i,
         in the service unit; default base 32 tokens or 0.05 s). beta: anti-starvation ratio of
-        waiting to execution seconds (None turns it off). rerank_every: re-rank at most every N scheduling steps while the queue's
-        membership is unchanged. service: "tokens" or "seconds". table: a shared ProcessTable
-        (e.g. the one the load balancer and `teola.api.program.Program` use). preempt: let the engine
-        scheduler preempt running calls of a worse queue for waiting ones (see the module docstring).
+        waiting to execution seconds (None turns it off). rerank_every: re-rank at most every N scheduling
+        steps while the queue's membership is unchanged. service: "tokens" or "seconds". table: a shared
+        ProcessTable (e.g. the one the load balancer and `teola.api.program.Program` use). preempt: let the
+        engine scheduler preempt running calls of a worse queue for waiting ones (see the module docstring).
         promotion: "preempt" (Algorithm 1) or "admit" (a promoted call is admitted first but preempts
         only from the queue it was promoted from; teola.scheduling.program.queues). quanta:
         "observed" (re-fit base_quantum so the last queue starts at the `quanta_percentile`-th
