@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     entries = Counter(path)
     print(f"{args.app}, one query on simulated engines ({args.profile}), packages {args.packages}:")
     print(
-        f"files {len(entries)}, entries {len(path)}, returns to a file already left {len(path) - len(entries)}"
+        f"files {len(entries)}, entries {len(path)}, "
+        f"returns to a file already left {len(path) - len(entries)}"
     )
     for name, n in entries.most_common(args.top):
         print(f"{n:6d}  {name}")

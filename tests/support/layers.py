@@ -7,8 +7,8 @@ package, and docs/architecture.md's layer table is generated from it:
 A package is a dotted module name with everything under it (`teola.compile` holds
 `teola.compile.components.agent`), plus the extra top-level modules it lists in `modules`; the two
 roots (`teola`, `engines`) hold only their `__init__`. An entry of `may_import` names a package, or a
-prefix of several (`engines.*` = every package of engines/ but its root). A module in no package, an import the
-table does not declare, and a declaration no import uses all fail the test: adding an import
+prefix of several (`engines.*` = every package of engines/ but its root). A module in no package, an import
+the table does not declare, and a declaration no import uses all fail the test: adding an import
 between packages means adding it here, in the same commit."""
 
 from __future__ import annotations

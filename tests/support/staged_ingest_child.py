@@ -1,6 +1,7 @@
 """Child process of tests/e2e/test_kill_during_ingestion.py: ingests one document of 2,000 chunks
 into a kept namespace through the real runtime (sentence-transformers embedder, pgvector store on
-TEOLA_PG_DSN), then prints "published". Usage: python -m tests.support.staged_ingest_child COLLECTION NAMESPACE"""
+TEOLA_PG_DSN), then prints "published".
+Usage: python -m tests.support.staged_ingest_child COLLECTION NAMESPACE"""
 
 from __future__ import annotations
 

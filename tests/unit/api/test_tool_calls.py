@@ -180,7 +180,8 @@ async def test_call_with_tools_rejects_bad_arguments():
 async def test_pausing_segments_name_their_api_and_auto_uses_the_predicted_context():
     # (issue 62: segments carried no "api", and the first pause was chosen with a 1-token context.)
     # Recompute 1e-3 s/token, a 0.05 s tool, alone: preserve 0.05 x C < discard 1e-3 x C x C once C > 50;
-    # a 1-token context would discard. Here C = the prompt (instruction + question, > 60 tokens) + 20 predicted.
+    # a 1-token context would discard. Here C = the prompt
+    # (instruction + question, > 60 tokens) + 20 predicted.
     script = ['<tool>{"name": "calc", "arguments": {}}', "done"]
     engine = ScriptedLLM(script)
     rt = Runtime(

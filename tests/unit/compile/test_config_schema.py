@@ -51,7 +51,8 @@ def rag():
         (
             "query_expansion",
             {"task": "x\ud800y"},
-            "config.nodes.query_expansion.task: Input should be a valid string, unable to parse raw data as a unicode string",
+            "config.nodes.query_expansion.task: Input should be a valid string, "
+            "unable to parse raw data as a unicode string",
         ),
         (
             "synthesis",

@@ -11,9 +11,9 @@ from teola import PrimOp
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 # ~22 chunks (of the embedder's tokens; 20 of words and marks): more than advanced RAG's top_k (16),
-# so its question's own search does not return every chunk; with a cross-encoder reranker (a folder never loaded: compiling reads only the
-# options) the expanded searches can change the context and stay. The shipped bi-encoder reranker
-# ranks like the search, and the optimizer drops them (test_prune_covered_searches.py).
+# so its question's own search does not return every chunk; with a cross-encoder reranker (a folder never
+# loaded: compiling reads only the options) the expanded searches can change the context and stay. The shipped
+# bi-encoder reranker ranks like the search, and the optimizer drops them (test_prune_covered_searches.py).
 CROSS_ENCODER = {"model": "/models/ms-marco-MiniLM-L-6-v2"}
 DOC = " ".join(f"Paragraph {i}: the river Ouse flows through York and is {i} miles long." for i in range(300))
 QUERY = {"question": "How long is the river Ouse?", "documents": [DOC]}

@@ -1,4 +1,5 @@
-"""Core lending between engines that share a CPU (engines/machine/core_lending.py, engines/machine/core_share.py)."""
+"""Core lending between engines that share a CPU (engines/machine/core_lending.py,
+engines/machine/core_share.py)."""
 
 import asyncio
 

@@ -103,7 +103,8 @@ def test_engine_options_from_the_environment_point_a_built_in_app_at_a_server(mo
     [
         (
             {
-                "message": "This model's maximum context length is 2048 tokens. However, you requested 4100 tokens",
+                "message": "This model's maximum context length is 2048 tokens. "
+                "However, you requested 4100 tokens",
                 "type": "BadRequestError",
                 "code": 400,
             },

@@ -143,7 +143,8 @@ async def test_failures_are_attributed_per_request(engine):
 
 
 async def test_failures_asked_back_as_results_come_back_as_error_text(engine):
-    # what an agent's model reads ("on_error": "result", teola.compile.components.agent); others still fail the batch
+    # what an agent's model reads ("on_error": "result", teola.compile.components.agent); others
+    # still fail the batch
     out = await engine.execute(
         "tool",
         [

@@ -152,8 +152,9 @@ def test_failing_pass_is_reraised_naming_previous_passes():
         g = make_graph((P, ("query.question",), ("x.kv",)), p0={"parts": [("q", Ref("query.question"))]})
         with pytest.raises(
             PassError,
-            match=r"pass 'broken' failed \(after prune_covered_searches, speculative_search, speculative_call, "
-            r"prune_dependencies, stage_decomposition, prefill_split, decode_pipelining\): boom",
+            match=r"pass 'broken' failed \(after prune_covered_searches, speculative_search, "
+            r"speculative_call, prune_dependencies, stage_decomposition, prefill_split, "
+            r"decode_pipelining\): boom",
         ):
             run_pipeline(g)
     finally:

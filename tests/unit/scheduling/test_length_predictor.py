@@ -1,5 +1,5 @@
-"""LAMPS' output-length predictor (teola.scheduling.program.length_predictor): it learns a known relation, beats a
-constant guess on the shipped trace of the real engine (bench/data/lengths-smollm2-135m.json, with
+"""LAMPS' output-length predictor (teola.scheduling.program.length_predictor): it learns a known relation,
+beats a constant guess on the shipped trace of the real engine (bench/data/lengths-smollm2-135m.json, with
 a cheap hashed bag-of-words embedding standing in for MiniLM), saves and loads, and its prediction
 reaches the policy as a request's "predicted_tokens"."""
 

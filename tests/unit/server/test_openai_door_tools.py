@@ -76,7 +76,10 @@ async def test_tool_choice_none_offers_no_tools_and_parallel_false_keeps_one_cal
             model="agent", messages=QUESTION, tools=[WEATHER], tool_choice="none"
         )
         assert plain.choices[0].finish_reason == "stop" and "tools" not in llm.requests[-1]
-    two = '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "b", "arguments": {}}</tool_call>'
+    two = (
+        '<tool_call>{"name": "a", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "b", "arguments": {}}</tool_call>'
+    )
     assert [c["function"]["name"] for c in parse_tool_calls(two, parallel=False)[1]] == ["a"]
 
 
