@@ -125,29 +125,7 @@ class PgVectorEngine:
         self._dsn = acquire_dsn(self._dsn_option, self._data_dir)
         try:
             async with await psycopg.AsyncConnection.connect(self._dsn, autocommit=True) as conn:
-                await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                if not (self._dsn_option or os.environ.get("TEOLA_PG_DSN")):
-                    await tables.drop_dead_tables(conn, self.collection)
-                await conn.execute(
-                    tables.collection_ddl(
-                        self.table,
-                        self.dim,
-                        self.persistent,
-                        self.index,
-                        self.hnsw_m,
-                        self.hnsw_ef_construction,
-                    )
-                )
-                if self.persistent:
-                    await staging.ensure_registry(conn)
-                    await self._owner.acquire(self._dsn)
-                    await staging.drop_orphans(conn, self.table, self._owner.key)
-                cur = await conn.execute(
-                    "SELECT atttypmod FROM pg_attribute "
-                    "WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
-                    (self.table,),
-                )
-                row = await cur.fetchone()
+                row = await self._prepare_table(conn, self._dsn)
         except psycopg.Error as exc:
             await self._owner.release()
             self._release()
@@ -177,6 +155,33 @@ class PgVectorEngine:
             await conn.commit()
 
         self._pool = await open_pool(self._dsn, self._pool_min, self._pool_max, configure)
+
+    async def _prepare_table(self, conn: Any, dsn: str) -> Any:
+        """Create the extension, the table and its indexes (dead tables of this collection dropped
+        first on a server of our own; a persistent one registers its owner and drops orphaned staging
+        tables); the row of the table's embedding column (its dimension), None when it has none."""
+        await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        if not (self._dsn_option or os.environ.get("TEOLA_PG_DSN")):
+            await tables.drop_dead_tables(conn, self.collection)
+        await conn.execute(
+            tables.collection_ddl(
+                self.table,
+                self.dim,
+                self.persistent,
+                self.index,
+                self.hnsw_m,
+                self.hnsw_ef_construction,
+            )
+        )
+        if self.persistent:
+            await staging.ensure_registry(conn)
+            await self._owner.acquire(dsn)
+            await staging.drop_orphans(conn, self.table, self._owner.key)
+        cur = await conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
+            (self.table,),
+        )
+        return await cur.fetchone()
 
     async def stop(self) -> None:
         """Close the pool; ephemeral collections drop their table first."""
