@@ -12,14 +12,15 @@ import httpx
 
 import teola.client.calls as calls
 from teola.client.calls import Call, FileLike, T
+from teola.client.connection import Connection
 from teola.client.errors import connection_error
 from teola.client.events import Event, EventReader
-from teola.client.options import DEFAULT_TIMEOUT, http_options
+from teola.client.options import DEFAULT_TIMEOUT
 from teola.client.results import AppInfo, Document, DocumentPage, NamespaceList, QueryResult, Readiness
 from teola.client.retries import Retries, wait_or_raise
 
 
-class AsyncClient:
+class AsyncClient(Connection[httpx.AsyncClient]):
     """A connection to a teola server for asyncio code; arguments and methods as `Client`'s
     (each method's documentation is there), awaited. Close it (``await client.aclose()`` or
     ``async with``) when done."""
@@ -34,15 +35,15 @@ class AsyncClient:
         headers: Mapping[str, str] | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.retries = retries if retries is not None else Retries()
-        self._http = httpx.AsyncClient(
-            transport=transport, **http_options(base_url, api_key, timeout, headers)
+        super().__init__(
+            httpx.AsyncClient,
+            base_url,
+            api_key,
+            timeout=timeout,
+            retries=retries,
+            headers=headers,
+            transport=transport,
         )
-
-    @property
-    def base_url(self) -> str:
-        """The server's URL."""
-        return str(self._http.base_url).rstrip("/")
 
     async def aclose(self) -> None:
         """Close the client's connections."""
@@ -160,7 +161,7 @@ class AsyncClient:
             except httpx.TransportError as exc:
                 wait = wait_or_raise(self.retries, attempt, call.idempotent, failure=exc)
             else:
-                if response.is_success or response.status_code in call.answers:
+                if call.answered_by(response):
                     return response
                 if stream:
                     await response.aread()

@@ -46,6 +46,11 @@ class Call(Generic[T]):
             self.method, self.path, params=self.params, json=self.json, files=self.files
         )
 
+    def answered_by(self, response: httpx.Response) -> bool:
+        """`response` is this call's answer (a success, or an error status among `answers`), not an
+        error to retry or raise."""
+        return response.is_success or response.status_code in self.answers
+
 
 def query(
     app: str,

@@ -12,14 +12,15 @@ import httpx
 
 import teola.client.calls as calls
 from teola.client.calls import Call, FileLike, T
+from teola.client.connection import Connection
 from teola.client.errors import connection_error
 from teola.client.events import Event, EventReader
-from teola.client.options import DEFAULT_TIMEOUT, http_options
+from teola.client.options import DEFAULT_TIMEOUT
 from teola.client.results import AppInfo, Document, DocumentPage, NamespaceList, QueryResult, Readiness
 from teola.client.retries import Retries, wait_or_raise
 
 
-class Client:
+class Client(Connection[httpx.Client]):
     """A connection to a teola server (``teola serve``).
 
     `base_url`: the server (default ``$TEOLA_URL``, else http://127.0.0.1:8000); `api_key`: sent as
@@ -40,13 +41,15 @@ class Client:
         headers: Mapping[str, str] | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.retries = retries if retries is not None else Retries()
-        self._http = httpx.Client(transport=transport, **http_options(base_url, api_key, timeout, headers))
-
-    @property
-    def base_url(self) -> str:
-        """The server's URL."""
-        return str(self._http.base_url).rstrip("/")
+        super().__init__(
+            httpx.Client,
+            base_url,
+            api_key,
+            timeout=timeout,
+            retries=retries,
+            headers=headers,
+            transport=transport,
+        )
 
     def close(self) -> None:
         """Close the client's connections."""
@@ -173,7 +176,7 @@ class Client:
             except httpx.TransportError as exc:
                 wait = wait_or_raise(self.retries, attempt, call.idempotent, failure=exc)
             else:
-                if response.is_success or response.status_code in call.answers:
+                if call.answered_by(response):
                     return response
                 if stream:
                     response.read()
