@@ -1,5 +1,5 @@
-"""Smoke test of the end-to-end RAG benchmark harness (bench/studies/rag/rag.py) on the real engines: naive RAG,
-two queries, one rate, one trial, teola, one LlamaDist baseline and the real LlamaIndex library;
+"""Smoke test of the end-to-end RAG benchmark harness (bench/studies/rag/rag.py) on the real engines: naive
+RAG, two queries, one rate, one trial, teola, one LlamaDist baseline and the real LlamaIndex library;
 checks the structure of the results and that LlamaIndex ran on our engines, never timings.
 The app runs on the session's LLM and embedding engines (started once for the whole test run)."""
 
