@@ -1,5 +1,5 @@
-"""The LangGraph baseline of the remote-LLM document-QA benchmark (bench/baselines/langgraph_rag.py) on the real
-engines: ChatOpenAI against a real `vllm serve`, teola's embedder, pgvector and reranker adapters. It
+"""The LangGraph baseline of the remote-LLM document-QA benchmark (bench/baselines/langgraph_rag.py) on the
+real engines: ChatOpenAI against a real `vllm serve`, teola's embedder, pgvector and reranker adapters. It
 answers from the document it ingested, makes the expansion and synthesis calls with the server's token
 counts, drops its namespace afterwards, and refuses a synthesis mode it does not write."""
 
