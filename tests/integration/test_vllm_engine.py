@@ -1,4 +1,5 @@
-"""VLLMEngine on the real vLLM (SmolLM2-135M on CPU): generation, prefix reuse, streaming items, priorities."""
+"""VLLMEngine on the real vLLM (SmolLM2-135M on CPU): generation, prefix reuse, streaming items,
+priorities."""
 
 import random
 
