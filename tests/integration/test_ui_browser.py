@@ -26,7 +26,8 @@ def chromium_path() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
         pytest.fail(
-            "Debian's chromium is not installed: `apt-get install -y chromium` (scripts/setup.sh does it as root)"
+            "Debian's chromium is not installed: `apt-get install -y chromium` "
+            "(scripts/setup.sh does it as root)"
         )
     return path
 
