@@ -1,4 +1,4 @@
-"""Latency against offered load: one PNG beside a study page, `bench/results/<name>_vs_load.png`, drawn
+"""Latency against offered load: one PNG beside a study page, `bench/results/<subject>/<name>_vs_load.png`, drawn
 from the page's JSON. The study's own page writer calls `write_load_plot`, so the command that writes a
 page also draws its plot; `python -m bench report --plots [NAME ...]` redraws them from the committed JSON
 without rerunning anything.
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.lib.results import RESULTS
+from bench.lib.results import result_dirs
 
 SUFFIX = "_vs_load.png"
 DPI = 100
@@ -242,11 +242,11 @@ def draw(data: dict[str, Any], path: Path, name: str = "") -> Panels:
     return panels
 
 
-def plot_path(name: str, folder: Path = RESULTS) -> Path:
+def plot_path(name: str, folder: Path) -> Path:
     return folder / f"{name}{SUFFIX}"
 
 
-def write_load_plot(name: str, folder: Path = RESULTS) -> Path | None:
+def write_load_plot(name: str, folder: Path) -> Path | None:
     """The page writer's call once <folder>/<name>.json is written: draw <name>_vs_load.png beside the
     page from that file (so a redraw gives the same plot); None, and nothing written, when the page has
     no load points or matplotlib is missing (a page never fails on its plot)."""
@@ -263,17 +263,21 @@ def write_load_plot(name: str, folder: Path = RESULTS) -> Path | None:
     return path
 
 
-def redraw(names: list[str] | None = None, folder: Path = RESULTS) -> list[Path]:
-    """Redraw the plots of `names` (default: every <name>_vs_load.png already in `folder`) from their
-    committed <name>.json; raises naming a page whose JSON is missing or has no load points."""
+def redraw(names: list[str] | None = None, folder: Path | None = None) -> list[Path]:
+    """Redraw the plots of `names` (default: every <name>_vs_load.png already drawn) from their
+    committed <name>.json, in `folder` or else in whichever folder of bench/results holds it; raises
+    naming a page whose JSON is missing or has no load points."""
+    folders = [folder] if folder else result_dirs()
     if not names:
-        names = sorted(p.name[: -len(SUFFIX)] for p in folder.glob(f"*{SUFFIX}"))
+        names = sorted(p.name[: -len(SUFFIX)] for f in folders for p in f.glob(f"*{SUFFIX}"))
     written = []
     for name in names:
-        source = folder / f"{name}.json"
-        if not source.exists():
-            raise SystemExit(f"no {source}: its plot is drawn from the page's JSON")
-        if not draw(json.loads(source.read_text()), plot_path(name, folder), name):
+        home = next((f for f in folders if (f / f"{name}.json").exists()), None)
+        if home is None:
+            where = folder or "bench/results/<subject>"
+            raise SystemExit(f"no {name}.json in {where}: its plot is drawn from the page's JSON")
+        source = home / f"{name}.json"
+        if not draw(json.loads(source.read_text()), plot_path(name, home), name):
             raise SystemExit(f"{source} has no load points to plot")
-        written.append(plot_path(name, folder))
+        written.append(plot_path(name, home))
     return written

@@ -15,8 +15,24 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from bench.lib.catalog import SUBJECTS
+
 ROOT = Path(__file__).resolve().parents[2]  # the source checkout bench/ lives in
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "results"  # one folder per subject, as bench/studies; FRONT.md and INDEX.md
+ARCHIVE = "archive"  # older pages no current study writes, whose subject is unclear
+
+
+def results_dir(subject: str) -> Path:
+    """bench/results/<subject>/: the result files of the studies of `subject` (a key of
+    bench/lib/catalog.py's SUBJECTS, the folder of bench/studies the study lives in), or the archive."""
+    if subject not in SUBJECTS and subject != ARCHIVE:
+        raise ValueError(f"subject {subject!r}: one of {', '.join(SUBJECTS)} (bench/lib/catalog.py)")
+    return RESULTS / subject
+
+
+def result_dirs() -> list[Path]:
+    """Every folder of result files: the subjects' in SUBJECTS' order, then the archive."""
+    return [results_dir(s) for s in (*SUBJECTS, ARCHIVE)]
 
 
 def machine() -> dict:
@@ -42,12 +58,14 @@ def machine() -> dict:
     }  # what a CPU vLLM engine with the default dtype runs
 
 
-def write_results(name: str, data: dict, markdown: str, compact: bool = False) -> None:
-    """bench/results/<name>.json (indented, or `compact` for large results) and <name>.md."""
-    RESULTS.mkdir(exist_ok=True)
+def write_results(name: str, data: dict, markdown: str, compact: bool = False, *, subject: str) -> None:
+    """bench/results/<subject>/<name>.json (indented, or `compact` for large results) and <name>.md;
+    `subject` is the calling study's (its folder under bench/studies)."""
+    folder = results_dir(subject)
+    (folder / name).parent.mkdir(parents=True, exist_ok=True)  # `name` may start with quick/
     layout = {"separators": (",", ":")} if compact else {"indent": 2}
-    (RESULTS / f"{name}.json").write_text(json.dumps({"machine": machine(), **data}, default=str, **layout))
-    (RESULTS / f"{name}.md").write_text(markdown.rstrip() + "\n")
+    (folder / f"{name}.json").write_text(json.dumps({"machine": machine(), **data}, default=str, **layout))
+    (folder / f"{name}.md").write_text(markdown.rstrip() + "\n")
     print(markdown)
 
 

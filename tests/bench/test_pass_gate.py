@@ -55,7 +55,7 @@ def test_quick_simulated_run_writes_predicted_and_measured_per_pass(tmp_path, mo
         )
         == 0
     )
-    data = json.loads((tmp_path / "pass_gate_test.json").read_text())
+    data = json.loads((tmp_path / "overheads" / "pass_gate_test.json").read_text())
     rows = data["apps"]["advanced_rag"]["passes"]
     assert set(rows) == {"prefill_split", "decode_pipelining"}
     (split,) = rows["prefill_split"]
@@ -68,5 +68,5 @@ def test_quick_simulated_run_writes_predicted_and_measured_per_pass(tmp_path, mo
         assert row["effect_s"] == row["off"]["latency"] - row["on"]["latency"]
     # forcing the split on sends one prefill-only request more than off
     assert split["on"]["llm_requests"] == split["off"]["llm_requests"] + 1
-    page = (tmp_path / "pass_gate_test.md").read_text()
+    page = (tmp_path / "overheads" / "pass_gate_test.md").read_text()
     assert page.startswith("## SIMULATED") and "| advanced_rag | decode_pipelining | 1 | 1 of 1 |" in page

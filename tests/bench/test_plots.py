@@ -14,9 +14,11 @@ from bench.lib import (
     plots,  # noqa: E402
     report,  # noqa: E402
 )
+from bench.lib.results import result_dirs  # noqa: E402
 
 PNG = b"\x89PNG\r\n\x1a\n"
 RESULTS = Path(plots.__file__).parents[1] / "results"
+FOLDERS = result_dirs()
 
 
 def _summary(mean: float) -> dict:
@@ -182,12 +184,14 @@ def test_redraw_without_names_redraws_every_plot_in_the_folder(tmp_path):
     assert (tmp_path / "a_vs_load.png").read_bytes().startswith(PNG)
 
 
-COMMITTED = sorted(p.name[: -len(plots.SUFFIX)] for p in RESULTS.glob(f"*{plots.SUFFIX}"))
+COMMITTED = sorted(
+    p.with_name(p.name[: -len(plots.SUFFIX)]) for f in FOLDERS for p in f.glob(f"*{plots.SUFFIX}")
+)
 
 
 def test_the_front_page_shows_committed_plots():
     front = (RESULTS / "FRONT.md").read_text()
-    shown = re.findall(r"!\[[^\]]*\]\(([A-Za-z0-9_.-]+_vs_load\.png)\)", front)
+    shown = re.findall(r"!\[[^\]]*\]\(([a-z]+/[A-Za-z0-9_.-]+_vs_load\.png)\)", front)
     assert shown, "FRONT.md shows no latency-against-load plot"
     assert all((RESULTS / png).exists() for png in shown)
     assert (
@@ -196,10 +200,11 @@ def test_the_front_page_shows_committed_plots():
     )  # BENCHMARKS.md at the root links the same file
 
 
-@pytest.mark.parametrize("name", COMMITTED)
-def test_each_committed_plot_is_redrawn_from_its_json(name, tmp_path):
-    data = json.loads((RESULTS / f"{name}.json").read_text())
+@pytest.mark.parametrize("base", COMMITTED, ids=lambda p: p.name)
+def test_each_committed_plot_is_redrawn_from_its_json(base, tmp_path):
+    name = base.name
+    data = json.loads(base.with_name(f"{name}.json").read_text())
     panels = plots.draw(data, tmp_path / f"{name}{plots.SUFFIX}", name)
     assert panels and all(len(s.rate) >= 2 for c in panels.values() for s in c.values())
     assert (tmp_path / f"{name}{plots.SUFFIX}").read_bytes().startswith(PNG)
-    assert (RESULTS / f"{name}{plots.SUFFIX}").stat().st_size < 100 * 1024
+    assert base.with_name(f"{name}{plots.SUFFIX}").stat().st_size < 100 * 1024

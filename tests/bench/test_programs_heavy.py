@@ -148,7 +148,7 @@ def test_connector_counts_are_per_run_differences():
 
 
 def test_a_page_older_than_its_counters_renders_them_as_not_available():
-    """Pages written before resumed_unrun and resumed_swapped_tokens were counted (bench/results/programs_heavy.json)
+    """Pages written before resumed_unrun and resumed_swapped_tokens were counted (bench/results/programs/programs_heavy.json)
     keep their other columns; the missing counters read "n/a"."""
     data = page(ROWS)
     old = [

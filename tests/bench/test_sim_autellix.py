@@ -10,11 +10,12 @@ import bench.studies.sim.sim_autellix as sa
 import bench.studies.sim.sim_autellix_report as report
 
 
-def test_quick_run_gives_every_system_the_same_programs_and_a_small_simulated_page(monkeypatch, tmp_path):
+def test_quick_run_gives_every_system_the_same_programs_and_a_small_simulated_page(monkeypatch):
     written = {}
-    monkeypatch.setattr(sa, "RESULTS", tmp_path)
     monkeypatch.setattr(
-        sa, "write_results", lambda name, data, md: written.update(name=name, data=data, md=md)
+        sa,
+        "write_results",
+        lambda name, data, md, subject: written.update(name=name, data=data, md=md, subject=subject),
     )
     p = argparse.ArgumentParser()
     sa.add_arguments(p)
@@ -27,7 +28,7 @@ def test_quick_run_gives_every_system_the_same_programs_and_a_small_simulated_pa
         assert len({r["output_tokens"] for r in at.values()}) == 1  # the same programs, exact lengths
         assert at["vllm"]["cached_tokens"] == 0 < at["vllm-opt"]["cached_tokens"]
         assert all(r["mechanism"]["running_max"] >= 1 for r in at.values())
-    assert written["name"] == "quick/sim_autellix"
+    assert written["name"] == "quick/sim_autellix" and written["subject"] == "sim"
     assert "SIMULATED" in written["md"] and "| sharegpt (PLAS) | vLLM-opt" in written["md"]
     assert len(json.dumps(data, default=str)) < 200_000
 

@@ -52,7 +52,9 @@ def test_vllm_discards_at_every_pause_and_finishes_in_a_fixed_run():
 def test_the_smallest_configuration_writes_a_page(monkeypatch):
     written = {}
     monkeypatch.setattr(
-        paper, "write_results", lambda name, data, page: written.update(name=name, data=data, page=page)
+        paper,
+        "write_results",
+        lambda name, data, page, subject: written.update(name=name, data=data, page=page, subject=subject),
     )
     monkeypatch.setattr(
         paper,
@@ -81,6 +83,7 @@ def test_the_smallest_configuration_writes_a_page(monkeypatch):
     assert paper.run_cli(p.parse_args(argv), argv, p) == 0
     rows = written["data"]["mixes"]["single"]
     assert {r["system"] for r in rows} == {"INFERCEPT", "LAMPS"} and all(r["measured"] > 0 for r in rows)
+    assert written["subject"] == "sim"
     assert "SIMULATED" in written["page"] and "Mechanism at single-API" in written["page"]
 
 

@@ -10,7 +10,7 @@ of SmolLM2-135M: 3 KV heads x 64 head dim, block 16, bf16) are gathered into a h
 all into pre-faulted buffers; plus KVSwapManager.swap_out/swap_in end to end (allocating a fresh
 host buffer each swap-out, as the engine would).
 
-    .venv/bin/python -m bench kv_swap    # writes bench/results/kv_swap.{json,md}
+    .venv/bin/python -m bench kv_swap    # writes bench/results/kv/kv_swap.{json,md}
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from bench.lib.results import ROOT, machine  # noqa: E402
+from bench.lib.results import machine, results_dir  # noqa: E402
 from bench.lib.tables import num, table  # noqa: E402
 from engines.kvswap._native import load_kvswap  # noqa: E402
 from engines.kvswap._native.kv_fallback import gather_blocks, scatter_blocks  # noqa: E402
@@ -179,7 +179,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument("--num-blocks", type=int, default=0, help="cache size (default 1.5x max N)")
     p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--out", type=Path, default=results_dir("kv"))
 
 
 def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> None:

@@ -203,5 +203,5 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> int:
     """Runs `python -m bench kv_swap_resume` (argv: the options given, for its page)."""
     data = asyncio.run(measure(args.lengths, args.repeats))
-    write_results("kv_swap_resume", data, markdown(data))
+    write_results("kv_swap_resume", data, markdown(data), subject="kv")
     return 0

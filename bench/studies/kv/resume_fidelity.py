@@ -125,5 +125,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     if args.n < 1 or args.tokens < 16:
         p.error("--n must be >= 1 and --tokens >= 16")
     data = asyncio.run(run(args.n, args.tokens, args.seed))
-    write_results("resume_fidelity", data, markdown(data))
+    write_results("resume_fidelity", data, markdown(data), subject="kv")
     return 0

@@ -56,7 +56,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         for name, b in (("advanced_rag", advanced_rag.build), ("naive_rag", naive_rag.build))
     }
     data = {"repeat": args.repeat, "apps": rows}
-    write_results("compile", data, markdown({**data, "machine": machine()}))
+    write_results("compile", data, markdown({**data, "machine": machine()}), subject="overheads")
 
 
 def markdown(data: dict) -> str:

@@ -105,5 +105,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     configure_engine_env()
     data = asyncio.run(run(args.chunks, args.threads))
     command = "python -m bench embed_batch " + " ".join(argv)
-    write_results(args.out, data, markdown(data, command.strip()))
+    write_results(args.out, data, markdown(data, command.strip()), subject="overheads")
     return 0

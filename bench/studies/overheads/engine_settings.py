@@ -7,7 +7,7 @@ in one run.
     python -m bench engine_settings            # 4 queries alone + 8 at Poisson 0.1 q/s per layout
     python -m bench engine_settings --quick    # 2 alone + 4 loaded
 
-Writes bench/results/engine_settings.{json,md} (its study page, listed in bench/results/INDEX.md) and
+Writes bench/results/overheads/engine_settings.{json,md} (its study page, listed in bench/results/INDEX.md) and
 prints the page.
 """
 
@@ -163,5 +163,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     for name in LAYOUTS:
         data["layouts"][name] = asyncio.run(measure(name, n_alone, n_loaded, args.rate, args.seed))
     command = "python -m bench engine_settings" + (" --quick" if args.quick else "")
-    write_results("engine_settings", {"layouts": data["layouts"]}, markdown(data, command))
+    write_results(
+        "engine_settings", {"layouts": data["layouts"]}, markdown(data, command), subject="overheads"
+    )
     return 0

@@ -331,7 +331,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--deadline", type=float, default=5.0, help="seconds within which a 4xx is on time")
     parser.add_argument("--quick", action="store_true", help="15 s, 10 clients")
-    parser.add_argument("--out", default="hostile_mix", help="results name under bench/results/")
+    parser.add_argument("--out", default="hostile_mix", help="results name under bench/results/overheads/")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
@@ -342,5 +342,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.Argument
     s = summary(data)
     data["summary"] = s
     compact = {k: v for k, v in data.items() if k not in ("hostile", "health", "memory")}
-    write_results(args.out, compact, markdown(data, s, "python -m bench hostile_mix " + " ".join(argv)))
+    write_results(
+        args.out,
+        compact,
+        markdown(data, s, "python -m bench hostile_mix " + " ".join(argv)),
+        subject="overheads",
+    )
     print(markdown(data, s, "python -m bench hostile_mix " + " ".join(argv)))

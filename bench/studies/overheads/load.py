@@ -177,7 +177,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="the server's malloc_arenas setting (0: glibc's default); default: the server's",
     )
-    parser.add_argument("--out", default="load", help="results name under bench/results/")
+    parser.add_argument("--out", default="load", help="results name under bench/results/overheads/")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
@@ -185,6 +185,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.Argument
     n, waves = (20, 1) if args.quick else (args.n, args.waves)
     data = asyncio.run(run(args.app, n, waves, args.arenas))
     data["machine"] = machine()
-    write_results(args.out, data, markdown(data, "python -m bench load " + " ".join(argv)))
+    write_results(
+        args.out, data, markdown(data, "python -m bench load " + " ".join(argv)), subject="overheads"
+    )
     if any(w["lost"] for w in data["waves"]):
         raise SystemExit("some queries were lost (see above)")

@@ -119,5 +119,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     for layout in LAYOUTS:
         data["layouts"][layout] = asyncio.run(measure(layout, n, args.seed))
     command = "python -m bench overlap" + (" --quick" if args.quick else "")
-    write_results("overlap", {"layouts": data["layouts"]}, markdown(data, command))
+    write_results("overlap", {"layouts": data["layouts"]}, markdown(data, command), subject="overheads")
     return 0

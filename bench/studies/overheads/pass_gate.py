@@ -191,7 +191,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run on this profile's simulated engines in virtual time (SIMULATED; predicts with it)",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="pass_gate", help="page name under bench/results/")
+    p.add_argument("--out", default="pass_gate", help="page name under bench/results/overheads/")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
@@ -227,5 +227,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         "summaries": summaries,
         "command": command,
     }
-    write_results(args.out, {k: v for k, v in data.items() if k != "machine"}, markdown(data))
+    write_results(
+        args.out, {k: v for k, v in data.items() if k != "machine"}, markdown(data), subject="overheads"
+    )
     return 0

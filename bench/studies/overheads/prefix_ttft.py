@@ -21,7 +21,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.lib.results import RESULTS, machine
+from bench.lib.results import machine, results_dir
 from bench.lib.tables import num, table
 from engines.vllm.engine import VLLMEngine
 
@@ -173,10 +173,11 @@ def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.Argument
     if not 0 < args.prefix_tokens < args.total_tokens <= 2000:
         parser.error("need 0 < --prefix-tokens < --total-tokens <= 2000 (the engine's max_model_len is 2048)")
     res = asyncio.run(run(args.trials, args.warmup, args.prefix_tokens, args.total_tokens, args.seed))
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "prefix_ttft.json").write_text(json.dumps(res, indent=2))
-    write_markdown(res, RESULTS / "prefix_ttft.md")
+    folder = results_dir("overheads")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "prefix_ttft.json").write_text(json.dumps(res, indent=2))
+    write_markdown(res, folder / "prefix_ttft.md")
     print(
         f"TTFT median: partial {res['ttft_partial_median_ms']:.1f} ms, full {res['ttft_full_median_ms']:.1f} ms, "
-        f"ratio {res['ratio_full_over_partial_median']:.2f}x; wrote {RESULTS}/prefix_ttft.json and .md"
+        f"ratio {res['ratio_full_over_partial_median']:.2f}x; wrote {folder}/prefix_ttft.json and .md"
     )

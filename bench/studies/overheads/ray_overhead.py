@@ -217,4 +217,4 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         "options": {k: getattr(args, k) for k in ("queries", "concurrency", "large_queries")},
         "rows": rows,
     }
-    write_results("ray", data, markdown({**data, "machine": machine()}))
+    write_results("ray", data, markdown({**data, "machine": machine()}), subject="overheads")

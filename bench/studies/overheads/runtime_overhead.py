@@ -223,7 +223,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
             for k, w in WORKLOADS.items()
         },
     }
-    write_results("runtime", data, markdown({**data, "machine": machine()}))
+    write_results("runtime", data, markdown({**data, "machine": machine()}), subject="overheads")
 
 
 def markdown(data: dict) -> str:

@@ -170,7 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-queries", type=int, default=8, help="the server's tenant_max_queries (0: no per-tenant limit)"
     )
     parser.add_argument("--quick", action="store_true", help="4 steady queries, 20 flooding clients")
-    parser.add_argument("--out", default="tenant_flood", help="results name under bench/results/")
+    parser.add_argument("--out", default="tenant_flood", help="results name under bench/results/overheads/")
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser) -> None:
@@ -178,6 +178,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.Argument
     n_steady, n_flood = (4, 20) if args.quick else (args.steady, args.flood)
     data = asyncio.run(run(args.app, n_steady, args.interval, n_flood, args.max_queries))
     data["machine"] = machine()
-    write_results(args.out, data, markdown(data, "python -m bench tenant_flood " + " ".join(argv)))
+    write_results(
+        args.out, data, markdown(data, "python -m bench tenant_flood " + " ".join(argv)), subject="overheads"
+    )
     if data["flood"]["lost"] or data["flooded"]["lost"] or data["alone"]["lost"]:
         raise SystemExit("some accepted queries were lost (see above)")

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.lib.results import RESULTS, ROOT, write_results
+from bench.lib.results import ROOT, results_dir, write_results
 from bench.lib.tables import NONE, num, table
 from engines.sim.profile import load_profile
 from teola.plan.job import read_job
@@ -145,7 +145,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench plan_real`."""
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--methods", default="greedy,max,min", help="comma-separated: greedy, best-of-3, max, min")
-    p.add_argument("--out", default="plan_real", help="results name under bench/results/ (default plan_real)")
+    p.add_argument("--out", default="plan_real", help="page name in bench/results/plan/ (default plan_real)")
     p.add_argument(
         "--stored-profile",
         action="store_true",
@@ -154,7 +154,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--reread",
         action="store_true",
-        help="no engines: recompute the predictions for bench/results/<out>.json and rewrite its tables",
+        help="no engines: recompute the predictions for bench/results/plan/<out>.json and rewrite its tables",
     )
 
 
@@ -164,7 +164,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     from teola.plan.run_job import run_job
 
     if args.reread:
-        data = json.loads((RESULTS / f"{args.out}.json").read_text())
+        data = json.loads((results_dir("plan") / f"{args.out}.json").read_text())
         _, _, schedules, _ = schedules_for(
             data["load_s"],
             data["requests"],
@@ -175,7 +175,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         )
         for row in data["rows"]:
             row["predicted_stages"] = predicted_stages(schedules[row["method"]])
-        write_results(args.out, data, markdown(data))
+        write_results(args.out, data, markdown(data), subject="plan")
         return 0
     configure_engine_env()  # what `teola run-job` sets up before its engines start
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -204,7 +204,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             "search_s": {m: round(s.search_s, 3) for m, s in schedules.items()},
             "command": "python -m bench plan_real " + " ".join(argv),
         }
-        write_results(args.out, data, markdown(data))  # after every plan, so a long run keeps what it has
+        # after every plan, so a long run keeps what it has
+        write_results(args.out, data, markdown(data), subject="plan")
     return 0
 
 

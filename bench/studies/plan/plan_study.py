@@ -330,5 +330,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
             "best_of_3_search_s_max": max(r["best-of-3"]["search_s"] for r in rows),
         },
     }
-    write_results(args.out, data, markdown(data))
+    write_results(args.out, data, markdown(data), subject="plan")
     return 0

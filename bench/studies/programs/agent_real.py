@@ -327,5 +327,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         load=os.getloadavg()[0],
         command="python -m bench agent_real " + " ".join(argv),
     )
-    write_results(args.out if not args.quick else "quick/" + args.out, data, markdown(data))
+    write_results(
+        args.out if not args.quick else "quick/" + args.out, data, markdown(data), subject="programs"
+    )
     return 0

@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 from bench.lib.plots import write_load_plot
-from bench.lib.results import percentile, write_results
+from bench.lib.results import percentile, results_dir, write_results
 from bench.lib.tables import num, table
 from bench.studies.programs.lamps_real_tools import (
     RESPONSE_WORDS,
@@ -327,6 +327,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         command="python -m bench lamps_real " + " ".join(argv),
     )
     name = args.out if not args.quick else "quick/" + args.out
-    write_results(name, data, markdown(data))
-    write_load_plot(name)
+    write_results(name, data, markdown(data), subject="programs")
+    write_load_plot(name, results_dir("programs"))
     return 0

@@ -130,5 +130,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     if not args.trace.is_file():
         p.error(f"no trace at {args.trace}; record one with python -m bench record_lengths")
     data = run(args.trace)
-    write_results("length_predictor", data, markdown(data))
+    write_results("length_predictor", data, markdown(data), subject="programs")
     return 0

@@ -14,7 +14,7 @@ One instance: FCFS (vLLM's order), MLFQ (program-blind), PLAS, ATLAS, preemption
 Two instances: PLAS under the locality-aware, round-robin and least-used balancers (chat).
 Loads are fractions of FCFS's saturated capacity (bench.studies.sim.sim_programs.saturated_capacity).
 
-    .venv/bin/python -m bench programs            # writes bench/results/programs.{json,md}
+    .venv/bin/python -m bench programs            # writes bench/results/programs/programs.{json,md}
     .venv/bin/python -m bench programs --quick    # fewer programs and rates (a smoke run)
 """
 
@@ -234,5 +234,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         "balancers": bal,
         "wall_s": time.perf_counter() - t0,
     }
-    write_results(args.out or ("programs_quick" if args.quick else "programs"), res, markdown(res))
+    write_results(
+        args.out or ("programs_quick" if args.quick else "programs"), res, markdown(res), subject="programs"
+    )
     return res

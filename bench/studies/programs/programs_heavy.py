@@ -44,7 +44,7 @@ import time
 from typing import Any
 
 from bench.lib.plots import write_load_plot
-from bench.lib.results import machine, write_results
+from bench.lib.results import machine, results_dir, write_results
 from bench.lib.tables import num, table
 from bench.studies.programs.programs import recorded_lengths
 from bench.studies.programs.programs_vllm import set_policy
@@ -310,6 +310,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         "wall_s": time.perf_counter() - t0,
         "command": "python -m bench programs_heavy " + " ".join(argv),
     }
-    write_results(args.out, data, markdown(data))
-    write_load_plot(args.out)
+    write_results(args.out, data, markdown(data), subject="programs")
+    write_load_plot(args.out, results_dir("programs"))
     return 0

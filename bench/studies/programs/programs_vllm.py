@@ -16,8 +16,8 @@ the prefix cache across runs.
      over a long per-program document: locality-aware (Autellix Algorithm 2) vs round-robin vs
      least-used routing, all under PLAS: latency and prefix-cache hits.
 
-    .venv/bin/python -m bench programs_vllm            # ~12 min; bench/results/programs_vllm.{json,md}
-    .venv/bin/python -m bench programs_vllm --quick    # ~3 min smoke run; bench/results/quick/
+    .venv/bin/python -m bench programs_vllm            # ~12 min; bench/results/programs/programs_vllm.{json,md}
+    .venv/bin/python -m bench programs_vllm --quick    # ~3 min smoke run; bench/results/programs/quick/
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import statistics
 import time
 from typing import Any
 
-from bench.lib.results import RESULTS, machine
+from bench.lib.results import machine, results_dir
 from bench.studies.programs.programs_vllm_page import markdown
 from bench.studies.programs.programs_vllm_setup import ENGINE, POLICIES, SHAPES, SIZES, THRESHOLD
 from teola.sim.program_runs import QUEUES, load_texts, policy_options, rates_at_target, run_set
@@ -248,7 +248,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> dict[str, Any]:
     """Runs `python -m bench programs_vllm` (argv: the options given, for its page)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    folder = RESULTS / "quick" if args.quick else RESULTS  # quick runs stay out of the index
+    here = results_dir("programs")
+    folder = here / "quick" if args.quick else here  # quick runs stay out of the index
     previous = None
     if args.part != "all":
         path = folder / "programs_vllm.json"

@@ -58,7 +58,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
 
 async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> dict[str, Any]:
     from bench.lib.plots import write_load_plot
-    from bench.lib.results import RESULTS, machine
+    from bench.lib.results import machine, results_dir
     from engines.assets.paths import configure_engine_env
 
     configure_engine_env()
@@ -90,7 +90,8 @@ async def _main(s: Settings, quick: bool, command: str, out: str = "doc_qa") -> 
         remote_llm=ENGINE_OVERRIDES.get("llm", {}).get("kind") == "openai",
     )
     md = markdown(data, command)
-    folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of the index
+    here = results_dir("rag")
+    folder = here / "quick" if quick else here  # quick runs stay out of the index
     folder.mkdir(parents=True, exist_ok=True)
     # the records stay (the trials study pools them) without their texts, in compact JSON
     (folder / f"{out}.json").write_text(

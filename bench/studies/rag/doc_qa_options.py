@@ -91,7 +91,7 @@ def add_setup_arguments(p: argparse.ArgumentParser) -> None:
         "'small': each abstract among 15 others (default narrativeqa)",
     )
     p.add_argument(
-        "--out", default="doc_qa", help="results name: bench/results/<out>.md/.json (default doc_qa)"
+        "--out", default="doc_qa", help="results name: bench/results/rag/<out>.md/.json (default doc_qa)"
     )
     p.add_argument(
         "--remote-llm",

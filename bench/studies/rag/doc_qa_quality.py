@@ -292,7 +292,9 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     if args.pool:
         md = pool_markdown(args.pool.split(","), command.strip())
         print(md)
-        write_results(args.out, {"command": command.strip(), "pooled": pool(args.pool.split(","))}, md)
+        write_results(
+            args.out, {"command": command.strip(), "pooled": pool(args.pool.split(","))}, md, subject="rag"
+        )
         return 0
     if args.n < 1 or args.concurrency < 1:
         p.error("--n and --concurrency must be >= 1")
@@ -300,5 +302,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error(f"--sizes: unknown {bad}; choose from {list(SIZES)}")
     data = asyncio.run(_main(args, command.strip()))
     md = markdown(data)
-    write_results(args.out, data, md)
+    write_results(args.out, data, md, subject="rag")
     return 0

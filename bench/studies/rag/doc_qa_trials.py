@@ -21,7 +21,7 @@ import statistics
 from typing import Any
 
 from bench.lib.plots import write_load_plot
-from bench.lib.results import RESULTS, write_results
+from bench.lib.results import results_dir, write_results
 from bench.studies.rag.doc_qa_runs import summarize
 from bench.studies.rag.doc_qa_systems import BASELINES, SYSTEMS
 from bench.studies.rag.doc_qa_trials_page import (
@@ -123,17 +123,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated bench/results names, one bench.studies.rag.doc_qa run per trial",
     )
     p.add_argument(
-        "--out", required=True, help="results name for the pooled section: bench/results/<out>.md/.json"
+        "--out", required=True, help="results name for the pooled section: bench/results/rag/<out>.md/.json"
     )
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench doc_qa_trials` (argv: the options given, for its page)."""
     names = [n.strip() for n in args.runs.split(",") if n.strip()]
-    missing = [n for n in names if not (RESULTS / f"{n}.json").exists()]
+    folder = results_dir("rag")
+    missing = [n for n in names if not (folder / f"{n}.json").exists()]
     if missing:
-        p.error(f"no results file for {', '.join(missing)} in {RESULTS}")
-    trials = [json.loads((RESULTS / f"{n}.json").read_text()) for n in names]
+        p.error(f"no results file for {', '.join(missing)} in {folder}")
+    trials = [json.loads((folder / f"{n}.json").read_text()) for n in names]
     seeds = [t["settings"]["seed"] + t["settings"].get("trial", 0) for t in trials]
     if len(set(seeds)) < len(seeds):
         p.error(f"runs {names} repeat a Poisson seed ({seeds}): run each trial with its own --trial")
@@ -146,6 +147,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         print("[doc_qa_trials] note: systems beyond teola and LlamaIndex are pooled too", flush=True)
     command = "python -m bench doc_qa_trials " + " ".join(argv)
     md = markdown(trials, names, command.strip())
-    write_results(args.out, {"runs": names, "pooled": pool(trials)}, md, compact=True)
-    write_load_plot(args.out)
+    write_results(args.out, {"runs": names, "pooled": pool(trials)}, md, compact=True, subject="rag")
+    write_load_plot(args.out, folder)
     return 0

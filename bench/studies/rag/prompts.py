@@ -344,7 +344,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated candidate numbers (0-based, in table order; default all)",
     )
-    p.add_argument("--out", default="prompts", help="results name under bench/results/ (default prompts)")
+    p.add_argument("--out", default="prompts", help="results name under bench/results/rag/ (default prompts)")
     p.add_argument(
         "--contexts",
         default=None,
@@ -364,5 +364,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data = asyncio.run(run(args.n, only, args.contexts, args.flow, args.system))
     data["only"], data["out"], data["contexts"] = args.only, args.out, args.contexts
     data["flow"], data["system"] = args.flow, args.system
-    write_results(args.out, data, markdown(data))
+    write_results(args.out, data, markdown(data), subject="rag")
     return 0

@@ -32,7 +32,7 @@ Run: .venv/bin/python -m bench.studies.rag.rag [--quick] [--trials N] [--apps A,
 (or `teola bench rag [--quick]`). The full suite (2 trials, 6 systems, ablations) is sized to finish
 in under 30 minutes on the 2-core machine; --quick (one rate, 2 queries, 1 trial, no ablations,
 teola + LlamaDist-PO + LlamaDistPC-TO + LlamaIndex) in under 5 minutes including engine start-up.
-Writes bench/results/rag.{json,md} and rag_*.png (--quick: bench/results/quick/). rag.json, the raw
+Writes bench/results/rag/rag.{json,md} and rag_*.png (--quick: bench/results/rag/quick/). rag.json, the raw
 per-query traces, is over 200 KB and not committed: this command regenerates it.
 
 This module is the entry point; beside it: rag_setup (systems, ablations, rates, settings, the apps),
@@ -84,11 +84,12 @@ async def _main(s: Settings, quick: bool, command: str, write: bool) -> dict[str
     data["startup_seconds"] = startup
     data["quick"] = quick
     if write:
-        from bench.lib.results import RESULTS, machine
+        from bench.lib.results import machine, results_dir
 
         data["machine"] = machine()
         md = markdown(data, command)
-        folder = RESULTS / "quick" if quick else RESULTS  # quick runs stay out of the index
+        here = results_dir("rag")
+        folder = here / "quick" if quick else here  # quick runs stay out of the index
         folder.mkdir(parents=True, exist_ok=True)
         plots(data, folder / "rag")
         (folder / "rag.json").write_text(json.dumps(strip_records(data), indent=1, default=str))

@@ -25,8 +25,8 @@ def markdown(data: dict[str, Any], command: str) -> str:
     lines += [
         "",
         (
-            "Plots: `bench/results/rag_latency.png`, `rag_breakdown.png`, `rag_critical_path.png`, "
-            "`rag_ablation.png`; raw per-query traces in `bench/results/rag.json` (not committed: the "
+            "Plots: `bench/results/rag/rag_latency.png`, `rag_breakdown.png`, `rag_critical_path.png`, "
+            "`rag_ablation.png`; raw per-query traces in `bench/results/rag/rag.json` (not committed: the "
             "command regenerates it)."
         ),
     ]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.lib.quality import contains, token_f1, wilson
-from bench.lib.results import RESULTS, write_results
+from bench.lib.results import results_dir, write_results
 from bench.lib.tables import num, table
 from bench.studies.rag.doc_qa_quality import held_out_queries
 
@@ -148,7 +148,7 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
     fns = rules(tokenizer)
     samples = {}
     for label, name in (("dev", a.dev), ("held-out", a.held_out)):
-        path = Path(name) if Path(name).exists() else RESULTS / f"{name}.json"
+        path = Path(name) if Path(name).exists() else results_dir("rag") / f"{name}.json"
         if not path.exists():
             print(
                 f"bench.studies.rag.stop_rules: no results file {path}; run python -m bench doc_qa_quality first",
@@ -157,5 +157,5 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
             return 2
         samples[f"{label} ({path.stem})"] = evaluate(json.loads(path.read_text()), fns, tokenizer)
     data = {"command": " ".join(["python -m bench stop_rules", *(argv)]).strip(), "samples": samples}
-    write_results(a.out, data, markdown(data))
+    write_results(a.out, data, markdown(data), subject="rag")
     return 0

@@ -11,7 +11,7 @@ package (these add up to the profiled total; the profiler's own cost inflates th
 the plain CPU column for the size and the profile for the shares).
 
 Run: python -m bench client_cpu [--workloads tool_agent,advanced_rag/small] [--queries N]
-[--systems teola,LangGraph,LlamaIndex] [--top K] [--out NAME]. Writes bench/results/client_cpu.{json,md}.
+[--systems teola,LangGraph,LlamaIndex] [--top K] [--out NAME]. Writes bench/results/remote/client_cpu.{json,md}.
 """
 
 from __future__ import annotations
@@ -266,5 +266,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         ),
     )
     data = {"command": command, "commit": machine()["commit"], "results": results}
-    write_results(args.out, data, markdown(data))
+    write_results(args.out, data, markdown(data), subject="remote")
     return 0

@@ -18,8 +18,8 @@ bench/studies/remote/deploy_report.py computes the ratios (baseline mean / teola
 over queries, the per-stage busy time and the equal-work checks.
 
 Run: python -m bench deploy [--quick] [--workloads W,...] [--profile P] [--trials N] [--alone N]
-[--queries N] [--fractions F,...]. Writes bench/results/deploy_<profile>.{json,md}
-(--quick: bench/results/quick/; --out NAME to name them).
+[--queries N] [--fractions F,...]. Writes bench/results/remote/deploy_<profile>.{json,md}
+(--quick: bench/results/remote/quick/; --out NAME to name them).
 """
 
 from __future__ import annotations
@@ -346,14 +346,15 @@ def settings_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setti
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Runs `python -m bench deploy` (argv: the options given, for its page)."""
-    from bench.lib.results import RESULTS, machine
+    from bench.lib.results import machine, results_dir
     from bench.studies.remote.deploy_report import markdown
 
     s = settings_from(args, p)
     out = args.out or "deploy_" + s.profile.replace(".", "_").replace("-", "_")
     if not out.replace("_", "").isalnum():
         p.error(f"--out must be a plain name (letters, digits, _), got {out!r}")
-    folder = RESULTS / "quick" if args.quick else RESULTS
+    here = results_dir("remote")
+    folder = here / "quick" if args.quick else here
     folder.mkdir(parents=True, exist_ok=True)
     facts = {
         "machine": machine(),

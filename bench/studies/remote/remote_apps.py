@@ -30,7 +30,7 @@ search / tool calls per query, per-op time, teola's actual / critical-path bound
 
 Run: python -m bench remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1,R2,...]
 --quick: one rate, 4 queries, 1 trial, 1 query alone per system (CI-sized). Writes
-bench/results/remote_apps.{json,md} (--quick: bench/results/quick/).
+bench/results/remote/remote_apps.{json,md} (--quick: bench/results/remote/quick/).
 """
 
 from __future__ import annotations
@@ -261,12 +261,13 @@ async def _main(
     data.update(startup_seconds=startup, quick=quick)
     if write:
         from bench.lib.plots import write_load_plot
-        from bench.lib.results import RESULTS, machine
+        from bench.lib.results import machine, results_dir
         from bench.studies.remote.remote_apps_report import markdown
 
         data["machine"] = machine()
         md = markdown(data, command)
-        folder = RESULTS / "quick" if quick else RESULTS
+        here = results_dir("remote")
+        folder = here / "quick" if quick else here
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{out}.json").write_text(json.dumps(without_keys(data, "parents"), indent=1, default=str))
         (folder / f"{out}.md").write_text(md.rstrip() + "\n")
@@ -309,7 +310,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out",
         default="remote_apps",
-        help="results name: bench/results/<out>.md/.json (default remote_apps)",
+        help="results name: bench/results/remote/<out>.md/.json (default remote_apps)",
     )
 
 

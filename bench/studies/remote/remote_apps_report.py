@@ -1,4 +1,4 @@
-"""The study page of bench.studies.remote.remote_apps (results dict -> the markdown of bench/results/<out>.md)."""
+"""The study page of bench.studies.remote.remote_apps (results dict -> the markdown of bench/results/remote/<out>.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Which per-iteration LLM cost form do the measured decode steps support? (issue 17; analysis only)
 
 Offline, no engine: the profiles `teola profile` measured with streamed decode steps
-(bench/results/*_profile.json) are refitted under other forms of the decode part of an iteration
+(bench/results/sim/*_profile.json) are refitted under other forms of the decode part of an iteration
 of B sequences over C context tokens:
   linear   decode_seq * B + context_token * C            (engines/sim/cost.py today)
   concave  decode_seq * B**alpha                         (alpha 0.3..1 on a grid: GEMM efficiency grows with B)
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.lib.results import RESULTS, write_results
+from bench.lib.results import results_dir, write_results
 from bench.lib.tables import num, pct, table
 from engines.sim.cost import IterationCost
 from engines.sim.llm import SimLLM
@@ -277,7 +277,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> None:
     """Run the study (`python -m bench cost_forms`): offline, on the stored profiles."""
-    profiles = {p: json.loads((RESULTS / f"{p}_profile.json").read_text()) for p in PROFILES}
+    profiles = {p: json.loads((results_dir("sim") / f"{p}_profile.json").read_text()) for p in PROFILES}
     samples = {p: replay(d) for p, d in profiles.items()}
     res = {
         (f, h): {held: {p: evaluate(samples[p], f, h, held) for p in PROFILES} for held in (False, True)}
@@ -306,4 +306,4 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         ],
         "replicate_ceiling": [round(e, 4) for e in ceiling],
     }
-    write_results("cost_forms", data, markdown(res, ceiling, old))
+    write_results("cost_forms", data, markdown(res, ceiling, old), subject="sim")

@@ -3,7 +3,7 @@ same model and GPU: each published workload (requests all present at the start, 
 output lengths the source states) run by the simulator's iteration-level replica (teola/sim/replica.py) on the matching
 profile of engines/profiles/, the error in percent, and where the simulated time goes.
 
-    python -m bench gpu_profile_validation [--out bench/results/gpu_profile_validation.md]
+    python -m bench gpu_profile_validation [--out bench/results/sim/gpu_profile_validation.md]
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.lib.results import RESULTS
+from bench.lib.results import results_dir
 from bench.studies.sim.gpu_figures import PARTS, PUBLISHED, Published
 from bench.studies.sim.gpu_profile_validation_page import page
 from engines.sim.cost import IterationCost
 from engines.sim.profile import load_profile
 from teola.sim.replica import SimRequest, simulate_replica
 
-OUT = RESULTS / "gpu_profile_validation.md"
+OUT = results_dir("sim") / "gpu_profile_validation.md"
 
 
 def _profile(name: str) -> tuple[IterationCost, float, int]:

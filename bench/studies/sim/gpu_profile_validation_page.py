@@ -1,4 +1,4 @@
-"""The page of the GPU profile validation (bench/results/gpu_profile_validation.md): the figures' table
+"""The page of the GPU profile validation (bench/results/sim/gpu_profile_validation.md): the figures' table
 with each simulated part's share of the time, where a figure beyond the threshold differs, the reading
 and the sources; rendered from the rows bench/studies/sim/gpu_profile_validation.py simulates."""
 

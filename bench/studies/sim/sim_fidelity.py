@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.lib.results import RESULTS, write_results
+from bench.lib.results import results_dir, write_results
 from bench.lib.workloads import app_query, doc_qa_queries, poisson_arrivals
 from bench.studies.rag.rag_setup import RATES, SYSTEMS, make_apps, reset_prefix_cache
 from bench.studies.sim.replay_lengths import (
@@ -70,12 +70,14 @@ async def fresh_profile(
     app: Any, out: str, tag: str, quick: bool = False, repeats: int = 1
 ) -> dict[str, Any]:
     """`teola profile`'s measurements on an app already started (the engines the run then uses),
-    kept as bench/results/<out>_profile.json; `repeats` timings of each LLM decoding batch."""
+    kept as bench/results/sim/<out>_profile.json; `repeats` timings of each LLM decoding batch."""
     from teola.sim.profiler import profile_started
 
     say = lambda m: print(f"[{tag}] profile: {m}", file=sys.stderr, flush=True)
     profile = await profile_started(app, "fresh", say, queries=0, quick=quick, repeats=repeats)
-    (RESULTS / f"{out}_profile.json").write_text(json.dumps(profile, indent=1) + "\n", encoding="utf-8")
+    (results_dir("sim") / f"{out}_profile.json").write_text(
+        json.dumps(profile, indent=1) + "\n", encoding="utf-8"
+    )
     return profile
 
 
@@ -211,7 +213,7 @@ def real_phase(args: argparse.Namespace, names: tuple[str, ...], plan: dict[str,
         "prompts": side["prompts"],
         "profile_path": args.profile
         if not fresh
-        else f"bench/results/{args.out}_profile.json, measured in this run before the real traces",
+        else f"bench/results/sim/{args.out}_profile.json, measured in this run before the real traces",
         "seed": args.seed,
         "n": len(next(iter(real.values()))),
         "n_cal": n_cal,
@@ -269,7 +271,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--resim",
         action="store_true",
-        help="no engines: simulate again the real run stored in bench/results/<out>.json (with its "
+        help="no engines: simulate again the real run stored in bench/results/sim/<out>.json (with its "
         "queries per trace; --n is ignored)",
     )
     p.add_argument(
@@ -288,7 +290,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     names = ("naive_rag",) if args.quick else ("naive_rag", "advanced_rag")
     systems = ("teola",) if args.quick else FIDELITY_SYSTEMS
     n = 2 if args.quick else args.n
-    results = RESULTS
+    results = results_dir("sim")
     if args.resim:
         data = json.loads((results / f"{args.out}.json").read_text(encoding="utf-8"))
         n = int(data["n"])  # the stored run's queries per trace, whatever --n says
@@ -332,5 +334,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data["iterations"] = iteration_check(profile)
     data["step_bound"] = step_bound(profile)
     data["probe_reference"] = profile_step(profile)
-    write_results(args.out, data, markdown(data, command))
+    write_results(args.out, data, markdown(data, command), subject="sim")
     return 0

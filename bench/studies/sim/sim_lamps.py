@@ -10,7 +10,7 @@ set-up), measured at steady state.
 Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fcfs` policies, admission
 control) drives one simulated vLLM instance (engines/sim/llm.py, which enforces each pause handling:
 engines/sim/admission.py) in virtual time on a derived GPU profile; the simulator's measured error on
-this machine is in bench/results/sim_fidelity_probe.md.
+this machine is in bench/results/sim/sim_fidelity_probe.md.
 
 Requests: each is one LLM call that pauses for its API k times and continues in the same context
 (Program-style segments sharing a kv_key). API types and their durations (mean, std seconds) and
@@ -254,7 +254,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
         default="a100-llama2-7b-measured",
-        help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)",
+        help="simulation profile (default: built from measured A100 operators, bench/results/sim/gpu_profiles.md)",
     )
     p.add_argument(
         "--rates", default=DEFAULT_RATES, help=f"arrival rates per mix, req/s (default {DEFAULT_RATES})"
@@ -302,7 +302,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="SJF and LAMPS get lengths with the error of a measured predictor: each segment's length "
         "times a predicted/actual ratio drawn from the held-out rows of this bench.studies.programs.length_predictor "
-        "result (e.g. bench/results/length_predictor.json); default: the true lengths (an oracle)",
+        "result (e.g. bench/results/programs/length_predictor.json); default: the true lengths (an oracle)",
     )
     p.add_argument("--out", default="sim_lamps")
 
@@ -355,5 +355,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         for r in rows:
             r["load"].pop("waiting_series")
     page = markdown(data, args.max_seqs, OVERLOAD)
-    write_results(args.out, data, page if args.sweep else page + "\n" + reading(data) + "\n")
+    write_results(args.out, data, page if args.sweep else page + "\n" + reading(data) + "\n", subject="sim")
     return 0

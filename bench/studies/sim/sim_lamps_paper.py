@@ -250,7 +250,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     data["wall_s"] = time.perf_counter() - t0
     data["nice"] = os.nice(0)
     data["command"] = "python -m bench sim_lamps_paper " + shlex.join(argv)
-    write_results(args.out, data, markdown(data))
+    write_results(args.out, data, markdown(data), subject="sim")
     return 0
 
 

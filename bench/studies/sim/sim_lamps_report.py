@@ -249,7 +249,7 @@ def markdown(data: dict[str, Any], cap: int, overload: int) -> str:
         f"{data['cooldown']:g} s of cool-down (simulated time); only requests arriving in the measured window "
         "count; ± is the 95% interval from 10 batch means (bench/studies/sim/sim_lamps_report.py). Workload and assumptions: "
         "bench/studies/sim/sim_lamps.py's docstring (INFERCEPT / ToolBench API mixes from LAMPS Table 2; segment lengths "
-        "assumed). The simulator's error on this machine: bench/results/sim_fidelity_probe.md.",
+        "assumed). The simulator's error on this machine: bench/results/sim/sim_fidelity_probe.md.",
         "",
     ]
     if not sweep:

@@ -6,7 +6,7 @@
 Every number here is simulated: teola's unchanged runtime (passes, graph and engine schedulers,
 policies) on simulated engines in virtual time, with a profile derived from published GPU and model
 figures (engines/profiles/<profile>.json says where each number comes from); none is measured.
-The simulator's own measured error on this machine is in bench/results/sim_fidelity_probe.md.
+The simulator's own measured error on this machine is in bench/results/sim/sim_fidelity_probe.md.
 
 1. Latency vs rate (Fig. 8): naive RAG, advanced RAG and search-augmented generation; teola vs
    LlamaDist / LlamaDistPC with per-invocation (PO) and throughput-oriented (TO) batching; the
@@ -165,7 +165,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
         default="a100-llama2-7b-measured",
-        help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)",
+        help="simulation profile (default: built from measured A100 operators, bench/results/sim/gpu_profiles.md)",
     )
     p.add_argument("--queries", type=int, default=200, help="queries per point (default 200)")
     p.add_argument("--quick", action="store_true", help="naive RAG, 2 systems, 40 queries, scale-out to 4")
@@ -208,11 +208,11 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     }
     data["wall_s"] = time.perf_counter() - t0
     data["command"] = "python -m bench sim_paper " + " ".join(argv)
-    write_results(out, data, markdown(data))
-    from bench.lib.results import RESULTS
+    write_results(out, data, markdown(data), subject="sim")
+    from bench.lib.results import results_dir
     from bench.studies.sim.sim_paper_plots import plots
 
-    for path in plots(data, RESULTS / out):
+    for path in plots(data, results_dir("sim") / out):
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -225,5 +225,5 @@ def _fig8(args: argparse.Namespace, argv: list[str]) -> int:
     data = study(8 if args.quick else args.queries, args.quick)
     data["wall_s"] = time.perf_counter() - t0
     data["command"] = "python -m bench sim_paper " + " ".join(argv)
-    write_results(args.out or "sim_teola_paper", slim(data), report(data))
+    write_results(args.out or "sim_teola_paper", slim(data), report(data), subject="sim")
     return 0

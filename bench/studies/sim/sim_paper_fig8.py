@@ -1,5 +1,5 @@
 """SIMULATED: Teola's Fig. 8 document-QA rows at the paper's set-up, as far as the simulator allows,
-with the mechanism analysis (bench/results/sim_teola_paper.md).
+with the mechanism analysis (bench/results/sim/sim_teola_paper.md).
 
     python -m bench sim_paper --fig8 [--queries 200] [--quick]
 

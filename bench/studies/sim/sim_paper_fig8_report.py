@@ -9,10 +9,10 @@ from bench.lib.tables import num, pct, table
 FIDELITY = (
     "The simulator's measured error: against the real CPU engines of this machine, 12 of 12 points "
     "within 15% of measured mean latency with real output lengths (mean 4%) and with sampled lengths "
-    "(mean 9%) on its newest run (bench/results/sim_fidelity_probe.md; over seven runs 6-12 of 12). The GPU "
+    "(mean 9%) on its newest run (bench/results/sim/sim_fidelity_probe.md; over seven runs 6-12 of 12). The GPU "
     "profiles themselves were never run against a real GPU here: the 7B one is built from Vidur's measured "
     "A100 operators (its LLM iteration is 1-40% below the datasheet-derived one: "
-    "bench/results/gpu_profiles.md), the 13B one and every non-LLM engine are derived."
+    "bench/results/sim/gpu_profiles.md), the 13B one and every non-LLM engine are derived."
 )
 
 

@@ -1,4 +1,4 @@
-"""PNG plots of bench/results/sim_paper.json (SIMULATED): latency vs rate per app and system, and
+"""PNG plots of bench/results/sim/sim_paper.json (SIMULATED): latency vs rate per app and system, and
 throughput / p99 latency against LLM instances. `python -m bench sim_paper`
 writes them next to its tables; `python -m bench sim_paper_plots [results/NAME.json]`
 redraws them from a result file."""
@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bench.lib.results import RESULTS
+from bench.lib.results import results_dir
 
 
 def plots(data: dict[str, Any], prefix: Path) -> list[Path]:
@@ -76,13 +76,13 @@ def _save(fig: Any, prefix: Path, what: str) -> Path:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `python -m bench sim_paper_plots`."""
     p.add_argument(
-        "source", nargs="?", default=None, help="a result file (default bench/results/sim_paper.json)"
+        "source", nargs="?", default=None, help="a result file (default bench/results/sim/sim_paper.json)"
     )
 
 
 def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) -> int:
     """Redraw the plots of a sim_paper result file."""
-    source = Path(args.source) if args.source else RESULTS / "sim_paper.json"
+    source = Path(args.source) if args.source else results_dir("sim") / "sim_paper.json"
     for path in plots(json.loads(source.read_text()), source.with_suffix("")):
         print(f"wrote {path}")
     return 0

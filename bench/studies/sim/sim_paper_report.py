@@ -45,7 +45,7 @@ def report(data: dict[str, Any]) -> str:
         "",
         f"**Simulated, not measured.** Profile `{data['profile']}` ({_provenance(data['profile'])}; "
         "its file lists the source of every number; no output-length samples, so every LLM call decodes its "
-        "max_tokens). The simulator's measured error on this machine: bench/results/sim_fidelity_probe.md. "
+        "max_tokens). The simulator's measured error on this machine: bench/results/sim/sim_fidelity_probe.md. "
         f"Command: `{data['command']}` ({data['wall_s']:.0f} s wall). {data['queries']} queries per point; "
         "rates are fractions of each app's simulated teola capacity. " + DOCS_NOTE[docs],
         "",
@@ -144,7 +144,7 @@ def scale_out_lines(so: dict[str, Any]) -> list[str]:
     ]
     lines += [
         "",
-        "Plots (bench/studies/sim/sim_paper_plots.py): `bench/results/sim_paper_latency.png` (latency vs rate per app and "
-        "system), `bench/results/sim_paper_scale_out.png`.",
+        "Plots (bench/studies/sim/sim_paper_plots.py): `bench/results/sim/sim_paper_latency.png` (latency vs rate per app and "
+        "system), `bench/results/sim/sim_paper_scale_out.png`.",
     ]
     return lines

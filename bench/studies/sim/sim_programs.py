@@ -5,7 +5,7 @@
 Every number here is simulated: teola's runtime (program policies, the preemptor that aborts and
 resumes calls, balancers) drives simulated vLLM instances (engines/sim/llm.py) in virtual time; the
 profile is derived from published figures (engines/profiles/<profile>.json), not measured. The
-simulator's measured error on this machine is in bench/results/sim_fidelity_probe.md.
+simulator's measured error on this machine is in bench/results/sim/sim_fidelity_probe.md.
 
 Workloads at Autellix's shapes (teola/sim/program_workloads.py generators, Poisson arrivals, seed 1): chat
 (single-threaded, long-tailed calls per program, output mean 60 / max 400 tokens; a call keeps the
@@ -206,7 +206,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
         default="a100-llama2-7b-measured",
-        help="simulation profile (default: built from measured A100 operators, bench/results/gpu_profiles.md)",
+        help="simulation profile (default: built from measured A100 operators, bench/results/sim/gpu_profiles.md)",
     )
     p.add_argument("--programs", type=int, default=300)
     p.add_argument(
@@ -302,5 +302,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         "wall_s": time.perf_counter() - t0,
         "command": "python -m bench sim_programs " + " ".join(argv),
     }
-    write_results(args.out, data, markdown(data))
+    write_results(args.out, data, markdown(data), subject="sim")
     return 0

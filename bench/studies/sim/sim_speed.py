@@ -91,5 +91,5 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         p.error("--queries and --instances must be >= 1")
     command = "python -m bench sim_speed " + " ".join(argv)
     d = measure(args.queries, args.instances)
-    write_results("sim_speed", d, markdown(d, command.strip()))
+    write_results("sim_speed", d, markdown(d, command.strip()), subject="sim")
     return 0

@@ -9,7 +9,7 @@ latency read across it.
     python -m bench sim_steady --quick          # a smoke run: ShareGPT, two loads, short trace
 
 Every number is simulated (teola's runtime driving the simulated vLLM in virtual time; the simulator's
-measured error: bench/results/sim_fidelity_probe.md). The engines, systems and workloads are those of
+measured error: bench/results/sim/sim_fidelity_probe.md). The engines, systems and workloads are those of
 bench/studies/sim/sim_autellix.py (S10) and bench/studies/sim/sim_lamps_paper.py (S9, lengths as
 assumed there, not scaled); the rules (trace length, measured window, steady-state test, the knee,
 throughput at equal latency) are bench/studies/sim/steady_state.py's. Per workload:
@@ -38,7 +38,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
-from bench.lib.results import RESULTS, write_results
+from bench.lib.results import results_dir, write_results
 from bench.studies.sim.sim_steady_lamps import lamps_point
 from bench.studies.sim.sim_steady_setup import (
     AUTELLIX_MIN_WINDOW,
@@ -219,7 +219,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="comma-separated loads to run instead of the whole grid (S10: x the capacity estimate, "
         "e.g. 1.0,1.25; S9: req/s): one point per system and load, the rest of the rules unchanged",
     )
-    p.add_argument("--render", action="store_true", help="rewrite the page from bench/results/<out>.json")
+    p.add_argument("--render", action="store_true", help="rewrite the page from bench/results/sim/<out>.json")
     p.add_argument(
         "--cached-only",
         action="store_true",
@@ -259,9 +259,9 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     spec = STUDIES[args.study]
     out = args.out or spec["out"]
     if args.render:
-        data = json.loads((RESULTS / f"{out}.json").read_text())
+        data = json.loads((results_dir("sim") / f"{out}.json").read_text())
         data.pop("machine", None)
-        write_results(out, data, markdown(data))
+        write_results(out, data, markdown(data), subject="sim")
         return 0
     kinds = (
         ["sharegpt"]
@@ -299,8 +299,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         data["workloads"][k] = w
         data["wall_s"] = time.perf_counter() - t0
         name = f"quick/{out}" if args.quick else out
-        (RESULTS / "quick").mkdir(parents=True, exist_ok=True)
-        write_results(name, data, markdown(data))  # after each workload: a stopped run keeps what finished
+        # after each workload: a stopped run keeps what finished
+        write_results(name, data, markdown(data), subject="sim")
     return 0
 
 

@@ -8,7 +8,7 @@ import math
 import re
 from typing import Any
 
-from bench.lib.results import RESULTS
+from bench.lib.results import results_dir
 from bench.lib.tables import table
 
 TITLE = {
@@ -23,8 +23,8 @@ GOAL = {
 
 
 def fidelity() -> str:
-    """The simulator's measured error, read from bench/results/sim_fidelity_probe.md."""
-    path = RESULTS / "sim_fidelity_probe.md"
+    """The simulator's measured error, read from bench/results/sim/sim_fidelity_probe.md."""
+    path = results_dir("sim") / "sim_fidelity_probe.md"
     text = path.read_text() if path.exists() else ""
     m = re.search(r"Mean absolute error (\d+)%, (\d+) of (\d+) points within (\d+)%", text)
     if not m:

@@ -273,6 +273,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         "wall_s": time.perf_counter() - t0,
         "command": "python -m bench sim_trace_diff " + " ".join(argv),
     }
-    write_results(args.out, data, markdown(data))
+    write_results(args.out, data, markdown(data), subject="sim")
     print(markdown(data))
     return 0

@@ -1,7 +1,7 @@
 """The machine's speed during a benchmark against the profile it is simulated with: a reference LLM
 decode batch, one of the profile's own shapes (PROBE: 4 prompts of 30 words, each decoding 40
 tokens), timed by its streamed iteration before and after each real trace. On a shared VM the speed
-moves between a profile and the traces measured minutes later (bench/results/sim_fidelity_retime.md);
+moves between a profile and the traces measured minutes later (bench/results/sim/sim_fidelity_retime.md);
 the probe tells that drift from the simulator's own error. It reports; it never rescales the model."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The shape of a vLLM decode step against batch size, replicated (issue 17).
 
 `teola profile` times each decode batch shape once or a few times in a fixed order, and
-bench/results/sim_fidelity_each.md found a batch-4 step shorter than a batch-1 step; cost_forms.md
+bench/results/sim/sim_fidelity_each.md found a batch-4 step shorter than a batch-1 step; cost_forms.md
 found the profiler's replicates of one shape up to 30% apart. Noise or the engine's real shape?
 This script times decode steps the way the profiler does (a streamed batch with progress events;
 `teola.sim.fit.steady_steps`: the median gap while every request decodes) for each batch size,
@@ -224,5 +224,5 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
             ("--outs", a.outs if a.outs != "40,120" else None),
         ),
     )
-    write_results(a.out, data, markdown(data, command))
+    write_results(a.out, data, markdown(data, command), subject="sim")
     return 0
