@@ -61,6 +61,7 @@ async def _stream(keepalive: float) -> str:
     return r.text
 
 
+@pytest.mark.wall_clock  # counts comments sent every 50 ms during a 0.4 s silence
 async def test_an_idle_stream_sends_keep_alive_comments_that_the_client_skips():
     text = await _stream(0.05)
     blocks = text.strip().split("\n\n")
