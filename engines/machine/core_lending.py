@@ -5,7 +5,7 @@ cores 1..C-1, the sentence-transformers models on core 0). An engine that has wo
 other sharing engine is idle borrows all the cores; as soon as another has work too, each computes
 on its home cores again. One query alone thus runs each of its steps on the whole machine, and
 under load the engines keep the split that measured best for concurrent work
-(bench/results/core_lending.md).
+(bench/results/rag/core_lending.md).
 """
 
 from __future__ import annotations

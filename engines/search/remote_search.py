@@ -21,7 +21,7 @@ API key), retries (2; 0: never), max_retry_wait (5 s), max_batch (1), max_effici
 The API takes one query per call, so a batch would only make its calls wait for the slowest of them
 (web-search latency is heavy-tailed): by default each search is its own batch, and up to 64 run
 at once (EngineProfile.max_inflight), so each query's results come back when its own call does
-(measured: bench/results/sweep_mi4_sb1.md vs sweep_mi4_sb64.md, 0.80 vs 1.12 s of search per query
+(measured: bench/results/remote/sweep_mi4_sb1.md vs sweep_mi4_sb64.md, 0.80 vs 1.12 s of search per query
 at 8 q/s).
 """
 

@@ -10,8 +10,9 @@ over its cores. Three layers, each overriding the one before:
      CPU_EMBED_BATCH (8) chunks. Those are the engines' home cores: with `share_cores` an engine that
      has work while the others idle computes on all the cores (engines/machine/core_lending.py), so one
      query alone runs each step on the whole machine. Measured against vLLM's default layout in
-     bench/results/engine_settings.md, against larger batches in bench/results/embed_batch.md, and
-     with and without lending in bench/results/core_lending.md;
+     bench/results/overheads/engine_settings.md, against larger batches in
+     bench/results/overheads/embed_batch.md, and with and without lending in
+     bench/results/rag/core_lending.md;
   2. tuned values from `teola tune` (`tuned_settings`: `<cache>/engine-settings.json`, by engine kind;
      with the sentence-transformers engines' max efficient batch, the knee of their measured
      latency curve);
@@ -42,7 +43,7 @@ TUNED_FILE = "engine-settings.json"
 # The embedder's max efficient batch on a CPU: on the apps' 256-token chunks one thread embeds
 # ~14 chunks/s at any batch from 1 to 16 and 9% fewer at 32, the engine's own default (sized for
 # GPUs); 8 keeps the full rate with few primitives per document and lets a reranking or a question's
-# embedding slip in between another query's batches (bench/results/embed_batch.md, doc_qa_large_eb8)
+# embedding slip in between another query's batches (bench/results/overheads/embed_batch.md, doc_qa_large_eb8)
 CPU_EMBED_BATCH = 8
 
 

@@ -51,7 +51,7 @@ def app_chunks(n: int, chunk_size: int = 256) -> list[str]:
     teola.compile.chunking counts them; consecutive windows, no overlap) cut from the shipped NarrativeQA
     story summaries: what indexing embeds. The batch curves (probe 3) use them because the curve's
     shape depends on text length: on ~20-token sentences batching pays up to batch 16, on 256-token
-    chunks not at all on a CPU (bench/results/embed_batch.md)."""
+    chunks not at all on a CPU (bench/results/overheads/embed_batch.md)."""
     from engines.assets.corpora import load_narrativeqa
 
     out: list[str] = []

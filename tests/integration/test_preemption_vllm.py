@@ -2,9 +2,9 @@
 vLLM, resume as prompt + decoded token ids) keeps every token it decoded before the preemption and
 decodes the rest from there. vLLM on CPU recomputes the re-sent tail with prefill kernels, whose
 rounding differs from decode's, so a near-tie can flip later on: `python -m bench.kv_studies --study
-resume_fidelity` measures how often (bench/results/resume_fidelity.md); the tests assert that any difference
-starts only after a resume point, and that over 10 resumed calls at least one reproduces the uninterrupted
-output (bound justified below)."""
+resume_fidelity` measures how often (bench/results/kv/resume_fidelity.md); the tests assert that any
+difference starts only after a resume point, and that over 10 resumed calls at least one reproduces the
+uninterrupted output (bound justified below)."""
 
 import asyncio
 import random

@@ -28,7 +28,7 @@ TOOL_ANSWER = "Answer the question using the tool results."
 # Synthesis prompts are one user turn: the context between rule lines, then the instruction, the
 # question and an "Answer:" cue, where a small model looks for what to answer. Chosen by measurement
 # with SmolLM2-135M on the chunks the two RAG pipelines retrieve for 100 NarrativeQA questions
-# (`python -m bench prompts --contexts ...`; bench/results/prompts_retrieved.md:
+# (`python -m bench prompts --contexts ...`; bench/results/rag/prompts_retrieved.md:
 # teola's chunks, prompts_li_adv2.md: LlamaIndex's): the gold answer is in 22 and 23 of 100 replies at 34 and
 # 32 decode tokens, vs 16 and 15 at 23 and 25 tokens for the earlier layout (instruction as the system
 # turn, labelled context, "Answer in one short sentence"); LlamaIndex's chat QA messages: 26 of 100

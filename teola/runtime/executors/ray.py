@@ -76,7 +76,7 @@ class RayExecutor:
 
     data_path: how intermediate outputs travel between primitives. "driver" (default): every
     result comes back to the driver, which puts it into the consumer's requests (what the
-    in-process executor does; on one machine it measured faster, bench/results/ray.md). "refs": an
+    in-process executor does; on one machine it measured faster, bench/results/overheads/ray.md). "refs": an
     output read only by primitives on engine actors (embedding vectors feeding ingestion and search) stays
     in Ray's object store (a return value of the producing task, owned by the driver, never fetched
     by it); the consumer's actor fetches the value from the producer's node. Outputs the driver reads itself

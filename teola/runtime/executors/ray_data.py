@@ -24,7 +24,7 @@ from typing import Any
 KEEP = "keep_remote"  # request flag: this request's result may stay in the object store
 # Below Ray's own inline limit for task results (100 KiB) a result rides in the actor's reply, which
 # costs less than a put plus a fetch by the consumer (`python -m bench ray_overhead`,
-# bench/results/ray.md); above it, it goes through the object store anyway, and keeping it there
+# bench/results/overheads/ray.md); above it, it goes through the object store anyway, and keeping it there
 # saves the trip to the driver and back.
 MIN_REF_BYTES = 100 * 1024
 
