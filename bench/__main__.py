@@ -11,7 +11,10 @@ from typing import Any
 
 import bench.lib.catalog as catalog
 
-USAGE = "python -m bench STUDY [options] | python -m bench STUDY --help | python -m bench list [--markdown] | python -m bench report"
+USAGE = (
+    "python -m bench STUDY [options] | python -m bench STUDY --help | python -m bench list [--markdown] | "
+    "python -m bench report"
+)
 
 
 def run(name: str, argv: list[str]) -> Any:

@@ -1,6 +1,6 @@
-"""The engine adapters of the LlamaIndex baseline (bench/baselines/llamaindex_rag.py): LlamaIndex's own interfaces
-over the SAME engine adapter instances teola drives, one engine call each. `EngineLLM` (a `CustomLLM`;
-one chat or completion = one "decoding" request, system message -> the "system" prompt part, user
+"""The engine adapters of the LlamaIndex baseline (bench/baselines/llamaindex_rag.py): LlamaIndex's own
+interfaces over the SAME engine adapter instances teola drives, one engine call each. `EngineLLM` (a
+`CustomLLM`; one chat or completion = one "decoding" request, system message -> the "system" prompt part, user
 messages -> "user" parts), `EngineEmbedding` (a `BaseEmbedding`), `EngineVectorStore` (a
 `BasePydanticVectorStore` over the pgvector adapter's "ingestion"/"searching" ops, one namespace per
 query), `EngineReranker` (a `BaseNodePostprocessor`) and `ExpandedQueryRetriever` (LlamaIndex's
@@ -335,8 +335,8 @@ class EngineReranker(BaseNodePostprocessor):
 
 class ExpandedQueryRetriever(QueryFusionRetriever):
     """LlamaIndex's fusion retriever with the query generation awaited: one LLM call writes
-    `num_queries` search queries with the teola expansion prompt; each, and the question itself, is retrieved concurrently by
-    the wrapped retrievers and the results are fused (LlamaIndex's own code for both)."""
+    `num_queries` search queries with the teola expansion prompt; each, and the question itself, is retrieved
+    concurrently by the wrapped retrievers and the results are fused (LlamaIndex's own code for both)."""
 
     def __init__(
         self,

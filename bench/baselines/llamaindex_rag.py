@@ -29,12 +29,12 @@ queries (as the library and teola do), with the library's fusion.
 Mapping of the teola templates: chunk_size / chunk_overlap -> SentenceSplitter (sizes counted in the
 tokens teola's chunker counts: the embedding model's tokenizer, `teola.compile.chunk_tokenizer`, so
 both split documents alike; the library's own default would be tiktoken's gpt-3.5 encoding);
-search top_k -> similarity_top_k per query; rerank top_n -> the postprocessor; synthesis mode compact / refine / tree -> response_mode compact / refine / tree_summarize (LlamaIndex
-packs chunks to fill the context window, so 3 short chunks take one call where teola's tree makes a
-leaf call per chunk plus a merge); max_tokens per call as the templates set. Nothing here opens a
-network connection: the tokenizer is the model's local one and the NLTK data LlamaIndex needs is in
-its package (`llama_index/core/_static`); `Settings.llm`/`embed_model`/`tokenizer` are set to the
-objects here so no default (OpenAI) is ever resolved.
+search top_k -> similarity_top_k per query; rerank top_n -> the postprocessor; synthesis mode compact / refine
+/ tree -> response_mode compact / refine / tree_summarize (LlamaIndex packs chunks to fill the context window,
+so 3 short chunks take one call where teola's tree makes a leaf call per chunk plus a merge); max_tokens per
+call as the templates set. Nothing here opens a network connection: the tokenizer is the model's local one and
+the NLTK data LlamaIndex needs is in its package (`llama_index/core/_static`);
+`Settings.llm`/`embed_model`/`tokenizer` are set to the objects here so no default (OpenAI) is ever resolved.
 
 Only the async API is supported (`aquery`, `achat`, ...): the adapters live on the caller's event loop
 (the synchronous methods raise, except the reranker's, which calls the adapter's blocking `score`).

@@ -1,5 +1,5 @@
-"""Latency against offered load: one PNG beside a study page, `bench/results/<subject>/<name>_vs_load.png`, drawn
-from the page's JSON. The study's own page writer calls `write_load_plot`, so the command that writes a
+"""Latency against offered load: one PNG beside a study page, `bench/results/<subject>/<name>_vs_load.png`,
+drawn from the page's JSON. The study's own page writer calls `write_load_plot`, so the command that writes a
 page also draws its plot; `python -m bench report --plots [NAME ...]` redraws them from the committed JSON
 without rerunning anything.
 

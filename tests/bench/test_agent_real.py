@@ -1,5 +1,5 @@
-"""bench.studies.programs.agent_real's accounting (no engines: the run itself is a benchmark): which tools a call
-asked for, how they are grouped, and the pairing of questions that did the same work."""
+"""bench.studies.programs.agent_real's accounting (no engines: the run itself is a benchmark): which tools a
+call asked for, how they are grouped, and the pairing of questions that did the same work."""
 
 from __future__ import annotations
 

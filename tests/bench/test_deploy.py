@@ -1,5 +1,5 @@
-"""The deployment study (bench/studies/remote/deploy.py): its statistics and prompt layout without engines, and a
-quick run on real engines against emulated GPU servers checking equal work across the systems."""
+"""The deployment study (bench/studies/remote/deploy.py): its statistics and prompt layout without engines,
+and a quick run on real engines against emulated GPU servers checking equal work across the systems."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ return a.text
 # gate decode_pipelining query_expansion.expand.decode: pipelined, predicted gain +1680 ms (fitted at start)
 # gate prefill_split synthesis.call0.prefill: kept whole, predicted gain -61 ms (cpu-smollm2-135m)
 # gate decode_pipelining plan.call.decode: kept whole, predicted gain +0 ms (t); no costs for tools.call
-# gate prefill_split answer.call.prefill: kept whole, costs not used (fitted at start, fit error 15% over 10%)"""
+# gate prefill_split answer.call.prefill: kept whole, costs not used (fitted at start, fit error 15% \
+over 10%)"""
 
 
 def test_gate_lines_are_read_back_per_pass():

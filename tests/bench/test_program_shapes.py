@@ -1,5 +1,5 @@
-"""bench.studies.programs.programs' generators at published statistics (bench.studies.sim.sim_programs' sharegpt / lats shapes)
-and the user turns that carry their sizes."""
+"""bench.studies.programs.programs' generators at published statistics (bench.studies.sim.sim_programs'
+sharegpt / lats shapes) and the user turns that carry their sizes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""bench.studies.programs.programs_heavy's reduction of trials to a table: trial means with their range, summed
-counters, and throughput at equal latency from the trial means (hand-computed rows)."""
+"""bench.studies.programs.programs_heavy's reduction of trials to a table: trial means with their range,
+summed counters, and throughput at equal latency from the trial means (hand-computed rows)."""
 
 from __future__ import annotations
 
@@ -148,8 +148,8 @@ def test_connector_counts_are_per_run_differences():
 
 
 def test_a_page_older_than_its_counters_renders_them_as_not_available():
-    """Pages written before resumed_unrun and resumed_swapped_tokens were counted (bench/results/programs/programs_heavy.json)
-    keep their other columns; the missing counters read "n/a"."""
+    """Pages written before resumed_unrun and resumed_swapped_tokens were counted
+    (bench/results/programs/programs_heavy.json) keep their other columns; the missing counters read "n/a"."""
     data = page(ROWS)
     old = [
         {k: v for k, v in r.items() if k not in ("resumed_swapped_tokens", "resumed_unrun")}

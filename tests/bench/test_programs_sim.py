@@ -1,5 +1,5 @@
-"""bench.studies.programs.programs, the simulated program study on teola's runtime in virtual time: the balancer it
-names routes the programs (round-robin spreads a chat over both instances, locality keeps it), and
+"""bench.studies.programs.programs, the simulated program study on teola's runtime in virtual time: the
+balancer it names routes the programs (round-robin spreads a chat over both instances, locality keeps it), and
 its page shows every run."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""bench.studies.rag.rag_setup.make_apps: the suite's pre-tuned embedder batch applies unless shipped defaults are asked for."""
+"""bench.studies.rag.rag_setup.make_apps: the suite's pre-tuned embedder batch applies unless shipped defaults
+are asked for."""
 
 from __future__ import annotations
 

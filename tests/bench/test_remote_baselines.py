@@ -1,5 +1,5 @@
-"""Wiring of the LlamaIndex and LangGraph baselines of bench.studies.remote.remote_apps: they read the teola app's
-prompts, send the same prompt parts to the LLM adapter, call the search / tool adapters as the app
+"""Wiring of the LlamaIndex and LangGraph baselines of bench.studies.remote.remote_apps: they read the teola
+app's prompts, send the same prompt parts to the LLM adapter, call the search / tool adapters as the app
 does, and parse plans as teola does. The LLM here is a scripted adapter (the real-engine run is
 `python -m bench remote_apps --quick`); search and tools are real adapters."""
 
@@ -99,8 +99,9 @@ async def test_tool_agent_baselines_plan_call_tools_and_answer(cls):
 
 @pytest.mark.parametrize("cls", [LlamaIndexToolAgent, LangGraphToolAgent])
 async def test_tool_agent_baselines_stop_the_plan_where_teolas_planner_stops(cls):
-    """bench.studies.remote.remote_apps' workload asks for one call: the baselines' plan request ends the decode as
-    teola's plan request does (same max_tokens, stop texts, split and max_items) and one tool runs."""
+    """bench.studies.remote.remote_apps' workload asks for one call: the baselines' plan request ends the
+    decode as teola's plan request does (same max_tokens, stop texts, split and max_items) and one tool
+    runs."""
     from engines.tools.tool_engine import ToolEngine
     from teola.ir.ops import PrimOp
     from teola.runtime.requests import llm_request

@@ -1,5 +1,5 @@
-"""bench.studies.sim.sim_autellix at its smallest configuration (--quick: 6 ShareGPT programs, 2 loads, the four
-systems) end to end in virtual time, and its reading of throughput at equal latency."""
+"""bench.studies.sim.sim_autellix at its smallest configuration (--quick: 6 ShareGPT programs, 2 loads, the
+four systems) end to end in virtual time, and its reading of throughput at equal latency."""
 
 from __future__ import annotations
 

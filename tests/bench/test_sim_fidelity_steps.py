@@ -1,4 +1,5 @@
-"""bench.studies.sim.sim_fidelity's per-iteration table: direct step measurements when the profile has them."""
+"""bench.studies.sim.sim_fidelity's per-iteration table: direct step measurements when the profile has
+them."""
 
 import pytest
 

@@ -1,5 +1,5 @@
-"""bench.studies.sim.sim_lamps' handlings (issue 62): the baselines get INFERCEPT's own choice, made when a call
-reaches its API call from its context and the running batch's then (the simulated engine's
+"""bench.studies.sim.sim_lamps' handlings (issue 62): the baselines get INFERCEPT's own choice, made when a
+call reaches its API call from its context and the running batch's then (the simulated engine's
 `decide_pause`); LAMPS queues "auto", which teola resolves from LAMPS' own predictions, and that
 handling is the one applied and reported. Tiny simulated runs; no timing."""
 
@@ -20,7 +20,8 @@ COSTS = {"fwd": 1e-3, "swap": 1e-5, "api_means": {"qa": 0.5}}
     [
         # C = 120: preserve 0.5 x 120 = 60; discard 0.12 x 120 = 14.4; swap 2 x 0.0012 x 120 = 0.288
         (120, 0, "swap"),
-        # beside 50,000 running tokens: discard 0.12 x 50,120 = 6,014; swap 2 x 0.0012 x 50,120 = 120.3 > preserve 60
+        # beside 50,000 running tokens: discard 0.12 x 50,120 = 6,014; swap 2 x 0.0012 x 50,120 = 120.3
+        # > preserve 60
         (120, 50_000, "preserve"),
     ],
 )

@@ -1,6 +1,6 @@
 """bench.studies.sim.sim_lamps_paper (LAMPS' experiment at its set-up) in its smallest configuration, and the
-pieces it adds to bench.studies.sim.sim_lamps: the vLLM baseline discards at every pause, the single-API dataset
-pauses once per request, recompute is priced from a measured profile's token table, and fixed-length
+pieces it adds to bench.studies.sim.sim_lamps: the vLLM baseline discards at every pause, the single-API
+dataset pauses once per request, recompute is priced from a measured profile's token table, and fixed-length
 runs count what finished. Tiny simulated runs; no timing."""
 
 from __future__ import annotations

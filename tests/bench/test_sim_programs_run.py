@@ -27,7 +27,8 @@ def test_sharegpt_programs_run_with_their_user_turns():
     first = {c["program"]: c for c in r["log"] if c["call"] == 0}
     for p in progs:
         drawn = p.calls[0].user
-        # the first prompt: system turn + chat template + the user turn (its question may overshoot a small draw)
+        # the first prompt: system turn + chat template + the user turn (its question may overshoot a small
+        # draw)
         assert drawn * 0.95 < first[p.pid]["prompt"] < drawn * 1.05 + 120  # + ~80 of system turn and template
     # later calls resend the conversation: most of it comes from the prefix cache
     later = [c for c in r["log"] if c["call"] > 0]

@@ -1,5 +1,5 @@
-"""bench.studies.sim.speed_probe: the reference decode batch reads an engine's own iteration time, the profile's
-step for its shape is found, and the table says which traces ran at the profile's speed."""
+"""bench.studies.sim.speed_probe: the reference decode batch reads an engine's own iteration time, the
+profile's step for its shape is found, and the table says which traces ran at the profile's speed."""
 
 from __future__ import annotations
 

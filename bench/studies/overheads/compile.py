@@ -65,7 +65,8 @@ def markdown(data: dict) -> str:
     md = [
         "## Graph compilation and optimization time",
         "",
-        f"`python -m bench compile --repeat {data['repeat']}` on {m['cpu']} ({m['cores']} cores), commit {m['commit']}.",
+        f"`python -m bench compile --repeat {data['repeat']}` on {m['cpu']} ({m['cores']} cores), commit "
+        f"{m['commit']}.",
         "A query with one ~5,600-token document (about 27 chunks). Cold = chunking + decomposition + "
         "the four passes + depth assignment; warm = chunking + a hit in the optimized-graph cache. "
         "Chunking the document is data preparation done on every query; it is shown apart.",

@@ -2,7 +2,8 @@
 
     python -m bench embed_batch [--chunks 96] [--threads 1]
 
-The embedder (all-MiniLM-L6-v2 through engines.sentence_transformers.embedding, with the hardware default settings teola
+The embedder (all-MiniLM-L6-v2 through engines.sentence_transformers.embedding, with the hardware default \
+settings teola
 runs it with: on a CPU machine one torch thread, one batch at a time) embeds the same chunks in
 batches of 1..64, one batch after another, and the best of 2 passes gives chunks per second at each
 batch size, for two kinds of text:

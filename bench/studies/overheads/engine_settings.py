@@ -7,8 +7,8 @@ in one run.
     python -m bench engine_settings            # 4 queries alone + 8 at Poisson 0.1 q/s per layout
     python -m bench engine_settings --quick    # 2 alone + 4 loaded
 
-Writes bench/results/overheads/engine_settings.{json,md} (its study page, listed in bench/results/INDEX.md) and
-prints the page.
+Writes bench/results/overheads/engine_settings.{json,md} (its study page, listed in bench/results/INDEX.md)
+and prints the page.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ compute-bound engines on shared cores pay off? (issue 22)
 
 The shipped advanced-RAG app, NarrativeQA questions over ~100-chunk documents (the gold story among
 28 others), each query run both ways back to back (pairs, alternating which goes first), under the
-two engine layouts of `bench.studies.overheads.engine_settings` (the libraries' defaults: no binding, torch's default
-threads; teola's choice: vLLM bound to cores 1..C-1, embedder on one thread).
+two engine layouts of `bench.studies.overheads.engine_settings` (the libraries' defaults: no binding, torch's
+default threads; teola's choice: vLLM bound to cores 1..C-1, embedder on one thread).
 
     python -m bench overlap            # 3 queries per layout
     python -m bench overlap --quick    # 1 query per layout

@@ -15,7 +15,8 @@ def costs_line(app: str, costs: dict[str, Any] | None) -> str:
     return (
         f"- {app}: {costs['source']}: request {costs['request_s'] * 1e3:.1f} ms, prefill "
         f"{costs['prefill_token_s'] * 1e3:.2f} ms/token, decode {costs['decode_step_s'] * 1e3:.1f} ms/step, "
-        f"block {costs['block_size']}, fit error {costs.get('error', 0):.0%}, probe {costs.get('probe_s', 0):.2f} s"
+        f"block {costs['block_size']}, fit error {costs.get('error', 0):.0%}, probe "
+        f"{costs.get('probe_s', 0):.2f} s"
     )
 
 
@@ -86,11 +87,12 @@ def markdown(data: dict[str, Any]) -> str:
         f"Command: `{data['command']}`. {machine_facts(data['machine'])}",
         "",
         "Predicted: the pass's cost model (teola/passes/*_cost.py, docs/passes.md) on the LLM's costs, "
-        "summed over the query's calls, read back from the e-graph's `# gate` lines. Measured: latency "
-        "with the pass off minus on (positive: the pass saves time), each query alone after one unmeasured "
-        "run of it (prefix cache primed), the two sides alternating which runs first. A pass with no call "
-        "to apply to runs the same graph on both sides: its row is the noise floor. 'gate applies': queries where the gate would turn the pass on. "
-        "Work per side: prompt / output tokens / LLM requests (equal work: equal tokens).",
+        "summed over the query's calls, read back from the e-graph's `# gate` lines. Measured: latency with "
+        "the pass off minus on (positive: the pass saves time), each query alone after one unmeasured run of "
+        "it (prefix cache primed), the two sides alternating which runs first. A pass with no call to apply "
+        "to runs the same graph on both sides: its row is the noise floor. 'gate applies': queries where the "
+        "gate would turn the pass on. Work per side: prompt / output tokens / LLM requests (equal work: "
+        "equal tokens).",
         "",
         "Costs the predictions used:",
         "",

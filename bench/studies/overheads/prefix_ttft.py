@@ -32,7 +32,8 @@ def _sentences(rng: random.Random):
     while True:
         yield (
             f"Record {rng.randrange(10**9)}: shipment {rng.randrange(10**4)} of "
-            f"{rng.choice(['steel', 'grain', 'copper', 'cotton', 'timber'])} weighed {rng.randrange(10**5)} kg."
+            f"{rng.choice(['steel', 'grain', 'copper', 'cotton', 'timber'])} weighed {rng.randrange(10**5)} "
+            "kg."
         )
 
 
@@ -79,10 +80,10 @@ async def run(trials: int, warmup: int, prefix_tokens: int, total_tokens: int, s
             if trial >= warmup:
                 rows.append(record)
                 print(
-                    f"trial {trial - warmup}: partial {record['partial']['ttft_s'] * 1e3:.1f} ms "
-                    f"(cached {record['partial']['num_cached_tokens']}/{record['partial']['num_prompt_tokens']}), "
-                    f"full {record['full']['ttft_s'] * 1e3:.1f} ms "
-                    f"(cached {record['full']['num_cached_tokens']}/{record['full']['num_prompt_tokens']})",
+                    f"trial {trial - warmup}: partial {record['partial']['ttft_s'] * 1e3:.1f} ms (cached "
+                    f"{record['partial']['num_cached_tokens']}/{record['partial']['num_prompt_tokens']}), "
+                    f"full {record['full']['ttft_s'] * 1e3:.1f} ms (cached "
+                    f"{record['full']['num_cached_tokens']}/{record['full']['num_prompt_tokens']})",
                     flush=True,
                 )
         block_size = engine.block_size
@@ -145,7 +146,8 @@ def write_markdown(res: dict, path: Path) -> None:
     )
     path.write_text(f"""## Prefix reuse: time to first token (bench/studies/overheads/prefix_ttft.py)
 
-A ~{res["prompt_tokens_mean"]:.0f}-token prompt whose ~{res["prefix_tokens_mean"]:.0f}-token prefix was partially
+A ~{res["prompt_tokens_mean"]:.0f}-token prompt whose ~{res["prefix_tokens_mean"]:.0f}-token prefix was \
+partially
 prefilled earlier, vs the same kind of prompt prefilled in full. Fresh text every trial;
 {res["trials"]} trials after {res["warmup"]} warm-up; model {res["model"]} on vLLM {m["vllm"]}
 (KV block size {res["block_size"]}: only full blocks of the prefix are reused).
@@ -178,6 +180,6 @@ def run_cli(args: argparse.Namespace, argv: list[str], parser: argparse.Argument
     (folder / "prefix_ttft.json").write_text(json.dumps(res, indent=2))
     write_markdown(res, folder / "prefix_ttft.md")
     print(
-        f"TTFT median: partial {res['ttft_partial_median_ms']:.1f} ms, full {res['ttft_full_median_ms']:.1f} ms, "
-        f"ratio {res['ratio_full_over_partial_median']:.2f}x; wrote {folder}/prefix_ttft.json and .md"
+        f"TTFT median: partial {res['ttft_partial_median_ms']:.1f} ms, full {res['ttft_full_median_ms']:.1f} "
+        f"ms, ratio {res['ratio_full_over_partial_median']:.2f}x; wrote {folder}/prefix_ttft.json and .md"
     )

@@ -103,7 +103,10 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
     far = asyncio.run(remote(args.calls))
     data, md = summary(local, far)
     load = os.getloadavg()
-    md += f"\n\nLoad average at the end of the run: {load[0]:.1f} (other work on the machine shifts both columns)."
+    md += (
+        f"\n\nLoad average at the end of the run: {load[0]:.1f} (other work on the machine shifts both "
+        "columns)."
+    )
     write_results(
         "remote_overhead",
         {"calls": args.calls, "results": data, "load_average": load},

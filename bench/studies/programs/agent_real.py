@@ -1,7 +1,7 @@
 """The shipped ReAct agent (apps/react_agent.py: one LLM call that pauses for tools, the template
 component "agent") under LAMPS vs FCFS + INFERCEPT vs SJF on the real engines, Poisson arrivals
-(issue 18). Unlike bench.studies.programs.lamps_real, nothing is forced but the first action's opening (the app's
-`start`): the model writes its tool calls, the tools run for real, and the answer is whatever it writes.
+(issue 18). Unlike bench.studies.programs.lamps_real, nothing is forced but the first action's opening (the
+app's `start`): the model writes its tool calls, the tools run for real, and the answer is whatever it writes.
 
     python -m bench agent_real [--requests 24] [--rates 0.5,1.0] [--trials 3] [--train 48] [--quick]
 
@@ -13,11 +13,11 @@ after a delay drawn from ToolBench's API durations (mean 1.72 s, std 3.33 s, log
 moments, LAMPS Table 2), seeded by the query text so every system sees the same delay for the same call.
 The model chooses the tool; the tables count what it called.
 
-Every segment's handling is "auto" (teola.scheduling.program.pause_handling: INFERCEPT's least waste, chosen when
-the segment is queued). Predicted lengths: before the runs, `--train` other questions run alone under
+Every segment's handling is "auto" (teola.scheduling.program.pause_handling: INFERCEPT's least waste, chosen
+when the segment is queued). Predicted lengths: before the runs, `--train` other questions run alone under
 FCFS; every segment's prompt text (question + what the call wrote so far) and its output tokens train
-teola.scheduling.program.length_predictor.LengthPredictor over MiniLM embeddings, which then predicts every segment of
-every run (Runtime option "length_predictor"); its MAE on the runs' segments is reported.
+teola.scheduling.program.length_predictor.LengthPredictor over MiniLM embeddings, which then predicts every
+segment of every run (Runtime option "length_predictor"); its MAE on the runs' segments is reported.
 Systems, one vLLM instance with the same admission budget (CAP calls) for each: FCFS + INFERCEPT
 (policy fcfs), SJF by predicted length (sjf), LAMPS (lamps, its own costs and per-tool means seeded
 with the tools' expected durations). Reported per point: mean and p99 end-to-end latency, mean and p99
@@ -185,8 +185,8 @@ async def run_rates(
                 rows.append(summary(rate, trial, system, done))
                 r = rows[-1]
                 print(
-                    f"[agent_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s p99 {r['p99_s']:.2f} s "
-                    f"first action {r['first_mean_s']:.2f} s",
+                    f"[agent_real] {rate:g}/s trial {trial} {system}: mean {r['mean_s']:.2f} s p99 "
+                    f"{r['p99_s']:.2f} s first action {r['first_mean_s']:.2f} s",
                     file=sys.stderr,
                     flush=True,
                 )

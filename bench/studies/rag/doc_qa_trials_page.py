@@ -226,7 +226,8 @@ def time_lines(trials: list[dict[str, Any]], pooled: dict[str, Any], order: dict
 
 
 def by_op_lines(pooled: dict[str, Any]) -> list[str]:
-    """Per flow, alone and at the highest load: each op's execution seconds per query (queueing in brackets)."""
+    """Per flow, alone and at the highest load: each op's execution seconds per query (queueing in
+    brackets)."""
     lines = [
         "",
         "Seconds per query during which one of the query's engine calls of each op was executing, with the "
@@ -292,7 +293,8 @@ def equal_work_lines(pooled: dict[str, Any]) -> list[str]:
         return []
     return [
         "",
-        f"### At equal work: {KEEP_EXPANSION!r} against the others (their mean latency / its; >1 = teola faster)",
+        f"### At equal work: {KEEP_EXPANSION!r} against the others (their mean latency / its; >1 = teola "
+        "faster)",
         "",
         *table(["flow", "load", "system", "mean over trials (min-max)", "per trial"], rows),
     ]
@@ -319,8 +321,9 @@ def inflight_lines(pooled: dict[str, Any]) -> list[str]:
         return []
     return [
         "",
-        "Requests running on the `vllm serve` process while each system ran (its `vllm:num_requests_running`, "
-        "sampled every 0.25 s): the most seen / the mean over the samples when it ran anything, per trial.",
+        "Requests running on the `vllm serve` process while each system ran (its "
+        "`vllm:num_requests_running`, sampled every 0.25 s): the most seen / the mean over the samples when "
+        "it ran anything, per trial.",
         "",
         *table(["flow", "load", "system", "max / mean while busy, per trial"], rows),
     ]

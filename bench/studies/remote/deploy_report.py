@@ -1,6 +1,6 @@
-"""The page of the deployment study (bench/studies/remote/deploy.py): latency per point and system, each baseline's
-mean over teola's with a paired bootstrap 95% interval over queries, the equal-work checks (LLM calls,
-prompt and output tokens per call, client- and server-side) and the per-stage busy time."""
+"""The page of the deployment study (bench/studies/remote/deploy.py): latency per point and system, each
+baseline's mean over teola's with a paired bootstrap 95% interval over queries, the equal-work checks (LLM
+calls, prompt and output tokens per call, client- and server-side) and the per-stage busy time."""
 
 from __future__ import annotations
 
@@ -163,13 +163,14 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         f"# Deployment benchmarks: LLM emulated (profile {s['profile']}), everything else measured",
         "",
-        f"Command: `{data.get('command', 'python -m bench deploy')}` (commit {data.get('machine', {}).get('commit')}, "
-        f"{data.get('wall_seconds', 0) / 60:.1f} min). The LLM is `teola emulate --profile {s['profile']} "
-        "--output-len max`, one emulator process per system (no shared prefix cache); MiniLM, the reranker and "
-        "pgvector run in process on this machine's 2 CPU cores, shared with other work (load below). "
-        "Systems, prompts and equal work: bench/studies/remote/deploy_systems.py. LlamaIndex's LLM is llama-index's own "
-        "`OpenAILike` on the chat API since commit e01ba23 (before it, the tool agent's and search generation's "
-        "LlamaIndex called teola's remote-LLM adapter).",
+        f"Command: `{data.get('command', 'python -m bench deploy')}` (commit "
+        f"{data.get('machine', {}).get('commit')}, {data.get('wall_seconds', 0) / 60:.1f} min). The LLM is "
+        f"`teola emulate --profile {s['profile']} --output-len max`, one emulator process per system (no "
+        "shared prefix cache); MiniLM, the reranker and pgvector run in process on this machine's 2 CPU "
+        "cores, shared with other work (load below). Systems, prompts and equal work: "
+        "bench/studies/remote/deploy_systems.py. LlamaIndex's LLM is llama-index's own `OpenAILike` on the "
+        "chat API since commit e01ba23 (before it, the tool agent's and search generation's LlamaIndex "
+        "called teola's remote-LLM adapter).",
         "",
         "Systems interleaved (order rotated per trial and rate); each workload's trials, queries and rates "
         "are under its heading. Ratios: baseline mean / teola mean over the same queries, paired "

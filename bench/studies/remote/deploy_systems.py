@@ -8,8 +8,8 @@ the SAME in-process engine adapters for all three (teola's MiniLM, reranker and 
   on, topology-aware batching; on advanced RAG pass prune_covered_searches off, because the
   baselines always expand (equal work keeps the expansion call);
 - LangGraph: StateGraphs whose LLM calls go through langchain-openai's `ChatOpenAI` to
-  `/v1/chat/completions`: bench/baselines/langgraph_rag.py for RAG, bench/baselines/langgraph_remote.py's graphs for
-  search generation and the tool agent with their LLM client swapped for `ChatOpenAIClient` below;
+  `/v1/chat/completions`: bench/baselines/langgraph_rag.py for RAG, bench/baselines/langgraph_remote.py's
+  graphs for search generation and the tool agent with their LLM client swapped for `ChatOpenAIClient` below;
 - LlamaIndex: llama-index-core (its splitter swapped for one that writes teola's chunks, as the
   LangGraph graph chunks with teola's chunker) with llama-index's own OpenAI-compatible class
   (`OpenAILike`, bench.baselines.llamaindex_server) to `/v1/chat/completions` on its own server: in
@@ -241,7 +241,8 @@ def llm_calls(trace: list[dict[str, Any]]) -> list[list[int]]:
 
 
 def busy(trace: list[dict[str, Any]]) -> dict[str, float]:
-    """Seconds of the query during which an op of each stage was executing (bench.studies.rag.rag_analysis.op_times)."""
+    """Seconds of the query during which an op of each stage was executing
+    (bench.studies.rag.rag_analysis.op_times)."""
     return {op: round(d["exec"], 4) for op, d in op_times(trace).items()}
 
 

@@ -15,18 +15,20 @@ remote search adapter, the tool engine), started once:
   teola      all passes, topology-aware batching (decode pipelining starts each tool call as soon
              as its JSON line is written; prefill split prefills the core prompt's prefix early);
   LlamaIndex the real llama-index-core: a Workflow for search generation, FunctionTools + an
-             explicit plan -> concurrent tools -> answer pipeline for the agent (bench/baselines/llamaindex_remote.py);
+             explicit plan -> concurrent tools -> answer pipeline for the agent
+             (bench/baselines/llamaindex_remote.py);
   LangGraph  StateGraphs: judge -> conditional edge -> search -> answer; plan -> Send fan-out of the
              tool calls as parallel branches -> answer (bench/baselines/langgraph_remote.py);
   LlamaDist-PO/TO, LlamaDistPC-PO/TO (only when --systems names them) the Teola paper's baselines on
-             teola's runtime, bench.studies.rag.rag's configs: module chain or parallel modules, every pass off.
+             teola's runtime, bench.studies.rag.rag's configs: module chain or parallel modules, every pass
+             off.
 
 Per workload and trial k (seed + k): each system alone on the first `alone` queries (single-query
 latency; teola's give the critical-path bounds), then an open-loop Poisson trace at every rate with
 the same queries and arrivals for every system. vLLM's prefix cache is emptied before each trace.
 Reported: latency mean / p50 / p99 per (rate, system) with the spread over trials, teola's speedup
-per trial and its verdict (bench.studies.rag.rag_analysis.speedups / verdict), LLM calls, prompt and decode tokens,
-search / tool calls per query, per-op time, teola's actual / critical-path bound and Fig. 11 shares.
+per trial and its verdict (bench.studies.rag.rag_analysis.speedups / verdict), LLM calls, prompt and decode
+tokens, search / tool calls per query, per-op time, teola's actual / critical-path bound and Fig. 11 shares.
 
 Run: python -m bench remote_apps [--quick] [--apps A,B] [--trials N] [--rates R1,R2,...]
 --quick: one rate, 4 queries, 1 trial, 1 query alone per system (CI-sized). Writes

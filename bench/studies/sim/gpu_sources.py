@@ -19,9 +19,11 @@ NEMO = (
 
 
 LAMBDA_RUN = (
-    "Lambda's vLLM benchmark (LambdaLabsML/vllm-benchmark) at commit a9b42a5f83bc39976bcb6bd44a96b2b15d820e10, "
-    "results/prompt_{n}/1xA100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2000.json: backend vllm, {n} ShareGPT "
-    "prompts sent at once (request rate inf), {what}, each request's input_lens and output_lens listed"
+    "Lambda's vLLM benchmark (LambdaLabsML/vllm-benchmark) at commit "
+    "a9b42a5f83bc39976bcb6bd44a96b2b15d820e10, "
+    "results/prompt_{n}/1xA100-80GB-SXM/Meta-Llama-3-8B-Instruct_tp1_len2000.json: backend vllm, {n} "
+    "ShareGPT prompts sent at once (request rate inf), {what}, each request's input_lens and output_lens "
+    "listed"
 )
 LAMBDA = LAMBDA_RUN.format(n=10, what="output_throughput 227.04 tok/s over 8.567 s, mean_ttft_ms 139.23")
 LAMBDA_80 = LAMBDA_RUN.format(n=80, what="output_throughput 1197.26 tok/s over 11.859 s")

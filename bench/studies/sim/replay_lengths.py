@@ -66,8 +66,8 @@ def use_replay(app: Any, per_question: dict[str, dict[str, Any]] | None, outputs
 async def lengths_of(
     app: Any, queries: list[dict[str, Any]], prompts: list[int] | None = None, system: str = "teola"
 ) -> dict[str, list[int]]:
-    """Output lengths by kind of the queries' LLM calls run as `system` does (bench.studies.rag.rag's SYSTEMS);
-    `prompts` collects each decode's prompt tokens."""
+    """Output lengths by kind of the queries' LLM calls run as `system` does (bench.studies.rag.rag's
+    SYSTEMS); `prompts` collects each decode's prompt tokens."""
     config, policy = SYSTEMS[system]
     app.runtime.set_policy(policy)
     out: dict[str, list[int]] = {"text": [], "split": []}

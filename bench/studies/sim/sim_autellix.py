@@ -14,8 +14,8 @@ Set-up, each item from the paper (Autellix, arXiv 2502.13965):
     mean 6.66 / max 80, 256 prefill and 277 decode tokens per call), BFCL (10.75 / 70 calls, 735 prefill,
     34.14 decode), LATS (MCTS on HotpotQA, 159.7 calls per program, 467.2 prefill, 72.6 decode), Mixed
     (programs sampled equally from the three). Only these summary statistics are published (the traces
-    are not available offline), so bench.studies.sim.sim_programs' generators draw from distributions with those
-    means (teola/sim/program_workloads.py; the page sets the drawn statistics beside the paper's);
+    are not available offline), so bench.studies.sim.sim_programs' generators draw from distributions with
+    those means (teola/sim/program_workloads.py; the page sets the drawn statistics beside the paper's);
   - arrivals: programs (not calls) arrive as a Poisson process (§6.1);
   - engine (§6.2): one Llama-3.1-8B on one A100-80GB, the same max batch for every system (vLLM's
     max_num_seqs 256), KV cache from 80 GB at 0.9 utilisation minus the weights;
@@ -142,10 +142,11 @@ def simulated_profile(
 ) -> dict[str, Any]:
     """The profile one point simulates: its vLLM entry with the engine's order, its KV preemption, the
     prefix cache and the KV cache scaled as the job asks."""
-    # the engine takes waiting calls by their queue index (teola starts vLLM with scheduling_policy="priority";
-    # Autellix's own scheduler orders them by queue, Alg. 1); under FCFS every priority is equal, so this is
-    # vLLM's arrival order. When KV runs out the engine preempts by recompute (vLLM's rule) under FCFS, by
-    # swap under MLFQ and Autellix, which also swap the KV of the calls they preempt (§4.2.2)
+    # the engine takes waiting calls by their queue index (teola starts vLLM with
+    # scheduling_policy="priority"; Autellix's own scheduler orders them by queue, Alg. 1); under FCFS every
+    # priority is equal, so this is vLLM's arrival order. When KV runs out the engine preempts by recompute
+    # (vLLM's rule) under FCFS, by swap under MLFQ and Autellix, which also swap the KV of the calls they
+    # preempt (§4.2.2)
     preemptive = policy != "fcfs"
     llm = {
         **profile["engines"]["vllm"],
@@ -375,8 +376,8 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
         "programs": ", ".join(f"{k} {v}" for k, v in n.items()),
         "loads": loads,
         "workloads": workloads,
-        "reduction": f"scale {args.scale}: the paper does not say how many programs a trace holds; these counts "
-        "fit this study's time on 2 cores, and with them a point's arrival window is only a few "
+        "reduction": f"scale {args.scale}: the paper does not say how many programs a trace holds; these "
+        "counts fit this study's time on 2 cores, and with them a point's arrival window is only a few "
         "program latencies long on LATS, so its high loads are transients, not steady states",
         "command": "python -m bench sim_autellix " + " ".join(argv),
     }

@@ -10,15 +10,17 @@ from bench.lib.tables import line, num, rule
 
 
 def mechanism_section(data: dict[str, Any]) -> list[str]:
-    """The engine over time at each workload's load of the largest gap, then the KV sweep and the longer traces."""
+    """The engine over time at each workload's load of the largest gap, then the KV sweep and the longer
+    traces."""
     lines = [
         "### Mechanism: the engine over time at the load of the largest gap",
         "",
-        "Sampled every 1/200 of the arrival window, from the first program's arrival to the last's (the drain "
-        "after it, where the longest programs run almost alone, is left out; bench.studies.sim.sim_autellix.Probe): calls "
-        "waiting (teola's queue + the engine's), the running batch, KV blocks held (share of the "
-        "cache; 'full': share of samples at >= 95%), preemptions by the policy (calls aborted for a better queue) "
-        "and by the engine (KV ran out: recompute), engine busy seconds (whole run).",
+        "Sampled every 1/200 of the arrival window, from the first program's arrival to the last's (the "
+        "drain after it, where the longest programs run almost alone, is left out; "
+        "bench.studies.sim.sim_autellix.Probe): calls waiting (teola's queue + the engine's), the running "
+        "batch, KV blocks held (share of the cache; 'full': share of samples at >= 95%), preemptions by the "
+        "policy (calls aborted for a better queue) and by the engine (KV ran out: recompute), engine busy "
+        "seconds (whole run).",
         "",
         line(
             [
@@ -68,11 +70,12 @@ def kv_sweep_lines(data: dict[str, Any]) -> list[str]:
     if sweep:
         lines += [
             "",
-            f"KV memory per engine (the property the gain should come from: a queue forms when the running "
-            f"batch is bounded by KV, not by max_num_seqs): {sweep['kind']} at load {sweep['load']:.2f}, KV cache "
-            "scaled; and at the profile's KV with teola's admission also reserving each call's prompt + output "
-            "tokens of KV (what it does on the real vLLM adapter, which declares its KV size; the simulated engine "
-            "declares none, so elsewhere here admission is max_num_seqs calls and the engine alone manages KV):",
+            "KV memory per engine (the property the gain should come from: a queue forms when the running "
+            f"batch is bounded by KV, not by max_num_seqs): {sweep['kind']} at load {sweep['load']:.2f}, KV "
+            "cache scaled; and at the profile's KV with teola's admission also reserving each call's prompt "
+            "+ output tokens of KV (what it does on the real vLLM adapter, which declares its KV size; the "
+            "simulated engine declares none, so elsewhere here admission is max_num_seqs calls and the "
+            "engine alone manages KV):",
             "",
             line(
                 [
@@ -128,8 +131,9 @@ def long_trace_lines(data: dict[str, Any]) -> list[str]:
     if long:
         lines += [
             "",
-            f"Trace length (load, the other property): each workload at its highest load with {long['factor']}x "
-            "the programs (arrivals over a window that many times longer), vLLM-opt and Autellix:",
+            "Trace length (load, the other property): each workload at its highest load with "
+            f"{long['factor']}x the programs (arrivals over a window that many times longer), vLLM-opt and "
+            "Autellix:",
             "",
             line(
                 [

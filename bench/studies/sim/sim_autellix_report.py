@@ -102,7 +102,8 @@ def gap_load(rows: list[dict[str, Any]]) -> float:
 
 def drawn_stats(kind: str, rows: list[dict[str, Any]], n: int) -> dict[str, Any]:
     """What the generator drew for `kind` (calls per program, decode tokens per call) and what the engine
-    saw (prompt tokens per call, and the share served from the prefix cache, in vLLM-opt's lowest-load run)."""
+    saw (prompt tokens per call, and the share served from the prefix cache, in vLLM-opt's lowest-load
+    run)."""
     from bench.studies.sim.program_setup import shape_stats
 
     s = shape_stats(kind, n)
@@ -168,27 +169,26 @@ def intro(data: dict[str, Any]) -> list[str]:
     return [
         "## SIMULATED: Autellix Fig. 12 (one engine) at its set-up (bench/studies/sim/sim_autellix.py)",
         "",
-        f"**SIMULATED, not measured.** teola's runtime and policies drive a simulated vLLM in virtual time on "
-        f"`{data['profile']}` (Llama-3.1-8B, one A100-80GB, KV cache of {data['kv_tokens']:,} tokens, "
+        "**SIMULATED, not measured.** teola's runtime and policies drive a simulated vLLM in virtual time "
+        f"on `{data['profile']}` (Llama-3.1-8B, one A100-80GB, KV cache of {data['kv_tokens']:,} tokens, "
         f"max_num_seqs {data['max_num_seqs']}, chunked prefill of {data['chunk']} tokens). The simulator's "
-        "measured error against real engines is in bench/results/sim/sim_fidelity_probe.md (see 'Simulator error' "
-        "below). Command: `"
+        "measured error against real engines is in bench/results/sim/sim_fidelity_probe.md (see 'Simulator "
+        "error' below). Command: `"
         + data["command"]
-        + f"` ({sim_minutes(data):.0f} process-minutes of simulation over "
-        f"all points, {data['jobs']} processes at a time; with --cache, points of an interrupted run are read "
-        "back, not rerun).",
+        + f"` ({sim_minutes(data):.0f} process-minutes of simulation over all points, {data['jobs']} "
+        "processes at a time; with --cache, points of an interrupted run are read back, not rerun).",
         "",
-        "Set-up (bench/studies/sim/sim_autellix.py docstring, each item from the paper): Poisson program arrivals (§6.1); "
-        "vLLM = FCFS without prefix cache, vLLM-opt = FCFS + chunked prefill + prefix cache, MLFQ = vLLM-opt + "
-        "program-blind MLFQ, Autellix = PLAS (ShareGPT, BFCL) or ATLAS (LATS, Mixed) (§6.2, §4.2); all with the "
-        "same max batch and admission by the engine's capacity; the engine takes waiting calls by their queue index "
-        "(vLLM's priority scheduling, as teola runs vLLM; arrival order under FCFS); KV exhaustion preempts by "
-        "recompute under FCFS (vLLM's rule) and by swap under MLFQ / Autellix, which also preempt for better "
-        "queues with the KV swapped to host (§4.2.2); service "
-        "in seconds of model time, queues 8 x (0.05 s x 2^i), beta 8 (the paper publishes no quanta nor beta). "
-        "Metric: program-level token latency (a program's latency over its decoded tokens, §6.2), mean. "
-        f"Rates are fractions of an estimated capacity (bench.studies.sim.sim_autellix.capacity_estimate). "
-        f"Programs per point: {data['programs']}"
+        "Set-up (bench/studies/sim/sim_autellix.py docstring, each item from the paper): Poisson program "
+        "arrivals (§6.1); vLLM = FCFS without prefix cache, vLLM-opt = FCFS + chunked prefill + prefix "
+        "cache, MLFQ = vLLM-opt + program-blind MLFQ, Autellix = PLAS (ShareGPT, BFCL) or ATLAS (LATS, "
+        "Mixed) (§6.2, §4.2); all with the same max batch and admission by the engine's capacity; the "
+        "engine takes waiting calls by their queue index (vLLM's priority scheduling, as teola runs vLLM; "
+        "arrival order under FCFS); KV exhaustion preempts by recompute under FCFS (vLLM's rule) and by "
+        "swap under MLFQ / Autellix, which also preempt for better queues with the KV swapped to host "
+        "(§4.2.2); service in seconds of model time, queues 8 x (0.05 s x 2^i), beta 8 (the paper publishes "
+        "no quanta nor beta). Metric: program-level token latency (a program's latency over its decoded "
+        "tokens, §6.2), mean. Rates are fractions of an estimated capacity "
+        f"(bench.studies.sim.sim_autellix.capacity_estimate). Programs per point: {data['programs']}"
         + (f" ({data['reduction']})" if data.get("reduction") else "")
         + ".",
         "",
@@ -200,10 +200,10 @@ def paper_table(data: dict[str, Any]) -> list[str]:
     lines = [
         "### Paper vs simulated: Autellix's throughput at equal token latency",
         "",
-        f"Paper: {PAPER_TEXT}. Simulated: the rate at which each system's mean token latency stays within the "
-        "target (a multiple of vLLM-opt's at the lowest load; linear interpolation between the swept rates, no "
-        "extrapolation); Autellix's rate over the baseline's. '>=': Autellix still under the target at the "
-        "highest rate swept (a lower bound).",
+        f"Paper: {PAPER_TEXT}. Simulated: the rate at which each system's mean token latency stays within "
+        "the target (a multiple of vLLM-opt's at the lowest load; linear interpolation between the swept "
+        "rates, no extrapolation); Autellix's rate over the baseline's. '>=': Autellix still under the "
+        "target at the highest rate swept (a lower bound).",
         "",
         line(["workload", "baseline", "paper", *(f"sim, target {f}x" for f in TARGETS)]),
         rule("llr" + "r" * len(TARGETS)),
@@ -262,11 +262,12 @@ def workload_table(data: dict[str, Any]) -> list[str]:
     ]
     lines += [
         "",
-        "The paper's prefill per call is read as new tokens per call for ShareGPT and BFCL (each call re-sends "
-        "its conversation, which the prefix cache holds: §3.2 reports >90% hits within a program), and as the "
-        "whole prompt for LATS (question + the parents' outputs). The traces themselves are not available "
-        "offline; the generators (teola/sim/program_workloads.py, shapes in bench/studies/sim/sim_programs.py) draw lognormal calls per "
-        "program and exponential lengths with the published means.",
+        "The paper's prefill per call is read as new tokens per call for ShareGPT and BFCL (each call "
+        "re-sends its conversation, which the prefix cache holds: §3.2 reports >90% hits within a program), "
+        "and as the whole prompt for LATS (question + the parents' outputs). The traces themselves are not "
+        "available offline; the generators (teola/sim/program_workloads.py, shapes in "
+        "bench/studies/sim/sim_programs.py) draw lognormal calls per program and exponential lengths with "
+        "the published means.",
         "",
     ]
     return lines
@@ -304,7 +305,8 @@ def latency_tables(data: dict[str, Any]) -> list[str]:
                         *(n(at[s] and 1000 * at[s]["tok_mean"], "{:.0f}") for s in w["systems"]),
                         n(a and o and a["tok_mean"] / o["tok_mean"], "{:.2f}"),
                         f"{n(o and o['mean'])} / {n(a and a['mean'])}",
-                        f"{a['preemptions'] if a else 'n/a'} / {a['mechanism']['kv_preemptions'] if a else 'n/a'}",
+                        f"{a['preemptions'] if a else 'n/a'} / "
+                        f"{a['mechanism']['kv_preemptions'] if a else 'n/a'}",
                     ]
                 )
             )
@@ -337,9 +339,10 @@ def reading(data: dict[str, Any]) -> list[str]:
             r = w["ratios"][str(f)]["autellix_vs"]
             cells = ", ".join(f"{b} {cell(v)}" for b, v in r.items())
             out.append(
-                f"{kind}, target {f}x vLLM-opt's lowest-load token latency: Autellix ({AUTELLIX[kind].upper()}) "
-                f"vs {cells} (paper: vLLM-opt {PAPER[kind]['ratios']['vllm-opt']:g}x, MLFQ "
-                f"{PAPER[kind]['ratios']['mlfq']:g}x, vLLM {PAPER[kind]['ratios']['vllm']:g}x)."
+                f"{kind}, target {f}x vLLM-opt's lowest-load token latency: Autellix "
+                f"({AUTELLIX[kind].upper()}) vs {cells} (paper: vLLM-opt "
+                f"{PAPER[kind]['ratios']['vllm-opt']:g}x, MLFQ {PAPER[kind]['ratios']['mlfq']:g}x, vLLM "
+                f"{PAPER[kind]['ratios']['vllm']:g}x)."
             )
         at = {r["system"]: r for r in w["rows"] if r["load"] == w["gap_load"]}
         o, a = at.get("vllm-opt"), at.get("autellix")
@@ -347,11 +350,12 @@ def reading(data: dict[str, Any]) -> list[str]:
             mo, ma = o["mechanism"], a["mechanism"]
             out.append(
                 f"{kind} at load {w['gap_load']:.2f}: token latency vLLM-opt {1000 * o['tok_mean']:.0f} ms, "
-                f"Autellix {1000 * a['tok_mean']:.0f} ms ({a['tok_mean'] / o['tok_mean']:.2f}x); mean program "
-                f"latency {o['mean']:.1f} s vs {a['mean']:.1f} s, p99 {o['p99']:.1f} s vs {a['p99']:.1f} s; calls "
-                f"waiting on average {mo['queue_mean']:.1f} vs {ma['queue_mean']:.1f}, running {mo['running_mean']:.1f}"
-                f" vs {ma['running_mean']:.1f} (max_num_seqs {data['max_num_seqs']}), KV >= 95% full "
-                f"{mo['kv_full']:.0%} vs {ma['kv_full']:.0%} of the time; Autellix preempted {a['preemptions']} "
-                f"calls, the engine {mo['kv_preemptions']} (vLLM-opt) and {ma['kv_preemptions']} (Autellix) for KV."
+                f"Autellix {1000 * a['tok_mean']:.0f} ms ({a['tok_mean'] / o['tok_mean']:.2f}x); mean "
+                f"program latency {o['mean']:.1f} s vs {a['mean']:.1f} s, p99 {o['p99']:.1f} s vs "
+                f"{a['p99']:.1f} s; calls waiting on average {mo['queue_mean']:.1f} vs "
+                f"{ma['queue_mean']:.1f}, running {mo['running_mean']:.1f} vs {ma['running_mean']:.1f} "
+                f"(max_num_seqs {data['max_num_seqs']}), KV >= 95% full {mo['kv_full']:.0%} vs "
+                f"{ma['kv_full']:.0%} of the time; Autellix preempted {a['preemptions']} calls, the engine "
+                f"{mo['kv_preemptions']} (vLLM-opt) and {ma['kv_preemptions']} (Autellix) for KV."
             )
     return out

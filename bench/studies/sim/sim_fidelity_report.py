@@ -245,9 +245,10 @@ def replay_text(data: dict[str, Any]) -> str:
             "engines (the cost models alone, without the length sampler's draw)."
         )
     return (
-        "The next two columns give each decoding call the prompt length the same call had on the real engines "
-        "(the simulated retrieval picks its own chunks, so its prompts differ query by query) and sample the "
-        "output lengths; the last two also give each call its real output length (the cost models alone)."
+        "The next two columns give each decoding call the prompt length the same call had on the real "
+        "engines (the simulated retrieval picks its own chunks, so its prompts differ query by query) and "
+        "sample the output lengths; the last two also give each call its real output length (the cost models "
+        "alone)."
     )
 
 
@@ -261,9 +262,9 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "## Simulator fidelity: the RAG benchmark measured vs simulated (bench/studies/sim/sim_fidelity.py)",
         "",
         f"Command: `{command}` ({data['wall_s'] / 60:.1f} min). Profile: `{data['profile_path']}` "
-        f"({data['profile_source']}). Workload: bench.studies.rag.rag's (TruthfulQA questions over 10 BoolQ passages, "
-        f"seed {data['seed']}, {data['n']} queries per trace, its low / high Poisson rates); the simulator "
-        f"samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000"
+        f"({data['profile_source']}). Workload: bench.studies.rag.rag's (TruthfulQA questions over 10 BoolQ "
+        f"passages, seed {data['seed']}, {data['n']} queries per trace, its low / high Poisson rates); the "
+        f"simulator samples output lengths recorded from {data['n_cal']} other queries per app (seed 1000"
         + (", run as each system runs them" if data.get("cal_per_system") else "")
         + ") on the real engines"
         + (

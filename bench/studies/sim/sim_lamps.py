@@ -5,7 +5,8 @@ set-up), measured at steady state.
                               [--warmup 300] [--window 1200] [--cooldown 300] [--systems ...] [--quick]
     python -m bench sim_lamps --sweep --rates ... --out sim_lamps_sweep   # load per rate, to place the rates
     python -m bench sim_lamps --profile a100-40gb-gptj-6b --max-seqs 256 --kv-admission --lamps-batch 50 \
-        --out sim_lamps_memory   # LAMPS' memory-bound regime: GPT-J 6B, a 40 GB A100's KV pool, vLLM's admission
+        --out sim_lamps_memory   # LAMPS' memory-bound regime: GPT-J 6B, a 40 GB A100's KV pool,
+                                 # vLLM's admission
 
 Every number here is simulated: teola's runtime (the `lamps` / `sjf` / `fcfs` policies, admission
 control) drives one simulated vLLM instance (engines/sim/llm.py, which enforces each pause handling:
@@ -16,15 +17,16 @@ Requests: each is one LLM call that pauses for its API k times and continues in 
 (Program-style segments sharing a kv_key). API types and their durations (mean, std seconds) and
 calls per request (mean, std) are the INFERCEPT mix and ToolBench rows of LAMPS Table 2 (taken there
 from INFERCEPT Table 1); the type is drawn uniformly per request. Assumed here (the papers give no
-distribution): API durations are lognormal with the table's mean and std (as bench.studies.programs.lamps_real's
-web tool), tokens written before each API call and for the final answer are lognormal with mean
-40 (clipped to 4..256), API responses add a per-type number of tokens (RESPONSE_TOKENS), prompts are
-100-400 words; a request's calls are capped so the whole context fits the model.
+distribution): API durations are lognormal with the table's mean and std (as
+bench.studies.programs.lamps_real's web tool), tokens written before each API call and for the final answer
+are lognormal with mean 40 (clipped to 4..256), API responses add a per-type number of tokens
+(RESPONSE_TOKENS), prompts are 100-400 words; a request's calls are capped so the whole context fits the
+model.
 
 Systems, all with the same admission (at most --max-seqs calls in the engine, 64 by default; with
 --kv-admission also bound by the engine's free KV blocks, as vLLM admits, so calls that cannot get
-memory wait in teola's queue in the policy's order: bench/studies/sim/kv_admission.py; a call resuming on KV its
-paused call preserved is marked `resumes_preserved`, as teola.api.tool_calls marks it, and fcfs, sjf and
+memory wait in teola's queue in the policy's order: bench/studies/sim/kv_admission.py; a call resuming on KV
+its paused call preserved is marked `resumes_preserved`, as teola.api.tool_calls marks it, and fcfs, sjf and
 lamps send it first, as INFERCEPT keeps a preserved request in the running batch (the blind `fifo`
 does not); each call returns when it ends, as under vLLM's continuous batching; none is preempted):
   - FCFS + INFERCEPT: calls run in arrival order (policy `fcfs`); INFERCEPT's own handling: chosen
@@ -33,8 +35,8 @@ does not); each call returns when it ends, as under vLLM's continuous batching; 
     context then and the API type's mean duration;
   - SJF: teola ranks waiting calls by predicted tokens (perfect predictions by default, as the
     INFERCEPT dataset records output lengths; with --predictions, the true lengths times the
-    predicted/actual ratios a bench.studies.programs.length_predictor run measured on held-out rows, which is how LAMPS
-    runs ToolBench, with a learned predictor), INFERCEPT's handling as above;
+    predicted/actual ratios a bench.studies.programs.length_predictor run measured on held-out rows, which is
+    how LAMPS runs ToolBench, with a learned predictor), INFERCEPT's handling as above;
   - LAMPS: each pausing call is queued with handling "auto", which teola's engine scheduler resolves
     when it queues the call, after its length prediction, with LAMPS' own predictions (prompt +
     predicted pre-API tokens, per-type API duration means, the batch's other context as the profiled
@@ -46,12 +48,12 @@ does not); each call returns when it ends, as under vLLM's continuous batching; 
 `--systems vLLM` runs vLLM as INFERCEPT's and LAMPS' scripts run it: FCFS in call order, every pause
 discarded (the call after the API is a new request at the back of the queue). INFERCEPT's equation 2
 prices recompute at `fwd_seconds_per_token` (a measured-operator profile has no per-token prefill
-coefficient: its token table's full chunk over its tokens). bench/studies/sim/sim_lamps_paper.py runs this module
-at LAMPS' own set-up (the "single" mix: one API call per request; fixed-length runs, `drain`; no prefix
+coefficient: its token table's full chunk over its tokens). bench/studies/sim/sim_lamps_paper.py runs this
+module at LAMPS' own set-up (the "single" mix: one API call per request; fixed-length runs, `drain`; no prefix
 cache) and varies it (set-up keys: `api_scale` API durations, `length_scale` and `sigma` request lengths and
-their spread, `starvation` LAMPS' threshold, `engine_priority` LAMPS' order inside the engine: EnginePriority).
-`--systems FIFO-batches+INFERCEPT` runs the earlier baseline, teola's `fifo` policy, which sends
-calls as batches whose calls all return when the batch's longest one ends; `FCFS-request+INFERCEPT`
+their spread, `starvation` LAMPS' threshold, `engine_priority` LAMPS' order inside the engine:
+EnginePriority). `--systems FIFO-batches+INFERCEPT` runs the earlier baseline, teola's `fifo` policy, which
+sends calls as batches whose calls all return when the batch's longest one ends; `FCFS-request+INFERCEPT`
 orders calls by their request's arrival (vLLM's FCFS, under which a call continuing after its API
 keeps its request's place: bench.studies.sim.kv_admission.RequestOrderFCFS) instead of when each was queued.
 
@@ -254,7 +256,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
         default="a100-llama2-7b-measured",
-        help="simulation profile (default: built from measured A100 operators, bench/results/sim/gpu_profiles.md)",
+        help="simulation profile (default: built from measured A100 operators, "
+        "bench/results/sim/gpu_profiles.md)",
     )
     p.add_argument(
         "--rates", default=DEFAULT_RATES, help=f"arrival rates per mix, req/s (default {DEFAULT_RATES})"
@@ -285,8 +288,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--kv-admission",
         action="store_true",
         help="admission bound by KV blocks, as vLLM's: teola sends a call only while the engine has free KV "
-        "for it, so the policy's order decides who waits for memory (bench/studies/sim/kv_admission.py); without "
-        "it only --max-seqs bounds admission",
+        "for it, so the policy's order decides who waits for memory (bench/studies/sim/kv_admission.py); "
+        "without it only --max-seqs bounds admission",
     )
     p.add_argument(
         "--lamps-batch",
@@ -300,9 +303,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--predictions",
         default=None,
         metavar="JSON",
-        help="SJF and LAMPS get lengths with the error of a measured predictor: each segment's length "
-        "times a predicted/actual ratio drawn from the held-out rows of this bench.studies.programs.length_predictor "
-        "result (e.g. bench/results/programs/length_predictor.json); default: the true lengths (an oracle)",
+        help="SJF and LAMPS get lengths with the error of a measured predictor: each segment's length times "
+        "a predicted/actual ratio drawn from the held-out rows of this "
+        "bench.studies.programs.length_predictor result (e.g. bench/results/programs/length_predictor.json); "
+        "default: the true lengths (an oracle)",
     )
     p.add_argument("--out", default="sim_lamps")
 
@@ -341,10 +345,11 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                 rows.append(run_point(args.profile, mix, system, rate, warmup, window, cooldown, setup=setup))
                 r = rows[-1]
                 print(
-                    f"[sim_lamps] {mix} {rate:g}/s {system}: mean {r['mean_s']:.2f} s (api {r['api_s']:.1f} queue "
-                    f"{r['queue_s']:.1f} engine {r['engine_s']:.1f}) running {r['load']['running']:.1f} waiting "
-                    f"{r['load']['waiting_first']:.0f}->{r['load']['waiting_last']:.0f} kv {r['load']['kv_used']:.2f} "
-                    f"steady {r['steady']} ({r['wall_s']:.0f} s wall)",
+                    f"[sim_lamps] {mix} {rate:g}/s {system}: mean {r['mean_s']:.2f} s (api {r['api_s']:.1f} "
+                    f"queue {r['queue_s']:.1f} engine {r['engine_s']:.1f}) running "
+                    f"{r['load']['running']:.1f} waiting "
+                    f"{r['load']['waiting_first']:.0f}->{r['load']['waiting_last']:.0f} kv "
+                    f"{r['load']['kv_used']:.2f} steady {r['steady']} ({r['wall_s']:.0f} s wall)",
                     file=sys.stderr,
                     flush=True,
                 )

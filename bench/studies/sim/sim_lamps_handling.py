@@ -73,8 +73,8 @@ def handling_for(
 ) -> str:
     """The "pause_kv" a segment is queued with: "auto" for LAMPS (resolved by the engine's scheduler
     from LAMPS' own predictions, as LAMPS ranks the call); for the baselines INFERCEPT's choice from
-    `context` and `other` (bench.studies.programs.lamps_real decides so at queue time; here the simulated engine
-    replaces it at the pause: `infercept_at_pause`)."""
+    `context` and `other` (bench.studies.programs.lamps_real decides so at queue time; here the simulated
+    engine replaces it at the pause: `infercept_at_pause`)."""
     if system == "LAMPS":
         return "auto"
     if system == "vLLM":

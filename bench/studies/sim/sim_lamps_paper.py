@@ -9,17 +9,17 @@ Every number is simulated (bench/studies/sim/sim_lamps.py's requests on one simu
 teola's runtime in virtual time). The set-up, each part from the paper (../shared/papers/lamps.md) or
 from the run scripts released with it and with INFERCEPT, or assumed (said so):
 - model and GPU (§6.1): GPT-J 6B on an A100 limited to 40 GB: the profile `a100-40gb-gptj-6b-measured`
-  (bench/studies/sim/sim_lamps_profile.py: Llama-2-7B's measured operators scaled to GPT-J's shape, DERIVED; KV
-  pool 3,528 blocks, ASSUMED as in the datasheet-derived `a100-40gb-gptj-6b`); vLLM's defaults as both
+  (bench/studies/sim/sim_lamps_profile.py: Llama-2-7B's measured operators scaled to GPT-J's shape, DERIVED;
+  KV pool 3,528 blocks, ASSUMED as in the datasheet-derived `a100-40gb-gptj-6b`); vLLM's defaults as both
   systems are built on vLLM 0.2: up to 256 sequences, admission bound by free KV blocks
-  (bench/studies/sim/kv_admission.py), no prefix cache (vLLM 0.2 has none, so a discarded context is recomputed
-  whole), max_model_len 2048;
+  (bench/studies/sim/kv_admission.py), no prefix cache (vLLM 0.2 has none, so a discarded context is
+  recomputed whole), max_model_len 2048;
 - datasets (§6.1-6.2, Table 2): "single" = the INFERCEPT API types with one API call per request (the
   single-API subset; LAMPS' released run uses a one-API workload), "infercept" = the multi-API INFERCEPT
   dataset (Table 2's calls per request), "toolbench" = Table 2's ToolBench row. Neither dataset is
   available here: API durations and calls per request are Table 2's means and standard deviations
-  (lognormal, ASSUMED shape); output and prompt lengths are ASSUMED (bench/studies/sim/sim_lamps.py's docstring),
-  not the datasets' (the INFERCEPT dataset records them; ToolBench's are predicted in the paper);
+  (lognormal, ASSUMED shape); output and prompt lengths are ASSUMED (bench/studies/sim/sim_lamps.py's
+  docstring), not the datasets' (the INFERCEPT dataset records them; ToolBench's are predicted in the paper);
 - systems (§6.1 baselines): vLLM = FCFS with each API call ending the request (KV discarded, the call
   after the API queued as a new request at the back, its context recomputed: the `waiting.append` of
   INFERCEPT's and LAMPS' vLLM runs); INFERCEPT = FCFS by the request's arrival (vLLM's order of a
@@ -177,7 +177,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--length-scale",
         type=float,
         default=1.0,
-        help="prompt words and segment tokens x this (default 1: bench/studies/sim/sim_lamps.py's assumed lengths)",
+        help="prompt words and segment tokens x this (default 1: bench/studies/sim/sim_lamps.py's assumed "
+        "lengths)",
     )
     p.add_argument(
         "--quick", action="store_true", help="single-API at 3 and 5 req/s, 300 s, no sweep (a smoke run)"
@@ -204,7 +205,8 @@ def sweep(
             )
             out.append({**r, "variant": variant})
             print(
-                f"[sim_lamps_paper] sweep {variant} {name}: mean {r['mean_s']:.1f} s finished {r['measured']}",
+                f"[sim_lamps_paper] sweep {variant} {name}: mean {r['mean_s']:.1f} s finished "
+                f"{r['measured']}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -236,9 +238,9 @@ def run_cli(args: argparse.Namespace, argv: list[str], p: argparse.ArgumentParse
                 rows.append(point(args.profile, mix, name, rate, duration, setup))
                 r = rows[-1]
                 print(
-                    f"[sim_lamps_paper] {mix} {rate:g}/s {name}: mean {r['mean_s']:.1f} s finished {r['measured']} "
-                    f"unfinished {r['unfinished']} waiting {r['load']['waiting']:.0f} kv {r['load']['kv_used']:.2f} "
-                    f"({r['wall_s']:.0f} s wall)",
+                    f"[sim_lamps_paper] {mix} {rate:g}/s {name}: mean {r['mean_s']:.1f} s finished "
+                    f"{r['measured']} unfinished {r['unfinished']} waiting {r['load']['waiting']:.0f} kv "
+                    f"{r['load']['kv_used']:.2f} ({r['wall_s']:.0f} s wall)",
                     file=sys.stderr,
                     flush=True,
                 )

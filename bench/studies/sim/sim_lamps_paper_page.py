@@ -121,7 +121,8 @@ def distribution_table(dist: dict[str, Any]) -> list[str]:
             kind,
             f"({d['paper_duration'][0]:.3g}, {d['paper_duration'][1]:.3g}) / "
             f"({d['duration'][0]:.3g}, {d['duration'][1]:.3g})",
-            f"({d['paper_calls'][0]:.3g}, {d['paper_calls'][1]:.3g}) / ({d['calls'][0]:.2f}, {d['calls'][1]:.2f})",
+            f"({d['paper_calls'][0]:.3g}, {d['paper_calls'][1]:.3g}) / ({d['calls'][0]:.2f}, "
+            f"{d['calls'][1]:.2f})",
         ]
         for mix, kinds in dist.items()
         for kind, d in kinds.items()
@@ -174,16 +175,18 @@ def sweep_table(rows: list[dict[str, Any]]) -> list[str]:
 def markdown(data: dict[str, Any]) -> str:
     cap = data["setup"]["cap"]
     lines = [
-        "## SIMULATED: LAMPS' end-to-end experiment at its set-up (GPT-J 6B, A100 40 GB) against INFERCEPT and vLLM",
+        "## SIMULATED: LAMPS' end-to-end experiment at its set-up (GPT-J 6B, A100 40 GB) against INFERCEPT "
+        "and vLLM",
         "",
         (
-            f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min). **Every number here but the paper's is "
-            f"SIMULATED** on `{data['profile']}` (Llama-2-7B's measured A100 operators scaled to GPT-J's shape: derived; "
-            f"KV pool {data['setup']['kv_blocks']} blocks: assumed); one instance, up to {cap} sequences, admission "
-            f"by free KV blocks, no prefix cache (vLLM 0.2); request lengths x{data['setup']['length_scale']:g} of "
-            "bench/studies/sim/sim_lamps.py's assumed ones. Poisson arrivals for "
-            f"{data['duration']:g} s from an empty system; the mean is over the requests that finished by the end "
-            f"(+ {data['drain']:g} s). Set-up, datasets and what is assumed: bench/studies/sim/sim_lamps_paper.py's docstring."
+            f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min). **Every number here but the "
+            f"paper's is SIMULATED** on `{data['profile']}` (Llama-2-7B's measured A100 operators scaled to "
+            f"GPT-J's shape: derived; KV pool {data['setup']['kv_blocks']} blocks: assumed); one instance, "
+            f"up to {cap} sequences, admission by free KV blocks, no prefix cache (vLLM 0.2); request "
+            f"lengths x{data['setup']['length_scale']:g} of bench/studies/sim/sim_lamps.py's assumed ones. "
+            f"Poisson arrivals for {data['duration']:g} s from an empty system; the mean is over the "
+            f"requests that finished by the end (+ {data['drain']:g} s). Set-up, datasets and what is "
+            "assumed: bench/studies/sim/sim_lamps_paper.py's docstring."
         ),
         "",
     ]

@@ -55,14 +55,16 @@ def build(data_dir: str) -> dict[str, Any]:
     )
     entry["cost_provenance"]["gptj_shape"] = {
         "kind": "derived",
-        "source": "GPT-J 6B from Llama-2-7B's measured layer: 28 layers x the Llama-2-7B layer's "
-        "operator medians (GPT-J layer 201.3M weights vs 202.4M, hidden 4096 both, no GQA: same KV bytes per token "
-        "and attention FLOPs); LM head of GPT-J's 50,400 vocabulary; KV pool 3,528 blocks kept from the derived "
-        "a100-40gb-gptj-6b (LAMPS' 40 GB limit; assumed 2 GB for activations). Built by bench/studies/sim/sim_lamps_profile.py",
+        "source": "GPT-J 6B from Llama-2-7B's measured layer: 28 layers x the Llama-2-7B layer's operator "
+        "medians (GPT-J layer 201.3M weights vs 202.4M, hidden 4096 both, no GQA: same KV bytes per token "
+        "and attention FLOPs); LM head of GPT-J's 50,400 vocabulary; KV pool 3,528 blocks kept from the "
+        "derived a100-40gb-gptj-6b (LAMPS' 40 GB limit; assumed 2 GB for activations). Built by "
+        "bench/studies/sim/sim_lamps_profile.py",
     }
     prof["source"] = (
-        f"GPT-J 6B (LAMPS' set-up: ../shared/papers/lamps.md §6.1) from MEASURED Llama-2-7B operators, "
-        f"scaled to GPT-J's shape (DERIVED; bench/studies/sim/sim_lamps_profile.py says how). {prof['source']}"
+        "GPT-J 6B (LAMPS' set-up: ../shared/papers/lamps.md §6.1) from MEASURED Llama-2-7B operators, "
+        "scaled to GPT-J's shape (DERIVED; bench/studies/sim/sim_lamps_profile.py says how). "
+        f"{prof['source']}"
     )
     return prof
 

@@ -1,4 +1,5 @@
-"""Steady-state statistics and the results page of bench.studies.sim.sim_lamps (pure functions over its records).
+"""Steady-state statistics and the results page of bench.studies.sim.sim_lamps (pure functions over its
+records).
 
 A point's requests arrive over warm-up + window + cool-down seconds; only those arriving inside the
 window are measured (`in_window`). Its mean E2E gets a 95% interval from batch means (the window cut
@@ -218,15 +219,15 @@ def admission(data: dict[str, Any], cap: int) -> str:
     setup = data.get("setup") or {}
     pool = f", a KV pool of {setup['kv_blocks']} blocks" if setup.get("kv_blocks") else ""
     told = (
-        f"; SJF and LAMPS are told each segment's length times a predicted/actual ratio drawn from the held-out "
-        f"rows of {setup['predictions']} (a measured predictor's error)"
+        "; SJF and LAMPS are told each segment's length times a predicted/actual ratio drawn from the "
+        f"held-out rows of {setup['predictions']} (a measured predictor's error)"
         if setup.get("predictions")
         else "; SJF and LAMPS are told the true lengths"
     )
     if setup.get("kv_admission"):
         return (
-            f"for every system admission bound by KV blocks (a call is sent only while the engine has free KV "
-            f"for it: bench/studies/sim/kv_admission.py) and at most {cap} calls in the engine{pool}{told}"
+            "for every system admission bound by KV blocks (a call is sent only while the engine has free "
+            f"KV for it: bench/studies/sim/kv_admission.py) and at most {cap} calls in the engine{pool}{told}"
         )
     return f"{cap} calls in the engine for every system{pool}{told}"
 
@@ -236,20 +237,22 @@ def markdown(data: dict[str, Any], cap: int, overload: int) -> str:
     title = (
         "## SIMULATED: load per arrival rate for bench.studies.sim.sim_lamps (rate sweep)"
         if sweep
-        else "## SIMULATED: LAMPS vs FCFS + INFERCEPT vs SJF on API-augmented requests at steady state (issue 18)"
+        else "## SIMULATED: LAMPS vs FCFS + INFERCEPT vs SJF on API-augmented requests at steady state "
+        "(issue 18)"
     )
     lines = [
         title,
         "",
         f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min"
         + (f" at nice {data['nice']}" if data.get("nice") else "")
-        + f"). **Simulated** on the "
-        f"`{data['profile']}` profile (docs/simulator.md: what in it is measured, derived or assumed); one instance; {admission(data, cap)}. "
-        f"Poisson arrivals for {data['warmup']:g} s of warm-up + {data['window']:g} s measured + "
-        f"{data['cooldown']:g} s of cool-down (simulated time); only requests arriving in the measured window "
-        "count; ± is the 95% interval from 10 batch means (bench/studies/sim/sim_lamps_report.py). Workload and assumptions: "
-        "bench/studies/sim/sim_lamps.py's docstring (INFERCEPT / ToolBench API mixes from LAMPS Table 2; segment lengths "
-        "assumed). The simulator's error on this machine: bench/results/sim/sim_fidelity_probe.md.",
+        + f"). **Simulated** on the `{data['profile']}` profile (docs/simulator.md: what in it is measured, "
+        f"derived or assumed); one instance; {admission(data, cap)}. Poisson arrivals for {data['warmup']:g} "
+        f"s of warm-up + {data['window']:g} s measured + {data['cooldown']:g} s of cool-down (simulated "
+        "time); only requests arriving in the measured window count; ± is the 95% interval from 10 batch "
+        "means (bench/studies/sim/sim_lamps_report.py). Workload and assumptions: "
+        "bench/studies/sim/sim_lamps.py's docstring (INFERCEPT / ToolBench API mixes from LAMPS Table 2; "
+        "segment lengths assumed). The simulator's error on this machine: "
+        "bench/results/sim/sim_fidelity_probe.md.",
         "",
     ]
     if not sweep:

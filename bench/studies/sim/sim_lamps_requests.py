@@ -29,8 +29,8 @@ OUT_MEAN = 40
 
 
 def prediction_ratios(path: str) -> list[float]:
-    """Predicted / actual output length of every held-out row of a bench.studies.programs.length_predictor run (its
-    JSON, "holdout": [[actual, predicted], ...]): the predictor's measured error, to apply to the
+    """Predicted / actual output length of every held-out row of a bench.studies.programs.length_predictor run
+    (its JSON, "holdout": [[actual, predicted], ...]): the predictor's measured error, to apply to the
     simulated segments' lengths (`predicted`)."""
     import json
 
@@ -43,7 +43,8 @@ def prediction_ratios(path: str) -> list[float]:
     ratios = [float(b) / a for a, b in rows if a > 0]
     if not ratios:
         raise SystemExit(
-            f"sim_lamps: --predictions {path} holds no held-out predictions (rerun python -m bench length_predictor)"
+            f"sim_lamps: --predictions {path} holds no held-out predictions (rerun python -m bench "
+            "length_predictor)"
         )
     return ratios
 
@@ -120,7 +121,8 @@ def arriving(
     types: dict[str, Any],
     setup: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """The requests of `mix` arriving at `rate` before `horizon` (lengths scaled and spread as `setup` says)."""
+    """The requests of `mix` arriving at `rate` before `horizon` (lengths scaled and spread as `setup`
+    says)."""
     return [
         r
         for r in requests(

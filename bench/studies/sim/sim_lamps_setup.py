@@ -10,15 +10,15 @@ from bench.studies.sim.sim_lamps_handling import _iteration_cost, fwd_seconds_pe
 from bench.studies.sim.sim_lamps_requests import MIXES, prediction_ratios
 
 SYSTEMS = {"FCFS+INFERCEPT": "fcfs", "SJF": "sjf", "LAMPS": "lamps"}
-# the earlier baseline, kept for comparison (--systems): teola's `fifo` sends calls as batches that return together;
-# vLLM as INFERCEPT's and LAMPS' scripts run it (an API call ends the request: its KV is discarded and the call
-# after the API is a new request at the back of the FCFS queue, recomputing its context)
+# the earlier baseline, kept for comparison (--systems): teola's `fifo` sends calls as batches that return
+# together; vLLM as INFERCEPT's and LAMPS' scripts run it (an API call ends the request: its KV is discarded
+# and the call after the API is a new request at the back of the FCFS queue, recomputing its context)
 EXTRA_SYSTEMS = {"FIFO-batches+INFERCEPT": "fifo", "FCFS-request+INFERCEPT": "fcfs-request", "vLLM": "fcfs"}
 CAP = 64  # calls running in the engine at once, for every system
 DEFAULT_RATES = "infercept=1,2,3,4;toolbench=2,4,8,12"
 # the engine set-up of a run (run_point): calls teola lets into the engine, KV blocks (None: the
-# profile's), admission bound by free KV (bench.studies.sim.kv_admission), LAMPS' profiled calls per batch (None:
-# measured online)
+# profile's), admission bound by free KV (bench.studies.sim.kv_admission), LAMPS' profiled calls per batch
+# (None: measured online)
 DEFAULT_SETUP = {
     "cap": CAP,
     "kv_blocks": None,

@@ -165,7 +165,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
         default="a100-llama2-7b-measured",
-        help="simulation profile (default: built from measured A100 operators, bench/results/sim/gpu_profiles.md)",
+        help="simulation profile (default: built from measured A100 operators, "
+        "bench/results/sim/gpu_profiles.md)",
     )
     p.add_argument("--queries", type=int, default=200, help="queries per point (default 200)")
     p.add_argument("--quick", action="store_true", help="naive RAG, 2 systems, 40 queries, scale-out to 4")

@@ -10,20 +10,20 @@ The paper's set-up (section 7, ../shared/papers/teola.md) and what is used here:
 - two instances of the LLM, one of every other engine (section 7.1).
 - advanced RAG: 3 expanded queries, top-16 search per query, a cross-encoder reranker keeping the top 3,
   refine-mode synthesis (3 chained LLM calls); naive RAG: top 3, tree mode; chunks of 256 tokens,
-  overlap 30. Documents: NarrativeQA stories, ~100 chunks per query (bench/studies/sim/sim_paper.py's "large"), and
-  for one variant TruthfulQA questions over 10 passages, 11-13 chunks (the paper's data set; the size of
-  its documents is not stated), where teola's default pass prune_covered_searches drops the expansion.
+  overlap 30. Documents: NarrativeQA stories, ~100 chunks per query (bench/studies/sim/sim_paper.py's
+  "large"), and for one variant TruthfulQA questions over 10 passages, 11-13 chunks (the paper's data set; the
+  size of its documents is not stated), where teola's default pass prune_covered_searches drops the expansion.
 - bge-large-en-v1.5 and bge-reranker-large on one RTX 3090 each: the profiles' non-LLM engines are
   BERT-base-sized on an A100. Variant "paper-non-llm" re-derives their per-token cost with the profile's
   own formula (2 x parameters FLOPs per token at 30% MFU) for the paper's models and GPU: 335M and 560M
   parameters at 71 TFLOPS (the 3090's dense FP16 tensor rate with FP32 accumulation).
 
 Systems: teola with its defaults; teola with the expansion kept ("teola-equal-work": pass
-prune_covered_searches off, so it does the baselines' work); the four LlamaDist baselines (bench/studies/rag/rag_setup.py).
-Ablations on teola-equal-work: each of the paper's mechanisms off (parallelization, pipelining,
-topology-aware batching) and all three off. Where the time goes: per engine, mean queued and running
-seconds per query and busy fraction under load; per component (expansion, indexing, ...) the seconds a
-query alone spends executing and queued in it.
+prune_covered_searches off, so it does the baselines' work); the four LlamaDist baselines
+(bench/studies/rag/rag_setup.py). Ablations on teola-equal-work: each of the paper's mechanisms off
+(parallelization, pipelining, topology-aware batching) and all three off. Where the time goes: per engine,
+mean queued and running seconds per query and busy fraction under load; per component (expansion, indexing,
+...) the seconds a query alone spends executing and queued in it.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def paper_non_llm(profile: str) -> dict[str, Any]:
         data["engines"][kind]["op_cost"][op]["per_token"] = 2 * params / (0.30 * RTX3090_FLOPS)
     data["name"] = f"{data.get('name', profile)}+paper-non-llm"
     data["source"] = (
-        f"{data.get('source', '')} Variant (bench/studies/sim/sim_paper_fig8.py): embedder and reranker per-token "
-        "cost derived for bge-large-en-v1.5 (335M) and bge-reranker-large (560M) on an RTX 3090 "
+        f"{data.get('source', '')} Variant (bench/studies/sim/sim_paper_fig8.py): embedder and reranker "
+        "per-token cost derived for bge-large-en-v1.5 (335M) and bge-reranker-large (560M) on an RTX 3090 "
         "(71 TFLOPS dense FP16 with FP32 accumulation) at 30% MFU."
     )
     return data

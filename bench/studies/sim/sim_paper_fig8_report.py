@@ -7,11 +7,11 @@ from typing import Any
 from bench.lib.tables import num, pct, table
 
 FIDELITY = (
-    "The simulator's measured error: against the real CPU engines of this machine, 12 of 12 points "
-    "within 15% of measured mean latency with real output lengths (mean 4%) and with sampled lengths "
-    "(mean 9%) on its newest run (bench/results/sim/sim_fidelity_probe.md; over seven runs 6-12 of 12). The GPU "
-    "profiles themselves were never run against a real GPU here: the 7B one is built from Vidur's measured "
-    "A100 operators (its LLM iteration is 1-40% below the datasheet-derived one: "
+    "The simulator's measured error: against the real CPU engines of this machine, 12 of 12 points within "
+    "15% of measured mean latency with real output lengths (mean 4%) and with sampled lengths (mean 9%) on "
+    "its newest run (bench/results/sim/sim_fidelity_probe.md; over seven runs 6-12 of 12). The GPU profiles "
+    "themselves were never run against a real GPU here: the 7B one is built from Vidur's measured A100 "
+    "operators (its LLM iteration is 1-40% below the datasheet-derived one: "
     "bench/results/sim/gpu_profiles.md), the 13B one and every non-LLM engine are derived."
 )
 
@@ -26,12 +26,11 @@ def report(data: dict[str, Any]) -> str:
         "## SIMULATED: Teola Fig. 8 (document QA) at the paper's set-up, and which mechanism does what "
         "(bench/studies/sim/sim_paper_fig8.py)",
         "",
-        f"**Simulated, not measured.** `{data['command']}` ({data['wall_s']:.0f} s wall). "
-        f"{data['queries']} queries per point, Poisson arrivals at {fr} of teola-equal-work's simulated "
-        f"capacity; instances {data['instances']} (the paper's: two LLM instances, one of every other engine). "
-        "Advanced RAG: 3 expanded queries, top-16 search each, cross-encoder reranker to the top 3, refine "
-        "synthesis (3 chained LLM calls); naive RAG: top 3, tree synthesis; chunks of 256 tokens, overlap 30. "
-        "Documents: "
+        f"**Simulated, not measured.** `{data['command']}` ({data['wall_s']:.0f} s wall). {data['queries']} "
+        f"queries per point, Poisson arrivals at {fr} of teola-equal-work's simulated capacity; instances "
+        f"{data['instances']} (the paper's: two LLM instances, one of every other engine). Advanced RAG: 3 "
+        "expanded queries, top-16 search each, cross-encoder reranker to the top 3, refine synthesis (3 "
+        "chained LLM calls); naive RAG: top 3, tree synthesis; chunks of 256 tokens, overlap 30. Documents: "
         + "; ".join(f"{k}: {v}" for k, v in data["docs"].items())
         + ". The profiles carry no output-length samples: every LLM call decodes its "
         "max_tokens (expansion 72 = 3 x 24, synthesis 96). teola-equal-work = teola with pass "

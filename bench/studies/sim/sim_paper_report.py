@@ -43,11 +43,12 @@ def report(data: dict[str, Any]) -> str:
     lines = [
         f"## SIMULATED: Teola Fig. 8-10 set-up on GPU profiles{title} (bench/studies/sim/sim_paper.py)",
         "",
-        f"**Simulated, not measured.** Profile `{data['profile']}` ({_provenance(data['profile'])}; "
-        "its file lists the source of every number; no output-length samples, so every LLM call decodes its "
-        "max_tokens). The simulator's measured error on this machine: bench/results/sim/sim_fidelity_probe.md. "
-        f"Command: `{data['command']}` ({data['wall_s']:.0f} s wall). {data['queries']} queries per point; "
-        "rates are fractions of each app's simulated teola capacity. " + DOCS_NOTE[docs],
+        f"**Simulated, not measured.** Profile `{data['profile']}` ({_provenance(data['profile'])}; its file "
+        "lists the source of every number; no output-length samples, so every LLM call decodes its "
+        "max_tokens). The simulator's measured error on this machine: "
+        f"bench/results/sim/sim_fidelity_probe.md. Command: `{data['command']}` ({data['wall_s']:.0f} s "
+        f"wall). {data['queries']} queries per point; rates are fractions of each app's simulated teola "
+        "capacity. " + DOCS_NOTE[docs],
         "",
     ]
     lines += curve_lines(data) + ablation_lines(data)
@@ -112,8 +113,8 @@ def ablation_lines(data: dict[str, Any]) -> list[str]:
 def scale_out_lines(so: dict[str, Any]) -> list[str]:
     """Advanced RAG on 1, 2, ... LLM instances at 0.8x capacity each, and the plots."""
     lines = [
-        f"### Scale-out, advanced RAG (simulated; 1-instance capacity {so['one_instance_capacity_qps']:.2f} q/s, "
-        "offered 0.8x capacity per instance)",
+        f"### Scale-out, advanced RAG (simulated; 1-instance capacity {so['one_instance_capacity_qps']:.2f} "
+        "q/s, offered 0.8x capacity per instance)",
         "",
         *table(
             [
@@ -144,7 +145,7 @@ def scale_out_lines(so: dict[str, Any]) -> list[str]:
     ]
     lines += [
         "",
-        "Plots (bench/studies/sim/sim_paper_plots.py): `bench/results/sim/sim_paper_latency.png` (latency vs rate per app and "
-        "system), `bench/results/sim/sim_paper_scale_out.png`.",
+        "Plots (bench/studies/sim/sim_paper_plots.py): `bench/results/sim/sim_paper_latency.png` (latency vs "
+        "rate per app and system), `bench/results/sim/sim_paper_scale_out.png`.",
     ]
     return lines

@@ -1,6 +1,7 @@
 """SIMULATED: Autellix Fig. 11-style program latency vs arrival rate on a derived GPU profile.
 
-    python -m bench sim_programs [--profile a100-llama2-7b-measured] [--programs 150] [--quick] [--nocache-baseline]
+    python -m bench sim_programs [--profile a100-llama2-7b-measured] [--programs 150] [--quick]
+                                 [--nocache-baseline]
 
 Every number here is simulated: teola's runtime (program policies, the preemptor that aborts and
 resumes calls, balancers) drives simulated vLLM instances (engines/sim/llm.py) in virtual time; the
@@ -17,14 +18,14 @@ text and 277 decode tokens per call, both exponential) and lats (8-24 steps of 5
 ~160 calls, 72.6 decode tokens), with bfcl (lognormal calls, mean 10.75, max 70; 735 new tokens and
 34.1 decode tokens per call) and mixed (each program drawn equally from sharegpt, bfcl and lats, as
 Autellix's Mixed); on a profile with at least 32k context (a100-llama3.1-8b,
-Autellix's model and GPU) conversations are kept whole. Policies FCFS / MLFQ / PLAS / ATLAS (FCFS: policy `fcfs`, vLLM's order with each
-call returning when it ends; `--baseline fifo` runs teola's batching strawman instead, as the pages
-before commit 82110ed did); teola's preemption either recomputes a
+Autellix's model and GPU) conversations are kept whole. Policies FCFS / MLFQ / PLAS / ATLAS (FCFS: policy
+`fcfs`, vLLM's order with each call returning when it ends; `--baseline fifo` runs teola's batching strawman
+instead, as the pages before commit 82110ed did); teola's preemption either recomputes a
 resumed call (abort, re-prefill mostly from the prefix cache), swaps its KV out and back in
 (`abort_kv="swap"` at the profile's PCIe swap cost), or swaps only when a round trip is cheaper
-than recomputing what the prefix cache will have lost (`abort_kv="auto"`, mode "auto"); 1 instance, and 4 instances with the
-locality-aware balancer. Rates are fractions of the FCFS capacity: the decoded tokens per second a
-burst of 6 x the admission budget x instances programs at t=0 sustained while the budget was full,
+than recomputing what the prefix cache will have lost (`abort_kv="auto"`, mode "auto"); 1 instance, and 4
+instances with the locality-aware balancer. Rates are fractions of the FCFS capacity: the decoded tokens per
+second a burst of 6 x the admission budget x instances programs at t=0 sustained while the budget was full,
 over a program's mean decoded tokens (saturated_capacity; pages before it used programs / makespan).
 Latency is reported as program latency and as Autellix's program-level token latency (a program's
 latency over the tokens it decoded, its §6.2 metric); throughput at equal latency is given for both.
@@ -192,8 +193,8 @@ def sweep(
             )
             rows.append({"load": load, "rate": load * cap, "policy": policy, **{k: r[k] for k in ROW_KEYS}})
             print(
-                f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} s, "
-                f"{r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)",
+                f"[sim_programs] {kind} x{instances} {abort_kv} load {load} {policy}: mean {r['mean']:.1f} "
+                f"s, {r['preemptions']} preemptions ({r['sim_wall_s']:.0f} s wall)",
                 file=sys.stderr,
                 flush=True,
             )
@@ -206,7 +207,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
         default="a100-llama2-7b-measured",
-        help="simulation profile (default: built from measured A100 operators, bench/results/sim/gpu_profiles.md)",
+        help="simulation profile (default: built from measured A100 operators, "
+        "bench/results/sim/gpu_profiles.md)",
     )
     p.add_argument("--programs", type=int, default=300)
     p.add_argument(
@@ -234,7 +236,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--baseline",
         choices=BASELINES,
         default="fcfs",
-        help="FCFS as vLLM runs it (fcfs, default) or teola's fifo batching strawman (the pages before 82110ed)",
+        help="FCFS as vLLM runs it (fcfs, default) or teola's fifo batching strawman (the pages before "
+        "82110ed)",
     )
     p.add_argument(
         "--nocache-baseline",

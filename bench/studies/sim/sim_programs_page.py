@@ -31,19 +31,21 @@ def markdown(data: dict[str, Any]) -> str:
     if data.get("promotion", "preempt") != "preempt":
         title += f", anti-starvation promotion {data['promotion']!r}"
     lines = [
-        f"## SIMULATED: program-level scheduling at Autellix's shapes{title} (bench/studies/sim/sim_programs.py)",
+        f"## SIMULATED: program-level scheduling at Autellix's shapes{title} "
+        "(bench/studies/sim/sim_programs.py)",
         "",
         f"**Simulated, not measured**, on the derived profile `{data['profile']}` (engines/profiles/). "
-        f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min wall). {data['programs']} programs per point; "
-        f"admission budget {BUDGET} running calls per instance; rates are fractions of FCFS's "
+        f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min wall). {data['programs']} programs per "
+        f"point; admission budget {BUDGET} running calls per instance; rates are fractions of FCFS's "
         + (
             "capacity: decoded tokens/s while a burst kept the admission budget full, over a program's mean "
             "decoded tokens (bench.studies.sim.sim_programs.saturated_capacity). "
             if data.get("capacity") == "saturated"
             else "burst capacity (programs / makespan of a burst). "
         )
-        + "Throughput at equal latency: the highest rate at which a policy's mean program latency stays within "
-        "1.5x FCFS's mean at the lowest load (linear interpolation between measured rates, no extrapolation).",
+        + "Throughput at equal latency: the highest rate at which a policy's mean program latency stays "
+        "within 1.5x FCFS's mean at the lowest load (linear interpolation between measured rates, no "
+        "extrapolation).",
         "",
     ]
     if data.get("shapes"):
@@ -112,7 +114,8 @@ def shapes_table(shapes: dict[str, Any]) -> list[str]:
 
 
 def sweep_table(rows: list[dict[str, Any]], tok: bool) -> list[str]:
-    """One sweep's rows; `tok`: with the token-latency and prefix-cache columns (pages before them lack them)."""
+    """One sweep's rows; `tok`: with the token-latency and prefix-cache columns (pages before them lack
+    them)."""
     extra = (
         ["token latency, mean / p99 (ms per decoded token)", "prompt tokens from the prefix cache"]
         if tok

@@ -52,9 +52,10 @@ def markdown(d: dict[str, Any], command: str) -> str:
             [
                 "## Simulator speed (issue 17)",
                 "",
-                f"Command: `{command}`. Advanced RAG, {d['queries']:,} queries over {d['llm_instances']} simulated LLM "
-                f"instances ({d['instances']}), derived profile `{PROFILE}`, offered {d['offered_qps']:.1f} q/s. "
-                f"1-minute load average {d['load_before']:.1f} before, {d['load_after']:.1f} after.",
+                f"Command: `{command}`. Advanced RAG, {d['queries']:,} queries over {d['llm_instances']} "
+                f"simulated LLM instances ({d['instances']}), derived profile `{PROFILE}`, offered "
+                f"{d['offered_qps']:.1f} q/s. 1-minute load average {d['load_before']:.1f} before, "
+                f"{d['load_after']:.1f} after.",
                 "",
                 *table(
                     ["queries", "LLM instances", "wall s", "CPU s", "primitives", "primitives / wall s"],
@@ -71,8 +72,9 @@ def markdown(d: dict[str, Any], command: str) -> str:
                     "r" * 6,
                 ),
                 "",
-                f"Target: under 60 s of wall time. SIMULATED results of that run (not measurements): throughput "
-                f"{sim['throughput_qps']:.1f} q/s, mean {sim['mean_s']:.2f} s, p99 {sim['p99_s']:.2f} s, {sim['failed']} failed.",
+                "Target: under 60 s of wall time. SIMULATED results of that run (not measurements): "
+                f"throughput {sim['throughput_qps']:.1f} q/s, mean {sim['mean_s']:.2f} s, p99 "
+                f"{sim['p99_s']:.2f} s, {sim['failed']} failed.",
             ]
         )
         + "\n"

@@ -18,9 +18,9 @@ throughput at equal latency) are bench/studies/sim/steady_state.py's. Per worklo
      the warm-up is also at least KNEE x the cover of the programs' own unloaded latencies (settling),
      and a measured program unfinished OVERDUE x max(its own unloaded latency, the workload's mean own
      unloaded latency) makes a point overloaded;
-  2. every system (one point per fresh process, --jobs at a time, the systems in turn) runs the fixed load grid (GRID x the capacity
-     estimate; GRID_RATES req/s) upward until its own mean latency passes KNEE x the baseline's m0 (or
-     it is overloaded), or the grid ends;
+  2. every system (one point per fresh process, --jobs at a time, the systems in turn) runs the fixed load
+     grid (GRID x the capacity estimate; GRID_RATES req/s) upward until its own mean latency passes KNEE x the
+     baseline's m0 (or it is overloaded), or the grid ends;
   3. throughput at equal latency at TARGETS x the baseline's unloaded latency (S10: token latency, S9:
      mean end-to-end), interpolated on the curves.
 Finished points go to a JSON-lines cache (--cache, default /tmp/<out>.jsonl), so a stopped run resumes.

@@ -3,8 +3,8 @@ engine, systems and programs) with bench/studies/sim/steady_state.py's trace: pr
 warm-up + window + cool-down, only those arriving in the window are measured, and the run stops once
 they have all finished and the cool-down's arrivals are done (programs still running then only kept
 the load on and are cancelled). A point where a measured program is still unfinished job["overdue"]
-x max(its own unloaded latency, job["overdue_floor"]) after its arrival (steady_state.overdue; the latency from
-bench/studies/sim/sim_steady_solo.py) stops there as overloaded: its latency is inf and its
+x max(its own unloaded latency, job["overdue_floor"]) after its arrival (steady_state.overdue; the latency
+from bench/studies/sim/sim_steady_solo.py) stops there as overloaded: its latency is inf and its
 unfinished programs are counted. Each finished program's latency over its own unloaded latency (its
 stretch) is summarized, so the long programs' share of a mean is visible.
 
@@ -251,8 +251,8 @@ def run_point(job: dict[str, Any]) -> dict[str, Any]:
     out["sim_wall_s"] = time.perf_counter() - wall
     print(
         f"[sim_steady] {job['kind']} {job['system']} load {job['load']:g}: {out['measured']} measured, "
-        f"{out['unfinished']} unfinished, token latency {1000 * out['tok_mean']:.0f} ms, mean {out['mean']:.1f} s, "
-        f"steady {out['steady']} ({out['sim_wall_s']:.0f} s wall)",
+        f"{out['unfinished']} unfinished, token latency {1000 * out['tok_mean']:.0f} ms, mean "
+        f"{out['mean']:.1f} s, steady {out['steady']} ({out['sim_wall_s']:.0f} s wall)",
         file=sys.stderr,
         flush=True,
     )

@@ -16,9 +16,10 @@ TITLE = {
     "lamps": "SIMULATED: LAMPS' set-up at steady state (INFERCEPT vs SJF vs LAMPS)",
 }
 GOAL = {
-    "autellix": "Autellix: PLAS/ATLAS >= 2x vLLM-opt's throughput at equal latency on ShareGPT, BFCL, LATS; >= 4x on "
-    "Mixed; MLFQ against FCFS (vLLM-opt)",
-    "lamps": "LAMPS: within 25% of the paper's improvement over INFERCEPT (-27% to -65% mean E2E); a gain over SJF",
+    "autellix": "Autellix: PLAS/ATLAS >= 2x vLLM-opt's throughput at equal latency on ShareGPT, BFCL, LATS; "
+    ">= 4x on Mixed; MLFQ against FCFS (vLLM-opt)",
+    "lamps": "LAMPS: within 25% of the paper's improvement over INFERCEPT (-27% to -65% mean E2E); a gain "
+    "over SJF",
 }
 
 
@@ -30,8 +31,9 @@ def fidelity() -> str:
     if not m:
         return "The simulator's measured error: see [sim_fidelity_probe](sim_fidelity_probe.md)."
     return (
-        f"The simulator's measured error ([sim_fidelity_probe](sim_fidelity_probe.md), CPU engines): mean absolute "
-        f"error {m.group(1)}% of mean latency, {m.group(2)} of {m.group(3)} points within {m.group(4)}%."
+        "The simulator's measured error ([sim_fidelity_probe](sim_fidelity_probe.md), CPU engines): mean "
+        f"absolute error {m.group(1)}% of mean latency, {m.group(2)} of {m.group(3)} points within "
+        f"{m.group(4)}%."
     )
 
 
@@ -77,8 +79,8 @@ def points_table(w: dict[str, Any], field: str) -> list[str]:
                 f"{m.get('waiting', math.nan):.1f} / {m.get('engine_waiting', math.nan):.1f}",
                 f"{m.get('running', math.nan):.1f}",
                 f"{100 * m.get('kv_used', math.nan):.0f}%",
-                f"{r.get('preemptions', 0)}; preserve/discard/swap {h.get('preserve', 0)}/{h.get('discard', 0)}/"
-                f"{h.get('swap', 0)}",
+                f"{r.get('preemptions', 0)}; preserve/discard/swap "
+                f"{h.get('preserve', 0)}/{h.get('discard', 0)}/{h.get('swap', 0)}",
                 f"{m.get('waiting_first', math.nan):.1f} / {m.get('waiting_last', math.nan):.1f}",
                 "n/a",
             ]
@@ -146,8 +148,8 @@ def levels_table(w: dict[str, Any]) -> list[str]:
         )
     return (
         [
-            "Service per level (each queue: where it starts; calls in it on average (of them running); their mean "
-            "service):",
+            "Service per level (each queue: where it starts; calls in it on average (of them running); their "
+            "mean service):",
             "",
         ]
         + table(["load", "system"] + [f"Q{i}" for i in range(width)], cells)
@@ -174,21 +176,21 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         f"## {TITLE[study]}",
         "",
-        f"Command: `{data['command']}` ({data.get('wall_s', 0) / 60:.1f} min, nice {data.get('nice', 0)}; "
-        "2 shared cores, other runs on the machine). **Every number here is SIMULATED** (teola's runtime on the "
-        "simulated vLLM in virtual time); set-ups: bench/studies/sim/sim_autellix.py (S10) and "
+        f"Command: `{data['command']}` ({data.get('wall_s', 0) / 60:.1f} min, nice {data.get('nice', 0)}; 2 "
+        "shared cores, other runs on the machine). **Every number here is SIMULATED** (teola's runtime on "
+        "the simulated vLLM in virtual time); set-ups: bench/studies/sim/sim_autellix.py (S10) and "
         "bench/studies/sim/sim_lamps_paper.py (S9), rules: bench/studies/sim/steady_state.py. " + fidelity(),
         "",
-        "Rules: arrivals over warm-up + window + cool-down = 3 + 10 + 2 x the baseline's unloaded mean latency "
-        "(S9: at least 300 + 1800 + 300 s; S10: the warm-up at least 5 x the time the number of programs in the "
-        "system takes to reach 95% of its settled value at the programs' own unloaded latencies); a measured "
-        "program unfinished 20 x max(its own unloaded latency, the workload's mean own unloaded latency) after its "
-        "arrival makes the point overloaded (S10; "
-        "S9: 1000 calls waiting); only arrivals in the window are measured; steady = programs (S10) / "
-        "waiting calls (S9) in the system do not keep growing over the window; each system climbs the load grid "
-        f"until its mean latency passes {data['knee']:g}x the baseline's unloaded mean; throughput at equal "
-        "latency is where a curve first crosses the target, linear in rate between swept points (an overloaded "
-        "point: above every target, the crossing read as a lower bound).",
+        "Rules: arrivals over warm-up + window + cool-down = 3 + 10 + 2 x the baseline's unloaded mean "
+        "latency (S9: at least 300 + 1800 + 300 s; S10: the warm-up at least 5 x the time the number of "
+        "programs in the system takes to reach 95% of its settled value at the programs' own unloaded "
+        "latencies); a measured program unfinished 20 x max(its own unloaded latency, the workload's mean "
+        "own unloaded latency) after its arrival makes the point overloaded (S10; S9: 1000 calls waiting); "
+        "only arrivals in the window are measured; steady = programs (S10) / waiting calls (S9) in the "
+        "system do not keep growing over the window; each system climbs the load grid until its mean "
+        f"latency passes {data['knee']:g}x the baseline's unloaded mean; throughput at equal latency is "
+        "where a curve first crosses the target, linear in rate between swept points (an overloaded point: "
+        "above every target, the crossing read as a lower bound).",
         "",
         f"Targets ({GOAL[study]}).",
         "",
@@ -221,8 +223,8 @@ def markdown(data: dict[str, Any]) -> str:
         lines += points_table(w, field) + [""] + levels_table(w)
     if data.get("cached_only"):
         lines += [
-            "PARTIAL: written with --cached-only from the points finished so far; a system's sweep that stops "
-            "below the knee was still running (its crossing, if any, is read as a lower bound).",
+            "PARTIAL: written with --cached-only from the points finished so far; a system's sweep that "
+            "stops below the knee was still running (its crossing, if any, is read as a lower bound).",
             "",
         ]
     if data.get("quick"):

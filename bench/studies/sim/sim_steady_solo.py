@@ -6,9 +6,9 @@ tokens (the first call its whole prompt; a later one its user turn, the conversa
 in the prefix cache) in chunks of at most `max_batched` tokens, then decodes its output one token per
 iteration at batch 1, then sleeps its tool pause. A tree program runs its steps one after another;
 a step prefills its calls' prompts, each with its parents' outputs (siblings start together, before
-any of them is in the prefix cache), and decodes its calls side by side, the batch shrinking as the shorter ones end. Prompts
-are the generator's token counts (the simulator tokenizes the actual text). Measured against the
-simulator running each program alone (vLLM-opt, a100-llama3.1-8b-measured, the first 20 programs):
+any of them is in the prefix cache), and decodes its calls side by side, the batch shrinking as the shorter
+ones end. Prompts are the generator's token counts (the simulator tokenizes the actual text). Measured against
+the simulator running each program alone (vLLM-opt, a100-llama3.1-8b-measured, the first 20 programs):
 simulated / estimated 0.97-1.01 on ShareGPT, 0.88-1.00 on BFCL, 0.85-0.91 on LATS (10 programs; the
 estimate prices the siblings' prompts as if none were cached). The
 steady-state study (bench/studies/sim/steady_state.py) sets each program's overdue limit and the

@@ -4,16 +4,17 @@
                                    [--rate 0.15] [--calibrate-tokens]
 
 The same queries (bench.studies.rag.rag's TruthfulQA-over-BoolQ set, seed 0) run one at a time, prefix cache
-emptied before each, with teola's config (or --system: a bench.studies.rag.rag baseline's): first on the real engines (recording the LLM's output
-lengths), then on the profile's simulated engines in virtual time with exactly those lengths. Per
-app and primitive: mean time queued and running, measured vs simulated; per query: time before the
-first primitive is queued (compilation, planning) and after the last finishes (result assembly),
-which the simulator does not charge. With --replay each simulated LLM call decodes exactly as many
+emptied before each, with teola's config (or --system: a bench.studies.rag.rag baseline's): first on the real
+engines (recording the LLM's output lengths), then on the profile's simulated engines in virtual time with
+exactly those lengths. Per app and primitive: mean time queued and running, measured vs simulated; per query:
+time before the first primitive is queued (compilation, planning) and after the last finishes (result
+assembly), which the simulator does not charge. With --replay each simulated LLM call decodes exactly as many
 tokens as the same call on the real engines (its query's calls in start order), so the comparison
 is of the cost models, not of sampled output lengths. With --rate the queries arrive as a Poisson
 trace (seed 0) on both sides, so concurrent queries share the engines as in bench.studies.sim.sim_fidelity;
---calibrate-tokens scales the profile's prompt-token estimate to these queries' real prompts. `--profile fresh` measures the profile on the
-started engines just before the real queries (as bench.studies.sim.sim_fidelity does; <out>_profile.json).
+--calibrate-tokens scales the profile's prompt-token estimate to these queries' real prompts. `--profile
+fresh` measures the profile on the started engines just before the real queries (as
+bench.studies.sim.sim_fidelity does; <out>_profile.json).
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rate",
         type=float,
         default=0.0,
-        help="queries/s of a Poisson trace (seed 0) instead of one query at a time (default 0: one at a time)",
+        help="queries/s of a Poisson trace (seed 0) instead of one query at a time "
+        "(default 0: one at a time)",
     )
     p.add_argument(
         "--calibrate-tokens",

@@ -92,8 +92,8 @@ def markdown(d: dict[str, Any]) -> str:
             if d.get("token_scale")
             else ""
         )
-        + "Simulated twice: with output lengths sampled from the real "
-        "run's (as bench.studies.sim.sim_fidelity does), and with each call's real output length replayed. Seconds are "
+        + "Simulated twice: with output lengths sampled from the real run's (as "
+        "bench.studies.sim.sim_fidelity does), and with each call's real output length replayed. Seconds are "
         "means per query; prompt tokens are the ones not served from the prefix cache.",
         "",
     ]

