@@ -138,6 +138,8 @@ class EngineProfile:
     costs: for LLM engines, what a request, a prompt token's prefill and a decode step cost and the
     KV block size, from a named profile or fitted at start (engines.llm_text.costs.EngineCosts as a
     dict; {} = unknown); passes gate the requests and streams they add on them.
+    op_costs: for other engines, each op's seconds per request and per item, from a named profile or
+    fitted at start (op name -> engines.machine.op_costs.OpCost as a dict; {} = unknown).
     """
 
     max_batch: int = 64
@@ -148,6 +150,7 @@ class EngineProfile:
     max_inflight: int = 0
     features: frozenset[Feature] = frozenset()
     costs: dict[str, Any] = field(default_factory=dict)
+    op_costs: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -35,7 +35,9 @@ upstream if your documents carry them).
 
 Options: dsn (else TEOLA_PG_DSN, else the embedded server), collection ("teola_chunks"), dim (384),
 persistent (True), index ("hnsw" or "none" = exact scan), hnsw_m (16), hnsw_ef_construction (64),
-ef_search (100), pool_min (1), pool_max (4), max_batch (256), max_efficient_batch (64), data_dir.
+ef_search (100), pool_min (1), pool_max (4), max_batch (256), max_efficient_batch (64), data_dir,
+costs (True: ingestion's and search's costs fitted at start, engines/postgres/op_probe.py; a profile
+or False: see engines/machine/op_costs.py).
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ from typing import Any
 
 import numpy as np
 
+from engines.machine.op_costs import check_op_costs_option
 from engines.postgres import staging, tables
+from engines.postgres.op_probe import vector_store_op_costs
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.postgres.tables import validate_identifier
 from engines.protocol import EngineProfile, StreamEvent, profile_with
@@ -83,8 +87,10 @@ class PgVectorEngine:
         max_batch: int | None = None,
         max_efficient_batch: int | None = None,
         data_dir: str | None = None,
+        costs: bool | str = True,
     ) -> None:
         validate_identifier(collection, "collection")
+        self.costs_option = check_op_costs_option(name, "pgvector", self.ops, costs)
         if not isinstance(dim, int) or not 1 <= dim <= 16000:
             raise ValueError(f"option dim={dim!r}: must be an int in 1..16000 (the embedding size)")
         self.ranking = self.ranks_by({})
@@ -155,6 +161,7 @@ class PgVectorEngine:
             await conn.commit()
 
         self._pool = await open_pool(self._dsn, self._pool_min, self._pool_max, configure)
+        self.profile.op_costs = await vector_store_op_costs(self, self.costs_option)
 
     async def _prepare_table(self, conn: Any, dsn: str) -> Any:
         """Create the extension, the table and its indexes (dead tables of this collection dropped

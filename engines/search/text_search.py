@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from engines.machine.op_costs import check_op_costs_option, engine_op_costs, probe_words
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.postgres.tables import validate_identifier
 from engines.protocol import EngineProfile, StreamEvent, profile_with
@@ -80,7 +81,8 @@ class TextSearchEngine:
     Options: dsn (an external Postgres; default the embedded server), data_dir (the embedded
     server's folder), corpus ("wiki": the shipped Wikipedia lead paragraphs), match ("any": any
     word, ranked; "all": websearch syntax), progress (print loading progress), pool_min / pool_max
-    (connections), max_batch (64), max_efficient_batch (16)."""
+    (connections), max_batch (64), max_efficient_batch (16), costs (True: a search's seconds per
+    request and per query fitted at start, a profile's or False: engines/machine/op_costs.py)."""
 
     ops = frozenset({PrimOp.SEARCHING})
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=16)
@@ -98,7 +100,9 @@ class TextSearchEngine:
         pool_max: int = 2,
         max_batch: int | None = None,
         max_efficient_batch: int | None = None,
+        costs: bool | str = True,
     ) -> None:
+        self.costs_option = check_op_costs_option(name, "search", self.ops, costs)
         if match not in ("any", "all"):
             raise ValueError(
                 f"option match={match!r}: use 'any' (any word, ranked) or 'all' (websearch syntax)"
@@ -140,6 +144,13 @@ class TextSearchEngine:
             raise
         self._pool = await open_pool(dsn, self._pool_min, self._pool_max)
         self._dsn = dsn
+        self.profile.op_costs = await engine_op_costs(
+            self.name, "search", self.costs_option, {str(PrimOp.SEARCHING): self._probe_run}
+        )
+
+    async def _probe_run(self, n: int, salt: str) -> Any:
+        """A batch of the cost probe: `n` queries of a few common words (each matches many rows)."""
+        return await self.search([{"query": f"{salt} {probe_words(i, salt)}"} for i in range(n)])
 
     async def _ensure_loaded(self, dsn: str) -> None:
         import psycopg

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engines.machine.core_share import process_share
+from engines.machine.op_costs import ProbeRun, check_op_costs_option, engine_op_costs
 from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 # sentence-transformers models created with exclusive=True compute one batch at a time in a process
@@ -19,18 +20,22 @@ SHARE_GROUP = "sentence_transformers"
 
 
 class SentenceTransformersAdapter(ABC):
-    """Subclasses set `ops` (one op), `default_profile`, and implement `_load()` (build the model,
-    blocking), `_inputs(requests)` (validate requests into model inputs) and `_run(inputs)` (one
-    blocking model call -> one result per input). Options shared by both: device (None = the
+    """Subclasses set `ops` (one op), `kind` (their engine kind), `default_profile`, and implement
+    `_load()` (build the model, blocking), `_inputs(requests)` (validate requests into model inputs),
+    `_run(inputs)` (one blocking model call -> one result per input) and `_probe_request(i, salt)`
+    (one request of the cost probe). Options shared by both: device (None = the
     library's choice: cuda if available, else cpu), max_batch, max_efficient_batch, torch_threads
     (torch's intra-op threads; process-wide, so the last model loaded sets it; None leaves torch's
     default) and exclusive (True: compute one batch at a time with every other exclusive model of the
     process, so models that share cores do not run over each other) and share_cores (True, with
     torch_threads: a batch computed while the process's other core-sharing engines (vLLM) are idle
     uses one thread per core of the process instead of torch_threads; engines/machine/core_share.py).
+    costs (True: the op's seconds per request and per item fitted at start by a short probe,
+    engines/machine/op_costs.py; a profile's name or file: its `op_cost` table; False: none reported).
     Defaults for the hardware come from engines/tuning/settings.py."""
 
     ops: frozenset[str]
+    kind: str
     default_profile: EngineProfile
 
     def __init__(
@@ -42,7 +47,9 @@ class SentenceTransformersAdapter(ABC):
         torch_threads: int | None = None,
         exclusive: bool = False,
         share_cores: bool = False,
+        costs: bool | str = True,
     ):
+        self.costs_option = check_op_costs_option(name, self.kind, self.ops, costs)
         if torch_threads is not None and (
             isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1
         ):
@@ -82,6 +89,19 @@ class SentenceTransformersAdapter(ABC):
                 share = process_share()
                 share.join(SHARE_GROUP, share.all_cores[: self.torch_threads])
                 self._sharing = True
+            runs = {str(op): self._probe_run(op) for op in self.ops}
+            self.profile.op_costs = await engine_op_costs(self.name, self.kind, self.costs_option, runs)
+            self._forget_probe()
+
+    def _probe_run(self, op: str) -> ProbeRun:
+        async def run(n: int, salt: str) -> Any:
+            return await self.execute(op, [self._probe_request(i, salt) for i in range(n)])
+
+        return run
+
+    def _forget_probe(self) -> None:
+        """Drop the probe's batches from the counts of the engine's work."""
+        self.calls.clear()
 
     def _load_with_threads(self) -> Any:
         if self.torch_threads is not None:
@@ -101,6 +121,10 @@ class SentenceTransformersAdapter(ABC):
     @abstractmethod
     def _run(self, inputs: list[Any]) -> list[Any]:
         """One blocking model call: one result per input, in order."""
+
+    @abstractmethod
+    def _probe_request(self, i: int, salt: str) -> dict[str, Any]:
+        """Request `i` of a cost probe's batch, unique by `salt`."""
 
     def _require_model(self) -> Any:
         if self._model is None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from engines.assets.models import MINILM, resolve_model
 from engines.assets.paths import configure_engine_env
+from engines.machine.op_costs import probe_words
 from engines.protocol import EngineProfile
 from engines.requests import PrimOp
 from engines.sentence_transformers.adapter import SentenceTransformersAdapter
@@ -20,13 +21,15 @@ from engines.sentence_transformers.adapter import SentenceTransformersAdapter
 class EmbeddingEngine(SentenceTransformersAdapter):
     """Options: model (short name or sentence-transformers folder; default "all-minilm-l6-v2"),
     device (None = sentence-transformers' choice: cuda if available, else cpu), max_batch (64),
-    max_efficient_batch (32), torch_threads, exclusive, share_cores (see SentenceTransformersAdapter).
+    max_efficient_batch (32), torch_threads, exclusive, share_cores, costs (see
+    SentenceTransformersAdapter).
 
     `calls` lists the batch size of every `execute` (one encode call each); `forward_batches` lists the
     batch size of every forward pass of the model, so a test can check that a batch is one model call.
     """
 
     ops = frozenset({PrimOp.EMBEDDING})
+    kind = "sentence_transformers"
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
     @staticmethod
@@ -54,11 +57,14 @@ class EmbeddingEngine(SentenceTransformersAdapter):
         torch_threads: int | None = None,
         exclusive: bool = False,
         share_cores: bool = False,
+        costs: bool | str = True,
     ):
-        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores)
+        self.forward_batches: list[int] = []
+        super().__init__(
+            name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores, costs
+        )
         self.model_name = model
         self.ranking = self.ranks_by({"model": model})
-        self.forward_batches: list[int] = []
         self.dimension: int | None = None
 
     def _load(self) -> Any:
@@ -101,3 +107,10 @@ class EmbeddingEngine(SentenceTransformersAdapter):
 
     def _run(self, inputs: list[str]) -> list[list[float]]:
         return self.encode(inputs)
+
+    def _probe_request(self, i: int, salt: str) -> dict[str, Any]:
+        return {"text": probe_words(i, salt)}
+
+    def _forget_probe(self) -> None:
+        super()._forget_probe()
+        self.forward_batches.clear()

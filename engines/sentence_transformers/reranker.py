@@ -20,6 +20,7 @@ from typing import Any
 
 from engines.assets.models import MINILM, resolve_model
 from engines.assets.paths import configure_engine_env
+from engines.machine.op_costs import probe_words
 from engines.protocol import EngineProfile
 from engines.requests import PrimOp
 from engines.sentence_transformers.adapter import SentenceTransformersAdapter
@@ -30,10 +31,11 @@ class RerankerEngine(SentenceTransformersAdapter):
     (the embedding model for the default; "all-minilm-l6-v2"), cross_encoder_shape (False; True:
     a cross-encoder's cost and ranking kind on the bi-encoder's weights, for timing studies; see the
     module docstring), device (None = library choice),
-    max_batch (64), max_efficient_batch (32), torch_threads, exclusive, share_cores (see
+    max_batch (64), max_efficient_batch (32), torch_threads, exclusive, share_cores, costs (see
     SentenceTransformersAdapter)."""
 
     ops = frozenset({PrimOp.RERANKING})
+    kind = "reranker"
     default_profile = EngineProfile(max_batch=64, max_efficient_batch=32)
 
     @staticmethod
@@ -55,6 +57,7 @@ class RerankerEngine(SentenceTransformersAdapter):
         exclusive: bool = False,
         share_cores: bool = False,
         cross_encoder_shape: bool = False,
+        costs: bool | str = True,
     ):
         if not isinstance(cross_encoder_shape, bool):
             raise ValueError(
@@ -71,7 +74,9 @@ class RerankerEngine(SentenceTransformersAdapter):
                 f"engine {name!r}: option model must be the path of a sentence-transformers "
                 f"CrossEncoder folder, or omitted for the offline MiniLM cosine scorer"
             )
-        super().__init__(name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores)
+        super().__init__(
+            name, device, max_batch, max_efficient_batch, torch_threads, exclusive, share_cores, costs
+        )
         self.model_name = model
         self.bi_encoder_name = bi_encoder
         self.mode = (
@@ -140,6 +145,9 @@ class RerankerEngine(SentenceTransformersAdapter):
                 )
             pairs.append((req["query"], req["text"]))
         return pairs
+
+    def _probe_request(self, i: int, salt: str) -> dict[str, Any]:
+        return {"query": f"{salt}: which mills stand by the river", "text": probe_words(i, salt)}
 
     def _run(self, inputs: list[tuple[str, str]]) -> list[float]:
         return self.score(inputs)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from engines.llm_text.costs import EngineCosts
+from engines.machine.op_costs import OpCost
 from engines.protocol import EngineProfile
 from engines.registry import engine_kinds, kind_continuous, kind_defaults, kind_ranks_by
 from engines.tuning.settings import machine_max_efficient_batch
@@ -100,6 +101,8 @@ class Engine:
         self.continuous = declared is not None and kind_continuous(kind, options)
         # an LLM engine's costs as its started adapter reports them (App.start adopts them; None before)
         self.costs: EngineCosts | None = None
+        # another engine's seconds per request and per item of each op, the same way (empty before)
+        self.op_costs: dict[PrimOp, OpCost] = {}
 
     def instance_options(self, index: int) -> dict[str, Any]:
         """The adapter options of instance `index`: the options, with `urls[index]` as `url`."""
@@ -117,6 +120,7 @@ class Engine:
             remote=self.remote,
             ranks_by=self.ranks_by,
             costs=self.costs,
+            op_costs=self.op_costs,
         )
 
     def __repr__(self) -> str:

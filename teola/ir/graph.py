@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
 
 from engines.llm_text.costs import EngineCosts
+from engines.machine.op_costs import OpCost
 from teola.ir.ops import CONTROL_OPS, PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import Ref
@@ -22,7 +23,9 @@ class EngineInfo:
     """What compilation needs to know of an engine: its kind, the ops it runs, batch limits and,
     for LLM engines, the context window (tokens per request, 0 = unknown); remote: its work runs
     behind an HTTP API elsewhere (an adapter given `url=`), so it takes no compute from this machine;
-    ranks_by: what its scores rank by (`engines.registry.kind_ranks_by`; "" = unknown)."""
+    ranks_by: what its scores rank by (`engines.registry.kind_ranks_by`; "" = unknown); costs and
+    op_costs: what the started engine reported (an LLM's EngineCosts; another engine's seconds per
+    request and per item of each op, EngineProfile.op_costs), empty before it started."""
 
     kind: str
     ops: frozenset[PrimOp]
@@ -31,7 +34,8 @@ class EngineInfo:
     context_window: int = 0
     remote: bool = False
     ranks_by: str = ""
-    costs: EngineCosts | None = None  # an LLM engine's reported costs (EngineProfile.costs), once started
+    costs: EngineCosts | None = None
+    op_costs: Mapping[PrimOp, OpCost] = field(default_factory=dict, kw_only=True)
 
 
 @dataclass(slots=True)

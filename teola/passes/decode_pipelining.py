@@ -15,7 +15,14 @@ from teola.ir.ops import PrimOp
 from teola.ir.primitive import Primitive
 from teola.ir.refs import part_key
 from teola.passes.decode_pipelining_cost import ReaderWork, llm_item_s, predicted_gain
-from teola.passes.engine_costs import costs_for, profile_op_cost, record, record_unreliable, unreliable
+from teola.passes.engine_costs import (
+    MAX_FIT_ERROR,
+    costs_for,
+    op_cost_for,
+    record,
+    record_unreliable,
+    unreliable,
+)
 from teola.passes.prefill_split_cost import estimated_tokens
 from teola.passes.result import PassResult
 from teola.passes.split_map import redistribute
@@ -66,8 +73,8 @@ def _pays(g: Graph, d: Primitive, n: int, profile: str | None) -> bool:
     out_tokens = int(d.args.get("max_tokens") or DEFAULT_MAX_TOKENS)
     readers = reader_work(g, d, out_tokens // max(n, 1), profile)
     gain = predicted_gain(out_tokens, n, costs, readers)
-    note = f"no costs for {', '.join(readers.unknown)}" if readers.unknown else ""
-    record(g, "decode_pipelining", d.name, "pipelined" if gain > 0 else "kept whole", gain, costs, note)
+    decision = "pipelined" if gain > 0 else "kept whole"
+    record(g, "decode_pipelining", d.name, decision, gain, costs, readers.note())
     return gain > 0
 
 
@@ -87,7 +94,6 @@ def reader_work(g: Graph, d: Primitive, item_tokens: int, profile: str | None) -
 
 
 def _add_reader(g: Graph, r: Primitive, item_tokens: int, profile: str | None, work: ReaderWork) -> None:
-    info = g.engines.get(r.engine or "")
     if r.op in PREFILL_OPS | DECODE_OPS:
         costs = costs_for(g, r.engine, profile)
         if costs is not None and not unreliable(costs):
@@ -96,9 +102,11 @@ def _add_reader(g: Graph, r: Primitive, item_tokens: int, profile: str | None, w
             work.item_s += llm_item_s(costs, prompt, decode)
             work.request_s += costs.request_s
             return
-    elif profile and info is not None and (op := profile_op_cost(profile, info.kind, r.op)) is not None:
-        base, per_item = op
-        work.item_s += base + per_item
-        work.request_s += base
+    elif (op := op_cost_for(g, r.engine, r.op, profile)) is not None:
+        if unreliable(op):
+            work.untrusted.append(f"{r.name} (fit error {op.error:.0%} over {MAX_FIT_ERROR:.0%})")
+            return
+        work.item_s += op.base_s + op.item_s
+        work.request_s += op.base_s
         return
     work.unknown.append(r.name)

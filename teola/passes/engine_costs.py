@@ -1,6 +1,7 @@
 """The costs a cost-gated pass predicts with: a profile named in the pass's options, else what
-the engine the call goes to reported when it started (`EngineInfo.costs`: fitted at start or its own
-named profile; engines.llm_text.costs), else none (each pass says what it does without).
+the engine the call goes to reported when it started (`EngineInfo.costs` for an LLM engine,
+`EngineInfo.op_costs` per op for the others: fitted at start or its own named profile;
+engines.llm_text.costs, engines.machine.op_costs), else none (each pass says what it does without).
 
 A fit whose error is over MAX_FIT_ERROR is not trusted (a probe taken while other work held the
 cores gave 0 ms per prompt token at 15% error): a gate given such costs keeps the graph as it is
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from engines.llm_text import costs as llm_costs
 from engines.llm_text.costs import FITTED, EngineCosts
+from engines.machine.op_costs import OpCost, profile_op_table
 from teola.ir.graph import Graph
 from teola.ir.ops import PrimOp
 
@@ -45,7 +47,22 @@ def costs_for(graph: Graph, engine: str | None, profile: str | None) -> EngineCo
     return info.costs if info is not None else None
 
 
-def unreliable(costs: EngineCosts) -> bool:
+def op_cost_for(graph: Graph, engine: str | None, op: PrimOp, profile: str | None) -> OpCost | None:
+    """The costs of `op` on a non-LLM engine: the `op_cost` table of a profile named in the pass's
+    options for the engine's kind, else what the engine reported at start, else None."""
+    info = graph.engines.get(engine or "")
+    if info is None:
+        return None
+    named = _profile_op_table(profile, info.kind).get(op.value) if profile else None
+    return named if named is not None else info.op_costs.get(op)
+
+
+@functools.cache
+def _profile_op_table(profile: str, kind: str) -> dict[str, OpCost]:
+    return profile_op_table(profile, kind)
+
+
+def unreliable(costs: EngineCosts | OpCost) -> bool:
     """A start-up fit too poor to predict with."""
     return costs.source == FITTED and costs.error > MAX_FIT_ERROR
 

@@ -235,13 +235,13 @@ PACKAGES: tuple[Package, ...] = (
         "engines.search",
         0,
         "text search (BM25 over a local corpus, pgvector) and remote search APIs",
-        (f"{_E}.assets", f"{_E}.http_retry", f"{_E}.postgres", f"{_E}.protocol"),
+        (f"{_E}.assets", f"{_E}.http_retry", f"{_E}.machine", f"{_E}.postgres", f"{_E}.protocol"),
     ),
     Package(
         "engines.postgres",
         0,
         "embedded PostgreSQL server, pools, the pgvector store",
-        (f"{_E}.assets", f"{_E}.protocol"),
+        (f"{_E}.assets", f"{_E}.machine", f"{_E}.protocol"),
     ),
     Package(
         "engines.sim",
@@ -268,7 +268,8 @@ PACKAGES: tuple[Package, ...] = (
         0,
         "the machine: its cores and accelerators (`hardware.py`), the rule of "
         "core lending between engines (`core_lending.py`, `core_share.py`), the knee of a latency "
-        "curve (`knee.py`)",
+        "curve (`knee.py`), the op costs a non-LLM engine measures at start (`op_costs.py`)",
+        (f"{_E}.llm_text",),
     ),
     Package(
         "engines.protocol",

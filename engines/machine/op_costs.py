@@ -1,0 +1,138 @@
+"""The per-op costs a non-LLM engine reports at start (`EngineProfile.op_costs`, plain data): for
+each op it runs, a request's fixed seconds and one item's, so that a request of n items costs
+
+    seconds = base_s + n * item_s
+
+(an item: one request of a batch: a text embedded, a pair scored, a search run). They come from a
+profile named in the engine's option `costs` (its `op_cost` table for the engine's kind: `base`
+and `per_item`), or are fitted at start by a short probe through the engine's own `execute`: after
+one warm-up batch, batches of 1, 2, 4 and 8 items and again 1 and 8 (six samples, two unknowns),
+fitted by non-negative least squares on relative errors (engines.llm_text.least_squares), each
+item's text unique so no cache answers it. The fit's mean absolute relative error and the probe's
+own time are kept. On this machine's CPU (MiniLM embedder and reranker, pgvector) an op's probe
+takes 0.1 to 0.3 s. Passes gate the requests they add on these (teola.passes.engine_costs)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import statistics
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engines.llm_text.costs import FITTED, PROFILE_DIR
+from engines.llm_text.least_squares import nnls
+
+PROBE_SIZES = (1, 2, 4, 8, 1, 8)  # items per probe batch, after one warm-up batch of 1
+
+# runs one batch of `n` probe items, each unique (salted), through the engine's `execute`
+ProbeRun = Callable[[int, str], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpCost:
+    """base_s: seconds a request of the op costs beyond its items; item_s: seconds per item; source:
+    "fitted at start" or the profile's name; error: the fit's mean absolute relative error over its
+    samples (0 for a profile); probe_s: seconds the probe took."""
+
+    base_s: float
+    item_s: float
+    source: str
+    error: float = 0.0
+    probe_s: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OpCost:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def describe(self) -> str:
+        fit = f", fit error {self.error:.0%}" if self.source == FITTED else ""
+        return f"{self.source}{fit}: request {self.base_s * 1e3:.2f} ms, item {self.item_s * 1e3:.2f} ms"
+
+
+def profile_op_table(profile: str, kind: str) -> dict[str, OpCost]:
+    """The `op_cost` table of an engine of `kind` in a shipped profile (by name) or a profile file
+    (by path), by op name ({} where the profile has none)."""
+    path = Path(profile) if Path(profile).is_file() else PROFILE_DIR / f"{profile}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        table = data["engines"][kind]["op_cost"]
+        source = str(data.get("name", profile))
+        return {
+            str(op): OpCost(base_s=float(c["base"]), item_s=float(c["per_item"]), source=source)
+            for op, c in table.items()
+        }
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def check_op_costs_option(name: str, kind: str, ops: frozenset[str], costs: Any) -> bool | str:
+    """A non-LLM adapter's option `costs`, named as the LLM's (engines.llm_text.costs): True (fit
+    them at start), False (report none) or a profile (its name or file) whose `op_cost` table has one
+    of the engine's ops for its kind, read now so a wrong name fails at once."""
+    if isinstance(costs, bool):
+        return costs
+    if isinstance(costs, str) and costs:
+        if not set(profile_op_table(costs, kind)) & {str(op) for op in ops}:
+            raise ValueError(
+                f"engine {name!r}: option costs: profile {costs!r} gives no op costs of kind {kind!r} "
+                f"for {', '.join(sorted(str(op) for op in ops))}; give true (fit at start), false or "
+                f"a profile of {PROFILE_DIR}"
+            )
+        return costs
+    raise ValueError(f"engine {name!r}: option costs must be true, false or a profile name, got {costs!r}")
+
+
+def fit_op_cost(samples: list[tuple[int, float]], probe_s: float) -> OpCost:
+    """(items, seconds) per probe batch -> the op's costs."""
+    rows = [[1.0, float(n)] for n, _ in samples]
+    y = [s for _, s in samples]
+    base_s, item_s = nnls(rows, y, relative=True)
+    errors = [abs(base_s + item_s * r[1] - t) / t for r, t in zip(rows, y) if t > 0]
+    return OpCost(
+        base_s=base_s,
+        item_s=item_s,
+        source=FITTED,
+        error=round(statistics.fmean(errors), 4),
+        probe_s=round(probe_s, 4),
+    )
+
+
+async def probe_op_cost(run: ProbeRun, sizes: tuple[int, ...] = PROBE_SIZES) -> OpCost:
+    """Time one warm-up batch, then a batch of each of `sizes` items, and fit them."""
+    clock = asyncio.get_running_loop().time
+    nonce = uuid.uuid4().hex[:8]
+    began = clock()
+    await run(1, f"warm {nonce}")
+    samples: list[tuple[int, float]] = []
+    for j, n in enumerate(sizes):
+        t = clock()
+        await run(n, f"probe {nonce} {j}")
+        samples.append((n, clock() - t))
+    return fit_op_cost(samples, clock() - began)
+
+
+async def engine_op_costs(
+    name: str, kind: str, option: bool | str, runs: Mapping[str, ProbeRun]
+) -> dict[str, dict[str, Any]]:
+    """What a non-LLM adapter puts in `profile.op_costs` once started, by op name: a named profile's
+    op costs, the probe's fit of each op in `runs` (option True), or {} (False: none reported)."""
+    option = check_op_costs_option(name, kind, frozenset(runs), option)
+    if option is False:
+        return {}
+    if isinstance(option, str):
+        return {op: c.as_dict() for op, c in profile_op_table(option, kind).items() if op in runs}
+    return {op: (await probe_op_cost(run)).as_dict() for op, run in runs.items()}
+
+
+def probe_words(i: int, salt: str) -> str:
+    """A short sentence, unique by `salt` and `i` from its first word on."""
+    return f"{salt} {i}: the river carries cold water past old stone mills near a market town"
