@@ -41,11 +41,11 @@ import random
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from bench.lib.results import ROOT, stop_process
+from bench.lib.startup import wait_healthy
 
 Z95 = 1.6448536269514722  # standard normal quantile at 0.95
 
@@ -246,8 +246,6 @@ class ServiceProcess:
         return f"{self.base_url}/search"
 
     async def __aenter__(self) -> ServiceProcess:
-        import httpx
-
         cmd = [
             sys.executable,
             "-m",
@@ -263,26 +261,15 @@ class ServiceProcess:
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, preexec_fn=(lambda: os.nice(self.nice)) if self.nice else None
         )
-        deadline = time.monotonic() + self.startup_timeout
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(
-                        f"the remote services process exited with code {self.proc.returncode} "
-                        f"during start-up (see its log above)"
-                    )
-                try:
-                    if (await client.get(f"{self.base_url}/healthz")).is_success:
-                        return self
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    await self.__aexit__()
-                    raise RuntimeError(
-                        f"the remote services did not answer on {self.base_url} within "
-                        f"{self.startup_timeout:.0f} s"
-                    )
-                await asyncio.sleep(0.3)
+        await wait_healthy(
+            self.proc,
+            f"{self.base_url}/healthz",
+            self.startup_timeout,
+            exited="the remote services process exited with code {code} during start-up (see its log above)",
+            silent=f"the remote services did not answer on {self.base_url} within "
+            f"{self.startup_timeout:.0f} s",
+        )
+        return self
 
     async def calls(self) -> dict[str, int]:
         import httpx

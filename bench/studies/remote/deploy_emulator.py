@@ -3,13 +3,12 @@ child process on a free loopback port, and the vLLM counters it reports."""
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
-import time
 from typing import Any
 
 from bench.lib.results import ROOT, stop_process
+from bench.lib.startup import wait_healthy
 from bench.studies.remote.deploy_systems import MODEL
 
 METRICS = (
@@ -33,8 +32,6 @@ class Emulator:
         self.proc: subprocess.Popen | None = None
 
     async def __aenter__(self) -> Emulator:
-        import httpx
-
         cmd = [
             sys.executable,
             "-m",
@@ -50,24 +47,14 @@ class Emulator:
             MODEL,
         ]
         self.proc = subprocess.Popen(cmd, cwd=ROOT)
-        deadline = time.monotonic() + self.startup_timeout
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(
-                        f"teola emulate exited with code {self.proc.returncode} during start-up"
-                    )
-                try:
-                    if (await client.get(f"{self.url}/health")).is_success:
-                        return self
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    await self.__aexit__()
-                    raise RuntimeError(
-                        f"teola emulate did not answer on {self.url} in {self.startup_timeout:.0f} s"
-                    )
-                await asyncio.sleep(0.3)
+        await wait_healthy(
+            self.proc,
+            f"{self.url}/health",
+            self.startup_timeout,
+            exited="teola emulate exited with code {code} during start-up",
+            silent=f"teola emulate did not answer on {self.url} in {self.startup_timeout:.0f} s",
+        )
+        return self
 
     async def counters(self) -> dict[str, float]:
         """METRICS summed over their label sets."""
