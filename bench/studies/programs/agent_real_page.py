@@ -7,8 +7,9 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.lib.tables import num, table
+from bench.lib.tables import table
 from bench.studies.programs.agent_real_setup import SYSTEMS, TOOLS
+from bench.studies.programs.lamps_rows import rate_rows
 
 
 def same_work(rows: list[dict[str, Any]], rate: float) -> str:
@@ -96,34 +97,13 @@ def markdown(data: dict[str, Any], description: str) -> str:
 def systems_table(rows: list[dict[str, Any]]) -> list[str]:
     """Per rate and system: the trials' mean latencies, LAMPS' change against the system, work, the
     predictor's MAE, handlings and tools called per run."""
-    cells = []
-    for rate in sorted({r["rate"] for r in rows}):
-        agg = {
-            system: trials_mean(rs)
-            for system in SYSTEMS
-            if (rs := [r for r in rows if r["rate"] == rate and r["system"] == system])
-        }
-        for system, a in agg.items():
-            delta = (
-                ""
-                if system == "LAMPS" or "LAMPS" not in agg
-                else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
-            )
-            cells.append(
-                [
-                    f"{rate:g}",
-                    system,
-                    f"{a['mean_s']:.2f} ({a['trials']})",
-                    num(a["p99_s"], 2),
-                    num(a["first_mean_s"], 2),
-                    num(a["first_p99_s"], 2),
-                    delta,
-                    f"{a['segments']:.0f} / {a['decode_tokens']:.0f}",
-                    a["mae"],
-                    a["handlings"],
-                    a["tools"],
-                ]
-            )
+    cells = rate_rows(
+        rows,
+        SYSTEMS,
+        trials_mean,
+        "first",
+        lambda a: [f"{a['segments']:.0f} / {a['decode_tokens']:.0f}", a["mae"], a["handlings"], a["tools"]],
+    )
     return table(
         [
             "rate (q/s)",

@@ -39,7 +39,7 @@ from typing import Any
 
 from bench.lib.plots import write_load_plot
 from bench.lib.results import percentile, results_dir, write_results
-from bench.lib.tables import num, table
+from bench.lib.tables import table
 from bench.studies.programs.lamps_real_tools import (
     RESPONSE_WORDS,
     TYPES,
@@ -48,6 +48,7 @@ from bench.studies.programs.lamps_real_tools import (
     start_web_api,
     tool_call,
 )
+from bench.studies.programs.lamps_rows import rate_rows
 from bench.studies.sim.sim_lamps_handling import handling_for
 from bench.studies.sim.sim_lamps_requests import requests
 from bench.studies.sim.sim_lamps_setup import EXTRA_SYSTEMS, SYSTEMS
@@ -248,31 +249,9 @@ def markdown(data: dict[str, Any]) -> str:
         + (__doc__ or "").split("\n\n", 2)[2].split("Systems,")[0].strip().replace("\n", " "),
         "",
     ]
-    rows, cells = data["rows"], []
-    for rate in sorted({r["rate"] for r in rows}):
-        agg = {
-            system: trials_mean([r for r in rows if r["rate"] == rate and r["system"] == system])
-            for system in dict.fromkeys(r["system"] for r in rows)
-        }
-        for system, a in agg.items():
-            delta = (
-                ""
-                if system == "LAMPS" or "LAMPS" not in agg
-                else f"{100 * (agg['LAMPS']['mean_s'] / a['mean_s'] - 1):+.0f}%"
-            )
-            cells.append(
-                [
-                    f"{rate:g}",
-                    system,
-                    f"{a['mean_s']:.2f} ({a['trials']})",
-                    num(a["p99_s"], 2),
-                    num(a["ttft_mean_s"], 2),
-                    num(a["ttft_p99_s"], 2),
-                    delta,
-                    a["handlings"],
-                    a["swaps"],
-                ]
-            )
+    rows = data["rows"]
+    systems = dict.fromkeys(r["system"] for r in rows)
+    cells = rate_rows(rows, systems, trials_mean, "ttft", lambda a: [a["handlings"], a["swaps"]])
     lines += table(
         [
             "rate (req/s)",
