@@ -6,11 +6,14 @@ each op it runs, a request's fixed seconds and one item's, so that a request of 
 (an item: one request of a batch: a text embedded, a pair scored, a search run). They come from a
 profile named in the engine's option `costs` (its `op_cost` table for the engine's kind: `base`
 and `per_item`), or are fitted at start by a short probe through the engine's own `execute`: after
-one warm-up batch, batches of 1, 2, 4 and 8 items and again 1 and 8 (six samples, two unknowns),
-fitted by non-negative least squares on relative errors (engines.llm_text.least_squares), each
-item's text unique so no cache answers it. The fit's mean absolute relative error and the probe's
-own time are kept. On this machine's CPU (MiniLM embedder and reranker, pgvector) an op's probe
-takes 0.1 to 0.3 s. Passes gate the requests they add on these (teola.passes.engine_costs)."""
+warm-up batches of 1 and 8 items, batches of 1, 2, 4 and 8 items twice each; the fastest of each
+size (the slower one lost the shared cores to other work) is fitted by non-negative least squares
+on relative errors (engines.llm_text.least_squares), each item's text unique so no cache answers
+it. The fit's mean absolute relative error and the probe's own time are kept. On this machine's 2
+shared CPU cores the probe takes 0.2 to 0.4 s for the MiniLM reranker; 0.15 to 0.25 s for the
+embedder after 0.3 to 0.5 s of warm-up batches (a freshly loaded model's first batches, which its
+first queries would pay otherwise); 15 to 30 ms per op for pgvector; 60 ms for the text search.
+Passes gate the requests they add on these (teola.passes.engine_costs)."""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from typing import Any
 from engines.llm_text.costs import FITTED, PROFILE_DIR
 from engines.llm_text.least_squares import nnls
 
-PROBE_SIZES = (1, 2, 4, 8, 1, 8)  # items per probe batch, after one warm-up batch of 1
+PROBE_SIZES = (1, 2, 4, 8, 1, 2, 4, 8)  # items per probe batch; each size's fastest is fitted
+WARM_UP_SIZES = (1, 8)  # items per warm-up batch, not timed (the first batches of a shape run slower)
 
 # runs one batch of `n` probe items, each unique (salted), through the engine's `execute`
 ProbeRun = Callable[[int, str], Awaitable[Any]]
@@ -106,31 +110,41 @@ def fit_op_cost(samples: list[tuple[int, float]], probe_s: float) -> OpCost:
     )
 
 
-async def probe_op_cost(run: ProbeRun, sizes: tuple[int, ...] = PROBE_SIZES) -> OpCost:
-    """Time one warm-up batch, then a batch of each of `sizes` items, and fit them."""
+async def probe_op_cost(
+    run: ProbeRun, sizes: tuple[int, ...] = PROBE_SIZES, warm_up: tuple[int, ...] = WARM_UP_SIZES
+) -> OpCost:
+    """Run warm-up batches, then time a batch of each of `sizes` items, and fit each size's fastest
+    (the others had the shared cores taken by other work more than the engine's own cost)."""
     clock = asyncio.get_running_loop().time
     nonce = uuid.uuid4().hex[:8]
     began = clock()
-    await run(1, f"warm {nonce}")
-    samples: list[tuple[int, float]] = []
+    for w, n in enumerate(warm_up):
+        await run(n, f"warm {nonce} {w}")
+    fastest: dict[int, float] = {}
     for j, n in enumerate(sizes):
         t = clock()
         await run(n, f"probe {nonce} {j}")
-        samples.append((n, clock() - t))
-    return fit_op_cost(samples, clock() - began)
+        fastest[n] = min(clock() - t, fastest.get(n, float("inf")))
+    return fit_op_cost(sorted(fastest.items()), clock() - began)
 
 
 async def engine_op_costs(
-    name: str, kind: str, option: bool | str, runs: Mapping[str, ProbeRun]
+    name: str,
+    kind: str,
+    option: bool | str,
+    runs: Mapping[str, ProbeRun],
+    sizes: tuple[int, ...] = PROBE_SIZES,
+    warm_up: tuple[int, ...] = WARM_UP_SIZES,
 ) -> dict[str, dict[str, Any]]:
     """What a non-LLM adapter puts in `profile.op_costs` once started, by op name: a named profile's
-    op costs, the probe's fit of each op in `runs` (option True), or {} (False: none reported)."""
+    op costs, the probe's fit of each op in `runs` (option True: batches of `sizes` items after
+    batches of `warm_up`), or {} (False: none reported)."""
     option = check_op_costs_option(name, kind, frozenset(runs), option)
     if option is False:
         return {}
     if isinstance(option, str):
         return {op: c.as_dict() for op, c in profile_op_table(option, kind).items() if op in runs}
-    return {op: (await probe_op_cost(run)).as_dict() for op, run in runs.items()}
+    return {op: (await probe_op_cost(run, sizes, warm_up)).as_dict() for op, run in runs.items()}
 
 
 def probe_words(i: int, salt: str) -> str:

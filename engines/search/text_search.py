@@ -29,12 +29,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from engines.machine.op_costs import check_op_costs_option, engine_op_costs, probe_words
+from engines.machine.op_costs import check_op_costs_option, engine_op_costs
 from engines.postgres.pool import close_pool, open_pool, pool_health
 from engines.postgres.tables import validate_identifier
 from engines.protocol import EngineProfile, StreamEvent, profile_with
 from engines.request_checks import check_no_nul, search_request
 from engines.requests import PrimOp
+
+PROBE_SIZES = (1, 2, 4, 1, 2, 4)  # its cost probe's batches: a search of the corpus costs tens of ms
 
 _COPY_CHUNK = 2000
 
@@ -144,13 +146,15 @@ class TextSearchEngine:
             raise
         self._pool = await open_pool(dsn, self._pool_min, self._pool_max)
         self._dsn = dsn
+        runs = {str(PrimOp.SEARCHING): self._probe_run}
         self.profile.op_costs = await engine_op_costs(
-            self.name, "search", self.costs_option, {str(PrimOp.SEARCHING): self._probe_run}
+            self.name, "search", self.costs_option, runs, PROBE_SIZES, warm_up=(1,)
         )
 
     async def _probe_run(self, n: int, salt: str) -> Any:
-        """A batch of the cost probe: `n` queries of a few common words (each matches many rows)."""
-        return await self.search([{"query": f"{salt} {probe_words(i, salt)}"} for i in range(n)])
+        """A batch of the cost probe: `n` queries of two common words and the salt's."""
+        topics = ("river mills", "market town", "stone bridge", "cold water")
+        return await self.search([{"query": f"{salt} {topics[i % 4]}"} for i in range(n)])
 
     async def _ensure_loaded(self, dsn: str) -> None:
         import psycopg
