@@ -66,8 +66,8 @@ KEEP_EXPANSION = {"passes": {"prune_covered_searches": False}}
 
 
 async def test_advanced_rag_trace_has_partial_prefill_and_decode(e2e_client):
-    # with the LLM's costs fitted at start, the gates keep the synthesis's constant prefix whole and the
-    # expansion's decode whole (its readers, the embedder and the search, report no costs); off, both split
+    # with the costs fitted at start, the gates keep the synthesis's constant prefix whole and decide on
+    # the expansion's decode by its readers' reported costs (the embedder's and the search's); off, both split
     ungated = {"gate": False}
     split = {"passes": {**KEEP_EXPANSION["passes"], "prefill_split": ungated, "decode_pipelining": ungated}}
     body = await query(e2e_client, "advanced_rag", split)

@@ -37,8 +37,7 @@ async def test_advanced_rag_query_spans(llm_engine, embedding_engine, vector_sto
     query, _ = app.sample()
     try:
         # the sample's 3 chunks would let the optimizer drop the expansion (and its partial decodes); the
-        # gate would keep the expansion's decode whole once the engines' costs are known
-        # (its readers report none)
+        # gate decides on the expansion's decode by the engines' fitted costs, which vary with the load
         compiled = app.compile(
             query, {"passes": {"prune_covered_searches": False, "decode_pipelining": {"gate": False}}}
         )
