@@ -35,7 +35,8 @@ class EngineInfo:
     remote: bool = False
     ranks_by: str = ""
     costs: EngineCosts | None = None
-    op_costs: Mapping[PrimOp, OpCost] = field(default_factory=dict, kw_only=True)
+    # left out of the hash (a dict), not of equality: caches keyed by an EngineInfo still tell them apart
+    op_costs: Mapping[PrimOp, OpCost] = field(default_factory=dict, kw_only=True, hash=False)
 
 
 @dataclass(slots=True)

@@ -100,3 +100,11 @@ def test_a_started_engines_reported_op_costs_reach_compilation_keyed_by_op():
     assert adopt_engine_costs({"emb": spec}, runtime)  # type: ignore[arg-type]
     assert spec.info().op_costs == {PrimOp.EMBEDDING: cost} and spec.costs is None
     assert not adopt_engine_costs({"emb": spec}, runtime)  # type: ignore[arg-type]  # unchanged
+
+
+def test_an_engine_info_with_op_costs_is_hashable_and_equal_only_to_the_same_costs():
+    spec = Engine("emb", kind="sentence_transformers")
+    plain = spec.info()
+    spec.op_costs = {PrimOp.EMBEDDING: OpCost(base_s=0.01, item_s=0.002, source=FITTED)}
+    costed = spec.info()
+    assert hash(costed) == hash(plain) and costed != plain and costed == spec.info()
