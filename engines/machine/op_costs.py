@@ -12,8 +12,9 @@ on relative errors (engines.llm_text.least_squares), each item's text unique so 
 it. The fit's mean absolute relative error and the probe's own time are kept. On this machine's 2
 shared CPU cores the probe takes 0.2 to 0.4 s for the MiniLM reranker; 0.15 to 0.25 s for the
 embedder after 0.3 to 0.5 s of warm-up batches (a freshly loaded model's first batches, which its
-first queries would pay otherwise); 15 to 30 ms per op for pgvector; 60 ms for the text search.
-Passes gate the requests they add on these (teola.passes.engine_costs)."""
+first queries would pay otherwise); 15 to 30 ms per op for pgvector (55 ms with its scratch table);
+60 to 100 ms for the text search. Passes gate the requests they add on these
+(teola.passes.engine_costs)."""
 
 from __future__ import annotations
 

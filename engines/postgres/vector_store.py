@@ -161,7 +161,8 @@ class PgVectorEngine:
             await conn.commit()
 
         self._pool = await open_pool(self._dsn, self._pool_min, self._pool_max, configure)
-        self.profile.op_costs = await vector_store_op_costs(self, self.costs_option)
+        scratch = {"dsn": self._dsn_option, "data_dir": self._data_dir, "dim": self.dim, "index": self.index}
+        self.profile.op_costs = await vector_store_op_costs(self, self.costs_option, scratch)
 
     async def _prepare_table(self, conn: Any, dsn: str) -> Any:
         """Create the extension, the table and its indexes (dead tables of this collection dropped

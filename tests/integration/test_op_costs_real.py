@@ -30,14 +30,14 @@ async def test_the_reranker_reports_its_fitted_costs(reranker_engine):
     fitted(reranker_engine, {"reranking"})
 
 
-async def test_the_vector_store_reports_its_fitted_costs_and_leaves_no_rows(pg_dsn):
+async def test_the_vector_store_reports_its_fitted_costs_and_writes_no_rows_in_its_table(pg_dsn):
     from engines.postgres.vector_store import PgVectorEngine
 
     store = PgVectorEngine("probed", collection="test_probe", dim=384, persistent=False)
     await store.start()
     try:
         fitted(store, {"ingestion", "searching"})
-        assert await store.count() == 0  # the probe's namespace is dropped
+        assert await store.count() == 0  # the probe ran on a scratch table
     finally:
         await store.stop()
 
