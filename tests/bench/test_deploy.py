@@ -8,9 +8,10 @@ import dataclasses
 
 import pytest
 
+from bench.lib.llm_work import llm_calls
 from bench.studies.remote.deploy import SYSTEMS, Settings, rotate
 from bench.studies.remote.deploy_report import equal_work, markdown, paired, ratio_ci
-from bench.studies.remote.deploy_systems import chat_messages, llm_calls
+from bench.studies.remote.deploy_systems import chat_messages
 
 
 def test_rotation_interleaves_the_systems():

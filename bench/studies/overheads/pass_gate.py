@@ -25,6 +25,7 @@ import re
 import statistics
 from typing import Any
 
+from bench.lib.llm_work import llm_calls
 from bench.lib.results import command_line, machine, write_results
 from bench.lib.workloads import app_query, narrative_qa_queries, tool_queries
 from bench.studies.overheads.pass_gate_report import markdown
@@ -73,12 +74,15 @@ def config(app: str, pass_name: str, on: bool | dict[str, Any]) -> dict[str, Any
 
 
 def work(trace: list[dict[str, Any]]) -> dict[str, int]:
-    """LLM work of one query: prompt and output tokens, engine requests of LLM primitives."""
-    rows = [t for t in trace if t.get("num_prompt_tokens") is not None]
+    """LLM work of one query: prompt and output tokens of its calls (a call's prefill and its split
+    decode's items count once: bench.lib.llm_work), engine requests of its LLM primitives."""
+    calls = llm_calls(trace)
     return {
-        "prompt_tokens": sum(int(t["num_prompt_tokens"] or 0) for t in rows),
-        "output_tokens": sum(int(t.get("num_output_tokens") or 0) for t in rows),
-        "llm_requests": sum(int(t.get("requests") or 0) for t in rows),
+        "prompt_tokens": sum(prompt for prompt, _ in calls),
+        "output_tokens": sum(out for _, out in calls),
+        "llm_requests": sum(
+            int(t.get("requests") or 0) for t in trace if t.get("num_prompt_tokens") is not None
+        ),
     }
 
 

@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from bench.baselines.llamaindex_engines import CallLog
+from bench.lib.llm_work import llm_calls
 from bench.lib.workloads import app_query
 from bench.studies.rag.rag_analysis import op_times
 from bench.studies.rag.rag_runs import run_query
@@ -228,18 +229,6 @@ def make_baseline(system: str, app: Any, url: str, llm_engine: Any) -> Any:
 
 
 # ---- one query ----------------------------------------------------------------------------------
-def llm_calls(trace: list[dict[str, Any]]) -> list[list[int]]:
-    """[prompt tokens, output tokens] of each LLM call of a query, sorted (a split decode's items and
-    a call's prefill are one call: the call's decode reports its whole prompt)."""
-    calls: dict[str, list[int]] = {}
-    for t in trace:
-        if t.get("op") in ("decoding", "partial_decoding") and t.get("status", "ok") == "ok":
-            c = calls.setdefault(t["primitive"].split("[")[0], [0, 0])
-            c[0] = max(c[0], int(t.get("num_prompt_tokens") or 0))
-            c[1] = max(c[1], int(t.get("num_output_tokens") or 0))
-    return sorted(calls.values())
-
-
 def busy(trace: list[dict[str, Any]]) -> dict[str, float]:
     """Seconds of the query during which an op of each stage was executing
     (bench.studies.rag.rag_analysis.op_times)."""
