@@ -44,6 +44,9 @@ Request / result shapes per op (one request per item; the runtime batches reques
                               "bytes"}]}],        # with "logprobs" asked for: one per output token
                 "aborted": True,                  # only when abort() stopped it early
                 "kv_swap_loaded_tokens": int}     # optional (vLLM with kv_swap): KV swapped in
+   both may carry "queued_s" and "executor_s" (floats, where the engine can tell): seconds in the
+   engine's own queue before the first scheduling, and in its running batch (vLLM and the simulated
+   engine; a program policy charges the latter as service)
 - "tool":        {"tool": str, "args": dict}                     -> Any JSON-serializable
 """
 

@@ -5,7 +5,8 @@ and read by field:
 
     StreamEvent.ITEM      Item(text=...)        a complete item of a splittable output
     StreamEvent.DELTA     Delta(text=...)       decoded text, for requests with "stream_text"
-    StreamEvent.PROGRESS  Progress(tokens=...)  tokens decoded so far, for requests with "progress"
+    StreamEvent.PROGRESS  Progress(tokens=...)  tokens decoded so far (and seconds in the running batch,
+                                                where known), for requests with "progress"
     StreamEvent.KV        KVReport(...)         the engine's own KV numbers, for requests with "progress"
     StreamEvent.FINAL     the request's result, the value `execute` returns for it (engines.protocol
                           lists its shape per op), not wrapped
@@ -34,9 +35,11 @@ class Delta:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Progress:
     """The output tokens the request has decoded so far (over this run; a resumed request counts
-    from its resume)."""
+    from its resume), and, where the engine can tell, `executor_s`: the seconds this run has spent
+    in the engine's running batch so far (its queue excluded), the service Autellix charges."""
 
     tokens: int
+    executor_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

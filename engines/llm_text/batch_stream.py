@@ -93,8 +93,11 @@ class Decoded:
         self.tokens = 0  # output tokens (more than len(token_ids) when the engine sends no ids)
         self.stopped = False
 
-    async def feed(self, text: str, token_ids: list[int], tokens: int | None = None) -> bool:
-        """Take one delta (`tokens`: its token count when `token_ids` are unknown); True once
+    async def feed(
+        self, text: str, token_ids: list[int], tokens: int | None = None, executor_s: float | None = None
+    ) -> bool:
+        """Take one delta (`tokens`: its token count when `token_ids` are unknown; `executor_s`: the
+        request's seconds in the engine's running batch so far, where the engine tells); True once
         `max_items` items are out, so the decode may stop."""
         self.text.append(text)
         self.token_ids.extend(token_ids)
@@ -102,7 +105,7 @@ class Decoded:
         if self.deltas and text:
             await self.emit(self.i, StreamEvent.DELTA, Delta(text=text))
         if self.progress and (token_ids or tokens):
-            await self.emit(self.i, StreamEvent.PROGRESS, Progress(tokens=self.tokens))
+            await self.emit(self.i, StreamEvent.PROGRESS, Progress(tokens=self.tokens, executor_s=executor_s))
         if self.parser is not None and text:
             self.stopped = await emit_items(self.parser, text, self.max_items, self.i, self.emit)
         return self.stopped

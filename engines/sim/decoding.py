@@ -65,7 +65,9 @@ class SimDecoding(SimAdmission):
             await emit(seq.index, StreamEvent.DELTA, Delta(text=token))
         if emit is not None and req["progress"]:
             await self.report_kv(seq)
-            await emit(seq.index, StreamEvent.PROGRESS, Progress(tokens=len(seq.out)))
+            await emit(
+                seq.index, StreamEvent.PROGRESS, Progress(tokens=len(seq.out), executor_s=seq.executor_s)
+            )
         if seq.parser is None:
             return False
         new = seq.parser.feed(token)

@@ -42,7 +42,7 @@ from engines.vllm.kv_usage import KVUsage
 from engines.vllm.launch import CPU_BLOCK_SIZE, engine_args, set_kv_cache_space
 from engines.vllm.layout import VLLM_KEYWORDS, cpu_list, parse_cpu_list, spawn_layout
 from engines.vllm.options import VLLMOptions
-from engines.vllm.outputs import call_counts, decode_result
+from engines.vllm.outputs import call_counts, decode_result, executor_seconds
 from engines.vllm.sampling import sampling_params, token_logprobs
 from engines.vllm.step_stats import StepCounter, StepCounts
 
@@ -381,7 +381,9 @@ class VLLMEngine(VLLMOptions):
                     logprobs.extend(
                         token_logprobs(last.outputs[0], req["logprobs"], self.renderer.special_ids)
                     )
-                if out is not None and await out.feed(last.outputs[0].text, last.outputs[0].token_ids):
+                if out is not None and await out.feed(
+                    last.outputs[0].text, last.outputs[0].token_ids, executor_s=executor_seconds(last)
+                ):
                     break  # every item asked for is out: stop decoding the rest
         finally:
             await outputs.aclose()  # on an early stop this aborts the request inside vLLM

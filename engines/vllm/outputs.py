@@ -9,9 +9,40 @@ from engines.llm_text.batch_stream import Decoded
 from engines.vllm import kv_swap as vllm_kv_swap
 
 
+def executor_seconds(output: Any) -> float | None:
+    """The seconds a vLLM request has spent in the engine's running batch up to `output` (one of its
+    `RequestOutput`s): from its first scheduling to its latest token, read from `output.metrics`
+    (vLLM's `RequestStateStats`, kept because the adapter registers stat loggers). None where vLLM
+    keeps no such stats, or where vLLM preempted the request itself: that span would also hold the
+    time it sat preempted (the caller then charges wall time, the named fallback
+    `wall-time-service`, docs/program_scheduling.md)."""
+    stats = getattr(output, "metrics", None)
+    scheduled = float(getattr(stats, "scheduled_ts", 0.0) or 0.0)
+    latest = float(getattr(stats, "last_token_ts", 0.0) or 0.0)
+    preempted = int(getattr(stats, "num_preemptions", 0) or 0)
+    if scheduled <= 0.0 or latest < scheduled or preempted:
+        return None
+    return latest - scheduled
+
+
+def queued_seconds(output: Any) -> float | None:
+    """The seconds a vLLM request waited in vLLM's own queue before its first scheduling, or None."""
+    stats = getattr(output, "metrics", None)
+    queued = float(getattr(stats, "queued_ts", 0.0) or 0.0)
+    scheduled = float(getattr(stats, "scheduled_ts", 0.0) or 0.0)
+    return scheduled - queued if 0.0 < queued <= scheduled else None
+
+
 def call_counts(last: Any, prompt_tokens: int) -> dict[str, Any]:
-    """The counts of a request whose last vLLM output is `last` and whose prompt had `prompt_tokens`."""
-    counts = {"num_prompt_tokens": prompt_tokens, "num_cached_tokens": int(last.num_cached_tokens or 0)}
+    """The counts of a request whose last vLLM output is `last` and whose prompt had `prompt_tokens`,
+    with its seconds in vLLM's queue ("queued_s") and running batch ("executor_s") where known."""
+    counts: dict[str, Any] = {
+        "num_prompt_tokens": prompt_tokens,
+        "num_cached_tokens": int(last.num_cached_tokens or 0),
+    }
+    for key, seconds in (("queued_s", queued_seconds(last)), ("executor_s", executor_seconds(last))):
+        if seconds is not None:
+            counts[key] = seconds
     if last.outputs and last.outputs[0].finish_reason == "abort":
         counts["aborted"] = True
     counts.update(vllm_kv_swap.result_fields(last))

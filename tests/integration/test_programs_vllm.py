@@ -63,6 +63,31 @@ async def test_program_calls_run_under_program_aware_policy(llm_engine, policy):
         await rt.stop()
 
 
+async def test_vllm_reports_executor_seconds_and_the_policy_charges_them(llm_engine):
+    """Service in seconds (the default) on vLLM: each call's result carries its seconds in vLLM's
+    running batch, at most its wall time, and the program is charged exactly their sum (the progress
+    events' seconds, then the rest at the end), none charged from wall time."""
+    rt = Runtime({"llm": Engine("llm", kind="vllm")}, {"llm": llm_engine}, policy="plas")
+    await rt.start()
+    loop = asyncio.get_running_loop()
+    try:
+        policy = rt.schedulers["llm"].policy
+        async with Program(rt, "executor-seconds") as prog:
+            walls, executed = [], []
+            for n in (6, 12):
+                t0 = loop.time()
+                r = await prog.call(f"Count to {n}.", parent_ids=[], max_tokens=n, ignore_eos=True)
+                walls.append(loop.time() - t0)
+                executed.append(r.result["executor_s"])
+                assert r.result["queued_s"] >= 0.0
+            service = policy.table.get("executor-seconds").service
+        assert all(0.0 < x <= w for x, w in zip(executed, walls)), (executed, walls)
+        assert service == pytest.approx(sum(executed), rel=1e-6)
+        assert policy.charged_from == {"executor": 2, "wall": 0}
+    finally:
+        await rt.stop()
+
+
 async def test_locality_keeps_a_long_context_program_on_one_instance(llm_pair):
     backends = [Borrowed(e) for e in llm_pair]
     spec = Engine("llm", kind="vllm", instances=2, balancer="locality", balancer_options={"threshold": 200})

@@ -172,7 +172,7 @@ class Preemptor:
         def progress(idx: int, payload: Progress, t: float) -> None:
             if items is not None:
                 items.release(t)
-            self._progress(call, idx, payload.tokens)
+            self._progress(call, idx, payload.tokens, payload.executor_s)
 
         def delta(idx: int, payload: Delta, t: float) -> None:
             if items is None:
@@ -190,7 +190,7 @@ class Preemptor:
             handlers[StreamEvent.ITEM] = lambda idx, item, t: items.engine_item(item.text, call.stopping, t)
         return handlers
 
-    def _progress(self, call: RunningCall, idx: int, decoded: int) -> None:
+    def _progress(self, call: RunningCall, idx: int, decoded: int, executor_s: float | None = None) -> None:
         policy = self.ctx.policy()
         if self.live:  # the call holds its decoded tokens too
             grown = decoded - call.decoded.get(idx, 0)
@@ -200,9 +200,12 @@ class Preemptor:
             if idx in call.prompt:
                 self.ledger(call.inst).grew(grown)
         call.decoded[idx] = decoded
-        level = policy.progress(
-            call.pick.entry, sum(call.decoded.values()), self.ctx.loop.time() - call.started
-        )
+        if executor_s is not None:
+            call.executed[idx] = executor_s
+        # seconds in the engine's running batch where it reports them (its requests run side by
+        # side: the longest), else wall time since the run was sent (`wall-time-service`)
+        elapsed = max(call.executed.values()) if call.executed else self.ctx.loop.time() - call.started
+        level = policy.progress(call.pick.entry, sum(call.decoded.values()), elapsed)
         if (
             isinstance(level, int)
             and level != call.pick.priority

@@ -27,6 +27,7 @@ class RunningCall:
     stopping: bool = False
     events: int = 0
     decoded: dict[int, int] = field(default_factory=dict)  # per position in `requests`: tokens so far
+    executed: dict[int, float] = field(default_factory=dict)  # per position: seconds in the running batch
     held: dict[int, int] = field(default_factory=dict)  # per position: its KV charge (live admission)
     prompt: dict[int, int] = field(
         default_factory=dict

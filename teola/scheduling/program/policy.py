@@ -6,9 +6,10 @@ Service: a number charged per call, in the unit chosen by `service`; it sets the
 the quanta:
   "seconds" (default) executor time (Autellix's "model execution time"): the seconds a call spent
             in the engine's running batch, from its results' "executor_s" (the simulated engine
-            reports it); time queued in teola or in the engine is charged as waiting. An engine
-            that reports none (vLLM today) is charged its wall time on the engine, queue included
-            (the named fallback, docs/program_scheduling.md);
+            and vLLM report it; vLLM not for a request it preempted itself); time queued in teola
+            or in the engine is charged as waiting. A run without it is charged its wall time on
+            the engine, queue included (the named fallback `wall-time-service`,
+            docs/program_scheduling.md); `charged_from` counts the runs charged either way;
   "tokens"  decoded tokens: what the engine reports ("num_output_tokens"), else each finished
             request's `max_tokens` (an upper bound; 0 for prefill-only requests). A named deviation
             (docs/program_scheduling.md): the same count on any machine.
@@ -20,7 +21,8 @@ Engine priorities: `Pick.priority` is the call's queue index (lower runs first, 
 a vLLM engine with priority scheduling preempts in favor of higher queues.
 
 Preemption (`preempt`, default on, with either service unit): the engine scheduler reports a
-running call's decoded tokens and its seconds on the engine as they stream (`progress`), so a long
+running call's decoded tokens and its seconds in the engine's running batch as they stream
+(`progress`; wall seconds since it was sent where the engine reports none), so a long
 call is charged, and demoted, while it runs; `victims` names the running calls to preempt for
 waiting calls of a better queue when the engine's admission budget is full
 (teola.runtime.engine_tier.preemption does the aborting and resuming). Each decoded token is
@@ -109,6 +111,9 @@ class ProgramPolicy(Policy):
         # decoded tokens charged to a preempted call's earlier runs as they streamed: its result
         # at the end counts them again (the output of all its runs joined)
         self._banked: dict[Pending, float] = {}
+        # runs ended, by what their seconds were charged from: the engine's executor time, or the
+        # wall time from pick to end (the named fallback `wall-time-service`)
+        self.charged_from = {"executor": 0, "wall": 0}
         if not isinstance(preempt, bool):
             raise ValueError(f"{self.name}: preempt must be true or false, got {preempt!r}")
         self.preemptive = preempt
@@ -259,7 +264,8 @@ class ProgramPolicy(Policy):
             executed = executor_seconds(
                 results[off : off + p.count] if results is not None else None, p.count
             )
-            if executed is None:  # no executor time reported (vLLM): wall time on the engine
+            self.charged_from["wall" if executed is None else "executor"] += 1
+            if executed is None:  # no executor time reported: wall time on the engine
                 seconds = max(0.0, finished - started - streamed_seconds)
             else:  # time in the engine's running batch only; the rest of the wall time was waiting
                 seconds = max(0.0, executed - streamed_seconds)

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from engines.sim.llm import SimLLM
-from engines.stream_events import KVReport, Progress
+from engines.stream_events import KVReport
 from teola.sim.virtual_loop import run_virtual
 
 COST = {"base": 1.0, "prefill_token": 0.01, "decode_seq": 0.1, "context_token": 0.0}
@@ -382,7 +382,8 @@ def test_a_decode_with_progress_reports_the_engines_own_kv_numbers():
     """issue 73: a 40-token prompt (37 words + 3) decoding 20 tokens in 16-token blocks, 50 blocks in
     all: a StreamEvent.KV at its first token (40 prompt tokens in ceil(40 / 16) = 3 blocks) and when
     its next token starts a new block (40 + 9 = 49 tokens: 3 blocks full, the 4th taken next step),
-    each before that token's progress event; none without "progress"."""
+    each before that token's progress event (which carries the request's executor seconds so far);
+    none without "progress"."""
 
     async def main(progress: bool):
         e = engine(num_blocks=50, block_size=16)
@@ -398,8 +399,11 @@ def test_a_decode_with_progress_reports_the_engines_own_kv_numbers():
     assert [v for _, v in kv] == [
         KVReport(prompt_tokens=40, block_size=16, used_blocks=3, total_blocks=50)
     ] * 2
-    assert [events[i + 1] for i, _ in kv] == [
-        ("progress", Progress(tokens=1)),
-        ("progress", Progress(tokens=9)),
+    progress = [events[i + 1] for i, _ in kv]
+    assert [k for k, _ in progress] == ["progress"] * 2
+    # with its executor seconds: the prefill step 1 + 40 x 0.01 = 1.4 s, then 1 + 0.1 s per token
+    assert [(p.tokens, p.executor_s) for _, p in progress] == [
+        (1, pytest.approx(1.4)),
+        (9, pytest.approx(1.4 + 8 * 1.1)),
     ]
     assert not [k for k, _ in run(lambda: main(False)) if k == "kv"]

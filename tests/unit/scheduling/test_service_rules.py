@@ -209,3 +209,36 @@ async def test_a_demotion_while_running_reaches_the_sim_engine():
     finally:
         await rt.stop()
     assert seen == [1, 2, 3]
+
+
+class _QueuedFirst(SimLLM):
+    """A simulated engine whose requests sit 2 s in a queue of the engine before they run."""
+
+    async def stream(self, op, requests):
+        await asyncio.sleep(2.0)
+        async for event in super().stream(op, requests):
+            yield event
+
+
+def test_a_streaming_call_is_charged_its_executor_seconds_not_its_time_queued_in_the_engine():
+    """1 s per iteration; one call decoding 3 tokens runs 3 iterations (3 s of executor time, reported
+    in every progress event) after 2 s in the engine's queue: it ends 5 s after it was sent. Service
+    charged = 3 (the progress events' executor seconds); wall time since it was sent (5) would be
+    charged only without them (`wall-time-service`). The run is counted as charged from the
+    executor."""
+
+    async def main():
+        engine = _QueuedFirst("llm", {"base": 1.0}, token_ratio=1.0, template_tokens=0)
+        rt = Runtime({"llm": Engine("llm", kind="vllm", model="m")}, {"llm": engine}, policy="plas")
+        await rt.start()
+        try:
+            async with Program(rt, "p") as prog:
+                await prog.call("write", parent_ids=[], max_tokens=3, ignore_eos=True)
+            policy = rt.schedulers["llm"].policy
+            return list(policy.quanta.services), dict(policy.charged_from)
+        finally:
+            await rt.stop()
+
+    services, charged_from = run_virtual(main())
+    assert services == [pytest.approx(3.0)]
+    assert charged_from == {"executor": 1, "wall": 0}
