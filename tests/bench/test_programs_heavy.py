@@ -193,3 +193,28 @@ def test_rules_give_the_program_policies_their_defaults_or_the_token_deviation()
     assert rule_options("plas", "tokens") == {**QUEUES, "quanta": "fixed"}
     with pytest.raises(ValueError, match="unknown rules 'fast'"):
         rule_options("plas", "fast")
+
+
+def test_runs_hold_as_many_programs_as_arrive_in_the_span_of_unloaded_means():
+    from bench.studies.programs.programs_heavy import Plan, programs_at
+
+    # 10 unloaded means of 2.22 s at 2.06 programs/s: 10 x 2.22 x 2.06 = 45.7 -> 46 programs
+    assert programs_at(Plan(), 2.06, 2.22) == 46
+    assert programs_at(Plan(), 0.1, 2.22) == 8  # never fewer than 8
+    assert programs_at(Plan(span=0), 2.06, 2.22) == 30  # --span 0: --programs
+    assert programs_at(Plan(), 2.06, None) == 30  # no unloaded mean measured
+
+
+def test_a_page_says_how_many_programs_each_load_ran_and_what_service_was_charged_from():
+    rows = [dict(r, programs=int(20 * r["load"])) for r in ROWS]
+    rows = [dict(r, charged_executor=5, charged_wall=1) if r["policy"] != "fcfs" else r for r in rows]
+    data = {**page(rows), "rules": "paper", "span": 10.0}
+    text = markdown(data)
+    assert (
+        "as many programs as arrive in 10x the unloaded mean at its rate (load 0.5: 10, load 1: 20)" in text
+    )
+    # plas and atlas, 2 loads x 2 trials each: 8 runs of 5 and 1
+    assert "executor time (its request stats: first scheduling to latest token): 40;" in text
+    assert "(`wall-time-service`, requests vLLM preempted itself): 8." in text
+    old = markdown({**page(ROWS), "rules": "paper"})
+    assert "4 programs per run" in old and "vLLM reported no executor time then" in old

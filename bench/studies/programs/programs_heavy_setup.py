@@ -21,8 +21,8 @@ SHOWN = {"fifo": "fcfs (fifo batches)"}
 # "tokens": the named deviation the pages before issue 73 ran (QUEUES of teola.sim.program_runs).
 RULES = {
     "paper": (
-        "the policies' defaults (Autellix's rules): service in engine seconds (vLLM reports no "
-        "executor time, so each call is charged its wall time from pick to end: the named fallback "
+        "the policies' defaults (Autellix's rules): service in seconds on the engine's executor "
+        "(a run without it is charged its wall time from pick to end: the named fallback "
         "`wall-time-service`), quanta re-fitted so the last of 8 queues starts at the 95th percentile "
         'of observed call service (`quanta="observed"`), ATLAS\'s one scalar per program '
         '(`critical_path="program"`), anti-starvation beta 8, preemption on'
