@@ -67,7 +67,7 @@ async def test_vllm_reports_executor_seconds_and_the_policy_charges_them(llm_eng
     """Service in seconds (the default) on vLLM: each call's result carries its seconds in vLLM's
     running batch, at most its wall time, and the program is charged exactly their sum (the progress
     events' seconds, then the rest at the end), none charged from wall time."""
-    rt = Runtime({"llm": Engine("llm", kind="vllm")}, {"llm": llm_engine}, policy="plas")
+    rt = Runtime({"llm": Engine("llm", kind="vllm")}, {"llm": Borrowed(llm_engine)}, policy="plas")
     await rt.start()
     loop = asyncio.get_running_loop()
     try:
