@@ -218,3 +218,13 @@ def test_a_page_says_how_many_programs_each_load_ran_and_what_service_was_charge
     assert "(`wall-time-service`, requests vLLM preempted itself): 8." in text
     old = markdown({**page(ROWS), "rules": "paper"})
     assert "4 programs per run" in old and "vLLM reported no executor time then" in old
+
+
+def test_without_preemption_the_program_policies_get_preempt_false_and_the_page_says_so():
+    from bench.studies.programs.programs_heavy_setup import rule_options
+
+    assert rule_options("atlas", "paper", preempt=False) == {"preempt": False}
+    assert rule_options("fcfs", "paper", preempt=False) == {}
+    data = {**page(ROWS), "rules": "paper"}
+    assert "anti-starvation beta 8, preemption on." in markdown(data)
+    assert "preemption off (`preempt=False`" in markdown({**data, "preempt": False})

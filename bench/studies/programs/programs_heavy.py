@@ -2,7 +2,7 @@
 
     python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 0.5,1.0,1.5,2.0,3.0]
                                    [--programs 30] [--span 10] [--policies fcfs,mlfq,plas,atlas]
-                                   [--rules paper] [--unloaded 10] [--kv-swap]
+                                   [--rules paper] [--unloaded 10] [--kv-swap] [--no-preempt]
 
 bench.studies.programs.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so
 no program is much longer than another and there is little for a program-level policy to reorder.
@@ -37,6 +37,10 @@ opens the next call, and an answer whose length is drawn from the real engine's 
    unloaded mean; preemptions, re-sent tokens and how many of them the prefix cache held; throughput at
    equal mean latency (trial means, linear interpolation, no extrapolation) at 1.5x FCFS's mean at the
    lowest load and at 2x, 3x and 5x the unloaded mean (bench/studies/programs/programs_heavy_page.py).
+
+`--no-preempt` gives the program policies `preempt=False`: their queues order which waiting call is
+admitted next, and a running call is never stopped for a better one (the ordering without the cost
+of preempting on this machine, where a resume re-sends or reloads the call's KV).
 
 `--kv-swap` starts vLLM with teola's KV connector (VLLMEngine(kv_swap=True)): a preempted call's KV
 blocks go to host memory when a round trip costs less than recomputing them, and its resume loads
@@ -86,6 +90,7 @@ class Plan:
     rules: str = "paper"
     unloaded: int = 10
     kv_swap: bool = False
+    preempt: bool = True  # the program policies may preempt running calls
     baseline: str = "fcfs"
 
 
@@ -105,7 +110,7 @@ async def measure(plan: Plan, say: Any = print) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
 
     async def one_set(progs: list[Any], tag: str, pol: str) -> dict[str, Any]:
-        set_rules_policy(rt, pol, plan.rules)
+        set_rules_policy(rt, pol, plan.rules, plan.preempt)
         before = await engine.kv_swap_stats() if plan.kv_swap else {}
         r = await run_set(rt, progs, tag, questions, filler=filler)
         if plan.kv_swap:
@@ -271,6 +276,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument("--kv-swap", action="store_true", help="preempted calls may swap their KV to host memory")
     ap.add_argument(
+        "--no-preempt",
+        action="store_true",
+        help="the program policies order admission only (preempt=False): a running call runs to its end",
+    )
+    ap.add_argument(
         "--baseline",
         choices=BASELINES,
         default="fcfs",
@@ -296,6 +306,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
         rules=args.rules,
         unloaded=args.unloaded,
         kv_swap=args.kv_swap,
+        preempt=not args.no_preempt,
         baseline=args.baseline,
     )
 
@@ -314,6 +325,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         "kind": plan.kind,
         "seed": plan.seed,
         "kv_swap": plan.kv_swap,
+        "preempt": plan.preempt,
         "rules": plan.rules,
         "programs": plan.programs,
         "span": plan.span,

@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from bench.lib.tables import num, table
-from bench.studies.programs.programs_heavy_setup import RULES, SHAPES, SHOWN, baseline_of, policies_of
+from bench.studies.programs.programs_heavy_setup import (
+    RULES,
+    SHAPES,
+    SHOWN,
+    baseline_of,
+    policies_of,
+    preemption_text,
+)
 from bench.studies.programs.programs_vllm_setup import ENGINE
 from teola.sim.program_runs import FCFS_TEXT, rate_at
 
@@ -115,7 +122,8 @@ def _header(data: dict[str, Any]) -> str:
         f"(`ignore_eos`); text: {data['text_source']}. Capacity {data['capacity']:.3f} programs/s "
         f"({b['programs']} programs at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, "
         f"{b['output_tokens']} decoded tokens).{alone_text} Each trial draws other programs (seed "
-        f"{data['seed']} + trial); rates are the same in every trial. Program policies: {RULES[rules]}."
+        f"{data['seed']} + trial); rates are the same in every trial. Program policies: {RULES[rules]}, "
+        f"{preemption_text(data.get('preempt', True))}."
         f"{_service_text(data)} KV swap on preemption: {swap}. "
         f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}."
     )

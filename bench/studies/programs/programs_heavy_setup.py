@@ -25,27 +25,35 @@ RULES = {
         "(a run without it is charged its wall time from pick to end: the named fallback "
         "`wall-time-service`), quanta re-fitted so the last of 8 queues starts at the 95th percentile "
         'of observed call service (`quanta="observed"`), ATLAS\'s one scalar per program '
-        '(`critical_path="program"`), anti-starvation beta 8, preemption on'
+        '(`critical_path="program"`), anti-starvation beta 8'
     ),
     "tokens": (
-        f'the named deviation `service="tokens"` with fixed quanta: queues {QUEUES}, '
-        "anti-starvation beta 8, preemption on"
+        f'the named deviation `service="tokens"` with fixed quanta: queues {QUEUES}, anti-starvation beta 8'
     ),
 }
 
 
-def rule_options(name: str, rules: str) -> dict[str, Any]:
-    """The options policy `name` gets under `rules` ("paper" or "tokens"); none for the baselines."""
+def rule_options(name: str, rules: str, preempt: bool = True) -> dict[str, Any]:
+    """The options policy `name` gets under `rules` ("paper" or "tokens"), with `preempt=False` when
+    running calls are never to be preempted; none for the baselines."""
     if rules not in RULES:
         raise ValueError(f"unknown rules {rules!r}; known: {', '.join(RULES)}")
-    if name in BASELINES or rules == "paper":
+    if name in BASELINES:
         return {}
-    return {**QUEUES, "quanta": "fixed"}
+    opts: dict[str, Any] = {} if rules == "paper" else {**QUEUES, "quanta": "fixed"}
+    return opts if preempt else {**opts, "preempt": False}
 
 
-def set_rules_policy(rt: Any, name: str, rules: str) -> None:
+def preemption_text(preempt: bool) -> str:
+    """How a page names the program policies' preemption."""
+    if preempt:
+        return "preemption on"
+    return "preemption off (`preempt=False`: the queues order admission only; a running call runs to its end)"
+
+
+def set_rules_policy(rt: Any, name: str, rules: str, preempt: bool = True) -> None:
     """A fresh policy object (and process table) on the runtime's LLM engine for the next run."""
-    rt.schedulers["llm"].policy = make_policy(name, **rule_options(name, rules))
+    rt.schedulers["llm"].policy = make_policy(name, **rule_options(name, rules, preempt))
 
 
 def policies_of(rows: list[dict[str, Any]]) -> list[str]:
