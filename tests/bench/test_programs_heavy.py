@@ -226,5 +226,30 @@ def test_without_preemption_the_program_policies_get_preempt_false_and_the_page_
     assert rule_options("atlas", "paper", preempt=False) == {"preempt": False}
     assert rule_options("fcfs", "paper", preempt=False) == {}
     data = {**page(ROWS), "rules": "paper"}
-    assert "anti-starvation beta 8, preemption on." in markdown(data)
+    assert "anti-starvation beta 8, preemption on, a promoted call preempting from the top queue" in markdown(
+        data
+    )
     assert "preemption off (`preempt=False`" in markdown({**data, "preempt": False})
+
+
+def test_promotion_admit_reaches_the_policy_and_the_page_counts_promotions_per_program_policy():
+    from bench.studies.programs.programs_heavy_setup import rule_options
+
+    assert rule_options("atlas", "paper", promotion="admit") == {"promotion": "admit"}
+    assert rule_options("plas", "paper") == {}
+    assert rule_options("fcfs", "paper", promotion="admit") == {}
+    with pytest.raises(ValueError, match="unknown promotion 'top'"):
+        rule_options("atlas", "paper", promotion="top")
+    # plas promoted 3 and 4 calls in its two trials at each load, atlas 1 and 0: summed per (load, policy)
+    counted = {"plas": (3, 4), "atlas": (1, 0)}
+    rows = [
+        dict(r, promotions=counted[r["policy"]][r["trial"]]) if r["policy"] in counted else r for r in ROWS
+    ]
+    s = {(r["load"], r["policy"]): r for r in summary(rows)}
+    assert s[(1.0, "plas")]["promotions"] == 7 and s[(0.5, "atlas")]["promotions"] == 1
+    assert "promotions" not in s[(1.0, "fcfs")]
+    text = markdown({**page(rows), "rules": "paper", "promotion": "admit"})
+    assert '`promotion="admit"` (a call anti-starvation promotes is admitted first' in text
+    assert "| anti-starvation promotions |" in text
+    # the load 0.5 PLAS row: 4 preemptions over two trials (2 of the resumed runs unrun), 7 promotions
+    assert "| 4 (2) | 7 |" in text and "| 0 (0) | - |" in text

@@ -3,6 +3,7 @@
     python -m bench programs_heavy [--trials 3] [--kind chat] [--loads 0.5,1.0,1.5,2.0,3.0]
                                    [--programs 30] [--span 10] [--policies fcfs,mlfq,plas,atlas]
                                    [--rules paper] [--unloaded 10] [--kv-swap] [--no-preempt]
+                                   [--promotion preempt]
 
 bench.studies.programs.programs_vllm's policy runs shrink programs to at most 4 calls of at most 24 tokens, so
 no program is much longer than another and there is little for a program-level policy to reorder.
@@ -40,7 +41,10 @@ opens the next call, and an answer whose length is drawn from the real engine's 
 
 `--no-preempt` gives the program policies `preempt=False`: their queues order which waiting call is
 admitted next, and a running call is never stopped for a better one (the ordering without the cost
-of preempting on this machine, where a resume re-sends or reloads the call's KV).
+of preempting on this machine, where a resume re-sends or reloads the call's KV). `--promotion admit`
+gives them `promotion="admit"`: a call anti-starvation promotes to the top queue is admitted first
+but preempts running calls only from the queue it was promoted from (teola.scheduling.program.queues);
+every row counts the promotions.
 
 `--kv-swap` starts vLLM with teola's KV connector (VLLMEngine(kv_swap=True)): a preempted call's KV
 blocks go to host memory when a round trip costs less than recomputing them, and its resume loads
@@ -72,6 +76,7 @@ from bench.studies.programs.programs_heavy_setup import (
     set_rules_policy,
 )
 from bench.studies.programs.programs_vllm_setup import ENGINE
+from teola.scheduling.program.queues import PROMOTIONS
 from teola.sim.program_runs import BASELINES, load_texts, rates_at_target, run_set
 from teola.sim.program_workloads import workload
 
@@ -91,6 +96,7 @@ class Plan:
     unloaded: int = 10
     kv_swap: bool = False
     preempt: bool = True  # the program policies may preempt running calls
+    promotion: str = "preempt"  # how far a call anti-starvation promotes may preempt
     baseline: str = "fcfs"
 
 
@@ -110,14 +116,16 @@ async def measure(plan: Plan, say: Any = print) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
 
     async def one_set(progs: list[Any], tag: str, pol: str) -> dict[str, Any]:
-        set_rules_policy(rt, pol, plan.rules, plan.preempt)
+        set_rules_policy(rt, pol, plan.rules, plan.preempt, plan.promotion)
         before = await engine.kv_swap_stats() if plan.kv_swap else {}
         r = await run_set(rt, progs, tag, questions, filler=filler)
         if plan.kv_swap:
             r.update(swap_counts(before, await engine.kv_swap_stats()))
-        charged = getattr(rt.schedulers["llm"].policy, "charged_from", None)
+        policy = rt.schedulers["llm"].policy
+        charged = getattr(policy, "charged_from", None)
         if charged is not None:  # runs charged from vLLM's executor time, or from wall time
             r.update(charged_executor=charged["executor"], charged_wall=charged["wall"])
+            r["promotions"] = policy.core.promoted
         return r
 
     try:
@@ -160,10 +168,11 @@ def run_line(plan: Plan, row: dict[str, Any]) -> str:
         if "charged_executor" in row
         else ""
     )
+    promoted = f" promotions {row['promotions']}" if "promotions" in row else ""
     return (
         f"trial {row['trial'] + 1}/{plan.trials} load {row['load']:.2f} ({row['programs']} programs) "
         f"{SHOWN.get(pol, pol):5s} mean {row['mean']:.2f} p99 {row['p99']:.2f} preemptions "
-        f"{row['preemptions']} wall {row['wall']:.1f} s{charged}"
+        f"{row['preemptions']}{promoted} wall {row['wall']:.1f} s{charged}"
     )
 
 
@@ -221,7 +230,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     # what a program policy's seconds were charged from (none for FCFS or old pages)
                     **{
                         k: sum(r[k] for r in rs)
-                        for k in ("charged_executor", "charged_wall")
+                        for k in ("charged_executor", "charged_wall", "promotions")
                         if all(k in r for r in rs)
                     },
                 }
@@ -281,6 +290,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
         help="the program policies order admission only (preempt=False): a running call runs to its end",
     )
     ap.add_argument(
+        "--promotion",
+        choices=PROMOTIONS,
+        default="preempt",
+        help='"admit": a promoted call preempts only from the queue it was promoted from (default: '
+        "Algorithm 1, from the top queue)",
+    )
+    ap.add_argument(
         "--baseline",
         choices=BASELINES,
         default="fcfs",
@@ -307,6 +323,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
         unloaded=args.unloaded,
         kv_swap=args.kv_swap,
         preempt=not args.no_preempt,
+        promotion=args.promotion,
         baseline=args.baseline,
     )
 
@@ -326,6 +343,7 @@ def run_cli(args: argparse.Namespace, argv: list[str], ap: argparse.ArgumentPars
         "seed": plan.seed,
         "kv_swap": plan.kv_swap,
         "preempt": plan.preempt,
+        "promotion": plan.promotion,
         "rules": plan.rules,
         "programs": plan.programs,
         "span": plan.span,

@@ -21,9 +21,12 @@ from teola.sim.program_runs import FCFS_TEXT, rate_at
 KNEE_FACTORS = (2.0, 3.0, 5.0)  # equal-latency targets as multiples of the unloaded mean
 
 
-def heavy_row(r: dict[str, Any], swap: bool, unloaded: float | None = None) -> list[Any]:
+def heavy_row(
+    r: dict[str, Any], swap: bool, unloaded: float | None = None, promoted: bool = False
+) -> list[Any]:
     """One row of the heavy-tailed table; the connector's columns when the run swapped KV (`swap`); the
-    mean over the unloaded mean when the run measured it. A page older than a counter (resumed_unrun,
+    mean over the unloaded mean when the run measured it; anti-starvation promotions when the run
+    counted them (`promoted`; "-" for FCFS). A page older than a counter (resumed_unrun,
     resumed_swapped_tokens, the connector's) shows it as "n/a"."""
     recomputed = r["resumed_tokens"] - r["resumed_cached_tokens"]  # vLLM's cached count includes host loads
     cells = [
@@ -35,6 +38,7 @@ def heavy_row(r: dict[str, Any], swap: bool, unloaded: float | None = None) -> l
         *([f"{r['mean'] / unloaded:.1f}x"] if unloaded else []),
         f"{r['p99']:.2f} ({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f})",
         f"{r['preemptions']} ({r.get('resumed_unrun', 'n/a')})",
+        *([r.get("promotions", "-")] if promoted else []),
         f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r.get('resumed_swapped_tokens', 'n/a')})",
         recomputed,
     ]
@@ -123,7 +127,7 @@ def _header(data: dict[str, Any]) -> str:
         f"({b['programs']} programs at t=0 under FCFS: {b['wall']:.1f} s, {b['calls']} calls, "
         f"{b['output_tokens']} decoded tokens).{alone_text} Each trial draws other programs (seed "
         f"{data['seed']} + trial); rates are the same in every trial. Program policies: {RULES[rules]}, "
-        f"{preemption_text(data.get('preempt', True))}."
+        f"{preemption_text(data.get('preempt', True), data.get('promotion', 'preempt'))}."
         f"{_service_text(data)} KV swap on preemption: {swap}. "
         f"FCFS: {FCFS_TEXT[baseline_of(data['summary'])]}."
     )
@@ -170,6 +174,7 @@ def markdown(data: dict[str, Any]) -> str:
     swap = bool(data.get("kv_swap"))
     alone = data.get("unloaded")
     unloaded = alone["mean"] if alone else None
+    promoted = any("promotions" in r for r in data["summary"])
     lines = [
         f"## Program-level scheduling on vLLM, heavy-tailed programs, {trials} trial(s) "
         "(bench/studies/programs/programs_heavy.py)",
@@ -186,12 +191,18 @@ def markdown(data: dict[str, Any]) -> str:
                 *(["mean / unloaded"] if unloaded else []),
                 "P99 (s), trial mean (min-max)",
                 "preemptions (resumed runs stopped before they ran)",
+                *(["anti-starvation promotions"] if promoted else []),
                 "re-sent tokens (not computed: prefix cache or host; of which loaded from host)",
                 "recomputed",
                 *(["connector saves (declined)", "loads (tokens)", "copy out / in (ms)"] if swap else []),
             ],
-            (heavy_row(r, swap, unloaded) for r in data["summary"]),
-            "rrlrl" + ("r" if unloaded else "") + "lrrr" + ("rrr" if swap else ""),
+            (heavy_row(r, swap, unloaded, promoted) for r in data["summary"]),
+            "rrlrl"
+            + ("r" if unloaded else "")
+            + "lr"
+            + ("r" if promoted else "")
+            + "rr"
+            + ("rrr" if swap else ""),
         ),
         "",
         *_equal_latency_lines(data),

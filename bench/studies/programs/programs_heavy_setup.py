@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from teola.scheduling.program.queues import PROMOTIONS
 from teola.scheduling.registry import make_policy
 from teola.sim.program_runs import BASELINES, QUEUES
 
@@ -33,27 +34,42 @@ RULES = {
 }
 
 
-def rule_options(name: str, rules: str, preempt: bool = True) -> dict[str, Any]:
+def rule_options(name: str, rules: str, preempt: bool = True, promotion: str = "preempt") -> dict[str, Any]:
     """The options policy `name` gets under `rules` ("paper" or "tokens"), with `preempt=False` when
-    running calls are never to be preempted; none for the baselines."""
+    running calls are never to be preempted and `promotion="admit"` when a starving call promoted to
+    the top queue preempts only from the queue it left; none for the baselines."""
     if rules not in RULES:
         raise ValueError(f"unknown rules {rules!r}; known: {', '.join(RULES)}")
+    if promotion not in PROMOTIONS:
+        raise ValueError(f"unknown promotion {promotion!r}; known: {', '.join(PROMOTIONS)}")
     if name in BASELINES:
         return {}
     opts: dict[str, Any] = {} if rules == "paper" else {**QUEUES, "quanta": "fixed"}
+    if promotion != "preempt":
+        opts["promotion"] = promotion
     return opts if preempt else {**opts, "preempt": False}
 
 
-def preemption_text(preempt: bool) -> str:
-    """How a page names the program policies' preemption."""
-    if preempt:
-        return "preemption on"
-    return "preemption off (`preempt=False`: the queues order admission only; a running call runs to its end)"
+def preemption_text(preempt: bool, promotion: str = "preempt") -> str:
+    """How a page names the program policies' preemption and anti-starvation promotion."""
+    if not preempt:
+        return (
+            "preemption off (`preempt=False`: the queues order admission only; "
+            "a running call runs to its end)"
+        )
+    if promotion == "admit":
+        return (
+            'preemption on, `promotion="admit"` (a call anti-starvation promotes is admitted first but '
+            "preempts running calls only from the queue it was promoted from)"
+        )
+    return "preemption on, a promoted call preempting from the top queue (Algorithm 1)"
 
 
-def set_rules_policy(rt: Any, name: str, rules: str, preempt: bool = True) -> None:
+def set_rules_policy(
+    rt: Any, name: str, rules: str, preempt: bool = True, promotion: str = "preempt"
+) -> None:
     """A fresh policy object (and process table) on the runtime's LLM engine for the next run."""
-    rt.schedulers["llm"].policy = make_policy(name, **rule_options(name, rules, preempt))
+    rt.schedulers["llm"].policy = make_policy(name, **rule_options(name, rules, preempt, promotion))
 
 
 def policies_of(rows: list[dict[str, Any]]) -> list[str]:

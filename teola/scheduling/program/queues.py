@@ -138,6 +138,7 @@ class ProgramQueues:
         self._members: frozenset = frozenset()
         self._since = 0
         self.reranks = 0
+        self.promoted = 0  # anti-starvation promotions of any call, for studies
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def admit(
@@ -205,6 +206,7 @@ class ProgramQueues:
         st.service = 0.0
         st.run = 0.0
         st.promotions += 1
+        self.promoted += 1
         return True
 
     def finish(self, key: Hashable, now: float, service: float | None = None) -> CallRecord | None:
