@@ -245,6 +245,12 @@ def test_promotion_admit_reaches_the_policy_and_the_page_counts_promotions_per_p
     rows = [
         dict(r, promotions=counted[r["policy"]][r["trial"]]) if r["policy"] in counted else r for r in ROWS
     ]
+    # PLAS's preemptions by cause (KV, better queue, promoted call): trial 0 (0, 1, 1), trial 1 (1, 0, 1);
+    # ATLAS's rows stand for a page older than the count
+    causes = ((0, 1, 1), (1, 0, 1))
+    for r in rows:
+        if r["policy"] == "plas":
+            r.update(zip(("preempted_kv", "preempted_ranked", "preempted_promoted"), causes[r["trial"]]))
     s = {(r["load"], r["policy"]): r for r in summary(rows)}
     assert s[(1.0, "plas")]["promotions"] == 7 and s[(0.5, "atlas")]["promotions"] == 1
     assert "promotions" not in s[(1.0, "fcfs")]
@@ -252,4 +258,5 @@ def test_promotion_admit_reaches_the_policy_and_the_page_counts_promotions_per_p
     assert '`promotion="admit"` (a call anti-starvation promotes is admitted first' in text
     assert "| anti-starvation promotions |" in text
     # the load 0.5 PLAS row: 4 preemptions over two trials (2 of the resumed runs unrun), 7 promotions
-    assert "| 4 (2) | 7 |" in text and "| 0 (0) | - |" in text
+    assert "| 4 (2) | 7 | 1 / 1 / 2 |" in text and "| 0 (0) | - | - |" in text
+    assert "| 2 (0) | 1 | n/a |" in text  # ATLAS at load 0.5: 1 + 1 preemptions, 1 + 0 promotions

@@ -65,7 +65,7 @@ from typing import Any
 from bench.lib.plots import write_load_plot
 from bench.lib.results import machine, results_dir, write_results
 from bench.studies.programs.programs import recorded_lengths
-from bench.studies.programs.programs_heavy_page import markdown
+from bench.studies.programs.programs_heavy_page import PREEMPTION_CAUSES, markdown
 from bench.studies.programs.programs_heavy_setup import (
     PROGRAM_POLICIES,
     RULES,
@@ -126,6 +126,7 @@ async def measure(plan: Plan, say: Any = print) -> dict[str, Any]:
         if charged is not None:  # runs charged from vLLM's executor time, or from wall time
             r.update(charged_executor=charged["executor"], charged_wall=charged["wall"])
             r["promotions"] = policy.core.promoted
+            r.update({f"preempted_{why}": n for why, n in policy.preempted_for.items()})
         return r
 
     try:
@@ -230,7 +231,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     # what a program policy's seconds were charged from (none for FCFS or old pages)
                     **{
                         k: sum(r[k] for r in rs)
-                        for k in ("charged_executor", "charged_wall", "promotions")
+                        for k in ("charged_executor", "charged_wall", "promotions", *PREEMPTION_CAUSES)
                         if all(k in r for r in rs)
                     },
                 }

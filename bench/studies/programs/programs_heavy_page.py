@@ -19,6 +19,18 @@ from bench.studies.programs.programs_vllm_setup import ENGINE
 from teola.sim.program_runs import FCFS_TEXT, rate_at
 
 KNEE_FACTORS = (2.0, 3.0, 5.0)  # equal-latency targets as multiples of the unloaded mean
+# a program policy's preemptions by cause (ProgramPolicy.preempted_for): the running calls' KV outgrew
+# the budget, a waiting call of a better queue, a call anti-starvation promoted
+PREEMPTION_CAUSES = ("preempted_kv", "preempted_ranked", "preempted_promoted")
+
+
+def _causes(r: dict[str, Any]) -> str:
+    """A row's preemptions by cause ("-" for FCFS, "n/a" on a page older than the count)."""
+    if "promotions" not in r:
+        return "-"
+    if not all(k in r for k in PREEMPTION_CAUSES):
+        return "n/a"
+    return " / ".join(str(r[k]) for k in PREEMPTION_CAUSES)
 
 
 def heavy_row(
@@ -38,7 +50,7 @@ def heavy_row(
         *([f"{r['mean'] / unloaded:.1f}x"] if unloaded else []),
         f"{r['p99']:.2f} ({r['p99_range'][0]:.2f}-{r['p99_range'][1]:.2f})",
         f"{r['preemptions']} ({r.get('resumed_unrun', 'n/a')})",
-        *([r.get("promotions", "-")] if promoted else []),
+        *([r.get("promotions", "-"), _causes(r)] if promoted else []),
         f"{r['resumed_tokens']} ({r['resumed_cached_tokens']}; {r.get('resumed_swapped_tokens', 'n/a')})",
         recomputed,
     ]
@@ -191,7 +203,11 @@ def markdown(data: dict[str, Any]) -> str:
                 *(["mean / unloaded"] if unloaded else []),
                 "P99 (s), trial mean (min-max)",
                 "preemptions (resumed runs stopped before they ran)",
-                *(["anti-starvation promotions"] if promoted else []),
+                *(
+                    ["anti-starvation promotions", "preempted for: KV / better queue / promoted call"]
+                    if promoted
+                    else []
+                ),
                 "re-sent tokens (not computed: prefix cache or host; of which loaded from host)",
                 "recomputed",
                 *(["connector saves (declined)", "loads (tokens)", "copy out / in (ms)"] if swap else []),
@@ -200,7 +216,7 @@ def markdown(data: dict[str, Any]) -> str:
             "rrlrl"
             + ("r" if unloaded else "")
             + "lr"
-            + ("r" if promoted else "")
+            + ("rr" if promoted else "")
             + "rr"
             + ("rrr" if swap else ""),
         ),

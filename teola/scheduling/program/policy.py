@@ -114,6 +114,9 @@ class ProgramPolicy(Policy):
         # runs ended, by what their seconds were charged from: the engine's executor time, or the
         # wall time from pick to end (the named fallback `wall-time-service`)
         self.charged_from = {"executor": 0, "wall": 0}
+        # preemptions by cause: the running calls' KV outgrew the budget ("kv"), a waiting call of a
+        # better queue displaced one ("ranked"), or one anti-starvation promoted did ("promoted")
+        self.preempted_for = {"kv": 0, "ranked": 0, "promoted": 0}
         if not isinstance(preempt, bool):
             raise ValueError(f"{self.name}: preempt must be true or false, got {preempt!r}")
         self.preemptive = preempt
@@ -237,13 +240,16 @@ class ProgramPolicy(Policy):
             reverse=True,
         )
         if room is not None:
-            return kv_victims(core, order, pool, room)
-        out: list[Pending] = []
-        for w in order[max(0, free) :]:
-            if not pool or core.level(pool[0]) <= core.preempt_level(w):
-                break
-            out.append(pool.pop(0))
-        return out
+            chosen = kv_victims(core, order, pool, room)
+        else:
+            chosen = []
+            for w in order[max(0, free) :]:
+                if not pool or core.level(pool[0]) <= core.preempt_level(w):
+                    break
+                chosen.append((pool.pop(0), cause(core, w)))
+        for _, why in chosen:
+            self.preempted_for[why] += 1
+        return [victim for victim, _ in chosen]
 
     def observe(
         self, picks: Sequence[Pick], started: float, finished: float, results: Sequence[Any] | None = None
@@ -312,29 +318,38 @@ class ProgramPolicy(Policy):
         self.core.end_program(pid)
 
 
-def kv_victims(core: ProgramQueues, order: list[Pending], pool: list[Pending], room: KVRoom) -> list[Pending]:
+def cause(core: ProgramQueues, waiting: Pending) -> str:
+    """Why a running call is preempted for `waiting`: "promoted" if anti-starvation promoted it
+    since it last ran, else "ranked" (its own queue is better)."""
+    return "promoted" if core.calls[waiting].natural is not None else "ranked"
+
+
+def kv_victims(
+    core: ProgramQueues, order: list[Pending], pool: list[Pending], room: KVRoom
+) -> list[tuple[Pending, str]]:
     """Alg. 1 under `can_fit` on `room`, with `order` the waiting calls best first and `pool` the
     running ones worst first: while the running calls' held tokens overflow the budget (they grow
     as they decode), the worst goes (never the last one running); then each waiting call, best
     first, is admitted if it fits, else running calls of a worse queue than its own go, worst first,
     until it fits. A call that cannot be made to fit blocks the worse ones behind it (strict
-    priority, as the batch fill admits); running calls are preempted for it only if that lets it run."""
-    out: list[Pending] = []
+    priority, as the batch fill admits); running calls are preempted for it only if that lets it run.
+    Each victim comes with its cause: "kv", or the waiting call's (`cause`)."""
+    out: list[tuple[Pending, str]] = []
     seats, tokens = room.seats, room.tokens
 
-    def drop(victim: Pending) -> None:
+    def drop(victim: Pending, why: str) -> None:
         nonlocal seats, tokens
-        out.append(victim)
+        out.append((victim, why))
         seats += len(victim.requests)
         tokens += room.held.get(victim, 0)
 
     while tokens < 0 and len(pool) > 1:
-        drop(pool.pop(0))
+        drop(pool.pop(0), "kv")
     for w in order:
         need, n = room.need.get(w, 0), w.remaining
         kept = len(out)
         while not (seats >= n and tokens >= need) and pool and core.level(pool[0]) > core.preempt_level(w):
-            drop(pool.pop(0))
+            drop(pool.pop(0), cause(core, w))
         if not (seats >= n and tokens >= need):
             del out[kept:]  # preempting them would not let it run: they keep running
             break

@@ -45,6 +45,7 @@ def test_a_demoted_running_call_goes_for_a_better_waiting_one_that_does_not_fit(
     room = KVRoom(seats=2, tokens=300 - 156 - 120, held={long: 156, other: 120}, need={new: 76})
     assert pol.victims([long, other], [new], 2, 1.0, room=room) == [long]
     assert pol.victims([long, other], [new], 2, 1.0) == []
+    assert pol.preempted_for == {"kv": 0, "ranked": 1, "promoted": 0}  # new's own queue is better
 
 
 def test_no_running_call_goes_for_a_waiting_one_of_a_worse_or_equal_queue():
@@ -74,6 +75,7 @@ def test_running_calls_that_overflow_the_budget_shed_the_worst_queue_first():
     assert pol.victims([long, a, b], [], 5, 1.0, room=room) == [long]
     alone = KVRoom(seats=7, tokens=-10, held={long: 310}, need={})
     assert pol.victims([long], [], 7, 1.0, room=alone) == []
+    assert pol.preempted_for == {"kv": 1, "ranked": 0, "promoted": 0}
 
 
 def test_a_waiting_call_that_cannot_be_made_to_fit_preempts_nothing():
@@ -85,6 +87,7 @@ def test_a_waiting_call_that_cannot_be_made_to_fit_preempts_nothing():
     big = call("N", "big", 1.0)
     room = KVRoom(seats=2, tokens=24, held={long: 156, other: 120}, need={big: 500})
     assert pol.victims([long, other], [big], 2, 1.0, room=room) == []
+    assert pol.preempted_for == {"kv": 0, "ranked": 0, "promoted": 0}  # the undone drop is not counted
 
 
 def test_the_first_call_waits_when_it_does_not_fit_beside_running_ones():

@@ -346,7 +346,8 @@ def test_policy_promotes_a_starving_call_that_then_preempts_a_demoted_one():
     pol, r, _, l2 = starving_set_up()
     assert pol.victims([r], [l2], free=0, now=2.5) == []
     assert pol.victims([r], [l2], free=0, now=3.0) == [r]
-    assert pol.core.calls[l2].promotions == 1
+    assert pol.core.calls[l2].promotions == 1 and pol.core.promoted == 1
+    assert pol.preempted_for == {"kv": 0, "ranked": 0, "promoted": 1}
 
 
 def test_promotion_admit_ranks_a_promoted_call_first_but_preempts_only_from_its_queue():
