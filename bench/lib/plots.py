@@ -184,10 +184,10 @@ def note(name: str, data: dict[str, Any]) -> str | None:
 
 def draw(data: dict[str, Any], path: Path, name: str = "") -> Panels:
     """Draw mean latency against offered load, one panel per flow, into `path` (a PNG); returns the
-    curves plotted (nothing is written when the JSON has no load points)."""
+    curves plotted (nothing is written when the JSON has no load points, or one load: no curve)."""
     panels = series(data)
-    if not panels:
-        return panels
+    if not any(len(s.rate) >= 2 for curves in panels.values() for s in curves.values()):
+        return {}
     import matplotlib
 
     matplotlib.use("Agg")

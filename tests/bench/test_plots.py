@@ -50,6 +50,16 @@ def _pooled_page() -> dict:
     }
 
 
+def test_a_page_with_one_load_gets_no_plot(tmp_path):
+    """One load point per system is no curve: nothing is drawn (a study run at one load)."""
+    page = _pooled_page()
+    runs = page["pooled"]["apps"]["advanced_rag/small"]["runs"]
+    del runs["alone"], runs["x2"]
+    (tmp_path / "page.json").write_text(json.dumps(page))
+    assert plots.write_load_plot("page", tmp_path) is None
+    assert not (tmp_path / "page_vs_load.png").exists()
+
+
 def test_a_trials_page_draws_its_means_and_trial_spread(tmp_path):
     (tmp_path / "page.json").write_text(json.dumps(_pooled_page()))
     path = plots.write_load_plot("page", tmp_path)

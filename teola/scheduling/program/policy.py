@@ -82,7 +82,8 @@ class ProgramPolicy(Policy):
         waiting to execution seconds (None turns it off). rerank_every: re-rank at most every N scheduling
         steps while the queue's membership is unchanged. service: "tokens" or "seconds". table: a shared
         ProcessTable (e.g. the one the load balancer and `teola.api.program.Program` use). preempt: let the
-        engine scheduler preempt running calls of a worse queue for waiting ones (see the module docstring).
+        engine scheduler preempt running calls of a worse queue for waiting ones (see the module
+        docstring); without it the queues still order admission and a running call runs to its end.
         promotion: "preempt" (Algorithm 1) or "admit" (a promoted call is admitted first but preempts
         only from the queue it was promoted from; teola.scheduling.program.queues). quanta:
         "observed" (re-fit base_quantum so the last queue starts at the `quanta_percentile`-th
@@ -119,7 +120,9 @@ class ProgramPolicy(Policy):
         self.preempted_for = {"kv": 0, "ranked": 0, "promoted": 0}
         if not isinstance(preempt, bool):
             raise ValueError(f"{self.name}: preempt must be true or false, got {preempt!r}")
-        self.preemptive = preempt
+        # admission control always (each call on its own stream); `preempts`: may a running call stop
+        self.preemptive = True
+        self.preempts = preempt
 
     @property
     def table(self) -> ProcessTable:
@@ -228,7 +231,7 @@ class ProgramPolicy(Policy):
         its own. With `room` (an engine with a token budget: Autellix Alg. 1, running and waiting
         ranked together under `can_fit`, `kv_victims`): the running calls' KV overflow first, then
         each waiting call that does not fit."""
-        if not self.preemptive or not running or not (waiting or room is not None):
+        if not self.preempts or not running or not (waiting or room is not None):
             return []
         if waiting:
             self._see(waiting, now)

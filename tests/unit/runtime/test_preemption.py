@@ -88,19 +88,46 @@ async def test_admission_budget_bounds_running_calls_under_a_program_policy():
     assert all(r.result["text"] == expected(12) for r in results)
 
 
-async def test_preemption_can_be_turned_off():
+async def test_preemption_can_be_turned_off_and_the_queues_still_admit():
+    """preempt=False: the short call of a better queue waits for the long one (admission budget 1)
+    instead of stopping it, and each call returns when it ends, through the same admission control."""
     rt, engine = runtime("mlfq", budget=1, preempt=False)
+    await rt.start()
+    ended: list[str] = []
+    try:
+        async with Program(rt, "long") as a, Program(rt, "short") as b:
+
+            async def call(prog: Program, name: str, n: int) -> str:
+                r = await prog.call(name, parent_ids=[], max_tokens=n)
+                ended.append(name)
+                return r.result["text"]
+
+            long_call = asyncio.ensure_future(call(a, "x", 30))
+            await until(lambda: engine.running == 1, timeout=10)
+            assert rt.schedulers["llm"].preemptor is not None
+            assert await call(b, "y", 2) == expected(2)
+            assert await long_call == expected(30)
+    finally:
+        await rt.stop()
+    assert ended == ["x", "y"] and engine.peak == 1
+    assert rt.metrics.preemptions == 0 and engine.aborted == []
+
+
+async def test_without_preemption_a_short_call_returns_while_a_long_one_beside_it_decodes():
+    """preempt=False, budget 2: both calls are admitted together, and the 2-token one returns as soon
+    as it ends while the 30-token one is still decoding (each call on its own stream), not when the
+    longest call of their batch ends."""
+    rt, engine = runtime("plas", budget=2, preempt=False)
     await rt.start()
     try:
         async with Program(rt, "long") as a, Program(rt, "short") as b:
             long_call = asyncio.ensure_future(a.call("x", parent_ids=[], max_tokens=30))
-            await until(lambda: engine.running == 1, timeout=10)
-            assert rt.schedulers["llm"].preemptor is None
-            await b.call("y", parent_ids=[], max_tokens=2)  # runs beside it (vLLM-style batching)
+            short = await b.call("y", parent_ids=[], max_tokens=2)
+            assert short.result["text"] == expected(2) and engine.running == 1 and not long_call.done()
             assert (await long_call).result["text"] == expected(30)
     finally:
         await rt.stop()
-    assert rt.metrics.preemptions == 0 and engine.aborted == []
+    assert engine.peak == 2 and rt.metrics.preemptions == 0
 
 
 async def test_a_cancelled_running_program_call_is_aborted_in_the_engine():
