@@ -260,3 +260,11 @@ def test_promotion_admit_reaches_the_policy_and_the_page_counts_promotions_per_p
     # the load 0.5 PLAS row: 4 preemptions over two trials (2 of the resumed runs unrun), 7 promotions
     assert "| 4 (2) | 7 | 1 / 1 / 2 |" in text and "| 0 (0) | - | - |" in text
     assert "| 2 (0) | 1 | n/a |" in text  # ATLAS at load 0.5: 1 + 1 preemptions, 1 + 0 promotions
+
+
+def test_a_run_at_one_load_reads_no_throughput_at_equal_latency():
+    """One load is no curve: the page says so instead of crediting every policy with that rate."""
+    rows = [r for r in ROWS if r["load"] == 1.0]
+    text = markdown({**page(rows), "rules": "paper"})
+    assert "not read: the run has one load" in text
+    assert "Across the knee" not in text and "ATLAS/FCFS" not in text

@@ -146,6 +146,11 @@ def _header(data: dict[str, Any]) -> str:
 
 
 def _equal_latency_lines(data: dict[str, Any]) -> list[str]:
+    if len({r["load"] for r in data["summary"]}) < 2:
+        return [
+            "**Throughput at equal latency:** not read: the run has one load, and a rate at equal latency "
+            "needs a curve (two loads or more). The rows show what each policy did at that load."
+        ]
     e, shown = data["equal_latency"], lambda p: SHOWN.get(p, p)
     ratios = ", ".join(f"{shown(p).upper()}/FCFS {_fmt(v)}" for p, v in e["ratios"].items())
     lines = [
