@@ -17,7 +17,11 @@ is safe): up to `retries` times, each wait the answer's `Retry-After` or a jitte
 ending over `max_retry_wait` seconds after the first attempt; then its status is the error.
 
 Options: url (required here), timeout (10 s per attempt), max_connections (64), headers (e.g. an
-API key), retries (2; 0: never), max_retry_wait (5 s), max_batch (1), max_efficient_batch (1).
+API key), retries (2; 0: never), max_retry_wait (5 s), max_batch (1), max_efficient_batch (1), costs
+(False by default: none reported; True: a search's seconds per request and per query fitted at start
+by a probe of 31 calls to the API, which must then be up; a profile's name or file: its `op_cost`
+table for kind "search"; engines/machine/op_costs.py). Off by default because a hosted search API
+bills or rate-limits every call and its latency is its provider's, not this machine's.
 The API takes one query per call, so a batch would only make its calls wait for the slowest of them
 (web-search latency is heavy-tailed): by default each search is its own batch, and up to 64 run
 at once (EngineProfile.max_inflight), so each query's results come back when its own call does
@@ -34,6 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engines.http_retry import DEFAULT_MAX_RETRY_WAIT, DEFAULT_RETRIES, RetryPolicy
+from engines.machine.op_costs import PROBE_SIZES, check_op_costs_option, engine_op_costs, probe_words
 from engines.protocol import EngineProfile, StreamEvent, profile_with
 from engines.request_checks import search_request
 from engines.requests import PrimOp
@@ -96,9 +101,11 @@ class RemoteSearchEngine:
         max_retry_wait: float = DEFAULT_MAX_RETRY_WAIT,
         max_batch: int | None = None,
         max_efficient_batch: int | None = None,
+        costs: bool | str = False,
     ) -> None:
         self.name = name
         self.url = check_url(name, url)
+        self.costs_option = check_op_costs_option(name, "search", self.ops, costs)
         if not (isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0):
             raise ValueError(
                 f"engine {name!r}: option timeout={timeout!r} must be a positive number of seconds"
@@ -122,16 +129,37 @@ class RemoteSearchEngine:
         self._client: Any = None
 
     async def start(self) -> None:
-        """Open the pooled HTTP client (no call is made: the API may be started later)."""
+        """Open the pooled HTTP client. No call is made (the API may be started later) unless option
+        `costs` is True: then the cost probe's searches run now, and a failed one fails the start."""
         import httpx
 
-        if self._client is None:
-            limits = httpx.Limits(
-                max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+        if self._client is not None:
+            return
+        limits = httpx.Limits(
+            max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+        )
+        self._client = httpx.AsyncClient(
+            timeout=self.timeout, limits=limits, headers=self.headers, follow_redirects=False
+        )
+        try:
+            self.profile.op_costs = await engine_op_costs(
+                self.name,
+                "search",
+                self.costs_option,
+                {str(PrimOp.SEARCHING): self._probe_run},
+                PROBE_SIZES,
+                warm_up=(1,),
             )
-            self._client = httpx.AsyncClient(
-                timeout=self.timeout, limits=limits, headers=self.headers, follow_redirects=False
-            )
+        except RemoteSearchError as exc:
+            await self.stop()
+            raise RemoteSearchError(
+                f"{exc} (during the cost probe at start: start the API first, or give the engine costs=False "
+                f"or a profile)"
+            ) from exc
+
+    async def _probe_run(self, n: int, salt: str) -> Any:
+        """A batch of the cost probe: `n` unique queries, one call each."""
+        return await self.execute(PrimOp.SEARCHING, [{"query": probe_words(i, salt)} for i in range(n)])
 
     async def stop(self) -> None:
         """Close the HTTP client."""

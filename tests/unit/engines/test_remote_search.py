@@ -22,9 +22,11 @@ def _app() -> Any:
 
     app = FastAPI()
     app.state.release = asyncio.Event()  # set when the server stops: /slow never answers before
+    app.state.searched = []  # each /search call's query
 
     @app.get("/search")
     async def search(q: str, top_k: int = Query(4)) -> dict:
+        app.state.searched.append(q)
         return {
             "results": [
                 {"title": f"t{i}", "text": f"{q} #{i}", "score": 1.0 / (i + 1)} for i in range(top_k + 2)
@@ -51,8 +53,17 @@ def _app() -> Any:
     return app
 
 
+class Url(str):
+    """The test server's base URL, with the queries its /search received (`searched`)."""
+
+    def __new__(cls, url: str, searched: list[str]) -> Url:
+        out = super().__new__(cls, url)
+        out.searched = searched
+        return out
+
+
 @pytest.fixture
-async def server() -> AsyncIterator[str]:
+async def server() -> AsyncIterator[Url]:
     import uvicorn
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -63,7 +74,7 @@ async def server() -> AsyncIterator[str]:
     await until(lambda: srv.started or task.done())
     assert srv.started, "the test server exited during start-up"
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield Url(f"http://127.0.0.1:{sock.getsockname()[1]}", app.state.searched)
     finally:
         app.state.release.set()
         srv.should_exit = True
@@ -150,3 +161,42 @@ def test_kind_search_is_remote_with_url_and_local_without():
         kind_defaults("search", {"url": "http://h/s"})[1].max_batch == 1
     )  # one query per call, each its own batch
     assert kind_defaults("search", {})[1].max_batch == TextSearchEngine.default_profile.max_batch
+
+
+async def test_no_call_at_start_and_no_costs_by_default(server):
+    engine = RemoteSearchEngine("web", url=f"{server}/search")
+    await engine.start()
+    await engine.stop()
+    assert server.searched == [] and engine.profile.op_costs == {}
+
+
+async def test_costs_true_fits_a_searchs_cost_from_its_own_calls_at_start(server):
+    from engines.llm_text.costs import FITTED
+
+    engine = RemoteSearchEngine("web", url=f"{server}/search", costs=True)
+    await engine.start()
+    await engine.stop()
+    cost = engine.profile.op_costs["searching"]
+    assert cost["source"] == FITTED and cost["base_s"] + cost["item_s"] > 0 and cost["probe_s"] > 0
+    # one warm-up call, then batches of 1, 2, 4 and 8 queries twice, one call per query, each unique
+    assert len(server.searched) == 1 + 2 * (1 + 2 + 4 + 8) == len(set(server.searched))
+
+
+async def test_a_profile_gives_the_costs_without_a_call(server):
+    engine = RemoteSearchEngine("web", url=f"{server}/search", costs="a100-llama3.1-8b-measured")
+    await engine.start()
+    await engine.stop()
+    assert server.searched == []
+    assert engine.profile.op_costs["searching"]["base_s"] == 0.8
+
+
+async def test_a_probe_against_a_dead_api_fails_the_start_and_says_how_to_skip_it():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    engine = RemoteSearchEngine("web", url=f"http://127.0.0.1:{port}/search", costs=True)
+    with pytest.raises(RemoteSearchError, match="cannot reach the search API.*cost probe.*costs=False"):
+        await engine.start()
+    assert not await engine.health()  # its client is closed again
+    with pytest.raises(ValueError, match="option costs"):
+        RemoteSearchEngine("web", url="http://x/s", costs="no-such-profile")
