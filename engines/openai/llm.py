@@ -47,7 +47,11 @@ from engines.openai.wire import completion_body, counts
 from engines.protocol import EngineProfile, Feature, StreamEvent
 from engines.requests import DECODE_OPS, PREFILL_OPS, PrimOp
 
-DEFAULT_MAX_NUM_SEQS = 16
+# vLLM's own default max_num_seqs on a GPU: a production server (no /server_info) is not throttled
+# below what it would run anyway, and its queue orders the rest. With 16, teola queued calls on its
+# side at 13 q/s and ran at 0.72x of LangGraph on the tool agent
+# (bench/results/remote/deploy_tool_agent_saturation.md).
+DEFAULT_MAX_NUM_SEQS = 256
 UNSALTED = ("warn", "refuse")
 
 log = logging.getLogger("teola.engines")
@@ -71,11 +75,12 @@ class OpenAILLMEngine:
     template match the served model; default: `model` resolved locally), api_key (sent as a bearer
     token; default none), max_model_len (default: what the server reports), max_num_seqs (requests
     the server decodes at once: the most requests teola keeps in flight on it and in one batch;
-    default: what the server reports (vLLM with VLLM_SERVER_DEV_MODE=1), else 16),
+    default: what the server reports (vLLM with VLLM_SERVER_DEV_MODE=1), else 256, vLLM's own default
+    on a GPU; give the server's value so teola's queue, not the server's, orders what waits),
     max_efficient_batch (8), max_tokens (default per request, 256), timeout (seconds per request, 600),
     connect_timeout (10), retries (3: attempts after the first on connection errors, 408/409/429 and
     5xx answers, with the openai client's jittered backoff honouring Retry-After), max_connections
-    (pool size, 64; keep it >= max_num_seqs), unsalted (what a request carrying a tenant's
+    (pool size, 256; keep it >= max_num_seqs), unsalted (what a request carrying a tenant's
     `cache_salt` does on a server that does not take vLLM's fields, so every tenant's prompts share
     its prefix cache and one tenant can probe another's through response timing: "warn" (default),
     sent without it and logged once per engine instance naming the server; "refuse": it fails),
@@ -108,7 +113,7 @@ class OpenAILLMEngine:
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
         retries: int = 3,
-        max_connections: int = 64,
+        max_connections: int = DEFAULT_MAX_NUM_SEQS,
         unsalted: str = "warn",
         skip_known_prefixes: bool = True,
         costs: bool | str = True,

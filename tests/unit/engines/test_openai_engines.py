@@ -54,7 +54,10 @@ def test_urls_make_one_instance_per_server():
 def test_max_num_seqs_is_the_in_flight_cap():
     engine = OpenAILLMEngine("llm", url="http://gpu:8000", max_num_seqs=32)
     assert engine.profile.max_inflight == engine.profile.max_batch == 32
-    assert OpenAILLMEngine("llm", url="http://gpu:8000").profile.max_inflight == 16
+    # unreported and not given: vLLM's own GPU default, and a connection pool as large
+    default = OpenAILLMEngine("llm", url="http://gpu:8000")
+    assert default.profile.max_inflight == default.profile.max_batch == 256
+    assert default._client_args[-1] >= default.profile.max_inflight
 
 
 @pytest.mark.parametrize(
