@@ -80,7 +80,7 @@ class OpenAILLMEngine:
     max_efficient_batch (8), max_tokens (default per request, 256), timeout (seconds per request, 600),
     connect_timeout (10), retries (3: attempts after the first on connection errors, 408/409/429 and
     5xx answers, with the openai client's jittered backoff honouring Retry-After), max_connections
-    (pool size, 256; keep it >= max_num_seqs), unsalted (what a request carrying a tenant's
+    (pool size; default the larger of 256 and max_num_seqs), unsalted (what a request carrying a tenant's
     `cache_salt` does on a server that does not take vLLM's fields, so every tenant's prompts share
     its prefix cache and one tenant can probe another's through response timing: "warn" (default),
     sent without it and logged once per engine instance naming the server; "refuse": it fails),
@@ -113,11 +113,13 @@ class OpenAILLMEngine:
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
         retries: int = 3,
-        max_connections: int = DEFAULT_MAX_NUM_SEQS,
+        max_connections: int | None = None,
         unsalted: str = "warn",
         skip_known_prefixes: bool = True,
         costs: bool | str = True,
     ):
+        if max_connections is None:  # one connection per in-flight stream
+            max_connections = max(DEFAULT_MAX_NUM_SEQS, max_num_seqs if isinstance(max_num_seqs, int) else 0)
         self.base_url = check_client_options(name, url, timeout, connect_timeout, retries, max_connections)
         for key, value in (
             ("max_num_seqs", max_num_seqs or 1),

@@ -150,8 +150,10 @@ class RemoteSearchEngine:
                 PROBE_SIZES,
                 warm_up=(1,),
             )
-        except RemoteSearchError as exc:
+        except BaseException as exc:  # the client is closed again whatever stopped the probe
             await self.stop()
+            if not isinstance(exc, RemoteSearchError):
+                raise
             raise RemoteSearchError(
                 f"{exc} (during the cost probe at start: start the API first, or give the engine costs=False "
                 f"or a profile)"

@@ -58,6 +58,8 @@ def test_max_num_seqs_is_the_in_flight_cap():
     default = OpenAILLMEngine("llm", url="http://gpu:8000")
     assert default.profile.max_inflight == default.profile.max_batch == 256
     assert default._client_args[-1] >= default.profile.max_inflight
+    wide = OpenAILLMEngine("llm", url="http://gpu:8000", max_num_seqs=512)
+    assert wide._client_args[-1] == 512  # the pool follows a larger cap
 
 
 @pytest.mark.parametrize(
