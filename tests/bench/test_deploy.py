@@ -150,3 +150,18 @@ def test_quick_run_does_equal_work_on_every_system():
         assert calls["LlamaIndex"] == calls["teola"]
         for per_query in calls["teola"].values():
             assert [out for _, out in per_query] == [72, 96]  # expansion and synthesis at their max_tokens
+
+
+def test_the_result_json_keeps_what_the_page_reads_and_drops_the_filler_answers():
+    from bench.lib.results import rounded, without_keys
+
+    data = {
+        "workloads": {"w": {"points": {"alone": {"teola": _entry([1.23456789], [[[10, 4]]])}}}},
+        "wall_seconds": 12.3456789,
+    }
+    data["workloads"]["w"]["points"]["alone"]["teola"]["records"][0]["answer"] = "filler " * 50
+    kept = rounded(without_keys(data, "answer"))
+    record = kept["workloads"]["w"]["points"]["alone"]["teola"]["records"][0]
+    assert "answer" not in record and record["latency"] == 1.2346
+    assert kept["wall_seconds"] == 12.3457 and record["calls"] == [[10, 4]]
+    assert record["ok"] is True  # booleans are not numbers to round
