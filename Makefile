@@ -10,13 +10,14 @@ run: setup
 # Every test exactly once, in two runs split by marker (together they select the whole suite): the tests
 # that need no engine, start no service and time nothing on the wall clock on two pytest-xdist workers,
 # then the rest in one process, so each session engine starts once. The second runs whatever the first
-# gives; a failure of either fails the target.
+# gives; a failure of either fails the target. The second prints its 30 slowest set-ups and tests: where
+# the suite's time goes, in every CI log.
 FAST := not engines and not services and not slow
 PARALLEL := $(FAST) and not wall_clock
 test: setup
 	status=0; \
 	.venv/bin/python -m pytest -q -p no:cacheprovider -n 2 -m "$(PARALLEL)" || status=$$?; \
-	.venv/bin/python -m pytest -q -p no:cacheprovider -m "not ($(PARALLEL))" || status=$$?; \
+	.venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 -m "not ($(PARALLEL))" || status=$$?; \
 	exit $$status
 
 # What CI runs before the tests: the linter and the formatter's check on the whole tree, the type

@@ -3,8 +3,9 @@ ray.cluster_utils), with deterministic engines loaded by import path in the acto
 
 - what Ray stores (job table, actor table, task events) holds no secret of the driver's
   environment, and the engine that needs one gets it (teola.runtime.executors.ray_env);
-- an intermediate output passes from an actor on the second node to an actor on the head node in
-  Ray's object store: the driver never deserializes it;
+- engines are placed on the nodes whose resources they ask for, on a cluster the executor joins by its
+  address; an intermediate output passes from an actor on the second node to an actor on the head
+  node in Ray's object store: the driver never deserializes it;
 - the second node dies under load: the queries with work there fail with QueryUnavailable (HTTP 503),
   every other query succeeds, the engines that were there are placed again on the live node (by Ray's
   restart, and by the executor for an actor Ray will not restart), and later queries succeed.
@@ -208,6 +209,9 @@ async def test_an_intermediate_output_goes_from_node_to_node_without_the_driver(
     where = second.runtime.executor.placements
     assert where["embedding/0"]["node_id"] == node_with("node_b") != where["vectordb/0"]["node_id"]
     assert where["vectordb/0"]["node_id"] == node_with("node_a")
+    # engines placed by the resources they ask for, on a cluster the executor joined by its address
+    assert where["reranker/0"]["node_id"] == where["embedding/0"]["node_id"]
+    assert where["llm/0"]["node_id"] == where["vectordb/0"]["node_id"]
     batches = spy_batches(second.runtime.executor)
     read = spy_driver_reads(monkeypatch)
     expected = (await head.run(QUERY)).output  # the same app on one node

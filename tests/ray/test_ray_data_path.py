@@ -5,8 +5,6 @@ for come back as values, and kept vectors outlive the actor that produced them (
 them). Killing an actor mid-query (default "driver" path): tests/ray/test_ray_executor.py; a
 lost intermediate output's error: tests/unit/runtime/test_ray_data.py."""
 
-import os
-
 import pytest
 import ray
 
@@ -40,18 +38,6 @@ def make_rag(runtime: dict) -> App:
     app.register_engine(Engine("reranker", kind=SIM, ops=["reranking"]))
     set_template(app, chunk_size=64, chunk_overlap=8, top_k=4, max_tokens=32)
     return app
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        namespace="teola-test-data",
-        runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}},
-    )
-    yield
-    ray.shutdown()
 
 
 def spy(executor: RayExecutor) -> list[tuple[str, list, list]]:

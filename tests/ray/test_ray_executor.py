@@ -3,9 +3,6 @@ inside the actors (the same code path as real engines)."""
 
 import asyncio
 import os
-import shutil
-import socket
-import subprocess
 
 import pytest
 import ray
@@ -48,18 +45,6 @@ def make_rag(runtime: dict, llm_latency: float = 0.0, placement: dict | None = N
     app.register_engine(Engine("reranker", kind=SIM, ops=["reranking"], resources=placement.get("reranker")))
     set_template(app, chunk_size=64, chunk_overlap=8, top_k=4, max_tokens=32)
     return app
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        namespace="teola-test",
-        runtime_env={"env_vars": {"PYTHONPATH": os.getcwd()}},
-    )
-    yield
-    ray.shutdown()
 
 
 async def test_ray_and_local_executors_give_the_same_answers(local_ray):
@@ -137,82 +122,3 @@ async def test_apps_declaring_the_same_engines_share_their_actors_until_the_last
         )
     finally:
         await unshared.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def two_node_cluster(tmp_path):
-    ray_bin = shutil.which("ray", path=os.path.dirname(os.sys.executable))
-    assert ray_bin, "the ray CLI is installed with the project"
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.getcwd(), "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--num-cpus", "1", "--disable-usage-stats"]
-    if ray.is_initialized():
-        ray.shutdown()
-    subprocess.run(
-        [
-            ray_bin,
-            "start",
-            "--head",
-            "--port",
-            str(port),
-            "--node-ip-address",
-            "127.0.0.1",
-            "--include-dashboard",
-            "false",
-            "--resources",
-            '{"node_a": 1}',
-            *common,
-        ],
-        check=True,
-        env=env,
-        capture_output=True,
-        timeout=120,
-    )
-    try:
-        subprocess.run(
-            [
-                ray_bin,
-                "start",
-                "--address",
-                f"127.0.0.1:{port}",
-                "--node-ip-address",
-                "127.0.0.1",
-                "--resources",
-                '{"node_b": 1}',
-                *common,
-            ],
-            check=True,
-            env=env,
-            capture_output=True,
-            timeout=120,
-        )
-        yield f"127.0.0.1:{port}"
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        subprocess.run([ray_bin, "stop", "--force"], env=env, capture_output=True, timeout=120)
-
-
-async def test_engines_placed_on_two_ray_nodes_answer_queries(two_node_cluster):
-    place = {
-        "llm": {"resources": {"node_a": 0.1}},
-        "embedding": {"resources": {"node_b": 0.1}},
-        "vectordb": {"resources": {"node_a": 0.1}},
-        "reranker": {"resources": {"node_b": 0.1}},
-    }
-    app = make_rag({"executor": "ray", "ray": {"address": two_node_cluster}}, placement=place)
-    try:
-        r = await app.run(QUERY)
-        assert r.output.startswith("answer ")
-        where = app.runtime.executor.placements
-        assert where["llm/0"]["node_id"] == where["vectordb/0"]["node_id"]
-        assert where["embedding/0"]["node_id"] == where["reranker/0"]["node_id"]
-        assert where["llm/0"]["node_id"] != where["embedding/0"]["node_id"]
-    finally:
-        await app.stop()
