@@ -34,6 +34,8 @@ from engines.llm_text.least_squares import nnls
 PROBE_SIZES = (1, 2, 4, 8, 1, 2, 4, 8)  # items per probe batch; each size's fastest is fitted
 WARM_UP_SIZES = (1, 8)  # items per warm-up batch, not timed (the first batches of a shape run slower)
 
+# a salt as long as the probe's own (f"probe {nonce} {j}"), to measure a probe item's characters
+SAMPLE_SALT = "probe 00000000 0"
 # runs one batch of `n` probe items, each unique (salted), through the engine's `execute`
 ProbeRun = Callable[[int, str], Awaitable[Any]]
 
@@ -42,13 +44,15 @@ ProbeRun = Callable[[int, str], Awaitable[Any]]
 class OpCost:
     """base_s: seconds a request of the op costs beyond its items; item_s: seconds per item; source:
     "fitted at start" or the profile's name; error: the fit's mean absolute relative error over its
-    samples (0 for a profile); probe_s: seconds the probe took."""
+    samples (0 for a profile); probe_s: seconds the probe took; item_chars: the characters of text in
+    one probe item (0: not measured, an item then costs item_s whatever its length)."""
 
     base_s: float
     item_s: float
     source: str
     error: float = 0.0
     probe_s: float = 0.0
+    item_chars: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -57,6 +61,14 @@ class OpCost:
     def from_dict(cls, data: Mapping[str, Any]) -> OpCost:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    def item_seconds(self, chars: int) -> float:
+        """One item's seconds, scaled by its `chars` of text against the probe's items (a text
+        model's time grows with the tokens it reads: a 1,000-character chunk costs about ten of the
+        probe's short sentences); item_s where either length is unknown (0)."""
+        if self.item_chars > 0 and chars > 0:
+            return self.item_s * chars / self.item_chars
+        return self.item_s
 
     def describe(self) -> str:
         fit = f", fit error {self.error:.0%}" if self.source == FITTED else ""
@@ -72,7 +84,12 @@ def profile_op_table(profile: str, kind: str) -> dict[str, OpCost]:
         table = data["engines"][kind]["op_cost"]
         source = str(data.get("name", profile))
         return {
-            str(op): OpCost(base_s=float(c["base"]), item_s=float(c["per_item"]), source=source)
+            str(op): OpCost(
+                base_s=float(c["base"]),
+                item_s=float(c["per_item"]),
+                source=source,
+                item_chars=float(c.get("item_chars", 0.0)),
+            )
             for op, c in table.items()
         }
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -136,16 +153,29 @@ async def engine_op_costs(
     runs: Mapping[str, ProbeRun],
     sizes: tuple[int, ...] = PROBE_SIZES,
     warm_up: tuple[int, ...] = WARM_UP_SIZES,
+    item_chars: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """What a non-LLM adapter puts in `profile.op_costs` once started, by op name: a named profile's
     op costs, the probe's fit of each op in `runs` (option True: batches of `sizes` items after
-    batches of `warm_up`), or {} (False: none reported)."""
+    batches of `warm_up`; `item_chars`: the characters of text in one of its items, by op), or {}
+    (False: none reported)."""
     option = check_op_costs_option(name, kind, frozenset(runs), option)
     if option is False:
         return {}
     if isinstance(option, str):
         return {op: c.as_dict() for op, c in profile_op_table(option, kind).items() if op in runs}
-    return {op: (await probe_op_cost(run, sizes, warm_up)).as_dict() for op, run in runs.items()}
+    chars = item_chars or {}
+    return {
+        op: dataclasses.replace(
+            await probe_op_cost(run, sizes, warm_up), item_chars=chars.get(op, 0.0)
+        ).as_dict()
+        for op, run in runs.items()
+    }
+
+
+def request_chars(body: Mapping[str, Any]) -> int:
+    """The characters of text a request carries (its string fields: a text, a query and its text)."""
+    return sum(len(v) for v in body.values() if isinstance(v, str))
 
 
 def probe_words(i: int, salt: str) -> str:

@@ -10,7 +10,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engines.machine.core_share import process_share
-from engines.machine.op_costs import ProbeRun, check_op_costs_option, engine_op_costs
+from engines.machine.op_costs import (
+    SAMPLE_SALT,
+    ProbeRun,
+    check_op_costs_option,
+    engine_op_costs,
+    request_chars,
+)
 from engines.protocol import EngineProfile, StreamEvent, profile_with
 
 # sentence-transformers models created with exclusive=True compute one batch at a time in a process
@@ -90,7 +96,10 @@ class SentenceTransformersAdapter(ABC):
                 share.join(SHARE_GROUP, share.all_cores[: self.torch_threads])
                 self._sharing = True
             runs = {str(op): self._probe_run(op) for op in self.ops}
-            self.profile.op_costs = await engine_op_costs(self.name, self.kind, self.costs_option, runs)
+            chars = {op: float(request_chars(self._probe_request(0, SAMPLE_SALT))) for op in runs}
+            self.profile.op_costs = await engine_op_costs(
+                self.name, self.kind, self.costs_option, runs, item_chars=chars
+            )
             self._forget_probe()
 
     def _probe_run(self, op: str) -> ProbeRun:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from engines.machine.op_costs import OpCost
 from teola.scheduling.dispatch_record import DispatchRecord, frozen_body, wire_request
 from teola.scheduling.kv_room import KVRoom
 
@@ -162,13 +163,16 @@ class Limits:
     engines (0 = no token limit). first_fits: the first request is taken even past token_budget (it
     runs alone); False while calls already run on the instance (Autellix's can_fit). headroom: the
     tokens each request takes beyond what its entry charges (once the engine reports its KV block
-    size, the block less the headroom charges were estimated with: teola.scheduling.kv_ledger)."""
+    size, the block less the headroom charges were estimated with: teola.scheduling.kv_ledger).
+    op_costs: the instance's reported seconds per request and per item of each op it runs (fitted at
+    start or a profile's: engines.machine.op_costs), by op name; {} where it reports none (LLMs)."""
 
     max_batch: int
     max_efficient_batch: int
     token_budget: int = 0
     first_fits: bool = True
     headroom: int = 0
+    op_costs: Mapping[str, OpCost] = field(default_factory=dict)
 
 
 @dataclass(slots=True, kw_only=True)

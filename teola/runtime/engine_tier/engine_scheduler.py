@@ -294,14 +294,8 @@ class EngineScheduler:
         instead of filling the first one while the others idle."""
         free_tokens = max(1, self.token_budget - inst.tokens) if self.token_budget else 0
         slots = self.max_batch if self.preemptor is None else min(self.max_batch, self.preemptor.free(inst))
-        # can_fit: with calls running, the best waiting call waits unless it fits beside them
-        first_fits = self.preemptor is None or not self.preemptor.live or self.preemptor.running(inst) == 0
-        # charges were estimated with a 16-token headroom; the engine's own block, once reported
-        headroom = (
-            self.preemptor.ledger(inst).headroom_change()
-            if self.preemptor is not None and self.preemptor.live
-            else 0
-        )
+        first_fits = self.preemptor is None or self.preemptor.first_fits(inst)
+        headroom = 0 if self.preemptor is None else self.preemptor.headroom(inst)
         efficient = self.max_efficient_batch
         if free > 1:
             share = -(-sum(e.remaining for e in self.queue) // free)
@@ -312,6 +306,7 @@ class EngineScheduler:
             token_budget=free_tokens,
             first_fits=first_fits,
             headroom=headroom,
+            op_costs={} if self.llm else inst.op_costs,
         )
 
     def _dispatch(self, inst: Instance, picks: list[Pick], queue: RequestQueue) -> None:

@@ -87,6 +87,16 @@ class Preemptor:
         """Admission slots left on `inst`: none while the calls running there fill its token budget."""
         return admission_slots(self.budget, self.token_budget, self.running(inst), inst.tokens)
 
+    def first_fits(self, inst: Instance) -> bool:
+        """Whether the best waiting call runs even past the token budget: only while nothing runs on
+        `inst` under live admission (Autellix's can_fit: with calls running it waits unless it fits)."""
+        return not self.live or self.running(inst) == 0
+
+    def headroom(self, inst: Instance) -> int:
+        """Tokens each request holds beyond its charge (estimated with a 16-token headroom): one
+        engine block less that, once the engine reports its block (live admission only)."""
+        return self.ledger(inst).headroom_change() if self.live else 0
+
     # ---- running calls --------------------------------------------------------------------------
     def start(self, inst: Instance, pick: Pick, queue: RequestQueue) -> None:
         """Run the call of `pick` (its entry already taken whole from `queue`) on `inst` as its own
@@ -108,7 +118,7 @@ class Preemptor:
             if progress:
                 rec.progress = True
             requests.append(e.wire(i))
-        pad = self.ledger(inst).headroom_change() if self.live else 0  # one engine block, once reported
+        pad = self.headroom(inst)
         held = {j: e.tokens[i] + pad if e.tokens else 0 for j, i in enumerate(sent)}
         call = RunningCall(
             inst=inst,

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from engines.machine.op_costs import OpCost
 from engines.protocol import Capability, EngineProfile, StreamEvent
 from teola.ir.engine_spec import Engine
 
@@ -36,6 +37,11 @@ class Instance:
     @property
     def name(self) -> str:
         return f"{self.engine}/{self.index}"
+
+    @property
+    def op_costs(self) -> dict[str, OpCost]:
+        """The op costs the instance reported at start (EngineProfile.op_costs), typed."""
+        return {op: OpCost.from_dict(c) for op, c in self.profile.op_costs.items()}
 
 
 class Executor(Protocol):

@@ -1,4 +1,5 @@
-"""Topology-aware batching (Teola Algorithm 2, Event 2).
+"""Topology-aware batching (Teola Algorithm 2, Event 2), with batches joined across queries only
+where the engine's costs say it pays.
 
 Entries are grouped into one bucket per query; buckets are visited by the earliest arrival among
 their entries; from each bucket only the entries of the highest depth (the most contributive to
@@ -6,18 +7,44 @@ the query's progress) give requests, until the slots are used up. Slots are the 
 efficient batch, or for LLM engines with a token budget, tokens (and at most max_batch requests).
 A batch holds one op: the op of the first bucket's deepest entry.
 
+Joining by cost (`join_by_cost`, on by default): on an engine that reports its op's costs (a
+request's `base_s` and an item's `item_s`, engines.machine.op_costs; the sentence-transformers
+engines and pgvector do, LLMs do not), another query's entries join the batch only when
+
+    delayed * added <= (1 + behind) * base_s
+
+where `added` is the seconds its requests add to the batch (each item's `item_s`, scaled by its
+text's length against the probe's items), `delayed` counts the queries whose results the longer
+batch delays (those already in it and those passed over, which run after it) and `behind` the
+queries queued after it for the same op, each of which one more batch delays by `base_s`. It is
+the sum of the queries' completion times under the linear cost, compared with the query run in
+the next batch. On a GPU a batch's fixed cost dwarfs an item's and queries join as Algorithm 2
+has them; on CPU cores an item costs about as much alone as in a batch, and two queries' rerankings
+batched together only make the first wait for the second's pairs (measured on the emulated-GPU
+deployment page, advanced RAG at 8x). Off, or with no costs reported: Algorithm 2 as published.
+
 On an engine that batches continuously (vLLM) each entry of a batch gets its results as soon as its
 own requests end (`returns_each`; teola.runtime.engine_tier.engine_scheduler), so a query's short decode never
 waits for a longer one it was batched with; batching decides what runs together, not who waits."""
 
 from __future__ import annotations
 
-from teola.scheduling.base import Decision, Filler, Limits, Policy, RequestQueue
+from collections.abc import Sequence
+
+from engines.machine.op_costs import OpCost, request_chars
+from teola.scheduling.base import Decision, Filler, Limits, Pending, Policy, RequestQueue
 
 
 class TopologyPolicy(Policy):
     name = "topology"
     returns_each = True
+
+    def __init__(self, join_by_cost: bool = True) -> None:
+        if not isinstance(join_by_cost, bool):
+            raise ValueError(
+                f"policy 'topology': option join_by_cost must be true or false, got {join_by_cost!r}"
+            )
+        self.join_by_cost = join_by_cost
 
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
@@ -29,18 +56,47 @@ class TopologyPolicy(Policy):
         )
         fill = Filler(slots, limits.token_budget)
         op = None
-        for bucket in queue.buckets():  # by earliest arrival
+        cost: OpCost | None = None
+        buckets = queue.buckets()  # by earliest arrival
+        joined = passed = 0
+        for k, bucket in enumerate(buckets):
             if op is None:
                 op = max(bucket, key=lambda e: e.depth).op
+                cost = limits.op_costs.get(op) if self.join_by_cost and limits.token_budget == 0 else None
             cands = [e for e in bucket if e.op == op]
             if not cands:
                 continue
             top = max(e.depth for e in cands)
-            for e in cands:
-                if e.depth == top:
-                    fill.take(e)
-                    if fill.full:
-                        break
+            tops = [e for e in cands if e.depth == top]
+            if joined and cost is not None:
+                behind = sum(1 for b in buckets[k + 1 :] if any(e.op == op for e in b))
+                if not pays_to_join(cost, added_seconds(cost, tops, fill.slots), joined + passed, behind):
+                    passed += 1
+                    continue
+            joined += 1
+            for e in tops:
+                fill.take(e)
+                if fill.full:
+                    break
             if fill.full:
                 break
         return Decision(picks=fill.picks)
+
+
+def added_seconds(cost: OpCost, entries: Sequence[Pending], slots: int) -> float:
+    """The seconds the next requests of `entries` (at most `slots` of them) add to a batch."""
+    seconds = 0.0
+    for e in entries:
+        for body in e.requests[e.taken : e.taken + min(e.remaining, slots)]:
+            seconds += cost.item_seconds(request_chars(body))
+        slots -= min(e.remaining, slots)
+        if slots <= 0:
+            break
+    return seconds
+
+
+def pays_to_join(cost: OpCost, added: float, delayed: int, behind: int) -> bool:
+    """Whether a query whose requests add `added` seconds joins the batch (module doc): the
+    `delayed` queries each wait `added` more, against one batch's `base_s` saved for it and the
+    `behind` queries after it."""
+    return delayed * added <= (1 + behind) * cost.base_s

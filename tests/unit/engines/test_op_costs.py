@@ -9,13 +9,16 @@ import pytest
 from engines.llm_text.costs import FITTED
 from engines.machine.op_costs import (
     PROBE_SIZES,
+    SAMPLE_SALT,
     WARM_UP_SIZES,
     OpCost,
     check_op_costs_option,
     engine_op_costs,
     fit_op_cost,
     probe_op_cost,
+    probe_words,
     profile_op_table,
+    request_chars,
 )
 from engines.protocol import EngineProfile
 from teola import Engine, PrimOp
@@ -108,3 +111,23 @@ def test_an_engine_info_with_op_costs_is_hashable_and_equal_only_to_the_same_cos
     spec.op_costs = {PrimOp.EMBEDDING: OpCost(base_s=0.01, item_s=0.002, source=FITTED)}
     costed = spec.info()
     assert hash(costed) == hash(plain) and costed != plain and costed == spec.info()
+
+
+def test_the_probe_records_its_items_characters_and_an_items_seconds_scale_with_them():
+    async def run(n: int, salt: str) -> None:
+        await asyncio.sleep(0.005 + 0.001 * n)
+
+    fitted = run_virtual(
+        engine_op_costs(
+            "emb", "sentence_transformers", True, {"embedding": run}, item_chars={"embedding": 80.0}
+        )
+    )
+    cost = OpCost.from_dict(fitted["embedding"])
+    assert cost.item_chars == 80.0 and cost.item_s == pytest.approx(0.001, rel=0.01)
+    assert cost.item_seconds(800) == pytest.approx(10 * cost.item_s)  # ten probe items' text
+    assert cost.item_seconds(0) == cost.item_s  # unknown length: one item
+    unmeasured = OpCost(base_s=0.0, item_s=0.002, source=FITTED)
+    assert unmeasured.item_seconds(5000) == 0.002
+    assert request_chars({"query": "abc", "text": "de", "top_k": 3}) == 5
+    # a probe item as the sentence-transformers engines measure it: the salt as long as the probe's
+    assert request_chars({"text": probe_words(0, SAMPLE_SALT)}) == len(probe_words(3, "probe 0a1b2c3d 7"))
