@@ -137,8 +137,11 @@ class RequestQueue:
         """The tenants with entries queued."""
         return list(self._tenants)
 
-    def buckets(self) -> list[list[Pending]]:
-        """Buckets by the earliest arrival among their remaining entries (ties: first queued first)."""
+    def buckets(self, by_query: bool = False) -> list[list[Pending]]:
+        """Buckets by the earliest arrival among their remaining entries (ties: first queued first);
+        `by_query`: by their query's start first, then by that arrival."""
+        if by_query:
+            return sorted(self._buckets.values(), key=lambda b: (b[0].query_arrival, b[0].arrival))
         return sorted(self._buckets.values(), key=lambda b: b[0].arrival)
 
     def __iter__(self) -> Iterator[Pending]:

@@ -23,6 +23,11 @@ has them; on CPU cores an item costs about as much alone as in a batch, and two 
 batched together only make the first wait for the second's pairs (measured on the emulated-GPU
 deployment page, advanced RAG at 8x). Off, or with no costs reported: Algorithm 2 as published.
 
+Bucket order (`order`): "entry" (the default, Algorithm 2 line 9) visits buckets by their oldest
+entry's arrival; "query" visits them by their query's start (then by that arrival), so an older
+query's entry that has just become ready goes before a younger query's entries that were queued
+earlier (an indexing slice with slack while its own query's expansion decodes).
+
 On an engine that batches continuously (vLLM) each entry of a batch gets its results as soon as its
 own requests end (`returns_each`; teola.runtime.engine_tier.engine_scheduler), so a query's short decode never
 waits for a longer one it was batched with; batching decides what runs together, not who waits."""
@@ -34,17 +39,22 @@ from collections.abc import Sequence
 from engines.machine.op_costs import OpCost, request_chars
 from teola.scheduling.base import Decision, Filler, Limits, Pending, Policy, RequestQueue
 
+ORDERS = ("entry", "query")
+
 
 class TopologyPolicy(Policy):
     name = "topology"
     returns_each = True
 
-    def __init__(self, join_by_cost: bool = True) -> None:
+    def __init__(self, join_by_cost: bool = True, order: str = "entry") -> None:
         if not isinstance(join_by_cost, bool):
             raise ValueError(
                 f"policy 'topology': option join_by_cost must be true or false, got {join_by_cost!r}"
             )
+        if order not in ORDERS:
+            raise ValueError(f"policy 'topology': option order must be one of {ORDERS}, got {order!r}")
         self.join_by_cost = join_by_cost
+        self.order = order
 
     def schedule(self, queue: RequestQueue, now: float, limits: Limits) -> Decision:
         if not queue:
@@ -57,7 +67,7 @@ class TopologyPolicy(Policy):
         fill = Filler(slots, limits.token_budget)
         op = None
         cost: OpCost | None = None
-        buckets = queue.buckets()  # by earliest arrival
+        buckets = queue.buckets(by_query=self.order == "query")
         joined = passed = 0
         for k, bucket in enumerate(buckets):
             if op is None:
