@@ -1,9 +1,9 @@
 """Topology-aware batching (Teola Algorithm 2, Event 2), with batches joined across queries only
 where the engine's costs say it pays.
 
-Entries are grouped into one bucket per query; buckets are visited by the earliest arrival among
-their entries; from each bucket only the entries of the highest depth (the most contributive to
-the query's progress) give requests, until the slots are used up. Slots are the engine's maximum
+Entries are grouped into one bucket per query; buckets are visited in the `order` below; from
+each bucket only the entries of the highest depth (the most contributive to the query's progress)
+give requests, until the slots are used up. Slots are the engine's maximum
 efficient batch, or for LLM engines with a token budget, tokens (and at most max_batch requests).
 A batch holds one op: the op of the first bucket's deepest entry.
 
@@ -21,12 +21,15 @@ the sum of the queries' completion times under the linear cost, compared with th
 the next batch. On a GPU a batch's fixed cost dwarfs an item's and queries join as Algorithm 2
 has them; on CPU cores an item costs about as much alone as in a batch, and two queries' rerankings
 batched together only make the first wait for the second's pairs (measured on the emulated-GPU
-deployment page, advanced RAG at 8x). Off, or with no costs reported: Algorithm 2 as published.
+deployment page, advanced RAG at 8x). Off, or with no costs reported: Algorithm 2's batches.
 
-Bucket order (`order`): "entry" (the default, Algorithm 2 line 9) visits buckets by their oldest
-entry's arrival; "query" visits them by their query's start (then by that arrival), so an older
-query's entry that has just become ready goes before a younger query's entries that were queued
-earlier (an indexing slice with slack while its own query's expansion decodes).
+Bucket order (`order`): "query" (the default) visits buckets by their query's start (then by their
+oldest entry's arrival), so an older query's entry that has just become ready goes before a younger
+query's entries that were queued earlier (an indexing slice with slack while its own query's
+expansion decodes); "entry" visits them by their oldest entry's arrival, as Algorithm 2 line 9 does.
+Measured on the emulated-GPU deployment (advanced RAG, small documents, 70B profile, 2 trials, one
+run): at 8x teola 8.48 s by entry, 7.83 s by query, LangGraph 8.16 s; alone and at 4x within 0.01 s.
+With `join_by_cost=False, order="entry"` the policy is Algorithm 2 as published.
 
 On an engine that batches continuously (vLLM) each entry of a batch gets its results as soon as its
 own requests end (`returns_each`; teola.runtime.engine_tier.engine_scheduler), so a query's short decode never
@@ -46,7 +49,7 @@ class TopologyPolicy(Policy):
     name = "topology"
     returns_each = True
 
-    def __init__(self, join_by_cost: bool = True, order: str = "entry") -> None:
+    def __init__(self, join_by_cost: bool = True, order: str = "query") -> None:
         if not isinstance(join_by_cost, bool):
             raise ValueError(
                 f"policy 'topology': option join_by_cost must be true or false, got {join_by_cost!r}"

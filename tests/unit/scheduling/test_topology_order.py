@@ -1,5 +1,6 @@
 """The bucket order of topology-aware batching (teola.scheduling.primitive.topology, option `order`):
-"entry" visits queries by their oldest queued entry (Algorithm 2 line 9), "query" by the query's start."""
+"query" (the default) visits queries by their start, "entry" by their oldest queued entry (Algorithm 2
+line 9)."""
 
 import pytest
 
@@ -30,13 +31,13 @@ def queue():
 
 
 def test_by_entry_the_earlier_queued_slice_goes_first():
-    assert first_batch(queue()) == [("index2", 4)]
     assert first_batch(queue(), order="entry") == [("index2", 4)]
 
 
-def test_by_query_the_older_query_goes_first():
+def test_by_query_the_older_query_goes_first_by_default():
     # q1's bucket first (started at 0.0); its 1 request leaves 3 slots, filled from q2 (no op costs)
     assert first_batch(queue(), order="query") == [("embed1", 1), ("index2", 3)]
+    assert first_batch(queue()) == [("embed1", 1), ("index2", 3)]
 
 
 def test_queries_that_started_together_keep_the_entry_order():
