@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from teola import App, Engine, Graph, Primitive, PrimOp
 from teola.ir.graph import EngineInfo
+from teola.scheduling.base import Pending
 
 DOC = " ".join(f"Sentence {i} says that fact {i} is true." for i in range(60))
 
@@ -64,3 +65,8 @@ def make_graph(
         g.connect(prims[a], prims[b])
     g.outputs = tuple(prims[-1].outputs)
     return g
+
+
+def pending(qid: str, name: str, arrival: float, requests: list[dict], op: str, depth: int, **kw) -> Pending:
+    """A queued entry of query `qid` for the scheduling policies' tests (more Pending fields as `kw`)."""
+    return Pending(query_id=qid, name=name, op=op, depth=depth, arrival=arrival, requests=requests, **kw)

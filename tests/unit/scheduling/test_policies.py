@@ -6,7 +6,6 @@ from teola.scheduling.registry import (
     Decision,
     Filler,
     Limits,
-    Pending,
     Pick,
     Policy,
     RequestQueue,
@@ -15,19 +14,12 @@ from teola.scheduling.registry import (
     register_policy,
     unregister_policy,
 )
+from tests.factories import pending
 
 
 def entry(qid, name, depth, arrival, n=1, op="prefilling", tokens=None):
     reqs = [{"i": i} for i in range(n)]
-    return Pending(
-        query_id=qid,
-        name=name,
-        op=op,
-        depth=depth,
-        arrival=arrival,
-        requests=reqs,
-        tokens=[tokens] * n if tokens else None,
-    )
+    return pending(qid, name, arrival, reqs, op, depth, tokens=[tokens] * n if tokens else None)
 
 
 def picked(d: Decision):

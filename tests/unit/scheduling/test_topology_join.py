@@ -6,18 +6,12 @@ import pytest
 
 from engines.machine.op_costs import OpCost
 from teola.scheduling.primitive.topology import added_seconds, pays_to_join
-from teola.scheduling.registry import Limits, Pending, RequestQueue, make_policy
+from teola.scheduling.registry import Limits, RequestQueue, make_policy
+from tests.factories import pending
 
 
 def entry(qid, name, arrival, texts, op="reranking", depth=2):
-    return Pending(
-        query_id=qid,
-        name=name,
-        op=op,
-        depth=depth,
-        arrival=arrival,
-        requests=[{"query": "", "text": t} for t in texts],
-    )
+    return pending(qid, name, arrival, [{"query": "", "text": t} for t in texts], op, depth)
 
 
 def cost(base_s, item_s, item_chars=0.0):

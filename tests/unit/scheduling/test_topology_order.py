@@ -4,18 +4,13 @@ line 9)."""
 
 import pytest
 
-from teola.scheduling.registry import Limits, Pending, RequestQueue, make_policy
+from teola.scheduling.registry import Limits, RequestQueue, make_policy
+from tests.factories import pending
 
 
 def entry(qid, name, arrival, started, n=1, op="embedding", depth=3):
-    return Pending(
-        query_id=qid,
-        name=name,
-        op=op,
-        depth=depth,
-        arrival=arrival,
-        query_arrival=started,
-        requests=[{"text": f"{name} {i}"} for i in range(n)],
+    return pending(
+        qid, name, arrival, [{"text": f"{name} {i}"} for i in range(n)], op, depth, query_arrival=started
     )
 
 
